@@ -1,0 +1,31 @@
+/* cpu.h - CPU feature detection and the kernel ISA choice.
+ *
+ * The active ISA is chosen once from cpuid (best supported of avx512 > avx2 >
+ * scalar) unless CINFER_CPU=avx512|avx2|scalar forces one (forcing an ISA the
+ * CPU lacks falls back to the best supported one with a warning). Tests call
+ * cpu_isa_force() to run every kernel on every path the machine supports.
+ * "avx512" means F+BW+VL+DQ+VNNI (+BF16 used where present); "avx2" means
+ * AVX2+FMA+F16C. */
+#ifndef CINFER_BASE_CPU_H
+#define CINFER_BASE_CPU_H
+
+#include <stdbool.h>
+
+typedef enum { CPU_ISA_SCALAR = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2, CPU_ISA_COUNT } cpu_isa;
+
+typedef struct cpu_features {
+    bool avx2, fma, f16c;
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
+} cpu_features;
+
+const cpu_features *cpu_get_features(void);
+bool cpu_isa_supported(cpu_isa isa);
+/* The ISA kernels use now. */
+cpu_isa cpu_isa_active(void);
+/* Forces an ISA (must be supported); used by tests and benchmarks. */
+void cpu_isa_force(cpu_isa isa);
+const char *cpu_isa_name(cpu_isa isa);
+/* Parses "avx512|avx2|scalar"; returns -1 if unknown. */
+int cpu_isa_parse(const char *s, cpu_isa *out);
+
+#endif

@@ -1,0 +1,127 @@
+/* gguf.h - GGUF v2/v3 reader (over mmap) and writer.
+ *
+ * Reader: gguf_open() maps the file and validates everything before anything
+ * is returned: magic, version (2 or 3), counts against the file size, every
+ * string (length within file), every value type, array element types and
+ * lengths, key uniqueness, tensor names (unique), dims (1..4, each >= 1, no
+ * overflow), tensor types (known ggml ids, ne[0] a multiple of the block
+ * size), general.alignment (power of two), tensor offsets (aligned, data
+ * within the file, no overlaps needed). Any violation gives a one-line message
+ * "<path>: <what> (offset N)" and -1; no input can crash it.
+ *
+ * Everything returned (keys, strings, tensor infos) is owned by the
+ * gguf_file and lives until gguf_close(). Strings are NUL-terminated copies
+ * (GGUF strings may contain NUL; `len` is the true length). Tensor data
+ * pointers point into the mapping (aligned to general.alignment relative to
+ * the file start).
+ *
+ * Writer: collects key/values and tensors, writes GGUF v3 to `path.tmp` and
+ * renames it into place, so a failed write never leaves a half file. */
+#ifndef CINFER_MODEL_GGUF_H
+#define CINFER_MODEL_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+
+typedef enum gguf_vtype {
+    GGUF_UINT8 = 0,
+    GGUF_INT8 = 1,
+    GGUF_UINT16 = 2,
+    GGUF_INT16 = 3,
+    GGUF_UINT32 = 4,
+    GGUF_INT32 = 5,
+    GGUF_FLOAT32 = 6,
+    GGUF_BOOL = 7,
+    GGUF_STRING = 8,
+    GGUF_ARRAY = 9,
+    GGUF_UINT64 = 10,
+    GGUF_INT64 = 11,
+    GGUF_FLOAT64 = 12,
+    GGUF_VTYPE_COUNT
+} gguf_vtype;
+
+typedef struct gguf_str {
+    const char *s; /* NUL-terminated copy owned by the file */
+    uint64_t len;
+} gguf_str;
+
+#define GGUF_MAX_DIMS 4
+
+typedef struct gguf_tensor {
+    const char *name;
+    uint32_t type; /* ggml type id (tensor/dtype.h) */
+    int n_dims;
+    int64_t ne[GGUF_MAX_DIMS]; /* ne[0] contiguous; unused dims are 1 */
+    uint64_t offset;           /* relative to the data section */
+    const void *data;          /* into the mapping */
+    size_t nbytes;
+} gguf_tensor;
+
+typedef struct gguf_file gguf_file;
+
+int gguf_open(const char *path, gguf_file **out, cf_err *err);
+/* Parses a GGUF image already in memory (not copied; must outlive the file).
+ * `name` is used in messages. Used by the fuzzer and tests. */
+int gguf_open_memory(const void *data, size_t size, const char *name, gguf_file **out, cf_err *err);
+void gguf_close(gguf_file *f);
+
+const char *gguf_path(const gguf_file *f);
+uint32_t gguf_version(const gguf_file *f);
+size_t gguf_alignment(const gguf_file *f);
+
+/* ---- key/values ---- */
+int64_t gguf_kv_count(const gguf_file *f);
+int64_t gguf_find_key(const gguf_file *f, const char *key); /* -1 if absent */
+const char *gguf_key_name(const gguf_file *f, int64_t i);
+gguf_vtype gguf_kv_type(const gguf_file *f, int64_t i);
+/* For arrays: element type and length. */
+gguf_vtype gguf_arr_type(const gguf_file *f, int64_t i);
+uint64_t gguf_arr_len(const gguf_file *f, int64_t i);
+
+/* Typed getters by key. Return 0 if found and convertible, 1 if the key is
+ * absent (out untouched), -1 if present with an unusable type (err says so).
+ * get_int accepts any integer type and bool; get_float any number type. */
+int gguf_get_int(const gguf_file *f, const char *key, int64_t *out, cf_err *err);
+int gguf_get_float(const gguf_file *f, const char *key, double *out, cf_err *err);
+int gguf_get_bool(const gguf_file *f, const char *key, bool *out, cf_err *err);
+int gguf_get_str(const gguf_file *f, const char *key, gguf_str *out, cf_err *err);
+/* Arrays: strings point into the file's index (owned by the file); numeric
+ * arrays are converted into a malloc'd copy the caller frees. */
+int gguf_get_arr_str(const gguf_file *f, const char *key, const gguf_str **out, uint64_t *n, cf_err *err);
+int gguf_get_arr_f32(const gguf_file *f, const char *key, float **out, uint64_t *n, cf_err *err);
+int gguf_get_arr_i64(const gguf_file *f, const char *key, int64_t **out, uint64_t *n, cf_err *err);
+
+/* ---- tensors ---- */
+int64_t gguf_tensor_count(const gguf_file *f);
+const gguf_tensor *gguf_tensor_at(const gguf_file *f, int64_t i);
+const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name); /* NULL if absent */
+
+/* ---- writer ---- */
+typedef struct gguf_writer gguf_writer;
+
+gguf_writer *gguf_writer_create(void);
+void gguf_writer_free(gguf_writer *w);
+/* Setting an existing key replaces its value (order of first set is kept). */
+void gguf_set_u32(gguf_writer *w, const char *key, uint32_t v);
+void gguf_set_i32(gguf_writer *w, const char *key, int32_t v);
+void gguf_set_u64(gguf_writer *w, const char *key, uint64_t v);
+void gguf_set_f32(gguf_writer *w, const char *key, float v);
+void gguf_set_bool(gguf_writer *w, const char *key, bool v);
+void gguf_set_str(gguf_writer *w, const char *key, const char *v);
+void gguf_set_arr_str(gguf_writer *w, const char *key, const char *const *v, uint64_t n);
+void gguf_set_arr_str_len(gguf_writer *w, const char *key, const gguf_str *v, uint64_t n);
+void gguf_set_arr_f32(gguf_writer *w, const char *key, const float *v, uint64_t n);
+void gguf_set_arr_i32(gguf_writer *w, const char *key, const int32_t *v, uint64_t n);
+/* Copies every key/value of `src` (all types, arrays included). */
+int gguf_writer_copy_kv(gguf_writer *w, const gguf_file *src, cf_err *err);
+void gguf_writer_remove_key(gguf_writer *w, const char *key);
+/* Adds a tensor; `data` (nbytes = row bytes of ne[0] x rest) is copied if
+ * `copy`, otherwise referenced and must stay valid until write. */
+int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne,
+                           const void *data, bool copy, cf_err *err);
+int gguf_writer_write(gguf_writer *w, const char *path, cf_err *err);
+
+#endif

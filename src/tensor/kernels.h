@@ -1,0 +1,44 @@
+/* kernels.h - the compute kernels the model forward passes call.
+ *
+ * Weights are row-major W[n][k] (GGUF ne[0] = k is contiguous), any computable
+ * dtype. Activations are f32. Every entry point dispatches on cpu_isa_active()
+ * to an AVX-512, AVX2 or scalar implementation that agree with a float64
+ * reference to within quantisation error (tests/unit/tensor).
+ *
+ * Quantized weights (Q8_0, Q4_0) are multiplied as llama.cpp does: the
+ * activations are first quantized to Q8_0 blocks (once per call, into the
+ * context's scratch) and integer dot products (VNNI where present) are
+ * scaled per block. F32/F16 weights use f32 FMA (F16 converted on the fly),
+ * BF16 weights use f32 FMA (AVX512-BF16 where it does not cost accuracy).
+ *
+ * Threads: kern_matmul splits output rows (and for large m, row tiles) over the
+ * context's pool. Nothing here allocates after kern_ctx_create. */
+#ifndef CINFER_TENSOR_KERNELS_H
+#define CINFER_TENSOR_KERNELS_H
+
+#include <stdint.h>
+
+#include "base/threadpool.h"
+#include "tensor/dtype.h"
+
+typedef struct kern_ctx kern_ctx;
+
+/* Scratch sized for activations of up to max_rows x max_k elements. */
+kern_ctx *kern_ctx_create(thread_pool *pool, int64_t max_rows, int64_t max_k);
+void kern_ctx_destroy(kern_ctx *c);
+thread_pool *kern_ctx_pool(kern_ctx *c);
+
+/* y[i*n + o] = sum_j W[o][j] * x[i*k + j] for i < m, o < n.
+ * W has type wt and n rows of k elements (k a multiple of wt's block size).
+ * m <= max_rows, k <= max_k of the context. Multithreaded. */
+void kern_matmul(kern_ctx *c, dtype wt, const void *w, int64_t n, int64_t k, const float *x, int64_t m, float *y);
+
+/* Single-threaded dispatched vector primitives (used by attention etc.). */
+float kern_dot_f32(const float *a, const float *b, int64_t n);
+void kern_axpy_f32(float a, const float *x, float *y, int64_t n); /* y += a*x */
+
+/* Measures sustained read bandwidth (bytes/s) with the pool's threads over a
+ * buffer of `bytes` (use >> last-level cache). For roofline reporting. */
+double kern_measure_read_bandwidth(thread_pool *pool, size_t bytes);
+
+#endif

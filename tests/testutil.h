@@ -1,0 +1,41 @@
+/* testutil.h - tiny test harness: CHECK macros that count failures, fixture
+ * paths via CINFER_SHARED (default ../shared), whole-file reads. A test's
+ * main() returns test_finish(). */
+#ifndef CINFER_TESTUTIL_H
+#define CINFER_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+extern int test_failures;
+extern int test_checks;
+
+#define CHECK(cond)                                                                        \
+    do {                                                                                   \
+        test_checks++;                                                                     \
+        if (!(cond)) {                                                                     \
+            test_failures++;                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
+        }                                                                                  \
+    } while (0)
+
+#define CHECKF(cond, ...)                                                                  \
+    do {                                                                                   \
+        test_checks++;                                                                     \
+        if (!(cond)) {                                                                     \
+            test_failures++;                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);       \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fputc('\n', stderr);                                                           \
+        }                                                                                  \
+    } while (0)
+
+/* Path of a file under the shared folder, in a static buffer (rotating, 8 slots). */
+const char *shared_path(const char *rel);
+/* Reads a whole file (NUL-terminated, *len without the NUL); NULL on error. Caller frees. */
+char *read_file(const char *path, size_t *len);
+/* Writes a temp file path unique to this process into buf: /tmp/cinfer-test-<pid>-<tag>. */
+const char *temp_path(char *buf, size_t cap, const char *tag);
+int test_finish(void);
+
+#endif

@@ -1,0 +1,18 @@
+/* commands.h - the subcommands of the `cinfer` binary. Each lives in its own
+ * tools/cmd_<name>.c, takes (argc, argv) starting at the subcommand name and
+ * returns the process exit code (0 ok, 1 error with a one-line message on
+ * stderr, 2 usage error). */
+#ifndef CINFER_TOOLS_COMMANDS_H
+#define CINFER_TOOLS_COMMANDS_H
+
+int cmd_run(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_mkmodel(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* Prints "cinfer: <msg>" to stderr and returns 1. */
+int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
