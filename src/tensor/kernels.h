@@ -18,10 +18,28 @@
 
 #include <stdint.h>
 
+#include "base/error.h"
 #include "base/threadpool.h"
 #include "tensor/dtype.h"
 
 typedef struct kern_ctx kern_ctx;
+
+/* A weight matrix prepared for the active ISA: W[n][k] of `type`. Preparing
+ * may repack it into an owned, kernel-friendly layout (e.g. rows interleaved
+ * for VNNI tiles); then `data` is no longer read by kern_matmul. Prepare
+ * weights after the ISA is chosen (cpu_isa_force before prepare in tests).
+ * Who frees: kern_weight_release frees only what prepare allocated. */
+typedef struct kern_weight {
+    dtype type;
+    int64_t n, k;
+    const void *data; /* original GGUF layout, not owned */
+    void *packed;     /* owned repacked copy or NULL */
+    int layout;       /* kernel-private layout tag */
+    int isa;          /* cpu_isa it was prepared for */
+} kern_weight;
+
+int kern_weight_prepare(kern_weight *w, dtype type, const void *data, int64_t n, int64_t k, cf_err *err);
+void kern_weight_release(kern_weight *w);
 
 /* Scratch sized for activations of up to max_rows x max_k elements. */
 kern_ctx *kern_ctx_create(thread_pool *pool, int64_t max_rows, int64_t max_k);
@@ -29,9 +47,8 @@ void kern_ctx_destroy(kern_ctx *c);
 thread_pool *kern_ctx_pool(kern_ctx *c);
 
 /* y[i*n + o] = sum_j W[o][j] * x[i*k + j] for i < m, o < n.
- * W has type wt and n rows of k elements (k a multiple of wt's block size).
- * m <= max_rows, k <= max_k of the context. Multithreaded. */
-void kern_matmul(kern_ctx *c, dtype wt, const void *w, int64_t n, int64_t k, const float *x, int64_t m, float *y);
+ * m <= max_rows, k <= max_k of the context. Multithreaded over the pool. */
+void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, float *y);
 
 /* Single-threaded dispatched vector primitives (used by attention etc.). */
 float kern_dot_f32(const float *a, const float *b, int64_t n);
