@@ -1,0 +1,42 @@
+# cinfer top-level Makefile: wraps CMake/ctest. See README.md.
+#   make run   - set-up + Release build + generate from the default model
+#   make test  - set-up + every test: Release ctest (unit + integration),
+#                the unit tests again under ASan+UBSan, and the fuzzers briefly
+JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 20
+CMAKE ?= cmake
+
+.PHONY: all deps build run test test-release test-asan fuzz bench clean
+
+all: build
+
+deps:
+	@scripts/setup-deps.sh
+
+build: deps
+	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+	$(CMAKE) --build build -j$(JOBS)
+
+run: build
+	@model=$$(scripts/fetch-model.sh) && \
+	  build/cinfer run -m "$$model" --ctx 512 -n 256 -p "Once upon a time"
+
+test: deps test-release test-asan fuzz
+	@echo "make test: all suites passed"
+
+test-release: build
+	ctest --test-dir build --output-on-failure -j$(JOBS)
+
+test-asan: deps
+	$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCINFER_SANITIZE=ON >/dev/null
+	$(CMAKE) --build build-asan -j$(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir build-asan --output-on-failure -j$(JOBS) -L unit
+
+fuzz: deps
+	CC=clang $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCINFER_FUZZ=ON >/dev/null
+	$(CMAKE) --build build-fuzz -j$(JOBS)
+	scripts/run-fuzzers.sh build-fuzz $(FUZZ_SECONDS)
+
+clean:
+	rm -rf build build-asan build-fuzz

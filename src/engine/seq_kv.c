@@ -1,0 +1,29 @@
+/* seq_kv.c - see seq_kv.h. */
+#include "engine/seq_kv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int seq_kv_init(seq_kv *kv, const model *m, int32_t ctx, int32_t block_tokens, cf_err *err) {
+    memset(kv, 0, sizeof *kv);
+    if (ctx <= 0 || block_tokens <= 0) return cf_fail(err, "context and block size must be positive");
+    int32_t n_blocks = (ctx + block_tokens - 1) / block_tokens;
+    int64_t per = model_kv_block_floats(m, block_tokens);
+    kv->mem = malloc((size_t)n_blocks * (size_t)per * sizeof(float));
+    kv->table = malloc((size_t)n_blocks * sizeof *kv->table);
+    if (!kv->mem || !kv->table) {
+        seq_kv_release(kv);
+        return cf_fail(err, "out of memory for a KV cache of %d tokens (%.1f MiB)", ctx,
+                       (double)n_blocks * (double)per * 4.0 / (1 << 20));
+    }
+    for (int32_t i = 0; i < n_blocks; i++) kv->table[i] = kv->mem + (int64_t)i * per;
+    kv->seq.blocks = kv->table;
+    kv->seq.n_blocks = n_blocks;
+    return 0;
+}
+
+void seq_kv_release(seq_kv *kv) {
+    free(kv->mem);
+    free(kv->table);
+    memset(kv, 0, sizeof *kv);
+}

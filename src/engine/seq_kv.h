@@ -1,0 +1,19 @@
+/* seq_kv.h - KV memory for one standalone sequence (CLI `run`, benchmarks):
+ * enough blocks for `ctx` positions, allocated once, in the model's block
+ * layout (model.h). The engine's shared block pool replaces this for serving;
+ * both hand the forward pass a block table. */
+#ifndef CINFER_ENGINE_SEQ_KV_H
+#define CINFER_ENGINE_SEQ_KV_H
+
+#include "model/model.h"
+
+typedef struct seq_kv {
+    float *mem;      /* owned: n_blocks * block floats */
+    float **table;   /* owned: block pointers into mem */
+    fwd_seq seq;     /* view handed to model_forward */
+} seq_kv;
+
+int seq_kv_init(seq_kv *kv, const model *m, int32_t ctx, int32_t block_tokens, cf_err *err);
+void seq_kv_release(seq_kv *kv);
+
+#endif

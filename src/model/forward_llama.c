@@ -1,0 +1,320 @@
+/* forward_llama.c - the Llama-family forward pass over a ragged batch.
+ *
+ *   x = E[token]
+ *   per layer: h = rmsnorm(x)·w_attn; q,k,v = h·Wq,Wk,Wv (+bias); RoPE(q,k);
+ *              K/V -> cache; o = attention(q, cache) (GQA: head h reads KV
+ *              head h / (n_head/n_head_kv)); x += o·Wo;
+ *              h = rmsnorm(x)·w_ffn; x += (silu(h·Wg) * (h·Wu))·Wd
+ *   logits = rmsnorm(x[out_rows])·w_out · Wout
+ *
+ * All matrices run over the whole batch at once (one weight read per step).
+ * Scratch lives in fwd_ctx, sized at creation: no allocation per step.
+ * Element-wise work and attention are split over the thread pool. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_internal.h"
+#include "tensor/attention.h"
+
+struct fwd_ctx {
+    const model *m;
+    thread_pool *pool;
+    kern_ctx *kc;
+    int32_t max_tokens, max_ctx, block_tokens;
+    float *x, *h, *q, *k, *v, *att, *gate, *up, *xo;
+    float *rope_cs;     /* per batch token: rope_dim/2 (cos, sin) pairs */
+    float *scores;      /* per thread: group * max_ctx */
+    int n_threads;
+};
+
+void fwd_ctx_free(fwd_ctx *c) {
+    if (!c) return;
+    kern_ctx_destroy(c->kc);
+    float *bufs[] = {c->x, c->h, c->q, c->k, c->v, c->att, c->gate, c->up, c->xo, c->rope_cs, c->scores};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(c);
+}
+
+fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx,
+                        int32_t block_tokens, cf_err *err) {
+    const model_hparams *hp = &m->hp;
+    if (max_tokens <= 0 || max_ctx <= 0 || block_tokens <= 0) {
+        cf_fail(err, "forward context: sizes must be positive");
+        return NULL;
+    }
+    fwd_ctx *c = calloc(1, sizeof *c);
+    if (!c) goto oom;
+    c->m = m;
+    c->pool = pool;
+    c->max_tokens = max_tokens;
+    c->max_ctx = max_ctx;
+    c->block_tokens = block_tokens;
+    c->n_threads = pool_size(pool);
+    size_t T = (size_t)max_tokens;
+    size_t qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim;
+    size_t widest_in = (size_t)hp->n_embd;
+    if ((size_t)hp->n_ff > widest_in) widest_in = (size_t)hp->n_ff;
+    if (qd > widest_in) widest_in = qd;
+    c->kc = kern_ctx_create(pool, max_tokens, (int64_t)widest_in);
+    c->x = malloc(T * hp->n_embd * sizeof(float));
+    c->h = malloc(T * hp->n_embd * sizeof(float));
+    c->q = malloc(T * qd * sizeof(float));
+    c->k = malloc(T * kvd * sizeof(float));
+    c->v = malloc(T * kvd * sizeof(float));
+    c->att = malloc(T * qd * sizeof(float));
+    c->gate = malloc(T * hp->n_ff * sizeof(float));
+    c->up = malloc(T * hp->n_ff * sizeof(float));
+    c->xo = malloc(T * hp->n_embd * sizeof(float));
+    c->rope_cs = malloc(T * hp->rope_dim * sizeof(float));
+    int group = hp->n_head / hp->n_head_kv;
+    c->scores = malloc((size_t)c->n_threads * group * (size_t)max_ctx * sizeof(float));
+    if (!c->kc || !c->x || !c->h || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up || !c->xo ||
+        !c->rope_cs || !c->scores)
+        goto oom;
+    return c;
+oom:
+    fwd_ctx_free(c);
+    cf_fail(err, "out of memory creating the forward context (%d tokens)", max_tokens);
+    return NULL;
+}
+
+/* ---- element-wise ops, split over rows ---- */
+
+typedef struct rows_job {
+    fwd_ctx *c;
+    int32_t n_rows;
+    void (*row_fn)(struct rows_job *j, int32_t r);
+    const float *w;
+    float *dst;
+    const float *src;
+    const float *bias;
+    int64_t width;
+} rows_job;
+
+static void rows_task(void *ctx, int ith, int nth) {
+    rows_job *j = ctx;
+    long long b, e;
+    pool_split(j->n_rows, ith, nth, &b, &e);
+    for (long long r = b; r < e; r++) j->row_fn(j, (int32_t)r);
+}
+
+static void run_rows(rows_job *j) {
+    if (j->n_rows * j->width < 32768) rows_task(j, 0, 1);
+    else pool_run(j->c->pool, rows_task, j);
+}
+
+static void rmsnorm_row(rows_job *j, int32_t r) {
+    const float *x = j->src + (int64_t)r * j->width;
+    float *y = j->dst + (int64_t)r * j->width;
+    double ss = 0.0;
+    for (int64_t i = 0; i < j->width; i++) ss += (double)x[i] * x[i];
+    float scale = 1.0f / sqrtf((float)(ss / (double)j->width) + j->c->m->hp.rms_eps);
+    for (int64_t i = 0; i < j->width; i++) y[i] = x[i] * scale * j->w[i];
+}
+
+static void rmsnorm_rows(fwd_ctx *c, const float *src, const float *w, float *dst, int32_t n, int64_t width) {
+    rows_job j = {.c = c, .n_rows = n, .row_fn = rmsnorm_row, .w = w, .dst = dst, .src = src, .width = width};
+    run_rows(&j);
+}
+
+static void swiglu_row(rows_job *j, int32_t r) {
+    float *g = j->dst + (int64_t)r * j->width;
+    const float *u = j->src + (int64_t)r * j->width;
+    for (int64_t i = 0; i < j->width; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void add_row(rows_job *j, int32_t r) {
+    float *y = j->dst + (int64_t)r * j->width;
+    const float *x = j->src + (int64_t)r * j->width;
+    for (int64_t i = 0; i < j->width; i++) y[i] += x[i];
+}
+
+static void add_rows(fwd_ctx *c, float *dst, const float *src, int32_t n, int64_t width) {
+    rows_job j = {.c = c, .n_rows = n, .row_fn = add_row, .dst = dst, .src = src, .width = width};
+    run_rows(&j);
+}
+
+static void add_bias(float *y, const float *bias, int32_t n, int64_t width) {
+    if (!bias) return;
+    for (int32_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < width; i++) y[(int64_t)r * width + i] += bias[i];
+}
+
+/* ---- RoPE ---- */
+
+static float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return (float)n_dims * logf((float)n_ctx_orig / (n_rot * 2.0f * (float)M_PI)) / (2.0f * logf(base));
+}
+
+/* Fills c->rope_cs with the (cos, sin) of every rotated pair of every token. */
+static void rope_tables(fwd_ctx *c, const fwd_batch *b) {
+    const model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    int nd = hp->rope_dim, half = nd / 2;
+    float theta_scale = powf(hp->rope_base, -2.0f / (float)nd);
+    float freq_scale = hp->rope_scaling == ROPE_SCALING_NONE ? 1.0f : 1.0f / hp->rope_factor;
+    float ext = hp->rope_scaling == ROPE_SCALING_YARN ? hp->yarn_ext_factor : 0.0f;
+    float mscale = hp->rope_scaling == ROPE_SCALING_YARN ? hp->yarn_attn_factor : 1.0f;
+    float corr0 = 0, corr1 = 0;
+    if (ext != 0.0f) {
+        corr0 = fmaxf(0.0f, floorf(yarn_corr_dim(nd, hp->rope_orig_ctx, hp->yarn_beta_fast, hp->rope_base)));
+        corr1 = fminf((float)(nd - 1), ceilf(yarn_corr_dim(nd, hp->rope_orig_ctx, hp->yarn_beta_slow, hp->rope_base)));
+        mscale *= 1.0f + 0.1f * logf(1.0f / freq_scale);
+    }
+    for (int32_t t = 0; t < b->n_tokens; t++) {
+        float *cs = c->rope_cs + (int64_t)t * nd;
+        float theta_base = (float)b->pos[t];
+        for (int i = 0; i < half; i++) {
+            float theta_extrap = theta_base;
+            if (m->rope_freq_factors) theta_extrap /= m->rope_freq_factors[i];
+            float theta_interp = freq_scale * theta_extrap, theta = theta_interp;
+            if (ext != 0.0f) {
+                float y = ((float)i - corr0) / fmaxf(0.001f, corr1 - corr0);
+                float ramp = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * ext;
+                theta = theta_interp * (1.0f - ramp) + theta_extrap * ramp;
+            }
+            cs[2 * i] = cosf(theta) * mscale;
+            cs[2 * i + 1] = sinf(theta) * mscale;
+            theta_base *= theta_scale;
+        }
+    }
+}
+
+/* Rotates n_heads heads of each token's row (row width = n_heads*head_dim). */
+static void rope_apply(fwd_ctx *c, float *x, int32_t n_tokens, int n_heads) {
+    const model_hparams *hp = &c->m->hp;
+    int hd = hp->head_dim, half = hp->rope_dim / 2;
+    for (int32_t t = 0; t < n_tokens; t++) {
+        const float *cs = c->rope_cs + (int64_t)t * hp->rope_dim;
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + ((int64_t)t * n_heads + h) * hd;
+            for (int i = 0; i < half; i++) {
+                int i0 = hp->rope_mode == ROPE_NEOX ? i : 2 * i;
+                int i1 = hp->rope_mode == ROPE_NEOX ? i + half : 2 * i + 1;
+                float a = v[i0], bb = v[i1], co = cs[2 * i], si = cs[2 * i + 1];
+                v[i0] = a * co - bb * si;
+                v[i1] = a * si + bb * co;
+            }
+        }
+    }
+}
+
+/* ---- attention ---- */
+
+typedef struct attn_job {
+    fwd_ctx *c;
+    const fwd_batch *b;
+    int layer;
+} attn_job;
+
+static void kv_store(fwd_ctx *c, const fwd_batch *b, int layer) {
+    const model_hparams *hp = &c->m->hp;
+    int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim, bt = c->block_tokens;
+    for (int32_t t = 0; t < b->n_tokens; t++) {
+        const fwd_seq *s = &b->seqs[b->seq[t]];
+        int32_t p = b->pos[t];
+        float *blk = s->blocks[p / bt];
+        int64_t row = p % bt;
+        memcpy(blk + ((int64_t)(layer * 2 + 0) * bt + row) * kvd, c->k + (int64_t)t * kvd, (size_t)kvd * 4);
+        memcpy(blk + ((int64_t)(layer * 2 + 1) * bt + row) * kvd, c->v + (int64_t)t * kvd, (size_t)kvd * 4);
+    }
+}
+
+static void attn_task(void *ctx, int ith, int nth) {
+    attn_job *j = ctx;
+    fwd_ctx *c = j->c;
+    const fwd_batch *b = j->b;
+    const model_hparams *hp = &c->m->hp;
+    int group = hp->n_head / hp->n_head_kv, hd = hp->head_dim;
+    int64_t kvd = (int64_t)hp->n_head_kv * hd, bt = c->block_tokens;
+    int64_t n_items = (int64_t)b->n_tokens * hp->n_head_kv;
+    float *scores = c->scores + (int64_t)ith * group * c->max_ctx;
+    /* interleaved so that long (late) and short (early) rows spread evenly */
+    for (int64_t it = ith; it < n_items; it += nth) {
+        int32_t t = (int32_t)(it / hp->n_head_kv);
+        int g = (int)(it % hp->n_head_kv);
+        const fwd_seq *s = &b->seqs[b->seq[t]];
+        attn_args a = {
+            .q = c->q + ((int64_t)t * hp->n_head + (int64_t)g * group) * hd,
+            .n_q = group,
+            .head_dim = hd,
+            .blocks = s->blocks,
+            .block_tokens = (int)bt,
+            .k_off = (int64_t)(j->layer * 2 + 0) * bt * kvd + (int64_t)g * hd,
+            .v_off = (int64_t)(j->layer * 2 + 1) * bt * kvd + (int64_t)g * hd,
+            .row_stride = kvd,
+            .j_begin = 0,
+            .j_end = b->pos[t] + 1,
+            .scale = 1.0f / sqrtf((float)hd),
+            .softcap = 0.0f,
+            .scores = scores,
+            .out = c->att + ((int64_t)t * hp->n_head + (int64_t)g * group) * hd,
+        };
+        kern_attention(&a);
+    }
+}
+
+/* ---- the pass ---- */
+
+static int check_batch(const fwd_ctx *c, const fwd_batch *b, cf_err *err) {
+    const model_hparams *hp = &c->m->hp;
+    if (b->n_tokens <= 0 || b->n_tokens > c->max_tokens)
+        return cf_fail(err, "batch of %d tokens (1..%d allowed)", b->n_tokens, c->max_tokens);
+    for (int32_t t = 0; t < b->n_tokens; t++) {
+        if (b->tokens[t] < 0 || b->tokens[t] >= hp->n_vocab)
+            return cf_fail(err, "token id %d is outside the vocabulary (0..%d)", b->tokens[t], hp->n_vocab - 1);
+        if (b->seq[t] < 0 || b->seq[t] >= b->n_seqs) return cf_fail(err, "token %d: bad sequence index", t);
+        int32_t p = b->pos[t];
+        if (p < 0 || p >= c->max_ctx || p / c->block_tokens >= b->seqs[b->seq[t]].n_blocks)
+            return cf_fail(err, "position %d is beyond the context (%d)", p, c->max_ctx);
+    }
+    for (int32_t i = 0; i < b->n_out; i++)
+        if (b->out_rows[i] < 0 || b->out_rows[i] >= b->n_tokens || (i && b->out_rows[i] <= b->out_rows[i - 1]))
+            return cf_fail(err, "bad output row list");
+    return 0;
+}
+
+int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err) {
+    if (check_batch(c, b, err)) return -1;
+    const model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    int32_t T = b->n_tokens;
+    int64_t E = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    size_t emb_row = dtype_row_bytes(m->tok_embd->type, E);
+    for (int32_t t = 0; t < T; t++)
+        dtype_dequantize_row((dtype)m->tok_embd->type, (const char *)m->tok_embd->data + emb_row * b->tokens[t],
+                             c->x + t * E, E);
+    rope_tables(c, b);
+
+    for (int il = 0; il < hp->n_layer; il++) {
+        const layer_weights *L = &m->layers[il];
+        rmsnorm_rows(c, c->x, L->attn_norm, c->h, T, E);
+        kern_matmul(c->kc, &L->wq, c->h, T, c->q);
+        kern_matmul(c->kc, &L->wk, c->h, T, c->k);
+        kern_matmul(c->kc, &L->wv, c->h, T, c->v);
+        add_bias(c->q, L->bq, T, qd);
+        add_bias(c->k, L->bk, T, kvd);
+        add_bias(c->v, L->bv, T, kvd);
+        rope_apply(c, c->q, T, hp->n_head);
+        rope_apply(c, c->k, T, hp->n_head_kv);
+        kv_store(c, b, il);
+        attn_job aj = {c, b, il};
+        pool_run(c->pool, attn_task, &aj);
+        kern_matmul(c->kc, &L->wo, c->att, T, c->h);
+        add_rows(c, c->x, c->h, T, E);
+
+        rmsnorm_rows(c, c->x, L->ffn_norm, c->h, T, E);
+        kern_matmul(c->kc, &L->w_gate, c->h, T, c->gate);
+        kern_matmul(c->kc, &L->w_up, c->h, T, c->up);
+        rows_job sj = {.c = c, .n_rows = T, .row_fn = swiglu_row, .dst = c->gate, .src = c->up, .width = hp->n_ff};
+        run_rows(&sj);
+        kern_matmul(c->kc, &L->w_down, c->gate, T, c->h);
+        add_rows(c, c->x, c->h, T, E);
+    }
+    if (b->n_out == 0) return 0;
+    for (int32_t i = 0; i < b->n_out; i++) memcpy(c->h + i * E, c->x + (int64_t)b->out_rows[i] * E, (size_t)E * 4);
+    rmsnorm_rows(c, c->h, m->output_norm, c->xo, b->n_out, E);
+    kern_matmul(c->kc, &m->output, c->xo, b->n_out, logits);
+    return 0;
+}
