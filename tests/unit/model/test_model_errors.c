@@ -1,0 +1,142 @@
+/* test_model_errors.c - bad model files and bad CLI input give a one-line
+ * error and exit code 1, never a crash: missing file, non-GGUF, truncated
+ * GGUF, unknown architecture, tensor shape mismatch, unsupported tensor type,
+ * prompt longer than the context. Checks the library (model_load) and the CLI
+ * binary ($CINFER_BIN, the sanitizer build's when run there). */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "model/gguf.h"
+#include "model/model.h"
+#include "testutil.h"
+
+/* Copies stories260K.gguf into a writer, letting `edit` change it. */
+typedef void (*edit_fn)(gguf_writer *w, const gguf_file *src);
+
+static int write_variant(const char *out, edit_fn edit, const char *skip_tensor) {
+    cf_err err = {0};
+    gguf_file *src;
+    if (gguf_open(shared_path("models/stories260K.gguf"), &src, &err)) return -1;
+    gguf_writer *w = gguf_writer_create();
+    int rc = gguf_writer_copy_kv(w, src, &err);
+    for (int64_t i = 0; rc == 0 && i < gguf_tensor_count(src); i++) {
+        const gguf_tensor *t = gguf_tensor_at(src, i);
+        if (skip_tensor && !strcmp(t->name, skip_tensor)) continue;
+        rc = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, true, &err);
+    }
+    if (rc == 0 && edit) edit(w, src);
+    if (rc == 0) rc = gguf_writer_write(w, out, &err);
+    if (rc) fprintf(stderr, "write_variant: %s\n", err.msg);
+    gguf_writer_free(w);
+    gguf_close(src);
+    return rc;
+}
+
+static void edit_arch(gguf_writer *w, const gguf_file *src) {
+    (void)src;
+    gguf_set_str(w, "general.architecture", "mamba9");
+}
+
+static void edit_shape(gguf_writer *w, const gguf_file *src) {
+    (void)src;
+    static float data[64 * 32];
+    int64_t ne[2] = {64, 32};
+    gguf_writer_add_tensor(w, "blk.0.attn_q.weight", 0, 2, ne, data, true, NULL);
+}
+
+static void edit_type(gguf_writer *w, const gguf_file *src) {
+    (void)src;
+    static unsigned char data[64 * 64 / 256 * 144]; /* q4_k rows */
+    int64_t ne[2] = {256, 16};
+    gguf_writer_add_tensor(w, "blk.0.attn_q.weight", 12, 2, ne, data, true, NULL);
+}
+
+/* Runs the CLI; returns exit status, captures stderr into buf. */
+static int run_cli(const char *args, char *buf, size_t cap) {
+    const char *bin = getenv("CINFER_BIN");
+    if (!bin) return -1;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", bin, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(buf, 1, cap - 1, p);
+    buf[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void expect_load_error(const char *path, const char *needle) {
+    cf_err err = {0};
+    model *m = NULL;
+    int rc = model_load(path, &m, &err);
+    CHECKF(rc == -1 && m == NULL, "%s loaded", path);
+    CHECKF(strstr(err.msg, needle) != NULL, "message '%s' lacks '%s'", err.msg, needle);
+    CHECKF(strchr(err.msg, '\n') == NULL, "multi-line message");
+    char args[1200], out[4096];
+    snprintf(args, sizeof args, "run -m %s -n 1", path);
+    int st = run_cli(args, out, sizeof out);
+    if (st == -1) return;
+    CHECKF(st == 1, "cinfer %s exited %d: %s", args, st, out);
+    size_t lines = 0;
+    for (char *c = out; *c; c++) lines += *c == '\n';
+    CHECKF(lines == 1 && strstr(out, "cinfer: ") == out, "cinfer %s printed: %s", args, out);
+}
+
+int main(void) {
+    char p[256];
+    expect_load_error("/nonexistent/model.gguf", "/nonexistent/model.gguf");
+
+    temp_path(p, sizeof p, "notgguf.gguf");
+    FILE *f = fopen(p, "w");
+    fputs("this is not a gguf file at all\n", f);
+    fclose(f);
+    expect_load_error(p, p);
+
+    size_t len;
+    char *whole = read_file(shared_path("models/stories260K.gguf"), &len);
+    CHECK(whole != NULL);
+    size_t cuts[] = {3, 24, 100, 5000, len / 2, len - 1};
+    for (size_t i = 0; whole && i < sizeof cuts / sizeof cuts[0]; i++) {
+        temp_path(p, sizeof p, "trunc.gguf");
+        f = fopen(p, "wb");
+        fwrite(whole, 1, cuts[i], f);
+        fclose(f);
+        expect_load_error(p, p);
+    }
+    free(whole);
+
+    temp_path(p, sizeof p, "arch.gguf");
+    CHECK(write_variant(p, edit_arch, NULL) == 0);
+    expect_load_error(p, "mamba9");
+
+    temp_path(p, sizeof p, "shape.gguf");
+    CHECK(write_variant(p, edit_shape, "blk.0.attn_q.weight") == 0);
+    expect_load_error(p, "blk.0.attn_q.weight");
+
+    temp_path(p, sizeof p, "type.gguf");
+    CHECK(write_variant(p, edit_type, "blk.0.attn_q.weight") == 0);
+    expect_load_error(p, "blk.0.attn_q.weight");
+
+    temp_path(p, sizeof p, "missing.gguf");
+    CHECK(write_variant(p, NULL, "blk.3.ffn_up.weight") == 0);
+    expect_load_error(p, "blk.3.ffn_up.weight");
+
+    /* prompt longer than the context */
+    char args[1200], out[4096];
+    snprintf(args, sizeof args, "run -m %s --ctx 8 -p 'Once upon a time there was a very long prompt indeed'",
+             shared_path("models/stories260K.gguf"));
+    int st = run_cli(args, out, sizeof out);
+    if (st != -1) {
+        CHECKF(st == 1 && strstr(out, "context"), "long prompt: exit %d: %s", st, out);
+    }
+    /* bad flag values */
+    snprintf(args, sizeof args, "run -m %s -n abc", shared_path("models/stories260K.gguf"));
+    st = run_cli(args, out, sizeof out);
+    if (st != -1) CHECKF(st == 1, "bad -n: exit %d: %s", st, out);
+
+    for (const char *t = "notgguf.gguf\0trunc.gguf\0arch.gguf\0shape.gguf\0type.gguf\0missing.gguf\0"; *t;
+         t += strlen(t) + 1)
+        remove(temp_path(p, sizeof p, t));
+    return test_finish();
+}

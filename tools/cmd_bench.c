@@ -1,0 +1,122 @@
+/* cmd_bench.c - `cinfer bench latency`: single-sequence prefill and decode
+ * speed of a model, printed next to the physical limits of this machine:
+ *   decode roofline  = measured read bandwidth / bytes streamed per token
+ *                      (weights + the KV cache read at the mean position),
+ *   prefill          = achieved matmul FLOP/s (2 x params x tokens / time).
+ * The prompt is pseudo-random token ids (deterministic), so no tokenizer
+ * cost is included. (`bench serve` is a separate tool.) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cpu.h"
+#include "base/timeutil.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "engine/generate.h"
+#include "model/model.h"
+
+static void bench_usage(FILE *out) {
+    fprintf(out,
+            "usage: cinfer bench latency -m MODEL.gguf [options]\n"
+            "  -m, --model FILE    GGUF model (required)\n"
+            "  -p, --prompt N      prompt tokens to prefill (default 512)\n"
+            "  -n, --gen N         tokens to decode (default 128)\n"
+            "  -t, --threads N     compute threads (default: one per core)\n"
+            "  -r, --reps N        repetitions; the best is reported (default 3)\n"
+            "      --bw-mib N      buffer for the bandwidth measurement (default 1024 MiB)\n");
+}
+
+typedef struct bench_opts {
+    const char *model;
+    long long prompt, gen, threads, reps, bw_mib;
+} bench_opts;
+
+static int parse_bench(int argc, char **argv, bench_opts *o) {
+    *o = (bench_opts){.prompt = 512, .gen = 128, .reps = 3, .bw_mib = 1024};
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v;
+#define VAL() if (!(v = cli_value(argc, argv, &i))) return 1
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return -1; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { VAL(); if (cli_int(a, v, 1, 1 << 20, &o->prompt)) return 1; }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--gen")) { VAL(); if (cli_int(a, v, 1, 1 << 20, &o->gen)) return 1; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { VAL(); if (cli_int(a, v, 1, 1024, &o->threads)) return 1; }
+        else if (!strcmp(a, "-r") || !strcmp(a, "--reps")) { VAL(); if (cli_int(a, v, 1, 1000, &o->reps)) return 1; }
+        else if (!strcmp(a, "--bw-mib")) { VAL(); if (cli_int(a, v, 16, 1 << 20, &o->bw_mib)) return 1; }
+        else return cli_fail("bench latency: unknown option '%s' (see cinfer bench latency --help)", a);
+#undef VAL
+    }
+    if (!o->model) return cli_fail("bench latency: -m MODEL.gguf is required");
+    return 0;
+}
+
+static int bench_latency(const bench_opts *o) {
+    cf_err err = {0};
+    model *m;
+    if (model_load(o->model, &m, &err)) return cli_fail("%s", err.msg);
+    const model_hparams *hp = model_get_hparams(m);
+    thread_pool *pool = pool_create((int)o->threads);
+    if (!pool) {
+        model_free(m);
+        return cli_fail("cannot start compute threads");
+    }
+    int32_t ctx = (int32_t)(o->prompt + o->gen);
+    int32_t *prompt = malloc((size_t)o->prompt * sizeof(int32_t));
+    uint64_t x = 12345;
+    for (long long i = 0; i < o->prompt; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        prompt[i] = (int32_t)((x >> 33) % (uint64_t)hp->n_vocab);
+    }
+    double bw = kern_measure_read_bandwidth(pool, (size_t)o->bw_mib << 20);
+    double best_pp = 1e30, best_tg = 1e30;
+    int rc = 0;
+    for (long long r = 0; r < o->reps && !rc; r++) {
+        gen_session g;
+        if (gen_init(&g, m, pool, ctx, (int32_t)o->prompt, &err)) {
+            rc = cli_fail("bench: %s", err.msg);
+            break;
+        }
+        double t0 = time_now();
+        if (gen_feed(&g, prompt, (int32_t)o->prompt, NULL, &err)) rc = cli_fail("bench: %s", err.msg);
+        double t1 = time_now();
+        int32_t tok = prompt[0];
+        for (long long i = 0; i < o->gen && !rc; i++)
+            if (gen_feed(&g, &tok, 1, NULL, &err)) rc = cli_fail("bench: %s", err.msg);
+        double t2 = time_now();
+        gen_release(&g);
+        if (t1 - t0 < best_pp) best_pp = t1 - t0;
+        if (t2 - t1 < best_tg) best_tg = t2 - t1;
+    }
+    if (!rc) {
+        double wbytes = (double)model_weight_bytes(m);
+        double kv_bytes = (double)model_kv_block_floats(m, 1) * 4.0 * ((double)o->prompt + (double)o->gen / 2);
+        double roof = bw / (wbytes + kv_bytes);
+        double pp = (double)o->prompt / best_pp, tg = (double)o->gen / best_tg;
+        double flops_tok = 2.0 * (double)model_n_params(m);
+        printf("model        %s (%s, %.1fM params, %.1f MiB streamed per token)\n", o->model, hp->arch,
+               (double)model_n_params(m) / 1e6, wbytes / (1 << 20));
+        printf("machine      %d threads, kernels %s, read bandwidth %.2f GB/s\n", pool_size(pool),
+               cpu_isa_name(cpu_isa_active()), bw / 1e9);
+        printf("prefill      %lld tokens: %8.1f tok/s  (%.1f GFLOP/s in matmuls)\n", o->prompt, pp,
+               pp * flops_tok / 1e9);
+        printf("decode       %lld tokens: %8.2f tok/s  roofline %.2f tok/s (%.0f%% of bandwidth limit)\n", o->gen,
+               tg, roof, 100.0 * tg / roof);
+    }
+    free(prompt);
+    pool_destroy(pool);
+    model_free(m);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        bench_usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "latency") != 0) return cli_fail("bench: unknown benchmark '%s' (latency)", argv[1]);
+    bench_opts o;
+    int r = parse_bench(argc, argv, &o);
+    if (r) return r < 0 ? 0 : r;
+    return bench_latency(&o);
+}
