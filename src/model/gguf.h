@@ -71,6 +71,10 @@ void gguf_close(gguf_file *f);
 const char *gguf_path(const gguf_file *f);
 uint32_t gguf_version(const gguf_file *f);
 size_t gguf_alignment(const gguf_file *f);
+/* File offset of the data section (tensor offsets are relative to it). */
+uint64_t gguf_data_offset(const gguf_file *f);
+/* "uint32", "string", "array", ...; "invalid" for out-of-range values. */
+const char *gguf_vtype_name(gguf_vtype t);
 
 /* ---- key/values ---- */
 int64_t gguf_kv_count(const gguf_file *f);
@@ -119,9 +123,23 @@ void gguf_set_arr_i32(gguf_writer *w, const char *key, const int32_t *v, uint64_
 int gguf_writer_copy_kv(gguf_writer *w, const gguf_file *src, cf_err *err);
 void gguf_writer_remove_key(gguf_writer *w, const char *key);
 /* Adds a tensor; `data` (nbytes = row bytes of ne[0] x rest) is copied if
- * `copy`, otherwise referenced and must stay valid until write. */
+ * `copy`, otherwise referenced and must stay valid until write. `data` may be
+ * NULL to declare a tensor whose bytes are streamed with the calls below.
+ * Fails on a duplicate name, n_dims outside 1..4, a dim < 1, an unknown type
+ * or ne[0] not a multiple of the type's block size. */
 int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne,
                            const void *data, bool copy, cf_err *err);
+/* Writes everything (every tensor must have data) to path.tmp, then renames. */
 int gguf_writer_write(gguf_writer *w, const char *path, cf_err *err);
+
+/* Streaming: begin() writes the header, key/values and tensor infos to
+ * path.tmp; then the tensors' bytes are appended in the order they were added
+ * (write_data may split or join tensors freely; padding is inserted at tensor
+ * boundaries); finish() checks every byte arrived, closes and renames. After
+ * begin(), no keys or tensors may be added. On any failure, or if the writer
+ * is freed before finish(), path.tmp is removed. */
+int gguf_writer_begin(gguf_writer *w, const char *path, cf_err *err);
+int gguf_writer_write_data(gguf_writer *w, const void *data, size_t n, cf_err *err);
+int gguf_writer_finish(gguf_writer *w, cf_err *err);
 
 #endif

@@ -42,11 +42,16 @@ int32_t tokenizer_bos(const tokenizer *t); /* -1 if none */
 int32_t tokenizer_eos(const tokenizer *t); /* -1 if none */
 bool tokenizer_add_bos(const tokenizer *t);
 bool tokenizer_add_eos(const tokenizer *t);
+/* SentencePiece: whether a space is put in front of the text (and so the
+ * first piece of a decoded text starts with one to strip). */
+bool tokenizer_add_space_prefix(const tokenizer *t);
 /* End-of-generation: EOS, EOT and similar control tokens. */
 bool tokenizer_is_eog(const tokenizer *t, int32_t id);
 int tokenizer_token_type(const tokenizer *t, int32_t id);
 /* The raw vocabulary string of a token (e.g. "▁Once", "<0x0A>"). */
 const char *tokenizer_token_text(const tokenizer *t, int32_t id);
+/* Length in bytes of the longest token text (bounds any single piece). */
+size_t tokenizer_max_token_len(const tokenizer *t);
 
 /* Encodes `len` bytes of `text`. add_special adds BOS/EOS per the GGUF flags.
  * On success returns 0 and a malloc'd array in *ids (caller frees) with

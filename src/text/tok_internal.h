@@ -1,0 +1,101 @@
+/* tok_internal.h - the tokenizer object's layout and the pieces shared by the
+ * tokenizer algorithms (not part of the public API; include only from
+ * src/text/).
+ *
+ * Ownership: a tokenizer owns everything it points to (token records, one
+ * arena holding every token text NUL-terminated, the text->id hash table, the
+ * special-token list, the EOG bitmap). Nothing points into the gguf_file, so
+ * the file may be closed after tokenizer_load_gguf(). After load nothing is
+ * written, so concurrent use from several threads is safe; per-call scratch
+ * lives in the caller-owned structures below (tok_idvec, spm_ws).
+ *
+ * Adding an algorithm (gpt2 byte-level BPE, bert WordPiece): add a TOK_ALGO_*
+ * value, a load hook for its extra keys (merges, ...) and an encode function
+ * with the signature of spm_encode(); tokenizer.c dispatches on `algo`. */
+#ifndef CINFER_TEXT_TOK_INTERNAL_H
+#define CINFER_TEXT_TOK_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "text/tokenizer.h"
+
+typedef enum tok_algo {
+    TOK_ALGO_SPM = 0, /* tokenizer.ggml.model = "llama" */
+} tok_algo;
+
+typedef struct tok_token {
+    const char *text; /* into tokenizer.arena, NUL-terminated, valid UTF-8 */
+    uint32_t len;
+    float score;      /* finite */
+    uint8_t type;     /* TOKEN_TYPE_* (0..6) */
+} tok_token;
+
+struct tokenizer {
+    tok_algo algo;
+    int32_t n_vocab;        /* >= 1 */
+    tok_token *tokens;      /* [n_vocab] */
+    char *arena;            /* every token text, NUL-terminated */
+    size_t max_token_len;   /* longest token text in bytes */
+
+    /* text -> id: open addressing, linear probing, hmask + 1 slots (power of
+     * two, at least twice n_vocab); a slot holds an id or -1. Duplicate
+     * texts: the highest id wins (as llama.cpp's token_to_id map). */
+    int32_t *hslots;
+    size_t hmask;
+
+    int32_t bos, eos, unk, pad, eot, eom; /* -1 if none; else in [0, n_vocab) */
+    bool add_bos, add_eos, add_space_prefix;
+    uint8_t *eog;           /* [n_vocab] 1 = ends generation */
+
+    /* CONTROL, USER_DEFINED and UNKNOWN tokens with non-empty text, longest
+     * text first (ties: lower id first): the candidates of special-token
+     * partitioning. */
+    int32_t *specials;
+    size_t n_specials;
+
+    /* Byte fallback: the id of "<0xXX>" for each byte (else of the one-byte
+     * token, else -1). */
+    int32_t byte_tok[256];
+};
+
+/* Growable id array. push returns 0, or -1 when out of memory. */
+typedef struct tok_idvec {
+    int32_t *v;
+    size_t n, cap;
+} tok_idvec;
+
+int tok_idvec_reserve(tok_idvec *v, size_t extra);
+int tok_idvec_push(tok_idvec *v, int32_t id);
+
+/* The id of the token whose text is exactly s[0..len), or -1. */
+int32_t tok_lookup(const tokenizer *t, const char *s, size_t len);
+
+/* The fallback id for one byte of text no token covers (byte token, else unk,
+ * else -1 meaning "drop"). */
+int32_t tok_byte_fallback(const tokenizer *t, unsigned char b);
+
+/* ---- SentencePiece (spm.c) ---- */
+
+/* Scratch reused across the fragments of one encode call. Zero-initialize;
+ * release with spm_ws_free(). */
+typedef struct spm_ws {
+    char *buf;
+    size_t buf_cap;
+    void *sym;
+    size_t sym_cap;
+    void *heap;
+    size_t heap_cap;
+} spm_ws;
+
+void spm_ws_free(spm_ws *ws);
+
+/* Encodes one raw-text fragment (no special tokens in it) the way
+ * llama.cpp's llm_tokenizer_spm does and appends the ids to out. With
+ * space_prefix, a space is put in front of the text first. */
+int spm_encode(const tokenizer *t, spm_ws *ws, const char *text, size_t len, bool space_prefix, tok_idvec *out,
+               cf_err *err);
+
+#endif
