@@ -1,0 +1,307 @@
+/* kernels.c - dispatch and orchestration of the compute kernels (kernels.h).
+ *
+ * Owns: kern_ctx (pool handle + one 64-byte aligned scratch buffer, allocated
+ * once, holding the quantized / bf16 activations of the current call), weight
+ * preparation (repacking into the KL_P16 panel layouts of kernels_impl.h when
+ * prepared under AVX-512), the row/tile split of kern_matmul over the pool, and
+ * the read-bandwidth probe.
+ * Invariants: kern_matmul never allocates and takes no locks; a weight is always
+ * multiplied by the kernels of the ISA it was prepared for (w->isa), so forcing
+ * another ISA later cannot mix layouts. The scratch is owned by one caller at a
+ * time (one engine thread per context). */
+#include "tensor/kernels.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cpu.h"
+#include "base/timeutil.h"
+#include "tensor/kernels_impl.h"
+
+struct kern_ctx {
+    thread_pool *pool;
+    int64_t max_rows, max_k;
+    void *scratch;
+    size_t scratch_bytes;
+};
+
+static const kern_ops *ops_for(int isa) {
+    switch (isa) {
+    case CPU_ISA_AVX512: return &kern_ops_avx512;
+    case CPU_ISA_AVX2: return &kern_ops_avx2;
+    default: return &kern_ops_scalar;
+    }
+}
+
+static const kern_ops *ops_active(void) { return ops_for((int)cpu_isa_active()); }
+
+static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+/* ---- vector primitives ---- */
+
+float kern_dot_f32(const float *a, const float *b, int64_t n) { return ops_active()->dot_f32(a, b, n); }
+
+void kern_axpy_f32(float a, const float *x, float *y, int64_t n) { ops_active()->axpy_f32(a, x, y, n); }
+
+/* ---- context ---- */
+
+kern_ctx *kern_ctx_create(thread_pool *pool, int64_t max_rows, int64_t max_k) {
+    if (!pool || max_rows <= 0 || max_k <= 0) return NULL;
+    kern_ctx *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->pool = pool;
+    c->max_rows = max_rows;
+    c->max_k = max_k;
+    size_t rows = (size_t)max_rows, k32 = round_up((size_t)max_k, 32), nb = k32 / 32;
+    size_t qbytes = round_up(rows * k32, 64) + 2 * round_up(rows * nb * 4, 64);
+    size_t bbytes = round_up(rows * (((size_t)max_k + 1) / 2) * 4, 64);
+    c->scratch_bytes = qbytes > bbytes ? qbytes : bbytes;
+    c->scratch = aligned_alloc(64, c->scratch_bytes);
+    if (!c->scratch) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void kern_ctx_destroy(kern_ctx *c) {
+    if (!c) return;
+    free(c->scratch);
+    free(c);
+}
+
+thread_pool *kern_ctx_pool(kern_ctx *c) { return c->pool; }
+
+/* Carves the kern_qact arrays for m rows of k out of the scratch. */
+static kern_qact qact_layout(kern_ctx *c, int64_t m, int64_t k) {
+    char *base = c->scratch;
+    size_t qb = round_up((size_t)(m * k), 64), sb = round_up((size_t)(m * (k / 32)) * 4, 64);
+    kern_qact qa = {(int8_t *)base, (float *)(base + qb), (int32_t *)(base + qb + sb)};
+    return qa;
+}
+
+/* ---- weight preparation ---- */
+
+static size_t packed_bytes(dtype t, int64_t n, int64_t k) { return (size_t)(n + 15) / 16 * kp16_panel_bytes(t, k); }
+
+static void pack_f32(const float *src, float *dst, int64_t n, int64_t k) {
+    for (int64_t p = 0; p < (n + 15) / 16; p++)
+        for (int64_t j = 0; j < k; j++)
+            for (int r = 0; r < 16; r++) {
+                int64_t o = p * 16 + r;
+                dst[(p * k + j) * 16 + r] = o < n ? src[o * k + j] : 0.0f;
+            }
+}
+
+static void pack_f16(const uint16_t *src, uint16_t *dst, int64_t n, int64_t k) {
+    for (int64_t p = 0; p < (n + 15) / 16; p++)
+        for (int64_t j = 0; j < k; j++)
+            for (int r = 0; r < 16; r++) {
+                int64_t o = p * 16 + r;
+                dst[(p * k + j) * 16 + r] = o < n ? src[o * k + j] : 0;
+            }
+}
+
+static void pack_bf16(const uint16_t *src, uint16_t *dst, int64_t n, int64_t k) {
+    int64_t kh = (k + 1) / 2;
+    for (int64_t p = 0; p < (n + 15) / 16; p++)
+        for (int64_t jj = 0; jj < kh; jj++)
+            for (int r = 0; r < 16; r++)
+                for (int t = 0; t < 2; t++) {
+                    int64_t o = p * 16 + r, j = jj * 2 + t;
+                    dst[((p * kh + jj) * 16 + r) * 2 + t] = (o < n && j < k) ? src[o * k + j] : 0;
+                }
+}
+
+/* Q8_0 / Q4_0 panels: scales first, then per block the row-interleaved quants. */
+static void pack_q8(const block_q8_0 *src, uint8_t *dst, int64_t n, int64_t k) {
+    int64_t nb = k / 32;
+    size_t pb = kp16_panel_bytes(DT_Q8_0, k), sb = kp16_scale_bytes(k);
+    for (int64_t p = 0; p < (n + 15) / 16; p++) {
+        uint16_t *d = (uint16_t *)(dst + p * pb);
+        memset(d, 0, sb);
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *qs = dst + p * pb + sb + b * 512;
+            for (int r = 0; r < 16; r++) {
+                int64_t o = p * 16 + r;
+                const block_q8_0 *blk = o < n ? &src[o * nb + b] : NULL;
+                d[b * 16 + r] = blk ? blk->d : 0;
+                for (int g = 0; g < 8; g++)
+                    for (int t = 0; t < 4; t++)
+                        qs[g * 64 + r * 4 + t] = (uint8_t)((blk ? blk->qs[g * 4 + t] : 0) + 128);
+            }
+        }
+    }
+}
+
+static void pack_q4(const block_q4_0 *src, uint8_t *dst, int64_t n, int64_t k) {
+    int64_t nb = k / 32;
+    size_t pb = kp16_panel_bytes(DT_Q4_0, k), sb = kp16_scale_bytes(k);
+    for (int64_t p = 0; p < (n + 15) / 16; p++) {
+        uint16_t *d = (uint16_t *)(dst + p * pb);
+        memset(d, 0, sb);
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *qs = dst + p * pb + sb + b * 256;
+            for (int r = 0; r < 16; r++) {
+                int64_t o = p * 16 + r;
+                const block_q4_0 *blk = o < n ? &src[o * nb + b] : NULL;
+                d[b * 16 + r] = blk ? blk->d : 0;
+                for (int j = 0; j < 4; j++)
+                    for (int t = 0; t < 4; t++) qs[j * 64 + r * 4 + t] = blk ? blk->qs[j * 4 + t] : 0x88;
+            }
+        }
+    }
+}
+
+static void pack_p16(kern_weight *w) {
+    switch (w->type) {
+    case DT_F32: pack_f32(w->data, w->packed, w->n, w->k); break;
+    case DT_F16: pack_f16(w->data, w->packed, w->n, w->k); break;
+    case DT_BF16: pack_bf16(w->data, w->packed, w->n, w->k); break;
+    case DT_Q8_0: pack_q8(w->data, w->packed, w->n, w->k); break;
+    case DT_Q4_0: pack_q4(w->data, w->packed, w->n, w->k); break;
+    }
+}
+
+int kern_weight_prepare(kern_weight *w, dtype type, const void *data, int64_t n, int64_t k, cf_err *err) {
+    memset(w, 0, sizeof *w);
+    if (!dtype_computable((uint32_t)type))
+        return cf_fail(err, "kern_weight_prepare: type %s is not computable", dtype_name((uint32_t)type));
+    if (n <= 0 || k <= 0) return cf_fail(err, "kern_weight_prepare: bad shape n=%lld k=%lld", (long long)n, (long long)k);
+    if (k % dtype_block_elems((uint32_t)type) != 0)
+        return cf_fail(err, "kern_weight_prepare: k=%lld is not a multiple of the %s block size", (long long)k,
+                       dtype_name((uint32_t)type));
+    if (!data) return cf_fail(err, "kern_weight_prepare: NULL data");
+    w->type = type;
+    w->n = n;
+    w->k = k;
+    w->data = data;
+    w->isa = (int)cpu_isa_active();
+    w->layout = KL_ROWS;
+    if (w->isa != CPU_ISA_AVX512) return 0;
+    size_t bytes = round_up(packed_bytes(type, n, k), 64);
+    w->packed = aligned_alloc(64, bytes);
+    if (!w->packed)
+        return cf_fail(err, "kern_weight_prepare: out of memory repacking %lld x %lld %s", (long long)n, (long long)k,
+                       dtype_name((uint32_t)type));
+    w->layout = KL_P16;
+    pack_p16(w);
+    return 0;
+}
+
+void kern_weight_release(kern_weight *w) {
+    if (!w) return;
+    free(w->packed);
+    w->packed = NULL;
+}
+
+/* ---- matmul ---- */
+
+typedef struct mm_job {
+    const kern_ops *ops;
+    kern_mm_args a;
+    int32_t off;
+} mm_job;
+
+/* Activation preparation (quantize or bf16-convert) over a split of rows. */
+static void prep_rows(const mm_job *j, int64_t i0, int64_t i1) {
+    const kern_mm_args *a = &j->a;
+    int64_t k = a->k, nb = k / 32;
+    for (int64_t i = i0; i < i1; i++) {
+        if (a->xbf)
+            j->ops->bf16_row(a->x + i * k, k, (uint32_t *)a->xbf + i * ((k + 1) / 2));
+        else
+            j->ops->quantize_row(a->x + i * k, k, a->qa.q + i * k, a->qa.d + i * nb, a->qa.corr + i * nb, j->off);
+    }
+}
+
+static void prep_task(void *ctx, int ith, int nth) {
+    const mm_job *j = ctx;
+    long long b, e;
+    pool_split(j->a.m, ith, nth, &b, &e);
+    prep_rows(j, b, e);
+}
+
+/* Splits output rows in row_block units over the threads; when there are too
+ * few row units to keep every thread busy, splits activation rows instead. */
+static void mm_task(void *ctx, int ith, int nth) {
+    const mm_job *j = ctx;
+    const kern_mm_args *a = &j->a;
+    int64_t rb = j->ops->row_block, units = (a->n + rb - 1) / rb;
+    long long b, e;
+    if (units < 2 * nth && a->m >= 2 * nth) {
+        pool_split(a->m, ith, nth, &b, &e);
+        if (b < e) j->ops->mm(a, 0, a->n, b, e);
+        return;
+    }
+    pool_split(units, ith, nth, &b, &e);
+    int64_t o0 = b * rb, o1 = e * rb < a->n ? e * rb : a->n;
+    if (o0 < o1) j->ops->mm(a, o0, o1, 0, a->m);
+}
+
+void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, float *y) {
+    if (m <= 0) return;
+    mm_job j;
+    memset(&j, 0, sizeof j);
+    j.ops = ops_for(w->isa);
+    j.a.w = w;
+    j.a.x = x;
+    j.a.m = m;
+    j.a.n = w->n;
+    j.a.k = w->k;
+    j.a.y = y;
+    int quant = w->type == DT_Q8_0 || w->type == DT_Q4_0;
+    int prep = 0;
+    if (quant) {
+        j.a.qa = qact_layout(c, m, w->k);
+        j.off = w->type == DT_Q8_0 ? 128 : 8;
+        prep = 1;
+    } else if (j.ops->wants_bf16_acts(w, m)) {
+        j.a.xbf = c->scratch;
+        prep = 1;
+    }
+    if (prep) {
+        if (m * w->k < 65536 || pool_size(c->pool) == 1)
+            prep_rows(&j, 0, m);
+        else
+            pool_run(c->pool, prep_task, &j);
+    }
+    pool_run(c->pool, mm_task, &j);
+}
+
+/* ---- bandwidth probe ---- */
+
+typedef struct bw_job {
+    const kern_ops *ops;
+    const char *buf;
+    size_t chunks; /* 256-byte chunks */
+    uint64_t sums[64];
+} bw_job;
+
+static void bw_task(void *ctx, int ith, int nth) {
+    bw_job *j = ctx;
+    long long b, e;
+    pool_split((long long)j->chunks, ith, nth, &b, &e);
+    uint64_t s = j->ops->read_sum(j->buf + (size_t)b * 256, (size_t)(e - b) * 256);
+    if (ith < 64) j->sums[ith] = s;
+}
+
+double kern_measure_read_bandwidth(thread_pool *pool, size_t bytes) {
+    bytes = bytes / 256 * 256;
+    if (bytes == 0) return 0;
+    char *buf = aligned_alloc(64, bytes);
+    if (!buf) return 0;
+    memset(buf, 1, bytes);
+    bw_job j = {.ops = ops_active(), .buf = buf, .chunks = bytes / 256};
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = time_now();
+        pool_run(pool, bw_task, &j);
+        double t = time_now() - t0;
+        if (t < best) best = t;
+    }
+    volatile uint64_t sink = j.sums[0];
+    (void)sink;
+    free(buf);
+    return (double)bytes / best;
+}

@@ -1,0 +1,405 @@
+/* kernels_avx512.c - AVX-512 (F/BW/VL/DQ/VNNI, BF16 where present) kernels.
+ *
+ * Weights are in the KL_P16 panel layouts (kernels_impl.h): 16 output rows per
+ * zmm. A register tile is RV panels (1 or 2, i.e. 16 or 32 rows) x MA
+ * activation rows; each activation value (or Q8_0 dword / bf16 pair) is
+ * broadcast and multiplied into all rows of the tile at once:
+ *   F32/F16 : vfmadd231ps, F16 converted with vcvtph2ps per k
+ *   BF16    : m small: converted to f32 with shifts + FMA (exact);
+ *             m large (and AVX512-BF16): vdpbf16ps with activations rounded
+ *             to bf16 (relative error ~2^-9 per product, like llama.cpp)
+ *   Q8_0/Q4_0: vpdpbusd(unsigned weights, signed Q8_0 activations), the int32
+ *             accumulator of each 32-block starts at the activation block's
+ *             correction (-128 or -8 times sum q), then is scaled by
+ *             d_w * d_x into an f32 accumulator.
+ * Output rows past n (padding of the last panel) are masked off on store. */
+#include <immintrin.h>
+
+#include "base/cpu.h"
+#include "tensor/kernels_impl.h"
+
+#define AI static inline __attribute__((always_inline))
+
+static float dot_f32(const float *a, const float *b, int64_t n) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t j = 0;
+    for (; j + 64 <= n; j += 64) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + j), _mm512_loadu_ps(b + j), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + j + 16), _mm512_loadu_ps(b + j + 16), s1);
+        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + j + 32), _mm512_loadu_ps(b + j + 32), s2);
+        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + j + 48), _mm512_loadu_ps(b + j + 48), s3);
+    }
+    for (; j + 16 <= n; j += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + j), _mm512_loadu_ps(b + j), s0);
+    if (j < n) {
+        __mmask16 m = (__mmask16)((1u << (n - j)) - 1);
+        s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + j), _mm512_maskz_loadu_ps(m, b + j), s1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
+static void axpy_f32(float a, const float *x, float *y, int64_t n) {
+    __m512 va = _mm512_set1_ps(a);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) _mm512_storeu_ps(y + j, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + j), _mm512_loadu_ps(y + j)));
+    if (j < n) {
+        __mmask16 m = (__mmask16)((1u << (n - j)) - 1);
+        _mm512_mask_storeu_ps(y + j, m, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + j), _mm512_maskz_loadu_ps(m, y + j)));
+    }
+}
+
+/* ---- activation preparation ---- */
+
+/* roundf semantics (half away from zero), exact. */
+AI __m512i round_away(__m512 v) {
+    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m512 frac = _mm512_abs_ps(_mm512_sub_ps(v, t));
+    __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    __m512 one = _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(_mm512_set1_ps(1.0f)),
+                        _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u))));
+    return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, one));
+}
+
+static void quantize_row(const float *x, int64_t k, int8_t *q, float *d, int32_t *corr, int32_t off) {
+    for (int64_t b = 0; b < k / 32; b++) {
+        __m512 v0 = _mm512_loadu_ps(x + b * 32), v1 = _mm512_loadu_ps(x + b * 32 + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        float db = amax / 127.0f;
+        float id = db ? 1.0f / db : 0.0f;
+        __m512 vid = _mm512_set1_ps(id);
+        __m512i i0 = round_away(_mm512_mul_ps(v0, vid)), i1 = round_away(_mm512_mul_ps(v1, vid));
+        _mm_storeu_si128((__m128i *)(q + b * 32), _mm512_cvtsepi32_epi8(i0));
+        _mm_storeu_si128((__m128i *)(q + b * 32 + 16), _mm512_cvtsepi32_epi8(i1));
+        d[b] = _cvtsh_ss(_cvtss_sh(db, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        corr[b] = -off * _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+    }
+}
+
+/* x[0..k) -> (k+1)/2 dwords of bf16 pairs (x[2j] low, x[2j+1] high), RNE, zero padded. */
+static void bf16_row(const float *x, int64_t k, uint32_t *out) {
+    int64_t j = 0;
+    for (; j + 32 <= k; j += 32) {
+        __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + j + 16), _mm512_loadu_ps(x + j));
+        _mm512_storeu_si512(out + j / 2, (__m512i)v);
+    }
+    for (; j < k; j += 2) {
+        uint32_t lo = f32_to_bf16(x[j]), hi = j + 1 < k ? f32_to_bf16(x[j + 1]) : 0;
+        out[j / 2] = lo | hi << 16;
+    }
+}
+
+static int wants_bf16_acts(const kern_weight *w, int64_t m) {
+    return w->type == DT_BF16 && m >= 4 && cpu_get_features()->avx512bf16;
+}
+
+/* ---- register tiles ---- */
+
+#define MA_F 12 /* activation rows per float tile (RV=2 -> 24 accumulators) */
+#define MA_Q 4  /* activation rows per quantized tile */
+
+AI __mmask16 row_mask(int64_t n, int64_t o) {
+    int64_t v = n - o;
+    return v >= 16 ? (__mmask16)0xffff : v <= 0 ? (__mmask16)0 : (__mmask16)((1u << v) - 1);
+}
+
+AI void store_tile(const int RV, const int MA, __m512 acc[2][MA_F], float *y, int64_t n, int64_t o) {
+    __mmask16 m0 = row_mask(n, o), m1 = row_mask(n, o + 16);
+#pragma GCC unroll 12
+    for (int t = 0; t < MA; t++) {
+        _mm512_mask_storeu_ps(y + t * n + o, m0, acc[0][t]);
+        if (RV == 2) _mm512_mask_storeu_ps(y + t * n + o + 16, m1, acc[1][t]);
+    }
+}
+
+/* TY: 0 = f32 panels, 1 = f16 panels. x: MA activation rows of stride k. */
+AI void tile_f(const int TY, const int RV, const int MA, const void *wp0, const void *wp1, const float *x, int64_t k,
+               float *y, int64_t n, int64_t o) {
+    __m512 acc[2][MA_F];
+#pragma GCC unroll 12
+    for (int t = 0; t < MA; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+    const void *wp[2] = {wp0, wp1};
+    for (int64_t j = 0; j < k; j++) {
+        __m512 wv[2];
+#pragma GCC unroll 2
+        for (int r = 0; r < RV; r++)
+            wv[r] = TY == 0 ? _mm512_load_ps((const float *)wp[r] + j * 16)
+                            : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)((const uint16_t *)wp[r] + j * 16)));
+#pragma GCC unroll 12
+        for (int t = 0; t < MA; t++) {
+            __m512 xb = _mm512_set1_ps(x[t * k + j]);
+#pragma GCC unroll 2
+            for (int r = 0; r < RV; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xb, acc[r][t]);
+        }
+    }
+    store_tile(RV, MA, acc, y, n, o);
+}
+
+/* BF16 panels, exact f32 path: each zmm = 16 rows x 2 k, split with shifts. */
+AI void tile_bf16_fma(const int RV, const int MA, const void *wp0, const void *wp1, const float *x, int64_t k,
+                      float *y, int64_t n, int64_t o) {
+    __m512 acc[2][MA_F];
+#pragma GCC unroll 12
+    for (int t = 0; t < MA; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+    const uint32_t *wp[2] = {wp0, wp1};
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+    int64_t kh = k / 2;
+    for (int64_t jj = 0; jj < kh; jj++) {
+        __m512 ev[2], od[2];
+#pragma GCC unroll 2
+        for (int r = 0; r < RV; r++) {
+            __m512i v = _mm512_load_si512(wp[r] + jj * 16);
+            ev[r] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+            od[r] = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
+        }
+#pragma GCC unroll 12
+        for (int t = 0; t < MA; t++) {
+            __m512 xe = _mm512_set1_ps(x[t * k + 2 * jj]), xo = _mm512_set1_ps(x[t * k + 2 * jj + 1]);
+#pragma GCC unroll 2
+            for (int r = 0; r < RV; r++) {
+                acc[r][t] = _mm512_fmadd_ps(ev[r], xe, acc[r][t]);
+                acc[r][t] = _mm512_fmadd_ps(od[r], xo, acc[r][t]);
+            }
+        }
+    }
+    if (k & 1) { /* last, unpaired k: only the even half exists */
+#pragma GCC unroll 2
+        for (int r = 0; r < RV; r++) {
+            __m512 ev = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_load_si512(wp[r] + kh * 16), 16));
+#pragma GCC unroll 12
+            for (int t = 0; t < MA; t++) acc[r][t] = _mm512_fmadd_ps(ev, _mm512_set1_ps(x[t * k + k - 1]), acc[r][t]);
+        }
+    }
+    store_tile(RV, MA, acc, y, n, o);
+}
+
+/* BF16 panels x bf16-pair activations (xbf rows of stride kh dwords), vdpbf16ps. */
+AI void tile_bf16_dp(const int RV, const int MA, const void *wp0, const void *wp1, const uint32_t *xbf, int64_t kh,
+                     float *y, int64_t n, int64_t o) {
+    __m512 acc[2][MA_F];
+#pragma GCC unroll 12
+    for (int t = 0; t < MA; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+    const uint32_t *wp[2] = {wp0, wp1};
+    for (int64_t jj = 0; jj < kh; jj++) {
+        __m512i wv[2];
+#pragma GCC unroll 2
+        for (int r = 0; r < RV; r++) wv[r] = _mm512_load_si512(wp[r] + jj * 16);
+#pragma GCC unroll 12
+        for (int t = 0; t < MA; t++) {
+            __m512i xb = _mm512_set1_epi32((int)xbf[t * kh + jj]);
+#pragma GCC unroll 2
+            for (int r = 0; r < RV; r++) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], (__m512bh)wv[r], (__m512bh)xb);
+        }
+    }
+    store_tile(RV, MA, acc, y, n, o);
+}
+
+/* Q8_0 (Q4 = 0) or Q4_0 (Q4 = 1) panels x Q8_0 activations (MA rows). */
+AI void tile_q(const int Q4, const int RV, const int MA, const uint8_t *wp0, const uint8_t *wp1, const kern_qact *qa,
+               int64_t i, int64_t k, float *y, int64_t n, int64_t o) {
+    const int64_t nb = k / 32, qbytes = Q4 ? 256 : 512;
+    const size_t sb = kp16_scale_bytes(k);
+    const uint8_t *wp[2] = {wp0, wp1};
+    const int8_t *q = qa->q + i * k;
+    const float *dx = qa->d + i * nb;
+    const int32_t *corr = qa->corr + i * nb;
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+    __m512 acc[2][MA_F];
+#pragma GCC unroll 12
+    for (int t = 0; t < MA; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i ai[2][MA_Q];
+#pragma GCC unroll 8
+        for (int t = 0; t < MA; t++) ai[0][t] = ai[1][t] = _mm512_set1_epi32(corr[t * nb + b]);
+        if (Q4) {
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++) {
+                __m512i lo[2], hi[2];
+#pragma GCC unroll 2
+                for (int r = 0; r < RV; r++) {
+                    __m512i raw = _mm512_load_si512(wp[r] + sb + b * qbytes + g * 64);
+                    lo[r] = _mm512_and_si512(raw, nib);
+                    hi[r] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), nib);
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < MA; t++) {
+                    const int8_t *qb = q + t * k + b * 32;
+                    __m512i xl = _mm512_set1_epi32(*(const int32_t *)(qb + g * 4));
+                    __m512i xh = _mm512_set1_epi32(*(const int32_t *)(qb + 16 + g * 4));
+#pragma GCC unroll 2
+                    for (int r = 0; r < RV; r++) {
+                        ai[r][t] = _mm512_dpbusd_epi32(ai[r][t], lo[r], xl);
+                        ai[r][t] = _mm512_dpbusd_epi32(ai[r][t], hi[r], xh);
+                    }
+                }
+            }
+        } else {
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                __m512i wv[2];
+#pragma GCC unroll 2
+                for (int r = 0; r < RV; r++) wv[r] = _mm512_load_si512(wp[r] + sb + b * qbytes + g * 64);
+#pragma GCC unroll 8
+                for (int t = 0; t < MA; t++) {
+                    __m512i xb = _mm512_set1_epi32(*(const int32_t *)(q + t * k + b * 32 + g * 4));
+#pragma GCC unroll 2
+                    for (int r = 0; r < RV; r++) ai[r][t] = _mm512_dpbusd_epi32(ai[r][t], wv[r], xb);
+                }
+            }
+        }
+        __m512 dw[2];
+#pragma GCC unroll 2
+        for (int r = 0; r < RV; r++) dw[r] = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wp[r] + b * 32)));
+#pragma GCC unroll 8
+        for (int t = 0; t < MA; t++) {
+            __m512 vdx = _mm512_set1_ps(dx[t * nb + b]);
+#pragma GCC unroll 2
+            for (int r = 0; r < RV; r++)
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[r][t]), _mm512_mul_ps(dw[r], vdx), acc[r][t]);
+        }
+    }
+    store_tile(RV, MA, acc, y, n, o);
+}
+
+/* ---- drivers: panels [p0, p1) x activation rows [i0, i1) ---- */
+
+#define SWITCH_MA12(CALL_RV, ma)                                                                              \
+    switch (ma) {                                                                                            \
+    case 1: CALL_RV(1); break;                                                                               \
+    case 2: CALL_RV(2); break;                                                                               \
+    case 3: CALL_RV(3); break;                                                                               \
+    case 4: CALL_RV(4); break;                                                                               \
+    case 5: CALL_RV(5); break;                                                                               \
+    case 6: CALL_RV(6); break;                                                                               \
+    case 7: CALL_RV(7); break;                                                                               \
+    case 8: CALL_RV(8); break;                                                                               \
+    case 9: CALL_RV(9); break;                                                                               \
+    case 10: CALL_RV(10); break;                                                                             \
+    case 11: CALL_RV(11); break;                                                                             \
+    default: CALL_RV(12); break;                                                                             \
+    }
+
+#define SWITCH_MA4(CALL_RV, ma)                                                                               \
+    switch (ma) {                                                                                            \
+    case 1: CALL_RV(1); break;                                                                               \
+    case 2: CALL_RV(2); break;                                                                               \
+    case 3: CALL_RV(3); break;                                                                               \
+    default: CALL_RV(4); break;                                                                              \
+    }
+
+static void mm_f32(const kern_mm_args *a, int RV, const void *w0, const void *w1, int64_t i, int ma, int64_t o) {
+#define CALL(MA)                                                                                             \
+    do {                                                                                                     \
+        if (RV == 2)                                                                                         \
+            tile_f(0, 2, MA, w0, w1, a->x + i * a->k, a->k, a->y + i * a->n, a->n, o);                       \
+        else                                                                                                 \
+            tile_f(0, 1, MA, w0, w0, a->x + i * a->k, a->k, a->y + i * a->n, a->n, o);                       \
+    } while (0)
+    SWITCH_MA12(CALL, ma)
+#undef CALL
+}
+
+static void mm_f16(const kern_mm_args *a, int RV, const void *w0, const void *w1, int64_t i, int ma, int64_t o) {
+#define CALL(MA)                                                                                             \
+    do {                                                                                                     \
+        if (RV == 2)                                                                                         \
+            tile_f(1, 2, MA, w0, w1, a->x + i * a->k, a->k, a->y + i * a->n, a->n, o);                       \
+        else                                                                                                 \
+            tile_f(1, 1, MA, w0, w0, a->x + i * a->k, a->k, a->y + i * a->n, a->n, o);                       \
+    } while (0)
+    SWITCH_MA12(CALL, ma)
+#undef CALL
+}
+
+static void mm_bf16(const kern_mm_args *a, int RV, const void *w0, const void *w1, int64_t i, int ma, int64_t o) {
+    int64_t kh = (a->k + 1) / 2;
+    if (a->xbf) {
+#define CALL(MA)                                                                                             \
+    do {                                                                                                     \
+        if (RV == 2)                                                                                         \
+            tile_bf16_dp(2, MA, w0, w1, a->xbf + i * kh, kh, a->y + i * a->n, a->n, o);                      \
+        else                                                                                                 \
+            tile_bf16_dp(1, MA, w0, w0, a->xbf + i * kh, kh, a->y + i * a->n, a->n, o);                      \
+    } while (0)
+        SWITCH_MA12(CALL, ma)
+#undef CALL
+    } else {
+#define CALL(MA)                                                                                             \
+    do {                                                                                                     \
+        if (RV == 2)                                                                                         \
+            tile_bf16_fma(2, MA, w0, w1, a->x + i * a->k, a->k, a->y + i * a->n, a->n, o);                   \
+        else                                                                                                 \
+            tile_bf16_fma(1, MA, w0, w0, a->x + i * a->k, a->k, a->y + i * a->n, a->n, o);                   \
+    } while (0)
+        SWITCH_MA12(CALL, ma)
+#undef CALL
+    }
+}
+
+static void mm_q(const kern_mm_args *a, int RV, const void *w0, const void *w1, int64_t i, int ma, int64_t o) {
+    int q4 = a->w->type == DT_Q4_0;
+#define CALL(MA)                                                                                             \
+    do {                                                                                                     \
+        if (q4) {                                                                                            \
+            if (RV == 2)                                                                                     \
+                tile_q(1, 2, MA, w0, w1, &a->qa, i, a->k, a->y + i * a->n, a->n, o);                         \
+            else                                                                                             \
+                tile_q(1, 1, MA, w0, w0, &a->qa, i, a->k, a->y + i * a->n, a->n, o);                         \
+        } else {                                                                                             \
+            if (RV == 2)                                                                                     \
+                tile_q(0, 2, MA, w0, w1, &a->qa, i, a->k, a->y + i * a->n, a->n, o);                         \
+            else                                                                                             \
+                tile_q(0, 1, MA, w0, w0, &a->qa, i, a->k, a->y + i * a->n, a->n, o);                         \
+        }                                                                                                    \
+    } while (0)
+    SWITCH_MA4(CALL, ma)
+#undef CALL
+}
+
+typedef void (*tile_fn)(const kern_mm_args *a, int RV, const void *w0, const void *w1, int64_t i, int ma, int64_t o);
+
+static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
+    const kern_weight *w = a->w;
+    tile_fn fn;
+    int ma_max;
+    switch (w->type) {
+    case DT_F32: fn = mm_f32, ma_max = MA_F; break;
+    case DT_F16: fn = mm_f16, ma_max = MA_F; break;
+    case DT_BF16: fn = mm_bf16, ma_max = MA_F; break;
+    default: fn = mm_q, ma_max = MA_Q; break;
+    }
+    size_t pb = kp16_panel_bytes(w->type, w->k);
+    const uint8_t *base = w->packed;
+    int64_t p0 = o0 / 16, p1 = (o1 + 15) / 16;
+    for (int64_t p = p0; p < p1;) {
+        int RV = p1 - p >= 2 ? 2 : 1;
+        const void *w0 = base + (size_t)p * pb, *w1 = base + (size_t)(p + RV - 1) * pb;
+        for (int64_t i = i0; i < i1; i += ma_max) {
+            int ma = (int)(i1 - i < ma_max ? i1 - i : ma_max);
+            fn(a, RV, w0, w1, i, ma, p * 16);
+        }
+        p += RV;
+    }
+}
+
+static uint64_t read_sum(const void *buf, size_t bytes) {
+    const __m512i *p = buf;
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i + 4 <= bytes / 64; i += 4) {
+        s0 = _mm512_add_epi64(s0, _mm512_load_si512(p + i));
+        s1 = _mm512_add_epi64(s1, _mm512_load_si512(p + i + 1));
+        s2 = _mm512_add_epi64(s2, _mm512_load_si512(p + i + 2));
+        s3 = _mm512_add_epi64(s3, _mm512_load_si512(p + i + 3));
+    }
+    return (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)));
+}
+
+const kern_ops kern_ops_avx512 = {
+    .row_block = 16,
+    .dot_f32 = dot_f32,
+    .axpy_f32 = axpy_f32,
+    .quantize_row = quantize_row,
+    .bf16_row = bf16_row,
+    .wants_bf16_acts = wants_bf16_acts,
+    .mm = mm,
+    .read_sum = read_sum,
+};

@@ -1,0 +1,93 @@
+/* kernels_impl.h - private contract between the kernel dispatcher (kernels.c)
+ * and the per-ISA kernel files (kernels_scalar.c, kernels_avx2.c, kernels_avx512.c).
+ *
+ * Weight layouts (kern_weight.layout):
+ *   KL_ROWS  original GGUF row-major layout (`data`); scalar and AVX2 kernels.
+ *   KL_P16   AVX-512 panels of 16 output rows (n padded to a multiple of 16 with
+ *            zero rows), panel-major, stored in `packed`:
+ *     F32  : float  [k][16]            (element (j, r) = W[16p+r][j])
+ *     F16  : uint16 [k][16]
+ *     BF16 : uint16 [kp/2][16][2]      kp = k rounded up to even, zero padded;
+ *                                      one zmm = 16 rows x 2 consecutive k
+ *     Q8_0 : panel = fp16 d[nb][16] (padded to 64 bytes), then per k-block b
+ *            512 bytes uint8 [8 groups][16 rows][4] = qs + 128 (so vpdpbusd can
+ *            take the weights as its unsigned operand); 64-byte aligned
+ *     Q4_0 : panel = fp16 d[nb][16] (padded to 64 bytes), then per k-block b
+ *            4 x 64 bytes: byte (j*64 + r*4 + t) = original qs[r][4j+t], i.e. the
+ *            low nibble is element 4j+t, the high nibble element 16+4j+t (0..15)
+ *   Every panel starts 64-byte aligned (packed is aligned, panel sizes are
+ *   multiples of 64, except F16: multiple of 32, loaded as 32-byte halves).
+ *
+ * Quantized activations (kern_qact, in the context scratch), for k % 32 == 0:
+ *   q[i*k + j]    int8 Q8_0 quants of x[i][j] (ggml rounding: half away from 0)
+ *   d[i*nb + b]   float scale, already rounded through fp16 like a block_q8_0
+ *   corr[i*nb+b]  -off * sum_j q (off = 128 for Q8_0 weights, 8 for Q4_0), the
+ *                 correction for the unsigned weight operand of the VNNI/maddubs
+ *                 dot products. (Unused by kernels that do signed products.)
+ */
+#ifndef CINFER_TENSOR_KERNELS_IMPL_H
+#define CINFER_TENSOR_KERNELS_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/kernels.h"
+
+enum { KL_ROWS = 0, KL_P16 = 1 };
+
+/* Bytes of one KL_P16 panel (16 rows x k) and offset of the quants in it. */
+static inline size_t kp16_scale_bytes(int64_t k) { return ((size_t)(k / 32) * 32 + 63) / 64 * 64; }
+static inline size_t kp16_panel_bytes(dtype t, int64_t k) {
+    size_t kk = (size_t)k;
+    switch (t) {
+    case DT_F32: return kk * 64;
+    case DT_F16: return kk * 32;
+    case DT_BF16: return (kk + 1) / 2 * 64;
+    case DT_Q8_0: return kp16_scale_bytes(k) + kk / 32 * 512;
+    case DT_Q4_0: return kp16_scale_bytes(k) + kk / 32 * 256;
+    }
+    return 0;
+}
+
+typedef struct kern_qact {
+    int8_t *q;
+    float *d;
+    int32_t *corr;
+} kern_qact;
+
+/* Everything one matmul call needs; built by kern_matmul, read-only in kernels. */
+typedef struct kern_mm_args {
+    const kern_weight *w;
+    const float *x;      /* f32 activations [m][k] */
+    kern_qact qa;        /* quantized activations (quantized weight types) */
+    const uint32_t *xbf; /* bf16 pairs [m][kp/2] (AVX-512 BF16 path), else NULL */
+    int64_t m, n, k;
+    float *y; /* [m][n] */
+} kern_mm_args;
+
+typedef struct kern_ops {
+    /* Output rows are given to mm() in ranges aligned to this many rows. */
+    int row_block;
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    void (*axpy_f32)(float a, const float *x, float *y, int64_t n);
+    /* Quantizes one activation row of k (k % 32 == 0) to the kern_qact format. */
+    void (*quantize_row)(const float *x, int64_t k, int8_t *q, float *d, int32_t *corr, int32_t off);
+    /* Converts one activation row to bf16 pairs (kp/2 dwords), or NULL if the ISA has no BF16 path. */
+    void (*bf16_row)(const float *x, int64_t k, uint32_t *out);
+    /* True if mm() wants a->xbf for this call (BF16 weights, large m). */
+    int (*wants_bf16_acts)(const kern_weight *w, int64_t m);
+    /* y rows [i0, i1) x output rows [o0, o1). */
+    void (*mm)(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+    /* Reads `bytes` (multiple of 256, 64-byte aligned) and returns a checksum. */
+    uint64_t (*read_sum)(const void *buf, size_t bytes);
+} kern_ops;
+
+extern const kern_ops kern_ops_scalar;
+extern const kern_ops kern_ops_avx2;
+extern const kern_ops kern_ops_avx512;
+
+/* Shared scalar helpers (kernels_scalar.c). */
+void kern_quantize_row_scalar(const float *x, int64_t k, int8_t *q, float *d, int32_t *corr, int32_t off);
+void kern_mm_scalar(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+
+#endif

@@ -1,0 +1,233 @@
+/* test_kernels.c - kern_matmul / kern_dot_f32 / kern_axpy_f32 against float64
+ * references, for every ISA the machine supports (forced with cpu_isa_force,
+ * weights prepared after forcing), every computable weight type, shapes that
+ * are not multiples of the block / vector / tile widths, and 1 and 2 threads.
+ *
+ * Tolerances, with S = sum_j |w_oj| |x_ij| for the output:
+ *   float weights: |y - ref| <= 1e-5 S (BF16: either against x exactly or
+ *                  against x rounded to bf16, the vdpbf16ps prefill path);
+ *   quantized:     tight  |y - ref(W, Q8_0(x))| <= 1e-4 S, and
+ *                  loose  |y - ref(W, x)| <= sum_j |w||x - Q8_0(x)| + 1e-4 S.
+ * A guard region after y catches writes past m*n. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cpu.h"
+#include "tensor/kernels.h"
+#include "testutil.h"
+
+#define GUARD 64
+#define SENTINEL 12345.0f
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void) { /* uniform [-1, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (1.0 / (1 << 23))) - 1.0f;
+}
+
+typedef struct {
+    int64_t n, k, m;
+    dtype t;
+    void *wq;     /* weights in type t (GGUF layout) */
+    float *wd;    /* dequantized weights [n][k] */
+    float *x;     /* activations [m][k], exactly sized (ASan catches over-reads) */
+    float *xq;    /* Q8_0 round trip of x (quantized types) or bf16-rounded x (BF16) */
+    double *ref;  /* sum wd * x */
+    double *refq; /* sum wd * xq */
+    double *S;    /* sum |wd||x| */
+    double *E;    /* sum |wd||x - xq| */
+} mm_case;
+
+static void case_init(mm_case *c, dtype t, int64_t n, int64_t k, int64_t m) {
+    memset(c, 0, sizeof *c);
+    c->t = t, c->n = n, c->k = k, c->m = m;
+    size_t rb = dtype_row_bytes(t, k);
+    c->wq = malloc(rb * (size_t)n);
+    c->wd = malloc(sizeof(float) * (size_t)(n * k));
+    float *tmp = malloc(sizeof(float) * (size_t)k);
+    for (int64_t o = 0; o < n; o++) {
+        float scale = 0.01f + 2.0f * (float)((o * 37) % 11) / 11.0f;
+        for (int64_t j = 0; j < k; j++) tmp[j] = frand() * scale;
+        if (o % 5 == 3 && k >= 32) memset(tmp, 0, 32 * sizeof(float)); /* an all-zero block */
+        dtype_quantize_row(t, tmp, (char *)c->wq + rb * (size_t)o, k);
+        dtype_dequantize_row(t, (char *)c->wq + rb * (size_t)o, c->wd + o * k, k);
+    }
+    free(tmp);
+    c->x = malloc(sizeof(float) * (size_t)(m * k));
+    c->xq = malloc(sizeof(float) * (size_t)(m * k));
+    for (int64_t i = 0; i < m * k; i++) c->x[i] = frand() * (i % 97 == 0 ? 8.0f : 1.0f);
+    if (m > 1 && k >= 64) memset(c->x + k + 32, 0, 32 * sizeof(float)); /* zero activation block */
+    int quant = t == DT_Q8_0 || t == DT_Q4_0;
+    for (int64_t i = 0; i < m; i++) {
+        if (quant) {
+            block_q8_0 *b = malloc(dtype_row_bytes(DT_Q8_0, k));
+            dtype_quantize_row(DT_Q8_0, c->x + i * k, b, k);
+            dtype_dequantize_row(DT_Q8_0, b, c->xq + i * k, k);
+            free(b);
+        } else {
+            for (int64_t j = 0; j < k; j++) c->xq[i * k + j] = bf16_to_f32(f32_to_bf16(c->x[i * k + j]));
+        }
+    }
+    size_t no = (size_t)(m * n);
+    c->ref = malloc(sizeof(double) * no);
+    c->refq = malloc(sizeof(double) * no);
+    c->S = malloc(sizeof(double) * no);
+    c->E = malloc(sizeof(double) * no);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t o = 0; o < n; o++) {
+            double r = 0, rq = 0, s = 0, e = 0;
+            const float *w = c->wd + o * k, *x = c->x + i * k, *xq = c->xq + i * k;
+            for (int64_t j = 0; j < k; j++) {
+                r += (double)w[j] * x[j];
+                rq += (double)w[j] * xq[j];
+                s += fabs((double)w[j] * x[j]);
+                e += fabs((double)w[j]) * fabs((double)x[j] - xq[j]);
+            }
+            c->ref[i * n + o] = r, c->refq[i * n + o] = rq, c->S[i * n + o] = s, c->E[i * n + o] = e;
+        }
+}
+
+static void case_free(mm_case *c) {
+    free(c->wq), free(c->wd), free(c->x), free(c->xq);
+    free(c->ref), free(c->refq), free(c->S), free(c->E);
+}
+
+/* Returns the number of bad outputs (reports the first). */
+static int case_check(const mm_case *c, const float *y, const char *what) {
+    int quant = c->t == DT_Q8_0 || c->t == DT_Q4_0, bad = 0;
+    for (int64_t i = 0; i < c->m; i++)
+        for (int64_t o = 0; o < c->n; o++) {
+            size_t at = (size_t)(i * c->n + o);
+            double v = y[at], S = c->S[at] + 1e-30, ok;
+            if (quant) {
+                ok = fabs(v - c->refq[at]) <= 1e-4 * S && fabs(v - c->ref[at]) <= c->E[at] + 1e-4 * S;
+            } else {
+                ok = fabs(v - c->ref[at]) <= 1e-5 * S;
+                if (c->t == DT_BF16 && !ok) ok = fabs(v - c->refq[at]) <= 1e-5 * S;
+            }
+            if (!ok || !isfinite(v)) {
+                if (!bad)
+                    fprintf(stderr, "  %s: y[%lld][%lld] = %.9g, ref %.9g, ref(q8 x) %.9g, S %.3g\n", what,
+                            (long long)i, (long long)o, v, c->ref[at], c->refq[at], S);
+                bad++;
+            }
+        }
+    for (int g = 0; g < GUARD; g++)
+        if (y[c->m * c->n + g] != SENTINEL) {
+            fprintf(stderr, "  %s: wrote past the end of y (guard %d)\n", what, g);
+            bad++;
+            break;
+        }
+    return bad;
+}
+
+static void run_case(mm_case *c, thread_pool *pools[2], kern_ctx *ctxs[2]) {
+    float *y = malloc(sizeof(float) * (size_t)(c->m * c->n + GUARD));
+    for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
+        if (!cpu_isa_supported((cpu_isa)isa)) continue;
+        cpu_isa_force((cpu_isa)isa);
+        kern_weight w;
+        cf_err err;
+        int rc = kern_weight_prepare(&w, c->t, c->wq, c->n, c->k, &err);
+        CHECKF(rc == 0, "prepare: %s", err.msg);
+        if (rc) continue;
+        CHECK(w.isa == isa);
+        for (int th = 0; th < 2; th++) {
+            for (int64_t g = 0; g < c->m * c->n + GUARD; g++) y[g] = SENTINEL;
+            kern_matmul(ctxs[th], &w, c->x, c->m, y);
+            char what[128];
+            snprintf(what, sizeof what, "%s %s n=%lld k=%lld m=%lld threads=%d", cpu_isa_name((cpu_isa)isa),
+                     dtype_name(c->t), (long long)c->n, (long long)c->k, (long long)c->m, pool_size(pools[th]));
+            int bad = case_check(c, y, what);
+            CHECKF(bad == 0, "%s: %d bad outputs", what, bad);
+        }
+        kern_weight_release(&w);
+    }
+    free(y);
+}
+
+static void test_matmul(thread_pool *pools[2], kern_ctx *ctxs[2]) {
+    static const dtype types[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0, DT_Q4_0};
+    static const int64_t ns[] = {1, 7, 33, 48, 257};
+    static const int64_t kq[] = {32, 96, 4128};
+    static const int64_t kf[] = {1, 13, 70, 4128};
+    static const int64_t ms[] = {1, 2, 5, 17, 64};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        dtype t = types[ti];
+        int quant = t == DT_Q8_0 || t == DT_Q4_0;
+        const int64_t *ks = quant ? kq : kf;
+        size_t nk = quant ? 3 : 4;
+        for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+            for (size_t b = 0; b < nk; b++)
+                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+                    /* keep the run time sane: the biggest k only with a few shapes */
+                    if (ks[b] == 4128 && !(ns[a] == 33 || ms[mi] <= 2 || (ns[a] == 257 && ms[mi] == 17))) continue;
+                    mm_case c;
+                    case_init(&c, t, ns[a], ks[b], ms[mi]);
+                    run_case(&c, pools, ctxs);
+                    case_free(&c);
+                }
+        fprintf(stderr, "matmul %s done (%d failures so far)\n", dtype_name(t), test_failures);
+    }
+}
+
+static void test_prepare_errors(void) {
+    kern_weight w;
+    cf_err err;
+    char buf[64] = {0};
+    CHECK(kern_weight_prepare(&w, DT_Q8_0, buf, 1, 33, &err) != 0);
+    CHECK(kern_weight_prepare(&w, (dtype)3, buf, 1, 32, &err) != 0);
+    CHECK(kern_weight_prepare(&w, DT_F32, buf, 0, 4, &err) != 0);
+    CHECK(kern_weight_prepare(&w, DT_F32, NULL, 1, 4, &err) != 0);
+}
+
+static void test_vector_ops(void) {
+    static const int64_t ns[] = {0, 1, 7, 15, 16, 17, 31, 63, 64, 65, 100, 1000};
+    for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
+        if (!cpu_isa_supported((cpu_isa)isa)) continue;
+        cpu_isa_force((cpu_isa)isa);
+        for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+            int64_t n = ns[t];
+            float *a = malloc(sizeof(float) * (size_t)(n + 1)), *b = malloc(sizeof(float) * (size_t)(n + 1));
+            float *y = malloc(sizeof(float) * (size_t)(n + 1));
+            double ref = 0, S = 0;
+            for (int64_t j = 0; j < n; j++) {
+                a[j] = frand(), b[j] = frand(), y[j] = frand();
+                ref += (double)a[j] * b[j];
+                S += fabs((double)a[j] * b[j]);
+            }
+            a[n] = b[n] = y[n] = SENTINEL;
+            float d = kern_dot_f32(a, b, n);
+            CHECKF(fabs(d - ref) <= 1e-6 * S + 1e-30, "%s dot n=%lld: %g vs %g", cpu_isa_name((cpu_isa)isa),
+                   (long long)n, d, ref);
+            float *y0 = malloc(sizeof(float) * (size_t)(n + 1));
+            memcpy(y0, y, sizeof(float) * (size_t)(n + 1));
+            kern_axpy_f32(0.75f, a, y, n);
+            int bad = 0;
+            for (int64_t j = 0; j < n; j++)
+                if (fabs(y[j] - (y0[j] + 0.75 * a[j])) > 1e-6 * (fabs(y0[j]) + fabs(a[j]))) bad++;
+            CHECKF(bad == 0 && y[n] == SENTINEL, "%s axpy n=%lld: %d bad", cpu_isa_name((cpu_isa)isa), (long long)n,
+                   bad);
+            free(a), free(b), free(y), free(y0);
+        }
+    }
+}
+
+int main(void) {
+    cpu_isa best = cpu_isa_active();
+    fprintf(stderr, "best ISA: %s\n", cpu_isa_name(best));
+    thread_pool *pools[2] = {pool_create(1), pool_create(2)};
+    CHECK(pools[0] && pools[1]);
+    kern_ctx *ctxs[2] = {kern_ctx_create(pools[0], 64, 4128), kern_ctx_create(pools[1], 64, 4128)};
+    CHECK(ctxs[0] && ctxs[1]);
+    test_prepare_errors();
+    test_vector_ops();
+    test_matmul(pools, ctxs);
+    cpu_isa_force(best);
+    kern_ctx_destroy(ctxs[0]), kern_ctx_destroy(ctxs[1]);
+    pool_destroy(pools[0]), pool_destroy(pools[1]);
+    return test_finish();
+}
