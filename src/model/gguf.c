@@ -126,6 +126,23 @@ static int rd_u64(cursor *c, uint64_t *v, const char *what) {
     return 0;
 }
 
+/* Renders a name from the file for a one-line message: control bytes become
+ * \xNN and long names are cut with "...". Returns out. */
+static const char *safe_name(const char *s, char *out, size_t cap) {
+    size_t o = 0;
+    for (; *s && o + 8 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch < 0x20 || ch == 0x7f)
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
+        else
+            out[o++] = (char)ch;
+    }
+    if (*s) memcpy(out + o, "...", 3), o += 3;
+    out[o] = 0;
+    return out;
+}
+#define SAFE(s) safe_name((s), (char[104]){0}, 104)
+
 /* ---- string arena ---- */
 
 static char *arena_alloc(gguf_file *f, size_t n) {
@@ -309,12 +326,12 @@ static int parse_array(gguf_file *f, cursor *c, gguf_kv *kv) {
     if (rd_u32(c, &et, "array element type")) return -1;
     if (et >= GGUF_VTYPE_COUNT) {
         char msg[160];
-        snprintf(msg, sizeof msg, "key '%s': unknown array element type %u", kv->key.s, et);
+        snprintf(msg, sizeof msg, "key '%s': unknown array element type %u", SAFE(kv->key.s), et);
         return fail_at(c, at, msg);
     }
     if (et == GGUF_ARRAY) {
         char msg[160];
-        snprintf(msg, sizeof msg, "key '%s': nested arrays are not supported", kv->key.s);
+        snprintf(msg, sizeof msg, "key '%s': nested arrays are not supported", SAFE(kv->key.s));
         return fail_at(c, at, msg);
     }
     uint64_t at_n = c->pos;
@@ -325,7 +342,7 @@ static int parse_array(gguf_file *f, cursor *c, gguf_kv *kv) {
     if (n > remaining(c) / min_elem) {
         char msg[200];
         snprintf(msg, sizeof msg,
-                 "key '%s': array of %" PRIu64 " %s elements does not fit in the %zu bytes left", kv->key.s, n,
+                 "key '%s': array of %" PRIu64 " %s elements does not fit in the %zu bytes left", SAFE(kv->key.s), n,
                  gguf_vtype_name(kv->arr_type), remaining(c));
         return fail_at(c, at_n, msg);
     }
@@ -335,7 +352,7 @@ static int parse_array(gguf_file *f, cursor *c, gguf_kv *kv) {
             for (uint64_t j = 0; j < n; j++)
                 if (kv->arr_raw[j] > 1) {
                     char msg[160];
-                    snprintf(msg, sizeof msg, "key '%s': bool element %" PRIu64 " is %u, not 0 or 1", kv->key.s, j,
+                    snprintf(msg, sizeof msg, "key '%s': bool element %" PRIu64 " is %u, not 0 or 1", SAFE(kv->key.s), j,
                              kv->arr_raw[j]);
                     return fail_at(c, c->pos + j, msg);
                 }
@@ -359,7 +376,7 @@ static int parse_value(gguf_file *f, cursor *c, gguf_kv *kv) {
     const uint8_t *p = c->p + c->pos;
     if (kv->type == GGUF_BOOL && *p > 1) {
         char msg[160];
-        snprintf(msg, sizeof msg, "key '%s': bool value is %u, not 0 or 1", kv->key.s, *p);
+        snprintf(msg, sizeof msg, "key '%s': bool value is %u, not 0 or 1", SAFE(kv->key.s), *p);
         return fail_at(c, c->pos, msg);
     }
     memcpy(&kv->v, p, sz); /* raw bits; widened on access */
@@ -381,7 +398,7 @@ static int parse_kv(gguf_file *f, cursor *c) {
     if (oom) return fail_at(c, kv->offset, "out of memory");
     if (dup >= 0) {
         char msg[200];
-        snprintf(msg, sizeof msg, "duplicate key '%s' (first at offset %" PRIu64 ")", kv->key.s, f->kvs[dup].offset);
+        snprintf(msg, sizeof msg, "duplicate key '%s' (first at offset %" PRIu64 ")", SAFE(kv->key.s), f->kvs[dup].offset);
         return fail_at(c, kv->offset, msg);
     }
     uint64_t at = c->pos;
@@ -389,7 +406,7 @@ static int parse_kv(gguf_file *f, cursor *c) {
     if (rd_u32(c, &t, "value type")) return -1;
     if (t >= GGUF_VTYPE_COUNT) {
         char msg[160];
-        snprintf(msg, sizeof msg, "key '%s': unknown value type %u", kv->key.s, t);
+        snprintf(msg, sizeof msg, "key '%s': unknown value type %u", SAFE(kv->key.s), t);
         return fail_at(c, at, msg);
     }
     kv->type = (gguf_vtype)t;
@@ -399,7 +416,7 @@ static int parse_kv(gguf_file *f, cursor *c) {
 /* ---- tensor infos ---- */
 
 static int tensor_fail(const cursor *c, uint64_t at, const char *name, const char *what) {
-    return cf_fail(c->err, "%s: tensor '%s': %s (offset %" PRIu64 ")", c->name, name, what, at);
+    return cf_fail(c->err, "%s: tensor '%s': %s (offset %" PRIu64 ")", c->name, SAFE(name), what, at);
 }
 
 /* Shape and size checks: dims >= 1, element count and byte size without overflow. */
@@ -706,8 +723,8 @@ const void *gguf_arr_raw(const gguf_file *f, int64_t i) {
 
 static int type_fail(const gguf_file *f, const gguf_kv *kv, const char *expected, cf_err *err) {
     const char *t = kv->type == GGUF_ARRAY ? "array" : gguf_vtype_name(kv->type);
-    return cf_fail(err, "%s: key '%s' has type %s, expected %s (offset %" PRIu64 ")", f->path, kv->key.s, t,
-                   expected, kv->offset);
+    return cf_fail(err, "%s: key '%s' has type %s, expected %s (offset %" PRIu64 ")", f->path, SAFE(kv->key.s),
+                   t, expected, kv->offset);
 }
 
 static const gguf_kv *find(const gguf_file *f, const char *key) { return kv_at(f, gguf_find_key(f, key)); }
@@ -721,7 +738,7 @@ int gguf_get_int(const gguf_file *f, const char *key, int64_t *out, cf_err *err)
     bool big;
     decode_scalar(kv->type, (const uint8_t *)&kv->v, &i, &d, &big);
     if (big)
-        return cf_fail(err, "%s: key '%s' value %" PRIu64 " is out of range (offset %" PRIu64 ")", f->path, key,
+        return cf_fail(err, "%s: key '%s' value %" PRIu64 " is out of range (offset %" PRIu64 ")", f->path, SAFE(key),
                        kv->v.u, kv->offset);
     *out = i;
     return 0;
@@ -773,7 +790,7 @@ static int get_arr_num(const gguf_file *f, const char *key, bool want_float, voi
     if (!ok) return type_fail(f, kv, want_float ? "array of numbers" : "array of integers", err);
     size_t es = scalar_size[kv->arr_type], osz = want_float ? sizeof(float) : sizeof(int64_t);
     void *buf = malloc(kv->arr_len ? (size_t)kv->arr_len * osz : 1); /* arr_len bounded by the file size */
-    if (!buf) return cf_fail(err, "%s: key '%s': out of memory", f->path, key);
+    if (!buf) return cf_fail(err, "%s: key '%s': out of memory", f->path, SAFE(key));
     for (uint64_t j = 0; j < kv->arr_len; j++) {
         int64_t i;
         double d;
@@ -782,7 +799,7 @@ static int get_arr_num(const gguf_file *f, const char *key, bool want_float, voi
         if (big && !want_float) {
             free(buf);
             return cf_fail(err, "%s: key '%s' element %" PRIu64 " is out of range (offset %" PRIu64 ")", f->path,
-                           key, j, kv->offset);
+                           SAFE(key), j, kv->offset);
         }
         if (want_float)
             ((float *)buf)[j] = (float)d;

@@ -3,13 +3,28 @@
  * One tokenizer object per model, built from the GGUF `tokenizer.ggml.*`
  * keys. `tokenizer.ggml.model` selects the algorithm: "llama" (SentencePiece
  * BPE: score-driven merges, byte fallback <0xXX>, leading-space handling via
- * add_space_prefix). Other models ("gpt2" byte-level BPE, "bert" WordPiece)
- * plug in behind the same interface (issue: tokenizers). Immutable after
- * load; safe to use from several threads.
+ * add_space_prefix), bit-compatible with llama.cpp's llm_tokenizer_spm. Other
+ * models ("gpt2" byte-level BPE, "bert" WordPiece) are rejected for now with
+ * "tokenizer model 'gpt2' is not supported yet" and plug in behind the same
+ * interface (src/text/tok_internal.h). The tokenizer copies what it needs:
+ * the gguf_file may be closed after load. Immutable after load; safe to use
+ * from several threads.
  *
- * Special tokens: with parse_special, the texts of CONTROL and USER_DEFINED
- * tokens in the input are matched (longest first) and emitted as those ids;
- * without it, they are ordinary text. User content is always encoded with
+ * Load validates: token/score/type counts agree, scores finite, types 0..6,
+ * token texts NUL-free valid UTF-8, BYTE tokens spelled <0xXX>. Special ids
+ * (bos/eos/unk/padding/eot/eom) outside [0, n_vocab), e.g. 4294967295, are
+ * ignored and the default stays (llama: bos 1, eos 2, unk 0, others none).
+ * Defaults: add_bos_token true, add_eos_token false, add_space_prefix true.
+ * EOG = eos, eot, eom and the CONTROL/USER_DEFINED tokens named
+ * <|eot_id|> <|im_end|> <|end|> <end_of_turn> <|endoftext|> <|eom_id|> <EOT>.
+ *
+ * Special tokens (as llama.cpp's tokenizer_st_partition): the texts of
+ * CONTROL and UNKNOWN tokens in the input are matched only with
+ * parse_special; USER_DEFINED token texts always (they are ordinary added
+ * pieces, never control). Candidates are tried longest first; the text
+ * between matches is encoded on its own, and with add_space_prefix each such
+ * piece that starts the text or follows a special token gets the leading
+ * space (llama.cpp does the same). User content must be encoded with
  * parse_special = false. */
 #ifndef CINFER_TEXT_TOKENIZER_H
 #define CINFER_TEXT_TOKENIZER_H
@@ -54,22 +69,29 @@ const char *tokenizer_token_text(const tokenizer *t, int32_t id);
 size_t tokenizer_max_token_len(const tokenizer *t);
 
 /* Encodes `len` bytes of `text`. add_special adds BOS/EOS per the GGUF flags.
- * On success returns 0 and a malloc'd array in *ids (caller frees) with
- * *n_ids entries. Invalid UTF-8 is tolerated (bytes become byte tokens). */
+ * On success returns 0 and a malloc'd array in *ids (caller frees, also when
+ * *n_ids is 0) with *n_ids entries. Invalid UTF-8 is tolerated (its bytes
+ * become byte tokens, or unk where the vocab has none). Time O(n log n) in
+ * the text length; fails only when out of memory or for texts > ~700 MB. */
 int tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,
                      int32_t **ids, size_t *n_ids, cf_err *err);
 
-/* The bytes a token stands for (like llama.cpp's token_to_piece with
- * lstrip = 0): "▁" -> " ", <0xXX> -> that byte; CONTROL tokens give "" unless
- * `special`. Returns the byte count (may exceed cap: then nothing past cap is
- * written). */
+/* The bytes a token stands for (llama.cpp's token_to_piece with lstrip = 0):
+ * NORMAL: the text with "▁" -> " "; BYTE <0xXX>: that byte; USER_DEFINED: the
+ * text; CONTROL and UNKNOWN: "" unless `special`, then the text (llama.cpp
+ * renders UNKNOWN as its text too, e.g. "<unk>"); UNUSED/UNDEFINED and
+ * out-of-range ids: "". Returns the byte count (may exceed cap: then nothing
+ * past cap is written; buf may be NULL when cap is 0). */
 size_t tokenizer_token_bytes(const tokenizer *t, int32_t id, bool special, char *buf, size_t cap);
 
 /* Streaming detokenizer: feed ids one at a time, get back only complete
  * UTF-8 (bytes of an incomplete sequence are held until completed or until a
- * following byte proves them invalid, then they are emitted as U+FFFD).
- * With strip_leading_space, the single leading space SentencePiece adds to the
- * first piece of the output is removed (as llama2.c does after BOS). */
+ * following byte proves them invalid, then they are emitted as U+FFFD; bytes
+ * that can start no sequence become U+FFFD at once). Output is always valid
+ * UTF-8. With strip_leading_space, the single leading space SentencePiece adds
+ * is removed from the first non-empty piece of a non-CONTROL token (as
+ * llama2.c does after BOS; BOS itself does not use it up). Plain struct: no
+ * resources, nothing to free; one stream per sequence. */
 typedef struct detok_stream {
     const tokenizer *tok;
     bool special;        /* render CONTROL tokens */
@@ -79,8 +101,9 @@ typedef struct detok_stream {
 } detok_stream;
 
 void detok_init(detok_stream *d, const tokenizer *t, bool strip_leading_space, bool special);
-/* Appends the complete UTF-8 produced by token `id` to out (at most cap
- * bytes; cap >= 64 + longest token is always enough). Returns bytes written. */
+/* Writes the complete UTF-8 produced by token `id` to out (at most cap
+ * bytes; cap >= 64 + tokenizer_max_token_len() is always enough, anything
+ * beyond cap is dropped). Returns bytes written. */
 size_t detok_push(detok_stream *d, int32_t id, char *out, size_t cap);
 /* Emits what is still held (invalid tail as U+FFFD). Returns bytes written. */
 size_t detok_flush(detok_stream *d, char *out, size_t cap);

@@ -622,6 +622,9 @@ static void test_specific_cases(void) {
     b_str(&b, "k"), b_u32(&b, GGUF_STRING), b_u64(&b, UINT64_MAX - 3);
     expect_fail(&b, "past the end", "string length past end");
     b_hdr(&b, 3, 0, 1);
+    b_str(&b, "line\nbreak"), b_u32(&b, 13), b_u64(&b, 0);
+    expect_fail(&b, "'line\\x0abreak'", "control bytes escaped in messages");
+    b_hdr(&b, 3, 0, 1);
     b_str(&b, "k"), b_u32(&b, 13), b_u64(&b, 0);
     expect_fail(&b, "unknown value type 13", "unknown value type");
     b_hdr(&b, 3, 0, 1);

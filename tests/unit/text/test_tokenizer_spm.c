@@ -240,6 +240,428 @@ static void test_fixtures(const char *model_rel, const char *prefix, bool add_sp
     tokenizer_free(t);
 }
 
+
+/* ------------------------------------------------ special tokens, EOG */
+
+static bool contains(const int32_t *v, size_t n, int32_t id) {
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == id) return true;
+    return false;
+}
+
+static void test_parse_special(void) {
+    tokenizer *t = load_tok(shared_path("fixtures/vocab/ggml-vocab-llama-spm.gguf"), NULL);
+    CHECK(t != NULL);
+    if (!t) return;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK(encode(t, "<s>", 3, false, false, &ids, &n) && n > 1 && !contains(ids, n, 1));
+    free(ids);
+    CHECK(encode(t, "<s>", 3, false, true, &ids, &n) && n == 1 && ids[0] == 1);
+    free(ids);
+    /* text, special, text: the text after a special token gets the space
+     * prefix again (llama.cpp: is_prev_special) */
+    int32_t *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    const char *txt = "Hello</s>world";
+    CHECK(encode(t, txt, strlen(txt), true, true, &ids, &n));
+    CHECK(encode(t, "Hello", 5, false, false, &a, &na));
+    CHECK(encode(t, "world", 5, false, false, &b, &nb));
+    bool ok = n == 1 + na + 1 + nb && ids[0] == 1 && !memcmp(ids + 1, a, na * sizeof *a) && ids[1 + na] == 2 &&
+              !memcmp(ids + 2 + na, b, nb * sizeof *b);
+    CHECKF(ok, "Hello</s>world");
+    free(ids);
+    free(a);
+    free(b);
+    /* unknown token text is special too */
+    CHECK(encode(t, "<unk>", 5, false, true, &ids, &n) && n == 1 && ids[0] == 0);
+    free(ids);
+    /* empty text: only BOS */
+    CHECK(encode(t, "", 0, true, false, &ids, &n) && n == 1 && ids[0] == 1);
+    free(ids);
+    CHECK(tokenizer_bos(t) == 1 && tokenizer_eos(t) == 2 && tokenizer_add_bos(t) && !tokenizer_add_eos(t));
+    CHECK(tokenizer_is_eog(t, 2) && !tokenizer_is_eog(t, 1) && !tokenizer_is_eog(t, -1) &&
+          !tokenizer_is_eog(t, 1 << 30));
+    CHECK(tokenizer_n_vocab(t) == 32000);
+    CHECK(!strcmp(tokenizer_token_text(t, 13), "<0x0A>") && tokenizer_token_type(t, 13) == TOKEN_TYPE_BYTE);
+    char buf[16];
+    CHECK(tokenizer_token_bytes(t, 13, false, buf, sizeof buf) == 1 && buf[0] == '\n');
+    CHECK(tokenizer_token_bytes(t, 1, false, buf, sizeof buf) == 0);
+    CHECK(tokenizer_token_bytes(t, 1, true, buf, sizeof buf) == 3 && !memcmp(buf, "<s>", 3));
+    CHECK(tokenizer_token_bytes(t, 0, false, buf, sizeof buf) == 0);
+    CHECK(tokenizer_token_bytes(t, 0, true, buf, sizeof buf) == 5 && !memcmp(buf, "<unk>", 5));
+    CHECK(tokenizer_token_bytes(t, -5, true, buf, sizeof buf) == 0);
+    memset(buf, 'x', sizeof buf);
+    CHECK(tokenizer_token_bytes(t, 0, true, buf, 2) == 5 && buf[2] == 'x'); /* capped */
+    tokenizer_free(t);
+
+    t = load_tok(shared_path("fixtures/vocab/ggml-vocab-phi-3.gguf"), NULL);
+    CHECK(t != NULL);
+    if (!t) return;
+    CHECK(tokenizer_eos(t) == 32000 && tokenizer_is_eog(t, 32000) && tokenizer_is_eog(t, 32007));
+    CHECK(!tokenizer_is_eog(t, 32010));
+    const char *chat = "<|user|>\nHi<|end|>";
+    CHECK(encode(t, chat, strlen(chat), false, true, &ids, &n) && n >= 3 && ids[0] == 32010 && ids[n - 1] == 32007);
+    free(ids);
+    CHECK(encode(t, chat, strlen(chat), false, false, &ids, &n) && !contains(ids, n, 32010) &&
+          !contains(ids, n, 32007));
+    free(ids);
+    tokenizer_free(t);
+}
+
+/* ---------------------------------------------------------- detokenizer */
+
+static size_t detok_all(const tokenizer *t, const int32_t *ids, size_t n, bool strip, char *out, size_t cap) {
+    detok_stream d;
+    detok_init(&d, t, strip, false);
+    size_t o = 0;
+    char buf[512];
+    for (size_t i = 0; i < n; i++) {
+        size_t k = detok_push(&d, ids[i], buf, sizeof buf);
+        if (o + k <= cap) memcpy(out + o, buf, k);
+        o += k;
+    }
+    size_t k = detok_flush(&d, buf, sizeof buf);
+    if (o + k <= cap) memcpy(out + o, buf, k);
+    return o + k;
+}
+
+static void test_detok(void) {
+    tokenizer *t = load_tok(shared_path("fixtures/vocab/ggml-vocab-llama-spm.gguf"), NULL);
+    CHECK(t != NULL);
+    if (!t) return;
+    const int32_t B = 3; /* <0x00> */
+    detok_stream d;
+    char out[256];
+    /* "é" = C3 A9 and "€" = E2 82 AC as byte tokens: nothing until complete */
+    detok_init(&d, t, false, false);
+    CHECK(detok_push(&d, B + 0xC3, out, sizeof out) == 0);
+    CHECK(detok_push(&d, B + 0xA9, out, sizeof out) == 2 && !memcmp(out, "\xC3\xA9", 2));
+    CHECK(detok_push(&d, B + 0xE2, out, sizeof out) == 0);
+    CHECK(detok_push(&d, B + 0x82, out, sizeof out) == 0);
+    CHECK(detok_push(&d, B + 0xAC, out, sizeof out) == 3 && !memcmp(out, "\xE2\x82\xAC", 3));
+    CHECK(detok_flush(&d, out, sizeof out) == 0);
+    /* an incomplete sequence followed by ASCII: U+FFFD then the ASCII */
+    CHECK(detok_push(&d, B + 0xE2, out, sizeof out) == 0);
+    CHECK(detok_push(&d, B + 0x82, out, sizeof out) == 0);
+    CHECK(detok_push(&d, B + 'A', out, sizeof out) == 4 && !memcmp(out, "\xEF\xBF\xBD" "A", 4));
+    /* a byte that starts nothing, an overlong lead, a surrogate */
+    CHECK(detok_push(&d, B + 0xFF, out, sizeof out) == 3 && !memcmp(out, "\xEF\xBF\xBD", 3));
+    CHECK(detok_push(&d, B + 0xC0, out, sizeof out) == 3);
+    CHECK(detok_push(&d, B + 0xED, out, sizeof out) == 0);
+    CHECK(detok_push(&d, B + 0xA0, out, sizeof out) == 6 && !memcmp(out, "\xEF\xBF\xBD\xEF\xBF\xBD", 6));
+    /* pending bytes then a normal piece: U+FFFD then the piece */
+    CHECK(detok_push(&d, B + 0xC3, out, sizeof out) == 0);
+    size_t k = detok_push(&d, 15043 /* ▁Hello */, out, sizeof out);
+    CHECK(k == 9 && !memcmp(out, "\xEF\xBF\xBD Hello", 9));
+    /* held bytes at the end come out as U+FFFD on flush */
+    CHECK(detok_push(&d, B + 0xF0, out, sizeof out) == 0);
+    CHECK(detok_push(&d, B + 0x9F, out, sizeof out) == 0);
+    CHECK(detok_flush(&d, out, sizeof out) == 3 && !memcmp(out, "\xEF\xBF\xBD", 3));
+    CHECK(detok_flush(&d, out, sizeof out) == 0);
+    /* strip: BOS (control, renders nothing) does not use up the strip */
+    detok_init(&d, t, true, false);
+    CHECK(detok_push(&d, 1, out, sizeof out) == 0);
+    CHECK(detok_push(&d, 15043, out, sizeof out) == 5 && !memcmp(out, "Hello", 5));
+    CHECK(detok_push(&d, 15043, out, sizeof out) == 6 && !memcmp(out, " Hello", 6));
+    /* special: control tokens rendered */
+    detok_init(&d, t, true, true);
+    CHECK(detok_push(&d, 1, out, sizeof out) == 3 && !memcmp(out, "<s>", 3));
+    CHECK(detok_push(&d, 15043, out, sizeof out) == 5 && !memcmp(out, "Hello", 5));
+    /* a too-small buffer is never overrun */
+    detok_init(&d, t, false, false);
+    memset(out, 'x', sizeof out);
+    CHECK(detok_push(&d, 15043, out, 3) == 3 && out[3] == 'x');
+
+    /* round trip: encode with BOS, decode stripping the prefix space */
+    static const char *const texts[] = {
+        "Hello world",
+        "  two leading spaces and trailing  ",
+        "Tabs\tand\nnewlines\n\n",
+        "Ünïcödé façade – naïve café",
+        "中文字符测试，日本語のテキスト、한국어",
+        "emoji 🦙🚀 and rare 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 ᚠᛇᚻ",
+        "",
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        size_t len = strlen(texts[i]);
+        CHECK(encode(t, texts[i], len, true, false, &ids, &n));
+        char buf[1024];
+        size_t got = detok_all(t, ids, n, true, buf, sizeof buf);
+        CHECKF(got == len && !memcmp(buf, texts[i], len), "round trip '%s' -> '%.*s'", texts[i], (int)got, buf);
+        free(ids);
+    }
+    /* a literal U+2581 in the text is indistinguishable from an escaped
+     * space (as in llama.cpp): it decodes to ' ' */
+    int32_t *ids = NULL;
+    size_t n = 0;
+    char buf[64];
+    CHECK(encode(t, "x\xE2\x96\x81y", 5, false, false, &ids, &n));
+    size_t got = detok_all(t, ids, n, true, buf, sizeof buf);
+    CHECK(got == 3 && !memcmp(buf, "x y", 3));
+    free(ids);
+    /* invalid UTF-8 in the input becomes byte tokens; decoding gives U+FFFD */
+    CHECK(encode(t, "a\xFF" "b\xC3", 4, false, false, &ids, &n) && contains(ids, n, B + 0xFF) &&
+          contains(ids, n, B + 0xC3));
+    got = detok_all(t, ids, n, true, buf, sizeof buf);
+    CHECKF(got == 8 && !memcmp(buf, "a\xEF\xBF\xBD" "b\xEF\xBF\xBD", 8), "invalid input decode '%.*s'", (int)got,
+           buf);
+    free(ids);
+    tokenizer_free(t);
+}
+
+/* ------------------------------------------------------------- timing */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define ENCODE_LIMIT_S 5.0 /* sanitizer builds run several times slower */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ENCODE_LIMIT_S 5.0
+#endif
+#endif
+#ifndef ENCODE_LIMIT_S
+#define ENCODE_LIMIT_S 1.0
+#endif
+
+static void time_encode(const tokenizer *t, const char *label, const char *text, size_t len) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    double t0 = now_s();
+    bool ok = encode(t, text, len, true, true, &ids, &n);
+    double dt = now_s() - t0;
+    fprintf(stderr, "encode %s (%zu bytes): %zu tokens in %.1f ms\n", label, len, n, dt * 1e3);
+    CHECKF(ok && n > 0 && dt < ENCODE_LIMIT_S, "%s took %.3f s", label, dt);
+    free(ids);
+}
+
+static void test_performance(void) {
+    tokenizer *t = load_tok(shared_path("fixtures/vocab/ggml-vocab-phi-3.gguf"), NULL);
+    CHECK(t != NULL);
+    if (!t) return;
+    size_t plen = 0;
+    char *para = read_file(shared_path("fixtures/prompts/paragraph.txt"), &plen);
+    CHECK(para != NULL && plen > 0);
+    const size_t N = 100 * 1024;
+    char *text = malloc(N);
+    for (size_t i = 0; i < N; i++) text[i] = para ? para[i % plen] : 'x';
+    time_encode(t, "prose", text, N);
+    memset(text, 'a', N);
+    time_encode(t, "one letter", text, N);
+    memset(text, ' ', N);
+    time_encode(t, "spaces", text, N);
+    uint32_t x = 12345;
+    for (size_t i = 0; i < N; i++) {
+        x = x * 1664525u + 1013904223u;
+        text[i] = (char)(x >> 24);
+    }
+    time_encode(t, "random bytes", text, N);
+    for (size_t i = 0; i + 3 <= N; i += 3) memcpy(text + i, "中", 3);
+    time_encode(t, "CJK", text, N - N % 3);
+    free(text);
+    free(para);
+    tokenizer_free(t);
+}
+
+/* --------------------------------------------- synthetic vocabularies */
+
+typedef struct vtok {
+    const char *text;
+    float score;
+    int type;
+} vtok;
+
+/* Writes a vocab-only GGUF with the given tokens and opens a tokenizer from
+ * it; `tweak` may add/replace keys. Returns 0/-1 with err filled. */
+static int build_tok(const vtok *v, size_t n, void (*tweak)(gguf_writer *), tokenizer **out, cf_err *err) {
+    gguf_writer *w = gguf_writer_create();
+    const char **texts = malloc(n * sizeof *texts);
+    float *scores = malloc(n * sizeof *scores);
+    int32_t *types = malloc(n * sizeof *types);
+    for (size_t i = 0; i < n; i++) {
+        texts[i] = v[i].text;
+        scores[i] = v[i].score;
+        types[i] = v[i].type;
+    }
+    gguf_set_str(w, "general.architecture", "llama");
+    gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    gguf_set_arr_str(w, "tokenizer.ggml.tokens", texts, n);
+    gguf_set_arr_f32(w, "tokenizer.ggml.scores", scores, n);
+    gguf_set_arr_i32(w, "tokenizer.ggml.token_type", types, n);
+    if (tweak) tweak(w);
+    char path[256];
+    temp_path(path, sizeof path, "vocab.gguf");
+    gguf_file *f = NULL;
+    int rc = gguf_writer_write(w, path, err);
+    if (rc == 0) rc = gguf_open(path, &f, err);
+    if (rc == 0) rc = tokenizer_load_gguf(f, out, err);
+    gguf_close(f);
+    unlink(path);
+    gguf_writer_free(w);
+    free(texts);
+    free(scores);
+    free(types);
+    return rc;
+}
+
+#define N_ 1 /* TOKEN_TYPE_NORMAL */
+static const vtok small_vocab[] = {
+    {"<unk>", 0, TOKEN_TYPE_UNKNOWN}, {"<s>", 0, TOKEN_TYPE_CONTROL}, {"</s>", 0, TOKEN_TYPE_CONTROL},
+    {"\xE2\x96\x81", -1, N_},           {"a", -2, N_},   {"b", -2, N_},    {"c", -2, N_},
+    {"ab", 1, N_},                      {"bc", 1, N_},   {"\xE2\x96\x81" "a", 0.5f, N_},
+    {"<tag>", 0, TOKEN_TYPE_USER_DEFINED}, {"<|im_end|>", 0, TOKEN_TYPE_CONTROL},
+    {"<0x41>", 0, TOKEN_TYPE_BYTE}, /* 'A' only: other unknown bytes -> unk */
+};
+#define SMALL_N (sizeof small_vocab / sizeof small_vocab[0])
+
+static void no_prefix(gguf_writer *w) { gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", false); }
+
+static bool encodes_to(const tokenizer *t, const char *s, bool parse_special, const int32_t *want, size_t n_want) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    bool ok = encode(t, s, strlen(s), false, parse_special, &ids, &n) && n == n_want &&
+              (n == 0 || !memcmp(ids, want, n * sizeof *ids));
+    if (!ok) {
+        fprintf(stderr, "'%s':\n", s);
+        print_ids("want", want, n_want);
+        print_ids("got ", ids, n);
+    }
+    free(ids);
+    return ok;
+}
+
+static void test_small_vocab(void) {
+    tokenizer *t = NULL;
+    cf_err err = {{0}};
+    CHECKF(build_tok(small_vocab, SMALL_N, no_prefix, &t, &err) == 0, "%s", err.msg);
+    if (!t) return;
+    /* ab and bc tie at score 1: the leftmost pair wins */
+    CHECK(encodes_to(t, "abc", false, (int32_t[]){7, 6}, 2));
+    CHECK(encodes_to(t, "bcab", false, (int32_t[]){8, 7}, 2));
+    /* "▁a" (0.5) loses to "ab" (1) */
+    CHECK(encodes_to(t, " ab", false, (int32_t[]){3, 7}, 2));
+    CHECK(encodes_to(t, " ac", false, (int32_t[]){9, 6}, 2));
+    /* unknown characters: byte token if there is one, else unk per byte */
+    CHECK(encodes_to(t, "AZ", false, (int32_t[]){12, 0}, 2));
+    CHECK(encodes_to(t, "\xC3\xA9", false, (int32_t[]){0, 0}, 2));
+    /* USER_DEFINED always matches; CONTROL only with parse_special */
+    CHECK(encodes_to(t, "a<tag>b", false, (int32_t[]){4, 10, 5}, 3));
+    CHECK(encodes_to(t, "a<|im_end|>", true, (int32_t[]){4, 11}, 2));
+    CHECK(tokenizer_is_eog(t, 11) && tokenizer_is_eog(t, 2) && !tokenizer_is_eog(t, 10));
+    CHECK(!tokenizer_add_space_prefix(t));
+    tokenizer_free(t);
+    t = NULL;
+    /* with the space prefix, after a special token too */
+    CHECKF(build_tok(small_vocab, SMALL_N, NULL, &t, &err) == 0, "%s", err.msg);
+    if (!t) return;
+    CHECK(encodes_to(t, "ac", false, (int32_t[]){9, 6}, 2));
+    CHECK(encodes_to(t, "<s>ac", true, (int32_t[]){1, 9, 6}, 3));
+    tokenizer_free(t);
+}
+
+/* ------------------------------------------------------ bad tokenizers */
+
+static void set_gpt2(gguf_writer *w) { gguf_set_str(w, "tokenizer.ggml.model", "gpt2"); }
+static void set_bogus_model(gguf_writer *w) { gguf_set_str(w, "tokenizer.ggml.model", "klingon"); }
+static void drop_model(gguf_writer *w) { gguf_writer_remove_key(w, "tokenizer.ggml.model"); }
+static void drop_tokens(gguf_writer *w) { gguf_writer_remove_key(w, "tokenizer.ggml.tokens"); }
+static void short_scores(gguf_writer *w) {
+    float s[3] = {0};
+    gguf_set_arr_f32(w, "tokenizer.ggml.scores", s, 3);
+}
+static void short_types(gguf_writer *w) {
+    int32_t ty[2] = {1, 1};
+    gguf_set_arr_i32(w, "tokenizer.ggml.token_type", ty, 2);
+}
+static void bad_type(gguf_writer *w) {
+    int32_t ty[SMALL_N];
+    for (size_t i = 0; i < SMALL_N; i++) ty[i] = 1;
+    ty[5] = 9;
+    gguf_set_arr_i32(w, "tokenizer.ggml.token_type", ty, SMALL_N);
+}
+static void nan_score(gguf_writer *w) {
+    float s[SMALL_N] = {0};
+    s[4] = __builtin_nanf("");
+    gguf_set_arr_f32(w, "tokenizer.ggml.scores", s, SMALL_N);
+}
+static void tokens_not_array(gguf_writer *w) { gguf_set_str(w, "tokenizer.ggml.tokens", "abc"); }
+static void bos_as_string(gguf_writer *w) { gguf_set_str(w, "tokenizer.ggml.add_bos_token", "yes"); }
+static void bad_utf8(gguf_writer *w) {
+    gguf_str s[SMALL_N];
+    for (size_t i = 0; i < SMALL_N; i++) s[i] = (gguf_str){small_vocab[i].text, strlen(small_vocab[i].text)};
+    s[6] = (gguf_str){"\xFF\xFE", 2};
+    gguf_set_arr_str_len(w, "tokenizer.ggml.tokens", s, SMALL_N);
+}
+static void nul_in_token(gguf_writer *w) {
+    gguf_str s[SMALL_N];
+    for (size_t i = 0; i < SMALL_N; i++) s[i] = (gguf_str){small_vocab[i].text, strlen(small_vocab[i].text)};
+    s[6] = (gguf_str){"a\0b", 3};
+    gguf_set_arr_str_len(w, "tokenizer.ggml.tokens", s, SMALL_N);
+}
+static void empty_vocab(gguf_writer *w) {
+    gguf_set_arr_str(w, "tokenizer.ggml.tokens", NULL, 0);
+    gguf_set_arr_f32(w, "tokenizer.ggml.scores", NULL, 0);
+    gguf_set_arr_i32(w, "tokenizer.ggml.token_type", NULL, 0);
+}
+static void bad_byte_token(gguf_writer *w) {
+    int32_t ty[SMALL_N];
+    for (size_t i = 0; i < SMALL_N; i++) ty[i] = small_vocab[i].type;
+    ty[4] = TOKEN_TYPE_BYTE; /* "a" */
+    gguf_set_arr_i32(w, "tokenizer.ggml.token_type", ty, SMALL_N);
+}
+static void ids_out_of_range(gguf_writer *w) {
+    gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 4294967295u);
+    gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 11);
+    gguf_set_u32(w, "tokenizer.ggml.padding_token_id", 4294967295u);
+    gguf_set_i32(w, "tokenizer.ggml.unknown_token_id", -1);
+    gguf_set_bool(w, "tokenizer.ggml.add_eos_token", true);
+}
+
+static void expect_error(void (*tweak)(gguf_writer *), const char *needle) {
+    tokenizer *t = NULL;
+    cf_err err = {{0}};
+    int rc = build_tok(small_vocab, SMALL_N, tweak, &t, &err);
+    CHECKF(rc != 0 && t == NULL && strstr(err.msg, needle), "want error with '%s', got rc %d '%s'", needle, rc,
+           err.msg);
+    tokenizer_free(t);
+}
+
+static void test_bad_tokenizers(void) {
+    expect_error(set_gpt2, "tokenizer model 'gpt2' is not supported yet");
+    expect_error(set_bogus_model, "unknown tokenizer model 'klingon'");
+    expect_error(drop_model, "tokenizer.ggml.model");
+    expect_error(drop_tokens, "tokenizer.ggml.tokens");
+    expect_error(short_scores, "tokenizer.ggml.scores has 3 entries");
+    expect_error(short_types, "tokenizer.ggml.token_type has 2 entries");
+    expect_error(bad_type, "token_type[5] = 9");
+    expect_error(nan_score, "scores[4]");
+    expect_error(tokens_not_array, "tokenizer.ggml.tokens");
+    expect_error(bos_as_string, "add_bos_token");
+    expect_error(bad_utf8, "tokens[6] is not valid UTF-8");
+    expect_error(nul_in_token, "tokens[6] contains a NUL");
+    expect_error(empty_vocab, "0 entries");
+    expect_error(bad_byte_token, "type BYTE");
+    tokenizer *t = NULL;
+    cf_err err = {{0}};
+    CHECKF(build_tok(small_vocab, SMALL_N, ids_out_of_range, &t, &err) == 0, "%s", err.msg);
+    if (t) {
+        CHECK(tokenizer_bos(t) == 1 && tokenizer_eos(t) == 11 && tokenizer_add_eos(t));
+        CHECK(tokenizer_is_eog(t, 11));
+        int32_t *ids = NULL;
+        size_t n = 0;
+        CHECK(encode(t, "a", 1, true, false, &ids, &n) && n == 3 && ids[0] == 1 && ids[2] == 11);
+        free(ids);
+        tokenizer_free(t);
+    }
+}
+
 int main(void) {
     test_vocab_vectors("ggml-vocab-llama-spm.gguf");
     test_vocab_vectors("ggml-vocab-phi-3.gguf");
@@ -247,5 +669,10 @@ int main(void) {
     test_fixtures("models/stories260K.gguf", "stories260K", true);
     test_fixtures("models/tiny/tiny-llama.gguf", "tiny-llama", true);
     test_fixtures("models/tiny/tiny-gemma2.gguf", "tiny-gemma2", false);
+    test_parse_special();
+    test_detok();
+    test_performance();
+    test_small_vocab();
+    test_bad_tokenizers();
     return test_finish();
 }
