@@ -1,0 +1,28 @@
+/* mkmodel.h - random-weight models of any shape for tests and benchmarks.
+ * Called by `cinfer mkmodel` and tests. */
+#ifndef CINFER_MODEL_MKMODEL_H
+#define CINFER_MODEL_MKMODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "tensor/dtype.h"
+
+typedef struct mkmodel_opts {
+    const char *arch;       /* only "llama" */
+    int dim, layers, heads, kv_heads, ffn;
+    const char *vocab_from; /* GGUF whose tokenizer.* keys are copied; vocab = its token count */
+    dtype type;             /* weight matrices; norms are always F32 */
+    uint64_t seed;
+    int ctx;                /* llama.context_length (0 = 2048) */
+    bool tied;              /* no output.weight: the output reuses token_embd.weight */
+} mkmodel_opts;
+
+/* Writes the model to out_path (atomically, streamed row by row).
+ * Matrices ~ N(0, 0.02), norm weights 1 + N(0, 0.02); every row is drawn from
+ * its own generator seeded by (seed, tensor name, row), so the values do not
+ * depend on the dtype, on --tied, or on how the work is split. */
+int mkmodel_write(const mkmodel_opts *o, const char *out_path, cf_err *err);
+
+#endif

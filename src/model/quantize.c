@@ -1,0 +1,99 @@
+/* quantize.c - GGUF -> GGUF weight re-encoding (see quantize.h).
+ *
+ * Every tensor is decoded a row (ne[0] elements) at a time to float with
+ * dtype_dequantize_row and re-encoded with dtype_quantize_row into the output
+ * stream (gguf_writer_begin/write_data/finish), so memory use is two row
+ * buffers regardless of model size; the input is read through the reader's
+ * mapping. Tensors keep their names, shapes and order. */
+#include "model/quantize.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+uint32_t quantize_file_type(dtype t) {
+    switch (t) {
+    case DT_F32: return 0;
+    case DT_F16: return 1;
+    case DT_Q4_0: return 2;
+    case DT_Q8_0: return 7;
+    case DT_BF16: return 32;
+    }
+    return 0;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !memcmp(s + n - k, suffix, k);
+}
+
+dtype quantize_tensor_type(const gguf_tensor *t, dtype target) {
+    if (t->n_dims >= 2 && ends_with(t->name, ".weight") && t->ne[0] % dtype_block_elems(target) == 0) return target;
+    return DT_F32;
+}
+
+/* Declares every output tensor (data streamed later) and checks sources decode. */
+static int declare_tensors(gguf_writer *w, const gguf_file *in, dtype target, size_t *max_row, cf_err *err) {
+    *max_row = 0;
+    for (int64_t i = 0; i < gguf_tensor_count(in); i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        if (!dtype_computable(t->type))
+            return cf_fail(err, "%s: tensor '%s' has type %s, which cinfer cannot decode", gguf_path(in), t->name,
+                           dtype_name(t->type));
+        if (gguf_writer_add_tensor(w, t->name, quantize_tensor_type(t, target), t->n_dims, t->ne, NULL, false, err))
+            return cf_prefix(err, "%s", gguf_path(in));
+        if ((size_t)t->ne[0] > *max_row) *max_row = (size_t)t->ne[0];
+    }
+    return 0;
+}
+
+static int stream_tensor(gguf_writer *w, const gguf_tensor *t, dtype out_type, float *f, void *row, cf_err *err) {
+    size_t in_row = dtype_row_bytes(t->type, t->ne[0]), out_row = dtype_row_bytes(out_type, t->ne[0]);
+    size_t rows = t->nbytes / in_row;
+    const uint8_t *src = t->data;
+    for (size_t r = 0; r < rows; r++) {
+        const void *bytes = src + r * in_row;
+        if (t->type != (uint32_t)out_type) {
+            dtype_dequantize_row((dtype)t->type, bytes, f, t->ne[0]);
+            dtype_quantize_row(out_type, f, row, t->ne[0]);
+            bytes = row;
+        }
+        if (gguf_writer_write_data(w, bytes, out_row, err)) return -1;
+    }
+    return 0;
+}
+
+int gguf_quantize(const char *in_path, const char *out_path, dtype target, cf_err *err) {
+    gguf_file *in = NULL;
+    gguf_writer *w = NULL;
+    float *f = NULL;
+    void *row = NULL;
+    int rc = -1;
+    size_t max_row;
+    if (gguf_open(in_path, &in, err)) return -1;
+    w = gguf_writer_create();
+    if (!w) {
+        cf_fail(err, "out of memory");
+        goto done;
+    }
+    if (gguf_writer_copy_kv(w, in, err)) goto done;
+    gguf_set_u32(w, "general.file_type", quantize_file_type(target));
+    if (declare_tensors(w, in, target, &max_row, err)) goto done;
+    f = malloc((max_row + 1) * sizeof *f);
+    row = malloc((max_row + 1) * sizeof(float)); /* any encoding of a row fits in its f32 size */
+    if (!f || !row) {
+        cf_fail(err, "%s: out of memory", in_path);
+        goto done;
+    }
+    if (gguf_writer_begin(w, out_path, err)) goto done;
+    for (int64_t i = 0; i < gguf_tensor_count(in); i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        if (stream_tensor(w, t, quantize_tensor_type(t, target), f, row, err)) goto done;
+    }
+    rc = gguf_writer_finish(w, err);
+done:
+    free(f);
+    free(row);
+    gguf_writer_free(w);
+    gguf_close(in);
+    return rc;
+}
