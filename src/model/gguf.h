@@ -1,22 +1,29 @@
 /* gguf.h - GGUF v2/v3 reader (over mmap) and writer.
  *
  * Reader: gguf_open() maps the file and validates everything before anything
- * is returned: magic, version (2 or 3), counts against the file size, every
- * string (length within file), every value type, array element types and
- * lengths, key uniqueness, tensor names (unique), dims (1..4, each >= 1, no
- * overflow), tensor types (known ggml ids, ne[0] a multiple of the block
- * size), general.alignment (power of two), tensor offsets (aligned, data
- * within the file, no overlaps needed). Any violation gives a one-line message
- * "<path>: <what> (offset N)" and -1; no input can crash it.
+ * is returned: magic, version (2 or 3; v1 and big-endian files are rejected
+ * with a clear message), counts against the file size, every string (length
+ * within the file), every value type, array element types (nested arrays are
+ * rejected) and lengths, bools (0 or 1), keys (non-empty, no NUL, unique),
+ * tensor names (non-empty, no NUL, unique), dims (n_dims 1..4, each >= 1,
+ * element and byte counts without overflow), tensor types (known ggml ids,
+ * ne[0] a multiple of the block size), general.alignment (uint32 power of
+ * two; default 32), tensor offsets (multiples of the alignment, data within
+ * the file; overlaps are not checked). The data section starts at the first
+ * aligned offset after the tensor infos. Any violation gives a one-line
+ * message "<path>: <what> (offset N)" (names from the file are escaped) and
+ * -1; no input can crash it, and allocations grow only with bytes parsed.
  *
  * Everything returned (keys, strings, tensor infos) is owned by the
  * gguf_file and lives until gguf_close(). Strings are NUL-terminated copies
  * (GGUF strings may contain NUL; `len` is the true length). Tensor data
  * pointers point into the mapping (aligned to general.alignment relative to
- * the file start).
+ * the file start). Key and tensor lookups are hashed.
  *
- * Writer: collects key/values and tensors, writes GGUF v3 to `path.tmp` and
- * renames it into place, so a failed write never leaves a half file. */
+ * Writer: collects key/values and tensors, writes GGUF v3 (alignment 32, or
+ * general.alignment if set) to `path.tmp` and renames it into place, so a
+ * failed write never leaves a half file. Tensor data can be given up front or
+ * streamed (gguf_writer_begin/write_data/finish) for models larger than RAM. */
 #ifndef CINFER_MODEL_GGUF_H
 #define CINFER_MODEL_GGUF_H
 

@@ -4,11 +4,14 @@
  * dtype_dequantize_row and re-encoded with dtype_quantize_row into the output
  * stream (gguf_writer_begin/write_data/finish), so memory use is two row
  * buffers regardless of model size; the input is read through the reader's
- * mapping. Tensors keep their names, shapes and order. */
+ * mapping, whose pages are released after each tensor. Tensors keep their names, shapes and order. */
 #include "model/quantize.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 uint32_t quantize_file_type(dtype t) {
     switch (t) {
@@ -62,6 +65,18 @@ static int stream_tensor(gguf_writer *w, const gguf_tensor *t, dtype out_type, f
     return 0;
 }
 
+/* Drops the source pages of a finished tensor from this process (they are
+ * file-backed and re-read if touched again), so resident memory stays near
+ * one tensor even for multi-GB inputs. Advisory: failure is harmless. */
+static void release_source(const gguf_tensor *t) {
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0) return;
+    uintptr_t a = (uintptr_t)t->data, b = a + t->nbytes;
+    a = (a + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg;
+    b = b / (uintptr_t)pg * (uintptr_t)pg;
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 int gguf_quantize(const char *in_path, const char *out_path, dtype target, cf_err *err) {
     gguf_file *in = NULL;
     gguf_writer *w = NULL;
@@ -88,6 +103,7 @@ int gguf_quantize(const char *in_path, const char *out_path, dtype target, cf_er
     for (int64_t i = 0; i < gguf_tensor_count(in); i++) {
         const gguf_tensor *t = gguf_tensor_at(in, i);
         if (stream_tensor(w, t, quantize_tensor_type(t, target), f, row, err)) goto done;
+        release_source(t);
     }
     rc = gguf_writer_finish(w, err);
 done:

@@ -3,7 +3,11 @@
  * getter), array element and tensor byte is touched so ASan/UBSan see any
  * index entry that points outside the input. Failures must carry a one-line
  * message naming the input. Seed corpus: tests/fuzz/corpus/gguf/ (tiny files
- * made by the writer). Build/run: see tests/fuzz/README or the gguf report. */
+ * made by the writer; new finds go to the first, git-ignored, directory):
+ *   CC=clang cmake -S . -B build-fuzz -DCINFER_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+ *   cmake --build build-fuzz --target fuzz_gguf
+ *   mkdir -p tests/fuzz/corpus-work/gguf
+ *   ./build-fuzz/fuzz_gguf -max_total_time=60 tests/fuzz/corpus-work/gguf tests/fuzz/corpus/gguf */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

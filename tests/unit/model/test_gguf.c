@@ -465,7 +465,7 @@ static buf small_valid_file(size_t *data_end) {
     gguf_set_u32(w, "llama.block_count", 1);
     gguf_set_f32(w, "llama.eps", 1e-5f);
     gguf_set_bool(w, "flag", true);
-    const char *toks[] = {"<unk>", "a", "\xe2\x96\x81" "b"};
+    const char *toks[] = {"<unk>", "a", "\342\226\201b"};
     gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, 3);
     float sc[3] = {0, -1, -2};
     gguf_set_arr_f32(w, "tokenizer.ggml.scores", sc, 3);
