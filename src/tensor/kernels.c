@@ -54,7 +54,7 @@ kern_ctx *kern_ctx_create(thread_pool *pool, int64_t max_rows, int64_t max_k) {
     c->max_k = max_k;
     size_t rows = (size_t)max_rows, k32 = round_up((size_t)max_k, 32), nb = k32 / 32;
     size_t qbytes = round_up(rows * k32, 64) + 2 * round_up(rows * nb * 4, 64);
-    size_t bbytes = round_up(rows * (((size_t)max_k + 1) / 2) * 4, 64);
+    size_t bbytes = round_up((rows + 15) * (size_t)max_k * 4, 64); /* packed f32 activations, groups <= 16 */
     c->scratch_bytes = qbytes > bbytes ? qbytes : bbytes;
     c->scratch = aligned_alloc(64, c->scratch_bytes);
     if (!c->scratch) {
@@ -203,23 +203,42 @@ typedef struct mm_job {
     int32_t off;
 } mm_job;
 
-/* Activation preparation (quantize or bf16-convert) over a split of rows. */
-static void prep_rows(const mm_job *j, int64_t i0, int64_t i1) {
+/* Packs float activation group g (x_group rows, zero past m) into xp. */
+static void pack_x_group(const mm_job *j, int64_t g) {
+    const kern_mm_args *a = &j->a;
+    int64_t G = j->ops->x_group, k = a->k;
+    float *dst = (float *)a->xp + g * k * G;
+    for (int64_t t = 0; t < G; t++) {
+        int64_t i = g * G + t;
+        if (i < a->m)
+            for (int64_t jj = 0; jj < k; jj++) dst[jj * G + t] = a->x[i * k + jj];
+        else
+            for (int64_t jj = 0; jj < k; jj++) dst[jj * G + t] = 0.0f;
+    }
+}
+
+/* Activation preparation over a split of units: activation rows (quantize)
+ * or packed groups. */
+static int64_t prep_units(const mm_job *j) {
+    return j->a.xp ? (j->a.m + j->ops->x_group - 1) / j->ops->x_group : j->a.m;
+}
+
+static void prep_range(const mm_job *j, int64_t u0, int64_t u1) {
     const kern_mm_args *a = &j->a;
     int64_t k = a->k, nb = k / 32;
-    for (int64_t i = i0; i < i1; i++) {
-        if (a->xbf)
-            j->ops->bf16_row(a->x + i * k, k, (uint32_t *)a->xbf + i * ((k + 1) / 2));
+    for (int64_t u = u0; u < u1; u++) {
+        if (a->xp)
+            pack_x_group(j, u);
         else
-            j->ops->quantize_row(a->x + i * k, k, a->qa.q + i * k, a->qa.d + i * nb, a->qa.corr + i * nb, j->off);
+            j->ops->quantize_row(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb, j->off);
     }
 }
 
 static void prep_task(void *ctx, int ith, int nth) {
     const mm_job *j = ctx;
     long long b, e;
-    pool_split(j->a.m, ith, nth, &b, &e);
-    prep_rows(j, b, e);
+    pool_split(prep_units(j), ith, nth, &b, &e);
+    prep_range(j, b, e);
 }
 
 /* Splits output rows in row_block units over the threads; when there are too
@@ -229,9 +248,11 @@ static void mm_task(void *ctx, int ith, int nth) {
     const kern_mm_args *a = &j->a;
     int64_t rb = j->ops->row_block, units = (a->n + rb - 1) / rb;
     long long b, e;
-    if (units < 2 * nth && a->m >= 2 * nth) {
-        pool_split(a->m, ith, nth, &b, &e);
-        if (b < e) j->ops->mm(a, 0, a->n, b, e);
+    int64_t mb = j->ops->m_block, munits = (a->m + mb - 1) / mb;
+    if (units < 2 * nth && munits >= 2 * nth) {
+        pool_split(munits, ith, nth, &b, &e);
+        int64_t i0 = b * mb, i1 = e * mb < a->m ? e * mb : a->m;
+        if (i0 < i1) j->ops->mm(a, 0, a->n, i0, i1);
         return;
     }
     pool_split(units, ith, nth, &b, &e);
@@ -256,13 +277,13 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
         j.a.qa = qact_layout(c, m, w->k);
         j.off = w->type == DT_Q8_0 ? 128 : 8;
         prep = 1;
-    } else if (j.ops->wants_bf16_acts(w, m)) {
-        j.a.xbf = c->scratch;
+    } else if (j.ops->x_group > 0 && m > 1) {
+        j.a.xp = c->scratch;
         prep = 1;
     }
     if (prep) {
         if (m * w->k < 65536 || pool_size(c->pool) == 1)
-            prep_rows(&j, 0, m);
+            prep_range(&j, 0, prep_units(&j));
         else
             pool_run(c->pool, prep_task, &j);
     }
