@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
         }
     }
     thread_pool *pool = pool_create(threads);
-    kern_ctx *ctx = kern_ctx_create(pool, m, 5632);
+    kern_ctx *ctx = kern_ctx_create(pool, m > 1 ? m : 1, 5632);
     if (!pool || !ctx) return 1;
     double bw = kern_measure_read_bandwidth(pool, ws_mib << 20) / 1e9;
     printf("isa %s, threads %d, decode working set %zu MiB, prefill m=%lld, best of %d\n",

@@ -11,6 +11,7 @@
  * time (one engine thread per context). */
 #include "tensor/kernels.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,10 +198,16 @@ void kern_weight_release(kern_weight *w) {
 
 /* ---- matmul ---- */
 
+/* Output rows are handed out dynamically in chunks of this many rows (a
+ * multiple of every ISA's row_block), so a thread that gets descheduled or runs
+ * slower does not hold up the whole matmul. */
+#define MM_CHUNK_ROWS 32
+
 typedef struct mm_job {
     const kern_ops *ops;
     kern_mm_args a;
     int32_t off;
+    _Atomic int64_t next_chunk;
 } mm_job;
 
 /* Packs float activation group g (x_group rows, zero past m) into xp. */
@@ -241,10 +248,10 @@ static void prep_task(void *ctx, int ith, int nth) {
     prep_range(j, b, e);
 }
 
-/* Splits output rows in row_block units over the threads; when there are too
- * few row units to keep every thread busy, splits activation rows instead. */
+/* Hands out output-row chunks from an atomic counter; when there are too few
+ * row units to keep every thread busy, splits activation rows statically. */
 static void mm_task(void *ctx, int ith, int nth) {
-    const mm_job *j = ctx;
+    mm_job *j = ctx;
     const kern_mm_args *a = &j->a;
     int64_t rb = j->ops->row_block, units = (a->n + rb - 1) / rb;
     long long b, e;
@@ -255,9 +262,13 @@ static void mm_task(void *ctx, int ith, int nth) {
         if (i0 < i1) j->ops->mm(a, 0, a->n, i0, i1);
         return;
     }
-    pool_split(units, ith, nth, &b, &e);
-    int64_t o0 = b * rb, o1 = e * rb < a->n ? e * rb : a->n;
-    if (o0 < o1) j->ops->mm(a, o0, o1, 0, a->m);
+    int64_t nchunks = (a->n + MM_CHUNK_ROWS - 1) / MM_CHUNK_ROWS;
+    for (;;) {
+        int64_t c = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
+        if (c >= nchunks) break;
+        int64_t o0 = c * MM_CHUNK_ROWS, o1 = o0 + MM_CHUNK_ROWS < a->n ? o0 + MM_CHUNK_ROWS : a->n;
+        j->ops->mm(a, o0, o1, 0, a->m);
+    }
 }
 
 void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, float *y) {
@@ -315,7 +326,7 @@ double kern_measure_read_bandwidth(thread_pool *pool, size_t bytes) {
     memset(buf, 1, bytes);
     bw_job j = {.ops = ops_active(), .buf = buf, .chunks = bytes / 256};
     double best = 1e30;
-    for (int rep = 0; rep < 5; rep++) {
+    for (int rep = 0; rep < 10; rep++) {
         double t0 = time_now();
         pool_run(pool, bw_task, &j);
         double t = time_now() - t0;

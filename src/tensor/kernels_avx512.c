@@ -80,6 +80,13 @@ static void quantize_row(const float *x, int64_t k, int8_t *q, float *d, int32_t
 
 #define MA_F 12 /* activation rows per float tile (RV=2 -> 24 accumulators) */
 #define MA_Q 4  /* activation rows per quantized tile */
+/* Decode-like tiles (few activation rows) are memory bound: prefetch weights
+ * PF_DIST bytes ahead in each panel stream. (Prefetches past the end of a
+ * panel are harmless hints.) */
+#ifndef PF_DIST
+#define PF_DIST 4096
+#endif
+#define PF_MAX_MA 2
 
 AI __mmask16 row_mask(int64_t n, int64_t o) {
     int64_t v = n - o;
@@ -105,9 +112,11 @@ AI void tile_f(const int TY, const int RV, const int MA, const void *wp0, const 
     for (int64_t j = 0; j < k; j++) {
         __m512 wv[2];
 #pragma GCC unroll 2
-        for (int r = 0; r < RV; r++)
-            wv[r] = TY == 0 ? _mm512_load_ps((const float *)wp[r] + j * 16)
-                            : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)((const uint16_t *)wp[r] + j * 16)));
+        for (int r = 0; r < RV; r++) {
+            const char *wj = (const char *)wp[r] + j * (TY == 0 ? 64 : 32);
+            if (MA <= PF_MAX_MA && (TY == 0 || (j & 1) == 0)) _mm_prefetch(wj + PF_DIST, _MM_HINT_T0);
+            wv[r] = TY == 0 ? _mm512_load_ps((const float *)wj) : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)wj));
+        }
 #pragma GCC unroll 12
         for (int t = 0; t < MA; t++) {
             __m512 xb = _mm512_set1_ps(x[j * xs + t * ts]);
@@ -132,6 +141,7 @@ AI void tile_bf16(const int RV, const int MA, const void *wp0, const void *wp1, 
 #pragma GCC unroll 2
         for (int r = 0; r < RV; r++) {
             __m512i v = _mm512_load_si512(wp[r] + jj * 16);
+            if (MA <= PF_MAX_MA) _mm_prefetch((const char *)(wp[r] + jj * 16) + PF_DIST, _MM_HINT_T0);
             ev[r] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
             od[r] = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
         }
@@ -180,6 +190,7 @@ AI void tile_q(const int Q4, const int RV, const int MA, const uint8_t *wp0, con
 #pragma GCC unroll 2
                 for (int r = 0; r < RV; r++) {
                     __m512i raw = _mm512_load_si512(wp[r] + sb + b * qbytes + g * 64);
+                    if (MA <= PF_MAX_MA) _mm_prefetch((const char *)(wp[r] + sb + b * qbytes + g * 64 + PF_DIST), _MM_HINT_T0);
                     lo[r] = _mm512_and_si512(raw, nib);
                     hi[r] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), nib);
                 }
@@ -200,7 +211,10 @@ AI void tile_q(const int Q4, const int RV, const int MA, const uint8_t *wp0, con
             for (int g = 0; g < 8; g++) {
                 __m512i wv[2];
 #pragma GCC unroll 2
-                for (int r = 0; r < RV; r++) wv[r] = _mm512_load_si512(wp[r] + sb + b * qbytes + g * 64);
+                for (int r = 0; r < RV; r++) {
+                    wv[r] = _mm512_load_si512(wp[r] + sb + b * qbytes + g * 64);
+                    if (MA <= PF_MAX_MA) _mm_prefetch((const char *)(wp[r] + sb + b * qbytes + g * 64 + PF_DIST), _MM_HINT_T0);
+                }
 #pragma GCC unroll 8
                 for (int t = 0; t < MA; t++) {
                     __m512i xb = _mm512_set1_epi32(*(const int32_t *)(q + t * k + b * 32 + g * 4));
@@ -339,6 +353,8 @@ static uint64_t read_sum(const void *buf, size_t bytes) {
     const __m512i *p = buf;
     __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
     for (size_t i = 0; i + 4 <= bytes / 64; i += 4) {
+        _mm_prefetch((const char *)(p + i) + PF_DIST, _MM_HINT_T0);
+        _mm_prefetch((const char *)(p + i) + PF_DIST + 128, _MM_HINT_T0);
         s0 = _mm512_add_epi64(s0, _mm512_load_si512(p + i));
         s1 = _mm512_add_epi64(s1, _mm512_load_si512(p + i + 1));
         s2 = _mm512_add_epi64(s2, _mm512_load_si512(p + i + 2));
