@@ -210,17 +210,18 @@ typedef struct mm_job {
     _Atomic int64_t next_chunk;
 } mm_job;
 
-/* Packs float activation group g (x_group rows, zero past m) into xp. */
+/* Packs float activation group g (x_group rows, zero past m) into xp; writes
+ * sequentially, reads the group's rows as parallel streams. */
 static void pack_x_group(const mm_job *j, int64_t g) {
     const kern_mm_args *a = &j->a;
-    int64_t G = j->ops->x_group, k = a->k;
+    int64_t G = j->ops->x_group, k = a->k, rows = a->m - g * G < G ? a->m - g * G : G;
+    const float *src = a->x + g * G * k;
     float *dst = (float *)a->xp + g * k * G;
-    for (int64_t t = 0; t < G; t++) {
-        int64_t i = g * G + t;
-        if (i < a->m)
-            for (int64_t jj = 0; jj < k; jj++) dst[jj * G + t] = a->x[i * k + jj];
-        else
-            for (int64_t jj = 0; jj < k; jj++) dst[jj * G + t] = 0.0f;
+    for (int64_t jj = 0; jj < k; jj++) {
+        float *d = dst + jj * G;
+        int64_t t = 0;
+        for (; t < rows; t++) d[t] = src[t * k + jj];
+        for (; t < G; t++) d[t] = 0.0f;
     }
 }
 

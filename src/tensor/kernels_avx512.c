@@ -79,7 +79,7 @@ static void quantize_row(const float *x, int64_t k, int8_t *q, float *d, int32_t
 /* ---- register tiles ---- */
 
 #define MA_F 12 /* activation rows per float tile (RV=2 -> 24 accumulators) */
-#define MA_Q 4  /* activation rows per quantized tile */
+#define MA_Q 6  /* activation rows per quantized tile */
 /* Decode-like tiles (few activation rows) are memory bound: prefetch weights
  * PF_DIST bytes ahead in each panel stream. (Prefetches past the end of a
  * panel are harmless hints.) */
@@ -180,7 +180,7 @@ AI void tile_q(const int Q4, const int RV, const int MA, const uint8_t *wp0, con
 #pragma GCC unroll 12
     for (int t = 0; t < MA; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        __m512i ai[2][MA_Q];
+        __m512i ai[2][8];
 #pragma GCC unroll 8
         for (int t = 0; t < MA; t++) ai[0][t] = ai[1][t] = _mm512_set1_epi32(corr[t * nb + b]);
         if (Q4) {
@@ -255,12 +255,14 @@ AI void tile_q(const int Q4, const int RV, const int MA, const uint8_t *wp0, con
     default: CALL_RV(12); break;                                                                             \
     }
 
-#define SWITCH_MA4(CALL_RV, ma)                                                                               \
+#define SWITCH_MAQ(CALL_RV, ma)                                                                               \
     switch (ma) {                                                                                            \
     case 1: CALL_RV(1); break;                                                                               \
     case 2: CALL_RV(2); break;                                                                               \
     case 3: CALL_RV(3); break;                                                                               \
-    default: CALL_RV(4); break;                                                                              \
+    case 4: CALL_RV(4); break;                                                                               \
+    case 5: CALL_RV(5); break;                                                                               \
+    default: CALL_RV(MA_Q); break;                                                                           \
     }
 
 /* Activation addressing for float tiles: packed group (m > 1) or the plain row (m == 1). */
@@ -319,7 +321,7 @@ static void mm_q(const kern_mm_args *a, int RV, const void *w0, const void *w1, 
                 tile_q(0, 1, MA, w0, w0, &a->qa, i, a->k, a->y + i * a->n, a->n, o);                         \
         }                                                                                                    \
     } while (0)
-    SWITCH_MA4(CALL, ma)
+    SWITCH_MAQ(CALL, ma)
 #undef CALL
 }
 
