@@ -304,18 +304,29 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
 
 /* ---- bandwidth probe ---- */
 
+/* The probe reads the buffer in 256 KiB pieces handed out from an atomic
+ * counter, like kern_matmul hands out row chunks, so both see the same
+ * scheduling (a briefly descheduled thread does not stall the whole pass). */
+#define BW_PIECE (256u << 10)
+
 typedef struct bw_job {
     const kern_ops *ops;
     const char *buf;
-    size_t chunks; /* 256-byte chunks */
+    size_t bytes;
+    _Atomic size_t next;
     uint64_t sums[64];
 } bw_job;
 
 static void bw_task(void *ctx, int ith, int nth) {
     bw_job *j = ctx;
-    long long b, e;
-    pool_split((long long)j->chunks, ith, nth, &b, &e);
-    uint64_t s = j->ops->read_sum(j->buf + (size_t)b * 256, (size_t)(e - b) * 256);
+    (void)nth;
+    uint64_t s = 0;
+    for (;;) {
+        size_t off = atomic_fetch_add_explicit(&j->next, BW_PIECE, memory_order_relaxed);
+        if (off >= j->bytes) break;
+        size_t len = j->bytes - off < BW_PIECE ? j->bytes - off : BW_PIECE;
+        s += j->ops->read_sum(j->buf + off, len);
+    }
     if (ith < 64) j->sums[ith] = s;
 }
 
@@ -325,9 +336,10 @@ double kern_measure_read_bandwidth(thread_pool *pool, size_t bytes) {
     char *buf = aligned_alloc(64, bytes);
     if (!buf) return 0;
     memset(buf, 1, bytes);
-    bw_job j = {.ops = ops_active(), .buf = buf, .chunks = bytes / 256};
+    bw_job j = {.ops = ops_active(), .buf = buf, .bytes = bytes};
     double best = 1e30;
     for (int rep = 0; rep < 10; rep++) {
+        atomic_store_explicit(&j.next, 0, memory_order_relaxed);
         double t0 = time_now();
         pool_run(pool, bw_task, &j);
         double t = time_now() - t0;

@@ -355,8 +355,8 @@ static uint64_t read_sum(const void *buf, size_t bytes) {
     const __m512i *p = buf;
     __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
     for (size_t i = 0; i + 4 <= bytes / 64; i += 4) {
-        _mm_prefetch((const char *)(p + i) + PF_DIST, _MM_HINT_T0);
-        _mm_prefetch((const char *)(p + i) + PF_DIST + 128, _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(p + i + l) + PF_DIST, _MM_HINT_T0);
         s0 = _mm512_add_epi64(s0, _mm512_load_si512(p + i));
         s1 = _mm512_add_epi64(s1, _mm512_load_si512(p + i + 1));
         s2 = _mm512_add_epi64(s2, _mm512_load_si512(p + i + 2));
