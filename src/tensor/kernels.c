@@ -11,6 +11,7 @@
  * time (one engine thread per context). */
 #include "tensor/kernels.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,7 +55,7 @@ kern_ctx *kern_ctx_create(thread_pool *pool, int64_t max_rows, int64_t max_k) {
     c->max_k = max_k;
     size_t rows = (size_t)max_rows, k32 = round_up((size_t)max_k, 32), nb = k32 / 32;
     size_t qbytes = round_up(rows * k32, 64) + 2 * round_up(rows * nb * 4, 64);
-    size_t bbytes = round_up(rows * (((size_t)max_k + 1) / 2) * 4, 64);
+    size_t bbytes = round_up((rows + 15) * (size_t)max_k * 4, 64); /* packed f32 activations, groups <= 16 */
     c->scratch_bytes = qbytes > bbytes ? qbytes : bbytes;
     c->scratch = aligned_alloc(64, c->scratch_bytes);
     if (!c->scratch) {
@@ -197,46 +198,78 @@ void kern_weight_release(kern_weight *w) {
 
 /* ---- matmul ---- */
 
+/* Output rows are handed out dynamically in chunks of this many rows (a
+ * multiple of every ISA's row_block), so a thread that gets descheduled or runs
+ * slower does not hold up the whole matmul. */
+#define MM_CHUNK_ROWS 32
+
 typedef struct mm_job {
     const kern_ops *ops;
     kern_mm_args a;
     int32_t off;
+    _Atomic int64_t next_chunk;
 } mm_job;
 
-/* Activation preparation (quantize or bf16-convert) over a split of rows. */
-static void prep_rows(const mm_job *j, int64_t i0, int64_t i1) {
+/* Packs float activation group g (x_group rows, zero past m) into xp; writes
+ * sequentially, reads the group's rows as parallel streams. */
+static void pack_x_group(const mm_job *j, int64_t g) {
+    const kern_mm_args *a = &j->a;
+    int64_t G = j->ops->x_group, k = a->k, rows = a->m - g * G < G ? a->m - g * G : G;
+    const float *src = a->x + g * G * k;
+    float *dst = (float *)a->xp + g * k * G;
+    for (int64_t jj = 0; jj < k; jj++) {
+        float *d = dst + jj * G;
+        int64_t t = 0;
+        for (; t < rows; t++) d[t] = src[t * k + jj];
+        for (; t < G; t++) d[t] = 0.0f;
+    }
+}
+
+/* Activation preparation over a split of units: activation rows (quantize)
+ * or packed groups. */
+static int64_t prep_units(const mm_job *j) {
+    return j->a.xp ? (j->a.m + j->ops->x_group - 1) / j->ops->x_group : j->a.m;
+}
+
+static void prep_range(const mm_job *j, int64_t u0, int64_t u1) {
     const kern_mm_args *a = &j->a;
     int64_t k = a->k, nb = k / 32;
-    for (int64_t i = i0; i < i1; i++) {
-        if (a->xbf)
-            j->ops->bf16_row(a->x + i * k, k, (uint32_t *)a->xbf + i * ((k + 1) / 2));
+    for (int64_t u = u0; u < u1; u++) {
+        if (a->xp)
+            pack_x_group(j, u);
         else
-            j->ops->quantize_row(a->x + i * k, k, a->qa.q + i * k, a->qa.d + i * nb, a->qa.corr + i * nb, j->off);
+            j->ops->quantize_row(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb, j->off);
     }
 }
 
 static void prep_task(void *ctx, int ith, int nth) {
     const mm_job *j = ctx;
     long long b, e;
-    pool_split(j->a.m, ith, nth, &b, &e);
-    prep_rows(j, b, e);
+    pool_split(prep_units(j), ith, nth, &b, &e);
+    prep_range(j, b, e);
 }
 
-/* Splits output rows in row_block units over the threads; when there are too
- * few row units to keep every thread busy, splits activation rows instead. */
+/* Hands out output-row chunks from an atomic counter; when there are too few
+ * row units to keep every thread busy, splits activation rows statically. */
 static void mm_task(void *ctx, int ith, int nth) {
-    const mm_job *j = ctx;
+    mm_job *j = ctx;
     const kern_mm_args *a = &j->a;
     int64_t rb = j->ops->row_block, units = (a->n + rb - 1) / rb;
     long long b, e;
-    if (units < 2 * nth && a->m >= 2 * nth) {
-        pool_split(a->m, ith, nth, &b, &e);
-        if (b < e) j->ops->mm(a, 0, a->n, b, e);
+    int64_t mb = j->ops->m_block, munits = (a->m + mb - 1) / mb;
+    if (units < 2 * nth && munits >= 2 * nth) {
+        pool_split(munits, ith, nth, &b, &e);
+        int64_t i0 = b * mb, i1 = e * mb < a->m ? e * mb : a->m;
+        if (i0 < i1) j->ops->mm(a, 0, a->n, i0, i1);
         return;
     }
-    pool_split(units, ith, nth, &b, &e);
-    int64_t o0 = b * rb, o1 = e * rb < a->n ? e * rb : a->n;
-    if (o0 < o1) j->ops->mm(a, o0, o1, 0, a->m);
+    int64_t nchunks = (a->n + MM_CHUNK_ROWS - 1) / MM_CHUNK_ROWS;
+    for (;;) {
+        int64_t c = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
+        if (c >= nchunks) break;
+        int64_t o0 = c * MM_CHUNK_ROWS, o1 = o0 + MM_CHUNK_ROWS < a->n ? o0 + MM_CHUNK_ROWS : a->n;
+        j->ops->mm(a, o0, o1, 0, a->m);
+    }
 }
 
 void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, float *y) {
@@ -256,13 +289,13 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
         j.a.qa = qact_layout(c, m, w->k);
         j.off = w->type == DT_Q8_0 ? 128 : 8;
         prep = 1;
-    } else if (j.ops->wants_bf16_acts(w, m)) {
-        j.a.xbf = c->scratch;
+    } else if (j.ops->x_group > 0 && m > 1) {
+        j.a.xp = c->scratch;
         prep = 1;
     }
     if (prep) {
         if (m * w->k < 65536 || pool_size(c->pool) == 1)
-            prep_rows(&j, 0, m);
+            prep_range(&j, 0, prep_units(&j));
         else
             pool_run(c->pool, prep_task, &j);
     }
@@ -271,18 +304,29 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
 
 /* ---- bandwidth probe ---- */
 
+/* The probe reads the buffer in 256 KiB pieces handed out from an atomic
+ * counter, like kern_matmul hands out row chunks, so both see the same
+ * scheduling (a briefly descheduled thread does not stall the whole pass). */
+#define BW_PIECE (256u << 10)
+
 typedef struct bw_job {
     const kern_ops *ops;
     const char *buf;
-    size_t chunks; /* 256-byte chunks */
+    size_t bytes;
+    _Atomic size_t next;
     uint64_t sums[64];
 } bw_job;
 
 static void bw_task(void *ctx, int ith, int nth) {
     bw_job *j = ctx;
-    long long b, e;
-    pool_split((long long)j->chunks, ith, nth, &b, &e);
-    uint64_t s = j->ops->read_sum(j->buf + (size_t)b * 256, (size_t)(e - b) * 256);
+    (void)nth;
+    uint64_t s = 0;
+    for (;;) {
+        size_t off = atomic_fetch_add_explicit(&j->next, BW_PIECE, memory_order_relaxed);
+        if (off >= j->bytes) break;
+        size_t len = j->bytes - off < BW_PIECE ? j->bytes - off : BW_PIECE;
+        s += j->ops->read_sum(j->buf + off, len);
+    }
     if (ith < 64) j->sums[ith] = s;
 }
 
@@ -292,9 +336,10 @@ double kern_measure_read_bandwidth(thread_pool *pool, size_t bytes) {
     char *buf = aligned_alloc(64, bytes);
     if (!buf) return 0;
     memset(buf, 1, bytes);
-    bw_job j = {.ops = ops_active(), .buf = buf, .chunks = bytes / 256};
+    bw_job j = {.ops = ops_active(), .buf = buf, .bytes = bytes};
     double best = 1e30;
-    for (int rep = 0; rep < 5; rep++) {
+    for (int rep = 0; rep < 10; rep++) {
+        atomic_store_explicit(&j.next, 0, memory_order_relaxed);
         double t0 = time_now();
         pool_run(pool, bw_task, &j);
         double t = time_now() - t0;

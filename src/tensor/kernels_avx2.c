@@ -206,18 +206,13 @@ static uint64_t read_sum(const void *buf, size_t bytes) {
     return out[0] + out[1] + out[2] + out[3];
 }
 
-static int no_bf16(const kern_weight *w, int64_t m) {
-    (void)w, (void)m;
-    return 0;
-}
-
 const kern_ops kern_ops_avx2 = {
     .row_block = 4,
+    .x_group = 0,
+    .m_block = 1,
     .dot_f32 = dot_f32,
     .axpy_f32 = axpy_f32,
     .quantize_row = quantize_row,
-    .bf16_row = NULL,
-    .wants_bf16_acts = no_bf16,
     .mm = mm,
     .read_sum = read_sum,
 };

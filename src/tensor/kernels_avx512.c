@@ -5,9 +5,11 @@
  * activation rows; each activation value (or Q8_0 dword / bf16 pair) is
  * broadcast and multiplied into all rows of the tile at once:
  *   F32/F16 : vfmadd231ps, F16 converted with vcvtph2ps per k
- *   BF16    : m small: converted to f32 with shifts + FMA (exact);
- *             m large (and AVX512-BF16): vdpbf16ps with activations rounded
- *             to bf16 (relative error ~2^-9 per product, like llama.cpp)
+ *   BF16    : converted to f32 with shifts + FMA (exact). (vdpbf16ps with
+ *             bf16-rounded activations measured slower than this on SPR.)
+ * Float activations for m > 1 come packed 12 rows interleaved (a->xp), so a
+ * tile broadcasts from one stream instead of 12 rows k apart (which thrash L1
+ * sets when k is a multiple of 1024).
  *   Q8_0/Q4_0: vpdpbusd(unsigned weights, signed Q8_0 activations), the int32
  *             accumulator of each 32-block starts at the activation block's
  *             correction (-128 or -8 times sum q), then is scaled by
@@ -15,7 +17,6 @@
  * Output rows past n (padding of the last panel) are masked off on store. */
 #include <immintrin.h>
 
-#include "base/cpu.h"
 #include "tensor/kernels_impl.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -75,27 +76,17 @@ static void quantize_row(const float *x, int64_t k, int8_t *q, float *d, int32_t
     }
 }
 
-/* x[0..k) -> (k+1)/2 dwords of bf16 pairs (x[2j] low, x[2j+1] high), RNE, zero padded. */
-static void bf16_row(const float *x, int64_t k, uint32_t *out) {
-    int64_t j = 0;
-    for (; j + 32 <= k; j += 32) {
-        __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + j + 16), _mm512_loadu_ps(x + j));
-        _mm512_storeu_si512(out + j / 2, (__m512i)v);
-    }
-    for (; j < k; j += 2) {
-        uint32_t lo = f32_to_bf16(x[j]), hi = j + 1 < k ? f32_to_bf16(x[j + 1]) : 0;
-        out[j / 2] = lo | hi << 16;
-    }
-}
-
-static int wants_bf16_acts(const kern_weight *w, int64_t m) {
-    return w->type == DT_BF16 && m >= 4 && cpu_get_features()->avx512bf16;
-}
-
 /* ---- register tiles ---- */
 
 #define MA_F 12 /* activation rows per float tile (RV=2 -> 24 accumulators) */
-#define MA_Q 4  /* activation rows per quantized tile */
+#define MA_Q 6  /* activation rows per quantized tile */
+/* Decode-like tiles (few activation rows) are memory bound: prefetch weights
+ * PF_DIST bytes ahead in each panel stream. (Prefetches past the end of a
+ * panel are harmless hints.) */
+#ifndef PF_DIST
+#define PF_DIST 4096
+#endif
+#define PF_MAX_MA 2
 
 AI __mmask16 row_mask(int64_t n, int64_t o) {
     int64_t v = n - o;
@@ -111,9 +102,9 @@ AI void store_tile(const int RV, const int MA, __m512 acc[2][MA_F], float *y, in
     }
 }
 
-/* TY: 0 = f32 panels, 1 = f16 panels. x: MA activation rows of stride k. */
-AI void tile_f(const int TY, const int RV, const int MA, const void *wp0, const void *wp1, const float *x, int64_t k,
-               float *y, int64_t n, int64_t o) {
+/* TY: 0 = f32 panels, 1 = f16 panels. Activation (t, j) is x[j*xs + t*ts]. */
+AI void tile_f(const int TY, const int RV, const int MA, const void *wp0, const void *wp1, const float *x, int64_t xs,
+               int64_t ts, int64_t k, float *y, int64_t n, int64_t o) {
     __m512 acc[2][MA_F];
 #pragma GCC unroll 12
     for (int t = 0; t < MA; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
@@ -121,12 +112,14 @@ AI void tile_f(const int TY, const int RV, const int MA, const void *wp0, const 
     for (int64_t j = 0; j < k; j++) {
         __m512 wv[2];
 #pragma GCC unroll 2
-        for (int r = 0; r < RV; r++)
-            wv[r] = TY == 0 ? _mm512_load_ps((const float *)wp[r] + j * 16)
-                            : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)((const uint16_t *)wp[r] + j * 16)));
+        for (int r = 0; r < RV; r++) {
+            const char *wj = (const char *)wp[r] + j * (TY == 0 ? 64 : 32);
+            if (MA <= PF_MAX_MA && (TY == 0 || (j & 1) == 0)) _mm_prefetch(wj + PF_DIST, _MM_HINT_T0);
+            wv[r] = TY == 0 ? _mm512_load_ps((const float *)wj) : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)wj));
+        }
 #pragma GCC unroll 12
         for (int t = 0; t < MA; t++) {
-            __m512 xb = _mm512_set1_ps(x[t * k + j]);
+            __m512 xb = _mm512_set1_ps(x[j * xs + t * ts]);
 #pragma GCC unroll 2
             for (int r = 0; r < RV; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xb, acc[r][t]);
         }
@@ -135,8 +128,8 @@ AI void tile_f(const int TY, const int RV, const int MA, const void *wp0, const 
 }
 
 /* BF16 panels, exact f32 path: each zmm = 16 rows x 2 k, split with shifts. */
-AI void tile_bf16_fma(const int RV, const int MA, const void *wp0, const void *wp1, const float *x, int64_t k,
-                      float *y, int64_t n, int64_t o) {
+AI void tile_bf16(const int RV, const int MA, const void *wp0, const void *wp1, const float *x, int64_t xs,
+                  int64_t ts, int64_t k, float *y, int64_t n, int64_t o) {
     __m512 acc[2][MA_F];
 #pragma GCC unroll 12
     for (int t = 0; t < MA; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
@@ -148,12 +141,13 @@ AI void tile_bf16_fma(const int RV, const int MA, const void *wp0, const void *w
 #pragma GCC unroll 2
         for (int r = 0; r < RV; r++) {
             __m512i v = _mm512_load_si512(wp[r] + jj * 16);
+            if (MA <= PF_MAX_MA) _mm_prefetch((const char *)(wp[r] + jj * 16) + PF_DIST, _MM_HINT_T0);
             ev[r] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
             od[r] = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
         }
 #pragma GCC unroll 12
         for (int t = 0; t < MA; t++) {
-            __m512 xe = _mm512_set1_ps(x[t * k + 2 * jj]), xo = _mm512_set1_ps(x[t * k + 2 * jj + 1]);
+            __m512 xe = _mm512_set1_ps(x[2 * jj * xs + t * ts]), xo = _mm512_set1_ps(x[(2 * jj + 1) * xs + t * ts]);
 #pragma GCC unroll 2
             for (int r = 0; r < RV; r++) {
                 acc[r][t] = _mm512_fmadd_ps(ev[r], xe, acc[r][t]);
@@ -166,28 +160,7 @@ AI void tile_bf16_fma(const int RV, const int MA, const void *wp0, const void *w
         for (int r = 0; r < RV; r++) {
             __m512 ev = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_load_si512(wp[r] + kh * 16), 16));
 #pragma GCC unroll 12
-            for (int t = 0; t < MA; t++) acc[r][t] = _mm512_fmadd_ps(ev, _mm512_set1_ps(x[t * k + k - 1]), acc[r][t]);
-        }
-    }
-    store_tile(RV, MA, acc, y, n, o);
-}
-
-/* BF16 panels x bf16-pair activations (xbf rows of stride kh dwords), vdpbf16ps. */
-AI void tile_bf16_dp(const int RV, const int MA, const void *wp0, const void *wp1, const uint32_t *xbf, int64_t kh,
-                     float *y, int64_t n, int64_t o) {
-    __m512 acc[2][MA_F];
-#pragma GCC unroll 12
-    for (int t = 0; t < MA; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
-    const uint32_t *wp[2] = {wp0, wp1};
-    for (int64_t jj = 0; jj < kh; jj++) {
-        __m512i wv[2];
-#pragma GCC unroll 2
-        for (int r = 0; r < RV; r++) wv[r] = _mm512_load_si512(wp[r] + jj * 16);
-#pragma GCC unroll 12
-        for (int t = 0; t < MA; t++) {
-            __m512i xb = _mm512_set1_epi32((int)xbf[t * kh + jj]);
-#pragma GCC unroll 2
-            for (int r = 0; r < RV; r++) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], (__m512bh)wv[r], (__m512bh)xb);
+            for (int t = 0; t < MA; t++) acc[r][t] = _mm512_fmadd_ps(ev, _mm512_set1_ps(x[(k - 1) * xs + t * ts]), acc[r][t]);
         }
     }
     store_tile(RV, MA, acc, y, n, o);
@@ -207,7 +180,7 @@ AI void tile_q(const int Q4, const int RV, const int MA, const uint8_t *wp0, con
 #pragma GCC unroll 12
     for (int t = 0; t < MA; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        __m512i ai[2][MA_Q];
+        __m512i ai[2][8];
 #pragma GCC unroll 8
         for (int t = 0; t < MA; t++) ai[0][t] = ai[1][t] = _mm512_set1_epi32(corr[t * nb + b]);
         if (Q4) {
@@ -217,6 +190,7 @@ AI void tile_q(const int Q4, const int RV, const int MA, const uint8_t *wp0, con
 #pragma GCC unroll 2
                 for (int r = 0; r < RV; r++) {
                     __m512i raw = _mm512_load_si512(wp[r] + sb + b * qbytes + g * 64);
+                    if (MA <= PF_MAX_MA) _mm_prefetch((const char *)(wp[r] + sb + b * qbytes + g * 64 + PF_DIST), _MM_HINT_T0);
                     lo[r] = _mm512_and_si512(raw, nib);
                     hi[r] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), nib);
                 }
@@ -237,7 +211,10 @@ AI void tile_q(const int Q4, const int RV, const int MA, const uint8_t *wp0, con
             for (int g = 0; g < 8; g++) {
                 __m512i wv[2];
 #pragma GCC unroll 2
-                for (int r = 0; r < RV; r++) wv[r] = _mm512_load_si512(wp[r] + sb + b * qbytes + g * 64);
+                for (int r = 0; r < RV; r++) {
+                    wv[r] = _mm512_load_si512(wp[r] + sb + b * qbytes + g * 64);
+                    if (MA <= PF_MAX_MA) _mm_prefetch((const char *)(wp[r] + sb + b * qbytes + g * 64 + PF_DIST), _MM_HINT_T0);
+                }
 #pragma GCC unroll 8
                 for (int t = 0; t < MA; t++) {
                     __m512i xb = _mm512_set1_epi32(*(const int32_t *)(q + t * k + b * 32 + g * 4));
@@ -278,21 +255,27 @@ AI void tile_q(const int Q4, const int RV, const int MA, const uint8_t *wp0, con
     default: CALL_RV(12); break;                                                                             \
     }
 
-#define SWITCH_MA4(CALL_RV, ma)                                                                               \
+#define SWITCH_MAQ(CALL_RV, ma)                                                                               \
     switch (ma) {                                                                                            \
     case 1: CALL_RV(1); break;                                                                               \
     case 2: CALL_RV(2); break;                                                                               \
     case 3: CALL_RV(3); break;                                                                               \
-    default: CALL_RV(4); break;                                                                              \
+    case 4: CALL_RV(4); break;                                                                               \
+    case 5: CALL_RV(5); break;                                                                               \
+    default: CALL_RV(MA_Q); break;                                                                           \
     }
+
+/* Activation addressing for float tiles: packed group (m > 1) or the plain row (m == 1). */
+#define X_ARGS(a, i) \
+    ((a)->xp ? (a)->xp + (i) / MA_F * (a)->k * MA_F : (a)->x + (i) * (a)->k), ((a)->xp ? MA_F : 1), ((a)->xp ? 1 : (a)->k)
 
 static void mm_f32(const kern_mm_args *a, int RV, const void *w0, const void *w1, int64_t i, int ma, int64_t o) {
 #define CALL(MA)                                                                                             \
     do {                                                                                                     \
         if (RV == 2)                                                                                         \
-            tile_f(0, 2, MA, w0, w1, a->x + i * a->k, a->k, a->y + i * a->n, a->n, o);                       \
+            tile_f(0, 2, MA, w0, w1, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);                          \
         else                                                                                                 \
-            tile_f(0, 1, MA, w0, w0, a->x + i * a->k, a->k, a->y + i * a->n, a->n, o);                       \
+            tile_f(0, 1, MA, w0, w0, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);                          \
     } while (0)
     SWITCH_MA12(CALL, ma)
 #undef CALL
@@ -302,37 +285,24 @@ static void mm_f16(const kern_mm_args *a, int RV, const void *w0, const void *w1
 #define CALL(MA)                                                                                             \
     do {                                                                                                     \
         if (RV == 2)                                                                                         \
-            tile_f(1, 2, MA, w0, w1, a->x + i * a->k, a->k, a->y + i * a->n, a->n, o);                       \
+            tile_f(1, 2, MA, w0, w1, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);                          \
         else                                                                                                 \
-            tile_f(1, 1, MA, w0, w0, a->x + i * a->k, a->k, a->y + i * a->n, a->n, o);                       \
+            tile_f(1, 1, MA, w0, w0, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);                          \
     } while (0)
     SWITCH_MA12(CALL, ma)
 #undef CALL
 }
 
 static void mm_bf16(const kern_mm_args *a, int RV, const void *w0, const void *w1, int64_t i, int ma, int64_t o) {
-    int64_t kh = (a->k + 1) / 2;
-    if (a->xbf) {
 #define CALL(MA)                                                                                             \
     do {                                                                                                     \
         if (RV == 2)                                                                                         \
-            tile_bf16_dp(2, MA, w0, w1, a->xbf + i * kh, kh, a->y + i * a->n, a->n, o);                      \
+            tile_bf16(2, MA, w0, w1, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);                          \
         else                                                                                                 \
-            tile_bf16_dp(1, MA, w0, w0, a->xbf + i * kh, kh, a->y + i * a->n, a->n, o);                      \
+            tile_bf16(1, MA, w0, w0, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);                          \
     } while (0)
-        SWITCH_MA12(CALL, ma)
+    SWITCH_MA12(CALL, ma)
 #undef CALL
-    } else {
-#define CALL(MA)                                                                                             \
-    do {                                                                                                     \
-        if (RV == 2)                                                                                         \
-            tile_bf16_fma(2, MA, w0, w1, a->x + i * a->k, a->k, a->y + i * a->n, a->n, o);                   \
-        else                                                                                                 \
-            tile_bf16_fma(1, MA, w0, w0, a->x + i * a->k, a->k, a->y + i * a->n, a->n, o);                   \
-    } while (0)
-        SWITCH_MA12(CALL, ma)
-#undef CALL
-    }
 }
 
 static void mm_q(const kern_mm_args *a, int RV, const void *w0, const void *w1, int64_t i, int ma, int64_t o) {
@@ -351,7 +321,7 @@ static void mm_q(const kern_mm_args *a, int RV, const void *w0, const void *w1, 
                 tile_q(0, 1, MA, w0, w0, &a->qa, i, a->k, a->y + i * a->n, a->n, o);                         \
         }                                                                                                    \
     } while (0)
-    SWITCH_MA4(CALL, ma)
+    SWITCH_MAQ(CALL, ma)
 #undef CALL
 }
 
@@ -385,6 +355,8 @@ static uint64_t read_sum(const void *buf, size_t bytes) {
     const __m512i *p = buf;
     __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
     for (size_t i = 0; i + 4 <= bytes / 64; i += 4) {
+#pragma GCC unroll 4
+        for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(p + i + l) + PF_DIST, _MM_HINT_T0);
         s0 = _mm512_add_epi64(s0, _mm512_load_si512(p + i));
         s1 = _mm512_add_epi64(s1, _mm512_load_si512(p + i + 1));
         s2 = _mm512_add_epi64(s2, _mm512_load_si512(p + i + 2));
@@ -395,11 +367,11 @@ static uint64_t read_sum(const void *buf, size_t bytes) {
 
 const kern_ops kern_ops_avx512 = {
     .row_block = 16,
+    .x_group = MA_F,
+    .m_block = MA_F,
     .dot_f32 = dot_f32,
     .axpy_f32 = axpy_f32,
     .quantize_row = quantize_row,
-    .bf16_row = bf16_row,
-    .wants_bf16_acts = wants_bf16_acts,
     .mm = mm,
     .read_sum = read_sum,
 };

@@ -60,7 +60,10 @@ typedef struct kern_mm_args {
     const kern_weight *w;
     const float *x;      /* f32 activations [m][k] */
     kern_qact qa;        /* quantized activations (quantized weight types) */
-    const uint32_t *xbf; /* bf16 pairs [m][kp/2] (AVX-512 BF16 path), else NULL */
+    /* Float weight types with m > 1 when the ISA sets x_group = G: activations
+     * packed G rows interleaved, xp[(g*k + j)*G + t] = x[(g*G + t)*k + j], rows
+     * past m zero; so a register tile broadcasts from one contiguous stream. */
+    const float *xp;
     int64_t m, n, k;
     float *y; /* [m][n] */
 } kern_mm_args;
@@ -68,14 +71,13 @@ typedef struct kern_mm_args {
 typedef struct kern_ops {
     /* Output rows are given to mm() in ranges aligned to this many rows. */
     int row_block;
+    /* Rows per packed float-activation group (see xp); 0 = never packed. When
+     * activation rows are split over threads, splits are multiples of m_block. */
+    int x_group, m_block;
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     void (*axpy_f32)(float a, const float *x, float *y, int64_t n);
     /* Quantizes one activation row of k (k % 32 == 0) to the kern_qact format. */
     void (*quantize_row)(const float *x, int64_t k, int8_t *q, float *d, int32_t *corr, int32_t off);
-    /* Converts one activation row to bf16 pairs (kp/2 dwords), or NULL if the ISA has no BF16 path. */
-    void (*bf16_row)(const float *x, int64_t k, uint32_t *out);
-    /* True if mm() wants a->xbf for this call (BF16 weights, large m). */
-    int (*wants_bf16_acts)(const kern_weight *w, int64_t m);
     /* y rows [i0, i1) x output rows [o0, o1). */
     void (*mm)(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
     /* Reads `bytes` (multiple of 256, 64-byte aligned) and returns a checksum. */

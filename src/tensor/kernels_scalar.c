@@ -111,18 +111,13 @@ static uint64_t read_sum(const void *buf, size_t bytes) {
     return s0 + s1 + s2 + s3;
 }
 
-static int no_bf16(const kern_weight *w, int64_t m) {
-    (void)w, (void)m;
-    return 0;
-}
-
 const kern_ops kern_ops_scalar = {
     .row_block = 1,
+    .x_group = 0,
+    .m_block = 1,
     .dot_f32 = dot_f32,
     .axpy_f32 = axpy_f32,
     .quantize_row = kern_quantize_row_scalar,
-    .bf16_row = NULL,
-    .wants_bf16_acts = no_bf16,
     .mm = kern_mm_scalar,
     .read_sum = read_sum,
 };

@@ -151,7 +151,7 @@ static void run_case(mm_case *c, thread_pool *pools[2], kern_ctx *ctxs[2]) {
 
 static void test_matmul(thread_pool *pools[2], kern_ctx *ctxs[2]) {
     static const dtype types[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0, DT_Q4_0};
-    static const int64_t ns[] = {1, 7, 33, 48, 257};
+    static const int64_t ns[] = {1, 7, 31, 33, 48, 257};
     static const int64_t kq[] = {32, 96, 4128};
     static const int64_t kf[] = {1, 13, 70, 4128};
     static const int64_t ms[] = {1, 2, 5, 17, 64};
