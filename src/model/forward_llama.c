@@ -24,7 +24,9 @@ struct fwd_ctx {
     int32_t max_tokens, max_ctx, block_tokens;
     float *x, *h, *q, *k, *v, *att, *gate, *up, *xo;
     float *rope_cs;     /* per batch token: rope_dim/2 (cos, sin) pairs */
-    float *scores;      /* per thread: group * max_ctx */
+    float *scores;      /* per thread: scores_per_thread floats */
+    int64_t scores_per_thread; /* ATTN_MAX_CHUNK * group * max_ctx */
+    int32_t *chunk_begin; /* max_tokens + 1 */
     int n_threads;
 };
 
@@ -33,6 +35,7 @@ void fwd_ctx_free(fwd_ctx *c) {
     kern_ctx_destroy(c->kc);
     float *bufs[] = {c->x, c->h, c->q, c->k, c->v, c->att, c->gate, c->up, c->xo, c->rope_cs, c->scores};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(c->chunk_begin);
     free(c);
 }
 
@@ -68,9 +71,11 @@ fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     c->xo = malloc(T * hp->n_embd * sizeof(float));
     c->rope_cs = malloc(T * hp->rope_dim * sizeof(float));
     int group = hp->n_head / hp->n_head_kv;
-    c->scores = malloc((size_t)c->n_threads * group * (size_t)max_ctx * sizeof(float));
+    c->scores_per_thread = (int64_t)ATTN_MAX_CHUNK * group * max_ctx;
+    c->scores = malloc((size_t)c->n_threads * (size_t)c->scores_per_thread * sizeof(float));
+    c->chunk_begin = malloc(((size_t)max_tokens + 1) * sizeof(int32_t));
     if (!c->kc || !c->x || !c->h || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up || !c->xo ||
-        !c->rope_cs || !c->scores)
+        !c->rope_cs || !c->scores || !c->chunk_begin)
         goto oom;
     return c;
 oom:
@@ -206,6 +211,7 @@ typedef struct attn_job {
     fwd_ctx *c;
     const fwd_batch *b;
     int layer;
+    int32_t n_chunks;
 } attn_job;
 
 static void kv_store(fwd_ctx *c, const fwd_batch *b, int layer) {
@@ -221,22 +227,43 @@ static void kv_store(fwd_ctx *c, const fwd_batch *b, int layer) {
     }
 }
 
+/* Query chunks: maximal runs of consecutive batch tokens of one sequence,
+ * at most ATTN_MAX_CHUNK long; each chunk x KV head is one work item. */
+static int32_t make_chunks(fwd_ctx *c, const fwd_batch *b) {
+    int32_t n = 0;
+    for (int32_t t = 0; t < b->n_tokens;) {
+        int32_t e = t + 1;
+        while (e < b->n_tokens && e - t < ATTN_MAX_CHUNK && b->seq[e] == b->seq[t] && b->pos[e] == b->pos[e - 1] + 1)
+            e++;
+        c->chunk_begin[n++] = t;
+        t = e;
+    }
+    c->chunk_begin[n] = b->n_tokens;
+    return n;
+}
+
 static void attn_task(void *ctx, int ith, int nth) {
     attn_job *j = ctx;
     fwd_ctx *c = j->c;
     const fwd_batch *b = j->b;
     const model_hparams *hp = &c->m->hp;
     int group = hp->n_head / hp->n_head_kv, hd = hp->head_dim;
-    int64_t kvd = (int64_t)hp->n_head_kv * hd, bt = c->block_tokens;
-    int64_t n_items = (int64_t)b->n_tokens * hp->n_head_kv;
-    float *scores = c->scores + (int64_t)ith * group * c->max_ctx;
-    /* interleaved so that long (late) and short (early) rows spread evenly */
+    int64_t kvd = (int64_t)hp->n_head_kv * hd, bt = c->block_tokens, qd = (int64_t)hp->n_head * hd;
+    int64_t n_items = (int64_t)j->n_chunks * hp->n_head_kv;
+    float *scores = c->scores + (int64_t)ith * c->scores_per_thread;
+    /* interleaved so that long (late) and short (early) chunks spread evenly */
     for (int64_t it = ith; it < n_items; it += nth) {
-        int32_t t = (int32_t)(it / hp->n_head_kv);
+        int32_t ch = (int32_t)(it / hp->n_head_kv);
         int g = (int)(it % hp->n_head_kv);
-        const fwd_seq *s = &b->seqs[b->seq[t]];
+        int32_t t0 = c->chunk_begin[ch], t1 = c->chunk_begin[ch + 1];
+        const fwd_seq *s = &b->seqs[b->seq[t0]];
         attn_args a = {
-            .q = c->q + ((int64_t)t * hp->n_head + (int64_t)g * group) * hd,
+            .q = c->q + (int64_t)t0 * qd + (int64_t)g * group * hd,
+            .q_stride = qd,
+            .out = c->att + (int64_t)t0 * qd + (int64_t)g * group * hd,
+            .out_stride = qd,
+            .pos = b->pos + t0,
+            .n_tok = t1 - t0,
             .n_q = group,
             .head_dim = hd,
             .blocks = s->blocks,
@@ -244,12 +271,10 @@ static void attn_task(void *ctx, int ith, int nth) {
             .k_off = (int64_t)(j->layer * 2 + 0) * bt * kvd + (int64_t)g * hd,
             .v_off = (int64_t)(j->layer * 2 + 1) * bt * kvd + (int64_t)g * hd,
             .row_stride = kvd,
-            .j_begin = 0,
-            .j_end = b->pos[t] + 1,
+            .window = 0,
             .scale = 1.0f / sqrtf((float)hd),
             .softcap = 0.0f,
             .scores = scores,
-            .out = c->att + ((int64_t)t * hp->n_head + (int64_t)g * group) * hd,
         };
         kern_attention(&a);
     }
@@ -286,6 +311,7 @@ int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err) {
         dtype_dequantize_row((dtype)m->tok_embd->type, (const char *)m->tok_embd->data + emb_row * b->tokens[t],
                              c->x + t * E, E);
     rope_tables(c, b);
+    int32_t n_chunks = make_chunks(c, b);
 
     for (int il = 0; il < hp->n_layer; il++) {
         const layer_weights *L = &m->layers[il];
@@ -299,7 +325,7 @@ int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err) {
         rope_apply(c, c->q, T, hp->n_head);
         rope_apply(c, c->k, T, hp->n_head_kv);
         kv_store(c, b, il);
-        attn_job aj = {c, b, il};
+        attn_job aj = {c, b, il, n_chunks};
         pool_run(c->pool, attn_task, &aj);
         kern_matmul(c->kc, &L->wo, c->att, T, c->h);
         add_rows(c, c->x, c->h, T, E);

@@ -1,36 +1,49 @@
-/* attention.h - causal attention of a few query heads against a paged KV cache.
+/* attention.h - causal attention of a chunk of query tokens of one sequence
+ * against a paged KV cache, for one GQA group (n_q query heads sharing one
+ * KV head).
  *
- * One call computes, for n_q query heads that share one KV head (a GQA
- * group), out[h] = sum_j softmax_j(s_hj) * V[j] over key positions
- * j in [j_begin, j_end), with s_hj = cap(scale * q[h] . K[j]) where cap is
- * x -> softcap*tanh(x/softcap) when softcap > 0 (Gemma 2) and identity
- * otherwise. Computed in f32 with a two-pass softmax (max, then exp/sum),
- * like the float64 reference the tests use.
+ * For query token t (position pos[t]) and head h:
+ *   out[t][h] = sum_j softmax_j(s_thj) * V[j],  j in [j_lo(t), pos[t]]
+ *   s_thj = cap(scale * q[t][h] . K[j]),  cap(x) = softcap*tanh(x/softcap)
+ *   (identity when softcap == 0), j_lo(t) = max(0, pos[t] - window + 1) when
+ *   window > 0 (sliding window), else 0.
+ * f32 with a two-pass softmax (max, then exp/sum), like the float64 reference
+ * in the tests.
  *
- * KV addressing: row j of K lives at blocks[j / block_tokens] + k_off +
- * (j % block_tokens) * row_stride (same for V with v_off), so the caller's
- * paged cache (one block = all layers of block_tokens tokens) is read in
- * place. `scores` is caller scratch of n_q * j_end floats. Dispatched on
- * cpu_isa_active(); the ISA files are the same source (attention_impl.h)
- * compiled with different flags, using GCC vector extensions. */
+ * Method: keys are taken 16 at a time; their K rows are transposed once into
+ * a [head_dim][16] tile that every query row of the chunk then multiplies
+ * with broadcast FMAs (16 scores per head_dim FMAs, no horizontal sums). P.V
+ * accumulates V rows with vector FMAs along head_dim.
+ *
+ * KV addressing: row j of K is at blocks[j / block_tokens] + k_off +
+ * (j % block_tokens) * row_stride (V likewise with v_off): the paged cache is
+ * read in place. Scratch `scores` holds n_tok * n_q * (pos[n_tok-1] + 1)
+ * floats. Dispatched on cpu_isa_active(); the ISA files are the same source
+ * (attention_impl.h) compiled with different flags. */
 #ifndef CINFER_TENSOR_ATTENTION_H
 #define CINFER_TENSOR_ATTENTION_H
 
 #include <stdint.h>
 
+#define ATTN_MAX_CHUNK 16 /* query tokens per call */
+
 typedef struct attn_args {
-    const float *q;            /* n_q x head_dim, contiguous */
-    int n_q;
+    const float *q;            /* token t, head h at q + t*q_stride + h*head_dim */
+    int64_t q_stride;
+    float *out;                /* same layout as q, with out_stride */
+    int64_t out_stride;
+    const int32_t *pos;        /* n_tok positions, ascending by 1 */
+    int n_tok;                 /* 1..ATTN_MAX_CHUNK */
+    int n_q;                   /* query heads in the group */
     int head_dim;
     float *const *blocks;      /* block table of the sequence */
     int block_tokens;
     int64_t k_off, v_off;      /* element offsets of this layer's K/V head in a block */
     int64_t row_stride;        /* elements between consecutive token rows */
-    int j_begin, j_end;        /* key range [j_begin, j_end) */
+    int window;                /* 0 = full causal */
     float scale;
     float softcap;             /* 0 = off */
-    float *scores;             /* scratch: n_q * j_end */
-    float *out;                /* n_q x head_dim */
+    float *scores;             /* scratch, see above */
 } attn_args;
 
 void kern_attention(const attn_args *a);

@@ -1,29 +1,13 @@
-/* attention_impl.h - the body of kern_attention, included by
+/* attention_impl.h - the body of kern_attention (see attention.h), included by
  * attention_scalar.c / attention_avx2.c / attention_avx512.c, each of which
- * defines ATTN_FN (the function name) and is compiled with its ISA's flags.
- * Dots and axpys use 16-wide GCC vector types that the compiler maps to the
- * ISA at hand; tails are scalar. Not a public header. */
+ * defines ATTN_FN and is compiled with its ISA's flags. 16-wide GCC vector
+ * types map to the ISA at hand. Not a public header. */
 #include <math.h>
 #include <string.h>
 
 #include "tensor/attention.h"
 
 typedef float attn_v16 __attribute__((vector_size(64), aligned(4)));
-
-static inline float attn_dot(const float *a, const float *b, int n) {
-    attn_v16 acc = {0};
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        attn_v16 x, y;
-        memcpy(&x, a + i, sizeof x);
-        memcpy(&y, b + i, sizeof y);
-        acc += x * y;
-    }
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += acc[l];
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
 
 static inline void attn_axpy(float w, const float *x, float *y, int n) {
     int i = 0;
@@ -37,31 +21,65 @@ static inline void attn_axpy(float w, const float *x, float *y, int n) {
     for (; i < n; i++) y[i] += w * x[i];
 }
 
+static inline const float *attn_row(const attn_args *a, int64_t off, int j) {
+    return a->blocks[j / a->block_tokens] + off + (int64_t)(j % a->block_tokens) * a->row_stride;
+}
+
+static inline int attn_lo(const attn_args *a, int t) {
+    int lo = a->window > 0 ? a->pos[t] - a->window + 1 : 0;
+    return lo > 0 ? lo : 0;
+}
+
 void ATTN_FN(const attn_args *a) {
-    const int hd = a->head_dim, bt = a->block_tokens;
-    const int n = a->j_end - a->j_begin;
-    for (int h = 0; h < a->n_q; h++) {
-        const float *q = a->q + (int64_t)h * hd;
-        float *s = a->scores + (int64_t)h * a->j_end;
-        float mx = -INFINITY;
-        for (int j = a->j_begin; j < a->j_end; j++) {
-            const float *k = a->blocks[j / bt] + a->k_off + (int64_t)(j % bt) * a->row_stride;
-            float v = attn_dot(q, k, hd) * a->scale;
-            if (a->softcap > 0.0f) v = a->softcap * tanhf(v / a->softcap);
-            s[j] = v;
-            if (v > mx) mx = v;
+    const int hd = a->head_dim, nq = a->n_q, nt = a->n_tok;
+    const int j_end = a->pos[nt - 1] + 1;  /* keys any token of the chunk may see */
+    const int j_start = attn_lo(a, 0);
+    const int64_t srow = j_end;            /* score row length */
+    float kt[hd][16];                      /* transposed K tile */
+
+    /* pass 1: scores, 16 keys at a time */
+    for (int j0 = j_start; j0 < j_end; j0 += 16) {
+        int nk = j_end - j0 < 16 ? j_end - j0 : 16;
+        for (int c = 0; c < nk; c++) {
+            const float *k = attn_row(a, a->k_off, j0 + c);
+            for (int d = 0; d < hd; d++) kt[d][c] = k[d];
         }
-        float sum = 0.0f;
-        for (int j = a->j_begin; j < a->j_end; j++) {
-            s[j] = expf(s[j] - mx);
-            sum += s[j];
+        for (int c = nk; c < 16; c++)
+            for (int d = 0; d < hd; d++) kt[d][c] = 0.0f;
+        for (int t = 0; t < nt; t++) {
+            if (j0 > a->pos[t]) continue; /* entirely in this token's future */
+            for (int h = 0; h < nq; h++) {
+                const float *q = a->q + t * a->q_stride + (int64_t)h * hd;
+                attn_v16 acc = {0};
+                for (int d = 0; d < hd; d++) {
+                    attn_v16 kv;
+                    memcpy(&kv, kt[d], sizeof kv);
+                    acc += q[d] * kv;
+                }
+                float *s = a->scores + ((int64_t)t * nq + h) * srow + j0;
+                for (int c = 0; c < nk; c++) s[c] = acc[c] * a->scale;
+            }
         }
-        float inv = n > 0 ? 1.0f / sum : 0.0f;
-        float *o = a->out + (int64_t)h * hd;
-        memset(o, 0, sizeof(float) * (size_t)hd);
-        for (int j = a->j_begin; j < a->j_end; j++) {
-            const float *v = a->blocks[j / bt] + a->v_off + (int64_t)(j % bt) * a->row_stride;
-            attn_axpy(s[j] * inv, v, o, hd);
+    }
+    /* pass 2: per row softmax over its visible keys, then P.V */
+    for (int t = 0; t < nt; t++) {
+        int lo = attn_lo(a, t), hi = a->pos[t] + 1;
+        for (int h = 0; h < nq; h++) {
+            float *s = a->scores + ((int64_t)t * nq + h) * srow;
+            float mx = -INFINITY;
+            for (int j = lo; j < hi; j++) {
+                if (a->softcap > 0.0f) s[j] = a->softcap * tanhf(s[j] / a->softcap);
+                if (s[j] > mx) mx = s[j];
+            }
+            float sum = 0.0f;
+            for (int j = lo; j < hi; j++) {
+                s[j] = expf(s[j] - mx);
+                sum += s[j];
+            }
+            float inv = 1.0f / sum;
+            float *o = a->out + t * a->out_stride + (int64_t)h * hd;
+            memset(o, 0, sizeof(float) * (size_t)hd);
+            for (int j = lo; j < hi; j++) attn_axpy(s[j] * inv, attn_row(a, a->v_off, j), o, hd);
         }
     }
 }

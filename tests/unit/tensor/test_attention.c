@@ -1,6 +1,7 @@
 /* test_attention.c - kern_attention on every supported ISA against a float64
- * reference: GQA groups, head dims that are not multiples of the vector
- * width, key ranges inside and across blocks, soft-capping. */
+ * reference: chunks of 1..16 query tokens, GQA groups, head dims that are
+ * not multiples of the vector width, positions inside and across blocks,
+ * block sizes that are not 16, sliding windows and soft-capping. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,72 +15,86 @@ static float frand(unsigned *s) {
     return ((float)((*s >> 8) & 0xffff) / 65536.0f - 0.5f) * 2.0f;
 }
 
-static void reference(const attn_args *a, double *out) {
-    int hd = a->head_dim, bt = a->block_tokens;
-    for (int h = 0; h < a->n_q; h++) {
-        const float *q = a->q + h * hd;
-        double mx = -INFINITY, *s = calloc((size_t)a->j_end, sizeof(double));
-        for (int j = a->j_begin; j < a->j_end; j++) {
-            const float *k = a->blocks[j / bt] + a->k_off + (j % bt) * a->row_stride;
-            double d = 0;
-            for (int i = 0; i < hd; i++) d += (double)q[i] * k[i];
-            d *= a->scale;
-            if (a->softcap > 0) d = a->softcap * tanh(d / a->softcap);
-            s[j] = d;
-            if (d > mx) mx = d;
+static const float *row(const attn_args *a, int64_t off, int j) {
+    return a->blocks[j / a->block_tokens] + off + (int64_t)(j % a->block_tokens) * a->row_stride;
+}
+
+static double reference_max_diff(const attn_args *a) {
+    int hd = a->head_dim;
+    double md = 0;
+    for (int t = 0; t < a->n_tok; t++)
+        for (int h = 0; h < a->n_q; h++) {
+            const float *q = a->q + t * a->q_stride + h * hd;
+            int hi = a->pos[t] + 1, lo = a->window > 0 ? a->pos[t] - a->window + 1 : 0;
+            if (lo < 0) lo = 0;
+            double *s = calloc((size_t)hi, sizeof(double)), mx = -INFINITY, sum = 0;
+            for (int j = lo; j < hi; j++) {
+                const float *k = row(a, a->k_off, j);
+                double d = 0;
+                for (int i = 0; i < hd; i++) d += (double)q[i] * k[i];
+                d *= a->scale;
+                if (a->softcap > 0) d = a->softcap * tanh(d / a->softcap);
+                s[j] = d;
+                if (d > mx) mx = d;
+            }
+            for (int j = lo; j < hi; j++) sum += (s[j] = exp(s[j] - mx));
+            for (int i = 0; i < hd; i++) {
+                double o = 0;
+                for (int j = lo; j < hi; j++) o += s[j] / sum * row(a, a->v_off, j)[i];
+                md = fmax(md, fabs(o - a->out[t * a->out_stride + h * hd + i]));
+            }
+            free(s);
         }
-        double sum = 0;
-        for (int j = a->j_begin; j < a->j_end; j++) sum += (s[j] = exp(s[j] - mx));
-        for (int i = 0; i < hd; i++) {
-            double o = 0;
-            for (int j = a->j_begin; j < a->j_end; j++)
-                o += s[j] / sum * a->blocks[j / bt][a->v_off + (j % bt) * a->row_stride + i];
-            out[h * hd + i] = o;
-        }
-        free(s);
-    }
+    return md;
 }
 
 int main(void) {
     unsigned seed = 7;
     const int hds[] = {8, 13, 64, 128};
-    const int ranges[][2] = {{0, 1}, {0, 5}, {0, 16}, {0, 17}, {3, 40}, {20, 100}};
+    const int bts[] = {16, 7};
+    /* {first position, chunk length, window} */
+    const int cases[][3] = {{0, 1, 0}, {4, 1, 0}, {0, 16, 0}, {15, 2, 0}, {17, 5, 0}, {30, 16, 0},
+                            {95, 1, 0}, {0, 9, 4}, {40, 16, 20}, {70, 3, 32}};
     for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
         if (!cpu_isa_supported((cpu_isa)isa)) continue;
         cpu_isa_force((cpu_isa)isa);
         for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
-            for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++)
-                for (int cap = 0; cap < 2; cap++) {
-                    int hd = hds[hi], n_q = 3, n_kv = 2, bt = 16;
-                    int64_t stride = (int64_t)n_kv * hd;
-                    int n_blocks = (ranges[ri][1] + bt - 1) / bt;
-                    int64_t block_floats = 2 * bt * stride; /* one layer: K then V */
-                    float *mem = malloc(sizeof(float) * (size_t)(n_blocks * block_floats));
-                    float **blocks = malloc(sizeof(float *) * (size_t)n_blocks);
-                    for (int64_t i = 0; i < n_blocks * block_floats; i++) mem[i] = frand(&seed);
-                    for (int b = 0; b < n_blocks; b++) blocks[b] = mem + b * block_floats;
-                    float *q = malloc(sizeof(float) * (size_t)(n_q * hd)), *out = malloc(sizeof(float) * (size_t)(n_q * hd));
-                    for (int i = 0; i < n_q * hd; i++) q[i] = frand(&seed) * 2;
-                    float *scores = malloc(sizeof(float) * (size_t)(n_q * ranges[ri][1]));
-                    attn_args a = {.q = q, .n_q = n_q, .head_dim = hd, .blocks = blocks, .block_tokens = bt,
-                                   .k_off = hd, .v_off = bt * stride + hd, .row_stride = stride,
-                                   .j_begin = ranges[ri][0], .j_end = ranges[ri][1],
-                                   .scale = 1.0f / sqrtf((float)hd), .softcap = cap ? 0.5f : 0.0f,
-                                   .scores = scores, .out = out};
-                    kern_attention(&a);
-                    double *ref = malloc(sizeof(double) * (size_t)(n_q * hd));
-                    reference(&a, ref);
-                    double md = 0;
-                    for (int i = 0; i < n_q * hd; i++) md = fmax(md, fabs(ref[i] - out[i]));
-                    CHECKF(md < 2e-6, "%s hd %d range [%d,%d) cap %d: max diff %g", cpu_isa_name((cpu_isa)isa), hd,
-                           ranges[ri][0], ranges[ri][1], cap, md);
-                    free(ref);
-                    free(scores);
-                    free(q);
-                    free(out);
-                    free(blocks);
-                    free(mem);
-                }
+            for (size_t bi = 0; bi < sizeof bts / sizeof bts[0]; bi++)
+                for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+                    for (int cap = 0; cap < 2; cap++) {
+                        int hd = hds[hi], n_q = 3, n_kv = 2, bt = bts[bi];
+                        int p0 = cases[ci][0], nt = cases[ci][1];
+                        int n_pos = p0 + nt;
+                        int64_t stride = (int64_t)n_kv * hd;
+                        int n_blocks = (n_pos + bt - 1) / bt;
+                        int64_t block_floats = 2 * bt * stride; /* one layer: K then V */
+                        float *mem = malloc(sizeof(float) * (size_t)(n_blocks * block_floats));
+                        float **blocks = malloc(sizeof(float *) * (size_t)n_blocks);
+                        for (int64_t i = 0; i < n_blocks * block_floats; i++) mem[i] = frand(&seed);
+                        for (int b = 0; b < n_blocks; b++) blocks[b] = mem + b * block_floats;
+                        int64_t qs = (int64_t)n_q * hd + 5; /* a row stride wider than the heads */
+                        float *q = malloc(sizeof(float) * (size_t)(nt * qs));
+                        float *out = malloc(sizeof(float) * (size_t)(nt * qs));
+                        for (int i = 0; i < nt * qs; i++) q[i] = frand(&seed) * 2;
+                        int32_t pos[ATTN_MAX_CHUNK];
+                        for (int t = 0; t < nt; t++) pos[t] = p0 + t;
+                        float *scores = malloc(sizeof(float) * (size_t)(nt * n_q * n_pos));
+                        attn_args a = {.q = q, .q_stride = qs, .out = out, .out_stride = qs, .pos = pos,
+                                       .n_tok = nt, .n_q = n_q, .head_dim = hd, .blocks = blocks,
+                                       .block_tokens = bt, .k_off = hd, .v_off = bt * stride + hd,
+                                       .row_stride = stride, .window = cases[ci][2],
+                                       .scale = 1.0f / sqrtf((float)hd), .softcap = cap ? 0.5f : 0.0f,
+                                       .scores = scores};
+                        kern_attention(&a);
+                        double md = reference_max_diff(&a);
+                        CHECKF(md < 2e-6, "%s hd %d bt %d pos %d+%d window %d cap %d: max diff %g",
+                               cpu_isa_name((cpu_isa)isa), hd, bt, p0, nt, cases[ci][2], cap, md);
+                        free(scores);
+                        free(q);
+                        free(out);
+                        free(blocks);
+                        free(mem);
+                    }
     }
     return test_finish();
 }
