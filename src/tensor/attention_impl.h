@@ -78,8 +78,29 @@ void ATTN_FN(const attn_args *a) {
             }
             float inv = 1.0f / sum;
             float *o = a->out + t * a->out_stride + (int64_t)h * hd;
-            memset(o, 0, sizeof(float) * (size_t)hd);
-            for (int j = lo; j < hi; j++) attn_axpy(s[j] * inv, attn_row(a, a->v_off, j), o, hd);
+            int d0 = 0;
+            /* 64 dims at a time in four register accumulators */
+            for (; d0 + 64 <= hd; d0 += 64) {
+                attn_v16 acc[4] = {{0}, {0}, {0}, {0}};
+                for (int j = lo; j < hi; j++) {
+                    const float *v = attn_row(a, a->v_off, j) + d0;
+                    float w = s[j];
+                    for (int r = 0; r < 4; r++) {
+                        attn_v16 vv;
+                        memcpy(&vv, v + 16 * r, sizeof vv);
+                        acc[r] += w * vv;
+                    }
+                }
+                for (int r = 0; r < 4; r++) {
+                    acc[r] *= inv;
+                    memcpy(o + d0 + 16 * r, &acc[r], sizeof acc[r]);
+                }
+            }
+            if (d0 < hd) {
+                memset(o + d0, 0, sizeof(float) * (size_t)(hd - d0));
+                for (int j = lo; j < hi; j++) attn_axpy(s[j], attn_row(a, a->v_off, j) + d0, o + d0, hd - d0);
+                for (int i = d0; i < hd; i++) o[i] *= inv;
+            }
         }
     }
 }
