@@ -46,60 +46,77 @@ void ATTN_FN(const attn_args *a) {
         }
         for (int c = nk; c < 16; c++)
             for (int d = 0; d < hd; d++) kt[d][c] = 0.0f;
-        for (int t = 0; t < nt; t++) {
-            if (j0 > a->pos[t]) continue; /* entirely in this token's future */
-            for (int h = 0; h < nq; h++) {
-                const float *q = a->q + t * a->q_stride + (int64_t)h * hd;
-                attn_v16 acc = {0};
-                for (int d = 0; d < hd; d++) {
-                    attn_v16 kv;
-                    memcpy(&kv, kt[d], sizeof kv);
-                    acc += q[d] * kv;
-                }
-                float *s = a->scores + ((int64_t)t * nq + h) * srow + j0;
-                for (int c = 0; c < nk; c++) s[c] = acc[c] * a->scale;
+        /* 8 query rows (token-major, head-minor) at a time: 8 independent
+         * FMA chains share each K tile load. Rows of tokens for which the
+         * tile is in the future compute scores that pass 2 never reads. */
+        const int n_rows = nt * nq;
+        for (int r0 = 0; r0 < n_rows; r0 += 8) {
+            int nr = n_rows - r0 < 8 ? n_rows - r0 : 8;
+            const float *qr[8];
+            for (int i = 0; i < 8; i++) {
+                int r = r0 + (i < nr ? i : 0);
+                qr[i] = a->q + (r / nq) * a->q_stride + (int64_t)(r % nq) * hd;
+            }
+            attn_v16 acc[8] = {{0}};
+            for (int d = 0; d < hd; d++) {
+                attn_v16 kv;
+                memcpy(&kv, kt[d], sizeof kv);
+                for (int i = 0; i < 8; i++) acc[i] += qr[i][d] * kv;
+            }
+            for (int i = 0; i < nr; i++) {
+                float *sc = a->scores + (int64_t)(r0 + i) * srow + j0;
+                for (int c = 0; c < nk; c++) sc[c] = acc[i][c] * a->scale;
             }
         }
     }
-    /* pass 2: per row softmax over its visible keys, then P.V */
+    /* pass 2: per row softmax over its visible keys (normalised in place),
+     * then P.V for two heads at a time: 2 rows x 4 vectors = 8 independent
+     * accumulators sharing each V row load. */
     for (int t = 0; t < nt; t++) {
         int lo = attn_lo(a, t), hi = a->pos[t] + 1;
         for (int h = 0; h < nq; h++) {
-            float *s = a->scores + ((int64_t)t * nq + h) * srow;
+            float *sc = a->scores + ((int64_t)t * nq + h) * srow;
             float mx = -INFINITY;
             for (int j = lo; j < hi; j++) {
-                if (a->softcap > 0.0f) s[j] = a->softcap * tanhf(s[j] / a->softcap);
-                if (s[j] > mx) mx = s[j];
+                if (a->softcap > 0.0f) sc[j] = a->softcap * tanhf(sc[j] / a->softcap);
+                if (sc[j] > mx) mx = sc[j];
             }
             float sum = 0.0f;
             for (int j = lo; j < hi; j++) {
-                s[j] = expf(s[j] - mx);
-                sum += s[j];
+                sc[j] = expf(sc[j] - mx);
+                sum += sc[j];
             }
             float inv = 1.0f / sum;
-            float *o = a->out + t * a->out_stride + (int64_t)h * hd;
+            for (int j = lo; j < hi; j++) sc[j] *= inv;
+        }
+        for (int h = 0; h < nq; h += 2) {
+            int nh = nq - h < 2 ? 1 : 2;
+            const float *p0 = a->scores + ((int64_t)t * nq + h) * srow;
+            const float *p1 = p0 + (nh == 2 ? srow : 0);
+            float *o0 = a->out + t * a->out_stride + (int64_t)h * hd;
             int d0 = 0;
-            /* 64 dims at a time in four register accumulators */
             for (; d0 + 64 <= hd; d0 += 64) {
-                attn_v16 acc[4] = {{0}, {0}, {0}, {0}};
+                attn_v16 acc0[4] = {{0}}, acc1[4] = {{0}};
                 for (int j = lo; j < hi; j++) {
                     const float *v = attn_row(a, a->v_off, j) + d0;
-                    float w = s[j];
+                    float w0 = p0[j], w1 = p1[j];
                     for (int r = 0; r < 4; r++) {
                         attn_v16 vv;
                         memcpy(&vv, v + 16 * r, sizeof vv);
-                        acc[r] += w * vv;
+                        acc0[r] += w0 * vv;
+                        acc1[r] += w1 * vv;
                     }
                 }
                 for (int r = 0; r < 4; r++) {
-                    acc[r] *= inv;
-                    memcpy(o + d0 + 16 * r, &acc[r], sizeof acc[r]);
+                    memcpy(o0 + d0 + 16 * r, &acc0[r], sizeof acc0[r]);
+                    if (nh == 2) memcpy(o0 + hd + d0 + 16 * r, &acc1[r], sizeof acc1[r]);
                 }
             }
-            if (d0 < hd) {
+            for (int k = 0; d0 < hd && k < nh; k++) {
+                const float *pk = k ? p1 : p0;
+                float *o = o0 + (int64_t)k * hd;
                 memset(o + d0, 0, sizeof(float) * (size_t)(hd - d0));
-                for (int j = lo; j < hi; j++) attn_axpy(s[j], attn_row(a, a->v_off, j) + d0, o + d0, hd - d0);
-                for (int i = d0; i < hd; i++) o[i] *= inv;
+                for (int j = lo; j < hi; j++) attn_axpy(pk[j], attn_row(a, a->v_off, j) + d0, o + d0, hd - d0);
             }
         }
     }
