@@ -3,7 +3,7 @@
 # SECONDS each, starting from the committed seed corpus tests/fuzz/corpus/<name>/ (new inputs go
 # to a scratch corpus under BUILD_DIR, never into the repository). Fails if any harness finds a crash.
 set -euo pipefail
-build=${1:?build dir}; secs=${2:-20}
+build=$(cd "${1:?build dir}" && pwd); secs=${2:-20}
 root=$(cd "$(dirname "$0")/.." && pwd)
 found=0
 for fz in "$build"/fuzz_*; do
