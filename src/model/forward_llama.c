@@ -16,6 +16,7 @@
 
 #include "model/model_internal.h"
 #include "tensor/attention.h"
+#include "tensor/vecmath.h"
 
 struct fwd_ctx {
     const model *m;
@@ -126,7 +127,7 @@ static void rmsnorm_rows(fwd_ctx *c, const float *src, const float *w, float *ds
 static void swiglu_row(rows_job *j, int32_t r) {
     float *g = j->dst + (int64_t)r * j->width;
     const float *u = j->src + (int64_t)r * j->width;
-    for (int64_t i = 0; i < j->width; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    kern_silu_mul(g, u, j->width);
 }
 
 static void add_row(rows_job *j, int32_t r) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tensor/attention.h"
+#include "tensor/vecmath_impl.h"
 
 typedef float attn_v16 __attribute__((vector_size(64), aligned(4)));
 
@@ -81,11 +82,7 @@ void ATTN_FN(const attn_args *a) {
                 if (a->softcap > 0.0f) sc[j] = a->softcap * tanhf(sc[j] / a->softcap);
                 if (sc[j] > mx) mx = sc[j];
             }
-            float sum = 0.0f;
-            for (int j = lo; j < hi; j++) {
-                sc[j] = expf(sc[j] - mx);
-                sum += sc[j];
-            }
+            float sum = vm_exp_sub_sum(sc + lo, hi - lo, mx);
             float inv = 1.0f / sum;
             for (int j = lo; j < hi; j++) sc[j] *= inv;
         }
