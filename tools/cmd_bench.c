@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "engine/generate.h"
 #include "model/model.h"
+#include "tensor/peak.h"
 
 static void bench_usage(FILE *out) {
     fprintf(out,
@@ -51,6 +52,12 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
     return 0;
 }
 
+/* Whether the model's big matrices are int8-multiplied (Q8_0/Q4_0 weights). */
+static int hp_is_int8(const model *m) {
+    const gguf_tensor *t = gguf_find_tensor(model_get_gguf(m), "blk.0.ffn_up.weight");
+    return t && (t->type == DT_Q8_0 || t->type == DT_Q4_0);
+}
+
 static int bench_latency(const bench_opts *o) {
     cf_err err = {0};
     model *m;
@@ -69,6 +76,7 @@ static int bench_latency(const bench_opts *o) {
         prompt[i] = (int32_t)((x >> 33) % (uint64_t)hp->n_vocab);
     }
     double bw = kern_measure_read_bandwidth(pool, (size_t)o->bw_mib << 20);
+    peak_ops peak = kern_measure_peak(pool);
     double best_pp = 1e30, best_tg = 1e30;
     int rc = 0;
     for (long long r = 0; r < o->reps && !rc; r++) {
@@ -96,10 +104,13 @@ static int bench_latency(const bench_opts *o) {
         double flops_tok = 2.0 * (double)model_n_params(m);
         printf("model        %s (%s, %.1fM params, %.1f MiB streamed per token)\n", o->model, hp->arch,
                (double)model_n_params(m) / 1e6, wbytes / (1 << 20));
-        printf("machine      %d threads, kernels %s, read bandwidth %.2f GB/s\n", pool_size(pool),
-               cpu_isa_name(cpu_isa_active()), bw / 1e9);
-        printf("prefill      %lld tokens: %8.1f tok/s  (%.1f GFLOP/s in matmuls)\n", o->prompt, pp,
-               pp * flops_tok / 1e9);
+        printf("machine      %d threads, kernels %s, read bandwidth %.2f GB/s, peak f32 FMA %.0f GFLOP/s, "
+               "int8 VNNI %.0f GOP/s\n", pool_size(pool), cpu_isa_name(cpu_isa_active()), bw / 1e9,
+               peak.f32_flops / 1e9, peak.int8_ops / 1e9);
+        double peak_w = (hp_is_int8(m) && peak.int8_ops > 0) ? peak.int8_ops : peak.f32_flops;
+        printf("prefill      %lld tokens: %8.1f tok/s  (%.1f GFLOP/s in matmuls, %.0f%% of the %s peak)\n",
+               o->prompt, pp, pp * flops_tok / 1e9, 100.0 * pp * flops_tok / peak_w,
+               peak_w == peak.int8_ops ? "int8" : "f32");
         printf("decode       %lld tokens: %8.2f tok/s  roofline %.2f tok/s (%.0f%% of bandwidth limit)\n", o->gen,
                tg, roof, 100.0 * tg / roof);
     }
