@@ -164,7 +164,8 @@ static void test_matmul(thread_pool *pools[2], kern_ctx *ctxs[2]) {
             for (size_t b = 0; b < nk; b++)
                 for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
                     /* keep the run time sane: the biggest k only with a few shapes */
-                    if (ks[b] == 4128 && !(ns[a] == 33 || ms[mi] <= 2 || (ns[a] == 257 && ms[mi] == 17))) continue;
+                    if (ks[b] == 4128 && !(ns[a] == 33 || ms[mi] <= 2 || (ns[a] == 257 && ms[mi] == 17) || (ns[a] == 7 && ms[mi] == 64)))
+                        continue;
                     mm_case c;
                     case_init(&c, t, ns[a], ks[b], ms[mi]);
                     run_case(&c, pools, ctxs);
