@@ -4,12 +4,18 @@
  * shared "job" slot (fn, ctx).
  * Protocol (lock-free on the hot path):
  *   - pool_run publishes fn/ctx, sets `pending` = nth - 1, then bumps the
- *     `generation` counter (release) and futex-wakes workers if any sleep.
+ *     `generation` counter (seq_cst) and futex-wakes workers if any sleep.
  *   - A worker waits for `generation` to change: it spins (pause) for a while,
  *     then announces itself in `sleepers` and futex-waits on `generation`.
- *     After running fn it decrements `pending` (release).
- *   - The caller runs ith = 0 itself, then spins (yielding after a while)
- *     until `pending` is 0 (acquire), so all effects of fn are visible.
+ *   - Slot ith of run g is executed by whoever first moves claimed[ith] from an
+ *     older generation to g (CAS): normally worker ith; but after running
+ *     ith = 0 the caller claims every slot whose worker has not started yet
+ *     (descheduled, or still waking from the futex) and runs it itself. So a
+ *     run never waits for a thread that is not running. Claims only move
+ *     forward (a stale worker never claims an older generation).
+ *   - Whoever ran a slot decrements `pending` (release); the caller spins
+ *     (yielding after a while) until it is 0 (acquire), so all effects of fn
+ *     are visible when pool_run returns.
  * Invariant: pool_run calls never overlap (single engine thread), so the job
  * slot is only written while every worker is idle. Destroy sets `quit` and
  * runs a no-op generation to wake everyone. */
@@ -38,6 +44,7 @@ struct thread_pool {
     pool_task_fn fn;
     void *ctx;
     _Atomic uint32_t generation;
+    _Atomic uint32_t *claimed; /* [nth]: last generation whose slot ith was claimed */
     _Atomic int pending;
     _Atomic int sleepers;
     _Atomic int quit;
@@ -74,6 +81,16 @@ static uint32_t wait_new_generation(thread_pool *p, uint32_t seen) {
     }
 }
 
+/* Claims slot ith of run g if nobody has; true if the caller must run it. */
+static int claim_slot(thread_pool *p, int ith, uint32_t g) {
+    uint32_t c = atomic_load_explicit(&p->claimed[ith], memory_order_acquire);
+    while ((int32_t)(c - g) < 0)
+        if (atomic_compare_exchange_weak_explicit(&p->claimed[ith], &c, g, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return 1;
+    return 0;
+}
+
 static void *worker_main(void *arg) {
     worker *w = arg;
     thread_pool *p = w->pool;
@@ -82,8 +99,10 @@ static void *worker_main(void *arg) {
     for (;;) {
         seen = wait_new_generation(p, seen);
         if (atomic_load_explicit(&p->quit, memory_order_acquire)) break;
-        p->fn(p->ctx, w->ith, p->nth);
-        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+        if (claim_slot(p, w->ith, seen)) {
+            p->fn(p->ctx, w->ith, p->nth);
+            atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+        }
     }
     return NULL;
 }
@@ -99,7 +118,10 @@ thread_pool *pool_create(int n_threads) {
     if (!p) return NULL;
     p->nth = n_threads;
     p->workers = calloc((size_t)n_threads, sizeof *p->workers);
-    if (!p->workers) {
+    p->claimed = calloc((size_t)n_threads, sizeof *p->claimed);
+    if (!p->workers || !p->claimed) {
+        free(p->workers);
+        free(p->claimed);
         free(p);
         return NULL;
     }
@@ -127,6 +149,7 @@ void pool_destroy(thread_pool *p) {
     futex_wake_all(&p->generation);
     for (int i = 1; i < p->nth; i++) pthread_join(p->workers[i].tid, NULL);
     free(p->workers);
+    free(p->claimed);
     free(p);
 }
 
@@ -140,9 +163,14 @@ void pool_run(thread_pool *p, pool_task_fn fn, void *ctx) {
     p->fn = fn;
     p->ctx = ctx;
     atomic_store_explicit(&p->pending, p->nth - 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_seq_cst);
+    uint32_t g = atomic_fetch_add_explicit(&p->generation, 1, memory_order_seq_cst) + 1;
     if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst) > 0) futex_wake_all(&p->generation);
     fn(ctx, 0, p->nth);
+    for (int ith = 1; ith < p->nth; ith++)
+        if (claim_slot(p, ith, g)) { /* its worker has not started: run the slot here */
+            fn(ctx, ith, p->nth);
+            atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+        }
     for (long i = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++) {
         if (i < POOL_SPIN_ITERS)
             cpu_relax();

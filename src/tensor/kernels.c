@@ -11,6 +11,7 @@
  * time (one engine thread per context). */
 #include "tensor/kernels.h"
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +203,8 @@ void kern_weight_release(kern_weight *w) {
  * multiple of every ISA's row_block), so a thread that gets descheduled or runs
  * slower does not hold up the whole matmul. */
 #define MM_CHUNK_ROWS 32
+/* Below this many multiply-adds kern_matmul runs on the calling thread only. */
+#define MM_INLINE_MACS (1 << 18)
 
 typedef struct mm_job {
     const kern_ops *ops;
@@ -293,13 +296,18 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
         j.a.xp = c->scratch;
         prep = 1;
     }
+    assert(!prep || (m <= c->max_rows && w->k <= c->max_k)); /* caller contract: fits the scratch */
     if (prep) {
         if (m * w->k < 65536 || pool_size(c->pool) == 1)
             prep_range(&j, 0, prep_units(&j));
         else
             pool_run(c->pool, prep_task, &j);
     }
-    pool_run(c->pool, mm_task, &j);
+    /* Tiny products (a few hundred thousand MACs) cost less than waking the pool. */
+    if ((double)m * (double)w->n * (double)w->k < (double)MM_INLINE_MACS)
+        mm_task(&j, 0, 1);
+    else
+        pool_run(c->pool, mm_task, &j);
 }
 
 /* ---- bandwidth probe ---- */

@@ -9,10 +9,17 @@
  * activations are first quantized to Q8_0 blocks (once per call, into the
  * context's scratch) and integer dot products (VNNI where present) are
  * scaled per block. F32/F16 weights use f32 FMA (F16 converted on the fly),
- * BF16 weights use f32 FMA (AVX512-BF16 where it does not cost accuracy).
+ * BF16 weights use f32 FMA after exact widening (vdpbf16ps, which would round
+ * the activations to bf16, measured slower on the target CPU and is not used).
  *
- * Threads: kern_matmul splits output rows (and for large m, row tiles) over the
- * context's pool. Nothing here allocates after kern_ctx_create. */
+ * A weight is always multiplied by the kernels of the ISA it was prepared for
+ * (kern_weight.isa), whatever cpu_isa_active() says later.
+ *
+ * Threads: kern_matmul hands out chunks of 32 output rows over the context's
+ * pool (or, when n is too small to feed every thread, splits activation rows);
+ * products under ~256K multiply-adds run on the calling thread. Nothing here
+ * allocates after kern_ctx_create. Implementation map: kernels.c (dispatch,
+ * packing, threading), kernels_{scalar,avx2,avx512}.c, kernels_impl.h. */
 #ifndef CINFER_TENSOR_KERNELS_H
 #define CINFER_TENSOR_KERNELS_H
 
@@ -47,7 +54,8 @@ void kern_ctx_destroy(kern_ctx *c);
 thread_pool *kern_ctx_pool(kern_ctx *c);
 
 /* y[i*n + o] = sum_j W[o][j] * x[i*k + j] for i < m, o < n.
- * m <= max_rows, k <= max_k of the context. Multithreaded over the pool. */
+ * m <= max_rows, k <= max_k of the context (asserted). Multithreaded over the
+ * pool; uses the context's scratch, so one caller per context at a time. */
 void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, float *y);
 
 /* Single-threaded dispatched vector primitives (used by attention etc.). */

@@ -362,7 +362,11 @@ static uint64_t read_sum(const void *buf, size_t bytes) {
         s2 = _mm512_add_epi64(s2, _mm512_load_si512(p + i + 2));
         s3 = _mm512_add_epi64(s3, _mm512_load_si512(p + i + 3));
     }
-    return (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)));
+    /* horizontal sum in unsigned arithmetic (_mm512_reduce_add_epi64 adds as signed: UB on wrap) */
+    uint64_t lanes[8], sum = 0;
+    _mm512_storeu_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)));
+    for (int l = 0; l < 8; l++) sum += lanes[l];
+    return sum;
 }
 
 const kern_ops kern_ops_avx512 = {

@@ -1,7 +1,9 @@
 /* test_threadpool.c - pool_run runs every ith exactly once per run and returns
  * only after all have finished (over many back-to-back runs, with and without
- * idle gaps long enough for workers to go to sleep), pool_split covers [0, n)
- * exactly with near-equal ranges, sizes, and create/destroy cycles. */
+ * idle gaps long enough for workers to go to sleep), workers really take part,
+ * pool_split covers [0, n) exactly with near-equal ranges, sizes, and
+ * create/destroy cycles. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +63,34 @@ static void run_many(int nthreads, int runs, int sleep_every) {
     pool_destroy(p);
 }
 
+/* Slots run by a thread other than the caller: the pool must actually run
+ * work in parallel (the caller only runs slots whose worker has not started). */
+typedef struct {
+    pthread_t caller;
+    _Atomic int on_worker;
+    volatile double sink;
+} par_job;
+
+static void busy_task(void *ctx, int ith, int nth) {
+    par_job *j = ctx;
+    (void)nth;
+    if (ith > 0 && !pthread_equal(pthread_self(), j->caller)) atomic_fetch_add(&j->on_worker, 1);
+    double s = 0;
+    for (int i = 0; i < 20000; i++) s += i * 1e-9;
+    j->sink = s;
+}
+
+static void test_parallel(void) {
+    thread_pool *p = pool_create(2);
+    CHECK(p != NULL);
+    if (!p) return;
+    par_job j = {.caller = pthread_self()};
+    for (int r = 0; r < 500; r++) pool_run(p, busy_task, &j);
+    fprintf(stderr, "slot 1 ran on the worker in %d of 500 runs\n", atomic_load(&j.on_worker));
+    CHECK(atomic_load(&j.on_worker) > 0);
+    pool_destroy(p);
+}
+
 static void test_split(void) {
     int bad = 0;
     for (long long n = 0; n < 100; n++)
@@ -79,6 +109,7 @@ static void test_split(void) {
 
 int main(void) {
     test_split();
+    test_parallel();
     run_many(1, 1000, 0);
     run_many(2, 20000, 0);
     run_many(2, 200, 20);
