@@ -5,7 +5,12 @@
  * returned. Workers spin briefly, then sleep on a futex/condvar between runs,
  * so back-to-back runs (one per matmul) cost ~1 us, not a thread wake-up.
  * No locks are taken inside fn by the pool. Calls to pool_run on one pool must
- * not overlap (the engine thread is its only caller). */
+ * not overlap (the engine thread is its only caller).
+ * The calls for different ith may run on the same OS thread one after another:
+ * when a worker has not started by the time the caller finished ith = 0 (it is
+ * asleep or descheduled), the caller runs that slot itself. So fn must never
+ * wait for another ith (no barriers or spin-waits inside fn); index per-thread
+ * state by ith, not by thread-local storage. */
 #ifndef CINFER_BASE_THREADPOOL_H
 #define CINFER_BASE_THREADPOOL_H
 

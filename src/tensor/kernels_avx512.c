@@ -1,15 +1,14 @@
-/* kernels_avx512.c - AVX-512 (F/BW/VL/DQ/VNNI, BF16 where present) kernels.
+/* kernels_avx512.c - AVX-512 (F/BW/VL/DQ/VNNI) kernels.
  *
  * Weights are in the KL_P16 panel layouts (kernels_impl.h): 16 output rows per
  * zmm. A register tile is RV panels (1 or 2, i.e. 16 or 32 rows) x MA
- * activation rows; each activation value (or Q8_0 dword / bf16 pair) is
+ * activation rows; each activation value (or Q8_0 dword of 4 quants) is
  * broadcast and multiplied into all rows of the tile at once:
  *   F32/F16 : vfmadd231ps, F16 converted with vcvtph2ps per k
  *   BF16    : converted to f32 with shifts + FMA (exact). (vdpbf16ps with
  *             bf16-rounded activations measured slower than this on SPR.)
  * Float activations for m > 1 come packed 12 rows interleaved (a->xp), so a
- * tile broadcasts from one stream instead of 12 rows k apart (which thrash L1
- * sets when k is a multiple of 1024).
+ * tile broadcasts from one contiguous stream instead of 12 rows k apart.
  *   Q8_0/Q4_0: vpdpbusd(unsigned weights, signed Q8_0 activations), the int32
  *             accumulator of each 32-block starts at the activation block's
  *             correction (-128 or -8 times sum q), then is scaled by
