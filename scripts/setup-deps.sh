@@ -4,7 +4,7 @@
 # Usage: scripts/setup-deps.sh [--with-fuzz]
 set -euo pipefail
 
-pkgs=(build-essential cmake pkg-config libjansson-dev libpcre2-dev curl ca-certificates python3)
+pkgs=(build-essential cmake pkg-config libjansson-dev libpcre2-dev libssl-dev curl ca-certificates python3)
 # clang + compiler-rt provide libFuzzer for the fuzz harnesses run by `make test`.
 pkgs+=(clang libclang-rt-dev)
 
