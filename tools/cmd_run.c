@@ -175,6 +175,7 @@ static int generate(const run_opts *o, model *m, thread_pool *pool) {
     size_t nb = detok_flush(&ds, out, sizeof out);
     fwrite(out, 1, nb, stdout);
     fputc('\n', stdout);
+    fflush(stdout);
     fprintf(stderr, "cinfer: prompt %zu tokens in %.3f s (%.1f tok/s); generated %lld tokens, decode %.1f tok/s [%s, %d threads]\n",
             n_ids, t1 - t0, (double)n_ids / (t1 - t0), n_gen, n_gen > 1 ? (double)(n_gen - 1) / t_decode : 0.0,
             cpu_isa_name(cpu_isa_active()), pool_size(pool));
