@@ -12,4 +12,14 @@ cmp "$tmp/out.txt" "$want" || { echo "gguf: text differs"; diff "$tmp/out.txt" "
 "$bin" convert llama2c "$shared/models/stories260K.bin" "$shared/models/tok512.bin" "$tmp/conv.gguf"
 "$bin" run -m "$tmp/conv.gguf" -n 200 --temp 0 >"$tmp/conv.txt" 2>/dev/null
 cmp "$tmp/conv.txt" "$want" || { echo "converted: text differs"; exit 1; }
-echo "llama2c text: ok"
+
+# every kernel path gives the same greedy text (CINFER_CPU forces the path; the stderr line names it)
+for isa in avx2 scalar; do
+  CINFER_CPU=$isa "$bin" run -m "$shared/models/stories260K.gguf" -n 200 --temp 0 --ctx 512 >"$tmp/$isa.txt" 2>"$tmp/$isa.err"
+  if grep -q "\[$isa," "$tmp/$isa.err"; then
+    cmp "$tmp/$isa.txt" "$want" || { echo "$isa: text differs"; exit 1; }
+  else
+    echo "($isa not supported here: $(tail -1 "$tmp/$isa.err"))"
+  fi
+done
+echo "all kernel paths: ok"
