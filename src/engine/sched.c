@@ -176,7 +176,8 @@ static void sched_decodes(sched_work *w, const int32_t *order, int32_t n_run, in
         const sched_req *r = &reqs[q];
         if (w->mark[q] != SCHED_MARK_NONE || !sched_is_decode(r) || !sched_active(r)) continue;
         int32_t need = sched_new_blocks(r, r->n_computed, 1, w->in->block_tokens, false);
-        while (need > w->free_blocks && w->mark[q] == SCHED_MARK_NONE) sched_preempt_one(w, order, tail);
+        while (need > w->free_blocks && w->mark[q] == SCHED_MARK_NONE)
+            if (sched_preempt_one(w, order, tail) < 0) return; /* unreachable: q itself is a candidate */
         if (w->mark[q] == SCHED_MARK_NONE) sched_add(w, q, SCHED_DECODE, r->n_computed, 1, false);
     }
 }
@@ -192,13 +193,13 @@ static void sched_running_prefills(sched_work *w, const int32_t *order, int32_t 
         int32_t n = sched_chunk_len(w, r->n_computed, left);
         if (n == 0) break;
         while (w->mark[q] == SCHED_MARK_NONE) {
-            int32_t fit = (r->n_blocks + w->free_blocks) * bt - r->n_computed;
+            int64_t fit = ((int64_t)r->n_blocks + w->free_blocks) * bt - r->n_computed;
             if (fit >= 1) {
-                if (n > fit) n = fit;
+                if (n > fit) n = (int32_t)fit;
                 sched_add(w, q, SCHED_PREFILL, r->n_computed, n, false);
                 break;
             }
-            sched_preempt_one(w, order, tail);
+            if (sched_preempt_one(w, order, tail) < 0) return; /* unreachable, as above */
         }
     }
 }
@@ -214,8 +215,8 @@ static void sched_admit(sched_work *w, const int32_t *order, int32_t n_wait) {
         int32_t len = sched_seq_len(r), start = r->n_cached < len - 1 ? r->n_cached : len - 1;
         start = start / bt * bt;
         int32_t n = sched_chunk_len(w, start, len - start);
-        int32_t fit = w->free_blocks * bt - start;
-        if (n > fit) n = fit;
+        int64_t fit = (int64_t)w->free_blocks * bt - start;
+        if (n > fit) n = fit > 0 ? (int32_t)fit : 0;
         if (n <= 0) break; /* FCFS: nobody behind it overtakes */
         sched_add(w, q, SCHED_PREFILL, start, n, true);
         w->plan->n_running++;
