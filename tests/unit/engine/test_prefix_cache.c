@@ -225,6 +225,52 @@ static void test_lru_and_duplicates(void) {
     kv_pool_free(p);
 }
 
+/* Churn on a tiny pool (8 blocks, 16 table slots: many probe collisions):
+ * the table must agree with a reference model after every insert/evict. */
+static void test_table_churn(void) {
+    uint8_t fp[32] = {5};
+    kv_pool *p = make_pool(8);
+    prefix_cache *c = NULL;
+    cf_err err;
+    CHECK(p && prefix_cache_create(p, fp, &c, &err) == 0);
+    enum { NX = 64 };
+    int32_t x_block[NX], block_x[8], tok[BT] = {0};
+    for (int i = 0; i < NX; i++) x_block[i] = -1;
+    for (int i = 0; i < 8; i++) block_x[i] = -1;
+    uint32_t s = 1;
+    int bad = 0;
+    for (int op = 0; op < 3000 && bad < 5; op++) {
+        s = s * 1103515245u + 12345u;
+        int x = (int)((s >> 16) % NX);
+        tok[0] = x;
+        if (x_block[x] >= 0) { /* hit: take and drop a reference */
+            prefix_match m;
+            int32_t b = -1;
+            CHECK(prefix_cache_match(c, tok, BT, salt_of(NULL), &b, 1, &m, &err) == 0);
+            if (b != x_block[x]) bad++;
+            kv_pool_unref(p, b);
+        } else { /* miss: allocate (maybe evicting), register, release */
+            int32_t b;
+            uint8_t key[32];
+            CHECK(kv_pool_alloc(p, &b, &err) == 0);
+            if (block_x[b] >= 0) x_block[block_x[b]] = -1; /* evicted */
+            CHECK(prefix_cache_insert(c, NULL, tok, salt_of(NULL), b, key, &err) == b);
+            x_block[x] = b;
+            block_x[b] = x;
+            kv_pool_unref(p, b);
+        }
+        for (int y = 0; y < NX; y++) {
+            tok[0] = y;
+            if ((prefix_cache_peek(c, tok, BT, salt_of(NULL)) == BT) != (x_block[y] >= 0)) bad++;
+        }
+        if (prefix_cache_get_stats(c).entries != 8 - kv_pool_get_stats(p).free) bad++;
+    }
+    CHECKF(bad == 0, "%d disagreements with the reference model", bad);
+    CHECK(prefix_cache_get_stats(c).evictions > 100);
+    prefix_cache_free(c);
+    kv_pool_free(p);
+}
+
 static void test_fingerprint(void) {
     cf_err err = {{0}};
     model *m = NULL;
@@ -251,6 +297,7 @@ int main(void) {
     test_key_vectors();
     test_chains();
     test_lru_and_duplicates();
+    test_table_churn();
     test_fingerprint();
     return test_finish();
 }
