@@ -1,0 +1,259 @@
+/* kv_pool.c - see kv_pool.h. Free stack and LRU are intrusive lists over the
+ * per-block next/prev arrays (a block is on at most one list at a time), so
+ * every operation is O(1) and nothing is allocated after kv_pool_create. */
+#include "engine/kv_pool.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KV_POOL_ALIGN 64
+#define KV_NIL (-1)
+
+struct kv_pool {
+    int32_t n_blocks, block_tokens;
+    int64_t block_floats, stride_bytes; /* stride: block bytes rounded up to KV_POOL_ALIGN */
+    int64_t budget, bytes;
+    float *mem;
+    int32_t *refs, *next, *prev, *cached; /* per block */
+    int32_t free_head, n_free;
+    int32_t lru_head, lru_tail, n_lru; /* head = oldest */
+    int32_t n_used;
+    uint64_t evictions;
+    kv_pool_evict_fn evict_fn;
+    void *evict_ctx;
+};
+
+/* ---- specs ---- */
+
+int kv_spec_from_model(const model *m, kv_spec *out, cf_err *err) {
+    const model_hparams *hp = model_get_hparams(m);
+    memset(out, 0, sizeof *out);
+    out->n_groups = 1;
+    out->groups[0] = (kv_group_spec){
+        .kind = KV_LAYER_FULL,
+        .n_layers = hp->n_layer,
+        .token_floats = 2 * hp->n_head_kv * hp->head_dim,
+    };
+    return kv_spec_check(out, err);
+}
+
+int kv_spec_check(const kv_spec *s, cf_err *err) {
+    if (s->n_groups < 1 || s->n_groups > KV_SPEC_MAX_GROUPS)
+        return cf_fail(err, "kv spec: %d layer groups (expected 1..%d)", s->n_groups, KV_SPEC_MAX_GROUPS);
+    int64_t per_token = 0;
+    for (int i = 0; i < s->n_groups; i++) {
+        const kv_group_spec *g = &s->groups[i];
+        if (g->kind < KV_LAYER_FULL || g->kind > KV_LAYER_SLIDING)
+            return cf_fail(err, "kv spec: group %d has unknown kind %d", i, (int)g->kind);
+        if (g->n_layers <= 0 || g->token_floats <= 0)
+            return cf_fail(err, "kv spec: group %d has %d layers of %d floats per token (expected positive)", i,
+                           g->n_layers, g->token_floats);
+        if (g->kind == KV_LAYER_SLIDING && g->window <= 0)
+            return cf_fail(err, "kv spec: sliding group %d has window %d (expected positive)", i, g->window);
+        per_token += (int64_t)g->n_layers * g->token_floats;
+        if (per_token > ((int64_t)1 << 40)) return cf_fail(err, "kv spec: %lld floats per token is too large", (long long)per_token);
+    }
+    return 0;
+}
+
+int64_t kv_spec_block_floats(const kv_spec *s, int32_t block_tokens) {
+    int64_t f = 0;
+    for (int i = 0; i < s->n_groups; i++) f += (int64_t)s->groups[i].n_layers * s->groups[i].token_floats;
+    return f * block_tokens;
+}
+
+/* ---- lists ---- */
+
+static void kv_pool_free_push(kv_pool *p, int32_t id) {
+    p->next[id] = p->free_head;
+    p->prev[id] = KV_NIL;
+    p->free_head = id;
+    p->n_free++;
+}
+
+static int32_t kv_pool_free_pop(kv_pool *p) {
+    int32_t id = p->free_head;
+    if (id == KV_NIL) return KV_NIL;
+    p->free_head = p->next[id];
+    p->next[id] = KV_NIL;
+    p->n_free--;
+    return id;
+}
+
+static void kv_pool_lru_push_tail(kv_pool *p, int32_t id) {
+    p->prev[id] = p->lru_tail;
+    p->next[id] = KV_NIL;
+    if (p->lru_tail != KV_NIL) p->next[p->lru_tail] = id;
+    else p->lru_head = id;
+    p->lru_tail = id;
+    p->n_lru++;
+}
+
+static void kv_pool_lru_remove(kv_pool *p, int32_t id) {
+    if (p->prev[id] != KV_NIL) p->next[p->prev[id]] = p->next[id];
+    else p->lru_head = p->next[id];
+    if (p->next[id] != KV_NIL) p->prev[p->next[id]] = p->prev[id];
+    else p->lru_tail = p->prev[id];
+    p->next[id] = p->prev[id] = KV_NIL;
+    p->n_lru--;
+}
+
+/* ---- lifetime ---- */
+
+int kv_pool_create(const kv_spec *spec, int32_t block_tokens, int64_t budget_bytes, kv_pool **out, cf_err *err) {
+    *out = NULL;
+    if (kv_spec_check(spec, err)) return -1;
+    if (block_tokens <= 0) block_tokens = KV_POOL_DEFAULT_BLOCK_TOKENS;
+    int64_t floats = kv_spec_block_floats(spec, block_tokens);
+    int64_t stride = (floats * (int64_t)sizeof(float) + KV_POOL_ALIGN - 1) / KV_POOL_ALIGN * KV_POOL_ALIGN;
+    int64_t per_block = stride + 4 * (int64_t)sizeof(int32_t);
+    int64_t fixed = (int64_t)sizeof(kv_pool) + KV_POOL_ALIGN; /* struct + worst-case alignment slack */
+    int64_t n = budget_bytes > fixed ? (budget_bytes - fixed) / per_block : 0;
+    if (n > INT32_MAX - 1) n = INT32_MAX - 1;
+    if (n < 1)
+        return cf_fail(err, "kv pool: budget of %lld bytes holds no block of %lld bytes", (long long)budget_bytes,
+                       (long long)per_block);
+    kv_pool *p = calloc(1, sizeof *p);
+    if (!p) return cf_fail(err, "kv pool: out of memory");
+    p->n_blocks = (int32_t)n;
+    p->block_tokens = block_tokens;
+    p->block_floats = floats;
+    p->stride_bytes = stride;
+    p->budget = budget_bytes;
+    p->bytes = fixed + n * per_block;
+    p->mem = aligned_alloc(KV_POOL_ALIGN, (size_t)(n * stride));
+    p->refs = calloc((size_t)n, sizeof(int32_t));
+    p->next = malloc((size_t)n * sizeof(int32_t));
+    p->prev = malloc((size_t)n * sizeof(int32_t));
+    p->cached = calloc((size_t)n, sizeof(int32_t));
+    if (!p->mem || !p->refs || !p->next || !p->prev || !p->cached) {
+        kv_pool_free(p);
+        return cf_fail(err, "kv pool: cannot allocate %lld blocks of %lld bytes", (long long)n, (long long)stride);
+    }
+    p->free_head = p->lru_head = p->lru_tail = KV_NIL;
+    for (int32_t i = p->n_blocks - 1; i >= 0; i--) kv_pool_free_push(p, i); /* ids come out 0, 1, 2, ... */
+    *out = p;
+    return 0;
+}
+
+void kv_pool_free(kv_pool *p) {
+    if (!p) return;
+    free(p->mem);
+    free(p->refs);
+    free(p->next);
+    free(p->prev);
+    free(p->cached);
+    free(p);
+}
+
+/* ---- queries ---- */
+
+int32_t kv_pool_block_tokens(const kv_pool *p) { return p->block_tokens; }
+int64_t kv_pool_block_floats(const kv_pool *p) { return p->block_floats; }
+int32_t kv_pool_n_blocks(const kv_pool *p) { return p->n_blocks; }
+int32_t kv_pool_available(const kv_pool *p) { return p->n_free + p->n_lru; }
+int32_t kv_pool_lru_oldest(const kv_pool *p) { return p->lru_head; }
+
+float *kv_pool_block(kv_pool *p, int32_t id) {
+    assert(id >= 0 && id < p->n_blocks);
+    return (float *)((char *)p->mem + (int64_t)id * p->stride_bytes);
+}
+
+kv_pool_stats kv_pool_get_stats(const kv_pool *p) {
+    return (kv_pool_stats){
+        .total = p->n_blocks,
+        .free = p->n_free,
+        .used = p->n_used,
+        .cached = p->n_lru,
+        .block_bytes = p->stride_bytes,
+        .bytes = p->bytes,
+        .budget = p->budget,
+        .evictions = p->evictions,
+    };
+}
+
+int32_t kv_pool_refs(const kv_pool *p, int32_t id) {
+    assert(id >= 0 && id < p->n_blocks);
+    return p->refs[id];
+}
+
+bool kv_pool_is_cached(const kv_pool *p, int32_t id) {
+    assert(id >= 0 && id < p->n_blocks);
+    return p->cached[id] != 0;
+}
+
+/* ---- allocation and references ---- */
+
+static int32_t kv_pool_evict_oldest(kv_pool *p) {
+    int32_t id = p->lru_head;
+    if (id == KV_NIL) return KV_NIL;
+    kv_pool_lru_remove(p, id);
+    p->cached[id] = 0;
+    p->evictions++;
+    if (p->evict_fn) p->evict_fn(p->evict_ctx, id);
+    return id;
+}
+
+int kv_pool_alloc(kv_pool *p, int32_t *id, cf_err *err) {
+    int32_t b = kv_pool_free_pop(p);
+    if (b == KV_NIL) b = kv_pool_evict_oldest(p);
+    if (b == KV_NIL) return cf_fail(err, "kv pool: all %d blocks are in use", p->n_blocks);
+    p->refs[b] = 1;
+    p->n_used++;
+    *id = b;
+    return 0;
+}
+
+int kv_pool_alloc_n(kv_pool *p, int32_t n, int32_t *ids, cf_err *err) {
+    if (n < 0) return cf_fail(err, "kv pool: cannot allocate %d blocks", n);
+    if (n > kv_pool_available(p))
+        return cf_fail(err, "kv pool: %d blocks requested, %d available of %d", n, kv_pool_available(p), p->n_blocks);
+    for (int32_t i = 0; i < n; i++) {
+        int rc = kv_pool_alloc(p, &ids[i], err);
+        assert(rc == 0);
+        (void)rc;
+    }
+    return 0;
+}
+
+void kv_pool_ref(kv_pool *p, int32_t id) {
+    assert(id >= 0 && id < p->n_blocks);
+    if (p->refs[id] == 0) {
+        assert(p->cached[id] && "kv_pool_ref on a free block");
+        kv_pool_lru_remove(p, id);
+        p->n_used++;
+    }
+    p->refs[id]++;
+}
+
+int32_t kv_pool_unref(kv_pool *p, int32_t id) {
+    assert(id >= 0 && id < p->n_blocks);
+    assert(p->refs[id] > 0 && "kv_pool_unref on an unreferenced block");
+    if (--p->refs[id] > 0) return p->refs[id];
+    p->n_used--;
+    if (p->cached[id]) kv_pool_lru_push_tail(p, id);
+    else kv_pool_free_push(p, id);
+    return 0;
+}
+
+void kv_pool_mark_cached(kv_pool *p, int32_t id) {
+    assert(id >= 0 && id < p->n_blocks);
+    assert(p->refs[id] > 0 && "only a referenced block can be marked cached");
+    p->cached[id] = 1;
+}
+
+void kv_pool_unmark_cached(kv_pool *p, int32_t id) {
+    assert(id >= 0 && id < p->n_blocks);
+    if (!p->cached[id]) return;
+    p->cached[id] = 0;
+    if (p->refs[id] == 0) {
+        kv_pool_lru_remove(p, id);
+        kv_pool_free_push(p, id);
+    }
+}
+
+void kv_pool_set_evict_hook(kv_pool *p, kv_pool_evict_fn fn, void *ctx) {
+    p->evict_fn = fn;
+    p->evict_ctx = ctx;
+}

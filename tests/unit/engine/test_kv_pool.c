@@ -1,0 +1,160 @@
+/* test_kv_pool.c - the KV block pool: block count from the budget (never
+ * exceeded), spec arithmetic, alloc/free order, ref counts, exhaustion as an
+ * error (not a crash), all-or-nothing multi-alloc, cached blocks on the LRU
+ * and their eviction (oldest first, hook called), stats consistency. */
+#include <stdint.h>
+#include <string.h>
+
+#include "engine/kv_pool.h"
+#include "testutil.h"
+
+static kv_spec small_spec(void) {
+    kv_spec s = {.n_groups = 1};
+    s.groups[0] = (kv_group_spec){.kind = KV_LAYER_FULL, .n_layers = 2, .token_floats = 8};
+    return s;
+}
+
+static int stats_consistent(const kv_pool *p) {
+    kv_pool_stats s = kv_pool_get_stats(p);
+    return s.total == s.free + s.used + s.cached && s.bytes <= s.budget;
+}
+
+static int32_t evicted[64];
+static int n_evicted;
+static void on_evict(void *ctx, int32_t b) {
+    (void)ctx;
+    if (n_evicted < 64) evicted[n_evicted++] = b;
+}
+
+int main(void) {
+    cf_err err = {{0}};
+    kv_spec s = small_spec();
+
+    /* spec arithmetic and validation */
+    CHECK(kv_spec_block_floats(&s, 16) == 2 * 8 * 16);
+    kv_spec mixed = {.n_groups = 2};
+    mixed.groups[0] = (kv_group_spec){.kind = KV_LAYER_FULL, .n_layers = 3, .token_floats = 4};
+    mixed.groups[1] = (kv_group_spec){.kind = KV_LAYER_SLIDING, .n_layers = 1, .token_floats = 10, .window = 128};
+    CHECK(kv_spec_check(&mixed, &err) == 0);
+    CHECK(kv_spec_block_floats(&mixed, 4) == (3 * 4 + 10) * 4);
+    kv_spec bad = mixed;
+    bad.groups[1].window = 0;
+    CHECK(kv_spec_check(&bad, &err) == -1);
+    bad = s;
+    bad.groups[0].token_floats = 0;
+    CHECK(kv_spec_check(&bad, &err) == -1);
+    bad.n_groups = 0;
+    CHECK(kv_spec_check(&bad, &err) == -1);
+
+    /* a budget too small for one block fails cleanly */
+    kv_pool *p = NULL;
+    CHECK(kv_pool_create(&s, 16, 100, &p, &err) == -1 && p == NULL);
+    CHECK(strstr(err.msg, "holds no block") != NULL);
+
+    /* budget never exceeded, for many budgets */
+    for (int64_t budget = 1024; budget < 200000; budget = budget * 3 / 2 + 7) {
+        if (kv_pool_create(&s, 16, budget, &p, &err) == 0) {
+            kv_pool_stats st = kv_pool_get_stats(p);
+            CHECKF(st.bytes <= budget && st.total >= 1, "budget %lld bytes %lld", (long long)budget, (long long)st.bytes);
+            /* and it is not wasteful: one more block would not fit */
+            CHECK(st.bytes + st.block_bytes + 16 > budget);
+            kv_pool_free(p);
+        }
+    }
+
+    /* default block size */
+    CHECK(kv_pool_create(&s, 0, 1 << 20, &p, &err) == 0);
+    CHECK(kv_pool_block_tokens(p) == KV_POOL_DEFAULT_BLOCK_TOKENS);
+    CHECK(kv_pool_block_floats(p) == 2 * 8 * 16);
+    kv_pool_free(p);
+
+    /* a pool of exactly 8 blocks */
+    kv_pool_stats st0;
+    {
+        CHECK(kv_pool_create(&s, 16, 1 << 20, &p, &err) == 0);
+        st0 = kv_pool_get_stats(p);
+        kv_pool_free(p);
+        int64_t per_block = st0.block_bytes + 16;
+        int64_t fixed = st0.bytes - (int64_t)st0.total * per_block;
+        CHECK(kv_pool_create(&s, 16, fixed + 8 * per_block, &p, &err) == 0);
+        CHECK(kv_pool_n_blocks(p) == 8);
+    }
+    kv_pool_set_evict_hook(p, on_evict, NULL);
+
+    int32_t ids[8];
+    for (int i = 0; i < 8; i++) {
+        CHECK(kv_pool_alloc(p, &ids[i], &err) == 0);
+        CHECK(ids[i] == i);
+        CHECK(kv_pool_refs(p, ids[i]) == 1);
+        /* blocks are distinct, aligned and writable */
+        float *b = kv_pool_block(p, ids[i]);
+        CHECK(((uintptr_t)b & 63) == 0);
+        for (int64_t j = 0; j < kv_pool_block_floats(p); j++) b[j] = (float)i;
+    }
+    for (int i = 0; i < 8; i++) CHECK(kv_pool_block(p, i)[kv_pool_block_floats(p) - 1] == (float)i);
+    kv_pool_stats st = kv_pool_get_stats(p);
+    CHECK(st.used == 8 && st.free == 0 && st.cached == 0);
+
+    /* exhaustion is an error, not a crash */
+    int32_t extra = 12345;
+    err.msg[0] = 0;
+    CHECK(kv_pool_alloc(p, &extra, &err) == -1);
+    CHECK(strstr(err.msg, "in use") != NULL);
+    CHECK(extra == 12345);
+
+    /* ref counts */
+    kv_pool_ref(p, 3);
+    CHECK(kv_pool_refs(p, 3) == 2);
+    CHECK(kv_pool_unref(p, 3) == 1);
+    CHECK(kv_pool_get_stats(p).used == 8);
+    CHECK(kv_pool_unref(p, 3) == 0);
+    st = kv_pool_get_stats(p);
+    CHECK(st.used == 7 && st.free == 1);
+    CHECK(kv_pool_alloc(p, &extra, &err) == 0 && extra == 3); /* LIFO free stack */
+
+    /* all-or-nothing multi-alloc */
+    CHECK(kv_pool_unref(p, 5) == 0);
+    CHECK(kv_pool_unref(p, 6) == 0);
+    int32_t three[3] = {-1, -1, -1};
+    CHECK(kv_pool_alloc_n(p, 3, three, &err) == -1);
+    CHECK(three[0] == -1 && kv_pool_get_stats(p).free == 2);
+    CHECK(kv_pool_alloc_n(p, 2, three, &err) == 0);
+    CHECK(kv_pool_get_stats(p).free == 0);
+
+    /* cached blocks: released -> LRU (not free), evicted oldest first */
+    kv_pool_mark_cached(p, 1);
+    kv_pool_mark_cached(p, 2);
+    kv_pool_mark_cached(p, 4);
+    CHECK(kv_pool_unref(p, 2) == 0); /* oldest */
+    CHECK(kv_pool_unref(p, 4) == 0);
+    CHECK(kv_pool_unref(p, 1) == 0); /* newest */
+    st = kv_pool_get_stats(p);
+    CHECK(st.cached == 3 && st.free == 0 && st.used == 5 && stats_consistent(p));
+    CHECK(kv_pool_available(p) == 3);
+    CHECK(kv_pool_lru_oldest(p) == 2);
+    /* a hit takes it off the LRU; its release puts it at the tail */
+    kv_pool_ref(p, 2);
+    CHECK(kv_pool_get_stats(p).cached == 2 && kv_pool_lru_oldest(p) == 4);
+    CHECK(kv_pool_unref(p, 2) == 0);
+    CHECK(kv_pool_lru_oldest(p) == 4);
+    int32_t got;
+    CHECK(kv_pool_alloc(p, &got, &err) == 0 && got == 4);
+    CHECK(n_evicted == 1 && evicted[0] == 4);
+    CHECK(!kv_pool_is_cached(p, 4));
+    CHECK(kv_pool_alloc(p, &got, &err) == 0 && got == 1);
+    CHECK(n_evicted == 2 && evicted[1] == 1);
+    CHECK(kv_pool_get_stats(p).evictions == 2);
+    /* unmark: an unreferenced cached block becomes free */
+    kv_pool_unmark_cached(p, 2);
+    st = kv_pool_get_stats(p);
+    CHECK(st.cached == 0 && st.free == 1 && stats_consistent(p));
+
+    /* release everything: back to all free */
+    for (int i = 0; i < 8; i++)
+        if (kv_pool_refs(p, i) > 0) CHECK(kv_pool_unref(p, i) == 0);
+    st = kv_pool_get_stats(p);
+    CHECK(st.free == 8 && st.used == 0 && st.cached == 0);
+    kv_pool_free(p);
+    kv_pool_free(NULL);
+    return test_finish();
+}
