@@ -24,7 +24,16 @@
  * "A B" split at the first space after its first byte (as llama.cpp); a line
  * without one is malformed (load error). Merges whose halves or result are
  * not vocabulary tokens can never fire on ids and are skipped (counted in a
- * debug message); duplicates keep the lowest rank. */
+ * debug message); duplicates keep the lowest rank.
+ *
+ * USER_DEFINED byte characters: DeepSeek vocabularies hold the GPT-2
+ * characters of the 13 bytes that never occur in valid UTF-8 (C0 C1 F5..FF:
+ * "À" "Á" "õ" ... "ÿ") only as USER_DEFINED tokens. Raw text spelling such a
+ * character (e.g. "ü" in "Führer") is split out as that token by the
+ * special-token partition, as llama.cpp does (its vectors pin this down:
+ * "Führer" -> 37 100014 71 6245), and the token decodes as its text. BPE of
+ * the raw byte FC reaches the same id, so invalid UTF-8 containing those 13
+ * bytes cannot round-trip with these vocabularies (nor in llama.cpp). */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <stdbool.h>
