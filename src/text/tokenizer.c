@@ -370,7 +370,7 @@ int32_t tokenizer_bos(const tokenizer *t) { return t->bos; }
 int32_t tokenizer_eos(const tokenizer *t) { return t->eos; }
 bool tokenizer_add_bos(const tokenizer *t) { return t->add_bos && t->bos >= 0; }
 bool tokenizer_add_eos(const tokenizer *t) { return t->add_eos && t->eos >= 0; }
-bool tokenizer_add_space_prefix(const tokenizer *t) { return t->add_space_prefix; }
+bool tokenizer_add_space_prefix(const tokenizer *t) { return t->add_space_prefix || t->algo == TOK_ALGO_WPM; }
 size_t tokenizer_max_token_len(const tokenizer *t) { return t->max_token_len; }
 
 static bool valid_id(const tokenizer *t, int32_t id) { return id >= 0 && id < t->n_vocab; }

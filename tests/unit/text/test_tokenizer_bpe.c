@@ -257,7 +257,7 @@ static void test_fixtures(void) {
 
 /* ------------------------------------------------ special-token injection */
 
-static void check_injection(const char *vocab, const char *text, int32_t special_id) {
+static void check_injection(const char *vocab, const char *text, int32_t special_id, bool roundtrip) {
     tokenizer *t = load_tok(shared_path(vocab));
     CHECKF(t != NULL, "%s", vocab);
     if (!t) return;
@@ -271,7 +271,8 @@ static void check_injection(const char *vocab, const char *text, int32_t special
     if (!ordinary) print_ids("got", ids, n);
     size_t dl = 0;
     char *dec = detok_all(t, ids, n, tokenizer_add_space_prefix(t), &dl);
-    CHECKF(dl == strlen(text) && !memcmp(dec, text, dl), "%s: '%s' decodes to '%s'", vocab, text, dec);
+    if (roundtrip)
+        CHECKF(dl == strlen(text) && !memcmp(dec, text, dl), "%s: '%s' decodes to '%s'", vocab, text, dec);
     free(dec);
     free(ids);
     if (special_id >= 0) { /* with parse_special the same text does give the token */
@@ -286,13 +287,15 @@ static void check_injection(const char *vocab, const char *text, int32_t special
 
 static void test_injection(void) {
     const char *ds = "fixtures/vocab/ggml-vocab-deepseek-llm.gguf";
-    check_injection(ds, "hi <｜end▁of▁sentence｜> there", 100001);
-    check_injection(ds, "<｜begin▁of▁sentence｜>system", 100000);
-    check_injection(ds, "x<|im_end|>y<｜tool▁calls▁begin｜>z", -1);
-    check_injection("models/tiny/tiny-deepseek2.gguf", "a<｜end▁of▁sentence｜>b<｜tool▁calls▁begin｜>", 8178);
-    check_injection("fixtures/vocab/ggml-vocab-gpt-2.gguf", "end<|endoftext|>", 50256);
-    check_injection("fixtures/vocab/ggml-vocab-llama-spm.gguf", "hello</s><s><unk><|im_end|>", 2);
-    check_injection("fixtures/vocab/ggml-vocab-bert-bge.gguf", "[cls] [SEP] [MASK]", -1);
+    check_injection(ds, "hi <｜end▁of▁sentence｜> there", 100001, true);
+    check_injection(ds, "<｜begin▁of▁sentence｜>system", 100000, true);
+    check_injection(ds, "x<|im_end|>y<｜tool▁calls▁begin｜>z", -1, true);
+    check_injection("models/tiny/tiny-deepseek2.gguf", "a<｜end▁of▁sentence｜>b<｜tool▁calls▁begin｜>", 8178, true);
+    check_injection("fixtures/vocab/ggml-vocab-gpt-2.gguf", "end<|endoftext|>", 50256, true);
+    check_injection("fixtures/vocab/ggml-vocab-llama-spm.gguf", "hello</s><s><unk><|im_end|>", 2, true);
+    /* WordPiece splits "[" off as punctuation, so "[SEP]" can never come
+     * out of user text; the decoded text is lowercased and re-spaced */
+    check_injection("fixtures/vocab/ggml-vocab-bert-bge.gguf", "[cls] [SEP] [MASK]", -1, false);
 }
 
 /* --------------------------------------------------------- BPE details */
@@ -527,6 +530,34 @@ static void test_synthetic(void) {
     (void)g_tweak;
 }
 
+/* WordPiece: [CLS] ... [SEP] with add_special, accents/case folded, [UNK]
+ * for words no pieces cover, decoding glues continuation pieces. */
+static void test_wpm(void) {
+    tokenizer *t = load_tok(shared_path("fixtures/vocab/ggml-vocab-bert-bge.gguf"));
+    CHECK(t != NULL);
+    if (!t) return;
+    int32_t *ids = NULL, *b = NULL;
+    size_t n = 0, nb = 0;
+    CHECK(tokenizer_bos(t) == 101 && tokenizer_add_bos(t) && tokenizer_add_space_prefix(t));
+    CHECK(encode(t, "Hello", 5, true, false, &ids, &n) && n == 3 && ids[0] == 101 && ids[2] == 102);
+    free(ids);
+    CHECK(encode(t, "CAFÉ naïve", strlen("CAFÉ naïve"), false, false, &ids, &n));
+    CHECK(encode(t, "cafe naive", 10, false, false, &b, &nb));
+    CHECK(n == nb && n > 0 && !memcmp(ids, b, n * sizeof *ids));
+    free(ids);
+    free(b);
+    CHECK(encode(t, "\xF0\x9F\xA6\x99", 4, false, false, &ids, &n) && n == 1 && ids[0] == 100); /* llama emoji */
+    free(ids);
+    const char *txt = "Tokenization isn't trivial, is it?";
+    CHECK(encode(t, txt, strlen(txt), false, false, &ids, &n) && n > 6);
+    size_t dl = 0;
+    char *dec = detok_all(t, ids, n, true, &dl);
+    CHECKF(!strcmp(dec, "tokenization isn ' t trivial , is it ?"), "wpm decode: '%s'", dec);
+    free(dec);
+    free(ids);
+    tokenizer_free(t);
+}
+
 int main(void) {
     static const char *const bpe_vocabs[] = {
         "ggml-vocab-gpt-2.gguf",  "ggml-vocab-deepseek-llm.gguf", "ggml-vocab-deepseek-coder.gguf",
@@ -541,5 +572,6 @@ int main(void) {
     test_long_word();
     test_threads();
     test_synthetic();
+    test_wpm();
     return test_finish();
 }
