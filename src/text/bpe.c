@@ -20,6 +20,8 @@
  *     word, O(n log n).
  *  4. Emit the ids of the remaining symbols (symbols without a token are
  *     dropped, as llama.cpp does when no single-byte token exists).
+ * Words repeat a lot, so each call memoizes word -> ids for short words
+ * (bpe_ws.cache; per call, so nothing is shared between threads).
  * Merge table: key = (left id, right id) -> (rank, result id). A merge line is
  * "A B" split at the first space after its first byte (as llama.cpp); a line
  * without one is malformed (load error). Merges whose halves or result are
@@ -52,6 +54,9 @@ typedef struct bpe_merge {
 struct bpe_model {
     pcre2_code *re[BPE_MAX_RE];
     int n_re;
+    bool re_jit[BPE_MAX_RE];           /* JIT-compiled: call pcre2_jit_match */
+    bool re_first[BPE_MAX_RE][256];    /* bytes a match can start with (all true if unknown) */
+    size_t re_minlen[BPE_MAX_RE];      /* shortest possible match in bytes */
     bool ignore_merges;
     bpe_merge *merges; /* mmask + 1 slots */
     size_t mmask;
@@ -183,6 +188,27 @@ static const bpe_pre_def *find_pre(const gguf_file *f, cf_err *err, int *rc) {
     return &bpe_pre_defs[0];
 }
 
+/* From PCRE2's own start-of-match analysis: the bytes a match can begin
+ * with, and the minimum match length. A segment containing none of those
+ * bytes (or shorter than the minimum) cannot match, so the matcher need not
+ * be called: exact, and it skips most calls of the later patterns of a
+ * sequence (e.g. the CJK pattern on ASCII words). */
+static void start_filter(const pcre2_code *re, bool first[256], size_t *minlen) {
+    uint32_t type = 0, unit = 0, ml = 0;
+    const uint8_t *bitmap = NULL;
+    for (int b = 0; b < 256; b++) first[b] = true;
+    *minlen = pcre2_pattern_info(re, PCRE2_INFO_MINLENGTH, &ml) == 0 ? ml : 0; /* in characters <= bytes */
+    if (pcre2_pattern_info(re, PCRE2_INFO_FIRSTCODETYPE, &type) != 0) return;
+    if (type == 1 && pcre2_pattern_info(re, PCRE2_INFO_FIRSTCODEUNIT, &unit) == 0) {
+        uint32_t caseless = 0;
+        pcre2_pattern_info(re, PCRE2_INFO_FIRSTCODEUNIT, &unit);
+        if (pcre2_pattern_info(re, PCRE2_INFO_ALLOPTIONS, &caseless) == 0 && (caseless & PCRE2_CASELESS)) return;
+        for (int b = 0; b < 256; b++) first[b] = (uint32_t)b == unit;
+    } else if (type == 0 && pcre2_pattern_info(re, PCRE2_INFO_FIRSTBITMAP, &bitmap) == 0 && bitmap) {
+        for (int b = 0; b < 256; b++) first[b] = (bitmap[b / 8] >> (b % 8)) & 1;
+    }
+}
+
 static int compile_regexes(bpe_model *m, const bpe_pre_def *def, cf_err *err) {
     const uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY;
     for (int i = 0; i < BPE_MAX_RE && def->re[i]; i++) {
@@ -195,7 +221,8 @@ static int compile_regexes(bpe_model *m, const bpe_pre_def *def, cf_err *err) {
             return cf_fail(err, "tokenizer: pre-tokenizer regex %d of '%s' does not compile: %s", i, def->names[0],
                            (const char *)msg);
         }
-        pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* interpreted if JIT is unavailable */
+        m->re_jit[m->n_re] = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0; /* else interpreted */
+        start_filter(re, m->re_first[m->n_re], &m->re_minlen[m->n_re]);
         m->re[m->n_re++] = re;
     }
     return 0;
@@ -237,8 +264,74 @@ typedef struct bpe_pair {
     int32_t rank, left, right, lid, rid, result;
 } bpe_pair;
 
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+/* Word memo: open addressing over CACHE_SLOTS slots, cleared when half full;
+ * word bytes and ids live in two growable arenas. */
+#define CACHE_SLOTS 8192
+#define CACHE_MAX_WORD 32
+
+typedef struct cache_slot {
+    uint64_t h; /* 0 = empty */
+    uint32_t woff, wlen, ioff, nid;
+} cache_slot;
+
+typedef struct word_cache {
+    cache_slot slot[CACHE_SLOTS];
+    size_t used;
+    char *words;
+    size_t words_n, words_cap;
+    int32_t *ids;
+    size_t ids_n, ids_cap;
+} word_cache;
+
+static void cache_free(word_cache *c) {
+    if (!c) return;
+    free(c->words);
+    free(c->ids);
+    free(c);
+}
+
+static uint64_t word_hash(const unsigned char *w, size_t len) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len; i++) h = (h ^ w[i]) * 0x100000001b3ull;
+    return h | 1;
+}
+
+/* The slot holding word w, or the empty slot where it would go. */
+static cache_slot *cache_find(word_cache *c, const unsigned char *w, size_t len, uint64_t h) {
+    for (size_t i = (size_t)(h >> 17) & (CACHE_SLOTS - 1);; i = (i + 1) & (CACHE_SLOTS - 1)) {
+        cache_slot *s = &c->slot[i];
+        if (s->h == 0 || (s->h == h && s->wlen == len && !memcmp(c->words + s->woff, w, len))) return s;
+    }
+}
+
+static void cache_store(word_cache *c, cache_slot *s, const unsigned char *w, size_t len, uint64_t h,
+                        const int32_t *ids, size_t nid) {
+    if (c->used >= CACHE_SLOTS / 2) return; /* full for this call: stop memoizing */
+    if (grow((void **)&c->words, &c->words_cap, c->words_n + len, 1) != 0 ||
+        grow((void **)&c->ids, &c->ids_cap, c->ids_n + nid, sizeof *c->ids) != 0)
+        return;
+    memcpy(c->words + c->words_n, w, len);
+    memcpy(c->ids + c->ids_n, ids, nid * sizeof *ids);
+    *s = (cache_slot){h, (uint32_t)c->words_n, (uint32_t)len, (uint32_t)c->ids_n, (uint32_t)nid};
+    c->words_n += len;
+    c->ids_n += nid;
+    c->used++;
+}
+
 void bpe_ws_free(bpe_ws *ws) {
     if (!ws) return;
+    cache_free(ws->cache);
     pcre2_match_data_free(ws->md);
     pcre2_match_context_free(ws->mctx);
     pcre2_jit_stack_free(ws->jit_stack);
@@ -250,16 +343,6 @@ void bpe_ws_free(bpe_ws *ws) {
     memset(ws, 0, sizeof *ws);
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
 
 static int ws_prepare(const bpe_model *m, bpe_ws *ws) {
     if (ws->md) return 0;
@@ -275,15 +358,25 @@ static int ws_prepare(const bpe_model *m, bpe_ws *ws) {
 /* -------------------------------------------------------- pre-tokenize */
 
 /* Splits every segment of `in` by `re` (matches and gaps) into *out. */
-static int split_by(const pcre2_code *re, bpe_ws *ws, const char *text, const seg *in, size_t n_in, seg **out,
+static bool may_match(const bpe_model *m, int r, const unsigned char *s, size_t len) {
+    if (len < m->re_minlen[r]) return false;
+    for (size_t i = 0; i < len; i++)
+        if (m->re_first[r][s[i]]) return true;
+    return false;
+}
+
+static int split_by(const bpe_model *m, int r, bpe_ws *ws, const char *text, const seg *in, size_t n_in, seg **out,
                     size_t *out_cap, size_t *n_out) {
     pcre2_match_data *md = ws->md;
+    const pcre2_code *re = m->re[r];
     size_t n = 0;
     for (size_t i = 0; i < n_in; i++) {
         const char *s = text + in[i].off;
         size_t len = in[i].len, pos = 0, gap = 0;
+        if (!may_match(m, r, (const unsigned char *)s, len)) pos = len; /* whole segment is one gap */
         while (pos < len) {
-            int rc = pcre2_match(re, (PCRE2_SPTR)s, len, pos, 0, md, ws->mctx);
+            int rc = m->re_jit[r] ? pcre2_jit_match(re, (PCRE2_SPTR)s, len, pos, 0, md, ws->mctx)
+                                  : pcre2_match(re, (PCRE2_SPTR)s, len, pos, 0, md, ws->mctx);
             if (rc < 0) break; /* no match (or a matcher limit): the rest is a gap */
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
             size_t a = ov[0], b = ov[1];
@@ -408,7 +501,7 @@ int bpe_encode(const tokenizer *t, bpe_ws *ws, const char *text, size_t len, tok
     segs[0] = (seg){0, len};
     for (int r = 0; r < m->n_re; r++) {
         size_t n2 = 0;
-        if (split_by(m->re[r], ws, text, ws->segs, n_segs, (seg **)&ws->segs2, &ws->segs2_cap, &n2) != 0)
+        if (split_by(m, r, ws, text, ws->segs, n_segs, (seg **)&ws->segs2, &ws->segs2_cap, &n2) != 0)
             return cf_fail(err, "tokenize: out of memory");
         void *tp = ws->segs;
         size_t tc = ws->segs_cap;
@@ -419,9 +512,27 @@ int bpe_encode(const tokenizer *t, bpe_ws *ws, const char *text, size_t len, tok
         n_segs = n2;
     }
     segs = ws->segs;
-    for (size_t i = 0; i < n_segs; i++)
-        if (encode_word(t, ws, (const unsigned char *)text + segs[i].off, segs[i].len, out) != 0)
-            return cf_fail(err, "tokenize: out of memory");
+    if (!ws->cache && !(ws->cache = calloc(1, sizeof(word_cache)))) return cf_fail(err, "tokenize: out of memory");
+    word_cache *c = ws->cache;
+    for (size_t i = 0; i < n_segs; i++) {
+        const unsigned char *w = (const unsigned char *)text + segs[i].off;
+        size_t wl = segs[i].len;
+        if (wl < 2 || wl > CACHE_MAX_WORD) {
+            if (encode_word(t, ws, w, wl, out) != 0) return cf_fail(err, "tokenize: out of memory");
+            continue;
+        }
+        uint64_t h = word_hash(w, wl);
+        cache_slot *s = cache_find(c, w, wl, h);
+        if (s->h != 0) {
+            if (tok_idvec_reserve(out, s->nid) != 0) return cf_fail(err, "tokenize: out of memory");
+            memcpy(out->v + out->n, c->ids + s->ioff, s->nid * sizeof *out->v);
+            out->n += s->nid;
+            continue;
+        }
+        size_t before = out->n;
+        if (encode_word(t, ws, w, wl, out) != 0) return cf_fail(err, "tokenize: out of memory");
+        cache_store(c, s, w, wl, h, out->v + before, out->n - before);
+    }
     return 0;
 }
 

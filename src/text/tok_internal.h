@@ -127,6 +127,7 @@ typedef struct bpe_ws {
     size_t heap_cap;
     char *buf;
     size_t buf_cap;
+    void *cache; /* word -> ids memo for this call (bpe.c) */
 } bpe_ws;
 
 void bpe_ws_free(bpe_ws *ws);

@@ -441,13 +441,28 @@ static int split_on_token(const tokenizer *t, const char *text, int32_t id, cons
 static int partition(const tokenizer *t, const char *text, size_t len, bool parse_special, frag_list *res) {
     frag_list a = {0}, b = {0};
     if (len > 0 && frag_push(&a, -1, 0, len) != 0) goto oom;
+    /* cheap filters: which bytes and which byte pairs occur at all (vocabs
+     * with thousands of USER_DEFINED tokens would otherwise scan the text
+     * once per token) */
     bool present[256] = {false};
-    for (size_t i = 0; i < len; i++) present[(unsigned char)text[i]] = true;
+    uint64_t pairs[65536 / 64] = {0};
+    for (size_t i = 0; i < len; i++) {
+        present[(unsigned char)text[i]] = true;
+        if (i + 1 < len) {
+            unsigned p = (unsigned)(unsigned char)text[i] << 8 | (unsigned char)text[i + 1];
+            pairs[p >> 6] |= 1ull << (p & 63);
+        }
+    }
     for (size_t s = 0; s < t->n_specials && len > 0; s++) {
         int32_t id = t->specials[s];
         const tok_token *k = &t->tokens[id];
         if (!parse_special && k->type != TOKEN_TYPE_USER_DEFINED) continue;
         if (k->len > len || !present[(unsigned char)k->text[0]]) continue;
+        if (k->len >= 2) {
+            unsigned p = (unsigned)(unsigned char)k->text[0] << 8 | (unsigned char)k->text[1];
+            if (!(pairs[p >> 6] >> (p & 63) & 1)) continue;
+            if (!memmem(text, len, k->text, k->len)) continue;
+        }
         if (split_on_token(t, text, id, &a, &b) != 0) goto oom;
         frag_list tmp = a;
         a = b;
