@@ -252,10 +252,6 @@ int bpe_load(tokenizer *t, const gguf_file *f, cf_err *err) {
 
 /* -------------------------------------------------------------- scratch */
 
-typedef struct seg {
-    size_t off, len;
-} seg;
-
 typedef struct bpe_sym {
     int32_t prev, next, id; /* id -2 once merged away */
 } bpe_sym;
@@ -275,7 +271,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
     return 0;
 }
 
-/* Word memo: open addressing over CACHE_SLOTS slots, cleared when half full;
+/* Piece memo: open addressing over CACHE_SLOTS slots, cleared when half full;
  * word bytes and ids live in two growable arenas. */
 #define CACHE_SLOTS 8192
 #define CACHE_MAX_WORD 32
@@ -283,6 +279,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
 typedef struct cache_slot {
     uint64_t h; /* 0 = empty */
     uint32_t woff, wlen, ioff, nid;
+    int level;
 } cache_slot;
 
 typedef struct word_cache {
@@ -301,29 +298,35 @@ static void cache_free(word_cache *c) {
     free(c);
 }
 
-static uint64_t word_hash(const unsigned char *w, size_t len) {
-    uint64_t h = 0xcbf29ce484222325ull;
+static uint64_t word_hash(const unsigned char *w, size_t len, int level) {
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)level;
     for (size_t i = 0; i < len; i++) h = (h ^ w[i]) * 0x100000001b3ull;
     return h | 1;
 }
 
-/* The slot holding word w, or the empty slot where it would go. */
-static cache_slot *cache_find(word_cache *c, const unsigned char *w, size_t len, uint64_t h) {
+/* The slot holding (level, w), or the empty slot where it would go. */
+static cache_slot *cache_find(word_cache *c, const unsigned char *w, size_t len, int level, uint64_t h) {
     for (size_t i = (size_t)(h >> 17) & (CACHE_SLOTS - 1);; i = (i + 1) & (CACHE_SLOTS - 1)) {
         cache_slot *s = &c->slot[i];
-        if (s->h == 0 || (s->h == h && s->wlen == len && !memcmp(c->words + s->woff, w, len))) return s;
+        if (s->h == 0 ||
+            (s->h == h && s->wlen == len && s->level == level && !memcmp(c->words + s->woff, w, len)))
+            return s;
     }
 }
 
-static void cache_store(word_cache *c, cache_slot *s, const unsigned char *w, size_t len, uint64_t h,
+static void cache_store(word_cache *c, cache_slot *s, const unsigned char *w, size_t len, int level, uint64_t h,
                         const int32_t *ids, size_t nid) {
-    if (c->used >= CACHE_SLOTS / 2) return; /* full for this call: stop memoizing */
+    if (c->used >= CACHE_SLOTS / 2) { /* full: start afresh (keeps memory bounded) */
+        memset(c->slot, 0, sizeof c->slot);
+        c->used = c->words_n = c->ids_n = 0;
+        s = cache_find(c, w, len, level, h);
+    }
     if (grow((void **)&c->words, &c->words_cap, c->words_n + len, 1) != 0 ||
         grow((void **)&c->ids, &c->ids_cap, c->ids_n + nid, sizeof *c->ids) != 0)
         return;
     memcpy(c->words + c->words_n, w, len);
     memcpy(c->ids + c->ids_n, ids, nid * sizeof *ids);
-    *s = (cache_slot){h, (uint32_t)c->words_n, (uint32_t)len, (uint32_t)c->ids_n, (uint32_t)nid};
+    *s = (cache_slot){h, (uint32_t)c->words_n, (uint32_t)len, (uint32_t)c->ids_n, (uint32_t)nid, level};
     c->words_n += len;
     c->ids_n += nid;
     c->used++;
@@ -335,8 +338,6 @@ void bpe_ws_free(bpe_ws *ws) {
     pcre2_match_data_free(ws->md);
     pcre2_match_context_free(ws->mctx);
     pcre2_jit_stack_free(ws->jit_stack);
-    free(ws->segs);
-    free(ws->segs2);
     free(ws->sym);
     free(ws->heap);
     free(ws->buf);
@@ -344,14 +345,14 @@ void bpe_ws_free(bpe_ws *ws) {
 }
 
 
-static int ws_prepare(const bpe_model *m, bpe_ws *ws) {
+static int ws_prepare(bpe_ws *ws) {
     if (ws->md) return 0;
     ws->md = pcre2_match_data_create(4, NULL);
     ws->mctx = pcre2_match_context_create(NULL);
     ws->jit_stack = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, NULL);
-    if (!ws->md || !ws->mctx) return -1;
+    ws->cache = calloc(1, sizeof(word_cache));
+    if (!ws->md || !ws->mctx || !ws->cache) return -1;
     if (ws->jit_stack) pcre2_jit_stack_assign(ws->mctx, NULL, ws->jit_stack);
-    (void)m;
     return 0;
 }
 
@@ -363,39 +364,6 @@ static bool may_match(const bpe_model *m, int r, const unsigned char *s, size_t 
     for (size_t i = 0; i < len; i++)
         if (m->re_first[r][s[i]]) return true;
     return false;
-}
-
-static int split_by(const bpe_model *m, int r, bpe_ws *ws, const char *text, const seg *in, size_t n_in, seg **out,
-                    size_t *out_cap, size_t *n_out) {
-    pcre2_match_data *md = ws->md;
-    const pcre2_code *re = m->re[r];
-    size_t n = 0;
-    for (size_t i = 0; i < n_in; i++) {
-        const char *s = text + in[i].off;
-        size_t len = in[i].len, pos = 0, gap = 0;
-        if (!may_match(m, r, (const unsigned char *)s, len)) pos = len; /* whole segment is one gap */
-        while (pos < len) {
-            int rc = m->re_jit[r] ? pcre2_jit_match(re, (PCRE2_SPTR)s, len, pos, 0, md, ws->mctx)
-                                  : pcre2_match(re, (PCRE2_SPTR)s, len, pos, 0, md, ws->mctx);
-            if (rc < 0) break; /* no match (or a matcher limit): the rest is a gap */
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-            size_t a = ov[0], b = ov[1];
-            if (b <= a) { /* empty match: not a piece; move on one byte */
-                pos = a + 1;
-                continue;
-            }
-            if (grow((void **)out, out_cap, n + 2, sizeof **out) != 0) return -1;
-            if (a > gap) (*out)[n++] = (seg){in[i].off + gap, a - gap};
-            (*out)[n++] = (seg){in[i].off + a, b - a};
-            pos = gap = b;
-        }
-        if (gap < len) {
-            if (grow((void **)out, out_cap, n + 1, sizeof **out) != 0) return -1;
-            (*out)[n++] = (seg){in[i].off + gap, len - gap};
-        }
-    }
-    *n_out = n;
-    return 0;
 }
 
 /* ---------------------------------------------------------------- heap */
@@ -491,48 +459,65 @@ static int encode_word(const tokenizer *t, bpe_ws *ws, const unsigned char *w, s
 
 /* --------------------------------------------------------------- encode */
 
-int bpe_encode(const tokenizer *t, bpe_ws *ws, const char *text, size_t len, tok_idvec *out, cf_err *err) {
+static int emit_piece(const tokenizer *t, bpe_ws *ws, const unsigned char *s, size_t len, int level, tok_idvec *out);
+
+/* Splits s[0..len) by pattern `level` into matches and gaps, each handed on
+ * to the next level in order. */
+static int split_level(const tokenizer *t, bpe_ws *ws, const unsigned char *s, size_t len, int level,
+                       tok_idvec *out) {
+    const bpe_model *m = t->bpe;
+    if (!may_match(m, level, s, len)) return emit_piece(t, ws, s, len, level + 1, out);
+    pcre2_match_data *md = ws->md; /* shared by all levels: the ovector is read before recursing */
+    const pcre2_code *re = m->re[level];
+    size_t pos = 0, gap = 0;
+    while (pos < len) {
+        int rc = m->re_jit[level] ? pcre2_jit_match(re, s, len, pos, 0, md, ws->mctx)
+                                  : pcre2_match(re, s, len, pos, 0, md, ws->mctx);
+        if (rc < 0) break; /* no match (or a matcher limit): the rest is a gap */
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        size_t a = ov[0], b = ov[1];
+        if (b <= a) { /* empty match: not a piece; move on one byte */
+            pos = a + 1;
+            continue;
+        }
+        if (a > gap && emit_piece(t, ws, s + gap, a - gap, level + 1, out) != 0) return -1;
+        if (emit_piece(t, ws, s + a, b - a, level + 1, out) != 0) return -1;
+        pos = gap = b;
+    }
+    return gap < len ? emit_piece(t, ws, s + gap, len - gap, level + 1, out) : 0;
+}
+
+/* A piece that patterns [0, level) have produced: runs the remaining
+ * patterns and BPE on it. Short pieces are memoized per (level, bytes): the
+ * result depends on nothing else, and words repeat a lot. */
+static int emit_piece(const tokenizer *t, bpe_ws *ws, const unsigned char *s, size_t len, int level, tok_idvec *out) {
     const bpe_model *m = t->bpe;
     if (len == 0) return 0;
-    if (ws_prepare(m, ws) != 0 || grow(&ws->segs, &ws->segs_cap, 1, sizeof(seg)) != 0)
-        return cf_fail(err, "tokenize: out of memory");
-    seg *segs = ws->segs;
-    size_t n_segs = 1;
-    segs[0] = (seg){0, len};
-    for (int r = 0; r < m->n_re; r++) {
-        size_t n2 = 0;
-        if (split_by(m, r, ws, text, ws->segs, n_segs, (seg **)&ws->segs2, &ws->segs2_cap, &n2) != 0)
-            return cf_fail(err, "tokenize: out of memory");
-        void *tp = ws->segs;
-        size_t tc = ws->segs_cap;
-        ws->segs = ws->segs2;
-        ws->segs_cap = ws->segs2_cap;
-        ws->segs2 = tp;
-        ws->segs2_cap = tc;
-        n_segs = n2;
-    }
-    segs = ws->segs;
-    if (!ws->cache && !(ws->cache = calloc(1, sizeof(word_cache)))) return cf_fail(err, "tokenize: out of memory");
+    bool memo = len >= 2 && len <= CACHE_MAX_WORD;
     word_cache *c = ws->cache;
-    for (size_t i = 0; i < n_segs; i++) {
-        const unsigned char *w = (const unsigned char *)text + segs[i].off;
-        size_t wl = segs[i].len;
-        if (wl < 2 || wl > CACHE_MAX_WORD) {
-            if (encode_word(t, ws, w, wl, out) != 0) return cf_fail(err, "tokenize: out of memory");
-            continue;
+    uint64_t h = 0;
+    if (memo) {
+        h = word_hash(s, len, level);
+        const cache_slot *hit = cache_find(c, s, len, level, h);
+        if (hit->h != 0) {
+            if (tok_idvec_reserve(out, hit->nid) != 0) return -1;
+            memcpy(out->v + out->n, c->ids + hit->ioff, hit->nid * sizeof *out->v);
+            out->n += hit->nid;
+            return 0;
         }
-        uint64_t h = word_hash(w, wl);
-        cache_slot *s = cache_find(c, w, wl, h);
-        if (s->h != 0) {
-            if (tok_idvec_reserve(out, s->nid) != 0) return cf_fail(err, "tokenize: out of memory");
-            memcpy(out->v + out->n, c->ids + s->ioff, s->nid * sizeof *out->v);
-            out->n += s->nid;
-            continue;
-        }
-        size_t before = out->n;
-        if (encode_word(t, ws, w, wl, out) != 0) return cf_fail(err, "tokenize: out of memory");
-        cache_store(c, s, w, wl, h, out->v + before, out->n - before);
     }
+    size_t before = out->n;
+    int rc = level >= m->n_re ? encode_word(t, ws, s, len, out) : split_level(t, ws, s, len, level, out);
+    if (rc == 0 && memo) /* find the slot again: the recursion may have filled it */
+        cache_store(c, cache_find(c, s, len, level, h), s, len, level, h, out->v + before, out->n - before);
+    return rc;
+}
+
+int bpe_encode(const tokenizer *t, bpe_ws *ws, const char *text, size_t len, tok_idvec *out, cf_err *err) {
+    if (len == 0) return 0;
+    if (ws_prepare(ws) != 0) return cf_fail(err, "tokenize: out of memory");
+    if (emit_piece(t, ws, (const unsigned char *)text, len, 0, out) != 0)
+        return cf_fail(err, "tokenize: out of memory");
     return 0;
 }
 

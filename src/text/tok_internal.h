@@ -119,8 +119,6 @@ void bpe_free(bpe_model *m);
  * release with bpe_ws_free(). */
 typedef struct bpe_ws {
     void *md, *mctx, *jit_stack; /* pcre2 match data / context / JIT stack */
-    void *segs, *segs2;
-    size_t segs_cap, segs2_cap;
     void *sym;
     size_t sym_cap;
     void *heap;
