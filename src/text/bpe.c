@@ -459,14 +459,15 @@ static int encode_word(const tokenizer *t, bpe_ws *ws, const unsigned char *w, s
 
 /* --------------------------------------------------------------- encode */
 
-static int emit_piece(const tokenizer *t, bpe_ws *ws, const unsigned char *s, size_t len, int level, tok_idvec *out);
+static int emit_piece(const tokenizer *t, bpe_ws *ws, const unsigned char *s, size_t len, int level, bool in_memo,
+                      tok_idvec *out);
 
 /* Splits s[0..len) by pattern `level` into matches and gaps, each handed on
  * to the next level in order. */
-static int split_level(const tokenizer *t, bpe_ws *ws, const unsigned char *s, size_t len, int level,
+static int split_level(const tokenizer *t, bpe_ws *ws, const unsigned char *s, size_t len, int level, bool in_memo,
                        tok_idvec *out) {
     const bpe_model *m = t->bpe;
-    if (!may_match(m, level, s, len)) return emit_piece(t, ws, s, len, level + 1, out);
+    if (!may_match(m, level, s, len)) return emit_piece(t, ws, s, len, level + 1, in_memo, out);
     pcre2_match_data *md = ws->md; /* shared by all levels: the ovector is read before recursing */
     const pcre2_code *re = m->re[level];
     size_t pos = 0, gap = 0;
@@ -480,20 +481,23 @@ static int split_level(const tokenizer *t, bpe_ws *ws, const unsigned char *s, s
             pos = a + 1;
             continue;
         }
-        if (a > gap && emit_piece(t, ws, s + gap, a - gap, level + 1, out) != 0) return -1;
-        if (emit_piece(t, ws, s + a, b - a, level + 1, out) != 0) return -1;
+        if (a > gap && emit_piece(t, ws, s + gap, a - gap, level + 1, in_memo, out) != 0) return -1;
+        if (emit_piece(t, ws, s + a, b - a, level + 1, in_memo, out) != 0) return -1;
         pos = gap = b;
     }
-    return gap < len ? emit_piece(t, ws, s + gap, len - gap, level + 1, out) : 0;
+    return gap < len ? emit_piece(t, ws, s + gap, len - gap, level + 1, in_memo, out) : 0;
 }
 
 /* A piece that patterns [0, level) have produced: runs the remaining
  * patterns and BPE on it. Short pieces are memoized per (level, bytes): the
- * result depends on nothing else, and words repeat a lot. */
-static int emit_piece(const tokenizer *t, bpe_ws *ws, const unsigned char *s, size_t len, int level, tok_idvec *out) {
+ * result depends on nothing else, and words repeat a lot. Only the outermost
+ * short piece is memoized (in_memo: an enclosing piece already is), so a
+ * word costs one memo entry, not one per level. */
+static int emit_piece(const tokenizer *t, bpe_ws *ws, const unsigned char *s, size_t len, int level, bool in_memo,
+                      tok_idvec *out) {
     const bpe_model *m = t->bpe;
     if (len == 0) return 0;
-    bool memo = len >= 2 && len <= CACHE_MAX_WORD;
+    bool memo = !in_memo && len >= 2 && len <= CACHE_MAX_WORD;
     word_cache *c = ws->cache;
     uint64_t h = 0;
     if (memo) {
@@ -507,7 +511,8 @@ static int emit_piece(const tokenizer *t, bpe_ws *ws, const unsigned char *s, si
         }
     }
     size_t before = out->n;
-    int rc = level >= m->n_re ? encode_word(t, ws, s, len, out) : split_level(t, ws, s, len, level, out);
+    int rc = level >= m->n_re ? encode_word(t, ws, s, len, out)
+                              : split_level(t, ws, s, len, level, in_memo || memo, out);
     if (rc == 0 && memo) /* find the slot again: the recursion may have filled it */
         cache_store(c, cache_find(c, s, len, level, h), s, len, level, h, out->v + before, out->n - before);
     return rc;
@@ -516,7 +521,7 @@ static int emit_piece(const tokenizer *t, bpe_ws *ws, const unsigned char *s, si
 int bpe_encode(const tokenizer *t, bpe_ws *ws, const char *text, size_t len, tok_idvec *out, cf_err *err) {
     if (len == 0) return 0;
     if (ws_prepare(ws) != 0) return cf_fail(err, "tokenize: out of memory");
-    if (emit_piece(t, ws, (const unsigned char *)text, len, 0, out) != 0)
+    if (emit_piece(t, ws, (const unsigned char *)text, len, 0, false, out) != 0)
         return cf_fail(err, "tokenize: out of memory");
     return 0;
 }
