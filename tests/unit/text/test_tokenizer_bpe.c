@@ -428,7 +428,7 @@ static void test_threads(void) {
 
 /* --------------------------------------------- synthetic vocabularies */
 
-static const char *const mini_tokens[] = {"a", "b", "c", "ab", "abc", "\xC4\xA0", "\xC4\xA0" "a", "<|end|>"};
+static const char *const mini_tokens[] = {"a", "b", "c", "ab", "abc", "\xC4\xA0", ("\xC4\xA0" "a"), "<|end|>"};
 #define MINI_N (sizeof mini_tokens / sizeof mini_tokens[0])
 
 static void (*g_tweak)(gguf_writer *);
