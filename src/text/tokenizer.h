@@ -33,7 +33,9 @@
  * between matches is encoded on its own, and with add_space_prefix each such
  * piece that starts the text or follows a special token gets the leading
  * space (llama.cpp does the same). User content must be encoded with
- * parse_special = false. */
+ * parse_special = false. Byte-level BPE vocabularies use the same rule, which
+ * matters for DeepSeek's USER_DEFINED byte characters ("ü" etc.; see
+ * src/text/bpe.c) and e.g. MPT's USER_DEFINED runs of spaces. */
 #ifndef CINFER_TEXT_TOKENIZER_H
 #define CINFER_TEXT_TOKENIZER_H
 
