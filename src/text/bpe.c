@@ -4,13 +4,20 @@
  * Owns the bpe_model hanging off tokenizer.bpe: the compiled pre-tokenizer
  * regexes (PCRE2, UTF | UCP | MATCH_INVALID_UTF | DOLLAR_ENDONLY, JIT when
  * available), the merge table and the GPT-2 byte<->unicode maps. Immutable
- * after load; all per-call state (match data, JIT stack, offsets, symbols,
- * heap) lives in the caller's bpe_ws, so several threads may encode at once.
+ * after load; all per-call state (match data, JIT stack, symbols, heap,
+ * piece memo) lives in the caller's bpe_ws, so several threads may encode
+ * at once.
  *
  * Encoding one raw fragment:
  *  1. Pre-tokenize: the pattern sequence of the pre type (bpe_pre.h) splits
- *     the text into words (matches and the gaps between them). Invalid UTF-8
- *     never matches, so it ends up in gaps; no input is rejected.
+ *     the text into words (matches and the gaps between them), depth first:
+ *     each piece pattern k yields goes through patterns k+1.. at once, which
+ *     gives the same words in the same order as llama.cpp's pattern-by-
+ *     pattern passes. Patterns are skipped on pieces that contain none of
+ *     the bytes a match can start with (from PCRE2's own pattern analysis).
+ *     Invalid UTF-8 never matches, so it ends up in gaps; no input is
+ *     rejected; a matcher error (e.g. JIT stack limit) leaves the rest of the
+ *     piece as a gap.
  *  2. Each word's bytes become one symbol each, with the id of the token
  *     spelled by the byte's GPT-2 character (-1 if the vocab lacks it).
  *     (With ignore_merges, a word that is a whole token is emitted as is.)
@@ -20,8 +27,8 @@
  *     word, O(n log n).
  *  4. Emit the ids of the remaining symbols (symbols without a token are
  *     dropped, as llama.cpp does when no single-byte token exists).
- * Words repeat a lot, so each call memoizes word -> ids for short words
- * (bpe_ws.cache; per call, so nothing is shared between threads).
+ * Words repeat a lot, so each call memoizes (pattern level, piece) -> ids
+ * for short pieces (bpe_ws.cache; per call, nothing shared between threads).
  * Merge table: key = (left id, right id) -> (rank, result id). A merge line is
  * "A B" split at the first space after its first byte (as llama.cpp); a line
  * without one is malformed (load error). Merges whose halves or result are
@@ -325,7 +332,7 @@ static void cache_store(word_cache *c, cache_slot *s, const unsigned char *w, si
         grow((void **)&c->ids, &c->ids_cap, c->ids_n + nid, sizeof *c->ids) != 0)
         return;
     memcpy(c->words + c->words_n, w, len);
-    memcpy(c->ids + c->ids_n, ids, nid * sizeof *ids);
+    if (nid) memcpy(c->ids + c->ids_n, ids, nid * sizeof *ids);
     *s = (cache_slot){h, (uint32_t)c->words_n, (uint32_t)len, (uint32_t)c->ids_n, (uint32_t)nid, level};
     c->words_n += len;
     c->ids_n += nid;
@@ -505,7 +512,7 @@ static int emit_piece(const tokenizer *t, bpe_ws *ws, const unsigned char *s, si
         const cache_slot *hit = cache_find(c, s, len, level, h);
         if (hit->h != 0) {
             if (tok_idvec_reserve(out, hit->nid) != 0) return -1;
-            memcpy(out->v + out->n, c->ids + hit->ioff, hit->nid * sizeof *out->v);
+            if (hit->nid) memcpy(out->v + out->n, c->ids + hit->ioff, hit->nid * sizeof *out->v);
             out->n += hit->nid;
             return 0;
         }

@@ -499,6 +499,7 @@ static void test_synthetic(void) {
         CHECK(encodes_to(t, "cab", (int32_t[]){2, 3}, 2));
         /* characters without a token are dropped (llama.cpp does the same) */
         CHECK(encodes_to(t, "axb", (int32_t[]){0, 1}, 2));
+        CHECK(encodes_to(t, "xx\nxx", NULL, 0)); /* words of dropped characters (memoized as empty) */
         CHECK(tokenizer_bos(t) == -1 && !tokenizer_add_bos(t)); /* default 11 is out of range */
         tokenizer_free(t);
         t = NULL;
