@@ -559,6 +559,86 @@ static void test_wpm(void) {
     tokenizer_free(t);
 }
 
+/* --------------------------------- pre types without shipped vectors */
+
+static const char *g_pre_name;
+static void set_pre(gguf_writer *w) { gguf_set_str(w, "tokenizer.ggml.pre", g_pre_name); }
+
+/* The gpt-2 vocabulary re-labelled with another pre type. */
+static tokenizer *gpt2_with_pre(const char *pre) {
+    gguf_file *src = NULL;
+    cf_err err = {{0}};
+    if (gguf_open(shared_path("fixtures/vocab/ggml-vocab-gpt-2.gguf"), &src, &err) != 0) return NULL;
+    gguf_writer *w = gguf_writer_create();
+    tokenizer *t = NULL;
+    g_pre_name = pre;
+    char path[256];
+    temp_path(path, sizeof path, "pre.gguf");
+    gguf_file *f = NULL;
+    if (gguf_writer_copy_kv(w, src, &err) == 0) {
+        set_pre(w);
+        if (gguf_writer_write(w, path, &err) == 0 && gguf_open(path, &f, &err) == 0)
+            tokenizer_load_gguf(f, &t, &err);
+    }
+    if (!t) fprintf(stderr, "pre %s: %s\n", pre, err.msg);
+    gguf_close(f);
+    gguf_close(src);
+    unlink(path);
+    gguf_writer_free(w);
+    return t;
+}
+
+/* The pieces of `text` joined with '|' into out. */
+static void pieces(const tokenizer *t, const char *text, char *out, size_t cap) {
+    int32_t *ids = NULL;
+    size_t n = 0, o = 0;
+    out[0] = 0;
+    if (!encode(t, text, strlen(text), false, false, &ids, &n)) return;
+    for (size_t i = 0; i < n && o + 70 < cap; i++) {
+        if (i) out[o++] = '|';
+        o += tokenizer_token_bytes(t, ids[i], true, out + o, 64);
+    }
+    out[o] = 0;
+    free(ids);
+}
+
+/* The regex sequences of llama3 / qwen2 / deepseek-v3 / gpt-neox / default
+ * (no .inp/.out shipped): digit grouping and contraction case-folding show
+ * which one ran; every text still round-trips. */
+static void test_pre_types(void) {
+    static const struct {
+        const char *pre, *text, *want;
+    } cases[] = {
+        /* gpt-2 itself: one number word, BPE gives 123|45|67 */
+        {"gpt-2", "1234567", "123|45|67"},
+        {"gpt-neox", "1234567", "123|45|67"},
+        {"llama-bpe", "1234567", "123|456|7"}, /* \p{N}{1,3} */
+        {"llama3", "a1234567", "a|123|456|7"},
+        {"qwen2", "12345", "1|2|3|4|5"},        /* \p{N} */
+        {"deepseek-v3", "1234567", "123|456|7"},
+        {"default", "1234567", "123|456|7"},    /* [0-9][0-9][0-9] after \p{N}+ */
+        {"no-such-pre", "1234567", "123|456|7"}, /* falls back to the default */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tokenizer *t = gpt2_with_pre(cases[i].pre);
+        CHECKF(t != NULL, "%s", cases[i].pre);
+        if (!t) continue;
+        char got[512];
+        pieces(t, cases[i].text, got, sizeof got);
+        CHECKF(!strcmp(got, cases[i].want), "pre %s: '%s' -> '%s', want '%s'", cases[i].pre, cases[i].text, got,
+               cases[i].want);
+        const char *mix = "Hello,  world!\n\n\tdef f(x): return 12345 # 你好 ÜBER café 🦙 I'd they're \r\n ";
+        int32_t *ids = NULL;
+        size_t n = 0, dl = 0;
+        CHECK(encode(t, mix, strlen(mix), false, false, &ids, &n));
+        char *dec = detok_all(t, ids, n, false, &dl);
+        CHECKF(dl == strlen(mix) && !memcmp(dec, mix, dl), "pre %s: round trip '%s'", cases[i].pre, dec);
+        free(dec);
+        free(ids);
+        tokenizer_free(t);
+    }
+}
+
 int main(void) {
     static const char *const bpe_vocabs[] = {
         "ggml-vocab-gpt-2.gguf",  "ggml-vocab-deepseek-llm.gguf", "ggml-vocab-deepseek-coder.gguf",
@@ -574,5 +654,6 @@ int main(void) {
     test_threads();
     test_synthetic();
     test_wpm();
+    test_pre_types();
     return test_finish();
 }
