@@ -11,13 +11,19 @@
  * with parse_special off no CONTROL id appears (but WordPiece's [UNK]); BPE: the raw bytes of the
  * ids (specials rendered) give back the input exactly, whatever it is; the
  * streaming detokenizer always produces valid UTF-8, equal to the input
- * when that is valid UTF-8. */
+ * when that is valid UTF-8.
+ * First byte >= 0xF0: the input is tokenizer data instead: line 1 is the
+ * tokenizer.ggml.pre value, every further line a merge; a vocabulary of the
+ * 256 byte characters plus each merge's concatenation (when valid UTF-8) is
+ * written and loaded (errors are fine, crashes are not) and, when it loads,
+ * the input itself is encoded and must round-trip byte for byte. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "model/gguf.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
@@ -141,6 +147,7 @@ static void build_wpm(size_t i) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
+    cf_log_level = CF_LOG_ERROR; /* fuzzed pre types / missing merges warn on every input */
     for (size_t i = 0; i < N_PRE; i++) build_bpe(i);
     build_wpm(N_PRE);
     return 0;
@@ -159,8 +166,84 @@ static char *decode(const tokenizer *t, const int32_t *ids, size_t n, bool speci
     return out;
 }
 
+/* Round trip of text through t: raw token bytes (specials rendered) give
+ * back the text exactly; aborts otherwise. */
+static void check_bpe_roundtrip(const tokenizer *t, const char *text, size_t size, bool ps) {
+    int32_t *ids = NULL;
+    size_t n = 0, o = 0;
+    cf_err e;
+    if (tokenizer_encode(t, text, size, false, ps, &ids, &n, &e) != 0) abort();
+    char *raw = malloc(size + 64 * n + 1);
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= tokenizer_n_vocab(t)) abort();
+        o += tokenizer_token_bytes(t, ids[i], true, raw + o, 64);
+    }
+    if (o != size || memcmp(raw, text, size) != 0) abort();
+    free(raw);
+    free(ids);
+}
+
+static void fuzz_vocab(const char *s, size_t size) {
+    enum { MAX_LINES = 64 };
+    gguf_str lines[MAX_LINES];
+    size_t nl = 0, start = 0;
+    for (size_t i = 0; i <= size && nl < MAX_LINES; i++)
+        if (i == size || s[i] == '\n') {
+            lines[nl++] = (gguf_str){s + start, i - start};
+            start = i + 1;
+        }
+    static char chars[256][3];
+    gguf_str toks[256 + MAX_LINES + 1];
+    int32_t types[256 + MAX_LINES + 1];
+    char *cat[MAX_LINES] = {0};
+    size_t nt = 0;
+    for (int b = 0; b < 256; b++) {
+        byte_char(b, chars[b]);
+        toks[nt] = (gguf_str){chars[b], strlen(chars[b])}, types[nt++] = TOKEN_TYPE_NORMAL;
+    }
+    for (size_t k = 1; k < nl; k++) { /* the merge "A B" -> token "AB" */
+        const char *sp = lines[k].len > 1 ? memchr(lines[k].s + 1, ' ', lines[k].len - 1) : NULL;
+        if (!sp) continue;
+        size_t ll = (size_t)(sp - lines[k].s), rl = lines[k].len - ll - 1;
+        cat[k] = malloc(ll + rl + 1);
+        memcpy(cat[k], lines[k].s, ll);
+        memcpy(cat[k] + ll, sp + 1, rl);
+        if (ll + rl == 0 || !utf8_valid(cat[k], ll + rl) || memchr(cat[k], 0, ll + rl)) continue;
+        toks[nt] = (gguf_str){cat[k], ll + rl}, types[nt++] = TOKEN_TYPE_NORMAL;
+    }
+    toks[nt] = (gguf_str){"<tag>", 5}, types[nt++] = TOKEN_TYPE_USER_DEFINED;
+    char pre[64];
+    size_t pl = lines[0].len < sizeof pre - 1 ? lines[0].len : sizeof pre - 1;
+    memcpy(pre, lines[0].s, pl);
+    pre[pl] = 0;
+    gguf_writer *w = gguf_writer_create();
+    gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_set_str(w, "tokenizer.ggml.pre", pre);
+    gguf_set_arr_str_len(w, "tokenizer.ggml.tokens", toks, nt);
+    gguf_set_arr_i32(w, "tokenizer.ggml.token_type", types, nt);
+    if (nl > 1) gguf_set_arr_str_len(w, "tokenizer.ggml.merges", lines + 1, nl - 1);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/fuzz_bpe-v-%d.gguf", (int)getpid());
+    cf_err e = {{0}};
+    gguf_file *f = NULL;
+    tokenizer *t = NULL;
+    if (gguf_writer_write(w, path, &e) == 0 && gguf_open(path, &f, &e) == 0 && tokenizer_load_gguf(f, &t, &e) == 0) {
+        check_bpe_roundtrip(t, s, size, false);
+        check_bpe_roundtrip(t, s, size, true);
+    }
+    tokenizer_free(t);
+    gguf_close(f);
+    unlink(path);
+    gguf_writer_free(w);
+    for (size_t k = 0; k < nl; k++) free(cat[k]);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
+    if (data[0] >= 0xF0) {
+        fuzz_vocab((const char *)data + 1, size - 1);
+        return 0;
+    }
     size_t which = data[0] % (N_PRE + 1);
     const tokenizer *t = g_tok[which];
     bool bpe = which < N_PRE;
