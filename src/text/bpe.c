@@ -27,8 +27,9 @@
  *     word, O(n log n).
  *  4. Emit the ids of the remaining symbols (symbols without a token are
  *     dropped, as llama.cpp does when no single-byte token exists).
- * Words repeat a lot, so each call memoizes (pattern level, piece) -> ids
- * for short pieces (bpe_ws.cache; per call, nothing shared between threads).
+ * Words repeat a lot, so each call on a text of >= 2 KB memoizes (pattern
+ * level, piece) -> ids for short pieces (bpe_ws.cache; per call, nothing
+ * shared between threads).
  * Merge table: key = (left id, right id) -> (rank, result id). A merge line is
  * "A B" split at the first space after its first byte (as llama.cpp); a line
  * without one is malformed (load error). Merges whose halves or result are
@@ -352,13 +353,16 @@ void bpe_ws_free(bpe_ws *ws) {
 }
 
 
-static int ws_prepare(bpe_ws *ws) {
+/* Texts shorter than this are not worth the memo's 256 KB table. */
+#define CACHE_MIN_TEXT 2048
+
+static int ws_prepare(bpe_ws *ws, size_t len) {
+    if (len >= CACHE_MIN_TEXT && !ws->cache && !(ws->cache = calloc(1, sizeof(word_cache)))) return -1;
     if (ws->md) return 0;
     ws->md = pcre2_match_data_create(4, NULL);
     ws->mctx = pcre2_match_context_create(NULL);
     ws->jit_stack = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, NULL);
-    ws->cache = calloc(1, sizeof(word_cache));
-    if (!ws->md || !ws->mctx || !ws->cache) return -1;
+    if (!ws->md || !ws->mctx) return -1;
     if (ws->jit_stack) pcre2_jit_stack_assign(ws->mctx, NULL, ws->jit_stack);
     return 0;
 }
@@ -504,8 +508,8 @@ static int emit_piece(const tokenizer *t, bpe_ws *ws, const unsigned char *s, si
                       tok_idvec *out) {
     const bpe_model *m = t->bpe;
     if (len == 0) return 0;
-    bool memo = !in_memo && len >= 2 && len <= CACHE_MAX_WORD;
     word_cache *c = ws->cache;
+    bool memo = c && !in_memo && len >= 2 && len <= CACHE_MAX_WORD;
     uint64_t h = 0;
     if (memo) {
         h = word_hash(s, len, level);
@@ -527,7 +531,7 @@ static int emit_piece(const tokenizer *t, bpe_ws *ws, const unsigned char *s, si
 
 int bpe_encode(const tokenizer *t, bpe_ws *ws, const char *text, size_t len, tok_idvec *out, cf_err *err) {
     if (len == 0) return 0;
-    if (ws_prepare(ws) != 0) return cf_fail(err, "tokenize: out of memory");
+    if (ws_prepare(ws, len) != 0) return cf_fail(err, "tokenize: out of memory");
     if (emit_piece(t, ws, (const unsigned char *)text, len, 0, false, out) != 0)
         return cf_fail(err, "tokenize: out of memory");
     return 0;

@@ -377,6 +377,51 @@ static void test_long_word(void) {
     tokenizer_free(t);
 }
 
+/* Long texts go through the per-call piece memo, short ones do not:
+ * deepseek-llm's first pattern makes every newline its own piece, so a long
+ * text must encode to the concatenation of its lines encoded one by one. */
+static void test_memo_consistency(void) {
+    tokenizer *t = load_tok(shared_path("fixtures/vocab/ggml-vocab-deepseek-llm.gguf"));
+    size_t inp_len = 0;
+    char *inp = read_file(shared_path("fixtures/vocab/ggml-vocab-deepseek-llm.gguf.inp"), &inp_len);
+    CHECK(t && inp);
+    if (!t || !inp) {
+        free(inp);
+        tokenizer_free(t);
+        return;
+    }
+    size_t copies = 16384 / (inp_len + 1) + 1, len = copies * inp_len;
+    char *text = malloc(len);
+    for (size_t k = 0; k < copies; k++) memcpy(text + k * inp_len, inp, inp_len);
+    int32_t *all = NULL, *part = NULL, *want = malloc((len + 1) * sizeof *want);
+    size_t n_all = 0, n_part = 0, n_want = 0;
+    CHECK(len >= 8192 && encode(t, text, len, false, false, &all, &n_all));
+    for (size_t a = 0; a < len;) {
+        const char *nl = memchr(text + a, '\n', len - a);
+        size_t b = nl ? (size_t)(nl - text) : len;
+        if (b > a && encode(t, text + a, b - a, false, false, &part, &n_part)) {
+            memcpy(want + n_want, part, n_part * sizeof *part);
+            n_want += n_part;
+        }
+        free(part);
+        part = NULL;
+        if (nl && encode(t, "\n", 1, false, false, &part, &n_part)) {
+            memcpy(want + n_want, part, n_part * sizeof *part);
+            n_want += n_part;
+        }
+        free(part);
+        part = NULL;
+        a = b + 1;
+    }
+    CHECKF(n_all == n_want && !memcmp(all, want, n_all * sizeof *all), "memoized long text: %zu ids vs %zu", n_all,
+           n_want);
+    free(all);
+    free(want);
+    free(text);
+    free(inp);
+    tokenizer_free(t);
+}
+
 /* ------------------------------------------------------------- threads */
 
 typedef struct thr_arg {
@@ -651,6 +696,7 @@ int main(void) {
     test_injection();
     test_bpe_api();
     test_long_word();
+    test_memo_consistency();
     test_threads();
     test_synthetic();
     test_wpm();
