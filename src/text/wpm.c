@@ -13,9 +13,11 @@
  *  2. Each word, with "▁" put in front, is covered greedily left to right
  *     by the longest vocabulary token at each position; if some position
  *     has no token the whole word becomes [UNK] (t->unk; nothing if none).
- * Decoding (tokenizer.c): "▁" -> ' ', continuation pieces glue on, so the
- * text comes back lowercased with single spaces and a leading space that
- * the detokenizer strips (strip_leading_space).
+ * Decoding (tokenizer.c): "▁" -> ' ', continuation pieces glue on (as
+ * llama.cpp's token_to_piece), so the text comes back lowercased with single
+ * spaces and a leading space that the detokenizer strips
+ * (strip_leading_space). llama_detokenize's whole-text clean_spaces pass
+ * (" ," -> ",", " ' " -> "'") is not applied: the detokenizer streams.
  * Memory: one word buffer per call, freed before returning. */
 #include <stdlib.h>
 #include <string.h>

@@ -9,8 +9,11 @@
  * llama.cpp fixtures; special-token injection (user text spelling control
  * tokens gives only ordinary tokens) on the deepseek, gpt-2 and SPM vocabs;
  * concurrent encoding from several threads; a long single word (the merge
- * loop must not be quadratic); and tokenizer data built with gguf_writer
- * (malformed merges are errors, missing merges / unknown pre types are not). */
+ * loop must not be quadratic); the piece memo of long texts against
+ * line-by-line encoding; the pre types without shipped vectors (llama3,
+ * qwen2, deepseek-v3, gpt-neox, default) told apart by digit grouping;
+ * WordPiece specifics; and tokenizer data built with gguf_writer (malformed
+ * merges are errors, missing merges / unknown pre types are not). */
 #include <dirent.h>
 #include <jansson.h>
 #include <pthread.h>
