@@ -9,9 +9,10 @@
  * written, so concurrent use from several threads is safe; per-call scratch
  * lives in the caller-owned structures below (tok_idvec, spm_ws).
  *
- * Adding an algorithm (gpt2 byte-level BPE, bert WordPiece): add a TOK_ALGO_*
- * value, a load hook for its extra keys (merges, ...) and an encode function
- * with the signature of spm_encode(); tokenizer.c dispatches on `algo`. */
+ * Algorithms: SentencePiece (spm.c), byte-level BPE (bpe.c: pre-tokenizer
+ * regexes, merge ranks, GPT-2 byte<->unicode map; its data hangs off
+ * tokenizer.bpe) and WordPiece (wpm.c, no extra data). Each has an encode
+ * function for one raw fragment; tokenizer.c dispatches on `algo`. */
 #ifndef CINFER_TEXT_TOK_INTERNAL_H
 #define CINFER_TEXT_TOK_INTERNAL_H
 
@@ -20,11 +21,16 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "model/gguf.h"
 #include "text/tokenizer.h"
 
 typedef enum tok_algo {
     TOK_ALGO_SPM = 0, /* tokenizer.ggml.model = "llama" */
+    TOK_ALGO_BPE = 1, /* "gpt2": byte-level BPE */
+    TOK_ALGO_WPM = 2, /* "bert": WordPiece */
 } tok_algo;
+
+typedef struct bpe_model bpe_model; /* bpe.c */
 
 typedef struct tok_token {
     const char *text; /* into tokenizer.arena, NUL-terminated, valid UTF-8 */
@@ -46,8 +52,10 @@ struct tokenizer {
     int32_t *hslots;
     size_t hmask;
 
-    int32_t bos, eos, unk, pad, eot, eom; /* -1 if none; else in [0, n_vocab) */
+    int32_t bos, eos, unk, pad, eot, eom, sep; /* -1 if none; else in [0, n_vocab) */
     bool add_bos, add_eos, add_space_prefix;
+    bool add_sep;           /* WordPiece: [SEP] after the text with add_special */
+    bpe_model *bpe;         /* BPE only: regexes and merges (owned) */
     uint8_t *eog;           /* [n_vocab] 1 = ends generation */
 
     /* CONTROL, USER_DEFINED and UNKNOWN tokens with non-empty text, longest
@@ -97,5 +105,40 @@ void spm_ws_free(spm_ws *ws);
  * space_prefix, a space is put in front of the text first. */
 int spm_encode(const tokenizer *t, spm_ws *ws, const char *text, size_t len, bool space_prefix, tok_idvec *out,
                cf_err *err);
+
+/* ---- byte-level BPE (bpe.c) ---- */
+
+/* Reads tokenizer.ggml.pre and tokenizer.ggml.merges into t->bpe. A missing
+ * or unknown pre type falls back to the default regexes with a warning;
+ * missing merges give a merge-less tokenizer (warning); malformed merges are
+ * errors. */
+int bpe_load(tokenizer *t, const gguf_file *f, cf_err *err);
+void bpe_free(bpe_model *m);
+
+/* Per-call scratch (regex match data, offsets, symbols, heap). Zero-init;
+ * release with bpe_ws_free(). */
+typedef struct bpe_ws {
+    void *md, *mctx, *jit_stack; /* pcre2 match data / context / JIT stack */
+    void *sym;
+    size_t sym_cap;
+    void *heap;
+    size_t heap_cap;
+    char *buf;
+    size_t buf_cap;
+    void *cache; /* word -> ids memo for this call (bpe.c) */
+} bpe_ws;
+
+void bpe_ws_free(bpe_ws *ws);
+/* Pre-tokenizes and BPE-encodes one raw fragment, appending ids to out. */
+int bpe_encode(const tokenizer *t, bpe_ws *ws, const char *text, size_t len, tok_idvec *out, cf_err *err);
+/* The bytes of a NORMAL BPE token: its text through the GPT-2 unicode->byte
+ * map (code points outside the map are copied as UTF-8). */
+size_t bpe_token_bytes(const tokenizer *t, const tok_token *k, char *buf, size_t cap);
+
+/* ---- WordPiece (wpm.c) ---- */
+
+/* Encodes one raw fragment as llama.cpp's llm_tokenizer_wpm: BERT basic
+ * pre-tokenization then greedy longest match with "▁" word starts. */
+int wpm_encode(const tokenizer *t, const char *text, size_t len, tok_idvec *out, cf_err *err);
 
 #endif

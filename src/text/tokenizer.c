@@ -5,8 +5,11 @@
  * are finite, types are 0..6, token texts are NUL-free valid UTF-8, BYTE
  * tokens read "<0xXX>". Special ids outside [0, n_vocab) (converters write
  * 4294967295 for "none") are ignored, keeping the default (as llama.cpp).
- * The algorithm-specific encoders live in spm.c (and later bpe.c, wpm.c);
- * the streaming detokenizer in detok.c. See tok_internal.h for the object. */
+ * The algorithm-specific encoders live in spm.c, bpe.c and wpm.c; the
+ * streaming detokenizer in detok.c. Per-algorithm defaults follow
+ * llama.cpp: llama (bos 1, eos 2, unk 0, add_bos, space prefix), gpt2 (bos =
+ * eos = 11 when in range, no unk, no add_bos, no space prefix), bert ([CLS]
+ * 101 as bos, unk 100, [SEP] 102 appended with add_special, pad 0). See tok_internal.h for the object. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,11 +87,14 @@ static int load_model_name(const gguf_file *f, tok_algo *algo, cf_err *err) {
     int rc = gguf_get_str(f, KEY_MODEL, &m, err);
     if (rc < 0) return -1;
     if (rc > 0) return cf_fail(err, "%s: no tokenizer (key %s missing)", gguf_path(f), KEY_MODEL);
-    if (!strcmp(m.s, "llama")) {
-        *algo = TOK_ALGO_SPM;
-        return 0;
-    }
-    static const char *const known[] = {"gpt2", "bert", "t5", "rwkv", "none", "no_vocab"};
+    static const struct { const char *name; tok_algo algo; } algos[] = {
+        {"llama", TOK_ALGO_SPM}, {"gpt2", TOK_ALGO_BPE}, {"bert", TOK_ALGO_WPM}};
+    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
+        if (!strcmp(m.s, algos[i].name)) {
+            *algo = algos[i].algo;
+            return 0;
+        }
+    static const char *const known[] = {"t5", "rwkv", "none", "no_vocab"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (!strcmp(m.s, known[i]))
             return cf_fail(err, "%s: tokenizer model '%s' is not supported yet", gguf_path(f), m.s);
@@ -204,14 +210,27 @@ static int load_flag(const gguf_file *f, const char *key, bool *out, cf_err *err
 }
 
 static int load_specials_and_flags(tokenizer *t, const gguf_file *f, cf_err *err) {
-    /* llama.cpp's defaults for "llama" vocabularies */
-    t->bos = t->n_vocab > 1 ? 1 : -1;
-    t->eos = t->n_vocab > 2 ? 2 : -1;
-    t->unk = 0;
-    t->pad = t->eot = t->eom = -1;
-    t->add_bos = true;
+    /* llama.cpp's defaults per vocabulary type (ids out of range: none) */
+    t->pad = t->eot = t->eom = t->sep = -1;
     t->add_eos = false;
-    t->add_space_prefix = true;
+    t->add_sep = false;
+    if (t->algo == TOK_ALGO_SPM) {
+        t->bos = 1, t->eos = 2, t->unk = 0;
+        t->add_bos = true;
+        t->add_space_prefix = true;
+    } else if (t->algo == TOK_ALGO_BPE) {
+        t->bos = 11, t->eos = 11, t->unk = -1;
+        t->add_bos = false;
+        t->add_space_prefix = false;
+    } else {
+        t->bos = 101, t->eos = -1, t->unk = 100, t->sep = 102, t->pad = 0;
+        t->add_bos = true;
+        t->add_sep = true;
+        t->add_space_prefix = false;
+    }
+    int32_t *defaults[] = {&t->bos, &t->eos, &t->unk, &t->sep, &t->pad};
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+        if (*defaults[i] >= t->n_vocab) *defaults[i] = -1;
     static const struct { const char *key; size_t off; } ids[] = {
         {"tokenizer.ggml.bos_token_id", offsetof(tokenizer, bos)},
         {"tokenizer.ggml.eos_token_id", offsetof(tokenizer, eos)},
@@ -219,6 +238,8 @@ static int load_specials_and_flags(tokenizer *t, const gguf_file *f, cf_err *err
         {"tokenizer.ggml.padding_token_id", offsetof(tokenizer, pad)},
         {"tokenizer.ggml.eot_token_id", offsetof(tokenizer, eot)},
         {"tokenizer.ggml.eom_token_id", offsetof(tokenizer, eom)},
+        {"tokenizer.ggml.seperator_token_id", offsetof(tokenizer, sep)},
+        {"tokenizer.ggml.cls_token_id", offsetof(tokenizer, bos)},
     };
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
         if (load_special_id(f, ids[i].key, t->n_vocab, (int32_t *)((char *)t + ids[i].off), err) != 0) return -1;
@@ -319,6 +340,7 @@ int tokenizer_load_gguf(const gguf_file *f, tokenizer **out, cf_err *err) {
     if (load_model_name(f, &t->algo, err) != 0 || load_vocab(t, f, err) != 0 ||
         load_specials_and_flags(t, f, err) != 0 || build_byte_tokens(t, f, err) != 0)
         goto fail;
+    if (t->algo == TOK_ALGO_BPE && bpe_load(t, f, err) != 0) goto fail;
     if (build_eog(t) != 0 || build_specials(t) != 0) {
         cf_fail(err, "tokenizer: out of memory");
         goto fail;
@@ -337,6 +359,7 @@ void tokenizer_free(tokenizer *t) {
     free(t->hslots);
     free(t->eog);
     free(t->specials);
+    bpe_free(t->bpe);
     free(t);
 }
 
@@ -347,7 +370,7 @@ int32_t tokenizer_bos(const tokenizer *t) { return t->bos; }
 int32_t tokenizer_eos(const tokenizer *t) { return t->eos; }
 bool tokenizer_add_bos(const tokenizer *t) { return t->add_bos && t->bos >= 0; }
 bool tokenizer_add_eos(const tokenizer *t) { return t->add_eos && t->eos >= 0; }
-bool tokenizer_add_space_prefix(const tokenizer *t) { return t->add_space_prefix; }
+bool tokenizer_add_space_prefix(const tokenizer *t) { return t->add_space_prefix || t->algo == TOK_ALGO_WPM; }
 size_t tokenizer_max_token_len(const tokenizer *t) { return t->max_token_len; }
 
 static bool valid_id(const tokenizer *t, int32_t id) { return id >= 0 && id < t->n_vocab; }
@@ -418,13 +441,28 @@ static int split_on_token(const tokenizer *t, const char *text, int32_t id, cons
 static int partition(const tokenizer *t, const char *text, size_t len, bool parse_special, frag_list *res) {
     frag_list a = {0}, b = {0};
     if (len > 0 && frag_push(&a, -1, 0, len) != 0) goto oom;
+    /* cheap filters: which bytes and which byte pairs occur at all (vocabs
+     * with thousands of USER_DEFINED tokens would otherwise scan the text
+     * once per token) */
     bool present[256] = {false};
-    for (size_t i = 0; i < len; i++) present[(unsigned char)text[i]] = true;
+    uint64_t pairs[65536 / 64] = {0};
+    for (size_t i = 0; i < len; i++) {
+        present[(unsigned char)text[i]] = true;
+        if (i + 1 < len) {
+            unsigned p = (unsigned)(unsigned char)text[i] << 8 | (unsigned char)text[i + 1];
+            pairs[p >> 6] |= 1ull << (p & 63);
+        }
+    }
     for (size_t s = 0; s < t->n_specials && len > 0; s++) {
         int32_t id = t->specials[s];
         const tok_token *k = &t->tokens[id];
         if (!parse_special && k->type != TOKEN_TYPE_USER_DEFINED) continue;
         if (k->len > len || !present[(unsigned char)k->text[0]]) continue;
+        if (k->len >= 2) {
+            unsigned p = (unsigned)(unsigned char)k->text[0] << 8 | (unsigned char)k->text[1];
+            if (!(pairs[p >> 6] >> (p & 63) & 1)) continue;
+            if (!memmem(text, len, k->text, k->len)) continue;
+        }
         if (split_on_token(t, text, id, &a, &b) != 0) goto oom;
         frag_list tmp = a;
         a = b;
@@ -439,10 +477,17 @@ oom:
     return -1;
 }
 
-static int encode_fragment(const tokenizer *t, spm_ws *ws, const char *text, size_t len, bool first, tok_idvec *out,
+typedef struct enc_ws {
+    spm_ws spm;
+    bpe_ws bpe;
+} enc_ws;
+
+static int encode_fragment(const tokenizer *t, enc_ws *ws, const char *text, size_t len, bool first, tok_idvec *out,
                            cf_err *err) {
     switch (t->algo) {
-    case TOK_ALGO_SPM: return spm_encode(t, ws, text, len, t->add_space_prefix && first, out, err);
+    case TOK_ALGO_SPM: return spm_encode(t, &ws->spm, text, len, t->add_space_prefix && first, out, err);
+    case TOK_ALGO_BPE: return bpe_encode(t, &ws->bpe, text, len, out, err);
+    case TOK_ALGO_WPM: return wpm_encode(t, text, len, out, err);
     }
     return cf_fail(err, "tokenize: internal error (algorithm %d)", (int)t->algo);
 }
@@ -454,7 +499,7 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool add_
     if (!text && len) return cf_fail(err, "tokenize: NULL text");
     tok_idvec out = {0};
     frag_list frags = {0};
-    spm_ws ws = {0};
+    enc_ws ws = {0};
     if (tok_idvec_reserve(&out, len / 2 + 4) != 0) goto oom;
     if (add_special && tokenizer_add_bos(t)) tok_idvec_push(&out, t->bos);
     if (partition(t, text, len, parse_special, &frags) != 0) goto oom;
@@ -470,8 +515,10 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool add_
         }
     }
     if (add_special && tokenizer_add_eos(t) && tok_idvec_push(&out, t->eos) != 0) goto oom;
+    if (add_special && t->add_sep && t->sep >= 0 && tok_idvec_push(&out, t->sep) != 0) goto oom;
     free(frags.v);
-    spm_ws_free(&ws);
+    spm_ws_free(&ws.spm);
+    bpe_ws_free(&ws.bpe);
     *ids = out.v;
     *n_ids = out.n;
     return 0;
@@ -480,7 +527,8 @@ oom:
 fail:
     free(out.v);
     free(frags.v);
-    spm_ws_free(&ws);
+    spm_ws_free(&ws.spm);
+    bpe_ws_free(&ws.bpe);
     return -1;
 }
 
@@ -515,7 +563,7 @@ size_t tokenizer_token_bytes(const tokenizer *t, int32_t id, bool special, char 
     case TOKEN_TYPE_UNKNOWN:
         return special ? copy_capped(buf, cap, 0, k->text, k->len) : 0;
     case TOKEN_TYPE_USER_DEFINED: return copy_capped(buf, cap, 0, k->text, k->len);
-    case TOKEN_TYPE_NORMAL: return unescape_spaces(k, buf, cap);
+    case TOKEN_TYPE_NORMAL: return t->algo == TOK_ALGO_BPE ? bpe_token_bytes(t, k, buf, cap) : unescape_spaces(k, buf, cap);
     case TOKEN_TYPE_BYTE: {
         char c = (char)parse_byte_token(k->text, k->len);
         return copy_capped(buf, cap, 0, &c, 1);

@@ -1,20 +1,28 @@
 /* tokenizer.h - text <-> token ids for the vocabularies GGUF files carry.
  *
  * One tokenizer object per model, built from the GGUF `tokenizer.ggml.*`
- * keys. `tokenizer.ggml.model` selects the algorithm: "llama" (SentencePiece
- * BPE: score-driven merges, byte fallback <0xXX>, leading-space handling via
- * add_space_prefix), bit-compatible with llama.cpp's llm_tokenizer_spm. Other
- * models ("gpt2" byte-level BPE, "bert" WordPiece) are rejected for now with
- * "tokenizer model 'gpt2' is not supported yet" and plug in behind the same
- * interface (src/text/tok_internal.h). The tokenizer copies what it needs:
+ * keys. `tokenizer.ggml.model` selects the algorithm, each bit-compatible
+ * with llama.cpp on its test vectors:
+ *  - "llama": SentencePiece BPE (score-driven merges, byte fallback <0xXX>,
+ *    leading-space handling via add_space_prefix);
+ *  - "gpt2": byte-level BPE: the pre-tokenizer regexes of
+ *    tokenizer.ggml.pre (PCRE2; unknown/missing type: default regexes and a
+ *    warning), rank-ordered merges from tokenizer.ggml.merges, GPT-2
+ *    byte<->unicode mapping (see src/text/bpe.c);
+ *  - "bert": WordPiece (BERT basic pre-tokenization, greedy longest match,
+ *    [UNK] for uncovered words; [CLS] text [SEP] with add_special).
+ * Other models ("t5", "rwkv", ...) are rejected with "tokenizer model 't5'
+ * is not supported yet". The tokenizer copies what it needs:
  * the gguf_file may be closed after load. Immutable after load; safe to use
- * from several threads.
+ * from several threads (per-call scratch only).
  *
  * Load validates: token/score/type counts agree, scores finite, types 0..6,
  * token texts NUL-free valid UTF-8, BYTE tokens spelled <0xXX>. Special ids
  * (bos/eos/unk/padding/eot/eom) outside [0, n_vocab), e.g. 4294967295, are
  * ignored and the default stays (llama: bos 1, eos 2, unk 0, others none).
- * Defaults: add_bos_token true, add_eos_token false, add_space_prefix true.
+ * Defaults (llama.cpp's): llama: bos 1, eos 2, unk 0, add_bos, add_space_prefix;
+ * gpt2: bos = eos = 11, no unk, no add_bos, no space prefix; bert: bos =
+ * [CLS] 101 (or cls_token_id), unk 100, sep 102 (seperator_token_id), add_bos.
  * EOG = eos, eot, eom and the CONTROL/USER_DEFINED tokens named
  * <|eot_id|> <|im_end|> <|end|> <end_of_turn> <|endoftext|> <|eom_id|> <EOT>.
  *
@@ -25,7 +33,9 @@
  * between matches is encoded on its own, and with add_space_prefix each such
  * piece that starts the text or follows a special token gets the leading
  * space (llama.cpp does the same). User content must be encoded with
- * parse_special = false. */
+ * parse_special = false. Byte-level BPE vocabularies use the same rule, which
+ * matters for DeepSeek's USER_DEFINED byte characters ("ü" etc.; see
+ * src/text/bpe.c) and e.g. MPT's USER_DEFINED runs of spaces. */
 #ifndef CINFER_TEXT_TOKENIZER_H
 #define CINFER_TEXT_TOKENIZER_H
 
@@ -57,8 +67,9 @@ int32_t tokenizer_bos(const tokenizer *t); /* -1 if none */
 int32_t tokenizer_eos(const tokenizer *t); /* -1 if none */
 bool tokenizer_add_bos(const tokenizer *t);
 bool tokenizer_add_eos(const tokenizer *t);
-/* SentencePiece: whether a space is put in front of the text (and so the
- * first piece of a decoded text starts with one to strip). */
+/* Whether a space is put in front of the text (and so the first piece of a
+ * decoded text starts with one to strip): SentencePiece with
+ * add_space_prefix, and always WordPiece (every word starts with "▁"). */
 bool tokenizer_add_space_prefix(const tokenizer *t);
 /* End-of-generation: EOS, EOT and similar control tokens. */
 bool tokenizer_is_eog(const tokenizer *t, int32_t id);
@@ -77,7 +88,8 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool add_
                      int32_t **ids, size_t *n_ids, cf_err *err);
 
 /* The bytes a token stands for (llama.cpp's token_to_piece with lstrip = 0):
- * NORMAL: the text with "▁" -> " "; BYTE <0xXX>: that byte; USER_DEFINED: the
+ * NORMAL: the text with "▁" -> " " (llama, bert) or mapped back through
+ * GPT-2's unicode->byte table (gpt2); BYTE <0xXX>: that byte; USER_DEFINED: the
  * text; CONTROL and UNKNOWN: "" unless `special`, then the text (llama.cpp
  * renders UNKNOWN as its text too, e.g. "<unk>"); UNUSED/UNDEFINED and
  * out-of-range ids: "". Returns the byte count (may exceed cap: then nothing
