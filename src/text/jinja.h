@@ -65,7 +65,7 @@ typedef struct jmacro jmacro;
 
 typedef struct jv {
     uint8_t t;
-    uint8_t tuple; /* JV_LIST printed as (a, b) */
+    uint8_t tuple; /* JV_LIST: 1 tuple (printed (a, b)), 2 generator; JV_STR: JV_MARKUP */
     uint8_t func;  /* JV_FUNC: builtin id */
     union {
         bool b;
@@ -129,7 +129,10 @@ jv jbuf_take(jjob *j, jbuf *b);
 /* Python str() / repr() of a value appended to b. */
 void jv_str_into(jjob *j, jbuf *b, jv v);
 void jv_repr_into(jjob *j, jbuf *b, jv v);
-jv jv_to_str(jjob *j, jv v); /* str(v) as a JV_STR (identity for strings) */
+jv jv_to_str(jjob *j, jv v);
+/* markupsafe: a JV_STR with tuple == JV_MARKUP is "safe"; Markup + str escapes the str */
+#define JV_MARKUP 1
+jv jv_html_escape(jjob *j, jv s); /* str(v) as a JV_STR (identity for strings) */
 void py_float_repr(double f, char *out, size_t cap);
 /* json.dumps(v, ensure_ascii=False, indent=indent (<0: None)); fails on non-JSON values. */
 void jv_tojson_into(jjob *j, int line, jbuf *b, jv v, int indent, int level);

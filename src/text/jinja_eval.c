@@ -275,12 +275,17 @@ static jv arith(jctx *c, int line, int op, jv a, jv b) {
         jfail(c->job, line, "integer overflow");
     }
     if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR) {
+        bool markup = a.tuple == JV_MARKUP || b.tuple == JV_MARKUP;
+        if (markup && a.tuple != JV_MARKUP) a = jv_html_escape(c->job, a);
+        if (markup && b.tuple != JV_MARKUP) b = jv_html_escape(c->job, b);
         if (a.u.s->n + b.u.s->n > JINJA_MAX_OUTPUT) jfail(c->job, line, "string too long");
         char *p = jalloc(c->job, a.u.s->n + b.u.s->n + 1);
         memcpy(p, a.u.s->p, a.u.s->n);
         memcpy(p + a.u.s->n, b.u.s->p, b.u.s->n);
         jctx_charge(c, line, (a.u.s->n + b.u.s->n) / 64);
-        return jv_str(c->job, p, a.u.s->n + b.u.s->n);
+        jv r = jv_str(c->job, p, a.u.s->n + b.u.s->n);
+        if (markup) r.tuple = JV_MARKUP;
+        return r;
     }
     if (op == OP_ADD && a.t == JV_LIST && b.t == JV_LIST) {
         jv r = jv_newlist(c->job, a.u.l->n + b.u.l->n);

@@ -201,7 +201,8 @@ static jv attr_path(jctx *c, jv v, jv attr) {
 }
 
 static jv select_reject(jctx *c, int line, jv v, jv *args, int nargs, bool attr_mode, bool select) {
-    jlist *items = jv_iterate(c, line, v);
+    /* Jinja2: `if value:` guards the loop, so falsy inputs (None, '') give nothing */
+    jlist *items = jv_truthy(v) ? jv_iterate(c, line, v) : jv_newlist(c->job, 0).u.l;
     jv r = jv_newlist(c->job, 0);
     r.tuple = GEN;
     int off = attr_mode ? 1 : 0;
@@ -304,7 +305,11 @@ jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args,
 #define IS(x) (!strcmp(name, x))
     jctx_charge(c, line, 1);
     if (IS("tojson")) return tojson_filter(c, line, v, args, nargs, kwn, kwv, nkw);
-    if (IS("safe")) return v;
+    if (IS("safe")) {
+        if (v.t != JV_STR) v = as_str(c, v);
+        v.tuple = JV_MARKUP;
+        return v;
+    }
     if (IS("string")) return as_str(c, v);
     if (IS("trim")) {
         jv chars = kwarg(kwn, kwv, nkw, "chars", args, nargs, 0, jv_none());
@@ -370,7 +375,7 @@ jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args,
     if (IS("select")) return select_reject(c, line, v, args, nargs, false, true);
     if (IS("reject")) return select_reject(c, line, v, args, nargs, false, false);
     if (IS("map")) {
-        jlist *l = jv_iterate(c, line, v);
+        jlist *l = jv_truthy(v) ? jv_iterate(c, line, v) : jv_newlist(j, 0).u.l;
         jv r = jv_newlist(j, l->n);
         r.tuple = GEN;
         jv attr = kwarg(kwn, kwv, nkw, "attribute", NULL, 0, -1, jv_undef(NULL));
@@ -494,20 +499,10 @@ jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args,
         return acc;
     }
     if (IS("escape") || IS("e")) {
-        jv sv = as_str(c, v);
-        jbuf b = {.limit = JINJA_MAX_OUTPUT};
-        for (size_t i = 0; i < sv.u.s->n; i++) {
-            char ch = sv.u.s->p[i];
-            switch (ch) {
-            case '&': jbuf_puts(j, &b, "&amp;"); break;
-            case '<': jbuf_puts(j, &b, "&lt;"); break;
-            case '>': jbuf_puts(j, &b, "&gt;"); break;
-            case '"': jbuf_puts(j, &b, "&#34;"); break;
-            case '\'': jbuf_puts(j, &b, "&#39;"); break;
-            default: jbuf_putc(j, &b, ch);
-            }
-        }
-        return b.p ? jbuf_take(j, &b) : jv_str(j, "", 0);
+        if (v.t == JV_STR && v.tuple == JV_MARKUP) return v;
+        jv r = jv_html_escape(j, as_str(c, v));
+        r.tuple = JV_MARKUP;
+        return r;
     }
     jfail(j, line, "unknown filter '%s'", name);
 #undef IS

@@ -620,6 +620,7 @@ static void parse_stmt(P *p, nvec *out) {
         jnode *n = mk(p, is_call ? N_CALLBLOCK : N_MACRO, line);
         svec params = {0};
         nvec defs = {0};
+        bool any_default = false;
         if (!is_call) n->name = expect_name(p);
         if (!is_call || is_op(p, OP_LPAREN)) {
             expect_op(p, OP_LPAREN, "(");
@@ -627,8 +628,10 @@ static void parse_stmt(P *p, nvec *out) {
                 if (params.n) expect_op(p, OP_COMMA, ",");
                 if (is_op(p, OP_RPAREN)) break;
                 sv_push(p, &params, expect_name(p));
-                if (skip_op(p, OP_ASSIGN)) nv_push(p, &defs, parse_expr(p, true));
-                else if (defs.n) jfail(p->j, cur(p)->line, "non-default argument follows default argument");
+                if (skip_op(p, OP_ASSIGN)) {
+                    nv_push(p, &defs, parse_expr(p, true));
+                    any_default = true;
+                } else if (any_default) jfail(p->j, cur(p)->line, "non-default argument follows default argument");
                 else nv_push(p, &defs, NULL);
             }
             expect_op(p, OP_RPAREN, ")");

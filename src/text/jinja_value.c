@@ -449,3 +449,19 @@ void jv_tojson_into(jjob *j, int line, jbuf *b, jv v, int indent, int level) {
     default: jfail(j, line, "Object of type %s is not JSON serializable", jv_typename(v));
     }
 }
+
+jv jv_html_escape(jjob *j, jv v) {
+    jbuf b = {0};
+    for (size_t i = 0; i < v.u.s->n; i++) {
+        char ch = v.u.s->p[i];
+        switch (ch) {
+        case '&': jbuf_puts(j, &b, "&amp;"); break;
+        case '<': jbuf_puts(j, &b, "&lt;"); break;
+        case '>': jbuf_puts(j, &b, "&gt;"); break;
+        case '"': jbuf_puts(j, &b, "&#34;"); break;
+        case '\'': jbuf_puts(j, &b, "&#39;"); break;
+        default: jbuf_putc(j, &b, ch);
+        }
+    }
+    return b.p ? jbuf_take(j, &b) : jv_str(j, "", 0);
+}
