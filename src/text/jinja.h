@@ -45,6 +45,8 @@ typedef struct jjob {
 } jjob;
 
 _Noreturn void jfail(jjob *j, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Fails with the message an operation on this Undefined raises. */
+_Noreturn void jfail_undefined(jjob *j, int line, jv v);
 void jarena_init(jarena *a, size_t cap);
 void jarena_free(jarena *a);
 /* Allocates n zeroed bytes or fails the job ("memory limit exceeded"). */

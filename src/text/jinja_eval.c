@@ -67,10 +67,15 @@ jv jscope_lookup(jscope *s, const char *name) {
     return jv_undef(name);
 }
 
-static _Noreturn void undefined_error(jctx *c, int line, jv v) {
-    if (v.u.undef_name) jfail(c->job, line, "'%s' is undefined", v.u.undef_name);
-    jfail(c->job, line, "value is undefined");
+/* undef_name starting with '\1' is a full message (e.g. "list object has no element 3") */
+static jv undef_msg(jctx *c, const char *fmt, const char *a, int64_t i) {
+    char buf[200];
+    buf[0] = 1;
+    snprintf(buf + 1, sizeof buf - 1, fmt, a ? a : "", (long long)i);
+    return jv_undef(jstrndup(c->job, buf, strlen(buf)));
 }
+
+static _Noreturn void undefined_error(jctx *c, int line, jv v) { jfail_undefined(c->job, line, v); }
 
 /* ---- output ---- */
 static void emit(jctx *c, jv v) { jv_str_into(c->job, c->out, v); }
@@ -113,7 +118,7 @@ static jv get_attr(jctx *c, int line, jv obj, const char *name) {
     case JV_UNDEF: undefined_error(c, line, obj);
     case JV_DICT: case JV_NS: {
         jv *v = jdict_get(obj.u.d, name, strlen(name));
-        return v ? *v : jv_undef(name);
+        return v ? *v : undef_msg(c, "'dict object' has no attribute '%.100s'", name, 0);
     }
     case JV_LOOP: return loop_attr(c, obj.u.loop, name);
     default: return jv_undef(name);
@@ -126,13 +131,15 @@ static jv get_item(jctx *c, int line, jv obj, jv key) {
     case JV_DICT: case JV_NS: {
         jv *v = jdict_getv(obj.u.d, key);
         if (v) return *v;
-        return jv_undef(key.t == JV_STR ? jstrndup(c->job, key.u.s->p, key.u.s->n) : NULL);
+        if (key.t == JV_STR)
+            return undef_msg(c, "'dict object' has no attribute '%.100s'", jstrndup(c->job, key.u.s->p, key.u.s->n), 0);
+        return jv_undef(NULL);
     }
     case JV_LIST:
         if (key.t == JV_INT || key.t == JV_BOOL) {
             int64_t i = key.t == JV_INT ? key.u.i : key.u.b, n = (int64_t)obj.u.l->n;
             if (i < 0) i += n;
-            if (i < 0 || i >= n) return jv_undef(NULL);
+            if (i < 0 || i >= n) return undef_msg(c, "list object has no element %s%lld", NULL, key.t == JV_INT ? key.u.i : key.u.b);
             return obj.u.l->v[i];
         }
         return jv_undef(NULL);

@@ -34,10 +34,7 @@ static bool known(const char *const *list, const char *name) {
 bool jfilter_known(const char *name) { return known(g_filters, name); }
 bool jtest_known(const char *name) { return known(g_tests, name); }
 
-static _Noreturn void undef_err(jctx *c, int line, jv v) {
-    if (v.u.undef_name) jfail(c->job, line, "'%s' is undefined", v.u.undef_name);
-    jfail(c->job, line, "value is undefined");
-}
+static _Noreturn void undef_err(jctx *c, int line, jv v) { jfail_undefined(c->job, line, v); }
 
 jlist *jv_iterate(jctx *c, int line, jv v) {
     jjob *j = c->job;

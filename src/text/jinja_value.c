@@ -465,3 +465,9 @@ jv jv_html_escape(jjob *j, jv v) {
     }
     return b.p ? jbuf_take(j, &b) : jv_str(j, "", 0);
 }
+
+void jfail_undefined(jjob *j, int line, jv v) {
+    if (v.u.undef_name && v.u.undef_name[0] == 1) jfail(j, line, "%s", v.u.undef_name + 1);
+    if (v.u.undef_name) jfail(j, line, "'%s' is undefined", v.u.undef_name);
+    jfail(j, line, "value is undefined");
+}

@@ -80,6 +80,7 @@ static void check_pair(const char *tdir, const char *tname, const char *cdir, co
     if (!expect) {
         snprintf(path, sizeof path, "%s/expected/%s__%s.err", cdir, tname, cname);
         char *e = read_file(path, &elen);
+        if (e && getenv("CHAT_TEMPLATE_VERBOSE")) fprintf(stderr, "%s x %s: oracle: %s", tname, cname, e);
         CHECKF(e != NULL, "no expectation for %s x %s (run tests/oracles/render_templates.py)", tname, cname);
         want_err = e != NULL;
         free(e);
@@ -97,6 +98,7 @@ static void check_pair(const char *tdir, const char *tname, const char *cdir, co
         if (want_err) {
             CHECKF(rc != 0, "%s x %s: expected an error, rendered %zu bytes", tname, cname, olen);
             if (rc != 0) {
+                if (getenv("CHAT_TEMPLATE_VERBOSE")) fprintf(stderr, "    ours: %s\n", err.msg);
                 CHECKF(strncmp(err.msg, "chat template", 13) == 0, "%s", err.msg);
                 g_err_ok++;
             }
