@@ -45,8 +45,6 @@ typedef struct jjob {
 } jjob;
 
 _Noreturn void jfail(jjob *j, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Fails with the message an operation on this Undefined raises. */
-_Noreturn void jfail_undefined(jjob *j, int line, jv v);
 void jarena_init(jarena *a, size_t cap);
 void jarena_free(jarena *a);
 /* Allocates n zeroed bytes or fails the job ("memory limit exceeded"). */
@@ -116,6 +114,8 @@ void jdict_set(jjob *j, jdict *d, jv k, jv v);
 jv *jdict_get(const jdict *d, const char *k, size_t n);
 jv *jdict_getv(const jdict *d, jv k);
 
+/* Fails with the message an operation on this Undefined raises. */
+_Noreturn void jfail_undefined(jjob *j, int line, jv v);
 bool jv_truthy(jv v);
 bool jv_eq(jv a, jv b);
 const char *jv_typename(jv v);
