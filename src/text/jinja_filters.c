@@ -20,7 +20,7 @@
 static const char *const g_filters[] = {
     "tojson", "trim", "length", "count", "default", "d", "join", "first", "last", "selectattr", "rejectattr",
     "select", "reject", "map", "list", "string", "int", "float", "upper", "lower", "title", "capitalize",
-    "replace", "items", "unique", "indent", "safe", "abs", "reverse", "sum", "escape", "e", "dictsort", NULL};
+    "replace", "items", "unique", "indent", "safe", "abs", "reverse", "sum", "escape", "e", "format", NULL};
 static const char *const g_tests[] = {
     "defined", "undefined", "none", "string", "mapping", "iterable", "number", "sequence", "true", "false",
     "boolean", "integer", "float", "callable", "even", "odd", "divisibleby", "eq", "equalto", "==", "ne", "!=",
@@ -267,31 +267,53 @@ static jv indent_filter(jctx *c, int line, jv v, jv *args, int nargs, const char
         ind = jv_str(c->job, p, (size_t)n);
     }
     jv s = as_str(c, v);
-    /* lines = (s + "\n").splitlines() */
-    const char *p = s.u.s->p;
-    size_t n = s.u.s->n;
+    /* lines = (s + "\n").splitlines(); rv = lines[0] + "\n" + "\n".join(indent + l if l or blank) */
+    jbuf src = {0};
+    jbuf_put(c->job, &src, s.u.s->p, s.u.s->n);
+    jbuf_putc(c->job, &src, '\n');
+    const char *p = src.p;
+    size_t n = src.n;
     jbuf b = {.limit = JINJA_MAX_OUTPUT};
     if (first) jbuf_put(c->job, &b, ind.u.s->p, ind.u.s->n);
     size_t i = 0, ls = 0;
     bool first_line = true;
-    /* iterate lines of s + "\n" */
-    while (i <= n) {
+    while (i < n) {
         size_t bl = 0;
-        bool brk = i == n || is_line_break(p, n, i, &bl);
-        if (!brk) { i++; continue; }
-        size_t le = i;
-        if (i == n && ls == n && !first_line) break; /* trailing: s ended with a break already */
+        if (!is_line_break(p, n, i, &bl)) { i++; continue; }
         if (!first_line) {
             jbuf_putc(c->job, &b, '\n');
-            if (blank || le > ls) jbuf_put(c->job, &b, ind.u.s->p, ind.u.s->n);
+            if (blank || i > ls) jbuf_put(c->job, &b, ind.u.s->p, ind.u.s->n);
         }
-        jbuf_put(c->job, &b, p + ls, le - ls);
+        jbuf_put(c->job, &b, p + ls, i - ls);
         first_line = false;
-        if (i == n) break;
         i += bl;
         ls = i;
     }
     jctx_charge(c, line, b.n / 64);
+    return b.p ? jbuf_take(c->job, &b) : jv_str(c->job, "", 0);
+}
+
+/* "%s %d %%" % args (the format filter); other conversions are rejected */
+static jv printf_format(jctx *c, int line, jv fmt, jv *args, int nargs) {
+    jbuf b = {.limit = JINJA_MAX_OUTPUT};
+    int k = 0;
+    for (size_t i = 0; i < fmt.u.s->n; i++) {
+        char ch = fmt.u.s->p[i];
+        if (ch != '%') { jbuf_putc(c->job, &b, ch); continue; }
+        if (++i >= fmt.u.s->n) jfail(c->job, line, "format: incomplete format");
+        ch = fmt.u.s->p[i];
+        if (ch == '%') { jbuf_putc(c->job, &b, '%'); continue; }
+        if (k >= nargs) jfail(c->job, line, "format: not enough arguments for format string");
+        jv a = args[k++];
+        if (ch == 's') jv_str_into(c->job, &b, a);
+        else if (ch == 'r') jv_repr_into(c->job, &b, a);
+        else if ((ch == 'd' || ch == 'i') && (a.t == JV_INT || a.t == JV_BOOL || a.t == JV_FLOAT)) {
+            char tmp[32];
+            snprintf(tmp, sizeof tmp, "%lld", a.t == JV_INT ? (long long)a.u.i : a.t == JV_BOOL ? (long long)a.u.b : (long long)a.u.f);
+            jbuf_puts(c->job, &b, tmp);
+        } else jfail(c->job, line, "format: unsupported conversion '%%%c'", ch);
+    }
+    if (k < nargs) jfail(c->job, line, "format: not all arguments converted during string formatting");
     return b.p ? jbuf_take(c->job, &b) : jv_str(c->job, "", 0);
 }
 
@@ -425,7 +447,7 @@ jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args,
         jctx_charge(c, line, v.u.d->n);
         return r;
     }
-    if (IS("dictsort")) jfail(j, line, "filter 'dictsort' is not supported");
+    if (IS("format")) return printf_format(c, line, as_str(c, v), args, nargs);
     if (IS("replace")) {
         if (nargs < 2) jfail(j, line, "replace needs old and new strings");
         jv cnt = kwarg(kwn, kwv, nkw, "count", args, nargs, 2, jv_none());

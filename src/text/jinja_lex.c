@@ -126,8 +126,34 @@ static const struct { const char *s; uint8_t op; } g_ops[] = {
     {".", OP_DOT}, {":", OP_COLON}, {"|", OP_PIPE}, {";", OP_SEMI},
 };
 
-void jinja_lex(jjob *j, const char *s, size_t len, jtok **toks, size_t *ntoks) {
+/* Jinja2 reads the source as "\n".join(source.splitlines()): every line break
+ * (\r\n, \r, \n, \v, \f, \x1c-\x1e, U+0085, U+2028, U+2029) becomes \n and a
+ * single trailing line break is dropped (keep_trailing_newline=False). */
+static char *normalize(jjob *j, const char *s, size_t len, size_t *out_len) {
+    char *o = jalloc(j, len + 1);
+    size_t k = 0;
+    for (size_t i = 0; i < len;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t bl = 0;
+        if (c == '\r') bl = (i + 1 < len && s[i + 1] == '\n') ? 2 : 1;
+        else if (c == '\n' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1e)) bl = 1;
+        else if (c == 0xC2 && i + 1 < len && (unsigned char)s[i + 1] == 0x85) bl = 2;
+        else if (c == 0xE2 && i + 2 < len && (unsigned char)s[i + 1] == 0x80 &&
+                 ((unsigned char)s[i + 2] == 0xA8 || (unsigned char)s[i + 2] == 0xA9)) bl = 3;
+        if (bl) {
+            i += bl;
+            if (i < len) o[k++] = '\n';
+        } else o[k++] = s[i++];
+    }
+    o[k] = 0;
+    *out_len = k;
+    return o;
+}
+
+void jinja_lex(jjob *j, const char *src, size_t srclen, jtok **toks, size_t *ntoks) {
     toklist tl = {.j = j};
+    size_t len;
+    const char *s = normalize(j, src, srclen, &len);
     size_t i = 0;
     int line = 1;
     bool line_starting = true;

@@ -148,10 +148,8 @@ jv jstr_split(jctx *c, int line, jv v, jv sep, int64_t maxsplit) {
             size_t w;
             while (i < n && (w = jstr_ws_at(s, n, i))) i += w;
             if (i >= n) break;
-            if (maxsplit >= 0 && splits >= maxsplit) {
-                size_t e = n;
-                while (e > i && (w = ws_before(s, n, e))) e -= w;
-                jlist_push(j, r.u.l, jv_str(j, s + i, e - i));
+            if (maxsplit >= 0 && splits >= maxsplit) { /* the rest, trailing whitespace kept */
+                jlist_push(j, r.u.l, jv_str(j, s + i, n - i));
                 break;
             }
             size_t st = i;
