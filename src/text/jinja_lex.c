@@ -290,6 +290,46 @@ void jinja_lex(jjob *j, const char *src, size_t srclen, jtok **toks, size_t *nto
             }
         }
         if (!closed) jfail(j, tag_line, "unexpected end of template inside a %s tag", kind == 1 ? "block" : "variable");
+        /* {% raw %}...{% endraw %}: the text in between is literal */
+        if (kind == 1 && tl.n >= 3 && tl.v[tl.n - 3].kind == TK_BLOCK_BEGIN && tl.v[tl.n - 2].kind == TK_NAME &&
+            !strcmp(tl.v[tl.n - 2].p, "raw") && tl.v[tl.n - 1].kind == TK_BLOCK_END) {
+            tl.n -= 3;
+            size_t q = p, body_end = 0, after_end = 0;
+            bool strip_body = false, strip_after = false;
+            for (; q + 1 < len; q++) {
+                if (s[q] != '{' || s[q + 1] != '%') continue;
+                size_t r = q + 2;
+                bool dash = r < len && s[r] == '-';
+                if (r < len && (s[r] == '-' || s[r] == '+')) r++;
+                while (r < len && is_ws(s[r])) r++;
+                if (r + 6 > len || memcmp(s + r, "endraw", 6) != 0) continue;
+                r += 6;
+                while (r < len && is_ws(s[r])) r++;
+                bool dash2 = r < len && s[r] == '-';
+                if (dash2) r++;
+                if (r + 1 < len && s[r] == '%' && s[r + 1] == '}') {
+                    body_end = q;
+                    after_end = r + 2;
+                    strip_body = dash;
+                    strip_after = dash2;
+                    break;
+                }
+            }
+            if (!after_end) jfail(j, tag_line, "missing end of raw directive");
+            size_t be = body_end;
+            if (strip_body)
+                while (be > p && is_ws(s[be - 1])) be--;
+            if (be > p) {
+                jtok *t = push(&tl, TK_TEXT, line);
+                t->p = s + p;
+                t->n = be - p;
+            }
+            line += count_lines(s + p, after_end - p);
+            p = after_end;
+            if (strip_after) {
+                while (p < len && is_ws(s[p])) { line += s[p] == '\n'; p++; }
+            } else if (p < len && s[p] == '\n') { p++; line++; }
+        }
         line_starting = s[p - 1] == '\n';
         i = p;
     }

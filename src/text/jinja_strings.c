@@ -1,6 +1,6 @@
 /* jinja_strings.c - Python str semantics on UTF-8 byte strings: whitespace
  * (str.isspace, incl. the Unicode spaces), strip/split/replace/startswith,
- * case mapping (ASCII only; other characters are left as they are), title,
+ * case mapping (ASCII and the 2-byte Latin/Greek/Cyrillic letters), title,
  * capitalize, and the str methods templates call (s.strip(), s.split(), ...).
  *
  * Results are new arena strings or slices of the input (strings are
@@ -71,21 +71,75 @@ jv jstr_strip(jjob *j, jv v, jstr *chars, bool left, bool right) {
 static char up(char c) { return c >= 'a' && c <= 'z' ? (char)(c - 32) : c; }
 static char lo(char c) { return c >= 'A' && c <= 'Z' ? (char)(c + 32) : c; }
 
+/* Simple case mapping of the 2-byte UTF-8 letters whose cases pair up with
+ * the same encoded length: Latin-1, Latin Extended-A, Greek, Cyrillic. */
+static unsigned map_cp(unsigned cp, bool to_upper) {
+    if (to_upper) {
+        if ((cp >= 0xE0 && cp <= 0xFE && cp != 0xF7)) return cp - 0x20;
+        if (cp >= 0x100 && cp <= 0x17F && cp != 0x131 && cp != 0x138 && cp != 0x149 && cp != 0x17F) {
+            bool odd_lower = (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E);
+            if (odd_lower ? (cp % 2 == 0) : (cp % 2 == 1)) return cp - 1;
+            return cp;
+        }
+        if (cp >= 0x3B1 && cp <= 0x3C9 && cp != 0x3C2) return cp - 0x20;
+        if (cp >= 0x430 && cp <= 0x44F) return cp - 0x20;
+        if (cp >= 0x450 && cp <= 0x45F) return cp - 0x50;
+    } else {
+        if ((cp >= 0xC0 && cp <= 0xDE && cp != 0xD7)) return cp + 0x20;
+        if (cp >= 0x100 && cp <= 0x17F && cp != 0x130 && cp != 0x138 && cp != 0x149 && cp != 0x17F) {
+            bool odd_lower = (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E);
+            if (odd_lower ? (cp % 2 == 1) : (cp % 2 == 0)) return cp + 1;
+            return cp;
+        }
+        if (cp >= 0x391 && cp <= 0x3A9 && cp != 0x3A2) return cp + 0x20;
+        if (cp >= 0x410 && cp <= 0x42F) return cp + 0x20;
+        if (cp >= 0x400 && cp <= 0x40F) return cp + 0x50;
+    }
+    return cp;
+}
+
+/* changes the case of the character at o[i] in place; returns its byte length */
+static size_t case_at(char *o, size_t n, size_t i, bool to_upper, bool *is_alpha) {
+    unsigned char c = (unsigned char)o[i];
+    if (c < 0x80) {
+        *is_alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        o[i] = to_upper ? up((char)c) : lo((char)c);
+        return 1;
+    }
+    size_t k = u8len(c);
+    *is_alpha = false;
+    if (k == 2 && i + 1 < n) {
+        unsigned cp = ((c & 0x1Fu) << 6) | ((unsigned char)o[i + 1] & 0x3Fu);
+        unsigned m = map_cp(cp, to_upper);
+        *is_alpha = map_cp(cp, !to_upper) != cp || m != cp;
+        if (m != cp && m >= 0x80 && m < 0x800) {
+            o[i] = (char)(0xC0 | (m >> 6));
+            o[i + 1] = (char)(0x80 | (m & 0x3F));
+        }
+    }
+    return i + k <= n ? k : n - i;
+}
+
 jv jstr_case(jjob *j, jv v, int mode) {
     size_t n = v.u.s->n;
     char *o = jalloc(j, n + 1);
     memcpy(o, v.u.s->p, n);
-    if (mode == JCASE_UPPER) for (size_t i = 0; i < n; i++) o[i] = up(o[i]);
-    else if (mode == JCASE_LOWER) for (size_t i = 0; i < n; i++) o[i] = lo(o[i]);
-    else if (mode == JCASE_CAPITALIZE) {
-        for (size_t i = 0; i < n; i++) o[i] = lo(o[i]);
-        if (n) o[0] = up(o[0]);
-    } else if (mode == JCASE_PYTITLE) { /* str.title() */
+    bool alpha;
+    if (mode == JCASE_UPPER || mode == JCASE_LOWER) {
+        for (size_t i = 0; i < n;) i += case_at(o, n, i, mode == JCASE_UPPER, &alpha);
+    } else if (mode == JCASE_CAPITALIZE) {
+        for (size_t i = 0; i < n;) i += case_at(o, n, i, i == 0, &alpha);
+    } else if (mode == JCASE_PYTITLE) { /* str.title(): upper after an uncased char */
         bool prev = false;
-        for (size_t i = 0; i < n; i++) {
-            bool alpha = (o[i] >= 'a' && o[i] <= 'z') || (o[i] >= 'A' && o[i] <= 'Z');
-            if (alpha) o[i] = prev ? lo(o[i]) : up(o[i]);
-            prev = alpha || ((unsigned char)o[i] >= 0x80 && prev);
+        for (size_t i = 0; i < n;) {
+            char save[4];
+            size_t k = u8len((unsigned char)o[i]);
+            if (i + k > n) k = n - i;
+            memcpy(save, o + i, k);
+            case_at(o, n, i, !prev, &alpha);
+            if (!alpha) memcpy(o + i, save, k);
+            prev = alpha;
+            i += k;
         }
     } else { /* Jinja's title filter: words split on [-\s({[<]+ */
         bool start = true;
@@ -97,9 +151,8 @@ jv jstr_case(jjob *j, jv v, int mode) {
                 i += w ? w : 1;
                 continue;
             }
-            o[i] = start ? up(ch) : lo(ch);
+            i += case_at(o, n, i, start, &alpha);
             start = false;
-            i++;
         }
     }
     return jv_str(j, o, n);
