@@ -136,6 +136,7 @@ static jv get_item(jctx *c, int line, jv obj, jv key) {
         return jv_undef(NULL);
     }
     case JV_LIST:
+        if (obj.tuple == 2) jfail(c->job, line, "'generator' object is not subscriptable");
         if (key.t == JV_INT || key.t == JV_BOOL) {
             int64_t i = key.t == JV_INT ? key.u.i : key.u.b, n = (int64_t)obj.u.l->n;
             if (i < 0) i += n;
@@ -174,6 +175,7 @@ static jv do_slice(jctx *c, int line, jv obj, jv a, jv b, jv st) {
     if (step == 0) jfail(c->job, line, "slice step cannot be zero");
     int64_t n;
     size_t *offs = NULL;
+    if (obj.t == JV_LIST && obj.tuple == 2) jfail(c->job, line, "'generator' object is not subscriptable");
     if (obj.t == JV_LIST) n = (int64_t)obj.u.l->n;
     else if (obj.t == JV_STR) n = (int64_t)cp_index(c, obj.u.s, &offs);
     else if (obj.t == JV_UNDEF) undefined_error(c, line, obj);
@@ -294,7 +296,7 @@ static jv arith(jctx *c, int line, int op, jv a, jv b) {
         if (markup) r.tuple = JV_MARKUP;
         return r;
     }
-    if (op == OP_ADD && a.t == JV_LIST && b.t == JV_LIST) {
+    if (op == OP_ADD && a.t == JV_LIST && b.t == JV_LIST && a.tuple == b.tuple && a.tuple != 2) {
         jv r = jv_newlist(c->job, a.u.l->n + b.u.l->n);
         r.tuple = a.tuple;
         for (size_t i = 0; i < a.u.l->n; i++) jlist_push(c->job, r.u.l, a.u.l->v[i]);

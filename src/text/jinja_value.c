@@ -223,7 +223,7 @@ bool jv_eq(jv a, jv b) {
 const char *jv_typename(jv v) {
     static const char *const names[] = {"Undefined", "NoneType", "bool", "int", "float", "str",
                                         "list", "dict", "Namespace", "Macro", "function", "LoopContext"};
-    if (v.t == JV_LIST && v.tuple) return "tuple";
+    if (v.t == JV_LIST && v.tuple) return v.tuple == 1 ? "tuple" : "generator";
     return v.t < sizeof names / sizeof names[0] ? names[v.t] : "?";
 }
 
@@ -319,15 +319,17 @@ static void repr_str(jjob *j, jbuf *b, const char *s, size_t n) {
 void jv_repr_into(jjob *j, jbuf *b, jv v) {
     switch (v.t) {
     case JV_STR: repr_str(j, b, v.u.s->p, v.u.s->n); return;
-    case JV_LIST:
-        jbuf_putc(j, b, v.tuple ? '(' : '[');
+    case JV_LIST: {
+        bool tup = v.tuple == 1; /* generators (2) print like lists */
+        jbuf_putc(j, b, tup ? '(' : '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) jbuf_puts(j, b, ", ");
             jv_repr_into(j, b, v.u.l->v[i]);
         }
-        if (v.tuple && v.u.l->n == 1) jbuf_putc(j, b, ',');
-        jbuf_putc(j, b, v.tuple ? ')' : ']');
+        if (tup && v.u.l->n == 1) jbuf_putc(j, b, ',');
+        jbuf_putc(j, b, tup ? ')' : ']');
         return;
+    }
     case JV_DICT:
         jbuf_putc(j, b, '{');
         for (size_t i = 0; i < v.u.d->n; i++) {
