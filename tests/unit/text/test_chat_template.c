@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "model/gguf.h"
 #include "text/chat_template.h"
 
 #define FIXED_NOW 1795910400LL /* 2026-11-29T00:00:00Z */
@@ -253,7 +254,39 @@ static void test_fallback(void) {
     chat_template_free(t);
 }
 
+static void test_gguf(void) {
+    char path[256];
+    temp_path(path, sizeof path, "chat.gguf");
+    for (int with = 0; with < 2; with++) {
+        gguf_writer *w = gguf_writer_create();
+        gguf_set_str(w, "general.architecture", "llama");
+        if (with) gguf_set_str(w, "tokenizer.chat_template", "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{% endfor %}");
+        cf_err err = {{0}};
+        CHECKF(gguf_writer_write(w, path, &err) == 0, "%s", err.msg);
+        gguf_writer_free(w);
+        gguf_file *f = NULL;
+        CHECKF(gguf_open(path, &f, &err) == 0, "%s", err.msg);
+        if (!f) continue;
+        chat_template *t = NULL;
+        bool fb = false;
+        CHECKF(chat_template_from_gguf(f, &t, &fb, &err) == 0, "%s", err.msg);
+        gguf_close(f); /* the template keeps its own copy */
+        CHECK(fb == !with);
+        json_t *ctx = json_loads("{\"bos_token\":\"<s>\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0, NULL);
+        char *out = NULL;
+        size_t n = 0;
+        CHECK(t && chat_template_render(t, ctx, &out, &n, &err) == 0);
+        const char *want = with ? "<s>[user]" : "<|im_start|>user\nx<|im_end|>\n";
+        CHECKF(out && strcmp(out, want) == 0, "%s", out ? out : err.msg);
+        free(out);
+        json_decref(ctx);
+        chat_template_free(t);
+    }
+    remove(path);
+}
+
 int main(void) {
+    test_gguf();
     test_language();
     test_errors();
     test_fallback();
