@@ -310,6 +310,8 @@ static jv arith(jctx *c, int line, int op, jv a, jv b) {
 }
 
 static int cmp_order(jctx *c, int line, int op, jv a, jv b) {
+    if (++c->depth > MAX_EVAL_DEPTH) jfail(c->job, line, "recursion limit exceeded");
+    c->depth--; /* depth only guards the list recursion below */
     if (isnum(a) && isnum(b)) {
         if (a.t == JV_FLOAT || b.t == JV_FLOAT) {
             double x = fnum(a), y = fnum(b);
@@ -327,7 +329,12 @@ static int cmp_order(jctx *c, int line, int op, jv a, jv b) {
     if (a.t == JV_LIST && b.t == JV_LIST) {
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++)
-            if (!jv_eq(a.u.l->v[i], b.u.l->v[i])) return cmp_order(c, line, op, a.u.l->v[i], b.u.l->v[i]);
+            if (!jv_eq(a.u.l->v[i], b.u.l->v[i])) {
+                c->depth++;
+                int r = cmp_order(c, line, op, a.u.l->v[i], b.u.l->v[i]);
+                c->depth--;
+                return r;
+            }
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
     }
     if (a.t == JV_UNDEF) undefined_error(c, line, a);
@@ -477,7 +484,9 @@ static jv eval_call(jctx *c, jscope *s, const jnode *e, jv caller) {
 
 /* Applies a filter chain whose innermost operand is NULL to `v`. */
 static jv apply_filter_chain(jctx *c, jscope *s, const jnode *f, jv v) {
+    if (++c->depth > MAX_EVAL_DEPTH) jfail(c->job, f->line, "recursion limit exceeded");
     if (f->a) v = apply_filter_chain(c, s, f->a, v);
+    c->depth--;
     jv *args, *kwv;
     eval_args(c, s, f, &args, &kwv);
     return jfilter_apply(c, s, f->line, f->name, v, args, f->nkids, f->names, kwv, f->nkids2);

@@ -191,7 +191,13 @@ static bool is_num(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_
 static double num_f(jv v) { return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : (double)v.u.b; }
 static int64_t num_i(jv v) { return v.t == JV_INT ? v.u.i : (int64_t)v.u.b; }
 
-bool jv_eq(jv a, jv b) {
+/* deeper than this compares unequal (values this deep only come from hostile loops) */
+#define EQ_MAX_DEPTH 512
+static bool eq_depth(jv a, jv b, int depth);
+bool jv_eq(jv a, jv b) { return eq_depth(a, b, 0); }
+
+static bool eq_depth(jv a, jv b, int depth) {
+    if (depth > EQ_MAX_DEPTH) return false;
     if (is_num(a) && is_num(b)) {
         if (a.t == JV_FLOAT || b.t == JV_FLOAT) return num_f(a) == num_f(b);
         return num_i(a) == num_i(b);
@@ -203,13 +209,13 @@ bool jv_eq(jv a, jv b) {
     case JV_LIST:
         if (a.u.l->n != b.u.l->n) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_eq(a.u.l->v[i], b.u.l->v[i])) return false;
+            if (!eq_depth(a.u.l->v[i], b.u.l->v[i], depth + 1)) return false;
         return true;
     case JV_DICT:
         if (a.u.d->n != b.u.d->n) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
             jv *o = jdict_getv(b.u.d, a.u.d->k[i]);
-            if (!o || !jv_eq(a.u.d->v[i], *o)) return false;
+            if (!o || !eq_depth(a.u.d->v[i], *o, depth + 1)) return false;
         }
         return true;
     case JV_NS: return a.u.d == b.u.d;
@@ -316,7 +322,11 @@ static void repr_str(jjob *j, jbuf *b, const char *s, size_t n) {
     jbuf_putc(j, b, q);
 }
 
-void jv_repr_into(jjob *j, jbuf *b, jv v) {
+static void repr_depth(jjob *j, jbuf *b, jv v, int depth);
+void jv_repr_into(jjob *j, jbuf *b, jv v) { repr_depth(j, b, v, 0); }
+
+static void repr_depth(jjob *j, jbuf *b, jv v, int depth) {
+    if (depth > JINJA_MAX_DEPTH * 4) jfail(j, 0, "value nested too deeply to print");
     switch (v.t) {
     case JV_STR: repr_str(j, b, v.u.s->p, v.u.s->n); return;
     case JV_LIST: {
@@ -324,7 +334,7 @@ void jv_repr_into(jjob *j, jbuf *b, jv v) {
         jbuf_putc(j, b, tup ? '(' : '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) jbuf_puts(j, b, ", ");
-            jv_repr_into(j, b, v.u.l->v[i]);
+            repr_depth(j, b, v.u.l->v[i], depth + 1);
         }
         if (tup && v.u.l->n == 1) jbuf_putc(j, b, ',');
         jbuf_putc(j, b, tup ? ')' : ']');
@@ -334,9 +344,9 @@ void jv_repr_into(jjob *j, jbuf *b, jv v) {
         jbuf_putc(j, b, '{');
         for (size_t i = 0; i < v.u.d->n; i++) {
             if (i) jbuf_puts(j, b, ", ");
-            jv_repr_into(j, b, v.u.d->k[i]);
+            repr_depth(j, b, v.u.d->k[i], depth + 1);
             jbuf_puts(j, b, ": ");
-            jv_repr_into(j, b, v.u.d->v[i]);
+            repr_depth(j, b, v.u.d->v[i], depth + 1);
         }
         jbuf_putc(j, b, '}');
         return;
