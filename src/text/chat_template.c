@@ -90,11 +90,13 @@ int chat_template_render_at(const chat_template *t, const json_t *context, int64
     if (!context || !json_is_object(context)) return cf_fail(err, "chat template: context must be a JSON object");
     jarena arena;
     jarena_init(&arena, JINJA_MAX_ARENA);
-    jjob job = {.err = err, .arena = &arena};
+    jjob job = {.err = err, .arena = &arena, .work_limit = JINJA_MAX_WORK};
     if (setjmp(job.jb)) {
+        jv_set_current_job(NULL);
         jarena_free(&arena);
         return -1;
     }
+    jv_set_current_job(&job);
     jscope *globals = jscope_new(&job, NULL);
     const char *k;
     json_t *v;
@@ -104,6 +106,7 @@ int chat_template_render_at(const chat_template *t, const json_t *context, int64
     /* top-level template code runs in its own scope above the context */
     jscope *top = jscope_new(&job, globals);
     jexec_body(&c, top, t->t.body, t->t.nbody);
+    jv_set_current_job(NULL);
     char *res = malloc(buf.n + 1);
     if (!res) {
         jarena_free(&arena);

@@ -25,9 +25,9 @@
 
 /* ---- limits (bounded work for hostile templates) ---- */
 #define JINJA_MAX_ARENA     (256u << 20) /* bytes allocated per render / parse */
-#define JINJA_MAX_OUTPUT    (32u << 20)  /* bytes of rendered text */
+#define JINJA_MAX_OUTPUT    (16u << 20)  /* bytes of rendered text (and of any one string) */
 #define JINJA_MAX_DEPTH     128          /* nested macro calls / parser recursion */
-#define JINJA_MAX_WORK      (20u * 1000u * 1000u) /* evaluation steps + items touched */
+#define JINJA_MAX_WORK      (5u * 1000u * 1000u) /* evaluation steps + items touched + bytes built / 16 */
 
 /* ---- arena ---- */
 typedef struct jchunk jchunk;
@@ -42,6 +42,8 @@ typedef struct jjob {
     jmp_buf jb;
     cf_err *err;
     jarena *arena;
+    uint64_t work;       /* charged by the evaluator and by every string append */
+    uint64_t work_limit; /* 0: unlimited (parsing) */
 } jjob;
 
 _Noreturn void jfail(jjob *j, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -117,7 +119,8 @@ jv *jdict_getv(const jdict *d, jv k);
 /* Fails with the message an operation on this Undefined raises. */
 _Noreturn void jfail_undefined(jjob *j, int line, jv v);
 bool jv_truthy(jv v);
-bool jv_eq(jv a, jv b);
+bool jv_eq(jv a, jv b); /* charges one step per node compared to the current job */
+void jv_set_current_job(jjob *j);
 const char *jv_typename(jv v);
 bool jv_is_str(jv v, const char *s);
 
@@ -205,6 +208,7 @@ void jinja_parse(jjob *j, jtemplate *t, const char *src, size_t len);
 typedef struct jctx jctx;
 struct jscope {
     jscope *parent;
+    bool captured; /* a macro closes over this scope: never recycle it */
     const char **names;
     jv *vals;
     int n, cap;
@@ -214,7 +218,6 @@ struct jctx {
     jjob *job;
     jscope *globals;
     jbuf *out;        /* current output (captures push/pop) */
-    uint64_t work;
     int depth;
     int64_t now;      /* seconds since epoch for strftime_now (UTC fields) */
     int flow;         /* pending break (1) / continue (2) in the current loop body */

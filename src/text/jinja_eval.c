@@ -21,8 +21,8 @@
 enum { FLOW_NONE, FLOW_BREAK, FLOW_CONTINUE };
 
 void jctx_charge(jctx *c, int line, uint64_t n) {
-    c->work += n;
-    if (c->work > JINJA_MAX_WORK) jfail(c->job, line, "evaluation step limit exceeded");
+    c->job->work += n;
+    if (c->job->work > JINJA_MAX_WORK) jfail(c->job, line, "evaluation step limit exceeded");
 }
 
 /* ---- scopes ---- */
@@ -219,14 +219,24 @@ static const char *opname(int op) {
 static jv repeat(jctx *c, int line, jv seq, int64_t times) {
     if (times < 0) times = 0;
     if (seq.t == JV_STR) {
-        if (seq.u.s->n && (uint64_t)times > JINJA_MAX_OUTPUT / seq.u.s->n) jfail(c->job, line, "string too long");
-        jbuf b = {0};
-        for (int64_t i = 0; i < times; i++) jbuf_put(c->job, &b, seq.u.s->p, seq.u.s->n);
-        jctx_charge(c, line, (uint64_t)times);
-        return b.p ? jbuf_take(c->job, &b) : jv_str(c->job, "", 0);
+        size_t n = seq.u.s->n;
+        if (n && (uint64_t)times > JINJA_MAX_OUTPUT / n) jfail(c->job, line, "string too long");
+        size_t total = n * (size_t)times;
+        jctx_charge(c, line, total / 16);
+        char *p = jalloc(c->job, total + 1);
+        if (total) {
+            memcpy(p, seq.u.s->p, n);
+            for (size_t have = n; have < total;) { /* doubling copies */
+                size_t k = have < total - have ? have : total - have;
+                memcpy(p + have, p, k);
+                have += k;
+            }
+        }
+        return jv_str(c->job, p, total);
     }
-    jv r = jv_newlist(c->job, 0);
+    if ((uint64_t)times > JINJA_MAX_WORK) jfail(c->job, line, "list too long");
     jctx_charge(c, line, (uint64_t)times * (seq.u.l->n + 1));
+    jv r = jv_newlist(c->job, 0);
     for (int64_t i = 0; i < times; i++)
         for (size_t k = 0; k < seq.u.l->n; k++) jlist_push(c->job, r.u.l, seq.u.l->v[k]);
     return r;
@@ -632,10 +642,13 @@ static void exec_for(jctx *c, jscope *s, const jnode *n) {
     lp->depth = 1;
     jv lv = {.t = JV_LOOP};
     lv.u.loop = lp;
+    jscope *is = NULL;
     for (size_t i = 0; i < items->n; i++) {
         jctx_charge(c, n->line, 1);
         lp->i = (int64_t)i;
-        jscope *is = jscope_new(c->job, s);
+        /* a fresh scope per iteration; recycled unless a macro captured it */
+        if (!is || is->captured) is = jscope_new(c->job, s);
+        else is->n = 0;
         jscope_set(c->job, is, "loop", lv);
         bind_targets(c, is, n, items->v[i]);
         jexec_body(c, is, n->kids, n->nkids);
@@ -689,6 +702,7 @@ static void exec_stmt(jctx *c, jscope *s, const jnode *n) {
         break;
     }
     case N_MACRO: {
+        for (jscope *q = s; q; q = q->parent) q->captured = true;
         jmacro *m = jalloc(c->job, sizeof *m);
         m->def = n;
         m->closure = s;
@@ -698,6 +712,7 @@ static void exec_stmt(jctx *c, jscope *s, const jnode *n) {
         break;
     }
     case N_CALLBLOCK: {
+        for (jscope *q = s; q; q = q->parent) q->captured = true;
         jmacro *m = jalloc(c->job, sizeof *m);
         m->def = n;
         m->closure = s;

@@ -196,8 +196,15 @@ static int64_t num_i(jv v) { return v.t == JV_INT ? v.u.i : (int64_t)v.u.b; }
 static bool eq_depth(jv a, jv b, int depth);
 bool jv_eq(jv a, jv b) { return eq_depth(a, b, 0); }
 
+/* The render in progress on this thread: == charges its work here, so that
+ * comparing huge values in a loop stays within the step budget. */
+static _Thread_local jjob *t_job;
+void jv_set_current_job(jjob *j) { t_job = j; }
+
 static bool eq_depth(jv a, jv b, int depth) {
     if (depth > EQ_MAX_DEPTH) return false;
+    if (t_job && t_job->work_limit && ++t_job->work > t_job->work_limit)
+        jfail(t_job, 0, "evaluation step limit exceeded");
     if (is_num(a) && is_num(b)) {
         if (a.t == JV_FLOAT || b.t == JV_FLOAT) return num_f(a) == num_f(b);
         return num_i(a) == num_i(b);
@@ -241,6 +248,10 @@ bool jv_is_str(jv v, const char *s) {
 /* ---- buffers ---- */
 void jbuf_put(jjob *j, jbuf *b, const char *s, size_t n) {
     if (!n) return;
+    if (j->work_limit) {
+        j->work += 1 + n / 16;
+        if (j->work > j->work_limit) jfail(j, 0, "evaluation step limit exceeded");
+    }
     if (b->limit && b->n + n > b->limit) jfail(j, 0, "output size limit exceeded");
     if (b->n + n + 1 > b->cap) {
         size_t nc = b->cap ? b->cap : 64;
