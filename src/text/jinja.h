@@ -98,7 +98,9 @@ struct jmacro {
     jscope *closure;
 };
 
-enum { JF_RAISE = 1, JF_STRFTIME, JF_NAMESPACE, JF_RANGE, JF_DICT, JF_CALLER };
+/* builtin ids of JV_FUNC; JF_METHOD is a bound method seen through attribute
+ * access without a call (`d.items`): defined and true, but not callable later */
+enum { JF_RAISE = 1, JF_STRFTIME, JF_NAMESPACE, JF_RANGE, JF_DICT, JF_METHOD };
 
 jv jv_undef(const char *name);
 jv jv_none(void);

@@ -113,14 +113,39 @@ static jv loop_attr(jctx *c, jloop *l, const char *name) {
     return jv_undef(name);
 }
 
+static jv bound_method(const char *name) {
+    jv v = {.t = JV_FUNC, .func = JF_METHOD};
+    v.u.undef_name = name;
+    return v;
+}
+
 static jv get_attr(jctx *c, int line, jv obj, const char *name) {
     switch (obj.t) {
     case JV_UNDEF: undefined_error(c, line, obj);
-    case JV_DICT: case JV_NS: {
+    case JV_DICT: {
+        /* Jinja2 tries getattr() before obj[name]: dict methods win over keys,
+         * and the sandbox hides the mutating ones */
+        static const char *const methods[] = {"items", "keys", "values", "get", "copy", NULL};
+        static const char *const unsafe[] = {"pop", "popitem", "update", "clear", "setdefault", NULL};
+        for (int i = 0; methods[i]; i++)
+            if (!strcmp(name, methods[i])) return bound_method(name);
+        for (int i = 0; unsafe[i]; i++)
+            if (!strcmp(name, unsafe[i])) return undef_msg(c, "access to attribute '%.100s' of 'dict' object is unsafe", name, 0);
+    }
+    /* fallthrough */
+    case JV_NS: {
         jv *v = jdict_get(obj.u.d, name, strlen(name));
         return v ? *v : undef_msg(c, "'dict object' has no attribute '%.100s'", name, 0);
     }
     case JV_LOOP: return loop_attr(c, obj.u.loop, name);
+    case JV_STR: {
+        static const char *const methods[] = {"strip", "lstrip", "rstrip", "split", "startswith", "endswith", "replace",
+                                              "upper", "lower", "title", "capitalize", "format", "find", "count",
+                                              "join", NULL};
+        for (int i = 0; methods[i]; i++)
+            if (!strcmp(name, methods[i])) return bound_method(name);
+        return jv_undef(name);
+    }
     default: return jv_undef(name);
     }
 }
@@ -450,6 +475,7 @@ static jv call_builtin(jctx *c, int line, int id, jv *args, int nargs, const cha
         }
         return r;
     }
+    case JF_METHOD: jfail(c->job, line, "calling a stored method is not supported");
     default: jfail(c->job, line, "unknown function");
     }
 }

@@ -316,19 +316,54 @@ void py_float_repr(double f, char *out, size_t cap) {
 #undef EMIT
 }
 
+/* Not str.isprintable() (approximation of the Unicode tables: controls,
+ * separators other than ' ', format characters, private use, noncharacters). */
+static bool py_unprintable(uint32_t cp) {
+    if (cp < 0x20 || (cp >= 0x7f && cp <= 0xa0) || cp == 0xad) return true;
+    if (cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202f) ||
+        (cp >= 0x205f && cp <= 0x206f) || cp == 0x3000 || cp == 0xfeff || (cp >= 0xfff0 && cp <= 0xfffb) ||
+        cp == 0xfffe || cp == 0xffff)
+        return true;
+    if (cp == 0x061c || cp == 0x180e || (cp >= 0x0600 && cp <= 0x0605) || cp == 0x06dd || cp == 0x070f) return true;
+    if ((cp >= 0xe000 && cp <= 0xf8ff) || cp >= 0xf0000 || (cp >= 0xd800 && cp <= 0xdfff)) return true;
+    if (cp >= 0xe0000 && cp <= 0xe007f) return true;
+    return false;
+}
+
+/* decodes one UTF-8 character at s[i] (invalid bytes decode as themselves) */
+static size_t utf8_at(const char *s, size_t n, size_t i, uint32_t *cp) {
+    unsigned char c = (unsigned char)s[i];
+    size_t k = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    if (c < 0x80 || c < 0xC0 || i + k > n) { *cp = c; return 1; }
+    uint32_t v = c & (0xFF >> (k + 1));
+    for (size_t q = 1; q < k; q++) {
+        unsigned char d = (unsigned char)s[i + q];
+        if ((d & 0xC0) != 0x80) { *cp = c; return 1; }
+        v = (v << 6) | (d & 0x3F);
+    }
+    *cp = v;
+    return k;
+}
+
 static void repr_str(jjob *j, jbuf *b, const char *s, size_t n) {
     bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
     jbuf_putc(j, b, q);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        char tmp[8];
-        if (ch == (unsigned char)q || ch == '\\') { jbuf_putc(j, b, '\\'); jbuf_putc(j, b, (char)ch); }
-        else if (ch == '\n') jbuf_puts(j, b, "\\n");
-        else if (ch == '\r') jbuf_puts(j, b, "\\r");
-        else if (ch == '\t') jbuf_puts(j, b, "\\t");
-        else if (ch < 0x20 || ch == 0x7f) { snprintf(tmp, sizeof tmp, "\\x%02x", ch); jbuf_puts(j, b, tmp); }
-        else jbuf_putc(j, b, (char)ch);
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t k = utf8_at(s, n, i, &cp);
+        char tmp[16];
+        if (cp == (uint32_t)q || cp == '\\') { jbuf_putc(j, b, '\\'); jbuf_putc(j, b, (char)cp); }
+        else if (cp == '\n') jbuf_puts(j, b, "\\n");
+        else if (cp == '\r') jbuf_puts(j, b, "\\r");
+        else if (cp == '\t') jbuf_puts(j, b, "\\t");
+        else if (py_unprintable(cp)) {
+            if (cp < 0x100) snprintf(tmp, sizeof tmp, "\\x%02x", cp);
+            else if (cp < 0x10000) snprintf(tmp, sizeof tmp, "\\u%04x", cp);
+            else snprintf(tmp, sizeof tmp, "\\U%08x", cp);
+            jbuf_puts(j, b, tmp);
+        } else jbuf_put(j, b, s + i, k);
+        i += k;
     }
     jbuf_putc(j, b, q);
 }
@@ -379,7 +414,13 @@ void jv_str_into(jjob *j, jbuf *b, jv v) {
     case JV_NS: jbuf_puts(j, b, "<Namespace>"); return;
     case JV_MACRO: jbuf_puts(j, b, "<Macro>"); return;
     case JV_LOOP: jbuf_puts(j, b, "<LoopContext>"); return;
-    default: jbuf_puts(j, b, "<function>"); return;
+    default:
+        if (v.func == JF_METHOD) {
+            jbuf_puts(j, b, "<built-in method ");
+            jbuf_puts(j, b, v.u.undef_name);
+            jbuf_putc(j, b, '>');
+        } else jbuf_puts(j, b, "<function>");
+        return;
     }
 }
 
