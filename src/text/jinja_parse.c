@@ -671,6 +671,15 @@ static void parse_stmt(P *p, nvec *out) {
         adv(p);
         expect_block_end(p);
         nv_push(p, out, n);
+    } else if (!strcmp(k, "generation")) {
+        /* HF's AssistantTracker extension: {% generation %}...{% endgeneration %}
+         * marks assistant text; rendering is unchanged, so the body is inlined */
+        expect_block_end(p);
+        static const char *const ends[] = {"endgeneration", NULL};
+        parse_body(p, out, ends, "generation");
+        adv(p);
+        adv(p);
+        expect_block_end(p);
     } else if (!strcmp(k, "break") || !strcmp(k, "continue")) {
         expect_block_end(p);
         nv_push(p, out, mk(p, k[0] == 'b' ? N_BREAK : N_CONTINUE, line));
