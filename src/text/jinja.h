@@ -243,6 +243,10 @@ bool jtest_apply(jctx *c, int line, const char *name, jv v, jv *args, int nargs)
 /* Returns true and sets *out if obj has method `name`. */
 bool jmethod_call(jctx *c, int line, jv obj, const char *name, jv *args, int nargs, const char **kwn, jv *kwv,
                   int nkw, jv *out);
+/* Python ordering (<): -1/0/1; fails for unorderable types */
+int jv_compare(jctx *c, int line, jv a, jv b);
+/* printf-style "%s %d %r %%" formatting (the format filter and str % args) */
+jv jstr_percent(jctx *c, int line, jv fmt, jv *args, int nargs);
 /* Iterable -> list of items (dict: keys; string: characters; undefined: empty). */
 jlist *jv_iterate(jctx *c, int line, jv v);
 int64_t jv_length(jctx *c, int line, jv v);

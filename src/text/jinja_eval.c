@@ -339,10 +339,17 @@ static jv arith(jctx *c, int line, int op, jv a, jv b) {
         jctx_charge(c, line, r.u.l->n);
         return r;
     }
+    if (op == OP_MOD && a.t == JV_STR) { /* "%s" % x, "%s %s" % (a, b) */
+        if (b.t == JV_LIST && b.tuple == 1) return jstr_percent(c, line, a, b.u.l->v, (int)b.u.l->n);
+        return jstr_percent(c, line, a, &b, 1);
+    }
     if (op == OP_MUL && (a.t == JV_STR || a.t == JV_LIST) && (b.t == JV_INT || b.t == JV_BOOL)) return repeat(c, line, a, inum(b));
     if (op == OP_MUL && (b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL)) return repeat(c, line, b, inum(a));
     jfail(c->job, line, "unsupported operand type(s) for %s: '%s' and '%s'", opname(op), jv_typename(a), jv_typename(b));
 }
+
+static int cmp_order(jctx *c, int line, int op, jv a, jv b);
+int jv_compare(jctx *c, int line, jv a, jv b) { return cmp_order(c, line, OP_LT, a, b); }
 
 static int cmp_order(jctx *c, int line, int op, jv a, jv b) {
     if (++c->depth > MAX_EVAL_DEPTH) jfail(c->job, line, "recursion limit exceeded");

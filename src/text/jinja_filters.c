@@ -20,7 +20,8 @@
 static const char *const g_filters[] = {
     "tojson", "trim", "length", "count", "default", "d", "join", "first", "last", "selectattr", "rejectattr",
     "select", "reject", "map", "list", "string", "int", "float", "upper", "lower", "title", "capitalize",
-    "replace", "items", "unique", "indent", "safe", "abs", "reverse", "sum", "escape", "e", "format", NULL};
+    "replace", "items", "unique", "indent", "safe", "abs", "reverse", "sum", "escape", "e", "format", "sort",
+    "dictsort", "min", "max", NULL};
 static const char *const g_tests[] = {
     "defined", "undefined", "none", "string", "mapping", "iterable", "number", "sequence", "true", "false",
     "boolean", "integer", "float", "callable", "even", "odd", "divisibleby", "eq", "equalto", "==", "ne", "!=",
@@ -294,7 +295,7 @@ static jv indent_filter(jctx *c, int line, jv v, jv *args, int nargs, const char
 }
 
 /* "%s %d %%" % args (the format filter); other conversions are rejected */
-static jv printf_format(jctx *c, int line, jv fmt, jv *args, int nargs) {
+jv jstr_percent(jctx *c, int line, jv fmt, jv *args, int nargs) {
     jbuf b = {.limit = JINJA_MAX_OUTPUT};
     int k = 0;
     for (size_t i = 0; i < fmt.u.s->n; i++) {
@@ -315,6 +316,52 @@ static jv printf_format(jctx *c, int line, jv fmt, jv *args, int nargs) {
     }
     if (k < nargs) jfail(c->job, line, "format: not all arguments converted during string formatting");
     return b.p ? jbuf_take(c->job, &b) : jv_str(c->job, "", 0);
+}
+
+/* sort key: attribute path, lower-cased strings unless case_sensitive */
+static jv sort_key(jctx *c, jv x, jv attr, bool cs) {
+    if (attr.t != JV_NONE && attr.t != JV_UNDEF) x = attr_path(c, x, attr);
+    if (!cs && x.t == JV_STR) x = jstr_case(c->job, x, JCASE_LOWER);
+    return x;
+}
+
+/* stable merge sort of items by keys (parallel arrays) */
+static void msort(jctx *c, int line, jv *items, jv *keys, size_t n, bool rev, jv *tmpi, jv *tmpk) {
+    if (n < 2) return;
+    size_t h = n / 2;
+    msort(c, line, items, keys, h, rev, tmpi, tmpk);
+    msort(c, line, items + h, keys + h, n - h, rev, tmpi, tmpk);
+    size_t i = 0, k = h, o = 0;
+    while (i < h || k < n) {
+        bool take_left;
+        if (i >= h) take_left = false;
+        else if (k >= n) take_left = true;
+        else {
+            int r = jv_compare(c, line, keys[k], keys[i]);
+            take_left = rev ? r <= 0 : r >= 0; /* right < left (or > when reversed) takes right */
+        }
+        size_t from = take_left ? i++ : k++;
+        tmpi[o] = items[from];
+        tmpk[o++] = keys[from];
+    }
+    memcpy(items, tmpi, n * sizeof *items);
+    memcpy(keys, tmpk, n * sizeof *keys);
+    jctx_charge(c, line, n);
+}
+
+static jv sorted(jctx *c, int line, jlist *l, jv attr, bool cs, bool rev, int by_pair_elem) {
+    size_t n = l->n;
+    jv r = jv_newlist(c->job, n);
+    jv *keys = jalloc(c->job, (n + 1) * sizeof(jv)), *ti = jalloc(c->job, (n + 1) * sizeof(jv)),
+       *tk = jalloc(c->job, (n + 1) * sizeof(jv));
+    for (size_t i = 0; i < n; i++) {
+        jv x = l->v[i];
+        jlist_push(c->job, r.u.l, x);
+        if (by_pair_elem >= 0) x = x.u.l->v[by_pair_elem];
+        keys[i] = sort_key(c, x, attr, cs);
+    }
+    msort(c, line, r.u.l->v, keys, n, rev, ti, tk);
+    return r;
 }
 
 jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args, int nargs, const char **kwn,
@@ -447,7 +494,44 @@ jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args,
         jctx_charge(c, line, v.u.d->n);
         return r;
     }
-    if (IS("format")) return printf_format(c, line, as_str(c, v), args, nargs);
+    if (IS("sort")) {
+        bool rev = jv_truthy(kwarg(kwn, kwv, nkw, "reverse", args, nargs, 0, jv_bool(false)));
+        bool cs = jv_truthy(kwarg(kwn, kwv, nkw, "case_sensitive", args, nargs, 1, jv_bool(false)));
+        jv attr = kwarg(kwn, kwv, nkw, "attribute", args, nargs, 2, jv_none());
+        return sorted(c, line, jv_iterate(c, line, v), attr, cs, rev, -1);
+    }
+    if (IS("dictsort")) {
+        bool cs = jv_truthy(kwarg(kwn, kwv, nkw, "case_sensitive", args, nargs, 0, jv_bool(false)));
+        jv by = kwarg(kwn, kwv, nkw, "by", args, nargs, 1, jv_str(j, "key", 3));
+        bool rev = jv_truthy(kwarg(kwn, kwv, nkw, "reverse", args, nargs, 2, jv_bool(false)));
+        if (v.t != JV_DICT) jfail(j, line, "dictsort: value must be a mapping");
+        int pos = jv_is_str(by, "key") ? 0 : jv_is_str(by, "value") ? 1 : -1;
+        if (pos < 0) jfail(j, line, "You can only sort by either \"key\" or \"value\"");
+        jv pairs = jv_newlist(j, v.u.d->n);
+        for (size_t i = 0; i < v.u.d->n; i++) {
+            jv pair = jv_newlist(j, 2);
+            pair.tuple = 1;
+            jlist_push(j, pair.u.l, v.u.d->k[i]);
+            jlist_push(j, pair.u.l, v.u.d->v[i]);
+            jlist_push(j, pairs.u.l, pair);
+        }
+        return sorted(c, line, pairs.u.l, jv_none(), cs, rev, pos);
+    }
+    if (IS("min") || IS("max")) {
+        bool cs = jv_truthy(kwarg(kwn, kwv, nkw, "case_sensitive", args, nargs, 0, jv_bool(false)));
+        jv attr = kwarg(kwn, kwv, nkw, "attribute", args, nargs, 1, jv_none());
+        jlist *l = jv_iterate(c, line, v);
+        if (!l->n) return jv_undef("no items");
+        size_t best = 0;
+        jv bk = sort_key(c, l->v[0], attr, cs);
+        for (size_t i = 1; i < l->n; i++) {
+            jv k = sort_key(c, l->v[i], attr, cs);
+            int r = jv_compare(c, line, k, bk);
+            if (IS("min") ? r < 0 : r > 0) { best = i; bk = k; }
+        }
+        return l->v[best];
+    }
+    if (IS("format")) return jstr_percent(c, line, as_str(c, v), args, nargs);
     if (IS("replace")) {
         if (nargs < 2) jfail(j, line, "replace needs old and new strings");
         jv cnt = kwarg(kwn, kwv, nkw, "count", args, nargs, 2, jv_none());

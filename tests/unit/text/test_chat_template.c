@@ -210,6 +210,8 @@ static void test_language(void) {
     expect_out("{{ strftime_now('%d %b %Y') }}", NULL, "29 Nov 2026");
     expect_out("{{ 'x' if false }}|{{ 1 if 0 else 2 }}", NULL, "|2");
     expect_out("{{ 'a<'|safe + '<b>' }}|{{ '<' ~ 'x'|safe }}|{{ none|selectattr('x')|list }}", NULL, "a<&lt;b&gt;|<x|[]");
+    expect_out("{{ ['b', 'A', 'a']|sort }}|{{ {'b': 1, 'a': 2}|dictsort }}|{{ [3, 9, 1]|max }}|{{ '%s-%d' % ('x', 2) }}", NULL,
+               "['A', 'a', 'b']|[('a', 2), ('b', 1)]|9|x-2");
     expect_out("a{% generation %}b{{ 1 }}{% endgeneration %}c", NULL, "ab1c");
     expect_out("{{ {'items': 1}.items is defined }}|{{ {'items': 1}['items'] }}|{{ ['\\u2028', '\\xa0'] }}", NULL,
                "True|1|['\\u2028', '\\xa0']");
