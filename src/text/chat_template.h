@@ -13,6 +13,7 @@
 #define CINFER_TEXT_CHAT_TEMPLATE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
