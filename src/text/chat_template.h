@@ -1,0 +1,47 @@
+/* chat_template.h - chat templates (the Jinja2 subset Hugging Face chat
+ * templates use) rendered like transformers' apply_chat_template.
+ *
+ * A template is parsed once into an immutable AST (chat_template_parse) and
+ * rendered any number of times, from any number of threads, against a JSON
+ * context (chat_template_render): an object whose keys become template
+ * variables - messages, tools, add_generation_prompt, bos_token, eos_token
+ * and anything else. Rendering is bounded (output size, work, recursion);
+ * every failure, including the template's own raise_exception(), is a
+ * one-line cf_err "chat template line N: ...". See docs/chat-templates.md for
+ * the supported subset and the known differences from Jinja2. */
+#ifndef CINFER_TEXT_CHAT_TEMPLATE_H
+#define CINFER_TEXT_CHAT_TEMPLATE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "model/gguf.h"
+
+typedef struct chat_template chat_template;
+
+/* The fallback used when a model carries no template: ChatML
+ * (<|im_start|>role\ncontent<|im_end|>\n ..., then <|im_start|>assistant\n
+ * when add_generation_prompt). */
+extern const char chat_template_chatml[];
+
+/* Parses template text (copied; need not be NUL-terminated). */
+int chat_template_parse(const char *text, size_t len, chat_template **out, cf_err *err);
+void chat_template_free(chat_template *t);
+/* The template source as parsed (NUL-terminated). */
+const char *chat_template_source(const chat_template *t);
+
+/* Renders with strftime_now() using the current time (UTC). *out is malloc'd,
+ * NUL-terminated; *out_len excludes the NUL. `context` must be a JSON object. */
+int chat_template_render(const chat_template *t, const json_t *context, char **out, size_t *out_len, cf_err *err);
+/* Same with a fixed clock for strftime_now (seconds since the Unix epoch, UTC). */
+int chat_template_render_at(const chat_template *t, const json_t *context, int64_t now, char **out, size_t *out_len,
+                            cf_err *err);
+
+/* Parses the GGUF key `tokenizer.chat_template`; when the key is absent the
+ * ChatML fallback is used and *is_fallback (if non-NULL) is set. */
+int chat_template_from_gguf(const gguf_file *f, chat_template **out, bool *is_fallback, cf_err *err);
+
+#endif
