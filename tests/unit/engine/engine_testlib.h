@@ -22,7 +22,7 @@ typedef struct run_result {
 } run_result;
 
 static uint64_t tl_rng = 0x9E3779B97F4A7C15ull;
-static uint32_t tl_rand(void) {
+static inline uint32_t tl_rand(void) {
     tl_rng ^= tl_rng << 13;
     tl_rng ^= tl_rng >> 7;
     tl_rng ^= tl_rng << 17;
@@ -30,11 +30,11 @@ static uint32_t tl_rand(void) {
 }
 
 /* Random non-special tokens of stories260K (ids 3..511). */
-static void tl_prompt(int32_t *p, int32_t n) {
+static inline void tl_prompt(int32_t *p, int32_t n) {
     for (int32_t i = 0; i < n; i++) p[i] = 3 + (int32_t)(tl_rand() % 509);
 }
 
-static cinfer_engine *tl_engine(const model *m, thread_pool *tp, int64_t kv_bytes, int32_t max_batch, int32_t max_seqs,
+static inline cinfer_engine *tl_engine(const model *m, thread_pool *tp, int64_t kv_bytes, int32_t max_batch, int32_t max_seqs,
                                 int32_t max_ctx) {
     cinfer_engine_options o = {.block_tokens = 16, .kv_memory_bytes = kv_bytes, .max_batch_tokens = max_batch,
                                .max_seqs = max_seqs, .max_ctx = max_ctx};
@@ -45,7 +45,7 @@ static cinfer_engine *tl_engine(const model *m, thread_pool *tp, int64_t kv_byte
 }
 
 /* Reads a request until it finishes, appending into *res. Returns 0 or -1. */
-static int tl_collect(cinfer_engine *e, uint64_t id, run_result *res) {
+static inline int tl_collect(cinfer_engine *e, uint64_t id, run_result *res) {
     cinfer_output o;
     memset(&o, 0, sizeof o);
     for (;;) {
@@ -69,20 +69,20 @@ static int tl_collect(cinfer_engine *e, uint64_t id, run_result *res) {
     }
 }
 
-static uint64_t tl_submit(cinfer_engine *e, const cinfer_request *r) {
+static inline uint64_t tl_submit(cinfer_engine *e, const cinfer_request *r) {
     char err[256];
     uint64_t id = cinfer_engine_submit(e, r, err, sizeof err);
     if (!id) fprintf(stderr, "submit: %s\n", err);
     return id;
 }
 
-static int tl_run(cinfer_engine *e, const cinfer_request *r, run_result *res) {
+static inline int tl_run(cinfer_engine *e, const cinfer_request *r, run_result *res) {
     memset(res, 0, sizeof *res);
     uint64_t id = tl_submit(e, r);
     return id ? tl_collect(e, id, res) : -1;
 }
 
-static bool tl_same_tokens(const run_result *a, const run_result *b) {
+static inline bool tl_same_tokens(const run_result *a, const run_result *b) {
     return a->n_tokens == b->n_tokens && !memcmp(a->tokens, b->tokens, (size_t)a->n_tokens * sizeof(int32_t));
 }
 
