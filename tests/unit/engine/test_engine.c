@@ -218,6 +218,21 @@ static void test_stops(void) {
     CHECK(tl_run(e, &r, &got) == 0);
     CHECK(got.text_len == ref.text_len && !strcmp(got.text, ref.text));
 
+    /* logprobs of greedy tokens: finite, <= 0; a timed-out read returns 0 */
+    {
+        cinfer_request q = r;
+        q.max_tokens = 5;
+        q.want_logprobs = true;
+        uint64_t lid = tl_submit(e, &q);
+        cinfer_output lo;
+        memset(&lo, 0, sizeof lo);
+        int32_t nl = 0, ok = 0;
+        while (lo.finish == CINFER_FINISH_NONE && cinfer_engine_read(e, lid, &lo, 2000) == 1)
+            for (int32_t k = 0; k < lo.n_tokens; k++, nl++) ok += lo.logprobs[k] <= 0 && lo.logprobs[k] > -50;
+        CHECK(nl == 5 && ok == 5);
+        cinfer_output_release(&lo);
+    }
+
     /* cancel mid-generation */
     r.max_tokens = 900;
     uint64_t id = tl_submit(e, &r);
