@@ -8,7 +8,10 @@
  *    matches a cold run; a different cache salt gets 0;
  *  - stops: EOS (forced by a logit bias, and natural), max_tokens, stop token
  *    ids, a stop string spanning token boundaries (absent from the text),
- *    cancel mid-generation frees the blocks at once. */
+ *    cancel mid-generation frees the blocks at once;
+ *  - threads: 4 client threads submitting and reading 8 requests each at the
+ *    same time get the solo tokens. */
+#include <pthread.h>
 #include <stdio.h>
 
 #include "engine_testlib.h"
@@ -254,6 +257,49 @@ static void test_stops(void) {
     cinfer_engine_destroy(e);
 }
 
+typedef struct client {
+    cinfer_engine *e;
+    int first;
+    int same;
+} client;
+
+static void *client_main(void *arg) {
+    client *c = arg;
+    static run_result res[NREQ];
+    uint64_t ids[8];
+    for (int k = 0; k < 8; k++) {
+        int i = c->first + k;
+        cinfer_request r = greedy(specs[i].prompt, specs[i].n_prompt, specs[i].max_tokens);
+        ids[k] = tl_submit(c->e, &r);
+    }
+    for (int k = 0; k < 8; k++) {
+        int i = c->first + k;
+        memset(&res[i], 0, sizeof res[i]);
+        if (ids[k] && tl_collect(c->e, ids[k], &res[i]) == 0) c->same += tl_same_tokens(&res[i], &alone[i]);
+    }
+    return NULL;
+}
+
+static void test_threads(void) {
+    cinfer_engine *e = tl_engine(g_m, g_tp, 64 << 20, 2048, 64, CTX);
+    CHECK(e != NULL);
+    if (!e) return;
+    client c[4];
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++) {
+        c[t] = (client){.e = e, .first = 8 * t};
+        CHECK(pthread_create(&th[t], NULL, client_main, &c[t]) == 0);
+    }
+    int same = 0;
+    for (int t = 0; t < 4; t++) {
+        pthread_join(th[t], NULL);
+        same += c[t].same;
+    }
+    fprintf(stderr, "threads: %d/%d identical from 4 client threads\n", same, NREQ);
+    CHECK(same == NREQ);
+    cinfer_engine_destroy(e);
+}
+
 int main(void) {
     model *m;
     cf_err err = {0};
@@ -266,6 +312,7 @@ int main(void) {
     test_stops();
     test_prefix();
     test_invariance();
+    test_threads();
     pool_destroy(g_tp);
     model_free(m);
     return test_finish();
