@@ -1,4 +1,5 @@
-/* cmd_bench.c - `cinfer bench latency`: single-sequence prefill and decode
+/* cmd_bench.c - `cinfer bench latency` (here) and `cinfer bench throughput`
+ * (cmd_bench_throughput.c, the serving engine). Latency: single-sequence prefill and decode
  * speed of a model, printed next to the physical limits of this machine:
  *   decode roofline  = measured read bandwidth / bytes streamed per token
  *                      (weights + the KV cache read at the mean position),
@@ -20,6 +21,7 @@
 static void bench_usage(FILE *out) {
     fprintf(out,
             "usage: cinfer bench latency -m MODEL.gguf [options]\n"
+            "       cinfer bench throughput -m MODEL.gguf [options]  (see bench throughput --help)\n"
             "  -m, --model FILE    GGUF model (required)\n"
             "  -p, --prompt N      prompt tokens to prefill (default 512)\n"
             "  -n, --gen N         tokens to decode (default 128)\n"
@@ -125,7 +127,9 @@ int cmd_bench(int argc, char **argv) {
         bench_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (strcmp(argv[1], "latency") != 0) return cli_fail("bench: unknown benchmark '%s' (latency)", argv[1]);
+    if (!strcmp(argv[1], "throughput")) return bench_throughput(argc, argv);
+    if (strcmp(argv[1], "latency") != 0)
+        return cli_fail("bench: unknown benchmark '%s' (latency, throughput)", argv[1]);
     bench_opts o;
     int r = parse_bench(argc, argv, &o);
     if (r) return r < 0 ? 0 : r;

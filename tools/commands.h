@@ -11,6 +11,8 @@ int cmd_quantize(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+/* `bench throughput` (cmd_bench_throughput.c), dispatched by cmd_bench. */
+int bench_throughput(int argc, char **argv);
 
 /* Prints "cinfer: <msg>" to stderr and returns 1. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,0 +1,164 @@
+/* cinfer/engine.h - the serving engine: many requests through one model,
+ * batched step by step on a dedicated engine thread.
+ *
+ * Model: cinfer_engine_submit() queues a request and returns its id; the
+ * engine thread plans each step (src/engine/sched.h), runs ONE forward pass
+ * over decode tokens and prefill chunks of every scheduled request, samples,
+ * and appends each request's new token ids / text / finish reason to that
+ * request's output queue. Readers drain a queue with cinfer_engine_read()
+ * (blocking with a timeout, or not) from any thread; a server can instead
+ * select() on cinfer_engine_fd() (an eventfd, readable when any request has
+ * new output) and ask cinfer_engine_ready() which ones.
+ *
+ * Ownership: the engine borrows the model and the compute thread pool (both
+ * must outlive it) and owns everything else: the KV block pool (sized by
+ * kv_memory_bytes), the prefix cache, the request table, the thread.
+ * A request lives until its final output (finished = true) has been read, or
+ * until cinfer_engine_release() if the reader walks away; its id is invalid
+ * afterwards. Every function is thread-safe; none waits for a forward pass
+ * except cinfer_engine_read() with a timeout and cinfer_engine_destroy().
+ *
+ * Output conventions: a token that ends generation by EOS/EOG or by a stop
+ * token id is counted in usage.completion_tokens but not emitted (neither its
+ * id nor its text). A stop string is never part of the text: text that could
+ * still become a stop string is held back until it cannot; the token ids that
+ * formed it are emitted. */
+#ifndef CINFER_ENGINE_H
+#define CINFER_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct model;       /* src/model/model.h */
+struct thread_pool; /* src/base/threadpool.h */
+typedef struct cinfer_engine cinfer_engine;
+
+typedef struct cinfer_engine_options {
+    int32_t block_tokens;     /* tokens per KV block (0: 16) */
+    int64_t kv_memory_bytes;  /* KV pool budget (0: 256 MiB) */
+    int32_t max_batch_tokens; /* tokens per forward pass (0: 2048) */
+    int32_t max_seqs;         /* requests running at once (0: 64) */
+    int32_t max_ctx;          /* positions per request, prompt + generated (0: the model's training context) */
+} cinfer_engine_options;
+
+typedef struct cinfer_logit_bias {
+    int32_t token;
+    float bias;
+} cinfer_logit_bias;
+
+typedef struct cinfer_sampling {
+    float temperature; /* <= 0: greedy */
+    int32_t top_k;     /* <= 0: off */
+    float top_p;       /* >= 1: off */
+    float min_p;       /* <= 0: off */
+    float repetition_penalty, presence_penalty, frequency_penalty; /* 1, 0, 0: off */
+    const cinfer_logit_bias *bias; /* copied at submit */
+    int32_t n_bias;
+    uint64_t seed;
+} cinfer_sampling;
+
+typedef struct cinfer_request {
+    const int32_t *prompt; /* token ids, copied at submit */
+    int32_t n_prompt;      /* >= 1 */
+    cinfer_sampling sampling;
+    int32_t max_tokens;         /* > 0; clipped to max_ctx - n_prompt (finish: length) */
+    const int32_t *stop_tokens; /* extra stop token ids (copied) */
+    int32_t n_stop_tokens;
+    const char *const *stop_strings; /* NUL-terminated, non-empty (copied) */
+    int32_t n_stop_strings;
+    const void *cache_salt; /* prefix-cache isolation: different salts never share blocks */
+    size_t cache_salt_len;
+    int32_t traffic_class; /* carried for the server; not interpreted by the engine */
+    int32_t priority;      /* lower value = more urgent */
+    bool ignore_eos;
+    bool want_logprobs; /* log-probability of each chosen token under the raw logits */
+} cinfer_request;
+
+/* Defaults: greedy sampling, max_tokens 16, everything else off. */
+cinfer_request cinfer_request_default(void);
+
+typedef enum cinfer_finish {
+    CINFER_FINISH_NONE = 0, /* still running */
+    CINFER_FINISH_STOP,     /* EOS/EOG, stop token, stop string */
+    CINFER_FINISH_LENGTH,   /* max_tokens or context limit */
+    CINFER_FINISH_CANCELLED,
+    CINFER_FINISH_ERROR,
+} cinfer_finish;
+
+typedef struct cinfer_usage {
+    int32_t prompt_tokens;
+    int32_t cached_tokens; /* prompt tokens found in the prefix cache at first admission */
+    int32_t completion_tokens;
+} cinfer_usage;
+
+/* What one read returns: everything produced since the previous read. The
+ * buffers belong to this struct and are reused by later reads (grown with
+ * realloc); free them with cinfer_output_release(). Zero-initialise first. */
+typedef struct cinfer_output {
+    int32_t *tokens;
+    float *logprobs; /* parallel to tokens when want_logprobs, else NULL */
+    int32_t n_tokens;
+    char *text;      /* new UTF-8 text, NUL-terminated */
+    size_t text_len;
+    cinfer_finish finish; /* NONE until the request is done */
+    cinfer_usage usage;   /* filled when finished */
+    char error[160];      /* message when finish == ERROR */
+    /* capacities (internal) */
+    int32_t tok_cap;
+    size_t text_cap;
+} cinfer_output;
+
+void cinfer_output_release(cinfer_output *o);
+
+typedef struct cinfer_engine_stats {
+    uint64_t steps, forward_tokens;
+    uint64_t prompt_tokens_computed; /* prompt positions run through the model (cache hits excluded) */
+    uint64_t recomputed_tokens;      /* generated positions recomputed after preemption */
+    uint64_t decode_tokens;          /* one per decode item */
+    uint64_t cached_tokens;          /* prompt tokens served by the prefix cache */
+    uint64_t preemptions, submitted, finished;
+    int32_t running, waiting;        /* after the last step */
+    int32_t kv_blocks_total, kv_blocks_free, kv_blocks_used, kv_blocks_cached, kv_blocks_used_peak;
+    int64_t kv_bytes, kv_budget;
+} cinfer_engine_stats;
+
+/* err (may be NULL) receives a one-line message on failure. */
+int cinfer_engine_create(const struct model *m, struct thread_pool *pool, const cinfer_engine_options *opt,
+                         cinfer_engine **out, char *err, size_t err_len);
+/* Stops the thread; unread requests are dropped. */
+void cinfer_engine_destroy(cinfer_engine *e);
+
+/* Queues a request; returns its id (> 0), or 0 with err set when it can never
+ * run (empty prompt, prompt + 1 > max_ctx, more KV than the pool holds, ...). */
+uint64_t cinfer_engine_submit(cinfer_engine *e, const cinfer_request *r, char *err, size_t err_len);
+/* Asks the engine to stop the request; its blocks are freed before the next
+ * forward pass and it finishes with CINFER_FINISH_CANCELLED (if it had not
+ * finished already). Returns -1 for an unknown id. */
+int cinfer_engine_cancel(cinfer_engine *e, uint64_t id);
+/* Cancels (if running) and forgets the request without a final read. */
+int cinfer_engine_release(cinfer_engine *e, uint64_t id);
+
+/* Moves the request's pending output into *out (replacing its contents).
+ * timeout_ms: 0 = do not wait, < 0 = wait until there is output.
+ * Returns 1 if anything (tokens, text or the finish) was read, 0 on timeout,
+ * -1 for an unknown id. After a read that returns finish != NONE the id is gone. */
+int cinfer_engine_read(cinfer_engine *e, uint64_t id, cinfer_output *out, int timeout_ms);
+
+/* An eventfd, readable when some request has new output since the last
+ * cinfer_engine_ready() call. */
+int cinfer_engine_fd(const cinfer_engine *e);
+/* Clears the fd and writes up to cap ids of requests with unread output. */
+int cinfer_engine_ready(cinfer_engine *e, uint64_t *ids, int cap);
+
+cinfer_engine_stats cinfer_engine_get_stats(cinfer_engine *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

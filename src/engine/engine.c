@@ -1,0 +1,556 @@
+/* engine.c - the public engine API (include/cinfer/engine.h): create and
+ * destroy, the request table (hash by id), submit / cancel / release / read /
+ * ready, and the engine thread's outer loop (wait for work, drain the submit
+ * queue and cancels, run a step, publish). The step itself is in
+ * engine_step.c, output processing in engine_output.c; the locking rules and
+ * the request lifetime are in engine_internal.h.
+ *
+ * Callers: the server (serve/), `cinfer bench throughput`, tests. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "engine/engine_internal.h"
+
+/* ---- small helpers ---- */
+
+static void eng_set_err(char *err, size_t len, const char *msg) {
+    if (err && len) snprintf(err, len, "%s", msg);
+}
+
+int eng_buf_append(eng_buf *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) return -1;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+    return 0;
+}
+
+void eng_req_free(eng_req *r) {
+    if (!r) return;
+    free(r->stop_ids);
+    for (int32_t i = 0; i < r->n_stop_strs; i++) free(r->stop_strs[i]);
+    free(r->stop_strs);
+    free(r->stop_lens);
+    free(r->salt);
+    free(r->seq);
+    free(r->blocks);
+    free(r->bptr);
+    sampler_free(r->smp);
+    free(r->held.p);
+    free(r->st_text.p);
+    free(r->o_tokens);
+    free(r->o_logprobs);
+    free(r->o_text.p);
+    free(r);
+}
+
+void cinfer_output_release(cinfer_output *o) {
+    free(o->tokens);
+    free(o->logprobs);
+    free(o->text);
+    memset(o, 0, sizeof *o);
+}
+
+cinfer_request cinfer_request_default(void) {
+    cinfer_request r;
+    memset(&r, 0, sizeof r);
+    r.sampling.temperature = 0;
+    r.sampling.top_p = 1;
+    r.sampling.repetition_penalty = 1;
+    r.max_tokens = 16;
+    return r;
+}
+
+/* ---- request table (mu held) ---- */
+
+static eng_req **eng_slot(cinfer_engine *e, uint64_t id) {
+    eng_req **pp = &e->buckets[id % ENG_HASH_BUCKETS];
+    while (*pp && (*pp)->id != id) pp = &(*pp)->hnext;
+    return pp;
+}
+
+static eng_req *eng_find(cinfer_engine *e, uint64_t id) { return *eng_slot(e, id); }
+
+static void eng_unlink(cinfer_engine *e, eng_req *r) {
+    eng_req **pp = eng_slot(e, r->id);
+    if (*pp == r) *pp = r->hnext;
+    r->hnext = NULL;
+}
+
+/* ---- create / destroy ---- */
+
+static int eng_alloc_scratch(cinfer_engine *e, cf_err *err) {
+    size_t bt = (size_t)e->opt.max_batch_tokens, ns = (size_t)e->opt.max_seqs;
+    e->b_tokens = malloc(bt * sizeof(int32_t));
+    e->b_pos = malloc(bt * sizeof(int32_t));
+    e->b_seq = malloc(bt * sizeof(int32_t));
+    e->b_rows = malloc(bt * sizeof(int32_t));
+    e->b_seqs = malloc(ns * sizeof(fwd_seq));
+    e->logits = malloc(ns * (size_t)e->n_vocab * sizeof(float));
+    e->lp_row = malloc((size_t)e->n_vocab * sizeof(float));
+    e->dtbuf_cap = 64 + tokenizer_max_token_len(e->tok);
+    e->dtbuf = malloc(e->dtbuf_cap);
+    if (!e->b_tokens || !e->b_pos || !e->b_seq || !e->b_rows || !e->b_seqs || !e->logits || !e->lp_row || !e->dtbuf)
+        return cf_fail(err, "out of memory for the engine's step scratch");
+    return 0;
+}
+
+static void *eng_main(void *arg);
+
+static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cinfer_engine_options *o, cf_err *err) {
+    const model_hparams *hp = model_get_hparams(m);
+    e->m = m;
+    e->tok = model_get_tokenizer(m);
+    e->tp = tp;
+    e->n_vocab = hp->n_vocab;
+    e->opt = o ? *o : (cinfer_engine_options){0};
+    if (e->opt.block_tokens <= 0) e->opt.block_tokens = KV_POOL_DEFAULT_BLOCK_TOKENS;
+    if (e->opt.kv_memory_bytes <= 0) e->opt.kv_memory_bytes = (int64_t)256 << 20;
+    if (e->opt.max_batch_tokens <= 0) e->opt.max_batch_tokens = 2048;
+    if (e->opt.max_seqs <= 0) e->opt.max_seqs = 64;
+    if (e->opt.max_ctx <= 0) e->opt.max_ctx = hp->n_ctx_train > 0 ? hp->n_ctx_train : 2048;
+    if (!e->tok) return cf_fail(err, "engine: the model has no tokenizer");
+    e->limits = sched_default_limits(hp);
+    e->limits.max_batch_tokens = e->opt.max_batch_tokens;
+    e->limits.max_seqs = e->opt.max_seqs;
+    if (e->limits.min_prefill_chunk > e->opt.max_batch_tokens) e->limits.min_prefill_chunk = e->opt.max_batch_tokens;
+    kv_spec spec;
+    uint8_t fp[PREFIX_KEY_BYTES];
+    if (kv_spec_from_model(m, &spec, err) ||
+        kv_pool_create(&spec, e->opt.block_tokens, e->opt.kv_memory_bytes, &e->kv, err) ||
+        prefix_cache_model_fingerprint(m, fp, err) || prefix_cache_create(e->kv, fp, &e->pc, err))
+        return -1;
+    e->kv_total = kv_pool_n_blocks(e->kv);
+    e->fc = fwd_ctx_create(m, tp, e->opt.max_batch_tokens, e->opt.max_ctx, e->opt.block_tokens, err);
+    if (!e->fc) return -1;
+    if (eng_alloc_scratch(e, err)) return -1;
+    e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->efd < 0) return cf_fail(err, "engine: eventfd: %s", strerror(errno));
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->work_cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->out_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    kv_pool_stats ks = kv_pool_get_stats(e->kv);
+    e->st.kv_blocks_total = ks.total;
+    e->st.kv_blocks_free = ks.free;
+    e->st.kv_bytes = ks.bytes;
+    e->st.kv_budget = ks.budget;
+    e->pub_st = e->st;
+    if (pthread_create(&e->thread, NULL, eng_main, e) != 0) return cf_fail(err, "engine: cannot start the thread");
+    e->thread_started = true;
+    return 0;
+}
+
+static void eng_free_all(cinfer_engine *e) {
+    /* Requests not in the table (released) are in the active array or the queue. */
+    for (int32_t i = 0; i < e->n_active; i++)
+        if (e->active[i]->reader_done) eng_req_free(e->active[i]);
+    for (eng_req *r = e->q_head, *n; r; r = n) {
+        n = r->qnext;
+        if (r->reader_done) eng_req_free(r);
+    }
+    for (int b = 0; b < ENG_HASH_BUCKETS; b++)
+        for (eng_req *r = e->buckets[b], *n; r; r = n) {
+            n = r->hnext;
+            eng_req_free(r);
+        }
+}
+
+void cinfer_engine_destroy(cinfer_engine *e) {
+    if (!e) return;
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = true;
+        pthread_cond_signal(&e->work_cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->work_cv);
+        pthread_cond_destroy(&e->out_cv);
+    }
+    eng_free_all(e);
+    if (e->efd > 0) close(e->efd);
+    prefix_cache_free(e->pc);
+    kv_pool_free(e->kv);
+    fwd_ctx_free(e->fc);
+    free(e->b_tokens);
+    free(e->b_pos);
+    free(e->b_seq);
+    free(e->b_rows);
+    free(e->b_seqs);
+    free(e->logits);
+    free(e->lp_row);
+    free(e->dtbuf);
+    free(e->active);
+    free(e->s_reqs);
+    free(e->s_items);
+    free(e->s_pre);
+    free(e->s_scratch);
+    free(e->touched);
+    free(e->cancelled);
+    free(e->ready_ids);
+    free(e);
+}
+
+int cinfer_engine_create(const struct model *m, struct thread_pool *pool, const cinfer_engine_options *opt,
+                         cinfer_engine **out, char *err, size_t err_len) {
+    *out = NULL;
+    cf_err ce = {0};
+    cinfer_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        eng_set_err(err, err_len, "out of memory");
+        return -1;
+    }
+    e->efd = -1;
+    if (eng_init(e, m, pool, opt, &ce)) {
+        eng_set_err(err, err_len, ce.msg);
+        cinfer_engine_destroy(e);
+        return -1;
+    }
+    *out = e;
+    return 0;
+}
+
+/* ---- submit ---- */
+
+static int eng_req_copy(cinfer_engine *e, eng_req *q, const cinfer_request *r, cf_err *err) {
+    int32_t bt = e->opt.block_tokens;
+    q->prompt_len = r->n_prompt;
+    int32_t room = e->opt.max_ctx - r->n_prompt + 1; /* the last token needs no position */
+    q->max_tokens = r->max_tokens < room ? r->max_tokens : room;
+    q->priority = r->priority;
+    q->traffic_class = r->traffic_class;
+    q->ignore_eos = r->ignore_eos;
+    q->want_logprobs = r->want_logprobs;
+    int32_t cap = q->prompt_len + q->max_tokens;
+    q->max_blocks = (cap - 1 + bt - 1) / bt;
+    if (q->max_blocks > e->kv_total)
+        return cf_fail(err, "request needs %d KV blocks (%d tokens); the pool holds %d", q->max_blocks, cap - 1,
+                       e->kv_total);
+    q->seq = malloc((size_t)cap * sizeof(int32_t));
+    q->blocks = malloc((size_t)q->max_blocks * sizeof(int32_t));
+    q->bptr = malloc((size_t)q->max_blocks * sizeof(float *));
+    if (!q->seq || !q->blocks || !q->bptr) return cf_fail(err, "out of memory");
+    memcpy(q->seq, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
+    if (r->n_stop_tokens > 0) {
+        q->stop_ids = malloc((size_t)r->n_stop_tokens * sizeof(int32_t));
+        if (!q->stop_ids) return cf_fail(err, "out of memory");
+        memcpy(q->stop_ids, r->stop_tokens, (size_t)r->n_stop_tokens * sizeof(int32_t));
+        q->n_stop_ids = r->n_stop_tokens;
+    }
+    if (r->n_stop_strings > 0) {
+        q->stop_strs = calloc((size_t)r->n_stop_strings, sizeof(char *));
+        q->stop_lens = calloc((size_t)r->n_stop_strings, sizeof(size_t));
+        if (!q->stop_strs || !q->stop_lens) return cf_fail(err, "out of memory");
+        for (int32_t i = 0; i < r->n_stop_strings; i++) {
+            const char *s = r->stop_strings[i];
+            if (!s || !s[0]) return cf_fail(err, "stop string %d is empty", i);
+            q->stop_strs[i] = strdup(s);
+            if (!q->stop_strs[i]) return cf_fail(err, "out of memory");
+            q->stop_lens[i] = strlen(s);
+            q->n_stop_strs = i + 1;
+        }
+    }
+    if (r->cache_salt_len > 0) {
+        q->salt = malloc(r->cache_salt_len);
+        if (!q->salt) return cf_fail(err, "out of memory");
+        memcpy(q->salt, r->cache_salt, r->cache_salt_len);
+        q->salt_len = r->cache_salt_len;
+    }
+    sampler_params sp = {
+        .temperature = r->sampling.temperature,
+        .top_k = r->sampling.top_k,
+        .top_p = r->sampling.top_p,
+        .min_p = r->sampling.min_p,
+        .repetition_penalty = r->sampling.repetition_penalty,
+        .presence_penalty = r->sampling.presence_penalty,
+        .frequency_penalty = r->sampling.frequency_penalty,
+        .bias = (const logit_bias *)r->sampling.bias,
+        .n_bias = r->sampling.n_bias,
+        .seed = r->sampling.seed,
+    };
+    q->smp = sampler_create(&sp, e->n_vocab);
+    if (!q->smp) return cf_fail(err, "out of memory for the sampler");
+    detok_init(&q->dt, e->tok, false, false);
+    q->state = SCHED_WAITING;
+    q->usage.prompt_tokens = q->prompt_len;
+    return 0;
+}
+
+static int eng_check_request(const cinfer_engine *e, const cinfer_request *r, cf_err *err) {
+    if (!r || !r->prompt || r->n_prompt < 1) return cf_fail(err, "the prompt is empty");
+    if (r->n_prompt > e->opt.max_ctx)
+        return cf_fail(err, "the prompt has %d tokens; the context holds %d", r->n_prompt, e->opt.max_ctx);
+    if (r->max_tokens < 1) return cf_fail(err, "max_tokens is %d (expected >= 1)", r->max_tokens);
+    for (int32_t i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || r->prompt[i] >= e->n_vocab)
+            return cf_fail(err, "prompt token %d is %d (vocabulary of %d)", i, r->prompt[i], e->n_vocab);
+    if (r->n_stop_tokens < 0 || r->n_stop_strings < 0 || (r->n_stop_tokens > 0 && !r->stop_tokens) ||
+        (r->n_stop_strings > 0 && !r->stop_strings) || (r->sampling.n_bias > 0 && !r->sampling.bias))
+        return cf_fail(err, "inconsistent stop / bias arrays");
+    return 0;
+}
+
+uint64_t cinfer_engine_submit(cinfer_engine *e, const cinfer_request *r, char *err, size_t err_len) {
+    cf_err ce = {0};
+    eng_req *q = NULL;
+    if (eng_check_request(e, r, &ce) || !(q = calloc(1, sizeof *q)) || eng_req_copy(e, q, r, &ce)) {
+        eng_set_err(err, err_len, ce.msg[0] ? ce.msg : "out of memory");
+        eng_req_free(q);
+        return 0;
+    }
+    pthread_mutex_lock(&e->mu);
+    q->id = ++e->next_id;
+    eng_req **slot = &e->buckets[q->id % ENG_HASH_BUCKETS];
+    q->hnext = *slot;
+    *slot = q;
+    if (e->q_tail) e->q_tail->qnext = q;
+    else e->q_head = q;
+    e->q_tail = q;
+    pthread_cond_signal(&e->work_cv);
+    pthread_mutex_unlock(&e->mu);
+    return q->id;
+}
+
+int cinfer_engine_cancel(cinfer_engine *e, uint64_t id) {
+    pthread_mutex_lock(&e->mu);
+    eng_req *r = eng_find(e, id);
+    if (r && !r->engine_done) {
+        r->cancel = true;
+        e->cancel_pending = true;
+        pthread_cond_signal(&e->work_cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return r ? 0 : -1;
+}
+
+int cinfer_engine_release(cinfer_engine *e, uint64_t id) {
+    pthread_mutex_lock(&e->mu);
+    eng_req *r = eng_find(e, id);
+    if (!r) {
+        pthread_mutex_unlock(&e->mu);
+        return -1;
+    }
+    eng_unlink(e, r);
+    r->reader_done = true;
+    bool free_now = r->engine_done;
+    if (!free_now) {
+        r->cancel = true;
+        e->cancel_pending = true;
+        pthread_cond_signal(&e->work_cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (free_now) eng_req_free(r);
+    return 0;
+}
+
+/* ---- read ---- */
+
+static bool eng_has_output(const eng_req *r) {
+    return r->o_n > 0 || r->o_text.len > 0 || r->o_finish != CINFER_FINISH_NONE;
+}
+
+/* Copies r's pending output into o (mu held). Returns -1 when out of memory. */
+static int eng_move_output(eng_req *r, cinfer_output *o) {
+    if (r->o_n > o->tok_cap) {
+        int32_t cap = r->o_n > 16 ? r->o_n : 16;
+        int32_t *t = realloc(o->tokens, (size_t)cap * sizeof(int32_t));
+        if (t) o->tokens = t;
+        float *l = realloc(o->logprobs, (size_t)cap * sizeof(float));
+        if (l) o->logprobs = l;
+        if (!t || !l) return -1;
+        o->tok_cap = cap;
+    }
+    if (r->o_text.len + 1 > o->text_cap) {
+        size_t cap = r->o_text.len + 1 > 256 ? r->o_text.len + 1 : 256;
+        char *p = realloc(o->text, cap);
+        if (!p) return -1;
+        o->text = p;
+        o->text_cap = cap;
+    }
+    o->n_tokens = r->o_n;
+    if (r->o_n) memcpy(o->tokens, r->o_tokens, (size_t)r->o_n * sizeof(int32_t));
+    if (r->o_n && r->want_logprobs) memcpy(o->logprobs, r->o_logprobs, (size_t)r->o_n * sizeof(float));
+    o->text_len = r->o_text.len;
+    if (r->o_text.len) memcpy(o->text, r->o_text.p, r->o_text.len);
+    o->text[o->text_len] = 0;
+    o->finish = r->o_finish;
+    o->usage = r->o_usage;
+    memcpy(o->error, r->o_error, sizeof o->error);
+    r->o_n = 0;
+    r->o_text.len = 0;
+    return 0;
+}
+
+int cinfer_engine_read(cinfer_engine *e, uint64_t id, cinfer_output *out, int timeout_ms) {
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    if (timeout_ms > 0) {
+        dl.tv_sec += timeout_ms / 1000;
+        dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&e->mu);
+    eng_req *r = eng_find(e, id);
+    if (!r) {
+        pthread_mutex_unlock(&e->mu);
+        return -1;
+    }
+    while (!eng_has_output(r) && timeout_ms != 0) {
+        if (timeout_ms < 0) pthread_cond_wait(&e->out_cv, &e->mu);
+        else if (pthread_cond_timedwait(&e->out_cv, &e->mu, &dl) == ETIMEDOUT) break;
+    }
+    if (!eng_has_output(r)) {
+        pthread_mutex_unlock(&e->mu);
+        return 0;
+    }
+    if (eng_move_output(r, out)) {
+        pthread_mutex_unlock(&e->mu);
+        return -1;
+    }
+    bool free_now = false;
+    if (out->finish != CINFER_FINISH_NONE) {
+        eng_unlink(e, r);
+        r->reader_done = true;
+        free_now = r->engine_done; /* always true: the finish is published with engine_done */
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (free_now) eng_req_free(r);
+    return 1;
+}
+
+int cinfer_engine_fd(const cinfer_engine *e) { return e->efd; }
+
+int cinfer_engine_ready(cinfer_engine *e, uint64_t *ids, int cap) {
+    uint64_t v;
+    ssize_t rc = read(e->efd, &v, sizeof v);
+    (void)rc; /* EAGAIN when nothing was signalled */
+    pthread_mutex_lock(&e->mu);
+    int n = 0;
+    while (n < cap && e->n_ready > 0) {
+        uint64_t id = e->ready_ids[--e->n_ready];
+        eng_req *r = eng_find(e, id);
+        if (!r) continue;
+        r->in_ready = false;
+        ids[n++] = id;
+    }
+    bool more = e->n_ready > 0;
+    pthread_mutex_unlock(&e->mu);
+    if (more) {
+        v = 1;
+        rc = write(e->efd, &v, sizeof v);
+        (void)rc;
+    }
+    return n;
+}
+
+cinfer_engine_stats cinfer_engine_get_stats(cinfer_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    cinfer_engine_stats s = e->pub_st;
+    pthread_mutex_unlock(&e->mu);
+    return s;
+}
+
+/* ---- the engine thread ---- */
+
+/* Grows the active array and the per-request step arrays to hold n. */
+static int eng_grow_active(cinfer_engine *e, int32_t n) {
+    if (n <= e->cap_active) return 0;
+    int32_t cap = e->cap_active ? e->cap_active : 64;
+    while (cap < n) cap *= 2;
+    void *a = realloc(e->active, (size_t)cap * sizeof *e->active);
+    if (a) e->active = a;
+    void *b = realloc(e->s_reqs, (size_t)cap * sizeof *e->s_reqs);
+    if (b) e->s_reqs = b;
+    void *c = realloc(e->s_items, (size_t)cap * sizeof *e->s_items);
+    if (c) e->s_items = c;
+    void *d = realloc(e->s_pre, (size_t)cap * sizeof *e->s_pre);
+    if (d) e->s_pre = d;
+    void *f = realloc(e->s_scratch, 2 * (size_t)cap * sizeof *e->s_scratch);
+    if (f) e->s_scratch = f;
+    void *g = realloc(e->touched, (size_t)cap * sizeof *e->touched);
+    if (g) e->touched = g;
+    void *h = realloc(e->cancelled, (size_t)cap * sizeof *e->cancelled);
+    if (h) e->cancelled = h;
+    if (!a || !b || !c || !d || !f || !g || !h) return -1;
+    e->cap_active = cap;
+    return 0;
+}
+
+/* Moves submissions into the active array and collects cancelled requests
+ * (mu held). Returns the number of cancelled requests in e->cancelled. */
+static int32_t eng_drain(cinfer_engine *e) {
+    while (e->q_head) {
+        if (eng_grow_active(e, e->n_active + 1)) break; /* retry next step */
+        eng_req *r = e->q_head;
+        e->q_head = r->qnext;
+        if (!e->q_head) e->q_tail = NULL;
+        r->qnext = NULL;
+        e->active[e->n_active++] = r;
+        e->st.submitted++;
+    }
+    int32_t n = 0;
+    if (e->cancel_pending) {
+        for (int32_t i = 0; i < e->n_active; i++)
+            if (e->active[i]->cancel) e->cancelled[n++] = e->active[i];
+        e->cancel_pending = false;
+    }
+    return n;
+}
+
+/* When a plan is empty although requests wait (cannot happen while every
+ * request fits the pool alone; defensive), fail the oldest one. */
+static void eng_fail_stuck(cinfer_engine *e) {
+    eng_req *best = NULL;
+    for (int32_t i = 0; i < e->n_active; i++) {
+        eng_req *r = e->active[i];
+        if (r->st_finish == CINFER_FINISH_NONE && (!best || r->id < best->id)) best = r;
+    }
+    if (!best) return;
+    eng_release_blocks(e, best);
+    eng_finish(e, best, CINFER_FINISH_ERROR, false, "the request could not be scheduled");
+}
+
+static void *eng_main(void *arg) {
+    cinfer_engine *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (!e->stop && !e->q_head && !e->cancel_pending && e->n_active == 0)
+            pthread_cond_wait(&e->work_cv, &e->mu);
+        if (e->stop) {
+            pthread_mutex_unlock(&e->mu);
+            break;
+        }
+        int32_t n_cancel = eng_drain(e);
+        pthread_mutex_unlock(&e->mu);
+        for (int32_t i = 0; i < n_cancel; i++) {
+            eng_req *r = e->cancelled[i];
+            eng_release_blocks(e, r);
+            eng_finish(e, r, CINFER_FINISH_CANCELLED, true, NULL);
+        }
+        if (n_cancel > 0) eng_publish(e); /* frees them from the active array before planning */
+        int rc = eng_step(e);
+        if (rc > 0) eng_fail_stuck(e);
+        eng_publish(e);
+    }
+    return NULL;
+}

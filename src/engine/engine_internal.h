@@ -1,0 +1,172 @@
+/* engine_internal.h - the engine's private structures, shared by
+ * engine.c (public API, request table, queues, the thread),
+ * engine_step.c (one step: plan, preempt, match, allocate, batch, forward,
+ * sample, register full blocks) and engine_output.c (stop rules, streaming
+ * detokenization, stop strings, publishing outputs).
+ *
+ * Threads and locks: `mu` guards the submit queue, the request hash table,
+ * the ready list and every field marked (mu) below. The engine thread owns
+ * the fields marked (eng): it touches them without a lock, and nobody else
+ * touches them. mu is never held across a forward pass: the engine thread
+ * takes it to drain submissions/cancels at the start of a step and to publish
+ * outputs at the end.
+ *
+ * Request lifetime: created by submit (reader side), inserted in the table
+ * and the submit queue; the engine moves it to its active array, and when it
+ * finishes publishes the final output and sets engine_done. It is freed by
+ * whoever sets the second of {engine_done, reader_done} (reader_done: the
+ * final output was read, or cinfer_engine_release). */
+#ifndef CINFER_ENGINE_ENGINE_INTERNAL_H
+#define CINFER_ENGINE_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cinfer/engine.h"
+#include "engine/kv_pool.h"
+#include "engine/prefix_cache.h"
+#include "engine/sampler.h"
+#include "engine/sched.h"
+#include "model/model.h"
+#include "text/tokenizer.h"
+
+#define ENG_HASH_BUCKETS 4096
+
+/* Bytes of text produced for one request in one step, not yet published. */
+typedef struct eng_buf {
+    char *p;
+    size_t len, cap;
+} eng_buf;
+
+typedef struct eng_req {
+    uint64_t id;
+    struct eng_req *hnext; /* (mu) hash chain */
+    struct eng_req *qnext; /* (mu) submit queue */
+
+    /* immutable after submit */
+    int32_t prompt_len, max_tokens; /* max_tokens already clipped to the context */
+    int32_t priority, traffic_class;
+    bool ignore_eos, want_logprobs;
+    int32_t *stop_ids;
+    int32_t n_stop_ids;
+    char **stop_strs;
+    size_t *stop_lens;
+    int32_t n_stop_strs;
+    uint8_t *salt;
+    size_t salt_len;
+
+    /* (eng) sequence and KV */
+    int32_t *seq; /* prompt then generated tokens; capacity prompt_len + max_tokens */
+    int32_t n_generated;
+    sched_state state;
+    int32_t n_computed;
+    int32_t *blocks;  /* block ids; capacity max_blocks */
+    float **bptr;     /* the same blocks as pointers, for fwd_seq */
+    int32_t n_blocks, max_blocks;
+    int32_t n_registered;                /* leading blocks already in the prefix cache */
+    uint8_t last_key[PREFIX_KEY_BYTES];  /* key of block n_registered - 1 */
+    int32_t n_cached_peek;
+    uint64_t peek_version;               /* cache version n_cached_peek was computed at (0: never) */
+    bool admitted_once;
+    sampler *smp;
+    detok_stream dt;
+    eng_buf held; /* text not yet emitted (could still start a stop string) */
+
+    /* (eng) this step's output, published under mu at the end of the step */
+    bool st_touched; /* in e->touched */
+    bool st_has_token;
+    int32_t st_token;
+    float st_logprob;
+    eng_buf st_text;
+    cinfer_finish st_finish;
+    char st_error[160];
+    cinfer_usage usage;
+
+    /* (mu) shared with readers */
+    bool cancel;
+    bool engine_done, reader_done, in_ready;
+    int32_t *o_tokens;
+    float *o_logprobs;
+    int32_t o_n, o_cap;
+    eng_buf o_text;
+    cinfer_finish o_finish;
+    char o_error[160];
+    cinfer_usage o_usage;
+} eng_req;
+
+struct cinfer_engine {
+    const model *m;
+    const tokenizer *tok;
+    thread_pool *tp;
+    cinfer_engine_options opt;
+    int32_t n_vocab;
+
+    /* (eng) owned compute state */
+    kv_pool *kv;
+    prefix_cache *pc;
+    fwd_ctx *fc;
+    sched_limits limits;
+    /* per-step scratch, sized at create (max_batch_tokens / max_seqs) */
+    int32_t *b_tokens, *b_pos, *b_seq, *b_rows;
+    fwd_seq *b_seqs;
+    float *logits;   /* max_seqs * n_vocab */
+    float *lp_row;   /* n_vocab: raw logits for logprobs */
+    /* active requests (waiting, running, preempted) and sched arrays, grown as needed */
+    eng_req **active;
+    int32_t n_active, cap_active;
+    sched_req *s_reqs;
+    sched_item *s_items;
+    int32_t *s_pre, *s_scratch;
+    eng_req **touched; /* requests with output this step */
+    int32_t n_touched;
+    cinfer_engine_stats st; /* (eng) working copy */
+
+    /* shared */
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv; /* engine waits for work */
+    pthread_cond_t out_cv;  /* readers wait for output */
+    pthread_t thread;
+    bool thread_started;
+    bool stop;                     /* (mu) */
+    eng_req *q_head, *q_tail;      /* (mu) submitted, not yet seen by the engine */
+    bool cancel_pending;           /* (mu) some request has cancel set */
+    eng_req *buckets[ENG_HASH_BUCKETS]; /* (mu) */
+    uint64_t *ready_ids;           /* (mu) ids with unread output (may name freed requests: harmless) */
+    int32_t n_ready, cap_ready;    /* (mu) */
+    eng_req **cancelled;           /* (eng) scratch, capacity cap_active */
+    char *dtbuf;                   /* (eng) one detokenized piece */
+    size_t dtbuf_cap;
+    int32_t kv_total;              /* immutable: blocks in the pool */
+    uint64_t next_id;              /* (mu) */
+    cinfer_engine_stats pub_st;    /* (mu) last published stats */
+    int efd;
+};
+
+/* engine.c */
+void eng_req_free(eng_req *r);
+int eng_buf_append(eng_buf *b, const char *s, size_t n);
+
+/* engine_step.c: runs one step over e->active. Returns 0, or -1 when nothing
+ * could be scheduled (the caller then fails the request in error). */
+int eng_step(cinfer_engine *e);
+/* Unrefs every block of r and resets its KV state (preemption, finish). */
+void eng_release_blocks(cinfer_engine *e, eng_req *r);
+
+/* Copies the pool's block counts into e->st (and the peak of used blocks). */
+void eng_note_kv(cinfer_engine *e);
+
+/* engine_output.c */
+/* Applies the stop rules to r's newly sampled token (already appended to
+ * r->seq) and stages its output; may set r->st_finish. */
+void eng_on_token(cinfer_engine *e, eng_req *r, int32_t token, float logprob);
+/* Stages a finish; flush: emit the text still held back (not for a stop
+ * string match or an error). First finish wins. */
+void eng_finish(cinfer_engine *e, eng_req *r, cinfer_finish why, bool flush, const char *error);
+/* Marks r as having staged output this step. */
+void eng_touch(cinfer_engine *e, eng_req *r);
+/* Publishes every touched request's staged output under mu and wakes readers;
+ * drops finished requests from the active array. */
+void eng_publish(cinfer_engine *e);
+
+#endif

@@ -1,0 +1,187 @@
+/* engine_output.c - what happens to a sampled token after the forward pass,
+ * and how outputs reach readers. Runs on the engine thread.
+ *
+ * Stop rules, in order, for each sampled token (already appended to r->seq):
+ *   EOS/EOG (unless ignore_eos) or a stop token id -> finish STOP, the token
+ *   is counted but neither its id nor its text is emitted;
+ *   otherwise the id is staged, its bytes go through the request's streaming
+ *   detokenizer into `held`; a stop string found in `held` ends the request
+ *   (text before it is emitted, the stop string and anything after are not);
+ *   otherwise everything in `held` except the longest tail that is a proper
+ *   prefix of some stop string is emitted (that tail may still complete a
+ *   stop string with the next token's text);
+ *   then max_tokens (already clipped to the context) -> finish LENGTH.
+ * Correctness of the hold-back: no emitted byte can begin an occurrence of a
+ * stop string, so any occurrence lies entirely inside `held`.
+ *
+ * Publishing (eng_publish): staged outputs of every request touched this step
+ * are appended to their shared queues under mu in one critical section
+ * (memcpy only), then readers are woken (condvar broadcast + eventfd).
+ * Finished requests leave the active array; if the reader already let go
+ * (cinfer_engine_release) they are freed here. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/engine_internal.h"
+
+void eng_touch(cinfer_engine *e, eng_req *r) {
+    if (r->st_touched) return;
+    r->st_touched = true;
+    e->touched[e->n_touched++] = r;
+}
+
+/* Moves held[0..n) to the staged text. */
+static void eng_emit_held(eng_req *r, size_t n) {
+    if (n == 0) return;
+    if (eng_buf_append(&r->st_text, r->held.p, n)) n = 0; /* out of memory: text dropped, ids still flow */
+    memmove(r->held.p, r->held.p + n, r->held.len - n);
+    r->held.len -= n;
+}
+
+void eng_finish(cinfer_engine *e, eng_req *r, cinfer_finish why, bool flush, const char *error) {
+    if (r->st_finish != CINFER_FINISH_NONE) return;
+    eng_touch(e, r);
+    if (flush) {
+        size_t n = detok_flush(&r->dt, e->dtbuf, e->dtbuf_cap);
+        if (n) eng_buf_append(&r->held, e->dtbuf, n);
+        eng_emit_held(r, r->held.len);
+    }
+    r->held.len = 0;
+    r->st_finish = why;
+    if (error) snprintf(r->st_error, sizeof r->st_error, "%s", error);
+    r->usage.completion_tokens = r->n_generated;
+}
+
+static bool eng_is_stop_id(const eng_req *r, int32_t tok) {
+    for (int32_t i = 0; i < r->n_stop_ids; i++)
+        if (r->stop_ids[i] == tok) return true;
+    return false;
+}
+
+/* Offset of the earliest stop string occurrence in held, or -1. */
+static ptrdiff_t eng_find_stop(const eng_req *r) {
+    ptrdiff_t best = -1;
+    for (int32_t i = 0; i < r->n_stop_strs; i++) {
+        const char *p = memmem(r->held.p, r->held.len, r->stop_strs[i], r->stop_lens[i]);
+        if (p && (best < 0 || p - r->held.p < best)) best = p - r->held.p;
+    }
+    return best;
+}
+
+/* Bytes of held that can no longer be part of a stop string. */
+static size_t eng_safe_len(const eng_req *r) {
+    size_t len = r->held.len;
+    for (size_t i = 0; i < len; i++) {
+        size_t tail = len - i;
+        for (int32_t s = 0; s < r->n_stop_strs; s++)
+            if (tail < r->stop_lens[s] && !memcmp(r->held.p + i, r->stop_strs[s], tail)) return i;
+    }
+    return len;
+}
+
+void eng_on_token(cinfer_engine *e, eng_req *r, int32_t tok, float logprob) {
+    eng_touch(e, r);
+    if ((!r->ignore_eos && tokenizer_is_eog(e->tok, tok)) || eng_is_stop_id(r, tok)) {
+        eng_finish(e, r, CINFER_FINISH_STOP, true, NULL);
+        return;
+    }
+    r->st_has_token = true;
+    r->st_token = tok;
+    r->st_logprob = logprob;
+    size_t n = detok_push(&r->dt, tok, e->dtbuf, e->dtbuf_cap);
+    if (n) eng_buf_append(&r->held, e->dtbuf, n);
+    if (r->n_stop_strs > 0) {
+        ptrdiff_t at = eng_find_stop(r);
+        if (at >= 0) {
+            eng_emit_held(r, (size_t)at);
+            eng_finish(e, r, CINFER_FINISH_STOP, false, NULL);
+            return;
+        }
+    }
+    eng_emit_held(r, r->n_stop_strs > 0 ? eng_safe_len(r) : r->held.len);
+    if (r->n_generated >= r->max_tokens) eng_finish(e, r, CINFER_FINISH_LENGTH, true, NULL);
+}
+
+/* Appends r's staged output to its shared queue (mu held). */
+static void eng_publish_one(cinfer_engine *e, eng_req *r) {
+    if (r->st_has_token) {
+        if (r->o_n == r->o_cap) {
+            int32_t cap = r->o_cap ? 2 * r->o_cap : 16;
+            int32_t *t = realloc(r->o_tokens, (size_t)cap * sizeof(int32_t));
+            if (t) r->o_tokens = t;
+            float *l = realloc(r->o_logprobs, (size_t)cap * sizeof(float));
+            if (l) r->o_logprobs = l;
+            if (t && l) r->o_cap = cap;
+        }
+        if (r->o_n < r->o_cap) {
+            r->o_tokens[r->o_n] = r->st_token;
+            r->o_logprobs[r->o_n++] = r->st_logprob;
+        }
+    }
+    if (r->st_text.len) eng_buf_append(&r->o_text, r->st_text.p, r->st_text.len);
+    if (r->st_finish != CINFER_FINISH_NONE) {
+        r->o_finish = r->st_finish;
+        r->o_usage = r->usage;
+        memcpy(r->o_error, r->st_error, sizeof r->o_error);
+        r->engine_done = true;
+        e->st.finished++;
+    }
+    r->st_has_token = false;
+    r->st_text.len = 0;
+    if (!r->in_ready && !r->reader_done) {
+        if (e->n_ready == e->cap_ready) {
+            int32_t cap = e->cap_ready ? 2 * e->cap_ready : 64;
+            uint64_t *p = realloc(e->ready_ids, (size_t)cap * sizeof(uint64_t));
+            if (p) {
+                e->ready_ids = p;
+                e->cap_ready = cap;
+            }
+        }
+        if (e->n_ready < e->cap_ready) {
+            e->ready_ids[e->n_ready++] = r->id;
+            r->in_ready = true;
+        }
+    }
+}
+
+/* Drops finished requests from the active array (order does not matter:
+ * the scheduler ranks by priority and arrival). Counts the states left. */
+static void eng_compact(cinfer_engine *e) {
+    int32_t w = 0, running = 0;
+    for (int32_t i = 0; i < e->n_active; i++) {
+        eng_req *r = e->active[i];
+        if (r->st_finish != CINFER_FINISH_NONE) continue;
+        running += r->state == SCHED_RUNNING;
+        e->active[w++] = r;
+    }
+    e->n_active = w;
+    e->st.running = running;
+    e->st.waiting = w - running;
+}
+
+void eng_publish(cinfer_engine *e) {
+    eng_compact(e);
+    eng_note_kv(e);
+    int32_t n_free = 0;
+    pthread_mutex_lock(&e->mu);
+    for (int32_t i = 0; i < e->n_touched; i++) {
+        eng_req *r = e->touched[i];
+        r->st_touched = false;
+        bool finishing = r->st_finish != CINFER_FINISH_NONE;
+        eng_publish_one(e, r);
+        if (finishing && r->reader_done) e->touched[n_free++] = r; /* reuse the array: to free below */
+    }
+    e->pub_st = e->st;
+    bool any = e->n_touched > 0;
+    if (any) pthread_cond_broadcast(&e->out_cv);
+    pthread_mutex_unlock(&e->mu);
+    e->n_touched = 0;
+    for (int32_t i = 0; i < n_free; i++) eng_req_free(e->touched[i]);
+    if (any) {
+        uint64_t one = 1;
+        ssize_t rc = write(e->efd, &one, sizeof one);
+        (void)rc;
+    }
+}

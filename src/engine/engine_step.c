@@ -1,0 +1,243 @@
+/* engine_step.c - one engine step, run by the engine thread with no lock held:
+ *   1. describe every active request to the scheduler (prefix-cache peeks are
+ *      cached per request and redone only when the cache's contents changed);
+ *   2. sched_plan_step;
+ *   3. preemptions: free the victim's blocks (tail first, so the LRU evicts a
+ *      sequence's tail before its head), back to PREEMPTED, recompute later;
+ *   4. admissions: prefix_cache_match up to the planned start (taking refs,
+ *      all before any allocation so no allocation evicts a planned hit); a
+ *      shorter match starts the chunk earlier with the same length;
+ *   5. allocate the blocks each item needs (the plan guarantees they exist);
+ *   6. assemble ONE fwd_batch (rows of item k are consecutive, seq k; an
+ *      out_row only for items whose chunk reaches the end of the sequence);
+ *   7. model_forward;
+ *   8. per item: advance n_computed, register newly full blocks in the prefix
+ *      cache (prompt and generated alike; a duplicate key swaps in the
+ *      existing block), sample with the request's sampler, apply stop rules.
+ * Invariants kept: the sum of block refs held by requests equals the entries
+ * of their block tables; r->blocks[0..n_registered) are cached under the
+ * chain whose last key is r->last_key. Scratch is preallocated (engine.c):
+ * nothing here allocates except the pool's blocks. */
+#include <math.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "engine/engine_internal.h"
+
+static prefix_salt eng_salt(const eng_req *r) { return (prefix_salt){.bytes = r->salt, .len = r->salt_len}; }
+
+static uint64_t eng_cache_version(const cinfer_engine *e) {
+    prefix_cache_stats s = prefix_cache_get_stats(e->pc);
+    return 1 + s.inserts + s.evictions;
+}
+
+void eng_release_blocks(cinfer_engine *e, eng_req *r) {
+    for (int32_t i = r->n_blocks - 1; i >= 0; i--) kv_pool_unref(e->kv, r->blocks[i]);
+    r->n_blocks = 0;
+    r->n_computed = 0;
+    r->n_registered = 0;
+    memset(r->last_key, 0, sizeof r->last_key);
+    r->peek_version = 0;
+}
+
+static void eng_describe(cinfer_engine *e, eng_req *r, sched_req *s, uint64_t version) {
+    *s = (sched_req){
+        .state = r->state,
+        .priority = r->priority,
+        .arrival = r->id,
+        .prompt_len = r->prompt_len,
+        .n_generated = r->n_generated,
+        .max_tokens = r->max_tokens,
+    };
+    if (r->state == SCHED_RUNNING) {
+        s->n_computed = r->n_computed;
+        s->n_blocks = r->n_blocks;
+        for (int32_t i = 0; i < r->n_blocks; i++) s->n_reclaimable += kv_pool_refs(e->kv, r->blocks[i]) == 1;
+    } else {
+        if (r->peek_version != version) {
+            r->n_cached_peek = prefix_cache_peek(e->pc, r->seq, r->prompt_len + r->n_generated, eng_salt(r));
+            r->peek_version = version;
+        }
+        s->n_cached = r->n_cached_peek;
+    }
+}
+
+static void eng_set_ptrs(cinfer_engine *e, eng_req *r, int32_t from) {
+    for (int32_t i = from; i < r->n_blocks; i++) r->bptr[i] = kv_pool_block(e->kv, r->blocks[i]);
+}
+
+/* Step 4 for one admitted item: reuse cached full blocks, fix the start. */
+static int eng_admit(cinfer_engine *e, eng_req *r, sched_item *it, cf_err *err) {
+    prefix_match m;
+    if (prefix_cache_match(e->pc, r->seq, it->start, eng_salt(r), r->blocks, r->max_blocks, &m, err)) return -1;
+    r->n_blocks = m.n_blocks;
+    r->n_registered = m.n_blocks;
+    memcpy(r->last_key, m.last_key, sizeof r->last_key);
+    eng_set_ptrs(e, r, 0);
+    r->n_computed = m.n_tokens;
+    r->state = SCHED_RUNNING;
+    it->start = m.n_tokens;
+    if (!r->admitted_once) {
+        r->admitted_once = true;
+        r->usage.cached_tokens = m.n_tokens < r->prompt_len ? m.n_tokens : r->prompt_len;
+        e->st.cached_tokens += (uint64_t)r->usage.cached_tokens;
+    }
+    return 0;
+}
+
+/* Step 5: blocks for positions [start, start + n). */
+static int eng_alloc(cinfer_engine *e, eng_req *r, const sched_item *it, cf_err *err) {
+    int32_t bt = e->opt.block_tokens;
+    int32_t need = (it->start + it->n_tokens + bt - 1) / bt - r->n_blocks;
+    if (need <= 0) return 0;
+    if (r->n_blocks + need > r->max_blocks) return cf_fail(err, "engine: block table overflow (internal)");
+    if (kv_pool_alloc_n(e->kv, need, r->blocks + r->n_blocks, err)) return -1;
+    r->n_blocks += need;
+    eng_set_ptrs(e, r, r->n_blocks - need);
+    return 0;
+}
+
+/* Step 8a: registers blocks that became full; a duplicate key swaps blocks. */
+static void eng_register(cinfer_engine *e, eng_req *r) {
+    int32_t bt = e->opt.block_tokens, full = r->n_computed / bt;
+    for (int32_t b = r->n_registered; b < full; b++) {
+        cf_err err;
+        const uint8_t *parent = b > 0 ? r->last_key : NULL;
+        int32_t got = prefix_cache_insert(e->pc, parent, r->seq + (int64_t)b * bt, eng_salt(r), r->blocks[b],
+                                          r->last_key, &err);
+        if (got < 0) {
+            LOG_WARN("engine: request %llu: %s", (unsigned long long)r->id, err.msg);
+            r->n_registered = INT32_MAX / 2; /* stop registering this sequence */
+            return;
+        }
+        if (got != r->blocks[b]) {
+            kv_pool_unref(e->kv, r->blocks[b]);
+            r->blocks[b] = got;
+            r->bptr[b] = kv_pool_block(e->kv, got);
+        }
+        r->n_registered = b + 1;
+    }
+}
+
+static float eng_logprob(const float *row, int32_t n, int32_t tok) {
+    float mx = row[0];
+    for (int32_t i = 1; i < n; i++) mx = row[i] > mx ? row[i] : mx;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)(row[i] - mx));
+    return (float)((double)(row[tok] - mx) - log(sum));
+}
+
+/* Step 8b: sample one token from the item's logits row and apply stops. */
+static void eng_sample(cinfer_engine *e, eng_req *r, float *row) {
+    if (r->want_logprobs) memcpy(e->lp_row, row, (size_t)e->n_vocab * sizeof(float));
+    int32_t tok = sampler_sample(r->smp, row);
+    float lp = r->want_logprobs ? eng_logprob(e->lp_row, e->n_vocab, tok) : NAN;
+    sampler_accept(r->smp, tok);
+    r->seq[r->prompt_len + r->n_generated] = tok;
+    r->n_generated++;
+    eng_on_token(e, r, tok, lp);
+    if (r->st_finish != CINFER_FINISH_NONE) eng_release_blocks(e, r);
+}
+
+/* Step 6: the batch rows of one item; returns the next free row. */
+static int32_t eng_fill_rows(cinfer_engine *e, eng_req *r, const sched_item *it, int32_t k, int32_t row,
+                             int32_t *n_out) {
+    for (int32_t j = 0; j < it->n_tokens; j++, row++) {
+        int32_t p = it->start + j;
+        e->b_tokens[row] = r->seq[p];
+        e->b_pos[row] = p;
+        e->b_seq[row] = k;
+        if (p < r->prompt_len) e->st.prompt_tokens_computed++;
+        else if (it->kind != SCHED_DECODE) e->st.recomputed_tokens++;
+    }
+    if (it->kind == SCHED_DECODE) e->st.decode_tokens++;
+    e->b_seqs[k] = (fwd_seq){.blocks = r->bptr, .n_blocks = r->n_blocks};
+    if (it->start + it->n_tokens == r->prompt_len + r->n_generated) e->b_rows[(*n_out)++] = row - 1;
+    return row;
+}
+
+static void eng_fail_items(cinfer_engine *e, const sched_plan *plan, const char *msg) {
+    for (int32_t k = 0; k < plan->n_items; k++) {
+        eng_req *r = e->active[plan->items[k].req];
+        eng_release_blocks(e, r);
+        eng_finish(e, r, CINFER_FINISH_ERROR, false, msg);
+    }
+}
+
+void eng_note_kv(cinfer_engine *e) {
+    kv_pool_stats ks = kv_pool_get_stats(e->kv);
+    e->st.kv_blocks_free = ks.free;
+    e->st.kv_blocks_used = ks.used;
+    e->st.kv_blocks_cached = ks.cached;
+    if (ks.used > e->st.kv_blocks_used_peak) e->st.kv_blocks_used_peak = ks.used;
+    e->st.kv_bytes = ks.bytes;
+}
+
+int eng_step(cinfer_engine *e) {
+    int32_t n = e->n_active;
+    if (n == 0) return 0;
+    uint64_t version = eng_cache_version(e);
+    for (int32_t i = 0; i < n; i++) eng_describe(e, e->active[i], &e->s_reqs[i], version);
+    sched_input in = {
+        .reqs = e->s_reqs,
+        .n_reqs = n,
+        .free_blocks = kv_pool_available(e->kv),
+        .block_tokens = e->opt.block_tokens,
+        .limits = e->limits,
+    };
+    sched_plan plan = {.items = e->s_items, .preempted = e->s_pre, .scratch = e->s_scratch};
+    cf_err err = {0};
+    if (sched_plan_step(&in, &plan, &err)) {
+        LOG_ERROR("engine: %s", err.msg);
+        return 1;
+    }
+    for (int32_t i = 0; i < plan.n_preempted; i++) {
+        eng_req *r = e->active[plan.preempted[i]];
+        eng_release_blocks(e, r);
+        r->state = SCHED_PREEMPTED;
+        e->st.preemptions++;
+    }
+    if (plan.n_items == 0) return plan.n_preempted > 0 ? 0 : 1;
+    for (int32_t k = 0; k < plan.n_items; k++) {
+        sched_item *it = &plan.items[k];
+        if (it->admitted && eng_admit(e, e->active[it->req], it, &err)) {
+            eng_fail_items(e, &plan, err.msg);
+            return 0;
+        }
+    }
+    for (int32_t k = 0; k < plan.n_items; k++)
+        if (eng_alloc(e, e->active[plan.items[k].req], &plan.items[k], &err)) {
+            eng_fail_items(e, &plan, err.msg);
+            return 0;
+        }
+    eng_note_kv(e);
+    int32_t rows = 0, n_out = 0;
+    for (int32_t k = 0; k < plan.n_items; k++)
+        rows = eng_fill_rows(e, e->active[plan.items[k].req], &plan.items[k], k, rows, &n_out);
+    fwd_batch b = {
+        .n_tokens = rows,
+        .tokens = e->b_tokens,
+        .pos = e->b_pos,
+        .seq = e->b_seq,
+        .seqs = e->b_seqs,
+        .n_seqs = plan.n_items,
+        .n_out = n_out,
+        .out_rows = e->b_rows,
+    };
+    if (model_forward(e->fc, &b, e->logits, &err)) {
+        eng_fail_items(e, &plan, err.msg);
+        return 0;
+    }
+    e->st.steps++;
+    e->st.forward_tokens += (uint64_t)rows;
+    int32_t o = 0;
+    for (int32_t k = 0; k < plan.n_items; k++) {
+        const sched_item *it = &plan.items[k];
+        eng_req *r = e->active[it->req];
+        r->n_computed = it->start + it->n_tokens;
+        eng_register(e, r);
+        if (r->n_computed == r->prompt_len + r->n_generated) eng_sample(e, r, e->logits + (int64_t)o++ * e->n_vocab);
+    }
+    eng_note_kv(e);
+    return 0;
+}

@@ -1,0 +1,89 @@
+/* engine_testlib.h - helpers shared by the engine tests (header-only, static):
+ * load stories260K, make engines, random prompts, run a request to its end
+ * collecting ids and text. */
+#ifndef CINFER_TEST_ENGINE_TESTLIB_H
+#define CINFER_TEST_ENGINE_TESTLIB_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/threadpool.h"
+#include "cinfer/engine.h"
+#include "model/model.h"
+#include "testutil.h"
+
+typedef struct run_result {
+    int32_t tokens[2048];
+    int32_t n_tokens;
+    char text[16384];
+    size_t text_len;
+    cinfer_finish finish;
+    cinfer_usage usage;
+} run_result;
+
+static uint64_t tl_rng = 0x9E3779B97F4A7C15ull;
+static inline uint32_t tl_rand(void) {
+    tl_rng ^= tl_rng << 13;
+    tl_rng ^= tl_rng >> 7;
+    tl_rng ^= tl_rng << 17;
+    return (uint32_t)(tl_rng >> 11);
+}
+
+/* Random non-special tokens of stories260K (ids 3..511). */
+static inline void tl_prompt(int32_t *p, int32_t n) {
+    for (int32_t i = 0; i < n; i++) p[i] = 3 + (int32_t)(tl_rand() % 509);
+}
+
+static inline cinfer_engine *tl_engine(const model *m, thread_pool *tp, int64_t kv_bytes, int32_t max_batch, int32_t max_seqs,
+                                int32_t max_ctx) {
+    cinfer_engine_options o = {.block_tokens = 16, .kv_memory_bytes = kv_bytes, .max_batch_tokens = max_batch,
+                               .max_seqs = max_seqs, .max_ctx = max_ctx};
+    cinfer_engine *e = NULL;
+    char err[256];
+    if (cinfer_engine_create(m, tp, &o, &e, err, sizeof err)) fprintf(stderr, "engine create: %s\n", err);
+    return e;
+}
+
+/* Reads a request until it finishes, appending into *res. Returns 0 or -1. */
+static inline int tl_collect(cinfer_engine *e, uint64_t id, run_result *res) {
+    cinfer_output o;
+    memset(&o, 0, sizeof o);
+    for (;;) {
+        int rc = cinfer_engine_read(e, id, &o, -1);
+        if (rc < 0) {
+            cinfer_output_release(&o);
+            return -1;
+        }
+        for (int32_t i = 0; i < o.n_tokens && res->n_tokens < 2048; i++) res->tokens[res->n_tokens++] = o.tokens[i];
+        if (res->text_len + o.text_len < sizeof res->text) {
+            memcpy(res->text + res->text_len, o.text, o.text_len);
+            res->text_len += o.text_len;
+            res->text[res->text_len] = 0;
+        }
+        if (o.finish != CINFER_FINISH_NONE) {
+            res->finish = o.finish;
+            res->usage = o.usage;
+            cinfer_output_release(&o);
+            return 0;
+        }
+    }
+}
+
+static inline uint64_t tl_submit(cinfer_engine *e, const cinfer_request *r) {
+    char err[256];
+    uint64_t id = cinfer_engine_submit(e, r, err, sizeof err);
+    if (!id) fprintf(stderr, "submit: %s\n", err);
+    return id;
+}
+
+static inline int tl_run(cinfer_engine *e, const cinfer_request *r, run_result *res) {
+    memset(res, 0, sizeof *res);
+    uint64_t id = tl_submit(e, r);
+    return id ? tl_collect(e, id, res) : -1;
+}
+
+static inline bool tl_same_tokens(const run_result *a, const run_result *b) {
+    return a->n_tokens == b->n_tokens && !memcmp(a->tokens, b->tokens, (size_t)a->n_tokens * sizeof(int32_t));
+}
+
+#endif

@@ -1,0 +1,190 @@
+/* cmd_bench_throughput.c - `cinfer bench throughput`: offline serving
+ * throughput of the engine. N requests with pseudo-random token prompts of
+ * input-len tokens (the first prefix-len of them shared by all requests, so
+ * the prefix cache can serve them) are submitted at once, greedy, ignoring
+ * EOS, each generating exactly output-len tokens. Prints wall time, aggregate
+ * input (prefill) and output (decode) tokens per second over the wall time,
+ * the time until every request had its first token, and the engine's counters
+ * (prompt tokens computed vs served from cache, steps, preemptions).
+ * Prefill and decode share steps (the scheduler mixes them), so the two rates
+ * are both over the same wall time, not separate phases.
+ * Called from cmd_bench.c. */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/threadpool.h"
+#include "base/timeutil.h"
+#include "cinfer/engine.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "model/model.h"
+
+typedef struct tput_opts {
+    const char *model;
+    long long requests, input_len, output_len, prefix_len, threads, max_batch, max_seqs;
+    double kv_gib;
+} tput_opts;
+
+static void bench_throughput_usage(FILE *out) {
+    fprintf(out,
+            "usage: cinfer bench throughput -m MODEL.gguf [options]\n"
+            "  -m, --model FILE        GGUF model (required)\n"
+            "      --requests N        requests submitted at once (default 64)\n"
+            "      --input-len N       prompt tokens per request (default 256)\n"
+            "      --output-len N      generated tokens per request (default 64)\n"
+            "      --prefix-len N      leading prompt tokens shared by all requests (default 0)\n"
+            "  -t, --threads N         compute threads (default: one per core)\n"
+            "      --kv-memory GIB     KV cache budget (default 1)\n"
+            "      --max-batch-tokens N  tokens per step (default 2048)\n"
+            "      --max-seqs N        running requests (default 64)\n");
+}
+
+static int parse_tput(int argc, char **argv, tput_opts *o) {
+    *o = (tput_opts){.requests = 64, .input_len = 256, .output_len = 64, .kv_gib = 1, .max_batch = 2048,
+                     .max_seqs = 64};
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v;
+#define VAL() if (!(v = cli_value(argc, argv, &i))) return 1
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_throughput_usage(stdout); return -1; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
+        else if (!strcmp(a, "--requests")) { VAL(); if (cli_int(a, v, 1, 1 << 20, &o->requests)) return 1; }
+        else if (!strcmp(a, "--input-len")) { VAL(); if (cli_int(a, v, 1, 1 << 20, &o->input_len)) return 1; }
+        else if (!strcmp(a, "--output-len")) { VAL(); if (cli_int(a, v, 1, 1 << 20, &o->output_len)) return 1; }
+        else if (!strcmp(a, "--prefix-len")) { VAL(); if (cli_int(a, v, 0, 1 << 20, &o->prefix_len)) return 1; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { VAL(); if (cli_int(a, v, 1, 1024, &o->threads)) return 1; }
+        else if (!strcmp(a, "--kv-memory")) { VAL(); if (cli_float(a, v, 0.0001, 4096, &o->kv_gib)) return 1; }
+        else if (!strcmp(a, "--max-batch-tokens")) { VAL(); if (cli_int(a, v, 1, 1 << 20, &o->max_batch)) return 1; }
+        else if (!strcmp(a, "--max-seqs")) { VAL(); if (cli_int(a, v, 1, 1 << 16, &o->max_seqs)) return 1; }
+        else return cli_fail("bench throughput: unknown option '%s' (see cinfer bench throughput --help)", a);
+#undef VAL
+    }
+    if (!o->model) return cli_fail("bench throughput: -m MODEL.gguf is required");
+    if (o->prefix_len > o->input_len) return cli_fail("bench throughput: --prefix-len exceeds --input-len");
+    return 0;
+}
+
+/* Prompts: request r's tokens; the first prefix_len are the same for all. */
+static int32_t *make_prompts(const tput_opts *o, int32_t n_vocab) {
+    size_t n = (size_t)o->requests * (size_t)o->input_len;
+    int32_t *p = malloc(n * sizeof(int32_t));
+    if (!p) return NULL;
+    uint64_t x = 12345;
+    for (long long r = 0; r < o->requests; r++)
+        for (long long i = 0; i < o->input_len; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            int32_t t = 3 + (int32_t)((x >> 33) % (uint64_t)(n_vocab - 3));
+            p[r * o->input_len + i] = i < o->prefix_len ? p[i] : t;
+        }
+    return p;
+}
+
+typedef struct tput_run {
+    uint64_t *ids;
+    bool *got_first, *done;
+    double t_first_all, t_end;
+    long long generated;
+} tput_run;
+
+/* Drains outputs through the engine's eventfd until every request is done. */
+static int drain_all(cinfer_engine *e, const tput_opts *o, tput_run *run, double t0) {
+    cinfer_output out;
+    memset(&out, 0, sizeof out);
+    long long done = 0, first = 0;
+    int rc = 0;
+    while (done < o->requests && !rc) {
+        struct pollfd pfd = {.fd = cinfer_engine_fd(e), .events = POLLIN};
+        poll(&pfd, 1, 1000);
+        uint64_t ids[256];
+        int n;
+        while ((n = cinfer_engine_ready(e, ids, 256)) > 0)
+            for (int k = 0; k < n; k++) {
+                long long r = (long long)(ids[k] - run->ids[0]);
+                if (r < 0 || r >= o->requests || run->done[r]) continue;
+                while (cinfer_engine_read(e, ids[k], &out, 0) == 1) {
+                    run->generated += out.n_tokens;
+                    if (!run->got_first[r] && out.n_tokens > 0 && ++first == o->requests)
+                        run->t_first_all = time_now() - t0;
+                    if (out.n_tokens > 0) run->got_first[r] = true;
+                    if (out.finish == CINFER_FINISH_ERROR) rc = cli_fail("bench throughput: %s", out.error);
+                    if (out.finish != CINFER_FINISH_NONE) {
+                        run->done[r] = true;
+                        done++;
+                        break;
+                    }
+                }
+            }
+    }
+    run->t_end = time_now() - t0;
+    cinfer_output_release(&out);
+    return rc;
+}
+
+static int run_tput(const tput_opts *o, const model *m, thread_pool *tp) {
+    const model_hparams *hp = model_get_hparams(m);
+    cinfer_engine_options eo = {.block_tokens = 16, .kv_memory_bytes = (int64_t)(o->kv_gib * (double)(1 << 30)),
+                                .max_batch_tokens = (int32_t)o->max_batch, .max_seqs = (int32_t)o->max_seqs,
+                                .max_ctx = (int32_t)(o->input_len + o->output_len)};
+    char err[512];
+    cinfer_engine *e;
+    if (cinfer_engine_create(m, tp, &eo, &e, err, sizeof err)) return cli_fail("bench throughput: %s", err);
+    int32_t *prompts = make_prompts(o, hp->n_vocab);
+    tput_run run = {.ids = calloc((size_t)o->requests, sizeof(uint64_t)),
+                    .got_first = calloc((size_t)o->requests, sizeof(bool)),
+                    .done = calloc((size_t)o->requests, sizeof(bool))};
+    int rc = 0;
+    if (!prompts || !run.ids || !run.got_first || !run.done) rc = cli_fail("bench throughput: out of memory");
+    double t0 = time_now();
+    for (long long r = 0; r < o->requests && !rc; r++) {
+        cinfer_request q = cinfer_request_default();
+        q.prompt = prompts + r * o->input_len;
+        q.n_prompt = (int32_t)o->input_len;
+        q.max_tokens = (int32_t)o->output_len;
+        q.ignore_eos = true;
+        run.ids[r] = cinfer_engine_submit(e, &q, err, sizeof err);
+        if (!run.ids[r]) rc = cli_fail("bench throughput: %s", err);
+    }
+    if (!rc) rc = drain_all(e, o, &run, t0);
+    if (!rc) {
+        cinfer_engine_stats s = cinfer_engine_get_stats(e);
+        double in_tok = (double)o->requests * (double)o->input_len;
+        printf("model        %s (%s), %d compute threads\n", o->model, hp->arch, pool_size(tp));
+        printf("workload     %lld requests x (%lld prompt [%lld shared] + %lld generated) tokens, greedy, "
+               "ignore EOS\n", o->requests, o->input_len, o->prefix_len, o->output_len);
+        printf("wall         %.3f s  (all first tokens after %.3f s)\n", run.t_end, run.t_first_all);
+        printf("prefill      %10.1f tok/s  (%.0f prompt tokens: %llu computed, %llu from the prefix cache)\n",
+               in_tok / run.t_end, in_tok, (unsigned long long)s.prompt_tokens_computed,
+               (unsigned long long)s.cached_tokens);
+        printf("decode       %10.1f tok/s  (%lld generated tokens)\n", (double)run.generated / run.t_end,
+               run.generated);
+        printf("engine       %llu steps, %.1f tokens/step, %llu preemptions (%llu tokens recomputed), "
+               "peak %d of %d KV blocks\n", (unsigned long long)s.steps,
+               s.steps ? (double)s.forward_tokens / (double)s.steps : 0.0, (unsigned long long)s.preemptions,
+               (unsigned long long)s.recomputed_tokens, s.kv_blocks_used_peak, s.kv_blocks_total);
+    }
+    free(prompts);
+    free(run.ids);
+    free(run.got_first);
+    free(run.done);
+    cinfer_engine_destroy(e);
+    return rc;
+}
+
+int bench_throughput(int argc, char **argv) {
+    tput_opts o;
+    int r = parse_tput(argc, argv, &o);
+    if (r) return r < 0 ? 0 : r;
+    cf_err err = {0};
+    model *m;
+    if (model_load(o.model, &m, &err)) return cli_fail("%s", err.msg);
+    thread_pool *tp = pool_create((int)o.threads);
+    if (!tp) {
+        model_free(m);
+        return cli_fail("cannot start compute threads");
+    }
+    int rc = run_tput(&o, m, tp);
+    pool_destroy(tp);
+    model_free(m);
+    return rc;
+}
