@@ -24,6 +24,7 @@ struct fwd_ctx {
     kern_ctx *kc;
     int32_t max_tokens, max_ctx, block_tokens;
     float *x, *h, *q, *k, *v, *att, *gate, *up, *xo;
+    float *stack;       /* output of stacked matmuls: T x max(qd + 2 kvd, 2 n_ff) */
     float *rope_cs;     /* per batch token: rope_dim/2 (cos, sin) pairs */
     float *scores;      /* per thread: scores_per_thread floats */
     int64_t scores_per_thread; /* ATTN_MAX_CHUNK * group * max_ctx */
@@ -34,7 +35,7 @@ struct fwd_ctx {
 void fwd_ctx_free(fwd_ctx *c) {
     if (!c) return;
     kern_ctx_destroy(c->kc);
-    float *bufs[] = {c->x, c->h, c->q, c->k, c->v, c->att, c->gate, c->up, c->xo, c->rope_cs, c->scores};
+    float *bufs[] = {c->x, c->h, c->q, c->k, c->v, c->att, c->gate, c->up, c->xo, c->rope_cs, c->scores, c->stack};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c->chunk_begin);
     free(c);
@@ -70,13 +71,15 @@ fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     c->gate = malloc(T * hp->n_ff * sizeof(float));
     c->up = malloc(T * hp->n_ff * sizeof(float));
     c->xo = malloc(T * hp->n_embd * sizeof(float));
+    size_t stack_w = qd + 2 * kvd > 2 * (size_t)hp->n_ff ? qd + 2 * kvd : 2 * (size_t)hp->n_ff;
+    c->stack = malloc(T * stack_w * sizeof(float));
     c->rope_cs = malloc(T * hp->rope_dim * sizeof(float));
     int group = hp->n_head / hp->n_head_kv;
     c->scores_per_thread = (int64_t)ATTN_MAX_CHUNK * group * max_ctx;
     c->scores = malloc((size_t)c->n_threads * (size_t)c->scores_per_thread * sizeof(float));
     c->chunk_begin = malloc(((size_t)max_tokens + 1) * sizeof(int32_t));
     if (!c->kc || !c->x || !c->h || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up || !c->xo ||
-        !c->rope_cs || !c->scores || !c->chunk_begin)
+        !c->rope_cs || !c->scores || !c->chunk_begin || !c->stack)
         goto oom;
     return c;
 oom:
@@ -128,6 +131,14 @@ static void swiglu_row(rows_job *j, int32_t r) {
     float *g = j->dst + (int64_t)r * j->width;
     const float *u = j->src + (int64_t)r * j->width;
     kern_silu_mul(g, u, j->width);
+}
+
+/* dst row = silu(gate) * up where src row = [gate | up] (stacked matmul output) */
+static void swiglu_stacked_row(rows_job *j, int32_t r) {
+    float *g = j->dst + (int64_t)r * j->width;
+    const float *gu = j->src + (int64_t)r * 2 * j->width;
+    memcpy(g, gu, (size_t)j->width * sizeof(float));
+    kern_silu_mul(g, gu + j->width, j->width);
 }
 
 static void add_row(rows_job *j, int32_t r) {
@@ -317,9 +328,20 @@ int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err) {
     for (int il = 0; il < hp->n_layer; il++) {
         const layer_weights *L = &m->layers[il];
         rmsnorm_rows(c, c->x, L->attn_norm, c->h, T, E);
-        kern_matmul(c->kc, &L->wq, c->h, T, c->q);
-        kern_matmul(c->kc, &L->wk, c->h, T, c->k);
-        kern_matmul(c->kc, &L->wv, c->h, T, c->v);
+        if (L->qkv_fused) {
+            int64_t w = qd + 2 * kvd;
+            kern_matmul(c->kc, &L->wqkv, c->h, T, c->stack);
+            for (int32_t t = 0; t < T; t++) {
+                const float *r = c->stack + (int64_t)t * w;
+                memcpy(c->q + (int64_t)t * qd, r, (size_t)qd * 4);
+                memcpy(c->k + (int64_t)t * kvd, r + qd, (size_t)kvd * 4);
+                memcpy(c->v + (int64_t)t * kvd, r + qd + kvd, (size_t)kvd * 4);
+            }
+        } else {
+            kern_matmul(c->kc, &L->wq, c->h, T, c->q);
+            kern_matmul(c->kc, &L->wk, c->h, T, c->k);
+            kern_matmul(c->kc, &L->wv, c->h, T, c->v);
+        }
         add_bias(c->q, L->bq, T, qd);
         add_bias(c->k, L->bk, T, kvd);
         add_bias(c->v, L->bv, T, kvd);
@@ -332,10 +354,17 @@ int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err) {
         add_rows(c, c->x, c->h, T, E);
 
         rmsnorm_rows(c, c->x, L->ffn_norm, c->h, T, E);
-        kern_matmul(c->kc, &L->w_gate, c->h, T, c->gate);
-        kern_matmul(c->kc, &L->w_up, c->h, T, c->up);
-        rows_job sj = {.c = c, .n_rows = T, .row_fn = swiglu_row, .dst = c->gate, .src = c->up, .width = hp->n_ff};
-        run_rows(&sj);
+        if (L->gu_fused) {
+            kern_matmul(c->kc, &L->w_gu, c->h, T, c->stack);
+            rows_job sj = {.c = c, .n_rows = T, .row_fn = swiglu_stacked_row, .dst = c->gate, .src = c->stack,
+                           .width = hp->n_ff};
+            run_rows(&sj);
+        } else {
+            kern_matmul(c->kc, &L->w_gate, c->h, T, c->gate);
+            kern_matmul(c->kc, &L->w_up, c->h, T, c->up);
+            rows_job sj = {.c = c, .n_rows = T, .row_fn = swiglu_row, .dst = c->gate, .src = c->up, .width = hp->n_ff};
+            run_rows(&sj);
+        }
         kern_matmul(c->kc, &L->w_down, c->gate, T, c->h);
         add_rows(c, c->x, c->h, T, E);
     }

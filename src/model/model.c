@@ -175,6 +175,46 @@ static int load_matrix(model *m, const char *name, int64_t in, int64_t out_rows,
     return 0;
 }
 
+/* Loads `count` matrices with the same input width; if they share a type,
+ * stacks their rows into one prepared matrix (*fused, *raw_owned) instead of
+ * preparing each one into out[i]. */
+static int load_stacked(model *m, const char *const *names, const int64_t *rows, int count, int64_t in,
+                        kern_weight *const *out, kern_weight *fused, bool *is_fused, void **raw_owned, cf_err *err) {
+    const gguf_tensor *t[4];
+    int64_t total = 0;
+    bool same = true;
+    for (int i = 0; i < count; i++) {
+        int failed = 0;
+        t[i] = need_tensor(m->gguf, names[i], in, rows[i], true, err, &failed);
+        if (failed) return -1;
+        same = same && t[i]->type == t[0]->type;
+        total += rows[i];
+    }
+    if (!same) {
+        for (int i = 0; i < count; i++)
+            if (load_matrix(m, names[i], in, rows[i], out[i], err)) return -1;
+        return 0;
+    }
+    size_t off = 0, bytes = 0;
+    for (int i = 0; i < count; i++) bytes += t[i]->nbytes;
+    char *raw = malloc(bytes);
+    if (!raw) return cf_fail(err, "out of memory stacking %s", names[0]);
+    for (int i = 0; i < count; i++) {
+        memcpy(raw + off, t[i]->data, t[i]->nbytes);
+        off += t[i]->nbytes;
+        m->weight_bytes += t[i]->nbytes;
+        m->n_params += (uint64_t)(in * rows[i]);
+    }
+    if (kern_weight_prepare(fused, (dtype)t[0]->type, raw, total, in, err) != 0) {
+        free(raw);
+        return cf_prefix(err, "tensor %s", names[0]);
+    }
+    if (fused->packed) free(raw); /* repacked: the stacked copy is no longer read */
+    else *raw_owned = raw;
+    *is_fused = true;
+    return 0;
+}
+
 static int load_layer(model *m, int il, cf_err *err) {
     const model_hparams *hp = &m->hp;
     layer_weights *L = &m->layers[il];
@@ -186,15 +226,22 @@ static int load_layer(model *m, int il, cf_err *err) {
         load_vector(m, NAME("attn_q.bias"), qd, false, &L->bq, err) ||
         load_vector(m, NAME("attn_k.bias"), kvd, false, &L->bk, err) ||
         load_vector(m, NAME("attn_v.bias"), kvd, false, &L->bv, err) ||
-        load_matrix(m, NAME("attn_q.weight"), hp->n_embd, qd, &L->wq, err) ||
-        load_matrix(m, NAME("attn_k.weight"), hp->n_embd, kvd, &L->wk, err) ||
-        load_matrix(m, NAME("attn_v.weight"), hp->n_embd, kvd, &L->wv, err) ||
         load_matrix(m, NAME("attn_output.weight"), qd, hp->n_embd, &L->wo, err) ||
-        load_matrix(m, NAME("ffn_gate.weight"), hp->n_embd, hp->n_ff, &L->w_gate, err) ||
-        load_matrix(m, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, &L->w_up, err) ||
         load_matrix(m, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, &L->w_down, err))
         return -1;
 #undef NAME
+    char qn[3][96], gn[2][96];
+    snprintf(qn[0], 96, "blk.%d.attn_q.weight", il);
+    snprintf(qn[1], 96, "blk.%d.attn_k.weight", il);
+    snprintf(qn[2], 96, "blk.%d.attn_v.weight", il);
+    snprintf(gn[0], 96, "blk.%d.ffn_gate.weight", il);
+    snprintf(gn[1], 96, "blk.%d.ffn_up.weight", il);
+    const char *qnames[3] = {qn[0], qn[1], qn[2]}, *gnames[2] = {gn[0], gn[1]};
+    const int64_t qrows[3] = {qd, kvd, kvd}, grows[2] = {hp->n_ff, hp->n_ff};
+    kern_weight *qout[3] = {&L->wq, &L->wk, &L->wv}, *gout[2] = {&L->w_gate, &L->w_up};
+    if (load_stacked(m, qnames, qrows, 3, hp->n_embd, qout, &L->wqkv, &L->qkv_fused, &L->qkv_raw, err) ||
+        load_stacked(m, gnames, grows, 2, hp->n_embd, gout, &L->w_gu, &L->gu_fused, &L->gu_raw, err))
+        return -1;
     return 0;
 }
 
@@ -260,8 +307,10 @@ void model_free(model *m) {
             free(L->bq);
             free(L->bk);
             free(L->bv);
-            kern_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            kern_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv, &L->w_gu};
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) kern_weight_release(ws[i]);
+            free(L->qkv_raw);
+            free(L->gu_raw);
         }
         free(m->layers);
     }

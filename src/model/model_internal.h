@@ -10,6 +10,13 @@ typedef struct layer_weights {
     float *bq, *bk, *bv;                /* optional biases (qwen2), owned f32 */
     kern_weight wq, wk, wv, wo;
     kern_weight w_gate, w_up, w_down;
+    /* When Q/K/V (and gate/up) share a type they are also stacked into one
+     * matrix (rows of Q, then K, then V; gate then up), so one matmul reads
+     * the layer input once and feeds both threads a bigger, better balanced
+     * product. Then the separate weights above are unused (zeroed). */
+    bool qkv_fused, gu_fused;
+    kern_weight wqkv, w_gu;
+    void *qkv_raw, *gu_raw;  /* owned stacked GGUF-layout rows when the kernel did not repack them */
 } layer_weights;
 
 struct model {
