@@ -3,11 +3,12 @@
  * input-len tokens (the first prefix-len of them shared by all requests, so
  * the prefix cache can serve them) are submitted at once, greedy, ignoring
  * EOS, each generating exactly output-len tokens. Prints wall time, aggregate
- * input (prefill) and output (decode) tokens per second over the wall time,
- * the time until every request had its first token, and the engine's counters
- * (prompt tokens computed vs served from cache, steps, preemptions).
- * Prefill and decode share steps (the scheduler mixes them), so the two rates
- * are both over the same wall time, not separate phases.
+ * input and output tokens per second over the wall time, the decode-phase
+ * rate (output tokens after every request has its first token, over that
+ * time), the time until every request had its first token, and the engine's
+ * counters (prompt tokens computed vs served from cache, steps, preemptions).
+ * Prefill and decode share steps (the scheduler mixes them), so the input and
+ * output rates are both over the same wall time, not separate phases.
  * Called from cmd_bench.c. */
 #include <poll.h>
 #include <stdio.h>
@@ -153,11 +154,17 @@ static int run_tput(const tput_opts *o, const model *m, thread_pool *tp) {
         printf("workload     %lld requests x (%lld prompt [%lld shared] + %lld generated) tokens, greedy, "
                "ignore EOS\n", o->requests, o->input_len, o->prefix_len, o->output_len);
         printf("wall         %.3f s  (all first tokens after %.3f s)\n", run.t_end, run.t_first_all);
-        printf("prefill      %10.1f tok/s  (%.0f prompt tokens: %llu computed, %llu from the prefix cache)\n",
-               in_tok / run.t_end, in_tok, (unsigned long long)s.prompt_tokens_computed,
+        printf("input        %10.1f tok/s over the wall time (%.0f prompt tokens: %llu computed, %llu from the "
+               "prefix cache)\n", in_tok / run.t_end, in_tok, (unsigned long long)s.prompt_tokens_computed,
                (unsigned long long)s.cached_tokens);
-        printf("decode       %10.1f tok/s  (%lld generated tokens)\n", (double)run.generated / run.t_end,
-               run.generated);
+        printf("output       %10.1f tok/s over the wall time (%lld generated tokens)\n",
+               (double)run.generated / run.t_end, run.generated);
+        /* decode phase: after every request has its first token only decodes run */
+        double t_dec = run.t_end - run.t_first_all;
+        long long dec_tokens = run.generated - o->requests;
+        if (t_dec > 0 && dec_tokens > 0)
+            printf("decode phase %10.1f tok/s  (%lld tokens after all first tokens, %.3f s)\n",
+                   (double)dec_tokens / t_dec, dec_tokens, t_dec);
         printf("engine       %llu steps, %.1f tokens/step, %llu preemptions (%llu tokens recomputed), "
                "peak %d of %d KV blocks\n", (unsigned long long)s.steps,
                s.steps ? (double)s.forward_tokens / (double)s.steps : 0.0, (unsigned long long)s.preemptions,

@@ -1,4 +1,4 @@
-/* test_engine_soak.c - 320 requests through one engine on stories260K with a
+/* test_engine_soak.c - 1000 requests through one engine on stories260K with a
  * small KV pool (preemption and prefix-cache eviction happen): random prompt
  * lengths, four shared prefixes plus unshared prompts, exact duplicates,
  * random cancels and releases, submissions in waves while others run, and
@@ -12,7 +12,7 @@
 
 #include "engine_testlib.h"
 
-#define NSOAK 320
+#define NSOAK 1000
 #define MAXP 300
 
 typedef struct soak_req {
