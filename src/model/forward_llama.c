@@ -226,6 +226,9 @@ typedef struct attn_job {
     int32_t n_chunks;
 } attn_job;
 
+/* Writes the batch's K and V into the blocks: K dimension-major
+ * ([kv_dim][token] per layer, so attention reads 16-key tiles in place), V
+ * token-major ([token][kv_dim]). See model.h. */
 static void kv_store(fwd_ctx *c, const fwd_batch *b, int layer) {
     const model_hparams *hp = &c->m->hp;
     int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim, bt = c->block_tokens;
@@ -234,7 +237,9 @@ static void kv_store(fwd_ctx *c, const fwd_batch *b, int layer) {
         int32_t p = b->pos[t];
         float *blk = s->blocks[p / bt];
         int64_t row = p % bt;
-        memcpy(blk + ((int64_t)(layer * 2 + 0) * bt + row) * kvd, c->k + (int64_t)t * kvd, (size_t)kvd * 4);
+        float *kb = blk + (int64_t)(layer * 2 + 0) * bt * kvd + row;
+        const float *k = c->k + (int64_t)t * kvd;
+        for (int64_t d = 0; d < kvd; d++) kb[d * bt] = k[d];
         memcpy(blk + ((int64_t)(layer * 2 + 1) * bt + row) * kvd, c->v + (int64_t)t * kvd, (size_t)kvd * 4);
     }
 }
@@ -280,7 +285,7 @@ static void attn_task(void *ctx, int ith, int nth) {
             .head_dim = hd,
             .blocks = s->blocks,
             .block_tokens = (int)bt,
-            .k_off = (int64_t)(j->layer * 2 + 0) * bt * kvd + (int64_t)g * hd,
+            .k_off = (int64_t)(j->layer * 2 + 0) * bt * kvd + (int64_t)g * hd * bt,
             .v_off = (int64_t)(j->layer * 2 + 1) * bt * kvd + (int64_t)g * hd,
             .row_stride = kvd,
             .window = 0,

@@ -9,7 +9,10 @@
  * KV cache layout (the engine owns the memory; the model only reads and
  * writes it): one block = all layers of `block_tokens` consecutive tokens of
  * one sequence, as one contiguous float array of model_kv_block_floats():
- *   block[layer][0=K,1=V][token_in_block][n_head_kv * head_dim]
+ *   block[layer][K: [n_head_kv * head_dim][token_in_block],
+ *                V: [token_in_block][n_head_kv * head_dim]]
+ * (K dimension-major so attention reads 16-key tiles in place; V
+ * token-major so P.V streams rows)
  * so a block can be copied to / from a persistent store as one object.
  *
  * Architectures: 'llama' (and 'qwen2'-style Q/K/V biases when present).

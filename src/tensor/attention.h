@@ -10,13 +10,16 @@
  * f32 with a two-pass softmax (max, then exp/sum), like the float64 reference
  * in the tests.
  *
- * Method: keys are taken 16 at a time; their K rows are transposed once into
- * a [head_dim][16] tile that every query row of the chunk then multiplies
- * with broadcast FMAs (16 scores per head_dim FMAs, no horizontal sums). P.V
+ * Method: keys are taken 16 at a time as a [head_dim][16] K tile (read in
+ * place from the dimension-major K of a block, gathered only when a tile
+ * crosses blocks) that every query row of the chunk multiplies with
+ * broadcast FMAs (16 scores per head_dim FMAs, no horizontal sums). P.V
  * accumulates V rows with vector FMAs along head_dim.
  *
- * KV addressing: row j of K is at blocks[j / block_tokens] + k_off +
- * (j % block_tokens) * row_stride (V likewise with v_off): the paged cache is
+ * KV addressing (the paged cache is read in place): K is dimension-major per
+ * block, element d of key j at blocks[j / bt][k_off + d * bt + j % bt]
+ * (bt = block_tokens); V is token-major, row j at
+ * blocks[j / bt] + v_off + (j % bt) * row_stride: the paged cache is
  * read in place. Scratch `scores` holds n_tok * n_q * (pos[n_tok-1] + 1)
  * floats. Dispatched on cpu_isa_active(); the ISA files are the same source
  * (attention_impl.h) compiled with different flags. */
@@ -39,7 +42,7 @@ typedef struct attn_args {
     float *const *blocks;      /* block table of the sequence */
     int block_tokens;
     int64_t k_off, v_off;      /* element offsets of this layer's K/V head in a block */
-    int64_t row_stride;        /* elements between consecutive token rows */
+    int64_t row_stride;        /* V: elements between consecutive token rows */
     int window;                /* 0 = full causal */
     float scale;
     float softcap;             /* 0 = off */

@@ -36,17 +36,30 @@ void ATTN_FN(const attn_args *a) {
     const int j_end = a->pos[nt - 1] + 1;  /* keys any token of the chunk may see */
     const int j_start = attn_lo(a, 0);
     const int64_t srow = j_end;            /* score row length */
-    float kt[hd][16];                      /* transposed K tile */
+    const int bt = a->block_tokens;
+    float kt[hd][16];                      /* gathered K tile (tiles that cross a block) */
 
-    /* pass 1: scores, 16 keys at a time */
-    for (int j0 = j_start; j0 < j_end; j0 += 16) {
+    /* pass 1: scores, 16 keys at a time. K is stored dimension-major in each
+     * block ([dim][token]), so a tile of 16 keys inside one block is read in
+     * place: row d of the tile is 16 consecutive floats. Lanes past the last
+     * visible key read later slots of the same block; their scores are never
+     * used. */
+    for (int j0 = j_start / 16 * 16; j0 < j_end; j0 += 16) {
         int nk = j_end - j0 < 16 ? j_end - j0 : 16;
-        for (int c = 0; c < nk; c++) {
-            const float *k = attn_row(a, a->k_off, j0 + c);
-            for (int d = 0; d < hd; d++) kt[d][c] = k[d];
+        const float *tile;
+        int64_t tstride;
+        if (j0 % bt + 16 <= bt) {
+            tile = a->blocks[j0 / bt] + a->k_off + j0 % bt;
+            tstride = bt;
+        } else {
+            for (int c = 0; c < 16; c++) {
+                int j = j0 + (c < nk ? c : 0);
+                const float *k = a->blocks[j / bt] + a->k_off + j % bt;
+                for (int d = 0; d < hd; d++) kt[d][c] = c < nk ? k[(int64_t)d * bt] : 0.0f;
+            }
+            tile = &kt[0][0];
+            tstride = 16;
         }
-        for (int c = nk; c < 16; c++)
-            for (int d = 0; d < hd; d++) kt[d][c] = 0.0f;
         /* 8 query rows (token-major, head-minor) at a time: 8 independent
          * FMA chains share each K tile load. Rows of tokens for which the
          * tile is in the future compute scores that pass 2 never reads. */
@@ -61,7 +74,7 @@ void ATTN_FN(const attn_args *a) {
             attn_v16 acc[8] = {{0}};
             for (int d = 0; d < hd; d++) {
                 attn_v16 kv;
-                memcpy(&kv, kt[d], sizeof kv);
+                memcpy(&kv, tile + d * tstride, sizeof kv);
                 for (int i = 0; i < 8; i++) acc[i] += qr[i][d] * kv;
             }
             for (int i = 0; i < nr; i++) {

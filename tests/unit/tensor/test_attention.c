@@ -1,7 +1,10 @@
 /* test_attention.c - kern_attention on every supported ISA against a float64
  * reference: chunks of 1..16 query tokens, GQA groups, head dims that are
  * not multiples of the vector width, positions inside and across blocks,
- * block sizes that are not 16, sliding windows and soft-capping. */
+ * block sizes that are not 16 (K tiles gathered across blocks), sliding
+ * windows and soft-capping. Cache layout as model.h: per block, K
+ * dimension-major ([kv_dim][token]), V token-major ([token][kv_dim]); the
+ * tests use the second KV head (k_off / v_off of head 1). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +18,15 @@ static float frand(unsigned *s) {
     return ((float)((*s >> 8) & 0xffff) / 65536.0f - 0.5f) * 2.0f;
 }
 
+/* V row j (token-major) */
 static const float *row(const attn_args *a, int64_t off, int j) {
     return a->blocks[j / a->block_tokens] + off + (int64_t)(j % a->block_tokens) * a->row_stride;
+}
+
+/* K element d of key j (dimension-major within a block) */
+static float kel(const attn_args *a, int j, int d) {
+    int bt = a->block_tokens;
+    return a->blocks[j / bt][a->k_off + (int64_t)d * bt + j % bt];
 }
 
 static double reference_max_diff(const attn_args *a) {
@@ -29,9 +39,8 @@ static double reference_max_diff(const attn_args *a) {
             if (lo < 0) lo = 0;
             double *s = calloc((size_t)hi, sizeof(double)), mx = -INFINITY, sum = 0;
             for (int j = lo; j < hi; j++) {
-                const float *k = row(a, a->k_off, j);
                 double d = 0;
-                for (int i = 0; i < hd; i++) d += (double)q[i] * k[i];
+                for (int i = 0; i < hd; i++) d += (double)q[i] * kel(a, j, i);
                 d *= a->scale;
                 if (a->softcap > 0) d = a->softcap * tanh(d / a->softcap);
                 s[j] = d;
@@ -81,7 +90,7 @@ int main(void) {
                         float *scores = malloc(sizeof(float) * (size_t)(nt * n_q * n_pos));
                         attn_args a = {.q = q, .q_stride = qs, .out = out, .out_stride = qs, .pos = pos,
                                        .n_tok = nt, .n_q = n_q, .head_dim = hd, .blocks = blocks,
-                                       .block_tokens = bt, .k_off = hd, .v_off = bt * stride + hd,
+                                       .block_tokens = bt, .k_off = (int64_t)hd * bt, .v_off = bt * stride + hd,
                                        .row_stride = stride, .window = cases[ci][2],
                                        .scale = 1.0f / sqrtf((float)hd), .softcap = cap ? 0.5f : 0.0f,
                                        .scores = scores};
