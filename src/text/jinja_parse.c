@@ -482,6 +482,21 @@ static jnode *parse_tuple(P *p, bool condexpr) {
 /* ---- statements ---- */
 static void parse_body(P *p, nvec *out, const char *const *ends, const char *opener);
 
+/* Parses statements up to one of `ends` into n->kids; stops at the end tag's "{%". */
+static void parse_kids(P *p, jnode *n, const char *const *ends, const char *opener) {
+    nvec body = {0};
+    parse_body(p, &body, ends, opener);
+    n->kids = body.v;
+    n->nkids = body.n;
+}
+
+/* Consumes "{% <end-name>" and the closing "%}" of a block's end tag. */
+static void end_tag(P *p) {
+    adv(p);
+    adv(p);
+    expect_block_end(p);
+}
+
 static bool at_end_tag(P *p, const char *const *ends) {
     if (cur(p)->kind != TK_BLOCK_BEGIN || peek(p, 1)->kind != TK_NAME) return false;
     for (int k = 0; ends && ends[k]; k++)
@@ -548,10 +563,7 @@ static void parse_stmt(P *p, nvec *out) {
         if (is_name(p, "recursive")) jfail(p->j, line, "recursive for loops are not supported");
         expect_block_end(p);
         static const char *const ends[] = {"else", "endfor", NULL};
-        nvec body = {0};
-        parse_body(p, &body, ends, "for");
-        n->kids = body.v;
-        n->nkids = body.n;
+        parse_kids(p, n, ends, "for");
         adv(p);
         if (!strcmp(cur(p)->p, "else")) {
             adv(p);
@@ -606,13 +618,8 @@ static void parse_stmt(P *p, nvec *out) {
             }
             expect_block_end(p);
             static const char *const ends[] = {"endset", NULL};
-            nvec body = {0};
-            parse_body(p, &body, ends, "set");
-            n->kids = body.v;
-            n->nkids = body.n;
-            adv(p);
-            adv(p);
-            expect_block_end(p);
+            parse_kids(p, n, ends, "set");
+            end_tag(p);
             nv_push(p, out, n);
         }
     } else if (!strcmp(k, "macro") || !strcmp(k, "call")) {
@@ -647,10 +654,7 @@ static void parse_stmt(P *p, nvec *out) {
         }
         expect_block_end(p);
         static const char *const endm[] = {"endmacro", NULL}, *const endc[] = {"endcall", NULL};
-        nvec body = {0};
-        parse_body(p, &body, is_call ? endc : endm, k);
-        n->kids = body.v;
-        n->nkids = body.n;
+        parse_kids(p, n, is_call ? endc : endm, k);
         adv(p);
         adv(p);
         if (!is_call && cur(p)->kind == TK_NAME) adv(p); /* {% endmacro name %} */
@@ -663,13 +667,8 @@ static void parse_stmt(P *p, nvec *out) {
         n->c = f;
         expect_block_end(p);
         static const char *const ends[] = {"endfilter", NULL};
-        nvec body = {0};
-        parse_body(p, &body, ends, "filter");
-        n->kids = body.v;
-        n->nkids = body.n;
-        adv(p);
-        adv(p);
-        expect_block_end(p);
+        parse_kids(p, n, ends, "filter");
+        end_tag(p);
         nv_push(p, out, n);
     } else if (!strcmp(k, "generation")) {
         /* HF's AssistantTracker extension: {% generation %}...{% endgeneration %}
@@ -677,9 +676,7 @@ static void parse_stmt(P *p, nvec *out) {
         expect_block_end(p);
         static const char *const ends[] = {"endgeneration", NULL};
         parse_body(p, out, ends, "generation");
-        adv(p);
-        adv(p);
-        expect_block_end(p);
+        end_tag(p);
     } else if (!strcmp(k, "break") || !strcmp(k, "continue")) {
         expect_block_end(p);
         nv_push(p, out, mk(p, k[0] == 'b' ? N_BREAK : N_CONTINUE, line));
