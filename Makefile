@@ -6,12 +6,15 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
 CMAKE ?= cmake
 
-.PHONY: all deps build run test test-release test-asan fuzz bench clean
+.PHONY: all deps pydeps build run test test-release test-asan fuzz bench clean
 
 all: build
 
 deps:
 	@scripts/setup-deps.sh
+
+pydeps: deps
+	@scripts/setup-python.sh
 
 build: deps
 	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -21,10 +24,10 @@ run: build
 	@model=$$(scripts/fetch-model.sh) && \
 	  build/cinfer run -m "$$model" --ctx 512 -n 256 -p "Once upon a time"
 
-test: deps test-release test-asan fuzz
+test: deps pydeps test-release test-asan fuzz
 	@echo "make test: all suites passed"
 
-test-release: build
+test-release: build pydeps
 	ctest --test-dir build --output-on-failure -j$(JOBS)
 
 test-asan: deps
