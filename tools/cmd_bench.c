@@ -6,7 +6,8 @@
  *                      (weights + the KV cache read at the mean position),
  *   prefill          = achieved matmul FLOP/s (2 x params x tokens / time).
  * The prompt is pseudo-random token ids (deterministic), so no tokenizer
- * cost is included. (`bench serve` is a separate tool.) */
+ * cost is included. `bench serve`, `bench report` and `bench trace-stats` live in
+ * cmd_bench_serve.c and cmd_bench_report.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,9 @@ static void bench_usage(FILE *out) {
     fprintf(out,
             "usage: cinfer bench latency -m MODEL.gguf [options]\n"
             "       cinfer bench throughput -m MODEL.gguf [options]  (see bench throughput --help)\n"
+            "       cinfer bench serve --base-url URL [options]      (see bench serve --help)\n"
+            "       cinfer bench report RESULTS.json... [--svg DIR]  (see bench report --help)\n"
+            "       cinfer bench trace-stats TRACE.jsonl [--block-scale K]\n"
             "  -m, --model FILE    GGUF model (required)\n"
             "  -p, --prompt N      prompt tokens to prefill (default 512)\n"
             "  -n, --gen N         tokens to decode (default 128)\n"
@@ -133,8 +137,11 @@ int cmd_bench(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "throughput")) return bench_throughput(argc, argv);
+    if (!strcmp(argv[1], "serve")) return bench_serve(argc, argv);
+    if (!strcmp(argv[1], "report")) return bench_report(argc, argv);
+    if (!strcmp(argv[1], "trace-stats")) return bench_trace_stats(argc, argv);
     if (strcmp(argv[1], "latency") != 0)
-        return cli_fail("bench: unknown benchmark '%s' (latency, throughput)", argv[1]);
+        return cli_fail("bench: unknown benchmark '%s' (latency, throughput, serve, report, trace-stats)", argv[1]);
     bench_opts o;
     int r = parse_bench(argc, argv, &o);
     if (r) return r < 0 ? 0 : r;
