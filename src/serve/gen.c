@@ -1,0 +1,410 @@
+/* gen.c - the generation core (see gen.h): prompt building, context checks,
+ * submitting n engine requests, reading and accumulating their outputs.
+ *
+ * Prompt building: chat messages are rendered with the model's chat template
+ * (add_generation_prompt). The rendered text is tokenized with special-token
+ * parsing (the template's own markers such as <|im_start|> must become their
+ * control tokens) - unless some message content contains the text of a
+ * control token: then the prompt is rendered again with each content replaced
+ * by a sentinel, and the pieces are tokenized separately, template text with
+ * special parsing and user content without, so user text can never forge a
+ * control token. BOS is prepended when the model asks for it and the template
+ * did not already write it.
+ *
+ * Seeds: with a request seed S, choice i samples with seed S + i (choices
+ * differ, runs reproduce); without one, each choice gets a random seed. */
+#include "serve/gen.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+/* ---- params ---- */
+
+void gen_params_init(gen_params *p) {
+    memset(p, 0, sizeof *p);
+    p->n = 1;
+    p->sampling.temperature = 1.0f;
+    p->sampling.top_p = 1.0f;
+    p->sampling.repetition_penalty = 1.0f;
+}
+
+void gen_params_free(gen_params *p) {
+    if (p->messages) json_decref(p->messages);
+    free(p->prompt);
+    free(p->prompt_ids);
+    free(p->model);
+    free(p->bias);
+    for (int32_t i = 0; i < p->n_stop; i++) free(p->stop[i]);
+    free(p->stop);
+    free(p->cache_salt);
+    free(p->user);
+    gen_params_init(p);
+}
+
+/* ---- model ---- */
+
+static char *token_text_dup(const tokenizer *t, int32_t id) {
+    if (id < 0) return strdup("");
+    size_t n = tokenizer_token_bytes(t, id, true, NULL, 0);
+    char *s = malloc(n + 1);
+    if (!s) return NULL;
+    tokenizer_token_bytes(t, id, true, s, n);
+    s[n] = 0;
+    return s;
+}
+
+int gen_model_init(gen_model *gm, cf_err *err) {
+    gm->bos_text = token_text_dup(gm->tok, tokenizer_bos(gm->tok));
+    gm->eos_text = token_text_dup(gm->tok, tokenizer_eos(gm->tok));
+    gm->special = NULL;
+    gm->n_special = 0;
+    if (!gm->bos_text || !gm->eos_text) goto oom;
+    int32_t nv = tokenizer_n_vocab(gm->tok), cap = 0;
+    for (int32_t id = 0; id < nv; id++) {
+        int ty = tokenizer_token_type(gm->tok, id);
+        if (ty != TOKEN_TYPE_CONTROL && ty != TOKEN_TYPE_UNKNOWN) continue;
+        const char *s = tokenizer_token_text(gm->tok, id);
+        if (!s || !*s) continue;
+        if (gm->n_special == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **ns = realloc(gm->special, (size_t)cap * sizeof *ns);
+            if (!ns) goto oom;
+            gm->special = ns;
+        }
+        if (!(gm->special[gm->n_special] = strdup(s))) goto oom;
+        gm->n_special++;
+    }
+    return 0;
+oom:
+    gen_model_free(gm);
+    return cf_fail(err, "out of memory");
+}
+
+void gen_model_free(gen_model *gm) {
+    free(gm->bos_text);
+    free(gm->eos_text);
+    for (int32_t i = 0; i < gm->n_special; i++) free(gm->special[i]);
+    free(gm->special);
+    gm->bos_text = gm->eos_text = NULL;
+    gm->special = NULL;
+    gm->n_special = 0;
+}
+
+/* ---- prompts ---- */
+
+/* ids buffer that grows */
+typedef struct id_vec {
+    int32_t *p;
+    int32_t n, cap;
+} id_vec;
+
+static int idv_push(id_vec *v, const int32_t *ids, size_t n) {
+    if ((size_t)v->n + n > (size_t)INT32_MAX / 2) return -1;
+    if (v->n + (int32_t)n > v->cap) {
+        int32_t cap = v->cap ? v->cap : 64;
+        while (cap < v->n + (int32_t)n) cap *= 2;
+        int32_t *q = realloc(v->p, (size_t)cap * sizeof *q);
+        if (!q) return -1;
+        v->p = q;
+        v->cap = cap;
+    }
+    if (n) memcpy(v->p + v->n, ids, n * sizeof *ids);
+    v->n += (int32_t)n;
+    return 0;
+}
+
+static int encode_into(const gen_model *gm, id_vec *v, const char *s, size_t len, bool parse_special,
+                       serve_error *err) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    cf_err e = {0};
+    if (tokenizer_encode(gm->tok, s, len, false, parse_special, &ids, &n, &e)) {
+        free(ids);
+        return serve_bad(err, "messages", "cannot tokenize the prompt: %s", e.msg);
+    }
+    int rc = idv_push(v, ids, n);
+    free(ids);
+    if (rc) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    return 0;
+}
+
+/* Prepends BOS when the model wants one and the text does not start with it. */
+static int maybe_bos(const gen_model *gm, id_vec *v, const char *text, size_t len, serve_error *err) {
+    int32_t bos = tokenizer_bos(gm->tok);
+    if (!tokenizer_add_bos(gm->tok) || bos < 0) return 0;
+    size_t bl = strlen(gm->bos_text);
+    if (bl && len >= bl && !memcmp(text, gm->bos_text, bl)) return 0;
+    if (idv_push(v, &bos, 1)) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    return 0;
+}
+
+int gen_text_prompt(const gen_model *gm, const char *text, size_t len, bool add_special, int32_t **ids, int32_t *n_ids,
+                    serve_error *err) {
+    id_vec v = {0};
+    if ((add_special && maybe_bos(gm, &v, "", 0, err)) || encode_into(gm, &v, text, len, false, err)) {
+        free(v.p);
+        return -1;
+    }
+    *ids = v.p;
+    *n_ids = v.n;
+    return 0;
+}
+
+static bool has_special_text(const gen_model *gm, const char *s) {
+    for (int32_t i = 0; i < gm->n_special; i++)
+        if (strstr(s, gm->special[i])) return true;
+    return false;
+}
+
+static int render(const gen_model *gm, json_t *messages, bool add_gen, char **out, size_t *out_len,
+                  serve_error *err) {
+    json_t *ctx = json_pack("{s:O, s:b, s:s, s:s}", "messages", messages, "add_generation_prompt", add_gen,
+                            "bos_token", gm->bos_text, "eos_token", gm->eos_text);
+    if (!ctx) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    cf_err e = {0};
+    int rc = chat_template_render(gm->tmpl, ctx, out, out_len, &e);
+    json_decref(ctx);
+    if (rc) return serve_bad(err, "messages", "cannot apply the chat template: %s", e.msg);
+    return 0;
+}
+
+#define SENT_OPEN '\x02'
+#define SENT_CLOSE '\x03'
+
+int gen_chat_prompt(const gen_model *gm, const json_t *messages, bool add_gen, int32_t **ids, int32_t *n_ids,
+                    serve_error *err) {
+    bool unsafe = false;
+    size_t nm = json_array_size(messages);
+    for (size_t i = 0; i < nm; i++) {
+        const char *c = json_string_value(json_object_get(json_array_get(messages, i), "content"));
+        if (c && has_special_text(gm, c)) unsafe = true;
+    }
+    id_vec v = {0};
+    char *text = NULL;
+    size_t len = 0;
+    json_t *copy = NULL;
+    if (!unsafe) {
+        if (render(gm, (json_t *)messages, add_gen, &text, &len, err) || maybe_bos(gm, &v, text, len, err) ||
+            encode_into(gm, &v, text, len, true, err))
+            goto fail;
+    } else {
+        copy = json_deep_copy(messages);
+        if (!copy) goto oom;
+        for (size_t i = 0; i < nm; i++) {
+            json_t *m = json_array_get(copy, i);
+            if (!json_is_string(json_object_get(m, "content"))) continue;
+            char s[32];
+            snprintf(s, sizeof s, "%c%zu%c", SENT_OPEN, i, SENT_CLOSE);
+            if (json_object_set_new(m, "content", json_string(s))) goto oom;
+        }
+        if (render(gm, copy, add_gen, &text, &len, err) || maybe_bos(gm, &v, text, len, err)) goto fail;
+        size_t at = 0;
+        while (at < len) {
+            char *o = memchr(text + at, SENT_OPEN, len - at);
+            char *cl = o ? memchr(o, SENT_CLOSE, (size_t)(text + len - o)) : NULL;
+            size_t seg_end = o && cl ? (size_t)(o - text) : len;
+            if (seg_end > at && encode_into(gm, &v, text + at, seg_end - at, true, err)) goto fail;
+            if (!(o && cl)) break;
+            size_t idx = strtoul(o + 1, NULL, 10);
+            const char *c = json_string_value(json_object_get(json_array_get(messages, idx), "content"));
+            if (c && encode_into(gm, &v, c, strlen(c), false, err)) goto fail;
+            at = (size_t)(cl - text) + 1;
+        }
+    }
+    free(text);
+    if (copy) json_decref(copy);
+    *ids = v.p;
+    *n_ids = v.n;
+    return 0;
+oom:
+    serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+fail:
+    free(text);
+    free(v.p);
+    if (copy) json_decref(copy);
+    return -1;
+}
+
+/* ---- jobs ---- */
+
+static uint64_t random_seed(void) {
+    uint64_t s = 0;
+    if (getrandom(&s, sizeof s, GRND_NONBLOCK) != (ssize_t)sizeof s) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        s = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec;
+    }
+    return s;
+}
+
+int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *err) {
+    memset(j, 0, sizeof *j);
+    j->p = *p;
+    gen_params_init(p);
+    gen_params *q = &j->p;
+    int rc;
+    if (q->kind == GEN_CHAT) rc = gen_chat_prompt(gm, q->messages, true, &j->prompt, &j->n_prompt, err);
+    else if (q->prompt_ids) {
+        j->prompt = malloc((size_t)q->n_prompt_ids * sizeof(int32_t));
+        if (!j->prompt) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+        memcpy(j->prompt, q->prompt_ids, (size_t)q->n_prompt_ids * sizeof(int32_t));
+        j->n_prompt = q->n_prompt_ids;
+        rc = 0;
+    } else rc = gen_text_prompt(gm, q->prompt ? q->prompt : "", q->prompt_len, true, &j->prompt, &j->n_prompt, err);
+    if (rc) return -1;
+    if (j->n_prompt == 0)
+        return serve_bad(err, q->kind == GEN_CHAT ? "messages" : "prompt", "the prompt is empty (0 tokens)");
+    int32_t nv = tokenizer_n_vocab(gm->tok);
+    for (int32_t i = 0; i < j->n_prompt; i++)
+        if (j->prompt[i] < 0 || j->prompt[i] >= nv)
+            return serve_bad(err, "prompt", "token id %d is out of range [0, %d)", j->prompt[i], nv);
+    if (j->n_prompt >= gm->ctx)
+        return serve_fail(err, 400, "invalid_request_error", "context_length_exceeded",
+                          q->kind == GEN_CHAT ? "messages" : "prompt",
+                          "This model's maximum context length is %d tokens. However, your prompt has %d tokens, "
+                          "leaving no room for the completion. Please reduce the length of the %s.",
+                          gm->ctx, j->n_prompt, q->kind == GEN_CHAT ? "messages" : "prompt");
+    if (q->max_tokens > 0 && (int64_t)j->n_prompt + q->max_tokens > gm->ctx)
+        return serve_fail(err, 400, "invalid_request_error", "context_length_exceeded", "max_tokens",
+                          "This model's maximum context length is %d tokens. However, you requested %lld tokens "
+                          "(%d in the %s, %d in the completion). Please reduce the length of the %s or completion.",
+                          gm->ctx, (long long)j->n_prompt + q->max_tokens, j->n_prompt,
+                          q->kind == GEN_CHAT ? "messages" : "prompt", q->max_tokens,
+                          q->kind == GEN_CHAT ? "messages" : "prompt");
+    j->max_tokens = q->max_tokens > 0 ? q->max_tokens : gm->ctx - j->n_prompt;
+    j->choices = calloc((size_t)q->n, sizeof *j->choices);
+    if (!j->choices) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    cinfer_request r = cinfer_request_default();
+    r.prompt = j->prompt;
+    r.n_prompt = j->n_prompt;
+    r.sampling = q->sampling;
+    r.sampling.bias = q->bias;
+    r.max_tokens = j->max_tokens;
+    r.stop_strings = (const char *const *)q->stop;
+    r.n_stop_strings = q->n_stop;
+    r.cache_salt = q->cache_salt;
+    r.cache_salt_len = q->cache_salt ? strlen(q->cache_salt) : 0;
+    r.ignore_eos = q->ignore_eos;
+    r.want_logprobs = q->logprobs;
+    uint64_t base = q->has_seed ? q->sampling.seed : random_seed();
+    for (int32_t i = 0; i < q->n; i++) {
+        gen_choice *c = &j->choices[i];
+        c->index = i;
+        r.sampling.seed = base + (uint64_t)i;
+        char e[200] = "";
+        c->id = cinfer_engine_submit(gm->engine, &r, e, sizeof e);
+        if (!c->id) {
+            for (int32_t k = 0; k < i; k++) {
+                cinfer_engine_release(gm->engine, j->choices[k].id);
+                j->choices[k].id = 0;
+            }
+            return serve_bad(err, NULL, "the request cannot be served: %s", e);
+        }
+    }
+    j->usage.prompt_tokens = j->n_prompt;
+    return 0;
+}
+
+static int acc_text(gen_choice *c, const char *s, size_t n) {
+    if (c->text_len + n + 1 > c->text_cap) {
+        size_t cap = c->text_cap ? c->text_cap : 256;
+        while (cap < c->text_len + n + 1) cap *= 2;
+        char *p = realloc(c->text, cap);
+        if (!p) return -1;
+        c->text = p;
+        c->text_cap = cap;
+    }
+    memcpy(c->text + c->text_len, s, n);
+    c->text_len += n;
+    c->text[c->text_len] = 0;
+    return 0;
+}
+
+static int acc_tokens(gen_choice *c, const int32_t *t, const float *lp, int32_t n) {
+    if (c->n_acc + n > c->acc_cap) {
+        int32_t cap = c->acc_cap ? c->acc_cap : 64;
+        while (cap < c->n_acc + n) cap *= 2;
+        int32_t *nt = realloc(c->tokens, (size_t)cap * sizeof *nt);
+        if (nt) c->tokens = nt;
+        float *nl = realloc(c->logprobs, (size_t)cap * sizeof *nl);
+        if (nl) c->logprobs = nl;
+        if (!nt || !nl) return -1;
+        c->acc_cap = cap;
+    }
+    memcpy(c->tokens + c->n_acc, t, (size_t)n * sizeof *t);
+    memcpy(c->logprobs + c->n_acc, lp, (size_t)n * sizeof *lp);
+    c->n_acc += n;
+    return 0;
+}
+
+int gen_job_read(gen_job *j, const gen_model *gm, int32_t ci, bool accumulate) {
+    gen_choice *c = &j->choices[ci];
+    j->new_tokens = 0;
+    if (!c->id) return -1;
+    int r = cinfer_engine_read(gm->engine, c->id, &c->out, 0);
+    if (r < 0) {
+        c->id = 0;
+        c->finish = CINFER_FINISH_ERROR;
+        snprintf(c->error, sizeof c->error, "the engine lost the request");
+        j->n_done++;
+        return -1;
+    }
+    if (r == 0) return 0;
+    cinfer_output *o = &c->out;
+    c->n_tokens += o->n_tokens;
+    j->new_tokens = o->n_tokens;
+    if (accumulate) {
+        bool oom = o->text_len && acc_text(c, o->text, o->text_len);
+        if (j->p.logprobs && o->n_tokens && o->logprobs) oom |= acc_tokens(c, o->tokens, o->logprobs, o->n_tokens) != 0;
+        if (oom) snprintf(c->error, sizeof c->error, "out of memory");
+    }
+    if (o->finish != CINFER_FINISH_NONE) {
+        c->id = 0;
+        c->finish = o->finish;
+        if (o->finish == CINFER_FINISH_ERROR) snprintf(c->error, sizeof c->error, "%s", o->error);
+        j->usage.completion_tokens += o->usage.completion_tokens;
+        if (o->usage.cached_tokens > j->usage.cached_tokens) j->usage.cached_tokens = o->usage.cached_tokens;
+        j->n_done++;
+    }
+    return 1;
+}
+
+int32_t gen_job_find(const gen_job *j, uint64_t id) {
+    for (int32_t i = 0; i < j->p.n && j->choices; i++)
+        if (j->choices[i].id == id) return i;
+    return -1;
+}
+
+void gen_job_cancel(gen_job *j, const gen_model *gm) {
+    for (int32_t i = 0; i < j->p.n && j->choices; i++)
+        if (j->choices[i].id) cinfer_engine_cancel(gm->engine, j->choices[i].id);
+}
+
+bool gen_job_done(const gen_job *j) { return j->choices && j->n_done >= j->p.n; }
+
+void gen_job_free(gen_job *j, const gen_model *gm) {
+    for (int32_t i = 0; i < j->p.n && j->choices; i++) {
+        gen_choice *c = &j->choices[i];
+        if (c->id) cinfer_engine_release(gm->engine, c->id);
+        cinfer_output_release(&c->out);
+        free(c->text);
+        free(c->tokens);
+        free(c->logprobs);
+    }
+    free(j->choices);
+    free(j->prompt);
+    gen_params_free(&j->p);
+    memset(j, 0, sizeof *j);
+}
+
+const char *gen_finish_name(cinfer_finish f) {
+    switch (f) {
+    case CINFER_FINISH_STOP: return "stop";
+    case CINFER_FINISH_LENGTH: return "length";
+    case CINFER_FINISH_CANCELLED: return "abort";
+    case CINFER_FINISH_ERROR: return "error";
+    default: return NULL;
+    }
+}

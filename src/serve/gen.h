@@ -1,0 +1,131 @@
+/* gen.h - the API-independent generation core of the server: one client
+ * request (any API) -> prompt tokens -> n engine requests -> per-choice
+ * output deltas -> finish reasons and aggregated usage.
+ *
+ * The protocol layer (today oai_request.c; later the recipe library) fills a
+ * gen_params; the server calls gen_job_start() to build the prompt (chat
+ * template, then tokenize; user text is never parsed for special tokens) and
+ * submit the n engine requests, feeds engine readiness to gen_job_read(), and
+ * hands the deltas to the protocol layer's formatter (oai_response.c).
+ * Nothing here knows HTTP or JSON wire formats (messages are plain JSON
+ * objects {role, content: string, ...} for the chat template).
+ *
+ * Ownership: gen_params owns every pointer in it (gen_params_free). A gen_job
+ * owns its params (moved in), the prompt ids, the choices and, until each is
+ * finished or released, their engine requests (gen_job_free releases what is
+ * still running). All calls for one job come from one thread (the HTTP loop). */
+#ifndef CINFER_SERVE_GEN_H
+#define CINFER_SERVE_GEN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cinfer/engine.h"
+#include "serve/serve_error.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+typedef enum { GEN_CHAT = 0, GEN_COMPLETION } gen_kind;
+
+typedef struct gen_params {
+    gen_kind kind;
+    json_t *messages;      /* chat: [{role, content: string, ...}] ready for the template (owned reference) */
+    char *prompt;          /* completion: prompt text (owned) or NULL */
+    size_t prompt_len;
+    int32_t *prompt_ids;   /* completion: prompt as token ids (owned) or NULL */
+    int32_t n_prompt_ids;
+    char *model;           /* requested model name (owned), NULL when absent */
+    int32_t max_tokens;    /* 0: as many as the context allows */
+    int32_t n;             /* choices, >= 1 */
+    cinfer_sampling sampling; /* .bias points into `bias` */
+    cinfer_logit_bias *bias;  /* owned */
+    bool has_seed;
+    char **stop;           /* owned, non-empty strings */
+    int32_t n_stop;
+    bool logprobs;         /* per-token logprobs in the response */
+    int32_t top_logprobs;  /* alternatives per token, 0..20 */
+    bool stream, include_usage;
+    bool ignore_eos;
+    char *cache_salt;      /* owned or NULL */
+    char *user;            /* owned or NULL (logged only) */
+} gen_params;
+
+void gen_params_init(gen_params *p);
+void gen_params_free(gen_params *p);
+
+/* What the core needs from the loaded model (borrowed; outlives every job). */
+typedef struct gen_model {
+    cinfer_engine *engine;
+    const tokenizer *tok;
+    const chat_template *tmpl;
+    int32_t ctx;               /* positions per request (prompt + completion) */
+    char *bos_text, *eos_text; /* template variables bos_token / eos_token (gen_model_init, owned) */
+    char **special;            /* texts of CONTROL/UNKNOWN tokens (gen_model_init) */
+    int32_t n_special;
+} gen_model;
+
+/* Fills the derived fields (bos/eos texts, special token texts) of a
+ * gen_model whose engine, tok, tmpl and ctx are set. */
+int gen_model_init(gen_model *gm, cf_err *err);
+void gen_model_free(gen_model *gm);
+
+typedef struct gen_choice {
+    uint64_t id;           /* engine request id; 0 once finished or released */
+    int32_t index;
+    cinfer_output out;     /* the latest read (buffers reused) */
+    cinfer_finish finish;  /* NONE while running */
+    int32_t n_tokens;      /* completion tokens emitted so far */
+    /* accumulated output for non-streaming responses */
+    char *text;
+    size_t text_len, text_cap;
+    int32_t *tokens;       /* emitted ids (only when logprobs) */
+    float *logprobs;
+    int32_t n_acc, acc_cap;
+    char error[160];
+} gen_choice;
+
+typedef struct gen_job {
+    gen_params p;
+    int32_t *prompt;       /* prompt token ids (owned) */
+    int32_t n_prompt;
+    int32_t max_tokens;    /* effective */
+    gen_choice *choices;   /* p.n of them */
+    int32_t n_done;
+    cinfer_usage usage;    /* prompt counted once, completion summed; final when n_done == p.n */
+    int32_t new_tokens;    /* tokens in the latest gen_job_read (for latency metrics) */
+} gen_job;
+
+/* Renders / tokenizes the prompt described by *p, checks it against the
+ * context, and submits p->n engine requests. *p is moved into the job (and
+ * reset) whether or not this succeeds. On failure the job holds no engine
+ * request and must still be freed with gen_job_free. */
+int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *err);
+
+/* Reads choice c's pending output (non-blocking) into choices[c].out,
+ * accumulating it when `accumulate`. Returns 1 when something was read, 0
+ * when nothing was pending, -1 when the choice is not running. When the read
+ * finishes the choice, its finish/usage are folded into the job. */
+int gen_job_read(gen_job *j, const gen_model *gm, int32_t c, bool accumulate);
+
+/* Index of the choice whose engine request is `id`, or -1. */
+int32_t gen_job_find(const gen_job *j, uint64_t id);
+/* Asks the engine to stop every running choice (they finish CANCELLED). */
+void gen_job_cancel(gen_job *j, const gen_model *gm);
+/* Releases running engine requests (without a final read) and frees all. */
+void gen_job_free(gen_job *j, const gen_model *gm);
+bool gen_job_done(const gen_job *j);
+
+/* Renders chat messages with the template (add_generation_prompt) and
+ * tokenizes the result; used by gen_job_start and POST /tokenize. *ids is
+ * malloc'd. */
+int gen_chat_prompt(const gen_model *gm, const json_t *messages, bool add_generation_prompt, int32_t **ids,
+                    int32_t *n_ids, serve_error *err);
+/* Tokenizes text (user text: special tokens not parsed), BOS per the model when add_special. */
+int gen_text_prompt(const gen_model *gm, const char *text, size_t len, bool add_special, int32_t **ids, int32_t *n_ids,
+                    serve_error *err);
+
+const char *gen_finish_name(cinfer_finish f); /* "stop", "length", "abort", "error", NULL for NONE */
+
+#endif

@@ -1,0 +1,143 @@
+/* metrics.c - counters, histograms and the Prometheus text format (see metrics.h). */
+#include "serve/metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                                     0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
+static const double itl_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
+                                    0.075, 0.1,    0.15,  0.2,  0.3,   0.4,  0.5,   0.75, 1.0,  2.5};
+static const double e2e_bounds[] = {0.01, 0.025, 0.05, 0.1,  0.3,  0.5,  0.8,   1.0,   1.5,  2.0,
+                                    2.5,  5.0,   10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0};
+
+static void hist_init(metrics_hist *h, const double *b, int n) {
+    memset(h, 0, sizeof *h);
+    h->bounds = b;
+    h->n_bounds = n;
+}
+
+void metrics_init(metrics *m) {
+    memset(m, 0, sizeof *m);
+    hist_init(&m->ttft, ttft_bounds, (int)(sizeof ttft_bounds / sizeof ttft_bounds[0]));
+    hist_init(&m->itl, itl_bounds, (int)(sizeof itl_bounds / sizeof itl_bounds[0]));
+    hist_init(&m->e2e, e2e_bounds, (int)(sizeof e2e_bounds / sizeof e2e_bounds[0]));
+}
+
+void metrics_request_done(metrics *m, int status) {
+    for (int i = 0; i < m->n_status; i++)
+        if (m->by_status[i].status == status) {
+            m->by_status[i].n++;
+            return;
+        }
+    if (m->n_status < (int)(sizeof m->by_status / sizeof m->by_status[0])) {
+        m->by_status[m->n_status].status = status;
+        m->by_status[m->n_status++].n = 1;
+    }
+}
+
+void metrics_observe(metrics_hist *h, double v, uint64_t weight) {
+    if (weight == 0) return;
+    int b = 0;
+    while (b < h->n_bounds && v > h->bounds[b]) b++;
+    h->counts[b] += weight;
+    h->sum += v * (double)weight;
+    h->count += weight;
+}
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} sbuf;
+
+static void sb_printf(sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *s, const char *fmt, ...) {
+    if (s->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(s->p + s->len, s->cap - s->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            s->oom = 1;
+            return;
+        }
+        if ((size_t)n < s->cap - s->len) {
+            s->len += (size_t)n;
+            return;
+        }
+        size_t cap = s->cap * 2 + (size_t)n;
+        char *q = realloc(s->p, cap);
+        if (!q) {
+            s->oom = 1;
+            return;
+        }
+        s->p = q;
+        s->cap = cap;
+    }
+}
+
+static void counter(sbuf *s, const char *name, const char *help, uint64_t v) {
+    sb_printf(s, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, (unsigned long long)v);
+}
+
+static void gauge(sbuf *s, const char *name, const char *help, double v) {
+    sb_printf(s, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
+}
+
+static void hist(sbuf *s, const char *name, const char *help, const metrics_hist *h) {
+    sb_printf(s, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int b = 0; b < h->n_bounds; b++) {
+        cum += h->counts[b];
+        sb_printf(s, "%s_bucket{le=\"%g\"} %llu\n", name, h->bounds[b], (unsigned long long)cum);
+    }
+    cum += h->counts[h->n_bounds];
+    sb_printf(s, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.17g\n%s_count %llu\n", name, (unsigned long long)cum, name,
+              h->sum, name, (unsigned long long)h->count);
+}
+
+int metrics_render(const metrics *m, const cinfer_engine_stats *st, char **out, size_t *len) {
+    sbuf s = {0};
+    s.cap = 8192;
+    s.p = malloc(s.cap);
+    if (!s.p) return -1;
+    s.p[0] = 0;
+    sb_printf(&s, "# HELP cinfer_requests_total HTTP requests answered, by status.\n# TYPE cinfer_requests_total counter\n");
+    for (int i = 0; i < m->n_status; i++)
+        sb_printf(&s, "cinfer_requests_total{status=\"%d\"} %llu\n", m->by_status[i].status,
+                  (unsigned long long)m->by_status[i].n);
+    counter(&s, "cinfer_prompt_tokens_total", "Prompt tokens of finished generation requests.", m->prompt_tokens);
+    counter(&s, "cinfer_generation_tokens_total", "Completion tokens generated.", m->generation_tokens);
+    counter(&s, "cinfer_cached_tokens_total", "Prompt tokens served from the prefix cache.", m->cached_tokens);
+    counter(&s, "cinfer_requests_cancelled_total", "Generation requests cancelled (client gone or shutdown).",
+            m->cancelled);
+    counter(&s, "cinfer_client_disconnects_total", "Clients that closed the connection before the response ended.",
+            m->disconnected);
+    hist(&s, "cinfer_time_to_first_token_seconds", "Time from request arrival to its first generated token.", &m->ttft);
+    hist(&s, "cinfer_inter_token_latency_seconds", "Time between consecutive generated tokens of a choice.", &m->itl);
+    hist(&s, "cinfer_e2e_request_latency_seconds", "Time from request arrival to the end of its response.", &m->e2e);
+    gauge(&s, "cinfer_requests_inflight", "Generation requests accepted by the server and not finished.",
+          (double)m->inflight);
+    gauge(&s, "cinfer_requests_running", "Engine requests running (after the last step).", st->running);
+    gauge(&s, "cinfer_requests_waiting", "Engine requests waiting for admission (after the last step).", st->waiting);
+    gauge(&s, "cinfer_kv_blocks_total", "KV blocks in the pool.", st->kv_blocks_total);
+    gauge(&s, "cinfer_kv_blocks_used", "KV blocks referenced by requests.", st->kv_blocks_used);
+    gauge(&s, "cinfer_kv_blocks_free", "KV blocks free (not counting evictable cached ones).", st->kv_blocks_free);
+    gauge(&s, "cinfer_kv_blocks_cached", "Unreferenced KV blocks kept for the prefix cache.", st->kv_blocks_cached);
+    uint64_t seen = st->cached_tokens + st->prompt_tokens_computed;
+    gauge(&s, "cinfer_prefix_cache_hit_ratio", "Prompt tokens served by the prefix cache / prompt tokens admitted.",
+          seen ? (double)st->cached_tokens / (double)seen : 0.0);
+    counter(&s, "cinfer_engine_steps_total", "Engine steps (forward passes).", st->steps);
+    counter(&s, "cinfer_engine_preemptions_total", "Requests preempted for KV blocks.", st->preemptions);
+    if (s.oom) {
+        free(s.p);
+        return -1;
+    }
+    *out = s.p;
+    *len = s.len;
+    return 0;
+}

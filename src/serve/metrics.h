@@ -1,0 +1,45 @@
+/* metrics.h - the server's Prometheus metrics: counters, gauges sampled from
+ * the engine, and fixed-bucket histograms, rendered in the text exposition
+ * format 0.0.4 for GET /metrics. Owned by the server; touched only on the
+ * HTTP loop thread, so nothing here locks. Names are prefixed cinfer_ (see
+ * docs/serve.md for the list). */
+#ifndef CINFER_SERVE_METRICS_H
+#define CINFER_SERVE_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cinfer/engine.h"
+
+#define METRICS_MAX_BUCKETS 24
+
+typedef struct metrics_hist {
+    const double *bounds; /* upper bounds, ascending (static) */
+    int n_bounds;
+    uint64_t counts[METRICS_MAX_BUCKETS + 1]; /* per bucket, last = +Inf */
+    double sum;
+    uint64_t count;
+} metrics_hist;
+
+typedef struct metrics_status_count {
+    int status;
+    uint64_t n;
+} metrics_status_count;
+
+typedef struct metrics {
+    metrics_status_count by_status[16]; /* requests by HTTP status (first 16 distinct statuses) */
+    int n_status;
+    uint64_t prompt_tokens, generation_tokens, cached_tokens;
+    uint64_t cancelled, disconnected;
+    metrics_hist ttft, itl, e2e;
+    int64_t inflight; /* requests accepted and not finished (server view) */
+} metrics;
+
+void metrics_init(metrics *m);
+void metrics_request_done(metrics *m, int status);
+/* Adds `weight` observations of value v. */
+void metrics_observe(metrics_hist *h, double v, uint64_t weight);
+/* Renders everything, with gauges from engine stats. *out is malloc'd. */
+int metrics_render(const metrics *m, const cinfer_engine_stats *st, char **out, size_t *len);
+
+#endif

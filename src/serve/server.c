@@ -1,0 +1,732 @@
+/* server.c - the HTTP side of `cinfer serve` (see server.h, docs/serve.md).
+ *
+ * Threads: everything here runs on one libevent loop thread; the engine runs
+ * on its own thread. The loop watches cinfer_engine_fd() (an eventfd); when
+ * it fires, cinfer_engine_ready() lists the engine requests with new output
+ * and each is read without blocking, formatted (oai_response.c) and written.
+ *
+ * Request lifetime (sv_job): created when a generation request passes
+ * validation and its engine requests are submitted; on the active list until
+ * (a) every choice finished and the response was handed to evhttp, or (b) the
+ * client went away (connection close callback), which releases the engine
+ * requests still running (the engine frees their KV blocks before its next
+ * forward pass). A job is freed in exactly one of those two places.
+ *
+ * Disconnects are noticed three ways: evhttp's close callback after a failed
+ * write; a MSG_PEEK on the socket before each delivery of output; and a 25 ms
+ * timer that peeks every waiting job's socket (a non-streaming or queued
+ * request writes nothing until it ends). A peek that sees EOF frees the
+ * connection, which runs the close callback.
+ *
+ * Backpressure: after each write the connection's unsent bytes are checked;
+ * above cfg.conn_buffer the job is paused: its engine output is not read (it
+ * queues inside the engine) until evhttp reports the buffer flushed, then
+ * everything pending is read at once. One slow client therefore holds at most
+ * conn_buffer bytes here and never delays other requests.
+ *
+ * libevent detail: when evhttp itself fails a connection whose reply we have
+ * not finished, it detaches the request (evcon == NULL) and leaves freeing it
+ * to us; when we free the connection, evhttp frees the request. */
+#include "serve/server.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "serve/metrics.h"
+#include "serve/oai_request.h"
+#include "serve/oai_response.h"
+
+typedef struct server server;
+
+typedef struct sv_job {
+    server *s;
+    struct evhttp_request *req;
+    struct evhttp_connection *evcon;
+    struct sv_job *prev, *next;
+    gen_job g;
+    oai_meta meta;
+    char id[48];
+    char path[32];
+    double t_arrival, t_first;
+    double *t_last; /* per choice: time of its latest token */
+    bool stream, paused;
+} sv_job;
+
+struct server {
+    const serve_config *cfg;
+    const gen_model *gm;
+    oai_limits lim;
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *bound;
+    struct event *ev_engine, *ev_sigterm, *ev_sigint, *ev_peek, *ev_deadline;
+    sv_job *jobs; /* active list */
+    int64_t inflight_choices;
+    metrics m;
+    uint64_t id_seq, id_salt;
+    bool draining;
+    long long started;
+};
+
+/* ---- small helpers ---- */
+
+static void make_id(server *s, const char *prefix, char *out, size_t cap) {
+    uint64_t x = (s->id_salt + ++s->id_seq) * 0x9E3779B97F4A7C15ull;
+    x ^= x >> 31;
+    snprintf(out, cap, "%s%016llx%04llx", prefix, (unsigned long long)x, (unsigned long long)(s->id_seq & 0xffff));
+}
+
+static void log_line(const char *id, const char *method, const char *path, int status, const gen_job *g, double ttft,
+                     double dur, const char *note) {
+    if (g && g->choices)
+        LOG_INFO("request %s %s %s status=%d prompt_tokens=%d cached_tokens=%d completion_tokens=%d ttft=%.3fs "
+                 "duration=%.3fs%s%s",
+                 id, method, path, status, g->usage.prompt_tokens, g->usage.cached_tokens, g->usage.completion_tokens,
+                 ttft, dur, note ? " " : "", note ? note : "");
+    else
+        LOG_INFO("request %s %s %s status=%d duration=%.3fs%s%s", id, method, path, status, dur, note ? " " : "",
+                 note ? note : "");
+}
+
+static const char *method_name(struct evhttp_request *req) {
+    switch (evhttp_request_get_command(req)) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    default: return "OTHER";
+    }
+}
+
+/* Sends `body` (taken: freed here) with a status; NULL body -> 500. */
+static void send_text(server *s, struct evhttp_request *req, int status, const char *ctype, char *body, size_t len) {
+    struct evbuffer *b = evbuffer_new();
+    if (!b || !body) {
+        free(body);
+        if (b) evbuffer_free(b);
+        evhttp_send_error(req, 500, NULL);
+        metrics_request_done(&s->m, 500);
+        return;
+    }
+    evbuffer_add(b, body, len);
+    free(body);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", ctype);
+    evhttp_send_reply(req, status, NULL, b);
+    evbuffer_free(b);
+    metrics_request_done(&s->m, status);
+}
+
+static void send_json(server *s, struct evhttp_request *req, int status, char *json) {
+    send_text(s, req, status, "application/json", json, json ? strlen(json) : 0);
+}
+
+static void send_error(server *s, struct evhttp_request *req, const serve_error *e, const char *id, double t0) {
+    if (e->status == 429 || e->status == 503)
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+    send_json(s, req, e->status, oai_error_json(e));
+    const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
+    const char *path = u ? evhttp_uri_get_path(u) : NULL;
+    char note[600];
+    snprintf(note, sizeof note, "error=\"%s\"", e->message);
+    log_line(id, method_name(req), path ? path : "?", e->status, NULL, 0, time_now() - t0, note);
+}
+
+/* 0 if the peer is still there (or unknown), -1 if it closed its side. */
+static int peer_closed(struct evhttp_connection *evcon) {
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd < 0) return 0;
+    char c;
+    ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0) return -1;
+    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+    return 0;
+}
+
+static size_t conn_unsent(struct evhttp_connection *evcon) {
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+    return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
+}
+
+/* ---- job list ---- */
+
+static void job_link(server *s, sv_job *j) {
+    j->next = s->jobs;
+    if (s->jobs) s->jobs->prev = j;
+    s->jobs = j;
+}
+
+static void job_unlink(server *s, sv_job *j) {
+    if (j->prev) j->prev->next = j->next;
+    else s->jobs = j->next;
+    if (j->next) j->next->prev = j->prev;
+    j->prev = j->next = NULL;
+}
+
+static void maybe_exit(server *s) {
+    if (s->draining && !s->jobs) event_base_loopexit(s->base, NULL);
+}
+
+static void job_free(sv_job *j) {
+    server *s = j->s;
+    job_unlink(s, j);
+    s->inflight_choices -= j->g.p.n;
+    s->m.inflight--;
+    gen_job_free(&j->g, s->gm);
+    free(j->t_last);
+    free(j);
+    maybe_exit(s);
+}
+
+static void job_account(sv_job *j) {
+    metrics *m = &j->s->m;
+    m->prompt_tokens += (uint64_t)j->g.usage.prompt_tokens;
+    m->generation_tokens += (uint64_t)j->g.usage.completion_tokens;
+    m->cached_tokens += (uint64_t)j->g.usage.cached_tokens;
+    metrics_observe(&m->e2e, time_now() - j->t_arrival, 1);
+}
+
+static const char *job_finish_note(const sv_job *j, char *buf, size_t cap) {
+    size_t at = (size_t)snprintf(buf, cap, "finish=");
+    for (int32_t i = 0; i < j->g.p.n && at < cap; i++) {
+        const char *f = gen_finish_name(j->g.choices[i].finish);
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s", i ? "," : "", f ? f : "none");
+    }
+    return buf;
+}
+
+/* Client gone: the connection is being freed. */
+static void on_conn_close(struct evhttp_connection *evcon, void *arg) {
+    sv_job *j = arg;
+    server *s = j->s;
+    (void)evcon;
+    int running = 0;
+    for (int32_t i = 0; i < j->g.p.n; i++) running += j->g.choices[i].id != 0;
+    s->m.disconnected++;
+    if (running) s->m.cancelled++;
+    metrics_request_done(&s->m, 499);
+    char note[128];
+    snprintf(note, sizeof note, "client disconnected, %d choice(s) cancelled", running);
+    log_line(j->id, "POST", j->path, 499, &j->g, j->t_first > 0 ? j->t_first - j->t_arrival : 0,
+             time_now() - j->t_arrival, note);
+    if (evhttp_request_get_connection(j->req) == NULL) evhttp_request_free(j->req);
+    j->req = NULL;
+    job_free(j); /* releases the running engine requests */
+}
+
+/* ---- output delivery ---- */
+
+static int sse_add(struct evbuffer *b, char *json) {
+    if (!json) return -1;
+    int rc = evbuffer_add_printf(b, "data: %s\n\n", json) < 0 ? -1 : 0;
+    free(json);
+    return rc;
+}
+
+static void on_drained(struct evhttp_connection *evcon, void *arg);
+
+/* Ends a job whose choices all finished. */
+static void job_complete(sv_job *j) {
+    server *s = j->s;
+    const char *err = NULL;
+    for (int32_t i = 0; i < j->g.p.n; i++)
+        if (j->g.choices[i].finish == CINFER_FINISH_ERROR) err = j->g.choices[i].error[0] ? j->g.choices[i].error : "engine error";
+    evhttp_connection_set_closecb(j->evcon, NULL, NULL);
+    int status = 200;
+    if (j->stream) {
+        struct evbuffer *b = evbuffer_new();
+        if (b) {
+            if (j->meta.include_usage) sse_add(b, oai_chunk_usage(&j->meta, &j->g));
+            evbuffer_add_printf(b, "data: [DONE]\n\n");
+            evhttp_send_reply_chunk(j->req, b);
+            evbuffer_free(b);
+        }
+        evhttp_send_reply_end(j->req);
+        metrics_request_done(&s->m, 200);
+    } else if (err) {
+        serve_error e;
+        serve_fail(&e, 500, "server_error", NULL, NULL, "generation failed: %s", err);
+        status = 500;
+        send_json(s, j->req, 500, oai_error_json(&e));
+    } else {
+        send_json(s, j->req, 200, oai_response_json(&j->meta, &j->g, s->gm->tok));
+    }
+    j->req = NULL;
+    job_account(j);
+    char note[256];
+    log_line(j->id, "POST", j->path, status, &j->g, j->t_first > 0 ? j->t_first - j->t_arrival : 0,
+             time_now() - j->t_arrival, job_finish_note(j, note, sizeof note));
+    job_free(j);
+}
+
+/* Reads choice c's pending output and delivers it. Returns -1 when the job
+ * was freed (completed or client gone), else 0. */
+static int job_pump(sv_job *j, int32_t c) {
+    server *s = j->s;
+    if (peer_closed(j->evcon)) {
+        evhttp_connection_free(j->evcon); /* runs on_conn_close, which frees j */
+        return -1;
+    }
+    int r = gen_job_read(&j->g, s->gm, c, !j->stream);
+    if (r <= 0 && !gen_job_done(&j->g)) return 0;
+    double now = time_now();
+    int32_t k = j->g.new_tokens;
+    if (k > 0) {
+        if (j->t_first == 0) {
+            j->t_first = now;
+            metrics_observe(&s->m.ttft, now - j->t_arrival, 1);
+        }
+        if (j->t_last[c] > 0) metrics_observe(&s->m.itl, (now - j->t_last[c]) / k, (uint64_t)k);
+        else if (k > 1) metrics_observe(&s->m.itl, 0, (uint64_t)(k - 1));
+        j->t_last[c] = now;
+    }
+    if (j->stream && r > 0) {
+        struct evbuffer *b = evbuffer_new();
+        if (!b) return 0;
+        bool empty;
+        char *d = oai_chunk_delta(&j->meta, &j->g, c, s->gm->tok, &empty);
+        if (!empty) sse_add(b, d);
+        gen_choice *ch = &j->g.choices[c];
+        if (ch->finish == CINFER_FINISH_ERROR) {
+            serve_error e;
+            serve_fail(&e, 500, "server_error", NULL, NULL, "generation failed: %s", ch->error);
+            sse_add(b, oai_error_json(&e));
+        } else if (ch->finish != CINFER_FINISH_NONE) {
+            sse_add(b, oai_chunk_finish(&j->meta, &j->g, c));
+        }
+        if (evbuffer_get_length(b)) evhttp_send_reply_chunk_with_cb(j->req, b, on_drained, j);
+        evbuffer_free(b);
+    }
+    if (gen_job_done(&j->g)) {
+        job_complete(j);
+        return -1;
+    }
+    if (j->stream && conn_unsent(j->evcon) > s->cfg->conn_buffer) j->paused = true;
+    return 0;
+}
+
+/* Reads every running choice of j. Returns -1 when j was freed. */
+static int job_pump_all(sv_job *j) {
+    for (int32_t c = 0; c < j->g.p.n && !j->paused; c++)
+        if (j->g.choices[c].id && job_pump(j, c) < 0) return -1;
+    return 0;
+}
+
+static void on_drained(struct evhttp_connection *evcon, void *arg) {
+    sv_job *j = arg;
+    (void)evcon;
+    if (!j->paused) return;
+    j->paused = false;
+    job_pump_all(j);
+}
+
+static void on_engine(evutil_socket_t fd, short what, void *arg) {
+    server *s = arg;
+    (void)fd;
+    (void)what;
+    uint64_t ids[256];
+    int n;
+    do {
+        n = cinfer_engine_ready(s->gm->engine, ids, 256);
+        for (int i = 0; i < n; i++) {
+            for (sv_job *j = s->jobs; j; j = j->next) {
+                int32_t c = gen_job_find(&j->g, ids[i]);
+                if (c < 0) continue;
+                if (!j->paused) job_pump(j, c);
+                break;
+            }
+        }
+    } while (n == 256);
+}
+
+static void on_peek(evutil_socket_t fd, short what, void *arg) {
+    server *s = arg;
+    (void)fd;
+    (void)what;
+    sv_job *next;
+    for (sv_job *j = s->jobs; j; j = next) {
+        next = j->next;
+        if (peer_closed(j->evcon)) evhttp_connection_free(j->evcon);
+    }
+}
+
+/* ---- endpoints ---- */
+
+static int check_model(server *s, const char *model, serve_error *e) {
+    if (model && *model && strcmp(model, s->cfg->model_name))
+        return serve_fail(e, 404, "invalid_request_error", "model_not_found", "model",
+                          "The model '%.200s' does not exist (this server serves '%s').", model, s->cfg->model_name);
+    return 0;
+}
+
+static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind, const char *path, const char *body,
+                            size_t len, double t0) {
+    serve_error e = {0};
+    gen_params p;
+    int rc = kind == GEN_CHAT ? oai_parse_chat(body, len, &s->lim, &p, &e)
+                              : oai_parse_completion(body, len, &s->lim, &p, &e);
+    char id[48];
+    make_id(s, kind == GEN_CHAT ? "chatcmpl-" : "cmpl-", id, sizeof id);
+    if (rc) {
+        send_error(s, req, &e, id, t0);
+        return;
+    }
+    if (check_model(s, p.model, &e)) {
+        gen_params_free(&p);
+        send_error(s, req, &e, id, t0);
+        return;
+    }
+    if (s->inflight_choices + p.n > s->cfg->max_inflight) {
+        serve_fail(&e, 429, "rate_limit_exceeded", "rate_limit_exceeded", NULL,
+                   "The server is busy (%lld requests in flight, limit %d); retry later.",
+                   (long long)s->inflight_choices, s->cfg->max_inflight);
+        gen_params_free(&p);
+        send_error(s, req, &e, id, t0);
+        return;
+    }
+    sv_job *j = calloc(1, sizeof *j);
+    double *tl = calloc((size_t)p.n, sizeof *tl);
+    if (!j || !tl) {
+        free(j);
+        free(tl);
+        gen_params_free(&p);
+        serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+        send_error(s, req, &e, id, t0);
+        return;
+    }
+    j->s = s;
+    j->req = req;
+    j->evcon = evhttp_request_get_connection(req);
+    j->t_arrival = t0;
+    j->t_last = tl;
+    j->stream = p.stream;
+    snprintf(j->id, sizeof j->id, "%s", id);
+    snprintf(j->path, sizeof j->path, "%s", path);
+    j->meta.kind = kind;
+    j->meta.id = j->id;
+    j->meta.created = (long long)time(NULL);
+    j->meta.model = s->cfg->model_name;
+    j->meta.include_usage = p.stream && p.include_usage;
+    int32_t n = p.n;
+    if (gen_job_start(&j->g, s->gm, &p, &e)) {
+        gen_job_free(&j->g, s->gm);
+        free(tl);
+        free(j);
+        send_error(s, req, &e, id, t0);
+        return;
+    }
+    job_link(s, j);
+    s->inflight_choices += n;
+    s->m.inflight++;
+    evhttp_connection_set_closecb(j->evcon, on_conn_close, j);
+    if (j->stream) {
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        evhttp_add_header(h, "Content-Type", "text/event-stream");
+        evhttp_add_header(h, "Cache-Control", "no-cache");
+        evhttp_add_header(h, "X-Request-Id", j->id);
+        evhttp_send_reply_start(req, 200, "OK");
+        if (kind == GEN_CHAT) {
+            struct evbuffer *b = evbuffer_new();
+            if (b) {
+                for (int32_t c = 0; c < n; c++) sse_add(b, oai_chunk_role(&j->meta, c));
+                evhttp_send_reply_chunk_with_cb(req, b, on_drained, j);
+                evbuffer_free(b);
+            }
+        }
+    } else {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "X-Request-Id", j->id);
+    }
+}
+
+static void handle_tokenize(server *s, struct evhttp_request *req, const char *body, size_t len, double t0) {
+    serve_error e = {0};
+    char *prompt, *model;
+    size_t plen = 0;
+    json_t *msgs;
+    bool add;
+    int32_t *ids = NULL, n = 0;
+    char id[48];
+    make_id(s, "tok-", id, sizeof id);
+    if (oai_parse_tokenize(body, len, &prompt, &plen, &msgs, &add, &model, &e) || check_model(s, model, &e) ||
+        (prompt ? gen_text_prompt(s->gm, prompt, plen, add, &ids, &n, &e)
+                : gen_chat_prompt(s->gm, msgs, add, &ids, &n, &e))) {
+        free(prompt);
+        free(model);
+        if (msgs) json_decref(msgs);
+        free(ids);
+        send_error(s, req, &e, id, t0);
+        return;
+    }
+    json_t *arr = json_array();
+    for (int32_t i = 0; arr && i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
+    json_t *o = arr ? json_pack("{s:i, s:i, s:o}", "count", n, "max_model_len", s->gm->ctx, "tokens", arr) : NULL;
+    char *out = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    if (o) json_decref(o);
+    free(prompt);
+    free(model);
+    if (msgs) json_decref(msgs);
+    free(ids);
+    send_json(s, req, 200, out);
+    log_line(id, "POST", "/tokenize", 200, NULL, 0, time_now() - t0, NULL);
+}
+
+static void handle_detokenize(server *s, struct evhttp_request *req, const char *body, size_t len, double t0) {
+    serve_error e = {0};
+    int32_t *ids, n;
+    char *model;
+    char id[48];
+    make_id(s, "detok-", id, sizeof id);
+    if (oai_parse_detokenize(body, len, &s->lim, &ids, &n, &model, &e) || check_model(s, model, &e)) {
+        free(ids);
+        free(model);
+        send_error(s, req, &e, id, t0);
+        return;
+    }
+    detok_stream d;
+    detok_init(&d, s->gm->tok, n > 0 && ids[0] == tokenizer_bos(s->gm->tok), false);
+    size_t piece_cap = 64 + tokenizer_max_token_len(s->gm->tok);
+    struct evbuffer *text = evbuffer_new();
+    char *piece = malloc(piece_cap);
+    char *out = NULL;
+    if (text && piece) {
+        for (int32_t i = 0; i < n; i++) evbuffer_add(text, piece, detok_push(&d, ids[i], piece, piece_cap));
+        evbuffer_add(text, piece, detok_flush(&d, piece, piece_cap));
+        size_t tl = evbuffer_get_length(text);
+        const char *tp = (const char *)evbuffer_pullup(text, -1);
+        json_t *o = json_pack("{s:s%}", "prompt", tp ? tp : "", tp ? tl : 0);
+        out = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        if (o) json_decref(o);
+    }
+    if (text) evbuffer_free(text);
+    free(piece);
+    free(ids);
+    free(model);
+    send_json(s, req, 200, out);
+    log_line(id, "POST", "/detokenize", 200, NULL, 0, time_now() - t0, NULL);
+}
+
+static bool authorized(server *s, struct evhttp_request *req) {
+    if (!s->cfg->api_key) return true;
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
+    const char *k = h + 7, *want = s->cfg->api_key;
+    size_t kl = strlen(k), wl = strlen(want);
+    unsigned diff = (unsigned)(kl ^ wl);
+    for (size_t i = 0; i < wl; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < kl ? k[i] : 0);
+    return diff == 0;
+}
+
+static void on_request(struct evhttp_request *req, void *arg) {
+    server *s = arg;
+    double t0 = time_now();
+    serve_error e = {0};
+    const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
+    const char *path = u ? evhttp_uri_get_path(u) : NULL;
+    if (!path) path = "";
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    bool get = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD, post = cmd == EVHTTP_REQ_POST;
+    char id[48];
+    make_id(s, "req-", id, sizeof id);
+
+    if (!strcmp(path, "/health")) {
+        if (!get) goto bad_method;
+        send_json(s, req, 200, strdup("{\"status\":\"ok\"}"));
+        return;
+    }
+    if (!strcmp(path, "/ready")) {
+        if (!get) goto bad_method;
+        if (s->draining) {
+            serve_fail(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+            send_error(s, req, &e, id, t0);
+        } else send_json(s, req, 200, strdup("{\"status\":\"ready\"}"));
+        return;
+    }
+    if (!strcmp(path, "/metrics")) {
+        if (!get) goto bad_method;
+        cinfer_engine_stats st = cinfer_engine_get_stats(s->gm->engine);
+        char *txt;
+        size_t len;
+        if (metrics_render(&s->m, &st, &txt, &len)) txt = NULL, len = 0;
+        send_text(s, req, 200, "text/plain; version=0.0.4; charset=utf-8", txt, len);
+        return;
+    }
+    bool gen_chat = !strcmp(path, "/v1/chat/completions"), gen_cmpl = !strcmp(path, "/v1/completions");
+    bool tok = !strcmp(path, "/tokenize"), detok = !strcmp(path, "/detokenize"), models = !strcmp(path, "/v1/models");
+    if (!gen_chat && !gen_cmpl && !tok && !detok && !models) {
+        serve_fail(&e, 404, "invalid_request_error", "not_found", NULL, "no route for %.100s %.200s", method_name(req),
+                   path);
+        send_error(s, req, &e, id, t0);
+        return;
+    }
+    if (!authorized(s, req)) {
+        serve_fail(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
+                   "Incorrect or missing API key: send 'Authorization: Bearer <key>'.");
+        send_error(s, req, &e, id, t0);
+        return;
+    }
+    if (models) {
+        if (!get) goto bad_method;
+        send_json(s, req, 200, oai_models_json(s->cfg->model_name, s->started));
+        return;
+    }
+    if (!post) goto bad_method;
+    if (s->draining) {
+        serve_fail(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        send_error(s, req, &e, id, t0);
+        return;
+    }
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(in);
+    if (len > s->cfg->max_body) {
+        serve_fail(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                   "The request body has %zu bytes; the limit is %zu.", len, s->cfg->max_body);
+        send_error(s, req, &e, id, t0);
+        return;
+    }
+    const char *body = len ? (const char *)evbuffer_pullup(in, -1) : "";
+    if (!body) {
+        serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+        send_error(s, req, &e, id, t0);
+        return;
+    }
+    if (gen_chat || gen_cmpl) handle_generate(s, req, gen_chat ? GEN_CHAT : GEN_COMPLETION, path, body, len, t0);
+    else if (tok) handle_tokenize(s, req, body, len, t0);
+    else handle_detokenize(s, req, body, len, t0);
+    return;
+bad_method:
+    serve_fail(&e, 405, "invalid_request_error", "method_not_allowed", NULL, "%s is not allowed on %.200s",
+               method_name(req), path);
+    send_error(s, req, &e, id, t0);
+}
+
+/* ---- shutdown ---- */
+
+static void on_deadline(evutil_socket_t fd, short what, void *arg) {
+    server *s = arg;
+    (void)fd;
+    (void)what;
+    if (!s->jobs) {
+        event_base_loopexit(s->base, NULL);
+        return;
+    }
+    static const struct timeval grace = {2, 0};
+    LOG_WARN("shutdown deadline reached: cancelling the requests still in flight");
+    for (sv_job *j = s->jobs; j; j = j->next) gen_job_cancel(&j->g, s->gm);
+    event_base_loopexit(s->base, &grace); /* cancelled requests end within a step; then stop regardless */
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg) {
+    server *s = arg;
+    (void)what;
+    if (s->draining) {
+        LOG_WARN("second signal: stopping now");
+        event_base_loopexit(s->base, NULL);
+        return;
+    }
+    s->draining = true;
+    int n = 0;
+    for (sv_job *j = s->jobs; j; j = j->next) n++;
+    LOG_INFO("signal %d: shutting down (stop accepting; %d request(s) in flight; deadline %.1fs)", (int)sig, n,
+             s->cfg->shutdown_timeout_s);
+    if (s->bound) {
+        evhttp_del_accept_socket(s->http, s->bound);
+        s->bound = NULL;
+    }
+    struct timeval tv = {(time_t)s->cfg->shutdown_timeout_s,
+                         (suseconds_t)((s->cfg->shutdown_timeout_s - (double)(time_t)s->cfg->shutdown_timeout_s) * 1e6)};
+    s->ev_deadline = evtimer_new(s->base, on_deadline, s);
+    if (s->ev_deadline) evtimer_add(s->ev_deadline, &tv);
+    maybe_exit(s);
+}
+
+/* ---- run ---- */
+
+int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
+    server sv;
+    memset(&sv, 0, sizeof sv);
+    server *s = &sv;
+    s->cfg = cfg;
+    s->gm = gm;
+    s->lim.n_vocab = tokenizer_n_vocab(gm->tok);
+    s->lim.max_n = cfg->max_n;
+    s->started = (long long)time(NULL);
+    if (getrandom(&s->id_salt, sizeof s->id_salt, GRND_NONBLOCK) != (ssize_t)sizeof s->id_salt)
+        s->id_salt = (uint64_t)s->started;
+    metrics_init(&s->m);
+    signal(SIGPIPE, SIG_IGN);
+    int rc = -1;
+    s->base = event_base_new();
+    if (!s->base || !(s->http = evhttp_new(s->base))) {
+        cf_fail(err, "cannot create the event loop");
+        goto done;
+    }
+    /* evhttp's own cap (it answers 413 in its own format before reading the
+     * body); bodies between max_body and this get our JSON 413. */
+    size_t hard = cfg->max_body + (cfg->max_body < (1u << 20) ? (1u << 20) : cfg->max_body);
+    evhttp_set_max_body_size(s->http, (ev_ssize_t)hard);
+    evhttp_set_max_headers_size(s->http, 64 * 1024);
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(s->http, on_request, s);
+    s->bound = evhttp_bind_socket_with_handle(s->http, cfg->host, (ev_uint16_t)cfg->port);
+    if (!s->bound) {
+        cf_fail(err, "cannot listen on %s:%d (%s)", cfg->host, cfg->port, strerror(errno));
+        goto done;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int port = cfg->port;
+    if (getsockname(evhttp_bound_socket_get_fd(s->bound), (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET) port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        else if (ss.ss_family == AF_INET6) port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    s->ev_engine = event_new(s->base, cinfer_engine_fd(gm->engine), EV_READ | EV_PERSIST, on_engine, s);
+    s->ev_sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
+    s->ev_sigint = evsignal_new(s->base, SIGINT, on_signal, s);
+    s->ev_peek = event_new(s->base, -1, EV_PERSIST, on_peek, s);
+    struct timeval peek_tv = {0, 25000};
+    if (!s->ev_engine || !s->ev_sigterm || !s->ev_sigint || !s->ev_peek || event_add(s->ev_engine, NULL) ||
+        event_add(s->ev_sigterm, NULL) || event_add(s->ev_sigint, NULL) || event_add(s->ev_peek, &peek_tv)) {
+        cf_fail(err, "cannot register events");
+        goto done;
+    }
+    fprintf(stderr, "cinfer serve: listening on http://%s:%d (model '%s', context %d)\n", cfg->host, port,
+            cfg->model_name, gm->ctx);
+    fflush(stderr);
+    event_base_dispatch(s->base);
+    /* requests still here were cancelled at the deadline and did not end in time */
+    while (s->jobs) {
+        sv_job *j = s->jobs;
+        evhttp_connection_set_closecb(j->evcon, NULL, NULL);
+        job_free(j);
+    }
+    LOG_INFO("shutdown complete");
+    rc = 0;
+done:
+    if (s->ev_engine) event_free(s->ev_engine);
+    if (s->ev_sigterm) event_free(s->ev_sigterm);
+    if (s->ev_sigint) event_free(s->ev_sigint);
+    if (s->ev_peek) event_free(s->ev_peek);
+    if (s->ev_deadline) event_free(s->ev_deadline);
+    if (s->http) evhttp_free(s->http);
+    if (s->base) event_base_free(s->base);
+    return rc;
+}

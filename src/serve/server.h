@@ -1,0 +1,36 @@
+/* server.h - `cinfer serve`'s HTTP server: an OpenAI-compatible API on
+ * libevent's evhttp, driving the engine (include/cinfer/engine.h).
+ *
+ * serve_run() owns the event loop thread (the caller's), the evhttp server,
+ * the metrics and every in-flight request; it borrows the gen_model (engine,
+ * tokenizer, template) which must outlive it. It returns after a graceful
+ * shutdown (SIGTERM / SIGINT: stop accepting, let in-flight requests finish,
+ * cancel what is left at the deadline). Endpoints, flags, metrics, threading
+ * and backpressure are described in docs/serve.md. */
+#ifndef CINFER_SERVE_SERVER_H
+#define CINFER_SERVE_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "serve/gen.h"
+
+typedef struct serve_config {
+    const char *host;          /* bind address (default 127.0.0.1) */
+    int port;                  /* 0: any free port (printed) */
+    const char *api_key;       /* NULL: no authentication */
+    const char *model_name;    /* served model name */
+    int32_t max_n;             /* largest n per request */
+    int32_t max_inflight;      /* engine requests (choices) in flight before 429 */
+    size_t max_body;           /* request body limit in bytes (413 above) */
+    size_t conn_buffer;        /* per-connection unsent bytes before a stream pauses */
+    double shutdown_timeout_s; /* in-flight requests get this long after SIGTERM */
+} serve_config;
+
+/* Binds, prints "cinfer serve: listening on http://HOST:PORT" to stderr,
+ * serves until SIGTERM/SIGINT. Returns 0 after a clean shutdown, -1 when
+ * start-up fails (err set). */
+int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err);
+
+#endif

@@ -1,0 +1,163 @@
+/* cmd_serve.c - `cinfer serve MODEL.gguf`: loads the model, starts the
+ * compute pool and the engine, and runs the OpenAI-compatible HTTP server
+ * (src/serve/server.h) until SIGTERM/SIGINT. Exit 0 after a graceful
+ * shutdown, 1 when start-up fails, 2 for usage errors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cpu.h"
+#include "base/log.h"
+#include "cinfer/engine.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "model/model.h"
+#include "serve/gen.h"
+#include "serve/server.h"
+#include "text/chat_template.h"
+
+static void serve_usage(FILE *out) {
+    fprintf(out,
+            "usage: cinfer serve MODEL.gguf [options]\n"
+            "OpenAI-compatible HTTP server (docs/serve.md): POST /v1/chat/completions, /v1/completions,\n"
+            "/tokenize, /detokenize; GET /v1/models, /health, /ready, /metrics.\n"
+            "  -m, --model FILE          GGUF model (or give it as the first argument)\n"
+            "      --host ADDR           bind address (default 127.0.0.1: loopback only)\n"
+            "      --port N              TCP port (default 8080; 0 = any free port, printed at start)\n"
+            "      --api-key KEY         require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize\n"
+            "                            (default: $CINFER_API_KEY if set, else no key)\n"
+            "      --served-model-name NAME   model id in the API (default: file name without .gguf)\n"
+            "  -c, --ctx N               context per request, prompt + completion (default: the model's)\n"
+            "      --max-seqs N          requests running at once in the engine (default 64)\n"
+            "      --max-batch-tokens N  tokens per forward pass (default 2048)\n"
+            "      --kv-memory GIB       KV cache budget in GiB (default 1)\n"
+            "  -t, --threads N           compute threads (default: one per core)\n"
+            "      --max-queue N         requests waiting beyond --max-seqs before 429 (default 256)\n"
+            "      --max-n N             largest n per request (default 16)\n"
+            "      --max-body-bytes N    request body limit, 413 above (default 8388608)\n"
+            "      --conn-buffer-bytes N unsent bytes per streaming connection before it pauses (default 262144)\n"
+            "      --shutdown-timeout S  seconds in-flight requests get after SIGTERM (default 30)\n"
+            "      --log-level L         error|warn|info|debug (default info: one line per request)\n");
+}
+
+typedef struct serve_opts {
+    const char *model, *host, *api_key, *name, *log_level;
+    long long port, ctx, max_seqs, max_batch, threads, max_queue, max_n, max_body, conn_buf;
+    double kv_gib, shutdown_s;
+} serve_opts;
+
+/* 0 ok, -1 help printed, 1/2 error */
+static int parse_serve(int argc, char **argv, serve_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->port = 8080;
+    o->max_seqs = 64;
+    o->max_batch = 2048;
+    o->max_queue = 256;
+    o->max_n = 16;
+    o->max_body = 8 << 20;
+    o->conn_buf = 256 << 10;
+    o->kv_gib = 1;
+    o->shutdown_s = 30;
+    o->api_key = getenv("CINFER_API_KEY");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+#define VAL() if (!(v = cli_value(argc, argv, &i))) return 2
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage(stdout); return -1; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
+        else if (!strcmp(a, "--host")) { VAL(); o->host = v; }
+        else if (!strcmp(a, "--port")) { VAL(); if (cli_int(a, v, 0, 65535, &o->port)) return 2; }
+        else if (!strcmp(a, "--api-key")) { VAL(); o->api_key = v; }
+        else if (!strcmp(a, "--served-model-name")) { VAL(); o->name = v; }
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) { VAL(); if (cli_int(a, v, 2, 1 << 24, &o->ctx)) return 2; }
+        else if (!strcmp(a, "--max-seqs")) { VAL(); if (cli_int(a, v, 1, 4096, &o->max_seqs)) return 2; }
+        else if (!strcmp(a, "--max-batch-tokens")) { VAL(); if (cli_int(a, v, 16, 1 << 20, &o->max_batch)) return 2; }
+        else if (!strcmp(a, "--kv-memory")) { VAL(); if (cli_float(a, v, 0.0001, 4096, &o->kv_gib)) return 2; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { VAL(); if (cli_int(a, v, 1, 1024, &o->threads)) return 2; }
+        else if (!strcmp(a, "--max-queue")) { VAL(); if (cli_int(a, v, 0, 1 << 20, &o->max_queue)) return 2; }
+        else if (!strcmp(a, "--max-n")) { VAL(); if (cli_int(a, v, 1, 128, &o->max_n)) return 2; }
+        else if (!strcmp(a, "--max-body-bytes")) { VAL(); if (cli_int(a, v, 1024, 1ll << 30, &o->max_body)) return 2; }
+        else if (!strcmp(a, "--conn-buffer-bytes")) { VAL(); if (cli_int(a, v, 1024, 1ll << 30, &o->conn_buf)) return 2; }
+        else if (!strcmp(a, "--shutdown-timeout")) { VAL(); if (cli_float(a, v, 0, 3600, &o->shutdown_s)) return 2; }
+        else if (!strcmp(a, "--log-level")) { VAL(); o->log_level = v; }
+        else if (a[0] == '-') { cli_fail("serve: unknown option '%s' (see cinfer serve --help)", a); return 2; }
+        else if (!o->model) o->model = a;
+        else { cli_fail("serve: unexpected argument '%s' (see cinfer serve --help)", a); return 2; }
+#undef VAL
+    }
+    if (!o->model) { cli_fail("serve: MODEL.gguf is required (see cinfer serve --help)"); return 2; }
+    if (o->api_key && !*o->api_key) o->api_key = NULL;
+    return 0;
+}
+
+static char *default_name(const char *path) {
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t n = strlen(b);
+    if (n > 5 && !strcmp(b + n - 5, ".gguf")) n -= 5;
+    return strndup(b, n);
+}
+
+int cmd_serve(int argc, char **argv) {
+    serve_opts o;
+    int r = parse_serve(argc, argv, &o);
+    if (r) return r < 0 ? 0 : r;
+    if (o.log_level) {
+        if (cf_log_parse_level(o.log_level, &cf_log_level)) {
+            cli_fail("serve: unknown log level '%s' (error|warn|info|debug)", o.log_level);
+            return 2;
+        }
+    } else if (!getenv("CINFER_LOG") && cf_log_level == CF_LOG_WARN) {
+        cf_log_level = CF_LOG_INFO;
+    }
+    cpu_isa_active();
+    cf_err err = {0};
+    model *m = NULL;
+    thread_pool *pool = NULL;
+    cinfer_engine *eng = NULL;
+    chat_template *tmpl = NULL;
+    char *name = o.name ? strdup(o.name) : default_name(o.model);
+    gen_model gm = {0};
+    int rc = 1;
+    if (!name) { cli_fail("serve: out of memory"); goto done; }
+    if (model_load(o.model, &m, &err)) { cli_fail("%s", err.msg); goto done; }
+    const model_hparams *hp = model_get_hparams(m);
+    int32_t ctx = o.ctx ? (int32_t)o.ctx : hp->n_ctx_train;
+    bool fallback = false;
+    if (chat_template_from_gguf(model_get_gguf(m), &tmpl, &fallback, &err)) {
+        cli_fail("serve: the model's chat template: %s", err.msg);
+        goto done;
+    }
+    if (fallback) LOG_INFO("the model has no chat template; using ChatML");
+    if (!(pool = pool_create((int)o.threads))) { cli_fail("serve: cannot start compute threads"); goto done; }
+    cinfer_engine_options eo = {.kv_memory_bytes = (int64_t)(o.kv_gib * (1ll << 30)),
+                                .max_batch_tokens = (int32_t)o.max_batch,
+                                .max_seqs = (int32_t)o.max_seqs,
+                                .max_ctx = ctx};
+    char emsg[256];
+    if (cinfer_engine_create(m, pool, &eo, &eng, emsg, sizeof emsg)) { cli_fail("serve: %s", emsg); goto done; }
+    gm.engine = eng;
+    gm.tok = model_get_tokenizer(m);
+    gm.tmpl = tmpl;
+    gm.ctx = ctx;
+    if (gen_model_init(&gm, &err)) { cli_fail("serve: %s", err.msg); goto done; }
+    serve_config cfg = {.host = o.host,
+                        .port = (int)o.port,
+                        .api_key = o.api_key,
+                        .model_name = name,
+                        .max_n = (int32_t)o.max_n,
+                        .max_inflight = (int32_t)(o.max_seqs + o.max_queue),
+                        .max_body = (size_t)o.max_body,
+                        .conn_buffer = (size_t)o.conn_buf,
+                        .shutdown_timeout_s = o.shutdown_s};
+    if (serve_run(&cfg, &gm, &err)) { cli_fail("serve: %s", err.msg); goto done; }
+    rc = 0;
+done:
+    gen_model_free(&gm);
+    if (eng) cinfer_engine_destroy(eng);
+    if (pool) pool_destroy(pool);
+    chat_template_free(tmpl);
+    if (m) model_free(m);
+    free(name);
+    return rc;
+}
