@@ -57,11 +57,13 @@ int bs_endpoint(const char *base_url, const char *suffix, char *host, size_t hos
 typedef struct fetch {
     bs_buf body;
     int status, done;
+    struct event_base *base;
 } fetch;
 
 static void fetch_done(struct evhttp_request *req, void *arg) {
     fetch *f = arg;
     f->done = 1;
+    event_base_loopexit(f->base, NULL); /* the idle keep-alive connection would keep the loop alive */
     if (!req) return;
     f->status = evhttp_request_get_response_code(req);
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
@@ -86,7 +88,7 @@ int bs_fetch_model(const char *base_url, const char *api_key, double timeout_s, 
     if (bs_endpoint(base_url, "/models", host, sizeof host, &port, path, sizeof path, err)) return -1;
     struct event_base *base = event_base_new();
     struct evhttp_connection *c = base ? evhttp_connection_base_new(base, NULL, host, (unsigned short)port) : NULL;
-    fetch f = {0};
+    fetch f = {.base = base};
     struct evhttp_request *req = c ? evhttp_request_new(fetch_done, &f) : NULL;
     int rc = 0;
     if (!req) {
