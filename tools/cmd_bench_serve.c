@@ -61,7 +61,8 @@ static void usage(FILE *out) {
         "  --token-range LO:HI   token ids for --api completions (default 3:500, fits any vocab >= 500)\n"
         "  --text                send text even with --api completions\n"
         "  --dry-run             build the requests without sending; with --dump FILE write one JSON\n"
-        "                        line per request: session, turn, trace_line, send_at_s, body\n");
+        "                        line per request: session, turn, trace_line, send_at_s, body\n"
+        "exit status: 0 when at least one request succeeded (the others are counted by kind), 1 if none.\n");
 }
 
 typedef struct serve_opts {
@@ -273,6 +274,10 @@ int bench_serve(int argc, char **argv) {
     if (!res) return cli_fail("bench serve: out of memory");
     bs_results_print(stdout, res);
     r = o.out ? write_json(res, o.out) : 0;
+    json_t *sum = json_object_get(res, "summary");
+    if (!r && json_integer_value(json_object_get(sum, "requests_ok")) == 0)
+        r = cli_fail("bench serve: no request succeeded (%s)",
+                     json_string_value(json_object_get(sum, "first_error")));
     json_decref(res);
     return r;
 }
