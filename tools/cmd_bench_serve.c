@@ -36,7 +36,8 @@ static void usage(FILE *out) {
         "  --seed S              workload seed (default 1)\n"
         "  --out FILE            write results as JSON (see docs/bench-serve.md)\n"
         "  --timeout S           per-request inactivity timeout (default 600)\n"
-        "  --no-progress         no progress bar on stderr\n"
+        "  --progress            progress bar on stderr even when it is not a terminal\n"
+        "  --no-progress         no progress bar (default when stderr is not a terminal)\n"
         "generation:\n"
         "  --output-len N        max_tokens per request/turn (default 128)\n"
         "  --max-output-len N    caps every max_tokens (e.g. the trace's output lengths)\n"
@@ -89,7 +90,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
     *o = (serve_opts){.wl = {.kind = BS_WL_SYNTHETIC, .seed = 1, .input_len = 256, .output_len = 128,
                              .sessions = 8, .user_len = 64, .tool_len = 2000, .think_s = 1.0, .block = 512,
                              .time_scale = 1, .tok_lo = 3, .tok_hi = 500},
-                      .timeout = 600, .temperature = -1, .progress = 1, .requests = -1, .turns_set = -1,
+                      .timeout = 600, .temperature = -1, .progress = isatty(STDERR_FILENO), .requests = -1, .turns_set = -1,
                       .system_set = -1};
     bs_wl_opts *w = &o->wl;
     for (int i = 2; i < argc; i++) {
@@ -118,6 +119,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--out")) { VAL(); o->out = v; }
         else if (!strcmp(a, "--timeout")) INT(1, 86400, o->timeout);
         else if (!strcmp(a, "--no-progress")) o->progress = 0;
+        else if (!strcmp(a, "--progress")) o->progress = 1;
         else if (!strcmp(a, "--output-len")) INT(1, 1 << 24, w->output_len);
         else if (!strcmp(a, "--max-output-len")) INT(1, 1 << 24, w->max_output);
         else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;

@@ -1,8 +1,10 @@
 /* runner.c - see runner.h.
  *
  * Ownership: the runner owns one `flight` per request in flight (SSE parser,
- * stream state, error body); libevent owns the evhttp request (freed after
- * its done callback) and the connection (freed on completion). Records live
+ * stream state, error body) and every client connection (kept alive and
+ * reused: a finished request returns its connection to the idle stack unless
+ * it failed; all are freed when the run ends, never inside a libevent
+ * callback); libevent owns the evhttp request (freed after its done callback). Records live
  * in a growing array and flights refer to them by index, never by pointer.
  * Re-entrancy: completions call dispatch(), which may complete a request
  * synchronously when it cannot be sent; the `dispatching` flag keeps that
@@ -127,6 +129,7 @@ typedef struct runner runner;
 typedef struct flight {
     runner *r;
     size_t session, rec;
+    struct evhttp_connection *conn;
     bs_sse sse;
     bs_stream st;
     bs_buf errbody;
@@ -144,6 +147,8 @@ struct runner {
     int port;
     heap_item *heap;
     size_t n_heap;
+    struct evhttp_connection **conns, **idle; /* every connection; the idle ones */
+    size_t n_conns, n_idle, cap_conns;
     long inflight, sent, done, total;
     int stopping, dispatching;
     double t0;
@@ -227,6 +232,7 @@ static void finish(runner *r, flight *f, struct evhttp_request *req) {
     else if (f->st.failed) note_error(r, rec, BS_E_STREAM, f->st.error);
     else if (!f->st.finished) note_error(r, rec, BS_E_INCOMPLETE, "stream ended without its end event");
     else if (!f->st.have_usage) note_error(r, rec, BS_E_NO_USAGE, "no usage in the stream");
+    if (rec->error < 0 || rec->error >= BS_E_HTTP4) r->idle[r->n_idle++] = f->conn;
     bs_session *s = &r->w->s[f->session];
     cf_err e;
     if (rec->error < 0 && s->turn < s->n_turns && !bs_workload_add_answer(r->w, f->session, bs_buf_str(&f->st.text), &e))
@@ -312,6 +318,25 @@ static bs_record *new_record(runner *r) {
     return &o->rec[o->n_rec++];
 }
 
+/* An idle keep-alive connection, or a new one (NULL on no memory). */
+static struct evhttp_connection *get_conn(runner *r) {
+    if (r->n_idle) return r->idle[--r->n_idle];
+    if (r->n_conns == r->cap_conns) {
+        size_t cap = r->cap_conns ? r->cap_conns * 2 : 64;
+        struct evhttp_connection **a = realloc(r->conns, cap * sizeof *a), **b;
+        if (!a) return NULL;
+        r->conns = a;
+        if (!(b = realloc(r->idle, cap * sizeof *b))) return NULL;
+        r->idle = b;
+        r->cap_conns = cap;
+    }
+    struct evhttp_connection *c = evhttp_connection_base_new(r->base, NULL, r->host, (unsigned short)r->port);
+    if (!c) return NULL;
+    evhttp_connection_set_timeout(c, (int)r->o->timeout_s);
+    r->conns[r->n_conns++] = c;
+    return c;
+}
+
 /* Sends the next turn of session `si`, planned at time t. */
 static int send_turn(runner *r, size_t si, double planned) {
     bs_session *s = &r->w->s[si];
@@ -332,15 +357,13 @@ static int send_turn(runner *r, size_t si, double planned) {
     bs_buf body = {0};
     struct evhttp_connection *c = NULL;
     struct evhttp_request *req = NULL;
-    if (bs_api_body(r->o->api, &p, &g, &body) ||
-        !(c = evhttp_connection_base_new(r->base, NULL, r->host, (unsigned short)r->port)) ||
-        !(req = evhttp_request_new(on_done, f))) {
+    if (bs_api_body(r->o->api, &p, &g, &body) || !(c = get_conn(r)) || !(req = evhttp_request_new(on_done, f))) {
         bs_buf_free(&body);
-        if (c) evhttp_connection_free(c);
+        if (c) r->idle[r->n_idle++] = c;
         free(f);
         return cf_fail(r->err, "out of memory building a request");
     }
-    evhttp_connection_set_timeout(c, (int)r->o->timeout_s);
+    f->conn = c;
     evhttp_request_set_chunked_cb(req, on_chunk);
     evhttp_request_set_error_cb(req, on_error);
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
@@ -355,12 +378,9 @@ static int send_turn(runner *r, size_t si, double planned) {
     r->sent++;
     rec->sent = now(r);
     if (evhttp_make_request(c, req, EVHTTP_REQ_POST, r->path)) {
-        /* libevent freed req; the connection is ours. */
-        evhttp_connection_free(c);
+        f->err = BS_E_CONNECT; /* libevent freed req; the connection stays ours (not reused) */
         finish(r, f, NULL);
-        return 0;
     }
-    evhttp_connection_free_on_completion(c);
     return 0;
 }
 
@@ -426,6 +446,9 @@ int bs_run_workload(bs_workload *w, const bs_run_opts *o, bs_run *out, cf_err *e
         progress(&r, 1);
         if (r.fatal) rc = -1;
     }
+    for (size_t i = 0; i < r.n_conns; i++) evhttp_connection_free(r.conns[i]);
+    free(r.conns);
+    free(r.idle);
     if (r.tick) event_free(r.tick);
     if (r.timer) event_free(r.timer);
     if (r.base) event_base_free(r.base);
