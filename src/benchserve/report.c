@@ -92,8 +92,9 @@ static double last_end(loaded *L, size_t n) {
     return t > 0 ? t : 1;
 }
 
-/* kind 0: output tok/s; kind 1: cache hit %. */
-static void time_series(json_t *root, int kind, double width, double *x, double *y) {
+/* kind 0: output tok/s; kind 1: cache hit %. Returns the buckets used: up
+ * to this run's own last completion. */
+static size_t time_series(json_t *root, int kind, double width, double *x, double *y) {
     double a[N_BUCKETS] = {0}, c[N_BUCKETS] = {0};
     size_t i;
     json_t *r;
@@ -115,10 +116,16 @@ static void time_series(json_t *root, int kind, double width, double *x, double 
             if (ov > 0) a[b] += out * ov / (end - first);
         }
     }
-    for (int b = 0; b < N_BUCKETS; b++) {
-        x[b] = (b + 0.5) * width;
+    double end = 0;
+    json_array_foreach(json_object_get(root, "requests"), i, r) end = fmax(end, num(r, "end_s"));
+    size_t used = (size_t)ceil(end / width);
+    if (used < 1) used = 1;
+    if (used > N_BUCKETS) used = N_BUCKETS;
+    for (size_t b = 0; b < used; b++) {
+        x[b] = ((double)b + 0.5) * width;
         y[b] = kind == 0 ? a[b] / width : c[b] > 0 ? 100 * a[b] / c[b] : NAN;
     }
+    return used;
 }
 
 static int time_chart(loaded *L, size_t n, int kind, const char *dir, cf_err *err) {
@@ -127,8 +134,8 @@ static int time_chart(loaded *L, size_t n, int kind, const char *dir, cf_err *er
     svg_series *s = calloc(n, sizeof *s);
     int rc = !x || !y || !s ? cf_fail(err, "out of memory") : 0;
     for (size_t k = 0; k < n && !rc; k++) {
-        time_series(L[k].root, kind, width, x + k * N_BUCKETS, y + k * N_BUCKETS);
-        s[k] = (svg_series){.name = L[k].name, .x = x + k * N_BUCKETS, .y = y + k * N_BUCKETS, .n = N_BUCKETS};
+        size_t used = time_series(L[k].root, kind, width, x + k * N_BUCKETS, y + k * N_BUCKETS);
+        s[k] = (svg_series){.name = L[k].name, .x = x + k * N_BUCKETS, .y = y + k * N_BUCKETS, .n = used};
     }
     bs_buf b = {0};
     if (!rc && svg_line_chart(&b, kind ? "Cache hit ratio over time" : "Output throughput over time",
@@ -171,10 +178,16 @@ static int load(const char *path, loaded *l, cf_err *err) {
     json_t *s = json_object_get(l->root, "summary");
     if (!json_is_object(s) || !json_is_array(json_object_get(l->root, "requests")))
         return cf_fail(err, "%s: not a `cinfer bench serve` results file (no summary / requests)", path);
+    /* Legend name: the file name without ".json", plus the workload when the name lacks it. */
     char tmp[1024];
     snprintf(tmp, sizeof tmp, "%s", path);
     const char *wl = json_string_value(json_object_get(json_object_get(l->root, "config"), "workload"));
-    snprintf(l->name, sizeof l->name, "%.80s%s%.30s", basename(tmp), wl ? " / " : "", wl ? wl : "");
+    char *stem = basename(tmp);
+    size_t n = strlen(stem);
+    if (n > 5 && !strcmp(stem + n - 5, ".json")) stem[n - 5] = 0;
+    if (strlen(stem) > 36) strcpy(stem + 33, "...");
+    if (wl && !strstr(stem, wl)) snprintf(l->name, sizeof l->name, "%s (%.20s)", stem, wl);
+    else snprintf(l->name, sizeof l->name, "%s", stem);
     return 0;
 }
 

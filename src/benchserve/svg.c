@@ -54,7 +54,7 @@ static void fmt_num(char *out, size_t cap, double v) {
     snprintf(out, cap, "%g", v);
 }
 
-enum { W = 800, H = 480, ML = 80, MR = 190, MT = 40, MB = 60 };
+enum { W = 860, H = 480, ML = 80, MR = 250, MT = 40, MB = 60 };
 
 static int legend(bs_buf *b, const char *const *names, size_t n, int x0, int y0) {
     int rc = 0;
@@ -115,6 +115,11 @@ int svg_line_chart(bs_buf *b, const char *title, const char *xlabel, const char 
             if (isfinite(s[k].x[i]) && isfinite(s[k].y[i]))
                 rc = bs_buf_printf(b, "%.1f,%.1f ", PX(s[k].x[i]), PY(s[k].y[i]));
         rc = rc || bs_buf_puts(b, "\"/>\n");
+        /* Markers on short series, so a lone point is visible too. */
+        for (size_t i = 0; s[k].n <= 80 && i < s[k].n && !rc; i++)
+            if (isfinite(s[k].x[i]) && isfinite(s[k].y[i]))
+                rc = bs_buf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n", PX(s[k].x[i]),
+                                   PY(s[k].y[i]), colors[k % N_COLORS]);
     }
 #undef PX
 #undef PY
