@@ -101,8 +101,8 @@ static size_t time_series(json_t *root, int kind, double width, double *x, doubl
     json_array_foreach(json_object_get(root, "requests"), i, r) {
         if (!json_is_true(json_object_get(r, "usage"))) continue;
         if (kind == 1) {
-            int bkt = (int)(num(r, "sent_s") / width);
-            if (bkt >= N_BUCKETS) bkt = N_BUCKETS - 1;
+            double q = num(r, "sent_s") / width;
+            int bkt = q >= N_BUCKETS - 1 ? N_BUCKETS - 1 : q > 0 ? (int)q : 0;
             a[bkt] += num(r, "cached_tokens");
             c[bkt] += num(r, "prompt_tokens");
             continue;

@@ -90,13 +90,17 @@ int svg_line_chart(bs_buf *b, const char *title, const char *xlabel, const char 
     rc = rc || bs_buf_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#444\"/>\n",
                              ML, MT, pw, ph);
     char num[32];
-    for (double v = x0; v <= x1 + xs * 1e-6 && !rc; v += xs) {
+    for (int t = 0; t <= 100 && !rc; t++) { /* counted: a step lost to rounding cannot loop forever */
+        double v = x0 + t * xs;
+        if (v > x1 + xs * 1e-6) break;
         fmt_num(num, sizeof num, v);
         rc = bs_buf_printf(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", PX(v), MT,
                            PX(v), MT + ph) ||
              text(b, PX(v), MT + ph + 16, "middle", "", num);
     }
-    for (double v = y0; v <= y1 + ys * 1e-6 && !rc; v += ys) {
+    for (int t = 0; t <= 100 && !rc; t++) {
+        double v = y0 + t * ys;
+        if (v > y1 + ys * 1e-6) break;
         fmt_num(num, sizeof num, v);
         rc = bs_buf_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", ML, PY(v),
                            ML + pw, PY(v)) ||
