@@ -77,6 +77,7 @@ struct server {
     struct event *ev_engine, *ev_sigterm, *ev_sigint, *ev_peek, *ev_deadline;
     sv_job *jobs; /* active list */
     int64_t inflight_choices;
+    int64_t n_flushing; /* finished responses evhttp is still writing (shutdown waits for them) */
     metrics m;
     uint64_t id_seq, id_salt;
     bool draining;
@@ -182,7 +183,25 @@ static void job_unlink(server *s, sv_job *j) {
 }
 
 static void maybe_exit(server *s) {
-    if (s->draining && !s->jobs) event_base_loopexit(s->base, NULL);
+    if (s->draining && !s->jobs && s->n_flushing == 0) event_base_loopexit(s->base, NULL);
+}
+
+/* A finished generation response is written out by evhttp after we hand it
+ * over; shutdown waits for that (or for the connection to fail). Exactly one
+ * of these two callbacks runs per tracked response. */
+static void on_flush_failed(struct evhttp_connection *evcon, void *arg) {
+    server *s = arg;
+    (void)evcon;
+    s->n_flushing--;
+    maybe_exit(s);
+}
+
+static void on_flushed(struct evhttp_request *req, void *arg) {
+    server *s = arg;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon) evhttp_connection_set_closecb(evcon, NULL, NULL);
+    s->n_flushing--;
+    maybe_exit(s);
 }
 
 static void job_free(sv_job *j) {
@@ -249,7 +268,9 @@ static void job_complete(sv_job *j) {
     const char *err = NULL;
     for (int32_t i = 0; i < j->g.p.n; i++)
         if (j->g.choices[i].finish == CINFER_FINISH_ERROR) err = j->g.choices[i].error[0] ? j->g.choices[i].error : "engine error";
-    evhttp_connection_set_closecb(j->evcon, NULL, NULL);
+    evhttp_connection_set_closecb(j->evcon, on_flush_failed, s);
+    evhttp_request_set_on_complete_cb(j->req, on_flushed, s);
+    s->n_flushing++;
     int status = 200;
     if (j->stream) {
         struct evbuffer *b = evbuffer_new();
@@ -319,7 +340,11 @@ static int job_pump(sv_job *j, int32_t c) {
         job_complete(j);
         return -1;
     }
-    if (j->stream && conn_unsent(j->evcon) > s->cfg->conn_buffer) j->paused = true;
+    if (j->stream && conn_unsent(j->evcon) > s->cfg->conn_buffer) {
+        j->paused = true;
+        s->m.stream_pauses++;
+        LOG_DEBUG("request %s: client not reading (%zu bytes unsent), stream paused", j->id, conn_unsent(j->evcon));
+    }
     return 0;
 }
 
@@ -623,10 +648,6 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg) {
     server *s = arg;
     (void)fd;
     (void)what;
-    if (!s->jobs) {
-        event_base_loopexit(s->base, NULL);
-        return;
-    }
     static const struct timeval grace = {2, 0};
     LOG_WARN("shutdown deadline reached: cancelling the requests still in flight");
     for (sv_job *j = s->jobs; j; j = j->next) gen_job_cancel(&j->g, s->gm);
@@ -672,6 +693,11 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
         s->id_salt = (uint64_t)s->started;
     metrics_init(&s->m);
     signal(SIGPIPE, SIG_IGN);
+    /* Freeing the signal events below restores the action they found; make
+     * that "ignore", so a second SIGTERM during teardown cannot turn a clean
+     * exit into a kill. */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
     int rc = -1;
     s->base = event_base_new();
     if (!s->base || !(s->http = evhttp_new(s->base))) {
