@@ -18,11 +18,14 @@
  * request writes nothing until it ends). A peek that sees EOF frees the
  * connection, which runs the close callback.
  *
- * Backpressure: after each write the connection's unsent bytes are checked;
- * above cfg.conn_buffer the job is paused: its engine output is not read (it
+ * Backpressure: a streaming connection's kernel send buffer is set to
+ * cfg.conn_buffer (SO_SNDBUF; Linux doubles it), and after each write the
+ * bytes still in its libevent output buffer are checked: above
+ * cfg.conn_buffer the job is paused: its engine output is not read (it
  * queues inside the engine) until evhttp reports the buffer flushed, then
- * everything pending is read at once. One slow client therefore holds at most
- * conn_buffer bytes here and never delays other requests.
+ * everything pending is read at once. One slow client therefore holds about
+ * 3 x conn_buffer bytes of socket buffers (plus one batch of chunks) and
+ * never delays other requests.
  *
  * libevent detail: when evhttp itself fails a connection whose reply we have
  * not finished, it detaches the request (evcon == NULL) and leaves freeing it
@@ -463,6 +466,11 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     s->m.inflight++;
     evhttp_connection_set_closecb(j->evcon, on_conn_close, j);
     if (j->stream) {
+        /* bound the kernel's share of an unread stream too (it autotunes up to MBs) */
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(j->evcon);
+        int fd = bev ? (int)bufferevent_getfd(bev) : -1, sndbuf = (int)s->cfg->conn_buffer;
+        if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf))
+            LOG_DEBUG("request %s: SO_SNDBUF: %s", j->id, strerror(errno));
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);
         evhttp_add_header(h, "Content-Type", "text/event-stream");
         evhttp_add_header(h, "Cache-Control", "no-cache");

@@ -19,8 +19,11 @@ import openai
 from cinfer_server import MODEL_NAME, Server
 
 
-def raw_request(port, body):
-    s = socket.create_connection(("127.0.0.1", port))
+def raw_request(port, body, rcvbuf=None):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)  # a small window: the server's buffer fills
+    s.connect(("127.0.0.1", port))
     data = json.dumps(body).encode()
     s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               b"Content-Length: %d\r\n\r\n" % len(data) + data)
@@ -92,8 +95,8 @@ class TestDisconnect(unittest.TestCase):
 
     def test_slow_reader_does_not_stall_others(self):
         pauses = self.srv.metrics()["cinfer_stream_pauses_total"]
-        s = raw_request(self.srv.port, long_chat(stream=True, n=8))
-        time.sleep(0.1)  # the slow client reads nothing for now
+        s = raw_request(self.srv.port, long_chat(stream=True, n=16), rcvbuf=4096)
+        time.sleep(0.3)  # the slow client reads nothing for now
         client = openai.OpenAI(base_url=self.srv.url + "/v1", api_key="x", max_retries=0, timeout=30)
         t0 = time.time()
         for _ in range(3):
@@ -107,7 +110,7 @@ class TestDisconnect(unittest.TestCase):
         events = [l for l in body.split(b"\n") if l.startswith(b"data: ")]
         self.assertEqual(events[-1], b"data: [DONE]")
         finishes = [json.loads(e[6:])["choices"][0]["finish_reason"] for e in events[:-1]]
-        self.assertEqual(sum(1 for f in finishes if f == "length"), 8)
+        self.assertEqual(sum(1 for f in finishes if f == "length"), 16)
         self.assertLess(rss, 200 * 1024)
         self.assertGreater(self.srv.metrics()["cinfer_stream_pauses_total"], pauses)
         self.assertTrue(wait_for(self.idle))
