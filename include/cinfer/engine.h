@@ -77,7 +77,11 @@ typedef struct cinfer_request {
     int32_t priority;      /* lower value = more urgent */
     bool ignore_eos;
     bool want_logprobs; /* log-probability of each chosen token under the raw logits */
+    int32_t top_logprobs; /* with want_logprobs: also the N most likely tokens at each position
+                           * (0..CINFER_MAX_TOP_LOGPROBS; larger values are clipped) */
 } cinfer_request;
+
+#define CINFER_MAX_TOP_LOGPROBS 20
 
 /* Defaults: greedy sampling, max_tokens 16, everything else off. */
 cinfer_request cinfer_request_default(void);
@@ -108,9 +112,13 @@ typedef struct cinfer_output {
     cinfer_finish finish; /* NONE until the request is done */
     cinfer_usage usage;   /* filled when finished */
     char error[160];      /* message when finish == ERROR */
+    int32_t n_top;        /* alternatives per token (the request's top_logprobs), 0 if none */
+    int32_t *top_ids;     /* [n_tokens][n_top]: the most likely tokens, best first */
+    float *top_logprobs;  /* [n_tokens][n_top]: their log-probabilities under the raw logits */
     /* capacities (internal) */
     int32_t tok_cap;
     size_t text_cap;
+    int32_t top_cap; /* entries (tokens x n_top) */
 } cinfer_output;
 
 void cinfer_output_release(cinfer_output *o);

@@ -53,6 +53,8 @@ void eng_req_free(eng_req *r) {
     free(r->st_text.p);
     free(r->o_tokens);
     free(r->o_logprobs);
+    free(r->o_top_ids);
+    free(r->o_top_lps);
     free(r->o_text.p);
     free(r);
 }
@@ -60,6 +62,8 @@ void eng_req_free(eng_req *r) {
 void cinfer_output_release(cinfer_output *o) {
     free(o->tokens);
     free(o->logprobs);
+    free(o->top_ids);
+    free(o->top_logprobs);
     free(o->text);
     memset(o, 0, sizeof *o);
 }
@@ -238,6 +242,8 @@ static int eng_req_copy(cinfer_engine *e, eng_req *q, const cinfer_request *r, c
     q->traffic_class = r->traffic_class;
     q->ignore_eos = r->ignore_eos;
     q->want_logprobs = r->want_logprobs;
+    q->top_k = !r->want_logprobs || r->top_logprobs <= 0 ? 0
+               : r->top_logprobs > CINFER_MAX_TOP_LOGPROBS ? CINFER_MAX_TOP_LOGPROBS : r->top_logprobs;
     int32_t cap = q->prompt_len + q->max_tokens;
     q->max_blocks = (cap - 1 + bt - 1) / bt;
     if (q->max_blocks > e->kv_total)
@@ -377,6 +383,15 @@ static int eng_move_output(eng_req *r, cinfer_output *o) {
         if (!t || !l) return -1;
         o->tok_cap = cap;
     }
+    if (r->top_k && r->o_n * r->top_k > o->top_cap) { /* top_cap counts entries, not tokens */
+        int32_t cap = r->o_n * r->top_k > 256 ? r->o_n * r->top_k : 256;
+        int32_t *t = realloc(o->top_ids, (size_t)cap * sizeof(int32_t));
+        if (t) o->top_ids = t;
+        float *l = realloc(o->top_logprobs, (size_t)cap * sizeof(float));
+        if (l) o->top_logprobs = l;
+        if (!t || !l) return -1;
+        o->top_cap = cap;
+    }
     if (r->o_text.len + 1 > o->text_cap) {
         size_t cap = r->o_text.len + 1 > 256 ? r->o_text.len + 1 : 256;
         char *p = realloc(o->text, cap);
@@ -387,6 +402,11 @@ static int eng_move_output(eng_req *r, cinfer_output *o) {
     o->n_tokens = r->o_n;
     if (r->o_n) memcpy(o->tokens, r->o_tokens, (size_t)r->o_n * sizeof(int32_t));
     if (r->o_n && r->want_logprobs) memcpy(o->logprobs, r->o_logprobs, (size_t)r->o_n * sizeof(float));
+    o->n_top = r->top_k;
+    if (r->o_n && r->top_k) {
+        memcpy(o->top_ids, r->o_top_ids, (size_t)r->o_n * (size_t)r->top_k * sizeof(int32_t));
+        memcpy(o->top_logprobs, r->o_top_lps, (size_t)r->o_n * (size_t)r->top_k * sizeof(float));
+    }
     o->text_len = r->o_text.len;
     if (r->o_text.len) memcpy(o->text, r->o_text.p, r->o_text.len);
     o->text[o->text_len] = 0;

@@ -48,6 +48,7 @@ typedef struct eng_req {
     int32_t prompt_len, max_tokens; /* max_tokens already clipped to the context */
     int32_t priority, traffic_class;
     bool ignore_eos, want_logprobs;
+    int32_t top_k; /* top logprobs per token (0: none) */
     int32_t *stop_ids;
     int32_t n_stop_ids;
     char **stop_strs;
@@ -78,6 +79,8 @@ typedef struct eng_req {
     bool st_has_token;
     int32_t st_token;
     float st_logprob;
+    int32_t st_top_ids[CINFER_MAX_TOP_LOGPROBS];
+    float st_top_lps[CINFER_MAX_TOP_LOGPROBS];
     eng_buf st_text;
     cinfer_finish st_finish;
     char st_error[160];
@@ -88,6 +91,8 @@ typedef struct eng_req {
     bool engine_done, reader_done, in_ready;
     int32_t *o_tokens;
     float *o_logprobs;
+    int32_t *o_top_ids; /* [o_cap][top_k] when top_k */
+    float *o_top_lps;
     int32_t o_n, o_cap;
     eng_buf o_text;
     cinfer_finish o_finish;
@@ -160,6 +165,8 @@ void eng_note_kv(cinfer_engine *e);
 /* Applies the stop rules to r's newly sampled token (already appended to
  * r->seq) and stages its output; may set r->st_finish. */
 void eng_on_token(cinfer_engine *e, eng_req *r, int32_t token, float logprob);
+/* engine_logprobs.c: the k most likely tokens of a raw logits row and their log-probabilities, best first. */
+void eng_top_logprobs(const float *row, int32_t n_vocab, int32_t k, int32_t *ids, float *lps);
 /* Stages a finish; flush: emit the text still held back (not for a stop
  * string match or an error). First finish wins. */
 void eng_finish(cinfer_engine *e, eng_req *r, cinfer_finish why, bool flush, const char *error);

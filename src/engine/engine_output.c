@@ -113,9 +113,21 @@ static void eng_publish_one(cinfer_engine *e, eng_req *r) {
             if (t) r->o_tokens = t;
             float *l = realloc(r->o_logprobs, (size_t)cap * sizeof(float));
             if (l) r->o_logprobs = l;
-            if (t && l) r->o_cap = cap;
+            bool top_ok = true;
+            if (r->top_k) {
+                int32_t *ti = realloc(r->o_top_ids, (size_t)cap * (size_t)r->top_k * sizeof(int32_t));
+                if (ti) r->o_top_ids = ti;
+                float *tl = realloc(r->o_top_lps, (size_t)cap * (size_t)r->top_k * sizeof(float));
+                if (tl) r->o_top_lps = tl;
+                top_ok = ti && tl;
+            }
+            if (t && l && top_ok) r->o_cap = cap;
         }
         if (r->o_n < r->o_cap) {
+            if (r->top_k) {
+                memcpy(r->o_top_ids + (size_t)r->o_n * (size_t)r->top_k, r->st_top_ids, (size_t)r->top_k * sizeof(int32_t));
+                memcpy(r->o_top_lps + (size_t)r->o_n * (size_t)r->top_k, r->st_top_lps, (size_t)r->top_k * sizeof(float));
+            }
             r->o_tokens[r->o_n] = r->st_token;
             r->o_logprobs[r->o_n++] = r->st_logprob;
         }

@@ -132,6 +132,7 @@ static void eng_sample(cinfer_engine *e, eng_req *r, float *row) {
     if (r->want_logprobs) memcpy(e->lp_row, row, (size_t)e->n_vocab * sizeof(float));
     int32_t tok = sampler_sample(r->smp, row);
     float lp = r->want_logprobs ? eng_logprob(e->lp_row, e->n_vocab, tok) : NAN;
+    if (r->top_k) eng_top_logprobs(e->lp_row, e->n_vocab, r->top_k, r->st_top_ids, r->st_top_lps);
     sampler_accept(r->smp, tok);
     r->seq[r->prompt_len + r->n_generated] = tok;
     r->n_generated++;

@@ -82,6 +82,8 @@ typedef struct gen_choice {
     size_t text_len, text_cap;
     int32_t *tokens;       /* emitted ids (only when logprobs) */
     float *logprobs;
+    int32_t *top_ids;      /* [n_acc][p.top_logprobs] alternatives (only when top_logprobs) */
+    float *top_lps;
     int32_t n_acc, acc_cap;
     char error[160];
 } gen_choice;

@@ -58,15 +58,31 @@ static json_t *token_string(const tokenizer *tok, int32_t id, json_t **bytes) {
     return json_string(esc);
 }
 
-/* Logprobs of tokens[0..n) (chat: {"content":[...]}, completions: parallel arrays). */
-static json_t *logprobs_json(const oai_meta *m, const tokenizer *tok, const int32_t *tokens, const float *lps,
-                             int32_t n, size_t text_offset) {
+/* Log-probabilities of n tokens: chosen ids and logprobs, and k alternatives
+ * per token (top_ids/top_lps [n][k], best first; k may be 0). Chat:
+ * {"content":[{token, logprob, bytes, top_logprobs:[{token, logprob, bytes}]}]};
+ * completions: parallel arrays (top_logprobs: one {token: logprob} object per token). */
+typedef struct lp_view {
+    const int32_t *tokens;
+    const float *lps;
+    const int32_t *top_ids;
+    const float *top_lps;
+    int32_t n, k;
+} lp_view;
+
+static json_t *logprobs_json(const oai_meta *m, const tokenizer *tok, const lp_view *v) {
     if (m->kind == GEN_CHAT) {
         json_t *content = json_array();
-        for (int32_t i = 0; content && i < n; i++) {
-            json_t *bytes = NULL, *s = token_string(tok, tokens[i], &bytes);
-            json_t *e = json_pack("{s:o, s:f, s:o, s:[]}", "token", s, "logprob", (double)lps[i], "bytes",
-                                  bytes ? bytes : json_null(), "top_logprobs");
+        for (int32_t i = 0; content && i < v->n; i++) {
+            json_t *top = json_array();
+            for (int32_t a = 0; top && a < v->k; a++) {
+                json_t *b = NULL, *ts = token_string(tok, v->top_ids[i * v->k + a], &b);
+                json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", ts, "logprob",
+                                                     (double)v->top_lps[i * v->k + a], "bytes", b ? b : json_null()));
+            }
+            json_t *bytes = NULL, *s = token_string(tok, v->tokens[i], &bytes);
+            json_t *e = json_pack("{s:o, s:f, s:o, s:o}", "token", s, "logprob", (double)v->lps[i], "bytes",
+                                  bytes ? bytes : json_null(), "top_logprobs", top ? top : json_array());
             if (!e || json_array_append_new(content, e)) {
                 json_decref(content);
                 return NULL;
@@ -75,14 +91,22 @@ static json_t *logprobs_json(const oai_meta *m, const tokenizer *tok, const int3
         return content ? json_pack("{s:o}", "content", content) : NULL;
     }
     json_t *toks = json_array(), *lp = json_array(), *top = json_array(), *off = json_array();
-    size_t at = text_offset;
-    for (int32_t i = 0; toks && lp && top && off && i < n; i++) {
-        json_t *s = token_string(tok, tokens[i], NULL);
+    size_t at = 0;
+    for (int32_t i = 0; toks && lp && top && off && i < v->n; i++) {
+        json_t *s = token_string(tok, v->tokens[i], NULL);
+        size_t sl = s ? json_string_length(s) : 0;
         json_array_append_new(toks, s);
-        json_array_append_new(lp, json_real(lps[i]));
-        json_array_append_new(top, json_object());
+        json_array_append_new(lp, json_real(v->lps[i]));
+        json_t *alt = json_object();
+        for (int32_t a = 0; alt && a < v->k; a++) {
+            json_t *ts = token_string(tok, v->top_ids[i * v->k + a], NULL);
+            if (ts && !json_object_get(alt, json_string_value(ts)))
+                json_object_set_new(alt, json_string_value(ts), json_real(v->top_lps[i * v->k + a]));
+            if (ts) json_decref(ts);
+        }
+        json_array_append_new(top, alt);
         json_array_append_new(off, json_integer((json_int_t)at));
-        at += s ? json_string_length(s) : 0;
+        at += sl;
     }
     return json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks, "token_logprobs", lp, "top_logprobs", top,
                      "text_offset", off);
@@ -99,7 +123,8 @@ char *oai_response_json(const oai_meta *m, const gen_job *j, const tokenizer *to
         const gen_choice *c = &j->choices[i];
         json_t *text = json_stringn(c->text ? c->text : "", c->text_len);
         if (!text) text = json_string("");
-        json_t *lp = j->p.logprobs ? logprobs_json(m, tok, c->tokens, c->logprobs, c->n_acc, 0) : json_null();
+        lp_view v = {c->tokens, c->logprobs, c->top_ids, c->top_lps, c->n_acc, c->top_ids ? j->p.top_logprobs : 0};
+        json_t *lp = j->p.logprobs ? logprobs_json(m, tok, &v) : json_null();
         json_t *ch;
         if (m->kind == GEN_CHAT)
             ch = json_pack("{s:i, s:{s:s, s:o}, s:o, s:o}", "index", i, "message", "role", "assistant", "content", text,
@@ -141,7 +166,8 @@ char *oai_chunk_delta(const oai_meta *m, const gen_job *j, int32_t ci, const tok
     if (*empty) return NULL;
     json_t *text = json_stringn(o->text, o->text_len);
     if (!text) text = json_string("");
-    json_t *lpj = lp ? logprobs_json(m, tok, o->tokens, o->logprobs, o->n_tokens, 0) : json_null();
+    lp_view v = {o->tokens, o->logprobs, o->top_ids, o->top_logprobs, o->n_tokens, o->n_top};
+    json_t *lpj = lp ? logprobs_json(m, tok, &v) : json_null();
     if (m->kind == GEN_CHAT)
         return chunk(m, json_pack("{s:i, s:{s:o}, s:o, s:n}", "index", ci, "delta", "content", text, "logprobs",
                                   lpj ? lpj : json_null(), "finish_reason"));

@@ -121,11 +121,22 @@ class TestChat(unittest.TestCase):
         self.assertTrue(r.choices[0].message.content)
 
     def test_logprobs(self):
-        r = chat(logprobs=True, max_tokens=8)
+        r = chat(logprobs=True, top_logprobs=3, max_tokens=8)
         lp = r.choices[0].logprobs.content
         self.assertEqual(len(lp), r.usage.completion_tokens - (1 if r.choices[0].finish_reason == "stop" else 0))
         self.assertTrue(all(e.logprob <= 0 for e in lp))
         self.assertEqual("".join(e.token for e in lp).strip(), r.choices[0].message.content.strip())
+        for e in lp:  # greedy: the chosen token is the most likely alternative
+            self.assertEqual(len(e.top_logprobs), 3)
+            self.assertEqual(e.top_logprobs[0].token, e.token)
+            self.assertAlmostEqual(e.top_logprobs[0].logprob, e.logprob, places=5)
+            self.assertEqual([t.logprob for t in e.top_logprobs], sorted((t.logprob for t in e.top_logprobs),
+                                                                         reverse=True))
+        streamed = [c.choices[0].logprobs for c in chat(logprobs=True, top_logprobs=2, max_tokens=8, stream=True)
+                    if c.choices and c.choices[0].logprobs]
+        tokens = [e.token for part in streamed for e in part.content]
+        self.assertEqual(tokens, [e.token for e in lp])
+        self.assertTrue(all(len(e.top_logprobs) == 2 for part in streamed for e in part.content))
 
 
 class TestCompletions(unittest.TestCase):
@@ -156,10 +167,14 @@ class TestCompletions(unittest.TestCase):
         self.assertEqual("".join(c.choices[0].text for c in chunks if c.choices), cut.text)
 
     def test_logprobs(self):
-        r = greedy_completion(n=6, logprobs=0)
+        r = greedy_completion(n=6, logprobs=2)
         lp = r.choices[0].logprobs
         self.assertEqual(len(lp.tokens), len(lp.token_logprobs))
         self.assertEqual("".join(lp.tokens), r.choices[0].text)
+        for tok, tlp, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+            self.assertLessEqual(len(top), 2)
+            self.assertAlmostEqual(top[tok], tlp, places=5)
+        self.assertEqual(lp.text_offset[0], 0)
 
 
 class TestMisc(unittest.TestCase):
