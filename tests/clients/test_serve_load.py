@@ -28,6 +28,12 @@ class TestLoad(unittest.TestCase):
         finally:
             self.assertEqual(srv.stop(), 0)
 
+    @staticmethod
+    def server_cpu(srv):
+        with open("/proc/%d/stat" % srv.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def run_load(self, srv):
         base_rss = srv.rss_kib()
         peak = [base_rss]
@@ -38,6 +44,7 @@ class TestLoad(unittest.TestCase):
                 peak[0] = max(peak[0], srv.rss_kib())
                 time.sleep(0.05)
 
+        cpu0, my0 = self.server_cpu(srv), time.process_time()
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         errors, done, tokens = [], [0], [0]
@@ -75,9 +82,10 @@ class TestLoad(unittest.TestCase):
         sampler.join()
         n = CLIENTS * PER_CLIENT
         print("\nload: %d clients x %d streaming requests (%d tokens each): %d ok, %d errors in %.2f s -> "
-              "%.1f requests/s, %.0f generated tok/s; server RSS %.1f MiB at start, peak %.1f MiB"
+              "%.1f requests/s, %.0f generated tok/s; server RSS %.1f MiB at start, peak %.1f MiB; "
+              "CPU seconds: server %.1f, Python clients %.1f"
               % (CLIENTS, PER_CLIENT, TOKENS, done[0], len(errors), wall, n / wall, tokens[0] / wall,
-                 base_rss / 1024, peak[0] / 1024))
+                 base_rss / 1024, peak[0] / 1024, self.server_cpu(srv) - cpu0, time.process_time() - my0))
         self.assertEqual(errors, [])
         self.assertEqual(done[0], n)
         self.assertLess(peak[0] - base_rss, 256 * 1024, "server RSS grew by more than 256 MiB")
