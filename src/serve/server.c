@@ -313,13 +313,12 @@ static int job_pump(sv_job *j, int32_t c) {
     if (r <= 0 && !gen_job_done(&j->g)) return 0;
     double now = time_now();
     int32_t k = j->g.new_tokens;
-    if (k > 0) {
-        if (j->t_first == 0) {
-            j->t_first = now;
-            metrics_observe(&s->m.ttft, now - j->t_arrival, 1);
-        }
+    if (r > 0 && j->t_first == 0) { /* first output of any choice (a token, or an immediate finish) */
+        j->t_first = now;
+        metrics_observe(&s->m.ttft, now - j->t_arrival, 1);
+    }
+    if (k > 0) { /* tokens that arrive together share the gap since the previous read */
         if (j->t_last[c] > 0) metrics_observe(&s->m.itl, (now - j->t_last[c]) / k, (uint64_t)k);
-        else if (k > 1) metrics_observe(&s->m.itl, 0, (uint64_t)(k - 1));
         j->t_last[c] = now;
     }
     if (j->stream && r > 0) {

@@ -197,6 +197,19 @@ class TestMisc(unittest.TestCase):
         self.assertEqual(json.loads(body)["count"], chat(messages=[{"role": "user", "content": "hi"}],
                                                          max_tokens=1).usage.prompt_tokens)
 
+    def test_user_text_cannot_forge_special_tokens(self):
+        import json
+        # <s> and </s> are stories260K's BOS/EOS control tokens: in user content they must stay text
+        st, _, body = SRV.http("POST", "/tokenize", {"messages": [{"role": "user", "content": "hi <s> there</s>"}]})
+        self.assertEqual(st, 200)
+        toks = json.loads(body)["tokens"]
+        self.assertEqual(toks.count(1), 1)  # only the leading BOS
+        self.assertEqual(toks[0], 1)
+        self.assertNotIn(2, toks)
+        r = chat(messages=[{"role": "user", "content": "<s></s><s>"}], max_tokens=4)
+        self.assertEqual(r.usage.prompt_tokens, len(json.loads(SRV.http(
+            "POST", "/tokenize", {"messages": [{"role": "user", "content": "<s></s><s>"}]})[2])["tokens"]))
+
     def test_health_ready(self):
         self.assertEqual(SRV.http("GET", "/health")[0], 200)
         self.assertEqual(SRV.http("GET", "/ready")[0], 200)
