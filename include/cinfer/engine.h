@@ -44,6 +44,7 @@ typedef struct cinfer_engine_options {
     int32_t max_batch_tokens; /* tokens per forward pass (0: 2048) */
     int32_t max_seqs;         /* requests running at once (0: 64) */
     int32_t max_ctx;          /* positions per request, prompt + generated (0: the model's training context) */
+    bool sync_scheduling;     /* true: plan, compute and process outputs one after another (no overlap) */
 } cinfer_engine_options;
 
 typedef struct cinfer_logit_bias {
