@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/timeutil.h"
 #include "engine/engine_internal.h"
 
 /* ---- small helpers ---- */
@@ -126,8 +127,10 @@ static int eng_alloc_scratch(cinfer_engine *e, cf_err *err) {
 /* ---- the executor: runs forward passes so the engine thread can plan ---- */
 
 static void eng_run_forward(cinfer_engine *e, eng_stepbuf *sb) {
+    double t0 = time_now();
     sb->err.msg[0] = 0;
     sb->rc = model_forward(e->fc, &sb->batch, sb->logits, &sb->err);
+    sb->t_forward = time_now() - t0;
 }
 
 static void *eng_exec_main(void *arg) {
@@ -624,6 +627,7 @@ static void *eng_main(void *arg) {
         pthread_mutex_lock(&e->mu);
         while (!e->stop && !e->q_head && !e->cancel_pending && e->n_active == 0 && !e->inflight)
             pthread_cond_wait(&e->work_cv, &e->mu);
+        double t0 = time_now();
         bool stop = e->stop;
         int32_t n_cancel = stop ? 0 : eng_drain(e);
         pthread_mutex_unlock(&e->mu);
@@ -636,19 +640,31 @@ static void *eng_main(void *arg) {
         bool was_inflight = e->inflight != NULL;
         eng_stepbuf *next = &e->sb[e->sb_next];
         int rc = eng_plan(e, next);
+        double t1 = time_now();
         eng_stepbuf *done = eng_wait_inflight(e);
+        double t2 = time_now();
         if (done) eng_commit(e, done);
         if (eng_assemble(e, next) > 0) {
             eng_dispatch(e, next);
             e->sb_next ^= 1;
         }
-        if (!e->exec_started && e->inflight) { /* sync mode: the pass already ran */
+        double t_sync_fwd = 0;
+        if (!e->exec_started && e->inflight) { /* sync mode: the pass already ran inside eng_dispatch */
             eng_stepbuf *sb = eng_wait_inflight(e);
+            t_sync_fwd = sb->t_forward;
             eng_commit(e, sb);
+            done = sb;
         }
+        if (done) e->st.t_forward += done->t_forward;
         if (rc > 0 && !was_inflight && !e->inflight) eng_fail_stuck(e);
+        double t4 = time_now();
         eng_process_outputs(e);
         eng_publish(e);
+        double t5 = time_now();
+        e->st.t_plan += t1 - t0;
+        e->st.t_wait += t2 - t1 + t_sync_fwd;
+        e->st.t_commit += t4 - t2 - t_sync_fwd;
+        e->st.t_output += t5 - t4;
     }
     return NULL;
 }

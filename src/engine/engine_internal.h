@@ -71,6 +71,7 @@ typedef struct eng_stepbuf {
     fwd_batch batch;
     int rc;       /* model_forward's result */
     cf_err err;
+    double t_forward; /* seconds model_forward ran */
 } eng_stepbuf;
 
 typedef struct eng_req {
