@@ -421,6 +421,13 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         send_error(s, req, &e, id, t0);
         return;
     }
+    if (p.n > s->cfg->max_inflight) {
+        serve_bad(&e, "n", "'n' is %d but this server runs at most %d choices at once (--max-seqs + --max-queue)",
+                  p.n, s->cfg->max_inflight);
+        gen_params_free(&p);
+        send_error(s, req, &e, id, t0);
+        return;
+    }
     if (s->inflight_choices + p.n > s->cfg->max_inflight) {
         serve_fail(&e, 429, "rate_limit_exceeded", "rate_limit_exceeded", NULL,
                    "The server is busy (%lld requests in flight, limit %d); retry later.",

@@ -145,8 +145,8 @@ class TestErrors(unittest.TestCase):
         busy = [r for r in results if r[0] == 429]
         self.assertEqual(busy[0][1].get("Retry-After"), "1")
         self.assertError(busy[0], 429, code="rate_limit_exceeded")
-        # a request that can never fit (n above the in-flight limit) is also refused with 429
-        self.assertError(post("/v1/chat/completions", dict(CHAT, n=5)), 429)
+        # a request that can never fit (n above the in-flight limit) is a 400, not a retryable 429
+        self.assertError(post("/v1/chat/completions", dict(CHAT, n=5)), 400, param="n")
 
     def test_garbage_connection(self):
         s = socket.create_connection(("127.0.0.1", SRV.port))
