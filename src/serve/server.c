@@ -249,7 +249,9 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg) {
     snprintf(note, sizeof note, "client disconnected, %d choice(s) cancelled", running);
     log_line(j->id, "POST", j->path, 499, &j->g, j->t_first > 0 ? j->t_first - j->t_arrival : 0,
              time_now() - j->t_arrival, note);
-    if (evhttp_request_get_connection(j->req) == NULL) evhttp_request_free(j->req);
+    bool detached = evhttp_request_get_connection(j->req) == NULL;
+    LOG_DEBUG("request %s: connection closed (%s)", j->id, detached ? "evhttp detached the request" : "freed by us");
+    if (detached) evhttp_request_free(j->req);
     j->req = NULL;
     job_free(j); /* releases the running engine requests */
 }
