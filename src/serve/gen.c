@@ -368,6 +368,8 @@ int gen_job_read(gen_job *j, const gen_model *gm, int32_t ci, bool accumulate) {
     if (r == 0) return 0;
     cinfer_output *o = &c->out;
     c->n_tokens += o->n_tokens;
+    c->text_before = c->text_total;
+    c->text_total += o->text_len;
     j->new_tokens = o->n_tokens;
     if (accumulate) {
         bool oom = o->text_len && acc_text(c, o->text, o->text_len);

@@ -68,6 +68,7 @@ typedef struct lp_view {
     const int32_t *top_ids;
     const float *top_lps;
     int32_t n, k;
+    size_t offset; /* completions: text_offset of the first token */
 } lp_view;
 
 static json_t *logprobs_json(const oai_meta *m, const tokenizer *tok, const lp_view *v) {
@@ -91,7 +92,7 @@ static json_t *logprobs_json(const oai_meta *m, const tokenizer *tok, const lp_v
         return content ? json_pack("{s:o}", "content", content) : NULL;
     }
     json_t *toks = json_array(), *lp = json_array(), *top = json_array(), *off = json_array();
-    size_t at = 0;
+    size_t at = v->offset;
     for (int32_t i = 0; toks && lp && top && off && i < v->n; i++) {
         json_t *s = token_string(tok, v->tokens[i], NULL);
         size_t sl = s ? json_string_length(s) : 0;
@@ -123,7 +124,7 @@ char *oai_response_json(const oai_meta *m, const gen_job *j, const tokenizer *to
         const gen_choice *c = &j->choices[i];
         json_t *text = json_stringn(c->text ? c->text : "", c->text_len);
         if (!text) text = json_string("");
-        lp_view v = {c->tokens, c->logprobs, c->top_ids, c->top_lps, c->n_acc, c->top_ids ? j->p.top_logprobs : 0};
+        lp_view v = {c->tokens, c->logprobs, c->top_ids, c->top_lps, c->n_acc, c->top_ids ? j->p.top_logprobs : 0, 0};
         json_t *lp = j->p.logprobs ? logprobs_json(m, tok, &v) : json_null();
         json_t *ch;
         if (m->kind == GEN_CHAT)
@@ -166,7 +167,7 @@ char *oai_chunk_delta(const oai_meta *m, const gen_job *j, int32_t ci, const tok
     if (*empty) return NULL;
     json_t *text = json_stringn(o->text, o->text_len);
     if (!text) text = json_string("");
-    lp_view v = {o->tokens, o->logprobs, o->top_ids, o->top_logprobs, o->n_tokens, o->n_top};
+    lp_view v = {o->tokens, o->logprobs, o->top_ids, o->top_logprobs, o->n_tokens, o->n_top, c->text_before};
     json_t *lpj = lp ? logprobs_json(m, tok, &v) : json_null();
     if (m->kind == GEN_CHAT)
         return chunk(m, json_pack("{s:i, s:{s:o}, s:o, s:n}", "index", ci, "delta", "content", text, "logprobs",

@@ -175,6 +175,10 @@ class TestCompletions(unittest.TestCase):
             self.assertLessEqual(len(top), 2)
             self.assertAlmostEqual(top[tok], tlp, places=5)
         self.assertEqual(lp.text_offset[0], 0)
+        offsets = [o for c in CLIENT.completions.create(model=MODEL_NAME, prompt=PROMPT, max_tokens=6, temperature=0,
+                                                        logprobs=1, stream=True)
+                   if c.choices and c.choices[0].logprobs for o in c.choices[0].logprobs.text_offset]
+        self.assertEqual(offsets, lp.text_offset)
 
 
 class TestMisc(unittest.TestCase):
