@@ -271,8 +271,12 @@ static void on_drained(struct evhttp_connection *evcon, void *arg);
 static void job_complete(sv_job *j) {
     server *s = j->s;
     const char *err = NULL;
-    for (int32_t i = 0; i < j->g.p.n; i++)
+    bool cancelled = false;
+    for (int32_t i = 0; i < j->g.p.n; i++) {
         if (j->g.choices[i].finish == CINFER_FINISH_ERROR) err = j->g.choices[i].error[0] ? j->g.choices[i].error : "engine error";
+        cancelled |= j->g.choices[i].finish == CINFER_FINISH_CANCELLED;
+    }
+    if (cancelled) s->m.cancelled++; /* the shutdown deadline */
     evhttp_connection_set_closecb(j->evcon, on_flush_failed, s);
     evhttp_request_set_on_complete_cb(j->req, on_flushed, s);
     s->n_flushing++;
