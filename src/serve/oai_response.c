@@ -29,6 +29,11 @@ char *oai_error_json(const serve_error *e) {
     return dump(err ? json_pack("{s:o}", "error", err) : NULL);
 }
 
+char *oai_model_json(const char *model, long long created) {
+    return dump(json_pack("{s:s, s:s, s:I, s:s}", "id", model, "object", "model", "created", (json_int_t)created,
+                          "owned_by", "cinfer"));
+}
+
 char *oai_models_json(const char *model, long long created) {
     return dump(json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data", "id", model, "object", "model",
                           "created", (json_int_t)created, "owned_by", "cinfer"));

@@ -22,6 +22,7 @@ typedef struct oai_meta {
 
 char *oai_error_json(const serve_error *e);
 char *oai_models_json(const char *model, long long created);
+char *oai_model_json(const char *model, long long created); /* GET /v1/models/{id} */
 
 /* The whole response of a finished job. */
 char *oai_response_json(const oai_meta *m, const gen_job *j, const tokenizer *tok);

@@ -615,7 +615,8 @@ static void on_request(struct evhttp_request *req, void *arg) {
     }
     bool gen_chat = !strcmp(path, "/v1/chat/completions"), gen_cmpl = !strcmp(path, "/v1/completions");
     bool tok = !strcmp(path, "/tokenize"), detok = !strcmp(path, "/detokenize"), models = !strcmp(path, "/v1/models");
-    if (!gen_chat && !gen_cmpl && !tok && !detok && !models) {
+    bool one_model = !strncmp(path, "/v1/models/", 11) && path[11];
+    if (!gen_chat && !gen_cmpl && !tok && !detok && !models && !one_model) {
         serve_fail(&e, 404, "invalid_request_error", "not_found", NULL, "no route for %.100s %.200s", method_name(req),
                    path);
         send_error(s, req, &e, id, t0);
@@ -630,6 +631,19 @@ static void on_request(struct evhttp_request *req, void *arg) {
     if (models) {
         if (!get) goto bad_method;
         send_json(s, req, 200, oai_models_json(s->cfg->model_name, s->started));
+        return;
+    }
+    if (one_model) {
+        if (!get) goto bad_method;
+        char *name = evhttp_uridecode(path + 11, 0, NULL);
+        if (!name || check_model(s, name, &e)) {
+            free(name);
+            if (!e.status) serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+            send_error(s, req, &e, id, t0);
+            return;
+        }
+        free(name);
+        send_json(s, req, 200, oai_model_json(s->cfg->model_name, s->started));
         return;
     }
     if (!post) goto bad_method;

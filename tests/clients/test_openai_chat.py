@@ -185,6 +185,9 @@ class TestMisc(unittest.TestCase):
     def test_models(self):
         ms = CLIENT.models.list()
         self.assertEqual([m.id for m in ms.data], [MODEL_NAME])
+        self.assertEqual(CLIENT.models.retrieve(MODEL_NAME).id, MODEL_NAME)
+        with self.assertRaises(openai.NotFoundError):
+            CLIENT.models.retrieve("gpt-17")
 
     def test_tokenize_detokenize(self):
         import json
