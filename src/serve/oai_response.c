@@ -190,6 +190,75 @@ char *oai_chunk_finish(const oai_meta *m, const gen_job *j, int32_t ci) {
                               finish_json(c)));
 }
 
+static int ob_put(oai_buf *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 512;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) return -1;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+    return 0;
+}
+
+/* s as a JSON string literal, escaped like jansson's compact output. */
+static int ob_put_str(oai_buf *b, const char *s, size_t n) {
+    static const char hex[] = "0123456789ABCDEF";
+    if (ob_put(b, "\"", 1)) return -1;
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        char esc[7];
+        size_t el = 0;
+        if (ch == '"' || ch == '\\') esc[0] = '\\', esc[1] = (char)ch, el = 2;
+        else if (ch == '\n') esc[0] = '\\', esc[1] = 'n', el = 2;
+        else if (ch == '\r') esc[0] = '\\', esc[1] = 'r', el = 2;
+        else if (ch == '\t') esc[0] = '\\', esc[1] = 't', el = 2;
+        else if (ch == '\b') esc[0] = '\\', esc[1] = 'b', el = 2;
+        else if (ch == '\f') esc[0] = '\\', esc[1] = 'f', el = 2;
+        else if (ch < 0x20) {
+            memcpy(esc, "\\u00", 4);
+            esc[4] = hex[ch >> 4];
+            esc[5] = hex[ch & 15];
+            el = 6;
+        }
+        if (!el) {
+            run++;
+            continue;
+        }
+        if (ob_put(b, s + i - run, run) || ob_put(b, esc, el)) return -1;
+        run = 0;
+    }
+    if (ob_put(b, s + n - run, run)) return -1;
+    return ob_put(b, "\"", 1);
+}
+
+#define OB_LIT(b, lit) ob_put((b), (lit), sizeof(lit) - 1)
+
+int oai_chunk_text_into(const oai_meta *m, int32_t c, const char *text, size_t len, oai_buf *out) {
+    char num[64];
+    out->len = 0;
+    bool chat = m->kind == GEN_CHAT;
+    int rc = OB_LIT(out, "{\"id\":") || ob_put_str(out, m->id, strlen(m->id));
+    rc = rc || (chat ? OB_LIT(out, ",\"object\":\"chat.completion.chunk\",\"created\":")
+                     : OB_LIT(out, ",\"object\":\"text_completion\",\"created\":"));
+    int nl = snprintf(num, sizeof num, "%lld", m->created);
+    rc = rc || ob_put(out, num, (size_t)nl) || OB_LIT(out, ",\"model\":") || ob_put_str(out, m->model, strlen(m->model));
+    nl = snprintf(num, sizeof num, ",\"choices\":[{\"index\":%d,", (int)c);
+    rc = rc || ob_put(out, num, (size_t)nl);
+    rc = rc || (chat ? OB_LIT(out, "\"delta\":{\"content\":") : OB_LIT(out, "\"text\":"));
+    rc = rc || ob_put_str(out, text, len);
+    rc = rc || (chat ? OB_LIT(out, "},") : OB_LIT(out, ","));
+    rc = rc || OB_LIT(out, "\"logprobs\":null,\"finish_reason\":null}]");
+    if (m->include_usage) rc = rc || OB_LIT(out, ",\"usage\":null");
+    rc = rc || OB_LIT(out, "}");
+    return rc ? -1 : 0;
+}
+
 char *oai_chunk_usage(const oai_meta *m, const gen_job *j) {
     return dump(json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", m->id, "object",
                           m->kind == GEN_CHAT ? "chat.completion.chunk" : "text_completion", "created",

@@ -67,6 +67,7 @@ typedef struct sv_job {
     char path[32];
     double t_arrival, t_first;
     double *t_last; /* per choice: time of its latest token */
+    oai_buf chunk;  /* reused for text-delta chunks (the per-token path) */
     bool stream, paused;
 } sv_job;
 
@@ -78,6 +79,7 @@ struct server {
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
     struct event *ev_engine, *ev_sigterm, *ev_sigint, *ev_peek, *ev_deadline;
+    struct evbuffer *out; /* reused to assemble a pump's SSE events; handed to evhttp (emptied) each time */
     sv_job *jobs; /* active list */
     int64_t inflight_choices;
     int64_t n_flushing; /* finished responses evhttp is still writing (shutdown waits for them) */
@@ -214,6 +216,7 @@ static void job_free(sv_job *j) {
     s->m.inflight--;
     gen_job_free(&j->g, s->gm);
     free(j->t_last);
+    free(j->chunk.p);
     free(j);
     maybe_exit(s);
 }
@@ -257,6 +260,12 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg) {
 }
 
 /* ---- output delivery ---- */
+
+static void sse_put(struct evbuffer *b, const char *json, size_t len) {
+    evbuffer_add(b, "data: ", 6);
+    evbuffer_add(b, json, len);
+    evbuffer_add(b, "\n\n", 2);
+}
 
 static int sse_add(struct evbuffer *b, char *json) {
     if (!json) return -1;
@@ -328,12 +337,16 @@ static int job_pump(sv_job *j, int32_t c) {
         j->t_last[c] = now;
     }
     if (j->stream && r > 0) {
-        struct evbuffer *b = evbuffer_new();
-        if (!b) return 0;
-        bool empty;
-        char *d = oai_chunk_delta(&j->meta, &j->g, c, s->gm->tok, &empty);
-        if (!empty) sse_add(b, d);
+        struct evbuffer *b = s->out;
         gen_choice *ch = &j->g.choices[c];
+        if (!j->g.p.logprobs) { /* the common per-token path: no JSON library, a reused buffer */
+            if (ch->out.text_len && !oai_chunk_text_into(&j->meta, c, ch->out.text, ch->out.text_len, &j->chunk))
+                sse_put(b, j->chunk.p, j->chunk.len);
+        } else {
+            bool empty;
+            char *d = oai_chunk_delta(&j->meta, &j->g, c, s->gm->tok, &empty);
+            if (!empty) sse_add(b, d);
+        }
         if (ch->finish == CINFER_FINISH_ERROR) {
             serve_error e;
             serve_fail(&e, 500, "server_error", NULL, NULL, "generation failed: %s", ch->error);
@@ -342,7 +355,7 @@ static int job_pump(sv_job *j, int32_t c) {
             sse_add(b, oai_chunk_finish(&j->meta, &j->g, c));
         }
         if (evbuffer_get_length(b)) evhttp_send_reply_chunk_with_cb(j->req, b, on_drained, j);
-        evbuffer_free(b);
+        evbuffer_drain(b, evbuffer_get_length(b)); /* empty already unless evhttp refused it */
     }
     if (gen_job_done(&j->g)) {
         job_complete(j);
@@ -758,12 +771,13 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
         if (ss.ss_family == AF_INET) port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
         else if (ss.ss_family == AF_INET6) port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
     }
+    s->out = evbuffer_new();
     s->ev_engine = event_new(s->base, cinfer_engine_fd(gm->engine), EV_READ | EV_PERSIST, on_engine, s);
     s->ev_sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->ev_sigint = evsignal_new(s->base, SIGINT, on_signal, s);
     s->ev_peek = event_new(s->base, -1, EV_PERSIST, on_peek, s);
     struct timeval peek_tv = {0, 25000};
-    if (!s->ev_engine || !s->ev_sigterm || !s->ev_sigint || !s->ev_peek || event_add(s->ev_engine, NULL) ||
+    if (!s->out || !s->ev_engine || !s->ev_sigterm || !s->ev_sigint || !s->ev_peek || event_add(s->ev_engine, NULL) ||
         event_add(s->ev_sigterm, NULL) || event_add(s->ev_sigint, NULL) || event_add(s->ev_peek, &peek_tv)) {
         cf_fail(err, "cannot register events");
         goto done;
@@ -787,6 +801,7 @@ done:
     if (s->ev_peek) event_free(s->ev_peek);
     if (s->ev_deadline) event_free(s->ev_deadline);
     if (s->http) evhttp_free(s->http);
+    if (s->out) evbuffer_free(s->out);
     if (s->base) event_base_free(s->base);
     return rc;
 }

@@ -148,6 +148,36 @@ static void test_error_json(void) {
     free(s);
 }
 
+/* The hand-written per-token chunk equals jansson's for every kind of text. */
+static void test_fast_chunk(void) {
+    static const char *const texts[] = {"hello", " a \"quoted\" \\ back/slash", "line\nbreak\ttab\r\b\f",
+                                        "\x01\x1f ctl \x7f del", "caf\xc3\xa9 \xf0\x9f\xa6\x99 \xe2\x80\xa8", ""};
+    oai_buf buf = {0};
+    for (int kind = 0; kind < 2; kind++)
+        for (int usage = 0; usage < 2; usage++)
+            for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
+                oai_meta m = {.kind = kind ? GEN_COMPLETION : GEN_CHAT, .id = "chatcmpl-\"x\"", .created = 1795948958,
+                              .model = "m\\odel", .include_usage = usage};
+                gen_choice ch;
+                memset(&ch, 0, sizeof ch);
+                ch.out.text = (char *)texts[t];
+                ch.out.text_len = strlen(texts[t]);
+                gen_job j;
+                memset(&j, 0, sizeof j);
+                j.p.n = 3;
+                j.choices = &ch;
+                bool empty;
+                char *ref = oai_chunk_delta(&m, &j, 0, NULL, &empty);
+                CHECK(oai_chunk_text_into(&m, 0, texts[t], strlen(texts[t]), &buf) == 0);
+                if (!empty) CHECKF(ref && !strcmp(ref, buf.p), "\n  jansson: %s\n  fast:    %s", ref, buf.p);
+                json_t *parsed = json_loads(buf.p, 0, NULL);
+                CHECK(parsed != NULL);
+                json_decref(parsed);
+                free(ref);
+            }
+    free(buf.p);
+}
+
 static void test_metrics(void) {
     metrics m;
     metrics_init(&m);
@@ -185,6 +215,7 @@ int main(void) {
     test_completion_prompts();
     test_rejections();
     test_error_json();
+    test_fast_chunk();
     test_metrics();
     return test_finish();
 }
