@@ -2,7 +2,8 @@
  * and validation (src/serve/oai_request.c), without a model or the network.
  *
  * Input: the first byte picks the endpoint (chat completions, completions,
- * tokenize, detokenize), the rest is the HTTP body. Parsing may reject the
+ * tokenize, detokenize), the rest is the HTTP body; or (mode 4) the rest is
+ * generated text, and the hand-written streaming chunk must equal jansson's. Parsing may reject the
  * body, but must not crash or leak; a rejection must carry a 4xx/5xx status
  * and a message, and its OpenAI error JSON must format; an accepted request
  * must satisfy the invariants the generation core relies on (n in range,
@@ -49,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *body = (const char *)data + 1;
     size_t len = size - 1;
     serve_error e = {0};
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
     case 0:
     case 1: {
         gen_params p;
@@ -71,6 +72,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             free(model);
             if (msgs) json_decref(msgs);
         } else check_error(&e);
+        break;
+    }
+    case 4: {
+        json_t *probe = json_stringn(body, len);
+        if (!probe) break; /* engine text is always valid UTF-8 */
+        json_decref(probe);
+        oai_meta m = {.kind = len % 2 ? GEN_CHAT : GEN_COMPLETION, .id = "cmpl-1", .created = 7, .model = "m",
+                      .include_usage = len % 3 == 0};
+        gen_choice ch;
+        memset(&ch, 0, sizeof ch);
+        ch.out.text = (char *)body;
+        ch.out.text_len = len;
+        gen_job j;
+        memset(&j, 0, sizeof j);
+        j.p.n = 1;
+        j.choices = &ch;
+        bool empty;
+        char *ref = oai_chunk_delta(&m, &j, 0, NULL, &empty);
+        oai_buf buf = {0};
+        if (oai_chunk_text_into(&m, 0, body, len, &buf)) abort();
+        if (!empty && (!ref || strcmp(ref, buf.p))) abort();
+        free(ref);
+        free(buf.p);
         break;
     }
     default: {
