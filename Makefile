@@ -1,5 +1,5 @@
 # cinfer top-level Makefile: wraps CMake/ctest. See README.md.
-#   make run   - set-up + Release build + generate from the default model
+#   make run   - set-up + Release build + `cinfer serve` on the default model (prints a curl command)
 #   make test  - set-up + every test: Release ctest (unit + integration),
 #                the unit tests again under ASan+UBSan, and the fuzzers briefly
 JOBS ?= $(shell nproc)
@@ -21,8 +21,7 @@ build: deps
 	$(CMAKE) --build build -j$(JOBS)
 
 run: build
-	@model=$$(scripts/fetch-model.sh) && \
-	  build/cinfer run -m "$$model" --ctx 512 -n 256 -p "Once upon a time"
+	@scripts/run-server.sh
 
 test: deps pydeps test-release test-asan fuzz
 	@echo "make test: all suites passed"

@@ -44,6 +44,7 @@ typedef struct cinfer_engine_options {
     int32_t max_batch_tokens; /* tokens per forward pass (0: 2048) */
     int32_t max_seqs;         /* requests running at once (0: 64) */
     int32_t max_ctx;          /* positions per request, prompt + generated (0: the model's training context) */
+    bool sync_scheduling;     /* true: plan, compute and process outputs one after another (no overlap) */
 } cinfer_engine_options;
 
 typedef struct cinfer_logit_bias {
@@ -77,7 +78,11 @@ typedef struct cinfer_request {
     int32_t priority;      /* lower value = more urgent */
     bool ignore_eos;
     bool want_logprobs; /* log-probability of each chosen token under the raw logits */
+    int32_t top_logprobs; /* with want_logprobs: also the N most likely tokens at each position
+                           * (0..CINFER_MAX_TOP_LOGPROBS; larger values are clipped) */
 } cinfer_request;
+
+#define CINFER_MAX_TOP_LOGPROBS 20
 
 /* Defaults: greedy sampling, max_tokens 16, everything else off. */
 cinfer_request cinfer_request_default(void);
@@ -108,9 +113,13 @@ typedef struct cinfer_output {
     cinfer_finish finish; /* NONE until the request is done */
     cinfer_usage usage;   /* filled when finished */
     char error[160];      /* message when finish == ERROR */
+    int32_t n_top;        /* alternatives per token (the request's top_logprobs), 0 if none */
+    int32_t *top_ids;     /* [n_tokens][n_top]: the most likely tokens, best first */
+    float *top_logprobs;  /* [n_tokens][n_top]: their log-probabilities under the raw logits */
     /* capacities (internal) */
     int32_t tok_cap;
     size_t text_cap;
+    int32_t top_cap; /* entries (tokens x n_top) */
 } cinfer_output;
 
 void cinfer_output_release(cinfer_output *o);
@@ -125,6 +134,12 @@ typedef struct cinfer_engine_stats {
     int32_t running, waiting;        /* after the last step */
     int32_t kv_blocks_total, kv_blocks_free, kv_blocks_used, kv_blocks_cached, kv_blocks_used_peak;
     int64_t kv_bytes, kv_budget;
+    /* engine-thread seconds per phase (see docs/engine.md, asynchronous scheduling):
+     * plan = drain + plan (overlaps the forward in flight), wait = blocked on the
+     * forward pass, commit = sampling and stop ids + batch assembly (critical path),
+     * output = detokenization, stop strings, publishing (overlaps the next forward);
+     * forward = seconds the forward passes ran (executor thread). */
+    double t_plan, t_wait, t_commit, t_output, t_forward;
 } cinfer_engine_stats;
 
 /* err (may be NULL) receives a one-line message on failure. */

@@ -288,6 +288,7 @@ int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *e
     r.cache_salt_len = q->cache_salt ? strlen(q->cache_salt) : 0;
     r.ignore_eos = q->ignore_eos;
     r.want_logprobs = q->logprobs;
+    r.top_logprobs = q->logprobs ? q->top_logprobs : 0;
     uint64_t base = q->has_seed ? q->sampling.seed : random_seed();
     for (int32_t i = 0; i < q->n; i++) {
         gen_choice *c = &j->choices[i];
@@ -322,7 +323,9 @@ static int acc_text(gen_choice *c, const char *s, size_t n) {
     return 0;
 }
 
-static int acc_tokens(gen_choice *c, const int32_t *t, const float *lp, int32_t n) {
+static int acc_tokens(gen_choice *c, const cinfer_output *o, int32_t k) {
+    int32_t n = o->n_tokens;
+    if (o->n_top != k) k = 0;
     if (c->n_acc + n > c->acc_cap) {
         int32_t cap = c->acc_cap ? c->acc_cap : 64;
         while (cap < c->n_acc + n) cap *= 2;
@@ -331,10 +334,21 @@ static int acc_tokens(gen_choice *c, const int32_t *t, const float *lp, int32_t 
         float *nl = realloc(c->logprobs, (size_t)cap * sizeof *nl);
         if (nl) c->logprobs = nl;
         if (!nt || !nl) return -1;
+        if (k) {
+            int32_t *ti = realloc(c->top_ids, (size_t)cap * (size_t)k * sizeof *ti);
+            if (ti) c->top_ids = ti;
+            float *tl = realloc(c->top_lps, (size_t)cap * (size_t)k * sizeof *tl);
+            if (tl) c->top_lps = tl;
+            if (!ti || !tl) return -1;
+        }
         c->acc_cap = cap;
     }
-    memcpy(c->tokens + c->n_acc, t, (size_t)n * sizeof *t);
-    memcpy(c->logprobs + c->n_acc, lp, (size_t)n * sizeof *lp);
+    memcpy(c->tokens + c->n_acc, o->tokens, (size_t)n * sizeof *o->tokens);
+    memcpy(c->logprobs + c->n_acc, o->logprobs, (size_t)n * sizeof *o->logprobs);
+    if (k) {
+        memcpy(c->top_ids + (size_t)c->n_acc * (size_t)k, o->top_ids, (size_t)n * (size_t)k * sizeof *o->top_ids);
+        memcpy(c->top_lps + (size_t)c->n_acc * (size_t)k, o->top_logprobs, (size_t)n * (size_t)k * sizeof(float));
+    }
     c->n_acc += n;
     return 0;
 }
@@ -354,10 +368,12 @@ int gen_job_read(gen_job *j, const gen_model *gm, int32_t ci, bool accumulate) {
     if (r == 0) return 0;
     cinfer_output *o = &c->out;
     c->n_tokens += o->n_tokens;
+    c->text_before = c->text_total;
+    c->text_total += o->text_len;
     j->new_tokens = o->n_tokens;
     if (accumulate) {
         bool oom = o->text_len && acc_text(c, o->text, o->text_len);
-        if (j->p.logprobs && o->n_tokens && o->logprobs) oom |= acc_tokens(c, o->tokens, o->logprobs, o->n_tokens) != 0;
+        if (j->p.logprobs && o->n_tokens && o->logprobs) oom |= acc_tokens(c, o, j->p.top_logprobs) != 0;
         if (oom) snprintf(c->error, sizeof c->error, "out of memory");
     }
     if (o->finish != CINFER_FINISH_NONE) {
@@ -392,6 +408,8 @@ void gen_job_free(gen_job *j, const gen_model *gm) {
         free(c->text);
         free(c->tokens);
         free(c->logprobs);
+        free(c->top_ids);
+        free(c->top_lps);
     }
     free(j->choices);
     free(j->prompt);

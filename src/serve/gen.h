@@ -77,11 +77,15 @@ typedef struct gen_choice {
     cinfer_output out;     /* the latest read (buffers reused) */
     cinfer_finish finish;  /* NONE while running */
     int32_t n_tokens;      /* completion tokens emitted so far */
+    size_t text_before;    /* bytes of text emitted before the latest read (stream offsets) */
+    size_t text_total;     /* bytes of text emitted so far */
     /* accumulated output for non-streaming responses */
     char *text;
     size_t text_len, text_cap;
     int32_t *tokens;       /* emitted ids (only when logprobs) */
     float *logprobs;
+    int32_t *top_ids;      /* [n_acc][p.top_logprobs] alternatives (only when top_logprobs) */
+    float *top_lps;
     int32_t n_acc, acc_cap;
     char error[160];
 } gen_choice;

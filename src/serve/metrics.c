@@ -117,6 +117,8 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, char **out, 
             m->cancelled);
     counter(&s, "cinfer_client_disconnects_total", "Clients that closed the connection before the response ended.",
             m->disconnected);
+    counter(&s, "cinfer_stream_pauses_total", "Streams paused because the client was not reading (backpressure).",
+            m->stream_pauses);
     hist(&s, "cinfer_time_to_first_token_seconds", "Time from request arrival to its first generated token.", &m->ttft);
     hist(&s, "cinfer_inter_token_latency_seconds", "Time between consecutive generated tokens of a choice.", &m->itl);
     hist(&s, "cinfer_e2e_request_latency_seconds", "Time from request arrival to the end of its response.", &m->e2e);

@@ -31,6 +31,7 @@ typedef struct metrics {
     int n_status;
     uint64_t prompt_tokens, generation_tokens, cached_tokens;
     uint64_t cancelled, disconnected;
+    uint64_t stream_pauses; /* streams paused for a full connection buffer (backpressure) */
     metrics_hist ttft, itl, e2e;
     int64_t inflight; /* requests accepted and not finished (server view) */
 } metrics;

@@ -29,6 +29,11 @@ char *oai_error_json(const serve_error *e) {
     return dump(err ? json_pack("{s:o}", "error", err) : NULL);
 }
 
+char *oai_model_json(const char *model, long long created) {
+    return dump(json_pack("{s:s, s:s, s:I, s:s}", "id", model, "object", "model", "created", (json_int_t)created,
+                          "owned_by", "cinfer"));
+}
+
 char *oai_models_json(const char *model, long long created) {
     return dump(json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data", "id", model, "object", "model",
                           "created", (json_int_t)created, "owned_by", "cinfer"));
@@ -58,15 +63,32 @@ static json_t *token_string(const tokenizer *tok, int32_t id, json_t **bytes) {
     return json_string(esc);
 }
 
-/* Logprobs of tokens[0..n) (chat: {"content":[...]}, completions: parallel arrays). */
-static json_t *logprobs_json(const oai_meta *m, const tokenizer *tok, const int32_t *tokens, const float *lps,
-                             int32_t n, size_t text_offset) {
+/* Log-probabilities of n tokens: chosen ids and logprobs, and k alternatives
+ * per token (top_ids/top_lps [n][k], best first; k may be 0). Chat:
+ * {"content":[{token, logprob, bytes, top_logprobs:[{token, logprob, bytes}]}]};
+ * completions: parallel arrays (top_logprobs: one {token: logprob} object per token). */
+typedef struct lp_view {
+    const int32_t *tokens;
+    const float *lps;
+    const int32_t *top_ids;
+    const float *top_lps;
+    int32_t n, k;
+    size_t offset; /* completions: text_offset of the first token */
+} lp_view;
+
+static json_t *logprobs_json(const oai_meta *m, const tokenizer *tok, const lp_view *v) {
     if (m->kind == GEN_CHAT) {
         json_t *content = json_array();
-        for (int32_t i = 0; content && i < n; i++) {
-            json_t *bytes = NULL, *s = token_string(tok, tokens[i], &bytes);
-            json_t *e = json_pack("{s:o, s:f, s:o, s:[]}", "token", s, "logprob", (double)lps[i], "bytes",
-                                  bytes ? bytes : json_null(), "top_logprobs");
+        for (int32_t i = 0; content && i < v->n; i++) {
+            json_t *top = json_array();
+            for (int32_t a = 0; top && a < v->k; a++) {
+                json_t *b = NULL, *ts = token_string(tok, v->top_ids[i * v->k + a], &b);
+                json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", ts, "logprob",
+                                                     (double)v->top_lps[i * v->k + a], "bytes", b ? b : json_null()));
+            }
+            json_t *bytes = NULL, *s = token_string(tok, v->tokens[i], &bytes);
+            json_t *e = json_pack("{s:o, s:f, s:o, s:o}", "token", s, "logprob", (double)v->lps[i], "bytes",
+                                  bytes ? bytes : json_null(), "top_logprobs", top ? top : json_array());
             if (!e || json_array_append_new(content, e)) {
                 json_decref(content);
                 return NULL;
@@ -75,14 +97,22 @@ static json_t *logprobs_json(const oai_meta *m, const tokenizer *tok, const int3
         return content ? json_pack("{s:o}", "content", content) : NULL;
     }
     json_t *toks = json_array(), *lp = json_array(), *top = json_array(), *off = json_array();
-    size_t at = text_offset;
-    for (int32_t i = 0; toks && lp && top && off && i < n; i++) {
-        json_t *s = token_string(tok, tokens[i], NULL);
+    size_t at = v->offset;
+    for (int32_t i = 0; toks && lp && top && off && i < v->n; i++) {
+        json_t *s = token_string(tok, v->tokens[i], NULL);
+        size_t sl = s ? json_string_length(s) : 0;
         json_array_append_new(toks, s);
-        json_array_append_new(lp, json_real(lps[i]));
-        json_array_append_new(top, json_object());
+        json_array_append_new(lp, json_real(v->lps[i]));
+        json_t *alt = json_object();
+        for (int32_t a = 0; alt && a < v->k; a++) {
+            json_t *ts = token_string(tok, v->top_ids[i * v->k + a], NULL);
+            if (ts && !json_object_get(alt, json_string_value(ts)))
+                json_object_set_new(alt, json_string_value(ts), json_real(v->top_lps[i * v->k + a]));
+            if (ts) json_decref(ts);
+        }
+        json_array_append_new(top, alt);
         json_array_append_new(off, json_integer((json_int_t)at));
-        at += s ? json_string_length(s) : 0;
+        at += sl;
     }
     return json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks, "token_logprobs", lp, "top_logprobs", top,
                      "text_offset", off);
@@ -99,7 +129,8 @@ char *oai_response_json(const oai_meta *m, const gen_job *j, const tokenizer *to
         const gen_choice *c = &j->choices[i];
         json_t *text = json_stringn(c->text ? c->text : "", c->text_len);
         if (!text) text = json_string("");
-        json_t *lp = j->p.logprobs ? logprobs_json(m, tok, c->tokens, c->logprobs, c->n_acc, 0) : json_null();
+        lp_view v = {c->tokens, c->logprobs, c->top_ids, c->top_lps, c->n_acc, c->top_ids ? j->p.top_logprobs : 0, 0};
+        json_t *lp = j->p.logprobs ? logprobs_json(m, tok, &v) : json_null();
         json_t *ch;
         if (m->kind == GEN_CHAT)
             ch = json_pack("{s:i, s:{s:s, s:o}, s:o, s:o}", "index", i, "message", "role", "assistant", "content", text,
@@ -141,7 +172,8 @@ char *oai_chunk_delta(const oai_meta *m, const gen_job *j, int32_t ci, const tok
     if (*empty) return NULL;
     json_t *text = json_stringn(o->text, o->text_len);
     if (!text) text = json_string("");
-    json_t *lpj = lp ? logprobs_json(m, tok, o->tokens, o->logprobs, o->n_tokens, 0) : json_null();
+    lp_view v = {o->tokens, o->logprobs, o->top_ids, o->top_logprobs, o->n_tokens, o->n_top, c->text_before};
+    json_t *lpj = lp ? logprobs_json(m, tok, &v) : json_null();
     if (m->kind == GEN_CHAT)
         return chunk(m, json_pack("{s:i, s:{s:o}, s:o, s:n}", "index", ci, "delta", "content", text, "logprobs",
                                   lpj ? lpj : json_null(), "finish_reason"));
@@ -156,6 +188,75 @@ char *oai_chunk_finish(const oai_meta *m, const gen_job *j, int32_t ci) {
                                   finish_json(c)));
     return chunk(m, json_pack("{s:i, s:s, s:n, s:o}", "index", ci, "text", "", "logprobs", "finish_reason",
                               finish_json(c)));
+}
+
+static int ob_put(oai_buf *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 512;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) return -1;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+    return 0;
+}
+
+/* s as a JSON string literal, escaped like jansson's compact output. */
+static int ob_put_str(oai_buf *b, const char *s, size_t n) {
+    static const char hex[] = "0123456789ABCDEF";
+    if (ob_put(b, "\"", 1)) return -1;
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        char esc[7];
+        size_t el = 0;
+        if (ch == '"' || ch == '\\') esc[0] = '\\', esc[1] = (char)ch, el = 2;
+        else if (ch == '\n') esc[0] = '\\', esc[1] = 'n', el = 2;
+        else if (ch == '\r') esc[0] = '\\', esc[1] = 'r', el = 2;
+        else if (ch == '\t') esc[0] = '\\', esc[1] = 't', el = 2;
+        else if (ch == '\b') esc[0] = '\\', esc[1] = 'b', el = 2;
+        else if (ch == '\f') esc[0] = '\\', esc[1] = 'f', el = 2;
+        else if (ch < 0x20) {
+            memcpy(esc, "\\u00", 4);
+            esc[4] = hex[ch >> 4];
+            esc[5] = hex[ch & 15];
+            el = 6;
+        }
+        if (!el) {
+            run++;
+            continue;
+        }
+        if (ob_put(b, s + i - run, run) || ob_put(b, esc, el)) return -1;
+        run = 0;
+    }
+    if (ob_put(b, s + n - run, run)) return -1;
+    return ob_put(b, "\"", 1);
+}
+
+#define OB_LIT(b, lit) ob_put((b), (lit), sizeof(lit) - 1)
+
+int oai_chunk_text_into(const oai_meta *m, int32_t c, const char *text, size_t len, oai_buf *out) {
+    char num[64];
+    out->len = 0;
+    bool chat = m->kind == GEN_CHAT;
+    int rc = OB_LIT(out, "{\"id\":") || ob_put_str(out, m->id, strlen(m->id));
+    rc = rc || (chat ? OB_LIT(out, ",\"object\":\"chat.completion.chunk\",\"created\":")
+                     : OB_LIT(out, ",\"object\":\"text_completion\",\"created\":"));
+    int nl = snprintf(num, sizeof num, "%lld", m->created);
+    rc = rc || ob_put(out, num, (size_t)nl) || OB_LIT(out, ",\"model\":") || ob_put_str(out, m->model, strlen(m->model));
+    nl = snprintf(num, sizeof num, ",\"choices\":[{\"index\":%d,", (int)c);
+    rc = rc || ob_put(out, num, (size_t)nl);
+    rc = rc || (chat ? OB_LIT(out, "\"delta\":{\"content\":") : OB_LIT(out, "\"text\":"));
+    rc = rc || ob_put_str(out, text, len);
+    rc = rc || (chat ? OB_LIT(out, "},") : OB_LIT(out, ","));
+    rc = rc || OB_LIT(out, "\"logprobs\":null,\"finish_reason\":null}]");
+    if (m->include_usage) rc = rc || OB_LIT(out, ",\"usage\":null");
+    rc = rc || OB_LIT(out, "}");
+    return rc ? -1 : 0;
 }
 
 char *oai_chunk_usage(const oai_meta *m, const gen_job *j) {

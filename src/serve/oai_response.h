@@ -22,6 +22,7 @@ typedef struct oai_meta {
 
 char *oai_error_json(const serve_error *e);
 char *oai_models_json(const char *model, long long created);
+char *oai_model_json(const char *model, long long created); /* GET /v1/models/{id} */
 
 /* The whole response of a finished job. */
 char *oai_response_json(const oai_meta *m, const gen_job *j, const tokenizer *tok);
@@ -32,6 +33,16 @@ char *oai_response_json(const oai_meta *m, const gen_job *j, const tokenizer *to
 char *oai_chunk_role(const oai_meta *m, int32_t c);
 char *oai_chunk_delta(const oai_meta *m, const gen_job *j, int32_t c, const tokenizer *tok, bool *empty);
 char *oai_chunk_finish(const oai_meta *m, const gen_job *j, int32_t c);
+
+/* The per-token hot path: a text delta chunk without logprobs, written into
+ * a caller-owned buffer that is reused across calls (it grows, it is never
+ * shrunk; free p when done). Same JSON as oai_chunk_delta. Returns 0, or -1
+ * when out of memory. Text must be valid UTF-8 (engine output is). */
+typedef struct oai_buf {
+    char *p;
+    size_t len, cap;
+} oai_buf;
+int oai_chunk_text_into(const oai_meta *m, int32_t c, const char *text, size_t len, oai_buf *out);
 char *oai_chunk_usage(const oai_meta *m, const gen_job *j);
 
 #endif

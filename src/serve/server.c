@@ -18,11 +18,14 @@
  * request writes nothing until it ends). A peek that sees EOF frees the
  * connection, which runs the close callback.
  *
- * Backpressure: after each write the connection's unsent bytes are checked;
- * above cfg.conn_buffer the job is paused: its engine output is not read (it
+ * Backpressure: a streaming connection's kernel send buffer is set to
+ * cfg.conn_buffer (SO_SNDBUF; Linux doubles it), and after each write the
+ * bytes still in its libevent output buffer are checked: above
+ * cfg.conn_buffer the job is paused: its engine output is not read (it
  * queues inside the engine) until evhttp reports the buffer flushed, then
- * everything pending is read at once. One slow client therefore holds at most
- * conn_buffer bytes here and never delays other requests.
+ * everything pending is read at once. One slow client therefore holds about
+ * 3 x conn_buffer bytes of socket buffers (plus one batch of chunks) and
+ * never delays other requests.
  *
  * libevent detail: when evhttp itself fails a connection whose reply we have
  * not finished, it detaches the request (evcon == NULL) and leaves freeing it
@@ -64,6 +67,7 @@ typedef struct sv_job {
     char path[32];
     double t_arrival, t_first;
     double *t_last; /* per choice: time of its latest token */
+    oai_buf chunk;  /* reused for text-delta chunks (the per-token path) */
     bool stream, paused;
 } sv_job;
 
@@ -75,8 +79,10 @@ struct server {
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
     struct event *ev_engine, *ev_sigterm, *ev_sigint, *ev_peek, *ev_deadline;
+    struct evbuffer *out; /* reused to assemble a pump's SSE events; handed to evhttp (emptied) each time */
     sv_job *jobs; /* active list */
     int64_t inflight_choices;
+    int64_t n_flushing; /* finished responses evhttp is still writing (shutdown waits for them) */
     metrics m;
     uint64_t id_seq, id_salt;
     bool draining;
@@ -182,7 +188,25 @@ static void job_unlink(server *s, sv_job *j) {
 }
 
 static void maybe_exit(server *s) {
-    if (s->draining && !s->jobs) event_base_loopexit(s->base, NULL);
+    if (s->draining && !s->jobs && s->n_flushing == 0) event_base_loopexit(s->base, NULL);
+}
+
+/* A finished generation response is written out by evhttp after we hand it
+ * over; shutdown waits for that (or for the connection to fail). Exactly one
+ * of these two callbacks runs per tracked response. */
+static void on_flush_failed(struct evhttp_connection *evcon, void *arg) {
+    server *s = arg;
+    (void)evcon;
+    s->n_flushing--;
+    maybe_exit(s);
+}
+
+static void on_flushed(struct evhttp_request *req, void *arg) {
+    server *s = arg;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon) evhttp_connection_set_closecb(evcon, NULL, NULL);
+    s->n_flushing--;
+    maybe_exit(s);
 }
 
 static void job_free(sv_job *j) {
@@ -192,6 +216,7 @@ static void job_free(sv_job *j) {
     s->m.inflight--;
     gen_job_free(&j->g, s->gm);
     free(j->t_last);
+    free(j->chunk.p);
     free(j);
     maybe_exit(s);
 }
@@ -227,12 +252,20 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg) {
     snprintf(note, sizeof note, "client disconnected, %d choice(s) cancelled", running);
     log_line(j->id, "POST", j->path, 499, &j->g, j->t_first > 0 ? j->t_first - j->t_arrival : 0,
              time_now() - j->t_arrival, note);
-    if (evhttp_request_get_connection(j->req) == NULL) evhttp_request_free(j->req);
+    bool detached = evhttp_request_get_connection(j->req) == NULL;
+    LOG_DEBUG("request %s: connection closed (%s)", j->id, detached ? "evhttp detached the request" : "freed by us");
+    if (detached) evhttp_request_free(j->req);
     j->req = NULL;
     job_free(j); /* releases the running engine requests */
 }
 
 /* ---- output delivery ---- */
+
+static void sse_put(struct evbuffer *b, const char *json, size_t len) {
+    evbuffer_add(b, "data: ", 6);
+    evbuffer_add(b, json, len);
+    evbuffer_add(b, "\n\n", 2);
+}
 
 static int sse_add(struct evbuffer *b, char *json) {
     if (!json) return -1;
@@ -247,9 +280,15 @@ static void on_drained(struct evhttp_connection *evcon, void *arg);
 static void job_complete(sv_job *j) {
     server *s = j->s;
     const char *err = NULL;
-    for (int32_t i = 0; i < j->g.p.n; i++)
+    bool cancelled = false;
+    for (int32_t i = 0; i < j->g.p.n; i++) {
         if (j->g.choices[i].finish == CINFER_FINISH_ERROR) err = j->g.choices[i].error[0] ? j->g.choices[i].error : "engine error";
-    evhttp_connection_set_closecb(j->evcon, NULL, NULL);
+        cancelled |= j->g.choices[i].finish == CINFER_FINISH_CANCELLED;
+    }
+    if (cancelled) s->m.cancelled++; /* the shutdown deadline */
+    evhttp_connection_set_closecb(j->evcon, on_flush_failed, s);
+    evhttp_request_set_on_complete_cb(j->req, on_flushed, s);
+    s->n_flushing++;
     int status = 200;
     if (j->stream) {
         struct evbuffer *b = evbuffer_new();
@@ -289,22 +328,25 @@ static int job_pump(sv_job *j, int32_t c) {
     if (r <= 0 && !gen_job_done(&j->g)) return 0;
     double now = time_now();
     int32_t k = j->g.new_tokens;
-    if (k > 0) {
-        if (j->t_first == 0) {
-            j->t_first = now;
-            metrics_observe(&s->m.ttft, now - j->t_arrival, 1);
-        }
+    if (r > 0 && j->t_first == 0) { /* first output of any choice (a token, or an immediate finish) */
+        j->t_first = now;
+        metrics_observe(&s->m.ttft, now - j->t_arrival, 1);
+    }
+    if (k > 0) { /* tokens that arrive together share the gap since the previous read */
         if (j->t_last[c] > 0) metrics_observe(&s->m.itl, (now - j->t_last[c]) / k, (uint64_t)k);
-        else if (k > 1) metrics_observe(&s->m.itl, 0, (uint64_t)(k - 1));
         j->t_last[c] = now;
     }
     if (j->stream && r > 0) {
-        struct evbuffer *b = evbuffer_new();
-        if (!b) return 0;
-        bool empty;
-        char *d = oai_chunk_delta(&j->meta, &j->g, c, s->gm->tok, &empty);
-        if (!empty) sse_add(b, d);
+        struct evbuffer *b = s->out;
         gen_choice *ch = &j->g.choices[c];
+        if (!j->g.p.logprobs) { /* the common per-token path: no JSON library, a reused buffer */
+            if (ch->out.text_len && !oai_chunk_text_into(&j->meta, c, ch->out.text, ch->out.text_len, &j->chunk))
+                sse_put(b, j->chunk.p, j->chunk.len);
+        } else {
+            bool empty;
+            char *d = oai_chunk_delta(&j->meta, &j->g, c, s->gm->tok, &empty);
+            if (!empty) sse_add(b, d);
+        }
         if (ch->finish == CINFER_FINISH_ERROR) {
             serve_error e;
             serve_fail(&e, 500, "server_error", NULL, NULL, "generation failed: %s", ch->error);
@@ -313,13 +355,17 @@ static int job_pump(sv_job *j, int32_t c) {
             sse_add(b, oai_chunk_finish(&j->meta, &j->g, c));
         }
         if (evbuffer_get_length(b)) evhttp_send_reply_chunk_with_cb(j->req, b, on_drained, j);
-        evbuffer_free(b);
+        evbuffer_drain(b, evbuffer_get_length(b)); /* empty already unless evhttp refused it */
     }
     if (gen_job_done(&j->g)) {
         job_complete(j);
         return -1;
     }
-    if (j->stream && conn_unsent(j->evcon) > s->cfg->conn_buffer) j->paused = true;
+    if (j->stream && conn_unsent(j->evcon) > s->cfg->conn_buffer) {
+        j->paused = true;
+        s->m.stream_pauses++;
+        LOG_DEBUG("request %s: client not reading (%zu bytes unsent), stream paused", j->id, conn_unsent(j->evcon));
+    }
     return 0;
 }
 
@@ -394,6 +440,13 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         send_error(s, req, &e, id, t0);
         return;
     }
+    if (p.n > s->cfg->max_inflight) {
+        serve_bad(&e, "n", "'n' is %d but this server runs at most %d choices at once (--max-seqs + --max-queue)",
+                  p.n, s->cfg->max_inflight);
+        gen_params_free(&p);
+        send_error(s, req, &e, id, t0);
+        return;
+    }
     if (s->inflight_choices + p.n > s->cfg->max_inflight) {
         serve_fail(&e, 429, "rate_limit_exceeded", "rate_limit_exceeded", NULL,
                    "The server is busy (%lld requests in flight, limit %d); retry later.",
@@ -438,6 +491,11 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     s->m.inflight++;
     evhttp_connection_set_closecb(j->evcon, on_conn_close, j);
     if (j->stream) {
+        /* bound the kernel's share of an unread stream too (it autotunes up to MBs) */
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(j->evcon);
+        int fd = bev ? (int)bufferevent_getfd(bev) : -1, sndbuf = (int)s->cfg->conn_buffer;
+        if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf))
+            LOG_DEBUG("request %s: SO_SNDBUF: %s", j->id, strerror(errno));
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);
         evhttp_add_header(h, "Content-Type", "text/event-stream");
         evhttp_add_header(h, "Cache-Control", "no-cache");
@@ -570,7 +628,8 @@ static void on_request(struct evhttp_request *req, void *arg) {
     }
     bool gen_chat = !strcmp(path, "/v1/chat/completions"), gen_cmpl = !strcmp(path, "/v1/completions");
     bool tok = !strcmp(path, "/tokenize"), detok = !strcmp(path, "/detokenize"), models = !strcmp(path, "/v1/models");
-    if (!gen_chat && !gen_cmpl && !tok && !detok && !models) {
+    bool one_model = !strncmp(path, "/v1/models/", 11) && path[11];
+    if (!gen_chat && !gen_cmpl && !tok && !detok && !models && !one_model) {
         serve_fail(&e, 404, "invalid_request_error", "not_found", NULL, "no route for %.100s %.200s", method_name(req),
                    path);
         send_error(s, req, &e, id, t0);
@@ -585,6 +644,19 @@ static void on_request(struct evhttp_request *req, void *arg) {
     if (models) {
         if (!get) goto bad_method;
         send_json(s, req, 200, oai_models_json(s->cfg->model_name, s->started));
+        return;
+    }
+    if (one_model) {
+        if (!get) goto bad_method;
+        char *name = evhttp_uridecode(path + 11, 0, NULL);
+        if (!name || check_model(s, name, &e)) {
+            free(name);
+            if (!e.status) serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+            send_error(s, req, &e, id, t0);
+            return;
+        }
+        free(name);
+        send_json(s, req, 200, oai_model_json(s->cfg->model_name, s->started));
         return;
     }
     if (!post) goto bad_method;
@@ -623,10 +695,6 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg) {
     server *s = arg;
     (void)fd;
     (void)what;
-    if (!s->jobs) {
-        event_base_loopexit(s->base, NULL);
-        return;
-    }
     static const struct timeval grace = {2, 0};
     LOG_WARN("shutdown deadline reached: cancelling the requests still in flight");
     for (sv_job *j = s->jobs; j; j = j->next) gen_job_cancel(&j->g, s->gm);
@@ -672,6 +740,11 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
         s->id_salt = (uint64_t)s->started;
     metrics_init(&s->m);
     signal(SIGPIPE, SIG_IGN);
+    /* Freeing the signal events below restores the action they found; make
+     * that "ignore", so a second SIGTERM during teardown cannot turn a clean
+     * exit into a kill. */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
     int rc = -1;
     s->base = event_base_new();
     if (!s->base || !(s->http = evhttp_new(s->base))) {
@@ -698,12 +771,13 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
         if (ss.ss_family == AF_INET) port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
         else if (ss.ss_family == AF_INET6) port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
     }
+    s->out = evbuffer_new();
     s->ev_engine = event_new(s->base, cinfer_engine_fd(gm->engine), EV_READ | EV_PERSIST, on_engine, s);
     s->ev_sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->ev_sigint = evsignal_new(s->base, SIGINT, on_signal, s);
     s->ev_peek = event_new(s->base, -1, EV_PERSIST, on_peek, s);
     struct timeval peek_tv = {0, 25000};
-    if (!s->ev_engine || !s->ev_sigterm || !s->ev_sigint || !s->ev_peek || event_add(s->ev_engine, NULL) ||
+    if (!s->out || !s->ev_engine || !s->ev_sigterm || !s->ev_sigint || !s->ev_peek || event_add(s->ev_engine, NULL) ||
         event_add(s->ev_sigterm, NULL) || event_add(s->ev_sigint, NULL) || event_add(s->ev_peek, &peek_tv)) {
         cf_fail(err, "cannot register events");
         goto done;
@@ -727,6 +801,7 @@ done:
     if (s->ev_peek) event_free(s->ev_peek);
     if (s->ev_deadline) event_free(s->ev_deadline);
     if (s->http) evhttp_free(s->http);
+    if (s->out) evbuffer_free(s->out);
     if (s->base) event_base_free(s->base);
     return rc;
 }

@@ -1,0 +1,112 @@
+/* fuzz_serve_request.c - libFuzzer harness for the server's request parsing
+ * and validation (src/serve/oai_request.c), without a model or the network.
+ *
+ * Input: the first byte picks the endpoint (chat completions, completions,
+ * tokenize, detokenize), the rest is the HTTP body; or (mode 4) the rest is
+ * generated text, and the hand-written streaming chunk must equal jansson's. Parsing may reject the
+ * body, but must not crash or leak; a rejection must carry a 4xx/5xx status
+ * and a message, and its OpenAI error JSON must format; an accepted request
+ * must satisfy the invariants the generation core relies on (n in range,
+ * stop strings non-empty, bias ids in the vocabulary, sampling in range). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/oai_request.h"
+#include "serve/oai_response.h"
+
+#define N_VOCAB 512
+
+static void check_params(const gen_params *p) {
+    if (p->n < 1 || p->n > 8) abort();
+    if (p->n_stop < 0 || p->n_stop > 16) abort();
+    for (int32_t i = 0; i < p->n_stop; i++)
+        if (!p->stop[i] || !p->stop[i][0]) abort();
+    for (int32_t i = 0; i < p->sampling.n_bias; i++)
+        if (p->bias[i].token < 0 || p->bias[i].token >= N_VOCAB) abort();
+    if (!(p->sampling.temperature >= 0 && p->sampling.temperature <= 2)) abort();
+    if (!(p->sampling.top_p > 0 && p->sampling.top_p <= 1)) abort();
+    if (p->max_tokens < 0 || p->top_logprobs < 0 || p->top_logprobs > 20) abort();
+    if (p->kind == GEN_CHAT && json_array_size(p->messages) == 0) abort();
+    for (size_t i = 0; p->kind == GEN_CHAT && i < json_array_size(p->messages); i++) {
+        const json_t *c = json_object_get(json_array_get(p->messages, i), "content");
+        if (!json_is_string(c) && !json_is_null(c)) abort();
+    }
+    if (p->kind == GEN_COMPLETION && !p->prompt && !p->prompt_ids) abort();
+    for (int32_t i = 0; i < p->n_prompt_ids; i++)
+        if (p->prompt_ids[i] < 0 || p->prompt_ids[i] >= N_VOCAB) abort();
+}
+
+static void check_error(const serve_error *e) {
+    if (e->status < 400 || e->status > 599 || !e->message[0]) abort();
+    char *j = oai_error_json(e);
+    if (!j) abort();
+    free(j);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    const oai_limits lim = {.n_vocab = N_VOCAB, .max_n = 8};
+    const char *body = (const char *)data + 1;
+    size_t len = size - 1;
+    serve_error e = {0};
+    switch (data[0] % 5) {
+    case 0:
+    case 1: {
+        gen_params p;
+        int rc = data[0] % 4 == 0 ? oai_parse_chat(body, len, &lim, &p, &e) : oai_parse_completion(body, len, &lim, &p, &e);
+        if (rc == 0) {
+            check_params(&p);
+            gen_params_free(&p);
+        } else check_error(&e);
+        break;
+    }
+    case 2: {
+        char *prompt, *model;
+        size_t plen;
+        json_t *msgs;
+        bool add;
+        if (oai_parse_tokenize(body, len, &prompt, &plen, &msgs, &add, &model, &e) == 0) {
+            if (!prompt == !msgs) abort();
+            free(prompt);
+            free(model);
+            if (msgs) json_decref(msgs);
+        } else check_error(&e);
+        break;
+    }
+    case 4: {
+        json_t *probe = json_stringn(body, len);
+        if (!probe) break; /* engine text is always valid UTF-8 */
+        json_decref(probe);
+        oai_meta m = {.kind = len % 2 ? GEN_CHAT : GEN_COMPLETION, .id = "cmpl-1", .created = 7, .model = "m",
+                      .include_usage = len % 3 == 0};
+        gen_choice ch;
+        memset(&ch, 0, sizeof ch);
+        ch.out.text = (char *)body;
+        ch.out.text_len = len;
+        gen_job j;
+        memset(&j, 0, sizeof j);
+        j.p.n = 1;
+        j.choices = &ch;
+        bool empty;
+        char *ref = oai_chunk_delta(&m, &j, 0, NULL, &empty);
+        oai_buf buf = {0};
+        if (oai_chunk_text_into(&m, 0, body, len, &buf)) abort();
+        if (!empty && (!ref || strcmp(ref, buf.p))) abort();
+        free(ref);
+        free(buf.p);
+        break;
+    }
+    default: {
+        int32_t *ids, n;
+        char *model;
+        if (oai_parse_detokenize(body, len, &lim, &ids, &n, &model, &e) == 0) {
+            for (int32_t i = 0; i < n; i++)
+                if (ids[i] < 0 || ids[i] >= N_VOCAB) abort();
+            free(ids);
+            free(model);
+        } else check_error(&e);
+    }
+    }
+    return 0;
+}

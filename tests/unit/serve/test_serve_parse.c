@@ -1,0 +1,221 @@
+/* test_serve_parse.c - the server's model-independent layers:
+ *  - oai_request: field mapping (max_completion_tokens wins over max_tokens,
+ *    developer -> system, text parts concatenated, stop as string or list
+ *    with empty strings dropped, logit_bias, vLLM extensions, completions'
+ *    prompt forms), and rejections with their status and param;
+ *  - oai_response: the error object's exact shape;
+ *  - metrics: histogram buckets are cumulative in the Prometheus text, and
+ *    weighted observations count. */
+#include <string.h>
+
+#include "serve/metrics.h"
+#include "serve/oai_request.h"
+#include "serve/oai_response.h"
+#include "testutil.h"
+
+static const oai_limits LIM = {.n_vocab = 512, .max_n = 8};
+
+static int chat(const char *body, gen_params *p, serve_error *e) {
+    memset(e, 0, sizeof *e);
+    return oai_parse_chat(body, strlen(body), &LIM, p, e);
+}
+
+static int cmpl(const char *body, gen_params *p, serve_error *e) {
+    memset(e, 0, sizeof *e);
+    return oai_parse_completion(body, strlen(body), &LIM, p, e);
+}
+
+static void test_chat_fields(void) {
+    gen_params p;
+    serve_error e;
+    int rc = chat("{\"model\":\"m\",\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"},"
+                  "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"ab\"},{\"type\":\"text\",\"text\":\"cd\"}]},"
+                  "{\"role\":\"assistant\",\"content\":null}],"
+                  "\"max_tokens\":5,\"max_completion_tokens\":7,\"temperature\":0.5,\"top_p\":0.9,\"n\":3,"
+                  "\"stop\":[\"x\",\"\",\"yz\"],\"seed\":-1,\"logit_bias\":{\"17\":-100,\"3\":2.5},"
+                  "\"logprobs\":true,\"top_logprobs\":4,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+                  "\"top_k\":-1,\"min_p\":0.1,\"repetition_penalty\":1.2,\"cache_salt\":\"t1\",\"user\":\"u\",\"unknown\":[1]}",
+                  &p, &e);
+    CHECKF(rc == 0, "%s", e.message);
+    if (rc) return;
+    CHECK(p.kind == GEN_CHAT && !strcmp(p.model, "m"));
+    CHECK(json_array_size(p.messages) == 3);
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(p.messages, 0), "role")), "system"));
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(p.messages, 1), "content")), "abcd"));
+    CHECK(json_is_null(json_object_get(json_array_get(p.messages, 2), "content")));
+    CHECK(p.max_tokens == 7);
+    CHECK(p.sampling.temperature == 0.5f && p.sampling.top_p == 0.9f && p.n == 3);
+    CHECK(p.n_stop == 2 && !strcmp(p.stop[0], "x") && !strcmp(p.stop[1], "yz"));
+    CHECK(p.has_seed && p.sampling.seed == UINT64_MAX);
+    CHECK(p.sampling.n_bias == 2 && p.sampling.bias == NULL); /* bias pointer is set at submit */
+    CHECK(p.bias[0].token == 17 && p.bias[0].bias == -100.0f);
+    CHECK(p.logprobs && p.top_logprobs == 4 && p.stream && p.include_usage);
+    CHECK(p.sampling.top_k == 0 && p.sampling.min_p == 0.1f && p.sampling.repetition_penalty == 1.2f);
+    CHECK(!strcmp(p.cache_salt, "t1") && !strcmp(p.user, "u"));
+    gen_params_free(&p);
+
+    rc = chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":\"END\"}", &p, &e);
+    CHECK(rc == 0 && p.n_stop == 1 && !strcmp(p.stop[0], "END"));
+    CHECK(p.n == 1 && p.sampling.temperature == 1.0f && p.max_tokens == 0 && !p.model && !p.has_seed);
+    gen_params_free(&p);
+}
+
+static void test_completion_prompts(void) {
+    gen_params p;
+    serve_error e;
+    CHECK(cmpl("{\"prompt\":\"Once\"}", &p, &e) == 0 && p.prompt && !strcmp(p.prompt, "Once") && p.prompt_len == 4);
+    gen_params_free(&p);
+    CHECK(cmpl("{\"prompt\":[\"Once\"]}", &p, &e) == 0 && p.prompt && !strcmp(p.prompt, "Once"));
+    gen_params_free(&p);
+    CHECK(cmpl("{\"prompt\":[1,403,407]}", &p, &e) == 0 && p.n_prompt_ids == 3 && p.prompt_ids[1] == 403);
+    gen_params_free(&p);
+    CHECK(cmpl("{\"prompt\":[[1,2]],\"logprobs\":3}", &p, &e) == 0 && p.n_prompt_ids == 2 && p.logprobs &&
+          p.top_logprobs == 3);
+    gen_params_free(&p);
+}
+
+typedef struct bad_case {
+    int completion;
+    const char *body;
+    int status;
+    const char *param;
+} bad_case;
+
+static void test_rejections(void) {
+    static const bad_case cases[] = {
+        {0, "{", 400, ""},
+        {0, "[]", 400, ""},
+        {0, "{\"messages\":[]}", 400, "messages"},
+        {0, "{\"messages\":\"hi\"}", 400, "messages"},
+        {0, "{\"messages\":[{\"role\":\"user\"}]}", 400, "messages[0]"},
+        {0, "{\"messages\":[{\"role\":\"bot\",\"content\":\"x\"}]}", 400, "messages[0]"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\"}]}]}", 400, "messages[0]"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":2.5}", 400, "temperature"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":0}", 400, "top_p"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":9}", 400, "n"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":0}", 400, "max_tokens"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":2.5}", 400, "max_tokens"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",2]}", 400, "stop"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"512\":1}}", 400, "logit_bias"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"a\":1}}", 400, "logit_bias"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", 400, "top_logprobs"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":21,\"logprobs\":true}", 400,
+         "top_logprobs"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":false,\"stream_options\":{}}", 400,
+         "stream_options"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":\"yes\"}", 400, "stream"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"cache_salt\":\"\"}", 400, "cache_salt"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":5}", 400, "model"},
+        {1, "{}", 400, "prompt"},
+        {1, "{\"prompt\":[\"a\",\"b\"]}", 400, "prompt"},
+        {1, "{\"prompt\":[1,512]}", 400, "prompt"},
+        {1, "{\"prompt\":\"x\",\"echo\":true}", 400, "echo"},
+        {1, "{\"prompt\":\"x\",\"suffix\":\"y\"}", 400, "suffix"},
+        {1, "{\"prompt\":\"x\",\"best_of\":2}", 400, "best_of"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gen_params p;
+        serve_error e;
+        int rc = cases[i].completion ? cmpl(cases[i].body, &p, &e) : chat(cases[i].body, &p, &e);
+        CHECKF(rc == -1, "accepted: %s", cases[i].body);
+        if (rc == 0) {
+            gen_params_free(&p);
+            continue;
+        }
+        CHECKF(e.status == cases[i].status && !strcmp(e.param, cases[i].param) && e.message[0],
+               "%s: status %d param '%s' (%s)", cases[i].body, e.status, e.param, e.message);
+    }
+}
+
+static void test_error_json(void) {
+    serve_error e;
+    serve_fail(&e, 404, "invalid_request_error", "model_not_found", "model", "no such model '%s'", "x");
+    char *s = oai_error_json(&e);
+    CHECKF(s && !strcmp(s, "{\"error\":{\"message\":\"no such model 'x'\",\"type\":\"invalid_request_error\","
+                           "\"param\":\"model\",\"code\":\"model_not_found\"}}"), "%s", s ? s : "(null)");
+    json_t *j = s ? json_loads(s, 0, NULL) : NULL;
+    json_t *err = json_object_get(j, "error");
+    CHECK(json_object_size(err) == 4);
+    CHECK(!strcmp(json_string_value(json_object_get(err, "message")), "no such model 'x'"));
+    CHECK(!strcmp(json_string_value(json_object_get(err, "code")), "model_not_found"));
+    json_decref(j);
+    free(s);
+    serve_bad(&e, NULL, "bad \xff bytes"); /* not UTF-8: still a valid error object */
+    s = oai_error_json(&e);
+    j = s ? json_loads(s, 0, NULL) : NULL;
+    CHECK(j && json_is_null(json_object_get(json_object_get(j, "error"), "param")));
+    json_decref(j);
+    free(s);
+}
+
+/* The hand-written per-token chunk equals jansson's for every kind of text. */
+static void test_fast_chunk(void) {
+    static const char *const texts[] = {"hello", " a \"quoted\" \\ back/slash", "line\nbreak\ttab\r\b\f",
+                                        "\x01\x1f ctl \x7f del", "caf\xc3\xa9 \xf0\x9f\xa6\x99 \xe2\x80\xa8", ""};
+    oai_buf buf = {0};
+    for (int kind = 0; kind < 2; kind++)
+        for (int usage = 0; usage < 2; usage++)
+            for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
+                oai_meta m = {.kind = kind ? GEN_COMPLETION : GEN_CHAT, .id = "chatcmpl-\"x\"", .created = 1795948958,
+                              .model = "m\\odel", .include_usage = usage};
+                gen_choice ch;
+                memset(&ch, 0, sizeof ch);
+                ch.out.text = (char *)texts[t];
+                ch.out.text_len = strlen(texts[t]);
+                gen_job j;
+                memset(&j, 0, sizeof j);
+                j.p.n = 3;
+                j.choices = &ch;
+                bool empty;
+                char *ref = oai_chunk_delta(&m, &j, 0, NULL, &empty);
+                CHECK(oai_chunk_text_into(&m, 0, texts[t], strlen(texts[t]), &buf) == 0);
+                if (!empty) CHECKF(ref && !strcmp(ref, buf.p), "\n  jansson: %s\n  fast:    %s", ref, buf.p);
+                json_t *parsed = json_loads(buf.p, 0, NULL);
+                CHECK(parsed != NULL);
+                json_decref(parsed);
+                free(ref);
+            }
+    free(buf.p);
+}
+
+static void test_metrics(void) {
+    metrics m;
+    metrics_init(&m);
+    metrics_observe(&m.ttft, 0.003, 1);
+    metrics_observe(&m.ttft, 0.5, 2);
+    metrics_observe(&m.ttft, 1000, 1);
+    metrics_request_done(&m, 200);
+    metrics_request_done(&m, 200);
+    metrics_request_done(&m, 429);
+    cinfer_engine_stats st = {0};
+    st.cached_tokens = 30;
+    st.prompt_tokens_computed = 10;
+    st.kv_blocks_used = 3;
+    char *txt;
+    size_t len;
+    CHECK(metrics_render(&m, &st, &txt, &len) == 0);
+    if (!txt) return;
+    CHECK(strlen(txt) == len);
+    CHECK(strstr(txt, "cinfer_requests_total{status=\"200\"} 2\n") != NULL);
+    CHECK(strstr(txt, "cinfer_requests_total{status=\"429\"} 1\n") != NULL);
+    CHECK(strstr(txt, "cinfer_time_to_first_token_seconds_bucket{le=\"0.001\"} 0\n") != NULL);
+    CHECK(strstr(txt, "cinfer_time_to_first_token_seconds_bucket{le=\"0.005\"} 1\n") != NULL);
+    CHECK(strstr(txt, "cinfer_time_to_first_token_seconds_bucket{le=\"0.5\"} 3\n") != NULL);
+    CHECK(strstr(txt, "cinfer_time_to_first_token_seconds_bucket{le=\"80\"} 3\n") != NULL);
+    CHECK(strstr(txt, "cinfer_time_to_first_token_seconds_bucket{le=\"+Inf\"} 4\n") != NULL);
+    CHECK(strstr(txt, "cinfer_time_to_first_token_seconds_count 4\n") != NULL);
+    CHECK(strstr(txt, "cinfer_kv_blocks_used 3\n") != NULL);
+    CHECK(strstr(txt, "cinfer_prefix_cache_hit_ratio 0.75\n") != NULL);
+    CHECK(strstr(txt, "# TYPE cinfer_inter_token_latency_seconds histogram\n") != NULL);
+    free(txt);
+}
+
+int main(void) {
+    test_chat_fields();
+    test_completion_prompts();
+    test_rejections();
+    test_error_json();
+    test_fast_chunk();
+    test_metrics();
+    return test_finish();
+}
