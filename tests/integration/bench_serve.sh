@@ -81,9 +81,9 @@ run chat 9 0.3 --workload chat --sessions 3 --turns 3 --system-len 40 --user-len
 run agent 12 0.5 --workload agent --sessions 3 --turns 4 --system-len 40 --user-len 6 --tool-len 12 \
     --think-time 0.05 --output-len 8
 run code 6 0.2 --workload code --requests 6 --input-len 60 --output-len 8 --concurrency 1
-run trace 40 0.01 --api completions --workload trace "$TRACE" --max-requests 40 --block-scale 16 --time-scale 100 \
+run trace 40 0.001 --api completions --workload trace "$TRACE" --max-requests 40 --block-scale 16 --time-scale 100 \
     --max-output-len 8
-run trace-text 20 0.01 --workload trace "$TRACE" --max-requests 20 --block-scale 2 --time-scale 100 \
+run trace-text 20 0.001 --workload trace "$TRACE" --max-requests 20 --block-scale 2 --time-scale 100 \
     --max-output-len 8 --requests 20
 
 # Trace replay timing: planned = scaled timestamps, actual send times recorded next to them.
