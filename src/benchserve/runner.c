@@ -378,7 +378,7 @@ static int send_turn(runner *r, size_t si, double planned) {
     r->sent++;
     rec->sent = now(r);
     if (evhttp_make_request(c, req, EVHTTP_REQ_POST, r->path)) {
-        f->err = BS_E_CONNECT; /* libevent freed req; the connection stays ours (not reused) */
+        f->err = BS_E_CONNECT; /* never touch req again (libevent may have freed it); the connection is not reused */
         finish(r, f, NULL);
     }
     return 0;
