@@ -152,6 +152,7 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     e->st.kv_bytes = ks.bytes;
     e->st.kv_budget = ks.budget;
     e->pub_st = e->st;
+    if (eng_store_open(e, err)) return -1;
     if (pthread_create(&e->thread, NULL, eng_main, e) != 0) return cf_fail(err, "engine: cannot start the thread");
     e->thread_started = true;
     return 0;
@@ -180,10 +181,12 @@ void cinfer_engine_destroy(cinfer_engine *e) {
         pthread_cond_signal(&e->work_cv);
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
+        eng_store_close(e); /* before mu goes: the store's threads notify through it */
         pthread_mutex_destroy(&e->mu);
         pthread_cond_destroy(&e->work_cv);
         pthread_cond_destroy(&e->out_cv);
     }
+    eng_store_close(e); /* no-op when done above */
     eng_free_all(e);
     if (e->efd > 0) close(e->efd);
     prefix_cache_free(e->pc);
@@ -532,16 +535,21 @@ static void eng_fail_stuck(cinfer_engine *e) {
 
 static void *eng_main(void *arg) {
     cinfer_engine *e = arg;
+    bool stalled = false; /* the last step ran nothing: every runnable request waits for the store */
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        while (!e->stop && !e->q_head && !e->cancel_pending && e->n_active == 0)
-            pthread_cond_wait(&e->work_cv, &e->mu);
+        while (!e->stop && !e->q_head && !e->cancel_pending && !e->store_wake && (e->n_active == 0 || stalled)) {
+            if (!stalled) pthread_cond_wait(&e->work_cv, &e->mu);
+            else if (eng_store_wait(e)) break; /* timed: store load timeouts */
+        }
         if (e->stop) {
             pthread_mutex_unlock(&e->mu);
             break;
         }
+        e->store_wake = false;
         int32_t n_cancel = eng_drain(e);
         pthread_mutex_unlock(&e->mu);
+        eng_store_poll(e);
         for (int32_t i = 0; i < n_cancel; i++) {
             eng_req *r = e->cancelled[i];
             eng_release_blocks(e, r);
@@ -549,7 +557,8 @@ static void *eng_main(void *arg) {
         }
         if (n_cancel > 0) eng_publish(e); /* frees them from the active array before planning */
         int rc = eng_step(e);
-        if (rc > 0) eng_fail_stuck(e);
+        stalled = rc == 2;
+        if (rc == 1) eng_fail_stuck(e);
         eng_publish(e);
     }
     return NULL;
