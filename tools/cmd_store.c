@@ -84,7 +84,7 @@ static int store_gc_cmd(const char *dir, int64_t now, int64_t quota) {
     fmt_bytes(r.bytes_deleted, b2, sizeof b2);
     fmt_bytes(r.bytes_after, b3, sizeof b3);
     printf("gc %s: %llu objects (%s) scanned; deleted %llu expired, %llu least recently used, %llu stale "
-           "temporaries, %llu quarantined (%s); %llu objects (%s) left\n",
+           "temporaries, %llu quarantined; %s freed; %llu objects (%s) left\n",
            dir, (unsigned long long)r.objects, b1, (unsigned long long)r.deleted_expired,
            (unsigned long long)r.deleted_lru, (unsigned long long)r.deleted_tmp,
            (unsigned long long)r.deleted_quarantine, b2, (unsigned long long)r.objects_after, b3);

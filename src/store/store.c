@@ -4,6 +4,7 @@
 #include "store/store.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -77,6 +78,8 @@ const char *store_dir(const store *s) { return s->dir; }
 
 /* ---- chains ---- */
 
+static void store_chain_finish(store *s, store_chain *ch);
+
 store_chain *store_chain_new(const store *s, int32_t n) {
     if (n <= 0) return NULL;
     size_t bt = s->cfg.block_tokens;
@@ -112,9 +115,12 @@ void store_chain_free(store_chain *ch) {
 static void store_enqueue_chain(store *s, store_chain *ch) {
     st_lock(s);
     ch->next = NULL;
-    if (s->stop) { /* cancelled: completes with nothing */
-        ch->next = s->done_chains;
-        s->done_chains = ch;
+    ch->next_idx = ch->inflight = 0;
+    ch->fail_at = INT32_MAX;
+    ch->end = ch->phase == STORE_CHAIN_LOOKUP ? ch->n : ch->n_load;
+    if (s->stop || ch->end == 0) { /* cancelled, or nothing to do: completes with nothing */
+        ch->end = 0;
+        store_chain_finish(s, ch);
     } else {
         if (s->cq_tail) s->cq_tail->next = ch;
         else s->cq_head = ch;
@@ -141,65 +147,94 @@ void store_submit_load(store *s, store_chain *ch, int32_t n) {
     store_enqueue_chain(s, ch);
 }
 
-static void store_run_lookup(store *s, store_chain *ch) {
-    int32_t i = 0;
-    uint64_t read_errors = 0;
-    for (; i < ch->n; i++) {
-        int e = 0;
-        ch->fds[i] = store_fs_open(s->dir, ch->keys[i], &e);
-        if (ch->fds[i] < 0) {
-            if (e != ENOENT && e != ENOTDIR) read_errors++;
-            break;
-        }
-    }
-    ch->n_found = i;
-    st_lock(s);
-    s->st.read_errors += read_errors;
-    if (i < ch->n) s->st.miss_blocks++;
-    st_unlock(s);
+/* One block of a chain phase, on an I/O thread with no lock held. Returns
+ * true on success; *res_out gets the load result. */
+static bool store_lookup_one(store *s, store_chain *ch, int32_t i, uint64_t *read_errors) {
+    int e = 0;
+    ch->fds[i] = store_fs_open(s->dir, ch->keys[i], &e);
+    if (ch->fds[i] >= 0) return true;
+    if (e != ENOENT && e != ENOTDIR) (*read_errors)++;
+    return false;
 }
 
-static void store_run_load(store *s, store_chain *ch, uint8_t *hdr) {
+static store_load_result store_load_one(store *s, store_chain *ch, int32_t i, uint8_t *hdr, uint64_t *bytes) {
     uint32_t bt = s->cfg.block_tokens;
-    int64_t now = store_now(s);
-    int64_t touch = s->cfg.touch_interval_s;
-    uint64_t bytes = 0;
-    store_load_result res = STORE_LOAD_HIT;
-    int32_t i = 0;
+    store_expect x = {
+        .fingerprint = s->cfg.fingerprint,
+        .key = ch->keys[i],
+        .parent = i == 0 ? ch->parent0 : ch->keys[i - 1],
+        .tokens = ch->tokens + (size_t)i * bt,
+        .n_tokens = bt,
+        .payload_len = s->cfg.payload_bytes,
+    };
+    int fd = ch->fds[i];
+    ch->fds[i] = -1;
     cf_err err = {0};
-    for (; i < ch->n_load; i++) {
-        store_expect x = {
-            .fingerprint = s->cfg.fingerprint,
-            .key = ch->keys[i],
-            .parent = i == 0 ? ch->parent0 : ch->keys[i - 1],
-            .tokens = ch->tokens + (size_t)i * bt,
-            .n_tokens = bt,
-            .payload_len = s->cfg.payload_bytes,
-        };
-        uint64_t got = 0;
-        int fd = ch->fds[i];
-        ch->fds[i] = -1;
-        res = store_fs_load_fd(s->dir, fd, &x, hdr, ch->dst[i], now, touch, &got, &err);
-        bytes += got;
-        if (res != STORE_LOAD_HIT) break;
-    }
-    ch->n_loaded = i;
-    double lat_ms = (time_now() - ch->t_submit) * 1e3;
-    int b = 0;
-    while (b < CINFER_STORE_LATENCY_BUCKETS - 1 && lat_ms > 0.25 * (double)(1 << b)) b++;
+    store_load_result res = store_fs_load_fd(s->dir, fd, &x, hdr, ch->dst[i], store_now(s), s->cfg.touch_interval_s,
+                                             bytes, &err);
     if (res == STORE_LOAD_QUARANTINED) LOG_WARN("%s", err.msg);
     else if (res == STORE_LOAD_ERROR) LOG_DEBUG("%s", err.msg);
-    st_lock(s);
-    s->st.bytes_read += bytes;
-    s->st.hit_blocks += (uint64_t)i;
-    s->st.hit_tokens += (uint64_t)i * bt;
-    s->st.quarantined += res == STORE_LOAD_QUARANTINED;
-    s->st.expired += res == STORE_LOAD_EXPIRED;
-    s->st.read_errors += res == STORE_LOAD_ERROR;
-    s->st.loads++;
-    s->st.load_seconds += lat_ms / 1e3;
-    s->st.load_latency[b]++;
+    return res;
+}
+
+/* mu held: the phase's results once every handed-out block is done. */
+static void store_chain_finish(store *s, store_chain *ch) {
+    int32_t good = ch->fail_at < ch->end ? ch->fail_at : ch->end;
+    if (ch->phase == STORE_CHAIN_LOOKUP) {
+        ch->n_found = good;
+        if (good < ch->n) s->st.miss_blocks++;
+    } else {
+        uint32_t bt = s->cfg.block_tokens;
+        ch->n_loaded = good;
+        s->st.hit_blocks += (uint64_t)good;
+        s->st.hit_tokens += (uint64_t)good * bt;
+        double lat_ms = (time_now() - ch->t_submit) * 1e3;
+        int b = 0;
+        while (b < CINFER_STORE_LATENCY_BUCKETS - 1 && lat_ms > 0.25 * (double)(1 << b)) b++;
+        s->st.loads++;
+        s->st.load_seconds += lat_ms / 1e3;
+        s->st.load_latency[b]++;
+    }
+    ch->next = s->done_chains;
+    s->done_chains = ch;
+}
+
+/* mu held: the chain at the queue head hands out its next block index. */
+static int32_t store_chain_take(store *s, store_chain *ch) {
+    int32_t i = ch->next_idx++;
+    ch->inflight++;
+    if (ch->next_idx >= ch->end) {
+        s->cq_head = ch->next;
+        if (!s->cq_head) s->cq_tail = NULL;
+        ch->next = NULL;
+    }
+    return i;
+}
+
+/* mu held on entry and exit: runs block i of ch (several threads work on one
+ * chain: blocks are handed out in order, and after a failure at index j the
+ * blocks beyond j are skipped). Returns true when the chain completed. */
+static bool store_chain_step(store *s, store_chain *ch, int32_t i, uint8_t *hdr) {
+    bool skip = i > ch->fail_at;
     st_unlock(s);
+    bool ok = false;
+    uint64_t read_errors = 0, bytes = 0;
+    store_load_result res = STORE_LOAD_MISS;
+    if (!skip && ch->phase == STORE_CHAIN_LOOKUP) ok = store_lookup_one(s, ch, i, &read_errors);
+    else if (!skip && hdr) ok = (res = store_load_one(s, ch, i, hdr, &bytes)) == STORE_LOAD_HIT;
+    st_lock(s);
+    if (!ok && i < ch->fail_at) ch->fail_at = i;
+    s->st.read_errors += read_errors;
+    if (ch->phase == STORE_CHAIN_LOAD && !skip) {
+        s->st.bytes_read += bytes;
+        s->st.quarantined += res == STORE_LOAD_QUARANTINED;
+        s->st.expired += res == STORE_LOAD_EXPIRED;
+        s->st.read_errors += res == STORE_LOAD_ERROR;
+    }
+    ch->inflight--;
+    if (ch->next_idx < ch->end || ch->inflight > 0) return false;
+    store_chain_finish(s, ch);
+    return true;
 }
 
 /* ---- writes ---- */
@@ -300,16 +335,12 @@ static void *store_io_main(void *arg) {
     st_lock(s);
     for (;;) {
         while (!s->stop && !s->cq_head && !s->wq_head) pthread_cond_wait(&s->cv, &s->mu);
+        bool done = false;
         if (s->cq_head) {
             store_chain *ch = s->cq_head;
-            s->cq_head = ch->next;
-            if (!s->cq_head) s->cq_tail = NULL;
-            st_unlock(s);
-            if (ch->phase == STORE_CHAIN_LOOKUP) store_run_lookup(s, ch);
-            else if (hdr) store_run_load(s, ch, hdr);
-            st_lock(s);
-            ch->next = s->done_chains;
-            s->done_chains = ch;
+            int32_t i = store_chain_take(s, ch);
+            if (s->cq_head) pthread_cond_signal(&s->cv); /* more blocks: let another thread help */
+            done = store_chain_step(s, ch, i, hdr);
         } else if (s->wq_head) {
             store_wslot *w = s->wq_head;
             s->wq_head = w->next;
@@ -319,12 +350,15 @@ static void *store_io_main(void *arg) {
             st_lock(s);
             w->next = s->done_writes;
             s->done_writes = w;
+            done = true;
         } else {
             break; /* stop, and nothing queued */
         }
-        st_unlock(s);
-        if (s->cfg.notify) s->cfg.notify(s->cfg.notify_ctx);
-        st_lock(s);
+        if (done && s->cfg.notify) {
+            st_unlock(s);
+            s->cfg.notify(s->cfg.notify_ctx);
+            st_lock(s);
+        }
     }
     st_unlock(s);
     free(hdr);
@@ -469,11 +503,12 @@ void store_stop(store *s) {
     if (s->n_threads || s->gc_started) {
         st_lock(s);
         s->stop = true;
-        while (s->cq_head) { /* queued chains are cancelled */
+        while (s->cq_head) { /* queued chains are cancelled: blocks not handed out count as missing */
             store_chain *ch = s->cq_head;
             s->cq_head = ch->next;
-            ch->next = s->done_chains;
-            s->done_chains = ch;
+            ch->next = NULL;
+            ch->end = ch->next_idx;
+            if (ch->inflight == 0) store_chain_finish(s, ch); /* else its last worker finishes it */
         }
         s->cq_tail = NULL;
         pthread_cond_broadcast(&s->cv);

@@ -20,7 +20,9 @@
  *
  * Threads: store_* functions are thread-safe (one mutex, never held during
  * I/O). I/O threads prefer chains over writes (a waiting request beats
- * write-back). store_close() finishes queued writes (so a clean shutdown
+ * write-back), and all of them work on the chain at the queue head: its
+ * blocks are handed out in order, so a long chain loads in parallel; after a
+ * failure at block j, blocks beyond j are skipped. store_close() finishes queued writes (so a clean shutdown
  * publishes what it computed), cancels queued chains (completed with nothing
  * found / loaded), and joins the threads.
  *
@@ -81,8 +83,9 @@ typedef struct store_chain {
     int32_t n_load;                     /* LOAD: how many were asked for (<= n_found) */
     int32_t n_loaded;                   /* LOAD: leading objects loaded and verified */
     double t_submit;                    /* monotonic seconds at the LOOKUP submit */
-    /* internal */
+    /* internal (store mutex) */
     int *fds;
+    int32_t next_idx, end, inflight, fail_at; /* blocks handed out / to do / running; first failure */
     struct store_chain *next;
 } store_chain;
 
