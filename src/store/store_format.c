@@ -89,6 +89,10 @@ store_verdict store_verify(const uint8_t *buf, size_t buf_len, const void *paylo
     static const uint8_t zeros[STORE_KEY_BYTES];
     const char *w = NULL;
     store_obj_hdr h;
+    if (buf_len >= 12 && !memcmp(buf, STORE_MAGIC, 8) && get32(buf + 8) != STORE_FORMAT_VERSION) {
+        if (why) *why = "format version";
+        return STORE_OTHER_VERSION;
+    }
     if (store_decode_header(buf, buf_len, &h, NULL)) w = "header";
     else if (h.header_len != store_header_len(x->n_tokens) || h.header_len > buf_len) w = "header length";
     else if (memcmp(h.fingerprint, x->fingerprint, STORE_KEY_BYTES)) w = "model fingerprint";

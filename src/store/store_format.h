@@ -70,8 +70,9 @@ typedef struct store_expect {
 
 typedef enum store_verdict {
     STORE_VALID = 0,
-    STORE_EXPIRED, /* intact but past its expiry: a miss, not quarantined */
-    STORE_CORRUPT, /* anything else: a miss, quarantined */
+    STORE_EXPIRED,       /* intact but past its expiry: a miss, not quarantined */
+    STORE_OTHER_VERSION, /* our magic, another format version (a rolling upgrade): a miss, left alone */
+    STORE_CORRUPT,       /* anything else: a miss, quarantined */
 } store_verdict;
 
 /* header_len for n tokens. */

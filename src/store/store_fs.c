@@ -90,6 +90,7 @@ store_pub_result store_fs_publish(const char *dir, store_obj_hdr *h, const int32
     const char *what = "encode";
     if (!store_encode(h, tokens, payload, hb, hl)) {
         *err_no = EINVAL;
+        cf_fail(err, "store: cannot encode a block of %u tokens", h->n_tokens);
         goto out;
     }
     what = "mkdir";
@@ -130,7 +131,6 @@ fail:
     if (fd >= 0) close(fd);
     if (strcmp(what, "mkdir") && strcmp(what, "create") && strcmp(what, "encode")) unlink(tmp);
 out:
-    if (res == STORE_PUB_ERROR && *err_no == EINVAL) cf_fail(err, "store: cannot encode a block of %u tokens", h->n_tokens);
     if (hb != hdr) free(hb);
     return res;
 }
@@ -207,9 +207,9 @@ store_load_result store_fs_load_fd(const char *dir, int fd, const store_expect *
             close(fd);
             return STORE_LOAD_HIT;
         }
-        if (v == STORE_EXPIRED) {
+        if (v == STORE_EXPIRED || v == STORE_OTHER_VERSION) {
             close(fd);
-            return STORE_LOAD_EXPIRED;
+            return v == STORE_EXPIRED ? STORE_LOAD_EXPIRED : STORE_LOAD_MISS;
         }
         if (!why) why = "short read";
         res = STORE_LOAD_QUARANTINED;

@@ -4,7 +4,8 @@
  *    length expectation is CORRUPT; past its expiry it is EXPIRED;
  *  - load from a directory: hit (payload identical, atime touched); corrupt
  *    byte, truncated file, wrong fingerprint, wrong tokens -> a miss that moves
- *    the file to quarantine/ (the next load is a plain miss); a second publish
+ *    the file to quarantine/ (the next load is a plain miss); an object of
+ *    another format version is a miss left in place; a second publish
  *    of the same key reports EXISTS;
  *  - atomic publish with concurrent writers: 6 forked processes publish the
  *    same 40 keys in different orders; every object then loads and verifies,
@@ -38,7 +39,8 @@ static void test_memory(void) {
         uint8_t *p = i < hl ? &buf[i] : &o.payload[i - hl];
         *p ^= 0x10;
         total++;
-        caught += store_verify(buf, hl, o.payload, flen, &x, 150, &why) == STORE_CORRUPT;
+        store_verdict v = store_verify(buf, hl, o.payload, flen, &x, 150, &why);
+        caught += v == STORE_CORRUPT || (v == STORE_OTHER_VERSION && i >= 8 && i < 12);
         *p ^= 0x10;
     }
     CHECKF(caught == total, "%d of %d flips caught", caught, total);
@@ -64,6 +66,9 @@ static void test_memory(void) {
     y = x;
     y.payload_len = ST_PAYLOAD / 2;
     CHECK(store_verify(buf, hl, o.payload, flen, &y, 150, &why) == STORE_CORRUPT);
+    buf[8] = 2; /* another format version: a miss, never quarantined */
+    CHECK(store_verify(buf, hl, o.payload, flen, &x, 150, &why) == STORE_OTHER_VERSION);
+    buf[8] = 1;
     memcpy(buf, "NOTMAGIC", 8);
     CHECK(store_decode_header(buf, hl, &d, NULL) == -1);
     /* hex names */
@@ -116,6 +121,13 @@ static void test_disk(void) {
     CHECK(store_fs_load(dir, &x, hdr, dst, now + 1000, 600, &got, &err) == STORE_LOAD_EXPIRED);
     CHECK(st_exists(dir, o[0].key)); /* expired objects are left for GC */
 
+    /* another format version (a rolling upgrade): a plain miss, the file stays */
+    st_obj v2;
+    st_obj_make(&v2, 77);
+    CHECK(st_publish(dir, &v2, 0, now, now + 1000) == STORE_PUB_WRITTEN);
+    damage(dir, v2.key, 8); /* version 1 -> 0 */
+    store_expect xv = st_expect(&v2);
+    CHECK(store_fs_load(dir, &xv, hdr, dst, now, 600, &got, &err) == STORE_LOAD_MISS && st_exists(dir, v2.key));
     damage(dir, o[1].key, (long)store_header_len(ST_BT) + 1234); /* payload byte */
     damage(dir, o[2].key, -1);                                    /* truncated */
     damage(dir, o[5].key, STORE_HDR_FIXED + 8);                   /* a token id in the header */
