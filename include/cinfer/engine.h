@@ -53,6 +53,7 @@ typedef struct cinfer_engine_options {
     int32_t max_batch_tokens; /* tokens per forward pass (0: 2048) */
     int32_t max_seqs;         /* requests running at once (0: 64) */
     int32_t max_ctx;          /* positions per request, prompt + generated (0: the model's training context) */
+    bool sync_scheduling;     /* true: plan, compute and process outputs one after another (no overlap) */
     /* Persistent KV block store (docs/store.md); all optional. */
     const char *kv_store_dir;      /* NULL: no store. Made if missing; unusable: logged, serving goes on without */
     int64_t kv_store_quota_bytes;  /* GC evicts least recently used objects beyond this (0: no quota) */
@@ -166,6 +167,12 @@ typedef struct cinfer_engine_stats {
     int32_t running, waiting;        /* after the last step */
     int32_t kv_blocks_total, kv_blocks_free, kv_blocks_used, kv_blocks_cached, kv_blocks_used_peak;
     int64_t kv_bytes, kv_budget;
+    /* engine-thread seconds per phase (see docs/engine.md, asynchronous scheduling):
+     * plan = drain + plan (overlaps the forward in flight), wait = blocked on the
+     * forward pass, commit = sampling and stop ids + batch assembly (critical path),
+     * output = detokenization, stop strings, publishing (overlaps the next forward);
+     * forward = seconds the forward passes ran (executor thread). */
+    double t_plan, t_wait, t_commit, t_output, t_forward;
     uint64_t cached_tokens_memory, cached_tokens_store; /* cached_tokens by tier */
     cinfer_store_stats store;
 } cinfer_engine_stats;

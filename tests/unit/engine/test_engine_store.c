@@ -11,6 +11,7 @@
  *    still identical; it writes the recomputed blocks back, so the next engine
  *    hits all 24 again;
  *  - traffic class: objects carry the request's class;
+ *  - the hit and the output are the same with synchronous scheduling;
  *  - a store directory that cannot be created: the engine still serves (store
  *    disabled and counted). */
 #include <sys/stat.h>
@@ -32,10 +33,10 @@ static thread_pool *g_tp;
 static int32_t g_prompt[NP];
 static char g_dir[256];
 
-static cinfer_engine *store_engine(const model *m, const char *dir, int32_t cls_unused) {
-    (void)cls_unused;
+static cinfer_engine *store_engine(const model *m, const char *dir, bool sync_scheduling) {
     cinfer_engine_options o = {.block_tokens = BT, .kv_memory_bytes = 32 << 20, .max_batch_tokens = 512,
-                               .max_seqs = 16, .max_ctx = 1024, .kv_store_dir = dir, .kv_store_gc_interval_s = -1};
+                               .max_seqs = 16, .max_ctx = 1024, .kv_store_dir = dir, .kv_store_gc_interval_s = -1,
+                               .sync_scheduling = sync_scheduling};
     cinfer_engine *e = NULL;
     char err[256];
     if (cinfer_engine_create(m, g_tp, &o, &e, err, sizeof err)) fprintf(stderr, "engine create: %s\n", err);
@@ -97,12 +98,12 @@ int main(void) {
     const int32_t want_cached = (NP - 1) / BT * BT; /* 384 */
 
     /* reference: no store */
-    cinfer_engine *e = store_engine(m, NULL, 0);
+    cinfer_engine *e = store_engine(m, NULL, false);
     CHECK(e && run_prompt(e, 0, NULL, &cold) == 0);
     cinfer_engine_destroy(e);
 
     /* A: cold, writes back */
-    e = store_engine(m, g_dir, 0);
+    e = store_engine(m, g_dir, false);
     CHECK(e && run_prompt(e, CINFER_TRAFFIC_AGENT, NULL, &ra) == 0);
     cinfer_engine_stats sa = cinfer_engine_get_stats(e);
     cinfer_engine_destroy(e);
@@ -116,7 +117,7 @@ int main(void) {
     CHECK(sm.class_objects[CINFER_TRAFFIC_AGENT] == sm.objects);
 
     /* B: same dir, same model -> store hit */
-    e = store_engine(m, g_dir, 0);
+    e = store_engine(m, g_dir, false);
     CHECK(e && run_prompt(e, 0, NULL, &rb) == 0);
     cinfer_engine_stats sb = cinfer_engine_get_stats(e);
     fprintf(stderr, "B: cached %d (store %llu, memory %llu), computed %llu prompt tokens, %llu store blocks, %llu bytes read\n",
@@ -142,7 +143,7 @@ int main(void) {
     if (mkmodel_write(&mo, mp, &err) || model_load(mp, &m2, &err)) {
         CHECKF(0, "other model: %s", err.msg);
     } else {
-        e = store_engine(m2, g_dir, 0);
+        e = store_engine(m2, g_dir, false);
         CHECK(e && run_prompt(e, 0, NULL, &rc) == 0);
         cinfer_engine_stats sc = cinfer_engine_get_stats(e);
         fprintf(stderr, "C (other weights): cached %d, %llu lookups, %llu hits\n", rc.usage.cached_tokens,
@@ -157,7 +158,7 @@ int main(void) {
     char bp[1024];
     block_path(10, bp, sizeof bp);
     corrupt(bp);
-    e = store_engine(m, g_dir, 0);
+    e = store_engine(m, g_dir, false);
     CHECK(e && run_prompt(e, 0, NULL, &rd) == 0);
     cinfer_engine_stats sd = cinfer_engine_get_stats(e);
     cinfer_engine_destroy(e);
@@ -171,13 +172,20 @@ int main(void) {
     CHECK(store_summarize(g_dir, time(NULL), &sm, &err) == 0 && sm.quarantined == 1);
 
     /* E: healed */
-    e = store_engine(m, g_dir, 0);
+    e = store_engine(m, g_dir, false);
     CHECK(e && run_prompt(e, 0, NULL, &re) == 0);
     cinfer_engine_destroy(e);
     CHECK(re.usage.cached_tokens == want_cached && tl_same_tokens(&re, &cold));
 
+    /* E': the same with synchronous scheduling (no forward pass in flight while loading) */
+    e = store_engine(m, g_dir, true);
+    static run_result rg;
+    CHECK(e && run_prompt(e, 0, NULL, &rg) == 0);
+    cinfer_engine_destroy(e);
+    CHECK(rg.usage.cached_tokens == want_cached && tl_same_tokens(&rg, &cold));
+
     /* F: unusable directory -> served without a store */
-    e = store_engine(m, "/proc/cinfer-no-such/store", 0);
+    e = store_engine(m, "/proc/cinfer-no-such/store", false);
     run_result rf;
     CHECK(e && run_prompt(e, 0, NULL, &rf) == 0);
     if (e) {
