@@ -13,7 +13,13 @@
  *  - traffic class: objects carry the request's class;
  *  - the hit and the output are the same with synchronous scheduling;
  *  - a store directory that cannot be created: the engine still serves (store
- *    disabled and counted). */
+ *    disabled and counted);
+ *  - a hanging store (a FIFO where the first object should be, so open()
+ *    blocks): the request gives up after kv_store_load_timeout_ms (50 ms),
+ *    computes everything, same output; the late completion is cleaned up. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,7 +37,7 @@
 static const model *g_m;
 static thread_pool *g_tp;
 static int32_t g_prompt[NP];
-static char g_dir[256];
+static char g_dir[256], g_dir_save[256];
 
 static cinfer_engine *store_engine(const model *m, const char *dir, bool sync_scheduling) {
     cinfer_engine_options o = {.block_tokens = BT, .kv_memory_bytes = 32 << 20, .max_batch_tokens = 512,
@@ -78,6 +84,65 @@ static void corrupt(const char *path) {
     fseek(f, 5000, SEEK_SET);
     fputc(c ^ 0x40, f);
     fclose(f);
+}
+
+/* Opens the FIFO's write end once the store has it open for reading (or after
+ * 5 s), so a lookup blocked in open() can finish. */
+static void *fifo_writer(void *arg) {
+    const char *path = arg;
+    struct timespec d = {0, 400 * 1000000L};
+    nanosleep(&d, NULL);
+    for (int i = 0; i < 500; i++) {
+        int fd = open(path, O_WRONLY | O_NONBLOCK);
+        if (fd >= 0) {
+            close(fd);
+            break;
+        }
+        struct timespec w = {0, 10 * 1000000L};
+        nanosleep(&w, NULL);
+    }
+    return NULL;
+}
+
+/* A store that hangs (a FIFO where block 0's object should be: open() blocks
+ * until a writer appears): the request stops waiting after the load timeout,
+ * computes everything and gives the same output. */
+static void test_slow_store(const run_result *cold) {
+    char dir[256], path[1024];
+    temp_path(dir, sizeof dir, "engine-store-slow");
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
+    memcpy(g_dir_save, g_dir, sizeof g_dir_save);
+    snprintf(g_dir, sizeof g_dir, "%s", dir);
+    block_path(0, path, sizeof path);
+    snprintf(g_dir, sizeof g_dir, "%s", g_dir_save);
+    char sub[1024];
+    snprintf(sub, sizeof sub, "%.*s", (int)(strlen(path) - 68), path); /* .../objects/ab */
+    CHECK(mkdir(dir, 0755) == 0 && mkdir(strcat(strcpy(cmd, dir), "/objects"), 0755) == 0);
+    CHECK(mkdir(sub, 0755) == 0);
+    snprintf(sub, sizeof sub, "%.*s", (int)(strlen(path) - 65), path); /* .../objects/ab/cd */
+    CHECK(mkdir(sub, 0755) == 0);
+    CHECK(mkfifo(path, 0644) == 0);
+    cinfer_engine_options o = {.block_tokens = BT, .kv_memory_bytes = 32 << 20, .max_batch_tokens = 512,
+                               .max_seqs = 16, .max_ctx = 1024, .kv_store_dir = dir, .kv_store_gc_interval_s = -1,
+                               .kv_store_load_timeout_ms = 50};
+    cinfer_engine *e = NULL;
+    char err[256];
+    CHECKF(cinfer_engine_create(g_m, g_tp, &o, &e, err, sizeof err) == 0, "%s", err);
+    if (!e) return;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, fifo_writer, path) == 0);
+    static run_result rh;
+    CHECK(run_prompt(e, 0, NULL, &rh) == 0);
+    cinfer_engine_stats sh = cinfer_engine_get_stats(e);
+    fprintf(stderr, "slow store: cached %d, %llu load timeouts, same output: %s\n", rh.usage.cached_tokens,
+            (unsigned long long)sh.store.load_timeouts, tl_same_tokens(&rh, cold) ? "yes" : "NO");
+    CHECK(rh.usage.cached_tokens == 0 && sh.store.load_timeouts == 1 && tl_same_tokens(&rh, cold));
+    pthread_join(th, NULL);
+    cinfer_engine_destroy(e);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
 }
 
 int main(void) {
@@ -195,6 +260,7 @@ int main(void) {
     }
 
     if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
+    test_slow_store(&cold);
     pool_destroy(g_tp);
     model_free(m);
     return test_finish();
