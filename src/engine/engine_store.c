@@ -63,7 +63,9 @@ int eng_store_open(cinfer_engine *e, cf_err *err) {
         .notify_ctx = e,
     };
     memcpy(c.retention_s, o->kv_store_retention_s, sizeof c.retention_s);
-    c.write_slots = es->n_blocks / 4 < 64 ? (es->n_blocks / 4 > 0 ? es->n_blocks / 4 : 1) : 64;
+    /* A queued write pins its block; blocks being written mostly belong to running requests anyway, so the
+     * cap only matters when the disk falls behind: then at most half the pool is pinned by write-back. */
+    c.write_slots = es->n_blocks / 2 < 4096 ? (es->n_blocks / 2 > 0 ? es->n_blocks / 2 : 1) : 4096;
     cf_err se = {0};
     if (kv_spec_from_model(e->m, &spec, &se) || prefix_cache_model_fingerprint(e->m, model_fp, &se))
         return cf_fail(err, "%s", se.msg);
