@@ -14,6 +14,8 @@
  *  - the hit and the output are the same with synchronous scheduling;
  *  - a store directory that cannot be created: the engine still serves (store
  *    disabled and counted);
+ *  - 3 processes sharing one directory, same prompt at once: identical
+ *    outputs, one valid object per block, no temporaries or quarantine;
  *  - a hanging store (a FIFO where the first object should be, so open()
  *    blocks): the request gives up after kv_store_load_timeout_ms (50 ms),
  *    computes everything, same output; the late completion is cleaned up. */
@@ -21,6 +23,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -145,6 +148,54 @@ static void test_slow_store(const run_result *cold) {
     if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
 }
 
+/* Several processes (forked; the parent is single-threaded here: its pool has
+ * no workers and no engine is alive) run the same prompt on one fresh store
+ * directory at the same time: every one answers like the cold run, the store
+ * ends with exactly one valid object per block (no temporaries, nothing
+ * quarantined), and a later engine gets the full hit. */
+static void test_processes(const run_result *cold) {
+    char dir[256], cmd[400];
+    temp_path(dir, sizeof dir, "engine-store-mp");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
+    enum { NPROC = 3 };
+    pid_t pids[NPROC];
+    for (int k = 0; k < NPROC; k++) {
+        pids[k] = fork();
+        if (pids[k] == 0) {
+            cinfer_engine *e = store_engine(g_m, dir, false);
+            static run_result r;
+            bool ok = e && run_prompt(e, CINFER_TRAFFIC_CHAT, NULL, &r) == 0 && tl_same_tokens(&r, cold);
+            if (e) {
+                cinfer_engine_stats s = cinfer_engine_get_stats(e);
+                ok = ok && s.store.quarantined == 0 && s.store.write_errors == 0;
+                cinfer_engine_destroy(e);
+            }
+            _exit(ok ? 0 : 1);
+        }
+    }
+    int good = 0;
+    for (int k = 0; k < NPROC; k++) {
+        int st = 0;
+        if (pids[k] > 0 && waitpid(pids[k], &st, 0) == pids[k] && WIFEXITED(st) && WEXITSTATUS(st) == 0) good++;
+    }
+    store_summary sm;
+    cf_err err;
+    CHECK(store_summarize(dir, time(NULL), &sm, &err) == 0);
+    fprintf(stderr, "processes: %d/%d identical; store: %llu objects, %llu temporaries, %llu quarantined, %llu unreadable\n",
+            good, NPROC, (unsigned long long)sm.objects, (unsigned long long)sm.tmp_files,
+            (unsigned long long)sm.quarantined, (unsigned long long)sm.unreadable);
+    CHECK(good == NPROC);
+    CHECK(sm.objects == (NP + NGEN - 1) / BT && sm.tmp_files == 0 && sm.quarantined == 0 && sm.unreadable == 0);
+    CHECK(sm.class_objects[CINFER_TRAFFIC_CHAT] == sm.objects);
+    cinfer_engine *e = store_engine(g_m, dir, false);
+    static run_result r;
+    CHECK(e && run_prompt(e, 0, NULL, &r) == 0);
+    if (e) cinfer_engine_destroy(e);
+    CHECK(r.usage.cached_tokens == (NP - 1) / BT * BT && tl_same_tokens(&r, cold));
+    if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
+}
+
 int main(void) {
     model *m;
     cf_err err = {0};
@@ -166,6 +217,7 @@ int main(void) {
     cinfer_engine *e = store_engine(m, NULL, false);
     CHECK(e && run_prompt(e, 0, NULL, &cold) == 0);
     cinfer_engine_destroy(e);
+    test_processes(&cold);
 
     /* A: cold, writes back */
     e = store_engine(m, g_dir, false);
