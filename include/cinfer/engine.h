@@ -12,7 +12,8 @@
  *
  * Ownership: the engine borrows the model and the compute thread pool (both
  * must outlive it) and owns everything else: the KV block pool (sized by
- * kv_memory_bytes), the prefix cache, the request table, the thread.
+ * kv_memory_bytes), the prefix cache, the request table, the thread, and
+ * with kv_store_dir the persistent KV store's threads (docs/store.md).
  * A request lives until its final output (finished = true) has been read, or
  * until cinfer_engine_release() if the reader walks away; its id is invalid
  * afterwards. Every function is thread-safe; none waits for a forward pass
