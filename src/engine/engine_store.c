@@ -25,6 +25,12 @@ typedef struct eng_store {
     double load_timeout_s;
     uint64_t timeouts;
     store_event ev[ES_EVENTS];
+    /* loads whose destination blocks were allocated while a forward pass was in flight: submitted once that
+     * step is over (a block freed during the step - a cancelled or preempted request's - may still be
+     * written by it, and the I/O thread must not write the same block concurrently) */
+    store_chain **deferred;
+    const void **deferred_step; /* e->inflight when each was deferred */
+    int32_t n_deferred, cap_deferred;
 } eng_store;
 
 static void es_notify(void *ctx) {
@@ -114,6 +120,14 @@ void eng_store_close(cinfer_engine *e) {
             }
         store_close(es->s);
     }
+    for (int32_t i = 0; i < es->n_deferred; i++) {
+        store_chain *ch = es->deferred[i];
+        if (ch->owner) ((eng_req *)ch->owner)->st_chain = NULL;
+        es_unref_ids(e, ch, 0);
+        store_chain_free(ch);
+    }
+    free(es->deferred);
+    free(es->deferred_step);
     free(es->known);
     free(es->has_known);
     free(es);
@@ -201,6 +215,38 @@ static void es_adopt(cinfer_engine *e, eng_req *r, store_chain *ch) {
     }
 }
 
+/* Makes room for one more deferred load; false when out of memory. */
+static bool es_room_to_defer(eng_store *es) {
+    if (es->n_deferred < es->cap_deferred) return true;
+    int32_t cap = es->cap_deferred ? 2 * es->cap_deferred : 16;
+    store_chain **d = realloc(es->deferred, (size_t)cap * sizeof *d);
+    if (d) es->deferred = d;
+    const void **t = realloc(es->deferred_step, (size_t)cap * sizeof *t);
+    if (t) es->deferred_step = t;
+    if (!d || !t) return false;
+    es->cap_deferred = cap;
+    return true;
+}
+
+/* Submits deferred loads whose step is over; drops those whose request left. */
+static void es_run_deferred(cinfer_engine *e) {
+    eng_store *es = e->es;
+    int32_t w = 0;
+    for (int32_t i = 0; i < es->n_deferred; i++) {
+        store_chain *ch = es->deferred[i];
+        if (!ch->owner) {
+            es_unref_ids(e, ch, 0);
+            store_chain_free(ch);
+        } else if (e->inflight != es->deferred_step[i]) { /* that step completed (one poll per dispatch at most) */
+            store_submit_load(es->s, ch, ch->n_load);
+        } else {
+            es->deferred[w] = ch;
+            es->deferred_step[w++] = es->deferred_step[i];
+        }
+    }
+    es->n_deferred = w;
+}
+
 static void es_chain_done(cinfer_engine *e, store_chain *ch) {
     eng_store *es = e->es;
     eng_req *r = ch->owner;
@@ -209,9 +255,15 @@ static void es_chain_done(cinfer_engine *e, store_chain *ch) {
             int32_t k = ch->n_found, avail = kv_pool_available(e->kv);
             if (k > avail) k = avail;
             cf_err err;
-            if (k > 0 && kv_pool_alloc_n(e->kv, k, ch->ids, &err) == 0) {
+            if (k > 0 && es_room_to_defer(es) && kv_pool_alloc_n(e->kv, k, ch->ids, &err) == 0) {
                 for (int32_t i = 0; i < k; i++) ch->dst[i] = kv_pool_block(e->kv, ch->ids[i]);
-                store_submit_load(es->s, ch, k);
+                ch->n_load = k; /* what the chain holds (store_submit_load sets it again) */
+                if (!e->inflight) {
+                    store_submit_load(es->s, ch, k);
+                } else {
+                    es->deferred[es->n_deferred] = ch;
+                    es->deferred_step[es->n_deferred++] = e->inflight;
+                }
                 return;
             }
             es_resume(e, r);
@@ -231,6 +283,7 @@ static void es_chain_done(cinfer_engine *e, store_chain *ch) {
 void eng_store_poll(cinfer_engine *e) {
     eng_store *es = e->es;
     if (!es || !es->s) return;
+    if (es->n_deferred > 0) es_run_deferred(e);
     int n;
     while ((n = store_poll(es->s, es->ev, ES_EVENTS)) > 0)
         for (int i = 0; i < n; i++) {

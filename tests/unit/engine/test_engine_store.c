@@ -11,7 +11,8 @@
  *    still identical; it writes the recomputed blocks back, so the next engine
  *    hits all 24 again;
  *  - traffic class: objects carry the request's class;
- *  - the hit and the output are the same with synchronous scheduling;
+ *  - the hit and the output are the same with synchronous scheduling, and
+ *    while another request keeps a forward pass in flight;
  *  - a store directory that cannot be created: the engine still serves (store
  *    disabled and counted);
  *  - 3 processes sharing one directory, same prompt at once: identical
@@ -293,6 +294,40 @@ int main(void) {
     CHECK(e && run_prompt(e, 0, NULL, &re) == 0);
     cinfer_engine_destroy(e);
     CHECK(re.usage.cached_tokens == want_cached && tl_same_tokens(&re, &cold));
+
+    /* E'': the store request while another request keeps a forward pass in flight every step (asynchronous
+     * scheduling): its loads are allocated while a step computes (deferred until that step is over) */
+    {
+        static int32_t other[64];
+        static run_result rbg, rbg_cold, rx;
+        tl_prompt(other, 64);
+        cinfer_request bg = cinfer_request_default();
+        bg.prompt = other;
+        bg.n_prompt = 64;
+        bg.max_tokens = 300;
+        bg.ignore_eos = true;
+        e = store_engine(m, NULL, false);
+        CHECK(e && tl_run(e, &bg, &rbg_cold) == 0);
+        cinfer_engine_destroy(e);
+        e = store_engine(m, g_dir, false);
+        uint64_t id_bg = e ? tl_submit(e, &bg) : 0;
+        struct timespec d = {0, 20 * 1000000L};
+        nanosleep(&d, NULL); /* the background request is decoding */
+        cinfer_request r = cinfer_request_default();
+        r.prompt = g_prompt;
+        r.n_prompt = NP;
+        r.max_tokens = NGEN;
+        r.ignore_eos = true;
+        CHECK(e && tl_run(e, &r, &rx) == 0);
+        memset(&rbg, 0, sizeof rbg);
+        CHECK(id_bg && tl_collect(e, id_bg, &rbg) == 0);
+        if (e) cinfer_engine_destroy(e);
+        fprintf(stderr, "E'' (with a request in flight): cached %d, same output: %s, background same: %s\n",
+                rx.usage.cached_tokens, tl_same_tokens(&rx, &cold) ? "yes" : "NO",
+                tl_same_tokens(&rbg, &rbg_cold) ? "yes" : "NO");
+        CHECK(rx.usage.cached_tokens == want_cached && tl_same_tokens(&rx, &cold));
+        CHECK(tl_same_tokens(&rbg, &rbg_cold));
+    }
 
     /* E': the same with synchronous scheduling (no forward pass in flight while loading) */
     e = store_engine(m, g_dir, true);
