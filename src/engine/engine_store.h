@@ -8,7 +8,9 @@
  *     the store for the following full blocks (those before the last token)
  *     and parks the request in SCHED_LOADING (the scheduler skips it);
  *   lookup done (eng_store_poll): n objects present -> n pool blocks
- *     allocated, LOAD submitted; none -> back to RUNNING at once;
+ *     allocated, LOAD submitted (if a forward pass is in flight, only after
+ *     it: a block freed during that step may still be written by it); none ->
+ *     back to RUNNING at once;
  *   load done: verified blocks are registered in the prefix cache and
  *     appended to the block table, n_computed advances, RUNNING again (the
  *     scheduler then plans the remainder as a running prefill); blocks that
