@@ -24,6 +24,8 @@ typedef struct gc_entry {
 
 typedef struct gc_walk {
     int64_t now, real_now;
+    bool collect;     /* a quota is set: remember live objects for the LRU pass (48 bytes each) */
+    uint64_t live;    /* bytes of live objects */
     store_gc_result *r;
     gc_entry *v;
     size_t n, cap;
@@ -103,6 +105,8 @@ static void gc_visit(void *ctx, int dfd, const char *name) {
         gc_unlink(w, dfd, name, (uint64_t)sb.st_size, &w->r->deleted_expired);
         return;
     }
+    w->live += (uint64_t)sb.st_size;
+    if (!w->collect) return;
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 1024;
         gc_entry *v = realloc(w->v, cap * sizeof *v);
@@ -143,11 +147,10 @@ static void gc_quarantine(const char *dir, gc_walk *w) {
 
 int store_gc(const char *dir, int64_t now, int64_t quota_bytes, store_gc_result *r, cf_err *err) {
     memset(r, 0, sizeof *r);
-    gc_walk w = {.now = now, .real_now = (int64_t)time(NULL), .r = r};
+    gc_walk w = {.now = now, .real_now = (int64_t)time(NULL), .r = r, .collect = quota_bytes > 0};
     if (gc_for_each(dir, gc_visit, &w, err)) return -1;
     gc_quarantine(dir, &w);
-    uint64_t live = 0;
-    for (size_t i = 0; i < w.n; i++) live += (uint64_t)w.v[i].size;
+    uint64_t live = w.live;
     if (quota_bytes > 0 && live > (uint64_t)quota_bytes && !w.oom) {
         qsort(w.v, w.n, sizeof *w.v, gc_cmp);
         for (size_t i = 0; i < w.n && live > (uint64_t)quota_bytes; i++) {
