@@ -275,9 +275,10 @@ static bool has_type(const recipe_part *ps, size_t n, recipe_part_type t) {
     return false;
 }
 
-static json_t *encode_content(const recipe_part *ps, size_t n, bool as_string, recipe_arena *a, bool images) {
+static json_t *encode_content(const recipe_part *ps, size_t n, bool as_string, recipe_arena *a, bool images,
+                              const char *sep) {
     if (as_string && !(images && has_type(ps, n, RECIPE_PART_IMAGE))) {
-        const char *t = join_text(a, ps, n, "");
+        const char *t = join_text(a, ps, n, sep);
         return jsnew(t ? t : "");
     }
     return text_parts(ps, n, a, images);
@@ -298,11 +299,11 @@ json_t *chat_request_encode(const recipe_request *r, recipe_error *err) {
             jset(jm, "role", json_string(m->role == RECIPE_ROLE_SYSTEM ? "system" : "developer"));
             /* top-level system blocks (Anthropic) are joined into one string, as vLLM does */
             jset(jm, "content", encode_content(m->parts, m->n_parts, m->content_string || (foreign && m->top_level), &a,
-                                               false));
+                                               false, m->content_string ? "" : "\n"));
             break;
         case RECIPE_ROLE_USER:
             jset(jm, "role", json_string("user"));
-            jset(jm, "content", encode_content(m->parts, m->n_parts, m->content_string, &a, true));
+            jset(jm, "content", encode_content(m->parts, m->n_parts, m->content_string, &a, true, ""));
             break;
         case RECIPE_ROLE_ASSISTANT: {
             jset(jm, "role", json_string("assistant"));
@@ -340,7 +341,7 @@ json_t *chat_request_encode(const recipe_request *r, recipe_error *err) {
             if (!p || p->type != RECIPE_PART_TOOL_RESULT) break;
             jset(jm, "role", json_string("tool"));
             jset_str(jm, "tool_call_id", p->id);
-            jset(jm, "content", encode_content(p->parts, p->n_parts, p->content_string, &a, false));
+            jset(jm, "content", encode_content(p->parts, p->n_parts, p->content_string, &a, false, ""));
             json_array_append_new(msgs, jm);
             jm = NULL;
             /* Chat tool messages carry no images: they follow in a user message (vLLM) */

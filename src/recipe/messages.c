@@ -385,7 +385,7 @@ json_t *messages_request_encode(const recipe_request *r, recipe_error *err) {
     recipe_arena a = {0};
     json_t *o = json_object();
     jset_str(o, "model", r->model);
-    jset_int(o, "max_tokens", r->max_tokens != RECIPE_UNSET ? r->max_tokens : 4096);
+    int64_t max_tokens = r->max_tokens != RECIPE_UNSET ? r->max_tokens : 4096;
     /* system: every system/developer message hoisted */
     size_t n_sys = 0;
     const recipe_message *only = NULL;
@@ -480,7 +480,8 @@ json_t *messages_request_encode(const recipe_request *r, recipe_error *err) {
         for (size_t i = 0; i < r->n_stop; i++) json_array_append_new(st, jsnew(r->stop[i]));
         jset(o, "stop_sequences", st);
     }
-    jset_real(o, "temperature", r->temperature);
+    /* OpenAI's 0-2 range is not rescaled; values above Anthropic's maximum are clamped */
+    jset_real(o, "temperature", r->temperature > 1 ? 1 : r->temperature);
     jset_real(o, "top_p", r->top_p);
     jset_int(o, "top_k", r->top_k);
     if (r->stream) jset(o, "stream", json_true());
@@ -488,9 +489,13 @@ json_t *messages_request_encode(const recipe_request *r, recipe_error *err) {
     if (r->thinking == 1 && r->thinking_adaptive) jset(o, "thinking", json_pack("{s:s}", "type", "adaptive"));
     else if (r->thinking == 1 || (r->thinking < 0 && r->reasoning_effort > RECIPE_EFFORT_NONE)) {
         int64_t budget = r->thinking_budget != RECIPE_UNSET ? r->thinking_budget : recipe_budget_from_effort(r->reasoning_effort);
+        /* Anthropic needs budget < max_tokens (both include thinking): keep the requested
+         * allowance for the answer on top of the budget */
+        if (max_tokens <= budget) max_tokens += budget;
         jset(o, "thinking", json_pack("{s:s,s:I}", "type", "enabled", "budget_tokens", (json_int_t)budget));
     } else if (r->thinking == 0 || r->reasoning_effort == RECIPE_EFFORT_NONE)
         jset(o, "thinking", json_pack("{s:s}", "type", "disabled"));
+    jset_int(o, "max_tokens", max_tokens);
     json_t *oc = json_object();
     if (r->format == RECIPE_FORMAT_JSON_SCHEMA && r->format_schema)
         jset(oc, "format", json_pack("{s:s,s:O}", "type", "json_schema", "schema", r->format_schema));

@@ -118,7 +118,9 @@ static block *new_block(recipe_stream_encoder *e, block_kind k) {
     b->kind = k;
     b->tool_index = -1;
     static const char *pre[] = {"rs_", "msg_", "fc_"};
-    mint_id(b->item_id, sizeof b->item_id, pre[k], mix64((uintptr_t)e ^ (uint64_t)e->created) + e->n_blocks);
+    uint64_t h = 1469598103934665603ull; /* ids derived from the response id: deterministic */
+    for (const char *c = e->id; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    mint_id(b->item_id, sizeof b->item_id, pre[k], h + e->n_blocks);
     return b;
 }
 
