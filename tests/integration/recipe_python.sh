@@ -1,17 +1,15 @@
 #!/bin/bash
-# recipe_python.sh - builds the cinfer_recipe Python extension (python/setup.py) from the
-# recipe C sources into a temporary directory and runs tests/python/test_recipe.py with
-# the stdlib unittest runner. Offline: needs only python3 with setuptools and libjansson-dev.
+# recipe_python.sh - installs the cinfer_recipe Python extension the way a user would
+# (`pip install --no-index --no-build-isolation ./python` into a fresh temporary venv:
+# offline, stdlib venv only) and runs tests/python/test_recipe.py with unittest.
+# Needs python3 with the venv module and libjansson-dev.
 set -u
 SRC=${CINFER_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
-PY=python3
-if [ -x "${CINFER_VENV:-}/bin/python" ]; then PY="$CINFER_VENV/bin/python"; fi
-"$PY" -c "import setuptools" 2>/dev/null || PY=python3
 tmp=$(mktemp -d /tmp/cinfer-recipe-py.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-if ! (cd "$SRC" && CINFER_SRC="$SRC" "$PY" python/setup.py -q build_ext --build-lib "$tmp/lib" --build-temp "$tmp/build" \
-      >"$tmp/build.log" 2>&1); then
-    echo "FAIL build of the extension"; cat "$tmp/build.log"; exit 1
+python3 -m venv "$tmp/venv" || { echo "FAIL python3 -m venv"; exit 1; }
+if ! "$tmp/venv/bin/pip" install -q --no-index --no-build-isolation "$SRC/python" >"$tmp/install.log" 2>&1; then
+    echo "FAIL pip install ./python"; cat "$tmp/install.log"; exit 1
 fi
-PYTHONPATH="$tmp/lib" "$PY" -m unittest -v "$SRC/tests/python/test_recipe.py" 2>&1 | tail -40
+cd "$tmp" && "$tmp/venv/bin/python" -m unittest -v "$SRC/tests/python/test_recipe.py" 2>&1 | tail -40
 exit "${PIPESTATUS[0]}"
