@@ -11,5 +11,5 @@ python3 -m venv "$tmp/venv" || { echo "FAIL python3 -m venv"; exit 1; }
 if ! "$tmp/venv/bin/pip" install -q --no-index --no-build-isolation "$SRC/python" >"$tmp/install.log" 2>&1; then
     echo "FAIL pip install ./python"; cat "$tmp/install.log"; exit 1
 fi
-cd "$tmp" && "$tmp/venv/bin/python" -m unittest -v "$SRC/tests/python/test_recipe.py" 2>&1 | tail -40
+cd "$tmp" && "$tmp/venv/bin/python" "$SRC/tests/python/test_recipe.py" -v 2>&1 | tail -40
 exit "${PIPESTATUS[0]}"
