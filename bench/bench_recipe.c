@@ -1,10 +1,12 @@
 /* bench_recipe.c - protocol conversions per second on one core: a ~2 KB Chat
- * Completions request (system prompt, a few turns, a tool call and its result,
- * two tool definitions, sampling options) converted to Anthropic Messages and to
- * OpenAI Responses and back. One "conversion" = parse the source JSON tree into
- * the canonical request + encode the target JSON tree (what the server does once
- * per request, after its JSON parse). Also reported: the same with text in/out
- * (json_loads + convert + json_dumps), and the output parser's throughput.
+ * Completions request (system prompt, a few turns, two tool calls and their
+ * results, three tool definitions, sampling options) converted to Anthropic
+ * Messages and to OpenAI Responses, and those back to Chat. One "conversion" =
+ * parse the source JSON tree into the canonical request + write the target JSON
+ * text (recipe_request_encode_text). Times are thread CPU time, so other load on
+ * the machine inflates them less than wall time would. Also reported: the
+ * jansson-tree encoder, text in/out including jansson's json_loads, and the
+ * output parser's throughput.
  * Usage: bench_recipe [seconds per measurement, default 1]. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,60 +42,69 @@ static const char k_req[] =
     "\"tool_choice\":\"auto\",\"temperature\":0.6,\"top_p\":0.95,\"max_completion_tokens\":1024,\"stop\":[\"</answer>\"],"
     "\"seed\":1234,\"stream\":true,\"stream_options\":{\"include_usage\":true},\"user\":\"user-42\"}";
 
+/* CPU time of this thread: "per core" figures that other processes on the machine do not inflate */
 static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double wall(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* chat -> target -> chat, tree in / tree out; returns conversions per second (2 per round) */
-static double tree_rate(json_t *src, recipe_api target, double secs) {
-    recipe_request a, b;
-    recipe_request_init(&a);
-    recipe_request_init(&b);
-    long rounds = 0;
+/* src tree (api a) -> canonical -> api b; text (encode_text) or tree (encode) output.
+ * Returns conversions per CPU second. */
+static double rate(json_t *src, recipe_api a, recipe_api b, bool text, double secs) {
+    recipe_request r;
+    recipe_request_init(&r);
+    recipe_buf out = {0};
+    long n = 0;
     double t0 = now(), t;
     do {
         for (int i = 0; i < 256; i++) {
-            if (recipe_request_parse(RECIPE_API_CHAT, src, &a, NULL)) abort();
-            json_t *o = recipe_request_encode(target, &a, NULL);
-            if (!o || recipe_request_parse(target, o, &b, NULL)) abort();
-            json_t *back = recipe_request_encode(RECIPE_API_CHAT, &b, NULL);
-            if (!back) abort();
-            recipe_request_reset(&b); /* drops its reference to o */
-            json_decref(o);
-            json_decref(back);
+            if (recipe_request_parse(a, src, &r, NULL)) abort();
+            if (text) {
+                out.len = 0;
+                if (recipe_request_encode_text(b, &r, &out, NULL)) abort();
+            } else {
+                json_t *o = recipe_request_encode(b, &r, NULL);
+                if (!o) abort();
+                json_decref(o);
+            }
         }
-        rounds += 256;
+        n += 256;
         t = now() - t0;
     } while (t < secs);
-    recipe_request_free(&a);
-    recipe_request_free(&b);
-    return 2.0 * (double)rounds / t;
+    recipe_request_free(&r);
+    recipe_buf_free(&out);
+    return (double)n / t;
 }
 
-static double text_rate(recipe_api target, double secs) {
-    recipe_request a;
-    recipe_request_init(&a);
-    long rounds = 0;
+/* text in, text out: json_loads + parse + encode_text */
+static double text_rate(recipe_api b, double secs) {
+    recipe_request r;
+    recipe_request_init(&r);
+    recipe_buf out = {0};
+    long n = 0;
     double t0 = now(), t;
     do {
         for (int i = 0; i < 64; i++) {
             json_t *src = json_loads(k_req, 0, NULL);
-            if (!src || recipe_request_parse(RECIPE_API_CHAT, src, &a, NULL)) abort();
-            json_t *o = recipe_request_encode(target, &a, NULL);
-            char *s = json_dumps(o, JSON_COMPACT);
-            if (!s) abort();
-            free(s);
-            json_decref(o);
-            recipe_request_reset(&a);
+            if (!src || recipe_request_parse(RECIPE_API_CHAT, src, &r, NULL)) abort();
+            out.len = 0;
+            if (recipe_request_encode_text(b, &r, &out, NULL)) abort();
+            recipe_request_reset(&r);
             json_decref(src);
         }
-        rounds += 64;
+        n += 64;
         t = now() - t0;
     } while (t < secs);
-    recipe_request_free(&a);
-    return (double)rounds / t;
+    recipe_request_free(&r);
+    recipe_buf_free(&out);
+    return (double)n / t;
 }
 
 static double parser_mbps(double secs) {
@@ -118,15 +129,37 @@ static double parser_mbps(double secs) {
 
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 1.0;
-    json_t *src = json_loads(k_req, 0, NULL);
-    if (!src) return 1;
-    printf("request: %zu bytes of Chat Completions JSON\n", strlen(k_req));
-    double m = tree_rate(src, RECIPE_API_MESSAGES, secs), r = tree_rate(src, RECIPE_API_RESPONSES, secs);
-    printf("chat -> messages -> chat:   %9.0f conversions/s (%.2f us each; target >= 200k/s)\n", m, 1e6 / m);
-    printf("chat -> responses -> chat:  %9.0f conversions/s (%.2f us each; target >= 200k/s)\n", r, 1e6 / r);
-    printf("text in/out (json_loads + chat->messages + json_dumps): %9.0f requests/s\n", text_rate(RECIPE_API_MESSAGES, secs));
-    printf("text in/out (json_loads + chat->responses + json_dumps): %9.0f requests/s\n", text_rate(RECIPE_API_RESPONSES, secs));
+    json_t *chat = json_loads(k_req, 0, NULL);
+    if (!chat) return 1;
+    recipe_request r;
+    recipe_request_init(&r);
+    if (recipe_request_parse(RECIPE_API_CHAT, chat, &r, NULL)) return 1;
+    json_t *msgs = recipe_request_encode(RECIPE_API_MESSAGES, &r, NULL), *resp = recipe_request_encode(RECIPE_API_RESPONSES, &r, NULL);
+    recipe_request_free(&r);
+    if (!msgs || !resp) return 1;
+    double w0 = wall(), c0 = now();
+    printf("request: %zu bytes of Chat Completions JSON; figures are per CPU-second of one thread\n", strlen(k_req));
+    printf("one conversion = parse the source JSON tree into the canonical request + write the target JSON\n");
+    double cm = rate(chat, RECIPE_API_CHAT, RECIPE_API_MESSAGES, true, secs);
+    double mc = rate(msgs, RECIPE_API_MESSAGES, RECIPE_API_CHAT, true, secs);
+    double cr = rate(chat, RECIPE_API_CHAT, RECIPE_API_RESPONSES, true, secs);
+    double rc = rate(resp, RECIPE_API_RESPONSES, RECIPE_API_CHAT, true, secs);
+    printf("  chat -> messages   (text out): %9.0f /s  %6.2f us\n", cm, 1e6 / cm);
+    printf("  messages -> chat   (text out): %9.0f /s  %6.2f us\n", mc, 1e6 / mc);
+    printf("  chat -> responses  (text out): %9.0f /s  %6.2f us\n", cr, 1e6 / cr);
+    printf("  responses -> chat  (text out): %9.0f /s  %6.2f us\n", rc, 1e6 / rc);
+    double mean = 4.0 / (1 / cm + 1 / mc + 1 / cr + 1 / rc);
+    printf("  all four directions: %.0f conversions/s (target >= 200000)\n", mean);
+    double tm = rate(chat, RECIPE_API_CHAT, RECIPE_API_MESSAGES, false, secs);
+    double tr = rate(chat, RECIPE_API_CHAT, RECIPE_API_RESPONSES, false, secs);
+    printf("  jansson tree out instead of text: chat -> messages %.0f /s, chat -> responses %.0f /s\n", tm, tr);
+    printf("  text in + text out (json_loads + convert): chat -> messages %.0f /s, chat -> responses %.0f /s\n",
+           text_rate(RECIPE_API_MESSAGES, secs), text_rate(RECIPE_API_RESPONSES, secs));
     printf("output parser (hermes, 4-byte deltas): %.1f MB/s\n", parser_mbps(secs));
-    json_decref(src);
+    printf("(CPU %.1f s over %.1f s wall: %.0f%% of one core was ours)\n", now() - c0, wall() - w0,
+           100 * (now() - c0) / (wall() - w0));
+    json_decref(chat);
+    json_decref(msgs);
+    json_decref(resp);
     return 0;
 }

@@ -45,6 +45,13 @@ typedef enum recipe_api {
 int recipe_api_from_name(const char *name);
 const char *recipe_api_name(recipe_api api);
 
+/* Growable output buffer; the caller owns it, drains it (len = 0) and frees it. */
+typedef struct recipe_buf {
+    char *data;
+    size_t len, cap;
+} recipe_buf;
+void recipe_buf_free(recipe_buf *b);
+
 #define RECIPE_UNSET INT64_MIN /* integer option not given */
 /* double options not given are NAN; tri-state options are -1 (unset), 0, 1 */
 
@@ -240,6 +247,9 @@ int recipe_request_parse(recipe_api api, json_t *body, recipe_request *out, reci
 /* Encodes a canonical request as `api`'s request body. New reference, or NULL + err
  * (e.g. no messages). Lossy cases: docs/recipe.md. */
 json_t *recipe_request_encode(recipe_api api, const recipe_request *req, recipe_error *err);
+/* The same as compact JSON text appended to `out` (the fast path: no JSON tree is built).
+ * 0, or -1 + err with out unchanged. */
+int recipe_request_encode_text(recipe_api api, const recipe_request *req, recipe_buf *out, recipe_error *err);
 /* Debug/introspection: the canonical request as JSON (field names as in the struct). */
 json_t *recipe_request_dump(const recipe_request *req);
 
@@ -330,12 +340,6 @@ const char *recipe_event_type_name(recipe_event_type t);
 
 /* ---------------------------------------------------------------- SSE stream encoders */
 
-/* Growable output buffer; the caller owns it, drains it (len = 0) and frees it. */
-typedef struct recipe_buf {
-    char *data;
-    size_t len, cap;
-} recipe_buf;
-void recipe_buf_free(recipe_buf *b);
 
 typedef struct recipe_stream_info {
     const char *id;        /* response id; NULL: minted */

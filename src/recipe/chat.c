@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "recipe/recipe_internal.h"
+#include "recipe/writer.h"
 
 /* ---------------------------------------------------------------- request parse */
 
@@ -255,188 +256,228 @@ int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
 
 /* ---------------------------------------------------------------- request encode */
 
-static json_t *text_parts(const recipe_part *ps, size_t n, recipe_arena *a, bool images) {
-    json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++) {
-        if (ps[i].type == RECIPE_PART_TEXT)
-            json_array_append_new(arr, json_pack("{s:s,s:o}", "type", "text", "text", jsnew(ps[i].text)));
-        else if (ps[i].type == RECIPE_PART_IMAGE && images) {
-            json_t *iu = json_pack("{s:o}", "url", jsnew(image_url(a, &ps[i])));
-            jset_str(iu, "detail", ps[i].detail);
-            json_array_append_new(arr, json_pack("{s:s,s:o}", "type", "image_url", "image_url", iu));
-        }
-    }
-    return arr;
-}
-
 static bool has_type(const recipe_part *ps, size_t n, recipe_part_type t) {
     for (size_t i = 0; i < n; i++)
         if (ps[i].type == t) return true;
     return false;
 }
 
-static json_t *encode_content(const recipe_part *ps, size_t n, bool as_string, recipe_arena *a, bool images,
-                              const char *sep) {
-    if (as_string && !(images && has_type(ps, n, RECIPE_PART_IMAGE))) {
-        const char *t = join_text(a, ps, n, sep);
-        return jsnew(t ? t : "");
-    }
-    return text_parts(ps, n, a, images);
+static void w_image_part(rw *w, recipe_arena *a, const recipe_part *p) {
+    rw_obj(w);
+    rw_kstr(w, "type", "image_url");
+    rw_kobj(w, "image_url");
+    rw_kstr(w, "url", image_url(a, p));
+    rw_kstr(w, "detail", p->detail);
+    rw_end(w);
+    rw_end(w);
 }
 
-json_t *chat_request_encode(const recipe_request *r, recipe_error *err);
-json_t *chat_request_encode(const recipe_request *r, recipe_error *err) {
-    recipe_arena a = {0};
-    json_t *o = json_object(), *msgs = json_array();
-    jset_str(o, "model", r->model);
+static void w_text_parts(rw *w, const recipe_part *ps, size_t n, recipe_arena *a, bool images) {
+    rw_arr(w);
+    for (size_t i = 0; i < n; i++) {
+        if (ps[i].type == RECIPE_PART_TEXT) {
+            rw_obj(w);
+            rw_kstr(w, "type", "text");
+            rw_kstr(w, "text", ps[i].text);
+            rw_end(w);
+        } else if (ps[i].type == RECIPE_PART_IMAGE && images)
+            w_image_part(w, a, &ps[i]);
+    }
+    rw_end(w);
+}
+
+/* content as a string (joined with sep) or as typed parts */
+static void w_content(rw *w, const recipe_part *ps, size_t n, bool as_string, recipe_arena *a, bool images,
+                      const char *sep) {
+    if (as_string && !(images && has_type(ps, n, RECIPE_PART_IMAGE))) {
+        const char *t = join_text(a, ps, n, sep);
+        rw_str(w, t ? t : "");
+    } else
+        w_text_parts(w, ps, n, a, images);
+}
+
+static void w_message(rw *w, const recipe_request *r, const recipe_message *m, recipe_arena *a) {
     bool foreign = r->source != RECIPE_API_CHAT;
-    for (size_t i = 0; i < r->n_messages; i++) {
-        const recipe_message *m = &r->messages[i];
-        json_t *jm = json_object();
-        switch (m->role) {
-        case RECIPE_ROLE_SYSTEM:
-        case RECIPE_ROLE_DEVELOPER:
-            jset(jm, "role", json_string(m->role == RECIPE_ROLE_SYSTEM ? "system" : "developer"));
-            /* top-level system blocks (Anthropic) are joined into one string, as vLLM does */
-            jset(jm, "content", encode_content(m->parts, m->n_parts, m->content_string || (foreign && m->top_level), &a,
-                                               false, m->content_string ? "" : "\n"));
-            break;
-        case RECIPE_ROLE_USER:
-            jset(jm, "role", json_string("user"));
-            jset(jm, "content", encode_content(m->parts, m->n_parts, m->content_string, &a, true, ""));
-            break;
-        case RECIPE_ROLE_ASSISTANT: {
-            jset(jm, "role", json_string("assistant"));
-            const char *text = join_text(&a, m->parts, m->n_parts, "");
-            bool calls = has_type(m->parts, m->n_parts, RECIPE_PART_TOOL_CALL);
-            if (text && !m->content_string && !foreign) jset(jm, "content", text_parts(m->parts, m->n_parts, &a, false));
-            else if (text) jset(jm, "content", jsnew(text));
-            else if (calls || m->content_null) jset(jm, "content", json_null());
-            else jset(jm, "content", json_string("")); /* reasoning-only turn */
-            for (size_t k = 0; k < m->n_parts; k++)
-                if (m->parts[k].type == RECIPE_PART_REASONING) {
-                    const char *rt = reasoning_text(&a, &m->parts[k]);
-                    if (rt) jset(jm, "reasoning_content", jsnew(rt));
-                    break;
-                }
-            if (calls) {
-                json_t *tcs = json_array();
-                for (size_t k = 0; k < m->n_parts; k++) {
-                    const recipe_part *p = &m->parts[k];
-                    if (p->type != RECIPE_PART_TOOL_CALL) continue;
-                    json_t *tc = json_object();
-                    jset_str(tc, "id", p->id);
-                    jset(tc, "type", json_string("function"));
-                    jset(tc, "function", json_pack("{s:o,s:o}", "name", jsnew(p->name), "arguments",
-                                                   jsnew(p->args ? p->args : "{}")));
-                    json_array_append_new(tcs, tc);
-                }
-                jset(jm, "tool_calls", tcs);
+    switch (m->role) {
+    case RECIPE_ROLE_SYSTEM:
+    case RECIPE_ROLE_DEVELOPER:
+        rw_obj(w);
+        rw_kstr(w, "role", m->role == RECIPE_ROLE_SYSTEM ? "system" : "developer");
+        /* top-level system blocks (Anthropic) are joined into one string, as vLLM does */
+        rw_key(w, "content");
+        w_content(w, m->parts, m->n_parts, m->content_string || (foreign && m->top_level), a, false,
+                  m->content_string ? "" : "\n");
+        rw_kstr(w, "name", m->name);
+        rw_end(w);
+        return;
+    case RECIPE_ROLE_USER:
+        rw_obj(w);
+        rw_kstr(w, "role", "user");
+        rw_key(w, "content");
+        w_content(w, m->parts, m->n_parts, m->content_string, a, true, "");
+        rw_kstr(w, "name", m->name);
+        rw_end(w);
+        return;
+    case RECIPE_ROLE_ASSISTANT: {
+        rw_obj(w);
+        rw_kstr(w, "role", "assistant");
+        const char *text = join_text(a, m->parts, m->n_parts, "");
+        bool calls = has_type(m->parts, m->n_parts, RECIPE_PART_TOOL_CALL);
+        rw_key(w, "content");
+        if (text && !m->content_string && !foreign) w_text_parts(w, m->parts, m->n_parts, a, false);
+        else if (text) rw_str(w, text);
+        else if (calls || m->content_null) rw_null(w);
+        else rw_str(w, ""); /* reasoning-only turn */
+        for (size_t k = 0; k < m->n_parts; k++)
+            if (m->parts[k].type == RECIPE_PART_REASONING) {
+                rw_kstr(w, "reasoning_content", reasoning_text(a, &m->parts[k]));
+                break;
             }
-            jset_str(jm, "refusal", m->refusal);
-            break;
-        }
-        case RECIPE_ROLE_TOOL: {
-            const recipe_part *p = m->n_parts ? &m->parts[0] : NULL;
-            if (!p || p->type != RECIPE_PART_TOOL_RESULT) break;
-            jset(jm, "role", json_string("tool"));
-            jset_str(jm, "tool_call_id", p->id);
-            jset(jm, "content", encode_content(p->parts, p->n_parts, p->content_string, &a, false, ""));
-            json_array_append_new(msgs, jm);
-            jm = NULL;
-            /* Chat tool messages carry no images: they follow in a user message (vLLM) */
-            if (has_type(p->parts, p->n_parts, RECIPE_PART_IMAGE)) {
-                json_t *um = json_object(), *arr = json_array();
-                for (size_t k = 0; k < p->n_parts; k++)
-                    if (p->parts[k].type == RECIPE_PART_IMAGE) {
-                        json_t *tmp = text_parts(&p->parts[k], 1, &a, true);
-                        json_array_extend(arr, tmp);
-                        json_decref(tmp);
-                    }
-                jset(um, "role", json_string("user"));
-                jset(um, "content", arr);
-                json_array_append_new(msgs, um);
+        if (calls) {
+            rw_karr(w, "tool_calls");
+            for (size_t k = 0; k < m->n_parts; k++) {
+                const recipe_part *p = &m->parts[k];
+                if (p->type != RECIPE_PART_TOOL_CALL) continue;
+                rw_obj(w);
+                rw_kstr(w, "id", p->id);
+                rw_kstr(w, "type", "function");
+                rw_kobj(w, "function");
+                rw_kstr(w, "name", p->name);
+                rw_kstr(w, "arguments", p->args ? p->args : "{}");
+                rw_end(w);
+                rw_end(w);
             }
-            break;
+            rw_end(w);
         }
-        }
-        if (jm) {
-            if (m->role != RECIPE_ROLE_TOOL) jset_str(jm, "name", m->name);
-            if (json_object_size(jm)) json_array_append_new(msgs, jm);
-            else json_decref(jm);
-        }
+        rw_kstr(w, "refusal", m->refusal);
+        rw_kstr(w, "name", m->name);
+        rw_end(w);
+        return;
     }
-    if (json_array_size(msgs) == 0) {
-        json_decref(o);
-        json_decref(msgs);
-        ra_free(&a);
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "no messages to encode"), NULL;
+    case RECIPE_ROLE_TOOL: {
+        const recipe_part *p = m->n_parts ? &m->parts[0] : NULL;
+        if (!p || p->type != RECIPE_PART_TOOL_RESULT) return;
+        rw_obj(w);
+        rw_kstr(w, "role", "tool");
+        rw_kstr(w, "tool_call_id", p->id);
+        rw_key(w, "content");
+        w_content(w, p->parts, p->n_parts, p->content_string, a, false, "");
+        rw_end(w);
+        /* Chat tool messages carry no images: they follow in a user message (vLLM) */
+        if (has_type(p->parts, p->n_parts, RECIPE_PART_IMAGE)) {
+            rw_obj(w);
+            rw_kstr(w, "role", "user");
+            rw_karr(w, "content");
+            for (size_t k = 0; k < p->n_parts; k++)
+                if (p->parts[k].type == RECIPE_PART_IMAGE) w_image_part(w, a, &p->parts[k]);
+            rw_end(w);
+            rw_end(w);
+        }
+        return;
     }
-    jset(o, "messages", msgs);
+    }
+}
+
+int chat_request_write(rw *w, const recipe_request *r, recipe_error *err);
+int chat_request_write(rw *w, const recipe_request *r, recipe_error *err) {
+    if (r->n_messages == 0) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "no messages to encode");
+    recipe_arena a = {0};
+    bool foreign = r->source != RECIPE_API_CHAT;
+    rw_obj(w);
+    rw_kstr(w, "model", r->model);
+    rw_karr(w, "messages");
+    for (size_t i = 0; i < r->n_messages; i++) w_message(w, r, &r->messages[i], &a);
+    rw_end(w);
     if (r->n_tools) {
-        json_t *tools = json_array();
+        rw_karr(w, "tools");
         for (size_t i = 0; i < r->n_tools; i++) {
             const recipe_tool *t = &r->tools[i];
-            json_t *fn = json_object();
-            jset_str(fn, "name", t->name);
-            jset_str(fn, "description", t->description);
-            jset_ref(fn, "parameters", t->parameters);
-            jset_tri(fn, "strict", t->strict);
-            json_array_append_new(tools, json_pack("{s:s,s:o}", "type", "function", "function", fn));
+            rw_obj(w);
+            rw_kstr(w, "type", "function");
+            rw_kobj(w, "function");
+            rw_kstr(w, "name", t->name);
+            rw_kstr(w, "description", t->description);
+            rw_kjson(w, "parameters", t->parameters);
+            rw_ktri(w, "strict", t->strict);
+            rw_end(w);
+            rw_end(w);
         }
-        jset(o, "tools", tools);
+        rw_end(w);
     }
-    jset(o, "tool_choice", tool_choice_encode_openai(r, false));
-    jset_tri(o, "parallel_tool_calls", r->parallel_tool_calls);
+    switch (r->tool_choice) {
+    case RECIPE_TOOL_CHOICE_NONE: rw_kstr(w, "tool_choice", "none"); break;
+    case RECIPE_TOOL_CHOICE_AUTO: rw_kstr(w, "tool_choice", "auto"); break;
+    case RECIPE_TOOL_CHOICE_REQUIRED: rw_kstr(w, "tool_choice", "required"); break;
+    case RECIPE_TOOL_CHOICE_NAMED:
+        rw_kobj(w, "tool_choice");
+        rw_kstr(w, "type", "function");
+        rw_kobj(w, "function");
+        rw_kstr(w, "name", r->tool_choice_name);
+        rw_end(w);
+        rw_end(w);
+        break;
+    default: break;
+    }
+    rw_ktri(w, "parallel_tool_calls", r->parallel_tool_calls);
     if (r->format != RECIPE_FORMAT_UNSET) {
-        json_t *rf = json_object();
-        if (r->format == RECIPE_FORMAT_TEXT) jset(rf, "type", json_string("text"));
-        else if (r->format == RECIPE_FORMAT_JSON_OBJECT) jset(rf, "type", json_string("json_object"));
+        rw_kobj(w, "response_format");
+        if (r->format == RECIPE_FORMAT_TEXT) rw_kstr(w, "type", "text");
+        else if (r->format == RECIPE_FORMAT_JSON_OBJECT) rw_kstr(w, "type", "json_object");
         else {
-            json_t *js = json_object();
-            jset_str(js, "name", r->format_name ? r->format_name : "response");
-            jset_str(js, "description", r->format_description);
-            jset_ref(js, "schema", r->format_schema);
-            jset_tri(js, "strict", r->format_strict);
-            jset(rf, "type", json_string("json_schema"));
-            jset(rf, "json_schema", js);
+            rw_kstr(w, "type", "json_schema");
+            rw_kobj(w, "json_schema");
+            rw_kstr(w, "name", r->format_name ? r->format_name : "response");
+            rw_kstr(w, "description", r->format_description);
+            rw_kjson(w, "schema", r->format_schema);
+            rw_ktri(w, "strict", r->format_strict);
+            rw_end(w);
         }
-        jset(o, "response_format", rf);
+        rw_end(w);
     }
+    int iu = -1;
     if (r->stream) {
-        jset(o, "stream", json_true());
-        int iu = r->include_usage >= 0 ? r->include_usage : foreign ? 1 : -1;
-        if (iu >= 0) jset(o, "stream_options", json_pack("{s:b}", "include_usage", iu));
-    } else if (r->source == RECIPE_API_CHAT && r->include_usage >= 0)
-        jset(o, "stream_options", json_pack("{s:b}", "include_usage", r->include_usage));
-    jset_int(o, r->max_tokens_legacy ? "max_tokens" : "max_completion_tokens", r->max_tokens);
-    jset_real(o, "temperature", r->temperature);
-    jset_real(o, "top_p", r->top_p);
-    jset_int(o, "top_k", r->top_k);
-    jset_int(o, "n", r->n);
+        rw_key(w, "stream"), rw_bool(w, true);
+        iu = r->include_usage >= 0 ? r->include_usage : foreign ? 1 : -1;
+    } else if (r->source == RECIPE_API_CHAT)
+        iu = r->include_usage;
+    if (iu >= 0) {
+        rw_kobj(w, "stream_options");
+        rw_key(w, "include_usage"), rw_bool(w, iu);
+        rw_end(w);
+    }
+    rw_kint(w, r->max_tokens_legacy ? "max_tokens" : "max_completion_tokens", r->max_tokens);
+    rw_kreal(w, "temperature", r->temperature);
+    rw_kreal(w, "top_p", r->top_p);
+    rw_kint(w, "top_k", r->top_k);
+    rw_kint(w, "n", r->n);
     if (r->n_stop) {
-        if (r->stop_string && r->n_stop == 1) jset_str(o, "stop", r->stop[0]);
+        if (r->stop_string && r->n_stop == 1) rw_kstr(w, "stop", r->stop[0]);
         else {
-            json_t *st = json_array();
-            for (size_t i = 0; i < r->n_stop; i++) json_array_append_new(st, jsnew(r->stop[i]));
-            jset(o, "stop", st);
+            rw_karr(w, "stop");
+            for (size_t i = 0; i < r->n_stop; i++) rw_str(w, r->stop[i]);
+            rw_end(w);
         }
     }
-    jset_int(o, "seed", r->seed);
-    jset_tri(o, "logprobs", r->logprobs);
-    jset_int(o, "top_logprobs", r->top_logprobs);
-    jset_real(o, "presence_penalty", r->presence_penalty);
-    jset_real(o, "frequency_penalty", r->frequency_penalty);
-    jset_ref(o, "logit_bias", r->logit_bias);
-    jset_str(o, "user", r->user);
-    jset_ref(o, "metadata", r->metadata);
+    rw_kint(w, "seed", r->seed);
+    rw_ktri(w, "logprobs", r->logprobs);
+    rw_kint(w, "top_logprobs", r->top_logprobs);
+    rw_kreal(w, "presence_penalty", r->presence_penalty);
+    rw_kreal(w, "frequency_penalty", r->frequency_penalty);
+    rw_kjson(w, "logit_bias", r->logit_bias);
+    rw_kstr(w, "user", r->user);
+    rw_kjson(w, "metadata", r->metadata);
     recipe_effort eff = r->reasoning_effort;
     if (!eff && r->thinking == 1 && r->thinking_budget != RECIPE_UNSET) eff = recipe_effort_from_budget(r->thinking_budget);
-    jset_str(o, "reasoning_effort", recipe_effort_name(eff));
-    if (r->thinking >= 0) jset(o, "thinking", json_pack("{s:s}", "type", r->thinking ? "enabled" : "disabled"));
-    encode_extensions(r, o);
+    rw_kstr(w, "reasoning_effort", recipe_effort_name(eff));
+    if (r->thinking >= 0) {
+        rw_kobj(w, "thinking");
+        rw_kstr(w, "type", r->thinking ? "enabled" : "disabled");
+        rw_end(w);
+    }
+    write_extensions(w, r);
+    rw_end(w);
     ra_free(&a);
-    return o;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- response */

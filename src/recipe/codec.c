@@ -4,13 +4,14 @@
 #include <stdio.h>
 
 #include "recipe/recipe_internal.h"
+#include "recipe/writer.h"
 
 int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err);
 int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err);
 int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err);
-json_t *chat_request_encode(const recipe_request *r, recipe_error *err);
-json_t *messages_request_encode(const recipe_request *r, recipe_error *err);
-json_t *responses_request_encode(const recipe_request *r, recipe_error *err);
+int chat_request_write(rw *w, const recipe_request *r, recipe_error *err);
+int messages_request_write(rw *w, const recipe_request *r, recipe_error *err);
+int responses_request_write(rw *w, const recipe_request *r, recipe_error *err);
 int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err);
 int messages_response_parse(recipe_response *r, json_t *b, recipe_error *err);
 int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err);
@@ -35,13 +36,37 @@ int recipe_request_parse(recipe_api api, json_t *body, recipe_request *out, reci
     return rc;
 }
 
-json_t *recipe_request_encode(recipe_api api, const recipe_request *req, recipe_error *err) {
+static int request_write(recipe_api api, rw *w, const recipe_request *req, recipe_error *err) {
     switch (api) {
-    case RECIPE_API_CHAT: return chat_request_encode(req, err);
-    case RECIPE_API_MESSAGES: return messages_request_encode(req, err);
-    case RECIPE_API_RESPONSES: return responses_request_encode(req, err);
-    default: return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api), NULL;
+    case RECIPE_API_CHAT: return chat_request_write(w, req, err);
+    case RECIPE_API_MESSAGES: return messages_request_write(w, req, err);
+    case RECIPE_API_RESPONSES: return responses_request_write(w, req, err);
+    default: return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api);
     }
+}
+
+int recipe_request_encode_text(recipe_api api, const recipe_request *req, recipe_buf *out, recipe_error *err) {
+    rw w;
+    rw_init_text(&w, out);
+    size_t len0 = out->len;
+    if (request_write(api, &w, req, err)) return -1;
+    if (w.failed || w.depth) {
+        out->len = len0;
+        return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    }
+    return 0;
+}
+
+json_t *recipe_request_encode(recipe_api api, const recipe_request *req, recipe_error *err) {
+    rw w;
+    rw_init_tree(&w);
+    if (request_write(api, &w, req, err)) {
+        json_decref(rw_finish(&w));
+        return NULL;
+    }
+    json_t *o = rw_finish(&w);
+    if (!o) recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory or invalid UTF-8 while encoding");
+    return o;
 }
 
 int recipe_response_parse(recipe_api api, json_t *body, recipe_response *out, recipe_error *err) {

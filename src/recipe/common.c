@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "recipe/recipe_internal.h"
+#include "recipe/writer.h"
 
 int recipe_api_from_name(const char *name) {
     if (!name) return -1;
@@ -272,4 +273,12 @@ void encode_extensions(const recipe_request *r, json_t *o) {
     jset_str(o, "cache_salt", r->cache_salt);
     jset_ref(o, "chat_template_kwargs", r->chat_template_kwargs);
     jset_ref(o, "cinfer", r->cinfer);
+}
+
+void write_extensions(struct rw *w, const recipe_request *r) {
+    rw_kreal(w, "min_p", r->min_p);
+    rw_kreal(w, "repetition_penalty", r->repetition_penalty);
+    rw_kstr(w, "cache_salt", r->cache_salt);
+    rw_kjson(w, "chat_template_kwargs", r->chat_template_kwargs);
+    rw_kjson(w, "cinfer", r->cinfer);
 }

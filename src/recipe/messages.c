@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "recipe/recipe_internal.h"
+#include "recipe/writer.h"
 
 static int oom(recipe_error *err) { return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory"); }
 
@@ -311,202 +312,259 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
 
 /* ---------------------------------------------------------------- request encode */
 
-static json_t *image_block(recipe_arena *a, const recipe_part *p) {
-    json_t *src;
-    if (p->data && p->media_type)
-        src = json_pack("{s:s,s:o,s:o}", "type", "base64", "media_type", jsnew(p->media_type), "data", jsnew(p->data));
-    else
-        src = json_pack("{s:s,s:o}", "type", "url", "url", jsnew(image_url(a, p)));
-    return json_pack("{s:s,s:o}", "type", "image", "source", src);
+static bool id_ok(const char *id) {
+    if (!id || !*id) return false;
+    for (const char *c = id; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+            return false;
+    return true;
 }
 
-/* Anthropic ids must match ^[a-zA-Z0-9_-]+$: other characters become '_'. */
-static json_t *safe_id(recipe_arena *a, const char *id, const char *prefix, size_t idx) {
+/* Anthropic ids must match ^[a-zA-Z0-9_-]+$: other bytes become '_'; missing ids are minted. */
+static const char *safe_id(recipe_arena *a, const char *id, const char *prefix, size_t idx) {
+    if (id_ok(id)) return id;
     if (!id || !*id) {
         char tmp[64];
         mint_id(tmp, sizeof tmp, prefix, idx);
-        return json_string(tmp);
+        return ra_strndup(a, tmp, strlen(tmp));
     }
-    size_t n = strlen(id);
-    bool ok = true;
-    for (size_t i = 0; i < n && ok; i++) {
-        char c = id[i];
-        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-    }
-    if (ok) return json_stringn_nocheck(id, n);
-    char *d = ra_strndup(a, id, n);
-    for (size_t i = 0; i < n; i++) {
-        char c = d[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
-            d[i] = '_';
-    }
-    return json_string(d); /* validates: multi-byte runs became '_' bytes */
+    char *d = ra_strndup(a, id, strlen(id));
+    for (char *c = d; d && *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+            *c = '_';
+    return d;
 }
 
-static json_t *block_of(recipe_arena *a, const recipe_part *p, size_t idx) {
-    json_t *b = NULL;
+/* Whether a part produces a block (Anthropic rejects empty text blocks). */
+static bool emits_block(const recipe_part *p) { return p->type != RECIPE_PART_TEXT || (p->text && *p->text); }
+
+static void w_block(rw *w, recipe_arena *a, const recipe_part *p, size_t idx) {
+    if (!emits_block(p)) return;
+    rw_obj(w);
     switch (p->type) {
     case RECIPE_PART_TEXT:
-        if (!p->text || !*p->text) return NULL; /* Anthropic rejects empty text blocks */
-        b = json_pack("{s:s,s:o}", "type", "text", "text", jsnew(p->text));
+        rw_kstr(w, "type", "text");
+        rw_kstr(w, "text", p->text);
         break;
-    case RECIPE_PART_IMAGE: b = image_block(a, p); break;
+    case RECIPE_PART_IMAGE:
+        rw_kstr(w, "type", "image");
+        rw_kobj(w, "source");
+        if (p->data && p->media_type) {
+            rw_kstr(w, "type", "base64");
+            rw_kstr(w, "media_type", p->media_type);
+            rw_kstr(w, "data", p->data);
+        } else {
+            rw_kstr(w, "type", "url");
+            rw_kstr(w, "url", image_url(a, p));
+        }
+        rw_end(w);
+        break;
     case RECIPE_PART_REASONING: {
         const char *t = reasoning_text(a, p);
-        b = json_pack("{s:s,s:o}", "type", "thinking", "thinking", jsnew(t ? t : ""));
-        jset_str(b, "signature", p->signature);
+        rw_kstr(w, "type", "thinking");
+        rw_kstr(w, "thinking", t ? t : "");
+        rw_kstr(w, "signature", p->signature);
         break;
     }
-    case RECIPE_PART_REDACTED: b = json_pack("{s:s,s:o}", "type", "redacted_thinking", "data", jsnew(p->data)); break;
-    case RECIPE_PART_TOOL_CALL:
-        b = json_pack("{s:s,s:o,s:o,s:o}", "type", "tool_use", "id", safe_id(a, p->id, "toolu_", idx), "name",
-                      jsnew(p->name), "input", args_to_object(p->args));
+    case RECIPE_PART_REDACTED:
+        rw_kstr(w, "type", "redacted_thinking");
+        rw_kstr(w, "data", p->data);
         break;
-    case RECIPE_PART_TOOL_RESULT: {
-        b = json_pack("{s:s,s:o}", "type", "tool_result", "tool_use_id", safe_id(a, p->id, "toolu_", idx));
+    case RECIPE_PART_TOOL_CALL: {
+        rw_kstr(w, "type", "tool_use");
+        rw_kstr(w, "id", safe_id(a, p->id, "toolu_", idx));
+        rw_kstr(w, "name", p->name);
+        json_t *in = args_to_object(p->args);
+        rw_kjson(w, "input", in);
+        json_decref(in);
+        break;
+    }
+    case RECIPE_PART_TOOL_RESULT:
+        rw_kstr(w, "type", "tool_result");
+        rw_kstr(w, "tool_use_id", safe_id(a, p->id, "toolu_", idx));
         if (p->content_string) {
             const char *t = join_text(a, p->parts, p->n_parts, "");
-            jset(b, "content", jsnew(t ? t : ""));
+            rw_kstr(w, "content", t ? t : "");
         } else {
-            json_t *arr = json_array();
-            for (size_t i = 0; i < p->n_parts; i++) json_array_append_new(arr, block_of(a, &p->parts[i], i));
-            jset(b, "content", arr);
+            rw_karr(w, "content");
+            for (size_t i = 0; i < p->n_parts; i++) w_block(w, a, &p->parts[i], i);
+            rw_end(w);
         }
-        if (p->is_error) jset(b, "is_error", json_true());
+        if (p->is_error) rw_key(w, "is_error"), rw_bool(w, true);
         break;
     }
-    }
-    if (b) jset_ref(b, "cache_control", p->cache_control);
-    return b;
+    rw_kjson(w, "cache_control", p->cache_control);
+    rw_end(w);
 }
 
-json_t *messages_request_encode(const recipe_request *r, recipe_error *err);
-json_t *messages_request_encode(const recipe_request *r, recipe_error *err) {
+static bool is_sys(const recipe_message *m) { return m->role == RECIPE_ROLE_SYSTEM || m->role == RECIPE_ROLE_DEVELOPER; }
+static bool wire_user(const recipe_message *m) { return m->role != RECIPE_ROLE_ASSISTANT; }
+
+int messages_request_write(rw *w, const recipe_request *r, recipe_error *err);
+int messages_request_write(rw *w, const recipe_request *r, recipe_error *err) {
+    bool any = false;
+    for (size_t i = 0; i < r->n_messages && !any; i++)
+        if (!is_sys(&r->messages[i]))
+            for (size_t k = 0; k < r->messages[i].n_parts && !any; k++) any = emits_block(&r->messages[i].parts[k]);
+    if (!any) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "no user or assistant messages to encode");
     recipe_arena a = {0};
-    json_t *o = json_object();
-    jset_str(o, "model", r->model);
     int64_t max_tokens = r->max_tokens != RECIPE_UNSET ? r->max_tokens : 4096;
+    int64_t budget = RECIPE_UNSET;
+    int thinking = -1; /* 0 disabled, 1 enabled, 2 adaptive */
+    if (r->thinking == 1 && r->thinking_adaptive) thinking = 2;
+    else if (r->thinking == 1 || (r->thinking < 0 && r->reasoning_effort > RECIPE_EFFORT_NONE)) {
+        thinking = 1;
+        budget = r->thinking_budget != RECIPE_UNSET ? r->thinking_budget : recipe_budget_from_effort(r->reasoning_effort);
+        /* Anthropic needs budget < max_tokens (both include thinking): keep the requested
+         * allowance for the answer on top of the budget */
+        if (max_tokens <= budget) max_tokens += budget;
+    } else if (r->thinking == 0 || r->reasoning_effort == RECIPE_EFFORT_NONE)
+        thinking = 0;
+    rw_obj(w);
+    rw_kstr(w, "model", r->model);
+    rw_kint(w, "max_tokens", max_tokens);
     /* system: every system/developer message hoisted */
     size_t n_sys = 0;
     const recipe_message *only = NULL;
     for (size_t i = 0; i < r->n_messages; i++)
-        if (r->messages[i].role == RECIPE_ROLE_SYSTEM || r->messages[i].role == RECIPE_ROLE_DEVELOPER)
-            n_sys++, only = &r->messages[i];
+        if (is_sys(&r->messages[i])) n_sys++, only = &r->messages[i];
     if (n_sys == 1 && only->content_string) {
         const char *t = join_text(&a, only->parts, only->n_parts, "");
-        jset_str(o, "system", t ? t : "");
+        rw_kstr(w, "system", t ? t : "");
     } else if (n_sys) {
-        json_t *arr = json_array();
-        for (size_t i = 0; i < r->n_messages; i++) {
-            const recipe_message *m = &r->messages[i];
-            if (m->role != RECIPE_ROLE_SYSTEM && m->role != RECIPE_ROLE_DEVELOPER) continue;
-            for (size_t k = 0; k < m->n_parts; k++) {
-                json_t *b = block_of(&a, &m->parts[k], k);
-                if (b) json_array_append_new(arr, b);
-            }
-        }
-        jset(o, "system", arr);
+        rw_karr(w, "system");
+        for (size_t i = 0; i < r->n_messages; i++)
+            if (is_sys(&r->messages[i]))
+                for (size_t k = 0; k < r->messages[i].n_parts; k++) w_block(w, &a, &r->messages[i].parts[k], k);
+        rw_end(w);
     }
-    json_t *msgs = json_array();
-    json_t *turn = NULL; /* current wire turn's blocks */
-    const char *turn_role = NULL;
-    const recipe_message *turn_single = NULL; /* a single string-content message (kept as string) */
+    /* turns: maximal runs of non-system messages with the same wire role */
+    rw_karr(w, "messages");
     size_t tool_idx = 0;
-    for (size_t i = 0; i <= r->n_messages; i++) {
-        const recipe_message *m = i < r->n_messages ? &r->messages[i] : NULL;
-        if (m && (m->role == RECIPE_ROLE_SYSTEM || m->role == RECIPE_ROLE_DEVELOPER)) continue;
-        const char *role = !m ? NULL : m->role == RECIPE_ROLE_ASSISTANT ? "assistant" : "user";
-        if (turn && (!m || strcmp(role, turn_role))) { /* flush */
-            json_t *content;
-            if (turn_single) {
-                const char *t = join_text(&a, turn_single->parts, turn_single->n_parts, "");
-                content = jsnew(t ? t : "");
-                json_decref(turn);
-            } else
-                content = turn;
-            if (json_is_array(content) && json_array_size(content) == 0) json_decref(content); /* empty turn dropped */
-            else json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", turn_role, "content", content));
-            turn = NULL;
+    for (size_t i = 0; i < r->n_messages;) {
+        if (is_sys(&r->messages[i])) {
+            i++;
+            continue;
         }
-        if (!m) break;
-        if (!turn) {
-            turn = json_array();
-            turn_role = role;
-            turn_single = m->content_string && m->role != RECIPE_ROLE_TOOL && m->n_parts == 1 &&
-                                  m->parts[0].type == RECIPE_PART_TEXT
-                              ? m
-                              : NULL;
-        } else
-            turn_single = NULL;
-        for (size_t k = 0; k < m->n_parts; k++) {
-            json_t *b = block_of(&a, &m->parts[k], tool_idx++);
-            if (b) json_array_append_new(turn, b);
+        bool user = wire_user(&r->messages[i]);
+        size_t e = i, nmsg = 0, nblocks = 0;
+        for (; e < r->n_messages; e++) {
+            const recipe_message *m = &r->messages[e];
+            if (is_sys(m)) continue;
+            if (wire_user(m) != user) break;
+            nmsg++;
+            for (size_t k = 0; k < m->n_parts; k++) nblocks += emits_block(&m->parts[k]);
         }
+        const recipe_message *first = &r->messages[i];
+        bool single = nmsg == 1 && first->content_string && first->role != RECIPE_ROLE_TOOL && first->n_parts == 1 &&
+                      first->parts[0].type == RECIPE_PART_TEXT;
+        if (single || nblocks) {
+            rw_obj(w);
+            rw_kstr(w, "role", user ? "user" : "assistant");
+            if (single) {
+                rw_kstr(w, "content", first->parts[0].text ? first->parts[0].text : "");
+                tool_idx++;
+            } else {
+                rw_karr(w, "content");
+                for (size_t j = i; j < e; j++) {
+                    if (is_sys(&r->messages[j])) continue;
+                    for (size_t k = 0; k < r->messages[j].n_parts; k++) w_block(w, &a, &r->messages[j].parts[k], tool_idx++);
+                }
+                rw_end(w);
+            }
+            rw_end(w);
+        }
+        i = e;
     }
-    if (json_array_size(msgs) == 0) {
-        json_decref(o);
-        json_decref(msgs);
-        ra_free(&a);
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "no user or assistant messages to encode"), NULL;
-    }
-    jset(o, "messages", msgs);
+    rw_end(w);
     if (r->n_tools) {
-        json_t *tools = json_array();
+        rw_karr(w, "tools");
         for (size_t i = 0; i < r->n_tools; i++) {
             const recipe_tool *t = &r->tools[i];
-            json_t *d = json_object();
-            jset_str(d, "name", t->name);
-            jset_str(d, "description", t->description);
-            jset(d, "input_schema", t->parameters ? json_incref(t->parameters)
-                                                   : json_pack("{s:s,s:{}}", "type", "object", "properties"));
-            jset_ref(d, "cache_control", t->cache_control);
-            json_array_append_new(tools, d);
+            rw_obj(w);
+            rw_kstr(w, "name", t->name);
+            rw_kstr(w, "description", t->description);
+            rw_key(w, "input_schema");
+            if (t->parameters) rw_json(w, t->parameters);
+            else {
+                rw_obj(w);
+                rw_kstr(w, "type", "object");
+                rw_kobj(w, "properties");
+                rw_end(w);
+                rw_end(w);
+            }
+            rw_kjson(w, "cache_control", t->cache_control);
+            rw_end(w);
         }
-        jset(o, "tools", tools);
+        rw_end(w);
     }
-    json_t *tc = NULL;
+    const char *tc = NULL;
     switch (r->tool_choice) {
-    case RECIPE_TOOL_CHOICE_NONE: tc = json_pack("{s:s}", "type", "none"); break;
-    case RECIPE_TOOL_CHOICE_AUTO: tc = json_pack("{s:s}", "type", "auto"); break;
-    case RECIPE_TOOL_CHOICE_REQUIRED: tc = json_pack("{s:s}", "type", "any"); break;
-    case RECIPE_TOOL_CHOICE_NAMED: tc = json_pack("{s:s,s:o}", "type", "tool", "name", jsnew(r->tool_choice_name)); break;
+    case RECIPE_TOOL_CHOICE_NONE: tc = "none"; break;
+    case RECIPE_TOOL_CHOICE_AUTO: tc = "auto"; break;
+    case RECIPE_TOOL_CHOICE_REQUIRED: tc = "any"; break;
+    case RECIPE_TOOL_CHOICE_NAMED: tc = "tool"; break;
     default:
-        if (r->n_tools && r->parallel_tool_calls == 0) tc = json_pack("{s:s}", "type", "auto");
+        if (r->n_tools && r->parallel_tool_calls == 0) tc = "auto";
     }
-    if (tc && r->parallel_tool_calls >= 0) jset(tc, "disable_parallel_tool_use", json_boolean(!r->parallel_tool_calls));
-    jset(o, "tool_choice", tc);
+    if (tc) {
+        rw_kobj(w, "tool_choice");
+        rw_kstr(w, "type", tc);
+        if (r->tool_choice == RECIPE_TOOL_CHOICE_NAMED) rw_kstr(w, "name", r->tool_choice_name);
+        if (r->parallel_tool_calls >= 0) rw_key(w, "disable_parallel_tool_use"), rw_bool(w, !r->parallel_tool_calls);
+        rw_end(w);
+    }
     if (r->n_stop) {
-        json_t *st = json_array();
-        for (size_t i = 0; i < r->n_stop; i++) json_array_append_new(st, jsnew(r->stop[i]));
-        jset(o, "stop_sequences", st);
+        rw_karr(w, "stop_sequences");
+        for (size_t i = 0; i < r->n_stop; i++) rw_str(w, r->stop[i]);
+        rw_end(w);
     }
     /* OpenAI's 0-2 range is not rescaled; values above Anthropic's maximum are clamped */
-    jset_real(o, "temperature", r->temperature > 1 ? 1 : r->temperature);
-    jset_real(o, "top_p", r->top_p);
-    jset_int(o, "top_k", r->top_k);
-    if (r->stream) jset(o, "stream", json_true());
-    if (r->user) jset(o, "metadata", json_pack("{s:o}", "user_id", jsnew(r->user)));
-    if (r->thinking == 1 && r->thinking_adaptive) jset(o, "thinking", json_pack("{s:s}", "type", "adaptive"));
-    else if (r->thinking == 1 || (r->thinking < 0 && r->reasoning_effort > RECIPE_EFFORT_NONE)) {
-        int64_t budget = r->thinking_budget != RECIPE_UNSET ? r->thinking_budget : recipe_budget_from_effort(r->reasoning_effort);
-        /* Anthropic needs budget < max_tokens (both include thinking): keep the requested
-         * allowance for the answer on top of the budget */
-        if (max_tokens <= budget) max_tokens += budget;
-        jset(o, "thinking", json_pack("{s:s,s:I}", "type", "enabled", "budget_tokens", (json_int_t)budget));
-    } else if (r->thinking == 0 || r->reasoning_effort == RECIPE_EFFORT_NONE)
-        jset(o, "thinking", json_pack("{s:s}", "type", "disabled"));
-    jset_int(o, "max_tokens", max_tokens);
-    json_t *oc = json_object();
-    if (r->format == RECIPE_FORMAT_JSON_SCHEMA && r->format_schema)
-        jset(oc, "format", json_pack("{s:s,s:O}", "type", "json_schema", "schema", r->format_schema));
-    else if (r->format == RECIPE_FORMAT_JSON_OBJECT)
-        jset(oc, "format", json_pack("{s:s,s:{s:s}}", "type", "json_schema", "schema", "type", "object"));
-    if (r->source == RECIPE_API_MESSAGES && r->reasoning_effort) jset_str(oc, "effort", recipe_effort_name(r->reasoning_effort));
-    if (json_object_size(oc)) jset(o, "output_config", oc);
-    else json_decref(oc);
-    encode_extensions(r, o);
+    rw_kreal(w, "temperature", r->temperature > 1 ? 1 : r->temperature);
+    rw_kreal(w, "top_p", r->top_p);
+    rw_kint(w, "top_k", r->top_k);
+    if (r->stream) rw_key(w, "stream"), rw_bool(w, true);
+    if (r->user) {
+        rw_kobj(w, "metadata");
+        rw_kstr(w, "user_id", r->user);
+        rw_end(w);
+    }
+    if (thinking >= 0) {
+        rw_kobj(w, "thinking");
+        rw_kstr(w, "type", thinking == 2 ? "adaptive" : thinking ? "enabled" : "disabled");
+        if (thinking == 1) rw_kint(w, "budget_tokens", budget);
+        rw_end(w);
+    }
+    bool fmt = (r->format == RECIPE_FORMAT_JSON_SCHEMA && r->format_schema) || r->format == RECIPE_FORMAT_JSON_OBJECT;
+    bool eff = r->source == RECIPE_API_MESSAGES && r->reasoning_effort;
+    if (fmt || eff) {
+        rw_kobj(w, "output_config");
+        if (fmt) {
+            rw_kobj(w, "format");
+            rw_kstr(w, "type", "json_schema");
+            rw_key(w, "schema");
+            if (r->format == RECIPE_FORMAT_JSON_SCHEMA) rw_json(w, r->format_schema);
+            else {
+                rw_obj(w);
+                rw_kstr(w, "type", "object");
+                rw_end(w);
+            }
+            rw_end(w);
+        }
+        if (eff) rw_kstr(w, "effort", recipe_effort_name(r->reasoning_effort));
+        rw_end(w);
+    }
+    write_extensions(w, r);
+    rw_end(w);
     ra_free(&a);
-    return o;
+    return 0;
+}
+
+static json_t *block_of(recipe_arena *a, const recipe_part *p, size_t idx) {
+    rw w;
+    rw_init_tree(&w);
+    w_block(&w, a, p, idx);
+    return rw_finish(&w);
 }
 
 /* ---------------------------------------------------------------- response */

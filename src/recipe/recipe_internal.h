@@ -26,6 +26,8 @@ int rb_printf(recipe_buf *b, const char *fmt, ...) __attribute__((format(printf,
 int rb_json_str(recipe_buf *b, const char *s, size_t n);
 /* Appends a compact dump of j. */
 int rb_json(recipe_buf *b, const json_t *j);
+int rb_int(recipe_buf *b, int64_t v);
+int rb_real(recipe_buf *b, double v); /* shortest text that reads back exactly, always a real (1.0) */
 
 /* ---- JSON accessors */
 static inline const char *jstr(const json_t *o, const char *key) {
@@ -82,6 +84,8 @@ json_t *tool_choice_encode_openai(const recipe_request *r, bool responses);
 /* Common OpenAI (Chat + Responses) sampling / extension fields. */
 int parse_common_sampling(recipe_request *r, const json_t *b, recipe_error *err);
 void encode_extensions(const recipe_request *r, json_t *o);
+struct rw;
+void write_extensions(struct rw *w, const recipe_request *r);
 /* Extension fields every format accepts (top_k, min_p, repetition_penalty, cache_salt,
  * chat_template_kwargs, cinfer). */
 int parse_extensions(recipe_request *r, const json_t *b, recipe_error *err);

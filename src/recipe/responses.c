@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "recipe/recipe_internal.h"
+#include "recipe/writer.h"
 
 static const char *nz(const char *s) { return s ? s : ""; }
 
@@ -321,12 +322,37 @@ json_t *responses_reasoning(const recipe_request *r) {
     return o;
 }
 
-json_t *responses_request_encode(const recipe_request *r, recipe_error *err);
-json_t *responses_request_encode(const recipe_request *r, recipe_error *err) {
+static void w_input_parts(rw *w, recipe_arena *a, const recipe_part *ps, size_t n, const char *text_type) {
+    rw_arr(w);
+    for (size_t i = 0; i < n; i++) {
+        if (ps[i].type == RECIPE_PART_TEXT) {
+            rw_obj(w);
+            rw_kstr(w, "type", text_type);
+            rw_kstr(w, "text", ps[i].text);
+            if (!strcmp(text_type, "output_text")) rw_karr(w, "annotations"), rw_end(w);
+            rw_end(w);
+        } else if (ps[i].type == RECIPE_PART_IMAGE) {
+            rw_obj(w);
+            rw_kstr(w, "type", "input_image");
+            rw_kstr(w, "image_url", image_url(a, &ps[i]));
+            rw_kstr(w, "detail", ps[i].detail);
+            rw_end(w);
+        }
+    }
+    rw_end(w);
+}
+
+int responses_request_write(rw *w, const recipe_request *r, recipe_error *err);
+int responses_request_write(rw *w, const recipe_request *r, recipe_error *err) {
+    size_t n_plain = 0;
+    const recipe_message *plain = NULL;
+    for (size_t i = 0; i < r->n_messages; i++)
+        if (!r->messages[i].top_level) n_plain++, plain = &r->messages[i];
+    if (n_plain == 0) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "no input items to encode");
     recipe_arena a = {0};
-    json_t *o = json_object();
-    jset_str(o, "model", r->model);
     bool keep_sig = r->source == RECIPE_API_RESPONSES;
+    rw_obj(w);
+    rw_kstr(w, "model", r->model);
     /* instructions: the top-level system messages, joined */
     recipe_buf ib = {0};
     for (size_t i = 0; i < r->n_messages; i++) {
@@ -337,104 +363,161 @@ json_t *responses_request_encode(const recipe_request *r, recipe_error *err) {
         if (ib.len) rb_puts(&ib, "\n");
         rb_puts(&ib, t);
     }
-    if (ib.data) jset(o, "instructions", json_stringn_nocheck(ib.data, ib.len));
+    if (ib.data) rw_key(w, "instructions"), rw_strn(w, ib.data, ib.len);
     recipe_buf_free(&ib);
-    json_t *items = json_array();
-    size_t n_plain = 0;
-    const recipe_message *plain = NULL;
-    for (size_t i = 0; i < r->n_messages; i++) {
-        const recipe_message *m = &r->messages[i];
-        if (m->top_level) continue;
-        n_plain++, plain = m;
-        switch (m->role) {
-        case RECIPE_ROLE_SYSTEM:
-        case RECIPE_ROLE_DEVELOPER:
-        case RECIPE_ROLE_USER: {
-            const char *role = m->role == RECIPE_ROLE_USER ? "user" : m->role == RECIPE_ROLE_SYSTEM ? "system" : "developer";
-            json_t *content = m->content_string ? jsnew(nz(join_text(&a, m->parts, m->n_parts, "")))
-                                                : input_parts(&a, m->parts, m->n_parts, "input_text");
-            json_array_append_new(items, json_pack("{s:s,s:s,s:o}", "type", "message", "role", role, "content", content));
-            break;
-        }
-        case RECIPE_ROLE_ASSISTANT: {
-            for (size_t k = 0; k < m->n_parts;) {
-                const recipe_part *p = &m->parts[k];
-                char minted[64];
-                if (p->type == RECIPE_PART_REASONING) {
-                    mint_id(minted, sizeof minted, "rs_", i * 1000 + k);
-                    json_array_append_new(items, reasoning_item(&a, p, keep_sig, minted));
-                    k++;
-                } else if (p->type == RECIPE_PART_TOOL_CALL) {
-                    json_t *it = json_object();
-                    jset(it, "type", json_string("function_call"));
-                    jset_str(it, "id", p->item_id);
-                    jset_str(it, "call_id", p->id);
-                    jset_str(it, "name", p->name);
-                    jset_str(it, "arguments", p->args ? p->args : "{}");
-                    json_array_append_new(items, it);
-                    k++;
-                } else if (p->type == RECIPE_PART_TEXT) {
-                    size_t e = k + 1; /* consecutive text parts of the same item */
-                    while (e < m->n_parts && m->parts[e].type == RECIPE_PART_TEXT &&
-                           ((!p->item_id && !m->parts[e].item_id) ||
-                            (p->item_id && m->parts[e].item_id && !strcmp(p->item_id, m->parts[e].item_id))))
-                        e++;
-                    json_t *it = json_object();
-                    jset(it, "type", json_string("message"));
-                    jset(it, "role", json_string("assistant"));
-                    jset_str(it, "id", p->item_id);
-                    if (m->content_string && keep_sig)
-                        jset(it, "content", jsnew(nz(join_text(&a, p, e - k, ""))));
-                    else
-                        jset(it, "content", input_parts(&a, p, e - k, "output_text"));
-                    json_array_append_new(items, it);
-                    k = e;
-                } else
-                    k++; /* redacted thinking / images: no Responses counterpart */
-            }
-            break;
-        }
-        case RECIPE_ROLE_TOOL: {
-            const recipe_part *p = m->n_parts ? &m->parts[0] : NULL;
-            if (!p) break;
-            json_t *out = p->content_string ? jsnew(nz(join_text(&a, p->parts, p->n_parts, "")))
-                                            : input_parts(&a, p->parts, p->n_parts, "input_text");
-            json_array_append_new(items, json_pack("{s:s,s:o,s:o}", "type", "function_call_output", "call_id",
-                                                   jsnew(p->id), "output", out));
-            break;
-        }
-        }
-    }
     if (r->input_string && n_plain == 1 && plain->role == RECIPE_ROLE_USER && plain->content_string) {
-        json_decref(items);
-        jset(o, "input", jsnew(nz(join_text(&a, plain->parts, plain->n_parts, ""))));
-    } else if (json_array_size(items) == 0) {
-        json_decref(items);
-        json_decref(o);
-        ra_free(&a);
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "no input items to encode"), NULL;
-    } else
-        jset(o, "input", items);
-    if (r->n_tools) jset(o, "tools", responses_tools(r));
-    jset(o, "tool_choice", tool_choice_encode_openai(r, true));
-    jset_tri(o, "parallel_tool_calls", r->parallel_tool_calls);
-    jset(o, "text", responses_text_format(r));
-    jset(o, "reasoning", responses_reasoning(r));
-    jset_int(o, "max_output_tokens", r->max_tokens);
-    jset_real(o, "temperature", r->temperature);
-    jset_real(o, "top_p", r->top_p);
-    jset_int(o, "top_k", r->top_k);
-    jset_int(o, "top_logprobs", r->top_logprobs);
-    if (r->stream) jset(o, "stream", json_true());
-    jset_str(o, "user", r->user);
-    jset_ref(o, "metadata", r->metadata);
-    jset_str(o, "previous_response_id", r->previous_response_id);
-    jset_tri(o, "store", r->store);
-    jset_ref(o, "include", r->include);
-    jset_str(o, "truncation", r->truncation);
-    encode_extensions(r, o);
+        rw_kstr(w, "input", nz(join_text(&a, plain->parts, plain->n_parts, "")));
+    } else {
+        rw_karr(w, "input");
+        for (size_t i = 0; i < r->n_messages; i++) {
+            const recipe_message *m = &r->messages[i];
+            if (m->top_level) continue;
+            switch (m->role) {
+            case RECIPE_ROLE_SYSTEM:
+            case RECIPE_ROLE_DEVELOPER:
+            case RECIPE_ROLE_USER:
+                rw_obj(w);
+                rw_kstr(w, "type", "message");
+                rw_kstr(w, "role", m->role == RECIPE_ROLE_USER ? "user" : m->role == RECIPE_ROLE_SYSTEM ? "system" : "developer");
+                rw_key(w, "content");
+                if (m->content_string) rw_str(w, nz(join_text(&a, m->parts, m->n_parts, "")));
+                else w_input_parts(w, &a, m->parts, m->n_parts, "input_text");
+                rw_end(w);
+                break;
+            case RECIPE_ROLE_ASSISTANT:
+                for (size_t k = 0; k < m->n_parts;) {
+                    const recipe_part *p = &m->parts[k];
+                    if (p->type == RECIPE_PART_REASONING) {
+                        char minted[64];
+                        mint_id(minted, sizeof minted, "rs_", i * 1000 + k);
+                        rw_obj(w);
+                        rw_kstr(w, "type", "reasoning");
+                        rw_kstr(w, "id", p->item_id ? p->item_id : minted);
+                        rw_key(w, "summary");
+                        if (p->summary) rw_json(w, p->summary);
+                        else rw_arr(w), rw_end(w);
+                        const char *t = p->text ? p->text : p->summary ? NULL : reasoning_text(&a, p);
+                        if (t) {
+                            rw_karr(w, "content");
+                            rw_obj(w);
+                            rw_kstr(w, "type", "reasoning_text");
+                            rw_kstr(w, "text", t);
+                            rw_end(w);
+                            rw_end(w);
+                        }
+                        if (keep_sig) rw_kstr(w, "encrypted_content", p->signature);
+                        rw_end(w);
+                        k++;
+                    } else if (p->type == RECIPE_PART_TOOL_CALL) {
+                        rw_obj(w);
+                        rw_kstr(w, "type", "function_call");
+                        rw_kstr(w, "id", p->item_id);
+                        rw_kstr(w, "call_id", p->id);
+                        rw_kstr(w, "name", p->name);
+                        rw_kstr(w, "arguments", p->args ? p->args : "{}");
+                        rw_end(w);
+                        k++;
+                    } else if (p->type == RECIPE_PART_TEXT) {
+                        size_t e = k + 1; /* consecutive text parts of the same item */
+                        while (e < m->n_parts && m->parts[e].type == RECIPE_PART_TEXT &&
+                               ((!p->item_id && !m->parts[e].item_id) ||
+                                (p->item_id && m->parts[e].item_id && !strcmp(p->item_id, m->parts[e].item_id))))
+                            e++;
+                        rw_obj(w);
+                        rw_kstr(w, "type", "message");
+                        rw_kstr(w, "role", "assistant");
+                        rw_kstr(w, "id", p->item_id);
+                        rw_key(w, "content");
+                        if (m->content_string && keep_sig) rw_str(w, nz(join_text(&a, p, e - k, "")));
+                        else w_input_parts(w, &a, p, e - k, "output_text");
+                        rw_end(w);
+                        k = e;
+                    } else
+                        k++; /* redacted thinking / images: no Responses counterpart */
+                }
+                break;
+            case RECIPE_ROLE_TOOL: {
+                const recipe_part *p = m->n_parts ? &m->parts[0] : NULL;
+                if (!p) break;
+                rw_obj(w);
+                rw_kstr(w, "type", "function_call_output");
+                rw_kstr(w, "call_id", p->id);
+                rw_key(w, "output");
+                if (p->content_string) rw_str(w, nz(join_text(&a, p->parts, p->n_parts, "")));
+                else w_input_parts(w, &a, p->parts, p->n_parts, "input_text");
+                rw_end(w);
+                break;
+            }
+            }
+        }
+        rw_end(w);
+    }
+    if (r->n_tools) {
+        rw_karr(w, "tools");
+        for (size_t i = 0; i < r->n_tools; i++) {
+            const recipe_tool *t = &r->tools[i];
+            rw_obj(w);
+            rw_kstr(w, "type", "function");
+            rw_kstr(w, "name", t->name);
+            rw_kstr(w, "description", t->description);
+            rw_kjson(w, "parameters", t->parameters);
+            rw_ktri(w, "strict", t->strict);
+            rw_end(w);
+        }
+        rw_end(w);
+    }
+    switch (r->tool_choice) {
+    case RECIPE_TOOL_CHOICE_NONE: rw_kstr(w, "tool_choice", "none"); break;
+    case RECIPE_TOOL_CHOICE_AUTO: rw_kstr(w, "tool_choice", "auto"); break;
+    case RECIPE_TOOL_CHOICE_REQUIRED: rw_kstr(w, "tool_choice", "required"); break;
+    case RECIPE_TOOL_CHOICE_NAMED:
+        rw_kobj(w, "tool_choice");
+        rw_kstr(w, "type", "function");
+        rw_kstr(w, "name", r->tool_choice_name);
+        rw_end(w);
+        break;
+    default: break;
+    }
+    rw_ktri(w, "parallel_tool_calls", r->parallel_tool_calls);
+    if (r->format != RECIPE_FORMAT_UNSET) {
+        rw_kobj(w, "text");
+        rw_kobj(w, "format");
+        if (r->format == RECIPE_FORMAT_TEXT) rw_kstr(w, "type", "text");
+        else if (r->format == RECIPE_FORMAT_JSON_OBJECT) rw_kstr(w, "type", "json_object");
+        else {
+            rw_kstr(w, "type", "json_schema");
+            rw_kstr(w, "name", r->format_name ? r->format_name : "response");
+            rw_kstr(w, "description", r->format_description);
+            rw_kjson(w, "schema", r->format_schema);
+            rw_ktri(w, "strict", r->format_strict);
+        }
+        rw_end(w);
+        rw_end(w);
+    }
+    recipe_effort eff = r->reasoning_effort;
+    if (!eff && r->thinking == 1 && r->thinking_budget != RECIPE_UNSET) eff = recipe_effort_from_budget(r->thinking_budget);
+    if (eff || r->reasoning_summary) {
+        rw_kobj(w, "reasoning");
+        rw_kstr(w, "effort", recipe_effort_name(eff));
+        rw_kstr(w, "summary", r->reasoning_summary);
+        rw_end(w);
+    }
+    rw_kint(w, "max_output_tokens", r->max_tokens);
+    rw_kreal(w, "temperature", r->temperature);
+    rw_kreal(w, "top_p", r->top_p);
+    rw_kint(w, "top_k", r->top_k);
+    rw_kint(w, "top_logprobs", r->top_logprobs);
+    if (r->stream) rw_key(w, "stream"), rw_bool(w, true);
+    rw_kstr(w, "user", r->user);
+    rw_kjson(w, "metadata", r->metadata);
+    rw_kstr(w, "previous_response_id", r->previous_response_id);
+    rw_ktri(w, "store", r->store);
+    rw_kjson(w, "include", r->include);
+    rw_kstr(w, "truncation", r->truncation);
+    write_extensions(w, r);
+    rw_end(w);
     ra_free(&a);
-    return o;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- response object */

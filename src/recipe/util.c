@@ -125,6 +125,18 @@ static size_t utf8_seq(const unsigned char *s, size_t n) {
     return len;
 }
 
+/* 1: byte copied as is inside a JSON string (printable ASCII and DEL, except " and \\) */
+static const unsigned char k_plain[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
 int rb_json_str(recipe_buf *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
     if (rb_reserve(b, n + 3)) return -1;
@@ -133,11 +145,11 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         size_t run = i;
-        while (run < n && p[run] >= 0x20 && p[run] < 0x80 && p[run] != '"' && p[run] != '\\') run++;
+        while (run < n && k_plain[p[run]]) run++;
         if (run > i) {
             if (rb_put(b, s + i, run - i)) return -1;
             i = run;
-            continue;
+            if (i == n) break;
         }
         unsigned c = p[i];
         char esc[8];
@@ -166,11 +178,61 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n) {
     return rb_put(b, "\"", 1);
 }
 
-static int rb_dump_cb(const char *buffer, size_t size, void *data) { return rb_put(data, buffer, size); }
-
-int rb_json(recipe_buf *b, const json_t *j) {
-    return json_dump_callback(j, rb_dump_cb, b, JSON_COMPACT | JSON_ENCODE_ANY);
+int rb_int(recipe_buf *b, int64_t v) {
+    char tmp[24], *e = tmp + sizeof tmp, *p = e;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do *--p = (char)('0' + u % 10), u /= 10;
+    while (u);
+    if (v < 0) *--p = '-';
+    return rb_put(b, p, (size_t)(e - p));
 }
+
+int rb_real(recipe_buf *b, double v) {
+    char tmp[40];
+    for (int prec = 15; prec <= 17; prec++) { /* shortest text that reads back exactly */
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (strtod(tmp, NULL) == v) break;
+    }
+    if (!strpbrk(tmp, ".eEn")) strcat(tmp, ".0");
+    return rb_puts(b, tmp);
+}
+
+/* Compact dump of a jansson value (faster than json_dump_callback; same JSON). */
+static int dump(recipe_buf *b, const json_t *j, int depth) {
+    if (depth > 4096) return -1;
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: {
+        const char *k;
+        size_t kl;
+        json_t *v;
+        bool first = true;
+        if (rb_put(b, "{", 1)) return -1;
+        json_object_keylen_foreach((json_t *)j, k, kl, v) {
+            if ((!first && rb_put(b, ",", 1)) || rb_json_str(b, k, kl) || rb_put(b, ":", 1) || dump(b, v, depth + 1))
+                return -1;
+            first = false;
+        }
+        return rb_put(b, "}", 1);
+    }
+    case JSON_ARRAY: {
+        size_t i;
+        json_t *v;
+        if (rb_put(b, "[", 1)) return -1;
+        json_array_foreach((json_t *)j, i, v) {
+            if ((i && rb_put(b, ",", 1)) || dump(b, v, depth + 1)) return -1;
+        }
+        return rb_put(b, "]", 1);
+    }
+    case JSON_STRING: return rb_json_str(b, json_string_value(j), json_string_length(j));
+    case JSON_INTEGER: return rb_int(b, json_integer_value(j));
+    case JSON_REAL: return rb_real(b, json_real_value(j));
+    case JSON_TRUE: return rb_put(b, "true", 4);
+    case JSON_FALSE: return rb_put(b, "false", 5);
+    default: return rb_put(b, "null", 4);
+    }
+}
+
+int rb_json(recipe_buf *b, const json_t *j) { return j ? dump(b, j, 0) : rb_put(b, "null", 4); }
 
 void recipe_buf_free(recipe_buf *b) {
     free(b->data);

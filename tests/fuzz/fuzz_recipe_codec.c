@@ -30,6 +30,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (recipe_request_parse(api, j, &r, &err) == 0) {
             for (int a = 0; a < 3; a++) {
                 json_t *o = recipe_request_encode((recipe_api)a, &r, &err);
+                recipe_buf tb = {0};
+                int trc = recipe_request_encode_text((recipe_api)a, &r, &tb, &err);
+                if (o && trc == 0) { /* both encoders agree */
+                    json_t *tj = json_loadb(tb.data, tb.len, 0, NULL);
+                    if (!json_equal(tj, o)) abort();
+                    json_decref(tj);
+                }
+                recipe_buf_free(&tb);
                 if (!o) continue;
                 recipe_request r2;
                 recipe_request_init(&r2);
