@@ -177,8 +177,10 @@ static void emit_text(recipe_parser *p, recipe_event_type t, const char *s, size
     if (t == RECIPE_EV_TOOL_ARGS) p->call_had_args = true;
     ev_rec *last = p->n_recs ? &p->recs[p->n_recs - 1] : NULL;
     int idx = t == RECIPE_EV_TOOL_ARGS ? p->n_tools - 1 : 0;
+    /* event text is always valid UTF-8: stray invalid bytes become U+FFFD */
+    size_t before = p->evbuf.len;
     if (last && last->ev.type == t && last->ev.index == idx && last->text_off + last->ev.len == p->evbuf.len) {
-        if (!rb_put(&p->evbuf, s, n)) last->ev.len += n;
+        if (!rb_put_utf8(&p->evbuf, s, n)) last->ev.len += p->evbuf.len - before;
         return;
     }
     ev_rec *r = new_rec(p);
@@ -186,11 +188,11 @@ static void emit_text(recipe_parser *p, recipe_event_type t, const char *s, size
     r->ev.type = t;
     r->ev.index = idx;
     r->text_off = p->evbuf.len;
-    if (rb_put(&p->evbuf, s, n)) {
+    if (rb_put_utf8(&p->evbuf, s, n)) {
         p->n_recs--;
         return;
     }
-    r->ev.len = n;
+    r->ev.len = p->evbuf.len - before;
 }
 
 static void begin_call(recipe_parser *p, const char *name, size_t n) {

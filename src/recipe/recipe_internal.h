@@ -27,6 +27,8 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n);
 /* Appends a compact dump of j. */
 int rb_json(recipe_buf *b, const json_t *j);
 int rb_int(recipe_buf *b, int64_t v);
+/* Appends s[0..n) with each invalid UTF-8 byte replaced by U+FFFD. */
+int rb_put_utf8(recipe_buf *b, const char *s, size_t n);
 int rb_real(recipe_buf *b, double v); /* shortest text that reads back exactly, always a real (1.0) */
 
 /* ---- JSON accessors */

@@ -178,6 +178,25 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n) {
     return rb_put(b, "\"", 1);
 }
 
+int rb_put_utf8(recipe_buf *b, const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, start = 0;
+    while (i < n) {
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t l = utf8_seq(p + i, n - i);
+        if (l) {
+            i += l;
+            continue;
+        }
+        if (rb_put(b, s + start, i - start) || rb_put(b, "\xEF\xBF\xBD", 3)) return -1;
+        start = ++i;
+    }
+    return rb_put(b, s + start, n - start);
+}
+
 int rb_int(recipe_buf *b, int64_t v) {
     char tmp[24], *e = tmp + sizeof tmp, *p = e;
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;

@@ -234,6 +234,25 @@ static void test_holdback(void) {
     recipe_parser_free(p);
 }
 
+/* Invalid UTF-8 in the model output never reaches an event: it becomes U+FFFD. */
+static void test_invalid_utf8(void) {
+    recipe_parser *p = recipe_parser_new(RECIPE_PARSER_THINK, 0);
+    const recipe_event *ev;
+    size_t n;
+    recipe_parser_feed(p, "<think>a\xcf\xff b\xe4", 13, &ev, &n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *j = json_stringn(ev[i].text, ev[i].len);
+        CHECK(j != NULL);
+        json_decref(j);
+    }
+    recipe_parser_finish(p, &ev, &n);
+    CHECK(n == 1 && ev[0].type == RECIPE_EV_REASONING);
+    json_t *j = n ? json_stringn(ev[0].text, ev[0].len) : NULL;
+    CHECK(j != NULL && !strcmp(json_string_value(j), "\xEF\xBF\xBD")); /* the truncated tail */
+    json_decref(j);
+    recipe_parser_free(p);
+}
+
 static void test_names(void) {
     for (int k = 0; k < RECIPE_PARSER_COUNT; k++)
         CHECK(recipe_parser_from_name(recipe_parser_name((recipe_parser_kind)k)) == k);
@@ -279,6 +298,7 @@ static void test_detect(void) {
 int main(void) {
     test_cases();
     test_holdback();
+    test_invalid_utf8();
     test_names();
     test_detect();
     return test_finish();
