@@ -91,7 +91,7 @@ static int parse_tool_calls(recipe_request *r, const json_t *tcs, recipe_part *p
 
 static int parse_message(recipe_request *r, const json_t *m, recipe_message *out, size_t idx, recipe_error *err) {
     char path[RECIPE_PATH];
-    snprintf(path, sizeof path, "messages[%zu]", idx);
+    path_idx(path, sizeof path, "messages", idx, "");
     if (!json_is_object(m)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
     const char *role = jstr(m, "role");
     if (!role) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' missing", path);

@@ -55,7 +55,7 @@ static int parse_simple_blocks(recipe_request *r, const json_t *c, recipe_part *
         json_t *b = json_array_get(c, i);
         const char *type = jstr(b, "type");
         char p2[RECIPE_PATH];
-        snprintf(p2, sizeof p2, "%s[%zu]", path, i);
+        path_idx(p2, sizeof p2, path, i, "");
         if (type && !strcmp(type, "text") && jstr(b, "text")) {
             ps[i].type = RECIPE_PART_TEXT;
             ps[i].text = jstr(b, "text");
@@ -72,12 +72,16 @@ static int parse_simple_blocks(recipe_request *r, const json_t *c, recipe_part *
 /* One wire message -> one or more canonical messages appended to r->messages. */
 static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_error *err) {
     char path[RECIPE_PATH];
-    snprintf(path, sizeof path, "messages[%zu]", idx);
+    path_idx(path, sizeof path, "messages", idx, "");
     const char *role = jstr(m, "role");
     bool user = role && !strcmp(role, "user"), asst = role && !strcmp(role, "assistant");
     if (!user && !asst)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' must be user or assistant", path);
     json_t *c = json_object_get(m, "content");
+    char cpath[RECIPE_PATH];
+    size_t pl = strlen(path);
+    memcpy(cpath, path, pl);
+    memcpy(cpath + pl, ".content", 9);
     if (json_is_string(c)) {
         recipe_message *o = &r->messages[r->n_messages++];
         o->role = user ? RECIPE_ROLE_USER : RECIPE_ROLE_ASSISTANT;
@@ -97,7 +101,7 @@ static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_err
         json_t *b = json_array_get(c, i);
         const char *type = jstr(b, "type");
         char p2[RECIPE_PATH];
-        snprintf(p2, sizeof p2, "%s.content[%zu]", path, i);
+        path_idx(p2, sizeof p2, cpath, i, "");
         if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.type' missing", p2);
         if (user && !strcmp(type, "tool_result")) {
             recipe_message *o = &r->messages[r->n_messages++];
@@ -374,9 +378,8 @@ static void w_block(rw *w, recipe_arena *a, const recipe_part *p, size_t idx) {
         rw_kstr(w, "type", "tool_use");
         rw_kstr(w, "id", safe_id(a, p->id, "toolu_", idx));
         rw_kstr(w, "name", p->name);
-        json_t *in = args_to_object(p->args);
-        rw_kjson(w, "input", in);
-        json_decref(in);
+        rw_key(w, "input");
+        rw_args_object(w, p->args);
         break;
     }
     case RECIPE_PART_TOOL_RESULT:

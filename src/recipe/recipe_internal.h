@@ -27,6 +27,8 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n);
 /* Appends a compact dump of j. */
 int rb_json(recipe_buf *b, const json_t *j);
 int rb_int(recipe_buf *b, int64_t v);
+/* "<prefix>[<idx>]<suffix>" into buf without printf (field paths on the parse path). */
+const char *path_idx(char *buf, size_t cap, const char *prefix, size_t idx, const char *suffix);
 /* Appends s[0..n) with each invalid UTF-8 byte replaced by U+FFFD. */
 int rb_put_utf8(recipe_buf *b, const char *s, size_t n);
 int rb_real(recipe_buf *b, double v); /* shortest text that reads back exactly, always a real (1.0) */
@@ -101,6 +103,8 @@ const char *reasoning_text(recipe_arena *a, const recipe_part *p);
 const char *default_id(recipe_arena *a, const char *prefix, const void *obj);
 /* Tool arguments text -> object (invalid or non-object JSON -> {} as the doc recommends). */
 json_t *args_to_object(const char *args);
+/* Whether s[0..n) is exactly one JSON object that json_loads would accept (jsonv.c). */
+bool json_text_is_object(const char *s, size_t n);
 /* Object -> compact JSON text in the arena. */
 const char *json_to_text(recipe_arena *a, const json_t *v);
 /* Mints "<prefix><24 hex>" from a seed. */

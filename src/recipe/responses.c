@@ -32,7 +32,7 @@ static int parse_parts(recipe_request *r, const json_t *c, recipe_part **out, si
         json_t *p = json_array_get(c, i);
         const char *type = jstr(p, "type");
         char p2[RECIPE_PATH];
-        snprintf(p2, sizeof p2, "%s[%zu]", path, i);
+        path_idx(p2, sizeof p2, path, i, "");
         if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.type' missing", p2);
         if (!strcmp(type, "input_text") || !strcmp(type, "output_text") || !strcmp(type, "text")) {
             if (!jstr(p, "text")) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.text' must be a string", p2);
@@ -106,7 +106,7 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     for (size_t i = 0; json_is_array(input) && i < n_items; i++) {
         json_t *it = json_array_get(input, i);
         char path[RECIPE_PATH];
-        snprintf(path, sizeof path, "input[%zu]", i);
+        path_idx(path, sizeof path, "input", i, "");
         if (!json_is_object(it)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
         const char *type = jstr(it, "type");
         const char *role = jstr(it, "role");

@@ -145,6 +145,17 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         size_t run = i;
+        /* 8 bytes at a time while none is a control, '"', '\\' or non-ASCII byte */
+        while (n - run >= 8) {
+            uint64_t x;
+            memcpy(&x, p + run, 8);
+            const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+            uint64_t ctl = (x - 0x2020202020202020ull) & ~x & high;
+            uint64_t q = x ^ 0x2222222222222222ull, bs = x ^ 0x5C5C5C5C5C5C5C5Cull;
+            uint64_t hit = ctl | ((q - ones) & ~q & high) | ((bs - ones) & ~bs & high) | (x & high);
+            if (hit) break;
+            run += 8;
+        }
         while (run < n && k_plain[p[run]]) run++;
         if (run > i) {
             if (rb_put(b, s + i, run - i)) return -1;
@@ -197,6 +208,23 @@ int rb_put_utf8(recipe_buf *b, const char *s, size_t n) {
     return rb_put(b, s + start, n - start);
 }
 
+const char *path_idx(char *buf, size_t cap, const char *prefix, size_t idx, const char *suffix) {
+    char num[24], *e = num + sizeof num, *q = e;
+    do *--q = (char)('0' + idx % 10), idx /= 10;
+    while (idx);
+    size_t pl = strlen(prefix), nl = (size_t)(e - q), sl = strlen(suffix);
+    if (pl + nl + sl + 3 > cap) {
+        snprintf(buf, cap, "%s", prefix);
+        return buf;
+    }
+    memcpy(buf, prefix, pl);
+    buf[pl] = '[';
+    memcpy(buf + pl + 1, q, nl);
+    buf[pl + 1 + nl] = ']';
+    memcpy(buf + pl + 2 + nl, suffix, sl + 1);
+    return buf;
+}
+
 int rb_int(recipe_buf *b, int64_t v) {
     char tmp[24], *e = tmp + sizeof tmp, *p = e;
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
@@ -221,13 +249,13 @@ static int dump(recipe_buf *b, const json_t *j, int depth) {
     if (depth > 4096) return -1;
     switch (json_typeof(j)) {
     case JSON_OBJECT: {
-        const char *k;
-        size_t kl;
-        json_t *v;
         bool first = true;
         if (rb_put(b, "{", 1)) return -1;
-        json_object_keylen_foreach((json_t *)j, k, kl, v) {
-            if ((!first && rb_put(b, ",", 1)) || rb_json_str(b, k, kl) || rb_put(b, ":", 1) || dump(b, v, depth + 1))
+        /* the iterator API directly: json_object_foreach re-hashes every key to find the next */
+        for (void *it = json_object_iter((json_t *)j); it; it = json_object_iter_next((json_t *)j, it)) {
+            if ((!first && rb_put(b, ",", 1)) ||
+                rb_json_str(b, json_object_iter_key(it), json_object_iter_key_len(it)) || rb_put(b, ":", 1) ||
+                dump(b, json_object_iter_value(it), depth + 1))
                 return -1;
             first = false;
         }

@@ -23,7 +23,6 @@ json_t *rw_finish(rw *w) {
     return r;
 }
 
-void rw_key(rw *w, const char *k) { w->key = k; }
 
 /* TEXT: separator and key before a value */
 static void text_prefix(rw *w) {
@@ -31,7 +30,7 @@ static void text_prefix(rw *w) {
         if (!w->first[w->depth - 1]) w->failed |= rb_put(w->buf, ",", 1) != 0;
         w->first[w->depth - 1] = false;
         if (w->key) { /* keys are ASCII literals from the encoders: no escaping needed */
-            size_t kl = strlen(w->key);
+            size_t kl = w->keylen;
             if (rb_reserve(w->buf, kl + 4)) {
                 w->failed = true;
             } else {
@@ -137,6 +136,22 @@ void rw_real(rw *w, double v) {
     }
     if (w->buf) {
         text_prefix(w);
+        /* common case: at most 6 decimals, |v| < 1e9; scaled / 1e6 is correctly rounded, so it
+         * equals v exactly iff the short decimal text reads back as v */
+        double sc = v * 1e6, r = nearbyint(sc);
+        if (fabs(v) < 1e9 && r / 1e6 == v) {
+            int64_t iv = (int64_t)r, ip = (iv < 0 ? -iv : iv) / 1000000, fp = (iv < 0 ? -iv : iv) % 1000000;
+            char tmp[40], *d = tmp;
+            if (iv < 0) *d++ = '-';
+            d += snprintf(d, 24, "%lld", (long long)ip);
+            *d++ = '.';
+            int digits = 6;
+            while (digits > 1 && fp % 10 == 0) fp /= 10, digits--;
+            for (int k = digits - 1; k >= 0; k--) d[k] = (char)('0' + fp % 10), fp /= 10;
+            d += digits;
+            w->failed |= rb_put(w->buf, tmp, (size_t)(d - tmp)) != 0;
+            return;
+        }
         w->failed |= rb_real(w->buf, v) != 0;
         return;
     }
@@ -168,4 +183,16 @@ void rw_json(rw *w, const json_t *v) {
         return;
     }
     tree_put(w, json_incref((json_t *)v));
+}
+
+void rw_args_object(rw *w, const char *args) {
+    size_t n = args ? strlen(args) : 0;
+    if (w->buf && args && json_text_is_object(args, n)) {
+        text_prefix(w);
+        w->failed |= rb_put(w->buf, args, n) != 0;
+        return;
+    }
+    json_t *o = args_to_object(args);
+    rw_json(w, o);
+    json_decref(o);
 }

@@ -18,6 +18,7 @@ typedef struct rw {
     bool is_obj[RW_MAX_DEPTH];
     int depth;
     const char *key;                  /* key for the next value (inside an object) */
+    size_t keylen;
     json_t *root;
     bool failed;
 } rw;
@@ -27,7 +28,11 @@ void rw_init_tree(rw *w);
 /* TREE: the finished value (new reference) or NULL on failure; TEXT: NULL. */
 json_t *rw_finish(rw *w);
 
-void rw_key(rw *w, const char *k);
+/* inline so that the length of a literal key is computed at compile time */
+static inline void rw_key(rw *w, const char *k) {
+    w->key = k;
+    w->keylen = __builtin_strlen(k);
+}
 void rw_obj(rw *w);
 void rw_arr(rw *w);
 void rw_end(rw *w);
@@ -38,6 +43,9 @@ void rw_real(rw *w, double v);               /* integral values written as integ
 void rw_bool(rw *w, bool v);
 void rw_null(rw *w);
 void rw_json(rw *w, const json_t *v);        /* embeds an existing value (copied by reference in TREE) */
+/* Tool arguments as an object: valid object text is copied verbatim (TEXT) / parsed (TREE);
+ * anything else becomes {} (protocols.md §4.6). */
+void rw_args_object(rw *w, const char *args);
 
 /* key + value helpers that skip unset values */
 static inline void rw_kstr(rw *w, const char *k, const char *s) {
