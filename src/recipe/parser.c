@@ -22,6 +22,9 @@
  * `<think>`), text before the end tag is reasoning, everything after is content.
  * Callers: src/serve (per streamed request, after incremental detokenization),
  * python/ bindings, tests. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem */
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>

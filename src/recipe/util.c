@@ -139,8 +139,10 @@ static const unsigned char k_plain[256] = {
 
 int rb_json_str(recipe_buf *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
+    /* room for the common case (nothing to escape); escapes reserve more as they come */
     if (rb_reserve(b, n + 3)) return -1;
-    b->data[b->len++] = '"';
+    char *d = b->data + b->len;
+    *d++ = '"';
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
     while (i < n) {
@@ -152,41 +154,47 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n) {
             const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
             uint64_t ctl = (x - 0x2020202020202020ull) & ~x & high;
             uint64_t q = x ^ 0x2222222222222222ull, bs = x ^ 0x5C5C5C5C5C5C5C5Cull;
-            uint64_t hit = ctl | ((q - ones) & ~q & high) | ((bs - ones) & ~bs & high) | (x & high);
-            if (hit) break;
+            if (ctl | ((q - ones) & ~q & high) | ((bs - ones) & ~bs & high) | (x & high)) break;
             run += 8;
         }
         while (run < n && k_plain[p[run]]) run++;
         if (run > i) {
-            if (rb_put(b, s + i, run - i)) return -1;
+            memcpy(d, s + i, run - i);
+            d += run - i;
             i = run;
             if (i == n) break;
         }
         unsigned c = p[i];
-        char esc[8];
-        size_t el = 0;
-        if (c == '"' || c == '\\') esc[0] = '\\', esc[1] = (char)c, el = 2;
-        else if (c == '\n') memcpy(esc, "\\n", 2), el = 2;
-        else if (c == '\r') memcpy(esc, "\\r", 2), el = 2;
-        else if (c == '\t') memcpy(esc, "\\t", 2), el = 2;
-        else if (c < 0x20) {
-            memcpy(esc, "\\u00", 4);
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            el = 6;
-        } else {
-            size_t l = utf8_seq(p + i, n - i);
-            if (l) {
-                if (rb_put(b, s + i, l)) return -1;
-                i += l;
-                continue;
-            }
-            memcpy(esc, "\xEF\xBF\xBD", 3), el = 3; /* U+FFFD */
+        size_t l = c >= 0x80 ? utf8_seq(p + i, n - i) : 0;
+        if (l) { /* a valid multi-byte sequence is copied as is */
+            memcpy(d, s + i, l);
+            d += l;
+            i += l;
+            continue;
         }
-        if (rb_put(b, esc, el)) return -1;
+        /* an escape: make room for 6 more bytes plus the rest */
+        b->len = (size_t)(d - b->data);
+        if (rb_reserve(b, (n - i) + 8)) return -1;
+        d = b->data + b->len;
+        if (c == '"' || c == '\\') *d++ = '\\', *d++ = (char)c;
+        else if (c == '\n') *d++ = '\\', *d++ = 'n';
+        else if (c == '\r') *d++ = '\\', *d++ = 'r';
+        else if (c == '\t') *d++ = '\\', *d++ = 't';
+        else if (c < 0x20) {
+            memcpy(d, "\\u00", 4);
+            d[4] = hex[c >> 4];
+            d[5] = hex[c & 15];
+            d += 6;
+        } else {
+            memcpy(d, "\xEF\xBF\xBD", 3); /* invalid UTF-8 byte -> U+FFFD */
+            d += 3;
+        }
         i++;
     }
-    return rb_put(b, "\"", 1);
+    *d++ = '"';
+    b->len = (size_t)(d - b->data);
+    *d = 0;
+    return 0;
 }
 
 int rb_put_utf8(recipe_buf *b, const char *s, size_t n) {
