@@ -473,6 +473,10 @@ static bool h_deepseek(recipe_parser *p, const char *s, size_t n) {
             consume(p, k);
             return k > 0;
         }
+        if (find(s, i, "<", NULL) < i) { /* the same rule when the separator is already here */
+            set_mode(p, M_AFTER);
+            return true;
+        }
         rb_put(&p->name, s, i);
         consume(p, i + ml);
         if (p->kind == RECIPE_PARSER_DEEPSEEK_V31) {
