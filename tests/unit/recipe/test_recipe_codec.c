@@ -317,6 +317,7 @@ int main(void) {
     const char *f = __FILE__;
     const char *cut = strstr(f, "tests/unit/recipe/");
     snprintf(g_dir, sizeof g_dir, "%.*stests/data/recipe", cut ? (int)(cut - f) : 0, f);
+    if (getenv("CINFER_SRC")) snprintf(g_dir, sizeof g_dir, "%s/tests/data/recipe", getenv("CINFER_SRC"));
     g_update = getenv("RECIPE_GOLDEN_UPDATE") != NULL;
     test_golden();
     test_errors();
