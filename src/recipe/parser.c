@@ -415,7 +415,7 @@ static int args_until(recipe_parser *p, const char *s, size_t n, const char *con
         *mlen = ml;
         *progress = true;
         for (int k = 0; ends[k]; k++)
-            if (!memcmp(s + i, ends[k], ml) && strlen(ends[k]) == ml) return k;
+            if (strlen(ends[k]) == ml && !memcmp(s + i, ends[k], ml)) return k;
         return 0;
     }
     size_t k = n;
@@ -847,6 +847,10 @@ recipe_parser *recipe_parser_new(recipe_parser_kind kind, unsigned flags) {
     if (!p) return NULL;
     p->kind = kind;
     p->flags = flags;
+    if (rb_reserve(&p->in, 256) || rb_reserve(&p->evbuf, 256)) { /* never NULL: pointer arithmetic on it */
+        recipe_parser_free(p);
+        return NULL;
+    }
     switch (kind) {
     case RECIPE_PARSER_THINK:
     case RECIPE_PARSER_DEEPSEEK_R1:

@@ -253,6 +253,21 @@ static void test_invalid_utf8(void) {
     recipe_parser_free(p);
 }
 
+/* No output at all, for every kind and flag: finish gives nothing. */
+static void test_empty(void) {
+    for (int k = 0; k < RECIPE_PARSER_COUNT; k++)
+        for (unsigned f = 0; f < 4; f++) {
+            recipe_parser *p = recipe_parser_new((recipe_parser_kind)k, f);
+            const recipe_event *ev;
+            size_t n;
+            recipe_parser_feed(p, "", 0, &ev, &n);
+            CHECK(n == 0);
+            recipe_parser_finish(p, &ev, &n);
+            CHECK(n == 0);
+            recipe_parser_free(p);
+        }
+}
+
 static void test_names(void) {
     for (int k = 0; k < RECIPE_PARSER_COUNT; k++)
         CHECK(recipe_parser_from_name(recipe_parser_name((recipe_parser_kind)k)) == k);
@@ -299,6 +314,7 @@ int main(void) {
     test_cases();
     test_holdback();
     test_invalid_utf8();
+    test_empty();
     test_names();
     test_detect();
     return test_finish();
