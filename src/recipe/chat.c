@@ -1,6 +1,8 @@
 /* chat.c - OpenAI Chat Completions codec: request <-> canonical, response <->
  * canonical (protocols.md §1). Parsing borrows strings from the body (the
- * request keeps a reference to it); encoding builds fresh jansson values.
+ * request keeps a reference to it); the request encoder writes through the
+ * JSON writer (writer.h: text or jansson tree), the response encoder builds
+ * jansson values.
  * Called through recipe_request_parse/encode and recipe_response_parse/encode
  * (codec.c). Lossy cases (signatures, redacted thinking, is_error, images in tool
  * results) are listed in docs/recipe.md. */

@@ -267,13 +267,6 @@ int parse_common_sampling(recipe_request *r, const json_t *b, recipe_error *err)
     return parse_extensions(r, b, err);
 }
 
-void encode_extensions(const recipe_request *r, json_t *o) {
-    jset_real(o, "min_p", r->min_p);
-    jset_real(o, "repetition_penalty", r->repetition_penalty);
-    jset_str(o, "cache_salt", r->cache_salt);
-    jset_ref(o, "chat_template_kwargs", r->chat_template_kwargs);
-    jset_ref(o, "cinfer", r->cinfer);
-}
 
 void write_extensions(struct rw *w, const recipe_request *r) {
     rw_kreal(w, "min_p", r->min_p);

@@ -87,7 +87,6 @@ int tool_choice_parse_openai(recipe_request *r, const json_t *tc, bool responses
 json_t *tool_choice_encode_openai(const recipe_request *r, bool responses);
 /* Common OpenAI (Chat + Responses) sampling / extension fields. */
 int parse_common_sampling(recipe_request *r, const json_t *b, recipe_error *err);
-void encode_extensions(const recipe_request *r, json_t *o);
 struct rw;
 void write_extensions(struct rw *w, const recipe_request *r);
 /* Extension fields every format accepts (top_k, min_p, repetition_penalty, cache_salt,
