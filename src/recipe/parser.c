@@ -215,6 +215,7 @@ static void begin_call(recipe_parser *p, const char *name, size_t n) {
     p->call_open = true;
     p->call_had_args = false;
     p->raw.len = 0;
+    p->llama_probe = false; /* a named call: other keys are skipped, never turned into content */
 }
 
 static void end_call(recipe_parser *p) {

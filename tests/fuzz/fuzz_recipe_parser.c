@@ -2,7 +2,7 @@
  * and the SSE stream encoders. The first byte picks the parser kind and flags,
  * the second a chunk size; the rest is model output fed in chunks, whose events
  * go through a stream encoder of each API. Invariants checked: tool events are
- * well nested (begin, args of the open call, end), every event text is valid for
+ * well nested (begin, args of the open call, end) with no text inside a call, every event text is valid for
  * the encoder, the encoders accept the sequence, and the same input fed whole
  * yields the same number of tool calls. */
 #include <stdint.h>
@@ -35,7 +35,7 @@ static int run(const uint8_t *data, size_t size, recipe_parser_kind kind, unsign
             } else if (ev[i].type == RECIPE_EV_TOOL_END) {
                 if (open != ev[i].index) abort();
                 open = -1;
-            } else if (ev[i].len == 0)
+            } else if (ev[i].len == 0 || open != -1) /* no empty text, no text inside a call */
                 abort();
             for (int a = 0; a < 3; a++)
                 if (enc[a] && recipe_stream_encoder_event(enc[a], &ev[i], &out, NULL)) abort();

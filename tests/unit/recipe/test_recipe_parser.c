@@ -81,6 +81,8 @@ static const pcase k_cases[] = {
     {"llama3-json-not-call", RECIPE_PARSER_LLAMA3, 0, "  {\"answer\": 42, \"name\": \"x\"}", "", "  {\"answer\": 42, \"name\": \"x\"}",
      0, {{0}}, 0},
     {"llama3-text", RECIPE_PARSER_LLAMA3, 0, "Hello there {not a call}", "", "Hello there {not a call}", 0, {{0}}, 0},
+    {"llama3-extra-key-after-name", RECIPE_PARSER_LLAMA3, 0, "{\"name\": \"f\", \"id\": 3, \"x\": [1, {\"y\": \"}\"}], \"parameters\": {\"a\": 1}}",
+     "", "", 1, {{"f", "{\"a\":1}"}}, 0},
     {"mistral-old", RECIPE_PARSER_MISTRAL, 0,
      "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": \"get_time\", \"arguments\": {}}]",
      "", "", 2, {{"get_weather", "{\"city\":\"Paris\"}"}, {"get_time", "{}"}}, 0},
@@ -117,6 +119,7 @@ static void take(agg *a, const recipe_event *ev, size_t n) {
             if (!s) a->utf8_ok = false;
             json_decref(s);
         }
+        if ((e->type == RECIPE_EV_REASONING || e->type == RECIPE_EV_TEXT) && a->begins != a->ends) a->order_ok = false;
         switch (e->type) {
         case RECIPE_EV_REASONING: cat(a->reasoning, sizeof a->reasoning, e->text, e->len); break;
         case RECIPE_EV_TEXT: cat(a->content, sizeof a->content, e->text, e->len); break;
