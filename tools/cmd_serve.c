@@ -31,6 +31,9 @@ static void serve_usage(FILE *out) {
             "      --max-seqs N          requests running at once in the engine (default 64)\n"
             "      --max-batch-tokens N  tokens per forward pass (default 2048)\n"
             "      --kv-memory GIB       KV cache budget in GiB (default 1)\n"
+            "      --kv-store DIR        persistent KV block store (docs/store.md): prompt prefixes computed\n"
+            "                            before, also by earlier runs, are loaded instead of recomputed\n"
+            "      --kv-store-quota GIB  store size limit; GC evicts least recently used objects (default: none)\n"
             "  -t, --threads N           compute threads (default: one per core)\n"
             "      --max-queue N         requests waiting beyond --max-seqs before 429 (default 256)\n"
             "      --max-n N             largest n per request (default 16)\n"
@@ -41,9 +44,9 @@ static void serve_usage(FILE *out) {
 }
 
 typedef struct serve_opts {
-    const char *model, *host, *api_key, *name, *log_level;
+    const char *model, *host, *api_key, *name, *log_level, *kv_store;
     long long port, ctx, max_seqs, max_batch, threads, max_queue, max_n, max_body, conn_buf;
-    double kv_gib, shutdown_s;
+    double kv_gib, shutdown_s, store_quota_gib;
 } serve_opts;
 
 /* 0 ok, -1 help printed, 1/2 error */
@@ -73,6 +76,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--max-seqs")) { VAL(); if (cli_int(a, v, 1, 4096, &o->max_seqs)) return 2; }
         else if (!strcmp(a, "--max-batch-tokens")) { VAL(); if (cli_int(a, v, 16, 1 << 20, &o->max_batch)) return 2; }
         else if (!strcmp(a, "--kv-memory")) { VAL(); if (cli_float(a, v, 0.0001, 4096, &o->kv_gib)) return 2; }
+        else if (!strcmp(a, "--kv-store")) { VAL(); o->kv_store = v; }
+        else if (!strcmp(a, "--kv-store-quota")) { VAL(); if (cli_float(a, v, 0.001, 1 << 20, &o->store_quota_gib)) return 2; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { VAL(); if (cli_int(a, v, 1, 1024, &o->threads)) return 2; }
         else if (!strcmp(a, "--max-queue")) { VAL(); if (cli_int(a, v, 0, 1 << 20, &o->max_queue)) return 2; }
         else if (!strcmp(a, "--max-n")) { VAL(); if (cli_int(a, v, 1, 128, &o->max_n)) return 2; }
@@ -133,7 +138,9 @@ int cmd_serve(int argc, char **argv) {
     cinfer_engine_options eo = {.kv_memory_bytes = (int64_t)(o.kv_gib * (1ll << 30)),
                                 .max_batch_tokens = (int32_t)o.max_batch,
                                 .max_seqs = (int32_t)o.max_seqs,
-                                .max_ctx = ctx};
+                                .max_ctx = ctx,
+                                .kv_store_dir = o.kv_store,
+                                .kv_store_quota_bytes = (int64_t)(o.store_quota_gib * (1ll << 30))};
     char emsg[256];
     if (cinfer_engine_create(m, pool, &eo, &eng, emsg, sizeof emsg)) { cli_fail("serve: %s", emsg); goto done; }
     gm.engine = eng;

@@ -11,6 +11,7 @@ int cmd_quantize(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_store(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 /* `bench throughput` (cmd_bench_throughput.c), dispatched by cmd_bench. */
 int bench_throughput(int argc, char **argv);

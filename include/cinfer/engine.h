@@ -12,7 +12,8 @@
  *
  * Ownership: the engine borrows the model and the compute thread pool (both
  * must outlive it) and owns everything else: the KV block pool (sized by
- * kv_memory_bytes), the prefix cache, the request table, the thread.
+ * kv_memory_bytes), the prefix cache, the request table, the thread, and
+ * with kv_store_dir the persistent KV store's threads (docs/store.md).
  * A request lives until its final output (finished = true) has been read, or
  * until cinfer_engine_release() if the reader walks away; its id is invalid
  * afterwards. Every function is thread-safe; none waits for a forward pass
@@ -38,6 +39,15 @@ struct model;       /* src/model/model.h */
 struct thread_pool; /* src/base/threadpool.h */
 typedef struct cinfer_engine cinfer_engine;
 
+/* Traffic classes (cinfer_request.traffic_class): they set how long the
+ * persistent KV store keeps a request's blocks (docs/store.md). */
+typedef enum cinfer_traffic_class {
+    CINFER_TRAFFIC_DEFAULT = 0,
+    CINFER_TRAFFIC_CHAT = 1,
+    CINFER_TRAFFIC_AGENT = 2,
+} cinfer_traffic_class;
+#define CINFER_TRAFFIC_N 3
+
 typedef struct cinfer_engine_options {
     int32_t block_tokens;     /* tokens per KV block (0: 16) */
     int64_t kv_memory_bytes;  /* KV pool budget (0: 256 MiB) */
@@ -45,6 +55,13 @@ typedef struct cinfer_engine_options {
     int32_t max_seqs;         /* requests running at once (0: 64) */
     int32_t max_ctx;          /* positions per request, prompt + generated (0: the model's training context) */
     bool sync_scheduling;     /* true: plan, compute and process outputs one after another (no overlap) */
+    /* Persistent KV block store (docs/store.md); all optional. */
+    const char *kv_store_dir;      /* NULL: no store. Made if missing; unusable: logged, serving goes on without */
+    int64_t kv_store_quota_bytes;  /* GC evicts least recently used objects beyond this (0: no quota) */
+    bool kv_store_sync;            /* fsync each object before publishing it */
+    int64_t kv_store_retention_s[CINFER_TRAFFIC_N]; /* per class; 0: default 1 d, chat 7 d, agent 3 d */
+    int32_t kv_store_load_timeout_ms; /* give up waiting for a load (slow disk) and compute (0: 2000) */
+    int32_t kv_store_gc_interval_s;   /* background GC period (0: 300; < 0: no background GC) */
 } cinfer_engine_options;
 
 typedef struct cinfer_logit_bias {
@@ -74,7 +91,7 @@ typedef struct cinfer_request {
     int32_t n_stop_strings;
     const void *cache_salt; /* prefix-cache isolation: different salts never share blocks */
     size_t cache_salt_len;
-    int32_t traffic_class; /* carried for the server; not interpreted by the engine */
+    int32_t traffic_class; /* cinfer_traffic_class: retention of its blocks in the store (unknown: default) */
     int32_t priority;      /* lower value = more urgent */
     bool ignore_eos;
     bool want_logprobs; /* log-probability of each chosen token under the raw logits */
@@ -97,7 +114,7 @@ typedef enum cinfer_finish {
 
 typedef struct cinfer_usage {
     int32_t prompt_tokens;
-    int32_t cached_tokens; /* prompt tokens found in the prefix cache at first admission */
+    int32_t cached_tokens; /* prompt tokens found in the prefix cache (memory, then the store) at first admission */
     int32_t completion_tokens;
 } cinfer_usage;
 
@@ -124,6 +141,31 @@ typedef struct cinfer_output {
 
 void cinfer_output_release(cinfer_output *o);
 
+/* Persistent store counters (all zero without a store). Load latency:
+ * load_latency[i] counts loads (one per request that found blocks in the
+ * store, submit to completion) that took <= 0.25 ms * 2^i, i < 11;
+ * load_latency[11] the slower ones (not cumulative). */
+#define CINFER_STORE_LATENCY_BUCKETS 12
+typedef struct cinfer_store_stats {
+    bool enabled;  /* a store directory is configured and usable for reading */
+    bool writable; /* writes are currently accepted (false while degraded) */
+    uint64_t lookups;          /* admissions that asked the store for more blocks */
+    uint64_t hit_blocks, hit_tokens; /* blocks loaded and verified */
+    uint64_t miss_blocks;      /* chains ended by a missing object (one per lookup that stopped short) */
+    uint64_t expired;          /* objects found but past their expiry */
+    uint64_t quarantined;      /* objects that failed verification (moved to quarantine/) */
+    uint64_t read_errors, write_errors;
+    uint64_t bytes_read, bytes_written;
+    uint64_t objects_written, writes_skipped; /* skipped: already published */
+    uint64_t writes_dropped;   /* write-back queue full (store too slow) or store not writable */
+    uint64_t load_timeouts;    /* requests that stopped waiting for a slow load */
+    uint64_t degraded;         /* transitions into a degraded state (each logged once) */
+    uint64_t gc_runs, gc_deleted_expired, gc_deleted_lru;
+    uint64_t loads;            /* completed chain loads */
+    double load_seconds;       /* their total latency */
+    uint64_t load_latency[CINFER_STORE_LATENCY_BUCKETS];
+} cinfer_store_stats;
+
 typedef struct cinfer_engine_stats {
     uint64_t steps, forward_tokens;
     uint64_t prompt_tokens_computed; /* prompt positions run through the model (cache hits excluded) */
@@ -140,6 +182,8 @@ typedef struct cinfer_engine_stats {
      * output = detokenization, stop strings, publishing (overlaps the next forward);
      * forward = seconds the forward passes ran (executor thread). */
     double t_plan, t_wait, t_commit, t_output, t_forward;
+    uint64_t cached_tokens_memory, cached_tokens_store; /* cached_tokens by tier */
+    cinfer_store_stats store;
 } cinfer_engine_stats;
 
 /* err (may be NULL) receives a one-line message on failure. */

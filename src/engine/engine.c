@@ -235,6 +235,7 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     e->st.kv_bytes = ks.bytes;
     e->st.kv_budget = ks.budget;
     e->pub_st = e->st;
+    if (eng_store_open(e, err)) return -1;
     if (pthread_create(&e->thread, NULL, eng_main, e) != 0) return cf_fail(err, "engine: cannot start the thread");
     e->thread_started = true;
     return 0;
@@ -263,6 +264,7 @@ void cinfer_engine_destroy(cinfer_engine *e) {
         pthread_cond_signal(&e->work_cv);
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
+        eng_store_close(e); /* before mu goes: the store's threads notify through it */
         pthread_mutex_destroy(&e->mu);
         pthread_cond_destroy(&e->work_cv);
         pthread_cond_destroy(&e->out_cv);
@@ -276,6 +278,7 @@ void cinfer_engine_destroy(cinfer_engine *e) {
         pthread_mutex_destroy(&e->exec_mu);
         pthread_cond_destroy(&e->exec_cv);
     }
+    eng_store_close(e); /* no-op when done above */
     eng_free_all(e);
     if (e->efd > 0) close(e->efd);
     prefix_cache_free(e->pc);
@@ -643,10 +646,15 @@ static void eng_fail_stuck(cinfer_engine *e) {
  * overlaps (kept for measurement and as a fallback). */
 static void *eng_main(void *arg) {
     cinfer_engine *e = arg;
+    bool stalled = false; /* the last iteration ran nothing: every runnable request waits for the store */
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        while (!e->stop && !e->q_head && !e->cancel_pending && e->n_active == 0 && !e->inflight)
-            pthread_cond_wait(&e->work_cv, &e->mu);
+        while (!e->stop && !e->q_head && !e->cancel_pending && !e->store_wake && !e->inflight &&
+               (e->n_active == 0 || stalled)) {
+            if (!stalled) pthread_cond_wait(&e->work_cv, &e->mu);
+            else if (eng_store_wait(e)) break; /* timed: store load timeouts */
+        }
+        e->store_wake = false;
         double t0 = time_now();
         bool stop = e->stop;
         int32_t n_cancel = stop ? 0 : eng_drain(e);
@@ -656,6 +664,7 @@ static void *eng_main(void *arg) {
             if (sb) eng_commit(e, sb);
             break;
         }
+        eng_store_poll(e);
         for (int32_t i = 0; i < n_cancel; i++) eng_finish(e, e->cancelled[i], CINFER_FINISH_CANCELLED, true, NULL);
         bool was_inflight = e->inflight != NULL;
         eng_stepbuf *next = &e->sb[e->sb_next];
@@ -676,7 +685,8 @@ static void *eng_main(void *arg) {
             done = sb;
         }
         if (done) e->st.t_forward += done->t_forward;
-        if (rc > 0 && !was_inflight && !e->inflight) eng_fail_stuck(e);
+        if (rc == 1 && !was_inflight && !e->inflight) eng_fail_stuck(e);
+        stalled = rc == 2 && !was_inflight && !e->inflight;
         double t4 = time_now();
         eng_process_outputs(e);
         eng_publish(e);

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "cinfer/engine.h"
+#include "engine/engine_store.h"
 #include "engine/kv_pool.h"
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
@@ -117,6 +118,11 @@ typedef struct eng_req {
     float pend_top_lps[CINFER_MAX_TOP_LOGPROBS];
     cinfer_finish pend_finish; /* EOS / stop id / length found at commit */
     bool done;                 /* finished (or finishing): never scheduled again */
+    struct store_chain *st_chain; /* (eng) store lookup/load in flight (engine_store.c) */
+    double st_deadline;           /* (eng) when to stop waiting for it */
+    int32_t st_lookups;           /* (eng) store lookups made for this request */
+    int32_t st_admits;            /* (eng) admissions seen by the store hook */
+    bool st_usage;                /* (eng) the lookup in flight belongs to the first admission (usage) */
     sampler *smp;
     detok_stream dt;
     eng_buf held; /* text not yet emitted (could still start a stop string) */
@@ -199,6 +205,8 @@ struct cinfer_engine {
     int32_t kv_total;              /* immutable: blocks in the pool */
     uint64_t next_id;              /* (mu) */
     cinfer_engine_stats pub_st;    /* (mu) last published stats */
+    struct eng_store *es;          /* (eng) persistent store adapter (engine_store.c); NULL: none */
+    bool store_wake;               /* (mu) a store completion is waiting to be polled */
     int efd;
 };
 

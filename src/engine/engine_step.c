@@ -43,6 +43,7 @@ static uint64_t eng_cache_version(const cinfer_engine *e) {
 
 void eng_release_blocks(cinfer_engine *e, eng_req *r) {
     r->epoch++;
+    eng_store_detach(e, r);
     for (int32_t i = r->n_blocks - 1; i >= 0; i--) kv_pool_unref(e->kv, r->blocks[i]);
     r->n_blocks = 0;
     r->n_computed = 0;
@@ -97,6 +98,7 @@ static int eng_admit(cinfer_engine *e, eng_req *r, sched_item *it, cf_err *err) 
         r->admitted_once = true;
         r->usage.cached_tokens = m.n_tokens < r->prompt_len ? m.n_tokens : r->prompt_len;
         e->st.cached_tokens += (uint64_t)r->usage.cached_tokens;
+        e->st.cached_tokens_memory += (uint64_t)r->usage.cached_tokens;
     }
     return 0;
 }
@@ -211,14 +213,18 @@ int eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
         r->state = SCHED_PREEMPTED;
         e->st.preemptions++;
     }
-    if (plan.n_items == 0) return plan.n_preempted > 0 ? 0 : 1;
+    if (plan.n_items == 0) return plan.n_preempted > 0 ? 0 : eng_store_n_loading(e) > 0 ? 2 : 1;
+    int32_t kept = 0;
     for (int32_t k = 0; k < plan.n_items; k++) {
         sched_item *it = &plan.items[k];
         if (it->admitted && eng_admit(e, e->active[it->req], it, &err)) {
             eng_fail_planned(e, &plan, err.msg);
             return 0;
         }
+        if (it->admitted && eng_store_on_admit(e, e->active[it->req])) continue; /* waits for the store */
+        plan.items[kept++] = *it;
     }
+    plan.n_items = kept;
     for (int32_t k = 0; k < plan.n_items; k++)
         if (eng_alloc(e, e->active[plan.items[k].req], &plan.items[k], &err)) {
             eng_fail_planned(e, &plan, err.msg);
@@ -292,7 +298,11 @@ void eng_commit(cinfer_engine *e, eng_stepbuf *sb) {
         float *row = it->sample ? sb->logits + (int64_t)o++ * e->n_vocab : NULL;
         if (r->epoch != it->epoch || r->done) continue; /* cancelled, preempted or finished meanwhile */
         r->n_computed = it->start + it->n_tokens;
+        int32_t reg_from = r->n_registered;
+        uint8_t reg_parent[PREFIX_KEY_BYTES];
+        memcpy(reg_parent, r->last_key, sizeof reg_parent);
         eng_register(e, r);
+        eng_store_on_register(e, r, reg_from, reg_from > 0 ? reg_parent : NULL);
         if (row) eng_sample(e, r, row);
     }
     eng_note_kv(e);

@@ -246,6 +246,12 @@ int32_t prefix_cache_insert(prefix_cache *c, const uint8_t *parent, const int32_
     return block;
 }
 
+int prefix_cache_key(prefix_cache *c, const uint8_t *parent, const int32_t *tokens, prefix_salt salt,
+                     uint8_t out[PREFIX_KEY_BYTES]) {
+    if (salt.len > UINT32_MAX) return -1;
+    return pc_hash_block(c->md, parent, tokens, c->block_tokens, c->fingerprint, salt, out);
+}
+
 prefix_cache_stats prefix_cache_get_stats(const prefix_cache *c) {
     prefix_cache_stats s = c->stats;
     s.entries = c->entries;

@@ -93,6 +93,11 @@ int32_t prefix_cache_insert(prefix_cache *c, const uint8_t *parent, const int32_
 
 prefix_cache_stats prefix_cache_get_stats(const prefix_cache *c);
 
+/* The key of one block under this cache's fingerprint, with the cache's
+ * digest context (no allocation; for the store adapter). */
+int prefix_cache_key(prefix_cache *c, const uint8_t *parent, const int32_t *tokens, prefix_salt salt,
+                     uint8_t out[PREFIX_KEY_BYTES]);
+
 /* Model fingerprint: SHA-256 over, in order,
  *   "cinfer-model-fp-v1\0";
  *   the hyper-parameters (arch string, every integer and float field of

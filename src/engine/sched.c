@@ -109,7 +109,7 @@ static int sched_check_input(const sched_input *in, const sched_plan *plan, cf_e
                        l->linear_cost, l->attn_cost);
     for (int32_t i = 0; i < in->n_reqs; i++) {
         const sched_req *r = &in->reqs[i];
-        if (r->state < SCHED_WAITING || r->state > SCHED_PREEMPTED)
+        if (r->state < SCHED_WAITING || r->state > SCHED_LOADING)
             return cf_fail(err, "sched: request %d has unknown state %d", i, (int)r->state);
         if (r->prompt_len < 1 || r->n_generated < 0 || r->max_tokens < 0 ||
             r->prompt_len > INT32_MAX / 2 - r->n_generated)
@@ -237,16 +237,17 @@ int sched_plan_step(const sched_input *in, sched_plan *plan, cf_err *err) {
         .tokens_left = in->limits.max_batch_tokens,
         .budget_left = plan->budget,
     };
-    int32_t n_run = 0, n_wait = 0;
+    int32_t n_run = 0, n_wait = 0, n_loading = 0;
     for (int32_t i = 0; i < n; i++) {
         mark[i] = SCHED_MARK_NONE;
         if (in->reqs[i].state == SCHED_RUNNING) order[n_run++] = i;
+        n_loading += in->reqs[i].state == SCHED_LOADING;
     }
     for (int32_t i = 0; i < n; i++)
-        if (in->reqs[i].state != SCHED_RUNNING) order[n_run + n_wait++] = i;
+        if (in->reqs[i].state == SCHED_WAITING || in->reqs[i].state == SCHED_PREEMPTED) order[n_run + n_wait++] = i;
     sched_sort(in->reqs, order, n_run);
     sched_sort(in->reqs, order + n_run, n_wait);
-    plan->n_running = n_run;
+    plan->n_running = n_run + n_loading;
     int32_t tail = n_run - 1;
     sched_decodes(&w, order, n_run, &tail);
     sched_running_prefills(&w, order, n_run, &tail);

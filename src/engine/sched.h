@@ -54,7 +54,10 @@
 #include "base/error.h"
 #include "model/model.h"
 
-typedef enum sched_state { SCHED_WAITING = 0, SCHED_RUNNING, SCHED_PREEMPTED } sched_state;
+/* SCHED_LOADING: admitted, waiting for blocks from the persistent store. The
+ * plan skips it (no item, never preempted); it counts as running for
+ * max_seqs, and its blocks are already allocated (not in free_blocks). */
+typedef enum sched_state { SCHED_WAITING = 0, SCHED_RUNNING, SCHED_PREEMPTED, SCHED_LOADING } sched_state;
 
 typedef struct sched_req {
     sched_state state;

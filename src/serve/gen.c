@@ -287,6 +287,7 @@ int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *e
     r.cache_salt = q->cache_salt;
     r.cache_salt_len = q->cache_salt ? strlen(q->cache_salt) : 0;
     r.ignore_eos = q->ignore_eos;
+    r.priority = q->priority;
     r.want_logprobs = q->logprobs;
     r.top_logprobs = q->logprobs ? q->top_logprobs : 0;
     uint64_t base = q->has_seed ? q->sampling.seed : random_seed();

@@ -48,6 +48,7 @@ typedef struct gen_params {
     int32_t top_logprobs;  /* alternatives per token, 0..20 */
     bool stream, include_usage;
     bool ignore_eos;
+    int32_t priority;      /* vLLM extension: lower = scheduled first (default 0) */
     char *cache_salt;      /* owned or NULL */
     char *user;            /* owned or NULL (logged only) */
 } gen_params;

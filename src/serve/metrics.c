@@ -133,6 +133,13 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, char **out, 
     uint64_t seen = st->cached_tokens + st->prompt_tokens_computed;
     gauge(&s, "cinfer_prefix_cache_hit_ratio", "Prompt tokens served by the prefix cache / prompt tokens admitted.",
           seen ? (double)st->cached_tokens / (double)seen : 0.0);
+    counter(&s, "cinfer_cached_tokens_store_total", "Prompt tokens loaded from the persistent KV store.",
+            st->cached_tokens_store);
+    gauge(&s, "cinfer_kv_store_enabled", "1 when a persistent KV store is configured and readable.", st->store.enabled);
+    counter(&s, "cinfer_kv_store_objects_written_total", "KV blocks written to the persistent store.",
+            st->store.objects_written);
+    counter(&s, "cinfer_kv_store_bytes_read_total", "Bytes loaded from the persistent store.", st->store.bytes_read);
+    counter(&s, "cinfer_kv_store_bytes_written_total", "Bytes written to the persistent store.", st->store.bytes_written);
     counter(&s, "cinfer_engine_steps_total", "Engine steps (forward passes).", st->steps);
     counter(&s, "cinfer_engine_preemptions_total", "Requests preempted for KV blocks.", st->preemptions);
     if (s.oom) {

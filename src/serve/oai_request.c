@@ -6,7 +6,8 @@
  * [0, 20] (needs logprobs), stop: a string or up to 16 strings (empty ones
  * are ignored), n [1, max_n], max_tokens / max_completion_tokens >= 1 (the
  * latter wins), seed any integer, top_k -1/0 (off) or >= 1, min_p [0, 1],
- * repetition_penalty (0, 10], cache_salt a non-empty string.
+ * repetition_penalty (0, 10], cache_salt a non-empty string, priority an
+ * integer (lower = scheduled first, as vLLM).
  * stream_options is only allowed with stream = true (as vLLM).
  * Chat content parts: "text" parts are concatenated; image/audio/file parts
  * are rejected (the models served are text-only). Role "developer" is
@@ -155,6 +156,8 @@ static int parse_common(const json_t *o, const oai_limits *lim, gen_params *p, s
         p->has_seed = true;
         s->seed = (uint64_t)iv;
     }
+    if (get_int(o, "priority", -1000000, 1000000, &iv, &present, err)) return -1;
+    if (present) p->priority = (int32_t)iv;
     if (get_int(o, "n", 1, lim->max_n, &iv, &present, err)) return -1;
     if (present) p->n = (int32_t)iv;
     long long mt = 0, mct = 0;

@@ -34,7 +34,7 @@ static void test_chat_fields(void) {
                   "\"max_tokens\":5,\"max_completion_tokens\":7,\"temperature\":0.5,\"top_p\":0.9,\"n\":3,"
                   "\"stop\":[\"x\",\"\",\"yz\"],\"seed\":-1,\"logit_bias\":{\"17\":-100,\"3\":2.5},"
                   "\"logprobs\":true,\"top_logprobs\":4,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-                  "\"top_k\":-1,\"min_p\":0.1,\"repetition_penalty\":1.2,\"cache_salt\":\"t1\",\"user\":\"u\",\"unknown\":[1]}",
+                  "\"top_k\":-1,\"min_p\":0.1,\"priority\":-3,\"repetition_penalty\":1.2,\"cache_salt\":\"t1\",\"user\":\"u\",\"unknown\":[1]}",
                   &p, &e);
     CHECKF(rc == 0, "%s", e.message);
     if (rc) return;
@@ -52,6 +52,7 @@ static void test_chat_fields(void) {
     CHECK(p.logprobs && p.top_logprobs == 4 && p.stream && p.include_usage);
     CHECK(p.sampling.top_k == 0 && p.sampling.min_p == 0.1f && p.sampling.repetition_penalty == 1.2f);
     CHECK(!strcmp(p.cache_salt, "t1") && !strcmp(p.user, "u"));
+    CHECK(p.priority == -3);
     gen_params_free(&p);
 
     rc = chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":\"END\"}", &p, &e);

@@ -1,0 +1,165 @@
+/* bench_recipe.c - protocol conversions per second on one core: a ~2 KB Chat
+ * Completions request (system prompt, a few turns, two tool calls and their
+ * results, three tool definitions, sampling options) converted to Anthropic
+ * Messages and to OpenAI Responses, and those back to Chat. One "conversion" =
+ * parse the source JSON tree into the canonical request + write the target JSON
+ * text (recipe_request_encode_text). Times are thread CPU time, so other load on
+ * the machine inflates them less than wall time would. Also reported: the
+ * jansson-tree encoder, text in/out including jansson's json_loads, and the
+ * output parser's throughput.
+ * Usage: bench_recipe [seconds per measurement, default 1]. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cinfer/recipe.h"
+
+static const char k_req[] =
+    "{\"model\":\"cinfer-default\",\"messages\":["
+    "{\"role\":\"system\",\"content\":\"You are a careful assistant. Answer concisely, cite tool results, and never invent "
+    "data. When a tool is needed, call it with precise arguments. Prefer metric units and ISO dates.\"},"
+    "{\"role\":\"user\",\"content\":\"I am planning a trip to Paris next week. What will the weather be like, and what time "
+    "is it there right now? Also suggest two museums that are open late on Wednesdays.\"},"
+    "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_0001\",\"type\":\"function\",\"function\":"
+    "{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":7,\\\"unit\\\":\\\"celsius\\\"}\"}},"
+    "{\"id\":\"call_0002\",\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"arguments\":\"{\\\"tz\\\":\\\"Europe/Paris\\\"}\"}}]},"
+    "{\"role\":\"tool\",\"tool_call_id\":\"call_0001\",\"content\":\"Mon 14/9 C light rain; Tue 16/10 C cloudy; Wed 18/11 C sunny; "
+    "Thu 17/12 C showers; Fri 15/9 C windy; Sat 19/12 C sunny; Sun 20/13 C sunny\"},"
+    "{\"role\":\"tool\",\"tool_call_id\":\"call_0002\",\"content\":\"2026-11-29T11:42:00+01:00\"},"
+    "{\"role\":\"assistant\",\"content\":\"Expect mild, mostly dry weather (9-20 C) with rain early in the week. It is 11:42 in "
+    "Paris now. The Louvre and the Musee d'Orsay are both open late on Wednesdays... wait, let me double check Orsay.\"},"
+    "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Please double check and also tell me which of them is "
+    "closer to the Eiffel Tower, with walking times.\"}]}],"
+    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather forecast for a city\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\",\"minimum\":1,"
+    "\"maximum\":14},\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"]}},\"required\":[\"city\"]}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"description\":\"Current local time in a time zone\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"tz\":{\"type\":\"string\"}},\"required\":[\"tz\"]}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"opening_hours\",\"description\":\"Opening hours of a venue\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"venue\":{\"type\":\"string\"},\"day\":{\"type\":\"string\"}},"
+    "\"required\":[\"venue\"]}}}],"
+    "\"tool_choice\":\"auto\",\"temperature\":0.6,\"top_p\":0.95,\"max_completion_tokens\":1024,\"stop\":[\"</answer>\"],"
+    "\"seed\":1234,\"stream\":true,\"stream_options\":{\"include_usage\":true},\"user\":\"user-42\"}";
+
+/* CPU time of this thread: "per core" figures that other processes on the machine do not inflate */
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* src tree (api a) -> canonical -> api b; text (encode_text) or tree (encode) output.
+ * Returns conversions per CPU second. */
+static double rate(json_t *src, recipe_api a, recipe_api b, bool text, double secs) {
+    recipe_request r;
+    recipe_request_init(&r);
+    recipe_buf out = {0};
+    long n = 0;
+    double t0 = now(), t;
+    do {
+        for (int i = 0; i < 256; i++) {
+            if (recipe_request_parse(a, src, &r, NULL)) abort();
+            if (text) {
+                out.len = 0;
+                if (recipe_request_encode_text(b, &r, &out, NULL)) abort();
+            } else {
+                json_t *o = recipe_request_encode(b, &r, NULL);
+                if (!o) abort();
+                json_decref(o);
+            }
+        }
+        n += 256;
+        t = now() - t0;
+    } while (t < secs);
+    recipe_request_free(&r);
+    recipe_buf_free(&out);
+    return (double)n / t;
+}
+
+/* text in, text out: json_loads + parse + encode_text */
+static double text_rate(recipe_api b, double secs) {
+    recipe_request r;
+    recipe_request_init(&r);
+    recipe_buf out = {0};
+    long n = 0;
+    double t0 = now(), t;
+    do {
+        for (int i = 0; i < 64; i++) {
+            json_t *src = json_loads(k_req, 0, NULL);
+            if (!src || recipe_request_parse(RECIPE_API_CHAT, src, &r, NULL)) abort();
+            out.len = 0;
+            if (recipe_request_encode_text(b, &r, &out, NULL)) abort();
+            recipe_request_reset(&r);
+            json_decref(src);
+        }
+        n += 64;
+        t = now() - t0;
+    } while (t < secs);
+    recipe_request_free(&r);
+    recipe_buf_free(&out);
+    return (double)n / t;
+}
+
+static double parser_mbps(double secs) {
+    static const char out[] =
+        "<think>\nThe user wants the weather in Paris and the time. I will call both tools.\n</think>\n\n"
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 7}}\n</tool_call>\n"
+        "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"Europe/Paris\"}}\n</tool_call>";
+    size_t len = strlen(out), bytes = 0;
+    double t0 = now(), t;
+    do {
+        recipe_parser *p = recipe_parser_new(RECIPE_PARSER_HERMES, 0);
+        const recipe_event *ev;
+        size_t n;
+        for (size_t off = 0; off < len; off += 4) recipe_parser_feed(p, out + off, len - off < 4 ? len - off : 4, &ev, &n);
+        recipe_parser_finish(p, &ev, &n);
+        recipe_parser_free(p);
+        bytes += len;
+        t = now() - t0;
+    } while (t < secs);
+    return (double)bytes / t / 1e6;
+}
+
+int main(int argc, char **argv) {
+    double secs = argc > 1 ? atof(argv[1]) : 1.0;
+    json_t *chat = json_loads(k_req, 0, NULL);
+    if (!chat) return 1;
+    recipe_request r;
+    recipe_request_init(&r);
+    if (recipe_request_parse(RECIPE_API_CHAT, chat, &r, NULL)) return 1;
+    json_t *msgs = recipe_request_encode(RECIPE_API_MESSAGES, &r, NULL), *resp = recipe_request_encode(RECIPE_API_RESPONSES, &r, NULL);
+    recipe_request_free(&r);
+    if (!msgs || !resp) return 1;
+    double w0 = wall(), c0 = now();
+    printf("request: %zu bytes of Chat Completions JSON; figures are per CPU-second of one thread\n", strlen(k_req));
+    printf("one conversion = parse the source JSON tree into the canonical request + write the target JSON\n");
+    double cm = rate(chat, RECIPE_API_CHAT, RECIPE_API_MESSAGES, true, secs);
+    double mc = rate(msgs, RECIPE_API_MESSAGES, RECIPE_API_CHAT, true, secs);
+    double cr = rate(chat, RECIPE_API_CHAT, RECIPE_API_RESPONSES, true, secs);
+    double rc = rate(resp, RECIPE_API_RESPONSES, RECIPE_API_CHAT, true, secs);
+    printf("  chat -> messages   (text out): %9.0f /s  %6.2f us\n", cm, 1e6 / cm);
+    printf("  messages -> chat   (text out): %9.0f /s  %6.2f us\n", mc, 1e6 / mc);
+    printf("  chat -> responses  (text out): %9.0f /s  %6.2f us\n", cr, 1e6 / cr);
+    printf("  responses -> chat  (text out): %9.0f /s  %6.2f us\n", rc, 1e6 / rc);
+    double mean = 4.0 / (1 / cm + 1 / mc + 1 / cr + 1 / rc);
+    printf("  all four directions: %.0f conversions/s (target >= 200000)\n", mean);
+    double tm = rate(chat, RECIPE_API_CHAT, RECIPE_API_MESSAGES, false, secs);
+    double tr = rate(chat, RECIPE_API_CHAT, RECIPE_API_RESPONSES, false, secs);
+    printf("  jansson tree out instead of text: chat -> messages %.0f /s, chat -> responses %.0f /s\n", tm, tr);
+    printf("  text in + text out (json_loads + convert): chat -> messages %.0f /s, chat -> responses %.0f /s\n",
+           text_rate(RECIPE_API_MESSAGES, secs), text_rate(RECIPE_API_RESPONSES, secs));
+    printf("output parser (hermes, 4-byte deltas): %.1f MB/s\n", parser_mbps(secs));
+    printf("(CPU %.1f s over %.1f s wall: %.0f%% of one core was ours)\n", now() - c0, wall() - w0,
+           100 * (now() - c0) / (wall() - w0));
+    json_decref(chat);
+    json_decref(msgs);
+    json_decref(resp);
+    return 0;
+}

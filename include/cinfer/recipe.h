@@ -1,0 +1,408 @@
+/* cinfer/recipe.h - protocol conversion and model-output parsing ("recipe").
+ *
+ * One canonical form for requests, responses and stream events, with codecs for
+ * three wire formats (OpenAI Chat Completions, Anthropic Messages, OpenAI
+ * Responses) in both directions, stateful SSE stream encoders, API-shaped error
+ * bodies, and incremental parsers that split raw model text into reasoning,
+ * content and tool calls. Depends only on src/base and jansson. Used by
+ * `cinfer serve` (src/serve/) and by the Python extension (python/).
+ * docs/recipe.md has the mapping tables and the lossy cases.
+ *
+ * Ownership and lifetime:
+ *  - A parsed recipe_request / recipe_response keeps one reference to the JSON
+ *    body it was parsed from; its `const char *` fields point into that body or
+ *    into the object's own arena, so they stay valid until *_free()/reset().
+ *    `json_t *` fields are references owned by the object (decref'd at free).
+ *  - Built by hand (e.g. the server filling a response from engine output):
+ *    zero the struct with *_init(), set fields to strings that outlive the
+ *    encode call (or copy them with recipe_request_strdup / recipe_response_strdup),
+ *    allocate arrays with *_alloc().
+ *  - Encoders return new JSON (caller decrefs) or append SSE text to a caller
+ *    buffer; they never keep pointers into their inputs beyond the call, except
+ *    the stream encoder, which copies what it needs.
+ * Nothing here uses global mutable state; objects are not thread-safe but
+ * distinct objects may be used from distinct threads. */
+#ifndef CINFER_RECIPE_H
+#define CINFER_RECIPE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum recipe_api {
+    RECIPE_API_CHAT = 0,  /* OpenAI Chat Completions  POST /v1/chat/completions */
+    RECIPE_API_MESSAGES,  /* Anthropic Messages        POST /v1/messages */
+    RECIPE_API_RESPONSES, /* OpenAI Responses          POST /v1/responses */
+    RECIPE_API_COUNT
+} recipe_api;
+
+/* "chat" | "messages" | "responses" (also accepted: "openai", "anthropic"). -1 if unknown. */
+int recipe_api_from_name(const char *name);
+const char *recipe_api_name(recipe_api api);
+
+/* Growable output buffer; the caller owns it, drains it (len = 0) and frees it. */
+typedef struct recipe_buf {
+    char *data;
+    size_t len, cap;
+} recipe_buf;
+void recipe_buf_free(recipe_buf *b);
+
+#define RECIPE_UNSET INT64_MIN /* integer option not given */
+/* double options not given are NAN; tri-state options are -1 (unset), 0, 1 */
+
+/* ---------------------------------------------------------------- errors */
+
+typedef enum recipe_err_kind {
+    RECIPE_ERR_INVALID_REQUEST = 0, /* 400 */
+    RECIPE_ERR_CONTEXT_LENGTH,      /* 400, "prompt is too long: N tokens > M maximum" */
+    RECIPE_ERR_AUTHENTICATION,      /* 401 */
+    RECIPE_ERR_PERMISSION,          /* 403 */
+    RECIPE_ERR_NOT_FOUND,           /* 404 (unknown model / response id) */
+    RECIPE_ERR_TOO_LARGE,           /* 413 */
+    RECIPE_ERR_RATE_LIMIT,          /* 429 (queue full) */
+    RECIPE_ERR_SERVER,              /* 500 */
+    RECIPE_ERR_OVERLOADED,          /* 503 OpenAI / 529 Anthropic */
+    RECIPE_ERR_COUNT
+} recipe_err_kind;
+
+typedef struct recipe_error {
+    recipe_err_kind kind;
+    char param[64];    /* offending field path ("messages[2].content"), "" if none */
+    char message[384]; /* one line, human-readable */
+} recipe_error;
+
+/* Fills `e` (if non-NULL) and returns -1. */
+int recipe_fail(recipe_error *e, recipe_err_kind kind, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* HTTP status for an error in a given API (overloaded: 503 OpenAI, 529 Anthropic). */
+int recipe_error_status(recipe_api api, const recipe_error *e);
+/* The API's own error body: OpenAI {"error":{message,type,param,code}} (Chat and
+ * Responses), Anthropic {"type":"error","error":{type,message}} (+ "request_id" when
+ * request_id is non-NULL). New reference. */
+json_t *recipe_error_body(recipe_api api, const recipe_error *e, const char *request_id);
+
+/* ---------------------------------------------------------------- canonical request */
+
+typedef enum recipe_role {
+    RECIPE_ROLE_SYSTEM = 0,
+    RECIPE_ROLE_DEVELOPER, /* same meaning as system */
+    RECIPE_ROLE_USER,
+    RECIPE_ROLE_ASSISTANT,
+    RECIPE_ROLE_TOOL, /* one tool result (a single RECIPE_PART_TOOL_RESULT part) */
+} recipe_role;
+
+typedef enum recipe_part_type {
+    RECIPE_PART_TEXT = 0,      /* text */
+    RECIPE_PART_IMAGE,         /* url (http(s) or data: URL) or media_type+data (base64), detail */
+    RECIPE_PART_REASONING,     /* text, signature (Anthropic) / encrypted (Responses), item_id */
+    RECIPE_PART_REDACTED,      /* Anthropic redacted_thinking: data */
+    RECIPE_PART_TOOL_CALL,     /* id (call id), name, args (JSON text), item_id (Responses fc_) */
+    RECIPE_PART_TOOL_RESULT,   /* id (call id), parts (text/image), is_error */
+} recipe_part_type;
+
+typedef struct recipe_part {
+    recipe_part_type type;
+    const char *text;       /* TEXT, REASONING (NULL: none) */
+    const char *signature;  /* REASONING: Anthropic signature / Responses encrypted_content */
+    const char *id;         /* TOOL_CALL / TOOL_RESULT: call id */
+    const char *item_id;    /* Responses item id (msg_/rs_/fc_), kept for round trips */
+    const char *name;       /* TOOL_CALL */
+    const char *args;       /* TOOL_CALL: arguments as JSON text */
+    const char *url;        /* IMAGE: URL (also data: URLs from OpenAI formats) */
+    const char *media_type; /* IMAGE: base64 source (Anthropic) */
+    const char *data;       /* IMAGE: base64 data; REDACTED: opaque data */
+    const char *detail;     /* IMAGE: auto|low|high */
+    bool is_error;          /* TOOL_RESULT */
+    bool content_string;    /* TOOL_RESULT: content was a plain string on the wire */
+    json_t *summary;        /* REASONING: Responses summary array (owned ref), NULL if none */
+    json_t *cache_control;  /* Anthropic cache_control (owned ref), dropped toward OpenAI */
+    struct recipe_part *parts; /* TOOL_RESULT content */
+    size_t n_parts;
+} recipe_part;
+
+typedef struct recipe_message {
+    recipe_role role;
+    recipe_part *parts;
+    size_t n_parts;
+    const char *name;     /* optional participant name (Chat) */
+    bool content_string;  /* content was a plain string on the wire (round trips) */
+    bool content_null;    /* Chat assistant "content": null */
+    bool top_level;       /* system text from Anthropic `system` / Responses `instructions` */
+    const char *refusal;  /* Chat assistant refusal */
+} recipe_message;
+
+typedef struct recipe_tool {
+    const char *name;
+    const char *description; /* NULL: none */
+    json_t *parameters;      /* JSON Schema (owned ref), NULL: none */
+    int strict;              /* tri-state */
+    json_t *cache_control;   /* Anthropic (owned ref) */
+} recipe_tool;
+
+typedef enum recipe_tool_choice {
+    RECIPE_TOOL_CHOICE_UNSET = 0,
+    RECIPE_TOOL_CHOICE_NONE,
+    RECIPE_TOOL_CHOICE_AUTO,
+    RECIPE_TOOL_CHOICE_REQUIRED, /* Anthropic "any" */
+    RECIPE_TOOL_CHOICE_NAMED,    /* tool_choice_name */
+} recipe_tool_choice;
+
+typedef enum recipe_format {
+    RECIPE_FORMAT_UNSET = 0,
+    RECIPE_FORMAT_TEXT,
+    RECIPE_FORMAT_JSON_OBJECT,
+    RECIPE_FORMAT_JSON_SCHEMA,
+} recipe_format;
+
+typedef enum recipe_effort {
+    RECIPE_EFFORT_UNSET = 0,
+    RECIPE_EFFORT_NONE,
+    RECIPE_EFFORT_MINIMAL,
+    RECIPE_EFFORT_LOW,
+    RECIPE_EFFORT_MEDIUM,
+    RECIPE_EFFORT_HIGH,
+} recipe_effort;
+
+typedef struct recipe_arena_chunk recipe_arena_chunk;
+typedef struct recipe_arena {
+    recipe_arena_chunk *head;
+} recipe_arena;
+
+typedef struct recipe_request {
+    recipe_api source;  /* the format it was parsed from */
+    const char *model;
+    recipe_message *messages;
+    size_t n_messages;
+    bool input_string;  /* Responses `input` was a plain string */
+
+    recipe_tool *tools;
+    size_t n_tools;
+    recipe_tool_choice tool_choice;
+    const char *tool_choice_name;
+    int parallel_tool_calls; /* tri-state (Anthropic: !disable_parallel_tool_use) */
+
+    recipe_format format;     /* response_format / output_config.format / text.format */
+    const char *format_name;  /* json_schema name */
+    const char *format_description;
+    json_t *format_schema;    /* owned ref */
+    int format_strict;        /* tri-state */
+
+    bool stream;
+    int include_usage;        /* tri-state; stream_options.include_usage */
+
+    int64_t max_tokens;       /* output limit incl. reasoning; RECIPE_UNSET */
+    bool max_tokens_legacy;   /* Chat: came as `max_tokens`, not `max_completion_tokens` */
+    double temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty; /* NAN: unset */
+    int64_t top_k, seed, n, top_logprobs; /* RECIPE_UNSET */
+    int logprobs;             /* tri-state */
+    json_t *logit_bias;       /* owned ref */
+    const char **stop;        /* stop strings */
+    size_t n_stop;
+    bool stop_string;         /* Chat `stop` was a single string */
+
+    const char *user;         /* Chat/Responses `user`, Anthropic metadata.user_id */
+    json_t *metadata;         /* Chat/Responses metadata object (owned ref) */
+
+    recipe_effort reasoning_effort; /* Chat reasoning_effort, Responses reasoning.effort */
+    const char *reasoning_summary;  /* Responses reasoning.summary */
+    int thinking;                   /* tri-state: Anthropic thinking enabled/disabled, DeepSeek `thinking` */
+    bool thinking_adaptive;         /* Anthropic {"type":"adaptive"} */
+    int64_t thinking_budget;        /* Anthropic budget_tokens; RECIPE_UNSET */
+    json_t *chat_template_kwargs;   /* owned ref (enable_thinking / thinking flags for templates) */
+
+    const char *cache_salt;      /* vLLM extension: prefix-cache isolation */
+    const char *traffic_class;   /* cinfer extension: `"cinfer":{"traffic_class":...}` as text */
+    json_t *cinfer;              /* the whole `cinfer` object (owned ref), re-emitted as is */
+
+    /* Responses only */
+    const char *previous_response_id;
+    int store;                   /* tri-state */
+    json_t *include;             /* owned ref */
+    const char *truncation;
+
+    /* owner of everything above */
+    json_t *src;                 /* the parsed body (owned ref), or NULL */
+    recipe_arena arena;
+    json_t *owned;               /* extra JSON values kept alive (owned array) */
+} recipe_request;
+
+void recipe_request_init(recipe_request *r);
+/* Releases everything; leaves an initialized (empty) request that can be parsed into again.
+ * Keeps one arena chunk so that a reused request does not allocate on the next parse. */
+void recipe_request_reset(recipe_request *r);
+void recipe_request_free(recipe_request *r);
+/* Arena helpers for building a request by hand (memory freed with the request). */
+void *recipe_request_alloc(recipe_request *r, size_t bytes);
+const char *recipe_request_strdup(recipe_request *r, const char *s);
+
+/* Parses `body` (a JSON object in `api`'s request format) into `out` (which must be
+ * initialized; it is reset first). Takes a new reference to body. On failure returns -1,
+ * fills err (kind + message + param) and leaves `out` reset. */
+int recipe_request_parse(recipe_api api, json_t *body, recipe_request *out, recipe_error *err);
+/* Encodes a canonical request as `api`'s request body. New reference, or NULL + err
+ * (e.g. no messages). Lossy cases: docs/recipe.md. */
+json_t *recipe_request_encode(recipe_api api, const recipe_request *req, recipe_error *err);
+/* The same as compact JSON text appended to `out` (the fast path: no JSON tree is built).
+ * 0, or -1 + err with out unchanged. */
+int recipe_request_encode_text(recipe_api api, const recipe_request *req, recipe_buf *out, recipe_error *err);
+/* Debug/introspection: the canonical request as JSON (field names as in the struct). */
+json_t *recipe_request_dump(const recipe_request *req);
+
+/* ---------------------------------------------------------------- canonical response */
+
+typedef enum recipe_finish {
+    RECIPE_FINISH_NONE = 0,    /* not finished (stream) */
+    RECIPE_FINISH_EOS,         /* stop / end_turn / completed */
+    RECIPE_FINISH_STOP_STRING, /* stop / stop_sequence(+string) / completed */
+    RECIPE_FINISH_LENGTH,      /* length / max_tokens / incomplete max_output_tokens */
+    RECIPE_FINISH_TOOL_CALLS,  /* tool_calls / tool_use / completed + function_call items */
+    RECIPE_FINISH_CONTENT_FILTER, /* content_filter / refusal / incomplete content_filter */
+    RECIPE_FINISH_ERROR,       /* error chunk / error event / failed */
+} recipe_finish;
+
+typedef struct recipe_usage {
+    int64_t prompt;     /* P: all prompt tokens, cached included */
+    int64_t cache_read; /* R: prefix-cache hits */
+    int64_t cache_write;/* W: explicit cache writes (0 for an automatic prefix cache) */
+    int64_t output;     /* O: generated tokens, reasoning included */
+    int64_t reasoning;  /* K */
+} recipe_usage;
+
+typedef struct recipe_response {
+    const char *id;      /* NULL: minted by the encoder from `created` and a counter */
+    const char *model;
+    int64_t created;     /* unix seconds */
+    recipe_part *parts;  /* output: REASONING, TEXT, TOOL_CALL parts in order */
+    size_t n_parts;
+    recipe_finish finish;
+    const char *stop_sequence; /* matched stop string (FINISH_STOP_STRING) */
+    bool has_usage;
+    recipe_usage usage;
+    const char *error_message; /* FINISH_ERROR */
+    const char *status;        /* Responses status when parsed (in_progress, cancelled, ...) */
+
+    json_t *src;
+    recipe_arena arena;
+} recipe_response;
+
+void recipe_response_init(recipe_response *r);
+void recipe_response_reset(recipe_response *r);
+void recipe_response_free(recipe_response *r);
+void *recipe_response_alloc(recipe_response *r, size_t bytes);
+const char *recipe_response_strdup(recipe_response *r, const char *s);
+
+int recipe_response_parse(recipe_api api, json_t *body, recipe_response *out, recipe_error *err);
+/* `req` (may be NULL) supplies the settings the Responses object echoes (instructions,
+ * tools, temperature, ...). New reference or NULL + err. */
+json_t *recipe_response_encode(recipe_api api, const recipe_response *resp, const recipe_request *req,
+                               recipe_error *err);
+
+/* Mapping helpers (docs/recipe.md tables). */
+const char *recipe_finish_chat(recipe_finish f);      /* stop|length|tool_calls|content_filter */
+const char *recipe_finish_messages(recipe_finish f);  /* end_turn|stop_sequence|max_tokens|tool_use|refusal */
+recipe_finish recipe_finish_from_chat(const char *s);
+recipe_finish recipe_finish_from_messages(const char *s);
+const char *recipe_effort_name(recipe_effort e);
+recipe_effort recipe_effort_from_budget(int64_t budget_tokens); /* >=4096 high, >=2048 medium, >=1024 low, else minimal */
+int64_t recipe_budget_from_effort(recipe_effort e);              /* minimal/low 1024, medium 2048, high 4096 */
+
+/* ---------------------------------------------------------------- events (parser output, stream input) */
+
+typedef enum recipe_event_type {
+    RECIPE_EV_REASONING = 0, /* text/len: reasoning delta */
+    RECIPE_EV_TEXT,          /* text/len: content delta */
+    RECIPE_EV_TOOL_BEGIN,    /* index, id, name */
+    RECIPE_EV_TOOL_ARGS,     /* index, text/len: argument JSON fragment */
+    RECIPE_EV_TOOL_END,      /* index */
+    RECIPE_EV_FINISH,        /* finish, stop_sequence, usage (final totals), has_usage */
+    RECIPE_EV_ERROR,         /* text: message (mid-stream failure) */
+    RECIPE_EV_PING,          /* keep-alive (Anthropic `ping`, SSE comment elsewhere) */
+} recipe_event_type;
+
+typedef struct recipe_event {
+    recipe_event_type type;
+    const char *text;
+    size_t len;
+    int index;
+    const char *id, *name;
+    recipe_finish finish;
+    const char *stop_sequence;
+    bool has_usage;
+    recipe_usage usage;
+} recipe_event;
+
+const char *recipe_event_type_name(recipe_event_type t);
+
+/* ---------------------------------------------------------------- SSE stream encoders */
+
+
+typedef struct recipe_stream_info {
+    const char *id;        /* response id; NULL: minted */
+    const char *model;
+    int64_t created;       /* unix seconds */
+    int64_t prompt_tokens; /* known at the start (Anthropic message_start) */
+    int64_t cache_read;
+    bool include_usage;    /* Chat: stream_options.include_usage */
+    const recipe_request *req; /* optional: settings echoed in Responses snapshots (copied) */
+} recipe_stream_info;
+
+typedef struct recipe_stream_encoder recipe_stream_encoder;
+
+/* One encoder per streamed response; tracks open blocks/items, indexes, sequence numbers
+ * and the assembled output. NULL on allocation failure. */
+recipe_stream_encoder *recipe_stream_encoder_new(recipe_api api, const recipe_stream_info *info);
+void recipe_stream_encoder_free(recipe_stream_encoder *e);
+/* Appends the SSE text for one event (the opening events are written before the first
+ * one). After RECIPE_EV_FINISH / RECIPE_EV_ERROR the stream is complete and further
+ * events return -1. Returns 0, or -1 with err on a misuse (args for a tool not begun...). */
+int recipe_stream_encoder_event(recipe_stream_encoder *e, const recipe_event *ev, recipe_buf *out,
+                                recipe_error *err);
+bool recipe_stream_encoder_done(const recipe_stream_encoder *e);
+
+/* ---------------------------------------------------------------- model-output parsers */
+
+typedef enum recipe_parser_kind {
+    RECIPE_PARSER_PLAIN = 0,   /* everything is content */
+    RECIPE_PARSER_THINK,       /* <think>...</think> reasoning, no tool calls */
+    RECIPE_PARSER_DEEPSEEK_R1, /* <think> + DeepSeek V3/R1 tool calls (type, name, fenced JSON) */
+    RECIPE_PARSER_DEEPSEEK_V3, /* DeepSeek V3/R1 tool calls, no reasoning */
+    RECIPE_PARSER_DEEPSEEK_V31,/* <think> + DeepSeek V3.1 tool calls (name<sep>raw JSON) */
+    RECIPE_PARSER_HERMES,      /* <think> + <tool_call>{json}</tool_call> (Hermes, Qwen2.5, Qwen3) */
+    RECIPE_PARSER_LLAMA3,      /* {"name":..,"parameters":..} at output start / <|python_tag|> */
+    RECIPE_PARSER_MISTRAL,     /* [THINK]..[/THINK] + [TOOL_CALLS][...] / [TOOL_CALLS]f[ARGS]{..} */
+    RECIPE_PARSER_COUNT
+} recipe_parser_kind;
+
+const char *recipe_parser_name(recipe_parser_kind k);
+int recipe_parser_from_name(const char *name); /* -1 if unknown */
+/* Chooses a parser from the chat template text and/or GGUF general.architecture (either may be NULL). */
+recipe_parser_kind recipe_parser_detect(const char *template_text, const char *arch_name);
+
+#define RECIPE_PARSER_IN_REASONING 1u /* the prompt already opened <think> */
+#define RECIPE_PARSER_NO_TOOLS     2u /* tools absent or tool_choice none: no tool parsing */
+
+typedef struct recipe_parser recipe_parser;
+
+recipe_parser *recipe_parser_new(recipe_parser_kind kind, unsigned flags);
+void recipe_parser_free(recipe_parser *p);
+/* Tool-call ids are "call_" + 24 hex digits derived from this seed and the call index
+ * (default: random per parser). */
+void recipe_parser_set_id_seed(recipe_parser *p, uint64_t seed);
+/* Feeds a text delta. *events receives the events produced (valid until the next call on p),
+ * *n_events their count. Incomplete UTF-8 and text that may start a marker are held back. */
+void recipe_parser_feed(recipe_parser *p, const char *text, size_t len, const recipe_event **events,
+                        size_t *n_events);
+/* End of output: flushes what was held back, closes an open tool call. */
+void recipe_parser_finish(recipe_parser *p, const recipe_event **events, size_t *n_events);
+/* Number of tool calls begun so far (any => finish reason tool_calls). */
+int recipe_parser_tool_calls(const recipe_parser *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,589 @@
+/* chat.c - OpenAI Chat Completions codec: request <-> canonical, response <->
+ * canonical (protocols.md §1). Parsing borrows strings from the body (the
+ * request keeps a reference to it); the request encoder writes through the
+ * JSON writer (writer.h: text or jansson tree), the response encoder builds
+ * jansson values.
+ * Called through recipe_request_parse/encode and recipe_response_parse/encode
+ * (codec.c). Lossy cases (signatures, redacted thinking, is_error, images in tool
+ * results) are listed in docs/recipe.md. */
+#include <stdio.h>
+
+#include "recipe/recipe_internal.h"
+#include "recipe/writer.h"
+
+/* ---------------------------------------------------------------- request parse */
+
+/* Content value -> parts. allow_images: user messages. */
+static int parse_content(recipe_request *r, const json_t *c, recipe_part **out, size_t *n, bool *is_string,
+                         bool allow_images, const char *path, recipe_error *err) {
+    *out = NULL;
+    *n = 0;
+    *is_string = false;
+    if (!c || json_is_null(c)) return 0;
+    if (json_is_string(c)) {
+        recipe_part *p = ra_alloc(&r->arena, sizeof *p);
+        if (!p) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+        p->type = RECIPE_PART_TEXT;
+        p->text = json_string_value(c);
+        *out = p;
+        *n = 1;
+        *is_string = true;
+        return 0;
+    }
+    if (!json_is_array(c))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.content' must be a string or an array", path);
+    size_t cnt = json_array_size(c);
+    recipe_part *ps = ra_alloc(&r->arena, (cnt ? cnt : 1) * sizeof *ps);
+    if (!ps) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        json_t *part = json_array_get(c, i);
+        const char *type = jstr(part, "type");
+        if (!type)
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.content[%zu].type' missing", path, i);
+        if (!strcmp(type, "text")) {
+            const char *t = jstr(part, "text");
+            if (!t)
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.content[%zu].text' must be a string",
+                                   path, i);
+            ps[k].type = RECIPE_PART_TEXT;
+            ps[k++].text = t;
+        } else if (!strcmp(type, "image_url") && allow_images) {
+            json_t *iu = json_object_get(part, "image_url");
+            const char *url = json_is_string(iu) ? json_string_value(iu) : jstr(iu, "url");
+            if (!url)
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path,
+                                   "'%s.content[%zu].image_url.url' must be a string", path, i);
+            image_from_url(&r->arena, &ps[k], url);
+            ps[k++].detail = jstr(iu, "detail");
+        } else if (!strcmp(type, "refusal")) {
+            continue; /* assistant refusal parts carry no prompt text */
+        } else {
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path,
+                               "'%s.content[%zu]': unsupported content part type '%s'", path, i, type);
+        }
+    }
+    *out = ps;
+    *n = k;
+    return 0;
+}
+
+static int parse_tool_calls(recipe_request *r, const json_t *tcs, recipe_part *ps, size_t *k, const char *path,
+                            recipe_error *err) {
+    if (!tcs || json_is_null(tcs)) return 0;
+    if (!json_is_array(tcs))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.tool_calls' must be an array", path);
+    for (size_t i = 0; i < json_array_size(tcs); i++) {
+        json_t *tc = json_array_get(tcs, i), *fn = json_object_get(tc, "function");
+        const char *name = jstr(fn, "name");
+        json_t *args = json_object_get(fn, "arguments");
+        if (!name)
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.tool_calls[%zu].function.name' missing",
+                               path, i);
+        recipe_part *p = &ps[(*k)++];
+        p->type = RECIPE_PART_TOOL_CALL;
+        p->id = jstr(tc, "id");
+        p->name = name;
+        if (json_is_string(args)) p->args = json_string_value(args);
+        else if (args && !json_is_null(args)) p->args = json_to_text(&r->arena, args); /* tolerate an object */
+        else p->args = "{}";
+    }
+    return 0;
+}
+
+static int parse_message(recipe_request *r, const json_t *m, recipe_message *out, size_t idx, recipe_error *err) {
+    char path[RECIPE_PATH];
+    path_idx(path, sizeof path, "messages", idx, "");
+    if (!json_is_object(m)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
+    const char *role = jstr(m, "role");
+    if (!role) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' missing", path);
+    json_t *content = json_object_get(m, "content");
+    out->name = jstr(m, "name");
+    if (!strcmp(role, "system") || !strcmp(role, "developer") || !strcmp(role, "user")) {
+        out->role = role[0] == 's' ? RECIPE_ROLE_SYSTEM : role[0] == 'd' ? RECIPE_ROLE_DEVELOPER : RECIPE_ROLE_USER;
+        if (!content || json_is_null(content))
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.content' missing", path);
+        return parse_content(r, content, &out->parts, &out->n_parts, &out->content_string,
+                             out->role == RECIPE_ROLE_USER, path, err);
+    }
+    if (!strcmp(role, "assistant")) {
+        out->role = RECIPE_ROLE_ASSISTANT;
+        recipe_part *cp;
+        size_t cn;
+        if (parse_content(r, content, &cp, &cn, &out->content_string, false, path, err)) return -1;
+        out->content_null = !content || json_is_null(content);
+        json_t *tcs = json_object_get(m, "tool_calls");
+        const char *reasoning = jstr(m, "reasoning_content");
+        if (!reasoning) reasoning = jstr(m, "reasoning");
+        size_t total = cn + (reasoning ? 1 : 0) + (json_is_array(tcs) ? json_array_size(tcs) : 0);
+        recipe_part *ps = ra_alloc(&r->arena, (total ? total : 1) * sizeof *ps);
+        if (!ps) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+        size_t k = 0;
+        if (reasoning) {
+            ps[k].type = RECIPE_PART_REASONING;
+            ps[k++].text = reasoning;
+        }
+        for (size_t i = 0; i < cn; i++) ps[k++] = cp[i];
+        if (parse_tool_calls(r, tcs, ps, &k, path, err)) return -1;
+        out->parts = ps;
+        out->n_parts = k;
+        out->refusal = jstr(m, "refusal");
+        return 0;
+    }
+    if (!strcmp(role, "tool") || !strcmp(role, "function")) {
+        out->role = RECIPE_ROLE_TOOL;
+        recipe_part *p = ra_alloc(&r->arena, sizeof *p);
+        if (!p) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+        p->type = RECIPE_PART_TOOL_RESULT;
+        p->id = role[0] == 't' ? jstr(m, "tool_call_id") : jstr(m, "name");
+        if (!p->id)
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.tool_call_id' missing", path);
+        if (parse_content(r, content, &p->parts, &p->n_parts, &p->content_string, true, path, err)) return -1;
+        if (!content || json_is_null(content)) p->content_string = true;
+        out->parts = p;
+        out->n_parts = 1;
+        out->name = NULL;
+        return 0;
+    }
+    return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' '%s' is not one of system, developer, user, "
+                       "assistant, tool", path, role);
+}
+
+static int parse_tools(recipe_request *r, const json_t *tools, recipe_error *err) {
+    if (!tools || json_is_null(tools)) return 0;
+    if (!json_is_array(tools)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
+    size_t n = json_array_size(tools);
+    r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
+    if (!r->tools) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(tools, i), *fn = json_object_get(t, "function");
+        const char *type = jstr(t, "type");
+        if (type && strcmp(type, "function"))
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'", i,
+                               type);
+        const char *name = jstr(fn, "name");
+        if (!name)
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools[%zu].function.name' must be a string",
+                               i);
+        recipe_tool *d = &r->tools[r->n_tools++];
+        d->name = name;
+        d->description = jstr(fn, "description");
+        d->parameters = ref(json_object_get(fn, "parameters"));
+        d->strict = -1;
+        if (jget_bool(fn, "strict", &d->strict, err, "tools.function")) return -1;
+        d->cache_control = NULL;
+    }
+    return 0;
+}
+
+int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err);
+int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
+    if (jget_str(b, "model", &r->model, err, "")) return -1;
+    json_t *msgs = json_object_get(b, "messages");
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "'messages' must be a non-empty array");
+    size_t n = json_array_size(msgs);
+    r->messages = ra_alloc(&r->arena, n * sizeof *r->messages);
+    if (!r->messages) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (parse_message(r, json_array_get(msgs, i), &r->messages[i], i, err)) return -1;
+        r->n_messages++;
+    }
+    if (parse_tools(r, json_object_get(b, "tools"), err)) return -1;
+    if (tool_choice_parse_openai(r, json_object_get(b, "tool_choice"), false, err)) return -1;
+    if (parse_common_sampling(r, b, err)) return -1;
+    json_t *so = json_object_get(b, "stream_options");
+    if (json_is_object(so) && jget_bool(so, "include_usage", &r->include_usage, err, "stream_options")) return -1;
+    int64_t mt = RECIPE_UNSET;
+    if (jget_int(b, "max_completion_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
+    if (jget_int(b, "max_tokens", &mt, 1, INT32_MAX, err, "")) return -1;
+    if (r->max_tokens == RECIPE_UNSET && mt != RECIPE_UNSET) r->max_tokens = mt, r->max_tokens_legacy = true;
+    if (jget_num(b, "presence_penalty", &r->presence_penalty, -2, 2, err, "")) return -1;
+    if (jget_num(b, "frequency_penalty", &r->frequency_penalty, -2, 2, err, "")) return -1;
+    if (jget_int(b, "n", &r->n, 1, 128, err, "")) return -1;
+    if (jget_int(b, "seed", &r->seed, INT64_MIN + 1, INT64_MAX, err, "")) return -1;
+    if (jget_bool(b, "logprobs", &r->logprobs, err, "")) return -1;
+    json_t *lb = NULL;
+    if (jget_obj(b, "logit_bias", &lb, err, "")) return -1;
+    r->logit_bias = ref(lb);
+    json_t *stop = json_object_get(b, "stop");
+    if (json_is_string(stop)) {
+        r->stop = ra_alloc(&r->arena, sizeof *r->stop);
+        if (!r->stop) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+        r->stop[0] = json_string_value(stop);
+        r->n_stop = 1;
+        r->stop_string = true;
+    } else if (json_is_array(stop)) {
+        size_t ns = json_array_size(stop);
+        if (ns > 4) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop' allows at most 4 sequences");
+        r->stop = ra_alloc(&r->arena, (ns ? ns : 1) * sizeof *r->stop);
+        if (!r->stop) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+        for (size_t i = 0; i < ns; i++) {
+            const char *s = json_string_value(json_array_get(stop, i));
+            if (!s) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop[%zu]' must be a string", i);
+            r->stop[r->n_stop++] = s;
+        }
+    } else if (stop && !json_is_null(stop))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop' must be a string or an array of strings");
+    const char *eff = NULL;
+    if (jget_str(b, "reasoning_effort", &eff, err, "")) return -1;
+    if (eff && !(r->reasoning_effort = effort_parse(eff)))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "reasoning_effort",
+                           "'reasoning_effort' must be one of none, minimal, low, medium, high");
+    json_t *th = json_object_get(b, "thinking"); /* DeepSeek switch */
+    if (json_is_object(th) && jstr(th, "type")) r->thinking = strcmp(jstr(th, "type"), "disabled") != 0;
+    json_t *rf = json_object_get(b, "response_format");
+    if (rf && !json_is_null(rf)) {
+        const char *type = jstr(rf, "type");
+        if (!type)
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "response_format", "'response_format.type' missing");
+        if (!strcmp(type, "text")) r->format = RECIPE_FORMAT_TEXT;
+        else if (!strcmp(type, "json_object")) r->format = RECIPE_FORMAT_JSON_OBJECT;
+        else if (!strcmp(type, "json_schema")) {
+            json_t *js = json_object_get(rf, "json_schema");
+            if (!json_is_object(js) || !json_is_object(json_object_get(js, "schema")))
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "response_format.json_schema",
+                                   "'response_format.json_schema.schema' must be an object");
+            r->format = RECIPE_FORMAT_JSON_SCHEMA;
+            r->format_name = jstr(js, "name");
+            r->format_description = jstr(js, "description");
+            r->format_schema = ref(json_object_get(js, "schema"));
+            if (jget_bool(js, "strict", &r->format_strict, err, "response_format.json_schema")) return -1;
+        } else
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "response_format.type",
+                               "'response_format.type' must be text, json_object or json_schema");
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- request encode */
+
+static bool has_type(const recipe_part *ps, size_t n, recipe_part_type t) {
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].type == t) return true;
+    return false;
+}
+
+static void w_image_part(rw *w, recipe_arena *a, const recipe_part *p) {
+    rw_obj(w);
+    rw_kstr(w, "type", "image_url");
+    rw_kobj(w, "image_url");
+    rw_kstr(w, "url", image_url(a, p));
+    rw_kstr(w, "detail", p->detail);
+    rw_end(w);
+    rw_end(w);
+}
+
+static void w_text_parts(rw *w, const recipe_part *ps, size_t n, recipe_arena *a, bool images) {
+    rw_arr(w);
+    for (size_t i = 0; i < n; i++) {
+        if (ps[i].type == RECIPE_PART_TEXT) {
+            rw_obj(w);
+            rw_kstr(w, "type", "text");
+            rw_kstr(w, "text", ps[i].text);
+            rw_end(w);
+        } else if (ps[i].type == RECIPE_PART_IMAGE && images)
+            w_image_part(w, a, &ps[i]);
+    }
+    rw_end(w);
+}
+
+/* content as a string (joined with sep) or as typed parts */
+static void w_content(rw *w, const recipe_part *ps, size_t n, bool as_string, recipe_arena *a, bool images,
+                      const char *sep) {
+    if (as_string && !(images && has_type(ps, n, RECIPE_PART_IMAGE))) {
+        const char *t = join_text(a, ps, n, sep);
+        rw_str(w, t ? t : "");
+    } else
+        w_text_parts(w, ps, n, a, images);
+}
+
+static void w_message(rw *w, const recipe_request *r, const recipe_message *m, recipe_arena *a) {
+    bool foreign = r->source != RECIPE_API_CHAT;
+    switch (m->role) {
+    case RECIPE_ROLE_SYSTEM:
+    case RECIPE_ROLE_DEVELOPER:
+        rw_obj(w);
+        rw_kstr(w, "role", m->role == RECIPE_ROLE_SYSTEM ? "system" : "developer");
+        /* top-level system blocks (Anthropic) are joined into one string, as vLLM does */
+        rw_key(w, "content");
+        w_content(w, m->parts, m->n_parts, m->content_string || (foreign && m->top_level), a, false,
+                  m->content_string ? "" : "\n");
+        rw_kstr(w, "name", m->name);
+        rw_end(w);
+        return;
+    case RECIPE_ROLE_USER:
+        rw_obj(w);
+        rw_kstr(w, "role", "user");
+        rw_key(w, "content");
+        w_content(w, m->parts, m->n_parts, m->content_string, a, true, "");
+        rw_kstr(w, "name", m->name);
+        rw_end(w);
+        return;
+    case RECIPE_ROLE_ASSISTANT: {
+        rw_obj(w);
+        rw_kstr(w, "role", "assistant");
+        const char *text = join_text(a, m->parts, m->n_parts, "");
+        bool calls = has_type(m->parts, m->n_parts, RECIPE_PART_TOOL_CALL);
+        rw_key(w, "content");
+        if (text && !m->content_string && !foreign) w_text_parts(w, m->parts, m->n_parts, a, false);
+        else if (text) rw_str(w, text);
+        else if (calls || m->content_null) rw_null(w);
+        else rw_str(w, ""); /* reasoning-only turn */
+        for (size_t k = 0; k < m->n_parts; k++)
+            if (m->parts[k].type == RECIPE_PART_REASONING) {
+                rw_kstr(w, "reasoning_content", reasoning_text(a, &m->parts[k]));
+                break;
+            }
+        if (calls) {
+            rw_karr(w, "tool_calls");
+            for (size_t k = 0; k < m->n_parts; k++) {
+                const recipe_part *p = &m->parts[k];
+                if (p->type != RECIPE_PART_TOOL_CALL) continue;
+                rw_obj(w);
+                rw_kstr(w, "id", p->id);
+                rw_kstr(w, "type", "function");
+                rw_kobj(w, "function");
+                rw_kstr(w, "name", p->name);
+                rw_kstr(w, "arguments", p->args ? p->args : "{}");
+                rw_end(w);
+                rw_end(w);
+            }
+            rw_end(w);
+        }
+        rw_kstr(w, "refusal", m->refusal);
+        rw_kstr(w, "name", m->name);
+        rw_end(w);
+        return;
+    }
+    case RECIPE_ROLE_TOOL: {
+        const recipe_part *p = m->n_parts ? &m->parts[0] : NULL;
+        if (!p || p->type != RECIPE_PART_TOOL_RESULT) return;
+        rw_obj(w);
+        rw_kstr(w, "role", "tool");
+        rw_kstr(w, "tool_call_id", p->id);
+        rw_key(w, "content");
+        w_content(w, p->parts, p->n_parts, p->content_string, a, false, "");
+        rw_end(w);
+        /* Chat tool messages carry no images: they follow in a user message (vLLM) */
+        if (has_type(p->parts, p->n_parts, RECIPE_PART_IMAGE)) {
+            rw_obj(w);
+            rw_kstr(w, "role", "user");
+            rw_karr(w, "content");
+            for (size_t k = 0; k < p->n_parts; k++)
+                if (p->parts[k].type == RECIPE_PART_IMAGE) w_image_part(w, a, &p->parts[k]);
+            rw_end(w);
+            rw_end(w);
+        }
+        return;
+    }
+    }
+}
+
+int chat_request_write(rw *w, const recipe_request *r, recipe_error *err);
+int chat_request_write(rw *w, const recipe_request *r, recipe_error *err) {
+    if (r->n_messages == 0) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "no messages to encode");
+    recipe_arena a = {0};
+    bool foreign = r->source != RECIPE_API_CHAT;
+    rw_obj(w);
+    rw_kstr(w, "model", r->model);
+    rw_karr(w, "messages");
+    for (size_t i = 0; i < r->n_messages; i++) w_message(w, r, &r->messages[i], &a);
+    rw_end(w);
+    if (r->n_tools) {
+        rw_karr(w, "tools");
+        for (size_t i = 0; i < r->n_tools; i++) {
+            const recipe_tool *t = &r->tools[i];
+            rw_obj(w);
+            rw_kstr(w, "type", "function");
+            rw_kobj(w, "function");
+            rw_kstr(w, "name", t->name);
+            rw_kstr(w, "description", t->description);
+            rw_kjson(w, "parameters", t->parameters);
+            rw_ktri(w, "strict", t->strict);
+            rw_end(w);
+            rw_end(w);
+        }
+        rw_end(w);
+    }
+    switch (r->tool_choice) {
+    case RECIPE_TOOL_CHOICE_NONE: rw_kstr(w, "tool_choice", "none"); break;
+    case RECIPE_TOOL_CHOICE_AUTO: rw_kstr(w, "tool_choice", "auto"); break;
+    case RECIPE_TOOL_CHOICE_REQUIRED: rw_kstr(w, "tool_choice", "required"); break;
+    case RECIPE_TOOL_CHOICE_NAMED:
+        rw_kobj(w, "tool_choice");
+        rw_kstr(w, "type", "function");
+        rw_kobj(w, "function");
+        rw_kstr(w, "name", r->tool_choice_name);
+        rw_end(w);
+        rw_end(w);
+        break;
+    default: break;
+    }
+    rw_ktri(w, "parallel_tool_calls", r->parallel_tool_calls);
+    if (r->format != RECIPE_FORMAT_UNSET) {
+        rw_kobj(w, "response_format");
+        if (r->format == RECIPE_FORMAT_TEXT) rw_kstr(w, "type", "text");
+        else if (r->format == RECIPE_FORMAT_JSON_OBJECT) rw_kstr(w, "type", "json_object");
+        else {
+            rw_kstr(w, "type", "json_schema");
+            rw_kobj(w, "json_schema");
+            rw_kstr(w, "name", r->format_name ? r->format_name : "response");
+            rw_kstr(w, "description", r->format_description);
+            rw_kjson(w, "schema", r->format_schema);
+            rw_ktri(w, "strict", r->format_strict);
+            rw_end(w);
+        }
+        rw_end(w);
+    }
+    int iu = -1;
+    if (r->stream) {
+        rw_key(w, "stream"), rw_bool(w, true);
+        iu = r->include_usage >= 0 ? r->include_usage : foreign ? 1 : -1;
+    } else if (r->source == RECIPE_API_CHAT)
+        iu = r->include_usage;
+    if (iu >= 0) {
+        rw_kobj(w, "stream_options");
+        rw_key(w, "include_usage"), rw_bool(w, iu);
+        rw_end(w);
+    }
+    rw_kint(w, r->max_tokens_legacy ? "max_tokens" : "max_completion_tokens", r->max_tokens);
+    rw_kreal(w, "temperature", r->temperature);
+    rw_kreal(w, "top_p", r->top_p);
+    rw_kint(w, "top_k", r->top_k);
+    rw_kint(w, "n", r->n);
+    if (r->n_stop) {
+        if (r->stop_string && r->n_stop == 1) rw_kstr(w, "stop", r->stop[0]);
+        else {
+            rw_karr(w, "stop");
+            for (size_t i = 0; i < r->n_stop; i++) rw_str(w, r->stop[i]);
+            rw_end(w);
+        }
+    }
+    rw_kint(w, "seed", r->seed);
+    rw_ktri(w, "logprobs", r->logprobs);
+    rw_kint(w, "top_logprobs", r->top_logprobs);
+    rw_kreal(w, "presence_penalty", r->presence_penalty);
+    rw_kreal(w, "frequency_penalty", r->frequency_penalty);
+    rw_kjson(w, "logit_bias", r->logit_bias);
+    rw_kstr(w, "user", r->user);
+    rw_kjson(w, "metadata", r->metadata);
+    recipe_effort eff = r->reasoning_effort;
+    if (!eff && r->thinking == 1 && r->thinking_budget != RECIPE_UNSET) eff = recipe_effort_from_budget(r->thinking_budget);
+    rw_kstr(w, "reasoning_effort", recipe_effort_name(eff));
+    if (r->thinking >= 0) {
+        rw_kobj(w, "thinking");
+        rw_kstr(w, "type", r->thinking ? "enabled" : "disabled");
+        rw_end(w);
+    }
+    write_extensions(w, r);
+    rw_end(w);
+    ra_free(&a);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- response */
+
+json_t *usage_chat(const recipe_usage *u);
+json_t *usage_chat(const recipe_usage *u) {
+    json_t *o = json_object();
+    jset(o, "prompt_tokens", json_integer(u->prompt));
+    jset(o, "completion_tokens", json_integer(u->output));
+    jset(o, "total_tokens", json_integer(u->prompt + u->output));
+    jset(o, "prompt_tokens_details", json_pack("{s:I}", "cached_tokens", (json_int_t)u->cache_read));
+    jset(o, "completion_tokens_details", json_pack("{s:I}", "reasoning_tokens", (json_int_t)u->reasoning));
+    return o;
+}
+
+json_t *chat_response_encode(const recipe_response *r, recipe_error *err);
+json_t *chat_response_encode(const recipe_response *r, recipe_error *err) {
+    (void)err;
+    recipe_arena a = {0};
+    json_t *msg = json_object(), *tcs = NULL;
+    jset(msg, "role", json_string("assistant"));
+    const char *text = join_text(&a, r->parts, r->n_parts, "");
+    const char *reasoning = NULL;
+    recipe_buf rb = {0};
+    for (size_t i = 0; i < r->n_parts; i++) {
+        const recipe_part *p = &r->parts[i];
+        if (p->type == RECIPE_PART_REASONING) {
+            const char *t = reasoning_text(&a, p);
+            if (t) rb_puts(&rb, t);
+        } else if (p->type == RECIPE_PART_TOOL_CALL) {
+            if (!tcs) tcs = json_array();
+            json_t *tc = json_object();
+            jset_str(tc, "id", p->id);
+            jset(tc, "type", json_string("function"));
+            jset(tc, "function", json_pack("{s:o,s:o}", "name", jsnew(p->name), "arguments", jsnew(p->args ? p->args : "{}")));
+            json_array_append_new(tcs, tc);
+        }
+    }
+    if (rb.data) reasoning = rb.data;
+    jset(msg, "content", text ? jsnew(text) : json_null());
+    if (reasoning) jset(msg, "reasoning_content", json_stringn_nocheck(rb.data, rb.len));
+    if (tcs) jset(msg, "tool_calls", tcs);
+    recipe_finish f = tcs ? RECIPE_FINISH_TOOL_CALLS : r->finish;
+    json_t *choice = json_object();
+    jset(choice, "index", json_integer(0));
+    jset(choice, "message", msg);
+    jset(choice, "logprobs", json_null());
+    const char *fr = recipe_finish_chat(f);
+    jset(choice, "finish_reason", fr ? json_string(fr) : json_null());
+    if (f == RECIPE_FINISH_STOP_STRING && r->stop_sequence) jset_str(choice, "stop_reason", r->stop_sequence);
+    json_t *o = json_object();
+    jset(o, "id", jsnew(r->id ? r->id : default_id(&a, "chatcmpl-", r)));
+    jset(o, "object", json_string("chat.completion"));
+    jset(o, "created", json_integer(r->created));
+    jset(o, "model", jsnew(r->model ? r->model : ""));
+    jset(o, "choices", json_pack("[o]", choice));
+    if (r->has_usage) jset(o, "usage", usage_chat(&r->usage));
+    recipe_buf_free(&rb);
+    ra_free(&a);
+    return o;
+}
+
+int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err);
+int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
+    r->id = jstr(b, "id");
+    r->model = jstr(b, "model");
+    json_t *cr = json_object_get(b, "created");
+    if (json_is_integer(cr)) r->created = json_integer_value(cr);
+    json_t *ch = json_array_get(json_object_get(b, "choices"), 0);
+    json_t *msg = json_object_get(ch, "message");
+    if (!json_is_object(msg))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "choices", "'choices[0].message' must be an object");
+    json_t *tcs = json_object_get(msg, "tool_calls");
+    size_t cap = 2 + (json_is_array(tcs) ? json_array_size(tcs) : 0);
+    r->parts = ra_alloc(&r->arena, cap * sizeof *r->parts);
+    if (!r->parts) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    const char *reasoning = jstr(msg, "reasoning_content");
+    if (!reasoning) reasoning = jstr(msg, "reasoning");
+    if (reasoning) r->parts[r->n_parts].type = RECIPE_PART_REASONING, r->parts[r->n_parts++].text = reasoning;
+    const char *content = jstr(msg, "content");
+    if (content) r->parts[r->n_parts].type = RECIPE_PART_TEXT, r->parts[r->n_parts++].text = content;
+    for (size_t i = 0; json_is_array(tcs) && i < json_array_size(tcs); i++) {
+        json_t *tc = json_array_get(tcs, i), *fn = json_object_get(tc, "function");
+        if (!jstr(fn, "name"))
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_calls", "tool_calls[%zu].function.name missing", i);
+        recipe_part *p = &r->parts[r->n_parts++];
+        p->type = RECIPE_PART_TOOL_CALL;
+        p->id = jstr(tc, "id");
+        p->name = jstr(fn, "name");
+        p->args = jstr(fn, "arguments") ? jstr(fn, "arguments") : "{}";
+    }
+    r->finish = recipe_finish_from_chat(jstr(ch, "finish_reason"));
+    if (json_is_string(json_object_get(ch, "stop_reason"))) {
+        r->stop_sequence = jstr(ch, "stop_reason");
+        if (r->finish == RECIPE_FINISH_EOS) r->finish = RECIPE_FINISH_STOP_STRING;
+    }
+    json_t *u = json_object_get(b, "usage");
+    if (json_is_object(u)) {
+        r->has_usage = true;
+        r->usage.prompt = json_integer_value(json_object_get(u, "prompt_tokens"));
+        r->usage.output = json_integer_value(json_object_get(u, "completion_tokens"));
+        r->usage.cache_read = json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens"));
+        r->usage.reasoning =
+            json_integer_value(json_object_get(json_object_get(u, "completion_tokens_details"), "reasoning_tokens"));
+    }
+    return 0;
+}

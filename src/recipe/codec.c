@@ -1,0 +1,231 @@
+/* codec.c - the public entry points that dispatch on the API (parse/encode of
+ * requests and responses), API-shaped error bodies (protocols.md §1.4, §2.4,
+ * §4.5), and the canonical-request dump used by the Python bindings and tests. */
+#include <stdio.h>
+
+#include "recipe/recipe_internal.h"
+#include "recipe/writer.h"
+
+int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err);
+int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err);
+int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err);
+int chat_request_write(rw *w, const recipe_request *r, recipe_error *err);
+int messages_request_write(rw *w, const recipe_request *r, recipe_error *err);
+int responses_request_write(rw *w, const recipe_request *r, recipe_error *err);
+int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err);
+int messages_response_parse(recipe_response *r, json_t *b, recipe_error *err);
+int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err);
+json_t *chat_response_encode(const recipe_response *r, recipe_error *err);
+json_t *messages_response_encode(const recipe_response *r, recipe_error *err);
+json_t *responses_response_encode(const recipe_response *r, const recipe_request *req, recipe_error *err);
+
+int recipe_request_parse(recipe_api api, json_t *body, recipe_request *out, recipe_error *err) {
+    recipe_request_reset(out);
+    if (!json_is_object(body))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, NULL, "request body must be a JSON object");
+    out->src = json_incref(body);
+    out->source = api;
+    int rc;
+    switch (api) {
+    case RECIPE_API_CHAT: rc = chat_request_parse(out, body, err); break;
+    case RECIPE_API_MESSAGES: rc = messages_request_parse(out, body, err); break;
+    case RECIPE_API_RESPONSES: rc = responses_request_parse(out, body, err); break;
+    default: rc = recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api);
+    }
+    if (rc) recipe_request_reset(out);
+    return rc;
+}
+
+static int request_write(recipe_api api, rw *w, const recipe_request *req, recipe_error *err) {
+    switch (api) {
+    case RECIPE_API_CHAT: return chat_request_write(w, req, err);
+    case RECIPE_API_MESSAGES: return messages_request_write(w, req, err);
+    case RECIPE_API_RESPONSES: return responses_request_write(w, req, err);
+    default: return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api);
+    }
+}
+
+int recipe_request_encode_text(recipe_api api, const recipe_request *req, recipe_buf *out, recipe_error *err) {
+    rw w;
+    rw_init_text(&w, out);
+    size_t len0 = out->len;
+    if (request_write(api, &w, req, err)) return -1;
+    if (w.failed || w.depth) {
+        out->len = len0;
+        return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    }
+    return 0;
+}
+
+json_t *recipe_request_encode(recipe_api api, const recipe_request *req, recipe_error *err) {
+    rw w;
+    rw_init_tree(&w);
+    if (request_write(api, &w, req, err)) {
+        json_decref(rw_finish(&w));
+        return NULL;
+    }
+    json_t *o = rw_finish(&w);
+    if (!o) recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory or invalid UTF-8 while encoding");
+    return o;
+}
+
+int recipe_response_parse(recipe_api api, json_t *body, recipe_response *out, recipe_error *err) {
+    recipe_response_reset(out);
+    if (!json_is_object(body))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, NULL, "response body must be a JSON object");
+    out->src = json_incref(body);
+    int rc;
+    switch (api) {
+    case RECIPE_API_CHAT: rc = chat_response_parse(out, body, err); break;
+    case RECIPE_API_MESSAGES: rc = messages_response_parse(out, body, err); break;
+    case RECIPE_API_RESPONSES: rc = responses_response_parse(out, body, err); break;
+    default: rc = recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api);
+    }
+    if (rc) recipe_response_reset(out);
+    return rc;
+}
+
+json_t *recipe_response_encode(recipe_api api, const recipe_response *resp, const recipe_request *req,
+                               recipe_error *err) {
+    switch (api) {
+    case RECIPE_API_CHAT: return chat_response_encode(resp, err);
+    case RECIPE_API_MESSAGES: return messages_response_encode(resp, err);
+    case RECIPE_API_RESPONSES: return responses_response_encode(resp, req, err);
+    default: return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api), NULL;
+    }
+}
+
+/* ---------------------------------------------------------------- errors */
+
+static const struct {
+    int status;
+    const char *openai_type, *openai_code, *anthropic_type;
+} k_err[RECIPE_ERR_COUNT] = {
+    [RECIPE_ERR_INVALID_REQUEST] = {400, "invalid_request_error", NULL, "invalid_request_error"},
+    [RECIPE_ERR_CONTEXT_LENGTH] = {400, "invalid_request_error", "context_length_exceeded", "invalid_request_error"},
+    [RECIPE_ERR_AUTHENTICATION] = {401, "invalid_request_error", "invalid_api_key", "authentication_error"},
+    [RECIPE_ERR_PERMISSION] = {403, "permission_error", NULL, "permission_error"},
+    [RECIPE_ERR_NOT_FOUND] = {404, "invalid_request_error", "model_not_found", "not_found_error"},
+    [RECIPE_ERR_TOO_LARGE] = {413, "invalid_request_error", "request_too_large", "request_too_large"},
+    [RECIPE_ERR_RATE_LIMIT] = {429, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error"},
+    [RECIPE_ERR_SERVER] = {500, "server_error", NULL, "api_error"},
+    [RECIPE_ERR_OVERLOADED] = {503, "server_error", "overloaded", "overloaded_error"},
+};
+
+int recipe_error_status(recipe_api api, const recipe_error *e) {
+    unsigned k = e ? (unsigned)e->kind : RECIPE_ERR_SERVER;
+    if (k >= RECIPE_ERR_COUNT) k = RECIPE_ERR_SERVER;
+    if (k == RECIPE_ERR_OVERLOADED && api == RECIPE_API_MESSAGES) return 529;
+    return k_err[k].status;
+}
+
+json_t *recipe_error_body(recipe_api api, const recipe_error *e, const char *request_id) {
+    unsigned k = e ? (unsigned)e->kind : RECIPE_ERR_SERVER;
+    if (k >= RECIPE_ERR_COUNT) k = RECIPE_ERR_SERVER;
+    const char *msg = e && e->message[0] ? e->message : "internal error";
+    /* messages come from our own formatting of possibly invalid input: validate */
+    json_t *jm = json_string(msg);
+    if (!jm) jm = json_string("invalid request");
+    if (api == RECIPE_API_MESSAGES) {
+        json_t *o = json_pack("{s:s,s:{s:s,s:o}}", "type", "error", "error", "type", k_err[k].anthropic_type, "message", jm);
+        if (request_id) jset(o, "request_id", json_string(request_id));
+        return o;
+    }
+    json_t *param = e && e->param[0] ? json_string(e->param) : json_null();
+    if (!param) param = json_null();
+    return json_pack("{s:{s:o,s:s,s:o,s:o}}", "error", "message", jm, "type", k_err[k].openai_type, "param", param, "code",
+                     k_err[k].openai_code ? json_string(k_err[k].openai_code) : json_null());
+}
+
+/* ---------------------------------------------------------------- dump */
+
+static const char *role_name(recipe_role r) {
+    static const char *n[] = {"system", "developer", "user", "assistant", "tool"};
+    return (unsigned)r < 5 ? n[r] : "?";
+}
+
+static json_t *dump_parts(const recipe_part *ps, size_t n) {
+    static const char *tn[] = {"text", "image", "reasoning", "redacted", "tool_call", "tool_result"};
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const recipe_part *p = &ps[i];
+        json_t *o = json_object();
+        jset(o, "type", json_string(tn[p->type]));
+        jset_str(o, "text", p->text);
+        jset_str(o, "signature", p->signature);
+        jset_str(o, "id", p->id);
+        jset_str(o, "item_id", p->item_id);
+        jset_str(o, "name", p->name);
+        jset_str(o, "args", p->args);
+        jset_str(o, "url", p->url);
+        jset_str(o, "media_type", p->media_type);
+        jset_str(o, "data", p->data);
+        jset_str(o, "detail", p->detail);
+        if (p->is_error) jset(o, "is_error", json_true());
+        jset_ref(o, "summary", p->summary);
+        jset_ref(o, "cache_control", p->cache_control);
+        if (p->type == RECIPE_PART_TOOL_RESULT) jset(o, "content", dump_parts(p->parts, p->n_parts));
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
+json_t *recipe_request_dump(const recipe_request *r) {
+    json_t *o = json_object(), *msgs = json_array();
+    jset(o, "source", json_string(recipe_api_name(r->source)));
+    jset_str(o, "model", r->model);
+    for (size_t i = 0; i < r->n_messages; i++) {
+        const recipe_message *m = &r->messages[i];
+        json_t *jm = json_pack("{s:s,s:o}", "role", role_name(m->role), "parts", dump_parts(m->parts, m->n_parts));
+        jset_str(jm, "name", m->name);
+        if (m->top_level) jset(jm, "top_level", json_true());
+        jset_str(jm, "refusal", m->refusal);
+        json_array_append_new(msgs, jm);
+    }
+    jset(o, "messages", msgs);
+    if (r->n_tools) {
+        json_t *tools = json_array();
+        for (size_t i = 0; i < r->n_tools; i++) {
+            json_t *t = json_object();
+            jset_str(t, "name", r->tools[i].name);
+            jset_str(t, "description", r->tools[i].description);
+            jset_ref(t, "parameters", r->tools[i].parameters);
+            jset_tri(t, "strict", r->tools[i].strict);
+            json_array_append_new(tools, t);
+        }
+        jset(o, "tools", tools);
+    }
+    static const char *tc[] = {NULL, "none", "auto", "required", "named"};
+    jset_str(o, "tool_choice", tc[r->tool_choice]);
+    jset_str(o, "tool_choice_name", r->tool_choice_name);
+    jset_tri(o, "parallel_tool_calls", r->parallel_tool_calls);
+    static const char *fm[] = {NULL, "text", "json_object", "json_schema"};
+    jset_str(o, "format", fm[r->format]);
+    jset_str(o, "format_name", r->format_name);
+    jset_ref(o, "format_schema", r->format_schema);
+    jset(o, "stream", json_boolean(r->stream));
+    jset_tri(o, "include_usage", r->include_usage);
+    jset_int(o, "max_tokens", r->max_tokens);
+    jset_real(o, "temperature", r->temperature);
+    jset_real(o, "top_p", r->top_p);
+    jset_int(o, "top_k", r->top_k);
+    jset_real(o, "min_p", r->min_p);
+    jset_real(o, "repetition_penalty", r->repetition_penalty);
+    jset_real(o, "presence_penalty", r->presence_penalty);
+    jset_real(o, "frequency_penalty", r->frequency_penalty);
+    jset_int(o, "seed", r->seed);
+    jset_int(o, "n", r->n);
+    if (r->n_stop) {
+        json_t *st = json_array();
+        for (size_t i = 0; i < r->n_stop; i++) json_array_append_new(st, jsnew(r->stop[i]));
+        jset(o, "stop", st);
+    }
+    jset_str(o, "user", r->user);
+    jset_str(o, "reasoning_effort", recipe_effort_name(r->reasoning_effort));
+    jset_tri(o, "thinking", r->thinking);
+    jset_int(o, "thinking_budget", r->thinking_budget);
+    jset_str(o, "cache_salt", r->cache_salt);
+    jset_str(o, "traffic_class", r->traffic_class);
+    jset_str(o, "previous_response_id", r->previous_response_id);
+    return o;
+}

@@ -1,0 +1,277 @@
+/* common.c - pieces shared by every codec: API names, finish-reason / effort
+ * mappings (protocols.md §4.2, LiteLLM budget defaults), the canonical
+ * request/response lifetimes, OpenAI tool_choice, the sampling fields common to
+ * Chat and Responses, and the extension fields (vLLM top_k/min_p/
+ * repetition_penalty/cache_salt/chat_template_kwargs, cinfer.traffic_class)
+ * that every format accepts and emits. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "recipe/recipe_internal.h"
+#include "recipe/writer.h"
+
+int recipe_api_from_name(const char *name) {
+    if (!name) return -1;
+    if (!strcmp(name, "chat") || !strcmp(name, "openai") || !strcmp(name, "chat_completions")) return RECIPE_API_CHAT;
+    if (!strcmp(name, "messages") || !strcmp(name, "anthropic")) return RECIPE_API_MESSAGES;
+    if (!strcmp(name, "responses")) return RECIPE_API_RESPONSES;
+    return -1;
+}
+
+const char *recipe_api_name(recipe_api api) {
+    switch (api) {
+    case RECIPE_API_CHAT: return "chat";
+    case RECIPE_API_MESSAGES: return "messages";
+    case RECIPE_API_RESPONSES: return "responses";
+    default: return "?";
+    }
+}
+
+const char *recipe_finish_chat(recipe_finish f) {
+    switch (f) {
+    case RECIPE_FINISH_LENGTH: return "length";
+    case RECIPE_FINISH_TOOL_CALLS: return "tool_calls";
+    case RECIPE_FINISH_CONTENT_FILTER: return "content_filter";
+    case RECIPE_FINISH_NONE: return NULL;
+    default: return "stop";
+    }
+}
+
+const char *recipe_finish_messages(recipe_finish f) {
+    switch (f) {
+    case RECIPE_FINISH_STOP_STRING: return "stop_sequence";
+    case RECIPE_FINISH_LENGTH: return "max_tokens";
+    case RECIPE_FINISH_TOOL_CALLS: return "tool_use";
+    case RECIPE_FINISH_CONTENT_FILTER: return "refusal";
+    case RECIPE_FINISH_NONE: return NULL;
+    default: return "end_turn";
+    }
+}
+
+recipe_finish recipe_finish_from_chat(const char *s) {
+    if (!s) return RECIPE_FINISH_NONE;
+    if (!strcmp(s, "length")) return RECIPE_FINISH_LENGTH;
+    if (!strcmp(s, "tool_calls") || !strcmp(s, "function_call")) return RECIPE_FINISH_TOOL_CALLS;
+    if (!strcmp(s, "content_filter")) return RECIPE_FINISH_CONTENT_FILTER;
+    if (!strcmp(s, "error")) return RECIPE_FINISH_ERROR;
+    return RECIPE_FINISH_EOS;
+}
+
+recipe_finish recipe_finish_from_messages(const char *s) {
+    if (!s) return RECIPE_FINISH_NONE;
+    if (!strcmp(s, "stop_sequence")) return RECIPE_FINISH_STOP_STRING;
+    if (!strcmp(s, "max_tokens") || !strcmp(s, "model_context_window_exceeded")) return RECIPE_FINISH_LENGTH;
+    if (!strcmp(s, "tool_use")) return RECIPE_FINISH_TOOL_CALLS;
+    if (!strcmp(s, "refusal")) return RECIPE_FINISH_CONTENT_FILTER;
+    return RECIPE_FINISH_EOS; /* end_turn, pause_turn, unknown (as vLLM / LiteLLM) */
+}
+
+const char *recipe_effort_name(recipe_effort e) {
+    static const char *names[] = {NULL, "none", "minimal", "low", "medium", "high"};
+    return (unsigned)e < sizeof names / sizeof *names ? names[e] : NULL;
+}
+
+recipe_effort effort_parse(const char *s) {
+    if (!s) return RECIPE_EFFORT_UNSET;
+    for (int e = RECIPE_EFFORT_NONE; e <= RECIPE_EFFORT_HIGH; e++)
+        if (!strcmp(s, recipe_effort_name((recipe_effort)e))) return (recipe_effort)e;
+    return RECIPE_EFFORT_UNSET;
+}
+
+recipe_effort recipe_effort_from_budget(int64_t b) {
+    if (b >= 4096) return RECIPE_EFFORT_HIGH;
+    if (b >= 2048) return RECIPE_EFFORT_MEDIUM;
+    if (b >= 1024) return RECIPE_EFFORT_LOW;
+    return RECIPE_EFFORT_MINIMAL;
+}
+
+int64_t recipe_budget_from_effort(recipe_effort e) {
+    switch (e) {
+    case RECIPE_EFFORT_HIGH: return 4096;
+    case RECIPE_EFFORT_MEDIUM: return 2048;
+    default: return 1024; /* Anthropic's minimum */
+    }
+}
+
+const char *recipe_event_type_name(recipe_event_type t) {
+    static const char *n[] = {"reasoning", "text", "tool_begin", "tool_args", "tool_end", "finish", "error", "ping"};
+    return (unsigned)t < sizeof n / sizeof *n ? n[t] : "?";
+}
+
+/* ---------------------------------------------------------------- request lifetime */
+
+void recipe_request_init(recipe_request *r) {
+    memset(r, 0, sizeof *r);
+    r->max_tokens = r->top_k = r->seed = r->n = r->top_logprobs = r->thinking_budget = RECIPE_UNSET;
+    r->temperature = r->top_p = r->min_p = r->repetition_penalty = r->presence_penalty = r->frequency_penalty = NAN;
+    r->parallel_tool_calls = r->format_strict = r->include_usage = r->logprobs = r->thinking = r->store = -1;
+}
+
+static void parts_decref(recipe_part *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        json_decref(p[i].summary);
+        json_decref(p[i].cache_control);
+        parts_decref(p[i].parts, p[i].n_parts);
+    }
+}
+
+static void request_release(recipe_request *r) {
+    for (size_t i = 0; i < r->n_messages; i++) parts_decref(r->messages[i].parts, r->messages[i].n_parts);
+    for (size_t i = 0; i < r->n_tools; i++) {
+        json_decref(r->tools[i].parameters);
+        json_decref(r->tools[i].cache_control);
+    }
+    json_decref(r->format_schema);
+    json_decref(r->logit_bias);
+    json_decref(r->metadata);
+    json_decref(r->chat_template_kwargs);
+    json_decref(r->cinfer);
+    json_decref(r->include);
+    json_decref(r->owned);
+    json_decref(r->src);
+}
+
+void recipe_request_reset(recipe_request *r) {
+    request_release(r);
+    recipe_arena a = r->arena;
+    ra_reset(&a);
+    recipe_request_init(r);
+    r->arena = a;
+}
+
+void recipe_request_free(recipe_request *r) {
+    request_release(r);
+    ra_free(&r->arena);
+    recipe_request_init(r);
+}
+
+void *recipe_request_alloc(recipe_request *r, size_t bytes) { return ra_alloc(&r->arena, bytes); }
+
+const char *recipe_request_strdup(recipe_request *r, const char *s) {
+    return s ? ra_strndup(&r->arena, s, strlen(s)) : NULL;
+}
+
+void recipe_response_init(recipe_response *r) {
+    memset(r, 0, sizeof *r);
+}
+
+static void response_release(recipe_response *r) {
+    parts_decref(r->parts, r->n_parts);
+    json_decref(r->src);
+}
+
+void recipe_response_reset(recipe_response *r) {
+    response_release(r);
+    recipe_arena a = r->arena;
+    ra_reset(&a);
+    recipe_response_init(r);
+    r->arena = a;
+}
+
+void recipe_response_free(recipe_response *r) {
+    response_release(r);
+    ra_free(&r->arena);
+    recipe_response_init(r);
+}
+
+void *recipe_response_alloc(recipe_response *r, size_t bytes) { return ra_alloc(&r->arena, bytes); }
+
+const char *recipe_response_strdup(recipe_response *r, const char *s) {
+    return s ? ra_strndup(&r->arena, s, strlen(s)) : NULL;
+}
+
+/* ---------------------------------------------------------------- OpenAI tool_choice */
+
+int tool_choice_parse_openai(recipe_request *r, const json_t *tc, bool responses, recipe_error *err) {
+    if (!tc || json_is_null(tc)) return 0;
+    if (json_is_string(tc)) {
+        const char *s = json_string_value(tc);
+        if (!strcmp(s, "none")) r->tool_choice = RECIPE_TOOL_CHOICE_NONE;
+        else if (!strcmp(s, "auto")) r->tool_choice = RECIPE_TOOL_CHOICE_AUTO;
+        else if (!strcmp(s, "required")) r->tool_choice = RECIPE_TOOL_CHOICE_REQUIRED;
+        else
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_choice",
+                               "'tool_choice' must be none, auto, required or a function object");
+        return 0;
+    }
+    const char *name = NULL;
+    if (json_is_object(tc)) {
+        const char *type = jstr(tc, "type");
+        if (type && !strcmp(type, "function"))
+            name = responses ? jstr(tc, "name") : jstr(json_object_get(tc, "function"), "name");
+        /* tolerate the other API's shape too */
+        if (!name) name = jstr(tc, "name");
+        if (!name) name = jstr(json_object_get(tc, "function"), "name");
+    }
+    if (!name)
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_choice",
+                           "'tool_choice' object must be {\"type\":\"function\",%s}",
+                           responses ? "\"name\":NAME" : "\"function\":{\"name\":NAME}");
+    r->tool_choice = RECIPE_TOOL_CHOICE_NAMED;
+    r->tool_choice_name = name;
+    return 0;
+}
+
+json_t *tool_choice_encode_openai(const recipe_request *r, bool responses) {
+    switch (r->tool_choice) {
+    case RECIPE_TOOL_CHOICE_NONE: return json_string("none");
+    case RECIPE_TOOL_CHOICE_AUTO: return json_string("auto");
+    case RECIPE_TOOL_CHOICE_REQUIRED: return json_string("required");
+    case RECIPE_TOOL_CHOICE_NAMED:
+        if (responses) return json_pack("{s:s,s:s}", "type", "function", "name", r->tool_choice_name);
+        return json_pack("{s:s,s:{s:s}}", "type", "function", "function", "name", r->tool_choice_name);
+    default: return NULL;
+    }
+}
+
+/* ---------------------------------------------------------------- common fields */
+
+/* Extension fields accepted in every format. */
+int parse_extensions(recipe_request *r, const json_t *b, recipe_error *err) {
+    if (jget_int(b, "top_k", &r->top_k, -1, INT32_MAX, err, "")) return -1;
+    if (jget_num(b, "min_p", &r->min_p, 0, 1, err, "")) return -1;
+    if (jget_num(b, "repetition_penalty", &r->repetition_penalty, 0, 100, err, "")) return -1;
+    if (jget_str(b, "cache_salt", &r->cache_salt, err, "")) return -1;
+    json_t *o = NULL;
+    if (jget_obj(b, "chat_template_kwargs", &o, err, "")) return -1;
+    r->chat_template_kwargs = ref(o);
+    o = NULL;
+    if (jget_obj(b, "cinfer", &o, err, "")) return -1;
+    if (o) {
+        r->cinfer = ref(o);
+        json_t *tc = json_object_get(o, "traffic_class");
+        if (json_is_string(tc)) r->traffic_class = json_string_value(tc);
+        else if (json_is_integer(tc)) {
+            char tmp[32];
+            snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(tc));
+            r->traffic_class = ra_strndup(&r->arena, tmp, strlen(tmp));
+        } else if (tc && !json_is_null(tc))
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "cinfer.traffic_class",
+                               "'cinfer.traffic_class' must be a string or an integer");
+    }
+    return 0;
+}
+
+int parse_common_sampling(recipe_request *r, const json_t *b, recipe_error *err) {
+    if (jget_num(b, "temperature", &r->temperature, 0, 2, err, "")) return -1;
+    if (jget_num(b, "top_p", &r->top_p, 0, 1, err, "")) return -1;
+    if (jget_int(b, "top_logprobs", &r->top_logprobs, 0, 20, err, "")) return -1;
+    if (jget_str(b, "user", &r->user, err, "")) return -1;
+    json_t *o = NULL;
+    if (jget_obj(b, "metadata", &o, err, "")) return -1;
+    r->metadata = ref(o);
+    if (jget_bool(b, "parallel_tool_calls", &r->parallel_tool_calls, err, "")) return -1;
+    int stream = 0;
+    if (jget_bool(b, "stream", &stream, err, "")) return -1;
+    r->stream = stream == 1;
+    return parse_extensions(r, b, err);
+}
+
+
+void write_extensions(struct rw *w, const recipe_request *r) {
+    rw_kreal(w, "min_p", r->min_p);
+    rw_kreal(w, "repetition_penalty", r->repetition_penalty);
+    rw_kstr(w, "cache_salt", r->cache_salt);
+    rw_kjson(w, "chat_template_kwargs", r->chat_template_kwargs);
+    rw_kjson(w, "cinfer", r->cinfer);
+}

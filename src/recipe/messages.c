@@ -1,0 +1,670 @@
+/* messages.c - Anthropic Messages codec: request <-> canonical, response <->
+ * canonical (protocols.md §2). A user turn's tool_result blocks become canonical
+ * TOOL messages (one per result) and its other blocks a USER message; encoding
+ * merges same-role neighbours back into one turn, tool results first. The
+ * top-level `system` becomes one SYSTEM message marked top_level (Claude Code's
+ * per-request x-anthropic-billing-header block is dropped: it would defeat prefix
+ * caching). Called through codec.c. */
+#include <stdio.h>
+
+#include "recipe/recipe_internal.h"
+#include "recipe/writer.h"
+
+static int oom(recipe_error *err) { return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory"); }
+
+static int parse_image(recipe_part *p, const json_t *blk, const char *path, recipe_error *err) {
+    json_t *src = json_object_get(blk, "source");
+    const char *type = jstr(src, "type");
+    p->type = RECIPE_PART_IMAGE;
+    if (type && !strcmp(type, "base64") && jstr(src, "data")) {
+        p->media_type = jstr(src, "media_type");
+        p->data = jstr(src, "data");
+        return 0;
+    }
+    if (type && !strcmp(type, "url") && jstr(src, "url")) {
+        p->url = jstr(src, "url");
+        return 0;
+    }
+    return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.source' must be a base64 or url image source", path);
+}
+
+/* Blocks of a tool_result content / simple text+image content. */
+static int parse_simple_blocks(recipe_request *r, const json_t *c, recipe_part **out, size_t *n, bool *is_string,
+                               const char *path, recipe_error *err) {
+    *out = NULL;
+    *n = 0;
+    *is_string = false;
+    if (!c || json_is_null(c)) {
+        *is_string = true;
+        return 0;
+    }
+    if (json_is_string(c)) {
+        recipe_part *p = ra_alloc(&r->arena, sizeof *p);
+        if (!p) return oom(err);
+        p->type = RECIPE_PART_TEXT;
+        p->text = json_string_value(c);
+        *out = p, *n = 1, *is_string = true;
+        return 0;
+    }
+    if (!json_is_array(c))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be a string or an array", path);
+    size_t cnt = json_array_size(c);
+    recipe_part *ps = ra_alloc(&r->arena, (cnt ? cnt : 1) * sizeof *ps);
+    if (!ps) return oom(err);
+    for (size_t i = 0; i < cnt; i++) {
+        json_t *b = json_array_get(c, i);
+        const char *type = jstr(b, "type");
+        char p2[RECIPE_PATH];
+        path_idx(p2, sizeof p2, path, i, "");
+        if (type && !strcmp(type, "text") && jstr(b, "text")) {
+            ps[i].type = RECIPE_PART_TEXT;
+            ps[i].text = jstr(b, "text");
+        } else if (type && !strcmp(type, "image")) {
+            if (parse_image(&ps[i], b, p2, err)) return -1;
+        } else
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s' must be a text or image block", p2);
+        ps[i].cache_control = ref(json_object_get(b, "cache_control"));
+    }
+    *out = ps, *n = cnt;
+    return 0;
+}
+
+/* One wire message -> one or more canonical messages appended to r->messages. */
+static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_error *err) {
+    char path[RECIPE_PATH];
+    path_idx(path, sizeof path, "messages", idx, "");
+    const char *role = jstr(m, "role");
+    bool user = role && !strcmp(role, "user"), asst = role && !strcmp(role, "assistant");
+    if (!user && !asst)
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' must be user or assistant", path);
+    json_t *c = json_object_get(m, "content");
+    char cpath[RECIPE_PATH];
+    size_t pl = strlen(path);
+    memcpy(cpath, path, pl);
+    memcpy(cpath + pl, ".content", 9);
+    if (json_is_string(c)) {
+        recipe_message *o = &r->messages[r->n_messages++];
+        o->role = user ? RECIPE_ROLE_USER : RECIPE_ROLE_ASSISTANT;
+        o->content_string = true;
+        o->parts = ra_alloc(&r->arena, sizeof *o->parts);
+        if (!o->parts) return oom(err);
+        o->parts[0].type = RECIPE_PART_TEXT;
+        o->parts[0].text = json_string_value(c);
+        o->n_parts = 1;
+        return 0;
+    }
+    if (!json_is_array(c))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.content' must be a string or an array", path);
+    size_t cnt = json_array_size(c);
+    recipe_message *cur = NULL; /* the open USER/ASSISTANT message collecting non-tool_result blocks */
+    for (size_t i = 0; i < cnt; i++) {
+        json_t *b = json_array_get(c, i);
+        const char *type = jstr(b, "type");
+        char p2[RECIPE_PATH];
+        path_idx(p2, sizeof p2, cpath, i, "");
+        if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.type' missing", p2);
+        if (user && !strcmp(type, "tool_result")) {
+            recipe_message *o = &r->messages[r->n_messages++];
+            o->role = RECIPE_ROLE_TOOL;
+            recipe_part *p = o->parts = ra_alloc(&r->arena, sizeof *p);
+            if (!p) return oom(err);
+            o->n_parts = 1;
+            p->type = RECIPE_PART_TOOL_RESULT;
+            p->id = jstr(b, "tool_use_id");
+            if (!p->id) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.tool_use_id' missing", p2);
+            p->is_error = json_is_true(json_object_get(b, "is_error"));
+            p->cache_control = ref(json_object_get(b, "cache_control"));
+            char p3[RECIPE_PATH];
+            snprintf(p3, sizeof p3, "%s.content", p2);
+            if (parse_simple_blocks(r, json_object_get(b, "content"), &p->parts, &p->n_parts, &p->content_string, p3,
+                                    err))
+                return -1;
+            cur = NULL;
+            continue;
+        }
+        if (!cur) {
+            cur = &r->messages[r->n_messages++];
+            cur->role = user ? RECIPE_ROLE_USER : RECIPE_ROLE_ASSISTANT;
+            cur->parts = ra_alloc(&r->arena, (cnt - i) * sizeof *cur->parts);
+            if (!cur->parts) return oom(err);
+        }
+        recipe_part *p = &cur->parts[cur->n_parts];
+        if (!strcmp(type, "text")) {
+            p->type = RECIPE_PART_TEXT;
+            p->text = jstr(b, "text");
+            if (!p->text) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.text' must be a string", p2);
+        } else if (!strcmp(type, "image")) {
+            if (parse_image(p, b, p2, err)) return -1;
+        } else if (asst && !strcmp(type, "tool_use")) {
+            p->type = RECIPE_PART_TOOL_CALL;
+            p->id = jstr(b, "id");
+            p->name = jstr(b, "name");
+            if (!p->id || !p->name)
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s' needs string id and name", p2);
+            json_t *in = json_object_get(b, "input");
+            p->args = in ? json_to_text(&r->arena, in) : "{}";
+        } else if (asst && !strcmp(type, "thinking")) {
+            p->type = RECIPE_PART_REASONING;
+            p->text = jstr(b, "thinking");
+            if (!p->text) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.thinking' must be a string", p2);
+            p->signature = jstr(b, "signature");
+        } else if (asst && !strcmp(type, "redacted_thinking")) {
+            p->type = RECIPE_PART_REDACTED;
+            p->data = jstr(b, "data");
+            if (!p->data) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.data' must be a string", p2);
+        } else
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s': unsupported content block type '%s' in a %s turn",
+                               p2, type, role);
+        p->cache_control = ref(json_object_get(b, "cache_control"));
+        cur->n_parts++;
+    }
+    if (cnt == 0) {
+        recipe_message *o = &r->messages[r->n_messages++];
+        o->role = user ? RECIPE_ROLE_USER : RECIPE_ROLE_ASSISTANT;
+    }
+    return 0;
+}
+
+int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err);
+int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
+    if (jget_str(b, "model", &r->model, err, "")) return -1;
+    json_t *mt = json_object_get(b, "max_tokens");
+    if (!json_is_integer(mt) || json_integer_value(mt) < 1)
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "max_tokens", "'max_tokens' must be a positive integer");
+    r->max_tokens = json_integer_value(mt);
+    json_t *msgs = json_object_get(b, "messages");
+    if (!json_is_array(msgs))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "'messages' must be an array");
+    /* capacity: system + per message (1 + its blocks) */
+    size_t cap = 1;
+    for (size_t i = 0; i < json_array_size(msgs); i++) {
+        json_t *m = json_array_get(msgs, i), *c = json_object_get(m, "content");
+        if (!json_is_object(m))
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "'messages[%zu]' must be an object", i);
+        cap += 1 + (json_is_array(c) ? json_array_size(c) : 0);
+    }
+    r->messages = ra_alloc(&r->arena, cap * sizeof *r->messages);
+    if (!r->messages) return oom(err);
+    json_t *sys = json_object_get(b, "system");
+    if (json_is_string(sys)) {
+        recipe_message *o = &r->messages[r->n_messages++];
+        o->role = RECIPE_ROLE_SYSTEM;
+        o->top_level = o->content_string = true;
+        o->parts = ra_alloc(&r->arena, sizeof *o->parts);
+        if (!o->parts) return oom(err);
+        o->parts[0].type = RECIPE_PART_TEXT;
+        o->parts[0].text = json_string_value(sys);
+        o->n_parts = 1;
+    } else if (json_is_array(sys)) {
+        recipe_message *o = &r->messages[r->n_messages++];
+        o->role = RECIPE_ROLE_SYSTEM;
+        o->top_level = true;
+        o->parts = ra_alloc(&r->arena, (json_array_size(sys) + 1) * sizeof *o->parts);
+        if (!o->parts) return oom(err);
+        for (size_t i = 0; i < json_array_size(sys); i++) {
+            json_t *blk = json_array_get(sys, i);
+            const char *t = jstr(blk, "text");
+            if (!t) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "system", "'system[%zu]' must be a text block", i);
+            if (!strncmp(t, "x-anthropic-billing-header", 26)) continue;
+            o->parts[o->n_parts].type = RECIPE_PART_TEXT;
+            o->parts[o->n_parts].text = t;
+            o->parts[o->n_parts++].cache_control = ref(json_object_get(blk, "cache_control"));
+        }
+    } else if (sys && !json_is_null(sys))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "system", "'system' must be a string or an array of text blocks");
+    for (size_t i = 0; i < json_array_size(msgs); i++)
+        if (parse_turn(r, json_array_get(msgs, i), i, err)) return -1;
+
+    json_t *tools = json_object_get(b, "tools");
+    if (json_is_array(tools)) {
+        size_t n = json_array_size(tools);
+        r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
+        if (!r->tools) return oom(err);
+        for (size_t i = 0; i < n; i++) {
+            json_t *t = json_array_get(tools, i);
+            const char *type = jstr(t, "type");
+            if (type && strcmp(type, "custom"))
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'", i,
+                                   type);
+            recipe_tool *d = &r->tools[r->n_tools++];
+            d->name = jstr(t, "name");
+            if (!d->name) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools[%zu].name' missing", i);
+            d->description = jstr(t, "description");
+            d->parameters = ref(json_object_get(t, "input_schema"));
+            d->cache_control = ref(json_object_get(t, "cache_control"));
+            d->strict = -1;
+            if (jget_bool(t, "strict", &d->strict, err, "tools")) return -1;
+        }
+    } else if (tools && !json_is_null(tools))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
+    json_t *tc = json_object_get(b, "tool_choice");
+    if (json_is_object(tc)) {
+        const char *type = jstr(tc, "type");
+        if (!type) type = "";
+        if (!strcmp(type, "auto")) r->tool_choice = RECIPE_TOOL_CHOICE_AUTO;
+        else if (!strcmp(type, "any")) r->tool_choice = RECIPE_TOOL_CHOICE_REQUIRED;
+        else if (!strcmp(type, "none")) r->tool_choice = RECIPE_TOOL_CHOICE_NONE;
+        else if (!strcmp(type, "tool") && jstr(tc, "name")) {
+            r->tool_choice = RECIPE_TOOL_CHOICE_NAMED;
+            r->tool_choice_name = jstr(tc, "name");
+        } else
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_choice",
+                               "'tool_choice.type' must be auto, any, none or tool (with a name)");
+        int dis = -1;
+        if (jget_bool(tc, "disable_parallel_tool_use", &dis, err, "tool_choice")) return -1;
+        if (dis >= 0) r->parallel_tool_calls = !dis;
+    } else if (tc && !json_is_null(tc))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_choice", "'tool_choice' must be an object");
+
+    json_t *ss = json_object_get(b, "stop_sequences");
+    if (json_is_array(ss)) {
+        size_t n = json_array_size(ss);
+        r->stop = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->stop);
+        if (!r->stop) return oom(err);
+        for (size_t i = 0; i < n; i++) {
+            const char *s = json_string_value(json_array_get(ss, i));
+            if (!s)
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop_sequences", "'stop_sequences[%zu]' must be a string",
+                                   i);
+            r->stop[r->n_stop++] = s;
+        }
+    } else if (ss && !json_is_null(ss))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop_sequences", "'stop_sequences' must be an array");
+    if (jget_num(b, "temperature", &r->temperature, 0, 1, err, "")) return -1;
+    if (jget_num(b, "top_p", &r->top_p, 0, 1, err, "")) return -1;
+    int stream = 0;
+    if (jget_bool(b, "stream", &stream, err, "")) return -1;
+    r->stream = stream == 1;
+    json_t *md = NULL;
+    if (jget_obj(b, "metadata", &md, err, "")) return -1;
+    if (md && jget_str(md, "user_id", &r->user, err, "metadata")) return -1;
+    json_t *th = NULL;
+    if (jget_obj(b, "thinking", &th, err, "")) return -1;
+    if (th) {
+        const char *type = jstr(th, "type");
+        if (type && !strcmp(type, "enabled")) {
+            json_t *bt = json_object_get(th, "budget_tokens");
+            if (!json_is_integer(bt) || json_integer_value(bt) < 1024 || json_integer_value(bt) >= r->max_tokens)
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "thinking.budget_tokens",
+                                   "'thinking.budget_tokens' must be an integer >= 1024 and less than max_tokens");
+            r->thinking = 1;
+            r->thinking_budget = json_integer_value(bt);
+        } else if (type && !strcmp(type, "disabled")) r->thinking = 0;
+        else if (type && !strcmp(type, "adaptive")) r->thinking = 1, r->thinking_adaptive = true;
+        else
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "thinking.type",
+                               "'thinking.type' must be enabled, disabled or adaptive");
+    }
+    json_t *oc = NULL;
+    if (jget_obj(b, "output_config", &oc, err, "")) return -1;
+    if (oc) {
+        const char *eff = jstr(oc, "effort");
+        if (eff && !(r->reasoning_effort = effort_parse(eff)))
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output_config.effort", "unknown 'output_config.effort'");
+        json_t *fmt = json_object_get(oc, "format");
+        if (json_is_object(fmt)) {
+            json_t *schema = json_object_get(fmt, "schema");
+            if (!json_is_object(schema))
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output_config.format",
+                                   "'output_config.format.schema' must be an object");
+            r->format = RECIPE_FORMAT_JSON_SCHEMA;
+            r->format_schema = ref(schema);
+        }
+    }
+    return parse_extensions(r, b, err);
+}
+
+/* ---------------------------------------------------------------- request encode */
+
+static bool id_ok(const char *id) {
+    if (!id || !*id) return false;
+    for (const char *c = id; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+            return false;
+    return true;
+}
+
+/* Anthropic ids must match ^[a-zA-Z0-9_-]+$: other bytes become '_'; missing ids are minted. */
+static const char *safe_id(recipe_arena *a, const char *id, const char *prefix, size_t idx) {
+    if (id_ok(id)) return id;
+    if (!id || !*id) {
+        char tmp[64];
+        mint_id(tmp, sizeof tmp, prefix, idx);
+        return ra_strndup(a, tmp, strlen(tmp));
+    }
+    char *d = ra_strndup(a, id, strlen(id));
+    for (char *c = d; d && *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+            *c = '_';
+    return d;
+}
+
+/* Whether a part produces a block (Anthropic rejects empty text blocks). */
+static bool emits_block(const recipe_part *p) { return p->type != RECIPE_PART_TEXT || (p->text && *p->text); }
+
+static void w_block(rw *w, recipe_arena *a, const recipe_part *p, size_t idx) {
+    if (!emits_block(p)) return;
+    rw_obj(w);
+    switch (p->type) {
+    case RECIPE_PART_TEXT:
+        rw_kstr(w, "type", "text");
+        rw_kstr(w, "text", p->text);
+        break;
+    case RECIPE_PART_IMAGE:
+        rw_kstr(w, "type", "image");
+        rw_kobj(w, "source");
+        if (p->data && p->media_type) {
+            rw_kstr(w, "type", "base64");
+            rw_kstr(w, "media_type", p->media_type);
+            rw_kstr(w, "data", p->data);
+        } else {
+            rw_kstr(w, "type", "url");
+            rw_kstr(w, "url", image_url(a, p));
+        }
+        rw_end(w);
+        break;
+    case RECIPE_PART_REASONING: {
+        const char *t = reasoning_text(a, p);
+        rw_kstr(w, "type", "thinking");
+        rw_kstr(w, "thinking", t ? t : "");
+        rw_kstr(w, "signature", p->signature);
+        break;
+    }
+    case RECIPE_PART_REDACTED:
+        rw_kstr(w, "type", "redacted_thinking");
+        rw_kstr(w, "data", p->data);
+        break;
+    case RECIPE_PART_TOOL_CALL: {
+        rw_kstr(w, "type", "tool_use");
+        rw_kstr(w, "id", safe_id(a, p->id, "toolu_", idx));
+        rw_kstr(w, "name", p->name);
+        rw_key(w, "input");
+        rw_args_object(w, p->args);
+        break;
+    }
+    case RECIPE_PART_TOOL_RESULT:
+        rw_kstr(w, "type", "tool_result");
+        rw_kstr(w, "tool_use_id", safe_id(a, p->id, "toolu_", idx));
+        if (p->content_string) {
+            const char *t = join_text(a, p->parts, p->n_parts, "");
+            rw_kstr(w, "content", t ? t : "");
+        } else {
+            rw_karr(w, "content");
+            for (size_t i = 0; i < p->n_parts; i++) w_block(w, a, &p->parts[i], i);
+            rw_end(w);
+        }
+        if (p->is_error) rw_key(w, "is_error"), rw_bool(w, true);
+        break;
+    }
+    rw_kjson(w, "cache_control", p->cache_control);
+    rw_end(w);
+}
+
+static bool is_sys(const recipe_message *m) { return m->role == RECIPE_ROLE_SYSTEM || m->role == RECIPE_ROLE_DEVELOPER; }
+static bool wire_user(const recipe_message *m) { return m->role != RECIPE_ROLE_ASSISTANT; }
+
+int messages_request_write(rw *w, const recipe_request *r, recipe_error *err);
+int messages_request_write(rw *w, const recipe_request *r, recipe_error *err) {
+    bool any = false;
+    for (size_t i = 0; i < r->n_messages && !any; i++)
+        if (!is_sys(&r->messages[i]))
+            for (size_t k = 0; k < r->messages[i].n_parts && !any; k++) any = emits_block(&r->messages[i].parts[k]);
+    if (!any) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "no user or assistant messages to encode");
+    recipe_arena a = {0};
+    int64_t max_tokens = r->max_tokens != RECIPE_UNSET ? r->max_tokens : 4096;
+    int64_t budget = RECIPE_UNSET;
+    int thinking = -1; /* 0 disabled, 1 enabled, 2 adaptive */
+    if (r->thinking == 1 && r->thinking_adaptive) thinking = 2;
+    else if (r->thinking == 1 || (r->thinking < 0 && r->reasoning_effort > RECIPE_EFFORT_NONE)) {
+        thinking = 1;
+        budget = r->thinking_budget != RECIPE_UNSET ? r->thinking_budget : recipe_budget_from_effort(r->reasoning_effort);
+        /* Anthropic needs budget < max_tokens (both include thinking): keep the requested
+         * allowance for the answer on top of the budget */
+        if (max_tokens <= budget) max_tokens += budget;
+    } else if (r->thinking == 0 || r->reasoning_effort == RECIPE_EFFORT_NONE)
+        thinking = 0;
+    rw_obj(w);
+    rw_kstr(w, "model", r->model);
+    rw_kint(w, "max_tokens", max_tokens);
+    /* system: every system/developer message hoisted */
+    size_t n_sys = 0;
+    const recipe_message *only = NULL;
+    for (size_t i = 0; i < r->n_messages; i++)
+        if (is_sys(&r->messages[i])) n_sys++, only = &r->messages[i];
+    if (n_sys == 1 && only->content_string) {
+        const char *t = join_text(&a, only->parts, only->n_parts, "");
+        rw_kstr(w, "system", t ? t : "");
+    } else if (n_sys) {
+        rw_karr(w, "system");
+        for (size_t i = 0; i < r->n_messages; i++)
+            if (is_sys(&r->messages[i]))
+                for (size_t k = 0; k < r->messages[i].n_parts; k++) w_block(w, &a, &r->messages[i].parts[k], k);
+        rw_end(w);
+    }
+    /* turns: maximal runs of non-system messages with the same wire role */
+    rw_karr(w, "messages");
+    size_t tool_idx = 0;
+    for (size_t i = 0; i < r->n_messages;) {
+        if (is_sys(&r->messages[i])) {
+            i++;
+            continue;
+        }
+        bool user = wire_user(&r->messages[i]);
+        size_t e = i, nmsg = 0, nblocks = 0;
+        for (; e < r->n_messages; e++) {
+            const recipe_message *m = &r->messages[e];
+            if (is_sys(m)) continue;
+            if (wire_user(m) != user) break;
+            nmsg++;
+            for (size_t k = 0; k < m->n_parts; k++) nblocks += emits_block(&m->parts[k]);
+        }
+        const recipe_message *first = &r->messages[i];
+        bool single = nmsg == 1 && first->content_string && first->role != RECIPE_ROLE_TOOL && first->n_parts == 1 &&
+                      first->parts[0].type == RECIPE_PART_TEXT;
+        if (single || nblocks) {
+            rw_obj(w);
+            rw_kstr(w, "role", user ? "user" : "assistant");
+            if (single) {
+                rw_kstr(w, "content", first->parts[0].text ? first->parts[0].text : "");
+                tool_idx++;
+            } else {
+                rw_karr(w, "content");
+                for (size_t j = i; j < e; j++) {
+                    if (is_sys(&r->messages[j])) continue;
+                    for (size_t k = 0; k < r->messages[j].n_parts; k++) w_block(w, &a, &r->messages[j].parts[k], tool_idx++);
+                }
+                rw_end(w);
+            }
+            rw_end(w);
+        }
+        i = e;
+    }
+    rw_end(w);
+    if (r->n_tools) {
+        rw_karr(w, "tools");
+        for (size_t i = 0; i < r->n_tools; i++) {
+            const recipe_tool *t = &r->tools[i];
+            rw_obj(w);
+            rw_kstr(w, "name", t->name);
+            rw_kstr(w, "description", t->description);
+            rw_key(w, "input_schema");
+            if (t->parameters) rw_json(w, t->parameters);
+            else {
+                rw_obj(w);
+                rw_kstr(w, "type", "object");
+                rw_kobj(w, "properties");
+                rw_end(w);
+                rw_end(w);
+            }
+            rw_kjson(w, "cache_control", t->cache_control);
+            rw_end(w);
+        }
+        rw_end(w);
+    }
+    const char *tc = NULL;
+    switch (r->tool_choice) {
+    case RECIPE_TOOL_CHOICE_NONE: tc = "none"; break;
+    case RECIPE_TOOL_CHOICE_AUTO: tc = "auto"; break;
+    case RECIPE_TOOL_CHOICE_REQUIRED: tc = "any"; break;
+    case RECIPE_TOOL_CHOICE_NAMED: tc = "tool"; break;
+    default:
+        if (r->n_tools && r->parallel_tool_calls == 0) tc = "auto";
+    }
+    if (tc) {
+        rw_kobj(w, "tool_choice");
+        rw_kstr(w, "type", tc);
+        if (r->tool_choice == RECIPE_TOOL_CHOICE_NAMED) rw_kstr(w, "name", r->tool_choice_name);
+        if (r->parallel_tool_calls >= 0) rw_key(w, "disable_parallel_tool_use"), rw_bool(w, !r->parallel_tool_calls);
+        rw_end(w);
+    }
+    if (r->n_stop) {
+        rw_karr(w, "stop_sequences");
+        for (size_t i = 0; i < r->n_stop; i++) rw_str(w, r->stop[i]);
+        rw_end(w);
+    }
+    /* OpenAI's 0-2 range is not rescaled; values above Anthropic's maximum are clamped */
+    rw_kreal(w, "temperature", r->temperature > 1 ? 1 : r->temperature);
+    rw_kreal(w, "top_p", r->top_p);
+    rw_kint(w, "top_k", r->top_k);
+    if (r->stream) rw_key(w, "stream"), rw_bool(w, true);
+    if (r->user) {
+        rw_kobj(w, "metadata");
+        rw_kstr(w, "user_id", r->user);
+        rw_end(w);
+    }
+    if (thinking >= 0) {
+        rw_kobj(w, "thinking");
+        rw_kstr(w, "type", thinking == 2 ? "adaptive" : thinking ? "enabled" : "disabled");
+        if (thinking == 1) rw_kint(w, "budget_tokens", budget);
+        rw_end(w);
+    }
+    bool fmt = (r->format == RECIPE_FORMAT_JSON_SCHEMA && r->format_schema) || r->format == RECIPE_FORMAT_JSON_OBJECT;
+    bool eff = r->source == RECIPE_API_MESSAGES && r->reasoning_effort;
+    if (fmt || eff) {
+        rw_kobj(w, "output_config");
+        if (fmt) {
+            rw_kobj(w, "format");
+            rw_kstr(w, "type", "json_schema");
+            rw_key(w, "schema");
+            if (r->format == RECIPE_FORMAT_JSON_SCHEMA) rw_json(w, r->format_schema);
+            else {
+                rw_obj(w);
+                rw_kstr(w, "type", "object");
+                rw_end(w);
+            }
+            rw_end(w);
+        }
+        if (eff) rw_kstr(w, "effort", recipe_effort_name(r->reasoning_effort));
+        rw_end(w);
+    }
+    write_extensions(w, r);
+    rw_end(w);
+    ra_free(&a);
+    return 0;
+}
+
+static json_t *block_of(recipe_arena *a, const recipe_part *p, size_t idx) {
+    rw w;
+    rw_init_tree(&w);
+    w_block(&w, a, p, idx);
+    return rw_finish(&w);
+}
+
+/* ---------------------------------------------------------------- response */
+
+json_t *usage_messages(const recipe_usage *u);
+json_t *usage_messages(const recipe_usage *u) {
+    int64_t in = u->prompt - u->cache_read - u->cache_write;
+    return json_pack("{s:I,s:I,s:I,s:I}", "input_tokens", (json_int_t)(in > 0 ? in : 0), "output_tokens",
+                     (json_int_t)u->output, "cache_creation_input_tokens", (json_int_t)u->cache_write,
+                     "cache_read_input_tokens", (json_int_t)u->cache_read);
+}
+
+/* A stand-in signature for reasoning we produced: 64 hex digits derived from the text
+ * (vLLM sends random hex; signatures we get back are ignored). */
+void synth_signature(char out[72], const char *text, size_t len);
+void synth_signature(char out[72], const char *text, size_t len) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+    for (int k = 0; k < 4; k++) snprintf(out + 16 * k, 17, "%016llx", (unsigned long long)mix64(h + (uint64_t)k));
+}
+
+json_t *messages_response_encode(const recipe_response *r, recipe_error *err);
+json_t *messages_response_encode(const recipe_response *r, recipe_error *err) {
+    (void)err;
+    recipe_arena a = {0};
+    json_t *content = json_array();
+    bool calls = false;
+    for (size_t i = 0; i < r->n_parts; i++) {
+        const recipe_part *p = &r->parts[i];
+        json_t *b;
+        if (p->type == RECIPE_PART_REASONING) {
+            const char *t = reasoning_text(&a, p);
+            if (!t) t = "";
+            char sig[72];
+            if (!p->signature) synth_signature(sig, t, strlen(t));
+            b = json_pack("{s:s,s:o,s:o}", "type", "thinking", "thinking", jsnew(t), "signature",
+                          jsnew(p->signature ? p->signature : sig));
+        } else {
+            calls |= p->type == RECIPE_PART_TOOL_CALL;
+            b = block_of(&a, p, i);
+        }
+        if (b) json_array_append_new(content, b);
+    }
+    recipe_finish f = calls ? RECIPE_FINISH_TOOL_CALLS : r->finish;
+    json_t *o = json_object();
+    jset(o, "id", jsnew(r->id ? r->id : default_id(&a, "msg_", r)));
+    jset(o, "type", json_string("message"));
+    jset(o, "role", json_string("assistant"));
+    jset(o, "model", jsnew(r->model ? r->model : ""));
+    jset(o, "content", content);
+    const char *sr = recipe_finish_messages(f);
+    jset(o, "stop_reason", sr ? json_string(sr) : json_null());
+    jset(o, "stop_sequence", f == RECIPE_FINISH_STOP_STRING && r->stop_sequence ? jsnew(r->stop_sequence) : json_null());
+    recipe_usage zero = {0};
+    jset(o, "usage", usage_messages(r->has_usage ? &r->usage : &zero));
+    ra_free(&a);
+    return o;
+}
+
+int messages_response_parse(recipe_response *r, json_t *b, recipe_error *err);
+int messages_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
+    r->id = jstr(b, "id");
+    r->model = jstr(b, "model");
+    json_t *c = json_object_get(b, "content");
+    if (!json_is_array(c)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "content", "'content' must be an array");
+    r->parts = ra_alloc(&r->arena, (json_array_size(c) + 1) * sizeof *r->parts);
+    if (!r->parts) return oom(err);
+    for (size_t i = 0; i < json_array_size(c); i++) {
+        json_t *blk = json_array_get(c, i);
+        const char *type = jstr(blk, "type");
+        recipe_part *p = &r->parts[r->n_parts];
+        if (!type) continue;
+        if (!strcmp(type, "text") && jstr(blk, "text")) p->type = RECIPE_PART_TEXT, p->text = jstr(blk, "text");
+        else if (!strcmp(type, "thinking") && jstr(blk, "thinking")) {
+            p->type = RECIPE_PART_REASONING;
+            p->text = jstr(blk, "thinking");
+            p->signature = jstr(blk, "signature");
+        } else if (!strcmp(type, "redacted_thinking") && jstr(blk, "data")) p->type = RECIPE_PART_REDACTED, p->data = jstr(blk, "data");
+        else if (!strcmp(type, "tool_use") && jstr(blk, "name")) {
+            p->type = RECIPE_PART_TOOL_CALL;
+            p->id = jstr(blk, "id");
+            p->name = jstr(blk, "name");
+            json_t *in = json_object_get(blk, "input");
+            p->args = in ? json_to_text(&r->arena, in) : "{}";
+        } else
+            continue;
+        r->n_parts++;
+    }
+    r->finish = recipe_finish_from_messages(jstr(b, "stop_reason"));
+    r->stop_sequence = jstr(b, "stop_sequence");
+    json_t *u = json_object_get(b, "usage");
+    if (json_is_object(u)) {
+        r->has_usage = true;
+        r->usage.cache_read = json_integer_value(json_object_get(u, "cache_read_input_tokens"));
+        r->usage.cache_write = json_integer_value(json_object_get(u, "cache_creation_input_tokens"));
+        r->usage.prompt = json_integer_value(json_object_get(u, "input_tokens")) + r->usage.cache_read + r->usage.cache_write;
+        r->usage.output = json_integer_value(json_object_get(u, "output_tokens"));
+    }
+    return 0;
+}

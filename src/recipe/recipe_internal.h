@@ -1,0 +1,127 @@
+/* recipe_internal.h - helpers shared by the recipe codecs (the src/recipe sources only):
+ * the arena that owns a canonical object's strings and arrays, the growable SSE
+ * buffer, JSON string escaping, and small jansson accessors that report type
+ * errors with the field path. Not part of the public API. */
+#ifndef CINFER_RECIPE_INTERNAL_H
+#define CINFER_RECIPE_INTERNAL_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "cinfer/recipe.h"
+
+/* ---- arena: zeroed allocations, freed all at once; the first chunk survives reset */
+void *ra_alloc(recipe_arena *a, size_t n);
+char *ra_strndup(recipe_arena *a, const char *s, size_t n);
+void ra_reset(recipe_arena *a);
+void ra_free(recipe_arena *a);
+
+/* ---- output buffer (0 ok, -1 out of memory) */
+int rb_reserve(recipe_buf *b, size_t extra);
+int rb_put(recipe_buf *b, const char *s, size_t n);
+int rb_puts(recipe_buf *b, const char *s);
+int rb_printf(recipe_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s[0..n) as a quoted JSON string (invalid UTF-8 bytes become U+FFFD). */
+int rb_json_str(recipe_buf *b, const char *s, size_t n);
+/* Appends a compact dump of j. */
+int rb_json(recipe_buf *b, const json_t *j);
+int rb_int(recipe_buf *b, int64_t v);
+/* "<prefix>[<idx>]<suffix>" into buf without printf (field paths on the parse path). */
+const char *path_idx(char *buf, size_t cap, const char *prefix, size_t idx, const char *suffix);
+/* Appends s[0..n) with each invalid UTF-8 byte replaced by U+FFFD. */
+int rb_put_utf8(recipe_buf *b, const char *s, size_t n);
+int rb_real(recipe_buf *b, double v); /* shortest text that reads back exactly, always a real (1.0) */
+
+/* ---- JSON accessors */
+static inline const char *jstr(const json_t *o, const char *key) {
+    return json_string_value(json_object_get(o, key));
+}
+/* New string value without re-validating UTF-8 (inputs came from jansson or were validated). */
+static inline json_t *jsnew(const char *s) { return s ? json_stringn_nocheck(s, strlen(s)) : json_null(); }
+/* json_object_set_new that ignores NULL values. */
+static inline void jset(json_t *o, const char *k, json_t *v) {
+    if (v) json_object_set_new_nocheck(o, k, v);
+}
+static inline void jset_str(json_t *o, const char *k, const char *s) {
+    if (s) json_object_set_new_nocheck(o, k, json_stringn_nocheck(s, strlen(s)));
+}
+static inline void jset_ref(json_t *o, const char *k, json_t *v) {
+    if (v) json_object_set_nocheck(o, k, v);
+}
+static inline void jset_int(json_t *o, const char *k, int64_t v) {
+    if (v != RECIPE_UNSET) json_object_set_new_nocheck(o, k, json_integer(v));
+}
+static inline void jset_real(json_t *o, const char *k, double v) {
+    if (!isnan(v)) {
+        /* keep integral values integral so 1 round-trips as 1, not 1.0 */
+        if (v == (double)(int64_t)v && fabs(v) < 1e15)
+            json_object_set_new_nocheck(o, k, json_integer((json_int_t)v));
+        else
+            json_object_set_new_nocheck(o, k, json_real(v));
+    }
+}
+static inline void jset_tri(json_t *o, const char *k, int v) {
+    if (v >= 0) json_object_set_new_nocheck(o, k, json_boolean(v));
+}
+
+/* Typed getters: absent/null -> leaves *out untouched, returns 0; wrong type -> recipe_fail. */
+int jget_str(const json_t *o, const char *key, const char **out, recipe_error *err, const char *path);
+int jget_num(const json_t *o, const char *key, double *out, double lo, double hi, recipe_error *err,
+             const char *path);
+int jget_int(const json_t *o, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
+             const char *path);
+int jget_bool(const json_t *o, const char *key, int *out, recipe_error *err, const char *path);
+int jget_obj(const json_t *o, const char *key, json_t **out, recipe_error *err, const char *path);
+
+/* Keeps an extra reference alive for the request's lifetime (for borrowed strings). */
+void req_keep(recipe_request *r, json_t *v);
+json_t *ref(json_t *v); /* json_incref that tolerates NULL and JSON null (-> NULL) */
+
+/* ---- shared pieces of the codecs */
+/* Joins the text parts of a content value (string or array of typed text parts) into one
+ * string in the arena; NULL if no text. */
+const char *join_text(recipe_arena *a, const recipe_part *parts, size_t n, const char *sep);
+recipe_effort effort_parse(const char *s); /* UNSET if NULL/unknown */
+int tool_choice_parse_openai(recipe_request *r, const json_t *tc, bool responses, recipe_error *err);
+json_t *tool_choice_encode_openai(const recipe_request *r, bool responses);
+/* Common OpenAI (Chat + Responses) sampling / extension fields. */
+int parse_common_sampling(recipe_request *r, const json_t *b, recipe_error *err);
+struct rw;
+void write_extensions(struct rw *w, const recipe_request *r);
+/* Extension fields every format accepts (top_k, min_p, repetition_penalty, cache_salt,
+ * chat_template_kwargs, cinfer). */
+int parse_extensions(recipe_request *r, const json_t *b, recipe_error *err);
+/* Image part from a URL; data: URLs also fill media_type/data. */
+void image_from_url(recipe_arena *a, recipe_part *p, const char *url);
+/* data: URL for a base64 image part (arena string), or its url. */
+const char *image_url(recipe_arena *a, const recipe_part *p);
+/* Reasoning text of a part: its text, else its Responses summary texts joined by "\n\n". */
+const char *reasoning_text(recipe_arena *a, const recipe_part *p);
+/* Default response ids when none is given: "<prefix><hex>" (time + address seeded). */
+const char *default_id(recipe_arena *a, const char *prefix, const void *obj);
+/* Tool arguments text -> object (invalid or non-object JSON -> {} as the doc recommends). */
+json_t *args_to_object(const char *args);
+/* Whether s[0..n) is exactly one JSON object that json_loads would accept (jsonv.c). */
+bool json_text_is_object(const char *s, size_t n);
+/* Object -> compact JSON text in the arena. */
+const char *json_to_text(recipe_arena *a, const json_t *v);
+/* Mints "<prefix><24 hex>" from a seed. */
+void mint_id(char *out, size_t cap, const char *prefix, uint64_t seed);
+uint64_t mix64(uint64_t x);
+
+/* shared by the codecs and the stream encoder (defined in chat.c, messages.c, responses.c) */
+json_t *usage_chat(const recipe_usage *u);
+json_t *usage_messages(const recipe_usage *u);
+json_t *usage_responses(const recipe_usage *u);
+void synth_signature(char out[72], const char *text, size_t len);
+json_t *responses_output(const recipe_response *r, const char *resp_id);
+void responses_echo(json_t *o, const recipe_request *req);
+void responses_status(json_t *o, recipe_finish f, const char *error_message);
+
+#define RECIPE_PATH 96
+/* field paths in error messages are truncated on purpose when absurdly deep */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
+#endif

@@ -1,0 +1,711 @@
+/* responses.c - OpenAI Responses codec: request <-> canonical, response object
+ * <-> canonical (protocols.md §3). `instructions` becomes a top_level SYSTEM
+ * message; adjacent reasoning / function_call / assistant message items fold
+ * into ONE assistant message (as vLLM does) and keep their item ids so they
+ * unfold again on the way back. Called through codec.c. */
+#include <stdio.h>
+
+#include "recipe/recipe_internal.h"
+#include "recipe/writer.h"
+
+static const char *nz(const char *s) { return s ? s : ""; }
+
+static int oom(recipe_error *err) { return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory"); }
+
+static int parse_parts(recipe_request *r, const json_t *c, recipe_part **out, size_t *n, bool *is_string, const char *path,
+                       recipe_error *err) {
+    *out = NULL, *n = 0, *is_string = false;
+    if (json_is_string(c)) {
+        recipe_part *p = ra_alloc(&r->arena, sizeof *p);
+        if (!p) return oom(err);
+        p->type = RECIPE_PART_TEXT;
+        p->text = json_string_value(c);
+        *out = p, *n = 1, *is_string = true;
+        return 0;
+    }
+    if (!json_is_array(c)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be a string or an array", path);
+    size_t cnt = json_array_size(c);
+    recipe_part *ps = ra_alloc(&r->arena, (cnt ? cnt : 1) * sizeof *ps);
+    if (!ps) return oom(err);
+    size_t k = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        json_t *p = json_array_get(c, i);
+        const char *type = jstr(p, "type");
+        char p2[RECIPE_PATH];
+        path_idx(p2, sizeof p2, path, i, "");
+        if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.type' missing", p2);
+        if (!strcmp(type, "input_text") || !strcmp(type, "output_text") || !strcmp(type, "text")) {
+            if (!jstr(p, "text")) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.text' must be a string", p2);
+            ps[k].type = RECIPE_PART_TEXT;
+            ps[k++].text = jstr(p, "text");
+        } else if (!strcmp(type, "input_image")) {
+            const char *url = jstr(p, "image_url");
+            if (!url)
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.image_url' must be a string (file ids are not supported)", p2);
+            image_from_url(&r->arena, &ps[k], url);
+            ps[k++].detail = jstr(p, "detail");
+        } else if (!strcmp(type, "refusal")) {
+            continue;
+        } else
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s': unsupported content part type '%s'", p2, type);
+    }
+    *out = ps, *n = k;
+    return 0;
+}
+
+/* Appends a part to the open assistant message (opening one if needed). */
+static recipe_part *asst_part(recipe_request *r, recipe_message **open, size_t cap, recipe_error *err) {
+    if (!*open) {
+        *open = &r->messages[r->n_messages++];
+        (*open)->role = RECIPE_ROLE_ASSISTANT;
+        (*open)->parts = ra_alloc(&r->arena, cap * sizeof *(*open)->parts);
+        if (!(*open)->parts) return oom(err), NULL;
+    }
+    return &(*open)->parts[(*open)->n_parts++];
+}
+
+int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err);
+int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
+    if (jget_str(b, "model", &r->model, err, "")) return -1;
+    json_t *input = json_object_get(b, "input");
+    const char *instr = NULL;
+    if (jget_str(b, "instructions", &instr, err, "")) return -1;
+    if (!json_is_string(input) && !json_is_array(input))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "'input' must be a string or an array of items");
+    size_t n_items = json_is_array(input) ? json_array_size(input) : 1;
+    /* each item adds at most one message; text parts of one message item may be many */
+    size_t part_cap = 0;
+    for (size_t i = 0; json_is_array(input) && i < n_items; i++) {
+        json_t *c = json_object_get(json_array_get(input, i), "content");
+        part_cap += 1 + (json_is_array(c) ? json_array_size(c) : 0);
+    }
+    r->messages = ra_alloc(&r->arena, (n_items + 1) * sizeof *r->messages);
+    if (!r->messages) return oom(err);
+    if (instr) {
+        recipe_message *m = &r->messages[r->n_messages++];
+        m->role = RECIPE_ROLE_SYSTEM;
+        m->top_level = m->content_string = true;
+        m->parts = ra_alloc(&r->arena, sizeof *m->parts);
+        if (!m->parts) return oom(err);
+        m->parts[0].type = RECIPE_PART_TEXT;
+        m->parts[0].text = instr;
+        m->n_parts = 1;
+    }
+    if (json_is_string(input)) {
+        recipe_message *m = &r->messages[r->n_messages++];
+        m->role = RECIPE_ROLE_USER;
+        m->content_string = true;
+        m->parts = ra_alloc(&r->arena, sizeof *m->parts);
+        if (!m->parts) return oom(err);
+        m->parts[0].type = RECIPE_PART_TEXT;
+        m->parts[0].text = json_string_value(input);
+        m->n_parts = 1;
+        r->input_string = true;
+    }
+    recipe_message *open = NULL; /* assistant message folding adjacent items */
+    for (size_t i = 0; json_is_array(input) && i < n_items; i++) {
+        json_t *it = json_array_get(input, i);
+        char path[RECIPE_PATH];
+        path_idx(path, sizeof path, "input", i, "");
+        if (!json_is_object(it)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
+        const char *type = jstr(it, "type");
+        const char *role = jstr(it, "role");
+        if (!type && role) type = "message";
+        if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.type' missing", path);
+        if (!strcmp(type, "message")) {
+            char p2[RECIPE_PATH];
+            snprintf(p2, sizeof p2, "%s.content", path);
+            recipe_part *ps;
+            size_t n;
+            bool is_str;
+            if (!role) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' missing", path);
+            if (parse_parts(r, json_object_get(it, "content"), &ps, &n, &is_str, p2, err)) return -1;
+            if (!strcmp(role, "assistant")) {
+                if (open && open->content_string) open = NULL; /* a plain-string message stands alone */
+                for (size_t k = 0; k < n; k++) {
+                    recipe_part *p = asst_part(r, &open, part_cap + 1, err);
+                    if (!p) return -1;
+                    *p = ps[k];
+                    p->item_id = jstr(it, "id");
+                }
+                if (!open) {
+                    if (!asst_part(r, &open, part_cap + 1, err)) return -1;
+                    open->n_parts = 0;
+                }
+                open->content_string = is_str;
+                if (is_str) open = NULL;
+                continue;
+            }
+            open = NULL;
+            recipe_message *m = &r->messages[r->n_messages++];
+            if (!strcmp(role, "user")) m->role = RECIPE_ROLE_USER;
+            else if (!strcmp(role, "system")) m->role = RECIPE_ROLE_SYSTEM;
+            else if (!strcmp(role, "developer")) m->role = RECIPE_ROLE_DEVELOPER;
+            else return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' '%s' is not user, assistant, system or developer", path, role);
+            m->parts = ps, m->n_parts = n, m->content_string = is_str;
+        } else if (!strcmp(type, "function_call")) {
+            const char *name = jstr(it, "name"), *call_id = jstr(it, "call_id"), *args = jstr(it, "arguments");
+            if (!name || !call_id)
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' needs string call_id and name", path);
+            if (open && open->content_string) open = NULL;
+            recipe_part *p = asst_part(r, &open, part_cap + 1, err);
+            if (!p) return -1;
+            p->type = RECIPE_PART_TOOL_CALL;
+            p->id = call_id, p->name = name, p->args = args ? args : "{}";
+            p->item_id = jstr(it, "id");
+        } else if (!strcmp(type, "reasoning")) {
+            if (open && open->content_string) open = NULL;
+            recipe_part *p = asst_part(r, &open, part_cap + 1, err);
+            if (!p) return -1;
+            p->type = RECIPE_PART_REASONING;
+            p->item_id = jstr(it, "id");
+            p->summary = ref(json_object_get(it, "summary"));
+            p->signature = jstr(it, "encrypted_content"); /* kept for round trips; never interpreted */
+            json_t *c = json_object_get(it, "content");
+            if (json_is_array(c)) {
+                recipe_buf tb = {0};
+                for (size_t k = 0; k < json_array_size(c); k++) {
+                    const char *t = jstr(json_array_get(c, k), "text");
+                    if (t) rb_puts(&tb, t);
+                }
+                p->text = tb.data ? ra_strndup(&r->arena, tb.data, tb.len) : "";
+                recipe_buf_free(&tb);
+            }
+        } else if (!strcmp(type, "function_call_output")) {
+            open = NULL;
+            recipe_message *m = &r->messages[r->n_messages++];
+            m->role = RECIPE_ROLE_TOOL;
+            recipe_part *p = m->parts = ra_alloc(&r->arena, sizeof *p);
+            if (!p) return oom(err);
+            m->n_parts = 1;
+            p->type = RECIPE_PART_TOOL_RESULT;
+            p->id = jstr(it, "call_id");
+            if (!p->id) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.call_id' missing", path);
+            char p2[RECIPE_PATH];
+            snprintf(p2, sizeof p2, "%s.output", path);
+            if (parse_parts(r, json_object_get(it, "output"), &p->parts, &p->n_parts, &p->content_string, p2, err)) return -1;
+        } else
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s': unsupported input item type '%s'", path, type);
+    }
+    if (r->n_messages == 0) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "'input' is empty");
+
+    json_t *tools = json_object_get(b, "tools");
+    if (json_is_array(tools)) {
+        size_t n = json_array_size(tools);
+        r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
+        if (!r->tools) return oom(err);
+        for (size_t i = 0; i < n; i++) {
+            json_t *t = json_array_get(tools, i);
+            const char *type = jstr(t, "type");
+            if (!type || strcmp(type, "function"))
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'", i,
+                                   type ? type : "(none)");
+            recipe_tool *d = &r->tools[r->n_tools++];
+            d->name = jstr(t, "name");
+            if (!d->name) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools[%zu].name' missing", i);
+            d->description = jstr(t, "description");
+            d->parameters = ref(json_object_get(t, "parameters"));
+            d->strict = -1;
+            if (jget_bool(t, "strict", &d->strict, err, "tools")) return -1;
+        }
+    } else if (tools && !json_is_null(tools))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
+    if (tool_choice_parse_openai(r, json_object_get(b, "tool_choice"), true, err)) return -1;
+    if (parse_common_sampling(r, b, err)) return -1;
+    if (jget_int(b, "max_output_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
+    json_t *text = NULL, *fmt = NULL;
+    if (jget_obj(b, "text", &text, err, "")) return -1;
+    if (text && jget_obj(text, "format", &fmt, err, "text")) return -1;
+    if (fmt) {
+        const char *type = jstr(fmt, "type");
+        if (type && !strcmp(type, "text")) r->format = RECIPE_FORMAT_TEXT;
+        else if (type && !strcmp(type, "json_object")) r->format = RECIPE_FORMAT_JSON_OBJECT;
+        else if (type && !strcmp(type, "json_schema") && json_is_object(json_object_get(fmt, "schema"))) {
+            r->format = RECIPE_FORMAT_JSON_SCHEMA;
+            r->format_name = jstr(fmt, "name");
+            r->format_description = jstr(fmt, "description");
+            r->format_schema = ref(json_object_get(fmt, "schema"));
+            if (jget_bool(fmt, "strict", &r->format_strict, err, "text.format")) return -1;
+        } else
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "text.format",
+                               "'text.format' must be text, json_object or json_schema with a schema object");
+    }
+    json_t *rs = NULL;
+    if (jget_obj(b, "reasoning", &rs, err, "")) return -1;
+    if (rs) {
+        const char *eff = jstr(rs, "effort");
+        if (eff && !(r->reasoning_effort = effort_parse(eff)))
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "reasoning.effort",
+                               "'reasoning.effort' must be one of none, minimal, low, medium, high");
+        r->reasoning_summary = jstr(rs, "summary");
+    }
+    if (jget_str(b, "previous_response_id", &r->previous_response_id, err, "")) return -1;
+    if (jget_bool(b, "store", &r->store, err, "")) return -1;
+    if (jget_str(b, "truncation", &r->truncation, err, "")) return -1;
+    json_t *inc = json_object_get(b, "include");
+    if (inc && !json_is_null(inc) && !json_is_array(inc))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "include", "'include' must be an array");
+    r->include = ref(inc);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- request encode */
+
+static json_t *input_parts(recipe_arena *a, const recipe_part *ps, size_t n, const char *text_type) {
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        if (ps[i].type == RECIPE_PART_TEXT) {
+            json_t *p = json_pack("{s:s,s:o}", "type", text_type, "text", jsnew(ps[i].text));
+            if (!strcmp(text_type, "output_text")) jset(p, "annotations", json_array());
+            json_array_append_new(arr, p);
+        } else if (ps[i].type == RECIPE_PART_IMAGE) {
+            json_t *p = json_pack("{s:s,s:o}", "type", "input_image", "image_url", jsnew(image_url(a, &ps[i])));
+            jset_str(p, "detail", ps[i].detail);
+            json_array_append_new(arr, p);
+        }
+    }
+    return arr;
+}
+
+static json_t *reasoning_item(recipe_arena *a, const recipe_part *p, bool keep_sig, const char *minted) {
+    json_t *it = json_object();
+    jset(it, "type", json_string("reasoning"));
+    jset_str(it, "id", p->item_id ? p->item_id : minted);
+    jset(it, "summary", p->summary ? json_incref(p->summary) : json_array());
+    const char *t = p->text ? p->text : p->summary ? NULL : reasoning_text(a, p);
+    if (t) jset(it, "content", json_pack("[{s:s,s:o}]", "type", "reasoning_text", "text", jsnew(t)));
+    if (keep_sig) jset_str(it, "encrypted_content", p->signature);
+    return it;
+}
+
+json_t *responses_tools(const recipe_request *r);
+json_t *responses_tools(const recipe_request *r) {
+    json_t *tools = json_array();
+    for (size_t i = 0; r && i < r->n_tools; i++) {
+        const recipe_tool *t = &r->tools[i];
+        json_t *d = json_object();
+        jset(d, "type", json_string("function"));
+        jset_str(d, "name", t->name);
+        jset_str(d, "description", t->description);
+        jset_ref(d, "parameters", t->parameters);
+        jset_tri(d, "strict", t->strict);
+        json_array_append_new(tools, d);
+    }
+    return tools;
+}
+
+json_t *responses_text_format(const recipe_request *r);
+json_t *responses_text_format(const recipe_request *r) {
+    if (!r || r->format == RECIPE_FORMAT_UNSET) return NULL;
+    json_t *f = json_object();
+    if (r->format == RECIPE_FORMAT_TEXT) jset(f, "type", json_string("text"));
+    else if (r->format == RECIPE_FORMAT_JSON_OBJECT) jset(f, "type", json_string("json_object"));
+    else {
+        jset(f, "type", json_string("json_schema"));
+        jset_str(f, "name", r->format_name ? r->format_name : "response");
+        jset_str(f, "description", r->format_description);
+        jset_ref(f, "schema", r->format_schema);
+        jset_tri(f, "strict", r->format_strict);
+    }
+    return json_pack("{s:o}", "format", f);
+}
+
+json_t *responses_reasoning(const recipe_request *r);
+json_t *responses_reasoning(const recipe_request *r) {
+    if (!r) return NULL;
+    recipe_effort eff = r->reasoning_effort;
+    if (!eff && r->thinking == 1 && r->thinking_budget != RECIPE_UNSET) eff = recipe_effort_from_budget(r->thinking_budget);
+    if (!eff && !r->reasoning_summary) return NULL;
+    json_t *o = json_object();
+    jset_str(o, "effort", recipe_effort_name(eff));
+    jset_str(o, "summary", r->reasoning_summary);
+    return o;
+}
+
+static void w_input_parts(rw *w, recipe_arena *a, const recipe_part *ps, size_t n, const char *text_type) {
+    rw_arr(w);
+    for (size_t i = 0; i < n; i++) {
+        if (ps[i].type == RECIPE_PART_TEXT) {
+            rw_obj(w);
+            rw_kstr(w, "type", text_type);
+            rw_kstr(w, "text", ps[i].text);
+            if (!strcmp(text_type, "output_text")) rw_karr(w, "annotations"), rw_end(w);
+            rw_end(w);
+        } else if (ps[i].type == RECIPE_PART_IMAGE) {
+            rw_obj(w);
+            rw_kstr(w, "type", "input_image");
+            rw_kstr(w, "image_url", image_url(a, &ps[i]));
+            rw_kstr(w, "detail", ps[i].detail);
+            rw_end(w);
+        }
+    }
+    rw_end(w);
+}
+
+int responses_request_write(rw *w, const recipe_request *r, recipe_error *err);
+int responses_request_write(rw *w, const recipe_request *r, recipe_error *err) {
+    size_t n_plain = 0;
+    const recipe_message *plain = NULL;
+    for (size_t i = 0; i < r->n_messages; i++)
+        if (!r->messages[i].top_level) n_plain++, plain = &r->messages[i];
+    if (n_plain == 0) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "no input items to encode");
+    recipe_arena a = {0};
+    bool keep_sig = r->source == RECIPE_API_RESPONSES;
+    rw_obj(w);
+    rw_kstr(w, "model", r->model);
+    /* instructions: the top-level system messages, joined */
+    recipe_buf ib = {0};
+    for (size_t i = 0; i < r->n_messages; i++) {
+        const recipe_message *m = &r->messages[i];
+        if (!m->top_level) continue;
+        const char *t = join_text(&a, m->parts, m->n_parts, "\n");
+        if (!t) continue;
+        if (ib.len) rb_puts(&ib, "\n");
+        rb_puts(&ib, t);
+    }
+    if (ib.data) rw_key(w, "instructions"), rw_strn(w, ib.data, ib.len);
+    recipe_buf_free(&ib);
+    if (r->input_string && n_plain == 1 && plain->role == RECIPE_ROLE_USER && plain->content_string) {
+        rw_kstr(w, "input", nz(join_text(&a, plain->parts, plain->n_parts, "")));
+    } else {
+        rw_karr(w, "input");
+        for (size_t i = 0; i < r->n_messages; i++) {
+            const recipe_message *m = &r->messages[i];
+            if (m->top_level) continue;
+            switch (m->role) {
+            case RECIPE_ROLE_SYSTEM:
+            case RECIPE_ROLE_DEVELOPER:
+            case RECIPE_ROLE_USER:
+                rw_obj(w);
+                rw_kstr(w, "type", "message");
+                rw_kstr(w, "role", m->role == RECIPE_ROLE_USER ? "user" : m->role == RECIPE_ROLE_SYSTEM ? "system" : "developer");
+                rw_key(w, "content");
+                if (m->content_string) rw_str(w, nz(join_text(&a, m->parts, m->n_parts, "")));
+                else w_input_parts(w, &a, m->parts, m->n_parts, "input_text");
+                rw_end(w);
+                break;
+            case RECIPE_ROLE_ASSISTANT:
+                for (size_t k = 0; k < m->n_parts;) {
+                    const recipe_part *p = &m->parts[k];
+                    if (p->type == RECIPE_PART_REASONING) {
+                        char minted[64];
+                        mint_id(minted, sizeof minted, "rs_", i * 1000 + k);
+                        rw_obj(w);
+                        rw_kstr(w, "type", "reasoning");
+                        rw_kstr(w, "id", p->item_id ? p->item_id : minted);
+                        rw_key(w, "summary");
+                        if (p->summary) rw_json(w, p->summary);
+                        else rw_arr(w), rw_end(w);
+                        const char *t = p->text ? p->text : p->summary ? NULL : reasoning_text(&a, p);
+                        if (t) {
+                            rw_karr(w, "content");
+                            rw_obj(w);
+                            rw_kstr(w, "type", "reasoning_text");
+                            rw_kstr(w, "text", t);
+                            rw_end(w);
+                            rw_end(w);
+                        }
+                        if (keep_sig) rw_kstr(w, "encrypted_content", p->signature);
+                        rw_end(w);
+                        k++;
+                    } else if (p->type == RECIPE_PART_TOOL_CALL) {
+                        rw_obj(w);
+                        rw_kstr(w, "type", "function_call");
+                        rw_kstr(w, "id", p->item_id);
+                        rw_kstr(w, "call_id", p->id);
+                        rw_kstr(w, "name", p->name);
+                        rw_kstr(w, "arguments", p->args ? p->args : "{}");
+                        rw_end(w);
+                        k++;
+                    } else if (p->type == RECIPE_PART_TEXT) {
+                        size_t e = k + 1; /* consecutive text parts of the same item */
+                        while (e < m->n_parts && m->parts[e].type == RECIPE_PART_TEXT &&
+                               ((!p->item_id && !m->parts[e].item_id) ||
+                                (p->item_id && m->parts[e].item_id && !strcmp(p->item_id, m->parts[e].item_id))))
+                            e++;
+                        rw_obj(w);
+                        rw_kstr(w, "type", "message");
+                        rw_kstr(w, "role", "assistant");
+                        rw_kstr(w, "id", p->item_id);
+                        rw_key(w, "content");
+                        if (m->content_string && keep_sig) rw_str(w, nz(join_text(&a, p, e - k, "")));
+                        else w_input_parts(w, &a, p, e - k, "output_text");
+                        rw_end(w);
+                        k = e;
+                    } else
+                        k++; /* redacted thinking / images: no Responses counterpart */
+                }
+                break;
+            case RECIPE_ROLE_TOOL: {
+                const recipe_part *p = m->n_parts ? &m->parts[0] : NULL;
+                if (!p) break;
+                rw_obj(w);
+                rw_kstr(w, "type", "function_call_output");
+                rw_kstr(w, "call_id", p->id);
+                rw_key(w, "output");
+                if (p->content_string) rw_str(w, nz(join_text(&a, p->parts, p->n_parts, "")));
+                else w_input_parts(w, &a, p->parts, p->n_parts, "input_text");
+                rw_end(w);
+                break;
+            }
+            }
+        }
+        rw_end(w);
+    }
+    if (r->n_tools) {
+        rw_karr(w, "tools");
+        for (size_t i = 0; i < r->n_tools; i++) {
+            const recipe_tool *t = &r->tools[i];
+            rw_obj(w);
+            rw_kstr(w, "type", "function");
+            rw_kstr(w, "name", t->name);
+            rw_kstr(w, "description", t->description);
+            rw_kjson(w, "parameters", t->parameters);
+            rw_ktri(w, "strict", t->strict);
+            rw_end(w);
+        }
+        rw_end(w);
+    }
+    switch (r->tool_choice) {
+    case RECIPE_TOOL_CHOICE_NONE: rw_kstr(w, "tool_choice", "none"); break;
+    case RECIPE_TOOL_CHOICE_AUTO: rw_kstr(w, "tool_choice", "auto"); break;
+    case RECIPE_TOOL_CHOICE_REQUIRED: rw_kstr(w, "tool_choice", "required"); break;
+    case RECIPE_TOOL_CHOICE_NAMED:
+        rw_kobj(w, "tool_choice");
+        rw_kstr(w, "type", "function");
+        rw_kstr(w, "name", r->tool_choice_name);
+        rw_end(w);
+        break;
+    default: break;
+    }
+    rw_ktri(w, "parallel_tool_calls", r->parallel_tool_calls);
+    if (r->format != RECIPE_FORMAT_UNSET) {
+        rw_kobj(w, "text");
+        rw_kobj(w, "format");
+        if (r->format == RECIPE_FORMAT_TEXT) rw_kstr(w, "type", "text");
+        else if (r->format == RECIPE_FORMAT_JSON_OBJECT) rw_kstr(w, "type", "json_object");
+        else {
+            rw_kstr(w, "type", "json_schema");
+            rw_kstr(w, "name", r->format_name ? r->format_name : "response");
+            rw_kstr(w, "description", r->format_description);
+            rw_kjson(w, "schema", r->format_schema);
+            rw_ktri(w, "strict", r->format_strict);
+        }
+        rw_end(w);
+        rw_end(w);
+    }
+    recipe_effort eff = r->reasoning_effort;
+    if (!eff && r->thinking == 1 && r->thinking_budget != RECIPE_UNSET) eff = recipe_effort_from_budget(r->thinking_budget);
+    if (eff || r->reasoning_summary) {
+        rw_kobj(w, "reasoning");
+        rw_kstr(w, "effort", recipe_effort_name(eff));
+        rw_kstr(w, "summary", r->reasoning_summary);
+        rw_end(w);
+    }
+    rw_kint(w, "max_output_tokens", r->max_tokens);
+    rw_kreal(w, "temperature", r->temperature);
+    rw_kreal(w, "top_p", r->top_p);
+    rw_kint(w, "top_k", r->top_k);
+    rw_kint(w, "top_logprobs", r->top_logprobs);
+    if (r->stream) rw_key(w, "stream"), rw_bool(w, true);
+    rw_kstr(w, "user", r->user);
+    rw_kjson(w, "metadata", r->metadata);
+    rw_kstr(w, "previous_response_id", r->previous_response_id);
+    rw_ktri(w, "store", r->store);
+    rw_kjson(w, "include", r->include);
+    rw_kstr(w, "truncation", r->truncation);
+    write_extensions(w, r);
+    rw_end(w);
+    ra_free(&a);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- response object */
+
+json_t *usage_responses(const recipe_usage *u);
+json_t *usage_responses(const recipe_usage *u) {
+    return json_pack("{s:I,s:{s:I},s:I,s:{s:I},s:I}", "input_tokens", (json_int_t)u->prompt, "input_tokens_details",
+                     "cached_tokens", (json_int_t)u->cache_read, "output_tokens", (json_int_t)u->output,
+                     "output_tokens_details", "reasoning_tokens", (json_int_t)u->reasoning, "total_tokens",
+                     (json_int_t)(u->prompt + u->output));
+}
+
+/* Output items for a response's parts; ids minted from the response id + position. */
+json_t *responses_output(const recipe_response *r, const char *resp_id);
+json_t *responses_output(const recipe_response *r, const char *resp_id) {
+    recipe_arena a = {0};
+    json_t *out = json_array();
+    uint64_t seed = 0;
+    for (const char *s = resp_id; s && *s; s++) seed = seed * 131 + (unsigned char)*s;
+    for (size_t k = 0; k < r->n_parts;) {
+        const recipe_part *p = &r->parts[k];
+        char minted[64];
+        if (p->type == RECIPE_PART_REASONING) {
+            mint_id(minted, sizeof minted, "rs_", seed + k);
+            json_array_append_new(out, reasoning_item(&a, p, false, minted));
+            k++;
+        } else if (p->type == RECIPE_PART_TOOL_CALL) {
+            mint_id(minted, sizeof minted, "fc_", seed + k);
+            json_t *it = json_object();
+            jset(it, "type", json_string("function_call"));
+            jset_str(it, "id", p->item_id ? p->item_id : minted);
+            jset_str(it, "call_id", p->id ? p->id : minted + 3);
+            jset_str(it, "name", p->name);
+            jset_str(it, "arguments", p->args ? p->args : "{}");
+            jset(it, "status", json_string("completed"));
+            json_array_append_new(out, it);
+            k++;
+        } else if (p->type == RECIPE_PART_TEXT) {
+            size_t e = k + 1;
+            while (e < r->n_parts && r->parts[e].type == RECIPE_PART_TEXT) e++;
+            mint_id(minted, sizeof minted, "msg_", seed + k);
+            json_t *it = json_object();
+            jset(it, "type", json_string("message"));
+            jset_str(it, "id", p->item_id ? p->item_id : minted);
+            jset(it, "status", json_string("completed"));
+            jset(it, "role", json_string("assistant"));
+            jset(it, "content", input_parts(&a, p, e - k, "output_text"));
+            json_array_append_new(out, it);
+            k = e;
+        } else
+            k++;
+    }
+    ra_free(&a);
+    return out;
+}
+
+/* The settings a response object echoes, from the request (defaults without one). */
+void responses_echo(json_t *o, const recipe_request *req);
+void responses_echo(json_t *o, const recipe_request *req) {
+    recipe_arena a = {0};
+    const char *instr = NULL;
+    for (size_t i = 0; req && i < req->n_messages; i++)
+        if (req->messages[i].top_level) instr = join_text(&a, req->messages[i].parts, req->messages[i].n_parts, "\n");
+    jset(o, "instructions", instr ? jsnew(instr) : json_null());
+    jset(o, "max_output_tokens", req && req->max_tokens != RECIPE_UNSET ? json_integer(req->max_tokens) : json_null());
+    jset(o, "metadata", req && req->metadata ? json_incref(req->metadata) : json_object());
+    jset(o, "parallel_tool_calls", json_boolean(!req || req->parallel_tool_calls != 0));
+    jset(o, "previous_response_id", req && req->previous_response_id ? jsnew(req->previous_response_id) : json_null());
+    json_t *rs = responses_reasoning(req);
+    jset(o, "reasoning", rs ? rs : json_pack("{s:n,s:n}", "effort", "summary"));
+    jset(o, "store", json_boolean(!req || req->store != 0));
+    jset(o, "temperature", req && !isnan(req->temperature) ? json_real(req->temperature) : json_real(1.0));
+    json_t *tf = responses_text_format(req);
+    jset(o, "text", tf ? tf : json_pack("{s:{s:s}}", "format", "type", "text"));
+    json_t *tc = req ? tool_choice_encode_openai(req, true) : NULL;
+    jset(o, "tool_choice", tc ? tc : json_string("auto"));
+    jset(o, "tools", responses_tools(req));
+    jset(o, "top_p", req && !isnan(req->top_p) ? json_real(req->top_p) : json_real(1.0));
+    jset(o, "truncation", json_string(req && req->truncation ? req->truncation : "disabled"));
+    jset(o, "user", req && req->user ? jsnew(req->user) : json_null());
+    ra_free(&a);
+}
+
+/* status / incomplete_details / error for a finish value */
+void responses_status(json_t *o, recipe_finish f, const char *error_message);
+void responses_status(json_t *o, recipe_finish f, const char *error_message) {
+    const char *status = "completed";
+    json_t *inc = json_null(), *er = json_null();
+    if (f == RECIPE_FINISH_NONE) status = "in_progress";
+    else if (f == RECIPE_FINISH_LENGTH) status = "incomplete", json_decref(inc), inc = json_pack("{s:s}", "reason", "max_output_tokens");
+    else if (f == RECIPE_FINISH_CONTENT_FILTER) status = "incomplete", json_decref(inc), inc = json_pack("{s:s}", "reason", "content_filter");
+    else if (f == RECIPE_FINISH_ERROR)
+        status = "failed", json_decref(er),
+        er = json_pack("{s:s,s:o}", "code", "server_error", "message", jsnew(error_message ? error_message : "generation failed"));
+    jset(o, "status", json_string(status));
+    jset(o, "error", er);
+    jset(o, "incomplete_details", inc);
+}
+
+json_t *responses_response_encode(const recipe_response *r, const recipe_request *req, recipe_error *err);
+json_t *responses_response_encode(const recipe_response *r, const recipe_request *req, recipe_error *err) {
+    (void)err;
+    recipe_arena a = {0};
+    json_t *o = json_object();
+    const char *id = r->id ? r->id : default_id(&a, "resp_", r);
+    jset(o, "id", jsnew(id));
+    jset(o, "object", json_string("response"));
+    jset(o, "created_at", json_integer(r->created));
+    responses_status(o, r->finish, r->error_message);
+    jset(o, "model", jsnew(r->model ? r->model : ""));
+    jset(o, "output", responses_output(r, id));
+    responses_echo(o, req);
+    recipe_usage zero = {0};
+    jset(o, "usage", usage_responses(r->has_usage ? &r->usage : &zero));
+    ra_free(&a);
+    return o;
+}
+
+int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err);
+int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
+    r->id = jstr(b, "id");
+    r->model = jstr(b, "model");
+    json_t *ca = json_object_get(b, "created_at");
+    if (json_is_integer(ca)) r->created = json_integer_value(ca);
+    json_t *out = json_object_get(b, "output");
+    if (!json_is_array(out)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output", "'output' must be an array");
+    size_t cap = 1;
+    for (size_t i = 0; i < json_array_size(out); i++) {
+        json_t *c = json_object_get(json_array_get(out, i), "content");
+        cap += 1 + (json_is_array(c) ? json_array_size(c) : 0);
+    }
+    r->parts = ra_alloc(&r->arena, cap * sizeof *r->parts);
+    if (!r->parts) return oom(err);
+    bool calls = false;
+    for (size_t i = 0; i < json_array_size(out); i++) {
+        json_t *it = json_array_get(out, i);
+        const char *type = jstr(it, "type");
+        if (!type) continue;
+        if (!strcmp(type, "message")) {
+            json_t *c = json_object_get(it, "content");
+            for (size_t k = 0; json_is_array(c) && k < json_array_size(c); k++) {
+                const char *t = jstr(json_array_get(c, k), "text");
+                if (!t) continue;
+                recipe_part *p = &r->parts[r->n_parts++];
+                p->type = RECIPE_PART_TEXT, p->text = t, p->item_id = jstr(it, "id");
+            }
+        } else if (!strcmp(type, "function_call")) {
+            recipe_part *p = &r->parts[r->n_parts++];
+            p->type = RECIPE_PART_TOOL_CALL;
+            p->id = jstr(it, "call_id"), p->name = jstr(it, "name"), p->item_id = jstr(it, "id");
+            p->args = jstr(it, "arguments") ? jstr(it, "arguments") : "{}";
+            if (!p->name) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output", "output[%zu].name missing", i);
+            calls = true;
+        } else if (!strcmp(type, "reasoning")) {
+            recipe_part *p = &r->parts[r->n_parts++];
+            p->type = RECIPE_PART_REASONING;
+            p->item_id = jstr(it, "id");
+            json_t *s = json_object_get(it, "summary");
+            if (json_is_array(s) && json_array_size(s)) p->summary = json_incref(s);
+            json_t *c = json_object_get(it, "content");
+            recipe_buf tb = {0};
+            for (size_t k = 0; json_is_array(c) && k < json_array_size(c); k++) {
+                const char *t = jstr(json_array_get(c, k), "text");
+                if (t) rb_puts(&tb, t);
+            }
+            p->text = tb.data ? ra_strndup(&r->arena, tb.data, tb.len) : NULL;
+            recipe_buf_free(&tb);
+        }
+    }
+    const char *status = jstr(b, "status");
+    r->status = status;
+    const char *reason = jstr(json_object_get(b, "incomplete_details"), "reason");
+    if (status && !strcmp(status, "failed")) {
+        r->finish = RECIPE_FINISH_ERROR;
+        r->error_message = jstr(json_object_get(b, "error"), "message");
+    } else if (status && !strcmp(status, "incomplete"))
+        r->finish = reason && !strcmp(reason, "content_filter") ? RECIPE_FINISH_CONTENT_FILTER : RECIPE_FINISH_LENGTH;
+    else if (status && strcmp(status, "completed"))
+        r->finish = RECIPE_FINISH_NONE;
+    else
+        r->finish = calls ? RECIPE_FINISH_TOOL_CALLS : RECIPE_FINISH_EOS;
+    json_t *u = json_object_get(b, "usage");
+    if (json_is_object(u)) {
+        r->has_usage = true;
+        r->usage.prompt = json_integer_value(json_object_get(u, "input_tokens"));
+        r->usage.cache_read = json_integer_value(json_object_get(json_object_get(u, "input_tokens_details"), "cached_tokens"));
+        r->usage.output = json_integer_value(json_object_get(u, "output_tokens"));
+        r->usage.reasoning = json_integer_value(json_object_get(json_object_get(u, "output_tokens_details"), "reasoning_tokens"));
+    }
+    return 0;
+}

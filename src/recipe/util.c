@@ -1,0 +1,478 @@
+/* util.c - arena, SSE output buffer, JSON escaping and typed JSON getters for the
+ * recipe codecs (see recipe_internal.h). The arena hands out zeroed 16-byte
+ * aligned blocks from chunks; reset keeps the first chunk so a request object
+ * reused across parses does not allocate in the steady state. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "recipe/recipe_internal.h"
+
+struct recipe_arena_chunk {
+    recipe_arena_chunk *next;
+    size_t cap, used;
+    _Alignas(16) unsigned char data[];
+};
+
+#define RA_CHUNK 8192
+
+void *ra_alloc(recipe_arena *a, size_t n) {
+    n = (n + 15) & ~(size_t)15;
+    if (n == 0) n = 16;
+    recipe_arena_chunk *c = a->head;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = n > RA_CHUNK ? n : RA_CHUNK;
+        /* a reset arena keeps one chunk: reuse it when it is empty */
+        recipe_arena_chunk *nc = malloc(sizeof *nc + cap);
+        if (!nc) return NULL;
+        nc->cap = cap;
+        nc->used = 0;
+        nc->next = c;
+        a->head = c = nc;
+    }
+    void *p = c->data + c->used;
+    c->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+char *ra_strndup(recipe_arena *a, const char *s, size_t n) {
+    char *d = ra_alloc(a, n + 1);
+    if (!d) return NULL;
+    memcpy(d, s, n);
+    d[n] = 0;
+    return d;
+}
+
+void ra_reset(recipe_arena *a) {
+    recipe_arena_chunk *c = a->head;
+    if (!c) return;
+    /* keep the oldest (last) chunk */
+    while (c->next) {
+        recipe_arena_chunk *n = c->next;
+        free(c);
+        c = n;
+    }
+    c->used = 0;
+    a->head = c;
+}
+
+void ra_free(recipe_arena *a) {
+    recipe_arena_chunk *c = a->head;
+    while (c) {
+        recipe_arena_chunk *n = c->next;
+        free(c);
+        c = n;
+    }
+    a->head = NULL;
+}
+
+/* ---------------------------------------------------------------- buffer */
+
+int rb_reserve(recipe_buf *b, size_t extra) {
+    if (b->cap - b->len > extra) return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->len <= extra) cap *= 2;
+    char *d = realloc(b->data, cap);
+    if (!d) return -1;
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+int rb_put(recipe_buf *b, const char *s, size_t n) {
+    if (rb_reserve(b, n + 1)) return -1;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = 0;
+    return 0;
+}
+
+int rb_puts(recipe_buf *b, const char *s) { return rb_put(b, s, strlen(s)); }
+
+int rb_printf(recipe_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char tmp[256];
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return -1;
+    if ((size_t)n < sizeof tmp) return rb_put(b, tmp, (size_t)n);
+    if (rb_reserve(b, (size_t)n + 1)) return -1;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+/* Length of the valid UTF-8 sequence at s (n bytes available), 0 if invalid/truncated. */
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    size_t len;
+    unsigned min;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) len = 2, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, min = 0x10000;
+    else return 0;
+    if (n < len) return 0;
+    unsigned cp = c & (0x3F >> (len - 1));
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return len;
+}
+
+/* 1: byte copied as is inside a JSON string (printable ASCII and DEL, except " and \\) */
+static const unsigned char k_plain[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
+int rb_json_str(recipe_buf *b, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    /* room for the common case (nothing to escape); escapes reserve more as they come */
+    if (rb_reserve(b, n + 3)) return -1;
+    char *d = b->data + b->len;
+    *d++ = '"';
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        size_t run = i;
+        /* 8 bytes at a time while none is a control, '"', '\\' or non-ASCII byte */
+        while (n - run >= 8) {
+            uint64_t x;
+            memcpy(&x, p + run, 8);
+            const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+            uint64_t ctl = (x - 0x2020202020202020ull) & ~x & high;
+            uint64_t q = x ^ 0x2222222222222222ull, bs = x ^ 0x5C5C5C5C5C5C5C5Cull;
+            if (ctl | ((q - ones) & ~q & high) | ((bs - ones) & ~bs & high) | (x & high)) break;
+            run += 8;
+        }
+        while (run < n && k_plain[p[run]]) run++;
+        if (run > i) {
+            memcpy(d, s + i, run - i);
+            d += run - i;
+            i = run;
+            if (i == n) break;
+        }
+        unsigned c = p[i];
+        size_t l = c >= 0x80 ? utf8_seq(p + i, n - i) : 0;
+        if (l) { /* a valid multi-byte sequence is copied as is */
+            memcpy(d, s + i, l);
+            d += l;
+            i += l;
+            continue;
+        }
+        /* an escape: make room for 6 more bytes plus the rest */
+        b->len = (size_t)(d - b->data);
+        if (rb_reserve(b, (n - i) + 8)) return -1;
+        d = b->data + b->len;
+        if (c == '"' || c == '\\') *d++ = '\\', *d++ = (char)c;
+        else if (c == '\n') *d++ = '\\', *d++ = 'n';
+        else if (c == '\r') *d++ = '\\', *d++ = 'r';
+        else if (c == '\t') *d++ = '\\', *d++ = 't';
+        else if (c < 0x20) {
+            memcpy(d, "\\u00", 4);
+            d[4] = hex[c >> 4];
+            d[5] = hex[c & 15];
+            d += 6;
+        } else {
+            memcpy(d, "\xEF\xBF\xBD", 3); /* invalid UTF-8 byte -> U+FFFD */
+            d += 3;
+        }
+        i++;
+    }
+    *d++ = '"';
+    b->len = (size_t)(d - b->data);
+    *d = 0;
+    return 0;
+}
+
+int rb_put_utf8(recipe_buf *b, const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, start = 0;
+    while (i < n) {
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t l = utf8_seq(p + i, n - i);
+        if (l) {
+            i += l;
+            continue;
+        }
+        if (rb_put(b, s + start, i - start) || rb_put(b, "\xEF\xBF\xBD", 3)) return -1;
+        start = ++i;
+    }
+    return rb_put(b, s + start, n - start);
+}
+
+const char *path_idx(char *buf, size_t cap, const char *prefix, size_t idx, const char *suffix) {
+    char num[24], *e = num + sizeof num, *q = e;
+    do *--q = (char)('0' + idx % 10), idx /= 10;
+    while (idx);
+    size_t pl = strlen(prefix), nl = (size_t)(e - q), sl = strlen(suffix);
+    if (pl + nl + sl + 3 > cap) {
+        snprintf(buf, cap, "%s", prefix);
+        return buf;
+    }
+    memcpy(buf, prefix, pl);
+    buf[pl] = '[';
+    memcpy(buf + pl + 1, q, nl);
+    buf[pl + 1 + nl] = ']';
+    memcpy(buf + pl + 2 + nl, suffix, sl + 1);
+    return buf;
+}
+
+int rb_int(recipe_buf *b, int64_t v) {
+    char tmp[24], *e = tmp + sizeof tmp, *p = e;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do *--p = (char)('0' + u % 10), u /= 10;
+    while (u);
+    if (v < 0) *--p = '-';
+    return rb_put(b, p, (size_t)(e - p));
+}
+
+int rb_real(recipe_buf *b, double v) {
+    char tmp[40];
+    for (int prec = 15; prec <= 17; prec++) { /* shortest text that reads back exactly */
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (strtod(tmp, NULL) == v) break;
+    }
+    if (!strpbrk(tmp, ".eEn")) strcat(tmp, ".0");
+    return rb_puts(b, tmp);
+}
+
+/* Compact dump of a jansson value (faster than json_dump_callback; same JSON). */
+static int dump(recipe_buf *b, const json_t *j, int depth) {
+    if (depth > 4096) return -1;
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: {
+        bool first = true;
+        if (rb_put(b, "{", 1)) return -1;
+        /* the iterator API directly: json_object_foreach re-hashes every key to find the next */
+        for (void *it = json_object_iter((json_t *)j); it; it = json_object_iter_next((json_t *)j, it)) {
+            if ((!first && rb_put(b, ",", 1)) ||
+                rb_json_str(b, json_object_iter_key(it), json_object_iter_key_len(it)) || rb_put(b, ":", 1) ||
+                dump(b, json_object_iter_value(it), depth + 1))
+                return -1;
+            first = false;
+        }
+        return rb_put(b, "}", 1);
+    }
+    case JSON_ARRAY: {
+        size_t i;
+        json_t *v;
+        if (rb_put(b, "[", 1)) return -1;
+        json_array_foreach((json_t *)j, i, v) {
+            if ((i && rb_put(b, ",", 1)) || dump(b, v, depth + 1)) return -1;
+        }
+        return rb_put(b, "]", 1);
+    }
+    case JSON_STRING: return rb_json_str(b, json_string_value(j), json_string_length(j));
+    case JSON_INTEGER: return rb_int(b, json_integer_value(j));
+    case JSON_REAL: return rb_real(b, json_real_value(j));
+    case JSON_TRUE: return rb_put(b, "true", 4);
+    case JSON_FALSE: return rb_put(b, "false", 5);
+    default: return rb_put(b, "null", 4);
+    }
+}
+
+int rb_json(recipe_buf *b, const json_t *j) { return j ? dump(b, j, 0) : rb_put(b, "null", 4); }
+
+void recipe_buf_free(recipe_buf *b) {
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ---------------------------------------------------------------- errors */
+
+int recipe_fail(recipe_error *e, recipe_err_kind kind, const char *param, const char *fmt, ...) {
+    if (!e) return -1;
+    e->kind = kind;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int type_fail(recipe_error *err, const char *path, const char *key, const char *want) {
+    char p[RECIPE_PATH];
+    snprintf(p, sizeof p, "%s%s%s", path ? path : "", path && *path ? "." : "", key);
+    return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p, "'%s' must be %s", p, want);
+}
+
+int jget_str(const json_t *o, const char *key, const char **out, recipe_error *err, const char *path) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_string(v)) return type_fail(err, path, key, "a string");
+    *out = json_string_value(v);
+    return 0;
+}
+
+int jget_num(const json_t *o, const char *key, double *out, double lo, double hi, recipe_error *err,
+             const char *path) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v)) return type_fail(err, path, key, "a number");
+    double d = json_number_value(v);
+    if (!(d >= lo && d <= hi)) {
+        char want[96];
+        snprintf(want, sizeof want, "a number in [%g, %g]", lo, hi);
+        return type_fail(err, path, key, want);
+    }
+    *out = d;
+    return 0;
+}
+
+int jget_int(const json_t *o, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
+             const char *path) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        char want[96];
+        snprintf(want, sizeof want, "an integer in [%lld, %lld]", (long long)lo, (long long)hi);
+        return type_fail(err, path, key, want);
+    }
+    *out = json_integer_value(v);
+    return 0;
+}
+
+int jget_bool(const json_t *o, const char *key, int *out, recipe_error *err, const char *path) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) return type_fail(err, path, key, "a boolean");
+    *out = json_is_true(v);
+    return 0;
+}
+
+int jget_obj(const json_t *o, const char *key, json_t **out, recipe_error *err, const char *path) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_object(v)) return type_fail(err, path, key, "an object");
+    *out = v;
+    return 0;
+}
+
+json_t *ref(json_t *v) { return v && !json_is_null(v) ? json_incref(v) : NULL; }
+
+void req_keep(recipe_request *r, json_t *v) {
+    if (!v) return;
+    if (!r->owned) r->owned = json_array();
+    if (r->owned) json_array_append(r->owned, v);
+}
+
+/* ---------------------------------------------------------------- small shared helpers */
+
+const char *join_text(recipe_arena *a, const recipe_part *parts, size_t n, const char *sep) {
+    size_t total = 0, cnt = 0, sl = strlen(sep);
+    for (size_t i = 0; i < n; i++)
+        if (parts[i].type == RECIPE_PART_TEXT && parts[i].text) total += strlen(parts[i].text) + sl, cnt++;
+    if (!cnt) return NULL;
+    char *d = ra_alloc(a, total + 1), *w = d;
+    if (!d) return NULL;
+    bool first = true;
+    for (size_t i = 0; i < n; i++) {
+        if (parts[i].type != RECIPE_PART_TEXT || !parts[i].text) continue;
+        if (!first) memcpy(w, sep, sl), w += sl;
+        size_t l = strlen(parts[i].text);
+        memcpy(w, parts[i].text, l);
+        w += l;
+        first = false;
+    }
+    *w = 0;
+    return d;
+}
+
+json_t *args_to_object(const char *args) {
+    if (args) {
+        json_t *v = json_loads(args, JSON_DECODE_ANY, NULL);
+        if (json_is_object(v)) return v;
+        json_decref(v);
+    }
+    return json_object();
+}
+
+const char *json_to_text(recipe_arena *a, const json_t *v) {
+    recipe_buf b = {0};
+    if (rb_json(&b, v) || !b.data) {
+        recipe_buf_free(&b);
+        return NULL;
+    }
+    const char *s = ra_strndup(a, b.data, b.len);
+    recipe_buf_free(&b);
+    return s;
+}
+
+uint64_t mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+void mint_id(char *out, size_t cap, const char *prefix, uint64_t seed) {
+    uint64_t a = mix64(seed), b = mix64(seed ^ 0x5851F42D4C957F2Dull);
+    snprintf(out, cap, "%s%016llx%08llx", prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
+}
+
+void image_from_url(recipe_arena *a, recipe_part *p, const char *url) {
+    p->type = RECIPE_PART_IMAGE;
+    p->url = url;
+    if (url && !strncmp(url, "data:", 5)) {
+        const char *semi = strstr(url, ";base64,");
+        if (semi) {
+            p->media_type = ra_strndup(a, url + 5, (size_t)(semi - url - 5));
+            p->data = semi + 8;
+        }
+    }
+}
+
+const char *image_url(recipe_arena *a, const recipe_part *p) {
+    if (p->url) return p->url;
+    if (!p->data) return "";
+    const char *mt = p->media_type ? p->media_type : "image/png";
+    size_t n = strlen(mt) + strlen(p->data) + 16;
+    char *d = ra_alloc(a, n);
+    if (!d) return "";
+    snprintf(d, n, "data:%s;base64,%s", mt, p->data);
+    return d;
+}
+
+const char *reasoning_text(recipe_arena *a, const recipe_part *p) {
+    if (p->text) return p->text;
+    if (!json_is_array(p->summary)) return NULL;
+    recipe_buf b = {0};
+    size_t i;
+    json_t *v;
+    json_array_foreach(p->summary, i, v) {
+        const char *t = jstr(v, "text");
+        if (!t) continue;
+        if (b.len) rb_puts(&b, "\n\n");
+        rb_puts(&b, t);
+    }
+    const char *s = b.data ? ra_strndup(a, b.data, b.len) : NULL;
+    recipe_buf_free(&b);
+    return s;
+}
+
+#include <time.h>
+const char *default_id(recipe_arena *a, const char *prefix, const void *obj) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    char tmp[64];
+    mint_id(tmp, sizeof tmp, prefix, (uint64_t)ts.tv_nsec * 1000003u ^ (uint64_t)ts.tv_sec ^ (uintptr_t)obj);
+    return ra_strndup(a, tmp, strlen(tmp));
+}

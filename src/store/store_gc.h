@@ -1,0 +1,62 @@
+/* store_gc.h - retention and capacity of a store directory, and its summary.
+ *
+ * A GC pass walks objects/ with stat() only (store_fs.h: mtime = expiry,
+ * atime = last use) and deletes, in order:
+ *   1. objects whose expiry has passed (mtime <= now);
+ *   2. temporaries (<hex>.tmp.*) untouched for STORE_GC_TMP_AGE_S of real
+ *      time (a writer that died mid-write), and quarantined files older than
+ *      STORE_GC_QUARANTINE_AGE_S;
+ *   3. when quota_bytes > 0 and the remaining objects exceed it, the least
+ *      recently used (oldest atime, ties by name) until they fit.
+ * Several passes may run at once (several servers, `cinfer store gc`): every
+ * unlink that finds the file already gone is ignored, a reader holding an
+ * open object keeps reading it (POSIX unlink semantics), and concurrent LRU
+ * passes can only evict somewhat more than needed. Empty fan-out directories
+ * are left in place (removing them would race with writers).
+ *
+ * Callers: the store's GC thread (store.c), `cinfer store gc|stats`, tests. */
+#ifndef CINFER_STORE_STORE_GC_H
+#define CINFER_STORE_STORE_GC_H
+
+#include <stdint.h>
+
+#include "base/error.h"
+#include "cinfer/engine.h"
+
+#define STORE_GC_TMP_AGE_S 3600
+#define STORE_GC_QUARANTINE_AGE_S 86400
+
+typedef struct store_gc_result {
+    uint64_t objects, bytes;             /* objects found / their bytes, before deletion */
+    uint64_t deleted_expired, deleted_lru, deleted_tmp, deleted_quarantine;
+    uint64_t bytes_deleted;
+    uint64_t objects_after, bytes_after;
+    uint64_t errors;                     /* unlink / stat failures other than ENOENT */
+} store_gc_result;
+
+/* One pass over dir at store time `now`. -1 (err) only when dir/objects cannot be read. */
+int store_gc(const char *dir, int64_t now, int64_t quota_bytes, store_gc_result *r, cf_err *err);
+
+typedef struct store_summary {
+    uint64_t objects, bytes, expired, unreadable;
+    uint64_t class_objects[CINFER_TRAFFIC_N], class_bytes[CINFER_TRAFFIC_N];
+    uint64_t tmp_files, quarantined, quarantined_bytes;
+    int64_t oldest_created, newest_created, oldest_access, next_expiry; /* 0 when there are no objects */
+    uint64_t fingerprints;            /* distinct model fingerprints seen (up to 16 counted) */
+} store_summary;
+
+/* Reads every object's header (for `cinfer store stats`). */
+int store_summarize(const char *dir, int64_t now, store_summary *s, cf_err *err);
+
+/* Retention: "agent=3d,chat=7d,default=1d" (any subset; others keep
+ * STORE_RETENTION_DEFAULTS). Durations as store_parse_duration. */
+#define STORE_RETENTION_DEFAULT_S 86400
+#define STORE_RETENTION_CHAT_S (7 * 86400)
+#define STORE_RETENTION_AGENT_S (3 * 86400)
+void store_retention_defaults(int64_t out[CINFER_TRAFFIC_N]);
+int store_retention_parse(const char *spec, int64_t out[CINFER_TRAFFIC_N], cf_err *err);
+/* "default" / "chat" / "agent" -> class, -1 if unknown; and back. */
+int store_class_parse(const char *name);
+const char *store_class_name(int cls);
+
+#endif

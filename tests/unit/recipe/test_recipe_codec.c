@@ -1,0 +1,326 @@
+/* test_recipe_codec.c - golden tests for the protocol codecs. Every case file
+ * tests/data/recipe/<case>.json (a request, a response or a canonical event
+ * stream in one API's format) is converted to every API and compared
+ * semantically (json_equal) with <case>.expect.json; requests in their own
+ * format must round-trip to the input where docs/recipe.md says the mapping is
+ * lossless; converted requests must parse again in their target format and
+ * re-encode to the same JSON (a fixed point). Streams are compared event by
+ * event (SSE event name + data JSON). Also: malformed requests give each API's
+ * own error shape and status.
+ * RECIPE_GOLDEN_UPDATE=1 rewrites the .expect.json files (review the diff!). */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cinfer/recipe.h"
+#include "testutil.h"
+
+static char g_dir[1024];
+static bool g_update;
+
+static const char *api_names[] = {"chat", "messages", "responses"};
+
+/* SSE text -> [{"event":name|null,"data":json|string}] */
+static json_t *sse_events(const char *s, size_t n) {
+    json_t *arr = json_array();
+    const char *end = s + n;
+    while (s < end) {
+        const char *blank = strstr(s, "\n\n");
+        if (!blank) blank = end;
+        json_t *ev = json_object();
+        const char *line = s;
+        while (line < blank) {
+            const char *nl = memchr(line, '\n', (size_t)(blank - line));
+            if (!nl) nl = blank;
+            size_t ll = (size_t)(nl - line);
+            if (ll >= 7 && !strncmp(line, "event: ", 7)) json_object_set_new(ev, "event", json_stringn(line + 7, ll - 7));
+            else if (ll >= 6 && !strncmp(line, "data: ", 6)) {
+                json_t *d = json_loadb(line + 6, ll - 6, 0, NULL);
+                json_object_set_new(ev, "data", d ? d : json_stringn(line + 6, ll - 6));
+            } else if (ll && line[0] == ':')
+                json_object_set_new(ev, "comment", json_stringn(line, ll));
+            line = nl + 1;
+        }
+        json_array_append_new(arr, ev);
+        s = blank + 2;
+    }
+    return arr;
+}
+
+static int parse_finish(const char *s) {
+    static const char *n[] = {"none", "eos", "stop_string", "length", "tool_calls", "content_filter", "error"};
+    for (int i = 0; i < 7; i++)
+        if (s && !strcmp(s, n[i])) return i;
+    return 0;
+}
+
+static json_t *run_stream(recipe_api api, json_t *c) {
+    json_t *info = json_object_get(c, "info");
+    recipe_stream_info si = {0};
+    si.id = json_string_value(json_object_get(info, "id"));
+    si.model = json_string_value(json_object_get(info, "model"));
+    si.created = json_integer_value(json_object_get(info, "created"));
+    si.prompt_tokens = json_integer_value(json_object_get(info, "prompt_tokens"));
+    si.cache_read = json_integer_value(json_object_get(info, "cache_read"));
+    si.include_usage = json_is_true(json_object_get(info, "include_usage"));
+    recipe_stream_encoder *e = recipe_stream_encoder_new(api, &si);
+    CHECK(e != NULL);
+    recipe_buf out = {0};
+    size_t i;
+    json_t *j;
+    json_array_foreach(json_object_get(c, "events"), i, j) {
+        static const char *tn[] = {"reasoning", "text", "tool_begin", "tool_args", "tool_end", "finish", "error", "ping"};
+        recipe_event ev = {0};
+        const char *t = json_string_value(json_object_get(j, "type"));
+        for (int k = 0; k < 8; k++)
+            if (t && !strcmp(t, tn[k])) ev.type = (recipe_event_type)k;
+        ev.text = json_string_value(json_object_get(j, "text"));
+        ev.len = ev.text ? strlen(ev.text) : 0;
+        ev.index = (int)json_integer_value(json_object_get(j, "index"));
+        ev.id = json_string_value(json_object_get(j, "id"));
+        ev.name = json_string_value(json_object_get(j, "name"));
+        ev.finish = (recipe_finish)parse_finish(json_string_value(json_object_get(j, "finish")));
+        ev.stop_sequence = json_string_value(json_object_get(j, "stop_sequence"));
+        json_t *u = json_object_get(j, "usage");
+        ev.usage.prompt = json_integer_value(json_object_get(u, "prompt"));
+        ev.usage.cache_read = json_integer_value(json_object_get(u, "cache_read"));
+        ev.usage.output = json_integer_value(json_object_get(u, "output"));
+        ev.usage.reasoning = json_integer_value(json_object_get(u, "reasoning"));
+        recipe_error err;
+        CHECKF(recipe_stream_encoder_event(e, &ev, &out, &err) == 0, "stream event %zu: %s", i, err.message);
+    }
+    CHECK(recipe_stream_encoder_done(e));
+    recipe_error err;
+    recipe_event extra = {.type = RECIPE_EV_TEXT, .text = "x", .len = 1};
+    CHECK(recipe_stream_encoder_event(e, &extra, &out, &err) == -1); /* finished: refused */
+    json_t *evs = sse_events(out.data ? out.data : "", out.len);
+    recipe_buf_free(&out);
+    recipe_stream_encoder_free(e);
+    return evs;
+}
+
+static void dump_diff(const char *what, json_t *got, json_t *want) {
+    char *g = json_dumps(got, JSON_SORT_KEYS | JSON_COMPACT), *w = json_dumps(want, JSON_SORT_KEYS | JSON_COMPACT);
+    fprintf(stderr, "%s\n  got:  %s\n  want: %s\n", what, g ? g : "(null)", w ? w : "(null)");
+    free(g);
+    free(w);
+}
+
+static void run_case(const char *file) {
+    char path[1200], epath[1200];
+    snprintf(path, sizeof path, "%s/%s", g_dir, file);
+    snprintf(epath, sizeof epath, "%s/%.*s.expect.json", g_dir, (int)(strlen(file) - 5), file);
+    json_error_t je;
+    json_t *c = json_load_file(path, 0, &je);
+    CHECKF(c != NULL, "%s: %s", path, je.text);
+    if (!c) return;
+    const char *kind = json_string_value(json_object_get(c, "kind"));
+    int src = recipe_api_from_name(json_string_value(json_object_get(c, "api")));
+    json_t *input = json_object_get(c, "input");
+    json_t *got = json_object();
+    if (!strcmp(kind, "request")) {
+        recipe_request r;
+        recipe_request_init(&r);
+        recipe_error err;
+        CHECKF(recipe_request_parse((recipe_api)src, input, &r, &err) == 0, "%s: parse: %s", file, err.message);
+        for (int a = 0; a < RECIPE_API_COUNT; a++) {
+            json_t *o = recipe_request_encode((recipe_api)a, &r, &err);
+            CHECKF(o != NULL, "%s: encode %s: %s", file, api_names[a], err.message);
+            if (!o) continue;
+            /* the text encoder writes the same JSON as the tree encoder */
+            recipe_buf tb = {0};
+            CHECKF(recipe_request_encode_text((recipe_api)a, &r, &tb, &err) == 0, "%s: encode_text %s", file, api_names[a]);
+            json_t *tj = tb.data ? json_loadb(tb.data, tb.len, 0, NULL) : NULL;
+            if (!json_equal(tj, o)) {
+                CHECKF(0, "%s: %s text encoding differs from the tree encoding", file, api_names[a]);
+                dump_diff("text vs tree", tj, o);
+            }
+            json_decref(tj);
+            recipe_buf_free(&tb);
+            /* fixed point: the converted request parses in its format and re-encodes identically */
+            recipe_request r2;
+            recipe_request_init(&r2);
+            CHECKF(recipe_request_parse((recipe_api)a, o, &r2, &err) == 0, "%s: reparse %s: %s", file, api_names[a],
+                   err.message);
+            json_t *o2 = recipe_request_encode((recipe_api)a, &r2, &err);
+            if (!json_equal(o, o2)) {
+                CHECKF(0, "%s: %s not a fixed point", file, api_names[a]);
+                dump_diff("fixed point", o2, o);
+            }
+            json_decref(o2);
+            recipe_request_free(&r2);
+            json_object_set_new(got, api_names[a], o);
+        }
+        json_t *canon = recipe_request_dump(&r);
+        json_object_set_new(got, "canonical", canon);
+        recipe_request_free(&r);
+        if (json_is_true(json_object_get(c, "lossless"))) {
+            json_t *rt = json_object_get(got, api_names[src]);
+            if (!json_equal(rt, input)) {
+                CHECKF(0, "%s: round trip through canonical is not lossless", file);
+                dump_diff("round trip", rt, input);
+            }
+        }
+    } else if (!strcmp(kind, "response")) {
+        recipe_response r;
+        recipe_response_init(&r);
+        recipe_error err;
+        CHECKF(recipe_response_parse((recipe_api)src, input, &r, &err) == 0, "%s: parse: %s", file, err.message);
+        for (int a = 0; a < RECIPE_API_COUNT; a++) {
+            json_t *o = recipe_response_encode((recipe_api)a, &r, NULL, &err);
+            CHECKF(o != NULL, "%s: encode %s", file, api_names[a]);
+            if (o) json_object_set_new(got, api_names[a], o);
+        }
+        recipe_response_free(&r);
+        if (json_is_true(json_object_get(c, "lossless"))) {
+            json_t *rt = json_object_get(got, api_names[src]);
+            if (!json_equal(rt, input)) {
+                CHECKF(0, "%s: response round trip is not lossless", file);
+                dump_diff("round trip", rt, input);
+            }
+        }
+    } else {
+        for (int a = 0; a < RECIPE_API_COUNT; a++) json_object_set_new(got, api_names[a], run_stream((recipe_api)a, c));
+    }
+    if (g_update) {
+        CHECK(json_dump_file(got, epath, JSON_INDENT(1) | JSON_SORT_KEYS) == 0);
+    } else {
+        json_t *want = json_load_file(epath, 0, &je);
+        CHECKF(want != NULL, "%s: %s", epath, je.text);
+        const char *k;
+        json_t *v;
+        json_object_foreach(want, k, v) {
+            json_t *g = json_object_get(got, k);
+            if (!json_equal(g, v)) {
+                CHECKF(0, "%s: %s differs from %s", file, k, epath);
+                dump_diff(k, g, v);
+            }
+        }
+        CHECKF(json_object_size(want) == json_object_size(got), "%s: expectation keys", file);
+        json_decref(want);
+    }
+    json_decref(got);
+    json_decref(c);
+}
+
+static void test_golden(void) {
+    DIR *d = opendir(g_dir);
+    CHECKF(d != NULL, "open %s", g_dir);
+    if (!d) return;
+    char *names[256];
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < 256) {
+        size_t l = strlen(de->d_name);
+        if (l > 5 && !strcmp(de->d_name + l - 5, ".json") && !strstr(de->d_name, ".expect.")) names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    CHECK(n >= 10);
+    for (int i = 0; i < n; i++) {
+        run_case(names[i]);
+        free(names[i]);
+    }
+}
+
+/* Malformed requests -> an error in the API's own shape and status. */
+static void test_errors(void) {
+    static const struct {
+        recipe_api api;
+        const char *body;
+        const char *param;
+    } bad[] = {
+        {RECIPE_API_CHAT, "{\"model\":\"m\"}", "messages"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", "messages[0]"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":3}", "temperature"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages[0]"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"sometimes\"}", "tool_choice"},
+        {RECIPE_API_MESSAGES, "{\"model\":\"m\",\"messages\":[]}", "max_tokens"},
+        {RECIPE_API_MESSAGES, "{\"max_tokens\":10,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}", "messages[0]"},
+        {RECIPE_API_MESSAGES,
+         "{\"max_tokens\":2000,\"messages\":[],\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":4000}}",
+         "thinking.budget_tokens"},
+        {RECIPE_API_MESSAGES, "{\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"video\"}]}]}",
+         "messages[0].content[0]"},
+        {RECIPE_API_RESPONSES, "{\"model\":\"m\"}", "input"},
+        {RECIPE_API_RESPONSES, "{\"input\":[{\"type\":\"item_reference\",\"id\":\"x\"}]}", "input[0]"},
+        {RECIPE_API_RESPONSES, "{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools"},
+        {RECIPE_API_RESPONSES, "{\"input\":\"x\",\"reasoning\":{\"effort\":\"extreme\"}}", "reasoning.effort"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        json_t *b = json_loads(bad[i].body, 0, NULL);
+        CHECK(b != NULL);
+        recipe_request r;
+        recipe_request_init(&r);
+        recipe_error err;
+        memset(&err, 0, sizeof err);
+        int rc = recipe_request_parse(bad[i].api, b, &r, &err);
+        CHECKF(rc == -1, "bad[%zu] accepted", i);
+        CHECKF(!strcmp(err.param, bad[i].param), "bad[%zu]: param [%s] message [%s]", i, err.param, err.message);
+        CHECK(recipe_error_status(bad[i].api, &err) == 400);
+        json_t *eb = recipe_error_body(bad[i].api, &err, "req_1");
+        if (bad[i].api == RECIPE_API_MESSAGES) {
+            CHECK(!strcmp(json_string_value(json_object_get(eb, "type")), "error"));
+            CHECK(!strcmp(json_string_value(json_object_get(json_object_get(eb, "error"), "type")), "invalid_request_error"));
+            CHECK(json_is_string(json_object_get(json_object_get(eb, "error"), "message")));
+            CHECK(!strcmp(json_string_value(json_object_get(eb, "request_id")), "req_1"));
+        } else {
+            json_t *e = json_object_get(eb, "error");
+            CHECK(!strcmp(json_string_value(json_object_get(e, "type")), "invalid_request_error"));
+            CHECK(json_is_string(json_object_get(e, "message")));
+            CHECK(!strcmp(json_string_value(json_object_get(e, "param")), bad[i].param));
+            CHECK(json_object_get(e, "code") != NULL);
+        }
+        json_decref(eb);
+        recipe_request_free(&r);
+        json_decref(b);
+    }
+    recipe_error e = {.kind = RECIPE_ERR_OVERLOADED};
+    snprintf(e.message, sizeof e.message, "busy");
+    CHECK(recipe_error_status(RECIPE_API_MESSAGES, &e) == 529);
+    CHECK(recipe_error_status(RECIPE_API_CHAT, &e) == 503);
+    json_t *eb = recipe_error_body(RECIPE_API_MESSAGES, &e, NULL);
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(eb, "error"), "type")), "overloaded_error"));
+    json_decref(eb);
+    e.kind = RECIPE_ERR_CONTEXT_LENGTH;
+    eb = recipe_error_body(RECIPE_API_CHAT, &e, NULL);
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(eb, "error"), "code")), "context_length_exceeded"));
+    json_decref(eb);
+}
+
+static void test_mappings(void) {
+    CHECK(recipe_effort_from_budget(4096) == RECIPE_EFFORT_HIGH);
+    CHECK(recipe_effort_from_budget(2048) == RECIPE_EFFORT_MEDIUM);
+    CHECK(recipe_effort_from_budget(1024) == RECIPE_EFFORT_LOW);
+    CHECK(recipe_effort_from_budget(10) == RECIPE_EFFORT_MINIMAL);
+    CHECK(recipe_finish_from_messages("pause_turn") == RECIPE_FINISH_EOS);
+    CHECK(recipe_finish_from_messages("model_context_window_exceeded") == RECIPE_FINISH_LENGTH);
+    CHECK(recipe_finish_from_messages("refusal") == RECIPE_FINISH_CONTENT_FILTER);
+    CHECK(recipe_finish_from_messages("whatever") == RECIPE_FINISH_EOS);
+    CHECK(!strcmp(recipe_finish_chat(RECIPE_FINISH_STOP_STRING), "stop"));
+    CHECK(!strcmp(recipe_finish_messages(RECIPE_FINISH_STOP_STRING), "stop_sequence"));
+    CHECK(recipe_api_from_name("anthropic") == RECIPE_API_MESSAGES);
+    /* a reused request object: parse twice, second parse fully replaces the first */
+    recipe_request r;
+    recipe_request_init(&r);
+    json_t *a = json_loads("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"seed\":1}", 0, NULL);
+    json_t *b = json_loads("{\"messages\":[{\"role\":\"user\",\"content\":\"b\"}]}", 0, NULL);
+    CHECK(recipe_request_parse(RECIPE_API_CHAT, a, &r, NULL) == 0 && r.seed == 1);
+    CHECK(recipe_request_parse(RECIPE_API_CHAT, b, &r, NULL) == 0 && r.seed == RECIPE_UNSET);
+    CHECK(r.n_messages == 1 && !strcmp(r.messages[0].parts[0].text, "b"));
+    recipe_request_free(&r);
+    json_decref(a);
+    json_decref(b);
+}
+
+int main(void) {
+    const char *f = __FILE__;
+    const char *cut = strstr(f, "tests/unit/recipe/");
+    snprintf(g_dir, sizeof g_dir, "%.*stests/data/recipe", cut ? (int)(cut - f) : 0, f);
+    if (getenv("CINFER_SRC")) snprintf(g_dir, sizeof g_dir, "%s/tests/data/recipe", getenv("CINFER_SRC"));
+    g_update = getenv("RECIPE_GOLDEN_UPDATE") != NULL;
+    test_golden();
+    test_errors();
+    test_mappings();
+    return test_finish();
+}
