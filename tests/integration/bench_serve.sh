@@ -4,7 +4,8 @@
 # errors; the results' token totals equal the sum of the per-request usage
 # and the server's own /metrics counters (prompt, cached, generated) moved by
 # exactly those totals; multi-turn and trace workloads get cache hits; trace
-# replay records actual send times next to the planned (scaled) ones; error
+# replay records actual send times next to the planned (scaled) ones; --duration
+# stops sending; --progress draws the bar; error
 # kinds are counted (prompt too long -> http_4xx, closed port -> connect);
 # `bench report --svg` writes well-formed SVGs with labelled axes, units and a
 # legend (parsed with python3's xml module).
@@ -117,6 +118,17 @@ print("  cached %d tokens of an infinite-cache bound of %d" % (cached, bound))
 print("  send lag p50 %.1f ms, max %.1f ms" % (1e3 * lags[len(lags) // 2], 1e3 * lags[-1]))
 PY
 check trace-send-times 0 $?
+
+# --duration stops sending (in-flight requests finish); --progress draws the bar on stderr.
+"$BIN" bench serve --base-url "$URL" --progress --out "$T/dur.json" --workload synthetic --rate 20 --requests 1000 \
+    --duration 0.5 --input-len 8 --output-len 4 >/dev/null 2>"$T/dur.err"
+check duration-rc 0 $?
+python3 -c "
+import json, sys
+s = json.load(open('$T/dur.json'))['summary']
+sys.exit(not (0 < s['requests_sent'] < 100 and s['requests_ok'] == s['requests_sent']))"
+check duration-stops 0 $?
+grep -q "done, 0 in flight, 0 errors" "$T/dur.err"; check progress-bar 0 $?
 
 # Errors are counted by kind; the run still succeeds when some requests do.
 "$BIN" bench serve --base-url "$URL" --no-progress --out "$T/err.json" --workload synthetic --requests 3 \
