@@ -2,8 +2,9 @@
  * cache (per token and layer: [c_kv (kv_lora_rank) | k_pe (rope_dim)], see
  * model.h). Two forms, equal up to rounding:
  *
- * expanded (prefill of a sequence with >= expand_min tokens in the batch and
- *   a context below MLA_EXPAND_MAX_CTX): the sequence's cached latents are
+ * expanded (a sequence with >= expand_min tokens in the batch, i.e. a long
+ *   prompt chunk, and a context below MLA_EXPAND_MAX_CTX; see model.h for who
+ *   enables it): the sequence's cached latents are
  *   multiplied by attn_kv_b once, giving per head k_nope and v for every
  *   position; then s_j = scale·(q_nope·k_nope_j + q_pe·k_pe_j),
  *   o = softmax(s)·v. Work items: (token, head).

@@ -51,7 +51,7 @@ ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     c->max_ctx = max_ctx;
     c->bt = block_tokens;
     c->n_threads = pool_size(pool);
-    c->expand_min = MLA_EXPAND_MIN_DEFAULT;
+    c->expand_min = MLA_EXPAND_NEVER;
     c->exp_cap = max_ctx < MLA_EXPAND_MAX_CTX ? max_ctx : MLA_EXPAND_MAX_CTX;
     float freq_scale = hp->rope_scaling == ROPE_SCALING_NONE ? 1.0f : 1.0f / hp->rope_factor;
     float mscale = hp->yarn_attn_factor * (1.0f + hp->yarn_log_mul * logf(1.0f / freq_scale));
@@ -128,7 +128,7 @@ oom:
 }
 
 void ds2_fwd_set_expand_min(ds2_fwd *c, int32_t min_tokens) {
-    c->expand_min = min_tokens > 0 ? min_tokens : MLA_EXPAND_MIN_DEFAULT;
+    c->expand_min = min_tokens > 0 ? min_tokens : MLA_EXPAND_NEVER;
 }
 
 /* ---- row-wise helpers (split over the pool when large) ---- */

@@ -125,11 +125,16 @@ void fwd_ctx_free(fwd_ctx *c);
 int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err);
 
 /* MLA (deepseek2) attention form: a sequence with at least `min_tokens`
- * query tokens in a batch uses the expanded form (cached latents expanded to
- * per-head K/V through attn_kv_b), fewer use the absorbed form (attention
- * against the latent cache). 0 restores the default (MLA_EXPAND_MIN_DEFAULT);
- * INT32_MAX forces absorbed, 1 forces expanded. No effect on other models. */
-#define MLA_EXPAND_MIN_DEFAULT 32
+ * query tokens in a batch uses the expanded form (its cached latents expanded
+ * to per-head K/V through attn_kv_b: cheaper for long prompt chunks), fewer
+ * use the absorbed form (attention against the latent cache). The two agree
+ * to ~1e-6 but not bit for bit, so a batch-invariant caller (the engine,
+ * whose chunking and preemption change how many tokens of a sequence share a
+ * batch) keeps the default MLA_EXPAND_NEVER: absorbed for every token.
+ * Single-sequence sessions (engine/generate.h) use MLA_EXPAND_MIN_PREFILL.
+ * min_tokens <= 0 restores the default. No effect on other models. */
+#define MLA_EXPAND_NEVER INT32_MAX
+#define MLA_EXPAND_MIN_PREFILL 32
 void fwd_ctx_set_mla_expand_min(fwd_ctx *c, int32_t min_tokens);
 
 /* MoE expert load: tokens routed to each expert of `layer` over the last
