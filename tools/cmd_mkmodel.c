@@ -17,6 +17,7 @@ static void mkmodel_usage(FILE *out) {
             "                      --qk-nope N --qk-rope P --v-head V [--q-lora Q] --experts X\n"
             "                      --experts-used K --expert-ffn FE [--shared-experts S] [--dense-layers N]\n"
             "                      [--groups G --groups-used U] [--gating sigmoid|softmax] [--expert-scale F]\n"
+            "                      [--yarn-factor F [--yarn-orig-ctx N]]\n"
             "                      --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] [--tied] OUT.gguf\n"
             "\n"
             "Writes a model with random weights: matrices ~ N(0, 0.02), norm weights\n"
@@ -45,6 +46,8 @@ static void mkmodel_usage(FILE *out) {
             "  --gating sigmoid|softmax               sigmoid (default): exp_probs_b and normalized\n"
             "                        weights (V3); softmax: no bias, no normalization (V2)\n"
             "  --expert-scale F      routed scaling factor (default 1)\n"
+            "  --yarn-factor F       YaRN rope scaling by F (> 1), yarn_log_multiplier 0.1;\n"
+            "  --yarn-orig-ctx N     its original context (default --ctx / F)\n"
             "  -h, --help            show this help\n");
 }
 
@@ -123,6 +126,13 @@ int cmd_mkmodel(int argc, char **argv) {
             if (strcmp(v, "sigmoid") && strcmp(v, "softmax"))
                 return cli_fail("mkmodel: --gating must be sigmoid or softmax, got '%s'", v);
             o.softmax_gating = !strcmp(v, "softmax");
+        } else if (!strcmp(a, "--yarn-orig-ctx")) {
+            rc = parse_int(a, v, &o.yarn_orig_ctx);
+        } else if (!strcmp(a, "--yarn-factor")) {
+            char *end;
+            o.yarn_factor = strtof(v, &end);
+            if (*v == 0 || *end || !(o.yarn_factor > 1.0f) || o.yarn_factor > 1e6f)
+                return cli_fail("mkmodel: --yarn-factor needs a number > 1, got '%s'", v);
         } else if (!strcmp(a, "--expert-scale")) {
             char *end;
             o.expert_scale = strtof(v, &end);

@@ -66,7 +66,7 @@ static void route(const model_hparams *hp, const float *bias, float *logits, flo
             bool kept = false;
             for (int32_t i = 0; i < hp->n_group_used && !kept; i++) kept = keep[i] == g;
             if (!kept)
-                for (int32_t e = 0; e < per; e++) s[g * per + e] = 0.0f;
+                for (int32_t e = 0; e < per; e++) s[g * per + e] = -INFINITY;
         }
     }
     top_k(s, ne, k, sel);

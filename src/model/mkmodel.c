@@ -270,6 +270,13 @@ static void set_hparams_ds2(gguf_writer *w, const mkmodel_opts *o, int64_t vocab
         }
     }
     gguf_set_f32(w, "deepseek2.rope.scaling.yarn_log_multiplier", 0.1f);
+    if (o->yarn_factor > 1.0f) {
+        int ctx = o->ctx ? o->ctx : 2048;
+        gguf_set_str(w, "deepseek2.rope.scaling.type", "yarn");
+        gguf_set_f32(w, "deepseek2.rope.scaling.factor", o->yarn_factor);
+        gguf_set_u32(w, "deepseek2.rope.scaling.original_context_length",
+                     (uint32_t)(o->yarn_orig_ctx > 0 ? o->yarn_orig_ctx : (int)((float)ctx / o->yarn_factor)));
+    }
 }
 
 static void set_hparams(gguf_writer *w, const mkmodel_opts *o, int64_t vocab) {

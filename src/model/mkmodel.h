@@ -24,6 +24,8 @@ typedef struct mkmodel_opts {
     int groups, groups_used; /* group-limited routing; 0 = off */
     bool softmax_gating;    /* default: sigmoid with exp_probs_b and normalized weights */
     float expert_scale;     /* expert_weights_scale (0 = 1) */
+    float yarn_factor;      /* > 1: YaRN rope scaling (yarn_log_multiplier 0.1) */
+    int yarn_orig_ctx;      /* its original context (0 = ctx / factor) */
 } mkmodel_opts;
 
 /* Writes the model to out_path (atomically, streamed row by row).
