@@ -8,7 +8,8 @@
  *   choice score s = p + exp_probs_b (the bias only steers the choice)
  *   group-limited (expert_group_count > 1): group score = sum of the two
  *       largest s in the group; keep the expert_group_used_count best groups;
- *       the other experts' scores become 0 (as transformers masks them)
+ *       experts of the other groups are never chosen (transformers masks
+ *       them with -inf)
  *   top-k of s (ties: lower id); weights w = p of the chosen experts,
  *       divided by their sum if expert_weights_norm, times
  *       expert_weights_scale
