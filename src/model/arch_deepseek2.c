@@ -70,7 +70,7 @@ int ds2_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
 
 /* A [ne0, ne1, n_expert] expert stack: each expert's slice is one matrix. */
 static int load_experts(model *m, const char *name, int64_t in, int64_t out, kern_weight **ws, uint64_t *bytes,
-                        cf_err *err) {
+                        uint64_t *params, cf_err *err) {
     int32_t ne = m->hp.n_expert;
     const gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     if (!t) return cf_fail(err, "missing tensor %s", name);
@@ -89,6 +89,7 @@ static int load_experts(model *m, const char *name, int64_t in, int64_t out, ker
     m->weight_bytes += t->nbytes;
     m->n_params += (uint64_t)(in * out * ne);
     *bytes += t->nbytes;
+    *params += (uint64_t)(in * out * ne);
     return 0;
 }
 
@@ -131,7 +132,7 @@ static int load_attention(model *m, int il, ds2_layer *L, cf_err *err) {
     return 0;
 }
 
-static int load_ffn(model *m, int il, ds2_layer *L, uint64_t *routed_bytes, cf_err *err) {
+static int load_ffn(model *m, int il, ds2_layer *L, uint64_t *routed_bytes, uint64_t *routed_params, cf_err *err) {
     const model_hparams *hp = &m->hp;
     int64_t E = hp->n_embd;
     char n[96];
@@ -147,9 +148,9 @@ static int load_ffn(model *m, int il, ds2_layer *L, uint64_t *routed_bytes, cf_e
     int64_t fe = hp->n_ff_exp;
     if (model_load_matrix(m, NAME("ffn_gate_inp.weight"), E, hp->n_expert, &L->router, err) ||
         model_load_vector(m, NAME("exp_probs_b.bias"), hp->n_expert, false, &L->exp_bias, err) ||
-        load_experts(m, NAME("ffn_gate_exps.weight"), E, fe, &L->eg, routed_bytes, err) ||
-        load_experts(m, NAME("ffn_up_exps.weight"), E, fe, &L->eu, routed_bytes, err) ||
-        load_experts(m, NAME("ffn_down_exps.weight"), fe, E, &L->ed, routed_bytes, err))
+        load_experts(m, NAME("ffn_gate_exps.weight"), E, fe, &L->eg, routed_bytes, routed_params, err) ||
+        load_experts(m, NAME("ffn_up_exps.weight"), E, fe, &L->eu, routed_bytes, routed_params, err) ||
+        load_experts(m, NAME("ffn_down_exps.weight"), fe, E, &L->ed, routed_bytes, routed_params, err))
         return -1;
     if (hp->n_expert_shared > 0) {
         int64_t fs = fe * hp->n_expert_shared;
@@ -168,15 +169,17 @@ int ds2_load_layers(model *m, cf_err *err) {
     m->is_ds2 = true;
     m->ds2_layers = calloc((size_t)hp->n_layer, sizeof *m->ds2_layers);
     if (!m->ds2_layers) return cf_fail(err, "out of memory");
-    uint64_t routed = 0;
+    uint64_t routed = 0, routed_params = 0;
     uint64_t before = m->weight_bytes;
     m->active_bytes = 0;
     for (int il = 0; il < hp->n_layer; il++)
-        if (load_attention(m, il, &m->ds2_layers[il], err) || load_ffn(m, il, &m->ds2_layers[il], &routed, err))
+        if (load_attention(m, il, &m->ds2_layers[il], err) || load_ffn(m, il, &m->ds2_layers[il], &routed, &routed_params, err))
             return -1;
     /* active: everything but the routed experts, plus expert_used_count of every n_expert */
     uint64_t active_routed = hp->n_expert ? routed / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used : 0;
     m->active_bytes += before + (m->weight_bytes - before - routed) + active_routed;
+    m->active_params = m->n_params - routed_params;
+    if (hp->n_expert) m->active_params += routed_params / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
     return 0;
 }
 

@@ -283,6 +283,7 @@ static int load_weights(model *m, cf_err *err) {
     for (int il = 0; il < hp->n_layer; il++)
         if (load_layer(m, il, err)) return -1;
     m->active_bytes = m->weight_bytes;
+    m->active_params = m->n_params;
     return 0;
 }
 
@@ -335,6 +336,7 @@ const tokenizer *model_get_tokenizer(const model *m) { return m->tok; }
 const gguf_file *model_get_gguf(const model *m) { return m->gguf; }
 uint64_t model_weight_bytes(const model *m) { return m->weight_bytes; }
 uint64_t model_active_weight_bytes(const model *m) { return m->active_bytes; }
+uint64_t model_active_params(const model *m) { return m->active_params; }
 uint64_t model_n_params(const model *m) { return m->n_params; }
 bool model_is_mla(const model *m) { return m->is_ds2; }
 

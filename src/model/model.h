@@ -78,6 +78,8 @@ uint64_t model_weight_bytes(const model *m);
  * but counting only expert_used_count routed experts of a MoE layer (the
  * roofline of a single stream). Equal to model_weight_bytes without MoE. */
 uint64_t model_active_weight_bytes(const model *m);
+/* Parameters one token multiplies with (MoE: expert_used_count routed experts). */
+uint64_t model_active_params(const model *m);
 /* Number of parameters (elements of all tensors). */
 uint64_t model_n_params(const model *m);
 /* Floats in one KV block of `block_tokens` tokens (all layers, K and V; for

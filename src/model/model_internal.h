@@ -34,6 +34,7 @@ struct model {
     float *rope_freq_factors;           /* rope_dim/2 divisors (llama3 rope_freqs) or NULL; owned */
     uint64_t weight_bytes, n_params;
     uint64_t active_bytes;              /* per-token decode bytes (MoE: used experts only) */
+    uint64_t active_params;             /* per-token parameters (MoE: used experts only) */
     bool is_ds2;                        /* deepseek2: ds2_layers instead of layers */
     struct ds2_layer *ds2_layers;
 };
