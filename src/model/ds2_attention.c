@@ -11,8 +11,10 @@
  * absorbed (decode and short chunks; never materialises K/V): per head
  *   q_lat = W_K^T q_nope (W_K = the head's k_nope rows of attn_kv_b),
  *   s_j = scale·(q_lat·c_kv_j + q_pe·k_pe_j), o_lat = softmax(s)·c_kv,
- *   o = W_V o_lat (W_V = the head's v rows). Work items: (token, head
- *   range); each cache row is read once per item for all its heads.
+ *   o = W_V o_lat (W_V = the head's v rows). Three passes: the projections
+ *   run one item per head over all tokens (each weight row read once per
+ *   step), the attention one item per (token, head range), reading each
+ *   cache row once per item for all its heads.
  *
  * Every head's result is computed the same way whatever the item split and
  * the rest of the batch (batch invariance). Softmax: max, exp, sum in f32. */
@@ -42,24 +44,57 @@ typedef struct absorbed_job {
     ds2_fwd *c;
     const fwd_batch *b;
     int il;
-    int32_t n_tok, hg; /* tokens listed in c->grp_toks; heads per item */
+    int32_t n_tok, hg; /* tokens listed in c->grp_toks; heads per attention item */
 } absorbed_job;
 
+/* q_lat[t][h] = W_K[h]^T q_nope[t][h] for every listed token; one item per
+ * head, so each weight row is read once per step and reused for all tokens. */
+static void qlat_task(void *ctx, int ith, int nth) {
+    absorbed_job *j = ctx;
+    ds2_fwd *c = j->c;
+    const model_hparams *hp = &c->m->hp;
+    const float *kvb = c->m->ds2_layers[j->il].kv_b_f32;
+    int64_t kvl = hp->kv_lora_rank, nope = hp->qk_nope_dim, qk = hp->head_dim, H = hp->n_head;
+    int64_t hrows = nope + hp->v_head_dim;
+    for (int64_t h = ith; h < H; h += nth) {
+        for (int32_t i = 0; i < j->n_tok; i++)
+            memset(c->lat + ((int64_t)c->grp_toks[i] * H + h) * kvl, 0, (size_t)kvl * sizeof(float));
+        for (int64_t d = 0; d < nope; d++) {
+            const float *row = kvb + (h * hrows + d) * kvl;
+            for (int32_t i = 0; i < j->n_tok; i++) {
+                int64_t t = c->grp_toks[i];
+                kern_axpy_f32(c->q[(t * H + h) * qk + d], row, c->lat + (t * H + h) * kvl, kvl);
+            }
+        }
+    }
+}
+
+/* out[t][h] = W_V[h] o_lat[t][h]; one item per head, as qlat_task. */
+static void vout_task(void *ctx, int ith, int nth) {
+    absorbed_job *j = ctx;
+    ds2_fwd *c = j->c;
+    const model_hparams *hp = &c->m->hp;
+    const float *kvb = c->m->ds2_layers[j->il].kv_b_f32;
+    int64_t kvl = hp->kv_lora_rank, nope = hp->qk_nope_dim, vd = hp->v_head_dim, H = hp->n_head;
+    for (int64_t h = ith; h < H; h += nth)
+        for (int64_t e = 0; e < vd; e++) {
+            const float *row = kvb + (h * (nope + vd) + nope + e) * kvl;
+            for (int32_t i = 0; i < j->n_tok; i++) {
+                int64_t t = c->grp_toks[i];
+                c->att[(t * H + h) * vd + e] = kern_dot_f32(row, c->lat + (t * H + h) * kvl, kvl);
+            }
+        }
+}
+
+/* Scores against the latent cache and o_lat (over q_lat in c->lat) for one
+ * token and heads [h0, h1). */
 static void absorbed_item(ds2_fwd *c, const fwd_batch *b, int il, int32_t t, int h0, int h1, float *sc) {
     const model_hparams *hp = &c->m->hp;
-    const ds2_layer *L = &c->m->ds2_layers[il];
-    int64_t kvl = hp->kv_lora_rank, nope = hp->qk_nope_dim, vd = hp->v_head_dim, qk = hp->head_dim;
-    int64_t H = hp->n_head, rope = hp->rope_dim, hrows = nope + vd;
+    int64_t kvl = hp->kv_lora_rank, nope = hp->qk_nope_dim, qk = hp->head_dim, H = hp->n_head, rope = hp->rope_dim;
     const fwd_seq *s = &b->seqs[b->seq[t]];
     int32_t n = b->pos[t] + 1;
     const float *qt = c->q + (int64_t)t * H * qk;
     float *lat = c->lat + (int64_t)t * H * kvl;
-    for (int h = h0; h < h1; h++) {
-        float *ql = lat + h * kvl;
-        const float *qn = qt + h * qk;
-        memset(ql, 0, (size_t)kvl * sizeof(float));
-        for (int64_t d = 0; d < nope; d++) kern_axpy_f32(qn[d], L->kv_b_f32 + (h * hrows + d) * kvl, ql, kvl);
-    }
     for (int32_t j = 0; j < n; j++) {
         const float *r = cache_row(c, s, il, j);
         for (int h = h0; h < h1; h++)
@@ -74,10 +109,6 @@ static void absorbed_item(ds2_fwd *c, const fwd_batch *b, int il, int32_t t, int
         const float *r = cache_row(c, s, il, j);
         for (int h = h0; h < h1; h++) kern_axpy_f32(sc[(int64_t)(h - h0) * n + j], r, lat + h * kvl, kvl);
     }
-    float *out = c->att + (int64_t)t * H * vd;
-    for (int h = h0; h < h1; h++)
-        for (int64_t e = 0; e < vd; e++)
-            out[h * vd + e] = kern_dot_f32(L->kv_b_f32 + (h * hrows + nope + e) * kvl, lat + h * kvl, kvl);
 }
 
 static void absorbed_task(void *ctx, int ith, int nth) {
@@ -156,5 +187,7 @@ void ds2_attention(ds2_fwd *c, const fwd_batch *b, int il) {
     if (aj.n_tok == 0) return;
     /* enough items for every thread: split heads when there are few tokens */
     while (aj.hg > 1 && (int64_t)aj.n_tok * ((hp->n_head + aj.hg - 1) / aj.hg) < 2 * c->n_threads) aj.hg = (aj.hg + 1) / 2;
+    pool_run(c->pool, qlat_task, &aj);
     pool_run(c->pool, absorbed_task, &aj);
+    pool_run(c->pool, vout_task, &aj);
 }
