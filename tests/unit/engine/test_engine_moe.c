@@ -6,7 +6,8 @@
  * preemption. Models: tiny-deepseek2 (F32, sigmoid gating with exp_probs_b,
  * q_lora) and a Q8_0 model written by mkmodel with softmax gating, no q_lora,
  * 2 shared experts and group-limited routing (4 groups, 2 used). Also checks
- * that the expert load counters add up to tokens x experts_used. */
+ * that the expert load counters add up to tokens x experts_used, and that
+ * prefix caching serves MLA blocks (same tokens as a cold run). */
 #include <stdio.h>
 #include <unistd.h>
 
@@ -58,6 +59,38 @@ static void run_batch(const model *m, thread_pool *tp, const char *name, int64_t
     cinfer_engine_destroy(e);
 }
 
+/* Prefix caching over MLA blocks: a request sharing 96 prompt tokens with a
+ * finished one is served >= 80 of them from the cache and gives the tokens
+ * of a cold run. */
+static void test_prefix(const model *m, thread_pool *tp) {
+    static req_spec a, b;
+    a.n_prompt = 110;
+    b.n_prompt = 104;
+    a.max_tokens = b.max_tokens = 12;
+    for (int j = 0; j < a.n_prompt; j++) a.prompt[j] = specs[j % NREQ].prompt[j % specs[j % NREQ].n_prompt];
+    memcpy(b.prompt, a.prompt, 96 * sizeof(int32_t));
+    for (int j = 96; j < b.n_prompt; j++) b.prompt[j] = (a.prompt[j] + 1) % 8000;
+    static run_result ra, rb, cold;
+    cinfer_engine *e = tl_engine(m, tp, 64 << 20, 2048, 8, CTX);
+    CHECK(e != NULL);
+    if (!e) return;
+    cinfer_request r = greedy(&a);
+    CHECK(tl_run(e, &r, &ra) == 0);
+    r = greedy(&b);
+    CHECK(tl_run(e, &r, &rb) == 0);
+    CHECKF(rb.usage.cached_tokens >= 80, "cached %d of 96 shared tokens", rb.usage.cached_tokens);
+    cinfer_engine_destroy(e);
+    e = tl_engine(m, tp, 64 << 20, 2048, 8, CTX);
+    CHECK(e != NULL);
+    if (!e) return;
+    CHECK(tl_run(e, &r, &cold) == 0);
+    CHECK(cold.usage.cached_tokens == 0);
+    CHECKF(tl_same_tokens(&rb, &cold), "prefix-cached run differs from the cold run");
+    fprintf(stderr, "prefix: %d cached tokens, same tokens as cold: %d\n", rb.usage.cached_tokens,
+            tl_same_tokens(&rb, &cold));
+    cinfer_engine_destroy(e);
+}
+
 static void test_model(const char *path, int32_t vocab) {
     cf_err err = {0};
     model *m = NULL;
@@ -96,6 +129,7 @@ static void test_model(const char *path, int32_t vocab) {
     run_batch(m, tp, "chunked", 64 << 20, 16, false);
     /* 12 blocks of 16 tokens: far less than 16 requests need at once */
     run_batch(m, tp, "preempting", 12 * model_kv_block_floats(m, 16) * 4 + 4096, 2048, true);
+    test_prefix(m, tp);
 out:
     pool_destroy(tp);
     model_free(m);
