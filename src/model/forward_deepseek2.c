@@ -59,7 +59,7 @@ ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
 
     size_t T = (size_t)max_tokens, E = (size_t)hp->n_embd, H = (size_t)hp->n_head;
     size_t kvl = (size_t)hp->kv_lora_rank, rope = (size_t)hp->rope_dim, vd = (size_t)hp->v_head_dim;
-    size_t nope = (size_t)hp->qk_nope_dim, qk = (size_t)hp->head_dim;
+    size_t qk = (size_t)hp->head_dim;
     size_t ffw = (size_t)hp->n_ff;
     size_t fs = (size_t)hp->n_ff_exp * (size_t)hp->n_expert_shared;
     if (fs > ffw) ffw = fs;
@@ -68,7 +68,6 @@ ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
         if (ins[i] > widest) widest = ins[i];
     c->kc = kern_ctx_create(pool, max_tokens, (int64_t)widest);
-    c->kc_exp = kern_ctx_create(pool, c->exp_cap, (int64_t)kvl);
     c->x = fmalloc(T * E);
     c->h = fmalloc(T * E);
     c->qa = fmalloc(T * (size_t)hp->q_lora_rank);
@@ -83,8 +82,6 @@ ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     c->rope_cs = fmalloc(T * rope);
     c->scores_per_thread = (int64_t)H * max_ctx;
     c->scores = fmalloc((size_t)c->n_threads * (size_t)c->scores_per_thread);
-    c->ctx_lat = fmalloc((size_t)c->exp_cap * kvl);
-    c->ctx_kv = fmalloc((size_t)c->exp_cap * H * (nope + vd));
     c->tok_group = malloc(T * sizeof(int32_t));
     c->grp_seq = malloc(T * sizeof(int32_t));
     c->grp_n = malloc(T * sizeof(int32_t));
@@ -105,8 +102,8 @@ ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     c->exp_off = malloc((ne + 1) * sizeof(int32_t));
     c->exp_tok = malloc((T * k + 1) * sizeof(int32_t));
     c->moe_index = malloc((size_t)hp->n_layer * sizeof(int32_t));
-    if (!c->kc || !c->kc_exp || !c->x || !c->h || !c->qa || !c->q || !c->ckv || !c->lat || !c->att || !c->ffa ||
-        !c->ffb || !c->ffo || !c->moe || !c->rope_cs || !c->scores || !c->ctx_lat || !c->ctx_kv || !c->tok_group ||
+    if (!c->kc || !c->x || !c->h || !c->qa || !c->q || !c->ckv || !c->lat || !c->att || !c->ffa ||
+        !c->ffb || !c->ffo || !c->moe || !c->rope_cs || !c->scores || !c->tok_group ||
         !c->grp_seq || !c->grp_n || !c->grp_last || !c->grp_toks || !c->grp_expand || !c->router || !c->rscore || !c->sel_w ||
         !c->exp_w || !c->xe || !c->ge || !c->ue || !c->ye || !c->sel || !c->exp_n || !c->exp_off || !c->exp_tok ||
         !c->moe_index)
@@ -127,8 +124,24 @@ oom:
     return NULL;
 }
 
+/* The expanded form's scratch (K/V of up to exp_cap positions) is allocated
+ * when the form is first enabled; if that fails the context stays absorbed. */
 void ds2_fwd_set_expand_min(ds2_fwd *c, int32_t min_tokens) {
     c->expand_min = min_tokens > 0 ? min_tokens : MLA_EXPAND_NEVER;
+    if (c->expand_min == MLA_EXPAND_NEVER || c->ctx_kv) return;
+    const model_hparams *hp = &c->m->hp;
+    size_t rows = (size_t)c->exp_cap, kvl = (size_t)hp->kv_lora_rank;
+    c->kc_exp = kern_ctx_create(c->pool, c->exp_cap, (int64_t)kvl);
+    c->ctx_lat = fmalloc(rows * kvl);
+    c->ctx_kv = fmalloc(rows * (size_t)hp->n_head * (size_t)(hp->qk_nope_dim + hp->v_head_dim));
+    if (!c->kc_exp || !c->ctx_lat || !c->ctx_kv) {
+        kern_ctx_destroy(c->kc_exp);
+        free(c->ctx_lat);
+        free(c->ctx_kv);
+        c->kc_exp = NULL;
+        c->ctx_lat = c->ctx_kv = NULL;
+        c->expand_min = MLA_EXPAND_NEVER;
+    }
 }
 
 /* ---- row-wise helpers (split over the pool when large) ---- */

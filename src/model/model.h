@@ -134,7 +134,9 @@ int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err);
  * whose chunking and preemption change how many tokens of a sequence share a
  * batch) keeps the default MLA_EXPAND_NEVER: absorbed for every token.
  * Single-sequence sessions (engine/generate.h) use MLA_EXPAND_MIN_PREFILL.
- * min_tokens <= 0 restores the default. No effect on other models. */
+ * min_tokens <= 0 restores the default. Enabling allocates the expansion
+ * scratch (K/V for up to 4096 positions); if that fails the context stays
+ * absorbed (same results, slower prompts). No effect on other models. */
 #define MLA_EXPAND_NEVER INT32_MAX
 #define MLA_EXPAND_MIN_PREFILL 32
 void fwd_ctx_set_mla_expand_min(fwd_ctx *c, int32_t min_tokens);
