@@ -26,6 +26,7 @@ typedef struct tput_opts {
     const char *model;
     long long requests, input_len, output_len, prefix_len, threads, max_batch, max_seqs;
     double kv_gib;
+    bool sync_scheduling;
 } tput_opts;
 
 static void bench_throughput_usage(FILE *out) {
@@ -39,7 +40,9 @@ static void bench_throughput_usage(FILE *out) {
             "  -t, --threads N         compute threads (default: one per core)\n"
             "      --kv-memory GIB     KV cache budget (default 1)\n"
             "      --max-batch-tokens N  tokens per step (default 2048)\n"
-            "      --max-seqs N        running requests (default 64)\n");
+            "      --max-seqs N        running requests (default 64)\n"
+            "      --sync-scheduling   plan, compute and process outputs one after another\n"
+            "                          (default: plan step N+1 while step N computes)\n");
 }
 
 static int parse_tput(int argc, char **argv, tput_opts *o) {
@@ -57,6 +60,7 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { VAL(); if (cli_int(a, v, 1, 1024, &o->threads)) return 1; }
         else if (!strcmp(a, "--kv-memory")) { VAL(); if (cli_float(a, v, 0.0001, 4096, &o->kv_gib)) return 1; }
         else if (!strcmp(a, "--max-batch-tokens")) { VAL(); if (cli_int(a, v, 1, 1 << 20, &o->max_batch)) return 1; }
+        else if (!strcmp(a, "--sync-scheduling")) o->sync_scheduling = true;
         else if (!strcmp(a, "--max-seqs")) { VAL(); if (cli_int(a, v, 1, 1 << 16, &o->max_seqs)) return 1; }
         else return cli_fail("bench throughput: unknown option '%s' (see cinfer bench throughput --help)", a);
 #undef VAL
@@ -126,7 +130,8 @@ static int run_tput(const tput_opts *o, const model *m, thread_pool *tp) {
     const model_hparams *hp = model_get_hparams(m);
     cinfer_engine_options eo = {.block_tokens = 16, .kv_memory_bytes = (int64_t)(o->kv_gib * (double)(1 << 30)),
                                 .max_batch_tokens = (int32_t)o->max_batch, .max_seqs = (int32_t)o->max_seqs,
-                                .max_ctx = (int32_t)(o->input_len + o->output_len)};
+                                .max_ctx = (int32_t)(o->input_len + o->output_len),
+                                .sync_scheduling = o->sync_scheduling};
     char err[512];
     cinfer_engine *e;
     if (cinfer_engine_create(m, tp, &eo, &e, err, sizeof err)) return cli_fail("bench throughput: %s", err);
@@ -169,6 +174,10 @@ static int run_tput(const tput_opts *o, const model *m, thread_pool *tp) {
                "peak %d of %d KV blocks\n", (unsigned long long)s.steps,
                s.steps ? (double)s.forward_tokens / (double)s.steps : 0.0, (unsigned long long)s.preemptions,
                (unsigned long long)s.recomputed_tokens, s.kv_blocks_used_peak, s.kv_blocks_total);
+        printf("scheduling   %s: forward %.3f s; engine thread: plan %.3f s, waiting for the forward %.3f s, "
+               "commit+assemble %.3f s, outputs %.3f s\n",
+               o->sync_scheduling ? "sync" : "async (plan and outputs overlap the forward)", s.t_forward, s.t_plan,
+               s.t_wait, s.t_commit, s.t_output);
     }
     free(prompts);
     free(run.ids);

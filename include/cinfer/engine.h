@@ -44,6 +44,7 @@ typedef struct cinfer_engine_options {
     int32_t max_batch_tokens; /* tokens per forward pass (0: 2048) */
     int32_t max_seqs;         /* requests running at once (0: 64) */
     int32_t max_ctx;          /* positions per request, prompt + generated (0: the model's training context) */
+    bool sync_scheduling;     /* true: plan, compute and process outputs one after another (no overlap) */
 } cinfer_engine_options;
 
 typedef struct cinfer_logit_bias {
@@ -125,6 +126,12 @@ typedef struct cinfer_engine_stats {
     int32_t running, waiting;        /* after the last step */
     int32_t kv_blocks_total, kv_blocks_free, kv_blocks_used, kv_blocks_cached, kv_blocks_used_peak;
     int64_t kv_bytes, kv_budget;
+    /* engine-thread seconds per phase (see docs/engine.md, asynchronous scheduling):
+     * plan = drain + plan (overlaps the forward in flight), wait = blocked on the
+     * forward pass, commit = sampling and stop ids + batch assembly (critical path),
+     * output = detokenization, stop strings, publishing (overlaps the next forward);
+     * forward = seconds the forward passes ran (executor thread). */
+    double t_plan, t_wait, t_commit, t_output, t_forward;
 } cinfer_engine_stats;
 
 /* err (may be NULL) receives a one-line message on failure. */

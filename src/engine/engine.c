@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/timeutil.h"
 #include "engine/engine_internal.h"
 
 /* ---- small helpers ---- */
@@ -92,23 +93,91 @@ static void eng_unlink(cinfer_engine *e, eng_req *r) {
 
 /* ---- create / destroy ---- */
 
-static int eng_alloc_scratch(cinfer_engine *e, cf_err *err) {
+static int eng_alloc_stepbuf(cinfer_engine *e, eng_stepbuf *sb) {
     size_t bt = (size_t)e->opt.max_batch_tokens, ns = (size_t)e->opt.max_seqs;
-    e->b_tokens = malloc(bt * sizeof(int32_t));
-    e->b_pos = malloc(bt * sizeof(int32_t));
-    e->b_seq = malloc(bt * sizeof(int32_t));
-    e->b_rows = malloc(bt * sizeof(int32_t));
-    e->b_seqs = malloc(ns * sizeof(fwd_seq));
-    e->logits = malloc(ns * (size_t)e->n_vocab * sizeof(float));
+    sb->items = malloc(ns * sizeof *sb->items);
+    sb->tokens = malloc(bt * sizeof(int32_t));
+    sb->pos = malloc(bt * sizeof(int32_t));
+    sb->seq = malloc(bt * sizeof(int32_t));
+    sb->rows = malloc(bt * sizeof(int32_t));
+    sb->seqs = malloc(ns * sizeof(fwd_seq));
+    sb->logits = malloc(ns * (size_t)e->n_vocab * sizeof(float));
+    return sb->items && sb->tokens && sb->pos && sb->seq && sb->rows && sb->seqs && sb->logits ? 0 : -1;
+}
+
+static void eng_free_stepbuf(eng_stepbuf *sb) {
+    free(sb->items);
+    free(sb->tokens);
+    free(sb->pos);
+    free(sb->seq);
+    free(sb->rows);
+    free(sb->seqs);
+    free(sb->logits);
+}
+
+static int eng_alloc_scratch(cinfer_engine *e, cf_err *err) {
     e->lp_row = malloc((size_t)e->n_vocab * sizeof(float));
     e->dtbuf_cap = 64 + tokenizer_max_token_len(e->tok);
     e->dtbuf = malloc(e->dtbuf_cap);
-    if (!e->b_tokens || !e->b_pos || !e->b_seq || !e->b_rows || !e->b_seqs || !e->logits || !e->lp_row || !e->dtbuf)
+    if (eng_alloc_stepbuf(e, &e->sb[0]) || eng_alloc_stepbuf(e, &e->sb[1]) || !e->lp_row || !e->dtbuf)
         return cf_fail(err, "out of memory for the engine's step scratch");
     return 0;
 }
 
+/* ---- the executor: runs forward passes so the engine thread can plan ---- */
+
+static void eng_run_forward(cinfer_engine *e, eng_stepbuf *sb) {
+    double t0 = time_now();
+    sb->err.msg[0] = 0;
+    sb->rc = model_forward(e->fc, &sb->batch, sb->logits, &sb->err);
+    sb->t_forward = time_now() - t0;
+}
+
+static void *eng_exec_main(void *arg) {
+    cinfer_engine *e = arg;
+    pthread_mutex_lock(&e->exec_mu);
+    for (;;) {
+        while (!e->exec_stop && !e->exec_job) pthread_cond_wait(&e->exec_cv, &e->exec_mu);
+        if (!e->exec_job) break; /* stop requested and nothing to run */
+        eng_stepbuf *sb = e->exec_job;
+        pthread_mutex_unlock(&e->exec_mu);
+        eng_run_forward(e, sb);
+        pthread_mutex_lock(&e->exec_mu);
+        e->exec_job = NULL;
+        pthread_cond_broadcast(&e->exec_cv);
+    }
+    pthread_mutex_unlock(&e->exec_mu);
+    return NULL;
+}
+
+/* Starts sb's forward pass: on the executor (async) or right here (sync). */
+static void eng_dispatch(cinfer_engine *e, eng_stepbuf *sb) {
+    e->inflight = sb;
+    if (!e->exec_started) {
+        eng_run_forward(e, sb);
+        return;
+    }
+    pthread_mutex_lock(&e->exec_mu);
+    e->exec_job = sb;
+    pthread_cond_broadcast(&e->exec_cv);
+    pthread_mutex_unlock(&e->exec_mu);
+}
+
+/* Waits for the step in flight to finish; returns it (NULL if none). */
+static eng_stepbuf *eng_wait_inflight(cinfer_engine *e) {
+    eng_stepbuf *sb = e->inflight;
+    if (!sb) return NULL;
+    if (e->exec_started) {
+        pthread_mutex_lock(&e->exec_mu);
+        while (e->exec_job) pthread_cond_wait(&e->exec_cv, &e->exec_mu);
+        pthread_mutex_unlock(&e->exec_mu);
+    }
+    e->inflight = NULL;
+    return sb;
+}
+
 static void *eng_main(void *arg);
+static void *eng_exec_main(void *arg);
 
 static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cinfer_engine_options *o, cf_err *err) {
     const model_hparams *hp = model_get_hparams(m);
@@ -137,6 +206,16 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     e->fc = fwd_ctx_create(m, tp, e->opt.max_batch_tokens, e->opt.max_ctx, e->opt.block_tokens, err);
     if (!e->fc) return -1;
     if (eng_alloc_scratch(e, err)) return -1;
+    if (!e->opt.sync_scheduling) {
+        pthread_mutex_init(&e->exec_mu, NULL);
+        pthread_cond_init(&e->exec_cv, NULL);
+        if (pthread_create(&e->exec_thread, NULL, eng_exec_main, e) != 0) {
+            pthread_mutex_destroy(&e->exec_mu);
+            pthread_cond_destroy(&e->exec_cv);
+            return cf_fail(err, "engine: cannot start the executor thread");
+        }
+        e->exec_started = true;
+    }
     e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (e->efd < 0) return cf_fail(err, "engine: eventfd: %s", strerror(errno));
     pthread_mutex_init(&e->mu, NULL);
@@ -184,17 +263,22 @@ void cinfer_engine_destroy(cinfer_engine *e) {
         pthread_cond_destroy(&e->work_cv);
         pthread_cond_destroy(&e->out_cv);
     }
+    if (e->exec_started) {
+        pthread_mutex_lock(&e->exec_mu);
+        e->exec_stop = true;
+        pthread_cond_broadcast(&e->exec_cv);
+        pthread_mutex_unlock(&e->exec_mu);
+        pthread_join(e->exec_thread, NULL);
+        pthread_mutex_destroy(&e->exec_mu);
+        pthread_cond_destroy(&e->exec_cv);
+    }
     eng_free_all(e);
     if (e->efd > 0) close(e->efd);
     prefix_cache_free(e->pc);
     kv_pool_free(e->kv);
     fwd_ctx_free(e->fc);
-    free(e->b_tokens);
-    free(e->b_pos);
-    free(e->b_seq);
-    free(e->b_rows);
-    free(e->b_seqs);
-    free(e->logits);
+    eng_free_stepbuf(&e->sb[0]);
+    eng_free_stepbuf(&e->sb[1]);
     free(e->lp_row);
     free(e->dtbuf);
     free(e->active);
@@ -431,7 +515,7 @@ int cinfer_engine_read(cinfer_engine *e, uint64_t id, cinfer_output *out, int ti
     if (out->finish != CINFER_FINISH_NONE) {
         eng_unlink(e, r);
         r->reader_done = true;
-        free_now = r->engine_done; /* always true: the finish is published with engine_done */
+        free_now = r->engine_done; /* false while a step in flight still refers to it: the engine frees it */
     }
     pthread_mutex_unlock(&e->mu);
     if (free_now) eng_req_free(r);
@@ -517,40 +601,70 @@ static int32_t eng_drain(cinfer_engine *e) {
     return n;
 }
 
-/* When a plan is empty although requests wait (cannot happen while every
- * request fits the pool alone; defensive), fail the oldest one. */
+/* When nothing can be planned although unfinished requests wait and no step
+ * is in flight (cannot happen while every request fits the pool alone;
+ * defensive), fail the oldest one. */
 static void eng_fail_stuck(cinfer_engine *e) {
     eng_req *best = NULL;
     for (int32_t i = 0; i < e->n_active; i++) {
         eng_req *r = e->active[i];
-        if (r->st_finish == CINFER_FINISH_NONE && (!best || r->id < best->id)) best = r;
+        if (!r->done && (!best || r->id < best->id)) best = r;
     }
-    if (!best) return;
-    eng_release_blocks(e, best);
-    eng_finish(e, best, CINFER_FINISH_ERROR, false, "the request could not be scheduled");
+    if (best) eng_finish(e, best, CINFER_FINISH_ERROR, false, "the request could not be scheduled");
 }
 
+/* The loop. One iteration, with step N in flight on the executor:
+ *   drain submissions and cancels            | overlaps step N
+ *   plan step N+1 (eng_plan)                 | overlaps step N
+ *   wait for N; commit it (sample, stops)    | critical path
+ *   assemble N+1 and dispatch it             | critical path
+ *   detokenize / stop strings / publish N    | overlaps step N+1
+ * In sync mode the dispatch runs the forward pass inline, so nothing
+ * overlaps (kept for measurement and as a fallback). */
 static void *eng_main(void *arg) {
     cinfer_engine *e = arg;
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        while (!e->stop && !e->q_head && !e->cancel_pending && e->n_active == 0)
+        while (!e->stop && !e->q_head && !e->cancel_pending && e->n_active == 0 && !e->inflight)
             pthread_cond_wait(&e->work_cv, &e->mu);
-        if (e->stop) {
-            pthread_mutex_unlock(&e->mu);
+        double t0 = time_now();
+        bool stop = e->stop;
+        int32_t n_cancel = stop ? 0 : eng_drain(e);
+        pthread_mutex_unlock(&e->mu);
+        if (stop) {
+            eng_stepbuf *sb = eng_wait_inflight(e);
+            if (sb) eng_commit(e, sb);
             break;
         }
-        int32_t n_cancel = eng_drain(e);
-        pthread_mutex_unlock(&e->mu);
-        for (int32_t i = 0; i < n_cancel; i++) {
-            eng_req *r = e->cancelled[i];
-            eng_release_blocks(e, r);
-            eng_finish(e, r, CINFER_FINISH_CANCELLED, true, NULL);
+        for (int32_t i = 0; i < n_cancel; i++) eng_finish(e, e->cancelled[i], CINFER_FINISH_CANCELLED, true, NULL);
+        bool was_inflight = e->inflight != NULL;
+        eng_stepbuf *next = &e->sb[e->sb_next];
+        int rc = eng_plan(e, next);
+        double t1 = time_now();
+        eng_stepbuf *done = eng_wait_inflight(e);
+        double t2 = time_now();
+        if (done) eng_commit(e, done);
+        if (eng_assemble(e, next) > 0) {
+            eng_dispatch(e, next);
+            e->sb_next ^= 1;
         }
-        if (n_cancel > 0) eng_publish(e); /* frees them from the active array before planning */
-        int rc = eng_step(e);
-        if (rc > 0) eng_fail_stuck(e);
+        double t_sync_fwd = 0;
+        if (!e->exec_started && e->inflight) { /* sync mode: the pass already ran inside eng_dispatch */
+            eng_stepbuf *sb = eng_wait_inflight(e);
+            t_sync_fwd = sb->t_forward;
+            eng_commit(e, sb);
+            done = sb;
+        }
+        if (done) e->st.t_forward += done->t_forward;
+        if (rc > 0 && !was_inflight && !e->inflight) eng_fail_stuck(e);
+        double t4 = time_now();
+        eng_process_outputs(e);
         eng_publish(e);
+        double t5 = time_now();
+        e->st.t_plan += t1 - t0;
+        e->st.t_wait += t2 - t1 + t_sync_fwd;
+        e->st.t_commit += t4 - t2 - t_sync_fwd;
+        e->st.t_output += t5 - t4;
     }
     return NULL;
 }

@@ -11,6 +11,17 @@
  * takes it to drain submissions/cancels at the start of a step and to publish
  * outputs at the end.
  *
+ * Asynchronous scheduling (engine.c, engine_step.c): forward passes run on a
+ * dedicated executor thread (the compute pool's caller), so the engine thread
+ * plans step N+1 while step N computes. At most one step is in flight. The
+ * plan for N+1 sees every request in flight at its projected state (its chunk
+ * computed, one more token generated if it samples); tokens it cannot know
+ * yet (the token sampled at N) are filled in after N completes, and items of
+ * requests that N finished, or that were cancelled/preempted meanwhile (their
+ * `epoch` changed), are dropped then. A request in flight is never freed or
+ * compacted away: it leaves the active array only after its last in-flight
+ * step was committed.
+ *
  * Request lifetime: created by submit (reader side), inserted in the table
  * and the submit queue; the engine moves it to its active array, and when it
  * finishes publishes the final output and sets engine_done. It is freed by
@@ -38,6 +49,30 @@ typedef struct eng_buf {
     char *p;
     size_t len, cap;
 } eng_buf;
+
+struct eng_req;
+
+/* One planned / in-flight item: which request, which positions. */
+typedef struct eng_item {
+    struct eng_req *r;
+    uint32_t epoch; /* r->epoch when planned: a mismatch means drop */
+    sched_kind kind;
+    int32_t start, n_tokens;
+    bool sample;    /* chunk ends at the sequence end: sample from its row */
+} eng_item;
+
+/* Everything one step needs, owned by the engine, sized at create. */
+typedef struct eng_stepbuf {
+    eng_item *items; /* capacity max_seqs */
+    int32_t n_items;
+    int32_t *tokens, *pos, *seq, *rows; /* capacity max_batch_tokens */
+    fwd_seq *seqs;                      /* capacity max_seqs */
+    float *logits;                      /* max_seqs * n_vocab */
+    fwd_batch batch;
+    int rc;       /* model_forward's result */
+    cf_err err;
+    double t_forward; /* seconds model_forward ran */
+} eng_stepbuf;
 
 typedef struct eng_req {
     uint64_t id;
@@ -69,6 +104,16 @@ typedef struct eng_req {
     int32_t n_cached_peek;
     uint64_t peek_version;               /* cache version n_cached_peek was computed at (0: never) */
     bool admitted_once;
+    uint32_t epoch;        /* bumped whenever its blocks are released: invalidates planned / in-flight items */
+    bool in_flight;        /* part of the step being computed */
+    int32_t proj_computed; /* in flight: n_computed once that step commits */
+    int32_t proj_generated;/* in flight: n_generated once that step commits */
+    /* (eng) committed by the step, processed off the critical path (eng_process_outputs) */
+    bool pend_has;
+    int32_t pend_tok;
+    float pend_lp;
+    cinfer_finish pend_finish; /* EOS / stop id / length found at commit */
+    bool done;                 /* finished (or finishing): never scheduled again */
     sampler *smp;
     detok_stream dt;
     eng_buf held; /* text not yet emitted (could still start a stop string) */
@@ -107,11 +152,18 @@ struct cinfer_engine {
     prefix_cache *pc;
     fwd_ctx *fc;
     sched_limits limits;
-    /* per-step scratch, sized at create (max_batch_tokens / max_seqs) */
-    int32_t *b_tokens, *b_pos, *b_seq, *b_rows;
-    fwd_seq *b_seqs;
-    float *logits;   /* max_seqs * n_vocab */
+    /* two step buffers: one being computed, one being planned */
+    eng_stepbuf sb[2];
+    int32_t sb_next;       /* index of the buffer the next plan uses */
+    eng_stepbuf *inflight; /* the step being computed, or NULL */
     float *lp_row;   /* n_vocab: raw logits for logprobs */
+    /* executor: runs model_forward for the engine thread (async mode) */
+    pthread_t exec_thread;
+    bool exec_started;
+    pthread_mutex_t exec_mu;
+    pthread_cond_t exec_cv;
+    eng_stepbuf *exec_job; /* (exec_mu) set by dispatch, cleared by the executor when done */
+    bool exec_stop;        /* (exec_mu) */
     /* active requests (waiting, running, preempted) and sched arrays, grown as needed */
     eng_req **active;
     int32_t n_active, cap_active;
@@ -147,9 +199,17 @@ struct cinfer_engine {
 void eng_req_free(eng_req *r);
 int eng_buf_append(eng_buf *b, const char *s, size_t n);
 
-/* engine_step.c: runs one step over e->active. Returns 0, or -1 when nothing
- * could be scheduled (the caller then fails the request in error). */
-int eng_step(cinfer_engine *e);
+/* engine_step.c: the three phases of a step.
+ * eng_plan: plans the next step into sb against the projected state of the
+ *   in-flight step (preempts, admits with prefix matches, allocates blocks).
+ *   Returns 0, or 1 when nothing could be planned (no item, no preemption).
+ * eng_commit: after a step's forward completed: advance, register full
+ *   blocks, sample (stop ids / EOS / length are decided here).
+ * eng_assemble: drops planned items that became invalid, fills the batch
+ *   (token ids sampled by the commit included); returns the row count. */
+int eng_plan(cinfer_engine *e, eng_stepbuf *sb);
+void eng_commit(cinfer_engine *e, eng_stepbuf *sb);
+int32_t eng_assemble(cinfer_engine *e, eng_stepbuf *sb);
 /* Unrefs every block of r and resets its KV state (preemption, finish). */
 void eng_release_blocks(cinfer_engine *e, eng_req *r);
 
@@ -157,9 +217,13 @@ void eng_release_blocks(cinfer_engine *e, eng_req *r);
 void eng_note_kv(cinfer_engine *e);
 
 /* engine_output.c */
-/* Applies the stop rules to r's newly sampled token (already appended to
- * r->seq) and stages its output; may set r->st_finish. */
+/* Commit side (critical path): records r's newly sampled token (already
+ * appended to r->seq) and decides EOS / stop id / length; a finishing request
+ * is marked done and its blocks released at once. */
 void eng_on_token(cinfer_engine *e, eng_req *r, int32_t token, float logprob);
+/* Off the critical path (while the next step computes): detokenizes the
+ * committed tokens, applies stop strings, stages text and finishes. */
+void eng_process_outputs(cinfer_engine *e);
 /* Stages a finish; flush: emit the text still held back (not for a stop
  * string match or an error). First finish wins. */
 void eng_finish(cinfer_engine *e, eng_req *r, cinfer_finish why, bool flush, const char *error);

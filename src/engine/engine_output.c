@@ -1,24 +1,31 @@
 /* engine_output.c - what happens to a sampled token after the forward pass,
- * and how outputs reach readers. Runs on the engine thread.
+ * and how outputs reach readers. Runs on the engine thread, in two parts.
  *
- * Stop rules, in order, for each sampled token (already appended to r->seq):
- *   EOS/EOG (unless ignore_eos) or a stop token id -> finish STOP, the token
- *   is counted but neither its id nor its text is emitted;
- *   otherwise the id is staged, its bytes go through the request's streaming
- *   detokenizer into `held`; a stop string found in `held` ends the request
- *   (text before it is emitted, the stop string and anything after are not);
- *   otherwise everything in `held` except the longest tail that is a proper
- *   prefix of some stop string is emitted (that tail may still complete a
- *   stop string with the next token's text);
- *   then max_tokens (already clipped to the context) -> finish LENGTH.
+ * Commit side (eng_on_token, on the critical path between two forward
+ * passes): the token is recorded as pending; EOS/EOG (unless ignore_eos) or a
+ * stop token id -> finish STOP, the token is counted but neither its id nor
+ * its text is emitted; n_generated reaching max_tokens (already clipped to the
+ * context) -> finish LENGTH. A finishing request is marked done and its
+ * blocks are released at once, so the next step drops it.
+ *
+ * Output side (eng_process_outputs, while the next step computes): the
+ * pending id is staged, its bytes go through the request's streaming
+ * detokenizer into `held`; a stop string found in `held` ends the request
+ * (text before it is emitted, the stop string and anything after are not;
+ * if the request was already in the next step, that step's result for it is
+ * dropped because its epoch changed); otherwise everything in `held` except
+ * the longest tail that is a proper prefix of some stop string is emitted
+ * (that tail may still complete a stop string with the next token's text);
+ * then a finish decided at commit is applied (flushing held text).
  * Correctness of the hold-back: no emitted byte can begin an occurrence of a
  * stop string, so any occurrence lies entirely inside `held`.
  *
  * Publishing (eng_publish): staged outputs of every request touched this step
  * are appended to their shared queues under mu in one critical section
  * (memcpy only), then readers are woken (condvar broadcast + eventfd).
- * Finished requests leave the active array; if the reader already let go
- * (cinfer_engine_release) they are freed here. */
+ * Finished requests leave the active array once no step in flight refers to
+ * them; if the reader already let go (cinfer_engine_release) they are freed
+ * there. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +57,8 @@ void eng_finish(cinfer_engine *e, eng_req *r, cinfer_finish why, bool flush, con
     }
     r->held.len = 0;
     r->st_finish = why;
+    r->done = true;
+    eng_release_blocks(e, r);
     if (error) snprintf(r->st_error, sizeof r->st_error, "%s", error);
     r->usage.completion_tokens = r->n_generated;
 }
@@ -84,13 +93,25 @@ static size_t eng_safe_len(const eng_req *r) {
 void eng_on_token(cinfer_engine *e, eng_req *r, int32_t tok, float logprob) {
     eng_touch(e, r);
     if ((!r->ignore_eos && tokenizer_is_eog(e->tok, tok)) || eng_is_stop_id(r, tok)) {
-        eng_finish(e, r, CINFER_FINISH_STOP, true, NULL);
-        return;
+        r->pend_finish = CINFER_FINISH_STOP;
+    } else {
+        r->pend_has = true;
+        r->pend_tok = tok;
+        r->pend_lp = logprob;
+        if (r->n_generated >= r->max_tokens) r->pend_finish = CINFER_FINISH_LENGTH;
     }
+    if (r->pend_finish != CINFER_FINISH_NONE) {
+        r->done = true;
+        eng_release_blocks(e, r);
+    }
+}
+
+/* Output side for one request's pending token. */
+static void eng_output_token(cinfer_engine *e, eng_req *r) {
     r->st_has_token = true;
-    r->st_token = tok;
-    r->st_logprob = logprob;
-    size_t n = detok_push(&r->dt, tok, e->dtbuf, e->dtbuf_cap);
+    r->st_token = r->pend_tok;
+    r->st_logprob = r->pend_lp;
+    size_t n = detok_push(&r->dt, r->pend_tok, e->dtbuf, e->dtbuf_cap);
     if (n) eng_buf_append(&r->held, e->dtbuf, n);
     if (r->n_stop_strs > 0) {
         ptrdiff_t at = eng_find_stop(r);
@@ -101,7 +122,18 @@ void eng_on_token(cinfer_engine *e, eng_req *r, int32_t tok, float logprob) {
         }
     }
     eng_emit_held(r, r->n_stop_strs > 0 ? eng_safe_len(r) : r->held.len);
-    if (r->n_generated >= r->max_tokens) eng_finish(e, r, CINFER_FINISH_LENGTH, true, NULL);
+}
+
+void eng_process_outputs(cinfer_engine *e) {
+    for (int32_t i = 0; i < e->n_touched; i++) {
+        eng_req *r = e->touched[i];
+        if (r->st_finish == CINFER_FINISH_NONE) {
+            if (r->pend_has) eng_output_token(e, r);
+            if (r->pend_finish != CINFER_FINISH_NONE) eng_finish(e, r, r->pend_finish, true, NULL);
+        }
+        r->pend_has = false;
+        r->pend_finish = CINFER_FINISH_NONE;
+    }
 }
 
 /* Appends r's staged output to its shared queue (mu held). */
@@ -125,8 +157,6 @@ static void eng_publish_one(cinfer_engine *e, eng_req *r) {
         r->o_finish = r->st_finish;
         r->o_usage = r->usage;
         memcpy(r->o_error, r->st_error, sizeof r->o_error);
-        r->engine_done = true;
-        e->st.finished++;
     }
     r->st_has_token = false;
     r->st_text.len = 0;
@@ -146,38 +176,43 @@ static void eng_publish_one(cinfer_engine *e, eng_req *r) {
     }
 }
 
-/* Drops finished requests from the active array (order does not matter:
- * the scheduler ranks by priority and arrival). Counts the states left. */
-static void eng_compact(cinfer_engine *e) {
-    int32_t w = 0, running = 0;
+/* Drops finished requests no step in flight refers to from the active array
+ * (order does not matter: the scheduler ranks by priority and arrival) and
+ * counts the states left (mu held). They become engine_done; those whose
+ * reader already let go are collected in free_list. */
+static int32_t eng_compact(cinfer_engine *e, eng_req **free_list) {
+    int32_t w = 0, running = 0, n_free = 0;
     for (int32_t i = 0; i < e->n_active; i++) {
         eng_req *r = e->active[i];
-        if (r->st_finish != CINFER_FINISH_NONE) continue;
-        running += r->state == SCHED_RUNNING;
+        if (r->st_finish != CINFER_FINISH_NONE && !r->in_flight) {
+            r->engine_done = true;
+            e->st.finished++;
+            if (r->reader_done) free_list[n_free++] = r;
+            continue;
+        }
+        running += r->state == SCHED_RUNNING && !r->done;
         e->active[w++] = r;
     }
     e->n_active = w;
     e->st.running = running;
     e->st.waiting = w - running;
+    return n_free;
 }
 
 void eng_publish(cinfer_engine *e) {
-    eng_compact(e);
     eng_note_kv(e);
-    int32_t n_free = 0;
     pthread_mutex_lock(&e->mu);
     for (int32_t i = 0; i < e->n_touched; i++) {
         eng_req *r = e->touched[i];
         r->st_touched = false;
-        bool finishing = r->st_finish != CINFER_FINISH_NONE;
         eng_publish_one(e, r);
-        if (finishing && r->reader_done) e->touched[n_free++] = r; /* reuse the array: to free below */
     }
-    e->pub_st = e->st;
     bool any = e->n_touched > 0;
+    e->n_touched = 0;
+    int32_t n_free = eng_compact(e, e->touched); /* reuse the array: to free below */
+    e->pub_st = e->st;
     if (any) pthread_cond_broadcast(&e->out_cv);
     pthread_mutex_unlock(&e->mu);
-    e->n_touched = 0;
     for (int32_t i = 0; i < n_free; i++) eng_req_free(e->touched[i]);
     if (any) {
         uint64_t one = 1;

@@ -1,19 +1,29 @@
-/* engine_step.c - one engine step, run by the engine thread with no lock held:
- *   1. describe every active request to the scheduler (prefix-cache peeks are
- *      cached per request and redone only when the cache's contents changed);
+/* engine_step.c - the phases of one engine step, run by the engine thread
+ * with no lock held. With asynchronous scheduling, the step being planned
+ * (N+1) and the step being computed (N) overlap; see engine_internal.h.
+ *
+ * eng_plan (while step N computes):
+ *   1. describe every active request to the scheduler (requests in step N at
+ *      their projected state; prefix-cache peeks are cached per request and
+ *      redone only when the cache's contents changed);
  *   2. sched_plan_step;
  *   3. preemptions: free the victim's blocks (tail first, so the LRU evicts a
- *      sequence's tail before its head), back to PREEMPTED, recompute later;
+ *      sequence's tail before its head), back to PREEMPTED, recompute later
+ *      (a victim in step N gets its result there dropped: epoch changed);
  *   4. admissions: prefix_cache_match up to the planned start (taking refs,
  *      all before any allocation so no allocation evicts a planned hit); a
  *      shorter match starts the chunk earlier with the same length;
- *   5. allocate the blocks each item needs (the plan guarantees they exist);
- *   6. assemble ONE fwd_batch (rows of item k are consecutive, seq k; an
- *      out_row only for items whose chunk reaches the end of the sequence);
- *   7. model_forward;
- *   8. per item: advance n_computed, register newly full blocks in the prefix
- *      cache (prompt and generated alike; a duplicate key swaps in the
- *      existing block), sample with the request's sampler, apply stop rules.
+ *   5. allocate the blocks each item needs (the plan guarantees they exist).
+ *   Only metadata changes here: step N's forward reads its own batch copy and
+ *   the block-table prefix it was given, which planning never rewrites.
+ * eng_commit (after step N's forward): per still-valid item, advance
+ *   n_computed, register newly full blocks in the prefix cache (prompt and
+ *   generated alike; a duplicate key swaps in the existing block), sample
+ *   with the request's sampler, decide EOS / stop ids / length.
+ * eng_assemble: drop planned items whose request finished or changed epoch,
+ *   then fill ONE fwd_batch (rows of item k are consecutive, seq k; an
+ *   out_row only for items whose chunk reaches the end of the sequence),
+ *   reading decode tokens sampled by the commit.
  * Invariants kept: the sum of block refs held by requests equals the entries
  * of their block tables; r->blocks[0..n_registered) are cached under the
  * chain whose last key is r->last_key. Scratch is preallocated (engine.c):
@@ -32,6 +42,7 @@ static uint64_t eng_cache_version(const cinfer_engine *e) {
 }
 
 void eng_release_blocks(cinfer_engine *e, eng_req *r) {
+    r->epoch++;
     for (int32_t i = r->n_blocks - 1; i >= 0; i--) kv_pool_unref(e->kv, r->blocks[i]);
     r->n_blocks = 0;
     r->n_computed = 0;
@@ -46,11 +57,16 @@ static void eng_describe(cinfer_engine *e, eng_req *r, sched_req *s, uint64_t ve
         .priority = r->priority,
         .arrival = r->id,
         .prompt_len = r->prompt_len,
-        .n_generated = r->n_generated,
+        .n_generated = r->in_flight ? r->proj_generated : r->n_generated,
         .max_tokens = r->max_tokens,
     };
+    if (r->done) { /* finished, waiting to leave the active array: never scheduled */
+        s->state = SCHED_WAITING;
+        s->n_generated = s->max_tokens;
+        return;
+    }
     if (r->state == SCHED_RUNNING) {
-        s->n_computed = r->n_computed;
+        s->n_computed = r->in_flight ? r->proj_computed : r->n_computed;
         s->n_blocks = r->n_blocks;
         for (int32_t i = 0; i < r->n_blocks; i++) s->n_reclaimable += kv_pool_refs(e->kv, r->blocks[i]) == 1;
     } else {
@@ -136,32 +152,28 @@ static void eng_sample(cinfer_engine *e, eng_req *r, float *row) {
     r->seq[r->prompt_len + r->n_generated] = tok;
     r->n_generated++;
     eng_on_token(e, r, tok, lp);
-    if (r->st_finish != CINFER_FINISH_NONE) eng_release_blocks(e, r);
 }
 
-/* Step 6: the batch rows of one item; returns the next free row. */
-static int32_t eng_fill_rows(cinfer_engine *e, eng_req *r, const sched_item *it, int32_t k, int32_t row,
+/* The batch rows of one item; returns the next free row. */
+static int32_t eng_fill_rows(cinfer_engine *e, eng_stepbuf *sb, const eng_item *it, int32_t k, int32_t row,
                              int32_t *n_out) {
+    eng_req *r = it->r;
     for (int32_t j = 0; j < it->n_tokens; j++, row++) {
         int32_t p = it->start + j;
-        e->b_tokens[row] = r->seq[p];
-        e->b_pos[row] = p;
-        e->b_seq[row] = k;
+        sb->tokens[row] = r->seq[p];
+        sb->pos[row] = p;
+        sb->seq[row] = k;
         if (p < r->prompt_len) e->st.prompt_tokens_computed++;
         else if (it->kind != SCHED_DECODE) e->st.recomputed_tokens++;
     }
     if (it->kind == SCHED_DECODE) e->st.decode_tokens++;
-    e->b_seqs[k] = (fwd_seq){.blocks = r->bptr, .n_blocks = r->n_blocks};
-    if (it->start + it->n_tokens == r->prompt_len + r->n_generated) e->b_rows[(*n_out)++] = row - 1;
+    sb->seqs[k] = (fwd_seq){.blocks = r->bptr, .n_blocks = r->n_blocks};
+    if (it->sample) sb->rows[(*n_out)++] = row - 1;
     return row;
 }
 
-static void eng_fail_items(cinfer_engine *e, const sched_plan *plan, const char *msg) {
-    for (int32_t k = 0; k < plan->n_items; k++) {
-        eng_req *r = e->active[plan->items[k].req];
-        eng_release_blocks(e, r);
-        eng_finish(e, r, CINFER_FINISH_ERROR, false, msg);
-    }
+static void eng_fail_planned(cinfer_engine *e, const sched_plan *plan, const char *msg) {
+    for (int32_t k = 0; k < plan->n_items; k++) eng_finish(e, e->active[plan->items[k].req], CINFER_FINISH_ERROR, false, msg);
 }
 
 void eng_note_kv(cinfer_engine *e) {
@@ -173,7 +185,8 @@ void eng_note_kv(cinfer_engine *e) {
     e->st.kv_bytes = ks.bytes;
 }
 
-int eng_step(cinfer_engine *e) {
+int eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
+    sb->n_items = 0;
     int32_t n = e->n_active;
     if (n == 0) return 0;
     uint64_t version = eng_cache_version(e);
@@ -201,43 +214,85 @@ int eng_step(cinfer_engine *e) {
     for (int32_t k = 0; k < plan.n_items; k++) {
         sched_item *it = &plan.items[k];
         if (it->admitted && eng_admit(e, e->active[it->req], it, &err)) {
-            eng_fail_items(e, &plan, err.msg);
+            eng_fail_planned(e, &plan, err.msg);
             return 0;
         }
     }
     for (int32_t k = 0; k < plan.n_items; k++)
         if (eng_alloc(e, e->active[plan.items[k].req], &plan.items[k], &err)) {
-            eng_fail_items(e, &plan, err.msg);
+            eng_fail_planned(e, &plan, err.msg);
             return 0;
         }
     eng_note_kv(e);
-    int32_t rows = 0, n_out = 0;
-    for (int32_t k = 0; k < plan.n_items; k++)
-        rows = eng_fill_rows(e, e->active[plan.items[k].req], &plan.items[k], k, rows, &n_out);
-    fwd_batch b = {
-        .n_tokens = rows,
-        .tokens = e->b_tokens,
-        .pos = e->b_pos,
-        .seq = e->b_seq,
-        .seqs = e->b_seqs,
-        .n_seqs = plan.n_items,
-        .n_out = n_out,
-        .out_rows = e->b_rows,
-    };
-    if (model_forward(e->fc, &b, e->logits, &err)) {
-        eng_fail_items(e, &plan, err.msg);
-        return 0;
-    }
-    e->st.steps++;
-    e->st.forward_tokens += (uint64_t)rows;
-    int32_t o = 0;
     for (int32_t k = 0; k < plan.n_items; k++) {
         const sched_item *it = &plan.items[k];
         eng_req *r = e->active[it->req];
+        sb->items[sb->n_items++] = (eng_item){
+            .r = r,
+            .epoch = r->epoch,
+            .kind = it->kind,
+            .start = it->start,
+            .n_tokens = it->n_tokens,
+            .sample = it->sample,
+        };
+    }
+    return 0;
+}
+
+/* A planned item still stands: same epoch, not finished, and (a decode
+ * planned against a projection) its input token exists. */
+static bool eng_item_valid(const eng_item *it) {
+    const eng_req *r = it->r;
+    return r->epoch == it->epoch && !r->done && r->state == SCHED_RUNNING && r->n_computed == it->start &&
+           it->start + it->n_tokens <= r->prompt_len + r->n_generated;
+}
+
+int32_t eng_assemble(cinfer_engine *e, eng_stepbuf *sb) {
+    int32_t w = 0;
+    for (int32_t k = 0; k < sb->n_items; k++)
+        if (eng_item_valid(&sb->items[k])) sb->items[w++] = sb->items[k];
+    sb->n_items = w;
+    int32_t rows = 0, n_out = 0;
+    for (int32_t k = 0; k < sb->n_items; k++) {
+        eng_item *it = &sb->items[k];
+        it->sample = it->start + it->n_tokens == it->r->prompt_len + it->r->n_generated;
+        rows = eng_fill_rows(e, sb, it, k, rows, &n_out);
+        it->r->in_flight = true;
+        it->r->proj_computed = it->start + it->n_tokens;
+        it->r->proj_generated = it->r->n_generated + it->sample;
+    }
+    sb->batch = (fwd_batch){
+        .n_tokens = rows,
+        .tokens = sb->tokens,
+        .pos = sb->pos,
+        .seq = sb->seq,
+        .seqs = sb->seqs,
+        .n_seqs = sb->n_items,
+        .n_out = n_out,
+        .out_rows = sb->rows,
+    };
+    return rows;
+}
+
+void eng_commit(cinfer_engine *e, eng_stepbuf *sb) {
+    for (int32_t k = 0; k < sb->n_items; k++) sb->items[k].r->in_flight = false;
+    if (sb->rc) {
+        for (int32_t k = 0; k < sb->n_items; k++)
+            if (sb->items[k].r->epoch == sb->items[k].epoch)
+                eng_finish(e, sb->items[k].r, CINFER_FINISH_ERROR, false, sb->err.msg);
+        return;
+    }
+    e->st.steps++;
+    e->st.forward_tokens += (uint64_t)sb->batch.n_tokens;
+    int32_t o = 0;
+    for (int32_t k = 0; k < sb->n_items; k++) {
+        const eng_item *it = &sb->items[k];
+        eng_req *r = it->r;
+        float *row = it->sample ? sb->logits + (int64_t)o++ * e->n_vocab : NULL;
+        if (r->epoch != it->epoch || r->done) continue; /* cancelled, preempted or finished meanwhile */
         r->n_computed = it->start + it->n_tokens;
         eng_register(e, r);
-        if (r->n_computed == r->prompt_len + r->n_generated) eng_sample(e, r, e->logits + (int64_t)o++ * e->n_vocab);
+        if (row) eng_sample(e, r, row);
     }
     eng_note_kv(e);
-    return 0;
 }

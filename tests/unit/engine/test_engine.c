@@ -10,7 +10,10 @@
  *    ids, a stop string spanning token boundaries (absent from the text),
  *    cancel mid-generation frees the blocks at once;
  *  - threads: 4 client threads submitting and reading 8 requests each at the
- *    same time get the solo tokens. */
+ *    same time get the solo tokens.
+ * The solo references run with synchronous scheduling and every batched run
+ * with asynchronous scheduling (the default), so async == sync is checked
+ * too; the stop tests run in both modes. */
 #include <pthread.h>
 #include <stdio.h>
 
@@ -75,7 +78,9 @@ static void test_invariance(void) {
         specs[i].max_tokens = 4 + (int32_t)(tl_rand() % 60);
         tl_prompt(specs[i].prompt, specs[i].n_prompt);
     }
+    tl_sync_scheduling = true;
     cinfer_engine *e = tl_engine(g_m, g_tp, 64 << 20, 2048, 64, CTX);
+    tl_sync_scheduling = false;
     CHECK(e != NULL);
     if (!e) return;
     for (int i = 0; i < NREQ; i++) {
@@ -211,6 +216,7 @@ static void test_stops(void) {
     fprintf(stderr, "stops: stop string '%s' spans the boundary at byte %zu; text kept %zu bytes\n", stop, bound,
             got.text_len);
     CHECK(got.finish == CINFER_FINISH_STOP);
+    CHECK(got.usage.completion_tokens == got.n_tokens); /* a step already in flight is not counted */
     CHECK(got.text_len == expect_len && !memcmp(got.text, ref.text, expect_len));
     CHECK(strstr(got.text, stop) == NULL);
     r.stop_strings = NULL;
@@ -309,6 +315,9 @@ int main(void) {
     }
     g_m = m;
     g_tp = pool_create(1);
+    tl_sync_scheduling = true;
+    test_stops();
+    tl_sync_scheduling = false;
     test_stops();
     test_prefix();
     test_invariance();
