@@ -1,6 +1,6 @@
 /* engine_expert.c - cinfer_engine_expert_load (cinfer/engine.h): the MoE
  * expert load counters of the engine's forward context. The counters are
- * atomics updated by the engine thread during forward passes
+ * atomics updated by the thread that runs the forward passes
  * (model/ds2_moe.c), so this reads them without the engine lock. Callers:
  * the server's /metrics and expert-parallel rebalancing. */
 #include "engine/engine_internal.h"

@@ -21,7 +21,7 @@
  *
  * Load counters: tokens routed to each expert of each MoE layer, summed over
  * the last MOE_LOAD_WINDOW forward passes (a ring of per-step counts, owned
- * by the engine thread, plus atomic window sums that readers load). */
+ * by the thread running the forward pass, plus atomic window sums that readers load). */
 #include <math.h>
 #include <string.h>
 
