@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "model/ds2_fwd_internal.h"
+#include "tensor/vecmath.h"
 
 /* Indices of the k largest of v[0..n) (ties: lower index first) into out. */
 static void top_k(const float *v, int32_t n, int32_t k, int32_t *out) {
@@ -127,9 +128,18 @@ void ds2_moe(ds2_fwd *c, const fwd_batch *b, int il) {
         if (!n) continue;
         for (int32_t i = 0; i < n; i++)
             memcpy(c->xe + (int64_t)i * E, c->h + (int64_t)c->exp_tok[off + i] * E, (size_t)E * sizeof(float));
-        kern_matmul(c->kc, &L->eg[e], c->xe, n, c->ge);
-        kern_matmul(c->kc, &L->eu[e], c->xe, n, c->ue);
-        ds2_silu_mul_rows(c, c->ge, c->ue, n, fe);
+        if (L->egu) {
+            kern_matmul(c->kc, &L->egu[e], c->xe, n, c->ue); /* rows [gate | up] */
+            for (int32_t i = 0; i < n; i++) {
+                float *g = c->ge + (int64_t)i * fe;
+                memcpy(g, c->ue + (int64_t)i * 2 * fe, (size_t)fe * sizeof(float));
+                kern_silu_mul(g, c->ue + (int64_t)i * 2 * fe + fe, fe);
+            }
+        } else {
+            kern_matmul(c->kc, &L->eg[e], c->xe, n, c->ge);
+            kern_matmul(c->kc, &L->eu[e], c->xe, n, c->ue);
+            ds2_silu_mul_rows(c, c->ge, c->ue, n, fe);
+        }
         kern_matmul(c->kc, &L->ed[e], c->ge, n, c->ye);
         for (int32_t i = 0; i < n; i++) {
             float w = c->exp_w[off + i], *y = c->moe + (int64_t)c->exp_tok[off + i] * E;

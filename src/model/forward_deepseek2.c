@@ -95,7 +95,7 @@ ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     c->exp_w = fmalloc(T * k);
     c->xe = fmalloc(T * E);
     c->ge = fmalloc(T * (size_t)hp->n_ff_exp);
-    c->ue = fmalloc(T * (size_t)hp->n_ff_exp);
+    c->ue = fmalloc(T * 2 * (size_t)hp->n_ff_exp); /* stacked gate|up rows */
     c->ye = fmalloc(T * E);
     c->sel = malloc((T * k + 1) * sizeof(int32_t));
     c->exp_n = malloc((ne + 1) * sizeof(int32_t));

@@ -11,7 +11,9 @@
  *   wo        [E][H*v]
  *   dense FFN: w_gate, w_up [n_ff][E], w_down [E][n_ff]
  *   MoE: router [n_expert][E], exp_bias [n_expert] (selection only, may be
- *        NULL), per expert eg/eu [n_ff_exp][E], ed [E][n_ff_exp]; shared
+ *        NULL), per expert egu [2*n_ff_exp][E] (gate rows then up rows; or
+ *        separate eg/eu [n_ff_exp][E] when their types differ), ed
+ *        [E][n_ff_exp]; shared
  *        experts sg/su [n_ff_exp*n_shared][E], sd [E][n_ff_exp*n_shared].
  * Ownership: everything here belongs to the model (ds2_free_layers). */
 #ifndef CINFER_MODEL_DEEPSEEK2_H
@@ -28,6 +30,8 @@ typedef struct ds2_layer {
     kern_weight w_gate, w_up, w_down;
     kern_weight router;
     float *exp_bias;
+    kern_weight *egu;          /* n_expert stacked gate|up, or NULL (then eg, eu) */
+    void **egu_raw;            /* per expert: the stacked copy when the kernel did not repack it */
     kern_weight *eg, *eu, *ed; /* n_expert each, owned arrays */
     bool has_shared;
     kern_weight sg, su, sd;
