@@ -38,8 +38,8 @@ atexit.register(_kill_all)
 
 
 class Server:
-    def __init__(self, *args, ctx=512, threads=1, startup_timeout=60):
-        cmd = [BIN, "serve", MODEL, "--port", "0", "--ctx", str(ctx), "-t", str(threads)] + list(args)
+    def __init__(self, *args, ctx=512, threads=1, startup_timeout=60, model=MODEL):
+        cmd = [BIN, "serve", model, "--port", "0", "--ctx", str(ctx), "-t", str(threads)] + list(args)
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
         _live.append(self.proc)
         self.log = []
