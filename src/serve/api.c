@@ -316,21 +316,31 @@ int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, cons
     if (api == RECIPE_API_CHAT) {
         /* The OpenAI path validates and maps every Chat field (n, logprobs, logit_bias...; its
          * errors are the contract) and keeps tool_calls / tool_call_id in the messages; recipe
-         * adds tools and tool_choice. Requests with neither tools nor a reasoning parser, or with
-         * n > 1 / logprobs, stay on the OpenAI path alone (a->active = false). */
+         * adds tools, tool_choice and the output side (parser + encoder). Requests with n > 1 or
+         * logprobs (which recipe does not represent) stay on the OpenAI path alone
+         * (a->active = false), and so do tool-less requests recipe refuses but OpenAI accepts
+         * (more than 4 stop strings). */
         oai_limits lim = {.n_vocab = ctx->n_vocab, .max_n = ctx->max_n};
         if (oai_parse_chat(body, len, &lim, p, err)) return a->active = false, -1;
-        json_t *root = load_object(body, len, err);
-        if (!root) goto fail;
-        bool tools = json_array_size(json_object_get(root, "tools")) > 0;
-        if ((!tools && ctx->parser == RECIPE_PARSER_PLAIN) || p->n != 1 || p->logprobs) {
-            json_decref(root);
+        if (p->n != 1 || p->logprobs) {
             a->active = false;
             return 0;
         }
-        int rc = parse_root(api, root, &a->req, err);
+        json_t *root = load_object(body, len, err);
+        if (!root) goto fail;
+        bool tools = json_array_size(json_object_get(root, "tools")) > 0;
+        serve_error e2;
+        int rc = parse_root(api, root, &a->req, &e2);
         json_decref(root);
-        if (rc) goto fail;
+        if (rc && tools) {
+            *err = e2;
+            goto fail;
+        }
+        if (rc) {
+            recipe_request_free(&a->req);
+            a->active = false;
+            return 0;
+        }
     } else {
         if (parse_body(api, body, len, false, &a->req, err) || fill_params(&a->req, p, err) ||
             build_messages(a, ctx, p, err))
