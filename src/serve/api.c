@@ -380,7 +380,8 @@ int api_count_tokens_parse(const char *body, size_t len, const api_ctx *ctx, gen
 static recipe_finish finish_of(const api_job *a, const gen_choice *c, int tool_calls) {
     (void)a;
     switch (c->finish) {
-    case CINFER_FINISH_LENGTH: return tool_calls ? RECIPE_FINISH_TOOL_CALLS : RECIPE_FINISH_LENGTH;
+    case CINFER_FINISH_LENGTH:
+    case CINFER_FINISH_CANCELLED: return tool_calls ? RECIPE_FINISH_TOOL_CALLS : RECIPE_FINISH_LENGTH;
     case CINFER_FINISH_ERROR: return RECIPE_FINISH_ERROR;
     default: return tool_calls ? RECIPE_FINISH_TOOL_CALLS : RECIPE_FINISH_EOS;
     }
@@ -409,6 +410,18 @@ static int encode_events(api_job *a, const recipe_event *ev, size_t n) {
     return 0;
 }
 
+/* Recipe has no "cancelled" finish; Chat's is vLLM's "abort" (the shutdown deadline): the
+ * finish chunk written from `from` on says "length" and is patched. */
+static void chat_abort_patch(recipe_buf *b, size_t from) {
+    static const char len_s[] = "\"finish_reason\":\"length\"", abort_s[] = "\"finish_reason\":\"abort\"";
+    for (size_t i = from; i + sizeof len_s - 1 <= b->len; i++)
+        if (!memcmp(b->data + i, len_s, sizeof len_s - 1)) {
+            memcpy(b->data + i, abort_s, sizeof abort_s - 1);
+            memmove(b->data + i + sizeof abort_s - 1, b->data + i + sizeof len_s - 1, b->len - i - (sizeof len_s - 1));
+            b->len -= 1;
+        }
+}
+
 int api_job_delta(api_job *a, const char *text, size_t len) {
     const recipe_event *ev;
     size_t n;
@@ -429,7 +442,11 @@ int api_job_finish(api_job *a, const gen_job *g) {
         fin.text = c->error[0] ? c->error : "generation failed";
         fin.len = strlen(fin.text);
     }
-    return encode_events(a, &fin, 1);
+    size_t from = a->out.len;
+    if (encode_events(a, &fin, 1)) return -1;
+    if (a->api == RECIPE_API_CHAT && c->finish == CINFER_FINISH_CANCELLED && fin.finish == RECIPE_FINISH_LENGTH)
+        chat_abort_patch(&a->out, from);
+    return 0;
 }
 
 /* Appends events to response parts (adjacent text / reasoning merged). */
@@ -531,6 +548,9 @@ char *api_job_response(api_job *a, const gen_job *g, const char *model) {
     r.usage = usage_of(g);
     recipe_error re;
     json_t *o = recipe_response_encode(a->api, &r, &a->req, &re);
+    if (o && a->api == RECIPE_API_CHAT && g->choices[0].finish == CINFER_FINISH_CANCELLED &&
+        r.finish == RECIPE_FINISH_LENGTH) /* see chat_abort_patch */
+        json_object_set_new(json_array_get(json_object_get(o, "choices"), 0), "finish_reason", json_string("abort"));
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (o) json_decref(o);
     recipe_response_free(&r);
