@@ -66,6 +66,14 @@ char *api_error_json(recipe_api api, const serve_error *e, const char *request_i
     default: kind = RECIPE_ERR_SERVER; break;
     }
     recipe_fail(&re, kind, e->param[0] ? e->param : NULL, "%s", e->message);
+    int maxc;
+    long long n;
+    if (kind == RECIPE_ERR_CONTEXT_LENGTH && /* Anthropic's wording, which clients match on */
+        (sscanf(e->message, "This model's maximum context length is %d tokens. However, you requested %lld", &maxc,
+                &n) == 2 ||
+         sscanf(e->message, "This model's maximum context length is %d tokens. However, your prompt has %lld", &maxc,
+                &n) == 2))
+        recipe_fail(&re, kind, e->param[0] ? e->param : NULL, "prompt is too long: %lld tokens > %d maximum", n, maxc);
     *status = e->status == 405 ? 405 : recipe_error_status(api, &re);
     json_t *b = recipe_error_body(api, &re, request_id);
     if (!b) return NULL;

@@ -120,8 +120,9 @@ class TestMessagesErrors(unittest.TestCase):
         with self.assertRaises(anthropic.BadRequestError) as cm:
             CLIENT.messages.create(model=MODEL_NAME, max_tokens=2, messages=MSGS, temperature=1.5)
         self.assertEqual(cm.exception.body["error"]["type"], "invalid_request_error")
-        with self.assertRaises(anthropic.BadRequestError):  # prompt + max_tokens beyond the context
+        with self.assertRaises(anthropic.BadRequestError) as cm:  # prompt + max_tokens beyond the context
             CLIENT.messages.create(model=MODEL_NAME, max_tokens=100000, messages=MSGS)
+        self.assertRegex(cm.exception.body["error"]["message"], r"^prompt is too long: \d+ tokens > 512 maximum$")
 
     def test_raw_malformed(self):
         self.assertEqual(self.raw(b"{not json"), (400, "invalid_request_error"))
