@@ -401,6 +401,19 @@ static recipe_usage usage_of(const gen_job *g) {
     return u;
 }
 
+void api_job_prompt_check(api_job *a, const gen_job *g, const tokenizer *tok) {
+    char tail[96];
+    size_t n = 0;
+    int32_t from = g->n_prompt > 3 ? g->n_prompt - 3 : 0;
+    for (int32_t i = from; i < g->n_prompt; i++) {
+        size_t k = tokenizer_token_bytes(tok, g->prompt[i], true, tail + n, sizeof tail - 1 - n);
+        n += k < sizeof tail - 1 - n ? k : sizeof tail - 1 - n;
+    }
+    while (n && (tail[n - 1] == '\n' || tail[n - 1] == ' ' || tail[n - 1] == '\r')) n--;
+    tail[n] = 0;
+    if (n >= 7 && !strcmp(tail + n - 7, "<think>")) a->flags |= RECIPE_PARSER_IN_REASONING;
+}
+
 int api_job_begin(api_job *a, const gen_job *g, const char *model) {
     recipe_stream_info info = {.id = a->id, .model = model, .created = a->created, .prompt_tokens = g->n_prompt,
                                .cache_read = 0, .include_usage = a->req.include_usage == 1, .req = &a->req};

@@ -55,6 +55,9 @@ typedef struct api_job {
  * the caller still calls api_job_free. */
 int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
                   serve_error *err);
+/* After gen_job_start: a prompt that ends with "<think>" (R1-0528, Qwen3 thinking templates)
+ * means the output starts inside the reasoning block (RECIPE_PARSER_IN_REASONING). */
+void api_job_prompt_check(api_job *a, const gen_job *g, const tokenizer *tok);
 /* Streaming: creates the parser and encoder once the prompt is known. */
 int api_job_begin(api_job *a, const gen_job *g, const char *model);
 /* Streaming: a text delta of the (single) choice -> SSE in a->out. */

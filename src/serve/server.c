@@ -537,6 +537,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         return;
     }
     j->a = a; /* moved: freed with the job */
+    if (j->a.active) api_job_prompt_check(&j->a, &j->g, s->gm->tok);
     if (j->a.active && j->stream && api_job_begin(&j->a, &j->g, s->cfg->model_name)) {
         serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
         gen_job_free(&j->g, s->gm);

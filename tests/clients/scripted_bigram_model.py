@@ -14,6 +14,9 @@ How it works (a bigram model, no special code path in cinfer):
 - The chat template ends the prompt with <|answer|> when the last message is a tool result,
   <|call|> when tools are offered, else <|think|>; each starts one script below. Every script
   ends with </s> (EOS). The template mentions <tool_call>, so cinfer detects the Hermes parser.
+  With enable_thinking (Anthropic thinking, reasoning effort) the prompt ends with
+  "<|think|><think>" like Qwen3 / R1-0528 templates: the output then starts inside the reasoning
+  block (the server must notice: RECIPE_PARSER_IN_REASONING).
 
 Used by tests/clients/test_tool_calls.py (and the reasoning tests). Never shipped: the file is
 generated at test time into a temporary directory.
@@ -33,6 +36,7 @@ REASONING_TEXT = "The user says hello."
 THINK_ANSWER_TEXT = "Hello! How can I help?"
 
 CONTROL = ["<|im_start|>", "<|im_end|>", "<|call|>", "<|answer|>", "<|think|>"]
+USER_DEFINED = ["<tool_call>", "</tool_call>", "<think>", "</think>"]  # added tokens, as in Qwen vocabularies
 
 TEMPLATE = (
     "{%- for m in messages -%}"
@@ -45,6 +49,7 @@ TEMPLATE = (
     "{%- if add_generation_prompt -%}"
     "{%- if messages[-1].role == 'tool' -%}<|answer|>"
     "{%- elif tools -%}<|call|>"
+    "{%- elif enable_thinking is defined and enable_thinking -%}<|think|><think>"
     "{%- else -%}<|think|>"
     "{%- endif -%}"
     "{%- endif -%}"
@@ -67,7 +72,7 @@ def _vocab():
             if sp in tokens:
                 raise ValueError("piece %r is in two scripts: the bigram chain would be ambiguous" % p)
             tokens.append(sp)
-            types.append(1)
+            types.append(4 if p in USER_DEFINED else 1)
     return tokens, types
 
 

@@ -89,6 +89,7 @@ class TestChatTools(unittest.TestCase):
         m = r.choices[0].message
         self.assertEqual(m.content, sbm.THINK_ANSWER_TEXT)
         self.assertEqual(m.model_extra["reasoning_content"], sbm.REASONING_TEXT)
+        self.assertEqual(r.usage.completion_tokens, len(sbm.SCRIPTS["<|think|>"]) + 1)  # the model wrote <think>
         chunks = list(OAI.chat.completions.create(model=NAME, messages=[{"role": "user", "content": "hi"}],
                                                   stream=True))
         deltas = [c.choices[0].delta for c in chunks if c.choices]
@@ -123,6 +124,8 @@ class TestAnthropicTools(unittest.TestCase):
         m = ANT.messages.create(model=NAME, max_tokens=1500, messages=[{"role": "user", "content": "hi"}],
                                 thinking={"type": "enabled", "budget_tokens": 1024})
         self.assertEqual([b.type for b in m.content], ["thinking", "text"])
+        # thinking on: the template already wrote <think> (the output starts inside reasoning)
+        self.assertEqual(m.usage.output_tokens, len(sbm.SCRIPTS["<|think|>"]) - 1 + 1)  # - <think> + EOS
         self.assertEqual(m.content[0].thinking, sbm.REASONING_TEXT)
         self.assertTrue(m.content[0].signature)
         self.assertEqual(m.content[1].text, sbm.THINK_ANSWER_TEXT)
