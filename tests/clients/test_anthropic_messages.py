@@ -101,6 +101,29 @@ class TestMessages(unittest.TestCase):
         self.assertEqual(m.usage.output_tokens, 2)
 
 
+    def test_stream_disconnect_frees(self):
+        # a client that leaves mid-stream: its engine request is released, its KV blocks freed
+        import socket
+        import time
+        s = socket.create_connection(("127.0.0.1", SRV.port))
+        data = json.dumps({"max_tokens": 400, "stream": True, "messages": MSGS}).encode()
+        s.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: " + KEY.encode() +
+                  b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+        s.settimeout(10)
+        got = b""
+        while b"content_block_delta" not in got:
+            got += s.recv(4096)
+        s.close()
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            m = SRV.metrics()
+            if m["cinfer_kv_blocks_used"] == 0 and m["cinfer_requests_inflight"] == 0:
+                break
+            time.sleep(0.02)
+        self.assertEqual(SRV.metrics()["cinfer_kv_blocks_used"], 0)
+        self.assertEqual(CLIENT.messages.create(model=MODEL_NAME, max_tokens=2, messages=MSGS).usage.output_tokens, 2)
+
+
 class TestMessagesErrors(unittest.TestCase):
     def raw(self, body, headers=HDR, path="/v1/messages"):
         st, h, b = SRV.http("POST", path, body, headers=dict(headers))
