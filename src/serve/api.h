@@ -1,4 +1,4 @@
-/* api.h - the server's protocol layer for the chat APIs that go through the
+/* api.h - (api_request.c, api_output.c) the server's protocol layer for the chat APIs that go through the
  * recipe library (include/cinfer/recipe.h): Anthropic Messages
  * (POST /v1/messages, /v1/messages/count_tokens), OpenAI Responses
  * (POST /v1/responses, with previous_response_id from the response store) and
@@ -73,6 +73,10 @@ void api_job_free(api_job *a);
 /* An error in `api`'s shape; *status gets the HTTP status (Anthropic: 529 for
  * overload, which OpenAI spells 429/503). malloc'd text. */
 char *api_error_json(recipe_api api, const serve_error *e, const char *request_id, int *status);
+
+/* One canonical message as a chat-template message (api_request.c; also used to store the
+ * output of a Responses answer). New reference, or NULL + err (images: 400). */
+json_t *api_template_message(const recipe_message *m, size_t index, serve_error *err);
 
 /* POST /v1/messages/count_tokens: the Messages body -> template messages and tools in *p (no
  * max_tokens needed). */
