@@ -168,5 +168,20 @@ class TestResponsesTools(unittest.TestCase):
         self.assertEqual(r.output_text, sbm.THINK_ANSWER_TEXT)
 
 
+class TestParserFlag(unittest.TestCase):
+    def test_override_plain(self):
+        # --tool-call-parser plain: the same model output is plain content, no tool calls
+        srv = Server("--tool-call-parser", "plain", model=os.path.join(TMP.name, NAME + ".gguf"), ctx=2048)
+        try:
+            self.assertIn("output parser: plain\n", srv.log_text())
+            c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0)
+            r = c.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER])
+            self.assertIsNone(r.choices[0].message.tool_calls)
+            self.assertEqual(r.choices[0].finish_reason, "stop")
+            self.assertEqual(r.choices[0].message.content, "".join(sbm.SCRIPTS["<|call|>"]))
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
