@@ -9,6 +9,7 @@
 #include "base/cpu.h"
 #include "base/log.h"
 #include "cinfer/engine.h"
+#include "cinfer/recipe.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "model/model.h"
@@ -19,7 +20,8 @@
 static void serve_usage(FILE *out) {
     fprintf(out,
             "usage: cinfer serve MODEL.gguf [options]\n"
-            "OpenAI-compatible HTTP server (docs/serve.md): POST /v1/chat/completions, /v1/completions,\n"
+            "OpenAI- and Anthropic-compatible HTTP server (docs/serve.md): POST /v1/chat/completions, /v1/completions,\n"
+            "/v1/messages (+ /count_tokens, Anthropic), /v1/responses (+ GET/DELETE /v1/responses/ID),\n"
             "/tokenize, /detokenize; GET /v1/models, /health, /ready, /metrics.\n"
             "  -m, --model FILE          GGUF model (or give it as the first argument)\n"
             "      --host ADDR           bind address (default 127.0.0.1: loopback only)\n"
@@ -40,11 +42,20 @@ static void serve_usage(FILE *out) {
             "      --max-body-bytes N    request body limit, 413 above (default 8388608)\n"
             "      --conn-buffer-bytes N unsent bytes per streaming connection before it pauses (default 262144)\n"
             "      --shutdown-timeout S  seconds in-flight requests get after SIGTERM (default 30)\n"
-            "      --log-level L         error|warn|info|debug (default info: one line per request)\n");
+            "      --log-level L         error|warn|info|debug (default info: one line per request)\n"
+            "      --tool-call-parser NAME   model-output parser for tool calls (hermes, llama3, mistral,\n"
+            "                            deepseek_v3, deepseek_r1, deepseek_v31, think, plain;\n"
+            "                            default: detected from the chat template / architecture)\n"
+            "      --reasoning-parser NAME   the same, for reasoning; --tool-call-parser wins when both are given\n"
+            "      --response-store-max N    stored Responses (previous_response_id, GET) (default 1024; 0: none)\n"
+            "      --response-store-bytes N  their total size limit in bytes (default 268435456)\n"
+            "      --response-store-ttl S    seconds a stored response lives after its last use (default 3600)\n");
 }
 
 typedef struct serve_opts {
-    const char *model, *host, *api_key, *name, *log_level, *kv_store;
+    const char *model, *host, *api_key, *name, *log_level, *kv_store, *tool_parser, *reasoning_parser;
+    long long rs_max, rs_bytes;
+    double rs_ttl;
     long long port, ctx, max_seqs, max_batch, threads, max_queue, max_n, max_body, conn_buf;
     double kv_gib, shutdown_s, store_quota_gib;
 } serve_opts;
@@ -62,6 +73,9 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     o->conn_buf = 256 << 10;
     o->kv_gib = 1;
     o->shutdown_s = 30;
+    o->rs_max = 1024;
+    o->rs_bytes = 256ll << 20;
+    o->rs_ttl = 3600;
     o->api_key = getenv("CINFER_API_KEY");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -85,6 +99,11 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--conn-buffer-bytes")) { VAL(); if (cli_int(a, v, 1024, 1ll << 30, &o->conn_buf)) return 2; }
         else if (!strcmp(a, "--shutdown-timeout")) { VAL(); if (cli_float(a, v, 0, 3600, &o->shutdown_s)) return 2; }
         else if (!strcmp(a, "--log-level")) { VAL(); o->log_level = v; }
+        else if (!strcmp(a, "--tool-call-parser")) { VAL(); o->tool_parser = v; }
+        else if (!strcmp(a, "--reasoning-parser")) { VAL(); o->reasoning_parser = v; }
+        else if (!strcmp(a, "--response-store-max")) { VAL(); if (cli_int(a, v, 0, 1 << 24, &o->rs_max)) return 2; }
+        else if (!strcmp(a, "--response-store-bytes")) { VAL(); if (cli_int(a, v, 1024, 1ll << 40, &o->rs_bytes)) return 2; }
+        else if (!strcmp(a, "--response-store-ttl")) { VAL(); if (cli_float(a, v, 1, 1e7, &o->rs_ttl)) return 2; }
         else if (a[0] == '-') { cli_fail("serve: unknown option '%s' (see cinfer serve --help)", a); return 2; }
         else if (!o->model) o->model = a;
         else { cli_fail("serve: unexpected argument '%s' (see cinfer serve --help)", a); return 2; }
@@ -92,6 +111,12 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     }
     if (!o->model) { cli_fail("serve: MODEL.gguf is required (see cinfer serve --help)"); return 2; }
     if (o->api_key && !*o->api_key) o->api_key = NULL;
+    const char *pn[2] = {o->tool_parser, o->reasoning_parser};
+    for (int i = 0; i < 2; i++)
+        if (pn[i] && recipe_parser_from_name(pn[i]) < 0) {
+            cli_fail("serve: unknown parser '%s' (hermes, llama3, mistral, deepseek_v3, deepseek_r1, deepseek_v31, think, plain)", pn[i]);
+            return 2;
+        }
     return 0;
 }
 
@@ -156,7 +181,14 @@ int cmd_serve(int argc, char **argv) {
                         .max_inflight = (int32_t)(o.max_seqs + o.max_queue),
                         .max_body = (size_t)o.max_body,
                         .conn_buffer = (size_t)o.conn_buf,
-                        .shutdown_timeout_s = o.shutdown_s};
+                        .shutdown_timeout_s = o.shutdown_s,
+                        .response_store_max = (size_t)o.rs_max,
+                        .response_store_bytes = (size_t)o.rs_bytes,
+                        .response_store_ttl_s = o.rs_ttl};
+    const char *pname = o.tool_parser ? o.tool_parser : o.reasoning_parser;
+    cfg.parser = pname ? recipe_parser_from_name(pname)
+                       : (int)recipe_parser_detect(fallback ? NULL : chat_template_source(tmpl), hp->arch);
+    LOG_INFO("output parser: %s%s", recipe_parser_name((recipe_parser_kind)cfg.parser), pname ? "" : " (detected)");
     if (serve_run(&cfg, &gm, &err)) { cli_fail("serve: %s", err.msg); goto done; }
     rc = 0;
 done:

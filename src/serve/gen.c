@@ -40,6 +40,8 @@ void gen_params_free(gen_params *p) {
     free(p->stop);
     free(p->cache_salt);
     free(p->user);
+    if (p->tools) json_decref(p->tools);
+    if (p->tmpl_kwargs) json_decref(p->tmpl_kwargs);
     gen_params_init(p);
 }
 
@@ -158,10 +160,16 @@ static bool has_special_text(const gen_model *gm, const char *s) {
     return false;
 }
 
-static int render(const gen_model *gm, json_t *messages, bool add_gen, char **out, size_t *out_len,
-                  serve_error *err) {
-    json_t *ctx = json_pack("{s:O, s:b, s:s, s:s}", "messages", messages, "add_generation_prompt", add_gen,
-                            "bos_token", gm->bos_text, "eos_token", gm->eos_text);
+static int render(const gen_model *gm, json_t *messages, const json_t *tools, const json_t *kwargs, bool add_gen,
+                  char **out, size_t *out_len, serve_error *err) {
+    json_t *ctx = json_object();
+    if (ctx && json_is_object(kwargs) && json_object_update(ctx, (json_t *)kwargs)) json_decref(ctx), ctx = NULL;
+    if (ctx && (json_object_set(ctx, "messages", messages) ||
+                json_object_set_new(ctx, "add_generation_prompt", json_boolean(add_gen)) ||
+                json_object_set_new(ctx, "bos_token", json_string(gm->bos_text)) ||
+                json_object_set_new(ctx, "eos_token", json_string(gm->eos_text)) ||
+                (tools && json_array_size(tools) && json_object_set(ctx, "tools", (json_t *)tools))))
+        json_decref(ctx), ctx = NULL;
     if (!ctx) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
     cf_err e = {0};
     int rc = chat_template_render(gm->tmpl, ctx, out, out_len, &e);
@@ -175,6 +183,11 @@ static int render(const gen_model *gm, json_t *messages, bool add_gen, char **ou
 
 int gen_chat_prompt(const gen_model *gm, const json_t *messages, bool add_gen, int32_t **ids, int32_t *n_ids,
                     serve_error *err) {
+    return gen_chat_prompt_ex(gm, messages, NULL, NULL, add_gen, ids, n_ids, err);
+}
+
+int gen_chat_prompt_ex(const gen_model *gm, const json_t *messages, const json_t *tools, const json_t *kwargs,
+                       bool add_gen, int32_t **ids, int32_t *n_ids, serve_error *err) {
     bool unsafe = false;
     size_t nm = json_array_size(messages);
     for (size_t i = 0; i < nm; i++) {
@@ -186,7 +199,7 @@ int gen_chat_prompt(const gen_model *gm, const json_t *messages, bool add_gen, i
     size_t len = 0;
     json_t *copy = NULL;
     if (!unsafe) {
-        if (render(gm, (json_t *)messages, add_gen, &text, &len, err) || maybe_bos(gm, &v, text, len, err) ||
+        if (render(gm, (json_t *)messages, tools, kwargs, add_gen, &text, &len, err) || maybe_bos(gm, &v, text, len, err) ||
             encode_into(gm, &v, text, len, true, err))
             goto fail;
     } else {
@@ -199,7 +212,7 @@ int gen_chat_prompt(const gen_model *gm, const json_t *messages, bool add_gen, i
             snprintf(s, sizeof s, "%c%zu%c", SENT_OPEN, i, SENT_CLOSE);
             if (json_object_set_new(m, "content", json_string(s))) goto oom;
         }
-        if (render(gm, copy, add_gen, &text, &len, err) || maybe_bos(gm, &v, text, len, err)) goto fail;
+        if (render(gm, copy, tools, kwargs, add_gen, &text, &len, err) || maybe_bos(gm, &v, text, len, err)) goto fail;
         size_t at = 0;
         while (at < len) {
             char *o = memchr(text + at, SENT_OPEN, len - at);
@@ -245,7 +258,7 @@ int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *e
     gen_params_init(p);
     gen_params *q = &j->p;
     int rc;
-    if (q->kind == GEN_CHAT) rc = gen_chat_prompt(gm, q->messages, true, &j->prompt, &j->n_prompt, err);
+    if (q->kind == GEN_CHAT) rc = gen_chat_prompt_ex(gm, q->messages, q->tools, q->tmpl_kwargs, true, &j->prompt, &j->n_prompt, err);
     else if (q->prompt_ids) {
         j->prompt = malloc((size_t)q->n_prompt_ids * sizeof(int32_t));
         if (!j->prompt) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");

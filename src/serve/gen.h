@@ -51,6 +51,8 @@ typedef struct gen_params {
     int32_t priority;      /* vLLM extension: lower = scheduled first (default 0) */
     char *cache_salt;      /* owned or NULL */
     char *user;            /* owned or NULL (logged only) */
+    json_t *tools;         /* chat: template variable `tools` ([{type:function, function:{...}}], owned ref) or NULL */
+    json_t *tmpl_kwargs;   /* chat: extra template variables (enable_thinking, ...; owned ref) or NULL */
 } gen_params;
 
 void gen_params_init(gen_params *p);
@@ -127,6 +129,9 @@ bool gen_job_done(const gen_job *j);
  * malloc'd. */
 int gen_chat_prompt(const gen_model *gm, const json_t *messages, bool add_generation_prompt, int32_t **ids,
                     int32_t *n_ids, serve_error *err);
+/* The same with the template variables `tools` and extra keyword arguments (either may be NULL). */
+int gen_chat_prompt_ex(const gen_model *gm, const json_t *messages, const json_t *tools, const json_t *kwargs,
+                       bool add_generation_prompt, int32_t **ids, int32_t *n_ids, serve_error *err);
 /* Tokenizes text (user text: special tokens not parsed), BOS per the model when add_special. */
 int gen_text_prompt(const gen_model *gm, const char *text, size_t len, bool add_special, int32_t **ids, int32_t *n_ids,
                     serve_error *err);

@@ -50,6 +50,7 @@
 
 #include "base/log.h"
 #include "base/timeutil.h"
+#include "serve/api.h"
 #include "serve/metrics.h"
 #include "serve/oai_request.h"
 #include "serve/oai_response.h"
@@ -69,6 +70,8 @@ typedef struct sv_job {
     double *t_last; /* per choice: time of its latest token */
     oai_buf chunk;  /* reused for text-delta chunks (the per-token path) */
     bool stream, paused;
+    recipe_api api; /* the API's error shape */
+    api_job a;      /* the recipe path (a.active): Messages, Responses, Chat with tools/parser */
 } sv_job;
 
 struct server {
@@ -87,6 +90,7 @@ struct server {
     uint64_t id_seq, id_salt;
     bool draining;
     long long started;
+    response_store *store; /* Responses API (previous_response_id, GET/DELETE) */
 };
 
 /* ---- small helpers ---- */
@@ -144,15 +148,23 @@ static void send_json(server *s, struct evhttp_request *req, int status, char *j
     send_text(s, req, status, "application/json", json, json ? strlen(json) : 0);
 }
 
-static void send_error(server *s, struct evhttp_request *req, const serve_error *e, const char *id, double t0) {
+static void send_error_api(server *s, struct evhttp_request *req, const serve_error *e, const char *id, double t0,
+                           recipe_api api) {
     if (e->status == 429 || e->status == 503)
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
-    send_json(s, req, e->status, oai_error_json(e));
+    int status;
+    char *body = api_error_json(api, e, id, &status);
+    if (api == RECIPE_API_MESSAGES) evhttp_add_header(evhttp_request_get_output_headers(req), "request-id", id);
+    send_json(s, req, status, body);
     const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
     const char *path = u ? evhttp_uri_get_path(u) : NULL;
     char note[600];
     snprintf(note, sizeof note, "error=\"%s\"", e->message);
-    log_line(id, method_name(req), path ? path : "?", e->status, NULL, 0, time_now() - t0, note);
+    log_line(id, method_name(req), path ? path : "?", status, NULL, 0, time_now() - t0, note);
+}
+
+static void send_error(server *s, struct evhttp_request *req, const serve_error *e, const char *id, double t0) {
+    send_error_api(s, req, e, id, t0, RECIPE_API_CHAT);
 }
 
 /* 0 if the peer is still there (or unknown), -1 if it closed its side. */
@@ -215,6 +227,7 @@ static void job_free(sv_job *j) {
     s->inflight_choices -= j->g.p.n;
     s->m.inflight--;
     gen_job_free(&j->g, s->gm);
+    api_job_free(&j->a);
     free(j->t_last);
     free(j->chunk.p);
     free(j);
@@ -290,7 +303,16 @@ static void job_complete(sv_job *j) {
     evhttp_request_set_on_complete_cb(j->req, on_flushed, s);
     s->n_flushing++;
     int status = 200;
-    if (j->stream) {
+    if (j->stream && j->a.active) { /* the encoder wrote the closing events with the finish */
+        if (j->a.store) {
+            char *body = api_job_response(&j->a, &j->g, s->cfg->model_name);
+            api_ctx ctx = {.store = s->store, .now = time_now()};
+            api_job_save(&j->a, &ctx, &j->g, body);
+            free(body);
+        }
+        evhttp_send_reply_end(j->req);
+        metrics_request_done(&s->m, 200);
+    } else if (j->stream) {
         struct evbuffer *b = evbuffer_new();
         if (b) {
             if (j->meta.include_usage) sse_add(b, oai_chunk_usage(&j->meta, &j->g));
@@ -303,8 +325,12 @@ static void job_complete(sv_job *j) {
     } else if (err) {
         serve_error e;
         serve_fail(&e, 500, "server_error", NULL, NULL, "generation failed: %s", err);
-        status = 500;
-        send_json(s, j->req, 500, oai_error_json(&e));
+        send_json(s, j->req, 500, api_error_json(j->api, &e, j->id, &status));
+    } else if (j->a.active) {
+        char *body = api_job_response(&j->a, &j->g, s->cfg->model_name);
+        api_ctx ctx = {.store = s->store, .now = time_now()};
+        api_job_save(&j->a, &ctx, &j->g, body);
+        send_json(s, j->req, 200, body);
     } else {
         send_json(s, j->req, 200, oai_response_json(&j->meta, &j->g, s->gm->tok));
     }
@@ -324,7 +350,7 @@ static int job_pump(sv_job *j, int32_t c) {
         evhttp_connection_free(j->evcon); /* runs on_conn_close, which frees j */
         return -1;
     }
-    int r = gen_job_read(&j->g, s->gm, c, !j->stream);
+    int r = gen_job_read(&j->g, s->gm, c, !j->stream || j->a.active);
     if (r <= 0 && !gen_job_done(&j->g)) return 0;
     double now = time_now();
     int32_t k = j->g.new_tokens;
@@ -339,7 +365,12 @@ static int job_pump(sv_job *j, int32_t c) {
     if (j->stream && r > 0) {
         struct evbuffer *b = s->out;
         gen_choice *ch = &j->g.choices[c];
-        if (!j->g.p.logprobs) { /* the common per-token path: no JSON library, a reused buffer */
+        if (j->a.active) { /* recipe: parser -> stream encoder (finish and errors included) */
+            if (ch->out.text_len) api_job_delta(&j->a, ch->out.text, ch->out.text_len);
+            if (ch->finish != CINFER_FINISH_NONE) api_job_finish(&j->a, &j->g);
+            evbuffer_add(b, j->a.out.data, j->a.out.len);
+            j->a.out.len = 0;
+        } else if (!j->g.p.logprobs) { /* the common per-token path: no JSON library, a reused buffer */
             if (ch->out.text_len && !oai_chunk_text_into(&j->meta, c, ch->out.text, ch->out.text_len, &j->chunk))
                 sse_put(b, j->chunk.p, j->chunk.len);
         } else {
@@ -347,7 +378,8 @@ static int job_pump(sv_job *j, int32_t c) {
             char *d = oai_chunk_delta(&j->meta, &j->g, c, s->gm->tok, &empty);
             if (!empty) sse_add(b, d);
         }
-        if (ch->finish == CINFER_FINISH_ERROR) {
+        if (j->a.active) {
+        } else if (ch->finish == CINFER_FINISH_ERROR) {
             serve_error e;
             serve_fail(&e, 500, "server_error", NULL, NULL, "generation failed: %s", ch->error);
             sse_add(b, oai_error_json(&e));
@@ -423,28 +455,45 @@ static int check_model(server *s, const char *model, serve_error *e) {
     return 0;
 }
 
-static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind, const char *path, const char *body,
-                            size_t len, double t0) {
+static api_ctx make_api_ctx(server *s) {
+    api_ctx c = {.parser = s->cfg->parser, .store = s->store, .now = time_now(), .max_n = s->lim.max_n,
+                 .n_vocab = s->lim.n_vocab};
+    return c;
+}
+
+/* Chat (api CHAT), Completions (kind GEN_COMPLETION), Messages, Responses. */
+static void fail_generate(server *s, struct evhttp_request *req, const serve_error *e, const char *id, double t0,
+                          api_job *a, recipe_api api) {
+    api_job_free(a);
+    send_error_api(s, req, e, id, t0, api);
+}
+
+static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind, recipe_api api, const char *path,
+                            const char *body, size_t len, double t0) {
     serve_error e = {0};
     gen_params p;
-    int rc = kind == GEN_CHAT ? oai_parse_chat(body, len, &s->lim, &p, &e)
-                              : oai_parse_completion(body, len, &s->lim, &p, &e);
+    api_job a = {0};
     char id[48];
-    make_id(s, kind == GEN_CHAT ? "chatcmpl-" : "cmpl-", id, sizeof id);
+    make_id(s, kind == GEN_COMPLETION ? "cmpl-" : api == RECIPE_API_MESSAGES ? "msg_" : api == RECIPE_API_RESPONSES ? "resp_" : "chatcmpl-", id, sizeof id);
+    snprintf(a.id, sizeof a.id, "%s", id);
+    a.created = (int64_t)time(NULL);
+    api_ctx actx = make_api_ctx(s);
+    int rc = kind == GEN_COMPLETION ? oai_parse_completion(body, len, &s->lim, &p, &e)
+                                    : api_job_parse(&a, api, body, len, &actx, &p, &e);
     if (rc) {
-        send_error(s, req, &e, id, t0);
+        fail_generate(s, req, &e, id, t0, &a, api);
         return;
     }
     if (check_model(s, p.model, &e)) {
         gen_params_free(&p);
-        send_error(s, req, &e, id, t0);
+        fail_generate(s, req, &e, id, t0, &a, api);
         return;
     }
     if (p.n > s->cfg->max_inflight) {
         serve_bad(&e, "n", "'n' is %d but this server runs at most %d choices at once (--max-seqs + --max-queue)",
                   p.n, s->cfg->max_inflight);
         gen_params_free(&p);
-        send_error(s, req, &e, id, t0);
+        fail_generate(s, req, &e, id, t0, &a, api);
         return;
     }
     if (s->inflight_choices + p.n > s->cfg->max_inflight) {
@@ -452,7 +501,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
                    "The server is busy (%lld requests in flight, limit %d); retry later.",
                    (long long)s->inflight_choices, s->cfg->max_inflight);
         gen_params_free(&p);
-        send_error(s, req, &e, id, t0);
+        fail_generate(s, req, &e, id, t0, &a, api);
         return;
     }
     sv_job *j = calloc(1, sizeof *j);
@@ -462,11 +511,12 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         free(tl);
         gen_params_free(&p);
         serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
-        send_error(s, req, &e, id, t0);
+        fail_generate(s, req, &e, id, t0, &a, api);
         return;
     }
     j->s = s;
     j->req = req;
+    j->api = api;
     j->evcon = evhttp_request_get_connection(req);
     j->t_arrival = t0;
     j->t_last = tl;
@@ -483,7 +533,17 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         gen_job_free(&j->g, s->gm);
         free(tl);
         free(j);
-        send_error(s, req, &e, id, t0);
+        fail_generate(s, req, &e, id, t0, &a, api);
+        return;
+    }
+    j->a = a; /* moved: freed with the job */
+    if (j->a.active) api_job_prompt_check(&j->a, &j->g, s->gm->tok);
+    if (j->a.active && j->stream && api_job_begin(&j->a, &j->g, s->cfg->model_name)) {
+        serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+        gen_job_free(&j->g, s->gm);
+        free(tl);
+        free(j);
+        fail_generate(s, req, &e, id, t0, &a, api); /* a still holds what j->a had */
         return;
     }
     job_link(s, j);
@@ -500,8 +560,9 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         evhttp_add_header(h, "Content-Type", "text/event-stream");
         evhttp_add_header(h, "Cache-Control", "no-cache");
         evhttp_add_header(h, "X-Request-Id", j->id);
+        if (api == RECIPE_API_MESSAGES) evhttp_add_header(h, "request-id", j->id);
         evhttp_send_reply_start(req, 200, "OK");
-        if (kind == GEN_CHAT) {
+        if (kind == GEN_CHAT && !j->a.active) {
             struct evbuffer *b = evbuffer_new();
             if (b) {
                 for (int32_t c = 0; c < n; c++) sse_add(b, oai_chunk_role(&j->meta, c));
@@ -511,6 +572,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         }
     } else {
         evhttp_add_header(evhttp_request_get_output_headers(req), "X-Request-Id", j->id);
+        if (api == RECIPE_API_MESSAGES) evhttp_add_header(evhttp_request_get_output_headers(req), "request-id", j->id);
     }
 }
 
@@ -581,8 +643,66 @@ static void handle_detokenize(server *s, struct evhttp_request *req, const char 
     log_line(id, "POST", "/detokenize", 200, NULL, 0, time_now() - t0, NULL);
 }
 
+static void handle_count_tokens(server *s, struct evhttp_request *req, const char *body, size_t len, double t0) {
+    serve_error e = {0};
+    gen_params p;
+    int32_t *ids = NULL, n = 0;
+    char id[48];
+    make_id(s, "req_", id, sizeof id);
+    api_ctx actx = make_api_ctx(s);
+    if (api_count_tokens_parse(body, len, &actx, &p, &e)) {
+        send_error_api(s, req, &e, id, t0, RECIPE_API_MESSAGES);
+        return;
+    }
+    if (check_model(s, p.model, &e) ||
+        gen_chat_prompt_ex(s->gm, p.messages, p.tools, p.tmpl_kwargs, true, &ids, &n, &e)) {
+        gen_params_free(&p);
+        send_error_api(s, req, &e, id, t0, RECIPE_API_MESSAGES);
+        return;
+    }
+    gen_params_free(&p);
+    free(ids);
+    char *out = malloc(48);
+    if (out) snprintf(out, 48, "{\"input_tokens\":%d}", n);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "request-id", id);
+    send_json(s, req, 200, out);
+    log_line(id, "POST", "/v1/messages/count_tokens", 200, NULL, 0, time_now() - t0, NULL);
+}
+
+/* GET / DELETE /v1/responses/{id} */
+static void handle_stored_response(server *s, struct evhttp_request *req, const char *rid, bool del, double t0) {
+    serve_error e = {0};
+    char id[48];
+    make_id(s, "req-", id, sizeof id);
+    const char *body = NULL;
+    if (!rstore_get(s->store, rid, time_now(), NULL, &body)) {
+        serve_fail(&e, 404, "invalid_request_error", "not_found", "response_id", "No response found with id '%.100s'.",
+                   rid);
+        send_error_api(s, req, &e, id, t0, RECIPE_API_RESPONSES);
+        return;
+    }
+    if (!del) {
+        send_json(s, req, 200, strdup(body));
+        return;
+    }
+    rstore_delete(s->store, rid);
+    json_t *o = json_pack("{s:s, s:s, s:b}", "id", rid, "object", "response", "deleted", 1);
+    send_json(s, req, 200, o ? json_dumps(o, JSON_COMPACT) : NULL);
+    if (o) json_decref(o);
+}
+
+static bool key_matches(const char *k, const char *want) {
+    size_t kl = strlen(k), wl = strlen(want);
+    unsigned diff = (unsigned)(kl ^ wl);
+    for (size_t i = 0; i < wl; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < kl ? k[i] : 0);
+    return diff == 0;
+}
+
+/* Authorization: Bearer KEY, or Anthropic's x-api-key: KEY. */
 static bool authorized(server *s, struct evhttp_request *req) {
     if (!s->cfg->api_key) return true;
+    const char *x = evhttp_find_header(evhttp_request_get_input_headers(req), "x-api-key");
+    if (x && key_matches(x, s->cfg->api_key)) return true;
     const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7)) return false;
     const char *k = h + 7, *want = s->cfg->api_key;
@@ -603,6 +723,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
     bool get = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD, post = cmd == EVHTTP_REQ_POST;
     char id[48];
     make_id(s, "req-", id, sizeof id);
+    recipe_api api = RECIPE_API_CHAT; /* the error shape; set by the routing below */
 
     if (!strcmp(path, "/health")) {
         if (!get) goto bad_method;
@@ -629,16 +750,29 @@ static void on_request(struct evhttp_request *req, void *arg) {
     bool gen_chat = !strcmp(path, "/v1/chat/completions"), gen_cmpl = !strcmp(path, "/v1/completions");
     bool tok = !strcmp(path, "/tokenize"), detok = !strcmp(path, "/detokenize"), models = !strcmp(path, "/v1/models");
     bool one_model = !strncmp(path, "/v1/models/", 11) && path[11];
-    if (!gen_chat && !gen_cmpl && !tok && !detok && !models && !one_model) {
+    bool msgs = !strcmp(path, "/v1/messages"), count = !strcmp(path, "/v1/messages/count_tokens");
+    bool resp = !strcmp(path, "/v1/responses"), one_resp = !strncmp(path, "/v1/responses/", 14) && path[14];
+    api = msgs || count || !strncmp(path, "/v1/messages/", 13) ? RECIPE_API_MESSAGES
+                     : resp || one_resp                                    ? RECIPE_API_RESPONSES
+                                                                           : RECIPE_API_CHAT;
+    if (!gen_chat && !gen_cmpl && !tok && !detok && !models && !one_model && !msgs && !count && !resp && !one_resp) {
         serve_fail(&e, 404, "invalid_request_error", "not_found", NULL, "no route for %.100s %.200s", method_name(req),
                    path);
-        send_error(s, req, &e, id, t0);
+        send_error_api(s, req, &e, id, t0, api);
         return;
     }
     if (!authorized(s, req)) {
         serve_fail(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
-                   "Incorrect or missing API key: send 'Authorization: Bearer <key>'.");
-        send_error(s, req, &e, id, t0);
+                   "Incorrect or missing API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>').");
+        send_error_api(s, req, &e, id, t0, api);
+        return;
+    }
+    if (one_resp) {
+        if (!get && cmd != EVHTTP_REQ_DELETE) goto bad_method;
+        char *rid = evhttp_uridecode(path + 14, 0, NULL);
+        if (rid) handle_stored_response(s, req, rid, cmd == EVHTTP_REQ_DELETE, t0);
+        else evhttp_send_error(req, 500, NULL);
+        free(rid);
         return;
     }
     if (models) {
@@ -662,7 +796,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
     if (!post) goto bad_method;
     if (s->draining) {
         serve_fail(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
-        send_error(s, req, &e, id, t0);
+        send_error_api(s, req, &e, id, t0, api);
         return;
     }
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
@@ -670,23 +804,25 @@ static void on_request(struct evhttp_request *req, void *arg) {
     if (len > s->cfg->max_body) {
         serve_fail(&e, 413, "invalid_request_error", "request_too_large", NULL,
                    "The request body has %zu bytes; the limit is %zu.", len, s->cfg->max_body);
-        send_error(s, req, &e, id, t0);
+        send_error_api(s, req, &e, id, t0, api);
         return;
     }
     const char *body = len ? (const char *)evbuffer_pullup(in, -1) : "";
     if (!body) {
         serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
-        send_error(s, req, &e, id, t0);
+        send_error_api(s, req, &e, id, t0, api);
         return;
     }
-    if (gen_chat || gen_cmpl) handle_generate(s, req, gen_chat ? GEN_CHAT : GEN_COMPLETION, path, body, len, t0);
+    if (gen_chat || gen_cmpl || msgs || resp)
+        handle_generate(s, req, gen_cmpl ? GEN_COMPLETION : GEN_CHAT, api, path, body, len, t0);
+    else if (count) handle_count_tokens(s, req, body, len, t0);
     else if (tok) handle_tokenize(s, req, body, len, t0);
     else handle_detokenize(s, req, body, len, t0);
     return;
 bad_method:
     serve_fail(&e, 405, "invalid_request_error", "method_not_allowed", NULL, "%s is not allowed on %.200s",
                method_name(req), path);
-    send_error(s, req, &e, id, t0);
+    send_error_api(s, req, &e, id, t0, api);
 }
 
 /* ---- shutdown ---- */
@@ -772,6 +908,10 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
         else if (ss.ss_family == AF_INET6) port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
     }
     s->out = evbuffer_new();
+    if (!(s->store = rstore_new(cfg->response_store_max, cfg->response_store_bytes, cfg->response_store_ttl_s))) {
+        cf_fail(err, "out of memory");
+        goto done;
+    }
     s->ev_engine = event_new(s->base, cinfer_engine_fd(gm->engine), EV_READ | EV_PERSIST, on_engine, s);
     s->ev_sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->ev_sigint = evsignal_new(s->base, SIGINT, on_signal, s);
@@ -802,6 +942,7 @@ done:
     if (s->ev_deadline) event_free(s->ev_deadline);
     if (s->http) evhttp_free(s->http);
     if (s->out) evbuffer_free(s->out);
+    rstore_free(s->store);
     if (s->base) event_base_free(s->base);
     return rc;
 }

@@ -26,6 +26,10 @@ typedef struct serve_config {
     size_t max_body;           /* request body limit in bytes (413 above) */
     size_t conn_buffer;        /* per-connection unsent bytes before a stream pauses */
     double shutdown_timeout_s; /* in-flight requests get this long after SIGTERM */
+    int parser;                /* recipe_parser_kind for chat output (reasoning / tool calls) */
+    size_t response_store_max; /* Responses store: entries (0: store nothing) */
+    size_t response_store_bytes; /* ... and bytes */
+    double response_store_ttl_s; /* ... and seconds since last use */
 } serve_config;
 
 /* Binds, prints "cinfer serve: listening on http://HOST:PORT" to stderr,

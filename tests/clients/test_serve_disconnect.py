@@ -142,6 +142,19 @@ class TestShutdown(unittest.TestCase):
         self.assertIn(b"data: [DONE]", body[-200:], body[-300:])
         self.assertEqual(srv.stop(), 0)
 
+    def test_sigterm_deadline_cancels_single_choice(self):
+        # n = 1 takes the recipe path (parser + stream encoder): still "abort", then [DONE]
+        srv = Server("--shutdown-timeout", "0.05", ctx=4096)
+        s = raw_request(srv.port, long_chat(stream=True, max_tokens=4000, n=1))
+        s.settimeout(10)
+        s.recv(100)
+        srv.proc.send_signal(signal.SIGTERM)
+        body = read_all(s)
+        s.close()
+        self.assertEqual(body.count(b'"finish_reason":"abort"'), 1, body[-300:])
+        self.assertIn(b"data: [DONE]", body[-200:], body[-300:])
+        self.assertEqual(srv.stop(), 0)
+
     def test_refuses_new_work_while_draining(self):
         srv = Server()
         s = raw_request(srv.port, long_chat(stream=True, max_tokens=400, n=8))

@@ -44,7 +44,8 @@ def check_output(tc, cmd, out):
     tc.assertTrue(out.strip(), "no output from: " + cmd)
     if out.lstrip().startswith("{"):
         body = json.loads(out)
-        tc.assertNotIn("error", body, cmd)
+        tc.assertFalse(body.get("error"), cmd)  # Responses objects carry "error": null
+        tc.assertNotEqual(body.get("type"), "error", cmd)  # Anthropic's error shape
     if "data: " in out:
         events = [l for l in out.splitlines() if l.startswith("data: ")]
         tc.assertEqual(events[-1], "data: [DONE]", cmd)

@@ -1,0 +1,85 @@
+/* api.h - (api_request.c, api_output.c) the server's protocol layer for the chat APIs that go through the
+ * recipe library (include/cinfer/recipe.h): Anthropic Messages
+ * (POST /v1/messages, /v1/messages/count_tokens), OpenAI Responses
+ * (POST /v1/responses, with previous_response_id from the response store) and
+ * OpenAI Chat Completions requests that use tools or a reasoning parser.
+ *
+ * The pipeline per request: body -> recipe_request_parse -> gen_params
+ * (template messages + tools + sampling) -> gen core -> engine text deltas ->
+ * recipe parser (reasoning / content / tool calls) -> recipe stream encoder
+ * (SSE) or, at the end, recipe_response_encode (one JSON body).
+ *
+ * Ownership: an api_job is embedded in the server's per-request job and owns
+ * its parsed request, parser, encoder, output buffer and conversation. All
+ * calls come from the HTTP loop thread. */
+#ifndef CINFER_SERVE_API_H
+#define CINFER_SERVE_API_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cinfer/recipe.h"
+#include "serve/gen.h"
+#include "serve/response_store.h"
+#include "serve/serve_error.h"
+
+typedef struct api_ctx {
+    recipe_parser_kind parser; /* output parser for the model (detected or from flags) */
+    response_store *store;     /* Responses store, NULL: none */
+    double now;                /* for the store's TTL */
+    int32_t max_n;             /* Chat: largest n */
+    int32_t n_vocab;           /* Chat: token ids in logit_bias must be below it */
+} api_ctx;
+
+typedef struct api_job {
+    recipe_api api;
+    recipe_request req;
+    recipe_parser_kind kind;
+    unsigned flags;            /* RECIPE_PARSER_* */
+    uint64_t seed;             /* tool-call id seed: stream and final body agree */
+    recipe_parser *parser;     /* streaming */
+    recipe_stream_encoder *enc;/* streaming */
+    recipe_buf out;            /* SSE text produced by the latest call (caller drains: len = 0) */
+    json_t *conversation;      /* Responses: template messages before the output (owned ref) */
+    bool store;                /* Responses: keep the result in the store */
+    bool active;               /* parsed (api_job_free has work to do) */
+    char id[64];               /* response id (msg_..., resp_..., chatcmpl-...) */
+    int64_t created;
+} api_job;
+
+/* Parses a request body of `api` into a->req and the gen core's params. The
+ * caller sets a->id / a->created first. Chat: the OpenAI parser fills *p; the
+ * recipe path is used (a->active) only for requests with tools or when the
+ * model has a reasoning/tool parser, n == 1 and no logprobs; otherwise
+ * a->active is false and the caller formats with oai_response.c. On failure
+ * the caller still calls api_job_free. */
+int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
+                  serve_error *err);
+/* After gen_job_start: a prompt that ends with "<think>" (R1-0528, Qwen3 thinking templates)
+ * means the output starts inside the reasoning block (RECIPE_PARSER_IN_REASONING). */
+void api_job_prompt_check(api_job *a, const gen_job *g, const tokenizer *tok);
+/* Streaming: creates the parser and encoder once the prompt is known. */
+int api_job_begin(api_job *a, const gen_job *g, const char *model);
+/* Streaming: a text delta of the (single) choice -> SSE in a->out. */
+int api_job_delta(api_job *a, const char *text, size_t len);
+/* Streaming: the choice finished -> closing events (finish + usage, or error) in a->out. */
+int api_job_finish(api_job *a, const gen_job *g);
+/* The whole response body (non-streaming, and the stored Responses object). malloc'd text or NULL. */
+char *api_job_response(api_job *a, const gen_job *g, const char *model);
+/* Responses: stores conversation + output under a->id when store is on. */
+void api_job_save(api_job *a, const api_ctx *ctx, const gen_job *g, const char *response_json);
+void api_job_free(api_job *a);
+
+/* An error in `api`'s shape; *status gets the HTTP status (Anthropic: 529 for
+ * overload, which OpenAI spells 429/503). malloc'd text. */
+char *api_error_json(recipe_api api, const serve_error *e, const char *request_id, int *status);
+
+/* One canonical message as a chat-template message (api_request.c; also used to store the
+ * output of a Responses answer). New reference, or NULL + err (images: 400). */
+json_t *api_template_message(const recipe_message *m, size_t index, serve_error *err);
+
+/* POST /v1/messages/count_tokens: the Messages body -> template messages and tools in *p (no
+ * max_tokens needed). */
+int api_count_tokens_parse(const char *body, size_t len, const api_ctx *ctx, gen_params *p, serve_error *err);
+
+#endif

@@ -1,0 +1,381 @@
+/* api_request.c - the request half of the recipe-backed chat APIs (see api.h):
+ * body -> recipe canonical request -> gen_params, errors in each API's shape.
+ *
+ * Canonical request -> chat-template messages: system/developer -> "system";
+ * TEXT parts are concatenated into "content"; assistant REASONING ->
+ * "reasoning_content"; TOOL_CALL -> "tool_calls" [{id, type: function,
+ * function{name, arguments}}] with arguments decoded to an object when they
+ * are one (templates apply tojson); a TOOL message -> {role: tool,
+ * tool_call_id, content}. Images are refused (text-only models). Tools ->
+ * the template variable `tools` in OpenAI's shape. Thinking on/off (Anthropic
+ * thinking, reasoning effort) -> template variable enable_thinking, plus the
+ * request's chat_template_kwargs.
+ *
+ * Responses continuation: the stored conversation of previous_response_id is
+ * put after this request's instructions and before its input; the new
+ * conversation (without instructions, as OpenAI does not carry them over)
+ * plus the output is stored under the new id unless store is false.
+ */
+#include "serve/api.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "serve/oai_request.h"
+#include "serve/oai_response.h"
+
+static int oom(serve_error *e) { return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory"); }
+
+static int from_recipe(serve_error *e, const recipe_error *re) {
+    static const struct { int status; const char *type, *code; } k[RECIPE_ERR_COUNT] = {
+        [RECIPE_ERR_INVALID_REQUEST] = {400, "invalid_request_error", NULL},
+        [RECIPE_ERR_CONTEXT_LENGTH] = {400, "invalid_request_error", "context_length_exceeded"},
+        [RECIPE_ERR_AUTHENTICATION] = {401, "invalid_request_error", "invalid_api_key"},
+        [RECIPE_ERR_PERMISSION] = {403, "permission_error", NULL},
+        [RECIPE_ERR_NOT_FOUND] = {404, "invalid_request_error", "not_found"},
+        [RECIPE_ERR_TOO_LARGE] = {413, "invalid_request_error", "request_too_large"},
+        [RECIPE_ERR_RATE_LIMIT] = {429, "rate_limit_exceeded", "rate_limit_exceeded"},
+        [RECIPE_ERR_SERVER] = {500, "server_error", NULL},
+        [RECIPE_ERR_OVERLOADED] = {503, "server_error", "overloaded"},
+    };
+    unsigned i = (unsigned)re->kind < RECIPE_ERR_COUNT ? (unsigned)re->kind : RECIPE_ERR_SERVER;
+    return serve_fail(e, k[i].status, k[i].type, k[i].code, re->param[0] ? re->param : NULL, "%s", re->message);
+}
+
+char *api_error_json(recipe_api api, const serve_error *e, const char *request_id, int *status) {
+    *status = e->status;
+    if (api != RECIPE_API_MESSAGES) return oai_error_json(e);
+    recipe_error re = {0};
+    recipe_err_kind kind;
+    switch (e->status) {
+    case 400: kind = e->code && !strcmp(e->code, "context_length_exceeded") ? RECIPE_ERR_CONTEXT_LENGTH
+                                                                             : RECIPE_ERR_INVALID_REQUEST; break;
+    case 401: kind = RECIPE_ERR_AUTHENTICATION; break;
+    case 403: kind = RECIPE_ERR_PERMISSION; break;
+    case 404: kind = RECIPE_ERR_NOT_FOUND; break;
+    case 413: kind = RECIPE_ERR_TOO_LARGE; break;
+    case 429: case 503: kind = RECIPE_ERR_OVERLOADED; break; /* Anthropic: 529 overloaded_error */
+    case 405: kind = RECIPE_ERR_INVALID_REQUEST; break;
+    default: kind = RECIPE_ERR_SERVER; break;
+    }
+    recipe_fail(&re, kind, e->param[0] ? e->param : NULL, "%s", e->message);
+    int maxc;
+    long long n;
+    if (kind == RECIPE_ERR_CONTEXT_LENGTH && /* Anthropic's wording, which clients match on */
+        (sscanf(e->message, "This model's maximum context length is %d tokens. However, you requested %lld", &maxc,
+                &n) == 2 ||
+         sscanf(e->message, "This model's maximum context length is %d tokens. However, your prompt has %lld", &maxc,
+                &n) == 2))
+        recipe_fail(&re, kind, e->param[0] ? e->param : NULL, "prompt is too long: %lld tokens > %d maximum", n, maxc);
+    *status = e->status == 405 ? 405 : recipe_error_status(api, &re);
+    json_t *b = recipe_error_body(api, &re, request_id);
+    if (!b) return NULL;
+    char *s = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
+    return s;
+}
+
+/* ---- request -> template messages ---- */
+
+static const char *role_name(recipe_role r) {
+    switch (r) {
+    case RECIPE_ROLE_SYSTEM:
+    case RECIPE_ROLE_DEVELOPER: return "system";
+    case RECIPE_ROLE_USER: return "user";
+    case RECIPE_ROLE_ASSISTANT: return "assistant";
+    default: return "tool";
+    }
+}
+
+/* Concatenated TEXT of parts; images refused. New string or NULL (+err). */
+static json_t *parts_text(const recipe_part *parts, size_t n, const char *where, serve_error *err) {
+    recipe_buf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (parts[i].type == RECIPE_PART_IMAGE) {
+            serve_bad(err, where, "%s: images are not supported (text-only model)", where);
+            recipe_buf_free(&b);
+            return NULL;
+        }
+        if (parts[i].type != RECIPE_PART_TEXT || !parts[i].text) continue;
+        size_t l = strlen(parts[i].text);
+        if (b.len + l + 1 > b.cap) {
+            size_t cap = b.cap ? b.cap : 256;
+            while (cap < b.len + l + 1) cap *= 2;
+            char *q = realloc(b.data, cap);
+            if (!q) {
+                recipe_buf_free(&b);
+                oom(err);
+                return NULL;
+            }
+            b.data = q;
+            b.cap = cap;
+        }
+        memcpy(b.data + b.len, parts[i].text, l);
+        b.len += l;
+    }
+    json_t *s = json_stringn(b.data ? b.data : "", b.len);
+    recipe_buf_free(&b);
+    if (!s) oom(err);
+    return s;
+}
+
+static json_t *tool_call_json(const recipe_part *p) {
+    json_t *args = NULL;
+    if (p->args) {
+        args = json_loads(p->args, JSON_DECODE_ANY, NULL);
+        if (args && !json_is_object(args)) json_decref(args), args = NULL;
+    }
+    if (!args) args = json_string(p->args ? p->args : "{}");
+    return json_pack("{s:s, s:s, s:{s:s, s:o}}", "id", p->id ? p->id : "", "type", "function", "function", "name",
+                     p->name ? p->name : "", "arguments", args);
+}
+
+json_t *api_template_message(const recipe_message *m, size_t i, serve_error *err) {
+    char where[48];
+    snprintf(where, sizeof where, "messages[%zu]", i);
+    json_t *o = json_pack("{s:s}", "role", role_name(m->role));
+    if (!o) return oom(err), NULL;
+    if (m->role == RECIPE_ROLE_TOOL) {
+        const recipe_part *r = m->n_parts ? &m->parts[0] : NULL;
+        json_t *c = r ? parts_text(r->parts, r->n_parts, where, err) : json_string("");
+        if (!c || json_object_set_new(o, "content", c) ||
+            json_object_set_new(o, "tool_call_id", json_string(r && r->id ? r->id : ""))) {
+            json_decref(o);
+            return NULL;
+        }
+        return o;
+    }
+    json_t *c = parts_text(m->parts, m->n_parts, where, err);
+    if (!c || json_object_set_new(o, "content", c)) {
+        json_decref(o);
+        return NULL;
+    }
+    if (m->name) json_object_set_new(o, "name", json_string(m->name));
+    json_t *calls = NULL;
+    for (size_t k = 0; k < m->n_parts; k++) {
+        const recipe_part *p = &m->parts[k];
+        if (p->type == RECIPE_PART_REASONING && p->text && m->role == RECIPE_ROLE_ASSISTANT)
+            json_object_set_new(o, "reasoning_content", json_string(p->text));
+        if (p->type != RECIPE_PART_TOOL_CALL) continue;
+        if (!calls && !(calls = json_array())) break;
+        json_array_append_new(calls, tool_call_json(p));
+    }
+    if (calls) json_object_set_new(o, "tool_calls", calls);
+    return o;
+}
+
+static json_t *tools_json(const recipe_request *r) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < r->n_tools; i++) {
+        const recipe_tool *t = &r->tools[i];
+        json_t *f = json_pack("{s:s}", "name", t->name ? t->name : "");
+        if (!f) continue;
+        if (t->description) json_object_set_new(f, "description", json_string(t->description));
+        json_object_set(f, "parameters", t->parameters ? t->parameters : json_pack("{s:s}", "type", "object"));
+        if (!t->parameters) json_decref(json_object_get(f, "parameters"));
+        json_array_append_new(a, json_pack("{s:s, s:o}", "type", "function", "function", f));
+    }
+    return a;
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+/* Sampling / limits from the canonical request (Messages, Responses). */
+static int fill_params(const recipe_request *r, gen_params *p, serve_error *err) {
+    cinfer_sampling *s = &p->sampling;
+    if (!isnan(r->temperature)) s->temperature = (float)r->temperature;
+    if (!isnan(r->top_p)) s->top_p = (float)r->top_p;
+    if (!isnan(r->min_p)) s->min_p = (float)r->min_p;
+    if (!isnan(r->repetition_penalty)) s->repetition_penalty = (float)r->repetition_penalty;
+    if (!isnan(r->presence_penalty)) s->presence_penalty = (float)r->presence_penalty;
+    if (!isnan(r->frequency_penalty)) s->frequency_penalty = (float)r->frequency_penalty;
+    if (r->top_k != RECIPE_UNSET) s->top_k = r->top_k < 0 ? 0 : (int32_t)r->top_k;
+    if (r->seed != RECIPE_UNSET) {
+        p->has_seed = true;
+        s->seed = (uint64_t)r->seed;
+    }
+    if (r->max_tokens != RECIPE_UNSET) {
+        if (r->max_tokens < 1 || r->max_tokens > INT32_MAX / 2)
+            return serve_bad(err, "max_tokens", "max_tokens must be in [1, %d]", INT32_MAX / 2);
+        p->max_tokens = (int32_t)r->max_tokens;
+    }
+    p->stream = r->stream;
+    p->include_usage = r->include_usage == 1;
+    if (r->n_stop) {
+        if (!(p->stop = calloc(r->n_stop, sizeof *p->stop))) return oom(err);
+        for (size_t i = 0; i < r->n_stop; i++) {
+            if (!r->stop[i] || !*r->stop[i]) continue;
+            if (!(p->stop[p->n_stop] = strdup(r->stop[i]))) return oom(err);
+            p->n_stop++;
+        }
+    }
+    if ((r->model && !(p->model = strdup(r->model))) || (r->cache_salt && !(p->cache_salt = strdup(r->cache_salt))) ||
+        (r->user && !(p->user = dup_or_null(r->user))))
+        return oom(err);
+    return 0;
+}
+
+/* enable_thinking (+ the request's chat_template_kwargs) for the template. */
+static json_t *template_kwargs(const recipe_request *r) {
+    json_t *k = json_is_object(r->chat_template_kwargs) ? json_copy(r->chat_template_kwargs) : json_object();
+    if (!k) return NULL;
+    int think = r->thinking;
+    if (r->reasoning_effort == RECIPE_EFFORT_NONE) think = 0;
+    else if (think < 0 && r->reasoning_effort != RECIPE_EFFORT_UNSET) think = 1;
+    if (think >= 0 && !json_object_get(k, "enable_thinking")) json_object_set_new(k, "enable_thinking", json_boolean(think));
+    return k;
+}
+
+static unsigned parser_flags(const recipe_request *r) {
+    return r->n_tools == 0 || r->tool_choice == RECIPE_TOOL_CHOICE_NONE ? RECIPE_PARSER_NO_TOOLS : 0u;
+}
+
+static uint64_t fresh_seed(void) {
+    uint64_t s = 0;
+    if (getrandom(&s, sizeof s, GRND_NONBLOCK) != (ssize_t)sizeof s) s = (uint64_t)(uintptr_t)&s;
+    return s;
+}
+
+static json_t *load_object(const char *body, size_t len, serve_error *err) {
+    json_error_t je;
+    json_t *root = json_loadb(body, len, 0, &je);
+    if (!root) return serve_bad(err, NULL, "the body is not valid JSON: %s (line %d)", je.text, je.line), NULL;
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return serve_bad(err, NULL, "the body must be a JSON object"), NULL;
+    }
+    return root;
+}
+
+static int parse_root(recipe_api api, json_t *root, recipe_request *req, serve_error *err) {
+    recipe_error re = {0};
+    if (recipe_request_parse(api, root, req, &re)) return from_recipe(err, &re);
+    return 0;
+}
+
+static int parse_body(recipe_api api, const char *body, size_t len, bool count_only, recipe_request *req,
+                      serve_error *err) {
+    json_t *root = load_object(body, len, err);
+    if (!root) return -1;
+    if (count_only && !json_object_get(root, "max_tokens")) json_object_set_new(root, "max_tokens", json_integer(1));
+    int rc = parse_root(api, root, req, err);
+    json_decref(root);
+    return rc;
+}
+
+/* Builds p->messages (and a->conversation for Responses) from a->req. */
+static int build_messages(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
+    const recipe_request *r = &a->req;
+    json_t *sys = json_array(), *conv = NULL;
+    if (!sys) return oom(err);
+    if (r->previous_response_id) {
+        json_t *prev = NULL;
+        if (!ctx->store || !rstore_get(ctx->store, r->previous_response_id, ctx->now, &prev, NULL)) {
+            json_decref(sys);
+            return serve_fail(err, 404, "invalid_request_error", "previous_response_not_found",
+                              "previous_response_id", "Previous response with id '%.100s' not found.",
+                              r->previous_response_id);
+        }
+        conv = json_copy(prev);
+    } else conv = json_array();
+    if (!conv) {
+        json_decref(sys);
+        return oom(err);
+    }
+    for (size_t i = 0; i < r->n_messages; i++) {
+        const recipe_message *m = &r->messages[i];
+        json_t *o = api_template_message(m, i, err);
+        if (!o) goto fail;
+        json_array_append_new(m->top_level ? sys : conv, o);
+    }
+    if (!(p->messages = json_copy(sys)) || json_array_extend(p->messages, conv)) goto oom_fail;
+    if (json_array_size(p->messages) == 0) {
+        serve_bad(err, "messages", "the conversation is empty");
+        goto fail;
+    }
+    if (a->api == RECIPE_API_RESPONSES) a->conversation = json_incref(conv);
+    json_decref(sys);
+    json_decref(conv);
+    return 0;
+oom_fail:
+    oom(err);
+fail:
+    json_decref(sys);
+    json_decref(conv);
+    return -1;
+}
+
+int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
+                  serve_error *err) {
+    a->api = api;
+    a->kind = ctx->parser;
+    a->seed = fresh_seed();
+    a->active = true;
+    recipe_request_init(&a->req);
+    gen_params_init(p);
+    p->kind = GEN_CHAT;
+    if (api == RECIPE_API_CHAT) {
+        /* The OpenAI path validates and maps every Chat field (n, logprobs, logit_bias...; its
+         * errors are the contract) and keeps tool_calls / tool_call_id in the messages; recipe
+         * adds tools, tool_choice and the output side (parser + encoder). Requests with n > 1 or
+         * logprobs (which recipe does not represent) stay on the OpenAI path alone
+         * (a->active = false), and so do tool-less requests recipe refuses but OpenAI accepts
+         * (more than 4 stop strings). */
+        oai_limits lim = {.n_vocab = ctx->n_vocab, .max_n = ctx->max_n};
+        if (oai_parse_chat(body, len, &lim, p, err)) return a->active = false, -1;
+        if (p->n != 1 || p->logprobs) {
+            a->active = false;
+            return 0;
+        }
+        json_t *root = load_object(body, len, err);
+        if (!root) goto fail;
+        bool tools = json_array_size(json_object_get(root, "tools")) > 0;
+        serve_error e2;
+        int rc = parse_root(api, root, &a->req, &e2);
+        json_decref(root);
+        if (rc && tools) {
+            *err = e2;
+            goto fail;
+        }
+        if (rc) {
+            recipe_request_free(&a->req);
+            a->active = false;
+            return 0;
+        }
+    } else {
+        if (parse_body(api, body, len, false, &a->req, err) || fill_params(&a->req, p, err) ||
+            build_messages(a, ctx, p, err))
+            goto fail;
+        a->store = api == RECIPE_API_RESPONSES && a->req.store != 0;
+    }
+    a->flags = parser_flags(&a->req);
+    if (p->tools) json_decref(p->tools), p->tools = NULL;
+    if (a->req.n_tools && a->req.tool_choice != RECIPE_TOOL_CHOICE_NONE && !(p->tools = tools_json(&a->req))) goto oom_fail;
+    if (p->tmpl_kwargs) json_decref(p->tmpl_kwargs);
+    if (!(p->tmpl_kwargs = template_kwargs(&a->req))) goto oom_fail;
+    return 0;
+oom_fail:
+    oom(err);
+fail:
+    gen_params_free(p);
+    return -1;
+}
+
+int api_count_tokens_parse(const char *body, size_t len, const api_ctx *ctx, gen_params *p, serve_error *err) {
+    api_job a = {0};
+    recipe_request_init(&a.req);
+    a.api = RECIPE_API_MESSAGES;
+    gen_params_init(p);
+    int rc = parse_body(RECIPE_API_MESSAGES, body, len, true, &a.req, err) || fill_params(&a.req, p, err) ||
+             build_messages(&a, ctx, p, err);
+    if (!rc && a.req.n_tools && !(p->tools = tools_json(&a.req))) rc = oom(err);
+    if (!rc && !(p->tmpl_kwargs = template_kwargs(&a.req))) rc = oom(err);
+    recipe_request_free(&a.req);
+    if (a.conversation) json_decref(a.conversation);
+    if (rc) gen_params_free(p);
+    return rc ? -1 : 0;
+}
+

@@ -1,0 +1,187 @@
+"""test_tool_calls.py - tool calls and reasoning through all three chat APIs of `cinfer serve`
+(OpenAI Chat Completions, Anthropic Messages, OpenAI Responses) with the official SDKs.
+
+The model is the TEST-ONLY scripted bigram GGUF written by scripted_bigram_model.py: a real
+llama GGUF (real tokenizer, engine, forward pass, Hermes output parser chosen by detection
+from its chat template) whose weights make it replay fixed scripts: a <tool_call> for
+get_weather(city=Paris) when tools are offered, "The weather in Paris is sunny." after a tool
+result, and <think>The user says hello.</think>Hello! How can I help? otherwise.
+Run by tests/integration/serve_tools.sh."""
+import json
+import os
+import tempfile
+import unittest
+
+import anthropic
+import openai
+
+import scripted_bigram_model as sbm
+from cinfer_server import Server
+
+SRV = None
+TMP = None
+NAME = "scripted"
+OAI = None
+ANT = None
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Current weather",
+                                            "parameters": {"type": "object",
+                                                           "properties": {"city": {"type": "string"}},
+                                                           "required": ["city"]}}}
+ANT_TOOL = {"name": "get_weather", "description": "Current weather",
+            "input_schema": WEATHER["function"]["parameters"]}
+RESP_TOOL = {"type": "function", "name": "get_weather", "description": "Current weather",
+             "parameters": WEATHER["function"]["parameters"]}
+
+
+def setUpModule():
+    global SRV, TMP, OAI, ANT
+    TMP = tempfile.TemporaryDirectory()
+    path = sbm.write(os.path.join(TMP.name, NAME + ".gguf"))
+    SRV = Server(model=path, ctx=2048)
+    assert "output parser: hermes (detected)" in SRV.log_text(), SRV.log_text()
+    OAI = openai.OpenAI(base_url=SRV.url + "/v1", api_key="x", max_retries=0, timeout=60)
+    ANT = anthropic.Anthropic(base_url=SRV.url, api_key="x", max_retries=0, timeout=60)
+
+
+def tearDownModule():
+    rc = SRV.stop()
+    TMP.cleanup()
+    assert rc == 0, "server exit code %r\n%s" % (rc, SRV.log_text()[-3000:])
+
+
+USER = {"role": "user", "content": "What is the weather in Paris?"}
+
+
+class TestChatTools(unittest.TestCase):
+    def test_tool_call_then_answer(self):
+        r = OAI.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER])
+        ch = r.choices[0]
+        self.assertEqual(ch.finish_reason, "tool_calls")
+        self.assertIsNone(ch.message.content)
+        tc = ch.message.tool_calls[0]
+        self.assertEqual(tc.function.name, "get_weather")
+        self.assertEqual(json.loads(tc.function.arguments), {"city": "Paris"})
+        self.assertTrue(tc.id.startswith("call_"))
+        r2 = OAI.chat.completions.create(model=NAME, tools=[WEATHER], messages=[
+            USER, ch.message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": tc.id, "content": '{"sky": "sunny"}'}])
+        self.assertEqual(r2.choices[0].message.content, sbm.ANSWER_TEXT)
+        self.assertEqual(r2.choices[0].finish_reason, "stop")
+
+    def test_tool_call_stream(self):
+        chunks = list(OAI.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER], stream=True,
+                                                  stream_options={"include_usage": True}))
+        calls = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+        self.assertEqual(calls[0].function.name, "get_weather")
+        self.assertTrue(calls[0].id.startswith("call_"))
+        self.assertEqual(json.loads("".join(tc.function.arguments or "" for tc in calls)), {"city": "Paris"})
+        self.assertEqual([c.choices[0].finish_reason for c in chunks if c.choices][-1], "tool_calls")
+        self.assertEqual(chunks[-1].usage.completion_tokens, len(sbm.SCRIPTS["<|call|>"]) + 1)  # + EOS
+
+    def test_tool_choice_none_is_text(self):
+        r = OAI.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER], tool_choice="none")
+        self.assertIsNone(r.choices[0].message.tool_calls)  # tools not offered to the template: no call
+        self.assertEqual(r.choices[0].message.content, sbm.THINK_ANSWER_TEXT)
+
+    def test_reasoning_content(self):
+        r = OAI.chat.completions.create(model=NAME, messages=[{"role": "user", "content": "hi"}])
+        m = r.choices[0].message
+        self.assertEqual(m.content, sbm.THINK_ANSWER_TEXT)
+        self.assertEqual(m.model_extra["reasoning_content"], sbm.REASONING_TEXT)
+        self.assertEqual(r.usage.completion_tokens, len(sbm.SCRIPTS["<|think|>"]) + 1)  # the model wrote <think>
+        chunks = list(OAI.chat.completions.create(model=NAME, messages=[{"role": "user", "content": "hi"}],
+                                                  stream=True))
+        deltas = [c.choices[0].delta for c in chunks if c.choices]
+        self.assertEqual("".join((d.model_extra or {}).get("reasoning_content") or "" for d in deltas),
+                         sbm.REASONING_TEXT)
+        self.assertEqual("".join(d.content or "" for d in deltas), sbm.THINK_ANSWER_TEXT)
+
+
+class TestAnthropicTools(unittest.TestCase):
+    def test_tool_use_then_answer(self):
+        m = ANT.messages.create(model=NAME, max_tokens=64, messages=[USER], tools=[ANT_TOOL])
+        self.assertEqual(m.stop_reason, "tool_use")
+        tu = [b for b in m.content if b.type == "tool_use"][0]
+        self.assertEqual((tu.name, tu.input), ("get_weather", {"city": "Paris"}))
+        m2 = ANT.messages.create(model=NAME, max_tokens=64, tools=[ANT_TOOL], messages=[
+            USER, {"role": "assistant", "content": [b.model_dump() for b in m.content]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tu.id, "content": "sunny"}]}])
+        self.assertEqual(m2.stop_reason, "end_turn")
+        self.assertEqual(m2.content[0].text, sbm.ANSWER_TEXT)
+
+    def test_tool_use_stream_helpers(self):
+        with ANT.messages.stream(model=NAME, max_tokens=64, messages=[USER], tools=[ANT_TOOL]) as s:
+            events = list(s)
+            final = s.get_final_message()
+        self.assertEqual(final.stop_reason, "tool_use")
+        tu = final.content[-1]
+        self.assertEqual((tu.type, tu.name, tu.input), ("tool_use", "get_weather", {"city": "Paris"}))
+        partial = "".join(e.partial_json for e in events if e.type == "input_json")
+        self.assertEqual(json.loads(partial), {"city": "Paris"})
+
+    def test_thinking(self):
+        m = ANT.messages.create(model=NAME, max_tokens=1500, messages=[{"role": "user", "content": "hi"}],
+                                thinking={"type": "enabled", "budget_tokens": 1024})
+        self.assertEqual([b.type for b in m.content], ["thinking", "text"])
+        # thinking on: the template already wrote <think> (the output starts inside reasoning)
+        self.assertEqual(m.usage.output_tokens, len(sbm.SCRIPTS["<|think|>"]) - 1 + 1)  # - <think> + EOS
+        self.assertEqual(m.content[0].thinking, sbm.REASONING_TEXT)
+        self.assertTrue(m.content[0].signature)
+        self.assertEqual(m.content[1].text, sbm.THINK_ANSWER_TEXT)
+        with ANT.messages.stream(model=NAME, max_tokens=1500, messages=[{"role": "user", "content": "hi"}],
+                                 thinking={"type": "enabled", "budget_tokens": 1024}) as s:
+            thinking = "".join(e.thinking for e in s if e.type == "thinking")
+            final = s.get_final_message()
+        self.assertEqual(thinking, sbm.REASONING_TEXT)
+        self.assertEqual(final.content[1].text, sbm.THINK_ANSWER_TEXT)
+
+
+class TestResponsesTools(unittest.TestCase):
+    def test_function_call_continuation(self):
+        r = OAI.responses.create(model=NAME, input="What is the weather in Paris?", tools=[RESP_TOOL])
+        self.assertEqual(r.status, "completed")
+        fc = [o for o in r.output if o.type == "function_call"][0]
+        self.assertEqual((fc.name, json.loads(fc.arguments)), ("get_weather", {"city": "Paris"}))
+        r2 = OAI.responses.create(model=NAME, previous_response_id=r.id, tools=[RESP_TOOL], input=[
+            {"type": "function_call_output", "call_id": fc.call_id, "output": '{"sky": "sunny"}'}])
+        self.assertEqual(r2.output_text, sbm.ANSWER_TEXT)
+        self.assertGreater(r2.usage.input_tokens, r.usage.input_tokens)
+
+    def test_function_call_stream_helper(self):
+        with OAI.responses.stream(model=NAME, input="Weather in Paris?", tools=[RESP_TOOL]) as s:
+            events = list(s)
+            final = s.get_final_response()
+        args = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
+        self.assertEqual(json.loads(args), {"city": "Paris"})
+        done = [e for e in events if e.type == "response.function_call_arguments.done"][0]
+        self.assertEqual(json.loads(done.arguments), {"city": "Paris"})
+        fc = [o for o in final.output if o.type == "function_call"][0]
+        self.assertEqual(fc.name, "get_weather")
+        # the stored object carries the same call id as the stream
+        self.assertEqual([o for o in OAI.responses.retrieve(final.id).output if o.type == "function_call"][0].call_id,
+                         fc.call_id)
+
+    def test_reasoning_item(self):
+        r = OAI.responses.create(model=NAME, input="hi", reasoning={"effort": "low"})
+        self.assertEqual([o.type for o in r.output], ["reasoning", "message"])
+        self.assertEqual(r.output_text, sbm.THINK_ANSWER_TEXT)
+
+
+class TestParserFlag(unittest.TestCase):
+    def test_override_plain(self):
+        # --tool-call-parser plain: the same model output is plain content, no tool calls
+        srv = Server("--tool-call-parser", "plain", model=os.path.join(TMP.name, NAME + ".gguf"), ctx=2048)
+        try:
+            self.assertIn("output parser: plain\n", srv.log_text())
+            c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0)
+            r = c.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER])
+            self.assertIsNone(r.choices[0].message.tool_calls)
+            self.assertEqual(r.choices[0].finish_reason, "stop")
+            self.assertEqual(r.choices[0].message.content, "".join(sbm.SCRIPTS["<|call|>"]))
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

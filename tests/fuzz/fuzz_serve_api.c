@@ -1,0 +1,81 @@
+/* fuzz_serve_api.c - libFuzzer harness for the server's recipe-backed request
+ * path (src/serve/api.c) without a model or the network: Anthropic Messages,
+ * OpenAI Responses (with a response store holding one conversation, so
+ * previous_response_id lookups run), Chat, and count_tokens bodies.
+ *
+ * Input: the first byte picks the API, the rest is the HTTP body. Parsing may
+ * reject the body, but must not crash or leak; a rejection carries a 4xx/5xx
+ * status and its error JSON formats in the API's shape; an accepted request
+ * gives the generation core non-empty template messages with string content
+ * and sampling values in range. */
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/api.h"
+
+static void check_params(const gen_params *p) {
+    if (json_array_size(p->messages) == 0) abort();
+    for (size_t i = 0; i < json_array_size(p->messages); i++) {
+        const json_t *m = json_array_get(p->messages, i);
+        const json_t *c = json_object_get(m, "content");
+        if (!json_is_string(json_object_get(m, "role"))) abort();
+        if (!json_is_string(c) && !json_is_null(c)) abort();
+    }
+    for (int32_t i = 0; i < p->n_stop; i++)
+        if (!p->stop[i] || !p->stop[i][0]) abort();
+    if (!(p->sampling.temperature >= 0 && p->sampling.temperature <= 2)) abort();
+    if (!(p->sampling.top_p >= 0 && p->sampling.top_p <= 1)) abort();
+    if (p->max_tokens < 0) abort();
+    if (p->tools && !json_is_array(p->tools)) abort();
+}
+
+static void check_error(recipe_api api, const serve_error *e) {
+    if (e->status < 400 || e->status > 599 || !e->message[0]) abort();
+    int status;
+    char *s = api_error_json(api, e, "req_1", &status);
+    if (!s) abort();
+    free(s);
+}
+
+static response_store *store(void) {
+    static response_store *st; /* the harness's one store, kept across inputs */
+    if (!st) {
+        st = rstore_new(4, 1 << 20, 1e9);
+        json_t *c = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "user", "content", "hi", "role", "assistant",
+                              "content", "hello");
+        if (!st || !c || rstore_put(st, "resp_1", c, "{}", 0)) abort();
+        json_decref(c);
+    }
+    return st;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    int mode = data[0] % 4;
+    const char *body = (const char *)data + 1;
+    size_t len = size - 1;
+    api_ctx ctx = {.parser = (recipe_parser_kind)(data[0] / 4 % RECIPE_PARSER_COUNT), .store = store(), .now = 1,
+                   .max_n = 8, .n_vocab = 512};
+    gen_params p;
+    serve_error e = {0};
+    if (mode == 3) {
+        if (api_count_tokens_parse(body, len, &ctx, &p, &e)) check_error(RECIPE_API_MESSAGES, &e);
+        else {
+            check_params(&p);
+            gen_params_free(&p);
+        }
+        return 0;
+    }
+    recipe_api api = mode == 0 ? RECIPE_API_MESSAGES : mode == 1 ? RECIPE_API_RESPONSES : RECIPE_API_CHAT;
+    api_job a = {0};
+    snprintf(a.id, sizeof a.id, "resp_x");
+    if (api_job_parse(&a, api, body, len, &ctx, &p, &e)) check_error(api, &e);
+    else {
+        check_params(&p);
+        gen_params_free(&p);
+    }
+    api_job_free(&a);
+    return 0;
+}
