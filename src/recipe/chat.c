@@ -49,7 +49,7 @@ static int parse_content(recipe_request *r, const json_t *c, recipe_part **out, 
             ps[k].type = RECIPE_PART_TEXT;
             ps[k++].text = t;
         } else if (!strcmp(type, "image_url") && allow_images) {
-            json_t *iu = json_object_get(part, "image_url");
+            json_t *iu = jget(part, "image_url");
             const char *url = json_is_string(iu) ? json_string_value(iu) : jstr(iu, "url");
             if (!url)
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path,
@@ -74,9 +74,9 @@ static int parse_tool_calls(recipe_request *r, const json_t *tcs, recipe_part *p
     if (!json_is_array(tcs))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.tool_calls' must be an array", path);
     for (size_t i = 0; i < json_array_size(tcs); i++) {
-        json_t *tc = json_array_get(tcs, i), *fn = json_object_get(tc, "function");
+        json_t *tc = json_array_get(tcs, i), *fn = jget(tc, "function");
         const char *name = jstr(fn, "name");
-        json_t *args = json_object_get(fn, "arguments");
+        json_t *args = jget(fn, "arguments");
         if (!name)
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.tool_calls[%zu].function.name' missing",
                                path, i);
@@ -97,7 +97,7 @@ static int parse_message(recipe_request *r, const json_t *m, recipe_message *out
     if (!json_is_object(m)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
     const char *role = jstr(m, "role");
     if (!role) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' missing", path);
-    json_t *content = json_object_get(m, "content");
+    json_t *content = jget(m, "content");
     out->name = jstr(m, "name");
     if (!strcmp(role, "system") || !strcmp(role, "developer") || !strcmp(role, "user")) {
         out->role = role[0] == 's' ? RECIPE_ROLE_SYSTEM : role[0] == 'd' ? RECIPE_ROLE_DEVELOPER : RECIPE_ROLE_USER;
@@ -112,7 +112,7 @@ static int parse_message(recipe_request *r, const json_t *m, recipe_message *out
         size_t cn;
         if (parse_content(r, content, &cp, &cn, &out->content_string, false, path, err)) return -1;
         out->content_null = !content || json_is_null(content);
-        json_t *tcs = json_object_get(m, "tool_calls");
+        json_t *tcs = jget(m, "tool_calls");
         const char *reasoning = jstr(m, "reasoning_content");
         if (!reasoning) reasoning = jstr(m, "reasoning");
         size_t total = cn + (reasoning ? 1 : 0) + (json_is_array(tcs) ? json_array_size(tcs) : 0);
@@ -156,7 +156,7 @@ static int parse_tools(recipe_request *r, const json_t *tools, recipe_error *err
     r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
     if (!r->tools) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        json_t *t = json_array_get(tools, i), *fn = json_object_get(t, "function");
+        json_t *t = json_array_get(tools, i), *fn = jget(t, "function");
         const char *type = jstr(t, "type");
         if (type && strcmp(type, "function"))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'", i,
@@ -168,7 +168,7 @@ static int parse_tools(recipe_request *r, const json_t *tools, recipe_error *err
         recipe_tool *d = &r->tools[r->n_tools++];
         d->name = name;
         d->description = jstr(fn, "description");
-        d->parameters = ref(json_object_get(fn, "parameters"));
+        d->parameters = ref(jget(fn, "parameters"));
         d->strict = -1;
         if (jget_bool(fn, "strict", &d->strict, err, "tools.function")) return -1;
         d->cache_control = NULL;
@@ -179,7 +179,7 @@ static int parse_tools(recipe_request *r, const json_t *tools, recipe_error *err
 int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err);
 int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     if (jget_str(b, "model", &r->model, err, "")) return -1;
-    json_t *msgs = json_object_get(b, "messages");
+    json_t *msgs = jget(b, "messages");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "'messages' must be a non-empty array");
     size_t n = json_array_size(msgs);
@@ -189,10 +189,10 @@ int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
         if (parse_message(r, json_array_get(msgs, i), &r->messages[i], i, err)) return -1;
         r->n_messages++;
     }
-    if (parse_tools(r, json_object_get(b, "tools"), err)) return -1;
-    if (tool_choice_parse_openai(r, json_object_get(b, "tool_choice"), false, err)) return -1;
+    if (parse_tools(r, jget(b, "tools"), err)) return -1;
+    if (tool_choice_parse_openai(r, jget(b, "tool_choice"), false, err)) return -1;
     if (parse_common_sampling(r, b, err)) return -1;
-    json_t *so = json_object_get(b, "stream_options");
+    json_t *so = jget(b, "stream_options");
     if (json_is_object(so) && jget_bool(so, "include_usage", &r->include_usage, err, "stream_options")) return -1;
     int64_t mt = RECIPE_UNSET;
     if (jget_int(b, "max_completion_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
@@ -206,7 +206,7 @@ int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     json_t *lb = NULL;
     if (jget_obj(b, "logit_bias", &lb, err, "")) return -1;
     r->logit_bias = ref(lb);
-    json_t *stop = json_object_get(b, "stop");
+    json_t *stop = jget(b, "stop");
     if (json_is_string(stop)) {
         r->stop = ra_alloc(&r->arena, sizeof *r->stop);
         if (!r->stop) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
@@ -230,9 +230,9 @@ int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     if (eff && !(r->reasoning_effort = effort_parse(eff)))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "reasoning_effort",
                            "'reasoning_effort' must be one of none, minimal, low, medium, high");
-    json_t *th = json_object_get(b, "thinking"); /* DeepSeek switch */
+    json_t *th = jget(b, "thinking"); /* DeepSeek switch */
     if (json_is_object(th) && jstr(th, "type")) r->thinking = strcmp(jstr(th, "type"), "disabled") != 0;
-    json_t *rf = json_object_get(b, "response_format");
+    json_t *rf = jget(b, "response_format");
     if (rf && !json_is_null(rf)) {
         const char *type = jstr(rf, "type");
         if (!type)
@@ -240,14 +240,14 @@ int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
         if (!strcmp(type, "text")) r->format = RECIPE_FORMAT_TEXT;
         else if (!strcmp(type, "json_object")) r->format = RECIPE_FORMAT_JSON_OBJECT;
         else if (!strcmp(type, "json_schema")) {
-            json_t *js = json_object_get(rf, "json_schema");
-            if (!json_is_object(js) || !json_is_object(json_object_get(js, "schema")))
+            json_t *js = jget(rf, "json_schema");
+            if (!json_is_object(js) || !json_is_object(jget(js, "schema")))
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "response_format.json_schema",
                                    "'response_format.json_schema.schema' must be an object");
             r->format = RECIPE_FORMAT_JSON_SCHEMA;
             r->format_name = jstr(js, "name");
             r->format_description = jstr(js, "description");
-            r->format_schema = ref(json_object_get(js, "schema"));
+            r->format_schema = ref(jget(js, "schema"));
             if (jget_bool(js, "strict", &r->format_strict, err, "response_format.json_schema")) return -1;
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "response_format.type",
@@ -546,13 +546,13 @@ int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err);
 int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
     r->id = jstr(b, "id");
     r->model = jstr(b, "model");
-    json_t *cr = json_object_get(b, "created");
+    json_t *cr = jget(b, "created");
     if (json_is_integer(cr)) r->created = json_integer_value(cr);
-    json_t *ch = json_array_get(json_object_get(b, "choices"), 0);
-    json_t *msg = json_object_get(ch, "message");
+    json_t *ch = json_array_get(jget(b, "choices"), 0);
+    json_t *msg = jget(ch, "message");
     if (!json_is_object(msg))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "choices", "'choices[0].message' must be an object");
-    json_t *tcs = json_object_get(msg, "tool_calls");
+    json_t *tcs = jget(msg, "tool_calls");
     size_t cap = 2 + (json_is_array(tcs) ? json_array_size(tcs) : 0);
     r->parts = ra_alloc(&r->arena, cap * sizeof *r->parts);
     if (!r->parts) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
@@ -562,7 +562,7 @@ int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
     const char *content = jstr(msg, "content");
     if (content) r->parts[r->n_parts].type = RECIPE_PART_TEXT, r->parts[r->n_parts++].text = content;
     for (size_t i = 0; json_is_array(tcs) && i < json_array_size(tcs); i++) {
-        json_t *tc = json_array_get(tcs, i), *fn = json_object_get(tc, "function");
+        json_t *tc = json_array_get(tcs, i), *fn = jget(tc, "function");
         if (!jstr(fn, "name"))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_calls", "tool_calls[%zu].function.name missing", i);
         recipe_part *p = &r->parts[r->n_parts++];
@@ -572,18 +572,18 @@ int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
         p->args = jstr(fn, "arguments") ? jstr(fn, "arguments") : "{}";
     }
     r->finish = recipe_finish_from_chat(jstr(ch, "finish_reason"));
-    if (json_is_string(json_object_get(ch, "stop_reason"))) {
+    if (json_is_string(jget(ch, "stop_reason"))) {
         r->stop_sequence = jstr(ch, "stop_reason");
         if (r->finish == RECIPE_FINISH_EOS) r->finish = RECIPE_FINISH_STOP_STRING;
     }
-    json_t *u = json_object_get(b, "usage");
+    json_t *u = jget(b, "usage");
     if (json_is_object(u)) {
         r->has_usage = true;
-        r->usage.prompt = json_integer_value(json_object_get(u, "prompt_tokens"));
-        r->usage.output = json_integer_value(json_object_get(u, "completion_tokens"));
-        r->usage.cache_read = json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens"));
+        r->usage.prompt = json_integer_value(jget(u, "prompt_tokens"));
+        r->usage.output = json_integer_value(jget(u, "completion_tokens"));
+        r->usage.cache_read = json_integer_value(jget(jget(u, "prompt_tokens_details"), "cached_tokens"));
         r->usage.reasoning =
-            json_integer_value(json_object_get(json_object_get(u, "completion_tokens_details"), "reasoning_tokens"));
+            json_integer_value(jget(jget(u, "completion_tokens_details"), "reasoning_tokens"));
     }
     return 0;
 }

@@ -198,10 +198,10 @@ int tool_choice_parse_openai(recipe_request *r, const json_t *tc, bool responses
     if (json_is_object(tc)) {
         const char *type = jstr(tc, "type");
         if (type && !strcmp(type, "function"))
-            name = responses ? jstr(tc, "name") : jstr(json_object_get(tc, "function"), "name");
+            name = responses ? jstr(tc, "name") : jstr(jget(tc, "function"), "name");
         /* tolerate the other API's shape too */
         if (!name) name = jstr(tc, "name");
-        if (!name) name = jstr(json_object_get(tc, "function"), "name");
+        if (!name) name = jstr(jget(tc, "function"), "name");
     }
     if (!name)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_choice",
@@ -239,7 +239,7 @@ int parse_extensions(recipe_request *r, const json_t *b, recipe_error *err) {
     if (jget_obj(b, "cinfer", &o, err, "")) return -1;
     if (o) {
         r->cinfer = ref(o);
-        json_t *tc = json_object_get(o, "traffic_class");
+        json_t *tc = jget(o, "traffic_class");
         if (json_is_string(tc)) r->traffic_class = json_string_value(tc);
         else if (json_is_integer(tc)) {
             char tmp[32];

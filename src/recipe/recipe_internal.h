@@ -33,10 +33,12 @@ const char *path_idx(char *buf, size_t cap, const char *prefix, size_t idx, cons
 int rb_put_utf8(recipe_buf *b, const char *s, size_t n);
 int rb_real(recipe_buf *b, double v); /* shortest text that reads back exactly, always a real (1.0) */
 
-/* ---- JSON accessors */
-static inline const char *jstr(const json_t *o, const char *key) {
-    return json_string_value(json_object_get(o, key));
+/* ---- JSON accessors. Inline so that the length of a literal key is computed at compile time
+ * (json_object_get would strlen it on every lookup). */
+static inline json_t *jget(const json_t *o, const char *key) {
+    return json_object_getn(o, key, __builtin_strlen(key));
 }
+static inline const char *jstr(const json_t *o, const char *key) { return json_string_value(jget(o, key)); }
 /* New string value without re-validating UTF-8 (inputs came from jansson or were validated). */
 static inline json_t *jsnew(const char *s) { return s ? json_stringn_nocheck(s, strlen(s)) : json_null(); }
 /* json_object_set_new that ignores NULL values. */
@@ -65,14 +67,32 @@ static inline void jset_tri(json_t *o, const char *k, int v) {
     if (v >= 0) json_object_set_new_nocheck(o, k, json_boolean(v));
 }
 
-/* Typed getters: absent/null -> leaves *out untouched, returns 0; wrong type -> recipe_fail. */
-int jget_str(const json_t *o, const char *key, const char **out, recipe_error *err, const char *path);
-int jget_num(const json_t *o, const char *key, double *out, double lo, double hi, recipe_error *err,
-             const char *path);
-int jget_int(const json_t *o, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
-             const char *path);
-int jget_bool(const json_t *o, const char *key, int *out, recipe_error *err, const char *path);
-int jget_obj(const json_t *o, const char *key, json_t **out, recipe_error *err, const char *path);
+/* Typed getters: absent/null -> leaves *out untouched, returns 0; wrong type -> recipe_fail.
+ * The *_n forms take the key length; the short forms are what the codecs call. */
+int jget_str_n(const json_t *o, const char *key, size_t kl, const char **out, recipe_error *err, const char *path);
+int jget_num_n(const json_t *o, const char *key, size_t kl, double *out, double lo, double hi, recipe_error *err,
+               const char *path);
+int jget_int_n(const json_t *o, const char *key, size_t kl, int64_t *out, int64_t lo, int64_t hi,
+               recipe_error *err, const char *path);
+int jget_bool_n(const json_t *o, const char *key, size_t kl, int *out, recipe_error *err, const char *path);
+int jget_obj_n(const json_t *o, const char *key, size_t kl, json_t **out, recipe_error *err, const char *path);
+static inline int jget_str(const json_t *o, const char *key, const char **out, recipe_error *err, const char *path) {
+    return jget_str_n(o, key, __builtin_strlen(key), out, err, path);
+}
+static inline int jget_num(const json_t *o, const char *key, double *out, double lo, double hi, recipe_error *err,
+                           const char *path) {
+    return jget_num_n(o, key, __builtin_strlen(key), out, lo, hi, err, path);
+}
+static inline int jget_int(const json_t *o, const char *key, int64_t *out, int64_t lo, int64_t hi,
+                           recipe_error *err, const char *path) {
+    return jget_int_n(o, key, __builtin_strlen(key), out, lo, hi, err, path);
+}
+static inline int jget_bool(const json_t *o, const char *key, int *out, recipe_error *err, const char *path) {
+    return jget_bool_n(o, key, __builtin_strlen(key), out, err, path);
+}
+static inline int jget_obj(const json_t *o, const char *key, json_t **out, recipe_error *err, const char *path) {
+    return jget_obj_n(o, key, __builtin_strlen(key), out, err, path);
+}
 
 /* Keeps an extra reference alive for the request's lifetime (for borrowed strings). */
 void req_keep(recipe_request *r, json_t *v);

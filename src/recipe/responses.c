@@ -67,7 +67,7 @@ static recipe_part *asst_part(recipe_request *r, recipe_message **open, size_t c
 int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err);
 int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     if (jget_str(b, "model", &r->model, err, "")) return -1;
-    json_t *input = json_object_get(b, "input");
+    json_t *input = jget(b, "input");
     const char *instr = NULL;
     if (jget_str(b, "instructions", &instr, err, "")) return -1;
     if (!json_is_string(input) && !json_is_array(input))
@@ -76,7 +76,7 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     /* each item adds at most one message; text parts of one message item may be many */
     size_t part_cap = 0;
     for (size_t i = 0; json_is_array(input) && i < n_items; i++) {
-        json_t *c = json_object_get(json_array_get(input, i), "content");
+        json_t *c = jget(json_array_get(input, i), "content");
         part_cap += 1 + (json_is_array(c) ? json_array_size(c) : 0);
     }
     r->messages = ra_alloc(&r->arena, (n_items + 1) * sizeof *r->messages);
@@ -119,7 +119,7 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             size_t n;
             bool is_str;
             if (!role) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' missing", path);
-            if (parse_parts(r, json_object_get(it, "content"), &ps, &n, &is_str, p2, err)) return -1;
+            if (parse_parts(r, jget(it, "content"), &ps, &n, &is_str, p2, err)) return -1;
             if (!strcmp(role, "assistant")) {
                 if (open && open->content_string) open = NULL; /* a plain-string message stands alone */
                 for (size_t k = 0; k < n; k++) {
@@ -159,9 +159,9 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             if (!p) return -1;
             p->type = RECIPE_PART_REASONING;
             p->item_id = jstr(it, "id");
-            p->summary = ref(json_object_get(it, "summary"));
+            p->summary = ref(jget(it, "summary"));
             p->signature = jstr(it, "encrypted_content"); /* kept for round trips; never interpreted */
-            json_t *c = json_object_get(it, "content");
+            json_t *c = jget(it, "content");
             if (json_is_array(c)) {
                 recipe_buf tb = {0};
                 for (size_t k = 0; k < json_array_size(c); k++) {
@@ -183,13 +183,13 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             if (!p->id) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.call_id' missing", path);
             char p2[RECIPE_PATH];
             snprintf(p2, sizeof p2, "%s.output", path);
-            if (parse_parts(r, json_object_get(it, "output"), &p->parts, &p->n_parts, &p->content_string, p2, err)) return -1;
+            if (parse_parts(r, jget(it, "output"), &p->parts, &p->n_parts, &p->content_string, p2, err)) return -1;
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s': unsupported input item type '%s'", path, type);
     }
     if (r->n_messages == 0) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "'input' is empty");
 
-    json_t *tools = json_object_get(b, "tools");
+    json_t *tools = jget(b, "tools");
     if (json_is_array(tools)) {
         size_t n = json_array_size(tools);
         r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
@@ -204,13 +204,13 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             d->name = jstr(t, "name");
             if (!d->name) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools[%zu].name' missing", i);
             d->description = jstr(t, "description");
-            d->parameters = ref(json_object_get(t, "parameters"));
+            d->parameters = ref(jget(t, "parameters"));
             d->strict = -1;
             if (jget_bool(t, "strict", &d->strict, err, "tools")) return -1;
         }
     } else if (tools && !json_is_null(tools))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
-    if (tool_choice_parse_openai(r, json_object_get(b, "tool_choice"), true, err)) return -1;
+    if (tool_choice_parse_openai(r, jget(b, "tool_choice"), true, err)) return -1;
     if (parse_common_sampling(r, b, err)) return -1;
     if (jget_int(b, "max_output_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
     json_t *text = NULL, *fmt = NULL;
@@ -220,11 +220,11 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
         const char *type = jstr(fmt, "type");
         if (type && !strcmp(type, "text")) r->format = RECIPE_FORMAT_TEXT;
         else if (type && !strcmp(type, "json_object")) r->format = RECIPE_FORMAT_JSON_OBJECT;
-        else if (type && !strcmp(type, "json_schema") && json_is_object(json_object_get(fmt, "schema"))) {
+        else if (type && !strcmp(type, "json_schema") && json_is_object(jget(fmt, "schema"))) {
             r->format = RECIPE_FORMAT_JSON_SCHEMA;
             r->format_name = jstr(fmt, "name");
             r->format_description = jstr(fmt, "description");
-            r->format_schema = ref(json_object_get(fmt, "schema"));
+            r->format_schema = ref(jget(fmt, "schema"));
             if (jget_bool(fmt, "strict", &r->format_strict, err, "text.format")) return -1;
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "text.format",
@@ -242,7 +242,7 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     if (jget_str(b, "previous_response_id", &r->previous_response_id, err, "")) return -1;
     if (jget_bool(b, "store", &r->store, err, "")) return -1;
     if (jget_str(b, "truncation", &r->truncation, err, "")) return -1;
-    json_t *inc = json_object_get(b, "include");
+    json_t *inc = jget(b, "include");
     if (inc && !json_is_null(inc) && !json_is_array(inc))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "include", "'include' must be an array");
     r->include = ref(inc);
@@ -640,13 +640,13 @@ int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err);
 int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
     r->id = jstr(b, "id");
     r->model = jstr(b, "model");
-    json_t *ca = json_object_get(b, "created_at");
+    json_t *ca = jget(b, "created_at");
     if (json_is_integer(ca)) r->created = json_integer_value(ca);
-    json_t *out = json_object_get(b, "output");
+    json_t *out = jget(b, "output");
     if (!json_is_array(out)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output", "'output' must be an array");
     size_t cap = 1;
     for (size_t i = 0; i < json_array_size(out); i++) {
-        json_t *c = json_object_get(json_array_get(out, i), "content");
+        json_t *c = jget(json_array_get(out, i), "content");
         cap += 1 + (json_is_array(c) ? json_array_size(c) : 0);
     }
     r->parts = ra_alloc(&r->arena, cap * sizeof *r->parts);
@@ -657,7 +657,7 @@ int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
         const char *type = jstr(it, "type");
         if (!type) continue;
         if (!strcmp(type, "message")) {
-            json_t *c = json_object_get(it, "content");
+            json_t *c = jget(it, "content");
             for (size_t k = 0; json_is_array(c) && k < json_array_size(c); k++) {
                 const char *t = jstr(json_array_get(c, k), "text");
                 if (!t) continue;
@@ -675,9 +675,9 @@ int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
             recipe_part *p = &r->parts[r->n_parts++];
             p->type = RECIPE_PART_REASONING;
             p->item_id = jstr(it, "id");
-            json_t *s = json_object_get(it, "summary");
+            json_t *s = jget(it, "summary");
             if (json_is_array(s) && json_array_size(s)) p->summary = json_incref(s);
-            json_t *c = json_object_get(it, "content");
+            json_t *c = jget(it, "content");
             recipe_buf tb = {0};
             for (size_t k = 0; json_is_array(c) && k < json_array_size(c); k++) {
                 const char *t = jstr(json_array_get(c, k), "text");
@@ -689,23 +689,23 @@ int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
     }
     const char *status = jstr(b, "status");
     r->status = status;
-    const char *reason = jstr(json_object_get(b, "incomplete_details"), "reason");
+    const char *reason = jstr(jget(b, "incomplete_details"), "reason");
     if (status && !strcmp(status, "failed")) {
         r->finish = RECIPE_FINISH_ERROR;
-        r->error_message = jstr(json_object_get(b, "error"), "message");
+        r->error_message = jstr(jget(b, "error"), "message");
     } else if (status && !strcmp(status, "incomplete"))
         r->finish = reason && !strcmp(reason, "content_filter") ? RECIPE_FINISH_CONTENT_FILTER : RECIPE_FINISH_LENGTH;
     else if (status && strcmp(status, "completed"))
         r->finish = RECIPE_FINISH_NONE;
     else
         r->finish = calls ? RECIPE_FINISH_TOOL_CALLS : RECIPE_FINISH_EOS;
-    json_t *u = json_object_get(b, "usage");
+    json_t *u = jget(b, "usage");
     if (json_is_object(u)) {
         r->has_usage = true;
-        r->usage.prompt = json_integer_value(json_object_get(u, "input_tokens"));
-        r->usage.cache_read = json_integer_value(json_object_get(json_object_get(u, "input_tokens_details"), "cached_tokens"));
-        r->usage.output = json_integer_value(json_object_get(u, "output_tokens"));
-        r->usage.reasoning = json_integer_value(json_object_get(json_object_get(u, "output_tokens_details"), "reasoning_tokens"));
+        r->usage.prompt = json_integer_value(jget(u, "input_tokens"));
+        r->usage.cache_read = json_integer_value(jget(jget(u, "input_tokens_details"), "cached_tokens"));
+        r->usage.output = json_integer_value(jget(u, "output_tokens"));
+        r->usage.reasoning = json_integer_value(jget(jget(u, "output_tokens_details"), "reasoning_tokens"));
     }
     return 0;
 }
