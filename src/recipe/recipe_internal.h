@@ -100,7 +100,7 @@ json_t *ref(json_t *v); /* json_incref that tolerates NULL and JSON null (-> NUL
 
 /* ---- shared pieces of the codecs */
 /* Joins the text parts of a content value (string or array of typed text parts) into one
- * string in the arena; NULL if no text. */
+ * string in the arena (a single text part is returned as is, not copied); NULL if no text. */
 const char *join_text(recipe_arena *a, const recipe_part *parts, size_t n, const char *sep);
 recipe_effort effort_parse(const char *s); /* UNSET if NULL/unknown */
 int tool_choice_parse_openai(recipe_request *r, const json_t *tc, bool responses, recipe_error *err);

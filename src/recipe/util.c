@@ -154,7 +154,18 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n) {
     char *d = b->data + b->len;
     *d++ = '"';
     const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
+    size_t i = 0, clean = 0; /* source from `clean` on was copied 1:1 (d - i constant since then) */
+    if (n >= 4 && n < 8) { /* short strings (keys, enum values): two overlapping 4-byte loads */
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + n - 4, 4);
+        if (!swar_special(lo | (uint64_t)hi << 32)) {
+            memcpy(d, &lo, 4);
+            memcpy(d + n - 4, &hi, 4);
+            d += n;
+            i = n;
+        }
+    }
     while (i < n) {
         /* 8 bytes at a time, stored before they are checked; on a special byte keep the clean prefix */
         while (n - i >= 8) {
@@ -173,6 +184,20 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n) {
             d += 8;
             i += 8;
         }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* a tail of 1-7 bytes after at least 8 bytes copied 1:1 since the last escape: check the
+         * last 8 source bytes at once and store them over the identical bytes already written */
+        if (n >= 8 && n - i < 8 && n - 8 >= clean) {
+            size_t t = n - i;
+            uint64_t x;
+            memcpy(&x, p + n - 8, 8);
+            if (!(swar_special(x) >> (8 * (8 - t)))) {
+                memcpy(d - (8 - t), &x, 8);
+                d += t;
+                break;
+            }
+        }
+#endif
         while (i < n && k_plain[p[i]]) *d++ = (char)p[i++];
         if (i == n) break;
         unsigned c = p[i];
@@ -200,7 +225,7 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n) {
             memcpy(d, "\xEF\xBF\xBD", 3); /* invalid UTF-8 byte -> U+FFFD */
             d += 3;
         }
-        i++;
+        clean = ++i;
     }
     *d++ = '"';
     b->len = (size_t)(d - b->data);
@@ -396,9 +421,11 @@ void req_keep(recipe_request *r, json_t *v) {
 
 const char *join_text(recipe_arena *a, const recipe_part *parts, size_t n, const char *sep) {
     size_t total = 0, cnt = 0, sl = strlen(sep);
+    const char *only = NULL;
     for (size_t i = 0; i < n; i++)
-        if (parts[i].type == RECIPE_PART_TEXT && parts[i].text) total += strlen(parts[i].text) + sl, cnt++;
+        if (parts[i].type == RECIPE_PART_TEXT && parts[i].text) total += strlen(parts[i].text) + sl, cnt++, only = parts[i].text;
     if (!cnt) return NULL;
+    if (cnt == 1) return only; /* one text part: nothing to join (it outlives the caller's use) */
     char *d = ra_alloc(a, total + 1), *w = d;
     if (!d) return NULL;
     bool first = true;
