@@ -67,32 +67,41 @@ static inline void jset_tri(json_t *o, const char *k, int v) {
     if (v >= 0) json_object_set_new_nocheck(o, k, json_boolean(v));
 }
 
-/* Typed getters: absent/null -> leaves *out untouched, returns 0; wrong type -> recipe_fail.
- * The *_n forms take the key length; the short forms are what the codecs call. */
-int jget_str_n(const json_t *o, const char *key, size_t kl, const char **out, recipe_error *err, const char *path);
-int jget_num_n(const json_t *o, const char *key, size_t kl, double *out, double lo, double hi, recipe_error *err,
-               const char *path);
-int jget_int_n(const json_t *o, const char *key, size_t kl, int64_t *out, int64_t lo, int64_t hi,
-               recipe_error *err, const char *path);
-int jget_bool_n(const json_t *o, const char *key, size_t kl, int *out, recipe_error *err, const char *path);
-int jget_obj_n(const json_t *o, const char *key, size_t kl, json_t **out, recipe_error *err, const char *path);
+/* Typed checks of a looked-up value `v` (named `key` under `path` in messages): absent/null ->
+ * leaves *out untouched, returns 0; wrong type or out of range -> recipe_fail. */
+int jv_str(const json_t *v, const char *key, const char **out, recipe_error *err, const char *path);
+int jv_num(const json_t *v, const char *key, double *out, double lo, double hi, recipe_error *err, const char *path);
+int jv_int(const json_t *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
+           const char *path);
+int jv_bool(const json_t *v, const char *key, int *out, recipe_error *err, const char *path);
+int jv_obj(const json_t *v, const char *key, json_t **out, recipe_error *err, const char *path);
+/* The same on member `key` of object o (the typed getters the codecs call). */
 static inline int jget_str(const json_t *o, const char *key, const char **out, recipe_error *err, const char *path) {
-    return jget_str_n(o, key, __builtin_strlen(key), out, err, path);
+    return jv_str(jget(o, key), key, out, err, path);
 }
 static inline int jget_num(const json_t *o, const char *key, double *out, double lo, double hi, recipe_error *err,
                            const char *path) {
-    return jget_num_n(o, key, __builtin_strlen(key), out, lo, hi, err, path);
+    return jv_num(jget(o, key), key, out, lo, hi, err, path);
 }
 static inline int jget_int(const json_t *o, const char *key, int64_t *out, int64_t lo, int64_t hi,
                            recipe_error *err, const char *path) {
-    return jget_int_n(o, key, __builtin_strlen(key), out, lo, hi, err, path);
+    return jv_int(jget(o, key), key, out, lo, hi, err, path);
 }
 static inline int jget_bool(const json_t *o, const char *key, int *out, recipe_error *err, const char *path) {
-    return jget_bool_n(o, key, __builtin_strlen(key), out, err, path);
+    return jv_bool(jget(o, key), key, out, err, path);
 }
 static inline int jget_obj(const json_t *o, const char *key, json_t **out, recipe_error *err, const char *path) {
-    return jget_obj_n(o, key, __builtin_strlen(key), out, err, path);
+    return jv_obj(jget(o, key), key, out, err, path);
 }
+/* One pass over an object's members instead of one hashed lookup per key: out[i] = the value
+ * of keys[i] (NULL when absent). Cheaper when several keys are looked up and most are absent
+ * (a request body's optional fields, a message's role/content/name...). */
+typedef struct jkey {
+    const char *name;
+    size_t len;
+} jkey;
+#define JKEY(s) {s, sizeof(s) - 1}
+void jpick(const json_t *o, const jkey *keys, size_t n, json_t **out);
 
 /* Keeps an extra reference alive for the request's lifetime (for borrowed strings). */
 void req_keep(recipe_request *r, json_t *v);

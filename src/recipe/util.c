@@ -357,17 +357,15 @@ static int type_fail(recipe_error *err, const char *path, const char *key, const
     return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p, "'%s' must be %s", p, want);
 }
 
-int jget_str_n(const json_t *o, const char *key, size_t kl, const char **out, recipe_error *err, const char *path) {
-    json_t *v = json_object_getn(o, key, kl);
+int jv_str(const json_t *v, const char *key, const char **out, recipe_error *err, const char *path) {
     if (!v || json_is_null(v)) return 0;
     if (!json_is_string(v)) return type_fail(err, path, key, "a string");
     *out = json_string_value(v);
     return 0;
 }
 
-int jget_num_n(const json_t *o, const char *key, size_t kl, double *out, double lo, double hi, recipe_error *err,
+int jv_num(const json_t *v, const char *key, double *out, double lo, double hi, recipe_error *err,
              const char *path) {
-    json_t *v = json_object_getn(o, key, kl);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_number(v)) return type_fail(err, path, key, "a number");
     double d = json_number_value(v);
@@ -380,9 +378,8 @@ int jget_num_n(const json_t *o, const char *key, size_t kl, double *out, double 
     return 0;
 }
 
-int jget_int_n(const json_t *o, const char *key, size_t kl, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
+int jv_int(const json_t *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
              const char *path) {
-    json_t *v = json_object_getn(o, key, kl);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
         char want[96];
@@ -393,20 +390,32 @@ int jget_int_n(const json_t *o, const char *key, size_t kl, int64_t *out, int64_
     return 0;
 }
 
-int jget_bool_n(const json_t *o, const char *key, size_t kl, int *out, recipe_error *err, const char *path) {
-    json_t *v = json_object_getn(o, key, kl);
+int jv_bool(const json_t *v, const char *key, int *out, recipe_error *err, const char *path) {
     if (!v || json_is_null(v)) return 0;
     if (!json_is_boolean(v)) return type_fail(err, path, key, "a boolean");
     *out = json_is_true(v);
     return 0;
 }
 
-int jget_obj_n(const json_t *o, const char *key, size_t kl, json_t **out, recipe_error *err, const char *path) {
-    json_t *v = json_object_getn(o, key, kl);
+int jv_obj(const json_t *v, const char *key, json_t **out, recipe_error *err, const char *path) {
     if (!v || json_is_null(v)) return 0;
     if (!json_is_object(v)) return type_fail(err, path, key, "an object");
-    *out = v;
+    *out = (json_t *)v;
     return 0;
+}
+
+void jpick(const json_t *o, const jkey *keys, size_t n, json_t **out) {
+    for (size_t i = 0; i < n; i++) out[i] = NULL;
+    for (void *it = json_object_iter((json_t *)o); it; it = json_object_iter_next((json_t *)o, it)) {
+        const char *k = json_object_iter_key(it);
+        size_t kl = json_object_iter_key_len(it);
+        if (!kl) continue; /* no key here is empty */
+        for (size_t i = 0; i < n; i++)
+            if (keys[i].len == kl && keys[i].name[0] == k[0] && !memcmp(keys[i].name, k, kl)) {
+                out[i] = json_object_iter_value(it);
+                break;
+            }
+    }
 }
 
 json_t *ref(json_t *v) { return v && !json_is_null(v) ? json_incref(v) : NULL; }
