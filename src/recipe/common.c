@@ -226,11 +226,6 @@ json_t *tool_choice_encode_openai(const recipe_request *r, bool responses) {
 
 /* ---------------------------------------------------------------- common fields */
 
-/* Extension fields accepted in every format: their keys come first in a pick (jpick) table. */
-enum { X_TOP_K, X_MIN_P, X_REP, X_SALT, X_CTK, X_CINFER, X_COUNT };
-#define EXT_KEYS JKEY("top_k"), JKEY("min_p"), JKEY("repetition_penalty"), JKEY("cache_salt"), \
-    JKEY("chat_template_kwargs"), JKEY("cinfer")
-
 static int extensions_from(recipe_request *r, json_t *const *v, recipe_error *err) {
     if (jv_int(v[X_TOP_K], "top_k", &r->top_k, -1, INT32_MAX, err, "")) return -1;
     if (jv_num(v[X_MIN_P], "min_p", &r->min_p, 0, 1, err, "")) return -1;
@@ -257,18 +252,20 @@ static int extensions_from(recipe_request *r, json_t *const *v, recipe_error *er
 }
 
 int parse_extensions(recipe_request *r, const json_t *b, recipe_error *err) {
-    static const jkey keys[X_COUNT] = {EXT_KEYS};
+    static const jkey keys[X_COUNT] = {RECIPE_EXT_KEYS};
     json_t *v[X_COUNT];
     jpick(b, keys, X_COUNT, v);
     return extensions_from(r, v, err);
 }
 
 int parse_common_sampling(recipe_request *r, const json_t *b, recipe_error *err) {
-    enum { S_TEMP = X_COUNT, S_TOP_P, S_TOP_LOGPROBS, S_USER, S_METADATA, S_PTC, S_STREAM, S_COUNT };
-    static const jkey keys[S_COUNT] = {EXT_KEYS, JKEY("temperature"), JKEY("top_p"), JKEY("top_logprobs"),
-                                       JKEY("user"), JKEY("metadata"), JKEY("parallel_tool_calls"), JKEY("stream")};
+    static const jkey keys[S_COUNT] = {RECIPE_COMMON_KEYS};
     json_t *v[S_COUNT];
     jpick(b, keys, S_COUNT, v);
+    return parse_common_sampling_v(r, v, err);
+}
+
+int parse_common_sampling_v(recipe_request *r, json_t *const *v, recipe_error *err) {
     if (jv_num(v[S_TEMP], "temperature", &r->temperature, 0, 2, err, "")) return -1;
     if (jv_num(v[S_TOP_P], "top_p", &r->top_p, 0, 1, err, "")) return -1;
     if (jv_int(v[S_TOP_LOGPROBS], "top_logprobs", &r->top_logprobs, 0, 20, err, "")) return -1;

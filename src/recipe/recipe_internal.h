@@ -116,6 +116,15 @@ int tool_choice_parse_openai(recipe_request *r, const json_t *tc, bool responses
 json_t *tool_choice_encode_openai(const recipe_request *r, bool responses);
 /* Common OpenAI (Chat + Responses) sampling / extension fields. */
 int parse_common_sampling(recipe_request *r, const json_t *b, recipe_error *err);
+/* The same from values picked (jpick) with a key table that starts with RECIPE_COMMON_KEYS, so a
+ * codec can pick its own top-level fields in the same pass. */
+enum { X_TOP_K, X_MIN_P, X_REP, X_SALT, X_CTK, X_CINFER, X_COUNT, /* extension keys first */
+       S_TEMP = X_COUNT, S_TOP_P, S_TOP_LOGPROBS, S_USER, S_METADATA, S_PTC, S_STREAM, S_COUNT };
+#define RECIPE_EXT_KEYS JKEY("top_k"), JKEY("min_p"), JKEY("repetition_penalty"), JKEY("cache_salt"), \
+    JKEY("chat_template_kwargs"), JKEY("cinfer")
+#define RECIPE_COMMON_KEYS RECIPE_EXT_KEYS, JKEY("temperature"), JKEY("top_p"), JKEY("top_logprobs"), \
+    JKEY("user"), JKEY("metadata"), JKEY("parallel_tool_calls"), JKEY("stream")
+int parse_common_sampling_v(recipe_request *r, json_t *const *v, recipe_error *err);
 struct rw;
 void write_extensions(struct rw *w, const recipe_request *r);
 /* Extension fields every format accepts (top_k, min_p, repetition_penalty, cache_salt,
