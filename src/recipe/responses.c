@@ -66,10 +66,19 @@ static recipe_part *asst_part(recipe_request *r, recipe_message **open, size_t c
 
 int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err);
 int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
-    if (jget_str(b, "model", &r->model, err, "")) return -1;
-    json_t *input = jget(b, "input");
+    /* every top-level field in one pass over the body (most optional fields are absent) */
+    enum { R_MODEL = S_COUNT, R_INPUT, R_INSTRUCTIONS, R_TOOLS, R_TOOL_CHOICE, R_MAX_OUTPUT_TOKENS, R_TEXT,
+           R_REASONING, R_PREVIOUS, R_STORE, R_TRUNCATION, R_INCLUDE, R_COUNT };
+    static const jkey keys[R_COUNT] = {RECIPE_COMMON_KEYS, JKEY("model"), JKEY("input"), JKEY("instructions"),
+                                       JKEY("tools"), JKEY("tool_choice"), JKEY("max_output_tokens"), JKEY("text"),
+                                       JKEY("reasoning"), JKEY("previous_response_id"), JKEY("store"),
+                                       JKEY("truncation"), JKEY("include")};
+    json_t *bv[R_COUNT];
+    jpick(b, keys, R_COUNT, bv);
+    if (jv_str(bv[R_MODEL], "model", &r->model, err, "")) return -1;
+    json_t *input = bv[R_INPUT];
     const char *instr = NULL;
-    if (jget_str(b, "instructions", &instr, err, "")) return -1;
+    if (jv_str(bv[R_INSTRUCTIONS], "instructions", &instr, err, "")) return -1;
     if (!json_is_string(input) && !json_is_array(input))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "'input' must be a string or an array of items");
     size_t n_items = json_is_array(input) ? json_array_size(input) : 1;
@@ -108,25 +117,31 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
         char path[RECIPE_PATH];
         path_idx(path, sizeof path, "input", i, "");
         if (!json_is_object(it)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
-        const char *type = jstr(it, "type");
-        const char *role = jstr(it, "role");
+        enum { I_TYPE, I_ROLE, I_CONTENT, I_ID, I_NAME, I_CALL_ID, I_ARGUMENTS, I_SUMMARY, I_ENCRYPTED, I_OUTPUT, I_N };
+        static const jkey ikeys[I_N] = {JKEY("type"), JKEY("role"), JKEY("content"), JKEY("id"), JKEY("name"),
+                                        JKEY("call_id"), JKEY("arguments"), JKEY("summary"),
+                                        JKEY("encrypted_content"), JKEY("output")};
+        json_t *v[I_N];
+        jpick(it, ikeys, I_N, v);
+        const char *type = json_string_value(v[I_TYPE]);
+        const char *role = json_string_value(v[I_ROLE]);
         if (!type && role) type = "message";
         if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.type' missing", path);
         if (!strcmp(type, "message")) {
             char p2[RECIPE_PATH];
-            snprintf(p2, sizeof p2, "%s.content", path);
+            path_idx(p2, sizeof p2, "input", i, ".content");
             recipe_part *ps;
             size_t n;
             bool is_str;
             if (!role) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' missing", path);
-            if (parse_parts(r, jget(it, "content"), &ps, &n, &is_str, p2, err)) return -1;
+            if (parse_parts(r, v[I_CONTENT], &ps, &n, &is_str, p2, err)) return -1;
             if (!strcmp(role, "assistant")) {
                 if (open && open->content_string) open = NULL; /* a plain-string message stands alone */
                 for (size_t k = 0; k < n; k++) {
                     recipe_part *p = asst_part(r, &open, part_cap + 1, err);
                     if (!p) return -1;
                     *p = ps[k];
-                    p->item_id = jstr(it, "id");
+                    p->item_id = json_string_value(v[I_ID]);
                 }
                 if (!open) {
                     if (!asst_part(r, &open, part_cap + 1, err)) return -1;
@@ -144,7 +159,8 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             else return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' '%s' is not user, assistant, system or developer", path, role);
             m->parts = ps, m->n_parts = n, m->content_string = is_str;
         } else if (!strcmp(type, "function_call")) {
-            const char *name = jstr(it, "name"), *call_id = jstr(it, "call_id"), *args = jstr(it, "arguments");
+            const char *name = json_string_value(v[I_NAME]), *call_id = json_string_value(v[I_CALL_ID]),
+                       *args = json_string_value(v[I_ARGUMENTS]);
             if (!name || !call_id)
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' needs string call_id and name", path);
             if (open && open->content_string) open = NULL;
@@ -152,16 +168,16 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             if (!p) return -1;
             p->type = RECIPE_PART_TOOL_CALL;
             p->id = call_id, p->name = name, p->args = args ? args : "{}";
-            p->item_id = jstr(it, "id");
+            p->item_id = json_string_value(v[I_ID]);
         } else if (!strcmp(type, "reasoning")) {
             if (open && open->content_string) open = NULL;
             recipe_part *p = asst_part(r, &open, part_cap + 1, err);
             if (!p) return -1;
             p->type = RECIPE_PART_REASONING;
-            p->item_id = jstr(it, "id");
-            p->summary = ref(jget(it, "summary"));
-            p->signature = jstr(it, "encrypted_content"); /* kept for round trips; never interpreted */
-            json_t *c = jget(it, "content");
+            p->item_id = json_string_value(v[I_ID]);
+            p->summary = ref(v[I_SUMMARY]);
+            p->signature = json_string_value(v[I_ENCRYPTED]); /* kept for round trips; never interpreted */
+            json_t *c = v[I_CONTENT];
             if (json_is_array(c)) {
                 recipe_buf tb = {0};
                 for (size_t k = 0; k < json_array_size(c); k++) {
@@ -179,42 +195,45 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             if (!p) return oom(err);
             m->n_parts = 1;
             p->type = RECIPE_PART_TOOL_RESULT;
-            p->id = jstr(it, "call_id");
+            p->id = json_string_value(v[I_CALL_ID]);
             if (!p->id) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.call_id' missing", path);
             char p2[RECIPE_PATH];
-            snprintf(p2, sizeof p2, "%s.output", path);
-            if (parse_parts(r, jget(it, "output"), &p->parts, &p->n_parts, &p->content_string, p2, err)) return -1;
+            path_idx(p2, sizeof p2, "input", i, ".output");
+            if (parse_parts(r, v[I_OUTPUT], &p->parts, &p->n_parts, &p->content_string, p2, err)) return -1;
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s': unsupported input item type '%s'", path, type);
     }
     if (r->n_messages == 0) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "'input' is empty");
 
-    json_t *tools = jget(b, "tools");
+    json_t *tools = bv[R_TOOLS];
     if (json_is_array(tools)) {
         size_t n = json_array_size(tools);
         r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
         if (!r->tools) return oom(err);
         for (size_t i = 0; i < n; i++) {
-            json_t *t = json_array_get(tools, i);
-            const char *type = jstr(t, "type");
+            static const jkey tkeys[] = {JKEY("type"), JKEY("name"), JKEY("description"), JKEY("parameters"),
+                                         JKEY("strict")};
+            json_t *tv[5];
+            jpick(json_array_get(tools, i), tkeys, 5, tv);
+            const char *type = json_string_value(tv[0]);
             if (!type || strcmp(type, "function"))
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'", i,
                                    type ? type : "(none)");
             recipe_tool *d = &r->tools[r->n_tools++];
-            d->name = jstr(t, "name");
+            d->name = json_string_value(tv[1]);
             if (!d->name) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools[%zu].name' missing", i);
-            d->description = jstr(t, "description");
-            d->parameters = ref(jget(t, "parameters"));
+            d->description = json_string_value(tv[2]);
+            d->parameters = ref(tv[3]);
             d->strict = -1;
-            if (jget_bool(t, "strict", &d->strict, err, "tools")) return -1;
+            if (jv_bool(tv[4], "strict", &d->strict, err, "tools")) return -1;
         }
     } else if (tools && !json_is_null(tools))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
-    if (tool_choice_parse_openai(r, jget(b, "tool_choice"), true, err)) return -1;
-    if (parse_common_sampling(r, b, err)) return -1;
-    if (jget_int(b, "max_output_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
+    if (tool_choice_parse_openai(r, bv[R_TOOL_CHOICE], true, err)) return -1;
+    if (parse_common_sampling_v(r, bv, err)) return -1;
+    if (jv_int(bv[R_MAX_OUTPUT_TOKENS], "max_output_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
     json_t *text = NULL, *fmt = NULL;
-    if (jget_obj(b, "text", &text, err, "")) return -1;
+    if (jv_obj(bv[R_TEXT], "text", &text, err, "")) return -1;
     if (text && jget_obj(text, "format", &fmt, err, "text")) return -1;
     if (fmt) {
         const char *type = jstr(fmt, "type");
@@ -231,7 +250,7 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                                "'text.format' must be text, json_object or json_schema with a schema object");
     }
     json_t *rs = NULL;
-    if (jget_obj(b, "reasoning", &rs, err, "")) return -1;
+    if (jv_obj(bv[R_REASONING], "reasoning", &rs, err, "")) return -1;
     if (rs) {
         const char *eff = jstr(rs, "effort");
         if (eff && !(r->reasoning_effort = effort_parse(eff)))
@@ -239,10 +258,10 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                                "'reasoning.effort' must be one of none, minimal, low, medium, high");
         r->reasoning_summary = jstr(rs, "summary");
     }
-    if (jget_str(b, "previous_response_id", &r->previous_response_id, err, "")) return -1;
-    if (jget_bool(b, "store", &r->store, err, "")) return -1;
-    if (jget_str(b, "truncation", &r->truncation, err, "")) return -1;
-    json_t *inc = jget(b, "include");
+    if (jv_str(bv[R_PREVIOUS], "previous_response_id", &r->previous_response_id, err, "")) return -1;
+    if (jv_bool(bv[R_STORE], "store", &r->store, err, "")) return -1;
+    if (jv_str(bv[R_TRUNCATION], "truncation", &r->truncation, err, "")) return -1;
+    json_t *inc = bv[R_INCLUDE];
     if (inc && !json_is_null(inc) && !json_is_array(inc))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "include", "'include' must be an array");
     r->include = ref(inc);
