@@ -226,7 +226,7 @@ json_t *tool_choice_encode_openai(const recipe_request *r, bool responses) {
 
 /* ---------------------------------------------------------------- common fields */
 
-static int extensions_from(recipe_request *r, json_t *const *v, recipe_error *err) {
+int parse_extensions_v(recipe_request *r, json_t *const *v, recipe_error *err) {
     if (jv_int(v[X_TOP_K], "top_k", &r->top_k, -1, INT32_MAX, err, "")) return -1;
     if (jv_num(v[X_MIN_P], "min_p", &r->min_p, 0, 1, err, "")) return -1;
     if (jv_num(v[X_REP], "repetition_penalty", &r->repetition_penalty, 0, 100, err, "")) return -1;
@@ -255,7 +255,7 @@ int parse_extensions(recipe_request *r, const json_t *b, recipe_error *err) {
     static const jkey keys[X_COUNT] = {RECIPE_EXT_KEYS};
     json_t *v[X_COUNT];
     jpick(b, keys, X_COUNT, v);
-    return extensions_from(r, v, err);
+    return parse_extensions_v(r, v, err);
 }
 
 int parse_common_sampling(recipe_request *r, const json_t *b, recipe_error *err) {
@@ -277,7 +277,7 @@ int parse_common_sampling_v(recipe_request *r, json_t *const *v, recipe_error *e
     int stream = 0;
     if (jv_bool(v[S_STREAM], "stream", &stream, err, "")) return -1;
     r->stream = stream == 1;
-    return extensions_from(r, v, err);
+    return parse_extensions_v(r, v, err);
 }
 
 void write_extensions(struct rw *w, const recipe_request *r) {

@@ -167,12 +167,21 @@ static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_err
 
 int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err);
 int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
-    if (jget_str(b, "model", &r->model, err, "")) return -1;
-    json_t *mt = jget(b, "max_tokens");
+    /* every top-level field in one pass over the body (most optional fields are absent) */
+    enum { A_MODEL = X_COUNT, A_MAX_TOKENS, A_MESSAGES, A_SYSTEM, A_TOOLS, A_TOOL_CHOICE, A_STOP, A_TEMP, A_TOP_P,
+           A_STREAM, A_METADATA, A_THINKING, A_OUTPUT_CONFIG, A_COUNT };
+    static const jkey keys[A_COUNT] = {RECIPE_EXT_KEYS, JKEY("model"), JKEY("max_tokens"), JKEY("messages"),
+                                       JKEY("system"), JKEY("tools"), JKEY("tool_choice"), JKEY("stop_sequences"),
+                                       JKEY("temperature"), JKEY("top_p"), JKEY("stream"), JKEY("metadata"),
+                                       JKEY("thinking"), JKEY("output_config")};
+    json_t *bv[A_COUNT];
+    jpick(b, keys, A_COUNT, bv);
+    if (jv_str(bv[A_MODEL], "model", &r->model, err, "")) return -1;
+    json_t *mt = bv[A_MAX_TOKENS];
     if (!json_is_integer(mt) || json_integer_value(mt) < 1)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "max_tokens", "'max_tokens' must be a positive integer");
     r->max_tokens = json_integer_value(mt);
-    json_t *msgs = jget(b, "messages");
+    json_t *msgs = bv[A_MESSAGES];
     if (!json_is_array(msgs))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "'messages' must be an array");
     /* capacity: system + per message (1 + its blocks) */
@@ -185,7 +194,7 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     }
     r->messages = ra_alloc(&r->arena, cap * sizeof *r->messages);
     if (!r->messages) return oom(err);
-    json_t *sys = jget(b, "system");
+    json_t *sys = bv[A_SYSTEM];
     if (json_is_string(sys)) {
         recipe_message *o = &r->messages[r->n_messages++];
         o->role = RECIPE_ROLE_SYSTEM;
@@ -215,29 +224,32 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     for (size_t i = 0; i < json_array_size(msgs); i++)
         if (parse_turn(r, json_array_get(msgs, i), i, err)) return -1;
 
-    json_t *tools = jget(b, "tools");
+    json_t *tools = bv[A_TOOLS];
     if (json_is_array(tools)) {
         size_t n = json_array_size(tools);
         r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
         if (!r->tools) return oom(err);
         for (size_t i = 0; i < n; i++) {
-            json_t *t = json_array_get(tools, i);
-            const char *type = jstr(t, "type");
+            static const jkey tkeys[] = {JKEY("type"), JKEY("name"), JKEY("description"), JKEY("input_schema"),
+                                         JKEY("cache_control"), JKEY("strict")};
+            json_t *tv[6];
+            jpick(json_array_get(tools, i), tkeys, 6, tv);
+            const char *type = json_string_value(tv[0]);
             if (type && strcmp(type, "custom"))
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'", i,
                                    type);
             recipe_tool *d = &r->tools[r->n_tools++];
-            d->name = jstr(t, "name");
+            d->name = json_string_value(tv[1]);
             if (!d->name) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools[%zu].name' missing", i);
-            d->description = jstr(t, "description");
-            d->parameters = ref(jget(t, "input_schema"));
-            d->cache_control = ref(jget(t, "cache_control"));
+            d->description = json_string_value(tv[2]);
+            d->parameters = ref(tv[3]);
+            d->cache_control = ref(tv[4]);
             d->strict = -1;
-            if (jget_bool(t, "strict", &d->strict, err, "tools")) return -1;
+            if (jv_bool(tv[5], "strict", &d->strict, err, "tools")) return -1;
         }
     } else if (tools && !json_is_null(tools))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
-    json_t *tc = jget(b, "tool_choice");
+    json_t *tc = bv[A_TOOL_CHOICE];
     if (json_is_object(tc)) {
         const char *type = jstr(tc, "type");
         if (!type) type = "";
@@ -256,7 +268,7 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     } else if (tc && !json_is_null(tc))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_choice", "'tool_choice' must be an object");
 
-    json_t *ss = jget(b, "stop_sequences");
+    json_t *ss = bv[A_STOP];
     if (json_is_array(ss)) {
         size_t n = json_array_size(ss);
         r->stop = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->stop);
@@ -270,16 +282,16 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
         }
     } else if (ss && !json_is_null(ss))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop_sequences", "'stop_sequences' must be an array");
-    if (jget_num(b, "temperature", &r->temperature, 0, 1, err, "")) return -1;
-    if (jget_num(b, "top_p", &r->top_p, 0, 1, err, "")) return -1;
+    if (jv_num(bv[A_TEMP], "temperature", &r->temperature, 0, 1, err, "")) return -1;
+    if (jv_num(bv[A_TOP_P], "top_p", &r->top_p, 0, 1, err, "")) return -1;
     int stream = 0;
-    if (jget_bool(b, "stream", &stream, err, "")) return -1;
+    if (jv_bool(bv[A_STREAM], "stream", &stream, err, "")) return -1;
     r->stream = stream == 1;
     json_t *md = NULL;
-    if (jget_obj(b, "metadata", &md, err, "")) return -1;
+    if (jv_obj(bv[A_METADATA], "metadata", &md, err, "")) return -1;
     if (md && jget_str(md, "user_id", &r->user, err, "metadata")) return -1;
     json_t *th = NULL;
-    if (jget_obj(b, "thinking", &th, err, "")) return -1;
+    if (jv_obj(bv[A_THINKING], "thinking", &th, err, "")) return -1;
     if (th) {
         const char *type = jstr(th, "type");
         if (type && !strcmp(type, "enabled")) {
@@ -296,7 +308,7 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                                "'thinking.type' must be enabled, disabled or adaptive");
     }
     json_t *oc = NULL;
-    if (jget_obj(b, "output_config", &oc, err, "")) return -1;
+    if (jv_obj(bv[A_OUTPUT_CONFIG], "output_config", &oc, err, "")) return -1;
     if (oc) {
         const char *eff = jstr(oc, "effort");
         if (eff && !(r->reasoning_effort = effort_parse(eff)))
@@ -311,7 +323,7 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             r->format_schema = ref(schema);
         }
     }
-    return parse_extensions(r, b, err);
+    return parse_extensions_v(r, bv, err);
 }
 
 /* ---------------------------------------------------------------- request encode */

@@ -130,6 +130,8 @@ void write_extensions(struct rw *w, const recipe_request *r);
 /* Extension fields every format accepts (top_k, min_p, repetition_penalty, cache_salt,
  * chat_template_kwargs, cinfer). */
 int parse_extensions(recipe_request *r, const json_t *b, recipe_error *err);
+/* The same from values picked with a key table that starts with RECIPE_EXT_KEYS (below). */
+int parse_extensions_v(recipe_request *r, json_t *const *v, recipe_error *err);
 /* Image part from a URL; data: URLs also fill media_type/data. */
 void image_from_url(recipe_arena *a, recipe_part *p, const char *url);
 /* data: URL for a base64 image part (arena string), or its url. */
