@@ -99,7 +99,14 @@ static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_err
     recipe_message *cur = NULL; /* the open USER/ASSISTANT message collecting non-tool_result blocks */
     for (size_t i = 0; i < cnt; i++) {
         json_t *b = json_array_get(c, i);
-        const char *type = jstr(b, "type");
+        enum { B_TYPE, B_TEXT, B_ID, B_NAME, B_INPUT, B_THINKING, B_SIGNATURE, B_DATA, B_CACHE, B_CONTENT,
+               B_TOOL_USE_ID, B_IS_ERROR, B_N };
+        static const jkey bkeys[B_N] = {JKEY("type"), JKEY("text"), JKEY("id"), JKEY("name"), JKEY("input"),
+                                        JKEY("thinking"), JKEY("signature"), JKEY("data"), JKEY("cache_control"),
+                                        JKEY("content"), JKEY("tool_use_id"), JKEY("is_error")};
+        json_t *v[B_N];
+        jpick(b, bkeys, B_N, v);
+        const char *type = json_string_value(v[B_TYPE]);
         char p2[RECIPE_PATH];
         path_idx(p2, sizeof p2, cpath, i, "");
         if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.type' missing", p2);
@@ -110,13 +117,13 @@ static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_err
             if (!p) return oom(err);
             o->n_parts = 1;
             p->type = RECIPE_PART_TOOL_RESULT;
-            p->id = jstr(b, "tool_use_id");
+            p->id = json_string_value(v[B_TOOL_USE_ID]);
             if (!p->id) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.tool_use_id' missing", p2);
-            p->is_error = json_is_true(jget(b, "is_error"));
-            p->cache_control = ref(jget(b, "cache_control"));
+            p->is_error = json_is_true(v[B_IS_ERROR]);
+            p->cache_control = ref(v[B_CACHE]);
             char p3[RECIPE_PATH];
-            snprintf(p3, sizeof p3, "%s.content", p2);
-            if (parse_simple_blocks(r, jget(b, "content"), &p->parts, &p->n_parts, &p->content_string, p3,
+            path_idx(p3, sizeof p3, cpath, i, ".content");
+            if (parse_simple_blocks(r, v[B_CONTENT], &p->parts, &p->n_parts, &p->content_string, p3,
                                     err))
                 return -1;
             cur = NULL;
@@ -131,31 +138,31 @@ static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_err
         recipe_part *p = &cur->parts[cur->n_parts];
         if (!strcmp(type, "text")) {
             p->type = RECIPE_PART_TEXT;
-            p->text = jstr(b, "text");
+            p->text = json_string_value(v[B_TEXT]);
             if (!p->text) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.text' must be a string", p2);
         } else if (!strcmp(type, "image")) {
             if (parse_image(p, b, p2, err)) return -1;
         } else if (asst && !strcmp(type, "tool_use")) {
             p->type = RECIPE_PART_TOOL_CALL;
-            p->id = jstr(b, "id");
-            p->name = jstr(b, "name");
+            p->id = json_string_value(v[B_ID]);
+            p->name = json_string_value(v[B_NAME]);
             if (!p->id || !p->name)
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s' needs string id and name", p2);
-            json_t *in = jget(b, "input");
+            json_t *in = v[B_INPUT];
             p->args = in ? json_to_text(&r->arena, in) : "{}";
         } else if (asst && !strcmp(type, "thinking")) {
             p->type = RECIPE_PART_REASONING;
-            p->text = jstr(b, "thinking");
+            p->text = json_string_value(v[B_THINKING]);
             if (!p->text) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.thinking' must be a string", p2);
-            p->signature = jstr(b, "signature");
+            p->signature = json_string_value(v[B_SIGNATURE]);
         } else if (asst && !strcmp(type, "redacted_thinking")) {
             p->type = RECIPE_PART_REDACTED;
-            p->data = jstr(b, "data");
+            p->data = json_string_value(v[B_DATA]);
             if (!p->data) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.data' must be a string", p2);
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s': unsupported content block type '%s' in a %s turn",
                                p2, type, role);
-        p->cache_control = ref(jget(b, "cache_control"));
+        p->cache_control = ref(v[B_CACHE]);
         cur->n_parts++;
     }
     if (cnt == 0) {
