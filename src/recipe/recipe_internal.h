@@ -98,9 +98,12 @@ static inline int jget_obj(const json_t *o, const char *key, json_t **out, recip
  * (a request body's optional fields, a message's role/content/name...). */
 typedef struct jkey {
     const char *name;
-    size_t len;
+    uint32_t sig; /* length | first byte << 8 | last byte << 16: one compare rejects most members */
 } jkey;
-#define JKEY(s) {s, sizeof(s) - 1}
+#define JKEY_SIG(len, first, last) ((uint32_t)(len) | (uint32_t)(unsigned char)(first) << 8 | \
+                                    (uint32_t)(unsigned char)(last) << 16)
+/* s: a non-empty string literal shorter than 256 bytes */
+#define JKEY(s) {s, JKEY_SIG(sizeof(s) - 1, (s)[0], (s)[sizeof(s) - 2])}
 void jpick(const json_t *o, const jkey *keys, size_t n, json_t **out);
 
 /* Keeps an extra reference alive for the request's lifetime (for borrowed strings). */

@@ -146,6 +146,8 @@ static inline uint64_t swar_special(uint64_t x) {
     return ctl | ((q - ones) & ~q & high) | ((bs - ones) & ~bs & high) | (x & high);
 }
 
+typedef unsigned char v16u __attribute__((vector_size(16)));
+
 int rb_json_str(recipe_buf *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
     /* room for the common case (nothing to escape); escapes reserve more as they come. Invariant:
@@ -167,6 +169,26 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n) {
         }
     }
     while (i < n) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* 16 bytes at a time (GCC vector extensions: SSE2 on x86-64, scalar elsewhere), stored before
+         * they are checked; on a special byte keep the clean prefix */
+        while (n - i >= 16) {
+            v16u x, bad;
+            uint64_t m[2];
+            memcpy(&x, p + i, 16);
+            memcpy(d, &x, 16);
+            bad = (v16u)((x < 0x20) | (x == '"') | (x == '\\') | (x >= 0x80));
+            memcpy(m, &bad, 16);
+            if (m[0] | m[1]) {
+                size_t k = m[0] ? (size_t)__builtin_ctzll(m[0]) >> 3 : 8 + ((size_t)__builtin_ctzll(m[1]) >> 3);
+                d += k;
+                i += k;
+                break;
+            }
+            d += 16;
+            i += 16;
+        }
+#endif
         /* 8 bytes at a time, stored before they are checked; on a special byte keep the clean prefix */
         while (n - i >= 8) {
             uint64_t x, m;
@@ -187,7 +209,7 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         /* a tail of 1-7 bytes after at least 8 bytes copied 1:1 since the last escape: check the
          * last 8 source bytes at once and store them over the identical bytes already written */
-        if (n >= 8 && n - i < 8 && n - 8 >= clean) {
+        if (n >= 8 && i < n && n - i < 8 && n - 8 >= clean) {
             size_t t = n - i;
             uint64_t x;
             memcpy(&x, p + n - 8, 8);
@@ -409,9 +431,10 @@ void jpick(const json_t *o, const jkey *keys, size_t n, json_t **out) {
     for (void *it = json_object_iter((json_t *)o); it; it = json_object_iter_next((json_t *)o, it)) {
         const char *k = json_object_iter_key(it);
         size_t kl = json_object_iter_key_len(it);
-        if (!kl) continue; /* no key here is empty */
+        if (!kl || kl > 255) continue; /* no key in a table is empty or that long */
+        uint32_t sig = JKEY_SIG(kl, k[0], k[kl - 1]);
         for (size_t i = 0; i < n; i++)
-            if (keys[i].len == kl && keys[i].name[0] == k[0] && !memcmp(keys[i].name, k, kl)) {
+            if (keys[i].sig == sig && !memcmp(keys[i].name, k, kl)) {
                 out[i] = json_object_iter_value(it);
                 break;
             }
