@@ -1,7 +1,9 @@
-/* util.c - arena, SSE output buffer, JSON escaping and typed JSON getters for the
- * recipe codecs (see recipe_internal.h). The arena hands out zeroed 16-byte
- * aligned blocks from chunks; reset keeps the first chunk so a request object
- * reused across parses does not allocate in the steady state. */
+/* util.c - arena, SSE output buffer, JSON escaping, typed JSON value checks and
+ * one-pass field picking (jpick) for the recipe codecs (see recipe_internal.h).
+ * The arena hands out zeroed 16-byte aligned blocks from chunks; reset keeps the
+ * first chunk so a request object reused across parses does not allocate in the
+ * steady state. String escaping is the writer's hot loop (16/8-byte scans that
+ * store before checking; see rb_json_str for the room invariant). */
 #include <stdio.h>
 #include <stdlib.h>
 
