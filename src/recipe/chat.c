@@ -49,7 +49,7 @@ static int parse_content(recipe_request *r, const json_t *c, recipe_part **out, 
             ps[k].type = RECIPE_PART_TEXT;
             ps[k++].text = t;
         } else if (!strcmp(type, "image_url") && allow_images) {
-            json_t *iu = json_object_get(part, "image_url");
+            json_t *iu = jget(part, "image_url");
             const char *url = json_is_string(iu) ? json_string_value(iu) : jstr(iu, "url");
             if (!url)
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path,
@@ -74,15 +74,18 @@ static int parse_tool_calls(recipe_request *r, const json_t *tcs, recipe_part *p
     if (!json_is_array(tcs))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.tool_calls' must be an array", path);
     for (size_t i = 0; i < json_array_size(tcs); i++) {
-        json_t *tc = json_array_get(tcs, i), *fn = json_object_get(tc, "function");
-        const char *name = jstr(fn, "name");
-        json_t *args = json_object_get(fn, "arguments");
+        static const jkey k_tc[] = {JKEY("function"), JKEY("id")}, k_fn[] = {JKEY("name"), JKEY("arguments")};
+        json_t *tv[2], *fv[2];
+        jpick(json_array_get(tcs, i), k_tc, 2, tv);
+        jpick(tv[0], k_fn, 2, fv);
+        const char *name = json_string_value(fv[0]);
+        json_t *args = fv[1];
         if (!name)
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.tool_calls[%zu].function.name' missing",
                                path, i);
         recipe_part *p = &ps[(*k)++];
         p->type = RECIPE_PART_TOOL_CALL;
-        p->id = jstr(tc, "id");
+        p->id = json_string_value(tv[1]);
         p->name = name;
         if (json_is_string(args)) p->args = json_string_value(args);
         else if (args && !json_is_null(args)) p->args = json_to_text(&r->arena, args); /* tolerate an object */
@@ -95,10 +98,16 @@ static int parse_message(recipe_request *r, const json_t *m, recipe_message *out
     char path[RECIPE_PATH];
     path_idx(path, sizeof path, "messages", idx, "");
     if (!json_is_object(m)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
-    const char *role = jstr(m, "role");
+    enum { M_ROLE, M_CONTENT, M_NAME, M_TOOL_CALLS, M_REASONING_CONTENT, M_REASONING, M_REFUSAL, M_TOOL_CALL_ID, M_N };
+    static const jkey keys[M_N] = {JKEY("role"), JKEY("content"), JKEY("name"), JKEY("tool_calls"),
+                                   JKEY("reasoning_content"), JKEY("reasoning"), JKEY("refusal"),
+                                   JKEY("tool_call_id")};
+    json_t *v[M_N];
+    jpick(m, keys, M_N, v);
+    const char *role = json_string_value(v[M_ROLE]);
     if (!role) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' missing", path);
-    json_t *content = json_object_get(m, "content");
-    out->name = jstr(m, "name");
+    json_t *content = v[M_CONTENT];
+    out->name = json_string_value(v[M_NAME]);
     if (!strcmp(role, "system") || !strcmp(role, "developer") || !strcmp(role, "user")) {
         out->role = role[0] == 's' ? RECIPE_ROLE_SYSTEM : role[0] == 'd' ? RECIPE_ROLE_DEVELOPER : RECIPE_ROLE_USER;
         if (!content || json_is_null(content))
@@ -112,9 +121,9 @@ static int parse_message(recipe_request *r, const json_t *m, recipe_message *out
         size_t cn;
         if (parse_content(r, content, &cp, &cn, &out->content_string, false, path, err)) return -1;
         out->content_null = !content || json_is_null(content);
-        json_t *tcs = json_object_get(m, "tool_calls");
-        const char *reasoning = jstr(m, "reasoning_content");
-        if (!reasoning) reasoning = jstr(m, "reasoning");
+        json_t *tcs = v[M_TOOL_CALLS];
+        const char *reasoning = json_string_value(v[M_REASONING_CONTENT]);
+        if (!reasoning) reasoning = json_string_value(v[M_REASONING]);
         size_t total = cn + (reasoning ? 1 : 0) + (json_is_array(tcs) ? json_array_size(tcs) : 0);
         recipe_part *ps = ra_alloc(&r->arena, (total ? total : 1) * sizeof *ps);
         if (!ps) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
@@ -127,7 +136,7 @@ static int parse_message(recipe_request *r, const json_t *m, recipe_message *out
         if (parse_tool_calls(r, tcs, ps, &k, path, err)) return -1;
         out->parts = ps;
         out->n_parts = k;
-        out->refusal = jstr(m, "refusal");
+        out->refusal = json_string_value(v[M_REFUSAL]);
         return 0;
     }
     if (!strcmp(role, "tool") || !strcmp(role, "function")) {
@@ -135,7 +144,7 @@ static int parse_message(recipe_request *r, const json_t *m, recipe_message *out
         recipe_part *p = ra_alloc(&r->arena, sizeof *p);
         if (!p) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
         p->type = RECIPE_PART_TOOL_RESULT;
-        p->id = role[0] == 't' ? jstr(m, "tool_call_id") : jstr(m, "name");
+        p->id = json_string_value(role[0] == 't' ? v[M_TOOL_CALL_ID] : v[M_NAME]);
         if (!p->id)
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.tool_call_id' missing", path);
         if (parse_content(r, content, &p->parts, &p->n_parts, &p->content_string, true, path, err)) return -1;
@@ -156,21 +165,25 @@ static int parse_tools(recipe_request *r, const json_t *tools, recipe_error *err
     r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
     if (!r->tools) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        json_t *t = json_array_get(tools, i), *fn = json_object_get(t, "function");
-        const char *type = jstr(t, "type");
+        static const jkey k_tool[] = {JKEY("function"), JKEY("type")},
+                          k_fn[] = {JKEY("name"), JKEY("description"), JKEY("parameters"), JKEY("strict")};
+        json_t *tv[2], *fv[4];
+        jpick(json_array_get(tools, i), k_tool, 2, tv);
+        jpick(tv[0], k_fn, 4, fv);
+        const char *type = json_string_value(tv[1]);
         if (type && strcmp(type, "function"))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'", i,
                                type);
-        const char *name = jstr(fn, "name");
+        const char *name = json_string_value(fv[0]);
         if (!name)
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools[%zu].function.name' must be a string",
                                i);
         recipe_tool *d = &r->tools[r->n_tools++];
         d->name = name;
-        d->description = jstr(fn, "description");
-        d->parameters = ref(json_object_get(fn, "parameters"));
+        d->description = json_string_value(fv[1]);
+        d->parameters = ref(fv[2]);
         d->strict = -1;
-        if (jget_bool(fn, "strict", &d->strict, err, "tools.function")) return -1;
+        if (jv_bool(fv[3], "strict", &d->strict, err, "tools.function")) return -1;
         d->cache_control = NULL;
     }
     return 0;
@@ -178,8 +191,19 @@ static int parse_tools(recipe_request *r, const json_t *tools, recipe_error *err
 
 int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err);
 int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
-    if (jget_str(b, "model", &r->model, err, "")) return -1;
-    json_t *msgs = json_object_get(b, "messages");
+    /* every top-level field in one pass over the body (most optional fields are absent) */
+    enum { C_MODEL = S_COUNT, C_MESSAGES, C_TOOLS, C_TOOL_CHOICE, C_STREAM_OPTIONS, C_MAX_COMPLETION_TOKENS,
+           C_MAX_TOKENS, C_PRESENCE, C_FREQUENCY, C_N, C_SEED, C_LOGPROBS, C_LOGIT_BIAS, C_STOP, C_EFFORT,
+           C_THINKING, C_RESPONSE_FORMAT, C_COUNT };
+    static const jkey keys[C_COUNT] = {RECIPE_COMMON_KEYS, JKEY("model"), JKEY("messages"), JKEY("tools"),
+                                       JKEY("tool_choice"), JKEY("stream_options"), JKEY("max_completion_tokens"),
+                                       JKEY("max_tokens"), JKEY("presence_penalty"), JKEY("frequency_penalty"),
+                                       JKEY("n"), JKEY("seed"), JKEY("logprobs"), JKEY("logit_bias"), JKEY("stop"),
+                                       JKEY("reasoning_effort"), JKEY("thinking"), JKEY("response_format")};
+    json_t *v[C_COUNT];
+    jpick(b, keys, C_COUNT, v);
+    if (jv_str(v[C_MODEL], "model", &r->model, err, "")) return -1;
+    json_t *msgs = v[C_MESSAGES];
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "'messages' must be a non-empty array");
     size_t n = json_array_size(msgs);
@@ -189,24 +213,24 @@ int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
         if (parse_message(r, json_array_get(msgs, i), &r->messages[i], i, err)) return -1;
         r->n_messages++;
     }
-    if (parse_tools(r, json_object_get(b, "tools"), err)) return -1;
-    if (tool_choice_parse_openai(r, json_object_get(b, "tool_choice"), false, err)) return -1;
-    if (parse_common_sampling(r, b, err)) return -1;
-    json_t *so = json_object_get(b, "stream_options");
+    if (parse_tools(r, v[C_TOOLS], err)) return -1;
+    if (tool_choice_parse_openai(r, v[C_TOOL_CHOICE], false, err)) return -1;
+    if (parse_common_sampling_v(r, v, err)) return -1;
+    json_t *so = v[C_STREAM_OPTIONS];
     if (json_is_object(so) && jget_bool(so, "include_usage", &r->include_usage, err, "stream_options")) return -1;
     int64_t mt = RECIPE_UNSET;
-    if (jget_int(b, "max_completion_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
-    if (jget_int(b, "max_tokens", &mt, 1, INT32_MAX, err, "")) return -1;
+    if (jv_int(v[C_MAX_COMPLETION_TOKENS], "max_completion_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
+    if (jv_int(v[C_MAX_TOKENS], "max_tokens", &mt, 1, INT32_MAX, err, "")) return -1;
     if (r->max_tokens == RECIPE_UNSET && mt != RECIPE_UNSET) r->max_tokens = mt, r->max_tokens_legacy = true;
-    if (jget_num(b, "presence_penalty", &r->presence_penalty, -2, 2, err, "")) return -1;
-    if (jget_num(b, "frequency_penalty", &r->frequency_penalty, -2, 2, err, "")) return -1;
-    if (jget_int(b, "n", &r->n, 1, 128, err, "")) return -1;
-    if (jget_int(b, "seed", &r->seed, INT64_MIN + 1, INT64_MAX, err, "")) return -1;
-    if (jget_bool(b, "logprobs", &r->logprobs, err, "")) return -1;
+    if (jv_num(v[C_PRESENCE], "presence_penalty", &r->presence_penalty, -2, 2, err, "")) return -1;
+    if (jv_num(v[C_FREQUENCY], "frequency_penalty", &r->frequency_penalty, -2, 2, err, "")) return -1;
+    if (jv_int(v[C_N], "n", &r->n, 1, 128, err, "")) return -1;
+    if (jv_int(v[C_SEED], "seed", &r->seed, INT64_MIN + 1, INT64_MAX, err, "")) return -1;
+    if (jv_bool(v[C_LOGPROBS], "logprobs", &r->logprobs, err, "")) return -1;
     json_t *lb = NULL;
-    if (jget_obj(b, "logit_bias", &lb, err, "")) return -1;
+    if (jv_obj(v[C_LOGIT_BIAS], "logit_bias", &lb, err, "")) return -1;
     r->logit_bias = ref(lb);
-    json_t *stop = json_object_get(b, "stop");
+    json_t *stop = v[C_STOP];
     if (json_is_string(stop)) {
         r->stop = ra_alloc(&r->arena, sizeof *r->stop);
         if (!r->stop) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
@@ -226,13 +250,13 @@ int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     } else if (stop && !json_is_null(stop))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop' must be a string or an array of strings");
     const char *eff = NULL;
-    if (jget_str(b, "reasoning_effort", &eff, err, "")) return -1;
+    if (jv_str(v[C_EFFORT], "reasoning_effort", &eff, err, "")) return -1;
     if (eff && !(r->reasoning_effort = effort_parse(eff)))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "reasoning_effort",
                            "'reasoning_effort' must be one of none, minimal, low, medium, high");
-    json_t *th = json_object_get(b, "thinking"); /* DeepSeek switch */
+    json_t *th = v[C_THINKING]; /* DeepSeek switch */
     if (json_is_object(th) && jstr(th, "type")) r->thinking = strcmp(jstr(th, "type"), "disabled") != 0;
-    json_t *rf = json_object_get(b, "response_format");
+    json_t *rf = v[C_RESPONSE_FORMAT];
     if (rf && !json_is_null(rf)) {
         const char *type = jstr(rf, "type");
         if (!type)
@@ -240,14 +264,14 @@ int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
         if (!strcmp(type, "text")) r->format = RECIPE_FORMAT_TEXT;
         else if (!strcmp(type, "json_object")) r->format = RECIPE_FORMAT_JSON_OBJECT;
         else if (!strcmp(type, "json_schema")) {
-            json_t *js = json_object_get(rf, "json_schema");
-            if (!json_is_object(js) || !json_is_object(json_object_get(js, "schema")))
+            json_t *js = jget(rf, "json_schema");
+            if (!json_is_object(js) || !json_is_object(jget(js, "schema")))
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "response_format.json_schema",
                                    "'response_format.json_schema.schema' must be an object");
             r->format = RECIPE_FORMAT_JSON_SCHEMA;
             r->format_name = jstr(js, "name");
             r->format_description = jstr(js, "description");
-            r->format_schema = ref(json_object_get(js, "schema"));
+            r->format_schema = ref(jget(js, "schema"));
             if (jget_bool(js, "strict", &r->format_strict, err, "response_format.json_schema")) return -1;
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "response_format.type",
@@ -546,13 +570,13 @@ int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err);
 int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
     r->id = jstr(b, "id");
     r->model = jstr(b, "model");
-    json_t *cr = json_object_get(b, "created");
+    json_t *cr = jget(b, "created");
     if (json_is_integer(cr)) r->created = json_integer_value(cr);
-    json_t *ch = json_array_get(json_object_get(b, "choices"), 0);
-    json_t *msg = json_object_get(ch, "message");
+    json_t *ch = json_array_get(jget(b, "choices"), 0);
+    json_t *msg = jget(ch, "message");
     if (!json_is_object(msg))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "choices", "'choices[0].message' must be an object");
-    json_t *tcs = json_object_get(msg, "tool_calls");
+    json_t *tcs = jget(msg, "tool_calls");
     size_t cap = 2 + (json_is_array(tcs) ? json_array_size(tcs) : 0);
     r->parts = ra_alloc(&r->arena, cap * sizeof *r->parts);
     if (!r->parts) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
@@ -562,7 +586,7 @@ int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
     const char *content = jstr(msg, "content");
     if (content) r->parts[r->n_parts].type = RECIPE_PART_TEXT, r->parts[r->n_parts++].text = content;
     for (size_t i = 0; json_is_array(tcs) && i < json_array_size(tcs); i++) {
-        json_t *tc = json_array_get(tcs, i), *fn = json_object_get(tc, "function");
+        json_t *tc = json_array_get(tcs, i), *fn = jget(tc, "function");
         if (!jstr(fn, "name"))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_calls", "tool_calls[%zu].function.name missing", i);
         recipe_part *p = &r->parts[r->n_parts++];
@@ -572,18 +596,18 @@ int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
         p->args = jstr(fn, "arguments") ? jstr(fn, "arguments") : "{}";
     }
     r->finish = recipe_finish_from_chat(jstr(ch, "finish_reason"));
-    if (json_is_string(json_object_get(ch, "stop_reason"))) {
+    if (json_is_string(jget(ch, "stop_reason"))) {
         r->stop_sequence = jstr(ch, "stop_reason");
         if (r->finish == RECIPE_FINISH_EOS) r->finish = RECIPE_FINISH_STOP_STRING;
     }
-    json_t *u = json_object_get(b, "usage");
+    json_t *u = jget(b, "usage");
     if (json_is_object(u)) {
         r->has_usage = true;
-        r->usage.prompt = json_integer_value(json_object_get(u, "prompt_tokens"));
-        r->usage.output = json_integer_value(json_object_get(u, "completion_tokens"));
-        r->usage.cache_read = json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens"));
+        r->usage.prompt = json_integer_value(jget(u, "prompt_tokens"));
+        r->usage.output = json_integer_value(jget(u, "completion_tokens"));
+        r->usage.cache_read = json_integer_value(jget(jget(u, "prompt_tokens_details"), "cached_tokens"));
         r->usage.reasoning =
-            json_integer_value(json_object_get(json_object_get(u, "completion_tokens_details"), "reasoning_tokens"));
+            json_integer_value(jget(jget(u, "completion_tokens_details"), "reasoning_tokens"));
     }
     return 0;
 }

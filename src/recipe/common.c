@@ -198,10 +198,10 @@ int tool_choice_parse_openai(recipe_request *r, const json_t *tc, bool responses
     if (json_is_object(tc)) {
         const char *type = jstr(tc, "type");
         if (type && !strcmp(type, "function"))
-            name = responses ? jstr(tc, "name") : jstr(json_object_get(tc, "function"), "name");
+            name = responses ? jstr(tc, "name") : jstr(jget(tc, "function"), "name");
         /* tolerate the other API's shape too */
         if (!name) name = jstr(tc, "name");
-        if (!name) name = jstr(json_object_get(tc, "function"), "name");
+        if (!name) name = jstr(jget(tc, "function"), "name");
     }
     if (!name)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_choice",
@@ -226,20 +226,19 @@ json_t *tool_choice_encode_openai(const recipe_request *r, bool responses) {
 
 /* ---------------------------------------------------------------- common fields */
 
-/* Extension fields accepted in every format. */
-int parse_extensions(recipe_request *r, const json_t *b, recipe_error *err) {
-    if (jget_int(b, "top_k", &r->top_k, -1, INT32_MAX, err, "")) return -1;
-    if (jget_num(b, "min_p", &r->min_p, 0, 1, err, "")) return -1;
-    if (jget_num(b, "repetition_penalty", &r->repetition_penalty, 0, 100, err, "")) return -1;
-    if (jget_str(b, "cache_salt", &r->cache_salt, err, "")) return -1;
+int parse_extensions_v(recipe_request *r, json_t *const *v, recipe_error *err) {
+    if (jv_int(v[X_TOP_K], "top_k", &r->top_k, -1, INT32_MAX, err, "")) return -1;
+    if (jv_num(v[X_MIN_P], "min_p", &r->min_p, 0, 1, err, "")) return -1;
+    if (jv_num(v[X_REP], "repetition_penalty", &r->repetition_penalty, 0, 100, err, "")) return -1;
+    if (jv_str(v[X_SALT], "cache_salt", &r->cache_salt, err, "")) return -1;
     json_t *o = NULL;
-    if (jget_obj(b, "chat_template_kwargs", &o, err, "")) return -1;
+    if (jv_obj(v[X_CTK], "chat_template_kwargs", &o, err, "")) return -1;
     r->chat_template_kwargs = ref(o);
     o = NULL;
-    if (jget_obj(b, "cinfer", &o, err, "")) return -1;
+    if (jv_obj(v[X_CINFER], "cinfer", &o, err, "")) return -1;
     if (o) {
         r->cinfer = ref(o);
-        json_t *tc = json_object_get(o, "traffic_class");
+        json_t *tc = jget(o, "traffic_class");
         if (json_is_string(tc)) r->traffic_class = json_string_value(tc);
         else if (json_is_integer(tc)) {
             char tmp[32];
@@ -252,21 +251,34 @@ int parse_extensions(recipe_request *r, const json_t *b, recipe_error *err) {
     return 0;
 }
 
-int parse_common_sampling(recipe_request *r, const json_t *b, recipe_error *err) {
-    if (jget_num(b, "temperature", &r->temperature, 0, 2, err, "")) return -1;
-    if (jget_num(b, "top_p", &r->top_p, 0, 1, err, "")) return -1;
-    if (jget_int(b, "top_logprobs", &r->top_logprobs, 0, 20, err, "")) return -1;
-    if (jget_str(b, "user", &r->user, err, "")) return -1;
-    json_t *o = NULL;
-    if (jget_obj(b, "metadata", &o, err, "")) return -1;
-    r->metadata = ref(o);
-    if (jget_bool(b, "parallel_tool_calls", &r->parallel_tool_calls, err, "")) return -1;
-    int stream = 0;
-    if (jget_bool(b, "stream", &stream, err, "")) return -1;
-    r->stream = stream == 1;
-    return parse_extensions(r, b, err);
+int parse_extensions(recipe_request *r, const json_t *b, recipe_error *err) {
+    static const jkey keys[X_COUNT] = {RECIPE_EXT_KEYS};
+    json_t *v[X_COUNT];
+    jpick(b, keys, X_COUNT, v);
+    return parse_extensions_v(r, v, err);
 }
 
+int parse_common_sampling(recipe_request *r, const json_t *b, recipe_error *err) {
+    static const jkey keys[S_COUNT] = {RECIPE_COMMON_KEYS};
+    json_t *v[S_COUNT];
+    jpick(b, keys, S_COUNT, v);
+    return parse_common_sampling_v(r, v, err);
+}
+
+int parse_common_sampling_v(recipe_request *r, json_t *const *v, recipe_error *err) {
+    if (jv_num(v[S_TEMP], "temperature", &r->temperature, 0, 2, err, "")) return -1;
+    if (jv_num(v[S_TOP_P], "top_p", &r->top_p, 0, 1, err, "")) return -1;
+    if (jv_int(v[S_TOP_LOGPROBS], "top_logprobs", &r->top_logprobs, 0, 20, err, "")) return -1;
+    if (jv_str(v[S_USER], "user", &r->user, err, "")) return -1;
+    json_t *o = NULL;
+    if (jv_obj(v[S_METADATA], "metadata", &o, err, "")) return -1;
+    r->metadata = ref(o);
+    if (jv_bool(v[S_PTC], "parallel_tool_calls", &r->parallel_tool_calls, err, "")) return -1;
+    int stream = 0;
+    if (jv_bool(v[S_STREAM], "stream", &stream, err, "")) return -1;
+    r->stream = stream == 1;
+    return parse_extensions_v(r, v, err);
+}
 
 void write_extensions(struct rw *w, const recipe_request *r) {
     rw_kreal(w, "min_p", r->min_p);

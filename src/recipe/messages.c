@@ -13,7 +13,7 @@
 static int oom(recipe_error *err) { return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory"); }
 
 static int parse_image(recipe_part *p, const json_t *blk, const char *path, recipe_error *err) {
-    json_t *src = json_object_get(blk, "source");
+    json_t *src = jget(blk, "source");
     const char *type = jstr(src, "type");
     p->type = RECIPE_PART_IMAGE;
     if (type && !strcmp(type, "base64") && jstr(src, "data")) {
@@ -63,7 +63,7 @@ static int parse_simple_blocks(recipe_request *r, const json_t *c, recipe_part *
             if (parse_image(&ps[i], b, p2, err)) return -1;
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s' must be a text or image block", p2);
-        ps[i].cache_control = ref(json_object_get(b, "cache_control"));
+        ps[i].cache_control = ref(jget(b, "cache_control"));
     }
     *out = ps, *n = cnt;
     return 0;
@@ -77,7 +77,7 @@ static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_err
     bool user = role && !strcmp(role, "user"), asst = role && !strcmp(role, "assistant");
     if (!user && !asst)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' must be user or assistant", path);
-    json_t *c = json_object_get(m, "content");
+    json_t *c = jget(m, "content");
     char cpath[RECIPE_PATH];
     size_t pl = strlen(path);
     memcpy(cpath, path, pl);
@@ -99,7 +99,14 @@ static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_err
     recipe_message *cur = NULL; /* the open USER/ASSISTANT message collecting non-tool_result blocks */
     for (size_t i = 0; i < cnt; i++) {
         json_t *b = json_array_get(c, i);
-        const char *type = jstr(b, "type");
+        enum { B_TYPE, B_TEXT, B_ID, B_NAME, B_INPUT, B_THINKING, B_SIGNATURE, B_DATA, B_CACHE, B_CONTENT,
+               B_TOOL_USE_ID, B_IS_ERROR, B_N };
+        static const jkey bkeys[B_N] = {JKEY("type"), JKEY("text"), JKEY("id"), JKEY("name"), JKEY("input"),
+                                        JKEY("thinking"), JKEY("signature"), JKEY("data"), JKEY("cache_control"),
+                                        JKEY("content"), JKEY("tool_use_id"), JKEY("is_error")};
+        json_t *v[B_N];
+        jpick(b, bkeys, B_N, v);
+        const char *type = json_string_value(v[B_TYPE]);
         char p2[RECIPE_PATH];
         path_idx(p2, sizeof p2, cpath, i, "");
         if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.type' missing", p2);
@@ -110,13 +117,13 @@ static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_err
             if (!p) return oom(err);
             o->n_parts = 1;
             p->type = RECIPE_PART_TOOL_RESULT;
-            p->id = jstr(b, "tool_use_id");
+            p->id = json_string_value(v[B_TOOL_USE_ID]);
             if (!p->id) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.tool_use_id' missing", p2);
-            p->is_error = json_is_true(json_object_get(b, "is_error"));
-            p->cache_control = ref(json_object_get(b, "cache_control"));
+            p->is_error = json_is_true(v[B_IS_ERROR]);
+            p->cache_control = ref(v[B_CACHE]);
             char p3[RECIPE_PATH];
-            snprintf(p3, sizeof p3, "%s.content", p2);
-            if (parse_simple_blocks(r, json_object_get(b, "content"), &p->parts, &p->n_parts, &p->content_string, p3,
+            path_idx(p3, sizeof p3, cpath, i, ".content");
+            if (parse_simple_blocks(r, v[B_CONTENT], &p->parts, &p->n_parts, &p->content_string, p3,
                                     err))
                 return -1;
             cur = NULL;
@@ -131,31 +138,31 @@ static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_err
         recipe_part *p = &cur->parts[cur->n_parts];
         if (!strcmp(type, "text")) {
             p->type = RECIPE_PART_TEXT;
-            p->text = jstr(b, "text");
+            p->text = json_string_value(v[B_TEXT]);
             if (!p->text) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.text' must be a string", p2);
         } else if (!strcmp(type, "image")) {
             if (parse_image(p, b, p2, err)) return -1;
         } else if (asst && !strcmp(type, "tool_use")) {
             p->type = RECIPE_PART_TOOL_CALL;
-            p->id = jstr(b, "id");
-            p->name = jstr(b, "name");
+            p->id = json_string_value(v[B_ID]);
+            p->name = json_string_value(v[B_NAME]);
             if (!p->id || !p->name)
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s' needs string id and name", p2);
-            json_t *in = json_object_get(b, "input");
+            json_t *in = v[B_INPUT];
             p->args = in ? json_to_text(&r->arena, in) : "{}";
         } else if (asst && !strcmp(type, "thinking")) {
             p->type = RECIPE_PART_REASONING;
-            p->text = jstr(b, "thinking");
+            p->text = json_string_value(v[B_THINKING]);
             if (!p->text) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.thinking' must be a string", p2);
-            p->signature = jstr(b, "signature");
+            p->signature = json_string_value(v[B_SIGNATURE]);
         } else if (asst && !strcmp(type, "redacted_thinking")) {
             p->type = RECIPE_PART_REDACTED;
-            p->data = jstr(b, "data");
+            p->data = json_string_value(v[B_DATA]);
             if (!p->data) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.data' must be a string", p2);
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s': unsupported content block type '%s' in a %s turn",
                                p2, type, role);
-        p->cache_control = ref(json_object_get(b, "cache_control"));
+        p->cache_control = ref(v[B_CACHE]);
         cur->n_parts++;
     }
     if (cnt == 0) {
@@ -167,25 +174,34 @@ static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_err
 
 int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err);
 int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
-    if (jget_str(b, "model", &r->model, err, "")) return -1;
-    json_t *mt = json_object_get(b, "max_tokens");
+    /* every top-level field in one pass over the body (most optional fields are absent) */
+    enum { A_MODEL = X_COUNT, A_MAX_TOKENS, A_MESSAGES, A_SYSTEM, A_TOOLS, A_TOOL_CHOICE, A_STOP, A_TEMP, A_TOP_P,
+           A_STREAM, A_METADATA, A_THINKING, A_OUTPUT_CONFIG, A_COUNT };
+    static const jkey keys[A_COUNT] = {RECIPE_EXT_KEYS, JKEY("model"), JKEY("max_tokens"), JKEY("messages"),
+                                       JKEY("system"), JKEY("tools"), JKEY("tool_choice"), JKEY("stop_sequences"),
+                                       JKEY("temperature"), JKEY("top_p"), JKEY("stream"), JKEY("metadata"),
+                                       JKEY("thinking"), JKEY("output_config")};
+    json_t *bv[A_COUNT];
+    jpick(b, keys, A_COUNT, bv);
+    if (jv_str(bv[A_MODEL], "model", &r->model, err, "")) return -1;
+    json_t *mt = bv[A_MAX_TOKENS];
     if (!json_is_integer(mt) || json_integer_value(mt) < 1)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "max_tokens", "'max_tokens' must be a positive integer");
     r->max_tokens = json_integer_value(mt);
-    json_t *msgs = json_object_get(b, "messages");
+    json_t *msgs = bv[A_MESSAGES];
     if (!json_is_array(msgs))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "'messages' must be an array");
     /* capacity: system + per message (1 + its blocks) */
     size_t cap = 1;
     for (size_t i = 0; i < json_array_size(msgs); i++) {
-        json_t *m = json_array_get(msgs, i), *c = json_object_get(m, "content");
+        json_t *m = json_array_get(msgs, i), *c = jget(m, "content");
         if (!json_is_object(m))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "'messages[%zu]' must be an object", i);
         cap += 1 + (json_is_array(c) ? json_array_size(c) : 0);
     }
     r->messages = ra_alloc(&r->arena, cap * sizeof *r->messages);
     if (!r->messages) return oom(err);
-    json_t *sys = json_object_get(b, "system");
+    json_t *sys = bv[A_SYSTEM];
     if (json_is_string(sys)) {
         recipe_message *o = &r->messages[r->n_messages++];
         o->role = RECIPE_ROLE_SYSTEM;
@@ -208,36 +224,39 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             if (!strncmp(t, "x-anthropic-billing-header", 26)) continue;
             o->parts[o->n_parts].type = RECIPE_PART_TEXT;
             o->parts[o->n_parts].text = t;
-            o->parts[o->n_parts++].cache_control = ref(json_object_get(blk, "cache_control"));
+            o->parts[o->n_parts++].cache_control = ref(jget(blk, "cache_control"));
         }
     } else if (sys && !json_is_null(sys))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "system", "'system' must be a string or an array of text blocks");
     for (size_t i = 0; i < json_array_size(msgs); i++)
         if (parse_turn(r, json_array_get(msgs, i), i, err)) return -1;
 
-    json_t *tools = json_object_get(b, "tools");
+    json_t *tools = bv[A_TOOLS];
     if (json_is_array(tools)) {
         size_t n = json_array_size(tools);
         r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
         if (!r->tools) return oom(err);
         for (size_t i = 0; i < n; i++) {
-            json_t *t = json_array_get(tools, i);
-            const char *type = jstr(t, "type");
+            static const jkey tkeys[] = {JKEY("type"), JKEY("name"), JKEY("description"), JKEY("input_schema"),
+                                         JKEY("cache_control"), JKEY("strict")};
+            json_t *tv[6];
+            jpick(json_array_get(tools, i), tkeys, 6, tv);
+            const char *type = json_string_value(tv[0]);
             if (type && strcmp(type, "custom"))
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'", i,
                                    type);
             recipe_tool *d = &r->tools[r->n_tools++];
-            d->name = jstr(t, "name");
+            d->name = json_string_value(tv[1]);
             if (!d->name) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools[%zu].name' missing", i);
-            d->description = jstr(t, "description");
-            d->parameters = ref(json_object_get(t, "input_schema"));
-            d->cache_control = ref(json_object_get(t, "cache_control"));
+            d->description = json_string_value(tv[2]);
+            d->parameters = ref(tv[3]);
+            d->cache_control = ref(tv[4]);
             d->strict = -1;
-            if (jget_bool(t, "strict", &d->strict, err, "tools")) return -1;
+            if (jv_bool(tv[5], "strict", &d->strict, err, "tools")) return -1;
         }
     } else if (tools && !json_is_null(tools))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
-    json_t *tc = json_object_get(b, "tool_choice");
+    json_t *tc = bv[A_TOOL_CHOICE];
     if (json_is_object(tc)) {
         const char *type = jstr(tc, "type");
         if (!type) type = "";
@@ -256,7 +275,7 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     } else if (tc && !json_is_null(tc))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_choice", "'tool_choice' must be an object");
 
-    json_t *ss = json_object_get(b, "stop_sequences");
+    json_t *ss = bv[A_STOP];
     if (json_is_array(ss)) {
         size_t n = json_array_size(ss);
         r->stop = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->stop);
@@ -270,20 +289,20 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
         }
     } else if (ss && !json_is_null(ss))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop_sequences", "'stop_sequences' must be an array");
-    if (jget_num(b, "temperature", &r->temperature, 0, 1, err, "")) return -1;
-    if (jget_num(b, "top_p", &r->top_p, 0, 1, err, "")) return -1;
+    if (jv_num(bv[A_TEMP], "temperature", &r->temperature, 0, 1, err, "")) return -1;
+    if (jv_num(bv[A_TOP_P], "top_p", &r->top_p, 0, 1, err, "")) return -1;
     int stream = 0;
-    if (jget_bool(b, "stream", &stream, err, "")) return -1;
+    if (jv_bool(bv[A_STREAM], "stream", &stream, err, "")) return -1;
     r->stream = stream == 1;
     json_t *md = NULL;
-    if (jget_obj(b, "metadata", &md, err, "")) return -1;
+    if (jv_obj(bv[A_METADATA], "metadata", &md, err, "")) return -1;
     if (md && jget_str(md, "user_id", &r->user, err, "metadata")) return -1;
     json_t *th = NULL;
-    if (jget_obj(b, "thinking", &th, err, "")) return -1;
+    if (jv_obj(bv[A_THINKING], "thinking", &th, err, "")) return -1;
     if (th) {
         const char *type = jstr(th, "type");
         if (type && !strcmp(type, "enabled")) {
-            json_t *bt = json_object_get(th, "budget_tokens");
+            json_t *bt = jget(th, "budget_tokens");
             if (!json_is_integer(bt) || json_integer_value(bt) < 1024 || json_integer_value(bt) >= r->max_tokens)
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "thinking.budget_tokens",
                                    "'thinking.budget_tokens' must be an integer >= 1024 and less than max_tokens");
@@ -296,14 +315,14 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                                "'thinking.type' must be enabled, disabled or adaptive");
     }
     json_t *oc = NULL;
-    if (jget_obj(b, "output_config", &oc, err, "")) return -1;
+    if (jv_obj(bv[A_OUTPUT_CONFIG], "output_config", &oc, err, "")) return -1;
     if (oc) {
         const char *eff = jstr(oc, "effort");
         if (eff && !(r->reasoning_effort = effort_parse(eff)))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output_config.effort", "unknown 'output_config.effort'");
-        json_t *fmt = json_object_get(oc, "format");
+        json_t *fmt = jget(oc, "format");
         if (json_is_object(fmt)) {
-            json_t *schema = json_object_get(fmt, "schema");
+            json_t *schema = jget(fmt, "schema");
             if (!json_is_object(schema))
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output_config.format",
                                    "'output_config.format.schema' must be an object");
@@ -311,7 +330,7 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             r->format_schema = ref(schema);
         }
     }
-    return parse_extensions(r, b, err);
+    return parse_extensions_v(r, bv, err);
 }
 
 /* ---------------------------------------------------------------- request encode */
@@ -631,7 +650,7 @@ int messages_response_parse(recipe_response *r, json_t *b, recipe_error *err);
 int messages_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
     r->id = jstr(b, "id");
     r->model = jstr(b, "model");
-    json_t *c = json_object_get(b, "content");
+    json_t *c = jget(b, "content");
     if (!json_is_array(c)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "content", "'content' must be an array");
     r->parts = ra_alloc(&r->arena, (json_array_size(c) + 1) * sizeof *r->parts);
     if (!r->parts) return oom(err);
@@ -650,7 +669,7 @@ int messages_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
             p->type = RECIPE_PART_TOOL_CALL;
             p->id = jstr(blk, "id");
             p->name = jstr(blk, "name");
-            json_t *in = json_object_get(blk, "input");
+            json_t *in = jget(blk, "input");
             p->args = in ? json_to_text(&r->arena, in) : "{}";
         } else
             continue;
@@ -658,13 +677,13 @@ int messages_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
     }
     r->finish = recipe_finish_from_messages(jstr(b, "stop_reason"));
     r->stop_sequence = jstr(b, "stop_sequence");
-    json_t *u = json_object_get(b, "usage");
+    json_t *u = jget(b, "usage");
     if (json_is_object(u)) {
         r->has_usage = true;
-        r->usage.cache_read = json_integer_value(json_object_get(u, "cache_read_input_tokens"));
-        r->usage.cache_write = json_integer_value(json_object_get(u, "cache_creation_input_tokens"));
-        r->usage.prompt = json_integer_value(json_object_get(u, "input_tokens")) + r->usage.cache_read + r->usage.cache_write;
-        r->usage.output = json_integer_value(json_object_get(u, "output_tokens"));
+        r->usage.cache_read = json_integer_value(jget(u, "cache_read_input_tokens"));
+        r->usage.cache_write = json_integer_value(jget(u, "cache_creation_input_tokens"));
+        r->usage.prompt = json_integer_value(jget(u, "input_tokens")) + r->usage.cache_read + r->usage.cache_write;
+        r->usage.output = json_integer_value(jget(u, "output_tokens"));
     }
     return 0;
 }

@@ -33,10 +33,12 @@ const char *path_idx(char *buf, size_t cap, const char *prefix, size_t idx, cons
 int rb_put_utf8(recipe_buf *b, const char *s, size_t n);
 int rb_real(recipe_buf *b, double v); /* shortest text that reads back exactly, always a real (1.0) */
 
-/* ---- JSON accessors */
-static inline const char *jstr(const json_t *o, const char *key) {
-    return json_string_value(json_object_get(o, key));
+/* ---- JSON accessors. Inline so that the length of a literal key is computed at compile time
+ * (json_object_get would strlen it on every lookup). */
+static inline json_t *jget(const json_t *o, const char *key) {
+    return json_object_getn(o, key, __builtin_strlen(key));
 }
+static inline const char *jstr(const json_t *o, const char *key) { return json_string_value(jget(o, key)); }
 /* New string value without re-validating UTF-8 (inputs came from jansson or were validated). */
 static inline json_t *jsnew(const char *s) { return s ? json_stringn_nocheck(s, strlen(s)) : json_null(); }
 /* json_object_set_new that ignores NULL values. */
@@ -65,14 +67,44 @@ static inline void jset_tri(json_t *o, const char *k, int v) {
     if (v >= 0) json_object_set_new_nocheck(o, k, json_boolean(v));
 }
 
-/* Typed getters: absent/null -> leaves *out untouched, returns 0; wrong type -> recipe_fail. */
-int jget_str(const json_t *o, const char *key, const char **out, recipe_error *err, const char *path);
-int jget_num(const json_t *o, const char *key, double *out, double lo, double hi, recipe_error *err,
-             const char *path);
-int jget_int(const json_t *o, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
-             const char *path);
-int jget_bool(const json_t *o, const char *key, int *out, recipe_error *err, const char *path);
-int jget_obj(const json_t *o, const char *key, json_t **out, recipe_error *err, const char *path);
+/* Typed checks of a looked-up value `v` (named `key` under `path` in messages): absent/null ->
+ * leaves *out untouched, returns 0; wrong type or out of range -> recipe_fail. */
+int jv_str(const json_t *v, const char *key, const char **out, recipe_error *err, const char *path);
+int jv_num(const json_t *v, const char *key, double *out, double lo, double hi, recipe_error *err, const char *path);
+int jv_int(const json_t *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
+           const char *path);
+int jv_bool(const json_t *v, const char *key, int *out, recipe_error *err, const char *path);
+int jv_obj(const json_t *v, const char *key, json_t **out, recipe_error *err, const char *path);
+/* The same on member `key` of object o (the typed getters the codecs call). */
+static inline int jget_str(const json_t *o, const char *key, const char **out, recipe_error *err, const char *path) {
+    return jv_str(jget(o, key), key, out, err, path);
+}
+static inline int jget_num(const json_t *o, const char *key, double *out, double lo, double hi, recipe_error *err,
+                           const char *path) {
+    return jv_num(jget(o, key), key, out, lo, hi, err, path);
+}
+static inline int jget_int(const json_t *o, const char *key, int64_t *out, int64_t lo, int64_t hi,
+                           recipe_error *err, const char *path) {
+    return jv_int(jget(o, key), key, out, lo, hi, err, path);
+}
+static inline int jget_bool(const json_t *o, const char *key, int *out, recipe_error *err, const char *path) {
+    return jv_bool(jget(o, key), key, out, err, path);
+}
+static inline int jget_obj(const json_t *o, const char *key, json_t **out, recipe_error *err, const char *path) {
+    return jv_obj(jget(o, key), key, out, err, path);
+}
+/* One pass over an object's members instead of one hashed lookup per key: out[i] = the value
+ * of keys[i] (NULL when absent). Cheaper when several keys are looked up and most are absent
+ * (a request body's optional fields, a message's role/content/name...). */
+typedef struct jkey {
+    const char *name;
+    uint32_t sig; /* length | first byte << 8 | last byte << 16: one compare rejects most members */
+} jkey;
+#define JKEY_SIG(len, first, last) ((uint32_t)(len) | (uint32_t)(unsigned char)(first) << 8 | \
+                                    (uint32_t)(unsigned char)(last) << 16)
+/* s: a non-empty string literal shorter than 256 bytes */
+#define JKEY(s) {s, JKEY_SIG(sizeof(s) - 1, (s)[0], (s)[sizeof(s) - 2])}
+void jpick(const json_t *o, const jkey *keys, size_t n, json_t **out);
 
 /* Keeps an extra reference alive for the request's lifetime (for borrowed strings). */
 void req_keep(recipe_request *r, json_t *v);
@@ -80,18 +112,29 @@ json_t *ref(json_t *v); /* json_incref that tolerates NULL and JSON null (-> NUL
 
 /* ---- shared pieces of the codecs */
 /* Joins the text parts of a content value (string or array of typed text parts) into one
- * string in the arena; NULL if no text. */
+ * string in the arena (a single text part is returned as is, not copied); NULL if no text. */
 const char *join_text(recipe_arena *a, const recipe_part *parts, size_t n, const char *sep);
 recipe_effort effort_parse(const char *s); /* UNSET if NULL/unknown */
 int tool_choice_parse_openai(recipe_request *r, const json_t *tc, bool responses, recipe_error *err);
 json_t *tool_choice_encode_openai(const recipe_request *r, bool responses);
 /* Common OpenAI (Chat + Responses) sampling / extension fields. */
 int parse_common_sampling(recipe_request *r, const json_t *b, recipe_error *err);
+/* The same from values picked (jpick) with a key table that starts with RECIPE_COMMON_KEYS, so a
+ * codec can pick its own top-level fields in the same pass. */
+enum { X_TOP_K, X_MIN_P, X_REP, X_SALT, X_CTK, X_CINFER, X_COUNT, /* extension keys first */
+       S_TEMP = X_COUNT, S_TOP_P, S_TOP_LOGPROBS, S_USER, S_METADATA, S_PTC, S_STREAM, S_COUNT };
+#define RECIPE_EXT_KEYS JKEY("top_k"), JKEY("min_p"), JKEY("repetition_penalty"), JKEY("cache_salt"), \
+    JKEY("chat_template_kwargs"), JKEY("cinfer")
+#define RECIPE_COMMON_KEYS RECIPE_EXT_KEYS, JKEY("temperature"), JKEY("top_p"), JKEY("top_logprobs"), \
+    JKEY("user"), JKEY("metadata"), JKEY("parallel_tool_calls"), JKEY("stream")
+int parse_common_sampling_v(recipe_request *r, json_t *const *v, recipe_error *err);
 struct rw;
 void write_extensions(struct rw *w, const recipe_request *r);
 /* Extension fields every format accepts (top_k, min_p, repetition_penalty, cache_salt,
  * chat_template_kwargs, cinfer). */
 int parse_extensions(recipe_request *r, const json_t *b, recipe_error *err);
+/* The same from values picked with a key table that starts with RECIPE_EXT_KEYS (below). */
+int parse_extensions_v(recipe_request *r, json_t *const *v, recipe_error *err);
 /* Image part from a URL; data: URLs also fill media_type/data. */
 void image_from_url(recipe_arena *a, recipe_part *p, const char *url);
 /* data: URL for a base64 image part (arena string), or its url. */

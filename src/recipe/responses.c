@@ -66,17 +66,26 @@ static recipe_part *asst_part(recipe_request *r, recipe_message **open, size_t c
 
 int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err);
 int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
-    if (jget_str(b, "model", &r->model, err, "")) return -1;
-    json_t *input = json_object_get(b, "input");
+    /* every top-level field in one pass over the body (most optional fields are absent) */
+    enum { R_MODEL = S_COUNT, R_INPUT, R_INSTRUCTIONS, R_TOOLS, R_TOOL_CHOICE, R_MAX_OUTPUT_TOKENS, R_TEXT,
+           R_REASONING, R_PREVIOUS, R_STORE, R_TRUNCATION, R_INCLUDE, R_COUNT };
+    static const jkey keys[R_COUNT] = {RECIPE_COMMON_KEYS, JKEY("model"), JKEY("input"), JKEY("instructions"),
+                                       JKEY("tools"), JKEY("tool_choice"), JKEY("max_output_tokens"), JKEY("text"),
+                                       JKEY("reasoning"), JKEY("previous_response_id"), JKEY("store"),
+                                       JKEY("truncation"), JKEY("include")};
+    json_t *bv[R_COUNT];
+    jpick(b, keys, R_COUNT, bv);
+    if (jv_str(bv[R_MODEL], "model", &r->model, err, "")) return -1;
+    json_t *input = bv[R_INPUT];
     const char *instr = NULL;
-    if (jget_str(b, "instructions", &instr, err, "")) return -1;
+    if (jv_str(bv[R_INSTRUCTIONS], "instructions", &instr, err, "")) return -1;
     if (!json_is_string(input) && !json_is_array(input))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "'input' must be a string or an array of items");
     size_t n_items = json_is_array(input) ? json_array_size(input) : 1;
     /* each item adds at most one message; text parts of one message item may be many */
     size_t part_cap = 0;
     for (size_t i = 0; json_is_array(input) && i < n_items; i++) {
-        json_t *c = json_object_get(json_array_get(input, i), "content");
+        json_t *c = jget(json_array_get(input, i), "content");
         part_cap += 1 + (json_is_array(c) ? json_array_size(c) : 0);
     }
     r->messages = ra_alloc(&r->arena, (n_items + 1) * sizeof *r->messages);
@@ -108,25 +117,31 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
         char path[RECIPE_PATH];
         path_idx(path, sizeof path, "input", i, "");
         if (!json_is_object(it)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
-        const char *type = jstr(it, "type");
-        const char *role = jstr(it, "role");
+        enum { I_TYPE, I_ROLE, I_CONTENT, I_ID, I_NAME, I_CALL_ID, I_ARGUMENTS, I_SUMMARY, I_ENCRYPTED, I_OUTPUT, I_N };
+        static const jkey ikeys[I_N] = {JKEY("type"), JKEY("role"), JKEY("content"), JKEY("id"), JKEY("name"),
+                                        JKEY("call_id"), JKEY("arguments"), JKEY("summary"),
+                                        JKEY("encrypted_content"), JKEY("output")};
+        json_t *v[I_N];
+        jpick(it, ikeys, I_N, v);
+        const char *type = json_string_value(v[I_TYPE]);
+        const char *role = json_string_value(v[I_ROLE]);
         if (!type && role) type = "message";
         if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.type' missing", path);
         if (!strcmp(type, "message")) {
             char p2[RECIPE_PATH];
-            snprintf(p2, sizeof p2, "%s.content", path);
+            path_idx(p2, sizeof p2, "input", i, ".content");
             recipe_part *ps;
             size_t n;
             bool is_str;
             if (!role) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' missing", path);
-            if (parse_parts(r, json_object_get(it, "content"), &ps, &n, &is_str, p2, err)) return -1;
+            if (parse_parts(r, v[I_CONTENT], &ps, &n, &is_str, p2, err)) return -1;
             if (!strcmp(role, "assistant")) {
                 if (open && open->content_string) open = NULL; /* a plain-string message stands alone */
                 for (size_t k = 0; k < n; k++) {
                     recipe_part *p = asst_part(r, &open, part_cap + 1, err);
                     if (!p) return -1;
                     *p = ps[k];
-                    p->item_id = jstr(it, "id");
+                    p->item_id = json_string_value(v[I_ID]);
                 }
                 if (!open) {
                     if (!asst_part(r, &open, part_cap + 1, err)) return -1;
@@ -144,7 +159,8 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             else return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' '%s' is not user, assistant, system or developer", path, role);
             m->parts = ps, m->n_parts = n, m->content_string = is_str;
         } else if (!strcmp(type, "function_call")) {
-            const char *name = jstr(it, "name"), *call_id = jstr(it, "call_id"), *args = jstr(it, "arguments");
+            const char *name = json_string_value(v[I_NAME]), *call_id = json_string_value(v[I_CALL_ID]),
+                       *args = json_string_value(v[I_ARGUMENTS]);
             if (!name || !call_id)
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' needs string call_id and name", path);
             if (open && open->content_string) open = NULL;
@@ -152,16 +168,16 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             if (!p) return -1;
             p->type = RECIPE_PART_TOOL_CALL;
             p->id = call_id, p->name = name, p->args = args ? args : "{}";
-            p->item_id = jstr(it, "id");
+            p->item_id = json_string_value(v[I_ID]);
         } else if (!strcmp(type, "reasoning")) {
             if (open && open->content_string) open = NULL;
             recipe_part *p = asst_part(r, &open, part_cap + 1, err);
             if (!p) return -1;
             p->type = RECIPE_PART_REASONING;
-            p->item_id = jstr(it, "id");
-            p->summary = ref(json_object_get(it, "summary"));
-            p->signature = jstr(it, "encrypted_content"); /* kept for round trips; never interpreted */
-            json_t *c = json_object_get(it, "content");
+            p->item_id = json_string_value(v[I_ID]);
+            p->summary = ref(v[I_SUMMARY]);
+            p->signature = json_string_value(v[I_ENCRYPTED]); /* kept for round trips; never interpreted */
+            json_t *c = v[I_CONTENT];
             if (json_is_array(c)) {
                 recipe_buf tb = {0};
                 for (size_t k = 0; k < json_array_size(c); k++) {
@@ -179,59 +195,62 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             if (!p) return oom(err);
             m->n_parts = 1;
             p->type = RECIPE_PART_TOOL_RESULT;
-            p->id = jstr(it, "call_id");
+            p->id = json_string_value(v[I_CALL_ID]);
             if (!p->id) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.call_id' missing", path);
             char p2[RECIPE_PATH];
-            snprintf(p2, sizeof p2, "%s.output", path);
-            if (parse_parts(r, json_object_get(it, "output"), &p->parts, &p->n_parts, &p->content_string, p2, err)) return -1;
+            path_idx(p2, sizeof p2, "input", i, ".output");
+            if (parse_parts(r, v[I_OUTPUT], &p->parts, &p->n_parts, &p->content_string, p2, err)) return -1;
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s': unsupported input item type '%s'", path, type);
     }
     if (r->n_messages == 0) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "'input' is empty");
 
-    json_t *tools = json_object_get(b, "tools");
+    json_t *tools = bv[R_TOOLS];
     if (json_is_array(tools)) {
         size_t n = json_array_size(tools);
         r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
         if (!r->tools) return oom(err);
         for (size_t i = 0; i < n; i++) {
-            json_t *t = json_array_get(tools, i);
-            const char *type = jstr(t, "type");
+            static const jkey tkeys[] = {JKEY("type"), JKEY("name"), JKEY("description"), JKEY("parameters"),
+                                         JKEY("strict")};
+            json_t *tv[5];
+            jpick(json_array_get(tools, i), tkeys, 5, tv);
+            const char *type = json_string_value(tv[0]);
             if (!type || strcmp(type, "function"))
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'", i,
                                    type ? type : "(none)");
             recipe_tool *d = &r->tools[r->n_tools++];
-            d->name = jstr(t, "name");
+            d->name = json_string_value(tv[1]);
             if (!d->name) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools[%zu].name' missing", i);
-            d->description = jstr(t, "description");
-            d->parameters = ref(json_object_get(t, "parameters"));
+            d->description = json_string_value(tv[2]);
+            d->parameters = ref(tv[3]);
             d->strict = -1;
-            if (jget_bool(t, "strict", &d->strict, err, "tools")) return -1;
+            if (jv_bool(tv[4], "strict", &d->strict, err, "tools")) return -1;
         }
     } else if (tools && !json_is_null(tools))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
-    if (tool_choice_parse_openai(r, json_object_get(b, "tool_choice"), true, err)) return -1;
-    if (parse_common_sampling(r, b, err)) return -1;
-    if (jget_int(b, "max_output_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
+    if (tool_choice_parse_openai(r, bv[R_TOOL_CHOICE], true, err)) return -1;
+    if (parse_common_sampling_v(r, bv, err)) return -1;
+    if (jv_int(bv[R_MAX_OUTPUT_TOKENS], "max_output_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
     json_t *text = NULL, *fmt = NULL;
-    if (jget_obj(b, "text", &text, err, "")) return -1;
+    if (jv_obj(bv[R_TEXT], "text", &text, err, "")) return -1;
     if (text && jget_obj(text, "format", &fmt, err, "text")) return -1;
     if (fmt) {
         const char *type = jstr(fmt, "type");
         if (type && !strcmp(type, "text")) r->format = RECIPE_FORMAT_TEXT;
         else if (type && !strcmp(type, "json_object")) r->format = RECIPE_FORMAT_JSON_OBJECT;
-        else if (type && !strcmp(type, "json_schema") && json_is_object(json_object_get(fmt, "schema"))) {
+        else if (type && !strcmp(type, "json_schema") && json_is_object(jget(fmt, "schema"))) {
             r->format = RECIPE_FORMAT_JSON_SCHEMA;
             r->format_name = jstr(fmt, "name");
             r->format_description = jstr(fmt, "description");
-            r->format_schema = ref(json_object_get(fmt, "schema"));
+            r->format_schema = ref(jget(fmt, "schema"));
             if (jget_bool(fmt, "strict", &r->format_strict, err, "text.format")) return -1;
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "text.format",
                                "'text.format' must be text, json_object or json_schema with a schema object");
     }
     json_t *rs = NULL;
-    if (jget_obj(b, "reasoning", &rs, err, "")) return -1;
+    if (jv_obj(bv[R_REASONING], "reasoning", &rs, err, "")) return -1;
     if (rs) {
         const char *eff = jstr(rs, "effort");
         if (eff && !(r->reasoning_effort = effort_parse(eff)))
@@ -239,10 +258,10 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                                "'reasoning.effort' must be one of none, minimal, low, medium, high");
         r->reasoning_summary = jstr(rs, "summary");
     }
-    if (jget_str(b, "previous_response_id", &r->previous_response_id, err, "")) return -1;
-    if (jget_bool(b, "store", &r->store, err, "")) return -1;
-    if (jget_str(b, "truncation", &r->truncation, err, "")) return -1;
-    json_t *inc = json_object_get(b, "include");
+    if (jv_str(bv[R_PREVIOUS], "previous_response_id", &r->previous_response_id, err, "")) return -1;
+    if (jv_bool(bv[R_STORE], "store", &r->store, err, "")) return -1;
+    if (jv_str(bv[R_TRUNCATION], "truncation", &r->truncation, err, "")) return -1;
+    json_t *inc = bv[R_INCLUDE];
     if (inc && !json_is_null(inc) && !json_is_array(inc))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "include", "'include' must be an array");
     r->include = ref(inc);
@@ -640,13 +659,13 @@ int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err);
 int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
     r->id = jstr(b, "id");
     r->model = jstr(b, "model");
-    json_t *ca = json_object_get(b, "created_at");
+    json_t *ca = jget(b, "created_at");
     if (json_is_integer(ca)) r->created = json_integer_value(ca);
-    json_t *out = json_object_get(b, "output");
+    json_t *out = jget(b, "output");
     if (!json_is_array(out)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output", "'output' must be an array");
     size_t cap = 1;
     for (size_t i = 0; i < json_array_size(out); i++) {
-        json_t *c = json_object_get(json_array_get(out, i), "content");
+        json_t *c = jget(json_array_get(out, i), "content");
         cap += 1 + (json_is_array(c) ? json_array_size(c) : 0);
     }
     r->parts = ra_alloc(&r->arena, cap * sizeof *r->parts);
@@ -657,7 +676,7 @@ int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
         const char *type = jstr(it, "type");
         if (!type) continue;
         if (!strcmp(type, "message")) {
-            json_t *c = json_object_get(it, "content");
+            json_t *c = jget(it, "content");
             for (size_t k = 0; json_is_array(c) && k < json_array_size(c); k++) {
                 const char *t = jstr(json_array_get(c, k), "text");
                 if (!t) continue;
@@ -675,9 +694,9 @@ int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
             recipe_part *p = &r->parts[r->n_parts++];
             p->type = RECIPE_PART_REASONING;
             p->item_id = jstr(it, "id");
-            json_t *s = json_object_get(it, "summary");
+            json_t *s = jget(it, "summary");
             if (json_is_array(s) && json_array_size(s)) p->summary = json_incref(s);
-            json_t *c = json_object_get(it, "content");
+            json_t *c = jget(it, "content");
             recipe_buf tb = {0};
             for (size_t k = 0; json_is_array(c) && k < json_array_size(c); k++) {
                 const char *t = jstr(json_array_get(c, k), "text");
@@ -689,23 +708,23 @@ int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
     }
     const char *status = jstr(b, "status");
     r->status = status;
-    const char *reason = jstr(json_object_get(b, "incomplete_details"), "reason");
+    const char *reason = jstr(jget(b, "incomplete_details"), "reason");
     if (status && !strcmp(status, "failed")) {
         r->finish = RECIPE_FINISH_ERROR;
-        r->error_message = jstr(json_object_get(b, "error"), "message");
+        r->error_message = jstr(jget(b, "error"), "message");
     } else if (status && !strcmp(status, "incomplete"))
         r->finish = reason && !strcmp(reason, "content_filter") ? RECIPE_FINISH_CONTENT_FILTER : RECIPE_FINISH_LENGTH;
     else if (status && strcmp(status, "completed"))
         r->finish = RECIPE_FINISH_NONE;
     else
         r->finish = calls ? RECIPE_FINISH_TOOL_CALLS : RECIPE_FINISH_EOS;
-    json_t *u = json_object_get(b, "usage");
+    json_t *u = jget(b, "usage");
     if (json_is_object(u)) {
         r->has_usage = true;
-        r->usage.prompt = json_integer_value(json_object_get(u, "input_tokens"));
-        r->usage.cache_read = json_integer_value(json_object_get(json_object_get(u, "input_tokens_details"), "cached_tokens"));
-        r->usage.output = json_integer_value(json_object_get(u, "output_tokens"));
-        r->usage.reasoning = json_integer_value(json_object_get(json_object_get(u, "output_tokens_details"), "reasoning_tokens"));
+        r->usage.prompt = json_integer_value(jget(u, "input_tokens"));
+        r->usage.cache_read = json_integer_value(jget(jget(u, "input_tokens_details"), "cached_tokens"));
+        r->usage.output = json_integer_value(jget(u, "output_tokens"));
+        r->usage.reasoning = json_integer_value(jget(jget(u, "output_tokens_details"), "reasoning_tokens"));
     }
     return 0;
 }

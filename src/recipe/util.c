@@ -1,7 +1,9 @@
-/* util.c - arena, SSE output buffer, JSON escaping and typed JSON getters for the
- * recipe codecs (see recipe_internal.h). The arena hands out zeroed 16-byte
- * aligned blocks from chunks; reset keeps the first chunk so a request object
- * reused across parses does not allocate in the steady state. */
+/* util.c - arena, SSE output buffer, JSON escaping, typed JSON value checks and
+ * one-pass field picking (jpick) for the recipe codecs (see recipe_internal.h).
+ * The arena hands out zeroed 16-byte aligned blocks from chunks; reset keeps the
+ * first chunk so a request object reused across parses does not allocate in the
+ * steady state. String escaping is the writer's hot loop (16/8-byte scans that
+ * store before checking; see rb_json_str for the room invariant). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -137,33 +139,91 @@ static const unsigned char k_plain[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
 
+/* Nonzero in the high bit of each byte of x that must not be copied as is (control, '"', '\\',
+ * non-ASCII); the lowest flagged byte is exact (borrows only propagate upward). */
+static inline uint64_t swar_special(uint64_t x) {
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t ctl = (x - 0x2020202020202020ull) & ~x & high;
+    uint64_t q = x ^ 0x2222222222222222ull, bs = x ^ 0x5C5C5C5C5C5C5C5Cull;
+    return ctl | ((q - ones) & ~q & high) | ((bs - ones) & ~bs & high) | (x & high);
+}
+
+typedef unsigned char v16u __attribute__((vector_size(16)));
+
 int rb_json_str(recipe_buf *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
-    /* room for the common case (nothing to escape); escapes reserve more as they come */
+    /* room for the common case (nothing to escape); escapes reserve more as they come. Invariant:
+     * the buffer has room for (n - i) + 3 more bytes at d, so 8-byte stores while n - i >= 8 fit. */
     if (rb_reserve(b, n + 3)) return -1;
     char *d = b->data + b->len;
     *d++ = '"';
     const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
+    size_t i = 0, clean = 0; /* source from `clean` on was copied 1:1 (d - i constant since then) */
+    if (n >= 4 && n < 8) { /* short strings (keys, enum values): two overlapping 4-byte loads */
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + n - 4, 4);
+        if (!swar_special(lo | (uint64_t)hi << 32)) {
+            memcpy(d, &lo, 4);
+            memcpy(d + n - 4, &hi, 4);
+            d += n;
+            i = n;
+        }
+    }
     while (i < n) {
-        size_t run = i;
-        /* 8 bytes at a time while none is a control, '"', '\\' or non-ASCII byte */
-        while (n - run >= 8) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* 16 bytes at a time (GCC vector extensions: SSE2 on x86-64, scalar elsewhere), stored before
+         * they are checked; on a special byte keep the clean prefix */
+        while (n - i >= 16) {
+            v16u x, bad;
+            uint64_t m[2];
+            memcpy(&x, p + i, 16);
+            memcpy(d, &x, 16);
+            bad = (v16u)((x < 0x20) | (x == '"') | (x == '\\') | (x >= 0x80));
+            memcpy(m, &bad, 16);
+            if (m[0] | m[1]) {
+                size_t k = m[0] ? (size_t)__builtin_ctzll(m[0]) >> 3 : 8 + ((size_t)__builtin_ctzll(m[1]) >> 3);
+                d += k;
+                i += k;
+                break;
+            }
+            d += 16;
+            i += 16;
+        }
+#endif
+        /* 8 bytes at a time, stored before they are checked; on a special byte keep the clean prefix */
+        while (n - i >= 8) {
+            uint64_t x, m;
+            memcpy(&x, p + i, 8);
+            memcpy(d, &x, 8);
+            m = swar_special(x);
+            if (m) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                size_t k = (size_t)__builtin_ctzll(m) >> 3;
+                d += k;
+                i += k;
+#endif
+                break;
+            }
+            d += 8;
+            i += 8;
+        }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* a tail of 1-7 bytes after at least 8 bytes copied 1:1 since the last escape: check the
+         * last 8 source bytes at once and store them over the identical bytes already written */
+        if (n >= 8 && i < n && n - i < 8 && n - 8 >= clean) {
+            size_t t = n - i;
             uint64_t x;
-            memcpy(&x, p + run, 8);
-            const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-            uint64_t ctl = (x - 0x2020202020202020ull) & ~x & high;
-            uint64_t q = x ^ 0x2222222222222222ull, bs = x ^ 0x5C5C5C5C5C5C5C5Cull;
-            if (ctl | ((q - ones) & ~q & high) | ((bs - ones) & ~bs & high) | (x & high)) break;
-            run += 8;
+            memcpy(&x, p + n - 8, 8);
+            if (!(swar_special(x) >> (8 * (8 - t)))) {
+                memcpy(d - (8 - t), &x, 8);
+                d += t;
+                break;
+            }
         }
-        while (run < n && k_plain[p[run]]) run++;
-        if (run > i) {
-            memcpy(d, s + i, run - i);
-            d += run - i;
-            i = run;
-            if (i == n) break;
-        }
+#endif
+        while (i < n && k_plain[p[i]]) *d++ = (char)p[i++];
+        if (i == n) break;
         unsigned c = p[i];
         size_t l = c >= 0x80 ? utf8_seq(p + i, n - i) : 0;
         if (l) { /* a valid multi-byte sequence is copied as is */
@@ -189,7 +249,7 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n) {
             memcpy(d, "\xEF\xBF\xBD", 3); /* invalid UTF-8 byte -> U+FFFD */
             d += 3;
         }
-        i++;
+        clean = ++i;
     }
     *d++ = '"';
     b->len = (size_t)(d - b->data);
@@ -252,31 +312,38 @@ int rb_real(recipe_buf *b, double v) {
     return rb_puts(b, tmp);
 }
 
+/* One byte + NUL (the dumper's punctuation) without a call. */
+static inline int rb_byte(recipe_buf *b, char c) {
+    if (b->cap - b->len <= 1 && rb_reserve(b, 1)) return -1;
+    b->data[b->len++] = c;
+    b->data[b->len] = 0;
+    return 0;
+}
+
 /* Compact dump of a jansson value (faster than json_dump_callback; same JSON). */
 static int dump(recipe_buf *b, const json_t *j, int depth) {
     if (depth > 4096) return -1;
     switch (json_typeof(j)) {
     case JSON_OBJECT: {
-        bool first = true;
-        if (rb_put(b, "{", 1)) return -1;
+        char sep = '{';
         /* the iterator API directly: json_object_foreach re-hashes every key to find the next */
         for (void *it = json_object_iter((json_t *)j); it; it = json_object_iter_next((json_t *)j, it)) {
-            if ((!first && rb_put(b, ",", 1)) ||
-                rb_json_str(b, json_object_iter_key(it), json_object_iter_key_len(it)) || rb_put(b, ":", 1) ||
-                dump(b, json_object_iter_value(it), depth + 1))
+            if (rb_byte(b, sep) || rb_json_str(b, json_object_iter_key(it), json_object_iter_key_len(it)) ||
+                rb_byte(b, ':') || dump(b, json_object_iter_value(it), depth + 1))
                 return -1;
-            first = false;
+            sep = ',';
         }
-        return rb_put(b, "}", 1);
+        if (sep == '{' && rb_byte(b, '{')) return -1;
+        return rb_byte(b, '}');
     }
     case JSON_ARRAY: {
         size_t i;
         json_t *v;
-        if (rb_put(b, "[", 1)) return -1;
+        if (rb_byte(b, '[')) return -1;
         json_array_foreach((json_t *)j, i, v) {
-            if ((i && rb_put(b, ",", 1)) || dump(b, v, depth + 1)) return -1;
+            if ((i && rb_byte(b, ',')) || dump(b, v, depth + 1)) return -1;
         }
-        return rb_put(b, "]", 1);
+        return rb_byte(b, ']');
     }
     case JSON_STRING: return rb_json_str(b, json_string_value(j), json_string_length(j));
     case JSON_INTEGER: return rb_int(b, json_integer_value(j));
@@ -314,17 +381,15 @@ static int type_fail(recipe_error *err, const char *path, const char *key, const
     return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p, "'%s' must be %s", p, want);
 }
 
-int jget_str(const json_t *o, const char *key, const char **out, recipe_error *err, const char *path) {
-    json_t *v = json_object_get(o, key);
+int jv_str(const json_t *v, const char *key, const char **out, recipe_error *err, const char *path) {
     if (!v || json_is_null(v)) return 0;
     if (!json_is_string(v)) return type_fail(err, path, key, "a string");
     *out = json_string_value(v);
     return 0;
 }
 
-int jget_num(const json_t *o, const char *key, double *out, double lo, double hi, recipe_error *err,
+int jv_num(const json_t *v, const char *key, double *out, double lo, double hi, recipe_error *err,
              const char *path) {
-    json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_number(v)) return type_fail(err, path, key, "a number");
     double d = json_number_value(v);
@@ -337,9 +402,8 @@ int jget_num(const json_t *o, const char *key, double *out, double lo, double hi
     return 0;
 }
 
-int jget_int(const json_t *o, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
+int jv_int(const json_t *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
              const char *path) {
-    json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
         char want[96];
@@ -350,20 +414,33 @@ int jget_int(const json_t *o, const char *key, int64_t *out, int64_t lo, int64_t
     return 0;
 }
 
-int jget_bool(const json_t *o, const char *key, int *out, recipe_error *err, const char *path) {
-    json_t *v = json_object_get(o, key);
+int jv_bool(const json_t *v, const char *key, int *out, recipe_error *err, const char *path) {
     if (!v || json_is_null(v)) return 0;
     if (!json_is_boolean(v)) return type_fail(err, path, key, "a boolean");
     *out = json_is_true(v);
     return 0;
 }
 
-int jget_obj(const json_t *o, const char *key, json_t **out, recipe_error *err, const char *path) {
-    json_t *v = json_object_get(o, key);
+int jv_obj(const json_t *v, const char *key, json_t **out, recipe_error *err, const char *path) {
     if (!v || json_is_null(v)) return 0;
     if (!json_is_object(v)) return type_fail(err, path, key, "an object");
-    *out = v;
+    *out = (json_t *)v;
     return 0;
+}
+
+void jpick(const json_t *o, const jkey *keys, size_t n, json_t **out) {
+    for (size_t i = 0; i < n; i++) out[i] = NULL;
+    for (void *it = json_object_iter((json_t *)o); it; it = json_object_iter_next((json_t *)o, it)) {
+        const char *k = json_object_iter_key(it);
+        size_t kl = json_object_iter_key_len(it);
+        if (!kl || kl > 255) continue; /* no key in a table is empty or that long */
+        uint32_t sig = JKEY_SIG(kl, k[0], k[kl - 1]);
+        for (size_t i = 0; i < n; i++)
+            if (keys[i].sig == sig && !memcmp(keys[i].name, k, kl)) {
+                out[i] = json_object_iter_value(it);
+                break;
+            }
+    }
 }
 
 json_t *ref(json_t *v) { return v && !json_is_null(v) ? json_incref(v) : NULL; }
@@ -378,9 +455,11 @@ void req_keep(recipe_request *r, json_t *v) {
 
 const char *join_text(recipe_arena *a, const recipe_part *parts, size_t n, const char *sep) {
     size_t total = 0, cnt = 0, sl = strlen(sep);
+    const char *only = NULL;
     for (size_t i = 0; i < n; i++)
-        if (parts[i].type == RECIPE_PART_TEXT && parts[i].text) total += strlen(parts[i].text) + sl, cnt++;
+        if (parts[i].type == RECIPE_PART_TEXT && parts[i].text) total += strlen(parts[i].text) + sl, cnt++, only = parts[i].text;
     if (!cnt) return NULL;
+    if (cnt == 1) return only; /* one text part: nothing to join (it outlives the caller's use) */
     char *d = ra_alloc(a, total + 1), *w = d;
     if (!d) return NULL;
     bool first = true;

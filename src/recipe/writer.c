@@ -24,24 +24,44 @@ json_t *rw_finish(rw *w) {
 }
 
 
+/* TEXT: room for `extra` more bytes (+ the NUL) in the buffer; false (and failed set) when out of memory */
+static inline bool text_room(rw *w, size_t extra) {
+    recipe_buf *b = w->buf;
+    if (b->cap - b->len > extra) return true;
+    if (rb_reserve(b, extra)) {
+        w->failed = true;
+        return false;
+    }
+    return true;
+}
+
+/* TEXT: one punctuation byte (the NUL after it is kept by the next write or rw_finish's caller) */
+static inline void text_byte(rw *w, char c) {
+    if (!text_room(w, 1)) return;
+    recipe_buf *b = w->buf;
+    b->data[b->len++] = c;
+    b->data[b->len] = 0;
+}
+
 /* TEXT: separator and key before a value */
-static void text_prefix(rw *w) {
+static inline void text_prefix(rw *w) {
     if (w->depth > 0) {
-        if (!w->first[w->depth - 1]) w->failed |= rb_put(w->buf, ",", 1) != 0;
+        bool sep = !w->first[w->depth - 1];
         w->first[w->depth - 1] = false;
-        if (w->key) { /* keys are ASCII literals from the encoders: no escaping needed */
-            size_t kl = w->keylen;
-            if (rb_reserve(w->buf, kl + 4)) {
-                w->failed = true;
-            } else {
-                char *d = w->buf->data + w->buf->len;
+        /* keys are ASCII literals from the encoders: no escaping needed */
+        size_t kl = w->key ? w->keylen : 0;
+        if (text_room(w, kl + 5)) {
+            char *d = w->buf->data + w->buf->len;
+            if (sep) *d++ = ',';
+            if (w->key) {
                 d[0] = '"';
                 memcpy(d + 1, w->key, kl);
                 d[kl + 1] = '"';
                 d[kl + 2] = ':';
-                w->buf->len += kl + 3;
-                d[kl + 3] = 0;
+                d += kl + 3;
             }
+            *d = 0;
+            w->buf->len = (size_t)(d - w->buf->data);
         }
     }
     w->key = NULL;
@@ -74,7 +94,7 @@ static void open_container(rw *w, bool obj) {
     }
     if (w->buf) {
         text_prefix(w);
-        w->failed |= rb_put(w->buf, obj ? "{" : "[", 1) != 0;
+        text_byte(w, obj ? '{' : '[');
         w->is_obj[w->depth] = obj;
         w->first[w->depth++] = true;
         return;
@@ -99,7 +119,7 @@ void rw_end(rw *w) {
     }
     w->depth--;
     if (w->buf) {
-        w->failed |= rb_put(w->buf, w->is_obj[w->depth] ? "}" : "]", 1) != 0;
+        text_byte(w, w->is_obj[w->depth] ? '}' : ']');
         return;
     }
     json_decref(w->stack[w->depth]);
@@ -141,9 +161,12 @@ void rw_real(rw *w, double v) {
         double sc = v * 1e6, r = nearbyint(sc);
         if (fabs(v) < 1e9 && r / 1e6 == v) {
             int64_t iv = (int64_t)r, ip = (iv < 0 ? -iv : iv) / 1000000, fp = (iv < 0 ? -iv : iv) % 1000000;
-            char tmp[40], *d = tmp;
+            char tmp[40], *d = tmp, num[24], *e = num + sizeof num, *q = e;
             if (iv < 0) *d++ = '-';
-            d += snprintf(d, 24, "%lld", (long long)ip);
+            do *--q = (char)('0' + ip % 10), ip /= 10;
+            while (ip);
+            memcpy(d, q, (size_t)(e - q));
+            d += e - q;
             *d++ = '.';
             int digits = 6;
             while (digits > 1 && fp % 10 == 0) fp /= 10, digits--;
