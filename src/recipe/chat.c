@@ -183,7 +183,7 @@ static int parse_tools(recipe_request *r, const json_t *tools, recipe_error *err
         d->description = json_string_value(fv[1]);
         d->parameters = ref(fv[2]);
         d->strict = -1;
-        if (jv_bool(fv[3], "strict", &d->strict, err, "tools.function")) return -1;
+        if (rjv_bool(fv[3], "strict", &d->strict, err, "tools.function")) return -1;
         d->cache_control = NULL;
     }
     return 0;
@@ -202,7 +202,7 @@ int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                                        JKEY("reasoning_effort"), JKEY("thinking"), JKEY("response_format")};
     json_t *v[C_COUNT];
     jpick(b, keys, C_COUNT, v);
-    if (jv_str(v[C_MODEL], "model", &r->model, err, "")) return -1;
+    if (rjv_str(v[C_MODEL], "model", &r->model, err, "")) return -1;
     json_t *msgs = v[C_MESSAGES];
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "'messages' must be a non-empty array");
@@ -219,16 +219,16 @@ int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     json_t *so = v[C_STREAM_OPTIONS];
     if (json_is_object(so) && jget_bool(so, "include_usage", &r->include_usage, err, "stream_options")) return -1;
     int64_t mt = RECIPE_UNSET;
-    if (jv_int(v[C_MAX_COMPLETION_TOKENS], "max_completion_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
-    if (jv_int(v[C_MAX_TOKENS], "max_tokens", &mt, 1, INT32_MAX, err, "")) return -1;
+    if (rjv_int(v[C_MAX_COMPLETION_TOKENS], "max_completion_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
+    if (rjv_int(v[C_MAX_TOKENS], "max_tokens", &mt, 1, INT32_MAX, err, "")) return -1;
     if (r->max_tokens == RECIPE_UNSET && mt != RECIPE_UNSET) r->max_tokens = mt, r->max_tokens_legacy = true;
-    if (jv_num(v[C_PRESENCE], "presence_penalty", &r->presence_penalty, -2, 2, err, "")) return -1;
-    if (jv_num(v[C_FREQUENCY], "frequency_penalty", &r->frequency_penalty, -2, 2, err, "")) return -1;
-    if (jv_int(v[C_N], "n", &r->n, 1, 128, err, "")) return -1;
-    if (jv_int(v[C_SEED], "seed", &r->seed, INT64_MIN + 1, INT64_MAX, err, "")) return -1;
-    if (jv_bool(v[C_LOGPROBS], "logprobs", &r->logprobs, err, "")) return -1;
+    if (rjv_num(v[C_PRESENCE], "presence_penalty", &r->presence_penalty, -2, 2, err, "")) return -1;
+    if (rjv_num(v[C_FREQUENCY], "frequency_penalty", &r->frequency_penalty, -2, 2, err, "")) return -1;
+    if (rjv_int(v[C_N], "n", &r->n, 1, 128, err, "")) return -1;
+    if (rjv_int(v[C_SEED], "seed", &r->seed, INT64_MIN + 1, INT64_MAX, err, "")) return -1;
+    if (rjv_bool(v[C_LOGPROBS], "logprobs", &r->logprobs, err, "")) return -1;
     json_t *lb = NULL;
-    if (jv_obj(v[C_LOGIT_BIAS], "logit_bias", &lb, err, "")) return -1;
+    if (rjv_obj(v[C_LOGIT_BIAS], "logit_bias", &lb, err, "")) return -1;
     r->logit_bias = ref(lb);
     json_t *stop = v[C_STOP];
     if (json_is_string(stop)) {
@@ -250,7 +250,7 @@ int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     } else if (stop && !json_is_null(stop))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop' must be a string or an array of strings");
     const char *eff = NULL;
-    if (jv_str(v[C_EFFORT], "reasoning_effort", &eff, err, "")) return -1;
+    if (rjv_str(v[C_EFFORT], "reasoning_effort", &eff, err, "")) return -1;
     if (eff && !(r->reasoning_effort = effort_parse(eff)))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "reasoning_effort",
                            "'reasoning_effort' must be one of none, minimal, low, medium, high");

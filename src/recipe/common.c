@@ -227,15 +227,15 @@ json_t *tool_choice_encode_openai(const recipe_request *r, bool responses) {
 /* ---------------------------------------------------------------- common fields */
 
 int parse_extensions_v(recipe_request *r, json_t *const *v, recipe_error *err) {
-    if (jv_int(v[X_TOP_K], "top_k", &r->top_k, -1, INT32_MAX, err, "")) return -1;
-    if (jv_num(v[X_MIN_P], "min_p", &r->min_p, 0, 1, err, "")) return -1;
-    if (jv_num(v[X_REP], "repetition_penalty", &r->repetition_penalty, 0, 100, err, "")) return -1;
-    if (jv_str(v[X_SALT], "cache_salt", &r->cache_salt, err, "")) return -1;
+    if (rjv_int(v[X_TOP_K], "top_k", &r->top_k, -1, INT32_MAX, err, "")) return -1;
+    if (rjv_num(v[X_MIN_P], "min_p", &r->min_p, 0, 1, err, "")) return -1;
+    if (rjv_num(v[X_REP], "repetition_penalty", &r->repetition_penalty, 0, 100, err, "")) return -1;
+    if (rjv_str(v[X_SALT], "cache_salt", &r->cache_salt, err, "")) return -1;
     json_t *o = NULL;
-    if (jv_obj(v[X_CTK], "chat_template_kwargs", &o, err, "")) return -1;
+    if (rjv_obj(v[X_CTK], "chat_template_kwargs", &o, err, "")) return -1;
     r->chat_template_kwargs = ref(o);
     o = NULL;
-    if (jv_obj(v[X_CINFER], "cinfer", &o, err, "")) return -1;
+    if (rjv_obj(v[X_CINFER], "cinfer", &o, err, "")) return -1;
     if (o) {
         r->cinfer = ref(o);
         json_t *tc = jget(o, "traffic_class");
@@ -266,16 +266,16 @@ int parse_common_sampling(recipe_request *r, const json_t *b, recipe_error *err)
 }
 
 int parse_common_sampling_v(recipe_request *r, json_t *const *v, recipe_error *err) {
-    if (jv_num(v[S_TEMP], "temperature", &r->temperature, 0, 2, err, "")) return -1;
-    if (jv_num(v[S_TOP_P], "top_p", &r->top_p, 0, 1, err, "")) return -1;
-    if (jv_int(v[S_TOP_LOGPROBS], "top_logprobs", &r->top_logprobs, 0, 20, err, "")) return -1;
-    if (jv_str(v[S_USER], "user", &r->user, err, "")) return -1;
+    if (rjv_num(v[S_TEMP], "temperature", &r->temperature, 0, 2, err, "")) return -1;
+    if (rjv_num(v[S_TOP_P], "top_p", &r->top_p, 0, 1, err, "")) return -1;
+    if (rjv_int(v[S_TOP_LOGPROBS], "top_logprobs", &r->top_logprobs, 0, 20, err, "")) return -1;
+    if (rjv_str(v[S_USER], "user", &r->user, err, "")) return -1;
     json_t *o = NULL;
-    if (jv_obj(v[S_METADATA], "metadata", &o, err, "")) return -1;
+    if (rjv_obj(v[S_METADATA], "metadata", &o, err, "")) return -1;
     r->metadata = ref(o);
-    if (jv_bool(v[S_PTC], "parallel_tool_calls", &r->parallel_tool_calls, err, "")) return -1;
+    if (rjv_bool(v[S_PTC], "parallel_tool_calls", &r->parallel_tool_calls, err, "")) return -1;
     int stream = 0;
-    if (jv_bool(v[S_STREAM], "stream", &stream, err, "")) return -1;
+    if (rjv_bool(v[S_STREAM], "stream", &stream, err, "")) return -1;
     r->stream = stream == 1;
     return parse_extensions_v(r, v, err);
 }

@@ -183,7 +183,7 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                                        JKEY("thinking"), JKEY("output_config")};
     json_t *bv[A_COUNT];
     jpick(b, keys, A_COUNT, bv);
-    if (jv_str(bv[A_MODEL], "model", &r->model, err, "")) return -1;
+    if (rjv_str(bv[A_MODEL], "model", &r->model, err, "")) return -1;
     json_t *mt = bv[A_MAX_TOKENS];
     if (!json_is_integer(mt) || json_integer_value(mt) < 1)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "max_tokens", "'max_tokens' must be a positive integer");
@@ -252,7 +252,7 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             d->parameters = ref(tv[3]);
             d->cache_control = ref(tv[4]);
             d->strict = -1;
-            if (jv_bool(tv[5], "strict", &d->strict, err, "tools")) return -1;
+            if (rjv_bool(tv[5], "strict", &d->strict, err, "tools")) return -1;
         }
     } else if (tools && !json_is_null(tools))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
@@ -289,16 +289,16 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
         }
     } else if (ss && !json_is_null(ss))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop_sequences", "'stop_sequences' must be an array");
-    if (jv_num(bv[A_TEMP], "temperature", &r->temperature, 0, 1, err, "")) return -1;
-    if (jv_num(bv[A_TOP_P], "top_p", &r->top_p, 0, 1, err, "")) return -1;
+    if (rjv_num(bv[A_TEMP], "temperature", &r->temperature, 0, 1, err, "")) return -1;
+    if (rjv_num(bv[A_TOP_P], "top_p", &r->top_p, 0, 1, err, "")) return -1;
     int stream = 0;
-    if (jv_bool(bv[A_STREAM], "stream", &stream, err, "")) return -1;
+    if (rjv_bool(bv[A_STREAM], "stream", &stream, err, "")) return -1;
     r->stream = stream == 1;
     json_t *md = NULL;
-    if (jv_obj(bv[A_METADATA], "metadata", &md, err, "")) return -1;
+    if (rjv_obj(bv[A_METADATA], "metadata", &md, err, "")) return -1;
     if (md && jget_str(md, "user_id", &r->user, err, "metadata")) return -1;
     json_t *th = NULL;
-    if (jv_obj(bv[A_THINKING], "thinking", &th, err, "")) return -1;
+    if (rjv_obj(bv[A_THINKING], "thinking", &th, err, "")) return -1;
     if (th) {
         const char *type = jstr(th, "type");
         if (type && !strcmp(type, "enabled")) {
@@ -315,7 +315,7 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                                "'thinking.type' must be enabled, disabled or adaptive");
     }
     json_t *oc = NULL;
-    if (jv_obj(bv[A_OUTPUT_CONFIG], "output_config", &oc, err, "")) return -1;
+    if (rjv_obj(bv[A_OUTPUT_CONFIG], "output_config", &oc, err, "")) return -1;
     if (oc) {
         const char *eff = jstr(oc, "effort");
         if (eff && !(r->reasoning_effort = effort_parse(eff)))

@@ -69,29 +69,29 @@ static inline void jset_tri(json_t *o, const char *k, int v) {
 
 /* Typed checks of a looked-up value `v` (named `key` under `path` in messages): absent/null ->
  * leaves *out untouched, returns 0; wrong type or out of range -> recipe_fail. */
-int jv_str(const json_t *v, const char *key, const char **out, recipe_error *err, const char *path);
-int jv_num(const json_t *v, const char *key, double *out, double lo, double hi, recipe_error *err, const char *path);
-int jv_int(const json_t *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
+int rjv_str(const json_t *v, const char *key, const char **out, recipe_error *err, const char *path);
+int rjv_num(const json_t *v, const char *key, double *out, double lo, double hi, recipe_error *err, const char *path);
+int rjv_int(const json_t *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
            const char *path);
-int jv_bool(const json_t *v, const char *key, int *out, recipe_error *err, const char *path);
-int jv_obj(const json_t *v, const char *key, json_t **out, recipe_error *err, const char *path);
+int rjv_bool(const json_t *v, const char *key, int *out, recipe_error *err, const char *path);
+int rjv_obj(const json_t *v, const char *key, json_t **out, recipe_error *err, const char *path);
 /* The same on member `key` of object o (the typed getters the codecs call). */
 static inline int jget_str(const json_t *o, const char *key, const char **out, recipe_error *err, const char *path) {
-    return jv_str(jget(o, key), key, out, err, path);
+    return rjv_str(jget(o, key), key, out, err, path);
 }
 static inline int jget_num(const json_t *o, const char *key, double *out, double lo, double hi, recipe_error *err,
                            const char *path) {
-    return jv_num(jget(o, key), key, out, lo, hi, err, path);
+    return rjv_num(jget(o, key), key, out, lo, hi, err, path);
 }
 static inline int jget_int(const json_t *o, const char *key, int64_t *out, int64_t lo, int64_t hi,
                            recipe_error *err, const char *path) {
-    return jv_int(jget(o, key), key, out, lo, hi, err, path);
+    return rjv_int(jget(o, key), key, out, lo, hi, err, path);
 }
 static inline int jget_bool(const json_t *o, const char *key, int *out, recipe_error *err, const char *path) {
-    return jv_bool(jget(o, key), key, out, err, path);
+    return rjv_bool(jget(o, key), key, out, err, path);
 }
 static inline int jget_obj(const json_t *o, const char *key, json_t **out, recipe_error *err, const char *path) {
-    return jv_obj(jget(o, key), key, out, err, path);
+    return rjv_obj(jget(o, key), key, out, err, path);
 }
 /* One pass over an object's members instead of one hashed lookup per key: out[i] = the value
  * of keys[i] (NULL when absent). Cheaper when several keys are looked up and most are absent

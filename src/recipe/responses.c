@@ -75,10 +75,10 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                                        JKEY("truncation"), JKEY("include")};
     json_t *bv[R_COUNT];
     jpick(b, keys, R_COUNT, bv);
-    if (jv_str(bv[R_MODEL], "model", &r->model, err, "")) return -1;
+    if (rjv_str(bv[R_MODEL], "model", &r->model, err, "")) return -1;
     json_t *input = bv[R_INPUT];
     const char *instr = NULL;
-    if (jv_str(bv[R_INSTRUCTIONS], "instructions", &instr, err, "")) return -1;
+    if (rjv_str(bv[R_INSTRUCTIONS], "instructions", &instr, err, "")) return -1;
     if (!json_is_string(input) && !json_is_array(input))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "'input' must be a string or an array of items");
     size_t n_items = json_is_array(input) ? json_array_size(input) : 1;
@@ -225,15 +225,15 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             d->description = json_string_value(tv[2]);
             d->parameters = ref(tv[3]);
             d->strict = -1;
-            if (jv_bool(tv[4], "strict", &d->strict, err, "tools")) return -1;
+            if (rjv_bool(tv[4], "strict", &d->strict, err, "tools")) return -1;
         }
     } else if (tools && !json_is_null(tools))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
     if (tool_choice_parse_openai(r, bv[R_TOOL_CHOICE], true, err)) return -1;
     if (parse_common_sampling_v(r, bv, err)) return -1;
-    if (jv_int(bv[R_MAX_OUTPUT_TOKENS], "max_output_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
+    if (rjv_int(bv[R_MAX_OUTPUT_TOKENS], "max_output_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
     json_t *text = NULL, *fmt = NULL;
-    if (jv_obj(bv[R_TEXT], "text", &text, err, "")) return -1;
+    if (rjv_obj(bv[R_TEXT], "text", &text, err, "")) return -1;
     if (text && jget_obj(text, "format", &fmt, err, "text")) return -1;
     if (fmt) {
         const char *type = jstr(fmt, "type");
@@ -250,7 +250,7 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                                "'text.format' must be text, json_object or json_schema with a schema object");
     }
     json_t *rs = NULL;
-    if (jv_obj(bv[R_REASONING], "reasoning", &rs, err, "")) return -1;
+    if (rjv_obj(bv[R_REASONING], "reasoning", &rs, err, "")) return -1;
     if (rs) {
         const char *eff = jstr(rs, "effort");
         if (eff && !(r->reasoning_effort = effort_parse(eff)))
@@ -258,9 +258,9 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                                "'reasoning.effort' must be one of none, minimal, low, medium, high");
         r->reasoning_summary = jstr(rs, "summary");
     }
-    if (jv_str(bv[R_PREVIOUS], "previous_response_id", &r->previous_response_id, err, "")) return -1;
-    if (jv_bool(bv[R_STORE], "store", &r->store, err, "")) return -1;
-    if (jv_str(bv[R_TRUNCATION], "truncation", &r->truncation, err, "")) return -1;
+    if (rjv_str(bv[R_PREVIOUS], "previous_response_id", &r->previous_response_id, err, "")) return -1;
+    if (rjv_bool(bv[R_STORE], "store", &r->store, err, "")) return -1;
+    if (rjv_str(bv[R_TRUNCATION], "truncation", &r->truncation, err, "")) return -1;
     json_t *inc = bv[R_INCLUDE];
     if (inc && !json_is_null(inc) && !json_is_array(inc))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "include", "'include' must be an array");

@@ -381,14 +381,14 @@ static int type_fail(recipe_error *err, const char *path, const char *key, const
     return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p, "'%s' must be %s", p, want);
 }
 
-int jv_str(const json_t *v, const char *key, const char **out, recipe_error *err, const char *path) {
+int rjv_str(const json_t *v, const char *key, const char **out, recipe_error *err, const char *path) {
     if (!v || json_is_null(v)) return 0;
     if (!json_is_string(v)) return type_fail(err, path, key, "a string");
     *out = json_string_value(v);
     return 0;
 }
 
-int jv_num(const json_t *v, const char *key, double *out, double lo, double hi, recipe_error *err,
+int rjv_num(const json_t *v, const char *key, double *out, double lo, double hi, recipe_error *err,
              const char *path) {
     if (!v || json_is_null(v)) return 0;
     if (!json_is_number(v)) return type_fail(err, path, key, "a number");
@@ -402,7 +402,7 @@ int jv_num(const json_t *v, const char *key, double *out, double lo, double hi, 
     return 0;
 }
 
-int jv_int(const json_t *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
+int rjv_int(const json_t *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
              const char *path) {
     if (!v || json_is_null(v)) return 0;
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
@@ -414,14 +414,14 @@ int jv_int(const json_t *v, const char *key, int64_t *out, int64_t lo, int64_t h
     return 0;
 }
 
-int jv_bool(const json_t *v, const char *key, int *out, recipe_error *err, const char *path) {
+int rjv_bool(const json_t *v, const char *key, int *out, recipe_error *err, const char *path) {
     if (!v || json_is_null(v)) return 0;
     if (!json_is_boolean(v)) return type_fail(err, path, key, "a boolean");
     *out = json_is_true(v);
     return 0;
 }
 
-int jv_obj(const json_t *v, const char *key, json_t **out, recipe_error *err, const char *path) {
+int rjv_obj(const json_t *v, const char *key, json_t **out, recipe_error *err, const char *path) {
     if (!v || json_is_null(v)) return 0;
     if (!json_is_object(v)) return type_fail(err, path, key, "an object");
     *out = (json_t *)v;
