@@ -423,6 +423,8 @@ static int check_model(server *s, const char *model, serve_error *e) {
     return 0;
 }
 
+static int request_traffic_class(server *s, struct evhttp_request *req, int field, int *cls, serve_error *e);
+
 static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind, const char *path, const char *body,
                             size_t len, double t0) {
     serve_error e = {0};
@@ -435,7 +437,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         send_error(s, req, &e, id, t0);
         return;
     }
-    if (check_model(s, p.model, &e)) {
+    if (check_model(s, p.model, &e) || request_traffic_class(s, req, p.traffic_class, &p.traffic_class, &e)) {
         gen_params_free(&p);
         send_error(s, req, &e, id, t0);
         return;
@@ -581,15 +583,38 @@ static void handle_detokenize(server *s, struct evhttp_request *req, const char 
     log_line(id, "POST", "/detokenize", 200, NULL, 0, time_now() - t0, NULL);
 }
 
-static bool authorized(server *s, struct evhttp_request *req) {
-    if (!s->cfg->api_key) return true;
+/* *key_cls: the matched key's default traffic class (TRAFFIC_UNSET if none). */
+static bool authorized_key(server *s, struct evhttp_request *req, int *key_cls) {
+    *key_cls = TRAFFIC_UNSET;
+    bool table = s->cfg->keys && s->cfg->keys->n > 0;
+    if (!table && !s->cfg->api_key) return true;
     const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7)) return false;
+    if (table) return traffic_keys_match(s->cfg->keys, h + 7, key_cls);
     const char *k = h + 7, *want = s->cfg->api_key;
     size_t kl = strlen(k), wl = strlen(want);
     unsigned diff = (unsigned)(kl ^ wl);
     for (size_t i = 0; i < wl; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < kl ? k[i] : 0);
     return diff == 0;
+}
+
+static bool authorized(server *s, struct evhttp_request *req) {
+    int cls;
+    return authorized_key(s, req, &cls);
+}
+
+/* The traffic class a generation request runs with (serve/traffic.h):
+ * `field` (cinfer.traffic_class from the body, TRAFFIC_UNSET if absent), else
+ * the X-Cinfer-Traffic-Class header, else the API key's class. Any route that
+ * submits to the engine calls this after parsing. */
+static int request_traffic_class(server *s, struct evhttp_request *req, int field, int *cls, serve_error *e) {
+    int header, key_cls;
+    if (traffic_class_from_header(evhttp_find_header(evhttp_request_get_input_headers(req), TRAFFIC_HEADER), &header,
+                                  e))
+        return -1;
+    authorized_key(s, req, &key_cls);
+    *cls = traffic_class_resolve(field, header, key_cls);
+    return 0;
 }
 
 static void on_request(struct evhttp_request *req, void *arg) {

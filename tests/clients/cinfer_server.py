@@ -38,9 +38,10 @@ atexit.register(_kill_all)
 
 
 class Server:
-    def __init__(self, *args, ctx=512, threads=1, startup_timeout=60):
-        cmd = [BIN, "serve", MODEL, "--port", "0", "--ctx", str(ctx), "-t", str(threads)] + list(args)
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    def __init__(self, *args, ctx=512, threads=1, startup_timeout=60, model=None, env=None):
+        cmd = [BIN, "serve", model or MODEL, "--port", "0", "--ctx", str(ctx), "-t", str(threads)] + list(args)
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                                     env=dict(os.environ, **env) if env else None)
         _live.append(self.proc)
         self.log = []
         self._cv = threading.Condition()
