@@ -5,7 +5,8 @@
  * and the XXH3 checksum over header and payload (store_verify with the
  * expectations taken from the object's own header). What it cannot check
  * without the model is the fingerprint; a loading server checks that too.
- * Read-only: nothing is moved or deleted (a server quarantines a bad object
+ * Read-only: nothing is moved or deleted, and files are opened O_NOATIME
+ * so the LRU order (atime) stays as it was (a server quarantines a bad object
  * when it meets it). Prints each bad object and a summary; exit 0 when every
  * object verifies, 1 otherwise. Called by cmd_store.c. */
 #include <dirent.h>
@@ -26,7 +27,8 @@ typedef struct verify_count {
 
 /* Whole file into a malloc'd buffer; -1 on a read error. */
 static int slurp(const char *path, uint8_t **out, size_t *len) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOATIME); /* atime is the LRU order: reading must not move it */
+    if (fd < 0 && errno == EPERM) fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat st;
     uint8_t *b = NULL;

@@ -44,10 +44,11 @@ def complete(srv, ids, max_tokens=8, model=MODEL_NAME, headers=None, extra=None,
 
 
 def wait_written(srv, n, timeout=30):
-    """Waits until the server has published at least n objects; returns the count."""
+    """Waits until the server has published (or found already published) at least n objects."""
     deadline = time.time() + timeout
     while True:
-        w = srv.metrics()["cinfer_kv_store_objects_written_total"]
+        m = srv.metrics()
+        w = m["cinfer_kv_store_objects_written_total"] + m["cinfer_kv_store_writes_skipped_total"]
         if w >= n or time.time() > deadline:
             return w
         time.sleep(0.05)
@@ -61,8 +62,8 @@ def objects(store):
             if ".tmp." in f:
                 continue
             p = os.path.join(root, f)
-            try:
-                with open(p, "rb") as fh:
+            try:  # O_NOATIME: atime is the store's LRU order (mtime = expiry, so relatime would move it)
+                with os.fdopen(os.open(p, os.O_RDONLY | os.O_NOATIME), "rb") as fh:
                     h = fh.read(160)
                     if len(h) < 160 or h[:8] != b"CINFKVB\0":
                         continue
