@@ -9,6 +9,7 @@ import re
 import shutil
 import signal
 import tempfile
+import time
 import unittest
 
 from cinfer_server import Server
@@ -16,9 +17,16 @@ import store_util as su
 
 
 def server_ttft(srv, rid_count):
-    """TTFT of the rid_count-th completion logged by the server (its own clock, seconds)."""
-    ttfts = re.findall(r"POST /v1/completions status=200 .*? ttft=([0-9.]+)s", srv.log_text())
-    return float(ttfts[rid_count - 1]) if len(ttfts) >= rid_count else None
+    """TTFT of the rid_count-th completion logged by the server (its own clock, seconds). The
+    server logs a request just after its response ends, so this waits for the line."""
+    deadline = time.time() + 10
+    while True:
+        ttfts = re.findall(r"POST /v1/completions status=200 .*? ttft=([0-9.]+)s", srv.log_text())
+        if len(ttfts) >= rid_count:
+            return float(ttfts[rid_count - 1])
+        if time.time() > deadline:
+            raise AssertionError("request %d not logged: %s" % (rid_count, srv.log_text()[-2000:]))
+        time.sleep(0.02)
 
 
 class TestStoreRestart(unittest.TestCase):
