@@ -3,6 +3,7 @@
   store's write errors / degradation are counted, no temporary is left behind.
 - read-only: a store filled by one server, then remounted read-only: the next server loads
   from it (cached tokens), its own writes are dropped and counted, the store is not writable.
+- unusable: --kv-store names a regular file: served without a store, logged, counted.
 - deleted underneath: the directory of a running server is removed; requests still succeed
   (same outputs) and the write failures are counted.
 Mounts need root (CAP_SYS_ADMIN); those cases skip with a message when mount fails.
@@ -98,6 +99,21 @@ class TestStoreDegrade(unittest.TestCase):
         self.assertEqual(m["cinfer_kv_store_writable"], 0)
         self.assertGreater(m["cinfer_kv_store_writes_dropped_total"], 0)
         self.assertEqual(m["cinfer_kv_store_objects_written_total"], 0)
+
+    def test_unusable_directory(self):
+        path = os.path.join(self.tmp, "a-file")
+        with open(path, "w") as f:
+            f.write("not a directory\n")
+        srv = Server("--kv-store", path)
+        try:
+            got = [su.complete(srv, p, max_tokens=8)["text"] for p in PROMPTS[:2]]
+            m = srv.metrics()
+        finally:
+            self.assertEqual(srv.stop(), 0)
+        self.assertEqual(got, self.cold[:2])
+        self.assertEqual(m["cinfer_kv_store_enabled"], 0)
+        self.assertEqual(m["cinfer_kv_store_degraded_total"], 1)
+        self.assertIn(path, srv.log_text())  # the one warning names the directory
 
     def test_deleted_underneath(self):
         store = os.path.join(self.tmp, "store")
