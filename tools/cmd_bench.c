@@ -3,10 +3,12 @@
  * speed of a model, printed next to the physical limits of this machine:
  *   decode roofline  = measured read bandwidth (best of a probe before and
  *                      one after the timed runs) / bytes streamed per token
- *                      (weights + the KV cache read at the mean position),
- *   prefill          = achieved matmul FLOP/s (2 x params x tokens / time).
+ *                      (weights + the KV cache read at the mean position;
+ *                      MoE: only the experts one token uses),
+ *   prefill          = achieved matmul FLOP/s (2 x active params x tokens / time).
  * The prompt is pseudo-random token ids (deterministic), so no tokenizer
- * cost is included. (`bench serve` is a separate tool.) */
+ * cost is included. `bench serve`, `bench report` and `bench trace-stats` live in
+ * cmd_bench_serve.c and cmd_bench_report.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,9 @@ static void bench_usage(FILE *out) {
     fprintf(out,
             "usage: cinfer bench latency -m MODEL.gguf [options]\n"
             "       cinfer bench throughput -m MODEL.gguf [options]  (see bench throughput --help)\n"
+            "       cinfer bench serve --base-url URL [options]      (see bench serve --help)\n"
+            "       cinfer bench report RESULTS.json... [--svg DIR]  (see bench report --help)\n"
+            "       cinfer bench trace-stats TRACE.jsonl [--block-scale K]\n"
             "  -m, --model FILE    GGUF model (required)\n"
             "  -p, --prompt N      prompt tokens to prefill (default 512)\n"
             "  -n, --gen N         tokens to decode (default 128)\n"
@@ -104,13 +109,13 @@ static int bench_latency(const bench_opts *o) {
     double bw_after = kern_measure_read_bandwidth(pool, (size_t)o->bw_mib << 20);
     if (bw_after > bw) bw = bw_after;
     if (!rc) {
-        double wbytes = (double)model_weight_bytes(m);
+        double wbytes = (double)model_active_weight_bytes(m); /* MoE: the experts one token uses */
         double kv_bytes = (double)model_kv_block_floats(m, 1) * 4.0 * ((double)o->prompt + (double)o->gen / 2);
         double roof = bw / (wbytes + kv_bytes);
         double pp = (double)o->prompt / best_pp, tg = (double)o->gen / best_tg;
-        double flops_tok = 2.0 * (double)model_n_params(m);
-        printf("model        %s (%s, %.1fM params, %.1f MiB streamed per token)\n", o->model, hp->arch,
-               (double)model_n_params(m) / 1e6, wbytes / (1 << 20));
+        double flops_tok = 2.0 * (double)model_active_params(m);
+        printf("model        %s (%s, %.1fM params, %.1fM active per token, %.1f MiB streamed per token)\n", o->model,
+               hp->arch, (double)model_n_params(m) / 1e6, (double)model_active_params(m) / 1e6, wbytes / (1 << 20));
         printf("machine      %d threads, kernels %s, read bandwidth %.2f GB/s, peak f32 FMA %.0f GFLOP/s, "
                "int8 VNNI %.0f GOP/s\n", pool_size(pool), cpu_isa_name(cpu_isa_active()), bw / 1e9,
                peak.f32_flops / 1e9, peak.int8_ops / 1e9);
@@ -133,8 +138,11 @@ int cmd_bench(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "throughput")) return bench_throughput(argc, argv);
+    if (!strcmp(argv[1], "serve")) return bench_serve(argc, argv);
+    if (!strcmp(argv[1], "report")) return bench_report(argc, argv);
+    if (!strcmp(argv[1], "trace-stats")) return bench_trace_stats(argc, argv);
     if (strcmp(argv[1], "latency") != 0)
-        return cli_fail("bench: unknown benchmark '%s' (latency, throughput)", argv[1]);
+        return cli_fail("bench: unknown benchmark '%s' (latency, throughput, serve, report, trace-stats)", argv[1]);
     bench_opts o;
     int r = parse_bench(argc, argv, &o);
     if (r) return r < 0 ? 0 : r;

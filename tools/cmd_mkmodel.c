@@ -13,11 +13,17 @@ static void mkmodel_usage(FILE *out) {
     fprintf(out,
             "usage: cinfer mkmodel --arch llama --dim D --layers L --heads H --kv-heads K --ffn F\n"
             "                      --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] [--tied] OUT.gguf\n"
+            "       cinfer mkmodel --arch deepseek2 --dim D --layers L --heads H --ffn F --kv-lora R\n"
+            "                      --qk-nope N --qk-rope P --v-head V [--q-lora Q] --experts X\n"
+            "                      --experts-used K --expert-ffn FE [--shared-experts S] [--dense-layers N]\n"
+            "                      [--groups G --groups-used U] [--gating sigmoid|softmax] [--expert-scale F]\n"
+            "                      [--yarn-factor F [--yarn-orig-ctx N]]\n"
+            "                      --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] [--tied] OUT.gguf\n"
             "\n"
-            "Writes a llama model with random weights: matrices ~ N(0, 0.02), norm weights\n"
+            "Writes a model with random weights: matrices ~ N(0, 0.02), norm weights\n"
             "1 + N(0, 0.02), deterministic from --seed. Streams to disk (any size).\n"
             "\n"
-            "  --arch llama          architecture (only llama)\n"
+            "  --arch NAME           llama | deepseek2 (MLA attention + MoE FFN)\n"
             "  --dim D               embedding width (multiple of --heads; of 32 for q8_0/q4_0)\n"
             "  --layers L            number of transformer blocks\n"
             "  --heads H             attention heads (head size D/H, even)\n"
@@ -29,6 +35,19 @@ static void mkmodel_usage(FILE *out) {
             "  --ctx N               llama.context_length (default 2048)\n"
             "  --tied                no output.weight: the output reuses token_embd.weight\n"
             "                        (default: a separate output.weight)\n"
+            "deepseek2 (--kv-heads is not used; --ffn is the dense layers' width):\n"
+            "  --q-lora Q            query compression rank (default 0: one attn_q matrix)\n"
+            "  --kv-lora R           KV latent rank (the cache holds R + P floats per token, layer)\n"
+            "  --qk-nope N, --qk-rope P, --v-head V   per-head query/key (N + P) and value widths\n"
+            "  --experts X, --experts-used K          routed experts, chosen per token\n"
+            "  --expert-ffn FE       routed expert width; --shared-experts S (default 1) shared ones\n"
+            "  --dense-layers N      leading layers with a dense FFN (default 1)\n"
+            "  --groups G --groups-used U             group-limited routing (DeepSeek-V3)\n"
+            "  --gating sigmoid|softmax               sigmoid (default): exp_probs_b and normalized\n"
+            "                        weights (V3); softmax: no bias, no normalization (V2)\n"
+            "  --expert-scale F      routed scaling factor (default 1)\n"
+            "  --yarn-factor F       YaRN rope scaling by F (> 1), yarn_log_multiplier 0.1;\n"
+            "  --yarn-orig-ctx N     its original context (default --ctx / F)\n"
             "  -h, --help            show this help\n");
 }
 
@@ -42,6 +61,14 @@ static int parse_int(const char *flag, const char *s, int *out) {
     return 0;
 }
 
+static int parse_nonneg(const char *flag, const char *s, int *out) {
+    if (!strcmp(s, "0")) {
+        *out = 0;
+        return 0;
+    }
+    return parse_int(flag, s, out);
+}
+
 static int parse_u64(const char *flag, const char *s, uint64_t *out) {
     char *end;
     errno = 0;
@@ -52,7 +79,7 @@ static int parse_u64(const char *flag, const char *s, uint64_t *out) {
 }
 
 int cmd_mkmodel(int argc, char **argv) {
-    mkmodel_opts o = {0};
+    mkmodel_opts o = {.shared_experts = 1, .dense_layers = 1};
     const char *out = NULL, *dtype_s = NULL;
     bool have_seed = false;
     for (int i = 1; i < argc; i++) {
@@ -83,11 +110,42 @@ int cmd_mkmodel(int argc, char **argv) {
         else if (!strcmp(a, "--vocab-from")) o.vocab_from = v;
         else if (!strcmp(a, "--dtype")) dtype_s = v;
         else if (!strcmp(a, "--seed")) rc = parse_u64(a, v, &o.seed), have_seed = true;
+        else if (!strcmp(a, "--q-lora")) rc = parse_nonneg(a, v, &o.q_lora);
+        else if (!strcmp(a, "--kv-lora")) rc = parse_int(a, v, &o.kv_lora);
+        else if (!strcmp(a, "--qk-nope")) rc = parse_int(a, v, &o.qk_nope);
+        else if (!strcmp(a, "--qk-rope")) rc = parse_int(a, v, &o.qk_rope);
+        else if (!strcmp(a, "--v-head")) rc = parse_int(a, v, &o.v_head);
+        else if (!strcmp(a, "--experts")) rc = parse_int(a, v, &o.experts);
+        else if (!strcmp(a, "--experts-used")) rc = parse_int(a, v, &o.experts_used);
+        else if (!strcmp(a, "--expert-ffn")) rc = parse_int(a, v, &o.expert_ffn);
+        else if (!strcmp(a, "--shared-experts")) rc = parse_nonneg(a, v, &o.shared_experts);
+        else if (!strcmp(a, "--dense-layers")) rc = parse_nonneg(a, v, &o.dense_layers);
+        else if (!strcmp(a, "--groups")) rc = parse_nonneg(a, v, &o.groups);
+        else if (!strcmp(a, "--groups-used")) rc = parse_nonneg(a, v, &o.groups_used);
+        else if (!strcmp(a, "--gating")) {
+            if (strcmp(v, "sigmoid") && strcmp(v, "softmax"))
+                return cli_fail("mkmodel: --gating must be sigmoid or softmax, got '%s'", v);
+            o.softmax_gating = !strcmp(v, "softmax");
+        } else if (!strcmp(a, "--yarn-orig-ctx")) {
+            rc = parse_int(a, v, &o.yarn_orig_ctx);
+        } else if (!strcmp(a, "--yarn-factor")) {
+            char *end;
+            o.yarn_factor = strtof(v, &end);
+            if (*v == 0 || *end || !(o.yarn_factor > 1.0f) || o.yarn_factor > 1e6f)
+                return cli_fail("mkmodel: --yarn-factor needs a number > 1, got '%s'", v);
+        } else if (!strcmp(a, "--expert-scale")) {
+            char *end;
+            o.expert_scale = strtof(v, &end);
+            if (*v == 0 || *end || !(o.expert_scale > 0) || o.expert_scale > 1e6f)
+                return cli_fail("mkmodel: --expert-scale needs a positive number, got '%s'", v);
+        }
         else return cli_fail("mkmodel: unknown option '%s' (see cinfer mkmodel --help)", a);
         if (rc) return rc;
     }
+    bool ds2 = o.arch && !strcmp(o.arch, "deepseek2");
+    if (ds2 && !o.kv_heads) o.kv_heads = o.heads;
     if (!o.arch || !o.dim || !o.layers || !o.heads || !o.kv_heads || !o.ffn || !o.vocab_from || !dtype_s ||
-        !have_seed || !out) {
+        !have_seed || !out || (ds2 && (!o.kv_lora || !o.qk_nope || !o.qk_rope || !o.v_head))) {
         mkmodel_usage(stderr);
         return 2;
     }

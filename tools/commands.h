@@ -15,6 +15,11 @@ int cmd_store(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 /* `bench throughput` (cmd_bench_throughput.c), dispatched by cmd_bench. */
 int bench_throughput(int argc, char **argv);
+/* `bench serve` (cmd_bench_serve.c): load generator for an HTTP server. */
+int bench_serve(int argc, char **argv);
+/* `bench report` and `bench trace-stats` (cmd_bench_report.c). */
+int bench_report(int argc, char **argv);
+int bench_trace_stats(int argc, char **argv);
 
 /* Prints "cinfer: <msg>" to stderr and returns 1. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

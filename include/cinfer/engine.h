@@ -216,6 +216,13 @@ int cinfer_engine_ready(cinfer_engine *e, uint64_t *ids, int cap);
 
 cinfer_engine_stats cinfer_engine_get_stats(cinfer_engine *e);
 
+/* MoE expert load: tokens the engine routed to each expert of `layer` over
+ * its last 64 forward passes (a sliding window). Writes min(cap, n_expert)
+ * counts into counts[]; returns the layer's expert count (0 for a dense layer
+ * or a model without experts, -1 for a layer outside the model). Lock-free:
+ * the counts of one call may mix two neighbouring steps. */
+int cinfer_engine_expert_load(cinfer_engine *e, int32_t layer, uint64_t *counts, int32_t cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,6 +2,8 @@
  * steps over a private KV cache. Used by `cinfer run`, `cinfer bench latency`
  * and the forward-pass tests; the serving engine batches many sequences
  * through model_forward directly.
+ * MLA models (deepseek2) prefill chunks of >= MLA_EXPAND_MIN_PREFILL tokens
+ * in the expanded attention form (model.h).
  * Owns its forward context, KV memory and logits buffer. */
 #ifndef CINFER_ENGINE_GENERATE_H
 #define CINFER_ENGINE_GENERATE_H

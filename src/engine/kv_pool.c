@@ -31,9 +31,9 @@ int kv_spec_from_model(const model *m, kv_spec *out, cf_err *err) {
     memset(out, 0, sizeof *out);
     out->n_groups = 1;
     out->groups[0] = (kv_group_spec){
-        .kind = KV_LAYER_FULL,
+        .kind = model_is_mla(m) ? KV_LAYER_MLA : KV_LAYER_FULL,
         .n_layers = hp->n_layer,
-        .token_floats = 2 * hp->n_head_kv * hp->head_dim,
+        .token_floats = model_kv_token_floats(m),
     };
     return kv_spec_check(out, err);
 }

@@ -6,9 +6,10 @@
  * block is also the unit written to / read from a persistent store. Its size
  * comes from a kv_spec: a short list of layer groups, each with a kind (full
  * attention K/V, MLA latent, sliding window) and the floats one token needs
- * in one layer. Today only llama-style full attention is produced from a
- * model (kv_spec_from_model); other layouts plug in by describing their
- * groups, and the pool does not care what the floats mean.
+ * in one layer. kv_spec_from_model produces llama-style full attention, or
+ * one MLA group (kv_lora_rank + rope_dim floats per token and layer) for
+ * deepseek2; other layouts plug in by describing their groups, and the pool
+ * does not care what the floats mean.
  *
  * Block states (every block is in exactly one):
  *   free    refs == 0, not cached            on the free stack
@@ -57,7 +58,7 @@ typedef struct kv_spec {
     kv_group_spec groups[KV_SPEC_MAX_GROUPS];
 } kv_spec;
 
-/* One FULL group covering every layer of the model (the llama layout). */
+/* One group covering every layer of the model: FULL (llama) or MLA (deepseek2). */
 int kv_spec_from_model(const model *m, kv_spec *out, cf_err *err);
 /* Checks a spec (groups 1..KV_SPEC_MAX_GROUPS, positive sizes, no overflow). */
 int kv_spec_check(const kv_spec *s, cf_err *err);

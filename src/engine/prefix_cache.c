@@ -286,6 +286,13 @@ static int pc_fp_hparams(EVP_MD_CTX *md, const model_hparams *hp) {
     const float fl[] = {hp->rms_eps,         hp->rope_base,        hp->rope_factor,    hp->yarn_ext_factor,
                         hp->yarn_attn_factor, hp->yarn_beta_fast,  hp->yarn_beta_slow};
     for (size_t i = 0; ok && i < sizeof fl / sizeof fl[0]; i++) ok = pc_fp_f32(md, fl[i]);
+    /* deepseek2 (MLA + MoE); zero elsewhere */
+    const int32_t ds[] = {hp->q_lora_rank,     hp->kv_lora_rank,     hp->qk_nope_dim,  hp->v_head_dim,
+                          hp->n_dense_lead,    hp->n_expert,         hp->n_expert_used, hp->n_expert_shared,
+                          hp->n_ff_exp,        hp->n_expert_group,   hp->n_group_used, hp->expert_gating,
+                          (int32_t)hp->expert_weights_norm};
+    for (size_t i = 0; ok && i < sizeof ds / sizeof ds[0]; i++) ok = pc_fp_u32(md, (uint32_t)ds[i]);
+    ok = ok && pc_fp_f32(md, hp->expert_weights_scale) && pc_fp_f32(md, hp->yarn_log_mul);
     uint8_t tied = hp->tied_output ? 1 : 0;
     return ok && EVP_DigestUpdate(md, &tied, 1);
 }

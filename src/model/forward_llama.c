@@ -1,4 +1,6 @@
-/* forward_llama.c - the Llama-family forward pass over a ragged batch.
+/* forward_llama.c - the Llama-family forward pass over a ragged batch, and
+ * the fwd_ctx entry points (a deepseek2 model's context wraps ds2_fwd,
+ * forward_deepseek2.c).
  *
  *   x = E[token]
  *   per layer: h = rmsnorm(x)·w_attn; q,k,v = h·Wq,Wk,Wv (+bias); RoPE(q,k);
@@ -14,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model_internal.h"
+#include "model/model_deepseek2.h"
+#include "model/rope.h"
 #include "tensor/attention.h"
 #include "tensor/vecmath.h"
 
@@ -30,10 +33,12 @@ struct fwd_ctx {
     int64_t scores_per_thread; /* ATTN_MAX_CHUNK * group * max_ctx */
     int32_t *chunk_begin; /* max_tokens + 1 */
     int n_threads;
+    ds2_fwd *ds2;       /* deepseek2: its own pass (forward_deepseek2.c); the rest unused */
 };
 
 void fwd_ctx_free(fwd_ctx *c) {
     if (!c) return;
+    ds2_fwd_free(c->ds2);
     kern_ctx_destroy(c->kc);
     float *bufs[] = {c->x, c->h, c->q, c->k, c->v, c->att, c->gate, c->up, c->xo, c->rope_cs, c->scores, c->stack};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
@@ -56,6 +61,14 @@ fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     c->max_ctx = max_ctx;
     c->block_tokens = block_tokens;
     c->n_threads = pool_size(pool);
+    if (m->is_ds2) {
+        c->ds2 = ds2_fwd_create(m, pool, max_tokens, max_ctx, block_tokens, err);
+        if (!c->ds2) {
+            free(c);
+            return NULL;
+        }
+        return c;
+    }
     size_t T = (size_t)max_tokens;
     size_t qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim;
     size_t widest_in = (size_t)hp->n_embd;
@@ -160,42 +173,11 @@ static void add_bias(float *y, const float *bias, int32_t n, int64_t width) {
 
 /* ---- RoPE ---- */
 
-static float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
-    return (float)n_dims * logf((float)n_ctx_orig / (n_rot * 2.0f * (float)M_PI)) / (2.0f * logf(base));
-}
-
 /* Fills c->rope_cs with the (cos, sin) of every rotated pair of every token. */
 static void rope_tables(fwd_ctx *c, const fwd_batch *b) {
-    const model *m = c->m;
-    const model_hparams *hp = &m->hp;
-    int nd = hp->rope_dim, half = nd / 2;
-    float theta_scale = powf(hp->rope_base, -2.0f / (float)nd);
-    float freq_scale = hp->rope_scaling == ROPE_SCALING_NONE ? 1.0f : 1.0f / hp->rope_factor;
-    float ext = hp->rope_scaling == ROPE_SCALING_YARN ? hp->yarn_ext_factor : 0.0f;
+    const model_hparams *hp = &c->m->hp;
     float mscale = hp->rope_scaling == ROPE_SCALING_YARN ? hp->yarn_attn_factor : 1.0f;
-    float corr0 = 0, corr1 = 0;
-    if (ext != 0.0f) {
-        corr0 = fmaxf(0.0f, floorf(yarn_corr_dim(nd, hp->rope_orig_ctx, hp->yarn_beta_fast, hp->rope_base)));
-        corr1 = fminf((float)(nd - 1), ceilf(yarn_corr_dim(nd, hp->rope_orig_ctx, hp->yarn_beta_slow, hp->rope_base)));
-        mscale *= 1.0f + 0.1f * logf(1.0f / freq_scale);
-    }
-    for (int32_t t = 0; t < b->n_tokens; t++) {
-        float *cs = c->rope_cs + (int64_t)t * nd;
-        float theta_base = (float)b->pos[t];
-        for (int i = 0; i < half; i++) {
-            float theta_extrap = theta_base;
-            if (m->rope_freq_factors) theta_extrap /= m->rope_freq_factors[i];
-            float theta_interp = freq_scale * theta_extrap, theta = theta_interp;
-            if (ext != 0.0f) {
-                float y = ((float)i - corr0) / fmaxf(0.001f, corr1 - corr0);
-                float ramp = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * ext;
-                theta = theta_interp * (1.0f - ramp) + theta_extrap * ramp;
-            }
-            cs[2 * i] = cosf(theta) * mscale;
-            cs[2 * i + 1] = sinf(theta) * mscale;
-            theta_base *= theta_scale;
-        }
-    }
+    rope_fill_table(hp, c->m->rope_freq_factors, mscale, b->pos, b->n_tokens, c->rope_cs);
 }
 
 /* Rotates n_heads heads of each token's row (row width = n_heads*head_dim). */
@@ -319,6 +301,7 @@ static int check_batch(const fwd_ctx *c, const fwd_batch *b, cf_err *err) {
 
 int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err) {
     if (check_batch(c, b, err)) return -1;
+    if (c->ds2) return ds2_forward(c->ds2, b, logits, err);
     const model *m = c->m;
     const model_hparams *hp = &m->hp;
     int32_t T = b->n_tokens;
@@ -378,4 +361,13 @@ int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err) {
     rmsnorm_rows(c, c->h, m->output_norm, c->xo, b->n_out, E);
     kern_matmul(c->kc, &m->output, c->xo, b->n_out, logits);
     return 0;
+}
+
+void fwd_ctx_set_mla_expand_min(fwd_ctx *c, int32_t min_tokens) {
+    if (c->ds2) ds2_fwd_set_expand_min(c->ds2, min_tokens);
+}
+
+int fwd_ctx_expert_load(const fwd_ctx *c, int32_t layer, uint64_t *counts, int32_t n) {
+    if (c->ds2) return ds2_fwd_expert_load(c->ds2, layer, counts, n);
+    return layer >= 0 && layer < c->m->hp.n_layer ? 0 : -1;
 }

@@ -1,8 +1,11 @@
-/* mkmodel.c - random-weight llama models (see mkmodel.h).
+/* mkmodel.c - random-weight llama and deepseek2 models (see mkmodel.h).
  *
  * Layout matches what llama.cpp writes for llama: token_embd, output_norm,
  * output (unless tied), then per block attn_norm, attn_q, attn_k, attn_v,
  * attn_output, ffn_norm, ffn_gate, ffn_down, ffn_up; ne = {in, out}.
+ * deepseek2: the tensors and keys of llama.cpp's converter
+ * (src/model/model_deepseek2.h lists them); expert stacks are 3-D,
+ * ne = {in, out, n_expert}, generated row by row like the rest.
  *
  * Speed: rows are generated in parallel batches (one thread per core, at most
  * 16) into one of two output buffers while the previous batch is appended to
@@ -72,14 +75,43 @@ static void fill_normal(rng *r, float *out, int64_t n, float mean, float stddev)
 typedef struct tdesc {
     char name[64];
     int n_dims;
-    int64_t ne[2];
+    int64_t ne[3]; /* ne[2] = 1 unless 3-D */
     dtype type;
     float mean; /* 1 for norms, 0 for matrices */
 } tdesc;
 
+static bool is_ds2(const mkmodel_opts *o) { return o->arch && !strcmp(o->arch, "deepseek2"); }
+
+static int validate_ds2(const mkmodel_opts *o, cf_err *err) {
+    if (o->dim <= 0 || o->layers <= 0 || o->heads <= 0 || o->ffn <= 0 || o->ctx < 0 || o->q_lora < 0 ||
+        o->kv_lora <= 0 || o->qk_nope <= 0 || o->qk_rope <= 0 || o->v_head <= 0 || o->dense_layers < 0 ||
+        o->groups < 0 || o->groups_used < 0 || o->shared_experts < 0)
+        return cf_fail(err, "deepseek2: --dim, --layers, --heads, --ffn, --kv-lora, --qk-nope, --qk-rope and "
+                            "--v-head must be positive");
+    if (o->qk_rope % 2) return cf_fail(err, "--qk-rope %d must be even", o->qk_rope);
+    if (o->dense_layers > o->layers) return cf_fail(err, "--dense-layers %d exceeds --layers %d", o->dense_layers, o->layers);
+    if (o->dense_layers < o->layers &&
+        (o->experts <= 0 || o->experts_used <= 0 || o->experts_used > o->experts || o->expert_ffn <= 0 ||
+         o->experts > 4096))
+        return cf_fail(err, "deepseek2: MoE layers need --experts (<= 4096), --experts-used (<= experts) and "
+                            "--expert-ffn");
+    if (o->groups > 1 && (o->experts % o->groups || o->experts / o->groups < 2 || o->groups_used <= 0 ||
+                          o->groups_used > o->groups || o->groups_used * (o->experts / o->groups) < o->experts_used))
+        return cf_fail(err, "--groups %d / --groups-used %d do not fit %d experts (top %d)", o->groups, o->groups_used,
+                       o->experts, o->experts_used);
+    int64_t be = dtype_block_elems(o->type);
+    int64_t ins[] = {o->dim, o->q_lora, o->kv_lora, (int64_t)o->heads * o->v_head, o->ffn, o->expert_ffn};
+    for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
+        if (ins[i] % be)
+            return cf_fail(err, "deepseek2: --dim, --q-lora, --kv-lora, --heads x --v-head, --ffn and --expert-ffn "
+                                "must be multiples of %d for %s", (int)be, dtype_name(o->type));
+    return 0;
+}
+
 static int validate(const mkmodel_opts *o, cf_err *err) {
+    if (is_ds2(o)) return validate_ds2(o, err);
     if (!o->arch || strcmp(o->arch, "llama"))
-        return cf_fail(err, "unsupported --arch '%s' (supported: llama)", o->arch ? o->arch : "");
+        return cf_fail(err, "unsupported --arch '%s' (supported: llama, deepseek2)", o->arch ? o->arch : "");
     if (o->dim <= 0 || o->layers <= 0 || o->heads <= 0 || o->kv_heads <= 0 || o->ffn <= 0 || o->ctx < 0)
         return cf_fail(err, "--dim, --layers, --heads, --kv-heads and --ffn must be positive");
     if (o->dim % o->heads || (o->dim / o->heads) % 2)
@@ -94,18 +126,76 @@ static int validate(const mkmodel_opts *o, cf_err *err) {
 }
 
 static tdesc mat(const char *name, int64_t in, int64_t out, dtype t) {
-    tdesc d = {.n_dims = 2, .ne = {in, out}, .type = t, .mean = 0};
+    tdesc d = {.n_dims = 2, .ne = {in, out, 1}, .type = t, .mean = 0};
     snprintf(d.name, sizeof d.name, "%s", name);
     return d;
 }
 static tdesc norm(const char *name, int64_t n) {
-    tdesc d = {.n_dims = 1, .ne = {n, 1}, .type = DT_F32, .mean = 1};
+    tdesc d = {.n_dims = 1, .ne = {n, 1, 1}, .type = DT_F32, .mean = 1};
     snprintf(d.name, sizeof d.name, "%s", name);
     return d;
 }
 
+static tdesc experts(const char *name, int64_t in, int64_t out, int64_t n_exp, dtype t) {
+    tdesc d = mat(name, in, out, t);
+    d.n_dims = 3;
+    d.ne[2] = n_exp;
+    return d;
+}
+
+#define DS2_MAX_PER_LAYER 16
+
+static int describe_ds2(const mkmodel_opts *o, int64_t vocab, tdesc *t) {
+    int n = 0;
+    int64_t dim = o->dim, H = o->heads, qk = o->qk_nope + o->qk_rope, fe = o->expert_ffn;
+    dtype ty = o->type;
+    t[n++] = mat("token_embd.weight", dim, vocab, ty);
+    t[n++] = norm("output_norm.weight", dim);
+    if (!o->tied) t[n++] = mat("output.weight", dim, vocab, ty);
+    for (int l = 0; l < o->layers; l++) {
+        char b[64];
+#define NAME(part) (snprintf(b, sizeof b, "blk.%d.%s", l, part), b)
+        t[n++] = norm(NAME("attn_norm.weight"), dim);
+        if (o->q_lora > 0) {
+            t[n++] = mat(NAME("attn_q_a.weight"), dim, o->q_lora, ty);
+            t[n++] = norm(NAME("attn_q_a_norm.weight"), o->q_lora);
+            t[n++] = mat(NAME("attn_q_b.weight"), o->q_lora, H * qk, ty);
+        } else {
+            t[n++] = mat(NAME("attn_q.weight"), dim, H * qk, ty);
+        }
+        t[n++] = mat(NAME("attn_kv_a_mqa.weight"), dim, o->kv_lora + o->qk_rope, ty);
+        t[n++] = norm(NAME("attn_kv_a_norm.weight"), o->kv_lora);
+        t[n++] = mat(NAME("attn_kv_b.weight"), o->kv_lora, H * (o->qk_nope + o->v_head), ty);
+        t[n++] = mat(NAME("attn_output.weight"), H * o->v_head, dim, ty);
+        t[n++] = norm(NAME("ffn_norm.weight"), dim);
+        if (l < o->dense_layers) {
+            t[n++] = mat(NAME("ffn_gate.weight"), dim, o->ffn, ty);
+            t[n++] = mat(NAME("ffn_down.weight"), o->ffn, dim, ty);
+            t[n++] = mat(NAME("ffn_up.weight"), dim, o->ffn, ty);
+            continue;
+        }
+        t[n++] = mat(NAME("ffn_gate_inp.weight"), dim, o->experts, DT_F32);
+        if (!o->softmax_gating) {
+            t[n] = mat(NAME("exp_probs_b.bias"), o->experts, 1, DT_F32);
+            t[n++].n_dims = 1;
+        }
+        t[n++] = experts(NAME("ffn_gate_exps.weight"), dim, fe, o->experts, ty);
+        t[n++] = experts(NAME("ffn_down_exps.weight"), fe, dim, o->experts, ty);
+        t[n++] = experts(NAME("ffn_up_exps.weight"), dim, fe, o->experts, ty);
+        if (o->shared_experts > 0) {
+            int64_t fs = fe * o->shared_experts;
+            t[n++] = mat(NAME("ffn_gate_shexp.weight"), dim, fs, ty);
+            t[n++] = mat(NAME("ffn_down_shexp.weight"), fs, dim, ty);
+            t[n++] = mat(NAME("ffn_up_shexp.weight"), dim, fs, ty);
+        }
+#undef NAME
+    }
+    return n;
+}
+
 /* Fills the tensor list; returns the count (caller's array has room). */
 static int describe(const mkmodel_opts *o, int64_t vocab, tdesc *t) {
+    if (is_ds2(o)) return describe_ds2(o, vocab, t);
     int n = 0;
     int64_t dim = o->dim, kv = (int64_t)o->dim / o->heads * o->kv_heads, ffn = o->ffn;
     t[n++] = mat("token_embd.weight", dim, vocab, o->type);
@@ -147,7 +237,53 @@ static int copy_vocab(gguf_writer *w, const char *path, int64_t *vocab, cf_err *
     return rc;
 }
 
+static void set_hparams_ds2(gguf_writer *w, const mkmodel_opts *o, int64_t vocab) {
+    gguf_set_str(w, "general.architecture", "deepseek2");
+    gguf_set_str(w, "general.name", "cinfer-mkmodel");
+    gguf_set_u32(w, "general.file_type", quantize_file_type(o->type));
+    gguf_set_u32(w, "deepseek2.context_length", (uint32_t)(o->ctx ? o->ctx : 2048));
+    gguf_set_u32(w, "deepseek2.embedding_length", (uint32_t)o->dim);
+    gguf_set_u32(w, "deepseek2.feed_forward_length", (uint32_t)o->ffn);
+    gguf_set_u32(w, "deepseek2.block_count", (uint32_t)o->layers);
+    gguf_set_u32(w, "deepseek2.attention.head_count", (uint32_t)o->heads);
+    gguf_set_u32(w, "deepseek2.attention.head_count_kv", (uint32_t)o->heads);
+    gguf_set_f32(w, "deepseek2.rope.freq_base", 10000.0f);
+    gguf_set_f32(w, "deepseek2.attention.layer_norm_rms_epsilon", 1e-6f);
+    gguf_set_u32(w, "deepseek2.vocab_size", (uint32_t)vocab);
+    if (o->q_lora > 0) gguf_set_u32(w, "deepseek2.attention.q_lora_rank", (uint32_t)o->q_lora);
+    gguf_set_u32(w, "deepseek2.attention.kv_lora_rank", (uint32_t)o->kv_lora);
+    gguf_set_u32(w, "deepseek2.attention.key_length", (uint32_t)(o->qk_nope + o->qk_rope));
+    gguf_set_u32(w, "deepseek2.attention.value_length", (uint32_t)o->v_head);
+    gguf_set_u32(w, "deepseek2.rope.dimension_count", (uint32_t)o->qk_rope);
+    gguf_set_u32(w, "deepseek2.leading_dense_block_count", (uint32_t)o->dense_layers);
+    if (o->dense_layers < o->layers) {
+        gguf_set_u32(w, "deepseek2.expert_count", (uint32_t)o->experts);
+        gguf_set_u32(w, "deepseek2.expert_used_count", (uint32_t)o->experts_used);
+        gguf_set_u32(w, "deepseek2.expert_shared_count", (uint32_t)o->shared_experts);
+        gguf_set_u32(w, "deepseek2.expert_feed_forward_length", (uint32_t)o->expert_ffn);
+        gguf_set_f32(w, "deepseek2.expert_weights_scale", o->expert_scale > 0 ? o->expert_scale : 1.0f);
+        gguf_set_bool(w, "deepseek2.expert_weights_norm", !o->softmax_gating);
+        gguf_set_u32(w, "deepseek2.expert_gating_func", o->softmax_gating ? 1 : 2);
+        if (o->groups > 1) {
+            gguf_set_u32(w, "deepseek2.expert_group_count", (uint32_t)o->groups);
+            gguf_set_u32(w, "deepseek2.expert_group_used_count", (uint32_t)o->groups_used);
+        }
+    }
+    gguf_set_f32(w, "deepseek2.rope.scaling.yarn_log_multiplier", 0.1f);
+    if (o->yarn_factor > 1.0f) {
+        int ctx = o->ctx ? o->ctx : 2048;
+        gguf_set_str(w, "deepseek2.rope.scaling.type", "yarn");
+        gguf_set_f32(w, "deepseek2.rope.scaling.factor", o->yarn_factor);
+        gguf_set_u32(w, "deepseek2.rope.scaling.original_context_length",
+                     (uint32_t)(o->yarn_orig_ctx > 0 ? o->yarn_orig_ctx : (int)((float)ctx / o->yarn_factor)));
+    }
+}
+
 static void set_hparams(gguf_writer *w, const mkmodel_opts *o, int64_t vocab) {
+    if (is_ds2(o)) {
+        set_hparams_ds2(w, o, vocab);
+        return;
+    }
     gguf_set_str(w, "general.architecture", "llama");
     gguf_set_str(w, "general.name", "cinfer-mkmodel");
     gguf_set_u32(w, "general.file_type", quantize_file_type(o->type));
@@ -246,8 +382,9 @@ static int stream_tensor(gguf_writer *w, pipeline *p, const tdesc *t, uint64_t i
     size_t row_bytes = dtype_row_bytes(t->type, t->ne[0]);
     int64_t per_batch = (int64_t)(BATCH_BYTES / row_bytes);
     if (per_batch < 1) per_batch = 1;
-    for (int64_t row0 = 0; row0 < t->ne[1]; row0 += per_batch) {
-        int64_t nrows = t->ne[1] - row0 < per_batch ? t->ne[1] - row0 : per_batch;
+    int64_t rows = t->ne[1] * t->ne[2];
+    for (int64_t row0 = 0; row0 < rows; row0 += per_batch) {
+        int64_t nrows = rows - row0 < per_batch ? rows - row0 : per_batch;
         job proto = {.t = t, .seed = seed, .tensor = id, .row0 = row0, .nrows = nrows, .row_bytes = row_bytes};
         if (run_batch(w, p, &proto, err)) return -1;
     }
@@ -258,7 +395,7 @@ int mkmodel_write(const mkmodel_opts *o, const char *out_path, cf_err *err) {
     if (validate(o, err)) return -1;
     if (o->layers > 100000) return cf_fail(err, "--layers %d is too many", o->layers);
     gguf_writer *w = gguf_writer_create();
-    tdesc *t = calloc((size_t)o->layers * 9 + 3, sizeof *t);
+    tdesc *t = calloc((size_t)o->layers * DS2_MAX_PER_LAYER + 3, sizeof *t);
     pipeline pipe = {0};
     int rc = -1;
     int64_t vocab = 0;

@@ -10,17 +10,27 @@
 #include "tensor/dtype.h"
 
 typedef struct mkmodel_opts {
-    const char *arch;       /* only "llama" */
+    const char *arch;       /* "llama" or "deepseek2" */
     int dim, layers, heads, kv_heads, ffn;
     const char *vocab_from; /* GGUF whose tokenizer.* keys are copied; vocab = its token count */
     dtype type;             /* weight matrices; norms are always F32 */
     uint64_t seed;
     int ctx;                /* llama.context_length (0 = 2048) */
     bool tied;              /* no output.weight: the output reuses token_embd.weight */
+    /* deepseek2 only (kv_heads is ignored; ffn = the dense layers' width) */
+    int q_lora;             /* 0: one attn_q matrix */
+    int kv_lora, qk_nope, qk_rope, v_head;
+    int experts, experts_used, shared_experts, expert_ffn, dense_layers;
+    int groups, groups_used; /* group-limited routing; 0 = off */
+    bool softmax_gating;    /* default: sigmoid with exp_probs_b and normalized weights */
+    float expert_scale;     /* expert_weights_scale (0 = 1) */
+    float yarn_factor;      /* > 1: YaRN rope scaling (yarn_log_multiplier 0.1) */
+    int yarn_orig_ctx;      /* its original context (0 = ctx / factor) */
 } mkmodel_opts;
 
 /* Writes the model to out_path (atomically, streamed row by row).
- * Matrices ~ N(0, 0.02), norm weights 1 + N(0, 0.02); every row is drawn from
+ * Matrices ~ N(0, 0.02), norm weights 1 + N(0, 0.02), deepseek2's router
+ * (ffn_gate_inp, F32) and exp_probs_b (F32) N(0, 0.02); every row is drawn from
  * its own generator seeded by (seed, tensor name, row), so the values do not
  * depend on the dtype, on --tied, or on how the work is split. */
 int mkmodel_write(const mkmodel_opts *o, const char *out_path, cf_err *err);

@@ -1,7 +1,7 @@
 /* model.c - loading a GGUF model: reads and checks hyper-parameters, checks
  * every tensor's presence, shape and type, prepares weight matrices for the
  * kernels and loads the tokenizer. Architectures: llama (qwen2's Q/K/V biases
- * are accepted when present). Every problem is a one-line error naming the
+ * are accepted when present), deepseek2 (its layers: arch_deepseek2.c). Every problem is a one-line error naming the
  * file and the key or tensor. See model.h for ownership. */
 #include <math.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 
 #include "model/model_internal.h"
 
-static int get_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out, bool required,
+int model_key_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out, bool required,
                    cf_err *err) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
@@ -23,7 +23,7 @@ static int get_i32(const gguf_file *f, const char *arch, const char *suffix, int
     return 0;
 }
 
-static int get_f32(const gguf_file *f, const char *arch, const char *suffix, float *out, cf_err *err) {
+int model_key_f32(const gguf_file *f, const char *arch, const char *suffix, float *out, cf_err *err) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     double v;
@@ -41,20 +41,21 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
     int r = gguf_get_str(f, "general.architecture", &arch, err);
     if (r < 0) return -1;
     if (r == 1) return cf_fail(err, "missing key general.architecture");
-    if (strcmp(arch.s, "llama") != 0 && strcmp(arch.s, "qwen2") != 0)
-        return cf_fail(err, "unsupported architecture '%.40s' (supported: llama, qwen2)", arch.s);
+    if (strcmp(arch.s, "llama") != 0 && strcmp(arch.s, "qwen2") != 0 && strcmp(arch.s, "deepseek2") != 0)
+        return cf_fail(err, "unsupported architecture '%.40s' (supported: llama, qwen2, deepseek2)", arch.s);
+    bool ds2 = strcmp(arch.s, "deepseek2") == 0;
     memset(hp, 0, sizeof *hp);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch.s);
     const char *a = hp->arch;
-    if (get_i32(f, a, "embedding_length", &hp->n_embd, true, err) ||
-        get_i32(f, a, "block_count", &hp->n_layer, true, err) ||
-        get_i32(f, a, "feed_forward_length", &hp->n_ff, true, err) ||
-        get_i32(f, a, "attention.head_count", &hp->n_head, true, err))
+    if (model_key_i32(f, a, "embedding_length", &hp->n_embd, true, err) ||
+        model_key_i32(f, a, "block_count", &hp->n_layer, true, err) ||
+        model_key_i32(f, a, "feed_forward_length", &hp->n_ff, true, err) ||
+        model_key_i32(f, a, "attention.head_count", &hp->n_head, true, err))
         return -1;
     hp->n_head_kv = hp->n_head;
     hp->n_ctx_train = 2048;
-    if (get_i32(f, a, "attention.head_count_kv", &hp->n_head_kv, false, err) ||
-        get_i32(f, a, "context_length", &hp->n_ctx_train, false, err))
+    if (model_key_i32(f, a, "attention.head_count_kv", &hp->n_head_kv, false, err) ||
+        model_key_i32(f, a, "context_length", &hp->n_ctx_train, false, err))
         return -1;
     if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_ff <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 ||
         hp->n_ctx_train <= 0)
@@ -64,21 +65,21 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
         return cf_fail(err, "%s.attention.head_count (%d) is not a multiple of head_count_kv (%d)", a, hp->n_head,
                        hp->n_head_kv);
     hp->head_dim = hp->n_embd / hp->n_head;
-    if (get_i32(f, a, "attention.key_length", &hp->head_dim, false, err)) return -1;
+    if (model_key_i32(f, a, "attention.key_length", &hp->head_dim, false, err)) return -1;
     int32_t vlen = hp->head_dim;
-    if (get_i32(f, a, "attention.value_length", &vlen, false, err)) return -1;
-    if (hp->head_dim <= 0 || vlen != hp->head_dim)
+    if (model_key_i32(f, a, "attention.value_length", &vlen, false, err)) return -1;
+    if (hp->head_dim <= 0 || vlen <= 0 || (!ds2 && vlen != hp->head_dim))
         return cf_fail(err, "%s: key_length (%d) and value_length (%d) must be equal and positive", a, hp->head_dim,
                        vlen);
     hp->rope_dim = hp->head_dim;
-    if (get_i32(f, a, "rope.dimension_count", &hp->rope_dim, false, err)) return -1;
+    if (model_key_i32(f, a, "rope.dimension_count", &hp->rope_dim, false, err)) return -1;
     if (hp->rope_dim <= 0 || hp->rope_dim > hp->head_dim || hp->rope_dim % 2)
         return cf_fail(err, "%s.rope.dimension_count (%d) must be even and <= head dim %d", a, hp->rope_dim,
                        hp->head_dim);
     hp->rms_eps = 1e-5f;
     hp->rope_base = 10000.0f;
-    if (get_f32(f, a, "attention.layer_norm_rms_epsilon", &hp->rms_eps, err) ||
-        get_f32(f, a, "rope.freq_base", &hp->rope_base, err))
+    if (model_key_f32(f, a, "attention.layer_norm_rms_epsilon", &hp->rms_eps, err) ||
+        model_key_f32(f, a, "rope.freq_base", &hp->rope_base, err))
         return -1;
     if (!(hp->rms_eps > 0) || !(hp->rope_base > 0))
         return cf_fail(err, "%s: rms epsilon and rope.freq_base must be positive", a);
@@ -97,8 +98,8 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
     r = gguf_get_str(f, key, &st, err);
     if (r < 0) return -1;
     float factor = 0.0f;
-    if (get_f32(f, a, "rope.scaling.factor", &factor, err)) return -1;
-    if (factor == 0.0f && get_f32(f, a, "rope.scale_linear", &factor, err)) return -1;
+    if (model_key_f32(f, a, "rope.scaling.factor", &factor, err)) return -1;
+    if (factor == 0.0f && model_key_f32(f, a, "rope.scale_linear", &factor, err)) return -1;
     if (r == 0 && strcmp(st.s, "yarn") == 0) {
         hp->rope_scaling = ROPE_SCALING_YARN;
         hp->yarn_ext_factor = 1.0f;
@@ -110,15 +111,19 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
     if (hp->rope_scaling != ROPE_SCALING_NONE) {
         if (!(factor > 0.0f)) return cf_fail(err, "%s.rope.scaling.factor must be positive", a);
         hp->rope_factor = factor;
-        if (get_i32(f, a, "rope.scaling.original_context_length", &hp->rope_orig_ctx, false, err) ||
-            get_f32(f, a, "rope.scaling.attn_factor", &hp->yarn_attn_factor, err))
+        if (model_key_i32(f, a, "rope.scaling.original_context_length", &hp->rope_orig_ctx, false, err) ||
+            model_key_f32(f, a, "rope.scaling.attn_factor", &hp->yarn_attn_factor, err))
             return -1;
+    }
+    if (ds2) {
+        hp->v_head_dim = vlen;
+        return ds2_read_hparams(f, hp, err);
     }
     return 0;
 }
 
 /* Finds a tensor and checks its shape (ne[0], ne[1]; ne1 = 0 means 1-D). */
-static const gguf_tensor *need_tensor(const gguf_file *f, const char *name, int64_t ne0, int64_t ne1, bool required,
+const gguf_tensor *model_need_tensor(const gguf_file *f, const char *name, int64_t ne0, int64_t ne1, bool required,
                                       cf_err *err, int *failed) {
     const gguf_tensor *t = gguf_find_tensor(f, name);
     if (!t) {
@@ -147,26 +152,26 @@ static const gguf_tensor *need_tensor(const gguf_file *f, const char *name, int6
     return t;
 }
 
-static float *vector_f32(const gguf_tensor *t) {
+float *model_vector_f32(const gguf_tensor *t) {
     float *v = malloc((size_t)t->ne[0] * sizeof(float));
     if (v) dtype_dequantize_row((dtype)t->type, t->data, v, t->ne[0]);
     return v;
 }
 
-static int load_vector(model *m, const char *name, int64_t n, bool required, float **out, cf_err *err) {
+int model_load_vector(model *m, const char *name, int64_t n, bool required, float **out, cf_err *err) {
     int failed = 0;
-    const gguf_tensor *t = need_tensor(m->gguf, name, n, 0, required, err, &failed);
+    const gguf_tensor *t = model_need_tensor(m->gguf, name, n, 0, required, err, &failed);
     if (failed) return -1;
     if (!t) return 0;
-    *out = vector_f32(t);
+    *out = model_vector_f32(t);
     if (!*out) return cf_fail(err, "out of memory loading %s", name);
     m->n_params += (uint64_t)n;
     return 0;
 }
 
-static int load_matrix(model *m, const char *name, int64_t in, int64_t out_rows, kern_weight *w, cf_err *err) {
+int model_load_matrix(model *m, const char *name, int64_t in, int64_t out_rows, kern_weight *w, cf_err *err) {
     int failed = 0;
-    const gguf_tensor *t = need_tensor(m->gguf, name, in, out_rows, true, err, &failed);
+    const gguf_tensor *t = model_need_tensor(m->gguf, name, in, out_rows, true, err, &failed);
     if (failed) return -1;
     if (kern_weight_prepare(w, (dtype)t->type, t->data, out_rows, in, err) != 0)
         return cf_prefix(err, "tensor %s", name);
@@ -185,14 +190,14 @@ static int load_stacked(model *m, const char *const *names, const int64_t *rows,
     bool same = true;
     for (int i = 0; i < count; i++) {
         int failed = 0;
-        t[i] = need_tensor(m->gguf, names[i], in, rows[i], true, err, &failed);
+        t[i] = model_need_tensor(m->gguf, names[i], in, rows[i], true, err, &failed);
         if (failed) return -1;
         same = same && t[i]->type == t[0]->type;
         total += rows[i];
     }
     if (!same) {
         for (int i = 0; i < count; i++)
-            if (load_matrix(m, names[i], in, rows[i], out[i], err)) return -1;
+            if (model_load_matrix(m, names[i], in, rows[i], out[i], err)) return -1;
         return 0;
     }
     size_t off = 0, bytes = 0;
@@ -221,13 +226,13 @@ static int load_layer(model *m, int il, cf_err *err) {
     int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
     char n[96];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
-    if (load_vector(m, NAME("attn_norm.weight"), hp->n_embd, true, &L->attn_norm, err) ||
-        load_vector(m, NAME("ffn_norm.weight"), hp->n_embd, true, &L->ffn_norm, err) ||
-        load_vector(m, NAME("attn_q.bias"), qd, false, &L->bq, err) ||
-        load_vector(m, NAME("attn_k.bias"), kvd, false, &L->bk, err) ||
-        load_vector(m, NAME("attn_v.bias"), kvd, false, &L->bv, err) ||
-        load_matrix(m, NAME("attn_output.weight"), qd, hp->n_embd, &L->wo, err) ||
-        load_matrix(m, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, &L->w_down, err))
+    if (model_load_vector(m, NAME("attn_norm.weight"), hp->n_embd, true, &L->attn_norm, err) ||
+        model_load_vector(m, NAME("ffn_norm.weight"), hp->n_embd, true, &L->ffn_norm, err) ||
+        model_load_vector(m, NAME("attn_q.bias"), qd, false, &L->bq, err) ||
+        model_load_vector(m, NAME("attn_k.bias"), kvd, false, &L->bk, err) ||
+        model_load_vector(m, NAME("attn_v.bias"), kvd, false, &L->bv, err) ||
+        model_load_matrix(m, NAME("attn_output.weight"), qd, hp->n_embd, &L->wo, err) ||
+        model_load_matrix(m, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, &L->w_down, err))
         return -1;
 #undef NAME
     char qn[3][96], gn[2][96];
@@ -251,13 +256,13 @@ static int load_weights(model *m, cf_err *err) {
     const gguf_tensor *emb = gguf_find_tensor(m->gguf, "token_embd.weight");
     if (!emb) return cf_fail(err, "missing tensor token_embd.weight");
     hp->n_vocab = tokenizer_n_vocab(m->tok);
-    m->tok_embd = need_tensor(m->gguf, "token_embd.weight", hp->n_embd, hp->n_vocab, true, err, &failed);
+    m->tok_embd = model_need_tensor(m->gguf, "token_embd.weight", hp->n_embd, hp->n_vocab, true, err, &failed);
     if (failed) return cf_prefix(err, "vocabulary has %d tokens", hp->n_vocab);
     m->n_params += (uint64_t)hp->n_embd * (uint64_t)hp->n_vocab;
     m->weight_bytes += m->tok_embd->nbytes / (uint64_t)hp->n_vocab;
-    if (load_vector(m, "output_norm.weight", hp->n_embd, true, &m->output_norm, err)) return -1;
+    if (model_load_vector(m, "output_norm.weight", hp->n_embd, true, &m->output_norm, err)) return -1;
     if (gguf_find_tensor(m->gguf, "output.weight")) {
-        if (load_matrix(m, "output.weight", hp->n_embd, hp->n_vocab, &m->output, err)) return -1;
+        if (model_load_matrix(m, "output.weight", hp->n_embd, hp->n_vocab, &m->output, err)) return -1;
     } else {
         hp->tied_output = true;
         if (kern_weight_prepare(&m->output, (dtype)m->tok_embd->type, m->tok_embd->data, hp->n_vocab, hp->n_embd,
@@ -269,13 +274,16 @@ static int load_weights(model *m, cf_err *err) {
     if (rf) {
         if (rf->type != DT_F32 || rf->ne[0] != hp->rope_dim / 2 || rf->n_dims != 1)
             return cf_fail(err, "tensor rope_freqs.weight must be f32 [%d]", hp->rope_dim / 2);
-        m->rope_freq_factors = vector_f32(rf);
+        m->rope_freq_factors = model_vector_f32(rf);
         if (!m->rope_freq_factors) return cf_fail(err, "out of memory");
     }
+    if (strcmp(hp->arch, "deepseek2") == 0) return ds2_load_layers(m, err);
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return cf_fail(err, "out of memory");
     for (int il = 0; il < hp->n_layer; il++)
         if (load_layer(m, il, err)) return -1;
+    m->active_bytes = m->weight_bytes;
+    m->active_params = m->n_params;
     return 0;
 }
 
@@ -314,6 +322,7 @@ void model_free(model *m) {
         }
         free(m->layers);
     }
+    ds2_free_layers(m);
     kern_weight_release(&m->output);
     free(m->output_norm);
     free(m->rope_freq_factors);
@@ -326,8 +335,16 @@ const model_hparams *model_get_hparams(const model *m) { return &m->hp; }
 const tokenizer *model_get_tokenizer(const model *m) { return m->tok; }
 const gguf_file *model_get_gguf(const model *m) { return m->gguf; }
 uint64_t model_weight_bytes(const model *m) { return m->weight_bytes; }
+uint64_t model_active_weight_bytes(const model *m) { return m->active_bytes; }
+uint64_t model_active_params(const model *m) { return m->active_params; }
 uint64_t model_n_params(const model *m) { return m->n_params; }
+bool model_is_mla(const model *m) { return m->is_ds2; }
+
+int32_t model_kv_token_floats(const model *m) {
+    if (m->is_ds2) return m->hp.kv_lora_rank + m->hp.rope_dim;
+    return 2 * m->hp.n_head_kv * m->hp.head_dim;
+}
 
 int64_t model_kv_block_floats(const model *m, int block_tokens) {
-    return (int64_t)m->hp.n_layer * 2 * block_tokens * m->hp.n_head_kv * m->hp.head_dim;
+    return (int64_t)m->hp.n_layer * block_tokens * model_kv_token_floats(m);
 }

@@ -1,5 +1,7 @@
-/* model_internal.h - the model struct shared by the loader (model.c) and the
- * forward passes (forward_llama.c). Not a public header. */
+/* model_internal.h - the model struct shared by the loader (model.c,
+ * arch_deepseek2.c) and the forward passes (forward_llama.c,
+ * forward_deepseek2.c), and the loader helpers they share. Not a public
+ * header. */
 #ifndef CINFER_MODEL_INTERNAL_H
 #define CINFER_MODEL_INTERNAL_H
 
@@ -19,6 +21,8 @@ typedef struct layer_weights {
     void *qkv_raw, *gu_raw;  /* owned stacked GGUF-layout rows when the kernel did not repack them */
 } layer_weights;
 
+struct ds2_layer; /* model_deepseek2.h */
+
 struct model {
     gguf_file *gguf;
     tokenizer *tok;
@@ -29,6 +33,29 @@ struct model {
     layer_weights *layers;
     float *rope_freq_factors;           /* rope_dim/2 divisors (llama3 rope_freqs) or NULL; owned */
     uint64_t weight_bytes, n_params;
+    uint64_t active_bytes;              /* per-token decode bytes (MoE: used experts only) */
+    uint64_t active_params;             /* per-token parameters (MoE: used experts only) */
+    bool is_ds2;                        /* deepseek2: ds2_layers instead of layers */
+    struct ds2_layer *ds2_layers;
 };
+
+/* Loader helpers (model.c), shared with the architecture files. Keys are
+ * "<arch>.<suffix>"; a missing optional key leaves *out unchanged. Matrices
+ * and vectors add to m->weight_bytes / m->n_params. */
+int model_key_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out, bool required,
+                  cf_err *err);
+int model_key_f32(const gguf_file *f, const char *arch, const char *suffix, float *out, cf_err *err);
+/* Finds a tensor and checks shape [ne0, ne1] (ne1 = 0: 1-D) and type. */
+const gguf_tensor *model_need_tensor(const gguf_file *f, const char *name, int64_t ne0, int64_t ne1, bool required,
+                                     cf_err *err, int *failed);
+float *model_vector_f32(const gguf_tensor *t);
+int model_load_vector(model *m, const char *name, int64_t n, bool required, float **out, cf_err *err);
+int model_load_matrix(model *m, const char *name, int64_t in, int64_t out_rows, kern_weight *w, cf_err *err);
+
+/* deepseek2 (arch_deepseek2.c): extra keys after the common ones, the
+ * per-layer weights, and their release. */
+int ds2_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err);
+int ds2_load_layers(model *m, cf_err *err);
+void ds2_free_layers(model *m);
 
 #endif

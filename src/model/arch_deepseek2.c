@@ -1,0 +1,272 @@
+/* arch_deepseek2.c - loading the 'deepseek2' architecture (DeepSeek V2/V3:
+ * MLA attention, MoE FFN) as llama.cpp's converter writes it: the keys beyond
+ * the common ones (model.c reads those first) and every layer's tensors (see
+ * model_deepseek2.h for the shapes). Called by model.c; every problem is a
+ * one-line error naming the key or tensor.
+ *
+ * Keys (deepseek2.*): attention.q_lora_rank (absent/0: attn_q),
+ * attention.kv_lora_rank, attention.key_length = qk_nope + rope dims,
+ * attention.value_length, rope.dimension_count, leading_dense_block_count,
+ * expert_count, expert_used_count, expert_shared_count,
+ * expert_feed_forward_length, expert_weights_scale (1), expert_weights_norm
+ * (false), expert_gating_func (absent/1 softmax, 2 sigmoid),
+ * expert_group_count / expert_group_used_count (group-limited routing,
+ * DeepSeek-V3; absent = off), rope.scaling.yarn_log_multiplier (0). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_deepseek2.h"
+
+int ds2_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
+    const char *a = hp->arch;
+    hp->rope_mode = ROPE_NORM;
+    hp->expert_gating = 1;
+    hp->expert_weights_scale = 1.0f;
+    if (model_key_i32(f, a, "attention.q_lora_rank", &hp->q_lora_rank, false, err) ||
+        model_key_i32(f, a, "attention.kv_lora_rank", &hp->kv_lora_rank, true, err) ||
+        model_key_i32(f, a, "leading_dense_block_count", &hp->n_dense_lead, false, err) ||
+        model_key_i32(f, a, "expert_count", &hp->n_expert, false, err) ||
+        model_key_i32(f, a, "expert_used_count", &hp->n_expert_used, false, err) ||
+        model_key_i32(f, a, "expert_shared_count", &hp->n_expert_shared, false, err) ||
+        model_key_i32(f, a, "expert_feed_forward_length", &hp->n_ff_exp, false, err) ||
+        model_key_i32(f, a, "expert_gating_func", &hp->expert_gating, false, err) ||
+        model_key_i32(f, a, "expert_group_count", &hp->n_expert_group, false, err) ||
+        model_key_i32(f, a, "expert_group_used_count", &hp->n_group_used, false, err) ||
+        model_key_f32(f, a, "expert_weights_scale", &hp->expert_weights_scale, err) ||
+        model_key_f32(f, a, "rope.scaling.yarn_log_multiplier", &hp->yarn_log_mul, err))
+        return -1;
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+    if (gguf_get_bool(f, key, &hp->expert_weights_norm, err) < 0) return -1;
+    hp->qk_nope_dim = hp->head_dim - hp->rope_dim;
+    if (hp->kv_lora_rank <= 0 || hp->qk_nope_dim <= 0)
+        return cf_fail(err, "%s: kv_lora_rank (%d) must be positive and key_length (%d) larger than "
+                            "rope.dimension_count (%d)", a, hp->kv_lora_rank, hp->head_dim, hp->rope_dim);
+    if (hp->n_dense_lead > hp->n_layer)
+        return cf_fail(err, "%s.leading_dense_block_count %d exceeds block_count %d", a, hp->n_dense_lead,
+                       hp->n_layer);
+    if (hp->n_dense_lead < hp->n_layer) {
+        if (hp->n_expert <= 0 || hp->n_expert_used <= 0 || hp->n_expert_used > hp->n_expert || hp->n_ff_exp <= 0)
+            return cf_fail(err, "%s: MoE layers need expert_count > 0, expert_used_count in 1..expert_count "
+                                "(%d of %d) and expert_feed_forward_length > 0", a, hp->n_expert_used, hp->n_expert);
+        if (hp->n_expert > 4096) return cf_fail(err, "%s.expert_count %d is too large", a, hp->n_expert);
+        if (hp->expert_gating != 1 && hp->expert_gating != 2)
+            return cf_fail(err, "%s.expert_gating_func %d is not supported (1 softmax, 2 sigmoid)", a,
+                           hp->expert_gating);
+        if (hp->n_expert_group > 1) {
+            int per = hp->n_expert % hp->n_expert_group ? 0 : hp->n_expert / hp->n_expert_group;
+            if (per < 2 || hp->n_group_used <= 0 || hp->n_group_used > hp->n_expert_group ||
+                hp->n_group_used * per < hp->n_expert_used)
+                return cf_fail(err, "%s: expert_group_count %d / expert_group_used_count %d do not fit %d experts "
+                                    "(top %d)", a, hp->n_expert_group, hp->n_group_used, hp->n_expert,
+                               hp->n_expert_used);
+        } else {
+            hp->n_expert_group = hp->n_group_used = 0;
+        }
+    }
+    return 0;
+}
+
+/* Finds a [in, out, n_expert] expert stack and checks its shape and type. */
+static const gguf_tensor *expert_tensor(const model *m, const char *name, int64_t in, int64_t out, cf_err *err) {
+    int32_t ne = m->hp.n_expert;
+    const gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        cf_fail(err, "missing tensor %s", name);
+        return NULL;
+    }
+    if (t->n_dims != 3 || t->ne[0] != in || t->ne[1] != out || t->ne[2] != ne || t->ne[3] != 1) {
+        cf_fail(err, "tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %d]", name,
+                (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3], (long long)in,
+                (long long)out, ne);
+        return NULL;
+    }
+    if (!dtype_computable(t->type)) {
+        cf_fail(err, "tensor %s has type %s, which cinfer cannot compute", name, dtype_name(t->type));
+        return NULL;
+    }
+    return t;
+}
+
+static void count_experts(model *m, const gguf_tensor *t, uint64_t *bytes, uint64_t *params) {
+    uint64_t n = (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2]);
+    m->weight_bytes += t->nbytes;
+    m->n_params += n;
+    *bytes += t->nbytes;
+    *params += n;
+}
+
+/* A [ne0, ne1, n_expert] expert stack: each expert's slice is one matrix. */
+static int load_experts(model *m, const char *name, int64_t in, int64_t out, kern_weight **ws, uint64_t *bytes,
+                        uint64_t *params, cf_err *err) {
+    int32_t ne = m->hp.n_expert;
+    const gguf_tensor *t = expert_tensor(m, name, in, out, err);
+    if (!t) return -1;
+    *ws = calloc((size_t)ne, sizeof **ws);
+    if (!*ws) return cf_fail(err, "out of memory loading %s", name);
+    size_t slice = dtype_row_bytes(t->type, in) * (size_t)out;
+    for (int32_t e = 0; e < ne; e++)
+        if (kern_weight_prepare(&(*ws)[e], (dtype)t->type, (const char *)t->data + slice * (size_t)e, out, in, err))
+            return cf_prefix(err, "tensor %s (expert %d)", name, e);
+    count_experts(m, t, bytes, params);
+    return 0;
+}
+
+/* Gate and up stacks of one type become one [2*n_ff_exp][E] matrix per
+ * expert (gate rows, then up rows: one matmul instead of two). The stacked
+ * copy is freed once the kernel has repacked it, else kept (L->egu_raw). */
+static int load_gate_up(model *m, int il, ds2_layer *L, uint64_t *bytes, uint64_t *params, cf_err *err) {
+    const model_hparams *hp = &m->hp;
+    int64_t E = hp->n_embd, fe = hp->n_ff_exp;
+    char gn[96], un[96];
+    snprintf(gn, sizeof gn, "blk.%d.ffn_gate_exps.weight", il);
+    snprintf(un, sizeof un, "blk.%d.ffn_up_exps.weight", il);
+    const gguf_tensor *g = expert_tensor(m, gn, E, fe, err), *u = g ? expert_tensor(m, un, E, fe, err) : NULL;
+    if (!g || !u) return -1;
+    if (g->type != u->type)
+        return load_experts(m, gn, E, fe, &L->eg, bytes, params, err) ||
+                       load_experts(m, un, E, fe, &L->eu, bytes, params, err)
+                   ? -1
+                   : 0;
+    int32_t ne = hp->n_expert;
+    L->egu = calloc((size_t)ne, sizeof *L->egu);
+    L->egu_raw = calloc((size_t)ne, sizeof *L->egu_raw);
+    if (!L->egu || !L->egu_raw) return cf_fail(err, "out of memory loading %s", gn);
+    size_t slice = dtype_row_bytes(g->type, E) * (size_t)fe;
+    for (int32_t e = 0; e < ne; e++) {
+        char *raw = malloc(2 * slice);
+        if (!raw) return cf_fail(err, "out of memory stacking %s", gn);
+        memcpy(raw, (const char *)g->data + slice * (size_t)e, slice);
+        memcpy(raw + slice, (const char *)u->data + slice * (size_t)e, slice);
+        if (kern_weight_prepare(&L->egu[e], (dtype)g->type, raw, 2 * fe, E, err)) {
+            free(raw);
+            return cf_prefix(err, "tensor %s (expert %d)", gn, e);
+        }
+        if (L->egu[e].packed) free(raw);
+        else L->egu_raw[e] = raw;
+    }
+    count_experts(m, g, bytes, params);
+    count_experts(m, u, bytes, params);
+    return 0;
+}
+
+static int load_attention(model *m, int il, ds2_layer *L, cf_err *err) {
+    const model_hparams *hp = &m->hp;
+    int64_t E = hp->n_embd, H = hp->n_head, qk = hp->head_dim, kvl = hp->kv_lora_rank;
+    int64_t kvb_rows = H * (hp->qk_nope_dim + hp->v_head_dim);
+    char n[96];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
+    if (model_load_vector(m, NAME("attn_norm.weight"), E, true, &L->attn_norm, err) ||
+        model_load_vector(m, NAME("ffn_norm.weight"), E, true, &L->ffn_norm, err) ||
+        model_load_matrix(m, NAME("attn_kv_a_mqa.weight"), E, kvl + hp->rope_dim, &L->wkv_a, err) ||
+        model_load_vector(m, NAME("attn_kv_a_norm.weight"), kvl, true, &L->kv_a_norm, err) ||
+        model_load_matrix(m, NAME("attn_kv_b.weight"), kvl, kvb_rows, &L->wkv_b, err) ||
+        model_load_matrix(m, NAME("attn_output.weight"), H * hp->v_head_dim, E, &L->wo, err))
+        return -1;
+    if (hp->q_lora_rank > 0) {
+        if (model_load_matrix(m, NAME("attn_q_a.weight"), E, hp->q_lora_rank, &L->wq_a, err) ||
+            model_load_vector(m, NAME("attn_q_a_norm.weight"), hp->q_lora_rank, true, &L->q_a_norm, err) ||
+            model_load_matrix(m, NAME("attn_q_b.weight"), hp->q_lora_rank, H * qk, &L->wq_b, err))
+            return -1;
+    } else if (model_load_matrix(m, NAME("attn_q.weight"), E, H * qk, &L->wq, err)) {
+        return -1;
+    }
+    const gguf_tensor *kvb = gguf_find_tensor(m->gguf, NAME("attn_kv_b.weight"));
+#undef NAME
+    if (kvb->type == DT_F32 && ((uintptr_t)kvb->data % sizeof(float)) == 0) {
+        L->kv_b_f32 = kvb->data;
+    } else {
+        L->kv_b_owned = malloc((size_t)(kvb_rows * kvl) * sizeof(float));
+        if (!L->kv_b_owned) return cf_fail(err, "out of memory converting %s", kvb->name);
+        size_t rb = dtype_row_bytes(kvb->type, kvl);
+        for (int64_t r = 0; r < kvb_rows; r++)
+            dtype_dequantize_row((dtype)kvb->type, (const char *)kvb->data + rb * (size_t)r, L->kv_b_owned + r * kvl,
+                                 kvl);
+        L->kv_b_f32 = L->kv_b_owned;
+    }
+    /* decode reads the f32 rows instead of the stored matrix */
+    m->active_bytes += (uint64_t)(kvb_rows * kvl) * sizeof(float) - kvb->nbytes;
+    return 0;
+}
+
+static int load_ffn(model *m, int il, ds2_layer *L, uint64_t *routed_bytes, uint64_t *routed_params, cf_err *err) {
+    const model_hparams *hp = &m->hp;
+    int64_t E = hp->n_embd;
+    char n[96];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
+    if (il < hp->n_dense_lead) {
+        return model_load_matrix(m, NAME("ffn_gate.weight"), E, hp->n_ff, &L->w_gate, err) ||
+                       model_load_matrix(m, NAME("ffn_up.weight"), E, hp->n_ff, &L->w_up, err) ||
+                       model_load_matrix(m, NAME("ffn_down.weight"), hp->n_ff, E, &L->w_down, err)
+                   ? -1
+                   : 0;
+    }
+    L->moe = true;
+    int64_t fe = hp->n_ff_exp;
+    if (model_load_matrix(m, NAME("ffn_gate_inp.weight"), E, hp->n_expert, &L->router, err) ||
+        model_load_vector(m, NAME("exp_probs_b.bias"), hp->n_expert, false, &L->exp_bias, err) ||
+        load_gate_up(m, il, L, routed_bytes, routed_params, err) ||
+        load_experts(m, NAME("ffn_down_exps.weight"), fe, E, &L->ed, routed_bytes, routed_params, err))
+        return -1;
+    if (hp->n_expert_shared > 0) {
+        int64_t fs = fe * hp->n_expert_shared;
+        L->has_shared = true;
+        if (model_load_matrix(m, NAME("ffn_gate_shexp.weight"), E, fs, &L->sg, err) ||
+            model_load_matrix(m, NAME("ffn_up_shexp.weight"), E, fs, &L->su, err) ||
+            model_load_matrix(m, NAME("ffn_down_shexp.weight"), fs, E, &L->sd, err))
+            return -1;
+    }
+#undef NAME
+    return 0;
+}
+
+int ds2_load_layers(model *m, cf_err *err) {
+    const model_hparams *hp = &m->hp;
+    m->is_ds2 = true;
+    m->ds2_layers = calloc((size_t)hp->n_layer, sizeof *m->ds2_layers);
+    if (!m->ds2_layers) return cf_fail(err, "out of memory");
+    uint64_t routed = 0, routed_params = 0;
+    uint64_t before = m->weight_bytes;
+    m->active_bytes = 0;
+    for (int il = 0; il < hp->n_layer; il++)
+        if (load_attention(m, il, &m->ds2_layers[il], err) || load_ffn(m, il, &m->ds2_layers[il], &routed, &routed_params, err))
+            return -1;
+    /* active: everything but the routed experts, plus expert_used_count of every n_expert */
+    uint64_t active_routed = hp->n_expert ? routed / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used : 0;
+    m->active_bytes += before + (m->weight_bytes - before - routed) + active_routed;
+    m->active_params = m->n_params - routed_params;
+    if (hp->n_expert) m->active_params += routed_params / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
+    return 0;
+}
+
+static void release_experts(kern_weight *ws, int32_t n) {
+    if (!ws) return;
+    for (int32_t e = 0; e < n; e++) kern_weight_release(&ws[e]);
+    free(ws);
+}
+
+void ds2_free_layers(model *m) {
+    if (!m->ds2_layers) return;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        ds2_layer *L = &m->ds2_layers[il];
+        free(L->attn_norm);
+        free(L->ffn_norm);
+        free(L->q_a_norm);
+        free(L->kv_a_norm);
+        free(L->kv_b_owned);
+        free(L->exp_bias);
+        kern_weight *ws[] = {&L->wq, &L->wq_a, &L->wq_b, &L->wkv_a, &L->wkv_b, &L->wo, &L->w_gate, &L->w_up,
+                             &L->w_down, &L->router, &L->sg, &L->su, &L->sd};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) kern_weight_release(ws[i]);
+        release_experts(L->egu, m->hp.n_expert);
+        if (L->egu_raw)
+            for (int32_t e = 0; e < m->hp.n_expert; e++) free(L->egu_raw[e]);
+        free(L->egu_raw);
+        release_experts(L->eg, m->hp.n_expert);
+        release_experts(L->eu, m->hp.n_expert);
+        release_experts(L->ed, m->hp.n_expert);
+    }
+    free(m->ds2_layers);
+    m->ds2_layers = NULL;
+}

@@ -1,0 +1,58 @@
+/* ds2_fwd_internal.h - the deepseek2 forward context shared by its three
+ * parts: forward_deepseek2.c (context, layer loop), ds2_attention.c (MLA in
+ * absorbed and expanded form) and ds2_moe.c (routing, experts, load
+ * counters). Not a public header.
+ *
+ * Scratch is sized at creation (T = max_tokens, H heads, E = n_embd):
+ * nothing is allocated per step. */
+#ifndef CINFER_MODEL_DS2_FWD_INTERNAL_H
+#define CINFER_MODEL_DS2_FWD_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "model/model_deepseek2.h"
+
+/* Expanded-form attention holds K/V of the whole context of one sequence;
+ * sequences reaching further use the absorbed form. */
+#define MLA_EXPAND_MAX_CTX 4096
+
+struct ds2_fwd {
+    const model *m;
+    thread_pool *pool;
+    kern_ctx *kc;      /* rows <= max_tokens */
+    kern_ctx *kc_exp;  /* expansion: rows <= exp_cap */
+    int32_t max_tokens, max_ctx, bt, n_threads, expand_min, exp_cap;
+    float scale;       /* kq scale */
+    /* activations */
+    float *x, *h, *qa, *q, *ckv, *lat, *att, *ffa, *ffb, *ffo, *moe, *rope_cs;
+    float *scores;     /* per thread: scores_per_thread */
+    int64_t scores_per_thread;
+    /* expanded form */
+    float *ctx_lat, *ctx_kv;
+    /* per batch: distinct sequences and how each runs attention */
+    int32_t *tok_group, *grp_seq, *grp_n, *grp_last, *grp_toks;
+    uint8_t *grp_expand;
+    int32_t n_grp;
+    /* MoE */
+    float *router, *rscore, *sel_w, *exp_w, *xe, *ge, *ue, *ye;
+    int32_t *sel, *exp_n, *exp_off, *exp_tok;
+    /* expert load: ring of per-step counts and atomic window sums */
+    int32_t n_moe, *moe_index;   /* layer -> MoE layer index or -1 */
+    uint32_t *ring;              /* [MOE_LOAD_WINDOW][n_moe][n_expert] */
+    int32_t ring_pos;
+    _Atomic uint64_t *load;      /* [n_moe][n_expert] */
+};
+
+/* ds2_attention.c: attention for layer il from c->q (per head [nope | rope],
+ * rope applied) against the cache (this batch's rows already stored) into
+ * c->att ([T][H * v_head_dim]). */
+void ds2_attention(ds2_fwd *c, const fwd_batch *b, int il);
+/* ds2_moe.c: c->moe = the routed experts' output for c->h in layer il (the
+ * shared experts are a dense FFN run by the caller). */
+void ds2_moe(ds2_fwd *c, const fwd_batch *b, int il);
+/* ds2_moe.c: starts a step of the expert-load window. */
+void ds2_moe_step_begin(ds2_fwd *c);
+/* Shared helpers (forward_deepseek2.c). */
+void ds2_silu_mul_rows(ds2_fwd *c, float *g, const float *u, int32_t n, int64_t width);
+
+#endif

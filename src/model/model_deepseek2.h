@@ -1,0 +1,51 @@
+/* model_deepseek2.h - the weights of one deepseek2 layer (MLA attention, and
+ * a dense FFN or a MoE FFN), shared by the loader (arch_deepseek2.c) and the
+ * forward pass (forward_deepseek2.c). Not a public header.
+ *
+ * Shapes (W[out][in], GGUF ne = {in, out}); H heads, E = n_embd:
+ *   wq        [H*(nope+rope)][E]            (q_lora_rank == 0), or
+ *   wq_a      [q_lora][E], q_a_norm, wq_b [H*(nope+rope)][q_lora]
+ *   wkv_a     [kv_lora + rope][E]           latent | shared rotary key
+ *   wkv_b     [H*(nope+v)][kv_lora]         per head: nope rows of K, then v rows of V
+ *   kv_b_f32  the same matrix in f32 (the absorbed decode form reads its rows)
+ *   wo        [E][H*v]
+ *   dense FFN: w_gate, w_up [n_ff][E], w_down [E][n_ff]
+ *   MoE: router [n_expert][E], exp_bias [n_expert] (selection only, may be
+ *        NULL), per expert egu [2*n_ff_exp][E] (gate rows then up rows; or
+ *        separate eg/eu [n_ff_exp][E] when their types differ), ed
+ *        [E][n_ff_exp]; shared
+ *        experts sg/su [n_ff_exp*n_shared][E], sd [E][n_ff_exp*n_shared].
+ * Ownership: everything here belongs to the model (ds2_free_layers). */
+#ifndef CINFER_MODEL_DEEPSEEK2_H
+#define CINFER_MODEL_DEEPSEEK2_H
+
+#include "model/model_internal.h"
+
+typedef struct ds2_layer {
+    float *attn_norm, *ffn_norm, *q_a_norm, *kv_a_norm; /* owned f32 */
+    kern_weight wq, wq_a, wq_b, wkv_a, wkv_b, wo;
+    const float *kv_b_f32; /* rows of wkv_b in f32 */
+    float *kv_b_owned;     /* == kv_b_f32 when it had to be converted, else NULL (points into the file) */
+    bool moe;
+    kern_weight w_gate, w_up, w_down;
+    kern_weight router;
+    float *exp_bias;
+    kern_weight *egu;          /* n_expert stacked gate|up, or NULL (then eg, eu) */
+    void **egu_raw;            /* per expert: the stacked copy when the kernel did not repack it */
+    kern_weight *eg, *eu, *ed; /* n_expert each, owned arrays */
+    bool has_shared;
+    kern_weight sg, su, sd;
+} ds2_layer;
+
+/* The deepseek2 forward pass (forward_deepseek2.c) behind fwd_ctx
+ * (forward_llama.c dispatches to it); same contract as model.h's
+ * fwd_ctx_create / model_forward, the batch already checked. */
+typedef struct ds2_fwd ds2_fwd;
+ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx,
+                        int32_t block_tokens, cf_err *err);
+void ds2_fwd_free(ds2_fwd *c);
+int ds2_forward(ds2_fwd *c, const fwd_batch *b, float *logits, cf_err *err);
+void ds2_fwd_set_expand_min(ds2_fwd *c, int32_t min_tokens);
+int ds2_fwd_expert_load(const ds2_fwd *c, int32_t layer, uint64_t *counts, int32_t n);
+
+#endif
