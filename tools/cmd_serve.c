@@ -84,7 +84,9 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--api-key") || !strcmp(a, "--api-key-class")) {
             VAL();
             char m[160];
-            int kr = a[9] ? traffic_keys_set_class(&o->keys, v, m, sizeof m) : traffic_keys_add(&o->keys, v, m, sizeof m);
+            int kr = a[9]  ? traffic_keys_set_class(&o->keys, v, m, sizeof m)
+                     : *v ? traffic_keys_add(&o->keys, v, m, sizeof m)
+                          : (o->api_key = "", 0); /* --api-key '': no key (overrides $CINFER_API_KEY) */
             if (kr) { cli_fail("serve: %s: %s", a, m); return 2; }
         }
         else if (!strcmp(a, "--served-model-name")) { VAL(); o->name = v; }
