@@ -25,7 +25,7 @@ def fire(srv, prompts):
     """Sends the prompts concurrently; errors (the server being killed) are ignored."""
     def one(p):
         try:
-            su.complete(srv, p, max_tokens=24)
+            su.complete(srv, p, max_tokens=64)
         except Exception:  # noqa: BLE001 - the server dies under us on purpose
             pass
     ts = [threading.Thread(target=one, args=(p,), daemon=True) for p in prompts]
@@ -52,8 +52,15 @@ class TestStoreCrash(unittest.TestCase):
             srv = Server("--kv-store", self.dir, "--max-seqs", "8")
             fresh = [su.prompt_ids(1000 * it + k, N) for k in range(6)]
             fire(srv, fresh + PROMPTS[it % 3:it % 3 + 3])
-            time.sleep(rnd.uniform(0.05, 0.6))
-            srv.stop(sig=signal.SIGKILL)
+            k, deadline = rnd.randrange(1, 60), time.time() + 8  # kill after k objects: mid write-back
+            while srv.metrics()["cinfer_kv_store_objects_written_total"] < k and time.time() < deadline:
+                time.sleep(0.005)
+            srv.proc.send_signal(signal.SIGKILL)
+            written = k
+            srv.stop()
+            tmps = sum(".tmp." in f for _, _, fs in os.walk(self.dir) for f in fs)
+            print("\nkill %d: >= %d objects written by this server before SIGKILL, %d in the store, %d temporaries"
+                  % (it + 1, written, len(su.objects(self.dir)), tmps), end="")
         rc, out = su.cli("store", "verify", self.dir)
         print("\nafter the kill loop: " + out.strip())
         self.assertEqual(rc, 0, out)
