@@ -43,6 +43,13 @@ def complete(srv, ids, max_tokens=8, model=MODEL_NAME, headers=None, extra=None,
             "ttft": ttft, "total": time.time() - t0}
 
 
+def blocks(n_prompt, max_tokens):
+    """Full blocks a greedy request writes back: every computed position (the prompt and all
+    outputs but the last, which is never fed back) in full blocks. Waiting for fewer can leave
+    a block of the chain still being written by the other I/O thread."""
+    return (n_prompt + max_tokens - 1) // BLOCK
+
+
 def wait_written(srv, n, timeout=30):
     """Waits until the server has published (or found already published) at least n objects."""
     deadline = time.time() + timeout
@@ -92,6 +99,17 @@ def chain(store, ids):
         if paths:
             return paths
     return []
+
+
+def wait_chains(store, prompts, timeout=30):
+    """Waits until every prompt's full blocks are all published (blocks loaded from the store
+    are not written again, so the server's counters cannot tell)."""
+    deadline = time.time() + timeout
+    while True:
+        n = [len(chain(store, p)) for p in prompts]
+        if all(k >= len(p) // BLOCK for k, p in zip(n, prompts)) or time.time() > deadline:
+            return n
+        time.sleep(0.05)
 
 
 def cli(*args, env=None):

@@ -68,7 +68,7 @@ class TestStoreCrash(unittest.TestCase):
         srv = Server("--kv-store", self.dir)
         for p in PROMPTS:
             su.complete(srv, p, max_tokens=8)
-        su.wait_written(srv, len(PROMPTS) * ((N - 1) // su.BLOCK))
+        self.assertEqual(su.wait_chains(self.dir, PROMPTS), [N // su.BLOCK] * len(PROMPTS))
         srv.stop(sig=signal.SIGKILL)
         chains = [su.chain(self.dir, p) for p in PROMPTS[:3]]
         for c in chains:

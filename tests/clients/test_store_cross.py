@@ -28,8 +28,8 @@ class TestStoreCross(unittest.TestCase):
             ra = su.complete(a, pa, max_tokens=12)
             rb = su.complete(b, pb, max_tokens=12)
             self.assertEqual((ra["cached"], rb["cached"]), (0, 0))
-            self.assertGreaterEqual(su.wait_written(a, FULL // su.BLOCK), FULL // su.BLOCK)
-            self.assertGreaterEqual(su.wait_written(b, FULL // su.BLOCK), FULL // su.BLOCK)
+            self.assertGreaterEqual(su.wait_written(a, su.blocks(N, 12)), su.blocks(N, 12))
+            self.assertGreaterEqual(su.wait_written(b, su.blocks(N, 12)), su.blocks(N, 12))
             b_on_a = su.complete(b, pa, max_tokens=12)  # B loads what A wrote
             a_on_b = su.complete(a, pb, max_tokens=12)  # and A what B wrote
             self.assertEqual(b_on_a["cached"], FULL)

@@ -80,7 +80,7 @@ class TestStoreDegrade(unittest.TestCase):
         a = Server("--kv-store", self.mnt)
         try:
             first = su.complete(a, PROMPTS[0], max_tokens=8)
-            su.wait_written(a, (N - 1) // su.BLOCK)
+            self.assertEqual(su.wait_written(a, su.blocks(N, 8)), su.blocks(N, 8))
         finally:
             a.stop()
         ok, msg = mount("-o", "remount,ro", self.mnt)
@@ -120,7 +120,7 @@ class TestStoreDegrade(unittest.TestCase):
         srv = Server("--kv-store", store)
         try:
             self.assertEqual(su.complete(srv, PROMPTS[0], max_tokens=8)["text"], self.cold[0])
-            su.wait_written(srv, (N - 1) // su.BLOCK)
+            su.wait_written(srv, su.blocks(N, 8))
             shutil.rmtree(store)
             got = [su.complete(srv, p, max_tokens=8)["text"] for p in PROMPTS[1:]]
             su.wait_written(srv, 10**9, timeout=2)
