@@ -24,12 +24,13 @@ def prompt_ids(seed, n):
 
 
 def complete(srv, ids, max_tokens=8, model=MODEL_NAME, headers=None, extra=None, api_key="x"):
-    """Greedy streamed completion. Returns dict(text, cached, prompt_tokens, ttft, total)."""
+    """Greedy streamed completion of exactly max_tokens tokens (ignore_eos, so the number of
+    blocks written back is known). Returns dict(text, cached, prompt_tokens, ttft, total)."""
     client = openai.OpenAI(base_url=srv.url + "/v1", api_key=api_key, max_retries=0, timeout=120)
     t0 = time.time()
     stream = client.completions.create(model=model, prompt=ids, max_tokens=max_tokens, temperature=0, stream=True,
                                        stream_options={"include_usage": True}, extra_headers=headers,
-                                       extra_body=extra)
+                                       extra_body=dict(extra or {}, ignore_eos=True))
     text, ttft, usage = "", None, None
     for ch in stream:
         if ch.choices:
