@@ -32,7 +32,12 @@ static int slurp(const char *path, uint8_t **out, size_t *len) {
     if (fd < 0) return -1;
     struct stat st;
     uint8_t *b = NULL;
-    if (fstat(fd, &st) || !(b = malloc((size_t)st.st_size + 1))) goto fail;
+    if (fstat(fd, &st)) goto fail;
+    if (st.st_size > (1ll << 30)) { /* no block object is that large: do not read it into memory */
+        errno = EFBIG;
+        goto fail;
+    }
+    if (!(b = malloc((size_t)st.st_size + 1))) goto fail;
     size_t got = 0;
     while (got < (size_t)st.st_size) {
         ssize_t n = read(fd, b + got, (size_t)st.st_size - got);
@@ -44,9 +49,11 @@ static int slurp(const char *path, uint8_t **out, size_t *len) {
     *out = b;
     *len = got;
     return 0;
-fail:
+fail:;
+    int e = errno;
     free(b);
     close(fd);
+    errno = e;
     return -1;
 }
 
