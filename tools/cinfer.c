@@ -33,7 +33,7 @@ static const command commands[] = {
     {"convert", cmd_convert, "convert a model from another format to GGUF (llama2c)"},
     {"quantize", cmd_quantize, "re-encode a GGUF model's weights as q8_0, q4_0, bf16, f16 or f32"},
     {"mkmodel", cmd_mkmodel, "write a random-weight model of any shape (tests, benchmarks)"},
-    {"store", cmd_store, "persistent KV block store maintenance (gc, stats)"},
+    {"store", cmd_store, "persistent KV block store maintenance (gc, stats, verify)"},
     {"bench", cmd_bench, "benchmarks (latency: prefill/decode vs roofline; throughput: the serving engine)"},
 };
 

@@ -15,6 +15,8 @@
 #include "model/model.h"
 #include "serve/gen.h"
 #include "serve/server.h"
+#include "serve/traffic.h"
+#include "store/store_gc.h"
 #include "text/chat_template.h"
 
 static void serve_usage(FILE *out) {
@@ -26,8 +28,10 @@ static void serve_usage(FILE *out) {
             "  -m, --model FILE          GGUF model (or give it as the first argument)\n"
             "      --host ADDR           bind address (default 127.0.0.1: loopback only)\n"
             "      --port N              TCP port (default 8080; 0 = any free port, printed at start)\n"
-            "      --api-key KEY         require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize\n"
-            "                            (default: $CINFER_API_KEY if set, else no key)\n"
+            "      --api-key KEY[:CLASS] require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize;\n"
+            "                            repeat for several keys; CLASS (agent|chat|default) is the key's\n"
+            "                            default traffic class (default: $CINFER_API_KEY if set, else no key)\n"
+            "      --api-key-class KEY=CLASS  the traffic class of requests made with KEY (adds KEY)\n"
             "      --served-model-name NAME   model id in the API (default: file name without .gguf)\n"
             "  -c, --ctx N               context per request, prompt + completion (default: the model's)\n"
             "      --max-seqs N          requests running at once in the engine (default 64)\n"
@@ -36,6 +40,10 @@ static void serve_usage(FILE *out) {
             "      --kv-store DIR        persistent KV block store (docs/store.md): prompt prefixes computed\n"
             "                            before, also by earlier runs, are loaded instead of recomputed\n"
             "      --kv-store-quota GIB  store size limit; GC evicts least recently used objects (default: none)\n"
+            "      --kv-store-sync       fsync each object before publishing it (default: no)\n"
+            "      --retention SPEC      store retention per traffic class, e.g. agent=3d,chat=7d,default=1d\n"
+            "                            (units s m h d; the class comes from the request field\n"
+            "                            cinfer.traffic_class, the header X-Cinfer-Traffic-Class or the key)\n"
             "  -t, --threads N           compute threads (default: one per core)\n"
             "      --max-queue N         requests waiting beyond --max-seqs before 429 (default 256)\n"
             "      --max-n N             largest n per request (default 16)\n"
@@ -56,6 +64,9 @@ typedef struct serve_opts {
     const char *model, *host, *api_key, *name, *log_level, *kv_store, *tool_parser, *reasoning_parser;
     long long rs_max, rs_bytes;
     double rs_ttl;
+    traffic_keys keys; /* every --api-key / --api-key-class (owned) */
+    bool store_sync;
+    int64_t retention[CINFER_TRAFFIC_N]; /* 0: the store's defaults */
     long long port, ctx, max_seqs, max_batch, threads, max_queue, max_n, max_body, conn_buf;
     double kv_gib, shutdown_s, store_quota_gib;
 } serve_opts;
@@ -84,7 +95,14 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
         else if (!strcmp(a, "--host")) { VAL(); o->host = v; }
         else if (!strcmp(a, "--port")) { VAL(); if (cli_int(a, v, 0, 65535, &o->port)) return 2; }
-        else if (!strcmp(a, "--api-key")) { VAL(); o->api_key = v; }
+        else if (!strcmp(a, "--api-key") || !strcmp(a, "--api-key-class")) {
+            VAL();
+            char m[160];
+            int kr = a[9]  ? traffic_keys_set_class(&o->keys, v, m, sizeof m)
+                     : *v ? traffic_keys_add(&o->keys, v, m, sizeof m)
+                          : (o->api_key = "", 0); /* --api-key '': no key (overrides $CINFER_API_KEY) */
+            if (kr) { cli_fail("serve: %s: %s", a, m); return 2; }
+        }
         else if (!strcmp(a, "--served-model-name")) { VAL(); o->name = v; }
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) { VAL(); if (cli_int(a, v, 2, 1 << 24, &o->ctx)) return 2; }
         else if (!strcmp(a, "--max-seqs")) { VAL(); if (cli_int(a, v, 1, 4096, &o->max_seqs)) return 2; }
@@ -92,6 +110,12 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--kv-memory")) { VAL(); if (cli_float(a, v, 0.0001, 4096, &o->kv_gib)) return 2; }
         else if (!strcmp(a, "--kv-store")) { VAL(); o->kv_store = v; }
         else if (!strcmp(a, "--kv-store-quota")) { VAL(); if (cli_float(a, v, 0.001, 1 << 20, &o->store_quota_gib)) return 2; }
+        else if (!strcmp(a, "--kv-store-sync")) o->store_sync = true;
+        else if (!strcmp(a, "--retention")) {
+            VAL();
+            cf_err e = {0};
+            if (store_retention_parse(v, o->retention, &e)) { cli_fail("serve: --retention: %s", e.msg); return 2; }
+        }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { VAL(); if (cli_int(a, v, 1, 1024, &o->threads)) return 2; }
         else if (!strcmp(a, "--max-queue")) { VAL(); if (cli_int(a, v, 0, 1 << 20, &o->max_queue)) return 2; }
         else if (!strcmp(a, "--max-n")) { VAL(); if (cli_int(a, v, 1, 128, &o->max_n)) return 2; }
@@ -117,6 +141,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
             cli_fail("serve: unknown parser '%s' (hermes, llama3, mistral, deepseek_v3, deepseek_r1, deepseek_v31, think, plain)", pn[i]);
             return 2;
         }
+    if (o->keys.n > 0) o->api_key = NULL; /* explicit keys replace $CINFER_API_KEY */
     return 0;
 }
 
@@ -131,7 +156,10 @@ static char *default_name(const char *path) {
 int cmd_serve(int argc, char **argv) {
     serve_opts o;
     int r = parse_serve(argc, argv, &o);
-    if (r) return r < 0 ? 0 : r;
+    if (r) {
+        traffic_keys_free(&o.keys);
+        return r < 0 ? 0 : r;
+    }
     if (o.log_level) {
         if (cf_log_parse_level(o.log_level, &cf_log_level)) {
             cli_fail("serve: unknown log level '%s' (error|warn|info|debug)", o.log_level);
@@ -165,7 +193,9 @@ int cmd_serve(int argc, char **argv) {
                                 .max_seqs = (int32_t)o.max_seqs,
                                 .max_ctx = ctx,
                                 .kv_store_dir = o.kv_store,
-                                .kv_store_quota_bytes = (int64_t)(o.store_quota_gib * (1ll << 30))};
+                                .kv_store_quota_bytes = (int64_t)(o.store_quota_gib * (1ll << 30)),
+                                .kv_store_sync = o.store_sync};
+    memcpy(eo.kv_store_retention_s, o.retention, sizeof eo.kv_store_retention_s);
     char emsg[256];
     if (cinfer_engine_create(m, pool, &eo, &eng, emsg, sizeof emsg)) { cli_fail("serve: %s", emsg); goto done; }
     gm.engine = eng;
@@ -176,6 +206,7 @@ int cmd_serve(int argc, char **argv) {
     serve_config cfg = {.host = o.host,
                         .port = (int)o.port,
                         .api_key = o.api_key,
+                        .keys = &o.keys,
                         .model_name = name,
                         .max_n = (int32_t)o.max_n,
                         .max_inflight = (int32_t)(o.max_seqs + o.max_queue),
@@ -198,5 +229,6 @@ done:
     chat_template_free(tmpl);
     if (m) model_free(m);
     free(name);
+    traffic_keys_free(&o.keys);
     return rc;
 }

@@ -14,10 +14,13 @@
 #include "store/store_fs.h"
 #include "store/store_gc.h"
 
+int store_verify_cmd(const char *dir, int64_t now); /* cmd_store_verify.c */
+
 static void usage(FILE *out) {
     fprintf(out,
             "usage: cinfer store gc DIR [--quota GiB] [--now TIME]\n"
             "       cinfer store stats DIR [--now TIME]\n"
+            "       cinfer store verify DIR [--now TIME]\n"
             "\n"
             "Maintains a persistent KV block store directory (the --kv-store of `cinfer serve`).\n"
             "\n"
@@ -25,6 +28,8 @@ static void usage(FILE *out) {
             "          quarantined objects older than 1 day; with --quota, then delete the least\n"
             "          recently used objects until the rest fits. Safe while servers use DIR.\n"
             "  stats   count objects, bytes, traffic classes, ages, quarantine and temporaries.\n"
+            "  verify  read every object in full and check its header, name, length and checksum\n"
+            "          (read-only; exit 1 if any object is bad or unreadable).\n"
             "\n"
             "options:\n"
             "  --quota GiB   capacity for gc (default: none)\n"
@@ -126,7 +131,8 @@ int cmd_store(int argc, char **argv) {
     }
     const char *sub = argv[1], *dir = NULL;
     bool gc = !strcmp(sub, "gc");
-    if (!gc && strcmp(sub, "stats")) return cli_fail("store: unknown subcommand '%s' (gc, stats)", sub);
+    bool verify = !strcmp(sub, "verify");
+    if (!gc && !verify && strcmp(sub, "stats")) return cli_fail("store: unknown subcommand '%s' (gc, stats, verify)", sub);
     int64_t now = 0, quota = 0;
     bool have_now = false;
     for (int i = 2; i < argc; i++) {
@@ -154,5 +160,6 @@ int cmd_store(int argc, char **argv) {
     }
     if (!dir) return cli_fail("store %s: missing DIR (see cinfer store --help)", sub);
     if (!have_now && default_now(&now)) return cli_fail("CINFER_STORE_CLOCK_OFFSET is not a duration");
+    if (verify) return store_verify_cmd(dir, now);
     return gc ? store_gc_cmd(dir, now, quota) : store_stats_cmd(dir, now);
 }

@@ -26,6 +26,7 @@
 
 #include "serve/oai_request.h"
 #include "serve/oai_response.h"
+#include "serve/traffic.h"
 
 static int oom(serve_error *e) { return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory"); }
 
@@ -211,6 +212,12 @@ static int fill_params(const recipe_request *r, gen_params *p, serve_error *err)
             if (!(p->stop[p->n_stop] = strdup(r->stop[i]))) return oom(err);
             p->n_stop++;
         }
+    }
+    if (r->traffic_class) { /* cinfer.traffic_class, kept as text by recipe */
+        p->traffic_class = traffic_class_from_text(r->traffic_class);
+        if (p->traffic_class < 0)
+            return serve_bad(err, "cinfer.traffic_class", "'%.60s' is not a traffic class (agent, chat or default)",
+                             r->traffic_class);
     }
     if ((r->model && !(p->model = strdup(r->model))) || (r->cache_salt && !(p->cache_salt = strdup(r->cache_salt))) ||
         (r->user && !(p->user = dup_or_null(r->user))))

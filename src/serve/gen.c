@@ -28,6 +28,7 @@ void gen_params_init(gen_params *p) {
     p->sampling.temperature = 1.0f;
     p->sampling.top_p = 1.0f;
     p->sampling.repetition_penalty = 1.0f;
+    p->traffic_class = -1; /* TRAFFIC_UNSET */
 }
 
 void gen_params_free(gen_params *p) {
@@ -301,6 +302,7 @@ int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *e
     r.cache_salt_len = q->cache_salt ? strlen(q->cache_salt) : 0;
     r.ignore_eos = q->ignore_eos;
     r.priority = q->priority;
+    r.traffic_class = q->traffic_class < 0 ? CINFER_TRAFFIC_DEFAULT : q->traffic_class;
     r.want_logprobs = q->logprobs;
     r.top_logprobs = q->logprobs ? q->top_logprobs : 0;
     uint64_t base = q->has_seed ? q->sampling.seed : random_seed();

@@ -49,6 +49,7 @@ typedef struct gen_params {
     bool stream, include_usage;
     bool ignore_eos;
     int32_t priority;      /* vLLM extension: lower = scheduled first (default 0) */
+    int32_t traffic_class; /* cinfer_traffic_class, or TRAFFIC_UNSET (serve/traffic.h) until resolved */
     char *cache_salt;      /* owned or NULL */
     char *user;            /* owned or NULL (logged only) */
     json_t *tools;         /* chat: template variable `tools` ([{type:function, function:{...}}], owned ref) or NULL */

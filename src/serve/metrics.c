@@ -100,6 +100,53 @@ static void hist(sbuf *s, const char *name, const char *help, const metrics_hist
               h->sum, name, (unsigned long long)h->count);
 }
 
+/* The persistent KV store's counters (docs/store.md "Accounting"; names in
+ * docs/serve.md). */
+static void store_metrics(sbuf *s, const cinfer_engine_stats *st) {
+    const cinfer_store_stats *k = &st->store;
+    sb_printf(s, "# HELP cinfer_cached_tokens_by_tier_total Prompt tokens served from cache, by tier.\n"
+                 "# TYPE cinfer_cached_tokens_by_tier_total counter\n"
+                 "cinfer_cached_tokens_by_tier_total{tier=\"memory\"} %llu\n"
+                 "cinfer_cached_tokens_by_tier_total{tier=\"store\"} %llu\n",
+              (unsigned long long)st->cached_tokens_memory, (unsigned long long)st->cached_tokens_store);
+    counter(s, "cinfer_cached_tokens_memory_total", "Prompt tokens served from the in-memory prefix cache.",
+            st->cached_tokens_memory);
+    gauge(s, "cinfer_kv_store_writable", "1 while the store accepts writes (0: read-only or degraded).", k->writable);
+    counter(s, "cinfer_kv_store_lookups_total", "Admissions that asked the store for more blocks.", k->lookups);
+    counter(s, "cinfer_kv_store_hit_blocks_total", "KV blocks loaded from the store and verified.", k->hit_blocks);
+    counter(s, "cinfer_kv_store_miss_blocks_total", "Store lookups ended by a missing object.", k->miss_blocks);
+    counter(s, "cinfer_kv_store_expired_total", "Store objects found past their expiry (not loaded).", k->expired);
+    counter(s, "cinfer_kv_store_quarantined_total", "Store objects that failed verification (quarantined, not loaded).",
+            k->quarantined);
+    counter(s, "cinfer_kv_store_read_errors_total", "Store read errors (treated as misses).", k->read_errors);
+    counter(s, "cinfer_kv_store_write_errors_total", "Store write errors (ENOSPC, EROFS, EACCES, EIO, ...).",
+            k->write_errors);
+    counter(s, "cinfer_kv_store_writes_skipped_total", "Store writes skipped: the object already existed.",
+            k->writes_skipped);
+    counter(s, "cinfer_kv_store_writes_dropped_total", "Store writes dropped (queue full or store not writable).",
+            k->writes_dropped);
+    counter(s, "cinfer_kv_store_load_timeouts_total", "Requests that stopped waiting for a slow store load.",
+            k->load_timeouts);
+    counter(s, "cinfer_kv_store_degraded_total", "Transitions of the store into a degraded state.", k->degraded);
+    counter(s, "cinfer_kv_store_gc_runs_total", "Store GC passes.", k->gc_runs);
+    sb_printf(s, "# HELP cinfer_kv_store_gc_deleted_total Store objects deleted by GC, by reason.\n"
+                 "# TYPE cinfer_kv_store_gc_deleted_total counter\n"
+                 "cinfer_kv_store_gc_deleted_total{reason=\"expired\"} %llu\n"
+                 "cinfer_kv_store_gc_deleted_total{reason=\"lru\"} %llu\n",
+              (unsigned long long)k->gc_deleted_expired, (unsigned long long)k->gc_deleted_lru);
+    const char *n = "cinfer_kv_store_load_latency_seconds";
+    sb_printf(s, "# HELP %s Store chain loads (lookup + load of one request), submit to completion.\n# TYPE %s histogram\n",
+              n, n);
+    uint64_t cum = 0;
+    for (int b = 0; b < CINFER_STORE_LATENCY_BUCKETS - 1; b++) {
+        cum += k->load_latency[b];
+        sb_printf(s, "%s_bucket{le=\"%g\"} %llu\n", n, 0.00025 * (double)(1u << b), (unsigned long long)cum);
+    }
+    cum += k->load_latency[CINFER_STORE_LATENCY_BUCKETS - 1];
+    sb_printf(s, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.17g\n%s_count %llu\n", n, (unsigned long long)cum, n,
+              k->load_seconds, n, (unsigned long long)cum);
+}
+
 int metrics_render(const metrics *m, const cinfer_engine_stats *st, char **out, size_t *len) {
     sbuf s = {0};
     s.cap = 8192;
@@ -140,6 +187,7 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, char **out, 
             st->store.objects_written);
     counter(&s, "cinfer_kv_store_bytes_read_total", "Bytes loaded from the persistent store.", st->store.bytes_read);
     counter(&s, "cinfer_kv_store_bytes_written_total", "Bytes written to the persistent store.", st->store.bytes_written);
+    store_metrics(&s, st);
     counter(&s, "cinfer_engine_steps_total", "Engine steps (forward passes).", st->steps);
     counter(&s, "cinfer_engine_preemptions_total", "Requests preempted for KV blocks.", st->preemptions);
     if (s.oom) {

@@ -13,6 +13,7 @@
  * are rejected (the models served are text-only). Role "developer" is
  * passed to the template as "system". */
 #include "serve/oai_request.h"
+#include "serve/traffic.h"
 
 #include <errno.h>
 #include <math.h>
@@ -158,6 +159,9 @@ static int parse_common(const json_t *o, const oai_limits *lim, gen_params *p, s
     }
     if (get_int(o, "priority", -1000000, 1000000, &iv, &present, err)) return -1;
     if (present) p->priority = (int32_t)iv;
+    int tc;
+    if (traffic_class_from_json(o, &tc, err)) return -1; /* cinfer.traffic_class (serve/traffic.h) */
+    p->traffic_class = tc;
     if (get_int(o, "n", 1, lim->max_n, &iv, &present, err)) return -1;
     if (present) p->n = (int32_t)iv;
     long long mt = 0, mct = 0;

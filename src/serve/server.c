@@ -455,6 +455,8 @@ static int check_model(server *s, const char *model, serve_error *e) {
     return 0;
 }
 
+static int request_traffic_class(server *s, struct evhttp_request *req, int field, int *cls, serve_error *e);
+
 static api_ctx make_api_ctx(server *s) {
     api_ctx c = {.parser = s->cfg->parser, .store = s->store, .now = time_now(), .max_n = s->lim.max_n,
                  .n_vocab = s->lim.n_vocab};
@@ -484,7 +486,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         fail_generate(s, req, &e, id, t0, &a, api);
         return;
     }
-    if (check_model(s, p.model, &e)) {
+    if (check_model(s, p.model, &e) || request_traffic_class(s, req, p.traffic_class, &p.traffic_class, &e)) {
         gen_params_free(&p);
         fail_generate(s, req, &e, id, t0, &a, api);
         return;
@@ -698,18 +700,40 @@ static bool key_matches(const char *k, const char *want) {
     return diff == 0;
 }
 
-/* Authorization: Bearer KEY, or Anthropic's x-api-key: KEY. */
+/* Authorization: Bearer KEY, or Anthropic's x-api-key: KEY.
+ * *key_cls: the matched key's default traffic class (TRAFFIC_UNSET if none). */
+static bool authorized_key(server *s, struct evhttp_request *req, int *key_cls) {
+    *key_cls = TRAFFIC_UNSET;
+    bool table = s->cfg->keys && s->cfg->keys->n > 0;
+    if (!table && !s->cfg->api_key) return true;
+    struct evkeyvalq *hdr = evhttp_request_get_input_headers(req);
+    const char *k = evhttp_find_header(hdr, "x-api-key");
+    if (!k) {
+        const char *h = evhttp_find_header(hdr, "Authorization");
+        if (!h || strncasecmp(h, "Bearer ", 7)) return false;
+        k = h + 7;
+    }
+    if (table) return traffic_keys_match(s->cfg->keys, k, key_cls);
+    return key_matches(k, s->cfg->api_key);
+}
+
 static bool authorized(server *s, struct evhttp_request *req) {
-    if (!s->cfg->api_key) return true;
-    const char *x = evhttp_find_header(evhttp_request_get_input_headers(req), "x-api-key");
-    if (x && key_matches(x, s->cfg->api_key)) return true;
-    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
-    const char *k = h + 7, *want = s->cfg->api_key;
-    size_t kl = strlen(k), wl = strlen(want);
-    unsigned diff = (unsigned)(kl ^ wl);
-    for (size_t i = 0; i < wl; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < kl ? k[i] : 0);
-    return diff == 0;
+    int cls;
+    return authorized_key(s, req, &cls);
+}
+
+/* The traffic class a generation request runs with (serve/traffic.h):
+ * `field` (cinfer.traffic_class from the body, TRAFFIC_UNSET if absent), else
+ * the X-Cinfer-Traffic-Class header, else the API key's class. Any route that
+ * submits to the engine calls this after parsing. */
+static int request_traffic_class(server *s, struct evhttp_request *req, int field, int *cls, serve_error *e) {
+    int header, key_cls;
+    if (traffic_class_from_header(evhttp_find_header(evhttp_request_get_input_headers(req), TRAFFIC_HEADER), &header,
+                                  e))
+        return -1;
+    authorized_key(s, req, &key_cls);
+    *cls = traffic_class_resolve(field, header, key_cls);
+    return 0;
 }
 
 static void on_request(struct evhttp_request *req, void *arg) {

@@ -15,11 +15,13 @@
 
 #include "base/error.h"
 #include "serve/gen.h"
+#include "serve/traffic.h"
 
 typedef struct serve_config {
     const char *host;          /* bind address (default 127.0.0.1) */
     int port;                  /* 0: any free port (printed) */
-    const char *api_key;       /* NULL: no authentication */
+    const char *api_key;       /* NULL: no authentication (ignored when keys has entries) */
+    const traffic_keys *keys;  /* NULL or empty: api_key alone; else any of these keys, with its default traffic class */
     const char *model_name;    /* served model name */
     int32_t max_n;             /* largest n per request */
     int32_t max_inflight;      /* engine requests (choices) in flight before 429 */

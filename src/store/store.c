@@ -239,8 +239,12 @@ static bool store_chain_step(store *s, store_chain *ch, int32_t i, uint8_t *hdr)
 
 /* ---- writes ---- */
 
+/* ENOENT / ESTALE: the store directory (or objects/) was removed or the
+ * mount went away underneath a running server; fan-out directories are made
+ * on demand and never removed, so a missing path is not a per-object race. */
 static bool store_fatal_write_errno(int e) {
-    return e == ENOSPC || e == EDQUOT || e == EROFS || e == EACCES || e == EPERM || e == EIO;
+    return e == ENOSPC || e == EDQUOT || e == EROFS || e == EACCES || e == EPERM || e == EIO || e == ENOENT ||
+           e == ESTALE;
 }
 
 /* mu held. */

@@ -154,6 +154,12 @@ class TestMessagesErrors(unittest.TestCase):
         self.assertEqual(self.raw({"max_tokens": 4, "messages": [{"role": "bogus", "content": "x"}]}),
                          (400, "invalid_request_error"))
         self.assertEqual(self.raw({"max_tokens": 4, "messages": "x"}), (400, "invalid_request_error"))
+        # cinfer.traffic_class goes through recipe's canonical request to the engine request
+        self.assertEqual(self.raw({"max_tokens": 4, "messages": MSGS, "cinfer": {"traffic_class": "bogus"}}),
+                         (400, "invalid_request_error"))
+        st, h, b = SRV.http("POST", "/v1/messages", {"max_tokens": 2, "messages": MSGS,
+                                                     "cinfer": {"traffic_class": "agent"}}, headers=dict(HDR))
+        self.assertEqual(st, 200, b)
         self.assertEqual(self.raw({"model": MODEL_NAME}, path="/v1/messages/count_tokens"), (400, "invalid_request_error"))
         self.assertEqual(self.raw({"max_tokens": 4, "messages": MSGS}, headers={}), (401, "authentication_error"))
         st, h, b = SRV.http("GET", "/v1/messages", headers=HDR)
