@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,7 +148,43 @@ static void store_metrics(sbuf *s, const cinfer_engine_stats *st) {
               k->load_seconds, n, (unsigned long long)cum);
 }
 
-int metrics_render(const metrics *m, const cinfer_engine_stats *st, char **out, size_t *len) {
+/* MoE expert load over the engine's sliding window (cinfer_engine_expert_load):
+ * tokens per (layer, expert) and each layer's imbalance max/mean, which the
+ * expert-parallel rebalancer consumes. Nothing for a dense model. */
+static void expert_metrics(sbuf *s, cinfer_engine *e) {
+    enum { CAP = 1024 };
+    uint64_t counts[CAP];
+    bool header = false;
+    for (int32_t layer = 0;; layer++) {
+        int n = cinfer_engine_expert_load(e, layer, counts, CAP);
+        if (n < 0) break;
+        if (n == 0) continue;
+        if (n > CAP) n = CAP;
+        if (!header) {
+            sb_printf(s, "# HELP cinfer_moe_expert_tokens Tokens routed to each expert over the last 64 steps.\n"
+                         "# TYPE cinfer_moe_expert_tokens gauge\n");
+            header = true;
+        }
+        for (int x = 0; x < n; x++)
+            sb_printf(s, "cinfer_moe_expert_tokens{layer=\"%d\",expert=\"%d\"} %llu\n", layer, x,
+                      (unsigned long long)counts[x]);
+    }
+    if (!header) return;
+    sb_printf(s, "# HELP cinfer_moe_expert_imbalance Max over mean expert load per MoE layer (1 = balanced).\n"
+                 "# TYPE cinfer_moe_expert_imbalance gauge\n");
+    for (int32_t layer = 0;; layer++) {
+        int n = cinfer_engine_expert_load(e, layer, counts, CAP);
+        if (n < 0) break;
+        if (n == 0) continue;
+        if (n > CAP) n = CAP;
+        uint64_t sum = 0, mx = 0;
+        for (int x = 0; x < n; x++) sum += counts[x], mx = counts[x] > mx ? counts[x] : mx;
+        sb_printf(s, "cinfer_moe_expert_imbalance{layer=\"%d\"} %.6g\n", layer,
+                  sum ? (double)mx * n / (double)sum : 0.0);
+    }
+}
+
+int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engine *e, char **out, size_t *len) {
     sbuf s = {0};
     s.cap = 8192;
     s.p = malloc(s.cap);
@@ -190,6 +227,7 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, char **out, 
     store_metrics(&s, st);
     counter(&s, "cinfer_engine_steps_total", "Engine steps (forward passes).", st->steps);
     counter(&s, "cinfer_engine_preemptions_total", "Requests preempted for KV blocks.", st->preemptions);
+    if (e) expert_metrics(&s, e);
     if (s.oom) {
         free(s.p);
         return -1;

@@ -40,7 +40,9 @@ void metrics_init(metrics *m);
 void metrics_request_done(metrics *m, int status);
 /* Adds `weight` observations of value v. */
 void metrics_observe(metrics_hist *h, double v, uint64_t weight);
-/* Renders everything, with gauges from engine stats. *out is malloc'd. */
-int metrics_render(const metrics *m, const cinfer_engine_stats *st, char **out, size_t *len);
+/* Renders everything, with gauges from engine stats and, when e is given, the
+ * MoE expert load (cinfer_moe_expert_tokens, cinfer_moe_expert_imbalance).
+ * *out is malloc'd. */
+int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engine *e, char **out, size_t *len);
 
 #endif

@@ -767,7 +767,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
         cinfer_engine_stats st = cinfer_engine_get_stats(s->gm->engine);
         char *txt;
         size_t len;
-        if (metrics_render(&s->m, &st, &txt, &len)) txt = NULL, len = 0;
+        if (metrics_render(&s->m, &st, s->gm->engine, &txt, &len)) txt = NULL, len = 0;
         send_text(s, req, 200, "text/plain; version=0.0.4; charset=utf-8", txt, len);
         return;
     }

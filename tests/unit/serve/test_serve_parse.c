@@ -194,7 +194,7 @@ static void test_metrics(void) {
     st.kv_blocks_used = 3;
     char *txt;
     size_t len;
-    CHECK(metrics_render(&m, &st, &txt, &len) == 0);
+    CHECK(metrics_render(&m, &st, NULL, &txt, &len) == 0);
     if (!txt) return;
     CHECK(strlen(txt) == len);
     CHECK(strstr(txt, "cinfer_requests_total{status=\"200\"} 2\n") != NULL);

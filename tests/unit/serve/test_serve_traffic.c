@@ -108,7 +108,7 @@ static void test_store_metrics(void) {
     st.store.loads = 4;
     char *txt;
     size_t len;
-    CHECK(metrics_render(&m, &st, &txt, &len) == 0);
+    CHECK(metrics_render(&m, &st, NULL, &txt, &len) == 0);
     CHECK(strstr(txt, "cinfer_cached_tokens_by_tier_total{tier=\"memory\"} 32\n"));
     CHECK(strstr(txt, "cinfer_cached_tokens_by_tier_total{tier=\"store\"} 1984\n"));
     CHECK(strstr(txt, "cinfer_kv_store_quarantined_total 3\n"));
