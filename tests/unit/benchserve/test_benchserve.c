@@ -72,8 +72,8 @@ static void test_streams(void) {
         "", "{\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hm\"}}]}",
         "", "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}",
         "", "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"}}]}",
-        "", "{\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":3,"
-            "\"prompt_tokens_details\":{\"cached_tokens\":32}}}",
+        "", ("{\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":3,"
+             "\"prompt_tokens_details\":{\"cached_tokens\":32}}}"),
         "", "[DONE]"};
     bs_stream st = {.api = BS_API_CHAT};
     CHECK(feed_events(&st, chat, 12) == 3);
@@ -90,8 +90,8 @@ static void test_streams(void) {
     bs_stream_free(&st);
 
     const char *msgs[] = {
-        "message_start", "{\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":8,\"output_tokens\":1,"
-                         "\"cache_read_input_tokens\":48,\"cache_creation_input_tokens\":0}}}",
+        "message_start", ("{\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":8,\"output_tokens\":1,"
+                          "\"cache_read_input_tokens\":48,\"cache_creation_input_tokens\":0}}}"),
         "content_block_start", "{\"type\":\"content_block_start\",\"index\":0}",
         "content_block_delta", "{\"type\":\"content_block_delta\",\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"t\"}}",
         "content_block_delta", "{\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}",
@@ -106,8 +106,8 @@ static void test_streams(void) {
     const char *resp[] = {
         "response.created", "{\"type\":\"response.created\"}",
         "response.output_text.delta", "{\"type\":\"response.output_text.delta\",\"delta\":\"ok\"}",
-        "response.completed", "{\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":20,"
-                              "\"input_tokens_details\":{\"cached_tokens\":16},\"output_tokens\":1}}}"};
+        "response.completed", ("{\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":20,"
+                               "\"input_tokens_details\":{\"cached_tokens\":16},\"output_tokens\":1}}}")};
     st = (bs_stream){.api = BS_API_RESPONSES};
     CHECK(feed_events(&st, resp, 6) == 1);
     CHECK(st.finished && st.prompt_tokens == 20 && st.cached_tokens == 16 && st.output_tokens == 1);
@@ -195,8 +195,8 @@ static void test_trace(void) {
 
     const char *bad[] = {"{\"timestamp\": 0}\n", "not json\n",
                          "{\"timestamp\": 0, \"input_length\": 2000, \"output_length\": 1, \"hash_ids\": [1]}\n",
-                         "{\"timestamp\": 5, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n"
-                         "{\"timestamp\": 4, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n",
+                         ("{\"timestamp\": 5, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n"
+                          "{\"timestamp\": 4, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n"),
                          "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [-1]}\n", ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err.msg[0] = 0;
