@@ -8,8 +8,8 @@ pkgs=(build-essential cmake pkg-config libjansson-dev libpcre2-dev libssl-dev cu
 # clang + compiler-rt provide libFuzzer for the fuzz harnesses run by `make test`.
 pkgs+=(clang libclang-rt-dev)
 # libevent: HTTP server (evhttp) and the benchmark's HTTP client; xxhash: KV store checksums;
-# liburing: asynchronous KV store I/O; python3-venv/-dev: client-test venv and the recipe extension.
-pkgs+=(libevent-dev libxxhash-dev liburing-dev python3-venv python3-dev)
+# python3-venv/-dev: client-test venv and the recipe extension.
+pkgs+=(libevent-dev libxxhash-dev python3-venv python3-dev)
 
 missing=()
 for p in "${pkgs[@]}"; do
