@@ -104,6 +104,12 @@ store_verdict store_verify(const uint8_t *buf, size_t buf_len, const void *paylo
     else {
         for (uint32_t i = 0; i < h.n_tokens && !w; i++)
             if ((int32_t)get32(buf + STORE_HDR_FIXED + 4 * i) != x->tokens[i]) w = "tokens";
+        /* reserved bytes (after the checksum, and the padding after the tokens) are zero in every
+         * object this version writes: anything else is not ours */
+        for (uint32_t o = STORE_HDR_CHECKSUM_OFF + 8; o < STORE_HDR_FIXED && !w; o++)
+            if (buf[o]) w = "reserved header bytes";
+        for (uint32_t o = STORE_HDR_FIXED + 4 * h.n_tokens; o < h.header_len && !w; o++)
+            if (buf[o]) w = "header padding";
         if (!w && store_checksum(buf, h.header_len, payload, h.payload_len) != h.checksum) w = "checksum";
     }
     if (why) *why = w;
