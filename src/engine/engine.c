@@ -24,21 +24,6 @@ static void eng_set_err(char *err, size_t len, const char *msg) {
     if (err && len) snprintf(err, len, "%s", msg);
 }
 
-int eng_buf_append(eng_buf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return -1;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-    return 0;
-}
-
 void eng_req_free(eng_req *r) {
     if (!r) return;
     free(r->stop_ids);

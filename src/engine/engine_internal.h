@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/strbuf.h"
 #include "cinfer/engine.h"
 #include "engine/engine_store.h"
 #include "engine/kv_pool.h"
@@ -45,11 +46,8 @@
 
 #define ENG_HASH_BUCKETS 4096
 
-/* Bytes of text produced for one request in one step, not yet published. */
-typedef struct eng_buf {
-    char *p;
-    size_t len, cap;
-} eng_buf;
+/* Bytes of text produced for one request, not yet published (base/strbuf.h). */
+typedef strbuf eng_buf;
 
 struct eng_req;
 
@@ -212,7 +210,6 @@ struct cinfer_engine {
 
 /* engine.c */
 void eng_req_free(eng_req *r);
-int eng_buf_append(eng_buf *b, const char *s, size_t n);
 
 /* engine_step.c: the three phases of a step.
  * eng_plan: plans the next step into sb against the projected state of the

@@ -42,7 +42,7 @@ void eng_touch(cinfer_engine *e, eng_req *r) {
 /* Moves held[0..n) to the staged text. */
 static void eng_emit_held(eng_req *r, size_t n) {
     if (n == 0) return;
-    if (eng_buf_append(&r->st_text, r->held.p, n)) n = 0; /* out of memory: text dropped, ids still flow */
+    if (strbuf_append(&r->st_text, r->held.p, n)) n = 0; /* out of memory: text dropped, ids still flow */
     memmove(r->held.p, r->held.p + n, r->held.len - n);
     r->held.len -= n;
 }
@@ -52,7 +52,7 @@ void eng_finish(cinfer_engine *e, eng_req *r, cinfer_finish why, bool flush, con
     eng_touch(e, r);
     if (flush) {
         size_t n = detok_flush(&r->dt, e->dtbuf, e->dtbuf_cap);
-        if (n) eng_buf_append(&r->held, e->dtbuf, n);
+        if (n) strbuf_append(&r->held, e->dtbuf, n);
         eng_emit_held(r, r->held.len);
     }
     r->held.len = 0;
@@ -116,7 +116,7 @@ static void eng_output_token(cinfer_engine *e, eng_req *r) {
         memcpy(r->st_top_lps, r->pend_top_lps, (size_t)r->top_k * sizeof(float));
     }
     size_t n = detok_push(&r->dt, r->pend_tok, e->dtbuf, e->dtbuf_cap);
-    if (n) eng_buf_append(&r->held, e->dtbuf, n);
+    if (n) strbuf_append(&r->held, e->dtbuf, n);
     if (r->n_stop_strs > 0) {
         ptrdiff_t at = eng_find_stop(r);
         if (at >= 0) {
@@ -168,7 +168,7 @@ static void eng_publish_one(cinfer_engine *e, eng_req *r) {
             r->o_logprobs[r->o_n++] = r->st_logprob;
         }
     }
-    if (r->st_text.len) eng_buf_append(&r->o_text, r->st_text.p, r->st_text.len);
+    if (r->st_text.len) strbuf_append(&r->o_text, r->st_text.p, r->st_text.len);
     if (r->st_finish != CINFER_FINISH_NONE) {
         r->o_finish = r->st_finish;
         r->o_usage = r->usage;

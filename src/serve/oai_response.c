@@ -190,20 +190,7 @@ char *oai_chunk_finish(const oai_meta *m, const gen_job *j, int32_t ci) {
                               finish_json(c)));
 }
 
-static int ob_put(oai_buf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 512;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return -1;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-    return 0;
-}
+static int ob_put(oai_buf *b, const char *s, size_t n) { return strbuf_append(b, s, n); }
 
 /* s as a JSON string literal, escaped like jansson's compact output. */
 static int ob_put_str(oai_buf *b, const char *s, size_t n) {

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "base/strbuf.h"
 #include "serve/gen.h"
 #include "serve/serve_error.h"
 
@@ -38,10 +39,7 @@ char *oai_chunk_finish(const oai_meta *m, const gen_job *j, int32_t c);
  * a caller-owned buffer that is reused across calls (it grows, it is never
  * shrunk; free p when done). Same JSON as oai_chunk_delta. Returns 0, or -1
  * when out of memory. Text must be valid UTF-8 (engine output is). */
-typedef struct oai_buf {
-    char *p;
-    size_t len, cap;
-} oai_buf;
+typedef strbuf oai_buf;
 int oai_chunk_text_into(const oai_meta *m, int32_t c, const char *text, size_t len, oai_buf *out);
 char *oai_chunk_usage(const oai_meta *m, const gen_job *j);
 
