@@ -1,4 +1,4 @@
-/* rjson.c - the recipe JSON reader (see rjson.h): a recursive-descent parser that
+/* rjson.c - the recipe JSON reader (see rjson.h): an iterative parser that
  * validates exactly like jansson's json_loads (flags 0) and, when building,
  * allocates nodes from the arena's bump pointer, unescapes strings into one pool
  * sized by the input (every string's unescaped bytes + NUL fit in its quoted
@@ -30,6 +30,7 @@ typedef struct rjp {
     size_t sp, cap;
     bool stack_heap;
     size_t ws;      /* whitespace bytes skipped so far (compactness of spans) */
+    bool opaque;    /* leave opaque objects unbuilt (rjson.h) */
     int depth;
     const char *why; /* first error */
     size_t why_at;
@@ -298,21 +299,23 @@ static bool pnumber(rjp *P, rj *v) {
     return true;
 }
 
-static bool push(rjp *P, rj *v) {
-    if (P->sp == P->cap) {
-        size_t cap = P->cap * 2;
-        rj **s = P->stack_heap ? realloc(P->stack, cap * sizeof *s) : malloc(cap * sizeof *s);
-        if (!s) return fail(P, "out of memory");
-        if (!P->stack_heap) memcpy(s, P->stack, P->sp * sizeof *s);
-        P->stack = s;
-        P->cap = cap;
-        P->stack_heap = true;
-    }
+static bool push_grow(rjp *P, rj *v) {
+    size_t cap = P->cap * 2;
+    rj **s = P->stack_heap ? realloc(P->stack, cap * sizeof *s) : malloc(cap * sizeof *s);
+    if (!s) return fail(P, "out of memory");
+    if (!P->stack_heap) memcpy(s, P->stack, P->sp * sizeof *s);
+    P->stack = s;
+    P->cap = cap;
+    P->stack_heap = true;
     P->stack[P->sp++] = v;
     return true;
 }
 
-static bool value(rjp *P, rj **out);
+static inline bool push(rjp *P, rj *v) {
+    if (P->sp == P->cap) return push_grow(P, v);
+    P->stack[P->sp++] = v;
+    return true;
+}
 
 /* Consumes `want` (after optional whitespace); false if the next byte is something else. */
 static inline bool expect(rjp *P, unsigned char want) {
@@ -322,104 +325,195 @@ static inline bool expect(rjp *P, unsigned char want) {
     return false;
 }
 
-static bool container(rjp *P, rj *v, bool obj) {
-    const unsigned char close = obj ? '}' : ']';
-    if (++P->depth > RJ_MAX_DEPTH) return fail(P, "nesting too deep");
-    size_t sp0 = P->sp, ws0 = P->ws;
-    P->p++;
-    if (!expect(P, close))
-        for (;;) {
-            const char *key = NULL;
-            size_t klen = 0;
-            if (obj) {
-                skip_ws(P);
-                if (P->p >= P->e || *P->p != '"') return fail(P, "expected a string key");
-                if (!pstring(P, &key, &klen)) return false;
-                if (!expect(P, ':')) return fail(P, "expected ':'");
-            }
-            rj *el = NULL;
-            if (!value(P, &el)) return false;
-            if (P->build) {
-                el->key = key;
-                el->klen = (uint32_t)klen;
-                if (!push(P, el)) return false;
-            }
-            if (expect(P, ',')) continue;
-            if (P->p < P->e && *P->p == close) {
-                P->p++;
-                break;
-            }
-            return fail(P, obj ? "expected ',' or '}'" : "expected ',' or ']'");
-        }
-    P->depth--;
-    if (P->build) {
-        size_t n = P->sp - sp0;
-        v->type = obj ? RJ_OBJECT : RJ_ARRAY;
-        v->n = n;
-        v->compact = P->ws == ws0;
-        v->u.items = NULL;
-        if (n) {
-            if (!(v->u.items = ra_alloc_raw(P->a, n * sizeof *v->u.items))) return fail(P, "out of memory");
-            memcpy(v->u.items, P->stack + sp0, n * sizeof *v->u.items);
-        }
-        P->sp = sp0;
-    }
-    return true;
-}
-
-static bool literal(rjp *P, const char *w, size_t n) {
+static inline bool literal(rjp *P, const char *w, size_t n) {
     if ((size_t)(P->e - P->p) < n || memcmp(P->p, w, n)) return fail(P, "invalid token");
     P->p += n;
     return true;
 }
 
-static rj *new_node(rjp *P) {
-    if (!P->slab_left) {
-        if (!(P->slab = ra_alloc_raw(P->a, P->slab_next * sizeof *P->slab))) return NULL;
-        P->slab_left = P->slab_next;
-        if (P->slab_next < 1024) P->slab_next *= 2;
-    }
+static rj *slab_grow(rjp *P) {
+    if (!(P->slab = ra_alloc_raw(P->a, P->slab_next * sizeof *P->slab))) return NULL;
+    P->slab_left = P->slab_next;
+    if (P->slab_next < 1024) P->slab_next *= 2;
     P->slab_left--;
     return P->slab++;
 }
 
-static bool value(rjp *P, rj **out) {
+static inline rj *new_node(rjp *P) {
+    if (!P->slab_left) return slab_grow(P);
+    P->slab_left--;
+    return P->slab++;
+}
+
+/* an open container */
+typedef struct frame {
+    rj *node;       /* NULL when validating */
+    size_t sp0, ws0; /* scratch stack height and whitespace count at its start */
+    bool obj;
+    bool opaque;    /* validated only: building resumes at its close */
+} frame;
+
+/* Member names whose object values are passed on as text (rjson.h: opaque objects). */
+static bool opaque_key(const char *k, size_t n) {
+    switch (n) {
+    case 6: return !memcmp(k, "schema", 6);
+    case 8: return !memcmp(k, "metadata", 8);
+    case 10: return !memcmp(k, "parameters", 10) || !memcmp(k, "logit_bias", 10);
+    case 12: return !memcmp(k, "input_schema", 12);
+    case 13: return !memcmp(k, "cache_control", 13);
+    default: return false;
+    }
+}
+#define RJ_FRAMES0 64
+
+/* One JSON value (the document) at P->p, iteratively: an explicit stack of open containers
+ * instead of recursion, so that the cursor stays in registers across values. */
+static bool parse_doc(rjp *P, rj **root) {
+    frame frames0[RJ_FRAMES0], *fr = frames0;
+    size_t depth = 0, fcap = RJ_FRAMES0;
+    const char *key = NULL;
+    size_t klen = 0;
+    bool ok = false;
+    rj *v;
+
+value: /* a value at P->p (member key, if any, in key/klen) */
     skip_ws(P);
-    if (P->p >= P->e) return fail(P, "unexpected end of input");
-    rj *v = NULL;
+    if (P->p >= P->e) {
+        fail(P, "unexpected end of input");
+        goto out;
+    }
+    v = NULL;
     if (P->build) {
-        if (!(v = new_node(P))) return fail(P, "out of memory");
+        if (!(v = new_node(P))) {
+            fail(P, "out of memory");
+            goto out;
+        }
         v->compact = true;
-        v->key = NULL;
-        v->klen = 0;
+        v->lazy = false;
+        v->key = key;
+        v->klen = (uint32_t)klen;
         v->n = 0;
         v->raw = (const char *)P->p;
-        *out = v;
     }
-    bool ok;
     switch (*P->p) {
-    case '{': ok = container(P, v, true); break;
-    case '[': ok = container(P, v, false); break;
+    case '{':
+    case '[': {
+        bool obj = *P->p == '{';
+        if (depth == RJ_MAX_DEPTH) {
+            fail(P, "nesting too deep");
+            goto out;
+        }
+        if (depth == fcap) {
+            frame *nf = fr == frames0 ? malloc(2 * fcap * sizeof *nf) : realloc(fr, 2 * fcap * sizeof *nf);
+            if (!nf) {
+                fail(P, "out of memory");
+                goto out;
+            }
+            if (fr == frames0) memcpy(nf, frames0, sizeof frames0);
+            fr = nf;
+            fcap *= 2;
+        }
+        bool opaque = obj && v && P->opaque && key && opaque_key(key, klen);
+        fr[depth++] = (frame){v, P->sp, P->ws, obj, opaque};
+        if (opaque) P->build = false;
+        P->p++;
+        if (expect(P, obj ? '}' : ']')) goto close;
+        goto element;
+    }
     case '"': {
-        const char *s = NULL;
+        const char *str = NULL;
         size_t n = 0;
-        ok = pstring(P, &s, &n);
-        if (ok && v) v->type = RJ_STRING, v->u.s = s, v->n = n;
+        if (!pstring(P, &str, &n)) goto out;
+        if (v) v->type = RJ_STRING, v->u.s = str, v->n = n;
         break;
     }
-    case 't': ok = literal(P, "true", 4); if (v) v->type = RJ_TRUE; break;
-    case 'f': ok = literal(P, "false", 5); if (v) v->type = RJ_FALSE; break;
-    case 'n': ok = literal(P, "null", 4); if (v) v->type = RJ_NULL; break;
-    default: ok = pnumber(P, v);
+    case 't':
+        if (!literal(P, "true", 4)) goto out;
+        if (v) v->type = RJ_TRUE;
+        break;
+    case 'f':
+        if (!literal(P, "false", 5)) goto out;
+        if (v) v->type = RJ_FALSE;
+        break;
+    case 'n':
+        if (!literal(P, "null", 4)) goto out;
+        if (v) v->type = RJ_NULL;
+        break;
+    default:
+        if (!pnumber(P, v)) goto out;
     }
-    if (ok && v) v->raw_len = (size_t)((const char *)P->p - v->raw);
+    if (v) v->raw_len = (size_t)((const char *)P->p - v->raw);
+    goto after_value;
+
+element: /* the start of an element of the innermost container (after its bracket or a comma) */
+    if (fr[depth - 1].obj) {
+        skip_ws(P);
+        if (P->p >= P->e || *P->p != '"') {
+            fail(P, "expected a string key");
+            goto out;
+        }
+        if (!pstring(P, &key, &klen)) goto out;
+        if (!expect(P, ':')) {
+            fail(P, "expected ':'");
+            goto out;
+        }
+    } else
+        key = NULL, klen = 0;
+    goto value;
+
+close: /* the innermost container's closing bracket was consumed */
+    {
+        frame *f = &fr[--depth];
+        v = f->node;
+        if (f->opaque) {
+            P->build = true;
+            v->type = RJ_OBJECT;
+            v->lazy = true;
+            v->n = 0;
+            v->compact = P->ws == f->ws0;
+            v->u.arena = P->a;
+            v->raw_len = (size_t)((const char *)P->p - v->raw);
+        } else if (v) {
+            size_t n = P->sp - f->sp0;
+            v->type = f->obj ? RJ_OBJECT : RJ_ARRAY;
+            v->n = n;
+            v->compact = P->ws == f->ws0;
+            v->u.items = NULL;
+            v->raw_len = (size_t)((const char *)P->p - v->raw);
+            if (n) {
+                if (!(v->u.items = ra_alloc_raw(P->a, n * sizeof *v->u.items))) {
+                    fail(P, "out of memory");
+                    goto out;
+                }
+                memcpy(v->u.items, P->stack + f->sp0, n * sizeof *v->u.items);
+            }
+            P->sp = f->sp0;
+        }
+    }
+
+after_value: /* v (NULL when validating) is complete */
+    if (depth == 0) {
+        if (root) *root = v;
+        ok = true;
+        goto out;
+    }
+    if (v && !push(P, v)) goto out;
+    if (expect(P, ',')) goto element;
+    if (P->p < P->e && *P->p == (fr[depth - 1].obj ? '}' : ']')) {
+        P->p++;
+        goto close;
+    }
+    fail(P, fr[depth - 1].obj ? "expected ',' or '}'" : "expected ',' or ']'");
+
+out:
+    if (fr != frames0) free(fr);
     return ok;
 }
 
 static bool run(rjp *P, rj **root) {
     skip_ws(P);
     if (P->p >= P->e || (*P->p != '{' && *P->p != '[')) return fail(P, "expected an object or an array");
-    if (!value(P, root)) return false;
+    if (!parse_doc(P, root)) return false;
     skip_ws(P);
     if (P->p != P->e) return fail(P, "end of data expected");
     return true;
@@ -429,6 +523,7 @@ static void init(rjp *P, const char *text, size_t len, bool build) {
     P->p = P->base = (const unsigned char *)text;
     P->e = P->p + len;
     P->build = build;
+    P->opaque = build;
     P->a = NULL;
     P->pool = NULL;
     P->slab = NULL;
@@ -468,10 +563,29 @@ bool rj_text_is_object(const char *s, size_t n) {
     return run(&P, NULL);
 }
 
+bool rj_expand(rj *o) {
+    if (!o->lazy) return true;
+    rjp P;
+    init(&P, o->raw, o->raw_len, true);
+    P.opaque = false; /* build all of it */
+    P.a = o->u.arena;
+    o->lazy = false;
+    o->n = 0;
+    o->u.items = NULL;
+    rj *root = NULL;
+    bool ok = (P.pool = ra_alloc_raw(P.a, o->raw_len + 16)) != NULL && run(&P, &root);
+    if (P.stack_heap) free(P.stack);
+    if (!ok || !root) return false;
+    o->n = root->n;
+    o->u.items = root->u.items;
+    return true;
+}
+
 rj *rj_getn(const rj *o, const char *key, size_t klen) {
     if (!o || o->type != RJ_OBJECT) return NULL;
+    rj **items = rj_items(o);
     for (size_t i = o->n; i-- > 0;) {
-        rj *m = o->u.items[i];
+        rj *m = items[i];
         if (m->klen == klen && !memcmp(m->key, key, klen)) return m;
     }
     return NULL;

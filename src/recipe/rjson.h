@@ -10,8 +10,15 @@
  * paired surrogate escapes, integers within int64, finite reals, nesting <= 2048.
  * Duplicate keys: lookups return the last occurrence (jansson keeps the last).
  *
- * Lifetime: the tree, its strings and raw spans live in the arena passed to
- * rj_parse (freed with the recipe_request/recipe_response that owns it). The
+ * Opaque objects: an object that is the value of a member named parameters,
+ * input_schema, schema, metadata, cache_control or logit_bias (JSON Schemas and
+ * user data that the codecs pass on as text) is validated but not built; it is
+ * built on first access (rj_getn / rj_items), so every accessor sees the same tree.
+ *
+ * Lifetime: the tree and its strings live in the arena passed to rj_parse (freed
+ * with the recipe_request/recipe_response that owns it); the raw spans point into
+ * the caller's text, so rj_raw and first accesses to opaque objects must happen
+ * while that text is alive (during the codec's parse). The
  * accessors tolerate NULL like jansson's (absent member -> NULL -> "not a string").
  * Internal to src/recipe. */
 #ifndef CINFER_RECIPE_RJSON_H
@@ -28,6 +35,7 @@ typedef enum rj_type { RJ_NULL = 0, RJ_FALSE, RJ_TRUE, RJ_INT, RJ_REAL, RJ_STRIN
 typedef struct rj {
     uint8_t type;
     bool compact;         /* the source span has no insignificant whitespace */
+    bool lazy;            /* an opaque OBJECT not built yet: u.arena, n == 0 (see rj_items) */
     uint32_t klen;        /* object member: key length */
     const char *key;      /* object member: key (NUL-terminated), else NULL */
     const char *raw;      /* span of the source text */
@@ -38,6 +46,7 @@ typedef struct rj {
         double d;
         const char *s;    /* STRING (NUL-terminated, pooled) */
         struct rj **items; /* ARRAY elements / OBJECT members (each with key) */
+        recipe_arena *arena; /* lazy: where to build it */
     } u;
 } rj;
 
@@ -66,6 +75,13 @@ static inline size_t rj_size(const rj *v) { /* elements of an array (0 otherwise
     return v && v->type == RJ_ARRAY ? v->n : 0;
 }
 static inline rj *rj_at(const rj *v, size_t i) { return v && v->type == RJ_ARRAY && i < v->n ? v->u.items[i] : NULL; }
+/* Builds a lazy (opaque) object in place; false if out of memory (it stays empty). */
+bool rj_expand(rj *o);
+/* Members of an object (built if lazy); NULL if none. */
+static inline rj **rj_items(const rj *o) {
+    if (o->lazy) rj_expand((rj *)o);
+    return o->u.items;
+}
 /* Member `key` (length klen) of object o, the last one if repeated; NULL if absent or o is no object. */
 rj *rj_getn(const rj *o, const char *key, size_t klen);
 /* inline so that the length of a literal key is computed at compile time */

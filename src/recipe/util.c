@@ -444,8 +444,9 @@ int rjv_obj(const rj *v, const char *key, rj **out, recipe_error *err, const cha
 void jpick(const rj *o, const jkey *keys, size_t n, rj **out) {
     for (size_t i = 0; i < n; i++) out[i] = NULL;
     if (!rj_is_object(o)) return;
+    rj **items = rj_items(o);
     for (size_t m = 0; m < o->n; m++) {
-        rj *v = o->u.items[m];
+        rj *v = items[m];
         size_t kl = v->klen;
         const char *k = v->key;
         if (!kl || kl > 255) continue; /* no key in a table is empty or that long */
