@@ -17,13 +17,17 @@ static PyObject *g_error_type; /* cinfer_recipe.RecipeError */
 
 /* ---------------------------------------------------------------- JSON bridging */
 
+/* str/bytes/dict/list -> JSON text (a new str); sets *was_text when the input was text. */
+static PyObject *to_text(PyObject *o, int *was_text) {
+    *was_text = PyUnicode_Check(o) || PyBytes_Check(o);
+    if (PyUnicode_Check(o)) return Py_NewRef(o);
+    if (PyBytes_Check(o)) return PyUnicode_FromEncodedObject(o, "utf-8", "strict");
+    return PyObject_CallMethod(g_json_mod, "dumps", "O", o);
+}
+
 /* str/bytes/dict/list -> json_t (new ref); sets *was_text when the input was text. */
 static json_t *to_json(PyObject *o, int *was_text) {
-    PyObject *text = NULL;
-    *was_text = PyUnicode_Check(o) || PyBytes_Check(o);
-    if (PyUnicode_Check(o)) text = Py_NewRef(o);
-    else if (PyBytes_Check(o)) text = PyUnicode_FromEncodedObject(o, "utf-8", "strict");
-    else text = PyObject_CallMethod(g_json_mod, "dumps", "O", o);
+    PyObject *text = to_text(o, was_text);
     if (!text) return NULL;
     Py_ssize_t n;
     const char *s = PyUnicode_AsUTF8AndSize(text, &n);
@@ -45,6 +49,15 @@ static PyObject *from_json(json_t *j, int as_text) {
     if (!s) return PyErr_NoMemory();
     PyObject *text = PyUnicode_FromString(s);
     free(s);
+    if (!text || as_text) return text;
+    PyObject *o = PyObject_CallMethod(g_json_mod, "loads", "O", text);
+    Py_DECREF(text);
+    return o;
+}
+
+/* JSON text -> str (as_text) or Python object */
+static PyObject *from_text(const char *s, size_t n, int as_text) {
+    PyObject *text = PyUnicode_FromStringAndSize(s, (Py_ssize_t)n);
     if (!text || as_text) return text;
     PyObject *o = PyObject_CallMethod(g_json_mod, "loads", "O", text);
     Py_DECREF(text);
@@ -76,6 +89,26 @@ static PyObject *raise_recipe(recipe_api api, const recipe_error *e) {
 
 /* ---------------------------------------------------------------- functions */
 
+/* Parses body (str/bytes/dict) as a request of api into r (recipe's own JSON reader).
+ * 0, or -1 with a Python exception: ValueError for text that is not JSON, RecipeError else. */
+static int parse_request_obj(PyObject *body, recipe_api api, recipe_request *r, int *as_text) {
+    PyObject *text = to_text(body, as_text);
+    if (!text) return -1;
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &n);
+    recipe_error err;
+    int rc = s ? recipe_request_parse_text(api, s, (size_t)n, 0, r, &err) : -1;
+    Py_DECREF(text);
+    if (!s) return -1;
+    if (rc) {
+        if (!strncmp(err.message, "the body is not valid JSON", 26))
+            PyErr_Format(PyExc_ValueError, "invalid JSON: %s", err.message + 28);
+        else
+            raise_recipe(api, &err);
+    }
+    return rc;
+}
+
 static PyObject *py_convert_request(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     static char *kwl[] = {"body", "from_api", "to_api", NULL};
@@ -85,19 +118,17 @@ static PyObject *py_convert_request(PyObject *self, PyObject *args, PyObject *kw
     int fa = api_arg(from), ta = fa < 0 ? -1 : api_arg(to);
     if (ta < 0) return NULL;
     int as_text;
-    json_t *j = to_json(body, &as_text);
-    if (!j) return NULL;
     recipe_request r;
     recipe_request_init(&r);
-    recipe_error err;
     PyObject *res = NULL;
-    if (recipe_request_parse((recipe_api)fa, j, &r, &err)) res = raise_recipe((recipe_api)fa, &err);
-    else {
-        json_t *o = recipe_request_encode((recipe_api)ta, &r, &err);
-        res = o ? from_json(o, as_text) : raise_recipe((recipe_api)fa, &err);
+    if (!parse_request_obj(body, (recipe_api)fa, &r, &as_text)) {
+        recipe_buf out = {0};
+        recipe_error err;
+        res = recipe_request_encode_text((recipe_api)ta, &r, &out, &err) ? raise_recipe((recipe_api)fa, &err)
+                                                                         : from_text(out.data, out.len, as_text);
+        recipe_buf_free(&out);
     }
     recipe_request_free(&r);
-    json_decref(j);
     return res;
 }
 
@@ -110,15 +141,10 @@ static PyObject *py_parse_request(PyObject *self, PyObject *args, PyObject *kw) 
     int a = api_arg(api);
     if (a < 0) return NULL;
     int as_text;
-    json_t *j = to_json(body, &as_text);
-    if (!j) return NULL;
     recipe_request r;
     recipe_request_init(&r);
-    recipe_error err;
-    PyObject *res = recipe_request_parse((recipe_api)a, j, &r, &err) ? raise_recipe((recipe_api)a, &err)
-                                                                       : from_json(recipe_request_dump(&r), as_text);
+    PyObject *res = parse_request_obj(body, (recipe_api)a, &r, &as_text) ? NULL : from_json(recipe_request_dump(&r), as_text);
     recipe_request_free(&r);
-    json_decref(j);
     return res;
 }
 
@@ -136,27 +162,23 @@ static PyObject *py_convert_response(PyObject *self, PyObject *args, PyObject *k
     recipe_request req;
     recipe_request_init(&req);
     recipe_error err;
-    json_t *rj = NULL;
+    bool have_req = false;
     PyObject *res = NULL;
     if (reqo != Py_None) {
         int ra = api_arg(req_api ? req_api : to);
-        if (ra < 0 || !(rj = to_json(reqo, &dummy))) goto out;
-        if (recipe_request_parse((recipe_api)ra, rj, &req, &err)) {
-            res = raise_recipe((recipe_api)ra, &err);
-            goto out;
-        }
+        if (ra < 0 || parse_request_obj(reqo, (recipe_api)ra, &req, &dummy)) goto out;
+        have_req = true;
     }
     recipe_response r;
     recipe_response_init(&r);
     if (recipe_response_parse((recipe_api)fa, j, &r, &err)) res = raise_recipe((recipe_api)fa, &err);
     else {
-        json_t *o = recipe_response_encode((recipe_api)ta, &r, rj ? &req : NULL, &err);
+        json_t *o = recipe_response_encode((recipe_api)ta, &r, have_req ? &req : NULL, &err);
         res = o ? from_json(o, as_text) : raise_recipe((recipe_api)ta, &err);
     }
     recipe_response_free(&r);
 out:
     recipe_request_free(&req);
-    json_decref(rj);
     json_decref(j);
     return res;
 }

@@ -211,30 +211,6 @@ static bool pstring_slow(rjp *P, const char **out, size_t *len) {
     }
 }
 
-/* The common case inline: plain ASCII without escapes, at least 16 bytes of input left
- * (anything else restarts the string in pstring_slow). */
-static inline bool pstring(rjp *P, const char **out, size_t *len) {
-    const unsigned char *p = P->p + 1, *e = P->e;
-    char *d = P->pool;
-    while (e - p >= 16) {
-        if (P->build) memcpy(d, p, 16);
-        unsigned k = plain16(p);
-        p += k;
-        d += k;
-        if (k == 16) continue;
-        if (*p != '"') break;
-        P->p = p + 1;
-        if (P->build) {
-            *d = 0;
-            *out = P->pool;
-            *len = (size_t)(d - P->pool);
-            P->pool = d + 1;
-        }
-        return true;
-    }
-    return pstring_slow(P, out, len);
-}
-
 /* P->p at '-' or a digit (anything else: invalid token). */
 static bool pnumber(rjp *P, rj *v) {
     const unsigned char *s = P->p, *p = s, *e = P->e;
@@ -317,20 +293,6 @@ static inline bool push(rjp *P, rj *v) {
     return true;
 }
 
-/* Consumes `want` (after optional whitespace); false if the next byte is something else. */
-static inline bool expect(rjp *P, unsigned char want) {
-    if (P->p < P->e && *P->p == want) return P->p++, true; /* compact input: no whitespace call */
-    skip_ws_run(P);
-    if (P->p < P->e && *P->p == want) return P->p++, true;
-    return false;
-}
-
-static inline bool literal(rjp *P, const char *w, size_t n) {
-    if ((size_t)(P->e - P->p) < n || memcmp(P->p, w, n)) return fail(P, "invalid token");
-    P->p += n;
-    return true;
-}
-
 static rj *slab_grow(rjp *P) {
     if (!(P->slab = ra_alloc_raw(P->a, P->slab_next * sizeof *P->slab))) return NULL;
     P->slab_left = P->slab_next;
@@ -366,99 +328,152 @@ static bool opaque_key(const char *k, size_t n) {
 }
 #define RJ_FRAMES0 64
 
+/* The hot paths below work on a local cursor (c) and pool pointer (pool) that stay in
+ * registers; P->p / P->pool are synchronized (SYNC) before any out-of-line call and
+ * reloaded (LOAD) after it. */
+#define SYNC() (P->p = c, P->pool = pool)
+#define LOAD() (c = P->p, pool = P->pool)
+
+/* A plain ASCII string without escapes, with 16 bytes of input left at each step: stored into the
+ * pool while scanned. false: not that kind of string (nothing consumed; use pstring_slow). */
+static inline bool str_fast(const unsigned char **cp, const unsigned char *e, char **poolp, bool build,
+                            const char **out, size_t *len) {
+    const unsigned char *p = *cp + 1;
+    char *d = *poolp;
+    while (e - p >= 16) {
+        if (build) memcpy(d, p, 16);
+        unsigned k = plain16(p);
+        p += k;
+        d += k;
+        if (k == 16) continue;
+        if (*p != '"') return false;
+        *cp = p + 1;
+        if (build) {
+            *d = 0;
+            *out = *poolp;
+            *len = (size_t)(d - *poolp);
+            *poolp = d + 1;
+        }
+        return true;
+    }
+    return false;
+}
+
 /* One JSON value (the document) at P->p, iteratively: an explicit stack of open containers
- * instead of recursion, so that the cursor stays in registers across values. */
+ * instead of recursion. */
 static bool parse_doc(rjp *P, rj **root) {
     frame frames0[RJ_FRAMES0], *fr = frames0;
     size_t depth = 0, fcap = RJ_FRAMES0;
     const char *key = NULL;
     size_t klen = 0;
+    uint32_t ksig = 0;
     bool ok = false;
+    const bool build0 = P->build;
+    bool build = build0;
+    const unsigned char *c = P->p, *const e = P->e;
+    char *pool = P->pool;
     rj *v;
 
-value: /* a value at P->p (member key, if any, in key/klen) */
-    skip_ws(P);
-    if (P->p >= P->e) {
-        fail(P, "unexpected end of input");
-        goto out;
-    }
+#define WS()                                                              \
+    do {                                                                  \
+        if (!(c < e && *c > ' ')) SYNC(), skip_ws_run(P), LOAD();         \
+    } while (0)
+#define FAIL(msg)                                                         \
+    do {                                                                  \
+        SYNC();                                                           \
+        fail(P, msg);                                                     \
+        goto out;                                                         \
+    } while (0)
+/* consumes byte ch, after whitespace if needed; else goes on */
+#define EAT(ch)                                                                                    \
+    (c < e && *c == (ch) ? (c++, true)                                                              \
+     : c < e && *c > ' ' ? false                                                                    \
+                         : (SYNC(), skip_ws_run(P), LOAD(), c < e && *c == (ch) ? (c++, true) : false))
+#define STRING(outp, lenp)                                                \
+    do {                                                                  \
+        if (!str_fast(&c, e, &pool, build, outp, lenp)) {                 \
+            SYNC();                                                       \
+            P->build = build;                                             \
+            bool sok = pstring_slow(P, outp, lenp);                       \
+            LOAD();                                                       \
+            if (!sok) goto out;                                           \
+        }                                                                 \
+    } while (0)
+
+value: /* a value at c (member key, if any, in key/klen) */
+    WS();
+    if (c >= e) FAIL("unexpected end of input");
     v = NULL;
-    if (P->build) {
-        if (!(v = new_node(P))) {
-            fail(P, "out of memory");
-            goto out;
-        }
+    if (build) {
+        if (!(v = new_node(P))) FAIL("out of memory");
         v->compact = true;
         v->lazy = false;
         v->key = key;
         v->klen = (uint32_t)klen;
+        v->ksig = ksig;
         v->n = 0;
-        v->raw = (const char *)P->p;
+        v->raw = (const char *)c;
     }
-    switch (*P->p) {
+    switch (*c) {
     case '{':
     case '[': {
-        bool obj = *P->p == '{';
-        if (depth == RJ_MAX_DEPTH) {
-            fail(P, "nesting too deep");
-            goto out;
-        }
+        bool obj = *c == '{';
+        if (depth == RJ_MAX_DEPTH) FAIL("nesting too deep");
         if (depth == fcap) {
             frame *nf = fr == frames0 ? malloc(2 * fcap * sizeof *nf) : realloc(fr, 2 * fcap * sizeof *nf);
-            if (!nf) {
-                fail(P, "out of memory");
-                goto out;
-            }
+            if (!nf) FAIL("out of memory");
             if (fr == frames0) memcpy(nf, frames0, sizeof frames0);
             fr = nf;
             fcap *= 2;
         }
         bool opaque = obj && v && P->opaque && key && opaque_key(key, klen);
         fr[depth++] = (frame){v, P->sp, P->ws, obj, opaque};
-        if (opaque) P->build = false;
-        P->p++;
-        if (expect(P, obj ? '}' : ']')) goto close;
+        if (opaque) build = false;
+        c++;
+        if (EAT(obj ? '}' : ']')) goto close;
         goto element;
     }
     case '"': {
         const char *str = NULL;
         size_t n = 0;
-        if (!pstring(P, &str, &n)) goto out;
+        STRING(&str, &n);
         if (v) v->type = RJ_STRING, v->u.s = str, v->n = n;
         break;
     }
     case 't':
-        if (!literal(P, "true", 4)) goto out;
+        if (e - c < 4 || memcmp(c, "true", 4)) FAIL("invalid token");
+        c += 4;
         if (v) v->type = RJ_TRUE;
         break;
     case 'f':
-        if (!literal(P, "false", 5)) goto out;
+        if (e - c < 5 || memcmp(c, "false", 5)) FAIL("invalid token");
+        c += 5;
         if (v) v->type = RJ_FALSE;
         break;
     case 'n':
-        if (!literal(P, "null", 4)) goto out;
+        if (e - c < 4 || memcmp(c, "null", 4)) FAIL("invalid token");
+        c += 4;
         if (v) v->type = RJ_NULL;
         break;
-    default:
-        if (!pnumber(P, v)) goto out;
+    default: {
+        SYNC();
+        bool nok = pnumber(P, v);
+        LOAD();
+        if (!nok) goto out;
     }
-    if (v) v->raw_len = (size_t)((const char *)P->p - v->raw);
+    }
+    if (v) v->raw_len = (size_t)((const char *)c - v->raw);
     goto after_value;
 
 element: /* the start of an element of the innermost container (after its bracket or a comma) */
     if (fr[depth - 1].obj) {
-        skip_ws(P);
-        if (P->p >= P->e || *P->p != '"') {
-            fail(P, "expected a string key");
-            goto out;
-        }
-        if (!pstring(P, &key, &klen)) goto out;
-        if (!expect(P, ':')) {
-            fail(P, "expected ':'");
-            goto out;
-        }
+        WS();
+        if (c >= e || *c != '"') FAIL("expected a string key");
+        STRING(&key, &klen);
+        ksig = build && klen && klen < 256 ? JKEY_SIG(klen, key[0], key[klen - 1]) : 0;
+        if (!EAT(':')) FAIL("expected ':'");
     } else
-        key = NULL, klen = 0;
+        key = NULL, klen = 0, ksig = 0;
     goto value;
 
 close: /* the innermost container's closing bracket was consumed */
@@ -466,25 +481,22 @@ close: /* the innermost container's closing bracket was consumed */
         frame *f = &fr[--depth];
         v = f->node;
         if (f->opaque) {
-            P->build = true;
+            build = true;
             v->type = RJ_OBJECT;
             v->lazy = true;
             v->n = 0;
             v->compact = P->ws == f->ws0;
             v->u.arena = P->a;
-            v->raw_len = (size_t)((const char *)P->p - v->raw);
+            v->raw_len = (size_t)((const char *)c - v->raw);
         } else if (v) {
             size_t n = P->sp - f->sp0;
             v->type = f->obj ? RJ_OBJECT : RJ_ARRAY;
             v->n = n;
             v->compact = P->ws == f->ws0;
             v->u.items = NULL;
-            v->raw_len = (size_t)((const char *)P->p - v->raw);
+            v->raw_len = (size_t)((const char *)c - v->raw);
             if (n) {
-                if (!(v->u.items = ra_alloc_raw(P->a, n * sizeof *v->u.items))) {
-                    fail(P, "out of memory");
-                    goto out;
-                }
+                if (!(v->u.items = ra_alloc_raw(P->a, n * sizeof *v->u.items))) FAIL("out of memory");
                 memcpy(v->u.items, P->stack + f->sp0, n * sizeof *v->u.items);
             }
             P->sp = f->sp0;
@@ -495,17 +507,23 @@ after_value: /* v (NULL when validating) is complete */
     if (depth == 0) {
         if (root) *root = v;
         ok = true;
+        SYNC();
         goto out;
     }
     if (v && !push(P, v)) goto out;
-    if (expect(P, ',')) goto element;
-    if (P->p < P->e && *P->p == (fr[depth - 1].obj ? '}' : ']')) {
-        P->p++;
+    if (EAT(',')) goto element;
+    if (c < e && *c == (fr[depth - 1].obj ? '}' : ']')) {
+        c++;
         goto close;
     }
-    fail(P, fr[depth - 1].obj ? "expected ',' or '}'" : "expected ',' or ']'");
+    FAIL(fr[depth - 1].obj ? "expected ',' or '}'" : "expected ',' or ']'");
 
 out:
+#undef WS
+#undef FAIL
+#undef EAT
+#undef STRING
+    P->build = build0;
     if (fr != frames0) free(fr);
     return ok;
 }

@@ -37,6 +37,7 @@ typedef struct rj {
     bool compact;         /* the source span has no insignificant whitespace */
     bool lazy;            /* an opaque OBJECT not built yet: u.arena, n == 0 (see rj_items) */
     uint32_t klen;        /* object member: key length */
+    uint32_t ksig;        /* object member: JKEY_SIG of the key (recipe_internal.h), 0 if empty or >= 256 bytes */
     const char *key;      /* object member: key (NUL-terminated), else NULL */
     const char *raw;      /* span of the source text */
     size_t raw_len;

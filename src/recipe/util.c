@@ -443,17 +443,19 @@ int rjv_obj(const rj *v, const char *key, rj **out, recipe_error *err, const cha
 
 void jpick(const rj *o, const jkey *keys, size_t n, rj **out) {
     for (size_t i = 0; i < n; i++) out[i] = NULL;
-    if (!rj_is_object(o)) return;
+    if (!rj_is_object(o) || !n) return;
     rj **items = rj_items(o);
+    /* members usually come in (or near) the table's order: each search starts after the
+     * previous match, so an in-order body costs about one compare per member */
+    size_t start = 0;
     for (size_t m = 0; m < o->n; m++) {
         rj *v = items[m];
-        size_t kl = v->klen;
-        const char *k = v->key;
-        if (!kl || kl > 255) continue; /* no key in a table is empty or that long */
-        uint32_t sig = JKEY_SIG(kl, k[0], k[kl - 1]);
-        for (size_t i = 0; i < n; i++)
-            if (keys[i].sig == sig && !memcmp(keys[i].name, k, kl)) {
+        const uint32_t sig = v->ksig; /* computed by the reader; 0 matches no table key */
+        size_t i = start;
+        for (size_t j = 0; j < n; j++, i = i + 1 == n ? 0 : i + 1)
+            if (keys[i].sig == sig && !memcmp(keys[i].name, v->key, v->klen)) {
                 out[i] = v; /* a repeated key: the last one wins, as in jansson */
+                start = i + 1 == n ? 0 : i + 1;
                 break;
             }
     }
