@@ -1,7 +1,8 @@
 /* recipe_internal.h - helpers shared by the recipe codecs (the src/recipe sources only):
  * the arena that owns a canonical object's strings and arrays, the growable SSE
- * buffer, JSON string escaping, and small jansson accessors that report type
- * errors with the field path. Not part of the public API. */
+ * buffer, JSON string escaping, typed getters over the reader's tree (rjson.h)
+ * that report type errors with the field path, one-pass field picking, and the
+ * jansson helpers of the tree encoders. Not part of the public API. */
 #ifndef CINFER_RECIPE_INTERNAL_H
 #define CINFER_RECIPE_INTERNAL_H
 
@@ -51,8 +52,8 @@ const char *path_idx(char *buf, size_t cap, const char *prefix, size_t idx, cons
 int rb_put_utf8(recipe_buf *b, const char *s, size_t n);
 int rb_real(recipe_buf *b, double v); /* shortest text that reads back exactly, always a real (1.0) */
 
-/* ---- JSON accessors. Inline so that the length of a literal key is computed at compile time
- * (json_object_get would strlen it on every lookup). */
+/* ---- jansson accessors (response encoders, stream encoder). Inline so that the length of a
+ * literal key is computed at compile time (json_object_get would strlen it on every lookup). */
 static inline json_t *jget(const json_t *o, const char *key) {
     return json_object_getn(o, key, __builtin_strlen(key));
 }
@@ -155,8 +156,6 @@ const char *reasoning_text(recipe_arena *a, const recipe_part *p);
 const char *default_id(recipe_arena *a, const char *prefix, const void *obj);
 /* Tool arguments text -> object (invalid or non-object JSON -> {} as the doc recommends). */
 json_t *args_to_object(const char *args);
-/* Object -> compact JSON text in the arena. */
-const char *json_to_text(recipe_arena *a, const json_t *v);
 /* Mints "<prefix><24 hex>" from a seed. */
 void mint_id(char *out, size_t cap, const char *prefix, uint64_t seed);
 uint64_t mix64(uint64_t x);

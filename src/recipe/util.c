@@ -496,17 +496,6 @@ json_t *args_to_object(const char *args) {
     return json_object();
 }
 
-const char *json_to_text(recipe_arena *a, const json_t *v) {
-    recipe_buf b = {0};
-    if (rb_json(&b, v) || !b.data) {
-        recipe_buf_free(&b);
-        return NULL;
-    }
-    const char *s = ra_strndup(a, b.data, b.len);
-    recipe_buf_free(&b);
-    return s;
-}
-
 uint64_t mix64(uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
