@@ -29,6 +29,7 @@ typedef struct api_ctx {
     double now;                /* for the store's TTL */
     int32_t max_n;             /* Chat: largest n */
     int32_t n_vocab;           /* Chat: token ids in logit_bias must be below it */
+    bool mistral_args;         /* the vocabulary has [ARGS] (Mistral v11+ tool calls: NAME[ARGS]{...}) */
 } api_ctx;
 
 typedef struct api_job {
@@ -38,7 +39,12 @@ typedef struct api_job {
     unsigned flags;            /* RECIPE_PARSER_* */
     uint64_t seed;             /* tool-call id seed: stream and final body agree */
     recipe_parser *parser;     /* streaming */
-    recipe_stream_encoder *enc;/* streaming */
+    recipe_stream_encoder *enc;/* streaming only */
+    char *forced;              /* forced tool-call opener (tool_choice required / named), fed to every
+                                * parser before the model's text; NULL: none (owned) */
+    const char *forced_think;  /* fed before `forced` when the prompt ended inside <think> (static) */
+    const tokenizer *tok;      /* set by api_job_prompt_check (reasoning token count) */
+    int64_t reasoning_tokens;  /* usage (api_job_finish / api_job_response) */
     recipe_buf out;            /* SSE text produced by the latest call (caller drains: len = 0) */
     json_t *conversation;      /* Responses: template messages before the output (owned ref) */
     bool store;                /* Responses: keep the result in the store */
@@ -55,14 +61,21 @@ typedef struct api_job {
  * the caller still calls api_job_free. */
 int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
                   serve_error *err);
+/* Output-side settings, after api_job_parse succeeded with a->active: the emitted ids are kept
+ * (reasoning token count), and with tool_choice required or named the parser family's tool-call
+ * opener goes into p->prompt_suffix (and a->forced) so that the model continues a call
+ * (docs/serve.md). 400 when the tool-call format is unknown (plain / think parser) or the named
+ * tool is not offered. On failure the caller frees *p. */
+int api_job_prepare(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err);
 /* After gen_job_start: a prompt that ends with "<think>" (R1-0528, Qwen3 thinking templates)
- * means the output starts inside the reasoning block (RECIPE_PARSER_IN_REASONING). */
+ * means the output starts inside the reasoning block (RECIPE_PARSER_IN_REASONING). Keeps tok. */
 void api_job_prompt_check(api_job *a, const gen_job *g, const tokenizer *tok);
 /* Streaming: creates the parser and encoder once the prompt is known. */
 int api_job_begin(api_job *a, const gen_job *g, const char *model);
 /* Streaming: a text delta of the (single) choice -> SSE in a->out. */
 int api_job_delta(api_job *a, const char *text, size_t len);
-/* Streaming: the choice finished -> closing events (finish + usage, or error) in a->out. */
+/* Streaming: the choice finished -> closing events (finish + usage with the reasoning tokens, or
+ * error) in a->out. */
 int api_job_finish(api_job *a, const gen_job *g);
 /* The whole response body (non-streaming, and the stored Responses object). malloc'd text or NULL. */
 char *api_job_response(api_job *a, const gen_job *g, const char *model);

@@ -460,6 +460,8 @@ static int request_traffic_class(server *s, struct evhttp_request *req, int fiel
 static api_ctx make_api_ctx(server *s) {
     api_ctx c = {.parser = s->cfg->parser, .store = s->store, .now = time_now(), .max_n = s->lim.max_n,
                  .n_vocab = s->lim.n_vocab};
+    for (int32_t i = 0; c.parser == RECIPE_PARSER_MISTRAL && i < s->gm->n_special && !c.mistral_args; i++)
+        c.mistral_args = !strcmp(s->gm->special[i], "[ARGS]");
     return c;
 }
 
@@ -482,6 +484,10 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     api_ctx actx = make_api_ctx(s);
     int rc = kind == GEN_COMPLETION ? oai_parse_completion(body, len, &s->lim, &p, &e)
                                     : api_job_parse(&a, api, body, len, &actx, &p, &e);
+    if (!rc && a.active && api_job_prepare(&a, &actx, &p, &e)) {
+        gen_params_free(&p);
+        rc = -1;
+    }
     if (rc) {
         fail_generate(s, req, &e, id, t0, &a, api);
         return;
