@@ -254,20 +254,30 @@ bool gen_ids_end_with(const tokenizer *tok, const int32_t *ids, int32_t n, const
     return k >= sl && !memcmp(tail + k - sl, s, sl);
 }
 
-/* Appends p->prompt_suffix (after suffix_think when the prompt ends inside <think>) to j->prompt. */
+/* Appends p->prompt_suffix (after suffix_think when the prompt ends inside <think>) to j->prompt.
+ * The suffix is tokenized in one piece (as if the template had written it) unless its plain range
+ * holds the text of a control token: then in three, the plain range without special parsing. */
 static int add_suffix(gen_job *j, const gen_model *gm, serve_error *err) {
     const gen_params *q = &j->p;
     id_vec v = {.p = j->prompt, .n = j->n_prompt, .cap = j->n_prompt};
     size_t len = strlen(q->prompt_suffix), a = q->suffix_plain_from, b = q->suffix_plain_to;
     if (a > b || b > len) a = b = len;
+    char *plain = strndup(q->prompt_suffix + a, b - a);
+    if (!plain) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    bool split = has_special_text(gm, plain);
+    free(plain);
     int rc = 0;
     if (q->suffix_think && gen_ids_end_with(gm->tok, v.p, v.n, "<think>")) {
         j->suffix_think = true;
         rc = encode_into(gm, &v, q->suffix_think, strlen(q->suffix_think), true, err);
     }
-    if (!rc && a) rc = encode_into(gm, &v, q->prompt_suffix, a, true, err);
-    if (!rc && b > a) rc = encode_into(gm, &v, q->prompt_suffix + a, b - a, false, err);
-    if (!rc && len > b) rc = encode_into(gm, &v, q->prompt_suffix + b, len - b, true, err);
+    if (!split) {
+        if (!rc) rc = encode_into(gm, &v, q->prompt_suffix, len, true, err);
+    } else {
+        if (!rc && a) rc = encode_into(gm, &v, q->prompt_suffix, a, true, err);
+        if (!rc && b > a) rc = encode_into(gm, &v, q->prompt_suffix + a, b - a, false, err);
+        if (!rc && len > b) rc = encode_into(gm, &v, q->prompt_suffix + b, len - b, true, err);
+    }
     j->prompt = v.p;
     j->n_suffix = v.n - j->n_prompt;
     j->n_prompt = v.n;
