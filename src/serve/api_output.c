@@ -11,7 +11,7 @@
  * when a call was parsed, else EOS, or STOP_STRING + the matched string when
  * the engine reports one (Anthropic stop_sequence); length -> LENGTH
  * (cancelled too; Chat patches it to "abort"); engine error -> ERROR. Usage
- * reasoning tokens: see count_reasoning.
+ * reasoning tokens: see api_job_reasoning_tokens.
  * A part_acc holds at most 64 output parts (reasoning / text / calls); more are dropped. */
 #include "serve/api.h"
 
@@ -19,8 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static recipe_finish finish_of(const api_job *a, const gen_choice *c, int tool_calls) {
-    (void)a;
+recipe_finish api_finish_of(const gen_choice *c, int tool_calls) {
     switch (c->finish) {
     case CINFER_FINISH_LENGTH:
     case CINFER_FINISH_CANCELLED: return tool_calls ? RECIPE_FINISH_TOOL_CALLS : RECIPE_FINISH_LENGTH;
@@ -31,8 +30,7 @@ static recipe_finish finish_of(const api_job *a, const gen_choice *c, int tool_c
     }
 }
 
-/* The stop string that ended choice c (RECIPE_FINISH_STOP_STRING), else NULL. */
-static const char *stop_of(const gen_job *g, const gen_choice *c) {
+const char *api_stop_of(const gen_job *g, const gen_choice *c) {
     return c->stop_string >= 0 && c->stop_string < g->p.n_stop ? g->p.stop[c->stop_string] : NULL;
 }
 
@@ -47,14 +45,12 @@ void api_job_prompt_check(api_job *a, const gen_job *g, const tokenizer *tok) {
     if (gen_ids_end_with(tok, g->prompt, g->n_prompt - g->n_suffix, "<think>")) a->flags |= RECIPE_PARSER_IN_REASONING;
 }
 
-/* A parser of this job's kind that has already consumed the forced tool-call opener; its events
- * go to *ev / *n (none without an opener). */
-static recipe_parser *job_parser(const api_job *a, const gen_job *g, const recipe_event **ev, size_t *n) {
+recipe_parser *api_job_parser(const api_job *a, const gen_job *g, int32_t ci, const recipe_event **ev, size_t *n) {
     *ev = NULL;
     *n = 0;
     recipe_parser *ps = recipe_parser_new(a->kind, a->flags);
     if (!ps) return NULL;
-    recipe_parser_set_id_seed(ps, a->seed);
+    recipe_parser_set_id_seed(ps, a->seed ^ (uint64_t)ci * 0x9E3779B97F4A7C15ull); /* choices: distinct ids */
     if (a->forced) {
         const char *t = g->suffix_think && a->forced_think ? a->forced_think : "";
         size_t tl = strlen(t), fl = strlen(a->forced);
@@ -110,14 +106,14 @@ static void rcount_step(rcount *rc, const recipe_event *ev, size_t n, int64_t k,
     rc->phase = last_r ? 1 : 2;
 }
 
-static int64_t count_reasoning(const api_job *a, const gen_job *g) {
-    const gen_choice *c = &g->choices[0];
+int64_t api_job_reasoning_tokens(const api_job *a, const gen_job *g, int32_t ci) {
+    const gen_choice *c = &g->choices[ci];
     if (!a->tok || !c->n_acc || !c->text) return 0;
     size_t cap = 64 + (size_t)tokenizer_max_token_len(a->tok);
     char *buf = malloc(cap);
     const recipe_event *ev;
     size_t n;
-    recipe_parser *ps = buf ? job_parser(a, g, &ev, &n) : NULL;
+    recipe_parser *ps = buf ? api_job_parser(a, g, ci, &ev, &n) : NULL;
     if (!ps) {
         free(buf);
         return 0;
@@ -148,7 +144,7 @@ static int64_t count_reasoning(const api_job *a, const gen_job *g) {
 int api_job_begin(api_job *a, const gen_job *g, const char *model) {
     const recipe_event *ev;
     size_t n;
-    a->parser = job_parser(a, g, &ev, &n);
+    a->parser = api_job_parser(a, g, 0, &ev, &n);
     if (!a->parser) return -1;
     recipe_stream_info info = {.id = a->id, .model = model, .created = a->created, .prompt_tokens = g->n_prompt,
                                .cache_read = 0, .include_usage = a->req.include_usage == 1, .req = &a->req};
@@ -192,14 +188,14 @@ int api_job_finish(api_job *a, const gen_job *g) {
     const gen_choice *c = &g->choices[0];
     const recipe_event *ev;
     size_t n;
-    a->reasoning_tokens = count_reasoning(a, g);
+    a->reasoning_tokens = api_job_reasoning_tokens(a, g, 0);
     if (!a->parser) return -1;
     recipe_parser_finish(a->parser, &ev, &n);
     if (!a->enc) return 0;
     if (encode_events(a, ev, n)) return -1;
-    recipe_event fin = {.type = RECIPE_EV_FINISH, .finish = finish_of(a, c, recipe_parser_tool_calls(a->parser)),
+    recipe_event fin = {.type = RECIPE_EV_FINISH, .finish = api_finish_of(c, recipe_parser_tool_calls(a->parser)),
                         .has_usage = true, .usage = usage_of(a, g)};
-    if (fin.finish == RECIPE_FINISH_STOP_STRING) fin.stop_sequence = stop_of(g, c);
+    if (fin.finish == RECIPE_FINISH_STOP_STRING) fin.stop_sequence = api_stop_of(g, c);
     if (fin.finish == RECIPE_FINISH_ERROR) {
         fin.type = RECIPE_EV_ERROR;
         fin.text = c->error[0] ? c->error : "generation failed";
@@ -265,12 +261,11 @@ static void acc_events(part_acc *pa, const recipe_event *ev, size_t n) {
     }
 }
 
-/* Parses choice 0's text into r's parts; returns the number of tool calls. */
-static int build_parts(api_job *a, const gen_job *g, recipe_response *r) {
-    const gen_choice *c = &g->choices[0];
+int api_job_parts(const api_job *a, const gen_job *g, int32_t ci, recipe_response *r) {
+    const gen_choice *c = &g->choices[ci];
     const recipe_event *ev;
     size_t n;
-    recipe_parser *ps = job_parser(a, g, &ev, &n);
+    recipe_parser *ps = api_job_parser(a, g, ci, &ev, &n);
     part_acc *pa = calloc(1, sizeof *pa);
     int calls = 0;
     if (ps && pa) {
@@ -304,11 +299,11 @@ char *api_job_response(api_job *a, const gen_job *g, const char *model) {
     r.id = a->id;
     r.model = model;
     r.created = a->created;
-    int calls = build_parts(a, g, &r);
-    a->reasoning_tokens = count_reasoning(a, g);
-    r.finish = finish_of(a, &g->choices[0], calls);
+    int calls = api_job_parts(a, g, 0, &r);
+    a->reasoning_tokens = api_job_reasoning_tokens(a, g, 0);
+    r.finish = api_finish_of(&g->choices[0], calls);
     if (r.finish == RECIPE_FINISH_ERROR) r.error_message = g->choices[0].error;
-    if (r.finish == RECIPE_FINISH_STOP_STRING) r.stop_sequence = stop_of(g, &g->choices[0]);
+    if (r.finish == RECIPE_FINISH_STOP_STRING) r.stop_sequence = api_stop_of(g, &g->choices[0]);
     r.has_usage = true;
     r.usage = usage_of(a, g);
     recipe_error re;
@@ -326,7 +321,7 @@ void api_job_save(api_job *a, const api_ctx *ctx, const gen_job *g, const char *
     if (!a->store || !ctx->store || !a->conversation || !response_json) return;
     recipe_response r;
     recipe_response_init(&r);
-    build_parts(a, g, &r);
+    api_job_parts(a, g, 0, &r);
     recipe_message m = {.role = RECIPE_ROLE_ASSISTANT, .parts = r.parts, .n_parts = r.n_parts};
     serve_error e;
     json_t *conv = json_copy(a->conversation), *o = api_template_message(&m, 0, &e);
@@ -343,6 +338,8 @@ void api_job_free(api_job *a) {
     if (!a->active) return;
     recipe_request_free(&a->req);
     recipe_parser_free(a->parser);
+    for (int32_t i = 0; i < a->n_parsers && a->parsers; i++) recipe_parser_free(a->parsers[i]);
+    free(a->parsers);
     recipe_stream_encoder_free(a->enc);
     recipe_buf_free(&a->out);
     free(a->forced);

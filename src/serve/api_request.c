@@ -328,15 +328,13 @@ int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, cons
         /* The OpenAI path validates and maps every Chat field (n, logprobs, logit_bias...; its
          * errors are the contract) and keeps tool_calls / tool_call_id in the messages; recipe
          * adds tools, tool_choice and the output side (parser + encoder). Requests with n > 1 or
-         * logprobs (which recipe does not represent) stay on the OpenAI path alone
-         * (a->active = false), and so do tool-less requests recipe refuses but OpenAI accepts
-         * (more than 4 stop strings). */
+         * logprobs keep OpenAI's response shapes with one parser per choice (a->multi,
+         * api_multi.c), or stay on the OpenAI path alone (a->active = false) when there is
+         * nothing to parse (no tools, plain parser); so do tool-less requests recipe refuses but
+         * OpenAI accepts (more than 4 stop strings). */
         oai_limits lim = {.n_vocab = ctx->n_vocab, .max_n = ctx->max_n};
         if (oai_parse_chat(body, len, &lim, p, err)) return a->active = false, -1;
-        if (p->n != 1 || p->logprobs) {
-            a->active = false;
-            return 0;
-        }
+        a->multi = p->n != 1 || p->logprobs;
         json_t *root = load_object(body, len, err);
         if (!root) goto fail;
         bool tools = json_array_size(json_object_get(root, "tools")) > 0;
@@ -347,9 +345,9 @@ int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, cons
             *err = e2;
             goto fail;
         }
-        if (rc) {
+        if (rc || (a->multi && !tools && ctx->parser == RECIPE_PARSER_PLAIN)) {
             recipe_request_free(&a->req);
-            a->active = false;
+            a->active = a->multi = false;
             return 0;
         }
     } else {

@@ -274,6 +274,63 @@ class TestForcedToolChoice(unittest.TestCase):
         self.assertIn("get_time", str(cm.exception))
 
 
+class TestChatMulti(unittest.TestCase):
+    """Chat with n > 1 or logprobs: OpenAI's shapes (logprobs kept), one output parser per choice."""
+
+    def test_n2_tool_calls(self):
+        r = OAI.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER], n=2)
+        self.assertEqual(len(r.choices), 2)
+        ids = set()
+        for i, ch in enumerate(r.choices):
+            self.assertEqual((ch.index, ch.finish_reason), (i, "tool_calls"))
+            self.assertIsNone(ch.message.content)
+            tc = ch.message.tool_calls[0]
+            self.assertEqual((tc.function.name, json.loads(tc.function.arguments)), ("get_weather", {"city": "Paris"}))
+            ids.add(tc.id)
+        self.assertEqual(len(ids), 2)  # each choice mints its own call ids
+        self.assertEqual(r.usage.completion_tokens, 2 * (len(sbm.SCRIPTS["<|call|>"]) + 1))
+        self.assertEqual(r.usage.completion_tokens_details.reasoning_tokens, 0)
+
+    def test_logprobs_reasoning(self):
+        r = OAI.chat.completions.create(model=NAME, messages=[{"role": "user", "content": "hi"}], logprobs=True,
+                                        top_logprobs=2)
+        ch = r.choices[0]
+        self.assertEqual(ch.message.content, sbm.THINK_ANSWER_TEXT)
+        self.assertEqual(ch.message.model_extra["reasoning_content"], sbm.REASONING_TEXT)
+        self.assertEqual(ch.finish_reason, "stop")
+        # logprobs cover every emitted token, reasoning markers included
+        self.assertEqual("".join(t.token for t in ch.logprobs.content), "".join(sbm.SCRIPTS["<|think|>"]))
+        self.assertLessEqual(max(len(t.top_logprobs) for t in ch.logprobs.content), 2)
+        self.assertEqual(r.usage.completion_tokens_details.reasoning_tokens, REASONING_TOKENS)
+
+    def test_stream_n2_logprobs_forced(self):
+        chunks = list(OAI.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER], n=2, logprobs=True,
+                                                  tool_choice=NAMED, stream=True,
+                                                  stream_options={"include_usage": True}))
+        for i in range(2):
+            mine = [c.choices[0] for c in chunks if c.choices and c.choices[0].index == i]
+            self.assertEqual(mine[0].delta.role, "assistant")
+            calls = [tc for c in mine for tc in (c.delta.tool_calls or [])]
+            self.assertEqual(calls[0].function.name, "get_weather")
+            self.assertEqual(json.loads("".join(tc.function.arguments or "" for tc in calls)), {"city": "Paris"})
+            self.assertEqual("".join(c.delta.content or "" for c in mine), "")
+            self.assertEqual(mine[-1].finish_reason, "tool_calls")
+            toks = [t.token for c in mine if c.logprobs for t in c.logprobs.content]
+            self.assertEqual(toks, ['{"city": ', '"Paris"', "}}", "</tool_call>"])
+        self.assertEqual(chunks[-1].usage.completion_tokens, 2 * FORCED_NAMED_TOKENS)
+        self.assertEqual(chunks[-1].usage.completion_tokens_details.reasoning_tokens, 0)
+
+    def test_stream_n2_reasoning(self):
+        chunks = list(OAI.chat.completions.create(model=NAME, messages=[{"role": "user", "content": "hi"}], n=2,
+                                                  stream=True, stream_options={"include_usage": True}))
+        for i in range(2):
+            deltas = [c.choices[0].delta for c in chunks if c.choices and c.choices[0].index == i]
+            self.assertEqual("".join((d.model_extra or {}).get("reasoning_content") or "" for d in deltas),
+                             sbm.REASONING_TEXT)
+            self.assertEqual("".join(d.content or "" for d in deltas), sbm.THINK_ANSWER_TEXT)
+        self.assertEqual(chunks[-1].usage.completion_tokens_details.reasoning_tokens, 2 * REASONING_TOKENS)
+
+
 class TestParserFlag(unittest.TestCase):
     def test_override_plain(self):
         # --tool-call-parser plain: the same model output is plain content, no tool calls
