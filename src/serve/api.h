@@ -1,8 +1,9 @@
-/* api.h - (api_request.c, api_output.c) the server's protocol layer for the chat APIs that go through the
- * recipe library (include/cinfer/recipe.h): Anthropic Messages
- * (POST /v1/messages, /v1/messages/count_tokens), OpenAI Responses
- * (POST /v1/responses, with previous_response_id from the response store) and
- * OpenAI Chat Completions requests that use tools or a reasoning parser.
+/* api.h - (api_request.c, api_output.c, api_multi.c) the server's protocol
+ * layer for the chat APIs that go through the recipe library
+ * (include/cinfer/recipe.h): Anthropic Messages (POST /v1/messages,
+ * /v1/messages/count_tokens), OpenAI Responses (POST /v1/responses, with
+ * previous_response_id from the response store) and OpenAI Chat Completions
+ * requests that use tools or a reasoning parser (n > 1 / logprobs: api_multi.c).
  *
  * The pipeline per request: body -> recipe_request_parse -> gen_params
  * (template messages + tools + sampling) -> gen core -> engine text deltas ->

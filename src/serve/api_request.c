@@ -438,7 +438,8 @@ int api_job_prepare(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *
     const char *name = named ? r->tool_choice_name : NULL;
     if (named) {
         bool found = false;
-        for (size_t i = 0; name && i < r->n_tools && !found; i++) found = r->tools[i].name && !strcmp(r->tools[i].name, name);
+        for (size_t i = 0; name && i < r->n_tools && !found; i++)
+            found = r->tools[i].name && !strcmp(r->tools[i].name, name);
         if (!found)
             return serve_bad(err, "tool_choice", "tool_choice names the tool '%.80s', which is not in tools",
                              name ? name : "");

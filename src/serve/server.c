@@ -316,7 +316,8 @@ static void job_complete(sv_job *j) {
         struct evbuffer *b = evbuffer_new();
         if (b) {
             if (j->meta.include_usage)
-                sse_add(b, j->a.multi ? api_multi_usage_chunk(&j->a, &j->meta, &j->g) : oai_chunk_usage(&j->meta, &j->g));
+                sse_add(b, j->a.multi ? api_multi_usage_chunk(&j->a, &j->meta, &j->g)
+                                      : oai_chunk_usage(&j->meta, &j->g));
             evbuffer_add_printf(b, "data: [DONE]\n\n");
             evhttp_send_reply_chunk(j->req, b);
             evbuffer_free(b);
