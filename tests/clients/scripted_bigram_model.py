@@ -17,7 +17,9 @@ How it works (a bigram model, no special code path in cinfer):
   ends with </s> (EOS). The template mentions <tool_call>, so cinfer detects the Hermes parser.
   With enable_thinking (Anthropic thinking, reasoning effort) the prompt ends with
   "<|think|><think>" like Qwen3 / R1-0528 templates: the output then starts inside the reasoning
-  block (the server must notice: RECIPE_PARSER_IN_REASONING).
+  block (the server must notice: RECIPE_PARSER_IN_REASONING); with tools too it ends with
+  "<|call|><think>" (the model then reasons and answers, no call), where a forced tool call must
+  first close the block ("</think>\n\n" before the opener).
 
 Used by tests/clients/test_tool_calls.py (and the reasoning tests). Never shipped: the file is
 generated at test time into a temporary directory.
@@ -56,6 +58,7 @@ TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}"
     "{%- if messages[-1].role == 'tool' -%}<|answer|>"
+    "{%- elif tools and enable_thinking is defined and enable_thinking -%}<|call|><think>"
     "{%- elif tools -%}<|call|>"
     "{%- elif enable_thinking is defined and enable_thinking -%}<|think|><think>"
     "{%- else -%}<|think|>"

@@ -257,6 +257,22 @@ class TestForcedToolChoice(unittest.TestCase):
             self.assertEqual(json.loads("".join(e.partial_json for e in events if e.type == "input_json")),
                              {"city": "Paris"})
 
+    def test_forced_inside_open_think(self):
+        # thinking on + tools: the prompt ends inside <think>; unforced, the model reasons and answers
+        think = {"type": "enabled", "budget_tokens": 1024}
+        m = ANT.messages.create(model=NAME, max_tokens=1500, messages=[USER], tools=[ANT_TOOL], thinking=think)
+        self.assertEqual([b.type for b in m.content], ["thinking", "text"])
+        # forced: "</think>\n\n" closes the block before the opener, the call is parsed, no reasoning
+        m = ANT.messages.create(model=NAME, max_tokens=1500, messages=[USER], tools=[ANT_TOOL], thinking=think,
+                                tool_choice={"type": "any"})
+        self.assertEqual(m.stop_reason, "tool_use")
+        self.assertEqual([(b.type, b.name, b.input) for b in m.content],
+                         [("tool_use", "get_weather", {"city": "Paris"})])
+        r = OAI.responses.create(model=NAME, input="Weather?", tools=[RESP_TOOL], tool_choice="required",
+                                 reasoning={"effort": "low"})
+        self.assertEqual([o.type for o in r.output], ["function_call"])
+        self.assertEqual(r.usage.output_tokens_details.reasoning_tokens, 0)
+
     def test_responses_required(self):
         r = OAI.responses.create(model=NAME, input="Weather?", tools=[RESP_TOOL], tool_choice="required")
         self.assertEqual(r.status, "completed")
