@@ -560,9 +560,10 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         (j->a.multi ? api_multi_begin(&j->a, &j->meta, &j->g) : api_job_begin(&j->a, &j->g, s->cfg->model_name))) {
         serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
         gen_job_free(&j->g, s->gm);
+        a = j->a; /* with what the failed begin allocated (parsers, encoder, output) */
         free(tl);
         free(j);
-        fail_generate(s, req, &e, id, t0, &a, api); /* a still holds what j->a had */
+        fail_generate(s, req, &e, id, t0, &a, api);
         return;
     }
     job_link(s, j);
