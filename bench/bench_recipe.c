@@ -2,11 +2,12 @@
  * Completions request (system prompt, a few turns, two tool calls and their
  * results, three tool definitions, sampling options) converted to Anthropic
  * Messages and to OpenAI Responses, and those back to Chat. One "conversion" =
- * parse the source JSON tree into the canonical request + write the target JSON
- * text (recipe_request_encode_text). Times are thread CPU time, so other load on
- * the machine inflates them less than wall time would. Also reported: the
- * jansson-tree encoder, text in/out including jansson's json_loads, and the
- * output parser's throughput.
+ * JSON text in -> canonical request (recipe_request_parse_text) -> JSON text out
+ * (recipe_request_encode_text): what a protocol gateway does per request. Times
+ * are thread CPU time, so other load on the machine inflates them less than wall
+ * time would. Also reported: the jansson entry point (a tree in, serialized and
+ * parsed), the jansson-tree encoder, jansson's own json_loads of the same body for
+ * comparison, and the output parser's throughput.
  * Usage: bench_recipe [seconds per measurement, default 1]. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,18 +56,24 @@ static double wall(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* src tree (api a) -> canonical -> api b; text (encode_text) or tree (encode) output.
- * Returns conversions per CPU second. */
-static double rate(json_t *src, recipe_api a, recipe_api b, bool text, double secs) {
+typedef enum { IN_TEXT, IN_TREE } in_kind;
+typedef enum { OUT_TEXT, OUT_TREE } out_kind;
+
+/* src (api a) -> canonical -> api b. Returns conversions per CPU second. */
+static double rate(const char *src_text, const json_t *src_tree, recipe_api a, recipe_api b, in_kind in, out_kind out_k,
+                   double secs) {
     recipe_request r;
     recipe_request_init(&r);
     recipe_buf out = {0};
+    size_t len = strlen(src_text);
     long n = 0;
     double t0 = now(), t;
     do {
         for (int i = 0; i < 256; i++) {
-            if (recipe_request_parse(a, src, &r, NULL)) abort();
-            if (text) {
+            int rc = in == IN_TEXT ? recipe_request_parse_text(a, src_text, len, 0, &r, NULL)
+                                   : recipe_request_parse(a, src_tree, &r, NULL);
+            if (rc) abort();
+            if (out_k == OUT_TEXT) {
                 out.len = 0;
                 if (recipe_request_encode_text(b, &r, &out, NULL)) abort();
             } else {
@@ -83,27 +90,19 @@ static double rate(json_t *src, recipe_api a, recipe_api b, bool text, double se
     return (double)n / t;
 }
 
-/* text in, text out: json_loads + parse + encode_text */
-static double text_rate(recipe_api b, double secs) {
-    recipe_request r;
-    recipe_request_init(&r);
-    recipe_buf out = {0};
+/* jansson's json_loads of the same body, for scale */
+static double loads_rate(const char *text, double secs) {
     long n = 0;
     double t0 = now(), t;
     do {
         for (int i = 0; i < 64; i++) {
-            json_t *src = json_loads(k_req, 0, NULL);
-            if (!src || recipe_request_parse(RECIPE_API_CHAT, src, &r, NULL)) abort();
-            out.len = 0;
-            if (recipe_request_encode_text(b, &r, &out, NULL)) abort();
-            recipe_request_reset(&r);
-            json_decref(src);
+            json_t *j = json_loads(text, 0, NULL);
+            if (!j) abort();
+            json_decref(j);
         }
         n += 64;
         t = now() - t0;
     } while (t < secs);
-    recipe_request_free(&r);
-    recipe_buf_free(&out);
     return (double)n / t;
 }
 
@@ -127,39 +126,54 @@ static double parser_mbps(double secs) {
     return (double)bytes / t / 1e6;
 }
 
-int main(int argc, char **argv) {
-    double secs = argc > 1 ? atof(argv[1]) : 1.0;
-    json_t *chat = json_loads(k_req, 0, NULL);
-    if (!chat) return 1;
+/* JSON text of `req` in api b (malloc'd) */
+static char *convert_text(const char *text, recipe_api a, recipe_api b) {
     recipe_request r;
     recipe_request_init(&r);
-    if (recipe_request_parse(RECIPE_API_CHAT, chat, &r, NULL)) return 1;
-    json_t *msgs = recipe_request_encode(RECIPE_API_MESSAGES, &r, NULL), *resp = recipe_request_encode(RECIPE_API_RESPONSES, &r, NULL);
+    recipe_buf out = {0};
+    if (recipe_request_parse_text(a, text, strlen(text), 0, &r, NULL) || recipe_request_encode_text(b, &r, &out, NULL) ||
+        !out.data) {
+        recipe_request_free(&r);
+        recipe_buf_free(&out);
+        return NULL;
+    }
     recipe_request_free(&r);
-    if (!msgs || !resp) return 1;
+    char *s = strndup(out.data, out.len);
+    recipe_buf_free(&out);
+    return s;
+}
+
+int main(int argc, char **argv) {
+    double secs = argc > 1 ? atof(argv[1]) : 1.0;
+    char *msgs = convert_text(k_req, RECIPE_API_CHAT, RECIPE_API_MESSAGES);
+    char *resp = convert_text(k_req, RECIPE_API_CHAT, RECIPE_API_RESPONSES);
+    json_t *chat_tree = json_loads(k_req, 0, NULL);
+    if (!msgs || !resp || !chat_tree) return 1;
     double w0 = wall(), c0 = now();
-    printf("request: %zu bytes of Chat Completions JSON; figures are per CPU-second of one thread\n", strlen(k_req));
-    printf("one conversion = parse the source JSON tree into the canonical request + write the target JSON\n");
-    double cm = rate(chat, RECIPE_API_CHAT, RECIPE_API_MESSAGES, true, secs);
-    double mc = rate(msgs, RECIPE_API_MESSAGES, RECIPE_API_CHAT, true, secs);
-    double cr = rate(chat, RECIPE_API_CHAT, RECIPE_API_RESPONSES, true, secs);
-    double rc = rate(resp, RECIPE_API_RESPONSES, RECIPE_API_CHAT, true, secs);
-    printf("  chat -> messages   (text out): %9.0f /s  %6.2f us\n", cm, 1e6 / cm);
-    printf("  messages -> chat   (text out): %9.0f /s  %6.2f us\n", mc, 1e6 / mc);
-    printf("  chat -> responses  (text out): %9.0f /s  %6.2f us\n", cr, 1e6 / cr);
-    printf("  responses -> chat  (text out): %9.0f /s  %6.2f us\n", rc, 1e6 / rc);
+    printf("request: %zu bytes of Chat Completions JSON (Messages form %zu, Responses form %zu); figures are per "
+           "CPU-second of one thread\n", strlen(k_req), strlen(msgs), strlen(resp));
+    printf("one conversion = JSON text in -> canonical request -> JSON text out\n");
+    double cm = rate(k_req, NULL, RECIPE_API_CHAT, RECIPE_API_MESSAGES, IN_TEXT, OUT_TEXT, secs);
+    double mc = rate(msgs, NULL, RECIPE_API_MESSAGES, RECIPE_API_CHAT, IN_TEXT, OUT_TEXT, secs);
+    double cr = rate(k_req, NULL, RECIPE_API_CHAT, RECIPE_API_RESPONSES, IN_TEXT, OUT_TEXT, secs);
+    double rc = rate(resp, NULL, RECIPE_API_RESPONSES, RECIPE_API_CHAT, IN_TEXT, OUT_TEXT, secs);
+    printf("  chat -> messages   : %9.0f /s  %6.2f us\n", cm, 1e6 / cm);
+    printf("  messages -> chat   : %9.0f /s  %6.2f us\n", mc, 1e6 / mc);
+    printf("  chat -> responses  : %9.0f /s  %6.2f us\n", cr, 1e6 / cr);
+    printf("  responses -> chat  : %9.0f /s  %6.2f us\n", rc, 1e6 / rc);
     double mean = 4.0 / (1 / cm + 1 / mc + 1 / cr + 1 / rc);
     printf("  all four directions: %.0f conversions/s (target >= 200000)\n", mean);
-    double tm = rate(chat, RECIPE_API_CHAT, RECIPE_API_MESSAGES, false, secs);
-    double tr = rate(chat, RECIPE_API_CHAT, RECIPE_API_RESPONSES, false, secs);
+    double tm = rate(k_req, NULL, RECIPE_API_CHAT, RECIPE_API_MESSAGES, IN_TEXT, OUT_TREE, secs);
+    double tr = rate(k_req, NULL, RECIPE_API_CHAT, RECIPE_API_RESPONSES, IN_TEXT, OUT_TREE, secs);
     printf("  jansson tree out instead of text: chat -> messages %.0f /s, chat -> responses %.0f /s\n", tm, tr);
-    printf("  text in + text out (json_loads + convert): chat -> messages %.0f /s, chat -> responses %.0f /s\n",
-           text_rate(RECIPE_API_MESSAGES, secs), text_rate(RECIPE_API_RESPONSES, secs));
+    double jm = rate(k_req, chat_tree, RECIPE_API_CHAT, RECIPE_API_MESSAGES, IN_TREE, OUT_TEXT, secs);
+    printf("  jansson tree in (recipe_request_parse: serialize + parse), text out: chat -> messages %.0f /s\n", jm);
+    printf("  for scale, jansson json_loads of the same Chat body alone: %.0f /s\n", loads_rate(k_req, secs));
     printf("output parser (hermes, 4-byte deltas): %.1f MB/s\n", parser_mbps(secs));
     printf("(CPU %.1f s over %.1f s wall: %.0f%% of one core was ours)\n", now() - c0, wall() - w0,
            100 * (now() - c0) / (wall() - w0));
-    json_decref(chat);
-    json_decref(msgs);
-    json_decref(resp);
+    json_decref(chat_tree);
+    free(msgs);
+    free(resp);
     return 0;
 }

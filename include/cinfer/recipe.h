@@ -9,10 +9,11 @@
  * docs/recipe.md has the mapping tables and the lossy cases.
  *
  * Ownership and lifetime:
- *  - A parsed recipe_request / recipe_response keeps one reference to the JSON
- *    body it was parsed from; its `const char *` fields point into that body or
- *    into the object's own arena, so they stay valid until *_free()/reset().
- *    `json_t *` fields are references owned by the object (decref'd at free).
+ *  - A parsed recipe_request / recipe_response owns everything it points to: its
+ *    strings, arrays and opaque JSON values (schemas, metadata, cache_control...,
+ *    kept as compact JSON text, fields marked "JSON text") live in the object's
+ *    own arena and stay valid until *_free()/reset(). Parsing reads the body
+ *    text in one pass (src/recipe/rjson.c); nothing borrows from the caller.
  *  - Built by hand (e.g. the server filling a response from engine output):
  *    zero the struct with *_init(), set fields to strings that outlive the
  *    encode call (or copy them with recipe_request_strdup / recipe_response_strdup),
@@ -119,8 +120,8 @@ typedef struct recipe_part {
     const char *detail;     /* IMAGE: auto|low|high */
     bool is_error;          /* TOOL_RESULT */
     bool content_string;    /* TOOL_RESULT: content was a plain string on the wire */
-    json_t *summary;        /* REASONING: Responses summary array (owned ref), NULL if none */
-    json_t *cache_control;  /* Anthropic cache_control (owned ref), dropped toward OpenAI */
+    const char *summary;    /* REASONING: Responses summary array (JSON text), NULL if none */
+    const char *cache_control; /* Anthropic cache_control (JSON text), dropped toward OpenAI */
     struct recipe_part *parts; /* TOOL_RESULT content */
     size_t n_parts;
 } recipe_part;
@@ -139,9 +140,9 @@ typedef struct recipe_message {
 typedef struct recipe_tool {
     const char *name;
     const char *description; /* NULL: none */
-    json_t *parameters;      /* JSON Schema (owned ref), NULL: none */
+    const char *parameters;  /* JSON Schema (JSON text), NULL: none */
     int strict;              /* tri-state */
-    json_t *cache_control;   /* Anthropic (owned ref) */
+    const char *cache_control; /* Anthropic (JSON text) */
 } recipe_tool;
 
 typedef enum recipe_tool_choice {
@@ -189,7 +190,7 @@ typedef struct recipe_request {
     recipe_format format;     /* response_format / output_config.format / text.format */
     const char *format_name;  /* json_schema name */
     const char *format_description;
-    json_t *format_schema;    /* owned ref */
+    const char *format_schema; /* JSON text */
     int format_strict;        /* tri-state */
 
     bool stream;
@@ -200,35 +201,33 @@ typedef struct recipe_request {
     double temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty; /* NAN: unset */
     int64_t top_k, seed, n, top_logprobs; /* RECIPE_UNSET */
     int logprobs;             /* tri-state */
-    json_t *logit_bias;       /* owned ref */
+    const char *logit_bias;   /* JSON text (an object) */
     const char **stop;        /* stop strings */
     size_t n_stop;
     bool stop_string;         /* Chat `stop` was a single string */
 
     const char *user;         /* Chat/Responses `user`, Anthropic metadata.user_id */
-    json_t *metadata;         /* Chat/Responses metadata object (owned ref) */
+    const char *metadata;     /* Chat/Responses metadata object (JSON text) */
 
     recipe_effort reasoning_effort; /* Chat reasoning_effort, Responses reasoning.effort */
     const char *reasoning_summary;  /* Responses reasoning.summary */
     int thinking;                   /* tri-state: Anthropic thinking enabled/disabled, DeepSeek `thinking` */
     bool thinking_adaptive;         /* Anthropic {"type":"adaptive"} */
     int64_t thinking_budget;        /* Anthropic budget_tokens; RECIPE_UNSET */
-    json_t *chat_template_kwargs;   /* owned ref (enable_thinking / thinking flags for templates) */
+    const char *chat_template_kwargs; /* JSON text (enable_thinking / thinking flags for templates) */
 
     const char *cache_salt;      /* vLLM extension: prefix-cache isolation */
     const char *traffic_class;   /* cinfer extension: `"cinfer":{"traffic_class":...}` as text */
-    json_t *cinfer;              /* the whole `cinfer` object (owned ref), re-emitted as is */
+    const char *cinfer;          /* the whole `cinfer` object (JSON text), re-emitted as is */
 
     /* Responses only */
     const char *previous_response_id;
     int store;                   /* tri-state */
-    json_t *include;             /* owned ref */
+    const char *include;         /* JSON text (an array) */
     const char *truncation;
 
     /* owner of everything above */
-    json_t *src;                 /* the parsed body (owned ref), or NULL */
     recipe_arena arena;
-    json_t *owned;               /* extra JSON values kept alive (owned array) */
 } recipe_request;
 
 void recipe_request_init(recipe_request *r);
@@ -240,10 +239,17 @@ void recipe_request_free(recipe_request *r);
 void *recipe_request_alloc(recipe_request *r, size_t bytes);
 const char *recipe_request_strdup(recipe_request *r, const char *s);
 
-/* Parses `body` (a JSON object in `api`'s request format) into `out` (which must be
- * initialized; it is reset first). Takes a new reference to body. On failure returns -1,
- * fills err (kind + message + param) and leaves `out` reset. */
-int recipe_request_parse(recipe_api api, json_t *body, recipe_request *out, recipe_error *err);
+#define RECIPE_PARSE_COUNT_TOKENS 1u /* Messages count_tokens: max_tokens may be absent */
+
+/* Parses the JSON text body[0..len) (an object in `api`'s request format) into `out`
+ * (which must be initialized; it is reset first). The text is not referenced afterwards.
+ * flags: RECIPE_PARSE_*. On failure returns -1, fills err (kind + message + param; invalid
+ * JSON is RECIPE_ERR_INVALID_REQUEST "the body is not valid JSON: <reason> at byte N") and
+ * leaves `out` reset. The fast path: one pass, no JSON tree outside the request's arena. */
+int recipe_request_parse_text(recipe_api api, const char *body, size_t len, unsigned flags, recipe_request *out,
+                              recipe_error *err);
+/* The same from a jansson value (serialized, then parsed as text; for callers that hold a tree). */
+int recipe_request_parse(recipe_api api, const json_t *body, recipe_request *out, recipe_error *err);
 /* Encodes a canonical request as `api`'s request body. New reference, or NULL + err
  * (e.g. no messages). Lossy cases: docs/recipe.md. */
 json_t *recipe_request_encode(recipe_api api, const recipe_request *req, recipe_error *err);
@@ -286,7 +292,6 @@ typedef struct recipe_response {
     const char *error_message; /* FINISH_ERROR */
     const char *status;        /* Responses status when parsed (in_progress, cancelled, ...) */
 
-    json_t *src;
     recipe_arena arena;
 } recipe_response;
 
@@ -296,7 +301,10 @@ void recipe_response_free(recipe_response *r);
 void *recipe_response_alloc(recipe_response *r, size_t bytes);
 const char *recipe_response_strdup(recipe_response *r, const char *s);
 
-int recipe_response_parse(recipe_api api, json_t *body, recipe_response *out, recipe_error *err);
+/* Response bodies, as for requests (text, or a jansson value serialized first). */
+int recipe_response_parse_text(recipe_api api, const char *body, size_t len, recipe_response *out,
+                               recipe_error *err);
+int recipe_response_parse(recipe_api api, const json_t *body, recipe_response *out, recipe_error *err);
 /* `req` (may be NULL) supplies the settings the Responses object echoes (instructions,
  * tools, temperature, ...). New reference or NULL + err. */
 json_t *recipe_response_encode(recipe_api api, const recipe_response *resp, const recipe_request *req,

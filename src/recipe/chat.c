@@ -14,48 +14,48 @@
 /* ---------------------------------------------------------------- request parse */
 
 /* Content value -> parts. allow_images: user messages. */
-static int parse_content(recipe_request *r, const json_t *c, recipe_part **out, size_t *n, bool *is_string,
+static int parse_content(recipe_request *r, const rj *c, recipe_part **out, size_t *n, bool *is_string,
                          bool allow_images, const char *path, recipe_error *err) {
     *out = NULL;
     *n = 0;
     *is_string = false;
-    if (!c || json_is_null(c)) return 0;
-    if (json_is_string(c)) {
+    if (!c || rj_is_null(c)) return 0;
+    if (rj_is_string(c)) {
         recipe_part *p = ra_alloc(&r->arena, sizeof *p);
         if (!p) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
         p->type = RECIPE_PART_TEXT;
-        p->text = json_string_value(c);
+        p->text = rj_str(c);
         *out = p;
         *n = 1;
         *is_string = true;
         return 0;
     }
-    if (!json_is_array(c))
+    if (!rj_is_array(c))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.content' must be a string or an array", path);
-    size_t cnt = json_array_size(c);
+    size_t cnt = rj_size(c);
     recipe_part *ps = ra_alloc(&r->arena, (cnt ? cnt : 1) * sizeof *ps);
     if (!ps) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
     size_t k = 0;
     for (size_t i = 0; i < cnt; i++) {
-        json_t *part = json_array_get(c, i);
-        const char *type = jstr(part, "type");
+        rj *part = rj_at(c, i);
+        const char *type = rj_gets(part, "type");
         if (!type)
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.content[%zu].type' missing", path, i);
         if (!strcmp(type, "text")) {
-            const char *t = jstr(part, "text");
+            const char *t = rj_gets(part, "text");
             if (!t)
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.content[%zu].text' must be a string",
                                    path, i);
             ps[k].type = RECIPE_PART_TEXT;
             ps[k++].text = t;
         } else if (!strcmp(type, "image_url") && allow_images) {
-            json_t *iu = jget(part, "image_url");
-            const char *url = json_is_string(iu) ? json_string_value(iu) : jstr(iu, "url");
+            rj *iu = rj_get(part, "image_url");
+            const char *url = rj_is_string(iu) ? rj_str(iu) : rj_gets(iu, "url");
             if (!url)
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path,
                                    "'%s.content[%zu].image_url.url' must be a string", path, i);
             image_from_url(&r->arena, &ps[k], url);
-            ps[k++].detail = jstr(iu, "detail");
+            ps[k++].detail = rj_gets(iu, "detail");
         } else if (!strcmp(type, "refusal")) {
             continue; /* assistant refusal parts carry no prompt text */
         } else {
@@ -68,49 +68,49 @@ static int parse_content(recipe_request *r, const json_t *c, recipe_part **out, 
     return 0;
 }
 
-static int parse_tool_calls(recipe_request *r, const json_t *tcs, recipe_part *ps, size_t *k, const char *path,
+static int parse_tool_calls(recipe_request *r, const rj *tcs, recipe_part *ps, size_t *k, const char *path,
                             recipe_error *err) {
-    if (!tcs || json_is_null(tcs)) return 0;
-    if (!json_is_array(tcs))
+    if (!tcs || rj_is_null(tcs)) return 0;
+    if (!rj_is_array(tcs))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.tool_calls' must be an array", path);
-    for (size_t i = 0; i < json_array_size(tcs); i++) {
+    for (size_t i = 0; i < rj_size(tcs); i++) {
         static const jkey k_tc[] = {JKEY("function"), JKEY("id")}, k_fn[] = {JKEY("name"), JKEY("arguments")};
-        json_t *tv[2], *fv[2];
-        jpick(json_array_get(tcs, i), k_tc, 2, tv);
+        rj *tv[2], *fv[2];
+        jpick(rj_at(tcs, i), k_tc, 2, tv);
         jpick(tv[0], k_fn, 2, fv);
-        const char *name = json_string_value(fv[0]);
-        json_t *args = fv[1];
+        const char *name = rj_str(fv[0]);
+        rj *args = fv[1];
         if (!name)
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.tool_calls[%zu].function.name' missing",
                                path, i);
         recipe_part *p = &ps[(*k)++];
         p->type = RECIPE_PART_TOOL_CALL;
-        p->id = json_string_value(tv[1]);
+        p->id = rj_str(tv[1]);
         p->name = name;
-        if (json_is_string(args)) p->args = json_string_value(args);
-        else if (args && !json_is_null(args)) p->args = json_to_text(&r->arena, args); /* tolerate an object */
+        if (rj_is_string(args)) p->args = rj_str(args);
+        else if (args && !rj_is_null(args)) p->args = RAW(r, args); /* tolerate an object */
         else p->args = "{}";
     }
     return 0;
 }
 
-static int parse_message(recipe_request *r, const json_t *m, recipe_message *out, size_t idx, recipe_error *err) {
+static int parse_message(recipe_request *r, const rj *m, recipe_message *out, size_t idx, recipe_error *err) {
     char path[RECIPE_PATH];
     path_idx(path, sizeof path, "messages", idx, "");
-    if (!json_is_object(m)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
+    if (!rj_is_object(m)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
     enum { M_ROLE, M_CONTENT, M_NAME, M_TOOL_CALLS, M_REASONING_CONTENT, M_REASONING, M_REFUSAL, M_TOOL_CALL_ID, M_N };
     static const jkey keys[M_N] = {JKEY("role"), JKEY("content"), JKEY("name"), JKEY("tool_calls"),
                                    JKEY("reasoning_content"), JKEY("reasoning"), JKEY("refusal"),
                                    JKEY("tool_call_id")};
-    json_t *v[M_N];
+    rj *v[M_N];
     jpick(m, keys, M_N, v);
-    const char *role = json_string_value(v[M_ROLE]);
+    const char *role = rj_str(v[M_ROLE]);
     if (!role) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' missing", path);
-    json_t *content = v[M_CONTENT];
-    out->name = json_string_value(v[M_NAME]);
+    rj *content = v[M_CONTENT];
+    out->name = rj_str(v[M_NAME]);
     if (!strcmp(role, "system") || !strcmp(role, "developer") || !strcmp(role, "user")) {
         out->role = role[0] == 's' ? RECIPE_ROLE_SYSTEM : role[0] == 'd' ? RECIPE_ROLE_DEVELOPER : RECIPE_ROLE_USER;
-        if (!content || json_is_null(content))
+        if (!content || rj_is_null(content))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.content' missing", path);
         return parse_content(r, content, &out->parts, &out->n_parts, &out->content_string,
                              out->role == RECIPE_ROLE_USER, path, err);
@@ -120,11 +120,11 @@ static int parse_message(recipe_request *r, const json_t *m, recipe_message *out
         recipe_part *cp;
         size_t cn;
         if (parse_content(r, content, &cp, &cn, &out->content_string, false, path, err)) return -1;
-        out->content_null = !content || json_is_null(content);
-        json_t *tcs = v[M_TOOL_CALLS];
-        const char *reasoning = json_string_value(v[M_REASONING_CONTENT]);
-        if (!reasoning) reasoning = json_string_value(v[M_REASONING]);
-        size_t total = cn + (reasoning ? 1 : 0) + (json_is_array(tcs) ? json_array_size(tcs) : 0);
+        out->content_null = !content || rj_is_null(content);
+        rj *tcs = v[M_TOOL_CALLS];
+        const char *reasoning = rj_str(v[M_REASONING_CONTENT]);
+        if (!reasoning) reasoning = rj_str(v[M_REASONING]);
+        size_t total = cn + (reasoning ? 1 : 0) + (rj_is_array(tcs) ? rj_size(tcs) : 0);
         recipe_part *ps = ra_alloc(&r->arena, (total ? total : 1) * sizeof *ps);
         if (!ps) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
         size_t k = 0;
@@ -136,7 +136,7 @@ static int parse_message(recipe_request *r, const json_t *m, recipe_message *out
         if (parse_tool_calls(r, tcs, ps, &k, path, err)) return -1;
         out->parts = ps;
         out->n_parts = k;
-        out->refusal = json_string_value(v[M_REFUSAL]);
+        out->refusal = rj_str(v[M_REFUSAL]);
         return 0;
     }
     if (!strcmp(role, "tool") || !strcmp(role, "function")) {
@@ -144,11 +144,11 @@ static int parse_message(recipe_request *r, const json_t *m, recipe_message *out
         recipe_part *p = ra_alloc(&r->arena, sizeof *p);
         if (!p) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
         p->type = RECIPE_PART_TOOL_RESULT;
-        p->id = json_string_value(role[0] == 't' ? v[M_TOOL_CALL_ID] : v[M_NAME]);
+        p->id = rj_str(role[0] == 't' ? v[M_TOOL_CALL_ID] : v[M_NAME]);
         if (!p->id)
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.tool_call_id' missing", path);
         if (parse_content(r, content, &p->parts, &p->n_parts, &p->content_string, true, path, err)) return -1;
-        if (!content || json_is_null(content)) p->content_string = true;
+        if (!content || rj_is_null(content)) p->content_string = true;
         out->parts = p;
         out->n_parts = 1;
         out->name = NULL;
@@ -158,30 +158,30 @@ static int parse_message(recipe_request *r, const json_t *m, recipe_message *out
                        "assistant, tool", path, role);
 }
 
-static int parse_tools(recipe_request *r, const json_t *tools, recipe_error *err) {
-    if (!tools || json_is_null(tools)) return 0;
-    if (!json_is_array(tools)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
-    size_t n = json_array_size(tools);
+static int parse_tools(recipe_request *r, const rj *tools, recipe_error *err) {
+    if (!tools || rj_is_null(tools)) return 0;
+    if (!rj_is_array(tools)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
+    size_t n = rj_size(tools);
     r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
     if (!r->tools) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         static const jkey k_tool[] = {JKEY("function"), JKEY("type")},
                           k_fn[] = {JKEY("name"), JKEY("description"), JKEY("parameters"), JKEY("strict")};
-        json_t *tv[2], *fv[4];
-        jpick(json_array_get(tools, i), k_tool, 2, tv);
+        rj *tv[2], *fv[4];
+        jpick(rj_at(tools, i), k_tool, 2, tv);
         jpick(tv[0], k_fn, 4, fv);
-        const char *type = json_string_value(tv[1]);
+        const char *type = rj_str(tv[1]);
         if (type && strcmp(type, "function"))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'", i,
                                type);
-        const char *name = json_string_value(fv[0]);
+        const char *name = rj_str(fv[0]);
         if (!name)
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools[%zu].function.name' must be a string",
                                i);
         recipe_tool *d = &r->tools[r->n_tools++];
         d->name = name;
-        d->description = json_string_value(fv[1]);
-        d->parameters = ref(fv[2]);
+        d->description = rj_str(fv[1]);
+        d->parameters = RAW(r, fv[2]);
         d->strict = -1;
         if (rjv_bool(fv[3], "strict", &d->strict, err, "tools.function")) return -1;
         d->cache_control = NULL;
@@ -189,8 +189,8 @@ static int parse_tools(recipe_request *r, const json_t *tools, recipe_error *err
     return 0;
 }
 
-int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err);
-int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
+int chat_request_parse(recipe_request *r, rj *b, recipe_error *err);
+int chat_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     /* every top-level field in one pass over the body (most optional fields are absent) */
     enum { C_MODEL = S_COUNT, C_MESSAGES, C_TOOLS, C_TOOL_CHOICE, C_STREAM_OPTIONS, C_MAX_COMPLETION_TOKENS,
            C_MAX_TOKENS, C_PRESENCE, C_FREQUENCY, C_N, C_SEED, C_LOGPROBS, C_LOGIT_BIAS, C_STOP, C_EFFORT,
@@ -200,24 +200,24 @@ int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                                        JKEY("max_tokens"), JKEY("presence_penalty"), JKEY("frequency_penalty"),
                                        JKEY("n"), JKEY("seed"), JKEY("logprobs"), JKEY("logit_bias"), JKEY("stop"),
                                        JKEY("reasoning_effort"), JKEY("thinking"), JKEY("response_format")};
-    json_t *v[C_COUNT];
+    rj *v[C_COUNT];
     jpick(b, keys, C_COUNT, v);
     if (rjv_str(v[C_MODEL], "model", &r->model, err, "")) return -1;
-    json_t *msgs = v[C_MESSAGES];
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+    rj *msgs = v[C_MESSAGES];
+    if (!rj_is_array(msgs) || rj_size(msgs) == 0)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "'messages' must be a non-empty array");
-    size_t n = json_array_size(msgs);
+    size_t n = rj_size(msgs);
     r->messages = ra_alloc(&r->arena, n * sizeof *r->messages);
     if (!r->messages) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        if (parse_message(r, json_array_get(msgs, i), &r->messages[i], i, err)) return -1;
+        if (parse_message(r, rj_at(msgs, i), &r->messages[i], i, err)) return -1;
         r->n_messages++;
     }
     if (parse_tools(r, v[C_TOOLS], err)) return -1;
     if (tool_choice_parse_openai(r, v[C_TOOL_CHOICE], false, err)) return -1;
     if (parse_common_sampling_v(r, v, err)) return -1;
-    json_t *so = v[C_STREAM_OPTIONS];
-    if (json_is_object(so) && jget_bool(so, "include_usage", &r->include_usage, err, "stream_options")) return -1;
+    rj *so = v[C_STREAM_OPTIONS];
+    if (rj_is_object(so) && jget_bool(so, "include_usage", &r->include_usage, err, "stream_options")) return -1;
     int64_t mt = RECIPE_UNSET;
     if (rjv_int(v[C_MAX_COMPLETION_TOKENS], "max_completion_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
     if (rjv_int(v[C_MAX_TOKENS], "max_tokens", &mt, 1, INT32_MAX, err, "")) return -1;
@@ -227,51 +227,51 @@ int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     if (rjv_int(v[C_N], "n", &r->n, 1, 128, err, "")) return -1;
     if (rjv_int(v[C_SEED], "seed", &r->seed, INT64_MIN + 1, INT64_MAX, err, "")) return -1;
     if (rjv_bool(v[C_LOGPROBS], "logprobs", &r->logprobs, err, "")) return -1;
-    json_t *lb = NULL;
+    rj *lb = NULL;
     if (rjv_obj(v[C_LOGIT_BIAS], "logit_bias", &lb, err, "")) return -1;
-    r->logit_bias = ref(lb);
-    json_t *stop = v[C_STOP];
-    if (json_is_string(stop)) {
+    r->logit_bias = RAW(r, lb);
+    rj *stop = v[C_STOP];
+    if (rj_is_string(stop)) {
         r->stop = ra_alloc(&r->arena, sizeof *r->stop);
         if (!r->stop) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
-        r->stop[0] = json_string_value(stop);
+        r->stop[0] = rj_str(stop);
         r->n_stop = 1;
         r->stop_string = true;
-    } else if (json_is_array(stop)) {
-        size_t ns = json_array_size(stop);
+    } else if (rj_is_array(stop)) {
+        size_t ns = rj_size(stop);
         if (ns > 4) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop' allows at most 4 sequences");
         r->stop = ra_alloc(&r->arena, (ns ? ns : 1) * sizeof *r->stop);
         if (!r->stop) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
         for (size_t i = 0; i < ns; i++) {
-            const char *s = json_string_value(json_array_get(stop, i));
+            const char *s = rj_str(rj_at(stop, i));
             if (!s) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop[%zu]' must be a string", i);
             r->stop[r->n_stop++] = s;
         }
-    } else if (stop && !json_is_null(stop))
+    } else if (stop && !rj_is_null(stop))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop' must be a string or an array of strings");
     const char *eff = NULL;
     if (rjv_str(v[C_EFFORT], "reasoning_effort", &eff, err, "")) return -1;
     if (eff && !(r->reasoning_effort = effort_parse(eff)))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "reasoning_effort",
                            "'reasoning_effort' must be one of none, minimal, low, medium, high");
-    json_t *th = v[C_THINKING]; /* DeepSeek switch */
-    if (json_is_object(th) && jstr(th, "type")) r->thinking = strcmp(jstr(th, "type"), "disabled") != 0;
-    json_t *rf = v[C_RESPONSE_FORMAT];
-    if (rf && !json_is_null(rf)) {
-        const char *type = jstr(rf, "type");
+    rj *th = v[C_THINKING]; /* DeepSeek switch */
+    if (rj_is_object(th) && rj_gets(th, "type")) r->thinking = strcmp(rj_gets(th, "type"), "disabled") != 0;
+    rj *rf = v[C_RESPONSE_FORMAT];
+    if (rf && !rj_is_null(rf)) {
+        const char *type = rj_gets(rf, "type");
         if (!type)
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "response_format", "'response_format.type' missing");
         if (!strcmp(type, "text")) r->format = RECIPE_FORMAT_TEXT;
         else if (!strcmp(type, "json_object")) r->format = RECIPE_FORMAT_JSON_OBJECT;
         else if (!strcmp(type, "json_schema")) {
-            json_t *js = jget(rf, "json_schema");
-            if (!json_is_object(js) || !json_is_object(jget(js, "schema")))
+            rj *js = rj_get(rf, "json_schema");
+            if (!rj_is_object(js) || !rj_is_object(rj_get(js, "schema")))
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "response_format.json_schema",
                                    "'response_format.json_schema.schema' must be an object");
             r->format = RECIPE_FORMAT_JSON_SCHEMA;
-            r->format_name = jstr(js, "name");
-            r->format_description = jstr(js, "description");
-            r->format_schema = ref(jget(js, "schema"));
+            r->format_name = rj_gets(js, "name");
+            r->format_description = rj_gets(js, "description");
+            r->format_schema = RAW(r, rj_get(js, "schema"));
             if (jget_bool(js, "strict", &r->format_strict, err, "response_format.json_schema")) return -1;
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "response_format.type",
@@ -423,7 +423,7 @@ int chat_request_write(rw *w, const recipe_request *r, recipe_error *err) {
             rw_kobj(w, "function");
             rw_kstr(w, "name", t->name);
             rw_kstr(w, "description", t->description);
-            rw_kjson(w, "parameters", t->parameters);
+            rw_kraw(w, "parameters", t->parameters);
             rw_ktri(w, "strict", t->strict);
             rw_end(w);
             rw_end(w);
@@ -454,7 +454,7 @@ int chat_request_write(rw *w, const recipe_request *r, recipe_error *err) {
             rw_kobj(w, "json_schema");
             rw_kstr(w, "name", r->format_name ? r->format_name : "response");
             rw_kstr(w, "description", r->format_description);
-            rw_kjson(w, "schema", r->format_schema);
+            rw_kraw(w, "schema", r->format_schema);
             rw_ktri(w, "strict", r->format_strict);
             rw_end(w);
         }
@@ -489,9 +489,9 @@ int chat_request_write(rw *w, const recipe_request *r, recipe_error *err) {
     rw_kint(w, "top_logprobs", r->top_logprobs);
     rw_kreal(w, "presence_penalty", r->presence_penalty);
     rw_kreal(w, "frequency_penalty", r->frequency_penalty);
-    rw_kjson(w, "logit_bias", r->logit_bias);
+    rw_kraw(w, "logit_bias", r->logit_bias);
     rw_kstr(w, "user", r->user);
-    rw_kjson(w, "metadata", r->metadata);
+    rw_kraw(w, "metadata", r->metadata);
     recipe_effort eff = r->reasoning_effort;
     if (!eff && r->thinking == 1 && r->thinking_budget != RECIPE_UNSET) eff = recipe_effort_from_budget(r->thinking_budget);
     rw_kstr(w, "reasoning_effort", recipe_effort_name(eff));
@@ -566,48 +566,48 @@ json_t *chat_response_encode(const recipe_response *r, recipe_error *err) {
     return o;
 }
 
-int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err);
-int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
-    r->id = jstr(b, "id");
-    r->model = jstr(b, "model");
-    json_t *cr = jget(b, "created");
-    if (json_is_integer(cr)) r->created = json_integer_value(cr);
-    json_t *ch = json_array_get(jget(b, "choices"), 0);
-    json_t *msg = jget(ch, "message");
-    if (!json_is_object(msg))
+int chat_response_parse(recipe_response *r, rj *b, recipe_error *err);
+int chat_response_parse(recipe_response *r, rj *b, recipe_error *err) {
+    r->id = rj_gets(b, "id");
+    r->model = rj_gets(b, "model");
+    rj *cr = rj_get(b, "created");
+    if (rj_is_integer(cr)) r->created = rj_int(cr);
+    rj *ch = rj_at(rj_get(b, "choices"), 0);
+    rj *msg = rj_get(ch, "message");
+    if (!rj_is_object(msg))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "choices", "'choices[0].message' must be an object");
-    json_t *tcs = jget(msg, "tool_calls");
-    size_t cap = 2 + (json_is_array(tcs) ? json_array_size(tcs) : 0);
+    rj *tcs = rj_get(msg, "tool_calls");
+    size_t cap = 2 + (rj_is_array(tcs) ? rj_size(tcs) : 0);
     r->parts = ra_alloc(&r->arena, cap * sizeof *r->parts);
     if (!r->parts) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
-    const char *reasoning = jstr(msg, "reasoning_content");
-    if (!reasoning) reasoning = jstr(msg, "reasoning");
+    const char *reasoning = rj_gets(msg, "reasoning_content");
+    if (!reasoning) reasoning = rj_gets(msg, "reasoning");
     if (reasoning) r->parts[r->n_parts].type = RECIPE_PART_REASONING, r->parts[r->n_parts++].text = reasoning;
-    const char *content = jstr(msg, "content");
+    const char *content = rj_gets(msg, "content");
     if (content) r->parts[r->n_parts].type = RECIPE_PART_TEXT, r->parts[r->n_parts++].text = content;
-    for (size_t i = 0; json_is_array(tcs) && i < json_array_size(tcs); i++) {
-        json_t *tc = json_array_get(tcs, i), *fn = jget(tc, "function");
-        if (!jstr(fn, "name"))
+    for (size_t i = 0; rj_is_array(tcs) && i < rj_size(tcs); i++) {
+        rj *tc = rj_at(tcs, i), *fn = rj_get(tc, "function");
+        if (!rj_gets(fn, "name"))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_calls", "tool_calls[%zu].function.name missing", i);
         recipe_part *p = &r->parts[r->n_parts++];
         p->type = RECIPE_PART_TOOL_CALL;
-        p->id = jstr(tc, "id");
-        p->name = jstr(fn, "name");
-        p->args = jstr(fn, "arguments") ? jstr(fn, "arguments") : "{}";
+        p->id = rj_gets(tc, "id");
+        p->name = rj_gets(fn, "name");
+        p->args = rj_gets(fn, "arguments") ? rj_gets(fn, "arguments") : "{}";
     }
-    r->finish = recipe_finish_from_chat(jstr(ch, "finish_reason"));
-    if (json_is_string(jget(ch, "stop_reason"))) {
-        r->stop_sequence = jstr(ch, "stop_reason");
+    r->finish = recipe_finish_from_chat(rj_gets(ch, "finish_reason"));
+    if (rj_is_string(rj_get(ch, "stop_reason"))) {
+        r->stop_sequence = rj_gets(ch, "stop_reason");
         if (r->finish == RECIPE_FINISH_EOS) r->finish = RECIPE_FINISH_STOP_STRING;
     }
-    json_t *u = jget(b, "usage");
-    if (json_is_object(u)) {
+    rj *u = rj_get(b, "usage");
+    if (rj_is_object(u)) {
         r->has_usage = true;
-        r->usage.prompt = json_integer_value(jget(u, "prompt_tokens"));
-        r->usage.output = json_integer_value(jget(u, "completion_tokens"));
-        r->usage.cache_read = json_integer_value(jget(jget(u, "prompt_tokens_details"), "cached_tokens"));
+        r->usage.prompt = rj_int(rj_get(u, "prompt_tokens"));
+        r->usage.output = rj_int(rj_get(u, "completion_tokens"));
+        r->usage.cache_read = rj_int(rj_get(rj_get(u, "prompt_tokens_details"), "cached_tokens"));
         r->usage.reasoning =
-            json_integer_value(jget(jget(u, "completion_tokens_details"), "reasoning_tokens"));
+            rj_int(rj_get(rj_get(u, "completion_tokens_details"), "reasoning_tokens"));
     }
     return 0;
 }

@@ -2,37 +2,75 @@
  * requests and responses), API-shaped error bodies (protocols.md §1.4, §2.4,
  * §4.5), and the canonical-request dump used by the Python bindings and tests. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "recipe/recipe_internal.h"
 #include "recipe/writer.h"
 
-int chat_request_parse(recipe_request *r, json_t *b, recipe_error *err);
-int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err);
-int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err);
+int chat_request_parse(recipe_request *r, rj *b, recipe_error *err);
+int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_error *err);
+int responses_request_parse(recipe_request *r, rj *b, recipe_error *err);
 int chat_request_write(rw *w, const recipe_request *r, recipe_error *err);
 int messages_request_write(rw *w, const recipe_request *r, recipe_error *err);
 int responses_request_write(rw *w, const recipe_request *r, recipe_error *err);
-int chat_response_parse(recipe_response *r, json_t *b, recipe_error *err);
-int messages_response_parse(recipe_response *r, json_t *b, recipe_error *err);
-int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err);
+int chat_response_parse(recipe_response *r, rj *b, recipe_error *err);
+int messages_response_parse(recipe_response *r, rj *b, recipe_error *err);
+int responses_response_parse(recipe_response *r, rj *b, recipe_error *err);
 json_t *chat_response_encode(const recipe_response *r, recipe_error *err);
 json_t *messages_response_encode(const recipe_response *r, recipe_error *err);
 json_t *responses_response_encode(const recipe_response *r, const recipe_request *req, recipe_error *err);
 
-int recipe_request_parse(recipe_api api, json_t *body, recipe_request *out, recipe_error *err) {
+/* Body text -> tree in the arena; NULL + err when it is not valid JSON or not an object. */
+static rj *parse_body(recipe_arena *a, const char *text, size_t len, const char *what, recipe_error *err) {
+    char why[96];
+    rj *b = rj_parse(a, text, len, why, sizeof why);
+    if (!b) {
+        if (!strncmp(why, "out of memory", 13)) recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+        else recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, NULL, "the body is not valid JSON: %s", why);
+        return NULL;
+    }
+    if (!rj_is_object(b)) {
+        recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, NULL, "%s body must be a JSON object", what);
+        return NULL;
+    }
+    return b;
+}
+
+int recipe_request_parse_text(recipe_api api, const char *body, size_t len, unsigned flags, recipe_request *out,
+                              recipe_error *err) {
     recipe_request_reset(out);
-    if (!json_is_object(body))
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, NULL, "request body must be a JSON object");
-    out->src = json_incref(body);
     out->source = api;
+    rj *b = parse_body(&out->arena, body, len, "request", err);
     int rc;
-    switch (api) {
-    case RECIPE_API_CHAT: rc = chat_request_parse(out, body, err); break;
-    case RECIPE_API_MESSAGES: rc = messages_request_parse(out, body, err); break;
-    case RECIPE_API_RESPONSES: rc = responses_request_parse(out, body, err); break;
+    if (!b) rc = -1;
+    else switch (api) {
+    case RECIPE_API_CHAT: rc = chat_request_parse(out, b, err); break;
+    case RECIPE_API_MESSAGES: rc = messages_request_parse(out, b, flags, err); break;
+    case RECIPE_API_RESPONSES: rc = responses_request_parse(out, b, err); break;
     default: rc = recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api);
     }
     if (rc) recipe_request_reset(out);
+    return rc;
+}
+
+/* jansson value -> compact text (the slow path for callers that hold a tree) */
+static char *tree_text(const json_t *body, const char *what, size_t *len, recipe_error *err) {
+    if (!json_is_object(body)) {
+        recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, NULL, "%s body must be a JSON object", what);
+        return NULL;
+    }
+    char *t = json_dumps(body, JSON_COMPACT);
+    if (!t) recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    else *len = strlen(t);
+    return t;
+}
+
+int recipe_request_parse(recipe_api api, const json_t *body, recipe_request *out, recipe_error *err) {
+    size_t len = 0;
+    char *t = tree_text(body, "request", &len, err);
+    if (!t) return recipe_request_reset(out), -1;
+    int rc = recipe_request_parse_text(api, t, len, 0, out, err);
+    free(t);
     return rc;
 }
 
@@ -69,19 +107,28 @@ json_t *recipe_request_encode(recipe_api api, const recipe_request *req, recipe_
     return o;
 }
 
-int recipe_response_parse(recipe_api api, json_t *body, recipe_response *out, recipe_error *err) {
+int recipe_response_parse_text(recipe_api api, const char *body, size_t len, recipe_response *out,
+                               recipe_error *err) {
     recipe_response_reset(out);
-    if (!json_is_object(body))
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, NULL, "response body must be a JSON object");
-    out->src = json_incref(body);
+    rj *b = parse_body(&out->arena, body, len, "response", err);
     int rc;
-    switch (api) {
-    case RECIPE_API_CHAT: rc = chat_response_parse(out, body, err); break;
-    case RECIPE_API_MESSAGES: rc = messages_response_parse(out, body, err); break;
-    case RECIPE_API_RESPONSES: rc = responses_response_parse(out, body, err); break;
+    if (!b) rc = -1;
+    else switch (api) {
+    case RECIPE_API_CHAT: rc = chat_response_parse(out, b, err); break;
+    case RECIPE_API_MESSAGES: rc = messages_response_parse(out, b, err); break;
+    case RECIPE_API_RESPONSES: rc = responses_response_parse(out, b, err); break;
     default: rc = recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api);
     }
     if (rc) recipe_response_reset(out);
+    return rc;
+}
+
+int recipe_response_parse(recipe_api api, const json_t *body, recipe_response *out, recipe_error *err) {
+    size_t len = 0;
+    char *t = tree_text(body, "response", &len, err);
+    if (!t) return recipe_response_reset(out), -1;
+    int rc = recipe_response_parse_text(api, t, len, out, err);
+    free(t);
     return rc;
 }
 
@@ -162,8 +209,8 @@ static json_t *dump_parts(const recipe_part *ps, size_t n) {
         jset_str(o, "data", p->data);
         jset_str(o, "detail", p->detail);
         if (p->is_error) jset(o, "is_error", json_true());
-        jset_ref(o, "summary", p->summary);
-        jset_ref(o, "cache_control", p->cache_control);
+        jset(o, "summary", raw_json(p->summary));
+        jset(o, "cache_control", raw_json(p->cache_control));
         if (p->type == RECIPE_PART_TOOL_RESULT) jset(o, "content", dump_parts(p->parts, p->n_parts));
         json_array_append_new(arr, o);
     }
@@ -189,7 +236,7 @@ json_t *recipe_request_dump(const recipe_request *r) {
             json_t *t = json_object();
             jset_str(t, "name", r->tools[i].name);
             jset_str(t, "description", r->tools[i].description);
-            jset_ref(t, "parameters", r->tools[i].parameters);
+            jset(t, "parameters", raw_json(r->tools[i].parameters));
             jset_tri(t, "strict", r->tools[i].strict);
             json_array_append_new(tools, t);
         }
@@ -202,7 +249,7 @@ json_t *recipe_request_dump(const recipe_request *r) {
     static const char *fm[] = {NULL, "text", "json_object", "json_schema"};
     jset_str(o, "format", fm[r->format]);
     jset_str(o, "format_name", r->format_name);
-    jset_ref(o, "format_schema", r->format_schema);
+    jset(o, "format_schema", raw_json(r->format_schema));
     jset(o, "stream", json_boolean(r->stream));
     jset_tri(o, "include_usage", r->include_usage);
     jset_int(o, "max_tokens", r->max_tokens);

@@ -107,32 +107,7 @@ void recipe_request_init(recipe_request *r) {
     r->parallel_tool_calls = r->format_strict = r->include_usage = r->logprobs = r->thinking = r->store = -1;
 }
 
-static void parts_decref(recipe_part *p, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        json_decref(p[i].summary);
-        json_decref(p[i].cache_control);
-        parts_decref(p[i].parts, p[i].n_parts);
-    }
-}
-
-static void request_release(recipe_request *r) {
-    for (size_t i = 0; i < r->n_messages; i++) parts_decref(r->messages[i].parts, r->messages[i].n_parts);
-    for (size_t i = 0; i < r->n_tools; i++) {
-        json_decref(r->tools[i].parameters);
-        json_decref(r->tools[i].cache_control);
-    }
-    json_decref(r->format_schema);
-    json_decref(r->logit_bias);
-    json_decref(r->metadata);
-    json_decref(r->chat_template_kwargs);
-    json_decref(r->cinfer);
-    json_decref(r->include);
-    json_decref(r->owned);
-    json_decref(r->src);
-}
-
 void recipe_request_reset(recipe_request *r) {
-    request_release(r);
     recipe_arena a = r->arena;
     ra_reset(&a);
     recipe_request_init(r);
@@ -140,7 +115,6 @@ void recipe_request_reset(recipe_request *r) {
 }
 
 void recipe_request_free(recipe_request *r) {
-    request_release(r);
     ra_free(&r->arena);
     recipe_request_init(r);
 }
@@ -155,13 +129,7 @@ void recipe_response_init(recipe_response *r) {
     memset(r, 0, sizeof *r);
 }
 
-static void response_release(recipe_response *r) {
-    parts_decref(r->parts, r->n_parts);
-    json_decref(r->src);
-}
-
 void recipe_response_reset(recipe_response *r) {
-    response_release(r);
     recipe_arena a = r->arena;
     ra_reset(&a);
     recipe_response_init(r);
@@ -169,7 +137,6 @@ void recipe_response_reset(recipe_response *r) {
 }
 
 void recipe_response_free(recipe_response *r) {
-    response_release(r);
     ra_free(&r->arena);
     recipe_response_init(r);
 }
@@ -182,10 +149,10 @@ const char *recipe_response_strdup(recipe_response *r, const char *s) {
 
 /* ---------------------------------------------------------------- OpenAI tool_choice */
 
-int tool_choice_parse_openai(recipe_request *r, const json_t *tc, bool responses, recipe_error *err) {
-    if (!tc || json_is_null(tc)) return 0;
-    if (json_is_string(tc)) {
-        const char *s = json_string_value(tc);
+int tool_choice_parse_openai(recipe_request *r, const rj *tc, bool responses, recipe_error *err) {
+    if (!tc || rj_is_null(tc)) return 0;
+    if (rj_is_string(tc)) {
+        const char *s = rj_str(tc);
         if (!strcmp(s, "none")) r->tool_choice = RECIPE_TOOL_CHOICE_NONE;
         else if (!strcmp(s, "auto")) r->tool_choice = RECIPE_TOOL_CHOICE_AUTO;
         else if (!strcmp(s, "required")) r->tool_choice = RECIPE_TOOL_CHOICE_REQUIRED;
@@ -195,13 +162,13 @@ int tool_choice_parse_openai(recipe_request *r, const json_t *tc, bool responses
         return 0;
     }
     const char *name = NULL;
-    if (json_is_object(tc)) {
-        const char *type = jstr(tc, "type");
+    if (rj_is_object(tc)) {
+        const char *type = rj_gets(tc, "type");
         if (type && !strcmp(type, "function"))
-            name = responses ? jstr(tc, "name") : jstr(jget(tc, "function"), "name");
+            name = responses ? rj_gets(tc, "name") : rj_gets(rj_get(tc, "function"), "name");
         /* tolerate the other API's shape too */
-        if (!name) name = jstr(tc, "name");
-        if (!name) name = jstr(jget(tc, "function"), "name");
+        if (!name) name = rj_gets(tc, "name");
+        if (!name) name = rj_gets(rj_get(tc, "function"), "name");
     }
     if (!name)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_choice",
@@ -226,53 +193,53 @@ json_t *tool_choice_encode_openai(const recipe_request *r, bool responses) {
 
 /* ---------------------------------------------------------------- common fields */
 
-int parse_extensions_v(recipe_request *r, json_t *const *v, recipe_error *err) {
+int parse_extensions_v(recipe_request *r, rj *const *v, recipe_error *err) {
     if (rjv_int(v[X_TOP_K], "top_k", &r->top_k, -1, INT32_MAX, err, "")) return -1;
     if (rjv_num(v[X_MIN_P], "min_p", &r->min_p, 0, 1, err, "")) return -1;
     if (rjv_num(v[X_REP], "repetition_penalty", &r->repetition_penalty, 0, 100, err, "")) return -1;
     if (rjv_str(v[X_SALT], "cache_salt", &r->cache_salt, err, "")) return -1;
-    json_t *o = NULL;
+    rj *o = NULL;
     if (rjv_obj(v[X_CTK], "chat_template_kwargs", &o, err, "")) return -1;
-    r->chat_template_kwargs = ref(o);
+    r->chat_template_kwargs = RAW(r, o);
     o = NULL;
     if (rjv_obj(v[X_CINFER], "cinfer", &o, err, "")) return -1;
     if (o) {
-        r->cinfer = ref(o);
-        json_t *tc = jget(o, "traffic_class");
-        if (json_is_string(tc)) r->traffic_class = json_string_value(tc);
-        else if (json_is_integer(tc)) {
+        r->cinfer = RAW(r, o);
+        rj *tc = rj_get(o, "traffic_class");
+        if (rj_is_string(tc)) r->traffic_class = rj_str(tc);
+        else if (rj_is_integer(tc)) {
             char tmp[32];
-            snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(tc));
+            snprintf(tmp, sizeof tmp, "%lld", (long long)rj_int(tc));
             r->traffic_class = ra_strndup(&r->arena, tmp, strlen(tmp));
-        } else if (tc && !json_is_null(tc))
+        } else if (tc && !rj_is_null(tc))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "cinfer.traffic_class",
                                "'cinfer.traffic_class' must be a string or an integer");
     }
     return 0;
 }
 
-int parse_extensions(recipe_request *r, const json_t *b, recipe_error *err) {
+int parse_extensions(recipe_request *r, const rj *b, recipe_error *err) {
     static const jkey keys[X_COUNT] = {RECIPE_EXT_KEYS};
-    json_t *v[X_COUNT];
+    rj *v[X_COUNT];
     jpick(b, keys, X_COUNT, v);
     return parse_extensions_v(r, v, err);
 }
 
-int parse_common_sampling(recipe_request *r, const json_t *b, recipe_error *err) {
+int parse_common_sampling(recipe_request *r, const rj *b, recipe_error *err) {
     static const jkey keys[S_COUNT] = {RECIPE_COMMON_KEYS};
-    json_t *v[S_COUNT];
+    rj *v[S_COUNT];
     jpick(b, keys, S_COUNT, v);
     return parse_common_sampling_v(r, v, err);
 }
 
-int parse_common_sampling_v(recipe_request *r, json_t *const *v, recipe_error *err) {
+int parse_common_sampling_v(recipe_request *r, rj *const *v, recipe_error *err) {
     if (rjv_num(v[S_TEMP], "temperature", &r->temperature, 0, 2, err, "")) return -1;
     if (rjv_num(v[S_TOP_P], "top_p", &r->top_p, 0, 1, err, "")) return -1;
     if (rjv_int(v[S_TOP_LOGPROBS], "top_logprobs", &r->top_logprobs, 0, 20, err, "")) return -1;
     if (rjv_str(v[S_USER], "user", &r->user, err, "")) return -1;
-    json_t *o = NULL;
+    rj *o = NULL;
     if (rjv_obj(v[S_METADATA], "metadata", &o, err, "")) return -1;
-    r->metadata = ref(o);
+    r->metadata = RAW(r, o);
     if (rjv_bool(v[S_PTC], "parallel_tool_calls", &r->parallel_tool_calls, err, "")) return -1;
     int stream = 0;
     if (rjv_bool(v[S_STREAM], "stream", &stream, err, "")) return -1;
@@ -284,6 +251,6 @@ void write_extensions(struct rw *w, const recipe_request *r) {
     rw_kreal(w, "min_p", r->min_p);
     rw_kreal(w, "repetition_penalty", r->repetition_penalty);
     rw_kstr(w, "cache_salt", r->cache_salt);
-    rw_kjson(w, "chat_template_kwargs", r->chat_template_kwargs);
-    rw_kjson(w, "cinfer", r->cinfer);
+    rw_kraw(w, "chat_template_kwargs", r->chat_template_kwargs);
+    rw_kraw(w, "cinfer", r->cinfer);
 }

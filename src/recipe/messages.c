@@ -12,101 +12,101 @@
 
 static int oom(recipe_error *err) { return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory"); }
 
-static int parse_image(recipe_part *p, const json_t *blk, const char *path, recipe_error *err) {
-    json_t *src = jget(blk, "source");
-    const char *type = jstr(src, "type");
+static int parse_image(recipe_part *p, const rj *blk, const char *path, recipe_error *err) {
+    rj *src = rj_get(blk, "source");
+    const char *type = rj_gets(src, "type");
     p->type = RECIPE_PART_IMAGE;
-    if (type && !strcmp(type, "base64") && jstr(src, "data")) {
-        p->media_type = jstr(src, "media_type");
-        p->data = jstr(src, "data");
+    if (type && !strcmp(type, "base64") && rj_gets(src, "data")) {
+        p->media_type = rj_gets(src, "media_type");
+        p->data = rj_gets(src, "data");
         return 0;
     }
-    if (type && !strcmp(type, "url") && jstr(src, "url")) {
-        p->url = jstr(src, "url");
+    if (type && !strcmp(type, "url") && rj_gets(src, "url")) {
+        p->url = rj_gets(src, "url");
         return 0;
     }
     return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.source' must be a base64 or url image source", path);
 }
 
 /* Blocks of a tool_result content / simple text+image content. */
-static int parse_simple_blocks(recipe_request *r, const json_t *c, recipe_part **out, size_t *n, bool *is_string,
+static int parse_simple_blocks(recipe_request *r, const rj *c, recipe_part **out, size_t *n, bool *is_string,
                                const char *path, recipe_error *err) {
     *out = NULL;
     *n = 0;
     *is_string = false;
-    if (!c || json_is_null(c)) {
+    if (!c || rj_is_null(c)) {
         *is_string = true;
         return 0;
     }
-    if (json_is_string(c)) {
+    if (rj_is_string(c)) {
         recipe_part *p = ra_alloc(&r->arena, sizeof *p);
         if (!p) return oom(err);
         p->type = RECIPE_PART_TEXT;
-        p->text = json_string_value(c);
+        p->text = rj_str(c);
         *out = p, *n = 1, *is_string = true;
         return 0;
     }
-    if (!json_is_array(c))
+    if (!rj_is_array(c))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be a string or an array", path);
-    size_t cnt = json_array_size(c);
+    size_t cnt = rj_size(c);
     recipe_part *ps = ra_alloc(&r->arena, (cnt ? cnt : 1) * sizeof *ps);
     if (!ps) return oom(err);
     for (size_t i = 0; i < cnt; i++) {
-        json_t *b = json_array_get(c, i);
-        const char *type = jstr(b, "type");
+        rj *b = rj_at(c, i);
+        const char *type = rj_gets(b, "type");
         char p2[RECIPE_PATH];
         path_idx(p2, sizeof p2, path, i, "");
-        if (type && !strcmp(type, "text") && jstr(b, "text")) {
+        if (type && !strcmp(type, "text") && rj_gets(b, "text")) {
             ps[i].type = RECIPE_PART_TEXT;
-            ps[i].text = jstr(b, "text");
+            ps[i].text = rj_gets(b, "text");
         } else if (type && !strcmp(type, "image")) {
             if (parse_image(&ps[i], b, p2, err)) return -1;
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s' must be a text or image block", p2);
-        ps[i].cache_control = ref(jget(b, "cache_control"));
+        ps[i].cache_control = RAW(r, rj_get(b, "cache_control"));
     }
     *out = ps, *n = cnt;
     return 0;
 }
 
 /* One wire message -> one or more canonical messages appended to r->messages. */
-static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_error *err) {
+static int parse_turn(recipe_request *r, const rj *m, size_t idx, recipe_error *err) {
     char path[RECIPE_PATH];
     path_idx(path, sizeof path, "messages", idx, "");
-    const char *role = jstr(m, "role");
+    const char *role = rj_gets(m, "role");
     bool user = role && !strcmp(role, "user"), asst = role && !strcmp(role, "assistant");
     if (!user && !asst)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' must be user or assistant", path);
-    json_t *c = jget(m, "content");
+    rj *c = rj_get(m, "content");
     char cpath[RECIPE_PATH];
     size_t pl = strlen(path);
     memcpy(cpath, path, pl);
     memcpy(cpath + pl, ".content", 9);
-    if (json_is_string(c)) {
+    if (rj_is_string(c)) {
         recipe_message *o = &r->messages[r->n_messages++];
         o->role = user ? RECIPE_ROLE_USER : RECIPE_ROLE_ASSISTANT;
         o->content_string = true;
         o->parts = ra_alloc(&r->arena, sizeof *o->parts);
         if (!o->parts) return oom(err);
         o->parts[0].type = RECIPE_PART_TEXT;
-        o->parts[0].text = json_string_value(c);
+        o->parts[0].text = rj_str(c);
         o->n_parts = 1;
         return 0;
     }
-    if (!json_is_array(c))
+    if (!rj_is_array(c))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.content' must be a string or an array", path);
-    size_t cnt = json_array_size(c);
+    size_t cnt = rj_size(c);
     recipe_message *cur = NULL; /* the open USER/ASSISTANT message collecting non-tool_result blocks */
     for (size_t i = 0; i < cnt; i++) {
-        json_t *b = json_array_get(c, i);
+        rj *b = rj_at(c, i);
         enum { B_TYPE, B_TEXT, B_ID, B_NAME, B_INPUT, B_THINKING, B_SIGNATURE, B_DATA, B_CACHE, B_CONTENT,
                B_TOOL_USE_ID, B_IS_ERROR, B_N };
         static const jkey bkeys[B_N] = {JKEY("type"), JKEY("text"), JKEY("id"), JKEY("name"), JKEY("input"),
                                         JKEY("thinking"), JKEY("signature"), JKEY("data"), JKEY("cache_control"),
                                         JKEY("content"), JKEY("tool_use_id"), JKEY("is_error")};
-        json_t *v[B_N];
+        rj *v[B_N];
         jpick(b, bkeys, B_N, v);
-        const char *type = json_string_value(v[B_TYPE]);
+        const char *type = rj_str(v[B_TYPE]);
         char p2[RECIPE_PATH];
         path_idx(p2, sizeof p2, cpath, i, "");
         if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.type' missing", p2);
@@ -117,10 +117,10 @@ static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_err
             if (!p) return oom(err);
             o->n_parts = 1;
             p->type = RECIPE_PART_TOOL_RESULT;
-            p->id = json_string_value(v[B_TOOL_USE_ID]);
+            p->id = rj_str(v[B_TOOL_USE_ID]);
             if (!p->id) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.tool_use_id' missing", p2);
-            p->is_error = json_is_true(v[B_IS_ERROR]);
-            p->cache_control = ref(v[B_CACHE]);
+            p->is_error = rj_is_true(v[B_IS_ERROR]);
+            p->cache_control = RAW(r, v[B_CACHE]);
             char p3[RECIPE_PATH];
             path_idx(p3, sizeof p3, cpath, i, ".content");
             if (parse_simple_blocks(r, v[B_CONTENT], &p->parts, &p->n_parts, &p->content_string, p3,
@@ -138,31 +138,31 @@ static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_err
         recipe_part *p = &cur->parts[cur->n_parts];
         if (!strcmp(type, "text")) {
             p->type = RECIPE_PART_TEXT;
-            p->text = json_string_value(v[B_TEXT]);
+            p->text = rj_str(v[B_TEXT]);
             if (!p->text) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.text' must be a string", p2);
         } else if (!strcmp(type, "image")) {
             if (parse_image(p, b, p2, err)) return -1;
         } else if (asst && !strcmp(type, "tool_use")) {
             p->type = RECIPE_PART_TOOL_CALL;
-            p->id = json_string_value(v[B_ID]);
-            p->name = json_string_value(v[B_NAME]);
+            p->id = rj_str(v[B_ID]);
+            p->name = rj_str(v[B_NAME]);
             if (!p->id || !p->name)
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s' needs string id and name", p2);
-            json_t *in = v[B_INPUT];
-            p->args = in ? json_to_text(&r->arena, in) : "{}";
+            rj *in = v[B_INPUT];
+            p->args = in ? RAW(r, in) : "{}";
         } else if (asst && !strcmp(type, "thinking")) {
             p->type = RECIPE_PART_REASONING;
-            p->text = json_string_value(v[B_THINKING]);
+            p->text = rj_str(v[B_THINKING]);
             if (!p->text) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.thinking' must be a string", p2);
-            p->signature = json_string_value(v[B_SIGNATURE]);
+            p->signature = rj_str(v[B_SIGNATURE]);
         } else if (asst && !strcmp(type, "redacted_thinking")) {
             p->type = RECIPE_PART_REDACTED;
-            p->data = json_string_value(v[B_DATA]);
+            p->data = rj_str(v[B_DATA]);
             if (!p->data) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.data' must be a string", p2);
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s': unsupported content block type '%s' in a %s turn",
                                p2, type, role);
-        p->cache_control = ref(v[B_CACHE]);
+        p->cache_control = RAW(r, v[B_CACHE]);
         cur->n_parts++;
     }
     if (cnt == 0) {
@@ -172,8 +172,8 @@ static int parse_turn(recipe_request *r, const json_t *m, size_t idx, recipe_err
     return 0;
 }
 
-int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err);
-int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
+int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_error *err);
+int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_error *err) {
     /* every top-level field in one pass over the body (most optional fields are absent) */
     enum { A_MODEL = X_COUNT, A_MAX_TOKENS, A_MESSAGES, A_SYSTEM, A_TOOLS, A_TOOL_CHOICE, A_STOP, A_TEMP, A_TOP_P,
            A_STREAM, A_METADATA, A_THINKING, A_OUTPUT_CONFIG, A_COUNT };
@@ -181,153 +181,154 @@ int messages_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                                        JKEY("system"), JKEY("tools"), JKEY("tool_choice"), JKEY("stop_sequences"),
                                        JKEY("temperature"), JKEY("top_p"), JKEY("stream"), JKEY("metadata"),
                                        JKEY("thinking"), JKEY("output_config")};
-    json_t *bv[A_COUNT];
+    rj *bv[A_COUNT];
     jpick(b, keys, A_COUNT, bv);
     if (rjv_str(bv[A_MODEL], "model", &r->model, err, "")) return -1;
-    json_t *mt = bv[A_MAX_TOKENS];
-    if (!json_is_integer(mt) || json_integer_value(mt) < 1)
+    rj *mt = bv[A_MAX_TOKENS];
+    if (!mt && (flags & RECIPE_PARSE_COUNT_TOKENS)) { /* count_tokens takes no max_tokens */
+    } else if (!rj_is_integer(mt) || rj_int(mt) < 1)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "max_tokens", "'max_tokens' must be a positive integer");
-    r->max_tokens = json_integer_value(mt);
-    json_t *msgs = bv[A_MESSAGES];
-    if (!json_is_array(msgs))
+    else r->max_tokens = rj_int(mt);
+    rj *msgs = bv[A_MESSAGES];
+    if (!rj_is_array(msgs))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "'messages' must be an array");
     /* capacity: system + per message (1 + its blocks) */
     size_t cap = 1;
-    for (size_t i = 0; i < json_array_size(msgs); i++) {
-        json_t *m = json_array_get(msgs, i), *c = jget(m, "content");
-        if (!json_is_object(m))
+    for (size_t i = 0; i < rj_size(msgs); i++) {
+        rj *m = rj_at(msgs, i), *c = rj_get(m, "content");
+        if (!rj_is_object(m))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "'messages[%zu]' must be an object", i);
-        cap += 1 + (json_is_array(c) ? json_array_size(c) : 0);
+        cap += 1 + (rj_is_array(c) ? rj_size(c) : 0);
     }
     r->messages = ra_alloc(&r->arena, cap * sizeof *r->messages);
     if (!r->messages) return oom(err);
-    json_t *sys = bv[A_SYSTEM];
-    if (json_is_string(sys)) {
+    rj *sys = bv[A_SYSTEM];
+    if (rj_is_string(sys)) {
         recipe_message *o = &r->messages[r->n_messages++];
         o->role = RECIPE_ROLE_SYSTEM;
         o->top_level = o->content_string = true;
         o->parts = ra_alloc(&r->arena, sizeof *o->parts);
         if (!o->parts) return oom(err);
         o->parts[0].type = RECIPE_PART_TEXT;
-        o->parts[0].text = json_string_value(sys);
+        o->parts[0].text = rj_str(sys);
         o->n_parts = 1;
-    } else if (json_is_array(sys)) {
+    } else if (rj_is_array(sys)) {
         recipe_message *o = &r->messages[r->n_messages++];
         o->role = RECIPE_ROLE_SYSTEM;
         o->top_level = true;
-        o->parts = ra_alloc(&r->arena, (json_array_size(sys) + 1) * sizeof *o->parts);
+        o->parts = ra_alloc(&r->arena, (rj_size(sys) + 1) * sizeof *o->parts);
         if (!o->parts) return oom(err);
-        for (size_t i = 0; i < json_array_size(sys); i++) {
-            json_t *blk = json_array_get(sys, i);
-            const char *t = jstr(blk, "text");
+        for (size_t i = 0; i < rj_size(sys); i++) {
+            rj *blk = rj_at(sys, i);
+            const char *t = rj_gets(blk, "text");
             if (!t) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "system", "'system[%zu]' must be a text block", i);
             if (!strncmp(t, "x-anthropic-billing-header", 26)) continue;
             o->parts[o->n_parts].type = RECIPE_PART_TEXT;
             o->parts[o->n_parts].text = t;
-            o->parts[o->n_parts++].cache_control = ref(jget(blk, "cache_control"));
+            o->parts[o->n_parts++].cache_control = RAW(r, rj_get(blk, "cache_control"));
         }
-    } else if (sys && !json_is_null(sys))
+    } else if (sys && !rj_is_null(sys))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "system", "'system' must be a string or an array of text blocks");
-    for (size_t i = 0; i < json_array_size(msgs); i++)
-        if (parse_turn(r, json_array_get(msgs, i), i, err)) return -1;
+    for (size_t i = 0; i < rj_size(msgs); i++)
+        if (parse_turn(r, rj_at(msgs, i), i, err)) return -1;
 
-    json_t *tools = bv[A_TOOLS];
-    if (json_is_array(tools)) {
-        size_t n = json_array_size(tools);
+    rj *tools = bv[A_TOOLS];
+    if (rj_is_array(tools)) {
+        size_t n = rj_size(tools);
         r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
         if (!r->tools) return oom(err);
         for (size_t i = 0; i < n; i++) {
             static const jkey tkeys[] = {JKEY("type"), JKEY("name"), JKEY("description"), JKEY("input_schema"),
                                          JKEY("cache_control"), JKEY("strict")};
-            json_t *tv[6];
-            jpick(json_array_get(tools, i), tkeys, 6, tv);
-            const char *type = json_string_value(tv[0]);
+            rj *tv[6];
+            jpick(rj_at(tools, i), tkeys, 6, tv);
+            const char *type = rj_str(tv[0]);
             if (type && strcmp(type, "custom"))
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'", i,
                                    type);
             recipe_tool *d = &r->tools[r->n_tools++];
-            d->name = json_string_value(tv[1]);
+            d->name = rj_str(tv[1]);
             if (!d->name) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools[%zu].name' missing", i);
-            d->description = json_string_value(tv[2]);
-            d->parameters = ref(tv[3]);
-            d->cache_control = ref(tv[4]);
+            d->description = rj_str(tv[2]);
+            d->parameters = RAW(r, tv[3]);
+            d->cache_control = RAW(r, tv[4]);
             d->strict = -1;
             if (rjv_bool(tv[5], "strict", &d->strict, err, "tools")) return -1;
         }
-    } else if (tools && !json_is_null(tools))
+    } else if (tools && !rj_is_null(tools))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
-    json_t *tc = bv[A_TOOL_CHOICE];
-    if (json_is_object(tc)) {
-        const char *type = jstr(tc, "type");
+    rj *tc = bv[A_TOOL_CHOICE];
+    if (rj_is_object(tc)) {
+        const char *type = rj_gets(tc, "type");
         if (!type) type = "";
         if (!strcmp(type, "auto")) r->tool_choice = RECIPE_TOOL_CHOICE_AUTO;
         else if (!strcmp(type, "any")) r->tool_choice = RECIPE_TOOL_CHOICE_REQUIRED;
         else if (!strcmp(type, "none")) r->tool_choice = RECIPE_TOOL_CHOICE_NONE;
-        else if (!strcmp(type, "tool") && jstr(tc, "name")) {
+        else if (!strcmp(type, "tool") && rj_gets(tc, "name")) {
             r->tool_choice = RECIPE_TOOL_CHOICE_NAMED;
-            r->tool_choice_name = jstr(tc, "name");
+            r->tool_choice_name = rj_gets(tc, "name");
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_choice",
                                "'tool_choice.type' must be auto, any, none or tool (with a name)");
         int dis = -1;
         if (jget_bool(tc, "disable_parallel_tool_use", &dis, err, "tool_choice")) return -1;
         if (dis >= 0) r->parallel_tool_calls = !dis;
-    } else if (tc && !json_is_null(tc))
+    } else if (tc && !rj_is_null(tc))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_choice", "'tool_choice' must be an object");
 
-    json_t *ss = bv[A_STOP];
-    if (json_is_array(ss)) {
-        size_t n = json_array_size(ss);
+    rj *ss = bv[A_STOP];
+    if (rj_is_array(ss)) {
+        size_t n = rj_size(ss);
         r->stop = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->stop);
         if (!r->stop) return oom(err);
         for (size_t i = 0; i < n; i++) {
-            const char *s = json_string_value(json_array_get(ss, i));
+            const char *s = rj_str(rj_at(ss, i));
             if (!s)
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop_sequences", "'stop_sequences[%zu]' must be a string",
                                    i);
             r->stop[r->n_stop++] = s;
         }
-    } else if (ss && !json_is_null(ss))
+    } else if (ss && !rj_is_null(ss))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop_sequences", "'stop_sequences' must be an array");
     if (rjv_num(bv[A_TEMP], "temperature", &r->temperature, 0, 1, err, "")) return -1;
     if (rjv_num(bv[A_TOP_P], "top_p", &r->top_p, 0, 1, err, "")) return -1;
     int stream = 0;
     if (rjv_bool(bv[A_STREAM], "stream", &stream, err, "")) return -1;
     r->stream = stream == 1;
-    json_t *md = NULL;
+    rj *md = NULL;
     if (rjv_obj(bv[A_METADATA], "metadata", &md, err, "")) return -1;
     if (md && jget_str(md, "user_id", &r->user, err, "metadata")) return -1;
-    json_t *th = NULL;
+    rj *th = NULL;
     if (rjv_obj(bv[A_THINKING], "thinking", &th, err, "")) return -1;
     if (th) {
-        const char *type = jstr(th, "type");
+        const char *type = rj_gets(th, "type");
         if (type && !strcmp(type, "enabled")) {
-            json_t *bt = jget(th, "budget_tokens");
-            if (!json_is_integer(bt) || json_integer_value(bt) < 1024 || json_integer_value(bt) >= r->max_tokens)
+            rj *bt = rj_get(th, "budget_tokens");
+            if (!rj_is_integer(bt) || rj_int(bt) < 1024 || rj_int(bt) >= r->max_tokens)
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "thinking.budget_tokens",
                                    "'thinking.budget_tokens' must be an integer >= 1024 and less than max_tokens");
             r->thinking = 1;
-            r->thinking_budget = json_integer_value(bt);
+            r->thinking_budget = rj_int(bt);
         } else if (type && !strcmp(type, "disabled")) r->thinking = 0;
         else if (type && !strcmp(type, "adaptive")) r->thinking = 1, r->thinking_adaptive = true;
         else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "thinking.type",
                                "'thinking.type' must be enabled, disabled or adaptive");
     }
-    json_t *oc = NULL;
+    rj *oc = NULL;
     if (rjv_obj(bv[A_OUTPUT_CONFIG], "output_config", &oc, err, "")) return -1;
     if (oc) {
-        const char *eff = jstr(oc, "effort");
+        const char *eff = rj_gets(oc, "effort");
         if (eff && !(r->reasoning_effort = effort_parse(eff)))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output_config.effort", "unknown 'output_config.effort'");
-        json_t *fmt = jget(oc, "format");
-        if (json_is_object(fmt)) {
-            json_t *schema = jget(fmt, "schema");
-            if (!json_is_object(schema))
+        rj *fmt = rj_get(oc, "format");
+        if (rj_is_object(fmt)) {
+            rj *schema = rj_get(fmt, "schema");
+            if (!rj_is_object(schema))
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output_config.format",
                                    "'output_config.format.schema' must be an object");
             r->format = RECIPE_FORMAT_JSON_SCHEMA;
-            r->format_schema = ref(schema);
+            r->format_schema = RAW(r, schema);
         }
     }
     return parse_extensions_v(r, bv, err);
@@ -415,7 +416,7 @@ static void w_block(rw *w, recipe_arena *a, const recipe_part *p, size_t idx) {
         if (p->is_error) rw_key(w, "is_error"), rw_bool(w, true);
         break;
     }
-    rw_kjson(w, "cache_control", p->cache_control);
+    rw_kraw(w, "cache_control", p->cache_control);
     rw_end(w);
 }
 
@@ -507,7 +508,7 @@ int messages_request_write(rw *w, const recipe_request *r, recipe_error *err) {
             rw_kstr(w, "name", t->name);
             rw_kstr(w, "description", t->description);
             rw_key(w, "input_schema");
-            if (t->parameters) rw_json(w, t->parameters);
+            if (t->parameters) rw_raw(w, t->parameters);
             else {
                 rw_obj(w);
                 rw_kstr(w, "type", "object");
@@ -515,7 +516,7 @@ int messages_request_write(rw *w, const recipe_request *r, recipe_error *err) {
                 rw_end(w);
                 rw_end(w);
             }
-            rw_kjson(w, "cache_control", t->cache_control);
+            rw_kraw(w, "cache_control", t->cache_control);
             rw_end(w);
         }
         rw_end(w);
@@ -565,7 +566,7 @@ int messages_request_write(rw *w, const recipe_request *r, recipe_error *err) {
             rw_kobj(w, "format");
             rw_kstr(w, "type", "json_schema");
             rw_key(w, "schema");
-            if (r->format == RECIPE_FORMAT_JSON_SCHEMA) rw_json(w, r->format_schema);
+            if (r->format == RECIPE_FORMAT_JSON_SCHEMA) rw_raw(w, r->format_schema);
             else {
                 rw_obj(w);
                 rw_kstr(w, "type", "object");
@@ -646,44 +647,44 @@ json_t *messages_response_encode(const recipe_response *r, recipe_error *err) {
     return o;
 }
 
-int messages_response_parse(recipe_response *r, json_t *b, recipe_error *err);
-int messages_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
-    r->id = jstr(b, "id");
-    r->model = jstr(b, "model");
-    json_t *c = jget(b, "content");
-    if (!json_is_array(c)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "content", "'content' must be an array");
-    r->parts = ra_alloc(&r->arena, (json_array_size(c) + 1) * sizeof *r->parts);
+int messages_response_parse(recipe_response *r, rj *b, recipe_error *err);
+int messages_response_parse(recipe_response *r, rj *b, recipe_error *err) {
+    r->id = rj_gets(b, "id");
+    r->model = rj_gets(b, "model");
+    rj *c = rj_get(b, "content");
+    if (!rj_is_array(c)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "content", "'content' must be an array");
+    r->parts = ra_alloc(&r->arena, (rj_size(c) + 1) * sizeof *r->parts);
     if (!r->parts) return oom(err);
-    for (size_t i = 0; i < json_array_size(c); i++) {
-        json_t *blk = json_array_get(c, i);
-        const char *type = jstr(blk, "type");
+    for (size_t i = 0; i < rj_size(c); i++) {
+        rj *blk = rj_at(c, i);
+        const char *type = rj_gets(blk, "type");
         recipe_part *p = &r->parts[r->n_parts];
         if (!type) continue;
-        if (!strcmp(type, "text") && jstr(blk, "text")) p->type = RECIPE_PART_TEXT, p->text = jstr(blk, "text");
-        else if (!strcmp(type, "thinking") && jstr(blk, "thinking")) {
+        if (!strcmp(type, "text") && rj_gets(blk, "text")) p->type = RECIPE_PART_TEXT, p->text = rj_gets(blk, "text");
+        else if (!strcmp(type, "thinking") && rj_gets(blk, "thinking")) {
             p->type = RECIPE_PART_REASONING;
-            p->text = jstr(blk, "thinking");
-            p->signature = jstr(blk, "signature");
-        } else if (!strcmp(type, "redacted_thinking") && jstr(blk, "data")) p->type = RECIPE_PART_REDACTED, p->data = jstr(blk, "data");
-        else if (!strcmp(type, "tool_use") && jstr(blk, "name")) {
+            p->text = rj_gets(blk, "thinking");
+            p->signature = rj_gets(blk, "signature");
+        } else if (!strcmp(type, "redacted_thinking") && rj_gets(blk, "data")) p->type = RECIPE_PART_REDACTED, p->data = rj_gets(blk, "data");
+        else if (!strcmp(type, "tool_use") && rj_gets(blk, "name")) {
             p->type = RECIPE_PART_TOOL_CALL;
-            p->id = jstr(blk, "id");
-            p->name = jstr(blk, "name");
-            json_t *in = jget(blk, "input");
-            p->args = in ? json_to_text(&r->arena, in) : "{}";
+            p->id = rj_gets(blk, "id");
+            p->name = rj_gets(blk, "name");
+            rj *in = rj_get(blk, "input");
+            p->args = in ? RAW(r, in) : "{}";
         } else
             continue;
         r->n_parts++;
     }
-    r->finish = recipe_finish_from_messages(jstr(b, "stop_reason"));
-    r->stop_sequence = jstr(b, "stop_sequence");
-    json_t *u = jget(b, "usage");
-    if (json_is_object(u)) {
+    r->finish = recipe_finish_from_messages(rj_gets(b, "stop_reason"));
+    r->stop_sequence = rj_gets(b, "stop_sequence");
+    rj *u = rj_get(b, "usage");
+    if (rj_is_object(u)) {
         r->has_usage = true;
-        r->usage.cache_read = json_integer_value(jget(u, "cache_read_input_tokens"));
-        r->usage.cache_write = json_integer_value(jget(u, "cache_creation_input_tokens"));
-        r->usage.prompt = json_integer_value(jget(u, "input_tokens")) + r->usage.cache_read + r->usage.cache_write;
-        r->usage.output = json_integer_value(jget(u, "output_tokens"));
+        r->usage.cache_read = rj_int(rj_get(u, "cache_read_input_tokens"));
+        r->usage.cache_write = rj_int(rj_get(u, "cache_creation_input_tokens"));
+        r->usage.prompt = rj_int(rj_get(u, "input_tokens")) + r->usage.cache_read + r->usage.cache_write;
+        r->usage.output = rj_int(rj_get(u, "output_tokens"));
     }
     return 0;
 }

@@ -10,9 +10,27 @@
 #include <string.h>
 
 #include "cinfer/recipe.h"
+#include "recipe/rjson.h"
 
 /* ---- arena: zeroed allocations, freed all at once; the first chunk survives reset */
 void *ra_alloc(recipe_arena *a, size_t n);
+struct recipe_arena_chunk {
+    recipe_arena_chunk *next;
+    size_t cap, used;
+    _Alignas(16) unsigned char data[];
+};
+void *ra_alloc_grow(recipe_arena *a, size_t n); /* the slow path: a new chunk */
+/* not zeroed; inline because the JSON reader allocates a few times per container */
+static inline void *ra_alloc_raw(recipe_arena *a, size_t n) {
+    n = n ? (n + 15) & ~(size_t)15 : 16;
+    recipe_arena_chunk *c = a->head;
+    if (c && c->cap - c->used >= n) {
+        void *p = c->data + c->used;
+        c->used += n;
+        return p;
+    }
+    return ra_alloc_grow(a, n);
+}
 char *ra_strndup(recipe_arena *a, const char *s, size_t n);
 void ra_reset(recipe_arena *a);
 void ra_free(recipe_arena *a);
@@ -69,33 +87,25 @@ static inline void jset_tri(json_t *o, const char *k, int v) {
 
 /* Typed checks of a looked-up value `v` (named `key` under `path` in messages): absent/null ->
  * leaves *out untouched, returns 0; wrong type or out of range -> recipe_fail. */
-int rjv_str(const json_t *v, const char *key, const char **out, recipe_error *err, const char *path);
-int rjv_num(const json_t *v, const char *key, double *out, double lo, double hi, recipe_error *err, const char *path);
-int rjv_int(const json_t *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
+int rjv_str(const rj *v, const char *key, const char **out, recipe_error *err, const char *path);
+int rjv_num(const rj *v, const char *key, double *out, double lo, double hi, recipe_error *err, const char *path);
+int rjv_int(const rj *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
            const char *path);
-int rjv_bool(const json_t *v, const char *key, int *out, recipe_error *err, const char *path);
-int rjv_obj(const json_t *v, const char *key, json_t **out, recipe_error *err, const char *path);
+int rjv_bool(const rj *v, const char *key, int *out, recipe_error *err, const char *path);
+int rjv_obj(const rj *v, const char *key, rj **out, recipe_error *err, const char *path);
 /* The same on member `key` of object o (the typed getters the codecs call). */
-static inline int jget_str(const json_t *o, const char *key, const char **out, recipe_error *err, const char *path) {
-    return rjv_str(jget(o, key), key, out, err, path);
+static inline int jget_str(const rj *o, const char *key, const char **out, recipe_error *err, const char *path) {
+    return rjv_str(rj_get(o, key), key, out, err, path);
 }
-static inline int jget_num(const json_t *o, const char *key, double *out, double lo, double hi, recipe_error *err,
-                           const char *path) {
-    return rjv_num(jget(o, key), key, out, lo, hi, err, path);
+static inline int jget_obj(const rj *o, const char *key, rj **out, recipe_error *err, const char *path) {
+    return rjv_obj(rj_get(o, key), key, out, err, path);
 }
-static inline int jget_int(const json_t *o, const char *key, int64_t *out, int64_t lo, int64_t hi,
-                           recipe_error *err, const char *path) {
-    return rjv_int(jget(o, key), key, out, lo, hi, err, path);
+static inline int jget_bool(const rj *o, const char *key, int *out, recipe_error *err, const char *path) {
+    return rjv_bool(rj_get(o, key), key, out, err, path);
 }
-static inline int jget_bool(const json_t *o, const char *key, int *out, recipe_error *err, const char *path) {
-    return rjv_bool(jget(o, key), key, out, err, path);
-}
-static inline int jget_obj(const json_t *o, const char *key, json_t **out, recipe_error *err, const char *path) {
-    return rjv_obj(jget(o, key), key, out, err, path);
-}
-/* One pass over an object's members instead of one hashed lookup per key: out[i] = the value
- * of keys[i] (NULL when absent). Cheaper when several keys are looked up and most are absent
- * (a request body's optional fields, a message's role/content/name...). */
+/* One pass over an object's members instead of one lookup per key: out[i] = the value of
+ * keys[i] (NULL when absent; the last one when repeated). Cheaper when several keys are
+ * looked up and most are absent (a request body's optional fields, a message's role/content/name...). */
 typedef struct jkey {
     const char *name;
     uint32_t sig; /* length | first byte << 8 | last byte << 16: one compare rejects most members */
@@ -104,21 +114,21 @@ typedef struct jkey {
                                     (uint32_t)(unsigned char)(last) << 16)
 /* s: a non-empty string literal shorter than 256 bytes */
 #define JKEY(s) {s, JKEY_SIG(sizeof(s) - 1, (s)[0], (s)[sizeof(s) - 2])}
-void jpick(const json_t *o, const jkey *keys, size_t n, json_t **out);
-
-/* Keeps an extra reference alive for the request's lifetime (for borrowed strings). */
-void req_keep(recipe_request *r, json_t *v);
-json_t *ref(json_t *v); /* json_incref that tolerates NULL and JSON null (-> NULL) */
+void jpick(const rj *o, const jkey *keys, size_t n, rj **out);
+/* Opaque sub-document -> compact JSON text in the request/response arena (NULL: absent or null). */
+#define RAW(r, v) rj_raw(&(r)->arena, (v))
+/* JSON text (a RAW field) -> new jansson value for the tree encoders; NULL for NULL or bad text. */
+json_t *raw_json(const char *text);
 
 /* ---- shared pieces of the codecs */
 /* Joins the text parts of a content value (string or array of typed text parts) into one
  * string in the arena (a single text part is returned as is, not copied); NULL if no text. */
 const char *join_text(recipe_arena *a, const recipe_part *parts, size_t n, const char *sep);
 recipe_effort effort_parse(const char *s); /* UNSET if NULL/unknown */
-int tool_choice_parse_openai(recipe_request *r, const json_t *tc, bool responses, recipe_error *err);
+int tool_choice_parse_openai(recipe_request *r, const rj *tc, bool responses, recipe_error *err);
 json_t *tool_choice_encode_openai(const recipe_request *r, bool responses);
 /* Common OpenAI (Chat + Responses) sampling / extension fields. */
-int parse_common_sampling(recipe_request *r, const json_t *b, recipe_error *err);
+int parse_common_sampling(recipe_request *r, const rj *b, recipe_error *err);
 /* The same from values picked (jpick) with a key table that starts with RECIPE_COMMON_KEYS, so a
  * codec can pick its own top-level fields in the same pass. */
 enum { X_TOP_K, X_MIN_P, X_REP, X_SALT, X_CTK, X_CINFER, X_COUNT, /* extension keys first */
@@ -127,14 +137,14 @@ enum { X_TOP_K, X_MIN_P, X_REP, X_SALT, X_CTK, X_CINFER, X_COUNT, /* extension k
     JKEY("chat_template_kwargs"), JKEY("cinfer")
 #define RECIPE_COMMON_KEYS RECIPE_EXT_KEYS, JKEY("temperature"), JKEY("top_p"), JKEY("top_logprobs"), \
     JKEY("user"), JKEY("metadata"), JKEY("parallel_tool_calls"), JKEY("stream")
-int parse_common_sampling_v(recipe_request *r, json_t *const *v, recipe_error *err);
+int parse_common_sampling_v(recipe_request *r, rj *const *v, recipe_error *err);
 struct rw;
 void write_extensions(struct rw *w, const recipe_request *r);
 /* Extension fields every format accepts (top_k, min_p, repetition_penalty, cache_salt,
  * chat_template_kwargs, cinfer). */
-int parse_extensions(recipe_request *r, const json_t *b, recipe_error *err);
+int parse_extensions(recipe_request *r, const rj *b, recipe_error *err);
 /* The same from values picked with a key table that starts with RECIPE_EXT_KEYS (below). */
-int parse_extensions_v(recipe_request *r, json_t *const *v, recipe_error *err);
+int parse_extensions_v(recipe_request *r, rj *const *v, recipe_error *err);
 /* Image part from a URL; data: URLs also fill media_type/data. */
 void image_from_url(recipe_arena *a, recipe_part *p, const char *url);
 /* data: URL for a base64 image part (arena string), or its url. */
@@ -145,8 +155,6 @@ const char *reasoning_text(recipe_arena *a, const recipe_part *p);
 const char *default_id(recipe_arena *a, const char *prefix, const void *obj);
 /* Tool arguments text -> object (invalid or non-object JSON -> {} as the doc recommends). */
 json_t *args_to_object(const char *args);
-/* Whether s[0..n) is exactly one JSON object that json_loads would accept (jsonv.c). */
-bool json_text_is_object(const char *s, size_t n);
 /* Object -> compact JSON text in the arena. */
 const char *json_to_text(recipe_arena *a, const json_t *v);
 /* Mints "<prefix><24 hex>" from a seed. */

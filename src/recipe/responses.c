@@ -12,38 +12,38 @@ static const char *nz(const char *s) { return s ? s : ""; }
 
 static int oom(recipe_error *err) { return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory"); }
 
-static int parse_parts(recipe_request *r, const json_t *c, recipe_part **out, size_t *n, bool *is_string, const char *path,
+static int parse_parts(recipe_request *r, const rj *c, recipe_part **out, size_t *n, bool *is_string, const char *path,
                        recipe_error *err) {
     *out = NULL, *n = 0, *is_string = false;
-    if (json_is_string(c)) {
+    if (rj_is_string(c)) {
         recipe_part *p = ra_alloc(&r->arena, sizeof *p);
         if (!p) return oom(err);
         p->type = RECIPE_PART_TEXT;
-        p->text = json_string_value(c);
+        p->text = rj_str(c);
         *out = p, *n = 1, *is_string = true;
         return 0;
     }
-    if (!json_is_array(c)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be a string or an array", path);
-    size_t cnt = json_array_size(c);
+    if (!rj_is_array(c)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be a string or an array", path);
+    size_t cnt = rj_size(c);
     recipe_part *ps = ra_alloc(&r->arena, (cnt ? cnt : 1) * sizeof *ps);
     if (!ps) return oom(err);
     size_t k = 0;
     for (size_t i = 0; i < cnt; i++) {
-        json_t *p = json_array_get(c, i);
-        const char *type = jstr(p, "type");
+        rj *p = rj_at(c, i);
+        const char *type = rj_gets(p, "type");
         char p2[RECIPE_PATH];
         path_idx(p2, sizeof p2, path, i, "");
         if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.type' missing", p2);
         if (!strcmp(type, "input_text") || !strcmp(type, "output_text") || !strcmp(type, "text")) {
-            if (!jstr(p, "text")) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.text' must be a string", p2);
+            if (!rj_gets(p, "text")) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.text' must be a string", p2);
             ps[k].type = RECIPE_PART_TEXT;
-            ps[k++].text = jstr(p, "text");
+            ps[k++].text = rj_gets(p, "text");
         } else if (!strcmp(type, "input_image")) {
-            const char *url = jstr(p, "image_url");
+            const char *url = rj_gets(p, "image_url");
             if (!url)
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.image_url' must be a string (file ids are not supported)", p2);
             image_from_url(&r->arena, &ps[k], url);
-            ps[k++].detail = jstr(p, "detail");
+            ps[k++].detail = rj_gets(p, "detail");
         } else if (!strcmp(type, "refusal")) {
             continue;
         } else
@@ -64,8 +64,8 @@ static recipe_part *asst_part(recipe_request *r, recipe_message **open, size_t c
     return &(*open)->parts[(*open)->n_parts++];
 }
 
-int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err);
-int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
+int responses_request_parse(recipe_request *r, rj *b, recipe_error *err);
+int responses_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     /* every top-level field in one pass over the body (most optional fields are absent) */
     enum { R_MODEL = S_COUNT, R_INPUT, R_INSTRUCTIONS, R_TOOLS, R_TOOL_CHOICE, R_MAX_OUTPUT_TOKENS, R_TEXT,
            R_REASONING, R_PREVIOUS, R_STORE, R_TRUNCATION, R_INCLUDE, R_COUNT };
@@ -73,20 +73,20 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                                        JKEY("tools"), JKEY("tool_choice"), JKEY("max_output_tokens"), JKEY("text"),
                                        JKEY("reasoning"), JKEY("previous_response_id"), JKEY("store"),
                                        JKEY("truncation"), JKEY("include")};
-    json_t *bv[R_COUNT];
+    rj *bv[R_COUNT];
     jpick(b, keys, R_COUNT, bv);
     if (rjv_str(bv[R_MODEL], "model", &r->model, err, "")) return -1;
-    json_t *input = bv[R_INPUT];
+    rj *input = bv[R_INPUT];
     const char *instr = NULL;
     if (rjv_str(bv[R_INSTRUCTIONS], "instructions", &instr, err, "")) return -1;
-    if (!json_is_string(input) && !json_is_array(input))
+    if (!rj_is_string(input) && !rj_is_array(input))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "'input' must be a string or an array of items");
-    size_t n_items = json_is_array(input) ? json_array_size(input) : 1;
+    size_t n_items = rj_is_array(input) ? rj_size(input) : 1;
     /* each item adds at most one message; text parts of one message item may be many */
     size_t part_cap = 0;
-    for (size_t i = 0; json_is_array(input) && i < n_items; i++) {
-        json_t *c = jget(json_array_get(input, i), "content");
-        part_cap += 1 + (json_is_array(c) ? json_array_size(c) : 0);
+    for (size_t i = 0; rj_is_array(input) && i < n_items; i++) {
+        rj *c = rj_get(rj_at(input, i), "content");
+        part_cap += 1 + (rj_is_array(c) ? rj_size(c) : 0);
     }
     r->messages = ra_alloc(&r->arena, (n_items + 1) * sizeof *r->messages);
     if (!r->messages) return oom(err);
@@ -100,31 +100,31 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
         m->parts[0].text = instr;
         m->n_parts = 1;
     }
-    if (json_is_string(input)) {
+    if (rj_is_string(input)) {
         recipe_message *m = &r->messages[r->n_messages++];
         m->role = RECIPE_ROLE_USER;
         m->content_string = true;
         m->parts = ra_alloc(&r->arena, sizeof *m->parts);
         if (!m->parts) return oom(err);
         m->parts[0].type = RECIPE_PART_TEXT;
-        m->parts[0].text = json_string_value(input);
+        m->parts[0].text = rj_str(input);
         m->n_parts = 1;
         r->input_string = true;
     }
     recipe_message *open = NULL; /* assistant message folding adjacent items */
-    for (size_t i = 0; json_is_array(input) && i < n_items; i++) {
-        json_t *it = json_array_get(input, i);
+    for (size_t i = 0; rj_is_array(input) && i < n_items; i++) {
+        rj *it = rj_at(input, i);
         char path[RECIPE_PATH];
         path_idx(path, sizeof path, "input", i, "");
-        if (!json_is_object(it)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
+        if (!rj_is_object(it)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
         enum { I_TYPE, I_ROLE, I_CONTENT, I_ID, I_NAME, I_CALL_ID, I_ARGUMENTS, I_SUMMARY, I_ENCRYPTED, I_OUTPUT, I_N };
         static const jkey ikeys[I_N] = {JKEY("type"), JKEY("role"), JKEY("content"), JKEY("id"), JKEY("name"),
                                         JKEY("call_id"), JKEY("arguments"), JKEY("summary"),
                                         JKEY("encrypted_content"), JKEY("output")};
-        json_t *v[I_N];
+        rj *v[I_N];
         jpick(it, ikeys, I_N, v);
-        const char *type = json_string_value(v[I_TYPE]);
-        const char *role = json_string_value(v[I_ROLE]);
+        const char *type = rj_str(v[I_TYPE]);
+        const char *role = rj_str(v[I_ROLE]);
         if (!type && role) type = "message";
         if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.type' missing", path);
         if (!strcmp(type, "message")) {
@@ -141,7 +141,7 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
                     recipe_part *p = asst_part(r, &open, part_cap + 1, err);
                     if (!p) return -1;
                     *p = ps[k];
-                    p->item_id = json_string_value(v[I_ID]);
+                    p->item_id = rj_str(v[I_ID]);
                 }
                 if (!open) {
                     if (!asst_part(r, &open, part_cap + 1, err)) return -1;
@@ -159,8 +159,8 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             else return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' '%s' is not user, assistant, system or developer", path, role);
             m->parts = ps, m->n_parts = n, m->content_string = is_str;
         } else if (!strcmp(type, "function_call")) {
-            const char *name = json_string_value(v[I_NAME]), *call_id = json_string_value(v[I_CALL_ID]),
-                       *args = json_string_value(v[I_ARGUMENTS]);
+            const char *name = rj_str(v[I_NAME]), *call_id = rj_str(v[I_CALL_ID]),
+                       *args = rj_str(v[I_ARGUMENTS]);
             if (!name || !call_id)
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' needs string call_id and name", path);
             if (open && open->content_string) open = NULL;
@@ -168,20 +168,20 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             if (!p) return -1;
             p->type = RECIPE_PART_TOOL_CALL;
             p->id = call_id, p->name = name, p->args = args ? args : "{}";
-            p->item_id = json_string_value(v[I_ID]);
+            p->item_id = rj_str(v[I_ID]);
         } else if (!strcmp(type, "reasoning")) {
             if (open && open->content_string) open = NULL;
             recipe_part *p = asst_part(r, &open, part_cap + 1, err);
             if (!p) return -1;
             p->type = RECIPE_PART_REASONING;
-            p->item_id = json_string_value(v[I_ID]);
-            p->summary = ref(v[I_SUMMARY]);
-            p->signature = json_string_value(v[I_ENCRYPTED]); /* kept for round trips; never interpreted */
-            json_t *c = v[I_CONTENT];
-            if (json_is_array(c)) {
+            p->item_id = rj_str(v[I_ID]);
+            p->summary = RAW(r, v[I_SUMMARY]);
+            p->signature = rj_str(v[I_ENCRYPTED]); /* kept for round trips; never interpreted */
+            rj *c = v[I_CONTENT];
+            if (rj_is_array(c)) {
                 recipe_buf tb = {0};
-                for (size_t k = 0; k < json_array_size(c); k++) {
-                    const char *t = jstr(json_array_get(c, k), "text");
+                for (size_t k = 0; k < rj_size(c); k++) {
+                    const char *t = rj_gets(rj_at(c, k), "text");
                     if (t) rb_puts(&tb, t);
                 }
                 p->text = tb.data ? ra_strndup(&r->arena, tb.data, tb.len) : "";
@@ -195,7 +195,7 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
             if (!p) return oom(err);
             m->n_parts = 1;
             p->type = RECIPE_PART_TOOL_RESULT;
-            p->id = json_string_value(v[I_CALL_ID]);
+            p->id = rj_str(v[I_CALL_ID]);
             if (!p->id) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.call_id' missing", path);
             char p2[RECIPE_PATH];
             path_idx(p2, sizeof p2, "input", i, ".output");
@@ -205,66 +205,66 @@ int responses_request_parse(recipe_request *r, json_t *b, recipe_error *err) {
     }
     if (r->n_messages == 0) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "'input' is empty");
 
-    json_t *tools = bv[R_TOOLS];
-    if (json_is_array(tools)) {
-        size_t n = json_array_size(tools);
+    rj *tools = bv[R_TOOLS];
+    if (rj_is_array(tools)) {
+        size_t n = rj_size(tools);
         r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
         if (!r->tools) return oom(err);
         for (size_t i = 0; i < n; i++) {
             static const jkey tkeys[] = {JKEY("type"), JKEY("name"), JKEY("description"), JKEY("parameters"),
                                          JKEY("strict")};
-            json_t *tv[5];
-            jpick(json_array_get(tools, i), tkeys, 5, tv);
-            const char *type = json_string_value(tv[0]);
+            rj *tv[5];
+            jpick(rj_at(tools, i), tkeys, 5, tv);
+            const char *type = rj_str(tv[0]);
             if (!type || strcmp(type, "function"))
                 return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'", i,
                                    type ? type : "(none)");
             recipe_tool *d = &r->tools[r->n_tools++];
-            d->name = json_string_value(tv[1]);
+            d->name = rj_str(tv[1]);
             if (!d->name) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools[%zu].name' missing", i);
-            d->description = json_string_value(tv[2]);
-            d->parameters = ref(tv[3]);
+            d->description = rj_str(tv[2]);
+            d->parameters = RAW(r, tv[3]);
             d->strict = -1;
             if (rjv_bool(tv[4], "strict", &d->strict, err, "tools")) return -1;
         }
-    } else if (tools && !json_is_null(tools))
+    } else if (tools && !rj_is_null(tools))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
     if (tool_choice_parse_openai(r, bv[R_TOOL_CHOICE], true, err)) return -1;
     if (parse_common_sampling_v(r, bv, err)) return -1;
     if (rjv_int(bv[R_MAX_OUTPUT_TOKENS], "max_output_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
-    json_t *text = NULL, *fmt = NULL;
+    rj *text = NULL, *fmt = NULL;
     if (rjv_obj(bv[R_TEXT], "text", &text, err, "")) return -1;
     if (text && jget_obj(text, "format", &fmt, err, "text")) return -1;
     if (fmt) {
-        const char *type = jstr(fmt, "type");
+        const char *type = rj_gets(fmt, "type");
         if (type && !strcmp(type, "text")) r->format = RECIPE_FORMAT_TEXT;
         else if (type && !strcmp(type, "json_object")) r->format = RECIPE_FORMAT_JSON_OBJECT;
-        else if (type && !strcmp(type, "json_schema") && json_is_object(jget(fmt, "schema"))) {
+        else if (type && !strcmp(type, "json_schema") && rj_is_object(rj_get(fmt, "schema"))) {
             r->format = RECIPE_FORMAT_JSON_SCHEMA;
-            r->format_name = jstr(fmt, "name");
-            r->format_description = jstr(fmt, "description");
-            r->format_schema = ref(jget(fmt, "schema"));
+            r->format_name = rj_gets(fmt, "name");
+            r->format_description = rj_gets(fmt, "description");
+            r->format_schema = RAW(r, rj_get(fmt, "schema"));
             if (jget_bool(fmt, "strict", &r->format_strict, err, "text.format")) return -1;
         } else
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "text.format",
                                "'text.format' must be text, json_object or json_schema with a schema object");
     }
-    json_t *rs = NULL;
+    rj *rs = NULL;
     if (rjv_obj(bv[R_REASONING], "reasoning", &rs, err, "")) return -1;
     if (rs) {
-        const char *eff = jstr(rs, "effort");
+        const char *eff = rj_gets(rs, "effort");
         if (eff && !(r->reasoning_effort = effort_parse(eff)))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "reasoning.effort",
                                "'reasoning.effort' must be one of none, minimal, low, medium, high");
-        r->reasoning_summary = jstr(rs, "summary");
+        r->reasoning_summary = rj_gets(rs, "summary");
     }
     if (rjv_str(bv[R_PREVIOUS], "previous_response_id", &r->previous_response_id, err, "")) return -1;
     if (rjv_bool(bv[R_STORE], "store", &r->store, err, "")) return -1;
     if (rjv_str(bv[R_TRUNCATION], "truncation", &r->truncation, err, "")) return -1;
-    json_t *inc = bv[R_INCLUDE];
-    if (inc && !json_is_null(inc) && !json_is_array(inc))
+    rj *inc = bv[R_INCLUDE];
+    if (inc && !rj_is_null(inc) && !rj_is_array(inc))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "include", "'include' must be an array");
-    r->include = ref(inc);
+    r->include = RAW(r, inc);
     return 0;
 }
 
@@ -290,7 +290,7 @@ static json_t *reasoning_item(recipe_arena *a, const recipe_part *p, bool keep_s
     json_t *it = json_object();
     jset(it, "type", json_string("reasoning"));
     jset_str(it, "id", p->item_id ? p->item_id : minted);
-    jset(it, "summary", p->summary ? json_incref(p->summary) : json_array());
+    jset(it, "summary", p->summary ? raw_json(p->summary) : json_array());
     const char *t = p->text ? p->text : p->summary ? NULL : reasoning_text(a, p);
     if (t) jset(it, "content", json_pack("[{s:s,s:o}]", "type", "reasoning_text", "text", jsnew(t)));
     if (keep_sig) jset_str(it, "encrypted_content", p->signature);
@@ -306,7 +306,7 @@ json_t *responses_tools(const recipe_request *r) {
         jset(d, "type", json_string("function"));
         jset_str(d, "name", t->name);
         jset_str(d, "description", t->description);
-        jset_ref(d, "parameters", t->parameters);
+        jset(d, "parameters", raw_json(t->parameters));
         jset_tri(d, "strict", t->strict);
         json_array_append_new(tools, d);
     }
@@ -323,7 +323,7 @@ json_t *responses_text_format(const recipe_request *r) {
         jset(f, "type", json_string("json_schema"));
         jset_str(f, "name", r->format_name ? r->format_name : "response");
         jset_str(f, "description", r->format_description);
-        jset_ref(f, "schema", r->format_schema);
+        jset(f, "schema", raw_json(r->format_schema));
         jset_tri(f, "strict", r->format_strict);
     }
     return json_pack("{s:o}", "format", f);
@@ -413,7 +413,7 @@ int responses_request_write(rw *w, const recipe_request *r, recipe_error *err) {
                         rw_kstr(w, "type", "reasoning");
                         rw_kstr(w, "id", p->item_id ? p->item_id : minted);
                         rw_key(w, "summary");
-                        if (p->summary) rw_json(w, p->summary);
+                        if (p->summary) rw_raw(w, p->summary);
                         else rw_arr(w), rw_end(w);
                         const char *t = p->text ? p->text : p->summary ? NULL : reasoning_text(&a, p);
                         if (t) {
@@ -479,7 +479,7 @@ int responses_request_write(rw *w, const recipe_request *r, recipe_error *err) {
             rw_kstr(w, "type", "function");
             rw_kstr(w, "name", t->name);
             rw_kstr(w, "description", t->description);
-            rw_kjson(w, "parameters", t->parameters);
+            rw_kraw(w, "parameters", t->parameters);
             rw_ktri(w, "strict", t->strict);
             rw_end(w);
         }
@@ -507,7 +507,7 @@ int responses_request_write(rw *w, const recipe_request *r, recipe_error *err) {
             rw_kstr(w, "type", "json_schema");
             rw_kstr(w, "name", r->format_name ? r->format_name : "response");
             rw_kstr(w, "description", r->format_description);
-            rw_kjson(w, "schema", r->format_schema);
+            rw_kraw(w, "schema", r->format_schema);
             rw_ktri(w, "strict", r->format_strict);
         }
         rw_end(w);
@@ -528,10 +528,10 @@ int responses_request_write(rw *w, const recipe_request *r, recipe_error *err) {
     rw_kint(w, "top_logprobs", r->top_logprobs);
     if (r->stream) rw_key(w, "stream"), rw_bool(w, true);
     rw_kstr(w, "user", r->user);
-    rw_kjson(w, "metadata", r->metadata);
+    rw_kraw(w, "metadata", r->metadata);
     rw_kstr(w, "previous_response_id", r->previous_response_id);
     rw_ktri(w, "store", r->store);
-    rw_kjson(w, "include", r->include);
+    rw_kraw(w, "include", r->include);
     rw_kstr(w, "truncation", r->truncation);
     write_extensions(w, r);
     rw_end(w);
@@ -602,7 +602,7 @@ void responses_echo(json_t *o, const recipe_request *req) {
         if (req->messages[i].top_level) instr = join_text(&a, req->messages[i].parts, req->messages[i].n_parts, "\n");
     jset(o, "instructions", instr ? jsnew(instr) : json_null());
     jset(o, "max_output_tokens", req && req->max_tokens != RECIPE_UNSET ? json_integer(req->max_tokens) : json_null());
-    jset(o, "metadata", req && req->metadata ? json_incref(req->metadata) : json_object());
+    jset(o, "metadata", req && req->metadata ? raw_json(req->metadata) : json_object());
     jset(o, "parallel_tool_calls", json_boolean(!req || req->parallel_tool_calls != 0));
     jset(o, "previous_response_id", req && req->previous_response_id ? jsnew(req->previous_response_id) : json_null());
     json_t *rs = responses_reasoning(req);
@@ -655,76 +655,76 @@ json_t *responses_response_encode(const recipe_response *r, const recipe_request
     return o;
 }
 
-int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err);
-int responses_response_parse(recipe_response *r, json_t *b, recipe_error *err) {
-    r->id = jstr(b, "id");
-    r->model = jstr(b, "model");
-    json_t *ca = jget(b, "created_at");
-    if (json_is_integer(ca)) r->created = json_integer_value(ca);
-    json_t *out = jget(b, "output");
-    if (!json_is_array(out)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output", "'output' must be an array");
+int responses_response_parse(recipe_response *r, rj *b, recipe_error *err);
+int responses_response_parse(recipe_response *r, rj *b, recipe_error *err) {
+    r->id = rj_gets(b, "id");
+    r->model = rj_gets(b, "model");
+    rj *ca = rj_get(b, "created_at");
+    if (rj_is_integer(ca)) r->created = rj_int(ca);
+    rj *out = rj_get(b, "output");
+    if (!rj_is_array(out)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output", "'output' must be an array");
     size_t cap = 1;
-    for (size_t i = 0; i < json_array_size(out); i++) {
-        json_t *c = jget(json_array_get(out, i), "content");
-        cap += 1 + (json_is_array(c) ? json_array_size(c) : 0);
+    for (size_t i = 0; i < rj_size(out); i++) {
+        rj *c = rj_get(rj_at(out, i), "content");
+        cap += 1 + (rj_is_array(c) ? rj_size(c) : 0);
     }
     r->parts = ra_alloc(&r->arena, cap * sizeof *r->parts);
     if (!r->parts) return oom(err);
     bool calls = false;
-    for (size_t i = 0; i < json_array_size(out); i++) {
-        json_t *it = json_array_get(out, i);
-        const char *type = jstr(it, "type");
+    for (size_t i = 0; i < rj_size(out); i++) {
+        rj *it = rj_at(out, i);
+        const char *type = rj_gets(it, "type");
         if (!type) continue;
         if (!strcmp(type, "message")) {
-            json_t *c = jget(it, "content");
-            for (size_t k = 0; json_is_array(c) && k < json_array_size(c); k++) {
-                const char *t = jstr(json_array_get(c, k), "text");
+            rj *c = rj_get(it, "content");
+            for (size_t k = 0; rj_is_array(c) && k < rj_size(c); k++) {
+                const char *t = rj_gets(rj_at(c, k), "text");
                 if (!t) continue;
                 recipe_part *p = &r->parts[r->n_parts++];
-                p->type = RECIPE_PART_TEXT, p->text = t, p->item_id = jstr(it, "id");
+                p->type = RECIPE_PART_TEXT, p->text = t, p->item_id = rj_gets(it, "id");
             }
         } else if (!strcmp(type, "function_call")) {
             recipe_part *p = &r->parts[r->n_parts++];
             p->type = RECIPE_PART_TOOL_CALL;
-            p->id = jstr(it, "call_id"), p->name = jstr(it, "name"), p->item_id = jstr(it, "id");
-            p->args = jstr(it, "arguments") ? jstr(it, "arguments") : "{}";
+            p->id = rj_gets(it, "call_id"), p->name = rj_gets(it, "name"), p->item_id = rj_gets(it, "id");
+            p->args = rj_gets(it, "arguments") ? rj_gets(it, "arguments") : "{}";
             if (!p->name) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output", "output[%zu].name missing", i);
             calls = true;
         } else if (!strcmp(type, "reasoning")) {
             recipe_part *p = &r->parts[r->n_parts++];
             p->type = RECIPE_PART_REASONING;
-            p->item_id = jstr(it, "id");
-            json_t *s = jget(it, "summary");
-            if (json_is_array(s) && json_array_size(s)) p->summary = json_incref(s);
-            json_t *c = jget(it, "content");
+            p->item_id = rj_gets(it, "id");
+            rj *s = rj_get(it, "summary");
+            if (rj_is_array(s) && rj_size(s)) p->summary = RAW(r, s);
+            rj *c = rj_get(it, "content");
             recipe_buf tb = {0};
-            for (size_t k = 0; json_is_array(c) && k < json_array_size(c); k++) {
-                const char *t = jstr(json_array_get(c, k), "text");
+            for (size_t k = 0; rj_is_array(c) && k < rj_size(c); k++) {
+                const char *t = rj_gets(rj_at(c, k), "text");
                 if (t) rb_puts(&tb, t);
             }
             p->text = tb.data ? ra_strndup(&r->arena, tb.data, tb.len) : NULL;
             recipe_buf_free(&tb);
         }
     }
-    const char *status = jstr(b, "status");
+    const char *status = rj_gets(b, "status");
     r->status = status;
-    const char *reason = jstr(jget(b, "incomplete_details"), "reason");
+    const char *reason = rj_gets(rj_get(b, "incomplete_details"), "reason");
     if (status && !strcmp(status, "failed")) {
         r->finish = RECIPE_FINISH_ERROR;
-        r->error_message = jstr(jget(b, "error"), "message");
+        r->error_message = rj_gets(rj_get(b, "error"), "message");
     } else if (status && !strcmp(status, "incomplete"))
         r->finish = reason && !strcmp(reason, "content_filter") ? RECIPE_FINISH_CONTENT_FILTER : RECIPE_FINISH_LENGTH;
     else if (status && strcmp(status, "completed"))
         r->finish = RECIPE_FINISH_NONE;
     else
         r->finish = calls ? RECIPE_FINISH_TOOL_CALLS : RECIPE_FINISH_EOS;
-    json_t *u = jget(b, "usage");
-    if (json_is_object(u)) {
+    rj *u = rj_get(b, "usage");
+    if (rj_is_object(u)) {
         r->has_usage = true;
-        r->usage.prompt = json_integer_value(jget(u, "input_tokens"));
-        r->usage.cache_read = json_integer_value(jget(jget(u, "input_tokens_details"), "cached_tokens"));
-        r->usage.output = json_integer_value(jget(u, "output_tokens"));
-        r->usage.reasoning = json_integer_value(jget(jget(u, "output_tokens_details"), "reasoning_tokens"));
+        r->usage.prompt = rj_int(rj_get(u, "input_tokens"));
+        r->usage.cache_read = rj_int(rj_get(rj_get(u, "input_tokens_details"), "cached_tokens"));
+        r->usage.output = rj_int(rj_get(u, "output_tokens"));
+        r->usage.reasoning = rj_int(rj_get(rj_get(u, "output_tokens_details"), "reasoning_tokens"));
     }
     return 0;
 }

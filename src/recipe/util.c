@@ -1,23 +1,17 @@
 /* util.c - arena, SSE output buffer, JSON escaping, typed JSON value checks and
  * one-pass field picking (jpick) for the recipe codecs (see recipe_internal.h).
- * The arena hands out zeroed 16-byte aligned blocks from chunks; reset keeps the
- * first chunk so a request object reused across parses does not allocate in the
- * steady state. String escaping is the writer's hot loop (16/8-byte scans that
+ * The arena hands out 16-byte aligned blocks (zeroed or not) from chunks; reset
+ * merges the chunks into one so a request object reused across parses does not
+ * allocate in the steady state. String escaping is the writer's hot loop (16/8-byte scans that
  * store before checking; see rb_json_str for the room invariant). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "recipe/recipe_internal.h"
 
-struct recipe_arena_chunk {
-    recipe_arena_chunk *next;
-    size_t cap, used;
-    _Alignas(16) unsigned char data[];
-};
-
 #define RA_CHUNK 8192
 
-void *ra_alloc(recipe_arena *a, size_t n) {
+void *ra_alloc_grow(recipe_arena *a, size_t n) {
     n = (n + 15) & ~(size_t)15;
     if (n == 0) n = 16;
     recipe_arena_chunk *c = a->head;
@@ -33,29 +27,49 @@ void *ra_alloc(recipe_arena *a, size_t n) {
     }
     void *p = c->data + c->used;
     c->used += n;
-    memset(p, 0, n);
+    return p;
+}
+
+void *ra_alloc(recipe_arena *a, size_t n) {
+    void *p = ra_alloc_raw(a, n);
+    if (p) memset(p, 0, n);
     return p;
 }
 
 char *ra_strndup(recipe_arena *a, const char *s, size_t n) {
-    char *d = ra_alloc(a, n + 1);
+    char *d = ra_alloc_raw(a, n + 1);
     if (!d) return NULL;
     memcpy(d, s, n);
     d[n] = 0;
     return d;
 }
 
+#define RA_KEEP_MAX (256u << 10) /* a reset arena keeps at most this much */
+
 void ra_reset(recipe_arena *a) {
     recipe_arena_chunk *c = a->head;
     if (!c) return;
-    /* keep the oldest (last) chunk */
-    while (c->next) {
+    if (!c->next) {
+        c->used = 0;
+        return;
+    }
+    /* several chunks: replace them by one chunk as large as all of them (up to RA_KEEP_MAX),
+     * so that a request object reused for similar bodies settles on zero mallocs per parse */
+    size_t total = 0;
+    while (c) {
         recipe_arena_chunk *n = c->next;
+        total += c->cap;
         free(c);
         c = n;
     }
-    c->used = 0;
-    a->head = c;
+    a->head = NULL;
+    if (total > RA_KEEP_MAX) total = RA_KEEP_MAX;
+    recipe_arena_chunk *nc = malloc(sizeof *nc + total);
+    if (!nc) return;
+    nc->cap = total;
+    nc->used = 0;
+    nc->next = NULL;
+    a->head = nc;
 }
 
 void ra_free(recipe_arena *a) {
@@ -381,18 +395,17 @@ static int type_fail(recipe_error *err, const char *path, const char *key, const
     return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p, "'%s' must be %s", p, want);
 }
 
-int rjv_str(const json_t *v, const char *key, const char **out, recipe_error *err, const char *path) {
-    if (!v || json_is_null(v)) return 0;
-    if (!json_is_string(v)) return type_fail(err, path, key, "a string");
-    *out = json_string_value(v);
+int rjv_str(const rj *v, const char *key, const char **out, recipe_error *err, const char *path) {
+    if (rj_is_absent(v)) return 0;
+    if (!rj_is_string(v)) return type_fail(err, path, key, "a string");
+    *out = rj_str(v);
     return 0;
 }
 
-int rjv_num(const json_t *v, const char *key, double *out, double lo, double hi, recipe_error *err,
-             const char *path) {
-    if (!v || json_is_null(v)) return 0;
-    if (!json_is_number(v)) return type_fail(err, path, key, "a number");
-    double d = json_number_value(v);
+int rjv_num(const rj *v, const char *key, double *out, double lo, double hi, recipe_error *err, const char *path) {
+    if (rj_is_absent(v)) return 0;
+    if (!rj_is_number(v)) return type_fail(err, path, key, "a number");
+    double d = rj_num(v);
     if (!(d >= lo && d <= hi)) {
         char want[96];
         snprintf(want, sizeof want, "a number in [%g, %g]", lo, hi);
@@ -402,54 +415,50 @@ int rjv_num(const json_t *v, const char *key, double *out, double lo, double hi,
     return 0;
 }
 
-int rjv_int(const json_t *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
-             const char *path) {
-    if (!v || json_is_null(v)) return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+int rjv_int(const rj *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
+            const char *path) {
+    if (rj_is_absent(v)) return 0;
+    if (!rj_is_integer(v) || rj_int(v) < lo || rj_int(v) > hi) {
         char want[96];
         snprintf(want, sizeof want, "an integer in [%lld, %lld]", (long long)lo, (long long)hi);
         return type_fail(err, path, key, want);
     }
-    *out = json_integer_value(v);
+    *out = rj_int(v);
     return 0;
 }
 
-int rjv_bool(const json_t *v, const char *key, int *out, recipe_error *err, const char *path) {
-    if (!v || json_is_null(v)) return 0;
-    if (!json_is_boolean(v)) return type_fail(err, path, key, "a boolean");
-    *out = json_is_true(v);
+int rjv_bool(const rj *v, const char *key, int *out, recipe_error *err, const char *path) {
+    if (rj_is_absent(v)) return 0;
+    if (!rj_is_boolean(v)) return type_fail(err, path, key, "a boolean");
+    *out = rj_is_true(v);
     return 0;
 }
 
-int rjv_obj(const json_t *v, const char *key, json_t **out, recipe_error *err, const char *path) {
-    if (!v || json_is_null(v)) return 0;
-    if (!json_is_object(v)) return type_fail(err, path, key, "an object");
-    *out = (json_t *)v;
+int rjv_obj(const rj *v, const char *key, rj **out, recipe_error *err, const char *path) {
+    if (rj_is_absent(v)) return 0;
+    if (!rj_is_object(v)) return type_fail(err, path, key, "an object");
+    *out = (rj *)v;
     return 0;
 }
 
-void jpick(const json_t *o, const jkey *keys, size_t n, json_t **out) {
+void jpick(const rj *o, const jkey *keys, size_t n, rj **out) {
     for (size_t i = 0; i < n; i++) out[i] = NULL;
-    for (void *it = json_object_iter((json_t *)o); it; it = json_object_iter_next((json_t *)o, it)) {
-        const char *k = json_object_iter_key(it);
-        size_t kl = json_object_iter_key_len(it);
+    if (!rj_is_object(o)) return;
+    for (size_t m = 0; m < o->n; m++) {
+        rj *v = o->u.items[m];
+        size_t kl = v->klen;
+        const char *k = v->key;
         if (!kl || kl > 255) continue; /* no key in a table is empty or that long */
         uint32_t sig = JKEY_SIG(kl, k[0], k[kl - 1]);
         for (size_t i = 0; i < n; i++)
             if (keys[i].sig == sig && !memcmp(keys[i].name, k, kl)) {
-                out[i] = json_object_iter_value(it);
+                out[i] = v; /* a repeated key: the last one wins, as in jansson */
                 break;
             }
     }
 }
 
-json_t *ref(json_t *v) { return v && !json_is_null(v) ? json_incref(v) : NULL; }
-
-void req_keep(recipe_request *r, json_t *v) {
-    if (!v) return;
-    if (!r->owned) r->owned = json_array();
-    if (r->owned) json_array_append(r->owned, v);
-}
+json_t *raw_json(const char *text) { return text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL; }
 
 /* ---------------------------------------------------------------- small shared helpers */
 
@@ -532,12 +541,14 @@ const char *image_url(recipe_arena *a, const recipe_part *p) {
 
 const char *reasoning_text(recipe_arena *a, const recipe_part *p) {
     if (p->text) return p->text;
-    if (!json_is_array(p->summary)) return NULL;
+    if (!p->summary) return NULL;
+    rj *sum = rj_parse(a, p->summary, strlen(p->summary), NULL, 0);
+    if (!rj_is_array(sum)) return NULL;
     recipe_buf b = {0};
     size_t i;
-    json_t *v;
-    json_array_foreach(p->summary, i, v) {
-        const char *t = jstr(v, "text");
+    rj *v;
+    rj_array_foreach(sum, i, v) {
+        const char *t = rj_gets(v, "text");
         if (!t) continue;
         if (b.len) rb_puts(&b, "\n\n");
         rb_puts(&b, t);

@@ -199,23 +199,37 @@ void rw_null(rw *w) {
     tree_put(w, json_null());
 }
 
-void rw_json(rw *w, const json_t *v) {
-    if (w->buf) {
-        text_prefix(w);
-        w->failed |= rb_json(w->buf, v) != 0;
+void rw_raw(rw *w, const char *json_text) {
+    if (!json_text) {
+        rw_null(w);
         return;
     }
-    tree_put(w, json_incref((json_t *)v));
+    if (w->buf) {
+        text_prefix(w);
+        w->failed |= rb_puts(w->buf, json_text) != 0;
+        return;
+    }
+    json_t *v = raw_json(json_text);
+    if (!v) {
+        w->failed = true;
+        return;
+    }
+    tree_put(w, v);
 }
 
 void rw_args_object(rw *w, const char *args) {
     size_t n = args ? strlen(args) : 0;
-    if (w->buf && args && json_text_is_object(args, n)) {
+    if (w->buf && args && rj_text_is_object(args, n)) {
         text_prefix(w);
         w->failed |= rb_put(w->buf, args, n) != 0;
         return;
     }
     json_t *o = args_to_object(args);
-    rw_json(w, o);
-    json_decref(o);
+    if (w->buf) {
+        text_prefix(w);
+        w->failed |= rb_json(w->buf, o) != 0;
+        json_decref(o);
+        return;
+    }
+    tree_put(w, o);
 }

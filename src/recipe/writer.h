@@ -42,7 +42,7 @@ void rw_int(rw *w, int64_t v);
 void rw_real(rw *w, double v);               /* integral values written as integers */
 void rw_bool(rw *w, bool v);
 void rw_null(rw *w);
-void rw_json(rw *w, const json_t *v);        /* embeds an existing value (copied by reference in TREE) */
+void rw_raw(rw *w, const char *json_text);    /* embeds JSON text (a RAW field) verbatim; NULL -> null */
 /* Tool arguments as an object: valid object text is copied verbatim (TEXT) / parsed (TREE);
  * anything else becomes {} (protocols.md §4.6). */
 void rw_args_object(rw *w, const char *args);
@@ -60,8 +60,8 @@ static inline void rw_kreal(rw *w, const char *k, double v) {
 static inline void rw_ktri(rw *w, const char *k, int v) {
     if (v >= 0) rw_key(w, k), rw_bool(w, v);
 }
-static inline void rw_kjson(rw *w, const char *k, const json_t *v) {
-    if (v) rw_key(w, k), rw_json(w, v);
+static inline void rw_kraw(rw *w, const char *k, const char *json_text) {
+    if (json_text) rw_key(w, k), rw_raw(w, json_text);
 }
 static inline void rw_kobj(rw *w, const char *k) { rw_key(w, k), rw_obj(w); }
 static inline void rw_karr(rw *w, const char *k) { rw_key(w, k), rw_arr(w); }

@@ -175,8 +175,9 @@ static json_t *tools_json(const recipe_request *r) {
         json_t *f = json_pack("{s:s}", "name", t->name ? t->name : "");
         if (!f) continue;
         if (t->description) json_object_set_new(f, "description", json_string(t->description));
-        json_object_set(f, "parameters", t->parameters ? t->parameters : json_pack("{s:s}", "type", "object"));
-        if (!t->parameters) json_decref(json_object_get(f, "parameters"));
+        /* recipe keeps the schema as validated JSON text */
+        json_t *params = t->parameters ? json_loads(t->parameters, JSON_DECODE_ANY, NULL) : NULL;
+        json_object_set_new(f, "parameters", params ? params : json_pack("{s:s}", "type", "object"));
         json_array_append_new(a, json_pack("{s:s, s:o}", "type", "function", "function", f));
     }
     return a;
@@ -227,7 +228,11 @@ static int fill_params(const recipe_request *r, gen_params *p, serve_error *err)
 
 /* enable_thinking (+ the request's chat_template_kwargs) for the template. */
 static json_t *template_kwargs(const recipe_request *r) {
-    json_t *k = json_is_object(r->chat_template_kwargs) ? json_copy(r->chat_template_kwargs) : json_object();
+    json_t *k = r->chat_template_kwargs ? json_loads(r->chat_template_kwargs, 0, NULL) : NULL;
+    if (!json_is_object(k)) {
+        json_decref(k);
+        k = json_object();
+    }
     if (!k) return NULL;
     int think = r->thinking;
     if (r->reasoning_effort == RECIPE_EFFORT_NONE) think = 0;
@@ -246,31 +251,20 @@ static uint64_t fresh_seed(void) {
     return s;
 }
 
-static json_t *load_object(const char *body, size_t len, serve_error *err) {
-    json_error_t je;
-    json_t *root = json_loadb(body, len, 0, &je);
-    if (!root) return serve_bad(err, NULL, "the body is not valid JSON: %s (line %d)", je.text, je.line), NULL;
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return serve_bad(err, NULL, "the body must be a JSON object"), NULL;
-    }
-    return root;
-}
-
-static int parse_root(recipe_api api, json_t *root, recipe_request *req, serve_error *err) {
-    recipe_error re = {0};
-    if (recipe_request_parse(api, root, req, &re)) return from_recipe(err, &re);
-    return 0;
+/* Whether a Chat body (that recipe refused) declares tools: then recipe's error stands. */
+static bool body_has_tools(const char *body, size_t len) {
+    json_t *root = json_loadb(body, len, 0, NULL);
+    bool tools = json_array_size(json_object_get(root, "tools")) > 0;
+    json_decref(root);
+    return tools;
 }
 
 static int parse_body(recipe_api api, const char *body, size_t len, bool count_only, recipe_request *req,
                       serve_error *err) {
-    json_t *root = load_object(body, len, err);
-    if (!root) return -1;
-    if (count_only && !json_object_get(root, "max_tokens")) json_object_set_new(root, "max_tokens", json_integer(1));
-    int rc = parse_root(api, root, req, err);
-    json_decref(root);
-    return rc;
+    recipe_error re = {0};
+    if (recipe_request_parse_text(api, body, len, count_only ? RECIPE_PARSE_COUNT_TOKENS : 0u, req, &re))
+        return from_recipe(err, &re);
+    return 0;
 }
 
 /* Builds p->messages (and a->conversation for Responses) from a->req. */
@@ -335,17 +329,13 @@ int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, cons
         oai_limits lim = {.n_vocab = ctx->n_vocab, .max_n = ctx->max_n};
         if (oai_parse_chat(body, len, &lim, p, err)) return a->active = false, -1;
         a->multi = p->n != 1 || p->logprobs;
-        json_t *root = load_object(body, len, err);
-        if (!root) goto fail;
-        bool tools = json_array_size(json_object_get(root, "tools")) > 0;
         serve_error e2;
-        int rc = parse_root(api, root, &a->req, &e2);
-        json_decref(root);
-        if (rc && tools) {
+        int rc = parse_body(api, body, len, false, &a->req, &e2);
+        if (rc && body_has_tools(body, len)) {
             *err = e2;
             goto fail;
         }
-        if (rc || (a->multi && !tools && ctx->parser == RECIPE_PARSER_PLAIN)) {
+        if (rc || (a->multi && a->req.n_tools == 0 && ctx->parser == RECIPE_PARSER_PLAIN)) {
             recipe_request_free(&a->req);
             a->active = a->multi = false;
             return 0;
