@@ -273,11 +273,12 @@ class TestForcedToolChoice(unittest.TestCase):
         self.assertEqual([o.type for o in r.output], ["function_call"])
         self.assertEqual(r.usage.output_tokens_details.reasoning_tokens, 0)
 
-    def test_responses_required(self):
-        r = OAI.responses.create(model=NAME, input="Weather?", tools=[RESP_TOOL], tool_choice="required")
-        self.assertEqual(r.status, "completed")
-        self.assertEqual([(o.type, o.name, json.loads(o.arguments)) for o in r.output],
-                         [("function_call", "get_weather", {"city": "Paris"})])
+    def test_responses_required_and_named(self):
+        for choice in ("required", {"type": "function", "name": "get_weather"}):
+            r = OAI.responses.create(model=NAME, input="Weather?", tools=[RESP_TOOL], tool_choice=choice)
+            self.assertEqual(r.status, "completed")
+            self.assertEqual([(o.type, o.name, json.loads(o.arguments)) for o in r.output],
+                             [("function_call", "get_weather", {"city": "Paris"})])
 
     def test_unknown_named_tool(self):
         with self.assertRaises(openai.BadRequestError) as cm:
