@@ -374,7 +374,6 @@ int api_count_tokens_parse(const char *body, size_t len, const api_ctx *ctx, gen
     return rc ? -1 : 0;
 }
 
-
 /* ---- tool_choice required / named (docs/serve.md "Forced tool calls") ----
  * Without grammar-constrained decoding, a forced call is started for the model: the prompt ends
  * with the parser family's tool-call opener (with the tool's name when one is named), and the
