@@ -23,7 +23,8 @@
  * token id is counted in usage.completion_tokens but not emitted (neither its
  * id nor its text). A stop string is never part of the text: text that could
  * still become a stop string is held back until it cannot; the token ids that
- * formed it are emitted. */
+ * formed it are emitted. Which stop string ended a request is reported in
+ * cinfer_output.stop_string. */
 #ifndef CINFER_ENGINE_H
 #define CINFER_ENGINE_H
 
@@ -128,6 +129,9 @@ typedef struct cinfer_output {
     char *text;      /* new UTF-8 text, NUL-terminated */
     size_t text_len;
     cinfer_finish finish; /* NONE until the request is done */
+    int32_t stop_string;  /* finish STOP by a stop string: its index in cinfer_request.stop_strings (the
+                           * earliest occurrence; at equal offsets the lowest index); else -1 (EOS/EOG, a stop
+                           * token id, any other finish, and while running) */
     cinfer_usage usage;   /* filled when finished */
     char error[160];      /* message when finish == ERROR */
     int32_t n_top;        /* alternatives per token (the request's top_logprobs), 0 if none */

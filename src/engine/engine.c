@@ -310,6 +310,7 @@ static int eng_req_copy(cinfer_engine *e, eng_req *q, const cinfer_request *r, c
     q->prompt_len = r->n_prompt;
     int32_t room = e->opt.max_ctx - r->n_prompt + 1; /* the last token needs no position */
     q->max_tokens = r->max_tokens < room ? r->max_tokens : room;
+    q->st_stop_string = q->o_stop_string = -1;
     q->priority = r->priority;
     q->traffic_class = r->traffic_class;
     q->ignore_eos = r->ignore_eos;
@@ -483,6 +484,7 @@ static int eng_move_output(eng_req *r, cinfer_output *o) {
     if (r->o_text.len) memcpy(o->text, r->o_text.p, r->o_text.len);
     o->text[o->text_len] = 0;
     o->finish = r->o_finish;
+    o->stop_string = r->o_finish != CINFER_FINISH_NONE ? r->o_stop_string : -1;
     o->usage = r->o_usage;
     memcpy(o->error, r->o_error, sizeof o->error);
     r->o_n = 0;

@@ -134,6 +134,7 @@ typedef struct eng_req {
     float st_top_lps[CINFER_MAX_TOP_LOGPROBS];
     eng_buf st_text;
     cinfer_finish st_finish;
+    int32_t st_stop_string; /* index of the stop string that ended it, -1 */
     char st_error[160];
     cinfer_usage usage;
 
@@ -147,6 +148,7 @@ typedef struct eng_req {
     int32_t o_n, o_cap;
     eng_buf o_text;
     cinfer_finish o_finish;
+    int32_t o_stop_string;
     char o_error[160];
     cinfer_usage o_usage;
 } eng_req;

@@ -12,6 +12,7 @@
  * pending id is staged, its bytes go through the request's streaming
  * detokenizer into `held`; a stop string found in `held` ends the request
  * (text before it is emitted, the stop string and anything after are not;
+ * its index is reported with the finish, cinfer_output.stop_string;
  * if the request was already in the next step, that step's result for it is
  * dropped because its epoch changed); otherwise everything in `held` except
  * the longest tail that is a proper prefix of some stop string is emitted
@@ -69,12 +70,16 @@ static bool eng_is_stop_id(const eng_req *r, int32_t tok) {
     return false;
 }
 
-/* Offset of the earliest stop string occurrence in held, or -1. */
-static ptrdiff_t eng_find_stop(const eng_req *r) {
+/* Offset of the earliest stop string occurrence in held, or -1; *which gets
+ * that stop string's index (the lowest one among those at that offset). */
+static ptrdiff_t eng_find_stop(const eng_req *r, int32_t *which) {
     ptrdiff_t best = -1;
     for (int32_t i = 0; i < r->n_stop_strs; i++) {
         const char *p = memmem(r->held.p, r->held.len, r->stop_strs[i], r->stop_lens[i]);
-        if (p && (best < 0 || p - r->held.p < best)) best = p - r->held.p;
+        if (p && (best < 0 || p - r->held.p < best)) {
+            best = p - r->held.p;
+            *which = i;
+        }
     }
     return best;
 }
@@ -118,10 +123,12 @@ static void eng_output_token(cinfer_engine *e, eng_req *r) {
     size_t n = detok_push(&r->dt, r->pend_tok, e->dtbuf, e->dtbuf_cap);
     if (n) strbuf_append(&r->held, e->dtbuf, n);
     if (r->n_stop_strs > 0) {
-        ptrdiff_t at = eng_find_stop(r);
+        int32_t which = -1;
+        ptrdiff_t at = eng_find_stop(r, &which);
         if (at >= 0) {
             eng_emit_held(r, (size_t)at);
             eng_finish(e, r, CINFER_FINISH_STOP, false, NULL);
+            r->st_stop_string = which; /* eng_finish staged this finish (the first one wins) */
             return;
         }
     }
@@ -171,6 +178,7 @@ static void eng_publish_one(cinfer_engine *e, eng_req *r) {
     if (r->st_text.len) strbuf_append(&r->o_text, r->st_text.p, r->st_text.len);
     if (r->st_finish != CINFER_FINISH_NONE) {
         r->o_finish = r->st_finish;
+        r->o_stop_string = r->st_stop_string;
         r->o_usage = r->usage;
         memcpy(r->o_error, r->st_error, sizeof r->o_error);
     }

@@ -1,8 +1,9 @@
-/* api.h - (api_request.c, api_output.c) the server's protocol layer for the chat APIs that go through the
- * recipe library (include/cinfer/recipe.h): Anthropic Messages
- * (POST /v1/messages, /v1/messages/count_tokens), OpenAI Responses
- * (POST /v1/responses, with previous_response_id from the response store) and
- * OpenAI Chat Completions requests that use tools or a reasoning parser.
+/* api.h - (api_request.c, api_output.c, api_multi.c) the server's protocol
+ * layer for the chat APIs that go through the recipe library
+ * (include/cinfer/recipe.h): Anthropic Messages (POST /v1/messages,
+ * /v1/messages/count_tokens), OpenAI Responses (POST /v1/responses, with
+ * previous_response_id from the response store) and OpenAI Chat Completions
+ * requests that use tools or a reasoning parser (n > 1 / logprobs: api_multi.c).
  *
  * The pipeline per request: body -> recipe_request_parse -> gen_params
  * (template messages + tools + sampling) -> gen core -> engine text deltas ->
@@ -29,6 +30,7 @@ typedef struct api_ctx {
     double now;                /* for the store's TTL */
     int32_t max_n;             /* Chat: largest n */
     int32_t n_vocab;           /* Chat: token ids in logit_bias must be below it */
+    bool mistral_args;         /* the vocabulary has [ARGS] (Mistral v11+ tool calls: NAME[ARGS]{...}) */
 } api_ctx;
 
 typedef struct api_job {
@@ -38,11 +40,19 @@ typedef struct api_job {
     unsigned flags;            /* RECIPE_PARSER_* */
     uint64_t seed;             /* tool-call id seed: stream and final body agree */
     recipe_parser *parser;     /* streaming */
-    recipe_stream_encoder *enc;/* streaming */
+    recipe_stream_encoder *enc;/* streaming only */
+    char *forced;              /* forced tool-call opener (tool_choice required / named), fed to every
+                                * parser before the model's text; NULL: none (owned) */
+    const char *forced_think;  /* fed before `forced` when the prompt ended inside <think> (static) */
+    const tokenizer *tok;      /* set by api_job_prompt_check (reasoning token count) */
+    int64_t reasoning_tokens;  /* usage (api_job_finish / api_job_response) */
     recipe_buf out;            /* SSE text produced by the latest call (caller drains: len = 0) */
     json_t *conversation;      /* Responses: template messages before the output (owned ref) */
     bool store;                /* Responses: keep the result in the store */
     bool active;               /* parsed (api_job_free has work to do) */
+    bool multi;                /* Chat with n > 1 or logprobs: OpenAI shapes, one parser per choice (api_multi.c) */
+    recipe_parser **parsers;   /* multi, streaming: one per choice (owned) */
+    int32_t n_parsers;
     char id[64];               /* response id (msg_..., resp_..., chatcmpl-...) */
     int64_t created;
 } api_job;
@@ -50,25 +60,58 @@ typedef struct api_job {
 /* Parses a request body of `api` into a->req and the gen core's params. The
  * caller sets a->id / a->created first. Chat: the OpenAI parser fills *p; the
  * recipe path is used (a->active) only for requests with tools or when the
- * model has a reasoning/tool parser, n == 1 and no logprobs; otherwise
- * a->active is false and the caller formats with oai_response.c. On failure
- * the caller still calls api_job_free. */
+ * model has a reasoning/tool parser; with n > 1 or logprobs a->multi is set
+ * too (api_multi.c formats); otherwise a->active is false and the caller
+ * formats with oai_response.c. On failure the caller still calls api_job_free. */
 int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
                   serve_error *err);
+/* Output-side settings, after api_job_parse succeeded with a->active: the emitted ids are kept
+ * (reasoning token count), and with tool_choice required or named the parser family's tool-call
+ * opener goes into p->prompt_suffix (and a->forced) so that the model continues a call
+ * (docs/serve.md). 400 when the tool-call format is unknown (plain / think parser) or the named
+ * tool is not offered. On failure the caller frees *p. */
+int api_job_prepare(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err);
 /* After gen_job_start: a prompt that ends with "<think>" (R1-0528, Qwen3 thinking templates)
- * means the output starts inside the reasoning block (RECIPE_PARSER_IN_REASONING). */
+ * means the output starts inside the reasoning block (RECIPE_PARSER_IN_REASONING). Keeps tok. */
 void api_job_prompt_check(api_job *a, const gen_job *g, const tokenizer *tok);
 /* Streaming: creates the parser and encoder once the prompt is known. */
 int api_job_begin(api_job *a, const gen_job *g, const char *model);
 /* Streaming: a text delta of the (single) choice -> SSE in a->out. */
 int api_job_delta(api_job *a, const char *text, size_t len);
-/* Streaming: the choice finished -> closing events (finish + usage, or error) in a->out. */
+/* Streaming: the choice finished -> closing events (finish + usage with the reasoning tokens, or
+ * error) in a->out. */
 int api_job_finish(api_job *a, const gen_job *g);
 /* The whole response body (non-streaming, and the stored Responses object). malloc'd text or NULL. */
 char *api_job_response(api_job *a, const gen_job *g, const char *model);
 /* Responses: stores conversation + output under a->id when store is on. */
 void api_job_save(api_job *a, const api_ctx *ctx, const gen_job *g, const char *response_json);
 void api_job_free(api_job *a);
+
+/* Shared by api_output.c and api_multi.c (per choice c of the job):
+ * a parser of the job's kind and flags that has consumed the forced tool-call opener (its events
+ * in *ev / *n; none without an opener), its id seed derived from a->seed and c (choice 0: a->seed),
+ * NULL when out of memory; */
+recipe_parser *api_job_parser(const api_job *a, const gen_job *g, int32_t c, const recipe_event **ev, size_t *n);
+/* choice c's accumulated text parsed into r's parts (allocated in r), returning the tool calls; */
+int api_job_parts(const api_job *a, const gen_job *g, int32_t c, recipe_response *r);
+/* choice c's usage reasoning tokens (the rule: api_output.c, docs/serve.md); */
+int64_t api_job_reasoning_tokens(const api_job *a, const gen_job *g, int32_t c);
+/* the canonical finish of a finished choice, and the stop string that ended it (NULL: none). */
+recipe_finish api_finish_of(const gen_choice *c, int tool_calls);
+const char *api_stop_of(const gen_job *g, const gen_choice *c);
+
+/* Chat with n > 1 or logprobs (a->multi; api_multi.c): OpenAI's shapes (oai_response.c, logprobs
+ * included) with each choice's text split by its own parser into content / reasoning_content /
+ * tool_calls. Streaming: begin writes every choice's role chunk (and a forced call's opening
+ * delta) into a->out; delta / finish write choice c's chunks (finish: not for an engine error,
+ * which the caller reports); the usage chunk adds completion_tokens_details.reasoning_tokens.
+ * Non-streaming: the whole body. Returns 0 / malloc'd text, or -1 / NULL when out of memory. */
+struct oai_meta;
+int api_multi_begin(api_job *a, const struct oai_meta *m, const gen_job *g);
+int api_multi_delta(api_job *a, const struct oai_meta *m, const gen_job *g, int32_t c, const tokenizer *tok);
+int api_multi_finish(api_job *a, const struct oai_meta *m, const gen_job *g, int32_t c);
+char *api_multi_usage_chunk(const api_job *a, const struct oai_meta *m, const gen_job *g);
+char *api_multi_response(const api_job *a, const struct oai_meta *m, const gen_job *g, const tokenizer *tok);
 
 /* An error in `api`'s shape; *status gets the HTTP status (Anthropic: 529 for
  * overload, which OpenAI spells 429/503). malloc'd text. */

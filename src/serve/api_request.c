@@ -322,24 +322,22 @@ int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, cons
         /* The OpenAI path validates and maps every Chat field (n, logprobs, logit_bias...; its
          * errors are the contract) and keeps tool_calls / tool_call_id in the messages; recipe
          * adds tools, tool_choice and the output side (parser + encoder). Requests with n > 1 or
-         * logprobs (which recipe does not represent) stay on the OpenAI path alone
-         * (a->active = false), and so do tool-less requests recipe refuses but OpenAI accepts
-         * (more than 4 stop strings). */
+         * logprobs keep OpenAI's response shapes with one parser per choice (a->multi,
+         * api_multi.c), or stay on the OpenAI path alone (a->active = false) when there is
+         * nothing to parse (no tools, plain parser); so do tool-less requests recipe refuses but
+         * OpenAI accepts (more than 4 stop strings). */
         oai_limits lim = {.n_vocab = ctx->n_vocab, .max_n = ctx->max_n};
         if (oai_parse_chat(body, len, &lim, p, err)) return a->active = false, -1;
-        if (p->n != 1 || p->logprobs) {
-            a->active = false;
-            return 0;
-        }
+        a->multi = p->n != 1 || p->logprobs;
         serve_error e2;
         int rc = parse_body(api, body, len, false, &a->req, &e2);
         if (rc && body_has_tools(body, len)) {
             *err = e2;
             goto fail;
         }
-        if (rc) {
+        if (rc || (a->multi && a->req.n_tools == 0 && ctx->parser == RECIPE_PARSER_PLAIN)) {
             recipe_request_free(&a->req);
-            a->active = false;
+            a->active = a->multi = false;
             return 0;
         }
     } else {
@@ -376,3 +374,94 @@ int api_count_tokens_parse(const char *body, size_t len, const api_ctx *ctx, gen
     return rc ? -1 : 0;
 }
 
+/* ---- tool_choice required / named (docs/serve.md "Forced tool calls") ----
+ * Without grammar-constrained decoding, a forced call is started for the model: the prompt ends
+ * with the parser family's tool-call opener (with the tool's name when one is named), and the
+ * output parsers consume the same opener before the model's text (api_output.c), so the call is
+ * parsed and the opener is not echoed as content. */
+
+typedef struct forced_opener {
+    const char *required;     /* opener for tool_choice required */
+    const char *named_pre;    /* named: text before the name ... */
+    const char *named_post;   /* ... and after it */
+    const char *think_close;  /* put before the opener when the prompt ends inside <think> */
+} forced_opener;
+
+#define DS_CALLS "<｜tool▁calls▁begin｜>"
+#define DS_CALL "<｜tool▁call▁begin｜>"
+#define DS_SEP "<｜tool▁sep｜>"
+
+static bool opener_of(recipe_parser_kind k, bool mistral_args, forced_opener *o) {
+    static const char think_close[] = "</think>\n\n";
+    switch (k) {
+    case RECIPE_PARSER_HERMES:
+        *o = (forced_opener){"<tool_call>\n", "<tool_call>\n{\"name\": \"", "\", \"arguments\": ", think_close};
+        return true;
+    case RECIPE_PARSER_LLAMA3:
+        *o = (forced_opener){"{\"name\": \"", "{\"name\": \"", "\", \"parameters\": ", NULL};
+        return true;
+    case RECIPE_PARSER_MISTRAL:
+        *o = mistral_args ? (forced_opener){"[TOOL_CALLS]", "[TOOL_CALLS]", "[ARGS]", NULL}
+                          : (forced_opener){"[TOOL_CALLS]", "[TOOL_CALLS][{\"name\": \"", "\", \"arguments\": ", NULL};
+        return true;
+    case RECIPE_PARSER_DEEPSEEK_R1:
+    case RECIPE_PARSER_DEEPSEEK_V3:
+        *o = (forced_opener){DS_CALLS DS_CALL "function" DS_SEP, DS_CALLS DS_CALL "function" DS_SEP, "\n```json\n",
+                             k == RECIPE_PARSER_DEEPSEEK_R1 ? think_close : NULL};
+        return true;
+    case RECIPE_PARSER_DEEPSEEK_V31:
+        *o = (forced_opener){DS_CALLS DS_CALL, DS_CALLS DS_CALL, DS_SEP, think_close};
+        return true;
+    default: return false; /* plain, think: no tool-call syntax */
+    }
+}
+
+int api_job_prepare(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
+    p->keep_ids = true; /* usage reasoning tokens (api_output.c) */
+    const recipe_request *r = &a->req;
+    if (r->tool_choice != RECIPE_TOOL_CHOICE_REQUIRED && r->tool_choice != RECIPE_TOOL_CHOICE_NAMED) return 0;
+    bool named = r->tool_choice == RECIPE_TOOL_CHOICE_NAMED;
+    const char *what = named ? "a named tool_choice" : a->api == RECIPE_API_MESSAGES ? "tool_choice 'any'"
+                                                                                       : "tool_choice 'required'";
+    if (r->n_tools == 0) return serve_bad(err, "tool_choice", "%s needs tools, but the request has none", what);
+    const char *name = named ? r->tool_choice_name : NULL;
+    if (named) {
+        bool found = false;
+        for (size_t i = 0; name && i < r->n_tools && !found; i++)
+            found = r->tools[i].name && !strcmp(r->tools[i].name, name);
+        if (!found)
+            return serve_bad(err, "tool_choice", "tool_choice names the tool '%.80s', which is not in tools",
+                             name ? name : "");
+        for (const char *c = name; *c; c++)
+            if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20)
+                return serve_bad(err, "tool_choice", "the forced tool's name '%.80s' contains a quote, backslash or "
+                                 "control character", name);
+    }
+    forced_opener o;
+    if (!opener_of(a->kind, ctx->mistral_args, &o))
+        return serve_bad(err, "tool_choice",
+                         "%s cannot be enforced: this model's tool-call format is unknown (output parser '%s'); "
+                         "start the server with --tool-call-parser NAME (hermes, llama3, mistral, deepseek_v3, "
+                         "deepseek_r1, deepseek_v31)", what, recipe_parser_name(a->kind));
+    size_t pre = strlen(named ? o.named_pre : o.required), nl = named ? strlen(name) : 0,
+           post = named ? strlen(o.named_post) : 0;
+    char *s = malloc(pre + nl + post + 1);
+    if (!s) return oom(err);
+    memcpy(s, named ? o.named_pre : o.required, pre);
+    if (named) {
+        memcpy(s + pre, name, nl);
+        memcpy(s + pre + nl, o.named_post, post);
+    }
+    s[pre + nl + post] = 0;
+    free(p->prompt_suffix);
+    free(p->suffix_think);
+    free(a->forced);
+    p->prompt_suffix = s;
+    p->suffix_plain_from = pre;
+    p->suffix_plain_to = pre + nl;
+    p->suffix_think = o.think_close ? strdup(o.think_close) : NULL;
+    a->forced = strdup(s);
+    a->forced_think = o.think_close;
+    if (!a->forced || (o.think_close && !p->suffix_think)) return oom(err);
+    return 0;
+}

@@ -43,6 +43,8 @@ void gen_params_free(gen_params *p) {
     free(p->user);
     if (p->tools) json_decref(p->tools);
     if (p->tmpl_kwargs) json_decref(p->tmpl_kwargs);
+    free(p->prompt_suffix);
+    free(p->suffix_think);
     gen_params_init(p);
 }
 
@@ -241,6 +243,47 @@ fail:
     return -1;
 }
 
+bool gen_ids_end_with(const tokenizer *tok, const int32_t *ids, int32_t n, const char *s) {
+    char tail[96];
+    size_t k = 0, sl = strlen(s);
+    for (int32_t i = n > 3 ? n - 3 : 0; i < n; i++) {
+        size_t b = tokenizer_token_bytes(tok, ids[i], true, tail + k, sizeof tail - 1 - k);
+        k += b < sizeof tail - 1 - k ? b : sizeof tail - 1 - k;
+    }
+    while (k && (tail[k - 1] == '\n' || tail[k - 1] == ' ' || tail[k - 1] == '\r')) k--;
+    return k >= sl && !memcmp(tail + k - sl, s, sl);
+}
+
+/* Appends p->prompt_suffix (after suffix_think when the prompt ends inside <think>) to j->prompt.
+ * The suffix is tokenized in one piece (as if the template had written it) unless its plain range
+ * holds the text of a control token: then in three, the plain range without special parsing. */
+static int add_suffix(gen_job *j, const gen_model *gm, serve_error *err) {
+    const gen_params *q = &j->p;
+    id_vec v = {.p = j->prompt, .n = j->n_prompt, .cap = j->n_prompt};
+    size_t len = strlen(q->prompt_suffix), a = q->suffix_plain_from, b = q->suffix_plain_to;
+    if (a > b || b > len) a = b = len;
+    char *plain = strndup(q->prompt_suffix + a, b - a);
+    if (!plain) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    bool split = has_special_text(gm, plain);
+    free(plain);
+    int rc = 0;
+    if (q->suffix_think && gen_ids_end_with(gm->tok, v.p, v.n, "<think>")) {
+        j->suffix_think = true;
+        rc = encode_into(gm, &v, q->suffix_think, strlen(q->suffix_think), true, err);
+    }
+    if (!split) {
+        if (!rc) rc = encode_into(gm, &v, q->prompt_suffix, len, true, err);
+    } else {
+        if (!rc && a) rc = encode_into(gm, &v, q->prompt_suffix, a, true, err);
+        if (!rc && b > a) rc = encode_into(gm, &v, q->prompt_suffix + a, b - a, false, err);
+        if (!rc && len > b) rc = encode_into(gm, &v, q->prompt_suffix + b, len - b, true, err);
+    }
+    j->prompt = v.p;
+    j->n_suffix = v.n - j->n_prompt;
+    j->n_prompt = v.n;
+    return rc;
+}
+
 /* ---- jobs ---- */
 
 static uint64_t random_seed(void) {
@@ -259,7 +302,10 @@ int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *e
     gen_params_init(p);
     gen_params *q = &j->p;
     int rc;
-    if (q->kind == GEN_CHAT) rc = gen_chat_prompt_ex(gm, q->messages, q->tools, q->tmpl_kwargs, true, &j->prompt, &j->n_prompt, err);
+    if (q->kind == GEN_CHAT) {
+        rc = gen_chat_prompt_ex(gm, q->messages, q->tools, q->tmpl_kwargs, true, &j->prompt, &j->n_prompt, err);
+        if (!rc && q->prompt_suffix) rc = add_suffix(j, gm, err);
+    }
     else if (q->prompt_ids) {
         j->prompt = malloc((size_t)q->n_prompt_ids * sizeof(int32_t));
         if (!j->prompt) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
@@ -309,6 +355,7 @@ int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *e
     for (int32_t i = 0; i < q->n; i++) {
         gen_choice *c = &j->choices[i];
         c->index = i;
+        c->stop_string = -1;
         r.sampling.seed = base + (uint64_t)i;
         char e[200] = "";
         c->id = cinfer_engine_submit(gm->engine, &r, e, sizeof e);
@@ -360,7 +407,7 @@ static int acc_tokens(gen_choice *c, const cinfer_output *o, int32_t k) {
         c->acc_cap = cap;
     }
     memcpy(c->tokens + c->n_acc, o->tokens, (size_t)n * sizeof *o->tokens);
-    memcpy(c->logprobs + c->n_acc, o->logprobs, (size_t)n * sizeof *o->logprobs);
+    if (o->logprobs) memcpy(c->logprobs + c->n_acc, o->logprobs, (size_t)n * sizeof *o->logprobs);
     if (k) {
         memcpy(c->top_ids + (size_t)c->n_acc * (size_t)k, o->top_ids, (size_t)n * (size_t)k * sizeof *o->top_ids);
         memcpy(c->top_lps + (size_t)c->n_acc * (size_t)k, o->top_logprobs, (size_t)n * (size_t)k * sizeof(float));
@@ -389,12 +436,15 @@ int gen_job_read(gen_job *j, const gen_model *gm, int32_t ci, bool accumulate) {
     j->new_tokens = o->n_tokens;
     if (accumulate) {
         bool oom = o->text_len && acc_text(c, o->text, o->text_len);
-        if (j->p.logprobs && o->n_tokens && o->logprobs) oom |= acc_tokens(c, o, j->p.top_logprobs) != 0;
+        if (o->n_tokens && ((j->p.logprobs && o->logprobs) || j->p.keep_ids))
+            oom |= acc_tokens(c, o, j->p.logprobs ? j->p.top_logprobs : 0) != 0;
         if (oom) snprintf(c->error, sizeof c->error, "out of memory");
     }
     if (o->finish != CINFER_FINISH_NONE) {
         c->id = 0;
         c->finish = o->finish;
+        c->stop_string = o->finish == CINFER_FINISH_STOP && o->stop_string >= 0 && o->stop_string < j->p.n_stop
+                             ? o->stop_string : -1;
         if (o->finish == CINFER_FINISH_ERROR) snprintf(c->error, sizeof c->error, "%s", o->error);
         j->usage.completion_tokens += o->usage.completion_tokens;
         if (o->usage.cached_tokens > j->usage.cached_tokens) j->usage.cached_tokens = o->usage.cached_tokens;

@@ -54,6 +54,13 @@ typedef struct gen_params {
     char *user;            /* owned or NULL (logged only) */
     json_t *tools;         /* chat: template variable `tools` ([{type:function, function:{...}}], owned ref) or NULL */
     json_t *tmpl_kwargs;   /* chat: extra template variables (enable_thinking, ...; owned ref) or NULL */
+    /* chat: text appended after the rendered prompt (a forced tool-call opener, docs/serve.md), owned
+     * or NULL. Tokenized with special-token parsing except bytes [suffix_plain_from, suffix_plain_to)
+     * (a tool name: user text, never control tokens). When the rendered prompt ends with "<think>"
+     * (an open reasoning block), suffix_think (owned or NULL) is put before it. */
+    char *prompt_suffix, *suffix_think;
+    size_t suffix_plain_from, suffix_plain_to;
+    bool keep_ids;         /* accumulate the emitted ids (choices[].tokens) even without logprobs */
 } gen_params;
 
 void gen_params_init(gen_params *p);
@@ -80,13 +87,14 @@ typedef struct gen_choice {
     int32_t index;
     cinfer_output out;     /* the latest read (buffers reused) */
     cinfer_finish finish;  /* NONE while running */
+    int32_t stop_string;   /* finish STOP by a stop string: its index in p.stop; else -1 */
     int32_t n_tokens;      /* completion tokens emitted so far */
     size_t text_before;    /* bytes of text emitted before the latest read (stream offsets) */
     size_t text_total;     /* bytes of text emitted so far */
     /* accumulated output for non-streaming responses */
     char *text;
     size_t text_len, text_cap;
-    int32_t *tokens;       /* emitted ids (only when logprobs) */
+    int32_t *tokens;       /* emitted ids (only when logprobs or p.keep_ids) */
     float *logprobs;
     int32_t *top_ids;      /* [n_acc][p.top_logprobs] alternatives (only when top_logprobs) */
     float *top_lps;
@@ -98,6 +106,8 @@ typedef struct gen_job {
     gen_params p;
     int32_t *prompt;       /* prompt token ids (owned) */
     int32_t n_prompt;
+    int32_t n_suffix;      /* trailing prompt tokens that came from p.prompt_suffix / suffix_think */
+    bool suffix_think;     /* p.suffix_think was put before the suffix */
     int32_t max_tokens;    /* effective */
     gen_choice *choices;   /* p.n of them */
     int32_t n_done;
@@ -136,6 +146,9 @@ int gen_chat_prompt_ex(const gen_model *gm, const json_t *messages, const json_t
 /* Tokenizes text (user text: special tokens not parsed), BOS per the model when add_special. */
 int gen_text_prompt(const gen_model *gm, const char *text, size_t len, bool add_special, int32_t **ids, int32_t *n_ids,
                     serve_error *err);
+
+/* Whether the text of the last (up to 3) ids ends with `s` once trailing whitespace is dropped. */
+bool gen_ids_end_with(const tokenizer *tok, const int32_t *ids, int32_t n, const char *s);
 
 const char *gen_finish_name(cinfer_finish f); /* "stop", "length", "abort", "error", NULL for NONE */
 

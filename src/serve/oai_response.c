@@ -181,6 +181,14 @@ char *oai_chunk_delta(const oai_meta *m, const gen_job *j, int32_t ci, const tok
                               "finish_reason"));
 }
 
+json_t *oai_logprobs_delta(const oai_meta *m, const gen_job *j, int32_t ci, const tokenizer *tok) {
+    const gen_choice *c = &j->choices[ci];
+    const cinfer_output *o = &c->out;
+    if (!j->p.logprobs || o->n_tokens == 0 || !o->logprobs) return NULL;
+    lp_view v = {o->tokens, o->logprobs, o->top_ids, o->top_logprobs, o->n_tokens, o->n_top, c->text_before};
+    return logprobs_json(m, tok, &v);
+}
+
 char *oai_chunk_finish(const oai_meta *m, const gen_job *j, int32_t ci) {
     const gen_choice *c = &j->choices[ci];
     if (m->kind == GEN_CHAT)

@@ -34,6 +34,9 @@ char *oai_response_json(const oai_meta *m, const gen_job *j, const tokenizer *to
 char *oai_chunk_role(const oai_meta *m, int32_t c);
 char *oai_chunk_delta(const oai_meta *m, const gen_job *j, int32_t c, const tokenizer *tok, bool *empty);
 char *oai_chunk_finish(const oai_meta *m, const gen_job *j, int32_t c);
+/* The "logprobs" value of the tokens just read into choices[c].out (new reference), or NULL when
+ * the request wants none or there are none (api_multi.c). */
+json_t *oai_logprobs_delta(const oai_meta *m, const gen_job *j, int32_t c, const tokenizer *tok);
 
 /* The per-token hot path: a text delta chunk without logprobs, written into
  * a caller-owned buffer that is reused across calls (it grows, it is never

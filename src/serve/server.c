@@ -303,7 +303,7 @@ static void job_complete(sv_job *j) {
     evhttp_request_set_on_complete_cb(j->req, on_flushed, s);
     s->n_flushing++;
     int status = 200;
-    if (j->stream && j->a.active) { /* the encoder wrote the closing events with the finish */
+    if (j->stream && j->a.active && !j->a.multi) { /* the encoder wrote the closing events with the finish */
         if (j->a.store) {
             char *body = api_job_response(&j->a, &j->g, s->cfg->model_name);
             api_ctx ctx = {.store = s->store, .now = time_now()};
@@ -315,7 +315,9 @@ static void job_complete(sv_job *j) {
     } else if (j->stream) {
         struct evbuffer *b = evbuffer_new();
         if (b) {
-            if (j->meta.include_usage) sse_add(b, oai_chunk_usage(&j->meta, &j->g));
+            if (j->meta.include_usage)
+                sse_add(b, j->a.multi ? api_multi_usage_chunk(&j->a, &j->meta, &j->g)
+                                      : oai_chunk_usage(&j->meta, &j->g));
             evbuffer_add_printf(b, "data: [DONE]\n\n");
             evhttp_send_reply_chunk(j->req, b);
             evbuffer_free(b);
@@ -326,6 +328,8 @@ static void job_complete(sv_job *j) {
         serve_error e;
         serve_fail(&e, 500, "server_error", NULL, NULL, "generation failed: %s", err);
         send_json(s, j->req, 500, api_error_json(j->api, &e, j->id, &status));
+    } else if (j->a.multi) {
+        send_json(s, j->req, 200, api_multi_response(&j->a, &j->meta, &j->g, s->gm->tok));
     } else if (j->a.active) {
         char *body = api_job_response(&j->a, &j->g, s->cfg->model_name);
         api_ctx ctx = {.store = s->store, .now = time_now()};
@@ -365,9 +369,15 @@ static int job_pump(sv_job *j, int32_t c) {
     if (j->stream && r > 0) {
         struct evbuffer *b = s->out;
         gen_choice *ch = &j->g.choices[c];
-        if (j->a.active) { /* recipe: parser -> stream encoder (finish and errors included) */
+        if (j->a.active && !j->a.multi) { /* recipe: parser -> stream encoder (finish and errors included) */
             if (ch->out.text_len) api_job_delta(&j->a, ch->out.text, ch->out.text_len);
             if (ch->finish != CINFER_FINISH_NONE) api_job_finish(&j->a, &j->g);
+            evbuffer_add(b, j->a.out.data, j->a.out.len);
+            j->a.out.len = 0;
+        } else if (j->a.multi) { /* n > 1 / logprobs: one parser per choice, OpenAI chunks (api_multi.c) */
+            api_multi_delta(&j->a, &j->meta, &j->g, c, s->gm->tok);
+            if (ch->finish != CINFER_FINISH_NONE && ch->finish != CINFER_FINISH_ERROR)
+                api_multi_finish(&j->a, &j->meta, &j->g, c);
             evbuffer_add(b, j->a.out.data, j->a.out.len);
             j->a.out.len = 0;
         } else if (!j->g.p.logprobs) { /* the common per-token path: no JSON library, a reused buffer */
@@ -378,12 +388,12 @@ static int job_pump(sv_job *j, int32_t c) {
             char *d = oai_chunk_delta(&j->meta, &j->g, c, s->gm->tok, &empty);
             if (!empty) sse_add(b, d);
         }
-        if (j->a.active) {
+        if (j->a.active && !j->a.multi) {
         } else if (ch->finish == CINFER_FINISH_ERROR) {
             serve_error e;
             serve_fail(&e, 500, "server_error", NULL, NULL, "generation failed: %s", ch->error);
             sse_add(b, oai_error_json(&e));
-        } else if (ch->finish != CINFER_FINISH_NONE) {
+        } else if (ch->finish != CINFER_FINISH_NONE && !j->a.multi) {
             sse_add(b, oai_chunk_finish(&j->meta, &j->g, c));
         }
         if (evbuffer_get_length(b)) evhttp_send_reply_chunk_with_cb(j->req, b, on_drained, j);
@@ -460,6 +470,8 @@ static int request_traffic_class(server *s, struct evhttp_request *req, int fiel
 static api_ctx make_api_ctx(server *s) {
     api_ctx c = {.parser = s->cfg->parser, .store = s->store, .now = time_now(), .max_n = s->lim.max_n,
                  .n_vocab = s->lim.n_vocab};
+    for (int32_t i = 0; c.parser == RECIPE_PARSER_MISTRAL && i < s->gm->n_special && !c.mistral_args; i++)
+        c.mistral_args = !strcmp(s->gm->special[i], "[ARGS]");
     return c;
 }
 
@@ -482,6 +494,10 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     api_ctx actx = make_api_ctx(s);
     int rc = kind == GEN_COMPLETION ? oai_parse_completion(body, len, &s->lim, &p, &e)
                                     : api_job_parse(&a, api, body, len, &actx, &p, &e);
+    if (!rc && a.active && api_job_prepare(&a, &actx, &p, &e)) {
+        gen_params_free(&p);
+        rc = -1;
+    }
     if (rc) {
         fail_generate(s, req, &e, id, t0, &a, api);
         return;
@@ -540,12 +556,14 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     }
     j->a = a; /* moved: freed with the job */
     if (j->a.active) api_job_prompt_check(&j->a, &j->g, s->gm->tok);
-    if (j->a.active && j->stream && api_job_begin(&j->a, &j->g, s->cfg->model_name)) {
+    if (j->a.active && j->stream &&
+        (j->a.multi ? api_multi_begin(&j->a, &j->meta, &j->g) : api_job_begin(&j->a, &j->g, s->cfg->model_name))) {
         serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
         gen_job_free(&j->g, s->gm);
+        a = j->a; /* with what the failed begin allocated (parsers, encoder, output) */
         free(tl);
         free(j);
-        fail_generate(s, req, &e, id, t0, &a, api); /* a still holds what j->a had */
+        fail_generate(s, req, &e, id, t0, &a, api);
         return;
     }
     job_link(s, j);
@@ -564,10 +582,14 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         evhttp_add_header(h, "X-Request-Id", j->id);
         if (api == RECIPE_API_MESSAGES) evhttp_add_header(h, "request-id", j->id);
         evhttp_send_reply_start(req, 200, "OK");
-        if (kind == GEN_CHAT && !j->a.active) {
+        if (kind == GEN_CHAT && (!j->a.active || j->a.multi)) {
             struct evbuffer *b = evbuffer_new();
+            if (b && j->a.multi) { /* role chunks (+ forced calls' first deltas) from api_multi_begin */
+                evbuffer_add(b, j->a.out.data, j->a.out.len);
+                j->a.out.len = 0;
+            }
             if (b) {
-                for (int32_t c = 0; c < n; c++) sse_add(b, oai_chunk_role(&j->meta, c));
+                for (int32_t c = 0; c < n && !j->a.multi; c++) sse_add(b, oai_chunk_role(&j->meta, c));
                 evhttp_send_reply_chunk_with_cb(req, b, on_drained, j);
                 evbuffer_free(b);
             }

@@ -11,12 +11,15 @@ How it works (a bigram model, no special code path in cinfer):
   (token t -> unit vector t). The LM head row of token u has weight BIG at column t for every
   t whose successor is u. So the logits depend only on the last token, and each token has one
   successor with a logit gap of ~ BIG * sqrt(dim) (~70): P(any other token) < 1e-25.
+- Forced tool calls: FORCED_EDGES continue the server's forced tool-call openers into the call.
 - The chat template ends the prompt with <|answer|> when the last message is a tool result,
   <|call|> when tools are offered, else <|think|>; each starts one script below. Every script
   ends with </s> (EOS). The template mentions <tool_call>, so cinfer detects the Hermes parser.
   With enable_thinking (Anthropic thinking, reasoning effort) the prompt ends with
   "<|think|><think>" like Qwen3 / R1-0528 templates: the output then starts inside the reasoning
-  block (the server must notice: RECIPE_PARSER_IN_REASONING).
+  block (the server must notice: RECIPE_PARSER_IN_REASONING); with tools too it ends with
+  "<|call|><think>" (the model then reasons and answers, no call), where a forced tool call must
+  first close the block ("</think>\n\n" before the opener).
 
 Used by tests/clients/test_tool_calls.py (and the reasoning tests). Never shipped: the file is
 generated at test time into a temporary directory.
@@ -30,6 +33,13 @@ SCRIPTS = {
     "<|think|>": ["<think>", "The user", " says hello.", "</think>", "Hello", "!", " How", " can",
                   " I", " help", "?"],
 }
+# Forced tool calls (tool_choice required / named): the server ends the prompt with the Hermes
+# opener "<tool_call>\n" or '<tool_call>\n{"name": "get_weather", "arguments": ' (Llama 3:
+# '{"name": "get_weather", "parameters": '). SentencePiece tokenizes the text after a special
+# token with a space prefix and these characters as byte tokens, so the openers end with the byte
+# token of "\n" (required) or the last byte of "\u2581" (E2 96 81, named); these edges continue
+# them into the call script.
+FORCED_EDGES = {"<0x0A>": '{"name": "get_weather", ', "<0x81>": '{"city": '}
 TOOL_CALL_ARGS = '{"city": "Paris"}'
 ANSWER_TEXT = "The weather in Paris is sunny."
 REASONING_TEXT = "The user says hello."
@@ -48,6 +58,7 @@ TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}"
     "{%- if messages[-1].role == 'tool' -%}<|answer|>"
+    "{%- elif tools and enable_thinking is defined and enable_thinking -%}<|call|><think>"
     "{%- elif tools -%}<|call|>"
     "{%- elif enable_thinking is defined and enable_thinking -%}<|think|><think>"
     "{%- else -%}<|think|>"
@@ -83,6 +94,8 @@ def _successors(tokens):
         chain = [start] + [p.replace(" ", "\u2581") for p in pieces] + ["</s>"]
         for a, b in zip(chain, chain[1:]):
             nxt[idx[a]] = idx[b]
+    for a, b in FORCED_EDGES.items():
+        nxt[idx[a]] = idx[b.replace(" ", "\u2581")]
     return nxt
 
 

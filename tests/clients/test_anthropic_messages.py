@@ -63,13 +63,34 @@ class TestMessages(unittest.TestCase):
         self.assertEqual(m.usage.output_tokens, 8)
 
     def test_stop_sequence(self):
+        # a stop string that really occurs in the greedy output: stop_reason stop_sequence + the string
         base = CLIENT.messages.create(model=MODEL_NAME, max_tokens=30, messages=MSGS, temperature=0)
         text = base.content[0].text
-        word = text.split()[2] if len(text.split()) > 2 else text[:3]
+        words = text.split()
+        self.assertGreater(len(words), 3, text)
+        word = words[2]
+        cut = text[:text.index(word)]
+        stops = ["zq-never-occurs", word]
         m = CLIENT.messages.create(model=MODEL_NAME, max_tokens=30, messages=MSGS, temperature=0,
-                                   stop_sequences=[word])
-        self.assertNotIn(word, m.content[0].text)
-        self.assertEqual(m.stop_reason, "end_turn")  # the engine does not report which string matched
+                                   stop_sequences=stops)
+        self.assertEqual(m.stop_reason, "stop_sequence")
+        self.assertEqual(m.stop_sequence, word)
+        self.assertEqual(m.content[0].text if m.content else "", cut)
+        self.assertLess(m.usage.output_tokens, 30)
+        # streaming: message_delta carries stop_reason and stop_sequence; the SDK's final message too
+        with CLIENT.messages.stream(model=MODEL_NAME, max_tokens=30, messages=MSGS, temperature=0,
+                                    stop_sequences=stops) as stream:
+            events = list(stream)
+            final = stream.get_final_message()
+        delta = [e for e in events if e.type == "message_delta"][0]
+        self.assertEqual((delta.delta.stop_reason, delta.delta.stop_sequence), ("stop_sequence", word))
+        self.assertEqual((final.stop_reason, final.stop_sequence), ("stop_sequence", word))
+        self.assertEqual(final.content[0].text if final.content else "", cut)
+        # ending by max_tokens or EOS: stop_sequence stays null
+        self.assertIsNone(base.stop_sequence)
+        m = CLIENT.messages.create(model=MODEL_NAME, max_tokens=5, messages=MSGS, temperature=0,
+                                   stop_sequences=["zq-never-occurs"])
+        self.assertEqual((m.stop_reason, m.stop_sequence), ("max_tokens", None))
 
     def test_stream_helpers(self):
         with CLIENT.messages.stream(model=MODEL_NAME, max_tokens=24, messages=MSGS, temperature=0) as stream:

@@ -53,6 +53,22 @@ class TestChat(unittest.TestCase):
         self.assertEqual(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens)
         self.assertIsInstance(r.usage.prompt_tokens_details.cached_tokens, int)
 
+    def test_chat_stop_string(self):
+        # a stop string that occurs: finish_reason "stop", the text cut before it, and vLLM's
+        # stop_reason names the string (the engine reports which one matched)
+        full = chat(max_tokens=40).choices[0].message.content
+        words = full.split()
+        self.assertGreater(len(words), 3, full)
+        word = words[2]
+        c = chat(max_tokens=40, stop=["zq-never-occurs", word]).choices[0]
+        self.assertEqual(c.finish_reason, "stop")
+        self.assertEqual(c.message.content or "", full[:full.index(word)])
+        self.assertEqual(c.model_extra.get("stop_reason"), word)
+        chunks = list(chat(max_tokens=40, stop=[word], stream=True))
+        self.assertEqual([ch.choices[0].finish_reason for ch in chunks if ch.choices][-1], "stop")
+        self.assertEqual("".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices),
+                         full[:full.index(word)])
+
     def test_streaming_matches_non_streaming(self):
         full = chat(max_tokens=40).choices[0]
         chunks = list(chat(max_tokens=40, stream=True, stream_options={"include_usage": True}))

@@ -5,7 +5,9 @@ The model is the TEST-ONLY scripted bigram GGUF written by scripted_bigram_model
 llama GGUF (real tokenizer, engine, forward pass, Hermes output parser chosen by detection
 from its chat template) whose weights make it replay fixed scripts: a <tool_call> for
 get_weather(city=Paris) when tools are offered, "The weather in Paris is sunny." after a tool
-result, and <think>The user says hello.</think>Hello! How can I help? otherwise.
+result, and <think>The user says hello.</think>Hello! How can I help? otherwise; forced tool calls
+(tool_choice required / named: the server appends the tool-call opener to the prompt, the model
+continues it); usage reasoning tokens.
 Run by tests/integration/serve_tools.sh."""
 import json
 import os
@@ -168,6 +170,184 @@ class TestResponsesTools(unittest.TestCase):
         self.assertEqual(r.output_text, sbm.THINK_ANSWER_TEXT)
 
 
+# usage reasoning tokens: the tokens of <think>The user says hello.</think> (markers included),
+# counted per token by the server (docs/serve.md); with thinking on the template writes <think>
+REASONING_TOKENS = 4
+
+
+class TestReasoningTokens(unittest.TestCase):
+    def test_chat(self):
+        hi = [{"role": "user", "content": "hi"}]
+        r = OAI.chat.completions.create(model=NAME, messages=hi)
+        self.assertEqual(r.usage.completion_tokens_details.reasoning_tokens, REASONING_TOKENS)
+        chunks = list(OAI.chat.completions.create(model=NAME, messages=hi, stream=True,
+                                                  stream_options={"include_usage": True}))
+        self.assertEqual(chunks[-1].usage.completion_tokens_details.reasoning_tokens, REASONING_TOKENS)
+        self.assertEqual(chunks[-1].usage.completion_tokens, len(sbm.SCRIPTS["<|think|>"]) + 1)
+        # no reasoning in the output: 0 (a tool call; an answer after a tool result)
+        r = OAI.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER])
+        self.assertEqual(r.usage.completion_tokens_details.reasoning_tokens, 0)
+        # cut inside the reasoning block: every emitted token is reasoning
+        r = OAI.chat.completions.create(model=NAME, messages=hi, max_tokens=2)
+        self.assertEqual(r.choices[0].finish_reason, "length")
+        self.assertEqual(r.usage.completion_tokens_details.reasoning_tokens, 2)
+
+    def test_responses(self):
+        r = OAI.responses.create(model=NAME, input="hi")
+        self.assertEqual(r.usage.output_tokens_details.reasoning_tokens, REASONING_TOKENS)
+        # thinking on: the prompt ends with <think>, the model writes 3 reasoning tokens
+        r = OAI.responses.create(model=NAME, input="hi", reasoning={"effort": "low"})
+        self.assertEqual(r.usage.output_tokens_details.reasoning_tokens, REASONING_TOKENS - 1)
+        with OAI.responses.stream(model=NAME, input="hi", reasoning={"effort": "low"}) as s:
+            list(s)
+            final = s.get_final_response()
+        self.assertEqual(final.usage.output_tokens_details.reasoning_tokens, REASONING_TOKENS - 1)
+        self.assertEqual(final.output_text, sbm.THINK_ANSWER_TEXT)
+
+
+# forced calls: the scripted model continues the server's opener into get_weather(city=Paris)
+FORCED_REQUIRED_TOKENS = len(sbm.SCRIPTS["<|call|>"]) - 1 + 1  # the model writes all but <tool_call>; + EOS
+FORCED_NAMED_TOKENS = 5  # '{"city": ', '"Paris"', '}}', '</tool_call>', EOS
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+
+
+class TestForcedToolChoice(unittest.TestCase):
+    def check_call(self, msg):
+        self.assertIsNone(msg.content)
+        self.assertEqual(len(msg.tool_calls), 1)
+        tc = msg.tool_calls[0]
+        self.assertEqual((tc.function.name, json.loads(tc.function.arguments)), ("get_weather", {"city": "Paris"}))
+        self.assertTrue(tc.id.startswith("call_"))
+
+    def test_chat_required_and_named(self):
+        # the same user turn without tools gets reasoning + text: only the forced opener makes a call
+        r = OAI.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER], tool_choice="required")
+        self.assertEqual(r.choices[0].finish_reason, "tool_calls")
+        self.check_call(r.choices[0].message)
+        self.assertEqual(r.usage.completion_tokens, FORCED_REQUIRED_TOKENS)
+        r = OAI.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER], tool_choice=NAMED)
+        self.assertEqual(r.choices[0].finish_reason, "tool_calls")
+        self.check_call(r.choices[0].message)
+        self.assertEqual(r.usage.completion_tokens, FORCED_NAMED_TOKENS)
+
+    def test_chat_forced_stream(self):
+        for choice in ("required", NAMED):
+            chunks = list(OAI.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER], stream=True,
+                                                      tool_choice=choice))
+            deltas = [c.choices[0].delta for c in chunks if c.choices]
+            calls = [tc for d in deltas for tc in (d.tool_calls or [])]
+            self.assertEqual(calls[0].function.name, "get_weather", choice)
+            self.assertEqual(json.loads("".join(tc.function.arguments or "" for tc in calls)), {"city": "Paris"})
+            self.assertEqual("".join(d.content or "" for d in deltas), "")  # the opener is not echoed
+            self.assertEqual([c.choices[0].finish_reason for c in chunks if c.choices][-1], "tool_calls")
+
+    def test_messages_any_and_tool(self):
+        for choice in ({"type": "any"}, {"type": "tool", "name": "get_weather"}):
+            m = ANT.messages.create(model=NAME, max_tokens=64, messages=[USER], tools=[ANT_TOOL], tool_choice=choice)
+            self.assertEqual(m.stop_reason, "tool_use", choice)
+            self.assertEqual([b.type for b in m.content], ["tool_use"])
+            self.assertEqual((m.content[0].name, m.content[0].input), ("get_weather", {"city": "Paris"}))
+            with ANT.messages.stream(model=NAME, max_tokens=64, messages=[USER], tools=[ANT_TOOL],
+                                     tool_choice=choice) as s:
+                events = list(s)
+                final = s.get_final_message()
+            self.assertEqual(final.stop_reason, "tool_use")
+            self.assertEqual([(b.type, b.name, b.input) for b in final.content],
+                             [("tool_use", "get_weather", {"city": "Paris"})])
+            self.assertEqual(json.loads("".join(e.partial_json for e in events if e.type == "input_json")),
+                             {"city": "Paris"})
+
+    def test_forced_inside_open_think(self):
+        # thinking on + tools: the prompt ends inside <think>; unforced, the model reasons and answers
+        think = {"type": "enabled", "budget_tokens": 1024}
+        m = ANT.messages.create(model=NAME, max_tokens=1500, messages=[USER], tools=[ANT_TOOL], thinking=think)
+        self.assertEqual([b.type for b in m.content], ["thinking", "text"])
+        # forced: "</think>\n\n" closes the block before the opener, the call is parsed, no reasoning
+        m = ANT.messages.create(model=NAME, max_tokens=1500, messages=[USER], tools=[ANT_TOOL], thinking=think,
+                                tool_choice={"type": "any"})
+        self.assertEqual(m.stop_reason, "tool_use")
+        self.assertEqual([(b.type, b.name, b.input) for b in m.content],
+                         [("tool_use", "get_weather", {"city": "Paris"})])
+        r = OAI.responses.create(model=NAME, input="Weather?", tools=[RESP_TOOL], tool_choice="required",
+                                 reasoning={"effort": "low"})
+        self.assertEqual([o.type for o in r.output], ["function_call"])
+        self.assertEqual(r.usage.output_tokens_details.reasoning_tokens, 0)
+
+    def test_responses_required_and_named(self):
+        for choice in ("required", {"type": "function", "name": "get_weather"}):
+            r = OAI.responses.create(model=NAME, input="Weather?", tools=[RESP_TOOL], tool_choice=choice)
+            self.assertEqual(r.status, "completed")
+            self.assertEqual([(o.type, o.name, json.loads(o.arguments)) for o in r.output],
+                             [("function_call", "get_weather", {"city": "Paris"})])
+
+    def test_unknown_named_tool(self):
+        with self.assertRaises(openai.BadRequestError) as cm:
+            OAI.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER],
+                                        tool_choice={"type": "function", "function": {"name": "get_time"}})
+        self.assertIn("get_time", str(cm.exception))
+        with self.assertRaises(anthropic.BadRequestError) as cm:
+            ANT.messages.create(model=NAME, max_tokens=64, messages=[USER], tools=[ANT_TOOL],
+                                tool_choice={"type": "tool", "name": "get_time"})
+        self.assertIn("get_time", str(cm.exception))
+
+
+class TestChatMulti(unittest.TestCase):
+    """Chat with n > 1 or logprobs: OpenAI's shapes (logprobs kept), one output parser per choice."""
+
+    def test_n2_tool_calls(self):
+        r = OAI.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER], n=2)
+        self.assertEqual(len(r.choices), 2)
+        ids = set()
+        for i, ch in enumerate(r.choices):
+            self.assertEqual((ch.index, ch.finish_reason), (i, "tool_calls"))
+            self.assertIsNone(ch.message.content)
+            tc = ch.message.tool_calls[0]
+            self.assertEqual((tc.function.name, json.loads(tc.function.arguments)), ("get_weather", {"city": "Paris"}))
+            ids.add(tc.id)
+        self.assertEqual(len(ids), 2)  # each choice mints its own call ids
+        self.assertEqual(r.usage.completion_tokens, 2 * (len(sbm.SCRIPTS["<|call|>"]) + 1))
+        self.assertEqual(r.usage.completion_tokens_details.reasoning_tokens, 0)
+
+    def test_logprobs_reasoning(self):
+        r = OAI.chat.completions.create(model=NAME, messages=[{"role": "user", "content": "hi"}], logprobs=True,
+                                        top_logprobs=2)
+        ch = r.choices[0]
+        self.assertEqual(ch.message.content, sbm.THINK_ANSWER_TEXT)
+        self.assertEqual(ch.message.model_extra["reasoning_content"], sbm.REASONING_TEXT)
+        self.assertEqual(ch.finish_reason, "stop")
+        # logprobs cover every emitted token, reasoning markers included
+        self.assertEqual("".join(t.token for t in ch.logprobs.content), "".join(sbm.SCRIPTS["<|think|>"]))
+        self.assertLessEqual(max(len(t.top_logprobs) for t in ch.logprobs.content), 2)
+        self.assertEqual(r.usage.completion_tokens_details.reasoning_tokens, REASONING_TOKENS)
+
+    def test_stream_n2_logprobs_forced(self):
+        chunks = list(OAI.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER], n=2, logprobs=True,
+                                                  tool_choice=NAMED, stream=True,
+                                                  stream_options={"include_usage": True}))
+        for i in range(2):
+            mine = [c.choices[0] for c in chunks if c.choices and c.choices[0].index == i]
+            self.assertEqual(mine[0].delta.role, "assistant")
+            calls = [tc for c in mine for tc in (c.delta.tool_calls or [])]
+            self.assertEqual(calls[0].function.name, "get_weather")
+            self.assertEqual(json.loads("".join(tc.function.arguments or "" for tc in calls)), {"city": "Paris"})
+            self.assertEqual("".join(c.delta.content or "" for c in mine), "")
+            self.assertEqual(mine[-1].finish_reason, "tool_calls")
+            toks = [t.token for c in mine if c.logprobs for t in c.logprobs.content]
+            self.assertEqual(toks, ['{"city": ', '"Paris"', "}}", "</tool_call>"])
+        self.assertEqual(chunks[-1].usage.completion_tokens, 2 * FORCED_NAMED_TOKENS)
+        self.assertEqual(chunks[-1].usage.completion_tokens_details.reasoning_tokens, 0)
+
+    def test_stream_n2_reasoning(self):
+        chunks = list(OAI.chat.completions.create(model=NAME, messages=[{"role": "user", "content": "hi"}], n=2,
+                                                  stream=True, stream_options={"include_usage": True}))
+        for i in range(2):
+            deltas = [c.choices[0].delta for c in chunks if c.choices and c.choices[0].index == i]
+            self.assertEqual("".join((d.model_extra or {}).get("reasoning_content") or "" for d in deltas),
+                             sbm.REASONING_TEXT)
+            self.assertEqual("".join(d.content or "" for d in deltas), sbm.THINK_ANSWER_TEXT)
+        self.assertEqual(chunks[-1].usage.completion_tokens_details.reasoning_tokens, 2 * REASONING_TOKENS)
+
+
 class TestParserFlag(unittest.TestCase):
     def test_override_plain(self):
         # --tool-call-parser plain: the same model output is plain content, no tool calls
@@ -179,6 +359,29 @@ class TestParserFlag(unittest.TestCase):
             self.assertIsNone(r.choices[0].message.tool_calls)
             self.assertEqual(r.choices[0].finish_reason, "stop")
             self.assertEqual(r.choices[0].message.content, "".join(sbm.SCRIPTS["<|call|>"]))
+            # a forced call cannot be enforced without a tool-call syntax: 400 naming the flag
+            for choice in ("required", NAMED):
+                with self.assertRaises(openai.BadRequestError) as cm:
+                    c.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER], tool_choice=choice)
+                self.assertIn("--tool-call-parser", str(cm.exception))
+                self.assertIn("unknown", str(cm.exception))
+            a = anthropic.Anthropic(base_url=srv.url, api_key="x", max_retries=0)
+            with self.assertRaises(anthropic.BadRequestError) as cm:
+                a.messages.create(model=NAME, max_tokens=64, messages=[USER], tools=[ANT_TOOL],
+                                  tool_choice={"type": "any"})
+            self.assertIn("--tool-call-parser", str(cm.exception))
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_forced_llama3(self):
+        # the Llama 3 JSON format: the named opener '{"name": "get_weather", "parameters": '
+        srv = Server("--tool-call-parser", "llama3", model=os.path.join(TMP.name, NAME + ".gguf"), ctx=2048)
+        try:
+            c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0)
+            r = c.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER], tool_choice=NAMED)
+            self.assertEqual(r.choices[0].finish_reason, "tool_calls")
+            tc = r.choices[0].message.tool_calls[0]
+            self.assertEqual((tc.function.name, json.loads(tc.function.arguments)), ("get_weather", {"city": "Paris"}))
         finally:
             self.assertEqual(srv.stop(), 0)
 

@@ -7,7 +7,9 @@
  * reject the body, but must not crash or leak; a rejection carries a 4xx/5xx
  * status and its error JSON formats in the API's shape; an accepted request
  * gives the generation core non-empty template messages with string content
- * and sampling values in range. */
+ * and sampling values in range; a forced tool_choice (api_job_prepare) either
+ * fails in the API's shape or gives a prompt suffix equal to the parser's
+ * opener with its plain (tool name) range inside it. */
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -71,9 +73,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     recipe_api api = mode == 0 ? RECIPE_API_MESSAGES : mode == 1 ? RECIPE_API_RESPONSES : RECIPE_API_CHAT;
     api_job a = {0};
     snprintf(a.id, sizeof a.id, "resp_x");
+    ctx.mistral_args = data[0] & 0x80;
     if (api_job_parse(&a, api, body, len, &ctx, &p, &e)) check_error(api, &e);
-    else {
+    else if (a.active && api_job_prepare(&a, &ctx, &p, &e)) { /* forced tool_choice */
+        check_error(api, &e);
+        gen_params_free(&p);
+    } else {
         check_params(&p);
+        if (p.prompt_suffix && (p.suffix_plain_from > p.suffix_plain_to || p.suffix_plain_to > strlen(p.prompt_suffix) ||
+                                !a.forced || strcmp(a.forced, p.prompt_suffix)))
+            abort();
         gen_params_free(&p);
     }
     api_job_free(&a);

@@ -18,6 +18,7 @@ typedef struct run_result {
     char text[16384];
     size_t text_len;
     cinfer_finish finish;
+    int32_t stop_string; /* cinfer_output.stop_string of the final read */
     cinfer_usage usage;
 } run_result;
 
@@ -58,6 +59,10 @@ static inline int tl_collect(cinfer_engine *e, uint64_t id, run_result *res) {
             cinfer_output_release(&o);
             return -1;
         }
+        if (o.finish == CINFER_FINISH_NONE && o.stop_string != -1) {
+            cinfer_output_release(&o);
+            return -1; /* stop_string is -1 while running */
+        }
         for (int32_t i = 0; i < o.n_tokens && res->n_tokens < 2048; i++) res->tokens[res->n_tokens++] = o.tokens[i];
         if (res->text_len + o.text_len < sizeof res->text) {
             memcpy(res->text + res->text_len, o.text, o.text_len);
@@ -66,6 +71,7 @@ static inline int tl_collect(cinfer_engine *e, uint64_t id, run_result *res) {
         }
         if (o.finish != CINFER_FINISH_NONE) {
             res->finish = o.finish;
+            res->stop_string = o.stop_string;
             res->usage = o.usage;
             cinfer_output_release(&o);
             return 0;

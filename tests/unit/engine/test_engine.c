@@ -153,6 +153,7 @@ static void test_stops(void) {
     r.sampling.n_bias = 1;
     CHECK(tl_run(e, &r, &got) == 0);
     CHECK(got.finish == CINFER_FINISH_STOP && got.n_tokens == 0 && got.usage.completion_tokens == 1);
+    CHECK(got.stop_string == -1); /* EOS: no stop string */
     r.sampling.bias = NULL;
     r.sampling.n_bias = 0;
 
@@ -183,6 +184,7 @@ static void test_stops(void) {
     r.n_stop_tokens = 1;
     CHECK(tl_run(e, &r, &got) == 0);
     CHECK(got.finish == CINFER_FINISH_STOP && got.n_tokens == first);
+    CHECK(got.stop_string == -1); /* a stop token id is not a stop string */
     r.stop_tokens = NULL;
     r.n_stop_tokens = 0;
 
@@ -216,9 +218,21 @@ static void test_stops(void) {
     fprintf(stderr, "stops: stop string '%s' spans the boundary at byte %zu; text kept %zu bytes\n", stop, bound,
             got.text_len);
     CHECK(got.finish == CINFER_FINISH_STOP);
+    CHECK(got.stop_string == 1); /* stops[1] matched */
     CHECK(got.usage.completion_tokens == got.n_tokens); /* a step already in flight is not counted */
     CHECK(got.text_len == expect_len && !memcmp(got.text, ref.text, expect_len));
     CHECK(strstr(got.text, stop) == NULL);
+    {   /* two stop strings at the same offset: the lower index is reported; an earlier
+         * occurrence of a later-listed string wins over a later occurrence */
+        char pre[4] = {stop[0], stop[1], stop[2], 0};
+        const char *same[] = {"zzqq-never", pre, stop};
+        r.stop_strings = same;
+        r.n_stop_strings = 3;
+        CHECK(tl_run(e, &r, &got) == 0);
+        CHECK(got.finish == CINFER_FINISH_STOP);
+        const char *pre_at = strstr(ref.text, pre);
+        CHECK(pre_at && got.text_len == (size_t)(pre_at - ref.text) && got.stop_string == 1);
+    }
     r.stop_strings = NULL;
     r.n_stop_strings = 0;
 
