@@ -441,12 +441,35 @@ int rjv_obj(const rj *v, const char *key, rj **out, recipe_error *err, const cha
     return 0;
 }
 
+/* slot of a key signature in jpick's 64-entry map */
+static inline unsigned jslot(uint32_t sig) { return (sig * 0x9E3779B1u) >> 26; }
+
 void jpick(const rj *o, const jkey *keys, size_t n, rj **out) {
     for (size_t i = 0; i < n; i++) out[i] = NULL;
     if (!rj_is_object(o) || !n) return;
     rj **items = rj_items(o);
-    /* members usually come in (or near) the table's order: each search starts after the
-     * previous match, so an in-order body costs about one compare per member */
+    if (n >= 12 && n < 64) {
+        /* large tables (a body's top level): a small open-addressing map from signature to key */
+        uint8_t map[64] = {0};
+        for (size_t i = 0; i < n; i++) {
+            unsigned h = jslot(keys[i].sig);
+            while (map[h]) h = (h + 1) & 63;
+            map[h] = (uint8_t)(i + 1);
+        }
+        for (size_t m = 0; m < o->n; m++) {
+            rj *v = items[m];
+            for (unsigned h = jslot(v->ksig); map[h]; h = (h + 1) & 63) {
+                size_t i = map[h] - 1u;
+                if (keys[i].sig == v->ksig && !memcmp(keys[i].name, v->key, v->klen)) {
+                    out[i] = v; /* a repeated key: the last one wins, as in jansson */
+                    break;
+                }
+            }
+        }
+        return;
+    }
+    /* small tables: members usually come in (or near) the table's order, so each search
+     * starts after the previous match */
     size_t start = 0;
     for (size_t m = 0; m < o->n; m++) {
         rj *v = items[m];
@@ -454,7 +477,7 @@ void jpick(const rj *o, const jkey *keys, size_t n, rj **out) {
         size_t i = start;
         for (size_t j = 0; j < n; j++, i = i + 1 == n ? 0 : i + 1)
             if (keys[i].sig == sig && !memcmp(keys[i].name, v->key, v->klen)) {
-                out[i] = v; /* a repeated key: the last one wins, as in jansson */
+                out[i] = v;
                 start = i + 1 == n ? 0 : i + 1;
                 break;
             }
