@@ -441,6 +441,24 @@ int rjv_obj(const rj *v, const char *key, rj **out, recipe_error *err, const cha
     return 0;
 }
 
+/* Whether member key b equals table key a, both n bytes long, given that their signatures
+ * (length, first and last byte) already match: no libc call for the short keys of the tables. */
+static inline bool key_eq(const char *a, const char *b, size_t n) {
+    if (n <= 2) return true;
+    if (n == 3) return a[1] == b[1];
+    if (n <= 8) {
+        uint32_t x0, y0, x1, y1;
+        memcpy(&x0, a, 4), memcpy(&y0, b, 4), memcpy(&x1, a + n - 4, 4), memcpy(&y1, b + n - 4, 4);
+        return x0 == y0 && x1 == y1;
+    }
+    if (n <= 16) {
+        uint64_t x0, y0, x1, y1;
+        memcpy(&x0, a, 8), memcpy(&y0, b, 8), memcpy(&x1, a + n - 8, 8), memcpy(&y1, b + n - 8, 8);
+        return x0 == y0 && x1 == y1;
+    }
+    return !memcmp(a, b, n);
+}
+
 /* slot of a key signature in jpick's 64-entry map */
 static inline unsigned jslot(uint32_t sig) { return (sig * 0x9E3779B1u) >> 26; }
 
@@ -460,7 +478,7 @@ void jpick(const rj *o, const jkey *keys, size_t n, rj **out) {
             rj *v = items[m];
             for (unsigned h = jslot(v->ksig); map[h]; h = (h + 1) & 63) {
                 size_t i = map[h] - 1u;
-                if (keys[i].sig == v->ksig && !memcmp(keys[i].name, v->key, v->klen)) {
+                if (keys[i].sig == v->ksig && key_eq(keys[i].name, v->key, v->klen)) {
                     out[i] = v; /* a repeated key: the last one wins, as in jansson */
                     break;
                 }
@@ -476,7 +494,7 @@ void jpick(const rj *o, const jkey *keys, size_t n, rj **out) {
         const uint32_t sig = v->ksig; /* computed by the reader; 0 matches no table key */
         size_t i = start;
         for (size_t j = 0; j < n; j++, i = i + 1 == n ? 0 : i + 1)
-            if (keys[i].sig == sig && !memcmp(keys[i].name, v->key, v->klen)) {
+            if (keys[i].sig == sig && key_eq(keys[i].name, v->key, v->klen)) {
                 out[i] = v;
                 start = i + 1 == n ? 0 : i + 1;
                 break;
