@@ -172,6 +172,7 @@ typedef enum recipe_effort {
 typedef struct recipe_arena_chunk recipe_arena_chunk;
 typedef struct recipe_arena {
     recipe_arena_chunk *head;
+    const char *pool_lo, *pool_hi; /* internal: the string pool of the last parse (src/recipe/rjson.h) */
 } recipe_arena;
 
 typedef struct recipe_request {

@@ -23,7 +23,10 @@ json_t *responses_response_encode(const recipe_response *r, const recipe_request
 /* Body text -> tree in the arena; NULL + err when it is not valid JSON or not an object. */
 static rj *parse_body(recipe_arena *a, const char *text, size_t len, const char *what, recipe_error *err) {
     char why[96];
-    rj *b = rj_parse(a, text, len, why, sizeof why);
+    rj_pool pool;
+    rj *b = rj_parse_pool(a, text, len, why, sizeof why, &pool);
+    a->pool_lo = pool.lo; /* the writer copies clean strings of this pool without scanning them */
+    a->pool_hi = pool.hi;
     if (!b) {
         if (!strncmp(why, "out of memory", 13)) recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
         else recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, NULL, "the body is not valid JSON: %s", why);
@@ -86,6 +89,7 @@ static int request_write(recipe_api api, rw *w, const recipe_request *req, recip
 int recipe_request_encode_text(recipe_api api, const recipe_request *req, recipe_buf *out, recipe_error *err) {
     rw w;
     rw_init_text(&w, out);
+    w.clean = (rj_pool){req->arena.pool_lo, req->arena.pool_hi};
     size_t len0 = out->len;
     if (request_write(api, &w, req, err)) return -1;
     if (w.failed || w.depth) {

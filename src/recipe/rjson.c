@@ -1,8 +1,8 @@
 /* rjson.c - the recipe JSON reader (see rjson.h): an iterative parser that
  * validates exactly like jansson's json_loads (flags 0) and, when building,
  * allocates nodes from the arena's bump pointer, unescapes strings into one pool
- * sized by the input (every string's unescaped bytes + NUL fit in its quoted
- * span, so the pool never overflows), and collects container elements on a
+ * sized by the input (every string's tag byte, unescaped bytes and NUL fit in its
+ * quoted span, so the pool never overflows), and collects container elements on a
  * scratch stack that is copied into one arena array per container at its close.
  * The same code validates without building (rj_text_is_object: no writes, no
  * allocation) for the encoders' verbatim copy of tool-call arguments. */
@@ -107,7 +107,7 @@ static inline unsigned plain16(const unsigned char *p) {
  * before they are checked. */
 static bool pstring_slow(rjp *P, const char **out, size_t *len) {
     const unsigned char *p = P->p + 1, *e = P->e;
-    char *d0 = P->pool, *d = d0;
+    char *d0 = P->pool + 1, *d = d0; /* after the tag byte (rjson.h: RJ_TAG_*) */
     const bool build = P->build;
     for (;;) {
         while (e - p >= 16) {
@@ -126,6 +126,7 @@ static bool pstring_slow(rjp *P, const char **out, size_t *len) {
             P->p = p + 1;
             if (build) {
                 *d = 0;
+                d0[-1] = (char)RJ_TAG_OTHER;
                 *out = d0;
                 *len = (size_t)(d - d0);
                 P->pool = d + 1;
@@ -335,11 +336,11 @@ static bool opaque_key(const char *k, size_t n) {
 #define LOAD() (c = P->p, pool = P->pool)
 
 /* A plain ASCII string without escapes, with 16 bytes of input left at each step: stored into the
- * pool while scanned. false: not that kind of string (nothing consumed; use pstring_slow). */
+ * pool while scanned (and tagged clean: JSON-escaping it changes nothing). false: not that kind of string (nothing consumed; use pstring_slow). */
 static inline bool str_fast(const unsigned char **cp, const unsigned char *e, char **poolp, bool build,
                             const char **out, size_t *len) {
     const unsigned char *p = *cp + 1;
-    char *d = *poolp;
+    char *d0 = *poolp + 1, *d = d0; /* after the tag byte */
     while (e - p >= 16) {
         if (build) memcpy(d, p, 16);
         unsigned k = plain16(p);
@@ -350,8 +351,9 @@ static inline bool str_fast(const unsigned char **cp, const unsigned char *e, ch
         *cp = p + 1;
         if (build) {
             *d = 0;
-            *out = *poolp;
-            *len = (size_t)(d - *poolp);
+            d0[-1] = (char)RJ_TAG_CLEAN;
+            *out = d0;
+            *len = (size_t)(d - d0);
             *poolp = d + 1;
         }
         return true;
@@ -558,11 +560,16 @@ static void init(rjp *P, const char *text, size_t len, bool build) {
 }
 
 rj *rj_parse(recipe_arena *a, const char *text, size_t len, char *why, size_t why_cap) {
+    return rj_parse_pool(a, text, len, why, why_cap, NULL);
+}
+
+rj *rj_parse_pool(recipe_arena *a, const char *text, size_t len, char *why, size_t why_cap, rj_pool *pool) {
     rjp P;
     init(&P, text, len, true);
     P.a = a;
     rj *root = NULL;
     bool ok = (P.pool = ra_alloc_raw(a, len + 16)) != NULL;
+    if (pool) *pool = (rj_pool){P.pool, P.pool ? P.pool + len + 16 : NULL};
     if (!ok) fail(&P, "out of memory");
     else ok = run(&P, &root);
     if (P.stack_heap) free(P.stack);

@@ -54,6 +54,22 @@ typedef struct rj {
 /* Parses text[0..len) (an object or an array, surrounding whitespace allowed) into arena a.
  * NULL on failure with a one-line reason in why (e.g. "invalid UTF-8 at byte 12"). */
 rj *rj_parse(recipe_arena *a, const char *text, size_t len, char *why, size_t why_cap);
+/* Every string of the pool is preceded by a tag byte (bytes never found in UTF-8): CLEAN when
+ * it was read without escapes and holds only printable ASCII other than '"' and '\\', so that
+ * its JSON form is '"' + the bytes + '"' (the writer copies it without scanning). */
+#define RJ_TAG_CLEAN 0xFF
+#define RJ_TAG_OTHER 0xFE
+typedef struct rj_pool {
+    const char *lo, *hi; /* the string pool of one parse: [lo, hi) */
+} rj_pool;
+/* rj_parse that also reports where its string pool is (NULLs on failure to allocate). */
+rj *rj_parse_pool(recipe_arena *a, const char *text, size_t len, char *why, size_t why_cap, rj_pool *pool);
+/* Whether s, a string of the pool p (or any other string), is tagged clean. */
+static inline bool rj_pool_clean(const rj_pool *p, const char *s) {
+    uintptr_t x = (uintptr_t)s;
+    return x > (uintptr_t)p->lo && x < (uintptr_t)p->hi && (unsigned char)s[-1] == RJ_TAG_CLEAN;
+}
+
 /* Whether s[0..n) is exactly one JSON object that json_loads would accept (no allocation). */
 bool rj_text_is_object(const char *s, size_t n);
 

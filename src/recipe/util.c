@@ -47,6 +47,7 @@ char *ra_strndup(recipe_arena *a, const char *s, size_t n) {
 #define RA_KEEP_MAX (256u << 10) /* a reset arena keeps at most this much */
 
 void ra_reset(recipe_arena *a) {
+    a->pool_lo = a->pool_hi = NULL;
     recipe_arena_chunk *c = a->head;
     if (!c) return;
     if (!c->next) {
@@ -73,6 +74,7 @@ void ra_reset(recipe_arena *a) {
 }
 
 void ra_free(recipe_arena *a) {
+    a->pool_lo = a->pool_hi = NULL;
     recipe_arena_chunk *c = a->head;
     while (c) {
         recipe_arena_chunk *n = c->next;

@@ -136,8 +136,23 @@ void rw_strn(rw *w, const char *s, size_t n) {
 }
 
 void rw_str(rw *w, const char *s) {
-    if (!s) rw_null(w);
-    else rw_strn(w, s, strlen(s));
+    if (!s) {
+        rw_null(w);
+        return;
+    }
+    size_t n = strlen(s);
+    if (w->buf && rj_pool_clean(&w->clean, s)) { /* read without escapes: its JSON form is itself */
+        text_prefix(w);
+        if (!text_room(w, n + 2)) return;
+        char *d = w->buf->data + w->buf->len;
+        d[0] = '"';
+        memcpy(d + 1, s, n);
+        d[n + 1] = '"';
+        d[n + 2] = 0;
+        w->buf->len += n + 2;
+        return;
+    }
+    rw_strn(w, s, n);
 }
 
 void rw_int(rw *w, int64_t v) {

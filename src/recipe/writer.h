@@ -21,6 +21,7 @@ typedef struct rw {
     size_t keylen;
     json_t *root;
     bool failed;
+    rj_pool clean;                    /* TEXT: strings of this pool tagged clean are copied unscanned */
 } rw;
 
 void rw_init_text(rw *w, recipe_buf *out);
