@@ -107,7 +107,28 @@ static void pool_bounds(void) {
     ra_free(&a);
 }
 
+/* the pool's tag bytes: clean only for strings whose JSON form is the bytes between quotes */
+static void clean_tags(void) {
+    recipe_arena a = {0};
+    const char *text = "[\"plain ascii text that is long enough\",\"with \\\"escape\\\" inside it......\","
+                       "\"caf\xc3\xa9 non-ascii string long enough....\",\"short\"]";
+    rj_pool pool;
+    rj *root = rj_parse_pool(&a, text, strlen(text), NULL, 0, &pool);
+    CHECK(root && rj_size(root) == 4);
+    CHECK(rj_pool_clean(&pool, rj_str(rj_at(root, 0))));
+    CHECK(!rj_pool_clean(&pool, rj_str(rj_at(root, 1))) && !strcmp(rj_str(rj_at(root, 1)), "with \"escape\" inside it......"));
+    CHECK(!rj_pool_clean(&pool, rj_str(rj_at(root, 2))));
+    /* the last string has fewer than 16 bytes of input left: read by the general path, not tagged clean */
+    CHECK(!rj_pool_clean(&pool, rj_str(rj_at(root, 3))) && !strcmp(rj_str(rj_at(root, 3)), "short"));
+    /* strings outside the pool, and pointers into the middle of pool strings, are never clean */
+    char *other = strdup("plain");
+    CHECK(!rj_pool_clean(&pool, other) && !rj_pool_clean(&pool, rj_str(rj_at(root, 0)) + 3));
+    free(other);
+    ra_free(&a);
+}
+
 int main(void) {
+    clean_tags();
     cases();
     depth();
     raw_and_lazy();
