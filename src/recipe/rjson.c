@@ -574,7 +574,7 @@ rj *rj_parse_pool(recipe_arena *a, const char *text, size_t len, char *why, size
     else ok = run(&P, &root);
     if (P.stack_heap) free(P.stack);
     if (!ok) {
-        if (why && why_cap) snprintf(why, why_cap, "%s at byte %zu", P.why, P.why_at);
+        if (why && why_cap) snprintf(why, why_cap, "%s at byte %zu", P.why ? P.why : "invalid JSON", P.why_at);
         return NULL;
     }
     return root;
