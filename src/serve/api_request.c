@@ -418,6 +418,7 @@ static bool opener_of(recipe_parser_kind k, bool mistral_args, forced_opener *o)
 
 int api_job_prepare(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
     p->keep_ids = true; /* usage reasoning tokens (api_output.c) */
+    api_job_think(a, ctx, p); /* reasoning budget -> engine options (api_think.c) */
     const recipe_request *r = &a->req;
     if (r->tool_choice != RECIPE_TOOL_CHOICE_REQUIRED && r->tool_choice != RECIPE_TOOL_CHOICE_NAMED) return 0;
     bool named = r->tool_choice == RECIPE_TOOL_CHOICE_NAMED;
