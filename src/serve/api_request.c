@@ -9,7 +9,8 @@
  * tool_call_id, content}. Images are refused (text-only models). Tools ->
  * the template variable `tools` in OpenAI's shape. Thinking on/off (Anthropic
  * thinking, reasoning effort) -> template variable enable_thinking, plus the
- * request's chat_template_kwargs.
+ * request's chat_template_kwargs. The reasoning budget of the request goes to the
+ * engine through api_think.c (called by api_job_prepare).
  *
  * Responses continuation: the stored conversation of previous_response_id is
  * put after this request's instructions and before its input; the new

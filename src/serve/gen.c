@@ -12,7 +12,10 @@
  * did not already write it.
  *
  * Seeds: with a request seed S, choice i samples with seed S + i (choices
- * differ, runs reproduce); without one, each choice gets a random seed. */
+ * differ, runs reproduce); without one, each choice gets a random seed.
+ *
+ * Reasoning budget: gen_params.think_* (set by api_think.c) become the engine
+ * request's think_* options (think_options below; docs/serve.md). */
 #include "serve/gen.h"
 
 #include <stdlib.h>
