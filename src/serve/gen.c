@@ -293,7 +293,7 @@ static int add_suffix(gen_job *j, const gen_model *gm, serve_error *err) {
 /* The reasoning budget of q as engine options (none unless think_budget >= 0 with an end marker).
  * Inside at the start: the prompt before the suffix ends with the start marker (the rule of
  * api_job_prompt_check) and no suffix_think closed the block. */
-static void think_options(gen_job *j, const gen_model *gm, cinfer_request *r) {
+static void think_options(const gen_job *j, const gen_model *gm, cinfer_request *r) {
     const gen_params *q = &j->p;
     if (q->think_budget < 0 || q->n_think_end <= 0 || q->n_think_end > CINFER_MAX_THINK_MARKER ||
         q->n_think_start < 0 || q->n_think_start > CINFER_MAX_THINK_MARKER)
@@ -303,9 +303,8 @@ static void think_options(gen_job *j, const gen_model *gm, cinfer_request *r) {
     r->n_think_start = q->n_think_start;
     r->think_end = q->think_end;
     r->n_think_end = q->n_think_end;
-    j->think_open = !j->suffix_think && q->think_start_text[0] &&
+    r->think_open = !j->suffix_think && q->think_start_text[0] &&
                     gen_ids_end_with(gm->tok, j->prompt, j->n_prompt - j->n_suffix, q->think_start_text);
-    r->think_open = j->think_open;
 }
 
 static uint64_t random_seed(void) {

@@ -121,7 +121,6 @@ typedef struct gen_job {
     int32_t n_done;
     cinfer_usage usage;    /* prompt counted once, completion summed; final when n_done == p.n */
     int32_t new_tokens;    /* tokens in the latest gen_job_read (for latency metrics) */
-    bool think_open;       /* the engine requests start inside a reasoning block with a budget */
 } gen_job;
 
 /* Renders / tokenizes the prompt described by *p, checks it against the
