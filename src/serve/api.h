@@ -83,8 +83,9 @@ bool api_think_markers(recipe_parser_kind k, const char **start, const char **en
  * nothing when there is no budget, the kind has no block, or the vocabulary cannot write a marker
  * as ids that detokenize back to its text. Called by api_job_prepare. */
 void api_job_think(const api_job *a, const api_ctx *ctx, gen_params *p);
-/* After gen_job_start: a prompt that ends with "<think>" (R1-0528, Qwen3 thinking templates)
- * means the output starts inside the reasoning block (RECIPE_PARSER_IN_REASONING). Keeps tok. */
+/* After gen_job_start: a prompt that ends with "<think>" (R1-0528, Qwen3 thinking templates;
+ * "[THINK]" for the mistral parser) means the output starts inside the reasoning block
+ * (RECIPE_PARSER_IN_REASONING). Keeps tok. */
 void api_job_prompt_check(api_job *a, const gen_job *g, const tokenizer *tok);
 /* Streaming: creates the parser and encoder once the prompt is known. */
 int api_job_begin(api_job *a, const gen_job *g, const char *model);
