@@ -32,6 +32,8 @@ typedef struct api_ctx {
     int32_t n_vocab;           /* Chat: token ids in logit_bias must be below it */
     bool mistral_args;         /* the vocabulary has [ARGS] (Mistral v11+ tool calls: NAME[ARGS]{...}) */
     const tokenizer *tok;      /* reasoning budget markers (api_think.c); NULL: budgets not enforced */
+    bool has_think_default;    /* --reasoning-budget-default: the budget of requests that set none ... */
+    int32_t think_default;     /* ... (>= 0 tokens) unless they turn thinking off */
 } api_ctx;
 
 typedef struct api_job {
@@ -79,9 +81,10 @@ int64_t api_think_budget(const recipe_request *r);
 /* The reasoning-block markers of a parser kind ("<think>"/"</think>", Mistral "[THINK]"/"[/THINK]");
  * false for kinds without a block (plain, llama3, deepseek_v3). */
 bool api_think_markers(recipe_parser_kind k, const char **start, const char **end);
-/* Sets p->think_* (the budget and the kind's markers as token ids, from ctx->tok) for gen_job_start;
- * nothing when there is no budget, the kind has no block, or the vocabulary cannot write a marker
- * as ids that detokenize back to its text. Called by api_job_prepare. */
+/* Sets p->think_* (the budget, else ctx's default unless thinking is off, and the kind's markers as
+ * token ids, from ctx->tok) for gen_job_start; nothing when there is no budget, the kind has no
+ * block, or the vocabulary cannot write a marker as ids that detokenize back to its text. Called
+ * by api_job_prepare. */
 void api_job_think(const api_job *a, const api_ctx *ctx, gen_params *p);
 /* After gen_job_start: a prompt that ends with "<think>" (R1-0528, Qwen3 thinking templates;
  * "[THINK]" for the mistral parser) means the output starts inside the reasoning block

@@ -8,7 +8,8 @@
  * (Chat) / `reasoning.effort` (Responses) -> recipe_budget_from_effort
  * (minimal/low 1024, medium 2048, high 4096); thinking disabled, effort
  * `none` (the template flag already turns thinking off) and Anthropic
- * adaptive thinking -> no budget.
+ * adaptive thinking -> no budget; a request that sets no budget and does
+ * not turn thinking off gets `--reasoning-budget-default` when given.
  * Markers: those of the output parser kind, tokenized like template text
  * (special tokens parsed); used only when each encodes to 1..16 ids whose
  * text, as the engine detokenizes it, is the marker again (otherwise the
@@ -20,8 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+static bool thinking_off(const recipe_request *r) { return r->thinking == 0 || r->reasoning_effort == RECIPE_EFFORT_NONE; }
+
 int64_t api_think_budget(const recipe_request *r) {
-    if (r->thinking == 0 || r->reasoning_effort == RECIPE_EFFORT_NONE) return -1;
+    if (thinking_off(r)) return -1;
     if (r->thinking == 1 && r->thinking_adaptive) return -1;
     if (r->thinking == 1 && r->thinking_budget != RECIPE_UNSET) return r->thinking_budget < 0 ? -1 : r->thinking_budget;
     if (r->reasoning_effort != RECIPE_EFFORT_UNSET) return recipe_budget_from_effort(r->reasoning_effort);
@@ -74,6 +77,8 @@ static int32_t marker_ids(const tokenizer *tok, const char *text, int32_t *out) 
 void api_job_think(const api_job *a, const api_ctx *ctx, gen_params *p) {
     const char *start, *end;
     int64_t budget = api_think_budget(&a->req);
+    if (budget < 0 && ctx->has_think_default && ctx->think_default >= 0 && !thinking_off(&a->req))
+        budget = ctx->think_default;
     p->think_budget = -1;
     if (budget < 0 || !ctx->tok || !api_think_markers(a->kind, &start, &end)) return;
     p->n_think_start = marker_ids(ctx->tok, start, p->think_start);

@@ -161,3 +161,30 @@ class TestNoThinkParser(unittest.TestCase):
             self.assertEqual(r.choices[0].message.content, loop_text(1100))
         finally:
             self.assertEqual(srv.stop(), 0)
+
+
+class TestDefaultBudget(unittest.TestCase):
+    """--reasoning-budget-default 100: requests that set no budget get it, unless thinking is off."""
+
+    def test_default(self):
+        srv = Server("--reasoning-budget-default", "100", model=os.path.join(TMP.name, NAME + ".gguf"), ctx=2048)
+        try:
+            oai = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=60)
+            ant = anthropic.Anthropic(base_url=srv.url, api_key="x", max_retries=0, timeout=60)
+            # no effort: the prompt does not open the block; the model writes <think> itself (the
+            # engine sees the start marker), reasons 100 tokens, </think> is forced, the answer follows
+            r = oai.chat.completions.create(model=NAME, messages=HI)
+            self.assertEqual(r.choices[0].message.model_extra["reasoning_content"], loop_text(100))
+            self.assertEqual(r.choices[0].message.content, sbm.THINK_ANSWER_TEXT)
+            self.assertEqual(r.usage.completion_tokens, 1 + 100 + 1 + ANSWER_TOKENS + 1)
+            self.assertEqual(r.usage.completion_tokens_details.reasoning_tokens, 1 + 100 + 1)
+            # the request's own budget wins
+            m = ant.messages.create(model=NAME, max_tokens=1200, messages=HI,
+                                    thinking={"type": "enabled", "budget_tokens": 1024})
+            self.assertEqual(m.content[0].thinking, loop_text(1024))
+            # thinking turned off: no budget
+            r = oai.chat.completions.create(model=NAME, messages=HI, reasoning_effort="none", max_tokens=300)
+            self.assertEqual(r.choices[0].finish_reason, "length")
+            self.assertEqual(r.usage.completion_tokens_details.reasoning_tokens, 300)
+        finally:
+            self.assertEqual(srv.stop(), 0)
