@@ -8,7 +8,9 @@ variant: after <think> it writes "The user", " says hello." forever (never </thi
 and after </think> it answers "Hello! How can I help?" then EOS. So the reasoning of a response is
 exactly the budget's tokens, the forced </think> shows up as the end of the thinking block, and
 what follows is the model's own answer. Without a budget the model's chain is unchanged (it loops
-until max_tokens); with a parser that has no <think> block (llama3) nothing is enforced.
+until max_tokens); with a parser that has no <think> block (llama3) nothing is enforced;
+--reasoning-budget-default applies to requests without a budget (here the model opens the block
+itself, so the engine finds the start marker in the output).
 (The budget-not-reached case on the ordinary scripted model is in test_tool_calls.py: thinking
 with budget_tokens 1024 and a 3-token reasoning.)
 Run by tests/integration/serve_think_budget.sh."""
