@@ -55,6 +55,9 @@ static void serve_usage(FILE *out) {
             "                            deepseek_v3, deepseek_r1, deepseek_v31, think, plain;\n"
             "                            default: detected from the chat template / architecture)\n"
             "      --reasoning-parser NAME   the same, for reasoning; --tool-call-parser wins when both are given\n"
+            "      --reasoning-budget-default N  reasoning budget in tokens for chat requests that set none\n"
+            "                            (no budget_tokens / reasoning effort) and do not turn thinking off\n"
+            "                            (default: none; docs/serve.md \"Reasoning budget\")\n"
             "      --response-store-max N    stored Responses (previous_response_id, GET) (default 1024; 0: none)\n"
             "      --response-store-bytes N  their total size limit in bytes (default 268435456)\n"
             "      --response-store-ttl S    seconds a stored response lives after its last use (default 3600)\n");
@@ -68,6 +71,7 @@ typedef struct serve_opts {
     bool store_sync;
     int64_t retention[CINFER_TRAFFIC_N]; /* 0: the store's defaults */
     long long port, ctx, max_seqs, max_batch, threads, max_queue, max_n, max_body, conn_buf;
+    long long think_default; /* --reasoning-budget-default; -1: none */
     double kv_gib, shutdown_s, store_quota_gib;
 } serve_opts;
 
@@ -87,6 +91,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     o->rs_max = 1024;
     o->rs_bytes = 256ll << 20;
     o->rs_ttl = 3600;
+    o->think_default = -1;
     o->api_key = getenv("CINFER_API_KEY");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -125,6 +130,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--log-level")) { VAL(); o->log_level = v; }
         else if (!strcmp(a, "--tool-call-parser")) { VAL(); o->tool_parser = v; }
         else if (!strcmp(a, "--reasoning-parser")) { VAL(); o->reasoning_parser = v; }
+        else if (!strcmp(a, "--reasoning-budget-default")) { VAL(); if (cli_int(a, v, 0, 1 << 24, &o->think_default)) return 2; }
         else if (!strcmp(a, "--response-store-max")) { VAL(); if (cli_int(a, v, 0, 1 << 24, &o->rs_max)) return 2; }
         else if (!strcmp(a, "--response-store-bytes")) { VAL(); if (cli_int(a, v, 1024, 1ll << 40, &o->rs_bytes)) return 2; }
         else if (!strcmp(a, "--response-store-ttl")) { VAL(); if (cli_float(a, v, 1, 1e7, &o->rs_ttl)) return 2; }
@@ -215,7 +221,9 @@ int cmd_serve(int argc, char **argv) {
                         .shutdown_timeout_s = o.shutdown_s,
                         .response_store_max = (size_t)o.rs_max,
                         .response_store_bytes = (size_t)o.rs_bytes,
-                        .response_store_ttl_s = o.rs_ttl};
+                        .response_store_ttl_s = o.rs_ttl,
+                        .has_reasoning_budget_default = o.think_default >= 0,
+                        .reasoning_budget_default = (int32_t)o.think_default};
     const char *pname = o.tool_parser ? o.tool_parser : o.reasoning_parser;
     cfg.parser = pname ? recipe_parser_from_name(pname)
                        : (int)recipe_parser_detect(fallback ? NULL : chat_template_source(tmpl), hp->arch);

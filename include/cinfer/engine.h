@@ -24,7 +24,8 @@
  * id nor its text). A stop string is never part of the text: text that could
  * still become a stop string is held back until it cannot; the token ids that
  * formed it are emitted. Which stop string ended a request is reported in
- * cinfer_output.stop_string. */
+ * cinfer_output.stop_string. Tokens forced by a reasoning budget are emitted
+ * like sampled ones. */
 #ifndef CINFER_ENGINE_H
 #define CINFER_ENGINE_H
 
@@ -98,11 +99,25 @@ typedef struct cinfer_request {
     bool want_logprobs; /* log-probability of each chosen token under the raw logits */
     int32_t top_logprobs; /* with want_logprobs: also the N most likely tokens at each position
                            * (0..CINFER_MAX_TOP_LOGPROBS; larger values are clipped) */
+    /* Reasoning budget (docs/engine.md "Reasoning budget"), enforced when think_budget >= 0 and
+     * n_think_end > 0: once think_budget generated tokens lie inside reasoning blocks (all blocks
+     * together), the engine forces the think_end ids token by token instead of sampling. The
+     * forced tokens are ordinary output (ids, text, logprobs under the raw logits, counted,
+     * subject to max_tokens and stops). A block opens when the request starts inside one
+     * (think_open: the prompt ended with the start marker) or when the generated ids end with
+     * think_start; it closes when they end with think_end. */
+    int32_t think_budget;          /* < 0: not enforced (cinfer_request_default: -1); 0: close at once */
+    const int32_t *think_start;    /* start marker ids (copied), n_think_start 0..CINFER_MAX_THINK_MARKER */
+    int32_t n_think_start;
+    const int32_t *think_end;      /* end marker ids (copied), n_think_end 0..CINFER_MAX_THINK_MARKER */
+    int32_t n_think_end;
+    bool think_open;               /* generation starts inside a reasoning block */
 } cinfer_request;
 
 #define CINFER_MAX_TOP_LOGPROBS 20
+#define CINFER_MAX_THINK_MARKER 16
 
-/* Defaults: greedy sampling, max_tokens 16, everything else off. */
+/* Defaults: greedy sampling, max_tokens 16, think_budget -1, everything else off. */
 cinfer_request cinfer_request_default(void);
 
 typedef enum cinfer_finish {
@@ -187,6 +202,7 @@ typedef struct cinfer_engine_stats {
      * forward = seconds the forward passes ran (executor thread). */
     double t_plan, t_wait, t_commit, t_output, t_forward;
     uint64_t cached_tokens_memory, cached_tokens_store; /* cached_tokens by tier */
+    uint64_t think_forced_tokens;    /* end-marker tokens forced by reasoning budgets */
     cinfer_store_stats store;
 } cinfer_engine_stats;
 

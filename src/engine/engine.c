@@ -61,6 +61,7 @@ cinfer_request cinfer_request_default(void) {
     r.sampling.top_p = 1;
     r.sampling.repetition_penalty = 1;
     r.max_tokens = 16;
+    r.think_budget = -1;
     return r;
 }
 
@@ -367,6 +368,7 @@ static int eng_req_copy(cinfer_engine *e, eng_req *q, const cinfer_request *r, c
     q->smp = sampler_create(&sp, e->n_vocab);
     if (!q->smp) return cf_fail(err, "out of memory for the sampler");
     detok_init(&q->dt, e->tok, false, false);
+    eng_think_init(q, r);
     q->state = SCHED_WAITING;
     q->usage.prompt_tokens = q->prompt_len;
     return 0;
@@ -383,7 +385,7 @@ static int eng_check_request(const cinfer_engine *e, const cinfer_request *r, cf
     if (r->n_stop_tokens < 0 || r->n_stop_strings < 0 || (r->n_stop_tokens > 0 && !r->stop_tokens) ||
         (r->n_stop_strings > 0 && !r->stop_strings) || (r->sampling.n_bias > 0 && !r->sampling.bias))
         return cf_fail(err, "inconsistent stop / bias arrays");
-    return 0;
+    return eng_think_check(r, e->n_vocab, err);
 }
 
 uint64_t cinfer_engine_submit(cinfer_engine *e, const cinfer_request *r, char *err, size_t err_len) {

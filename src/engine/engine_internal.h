@@ -1,8 +1,9 @@
 /* engine_internal.h - the engine's private structures, shared by
  * engine.c (public API, request table, queues, the thread),
  * engine_step.c (one step: plan, preempt, match, allocate, batch, forward,
- * sample, register full blocks) and engine_output.c (stop rules, streaming
- * detokenization, stop strings, publishing outputs).
+ * sample, register full blocks), engine_output.c (stop rules, streaming
+ * detokenization, stop strings, publishing outputs) and engine_think.c
+ * (reasoning budgets).
  *
  * Threads and locks: `mu` guards the submit queue, the request hash table,
  * the ready list and every field marked (mu) below. The engine thread owns
@@ -90,6 +91,9 @@ typedef struct eng_req {
     int32_t n_stop_strs;
     uint8_t *salt;
     size_t salt_len;
+    int32_t think_budget; /* < 0: no reasoning budget (engine_think.c) */
+    int32_t think_start[CINFER_MAX_THINK_MARKER], think_end[CINFER_MAX_THINK_MARKER];
+    int32_t n_think_start, n_think_end;
 
     /* (eng) sequence and KV */
     int32_t *seq; /* prompt then generated tokens; capacity prompt_len + max_tokens */
@@ -104,6 +108,11 @@ typedef struct eng_req {
     int32_t n_cached_peek;
     uint64_t peek_version;               /* cache version n_cached_peek was computed at (0: never) */
     bool admitted_once;
+    /* (eng) reasoning budget state (engine_think.c): advanced once per generated token at commit,
+     * so it survives preemption (recomputation regenerates KV, never tokens) */
+    bool think_in;       /* inside a reasoning block */
+    int32_t think_from;  /* n_generated when the current block (inside or outside) began */
+    int32_t think_spent; /* tokens inside reasoning blocks already closed (end markers excluded) */
     uint32_t epoch;        /* bumped whenever its blocks are released: invalidates planned / in-flight items */
     bool in_flight;        /* part of the step being computed */
     int32_t proj_computed; /* in flight: n_computed once that step commits */
@@ -238,6 +247,15 @@ void eng_on_token(cinfer_engine *e, eng_req *r, int32_t token, float logprob);
 /* Off the critical path (while the next step computes): detokenizes the
  * committed tokens, applies stop strings, stages text and finishes. */
 void eng_process_outputs(cinfer_engine *e);
+/* engine_think.c: reasoning budgets (docs/engine.md "Reasoning budget").
+ * eng_think_check: submit-time validation of the think_* fields; eng_think_init copies them.
+ * eng_think_forced: the token the budget forces at r's next sampling position, or -1 (sample).
+ * eng_think_accept: after a token was appended to r->seq (n_generated counts it): enter / leave
+ * a block. */
+int eng_think_check(const cinfer_request *r, int32_t n_vocab, cf_err *err);
+void eng_think_init(eng_req *q, const cinfer_request *r);
+int32_t eng_think_forced(const eng_req *r);
+void eng_think_accept(eng_req *r);
 /* engine_logprobs.c: the k most likely tokens of a raw logits row and their log-probabilities, best first. */
 void eng_top_logprobs(const float *row, int32_t n_vocab, int32_t k, int32_t *ids, float *lps);
 /* Stages a finish; flush: emit the text still held back (not for a stop

@@ -19,7 +19,8 @@
  * eng_commit (after step N's forward): per still-valid item, advance
  *   n_computed, register newly full blocks in the prefix cache (prompt and
  *   generated alike; a duplicate key swaps in the existing block), sample
- *   with the request's sampler, decide EOS / stop ids / length.
+ *   with the request's sampler (or force a reasoning budget's end marker,
+ *   engine_think.c), decide EOS / stop ids / length.
  * eng_assemble: drop planned items whose request finished or changed epoch,
  *   then fill ONE fwd_batch (rows of item k are consecutive, seq k; an
  *   out_row only for items whose chunk reaches the end of the sequence),
@@ -145,15 +146,20 @@ static float eng_logprob(const float *row, int32_t n, int32_t tok) {
     return (float)((double)(row[tok] - mx) - log(sum));
 }
 
-/* Step 8b: sample one token from the item's logits row and apply stops. */
+/* Step 8b: sample one token from the item's logits row (or take the token a
+ * reasoning budget forces: engine_think.c; its logprob and alternatives come
+ * from the same raw row) and apply stops. */
 static void eng_sample(cinfer_engine *e, eng_req *r, float *row) {
     if (r->want_logprobs) memcpy(e->lp_row, row, (size_t)e->n_vocab * sizeof(float));
-    int32_t tok = sampler_sample(r->smp, row);
+    int32_t tok = eng_think_forced(r);
+    if (tok >= 0) e->st.think_forced_tokens++;
+    else tok = sampler_sample(r->smp, row);
     float lp = r->want_logprobs ? eng_logprob(e->lp_row, e->n_vocab, tok) : NAN;
     if (r->top_k) eng_top_logprobs(e->lp_row, e->n_vocab, r->top_k, r->pend_top_ids, r->pend_top_lps);
     sampler_accept(r->smp, tok);
     r->seq[r->prompt_len + r->n_generated] = tok;
     r->n_generated++;
+    eng_think_accept(r);
     eng_on_token(e, r, tok, lp);
 }
 

@@ -1,4 +1,4 @@
-/* api.h - (api_request.c, api_output.c, api_multi.c) the server's protocol
+/* api.h - (api_request.c, api_output.c, api_multi.c, api_think.c) the server's protocol
  * layer for the chat APIs that go through the recipe library
  * (include/cinfer/recipe.h): Anthropic Messages (POST /v1/messages,
  * /v1/messages/count_tokens), OpenAI Responses (POST /v1/responses, with
@@ -31,6 +31,9 @@ typedef struct api_ctx {
     int32_t max_n;             /* Chat: largest n */
     int32_t n_vocab;           /* Chat: token ids in logit_bias must be below it */
     bool mistral_args;         /* the vocabulary has [ARGS] (Mistral v11+ tool calls: NAME[ARGS]{...}) */
+    const tokenizer *tok;      /* reasoning budget markers (api_think.c); NULL: budgets not enforced */
+    bool has_think_default;    /* --reasoning-budget-default: the budget of requests that set none ... */
+    int32_t think_default;     /* ... (>= 0 tokens) unless they turn thinking off */
 } api_ctx;
 
 typedef struct api_job {
@@ -66,13 +69,26 @@ typedef struct api_job {
 int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
                   serve_error *err);
 /* Output-side settings, after api_job_parse succeeded with a->active: the emitted ids are kept
- * (reasoning token count), and with tool_choice required or named the parser family's tool-call
+ * (reasoning token count), the reasoning budget goes into p->think_* (api_job_think), and with tool_choice required or named the parser family's tool-call
  * opener goes into p->prompt_suffix (and a->forced) so that the model continues a call
  * (docs/serve.md). 400 when the tool-call format is unknown (plain / think parser) or the named
  * tool is not offered. On failure the caller frees *p. */
 int api_job_prepare(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err);
-/* After gen_job_start: a prompt that ends with "<think>" (R1-0528, Qwen3 thinking templates)
- * means the output starts inside the reasoning block (RECIPE_PARSER_IN_REASONING). Keeps tok. */
+/* api_think.c (docs/serve.md "Reasoning budget"): the request's reasoning budget in tokens, or -1:
+ * none when thinking is off (Anthropic disabled, effort none) or adaptive; Anthropic
+ * thinking.budget_tokens; else an OpenAI effort via recipe_budget_from_effort. */
+int64_t api_think_budget(const recipe_request *r);
+/* The reasoning-block markers of a parser kind ("<think>"/"</think>", Mistral "[THINK]"/"[/THINK]");
+ * false for kinds without a block (plain, llama3, deepseek_v3). */
+bool api_think_markers(recipe_parser_kind k, const char **start, const char **end);
+/* Sets p->think_* (the budget, else ctx's default unless thinking is off, and the kind's markers as
+ * token ids, from ctx->tok) for gen_job_start; nothing when there is no budget, the kind has no
+ * block, or the vocabulary cannot write a marker as ids that detokenize back to its text. Called
+ * by api_job_prepare. */
+void api_job_think(const api_job *a, const api_ctx *ctx, gen_params *p);
+/* After gen_job_start: a prompt that ends with "<think>" (R1-0528, Qwen3 thinking templates;
+ * "[THINK]" for the mistral parser) means the output starts inside the reasoning block
+ * (RECIPE_PARSER_IN_REASONING). Keeps tok. */
 void api_job_prompt_check(api_job *a, const gen_job *g, const tokenizer *tok);
 /* Streaming: creates the parser and encoder once the prompt is known. */
 int api_job_begin(api_job *a, const gen_job *g, const char *model);

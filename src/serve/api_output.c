@@ -42,7 +42,9 @@ static recipe_usage usage_of(const api_job *a, const gen_job *g) {
 
 void api_job_prompt_check(api_job *a, const gen_job *g, const tokenizer *tok) {
     a->tok = tok;
-    if (gen_ids_end_with(tok, g->prompt, g->n_prompt - g->n_suffix, "<think>")) a->flags |= RECIPE_PARSER_IN_REASONING;
+    const char *start = "<think>", *end; /* the kind's start marker (Mistral [THINK]), as gen.c decides think_open */
+    api_think_markers(a->kind, &start, &end);
+    if (gen_ids_end_with(tok, g->prompt, g->n_prompt - g->n_suffix, start)) a->flags |= RECIPE_PARSER_IN_REASONING;
 }
 
 recipe_parser *api_job_parser(const api_job *a, const gen_job *g, int32_t ci, const recipe_event **ev, size_t *n) {

@@ -9,7 +9,8 @@
  * tool_call_id, content}. Images are refused (text-only models). Tools ->
  * the template variable `tools` in OpenAI's shape. Thinking on/off (Anthropic
  * thinking, reasoning effort) -> template variable enable_thinking, plus the
- * request's chat_template_kwargs.
+ * request's chat_template_kwargs. The reasoning budget of the request goes to the
+ * engine through api_think.c (called by api_job_prepare).
  *
  * Responses continuation: the stored conversation of previous_response_id is
  * put after this request's instructions and before its input; the new
@@ -418,6 +419,7 @@ static bool opener_of(recipe_parser_kind k, bool mistral_args, forced_opener *o)
 
 int api_job_prepare(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
     p->keep_ids = true; /* usage reasoning tokens (api_output.c) */
+    api_job_think(a, ctx, p); /* reasoning budget -> engine options (api_think.c) */
     const recipe_request *r = &a->req;
     if (r->tool_choice != RECIPE_TOOL_CHOICE_REQUIRED && r->tool_choice != RECIPE_TOOL_CHOICE_NAMED) return 0;
     bool named = r->tool_choice == RECIPE_TOOL_CHOICE_NAMED;

@@ -12,7 +12,10 @@
  * did not already write it.
  *
  * Seeds: with a request seed S, choice i samples with seed S + i (choices
- * differ, runs reproduce); without one, each choice gets a random seed. */
+ * differ, runs reproduce); without one, each choice gets a random seed.
+ *
+ * Reasoning budget: gen_params.think_* (set by api_think.c) become the engine
+ * request's think_* options (think_options below; docs/serve.md). */
 #include "serve/gen.h"
 
 #include <stdlib.h>
@@ -29,6 +32,7 @@ void gen_params_init(gen_params *p) {
     p->sampling.top_p = 1.0f;
     p->sampling.repetition_penalty = 1.0f;
     p->traffic_class = -1; /* TRAFFIC_UNSET */
+    p->think_budget = -1;
 }
 
 void gen_params_free(gen_params *p) {
@@ -286,6 +290,23 @@ static int add_suffix(gen_job *j, const gen_model *gm, serve_error *err) {
 
 /* ---- jobs ---- */
 
+/* The reasoning budget of q as engine options (none unless think_budget >= 0 with an end marker).
+ * Inside at the start: the prompt before the suffix ends with the start marker (the rule of
+ * api_job_prompt_check) and no suffix_think closed the block. */
+static void think_options(const gen_job *j, const gen_model *gm, cinfer_request *r) {
+    const gen_params *q = &j->p;
+    if (q->think_budget < 0 || q->n_think_end <= 0 || q->n_think_end > CINFER_MAX_THINK_MARKER ||
+        q->n_think_start < 0 || q->n_think_start > CINFER_MAX_THINK_MARKER)
+        return;
+    r->think_budget = q->think_budget;
+    r->think_start = q->think_start;
+    r->n_think_start = q->n_think_start;
+    r->think_end = q->think_end;
+    r->n_think_end = q->n_think_end;
+    r->think_open = !j->suffix_think && q->think_start_text[0] &&
+                    gen_ids_end_with(gm->tok, j->prompt, j->n_prompt - j->n_suffix, q->think_start_text);
+}
+
 static uint64_t random_seed(void) {
     uint64_t s = 0;
     if (getrandom(&s, sizeof s, GRND_NONBLOCK) != (ssize_t)sizeof s) {
@@ -351,6 +372,7 @@ int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *e
     r.traffic_class = q->traffic_class < 0 ? CINFER_TRAFFIC_DEFAULT : q->traffic_class;
     r.want_logprobs = q->logprobs;
     r.top_logprobs = q->logprobs ? q->top_logprobs : 0;
+    think_options(j, gm, &r);
     uint64_t base = q->has_seed ? q->sampling.seed : random_seed();
     for (int32_t i = 0; i < q->n; i++) {
         gen_choice *c = &j->choices[i];

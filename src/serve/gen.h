@@ -61,6 +61,14 @@ typedef struct gen_params {
     char *prompt_suffix, *suffix_think;
     size_t suffix_plain_from, suffix_plain_to;
     bool keep_ids;         /* accumulate the emitted ids (choices[].tokens) even without logprobs */
+    /* chat: reasoning budget (docs/serve.md "Reasoning budget"), set by the protocol layer
+     * (api_think.c): with think_budget >= 0 and an end marker, each engine request gets the
+     * budget and the markers, and starts inside the block when the rendered prompt (before
+     * prompt_suffix) ends with think_start_text and no suffix_think closed it. */
+    int32_t think_budget;  /* < 0: none (gen_params_init) */
+    int32_t think_start[CINFER_MAX_THINK_MARKER], think_end[CINFER_MAX_THINK_MARKER];
+    int32_t n_think_start, n_think_end;
+    char think_start_text[32];
 } gen_params;
 
 void gen_params_init(gen_params *p);

@@ -469,7 +469,9 @@ static int request_traffic_class(server *s, struct evhttp_request *req, int fiel
 
 static api_ctx make_api_ctx(server *s) {
     api_ctx c = {.parser = s->cfg->parser, .store = s->store, .now = time_now(), .max_n = s->lim.max_n,
-                 .n_vocab = s->lim.n_vocab};
+                 .n_vocab = s->lim.n_vocab, .tok = s->gm->tok,
+                 .has_think_default = s->cfg->has_reasoning_budget_default,
+                 .think_default = s->cfg->reasoning_budget_default};
     for (int32_t i = 0; c.parser == RECIPE_PARSER_MISTRAL && i < s->gm->n_special && !c.mistral_args; i++)
         c.mistral_args = !strcmp(s->gm->special[i], "[ARGS]");
     return c;

@@ -32,6 +32,8 @@ typedef struct serve_config {
     size_t response_store_max; /* Responses store: entries (0: store nothing) */
     size_t response_store_bytes; /* ... and bytes */
     double response_store_ttl_s; /* ... and seconds since last use */
+    bool has_reasoning_budget_default; /* --reasoning-budget-default given (docs/serve.md "Reasoning budget") */
+    int32_t reasoning_budget_default;  /* ... its value in tokens (>= 0) */
 } serve_config;
 
 /* Binds, prints "cinfer serve: listening on http://HOST:PORT" to stderr,

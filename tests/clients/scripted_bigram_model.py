@@ -21,6 +21,11 @@ How it works (a bigram model, no special code path in cinfer):
   "<|call|><think>" (the model then reasons and answers, no call), where a forced tool call must
   first close the block ("</think>\n\n" before the opener).
 
+Variant write(path, think_loop=True) (tests/clients/test_reasoning_budget.py): the reasoning never
+ends on its own, "The user" and " says hello." follow each other forever (THINK_LOOP), while
+"</think>" is still followed by the answer; only a reasoning budget (the server forcing
+"</think>") or max_tokens ends the block.
+
 Used by tests/clients/test_tool_calls.py (and the reasoning tests). Never shipped: the file is
 generated at test time into a temporary directory.
 """
@@ -44,6 +49,7 @@ TOOL_CALL_ARGS = '{"city": "Paris"}'
 ANSWER_TEXT = "The weather in Paris is sunny."
 REASONING_TEXT = "The user says hello."
 THINK_ANSWER_TEXT = "Hello! How can I help?"
+THINK_LOOP = {" says hello.": "The user"}  # think_loop: the reasoning's last piece leads back to its first
 
 CONTROL = ["<|im_start|>", "<|im_end|>", "<|call|>", "<|answer|>", "<|think|>"]
 USER_DEFINED = ["<tool_call>", "</tool_call>", "<think>", "</think>"]  # added tokens, as in Qwen vocabularies
@@ -87,7 +93,7 @@ def _vocab():
     return tokens, types
 
 
-def _successors(tokens):
+def _successors(tokens, think_loop=False):
     idx = {t: i for i, t in enumerate(tokens)}
     nxt = {}
     for start, pieces in SCRIPTS.items():
@@ -96,6 +102,9 @@ def _successors(tokens):
             nxt[idx[a]] = idx[b]
     for a, b in FORCED_EDGES.items():
         nxt[idx[a]] = idx[b.replace(" ", "\u2581")]
+    if think_loop:
+        for a, b in THINK_LOOP.items():
+            nxt[idx[a.replace(" ", "\u2581")]] = idx[b.replace(" ", "\u2581")]
     return nxt
 
 
@@ -128,12 +137,12 @@ def _arr(key, elem, vals):
     raise ValueError(elem)
 
 
-def write(path):
-    """Writes the scripted model to `path` (about 2.6 MB)."""
+def write(path, think_loop=False):
+    """Writes the scripted model to `path` (about 2.6 MB); think_loop: the reasoning loops (THINK_LOOP)."""
     tokens, types = _vocab()
     nv = len(tokens)
     assert nv <= DIM
-    nxt = _successors(tokens)
+    nxt = _successors(tokens, think_loop)
     ff = 32
     kvs = [
         _kv("general.architecture", 8, "llama"),
