@@ -392,6 +392,10 @@ int recipe_parser_from_name(const char *name); /* -1 if unknown */
 /* Chooses a parser from the chat template text and/or GGUF general.architecture (either may be NULL). */
 recipe_parser_kind recipe_parser_detect(const char *template_text, const char *arch_name);
 
+/* The reasoning block markers of a parser family ("<think>"/"</think>", Mistral "[THINK]"/"[/THINK]");
+ * false (and NULLs) when the family has no reasoning block. */
+bool recipe_parser_think_markers(recipe_parser_kind kind, const char **start, const char **end);
+
 #define RECIPE_PARSER_IN_REASONING 1u /* the prompt already opened <think> */
 #define RECIPE_PARSER_NO_TOOLS     2u /* tools absent or tool_choice none: no tool parsing */
 

@@ -842,6 +842,17 @@ int recipe_parser_from_name(const char *name) {
     return -1;
 }
 
+bool recipe_parser_think_markers(recipe_parser_kind kind, const char **start, const char **end) {
+    switch (kind) {
+    case RECIPE_PARSER_THINK:
+    case RECIPE_PARSER_DEEPSEEK_R1:
+    case RECIPE_PARSER_DEEPSEEK_V31:
+    case RECIPE_PARSER_HERMES: *start = "<think>", *end = "</think>"; return true;
+    case RECIPE_PARSER_MISTRAL: *start = "[THINK]", *end = "[/THINK]"; return true;
+    default: *start = *end = NULL; return false;
+    }
+}
+
 recipe_parser *recipe_parser_new(recipe_parser_kind kind, unsigned flags) {
     if ((unsigned)kind >= RECIPE_PARSER_COUNT) return NULL;
     recipe_parser *p = calloc(1, sizeof *p);
@@ -852,14 +863,7 @@ recipe_parser *recipe_parser_new(recipe_parser_kind kind, unsigned flags) {
         recipe_parser_free(p);
         return NULL;
     }
-    switch (kind) {
-    case RECIPE_PARSER_THINK:
-    case RECIPE_PARSER_DEEPSEEK_R1:
-    case RECIPE_PARSER_DEEPSEEK_V31:
-    case RECIPE_PARSER_HERMES: p->think_start = "<think>", p->think_end = "</think>"; break;
-    case RECIPE_PARSER_MISTRAL: p->think_start = "[THINK]", p->think_end = "[/THINK]"; break;
-    default: break;
-    }
+    (void)recipe_parser_think_markers(kind, &p->think_start, &p->think_end);
     switch (kind) {
     case RECIPE_PARSER_DEEPSEEK_R1:
     case RECIPE_PARSER_DEEPSEEK_V3:

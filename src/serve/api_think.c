@@ -32,14 +32,7 @@ int64_t api_think_budget(const recipe_request *r) {
 }
 
 bool api_think_markers(recipe_parser_kind k, const char **start, const char **end) {
-    switch (k) {
-    case RECIPE_PARSER_THINK:
-    case RECIPE_PARSER_DEEPSEEK_R1:
-    case RECIPE_PARSER_DEEPSEEK_V31:
-    case RECIPE_PARSER_HERMES: *start = "<think>", *end = "</think>"; return true;
-    case RECIPE_PARSER_MISTRAL: *start = "[THINK]", *end = "[/THINK]"; return true;
-    default: return false;
-    }
+    return recipe_parser_think_markers(k, start, end); /* the markers the output parser splits on */
 }
 
 /* text -> ids (special tokens parsed) when they detokenize back to exactly text; returns the count, 0 if not. */
