@@ -42,8 +42,10 @@ static recipe_usage usage_of(const api_job *a, const gen_job *g) {
 
 void api_job_prompt_check(api_job *a, const gen_job *g, const tokenizer *tok) {
     a->tok = tok;
-    const char *start = "<think>", *end; /* the kind's start marker (Mistral [THINK]), as gen.c decides think_open */
-    api_think_markers(a->kind, &start, &end);
+    /* the kind's start marker (Mistral [THINK]), as gen.c decides think_open; "<think>" for kinds
+     * without one (a prompt that opened <think> still means the output starts inside reasoning) */
+    const char *start, *end;
+    if (!api_think_markers(a->kind, &start, &end)) start = "<think>";
     if (gen_ids_end_with(tok, g->prompt, g->n_prompt - g->n_suffix, start)) a->flags |= RECIPE_PARSER_IN_REASONING;
 }
 
