@@ -52,6 +52,8 @@ typedef struct recipe_buf {
     size_t len, cap;
 } recipe_buf;
 void recipe_buf_free(recipe_buf *b);
+/* Appends s[0..n) and keeps the data NUL-terminated; 0, or -1 when out of memory (b unchanged). */
+int recipe_buf_append(recipe_buf *b, const char *s, size_t n);
 
 #define RECIPE_UNSET INT64_MIN /* integer option not given */
 /* double options not given are NAN; tri-state options are -1 (unset), 0, 1 */

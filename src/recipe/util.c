@@ -107,6 +107,8 @@ int rb_put(recipe_buf *b, const char *s, size_t n) {
 
 int rb_puts(recipe_buf *b, const char *s) { return rb_put(b, s, strlen(s)); }
 
+int recipe_buf_append(recipe_buf *b, const char *s, size_t n) { return rb_put(b, s, n); }
+
 int rb_printf(recipe_buf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

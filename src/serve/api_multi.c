@@ -20,21 +20,6 @@
 #include "serve/api.h"
 #include "serve/oai_response.h"
 
-static int out_put(recipe_buf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *q = realloc(b->data, cap);
-        if (!q) return -1;
-        b->data = q;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = 0;
-    return 0;
-}
-
 /* "data: {chunk}\n\n" for choice c into a->out; takes delta and lp (either may be NULL). */
 static int put_chunk(api_job *a, const oai_meta *m, int32_t c, json_t *delta, json_t *lp, const char *finish) {
     json_t *choice = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)c, "delta", delta ? delta : json_object(),
@@ -47,7 +32,9 @@ static int put_chunk(api_job *a, const oai_meta *m, int32_t c, json_t *delta, js
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (o) json_decref(o);
     if (!s) return -1;
-    int rc = out_put(&a->out, "data: ", 6) || out_put(&a->out, s, strlen(s)) || out_put(&a->out, "\n\n", 2) ? -1 : 0;
+    bool bad = recipe_buf_append(&a->out, "data: ", 6) || recipe_buf_append(&a->out, s, strlen(s)) ||
+               recipe_buf_append(&a->out, "\n\n", 2);
+    int rc = bad ? -1 : 0;
     free(s);
     return rc;
 }

@@ -220,21 +220,6 @@ typedef struct part_acc {
     size_t n;
 } part_acc;
 
-static int acc_put(recipe_buf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 128;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *q = realloc(b->data, cap);
-        if (!q) return -1;
-        b->data = q;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = 0;
-    return 0;
-}
-
 static void acc_events(part_acc *pa, const recipe_event *ev, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const recipe_event *e = &ev[i];
@@ -245,7 +230,7 @@ static void acc_events(part_acc *pa, const recipe_event *ev, size_t n) {
         else if (e->type == RECIPE_EV_TOOL_ARGS) {
             for (size_t k = pa->n; k-- > 0;)
                 if (pa->parts[k].type == RECIPE_PART_TOOL_CALL) {
-                    acc_put(&pa->text[k], e->text, e->len);
+                    recipe_buf_append(&pa->text[k], e->text, e->len);
                     break;
                 }
             continue;
@@ -261,7 +246,7 @@ static void acc_events(part_acc *pa, const recipe_event *ev, size_t n) {
             }
             pa->n++;
         }
-        if (t != RECIPE_PART_TOOL_CALL) acc_put(&pa->text[pa->n - 1], e->text, e->len);
+        if (t != RECIPE_PART_TOOL_CALL) recipe_buf_append(&pa->text[pa->n - 1], e->text, e->len);
     }
 }
 
