@@ -2,11 +2,13 @@
  * request (any API) -> prompt tokens -> n engine requests -> per-choice
  * output deltas -> finish reasons and aggregated usage.
  *
- * The protocol layer (today oai_request.c; later the recipe library) fills a
- * gen_params; the server calls gen_job_start() to build the prompt (chat
- * template, then tokenize; user text is never parsed for special tokens) and
- * submit the n engine requests, feeds engine readiness to gen_job_read(), and
- * hands the deltas to the protocol layer's formatter (oai_response.c).
+ * The protocol layer (oai_request.c for Completions and the OpenAI-only Chat
+ * path, api_request.c through recipe for the chat APIs) fills a gen_params;
+ * the server calls gen_job_start() to build the prompt (chat template, then
+ * tokenize; user text is never parsed for special tokens) and submit the n
+ * engine requests, feeds engine readiness to gen_job_read(), and hands the
+ * deltas to the protocol layer's formatter (oai_response.c, api_output.c,
+ * api_multi.c).
  * Nothing here knows HTTP or JSON wire formats (messages are plain JSON
  * objects {role, content: string, ...} for the chat template).
  *
