@@ -416,33 +416,12 @@ int chat_request_write(rw *w, const recipe_request *r, recipe_error *err) {
     rw_end(w);
     if (r->n_tools) {
         rw_karr(w, "tools");
-        for (size_t i = 0; i < r->n_tools; i++) {
-            const recipe_tool *t = &r->tools[i];
-            rw_obj(w);
-            rw_kstr(w, "type", "function");
-            rw_kobj(w, "function");
-            rw_kstr(w, "name", t->name);
-            rw_kstr(w, "description", t->description);
-            rw_kraw(w, "parameters", t->parameters);
-            rw_ktri(w, "strict", t->strict);
-            rw_end(w);
-            rw_end(w);
-        }
+        for (size_t i = 0; i < r->n_tools; i++) write_tool_openai(w, &r->tools[i], false);
         rw_end(w);
     }
-    switch (r->tool_choice) {
-    case RECIPE_TOOL_CHOICE_NONE: rw_kstr(w, "tool_choice", "none"); break;
-    case RECIPE_TOOL_CHOICE_AUTO: rw_kstr(w, "tool_choice", "auto"); break;
-    case RECIPE_TOOL_CHOICE_REQUIRED: rw_kstr(w, "tool_choice", "required"); break;
-    case RECIPE_TOOL_CHOICE_NAMED:
-        rw_kobj(w, "tool_choice");
-        rw_kstr(w, "type", "function");
-        rw_kobj(w, "function");
-        rw_kstr(w, "name", r->tool_choice_name);
-        rw_end(w);
-        rw_end(w);
-        break;
-    default: break;
+    if (r->tool_choice != RECIPE_TOOL_CHOICE_UNSET) {
+        rw_key(w, "tool_choice");
+        write_tool_choice_openai(w, r, false);
     }
     rw_ktri(w, "parallel_tool_calls", r->parallel_tool_calls);
     if (r->format != RECIPE_FORMAT_UNSET) {

@@ -179,15 +179,32 @@ int tool_choice_parse_openai(recipe_request *r, const rj *tc, bool responses, re
     return 0;
 }
 
-json_t *tool_choice_encode_openai(const recipe_request *r, bool responses) {
+void write_tool_openai(struct rw *w, const recipe_tool *t, bool responses) {
+    rw_obj(w);
+    rw_kstr(w, "type", "function");
+    if (!responses) rw_kobj(w, "function"); /* Chat nests the definition, Responses flattens it */
+    rw_kstr(w, "name", t->name);
+    rw_kstr(w, "description", t->description);
+    rw_kraw(w, "parameters", t->parameters);
+    rw_ktri(w, "strict", t->strict);
+    if (!responses) rw_end(w);
+    rw_end(w);
+}
+
+bool write_tool_choice_openai(struct rw *w, const recipe_request *r, bool responses) {
     switch (r->tool_choice) {
-    case RECIPE_TOOL_CHOICE_NONE: return json_string("none");
-    case RECIPE_TOOL_CHOICE_AUTO: return json_string("auto");
-    case RECIPE_TOOL_CHOICE_REQUIRED: return json_string("required");
+    case RECIPE_TOOL_CHOICE_NONE: rw_str(w, "none"); return true;
+    case RECIPE_TOOL_CHOICE_AUTO: rw_str(w, "auto"); return true;
+    case RECIPE_TOOL_CHOICE_REQUIRED: rw_str(w, "required"); return true;
     case RECIPE_TOOL_CHOICE_NAMED:
-        if (responses) return json_pack("{s:s,s:s}", "type", "function", "name", r->tool_choice_name);
-        return json_pack("{s:s,s:{s:s}}", "type", "function", "function", "name", r->tool_choice_name);
-    default: return NULL;
+        rw_obj(w);
+        rw_kstr(w, "type", "function");
+        if (!responses) rw_kobj(w, "function");
+        rw_kstr(w, "name", r->tool_choice_name);
+        if (!responses) rw_end(w);
+        rw_end(w);
+        return true;
+    default: return false;
     }
 }
 

@@ -127,7 +127,6 @@ json_t *raw_json(const char *text);
 const char *join_text(recipe_arena *a, const recipe_part *parts, size_t n, const char *sep);
 recipe_effort effort_parse(const char *s); /* UNSET if NULL/unknown */
 int tool_choice_parse_openai(recipe_request *r, const rj *tc, bool responses, recipe_error *err);
-json_t *tool_choice_encode_openai(const recipe_request *r, bool responses);
 /* Common OpenAI (Chat + Responses) sampling / extension fields. */
 int parse_common_sampling(recipe_request *r, const rj *b, recipe_error *err);
 /* The same from values picked (jpick) with a key table that starts with RECIPE_COMMON_KEYS, so a
@@ -141,6 +140,11 @@ enum { X_TOP_K, X_MIN_P, X_REP, X_SALT, X_CTK, X_CINFER, X_COUNT, /* extension k
 int parse_common_sampling_v(recipe_request *r, rj *const *v, recipe_error *err);
 struct rw;
 void write_extensions(struct rw *w, const recipe_request *r);
+/* One OpenAI function tool definition (Chat: nested under "function"; Responses: flat). */
+void write_tool_openai(struct rw *w, const recipe_tool *t, bool responses);
+/* The tool_choice value (the key must be set, or a bare value is written); false, writing
+ * nothing, when tool_choice is unset. */
+bool write_tool_choice_openai(struct rw *w, const recipe_request *r, bool responses);
 /* Extension fields every format accepts (top_k, min_p, repetition_penalty, cache_salt,
  * chat_template_kwargs, cinfer). */
 int parse_extensions(recipe_request *r, const rj *b, recipe_error *err);

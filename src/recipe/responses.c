@@ -297,20 +297,22 @@ static json_t *reasoning_item(recipe_arena *a, const recipe_part *p, bool keep_s
     return it;
 }
 
-json_t *responses_tools(const recipe_request *r);
-json_t *responses_tools(const recipe_request *r) {
-    json_t *tools = json_array();
-    for (size_t i = 0; r && i < r->n_tools; i++) {
-        const recipe_tool *t = &r->tools[i];
-        json_t *d = json_object();
-        jset(d, "type", json_string("function"));
-        jset_str(d, "name", t->name);
-        jset_str(d, "description", t->description);
-        jset(d, "parameters", raw_json(t->parameters));
-        jset_tri(d, "strict", t->strict);
-        json_array_append_new(tools, d);
-    }
-    return tools;
+/* The Responses object's echo of the request's tools (always an array) and tool_choice
+ * (default "auto"), through the writer's tree backend: the same JSON as the request encoder. */
+static json_t *responses_tools(const recipe_request *r) {
+    rw w;
+    rw_init_tree(&w);
+    rw_arr(&w);
+    for (size_t i = 0; r && i < r->n_tools; i++) write_tool_openai(&w, &r->tools[i], true);
+    rw_end(&w);
+    return rw_finish(&w);
+}
+
+static json_t *responses_tool_choice(const recipe_request *r) {
+    rw w;
+    rw_init_tree(&w);
+    if (!r || !write_tool_choice_openai(&w, r, true)) rw_str(&w, "auto");
+    return rw_finish(&w);
 }
 
 json_t *responses_text_format(const recipe_request *r);
@@ -473,29 +475,12 @@ int responses_request_write(rw *w, const recipe_request *r, recipe_error *err) {
     }
     if (r->n_tools) {
         rw_karr(w, "tools");
-        for (size_t i = 0; i < r->n_tools; i++) {
-            const recipe_tool *t = &r->tools[i];
-            rw_obj(w);
-            rw_kstr(w, "type", "function");
-            rw_kstr(w, "name", t->name);
-            rw_kstr(w, "description", t->description);
-            rw_kraw(w, "parameters", t->parameters);
-            rw_ktri(w, "strict", t->strict);
-            rw_end(w);
-        }
+        for (size_t i = 0; i < r->n_tools; i++) write_tool_openai(w, &r->tools[i], true);
         rw_end(w);
     }
-    switch (r->tool_choice) {
-    case RECIPE_TOOL_CHOICE_NONE: rw_kstr(w, "tool_choice", "none"); break;
-    case RECIPE_TOOL_CHOICE_AUTO: rw_kstr(w, "tool_choice", "auto"); break;
-    case RECIPE_TOOL_CHOICE_REQUIRED: rw_kstr(w, "tool_choice", "required"); break;
-    case RECIPE_TOOL_CHOICE_NAMED:
-        rw_kobj(w, "tool_choice");
-        rw_kstr(w, "type", "function");
-        rw_kstr(w, "name", r->tool_choice_name);
-        rw_end(w);
-        break;
-    default: break;
+    if (r->tool_choice != RECIPE_TOOL_CHOICE_UNSET) {
+        rw_key(w, "tool_choice");
+        write_tool_choice_openai(w, r, true);
     }
     rw_ktri(w, "parallel_tool_calls", r->parallel_tool_calls);
     if (r->format != RECIPE_FORMAT_UNSET) {
@@ -611,8 +596,7 @@ void responses_echo(json_t *o, const recipe_request *req) {
     jset(o, "temperature", req && !isnan(req->temperature) ? json_real(req->temperature) : json_real(1.0));
     json_t *tf = responses_text_format(req);
     jset(o, "text", tf ? tf : json_pack("{s:{s:s}}", "format", "type", "text"));
-    json_t *tc = req ? tool_choice_encode_openai(req, true) : NULL;
-    jset(o, "tool_choice", tc ? tc : json_string("auto"));
+    jset(o, "tool_choice", responses_tool_choice(req));
     jset(o, "tools", responses_tools(req));
     jset(o, "top_p", req && !isnan(req->top_p) ? json_real(req->top_p) : json_real(1.0));
     jset(o, "truncation", json_string(req && req->truncation ? req->truncation : "disabled"));
