@@ -20,16 +20,7 @@ static int parse_content(recipe_request *r, const rj *c, recipe_part **out, size
     *n = 0;
     *is_string = false;
     if (!c || rj_is_null(c)) return 0;
-    if (rj_is_string(c)) {
-        recipe_part *p = ra_alloc(&r->arena, sizeof *p);
-        if (!p) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
-        p->type = RECIPE_PART_TEXT;
-        p->text = rj_str(c);
-        *out = p;
-        *n = 1;
-        *is_string = true;
-        return 0;
-    }
+    if (rj_is_string(c)) return string_content(&r->arena, rj_str(c), out, n, is_string, err);
     if (!rj_is_array(c))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.content' must be a string or an array", path);
     size_t cnt = rj_size(c);

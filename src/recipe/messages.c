@@ -38,14 +38,7 @@ static int parse_simple_blocks(recipe_request *r, const rj *c, recipe_part **out
         *is_string = true;
         return 0;
     }
-    if (rj_is_string(c)) {
-        recipe_part *p = ra_alloc(&r->arena, sizeof *p);
-        if (!p) return oom(err);
-        p->type = RECIPE_PART_TEXT;
-        p->text = rj_str(c);
-        *out = p, *n = 1, *is_string = true;
-        return 0;
-    }
+    if (rj_is_string(c)) return string_content(&r->arena, rj_str(c), out, n, is_string, err);
     if (!rj_is_array(c))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be a string or an array", path);
     size_t cnt = rj_size(c);

@@ -122,6 +122,10 @@ void jpick(const rj *o, const jkey *keys, size_t n, rj **out);
 json_t *raw_json(const char *text);
 
 /* ---- shared pieces of the codecs */
+/* Content given as a plain string: one TEXT part in the arena (*out, *n = 1, *is_string); 0, or -1 +
+ * err when out of memory. */
+int string_content(recipe_arena *a, const char *text, recipe_part **out, size_t *n, bool *is_string,
+                   recipe_error *err);
 /* Joins the text parts of a content value (string or array of typed text parts) into one
  * string in the arena (a single text part is returned as is, not copied); NULL if no text. */
 const char *join_text(recipe_arena *a, const recipe_part *parts, size_t n, const char *sep);

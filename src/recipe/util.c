@@ -510,6 +510,16 @@ json_t *raw_json(const char *text) { return text ? json_loads(text, JSON_DECODE_
 
 /* ---------------------------------------------------------------- small shared helpers */
 
+int string_content(recipe_arena *a, const char *text, recipe_part **out, size_t *n, bool *is_string,
+                   recipe_error *err) {
+    recipe_part *p = ra_alloc(a, sizeof *p);
+    if (!p) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    p->type = RECIPE_PART_TEXT;
+    p->text = text;
+    *out = p, *n = 1, *is_string = true;
+    return 0;
+}
+
 const char *join_text(recipe_arena *a, const recipe_part *parts, size_t n, const char *sep) {
     size_t total = 0, cnt = 0, sl = strlen(sep);
     const char *only = NULL;
