@@ -1,9 +1,14 @@
 /* testutil.c - see testutil.h. */
 #include "testutil.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "base/fsutil.h"
 
 int test_failures;
 int test_checks;
@@ -37,6 +42,82 @@ char *read_file(const char *path, size_t *len) {
 const char *temp_path(char *buf, size_t cap, const char *tag) {
     snprintf(buf, cap, "/tmp/cinfer-test-%d-%s", (int)getpid(), tag);
     return buf;
+}
+
+const char *test_scratch_path(char *buf, size_t cap, const char *tag) {
+    char prefix[128];
+    cf_err err = {0};
+    snprintf(prefix, sizeof prefix, "cinfer-test-%s-", tag);
+    if (cap < 3 || fs_make_scratch_dir(NULL, prefix, buf, cap - 2, &err)) {
+        fprintf(stderr, "warning: %s\n", err.msg);
+        if (cap) buf[0] = 0;
+        return NULL;
+    }
+    strcat(buf, "/d");
+    return buf;
+}
+
+int test_scratch_remove(const char *path) {
+    char dir[4096];
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    if (!slash || (size_t)(slash - path) >= sizeof dir) {
+        fprintf(stderr, "warning: '%s' is not a scratch path\n", path ? path : "(null)");
+        return -1;
+    }
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = 0;
+    cf_err err = {0};
+    if (fs_remove_tree_created(dir, &err)) {
+        fprintf(stderr, "warning: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Child side of test_run: wires stdout/stderr, then execv. Never returns. */
+static void run_child(const char *const argv[], int capture, int wfd) {
+    int null = open("/dev/null", O_RDWR);
+    int in = null >= 0 ? dup2(null, STDIN_FILENO) : -1;
+    int o = dup2((capture & TEST_RUN_STDOUT) ? wfd : null, STDOUT_FILENO);
+    int e = dup2((capture & TEST_RUN_STDERR) ? wfd : null, STDERR_FILENO);
+    if (in < 0 || o < 0 || e < 0) _exit(127);
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+}
+
+int test_run(const char *const argv[], int capture, char *out, size_t cap) {
+    if (!argv || !argv[0] || !out || !cap) return -1;
+    out[0] = 0;
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        run_child(argv, capture, fds[1]);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    char sink[4096];
+    for (;;) {
+        char *dst = n + 1 < cap ? out + n : sink;
+        size_t room = n + 1 < cap ? cap - 1 - n : sizeof sink;
+        ssize_t r = read(fds[0], dst, room);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        if (dst != sink) n += (size_t)r;
+    }
+    out[n] = 0;
+    close(fds[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
 }
 
 int test_finish(void) {

@@ -1,6 +1,8 @@
 /* testutil.h - tiny test harness: CHECK macros that count failures, fixture
- * paths via CINFER_SHARED (default ../shared), whole-file reads. A test's
- * main() returns test_finish(). */
+ * paths via CINFER_SHARED (default ../shared), whole-file reads, scratch
+ * directories the test itself made (and only those removed), running a
+ * program with its output captured (fork/execv, no shell). A test's main()
+ * returns test_finish(). */
 #ifndef CINFER_TESTUTIL_H
 #define CINFER_TESTUTIL_H
 
@@ -36,6 +38,21 @@ const char *shared_path(const char *rel);
 char *read_file(const char *path, size_t *len);
 /* Writes a temp file path unique to this process into buf: /tmp/cinfer-test-<pid>-<tag>. */
 const char *temp_path(char *buf, size_t cap, const char *tag);
+/* A path that does not exist yet, <scratch>/d, inside a fresh directory made
+ * with mkdtemp ($TMPDIR or /tmp, cinfer-test-<tag>-XXXXXX); NULL (and buf "")
+ * if it cannot be made. */
+const char *test_scratch_path(char *buf, size_t cap, const char *tag);
+/* Removes the scratch directory that holds `path` (from test_scratch_path),
+ * with everything in it; refuses any other directory. 0 ok, -1 (warning printed). */
+int test_scratch_remove(const char *path);
+
+#define TEST_RUN_STDOUT 1
+#define TEST_RUN_STDERR 2
+/* Runs argv[0] (a path; argv NULL-terminated) with execv, no shell. The streams
+ * named in `capture` go into out (NUL-terminated, truncated to cap - 1), the
+ * others to /dev/null. Returns the exit status, 128 + signal if killed, -1 if
+ * it could not be started (127 if exec failed in the child). */
+int test_run(const char *const argv[], int capture, char *out, size_t cap);
 int test_finish(void);
 
 #endif

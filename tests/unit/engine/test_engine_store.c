@@ -113,10 +113,9 @@ static void *fifo_writer(void *arg) {
  * computes everything and gives the same output. */
 static void test_slow_store(const run_result *cold) {
     char dir[256], path[1024];
-    temp_path(dir, sizeof dir, "engine-store-slow");
     char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
+    CHECK(test_scratch_path(dir, sizeof dir, "engine-store-slow") != NULL);
+    if (!*dir) return;
     memcpy(g_dir_save, g_dir, sizeof g_dir_save);
     snprintf(g_dir, sizeof g_dir, "%s", dir);
     block_path(0, path, sizeof path);
@@ -145,8 +144,7 @@ static void test_slow_store(const run_result *cold) {
     CHECK(rh.usage.cached_tokens == 0 && sh.store.load_timeouts == 1 && tl_same_tokens(&rh, cold));
     pthread_join(th, NULL);
     cinfer_engine_destroy(e);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
+    test_scratch_remove(dir);
 }
 
 /* Several processes (forked; the parent is single-threaded here: its pool has
@@ -155,10 +153,9 @@ static void test_slow_store(const run_result *cold) {
  * ends with exactly one valid object per block (no temporaries, nothing
  * quarantined), and a later engine gets the full hit. */
 static void test_processes(const run_result *cold) {
-    char dir[256], cmd[400];
-    temp_path(dir, sizeof dir, "engine-store-mp");
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
+    char dir[256];
+    CHECK(test_scratch_path(dir, sizeof dir, "engine-store-mp") != NULL);
+    if (!*dir) return;
     enum { NPROC = 3 };
     pid_t pids[NPROC];
     for (int k = 0; k < NPROC; k++) {
@@ -194,7 +191,7 @@ static void test_processes(const run_result *cold) {
     CHECK(e && run_prompt(e, 0, NULL, &r) == 0);
     if (e) cinfer_engine_destroy(e);
     CHECK(r.usage.cached_tokens == (NP - 1) / BT * BT && tl_same_tokens(&r, cold));
-    if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
+    test_scratch_remove(dir);
 }
 
 int main(void) {
@@ -207,10 +204,10 @@ int main(void) {
     g_m = m;
     g_tp = pool_create(1);
     tl_prompt(g_prompt, NP);
-    temp_path(g_dir, sizeof g_dir, "engine-store");
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
+    if (!test_scratch_path(g_dir, sizeof g_dir, "engine-store")) {
+        fprintf(stderr, "cannot make a scratch directory\n");
+        return 1;
+    }
     static run_result cold, ra, rb, rc, rd, re, rs;
     const int32_t want_cached = (NP - 1) / BT * BT; /* 384 */
 
@@ -346,7 +343,7 @@ int main(void) {
         cinfer_engine_destroy(e);
     }
 
-    if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
+    test_scratch_remove(g_dir);
     test_slow_store(&cold);
     pool_destroy(g_tp);
     model_free(m);

@@ -103,10 +103,11 @@ int main(void) {
         s->n_prompt = PLEN + suffix;
         s->max_tokens = 8 + (int32_t)(tl_rand() % 33);
     }
-    char dir[256], cmd[400];
-    temp_path(dir, sizeof dir, "engine-store-soak");
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
+    char dir[256];
+    if (!test_scratch_path(dir, sizeof dir, "engine-store-soak")) {
+        fprintf(stderr, "cannot make a scratch directory\n");
+        return 1;
+    }
 
     cinfer_engine *e = mk(m, tp, NULL, 32 << 20);
     for (int i = 0; e && i < NREQ; i++) {
@@ -140,7 +141,7 @@ int main(void) {
     CHECK(s2.preemptions > 0 && s2.store.hit_blocks > 0 && s2.store.quarantined == 0);
     CHECK(s2.kv_blocks_used == 0 && s2.kv_bytes <= s2.kv_budget);
     if (e) cinfer_engine_destroy(e);
-    if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
+    test_scratch_remove(dir);
     pool_destroy(tp);
     model_free(m);
     return test_finish();

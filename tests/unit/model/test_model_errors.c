@@ -5,7 +5,6 @@
  * binary ($CINFER_BIN, the sanitizer build's when run there). */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "model/gguf.h"
 #include "model/model.h"
@@ -52,18 +51,14 @@ static void edit_type(gguf_writer *w, const gguf_file *src) {
     gguf_writer_add_tensor(w, "blk.0.attn_q.weight", 12, 2, ne, data, true, NULL);
 }
 
-/* Runs the CLI; returns exit status, captures stderr into buf. */
-static int run_cli(const char *args, char *buf, size_t cap) {
+/* Runs the CLI with the NULL-terminated args (no shell); returns its exit
+ * status (-1: CINFER_BIN unset or not started), captures stderr into buf. */
+static int run_cli(const char *const *args, char *buf, size_t cap) {
     const char *bin = getenv("CINFER_BIN");
     if (!bin) return -1;
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", bin, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(buf, 1, cap - 1, p);
-    buf[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    const char *argv[16] = {bin};
+    for (int i = 0; args[i] && i < 14; i++) argv[i + 1] = args[i];
+    return test_run(argv, TEST_RUN_STDERR, buf, cap);
 }
 
 static void expect_load_error(const char *path, const char *needle) {
@@ -73,14 +68,13 @@ static void expect_load_error(const char *path, const char *needle) {
     CHECKF(rc == -1 && m == NULL, "%s loaded", path);
     CHECKF(strstr(err.msg, needle) != NULL, "message '%s' lacks '%s'", err.msg, needle);
     CHECKF(strchr(err.msg, '\n') == NULL, "multi-line message");
-    char args[1200], out[4096];
-    snprintf(args, sizeof args, "run -m %s -n 1", path);
-    int st = run_cli(args, out, sizeof out);
+    char out[4096];
+    int st = run_cli((const char *const[]){"run", "-m", path, "-n", "1", NULL}, out, sizeof out);
     if (st == -1) return;
-    CHECKF(st == 1, "cinfer %s exited %d: %s", args, st, out);
+    CHECKF(st == 1, "cinfer run -m %s -n 1 exited %d: %s", path, st, out);
     size_t lines = 0;
     for (char *c = out; *c; c++) lines += *c == '\n';
-    CHECKF(lines == 1 && strstr(out, "cinfer: ") == out, "cinfer %s printed: %s", args, out);
+    CHECKF(lines == 1 && strstr(out, "cinfer: ") == out, "cinfer run -m %s -n 1 printed: %s", path, out);
 }
 
 int main(void) {
@@ -123,16 +117,16 @@ int main(void) {
     expect_load_error(p, "blk.3.ffn_up.weight");
 
     /* prompt longer than the context */
-    char args[1200], out[4096];
-    snprintf(args, sizeof args, "run -m %s --ctx 8 -p 'Once upon a time there was a very long prompt indeed'",
-             shared_path("models/stories260K.gguf"));
-    int st = run_cli(args, out, sizeof out);
+    char out[4096];
+    const char *model = shared_path("models/stories260K.gguf");
+    int st = run_cli((const char *const[]){"run", "-m", model, "--ctx", "8", "-p",
+                                           "Once upon a time there was a very long prompt indeed", NULL},
+                     out, sizeof out);
     if (st != -1) {
         CHECKF(st == 1 && strstr(out, "context"), "long prompt: exit %d: %s", st, out);
     }
     /* bad flag values */
-    snprintf(args, sizeof args, "run -m %s -n abc", shared_path("models/stories260K.gguf"));
-    st = run_cli(args, out, sizeof out);
+    st = run_cli((const char *const[]){"run", "-m", model, "-n", "abc", NULL}, out, sizeof out);
     if (st != -1) CHECKF(st == 1, "bad -n: exit %d: %s", st, out);
 
     for (const char *t = "notgguf.gguf\0trunc.gguf\0arch.gguf\0shape.gguf\0type.gguf\0missing.gguf\0"; *t;

@@ -1,6 +1,6 @@
 /* store_testlib.h - helpers shared by the store tests (header-only, static):
- * fresh store directories, deterministic keys / tokens / payloads, publishing
- * one object, counting files. */
+ * fresh store directories (testutil scratch dirs), deterministic keys /
+ * tokens / payloads, publishing one object, counting files. */
 #ifndef CINFER_TEST_STORE_TESTLIB_H
 #define CINFER_TEST_STORE_TESTLIB_H
 
@@ -18,16 +18,15 @@
 #define ST_BT 16
 #define ST_PAYLOAD 4096
 
+/* Removes the scratch directory st_dir made for `dir` (and nothing else). */
 static inline void st_rmrf(const char *dir) {
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "warning: %s failed\n", cmd);
+    test_scratch_remove(dir);
 }
 
-/* A fresh empty directory /tmp/cinfer-test-<pid>-<tag>. */
+/* A path that does not exist yet inside a fresh mkdtemp directory
+ * ($TMPDIR or /tmp, cinfer-test-<tag>-XXXXXX/d); "" if none could be made. */
 static inline const char *st_dir(char *buf, size_t cap, const char *tag) {
-    temp_path(buf, cap, tag);
-    st_rmrf(buf);
+    CHECK(test_scratch_path(buf, cap, tag) != NULL);
     return buf;
 }
 
