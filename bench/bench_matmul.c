@@ -6,14 +6,16 @@
  *                    compared with kern_measure_read_bandwidth on the same pool;
  *   prefill (m = 512 by default): effective GFLOP/s = 2 m n k / time.
  * Usage: bench_matmul [-t threads] [-m prefill_rows (0: skip)] [-w working_set_MiB (0: skip decode)] [-r reps]
- *                     [-T f32,f16,bf16,q8_0,q4_0] [-S shape_index,...] [-I avx512|avx2|scalar]
+ *                     [-T f32,f16,bf16,q8_0,q4_0] [-S shape_index,...] [-I avx512|avx2|scalar]  (see --help)
  * Best of `reps` timings is reported. Not a test: numbers depend on the machine. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/cpu.h"
 #include "base/timeutil.h"
+#include "bench_cli.h"
 #include "tensor/kernels.h"
 
 typedef struct {
@@ -94,26 +96,105 @@ static double bench_prefill(kern_ctx *ctx, dtype t, shape s, int64_t m, int reps
     return best;
 }
 
-int main(int argc, char **argv) {
-    int threads = 2, reps = 5;
-    int64_t m = 512;
-    size_t ws_mib = 1024;
-    const char *types_arg = "f32,f16,bf16,q8_0,q4_0", *shapes_arg = "0,1,2,3";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-m")) m = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "-w")) ws_mib = (size_t)atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-T")) types_arg = argv[i + 1];
-        else if (!strcmp(argv[i], "-S")) shapes_arg = argv[i + 1];
-        else if (!strcmp(argv[i], "-I")) {
-            cpu_isa isa;
-            if (cpu_isa_parse(argv[i + 1], &isa) == 0) cpu_isa_force(isa);
-        } else {
-            fprintf(stderr, "unknown option %s\n", argv[i]);
-            return 2;
+static const char k_usage[] =
+    "usage: bench_matmul [-t THREADS] [-m ROWS] [-w MIB] [-r REPS] [-T TYPES] [-S SHAPES] [-I ISA]\n"
+    "kern_matmul throughput on TinyLlama-1.1B-like shapes (k x n: 0 = 2048x2048, 1 = 2048x5632,\n"
+    "2 = 2048x256, 3 = 5632x2048): decode (m = 1) GB/s of weights against the measured read\n"
+    "bandwidth, prefill GFLOP/s. Best of REPS. Not a test: numbers depend on the machine.\n"
+    "  -t, --threads N      threads (default 2)\n"
+    "  -m, --rows M         prefill rows, 0 skips prefill (default 512)\n"
+    "  -w, --working-set N  decode working set in MiB, 0 skips decode (default 1024)\n"
+    "  -r, --reps N         repetitions (default 5)\n"
+    "  -T, --types LIST     comma-separated of f32,f16,bf16,q8_0,q4_0 (default all)\n"
+    "  -S, --shapes LIST    comma-separated shape indexes 0-3 (default 0,1,2,3)\n"
+    "  -I, --isa ISA        force avx512, avx2 or scalar kernels\n"
+    "  -h, --help           this text\n";
+
+typedef struct mm_opts {
+    int threads, reps;
+    int64_t m;
+    size_t ws_mib;
+    const char *types, *shapes;
+} mm_opts;
+
+/* Checks TYPES and SHAPES lists; prints one line and returns -1 on a bad entry. */
+static int check_lists(const mm_opts *o) {
+    char buf[128];
+    if (snprintf(buf, sizeof buf, "%s", o->types) >= (int)sizeof buf) buf[0] = 0;
+    bool any = false;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        dtype t;
+        if (dtype_parse(tok, &t) != 0) {
+            fprintf(stderr, "bench_matmul: unknown type '%s' (see bench_matmul --help)\n", tok);
+            return -1;
         }
+        any = true;
     }
+    for (const char *sp = o->shapes; *sp; sp++)
+        if (*sp != ',' && (*sp < '0' || *sp >= '0' + NSHAPES)) any = false;
+    if (!any || !*o->shapes) {
+        fprintf(stderr, "bench_matmul: bad -T '%s' or -S '%s' (see bench_matmul --help)\n", o->types, o->shapes);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parses one option's value into o. Returns 0, or -1 after a one-line message. */
+static int set_option(mm_opts *o, int c, const char *v) {
+    const char *P = "bench_matmul";
+    long x;
+    cpu_isa isa;
+    switch (c) {
+    case 't': if (bench_parse_long(P, "-t", v, 1, 1024, &x)) return -1; o->threads = (int)x; return 0;
+    case 'm': if (bench_parse_long(P, "-m", v, 0, 1 << 20, &x)) return -1; o->m = x; return 0;
+    case 'w': if (bench_parse_long(P, "-w", v, 0, 1 << 20, &x)) return -1; o->ws_mib = (size_t)x; return 0;
+    case 'r': if (bench_parse_long(P, "-r", v, 1, 1000, &x)) return -1; o->reps = (int)x; return 0;
+    case 'T': o->types = v; return 0;
+    case 'S': o->shapes = v; return 0;
+    case 'I':
+        if (cpu_isa_parse(v, &isa) == 0) {
+            cpu_isa_force(isa);
+            return 0;
+        }
+        fprintf(stderr, "%s: unknown ISA '%s' (avx512, avx2 or scalar)\n", P, v);
+        return -1;
+    default: return -1;
+    }
+}
+
+/* Parses the command line into o. Returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, mm_opts *o) {
+    static const struct option longs[] = {
+        {"threads", required_argument, NULL, 't'}, {"rows", required_argument, NULL, 'm'},
+        {"working-set", required_argument, NULL, 'w'}, {"reps", required_argument, NULL, 'r'},
+        {"types", required_argument, NULL, 'T'}, {"shapes", required_argument, NULL, 'S'},
+        {"isa", required_argument, NULL, 'I'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":t:m:w:r:T:S:I:h", longs, NULL)) != -1) {
+        if (c == 'h') {
+            fputs(k_usage, stdout);
+            return 0;
+        }
+        if (c == '?' || c == ':') return bench_bad_option("bench_matmul", c, argv);
+        if (set_option(o, c, optarg)) return BENCH_USAGE_ERROR;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "bench_matmul: unexpected argument '%s' (see bench_matmul --help)\n", argv[optind]);
+        return BENCH_USAGE_ERROR;
+    }
+    return check_lists(o) ? BENCH_USAGE_ERROR : -1;
+}
+
+int main(int argc, char **argv) {
+    mm_opts o = {.threads = 2, .reps = 5, .m = 512, .ws_mib = 1024, .types = "f32,f16,bf16,q8_0,q4_0",
+                 .shapes = "0,1,2,3"};
+    int prc = parse_args(argc, argv, &o);
+    if (prc >= 0) return prc;
+    int threads = o.threads, reps = o.reps;
+    int64_t m = o.m;
+    size_t ws_mib = o.ws_mib;
+    const char *types_arg = o.types, *shapes_arg = o.shapes;
     thread_pool *pool = pool_create(threads);
     kern_ctx *ctx = kern_ctx_create(pool, m > 1 ? m : 1, 5632);
     if (!pool || !ctx) return 1;

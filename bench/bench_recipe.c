@@ -8,13 +8,21 @@
  * time would. Also reported: the jansson entry point (a tree in, serialized and
  * parsed), the jansson-tree encoder, jansson's own json_loads of the same body for
  * comparison, and the output parser's throughput.
- * Usage: bench_recipe [seconds per measurement, default 1]. */
+ * Usage: bench_recipe [-s SECONDS | SECONDS] (seconds per measurement, default 1; see --help). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "bench_cli.h"
 #include "cinfer/recipe.h"
+
+static const char k_usage[] =
+    "usage: bench_recipe [-s SECONDS] [SECONDS]\n"
+    "Protocol conversions per second on one core (Chat <-> Messages, Chat <-> Responses, ~2 KB request),\n"
+    "the jansson entry points and the output parser. Not a test: numbers depend on the machine.\n"
+    "  -s, --seconds S   seconds per measurement, 0.001..3600 (default 1; also the one positional argument)\n"
+    "  -h, --help        this text\n";
 
 static const char k_req[] =
     "{\"model\":\"cinfer-default\",\"messages\":["
@@ -160,8 +168,34 @@ static char *convert_text(const char *text, recipe_api a, recipe_api b) {
     return s;
 }
 
+/* Parses the command line into *secs. Returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, double *secs) {
+    static const struct option longs[] = {{"seconds", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'},
+                                          {NULL, 0, NULL, 0}};
+    const char *s_arg = NULL;
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":s:h", longs, NULL)) != -1) {
+        if (c == 'h') {
+            fputs(k_usage, stdout);
+            return 0;
+        }
+        if (c == 's') s_arg = optarg;
+        else return bench_bad_option("bench_recipe", c, argv);
+    }
+    if (optind < argc) s_arg = argv[optind++];
+    if (optind < argc) {
+        fprintf(stderr, "bench_recipe: unexpected argument '%s' (see bench_recipe --help)\n", argv[optind]);
+        return BENCH_USAGE_ERROR;
+    }
+    if (s_arg && bench_parse_double("bench_recipe", "SECONDS", s_arg, 0.001, 3600, secs)) return BENCH_USAGE_ERROR;
+    return -1;
+}
+
 int main(int argc, char **argv) {
-    double secs = argc > 1 ? atof(argv[1]) : 1.0;
+    double secs = 1.0;
+    int prc = parse_args(argc, argv, &secs);
+    if (prc >= 0) return prc;
     char *msgs = convert_text(k_req, RECIPE_API_CHAT, RECIPE_API_MESSAGES);
     char *resp = convert_text(k_req, RECIPE_API_CHAT, RECIPE_API_RESPONSES);
     json_t *chat_tree = json_loads(k_req, 0, NULL);

@@ -6,12 +6,13 @@
  * under $CINFER_SHARED/fixtures/vocab), in 64 KB documents, best of 3 runs.
  * Prints MB/s (10^6 bytes of input per second of this thread's CPU time, so
  * other load on the machine does not count; wall time too) and tokens/s.
- * Usage: bench_tokenize [vocab.gguf ...]   (CINFER_SHARED defaults to ../shared) */
+ * Usage: bench_tokenize [vocab.gguf ...]   (CINFER_SHARED defaults to ../shared; see --help) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "bench_cli.h"
 #include "model/gguf.h"
 #include "text/tokenizer.h"
 
@@ -124,13 +125,36 @@ static int bench_vocab(const char *path, const sbuf *c) {
     return 0;
 }
 
+static const char k_usage[] =
+    "usage: bench_tokenize [VOCAB.gguf ...]\n"
+    "Tokenizer encode throughput on one core over a ~4 MB mixed corpus (prose, code, CJK, emoji),\n"
+    "64 KB documents, best of 3: MB/s and tokens/s per vocabulary. Default vocabularies:\n"
+    "$CINFER_SHARED/fixtures/vocab/ggml-vocab-{deepseek-llm,gpt-2}.gguf (CINFER_SHARED defaults to ../shared).\n"
+    "Not a test: numbers depend on the machine.\n"
+    "  -h, --help   this text\n";
+
+/* Checks the command line (options: only --help). Returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv) {
+    static const struct option longs[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+        if (c != 'h') return bench_bad_option("bench_tokenize", c, argv);
+        fputs(k_usage, stdout);
+        return 0;
+    }
+    return -1;
+}
+
 int main(int argc, char **argv) {
+    int prc = parse_args(argc, argv);
+    if (prc >= 0) return prc;
     sbuf c = make_corpus(4u << 20);
     const char *shared = getenv("CINFER_SHARED") ? getenv("CINFER_SHARED") : "../shared";
     int rc = 0;
     printf("corpus: %zu bytes (English / code / CJK mix, deterministic), 64 KB documents, best of 3, 1 thread\n", c.n);
-    if (argc > 1) {
-        for (int i = 1; i < argc; i++) rc |= bench_vocab(argv[i], &c);
+    if (optind < argc) {
+        for (int i = optind; i < argc; i++) rc |= bench_vocab(argv[i], &c);
     } else {
         static const char *const defaults[] = {"ggml-vocab-deepseek-llm.gguf", "ggml-vocab-gpt-2.gguf"};
         for (size_t i = 0; i < 2; i++) {

@@ -5,9 +5,22 @@
 # the deepseek-llm vocab of 102400 tokens) with `cinfer mkmodel`, then measures decode at 1 stream
 # (`bench latency`, which also prints the read bandwidth and the roofline from the *active* bytes per
 # token) and at 1 and 16 streams through the engine (`bench throughput`, decode-phase rate).
-# Usage: bench/deepseek.sh DTYPE [LAYERS]   (LAYERS default 27 = the real model; fewer to fit RAM).
+# Usage: bench/deepseek.sh DTYPE [LAYERS]   (LAYERS default 27 = the real model; fewer to fit RAM; --help).
 # Models go to $BENCH_MODELS (default build/bench-models): ~8.8 GB for q4_0 at 27 layers.
 set -euo pipefail
+usage="usage: bench/deepseek.sh DTYPE [LAYERS]
+Builds a DeepSeek-V2-Lite-shaped random model (LAYERS default 27, the real model) in DTYPE with
+'cinfer mkmodel' into \$BENCH_MODELS (default build/bench-models) and measures decode with
+'cinfer bench latency' and 'cinfer bench throughput' at 1 and 16 streams; results go to
+bench/results/deepseek-v2-lite-*.txt.
+  -h, --help   this text"
+for a in "$@"; do
+  case $a in
+    -h|--help) printf '%s\n' "$usage"; exit 0 ;;
+    -*) echo "deepseek.sh: unknown option '$a' (see deepseek.sh --help)" >&2; exit 2 ;;
+  esac
+done
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then echo "deepseek.sh: expected DTYPE [LAYERS] (see deepseek.sh --help)" >&2; exit 2; fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${CINFER_BIN:-$root/build/cinfer}
 shared=${CINFER_SHARED:-$root/../shared}

@@ -16,6 +16,13 @@ import threading
 import time
 import urllib.request
 
+if any(a in ("-h", "--help") for a in sys.argv[1:]):
+    print(__doc__.split("\n\n", 1)[1])
+    sys.exit(0)
+if len(sys.argv) != 7 or any(a.startswith("-") for a in sys.argv[1:]):
+    print("store_ttft.py: expected CINFER_BIN MODEL.gguf N_TOKENS CTX THREADS STORE_DIR (see store_ttft.py --help)",
+          file=sys.stderr)
+    sys.exit(2)
 BIN, MODEL, N, CTX, THREADS, STORE = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], \
     sys.argv[6]
 

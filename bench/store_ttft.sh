@@ -1,10 +1,23 @@
 #!/bin/bash
 # store_ttft.sh - issue 8 benchmark: TTFT of a cached long prefix (loaded from the persistent
 # KV store by a restarted server) vs recompute, through `cinfer serve` (bench/store_ttft.py).
-# usage: bench/store_ttft.sh [MODEL.gguf] [N_TOKENS] [CTX] [THREADS]
+# usage: bench/store_ttft.sh [MODEL.gguf] [N_TOKENS] [CTX] [THREADS]   (--help)
 # Defaults: the TinyLlama-1.1B-shape Q8_0 model of bench/latency.sh, 8000 tokens, ctx 8192, 2 threads.
 # Writes bench/results/store_ttft.txt. The store directory is a fresh temp dir, removed at the end.
 set -eu
+usage="usage: bench/store_ttft.sh [MODEL.gguf] [N_TOKENS] [CTX] [THREADS]
+TTFT of a long prefix loaded from the persistent KV store by a restarted 'cinfer serve' versus
+recompute (bench/store_ttft.py). Defaults: the TinyLlama-1.1B-shape Q8_0 model of
+bench/latency.sh, 8000 tokens, ctx 8192, 2 threads. The store is a fresh mktemp directory,
+removed at the end. Writes bench/results/store_ttft.txt.
+  -h, --help   this text"
+for a in "$@"; do
+  case $a in
+    -h|--help) printf '%s\n' "$usage"; exit 0 ;;
+    -*) echo "store_ttft.sh: unknown option '$a' (see store_ttft.sh --help)" >&2; exit 2 ;;
+  esac
+done
+if [ $# -gt 4 ]; then echo "store_ttft.sh: at most 4 arguments (see store_ttft.sh --help)" >&2; exit 2; fi
 here=$(cd "$(dirname "$0")" && pwd)
 root=$here/..
 bin=${CINFER_BIN:-$root/build/cinfer}
