@@ -23,6 +23,21 @@ const char *shared_path(const char *rel) {
     return b;
 }
 
+const char *source_path(const char *rel) {
+    static char bufs[8][1024];
+    static int slot;
+    char *b = bufs[slot++ & 7];
+    const char *root = getenv("CINFER_SRC");
+    if (root && *root) {
+        snprintf(b, sizeof bufs[0], "%s/%s", root, rel);
+        return b;
+    }
+    const char *me = __FILE__, *tail = strstr(me, "tests/testutil.c");
+    int rl = tail ? (int)(tail - me) : 0;
+    snprintf(b, sizeof bufs[0], "%.*s%s", rl, me, rel);
+    return b;
+}
+
 char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;

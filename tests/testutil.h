@@ -1,5 +1,5 @@
 /* testutil.h - tiny test harness: CHECK macros that count failures, fixture
- * paths via CINFER_SHARED (default ../shared), whole-file reads, scratch
+ * paths via CINFER_SHARED (default ../shared), source-tree paths, whole-file reads, scratch
  * directories the test itself made (and only those removed), running a
  * program with its output captured (fork/execv, no shell). A test's main()
  * returns test_finish(). */
@@ -34,6 +34,9 @@ extern int test_checks;
 
 /* Path of a file under the shared folder, in a static buffer (rotating, 8 slots). */
 const char *shared_path(const char *rel);
+/* Path of a file in the source tree: $CINFER_SRC/<rel>, else derived from
+ * where testutil.c was compiled from. Static buffer (rotating, 8 slots). */
+const char *source_path(const char *rel);
 /* Reads a whole file (NUL-terminated, *len without the NUL); NULL on error. Caller frees. */
 char *read_file(const char *path, size_t *len);
 /* Writes a temp file path unique to this process into buf: /tmp/cinfer-test-<pid>-<tag>. */

@@ -37,7 +37,15 @@ typedef struct tok_token {
     uint32_t len;
     float score;      /* finite */
     uint8_t type;     /* TOKEN_TYPE_* (0..6) */
+    uint8_t strip;    /* TOK_STRIP_* bits: whitespace a special-token match swallows */
 } tok_token;
+
+/* llama.cpp's LLAMA_TOKEN_ATTR_LSTRIP / RSTRIP: when partitioning finds this
+ * token, ASCII whitespace right before it (LEFT) or right after it (RIGHT)
+ * is dropped from the neighbouring raw text. GGUF does not carry them; they
+ * are set from the model's name as llama.cpp does (tokenizer.c). */
+#define TOK_STRIP_LEFT 1
+#define TOK_STRIP_RIGHT 2
 
 struct tokenizer {
     tok_algo algo;

@@ -296,6 +296,54 @@ static int build_specials(tokenizer *t) {
     return 0;
 }
 
+static bool contains_any(const char *hay, const char *const *needles, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (strstr(hay, needles[i])) return true;
+    return false;
+}
+
+static void set_strip(tokenizer *t, const char *text, uint8_t bit, bool on) {
+    int32_t id = tok_lookup(t, text, strlen(text));
+    if (id < 0) return;
+    if (on) t->tokens[id].strip |= bit;
+    else t->tokens[id].strip &= (uint8_t)~bit;
+}
+
+/* The per-token strip attributes llama.cpp's vocabulary loader sets from
+ * metadata names (they are not stored in GGUF): "<mask>" strips to its left
+ * for the jina-v2 pre-tokenizers and nomic-bert-moe / jina-bert-v3; a model
+ * whose general.name (lower-cased) holds "phi-3" or "phi3" has every special
+ * token strip to its right except <unk>, <s> and <|endoftext|>; "modern-bert"
+ * gives "[MASK]" a left strip. Missing or non-string keys count as "". */
+static void load_strip_attrs(tokenizer *t, const gguf_file *f) {
+    char name[256] = "", pre[128] = "", arch[128] = "";
+    struct { const char *key; char *buf; size_t cap; } keys[] = {
+        {"general.name", name, sizeof name},
+        {"tokenizer.ggml.pre", pre, sizeof pre},
+        {"general.architecture", arch, sizeof arch},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        gguf_str v;
+        if (gguf_get_str(f, keys[i].key, &v, NULL) == 0) snprintf(keys[i].buf, keys[i].cap, "%s", v.s);
+    }
+    for (char *c = name; *c; c++)
+        if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
+    static const char *const jina_pre[] = {"jina-v2-de", "jina-v2-es", "jina-v2-code"};
+    static const char *const jina_arch[] = {"nomic-bert-moe", "jina-bert-v3"};
+    static const char *const phi3[] = {"phi-3", "phi3"};
+    static const char *const modern_bert[] = {"modern-bert"};
+    if (contains_any(pre, jina_pre, 3) || contains_any(arch, jina_arch, 2)) {
+        set_strip(t, "<mask>", TOK_STRIP_LEFT, true);
+    } else if (contains_any(name, phi3, 2)) {
+        for (size_t i = 0; i < t->n_specials; i++) t->tokens[t->specials[i]].strip |= TOK_STRIP_RIGHT;
+        set_strip(t, "</s>", TOK_STRIP_RIGHT, true);
+        static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+        for (size_t i = 0; i < 3; i++) set_strip(t, keep[i], TOK_STRIP_RIGHT, false);
+    } else if (contains_any(name, modern_bert, 1)) {
+        set_strip(t, "[MASK]", TOK_STRIP_LEFT, true);
+    }
+}
+
 /* BYTE tokens must read <0xXX>; byte_tok[] maps each byte to its token. */
 static int build_byte_tokens(tokenizer *t, const gguf_file *f, cf_err *err) {
     for (int32_t id = 0; id < t->n_vocab; id++) {
@@ -345,6 +393,7 @@ int tokenizer_load_gguf(const gguf_file *f, tokenizer **out, cf_err *err) {
         cf_fail(err, "tokenizer: out of memory");
         goto fail;
     }
+    load_strip_attrs(t, f);
     *out = t;
     return 0;
 fail:
@@ -408,8 +457,14 @@ static int frag_push(frag_list *l, int32_t id, size_t off, size_t len) {
     return 0;
 }
 
+/* ASCII whitespace as C's isspace in the "C" locale (llama.cpp's test). */
+static bool ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
 /* Splits every raw fragment of `in` around the occurrences of token `id`
- * (left to right, non-overlapping) into `out`. */
+ * (left to right, non-overlapping) into `out`. A token with TOK_STRIP_LEFT
+ * drops the whitespace that ends the raw text before it, TOK_STRIP_RIGHT the
+ * whitespace that starts the raw text after it (within the fragment: as
+ * llama.cpp's tokenizer_st_partition), and raw text left empty goes. */
 static int split_on_token(const tokenizer *t, const char *text, int32_t id, const frag_list *in, frag_list *out) {
     const tok_token *k = &t->tokens[id];
     out->n = 0;
@@ -423,10 +478,14 @@ static int split_on_token(const tokenizer *t, const char *text, int32_t id, cons
         while (pos < end) {
             const char *m = memmem(text + pos, end - pos, k->text, k->len);
             if (!m) break;
-            size_t at = (size_t)(m - text);
-            if (at > pos && frag_push(out, -1, pos, at - pos) != 0) return -1;
+            size_t at = (size_t)(m - text), left_end = at;
+            if (k->strip & TOK_STRIP_LEFT)
+                while (left_end > pos && ascii_space(text[left_end - 1])) left_end--;
+            if (left_end > pos && frag_push(out, -1, pos, left_end - pos) != 0) return -1;
             if (frag_push(out, id, 0, 0) != 0) return -1;
             pos = at + k->len;
+            if (k->strip & TOK_STRIP_RIGHT)
+                while (pos < end && ascii_space(text[pos])) pos++;
         }
         if (pos < end && frag_push(out, -1, pos, end - pos) != 0) return -1;
     }

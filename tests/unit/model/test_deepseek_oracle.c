@@ -21,20 +21,6 @@
 #include "model/model.h"
 #include "testutil.h"
 
-/* repository path: $CINFER_SRC, else derived from this file's compile-time path */
-static const char *src_path(const char *rel) {
-    static char b[1024];
-    const char *root = getenv("CINFER_SRC");
-    if (root && *root) {
-        snprintf(b, sizeof b, "%s/%s", root, rel);
-        return b;
-    }
-    const char *me = __FILE__, *tail = strstr(me, "tests/unit/model/");
-    int rl = tail ? (int)(tail - me) : 0;
-    snprintf(b, sizeof b, "%.*s%s", rl, me, rel);
-    return b;
-}
-
 static double max_diff;
 
 static void check_top(json_t *top, const float *logits, const char *what, int idx) {
@@ -116,7 +102,7 @@ static void compare(const model *m, json_t *root, const int32_t *ids, int n_prom
 
 int main(void) {
     json_error_t jerr;
-    json_t *root = json_load_file(src_path("tests/data/deepseek/v3_groups.json"), 0, &jerr);
+    json_t *root = json_load_file(source_path("tests/data/deepseek/v3_groups.json"), 0, &jerr);
     CHECKF(root != NULL, "v3_groups.json: %s", jerr.text);
     if (!root) return test_finish();
     /* the options of MKMODEL in tests/oracles/deepseek_v3_groups.py */

@@ -1,7 +1,8 @@
 /* test_tokenizer_spm.c - the SentencePiece tokenizer against llama.cpp.
  *
  * Covers: every tokenizer vector (.inp/.out) of the llama-spm, phi-3 and
- * tiny-gemma2 vocabularies; the input_ids / input_pieces_hex of every
+ * tiny-gemma2 vocabularies, plus tests/data/vocab/<vocab>.extra.* (phi-3:
+ * whitespace after a matched special token, llama.cpp's RSTRIP); the input_ids / input_pieces_hex of every
  * stories260K, tiny-llama and tiny-gemma2 llama.cpp fixture, and their
  * continuation/full texts through the streaming detokenizer; special-token
  * parsing; the detokenizer's UTF-8 handling; a 100 KB timing check; and
@@ -87,19 +88,16 @@ static char *unhex(const char *hex, size_t *len) {
 
 /* ------------------------------------------------------- vocab vectors */
 
-static void test_vocab_vectors(const char *name) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "fixtures/vocab/%s", name);
-    tokenizer *t = load_tok(shared_path(rel), NULL);
-    CHECKF(t != NULL, "%s", name);
-    if (!t) return;
-    snprintf(rel, sizeof rel, "fixtures/vocab/%s.inp", name);
+/* Runs the vectors of inp_path (cases separated by "\n__ggml_vocab_test__\n")
+ * against out_path (one line of ids per case): text only, no BOS, no special
+ * parsing, as llama.cpp's test-tokenizer-0. */
+static void run_vector_file(const tokenizer *t, const char *label, const char *inp_path, const char *out_path,
+                            int min_cases) {
     size_t inp_len = 0, out_len = 0;
-    char *inp = read_file(shared_path(rel), &inp_len);
-    snprintf(rel, sizeof rel, "fixtures/vocab/%s.out", name);
-    char *out = read_file(shared_path(rel), &out_len);
-    CHECK(inp && out);
-    if (!inp || !out) { free(inp); free(out); tokenizer_free(t); return; }
+    char *inp = read_file(inp_path, &inp_len);
+    char *out = read_file(out_path, &out_len);
+    CHECKF(inp && out, "%s: cannot read %s / %s", label, inp_path, out_path);
+    if (!inp || !out) { free(inp); free(out); return; }
     static const char sep[] = "\n__ggml_vocab_test__\n";
     const size_t sep_len = sizeof sep - 1;
     const char *p = inp, *end = inp + inp_len, *line = out, *out_end = out + out_len;
@@ -118,7 +116,7 @@ static void test_vocab_vectors(const char *name) {
             (n == 0 || !memcmp(ids, want, n * sizeof *ids))) {
             passed++;
         } else {
-            fprintf(stderr, "%s case %d mismatch: '%.*s'\n", name, cases, (int)(s - p), p);
+            fprintf(stderr, "%s case %d mismatch: '%.*s'\n", label, cases, (int)(s - p), p);
             print_ids("want", want, n_want);
             print_ids("got ", ids, n);
         }
@@ -126,10 +124,30 @@ static void test_vocab_vectors(const char *name) {
         p = s + sep_len;
         line = nl ? nl + 1 : out_end;
     }
-    fprintf(stderr, "%s: %d/%d vectors pass\n", name, passed, cases);
-    CHECKF(cases >= 40 && passed == cases, "%s: %d/%d", name, passed, cases);
+    fprintf(stderr, "%s: %d/%d vectors pass\n", label, passed, cases);
+    CHECKF(cases >= min_cases && passed == cases, "%s: %d/%d", label, passed, cases);
     free(inp);
     free(out);
+}
+
+/* The shared fixture's vectors of a vocabulary, and this repository's extra
+ * ones (tests/data/vocab/<name>.extra.inp/.out) where there are any. */
+static void test_vocab_vectors(const char *name) {
+    char rel[256], rel_out[256];
+    snprintf(rel, sizeof rel, "fixtures/vocab/%s", name);
+    tokenizer *t = load_tok(shared_path(rel), NULL);
+    CHECKF(t != NULL, "%s", name);
+    if (!t) return;
+    snprintf(rel, sizeof rel, "fixtures/vocab/%s.inp", name);
+    snprintf(rel_out, sizeof rel_out, "fixtures/vocab/%s.out", name);
+    run_vector_file(t, name, shared_path(rel), shared_path(rel_out), 40);
+    snprintf(rel, sizeof rel, "tests/data/vocab/%s.extra.inp", name);
+    snprintf(rel_out, sizeof rel_out, "tests/data/vocab/%s.extra.out", name);
+    if (access(source_path(rel), F_OK) == 0) {
+        char label[300];
+        snprintf(label, sizeof label, "%s (extra)", name);
+        run_vector_file(t, label, source_path(rel), source_path(rel_out), 1);
+    }
     tokenizer_free(t);
 }
 
@@ -305,6 +323,12 @@ static void test_parse_special(void) {
     free(ids);
     CHECK(encode(t, chat, strlen(chat), false, false, &ids, &n) && !contains(ids, n, 32010) &&
           !contains(ids, n, 32007));
+    free(ids);
+    /* a whole chat turn: whitespace after <|user|>, <|end|> and <|assistant|> goes (RSTRIP for a
+     * model named phi-3), then "SYS" gets the space prefix; llama.cpp's ids for this text */
+    const char *turn = "<|user|>\nSYS\nHI<|end|>\n<|assistant|>\n";
+    static const int32_t want_turn[] = {1, 32010, 317, 21554, 13, 17628, 32007, 32001};
+    CHECK(encode(t, turn, strlen(turn), true, true, &ids, &n) && n == 8 && !memcmp(ids, want_turn, sizeof want_turn));
     free(ids);
     tokenizer_free(t);
 }
@@ -537,6 +561,56 @@ static bool encodes_to(const tokenizer *t, const char *s, bool parse_special, co
     return ok;
 }
 
+/* Whitespace next to a matched special token (llama.cpp's LSTRIP / RSTRIP
+ * token attributes, set from the model's name since GGUF has no field for
+ * them): kept by default; a "phi-3" model drops it after every special token
+ * but <unk>, <s> and <|endoftext|>; jina-v2 drops it before "<mask>",
+ * modern-bert before "[MASK]". The raw text after the token still gets the
+ * space prefix. */
+static const vtok strip_vocab[] = {
+    {"<unk>", 0, TOKEN_TYPE_UNKNOWN}, {"<s>", 0, TOKEN_TYPE_CONTROL},      {"</s>", 0, TOKEN_TYPE_CONTROL},
+    {"\xE2\x96\x81", -1, N_},          {"a", -2, N_},                        {"\xE2\x96\x81" "a", 0.5f, N_},
+    {"<tag>", 0, TOKEN_TYPE_USER_DEFINED}, {"<mask>", 0, TOKEN_TYPE_USER_DEFINED}, {"<|end|>", 0, TOKEN_TYPE_CONTROL},
+    {"[MASK]", 0, TOKEN_TYPE_USER_DEFINED},
+};
+#define STRIP_N (sizeof strip_vocab / sizeof strip_vocab[0])
+static void name_phi3(gguf_writer *w) { gguf_set_str(w, "general.name", "Phi-3-mini-4k-instruct"); }
+static void name_other(gguf_writer *w) { gguf_set_str(w, "general.name", "Llama-2-7b"); }
+static void pre_jina(gguf_writer *w) { gguf_set_str(w, "tokenizer.ggml.pre", "jina-v2-code"); }
+static void name_modern_bert(gguf_writer *w) { gguf_set_str(w, "general.name", "Modern-BERT-base"); }
+
+static void test_strip_attrs(void) {
+    void (*const tweaks[])(gguf_writer *) = {NULL, name_other, name_phi3, pre_jina, name_modern_bert};
+    for (size_t k = 0; k < sizeof tweaks / sizeof tweaks[0]; k++) {
+        tokenizer *t = NULL;
+        cf_err err = {{0}};
+        CHECKF(build_tok(strip_vocab, STRIP_N, tweaks[k], &t, &err) == 0, "%s", err.msg);
+        if (!t) continue;
+        bool phi = tweaks[k] == name_phi3, jina = tweaks[k] == pre_jina, mb = tweaks[k] == name_modern_bert;
+        /* after a user-defined token: stripped only for phi-3 */
+        CHECKF(phi ? encodes_to(t, "<tag> a", false, (int32_t[]){6, 5}, 2)
+                   : encodes_to(t, "<tag> a", false, (int32_t[]){6, 3, 5}, 3), "tweak %zu", k);
+        CHECKF(phi ? encodes_to(t, "<tag>\t\n a", false, (int32_t[]){6, 5}, 2)
+                   : encodes_to(t, "<tag>", false, (int32_t[]){6}, 1), "tweak %zu", k);
+        CHECKF(phi ? encodes_to(t, "<tag> ", false, (int32_t[]){6}, 1)
+                   : encodes_to(t, "<tag> ", false, (int32_t[]){6, 3, 3}, 3), "tweak %zu", k);
+        /* before one: never for phi-3 */
+        CHECKF(encodes_to(t, "a <tag>", false, (int32_t[]){5, 3, 6}, 3), "tweak %zu", k);
+        /* control tokens with parse_special: phi-3 strips after <|end|>, not after <s> */
+        CHECKF(phi ? encodes_to(t, "<|end|> a", true, (int32_t[]){8, 5}, 2)
+                   : encodes_to(t, "<|end|> a", true, (int32_t[]){8, 3, 5}, 3), "tweak %zu", k);
+        CHECKF(encodes_to(t, "<s> a", true, (int32_t[]){1, 3, 5}, 3), "tweak %zu", k);
+        /* <mask> strips to its left for jina-v2, [MASK] for modern-bert; neither to its right */
+        CHECKF(jina ? encodes_to(t, "a <mask>", false, (int32_t[]){5, 7}, 2)
+                    : encodes_to(t, "a <mask>", false, (int32_t[]){5, 3, 7}, 3), "tweak %zu", k);
+        CHECKF(mb ? encodes_to(t, "a \t[MASK]", false, (int32_t[]){5, 9}, 2)
+                  : encodes_to(t, "a [MASK]", false, (int32_t[]){5, 3, 9}, 3), "tweak %zu", k);
+        CHECKF(phi ? encodes_to(t, "<mask> a", false, (int32_t[]){7, 5}, 2)
+                   : encodes_to(t, "<mask> a", false, (int32_t[]){7, 3, 5}, 3), "tweak %zu", k);
+        tokenizer_free(t);
+    }
+}
+
 static void test_small_vocab(void) {
     tokenizer *t = NULL;
     cf_err err = {{0}};
@@ -666,6 +740,7 @@ int main(void) {
     test_vocab_vectors("ggml-vocab-llama-spm.gguf");
     test_vocab_vectors("ggml-vocab-phi-3.gguf");
     test_vocab_vectors("derived-vocab-tiny-gemma2.gguf");
+    test_strip_attrs();
     test_fixtures("models/stories260K.gguf", "stories260K", true);
     test_fixtures("models/tiny/tiny-llama.gguf", "tiny-llama", true);
     test_fixtures("models/tiny/tiny-gemma2.gguf", "tiny-gemma2", false);
