@@ -142,22 +142,29 @@ static int check_lists(const mm_opts *o) {
 /* Parses one option's value into o. Returns 0, or -1 after a one-line message. */
 static int set_option(mm_opts *o, int c, const char *v) {
     const char *P = "bench_matmul";
-    long x;
+    long x = 0;
     cpu_isa isa;
     switch (c) {
-    case 't': if (bench_parse_long(P, "-t", v, 1, 1024, &x)) return -1; o->threads = (int)x; return 0;
-    case 'm': if (bench_parse_long(P, "-m", v, 0, 1 << 20, &x)) return -1; o->m = x; return 0;
-    case 'w': if (bench_parse_long(P, "-w", v, 0, 1 << 20, &x)) return -1; o->ws_mib = (size_t)x; return 0;
-    case 'r': if (bench_parse_long(P, "-r", v, 1, 1000, &x)) return -1; o->reps = (int)x; return 0;
     case 'T': o->types = v; return 0;
     case 'S': o->shapes = v; return 0;
     case 'I':
-        if (cpu_isa_parse(v, &isa) == 0) {
-            cpu_isa_force(isa);
-            return 0;
+        if (cpu_isa_parse(v, &isa) != 0) {
+            fprintf(stderr, "%s: unknown ISA '%s' (avx512, avx2 or scalar)\n", P, v);
+            return -1;
         }
-        fprintf(stderr, "%s: unknown ISA '%s' (avx512, avx2 or scalar)\n", P, v);
-        return -1;
+        cpu_isa_force(isa);
+        return 0;
+    case 't':
+    case 'r':
+        if (bench_parse_long(P, c == 't' ? "-t" : "-r", v, 1, c == 't' ? 1024 : 1000, &x)) return -1;
+        *(c == 't' ? &o->threads : &o->reps) = (int)x;
+        return 0;
+    case 'm':
+    case 'w':
+        if (bench_parse_long(P, c == 'm' ? "-m" : "-w", v, 0, 1 << 20, &x)) return -1;
+        if (c == 'm') o->m = x;
+        else o->ws_mib = (size_t)x;
+        return 0;
     default: return -1;
     }
 }
