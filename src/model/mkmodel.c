@@ -299,18 +299,32 @@ typedef struct mk_arch {
     int (*describe)(const mkmodel_opts *o, int64_t vocab, tdesc *t);    /* tensors, file order */
     void (*set_hparams)(gguf_writer *w, const mkmodel_opts *o, int64_t vocab); /* general.* and its keys */
     int max_per_layer;                                                  /* tensors per block, at most */
+    bool (*has_options)(const mkmodel_opts *o);                         /* its required options are set */
 } mk_arch;
 
+static bool llama_has_options(const mkmodel_opts *o) { return o->kv_heads != 0; }
+static bool ds2_has_options(const mkmodel_opts *o) { return o->kv_lora && o->qk_nope && o->qk_rope && o->v_head; }
+
 static const mk_arch mk_archs[] = {
-    {"llama", validate_llama, describe_llama, set_hparams_llama, 9},
-    {"deepseek2", validate_ds2, describe_ds2, set_hparams_ds2, DS2_MAX_PER_LAYER},
+    {"llama", validate_llama, describe_llama, set_hparams_llama, 9, llama_has_options},
+    {"deepseek2", validate_ds2, describe_ds2, set_hparams_ds2, DS2_MAX_PER_LAYER, ds2_has_options},
 };
 
-static const mk_arch *find_arch(const mkmodel_opts *o, cf_err *err) {
-    for (size_t i = 0; o->arch && i < sizeof mk_archs / sizeof mk_archs[0]; i++)
-        if (!strcmp(mk_archs[i].name, o->arch)) return &mk_archs[i];
-    cf_fail(err, "unsupported --arch '%s' (supported: llama, deepseek2)", o->arch ? o->arch : "");
+static const mk_arch *lookup_arch(const char *name) {
+    for (size_t i = 0; name && i < sizeof mk_archs / sizeof mk_archs[0]; i++)
+        if (!strcmp(mk_archs[i].name, name)) return &mk_archs[i];
     return NULL;
+}
+
+static const mk_arch *find_arch(const mkmodel_opts *o, cf_err *err) {
+    const mk_arch *a = lookup_arch(o->arch);
+    if (!a) cf_fail(err, "unsupported --arch '%s' (supported: llama, deepseek2)", o->arch ? o->arch : "");
+    return a;
+}
+
+bool mkmodel_has_arch_options(const mkmodel_opts *o) {
+    const mk_arch *a = lookup_arch(o->arch);
+    return !a || a->has_options(o);
 }
 
 /* ---- parallel row generation ---- */
