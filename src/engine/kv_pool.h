@@ -37,6 +37,7 @@
 #include "model/model.h"
 
 #define KV_POOL_DEFAULT_BLOCK_TOKENS 16
+
 /* The model's layout (model_kv_layout: its architecture's groups), checked. */
 int kv_spec_from_model(const model *m, kv_spec *out, cf_err *err);
 /* Checks a spec (groups 1..KV_SPEC_MAX_GROUPS, positive sizes, no overflow). */
