@@ -142,10 +142,8 @@ int cmd_mkmodel(int argc, char **argv) {
         else return cli_fail("mkmodel: unknown option '%s' (see cinfer mkmodel --help)", a);
         if (rc) return rc;
     }
-    bool ds2 = o.arch && !strcmp(o.arch, "deepseek2");
-    if (ds2 && !o.kv_heads) o.kv_heads = o.heads;
-    if (!o.arch || !o.dim || !o.layers || !o.heads || !o.kv_heads || !o.ffn || !o.vocab_from || !dtype_s ||
-        !have_seed || !out || (ds2 && (!o.kv_lora || !o.qk_nope || !o.qk_rope || !o.v_head))) {
+    if (!o.arch || !o.dim || !o.layers || !o.heads || !o.ffn || !o.vocab_from || !dtype_s || !have_seed || !out ||
+        !mkmodel_has_arch_options(&o)) {
         mkmodel_usage(stderr);
         return 2;
     }

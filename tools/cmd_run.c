@@ -134,12 +134,9 @@ static int generate(const run_opts *o, model *m, thread_pool *pool) {
         free(ids);
         return cli_fail("run: %s", smp ? err.msg : "out of memory");
     }
-    if (model_is_mla(m))
-        fprintf(stderr, "cinfer: KV cache %lld bytes per token (%d layers x (%d latent + %d rope) x 4 B, MLA)\n",
-                (long long)model_kv_block_floats(m, 1) * 4, hp->n_layer, hp->kv_lora_rank, hp->rope_dim);
-    else
-        fprintf(stderr, "cinfer: KV cache %lld bytes per token (%d layers x 2 x %d KV heads x %d x 4 B)\n",
-                (long long)model_kv_block_floats(m, 1) * 4, hp->n_layer, hp->n_head_kv, hp->head_dim);
+    char kv_words[160];
+    model_kv_describe(m, kv_words, sizeof kv_words);
+    fprintf(stderr, "cinfer: KV cache %lld bytes per token %s\n", (long long)model_kv_block_floats(m, 1) * 4, kv_words);
     if (o->echo) {
         fputs(prompt, stdout);
         fflush(stdout);

@@ -27,14 +27,8 @@ struct kv_pool {
 /* ---- specs ---- */
 
 int kv_spec_from_model(const model *m, kv_spec *out, cf_err *err) {
-    const model_hparams *hp = model_get_hparams(m);
     memset(out, 0, sizeof *out);
-    out->n_groups = 1;
-    out->groups[0] = (kv_group_spec){
-        .kind = model_is_mla(m) ? KV_LAYER_MLA : KV_LAYER_FULL,
-        .n_layers = hp->n_layer,
-        .token_floats = model_kv_token_floats(m),
-    };
+    model_kv_layout(m, out);
     return kv_spec_check(out, err);
 }
 

@@ -4,12 +4,11 @@
  * A block holds all layers of `block_tokens` consecutive tokens of one
  * sequence as one contiguous float array (the layout model.h documents), so a
  * block is also the unit written to / read from a persistent store. Its size
- * comes from a kv_spec: a short list of layer groups, each with a kind (full
- * attention K/V, MLA latent, sliding window) and the floats one token needs
- * in one layer. kv_spec_from_model produces llama-style full attention, or
- * one MLA group (kv_lora_rank + rope_dim floats per token and layer) for
- * deepseek2; other layouts plug in by describing their groups, and the pool
- * does not care what the floats mean.
+ * comes from a kv_spec (model.h): a short list of layer groups, each with a
+ * kind (full attention K/V, MLA latent, sliding window) and the floats one
+ * token needs in one layer. kv_spec_from_model takes the model's own
+ * description (its architecture's kv_layout hook); the pool does not care
+ * what the floats mean.
  *
  * Block states (every block is in exactly one):
  *   free    refs == 0, not cached            on the free stack
@@ -38,27 +37,8 @@
 #include "model/model.h"
 
 #define KV_POOL_DEFAULT_BLOCK_TOKENS 16
-#define KV_SPEC_MAX_GROUPS 8
 
-typedef enum kv_layer_kind {
-    KV_LAYER_FULL = 0, /* K and V per token: 2 * n_head_kv * head_dim floats */
-    KV_LAYER_MLA,      /* one compressed latent (+ rope part) per token */
-    KV_LAYER_SLIDING,  /* like FULL, but only the last `window` tokens are read */
-} kv_layer_kind;
-
-typedef struct kv_group_spec {
-    kv_layer_kind kind;
-    int32_t n_layers;     /* layers in this group */
-    int32_t token_floats; /* floats one token needs in one layer of the group */
-    int32_t window;       /* KV_LAYER_SLIDING: window in tokens; else 0 */
-} kv_group_spec;
-
-typedef struct kv_spec {
-    int32_t n_groups;
-    kv_group_spec groups[KV_SPEC_MAX_GROUPS];
-} kv_spec;
-
-/* One group covering every layer of the model: FULL (llama) or MLA (deepseek2). */
+/* The model's layout (model_kv_layout: its architecture's groups), checked. */
 int kv_spec_from_model(const model *m, kv_spec *out, cf_err *err);
 /* Checks a spec (groups 1..KV_SPEC_MAX_GROUPS, positive sizes, no overflow). */
 int kv_spec_check(const kv_spec *s, cf_err *err);

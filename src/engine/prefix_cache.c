@@ -262,6 +262,8 @@ prefix_cache_stats prefix_cache_get_stats(const prefix_cache *c) {
 
 #define PC_FP_SAMPLE 64
 
+static int pc_fp_write(void *ctx, const void *bytes, size_t n) { return EVP_DigestUpdate(ctx, bytes, n); }
+
 static int pc_fp_u32(EVP_MD_CTX *md, uint32_t v) {
     uint8_t b[4];
     pc_put_u32(b, v);
@@ -274,6 +276,9 @@ static int pc_fp_f32(EVP_MD_CTX *md, float f) {
     return pc_fp_u32(md, v);
 }
 
+/* v1 layout: arch name[32], the shared hyper-parameters below, the
+ * architecture's own (model_fp_arch_hparams: its fingerprint hook), the
+ * tied-output byte. */
 static int pc_fp_hparams(EVP_MD_CTX *md, const model_hparams *hp) {
     char arch[sizeof hp->arch] = {0};
     memcpy(arch, hp->arch, sizeof arch);
@@ -286,13 +291,8 @@ static int pc_fp_hparams(EVP_MD_CTX *md, const model_hparams *hp) {
     const float fl[] = {hp->rms_eps,         hp->rope_base,        hp->rope_factor,    hp->yarn_ext_factor,
                         hp->yarn_attn_factor, hp->yarn_beta_fast,  hp->yarn_beta_slow};
     for (size_t i = 0; ok && i < sizeof fl / sizeof fl[0]; i++) ok = pc_fp_f32(md, fl[i]);
-    /* deepseek2 (MLA + MoE); zero elsewhere */
-    const int32_t ds[] = {hp->q_lora_rank,     hp->kv_lora_rank,     hp->qk_nope_dim,  hp->v_head_dim,
-                          hp->n_dense_lead,    hp->n_expert,         hp->n_expert_used, hp->n_expert_shared,
-                          hp->n_ff_exp,        hp->n_expert_group,   hp->n_group_used, hp->expert_gating,
-                          (int32_t)hp->expert_weights_norm};
-    for (size_t i = 0; ok && i < sizeof ds / sizeof ds[0]; i++) ok = pc_fp_u32(md, (uint32_t)ds[i]);
-    ok = ok && pc_fp_f32(md, hp->expert_weights_scale) && pc_fp_f32(md, hp->yarn_log_mul);
+    model_fp_writer w = {.write = pc_fp_write, .ctx = md};
+    ok = ok && model_fp_arch_hparams(hp, &w);
     uint8_t tied = hp->tied_output ? 1 : 0;
     return ok && EVP_DigestUpdate(md, &tied, 1);
 }

@@ -100,8 +100,11 @@ int prefix_cache_key(prefix_cache *c, const uint8_t *parent, const int32_t *toke
 
 /* Model fingerprint: SHA-256 over, in order,
  *   "cinfer-model-fp-v1\0";
- *   the hyper-parameters (arch string, every integer and float field of
- *   model_hparams, each as 4 little-endian bytes, bools as one byte);
+ *   the hyper-parameters (arch string; the fields every architecture
+ *   shares; then the architecture's own, written by its fingerprint hook
+ *   (model_fp_arch_hparams; llama writes zeros where v1 had deepseek2's
+ *   fields); the tied-output byte), each as 4 little-endian bytes, bools as
+ *   one byte;
  *   the tensor count, then per tensor in file order: name, ggml type, n_dims,
  *   ne[0..3], byte size, and a sample of its data - up to 64 bytes at the
  *   start, the middle and the end.

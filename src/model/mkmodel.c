@@ -1,10 +1,12 @@
 /* mkmodel.c - random-weight llama and deepseek2 models (see mkmodel.h).
+ * Each architecture is one row of mk_archs (validate its options, list its
+ * tensors, write its keys), chosen by --arch name; the rest is shared.
  *
  * Layout matches what llama.cpp writes for llama: token_embd, output_norm,
  * output (unless tied), then per block attn_norm, attn_q, attn_k, attn_v,
  * attn_output, ffn_norm, ffn_gate, ffn_down, ffn_up; ne = {in, out}.
  * deepseek2: the tensors and keys of llama.cpp's converter
- * (src/model/model_deepseek2.h lists them); expert stacks are 3-D,
+ * (src/model/arch/deepseek2.h lists them); expert stacks are 3-D,
  * ne = {in, out, n_expert}, generated row by row like the rest.
  *
  * Speed: rows are generated in parallel batches (one thread per core, at most
@@ -80,8 +82,6 @@ typedef struct tdesc {
     float mean; /* 1 for norms, 0 for matrices */
 } tdesc;
 
-static bool is_ds2(const mkmodel_opts *o) { return o->arch && !strcmp(o->arch, "deepseek2"); }
-
 static int validate_ds2(const mkmodel_opts *o, cf_err *err) {
     if (o->dim <= 0 || o->layers <= 0 || o->heads <= 0 || o->ffn <= 0 || o->ctx < 0 || o->q_lora < 0 ||
         o->kv_lora <= 0 || o->qk_nope <= 0 || o->qk_rope <= 0 || o->v_head <= 0 || o->dense_layers < 0 ||
@@ -108,10 +108,7 @@ static int validate_ds2(const mkmodel_opts *o, cf_err *err) {
     return 0;
 }
 
-static int validate(const mkmodel_opts *o, cf_err *err) {
-    if (is_ds2(o)) return validate_ds2(o, err);
-    if (!o->arch || strcmp(o->arch, "llama"))
-        return cf_fail(err, "unsupported --arch '%s' (supported: llama, deepseek2)", o->arch ? o->arch : "");
+static int validate_llama(const mkmodel_opts *o, cf_err *err) {
     if (o->dim <= 0 || o->layers <= 0 || o->heads <= 0 || o->kv_heads <= 0 || o->ffn <= 0 || o->ctx < 0)
         return cf_fail(err, "--dim, --layers, --heads, --kv-heads and --ffn must be positive");
     if (o->dim % o->heads || (o->dim / o->heads) % 2)
@@ -194,8 +191,7 @@ static int describe_ds2(const mkmodel_opts *o, int64_t vocab, tdesc *t) {
 }
 
 /* Fills the tensor list; returns the count (caller's array has room). */
-static int describe(const mkmodel_opts *o, int64_t vocab, tdesc *t) {
-    if (is_ds2(o)) return describe_ds2(o, vocab, t);
+static int describe_llama(const mkmodel_opts *o, int64_t vocab, tdesc *t) {
     int n = 0;
     int64_t dim = o->dim, kv = (int64_t)o->dim / o->heads * o->kv_heads, ffn = o->ffn;
     t[n++] = mat("token_embd.weight", dim, vocab, o->type);
@@ -279,11 +275,7 @@ static void set_hparams_ds2(gguf_writer *w, const mkmodel_opts *o, int64_t vocab
     }
 }
 
-static void set_hparams(gguf_writer *w, const mkmodel_opts *o, int64_t vocab) {
-    if (is_ds2(o)) {
-        set_hparams_ds2(w, o, vocab);
-        return;
-    }
+static void set_hparams_llama(gguf_writer *w, const mkmodel_opts *o, int64_t vocab) {
     gguf_set_str(w, "general.architecture", "llama");
     gguf_set_str(w, "general.name", "cinfer-mkmodel");
     gguf_set_u32(w, "general.file_type", quantize_file_type(o->type));
@@ -297,6 +289,42 @@ static void set_hparams(gguf_writer *w, const mkmodel_opts *o, int64_t vocab) {
     gguf_set_f32(w, "llama.rope.freq_base", 10000.0f);
     gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     gguf_set_u32(w, "llama.vocab_size", (uint32_t)vocab);
+}
+
+/* ---- the architectures mkmodel writes ---- */
+
+typedef struct mk_arch {
+    const char *name;                                                   /* --arch */
+    int (*validate)(const mkmodel_opts *o, cf_err *err);                /* the options it needs */
+    int (*describe)(const mkmodel_opts *o, int64_t vocab, tdesc *t);    /* tensors, file order */
+    void (*set_hparams)(gguf_writer *w, const mkmodel_opts *o, int64_t vocab); /* general.* and its keys */
+    int max_per_layer;                                                  /* tensors per block, at most */
+    bool (*has_options)(const mkmodel_opts *o);                         /* its required options are set */
+} mk_arch;
+
+static bool llama_has_options(const mkmodel_opts *o) { return o->kv_heads != 0; }
+static bool ds2_has_options(const mkmodel_opts *o) { return o->kv_lora && o->qk_nope && o->qk_rope && o->v_head; }
+
+static const mk_arch mk_archs[] = {
+    {"llama", validate_llama, describe_llama, set_hparams_llama, 9, llama_has_options},
+    {"deepseek2", validate_ds2, describe_ds2, set_hparams_ds2, DS2_MAX_PER_LAYER, ds2_has_options},
+};
+
+static const mk_arch *lookup_arch(const char *name) {
+    for (size_t i = 0; name && i < sizeof mk_archs / sizeof mk_archs[0]; i++)
+        if (!strcmp(mk_archs[i].name, name)) return &mk_archs[i];
+    return NULL;
+}
+
+static const mk_arch *find_arch(const mkmodel_opts *o, cf_err *err) {
+    const mk_arch *a = lookup_arch(o->arch);
+    if (!a) cf_fail(err, "unsupported --arch '%s' (supported: llama, deepseek2)", o->arch ? o->arch : "");
+    return a;
+}
+
+bool mkmodel_has_arch_options(const mkmodel_opts *o) {
+    const mk_arch *a = lookup_arch(o->arch);
+    return !a || a->has_options(o);
 }
 
 /* ---- parallel row generation ---- */
@@ -392,10 +420,11 @@ static int stream_tensor(gguf_writer *w, pipeline *p, const tdesc *t, uint64_t i
 }
 
 int mkmodel_write(const mkmodel_opts *o, const char *out_path, cf_err *err) {
-    if (validate(o, err)) return -1;
+    const mk_arch *a = find_arch(o, err);
+    if (!a || a->validate(o, err)) return -1;
     if (o->layers > 100000) return cf_fail(err, "--layers %d is too many", o->layers);
     gguf_writer *w = gguf_writer_create();
-    tdesc *t = calloc((size_t)o->layers * DS2_MAX_PER_LAYER + 3, sizeof *t);
+    tdesc *t = calloc((size_t)o->layers * (size_t)a->max_per_layer + 3, sizeof *t);
     pipeline pipe = {0};
     int rc = -1;
     int64_t vocab = 0;
@@ -404,8 +433,8 @@ int mkmodel_write(const mkmodel_opts *o, const char *out_path, cf_err *err) {
         goto done;
     }
     if (copy_vocab(w, o->vocab_from, &vocab, err)) goto done;
-    set_hparams(w, o, vocab);
-    int n = describe(o, vocab, t);
+    a->set_hparams(w, o, vocab);
+    int n = a->describe(o, vocab, t);
     size_t max_row = 0;
     for (int i = 0; i < n; i++) {
         if (gguf_writer_add_tensor(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne, NULL, false, err)) goto done;

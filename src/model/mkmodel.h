@@ -28,6 +28,11 @@ typedef struct mkmodel_opts {
     int yarn_orig_ctx;      /* its original context (0 = ctx / factor) */
 } mkmodel_opts;
 
+/* True when the options the architecture needs beyond the shared ones are
+ * given (llama: kv_heads; deepseek2: kv_lora, qk_nope, qk_rope, v_head); an
+ * unknown arch counts as complete (mkmodel_write then names it). */
+bool mkmodel_has_arch_options(const mkmodel_opts *o);
+
 /* Writes the model to out_path (atomically, streamed row by row).
  * Matrices ~ N(0, 0.02), norm weights 1 + N(0, 0.02), deepseek2's router
  * (ffn_gate_inp, F32) and exp_probs_b (F32) N(0, 0.02); every row is drawn from

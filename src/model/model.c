@@ -1,14 +1,16 @@
-/* model.c - loading a GGUF model: reads and checks hyper-parameters, checks
- * every tensor's presence, shape and type, prepares weight matrices for the
- * kernels and loads the tokenizer. Architectures: llama (qwen2's Q/K/V biases
- * are accepted when present), deepseek2 (its layers: arch_deepseek2.c). Every problem is a one-line error naming the
- * file and the key or tensor. See model.h for ownership. */
+/* model.c - loading a GGUF model: picks the architecture's hook table
+ * (arch/registry.c) by general.architecture, reads and checks the
+ * hyper-parameters every family shares, the tokenizer and the shared tensors
+ * (embeddings, output head, rope frequency factors), and lets the family
+ * read its own keys and layers (arch/arch.h gives the order). Every problem
+ * is a one-line error naming the file and the key or tensor. See model.h for
+ * ownership. Also the generic queries (sizes, KV layout, fingerprint). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model_internal.h"
+#include "model/arch/arch.h"
 
 int model_key_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out, bool required,
                    cf_err *err) {
@@ -36,14 +38,18 @@ int model_key_f32(const gguf_file *f, const char *arch, const char *suffix, floa
     return 0;
 }
 
-static int read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
+static int read_hparams(const gguf_file *f, model_hparams *hp, const model_arch **out, cf_err *err) {
     gguf_str arch;
     int r = gguf_get_str(f, "general.architecture", &arch, err);
     if (r < 0) return -1;
     if (r == 1) return cf_fail(err, "missing key general.architecture");
-    if (strcmp(arch.s, "llama") != 0 && strcmp(arch.s, "qwen2") != 0 && strcmp(arch.s, "deepseek2") != 0)
-        return cf_fail(err, "unsupported architecture '%.40s' (supported: llama, qwen2, deepseek2)", arch.s);
-    bool ds2 = strcmp(arch.s, "deepseek2") == 0;
+    const model_arch *fam = model_arch_find(arch.s);
+    if (!fam) {
+        char names[128];
+        model_arch_list(names, sizeof names);
+        return cf_fail(err, "unsupported architecture '%.40s' (supported: %s)", arch.s, names);
+    }
+    *out = fam;
     memset(hp, 0, sizeof *hp);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch.s);
     const char *a = hp->arch;
@@ -68,9 +74,9 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
     if (model_key_i32(f, a, "attention.key_length", &hp->head_dim, false, err)) return -1;
     int32_t vlen = hp->head_dim;
     if (model_key_i32(f, a, "attention.value_length", &vlen, false, err)) return -1;
-    if (hp->head_dim <= 0 || vlen <= 0 || (!ds2 && vlen != hp->head_dim))
-        return cf_fail(err, "%s: key_length (%d) and value_length (%d) must be equal and positive", a, hp->head_dim,
-                       vlen);
+    if (hp->head_dim <= 0 || vlen <= 0)
+        return cf_fail(err, "%s: key_length (%d) and value_length (%d) must be positive", a, hp->head_dim, vlen);
+    hp->v_head_dim = vlen;
     hp->rope_dim = hp->head_dim;
     if (model_key_i32(f, a, "rope.dimension_count", &hp->rope_dim, false, err)) return -1;
     if (hp->rope_dim <= 0 || hp->rope_dim > hp->head_dim || hp->rope_dim % 2)
@@ -83,7 +89,7 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
         return -1;
     if (!(hp->rms_eps > 0) || !(hp->rope_base > 0))
         return cf_fail(err, "%s: rms epsilon and rope.freq_base must be positive", a);
-    hp->rope_mode = strcmp(a, "qwen2") == 0 ? ROPE_NEOX : ROPE_NORM;
+    hp->rope_mode = ROPE_NORM; /* a family may choose NEOX */
 
     /* rope scaling: type + factor (older files: rope.scale_linear) */
     hp->rope_scaling = ROPE_SCALING_NONE;
@@ -115,11 +121,7 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
             model_key_f32(f, a, "rope.scaling.attn_factor", &hp->yarn_attn_factor, err))
             return -1;
     }
-    if (ds2) {
-        hp->v_head_dim = vlen;
-        return ds2_read_hparams(f, hp, err);
-    }
-    return 0;
+    return fam->read_hparams(f, hp, err);
 }
 
 /* Finds a tensor and checks its shape (ne[0], ne[1]; ne1 = 0 means 1-D). */
@@ -180,76 +182,6 @@ int model_load_matrix(model *m, const char *name, int64_t in, int64_t out_rows, 
     return 0;
 }
 
-/* Loads `count` matrices with the same input width; if they share a type,
- * stacks their rows into one prepared matrix (*fused, *raw_owned) instead of
- * preparing each one into out[i]. */
-static int load_stacked(model *m, const char *const *names, const int64_t *rows, int count, int64_t in,
-                        kern_weight *const *out, kern_weight *fused, bool *is_fused, void **raw_owned, cf_err *err) {
-    const gguf_tensor *t[4];
-    int64_t total = 0;
-    bool same = true;
-    for (int i = 0; i < count; i++) {
-        int failed = 0;
-        t[i] = model_need_tensor(m->gguf, names[i], in, rows[i], true, err, &failed);
-        if (failed) return -1;
-        same = same && t[i]->type == t[0]->type;
-        total += rows[i];
-    }
-    if (!same) {
-        for (int i = 0; i < count; i++)
-            if (model_load_matrix(m, names[i], in, rows[i], out[i], err)) return -1;
-        return 0;
-    }
-    size_t off = 0, bytes = 0;
-    for (int i = 0; i < count; i++) bytes += t[i]->nbytes;
-    char *raw = malloc(bytes);
-    if (!raw) return cf_fail(err, "out of memory stacking %s", names[0]);
-    for (int i = 0; i < count; i++) {
-        memcpy(raw + off, t[i]->data, t[i]->nbytes);
-        off += t[i]->nbytes;
-        m->weight_bytes += t[i]->nbytes;
-        m->n_params += (uint64_t)(in * rows[i]);
-    }
-    if (kern_weight_prepare(fused, (dtype)t[0]->type, raw, total, in, err) != 0) {
-        free(raw);
-        return cf_prefix(err, "tensor %s", names[0]);
-    }
-    if (fused->packed) free(raw); /* repacked: the stacked copy is no longer read */
-    else *raw_owned = raw;
-    *is_fused = true;
-    return 0;
-}
-
-static int load_layer(model *m, int il, cf_err *err) {
-    const model_hparams *hp = &m->hp;
-    layer_weights *L = &m->layers[il];
-    int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
-    char n[96];
-#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
-    if (model_load_vector(m, NAME("attn_norm.weight"), hp->n_embd, true, &L->attn_norm, err) ||
-        model_load_vector(m, NAME("ffn_norm.weight"), hp->n_embd, true, &L->ffn_norm, err) ||
-        model_load_vector(m, NAME("attn_q.bias"), qd, false, &L->bq, err) ||
-        model_load_vector(m, NAME("attn_k.bias"), kvd, false, &L->bk, err) ||
-        model_load_vector(m, NAME("attn_v.bias"), kvd, false, &L->bv, err) ||
-        model_load_matrix(m, NAME("attn_output.weight"), qd, hp->n_embd, &L->wo, err) ||
-        model_load_matrix(m, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, &L->w_down, err))
-        return -1;
-#undef NAME
-    char qn[3][96], gn[2][96];
-    snprintf(qn[0], 96, "blk.%d.attn_q.weight", il);
-    snprintf(qn[1], 96, "blk.%d.attn_k.weight", il);
-    snprintf(qn[2], 96, "blk.%d.attn_v.weight", il);
-    snprintf(gn[0], 96, "blk.%d.ffn_gate.weight", il);
-    snprintf(gn[1], 96, "blk.%d.ffn_up.weight", il);
-    const char *qnames[3] = {qn[0], qn[1], qn[2]}, *gnames[2] = {gn[0], gn[1]};
-    const int64_t qrows[3] = {qd, kvd, kvd}, grows[2] = {hp->n_ff, hp->n_ff};
-    kern_weight *qout[3] = {&L->wq, &L->wk, &L->wv}, *gout[2] = {&L->w_gate, &L->w_up};
-    if (load_stacked(m, qnames, qrows, 3, hp->n_embd, qout, &L->wqkv, &L->qkv_fused, &L->qkv_raw, err) ||
-        load_stacked(m, gnames, grows, 2, hp->n_embd, gout, &L->w_gu, &L->gu_fused, &L->gu_raw, err))
-        return -1;
-    return 0;
-}
-
 static int load_weights(model *m, cf_err *err) {
     model_hparams *hp = &m->hp;
     int failed = 0;
@@ -277,14 +209,7 @@ static int load_weights(model *m, cf_err *err) {
         m->rope_freq_factors = model_vector_f32(rf);
         if (!m->rope_freq_factors) return cf_fail(err, "out of memory");
     }
-    if (strcmp(hp->arch, "deepseek2") == 0) return ds2_load_layers(m, err);
-    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
-    if (!m->layers) return cf_fail(err, "out of memory");
-    for (int il = 0; il < hp->n_layer; il++)
-        if (load_layer(m, il, err)) return -1;
-    m->active_bytes = m->weight_bytes;
-    m->active_params = m->n_params;
-    return 0;
+    return m->arch->load(m, err);
 }
 
 int model_load(const char *path, model **out, cf_err *err) {
@@ -295,7 +220,7 @@ int model_load(const char *path, model **out, cf_err *err) {
         free(m);
         return -1;
     }
-    if (read_hparams(m->gguf, &m->hp, err) || tokenizer_load_gguf(m->gguf, &m->tok, err) ||
+    if (read_hparams(m->gguf, &m->hp, &m->arch, err) || tokenizer_load_gguf(m->gguf, &m->tok, err) ||
         load_weights(m, err)) {
         cf_prefix(err, "%s", path);
         model_free(m);
@@ -307,22 +232,7 @@ int model_load(const char *path, model **out, cf_err *err) {
 
 void model_free(model *m) {
     if (!m) return;
-    if (m->layers) {
-        for (int il = 0; il < m->hp.n_layer; il++) {
-            layer_weights *L = &m->layers[il];
-            free(L->attn_norm);
-            free(L->ffn_norm);
-            free(L->bq);
-            free(L->bk);
-            free(L->bv);
-            kern_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv, &L->w_gu};
-            for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) kern_weight_release(ws[i]);
-            free(L->qkv_raw);
-            free(L->gu_raw);
-        }
-        free(m->layers);
-    }
-    ds2_free_layers(m);
+    if (m->arch) m->arch->release(m);
     kern_weight_release(&m->output);
     free(m->output_norm);
     free(m->rope_freq_factors);
@@ -338,13 +248,38 @@ uint64_t model_weight_bytes(const model *m) { return m->weight_bytes; }
 uint64_t model_active_weight_bytes(const model *m) { return m->active_bytes; }
 uint64_t model_active_params(const model *m) { return m->active_params; }
 uint64_t model_n_params(const model *m) { return m->n_params; }
-bool model_is_mla(const model *m) { return m->is_ds2; }
-
-int32_t model_kv_token_floats(const model *m) {
-    if (m->is_ds2) return m->hp.kv_lora_rank + m->hp.rope_dim;
-    return 2 * m->hp.n_head_kv * m->hp.head_dim;
+void model_kv_layout(const model *m, kv_spec *out) {
+    memset(out, 0, sizeof *out);
+    m->arch->kv_layout(m, out);
 }
 
 int64_t model_kv_block_floats(const model *m, int block_tokens) {
-    return (int64_t)m->hp.n_layer * block_tokens * model_kv_token_floats(m);
+    kv_spec s;
+    model_kv_layout(m, &s);
+    int64_t f = 0;
+    for (int i = 0; i < s.n_groups; i++) f += (int64_t)s.groups[i].n_layers * s.groups[i].token_floats;
+    return f * block_tokens;
+}
+
+void model_kv_describe(const model *m, char *buf, size_t n) {
+    if (n) buf[0] = 0;
+    m->arch->kv_describe(m, buf, n);
+}
+
+int model_fp_u32(model_fp_writer *w, uint32_t v) {
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    return w->write(w->ctx, b, 4);
+}
+
+int model_fp_f32(model_fp_writer *w, float f) {
+    uint32_t v;
+    memcpy(&v, &f, 4);
+    return model_fp_u32(w, v);
+}
+
+int model_fp_arch_hparams(const model_hparams *hp, model_fp_writer *w) {
+    char name[sizeof hp->arch] = {0};
+    memcpy(name, hp->arch, sizeof name - 1);
+    const model_arch *fam = model_arch_find(name);
+    return fam ? fam->fingerprint(hp, w) : 0;
 }

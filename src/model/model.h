@@ -18,14 +18,21 @@
  * MLA layers (deepseek2) store instead, per layer and token, the normalized
  * latent and the rotated shared key, token-major:
  *   block[layer][token_in_block][kv_lora_rank | rope_dim]
+ * In general a block is the concatenation of the layer groups that
+ * model_kv_layout() describes, in order; only the architecture's forward pass
+ * knows what the floats mean.
  *
- * Architectures: 'llama' (and 'qwen2'-style Q/K/V biases when present) and
- * 'deepseek2' (model_deepseek2.h). Other architectures register in
- * model_load() by name. */
+ * Architectures: each family is one hook table under src/model/arch/,
+ * registered in src/model/arch/registry.c ('llama' serving llama and qwen2,
+ * 'deepseek2'); general.architecture picks the table. Nothing outside
+ * src/model/arch/ tests which architecture a model is: callers ask for the
+ * KV layout, the fingerprint contribution and the optional capabilities
+ * below (docs/runtime.md, "Adding an architecture"). */
 #ifndef CINFER_MODEL_MODEL_H
 #define CINFER_MODEL_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/error.h"
@@ -49,7 +56,7 @@ typedef struct model_hparams {
     int32_t rope_orig_ctx;   /* yarn: original training context */
     float yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
     bool tied_output;        /* LM head is token_embd */
-    /* deepseek2 (MLA + MoE; model_deepseek2.h); all 0 for other architectures.
+    /* deepseek2 (MLA + MoE; arch/deepseek2.h); all 0 for other architectures.
      * There head_dim = qk_nope_dim + rope_dim (the query/key width) and
      * n_head_kv = n_head; the KV cache holds kv_lora_rank + rope_dim floats
      * per token and layer. */
@@ -82,14 +89,54 @@ uint64_t model_active_weight_bytes(const model *m);
 uint64_t model_active_params(const model *m);
 /* Number of parameters (elements of all tensors). */
 uint64_t model_n_params(const model *m);
-/* Floats in one KV block of `block_tokens` tokens (all layers, K and V; for
- * MLA the latent and the rotary key). */
+
+/* ---- KV layout ----
+ * A model's KV block is a short list of layer groups, each with a kind and
+ * the floats one token needs in one layer of the group; the engine's pool
+ * sizes blocks from it and does not care what the floats mean. */
+#define KV_SPEC_MAX_GROUPS 8
+
+typedef enum kv_layer_kind {
+    KV_LAYER_FULL = 0, /* K and V per token: 2 * n_head_kv * head_dim floats */
+    KV_LAYER_MLA,      /* one compressed latent (+ rope part) per token */
+    KV_LAYER_SLIDING,  /* like FULL, but only the last `window` tokens are read */
+} kv_layer_kind;
+
+typedef struct kv_group_spec {
+    kv_layer_kind kind;
+    int32_t n_layers;     /* layers in this group */
+    int32_t token_floats; /* floats one token needs in one layer of the group */
+    int32_t window;       /* KV_LAYER_SLIDING: window in tokens; else 0 */
+} kv_group_spec;
+
+typedef struct kv_spec {
+    int32_t n_groups;
+    kv_group_spec groups[KV_SPEC_MAX_GROUPS];
+} kv_spec;
+
+/* The model's KV layer groups (the architecture's kv_layout hook). */
+void model_kv_layout(const model *m, kv_spec *out);
+/* Floats in one KV block of `block_tokens` tokens: the sum over the layout's
+ * groups of n_layers * token_floats * block_tokens. */
 int64_t model_kv_block_floats(const model *m, int block_tokens);
-/* KV cache floats one token needs in one layer (2 * n_head_kv * head_dim;
- * MLA: kv_lora_rank + rope_dim). */
-int32_t model_kv_token_floats(const model *m);
-/* True for MLA attention (deepseek2): KV = latent + rotary key per token. */
-bool model_is_mla(const model *m);
+/* A short human description of one token's KV, e.g. "(4 layers x 2 x 8 KV
+ * heads x 64 x 4 B)", written into buf (always terminated). */
+void model_kv_describe(const model *m, char *buf, size_t n);
+
+/* ---- fingerprint ----
+ * The prefix-cache key hashes the model's hyper-parameters; each
+ * architecture contributes its own through this writer (little-endian
+ * words). write returns nonzero on success, as the hash update does. */
+typedef struct model_fp_writer {
+    int (*write)(void *ctx, const void *bytes, size_t n);
+    void *ctx;
+} model_fp_writer;
+
+int model_fp_u32(model_fp_writer *w, uint32_t v);
+int model_fp_f32(model_fp_writer *w, float f);
+/* Writes the architecture's own hyper-parameters (the hook of hp->arch).
+ * Returns nonzero on success, 0 for a failed write or an unknown arch. */
+int model_fp_arch_hparams(const model_hparams *hp, model_fp_writer *w);
 
 /* ---- forward pass ---- */
 
@@ -136,7 +183,8 @@ int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err);
  * Single-sequence sessions (engine/generate.h) use MLA_EXPAND_MIN_PREFILL.
  * min_tokens <= 0 restores the default. Enabling allocates the expansion
  * scratch (K/V for up to 4096 positions); if that fails the context stays
- * absorbed (same results, slower prompts). No effect on other models. */
+ * absorbed (same results, slower prompts). An optional architecture hook:
+ * no effect on models whose architecture has none. */
 #define MLA_EXPAND_NEVER INT32_MAX
 #define MLA_EXPAND_MIN_PREFILL 32
 void fwd_ctx_set_mla_expand_min(fwd_ctx *c, int32_t min_tokens);

@@ -1,27 +1,15 @@
-/* model_internal.h - the model struct shared by the loader (model.c,
- * arch_deepseek2.c) and the forward passes (forward_llama.c,
- * forward_deepseek2.c), and the loader helpers they share. Not a public
- * header. */
+/* model_internal.h - the model struct shared by the loader (model.c), the
+ * architecture families (arch/) and the generic forward context
+ * (forward.c), and the loader and forward helpers they share. Not a public
+ * header. The struct holds what every family has (embeddings, output head,
+ * rope frequency factors, size counters); per-layer weights are the
+ * family's own type behind `layers`. */
 #ifndef CINFER_MODEL_INTERNAL_H
 #define CINFER_MODEL_INTERNAL_H
 
 #include "model/model.h"
 
-typedef struct layer_weights {
-    float *attn_norm, *ffn_norm;        /* owned f32 copies */
-    float *bq, *bk, *bv;                /* optional biases (qwen2), owned f32 */
-    kern_weight wq, wk, wv, wo;
-    kern_weight w_gate, w_up, w_down;
-    /* When Q/K/V (and gate/up) share a type they are also stacked into one
-     * matrix (rows of Q, then K, then V; gate then up), so one matmul reads
-     * the layer input once and feeds both threads a bigger, better balanced
-     * product. Then the separate weights above are unused (zeroed). */
-    bool qkv_fused, gu_fused;
-    kern_weight wqkv, w_gu;
-    void *qkv_raw, *gu_raw;  /* owned stacked GGUF-layout rows when the kernel did not repack them */
-} layer_weights;
-
-struct ds2_layer; /* model_deepseek2.h */
+struct model_arch; /* arch/arch.h */
 
 struct model {
     gguf_file *gguf;
@@ -30,13 +18,12 @@ struct model {
     const gguf_tensor *tok_embd;        /* rows looked up by token (any computable type) */
     float *output_norm;                 /* owned */
     kern_weight output;                 /* LM head (token_embd when tied) */
-    layer_weights *layers;
+    const struct model_arch *arch;      /* the family's hooks (arch/arch.h) */
+    void *layers;                       /* the family's per-layer weights (its own type; its release frees) */
     float *rope_freq_factors;           /* rope_dim/2 divisors (llama3 rope_freqs) or NULL; owned */
     uint64_t weight_bytes, n_params;
     uint64_t active_bytes;              /* per-token decode bytes (MoE: used experts only) */
     uint64_t active_params;             /* per-token parameters (MoE: used experts only) */
-    bool is_ds2;                        /* deepseek2: ds2_layers instead of layers */
-    struct ds2_layer *ds2_layers;
 };
 
 /* Loader helpers (model.c), shared with the architecture files. Keys are
@@ -52,10 +39,11 @@ float *model_vector_f32(const gguf_tensor *t);
 int model_load_vector(model *m, const char *name, int64_t n, bool required, float **out, cf_err *err);
 int model_load_matrix(model *m, const char *name, int64_t in, int64_t out_rows, kern_weight *w, cf_err *err);
 
-/* deepseek2 (arch_deepseek2.c): extra keys after the common ones, the
- * per-layer weights, and their release. */
-int ds2_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err);
-int ds2_load_layers(model *m, cf_err *err);
-void ds2_free_layers(model *m);
+/* Shared by the forward passes (forward.c): x[t] = token_embd row of
+ * tokens[t]; logits of the batch's out_rows from the final hidden rows x
+ * (tmp, tmp2: n_out x n_embd scratch). */
+void model_embed(const model *m, const int32_t *tokens, int32_t n, float *x);
+void model_logits(const model *m, kern_ctx *kc, thread_pool *pool, const float *x, const fwd_batch *b, float *tmp,
+                  float *tmp2, float *logits);
 
 #endif

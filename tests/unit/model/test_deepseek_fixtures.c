@@ -166,9 +166,11 @@ static void test_forward(const model *m, thread_pool *pool, fixture *fx) {
 
 static void test_kv_size(const model *m) {
     const model_hparams *hp = model_get_hparams(m);
-    CHECK(model_is_mla(m));
+    kv_spec layout;
+    model_kv_layout(m, &layout);
+    CHECK(layout.n_groups == 1 && layout.groups[0].kind == KV_LAYER_MLA && layout.groups[0].n_layers == 4);
     CHECK(hp->kv_lora_rank == 64 && hp->rope_dim == 16 && hp->n_layer == 4);
-    CHECK(model_kv_token_floats(m) == 64 + 16);
+    CHECK(layout.groups[0].token_floats == 64 + 16);
     CHECK(model_kv_block_floats(m, 1) * (int64_t)sizeof(float) == 4 * (64 + 16) * 4);
     kv_spec spec;
     cf_err err = {0};

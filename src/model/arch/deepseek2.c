@@ -1,8 +1,11 @@
-/* arch_deepseek2.c - loading the 'deepseek2' architecture (DeepSeek V2/V3:
- * MLA attention, MoE FFN) as llama.cpp's converter writes it: the keys beyond
- * the common ones (model.c reads those first) and every layer's tensors (see
- * model_deepseek2.h for the shapes). Called by model.c; every problem is a
- * one-line error naming the key or tensor.
+/* deepseek2.c - the 'deepseek2' architecture family (DeepSeek V2/V3: MLA
+ * attention, MoE FFN) as llama.cpp's converter writes it: its hook table
+ * (arch.h), the keys beyond the shared ones (model.c reads those first),
+ * every layer's tensors (deepseek2.h has the shapes), the KV layout (one MLA
+ * group: latent + rotary key per token and layer), the fingerprint
+ * contribution. The forward pass: deepseek2_forward.c, deepseek2_attention.c,
+ * deepseek2_moe.c. Every load problem is a one-line error naming the key or
+ * tensor.
  *
  * Keys (deepseek2.*): attention.q_lora_rank (absent/0: attn_q),
  * attention.kv_lora_rank, attention.key_length = qk_nope + rope dims,
@@ -16,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model_deepseek2.h"
+#include "model/arch/deepseek2_fwd.h"
 
-int ds2_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
+static int ds2_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
     const char *a = hp->arch;
     hp->rope_mode = ROPE_NORM;
     hp->expert_gating = 1;
@@ -221,16 +224,16 @@ static int load_ffn(model *m, int il, ds2_layer *L, uint64_t *routed_bytes, uint
     return 0;
 }
 
-int ds2_load_layers(model *m, cf_err *err) {
+static int ds2_load_layers(model *m, cf_err *err) {
     const model_hparams *hp = &m->hp;
-    m->is_ds2 = true;
-    m->ds2_layers = calloc((size_t)hp->n_layer, sizeof *m->ds2_layers);
-    if (!m->ds2_layers) return cf_fail(err, "out of memory");
+    ds2_layer *layers = calloc((size_t)hp->n_layer, sizeof *layers);
+    if (!layers) return cf_fail(err, "out of memory");
+    m->layers = layers;
     uint64_t routed = 0, routed_params = 0;
     uint64_t before = m->weight_bytes;
     m->active_bytes = 0;
     for (int il = 0; il < hp->n_layer; il++)
-        if (load_attention(m, il, &m->ds2_layers[il], err) || load_ffn(m, il, &m->ds2_layers[il], &routed, &routed_params, err))
+        if (load_attention(m, il, &layers[il], err) || load_ffn(m, il, &layers[il], &routed, &routed_params, err))
             return -1;
     /* active: everything but the routed experts, plus expert_used_count of every n_expert */
     uint64_t active_routed = hp->n_expert ? routed / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used : 0;
@@ -246,10 +249,11 @@ static void release_experts(kern_weight *ws, int32_t n) {
     free(ws);
 }
 
-void ds2_free_layers(model *m) {
-    if (!m->ds2_layers) return;
+static void ds2_free_layers(model *m) {
+    ds2_layer *layers = m->layers;
+    if (!layers) return;
     for (int il = 0; il < m->hp.n_layer; il++) {
-        ds2_layer *L = &m->ds2_layers[il];
+        ds2_layer *L = &layers[il];
         free(L->attn_norm);
         free(L->ffn_norm);
         free(L->q_a_norm);
@@ -267,6 +271,60 @@ void ds2_free_layers(model *m) {
         release_experts(L->eu, m->hp.n_expert);
         release_experts(L->ed, m->hp.n_expert);
     }
-    free(m->ds2_layers);
-    m->ds2_layers = NULL;
+    free(layers);
+    m->layers = NULL;
 }
+
+/* ---- KV layout, fingerprint ---- */
+
+static void ds2_kv_layout(const model *m, kv_spec *out) {
+    out->n_groups = 1;
+    out->groups[0] = (kv_group_spec){.kind = KV_LAYER_MLA, .n_layers = m->hp.n_layer,
+                                     .token_floats = m->hp.kv_lora_rank + m->hp.rope_dim};
+}
+
+static void ds2_kv_describe(const model *m, char *buf, size_t n) {
+    snprintf(buf, n, "(%d layers x (%d latent + %d rope) x 4 B, MLA)", m->hp.n_layer, m->hp.kv_lora_rank,
+             m->hp.rope_dim);
+}
+
+/* In fingerprint v1's order (prefix_cache.c): 13 words, then 2 floats. */
+static int ds2_fingerprint(const model_hparams *hp, model_fp_writer *w) {
+    const int32_t ds[] = {hp->q_lora_rank,     hp->kv_lora_rank,     hp->qk_nope_dim,  hp->v_head_dim,
+                          hp->n_dense_lead,    hp->n_expert,         hp->n_expert_used, hp->n_expert_shared,
+                          hp->n_ff_exp,        hp->n_expert_group,   hp->n_group_used, hp->expert_gating,
+                          (int32_t)hp->expert_weights_norm};
+    int ok = 1;
+    for (size_t i = 0; ok && i < sizeof ds / sizeof ds[0]; i++) ok = model_fp_u32(w, (uint32_t)ds[i]);
+    return ok && model_fp_f32(w, hp->expert_weights_scale) && model_fp_f32(w, hp->yarn_log_mul);
+}
+
+/* ---- the table ---- */
+
+static void *ds2_create_hook(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx,
+                             int32_t block_tokens, cf_err *err) {
+    return ds2_fwd_create(m, pool, max_tokens, max_ctx, block_tokens, err);
+}
+static void ds2_free_hook(void *fc) { ds2_fwd_free(fc); }
+static int ds2_forward_hook(void *fc, const fwd_batch *b, float *logits, cf_err *err) {
+    return ds2_forward(fc, b, logits, err);
+}
+static void ds2_expand_hook(void *fc, int32_t min_tokens) { ds2_fwd_set_expand_min(fc, min_tokens); }
+static int ds2_load_hook(const void *fc, int32_t layer, uint64_t *counts, int32_t n) {
+    return ds2_fwd_expert_load(fc, layer, counts, n);
+}
+
+const model_arch model_arch_deepseek2 = {
+    .names = {"deepseek2", NULL},
+    .read_hparams = ds2_read_hparams,
+    .load = ds2_load_layers,
+    .release = ds2_free_layers,
+    .kv_layout = ds2_kv_layout,
+    .kv_describe = ds2_kv_describe,
+    .fingerprint = ds2_fingerprint,
+    .fwd_create = ds2_create_hook,
+    .fwd_free = ds2_free_hook,
+    .forward = ds2_forward_hook,
+    .fwd_set_expand_min = ds2_expand_hook,
+    .expert_load = ds2_load_hook,
+};

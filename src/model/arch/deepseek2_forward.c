@@ -1,4 +1,4 @@
-/* forward_deepseek2.c - the deepseek2 forward pass over a ragged batch
+/* deepseek2_forward.c - the deepseek2 forward pass over a ragged batch
  * (llama.cpp's build_deepseek2):
  *
  *   x = E[token]
@@ -6,9 +6,9 @@
  *     q = Wq_b·rmsnorm(Wq_a h) (or Wq h): per head [q_nope | q_pe]
  *     [c_kv | k_pe] = Wkv_a h; c_kv = rmsnorm(c_kv)·w_kv_a; RoPE (NORM) on
  *     q_pe and k_pe (one rotary key shared by all heads)
- *     cache <- [c_kv | k_pe]; o = MLA attention (ds2_attention.c); x += Wo·o
+ *     cache <- [c_kv | k_pe]; o = MLA attention (deepseek2_attention.c); x += Wo·o
  *     h = rmsnorm(x)·w_ffn; x += dense SwiGLU FFN (leading layers) or MoE
- *     (ds2_moe.c)
+ *     (deepseek2_moe.c)
  *   logits = rmsnorm(x[out_rows])·w_out · Wout
  *
  * YaRN: RoPE as ggml's with attn_factor 1/(1 + 0.1 ln factor) (so the
@@ -21,9 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/ds2_fwd_internal.h"
-#include "model/rope.h"
-#include "tensor/vecmath.h"
+#include "model/arch/deepseek2_fwd.h"
+#include "model/rowops.h"
 
 void ds2_fwd_free(ds2_fwd *c) {
     if (!c) return;
@@ -109,7 +108,7 @@ ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
         !c->moe_index)
         goto oom;
     for (int il = 0; il < hp->n_layer; il++)
-        c->moe_index[il] = m->ds2_layers[il].moe ? c->n_moe++ : -1;
+        c->moe_index[il] = ds2_layers(m)[il].moe ? c->n_moe++ : -1;
     if (c->n_moe) {
         size_t cells = (size_t)c->n_moe * ne;
         c->ring = calloc((size_t)MOE_LOAD_WINDOW * cells, sizeof *c->ring);
@@ -141,88 +140,6 @@ void ds2_fwd_set_expand_min(ds2_fwd *c, int32_t min_tokens) {
         c->kc_exp = NULL;
         c->ctx_lat = c->ctx_kv = NULL;
         c->expand_min = MLA_EXPAND_NEVER;
-    }
-}
-
-/* ---- row-wise helpers (split over the pool when large) ---- */
-
-typedef struct rows_job {
-    ds2_fwd *c;
-    int32_t n;
-    int64_t width, src_stride, dst_stride;
-    const float *src, *w;
-    float *dst;
-    const float *src2;
-    void (*fn)(struct rows_job *j, int32_t r);
-} rows_job;
-
-static void rows_task(void *ctx, int ith, int nth) {
-    rows_job *j = ctx;
-    long long b, e;
-    pool_split(j->n, ith, nth, &b, &e);
-    for (long long r = b; r < e; r++) j->fn(j, (int32_t)r);
-}
-
-static void rows_run(rows_job *j) {
-    if ((int64_t)j->n * j->width < 32768) rows_task(j, 0, 1);
-    else pool_run(j->c->pool, rows_task, j);
-}
-
-static void rmsnorm_row(rows_job *j, int32_t r) {
-    const float *x = j->src + (int64_t)r * j->src_stride;
-    float *y = j->dst + (int64_t)r * j->dst_stride;
-    double ss = 0.0;
-    for (int64_t i = 0; i < j->width; i++) ss += (double)x[i] * x[i];
-    float scale = 1.0f / sqrtf((float)(ss / (double)j->width) + j->c->m->hp.rms_eps);
-    for (int64_t i = 0; i < j->width; i++) y[i] = x[i] * scale * j->w[i];
-}
-
-/* dst rows = rmsnorm(src rows)·w; strides in floats (in place allowed). */
-static void rmsnorm_rows(ds2_fwd *c, const float *src, int64_t src_stride, const float *w, float *dst,
-                         int64_t dst_stride, int32_t n, int64_t width) {
-    rows_job j = {.c = c, .n = n, .width = width, .src_stride = src_stride, .dst_stride = dst_stride, .src = src,
-                  .w = w, .dst = dst, .fn = rmsnorm_row};
-    rows_run(&j);
-}
-
-static void silu_mul_row(rows_job *j, int32_t r) {
-    kern_silu_mul(j->dst + (int64_t)r * j->width, j->src + (int64_t)r * j->width, j->width);
-}
-
-void ds2_silu_mul_rows(ds2_fwd *c, float *g, const float *u, int32_t n, int64_t width) {
-    rows_job j = {.c = c, .n = n, .width = width, .src = u, .dst = g, .fn = silu_mul_row};
-    rows_run(&j);
-}
-
-static void add2_row(rows_job *j, int32_t r) {
-    float *y = j->dst + (int64_t)r * j->width;
-    const float *a = j->src + (int64_t)r * j->width;
-    const float *b = j->src2 ? j->src2 + (int64_t)r * j->width : NULL;
-    if (b)
-        for (int64_t i = 0; i < j->width; i++) y[i] += a[i] + b[i];
-    else
-        for (int64_t i = 0; i < j->width; i++) y[i] += a[i];
-}
-
-/* dst += a (+ b): x += ffn_out where ffn_out = moe + shared, as llama.cpp adds them */
-static void add_rows(ds2_fwd *c, float *dst, const float *a, const float *b, int32_t n, int64_t width) {
-    rows_job j = {.c = c, .n = n, .width = width, .src = a, .src2 = b, .dst = dst, .fn = add2_row};
-    rows_run(&j);
-}
-
-/* Rotates `rope_dim` floats (NORM: adjacent pairs) at x + t*tstride + h*hstride + off. */
-static void rope_rows(ds2_fwd *c, float *x, int32_t n, int heads, int64_t tstride, int64_t hstride, int64_t off) {
-    int half = c->m->hp.rope_dim / 2;
-    for (int32_t t = 0; t < n; t++) {
-        const float *cs = c->rope_cs + (int64_t)t * c->m->hp.rope_dim;
-        for (int h = 0; h < heads; h++) {
-            float *v = x + (int64_t)t * tstride + (int64_t)h * hstride + off;
-            for (int i = 0; i < half; i++) {
-                float a = v[2 * i], bb = v[2 * i + 1], co = cs[2 * i], si = cs[2 * i + 1];
-                v[2 * i] = a * co - bb * si;
-                v[2 * i + 1] = a * si + bb * co;
-            }
-        }
     }
 }
 
@@ -266,7 +183,7 @@ static void dense_ffn(ds2_fwd *c, const ds2_layer *L, int32_t T, int64_t width, 
                       const kern_weight *u, const kern_weight *d, float *out) {
     kern_matmul(c->kc, g, c->h, T, c->ffa);
     kern_matmul(c->kc, u, c->h, T, c->ffb);
-    ds2_silu_mul_rows(c, c->ffa, c->ffb, T, width);
+    rows_silu_mul(c->pool, c->ffa, c->ffb, T, width);
     kern_matmul(c->kc, d, c->ffa, T, out);
     (void)L;
 }
@@ -278,10 +195,8 @@ int ds2_forward(ds2_fwd *c, const fwd_batch *b, float *logits, cf_err *err) {
     int32_t T = b->n_tokens;
     int64_t E = hp->n_embd, H = hp->n_head, qk = hp->head_dim, kvl = hp->kv_lora_rank;
     int64_t ckv_w = kvl + hp->rope_dim;
-    size_t emb_row = dtype_row_bytes(m->tok_embd->type, E);
-    for (int32_t t = 0; t < T; t++)
-        dtype_dequantize_row((dtype)m->tok_embd->type, (const char *)m->tok_embd->data + emb_row * b->tokens[t],
-                             c->x + t * E, E);
+    float eps = hp->rms_eps;
+    model_embed(m, b->tokens, T, c->x);
     float rope_af = 1.0f;
     if (hp->rope_scaling != ROPE_SCALING_NONE) rope_af = 1.0f / (1.0f + 0.1f * logf(hp->rope_factor));
     rope_fill_table(hp, m->rope_freq_factors, rope_af, b->pos, T, c->rope_cs);
@@ -289,41 +204,40 @@ int ds2_forward(ds2_fwd *c, const fwd_batch *b, float *logits, cf_err *err) {
     ds2_moe_step_begin(c);
 
     for (int il = 0; il < hp->n_layer; il++) {
-        const ds2_layer *L = &m->ds2_layers[il];
-        rmsnorm_rows(c, c->x, E, L->attn_norm, c->h, E, T, E);
+        const ds2_layer *L = &ds2_layers(m)[il];
+        rows_rmsnorm(c->pool, eps, c->x, E, L->attn_norm, c->h, E, T, E);
         if (hp->q_lora_rank > 0) {
             kern_matmul(c->kc, &L->wq_a, c->h, T, c->qa);
-            rmsnorm_rows(c, c->qa, hp->q_lora_rank, L->q_a_norm, c->qa, hp->q_lora_rank, T, hp->q_lora_rank);
+            rows_rmsnorm(c->pool, eps, c->qa, hp->q_lora_rank, L->q_a_norm, c->qa, hp->q_lora_rank, T,
+                         hp->q_lora_rank);
             kern_matmul(c->kc, &L->wq_b, c->qa, T, c->q);
         } else {
             kern_matmul(c->kc, &L->wq, c->h, T, c->q);
         }
         kern_matmul(c->kc, &L->wkv_a, c->h, T, c->ckv);
-        rmsnorm_rows(c, c->ckv, ckv_w, L->kv_a_norm, c->ckv, ckv_w, T, kvl);
-        rope_rows(c, c->q, T, (int)H, H * qk, qk, hp->qk_nope_dim);
-        rope_rows(c, c->ckv, T, 1, ckv_w, 0, kvl);
+        rows_rmsnorm(c->pool, eps, c->ckv, ckv_w, L->kv_a_norm, c->ckv, ckv_w, T, kvl);
+        rows_rope(c->rope_cs, hp->rope_dim, ROPE_NORM, c->q, T, (int)H, H * qk, qk, hp->qk_nope_dim);
+        rows_rope(c->rope_cs, hp->rope_dim, ROPE_NORM, c->ckv, T, 1, ckv_w, 0, kvl);
         kv_store(c, b, il);
         ds2_attention(c, b, il);
         kern_matmul(c->kc, &L->wo, c->att, T, c->h);
-        add_rows(c, c->x, c->h, NULL, T, E);
+        rows_add(c->pool, c->x, c->h, NULL, T, E);
 
-        rmsnorm_rows(c, c->x, E, L->ffn_norm, c->h, E, T, E);
+        rows_rmsnorm(c->pool, eps, c->x, E, L->ffn_norm, c->h, E, T, E);
         if (!L->moe) {
             dense_ffn(c, L, T, hp->n_ff, &L->w_gate, &L->w_up, &L->w_down, c->ffo);
-            add_rows(c, c->x, c->ffo, NULL, T, E);
+            rows_add(c->pool, c->x, c->ffo, NULL, T, E);
         } else {
             ds2_moe(c, b, il); /* c->moe = routed experts */
             if (L->has_shared) {
                 dense_ffn(c, L, T, (int64_t)hp->n_ff_exp * hp->n_expert_shared, &L->sg, &L->su, &L->sd, c->ffo);
-                add_rows(c, c->x, c->moe, c->ffo, T, E);
+                rows_add(c->pool, c->x, c->moe, c->ffo, T, E);
             } else {
-                add_rows(c, c->x, c->moe, NULL, T, E);
+                rows_add(c->pool, c->x, c->moe, NULL, T, E);
             }
         }
     }
     if (b->n_out == 0) return 0;
-    for (int32_t i = 0; i < b->n_out; i++) memcpy(c->h + i * E, c->x + (int64_t)b->out_rows[i] * E, (size_t)E * 4);
-    rmsnorm_rows(c, c->h, E, m->output_norm, c->ffo, E, b->n_out, E);
-    kern_matmul(c->kc, &m->output, c->ffo, b->n_out, logits);
+    model_logits(m, c->kc, c->pool, c->x, b, c->h, c->ffo, logits);
     return 0;
 }

@@ -1,6 +1,6 @@
-/* model_deepseek2.h - the weights of one deepseek2 layer (MLA attention, and
- * a dense FFN or a MoE FFN), shared by the loader (arch_deepseek2.c) and the
- * forward pass (forward_deepseek2.c). Not a public header.
+/* deepseek2.h - the weights of one deepseek2 layer (MLA attention, and
+ * a dense FFN or a MoE FFN), shared by the loader (deepseek2.c) and the
+ * forward pass (deepseek2_forward.c). Not a public header.
  *
  * Shapes (W[out][in], GGUF ne = {in, out}); H heads, E = n_embd:
  *   wq        [H*(nope+rope)][E]            (q_lora_rank == 0), or
@@ -15,11 +15,12 @@
  *        separate eg/eu [n_ff_exp][E] when their types differ), ed
  *        [E][n_ff_exp]; shared
  *        experts sg/su [n_ff_exp*n_shared][E], sd [E][n_ff_exp*n_shared].
- * Ownership: everything here belongs to the model (ds2_free_layers). */
+ * Ownership: everything here belongs to the model (m->layers, an array of
+ * n_layer ds2_layer; freed by the family's release hook). */
 #ifndef CINFER_MODEL_DEEPSEEK2_H
 #define CINFER_MODEL_DEEPSEEK2_H
 
-#include "model/model_internal.h"
+#include "model/arch/arch.h"
 
 typedef struct ds2_layer {
     float *attn_norm, *ffn_norm, *q_a_norm, *kv_a_norm; /* owned f32 */
@@ -37,9 +38,11 @@ typedef struct ds2_layer {
     kern_weight sg, su, sd;
 } ds2_layer;
 
-/* The deepseek2 forward pass (forward_deepseek2.c) behind fwd_ctx
- * (forward_llama.c dispatches to it); same contract as model.h's
- * fwd_ctx_create / model_forward, the batch already checked. */
+static inline const ds2_layer *ds2_layers(const model *m) { return (const ds2_layer *)m->layers; }
+
+/* The deepseek2 forward pass (deepseek2_forward.c) behind fwd_ctx (the
+ * table's hooks, deepseek2.c); same contract as model.h's fwd_ctx_create /
+ * model_forward, the batch already checked. */
 typedef struct ds2_fwd ds2_fwd;
 ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx,
                         int32_t block_tokens, cf_err *err);

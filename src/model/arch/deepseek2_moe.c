@@ -1,4 +1,4 @@
-/* ds2_moe.c - the routed-expert FFN of a deepseek2 MoE layer, and the
+/* deepseek2_moe.c - the routed-expert FFN of a deepseek2 MoE layer, and the
  * expert load counters.
  *
  * Routing, per token (DeepSeek V2/V3 as llama.cpp's build_moe_ffn and
@@ -25,7 +25,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "model/ds2_fwd_internal.h"
+#include "model/arch/deepseek2_fwd.h"
+#include "model/rowops.h"
 #include "tensor/vecmath.h"
 
 /* Indices of the k largest of v[0..n) (ties: lower index first) into out. */
@@ -93,7 +94,7 @@ static void step_end(ds2_fwd *c) { c->ring_pos = (c->ring_pos + 1) % MOE_LOAD_WI
 
 void ds2_moe(ds2_fwd *c, const fwd_batch *b, int il) {
     const model_hparams *hp = &c->m->hp;
-    const ds2_layer *L = &c->m->ds2_layers[il];
+    const ds2_layer *L = &ds2_layers(c->m)[il];
     int32_t T = b->n_tokens, ne = hp->n_expert, k = hp->n_expert_used;
     int64_t E = hp->n_embd, fe = hp->n_ff_exp;
     kern_matmul(c->kc, &L->router, c->h, T, c->router);
@@ -138,7 +139,7 @@ void ds2_moe(ds2_fwd *c, const fwd_batch *b, int il) {
         } else {
             kern_matmul(c->kc, &L->eg[e], c->xe, n, c->ge);
             kern_matmul(c->kc, &L->eu[e], c->xe, n, c->ue);
-            ds2_silu_mul_rows(c, c->ge, c->ue, n, fe);
+            rows_silu_mul(c->pool, c->ge, c->ue, n, fe);
         }
         kern_matmul(c->kc, &L->ed[e], c->ge, n, c->ye);
         for (int32_t i = 0; i < n; i++) {

@@ -1,4 +1,4 @@
-/* ds2_attention.c - MLA attention of a deepseek2 layer against the latent
+/* deepseek2_attention.c - MLA attention of a deepseek2 layer against the latent
  * cache (per token and layer: [c_kv (kv_lora_rank) | k_pe (rope_dim)], see
  * model.h). Two forms, equal up to rounding:
  *
@@ -21,7 +21,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "model/ds2_fwd_internal.h"
+#include "model/arch/deepseek2_fwd.h"
 #include "tensor/vecmath.h"
 
 static inline const float *cache_row(const ds2_fwd *c, const fwd_seq *s, int il, int32_t j) {
@@ -53,7 +53,7 @@ static void qlat_task(void *ctx, int ith, int nth) {
     absorbed_job *j = ctx;
     ds2_fwd *c = j->c;
     const model_hparams *hp = &c->m->hp;
-    const float *kvb = c->m->ds2_layers[j->il].kv_b_f32;
+    const float *kvb = ds2_layers(c->m)[j->il].kv_b_f32;
     int64_t kvl = hp->kv_lora_rank, nope = hp->qk_nope_dim, qk = hp->head_dim, H = hp->n_head;
     int64_t hrows = nope + hp->v_head_dim;
     for (int64_t h = ith; h < H; h += nth) {
@@ -74,7 +74,7 @@ static void vout_task(void *ctx, int ith, int nth) {
     absorbed_job *j = ctx;
     ds2_fwd *c = j->c;
     const model_hparams *hp = &c->m->hp;
-    const float *kvb = c->m->ds2_layers[j->il].kv_b_f32;
+    const float *kvb = ds2_layers(c->m)[j->il].kv_b_f32;
     int64_t kvl = hp->kv_lora_rank, nope = hp->qk_nope_dim, vd = hp->v_head_dim, H = hp->n_head;
     for (int64_t h = ith; h < H; h += nth)
         for (int64_t e = 0; e < vd; e++) {
@@ -171,7 +171,7 @@ static int32_t list_tokens(ds2_fwd *c, const fwd_batch *b, int32_t g) {
 
 void ds2_attention(ds2_fwd *c, const fwd_batch *b, int il) {
     const model_hparams *hp = &c->m->hp;
-    const ds2_layer *L = &c->m->ds2_layers[il];
+    const ds2_layer *L = &ds2_layers(c->m)[il];
     int64_t kvl = hp->kv_lora_rank;
     for (int32_t g = 0; g < c->n_grp; g++) {
         if (!c->grp_expand[g]) continue;

@@ -1,7 +1,7 @@
-/* ds2_fwd_internal.h - the deepseek2 forward context shared by its three
- * parts: forward_deepseek2.c (context, layer loop), ds2_attention.c (MLA in
- * absorbed and expanded form) and ds2_moe.c (routing, experts, load
- * counters). Not a public header.
+/* deepseek2_fwd.h - the deepseek2 forward context shared by its three
+ * parts: deepseek2_forward.c (context, layer loop), deepseek2_attention.c
+ * (MLA in absorbed and expanded form) and deepseek2_moe.c (routing, experts,
+ * load counters). Not a public header.
  *
  * Scratch is sized at creation (T = max_tokens, H heads, E = n_embd):
  * nothing is allocated per step. */
@@ -10,7 +10,7 @@
 
 #include <stdatomic.h>
 
-#include "model/model_deepseek2.h"
+#include "model/arch/deepseek2.h"
 
 /* Expanded-form attention holds K/V of the whole context of one sequence;
  * sequences reaching further use the absorbed form. */
@@ -43,16 +43,14 @@ struct ds2_fwd {
     _Atomic uint64_t *load;      /* [n_moe][n_expert] */
 };
 
-/* ds2_attention.c: attention for layer il from c->q (per head [nope | rope],
+/* deepseek2_attention.c: attention for layer il from c->q (per head [nope | rope],
  * rope applied) against the cache (this batch's rows already stored) into
  * c->att ([T][H * v_head_dim]). */
 void ds2_attention(ds2_fwd *c, const fwd_batch *b, int il);
-/* ds2_moe.c: c->moe = the routed experts' output for c->h in layer il (the
+/* deepseek2_moe.c: c->moe = the routed experts' output for c->h in layer il (the
  * shared experts are a dense FFN run by the caller). */
 void ds2_moe(ds2_fwd *c, const fwd_batch *b, int il);
-/* ds2_moe.c: starts a step of the expert-load window. */
+/* deepseek2_moe.c: starts a step of the expert-load window. */
 void ds2_moe_step_begin(ds2_fwd *c);
-/* Shared helpers (forward_deepseek2.c). */
-void ds2_silu_mul_rows(ds2_fwd *c, float *g, const float *u, int32_t n, int64_t width);
 
 #endif

@@ -1,0 +1,70 @@
+/* arch.h - the architecture hook table: everything that differs between
+ * model families, as one const table per family (src/model/arch/<name>.c)
+ * listed in the registry (registry.c). Not a public header: the loader
+ * (model.c) and the generic forward context (forward.c) call the hooks; the
+ * rest of the program sees only model.h.
+ *
+ * Invariants: tables are const and live for the whole program (no
+ * registration at run time, no mutable state); a family may serve several
+ * general.architecture names (names[]); required hooks are never NULL,
+ * optional ones may be (NULL = not supported, the generic API then answers
+ * "nothing": no effect / zero counts).
+ *
+ * Call order: model_load reads general.architecture, finds the table, reads
+ * the keys every family shares (model.c: sizes, heads, key/value lengths,
+ * rope and its scaling, rms epsilon) into model_hparams, then calls
+ * read_hparams for the family's own keys and checks; the tokenizer and the
+ * shared tensors (token_embd, output_norm, output or tied, rope_freqs)
+ * follow, then load for the family's layers (it sets m->layers, and
+ * m->active_bytes / m->active_params). model_free calls release (which must
+ * accept a partly loaded model). */
+#ifndef CINFER_MODEL_ARCH_ARCH_H
+#define CINFER_MODEL_ARCH_ARCH_H
+
+#include "model/model_internal.h"
+
+#define MODEL_ARCH_MAX_NAMES 4
+
+typedef struct model_arch {
+    /* general.architecture values served (NULL-terminated) */
+    const char *names[MODEL_ARCH_MAX_NAMES + 1];
+
+    /* ---- required ---- */
+    /* The family's keys and checks after the shared ones (hp->arch is set;
+     * hp->v_head_dim holds attention.value_length, default key_length). */
+    int (*read_hparams)(const gguf_file *f, model_hparams *hp, cf_err *err);
+    /* Per-layer tensors: presence, shapes, types, prepared weights. */
+    int (*load)(model *m, cf_err *err);
+    /* Frees what load made (called on partly loaded models too). */
+    void (*release)(model *m);
+    /* KV layer groups, in block order (model.h). */
+    void (*kv_layout)(const model *m, kv_spec *out);
+    /* One token's KV in words, for logs: "(... x 4 B[, kind])". */
+    void (*kv_describe)(const model *m, char *buf, size_t n);
+    /* The family's hyper-parameters into the model fingerprint (model.h's
+     * writer); returns nonzero on success. */
+    int (*fingerprint)(const model_hparams *hp, model_fp_writer *w);
+    /* Forward pass over a ragged batch (model.h contract; the batch is
+     * already checked by forward.c). The context is the family's own. */
+    void *(*fwd_create)(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx,
+                        int32_t block_tokens, cf_err *err);
+    void (*fwd_free)(void *fc);
+    int (*forward)(void *fc, const fwd_batch *b, float *logits, cf_err *err);
+
+    /* ---- optional (NULL: not supported) ---- */
+    /* fwd_ctx_set_mla_expand_min: a batch-variant faster prefill form. */
+    void (*fwd_set_expand_min)(void *fc, int32_t min_tokens);
+    /* fwd_ctx_expert_load: MoE routing counters (model.h). */
+    int (*expert_load)(const void *fc, int32_t layer, uint64_t *counts, int32_t n);
+} model_arch;
+
+/* The table serving general.architecture `name`, or NULL. */
+const model_arch *model_arch_find(const char *name);
+/* "llama, qwen2, deepseek2": every served name, for error messages. */
+void model_arch_list(char *buf, size_t n);
+
+/* The families (one per file in src/model/arch/). */
+extern const model_arch model_arch_llama;     /* llama.c */
+extern const model_arch model_arch_deepseek2; /* deepseek2.c */
+
+#endif

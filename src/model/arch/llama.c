@@ -1,0 +1,412 @@
+/* llama.c - the 'llama' architecture family: llama and qwen2 (Q/K/V biases
+ * when present, NEOX rope) GGUF files as llama.cpp writes them. Hyper-
+ * parameters beyond the shared ones, every layer's tensors, the KV layout
+ * (one full-attention group), the fingerprint contribution and the forward
+ * pass over a ragged batch:
+ *
+ *   x = E[token]
+ *   per layer: h = rmsnorm(x)·w_attn; q,k,v = h·Wq,Wk,Wv (+bias); RoPE(q,k);
+ *              K/V -> cache; o = attention(q, cache) (GQA: head h reads KV
+ *              head h / (n_head/n_head_kv)); x += o·Wo;
+ *              h = rmsnorm(x)·w_ffn; x += (silu(h·Wg) * (h·Wu))·Wd
+ *   logits = rmsnorm(x[out_rows])·w_out · Wout
+ *
+ * All matrices run over the whole batch at once (one weight read per step).
+ * Scratch lives in llama_fwd, sized at creation: no allocation per step.
+ * Element-wise work (rowops.c) and attention are split over the thread pool.
+ * KV block layout: model.h (K dimension-major, V token-major, per layer). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/arch/arch.h"
+#include "model/rowops.h"
+#include "tensor/attention.h"
+
+typedef struct layer_weights {
+    float *attn_norm, *ffn_norm;        /* owned f32 copies */
+    float *bq, *bk, *bv;                /* optional biases (qwen2), owned f32 */
+    kern_weight wq, wk, wv, wo;
+    kern_weight w_gate, w_up, w_down;
+    /* When Q/K/V (and gate/up) share a type they are also stacked into one
+     * matrix (rows of Q, then K, then V; gate then up), so one matmul reads
+     * the layer input once and feeds both threads a bigger, better balanced
+     * product. Then the separate weights above are unused (zeroed). */
+    bool qkv_fused, gu_fused;
+    kern_weight wqkv, w_gu;
+    void *qkv_raw, *gu_raw;  /* owned stacked GGUF-layout rows when the kernel did not repack them */
+} layer_weights;
+
+/* ---- hyper-parameters ---- */
+
+static int llama_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
+    (void)f;
+    if (hp->v_head_dim != hp->head_dim)
+        return cf_fail(err, "%s: key_length (%d) and value_length (%d) must be equal and positive", hp->arch,
+                       hp->head_dim, hp->v_head_dim);
+    hp->v_head_dim = 0; /* a deepseek2 field (model.h): 0 here */
+    hp->rope_mode = strcmp(hp->arch, "qwen2") == 0 ? ROPE_NEOX : ROPE_NORM;
+    return 0;
+}
+
+/* Fingerprint v1 (prefix_cache.c) reserved 13 words and 2 floats after the
+ * shared hyper-parameters for deepseek2's; this family has none of them and
+ * writes zeros there so that keys (and store objects) stay readable. */
+static int llama_fingerprint(const model_hparams *hp, model_fp_writer *w) {
+    (void)hp;
+    int ok = 1;
+    for (int i = 0; ok && i < 13; i++) ok = model_fp_u32(w, 0);
+    return ok && model_fp_f32(w, 0.0f) && model_fp_f32(w, 0.0f);
+}
+
+/* ---- weights ---- */
+
+/* Loads `count` matrices with the same input width; if they share a type,
+ * stacks their rows into one prepared matrix (*fused, *raw_owned) instead of
+ * preparing each one into out[i]. */
+static int load_stacked(model *m, const char *const *names, const int64_t *rows, int count, int64_t in,
+                        kern_weight *const *out, kern_weight *fused, bool *is_fused, void **raw_owned, cf_err *err) {
+    const gguf_tensor *t[4];
+    int64_t total = 0;
+    bool same = true;
+    for (int i = 0; i < count; i++) {
+        int failed = 0;
+        t[i] = model_need_tensor(m->gguf, names[i], in, rows[i], true, err, &failed);
+        if (failed) return -1;
+        same = same && t[i]->type == t[0]->type;
+        total += rows[i];
+    }
+    if (!same) {
+        for (int i = 0; i < count; i++)
+            if (model_load_matrix(m, names[i], in, rows[i], out[i], err)) return -1;
+        return 0;
+    }
+    size_t off = 0, bytes = 0;
+    for (int i = 0; i < count; i++) bytes += t[i]->nbytes;
+    char *raw = malloc(bytes);
+    if (!raw) return cf_fail(err, "out of memory stacking %s", names[0]);
+    for (int i = 0; i < count; i++) {
+        memcpy(raw + off, t[i]->data, t[i]->nbytes);
+        off += t[i]->nbytes;
+        m->weight_bytes += t[i]->nbytes;
+        m->n_params += (uint64_t)(in * rows[i]);
+    }
+    if (kern_weight_prepare(fused, (dtype)t[0]->type, raw, total, in, err) != 0) {
+        free(raw);
+        return cf_prefix(err, "tensor %s", names[0]);
+    }
+    if (fused->packed) free(raw); /* repacked: the stacked copy is no longer read */
+    else *raw_owned = raw;
+    *is_fused = true;
+    return 0;
+}
+
+static int load_layer(model *m, int il, cf_err *err) {
+    const model_hparams *hp = &m->hp;
+    layer_weights *L = (layer_weights *)m->layers + il;
+    int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    char n[96];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
+    if (model_load_vector(m, NAME("attn_norm.weight"), hp->n_embd, true, &L->attn_norm, err) ||
+        model_load_vector(m, NAME("ffn_norm.weight"), hp->n_embd, true, &L->ffn_norm, err) ||
+        model_load_vector(m, NAME("attn_q.bias"), qd, false, &L->bq, err) ||
+        model_load_vector(m, NAME("attn_k.bias"), kvd, false, &L->bk, err) ||
+        model_load_vector(m, NAME("attn_v.bias"), kvd, false, &L->bv, err) ||
+        model_load_matrix(m, NAME("attn_output.weight"), qd, hp->n_embd, &L->wo, err) ||
+        model_load_matrix(m, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, &L->w_down, err))
+        return -1;
+#undef NAME
+    char qn[3][96], gn[2][96];
+    snprintf(qn[0], 96, "blk.%d.attn_q.weight", il);
+    snprintf(qn[1], 96, "blk.%d.attn_k.weight", il);
+    snprintf(qn[2], 96, "blk.%d.attn_v.weight", il);
+    snprintf(gn[0], 96, "blk.%d.ffn_gate.weight", il);
+    snprintf(gn[1], 96, "blk.%d.ffn_up.weight", il);
+    const char *qnames[3] = {qn[0], qn[1], qn[2]}, *gnames[2] = {gn[0], gn[1]};
+    const int64_t qrows[3] = {qd, kvd, kvd}, grows[2] = {hp->n_ff, hp->n_ff};
+    kern_weight *qout[3] = {&L->wq, &L->wk, &L->wv}, *gout[2] = {&L->w_gate, &L->w_up};
+    if (load_stacked(m, qnames, qrows, 3, hp->n_embd, qout, &L->wqkv, &L->qkv_fused, &L->qkv_raw, err) ||
+        load_stacked(m, gnames, grows, 2, hp->n_embd, gout, &L->w_gu, &L->gu_fused, &L->gu_raw, err))
+        return -1;
+    return 0;
+}
+
+static int llama_load(model *m, cf_err *err) {
+    const model_hparams *hp = &m->hp;
+    m->layers = calloc((size_t)hp->n_layer, sizeof(layer_weights));
+    if (!m->layers) return cf_fail(err, "out of memory");
+    for (int il = 0; il < hp->n_layer; il++)
+        if (load_layer(m, il, err)) return -1;
+    m->active_bytes = m->weight_bytes;
+    m->active_params = m->n_params;
+    return 0;
+}
+
+static void llama_release(model *m) {
+    layer_weights *layers = m->layers;
+    if (!layers) return;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        layer_weights *L = &layers[il];
+        free(L->attn_norm);
+        free(L->ffn_norm);
+        free(L->bq);
+        free(L->bk);
+        free(L->bv);
+        kern_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv, &L->w_gu};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) kern_weight_release(ws[i]);
+        free(L->qkv_raw);
+        free(L->gu_raw);
+    }
+    free(layers);
+    m->layers = NULL;
+}
+
+/* ---- KV layout ---- */
+
+static void llama_kv_layout(const model *m, kv_spec *out) {
+    out->n_groups = 1;
+    out->groups[0] = (kv_group_spec){.kind = KV_LAYER_FULL, .n_layers = m->hp.n_layer,
+                                     .token_floats = 2 * m->hp.n_head_kv * m->hp.head_dim};
+}
+
+static void llama_kv_describe(const model *m, char *buf, size_t n) {
+    snprintf(buf, n, "(%d layers x 2 x %d KV heads x %d x 4 B)", m->hp.n_layer, m->hp.n_head_kv, m->hp.head_dim);
+}
+
+/* ---- forward context ---- */
+
+typedef struct llama_fwd {
+    const model *m;
+    thread_pool *pool;
+    kern_ctx *kc;
+    int32_t max_tokens, max_ctx, block_tokens;
+    float *x, *h, *q, *k, *v, *att, *gate, *up, *xo;
+    float *stack;       /* output of stacked matmuls: T x max(qd + 2 kvd, 2 n_ff) */
+    float *rope_cs;     /* per batch token: rope_dim/2 (cos, sin) pairs */
+    float *scores;      /* per thread: scores_per_thread floats */
+    int64_t scores_per_thread; /* ATTN_MAX_CHUNK * group * max_ctx */
+    int32_t *chunk_begin; /* max_tokens + 1 */
+    int n_threads;
+} llama_fwd;
+
+static void llama_fwd_free(void *fc) {
+    llama_fwd *c = fc;
+    if (!c) return;
+    kern_ctx_destroy(c->kc);
+    float *bufs[] = {c->x, c->h, c->q, c->k, c->v, c->att, c->gate, c->up, c->xo, c->rope_cs, c->scores, c->stack};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(c->chunk_begin);
+    free(c);
+}
+
+static void *llama_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx,
+                              int32_t block_tokens, cf_err *err) {
+    const model_hparams *hp = &m->hp;
+    llama_fwd *c = calloc(1, sizeof *c);
+    if (!c) goto oom;
+    c->m = m;
+    c->pool = pool;
+    c->max_tokens = max_tokens;
+    c->max_ctx = max_ctx;
+    c->block_tokens = block_tokens;
+    c->n_threads = pool_size(pool);
+    size_t T = (size_t)max_tokens;
+    size_t qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim;
+    size_t widest_in = (size_t)hp->n_embd;
+    if ((size_t)hp->n_ff > widest_in) widest_in = (size_t)hp->n_ff;
+    if (qd > widest_in) widest_in = qd;
+    c->kc = kern_ctx_create(pool, max_tokens, (int64_t)widest_in);
+    c->x = malloc(T * hp->n_embd * sizeof(float));
+    c->h = malloc(T * hp->n_embd * sizeof(float));
+    c->q = malloc(T * qd * sizeof(float));
+    c->k = malloc(T * kvd * sizeof(float));
+    c->v = malloc(T * kvd * sizeof(float));
+    c->att = malloc(T * qd * sizeof(float));
+    c->gate = malloc(T * hp->n_ff * sizeof(float));
+    c->up = malloc(T * hp->n_ff * sizeof(float));
+    c->xo = malloc(T * hp->n_embd * sizeof(float));
+    size_t stack_w = qd + 2 * kvd > 2 * (size_t)hp->n_ff ? qd + 2 * kvd : 2 * (size_t)hp->n_ff;
+    c->stack = malloc(T * stack_w * sizeof(float));
+    c->rope_cs = malloc(T * hp->rope_dim * sizeof(float));
+    int group = hp->n_head / hp->n_head_kv;
+    c->scores_per_thread = (int64_t)ATTN_MAX_CHUNK * group * max_ctx;
+    c->scores = malloc((size_t)c->n_threads * (size_t)c->scores_per_thread * sizeof(float));
+    c->chunk_begin = malloc(((size_t)max_tokens + 1) * sizeof(int32_t));
+    if (!c->kc || !c->x || !c->h || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up || !c->xo ||
+        !c->rope_cs || !c->scores || !c->chunk_begin || !c->stack)
+        goto oom;
+    return c;
+oom:
+    llama_fwd_free(c);
+    cf_fail(err, "out of memory creating the forward context (%d tokens)", max_tokens);
+    return NULL;
+}
+
+/* ---- RoPE ---- */
+
+/* Fills c->rope_cs with the (cos, sin) of every rotated pair of every token. */
+static void rope_tables(llama_fwd *c, const fwd_batch *b) {
+    const model_hparams *hp = &c->m->hp;
+    float mscale = hp->rope_scaling == ROPE_SCALING_YARN ? hp->yarn_attn_factor : 1.0f;
+    rope_fill_table(hp, c->m->rope_freq_factors, mscale, b->pos, b->n_tokens, c->rope_cs);
+}
+
+/* Rotates n_heads heads of each token's row (row width = n_heads*head_dim). */
+static void rope_apply(llama_fwd *c, float *x, int32_t n_tokens, int n_heads) {
+    const model_hparams *hp = &c->m->hp;
+    rows_rope(c->rope_cs, hp->rope_dim, hp->rope_mode, x, n_tokens, n_heads, (int64_t)n_heads * hp->head_dim,
+              hp->head_dim, 0);
+}
+
+/* ---- attention ---- */
+
+typedef struct attn_job {
+    llama_fwd *c;
+    const fwd_batch *b;
+    int layer;
+    int32_t n_chunks;
+} attn_job;
+
+/* Writes the batch's K and V into the blocks: K dimension-major
+ * ([kv_dim][token] per layer, so attention reads 16-key tiles in place), V
+ * token-major ([token][kv_dim]). See model.h. */
+static void kv_store(llama_fwd *c, const fwd_batch *b, int layer) {
+    const model_hparams *hp = &c->m->hp;
+    int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim, bt = c->block_tokens;
+    for (int32_t t = 0; t < b->n_tokens; t++) {
+        const fwd_seq *s = &b->seqs[b->seq[t]];
+        int32_t p = b->pos[t];
+        float *blk = s->blocks[p / bt];
+        int64_t row = p % bt;
+        float *kb = blk + (int64_t)(layer * 2 + 0) * bt * kvd + row;
+        const float *k = c->k + (int64_t)t * kvd;
+        for (int64_t d = 0; d < kvd; d++) kb[d * bt] = k[d];
+        memcpy(blk + ((int64_t)(layer * 2 + 1) * bt + row) * kvd, c->v + (int64_t)t * kvd, (size_t)kvd * 4);
+    }
+}
+
+/* Query chunks: maximal runs of consecutive batch tokens of one sequence,
+ * at most ATTN_MAX_CHUNK long; each chunk x KV head is one work item. */
+static int32_t make_chunks(llama_fwd *c, const fwd_batch *b) {
+    int32_t n = 0;
+    for (int32_t t = 0; t < b->n_tokens;) {
+        int32_t e = t + 1;
+        while (e < b->n_tokens && e - t < ATTN_MAX_CHUNK && b->seq[e] == b->seq[t] && b->pos[e] == b->pos[e - 1] + 1)
+            e++;
+        c->chunk_begin[n++] = t;
+        t = e;
+    }
+    c->chunk_begin[n] = b->n_tokens;
+    return n;
+}
+
+static void attn_task(void *ctx, int ith, int nth) {
+    attn_job *j = ctx;
+    llama_fwd *c = j->c;
+    const fwd_batch *b = j->b;
+    const model_hparams *hp = &c->m->hp;
+    int group = hp->n_head / hp->n_head_kv, hd = hp->head_dim;
+    int64_t kvd = (int64_t)hp->n_head_kv * hd, bt = c->block_tokens, qd = (int64_t)hp->n_head * hd;
+    int64_t n_items = (int64_t)j->n_chunks * hp->n_head_kv;
+    float *scores = c->scores + (int64_t)ith * c->scores_per_thread;
+    /* interleaved so that long (late) and short (early) chunks spread evenly */
+    for (int64_t it = ith; it < n_items; it += nth) {
+        int32_t ch = (int32_t)(it / hp->n_head_kv);
+        int g = (int)(it % hp->n_head_kv);
+        int32_t t0 = c->chunk_begin[ch], t1 = c->chunk_begin[ch + 1];
+        const fwd_seq *s = &b->seqs[b->seq[t0]];
+        attn_args a = {
+            .q = c->q + (int64_t)t0 * qd + (int64_t)g * group * hd,
+            .q_stride = qd,
+            .out = c->att + (int64_t)t0 * qd + (int64_t)g * group * hd,
+            .out_stride = qd,
+            .pos = b->pos + t0,
+            .n_tok = t1 - t0,
+            .n_q = group,
+            .head_dim = hd,
+            .blocks = s->blocks,
+            .block_tokens = (int)bt,
+            .k_off = (int64_t)(j->layer * 2 + 0) * bt * kvd + (int64_t)g * hd * bt,
+            .v_off = (int64_t)(j->layer * 2 + 1) * bt * kvd + (int64_t)g * hd,
+            .row_stride = kvd,
+            .window = 0,
+            .scale = 1.0f / sqrtf((float)hd),
+            .softcap = 0.0f,
+            .scores = scores,
+        };
+        kern_attention(&a);
+    }
+}
+
+/* ---- the pass ---- */
+
+static int llama_forward(void *fc, const fwd_batch *b, float *logits, cf_err *err) {
+    (void)err;
+    llama_fwd *c = fc;
+    const model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    int32_t T = b->n_tokens;
+    int64_t E = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    float eps = hp->rms_eps;
+    model_embed(m, b->tokens, T, c->x);
+    rope_tables(c, b);
+    int32_t n_chunks = make_chunks(c, b);
+
+    for (int il = 0; il < hp->n_layer; il++) {
+        const layer_weights *L = (const layer_weights *)m->layers + il;
+        rows_rmsnorm(c->pool, eps, c->x, E, L->attn_norm, c->h, E, T, E);
+        if (L->qkv_fused) {
+            int64_t w = qd + 2 * kvd;
+            kern_matmul(c->kc, &L->wqkv, c->h, T, c->stack);
+            for (int32_t t = 0; t < T; t++) {
+                const float *r = c->stack + (int64_t)t * w;
+                memcpy(c->q + (int64_t)t * qd, r, (size_t)qd * 4);
+                memcpy(c->k + (int64_t)t * kvd, r + qd, (size_t)kvd * 4);
+                memcpy(c->v + (int64_t)t * kvd, r + qd + kvd, (size_t)kvd * 4);
+            }
+        } else {
+            kern_matmul(c->kc, &L->wq, c->h, T, c->q);
+            kern_matmul(c->kc, &L->wk, c->h, T, c->k);
+            kern_matmul(c->kc, &L->wv, c->h, T, c->v);
+        }
+        rows_add_bias(c->q, L->bq, T, qd);
+        rows_add_bias(c->k, L->bk, T, kvd);
+        rows_add_bias(c->v, L->bv, T, kvd);
+        rope_apply(c, c->q, T, hp->n_head);
+        rope_apply(c, c->k, T, hp->n_head_kv);
+        kv_store(c, b, il);
+        attn_job aj = {c, b, il, n_chunks};
+        pool_run(c->pool, attn_task, &aj);
+        kern_matmul(c->kc, &L->wo, c->att, T, c->h);
+        rows_add(c->pool, c->x, c->h, NULL, T, E);
+
+        rows_rmsnorm(c->pool, eps, c->x, E, L->ffn_norm, c->h, E, T, E);
+        if (L->gu_fused) {
+            kern_matmul(c->kc, &L->w_gu, c->h, T, c->stack);
+            rows_swiglu_stacked(c->pool, c->gate, c->stack, T, hp->n_ff);
+        } else {
+            kern_matmul(c->kc, &L->w_gate, c->h, T, c->gate);
+            kern_matmul(c->kc, &L->w_up, c->h, T, c->up);
+            rows_silu_mul(c->pool, c->gate, c->up, T, hp->n_ff);
+        }
+        kern_matmul(c->kc, &L->w_down, c->gate, T, c->h);
+        rows_add(c->pool, c->x, c->h, NULL, T, E);
+    }
+    if (b->n_out == 0) return 0;
+    model_logits(m, c->kc, c->pool, c->x, b, c->h, c->xo, logits);
+    return 0;
+}
+
+const model_arch model_arch_llama = {
+    .names = {"llama", "qwen2", NULL},
+    .read_hparams = llama_read_hparams,
+    .load = llama_load,
+    .release = llama_release,
+    .kv_layout = llama_kv_layout,
+    .kv_describe = llama_kv_describe,
+    .fingerprint = llama_fingerprint,
+    .fwd_create = llama_fwd_create,
+    .fwd_free = llama_fwd_free,
+    .forward = llama_forward,
+};

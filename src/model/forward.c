@@ -1,0 +1,97 @@
+/* forward.c - the generic forward context (model.h's fwd_ctx): checks the
+ * batch, then hands it to the architecture's forward hook (arch/arch.h),
+ * whose own context it owns; plus the embedding lookup and the output head
+ * every family shares.
+ *
+ * Invariants: a fwd_ctx belongs to one model and holds the family context
+ * made by that model's fwd_create (freed by its fwd_free); nothing here
+ * allocates after creation; input errors return -1 before any work. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/arch/arch.h"
+#include "model/rowops.h"
+
+struct fwd_ctx {
+    const model *m;
+    const model_arch *arch;
+    void *impl; /* the family's context */
+    int32_t max_tokens, max_ctx, block_tokens;
+};
+
+fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx,
+                        int32_t block_tokens, cf_err *err) {
+    if (max_tokens <= 0 || max_ctx <= 0 || block_tokens <= 0) {
+        cf_fail(err, "forward context: sizes must be positive");
+        return NULL;
+    }
+    fwd_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        cf_fail(err, "out of memory creating the forward context (%d tokens)", max_tokens);
+        return NULL;
+    }
+    *c = (fwd_ctx){.m = m, .arch = m->arch, .max_tokens = max_tokens, .max_ctx = max_ctx,
+                   .block_tokens = block_tokens};
+    c->impl = c->arch->fwd_create(m, pool, max_tokens, max_ctx, block_tokens, err);
+    if (!c->impl) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void fwd_ctx_free(fwd_ctx *c) {
+    if (!c) return;
+    c->arch->fwd_free(c->impl);
+    free(c);
+}
+
+static int check_batch(const fwd_ctx *c, const fwd_batch *b, cf_err *err) {
+    const model_hparams *hp = &c->m->hp;
+    if (b->n_tokens <= 0 || b->n_tokens > c->max_tokens)
+        return cf_fail(err, "batch of %d tokens (1..%d allowed)", b->n_tokens, c->max_tokens);
+    for (int32_t t = 0; t < b->n_tokens; t++) {
+        if (b->tokens[t] < 0 || b->tokens[t] >= hp->n_vocab)
+            return cf_fail(err, "token id %d is outside the vocabulary (0..%d)", b->tokens[t], hp->n_vocab - 1);
+        if (b->seq[t] < 0 || b->seq[t] >= b->n_seqs) return cf_fail(err, "token %d: bad sequence index", t);
+        int32_t p = b->pos[t];
+        if (p < 0 || p >= c->max_ctx || p / c->block_tokens >= b->seqs[b->seq[t]].n_blocks)
+            return cf_fail(err, "position %d is beyond the context (%d)", p, c->max_ctx);
+    }
+    for (int32_t i = 0; i < b->n_out; i++)
+        if (b->out_rows[i] < 0 || b->out_rows[i] >= b->n_tokens || (i && b->out_rows[i] <= b->out_rows[i - 1]))
+            return cf_fail(err, "bad output row list");
+    return 0;
+}
+
+int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err) {
+    if (check_batch(c, b, err)) return -1;
+    return c->arch->forward(c->impl, b, logits, err);
+}
+
+void fwd_ctx_set_mla_expand_min(fwd_ctx *c, int32_t min_tokens) {
+    if (c->arch->fwd_set_expand_min) c->arch->fwd_set_expand_min(c->impl, min_tokens);
+}
+
+int fwd_ctx_expert_load(const fwd_ctx *c, int32_t layer, uint64_t *counts, int32_t n) {
+    if (c->arch->expert_load) return c->arch->expert_load(c->impl, layer, counts, n);
+    return layer >= 0 && layer < c->m->hp.n_layer ? 0 : -1;
+}
+
+/* ---- shared by the families ---- */
+
+void model_embed(const model *m, const int32_t *tokens, int32_t n, float *x) {
+    int64_t E = m->hp.n_embd;
+    size_t emb_row = dtype_row_bytes(m->tok_embd->type, E);
+    for (int32_t t = 0; t < n; t++)
+        dtype_dequantize_row((dtype)m->tok_embd->type, (const char *)m->tok_embd->data + emb_row * tokens[t],
+                             x + t * E, E);
+}
+
+void model_logits(const model *m, kern_ctx *kc, thread_pool *pool, const float *x, const fwd_batch *b, float *tmp,
+                  float *tmp2, float *logits) {
+    int64_t E = m->hp.n_embd;
+    for (int32_t i = 0; i < b->n_out; i++) memcpy(tmp + i * E, x + (int64_t)b->out_rows[i] * E, (size_t)E * 4);
+    rows_rmsnorm(pool, m->hp.rms_eps, tmp, E, m->output_norm, tmp2, E, b->n_out, E);
+    kern_matmul(kc, &m->output, tmp2, b->n_out, logits);
+}
