@@ -231,9 +231,19 @@ static void on_resume(evutil_socket_t fd, short what, void *arg) {
     if (g->lev && evconnlistener_enable(g->lev)) LOG_WARN("cannot resume accepting connections");
 }
 
+/* The listener's callback argument is evhttp's, so the error callback finds
+ * its guard here: the one guard whose listener is being watched (a process
+ * runs one server; conn_guard_listen / conn_guard_unlisten set and clear it). */
+static conn_guard *listening_guard;
+
 static void on_accept_error(struct evconnlistener *lev, void *arg) {
-    conn_guard *g = arg;
+    conn_guard *g = listening_guard;
     int err = EVUTIL_SOCKET_ERROR();
+    (void)arg;
+    if (!g || g->lev != lev) {
+        LOG_WARN("accept() failed: %s", strerror(err));
+        return;
+    }
     g->backoff_ms = g->backoff_ms ? g->backoff_ms * 2 : BACKOFF_MIN_MS;
     if (g->backoff_ms > BACKOFF_MAX_MS) g->backoff_ms = BACKOFF_MAX_MS;
     g->st.accept_pauses++;
@@ -277,6 +287,7 @@ conn_guard *conn_guard_new(struct event_base *base, struct evhttp *http, const s
 int conn_guard_listen(conn_guard *g, struct evhttp_bound_socket *bound) {
     g->lev = evhttp_bound_socket_get_listener(bound);
     if (!g->lev) return -1;
+    listening_guard = g;
     evconnlistener_set_error_cb(g->lev, on_accept_error);
     return 0;
 }
@@ -284,6 +295,7 @@ int conn_guard_listen(conn_guard *g, struct evhttp_bound_socket *bound) {
 void conn_guard_unlisten(conn_guard *g) {
     if (!g) return;
     if (g->ev_resume) evtimer_del(g->ev_resume);
+    if (listening_guard == g) listening_guard = NULL;
     g->lev = NULL;
 }
 
@@ -332,6 +344,7 @@ conn_guard_stats conn_guard_get_stats(const conn_guard *g) {
 
 void conn_guard_free(conn_guard *g) {
     if (!g) return;
+    if (listening_guard == g) listening_guard = NULL;
     while (g->n) drop_at(g, g->n - 1);
     free(g->v);
     if (g->ev_sweep) event_free(g->ev_sweep);
