@@ -344,6 +344,10 @@ conn_guard_stats conn_guard_get_stats(const conn_guard *g) {
 
 void conn_guard_free(conn_guard *g) {
     if (!g) return;
+    if (g->st.refused || g->st.timeouts || g->st.accept_pauses)
+        LOG_INFO("connections: %llu refused (--max-connections), %llu closed by timeouts, %llu accept pauses",
+                 (unsigned long long)g->st.refused, (unsigned long long)g->st.timeouts,
+                 (unsigned long long)g->st.accept_pauses);
     if (listening_guard == g) listening_guard = NULL;
     while (g->n) drop_at(g, g->n - 1);
     free(g->v);
