@@ -27,6 +27,8 @@ typedef struct log_site {
 } log_site;
 
 static log_site sites[LOG_SITES];
+static unsigned burst = CF_LOG_BURST;
+static double window_s = CF_LOG_WINDOW_S;
 static pthread_mutex_t lk = PTHREAD_MUTEX_INITIALIZER;
 
 static double mono_now(void) {
@@ -69,8 +71,8 @@ static void write_line(cf_log_lvl lvl, const char *msg) {
 static void report_dropped(log_site *st) {
     if (!st->dropped) return;
     char line[256];
-    snprintf(line, sizeof line, "suppressed %lu similar messages in %.0fs (\"%.120s\")", st->dropped,
-             CF_LOG_WINDOW_S, st->fmt);
+    snprintf(line, sizeof line, "suppressed %lu similar messages in %gs (\"%.120s\")", st->dropped, window_s,
+             st->fmt);
     write_line(st->lvl, line);
     st->dropped = 0;
 }
@@ -89,12 +91,12 @@ static int site_admit(cf_log_lvl lvl, const char *fmt) {
         if (st->fmt) report_dropped(st);
         *st = (log_site){.fmt = fmt, .lvl = lvl, .window_start = now};
     }
-    if (now - st->window_start >= CF_LOG_WINDOW_S) {
+    if (now - st->window_start >= window_s) {
         report_dropped(st);
         st->window_start = now;
         st->shown = 0;
     }
-    int ok = st->shown < CF_LOG_BURST;
+    int ok = st->shown < burst;
     if (ok) st->shown++;
     else st->dropped++;
     pthread_mutex_unlock(&lk);
@@ -105,11 +107,18 @@ void cf_log_flush_suppressed(void) {
     double now = mono_now();
     pthread_mutex_lock(&lk);
     for (int i = 0; i < LOG_SITES; i++)
-        if (sites[i].fmt && sites[i].dropped && now - sites[i].window_start >= CF_LOG_WINDOW_S) {
+        if (sites[i].fmt && sites[i].dropped && now - sites[i].window_start >= window_s) {
             report_dropped(&sites[i]);
             sites[i].window_start = now;
             sites[i].shown = 0;
         }
+    pthread_mutex_unlock(&lk);
+}
+
+void cf_log_set_rate_limit(unsigned lines, double seconds) {
+    pthread_mutex_lock(&lk);
+    burst = lines;
+    window_s = seconds;
     pthread_mutex_unlock(&lk);
 }
 

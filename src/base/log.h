@@ -8,7 +8,8 @@
  *    client-provided string can forge a log line (cf_log_escape is the one
  *    escaping helper; callers use it too when they quote client strings);
  *  - warnings and errors are rate limited per call site (the format string):
- *    at most CF_LOG_BURST lines per CF_LOG_WINDOW_S seconds, the rest are
+ *    at most CF_LOG_BURST lines per CF_LOG_WINDOW_S seconds (or as set by
+ *    cf_log_set_rate_limit), the rest are
  *    counted and reported as one "suppressed K similar messages" line when the
  *    site logs again after its window, or from cf_log_flush_suppressed().
  *    Info and debug lines (one per request) are never suppressed.
@@ -37,6 +38,9 @@ char *cf_log_escape(char *dst, size_t cap, const char *src, size_t len);
 /* The same for a NUL-terminated string (NULL -> "(null)"). */
 char *cf_log_escape_str(char *dst, size_t cap, const char *src);
 
+/* Changes the warning/error rate limit (default CF_LOG_BURST lines per
+ * CF_LOG_WINDOW_S seconds per call site; tests use a short window). */
+void cf_log_set_rate_limit(unsigned lines, double seconds);
 /* Writes the pending "suppressed K similar messages" lines of call sites
  * whose window has ended (a server calls this from a periodic timer). */
 void cf_log_flush_suppressed(void);

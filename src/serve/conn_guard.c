@@ -330,6 +330,8 @@ bool conn_guard_request(conn_guard *g, struct evhttp_request *req) {
             refuse(g, req);
             return true;
         }
+        if (c->phase == G_DYING && bufferevent_set_timeouts(c->bev, NULL, NULL)) /* completed in time after all */
+            LOG_WARN("connection guard: cannot clear a timeout");
         c->phase = G_BUSY;
         return false;
     }
