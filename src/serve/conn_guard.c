@@ -98,28 +98,41 @@ static void start_phase(gconn *c, gphase p, double now) {
     if (p == G_HEADERS || p == G_IDLE) c->line_text = c->any_line = false;
 }
 
-/* Scans new request bytes for the blank line that ends the headers. */
+/* Feeds header bytes to the blank-line detector; true at the end of the headers. */
+static bool header_bytes(gconn *c, const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '\r') continue;
+        if (p[i] != '\n') {
+            c->line_text = true;
+            continue;
+        }
+        if (!c->line_text && c->any_line) return true;
+        c->any_line |= c->line_text;
+        c->line_text = false;
+    }
+    return false;
+}
+
+/* Scans the `added` bytes just appended to buf for the blank line that ends
+ * the headers (16 buffer chunks at a time). */
 static void scan_headers(gconn *c, struct evbuffer *buf, size_t added, double now) {
     size_t len = evbuffer_get_length(buf);
     struct evbuffer_ptr pos;
     if (added > len || evbuffer_ptr_set(buf, &pos, len - added, EVBUFFER_PTR_SET)) return;
-    struct evbuffer_iovec vec[8];
-    int nv = evbuffer_peek(buf, (ev_ssize_t)added, &pos, vec, 8);
-    for (int k = 0; k < nv && k < 8; k++) {
-        const unsigned char *p = vec[k].iov_base;
-        for (size_t i = 0; i < vec[k].iov_len; i++) {
-            if (p[i] == '\r') continue;
-            if (p[i] != '\n') {
-                c->line_text = true;
-                continue;
-            }
-            if (!c->line_text && c->any_line) {
+    while (added > 0) {
+        struct evbuffer_iovec vec[16];
+        int nv = evbuffer_peek(buf, (ev_ssize_t)added, &pos, vec, 16);
+        size_t done = 0;
+        for (int k = 0; k < nv && k < 16 && done < added; k++) {
+            size_t n = vec[k].iov_len < added - done ? vec[k].iov_len : added - done;
+            if (header_bytes(c, vec[k].iov_base, n)) {
                 start_phase(c, G_BODY, now);
                 return;
             }
-            c->any_line |= c->line_text;
-            c->line_text = false;
+            done += n;
         }
+        if (nv <= 0 || done == 0 || evbuffer_ptr_set(buf, &pos, done, EVBUFFER_PTR_ADD)) return;
+        added -= done;
     }
 }
 
