@@ -48,7 +48,16 @@ struct conn_guard {
     size_t n, cap;
     int backoff_ms;
     conn_guard_stats st;
+    metrics *m; /* borrowed, may be NULL: mirrors st (sync_metrics) */
 };
+
+static void sync_metrics(conn_guard *g) {
+    if (!g->m) return;
+    g->m->connections_open = (int64_t)g->n;
+    g->m->connections_refused = g->st.refused;
+    g->m->connection_timeouts = g->st.timeouts;
+    g->m->accept_pauses = g->st.accept_pauses;
+}
 
 /* ---- records ---- */
 
@@ -178,6 +187,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
     double now = time_now();
     for (size_t i = 0; i < g->n; i++)
         if (g->v[i]->confirmed) check_conn(g, g->v[i], now);
+    sync_metrics(g);
     cf_log_flush_suppressed();
 }
 
@@ -199,6 +209,7 @@ static void on_kick(evutil_socket_t fd, short what, void *arg) {
     int64_t hard = 2 * (int64_t)g->cfg->max_connections;
     for (size_t i = 0; g->cfg->max_connections > 0 && i < g->n && (int64_t)g->n > hard; i++)
         if (g->v[i]->phase == G_REFUSED && conn_reading(g->v[i])) conn_kill(g->v[i], NULL);
+    sync_metrics(g);
 }
 
 /* ---- accept ---- */
@@ -260,6 +271,7 @@ static void on_accept_error(struct evconnlistener *lev, void *arg) {
     g->backoff_ms = g->backoff_ms ? g->backoff_ms * 2 : BACKOFF_MIN_MS;
     if (g->backoff_ms > BACKOFF_MAX_MS) g->backoff_ms = BACKOFF_MAX_MS;
     g->st.accept_pauses++;
+    sync_metrics(g);
     LOG_WARN("accept() failed: %s (%d connections open); pausing new connections for %d ms", strerror(err),
              (int)g->n, g->backoff_ms);
     struct timeval tv = {g->backoff_ms / 1000, (g->backoff_ms % 1000) * 1000};
@@ -279,9 +291,10 @@ static void on_libevent_log(int severity, const char *msg) {
 
 /* ---- API ---- */
 
-conn_guard *conn_guard_new(struct event_base *base, struct evhttp *http, const serve_config *cfg) {
+conn_guard *conn_guard_new(struct event_base *base, struct evhttp *http, const serve_config *cfg, metrics *m) {
     conn_guard *g = calloc(1, sizeof *g);
     if (!g) return NULL;
+    g->m = m;
     g->base = base;
     g->cfg = cfg;
     g->ev_sweep = event_new(base, -1, EV_PERSIST, on_sweep, g);

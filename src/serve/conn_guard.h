@@ -44,6 +44,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "serve/metrics.h"
 #include "serve/server.h"
 
 typedef struct conn_guard conn_guard;
@@ -55,9 +56,10 @@ typedef struct conn_guard_stats {
     uint64_t accept_pauses;    /* listener pauses after accept errors */
 } conn_guard_stats;
 
-/* Installs the bufferevent callback on `http` and the periodic check.
+/* Installs the bufferevent callback on `http` and the periodic check; keeps
+ * m's connection gauge and counters (borrowed; NULL: none) up to date.
  * NULL when out of memory. */
-conn_guard *conn_guard_new(struct event_base *base, struct evhttp *http, const serve_config *cfg);
+conn_guard *conn_guard_new(struct event_base *base, struct evhttp *http, const serve_config *cfg, metrics *m);
 /* Watches the bound socket's listener for accept errors. 0 or -1. */
 int conn_guard_listen(conn_guard *g, struct evhttp_bound_socket *bound);
 /* Forgets the listener (call before evhttp_del_accept_socket). */

@@ -933,7 +933,7 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
     signal(SIGINT, SIG_IGN);
     int rc = -1;
     s->base = event_base_new();
-    if (!s->base || !(s->http = evhttp_new(s->base)) || !(s->guard = conn_guard_new(s->base, s->http, cfg))) {
+    if (!s->base || !(s->http = evhttp_new(s->base)) || !(s->guard = conn_guard_new(s->base, s->http, cfg, &s->m))) {
         cf_fail(err, "cannot create the event loop");
         goto done;
     }

@@ -80,6 +80,7 @@ class TestTimeouts(unittest.TestCase):
         self.assertGreater(closed, 1.0)
         self.assertLess(closed, 4.0)
         self.assertEqual(health(self.srv), 200)
+        self.assertGreaterEqual(self.srv.metrics()["cinfer_connection_timeouts_total"], 1)
 
     def test_silent_connection(self):
         s = self.connect()
@@ -129,6 +130,9 @@ class TestMaxConnections(unittest.TestCase):
                 s.close()
             time.sleep(0.5)
             self.assertEqual(health(srv), 200)
+            m = srv.metrics()
+            self.assertGreaterEqual(m["cinfer_connections_refused_total"], 1)
+            self.assertLessEqual(m["cinfer_connections_open"], 2)
         finally:
             self.assertEqual(srv.stop(), 0)
 
@@ -169,6 +173,7 @@ class TestOutOfDescriptors(unittest.TestCase):
                 except OSError:
                     time.sleep(0.2)
             self.assertTrue(ok, "/health does not answer after the flood")
+            self.assertGreaterEqual(srv.metrics()["cinfer_accept_pauses_total"], 1)
         finally:
             self.assertEqual(srv.stop(), 0)
 
