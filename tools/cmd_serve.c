@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "base/cpu.h"
 #include "base/log.h"
@@ -60,7 +61,15 @@ static void serve_usage(FILE *out) {
             "                            (default: none; docs/serve.md \"Reasoning budget\")\n"
             "      --response-store-max N    stored Responses (previous_response_id, GET) (default 1024; 0: none)\n"
             "      --response-store-bytes N  their total size limit in bytes (default 268435456)\n"
-            "      --response-store-ttl S    seconds a stored response lives after its last use (default 3600)\n");
+            "      --response-store-ttl S    seconds a stored response lives after its last use (default 3600)\n"
+            "      --header-timeout S    a request's headers must arrive within S seconds of the connection\n"
+            "                            (or of the request's first byte on a keep-alive one) (default 30; 0: off)\n"
+            "      --body-timeout S      ... and its body within S seconds after the headers (default 60; 0: off)\n"
+            "      --idle-timeout S      a keep-alive connection idle between requests is closed (default 60; 0: off)\n"
+            "      --max-connections N   open connections; more get 503 + Connection: close (default: 1024, or\n"
+            "                            the open-file limit minus 64 when lower; 0: no limit)\n"
+            "      --share-prefix-cache  API keys share the prefix cache (default: each key's prompts are cached\n"
+            "                            apart, so no key can observe another's cache hits; docs/serve.md)\n");
 }
 
 typedef struct serve_opts {
@@ -68,10 +77,12 @@ typedef struct serve_opts {
     long long rs_max, rs_bytes;
     double rs_ttl;
     traffic_keys keys; /* every --api-key / --api-key-class (owned) */
-    bool store_sync;
+    bool store_sync, share_prefix_cache;
     int64_t retention[CINFER_TRAFFIC_N]; /* 0: the store's defaults */
     long long port, ctx, max_seqs, max_batch, threads, max_queue, max_n, max_body, conn_buf;
     long long think_default; /* --reasoning-budget-default; -1: none */
+    long long max_conns;     /* --max-connections; -1: automatic */
+    double header_s, body_s, idle_s;
     double kv_gib, shutdown_s, store_quota_gib;
 } serve_opts;
 
@@ -92,6 +103,10 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     o->rs_bytes = 256ll << 20;
     o->rs_ttl = 3600;
     o->think_default = -1;
+    o->max_conns = -1;
+    o->header_s = 30;
+    o->body_s = 60;
+    o->idle_s = 60;
     o->api_key = getenv("CINFER_API_KEY");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -134,6 +149,11 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--response-store-max")) { VAL(); if (cli_int(a, v, 0, 1 << 24, &o->rs_max)) return 2; }
         else if (!strcmp(a, "--response-store-bytes")) { VAL(); if (cli_int(a, v, 1024, 1ll << 40, &o->rs_bytes)) return 2; }
         else if (!strcmp(a, "--response-store-ttl")) { VAL(); if (cli_float(a, v, 1, 1e7, &o->rs_ttl)) return 2; }
+        else if (!strcmp(a, "--header-timeout")) { VAL(); if (cli_float(a, v, 0, 86400, &o->header_s)) return 2; }
+        else if (!strcmp(a, "--body-timeout")) { VAL(); if (cli_float(a, v, 0, 86400, &o->body_s)) return 2; }
+        else if (!strcmp(a, "--idle-timeout")) { VAL(); if (cli_float(a, v, 0, 86400, &o->idle_s)) return 2; }
+        else if (!strcmp(a, "--max-connections")) { VAL(); if (cli_int(a, v, 0, 1 << 24, &o->max_conns)) return 2; }
+        else if (!strcmp(a, "--share-prefix-cache")) o->share_prefix_cache = true;
         else if (a[0] == '-') { cli_fail("serve: unknown option '%s' (see cinfer serve --help)", a); return 2; }
         else if (!o->model) o->model = a;
         else { cli_fail("serve: unexpected argument '%s' (see cinfer serve --help)", a); return 2; }
@@ -149,6 +169,16 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         }
     if (o->keys.n > 0) o->api_key = NULL; /* explicit keys replace $CINFER_API_KEY */
     return 0;
+}
+
+/* --max-connections default: 1024, or the open-file limit minus 64 (model,
+ * engine, store, listener) when that is lower, at least 16. */
+static long long default_max_connections(void) {
+    struct rlimit rl;
+    long long n = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (long long)rl.rlim_cur - 64 < n)
+        n = (long long)rl.rlim_cur - 64;
+    return n < 16 ? 16 : n;
 }
 
 static char *default_name(const char *path) {
@@ -223,7 +253,12 @@ int cmd_serve(int argc, char **argv) {
                         .response_store_bytes = (size_t)o.rs_bytes,
                         .response_store_ttl_s = o.rs_ttl,
                         .has_reasoning_budget_default = o.think_default >= 0,
-                        .reasoning_budget_default = (int32_t)o.think_default};
+                        .reasoning_budget_default = (int32_t)o.think_default,
+                        .header_timeout_s = o.header_s,
+                        .body_timeout_s = o.body_s,
+                        .idle_timeout_s = o.idle_s,
+                        .max_connections = (int32_t)(o.max_conns >= 0 ? o.max_conns : default_max_connections()),
+                        .share_prefix_cache = o.share_prefix_cache};
     const char *pname = o.tool_parser ? o.tool_parser : o.reasoning_parser;
     cfg.parser = pname ? recipe_parser_from_name(pname)
                        : (int)recipe_parser_detect(fallback ? NULL : chat_template_source(tmpl), hp->arch);

@@ -57,11 +57,12 @@ typedef struct api_job {
     recipe_parser **parsers;   /* multi, streaming: one per choice (owned) */
     int32_t n_parsers;
     char id[64];               /* response id (msg_..., resp_..., chatcmpl-...) */
+    char tenant[33];           /* the request's tenant (serve/tenant.h): its stored responses only */
     int64_t created;
 } api_job;
 
 /* Parses a request body of `api` into a->req and the gen core's params. The
- * caller sets a->id / a->created first. Chat: the OpenAI parser fills *p; the
+ * caller sets a->id / a->created / a->tenant first. Chat: the OpenAI parser fills *p; the
  * recipe path is used (a->active) only for requests with tools or when the
  * model has a reasoning/tool parser; with n > 1 or logprobs a->multi is set
  * too (api_multi.c formats); otherwise a->active is false and the caller

@@ -316,7 +316,7 @@ void api_job_save(api_job *a, const api_ctx *ctx, const gen_job *g, const char *
     json_t *conv = json_copy(a->conversation), *o = api_template_message(&m, 0, &e);
     if (conv && o && !json_array_append_new(conv, o)) {
         o = NULL;
-        rstore_put(ctx->store, a->id, conv, response_json, ctx->now);
+        rstore_put(ctx->store, a->id, a->tenant, conv, response_json, ctx->now);
     }
     if (o) json_decref(o);
     if (conv) json_decref(conv);

@@ -275,7 +275,7 @@ static int build_messages(api_job *a, const api_ctx *ctx, gen_params *p, serve_e
     if (!sys) return oom(err);
     if (r->previous_response_id) {
         json_t *prev = NULL;
-        if (!ctx->store || !rstore_get(ctx->store, r->previous_response_id, ctx->now, &prev, NULL)) {
+        if (!ctx->store || !rstore_get(ctx->store, r->previous_response_id, a->tenant, ctx->now, &prev, NULL)) {
             json_decref(sys);
             return serve_fail(err, 404, "invalid_request_error", "previous_response_not_found",
                               "previous_response_id", "Previous response with id '%.100s' not found.",

@@ -203,6 +203,13 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
             m->disconnected);
     counter(&s, "cinfer_stream_pauses_total", "Streams paused because the client was not reading (backpressure).",
             m->stream_pauses);
+    gauge(&s, "cinfer_connections_open", "Client connections open.", (double)m->connections_open);
+    counter(&s, "cinfer_connections_refused_total", "Connections refused by --max-connections (503).",
+            m->connections_refused);
+    counter(&s, "cinfer_connection_timeouts_total", "Connections closed by the header, body or idle timeout.",
+            m->connection_timeouts);
+    counter(&s, "cinfer_accept_pauses_total", "Listener pauses after accept() errors (out of file descriptors...).",
+            m->accept_pauses);
     hist(&s, "cinfer_time_to_first_token_seconds", "Time from request arrival to its first generated token.", &m->ttft);
     hist(&s, "cinfer_inter_token_latency_seconds", "Time between consecutive generated tokens of a choice.", &m->itl);
     hist(&s, "cinfer_e2e_request_latency_seconds", "Time from request arrival to the end of its response.", &m->e2e);

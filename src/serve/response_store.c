@@ -1,6 +1,8 @@
 /* response_store.c - bounded LRU + TTL map from response ids to stored
  * conversations and response objects (see response_store.h). The list is
- * ordered most recently used first; eviction takes from the tail. */
+ * ordered most recently used first; eviction takes from the tail. An entry
+ * is found only with both its id and its tenant: another tenant's entry is
+ * indistinguishable from a missing one. */
 #include "serve/response_store.h"
 
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 typedef struct rs_entry {
     struct rs_entry *prev, *next;
     char *id;
+    char *tenant; /* the API key's tenant (serve/tenant.h); "" for the single tenant */
     json_t *conversation;
     char *response;
     size_t bytes;
@@ -52,6 +55,7 @@ static void drop(response_store *st, rs_entry *e) {
     st->bytes -= e->bytes;
     if (e->conversation) json_decref(e->conversation);
     free(e->id);
+    free(e->tenant);
     free(e->response);
     free(e);
 }
@@ -66,9 +70,9 @@ static void expire(response_store *st, double now) {
     while (st->tail && now - st->tail->touched > st->ttl) drop(st, st->tail);
 }
 
-static rs_entry *find(response_store *st, const char *id) {
+static rs_entry *find(response_store *st, const char *id, const char *tenant) {
     for (rs_entry *e = st->head; e; e = e->next)
-        if (!strcmp(e->id, id)) return e;
+        if (!strcmp(e->id, id) && !strcmp(e->tenant, tenant ? tenant : "")) return e;
     return NULL;
 }
 
@@ -86,17 +90,19 @@ static size_t json_bytes(const json_t *j) {
     return n;
 }
 
-int rstore_put(response_store *st, const char *id, json_t *conversation, const char *response_json, double now) {
+int rstore_put(response_store *st, const char *id, const char *tenant, json_t *conversation,
+               const char *response_json, double now) {
     if (!st->max_count) return 0;
-    size_t bytes = sizeof(rs_entry) + strlen(id) + strlen(response_json) + json_bytes(conversation);
+    if (!tenant) tenant = "";
+    size_t bytes = sizeof(rs_entry) + strlen(id) + strlen(tenant) + strlen(response_json) + json_bytes(conversation);
     if (bytes > st->max_bytes) return -1;
     rs_entry *e = calloc(1, sizeof *e);
-    if (!e || !(e->id = strdup(id)) || !(e->response = strdup(response_json))) {
-        if (e) free(e->id);
+    if (!e || !(e->id = strdup(id)) || !(e->tenant = strdup(tenant)) || !(e->response = strdup(response_json))) {
+        if (e) free(e->id), free(e->tenant);
         free(e);
         return -1;
     }
-    rs_entry *old = find(st, id);
+    rs_entry *old = find(st, id, tenant);
     if (old) drop(st, old);
     e->conversation = json_incref(conversation);
     e->bytes = bytes;
@@ -109,9 +115,10 @@ int rstore_put(response_store *st, const char *id, json_t *conversation, const c
     return 0;
 }
 
-bool rstore_get(response_store *st, const char *id, double now, json_t **conversation, const char **response_json) {
+bool rstore_get(response_store *st, const char *id, const char *tenant, double now, json_t **conversation,
+                const char **response_json) {
     expire(st, now);
-    rs_entry *e = find(st, id);
+    rs_entry *e = find(st, id, tenant);
     if (!e) return false;
     unlink_entry(st, e);
     push_front(st, e);
@@ -121,8 +128,8 @@ bool rstore_get(response_store *st, const char *id, double now, json_t **convers
     return true;
 }
 
-bool rstore_delete(response_store *st, const char *id) {
-    rs_entry *e = find(st, id);
+bool rstore_delete(response_store *st, const char *id, const char *tenant) {
+    rs_entry *e = find(st, id, tenant);
     if (!e) return false;
     drop(st, e);
     return true;

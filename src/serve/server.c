@@ -44,16 +44,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 
 #include "base/log.h"
+#include "base/randid.h"
 #include "base/timeutil.h"
 #include "serve/api.h"
+#include "serve/conn_guard.h"
 #include "serve/metrics.h"
 #include "serve/oai_request.h"
 #include "serve/oai_response.h"
+#include "serve/tenant.h"
 
 typedef struct server server;
 
@@ -87,7 +89,7 @@ struct server {
     int64_t inflight_choices;
     int64_t n_flushing; /* finished responses evhttp is still writing (shutdown waits for them) */
     metrics m;
-    uint64_t id_seq, id_salt;
+    conn_guard *guard; /* timeouts, --max-connections, accept back-off (conn_guard.h) */
     bool draining;
     long long started;
     response_store *store; /* Responses API (previous_response_id, GET/DELETE) */
@@ -95,11 +97,7 @@ struct server {
 
 /* ---- small helpers ---- */
 
-static void make_id(server *s, const char *prefix, char *out, size_t cap) {
-    uint64_t x = (s->id_salt + ++s->id_seq) * 0x9E3779B97F4A7C15ull;
-    x ^= x >> 31;
-    snprintf(out, cap, "%s%016llx%04llx", prefix, (unsigned long long)x, (unsigned long long)(s->id_seq & 0xffff));
-}
+#define make_id(s, prefix, out, cap) ((void)(s), cf_random_id_or_die(prefix, out, cap)) /* CSPRNG ids */
 
 static void log_line(const char *id, const char *method, const char *path, int status, const gen_job *g, double ttft,
                      double dur, const char *note) {
@@ -493,6 +491,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     make_id(s, kind == GEN_COMPLETION ? "cmpl-" : api == RECIPE_API_MESSAGES ? "msg_" : api == RECIPE_API_RESPONSES ? "resp_" : "chatcmpl-", id, sizeof id);
     snprintf(a.id, sizeof a.id, "%s", id);
     a.created = (int64_t)time(NULL);
+    int trc = tenant_of_request(s->cfg, req, a.tenant);
     api_ctx actx = make_api_ctx(s);
     int rc = kind == GEN_COMPLETION ? oai_parse_completion(body, len, &s->lim, &p, &e)
                                     : api_job_parse(&a, api, body, len, &actx, &p, &e);
@@ -504,7 +503,9 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         fail_generate(s, req, &e, id, t0, &a, api);
         return;
     }
-    if (check_model(s, p.model, &e) || request_traffic_class(s, req, p.traffic_class, &p.traffic_class, &e)) {
+    if (check_model(s, p.model, &e) || request_traffic_class(s, req, p.traffic_class, &p.traffic_class, &e) ||
+        ((trc || tenant_cache_salt(a.tenant, s->cfg->share_prefix_cache, &p.cache_salt)) &&
+         serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory"))) {
         gen_params_free(&p);
         fail_generate(s, req, &e, id, t0, &a, api);
         return;
@@ -701,7 +702,8 @@ static void handle_stored_response(server *s, struct evhttp_request *req, const 
     char id[48];
     make_id(s, "req-", id, sizeof id);
     const char *body = NULL;
-    if (!rstore_get(s->store, rid, time_now(), NULL, &body)) {
+    char tenant[TENANT_ID_CAP];
+    if (tenant_of_request(s->cfg, req, tenant) || !rstore_get(s->store, rid, tenant, time_now(), NULL, &body)) {
         serve_fail(&e, 404, "invalid_request_error", "not_found", "response_id", "No response found with id '%.100s'.",
                    rid);
         send_error_api(s, req, &e, id, t0, RECIPE_API_RESPONSES);
@@ -711,7 +713,7 @@ static void handle_stored_response(server *s, struct evhttp_request *req, const 
         send_json(s, req, 200, strdup(body));
         return;
     }
-    rstore_delete(s->store, rid);
+    rstore_delete(s->store, rid, tenant);
     json_t *o = json_pack("{s:s, s:s, s:b}", "id", rid, "object", "response", "deleted", 1);
     send_json(s, req, 200, o ? json_dumps(o, JSON_COMPACT) : NULL);
     if (o) json_decref(o);
@@ -762,6 +764,7 @@ static int request_traffic_class(server *s, struct evhttp_request *req, int fiel
 
 static void on_request(struct evhttp_request *req, void *arg) {
     server *s = arg;
+    if (conn_guard_request(s->guard, req)) return; /* refused: over --max-connections */
     double t0 = time_now();
     serve_error e = {0};
     const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
@@ -899,6 +902,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg) {
     LOG_INFO("signal %d: shutting down (stop accepting; %d request(s) in flight; deadline %.1fs)", (int)sig, n,
              s->cfg->shutdown_timeout_s);
     if (s->bound) {
+        conn_guard_unlisten(s->guard);
         evhttp_del_accept_socket(s->http, s->bound);
         s->bound = NULL;
     }
@@ -920,8 +924,6 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
     s->lim.n_vocab = tokenizer_n_vocab(gm->tok);
     s->lim.max_n = cfg->max_n;
     s->started = (long long)time(NULL);
-    if (getrandom(&s->id_salt, sizeof s->id_salt, GRND_NONBLOCK) != (ssize_t)sizeof s->id_salt)
-        s->id_salt = (uint64_t)s->started;
     metrics_init(&s->m);
     signal(SIGPIPE, SIG_IGN);
     /* Freeing the signal events below restores the action they found; make
@@ -931,7 +933,7 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
     signal(SIGINT, SIG_IGN);
     int rc = -1;
     s->base = event_base_new();
-    if (!s->base || !(s->http = evhttp_new(s->base))) {
+    if (!s->base || !(s->http = evhttp_new(s->base)) || !(s->guard = conn_guard_new(s->base, s->http, cfg, &s->m))) {
         cf_fail(err, "cannot create the event loop");
         goto done;
     }
@@ -944,7 +946,7 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
                                             EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
     evhttp_set_gencb(s->http, on_request, s);
     s->bound = evhttp_bind_socket_with_handle(s->http, cfg->host, (ev_uint16_t)cfg->port);
-    if (!s->bound) {
+    if (!s->bound || conn_guard_listen(s->guard, s->bound)) {
         cf_fail(err, "cannot listen on %s:%d (%s)", cfg->host, cfg->port, strerror(errno));
         goto done;
     }
@@ -989,6 +991,7 @@ done:
     if (s->ev_peek) event_free(s->ev_peek);
     if (s->ev_deadline) event_free(s->ev_deadline);
     if (s->http) evhttp_free(s->http);
+    conn_guard_free(s->guard); /* after evhttp (its connections), before the base */
     if (s->out) evbuffer_free(s->out);
     rstore_free(s->store);
     if (s->base) event_base_free(s->base);

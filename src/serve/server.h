@@ -34,6 +34,11 @@ typedef struct serve_config {
     double response_store_ttl_s; /* ... and seconds since last use */
     bool has_reasoning_budget_default; /* --reasoning-budget-default given (docs/serve.md "Reasoning budget") */
     int32_t reasoning_budget_default;  /* ... its value in tokens (>= 0) */
+    double header_timeout_s;   /* --header-timeout: a request's headers must arrive within this (0: off) */
+    double body_timeout_s;     /* --body-timeout: ... and then its body (0: off) */
+    double idle_timeout_s;     /* --idle-timeout: a keep-alive connection between requests (0: off) */
+    int32_t max_connections;   /* --max-connections: open connections; more are refused (0: no limit) */
+    bool share_prefix_cache;   /* --share-prefix-cache: no per-tenant cache salt (serve/tenant.h) */
 } serve_config;
 
 /* Binds, prints "cinfer serve: listening on http://HOST:PORT" to stderr,

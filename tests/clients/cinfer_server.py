@@ -38,10 +38,17 @@ atexit.register(_kill_all)
 
 
 class Server:
-    def __init__(self, *args, ctx=512, threads=1, startup_timeout=60, model=None, env=None):
+    def __init__(self, *args, ctx=512, threads=1, startup_timeout=60, model=None, env=None, nofile=None):
+        """nofile: the server's open-file limit (RLIMIT_NOFILE), e.g. to test running out of descriptors."""
         cmd = [BIN, "serve", model or MODEL, "--port", "0", "--ctx", str(ctx), "-t", str(threads)] + list(args)
+
+        def limit_files():
+            import resource
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                                     env=dict(os.environ, **env) if env else None)
+                                     env=dict(os.environ, **env) if env else None,
+                                     preexec_fn=limit_files if nofile else None)
         _live.append(self.proc)
         self.log = []
         self._cv = threading.Condition()

@@ -47,7 +47,7 @@ static response_store *store(void) {
         st = rstore_new(4, 1 << 20, 1e9);
         json_t *c = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "user", "content", "hi", "role", "assistant",
                               "content", "hello");
-        if (!st || !c || rstore_put(st, "resp_1", c, "{}", 0)) abort();
+        if (!st || !c || rstore_put(st, "resp_1", NULL, c, "{}", 0)) abort();
         json_decref(c);
     }
     return st;
