@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "text/tokenizer.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;

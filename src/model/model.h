@@ -30,7 +30,7 @@
 
 #include "base/error.h"
 #include "base/threadpool.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "tensor/kernels.h"
 #include "text/tokenizer.h"
 

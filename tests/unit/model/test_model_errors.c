@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/model.h"
 #include "testutil.h"
 

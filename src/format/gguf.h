@@ -24,8 +24,8 @@
  * general.alignment if set) to `path.tmp` and renames it into place, so a
  * failed write never leaves a half file. Tensor data can be given up front or
  * streamed (gguf_writer_begin/write_data/finish) for models larger than RAM. */
-#ifndef CINFER_MODEL_GGUF_H
-#define CINFER_MODEL_GGUF_H
+#ifndef CINFER_FORMAT_GGUF_H
+#define CINFER_FORMAT_GGUF_H
 
 #include <stdbool.h>
 #include <stddef.h>

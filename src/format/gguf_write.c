@@ -13,7 +13,7 @@
  * tensor data added with copy=true. Allocation failures inside the void
  * setters are remembered and reported by the next begin()/write().
  * Callers: tools (convert, quantize, mkmodel), tests, fixture generators. */
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf_internal.h"
+#include "format/gguf_internal.h"
 #include "tensor/dtype.h"
 
 #define GGUF_WRITE_VERSION 3
