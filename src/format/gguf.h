@@ -118,7 +118,6 @@ void gguf_writer_free(gguf_writer *w);
 /* Setting an existing key replaces its value (order of first set is kept). */
 void gguf_set_u32(gguf_writer *w, const char *key, uint32_t v);
 void gguf_set_i32(gguf_writer *w, const char *key, int32_t v);
-void gguf_set_u64(gguf_writer *w, const char *key, uint64_t v);
 void gguf_set_f32(gguf_writer *w, const char *key, float v);
 void gguf_set_bool(gguf_writer *w, const char *key, bool v);
 void gguf_set_str(gguf_writer *w, const char *key, const char *v);

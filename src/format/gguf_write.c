@@ -141,7 +141,6 @@ static void set_scalar(gguf_writer *w, const char *key, gguf_vtype t, const void
 
 void gguf_set_u32(gguf_writer *w, const char *key, uint32_t v) { set_scalar(w, key, GGUF_UINT32, &v); }
 void gguf_set_i32(gguf_writer *w, const char *key, int32_t v) { set_scalar(w, key, GGUF_INT32, &v); }
-void gguf_set_u64(gguf_writer *w, const char *key, uint64_t v) { set_scalar(w, key, GGUF_UINT64, &v); }
 void gguf_set_f32(gguf_writer *w, const char *key, float v) { set_scalar(w, key, GGUF_FLOAT32, &v); }
 void gguf_set_bool(gguf_writer *w, const char *key, bool v) {
     uint8_t b = v ? 1 : 0;

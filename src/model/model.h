@@ -72,11 +72,9 @@ void model_free(model *m);
 const model_hparams *model_get_hparams(const model *m);
 const tokenizer *model_get_tokenizer(const model *m);
 const gguf_file *model_get_gguf(const model *m);
-/* Bytes of weights a decode step streams (all matrices + one embedding row). */
-uint64_t model_weight_bytes(const model *m);
-/* Bytes of weights one token reads in a decode step: like model_weight_bytes
- * but counting only expert_used_count routed experts of a MoE layer (the
- * roofline of a single stream). Equal to model_weight_bytes without MoE. */
+/* Bytes of weights one token reads in a decode step: all matrices + one
+ * embedding row, counting only expert_used_count routed experts of a MoE
+ * layer (the roofline of a single stream). */
 uint64_t model_active_weight_bytes(const model *m);
 /* Parameters one token multiplies with (MoE: expert_used_count routed experts). */
 uint64_t model_active_params(const model *m);

@@ -38,7 +38,6 @@ struct store {
     pthread_cond_t gc_cv; /* the GC thread waits for its period or a kick */
     store_chain *cq_head, *cq_tail, *done_chains;
     store_wslot *wq_head, *wq_tail, *wfree, *done_writes;
-    int32_t pending_writes;
     store_wslot *slots;
     int32_t *slot_tokens;
     pthread_t *threads;
@@ -74,7 +73,6 @@ int store_fingerprint(const uint8_t model_fp[STORE_KEY_BYTES], uint32_t block_to
 }
 
 int64_t store_now(const store *s) { return (int64_t)time(NULL) + s->clock_offset; }
-const char *store_dir(const store *s) { return s->dir; }
 
 /* ---- chains ---- */
 
@@ -272,7 +270,6 @@ int store_write(store *s, const uint8_t key[STORE_KEY_BYTES], const uint8_t *par
         return -1;
     }
     s->wfree = w->next;
-    s->pending_writes++;
     memcpy(w->key, key, STORE_KEY_BYTES);
     if (parent) memcpy(w->parent, parent, STORE_KEY_BYTES);
     else memset(w->parent, 0, STORE_KEY_BYTES);
@@ -560,15 +557,7 @@ int store_poll(store *s, store_event *ev, int cap) {
         ev[n++] = (store_event){.chain = NULL, .tag = w->tag, .ok = w->ok};
         w->next = s->wfree;
         s->wfree = w;
-        s->pending_writes--;
     }
-    st_unlock(s);
-    return n;
-}
-
-int32_t store_pending_writes(store *s) {
-    st_lock(s);
-    int32_t n = s->pending_writes;
     st_unlock(s);
     return n;
 }

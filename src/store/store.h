@@ -112,7 +112,6 @@ void store_stop(store *s);
 void store_close(store *s);
 
 int64_t store_now(const store *s);
-const char *store_dir(const store *s);
 
 store_chain *store_chain_new(const store *s, int32_t n);
 void store_chain_free(store_chain *ch);
@@ -126,8 +125,6 @@ int store_write(store *s, const uint8_t key[STORE_KEY_BYTES], const uint8_t *par
 
 /* Moves up to cap completions into ev[]; returns how many. */
 int store_poll(store *s, store_event *ev, int cap);
-/* Writes queued or in flight (not yet polled). */
-int32_t store_pending_writes(store *s);
 
 /* Runs a GC pass now on the calling thread (also what the GC thread runs). */
 int store_gc_now(store *s, cf_err *err);
