@@ -46,7 +46,7 @@ struct store {
     bool gc_started, stop, stopped, gc_kick;
     bool writable;
     int64_t write_retry_at; /* real seconds */
-    cinfer_store_stats st;
+    store_stats st;
 };
 
 static void st_lock(store *s) { pthread_mutex_lock(&s->mu); }
@@ -188,7 +188,7 @@ static void store_chain_finish(store *s, store_chain *ch) {
         s->st.hit_tokens += (uint64_t)good * bt;
         double lat_ms = (time_now() - ch->t_submit) * 1e3;
         int b = 0;
-        while (b < CINFER_STORE_LATENCY_BUCKETS - 1 && lat_ms > 0.25 * (double)(1 << b)) b++;
+        while (b < STORE_LATENCY_BUCKETS - 1 && lat_ms > 0.25 * (double)(1 << b)) b++;
         s->st.loads++;
         s->st.load_seconds += lat_ms / 1e3;
         s->st.load_latency[b]++;
@@ -274,7 +274,7 @@ int store_write(store *s, const uint8_t key[STORE_KEY_BYTES], const uint8_t *par
     if (parent) memcpy(w->parent, parent, STORE_KEY_BYTES);
     else memset(w->parent, 0, STORE_KEY_BYTES);
     memcpy(w->tokens, tokens, s->cfg.block_tokens * sizeof(int32_t));
-    w->cls = traffic_class >= 0 && traffic_class < CINFER_TRAFFIC_N ? traffic_class : CINFER_TRAFFIC_DEFAULT;
+    w->cls = traffic_class >= 0 && traffic_class < STORE_N_CLASSES ? traffic_class : STORE_CLASS_DEFAULT;
     w->payload = payload;
     w->tag = tag;
     w->ok = false;
@@ -438,9 +438,9 @@ int store_open(const store_config *c, store **out, cf_err *err) {
     if (!s) return cf_fail(err, "store: out of memory");
     s->cfg = *c;
     s->dir = strdup(c->dir);
-    int64_t def[CINFER_TRAFFIC_N];
+    int64_t def[STORE_N_CLASSES];
     store_retention_defaults(def);
-    for (int i = 0; i < CINFER_TRAFFIC_N; i++)
+    for (int i = 0; i < STORE_N_CLASSES; i++)
         if (s->cfg.retention_s[i] <= 0) s->cfg.retention_s[i] = def[i];
     if (s->cfg.io_threads <= 0) s->cfg.io_threads = 2;
     if (s->cfg.write_slots <= 0) s->cfg.write_slots = 64;
@@ -562,7 +562,7 @@ int store_poll(store *s, store_event *ev, int cap) {
     return n;
 }
 
-void store_get_stats(store *s, cinfer_store_stats *out) {
+void store_get_stats(store *s, store_stats *out) {
     st_lock(s);
     *out = s->st;
     st_unlock(s);
