@@ -33,11 +33,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cinfer/model.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-struct model;       /* src/model/model.h */
 struct thread_pool; /* src/base/threadpool.h */
 typedef struct cinfer_engine cinfer_engine;
 
@@ -207,7 +208,7 @@ typedef struct cinfer_engine_stats {
 } cinfer_engine_stats;
 
 /* err (may be NULL) receives a one-line message on failure. */
-int cinfer_engine_create(const struct model *m, struct thread_pool *pool, const cinfer_engine_options *opt,
+int cinfer_engine_create(const cinfer_model *m, struct thread_pool *pool, const cinfer_engine_options *opt,
                          cinfer_engine **out, char *err, size_t err_len);
 /* Stops the thread; unread requests are dropped. */
 void cinfer_engine_destroy(cinfer_engine *e);

@@ -1,6 +1,6 @@
 /* model.c - loading a GGUF model: reads and checks hyper-parameters, checks
  * every tensor's presence, shape and type, prepares weight matrices for the
- * kernels and loads the tokenizer. Architectures: llama (qwen2's Q/K/V biases
+ * kernels (the tokenizer is text's: see model.h). Architectures: llama (qwen2's Q/K/V biases
  * are accepted when present), deepseek2 (its layers: arch_deepseek2.c). Every problem is a one-line error naming the
  * file and the key or tensor. See model.h for ownership. */
 #include <math.h>
@@ -255,7 +255,12 @@ static int load_weights(model *m, cf_err *err) {
     int failed = 0;
     const gguf_tensor *emb = gguf_find_tensor(m->gguf, "token_embd.weight");
     if (!emb) return cf_fail(err, "missing tensor token_embd.weight");
-    hp->n_vocab = tokenizer_n_vocab(m->tok);
+    int64_t vk = gguf_find_key(m->gguf, "tokenizer.ggml.tokens");
+    if (vk < 0 || gguf_kv_type(m->gguf, vk) != GGUF_ARRAY || gguf_arr_type(m->gguf, vk) != GGUF_STRING)
+        return cf_fail(err, "no vocabulary (string array tokenizer.ggml.tokens)");
+    uint64_t nv = gguf_arr_len(m->gguf, vk);
+    if (nv == 0 || nv > INT32_MAX) return cf_fail(err, "vocabulary of %llu tokens", (unsigned long long)nv);
+    hp->n_vocab = (int32_t)nv;
     m->tok_embd = model_need_tensor(m->gguf, "token_embd.weight", hp->n_embd, hp->n_vocab, true, err, &failed);
     if (failed) return cf_prefix(err, "vocabulary has %d tokens", hp->n_vocab);
     m->n_params += (uint64_t)hp->n_embd * (uint64_t)hp->n_vocab;
@@ -295,8 +300,7 @@ int model_load(const char *path, model **out, cf_err *err) {
         free(m);
         return -1;
     }
-    if (read_hparams(m->gguf, &m->hp, err) || tokenizer_load_gguf(m->gguf, &m->tok, err) ||
-        load_weights(m, err)) {
+    if (read_hparams(m->gguf, &m->hp, err) || load_weights(m, err)) {
         cf_prefix(err, "%s", path);
         model_free(m);
         return -1;
@@ -326,13 +330,11 @@ void model_free(model *m) {
     kern_weight_release(&m->output);
     free(m->output_norm);
     free(m->rope_freq_factors);
-    tokenizer_free(m->tok);
     gguf_close(m->gguf);
     free(m);
 }
 
 const model_hparams *model_get_hparams(const model *m) { return &m->hp; }
-const tokenizer *model_get_tokenizer(const model *m) { return m->tok; }
 const gguf_file *model_get_gguf(const model *m) { return m->gguf; }
 uint64_t model_active_weight_bytes(const model *m) { return m->active_bytes; }
 uint64_t model_active_params(const model *m) { return m->active_params; }

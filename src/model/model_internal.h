@@ -23,9 +23,8 @@ typedef struct layer_weights {
 
 struct ds2_layer; /* model_deepseek2.h */
 
-struct model {
+struct cinfer_model {
     gguf_file *gguf;
-    tokenizer *tok;
     model_hparams hp;
     const gguf_tensor *tok_embd;        /* rows looked up by token (any computable type) */
     float *output_norm;                 /* owned */
