@@ -293,7 +293,7 @@ void cinfer_engine_destroy(cinfer_engine *e) {
 
 const tokenizer *cinfer_engine_tokenizer(const cinfer_engine *e) { return e->tok; }
 
-int cinfer_engine_create(const cinfer_model *m, struct thread_pool *pool, const cinfer_engine_options *opt,
+int cinfer_engine_create(const cinfer_model *m, cinfer_thread_pool *pool, const cinfer_engine_options *opt,
                          cinfer_engine **out, char *err, size_t err_len) {
     *out = NULL;
     cf_err ce = {0};
