@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "bench_cli.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "text/tokenizer.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;

@@ -13,6 +13,7 @@
 #include "engine/generate.h"
 #include "engine/sampler.h"
 #include "model/model.h"
+#include "text/tokenizer.h"
 
 static void run_usage(FILE *out) {
     fprintf(out,
@@ -103,10 +104,9 @@ static char *load_prompt(const run_opts *o) {
     return buf;
 }
 
-static int generate(const run_opts *o, model *m, thread_pool *pool) {
+static int generate(const run_opts *o, model *m, const tokenizer *tok, thread_pool *pool) {
     cf_err err = {0};
     const model_hparams *hp = model_get_hparams(m);
-    const tokenizer *tok = model_get_tokenizer(m);
     int32_t ctx = o->ctx ? (int32_t)o->ctx : hp->n_ctx_train;
     char *prompt = load_prompt(o);
     if (!prompt) return cli_fail("run: cannot read prompt file %s", o->prompt_file);
@@ -198,13 +198,20 @@ int cmd_run(int argc, char **argv) {
     cf_err err = {0};
     model *m;
     if (model_load(o.model, &m, &err)) return cli_fail("%s", err.msg);
+    tokenizer *tok = NULL;
+    if (tokenizer_load_gguf(model_get_gguf(m), &tok, &err)) {
+        model_free(m);
+        return cli_fail("%s: %s", o.model, err.msg);
+    }
     thread_pool *pool = pool_create((int)o.threads);
     if (!pool) {
+        tokenizer_free(tok);
         model_free(m);
         return cli_fail("cannot start compute threads");
     }
-    int rc = generate(&o, m, pool);
+    int rc = generate(&o, m, tok, pool);
     pool_destroy(pool);
+    tokenizer_free(tok);
     model_free(m);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "cinfer/engine.h"
 #include "cinfer/recipe.h"
+#include "engine/engine_tok.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "model/model.h"
@@ -235,7 +236,7 @@ int cmd_serve(int argc, char **argv) {
     char emsg[256];
     if (cinfer_engine_create(m, pool, &eo, &eng, emsg, sizeof emsg)) { cli_fail("serve: %s", emsg); goto done; }
     gm.engine = eng;
-    gm.tok = model_get_tokenizer(m);
+    gm.tok = cinfer_engine_tokenizer(eng);
     gm.tmpl = tmpl;
     gm.ctx = ctx;
     if (gen_model_init(&gm, &err)) { cli_fail("serve: %s", err.msg); goto done; }

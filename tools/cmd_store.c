@@ -107,10 +107,10 @@ static int store_stats_cmd(const char *dir, int64_t now) {
     printf("objects       %llu (%s), %llu expired (awaiting gc), %llu unreadable\n", (unsigned long long)s.objects, b,
            (unsigned long long)s.expired, (unsigned long long)s.unreadable);
     printf("by class     ");
-    for (int c = 0; c < CINFER_TRAFFIC_N; c++) {
+    for (int c = 0; c < STORE_N_CLASSES; c++) {
         fmt_bytes(s.class_bytes[c], b, sizeof b);
         printf(" %s %llu (%s)%s", store_class_name(c), (unsigned long long)s.class_objects[c], b,
-               c + 1 < CINFER_TRAFFIC_N ? "," : "\n");
+               c + 1 < STORE_N_CLASSES ? "," : "\n");
     }
     fmt_time(s.oldest_created, t1, sizeof t1);
     fmt_time(s.newest_created, t2, sizeof t2);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 

@@ -10,7 +10,8 @@
  * select() on cinfer_engine_fd() (an eventfd, readable when any request has
  * new output) and ask cinfer_engine_ready() which ones.
  *
- * Ownership: the engine borrows the model and the compute thread pool (both
+ * Ownership: the engine borrows the model (cinfer/model.h) and the compute
+ * thread pool (cinfer/threads.h) (both
  * must outlive it) and owns everything else: the KV block pool (sized by
  * kv_memory_bytes), the prefix cache, the request table, the thread, and
  * with kv_store_dir the persistent KV store's threads (docs/store.md).
@@ -33,12 +34,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cinfer/model.h"
+#include "cinfer/threads.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-struct model;       /* src/model/model.h */
-struct thread_pool; /* src/base/threadpool.h */
 typedef struct cinfer_engine cinfer_engine;
 
 /* Traffic classes (cinfer_request.traffic_class): they set how long the
@@ -207,7 +209,7 @@ typedef struct cinfer_engine_stats {
 } cinfer_engine_stats;
 
 /* err (may be NULL) receives a one-line message on failure. */
-int cinfer_engine_create(const struct model *m, struct thread_pool *pool, const cinfer_engine_options *opt,
+int cinfer_engine_create(const cinfer_model *m, cinfer_thread_pool *pool, const cinfer_engine_options *opt,
                          cinfer_engine **out, char *err, size_t err_len);
 /* Stops the thread; unread requests are dropped. */
 void cinfer_engine_destroy(cinfer_engine *e);

@@ -9,6 +9,11 @@
 
 #include "base/log.h"
 
+typedef struct cpu_features {
+    bool avx2, fma, f16c;
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
+} cpu_features;
+
 static cpu_features g_features;
 static int g_detected;
 static int g_active = -1;
@@ -42,11 +47,6 @@ static void detect(void) {
         if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) g_features.avx512bf16 = zmm_ok && ((a >> 5) & 1);
     }
     g_detected = 1;
-}
-
-const cpu_features *cpu_get_features(void) {
-    detect();
-    return &g_features;
 }
 
 bool cpu_isa_supported(cpu_isa isa) {

@@ -13,12 +13,6 @@
 
 typedef enum { CPU_ISA_SCALAR = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2, CPU_ISA_COUNT } cpu_isa;
 
-typedef struct cpu_features {
-    bool avx2, fma, f16c;
-    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
-} cpu_features;
-
-const cpu_features *cpu_get_features(void);
 bool cpu_isa_supported(cpu_isa isa);
 /* The ISA kernels use now. */
 cpu_isa cpu_isa_active(void);

@@ -38,7 +38,7 @@ typedef struct worker {
     pthread_t tid;
 } worker;
 
-struct thread_pool {
+struct cinfer_thread_pool {
     int nth;
     worker *workers;
     pool_task_fn fn;
@@ -178,3 +178,8 @@ void pool_run(thread_pool *p, pool_task_fn fn, void *ctx) {
             sched_yield();
     }
 }
+
+/* ---- public names (include/cinfer/threads.h) ---- */
+cinfer_thread_pool *cinfer_thread_pool_create(int n_threads) { return pool_create(n_threads); }
+void cinfer_thread_pool_destroy(cinfer_thread_pool *p) { pool_destroy(p); }
+int cinfer_thread_pool_size(const cinfer_thread_pool *p) { return pool_size(p); }

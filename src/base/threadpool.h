@@ -14,7 +14,10 @@
 #ifndef CINFER_BASE_THREADPOOL_H
 #define CINFER_BASE_THREADPOOL_H
 
-typedef struct thread_pool thread_pool;
+#include "cinfer/threads.h"
+
+/* The public cinfer_thread_pool (include/cinfer/threads.h) is this struct. */
+typedef struct cinfer_thread_pool thread_pool;
 typedef void (*pool_task_fn)(void *ctx, int ith, int nth);
 
 /* n_threads total, including the caller; <= 0 means one per online core. NULL on failure. */

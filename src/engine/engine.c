@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "engine/engine_internal.h"
+#include "engine/engine_tok.h"
 
 /* ---- small helpers ---- */
 
@@ -172,7 +173,6 @@ static void *eng_exec_main(void *arg);
 static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cinfer_engine_options *o, cf_err *err) {
     const model_hparams *hp = model_get_hparams(m);
     e->m = m;
-    e->tok = model_get_tokenizer(m);
     e->tp = tp;
     e->n_vocab = hp->n_vocab;
     e->opt = o ? *o : (cinfer_engine_options){0};
@@ -181,8 +181,13 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     if (e->opt.max_batch_tokens <= 0) e->opt.max_batch_tokens = 2048;
     if (e->opt.max_seqs <= 0) e->opt.max_seqs = 64;
     if (e->opt.max_ctx <= 0) e->opt.max_ctx = hp->n_ctx_train > 0 ? hp->n_ctx_train : 2048;
-    if (!e->tok) return cf_fail(err, "engine: the model has no tokenizer");
-    e->limits = sched_default_limits(hp);
+    if (tokenizer_load_gguf(model_get_gguf(m), &e->tok, err)) return cf_prefix(err, "engine: the model's tokenizer");
+    if (tokenizer_n_vocab(e->tok) != e->n_vocab)
+        return cf_fail(err, "engine: the tokenizer has %d tokens, the model %d", tokenizer_n_vocab(e->tok), e->n_vocab);
+    sched_shape shape = {.n_layer = hp->n_layer, .n_embd = hp->n_embd, .n_head = hp->n_head,
+                         .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim, .n_ff = hp->n_ff,
+                         .n_vocab = hp->n_vocab};
+    e->limits = sched_default_limits(&shape);
     e->limits.max_batch_tokens = e->opt.max_batch_tokens;
     e->limits.max_seqs = e->opt.max_seqs;
     if (e->limits.min_prefill_chunk > e->opt.max_batch_tokens) e->limits.min_prefill_chunk = e->opt.max_batch_tokens;
@@ -270,6 +275,7 @@ void cinfer_engine_destroy(cinfer_engine *e) {
     prefix_cache_free(e->pc);
     kv_pool_free(e->kv);
     fwd_ctx_free(e->fc);
+    tokenizer_free(e->tok);
     eng_free_stepbuf(&e->sb[0]);
     eng_free_stepbuf(&e->sb[1]);
     free(e->lp_row);
@@ -285,7 +291,9 @@ void cinfer_engine_destroy(cinfer_engine *e) {
     free(e);
 }
 
-int cinfer_engine_create(const struct model *m, struct thread_pool *pool, const cinfer_engine_options *opt,
+const tokenizer *cinfer_engine_tokenizer(const cinfer_engine *e) { return e->tok; }
+
+int cinfer_engine_create(const cinfer_model *m, cinfer_thread_pool *pool, const cinfer_engine_options *opt,
                          cinfer_engine **out, char *err, size_t err_len) {
     *out = NULL;
     cf_err ce = {0};

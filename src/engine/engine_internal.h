@@ -164,7 +164,7 @@ typedef struct eng_req {
 
 struct cinfer_engine {
     const model *m;
-    const tokenizer *tok;
+    tokenizer *tok;       /* owned: loaded from the model's GGUF (engine_tok.h) */
     thread_pool *tp;
     cinfer_engine_options opt;
     int32_t n_vocab;

@@ -13,6 +13,39 @@
 #include "engine/engine_internal.h"
 #include "store/store.h"
 
+/* The store sits below the engine and has its own traffic classes and
+ * counters; these are the same numbers under the public names. */
+_Static_assert(CINFER_TRAFFIC_N == STORE_N_CLASSES && (int)CINFER_TRAFFIC_DEFAULT == (int)STORE_CLASS_DEFAULT &&
+                   (int)CINFER_TRAFFIC_CHAT == (int)STORE_CLASS_CHAT &&
+                   (int)CINFER_TRAFFIC_AGENT == (int)STORE_CLASS_AGENT,
+               "traffic classes: cinfer/engine.h and store/store_format.h disagree");
+_Static_assert(CINFER_STORE_LATENCY_BUCKETS == STORE_LATENCY_BUCKETS, "store latency buckets differ");
+
+static void es_public_stats(const store_stats *s, cinfer_store_stats *o) {
+    o->enabled = s->enabled;
+    o->writable = s->writable;
+    o->lookups = s->lookups;
+    o->hit_blocks = s->hit_blocks;
+    o->hit_tokens = s->hit_tokens;
+    o->miss_blocks = s->miss_blocks;
+    o->expired = s->expired;
+    o->quarantined = s->quarantined;
+    o->read_errors = s->read_errors;
+    o->write_errors = s->write_errors;
+    o->bytes_read = s->bytes_read;
+    o->bytes_written = s->bytes_written;
+    o->objects_written = s->objects_written;
+    o->writes_skipped = s->writes_skipped;
+    o->writes_dropped = s->writes_dropped;
+    o->degraded = s->degraded;
+    o->gc_runs = s->gc_runs;
+    o->gc_deleted_expired = s->gc_deleted_expired;
+    o->gc_deleted_lru = s->gc_deleted_lru;
+    o->loads = s->loads;
+    o->load_seconds = s->load_seconds;
+    memcpy(o->load_latency, s->load_latency, sizeof o->load_latency);
+}
+
 #define ES_EVENTS 64
 #define ES_MAX_LOOKUPS 2 /* per request: first admission and one readmission after preemption */
 
@@ -302,7 +335,9 @@ void eng_store_poll(cinfer_engine *e) {
             }
         }
     }
-    store_get_stats(es->s, &e->st.store);
+    store_stats ss;
+    store_get_stats(es->s, &ss);
+    es_public_stats(&ss, &e->st.store);
     e->st.store.load_timeouts = es->timeouts;
     eng_note_kv(e);
 }

@@ -20,7 +20,7 @@ typedef struct sched_work {
 
 /* ---- cost model ---- */
 
-double sched_attn_weight(const model_hparams *hp) {
+double sched_attn_weight(const sched_shape *hp) {
     if (!hp || hp->n_layer <= 0 || hp->n_embd <= 0) return 4.0 / (2.0 * 12.0 * 4096.0);
     double qdim = (double)hp->n_head * hp->head_dim, kvdim = (double)hp->n_head_kv * hp->head_dim;
     double per_layer = 2.0 * hp->n_embd * qdim + 2.0 * hp->n_embd * kvdim + 3.0 * hp->n_embd * (double)hp->n_ff;
@@ -28,7 +28,7 @@ double sched_attn_weight(const model_hparams *hp) {
     return (4.0 * hp->n_layer * qdim) / (2.0 * weights);
 }
 
-sched_limits sched_default_limits(const model_hparams *hp) {
+sched_limits sched_default_limits(const sched_shape *hp) {
     return (sched_limits){
         .max_batch_tokens = 2048,
         .max_seqs = 64,

@@ -52,7 +52,6 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "model/model.h"
 
 /* SCHED_LOADING: admitted, waiting for blocks from the persistent store. The
  * plan skips it (no item, never preempted); it counts as running for
@@ -114,13 +113,19 @@ typedef struct sched_plan {
     double cost, budget; /* estimated compute of the step, and the budget */
 } sched_plan;
 
+/* The model dimensions the cost model needs, as plain numbers (the scheduler
+ * knows no model: the engine copies them from model_hparams). */
+typedef struct sched_shape {
+    int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab;
+} sched_shape;
+
 /* Defaults for a model: max_batch_tokens 2048, max_seqs 64, min_prefill_chunk
- * 16, linear_cost 1 and attn_cost from sched_attn_weight(hp) (hp may be NULL:
- * a 4096-wide model is assumed). */
-sched_limits sched_default_limits(const model_hparams *hp);
+ * 16, linear_cost 1 and attn_cost from sched_attn_weight(shape) (shape may be
+ * NULL: a 4096-wide model is assumed). */
+sched_limits sched_default_limits(const sched_shape *shape);
 /* Attention work per (token x context position) relative to the weight work
  * per token: (4 * n_layer * n_head * head_dim) / (2 * weights read per token). */
-double sched_attn_weight(const model_hparams *hp);
+double sched_attn_weight(const sched_shape *shape);
 /* Cost of computing positions [start, start + n) (formula above). */
 double sched_chunk_cost(const sched_limits *l, int32_t start, int32_t n);
 

@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/quantize.h"
 
 #define MAX_THREADS 16

@@ -1,10 +1,10 @@
 /* model.c - loading a GGUF model: picks the architecture's hook table
  * (arch/registry.c) by general.architecture, reads and checks the
- * hyper-parameters every family shares, the tokenizer and the shared tensors
+ * hyper-parameters every family shares, the shared tensors
  * (embeddings, output head, rope frequency factors), and lets the family
  * read its own keys and layers (arch/arch.h gives the order). Every problem
  * is a one-line error naming the file and the key or tensor. See model.h for
- * ownership. Also the generic queries (sizes, KV layout, fingerprint). */
+ * ownership (the tokenizer is text's). Also the generic queries (sizes, KV layout, fingerprint). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,7 +187,12 @@ static int load_weights(model *m, cf_err *err) {
     int failed = 0;
     const gguf_tensor *emb = gguf_find_tensor(m->gguf, "token_embd.weight");
     if (!emb) return cf_fail(err, "missing tensor token_embd.weight");
-    hp->n_vocab = tokenizer_n_vocab(m->tok);
+    int64_t vk = gguf_find_key(m->gguf, "tokenizer.ggml.tokens");
+    if (vk < 0 || gguf_kv_type(m->gguf, vk) != GGUF_ARRAY || gguf_arr_type(m->gguf, vk) != GGUF_STRING)
+        return cf_fail(err, "no vocabulary (string array tokenizer.ggml.tokens)");
+    uint64_t nv = gguf_arr_len(m->gguf, vk);
+    if (nv == 0 || nv > INT32_MAX) return cf_fail(err, "vocabulary of %llu tokens", (unsigned long long)nv);
+    hp->n_vocab = (int32_t)nv;
     m->tok_embd = model_need_tensor(m->gguf, "token_embd.weight", hp->n_embd, hp->n_vocab, true, err, &failed);
     if (failed) return cf_prefix(err, "vocabulary has %d tokens", hp->n_vocab);
     m->n_params += (uint64_t)hp->n_embd * (uint64_t)hp->n_vocab;
@@ -220,8 +225,7 @@ int model_load(const char *path, model **out, cf_err *err) {
         free(m);
         return -1;
     }
-    if (read_hparams(m->gguf, &m->hp, &m->arch, err) || tokenizer_load_gguf(m->gguf, &m->tok, err) ||
-        load_weights(m, err)) {
+    if (read_hparams(m->gguf, &m->hp, &m->arch, err) || load_weights(m, err)) {
         cf_prefix(err, "%s", path);
         model_free(m);
         return -1;
@@ -236,15 +240,12 @@ void model_free(model *m) {
     kern_weight_release(&m->output);
     free(m->output_norm);
     free(m->rope_freq_factors);
-    tokenizer_free(m->tok);
     gguf_close(m->gguf);
     free(m);
 }
 
 const model_hparams *model_get_hparams(const model *m) { return &m->hp; }
-const tokenizer *model_get_tokenizer(const model *m) { return m->tok; }
 const gguf_file *model_get_gguf(const model *m) { return m->gguf; }
-uint64_t model_weight_bytes(const model *m) { return m->weight_bytes; }
 uint64_t model_active_weight_bytes(const model *m) { return m->active_bytes; }
 uint64_t model_active_params(const model *m) { return m->active_params; }
 uint64_t model_n_params(const model *m) { return m->n_params; }

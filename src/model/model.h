@@ -1,10 +1,13 @@
-/* model.h - a loaded model: hyper-parameters, prepared weights, tokenizer,
- * and the forward pass over a ragged batch against a paged KV cache.
+/* model.h - a loaded model: hyper-parameters, prepared weights, and the
+ * forward pass over a ragged batch against a paged KV cache.
  *
- * Ownership: model_load() opens (and keeps) the GGUF mapping, prepares every
- * weight matrix for the active kernel ISA (possibly repacking into owned
- * memory), and loads the tokenizer; model_free() releases all of it. A model
- * is immutable after load and may be shared by several forward contexts.
+ * Ownership: model_load() opens (and keeps) the GGUF mapping and prepares
+ * every weight matrix for the active kernel ISA (possibly repacking into owned
+ * memory); model_free() releases all of it. A model is immutable after load
+ * and may be shared by several forward contexts. The model layer sits below
+ * text: it reads only the vocabulary size (tokenizer.ggml.tokens); whoever
+ * needs the tokenizer loads it from model_get_gguf() (text/tokenizer.h), which
+ * stays open as long as the model.
  *
  * KV cache layout (the engine owns the memory; the model only reads and
  * writes it): one block = all layers of `block_tokens` consecutive tokens of
@@ -36,10 +39,10 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "cinfer/model.h"
 #include "base/threadpool.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "tensor/kernels.h"
-#include "text/tokenizer.h"
 
 typedef enum { ROPE_NORM = 0, ROPE_NEOX = 2 } rope_mode;
 typedef enum { ROPE_SCALING_NONE = 0, ROPE_SCALING_LINEAR, ROPE_SCALING_YARN } rope_scaling;
@@ -71,19 +74,17 @@ typedef struct model_hparams {
     float yarn_log_mul;      /* kq scale = (attn_factor*(1 + yarn_log_mul*ln factor))^2 / sqrt(head_dim) */
 } model_hparams;
 
-typedef struct model model;
+/* The public cinfer_model (include/cinfer/model.h) is this struct. */
+typedef struct cinfer_model model;
 
 int model_load(const char *path, model **out, cf_err *err);
 void model_free(model *m);
 
 const model_hparams *model_get_hparams(const model *m);
-const tokenizer *model_get_tokenizer(const model *m);
 const gguf_file *model_get_gguf(const model *m);
-/* Bytes of weights a decode step streams (all matrices + one embedding row). */
-uint64_t model_weight_bytes(const model *m);
-/* Bytes of weights one token reads in a decode step: like model_weight_bytes
- * but counting only expert_used_count routed experts of a MoE layer (the
- * roofline of a single stream). Equal to model_weight_bytes without MoE. */
+/* Bytes of weights one token reads in a decode step: all matrices + one
+ * embedding row, counting only expert_used_count routed experts of a MoE
+ * layer (the roofline of a single stream). */
 uint64_t model_active_weight_bytes(const model *m);
 /* Parameters one token multiplies with (MoE: expert_used_count routed experts). */
 uint64_t model_active_params(const model *m);

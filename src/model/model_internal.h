@@ -11,9 +11,8 @@
 
 struct model_arch; /* arch/arch.h */
 
-struct model {
+struct cinfer_model {
     gguf_file *gguf;
-    tokenizer *tok;
     model_hparams hp;
     const gguf_tensor *tok_embd;        /* rows looked up by token (any computable type) */
     float *output_norm;                 /* owned */

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "tensor/dtype.h"
 
 /* llama.cpp's LLAMA_FTYPE for a model whose weights are mostly `t`. */

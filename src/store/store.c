@@ -38,7 +38,6 @@ struct store {
     pthread_cond_t gc_cv; /* the GC thread waits for its period or a kick */
     store_chain *cq_head, *cq_tail, *done_chains;
     store_wslot *wq_head, *wq_tail, *wfree, *done_writes;
-    int32_t pending_writes;
     store_wslot *slots;
     int32_t *slot_tokens;
     pthread_t *threads;
@@ -47,7 +46,7 @@ struct store {
     bool gc_started, stop, stopped, gc_kick;
     bool writable;
     int64_t write_retry_at; /* real seconds */
-    cinfer_store_stats st;
+    store_stats st;
 };
 
 static void st_lock(store *s) { pthread_mutex_lock(&s->mu); }
@@ -74,7 +73,6 @@ int store_fingerprint(const uint8_t model_fp[STORE_KEY_BYTES], uint32_t block_to
 }
 
 int64_t store_now(const store *s) { return (int64_t)time(NULL) + s->clock_offset; }
-const char *store_dir(const store *s) { return s->dir; }
 
 /* ---- chains ---- */
 
@@ -190,7 +188,7 @@ static void store_chain_finish(store *s, store_chain *ch) {
         s->st.hit_tokens += (uint64_t)good * bt;
         double lat_ms = (time_now() - ch->t_submit) * 1e3;
         int b = 0;
-        while (b < CINFER_STORE_LATENCY_BUCKETS - 1 && lat_ms > 0.25 * (double)(1 << b)) b++;
+        while (b < STORE_LATENCY_BUCKETS - 1 && lat_ms > 0.25 * (double)(1 << b)) b++;
         s->st.loads++;
         s->st.load_seconds += lat_ms / 1e3;
         s->st.load_latency[b]++;
@@ -272,12 +270,11 @@ int store_write(store *s, const uint8_t key[STORE_KEY_BYTES], const uint8_t *par
         return -1;
     }
     s->wfree = w->next;
-    s->pending_writes++;
     memcpy(w->key, key, STORE_KEY_BYTES);
     if (parent) memcpy(w->parent, parent, STORE_KEY_BYTES);
     else memset(w->parent, 0, STORE_KEY_BYTES);
     memcpy(w->tokens, tokens, s->cfg.block_tokens * sizeof(int32_t));
-    w->cls = traffic_class >= 0 && traffic_class < CINFER_TRAFFIC_N ? traffic_class : CINFER_TRAFFIC_DEFAULT;
+    w->cls = traffic_class >= 0 && traffic_class < STORE_N_CLASSES ? traffic_class : STORE_CLASS_DEFAULT;
     w->payload = payload;
     w->tag = tag;
     w->ok = false;
@@ -441,9 +438,9 @@ int store_open(const store_config *c, store **out, cf_err *err) {
     if (!s) return cf_fail(err, "store: out of memory");
     s->cfg = *c;
     s->dir = strdup(c->dir);
-    int64_t def[CINFER_TRAFFIC_N];
+    int64_t def[STORE_N_CLASSES];
     store_retention_defaults(def);
-    for (int i = 0; i < CINFER_TRAFFIC_N; i++)
+    for (int i = 0; i < STORE_N_CLASSES; i++)
         if (s->cfg.retention_s[i] <= 0) s->cfg.retention_s[i] = def[i];
     if (s->cfg.io_threads <= 0) s->cfg.io_threads = 2;
     if (s->cfg.write_slots <= 0) s->cfg.write_slots = 64;
@@ -560,20 +557,12 @@ int store_poll(store *s, store_event *ev, int cap) {
         ev[n++] = (store_event){.chain = NULL, .tag = w->tag, .ok = w->ok};
         w->next = s->wfree;
         s->wfree = w;
-        s->pending_writes--;
     }
     st_unlock(s);
     return n;
 }
 
-int32_t store_pending_writes(store *s) {
-    st_lock(s);
-    int32_t n = s->pending_writes;
-    st_unlock(s);
-    return n;
-}
-
-void store_get_stats(store *s, cinfer_store_stats *out) {
+void store_get_stats(store *s, store_stats *out) {
     st_lock(s);
     *out = s->st;
     st_unlock(s);

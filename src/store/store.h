@@ -35,7 +35,8 @@
  * Clock: store time = wall clock + an offset from CINFER_STORE_CLOCK_OFFSET
  * (a duration, optionally negative; tests only) read at open.
  *
- * Callers: src/engine/engine_store.c; tests; bench. */
+ * Callers: src/engine/engine_store.c; tests; bench. The store sits below the
+ * engine and knows nothing of it (own traffic classes and counters). */
 #ifndef CINFER_STORE_STORE_H
 #define CINFER_STORE_STORE_H
 
@@ -43,10 +44,32 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "cinfer/engine.h"
 #include "store/store_format.h"
 
 #define STORE_WRITE_BACKOFF_S 30
+
+/* Counters (store_get_stats). Load latency: load_latency[i] counts loads (one
+ * per completed chain LOAD, LOOKUP submit to completion) that took
+ * <= 0.25 ms * 2^i, i < STORE_LATENCY_BUCKETS - 1; the last bucket the slower
+ * ones. The engine reports them as cinfer_store_stats (cinfer/engine.h). */
+#define STORE_LATENCY_BUCKETS 12
+typedef struct store_stats {
+    bool enabled;  /* opened: the directory is usable for reading */
+    bool writable; /* writes are currently accepted (false while degraded) */
+    uint64_t lookups;
+    uint64_t hit_blocks, hit_tokens;
+    uint64_t miss_blocks;
+    uint64_t expired, quarantined;
+    uint64_t read_errors, write_errors;
+    uint64_t bytes_read, bytes_written;
+    uint64_t objects_written, writes_skipped;
+    uint64_t writes_dropped;
+    uint64_t degraded;
+    uint64_t gc_runs, gc_deleted_expired, gc_deleted_lru;
+    uint64_t loads;
+    double load_seconds;
+    uint64_t load_latency[STORE_LATENCY_BUCKETS];
+} store_stats;
 
 typedef struct store store;
 
@@ -57,7 +80,7 @@ typedef struct store_config {
     uint64_t payload_bytes;                    /* bytes of one block */
     int64_t quota_bytes;                       /* 0: none */
     bool sync;                                 /* fsync before publishing */
-    int64_t retention_s[CINFER_TRAFFIC_N];     /* 0 entries: defaults */
+    int64_t retention_s[STORE_N_CLASSES];     /* 0 entries: defaults */
     int32_t io_threads;                        /* 0: 2 */
     int32_t write_slots;                       /* 0: 64 */
     int64_t touch_interval_s;                  /* 0: 600; < 0: touch on every load */
@@ -112,7 +135,6 @@ void store_stop(store *s);
 void store_close(store *s);
 
 int64_t store_now(const store *s);
-const char *store_dir(const store *s);
 
 store_chain *store_chain_new(const store *s, int32_t n);
 void store_chain_free(store_chain *ch);
@@ -126,12 +148,10 @@ int store_write(store *s, const uint8_t key[STORE_KEY_BYTES], const uint8_t *par
 
 /* Moves up to cap completions into ev[]; returns how many. */
 int store_poll(store *s, store_event *ev, int cap);
-/* Writes queued or in flight (not yet polled). */
-int32_t store_pending_writes(store *s);
 
 /* Runs a GC pass now on the calling thread (also what the GC thread runs). */
 int store_gc_now(store *s, cf_err *err);
 
-void store_get_stats(store *s, cinfer_store_stats *out);
+void store_get_stats(store *s, store_stats *out);
 
 #endif

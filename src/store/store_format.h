@@ -11,7 +11,7 @@
  *    48    32  key: the block's prefix-cache key (prefix_cache.h), also the object's name
  *    80    32  parent key (32 zero bytes for the first block of a sequence)
  *   112     4  n_tokens (= block_tokens)
- *   116     4  traffic class (cinfer_traffic_class)
+ *   116     4  traffic class (STORE_CLASS_*)
  *   120     8  created, unix seconds (store clock)
  *   128     8  expires, unix seconds (store clock)
  *   136     8  payload_len
@@ -38,6 +38,12 @@
 #include "base/error.h"
 
 #define STORE_KEY_BYTES 32
+
+/* Traffic classes recorded in each object; they select its retention. The
+ * values are the engine's cinfer_traffic_class (engine_store.c asserts so);
+ * the store defines them itself because it sits below the engine. */
+enum { STORE_CLASS_DEFAULT = 0, STORE_CLASS_CHAT = 1, STORE_CLASS_AGENT = 2 };
+#define STORE_N_CLASSES 3
 #define STORE_FORMAT_VERSION 1u
 #define STORE_MAGIC "CINFKVB"        /* 7 characters + the NUL = 8 bytes */
 #define STORE_HDR_FIXED 160

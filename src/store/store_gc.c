@@ -206,7 +206,7 @@ static void sum_visit(void *ctx, int dfd, const char *name) {
     s->objects++;
     s->bytes += (uint64_t)sb.st_size;
     if (h.expires <= w->now) s->expired++;
-    int c = h.traffic_class >= 0 && h.traffic_class < CINFER_TRAFFIC_N ? h.traffic_class : 0;
+    int c = h.traffic_class >= 0 && h.traffic_class < STORE_N_CLASSES ? h.traffic_class : 0;
     s->class_objects[c]++;
     s->class_bytes[c] += (uint64_t)sb.st_size;
     if (s->objects == 1 || h.created < s->oldest_created) s->oldest_created = h.created;
@@ -241,23 +241,23 @@ int store_summarize(const char *dir, int64_t now, store_summary *s, cf_err *err)
 
 /* ---- retention ---- */
 
-static const char *const class_names[CINFER_TRAFFIC_N] = {"default", "chat", "agent"};
+static const char *const class_names[STORE_N_CLASSES] = {"default", "chat", "agent"};
 
-void store_retention_defaults(int64_t out[CINFER_TRAFFIC_N]) {
-    out[CINFER_TRAFFIC_DEFAULT] = STORE_RETENTION_DEFAULT_S;
-    out[CINFER_TRAFFIC_CHAT] = STORE_RETENTION_CHAT_S;
-    out[CINFER_TRAFFIC_AGENT] = STORE_RETENTION_AGENT_S;
+void store_retention_defaults(int64_t out[STORE_N_CLASSES]) {
+    out[STORE_CLASS_DEFAULT] = STORE_RETENTION_DEFAULT_S;
+    out[STORE_CLASS_CHAT] = STORE_RETENTION_CHAT_S;
+    out[STORE_CLASS_AGENT] = STORE_RETENTION_AGENT_S;
 }
 
 int store_class_parse(const char *name) {
-    for (int i = 0; i < CINFER_TRAFFIC_N; i++)
+    for (int i = 0; i < STORE_N_CLASSES; i++)
         if (!strcmp(name, class_names[i])) return i;
     return -1;
 }
 
-const char *store_class_name(int cls) { return cls >= 0 && cls < CINFER_TRAFFIC_N ? class_names[cls] : "?"; }
+const char *store_class_name(int cls) { return cls >= 0 && cls < STORE_N_CLASSES ? class_names[cls] : "?"; }
 
-int store_retention_parse(const char *spec, int64_t out[CINFER_TRAFFIC_N], cf_err *err) {
+int store_retention_parse(const char *spec, int64_t out[STORE_N_CLASSES], cf_err *err) {
     store_retention_defaults(out);
     const char *p = spec;
     while (*p) {

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "cinfer/engine.h"
+#include "store/store_format.h"
 
 #define STORE_GC_TMP_AGE_S 3600
 #define STORE_GC_QUARANTINE_AGE_S 86400
@@ -39,7 +39,7 @@ int store_gc(const char *dir, int64_t now, int64_t quota_bytes, store_gc_result 
 
 typedef struct store_summary {
     uint64_t objects, bytes, expired, unreadable;
-    uint64_t class_objects[CINFER_TRAFFIC_N], class_bytes[CINFER_TRAFFIC_N];
+    uint64_t class_objects[STORE_N_CLASSES], class_bytes[STORE_N_CLASSES];
     uint64_t tmp_files, quarantined, quarantined_bytes;
     int64_t oldest_created, newest_created, oldest_access, next_expiry; /* 0 when there are no objects */
     uint64_t fingerprints;            /* distinct model fingerprints seen (up to 16 counted) */
@@ -53,8 +53,8 @@ int store_summarize(const char *dir, int64_t now, store_summary *s, cf_err *err)
 #define STORE_RETENTION_DEFAULT_S 86400
 #define STORE_RETENTION_CHAT_S (7 * 86400)
 #define STORE_RETENTION_AGENT_S (3 * 86400)
-void store_retention_defaults(int64_t out[CINFER_TRAFFIC_N]);
-int store_retention_parse(const char *spec, int64_t out[CINFER_TRAFFIC_N], cf_err *err);
+void store_retention_defaults(int64_t out[STORE_N_CLASSES]);
+int store_retention_parse(const char *spec, int64_t out[STORE_N_CLASSES], cf_err *err);
 /* "default" / "chat" / "agent" -> class, -1 if unknown; and back. */
 int store_class_parse(const char *name);
 const char *store_class_name(int cls);

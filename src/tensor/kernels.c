@@ -73,7 +73,6 @@ void kern_ctx_destroy(kern_ctx *c) {
     free(c);
 }
 
-thread_pool *kern_ctx_pool(kern_ctx *c) { return c->pool; }
 
 /* Carves the kern_qact arrays for m rows of k out of the scratch. */
 static kern_qact qact_layout(kern_ctx *c, int64_t m, int64_t k) {

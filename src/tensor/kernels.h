@@ -51,7 +51,6 @@ void kern_weight_release(kern_weight *w);
 /* Scratch sized for activations of up to max_rows x max_k elements. */
 kern_ctx *kern_ctx_create(thread_pool *pool, int64_t max_rows, int64_t max_k);
 void kern_ctx_destroy(kern_ctx *c);
-thread_pool *kern_ctx_pool(kern_ctx *c);
 
 /* y[i*n + o] = sum_j W[o][j] * x[i*k + j] for i < m, o < n.
  * m <= max_rows, k <= max_k of the context (asserted). Multithreaded over the

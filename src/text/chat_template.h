@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 typedef struct chat_template chat_template;
 

@@ -231,8 +231,6 @@ void jexec_body(jctx *c, jscope *s, jnode *const *body, int n);
 jv jscope_lookup(jscope *s, const char *name);
 void jscope_set(jjob *j, jscope *s, const char *name, jv v);
 jscope *jscope_new(jjob *j, jscope *parent);
-/* Calls a callable value (macro / builtin) with evaluated args. */
-jv jcall_value(jctx *c, int line, jv fn, jv *args, int nargs, const char **kwn, jv *kwv, int nkw);
 
 /* filters.c: filter by name, test by name, method call on a value */
 jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args, int nargs, const char **kwn,

@@ -499,10 +499,6 @@ static jv call_value_caller(jctx *c, int line, jv fn, jv *args, int nargs, const
     jfail(c->job, line, "'%s' object is not callable", jv_typename(fn));
 }
 
-jv jcall_value(jctx *c, int line, jv fn, jv *args, int nargs, const char **kwn, jv *kwv, int nkw) {
-    return call_value_caller(c, line, fn, args, nargs, kwn, kwv, nkw, jv_undef(NULL));
-}
-
 static void eval_args(jctx *c, jscope *s, const jnode *e, jv **args, jv **kwv) {
     *args = e->nkids ? jalloc(c->job, (size_t)e->nkids * sizeof(jv)) : NULL;
     *kwv = e->nkids2 ? jalloc(c->job, (size_t)e->nkids2 * sizeof(jv)) : NULL;

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "text/tokenizer.h"
 
 typedef enum tok_algo {

@@ -44,7 +44,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 /* llama.cpp token types (tokenizer.ggml.token_type) */
 enum {

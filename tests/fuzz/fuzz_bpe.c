@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 

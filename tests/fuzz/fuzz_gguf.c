@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 static volatile uint64_t sink;
 

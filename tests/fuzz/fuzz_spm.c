@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/model.h"
 #include "testutil.h"
 

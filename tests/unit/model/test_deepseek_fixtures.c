@@ -23,6 +23,7 @@
 #include "engine/generate.h"
 #include "engine/kv_pool.h"
 #include "model/model.h"
+#include "text/tokenizer.h"
 #include "testutil.h"
 
 #define MODEL "models/tiny/tiny-deepseek2.gguf"
@@ -130,6 +131,9 @@ static void run_gen(const model *m, thread_pool *pool, const fixture *f, const c
 
 static void test_forward(const model *m, thread_pool *pool, fixture *fx) {
     const int n_vocab = model_get_hparams(m)->n_vocab;
+    tokenizer *tk = NULL;
+    cf_err terr = {0};
+    CHECKF(tokenizer_load_gguf(model_get_gguf(m), &tk, &terr) == 0, "tokenizer: %s", terr.msg);
     for (int i = 0; i < N_CASES; i++) {
         fixture *f = &fx[i];
         /* our tokenizer gives the fixture's ids */
@@ -137,8 +141,7 @@ static void test_forward(const model *m, thread_pool *pool, fixture *fx) {
         int32_t *enc = NULL;
         size_t n_enc = 0;
         cf_err err = {0};
-        int rc = text ? tokenizer_encode(model_get_tokenizer(m), text, strlen(text), true, false, &enc, &n_enc, &err)
-                      : -1;
+        int rc = text && tk ? tokenizer_encode(tk, text, strlen(text), true, false, &enc, &n_enc, &err) : -1;
         CHECKF(rc == 0 && n_enc == (size_t)f->n_prompt && !memcmp(enc, f->ids, n_enc * sizeof(int32_t)),
                "%s: prompt ids differ", jsons[i]);
         free(enc);
@@ -162,6 +165,7 @@ static void test_forward(const model *m, thread_pool *pool, fixture *fx) {
         free(expanded);
         free(absorbed);
     }
+    tokenizer_free(tk);
 }
 
 static void test_kv_size(const model *m) {

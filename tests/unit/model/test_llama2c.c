@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/llama2c.h"
 #include "testutil.h"
 

@@ -14,6 +14,7 @@
 #include "base/cpu.h"
 #include "engine/generate.h"
 #include "model/model.h"
+#include "text/tokenizer.h"
 #include "testutil.h"
 
 typedef struct fixture_case {
@@ -67,11 +68,14 @@ static void run_case(const fixture_case *fc, thread_pool *pool) {
     const char *text = json_string_value(json_object_get(root, "prompt_text"));
     int32_t *enc = NULL;
     size_t n_enc = 0;
-    if (text && tokenizer_encode(model_get_tokenizer(m), text, strlen(text), true, false, &enc, &n_enc, &err) == 0) {
+    tokenizer *tk = NULL;
+    if (text && tokenizer_load_gguf(model_get_gguf(m), &tk, &err) == 0 &&
+        tokenizer_encode(tk, text, strlen(text), true, false, &enc, &n_enc, &err) == 0) {
         CHECKF(n_enc == (size_t)n_prompt && !memcmp(enc, ids, n_enc * sizeof(int32_t)), "%s: prompt ids differ",
                fc->json);
         free(enc);
     }
+    tokenizer_free(tk);
 
     gen_session g;
     rc = gen_init(&g, m, pool, n_prompt + n_gen, 512, &err);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/model.h"
 #include "testutil.h"
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/mkmodel.h"
 #include "model/quantize.h"
 #include "testutil.h"

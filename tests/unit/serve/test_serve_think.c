@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model.h"
+#include "format/gguf.h"
 #include "serve/api.h"
 #include "testutil.h"
 
@@ -90,10 +90,13 @@ static void test_prepare(const tokenizer *tok) {
 int main(void) {
     test_budgets();
     test_markers();
-    model *m = NULL;
+    gguf_file *f = NULL;
+    tokenizer *tok = NULL;
     cf_err err = {0};
-    if (model_load(shared_path("models/stories260K.gguf"), &m, &err)) fprintf(stderr, "no model: %s\n", err.msg);
-    test_prepare(m ? model_get_tokenizer(m) : NULL);
-    if (m) model_free(m);
+    if (gguf_open(shared_path("models/stories260K.gguf"), &f, &err) || tokenizer_load_gguf(f, &tok, &err))
+        fprintf(stderr, "no model: %s\n", err.msg);
+    test_prepare(tok);
+    tokenizer_free(tok);
+    gguf_close(f);
     return test_finish();
 }

@@ -71,7 +71,7 @@ static void test_expiry_by_class(void) {
         if (i % 8 == 7) wait_writes(s, 8); /* 8 write slots */
     }
     CHECK(wait_writes(s, 1) == 1);
-    cinfer_store_stats st;
+    store_stats st;
     store_get_stats(s, &st);
     CHECK(st.objects_written == 9 && st.writes_dropped == 0);
     store_close(s);
@@ -90,18 +90,18 @@ static void test_expiry_by_class(void) {
         CHECKF(n == left[k], "offset %s: %llu objects left, expected %llu", offsets[k], (unsigned long long)n,
                (unsigned long long)left[k]);
         if (k == 2)
-            for (int i = 0; i < 9; i++) CHECK(st_exists(dir, o[i].key) == (cls[i] == CINFER_TRAFFIC_CHAT));
+            for (int i = 0; i < 9; i++) CHECK(st_exists(dir, o[i].key) == (cls[i] == STORE_CLASS_CHAT));
         store_close(s);
     }
     unsetenv("CINFER_STORE_CLOCK_OFFSET");
     setenv("CINFER_STORE_CLOCK_OFFSET", "soon", 1);
     CHECK(open_store(dir, 0, &err) == NULL && strstr(err.msg, "CINFER_STORE_CLOCK_OFFSET"));
     unsetenv("CINFER_STORE_CLOCK_OFFSET");
-    int64_t r[CINFER_TRAFFIC_N];
-    CHECK(store_retention_parse("agent=3d,chat=7d,default=1d", r, &err) == 0 && r[CINFER_TRAFFIC_AGENT] == 259200 &&
-          r[CINFER_TRAFFIC_CHAT] == 604800 && r[CINFER_TRAFFIC_DEFAULT] == 86400);
-    CHECK(store_retention_parse("chat=90m", r, &err) == 0 && r[CINFER_TRAFFIC_CHAT] == 5400 &&
-          r[CINFER_TRAFFIC_AGENT] == 259200);
+    int64_t r[STORE_N_CLASSES];
+    CHECK(store_retention_parse("agent=3d,chat=7d,default=1d", r, &err) == 0 && r[STORE_CLASS_AGENT] == 259200 &&
+          r[STORE_CLASS_CHAT] == 604800 && r[STORE_CLASS_DEFAULT] == 86400);
+    CHECK(store_retention_parse("chat=90m", r, &err) == 0 && r[STORE_CLASS_CHAT] == 5400 &&
+          r[STORE_CLASS_AGENT] == 259200);
     CHECK(store_retention_parse("bulk=1d", r, &err) == -1 && strstr(err.msg, "bulk"));
     CHECK(store_retention_parse("chat=7x", r, &err) == -1);
     st_rmrf(dir);
@@ -218,11 +218,11 @@ static void test_chain(void) {
     CHECK(ev.chain == ch && ch->n_loaded == 3);
     for (int i = 0; i < 3; i++) CHECK(!memcmp(dst[i], o[i].payload, ST_PAYLOAD));
     store_chain_free(ch);
-    cinfer_store_stats st;
+    store_stats st;
     store_get_stats(s, &st);
     CHECK(st.hit_blocks == 3 && st.miss_blocks == 1 && st.loads == 1 && st.bytes_read == 3 * (uint64_t)(store_header_len(ST_BT) + ST_PAYLOAD));
     uint64_t lat = 0;
-    for (int b = 0; b < CINFER_STORE_LATENCY_BUCKETS; b++) lat += st.load_latency[b];
+    for (int b = 0; b < STORE_LATENCY_BUCKETS; b++) lat += st.load_latency[b];
     CHECK(lat == 1);
     store_close(s);
     st_rmrf(dir);
@@ -254,7 +254,7 @@ static void test_degrade(void) {
         if (q) ok += wait_writes(s, 1);
     }
     if (s) {
-        cinfer_store_stats st;
+        store_stats st;
         store_get_stats(s, &st);
         fprintf(stderr, "ENOSPC: %d queued, %d written, %llu write errors, %llu dropped, degraded %llu, writable %d\n",
                 queued, ok, (unsigned long long)st.write_errors, (unsigned long long)st.writes_dropped,
@@ -274,7 +274,7 @@ static void test_degrade(void) {
         s = open_store(mnt, 0, &err);
         CHECKF(s != NULL, "%s", err.msg);
         if (s) {
-            cinfer_store_stats st;
+            store_stats st;
             store_get_stats(s, &st);
             CHECK(st.enabled && !st.writable && st.degraded == 1);
             CHECK(store_write(s, o[0].key, o[0].parent, o[0].tokens, 0, o[0].payload, 0) == -1);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "text/chat_template.h"
 
 #define FIXED_NOW 1795910400LL /* 2026-11-29T00:00:00Z */

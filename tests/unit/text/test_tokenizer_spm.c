@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "testutil.h"
 #include "text/tokenizer.h"
 

@@ -13,7 +13,7 @@
  * tensor data added with copy=true. Allocation failures inside the void
  * setters are remembered and reported by the next begin()/write().
  * Callers: tools (convert, quantize, mkmodel), tests, fixture generators. */
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf_internal.h"
+#include "format/gguf_internal.h"
 #include "tensor/dtype.h"
 
 #define GGUF_WRITE_VERSION 3
@@ -141,7 +141,6 @@ static void set_scalar(gguf_writer *w, const char *key, gguf_vtype t, const void
 
 void gguf_set_u32(gguf_writer *w, const char *key, uint32_t v) { set_scalar(w, key, GGUF_UINT32, &v); }
 void gguf_set_i32(gguf_writer *w, const char *key, int32_t v) { set_scalar(w, key, GGUF_INT32, &v); }
-void gguf_set_u64(gguf_writer *w, const char *key, uint64_t v) { set_scalar(w, key, GGUF_UINT64, &v); }
 void gguf_set_f32(gguf_writer *w, const char *key, float v) { set_scalar(w, key, GGUF_FLOAT32, &v); }
 void gguf_set_bool(gguf_writer *w, const char *key, bool v) {
     uint8_t b = v ? 1 : 0;

@@ -24,8 +24,8 @@
  * general.alignment if set) to `path.tmp` and renames it into place, so a
  * failed write never leaves a half file. Tensor data can be given up front or
  * streamed (gguf_writer_begin/write_data/finish) for models larger than RAM. */
-#ifndef CINFER_MODEL_GGUF_H
-#define CINFER_MODEL_GGUF_H
+#ifndef CINFER_FORMAT_GGUF_H
+#define CINFER_FORMAT_GGUF_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -118,7 +118,6 @@ void gguf_writer_free(gguf_writer *w);
 /* Setting an existing key replaces its value (order of first set is kept). */
 void gguf_set_u32(gguf_writer *w, const char *key, uint32_t v);
 void gguf_set_i32(gguf_writer *w, const char *key, int32_t v);
-void gguf_set_u64(gguf_writer *w, const char *key, uint64_t v);
 void gguf_set_f32(gguf_writer *w, const char *key, float v);
 void gguf_set_bool(gguf_writer *w, const char *key, bool v);
 void gguf_set_str(gguf_writer *w, const char *key, const char *v);

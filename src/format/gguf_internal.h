@@ -2,10 +2,10 @@
  * writer (gguf_write.c, for gguf_writer_copy_kv). Not for other modules: the
  * public API in gguf.h converts and checks types; these hand out the index
  * as stored. All pointers are owned by the gguf_file. */
-#ifndef CINFER_MODEL_GGUF_INTERNAL_H
-#define CINFER_MODEL_GGUF_INTERNAL_H
+#ifndef CINFER_FORMAT_GGUF_INTERNAL_H
+#define CINFER_FORMAT_GGUF_INTERNAL_H
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 /* Bytes of one scalar of type t (0 for STRING/ARRAY/invalid). */
 size_t gguf_vtype_size(gguf_vtype t);

@@ -21,7 +21,7 @@
  *
  * Called by model loaders, the tokenizer (vocab), quantize/convert tools and the
  * fuzz harness (gguf_open_memory). The writer lives in gguf_write.c. */
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,7 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/gguf_internal.h"
+#include "format/gguf_internal.h"
 #include "tensor/dtype.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
