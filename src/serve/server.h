@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "serve/gen.h"
+#include "serve/model_names.h"
 #include "serve/traffic.h"
 
 typedef struct serve_config {
@@ -22,7 +23,10 @@ typedef struct serve_config {
     int port;                  /* 0: any free port (printed) */
     const char *api_key;       /* NULL: no authentication (ignored when keys has entries) */
     const traffic_keys *keys;  /* NULL or empty: api_key alone; else any of these keys, with its default traffic class */
-    const char *model_name;    /* served model name */
+    int listen_fd;             /* > 0: a listening socket from serve_listen (host/port then only label it;
+                                * serve_run takes it over); 0: serve_run binds host:port itself */
+    const char *model_name;    /* the default served model name (names->v[0]) */
+    const serve_names *names;  /* every served model name (--served-model-name); not NULL */
     int32_t max_n;             /* largest n per request */
     int32_t max_inflight;      /* engine requests (choices) in flight before 429 */
     size_t max_body;           /* request body limit in bytes (413 above) */
