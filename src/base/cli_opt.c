@@ -13,12 +13,19 @@
 #define LONG_ONLY_BASE 0x100 /* getopt val of a row without a short letter: base + row index */
 #define HELP_COL 28          /* help text starts in this column */
 
+/* "cinfer serve" / "cinfer" (the top level has the name ""). */
+static void who(const cli_cmd *c, char *buf, size_t cap) {
+    snprintf(buf, cap, "cinfer%s%s", c->name && *c->name ? " " : "", c->name ? c->name : "");
+}
+
 int cli_usage_error(const cli_cmd *c, const char *fmt, ...) {
+    char w[96];
+    who(c, w, sizeof w);
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "cinfer %s: ", c->name);
+    fprintf(stderr, "%s: ", w);
     vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see cinfer %s --help)\n", c->name);
+    fprintf(stderr, " (see %s --help)\n", w);
     va_end(ap);
     return CLI_USAGE;
 }
@@ -149,7 +156,9 @@ static int unknown(const cli_cmd *c, int argc, char **argv) {
     if (optopt && arg[len] == '=') return cli_usage_error(c, "option %.*s takes no value", (int)len, arg);
     const char *sug = cli_suggest(c->opts, c->n_opts, arg);
     if (sug) {
-        fprintf(stderr, "cinfer %s: unknown option %.*s; did you mean --%s?\n", c->name, (int)len, arg, sug);
+        char w[96];
+        who(c, w, sizeof w);
+        fprintf(stderr, "%s: unknown option %.*s; did you mean --%s?\n", w, (int)len, arg, sug);
         return CLI_USAGE;
     }
     return cli_usage_error(c, "unknown option %.*s", (int)len, arg);
@@ -189,7 +198,7 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, int *first_pos) {
     struct option *lo;
     char *so;
     if (build(c, &lo, &so)) {
-        fprintf(stderr, "cinfer %s: out of memory\n", c->name);
+        fputs("cinfer: out of memory\n", stderr);
         return CLI_USAGE;
     }
     optind = 0; /* glibc: full re-initialisation */
@@ -209,7 +218,9 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, int *first_pos) {
         } else if (r >= 0) {
             char msg[256] = "";
             if (apply(&c->opts[r], optarg, msg, sizeof msg)) {
-                fprintf(stderr, "cinfer %s: --%s %s\n", c->name, c->opts[r].name, msg);
+                char w[96];
+                who(c, w, sizeof w);
+                fprintf(stderr, "%s: --%s %s\n", w, c->opts[r].name, msg);
                 rc = CLI_USAGE;
             }
         } else {
