@@ -9,9 +9,10 @@
 
 #include "base/cli_opt.h"
 #include "base/log.h"
+#include "base/version.h"
 #include "commands.h"
 
-#define CINFER_VERSION "0.1.0"
+
 
 int cli_fail(const char *fmt, ...) {
     va_list ap;

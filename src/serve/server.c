@@ -925,6 +925,7 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
     if (getrandom(&s->id_salt, sizeof s->id_salt, GRND_NONBLOCK) != (ssize_t)sizeof s->id_salt)
         s->id_salt = (uint64_t)s->started;
     metrics_init(&s->m);
+    s->m.model_name = cfg->model_name;
     signal(SIGPIPE, SIG_IGN);
     /* Freeing the signal events below restores the action they found; make
      * that "ignore", so a second SIGTERM during teardown cannot turn a clean
