@@ -40,9 +40,11 @@ typedef struct serve_config {
     int32_t reasoning_budget_default;  /* ... its value in tokens (>= 0) */
 } serve_config;
 
-/* Binds, prints "cinfer serve: listening on http://HOST:PORT" to stderr,
- * serves until SIGTERM/SIGINT. Returns 0 after a clean shutdown, -1 when
- * start-up fails (err set). */
+/* Listens (on cfg->listen_fd when set, else binds host:port), prints
+ * "cinfer serve: listening on http://HOST:PORT" to stderr, serves until
+ * SIGTERM/SIGINT. Returns 0 after a clean shutdown, -1 when start-up fails
+ * (err set; the process is expected to exit, a listen_fd not yet handed to
+ * evhttp is not closed). */
 int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err);
 
 #endif
