@@ -247,7 +247,7 @@ static void help_row(FILE *out, int short_name, const char *name, const char *me
     int n = snprintf(left, sizeof left, "  %c%c%s--%s%s%s", short_name ? '-' : ' ', short_name ? short_name : ' ',
                      short_name ? ", " : "  ", name, metavar ? " " : "", metavar ? metavar : "");
     if (n < HELP_COL - 1) fprintf(out, "%-*s", HELP_COL, left);
-    else fprintf(out, "%s  ", left);
+    else fprintf(out, "%s\n%*s", left, HELP_COL, ""); /* too wide: the help starts on the next line */
     put_indented(out, help ? help : "", HELP_COL);
 }
 

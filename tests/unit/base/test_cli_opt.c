@@ -136,7 +136,7 @@ static void help(void) {
     CHECK(strstr(txt, "usage: cinfer x\n") != NULL);
     CHECK(strstr(txt, "  -m, --model FILE          the model\n") != NULL);
     CHECK(strstr(txt, "more:\n") != NULL);
-    CHECK(strstr(txt, "      --a-very-long-option-name VALUE  first\n                            second\n") != NULL);
+    CHECK(strstr(txt, "      --a-very-long-option-name VALUE\n                            first\n                            second\n") != NULL);
     CHECK(strstr(txt, "  -h, --help") != NULL);
     CHECK(strstr(txt, "End.") != NULL);
     free(txt);
