@@ -1,8 +1,9 @@
 /* test_store_cli.c - `cinfer store gc|stats DIR` (the CLI binary from
  * CINFER_BIN) on a directory of real objects: stats counts objects per
  * class; gc --now +4d deletes the default and agent objects (1 d, 3 d) and
- * keeps chat (7 d); gc --quota evicts least recently used objects; bad
- * input is a one-line message with exit status 1. */
+ * keeps chat (7 d); gc --quota evicts least recently used objects; a
+ * runtime error is a one-line message with exit status 1, a usage error
+ * (bad option, missing DIR, unknown subcommand) one line with exit 2. */
 #include <sys/wait.h>
 #include <time.h>
 
@@ -67,12 +68,13 @@ int main(void) {
     /* errors: one line, exit 1 */
     CHECK(run_cli("store stats /nonexistent-cinfer-dir", out, sizeof out) == 1 && strchr(out, '\n') == strrchr(out, '\n') &&
           strstr(out, "cannot read"));
-    CHECK(run_cli("store gc", out, sizeof out) == 1 && strstr(out, "missing DIR"));
+    /* usage errors: one line, exit 2 */
+    CHECK(run_cli("store gc", out, sizeof out) == 2 && strstr(out, "missing DIR"));
     snprintf(args, sizeof args, "store gc '%s' --now soon", dir);
-    CHECK(run_cli(args, out, sizeof out) == 1 && strstr(out, "--now"));
+    CHECK(run_cli(args, out, sizeof out) == 2 && strstr(out, "--now"));
     snprintf(args, sizeof args, "store gc '%s' --quota -1", dir);
-    CHECK(run_cli(args, out, sizeof out) == 1);
-    CHECK(run_cli("store compact x", out, sizeof out) == 1 && strstr(out, "unknown subcommand"));
+    CHECK(run_cli(args, out, sizeof out) == 2);
+    CHECK(run_cli("store compact x", out, sizeof out) == 2 && strstr(out, "unknown subcommand"));
     CHECK(run_cli("store --help", out, sizeof out) == 0 && strstr(out, "usage: cinfer store"));
     st_rmrf(dir);
     return test_finish();
