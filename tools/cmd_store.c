@@ -3,8 +3,7 @@
  * pass (expired objects, stale temporaries, old quarantine, LRU beyond
  * --quota); it is safe while servers use the directory. stats reads every
  * object's header and prints a summary. Errors: one line, exit 1; usage
- * errors exit 2. Options: one cli_opt table; --quota is the last row, given
- * to gc only. */
+ * errors exit 2. Options: one cli_opt table per subcommand. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,16 +125,20 @@ int cmd_store(int argc, char **argv) {
     bool gc = !strcmp(sub, "gc"), verify = !strcmp(sub, "verify"), stats = !strcmp(sub, "stats");
     int64_t now = INT64_MIN;
     double quota_gib = 0;
-    const cli_opt t[] = {
-        {"now", 0, "TIME", "the store clock: unix seconds, or +DURATION / -DURATION from now\n"
-         "(e.g. +3d; units s m h d). Default: now, shifted by\nCINFER_STORE_CLOCK_OFFSET when set (tests).",
-         CLI_CALL(opt_now, &now)},
-        {"quota", 0, "GiB", "gc: capacity (default: none)", CLI_NUM(&quota_gib, 0, 1 << 20)}, /* gc only: last row */
-    };
+#define NOW_ROW {"now", 0, "TIME", "the store clock: unix seconds, or +DURATION / -DURATION from now\n" \
+                 "(e.g. +3d; units s m h d). Default: now, shifted by\nCINFER_STORE_CLOCK_OFFSET when set (tests).", \
+                 CLI_CALL(opt_now, &now)}
+    /* one table per subcommand */
+    const cli_opt gc_t[] = {NOW_ROW, {"quota", 0, "GiB", "capacity (default: none)", CLI_NUM(&quota_gib, 0, 1 << 20)}};
+    const cli_opt stats_t[] = {NOW_ROW};
+    const cli_opt verify_t[] = {NOW_ROW};
+#undef NOW_ROW
     char name[32];
     snprintf(name, sizeof name, "store%s%s", *sub ? " " : "", gc || verify || stats ? sub : "");
-    cli_cmd c = {.name = name, .usage = store_usage, .about = store_about, .opts = t,
-                 .n_opts = sizeof t / sizeof t[0] - (gc ? 0 : 1)};
+    cli_cmd c = {.name = name, .usage = store_usage, .about = store_about};
+    if (gc) c.opts = gc_t, c.n_opts = sizeof gc_t / sizeof gc_t[0];
+    else if (stats) c.opts = stats_t, c.n_opts = sizeof stats_t / sizeof stats_t[0];
+    else if (verify) c.opts = verify_t, c.n_opts = sizeof verify_t / sizeof verify_t[0];
     if (!gc && !verify && !stats) {
         if (argc >= 2 && (!strcmp(sub, "-h") || !strcmp(sub, "--help"))) return cli_help(&c, stdout), 0;
         if (argc < 2) return cli_usage_error(&c, "a subcommand is required (gc, stats, verify)");
