@@ -227,9 +227,10 @@ static int serve_main(serve_opts *o) {
     char msg[160];
     if (o->names.n == 0) {
         char *def = default_name(o->model);
-        int r = def ? serve_names_add(&o->names, def, msg, sizeof msg) : -1;
+        if (!def) return cli_fail("serve: out of memory");
+        int r = serve_names_add(&o->names, def, msg, sizeof msg);
         free(def);
-        if (r) return cli_fail("serve: %s", def ? msg : "out of memory");
+        if (r) return cli_fail("serve: %s", msg);
     }
     /* bind first: a busy port fails now, not after loading the model */
     int fd = -1, port = 0;

@@ -81,9 +81,10 @@ static void fmt_store(const serve_summary *s, char *out, size_t cap) {
     size_t k = (size_t)snprintf(out, cap, "%s, retention", s->store_dir);
     for (int c = 0; c < CINFER_TRAFFIC_N && k < cap; c++) {
         int64_t r = s->retention && s->retention[c] ? s->retention[c] : def[c];
-        int w = r % 86400 == 0 ? snprintf(out + k, cap - k, " %s=%lldd", store_class_name(c), (long long)(r / 86400))
-              : r % 3600 == 0  ? snprintf(out + k, cap - k, " %s=%lldh", store_class_name(c), (long long)(r / 3600))
-                               : snprintf(out + k, cap - k, " %s=%llds", store_class_name(c), (long long)r);
+        static const struct { int64_t s; char u; } units[] = {{86400, 'd'}, {3600, 'h'}, {60, 'm'}, {1, 's'}};
+        size_t u = 0;
+        while (r % units[u].s) u++; /* the largest unit that divides r (s always does) */
+        int w = snprintf(out + k, cap - k, " %s=%lld%c", store_class_name(c), (long long)(r / units[u].s), units[u].u);
         if (w < 0) break;
         k += (size_t)w;
     }
