@@ -154,6 +154,14 @@ static int unknown(const cli_cmd *c, int argc, char **argv) {
         return cli_usage_error(c, "unknown option -%c", optopt);
     size_t len = strcspn(arg, "=");
     if (optopt && arg[len] == '=') return cli_usage_error(c, "option %.*s takes no value", (int)len, arg);
+    char amb[256] = "";
+    size_t k = 0, n_amb = 0;
+    for (size_t i = 0; len > 2 && i < c->n_opts && k < sizeof amb; i++) /* getopt's abbreviations */
+        if (c->opts[i].name && !strncmp(c->opts[i].name, arg + 2, len - 2)) {
+            int w = snprintf(amb + k, sizeof amb - k, "%s--%s", n_amb++ ? ", " : "", c->opts[i].name);
+            k += w > 0 ? (size_t)w : 0;
+        }
+    if (n_amb > 1) return cli_usage_error(c, "option %.*s is ambiguous (%s)", (int)len, arg, amb);
     const char *sug = cli_suggest(c->opts, c->n_opts, arg);
     if (sug) {
         char w[96];

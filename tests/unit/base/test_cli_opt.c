@@ -89,6 +89,9 @@ static void errors(void) {
     CHECK(parse(&o, 1, (const char *[]){"--seed=-1"}, &pos) == CLI_USAGE);
     CHECK(parse(&o, 1, (const char *[]){"--ignore-eos=1"}, &pos) == CLI_USAGE);
     CHECK(parse(&o, 1, (const char *[]){"--served-model-name="}, &pos) == CLI_USAGE); /* callback error */
+    CHECK(parse(&o, 2, (const char *[]){"--n-p", "4"}, &pos) == CLI_OK && o.n == 4); /* a unique abbreviation */
+    CHECK(parse(&o, 2, (const char *[]){"--n", "4"}, &pos) == CLI_USAGE); /* ambiguous: --n-predict, --no-echo */
+    CHECK(parse(&o, 2, (const char *[]){"--t", "1"}, &pos) == CLI_USAGE); /* ambiguous: --temp, --top-p */
     /* parse again after errors: getopt state is reset */
     CHECK(parse(&o, 1, (const char *[]){"-n3"}, &pos) == CLI_OK && o.n == 3);
 }
