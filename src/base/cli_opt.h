@@ -9,7 +9,9 @@
  *
  * Accepted forms: --n-predict=5, --n-predict 5, -n5, -n 5; positional
  * arguments may be mixed with options (getopt_long permutes them to the end)
- * unless the command sets stop_at_positional. -h/--help is added to every
+ * unless the command sets stop_at_positional; "--" ends the options. A unique
+ * abbreviation of a long name is accepted (getopt_long); an ambiguous one is
+ * a usage error that lists the candidates. -h/--help is added to every
  * table. A row with a NULL name is a section heading in --help.
  *
  * Invariants: cli_parse never exits; it prints at most one line to stderr
