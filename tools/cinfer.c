@@ -1,14 +1,18 @@
 /* cinfer.c - entry point of the `cinfer` CLI: dispatches to the subcommands
- * declared in commands.h. Global options: --log-level, --version, --help. */
+ * declared in commands.h. Global options (before the command): --log-level,
+ * --version, --help. Exit codes: 0 ok, 1 runtime error, 2 usage error. */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli_opt.h"
 #include "base/log.h"
+#include "base/version.h"
 #include "commands.h"
 
-#define CINFER_VERSION "0.1.0"
+
 
 int cli_fail(const char *fmt, ...) {
     va_list ap;
@@ -37,40 +41,48 @@ static const command commands[] = {
     {"bench", cmd_bench, "benchmarks (latency: prefill/decode vs roofline; throughput: the serving engine)"},
 };
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: cinfer [--log-level error|warn|info|debug] <command> [options]\n"
-            "\ncommands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out,
-            "\n`cinfer <command> --help` describes a command's options.\n"
-            "environment: CINFER_CPU=avx512|avx2|scalar forces a kernel path; CINFER_LOG=<level>.\n");
+static int opt_log_level(void *ctx, const char *v, char *msg, size_t cap) {
+    (void)ctx;
+    if (cf_log_parse_level(v, &cf_log_level) == 0) return 0;
+    snprintf(msg, cap, "unknown log level '%s' (error|warn|info|debug)", v);
+    return -1;
 }
 
 int main(int argc, char **argv) {
     const char *env_level = getenv("CINFER_LOG");
     if (env_level) cf_log_parse_level(env_level, &cf_log_level);
-    int i = 1;
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--version")) {
-            printf("cinfer %s\n", CINFER_VERSION);
-            return 0;
-        } else if (!strcmp(argv[i], "--log-level") && i + 1 < argc) {
-            if (cf_log_parse_level(argv[++i], &cf_log_level) != 0)
-                return cli_fail("unknown log level '%s' (error|warn|info|debug)", argv[i]);
-        } else {
-            return cli_fail("unknown option '%s' (see cinfer --help)", argv[i]);
-        }
+    char about[2048];
+    size_t k = (size_t)snprintf(about, sizeof about, "\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0] && k < sizeof about; i++)
+        k += (size_t)snprintf(about + k, sizeof about - k, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    if (k < sizeof about) snprintf(about + k, sizeof about - k, "\n`cinfer <command> --help` describes a command's options.");
+    bool version = false;
+    const cli_opt t[] = {
+        {"log-level", 0, "L", "error|warn|info|debug (default warn; serve: info)", CLI_CALL(opt_log_level, NULL)},
+        {"version", 0, NULL, "print the version and exit", CLI_SET(&version, true)},
+    };
+    const cli_cmd c = {.name = "", .usage = "cinfer [--log-level error|warn|info|debug] <command> [options]",
+                       .about = about, .opts = t, .n_opts = sizeof t / sizeof t[0],
+                       .epilog = "\nexit status: 0 success; 1 runtime error (a model that does not load, a busy port,\n"
+                                 "a failed request...); 2 usage error (unknown or malformed option or argument).\n"
+                                 "Every error is one line on stderr, starting with \"cinfer\".\n"
+                                 "environment: CINFER_CPU=avx512|avx2|scalar forces a kernel path; CINFER_LOG=<level>.",
+                       .stop_at_positional = true};
+    int pos, rc = cli_parse(&c, argc, argv, &pos);
+    if (rc) return rc == CLI_HELP ? 0 : rc;
+    if (version) {
+        printf("cinfer %s\n", CINFER_VERSION);
+        return 0;
     }
-    if (i >= argc) {
-        usage(stderr);
-        return 2;
+    if (pos >= argc) {
+        fputs("cinfer: a command is required:", stderr);
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            fprintf(stderr, "%s %s", i ? "," : "", commands[i].name);
+        fputs(" (see cinfer --help)\n", stderr);
+        return CLI_USAGE;
     }
-    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
-        if (!strcmp(argv[i], commands[c].name)) return commands[c].fn(argc - i, argv + i);
-    return cli_fail("unknown command '%s' (see cinfer --help)", argv[i]);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[pos], commands[i].name)) return commands[i].fn(argc - pos, argv + pos);
+    fprintf(stderr, "cinfer: unknown command '%s' (see cinfer --help)\n", argv[pos]);
+    return CLI_USAGE;
 }

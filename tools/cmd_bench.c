@@ -15,49 +15,43 @@
 
 #include "base/cpu.h"
 #include "base/timeutil.h"
-#include "cli_util.h"
+#include "base/cli_opt.h"
 #include "commands.h"
 #include "engine/generate.h"
 #include "model/model.h"
 #include "tensor/peak.h"
 
-static void bench_usage(FILE *out) {
-    fprintf(out,
-            "usage: cinfer bench latency -m MODEL.gguf [options]\n"
-            "       cinfer bench throughput -m MODEL.gguf [options]  (see bench throughput --help)\n"
-            "       cinfer bench serve --base-url URL [options]      (see bench serve --help)\n"
-            "       cinfer bench report RESULTS.json... [--svg DIR]  (see bench report --help)\n"
-            "       cinfer bench trace-stats TRACE.jsonl [--block-scale K]\n"
-            "  -m, --model FILE    GGUF model (required)\n"
-            "  -p, --prompt N      prompt tokens to prefill (default 512)\n"
-            "  -n, --gen N         tokens to decode (default 128)\n"
-            "  -t, --threads N     compute threads (default: one per core)\n"
-            "  -r, --reps N        repetitions; the best is reported (default 3)\n"
-            "      --bw-mib N      buffer for the bandwidth measurement (default 1024 MiB)\n");
-}
+static const char bench_usage[] =
+    "cinfer bench latency -m MODEL.gguf [options]\n"
+    "cinfer bench throughput -m MODEL.gguf [options]  (see bench throughput --help)\n"
+    "cinfer bench serve --base-url URL [options]      (see bench serve --help)\n"
+    "cinfer bench report RESULTS.json... [--svg DIR]  (see bench report --help)\n"
+    "cinfer bench trace-stats TRACE.jsonl [--block-scale K]";
 
 typedef struct bench_opts {
     const char *model;
     long long prompt, gen, threads, reps, bw_mib;
 } bench_opts;
 
+/* argv[0] is "latency". CLI_OK, CLI_HELP or CLI_USAGE. */
 static int parse_bench(int argc, char **argv, bench_opts *o) {
     *o = (bench_opts){.prompt = 512, .gen = 128, .reps = 3, .bw_mib = 1024};
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v;
-#define VAL() if (!(v = cli_value(argc, argv, &i))) return 1
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return -1; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { VAL(); if (cli_int(a, v, 1, 1 << 20, &o->prompt)) return 1; }
-        else if (!strcmp(a, "-n") || !strcmp(a, "--gen")) { VAL(); if (cli_int(a, v, 1, 1 << 20, &o->gen)) return 1; }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { VAL(); if (cli_int(a, v, 1, 1024, &o->threads)) return 1; }
-        else if (!strcmp(a, "-r") || !strcmp(a, "--reps")) { VAL(); if (cli_int(a, v, 1, 1000, &o->reps)) return 1; }
-        else if (!strcmp(a, "--bw-mib")) { VAL(); if (cli_int(a, v, 16, 1 << 20, &o->bw_mib)) return 1; }
-        else return cli_fail("bench latency: unknown option '%s' (see cinfer bench latency --help)", a);
-#undef VAL
-    }
-    if (!o->model) return cli_fail("bench latency: -m MODEL.gguf is required");
-    return 0;
+    const cli_opt t[] = {
+        {"model", 'm', "FILE", "GGUF model (required)", CLI_STR(&o->model)},
+        {"prompt", 'p', "N", "prompt tokens to prefill (default 512)", CLI_NUM(&o->prompt, 1, 1 << 20)},
+        {"gen", 'n', "N", "tokens to decode (default 128)", CLI_NUM(&o->gen, 1, 1 << 20)},
+        {"threads", 't', "N", "compute threads (default: one per core)", CLI_NUM(&o->threads, 1, 1024)},
+        {"reps", 'r', "N", "repetitions; the best is reported (default 3)", CLI_NUM(&o->reps, 1, 1000)},
+        {"bw-mib", 0, "N", "buffer for the bandwidth measurement (default 1024 MiB)", CLI_NUM(&o->bw_mib, 16, 1 << 20)},
+    };
+    cli_cmd c = {.name = "bench latency", .usage = bench_usage,
+                 .about = "Single-sequence prefill and decode speed next to this machine's roofline.", .opts = t,
+                 .n_opts = sizeof t / sizeof t[0]};
+    int pos, rc = cli_parse(&c, argc, argv, &pos);
+    if (rc) return rc;
+    if (pos < argc) return cli_usage_error(&c, "unexpected argument '%s'", argv[pos]);
+    if (!o->model) return cli_usage_error(&c, "-m MODEL.gguf is required");
+    return CLI_OK;
 }
 
 /* Whether the model's big matrices are int8-multiplied (Q8_0/Q4_0 weights). */
@@ -133,18 +127,21 @@ static int bench_latency(const bench_opts *o) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        bench_usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    if (!strcmp(argv[1], "throughput")) return bench_throughput(argc, argv);
-    if (!strcmp(argv[1], "serve")) return bench_serve(argc, argv);
-    if (!strcmp(argv[1], "report")) return bench_report(argc, argv);
-    if (!strcmp(argv[1], "trace-stats")) return bench_trace_stats(argc, argv);
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } subs[] = {{"throughput", bench_throughput}, {"serve", bench_serve}, {"report", bench_report},
+                {"trace-stats", bench_trace_stats}};
+    const cli_cmd c = {.name = "bench", .usage = bench_usage,
+                       .about = "`cinfer bench <benchmark> --help` describes a benchmark's options."};
+    if (argc < 2) return cli_usage_error(&c, "a benchmark is required (latency, throughput, serve, report, trace-stats)");
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return cli_help(&c, stdout), 0;
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
+        if (!strcmp(argv[1], subs[i].name)) return subs[i].fn(argc - 1, argv + 1);
     if (strcmp(argv[1], "latency") != 0)
-        return cli_fail("bench: unknown benchmark '%s' (latency, throughput, serve, report, trace-stats)", argv[1]);
+        return cli_usage_error(&c, "unknown benchmark '%s' (latency, throughput, serve, report, trace-stats)", argv[1]);
     bench_opts o;
-    int r = parse_bench(argc, argv, &o);
-    if (r) return r < 0 ? 0 : r;
+    int r = parse_bench(argc - 1, argv + 1, &o);
+    if (r) return r == CLI_HELP ? 0 : r;
     return bench_latency(&o);
 }

@@ -14,57 +14,8 @@
 #include "benchserve/results.h"
 #include "benchserve/runner.h"
 #include "benchserve/workload.h"
-#include "cli_util.h"
+#include "base/cli_opt.h"
 #include "commands.h"
-
-static void usage(FILE *out) {
-    fprintf(out,
-        "usage: cinfer bench serve --base-url URL [options]\n"
-        "Streams a workload to an OpenAI-compatible server and reports TTFT, TPOT, inter-token and\n"
-        "end-to-end latency (mean/p50/p90/p99), request and token rates (input split into cached and\n"
-        "computed, from the responses' usage), cache hit ratio and errors by kind.\n"
-        "  --base-url URL        http://host:port (\"/v1\" is added unless present)\n"
-        "  --api NAME            chat (default) | completions | messages | responses\n"
-        "  --model NAME          model field (default: the first id of GET /v1/models)\n"
-        "  --api-key KEY         sent as Bearer token (x-api-key for messages)\n"
-        "  --workload NAME       synthetic (default) | chat | agent | code | trace FILE\n"
-        "  --concurrency C       at most C requests in flight (default: no limit)\n"
-        "  --rate R              session arrivals per second, Poisson (default: all at once;\n"
-        "                        the trace workload uses the trace's timestamps)\n"
-        "  --requests N          synthetic/code: requests (default 64); others: stop after N sends\n"
-        "  --duration S          stop sending after S seconds\n"
-        "  --seed S              workload seed (default 1)\n"
-        "  --out FILE            write results as JSON (see docs/bench-serve.md)\n"
-        "  --timeout S           per-request inactivity timeout (default 600)\n"
-        "  --progress            progress bar on stderr even when it is not a terminal\n"
-        "  --no-progress         no progress bar (default when stderr is not a terminal)\n"
-        "generation:\n"
-        "  --output-len N        max_tokens per request/turn (default 128)\n"
-        "  --max-output-len N    caps every max_tokens (e.g. the trace's output lengths)\n"
-        "  --ignore-eos          ask the server to ignore EOS (\"ignore_eos\": true)\n"
-        "  --temperature T       sampling temperature (default: not sent)\n"
-        "synthetic / code:\n"
-        "  --input-len N         prompt words (~tokens; token ids with --api completions) (default 256)\n"
-        "  --len-dist D          fixed (default) | uniform: lengths uniform in [L/2, 3L/2]\n"
-        "chat / agent:\n"
-        "  --sessions N          concurrent conversations (default 8)\n"
-        "  --turns N             turns per session (chat default 4, agent default 8)\n"
-        "  --system-len N        shared system prompt words (chat 1000, agent 2000)\n"
-        "  --user-len N          words per user message (default 64)\n"
-        "  --tool-len N          agent: words per tool result (default 2000)\n"
-        "  --think-time S        agent: mean pause between turns (default 1.0; uniform 0.5x-1.5x)\n"
-        "trace:\n"
-        "  --trace FILE          Mooncake JSONL trace (or: --workload trace FILE)\n"
-        "  --block-scale K       tokens per hash-id block (default 512; e.g. 32 shrinks prompts 16x)\n"
-        "  --time-scale X        replay X times faster (default 1)\n"
-        "  --max-requests N      only the first N trace lines\n"
-        "prompts:\n"
-        "  --token-range LO:HI   token ids for --api completions (default 3:500, fits any vocab >= 500)\n"
-        "  --text                send text even with --api completions\n"
-        "  --dry-run             build the requests without sending; with --dump FILE write one JSON\n"
-        "                        line per request: session, turn, trace_line, send_at_s, body\n"
-        "exit status: 0 when at least one request succeeded (the others are counted by kind), 1 if none.\n");
-}
 
 typedef struct serve_opts {
     const char *base_url, *model, *api_key, *out, *dump;
@@ -76,16 +27,98 @@ typedef struct serve_opts {
     long requests;
 } serve_opts;
 
-static int parse_range(const char *v, int32_t *lo, int32_t *hi) {
+static int opt_range(void *ctx, const char *v, char *msg, size_t cap) {
+    bs_wl_opts *w = ctx;
     long a, b;
     char tail;
     if (sscanf(v, "%ld:%ld%c", &a, &b, &tail) != 2 || a < 0 || b <= a || b > (1L << 30))
-        return cli_fail("--token-range expects LO:HI with 0 <= LO < HI, got '%s'", v);
-    *lo = (int32_t)a;
-    *hi = (int32_t)b;
+        return snprintf(msg, cap, "expects LO:HI with 0 <= LO < HI, got '%s'", v), -1;
+    w->tok_lo = (int32_t)a;
+    w->tok_hi = (int32_t)b;
     return 0;
 }
 
+static int opt_api(void *ctx, const char *v, char *msg, size_t cap) {
+    if (bs_api_parse(v, ctx)) return snprintf(msg, cap, "unknown API '%s' (chat, completions, messages, responses)", v), -1;
+    return 0;
+}
+
+static int opt_workload(void *ctx, const char *v, char *msg, size_t cap) {
+    if (bs_workload_parse_kind(v, &((bs_wl_opts *)ctx)->kind))
+        return snprintf(msg, cap, "unknown workload '%s' (synthetic, chat, agent, code, trace)", v), -1;
+    return 0;
+}
+
+static int opt_len_dist(void *ctx, const char *v, char *msg, size_t cap) {
+    if (strcmp(v, "uniform") && strcmp(v, "fixed")) return snprintf(msg, cap, "expects fixed or uniform, got '%s'", v), -1;
+    ((bs_wl_opts *)ctx)->uniform = !strcmp(v, "uniform");
+    return 0;
+}
+
+/* Everything but the defaults that depend on the workload (checks in parse). */
+static int parse_table(int argc, char **argv, serve_opts *o, int *pos) {
+    bs_wl_opts *w = &o->wl;
+    const cli_opt t[] = {
+        {"base-url", 0, "URL", "http://host:port (\"/v1\" is added unless present)", CLI_STR(&o->base_url)},
+        {"api", 0, "NAME", "chat (default) | completions | messages | responses", CLI_CALL(opt_api, &o->api)},
+        {"model", 0, "NAME", "model field (default: the first id of GET /v1/models)", CLI_STR(&o->model)},
+        {"api-key", 0, "KEY", "sent as Bearer token (x-api-key for messages)", CLI_STR(&o->api_key)},
+        {"workload", 0, "NAME", "synthetic (default) | chat | agent | code | trace FILE", CLI_CALL(opt_workload, w)},
+        {"concurrency", 0, "C", "at most C requests in flight (default: no limit)", CLI_NUM(&o->concurrency, 1, 1 << 20)},
+        {"rate", 0, "R", "session arrivals per second, Poisson (default: all at once;\n"
+         "the trace workload uses the trace's timestamps)", CLI_NUM(&w->rate, 1e-6, 1e9)},
+        {"requests", 0, "N", "synthetic/code: requests (default 64); others: stop after N sends",
+         CLI_NUM(&o->requests, 1, 1 << 24)},
+        {"duration", 0, "S", "stop sending after S seconds", CLI_NUM(&o->duration, 1e-3, 1e9)},
+        {"seed", 0, "S", "workload seed (default 1)", CLI_NUM(&w->seed, 0, 0)},
+        {"out", 0, "FILE", "write results as JSON (see docs/bench-serve.md)", CLI_STR(&o->out)},
+        {"timeout", 0, "S", "per-request inactivity timeout (default 600)", CLI_NUM(&o->timeout, 1, 86400)},
+        {"progress", 0, NULL, "progress bar on stderr even when it is not a terminal", CLI_SET(&o->progress, 1)},
+        {"no-progress", 0, NULL, "no progress bar (default when stderr is not a terminal)", CLI_SET(&o->progress, 0)},
+        CLI_SECTION("generation:"),
+        {"output-len", 0, "N", "max_tokens per request/turn (default 128)", CLI_NUM(&w->output_len, 1, 1 << 24)},
+        {"max-output-len", 0, "N", "caps every max_tokens (e.g. the trace's output lengths)",
+         CLI_NUM(&w->max_output, 1, 1 << 24)},
+        {"ignore-eos", 0, NULL, "ask the server to ignore EOS (\"ignore_eos\": true)", CLI_SET(&o->ignore_eos, 1)},
+        {"temperature", 0, "T", "sampling temperature (default: not sent)", CLI_NUM(&o->temperature, 0, 100)},
+        CLI_SECTION("synthetic / code:"),
+        {"input-len", 0, "N", "prompt words (~tokens; token ids with --api completions) (default 256)",
+         CLI_NUM(&w->input_len, 1, 1 << 24)},
+        {"len-dist", 0, "D", "fixed (default) | uniform: lengths uniform in [L/2, 3L/2]", CLI_CALL(opt_len_dist, w)},
+        CLI_SECTION("chat / agent:"),
+        {"sessions", 0, "N", "concurrent conversations (default 8)", CLI_NUM(&w->sessions, 1, 1 << 20)},
+        {"turns", 0, "N", "turns per session (chat default 4, agent default 8)", CLI_NUM(&o->turns_set, 1, 1 << 16)},
+        {"system-len", 0, "N", "shared system prompt words (chat 1000, agent 2000)", CLI_NUM(&o->system_set, 0, 1 << 24)},
+        {"user-len", 0, "N", "words per user message (default 64)", CLI_NUM(&w->user_len, 1, 1 << 24)},
+        {"tool-len", 0, "N", "agent: words per tool result (default 2000)", CLI_NUM(&w->tool_len, 1, 1 << 24)},
+        {"think-time", 0, "S", "agent: mean pause between turns (default 1.0; uniform 0.5x-1.5x)",
+         CLI_NUM(&w->think_s, 0, 1e6)},
+        CLI_SECTION("trace:"),
+        {"trace", 0, "FILE", "Mooncake JSONL trace (or: --workload trace FILE)", CLI_STR(&w->trace_path)},
+        {"block-scale", 0, "K", "tokens per hash-id block (default 512; e.g. 32 shrinks prompts 16x)",
+         CLI_NUM(&w->block, 1, 512)},
+        {"time-scale", 0, "X", "replay X times faster (default 1)", CLI_NUM(&w->time_scale, 1e-6, 1e9)},
+        {"max-requests", 0, "N", "only the first N trace lines", CLI_NUM(&w->max_requests, 1, 1 << 24)},
+        CLI_SECTION("prompts:"),
+        {"token-range", 0, "LO:HI", "token ids for --api completions (default 3:500, fits any vocab >= 500)",
+         CLI_CALL(opt_range, w)},
+        {"text", 0, NULL, "send text even with --api completions", CLI_SET(&o->text, 1)},
+        {"dry-run", 0, NULL, "build the requests without sending; with --dump FILE write one JSON\n"
+         "line per request: session, turn, trace_line, send_at_s, body", CLI_SET(&o->dry_run, 1)},
+        {"dump", 0, "FILE", "with --dry-run: where the planned requests go", CLI_STR(&o->dump)},
+    };
+    const cli_cmd c = {
+        .name = "bench serve", .usage = "cinfer bench serve --base-url URL [options]",
+        .about = "Streams a workload to an OpenAI-compatible server and reports TTFT, TPOT, inter-token and\n"
+                 "end-to-end latency (mean/p50/p90/p99), request and token rates (input split into cached and\n"
+                 "computed, from the responses' usage), cache hit ratio and errors by kind.",
+        .opts = t, .n_opts = sizeof t / sizeof t[0],
+        .epilog = "exit status: 0 when at least one request succeeded (the others are counted by kind), 1 if none;\n"
+                  "2 for usage errors."};
+    return cli_parse(&c, argc, argv, pos);
+}
+
+/* argv[0] is "serve". CLI_OK, CLI_HELP or CLI_USAGE. */
 static int parse(int argc, char **argv, serve_opts *o) {
     *o = (serve_opts){.wl = {.kind = BS_WL_SYNTHETIC, .seed = 1, .input_len = 256, .output_len = 128,
                              .sessions = 8, .user_len = 64, .tool_len = 2000, .think_s = 1.0, .block = 512,
@@ -93,72 +126,22 @@ static int parse(int argc, char **argv, serve_opts *o) {
                       .timeout = 600, .temperature = -1, .progress = isatty(STDERR_FILENO), .requests = -1, .turns_set = -1,
                       .system_set = -1};
     bs_wl_opts *w = &o->wl;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v;
-        long long n;
-        double d;
-#define VAL() if (!(v = cli_value(argc, argv, &i))) return 2
-#define INT(lo, hi, dst) do { VAL(); if (cli_int(a, v, lo, hi, &n)) return 2; dst = n; } while (0)
-#define FLT(lo, hi, dst) do { VAL(); if (cli_float(a, v, lo, hi, &d)) return 2; dst = d; } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return -1; }
-        else if (!strcmp(a, "--base-url")) { VAL(); o->base_url = v; }
-        else if (!strcmp(a, "--api")) { VAL(); if (bs_api_parse(v, &o->api)) return cli_fail("--api: unknown API '%s' (chat, completions, messages, responses)", v), 2; }
-        else if (!strcmp(a, "--model")) { VAL(); o->model = v; }
-        else if (!strcmp(a, "--api-key")) { VAL(); o->api_key = v; }
-        else if (!strcmp(a, "--workload")) {
-            VAL();
-            if (bs_workload_parse_kind(v, &w->kind)) return cli_fail("--workload: unknown workload '%s' (synthetic, chat, agent, code, trace)", v), 2;
-            if (w->kind == BS_WL_TRACE && i + 1 < argc && argv[i + 1][0] != '-') w->trace_path = argv[++i];
-        }
-        else if (!strcmp(a, "--trace")) { VAL(); w->trace_path = v; }
-        else if (!strcmp(a, "--concurrency")) INT(1, 1 << 20, o->concurrency);
-        else if (!strcmp(a, "--rate")) FLT(1e-6, 1e9, w->rate);
-        else if (!strcmp(a, "--requests")) INT(1, 1 << 24, o->requests);
-        else if (!strcmp(a, "--duration")) FLT(1e-3, 1e9, o->duration);
-        else if (!strcmp(a, "--seed")) { VAL(); if (cli_int(a, v, 0, 1LL << 62, &n)) return 2; w->seed = (uint64_t)n; }
-        else if (!strcmp(a, "--out")) { VAL(); o->out = v; }
-        else if (!strcmp(a, "--timeout")) INT(1, 86400, o->timeout);
-        else if (!strcmp(a, "--no-progress")) o->progress = 0;
-        else if (!strcmp(a, "--progress")) o->progress = 1;
-        else if (!strcmp(a, "--output-len")) INT(1, 1 << 24, w->output_len);
-        else if (!strcmp(a, "--max-output-len")) INT(1, 1 << 24, w->max_output);
-        else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
-        else if (!strcmp(a, "--temperature")) FLT(0, 100, o->temperature);
-        else if (!strcmp(a, "--input-len")) INT(1, 1 << 24, w->input_len);
-        else if (!strcmp(a, "--len-dist")) {
-            VAL();
-            if (!strcmp(v, "uniform")) w->uniform = 1;
-            else if (strcmp(v, "fixed") != 0) return cli_fail("--len-dist expects fixed or uniform, got '%s'", v), 2;
-        }
-        else if (!strcmp(a, "--sessions")) INT(1, 1 << 20, w->sessions);
-        else if (!strcmp(a, "--turns")) INT(1, 1 << 16, o->turns_set);
-        else if (!strcmp(a, "--system-len")) INT(0, 1 << 24, o->system_set);
-        else if (!strcmp(a, "--user-len")) INT(1, 1 << 24, w->user_len);
-        else if (!strcmp(a, "--tool-len")) INT(1, 1 << 24, w->tool_len);
-        else if (!strcmp(a, "--think-time")) FLT(0, 1e6, w->think_s);
-        else if (!strcmp(a, "--block-scale")) INT(1, 512, w->block);
-        else if (!strcmp(a, "--time-scale")) FLT(1e-6, 1e9, w->time_scale);
-        else if (!strcmp(a, "--max-requests")) INT(1, 1 << 24, w->max_requests);
-        else if (!strcmp(a, "--token-range")) { VAL(); if (parse_range(v, &w->tok_lo, &w->tok_hi)) return 2; }
-        else if (!strcmp(a, "--text")) o->text = 1;
-        else if (!strcmp(a, "--dry-run")) o->dry_run = 1;
-        else if (!strcmp(a, "--dump")) { VAL(); o->dump = v; }
-        else return cli_fail("bench serve: unknown option '%s' (see cinfer bench serve --help)", a), 2;
-#undef VAL
-#undef INT
-#undef FLT
-    }
-    if (!o->dry_run && !o->base_url) return cli_fail("bench serve: --base-url is required (or --dry-run)"), 2;
-    if (o->dump && !o->dry_run) return cli_fail("bench serve: --dump needs --dry-run"), 2;
-    if (w->kind == BS_WL_TRACE && !w->trace_path) return cli_fail("bench serve: the trace workload needs a FILE"), 2;
+    int pos, rc = parse_table(argc, argv, o, &pos);
+    if (rc) return rc;
+    const cli_cmd c = {.name = "bench serve"};
+    if (w->kind == BS_WL_TRACE && !w->trace_path && pos < argc) w->trace_path = argv[pos++]; /* --workload trace FILE */
+    if (pos < argc) return cli_usage_error(&c, "unexpected argument '%s'", argv[pos]);
+    if (!o->dry_run && !o->base_url) return cli_usage_error(&c, "--base-url is required (or --dry-run)");
+    if (o->dump && !o->dry_run) return cli_usage_error(&c, "--dump needs --dry-run");
+    if (w->kind == BS_WL_TRACE && !w->trace_path) return cli_usage_error(&c, "the trace workload needs a FILE");
     if (w->kind == BS_WL_TRACE && w->rate > 0)
-        return cli_fail("bench serve: --rate does not apply to trace replay (use --time-scale)"), 2;
+        return cli_usage_error(&c, "--rate does not apply to trace replay (use --time-scale)");
     int multi = w->kind == BS_WL_CHAT || w->kind == BS_WL_AGENT;
     w->turns = o->turns_set > 0 ? o->turns_set : w->kind == BS_WL_AGENT ? 8 : 4;
     w->system_len = o->system_set >= 0 ? o->system_set : w->kind == BS_WL_AGENT ? 2000 : 1000;
     if (!multi && w->kind != BS_WL_TRACE) w->requests = o->requests > 0 ? o->requests : 64;
     w->token_ids = o->api == BS_API_COMPLETIONS && !o->text && (w->kind == BS_WL_SYNTHETIC || w->kind == BS_WL_TRACE);
-    return 0;
+    return CLI_OK;
 }
 
 static json_t *config_json(const serve_opts *o, const char *model) {
@@ -242,7 +225,7 @@ static int write_json(json_t *res, const char *path) {
 int bench_serve(int argc, char **argv) {
     serve_opts o;
     int r = parse(argc, argv, &o);
-    if (r) return r < 0 ? 0 : r;
+    if (r) return r == CLI_HELP ? 0 : r;
     bs_workload w;
     cf_err err;
     if (bs_workload_build(&o.wl, &w, &err)) return cli_fail("bench serve: %s", err.msg);

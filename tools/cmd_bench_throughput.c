@@ -18,7 +18,7 @@
 #include "base/threadpool.h"
 #include "base/timeutil.h"
 #include "cinfer/engine.h"
-#include "cli_util.h"
+#include "base/cli_opt.h"
 #include "commands.h"
 #include "model/model.h"
 
@@ -29,45 +29,33 @@ typedef struct tput_opts {
     bool sync_scheduling;
 } tput_opts;
 
-static void bench_throughput_usage(FILE *out) {
-    fprintf(out,
-            "usage: cinfer bench throughput -m MODEL.gguf [options]\n"
-            "  -m, --model FILE        GGUF model (required)\n"
-            "      --requests N        requests submitted at once (default 64)\n"
-            "      --input-len N       prompt tokens per request (default 256)\n"
-            "      --output-len N      generated tokens per request (default 64)\n"
-            "      --prefix-len N      leading prompt tokens shared by all requests (default 0)\n"
-            "  -t, --threads N         compute threads (default: one per core)\n"
-            "      --kv-memory GIB     KV cache budget (default 1)\n"
-            "      --max-batch-tokens N  tokens per step (default 2048)\n"
-            "      --max-seqs N        running requests (default 64)\n"
-            "      --sync-scheduling   plan, compute and process outputs one after another\n"
-            "                          (default: plan step N+1 while step N computes)\n");
-}
-
+/* argv[0] is "throughput". CLI_OK, CLI_HELP or CLI_USAGE. */
 static int parse_tput(int argc, char **argv, tput_opts *o) {
     *o = (tput_opts){.requests = 64, .input_len = 256, .output_len = 64, .kv_gib = 1, .max_batch = 2048,
                      .max_seqs = 64};
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v;
-#define VAL() if (!(v = cli_value(argc, argv, &i))) return 1
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_throughput_usage(stdout); return -1; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
-        else if (!strcmp(a, "--requests")) { VAL(); if (cli_int(a, v, 1, 1 << 20, &o->requests)) return 1; }
-        else if (!strcmp(a, "--input-len")) { VAL(); if (cli_int(a, v, 1, 1 << 20, &o->input_len)) return 1; }
-        else if (!strcmp(a, "--output-len")) { VAL(); if (cli_int(a, v, 1, 1 << 20, &o->output_len)) return 1; }
-        else if (!strcmp(a, "--prefix-len")) { VAL(); if (cli_int(a, v, 0, 1 << 20, &o->prefix_len)) return 1; }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { VAL(); if (cli_int(a, v, 1, 1024, &o->threads)) return 1; }
-        else if (!strcmp(a, "--kv-memory")) { VAL(); if (cli_float(a, v, 0.0001, 4096, &o->kv_gib)) return 1; }
-        else if (!strcmp(a, "--max-batch-tokens")) { VAL(); if (cli_int(a, v, 1, 1 << 20, &o->max_batch)) return 1; }
-        else if (!strcmp(a, "--sync-scheduling")) o->sync_scheduling = true;
-        else if (!strcmp(a, "--max-seqs")) { VAL(); if (cli_int(a, v, 1, 1 << 16, &o->max_seqs)) return 1; }
-        else return cli_fail("bench throughput: unknown option '%s' (see cinfer bench throughput --help)", a);
-#undef VAL
-    }
-    if (!o->model) return cli_fail("bench throughput: -m MODEL.gguf is required");
-    if (o->prefix_len > o->input_len) return cli_fail("bench throughput: --prefix-len exceeds --input-len");
-    return 0;
+    const cli_opt t[] = {
+        {"model", 'm', "FILE", "GGUF model (required)", CLI_STR(&o->model)},
+        {"requests", 0, "N", "requests submitted at once (default 64)", CLI_NUM(&o->requests, 1, 1 << 20)},
+        {"input-len", 0, "N", "prompt tokens per request (default 256)", CLI_NUM(&o->input_len, 1, 1 << 20)},
+        {"output-len", 0, "N", "generated tokens per request (default 64)", CLI_NUM(&o->output_len, 1, 1 << 20)},
+        {"prefix-len", 0, "N", "leading prompt tokens shared by all requests (default 0)",
+         CLI_NUM(&o->prefix_len, 0, 1 << 20)},
+        {"threads", 't', "N", "compute threads (default: one per core)", CLI_NUM(&o->threads, 1, 1024)},
+        {"kv-memory", 0, "GIB", "KV cache budget (default 1)", CLI_NUM(&o->kv_gib, 0.0001, 4096)},
+        {"max-batch-tokens", 0, "N", "tokens per step (default 2048)", CLI_NUM(&o->max_batch, 1, 1 << 20)},
+        {"max-seqs", 0, "N", "running requests (default 64)", CLI_NUM(&o->max_seqs, 1, 1 << 16)},
+        {"sync-scheduling", 0, NULL, "plan, compute and process outputs one after another\n"
+         "(default: plan step N+1 while step N computes)", CLI_SET(&o->sync_scheduling, true)},
+    };
+    cli_cmd c = {.name = "bench throughput", .usage = "cinfer bench throughput -m MODEL.gguf [options]",
+                 .about = "Offline serving throughput of the engine (greedy, EOS ignored).", .opts = t,
+                 .n_opts = sizeof t / sizeof t[0]};
+    int pos, rc = cli_parse(&c, argc, argv, &pos);
+    if (rc) return rc;
+    if (pos < argc) return cli_usage_error(&c, "unexpected argument '%s'", argv[pos]);
+    if (!o->model) return cli_usage_error(&c, "-m MODEL.gguf is required");
+    if (o->prefix_len > o->input_len) return cli_usage_error(&c, "--prefix-len exceeds --input-len");
+    return CLI_OK;
 }
 
 /* Prompts: request r's tokens; the first prefix_len are the same for all. */
@@ -190,7 +178,7 @@ static int run_tput(const tput_opts *o, const model *m, thread_pool *tp) {
 int bench_throughput(int argc, char **argv) {
     tput_opts o;
     int r = parse_tput(argc, argv, &o);
-    if (r) return r < 0 ? 0 : r;
+    if (r) return r == CLI_HELP ? 0 : r;
     cf_err err = {0};
     model *m;
     if (model_load(o.model, &m, &err)) return cli_fail("%s", err.msg);

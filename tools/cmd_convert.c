@@ -3,36 +3,27 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/cli_opt.h"
 #include "commands.h"
 #include "model/llama2c.h"
 
-static void convert_usage(FILE *out) {
-    fprintf(out,
-            "usage: cinfer convert llama2c MODEL.bin TOKENIZER.bin OUT.gguf\n"
-            "\n"
-            "Converts a llama2.c checkpoint (run.c format: 7-int32 config then float32\n"
-            "weights) and its tokenizer (tokenizer.bin / tok512.bin) into a GGUF 'llama'\n"
-            "model with F32 tensors, laid out as llama.cpp's convert-llama2c-to-ggml does.\n"
-            "\n"
-            "  llama2c        the source format (the only one supported)\n"
-            "  MODEL.bin      llama2.c checkpoint; its size must match its config\n"
-            "  TOKENIZER.bin  llama2.c tokenizer with as many tokens as the config's vocab_size\n"
-            "  OUT.gguf       output path (written to OUT.gguf.tmp, then renamed)\n"
-            "  -h, --help     show this help\n");
-}
+static const cli_cmd convert_cli = {.name = "convert", .usage = "cinfer convert llama2c MODEL.bin TOKENIZER.bin OUT.gguf",
+                                  .about = "\nConverts a llama2.c checkpoint (run.c format: 7-int32 config then float32\n"
+                           "weights) and its tokenizer (tokenizer.bin / tok512.bin) into a GGUF 'llama'\n"
+                           "model with F32 tensors, laid out as llama.cpp's convert-llama2c-to-ggml does.\n"
+                           "\n"
+                           "  llama2c        the source format (the only one supported)\n"
+                           "  MODEL.bin      llama2.c checkpoint; its size must match its config\n"
+                           "  TOKENIZER.bin  llama2.c tokenizer with as many tokens as the config's vocab_size\n"
+                           "  OUT.gguf       output path (written to OUT.gguf.tmp, then renamed)"};
 
 int cmd_convert(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            convert_usage(stdout);
-            return 0;
-        }
-    if (argc != 5) {
-        convert_usage(stderr);
-        return 2;
-    }
+    int pos, rc = cli_parse(&convert_cli, argc, argv, &pos);
+    if (rc) return rc == CLI_HELP ? 0 : rc;
+    if (argc - pos != 4) return cli_usage_error(&convert_cli, "expects 4 arguments, got %d", argc - pos);
+    argv += pos - 1;
     if (strcmp(argv[1], "llama2c"))
-        return cli_fail("convert: unknown source format '%s' (supported: llama2c)", argv[1]);
+        return cli_usage_error(&convert_cli, "unknown source format '%s' (supported: llama2c)", argv[1]);
     cf_err err;
     if (llama2c_convert(argv[2], argv[3], argv[4], &err)) return cli_fail("%s", err.msg);
     fprintf(stderr, "wrote %s\n", argv[4]);

@@ -1,48 +1,30 @@
 /* cmd_run.c - `cinfer run`: load a model, encode the prompt (BOS per the
  * model), prefill it in chunks, then sample and stream tokens to stdout until
  * -n tokens, an end-of-generation token (unless --ignore-eos) or the end of
- * the context. Speeds go to stderr. */
+ * the context. Speeds and warnings (-n cut short by the context, --ctx beyond
+ * the trained context) go to stderr. Exit 0 ok, 1 runtime error, 2 usage. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/cpu.h"
 #include "base/timeutil.h"
-#include "cli_util.h"
+#include "base/cli_opt.h"
 #include "commands.h"
 #include "engine/generate.h"
 #include "engine/sampler.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
 
-static void run_usage(FILE *out) {
-    fprintf(out,
-            "usage: cinfer run -m MODEL.gguf [options]\n"
-            "  -m, --model FILE        GGUF model (required)\n"
-            "  -p, --prompt TEXT       prompt (default: empty, generation starts after BOS)\n"
-            "  -f, --file FILE         read the prompt from a file\n"
-            "  -n, --n-predict N       tokens to generate (default 128)\n"
-            "  -c, --ctx N             context length (default: the model's context_length)\n"
-            "  -b, --batch N           prompt tokens per forward pass (default 512)\n"
-            "  -t, --threads N         compute threads (default: one per core)\n"
-            "      --temp T            temperature, 0 = greedy (default 0.8)\n"
-            "      --top-k K           top-k, 0 = off (default 40)\n"
-            "      --top-p P           top-p, 1 = off (default 0.95)\n"
-            "      --min-p P           min-p, 0 = off (default 0.05)\n"
-            "      --repeat-penalty R  repetition penalty, 1 = off (default 1)\n"
-            "      --presence-penalty P, --frequency-penalty F   (default 0)\n"
-            "      --seed S            sampling seed (default 0)\n"
-            "      --ignore-eos        keep generating after an end-of-generation token\n"
-            "      --no-echo           do not print the prompt before the output\n");
-}
-
 typedef struct run_opts {
     const char *model, *prompt, *prompt_file;
     long long n_predict, ctx, batch, threads;
     sampler_params sp;
+    unsigned long seed;
     int ignore_eos, echo;
 } run_opts;
 
+/* CLI_OK, CLI_HELP or CLI_USAGE (message printed). */
 static int parse_run(int argc, char **argv, run_opts *o) {
     memset(o, 0, sizeof *o);
     o->n_predict = 128;
@@ -53,35 +35,37 @@ static int parse_run(int argc, char **argv, run_opts *o) {
     o->sp.top_k = 40;
     o->sp.top_p = 0.95f;
     o->sp.min_p = 0.05f;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        long long iv;
-        double fv;
-#define VAL() if (!(v = cli_value(argc, argv, &i))) return 1
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { run_usage(stdout); return -1; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { VAL(); o->prompt = v; }
-        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { VAL(); o->prompt_file = v; }
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { VAL(); if (cli_int(a, v, 0, 1 << 30, &o->n_predict)) return 1; }
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) { VAL(); if (cli_int(a, v, 1, 1 << 24, &o->ctx)) return 1; }
-        else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) { VAL(); if (cli_int(a, v, 1, 1 << 16, &o->batch)) return 1; }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { VAL(); if (cli_int(a, v, 1, 1024, &o->threads)) return 1; }
-        else if (!strcmp(a, "--temp")) { VAL(); if (cli_float(a, v, 0, 100, &fv)) return 1; o->sp.temperature = (float)fv; }
-        else if (!strcmp(a, "--top-k")) { VAL(); if (cli_int(a, v, 0, 1 << 30, &iv)) return 1; o->sp.top_k = (int32_t)iv; }
-        else if (!strcmp(a, "--top-p")) { VAL(); if (cli_float(a, v, 0, 1, &fv)) return 1; o->sp.top_p = (float)fv; }
-        else if (!strcmp(a, "--min-p")) { VAL(); if (cli_float(a, v, 0, 1, &fv)) return 1; o->sp.min_p = (float)fv; }
-        else if (!strcmp(a, "--repeat-penalty")) { VAL(); if (cli_float(a, v, 0.01, 100, &fv)) return 1; o->sp.repetition_penalty = (float)fv; }
-        else if (!strcmp(a, "--presence-penalty")) { VAL(); if (cli_float(a, v, -2, 2, &fv)) return 1; o->sp.presence_penalty = (float)fv; }
-        else if (!strcmp(a, "--frequency-penalty")) { VAL(); if (cli_float(a, v, -2, 2, &fv)) return 1; o->sp.frequency_penalty = (float)fv; }
-        else if (!strcmp(a, "--seed")) { VAL(); if (cli_int(a, v, 0, (long long)INT64_MAX, &iv)) return 1; o->sp.seed = (uint64_t)iv; }
-        else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
-        else if (!strcmp(a, "--no-echo")) o->echo = 0;
-        else return cli_fail("run: unknown option '%s' (see cinfer run --help)", a);
-#undef VAL
-    }
-    if (!o->model) return cli_fail("run: -m MODEL.gguf is required (see cinfer run --help)");
-    if (o->prompt && o->prompt_file) return cli_fail("run: give -p or -f, not both");
-    return 0;
+    sampler_params *sp = &o->sp;
+    const cli_opt t[] = {
+        {"model", 'm', "FILE", "GGUF model (required)", CLI_STR(&o->model)},
+        {"prompt", 'p', "TEXT", "prompt (default: empty, generation starts after BOS)", CLI_STR(&o->prompt)},
+        {"file", 'f', "FILE", "read the prompt from a file", CLI_STR(&o->prompt_file)},
+        {"n-predict", 'n', "N", "tokens to generate (default 128; fewer when the context ends first)",
+         CLI_NUM(&o->n_predict, 0, 1 << 30)},
+        {"ctx", 'c', "N", "context length (default: the model's context_length)", CLI_NUM(&o->ctx, 1, 1 << 24)},
+        {"batch", 'b', "N", "prompt tokens per forward pass (default 512)", CLI_NUM(&o->batch, 1, 1 << 16)},
+        {"threads", 't', "N", "compute threads (default: one per core)", CLI_NUM(&o->threads, 1, 1024)},
+        {"temp", 0, "T", "temperature, 0 = greedy (default 0.8)", CLI_NUM(&sp->temperature, 0, 100)},
+        {"top-k", 0, "K", "top-k, 0 = off (default 40)", CLI_NUM(&sp->top_k, 0, 1 << 30)},
+        {"top-p", 0, "P", "top-p, 1 = off (default 0.95)", CLI_NUM(&sp->top_p, 0, 1)},
+        {"min-p", 0, "P", "min-p, 0 = off (default 0.05)", CLI_NUM(&sp->min_p, 0, 1)},
+        {"repeat-penalty", 0, "R", "repetition penalty, 1 = off (default 1)", CLI_NUM(&sp->repetition_penalty, 0.01, 100)},
+        {"presence-penalty", 0, "P", "presence penalty (default 0)", CLI_NUM(&sp->presence_penalty, -2, 2)},
+        {"frequency-penalty", 0, "F", "frequency penalty (default 0)", CLI_NUM(&sp->frequency_penalty, -2, 2)},
+        {"seed", 0, "S", "sampling seed (default 0)", CLI_NUM(&o->seed, 0, 0)},
+        {"ignore-eos", 0, NULL, "keep generating after an end-of-generation token", CLI_SET(&o->ignore_eos, 1)},
+        {"no-echo", 0, NULL, "do not print the prompt before the output", CLI_SET(&o->echo, 0)},
+    };
+    cli_cmd c = {.name = "run", .usage = "cinfer run -m MODEL.gguf [options]",
+                 .about = "Generates text from a prompt; the text goes to stdout, speeds and warnings to stderr.",
+                 .opts = t, .n_opts = sizeof t / sizeof t[0]};
+    int pos, rc = cli_parse(&c, argc, argv, &pos);
+    if (rc) return rc;
+    o->sp.seed = o->seed;
+    if (pos < argc) return cli_usage_error(&c, "unexpected argument '%s'", argv[pos]);
+    if (!o->model) return cli_usage_error(&c, "-m MODEL.gguf is required");
+    if (o->prompt && o->prompt_file) return cli_usage_error(&c, "give -p or -f, not both");
+    return CLI_OK;
 }
 
 static char *load_prompt(const run_opts *o) {
@@ -108,6 +92,9 @@ static int generate(const run_opts *o, model *m, const tokenizer *tok, thread_po
     cf_err err = {0};
     const model_hparams *hp = model_get_hparams(m);
     int32_t ctx = o->ctx ? (int32_t)o->ctx : hp->n_ctx_train;
+    if (hp->n_ctx_train > 0 && ctx > hp->n_ctx_train)
+        fprintf(stderr, "cinfer: warning: --ctx %d exceeds the model's trained context of %d tokens; output past %d "
+                "tokens may degrade\n", ctx, hp->n_ctx_train, hp->n_ctx_train);
     char *prompt = load_prompt(o);
     if (!prompt) return cli_fail("run: cannot read prompt file %s", o->prompt_file);
     int32_t *ids = NULL;
@@ -126,6 +113,10 @@ static int generate(const run_opts *o, model *m, const tokenizer *tok, thread_po
         free(ids);
         return cli_fail("run: the prompt has %zu tokens but the context is %d (use --ctx)", n_ids, ctx);
     }
+    long long room = (long long)ctx - (long long)n_ids + 1; /* tokens that fit after the prompt */
+    if (o->n_predict > room)
+        fprintf(stderr, "cinfer: warning: -n %lld is cut short by the context: the prompt has %zu tokens and the "
+                "context is %d, so at most %lld tokens will be generated (use --ctx)\n", o->n_predict, n_ids, ctx, room);
     gen_session g;
     sampler *smp = sampler_create(&o->sp, hp->n_vocab);
     if (!smp || gen_init(&g, m, pool, ctx, (int32_t)o->batch, &err)) {
@@ -193,7 +184,7 @@ done:
 int cmd_run(int argc, char **argv) {
     run_opts o;
     int r = parse_run(argc, argv, &o);
-    if (r) return r < 0 ? 0 : r;
+    if (r) return r == CLI_HELP ? 0 : r;
     cpu_isa_active();
     cf_err err = {0};
     model *m;

@@ -1,80 +1,35 @@
-/* cmd_serve.c - `cinfer serve MODEL.gguf`: loads the model, starts the
- * compute pool and the engine, and runs the OpenAI-compatible HTTP server
- * (src/serve/server.h) until SIGTERM/SIGINT. Exit 0 after a graceful
- * shutdown, 1 when start-up fails, 2 for usage errors. */
+/* cmd_serve.c - `cinfer serve MODEL.gguf`: parses the options (one cli_opt
+ * row per flag), binds the port (before anything slow, so a busy port fails at
+ * once), loads the model with progress, starts the compute pool and the
+ * engine, prints the start-up summary (serve_summary.c) and runs the
+ * OpenAI-compatible HTTP server (src/serve/server.h) until SIGTERM/SIGINT.
+ * Exit 0 after a graceful shutdown, 1 when start-up fails, 2 for usage errors. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "base/cpu.h"
 #include "base/log.h"
 #include "cinfer/engine.h"
 #include "cinfer/recipe.h"
+#include "base/cli_opt.h"
 #include "engine/engine_tok.h"
-#include "cli_util.h"
 #include "commands.h"
 #include "model/model.h"
 #include "serve/gen.h"
+#include "serve/listen.h"
+#include "serve/model_names.h"
 #include "serve/server.h"
+#include "serve_summary.h"
 #include "serve/traffic.h"
 #include "store/store_gc.h"
 #include "text/chat_template.h"
 
-static void serve_usage(FILE *out) {
-    fprintf(out,
-            "usage: cinfer serve MODEL.gguf [options]\n"
-            "OpenAI- and Anthropic-compatible HTTP server (docs/serve.md): POST /v1/chat/completions, /v1/completions,\n"
-            "/v1/messages (+ /count_tokens, Anthropic), /v1/responses (+ GET/DELETE /v1/responses/ID),\n"
-            "/tokenize, /detokenize; GET /v1/models, /health, /ready, /metrics.\n"
-            "  -m, --model FILE          GGUF model (or give it as the first argument)\n"
-            "      --host ADDR           bind address (default 127.0.0.1: loopback only)\n"
-            "      --port N              TCP port (default 8080; 0 = any free port, printed at start)\n"
-            "      --api-key KEY[:CLASS] require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize;\n"
-            "                            repeat for several keys; CLASS (agent|chat|default) is the key's\n"
-            "                            default traffic class (default: $CINFER_API_KEY if set, else no key)\n"
-            "      --api-key-class KEY=CLASS  the traffic class of requests made with KEY (adds KEY)\n"
-            "      --served-model-name NAME   model id in the API (default: file name without .gguf)\n"
-            "  -c, --ctx N               context per request, prompt + completion (default: the model's)\n"
-            "      --max-seqs N          requests running at once in the engine (default 64)\n"
-            "      --max-batch-tokens N  tokens per forward pass (default 2048)\n"
-            "      --kv-memory GIB       KV cache budget in GiB (default 1)\n"
-            "      --kv-store DIR        persistent KV block store (docs/store.md): prompt prefixes computed\n"
-            "                            before, also by earlier runs, are loaded instead of recomputed\n"
-            "      --kv-store-quota GIB  store size limit; GC evicts least recently used objects (default: none)\n"
-            "      --kv-store-sync       fsync each object before publishing it (default: no)\n"
-            "      --retention SPEC      store retention per traffic class, e.g. agent=3d,chat=7d,default=1d\n"
-            "                            (units s m h d; the class comes from the request field\n"
-            "                            cinfer.traffic_class, the header X-Cinfer-Traffic-Class or the key)\n"
-            "  -t, --threads N           compute threads (default: one per core)\n"
-            "      --max-queue N         requests waiting beyond --max-seqs before 429 (default 256)\n"
-            "      --max-n N             largest n per request (default 16)\n"
-            "      --max-body-bytes N    request body limit, 413 above (default 8388608)\n"
-            "      --conn-buffer-bytes N unsent bytes per streaming connection before it pauses (default 262144)\n"
-            "      --shutdown-timeout S  seconds in-flight requests get after SIGTERM (default 30)\n"
-            "      --log-level L         error|warn|info|debug (default info: one line per request)\n"
-            "      --tool-call-parser NAME   model-output parser for tool calls (hermes, llama3, mistral,\n"
-            "                            deepseek_v3, deepseek_r1, deepseek_v31, think, plain;\n"
-            "                            default: detected from the chat template / architecture)\n"
-            "      --reasoning-parser NAME   the same, for reasoning; --tool-call-parser wins when both are given\n"
-            "      --reasoning-budget-default N  reasoning budget in tokens for chat requests that set none\n"
-            "                            (no budget_tokens / reasoning effort) and do not turn thinking off\n"
-            "                            (default: none; docs/serve.md \"Reasoning budget\")\n"
-            "      --response-store-max N    stored Responses (previous_response_id, GET) (default 1024; 0: none)\n"
-            "      --response-store-bytes N  their total size limit in bytes (default 268435456)\n"
-            "      --response-store-ttl S    seconds a stored response lives after its last use (default 3600)\n"
-            "      --header-timeout S    a request's headers must arrive within S seconds of the connection\n"
-            "                            (or of the request's first byte on a keep-alive one) (default 30; 0: off)\n"
-            "      --body-timeout S      ... and its body within S seconds after the headers (default 60; 0: off)\n"
-            "      --idle-timeout S      a keep-alive connection idle between requests is closed (default 60; 0: off)\n"
-            "      --max-connections N   open connections; more get 503 + Connection: close (default: 1024, or\n"
-            "                            the open-file limit minus 64 when lower; 0: no limit)\n"
-            "      --share-prefix-cache  API keys share the prefix cache (default: each key's prompts are cached\n"
-            "                            apart, so no key can observe another's cache hits; docs/serve.md)\n");
-}
-
 typedef struct serve_opts {
-    const char *model, *host, *api_key, *name, *log_level, *kv_store, *tool_parser, *reasoning_parser;
+    const char *model, *host, *api_key, *log_level, *kv_store, *tool_parser, *reasoning_parser;
+    serve_names names; /* every --served-model-name (owned) */
     long long rs_max, rs_bytes;
     double rs_ttl;
     traffic_keys keys; /* every --api-key / --api-key-class (owned) */
@@ -87,7 +42,47 @@ typedef struct serve_opts {
     double kv_gib, shutdown_s, store_quota_gib;
 } serve_opts;
 
-/* 0 ok, -1 help printed, 1/2 error */
+static int opt_api_key(void *ctx, const char *v, char *msg, size_t cap) {
+    serve_opts *o = ctx;
+    if (!*v) { /* --api-key '': no key (overrides $CINFER_API_KEY) */
+        o->api_key = "";
+        return 0;
+    }
+    return traffic_keys_add(&o->keys, v, msg, cap) ? -1 : 0;
+}
+
+static int opt_key_class(void *ctx, const char *v, char *msg, size_t cap) {
+    return traffic_keys_set_class(&((serve_opts *)ctx)->keys, v, msg, cap) ? -1 : 0;
+}
+
+static int opt_retention(void *ctx, const char *v, char *msg, size_t cap) {
+    cf_err e = {0};
+    if (!store_retention_parse(v, ((serve_opts *)ctx)->retention, &e)) return 0;
+    snprintf(msg, cap, "%s", e.msg);
+    return -1;
+}
+
+static int opt_parser(void *ctx, const char *v, char *msg, size_t cap) {
+    if (recipe_parser_from_name(v) < 0) {
+        snprintf(msg, cap, "'%s' is not a parser (hermes, llama3, mistral, deepseek_v3, deepseek_r1, deepseek_v31, "
+                 "think, plain)", v);
+        return -1;
+    }
+    *(const char **)ctx = v;
+    return 0;
+}
+
+static int opt_names(void *ctx, const char *v, char *msg, size_t cap) {
+    return serve_names_add((serve_names *)ctx, v, msg, cap);
+}
+
+static const char serve_about[] =
+    "OpenAI- and Anthropic-compatible HTTP server (docs/serve.md): POST /v1/chat/completions, /v1/completions,\n"
+    "/v1/messages (+ /count_tokens, Anthropic), /v1/responses (+ GET/DELETE /v1/responses/ID),\n"
+    "/tokenize, /detokenize; GET /v1/models, /health, /ready, /metrics.\n"
+    "The port is bound before the model loads: a busy port fails at once (exit 1).";
+
+/* CLI_OK, CLI_HELP or CLI_USAGE (message printed). One row per flag. */
 static int parse_serve(int argc, char **argv, serve_opts *o) {
     memset(o, 0, sizeof *o);
     o->host = "127.0.0.1";
@@ -109,67 +104,79 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     o->body_s = 60;
     o->idle_s = 60;
     o->api_key = getenv("CINFER_API_KEY");
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-#define VAL() if (!(v = cli_value(argc, argv, &i))) return 2
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage(stdout); return -1; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
-        else if (!strcmp(a, "--host")) { VAL(); o->host = v; }
-        else if (!strcmp(a, "--port")) { VAL(); if (cli_int(a, v, 0, 65535, &o->port)) return 2; }
-        else if (!strcmp(a, "--api-key") || !strcmp(a, "--api-key-class")) {
-            VAL();
-            char m[160];
-            int kr = a[9]  ? traffic_keys_set_class(&o->keys, v, m, sizeof m)
-                     : *v ? traffic_keys_add(&o->keys, v, m, sizeof m)
-                          : (o->api_key = "", 0); /* --api-key '': no key (overrides $CINFER_API_KEY) */
-            if (kr) { cli_fail("serve: %s: %s", a, m); return 2; }
-        }
-        else if (!strcmp(a, "--served-model-name")) { VAL(); o->name = v; }
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) { VAL(); if (cli_int(a, v, 2, 1 << 24, &o->ctx)) return 2; }
-        else if (!strcmp(a, "--max-seqs")) { VAL(); if (cli_int(a, v, 1, 4096, &o->max_seqs)) return 2; }
-        else if (!strcmp(a, "--max-batch-tokens")) { VAL(); if (cli_int(a, v, 16, 1 << 20, &o->max_batch)) return 2; }
-        else if (!strcmp(a, "--kv-memory")) { VAL(); if (cli_float(a, v, 0.0001, 4096, &o->kv_gib)) return 2; }
-        else if (!strcmp(a, "--kv-store")) { VAL(); o->kv_store = v; }
-        else if (!strcmp(a, "--kv-store-quota")) { VAL(); if (cli_float(a, v, 0.001, 1 << 20, &o->store_quota_gib)) return 2; }
-        else if (!strcmp(a, "--kv-store-sync")) o->store_sync = true;
-        else if (!strcmp(a, "--retention")) {
-            VAL();
-            cf_err e = {0};
-            if (store_retention_parse(v, o->retention, &e)) { cli_fail("serve: --retention: %s", e.msg); return 2; }
-        }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { VAL(); if (cli_int(a, v, 1, 1024, &o->threads)) return 2; }
-        else if (!strcmp(a, "--max-queue")) { VAL(); if (cli_int(a, v, 0, 1 << 20, &o->max_queue)) return 2; }
-        else if (!strcmp(a, "--max-n")) { VAL(); if (cli_int(a, v, 1, 128, &o->max_n)) return 2; }
-        else if (!strcmp(a, "--max-body-bytes")) { VAL(); if (cli_int(a, v, 1024, 1ll << 30, &o->max_body)) return 2; }
-        else if (!strcmp(a, "--conn-buffer-bytes")) { VAL(); if (cli_int(a, v, 1024, 1ll << 30, &o->conn_buf)) return 2; }
-        else if (!strcmp(a, "--shutdown-timeout")) { VAL(); if (cli_float(a, v, 0, 3600, &o->shutdown_s)) return 2; }
-        else if (!strcmp(a, "--log-level")) { VAL(); o->log_level = v; }
-        else if (!strcmp(a, "--tool-call-parser")) { VAL(); o->tool_parser = v; }
-        else if (!strcmp(a, "--reasoning-parser")) { VAL(); o->reasoning_parser = v; }
-        else if (!strcmp(a, "--reasoning-budget-default")) { VAL(); if (cli_int(a, v, 0, 1 << 24, &o->think_default)) return 2; }
-        else if (!strcmp(a, "--response-store-max")) { VAL(); if (cli_int(a, v, 0, 1 << 24, &o->rs_max)) return 2; }
-        else if (!strcmp(a, "--response-store-bytes")) { VAL(); if (cli_int(a, v, 1024, 1ll << 40, &o->rs_bytes)) return 2; }
-        else if (!strcmp(a, "--response-store-ttl")) { VAL(); if (cli_float(a, v, 1, 1e7, &o->rs_ttl)) return 2; }
-        else if (!strcmp(a, "--header-timeout")) { VAL(); if (cli_float(a, v, 0, 86400, &o->header_s)) return 2; }
-        else if (!strcmp(a, "--body-timeout")) { VAL(); if (cli_float(a, v, 0, 86400, &o->body_s)) return 2; }
-        else if (!strcmp(a, "--idle-timeout")) { VAL(); if (cli_float(a, v, 0, 86400, &o->idle_s)) return 2; }
-        else if (!strcmp(a, "--max-connections")) { VAL(); if (cli_int(a, v, 0, 1 << 24, &o->max_conns)) return 2; }
-        else if (!strcmp(a, "--share-prefix-cache")) o->share_prefix_cache = true;
-        else if (a[0] == '-') { cli_fail("serve: unknown option '%s' (see cinfer serve --help)", a); return 2; }
-        else if (!o->model) o->model = a;
-        else { cli_fail("serve: unexpected argument '%s' (see cinfer serve --help)", a); return 2; }
-#undef VAL
-    }
-    if (!o->model) { cli_fail("serve: MODEL.gguf is required (see cinfer serve --help)"); return 2; }
+    const cli_opt t[] = {
+        {"model", 'm', "FILE", "GGUF model (or give it as the first argument)", CLI_STR(&o->model)},
+        {"host", 0, "ADDR", "bind address (default 127.0.0.1: loopback only)", CLI_STR(&o->host)},
+        {"port", 0, "N", "TCP port (default 8080; 0 = any free port, printed at start)", CLI_NUM(&o->port, 0, 65535)},
+        {"api-key", 0, "KEY[:CLASS]", "require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize;\n"
+         "repeat for several keys; CLASS (agent|chat|default) is the key's\ndefault traffic class "
+         "(default: $CINFER_API_KEY if set, else no key)", CLI_CALL(opt_api_key, o)},
+        {"api-key-class", 0, "KEY=CLASS", "the traffic class of requests made with KEY (adds KEY)",
+         CLI_CALL(opt_key_class, o)},
+        {"served-model-name", 0, "NAME[,NAME...]", "model ids in the API (repeatable); the first is the default one\n"
+         "echoed in responses (default: file name without .gguf)", CLI_CALL(opt_names, &o->names)},
+        {"ctx", 'c', "N", "context per request, prompt + completion (default: the model's)", CLI_NUM(&o->ctx, 2, 1 << 24)},
+        {"max-seqs", 0, "N", "requests running at once in the engine (default 64)", CLI_NUM(&o->max_seqs, 1, 4096)},
+        {"max-batch-tokens", 0, "N", "tokens per forward pass (default 2048)", CLI_NUM(&o->max_batch, 16, 1 << 20)},
+        {"kv-memory", 0, "GIB", "KV cache budget in GiB (default 1)", CLI_NUM(&o->kv_gib, 0.0001, 4096)},
+        {"kv-store", 0, "DIR", "persistent KV block store (docs/store.md): prompt prefixes computed\n"
+         "before, also by earlier runs, are loaded instead of recomputed", CLI_STR(&o->kv_store)},
+        {"kv-store-quota", 0, "GIB", "store size limit; GC evicts least recently used objects (default: none)",
+         CLI_NUM(&o->store_quota_gib, 0.001, 1 << 20)},
+        {"kv-store-sync", 0, NULL, "fsync each object before publishing it (default: no)", CLI_SET(&o->store_sync, true)},
+        {"retention", 0, "SPEC", "store retention per traffic class, e.g. agent=3d,chat=7d,default=1d\n"
+         "(units s m h d; the class comes from the request field\ncinfer.traffic_class, the header "
+         "X-Cinfer-Traffic-Class or the key)", CLI_CALL(opt_retention, o)},
+        {"threads", 't', "N", "compute threads (default: one per core)", CLI_NUM(&o->threads, 1, 1024)},
+        {"max-queue", 0, "N", "requests waiting beyond --max-seqs before 429 (default 256)",
+         CLI_NUM(&o->max_queue, 0, 1 << 20)},
+        {"max-n", 0, "N", "largest n per request (default 16)", CLI_NUM(&o->max_n, 1, 128)},
+        {"max-body-bytes", 0, "N", "request body limit, 413 above (default 8388608)",
+         CLI_NUM(&o->max_body, 1024, 1ll << 30)},
+        {"conn-buffer-bytes", 0, "N", "unsent bytes per streaming connection before it pauses (default 262144)",
+         CLI_NUM(&o->conn_buf, 1024, 1ll << 30)},
+        {"shutdown-timeout", 0, "S", "seconds in-flight requests get after SIGTERM (default 30)",
+         CLI_NUM(&o->shutdown_s, 0, 3600)},
+        {"log-level", 0, "L", "error|warn|info|debug (default info: one line per request)", CLI_STR(&o->log_level)},
+        {"tool-call-parser", 0, "NAME", "model-output parser for tool calls (hermes, llama3, mistral,\n"
+         "deepseek_v3, deepseek_r1, deepseek_v31, think, plain;\ndefault: detected from the chat template / "
+         "architecture)", CLI_CALL(opt_parser, &o->tool_parser)},
+        {"reasoning-parser", 0, "NAME", "the same, for reasoning; --tool-call-parser wins when both are given",
+         CLI_CALL(opt_parser, &o->reasoning_parser)},
+        {"reasoning-budget-default", 0, "N", "reasoning budget in tokens for chat requests that set none\n"
+         "(no budget_tokens / reasoning effort) and do not turn thinking off\n(default: none; docs/serve.md "
+         "\"Reasoning budget\")", CLI_NUM(&o->think_default, 0, 1 << 24)},
+        {"response-store-max", 0, "N", "stored Responses (previous_response_id, GET) (default 1024; 0: none)",
+         CLI_NUM(&o->rs_max, 0, 1 << 24)},
+        {"response-store-bytes", 0, "N", "their total size limit in bytes (default 268435456)",
+         CLI_NUM(&o->rs_bytes, 1024, 1ll << 40)},
+        {"response-store-ttl", 0, "S", "seconds a stored response lives after its last use (default 3600)",
+         CLI_NUM(&o->rs_ttl, 1, 1e7)},
+        {"header-timeout", 0, "S", "a request's headers must arrive within S seconds of the connection\n"
+         "(or of the request's first byte on a keep-alive one) (default 30; 0: off)", CLI_NUM(&o->header_s, 0, 86400)},
+        {"body-timeout", 0, "S", "... and its body within S seconds after the headers (default 60; 0: off)",
+         CLI_NUM(&o->body_s, 0, 86400)},
+        {"idle-timeout", 0, "S", "a keep-alive connection idle between requests is closed (default 60; 0: off)",
+         CLI_NUM(&o->idle_s, 0, 86400)},
+        {"max-connections", 0, "N", "open connections; more get 503 + Connection: close (default: 1024, or\n"
+         "the open-file limit minus 64 when lower; 0: no limit)", CLI_NUM(&o->max_conns, 0, 1 << 24)},
+        {"share-prefix-cache", 0, NULL, "API keys share the prefix cache (default: each key's prompts are cached\n"
+         "apart, so no key can observe another's cache hits; docs/serve.md)", CLI_SET(&o->share_prefix_cache, true)},
+    };
+    cli_cmd c = {.name = "serve", .usage = "cinfer serve MODEL.gguf [options]", .about = serve_about, .opts = t,
+                 .n_opts = sizeof t / sizeof t[0],
+                 .epilog = "\nexit status: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 when start-up fails,\n"
+                           "2 for usage errors."};
+    int pos, rc = cli_parse(&c, argc, argv, &pos);
+    if (rc) return rc;
+    if (pos < argc && !o->model) o->model = argv[pos++];
+    if (pos < argc) return cli_usage_error(&c, "unexpected argument '%s'", argv[pos]);
+    if (!o->model) return cli_usage_error(&c, "MODEL.gguf is required");
+    if (o->log_level && cf_log_parse_level(o->log_level, &(cf_log_lvl){0}))
+        return cli_usage_error(&c, "unknown log level '%s' (error|warn|info|debug)", o->log_level);
     if (o->api_key && !*o->api_key) o->api_key = NULL;
-    const char *pn[2] = {o->tool_parser, o->reasoning_parser};
-    for (int i = 0; i < 2; i++)
-        if (pn[i] && recipe_parser_from_name(pn[i]) < 0) {
-            cli_fail("serve: unknown parser '%s' (hermes, llama3, mistral, deepseek_v3, deepseek_r1, deepseek_v31, think, plain)", pn[i]);
-            return 2;
-        }
     if (o->keys.n > 0) o->api_key = NULL; /* explicit keys replace $CINFER_API_KEY */
-    return 0;
+    return CLI_OK;
 }
 
 /* --max-connections default: 1024, or the open-file limit minus 64 (model,
@@ -190,89 +197,121 @@ static char *default_name(const char *path) {
     return strndup(b, n);
 }
 
+/* What serve_setup builds; serve_parts_free releases whatever is set. */
+typedef struct serve_parts {
+    model *m;
+    thread_pool *pool;
+    cinfer_engine *eng;
+    chat_template *tmpl;
+    bool fallback; /* no chat template in the model: ChatML */
+    int32_t ctx;
+    gen_model gm;
+} serve_parts;
+
+/* Loads the model (with progress, serve_summary.c), the chat template, the
+ * compute pool, the engine and the generation state. 0 ok, 1 after a message. */
+static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
+    load_progress lp;
+    load_progress_init(&lp, o->model);
+    int r = model_load_progress(o->model, load_progress_cb, &lp, &sp->m, err);
+    load_progress_end(&lp, r == 0);
+    if (r) return cli_fail("%s", err->msg);
+    const model_hparams *hp = model_get_hparams(sp->m);
+    sp->ctx = o->ctx ? (int32_t)o->ctx : hp->n_ctx_train;
+    if (chat_template_from_gguf(model_get_gguf(sp->m), &sp->tmpl, &sp->fallback, err))
+        return cli_fail("serve: the model's chat template: %s", err->msg);
+    if (sp->fallback) LOG_INFO("the model has no chat template; using ChatML");
+    if (!(sp->pool = pool_create((int)o->threads))) return cli_fail("serve: cannot start compute threads");
+    cinfer_engine_options eo = {.kv_memory_bytes = (int64_t)(o->kv_gib * (1ll << 30)),
+                                .max_batch_tokens = (int32_t)o->max_batch,
+                                .max_seqs = (int32_t)o->max_seqs,
+                                .max_ctx = sp->ctx,
+                                .kv_store_dir = o->kv_store,
+                                .kv_store_quota_bytes = (int64_t)(o->store_quota_gib * (1ll << 30)),
+                                .kv_store_sync = o->store_sync};
+    memcpy(eo.kv_store_retention_s, o->retention, sizeof eo.kv_store_retention_s);
+    char emsg[256];
+    if (cinfer_engine_create(sp->m, sp->pool, &eo, &sp->eng, emsg, sizeof emsg)) return cli_fail("serve: %s", emsg);
+    sp->gm.engine = sp->eng;
+    sp->gm.tok = cinfer_engine_tokenizer(sp->eng);
+    sp->gm.tmpl = sp->tmpl;
+    sp->gm.ctx = sp->ctx;
+    if (gen_model_init(&sp->gm, err)) return cli_fail("serve: %s", err->msg);
+    return 0;
+}
+
+static void serve_parts_free(serve_parts *sp) {
+    gen_model_free(&sp->gm);
+    if (sp->eng) cinfer_engine_destroy(sp->eng);
+    if (sp->pool) pool_destroy(sp->pool);
+    chat_template_free(sp->tmpl);
+    if (sp->m) model_free(sp->m);
+}
+
+static int serve_main(serve_opts *o) {
+    if (o->log_level) cf_log_parse_level(o->log_level, &cf_log_level); /* checked by parse_serve */
+    else if (!getenv("CINFER_LOG") && cf_log_level == CF_LOG_WARN) cf_log_level = CF_LOG_INFO;
+    cf_err err = {0};
+    char msg[160];
+    if (o->names.n == 0) {
+        char *def = default_name(o->model);
+        if (!def) return cli_fail("serve: out of memory");
+        int r = serve_names_add(&o->names, def, msg, sizeof msg);
+        free(def);
+        if (r) return cli_fail("serve: %s", msg);
+    }
+    /* bind first: a busy port fails now, not after loading the model */
+    int fd = -1, port = 0;
+    if (serve_listen(o->host, (int)o->port, &fd, &port, &err)) return cli_fail("serve: %s", err.msg);
+    cpu_isa_active();
+    serve_parts sp = {0};
+    if (serve_setup(o, &sp, &err)) {
+        close(fd);
+        serve_parts_free(&sp);
+        return 1;
+    }
+    serve_config cfg = {.host = o->host,
+                        .port = port,
+                        .listen_fd = fd,
+                        .api_key = o->api_key,
+                        .keys = &o->keys,
+                        .model_name = o->names.v[0],
+                        .names = &o->names,
+                        .max_n = (int32_t)o->max_n,
+                        .max_inflight = (int32_t)(o->max_seqs + o->max_queue),
+                        .max_body = (size_t)o->max_body,
+                        .conn_buffer = (size_t)o->conn_buf,
+                        .shutdown_timeout_s = o->shutdown_s,
+                        .response_store_max = (size_t)o->rs_max,
+                        .response_store_bytes = (size_t)o->rs_bytes,
+                        .response_store_ttl_s = o->rs_ttl,
+                        .has_reasoning_budget_default = o->think_default >= 0,
+                        .reasoning_budget_default = (int32_t)o->think_default,
+                        .header_timeout_s = o->header_s,
+                        .body_timeout_s = o->body_s,
+                        .idle_timeout_s = o->idle_s,
+                        .max_connections = (int32_t)(o->max_conns >= 0 ? o->max_conns : default_max_connections()),
+                        .share_prefix_cache = o->share_prefix_cache};
+    const char *pname = o->tool_parser ? o->tool_parser : o->reasoning_parser;
+    cfg.parser = pname ? recipe_parser_from_name(pname)
+                       : (int)recipe_parser_detect(sp.fallback ? NULL : chat_template_source(sp.tmpl),
+                                                   model_get_hparams(sp.m)->arch);
+    LOG_INFO("output parser: %s%s", recipe_parser_name((recipe_parser_kind)cfg.parser), pname ? "" : " (detected)");
+    serve_summary_print(stderr, &(serve_summary){.m = sp.m, .eng = sp.eng, .pool = sp.pool, .ctx = sp.ctx,
+                                                 .host = o->host, .port = port, .names = &o->names,
+                                                 .n_keys = o->keys.n ? o->keys.n : o->api_key ? 1 : 0,
+                                                 .store_dir = o->kv_store, .retention = o->retention});
+    int rc = 0;
+    if (serve_run(&cfg, &sp.gm, &err)) rc = cli_fail("serve: %s", err.msg);
+    serve_parts_free(&sp);
+    return rc;
+}
+
 int cmd_serve(int argc, char **argv) {
     serve_opts o;
     int r = parse_serve(argc, argv, &o);
-    if (r) {
-        traffic_keys_free(&o.keys);
-        return r < 0 ? 0 : r;
-    }
-    if (o.log_level) {
-        if (cf_log_parse_level(o.log_level, &cf_log_level)) {
-            cli_fail("serve: unknown log level '%s' (error|warn|info|debug)", o.log_level);
-            return 2;
-        }
-    } else if (!getenv("CINFER_LOG") && cf_log_level == CF_LOG_WARN) {
-        cf_log_level = CF_LOG_INFO;
-    }
-    cpu_isa_active();
-    cf_err err = {0};
-    model *m = NULL;
-    thread_pool *pool = NULL;
-    cinfer_engine *eng = NULL;
-    chat_template *tmpl = NULL;
-    char *name = o.name ? strdup(o.name) : default_name(o.model);
-    gen_model gm = {0};
-    int rc = 1;
-    if (!name) { cli_fail("serve: out of memory"); goto done; }
-    if (model_load(o.model, &m, &err)) { cli_fail("%s", err.msg); goto done; }
-    const model_hparams *hp = model_get_hparams(m);
-    int32_t ctx = o.ctx ? (int32_t)o.ctx : hp->n_ctx_train;
-    bool fallback = false;
-    if (chat_template_from_gguf(model_get_gguf(m), &tmpl, &fallback, &err)) {
-        cli_fail("serve: the model's chat template: %s", err.msg);
-        goto done;
-    }
-    if (fallback) LOG_INFO("the model has no chat template; using ChatML");
-    if (!(pool = pool_create((int)o.threads))) { cli_fail("serve: cannot start compute threads"); goto done; }
-    cinfer_engine_options eo = {.kv_memory_bytes = (int64_t)(o.kv_gib * (1ll << 30)),
-                                .max_batch_tokens = (int32_t)o.max_batch,
-                                .max_seqs = (int32_t)o.max_seqs,
-                                .max_ctx = ctx,
-                                .kv_store_dir = o.kv_store,
-                                .kv_store_quota_bytes = (int64_t)(o.store_quota_gib * (1ll << 30)),
-                                .kv_store_sync = o.store_sync};
-    memcpy(eo.kv_store_retention_s, o.retention, sizeof eo.kv_store_retention_s);
-    char emsg[256];
-    if (cinfer_engine_create(m, pool, &eo, &eng, emsg, sizeof emsg)) { cli_fail("serve: %s", emsg); goto done; }
-    gm.engine = eng;
-    gm.tok = cinfer_engine_tokenizer(eng);
-    gm.tmpl = tmpl;
-    gm.ctx = ctx;
-    if (gen_model_init(&gm, &err)) { cli_fail("serve: %s", err.msg); goto done; }
-    serve_config cfg = {.host = o.host,
-                        .port = (int)o.port,
-                        .api_key = o.api_key,
-                        .keys = &o.keys,
-                        .model_name = name,
-                        .max_n = (int32_t)o.max_n,
-                        .max_inflight = (int32_t)(o.max_seqs + o.max_queue),
-                        .max_body = (size_t)o.max_body,
-                        .conn_buffer = (size_t)o.conn_buf,
-                        .shutdown_timeout_s = o.shutdown_s,
-                        .response_store_max = (size_t)o.rs_max,
-                        .response_store_bytes = (size_t)o.rs_bytes,
-                        .response_store_ttl_s = o.rs_ttl,
-                        .has_reasoning_budget_default = o.think_default >= 0,
-                        .reasoning_budget_default = (int32_t)o.think_default,
-                        .header_timeout_s = o.header_s,
-                        .body_timeout_s = o.body_s,
-                        .idle_timeout_s = o.idle_s,
-                        .max_connections = (int32_t)(o.max_conns >= 0 ? o.max_conns : default_max_connections()),
-                        .share_prefix_cache = o.share_prefix_cache};
-    const char *pname = o.tool_parser ? o.tool_parser : o.reasoning_parser;
-    cfg.parser = pname ? recipe_parser_from_name(pname)
-                       : (int)recipe_parser_detect(fallback ? NULL : chat_template_source(tmpl), hp->arch);
-    LOG_INFO("output parser: %s%s", recipe_parser_name((recipe_parser_kind)cfg.parser), pname ? "" : " (detected)");
-    if (serve_run(&cfg, &gm, &err)) { cli_fail("serve: %s", err.msg); goto done; }
-    rc = 0;
-done:
-    gen_model_free(&gm);
-    if (eng) cinfer_engine_destroy(eng);
-    if (pool) pool_destroy(pool);
-    chat_template_free(tmpl);
-    if (m) model_free(m);
-    free(name);
+    if (!r) r = serve_main(&o);
     traffic_keys_free(&o.keys);
-    return rc;
+    serve_names_free(&o.names);
+    return r == CLI_HELP ? 0 : r;
 }

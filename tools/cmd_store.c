@@ -3,41 +3,31 @@
  * pass (expired objects, stale temporaries, old quarantine, LRU beyond
  * --quota); it is safe while servers use the directory. stats reads every
  * object's header and prints a summary. Errors: one line, exit 1; usage
- * errors exit 2. */
+ * errors exit 2. Options: one cli_opt table per subcommand. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "cli_util.h"
+#include "base/cli_opt.h"
 #include "commands.h"
 #include "store/store_fs.h"
 #include "store/store_gc.h"
 
 int store_verify_cmd(const char *dir, int64_t now); /* cmd_store_verify.c */
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: cinfer store gc DIR [--quota GiB] [--now TIME]\n"
-            "       cinfer store stats DIR [--now TIME]\n"
-            "       cinfer store verify DIR [--now TIME]\n"
-            "\n"
-            "Maintains a persistent KV block store directory (the --kv-store of `cinfer serve`).\n"
-            "\n"
-            "  gc      delete expired objects, temporaries left by dead writers (> 1 h old) and\n"
-            "          quarantined objects older than 1 day; with --quota, then delete the least\n"
-            "          recently used objects until the rest fits. Safe while servers use DIR.\n"
-            "  stats   count objects, bytes, traffic classes, ages, quarantine and temporaries.\n"
-            "  verify  read every object in full and check its header, name, length and checksum\n"
-            "          (read-only; exit 1 if any object is bad or unreadable).\n"
-            "\n"
-            "options:\n"
-            "  --quota GiB   capacity for gc (default: none)\n"
-            "  --now TIME    the store clock: unix seconds, or +DURATION / -DURATION from now\n"
-            "                (e.g. +3d; units s m h d). Default: now, shifted by\n"
-            "                CINFER_STORE_CLOCK_OFFSET when set (tests).\n"
-            "  -h, --help    show this help\n");
-}
+static const char store_usage[] = "cinfer store gc DIR [--quota GiB] [--now TIME]\n"
+                                  "cinfer store stats DIR [--now TIME]\n"
+                                  "cinfer store verify DIR [--now TIME]";
+static const char store_about[] =
+    "\nMaintains a persistent KV block store directory (the --kv-store of `cinfer serve`).\n"
+    "\n"
+    "  gc      delete expired objects, temporaries left by dead writers (> 1 h old) and\n"
+    "          quarantined objects older than 1 day; with --quota, then delete the least\n"
+    "          recently used objects until the rest fits. Safe while servers use DIR.\n"
+    "  stats   count objects, bytes, traffic classes, ages, quarantine and temporaries.\n"
+    "  verify  read every object in full and check its header, name, length and checksum\n"
+    "          (read-only; exit 1 if any object is bad or unreadable).";
 
 static int parse_now(const char *s, int64_t *out) {
     int64_t d;
@@ -124,42 +114,43 @@ static int store_stats_cmd(const char *dir, int64_t now) {
     return 0;
 }
 
+static int opt_now(void *ctx, const char *v, char *msg, size_t cap) {
+    if (parse_now(v, (int64_t *)ctx) == 0) return 0;
+    snprintf(msg, cap, "expects unix seconds or +/-DURATION (e.g. +3d), got '%s'", v);
+    return -1;
+}
+
 int cmd_store(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    const char *sub = argc >= 2 ? argv[1] : "";
+    bool gc = !strcmp(sub, "gc"), verify = !strcmp(sub, "verify"), stats = !strcmp(sub, "stats");
+    int64_t now = INT64_MIN;
+    double quota_gib = 0;
+#define NOW_ROW {"now", 0, "TIME", "the store clock: unix seconds, or +DURATION / -DURATION from now\n" \
+                 "(e.g. +3d; units s m h d). Default: now, shifted by\nCINFER_STORE_CLOCK_OFFSET when set (tests).", \
+                 CLI_CALL(opt_now, &now)}
+    /* one table per subcommand */
+    const cli_opt gc_t[] = {NOW_ROW, {"quota", 0, "GiB", "capacity (default: none)", CLI_NUM(&quota_gib, 0, 1 << 20)}};
+    const cli_opt stats_t[] = {NOW_ROW};
+    const cli_opt verify_t[] = {NOW_ROW};
+#undef NOW_ROW
+    char name[32];
+    snprintf(name, sizeof name, "store%s%s", *sub ? " " : "", gc || verify || stats ? sub : "");
+    cli_cmd c = {.name = name, .usage = store_usage, .about = store_about};
+    if (gc) c.opts = gc_t, c.n_opts = sizeof gc_t / sizeof gc_t[0];
+    else if (stats) c.opts = stats_t, c.n_opts = sizeof stats_t / sizeof stats_t[0];
+    else if (verify) c.opts = verify_t, c.n_opts = sizeof verify_t / sizeof verify_t[0];
+    if (!gc && !verify && !stats) {
+        if (argc >= 2 && (!strcmp(sub, "-h") || !strcmp(sub, "--help"))) return cli_help(&c, stdout), 0;
+        if (argc < 2) return cli_usage_error(&c, "a subcommand is required (gc, stats, verify)");
+        return cli_usage_error(&c, "unknown subcommand '%s' (gc, stats, verify)", sub);
     }
-    const char *sub = argv[1], *dir = NULL;
-    bool gc = !strcmp(sub, "gc");
-    bool verify = !strcmp(sub, "verify");
-    if (!gc && !verify && strcmp(sub, "stats")) return cli_fail("store: unknown subcommand '%s' (gc, stats, verify)", sub);
-    int64_t now = 0, quota = 0;
-    bool have_now = false;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--quota") && gc) {
-            const char *v = cli_value(argc, argv, &i);
-            double g;
-            if (!v || cli_float("--quota", v, 0, 1 << 20, &g)) return 1;
-            quota = (int64_t)(g * (double)(1ull << 30));
-        } else if (!strcmp(a, "--now")) {
-            const char *v = cli_value(argc, argv, &i);
-            if (!v) return 1;
-            if (parse_now(v, &now)) return cli_fail("--now expects unix seconds or +/-DURATION (e.g. +3d), got '%s'", v);
-            have_now = true;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_fail("store %s: unknown option '%s' (see cinfer store --help)", sub, a);
-        } else if (dir) {
-            return cli_fail("store %s: more than one DIR", sub);
-        } else {
-            dir = a;
-        }
-    }
-    if (!dir) return cli_fail("store %s: missing DIR (see cinfer store --help)", sub);
-    if (!have_now && default_now(&now)) return cli_fail("CINFER_STORE_CLOCK_OFFSET is not a duration");
+    int pos, rc = cli_parse(&c, argc - 1, argv + 1, &pos);
+    if (rc) return rc == CLI_HELP ? 0 : rc;
+    pos++; /* index into argv */
+    if (pos >= argc) return cli_usage_error(&c, "missing DIR");
+    if (argc - pos > 1) return cli_usage_error(&c, "more than one DIR");
+    const char *dir = argv[pos];
+    if (now == INT64_MIN && default_now(&now)) return cli_fail("CINFER_STORE_CLOCK_OFFSET is not a duration");
     if (verify) return store_verify_cmd(dir, now);
-    return gc ? store_gc_cmd(dir, now, quota) : store_stats_cmd(dir, now);
+    return gc ? store_gc_cmd(dir, now, (int64_t)(quota_gib * (double)(1ull << 30))) : store_stats_cmd(dir, now);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli_opt.h"
 #include "commands.h"
 #include "format/gguf.h"
 #include "text/tokenizer.h"
@@ -22,71 +23,36 @@ typedef struct tok_opts {
     bool parse_special;
 } tok_opts;
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: cinfer tokenize -m MODEL.gguf [--ids|--pieces] [--no-bos] [--parse-special] TEXT\n"
-            "\n"
-            "Tokenizes TEXT with the model's tokenizer and prints the tokens.\n"
-            "\n"
-            "options:\n"
-            "  -m, --model PATH   GGUF file whose tokenizer.ggml.* keys define the tokenizer (required)\n"
-            "  --ids              print only the ids, as a list: [1, 2, 3]\n"
-            "  --pieces           print only the pieces, one quoted piece per line\n"
-            "  --no-bos           do not add the BOS token the model asks for (EOS is still added\n"
-            "                     if the model sets add_eos_token)\n"
-            "  --parse-special    treat texts of control tokens in TEXT (e.g. \"<s>\") as those tokens;\n"
-            "                     without it they are tokenized as ordinary text\n"
-            "  -h, --help         show this help\n"
-            "\n"
-            "Default output: one line per token, \"id<TAB>'piece'\". Pieces are the bytes a token\n"
-            "stands for (control tokens shown by their text); quotes, backslashes, control\n"
-            "characters and bytes that are not complete UTF-8 are escaped (\\', \\\\, \\n, \\xNN).\n");
-}
-
-/* 0 ok, 1 help printed, 2 usage error (message printed). */
+/* CLI_OK, CLI_HELP or CLI_USAGE (message printed). */
 static int parse_args(int argc, char **argv, tok_opts *o) {
     memset(o, 0, sizeof *o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 1;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "cinfer tokenize: %s needs a path\n", a);
-                return 2;
-            }
-            o->model = argv[++i];
-        } else if (!strcmp(a, "--ids")) {
-            o->mode = OUT_IDS;
-        } else if (!strcmp(a, "--pieces")) {
-            o->mode = OUT_PIECES;
-        } else if (!strcmp(a, "--no-bos")) {
-            o->no_bos = true;
-        } else if (!strcmp(a, "--parse-special")) {
-            o->parse_special = true;
-        } else if (!strcmp(a, "--")) {
-            if (i + 1 < argc && !o->text) o->text = argv[++i];
-            if (i + 1 < argc) {
-                fprintf(stderr, "cinfer tokenize: more than one TEXT argument\n");
-                return 2;
-            }
-        } else if (a[0] == '-' && a[1] != 0) {
-            fprintf(stderr, "cinfer tokenize: unknown option '%s' (see cinfer tokenize --help)\n", a);
-            return 2;
-        } else if (o->text) {
-            fprintf(stderr, "cinfer tokenize: more than one TEXT argument (quote the text)\n");
-            return 2;
-        } else {
-            o->text = a;
-        }
-    }
-    if (!o->model || !o->text) {
-        fprintf(stderr, "cinfer tokenize: %s\n", !o->model ? "-m MODEL.gguf is required" : "TEXT is missing");
-        usage(stderr);
-        return 2;
-    }
-    return 0;
+    int mode = OUT_TABLE;
+    const cli_opt t[] = {
+        {"model", 'm', "PATH", "GGUF file whose tokenizer.ggml.* keys define the tokenizer (required)",
+         CLI_STR(&o->model)},
+        {"ids", 0, NULL, "print only the ids, as a list: [1, 2, 3]", CLI_SET(&mode, OUT_IDS)},
+        {"pieces", 0, NULL, "print only the pieces, one quoted piece per line", CLI_SET(&mode, OUT_PIECES)},
+        {"no-bos", 0, NULL, "do not add the BOS token the model asks for (EOS is still added\n"
+         "if the model sets add_eos_token)", CLI_SET(&o->no_bos, true)},
+        {"parse-special", 0, NULL, "treat texts of control tokens in TEXT (e.g. \"<s>\") as those tokens;\n"
+         "without it they are tokenized as ordinary text", CLI_SET(&o->parse_special, true)},
+    };
+    cli_cmd c = {.name = "tokenize",
+                 .usage = "cinfer tokenize -m MODEL.gguf [--ids|--pieces] [--no-bos] [--parse-special] TEXT",
+                 .about = "\nTokenizes TEXT with the model's tokenizer and prints the tokens.",
+                 .opts = t, .n_opts = sizeof t / sizeof t[0],
+                 .epilog = "\nDefault output: one line per token, \"id<TAB>'piece'\". Pieces are the bytes a token\n"
+                           "stands for (control tokens shown by their text); quotes, backslashes, control\n"
+                           "characters and bytes that are not complete UTF-8 are escaped (\\', \\\\, \\n, \\xNN).\n"
+                           "A TEXT that starts with '-' goes after \"--\"."};
+    int pos, rc = cli_parse(&c, argc, argv, &pos);
+    if (rc) return rc;
+    o->mode = (out_mode)mode;
+    if (pos < argc) o->text = argv[pos++];
+    if (pos < argc) return cli_usage_error(&c, "more than one TEXT argument (quote the text)");
+    if (!o->model) return cli_usage_error(&c, "-m MODEL.gguf is required");
+    if (!o->text) return cli_usage_error(&c, "TEXT is missing");
+    return CLI_OK;
 }
 
 /* Prints bytes, escaping what would not read back unambiguously. */
@@ -154,8 +120,7 @@ static int tokenize_text(const tokenizer *t, const tok_opts *o, int32_t **ids, s
 int cmd_tokenize(int argc, char **argv) {
     tok_opts o;
     int rc = parse_args(argc, argv, &o);
-    if (rc == 1) return 0;
-    if (rc != 0) return 2;
+    if (rc) return rc == CLI_HELP ? 0 : rc;
     cf_err err = {{0}};
     gguf_file *f = NULL;
     if (gguf_open(o.model, &f, &err) != 0) return cli_fail("%s", err.msg);

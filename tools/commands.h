@@ -1,7 +1,8 @@
 /* commands.h - the subcommands of the `cinfer` binary. Each lives in its own
  * tools/cmd_<name>.c, takes (argc, argv) starting at the subcommand name and
- * returns the process exit code (0 ok, 1 error with a one-line message on
- * stderr, 2 usage error). */
+ * returns the process exit code (0 ok, 1 runtime error with a one-line
+ * message on stderr, 2 usage error: an unknown/bad option or argument, also
+ * one line). Options are parsed with one table per command (base/cli_opt.h). */
 #ifndef CINFER_TOOLS_COMMANDS_H
 #define CINFER_TOOLS_COMMANDS_H
 
@@ -13,7 +14,8 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_store(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
-/* `bench throughput` (cmd_bench_throughput.c), dispatched by cmd_bench. */
+/* Benchmarks dispatched by cmd_bench: argv[0] is the benchmark's name.
+ * `bench throughput` (cmd_bench_throughput.c). */
 int bench_throughput(int argc, char **argv);
 /* `bench serve` (cmd_bench_serve.c): load generator for an HTTP server. */
 int bench_serve(int argc, char **argv);

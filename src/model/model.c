@@ -146,12 +146,34 @@ const gguf_tensor *model_need_tensor(const gguf_file *f, const char *name, int64
         return NULL;
     }
     if (!dtype_computable(t->type)) {
-        cf_fail(err, "tensor %s has type %s, which cinfer cannot compute (f32, f16, bf16, q8_0, q4_0)", name,
-                dtype_name(t->type));
+        model_unsupported_type(t, err);
         *failed = 1;
         return NULL;
     }
     return t;
+}
+
+int model_unsupported_type(const gguf_tensor *t, cf_err *err) {
+    char up[16];
+    const char *n = dtype_name(t->type);
+    size_t i = 0;
+    for (; n[i] && i + 1 < sizeof up; i++) up[i] = (char)(n[i] >= 'a' && n[i] <= 'z' ? n[i] - 32 : n[i]);
+    up[i] = 0;
+    return cf_fail(err, "tensor %s has type %s, which cinfer cannot run yet; supported: F32 F16 BF16 Q8_0 Q4_0 - use "
+                   "an F16, BF16, Q8_0 or Q4_0 GGUF of this model (`cinfer quantize` re-encodes those types)",
+                   t->name, up);
+}
+
+/* The first weight matrix whose type cannot be computed, before anything else is
+ * checked: a K-quant file then says so instead of failing on a later check. */
+static int check_types(const gguf_file *f, cf_err *err) {
+    for (int64_t i = 0; i < gguf_tensor_count(f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        size_t n = strlen(t->name);
+        bool matrix = t->n_dims >= 2 && n > 7 && !strcmp(t->name + n - 7, ".weight");
+        if (matrix && !dtype_computable(t->type)) return model_unsupported_type(t, err);
+    }
+    return 0;
 }
 
 float *model_vector_f32(const gguf_tensor *t) {
@@ -217,15 +239,19 @@ static int load_weights(model *m, cf_err *err) {
     return m->arch->load(m, err);
 }
 
-int model_load(const char *path, model **out, cf_err *err) {
+int model_load(const char *path, model **out, cf_err *err) { return model_load_progress(path, NULL, NULL, out, err); }
+
+int model_load_progress(const char *path, model_progress_fn fn, void *ctx, model **out, cf_err *err) {
     *out = NULL;
     model *m = calloc(1, sizeof *m);
     if (!m) return cf_fail(err, "%s: out of memory", path);
+    m->progress = fn;
+    m->progress_ctx = ctx;
     if (gguf_open(path, &m->gguf, err) != 0) {
         free(m);
         return -1;
     }
-    if (read_hparams(m->gguf, &m->hp, &m->arch, err) || load_weights(m, err)) {
+    if (check_types(m->gguf, err) || read_hparams(m->gguf, &m->hp, &m->arch, err) || load_weights(m, err)) {
         cf_prefix(err, "%s", path);
         model_free(m);
         return -1;

@@ -78,6 +78,11 @@ typedef struct model_hparams {
 typedef struct cinfer_model model;
 
 int model_load(const char *path, model **out, cf_err *err);
+/* Progress of a load: called on the loading thread after each of n_layer
+ * layers' weights is prepared (done = 1..total). */
+typedef void (*model_progress_fn)(void *ctx, int done, int total);
+/* model_load, reporting progress to fn (may be NULL). */
+int model_load_progress(const char *path, model_progress_fn fn, void *ctx, model **out, cf_err *err);
 void model_free(model *m);
 
 const model_hparams *model_get_hparams(const model *m);

@@ -23,6 +23,8 @@ struct cinfer_model {
     uint64_t weight_bytes, n_params;
     uint64_t active_bytes;              /* per-token decode bytes (MoE: used experts only) */
     uint64_t active_params;             /* per-token parameters (MoE: used experts only) */
+    model_progress_fn progress;         /* NULL or called after each layer is prepared (load only) */
+    void *progress_ctx;
 };
 
 /* Loader helpers (model.c), shared with the architecture files. Keys are
@@ -32,6 +34,8 @@ int model_key_i32(const gguf_file *f, const char *arch, const char *suffix, int3
                   cf_err *err);
 int model_key_f32(const gguf_file *f, const char *arch, const char *suffix, float *out, cf_err *err);
 /* Finds a tensor and checks shape [ne0, ne1] (ne1 = 0: 1-D) and type. */
+/* "tensor NAME has type Q4_K, which cinfer cannot run yet; supported: ..." into err; returns -1. */
+int model_unsupported_type(const gguf_tensor *t, cf_err *err);
 const gguf_tensor *model_need_tensor(const gguf_file *f, const char *name, int64_t ne0, int64_t ne1, bool required,
                                      cf_err *err, int *failed);
 float *model_vector_f32(const gguf_tensor *t);

@@ -64,13 +64,18 @@ char *api_error_json(recipe_api api, const serve_error *e, const char *request_i
     default: kind = RECIPE_ERR_SERVER; break;
     }
     recipe_fail(&re, kind, e->param[0] ? e->param : NULL, "%s", e->message);
-    int maxc;
+    int maxc, np, nmax;
     long long n;
-    if (kind == RECIPE_ERR_CONTEXT_LENGTH && /* Anthropic's wording, which clients match on */
-        (sscanf(e->message, "This model's maximum context length is %d tokens. However, you requested %lld", &maxc,
-                &n) == 2 ||
-         sscanf(e->message, "This model's maximum context length is %d tokens. However, your prompt has %lld", &maxc,
-                &n) == 2))
+    /* Anthropic's wordings, which clients match on, saying which limit was hit */
+    if (kind == RECIPE_ERR_CONTEXT_LENGTH &&
+        sscanf(e->message, "This model's maximum context length is %d tokens. However, you requested %lld tokens (%d "
+               "in the %*[^,], %d in the completion)", &maxc, &n, &np, &nmax) == 4)
+        recipe_fail(&re, kind, "max_tokens", "input length and `max_tokens` exceed context limit: max_tokens %d + "
+                    "prompt %d tokens exceeds the context of %d tokens; decrease input length or `max_tokens` and "
+                    "try again", nmax, np, maxc);
+    else if (kind == RECIPE_ERR_CONTEXT_LENGTH &&
+             sscanf(e->message, "This model's maximum context length is %d tokens. However, your prompt has %lld",
+                    &maxc, &n) == 2)
         recipe_fail(&re, kind, e->param[0] ? e->param : NULL, "prompt is too long: %lld tokens > %d maximum", n, maxc);
     *status = e->status == 405 ? 405 : recipe_error_status(api, &re);
     json_t *b = recipe_error_body(api, &re, request_id);

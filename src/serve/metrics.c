@@ -1,4 +1,6 @@
-/* metrics.c - counters, histograms and the Prometheus text format (see metrics.h). */
+/* metrics.c - counters, histograms and the Prometheus text format (see
+ * metrics.h). Series are rendered without the model_name label and then
+ * copied once through metrics_label_all, so no series can miss it. */
 #include "serve/metrics.h"
 
 #include <stdarg.h>
@@ -6,6 +8,13 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/cpu.h"
+#include "base/version.h"
+
+#ifndef CINFER_GIT_COMMIT
+#define CINFER_GIT_COMMIT "unknown" /* set by CMake from `git rev-parse` at configure time */
+#endif
 
 static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
                                      0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
@@ -232,6 +241,11 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
     counter(&s, "cinfer_kv_store_bytes_read_total", "Bytes loaded from the persistent store.", st->store.bytes_read);
     counter(&s, "cinfer_kv_store_bytes_written_total", "Bytes written to the persistent store.", st->store.bytes_written);
     store_metrics(&s, st);
+    gauge(&s, "cinfer_kv_cache_usage_ratio", "KV blocks referenced by requests / KV blocks in the pool (0..1).",
+          st->kv_blocks_total ? (double)st->kv_blocks_used / (double)st->kv_blocks_total : 0.0);
+    sb_printf(&s, "# HELP cinfer_build_info Build of this server (value 1).\n# TYPE cinfer_build_info gauge\n"
+                  "cinfer_build_info{version=\"%s\",commit=\"%s\",isa=\"%s\"} 1\n",
+              CINFER_VERSION, CINFER_GIT_COMMIT, cpu_isa_name(cpu_isa_active()));
     counter(&s, "cinfer_engine_steps_total", "Engine steps (forward passes).", st->steps);
     counter(&s, "cinfer_engine_preemptions_total", "Requests preempted for KV blocks.", st->preemptions);
     if (e) expert_metrics(&s, e);
@@ -239,7 +253,40 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
         free(s.p);
         return -1;
     }
+    int rc = metrics_label_all(s.p, s.len, m->model_name ? m->model_name : "", out, len);
+    free(s.p);
+    return rc;
+}
+
+int metrics_label_all(const char *in, size_t len, const char *name, char **out, size_t *out_len) {
+    char label[600];
+    size_t k = (size_t)snprintf(label, sizeof label, "model_name=\"");
+    for (const char *p = name; *p && k + 8 < sizeof label; p++) { /* escape \ " and newline */
+        if (*p == '\\' || *p == '"') label[k++] = '\\';
+        if (*p == '\n') label[k++] = '\\', label[k++] = 'n';
+        else label[k++] = *p;
+    }
+    label[k++] = '"';
+    label[k] = 0;
+    size_t lines = 1;
+    for (size_t i = 0; i < len; i++) lines += in[i] == '\n';
+    sbuf s = {.cap = len + lines * (k + 3) + 1};
+    if (!(s.p = malloc(s.cap))) return -1;
+    for (size_t i = 0; i < len;) {
+        const char *nl = memchr(in + i, '\n', len - i);
+        size_t end = nl ? (size_t)(nl - in) + 1 : len, n = end - i;
+        const char *line = in + i;
+        size_t nm = strcspn(line, "{ \n");
+        if (line[0] == '#' || nm >= n || line[nm] == '\n') sb_printf(&s, "%.*s", (int)n, line);
+        else if (line[nm] == '{') sb_printf(&s, "%.*s{%s,%.*s", (int)nm, line, label, (int)(n - nm - 1), line + nm + 1);
+        else sb_printf(&s, "%.*s{%s}%.*s", (int)nm, line, label, (int)(n - nm), line + nm);
+        i = end;
+    }
+    if (s.oom) {
+        free(s.p);
+        return -1;
+    }
     *out = s.p;
-    *len = s.len;
+    *out_len = s.len;
     return 0;
 }

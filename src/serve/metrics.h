@@ -2,7 +2,8 @@
  * the engine, and fixed-bucket histograms, rendered in the text exposition
  * format 0.0.4 for GET /metrics. Owned by the server; touched only on the
  * HTTP loop thread, so nothing here locks. Names are prefixed cinfer_ (see
- * docs/serve.md for the list). */
+ * docs/serve.md for the list and the vLLM counterparts); every sample carries
+ * a model_name label (vLLM's convention, so dashboards can filter alike). */
 #ifndef CINFER_SERVE_METRICS_H
 #define CINFER_SERVE_METRICS_H
 
@@ -38,6 +39,7 @@ typedef struct metrics {
     uint64_t connections_refused; /* ... refused by --max-connections */
     uint64_t connection_timeouts; /* ... closed by a header / body / idle timeout */
     uint64_t accept_pauses;       /* listener pauses after accept() errors (EMFILE...) */
+    const char *model_name; /* the model_name label on every series (NULL: "") ; borrowed */
 } metrics;
 
 void metrics_init(metrics *m);
@@ -48,5 +50,9 @@ void metrics_observe(metrics_hist *h, double v, uint64_t weight);
  * MoE expert load (cinfer_moe_expert_tokens, cinfer_moe_expert_imbalance).
  * *out is malloc'd. */
 int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engine *e, char **out, size_t *len);
+/* Copies Prometheus text `in`, adding model_name="NAME" as the first label of
+ * every sample line (comments are copied as they are). *out is malloc'd;
+ * -1 when out of memory. */
+int metrics_label_all(const char *in, size_t len, const char *name, char **out, size_t *out_len);
 
 #endif

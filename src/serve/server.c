@@ -52,6 +52,7 @@
 #include "base/timeutil.h"
 #include "serve/api.h"
 #include "serve/conn_guard.h"
+#include "serve/listen.h"
 #include "serve/metrics.h"
 #include "serve/oai_request.h"
 #include "serve/oai_response.h"
@@ -303,7 +304,7 @@ static void job_complete(sv_job *j) {
     int status = 200;
     if (j->stream && j->a.active && !j->a.multi) { /* the encoder wrote the closing events with the finish */
         if (j->a.store) {
-            char *body = api_job_response(&j->a, &j->g, s->cfg->model_name);
+            char *body = api_job_response(&j->a, &j->g, j->meta.model);
             api_ctx ctx = {.store = s->store, .now = time_now()};
             api_job_save(&j->a, &ctx, &j->g, body);
             free(body);
@@ -329,7 +330,7 @@ static void job_complete(sv_job *j) {
     } else if (j->a.multi) {
         send_json(s, j->req, 200, api_multi_response(&j->a, &j->meta, &j->g, s->gm->tok));
     } else if (j->a.active) {
-        char *body = api_job_response(&j->a, &j->g, s->cfg->model_name);
+        char *body = api_job_response(&j->a, &j->g, j->meta.model);
         api_ctx ctx = {.store = s->store, .now = time_now()};
         api_job_save(&j->a, &ctx, &j->g, body);
         send_json(s, j->req, 200, body);
@@ -456,11 +457,12 @@ static void on_peek(evutil_socket_t fd, short what, void *arg) {
 
 /* ---- endpoints ---- */
 
-static int check_model(server *s, const char *model, serve_error *e) {
-    if (model && *model && strcmp(model, s->cfg->model_name))
-        return serve_fail(e, 404, "invalid_request_error", "model_not_found", "model",
-                          "The model '%.200s' does not exist (this server serves '%s').", model, s->cfg->model_name);
-    return 0;
+static int check_model(server *s, const char *model, serve_error *e) { /* any served name (model_names.h) */
+    char all[512];
+    if (serve_names_pick(s->cfg->names, model)) return 0;
+    serve_names_join(s->cfg->names, all, sizeof all);
+    return serve_fail(e, 404, "invalid_request_error", "model_not_found", "model",
+                      "The model '%.200s' does not exist (this server serves %s).", model, all);
 }
 
 static int request_traffic_class(server *s, struct evhttp_request *req, int field, int *cls, serve_error *e);
@@ -547,7 +549,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     j->meta.kind = kind;
     j->meta.id = j->id;
     j->meta.created = (long long)time(NULL);
-    j->meta.model = s->cfg->model_name;
+    j->meta.model = serve_names_pick(s->cfg->names, p.model); /* echoed: the name the request used */
     j->meta.include_usage = p.stream && p.include_usage;
     int32_t n = p.n;
     if (gen_job_start(&j->g, s->gm, &p, &e)) {
@@ -560,7 +562,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     j->a = a; /* moved: freed with the job */
     if (j->a.active) api_job_prompt_check(&j->a, &j->g, s->gm->tok);
     if (j->a.active && j->stream &&
-        (j->a.multi ? api_multi_begin(&j->a, &j->meta, &j->g) : api_job_begin(&j->a, &j->g, s->cfg->model_name))) {
+        (j->a.multi ? api_multi_begin(&j->a, &j->meta, &j->g) : api_job_begin(&j->a, &j->g, j->meta.model))) {
         serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
         gen_job_free(&j->g, s->gm);
         a = j->a; /* with what the failed begin allocated (parsers, encoder, output) */
@@ -828,7 +830,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
     }
     if (models) {
         if (!get) goto bad_method;
-        send_json(s, req, 200, oai_models_json(s->cfg->model_name, s->started));
+        send_json(s, req, 200, serve_names_models_json(s->cfg->names, s->started));
         return;
     }
     if (one_model) {
@@ -840,8 +842,8 @@ static void on_request(struct evhttp_request *req, void *arg) {
             send_error(s, req, &e, id, t0);
             return;
         }
+        send_json(s, req, 200, oai_model_json(serve_names_pick(s->cfg->names, name), s->started));
         free(name);
-        send_json(s, req, 200, oai_model_json(s->cfg->model_name, s->started));
         return;
     }
     if (!post) goto bad_method;
@@ -925,6 +927,7 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
     s->lim.max_n = cfg->max_n;
     s->started = (long long)time(NULL);
     metrics_init(&s->m);
+    s->m.model_name = cfg->model_name;
     signal(SIGPIPE, SIG_IGN);
     /* Freeing the signal events below restores the action they found; make
      * that "ignore", so a second SIGTERM during teardown cannot turn a clean
@@ -945,18 +948,13 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
     evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
                                             EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
     evhttp_set_gencb(s->http, on_request, s);
-    s->bound = evhttp_bind_socket_with_handle(s->http, cfg->host, (ev_uint16_t)cfg->port);
+    s->bound = cfg->listen_fd > 0 ? evhttp_accept_socket_with_handle(s->http, cfg->listen_fd)
+                                  : evhttp_bind_socket_with_handle(s->http, cfg->host, (ev_uint16_t)cfg->port);
     if (!s->bound || conn_guard_listen(s->guard, s->bound)) {
         cf_fail(err, "cannot listen on %s:%d (%s)", cfg->host, cfg->port, strerror(errno));
         goto done;
     }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    int port = cfg->port;
-    if (getsockname(evhttp_bound_socket_get_fd(s->bound), (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET) port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-        else if (ss.ss_family == AF_INET6) port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    }
+    int port = serve_socket_port(evhttp_bound_socket_get_fd(s->bound), cfg->port);
     s->out = evbuffer_new();
     if (!(s->store = rstore_new(cfg->response_store_max, cfg->response_store_bytes, cfg->response_store_ttl_s))) {
         cf_fail(err, "out of memory");

@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "serve/gen.h"
+#include "serve/model_names.h"
 #include "serve/traffic.h"
 
 typedef struct serve_config {
@@ -22,7 +23,10 @@ typedef struct serve_config {
     int port;                  /* 0: any free port (printed) */
     const char *api_key;       /* NULL: no authentication (ignored when keys has entries) */
     const traffic_keys *keys;  /* NULL or empty: api_key alone; else any of these keys, with its default traffic class */
-    const char *model_name;    /* served model name */
+    int listen_fd;             /* > 0: a listening socket from serve_listen (host/port then only label it;
+                                * serve_run takes it over); 0: serve_run binds host:port itself */
+    const char *model_name;    /* the default served model name (names->v[0]) */
+    const serve_names *names;  /* every served model name (--served-model-name); not NULL */
     int32_t max_n;             /* largest n per request */
     int32_t max_inflight;      /* engine requests (choices) in flight before 429 */
     size_t max_body;           /* request body limit in bytes (413 above) */
@@ -41,9 +45,11 @@ typedef struct serve_config {
     bool share_prefix_cache;   /* --share-prefix-cache: no per-tenant cache salt (serve/tenant.h) */
 } serve_config;
 
-/* Binds, prints "cinfer serve: listening on http://HOST:PORT" to stderr,
- * serves until SIGTERM/SIGINT. Returns 0 after a clean shutdown, -1 when
- * start-up fails (err set). */
+/* Listens (on cfg->listen_fd when set, else binds host:port), prints
+ * "cinfer serve: listening on http://HOST:PORT" to stderr, serves until
+ * SIGTERM/SIGINT. Returns 0 after a clean shutdown, -1 when start-up fails
+ * (err set; the process is expected to exit, a listen_fd not yet handed to
+ * evhttp is not closed). */
 int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err);
 
 #endif

@@ -18,6 +18,9 @@ import urllib.error
 import urllib.request
 import json
 
+# the model_name label every /metrics sample starts with (vLLM's convention)
+MODEL_LABEL = re.compile(r'model_name="(?:[^"\\]|\\.)*",?')
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARED = os.environ.get("CINFER_SHARED", os.path.join(ROOT, "..", "shared"))
 BIN = os.environ.get("CINFER_BIN", os.path.join(ROOT, "build", "cinfer"))
@@ -117,12 +120,14 @@ class Server:
             return e.code, dict(e.headers), e.read()
 
     def metrics(self):
-        """GET /metrics parsed into {name_with_labels: value}."""
+        """GET /metrics parsed into {name_with_labels: value}. Every sample must carry the
+        model_name label; it is left out of the keys (cinfer_requests_total{status="200"})."""
         status, _, body = self.http("GET", "/metrics")
         assert status == 200
         out = {}
         for line in body.decode().splitlines():
             if line and not line.startswith("#"):
                 k, v = line.rsplit(" ", 1)
-                out[k] = float(v)
+                assert MODEL_LABEL.search(k), "no model_name label: " + line
+                out[MODEL_LABEL.sub("", k, count=1).replace("{}", "")] = float(v)
         return out

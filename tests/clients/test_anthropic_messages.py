@@ -165,7 +165,13 @@ class TestMessagesErrors(unittest.TestCase):
             CLIENT.messages.create(model=MODEL_NAME, max_tokens=2, messages=MSGS, temperature=1.5)
         self.assertEqual(cm.exception.body["error"]["type"], "invalid_request_error")
         with self.assertRaises(anthropic.BadRequestError) as cm:  # prompt + max_tokens beyond the context
-            CLIENT.messages.create(model=MODEL_NAME, max_tokens=100000, messages=MSGS)
+            CLIENT.messages.create(model=MODEL_NAME, max_tokens=1000, messages=MSGS)
+        # says which limit: not "prompt is too long" for a short prompt (regression, issue 14)
+        self.assertRegex(cm.exception.body["error"]["message"],
+                         r"^input length and `max_tokens` exceed context limit: max_tokens 1000 \+ prompt \d+ "
+                         r"tokens exceeds the context of 512 tokens; ")
+        with self.assertRaises(anthropic.BadRequestError) as cm:  # the prompt alone fills the context
+            CLIENT.messages.create(model=MODEL_NAME, max_tokens=4, messages=[{"role": "user", "content": "word " * 600}])
         self.assertRegex(cm.exception.body["error"]["message"], r"^prompt is too long: \d+ tokens > 512 maximum$")
 
     def test_raw_malformed(self):

@@ -29,7 +29,7 @@ class TestMoeMetrics(unittest.TestCase):
             self.assertEqual(srv.stop(), 0)
         self.assertIn("# TYPE cinfer_moe_expert_tokens gauge", text)
         per_layer = {}
-        for layer, expert, v in re.findall(r'^cinfer_moe_expert_tokens\{layer="(\d+)",expert="(\d+)"\} (\d+)$', text,
+        for layer, expert, v in re.findall(r'^cinfer_moe_expert_tokens\{model_name="[^"]*",layer="(\d+)",expert="(\d+)"\} (\d+)$', text,
                                            re.M):
             per_layer.setdefault(int(layer), []).append(int(v))
         self.assertEqual(sorted(per_layer), list(range(N_DENSE, N_LAYER)))  # dense layer 0 has no experts
@@ -38,7 +38,7 @@ class TestMoeMetrics(unittest.TestCase):
         for layer, counts in per_layer.items():
             self.assertEqual(len(counts), N_EXPERT)
             self.assertEqual(sum(counts), steps_tokens * N_USED, (layer, counts))
-        imb = re.findall(r'^cinfer_moe_expert_imbalance\{layer="(\d+)"\} ([0-9.e+-]+)$', text, re.M)
+        imb = re.findall(r'^cinfer_moe_expert_imbalance\{model_name="[^"]*",layer="(\d+)"\} ([0-9.e+-]+)$', text, re.M)
         self.assertEqual(len(imb), N_LAYER - N_DENSE)
         for _, v in imb:
             self.assertGreaterEqual(float(v), 1.0)

@@ -35,9 +35,9 @@ metrics() { python3 -c "
 import sys, urllib.request
 m = {}
 for l in urllib.request.urlopen('$URL/metrics').read().decode().splitlines():
-    if l and not l.startswith('#') and '{' not in l:
+    if l and not l.startswith('#'):
         k, v = l.split()
-        m[k] = float(v)
+        m[k.split('{model_name=')[0]] = float(v)
 print(int(m['cinfer_prompt_tokens_total']), int(m['cinfer_cached_tokens_total']), int(m['cinfer_generation_tokens_total']))"; }
 
 # run NAME EXPECTED_REQUESTS MIN_CACHE_RATIO ARGS...

@@ -232,9 +232,11 @@ static int ds2_load_layers(model *m, cf_err *err) {
     uint64_t routed = 0, routed_params = 0;
     uint64_t before = m->weight_bytes;
     m->active_bytes = 0;
-    for (int il = 0; il < hp->n_layer; il++)
+    for (int il = 0; il < hp->n_layer; il++) {
         if (load_attention(m, il, &layers[il], err) || load_ffn(m, il, &layers[il], &routed, &routed_params, err))
             return -1;
+        if (m->progress) m->progress(m->progress_ctx, il + 1, hp->n_layer);
+    }
     /* active: everything but the routed experts, plus expert_used_count of every n_expert */
     uint64_t active_routed = hp->n_expert ? routed / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used : 0;
     m->active_bytes += before + (m->weight_bytes - before - routed) + active_routed;

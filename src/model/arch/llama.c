@@ -136,8 +136,10 @@ static int llama_load(model *m, cf_err *err) {
     const model_hparams *hp = &m->hp;
     m->layers = calloc((size_t)hp->n_layer, sizeof(layer_weights));
     if (!m->layers) return cf_fail(err, "out of memory");
-    for (int il = 0; il < hp->n_layer; il++)
+    for (int il = 0; il < hp->n_layer; il++) {
         if (load_layer(m, il, err)) return -1;
+        if (m->progress) m->progress(m->progress_ctx, il + 1, hp->n_layer);
+    }
     m->active_bytes = m->weight_bytes;
     m->active_params = m->n_params;
     return 0;

@@ -1,7 +1,8 @@
 /* test_model_errors.c - bad model files and bad CLI input give a one-line
- * error and exit code 1, never a crash: missing file, non-GGUF, truncated
+ * error and exit code 1 (a usage error: 2), never a crash: missing file, non-GGUF, truncated
  * GGUF, unknown architecture, tensor shape mismatch, unsupported tensor type,
- * prompt longer than the context. Checks the library (model_load) and the CLI
+ * (named with what cinfer supports, before any other check), prompt longer
+ * than the context. Checks the library (model_load) and the CLI
  * binary ($CINFER_BIN, the sanitizer build's when run there). */
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,13 @@ static void edit_type(gguf_writer *w, const gguf_file *src) {
     static unsigned char data[64 * 64 / 256 * 144]; /* q4_k rows */
     int64_t ne[2] = {256, 16};
     gguf_writer_add_tensor(w, "blk.0.attn_q.weight", 12, 2, ne, data, true, NULL);
+}
+
+static void edit_embd_type(gguf_writer *w, const gguf_file *src) { /* a K-quant embedding, as in Q4_K_M files */
+    (void)src;
+    static unsigned char data[512 / 256 * 144 * 64];
+    int64_t ne[2] = {512, 64};
+    gguf_writer_add_tensor(w, "token_embd.weight", 12, 2, ne, data, true, NULL);
 }
 
 /* Runs the CLI with the NULL-terminated args (no shell); returns its exit
@@ -110,7 +118,17 @@ int main(void) {
 
     temp_path(p, sizeof p, "type.gguf");
     CHECK(write_variant(p, edit_type, "blk.0.attn_q.weight") == 0);
-    expect_load_error(p, "blk.0.attn_q.weight");
+    expect_load_error(p, "tensor blk.0.attn_q.weight has type Q4_K, which cinfer cannot run yet; supported: F32 F16 "
+                         "BF16 Q8_0 Q4_0");
+
+    temp_path(p, sizeof p, "embdtype.gguf"); /* named as such, not "vocabulary has 512 tokens: ..." */
+    CHECK(write_variant(p, edit_embd_type, "token_embd.weight") == 0);
+    expect_load_error(p, "tensor token_embd.weight has type Q4_K, which cinfer cannot run yet");
+    {
+        cf_err err = {0};
+        model *m = NULL;
+        CHECK(model_load(p, &m, &err) == -1 && strstr(err.msg, "vocabulary") == NULL);
+    }
 
     temp_path(p, sizeof p, "missing.gguf");
     CHECK(write_variant(p, NULL, "blk.3.ffn_up.weight") == 0);
@@ -127,9 +145,9 @@ int main(void) {
     }
     /* bad flag values */
     st = run_cli((const char *const[]){"run", "-m", model, "-n", "abc", NULL}, out, sizeof out);
-    if (st != -1) CHECKF(st == 1, "bad -n: exit %d: %s", st, out);
+    if (st != -1) CHECKF(st == 2, "bad -n: exit %d (usage errors exit 2): %s", st, out);
 
-    for (const char *t = "notgguf.gguf\0trunc.gguf\0arch.gguf\0shape.gguf\0type.gguf\0missing.gguf\0"; *t;
+    for (const char *t = "notgguf.gguf\0trunc.gguf\0arch.gguf\0shape.gguf\0type.gguf\0embdtype.gguf\0missing.gguf\0"; *t;
          t += strlen(t) + 1)
         remove(temp_path(p, sizeof p, t));
     return test_finish();

@@ -106,17 +106,18 @@ static void test_store_metrics(void) {
     st.store.load_latency[3] = 2;
     st.store.load_latency[11] = 1;
     st.store.loads = 4;
+    m.model_name = "m";
     char *txt;
     size_t len;
     CHECK(metrics_render(&m, &st, NULL, &txt, &len) == 0);
-    CHECK(strstr(txt, "cinfer_cached_tokens_by_tier_total{tier=\"memory\"} 32\n"));
-    CHECK(strstr(txt, "cinfer_cached_tokens_by_tier_total{tier=\"store\"} 1984\n"));
-    CHECK(strstr(txt, "cinfer_kv_store_quarantined_total 3\n"));
-    CHECK(strstr(txt, "cinfer_kv_store_gc_deleted_total{reason=\"lru\"} 5\n"));
-    CHECK(strstr(txt, "cinfer_kv_store_load_latency_seconds_bucket{le=\"0.00025\"} 1\n"));
-    CHECK(strstr(txt, "cinfer_kv_store_load_latency_seconds_bucket{le=\"0.002\"} 3\n"));
-    CHECK(strstr(txt, "cinfer_kv_store_load_latency_seconds_bucket{le=\"+Inf\"} 4\n"));
-    CHECK(strstr(txt, "cinfer_kv_store_load_latency_seconds_count 4\n"));
+    CHECK(strstr(txt, "cinfer_cached_tokens_by_tier_total{model_name=\"m\",tier=\"memory\"} 32\n"));
+    CHECK(strstr(txt, "cinfer_cached_tokens_by_tier_total{model_name=\"m\",tier=\"store\"} 1984\n"));
+    CHECK(strstr(txt, "cinfer_kv_store_quarantined_total{model_name=\"m\"} 3\n"));
+    CHECK(strstr(txt, "cinfer_kv_store_gc_deleted_total{model_name=\"m\",reason=\"lru\"} 5\n"));
+    CHECK(strstr(txt, "cinfer_kv_store_load_latency_seconds_bucket{model_name=\"m\",le=\"0.00025\"} 1\n"));
+    CHECK(strstr(txt, "cinfer_kv_store_load_latency_seconds_bucket{model_name=\"m\",le=\"0.002\"} 3\n"));
+    CHECK(strstr(txt, "cinfer_kv_store_load_latency_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 4\n"));
+    CHECK(strstr(txt, "cinfer_kv_store_load_latency_seconds_count{model_name=\"m\"} 4\n"));
     free(txt);
 }
 

@@ -1,8 +1,9 @@
 /* test_store_cli.c - `cinfer store gc|stats DIR` (the CLI binary from
  * CINFER_BIN) on a directory of real objects: stats counts objects per
  * class; gc --now +4d deletes the default and agent objects (1 d, 3 d) and
- * keeps chat (7 d); gc --quota evicts least recently used objects; bad
- * input is a one-line message with exit status 1. */
+ * keeps chat (7 d); gc --quota evicts least recently used objects; a
+ * runtime error is a one-line message with exit status 1, a usage error
+ * (bad option, missing DIR, unknown subcommand) one line with exit 2. */
 #include <time.h>
 
 #include "store_testlib.h"
@@ -60,10 +61,11 @@ int main(void) {
     /* errors: one line, exit 1 */
     CHECK(CLI("store", "stats", "/nonexistent-cinfer-dir") == 1 && strchr(out, '\n') == strrchr(out, '\n') &&
           strstr(out, "cannot read"));
-    CHECK(CLI("store", "gc") == 1 && strstr(out, "missing DIR"));
-    CHECK(CLI("store", "gc", dir, "--now", "soon") == 1 && strstr(out, "--now"));
-    CHECK(CLI("store", "gc", dir, "--quota", "-1") == 1);
-    CHECK(CLI("store", "compact", "x") == 1 && strstr(out, "unknown subcommand"));
+    /* usage errors: one line, exit 2 */
+    CHECK(CLI("store", "gc") == 2 && strstr(out, "missing DIR"));
+    CHECK(CLI("store", "gc", dir, "--now", "soon") == 2 && strstr(out, "--now"));
+    CHECK(CLI("store", "gc", dir, "--quota", "-1") == 2);
+    CHECK(CLI("store", "compact", "x") == 2 && strstr(out, "unknown subcommand"));
     CHECK(CLI("store", "--help") == 0 && strstr(out, "usage: cinfer store"));
     st_rmrf(dir);
     return test_finish();
