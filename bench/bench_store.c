@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
         key_of(i, h.key);
         if (i) key_of(i - 1, h.parent);
         int e;
-        if (store_fs_publish(dir, &h, toks, src + (size_t)(i % RUN) * bytes, false, now, &e, &err) != STORE_PUB_WRITTEN) {
+        if (store_fs_publish(dir, &h, toks, src + (size_t)(i % RUN) * bytes, NULL, false, now, &e, &err) != STORE_PUB_WRITTEN) {
             fprintf(stderr, "bench_store: %s\n", err.msg);
             return 1;
         }

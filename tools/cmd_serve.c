@@ -41,6 +41,9 @@ static void serve_usage(FILE *out) {
             "                            before, also by earlier runs, are loaded instead of recomputed\n"
             "      --kv-store-quota GIB  store size limit; GC evicts least recently used objects (default: none)\n"
             "      --kv-store-sync       fsync each object before publishing it (default: no)\n"
+            "      --kv-store-key-file PATH  authenticate store objects with HMAC-SHA256 under this key (a\n"
+            "                            regular file of 32-4096 bytes, not readable by others); objects\n"
+            "                            without a valid MAC are quarantined (default: checksums only)\n"
             "      --retention SPEC      store retention per traffic class, e.g. agent=3d,chat=7d,default=1d\n"
             "                            (units s m h d; the class comes from the request field\n"
             "                            cinfer.traffic_class, the header X-Cinfer-Traffic-Class or the key)\n"
@@ -64,7 +67,7 @@ static void serve_usage(FILE *out) {
 }
 
 typedef struct serve_opts {
-    const char *model, *host, *api_key, *name, *log_level, *kv_store, *tool_parser, *reasoning_parser;
+    const char *model, *host, *api_key, *name, *log_level, *kv_store, *kv_key_file, *tool_parser, *reasoning_parser;
     long long rs_max, rs_bytes;
     double rs_ttl;
     traffic_keys keys; /* every --api-key / --api-key-class (owned) */
@@ -116,6 +119,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         else if (!strcmp(a, "--kv-store")) { VAL(); o->kv_store = v; }
         else if (!strcmp(a, "--kv-store-quota")) { VAL(); if (cli_float(a, v, 0.001, 1 << 20, &o->store_quota_gib)) return 2; }
         else if (!strcmp(a, "--kv-store-sync")) o->store_sync = true;
+        else if (!strcmp(a, "--kv-store-key-file")) { VAL(); o->kv_key_file = v; }
         else if (!strcmp(a, "--retention")) {
             VAL();
             cf_err e = {0};
@@ -140,6 +144,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
 #undef VAL
     }
     if (!o->model) { cli_fail("serve: MODEL.gguf is required (see cinfer serve --help)"); return 2; }
+    if (o->kv_key_file && !o->kv_store) { cli_fail("serve: --kv-store-key-file needs --kv-store"); return 2; }
     if (o->api_key && !*o->api_key) o->api_key = NULL;
     const char *pn[2] = {o->tool_parser, o->reasoning_parser};
     for (int i = 0; i < 2; i++)
@@ -200,7 +205,8 @@ int cmd_serve(int argc, char **argv) {
                                 .max_ctx = ctx,
                                 .kv_store_dir = o.kv_store,
                                 .kv_store_quota_bytes = (int64_t)(o.store_quota_gib * (1ll << 30)),
-                                .kv_store_sync = o.store_sync};
+                                .kv_store_sync = o.store_sync,
+                                .kv_store_key_file = o.kv_key_file};
     memcpy(eo.kv_store_retention_s, o.retention, sizeof eo.kv_store_retention_s);
     char emsg[256];
     if (cinfer_engine_create(m, pool, &eo, &eng, emsg, sizeof emsg)) { cli_fail("serve: %s", emsg); goto done; }

@@ -14,13 +14,13 @@
 #include "store/store_fs.h"
 #include "store/store_gc.h"
 
-int store_verify_cmd(const char *dir, int64_t now); /* cmd_store_verify.c */
+int store_verify_cmd(const char *dir, int64_t now, const char *key_file); /* cmd_store_verify.c */
 
 static void usage(FILE *out) {
     fprintf(out,
             "usage: cinfer store gc DIR [--quota GiB] [--now TIME]\n"
             "       cinfer store stats DIR [--now TIME]\n"
-            "       cinfer store verify DIR [--now TIME]\n"
+            "       cinfer store verify DIR [--now TIME] [--key-file PATH]\n"
             "\n"
             "Maintains a persistent KV block store directory (the --kv-store of `cinfer serve`).\n"
             "\n"
@@ -29,13 +29,16 @@ static void usage(FILE *out) {
             "          recently used objects until the rest fits. Safe while servers use DIR.\n"
             "  stats   count objects, bytes, traffic classes, ages, quarantine and temporaries.\n"
             "  verify  read every object in full and check its header, name, length and checksum\n"
-            "          (read-only; exit 1 if any object is bad or unreadable).\n"
+            "          (read-only; exit 1 if any object is bad, unreadable or not a regular file).\n"
+            "          With --key-file, also the HMAC-SHA256 of every object under that key:\n"
+            "          objects without a valid MAC count as bad.\n"
             "\n"
             "options:\n"
             "  --quota GiB   capacity for gc (default: none)\n"
             "  --now TIME    the store clock: unix seconds, or +DURATION / -DURATION from now\n"
             "                (e.g. +3d; units s m h d). Default: now, shifted by\n"
             "                CINFER_STORE_CLOCK_OFFSET when set (tests).\n"
+            "  --key-file PATH  verify: the --kv-store-key-file of the servers (docs/store.md)\n"
             "  -h, --help    show this help\n");
 }
 
@@ -129,7 +132,7 @@ int cmd_store(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    const char *sub = argv[1], *dir = NULL;
+    const char *sub = argv[1], *dir = NULL, *key_file = NULL;
     bool gc = !strcmp(sub, "gc");
     bool verify = !strcmp(sub, "verify");
     if (!gc && !verify && strcmp(sub, "stats")) return cli_fail("store: unknown subcommand '%s' (gc, stats, verify)", sub);
@@ -145,6 +148,8 @@ int cmd_store(int argc, char **argv) {
             double g;
             if (!v || cli_float("--quota", v, 0, 1 << 20, &g)) return 1;
             quota = (int64_t)(g * (double)(1ull << 30));
+        } else if (!strcmp(a, "--key-file") && verify) {
+            if (!(key_file = cli_value(argc, argv, &i))) return 1;
         } else if (!strcmp(a, "--now")) {
             const char *v = cli_value(argc, argv, &i);
             if (!v) return 1;
@@ -160,6 +165,6 @@ int cmd_store(int argc, char **argv) {
     }
     if (!dir) return cli_fail("store %s: missing DIR (see cinfer store --help)", sub);
     if (!have_now && default_now(&now)) return cli_fail("CINFER_STORE_CLOCK_OFFSET is not a duration");
-    if (verify) return store_verify_cmd(dir, now);
+    if (verify) return store_verify_cmd(dir, now, key_file);
     return gc ? store_gc_cmd(dir, now, quota) : store_stats_cmd(dir, now);
 }

@@ -242,6 +242,11 @@ static void eng_free_all(cinfer_engine *e) {
         }
 }
 
+/* Pools of engines whose store was abandoned at destroy (a stuck I/O thread may still write into them):
+ * never freed, and reachable so leak checkers do not report them. */
+static kv_pool *g_kept_pools[8];
+static int g_n_kept_pools;
+
 void cinfer_engine_destroy(cinfer_engine *e) {
     if (!e) return;
     if (e->thread_started) {
@@ -268,7 +273,11 @@ void cinfer_engine_destroy(cinfer_engine *e) {
     eng_free_all(e);
     if (e->efd > 0) close(e->efd);
     prefix_cache_free(e->pc);
-    kv_pool_free(e->kv);
+    if (e->store_abandoned) { /* a stuck store thread may still read into a pool block: keep the pool */
+        if (g_n_kept_pools < 8) g_kept_pools[g_n_kept_pools++] = e->kv;
+    } else {
+        kv_pool_free(e->kv);
+    }
     fwd_ctx_free(e->fc);
     eng_free_stepbuf(&e->sb[0]);
     eng_free_stepbuf(&e->sb[1]);

@@ -216,6 +216,7 @@ struct cinfer_engine {
     cinfer_engine_stats pub_st;    /* (mu) last published stats */
     struct eng_store *es;          /* (eng) persistent store adapter (engine_store.c); NULL: none */
     bool store_wake;               /* (mu) a store completion is waiting to be polled */
+    bool store_abandoned;          /* eng_store_close gave up on a stuck store thread: the pool is kept */
     int efd;
 };
 

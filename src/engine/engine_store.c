@@ -3,6 +3,7 @@
  * count of requests waiting for a load, and the completion scratch. Runs on
  * the engine thread only; the notify callback is the one entry point from the
  * store's threads. */
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "base/timeutil.h"
 #include "engine/engine_internal.h"
 #include "store/store.h"
+#include "store/store_fs.h"
 
 #define ES_EVENTS 64
 #define ES_MAX_LOOKUPS 2 /* per request: first admission and one readmission after preemption */
@@ -69,6 +71,7 @@ int eng_store_open(cinfer_engine *e, cf_err *err) {
         .notify_ctx = e,
     };
     memcpy(c.retention_s, o->kv_store_retention_s, sizeof c.retention_s);
+    c.close_timeout_ms = o->kv_store_close_timeout_ms;
     /* A queued write pins its block; blocks being written mostly belong to running requests anyway, so the
      * cap only matters when the disk falls behind: then at most half the pool is pinned by write-back. */
     c.write_slots = es->n_blocks / 2 < 4096 ? (es->n_blocks / 2 > 0 ? es->n_blocks / 2 : 1) : 4096;
@@ -83,7 +86,22 @@ int eng_store_open(cinfer_engine *e, cf_err *err) {
     }
     if (store_fingerprint(model_fp, c.block_tokens, desc, 4 * spec.n_groups, "f32", c.fingerprint, &se))
         return cf_fail(err, "%s", se.msg);
-    if (store_open(&c, &es->s, &se)) {
+    store_mac_key *key = NULL;
+    if (o->kv_store_key_file && o->kv_store_key_file[0]) {
+        /* fail closed: a configured key that cannot be used must not silently turn authentication off */
+        if (!(key = malloc(sizeof *key))) return cf_fail(err, "engine: out of memory for the store key");
+        if (store_key_load(o->kv_store_key_file, key, &se)) {
+            free(key);
+            return cf_fail(err, "%s", se.msg);
+        }
+        c.mac_key = key;
+    }
+    int rc = store_open(&c, &es->s, &se);
+    if (key) {
+        OPENSSL_cleanse(key, sizeof *key); /* the store keeps its own copy */
+        free(key);
+    }
+    if (rc) {
         LOG_WARN("engine: persistent KV store disabled, serving without it: %s", se.msg);
         e->st.store.degraded = 1;
     }
@@ -105,7 +123,10 @@ void eng_store_close(cinfer_engine *e) {
     eng_store *es = e->es;
     if (!es) return;
     if (es->s) {
-        store_stop(es->s);
+        if (!store_stop(es->s)) {
+            e->store_abandoned = true;
+            LOG_ERROR("engine: the persistent KV store did not stop in time; shutting down without it");
+        }
         int n;
         while ((n = store_poll(es->s, es->ev, ES_EVENTS)) > 0)
             for (int i = 0; i < n; i++) {
