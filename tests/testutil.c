@@ -1,12 +1,31 @@
-/* testutil.c - see testutil.h. */
+/* testutil.c - see testutil.h. Owns the failure / check counters and the
+ * missing-fixture flag. */
 #include "testutil.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 int test_failures;
 int test_checks;
+static bool tu_skipped;
+
+static bool tu_in_ci(void) {
+    const char *ci = getenv("CI");
+    return ci && (!strcmp(ci, "true") || !strcmp(ci, "1"));
+}
+
+int tu_missing_fixture(const char *what) {
+    if (tu_in_ci()) {
+        test_failures++;
+        fprintf(stderr, "FAIL: missing fixture: %s (CI=true: fixtures are required)\n", what);
+        return 1;
+    }
+    tu_skipped = true;
+    fprintf(stderr, "SKIP: missing fixture: %s (exit 77; under CI=true this fails)\n", what);
+    return 77;
+}
 
 const char *shared_path(const char *rel) {
     static char bufs[8][1024];
@@ -40,6 +59,8 @@ const char *temp_path(char *buf, size_t cap, const char *tag) {
 }
 
 int test_finish(void) {
-    fprintf(stderr, "%d checks, %d failures\n", test_checks, test_failures);
-    return test_failures ? 1 : 0;
+    fprintf(stderr, "%d checks, %d failures%s\n", test_checks, test_failures,
+            tu_skipped && !test_failures ? " (skipped: a fixture is missing)" : "");
+    if (test_failures) return 1;
+    return tu_skipped ? 77 : 0;
 }

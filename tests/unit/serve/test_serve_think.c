@@ -92,7 +92,7 @@ int main(void) {
     test_markers();
     model *m = NULL;
     cf_err err = {0};
-    if (model_load(shared_path("models/stories260K.gguf"), &m, &err)) fprintf(stderr, "no model: %s\n", err.msg);
+    if (model_load(shared_path("models/stories260K.gguf"), &m, &err)) tu_missing_fixture(err.msg);
     test_prepare(m ? model_get_tokenizer(m) : NULL);
     if (m) model_free(m);
     return test_finish();
