@@ -666,7 +666,7 @@ static void *eng_main(void *arg) {
         for (int32_t i = 0; i < n_cancel; i++) eng_finish(e, e->cancelled[i], CINFER_FINISH_CANCELLED, true, NULL);
         bool was_inflight = e->inflight != NULL;
         eng_stepbuf *next = &e->sb[e->sb_next];
-        int rc = eng_plan(e, next);
+        eng_plan_result rc = eng_plan(e, next);
         double t1 = time_now();
         eng_stepbuf *done = eng_wait_inflight(e);
         double t2 = time_now();
@@ -683,11 +683,12 @@ static void *eng_main(void *arg) {
             done = sb;
         }
         if (done) e->st.t_forward += done->t_forward;
-        if (rc == 1 && !was_inflight && !e->inflight) eng_fail_stuck(e);
-        stalled = rc == 2 && !was_inflight && !e->inflight;
+        if ((rc == ENG_PLAN_IDLE || rc == ENG_PLAN_ERROR) && !was_inflight && !e->inflight) eng_fail_stuck(e);
+        stalled = rc == ENG_PLAN_WAIT_STORE && !was_inflight && !e->inflight;
         double t4 = time_now();
         eng_process_outputs(e);
         eng_publish(e);
+        ENG_CHECK(e, "after an engine step");
         double t5 = time_now();
         e->st.t_plan += t1 - t0;
         e->st.t_wait += t2 - t1 + t_sync_fwd;

@@ -61,6 +61,8 @@ void eng_store_on_register(struct cinfer_engine *e, struct eng_req *r, int32_t f
 void eng_store_detach(struct cinfer_engine *e, struct eng_req *r);
 /* Requests currently waiting for the store. */
 int32_t eng_store_n_loading(const struct cinfer_engine *e);
+/* Pool references the adapter holds on a block (queued writes, loads in flight or deferred). */
+int32_t eng_store_held(const struct cinfer_engine *e, int32_t block);
 /* With e->mu held: waits up to a few ms for a store completion; true on timeout. */
 bool eng_store_wait(struct cinfer_engine *e);
 
