@@ -55,6 +55,7 @@ struct store {
     bool exit_cv_ok;        /* exit_cv initialised */
     void (*test_hook)(void); /* store_test_io_hook as it was at open */
     int n_live;             /* I/O and GC threads not yet returned */
+    int in_notify;          /* threads inside cfg.notify (the owner's code: never abandoned mid-call) */
     bool abandoned;
     struct store *abandoned_next;
 };
@@ -389,9 +390,11 @@ static void *store_io_main(void *arg) {
         }
         if (s->abandoned) break; /* back from a syscall past the deadline: the owner is gone */
         if (done && s->cfg.notify) {
+            s->in_notify++;
             st_unlock(s);
             s->cfg.notify(s->cfg.notify_ctx);
             st_lock(s);
+            if (--s->in_notify == 0) pthread_cond_broadcast(&s->exit_cv);
         }
     }
     s->n_live--;
@@ -597,8 +600,11 @@ bool store_stop(store *s) {
         pthread_cond_broadcast(&s->cv);
         pthread_cond_broadcast(&s->gc_cv);
         bool all = store_wait_threads(s);
+        if (!all) {
+            s->abandoned = true; /* from now on no thread calls notify (checked under mu) */
+            while (s->in_notify > 0) pthread_cond_wait(&s->exit_cv, &s->mu); /* a call in progress is short */
+        }
         int stuck = s->n_live;
-        if (!all) s->abandoned = true;
         st_unlock(s);
         if (!all) {
             /* a thread is stuck in a syscall (a hung mount): do not wait for it; keep everything it may touch */
