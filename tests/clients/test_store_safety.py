@@ -79,6 +79,8 @@ class TestStoreSafety(unittest.TestCase):
         rc, out = su.cli("store", "verify", self.store)  # read-only: reports it, never opens it blocking
         self.assertEqual(rc, 1, out)
         self.assertIn("not a regular file", out)
+        rc, out = su.cli("store", "stats", self.store)  # nor does stats block on it
+        self.assertEqual(rc, 0, out)
         srv = Server("--kv-store", self.store, "--shutdown-timeout", str(SHUTDOWN_S))
         res = {}
 
