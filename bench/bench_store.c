@@ -153,8 +153,8 @@ static int write_objects(bs_ctx *c) {
         key_of(i, h.key);
         if (i) key_of(i - 1, h.parent);
         int e;
-        if (store_fs_publish(c->dir, &h, c->toks, c->src + (size_t)(i % RUN) * c->bytes, false, c->now, &e, &err) !=
-            STORE_PUB_WRITTEN) {
+        if (store_fs_publish(c->dir, &h, c->toks, c->src + (size_t)(i % RUN) * c->bytes, NULL, false, c->now, &e,
+                             &err) != STORE_PUB_WRITTEN) {
             fprintf(stderr, "bench_store: %s\n", err.msg);
             return -1;
         }

@@ -1,8 +1,10 @@
-/* testutil.c - see testutil.h. */
+/* testutil.c - see testutil.h. Owns the failure / check counters and the
+ * missing-fixture flag. */
 #include "testutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -10,6 +12,23 @@
 
 int test_failures;
 int test_checks;
+static bool tu_skipped;
+
+static bool tu_in_ci(void) {
+    const char *ci = getenv("CI");
+    return ci && (!strcmp(ci, "true") || !strcmp(ci, "1"));
+}
+
+int tu_missing_fixture(const char *what) {
+    if (tu_in_ci()) {
+        test_failures++;
+        fprintf(stderr, "FAIL: missing fixture: %s (CI=true: fixtures are required)\n", what);
+        return 1;
+    }
+    tu_skipped = true;
+    fprintf(stderr, "SKIP: missing fixture: %s (exit 77; under CI=true this fails)\n", what);
+    return 77;
+}
 
 const char *shared_path(const char *rel) {
     static char bufs[8][1024];
@@ -104,6 +123,8 @@ int test_run(const char *const argv[], int capture, char *out, size_t cap) {
 }
 
 int test_finish(void) {
-    fprintf(stderr, "%d checks, %d failures\n", test_checks, test_failures);
-    return test_failures ? 1 : 0;
+    fprintf(stderr, "%d checks, %d failures%s\n", test_checks, test_failures,
+            tu_skipped && !test_failures ? " (skipped: a fixture is missing)" : "");
+    if (test_failures) return 1;
+    return tu_skipped ? 77 : 0;
 }

@@ -1,8 +1,13 @@
 /* testutil.h - tiny test harness: CHECK macros that count failures, fixture
  * paths via CINFER_SHARED (default ../shared), source-tree paths, whole-file reads, scratch
  * directories the test itself made (and only those removed), running a
- * program with its output captured (fork/execv, no shell). A test's main()
- * returns test_finish(). */
+ * program with its output captured (fork/execv, no shell), the one rule for
+ * missing fixtures. A test's main() returns test_finish().
+ *
+ * Missing fixtures (tu_missing_fixture): a test never passes for lack of its
+ * input. Under CI=true (or 1) a missing fixture is a failure; elsewhere the
+ * test exits 77, which ctest reports as skipped (SKIP_RETURN_CODE 77 on every
+ * test in CMakeLists.txt). */
 #ifndef CINFER_TESTUTIL_H
 #define CINFER_TESTUTIL_H
 
@@ -56,6 +61,12 @@ int test_scratch_remove(const char *path);
  * others to /dev/null. Returns the exit status, 128 + signal if killed, -1 if
  * it could not be started (127 if exec failed in the child). */
 int test_run(const char *const argv[], int capture, char *out, size_t cap);
+/* A fixture (model, data file, CINFER_BIN, ...) the test needs is missing:
+ * prints why and records it. Returns the exit code main() should return right
+ * away if nothing else can run: 1 under CI=true (the failure is counted), else
+ * 77 (skip). A sub-test may instead just return: test_finish() then reports it. */
+int tu_missing_fixture(const char *what);
+/* 1 if any CHECK failed; else 77 if a fixture was missing (outside CI); else 0. */
 int test_finish(void);
 
 #endif

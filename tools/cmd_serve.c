@@ -28,7 +28,7 @@
 #include "text/chat_template.h"
 
 typedef struct serve_opts {
-    const char *model, *host, *api_key, *log_level, *kv_store, *tool_parser, *reasoning_parser;
+    const char *model, *host, *api_key, *log_level, *kv_store, *kv_key_file, *tool_parser, *reasoning_parser;
     serve_names names; /* every --served-model-name (owned) */
     long long rs_max, rs_bytes;
     double rs_ttl;
@@ -124,6 +124,9 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         {"kv-store-quota", 0, "GIB", "store size limit; GC evicts least recently used objects (default: none)",
          CLI_NUM(&o->store_quota_gib, 0.001, 1 << 20)},
         {"kv-store-sync", 0, NULL, "fsync each object before publishing it (default: no)", CLI_SET(&o->store_sync, true)},
+        {"kv-store-key-file", 0, "PATH", "authenticate store objects with HMAC-SHA256 under this key (a\n"
+         "regular file of 32-4096 bytes, not readable by others); objects\nwithout a valid MAC are quarantined "
+         "(default: checksums only)", CLI_STR(&o->kv_key_file)},
         {"retention", 0, "SPEC", "store retention per traffic class, e.g. agent=3d,chat=7d,default=1d\n"
          "(units s m h d; the class comes from the request field\ncinfer.traffic_class, the header "
          "X-Cinfer-Traffic-Class or the key)", CLI_CALL(opt_retention, o)},
@@ -172,6 +175,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     if (pos < argc && !o->model) o->model = argv[pos++];
     if (pos < argc) return cli_usage_error(&c, "unexpected argument '%s'", argv[pos]);
     if (!o->model) return cli_usage_error(&c, "MODEL.gguf is required");
+    if (o->kv_key_file && !o->kv_store) return cli_usage_error(&c, "--kv-store-key-file needs --kv-store");
     if (o->log_level && cf_log_parse_level(o->log_level, &(cf_log_lvl){0}))
         return cli_usage_error(&c, "unknown log level '%s' (error|warn|info|debug)", o->log_level);
     if (o->api_key && !*o->api_key) o->api_key = NULL;
@@ -228,7 +232,8 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
                                 .max_ctx = sp->ctx,
                                 .kv_store_dir = o->kv_store,
                                 .kv_store_quota_bytes = (int64_t)(o->store_quota_gib * (1ll << 30)),
-                                .kv_store_sync = o->store_sync};
+                                .kv_store_sync = o->store_sync,
+                                .kv_store_key_file = o->kv_key_file};
     memcpy(eo.kv_store_retention_s, o->retention, sizeof eo.kv_store_retention_s);
     char emsg[256];
     if (cinfer_engine_create(sp->m, sp->pool, &eo, &sp->eng, emsg, sizeof emsg)) return cli_fail("serve: %s", emsg);

@@ -14,11 +14,11 @@
 #include "store/store_fs.h"
 #include "store/store_gc.h"
 
-int store_verify_cmd(const char *dir, int64_t now); /* cmd_store_verify.c */
+int store_verify_cmd(const char *dir, int64_t now, const char *key_file); /* cmd_store_verify.c */
 
 static const char store_usage[] = "cinfer store gc DIR [--quota GiB] [--now TIME]\n"
                                   "cinfer store stats DIR [--now TIME]\n"
-                                  "cinfer store verify DIR [--now TIME]";
+                                  "cinfer store verify DIR [--now TIME] [--key-file PATH]";
 static const char store_about[] =
     "\nMaintains a persistent KV block store directory (the --kv-store of `cinfer serve`).\n"
     "\n"
@@ -27,7 +27,9 @@ static const char store_about[] =
     "          recently used objects until the rest fits. Safe while servers use DIR.\n"
     "  stats   count objects, bytes, traffic classes, ages, quarantine and temporaries.\n"
     "  verify  read every object in full and check its header, name, length and checksum\n"
-    "          (read-only; exit 1 if any object is bad or unreadable).";
+    "          (read-only; exit 1 if any object is bad, unreadable or not a regular file).\n"
+    "          With --key-file, also the HMAC-SHA256 of every object under that key:\n"
+    "          objects without a valid MAC count as bad.";
 
 static int parse_now(const char *s, int64_t *out) {
     int64_t d;
@@ -131,7 +133,9 @@ int cmd_store(int argc, char **argv) {
     /* one table per subcommand */
     const cli_opt gc_t[] = {NOW_ROW, {"quota", 0, "GiB", "capacity (default: none)", CLI_NUM(&quota_gib, 0, 1 << 20)}};
     const cli_opt stats_t[] = {NOW_ROW};
-    const cli_opt verify_t[] = {NOW_ROW};
+    const char *key_file = NULL;
+    const cli_opt verify_t[] = {NOW_ROW, {"key-file", 0, "PATH", "the --kv-store-key-file of the servers (docs/store.md)",
+                                          CLI_STR(&key_file)}};
 #undef NOW_ROW
     char name[32];
     snprintf(name, sizeof name, "store%s%s", *sub ? " " : "", gc || verify || stats ? sub : "");
@@ -151,6 +155,6 @@ int cmd_store(int argc, char **argv) {
     if (argc - pos > 1) return cli_usage_error(&c, "more than one DIR");
     const char *dir = argv[pos];
     if (now == INT64_MIN && default_now(&now)) return cli_fail("CINFER_STORE_CLOCK_OFFSET is not a duration");
-    if (verify) return store_verify_cmd(dir, now);
+    if (verify) return store_verify_cmd(dir, now, key_file);
     return gc ? store_gc_cmd(dir, now, (int64_t)(quota_gib * (double)(1ull << 30))) : store_stats_cmd(dir, now);
 }

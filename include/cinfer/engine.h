@@ -66,6 +66,10 @@ typedef struct cinfer_engine_options {
     int64_t kv_store_retention_s[CINFER_TRAFFIC_N]; /* per class; 0: default 1 d, chat 7 d, agent 3 d */
     int32_t kv_store_load_timeout_ms; /* give up waiting for a load (slow disk) and compute (0: 2000) */
     int32_t kv_store_gc_interval_s;   /* background GC period (0: 300; < 0: no background GC) */
+    const char *kv_store_key_file;    /* HMAC-SHA256 key: objects are authenticated (docs/store.md); NULL: none.
+                                       * Unusable key file (not regular, readable by others, < 32 bytes):
+                                       * cinfer_engine_create fails */
+    int32_t kv_store_close_timeout_ms; /* destroy waits this long for store I/O stuck in a syscall (0: 5000) */
 } cinfer_engine_options;
 
 typedef struct cinfer_logit_bias {

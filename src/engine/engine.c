@@ -247,6 +247,11 @@ static void eng_free_all(cinfer_engine *e) {
         }
 }
 
+/* Pools of engines whose store was abandoned at destroy (a stuck I/O thread may still write into them):
+ * never freed, and reachable so leak checkers do not report them. */
+static kv_pool *g_kept_pools[8];
+static int g_n_kept_pools;
+
 void cinfer_engine_destroy(cinfer_engine *e) {
     if (!e) return;
     if (e->thread_started) {
@@ -273,7 +278,11 @@ void cinfer_engine_destroy(cinfer_engine *e) {
     eng_free_all(e);
     if (e->efd > 0) close(e->efd);
     prefix_cache_free(e->pc);
-    kv_pool_free(e->kv);
+    if (e->store_abandoned) { /* a stuck store thread may still read into a pool block: keep the pool */
+        if (g_n_kept_pools < 8) g_kept_pools[g_n_kept_pools++] = e->kv;
+    } else {
+        kv_pool_free(e->kv);
+    }
     fwd_ctx_free(e->fc);
     tokenizer_free(e->tok);
     eng_free_stepbuf(&e->sb[0]);
@@ -665,7 +674,7 @@ static void *eng_main(void *arg) {
         for (int32_t i = 0; i < n_cancel; i++) eng_finish(e, e->cancelled[i], CINFER_FINISH_CANCELLED, true, NULL);
         bool was_inflight = e->inflight != NULL;
         eng_stepbuf *next = &e->sb[e->sb_next];
-        int rc = eng_plan(e, next);
+        eng_plan_result rc = eng_plan(e, next);
         double t1 = time_now();
         eng_stepbuf *done = eng_wait_inflight(e);
         double t2 = time_now();
@@ -682,11 +691,12 @@ static void *eng_main(void *arg) {
             done = sb;
         }
         if (done) e->st.t_forward += done->t_forward;
-        if (rc == 1 && !was_inflight && !e->inflight) eng_fail_stuck(e);
-        stalled = rc == 2 && !was_inflight && !e->inflight;
+        if ((rc == ENG_PLAN_IDLE || rc == ENG_PLAN_ERROR) && !was_inflight && !e->inflight) eng_fail_stuck(e);
+        stalled = rc == ENG_PLAN_WAIT_STORE && !was_inflight && !e->inflight;
         double t4 = time_now();
         eng_process_outputs(e);
         eng_publish(e);
+        ENG_CHECK(e, "after an engine step");
         double t5 = time_now();
         e->st.t_plan += t1 - t0;
         e->st.t_wait += t2 - t1 + t_sync_fwd;

@@ -216,6 +216,7 @@ struct cinfer_engine {
     cinfer_engine_stats pub_st;    /* (mu) last published stats */
     struct eng_store *es;          /* (eng) persistent store adapter (engine_store.c); NULL: none */
     bool store_wake;               /* (mu) a store completion is waiting to be polled */
+    bool store_abandoned;          /* eng_store_close gave up on a stuck store thread: the pool is kept */
     int efd;
 };
 
@@ -225,14 +226,33 @@ void eng_req_free(eng_req *r);
 /* engine_step.c: the three phases of a step.
  * eng_plan: plans the next step into sb against the projected state of the
  *   in-flight step (preempts, admits with prefix matches, allocates blocks).
- *   Returns 0, or 1 when nothing could be planned (no item, no preemption).
+ *   Returns an eng_plan_result.
  * eng_commit: after a step's forward completed: advance, register full
  *   blocks, sample (stop ids / EOS / length are decided here).
  * eng_assemble: drops planned items that became invalid, fills the batch
  *   (token ids sampled by the commit included); returns the row count. */
-int eng_plan(cinfer_engine *e, eng_stepbuf *sb);
+typedef enum eng_plan_result {
+    ENG_PLAN_OK = 0,     /* items planned, or progress made without any (preemptions, requests failed) */
+    ENG_PLAN_IDLE,       /* nothing could be planned: no item, no preemption (stuck if nothing is in flight) */
+    ENG_PLAN_WAIT_STORE, /* nothing planned, but requests wait for store loads: not stuck */
+    ENG_PLAN_ERROR,      /* the scheduler rejected its input (logged): handled like IDLE */
+} eng_plan_result;
+eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb);
 void eng_commit(cinfer_engine *e, eng_stepbuf *sb);
 int32_t eng_assemble(cinfer_engine *e, eng_stepbuf *sb);
+/* engine_check.c: the debug invariant checker (KV references vs block tables
+ * and store holds, pool accounting, prefix cache, request states; the list is
+ * in engine_check.c). 0, or -1 with why. eng_check_or_abort prints why and
+ * aborts. ENG_CHECK(e, where) runs it after every engine step when built with
+ * CINFER_CHECK_INVARIANTS (the sanitizer build), and is nothing otherwise. */
+int eng_check_invariants(cinfer_engine *e, char *why, size_t cap);
+void eng_check_or_abort(cinfer_engine *e, const char *where);
+#ifdef CINFER_CHECK_INVARIANTS
+#define ENG_CHECK(e, where) eng_check_or_abort((e), (where))
+#else
+#define ENG_CHECK(e, where) ((void)0)
+#endif
+
 /* Unrefs every block of r and resets its KV state (preemption, finish). */
 void eng_release_blocks(cinfer_engine *e, eng_req *r);
 

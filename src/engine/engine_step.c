@@ -194,10 +194,10 @@ void eng_note_kv(cinfer_engine *e) {
     e->st.kv_bytes = ks.bytes;
 }
 
-int eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
+eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
     sb->n_items = 0;
     int32_t n = e->n_active;
-    if (n == 0) return 0;
+    if (n == 0) return ENG_PLAN_OK;
     uint64_t version = eng_cache_version(e);
     for (int32_t i = 0; i < n; i++) eng_describe(e, e->active[i], &e->s_reqs[i], version);
     sched_input in = {
@@ -211,7 +211,7 @@ int eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
     cf_err err = {0};
     if (sched_plan_step(&in, &plan, &err)) {
         LOG_ERROR("engine: %s", err.msg);
-        return 1;
+        return ENG_PLAN_ERROR;
     }
     for (int32_t i = 0; i < plan.n_preempted; i++) {
         eng_req *r = e->active[plan.preempted[i]];
@@ -219,13 +219,16 @@ int eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
         r->state = SCHED_PREEMPTED;
         e->st.preemptions++;
     }
-    if (plan.n_items == 0) return plan.n_preempted > 0 ? 0 : eng_store_n_loading(e) > 0 ? 2 : 1;
+    if (plan.n_items == 0)
+        return plan.n_preempted > 0          ? ENG_PLAN_OK
+               : eng_store_n_loading(e) > 0 ? ENG_PLAN_WAIT_STORE
+                                            : ENG_PLAN_IDLE;
     int32_t kept = 0;
     for (int32_t k = 0; k < plan.n_items; k++) {
         sched_item *it = &plan.items[k];
         if (it->admitted && eng_admit(e, e->active[it->req], it, &err)) {
             eng_fail_planned(e, &plan, err.msg);
-            return 0;
+            return ENG_PLAN_OK;
         }
         if (it->admitted && eng_store_on_admit(e, e->active[it->req])) continue; /* waits for the store */
         plan.items[kept++] = *it;
@@ -234,7 +237,7 @@ int eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
     for (int32_t k = 0; k < plan.n_items; k++)
         if (eng_alloc(e, e->active[plan.items[k].req], &plan.items[k], &err)) {
             eng_fail_planned(e, &plan, err.msg);
-            return 0;
+            return ENG_PLAN_OK;
         }
     eng_note_kv(e);
     for (int32_t k = 0; k < plan.n_items; k++) {
@@ -249,7 +252,7 @@ int eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
             .sample = it->sample,
         };
     }
-    return 0;
+    return ENG_PLAN_OK;
 }
 
 /* A planned item still stands: same epoch, not finished, and (a decode

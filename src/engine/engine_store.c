@@ -3,6 +3,7 @@
  * count of requests waiting for a load, and the completion scratch. Runs on
  * the engine thread only; the notify callback is the one entry point from the
  * store's threads. */
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "base/timeutil.h"
 #include "engine/engine_internal.h"
 #include "store/store.h"
+#include "store/store_fs.h"
 
 /* The store sits below the engine and has its own traffic classes and
  * counters; these are the same numbers under the public names. */
@@ -54,6 +56,7 @@ typedef struct eng_store {
     int32_t bt, n_blocks;
     uint8_t (*known)[PREFIX_KEY_BYTES]; /* per pool block: a key published (or queued) with its contents */
     uint8_t *has_known;
+    int32_t *held; /* per pool block: references the adapter holds (queued writes, load destinations) */
     int32_t n_loading;
     double load_timeout_s;
     uint64_t timeouts;
@@ -87,7 +90,8 @@ int eng_store_open(cinfer_engine *e, cf_err *err) {
     es->load_timeout_s = (o->kv_store_load_timeout_ms > 0 ? o->kv_store_load_timeout_ms : 2000) / 1e3;
     es->known = malloc((size_t)es->n_blocks * PREFIX_KEY_BYTES);
     es->has_known = calloc((size_t)es->n_blocks, 1);
-    if (!es->known || !es->has_known) return cf_fail(err, "engine: out of memory for the store");
+    es->held = calloc((size_t)es->n_blocks, sizeof *es->held);
+    if (!es->known || !es->has_known || !es->held) return cf_fail(err, "engine: out of memory for the store");
     kv_spec spec;
     int32_t desc[4 * KV_SPEC_MAX_GROUPS];
     uint8_t model_fp[PREFIX_KEY_BYTES];
@@ -102,6 +106,7 @@ int eng_store_open(cinfer_engine *e, cf_err *err) {
         .notify_ctx = e,
     };
     memcpy(c.retention_s, o->kv_store_retention_s, sizeof c.retention_s);
+    c.close_timeout_ms = o->kv_store_close_timeout_ms;
     /* A queued write pins its block; blocks being written mostly belong to running requests anyway, so the
      * cap only matters when the disk falls behind: then at most half the pool is pinned by write-back. */
     c.write_slots = es->n_blocks / 2 < 4096 ? (es->n_blocks / 2 > 0 ? es->n_blocks / 2 : 1) : 4096;
@@ -116,7 +121,22 @@ int eng_store_open(cinfer_engine *e, cf_err *err) {
     }
     if (store_fingerprint(model_fp, c.block_tokens, desc, 4 * spec.n_groups, "f32", c.fingerprint, &se))
         return cf_fail(err, "%s", se.msg);
-    if (store_open(&c, &es->s, &se)) {
+    store_mac_key *key = NULL;
+    if (o->kv_store_key_file && o->kv_store_key_file[0]) {
+        /* fail closed: a configured key that cannot be used must not silently turn authentication off */
+        if (!(key = malloc(sizeof *key))) return cf_fail(err, "engine: out of memory for the store key");
+        if (store_key_load(o->kv_store_key_file, key, &se)) {
+            free(key);
+            return cf_fail(err, "%s", se.msg);
+        }
+        c.mac_key = key;
+    }
+    int rc = store_open(&c, &es->s, &se);
+    if (key) {
+        OPENSSL_cleanse(key, sizeof *key); /* the store keeps its own copy */
+        free(key);
+    }
+    if (rc) {
         LOG_WARN("engine: persistent KV store disabled, serving without it: %s", se.msg);
         e->st.store.degraded = 1;
     }
@@ -125,12 +145,16 @@ int eng_store_open(cinfer_engine *e, cf_err *err) {
 
 /* Drops the references of a chain's destination blocks [from, n_load). */
 static void es_unref_ids(cinfer_engine *e, store_chain *ch, int32_t from) {
-    for (int32_t i = from; i < ch->n_load; i++) kv_pool_unref(e->kv, ch->ids[i]);
+    for (int32_t i = from; i < ch->n_load; i++) {
+        e->es->held[ch->ids[i]]--;
+        kv_pool_unref(e->kv, ch->ids[i]);
+    }
 }
 
 static void es_write_done(cinfer_engine *e, const store_event *ev) {
     int32_t id = (int32_t)ev->tag;
     if (!ev->ok) e->es->has_known[id] = 0;
+    e->es->held[id]--;
     kv_pool_unref(e->kv, id);
 }
 
@@ -138,7 +162,10 @@ void eng_store_close(cinfer_engine *e) {
     eng_store *es = e->es;
     if (!es) return;
     if (es->s) {
-        store_stop(es->s);
+        if (!store_stop(es->s)) {
+            e->store_abandoned = true;
+            LOG_ERROR("engine: the persistent KV store did not stop in time; shutting down without it");
+        }
         int n;
         while ((n = store_poll(es->s, es->ev, ES_EVENTS)) > 0)
             for (int i = 0; i < n; i++) {
@@ -163,6 +190,7 @@ void eng_store_close(cinfer_engine *e) {
     free(es->deferred_step);
     free(es->known);
     free(es->has_known);
+    free(es->held);
     free(es);
     e->es = NULL;
 }
@@ -219,9 +247,11 @@ static void es_adopt(cinfer_engine *e, eng_req *r, store_chain *ch) {
     for (; i < ch->n_loaded; i++) {
         int32_t id = ch->ids[i], b = r->n_blocks;
         cf_err err;
+        es->held[id]--; /* from here the reference is the request's (or dropped just below) */
         int32_t got = prefix_cache_insert(e->pc, b > 0 ? r->last_key : NULL, ch->tokens + (int64_t)i * bt, es_salt(r),
                                           id, r->last_key, &err);
         if (got < 0) {
+            es->held[id]++; /* still ours: es_unref_ids drops it */
             LOG_WARN("engine: store block not adopted: %s", err.msg);
             break;
         }
@@ -289,7 +319,10 @@ static void es_chain_done(cinfer_engine *e, store_chain *ch) {
             if (k > avail) k = avail;
             cf_err err;
             if (k > 0 && es_room_to_defer(es) && kv_pool_alloc_n(e->kv, k, ch->ids, &err) == 0) {
-                for (int32_t i = 0; i < k; i++) ch->dst[i] = kv_pool_block(e->kv, ch->ids[i]);
+                for (int32_t i = 0; i < k; i++) {
+                    ch->dst[i] = kv_pool_block(e->kv, ch->ids[i]);
+                    es->held[ch->ids[i]]++;
+                }
                 ch->n_load = k; /* what the chain holds (store_submit_load sets it again) */
                 if (!e->inflight) {
                     store_submit_load(es->s, ch, k);
@@ -353,6 +386,7 @@ void eng_store_on_register(cinfer_engine *e, eng_req *r, int32_t from, const uin
         if (!es->has_known[id] || memcmp(es->known[id], key, PREFIX_KEY_BYTES)) {
             if (store_write(es->s, key, parent, tok, r->traffic_class, kv_pool_block(e->kv, id), (uint64_t)id) == 0) {
                 kv_pool_ref(e->kv, id); /* released when the write completes (es_write_done) */
+                es->held[id]++;
                 memcpy(es->known[id], key, PREFIX_KEY_BYTES);
                 es->has_known[id] = 1;
             }
@@ -363,6 +397,8 @@ void eng_store_on_register(cinfer_engine *e, eng_req *r, int32_t from, const uin
 }
 
 int32_t eng_store_n_loading(const cinfer_engine *e) { return e->es ? e->es->n_loading : 0; }
+
+int32_t eng_store_held(const cinfer_engine *e, int32_t block) { return e->es ? e->es->held[block] : 0; }
 
 bool eng_store_wait(cinfer_engine *e) {
     struct timespec dl;

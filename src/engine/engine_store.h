@@ -42,7 +42,10 @@ struct eng_req;
 int eng_store_open(struct cinfer_engine *e, cf_err *err);
 /* Stops the store's threads (finishing queued writes), releases every block
  * it still references and frees it. Call after the engine thread is joined,
- * before e->mu is destroyed and before the pool is freed. Idempotent. */
+ * before e->mu is destroyed and before the pool is freed. Idempotent. When a
+ * store thread is still stuck in a syscall after kv_store_close_timeout_ms
+ * (a hung mount), the store is abandoned and e->store_abandoned is set: the
+ * caller must then not free the pool (a late read may still land in it). */
 void eng_store_close(struct cinfer_engine *e);
 
 /* Admission hook (after the prefix match): true when the request now waits
@@ -58,6 +61,8 @@ void eng_store_on_register(struct cinfer_engine *e, struct eng_req *r, int32_t f
 void eng_store_detach(struct cinfer_engine *e, struct eng_req *r);
 /* Requests currently waiting for the store. */
 int32_t eng_store_n_loading(const struct cinfer_engine *e);
+/* Pool references the adapter holds on a block (queued writes, loads in flight or deferred). */
+int32_t eng_store_held(const struct cinfer_engine *e, int32_t block);
 /* With e->mu held: waits up to a few ms for a store completion; true on timeout. */
 bool eng_store_wait(struct cinfer_engine *e);
 

@@ -4,6 +4,7 @@
 #include "engine/kv_pool.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,4 +251,35 @@ void kv_pool_unmark_cached(kv_pool *p, int32_t id) {
 void kv_pool_set_evict_hook(kv_pool *p, kv_pool_evict_fn fn, void *ctx) {
     p->evict_fn = fn;
     p->evict_ctx = ctx;
+}
+
+/* ---- invariant check (engine_check.c) ---- */
+
+int kv_pool_check(const kv_pool *p, char *why, size_t cap) {
+    int32_t n = p->n_blocks, n_free = 0, n_lru = 0, n_used = 0;
+    for (int32_t id = 0; id < n; id++) {
+        if (p->refs[id] < 0) return snprintf(why, cap, "kv_pool: block %d has %d references", id, p->refs[id]), -1;
+        n_used += p->refs[id] > 0;
+    }
+    for (int32_t id = p->free_head; id != KV_NIL; id = p->next[id]) {
+        if (id < 0 || id >= n || ++n_free > n) return snprintf(why, cap, "kv_pool: free stack is corrupt"), -1;
+        if (p->refs[id] != 0 || p->cached[id])
+            return snprintf(why, cap, "kv_pool: block %d on the free stack has %d refs, cached %d", id, p->refs[id],
+                            p->cached[id]),
+                   -1;
+    }
+    int32_t prev = KV_NIL;
+    for (int32_t id = p->lru_head; id != KV_NIL; prev = id, id = p->next[id]) {
+        if (id < 0 || id >= n || ++n_lru > n) return snprintf(why, cap, "kv_pool: LRU list is corrupt"), -1;
+        if (p->refs[id] != 0 || !p->cached[id] || p->prev[id] != prev)
+            return snprintf(why, cap, "kv_pool: block %d on the LRU has %d refs, cached %d", id, p->refs[id],
+                            p->cached[id]),
+                   -1;
+    }
+    if (prev != p->lru_tail) return snprintf(why, cap, "kv_pool: LRU tail is not the last block"), -1;
+    if (n_free != p->n_free || n_lru != p->n_lru || n_used != p->n_used || n_free + n_lru + n_used != n)
+        return snprintf(why, cap, "kv_pool: accounting: %d free (counted %d) + %d cached (%d) + %d used (%d) != %d total",
+                        p->n_free, n_free, p->n_lru, n_lru, p->n_used, n_used, n),
+               -1;
+    return 0;
 }

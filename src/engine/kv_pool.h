@@ -99,5 +99,8 @@ bool kv_pool_is_cached(const kv_pool *p, int32_t id);
 void kv_pool_set_evict_hook(kv_pool *p, kv_pool_evict_fn fn, void *ctx);
 /* Oldest cached block on the LRU, or -1 (for tests and diagnostics). */
 int32_t kv_pool_lru_oldest(const kv_pool *p);
+/* Walks the free stack and the LRU and recounts: every block in exactly one
+ * state, counts match, free + cached + used == total. 0, or -1 with why. O(n). */
+int kv_pool_check(const kv_pool *p, char *why, size_t cap);
 
 #endif

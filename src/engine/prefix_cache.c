@@ -7,6 +7,7 @@
 #include <assert.h>
 #include <openssl/evp.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -329,4 +330,28 @@ int prefix_cache_fingerprint_gguf(const gguf_file *f, const model_hparams *hp, u
 
 int prefix_cache_model_fingerprint(const model *m, uint8_t out[PREFIX_KEY_BYTES], cf_err *err) {
     return prefix_cache_fingerprint_gguf(model_get_gguf(m), model_get_hparams(m), out, err);
+}
+
+int prefix_cache_check(const prefix_cache *c, char *why, size_t cap) {
+    int32_t in_table = 0, with_key = 0;
+    for (uint64_t i = 0; i <= c->mask; i++) {
+        const pc_entry *en = &c->table[i];
+        if (en->block == PC_EMPTY) continue;
+        in_table++;
+        if (en->block < 0 || en->block >= c->n_blocks || !c->has_key[en->block] ||
+            memcmp(c->block_key[en->block], en->key, PREFIX_KEY_BYTES))
+            return snprintf(why, cap, "prefix cache: entry for block %d does not match the block's key", en->block), -1;
+    }
+    for (int32_t b = 0; b < c->n_blocks; b++) {
+        with_key += c->has_key[b] != 0;
+        if ((c->has_key[b] != 0) != kv_pool_is_cached(c->pool, b))
+            return snprintf(why, cap, "prefix cache: block %d has a key %d but pool cached flag %d", b, c->has_key[b],
+                            kv_pool_is_cached(c->pool, b)),
+                   -1;
+    }
+    if (in_table != c->entries || with_key != c->entries)
+        return snprintf(why, cap, "prefix cache: %d entries, %d in the table, %d blocks with a key", c->entries,
+                        in_table, with_key),
+               -1;
+    return 0;
 }

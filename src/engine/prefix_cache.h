@@ -93,6 +93,11 @@ int32_t prefix_cache_insert(prefix_cache *c, const uint8_t *parent, const int32_
 
 prefix_cache_stats prefix_cache_get_stats(const prefix_cache *c);
 
+/* Recounts the table: every entry names a block whose key it is, a block has
+ * a key iff the pool marks it cached, entries == blocks with a key. 0, or -1
+ * with why. O(capacity + blocks). */
+int prefix_cache_check(const prefix_cache *c, char *why, size_t cap);
+
 /* The key of one block under this cache's fingerprint, with the cache's
  * digest context (no allocation; for the store adapter). */
 int prefix_cache_key(prefix_cache *c, const uint8_t *parent, const int32_t *tokens, prefix_salt salt,

@@ -1,6 +1,8 @@
 /* store.c - see store.h. One mutex guards the queues, the free write slots,
- * the completion lists, the writable state and the counters; it is never held
- * across a syscall on an object. Chains and write slots are intrusive lists. */
+ * the completion lists, the writable state, the live-thread count and the
+ * counters; it is never held across a syscall on an object. Chains and write
+ * slots are intrusive lists. An abandoned store (store_stop's deadline passed)
+ * is linked into g_abandoned and never freed. */
 #include "store/store.h"
 
 #include <errno.h>
@@ -47,7 +49,24 @@ struct store {
     bool writable;
     int64_t write_retry_at; /* real seconds */
     store_stats st;
+    store_mac_key mac_key; /* valid when cfg.mac_key != NULL (then it points here) */
+    pthread_cond_t exit_cv; /* CLOCK_MONOTONIC: store_stop waits for n_live == 0 */
+    bool exit_cv_ok;        /* exit_cv initialised */
+    void (*test_hook)(void); /* store_test_io_hook as it was at open */
+    int n_live;             /* I/O and GC threads not yet returned */
+    int in_notify;          /* threads inside cfg.notify (the owner's code: never abandoned mid-call) */
+    bool abandoned;
+    struct store *abandoned_next;
 };
+
+/* Stores given up on by store_stop: kept reachable (never freed) so a thread that comes back from a stuck
+ * syscall finds valid memory, and leak checkers do not flag them. */
+static pthread_mutex_t g_abandoned_mu = PTHREAD_MUTEX_INITIALIZER;
+static store *g_abandoned;
+
+void (*store_test_io_hook)(void);
+
+static void store_call_test_hook(void *ctx);
 
 static void st_lock(store *s) { pthread_mutex_lock(&s->mu); }
 static void st_unlock(store *s) { pthread_mutex_unlock(&s->mu); }
@@ -73,6 +92,11 @@ int store_fingerprint(const uint8_t model_fp[STORE_KEY_BYTES], uint32_t block_to
 }
 
 int64_t store_now(const store *s) { return (int64_t)time(NULL) + s->clock_offset; }
+
+static void store_call_test_hook(void *ctx) {
+    store *s = ctx;
+    s->test_hook();
+}
 
 /* ---- chains ---- */
 
@@ -147,11 +171,12 @@ void store_submit_load(store *s, store_chain *ch, int32_t n) {
 
 /* One block of a chain phase, on an I/O thread with no lock held. Returns
  * true on success; *res_out gets the load result. */
-static bool store_lookup_one(store *s, store_chain *ch, int32_t i, uint64_t *read_errors) {
+static bool store_lookup_one(store *s, store_chain *ch, int32_t i, uint64_t *read_errors, uint64_t *quarantined) {
     int e = 0;
     ch->fds[i] = store_fs_open(s->dir, ch->keys[i], &e);
     if (ch->fds[i] >= 0) return true;
-    if (e != ENOENT && e != ENOTDIR) (*read_errors)++;
+    if (e == STORE_ENOTREG) (*quarantined)++; /* a FIFO, symlink, ... under the object's name: moved away */
+    else if (e != ENOENT && e != ENOTDIR) (*read_errors)++;
     return false;
 }
 
@@ -164,6 +189,7 @@ static store_load_result store_load_one(store *s, store_chain *ch, int32_t i, ui
         .tokens = ch->tokens + (size_t)i * bt,
         .n_tokens = bt,
         .payload_len = s->cfg.payload_bytes,
+        .mac_key = s->cfg.mac_key,
     };
     int fd = ch->fds[i];
     ch->fds[i] = -1;
@@ -216,13 +242,15 @@ static bool store_chain_step(store *s, store_chain *ch, int32_t i, uint8_t *hdr)
     bool skip = i > ch->fail_at;
     st_unlock(s);
     bool ok = false;
-    uint64_t read_errors = 0, bytes = 0;
+    uint64_t read_errors = 0, bytes = 0, quarantined = 0;
     store_load_result res = STORE_LOAD_MISS;
-    if (!skip && ch->phase == STORE_CHAIN_LOOKUP) ok = store_lookup_one(s, ch, i, &read_errors);
+    if (!skip && s->cfg.io_hook) s->cfg.io_hook(s->cfg.io_hook_ctx);
+    if (!skip && ch->phase == STORE_CHAIN_LOOKUP) ok = store_lookup_one(s, ch, i, &read_errors, &quarantined);
     else if (!skip && hdr) ok = (res = store_load_one(s, ch, i, hdr, &bytes)) == STORE_LOAD_HIT;
     st_lock(s);
     if (!ok && i < ch->fail_at) ch->fail_at = i;
     s->st.read_errors += read_errors;
+    s->st.quarantined += quarantined;
     if (ch->phase == STORE_CHAIN_LOAD && !skip) {
         s->st.bytes_read += bytes;
         s->st.quarantined += res == STORE_LOAD_QUARANTINED;
@@ -305,7 +333,9 @@ static void store_run_write(store *s, store_wslot *w) {
     st_lock(s);
     writable = s->writable;
     st_unlock(s);
-    store_pub_result r = writable ? store_fs_publish(s->dir, &h, w->tokens, w->payload, s->cfg.sync, now, &e, &err)
+    if (writable && s->cfg.io_hook) s->cfg.io_hook(s->cfg.io_hook_ctx);
+    store_pub_result r = writable ? store_fs_publish(s->dir, &h, w->tokens, w->payload, s->cfg.mac_key, s->cfg.sync,
+                                                     now, &e, &err)
                                   : STORE_PUB_ERROR;
     st_lock(s);
     w->ok = r != STORE_PUB_ERROR;
@@ -355,12 +385,17 @@ static void *store_io_main(void *arg) {
         } else {
             break; /* stop, and nothing queued */
         }
+        if (s->abandoned) break; /* back from a syscall past the deadline: the owner is gone */
         if (done && s->cfg.notify) {
+            s->in_notify++;
             st_unlock(s);
             s->cfg.notify(s->cfg.notify_ctx);
             st_lock(s);
+            if (--s->in_notify == 0) pthread_cond_broadcast(&s->exit_cv);
         }
     }
+    s->n_live--;
+    pthread_cond_broadcast(&s->exit_cv);
     st_unlock(s);
     free(hdr);
     return NULL;
@@ -399,6 +434,8 @@ static void *store_gc_main(void *arg) {
         if (store_gc_now(s, &err)) LOG_WARN("%s", err.msg);
         st_lock(s);
     }
+    s->n_live--;
+    pthread_cond_broadcast(&s->exit_cv);
     st_unlock(s);
     return NULL;
 }
@@ -447,6 +484,16 @@ int store_open(const store_config *c, store **out, cf_err *err) {
     if (s->cfg.touch_interval_s == 0) s->cfg.touch_interval_s = 600;
     if (s->cfg.touch_interval_s < 0) s->cfg.touch_interval_s = 0;
     if (s->cfg.gc_interval_s == 0) s->cfg.gc_interval_s = 300;
+    if (s->cfg.close_timeout_ms <= 0) s->cfg.close_timeout_ms = 5000;
+    if (!s->cfg.io_hook && store_test_io_hook) {
+        s->test_hook = store_test_io_hook;
+        s->cfg.io_hook = store_call_test_hook;
+        s->cfg.io_hook_ctx = s;
+    }
+    if (c->mac_key) {
+        s->mac_key = *c->mac_key;
+        s->cfg.mac_key = &s->mac_key;
+    }
     const char *off = getenv("CINFER_STORE_CLOCK_OFFSET");
     if (off && off[0]) {
         bool neg = off[0] == '-';
@@ -473,6 +520,14 @@ int store_open(const store_config *c, store **out, cf_err *err) {
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     pthread_cond_init(&s->gc_cv, NULL);
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) ||
+        pthread_cond_init(&s->exit_cv, &ca)) {
+        store_close(s); /* n_threads == 0: nothing waits on exit_cv */
+        return cf_fail(err, "store: cannot create a condition variable");
+    }
+    s->exit_cv_ok = true;
+    pthread_condattr_destroy(&ca);
     s->st.enabled = true;
     s->writable = s->st.writable = true;
     char why[256];
@@ -482,14 +537,26 @@ int store_open(const store_config *c, store **out, cf_err *err) {
         st_unlock(s);
     }
     for (int i = 0; i < s->cfg.io_threads; i++) {
+        st_lock(s);
+        s->n_live++;
+        st_unlock(s);
         if (pthread_create(&s->threads[i], NULL, store_io_main, s)) {
+            st_lock(s);
+            s->n_live--;
+            st_unlock(s);
             store_close(s);
             return cf_fail(err, "store: cannot start I/O threads");
         }
         s->n_threads = i + 1;
     }
     if (s->cfg.gc_interval_s > 0) {
+        st_lock(s);
+        s->n_live++;
+        st_unlock(s);
         if (pthread_create(&s->gc_thread, NULL, store_gc_main, s)) {
+            st_lock(s);
+            s->n_live--;
+            st_unlock(s);
             store_close(s);
             return cf_fail(err, "store: cannot start the GC thread");
         }
@@ -499,8 +566,23 @@ int store_open(const store_config *c, store **out, cf_err *err) {
     return 0;
 }
 
-void store_stop(store *s) {
-    if (!s || s->stopped) return;
+/* mu held: waits until every thread has returned or the close deadline passes; true when they all did. */
+static bool store_wait_threads(store *s) {
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += s->cfg.close_timeout_ms / 1000;
+    dl.tv_nsec += (long)(s->cfg.close_timeout_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    while (s->n_live > 0)
+        if (pthread_cond_timedwait(&s->exit_cv, &s->mu, &dl) == ETIMEDOUT) return s->n_live == 0;
+    return true;
+}
+
+bool store_stop(store *s) {
+    if (!s || s->stopped) return !s || !s->abandoned;
     if (s->n_threads || s->gc_started) {
         st_lock(s);
         s->stop = true;
@@ -514,18 +596,39 @@ void store_stop(store *s) {
         s->cq_tail = NULL;
         pthread_cond_broadcast(&s->cv);
         pthread_cond_broadcast(&s->gc_cv);
+        bool all = store_wait_threads(s);
+        if (!all) {
+            s->abandoned = true; /* from now on no thread calls notify (checked under mu) */
+            while (s->in_notify > 0) pthread_cond_wait(&s->exit_cv, &s->mu); /* a call in progress is short */
+        }
+        int stuck = s->n_live;
         st_unlock(s);
-        for (int i = 0; i < s->n_threads; i++) pthread_join(s->threads[i], NULL);
-        if (s->gc_started) pthread_join(s->gc_thread, NULL);
+        if (!all) {
+            /* a thread is stuck in a syscall (a hung mount): do not wait for it; keep everything it may touch */
+            LOG_ERROR("store %s: %d thread(s) still stuck in I/O after %d ms: abandoning them (the store's memory is "
+                      "kept, not freed)", s->dir, stuck, s->cfg.close_timeout_ms);
+            for (int i = 0; i < s->n_threads; i++) pthread_detach(s->threads[i]);
+            if (s->gc_started) pthread_detach(s->gc_thread);
+            pthread_mutex_lock(&g_abandoned_mu);
+            s->abandoned_next = g_abandoned;
+            g_abandoned = s;
+            pthread_mutex_unlock(&g_abandoned_mu);
+        } else {
+            for (int i = 0; i < s->n_threads; i++) pthread_join(s->threads[i], NULL);
+            if (s->gc_started) pthread_join(s->gc_thread, NULL);
+        }
     }
     s->stop = true;
     s->stopped = true;
+    return !s->abandoned;
 }
+
+bool store_abandoned(const store *s) { return s && s->abandoned; }
 
 void store_close(store *s) {
     if (!s) return;
     bool inited = s->threads && s->slots; /* mutex initialised only past allocation */
-    store_stop(s);
+    if (!store_stop(s)) return; /* abandoned: a stuck thread may still use all of it */
     for (store_chain *ch = s->done_chains, *n; ch; ch = n) {
         n = ch->next;
         store_chain_free(ch);
@@ -534,6 +637,7 @@ void store_close(store *s) {
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->cv);
         pthread_cond_destroy(&s->gc_cv);
+        if (s->exit_cv_ok) pthread_cond_destroy(&s->exit_cv);
     }
     free(s->slots);
     free(s->slot_tokens);

@@ -24,7 +24,14 @@
  * blocks are handed out in order, so a long chain loads in parallel; after a
  * failure at block j, blocks beyond j are skipped. store_close() finishes queued writes (so a clean shutdown
  * publishes what it computed), cancels queued chains (completed with nothing
- * found / loaded), and joins the threads.
+ * found / loaded), and joins the threads - within a deadline: a thread still
+ * stuck in a syscall when it passes (a hung network mount) is detached and
+ * logged, and the store is abandoned, not freed (it stays reachable from a
+ * static list, so a thread that returns later touches valid memory and stops).
+ *
+ * Authentication: with a key (store_config.mac_key) objects are written as
+ * version 2 with an HMAC-SHA256 trailer, and an object without a valid MAC is
+ * corrupt on load (quarantined). Without a key, v1 and v2 both load.
  *
  * Degradation: an unusable directory fails store_open (the caller goes on
  * without a store). A write error that says the store cannot take writes
@@ -85,6 +92,10 @@ typedef struct store_config {
     int32_t write_slots;                       /* 0: 64 */
     int64_t touch_interval_s;                  /* 0: 600; < 0: touch on every load */
     int32_t gc_interval_s;                     /* 0: 300; < 0: no GC thread */
+    int32_t close_timeout_ms;                  /* store_stop waits this long for its threads (0: 5000) */
+    const store_mac_key *mac_key;              /* NULL: objects not authenticated; copied */
+    void (*io_hook)(void *ctx);                /* tests: called by an I/O thread before each block's syscalls */
+    void *io_hook_ctx;
     void (*notify)(void *ctx);
     void *notify_ctx;
 } store_config;
@@ -118,6 +129,10 @@ typedef struct store_event {
     bool ok;            /* write: published (or already present) */
 } store_event;
 
+/* Tests: when set, used as the io_hook of every store opened without one
+ * (an engine's store), e.g. to make the I/O threads hang like a dead mount. */
+extern void (*store_test_io_hook)(void);
+
 /* Fingerprint written in every object: SHA-256 over "cinfer-store-fp-v1", the
  * model fingerprint, block_tokens, each KV layer group (kind, layers, floats
  * per token, window) and the element type name ("f32"). */
@@ -128,11 +143,15 @@ int store_fingerprint(const uint8_t model_fp[STORE_KEY_BYTES], uint32_t block_to
  * cannot be made or read; a directory that exists but cannot be written opens
  * read-only (writes dropped, logged once). */
 int store_open(const store_config *c, store **out, cf_err *err);
-/* Finishes queued writes, cancels queued chains, joins the threads; the
- * completions stay pollable. Idempotent. */
-void store_stop(store *s);
-/* store_stop, then frees the store and every unpolled chain. */
+/* Finishes queued writes, cancels queued chains, joins the threads (within
+ * close_timeout_ms; returns false when a thread was still stuck then and the
+ * store is abandoned); the completions stay pollable. Idempotent. */
+bool store_stop(store *s);
+/* store_stop, then frees the store and every unpolled chain - unless it was
+ * abandoned: then nothing is freed (a stuck thread may still use it). */
 void store_close(store *s);
+/* True once store_stop gave up on a stuck thread. */
+bool store_abandoned(const store *s);
 
 int64_t store_now(const store *s);
 

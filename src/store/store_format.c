@@ -1,7 +1,12 @@
 /* store_format.c - see store_format.h. Explicit little-endian encoding, one
- * XXH3 streaming state on the stack per checksum. */
+ * XXH3 streaming state on the stack per checksum; the v2 MAC is libcrypto's
+ * HMAC (EVP_MAC) and is compared in constant time. */
 #include "store/store_format.h"
 
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
 #include <stdio.h>
 #include <string.h>
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack (same package as the library) */
@@ -38,11 +43,29 @@ static uint64_t store_checksum(const uint8_t *hdr, uint32_t header_len, const vo
     return XXH3_64bits_digest(&st);
 }
 
+uint32_t store_trailer_len(uint32_t flags) { return flags & STORE_FLAG_MAC ? STORE_MAC_BYTES : 0; }
+
+int store_mac(const store_mac_key *k, const uint8_t *hdr, uint32_t header_len, const void *payload,
+              uint64_t payload_len, uint8_t out[STORE_MAC_BYTES]) {
+    EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    EVP_MAC_CTX *ctx = mac ? EVP_MAC_CTX_new(mac) : NULL;
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_construct_end()};
+    size_t len = 0;
+    int ok = ctx && k->len > 0 && EVP_MAC_init(ctx, k->bytes, k->len, params) &&
+             EVP_MAC_update(ctx, hdr, header_len) &&
+             (payload_len == 0 || EVP_MAC_update(ctx, payload, (size_t)payload_len)) &&
+             EVP_MAC_final(ctx, out, &len, STORE_MAC_BYTES) && len == STORE_MAC_BYTES;
+    EVP_MAC_CTX_free(ctx);
+    EVP_MAC_free(mac);
+    return ok ? 0 : -1;
+}
+
 uint32_t store_encode(store_obj_hdr *h, const int32_t *tokens, const void *payload, uint8_t *buf, size_t cap) {
-    if (h->n_tokens == 0 || h->n_tokens > STORE_MAX_TOKENS) return 0;
+    if (h->n_tokens == 0 || h->n_tokens > STORE_MAX_TOKENS || (h->flags & ~STORE_FLAG_MAC)) return 0;
     uint32_t hl = store_header_len(h->n_tokens);
     if (cap < hl) return 0;
-    h->version = STORE_FORMAT_VERSION;
+    h->version = h->flags ? STORE_FORMAT_VERSION_MAC : STORE_FORMAT_VERSION;
     h->header_len = hl;
     memset(buf, 0, hl);
     memcpy(buf, STORE_MAGIC, 8);
@@ -56,6 +79,7 @@ uint32_t store_encode(store_obj_hdr *h, const int32_t *tokens, const void *paylo
     put64(buf + 120, (uint64_t)h->created);
     put64(buf + 128, (uint64_t)h->expires);
     put64(buf + 136, h->payload_len);
+    put32(buf + STORE_FLAGS_OFF, h->flags); /* zero (reserved) in version 1 */
     for (uint32_t i = 0; i < h->n_tokens; i++) put32(buf + STORE_HDR_FIXED + 4 * i, (uint32_t)tokens[i]);
     h->checksum = store_checksum(buf, hl, payload, h->payload_len);
     put64(buf + STORE_HDR_CHECKSUM_OFF, h->checksum);
@@ -67,8 +91,9 @@ int store_decode_header(const uint8_t *buf, size_t len, store_obj_hdr *h, cf_err
     if (len < STORE_HDR_FIXED) return cf_fail(err, "object header is %zu bytes (expected >= %d)", len, STORE_HDR_FIXED);
     if (memcmp(buf, STORE_MAGIC, 8) != 0) return cf_fail(err, "bad magic (not a cinfer KV block object)");
     h->version = get32(buf + 8);
-    if (h->version != STORE_FORMAT_VERSION)
-        return cf_fail(err, "format version %u (expected %u)", h->version, STORE_FORMAT_VERSION);
+    if (h->version != STORE_FORMAT_VERSION && h->version != STORE_FORMAT_VERSION_MAC)
+        return cf_fail(err, "format version %u (expected %u or %u)", h->version, STORE_FORMAT_VERSION,
+                       STORE_FORMAT_VERSION_MAC);
     h->header_len = get32(buf + 12);
     memcpy(h->fingerprint, buf + 16, STORE_KEY_BYTES);
     memcpy(h->key, buf + 48, STORE_KEY_BYTES);
@@ -79,6 +104,9 @@ int store_decode_header(const uint8_t *buf, size_t len, store_obj_hdr *h, cf_err
     h->expires = (int64_t)get64(buf + 128);
     h->payload_len = get64(buf + 136);
     h->checksum = get64(buf + STORE_HDR_CHECKSUM_OFF);
+    h->flags = get32(buf + STORE_FLAGS_OFF);
+    if (h->version == STORE_FORMAT_VERSION_MAC ? h->flags != STORE_FLAG_MAC : h->flags != 0)
+        return cf_fail(err, "format version %u with flags 0x%x", h->version, h->flags);
     if (h->n_tokens == 0 || h->n_tokens > STORE_MAX_TOKENS || h->header_len != store_header_len(h->n_tokens))
         return cf_fail(err, "header of %u tokens has header_len %u", h->n_tokens, h->header_len);
     return 0;
@@ -89,7 +117,8 @@ store_verdict store_verify(const uint8_t *buf, size_t buf_len, const void *paylo
     static const uint8_t zeros[STORE_KEY_BYTES];
     const char *w = NULL;
     store_obj_hdr h;
-    if (buf_len >= 12 && !memcmp(buf, STORE_MAGIC, 8) && get32(buf + 8) != STORE_FORMAT_VERSION) {
+    if (buf_len >= 12 && !memcmp(buf, STORE_MAGIC, 8) && get32(buf + 8) != STORE_FORMAT_VERSION &&
+        get32(buf + 8) != STORE_FORMAT_VERSION_MAC) {
         if (why) *why = "format version";
         return STORE_OTHER_VERSION;
     }
@@ -100,17 +129,25 @@ store_verdict store_verify(const uint8_t *buf, size_t buf_len, const void *paylo
     else if (memcmp(h.parent, x->parent ? x->parent : zeros, STORE_KEY_BYTES)) w = "parent key";
     else if (h.n_tokens != x->n_tokens) w = "token count";
     else if (h.payload_len != x->payload_len) w = "payload length";
-    else if (file_len != (uint64_t)h.header_len + h.payload_len) w = "file length (truncated or padded)";
+    else if (file_len != (uint64_t)h.header_len + h.payload_len + store_trailer_len(h.flags))
+        w = "file length (truncated or padded)";
+    else if (x->mac_key && !(h.flags & STORE_FLAG_MAC)) w = "no MAC (a key is set: unauthenticated object)";
+    else if ((h.flags & STORE_FLAG_MAC) && !x->mac) w = "MAC trailer not read";
     else {
         for (uint32_t i = 0; i < h.n_tokens && !w; i++)
             if ((int32_t)get32(buf + STORE_HDR_FIXED + 4 * i) != x->tokens[i]) w = "tokens";
         /* reserved bytes (after the checksum, and the padding after the tokens) are zero in every
          * object this version writes: anything else is not ours */
-        for (uint32_t o = STORE_HDR_CHECKSUM_OFF + 8; o < STORE_HDR_FIXED && !w; o++)
+        for (uint32_t o = STORE_FLAGS_OFF + 4; o < STORE_HDR_FIXED && !w; o++)
             if (buf[o]) w = "reserved header bytes";
         for (uint32_t o = STORE_HDR_FIXED + 4 * h.n_tokens; o < h.header_len && !w; o++)
             if (buf[o]) w = "header padding";
         if (!w && store_checksum(buf, h.header_len, payload, h.payload_len) != h.checksum) w = "checksum";
+        if (!w && x->mac_key) {
+            uint8_t m[STORE_MAC_BYTES];
+            if (store_mac(x->mac_key, buf, h.header_len, payload, h.payload_len, m)) w = "MAC (libcrypto failed)";
+            else if (CRYPTO_memcmp(m, x->mac, STORE_MAC_BYTES)) w = "MAC (not written with this key)";
+        }
     }
     if (why) *why = w;
     if (w) return STORE_CORRUPT;

@@ -1,5 +1,7 @@
 /* store_fs.c - see store_fs.h. Every syscall's result is checked; errno is
- * reported to the caller, which decides whether the store degrades. */
+ * reported to the caller, which decides whether the store degrades. Objects
+ * are opened O_NONBLOCK | O_NOFOLLOW and must be regular files (a FIFO or a
+ * symlink planted under an object name is quarantined, never read). */
 #include "store/store_fs.h"
 
 #include <errno.h>
@@ -13,6 +15,8 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "base/log.h"
 
 #define STORE_PATH_MAX 4096
 
@@ -47,7 +51,7 @@ static int store_fs_fanout(const char *p) {
 static atomic_uint store_tmp_counter;
 
 static int write_all(int fd, const struct iovec *iov0, int n_iov) {
-    struct iovec iov[2];
+    struct iovec iov[3];
     memcpy(iov, iov0, (size_t)n_iov * sizeof *iov);
     int i = 0;
     while (i < n_iov) {
@@ -67,7 +71,7 @@ static int write_all(int fd, const struct iovec *iov0, int n_iov) {
 }
 
 store_pub_result store_fs_publish(const char *dir, store_obj_hdr *h, const int32_t *tokens, const void *payload,
-                                  bool sync, int64_t now, int *err_no, cf_err *err) {
+                                  const store_mac_key *mac_key, bool sync, int64_t now, int *err_no, cf_err *err) {
     char path[STORE_PATH_MAX], tmp[STORE_PATH_MAX + 64];
     uint8_t hdr[STORE_HDR_FIXED + 4 * 1024];
     uint8_t *hb = hdr;
@@ -88,7 +92,10 @@ store_pub_result store_fs_publish(const char *dir, store_obj_hdr *h, const int32
     store_pub_result res = STORE_PUB_ERROR;
     int fd = -1;
     const char *what = "encode";
-    if (!store_encode(h, tokens, payload, hb, hl)) {
+    uint8_t mac[STORE_MAC_BYTES];
+    h->flags = mac_key ? STORE_FLAG_MAC : 0;
+    if (!store_encode(h, tokens, payload, hb, hl) ||
+        (mac_key && store_mac(mac_key, hb, hl, payload, h->payload_len, mac))) {
         *err_no = EINVAL;
         cf_fail(err, "store: cannot encode a block of %u tokens", h->n_tokens);
         goto out;
@@ -100,9 +107,12 @@ store_pub_result store_fs_publish(const char *dir, store_obj_hdr *h, const int32
     what = "create";
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) goto fail;
-    struct iovec iov[2] = {{hb, hl}, {(void *)payload, (size_t)h->payload_len}};
+    struct iovec iov[3] = {{hb, hl}, {(void *)payload, (size_t)h->payload_len}, {mac, sizeof mac}};
+    int n_iov = 1;
+    if (h->payload_len) n_iov++;
+    if (mac_key) iov[n_iov++] = iov[2];
     what = "write";
-    if (write_all(fd, iov, h->payload_len ? 2 : 1)) goto fail;
+    if (write_all(fd, iov, n_iov)) goto fail;
     what = "fsync";
     if (sync && fsync(fd)) goto fail;
     struct timespec ts[2] = {{.tv_sec = now}, {.tv_sec = h->expires}}; /* atime = last use, mtime = expiry */
@@ -135,15 +145,45 @@ out:
     return res;
 }
 
+int store_fs_open_file(const char *path, int *err_no) {
+    /* O_NONBLOCK: opening a FIFO for reading does not wait for a writer (regular files ignore it);
+     * O_NOFOLLOW: a symlink fails with ELOOP instead of reading whatever it points at */
+    int fl = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW;
+    int fd = open(path, fl | O_NOATIME);
+    if (fd < 0 && errno == EPERM) fd = open(path, fl);
+    if (fd < 0) {
+        *err_no = errno == ELOOP ? STORE_ENOTREG : errno;
+        return -1;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb)) {
+        *err_no = errno;
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        *err_no = STORE_ENOTREG;
+        return -1;
+    }
+    *err_no = 0;
+    return fd;
+}
+
 int store_fs_open(const char *dir, const uint8_t key[STORE_KEY_BYTES], int *err_no) {
     char path[STORE_PATH_MAX];
     if (store_object_path(dir, key, path, sizeof path)) {
         *err_no = ENAMETOOLONG;
         return -1;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOATIME);
-    if (fd < 0 && errno == EPERM) fd = open(path, O_RDONLY | O_CLOEXEC);
-    *err_no = fd < 0 ? errno : 0;
+    int fd = store_fs_open_file(path, err_no);
+    if (fd < 0 && *err_no == STORE_ENOTREG) {
+        cf_err qe;
+        char hex[STORE_HEX_BYTES];
+        store_key_hex(key, hex);
+        if (store_fs_quarantine(dir, key, &qe)) LOG_WARN("store: %s is not a regular file; %s", hex, qe.msg);
+        else LOG_WARN("store: %s is not a regular file: quarantined", hex);
+    }
     return fd;
 }
 
@@ -169,7 +209,7 @@ static ssize_t pread_all(int fd, struct iovec *iov, int n_iov, uint64_t total) {
     return (ssize_t)got;
 }
 
-store_load_result store_fs_load_fd(const char *dir, int fd, const store_expect *x, uint8_t *hdr_buf,
+store_load_result store_fs_load_fd(const char *dir, int fd, const store_expect *x0, uint8_t *hdr_buf,
                                    void *payload_dst, int64_t now, int64_t touch_interval_s, uint64_t *bytes_read,
                                    cf_err *err) {
     *bytes_read = 0;
@@ -180,16 +220,27 @@ store_load_result store_fs_load_fd(const char *dir, int fd, const store_expect *
         cf_fail(err, "store: fstat: %s", strerror(e));
         return STORE_LOAD_ERROR;
     }
-    uint32_t hl = store_header_len(x->n_tokens);
-    uint64_t want = hl + x->payload_len;
+    uint32_t hl = store_header_len(x0->n_tokens);
+    uint64_t want = hl + x0->payload_len;
+    uint8_t mac[STORE_MAC_BYTES];
+    store_expect x = *x0;
+    x.mac = NULL;
     store_load_result res;
     const char *why = NULL;
-    if ((uint64_t)sb.st_size != want) {
+    if (!S_ISREG(sb.st_mode)) {
+        why = "not a regular file";
+        res = STORE_LOAD_QUARANTINED;
+    } else if ((uint64_t)sb.st_size != want && (uint64_t)sb.st_size != want + STORE_MAC_BYTES) {
         why = "file length (truncated or padded)";
         res = STORE_LOAD_QUARANTINED;
     } else {
-        struct iovec iov[2] = {{hdr_buf, hl}, {payload_dst, (size_t)x->payload_len}};
-        ssize_t got = pread_all(fd, iov, 2, want);
+        /* a file one MAC longer carries a trailer: read it too (store_verify checks it matches the flags) */
+        struct iovec iov[3] = {{hdr_buf, hl}, {payload_dst, (size_t)x.payload_len}, {mac, sizeof mac}};
+        if ((uint64_t)sb.st_size > want) {
+            want += STORE_MAC_BYTES;
+            x.mac = mac;
+        }
+        ssize_t got = pread_all(fd, iov, x.mac ? 3 : 2, want);
         if (got < 0) {
             int e = errno;
             close(fd);
@@ -198,7 +249,7 @@ store_load_result store_fs_load_fd(const char *dir, int fd, const store_expect *
         }
         *bytes_read = (uint64_t)got;
         store_verdict v = (uint64_t)got != want ? STORE_CORRUPT
-                                                : store_verify(hdr_buf, hl, payload_dst, (uint64_t)sb.st_size, x, now, &why);
+                                                : store_verify(hdr_buf, hl, payload_dst, (uint64_t)sb.st_size, &x, now, &why);
         if (v == STORE_VALID) {
             if (sb.st_atime < now - touch_interval_s) {
                 struct timespec ts[2] = {{.tv_sec = now}, {.tv_nsec = UTIME_OMIT}};
@@ -216,7 +267,7 @@ store_load_result store_fs_load_fd(const char *dir, int fd, const store_expect *
     }
     close(fd);
     cf_err qe;
-    if (store_fs_quarantine(dir, x->key, &qe)) cf_fail(err, "store: corrupt object (%s); %s", why, qe.msg);
+    if (store_fs_quarantine(dir, x.key, &qe)) cf_fail(err, "store: corrupt object (%s); %s", why, qe.msg);
     else cf_fail(err, "store: corrupt object quarantined (%s)", why);
     return res;
 }
@@ -228,6 +279,10 @@ store_load_result store_fs_load(const char *dir, const store_expect *x, uint8_t 
     int fd = store_fs_open(dir, x->key, &e);
     if (fd < 0) {
         if (e == ENOENT || e == ENOTDIR) return STORE_LOAD_MISS;
+        if (e == STORE_ENOTREG) {
+            cf_fail(err, "store: not a regular file: quarantined");
+            return STORE_LOAD_QUARANTINED;
+        }
         cf_fail(err, "store: open: %s", strerror(e));
         return STORE_LOAD_ERROR;
     }
@@ -240,6 +295,46 @@ int store_fs_quarantine(const char *dir, const uint8_t key[STORE_KEY_BYTES], cf_
     store_key_hex(key, hex);
     snprintf(q, sizeof q, "%s/quarantine/%s.%lld.%d", dir, hex, (long long)time(NULL), (int)getpid());
     if (rename(path, q) && errno != ENOENT) return cf_fail(err, "cannot quarantine %s: %s", hex, strerror(errno));
+    return 0;
+}
+
+int store_key_load(const char *path, store_mac_key *k, cf_err *err) {
+    memset(k, 0, sizeof *k);
+    int e = 0;
+    int fd = store_fs_open_file(path, &e);
+    if (fd < 0) {
+        if (e == STORE_ENOTREG) return cf_fail(err, "store key file %s: not a regular file", path);
+        return cf_fail(err, "store key file %s: %s", path, strerror(e));
+    }
+    struct stat sb;
+    if (fstat(fd, &sb)) {
+        e = errno;
+        close(fd);
+        return cf_fail(err, "store key file %s: fstat: %s", path, strerror(e));
+    }
+    if (sb.st_mode & (S_IROTH | S_IWOTH)) {
+        close(fd);
+        return cf_fail(err, "store key file %s: readable or writable by others (mode %03o): chmod o-rw it", path,
+                       (unsigned)(sb.st_mode & 0777));
+    }
+    if (sb.st_size < STORE_MAC_KEY_MIN || sb.st_size > STORE_MAC_KEY_MAX) {
+        close(fd);
+        return cf_fail(err, "store key file %s: %lld bytes (need %d to %d)", path, (long long)sb.st_size,
+                       STORE_MAC_KEY_MIN, STORE_MAC_KEY_MAX);
+    }
+    size_t got = 0;
+    while (got < (size_t)sb.st_size) {
+        ssize_t r = read(fd, k->bytes + got, (size_t)sb.st_size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != (size_t)sb.st_size) {
+        memset(k, 0, sizeof *k);
+        return cf_fail(err, "store key file %s: short read", path);
+    }
+    k->len = got;
     return 0;
 }
 

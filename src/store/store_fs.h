@@ -18,7 +18,12 @@
  * last use (set at publish, refreshed on load at most every touch interval),
  * so GC needs only stat(): expired = mtime <= now, LRU order = atime. The
  * header's expiry stays authoritative on load. Files are opened O_NOATIME
- * where permitted so plain reads do not move the access time. */
+ * where permitted so plain reads do not move the access time.
+ *
+ * Opening never blocks on the file itself: objects are opened O_NONBLOCK |
+ * O_NOFOLLOW and anything but a regular file under an object name (a FIFO, a
+ * symlink, ...) is quarantined. A hung mount can still block a syscall; the
+ * store's shutdown deadline (store.h) covers that. */
 #ifndef CINFER_STORE_STORE_FS_H
 #define CINFER_STORE_STORE_FS_H
 
@@ -40,9 +45,10 @@ typedef enum store_pub_result {
 
 /* Publishes one object (h: fingerprint, key, parent, n_tokens, class,
  * created, expires, payload_len set by the caller). now: the store clock,
- * becomes the atime. */
+ * becomes the atime. mac_key: NULL writes version 1, else version 2 with an
+ * HMAC trailer (store_format.h). */
 store_pub_result store_fs_publish(const char *dir, store_obj_hdr *h, const int32_t *tokens, const void *payload,
-                                  bool sync, int64_t now, int *err_no, cf_err *err);
+                                  const store_mac_key *mac_key, bool sync, int64_t now, int *err_no, cf_err *err);
 
 typedef enum store_load_result {
     STORE_LOAD_HIT = 0,
@@ -52,7 +58,17 @@ typedef enum store_load_result {
     STORE_LOAD_ERROR,       /* I/O error (EIO, EACCES, ...); err set */
 } store_load_result;
 
-/* Opens the object for key: fd >= 0, or -1 with *err_no (ENOENT: absent). */
+/* *err_no for a path that is not a regular file (a FIFO, socket, device,
+ * directory or symlink): never a real errno. */
+#define STORE_ENOTREG (-1000)
+
+/* Opens a file for reading without blocking on it: O_NONBLOCK | O_NOFOLLOW
+ * (| O_NOATIME where permitted), then fstat; fd >= 0 only for a regular file,
+ * else -1 with *err_no (STORE_ENOTREG, ENOENT, ...). */
+int store_fs_open_file(const char *path, int *err_no);
+
+/* Opens the object for key (store_fs_open_file): fd >= 0, or -1 with *err_no
+ * (ENOENT: absent; STORE_ENOTREG: not a regular file, moved to quarantine/). */
 int store_fs_open(const char *dir, const uint8_t key[STORE_KEY_BYTES], int *err_no);
 
 /* Reads the object on fd into hdr_buf (capacity store_header_len(x->n_tokens))
@@ -69,6 +85,11 @@ store_load_result store_fs_load(const char *dir, const store_expect *x, uint8_t 
 
 /* Moves the object named by key to quarantine/ (no-op if it is gone). */
 int store_fs_quarantine(const char *dir, const uint8_t key[STORE_KEY_BYTES], cf_err *err);
+
+/* Reads an HMAC key file: a regular file (not a symlink), not readable or
+ * writable by others, STORE_MAC_KEY_MIN..STORE_MAC_KEY_MAX bytes, used as raw
+ * bytes (a trailing newline is part of the key). 0, or -1 with err. */
+int store_key_load(const char *path, store_mac_key *k, cf_err *err);
 
 /* Parses a duration "90", "90s", "15m", "12h", "3d" into seconds. -1 if invalid. */
 int store_parse_duration(const char *s, int64_t *out);

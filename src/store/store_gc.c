@@ -1,6 +1,8 @@
 /* store_gc.c - see store_gc.h. The walk is depth-fixed (objects/ab/cd/file)
- * with *at() calls on directory fds; the LRU candidates are collected into
- * one growing array, sorted once. */
+ * with *at() calls on directory fds, never following symlinks; the LRU
+ * candidates are collected into one growing array, sorted once. GC only
+ * stat()s (regular files only); the summary opens objects O_NONBLOCK |
+ * O_NOFOLLOW, so a FIFO under an object name cannot block it. */
 #include "store/store_gc.h"
 
 #include <dirent.h>
@@ -49,7 +51,7 @@ static int gc_for_each(const char *dir, gc_file_fn fn, void *ctx, cf_err *err) {
     struct dirent *a;
     while ((a = readdir(top))) {
         if (!is_hex2(a->d_name)) continue;
-        int afd = openat(dirfd(top), a->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int afd = openat(dirfd(top), a->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC); /* no symlinks */
         DIR *ad = afd >= 0 ? fdopendir(afd) : NULL;
         if (!ad) {
             if (afd >= 0) close(afd);
@@ -58,7 +60,7 @@ static int gc_for_each(const char *dir, gc_file_fn fn, void *ctx, cf_err *err) {
         struct dirent *b;
         while ((b = readdir(ad))) {
             if (!is_hex2(b->d_name)) continue;
-            int bfd = openat(dirfd(ad), b->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            int bfd = openat(dirfd(ad), b->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             DIR *bd = bfd >= 0 ? fdopendir(bfd) : NULL;
             if (!bd) {
                 if (bfd >= 0) close(bfd);
@@ -191,13 +193,15 @@ static void sum_visit(void *ctx, int dfd, const char *name) {
     }
     uint8_t key[STORE_KEY_BYTES];
     if (strlen(name) != STORE_HEX_BYTES - 1 || store_hex_key(name, key)) return;
-    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOATIME);
-    if (fd < 0 && errno == EPERM) fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+    /* never blocks on (or follows) what is under an object name: a FIFO or symlink counts as unreadable */
+    int fl = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW;
+    int fd = openat(dfd, name, fl | O_NOATIME);
+    if (fd < 0 && errno == EPERM) fd = openat(dfd, name, fl);
     uint8_t buf[STORE_HDR_FIXED];
     struct stat sb;
     store_obj_hdr h;
-    bool ok = fd >= 0 && fstat(fd, &sb) == 0 && pread(fd, buf, sizeof buf, 0) == (ssize_t)sizeof buf &&
-              store_decode_header(buf, sizeof buf, &h, NULL) == 0;
+    bool ok = fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+              pread(fd, buf, sizeof buf, 0) == (ssize_t)sizeof buf && store_decode_header(buf, sizeof buf, &h, NULL) == 0;
     if (fd >= 0) close(fd);
     if (!ok) {
         s->unreadable++;

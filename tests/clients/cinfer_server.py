@@ -20,12 +20,16 @@ import json
 
 # the model_name label every /metrics sample starts with (vLLM's convention)
 MODEL_LABEL = re.compile(r'model_name="(?:[^"\\]|\\.)*",?')
+import fixtures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARED = os.environ.get("CINFER_SHARED", os.path.join(ROOT, "..", "shared"))
 BIN = os.environ.get("CINFER_BIN", os.path.join(ROOT, "build", "cinfer"))
 MODEL = os.path.join(SHARED, "models", "stories260K.gguf")
 MODEL_NAME = "stories260K"
+
+fixtures.require(BIN, "cinfer binary (CINFER_BIN)")
+fixtures.require(MODEL, "model")
 
 _live = []
 

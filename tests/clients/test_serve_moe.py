@@ -9,9 +9,11 @@ import os
 import re
 import unittest
 
+import fixtures
 from cinfer_server import SHARED, Server
 
 MODEL = os.path.join(SHARED, "models", "tiny", "tiny-deepseek2.gguf")
+fixtures.require(MODEL, "model")
 N_LAYER, N_DENSE, N_EXPERT, N_USED = 4, 1, 8, 2
 
 

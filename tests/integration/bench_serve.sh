@@ -14,6 +14,8 @@ BIN=${CINFER_BIN:?CINFER_BIN not set}
 SHARED=${CINFER_SHARED:-$(dirname "$0")/../../../shared}
 M=$SHARED/models/stories260K.gguf
 TRACE=$SHARED/traces/mooncake_conversation_trace.jsonl
+. "$(dirname "$0")/lib/fixture.sh"
+need_fixture "$BIN" "$M" "$TRACE"
 T=$(mktemp -d /tmp/cinfer-bench-serve-XXXXXX)
 fail=0
 check() { # name, expected, actual

@@ -9,6 +9,8 @@ set -u
 BIN=${CINFER_BIN:?CINFER_BIN not set}
 SHARED=${CINFER_SHARED:-$(dirname "$0")/../../../shared}
 TRACE=$SHARED/traces/mooncake_conversation_trace.jsonl
+. "$(dirname "$0")/lib/fixture.sh"
+need_fixture "$BIN" "$TRACE"
 T=$(mktemp -d /tmp/cinfer-bench-trace-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fail=0

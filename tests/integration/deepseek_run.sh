@@ -7,6 +7,8 @@
 set -euo pipefail
 bin=${CINFER_BIN:?}; shared=${CINFER_SHARED:?}
 fx="$shared/fixtures/llama-cpp/tiny-deepseek2.once.json"
+. "$(dirname "$0")/lib/fixture.sh"
+need_fixture "$bin" "$fx" "$shared/models/tiny/tiny-deepseek2.gguf" "$shared/fixtures/vocab/derived-vocab-tiny-deepseek2.gguf"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.stdout.buffer.write(bytes.fromhex(d["prompt_text_hex"])); open(sys.argv[2],"wb").write(bytes.fromhex(d["continuation_text_hex"]).decode("utf-8","replace").encode())' \
   "$fx" "$tmp/want.txt" >"$tmp/prompt.txt"

@@ -4,6 +4,8 @@
 set -euo pipefail
 bin=${CINFER_BIN:?}; shared=${CINFER_SHARED:?}
 want="$shared/fixtures/llama2c/stories260K.run-c.steps200.txt"
+. "$(dirname "$0")/lib/fixture.sh"
+need_fixture "$bin" "$want" "$shared/models/stories260K.gguf" "$shared/models/stories260K.bin" "$shared/models/tok512.bin"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # The fixture is llama2.c's stdout for 200 steps from BOS plus the newline run.c adds at the end;
 # `cinfer run -n 200` prints the same tokens' text and a final newline: byte-identical.

@@ -5,6 +5,8 @@ set -u
 BIN=${CINFER_BIN:?CINFER_BIN not set}
 SHARED=${CINFER_SHARED:-$(dirname "$0")/../../../shared}
 M=$SHARED/models/stories260K.gguf
+. "$(dirname "$0")/lib/fixture.sh"
+need_fixture "$BIN" "$M"
 fail=0
 check() { # name, expected, actual
     if [ "$2" != "$3" ]; then echo "FAIL $1: expected [$2] got [$3]"; fail=1; else echo "ok   $1"; fi

@@ -17,9 +17,13 @@
  *    disabled and counted);
  *  - 3 processes sharing one directory, same prompt at once: identical
  *    outputs, one valid object per block, no temporaries or quarantine;
- *  - a hanging store (a FIFO where the first object should be, so open()
- *    blocks): the request gives up after kv_store_load_timeout_ms (50 ms),
- *    computes everything, same output; the late completion is cleaned up. */
+ *  - a FIFO where the first object should be: opened without blocking, not a
+ *    regular file, quarantined at once; the request computes, same output;
+ *  - a hanging store (every I/O thread blocked, store_test_io_hook): the
+ *    request gives up after kv_store_load_timeout_ms (50 ms), computes
+ *    everything, same output; destroy abandons the stuck threads after
+ *    kv_store_close_timeout_ms (300 ms), and they stop quietly when released. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -31,6 +35,7 @@
 #include "engine/prefix_cache.h"
 #include "engine_testlib.h"
 #include "model/mkmodel.h"
+#include "store/store.h"
 #include "store/store_format.h"
 #include "store/store_gc.h"
 
@@ -90,31 +95,40 @@ static void corrupt(const char *path) {
     fclose(f);
 }
 
-/* Opens the FIFO's write end once the store has it open for reading (or after
- * 5 s), so a lookup blocked in open() can finish. */
-static void *fifo_writer(void *arg) {
-    const char *path = arg;
-    struct timespec d = {0, 400 * 1000000L};
-    nanosleep(&d, NULL);
-    for (int i = 0; i < 500; i++) {
-        int fd = open(path, O_WRONLY | O_NONBLOCK);
-        if (fd >= 0) {
-            close(fd);
-            break;
-        }
-        struct timespec w = {0, 10 * 1000000L};
-        nanosleep(&w, NULL);
-    }
-    return NULL;
+static double tl_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* A store that hangs (a FIFO where block 0's object should be: open() blocks
- * until a writer appears): the request stops waiting after the load timeout,
- * computes everything and gives the same output. */
-static void test_slow_store(const run_result *cold) {
-    char dir[256], path[1024];
-    char cmd[400];
-    CHECK(test_scratch_path(dir, sizeof dir, "engine-store-slow") != NULL);
+/* Entries in a directory (not . and ..). */
+static int count_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d));) n += de->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Stands in for a dead network mount: every store I/O thread that reaches a
+ * syscall blocks here until the test opens the gate. */
+static pthread_mutex_t g_gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_gate_cv = PTHREAD_COND_INITIALIZER;
+static bool g_gate_open;
+static void gate_hook(void) {
+    pthread_mutex_lock(&g_gate_mu);
+    while (!g_gate_open) pthread_cond_wait(&g_gate_cv, &g_gate_mu);
+    pthread_mutex_unlock(&g_gate_mu);
+}
+
+/* A FIFO where block 0's object should be (a plain open() would block until a
+ * writer appears): opened O_NONBLOCK, seen not to be a regular file, moved to
+ * quarantine/ at once; the request computes everything, same output, no load
+ * timeout. */
+static void test_fifo_object(const run_result *cold) {
+    char dir[256], path[1024], cmd[400];
+    CHECK(test_scratch_path(dir, sizeof dir, "engine-store-fifo") != NULL);
     if (!*dir) return;
     memcpy(g_dir_save, g_dir, sizeof g_dir_save);
     snprintf(g_dir, sizeof g_dir, "%s", dir);
@@ -129,21 +143,64 @@ static void test_slow_store(const run_result *cold) {
     CHECK(mkfifo(path, 0644) == 0);
     cinfer_engine_options o = {.block_tokens = BT, .kv_memory_bytes = 32 << 20, .max_batch_tokens = 512,
                                .max_seqs = 16, .max_ctx = 1024, .kv_store_dir = dir, .kv_store_gc_interval_s = -1,
-                               .kv_store_load_timeout_ms = 50};
+                               .kv_store_load_timeout_ms = 2000};
     cinfer_engine *e = NULL;
     char err[256];
     CHECKF(cinfer_engine_create(g_m, g_tp, &o, &e, err, sizeof err) == 0, "%s", err);
     if (!e) return;
-    pthread_t th;
-    CHECK(pthread_create(&th, NULL, fifo_writer, path) == 0);
+    static run_result rh;
+    double t0 = tl_now();
+    CHECK(run_prompt(e, 0, NULL, &rh) == 0);
+    double dt = tl_now() - t0;
+    cinfer_engine_stats sh = cinfer_engine_get_stats(e);
+    struct stat sb;
+    snprintf(sub, sizeof sub, "%s/quarantine", dir);
+    fprintf(stderr, "fifo object: cached %d, %llu quarantined, %llu load timeouts, %.3f s, same output: %s\n",
+            rh.usage.cached_tokens, (unsigned long long)sh.store.quarantined,
+            (unsigned long long)sh.store.load_timeouts, dt, tl_same_tokens(&rh, cold) ? "yes" : "NO");
+    CHECK(rh.usage.cached_tokens == 0 && sh.store.load_timeouts == 0 && tl_same_tokens(&rh, cold));
+    CHECK(sh.store.quarantined == 1 && count_files(sub) == 1);
+    CHECK(lstat(path, &sb) != 0 || S_ISREG(sb.st_mode)); /* the FIFO is gone (the block may be rewritten) */
+    cinfer_engine_destroy(e);
+    test_scratch_remove(dir);
+}
+
+/* A store whose I/O hangs in the kernel (every syscall blocked, like a dead
+ * mount): the request stops waiting after the 50 ms load timeout, computes
+ * everything and gives the same output; destroy gives up on the stuck threads
+ * after kv_store_close_timeout_ms instead of waiting forever. */
+static void test_hung_store(const run_result *cold) {
+    char dir[256];
+    CHECK(test_scratch_path(dir, sizeof dir, "engine-store-hung") != NULL);
+    if (!*dir) return;
+    g_gate_open = false;
+    store_test_io_hook = gate_hook;
+    cinfer_engine_options o = {.block_tokens = BT, .kv_memory_bytes = 32 << 20, .max_batch_tokens = 512,
+                               .max_seqs = 16, .max_ctx = 1024, .kv_store_dir = dir, .kv_store_gc_interval_s = -1,
+                               .kv_store_load_timeout_ms = 50, .kv_store_close_timeout_ms = 300};
+    cinfer_engine *e = NULL;
+    char err[256];
+    CHECKF(cinfer_engine_create(g_m, g_tp, &o, &e, err, sizeof err) == 0, "%s", err);
+    store_test_io_hook = NULL; /* read at open only */
+    if (!e) return;
     static run_result rh;
     CHECK(run_prompt(e, 0, NULL, &rh) == 0);
     cinfer_engine_stats sh = cinfer_engine_get_stats(e);
-    fprintf(stderr, "slow store: cached %d, %llu load timeouts, same output: %s\n", rh.usage.cached_tokens,
-            (unsigned long long)sh.store.load_timeouts, tl_same_tokens(&rh, cold) ? "yes" : "NO");
-    CHECK(rh.usage.cached_tokens == 0 && sh.store.load_timeouts == 1 && tl_same_tokens(&rh, cold));
-    pthread_join(th, NULL);
+    double t0 = tl_now();
     cinfer_engine_destroy(e);
+    double dt = tl_now() - t0;
+    fprintf(stderr, "hung store: cached %d, %llu load timeouts, same output: %s, destroy %.3f s\n",
+            rh.usage.cached_tokens, (unsigned long long)sh.store.load_timeouts, tl_same_tokens(&rh, cold) ? "yes" : "NO",
+            dt);
+    CHECK(rh.usage.cached_tokens == 0 && sh.store.load_timeouts == 1 && tl_same_tokens(&rh, cold));
+    CHECK(dt >= 0.25 && dt < 3.0);
+    /* the abandoned threads come back later: they must find valid memory and stop quietly */
+    pthread_mutex_lock(&g_gate_mu);
+    g_gate_open = true;
+    pthread_cond_broadcast(&g_gate_cv);
+    pthread_mutex_unlock(&g_gate_mu);
+    struct timespec d = {0, 200 * 1000000L};
+    nanosleep(&d, NULL);
     test_scratch_remove(dir);
 }
 
@@ -197,10 +254,7 @@ static void test_processes(const run_result *cold) {
 int main(void) {
     model *m;
     cf_err err = {0};
-    if (model_load(shared_path("models/stories260K.gguf"), &m, &err)) {
-        fprintf(stderr, "skip: %s\n", err.msg);
-        return 0;
-    }
+    if (model_load(shared_path("models/stories260K.gguf"), &m, &err)) return tu_missing_fixture(err.msg);
     g_m = m;
     g_tp = pool_create(1);
     tl_prompt(g_prompt, NP);
@@ -344,7 +398,8 @@ int main(void) {
     }
 
     test_scratch_remove(g_dir);
-    test_slow_store(&cold);
+    test_fifo_object(&cold);
+    test_hung_store(&cold);
     pool_destroy(g_tp);
     model_free(m);
     return test_finish();

@@ -88,10 +88,7 @@ static cinfer_engine_stats wait_idle(cinfer_engine *e) {
 int main(void) {
     model *m;
     cf_err err = {0};
-    if (model_load(shared_path("models/stories260K.gguf"), &m, &err)) {
-        fprintf(stderr, "skip: %s\n", err.msg);
-        return 0;
-    }
+    if (model_load(shared_path("models/stories260K.gguf"), &m, &err)) return tu_missing_fixture(err.msg);
     thread_pool *tp = pool_create(1);
     static int32_t prefixes[NPREFIX][PLEN];
     for (int p = 0; p < NPREFIX; p++) tl_prompt(prefixes[p], PLEN);

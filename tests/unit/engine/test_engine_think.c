@@ -321,10 +321,7 @@ static void test_invalid(void) {
 int main(void) {
     model *m;
     cf_err err = {0};
-    if (model_load(shared_path("models/stories260K.gguf"), &m, &err)) {
-        fprintf(stderr, "skip: %s\n", err.msg);
-        return 0;
-    }
+    if (model_load(shared_path("models/stories260K.gguf"), &m, &err)) return tu_missing_fixture(err.msg);
     g_m = m;
     g_tp = pool_create(1);
     tl_prompt(g_prompt, g_np);

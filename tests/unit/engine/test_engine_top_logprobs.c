@@ -85,10 +85,7 @@ int main(void) {
     test_row();
     cf_err err = {0};
     model *m;
-    if (model_load(shared_path("models/stories260K.gguf"), &m, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
+    if (model_load(shared_path("models/stories260K.gguf"), &m, &err)) return tu_missing_fixture(err.msg);
     thread_pool *tp = pool_create(1);
     test_engine(m, tp);
     pool_destroy(tp);

@@ -94,7 +94,7 @@ int main(void) {
     tokenizer *tok = NULL;
     cf_err err = {0};
     if (gguf_open(shared_path("models/stories260K.gguf"), &f, &err) || tokenizer_load_gguf(f, &tok, &err))
-        fprintf(stderr, "no model: %s\n", err.msg);
+        tu_missing_fixture(err.msg);
     test_prepare(tok);
     tokenizer_free(tok);
     gguf_close(f);

@@ -67,7 +67,7 @@ static inline store_pub_result st_publish(const char *dir, const st_obj *o, int 
     memcpy(h.parent, o->parent, STORE_KEY_BYTES);
     int e = 0;
     cf_err err = {0};
-    store_pub_result r = store_fs_publish(dir, &h, o->tokens, o->payload, false, now, &e, &err);
+    store_pub_result r = store_fs_publish(dir, &h, o->tokens, o->payload, NULL, false, now, &e, &err);
     if (r == STORE_PUB_ERROR) fprintf(stderr, "publish: %s\n", err.msg);
     return r;
 }

@@ -66,7 +66,7 @@ static void test_memory(void) {
     y = x;
     y.payload_len = ST_PAYLOAD / 2;
     CHECK(store_verify(buf, hl, o.payload, flen, &y, 150, &why) == STORE_CORRUPT);
-    buf[8] = 2; /* another format version: a miss, never quarantined */
+    buf[8] = 3; /* another format version: a miss, never quarantined */
     CHECK(store_verify(buf, hl, o.payload, flen, &x, 150, &why) == STORE_OTHER_VERSION);
     buf[8] = 1;
     memcpy(buf, "NOTMAGIC", 8);
