@@ -1,0 +1,116 @@
+"""test_serve_openapi.py - docs/openapi.yaml checked against a live `cinfer serve` by schemathesis.
+
+Run by tests/integration/serve_openapi.sh. The server (stories260K, --ctx 512, a free loopback
+port, --api-key) is started by cinfer_server.Server; schemathesis (pinned in requirements.txt)
+runs every phase (examples, coverage, fuzzing, stateful) with a fixed seed and a bounded number
+of examples per operation, sending the key, with the checks not_a_server_error,
+status_code_conformance, content_type_conformance and response_schema_conformance (SSE events
+included) and ignored_auth (every secured operation refuses a request without a valid key). A
+second, short run sends the key as Anthropic's x-api-key instead of Authorization: Bearer. The server must
+still answer /health afterwards and exit cleanly on SIGTERM.
+
+Generation is narrowed for speed and for this model only, in a copy of the spec (the responses
+described are the spec's own): generation lengths are required and at most 16 (the spec allows
+no limit, which runs to the end of the context), n and best_of at most 4, token ids and
+logit_bias keys below stories260K's vocabulary (512). Environment: OPENAPI_MAX_EXAMPLES (30),
+OPENAPI_SEED (20261201).
+"""
+import copy
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import yaml
+
+from cinfer_server import ROOT, Server
+
+SPEC = os.path.join(ROOT, "docs", "openapi.yaml")
+CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemathesis.toml")
+SCHEMATHESIS = os.path.join(os.path.dirname(sys.executable), "schemathesis")
+N_VOCAB = 512  # stories260K
+KEY = "sk-openapi-test"
+MAX_EXAMPLES = int(os.environ.get("OPENAPI_MAX_EXAMPLES", "30"))
+SEED = os.environ.get("OPENAPI_SEED", "20261201")
+CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"
+
+
+def narrowed_spec(path):
+    """The spec with request generation narrowed for a fast run on stories260K."""
+    with open(path) as f:
+        spec = yaml.safe_load(f)
+    out = copy.deepcopy(spec)
+    s = out["components"]["schemas"]
+
+    def limit(schema, field, hi, required=True):
+        schema["properties"][field]["maximum"] = hi
+        if required:
+            schema.setdefault("required", []).append(field)
+
+    limit(s["SamplingOpenAI"], "max_tokens", 16)
+    limit(s["SamplingOpenAI"], "n", 4, required=False)
+    chat = s["ChatRequest"]["allOf"][1]
+    limit(chat, "max_completion_tokens", 16, required=False)
+    limit(s["CompletionRequest"]["allOf"][1], "best_of", 4, required=False)
+    limit(s["MessagesRequest"]["allOf"][1], "max_tokens", 16)
+    limit(s["ResponsesRequest"], "max_output_tokens", 16)
+    s["TokenIds"]["items"]["maximum"] = N_VOCAB - 1
+    s["DetokenizeRequest"]["properties"]["tokens"]["items"]["maximum"] = N_VOCAB - 1
+    s["LogitBias"]["propertyNames"]["pattern"] = "^(0|[1-9][0-9]?|[1-4][0-9]{2}|50[0-9]|51[01])$"
+    # thinking.budget_tokens must be below max_tokens (<= 16 here): never satisfiable, leave it out
+    s["MessagesFields"]["properties"]["thinking"]["oneOf"].pop(0)
+    return out
+
+
+class OpenAPITest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="cinfer-openapi-")
+        cls.spec = os.path.join(cls.tmp, "openapi.yaml")
+        with open(cls.spec, "w") as f:
+            yaml.safe_dump(narrowed_spec(SPEC), f, sort_keys=False)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def schemathesis(self, url, header, max_examples, checks, extra=()):
+        cmd = [SCHEMATHESIS, "--config-file", CONFIG, "run", self.spec, "--url", url, "--checks", checks,
+               "--max-examples", str(max_examples), "--seed", SEED,
+               "--workers", "1", "--header", header, "--request-timeout", "20",
+               "--output-truncate", "false"] + list(extra)
+        t0 = time.time()
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+                           cwd=self.tmp)  # its .hypothesis/ database goes with the temporary directory
+        print("schemathesis (%.1fs, rc %d): %s" % (time.time() - t0, r.returncode, " ".join(cmd[1:])))
+        print(r.stdout[-60000:])
+        return r.returncode, r.stdout
+
+    def test_spec_against_server(self):
+        srv = Server("--api-key", KEY, "--log-level", "warn")
+        try:
+            rc, out = self.schemathesis(srv.url, "Authorization: Bearer " + KEY, MAX_EXAMPLES, CHECKS + ",ignored_auth")
+            self.assertEqual(rc, 0, "schemathesis found failures (see above)")
+            self.assertNotIn("Runtime Error", out)
+            # Anthropic's header, on the Anthropic operations (a shorter run). No ignored_auth here: it
+            # would send a bad Bearer next to the good x-api-key, which wins (a 200 is right).
+            rc, out = self.schemathesis(srv.url, "x-api-key: " + KEY, max(5, MAX_EXAMPLES // 3), CHECKS,
+                                        ["--include-path-regex", "^/v1/messages", "--phases", "examples,fuzzing"])
+            self.assertEqual(rc, 0, "schemathesis found failures with x-api-key (see above)")
+            status, _, body = srv.http("GET", "/health")
+            self.assertEqual((status, body), (200, b'{"status":"ok"}'), "the server must survive the run")
+            status, _, _ = srv.http("GET", "/v1/models", headers={"Authorization": "Bearer " + KEY})
+            self.assertEqual(status, 200)
+        finally:
+            code = srv.stop()
+            log = srv.log_text()
+        self.assertEqual(code, 0, "server exit code; log tail:\n" + log[-3000:])
+        for bad in ("AddressSanitizer", "runtime error", "Assertion", "Segmentation"):
+            self.assertNotIn(bad, log)
+
+
+if __name__ == "__main__":
+    unittest.main()
