@@ -50,12 +50,14 @@ def narrowed_spec(path):
         if required:
             schema.setdefault("required", []).append(field)
 
+    def own(schema):  # the allOf member with the schema's own properties
+        return next(m for m in schema["allOf"] if "properties" in m)
+
     limit(s["SamplingOpenAI"], "max_tokens", 16)
     limit(s["SamplingOpenAI"], "n", 4, required=False)
-    chat = s["ChatRequest"]["allOf"][1]
-    limit(chat, "max_completion_tokens", 16, required=False)
-    limit(s["CompletionRequest"]["allOf"][1], "best_of", 4, required=False)
-    limit(s["MessagesRequest"]["allOf"][1], "max_tokens", 16)
+    limit(own(s["ChatRequest"]), "max_completion_tokens", 16, required=False)
+    limit(own(s["CompletionRequest"]), "best_of", 4, required=False)
+    limit(own(s["MessagesRequest"]), "max_tokens", 16)
     limit(s["ResponsesRequest"], "max_output_tokens", 16)
     s["TokenIds"]["items"]["maximum"] = N_VOCAB - 1
     s["DetokenizeRequest"]["properties"]["tokens"]["items"]["maximum"] = N_VOCAB - 1
