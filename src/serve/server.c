@@ -120,6 +120,7 @@ static const char *method_name(struct evhttp_request *req) {
     case EVHTTP_REQ_PUT: return "PUT";
     case EVHTTP_REQ_DELETE: return "DELETE";
     case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    case EVHTTP_REQ_TRACE: return "TRACE";
     default: return "OTHER";
     }
 }
@@ -134,7 +135,7 @@ static void send_text(server *s, struct evhttp_request *req, int status, const c
         metrics_request_done(&s->m, 500);
         return;
     }
-    evbuffer_add(b, body, len);
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_HEAD) evbuffer_add(b, body, len); /* evhttp 2.1 sends it */
     free(body);
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Content-Type", ctype);
@@ -777,6 +778,9 @@ static void on_request(struct evhttp_request *req, void *arg) {
     char id[48];
     make_id(s, "req-", id, sizeof id);
     recipe_api api = RECIPE_API_CHAT; /* the error shape; set by the routing below */
+    struct evkeyvalq *ih = evhttp_request_get_input_headers(req); /* evhttp leaves a TRACE/HEAD body unread: */
+    if ((cmd == EVHTTP_REQ_TRACE || cmd == EVHTTP_REQ_HEAD) && (evhttp_find_header(ih, "Content-Length") || evhttp_find_header(ih, "Transfer-Encoding")))
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close"); /* not a next request */
 
     if (!strcmp(path, "/health")) {
         if (!get) goto bad_method;
@@ -946,7 +950,7 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
     evhttp_set_max_body_size(s->http, (ev_ssize_t)hard);
     evhttp_set_max_headers_size(s->http, 64 * 1024);
     evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
-                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH | EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT);
     evhttp_set_gencb(s->http, on_request, s);
     s->bound = cfg->listen_fd > 0 ? evhttp_accept_socket_with_handle(s->http, cfg->listen_fd)
                                   : evhttp_bind_socket_with_handle(s->http, cfg->host, (ev_uint16_t)cfg->port);
