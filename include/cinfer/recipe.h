@@ -177,6 +177,11 @@ typedef struct recipe_arena {
     const char *pool_lo, *pool_hi; /* internal: the string pool of the last parse (src/recipe/rjson.h) */
 } recipe_arena;
 
+typedef struct recipe_bias {
+    int32_t token; /* < 2^31 */
+    double bias;
+} recipe_bias;
+
 typedef struct recipe_request {
     recipe_api source;  /* the format it was parsed from */
     const char *model;
@@ -220,6 +225,22 @@ typedef struct recipe_request {
     const char *chat_template_kwargs; /* JSON text (enable_thinking / thinking flags for templates) */
 
     const char *cache_salt;      /* vLLM extension: prefix-cache isolation */
+    /* vLLM sampling extensions (top-level or through the SDKs' extra_body), accepted by every
+     * format and re-emitted by every request encoder (docs/recipe.md "Extensions") */
+    int64_t min_tokens;          /* RECIPE_UNSET; >= 0: EOS and stop_token_ids are not honoured before it */
+    int ignore_eos;              /* tri-state */
+    int include_stop_str_in_output; /* tri-state */
+    int skip_special_tokens;     /* tri-state (vLLM default: true) */
+    const int32_t *stop_token_ids; /* token ids that end generation (>= 0) */
+    size_t n_stop_token_ids;
+    int64_t priority;            /* RECIPE_UNSET; lower = scheduled first */
+    const char *guided_field;    /* the first structured-output field present ("guided_json", "guided_regex",
+                                  * "guided_choice", "guided_grammar"), NULL: none ... */
+    const char *guided;          /* ... and its value (JSON text) */
+    /* logit_bias (Chat) parsed: keys are canonical non-negative decimal token ids ("0", "17"; not
+     * "01", " 1", "-0", "+1"), values numbers in [-100, 100]; the vocabulary bound is the caller's */
+    const recipe_bias *bias;
+    size_t n_bias;
     const char *traffic_class;   /* cinfer extension: `"cinfer":{"traffic_class":...}` as text */
     const char *cinfer;          /* the whole `cinfer` object (JSON text), re-emitted as is */
 

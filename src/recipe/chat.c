@@ -180,6 +180,45 @@ static int parse_tools(recipe_request *r, const rj *tools, recipe_error *err) {
     return 0;
 }
 
+/* A canonical token id key: "0" or a decimal without leading zeros, below 2^31. */
+static bool token_key(const char *k, size_t n, int32_t *out) {
+    if (n == 0 || n > 10 || (k[0] == '0' && n > 1)) return false;
+    int64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k[i] < '0' || k[i] > '9') return false;
+        x = x * 10 + (k[i] - '0');
+    }
+    if (x > INT32_MAX) return false;
+    *out = (int32_t)x;
+    return true;
+}
+
+/* logit_bias {"<token id>": bias in [-100, 100]}: kept as JSON text (encoders) and parsed (r->bias). */
+static int parse_logit_bias(recipe_request *r, rj *lb, recipe_error *err) {
+    if (rjv_obj(lb, "logit_bias", &lb, err, "")) return -1;
+    if (!lb) return 0;
+    if (!rj_expand(lb)) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    rj **items = rj_items(lb);
+    size_t n = lb->n;
+    recipe_bias *bs = ra_alloc(&r->arena, (n ? n : 1) * sizeof *bs);
+    if (!bs) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const rj *m = items[i];
+        if (!token_key(m->key, m->klen, &bs[i].token))
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "logit_bias",
+                               "'logit_bias' key '%.40s' is not a token id (a decimal integer >= 0 without sign, "
+                               "spaces or leading zeros)", m->key);
+        if (!rj_is_number(m) || !(rj_num(m) >= -100 && rj_num(m) <= 100))
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "logit_bias",
+                               "'logit_bias' values must be numbers in [-100, 100] (key '%.40s')", m->key);
+        bs[i].bias = rj_num(m);
+    }
+    r->logit_bias = RAW(r, lb);
+    r->bias = bs;
+    r->n_bias = n;
+    return 0;
+}
+
 int chat_request_parse(recipe_request *r, rj *b, recipe_error *err);
 int chat_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     /* every top-level field in one pass over the body (most optional fields are absent) */
@@ -207,8 +246,12 @@ int chat_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     if (parse_tools(r, v[C_TOOLS], err)) return -1;
     if (tool_choice_parse_openai(r, v[C_TOOL_CHOICE], false, err)) return -1;
     if (parse_common_sampling_v(r, v, err)) return -1;
-    rj *so = v[C_STREAM_OPTIONS];
-    if (rj_is_object(so) && jget_bool(so, "include_usage", &r->include_usage, err, "stream_options")) return -1;
+    rj *so = NULL;
+    if (rjv_obj(v[C_STREAM_OPTIONS], "stream_options", &so, err, "")) return -1;
+    if (so && !r->stream)
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stream_options",
+                           "'stream_options' is only allowed when 'stream' is true");
+    if (so && jget_bool(so, "include_usage", &r->include_usage, err, "stream_options")) return -1;
     int64_t mt = RECIPE_UNSET;
     if (rjv_int(v[C_MAX_COMPLETION_TOKENS], "max_completion_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
     if (rjv_int(v[C_MAX_TOKENS], "max_tokens", &mt, 1, INT32_MAX, err, "")) return -1;
@@ -218,9 +261,7 @@ int chat_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     if (rjv_int(v[C_N], "n", &r->n, 1, 128, err, "")) return -1;
     if (rjv_int(v[C_SEED], "seed", &r->seed, INT64_MIN + 1, INT64_MAX, err, "")) return -1;
     if (rjv_bool(v[C_LOGPROBS], "logprobs", &r->logprobs, err, "")) return -1;
-    rj *lb = NULL;
-    if (rjv_obj(v[C_LOGIT_BIAS], "logit_bias", &lb, err, "")) return -1;
-    r->logit_bias = RAW(r, lb);
+    if (parse_logit_bias(r, v[C_LOGIT_BIAS], err)) return -1;
     rj *stop = v[C_STOP];
     if (rj_is_string(stop)) {
         r->stop = ra_alloc(&r->arena, sizeof *r->stop);

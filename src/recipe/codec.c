@@ -276,6 +276,23 @@ json_t *recipe_request_dump(const recipe_request *r) {
     jset_tri(o, "thinking", r->thinking);
     jset_int(o, "thinking_budget", r->thinking_budget);
     jset_str(o, "cache_salt", r->cache_salt);
+    jset_int(o, "min_tokens", r->min_tokens);
+    jset_tri(o, "ignore_eos", r->ignore_eos);
+    jset_tri(o, "include_stop_str_in_output", r->include_stop_str_in_output);
+    jset_tri(o, "skip_special_tokens", r->skip_special_tokens);
+    jset_int(o, "priority", r->priority);
+    if (r->n_stop_token_ids) {
+        json_t *st = json_array();
+        for (size_t i = 0; i < r->n_stop_token_ids; i++) json_array_append_new(st, json_integer(r->stop_token_ids[i]));
+        jset(o, "stop_token_ids", st);
+    }
+    if (r->n_bias) {
+        json_t *lb = json_array();
+        for (size_t i = 0; i < r->n_bias; i++)
+            json_array_append_new(lb, json_pack("[i,f]", (int)r->bias[i].token, r->bias[i].bias));
+        jset(o, "bias", lb);
+    }
+    if (r->guided_field) jset(o, r->guided_field, raw_json(r->guided));
     jset_str(o, "traffic_class", r->traffic_class);
     jset_str(o, "previous_response_id", r->previous_response_id);
     return o;

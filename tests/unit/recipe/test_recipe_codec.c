@@ -246,6 +246,32 @@ static void test_errors(void) {
         {RECIPE_API_RESPONSES, "{\"input\":[{\"type\":\"item_reference\",\"id\":\"x\"}]}", "input[0]"},
         {RECIPE_API_RESPONSES, "{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools"},
         {RECIPE_API_RESPONSES, "{\"input\":\"x\",\"reasoning\":{\"effort\":\"extreme\"}}", "reasoning.effort"},
+        /* issue 14 §4.6: wrong types are refused, never ignored */
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":5}", "tools"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":5}", "tool_choice"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":5}",
+         "response_format"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true,\"stream_options\":5}",
+         "stream_options"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":{}}",
+         "stream_options"},
+        /* logit_bias keys: canonical decimal token ids only */
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\" 1\":1}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"01\":1}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"-0\":1}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"+1\":1}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"\":1}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"1\":101}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"1\":\"a\"}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"2147483648\":1}}",
+         "logit_bias"},
+        /* vLLM extras: typed */
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"min_tokens\":-1}", "min_tokens"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"ignore_eos\":1}", "ignore_eos"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop_token_ids\":[1,-2]}",
+         "stop_token_ids"},
+        {RECIPE_API_MESSAGES, "{\"max_tokens\":5,\"messages\":[],\"skip_special_tokens\":\"no\"}", "skip_special_tokens"},
+        {RECIPE_API_RESPONSES, "{\"input\":\"x\",\"include_stop_str_in_output\":0}", "include_stop_str_in_output"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         json_t *b = json_loads(bad[i].body, 0, NULL);
@@ -288,6 +314,50 @@ static void test_errors(void) {
     json_decref(eb);
 }
 
+/* vLLM extras and logit_bias: parsed into the canonical request by every format, re-emitted by
+ * every request encoder. */
+static void test_extras(void) {
+    static const char *const bodies[RECIPE_API_COUNT] = {
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],",
+        "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],",
+        "{\"input\":\"x\",",
+    };
+    static const char extras[] = "\"min_tokens\":3,\"ignore_eos\":true,\"include_stop_str_in_output\":false,"
+                                 "\"skip_special_tokens\":false,\"stop_token_ids\":[7,0],\"priority\":-2,"
+                                 "\"guided_regex\":\"a+\"}";
+    for (int api = 0; api < RECIPE_API_COUNT; api++) {
+        char body[512];
+        snprintf(body, sizeof body, "%s%s", bodies[api], extras);
+        recipe_request r;
+        recipe_request_init(&r);
+        recipe_error err;
+        int rc = recipe_request_parse_text((recipe_api)api, body, strlen(body), 0, &r, &err);
+        CHECKF(rc == 0, "%s: %s", body, err.message);
+        CHECK(r.min_tokens == 3 && r.ignore_eos == 1 && r.include_stop_str_in_output == 0 &&
+              r.skip_special_tokens == 0 && r.priority == -2);
+        CHECK(r.n_stop_token_ids == 2 && r.stop_token_ids[0] == 7 && r.stop_token_ids[1] == 0);
+        CHECK(r.guided_field && !strcmp(r.guided_field, "guided_regex") && r.guided && !strcmp(r.guided, "\"a+\""));
+        for (int to = 0; to < RECIPE_API_COUNT && rc == 0; to++) { /* every encoder keeps them */
+            recipe_buf out = {0};
+            CHECK(recipe_request_encode_text((recipe_api)to, &r, &out, &err) == 0);
+            CHECKF(out.data && strstr(out.data, "\"min_tokens\":3") && strstr(out.data, "\"ignore_eos\":true") &&
+                       strstr(out.data, "\"stop_token_ids\":[7,0]") && strstr(out.data, "\"guided_regex\":\"a+\"") &&
+                       strstr(out.data, "\"priority\":-2") && strstr(out.data, "\"skip_special_tokens\":false"),
+                   "%d -> %d: %s", api, to, out.data ? out.data : "");
+            recipe_buf_free(&out);
+        }
+        recipe_request_free(&r);
+    }
+    recipe_request r;
+    recipe_request_init(&r);
+    recipe_error err;
+    const char *b = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"0\":-100,\"17\":2.5}}";
+    CHECK(recipe_request_parse_text(RECIPE_API_CHAT, b, strlen(b), 0, &r, &err) == 0);
+    CHECK(r.n_bias == 2 && r.bias[0].token == 0 && r.bias[0].bias == -100 && r.bias[1].token == 17 &&
+          r.bias[1].bias == 2.5);
+    recipe_request_free(&r);
+}
+
 static void test_mappings(void) {
     CHECK(recipe_effort_from_budget(4096) == RECIPE_EFFORT_HIGH);
     CHECK(recipe_effort_from_budget(2048) == RECIPE_EFFORT_MEDIUM);
@@ -321,6 +391,7 @@ int main(void) {
     g_update = getenv("RECIPE_GOLDEN_UPDATE") != NULL;
     test_golden();
     test_errors();
+    test_extras();
     test_mappings();
     return test_finish();
 }
