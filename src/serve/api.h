@@ -2,8 +2,9 @@
  * layer for the chat APIs that go through the recipe library
  * (include/cinfer/recipe.h): Anthropic Messages (POST /v1/messages,
  * /v1/messages/count_tokens), OpenAI Responses (POST /v1/responses, with
- * previous_response_id from the response store) and OpenAI Chat Completions
- * requests that use tools or a reasoning parser (n > 1 / logprobs: api_multi.c).
+ * previous_response_id from the response store) and OpenAI Chat Completions (every
+ * Chat request; n > 1 / logprobs: api_multi.c). The body is parsed once, by recipe;
+ * there is no other Chat parser and no fallback.
  *
  * The pipeline per request: body -> recipe_request_parse -> gen_params
  * (template messages + tools + sampling) -> gen core -> engine text deltas ->
@@ -29,7 +30,7 @@ typedef struct api_ctx {
     response_store *store;     /* Responses store, NULL: none */
     double now;                /* for the store's TTL */
     int32_t max_n;             /* Chat: largest n */
-    int32_t n_vocab;           /* Chat: token ids in logit_bias must be below it */
+    int32_t n_vocab;           /* token ids in logit_bias / stop_token_ids must be below it */
     bool mistral_args;         /* the vocabulary has [ARGS] (Mistral v11+ tool calls: NAME[ARGS]{...}) */
     const tokenizer *tok;      /* reasoning budget markers (api_think.c); NULL: budgets not enforced */
     bool has_think_default;    /* --reasoning-budget-default: the budget of requests that set none ... */
@@ -60,12 +61,10 @@ typedef struct api_job {
     int64_t created;
 } api_job;
 
-/* Parses a request body of `api` into a->req and the gen core's params. The
- * caller sets a->id / a->created first. Chat: the OpenAI parser fills *p; the
- * recipe path is used (a->active) only for requests with tools or when the
- * model has a reasoning/tool parser; with n > 1 or logprobs a->multi is set
- * too (api_multi.c formats); otherwise a->active is false and the caller
- * formats with oai_response.c. On failure the caller still calls api_job_free. */
+/* Parses a request body of `api` into a->req and the gen core's params (sampling, n, logprobs,
+ * logit_bias within ctx->n_vocab, the vLLM extras; structured outputs and guided_* refused with a
+ * 400 naming the field). The caller sets a->id / a->created first. Chat with n > 1 or logprobs
+ * sets a->multi (api_multi.c formats). On failure the caller still calls api_job_free. */
 int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
                   serve_error *err);
 /* Output-side settings, after api_job_parse succeeded with a->active: the emitted ids are kept

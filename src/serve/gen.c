@@ -41,6 +41,7 @@ void gen_params_free(gen_params *p) {
     free(p->prompt_ids);
     free(p->model);
     free(p->bias);
+    free(p->stop_ids);
     for (int32_t i = 0; i < p->n_stop; i++) free(p->stop[i]);
     free(p->stop);
     free(p->cache_salt);
@@ -368,6 +369,11 @@ int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *e
     r.cache_salt = q->cache_salt;
     r.cache_salt_len = q->cache_salt ? strlen(q->cache_salt) : 0;
     r.ignore_eos = q->ignore_eos;
+    r.min_tokens = q->min_tokens;
+    r.include_stop_str = q->include_stop_str;
+    r.keep_special = q->keep_special;
+    r.stop_tokens = q->stop_ids;
+    r.n_stop_tokens = q->n_stop_ids;
     r.priority = q->priority;
     r.traffic_class = q->traffic_class < 0 ? CINFER_TRAFFIC_DEFAULT : q->traffic_class;
     r.want_logprobs = q->logprobs;

@@ -50,6 +50,11 @@ typedef struct gen_params {
     int32_t top_logprobs;  /* alternatives per token, 0..20 */
     bool stream, include_usage;
     bool ignore_eos;
+    int32_t min_tokens;    /* vLLM: EOS / stop ids not sampled before this many tokens (0: off) */
+    bool include_stop_str; /* vLLM include_stop_str_in_output */
+    bool keep_special;     /* vLLM skip_special_tokens = false */
+    int32_t *stop_ids;     /* vLLM stop_token_ids (owned) */
+    int32_t n_stop_ids;
     int32_t priority;      /* vLLM extension: lower = scheduled first (default 0) */
     int32_t traffic_class; /* cinfer_traffic_class, or TRAFFIC_UNSET (serve/traffic.h) until resolved */
     char *cache_salt;      /* owned or NULL */

@@ -262,43 +262,6 @@ static json_t *norm_message(const json_t *m, size_t i, serve_error *err) {
     return out;
 }
 
-int oai_parse_chat(const char *body, size_t len, const oai_limits *lim, gen_params *p, serve_error *err) {
-    gen_params_init(p);
-    p->kind = GEN_CHAT;
-    json_t *root = load(body, len, err);
-    if (!root) return -1;
-    const json_t *msgs = json_object_get(root, "messages");
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
-        serve_bad(err, "messages", "'messages' must be a non-empty array");
-        goto fail;
-    }
-    if (!(p->messages = json_array())) {
-        oom(err);
-        goto fail;
-    }
-    for (size_t i = 0; i < json_array_size(msgs); i++) {
-        json_t *m = norm_message(json_array_get(msgs, i), i, err);
-        if (!m || json_array_append_new(p->messages, m)) goto fail;
-    }
-    if (parse_common(root, lim, p, err) || get_bool(root, "logprobs", &p->logprobs, err)) goto fail;
-    long long iv;
-    bool present;
-    if (get_int(root, "top_logprobs", 0, 20, &iv, &present, err)) goto fail;
-    if (present) {
-        if (!p->logprobs && iv > 0) {
-            serve_bad(err, "top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
-            goto fail;
-        }
-        p->top_logprobs = (int32_t)iv;
-    }
-    json_decref(root);
-    return 0;
-fail:
-    json_decref(root);
-    gen_params_free(p);
-    return -1;
-}
-
 /* ids from a JSON array of integers in [0, n_vocab). */
 static int parse_ids(const json_t *a, const oai_limits *lim, const char *param, int32_t **ids, int32_t *n,
                      serve_error *err) {

@@ -21,8 +21,6 @@ typedef struct oai_limits {
     int32_t max_n;   /* largest n accepted */
 } oai_limits;
 
-/* POST /v1/chat/completions. On success *out owns everything; on failure *out is reset. */
-int oai_parse_chat(const char *body, size_t len, const oai_limits *lim, gen_params *out, serve_error *err);
 /* POST /v1/completions (prompt: string, [string], [ids] or [[ids]] with one element). */
 int oai_parse_completion(const char *body, size_t len, const oai_limits *lim, gen_params *out, serve_error *err);
 

@@ -458,7 +458,17 @@ static void on_peek(evutil_socket_t fd, short what, void *arg) {
 
 /* ---- endpoints ---- */
 
+/* A percent-decoded path segment (malloc'd, NULL when out of memory); *cut when it held an
+ * encoded NUL (%00), which would end the C string early and make "id%00junk" look like "id". */
+static char *path_id(const char *seg, bool *cut) {
+    size_t n = 0;
+    char *d = evhttp_uridecode(seg, 0, &n);
+    *cut = d && strlen(d) != n;
+    return d;
+}
+
 static int check_model(server *s, const char *model, serve_error *e) {
+    if (model && !*model) return serve_bad(e, "model", "'model' must not be empty");
     if (model && *model && strcmp(model, s->cfg->model_name))
         return serve_fail(e, 404, "invalid_request_error", "model_not_found", "model",
                           "The model '%.200s' does not exist (this server serves '%s').", model, s->cfg->model_name);
@@ -817,8 +827,13 @@ static void on_request(struct evhttp_request *req, void *arg) {
     }
     if (one_resp) {
         if (!get && cmd != EVHTTP_REQ_DELETE) goto bad_method;
-        char *rid = evhttp_uridecode(path + 14, 0, NULL);
-        if (rid) handle_stored_response(s, req, rid, cmd == EVHTTP_REQ_DELETE, t0);
+        bool cut;
+        char *rid = path_id(path + 14, &cut);
+        if (rid && cut) { /* "/v1/responses/resp_x%00y" must not name resp_x */
+            serve_fail(&e, 404, "invalid_request_error", "not_found", "response_id",
+                       "No response found with id '%.100s' (the id contains an encoded NUL byte).", rid);
+            send_error_api(s, req, &e, id, t0, RECIPE_API_RESPONSES);
+        } else if (rid) handle_stored_response(s, req, rid, cmd == EVHTTP_REQ_DELETE, t0);
         else evhttp_send_error(req, 500, NULL);
         free(rid);
         return;
@@ -830,8 +845,12 @@ static void on_request(struct evhttp_request *req, void *arg) {
     }
     if (one_model) {
         if (!get) goto bad_method;
-        char *name = evhttp_uridecode(path + 11, 0, NULL);
-        if (!name || check_model(s, name, &e)) {
+        bool cut;
+        char *name = path_id(path + 11, &cut);
+        if (name && cut)
+            serve_fail(&e, 404, "invalid_request_error", "model_not_found", "model",
+                       "The model '%.200s' does not exist (the id contains an encoded NUL byte).", name);
+        if (!name || cut || check_model(s, name, &e)) {
             free(name);
             if (!e.status) serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
             send_error(s, req, &e, id, t0);

@@ -1,5 +1,6 @@
 /* fuzz_serve_request.c - libFuzzer harness for the server's request parsing
- * and validation (src/serve/oai_request.c), without a model or the network.
+ * and validation (Chat through recipe: api_job_parse in src/serve/api_request.c;
+ * completions / tokenize / detokenize: src/serve/oai_request.c), without a model or the network.
  *
  * Input: the first byte picks the endpoint (chat completions, completions,
  * tokenize, detokenize), the rest is the HTTP body; or (mode 4) the rest is
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "serve/api.h"
 #include "serve/oai_request.h"
 #include "serve/oai_response.h"
 
@@ -20,6 +22,9 @@
 static void check_params(const gen_params *p) {
     if (p->n < 1 || p->n > 8) abort();
     if (p->n_stop < 0 || p->n_stop > 16) abort();
+    for (int32_t i = 0; i < p->n_stop_ids; i++)
+        if (p->stop_ids[i] < 0 || p->stop_ids[i] >= N_VOCAB) abort();
+    if (p->min_tokens < 0) abort();
     for (int32_t i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0]) abort();
     for (int32_t i = 0; i < p->sampling.n_bias; i++)
@@ -30,7 +35,7 @@ static void check_params(const gen_params *p) {
     if (p->kind == GEN_CHAT && json_array_size(p->messages) == 0) abort();
     for (size_t i = 0; p->kind == GEN_CHAT && i < json_array_size(p->messages); i++) {
         const json_t *c = json_object_get(json_array_get(p->messages, i), "content");
-        if (!json_is_string(c) && !json_is_null(c)) abort();
+        if (!json_is_string(c)) abort();
     }
     if (p->kind == GEN_COMPLETION && !p->prompt && !p->prompt_ids) abort();
     for (int32_t i = 0; i < p->n_prompt_ids; i++)
@@ -54,7 +59,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 0:
     case 1: {
         gen_params p;
-        int rc = data[0] % 4 == 0 ? oai_parse_chat(body, len, &lim, &p, &e) : oai_parse_completion(body, len, &lim, &p, &e);
+        int rc;
+        if (data[0] % 5 == 0) {
+            api_job a;
+            memset(&a, 0, sizeof a);
+            api_ctx ctx = {.parser = RECIPE_PARSER_PLAIN, .max_n = lim.max_n, .n_vocab = lim.n_vocab};
+            rc = api_job_parse(&a, RECIPE_API_CHAT, body, len, &ctx, &p, &e);
+            api_job_free(&a);
+        } else rc = oai_parse_completion(body, len, &lim, &p, &e);
         if (rc == 0) {
             check_params(&p);
             gen_params_free(&p);

@@ -1,13 +1,16 @@
 /* test_serve_parse.c - the server's model-independent layers:
- *  - oai_request: field mapping (max_completion_tokens wins over max_tokens,
- *    developer -> system, text parts concatenated, stop as string or list
- *    with empty strings dropped, logit_bias, vLLM extensions, completions'
- *    prompt forms), and rejections with their status and param;
+ *  - Chat through recipe (api_job_parse): field mapping (max_completion_tokens wins over
+ *    max_tokens, developer -> system, text parts concatenated, stop as string or list with empty
+ *    strings dropped, logit_bias, vLLM extensions), and rejections with their status and param
+ *    (issue 14 §4.6: wrong types for tools / tool_choice / response_format, empty model,
+ *    non-canonical logit_bias keys, structured outputs);
+ *  - oai_request: completions' prompt forms and rejections;
  *  - oai_response: the error object's exact shape;
  *  - metrics: histogram buckets are cumulative in the Prometheus text, and
  *    weighted observations count. */
 #include <string.h>
 
+#include "serve/api.h"
 #include "serve/metrics.h"
 #include "serve/oai_request.h"
 #include "serve/oai_response.h"
@@ -17,7 +20,12 @@ static const oai_limits LIM = {.n_vocab = 512, .max_n = 8};
 
 static int chat(const char *body, gen_params *p, serve_error *e) {
     memset(e, 0, sizeof *e);
-    return oai_parse_chat(body, strlen(body), &LIM, p, e);
+    api_job a;
+    memset(&a, 0, sizeof a);
+    api_ctx ctx = {.parser = RECIPE_PARSER_PLAIN, .max_n = LIM.max_n, .n_vocab = LIM.n_vocab};
+    int rc = api_job_parse(&a, RECIPE_API_CHAT, body, strlen(body), &ctx, p, e);
+    api_job_free(&a);
+    return rc;
 }
 
 static int cmpl(const char *body, gen_params *p, serve_error *e) {
@@ -34,7 +42,9 @@ static void test_chat_fields(void) {
                   "\"max_tokens\":5,\"max_completion_tokens\":7,\"temperature\":0.5,\"top_p\":0.9,\"n\":3,"
                   "\"stop\":[\"x\",\"\",\"yz\"],\"seed\":-1,\"logit_bias\":{\"17\":-100,\"3\":2.5},"
                   "\"logprobs\":true,\"top_logprobs\":4,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-                  "\"top_k\":-1,\"min_p\":0.1,\"priority\":-3,\"repetition_penalty\":1.2,\"cache_salt\":\"t1\",\"user\":\"u\",\"unknown\":[1]}",
+                  "\"top_k\":-1,\"min_p\":0.1,\"priority\":-3,\"repetition_penalty\":1.2,\"cache_salt\":\"t1\",\"user\":\"u\",\"unknown\":[1],"
+                  "\"min_tokens\":2,\"ignore_eos\":true,\"include_stop_str_in_output\":true,\"skip_special_tokens\":false,"
+                  "\"stop_token_ids\":[5,9]}",
                   &p, &e);
     CHECKF(rc == 0, "%s", e.message);
     if (rc) return;
@@ -42,7 +52,7 @@ static void test_chat_fields(void) {
     CHECK(json_array_size(p.messages) == 3);
     CHECK(!strcmp(json_string_value(json_object_get(json_array_get(p.messages, 0), "role")), "system"));
     CHECK(!strcmp(json_string_value(json_object_get(json_array_get(p.messages, 1), "content")), "abcd"));
-    CHECK(json_is_null(json_object_get(json_array_get(p.messages, 2), "content")));
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(p.messages, 2), "content")), ""));
     CHECK(p.max_tokens == 7);
     CHECK(p.sampling.temperature == 0.5f && p.sampling.top_p == 0.9f && p.n == 3);
     CHECK(p.n_stop == 2 && !strcmp(p.stop[0], "x") && !strcmp(p.stop[1], "yz"));
@@ -53,6 +63,8 @@ static void test_chat_fields(void) {
     CHECK(p.sampling.top_k == 0 && p.sampling.min_p == 0.1f && p.sampling.repetition_penalty == 1.2f);
     CHECK(!strcmp(p.cache_salt, "t1") && !strcmp(p.user, "u"));
     CHECK(p.priority == -3);
+    CHECK(p.min_tokens == 2 && p.ignore_eos && p.include_stop_str && p.keep_special);
+    CHECK(p.n_stop_ids == 2 && p.stop_ids[0] == 5 && p.stop_ids[1] == 9);
     gen_params_free(&p);
 
     rc = chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":\"END\"}", &p, &e);
@@ -107,6 +119,20 @@ static void test_rejections(void) {
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":\"yes\"}", 400, "stream"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"cache_salt\":\"\"}", 400, "cache_salt"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":5}", 400, "model"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":5}", 400, "tools"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":5}", 400, "tool_choice"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":5}", 400, "response_format"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", 400,
+         "response_format"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_json\":{}}", 400, "guided_json"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_choice\":[\"a\"]}", 400, "guided_choice"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":\"\"}", 400, "model"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\" 1\":1}}", 400, "logit_bias"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"01\":1}}", 400, "logit_bias"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"-0\":1}}", 400, "logit_bias"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop_token_ids\":[512]}", 400, "stop_token_ids"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"min_tokens\":9,\"max_tokens\":3}", 400, "min_tokens"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"ignore_eos\":\"yes\"}", 400, "ignore_eos"},
         {1, "{}", 400, "prompt"},
         {1, "{\"prompt\":[\"a\",\"b\"]}", 400, "prompt"},
         {1, "{\"prompt\":[1,512]}", 400, "prompt"},

@@ -2,13 +2,14 @@
  * field (types, unknown values -> 400 naming the param), the header,
  * precedence field > header > key > default, the API key table (KEY:class
  * only when the suffix is a class, --api-key-class, duplicates, matching),
- * the field through oai_parse_chat/completion, and the store metrics block
+ * the field through api_job_parse (Chat) / oai_parse_completion, and the store metrics block
  * in the Prometheus text. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cinfer/engine.h"
 #include "serve/metrics.h"
+#include "serve/api.h"
 #include "serve/oai_request.h"
 #include "serve/traffic.h"
 #include "testutil.h"
@@ -83,7 +84,11 @@ static void test_request_field(void) {
     gen_params p;
     serve_error e = {0};
     const char *b = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"cinfer\":{\"traffic_class\":\"chat\"}}";
-    CHECK(oai_parse_chat(b, strlen(b), &lim, &p, &e) == 0 && p.traffic_class == CINFER_TRAFFIC_CHAT);
+    api_job a;
+    memset(&a, 0, sizeof a);
+    api_ctx ctx = {.max_n = lim.max_n, .n_vocab = lim.n_vocab};
+    CHECK(api_job_parse(&a, RECIPE_API_CHAT, b, strlen(b), &ctx, &p, &e) == 0 && p.traffic_class == CINFER_TRAFFIC_CHAT);
+    api_job_free(&a);
     gen_params_free(&p);
     b = "{\"prompt\":\"hi\"}";
     CHECK(oai_parse_completion(b, strlen(b), &lim, &p, &e) == 0 && p.traffic_class == TRAFFIC_UNSET);
