@@ -244,6 +244,16 @@ typedef struct recipe_request {
     const char *traffic_class;   /* cinfer extension: `"cinfer":{"traffic_class":...}` as text */
     const char *cinfer;          /* the whole `cinfer` object (JSON text), re-emitted as is */
 
+    /* OpenAI Completions only (RECIPE_PARSE_COMPLETIONS): the prompt instead of messages */
+    bool completion;
+    const char *prompt;          /* text prompt (NUL-terminated, prompt_len bytes); NULL: token ids */
+    size_t prompt_len;
+    const int32_t *prompt_ids;   /* token-id prompt (each >= 0; the vocabulary bound is the caller's) */
+    size_t n_prompt_ids;
+    int echo;                    /* tri-state */
+    const char *suffix;          /* text after the insertion point (NULL: none) */
+    int64_t best_of;             /* RECIPE_UNSET */
+
     /* Responses only */
     const char *previous_response_id;
     int store;                   /* tri-state */
@@ -264,6 +274,11 @@ void *recipe_request_alloc(recipe_request *r, size_t bytes);
 const char *recipe_request_strdup(recipe_request *r, const char *s);
 
 #define RECIPE_PARSE_COUNT_TOKENS 1u /* Messages count_tokens: max_tokens may be absent */
+/* With RECIPE_API_CHAT: the body is an OpenAI Completions request (POST /v1/completions): `prompt`
+ * (a string, token ids, or a one-element list of either; more than one prompt: 400), `logprobs`
+ * an integer (-> logprobs = 1, top_logprobs), `echo`, `suffix`, `best_of`, and the sampling and
+ * extension fields of Chat. Sets `completion`; no messages. The request encoders refuse it. */
+#define RECIPE_PARSE_COMPLETIONS 2u
 
 /* Parses the JSON text body[0..len) (an object in `api`'s request format) into `out`
  * (which must be initialized; it is reset first). The text is not referenced afterwards.

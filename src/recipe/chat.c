@@ -194,7 +194,7 @@ static bool token_key(const char *k, size_t n, int32_t *out) {
 }
 
 /* logit_bias {"<token id>": bias in [-100, 100]}: kept as JSON text (encoders) and parsed (r->bias). */
-static int parse_logit_bias(recipe_request *r, rj *lb, recipe_error *err) {
+int parse_logit_bias(recipe_request *r, rj *lb, recipe_error *err) {
     if (rjv_obj(lb, "logit_bias", &lb, err, "")) return -1;
     if (!lb) return 0;
     if (!rj_expand(lb)) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");

@@ -8,6 +8,7 @@
 #include "recipe/writer.h"
 
 int chat_request_parse(recipe_request *r, rj *b, recipe_error *err);
+int completions_request_parse(recipe_request *r, rj *b, recipe_error *err);
 int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_error *err);
 int responses_request_parse(recipe_request *r, rj *b, recipe_error *err);
 int chat_request_write(rw *w, const recipe_request *r, recipe_error *err);
@@ -47,7 +48,9 @@ int recipe_request_parse_text(recipe_api api, const char *body, size_t len, unsi
     int rc;
     if (!b) rc = -1;
     else switch (api) {
-    case RECIPE_API_CHAT: rc = chat_request_parse(out, b, err); break;
+    case RECIPE_API_CHAT:
+        rc = flags & RECIPE_PARSE_COMPLETIONS ? completions_request_parse(out, b, err) : chat_request_parse(out, b, err);
+        break;
     case RECIPE_API_MESSAGES: rc = messages_request_parse(out, b, flags, err); break;
     case RECIPE_API_RESPONSES: rc = responses_request_parse(out, b, err); break;
     default: rc = recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api);
@@ -78,6 +81,9 @@ int recipe_request_parse(recipe_api api, const json_t *body, recipe_request *out
 }
 
 static int request_write(recipe_api api, rw *w, const recipe_request *req, recipe_error *err) {
+    if (req->completion)
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "prompt", "a Completions request has no messages to "
+                           "encode");
     switch (api) {
     case RECIPE_API_CHAT: return chat_request_write(w, req, err);
     case RECIPE_API_MESSAGES: return messages_request_write(w, req, err);
@@ -294,6 +300,20 @@ json_t *recipe_request_dump(const recipe_request *r) {
     }
     if (r->guided_field) jset(o, r->guided_field, raw_json(r->guided));
     jset_str(o, "traffic_class", r->traffic_class);
+    if (r->completion) {
+        jset(o, "completion", json_true());
+        if (r->prompt) jset(o, "prompt", json_stringn(r->prompt, r->prompt_len));
+        if (r->prompt_ids) {
+            json_t *ids = json_array();
+            for (size_t i = 0; i < r->n_prompt_ids; i++) json_array_append_new(ids, json_integer(r->prompt_ids[i]));
+            jset(o, "prompt_ids", ids);
+        }
+        jset_tri(o, "echo", r->echo);
+        jset_str(o, "suffix", r->suffix);
+        jset_int(o, "best_of", r->best_of);
+        jset_tri(o, "logprobs", r->logprobs);
+        jset_int(o, "top_logprobs", r->top_logprobs);
+    }
     jset_str(o, "previous_response_id", r->previous_response_id);
     return o;
 }

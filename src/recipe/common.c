@@ -103,7 +103,8 @@ const char *recipe_event_type_name(recipe_event_type t) {
 void recipe_request_init(recipe_request *r) {
     memset(r, 0, sizeof *r);
     r->max_tokens = r->top_k = r->seed = r->n = r->top_logprobs = r->thinking_budget = RECIPE_UNSET;
-    r->min_tokens = r->priority = RECIPE_UNSET;
+    r->min_tokens = r->priority = r->best_of = RECIPE_UNSET;
+    r->echo = -1;
     r->ignore_eos = r->include_stop_str_in_output = r->skip_special_tokens = -1;
     r->temperature = r->top_p = r->min_p = r->repetition_penalty = r->presence_penalty = r->frequency_penalty = NAN;
     r->parallel_tool_calls = r->format_strict = r->include_usage = r->logprobs = r->thinking = r->store = -1;

@@ -136,6 +136,20 @@ char *api_error_json(recipe_api api, const serve_error *e, const char *request_i
  * output of a Responses answer). New reference, or NULL + err (images: 400). */
 json_t *api_template_message(const recipe_message *m, size_t index, serve_error *err);
 
+/* POST /v1/completions: the body parsed by recipe (RECIPE_PARSE_COMPLETIONS) -> *p (kind
+ * GEN_COMPLETION, the prompt as text or ids within ctx->n_vocab, the same sampling / extras as
+ * Chat). echo, suffix and best_of != n are refused with a 400 naming the field. */
+int api_completion_parse(const char *body, size_t len, const api_ctx *ctx, gen_params *p, serve_error *err);
+
+/* api_tokenize.c: POST /tokenize: {"prompt": text, "add_special_tokens": bool} or {"messages": [...],
+ * "add_generation_prompt": bool} (Chat messages, parsed by recipe). Exactly one of *prompt
+ * (malloc'd text) or *messages (template messages, a new reference) is set. */
+int api_tokenize_parse(const char *body, size_t len, char **prompt, size_t *prompt_len, json_t **messages,
+                       bool *add_special, char **model, serve_error *err);
+/* POST /detokenize: {"tokens": [ids in [0, n_vocab)]}. *ids is malloc'd (NULL when empty). */
+int api_detokenize_parse(const char *body, size_t len, int32_t n_vocab, int32_t **ids, int32_t *n_ids, char **model,
+                         serve_error *err);
+
 /* POST /v1/messages/count_tokens: the Messages body -> template messages and tools in *p (no
  * max_tokens needed). */
 int api_count_tokens_parse(const char *body, size_t len, const api_ctx *ctx, gen_params *p, serve_error *err);

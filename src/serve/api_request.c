@@ -408,6 +408,44 @@ fail:
     return -1;
 }
 
+int api_completion_parse(const char *body, size_t len, const api_ctx *ctx, gen_params *p, serve_error *err) {
+    recipe_request r;
+    recipe_request_init(&r);
+    gen_params_init(p);
+    p->kind = GEN_COMPLETION;
+    recipe_error re = {0};
+    int rc = 0;
+    if (recipe_request_parse_text(RECIPE_API_CHAT, body, len, RECIPE_PARSE_COMPLETIONS, &r, &re))
+        rc = from_recipe(err, &re);
+    else if (fill_params(RECIPE_API_CHAT, &r, ctx, p, err))
+        rc = -1;
+    else if (r.echo == 1)
+        rc = serve_bad(err, "echo", "'echo' is not supported");
+    else if (r.suffix)
+        rc = serve_bad(err, "suffix", "'suffix' is not supported (this server does not fill in the middle)");
+    else if (r.best_of != RECIPE_UNSET && r.best_of != p->n)
+        rc = serve_bad(err, "best_of", "'best_of' other than n is not supported");
+    else if (r.prompt) {
+        if (!(p->prompt = malloc(r.prompt_len + 1))) rc = oom(err);
+        else {
+            memcpy(p->prompt, r.prompt, r.prompt_len + 1);
+            p->prompt_len = r.prompt_len;
+        }
+    } else if (!(p->prompt_ids = malloc(r.n_prompt_ids * sizeof *p->prompt_ids)))
+        rc = oom(err);
+    else {
+        for (size_t i = 0; i < r.n_prompt_ids && !rc; i++) {
+            if (r.prompt_ids[i] >= ctx->n_vocab)
+                rc = serve_bad(err, "prompt", "'prompt' must hold token ids in [0, %d)", ctx->n_vocab);
+            p->prompt_ids[i] = r.prompt_ids[i];
+        }
+        p->n_prompt_ids = (int32_t)r.n_prompt_ids;
+    }
+    recipe_request_free(&r);
+    if (rc) gen_params_free(p);
+    return rc ? -1 : 0;
+}
+
 int api_count_tokens_parse(const char *body, size_t len, const api_ctx *ctx, gen_params *p, serve_error *err) {
     api_job a = {0};
     recipe_request_init(&a.req);

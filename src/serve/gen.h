@@ -2,8 +2,8 @@
  * request (any API) -> prompt tokens -> n engine requests -> per-choice
  * output deltas -> finish reasons and aggregated usage.
  *
- * The protocol layer (oai_request.c for Completions and the OpenAI-only Chat
- * path, api_request.c through recipe for the chat APIs) fills a gen_params;
+ * The protocol layer (api_request.c: every API's body parsed once by recipe)
+ * fills a gen_params;
  * the server calls gen_job_start() to build the prompt (chat template, then
  * tokenize; user text is never parsed for special tokens) and submit the n
  * engine requests, feeds engine readiness to gen_job_read(), and hands the

@@ -1,6 +1,6 @@
 /* serve_error.h - the error every serve/ layer reports: an HTTP status plus
  * the fields of OpenAI's error object ({"error":{"message","type","param",
- * "code"}}). Filled by request parsing (oai_request.c), the generation core
+ * "code"}}). Filled by request parsing (api_request.c), the generation core
  * (gen.c) and the server (server.c); formatted by oai_response.c. Plain data,
  * no resources. */
 #ifndef CINFER_SERVE_ERROR_H

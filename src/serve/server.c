@@ -52,7 +52,6 @@
 #include "base/timeutil.h"
 #include "serve/api.h"
 #include "serve/metrics.h"
-#include "serve/oai_request.h"
 #include "serve/oai_response.h"
 
 typedef struct server server;
@@ -77,7 +76,7 @@ typedef struct sv_job {
 struct server {
     const serve_config *cfg;
     const gen_model *gm;
-    oai_limits lim;
+    struct { int32_t n_vocab, max_n; } lim; /* token ids below n_vocab; n at most max_n */
     struct event_base *base;
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
@@ -504,7 +503,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     snprintf(a.id, sizeof a.id, "%s", id);
     a.created = (int64_t)time(NULL);
     api_ctx actx = make_api_ctx(s);
-    int rc = kind == GEN_COMPLETION ? oai_parse_completion(body, len, &s->lim, &p, &e)
+    int rc = kind == GEN_COMPLETION ? api_completion_parse(body, len, &actx, &p, &e)
                                     : api_job_parse(&a, api, body, len, &actx, &p, &e);
     if (!rc && a.active && api_job_prepare(&a, &actx, &p, &e)) {
         gen_params_free(&p);
@@ -621,7 +620,7 @@ static void handle_tokenize(server *s, struct evhttp_request *req, const char *b
     int32_t *ids = NULL, n = 0;
     char id[48];
     make_id(s, "tok-", id, sizeof id);
-    if (oai_parse_tokenize(body, len, &prompt, &plen, &msgs, &add, &model, &e) || check_model(s, model, &e) ||
+    if (api_tokenize_parse(body, len, &prompt, &plen, &msgs, &add, &model, &e) || check_model(s, model, &e) ||
         (prompt ? gen_text_prompt(s->gm, prompt, plen, add, &ids, &n, &e)
                 : gen_chat_prompt(s->gm, msgs, add, &ids, &n, &e))) {
         free(prompt);
@@ -650,7 +649,7 @@ static void handle_detokenize(server *s, struct evhttp_request *req, const char 
     char *model;
     char id[48];
     make_id(s, "detok-", id, sizeof id);
-    if (oai_parse_detokenize(body, len, &s->lim, &ids, &n, &model, &e) || check_model(s, model, &e)) {
+    if (api_detokenize_parse(body, len, s->lim.n_vocab, &ids, &n, &model, &e) || check_model(s, model, &e)) {
         free(ids);
         free(model);
         send_error(s, req, &e, id, t0);

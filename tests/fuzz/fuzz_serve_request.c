@@ -1,6 +1,7 @@
 /* fuzz_serve_request.c - libFuzzer harness for the server's request parsing
- * and validation (Chat through recipe: api_job_parse in src/serve/api_request.c;
- * completions / tokenize / detokenize: src/serve/oai_request.c), without a model or the network.
+ * and validation (Chat and Completions through recipe: api_job_parse / api_completion_parse in
+ * src/serve/api_request.c; tokenize / detokenize: src/serve/api_tokenize.c), without a model or
+ * the network.
  *
  * Input: the first byte picks the endpoint (chat completions, completions,
  * tokenize, detokenize), the rest is the HTTP body; or (mode 4) the rest is
@@ -14,7 +15,6 @@
 #include <string.h>
 
 #include "serve/api.h"
-#include "serve/oai_request.h"
 #include "serve/oai_response.h"
 
 #define N_VOCAB 512
@@ -51,7 +51,7 @@ static void check_error(const serve_error *e) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    const oai_limits lim = {.n_vocab = N_VOCAB, .max_n = 8};
+    const api_ctx ctx = {.parser = RECIPE_PARSER_PLAIN, .max_n = 8, .n_vocab = N_VOCAB};
     const char *body = (const char *)data + 1;
     size_t len = size - 1;
     serve_error e = {0};
@@ -63,10 +63,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (data[0] % 5 == 0) {
             api_job a;
             memset(&a, 0, sizeof a);
-            api_ctx ctx = {.parser = RECIPE_PARSER_PLAIN, .max_n = lim.max_n, .n_vocab = lim.n_vocab};
             rc = api_job_parse(&a, RECIPE_API_CHAT, body, len, &ctx, &p, &e);
             api_job_free(&a);
-        } else rc = oai_parse_completion(body, len, &lim, &p, &e);
+        } else rc = api_completion_parse(body, len, &ctx, &p, &e);
         if (rc == 0) {
             check_params(&p);
             gen_params_free(&p);
@@ -78,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t plen;
         json_t *msgs;
         bool add;
-        if (oai_parse_tokenize(body, len, &prompt, &plen, &msgs, &add, &model, &e) == 0) {
+        if (api_tokenize_parse(body, len, &prompt, &plen, &msgs, &add, &model, &e) == 0) {
             if (!prompt == !msgs) abort();
             free(prompt);
             free(model);
@@ -112,7 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     default: {
         int32_t *ids, n;
         char *model;
-        if (oai_parse_detokenize(body, len, &lim, &ids, &n, &model, &e) == 0) {
+        if (api_detokenize_parse(body, len, ctx.n_vocab, &ids, &n, &model, &e) == 0) {
             for (int32_t i = 0; i < n; i++)
                 if (ids[i] < 0 || ids[i] >= N_VOCAB) abort();
             free(ids);

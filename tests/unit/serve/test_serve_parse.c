@@ -4,7 +4,7 @@
  *    strings dropped, logit_bias, vLLM extensions), and rejections with their status and param
  *    (issue 14 §4.6: wrong types for tools / tool_choice / response_format, empty model,
  *    non-canonical logit_bias keys, structured outputs);
- *  - oai_request: completions' prompt forms and rejections;
+ *  - Completions through recipe (api_completion_parse): prompt forms and rejections;
  *  - oai_response: the error object's exact shape;
  *  - metrics: histogram buckets are cumulative in the Prometheus text, and
  *    weighted observations count. */
@@ -12,11 +12,10 @@
 
 #include "serve/api.h"
 #include "serve/metrics.h"
-#include "serve/oai_request.h"
 #include "serve/oai_response.h"
 #include "testutil.h"
 
-static const oai_limits LIM = {.n_vocab = 512, .max_n = 8};
+static const struct { int32_t n_vocab, max_n; } LIM = {.n_vocab = 512, .max_n = 8};
 
 static int chat(const char *body, gen_params *p, serve_error *e) {
     memset(e, 0, sizeof *e);
@@ -30,7 +29,8 @@ static int chat(const char *body, gen_params *p, serve_error *e) {
 
 static int cmpl(const char *body, gen_params *p, serve_error *e) {
     memset(e, 0, sizeof *e);
-    return oai_parse_completion(body, strlen(body), &LIM, p, e);
+    api_ctx ctx = {.parser = RECIPE_PARSER_PLAIN, .max_n = LIM.max_n, .n_vocab = LIM.n_vocab};
+    return api_completion_parse(body, strlen(body), &ctx, p, e);
 }
 
 static void test_chat_fields(void) {
@@ -139,6 +139,12 @@ static void test_rejections(void) {
         {1, "{\"prompt\":\"x\",\"echo\":true}", 400, "echo"},
         {1, "{\"prompt\":\"x\",\"suffix\":\"y\"}", 400, "suffix"},
         {1, "{\"prompt\":\"x\",\"best_of\":2}", 400, "best_of"},
+        {1, "{\"prompt\":\"x\",\"min_tokens\":\"2\"}", 400, "min_tokens"},
+        {1, "{\"prompt\":\"x\",\"guided_regex\":\"a\"}", 400, "guided_regex"},
+        {1, "{\"prompt\":\"x\",\"logit_bias\":{\"01\":1}}", 400, "logit_bias"},
+        {1, "{\"prompt\":\"x\",\"model\":\"\"}", 400, "model"},
+        {1, "{\"prompt\":\"x\",\"logprobs\":true}", 400, "logprobs"},
+        {1, "{\"prompt\":[1,-1]}", 400, "prompt"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gen_params p;
