@@ -46,13 +46,18 @@ typedef enum recipe_api {
 int recipe_api_from_name(const char *name);
 const char *recipe_api_name(recipe_api api);
 
-/* Growable output buffer; the caller owns it, drains it (len = 0) and frees it. */
+/* Growable output buffer; the caller owns it, drains it (len = 0) and frees it. Out of memory is
+ * sticky: the first append that cannot grow the buffer sets `failed`, and every later append
+ * fails too (the data keeps what was appended before), so a writer may append many pieces and
+ * check once at the end. recipe_buf_free clears it. */
 typedef struct recipe_buf {
     char *data;
     size_t len, cap;
+    bool failed;
 } recipe_buf;
 void recipe_buf_free(recipe_buf *b);
-/* Appends s[0..n) and keeps the data NUL-terminated; 0, or -1 when out of memory (b unchanged). */
+/* Appends s[0..n) and keeps the data NUL-terminated; 0, or -1 when out of memory now or before
+ * (b->failed; the data unchanged). */
 int recipe_buf_append(recipe_buf *b, const char *s, size_t n);
 
 #define RECIPE_UNSET INT64_MIN /* integer option not given */
@@ -450,6 +455,9 @@ void recipe_parser_feed(recipe_parser *p, const char *text, size_t len, const re
                         size_t *n_events);
 /* End of output: flushes what was held back, closes an open tool call. */
 void recipe_parser_finish(recipe_parser *p, const recipe_event **events, size_t *n_events);
+/* Whether the parser ran out of memory (sticky): its events may have lost text since then; the
+ * caller ends the output with an error. */
+bool recipe_parser_failed(const recipe_parser *p);
 /* Number of tool calls begun so far (any => finish reason tool_calls). */
 int recipe_parser_tool_calls(const recipe_parser *p);
 

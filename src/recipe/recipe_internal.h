@@ -36,7 +36,7 @@ char *ra_strndup(recipe_arena *a, const char *s, size_t n);
 void ra_reset(recipe_arena *a);
 void ra_free(recipe_arena *a);
 
-/* ---- output buffer (0 ok, -1 out of memory) */
+/* ---- output buffer (0 ok, -1 out of memory; the failure is sticky: recipe_buf.failed) */
 int rb_reserve(recipe_buf *b, size_t extra);
 int rb_put(recipe_buf *b, const char *s, size_t n);
 int rb_puts(recipe_buf *b, const char *s);

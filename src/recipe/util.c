@@ -87,11 +87,15 @@ void ra_free(recipe_arena *a) {
 /* ---------------------------------------------------------------- buffer */
 
 int rb_reserve(recipe_buf *b, size_t extra) {
+    if (b->failed) return -1; /* sticky (recipe.h) */
     if (b->cap - b->len > extra) return 0;
     size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len <= extra) cap *= 2;
+    while (cap - b->len <= extra) {
+        if (cap > SIZE_MAX / 2) return b->failed = true, -1;
+        cap *= 2;
+    }
     char *d = realloc(b->data, cap);
-    if (!d) return -1;
+    if (!d) return b->failed = true, -1;
     b->data = d;
     b->cap = cap;
     return 0;
@@ -378,6 +382,7 @@ void recipe_buf_free(recipe_buf *b) {
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+    b->failed = false;
 }
 
 /* ---------------------------------------------------------------- errors */

@@ -107,7 +107,8 @@ void api_job_free(api_job *a);
  * in *ev / *n; none without an opener), its id seed derived from a->seed and c (choice 0: a->seed),
  * NULL when out of memory; */
 recipe_parser *api_job_parser(const api_job *a, const gen_job *g, int32_t c, const recipe_event **ev, size_t *n);
-/* choice c's accumulated text parsed into r's parts (allocated in r), returning the tool calls; */
+/* choice c's accumulated text parsed into r's parts (allocated in r), returning the tool calls
+ * (-1: out of memory, the parts are incomplete); */
 int api_job_parts(const api_job *a, const gen_job *g, int32_t c, recipe_response *r);
 /* choice c's usage reasoning tokens (the rule: api_output.c, docs/serve.md); */
 int64_t api_job_reasoning_tokens(const api_job *a, const gen_job *g, int32_t c);

@@ -96,6 +96,7 @@ int api_multi_delta(api_job *a, const oai_meta *m, const gen_job *g, int32_t c, 
     const recipe_event *ev;
     size_t n = 0;
     if (o->text_len) recipe_parser_feed(a->parsers[c], o->text, o->text_len, &ev, &n);
+    if (recipe_parser_failed(a->parsers[c])) return -1;
     json_t *lp = oai_logprobs_delta(m, g, c, tok);
     int rc = n ? put_events(a, m, c, ev, n, &lp) : 0;
     if (!rc && lp) return put_chunk(a, m, c, NULL, lp, NULL); /* all text held back: the logprobs alone */
@@ -146,6 +147,10 @@ static int patch_choice(const api_job *a, const gen_job *g, int32_t c, json_t *c
     r.id = "";
     r.model = "";
     int calls = api_job_parts(a, g, c, &r);
+    if (calls < 0) {
+        recipe_response_free(&r);
+        return -1;
+    }
     r.finish = api_finish_of(ch, calls);
     if (r.finish == RECIPE_FINISH_ERROR) r.finish = RECIPE_FINISH_LENGTH; /* the server answers 500 instead */
     if (r.finish == RECIPE_FINISH_STOP_STRING) r.stop_sequence = api_stop_of(g, ch);

@@ -185,6 +185,7 @@ int api_job_delta(api_job *a, const char *text, size_t len) {
     size_t n;
     if (!a->parser) return -1;
     recipe_parser_feed(a->parser, text, len, &ev, &n);
+    if (recipe_parser_failed(a->parser)) return -1;
     return encode_events(a, ev, n);
 }
 
@@ -200,9 +201,12 @@ int api_job_finish(api_job *a, const gen_job *g) {
     recipe_event fin = {.type = RECIPE_EV_FINISH, .finish = api_finish_of(c, recipe_parser_tool_calls(a->parser)),
                         .has_usage = true, .usage = usage_of(a, g)};
     if (fin.finish == RECIPE_FINISH_STOP_STRING) fin.stop_sequence = api_stop_of(g, c);
+    if (recipe_parser_failed(a->parser)) fin.finish = RECIPE_FINISH_ERROR;
     if (fin.finish == RECIPE_FINISH_ERROR) {
         fin.type = RECIPE_EV_ERROR;
-        fin.text = c->error[0] ? c->error : "generation failed";
+        fin.text = recipe_parser_failed(a->parser) ? "out of memory while parsing the output"
+                   : c->error[0]                 ? c->error
+                                                 : "generation failed";
         fin.len = strlen(fin.text);
     }
     size_t from = a->out.len;
@@ -264,8 +268,9 @@ int api_job_parts(const api_job *a, const gen_job *g, int32_t ci, recipe_respons
         acc_events(pa, ev, n);
         recipe_parser_finish(ps, &ev, &n);
         acc_events(pa, ev, n);
-        calls = recipe_parser_tool_calls(ps);
+        calls = recipe_parser_failed(ps) ? -1 : recipe_parser_tool_calls(ps);
         r->parts = recipe_response_alloc(r, (pa->n ? pa->n : 1) * sizeof *r->parts);
+        if (!r->parts) calls = -1;
         if (r->parts) {
             for (size_t i = 0; i < pa->n; i++) {
                 r->parts[i] = pa->parts[i];
@@ -277,6 +282,7 @@ int api_job_parts(const api_job *a, const gen_job *g, int32_t ci, recipe_respons
         }
         for (size_t i = 0; i < 64; i++) recipe_buf_free(&pa->text[i]);
     }
+    if (!ps || !pa) calls = -1;
     free(pa);
     recipe_parser_free(ps);
     return calls;
@@ -289,6 +295,10 @@ char *api_job_response(api_job *a, const gen_job *g, const char *model) {
     r.model = model;
     r.created = a->created;
     int calls = api_job_parts(a, g, 0, &r);
+    if (calls < 0) { /* out of memory while parsing the output */
+        recipe_response_free(&r);
+        return NULL;
+    }
     a->reasoning_tokens = api_job_reasoning_tokens(a, g, 0);
     r.finish = api_finish_of(&g->choices[0], calls);
     if (r.finish == RECIPE_FINISH_ERROR) r.error_message = g->choices[0].error;
@@ -310,7 +320,10 @@ void api_job_save(api_job *a, const api_ctx *ctx, const gen_job *g, const char *
     if (!a->store || !ctx->store || !a->conversation || !response_json) return;
     recipe_response r;
     recipe_response_init(&r);
-    api_job_parts(a, g, 0, &r);
+    if (api_job_parts(a, g, 0, &r) < 0) { /* not stored: the output could not be parsed */
+        recipe_response_free(&r);
+        return;
+    }
     recipe_message m = {.role = RECIPE_ROLE_ASSISTANT, .parts = r.parts, .n_parts = r.n_parts};
     serve_error e;
     json_t *conv = json_copy(a->conversation), *o = api_template_message(&m, 0, &e);

@@ -369,12 +369,14 @@ static int job_pump(sv_job *j, int32_t c) {
         struct evbuffer *b = s->out;
         gen_choice *ch = &j->g.choices[c];
         if (j->a.active && !j->a.multi) { /* recipe: parser -> stream encoder (finish and errors included) */
-            if (ch->out.text_len) api_job_delta(&j->a, ch->out.text, ch->out.text_len);
+            if (ch->out.text_len && api_job_delta(&j->a, ch->out.text, ch->out.text_len))
+                gen_job_cancel(&j->g, s->gm); /* out of memory: the stream ends with an error (api_job_finish) */
             if (ch->finish != CINFER_FINISH_NONE) api_job_finish(&j->a, &j->g);
             evbuffer_add(b, j->a.out.data, j->a.out.len);
             j->a.out.len = 0;
         } else if (j->a.multi) { /* n > 1 / logprobs: one parser per choice, OpenAI chunks (api_multi.c) */
-            api_multi_delta(&j->a, &j->meta, &j->g, c, s->gm->tok);
+            if (api_multi_delta(&j->a, &j->meta, &j->g, c, s->gm->tok))
+                gen_job_cancel(&j->g, s->gm); /* out of memory: cut short */
             if (ch->finish != CINFER_FINISH_NONE && ch->finish != CINFER_FINISH_ERROR)
                 api_multi_finish(&j->a, &j->meta, &j->g, c);
             evbuffer_add(b, j->a.out.data, j->a.out.len);

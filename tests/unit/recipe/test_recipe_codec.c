@@ -358,6 +358,18 @@ static void test_extras(void) {
     recipe_request_free(&r);
 }
 
+/* recipe_buf: out of memory is sticky (an impossible size stands in for a failed realloc). */
+static void test_buf_sticky(void) {
+    recipe_buf b = {0};
+    CHECK(recipe_buf_append(&b, "ab", 2) == 0 && !b.failed);
+    CHECK(recipe_buf_append(&b, "x", SIZE_MAX / 2 + 1) == -1 && b.failed);
+    CHECK(b.len == 2 && !strcmp(b.data, "ab")); /* what fit before stays */
+    CHECK(recipe_buf_append(&b, "c", 1) == -1 && b.len == 2); /* later appends fail too */
+    recipe_buf_free(&b);
+    CHECK(!b.failed && recipe_buf_append(&b, "c", 1) == 0 && !strcmp(b.data, "c"));
+    recipe_buf_free(&b);
+}
+
 static void test_mappings(void) {
     CHECK(recipe_effort_from_budget(4096) == RECIPE_EFFORT_HIGH);
     CHECK(recipe_effort_from_budget(2048) == RECIPE_EFFORT_MEDIUM);
@@ -392,6 +404,7 @@ int main(void) {
     test_golden();
     test_errors();
     test_extras();
+    test_buf_sticky();
     test_mappings();
     return test_finish();
 }
