@@ -319,6 +319,10 @@ static uint64_t random_seed(void) {
 }
 
 int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *err) {
+    return gen_job_prepare(j, gm, p, err) || gen_job_submit(j, gm, err) ? -1 : 0;
+}
+
+int gen_job_prepare(gen_job *j, const gen_model *gm, gen_params *p, serve_error *err) {
     memset(j, 0, sizeof *j);
     j->p = *p;
     gen_params_init(p);
@@ -356,6 +360,11 @@ int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *e
                           q->kind == GEN_CHAT ? "messages" : "prompt", q->max_tokens,
                           q->kind == GEN_CHAT ? "messages" : "prompt");
     j->max_tokens = q->max_tokens > 0 ? q->max_tokens : gm->ctx - j->n_prompt;
+    return 0;
+}
+
+int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err) {
+    const gen_params *q = &j->p;
     j->choices = calloc((size_t)q->n, sizeof *j->choices);
     if (!j->choices) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
     cinfer_request r = cinfer_request_default();

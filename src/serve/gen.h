@@ -15,7 +15,8 @@
  * Ownership: gen_params owns every pointer in it (gen_params_free). A gen_job
  * owns its params (moved in), the prompt ids, the choices and, until each is
  * finished or released, their engine requests (gen_job_free releases what is
- * still running). All calls for one job come from one thread (the HTTP loop). */
+ * still running). All calls for one job come from one thread at a time: gen_job_prepare on a
+ * prompt worker (prep.c), everything after it on the HTTP loop. */
 #ifndef CINFER_SERVE_GEN_H
 #define CINFER_SERVE_GEN_H
 
@@ -135,6 +136,12 @@ typedef struct gen_job {
  * reset) whether or not this succeeds. On failure the job holds no engine
  * request and must still be freed with gen_job_free. */
 int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *err);
+/* gen_job_start in two halves. prepare: renders and tokenizes the prompt and checks it against
+ * the context (moves *p in, as gen_job_start); it reads gm only (the template, the tokenizer: both
+ * immutable), so it may run on a worker thread while the HTTP loop goes on (server.c, prep.c).
+ * submit: the n engine requests (the loop thread). Either failing leaves a job for gen_job_free. */
+int gen_job_prepare(gen_job *j, const gen_model *gm, gen_params *p, serve_error *err);
+int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err);
 
 /* Reads choice c's pending output (non-blocking) into choices[c].out,
  * accumulating it when `accumulate`. Returns 1 when something was read, 0

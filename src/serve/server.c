@@ -41,6 +41,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,8 @@
 #include "base/timeutil.h"
 #include "serve/api.h"
 #include "serve/metrics.h"
+#include "serve/prep.h"
+#include "serve/routes.h"
 #include "serve/oai_response.h"
 
 typedef struct server server;
@@ -70,7 +73,14 @@ typedef struct sv_job {
     oai_buf chunk;  /* reused for text-delta chunks (the per-token path) */
     bool stream, paused;
     recipe_api api; /* the API's error shape */
-    api_job a;      /* the recipe path (a.active): Messages, Responses, Chat with tools/parser */
+    api_job a;      /* the recipe path (a.active): Chat, Messages, Responses */
+    int32_t n_choices; /* reserved in inflight_choices at admission */
+    /* prompt preparation on a worker (prep.c): from admission until prep_done */
+    prep_task task;
+    gen_params prep_p;    /* moved into g by gen_job_prepare */
+    serve_error prep_err;
+    int prep_rc;
+    bool gone;            /* the client went away while its prompt was being prepared */
 } sv_job;
 
 struct server {
@@ -90,6 +100,9 @@ struct server {
     bool draining;
     long long started;
     response_store *store; /* Responses API (previous_response_id, GET/DELETE) */
+    prep_pool *prep;       /* prompt workers (template + tokenizer off the loop) */
+    struct event *ev_prep;
+    int64_t n_preparing;   /* admitted requests whose prompt is being prepared */
 };
 
 /* ---- small helpers ---- */
@@ -110,18 +123,6 @@ static void log_line(const char *id, const char *method, const char *path, int s
     else
         LOG_INFO("request %s %s %s status=%d duration=%.3fs%s%s", id, method, path, status, dur, note ? " " : "",
                  note ? note : "");
-}
-
-static const char *method_name(struct evhttp_request *req) {
-    switch (evhttp_request_get_command(req)) {
-    case EVHTTP_REQ_GET: return "GET";
-    case EVHTTP_REQ_POST: return "POST";
-    case EVHTTP_REQ_HEAD: return "HEAD";
-    case EVHTTP_REQ_PUT: return "PUT";
-    case EVHTTP_REQ_DELETE: return "DELETE";
-    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
-    default: return "OTHER";
-    }
 }
 
 /* Sends `body` (taken: freed here) with a status; NULL body -> 500. */
@@ -159,28 +160,11 @@ static void send_error_api(server *s, struct evhttp_request *req, const serve_er
     const char *path = u ? evhttp_uri_get_path(u) : NULL;
     char note[600];
     snprintf(note, sizeof note, "error=\"%s\"", e->message);
-    log_line(id, method_name(req), path ? path : "?", status, NULL, 0, time_now() - t0, note);
+    log_line(id, http_method_name(req), path ? path : "?", status, NULL, 0, time_now() - t0, note);
 }
 
 static void send_error(server *s, struct evhttp_request *req, const serve_error *e, const char *id, double t0) {
     send_error_api(s, req, e, id, t0, RECIPE_API_CHAT);
-}
-
-/* 0 if the peer is still there (or unknown), -1 if it closed its side. */
-static int peer_closed(struct evhttp_connection *evcon) {
-    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
-    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-    if (fd < 0) return 0;
-    char c;
-    ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (r == 0) return -1;
-    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
-    return 0;
-}
-
-static size_t conn_unsent(struct evhttp_connection *evcon) {
-    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
-    return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
 }
 
 /* ---- job list ---- */
@@ -199,7 +183,7 @@ static void job_unlink(server *s, sv_job *j) {
 }
 
 static void maybe_exit(server *s) {
-    if (s->draining && !s->jobs && s->n_flushing == 0) event_base_loopexit(s->base, NULL);
+    if (s->draining && !s->jobs && s->n_flushing == 0 && s->n_preparing == 0) event_base_loopexit(s->base, NULL);
 }
 
 /* A finished generation response is written out by evhttp after we hand it
@@ -223,7 +207,7 @@ static void on_flushed(struct evhttp_request *req, void *arg) {
 static void job_free(sv_job *j) {
     server *s = j->s;
     job_unlink(s, j);
-    s->inflight_choices -= j->g.p.n;
+    s->inflight_choices -= j->n_choices;
     s->m.inflight--;
     gen_job_free(&j->g, s->gm);
     api_job_free(&j->a);
@@ -273,19 +257,6 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg) {
 
 /* ---- output delivery ---- */
 
-static void sse_put(struct evbuffer *b, const char *json, size_t len) {
-    evbuffer_add(b, "data: ", 6);
-    evbuffer_add(b, json, len);
-    evbuffer_add(b, "\n\n", 2);
-}
-
-static int sse_add(struct evbuffer *b, char *json) {
-    if (!json) return -1;
-    int rc = evbuffer_add_printf(b, "data: %s\n\n", json) < 0 ? -1 : 0;
-    free(json);
-    return rc;
-}
-
 static void on_drained(struct evhttp_connection *evcon, void *arg);
 
 /* Ends a job whose choices all finished. */
@@ -315,7 +286,7 @@ static void job_complete(sv_job *j) {
         struct evbuffer *b = evbuffer_new();
         if (b) {
             if (j->meta.include_usage)
-                sse_add(b, j->a.multi ? api_multi_usage_chunk(&j->a, &j->meta, &j->g)
+                http_sse_add(b, j->a.multi ? api_multi_usage_chunk(&j->a, &j->meta, &j->g)
                                       : oai_chunk_usage(&j->meta, &j->g));
             evbuffer_add_printf(b, "data: [DONE]\n\n");
             evhttp_send_reply_chunk(j->req, b);
@@ -349,7 +320,7 @@ static void job_complete(sv_job *j) {
  * was freed (completed or client gone), else 0. */
 static int job_pump(sv_job *j, int32_t c) {
     server *s = j->s;
-    if (peer_closed(j->evcon)) {
+    if (http_peer_closed(j->evcon)) {
         evhttp_connection_free(j->evcon); /* runs on_conn_close, which frees j */
         return -1;
     }
@@ -383,19 +354,19 @@ static int job_pump(sv_job *j, int32_t c) {
             j->a.out.len = 0;
         } else if (!j->g.p.logprobs) { /* the common per-token path: no JSON library, a reused buffer */
             if (ch->out.text_len && !oai_chunk_text_into(&j->meta, c, ch->out.text, ch->out.text_len, &j->chunk))
-                sse_put(b, j->chunk.p, j->chunk.len);
+                http_sse_put(b, j->chunk.p, j->chunk.len);
         } else {
             bool empty;
             char *d = oai_chunk_delta(&j->meta, &j->g, c, s->gm->tok, &empty);
-            if (!empty) sse_add(b, d);
+            if (!empty) http_sse_add(b, d);
         }
         if (j->a.active && !j->a.multi) {
         } else if (ch->finish == CINFER_FINISH_ERROR) {
             serve_error e;
             serve_fail(&e, 500, "server_error", NULL, NULL, "generation failed: %s", ch->error);
-            sse_add(b, oai_error_json(&e));
+            http_sse_add(b, oai_error_json(&e));
         } else if (ch->finish != CINFER_FINISH_NONE && !j->a.multi) {
-            sse_add(b, oai_chunk_finish(&j->meta, &j->g, c));
+            http_sse_add(b, oai_chunk_finish(&j->meta, &j->g, c));
         }
         if (evbuffer_get_length(b)) evhttp_send_reply_chunk_with_cb(j->req, b, on_drained, j);
         evbuffer_drain(b, evbuffer_get_length(b)); /* empty already unless evhttp refused it */
@@ -404,10 +375,10 @@ static int job_pump(sv_job *j, int32_t c) {
         job_complete(j);
         return -1;
     }
-    if (j->stream && conn_unsent(j->evcon) > s->cfg->conn_buffer) {
+    if (j->stream && http_conn_unsent(j->evcon) > s->cfg->conn_buffer) {
         j->paused = true;
         s->m.stream_pauses++;
-        LOG_DEBUG("request %s: client not reading (%zu bytes unsent), stream paused", j->id, conn_unsent(j->evcon));
+        LOG_DEBUG("request %s: client not reading (%zu bytes unsent), stream paused", j->id, http_conn_unsent(j->evcon));
     }
     return 0;
 }
@@ -453,27 +424,14 @@ static void on_peek(evutil_socket_t fd, short what, void *arg) {
     sv_job *next;
     for (sv_job *j = s->jobs; j; j = next) {
         next = j->next;
-        if (peer_closed(j->evcon)) evhttp_connection_free(j->evcon);
+        if (http_peer_closed(j->evcon)) evhttp_connection_free(j->evcon);
     }
 }
 
 /* ---- endpoints ---- */
 
-/* A percent-decoded path segment (malloc'd, NULL when out of memory); *cut when it held an
- * encoded NUL (%00), which would end the C string early and make "id%00junk" look like "id". */
-static char *path_id(const char *seg, bool *cut) {
-    size_t n = 0;
-    char *d = evhttp_uridecode(seg, 0, &n);
-    *cut = d && strlen(d) != n;
-    return d;
-}
-
 static int check_model(server *s, const char *model, serve_error *e) {
-    if (model && !*model) return serve_bad(e, "model", "'model' must not be empty");
-    if (model && *model && strcmp(model, s->cfg->model_name))
-        return serve_fail(e, 404, "invalid_request_error", "model_not_found", "model",
-                          "The model '%.200s' does not exist (this server serves '%s').", model, s->cfg->model_name);
-    return 0;
+    return route_check_model(s->cfg->model_name, model, e);
 }
 
 static int request_traffic_class(server *s, struct evhttp_request *req, int field, int *cls, serve_error *e);
@@ -495,6 +453,12 @@ static void fail_generate(server *s, struct evhttp_request *req, const serve_err
     send_error_api(s, req, e, id, t0, api);
 }
 
+static void on_prep_close(struct evhttp_connection *evcon, void *arg);
+static void prep_run(prep_task *t);
+static void job_started(sv_job *j);
+
+/* Parses and admits a generation request; its prompt is then prepared on a worker (prep_run)
+ * and the job continues in prep_done. */
 static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind, recipe_api api, const char *path,
                             const char *body, size_t len, double t0) {
     serve_error e = {0};
@@ -559,29 +523,61 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     j->meta.created = (long long)time(NULL);
     j->meta.model = s->cfg->model_name;
     j->meta.include_usage = p.stream && p.include_usage;
-    int32_t n = p.n;
-    if (gen_job_start(&j->g, s->gm, &p, &e)) {
-        gen_job_free(&j->g, s->gm);
-        free(tl);
-        free(j);
-        fail_generate(s, req, &e, id, t0, &a, api);
-        return;
-    }
-    j->a = a; /* moved: freed with the job */
-    if (j->a.active) api_job_prompt_check(&j->a, &j->g, s->gm->tok);
-    if (j->a.active && j->stream &&
-        (j->a.multi ? api_multi_begin(&j->a, &j->meta, &j->g) : api_job_begin(&j->a, &j->g, s->cfg->model_name))) {
-        serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
-        gen_job_free(&j->g, s->gm);
-        a = j->a; /* with what the failed begin allocated (parsers, encoder, output) */
-        free(tl);
-        free(j);
-        fail_generate(s, req, &e, id, t0, &a, api);
-        return;
-    }
-    job_link(s, j);
-    s->inflight_choices += n;
+    j->n_choices = p.n;
+    j->a = a;      /* moved: freed with the job */
+    j->prep_p = p; /* moved: into j->g by gen_job_prepare */
+    s->inflight_choices += j->n_choices; /* admitted: counts against --max-seqs + --max-queue from now on */
     s->m.inflight++;
+    s->n_preparing++;
+    evhttp_connection_set_closecb(j->evcon, on_prep_close, j);
+    j->task.run = prep_run;
+    prep_submit(s->prep, &j->task); /* continues in prep_done, on this loop */
+}
+
+/* Ends an admitted job that never started (its prompt failed, the client left, or shutdown):
+ * the reservation is returned and everything freed, engine requests included. */
+static void job_drop(sv_job *j) {
+    server *s = j->s;
+    s->inflight_choices -= j->n_choices;
+    s->m.inflight--;
+    gen_job_free(&j->g, s->gm);
+    gen_params_free(&j->prep_p);
+    api_job_free(&j->a);
+    free(j->t_last);
+    free(j);
+    maybe_exit(s);
+}
+
+/* Back on the loop with a prepared prompt: submit, then the response starts (stream headers and
+ * role chunks) and output flows through job_pump. */
+static void prep_done(sv_job *j) {
+    server *s = j->s;
+    serve_error e = {0};
+    s->n_preparing--;
+    if (j->gone) { /* on_prep_close already answered for it (499) */
+        job_drop(j);
+        return;
+    }
+    evhttp_connection_set_closecb(j->evcon, NULL, NULL);
+    if (!j->task.ran) serve_fail(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+    else if (j->prep_rc) e = j->prep_err;
+    else if (!gen_job_submit(&j->g, s->gm, &e)) {
+        if (j->a.active) api_job_prompt_check(&j->a, &j->g, s->gm->tok);
+        if (!(j->a.active && j->stream &&
+              (j->a.multi ? api_multi_begin(&j->a, &j->meta, &j->g) : api_job_begin(&j->a, &j->g, s->cfg->model_name)))) {
+            job_started(j);
+            return;
+        }
+        serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    send_error_api(s, j->req, &e, j->id, j->t_arrival, j->api);
+    job_drop(j); /* releases the engine requests a failed begin left running */
+}
+
+static void job_started(sv_job *j) {
+    server *s = j->s;
+    struct evhttp_request *req = j->req;
+    job_link(s, j);
     evhttp_connection_set_closecb(j->evcon, on_conn_close, j);
     if (j->stream) {
         /* bound the kernel's share of an unread stream too (it autotunes up to MBs) */
@@ -593,117 +589,67 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         evhttp_add_header(h, "Content-Type", "text/event-stream");
         evhttp_add_header(h, "Cache-Control", "no-cache");
         evhttp_add_header(h, "X-Request-Id", j->id);
-        if (api == RECIPE_API_MESSAGES) evhttp_add_header(h, "request-id", j->id);
+        if (j->api == RECIPE_API_MESSAGES) evhttp_add_header(h, "request-id", j->id);
         evhttp_send_reply_start(req, 200, "OK");
-        if (kind == GEN_CHAT && (!j->a.active || j->a.multi)) {
+        if (j->a.multi) { /* role chunks (+ forced calls' first deltas) from api_multi_begin */
             struct evbuffer *b = evbuffer_new();
-            if (b && j->a.multi) { /* role chunks (+ forced calls' first deltas) from api_multi_begin */
+            if (b) {
                 evbuffer_add(b, j->a.out.data, j->a.out.len);
                 j->a.out.len = 0;
-            }
-            if (b) {
-                for (int32_t c = 0; c < n && !j->a.multi; c++) sse_add(b, oai_chunk_role(&j->meta, c));
                 evhttp_send_reply_chunk_with_cb(req, b, on_drained, j);
                 evbuffer_free(b);
             }
         }
     } else {
         evhttp_add_header(evhttp_request_get_output_headers(req), "X-Request-Id", j->id);
-        if (api == RECIPE_API_MESSAGES) evhttp_add_header(evhttp_request_get_output_headers(req), "request-id", j->id);
+        if (j->api == RECIPE_API_MESSAGES) evhttp_add_header(evhttp_request_get_output_headers(req), "request-id", j->id);
     }
 }
 
-static void handle_tokenize(server *s, struct evhttp_request *req, const char *body, size_t len, double t0) {
-    serve_error e = {0};
-    char *prompt, *model;
-    size_t plen = 0;
-    json_t *msgs;
-    bool add;
-    int32_t *ids = NULL, n = 0;
-    char id[48];
-    make_id(s, "tok-", id, sizeof id);
-    if (api_tokenize_parse(body, len, &prompt, &plen, &msgs, &add, &model, &e) || check_model(s, model, &e) ||
-        (prompt ? gen_text_prompt(s->gm, prompt, plen, add, &ids, &n, &e)
-                : gen_chat_prompt(s->gm, msgs, add, &ids, &n, &e))) {
-        free(prompt);
-        free(model);
-        if (msgs) json_decref(msgs);
-        free(ids);
-        send_error(s, req, &e, id, t0);
-        return;
-    }
-    json_t *arr = json_array();
-    for (int32_t i = 0; arr && i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
-    json_t *o = arr ? json_pack("{s:i, s:i, s:o}", "count", n, "max_model_len", s->gm->ctx, "tokens", arr) : NULL;
-    char *out = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    if (o) json_decref(o);
-    free(prompt);
-    free(model);
-    if (msgs) json_decref(msgs);
-    free(ids);
-    send_json(s, req, 200, out);
-    log_line(id, "POST", "/tokenize", 200, NULL, 0, time_now() - t0, NULL);
+/* ---- prompt workers (prep.c) ---- */
+
+static void prep_run(prep_task *t) { /* a worker thread: reads only the model (immutable) */
+    sv_job *j = (sv_job *)((char *)t - offsetof(sv_job, task));
+    j->prep_rc = gen_job_prepare(&j->g, j->s->gm, &j->prep_p, &j->prep_err);
 }
 
-static void handle_detokenize(server *s, struct evhttp_request *req, const char *body, size_t len, double t0) {
-    serve_error e = {0};
-    int32_t *ids, n;
-    char *model;
-    char id[48];
-    make_id(s, "detok-", id, sizeof id);
-    if (api_detokenize_parse(body, len, s->lim.n_vocab, &ids, &n, &model, &e) || check_model(s, model, &e)) {
-        free(ids);
-        free(model);
-        send_error(s, req, &e, id, t0);
-        return;
-    }
-    detok_stream d;
-    detok_init(&d, s->gm->tok, n > 0 && ids[0] == tokenizer_bos(s->gm->tok), false);
-    size_t piece_cap = 64 + tokenizer_max_token_len(s->gm->tok);
-    struct evbuffer *text = evbuffer_new();
-    char *piece = malloc(piece_cap);
-    char *out = NULL;
-    if (text && piece) {
-        for (int32_t i = 0; i < n; i++) evbuffer_add(text, piece, detok_push(&d, ids[i], piece, piece_cap));
-        evbuffer_add(text, piece, detok_flush(&d, piece, piece_cap));
-        size_t tl = evbuffer_get_length(text);
-        const char *tp = (const char *)evbuffer_pullup(text, -1);
-        json_t *o = json_pack("{s:s%}", "prompt", tp ? tp : "", tp ? tl : 0);
-        out = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        if (o) json_decref(o);
-    }
-    if (text) evbuffer_free(text);
-    free(piece);
-    free(ids);
-    free(model);
-    send_json(s, req, 200, out);
-    log_line(id, "POST", "/detokenize", 200, NULL, 0, time_now() - t0, NULL);
+static void on_prep(evutil_socket_t fd, short what, void *arg) {
+    server *s = arg;
+    (void)fd;
+    (void)what;
+    prep_task *t;
+    while ((t = prep_take_done(s->prep))) prep_done((sv_job *)((char *)t - offsetof(sv_job, task)));
 }
 
-static void handle_count_tokens(server *s, struct evhttp_request *req, const char *body, size_t len, double t0) {
+/* The client went away while its prompt was being prepared: answered (499) now, dropped when the
+ * worker hands the job back (prep_done). */
+static void on_prep_close(struct evhttp_connection *evcon, void *arg) {
+    sv_job *j = arg;
+    (void)evcon;
+    j->s->m.disconnected++;
+    metrics_request_done(&j->s->m, 499);
+    log_line(j->id, "POST", j->path, 499, NULL, 0, time_now() - j->t_arrival,
+             "client disconnected while its prompt was prepared");
+    if (evhttp_request_get_connection(j->req) == NULL) evhttp_request_free(j->req);
+    j->req = NULL;
+    j->gone = true;
+}
+
+/* POST /tokenize, /detokenize, /v1/messages/count_tokens (the answers: routes.c). */
+static void handle_util(server *s, struct evhttp_request *req, route_kind k, const char *body, size_t len, double t0) {
+    static const char *const paths[] = {"/tokenize", "/detokenize", "/v1/messages/count_tokens"},
+                             *const pre[] = {"tok-", "detok-", "req_"};
     serve_error e = {0};
-    gen_params p;
-    int32_t *ids = NULL, n = 0;
-    char id[48];
-    make_id(s, "req_", id, sizeof id);
-    api_ctx actx = make_api_ctx(s);
-    if (api_count_tokens_parse(body, len, &actx, &p, &e)) {
-        send_error_api(s, req, &e, id, t0, RECIPE_API_MESSAGES);
+    char id[48], *out;
+    make_id(s, pre[k], id, sizeof id);
+    route_ctx rc = {.gm = s->gm, .model_name = s->cfg->model_name, .actx = make_api_ctx(s)};
+    if (route_run(&rc, k, body, len, &out, &e)) {
+        send_error_api(s, req, &e, id, t0, k == ROUTE_COUNT_TOKENS ? RECIPE_API_MESSAGES : RECIPE_API_CHAT);
         return;
     }
-    if (check_model(s, p.model, &e) ||
-        gen_chat_prompt_ex(s->gm, p.messages, p.tools, p.tmpl_kwargs, true, &ids, &n, &e)) {
-        gen_params_free(&p);
-        send_error_api(s, req, &e, id, t0, RECIPE_API_MESSAGES);
-        return;
-    }
-    gen_params_free(&p);
-    free(ids);
-    char *out = malloc(48);
-    if (out) snprintf(out, 48, "{\"input_tokens\":%d}", n);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "request-id", id);
+    if (k == ROUTE_COUNT_TOKENS) evhttp_add_header(evhttp_request_get_output_headers(req), "request-id", id);
     send_json(s, req, 200, out);
-    log_line(id, "POST", "/v1/messages/count_tokens", 200, NULL, 0, time_now() - t0, NULL);
+    log_line(id, "POST", paths[k], 200, NULL, 0, time_now() - t0, NULL);
 }
 
 /* GET / DELETE /v1/responses/{id} */
@@ -815,7 +761,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
                      : resp || one_resp                                    ? RECIPE_API_RESPONSES
                                                                            : RECIPE_API_CHAT;
     if (!gen_chat && !gen_cmpl && !tok && !detok && !models && !one_model && !msgs && !count && !resp && !one_resp) {
-        serve_fail(&e, 404, "invalid_request_error", "not_found", NULL, "no route for %.100s %.200s", method_name(req),
+        serve_fail(&e, 404, "invalid_request_error", "not_found", NULL, "no route for %.100s %.200s", http_method_name(req),
                    path);
         send_error_api(s, req, &e, id, t0, api);
         return;
@@ -829,7 +775,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
     if (one_resp) {
         if (!get && cmd != EVHTTP_REQ_DELETE) goto bad_method;
         bool cut;
-        char *rid = path_id(path + 14, &cut);
+        char *rid = http_path_id(path + 14, &cut);
         if (rid && cut) { /* "/v1/responses/resp_x%00y" must not name resp_x */
             serve_fail(&e, 404, "invalid_request_error", "not_found", "response_id",
                        "No response found with id '%.100s' (the id contains an encoded NUL byte).", rid);
@@ -847,7 +793,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
     if (one_model) {
         if (!get) goto bad_method;
         bool cut;
-        char *name = path_id(path + 11, &cut);
+        char *name = http_path_id(path + 11, &cut);
         if (name && cut)
             serve_fail(&e, 404, "invalid_request_error", "model_not_found", "model",
                        "The model '%.200s' does not exist (the id contains an encoded NUL byte).", name);
@@ -883,13 +829,11 @@ static void on_request(struct evhttp_request *req, void *arg) {
     }
     if (gen_chat || gen_cmpl || msgs || resp)
         handle_generate(s, req, gen_cmpl ? GEN_COMPLETION : GEN_CHAT, api, path, body, len, t0);
-    else if (count) handle_count_tokens(s, req, body, len, t0);
-    else if (tok) handle_tokenize(s, req, body, len, t0);
-    else handle_detokenize(s, req, body, len, t0);
+    else handle_util(s, req, count ? ROUTE_COUNT_TOKENS : tok ? ROUTE_TOKENIZE : ROUTE_DETOKENIZE, body, len, t0);
     return;
 bad_method:
     serve_fail(&e, 405, "invalid_request_error", "method_not_allowed", NULL, "%s is not allowed on %.200s",
-               method_name(req), path);
+               http_method_name(req), path);
     send_error_api(s, req, &e, id, t0, api);
 }
 
@@ -984,6 +928,12 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
     s->ev_sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->ev_sigint = evsignal_new(s->base, SIGINT, on_signal, s);
     s->ev_peek = event_new(s->base, -1, EV_PERSIST, on_peek, s);
+    if (!(s->prep = prep_pool_new(2)) ||
+        !(s->ev_prep = event_new(s->base, prep_pool_fd(s->prep), EV_READ | EV_PERSIST, on_prep, s)) ||
+        event_add(s->ev_prep, NULL)) {
+        cf_fail(err, "cannot start the prompt workers");
+        goto done;
+    }
     struct timeval peek_tv = {0, 25000};
     if (!s->out || !s->ev_engine || !s->ev_sigterm || !s->ev_sigint || !s->ev_peek || event_add(s->ev_engine, NULL) ||
         event_add(s->ev_sigterm, NULL) || event_add(s->ev_sigint, NULL) || event_add(s->ev_peek, &peek_tv)) {
@@ -994,6 +944,14 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
             cfg->model_name, gm->ctx);
     fflush(stderr);
     event_base_dispatch(s->base);
+    /* prompts still being prepared: the workers finish the one in hand, the rest never run */
+    prep_pool_stop(s->prep);
+    for (prep_task *t; (t = prep_take_done(s->prep));) {
+        sv_job *j = (sv_job *)((char *)t - offsetof(sv_job, task));
+        s->n_preparing--;
+        if (!j->gone) evhttp_connection_set_closecb(j->evcon, NULL, NULL);
+        job_drop(j);
+    }
     /* requests still here were cancelled at the deadline and did not end in time */
     while (s->jobs) {
         sv_job *j = s->jobs;
@@ -1007,6 +965,9 @@ done:
     if (s->ev_sigterm) event_free(s->ev_sigterm);
     if (s->ev_sigint) event_free(s->ev_sigint);
     if (s->ev_peek) event_free(s->ev_peek);
+    if (s->ev_prep) event_free(s->ev_prep);
+    if (s->prep) prep_pool_stop(s->prep); /* no-op when stopped above */
+    prep_pool_free(s->prep);
     if (s->ev_deadline) event_free(s->ev_deadline);
     if (s->http) evhttp_free(s->http);
     if (s->out) evbuffer_free(s->out);

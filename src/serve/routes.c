@@ -1,0 +1,146 @@
+/* routes.c - see routes.h. The tokenize endpoints follow vLLM's shapes: /tokenize answers
+ * {"count","max_model_len","tokens"} (messages go through the chat template exactly as a chat
+ * request); /detokenize {"prompt": text} (a leading BOS is not rendered); count_tokens answers
+ * Anthropic's {"input_tokens": N}. Every allocation is checked; a failure is a 500 serve_error. */
+#include "serve/routes.h"
+
+#include <errno.h>
+#include <event2/bufferevent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+static int oom(serve_error *e) { return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory"); }
+
+int route_check_model(const char *served, const char *model, serve_error *e) {
+    if (model && !*model) return serve_bad(e, "model", "'model' must not be empty");
+    if (model && strcmp(model, served))
+        return serve_fail(e, 404, "invalid_request_error", "model_not_found", "model",
+                          "The model '%.200s' does not exist (this server serves '%s').", model, served);
+    return 0;
+}
+
+static int tokenize(const route_ctx *c, const char *body, size_t len, char **out, serve_error *e) {
+    char *prompt, *model;
+    size_t plen = 0;
+    json_t *msgs;
+    bool add;
+    int32_t *ids = NULL, n = 0;
+    if (api_tokenize_parse(body, len, &prompt, &plen, &msgs, &add, &model, e)) return -1;
+    int rc = route_check_model(c->model_name, model, e) ||
+             (prompt ? gen_text_prompt(c->gm, prompt, plen, add, &ids, &n, e)
+                     : gen_chat_prompt(c->gm, msgs, add, &ids, &n, e));
+    json_t *arr = rc ? NULL : json_array();
+    for (int32_t i = 0; arr && i < n; i++)
+        if (json_array_append_new(arr, json_integer(ids[i]))) json_decref(arr), arr = NULL;
+    json_t *o = arr ? json_pack("{s:i, s:i, s:o}", "count", n, "max_model_len", c->gm->ctx, "tokens", arr) : NULL;
+    if (!rc && !(*out = o ? json_dumps(o, JSON_COMPACT) : NULL)) rc = oom(e);
+    if (o) json_decref(o);
+    free(prompt);
+    free(model);
+    if (msgs) json_decref(msgs);
+    free(ids);
+    return rc ? -1 : 0;
+}
+
+static int detokenize(const route_ctx *c, const char *body, size_t len, char **out, serve_error *e) {
+    int32_t *ids, n;
+    char *model;
+    const tokenizer *tok = c->gm->tok;
+    if (api_detokenize_parse(body, len, tokenizer_n_vocab(tok), &ids, &n, &model, e)) return -1;
+    int rc = route_check_model(c->model_name, model, e);
+    detok_stream d;
+    detok_init(&d, tok, n > 0 && ids[0] == tokenizer_bos(tok), false);
+    size_t piece_cap = 64 + tokenizer_max_token_len(tok);
+    struct evbuffer *text = rc ? NULL : evbuffer_new();
+    char *piece = rc ? NULL : malloc(piece_cap);
+    if (!rc && text && piece) {
+        for (int32_t i = 0; i < n; i++) evbuffer_add(text, piece, detok_push(&d, ids[i], piece, piece_cap));
+        evbuffer_add(text, piece, detok_flush(&d, piece, piece_cap));
+        size_t tl = evbuffer_get_length(text);
+        const char *tp = (const char *)evbuffer_pullup(text, -1);
+        json_t *o = json_pack("{s:s%}", "prompt", tp ? tp : "", tp ? tl : 0);
+        *out = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        if (o) json_decref(o);
+    }
+    if (!rc && !*out) rc = oom(e);
+    if (text) evbuffer_free(text);
+    free(piece);
+    free(ids);
+    free(model);
+    return rc ? -1 : 0;
+}
+
+static int count_tokens(const route_ctx *c, const char *body, size_t len, char **out, serve_error *e) {
+    gen_params p;
+    int32_t *ids = NULL, n = 0;
+    if (api_count_tokens_parse(body, len, &c->actx, &p, e)) return -1;
+    int rc = route_check_model(c->model_name, p.model, e) ||
+             gen_chat_prompt_ex(c->gm, p.messages, p.tools, p.tmpl_kwargs, true, &ids, &n, e);
+    gen_params_free(&p);
+    free(ids);
+    if (rc) return -1;
+    if (!(*out = malloc(48))) return oom(e);
+    snprintf(*out, 48, "{\"input_tokens\":%d}", n);
+    return 0;
+}
+
+int route_run(const route_ctx *c, route_kind k, const char *body, size_t len, char **out, serve_error *e) {
+    *out = NULL;
+    switch (k) {
+    case ROUTE_TOKENIZE: return tokenize(c, body, len, out, e);
+    case ROUTE_DETOKENIZE: return detokenize(c, body, len, out, e);
+    default: return count_tokens(c, body, len, out, e);
+    }
+}
+
+/* ---- HTTP helpers ---- */
+
+const char *http_method_name(struct evhttp_request *req) {
+    switch (evhttp_request_get_command(req)) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    default: return "OTHER";
+    }
+}
+
+int http_peer_closed(struct evhttp_connection *evcon) {
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd < 0) return 0;
+    char c;
+    ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0) return -1;
+    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+    return 0;
+}
+
+size_t http_conn_unsent(struct evhttp_connection *evcon) {
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+    return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
+}
+
+void http_sse_put(struct evbuffer *b, const char *json, size_t len) {
+    evbuffer_add(b, "data: ", 6);
+    evbuffer_add(b, json, len);
+    evbuffer_add(b, "\n\n", 2);
+}
+
+int http_sse_add(struct evbuffer *b, char *json) {
+    if (!json) return -1;
+    int rc = evbuffer_add_printf(b, "data: %s\n\n", json) < 0 ? -1 : 0;
+    free(json);
+    return rc;
+}
+
+char *http_path_id(const char *seg, bool *cut) {
+    size_t n = 0;
+    char *d = evhttp_uridecode(seg, 0, &n);
+    *cut = d && strlen(d) != n;
+    return d;
+}
