@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cinfer/recipe.h"
+#include "recipe/recipe_json.h"
 
 static const char k_req[] =
     "{\"model\":\"cinfer-default\",\"messages\":["

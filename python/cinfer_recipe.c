@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cinfer/recipe.h"
+#include "recipe/recipe_json.h"
 
 static PyObject *g_json_mod;   /* the stdlib json module (module state is immutable after init) */
 static PyObject *g_error_type; /* cinfer_recipe.RecipeError */

@@ -4,7 +4,8 @@
  * three wire formats (OpenAI Chat Completions, Anthropic Messages, OpenAI
  * Responses) in both directions, stateful SSE stream encoders, API-shaped error
  * bodies, and incremental parsers that split raw model text into reasoning,
- * content and tool calls. Depends only on src/base and jansson. Used by
+ * content and tool calls. Depends only on src/base (jansson inside, never in this header:
+ * the tree-typed entry points are internal, src/recipe/recipe_json.h). Used by
  * `cinfer serve` (src/serve/) and by the Python extension (python/).
  * docs/recipe.md has the mapping tables and the lossy cases.
  *
@@ -18,15 +19,13 @@
  *    zero the struct with *_init(), set fields to strings that outlive the
  *    encode call (or copy them with recipe_request_strdup / recipe_response_strdup),
  *    allocate arrays with *_alloc().
- *  - Encoders return new JSON (caller decrefs) or append SSE text to a caller
- *    buffer; they never keep pointers into their inputs beyond the call, except
+ *  - Encoders append JSON or SSE text to a caller buffer; they never keep pointers into their inputs beyond the call, except
  *    the stream encoder, which copies what it needs.
  * Nothing here uses global mutable state; objects are not thread-safe but
  * distinct objects may be used from distinct threads. */
 #ifndef CINFER_RECIPE_H
 #define CINFER_RECIPE_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -89,10 +88,11 @@ int recipe_fail(recipe_error *e, recipe_err_kind kind, const char *param, const 
     __attribute__((format(printf, 4, 5)));
 /* HTTP status for an error in a given API (overloaded: 503 OpenAI, 529 Anthropic). */
 int recipe_error_status(recipe_api api, const recipe_error *e);
-/* The API's own error body: OpenAI {"error":{message,type,param,code}} (Chat and
- * Responses), Anthropic {"type":"error","error":{type,message}} (+ "request_id" when
- * request_id is non-NULL). New reference. */
-json_t *recipe_error_body(recipe_api api, const recipe_error *e, const char *request_id);
+/* The API's own error body, appended to `out` as compact JSON: OpenAI
+ * {"error":{message,type,param,code}} (Chat and Responses), Anthropic
+ * {"type":"error","error":{type,message}} (+ "request_id" when request_id is non-NULL).
+ * 0, or -1 when out of memory. */
+int recipe_error_body_text(recipe_api api, const recipe_error *e, const char *request_id, recipe_buf *out);
 
 /* ---------------------------------------------------------------- canonical request */
 
@@ -292,16 +292,10 @@ const char *recipe_request_strdup(recipe_request *r, const char *s);
  * leaves `out` reset. The fast path: one pass, no JSON tree outside the request's arena. */
 int recipe_request_parse_text(recipe_api api, const char *body, size_t len, unsigned flags, recipe_request *out,
                               recipe_error *err);
-/* The same from a jansson value (serialized, then parsed as text; for callers that hold a tree). */
-int recipe_request_parse(recipe_api api, const json_t *body, recipe_request *out, recipe_error *err);
-/* Encodes a canonical request as `api`'s request body. New reference, or NULL + err
- * (e.g. no messages). Lossy cases: docs/recipe.md. */
-json_t *recipe_request_encode(recipe_api api, const recipe_request *req, recipe_error *err);
-/* The same as compact JSON text appended to `out` (the fast path: no JSON tree is built).
- * 0, or -1 + err with out unchanged. */
+/* Encodes a canonical request as `api`'s request body: compact JSON text appended to `out` (no
+ * JSON tree is built). 0, or -1 + err (e.g. no messages) with out unchanged. Lossy cases:
+ * docs/recipe.md. */
 int recipe_request_encode_text(recipe_api api, const recipe_request *req, recipe_buf *out, recipe_error *err);
-/* Debug/introspection: the canonical request as JSON (field names as in the struct). */
-json_t *recipe_request_dump(const recipe_request *req);
 
 /* ---------------------------------------------------------------- canonical response */
 
@@ -345,14 +339,15 @@ void recipe_response_free(recipe_response *r);
 void *recipe_response_alloc(recipe_response *r, size_t bytes);
 const char *recipe_response_strdup(recipe_response *r, const char *s);
 
-/* Response bodies, as for requests (text, or a jansson value serialized first). */
+/* Response bodies, as for requests. */
 int recipe_response_parse_text(recipe_api api, const char *body, size_t len, recipe_response *out,
                                recipe_error *err);
-int recipe_response_parse(recipe_api api, const json_t *body, recipe_response *out, recipe_error *err);
-/* `req` (may be NULL) supplies the settings the Responses object echoes (instructions,
- * tools, temperature, ...). New reference or NULL + err. */
-json_t *recipe_response_encode(recipe_api api, const recipe_response *resp, const recipe_request *req,
-                               recipe_error *err);
+
+/* Encodes a response as `api`'s response body, compact JSON text appended to `out`. `req` (may be
+ * NULL) supplies the settings the Responses object echoes (instructions, tools, temperature, ...).
+ * 0, or -1 + err with out unchanged. */
+int recipe_response_encode_text(recipe_api api, const recipe_response *resp, const recipe_request *req, recipe_buf *out,
+                                recipe_error *err);
 
 /* Mapping helpers (docs/recipe.md tables). */
 const char *recipe_finish_chat(recipe_finish f);      /* stop|length|tool_calls|content_filter */

@@ -194,6 +194,29 @@ json_t *recipe_error_body(recipe_api api, const recipe_error *e, const char *req
                      k_err[k].openai_code ? json_string(k_err[k].openai_code) : json_null());
 }
 
+int recipe_error_body_text(recipe_api api, const recipe_error *e, const char *request_id, recipe_buf *out) {
+    json_t *b = recipe_error_body(api, e, request_id);
+    size_t len0 = out->len;
+    int rc = b ? rb_json(out, b) : -1;
+    json_decref(b);
+    if (rc) out->len = len0;
+    return rc;
+}
+
+int recipe_response_encode_text(recipe_api api, const recipe_response *resp, const recipe_request *req, recipe_buf *out,
+                                recipe_error *err) {
+    json_t *b = recipe_response_encode(api, resp, req, err);
+    if (!b) return -1;
+    size_t len0 = out->len;
+    int rc = rb_json(out, b);
+    json_decref(b);
+    if (rc) {
+        out->len = len0;
+        return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- dump */
 
 static const char *role_name(recipe_role r) {

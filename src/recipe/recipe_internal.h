@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cinfer/recipe.h"
+#include "recipe/recipe_json.h"
 #include "recipe/rjson.h"
 
 /* ---- arena: zeroed allocations, freed all at once; the first chunk survives reset */

@@ -155,7 +155,10 @@ static int patch_choice(const api_job *a, const gen_job *g, int32_t c, json_t *c
     if (r.finish == RECIPE_FINISH_ERROR) r.finish = RECIPE_FINISH_LENGTH; /* the server answers 500 instead */
     if (r.finish == RECIPE_FINISH_STOP_STRING) r.stop_sequence = api_stop_of(g, ch);
     recipe_error re;
-    json_t *o = recipe_response_encode(RECIPE_API_CHAT, &r, &a->req, &re);
+    recipe_buf text = {0};
+    json_t *o = recipe_response_encode_text(RECIPE_API_CHAT, &r, &a->req, &text, &re) ? NULL
+                                                                                       : json_loads(text.data, 0, NULL);
+    recipe_buf_free(&text);
     json_t *enc = json_array_get(json_object_get(o, "choices"), 0);
     json_t *msg = json_object_get(enc, "message");
     int rc = -1;

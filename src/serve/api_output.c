@@ -306,14 +306,13 @@ char *api_job_response(api_job *a, const gen_job *g, const char *model) {
     r.has_usage = true;
     r.usage = usage_of(a, g);
     recipe_error re;
-    json_t *o = recipe_response_encode(a->api, &r, &a->req, &re);
-    if (o && a->api == RECIPE_API_CHAT && g->choices[0].finish == CINFER_FINISH_CANCELLED &&
-        r.finish == RECIPE_FINISH_LENGTH) /* see chat_abort_patch */
-        json_object_set_new(json_array_get(json_object_get(o, "choices"), 0), "finish_reason", json_string("abort"));
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    if (o) json_decref(o);
+    recipe_buf body = {0};
+    if (recipe_response_encode_text(a->api, &r, &a->req, &body, &re)) recipe_buf_free(&body);
+    else if (a->api == RECIPE_API_CHAT && g->choices[0].finish == CINFER_FINISH_CANCELLED &&
+             r.finish == RECIPE_FINISH_LENGTH)
+        chat_abort_patch(&body, 0);
     recipe_response_free(&r);
-    return s;
+    return body.data; /* malloc'd or NULL */
 }
 
 void api_job_save(api_job *a, const api_ctx *ctx, const gen_job *g, const char *response_json) {

@@ -72,11 +72,12 @@ char *api_error_json(recipe_api api, const serve_error *e, const char *request_i
                 &n) == 2))
         recipe_fail(&re, kind, e->param[0] ? e->param : NULL, "prompt is too long: %lld tokens > %d maximum", n, maxc);
     *status = e->status == 405 ? 405 : recipe_error_status(api, &re);
-    json_t *b = recipe_error_body(api, &re, request_id);
-    if (!b) return NULL;
-    char *s = json_dumps(b, JSON_COMPACT);
-    json_decref(b);
-    return s;
+    recipe_buf b = {0};
+    if (recipe_error_body_text(api, &re, request_id, &b)) {
+        recipe_buf_free(&b);
+        return NULL;
+    }
+    return b.data; /* malloc'd, NUL-terminated: the caller frees it */
 }
 
 /* ---- request -> template messages ---- */

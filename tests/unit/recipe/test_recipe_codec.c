@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cinfer/recipe.h"
+#include "recipe/recipe_json.h"
 #include "testutil.h"
 
 static char g_dir[1024];
