@@ -307,6 +307,8 @@ typedef enum recipe_finish {
     RECIPE_FINISH_TOOL_CALLS,  /* tool_calls / tool_use / completed + function_call items */
     RECIPE_FINISH_CONTENT_FILTER, /* content_filter / refusal / incomplete content_filter */
     RECIPE_FINISH_ERROR,       /* error chunk / error event / failed */
+    RECIPE_FINISH_CANCELLED,   /* stopped by the server (shutdown deadline): Chat / Completions "abort" (vLLM);
+                                * Anthropic max_tokens, Responses incomplete */
 } recipe_finish;
 
 typedef struct recipe_usage {
@@ -316,6 +318,27 @@ typedef struct recipe_usage {
     int64_t output;     /* O: generated tokens, reasoning included */
     int64_t reasoning;  /* K */
 } recipe_usage;
+
+/* Log-probabilities of one generated token (Chat logprobs.content[], Completions logprobs). The
+ * token is given as its bytes, which may be a piece of a UTF-8 character: encoders write the text
+ * when it is valid UTF-8, else "bytes:\xNN..." (as OpenAI), plus Chat's "bytes" array. */
+typedef struct recipe_logprob {
+    const char *token;
+    size_t len;
+    double logprob;
+    const struct recipe_logprob *top; /* alternatives, best first (their own top is not used) */
+    size_t n_top;
+} recipe_logprob;
+
+/* One choice of an OpenAI response with several (n > 1) or with logprobs (recipe_response.choices). */
+typedef struct recipe_choice {
+    recipe_part *parts;        /* as recipe_response.parts (Completions: one TEXT part) */
+    size_t n_parts;
+    recipe_finish finish;
+    const char *stop_sequence;
+    const recipe_logprob *logprobs; /* NULL: the request asked for none */
+    size_t n_logprobs;
+} recipe_choice;
 
 typedef struct recipe_response {
     const char *id;      /* NULL: minted by the encoder from `created` and a counter */
@@ -329,6 +352,12 @@ typedef struct recipe_response {
     recipe_usage usage;
     const char *error_message; /* FINISH_ERROR */
     const char *status;        /* Responses status when parsed (in_progress, cancelled, ...) */
+    /* OpenAI Chat / Completions only (encoders): with choices set, the choices array is written from
+     * them (index = position) instead of the single choice above; completion: a Completions
+     * "text_completion" object (choices[].text) instead of a chat.completion. */
+    const recipe_choice *choices;
+    size_t n_choices;
+    bool completion;
 
     recipe_arena arena;
 } recipe_response;
@@ -381,6 +410,12 @@ typedef struct recipe_event {
     const char *stop_sequence;
     bool has_usage;
     recipe_usage usage;
+    /* OpenAI Chat / Completions streams: the choice the event belongs to (0..n_choices-1), and for
+     * TEXT / REASONING the log-probabilities of the tokens of this delta (a delta may be empty and
+     * carry only logprobs). Ignored by the other encoders. */
+    int choice;
+    const recipe_logprob *logprobs;
+    size_t n_logprobs;
 } recipe_event;
 
 const char *recipe_event_type_name(recipe_event_type t);
@@ -396,6 +431,8 @@ typedef struct recipe_stream_info {
     int64_t cache_read;
     bool include_usage;    /* Chat: stream_options.include_usage */
     const recipe_request *req; /* optional: settings echoed in Responses snapshots (copied) */
+    int n_choices;         /* Chat / Completions: choices streamed side by side (0 or 1: one) */
+    bool completion;       /* with RECIPE_API_CHAT: OpenAI Completions chunks ("text_completion") */
 } recipe_stream_info;
 
 typedef struct recipe_stream_encoder recipe_stream_encoder;
@@ -406,7 +443,10 @@ recipe_stream_encoder *recipe_stream_encoder_new(recipe_api api, const recipe_st
 void recipe_stream_encoder_free(recipe_stream_encoder *e);
 /* Appends the SSE text for one event (the opening events are written before the first
  * one). After RECIPE_EV_FINISH / RECIPE_EV_ERROR the stream is complete and further
- * events return -1. Returns 0, or -1 with err on a misuse (args for a tool not begun...). */
+ * events return -1 (Chat / Completions with several choices: each choice finishes on its own;
+ * the stream is complete, with the usage chunk and [DONE], once every choice has; the FINISH
+ * usage is the whole response's). Returns 0, or -1 with err on a misuse (args for a tool not
+ * begun, an event for a finished choice...). */
 int recipe_stream_encoder_event(recipe_stream_encoder *e, const recipe_event *ev, recipe_buf *out,
                                 recipe_error *err);
 bool recipe_stream_encoder_done(const recipe_stream_encoder *e);

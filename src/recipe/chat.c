@@ -8,6 +8,7 @@
  * results) are listed in docs/recipe.md. */
 #include <stdio.h>
 
+#include "recipe/openai_out.h"
 #include "recipe/recipe_internal.h"
 #include "recipe/writer.h"
 
@@ -530,19 +531,16 @@ json_t *usage_chat(const recipe_usage *u) {
     return o;
 }
 
-json_t *chat_response_encode(const recipe_response *r, recipe_error *err);
-json_t *chat_response_encode(const recipe_response *r, recipe_error *err) {
-    (void)err;
-    recipe_arena a = {0};
+/* One choice object: message (content / reasoning_content / tool_calls), logprobs, finish. */
+static json_t *chat_choice(recipe_arena *a, size_t index, const recipe_choice *c) {
     json_t *msg = json_object(), *tcs = NULL;
     jset(msg, "role", json_string("assistant"));
-    const char *text = join_text(&a, r->parts, r->n_parts, "");
-    const char *reasoning = NULL;
+    const char *text = join_text(a, c->parts, c->n_parts, "");
     recipe_buf rb = {0};
-    for (size_t i = 0; i < r->n_parts; i++) {
-        const recipe_part *p = &r->parts[i];
+    for (size_t i = 0; i < c->n_parts; i++) {
+        const recipe_part *p = &c->parts[i];
         if (p->type == RECIPE_PART_REASONING) {
-            const char *t = reasoning_text(&a, p);
+            const char *t = reasoning_text(a, p);
             if (t) rb_puts(&rb, t);
         } else if (p->type == RECIPE_PART_TOOL_CALL) {
             if (!tcs) tcs = json_array();
@@ -553,26 +551,43 @@ json_t *chat_response_encode(const recipe_response *r, recipe_error *err) {
             json_array_append_new(tcs, tc);
         }
     }
-    if (rb.data) reasoning = rb.data;
     jset(msg, "content", text ? jsnew(text) : json_null());
-    if (reasoning) jset(msg, "reasoning_content", json_stringn_nocheck(rb.data, rb.len));
+    if (rb.data) jset(msg, "reasoning_content", json_stringn_nocheck(rb.data, rb.len));
     if (tcs) jset(msg, "tool_calls", tcs);
-    recipe_finish f = tcs ? RECIPE_FINISH_TOOL_CALLS : r->finish;
+    recipe_buf_free(&rb);
+    recipe_finish f = tcs && c->finish != RECIPE_FINISH_ERROR ? RECIPE_FINISH_TOOL_CALLS : c->finish;
+    json_t *lp = NULL;
+    if (c->logprobs) {
+        recipe_buf b = {0};
+        if (!oai_logprobs_json(&b, c->logprobs, c->n_logprobs, false, NULL)) lp = json_loads(b.data, 0, NULL);
+        recipe_buf_free(&b);
+    }
     json_t *choice = json_object();
-    jset(choice, "index", json_integer(0));
+    jset(choice, "index", json_integer((json_int_t)index));
     jset(choice, "message", msg);
-    jset(choice, "logprobs", json_null());
+    jset(choice, "logprobs", lp ? lp : json_null());
     const char *fr = recipe_finish_chat(f);
     jset(choice, "finish_reason", fr ? json_string(fr) : json_null());
-    if (f == RECIPE_FINISH_STOP_STRING && r->stop_sequence) jset_str(choice, "stop_reason", r->stop_sequence);
+    if (f == RECIPE_FINISH_STOP_STRING && c->stop_sequence) jset_str(choice, "stop_reason", c->stop_sequence);
+    return choice;
+}
+
+json_t *chat_response_encode(const recipe_response *r, recipe_error *err);
+json_t *chat_response_encode(const recipe_response *r, recipe_error *err) {
+    (void)err;
+    recipe_arena a = {0};
+    recipe_choice one = {.parts = r->parts, .n_parts = r->n_parts, .finish = r->finish,
+                         .stop_sequence = r->stop_sequence};
+    json_t *choices = json_array();
+    for (size_t i = 0; choices && i < (r->n_choices ? r->n_choices : 1); i++)
+        json_array_append_new(choices, chat_choice(&a, i, r->n_choices ? &r->choices[i] : &one));
     json_t *o = json_object();
     jset(o, "id", jsnew(r->id ? r->id : default_id(&a, "chatcmpl-", r)));
     jset(o, "object", json_string("chat.completion"));
     jset(o, "created", json_integer(r->created));
     jset(o, "model", jsnew(r->model ? r->model : ""));
-    jset(o, "choices", json_pack("[o]", choice));
+    jset(o, "choices", choices);
     if (r->has_usage) jset(o, "usage", usage_chat(&r->usage));
-    recipe_buf_free(&rb);
     ra_free(&a);
     return o;
 }

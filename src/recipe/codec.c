@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "recipe/openai_out.h"
 #include "recipe/recipe_internal.h"
 #include "recipe/writer.h"
 
@@ -145,7 +146,7 @@ int recipe_response_parse(recipe_api api, const json_t *body, recipe_response *o
 json_t *recipe_response_encode(recipe_api api, const recipe_response *resp, const recipe_request *req,
                                recipe_error *err) {
     switch (api) {
-    case RECIPE_API_CHAT: return chat_response_encode(resp, err);
+    case RECIPE_API_CHAT: return resp->completion ? completions_response_encode(resp, err) : chat_response_encode(resp, err);
     case RECIPE_API_MESSAGES: return messages_response_encode(resp, err);
     case RECIPE_API_RESPONSES: return responses_response_encode(resp, req, err);
     default: return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api), NULL;

@@ -32,6 +32,7 @@ const char *recipe_finish_chat(recipe_finish f) {
     case RECIPE_FINISH_LENGTH: return "length";
     case RECIPE_FINISH_TOOL_CALLS: return "tool_calls";
     case RECIPE_FINISH_CONTENT_FILTER: return "content_filter";
+    case RECIPE_FINISH_CANCELLED: return "abort";
     case RECIPE_FINISH_NONE: return NULL;
     default: return "stop";
     }
@@ -40,7 +41,8 @@ const char *recipe_finish_chat(recipe_finish f) {
 const char *recipe_finish_messages(recipe_finish f) {
     switch (f) {
     case RECIPE_FINISH_STOP_STRING: return "stop_sequence";
-    case RECIPE_FINISH_LENGTH: return "max_tokens";
+    case RECIPE_FINISH_LENGTH:
+    case RECIPE_FINISH_CANCELLED: return "max_tokens";
     case RECIPE_FINISH_TOOL_CALLS: return "tool_use";
     case RECIPE_FINISH_CONTENT_FILTER: return "refusal";
     case RECIPE_FINISH_NONE: return NULL;
@@ -54,6 +56,7 @@ recipe_finish recipe_finish_from_chat(const char *s) {
     if (!strcmp(s, "tool_calls") || !strcmp(s, "function_call")) return RECIPE_FINISH_TOOL_CALLS;
     if (!strcmp(s, "content_filter")) return RECIPE_FINISH_CONTENT_FILTER;
     if (!strcmp(s, "error")) return RECIPE_FINISH_ERROR;
+    if (!strcmp(s, "abort")) return RECIPE_FINISH_CANCELLED;
     return RECIPE_FINISH_EOS;
 }
 

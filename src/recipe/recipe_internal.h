@@ -51,6 +51,7 @@ int rb_int(recipe_buf *b, int64_t v);
 const char *path_idx(char *buf, size_t cap, const char *prefix, size_t idx, const char *suffix);
 /* Appends s[0..n) with each invalid UTF-8 byte replaced by U+FFFD. */
 int rb_put_utf8(recipe_buf *b, const char *s, size_t n);
+bool rj_utf8_valid(const char *s, size_t n);
 int rb_real(recipe_buf *b, double v); /* shortest text that reads back exactly, always a real (1.0) */
 
 /* ---- jansson accessors (response encoders, stream encoder). Inline so that the length of a

@@ -279,6 +279,16 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n) {
     return 0;
 }
 
+bool rj_utf8_valid(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t l = p[i] < 0x80 ? 1 : utf8_seq(p + i, n - i);
+        if (!l) return false;
+        i += l;
+    }
+    return true;
+}
+
 int rb_put_utf8(recipe_buf *b, const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0, start = 0;
