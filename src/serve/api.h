@@ -54,7 +54,8 @@ typedef struct api_job {
     json_t *conversation;      /* Responses: template messages before the output (owned ref) */
     bool store;                /* Responses: keep the result in the store */
     bool active;               /* parsed (api_job_free has work to do) */
-    bool multi;                /* Chat with n > 1 or logprobs: OpenAI shapes, one parser per choice (api_multi.c) */
+    bool multi;                /* Chat with n > 1 or logprobs, Completions: one parser per choice (api_multi.c) */
+    bool completion;           /* OpenAI Completions (text_completion shapes) */
     recipe_parser **parsers;   /* multi, streaming: one per choice (owned) */
     int32_t n_parsers;
     char id[64];               /* response id (msg_..., resp_..., chatcmpl-...) */
@@ -116,18 +117,16 @@ int64_t api_job_reasoning_tokens(const api_job *a, const gen_job *g, int32_t c);
 recipe_finish api_finish_of(const gen_choice *c, int tool_calls);
 const char *api_stop_of(const gen_job *g, const gen_choice *c);
 
-/* Chat with n > 1 or logprobs (a->multi; api_multi.c): OpenAI's shapes (oai_response.c, logprobs
- * included) with each choice's text split by its own parser into content / reasoning_content /
- * tool_calls. Streaming: begin writes every choice's role chunk (and a forced call's opening
- * delta) into a->out; delta / finish write choice c's chunks (finish: not for an engine error,
- * which the caller reports); the usage chunk adds completion_tokens_details.reasoning_tokens.
- * Non-streaming: the whole body. Returns 0 / malloc'd text, or -1 / NULL when out of memory. */
-struct oai_meta;
-int api_multi_begin(api_job *a, const struct oai_meta *m, const gen_job *g);
-int api_multi_delta(api_job *a, const struct oai_meta *m, const gen_job *g, int32_t c, const tokenizer *tok);
-int api_multi_finish(api_job *a, const struct oai_meta *m, const gen_job *g, int32_t c);
-char *api_multi_usage_chunk(const api_job *a, const struct oai_meta *m, const gen_job *g);
-char *api_multi_response(const api_job *a, const struct oai_meta *m, const gen_job *g, const tokenizer *tok);
+/* Chat with n > 1 or logprobs, and Completions (a->multi; api_multi.c): recipe's OpenAI writer with
+ * one output parser per choice. Streaming: begin creates the encoder and writes every choice's
+ * role chunk (and a forced call's opening delta) into a->out; delta / finish write choice c's
+ * chunks (finish: its finish chunk, or an error object for an engine error; the last one the
+ * usage chunk and [DONE]). Non-streaming: the whole body. Returns 0 / malloc'd text, or -1 / NULL
+ * when out of memory. */
+int api_multi_begin(api_job *a, const gen_job *g, const char *model);
+int api_multi_delta(api_job *a, const gen_job *g, int32_t c, const tokenizer *tok);
+int api_multi_finish(api_job *a, const gen_job *g, int32_t c);
+char *api_multi_response(const api_job *a, const gen_job *g, const char *model, const tokenizer *tok);
 
 /* An error in `api`'s shape; *status gets the HTTP status (Anthropic: 529 for
  * overload, which OpenAI spells 429/503). malloc'd text. */
@@ -139,8 +138,11 @@ json_t *api_template_message(const recipe_message *m, size_t index, serve_error 
 
 /* POST /v1/completions: the body parsed by recipe (RECIPE_PARSE_COMPLETIONS) -> *p (kind
  * GEN_COMPLETION, the prompt as text or ids within ctx->n_vocab, the same sampling / extras as
- * Chat). echo, suffix and best_of != n are refused with a 400 naming the field. */
-int api_completion_parse(const char *body, size_t len, const api_ctx *ctx, gen_params *p, serve_error *err);
+ * Chat), and *a set up for the output (multi + completion, plain parser). echo, suffix and
+ * best_of != n are refused with a 400 naming the field. On failure the caller still calls
+ * api_job_free. */
+int api_completion_parse(api_job *a, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
+                         serve_error *err);
 
 /* api_tokenize.c: POST /tokenize: {"prompt": text, "add_special_tokens": bool} or {"messages": [...],
  * "add_generation_prompt": bool} (Chat messages, parsed by recipe). Exactly one of *prompt

@@ -25,7 +25,6 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "serve/oai_response.h"
 #include "serve/traffic.h"
 
 static int oom(serve_error *e) { return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory"); }
@@ -48,7 +47,7 @@ static int from_recipe(serve_error *e, const recipe_error *re) {
 
 char *api_error_json(recipe_api api, const serve_error *e, const char *request_id, int *status) {
     *status = e->status;
-    if (api != RECIPE_API_MESSAGES) return oai_error_json(e);
+    if (api != RECIPE_API_MESSAGES) return serve_error_json(e);
     recipe_error re = {0};
     recipe_err_kind kind;
     switch (e->status) {
@@ -409,7 +408,14 @@ fail:
     return -1;
 }
 
-int api_completion_parse(const char *body, size_t len, const api_ctx *ctx, gen_params *p, serve_error *err) {
+int api_completion_parse(api_job *a, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
+                         serve_error *err) {
+    a->api = RECIPE_API_CHAT;
+    a->kind = RECIPE_PARSER_PLAIN;
+    a->flags = RECIPE_PARSER_NO_TOOLS;
+    a->seed = fresh_seed();
+    a->active = a->multi = a->completion = true;
+    recipe_request_init(&a->req);
     recipe_request r;
     recipe_request_init(&r);
     gen_params_init(p);

@@ -7,7 +7,7 @@
  * the server calls gen_job_start() to build the prompt (chat template, then
  * tokenize; user text is never parsed for special tokens) and submit the n
  * engine requests, feeds engine readiness to gen_job_read(), and hands the
- * deltas to the protocol layer's formatter (oai_response.c, api_output.c,
+ * deltas to the protocol layer's formatter (recipe through api_output.c,
  * api_multi.c).
  * Nothing here knows HTTP or JSON wire formats (messages are plain JSON
  * objects {role, content: string, ...} for the chat template).

@@ -95,6 +95,15 @@ int route_run(const route_ctx *c, route_kind k, const char *body, size_t len, ch
     }
 }
 
+char *route_models_json(const char *model, long long created, bool one) {
+    json_t *m = json_pack("{s:s, s:s, s:I, s:s}", "id", model, "object", "model", "created", (json_int_t)created,
+                          "owned_by", "cinfer");
+    json_t *o = one || !m ? m : json_pack("{s:s, s:[o]}", "object", "list", "data", m);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    if (o) json_decref(o);
+    return s;
+}
+
 /* ---- HTTP helpers ---- */
 
 const char *http_method_name(struct evhttp_request *req) {

@@ -27,6 +27,9 @@ int route_run(const route_ctx *c, route_kind k, const char *body, size_t len, ch
 /* 400 for an empty name, 404 for a name other than `served`; 0 for NULL (absent) or a match. */
 int route_check_model(const char *served, const char *model, serve_error *e);
 
+/* GET /v1/models (one entry) or /v1/models/{id} (one = true): OpenAI's shapes, malloc'd or NULL. */
+char *route_models_json(const char *model, long long created, bool one);
+
 const char *http_method_name(struct evhttp_request *req);
 /* 0 if the peer is still there (or unknown), -1 if it closed its side (a MSG_PEEK). */
 int http_peer_closed(struct evhttp_connection *evcon);

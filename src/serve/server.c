@@ -3,7 +3,8 @@
  * Threads: everything here runs on one libevent loop thread; the engine runs
  * on its own thread. The loop watches cinfer_engine_fd() (an eventfd); when
  * it fires, cinfer_engine_ready() lists the engine requests with new output
- * and each is read without blocking, formatted (oai_response.c) and written.
+ * and each is read without blocking, formatted (recipe, through api_output.c /
+ * api_multi.c) and written.
  *
  * Request lifetime (sv_job): created when a generation request passes
  * validation and its engine requests are submitted; on the active list until
@@ -55,7 +56,6 @@
 #include "serve/metrics.h"
 #include "serve/prep.h"
 #include "serve/routes.h"
-#include "serve/oai_response.h"
 
 typedef struct server server;
 
@@ -65,12 +65,10 @@ typedef struct sv_job {
     struct evhttp_connection *evcon;
     struct sv_job *prev, *next;
     gen_job g;
-    oai_meta meta;
     char id[48];
     char path[32];
     double t_arrival, t_first;
     double *t_last; /* per choice: time of its latest token */
-    oai_buf chunk;  /* reused for text-delta chunks (the per-token path) */
     bool stream, paused;
     recipe_api api; /* the API's error shape */
     api_job a;      /* the recipe path (a.active): Chat, Messages, Responses */
@@ -212,7 +210,6 @@ static void job_free(sv_job *j) {
     gen_job_free(&j->g, s->gm);
     api_job_free(&j->a);
     free(j->t_last);
-    free(j->chunk.p);
     free(j);
     maybe_exit(s);
 }
@@ -273,24 +270,12 @@ static void job_complete(sv_job *j) {
     evhttp_request_set_on_complete_cb(j->req, on_flushed, s);
     s->n_flushing++;
     int status = 200;
-    if (j->stream && j->a.active && !j->a.multi) { /* the encoder wrote the closing events with the finish */
-        if (j->a.store) {
+    if (j->stream) { /* the encoder wrote the closing events with the finish */
+        if (j->a.store && !j->a.multi) {
             char *body = api_job_response(&j->a, &j->g, s->cfg->model_name);
             api_ctx ctx = {.store = s->store, .now = time_now()};
             api_job_save(&j->a, &ctx, &j->g, body);
             free(body);
-        }
-        evhttp_send_reply_end(j->req);
-        metrics_request_done(&s->m, 200);
-    } else if (j->stream) {
-        struct evbuffer *b = evbuffer_new();
-        if (b) {
-            if (j->meta.include_usage)
-                http_sse_add(b, j->a.multi ? api_multi_usage_chunk(&j->a, &j->meta, &j->g)
-                                      : oai_chunk_usage(&j->meta, &j->g));
-            evbuffer_add_printf(b, "data: [DONE]\n\n");
-            evhttp_send_reply_chunk(j->req, b);
-            evbuffer_free(b);
         }
         evhttp_send_reply_end(j->req);
         metrics_request_done(&s->m, 200);
@@ -299,14 +284,12 @@ static void job_complete(sv_job *j) {
         serve_fail(&e, 500, "server_error", NULL, NULL, "generation failed: %s", err);
         send_json(s, j->req, 500, api_error_json(j->api, &e, j->id, &status));
     } else if (j->a.multi) {
-        send_json(s, j->req, 200, api_multi_response(&j->a, &j->meta, &j->g, s->gm->tok));
-    } else if (j->a.active) {
+        send_json(s, j->req, 200, api_multi_response(&j->a, &j->g, s->cfg->model_name, s->gm->tok));
+    } else {
         char *body = api_job_response(&j->a, &j->g, s->cfg->model_name);
         api_ctx ctx = {.store = s->store, .now = time_now()};
         api_job_save(&j->a, &ctx, &j->g, body);
         send_json(s, j->req, 200, body);
-    } else {
-        send_json(s, j->req, 200, oai_response_json(&j->meta, &j->g, s->gm->tok));
     }
     j->req = NULL;
     job_account(j);
@@ -324,7 +307,7 @@ static int job_pump(sv_job *j, int32_t c) {
         evhttp_connection_free(j->evcon); /* runs on_conn_close, which frees j */
         return -1;
     }
-    int r = gen_job_read(&j->g, s->gm, c, !j->stream || j->a.active);
+    int r = gen_job_read(&j->g, s->gm, c, true);
     if (r <= 0 && !gen_job_done(&j->g)) return 0;
     double now = time_now();
     int32_t k = j->g.new_tokens;
@@ -339,35 +322,14 @@ static int job_pump(sv_job *j, int32_t c) {
     if (j->stream && r > 0) {
         struct evbuffer *b = s->out;
         gen_choice *ch = &j->g.choices[c];
-        if (j->a.active && !j->a.multi) { /* recipe: parser -> stream encoder (finish and errors included) */
-            if (ch->out.text_len && api_job_delta(&j->a, ch->out.text, ch->out.text_len))
-                gen_job_cancel(&j->g, s->gm); /* out of memory: the stream ends with an error (api_job_finish) */
-            if (ch->finish != CINFER_FINISH_NONE) api_job_finish(&j->a, &j->g);
-            evbuffer_add(b, j->a.out.data, j->a.out.len);
-            j->a.out.len = 0;
-        } else if (j->a.multi) { /* n > 1 / logprobs: one parser per choice, OpenAI chunks (api_multi.c) */
-            if (api_multi_delta(&j->a, &j->meta, &j->g, c, s->gm->tok))
-                gen_job_cancel(&j->g, s->gm); /* out of memory: cut short */
-            if (ch->finish != CINFER_FINISH_NONE && ch->finish != CINFER_FINISH_ERROR)
-                api_multi_finish(&j->a, &j->meta, &j->g, c);
-            evbuffer_add(b, j->a.out.data, j->a.out.len);
-            j->a.out.len = 0;
-        } else if (!j->g.p.logprobs) { /* the common per-token path: no JSON library, a reused buffer */
-            if (ch->out.text_len && !oai_chunk_text_into(&j->meta, c, ch->out.text, ch->out.text_len, &j->chunk))
-                http_sse_put(b, j->chunk.p, j->chunk.len);
-        } else {
-            bool empty;
-            char *d = oai_chunk_delta(&j->meta, &j->g, c, s->gm->tok, &empty);
-            if (!empty) http_sse_add(b, d);
-        }
-        if (j->a.active && !j->a.multi) {
-        } else if (ch->finish == CINFER_FINISH_ERROR) {
-            serve_error e;
-            serve_fail(&e, 500, "server_error", NULL, NULL, "generation failed: %s", ch->error);
-            http_sse_add(b, oai_error_json(&e));
-        } else if (ch->finish != CINFER_FINISH_NONE && !j->a.multi) {
-            http_sse_add(b, oai_chunk_finish(&j->meta, &j->g, c));
-        }
+        /* recipe: parser(s) -> stream encoder (finish, usage, [DONE] and errors included) */
+        bool fail = j->a.multi ? api_multi_delta(&j->a, &j->g, c, s->gm->tok) != 0
+                               : ch->out.text_len && api_job_delta(&j->a, ch->out.text, ch->out.text_len);
+        if (fail) gen_job_cancel(&j->g, s->gm); /* out of memory: the stream ends with an error at the finish */
+        if (ch->finish != CINFER_FINISH_NONE)
+            (void)(j->a.multi ? api_multi_finish(&j->a, &j->g, c) : api_job_finish(&j->a, &j->g)); /* -1: output cut */
+        evbuffer_add(b, j->a.out.data, j->a.out.len);
+        j->a.out.len = 0;
         if (evbuffer_get_length(b)) evhttp_send_reply_chunk_with_cb(j->req, b, on_drained, j);
         evbuffer_drain(b, evbuffer_get_length(b)); /* empty already unless evhttp refused it */
     }
@@ -469,9 +431,9 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     snprintf(a.id, sizeof a.id, "%s", id);
     a.created = (int64_t)time(NULL);
     api_ctx actx = make_api_ctx(s);
-    int rc = kind == GEN_COMPLETION ? api_completion_parse(body, len, &actx, &p, &e)
+    int rc = kind == GEN_COMPLETION ? api_completion_parse(&a, body, len, &actx, &p, &e)
                                     : api_job_parse(&a, api, body, len, &actx, &p, &e);
-    if (!rc && a.active && api_job_prepare(&a, &actx, &p, &e)) {
+    if (!rc && kind == GEN_CHAT && api_job_prepare(&a, &actx, &p, &e)) {
         gen_params_free(&p);
         rc = -1;
     }
@@ -518,11 +480,6 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     j->stream = p.stream;
     snprintf(j->id, sizeof j->id, "%s", id);
     snprintf(j->path, sizeof j->path, "%s", path);
-    j->meta.kind = kind;
-    j->meta.id = j->id;
-    j->meta.created = (long long)time(NULL);
-    j->meta.model = s->cfg->model_name;
-    j->meta.include_usage = p.stream && p.include_usage;
     j->n_choices = p.n;
     j->a = a;      /* moved: freed with the job */
     j->prep_p = p; /* moved: into j->g by gen_job_prepare */
@@ -562,9 +519,10 @@ static void prep_done(sv_job *j) {
     if (!j->task.ran) serve_fail(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
     else if (j->prep_rc) e = j->prep_err;
     else if (!gen_job_submit(&j->g, s->gm, &e)) {
-        if (j->a.active) api_job_prompt_check(&j->a, &j->g, s->gm->tok);
+        if (!j->a.completion) api_job_prompt_check(&j->a, &j->g, s->gm->tok);
         if (!(j->a.active && j->stream &&
-              (j->a.multi ? api_multi_begin(&j->a, &j->meta, &j->g) : api_job_begin(&j->a, &j->g, s->cfg->model_name)))) {
+              (j->a.multi ? api_multi_begin(&j->a, &j->g, s->cfg->model_name)
+                          : api_job_begin(&j->a, &j->g, s->cfg->model_name)))) {
             job_started(j);
             return;
         }
@@ -591,7 +549,7 @@ static void job_started(sv_job *j) {
         evhttp_add_header(h, "X-Request-Id", j->id);
         if (j->api == RECIPE_API_MESSAGES) evhttp_add_header(h, "request-id", j->id);
         evhttp_send_reply_start(req, 200, "OK");
-        if (j->a.multi) { /* role chunks (+ forced calls' first deltas) from api_multi_begin */
+        if (j->a.out.len) { /* role chunks (+ forced calls' first deltas) from api_multi_begin */
             struct evbuffer *b = evbuffer_new();
             if (b) {
                 evbuffer_add(b, j->a.out.data, j->a.out.len);
@@ -787,7 +745,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
     }
     if (models) {
         if (!get) goto bad_method;
-        send_json(s, req, 200, oai_models_json(s->cfg->model_name, s->started));
+        send_json(s, req, 200, route_models_json(s->cfg->model_name, s->started, false));
         return;
     }
     if (one_model) {
@@ -804,7 +762,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
             return;
         }
         free(name);
-        send_json(s, req, 200, oai_model_json(s->cfg->model_name, s->started));
+        send_json(s, req, 200, route_models_json(s->cfg->model_name, s->started, true));
         return;
     }
     if (!post) goto bad_method;

@@ -5,7 +5,7 @@
  *
  * Input: the first byte picks the endpoint (chat completions, completions,
  * tokenize, detokenize), the rest is the HTTP body; or (mode 4) the rest is
- * generated text, and the hand-written streaming chunk must equal jansson's. Parsing may reject the
+ * generated text, and recipe's Chat / Completions stream chunk must parse back. Parsing may reject the
  * body, but must not crash or leak; a rejection must carry a 4xx/5xx status
  * and a message, and its OpenAI error JSON must format; an accepted request
  * must satisfy the invariants the generation core relies on (n in range,
@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "serve/api.h"
-#include "serve/oai_response.h"
 
 #define N_VOCAB 512
 
@@ -44,7 +43,7 @@ static void check_params(const gen_params *p) {
 
 static void check_error(const serve_error *e) {
     if (e->status < 400 || e->status > 599 || !e->message[0]) abort();
-    char *j = oai_error_json(e);
+    char *j = serve_error_json(e);
     if (!j) abort();
     free(j);
 }
@@ -65,7 +64,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             memset(&a, 0, sizeof a);
             rc = api_job_parse(&a, RECIPE_API_CHAT, body, len, &ctx, &p, &e);
             api_job_free(&a);
-        } else rc = api_completion_parse(body, len, &ctx, &p, &e);
+        } else {
+            api_job a;
+            memset(&a, 0, sizeof a);
+            rc = api_completion_parse(&a, body, len, &ctx, &p, &e);
+            api_job_free(&a);
+        }
         if (rc == 0) {
             check_params(&p);
             gen_params_free(&p);
@@ -85,27 +89,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         } else check_error(&e);
         break;
     }
-    case 4: {
+    case 4: { /* generated text through recipe's OpenAI stream writer: a chunk that parses back */
         json_t *probe = json_stringn(body, len);
         if (!probe) break; /* engine text is always valid UTF-8 */
         json_decref(probe);
-        oai_meta m = {.kind = len % 2 ? GEN_CHAT : GEN_COMPLETION, .id = "cmpl-1", .created = 7, .model = "m",
-                      .include_usage = len % 3 == 0};
-        gen_choice ch;
-        memset(&ch, 0, sizeof ch);
-        ch.out.text = (char *)body;
-        ch.out.text_len = len;
-        gen_job j;
-        memset(&j, 0, sizeof j);
-        j.p.n = 1;
-        j.choices = &ch;
-        bool empty;
-        char *ref = oai_chunk_delta(&m, &j, 0, NULL, &empty);
-        oai_buf buf = {0};
-        if (oai_chunk_text_into(&m, 0, body, len, &buf)) abort();
-        if (!empty && (!ref || strcmp(ref, buf.p))) abort();
-        free(ref);
-        free(buf.p);
+        recipe_stream_info info = {.id = "cmpl-1", .model = "m", .created = 7, .include_usage = len % 3 == 0,
+                                   .n_choices = 2, .completion = len % 2 == 0};
+        recipe_stream_encoder *enc = recipe_stream_encoder_new(RECIPE_API_CHAT, &info);
+        if (!enc) break;
+        recipe_buf out = {0};
+        recipe_error re;
+        recipe_event ev = {.type = RECIPE_EV_TEXT, .text = body, .len = len, .choice = (int)(len % 2)};
+        if (recipe_stream_encoder_event(enc, &ev, &out, &re)) abort();
+        const char *last = NULL;
+        for (const char *q = out.data; q && (q = strstr(q, "data: ")); q += 6) last = q;
+        json_t *o = last ? json_loads(last + 6, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+        if (len && !o) abort();
+        if (o) json_decref(o);
+        recipe_buf_free(&out);
+        recipe_stream_encoder_free(enc);
         break;
     }
     default: {

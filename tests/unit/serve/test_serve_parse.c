@@ -5,14 +5,15 @@
  *    (issue 14 §4.6: wrong types for tools / tool_choice / response_format, empty model,
  *    non-canonical logit_bias keys, structured outputs);
  *  - Completions through recipe (api_completion_parse): prompt forms and rejections;
- *  - oai_response: the error object's exact shape;
+ *  - serve_error_json: the error object's exact shape;
+ *  - the streamed text of Chat / Completions chunks (recipe's OpenAI writer) is valid JSON for
+ *    every kind of text, one chunk per choice;
  *  - metrics: histogram buckets are cumulative in the Prometheus text, and
  *    weighted observations count. */
 #include <string.h>
 
 #include "serve/api.h"
 #include "serve/metrics.h"
-#include "serve/oai_response.h"
 #include "testutil.h"
 
 static const struct { int32_t n_vocab, max_n; } LIM = {.n_vocab = 512, .max_n = 8};
@@ -30,7 +31,11 @@ static int chat(const char *body, gen_params *p, serve_error *e) {
 static int cmpl(const char *body, gen_params *p, serve_error *e) {
     memset(e, 0, sizeof *e);
     api_ctx ctx = {.parser = RECIPE_PARSER_PLAIN, .max_n = LIM.max_n, .n_vocab = LIM.n_vocab};
-    return api_completion_parse(body, strlen(body), &ctx, p, e);
+    api_job a;
+    memset(&a, 0, sizeof a);
+    int rc = api_completion_parse(&a, body, strlen(body), &ctx, p, e);
+    api_job_free(&a);
+    return rc;
 }
 
 static void test_chat_fields(void) {
@@ -163,7 +168,7 @@ static void test_rejections(void) {
 static void test_error_json(void) {
     serve_error e;
     serve_fail(&e, 404, "invalid_request_error", "model_not_found", "model", "no such model '%s'", "x");
-    char *s = oai_error_json(&e);
+    char *s = serve_error_json(&e);
     CHECKF(s && !strcmp(s, "{\"error\":{\"message\":\"no such model 'x'\",\"type\":\"invalid_request_error\","
                            "\"param\":\"model\",\"code\":\"model_not_found\"}}"), "%s", s ? s : "(null)");
     json_t *j = s ? json_loads(s, 0, NULL) : NULL;
@@ -174,41 +179,47 @@ static void test_error_json(void) {
     json_decref(j);
     free(s);
     serve_bad(&e, NULL, "bad \xff bytes"); /* not UTF-8: still a valid error object */
-    s = oai_error_json(&e);
+    s = serve_error_json(&e);
     j = s ? json_loads(s, 0, NULL) : NULL;
     CHECK(j && json_is_null(json_object_get(json_object_get(j, "error"), "param")));
     json_decref(j);
     free(s);
 }
 
-/* The hand-written per-token chunk equals jansson's for every kind of text. */
-static void test_fast_chunk(void) {
+/* Every kind of text streams as a valid chunk of its choice (Chat delta.content / Completions text). */
+static void test_stream_chunks(void) {
     static const char *const texts[] = {"hello", " a \"quoted\" \\ back/slash", "line\nbreak\ttab\r\b\f",
-                                        "\x01\x1f ctl \x7f del", "caf\xc3\xa9 \xf0\x9f\xa6\x99 \xe2\x80\xa8", ""};
-    oai_buf buf = {0};
-    for (int kind = 0; kind < 2; kind++)
-        for (int usage = 0; usage < 2; usage++)
+                                        "\x01\x1f ctl \x7f del", "caf\xc3\xa9 \xf0\x9f\xa6\x99 \xe2\x80\xa8"};
+    for (int completion = 0; completion < 2; completion++)
+        for (int usage = 0; usage < 2; usage++) {
+            recipe_stream_info info = {.id = "chatcmpl-\"x\"", .model = "m\\odel", .created = 1795948958,
+                                       .include_usage = usage, .n_choices = 3, .completion = completion};
+            recipe_stream_encoder *enc = recipe_stream_encoder_new(RECIPE_API_CHAT, &info);
+            CHECK(enc != NULL);
+            if (!enc) continue;
+            recipe_buf out = {0};
+            recipe_error re;
             for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
-                oai_meta m = {.kind = kind ? GEN_COMPLETION : GEN_CHAT, .id = "chatcmpl-\"x\"", .created = 1795948958,
-                              .model = "m\\odel", .include_usage = usage};
-                gen_choice ch;
-                memset(&ch, 0, sizeof ch);
-                ch.out.text = (char *)texts[t];
-                ch.out.text_len = strlen(texts[t]);
-                gen_job j;
-                memset(&j, 0, sizeof j);
-                j.p.n = 3;
-                j.choices = &ch;
-                bool empty;
-                char *ref = oai_chunk_delta(&m, &j, 0, NULL, &empty);
-                CHECK(oai_chunk_text_into(&m, 0, texts[t], strlen(texts[t]), &buf) == 0);
-                if (!empty) CHECKF(ref && !strcmp(ref, buf.p), "\n  jansson: %s\n  fast:    %s", ref, buf.p);
-                json_t *parsed = json_loads(buf.p, 0, NULL);
-                CHECK(parsed != NULL);
-                json_decref(parsed);
-                free(ref);
+                recipe_event ev = {.type = RECIPE_EV_TEXT, .text = texts[t], .len = strlen(texts[t]), .choice = (int)t % 3};
+                out.len = 0;
+                CHECK(recipe_stream_encoder_event(enc, &ev, &out, &re) == 0);
+                const char *last = out.data ? strstr(out.data, texts[0] == texts[t] ? "data: " : "data: ") : NULL;
+                for (const char *q = out.data; q && (q = strstr(q, "data: ")); q += 6) last = q;
+                json_t *o = last ? json_loads(last + 6, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+                CHECKF(o != NULL, "%s", out.data ? out.data : "");
+                json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
+                CHECK(json_integer_value(json_object_get(ch, "index")) == (json_int_t)(t % 3));
+                const char *got = completion ? json_string_value(json_object_get(ch, "text"))
+                                             : json_string_value(json_object_get(json_object_get(ch, "delta"), "content"));
+                CHECKF(got && !strcmp(got, texts[t]), "%s", last);
+                CHECK(!strcmp(json_string_value(json_object_get(o, "object")),
+                              completion ? "text_completion" : "chat.completion.chunk"));
+                CHECK(usage ? json_is_null(json_object_get(o, "usage")) : !json_object_get(o, "usage"));
+                json_decref(o);
             }
-    free(buf.p);
+            recipe_buf_free(&out);
+            recipe_stream_encoder_free(enc);
+        }
 }
 
 static void test_metrics(void) {
@@ -248,7 +259,7 @@ int main(void) {
     test_completion_prompts();
     test_rejections();
     test_error_json();
-    test_fast_chunk();
+    test_stream_chunks();
     test_metrics();
     return test_finish();
 }

@@ -90,11 +90,13 @@ static void test_request_field(void) {
     api_job_free(&a);
     gen_params_free(&p);
     b = "{\"prompt\":\"hi\"}";
-    CHECK(api_completion_parse(b, strlen(b), &ctx, &p, &e) == 0 && p.traffic_class == TRAFFIC_UNSET);
+    CHECK(api_completion_parse(&a, b, strlen(b), &ctx, &p, &e) == 0 && p.traffic_class == TRAFFIC_UNSET);
+    api_job_free(&a);
     gen_params_free(&p);
     b = "{\"prompt\":\"hi\",\"cinfer\":{\"traffic_class\":\"x\"}}";
-    CHECK(api_completion_parse(b, strlen(b), &ctx, &p, &e) == -1 && e.status == 400 &&
+    CHECK(api_completion_parse(&a, b, strlen(b), &ctx, &p, &e) == -1 && e.status == 400 &&
           !strcmp(e.param, "cinfer.traffic_class"));
+    api_job_free(&a);
 }
 
 static void test_store_metrics(void) {
