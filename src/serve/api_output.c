@@ -10,7 +10,7 @@
  * opener is never echoed as content. Finish: EOS / stop string -> tool_calls
  * when a call was parsed, else EOS, or STOP_STRING + the matched string when
  * the engine reports one (Anthropic stop_sequence); length -> LENGTH
- * (cancelled too; Chat patches it to "abort"); engine error -> ERROR. Usage
+ * (cancelled too, except Chat: CANCELLED, "abort"); engine error -> ERROR. Usage
  * reasoning tokens: see api_job_reasoning_tokens.
  * A part_acc holds at most 64 output parts (reasoning / text / calls); more are dropped. */
 #include "serve/api.h"
@@ -168,16 +168,11 @@ static int encode_events(api_job *a, const recipe_event *ev, size_t n) {
     return 0;
 }
 
-/* Recipe has no "cancelled" finish; Chat's is vLLM's "abort" (the shutdown deadline): the
- * finish chunk written from `from` on says "length" and is patched. */
-static void chat_abort_patch(recipe_buf *b, size_t from) {
-    static const char len_s[] = "\"finish_reason\":\"length\"", abort_s[] = "\"finish_reason\":\"abort\"";
-    for (size_t i = from; i + sizeof len_s - 1 <= b->len; i++)
-        if (!memcmp(b->data + i, len_s, sizeof len_s - 1)) {
-            memcpy(b->data + i, abort_s, sizeof abort_s - 1);
-            memmove(b->data + i + sizeof abort_s - 1, b->data + i + sizeof len_s - 1, b->len - i - (sizeof len_s - 1));
-            b->len -= 1;
-        }
+/* The canonical finish of choice 0 for this API: a cancel (the shutdown deadline) is Chat's "abort"
+ * (RECIPE_FINISH_CANCELLED); Messages and Responses report it as the length limit. */
+static recipe_finish finish_for(const api_job *a, const gen_choice *c, int calls) {
+    if (a->api == RECIPE_API_CHAT && c->finish == CINFER_FINISH_CANCELLED && !calls) return RECIPE_FINISH_CANCELLED;
+    return api_finish_of(c, calls);
 }
 
 int api_job_delta(api_job *a, const char *text, size_t len) {
@@ -198,7 +193,7 @@ int api_job_finish(api_job *a, const gen_job *g) {
     recipe_parser_finish(a->parser, &ev, &n);
     if (!a->enc) return 0;
     if (encode_events(a, ev, n)) return -1;
-    recipe_event fin = {.type = RECIPE_EV_FINISH, .finish = api_finish_of(c, recipe_parser_tool_calls(a->parser)),
+    recipe_event fin = {.type = RECIPE_EV_FINISH, .finish = finish_for(a, c, recipe_parser_tool_calls(a->parser)),
                         .has_usage = true, .usage = usage_of(a, g)};
     if (fin.finish == RECIPE_FINISH_STOP_STRING) fin.stop_sequence = api_stop_of(g, c);
     if (recipe_parser_failed(a->parser)) fin.finish = RECIPE_FINISH_ERROR;
@@ -209,11 +204,7 @@ int api_job_finish(api_job *a, const gen_job *g) {
                                                  : "generation failed";
         fin.len = strlen(fin.text);
     }
-    size_t from = a->out.len;
-    if (encode_events(a, &fin, 1)) return -1;
-    if (a->api == RECIPE_API_CHAT && c->finish == CINFER_FINISH_CANCELLED && fin.finish == RECIPE_FINISH_LENGTH)
-        chat_abort_patch(&a->out, from);
-    return 0;
+    return encode_events(a, &fin, 1);
 }
 
 /* Appends events to response parts (adjacent text / reasoning merged). */
@@ -300,7 +291,7 @@ char *api_job_response(api_job *a, const gen_job *g, const char *model) {
         return NULL;
     }
     a->reasoning_tokens = api_job_reasoning_tokens(a, g, 0);
-    r.finish = api_finish_of(&g->choices[0], calls);
+    r.finish = finish_for(a, &g->choices[0], calls);
     if (r.finish == RECIPE_FINISH_ERROR) r.error_message = g->choices[0].error;
     if (r.finish == RECIPE_FINISH_STOP_STRING) r.stop_sequence = api_stop_of(g, &g->choices[0]);
     r.has_usage = true;
@@ -308,9 +299,6 @@ char *api_job_response(api_job *a, const gen_job *g, const char *model) {
     recipe_error re;
     recipe_buf body = {0};
     if (recipe_response_encode_text(a->api, &r, &a->req, &body, &re)) recipe_buf_free(&body);
-    else if (a->api == RECIPE_API_CHAT && g->choices[0].finish == CINFER_FINISH_CANCELLED &&
-             r.finish == RECIPE_FINISH_LENGTH)
-        chat_abort_patch(&body, 0);
     recipe_response_free(&r);
     return body.data; /* malloc'd or NULL */
 }
