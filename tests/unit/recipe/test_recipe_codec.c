@@ -359,6 +359,128 @@ static void test_extras(void) {
     recipe_request_free(&r);
 }
 
+/* Completions requests (RECIPE_PARSE_COMPLETIONS): prompt forms, logprobs, the recorded fields. */
+static void test_completions_parse(void) {
+    static const struct { const char *body; const char *prompt; size_t n_ids; } ok[] = {
+        {"{\"prompt\":\"Once\"}", "Once", 0},
+        {"{\"prompt\":[\"Once\"]}", "Once", 0},
+        {"{\"prompt\":[1,403,407]}", NULL, 3},
+        {"{\"prompt\":[[1,2]]}", NULL, 2},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        recipe_request r;
+        recipe_request_init(&r);
+        recipe_error err;
+        int rc = recipe_request_parse_text(RECIPE_API_CHAT, ok[i].body, strlen(ok[i].body), RECIPE_PARSE_COMPLETIONS, &r,
+                                           &err);
+        CHECKF(rc == 0 && r.completion && r.n_messages == 0, "%s: %s", ok[i].body, err.message);
+        if (ok[i].prompt) CHECK(r.prompt && !strcmp(r.prompt, ok[i].prompt) && r.prompt_len == strlen(ok[i].prompt));
+        else CHECK(!r.prompt && r.n_prompt_ids == ok[i].n_ids && r.prompt_ids[0] == 1);
+        recipe_buf out = {0};
+        CHECK(recipe_request_encode_text(RECIPE_API_CHAT, &r, &out, &err) == -1); /* no messages to encode */
+        recipe_buf_free(&out);
+        recipe_request_free(&r);
+    }
+    const char *b = "{\"prompt\":\"x\",\"logprobs\":3,\"echo\":true,\"suffix\":\"y\",\"best_of\":2,\"n\":2,"
+                    "\"stop\":\"END\",\"min_tokens\":1,\"logit_bias\":{\"5\":-1}}";
+    recipe_request r;
+    recipe_request_init(&r);
+    recipe_error err;
+    CHECK(recipe_request_parse_text(RECIPE_API_CHAT, b, strlen(b), RECIPE_PARSE_COMPLETIONS, &r, &err) == 0);
+    CHECK(r.logprobs == 1 && r.top_logprobs == 3 && r.echo == 1 && r.suffix && !strcmp(r.suffix, "y") &&
+          r.best_of == 2 && r.n == 2 && r.n_stop == 1 && r.min_tokens == 1 && r.n_bias == 1 && r.bias[0].token == 5);
+    recipe_request_free(&r);
+    static const struct { const char *body, *param; } bad[] = {
+        {"{}", "prompt"},
+        {"{\"prompt\":[\"a\",\"b\"]}", "prompt"},
+        {"{\"prompt\":[1,-1]}", "prompt"},
+        {"{\"prompt\":5}", "prompt"},
+        {"{\"prompt\":\"x\",\"logprobs\":true}", "logprobs"},
+        {"{\"prompt\":\"x\",\"top_logprobs\":2}", "top_logprobs"},
+        {"{\"prompt\":\"x\",\"echo\":1}", "echo"},
+        {"{\"prompt\":\"x\",\"suffix\":1}", "suffix"},
+        {"{\"prompt\":\"x\",\"stream_options\":{}}", "stream_options"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        recipe_request_init(&r);
+        int rc = recipe_request_parse_text(RECIPE_API_CHAT, bad[i].body, strlen(bad[i].body), RECIPE_PARSE_COMPLETIONS,
+                                           &r, &err);
+        CHECKF(rc == -1 && !strcmp(err.param, bad[i].param), "%s: rc %d param [%s]", bad[i].body, rc, err.param);
+        recipe_request_free(&r);
+    }
+}
+
+/* The OpenAI writer: two choices side by side with logprobs, the last finish ends the stream;
+ * the Completions body and Chat choices with logprobs. */
+static void test_openai_writer(void) {
+    recipe_logprob alt[2] = {{.token = "a", .len = 1, .logprob = -0.5}, {.token = "\xe2\x80", .len = 2, .logprob = -2}};
+    recipe_logprob lp[2] = {{.token = "a", .len = 1, .logprob = -0.5, .top = alt, .n_top = 2},
+                            {.token = "\xe2\x80", .len = 2, .logprob = -1.25, .top = alt, .n_top = 2}};
+    for (int completion = 0; completion < 2; completion++) {
+        recipe_stream_info info = {.id = "x-1", .model = "m", .created = 5, .include_usage = true, .n_choices = 2,
+                                   .completion = completion};
+        recipe_stream_encoder *e = recipe_stream_encoder_new(RECIPE_API_CHAT, &info);
+        CHECK(e != NULL);
+        if (!e) continue;
+        recipe_buf out = {0};
+        recipe_error err;
+        recipe_event t1 = {.type = RECIPE_EV_TEXT, .text = "a", .len = 1, .choice = 1, .logprobs = lp, .n_logprobs = 2};
+        recipe_event f0 = {.type = RECIPE_EV_FINISH, .finish = RECIPE_FINISH_EOS, .choice = 0};
+        recipe_event f1 = {.type = RECIPE_EV_FINISH, .finish = RECIPE_FINISH_CANCELLED, .choice = 1, .has_usage = true,
+                           .usage = {.prompt = 3, .output = 4}};
+        CHECK(recipe_stream_encoder_event(e, &t1, &out, &err) == 0);
+        CHECK(recipe_stream_encoder_event(e, &f0, &out, &err) == 0 && !recipe_stream_encoder_done(e));
+        CHECK(recipe_stream_encoder_event(e, &f0, &out, &err) == -1); /* choice 0 already finished */
+        CHECK(recipe_stream_encoder_event(e, &f1, &out, &err) == 0 && recipe_stream_encoder_done(e));
+        const char *d = out.data ? out.data : "";
+        if (completion)
+            CHECKF(strstr(d, "\"object\":\"text_completion\"") && strstr(d, "\"index\":1,\"text\":\"a\"") &&
+                       strstr(d, "\"tokens\":[\"a\",\"bytes:\\\\xe2\\\\x80\"]") && strstr(d, "\"text_offset\":[0,1]") &&
+                       strstr(d, "\"finish_reason\":\"abort\"") && !strstr(d, "\"role\""),
+                   "%s", d);
+        else
+            CHECKF(strstr(d, "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}") &&
+                       strstr(d, "{\"index\":1,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}") &&
+                       strstr(d, "\"bytes\":[226,128]") && strstr(d, "\"finish_reason\":\"abort\""),
+                   "%s", d);
+        CHECK(strstr(d, "\"usage\":{\"prompt_tokens\":3") != NULL);
+        CHECK(strlen(d) >= 14 && !strcmp(d + strlen(d) - 14, "data: [DONE]\n\n"));
+        recipe_buf_free(&out);
+        recipe_stream_encoder_free(e);
+    }
+    recipe_part p0 = {.type = RECIPE_PART_TEXT, .text = "hi"};
+    recipe_choice cs[2] = {{.parts = &p0, .n_parts = 1, .finish = RECIPE_FINISH_LENGTH, .logprobs = lp, .n_logprobs = 1},
+                           {.parts = &p0, .n_parts = 1, .finish = RECIPE_FINISH_STOP_STRING, .stop_sequence = "S",
+                            .logprobs = lp, .n_logprobs = 0}};
+    for (int completion = 0; completion < 2; completion++) {
+        recipe_response r;
+        recipe_response_init(&r);
+        r.id = "x-2";
+        r.model = "m";
+        r.choices = cs;
+        r.n_choices = 2;
+        r.completion = completion;
+        recipe_buf out = {0};
+        recipe_error err;
+        CHECK(recipe_response_encode_text(RECIPE_API_CHAT, &r, NULL, &out, &err) == 0);
+        json_t *o = out.data ? json_loads(out.data, 0, NULL) : NULL;
+        json_t *c0 = json_array_get(json_object_get(o, "choices"), 0), *c1 = json_array_get(json_object_get(o, "choices"), 1);
+        CHECKF(json_array_size(json_object_get(o, "choices")) == 2, "%s", out.data ? out.data : "");
+        CHECK(!strcmp(json_string_value(json_object_get(c0, "finish_reason")), "length"));
+        CHECK(!strcmp(json_string_value(json_object_get(c1, "stop_reason")), "S"));
+        if (completion) {
+            CHECK(!strcmp(json_string_value(json_object_get(c1, "text")), "hi"));
+            CHECK(json_array_size(json_object_get(json_object_get(c0, "logprobs"), "tokens")) == 1);
+        } else {
+            CHECK(json_array_size(json_object_get(json_object_get(c0, "logprobs"), "content")) == 1);
+            CHECK(json_array_size(json_object_get(json_object_get(c1, "logprobs"), "content")) == 0);
+        }
+        json_decref(o);
+        recipe_buf_free(&out);
+        recipe_response_free(&r);
+    }
+}
+
 /* recipe_buf: out of memory is sticky (an impossible size stands in for a failed realloc). */
 static void test_buf_sticky(void) {
     recipe_buf b = {0};
@@ -406,6 +528,8 @@ int main(void) {
     test_errors();
     test_extras();
     test_buf_sticky();
+    test_completions_parse();
+    test_openai_writer();
     test_mappings();
     return test_finish();
 }
