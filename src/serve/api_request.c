@@ -381,6 +381,48 @@ fail:
     return -1;
 }
 
+static bool has_image(const recipe_part *ps, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].type == RECIPE_PART_IMAGE || (ps[i].type == RECIPE_PART_TOOL_RESULT && has_image(ps[i].parts, ps[i].n_parts)))
+            return true;
+    return false;
+}
+
+/* The generation path: the template reads a->req directly (p->req; chat_template_render_req), after
+ * a Responses continuation's stored conversation (p->history). Images are refused (text-only
+ * models); a->conversation keeps this turn's template messages for the response store. */
+static int build_context(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
+    const recipe_request *r = &a->req;
+    for (size_t i = 0; i < r->n_messages; i++)
+        if (has_image(r->messages[i].parts, r->messages[i].n_parts)) {
+            char where[48];
+            snprintf(where, sizeof where, "messages[%zu]", i);
+            return serve_bad(err, where, "%s: images are not supported (text-only model)", where);
+        }
+    if (r->previous_response_id) {
+        json_t *prev = NULL;
+        if (!ctx->store || !rstore_get(ctx->store, r->previous_response_id, ctx->now, &prev, NULL))
+            return serve_fail(err, 404, "invalid_request_error", "previous_response_not_found", "previous_response_id",
+                              "Previous response with id '%.100s' not found.", r->previous_response_id);
+        if (!(p->history = json_copy(prev))) return oom(err);
+    }
+    if (r->n_messages == 0 && json_array_size(p->history) == 0) return serve_bad(err, "messages", "the conversation is empty");
+    if (a->store) {
+        json_t *conv = p->history ? json_copy(p->history) : json_array();
+        for (size_t i = 0; conv && i < r->n_messages; i++) {
+            if (r->messages[i].top_level) continue;
+            json_t *o = api_template_message(&r->messages[i], i, err);
+            if (!o || json_array_append_new(conv, o)) {
+                json_decref(conv);
+                return o ? oom(err) : -1;
+            }
+        }
+        if (!(a->conversation = conv)) return oom(err);
+    }
+    p->req = r;
+    return 0;
+}
+
 int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
                   serve_error *err) {
     a->api = api;
@@ -390,19 +432,12 @@ int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, cons
     recipe_request_init(&a->req);
     gen_params_init(p);
     p->kind = GEN_CHAT;
-    if (parse_body(api, body, len, false, &a->req, err) || fill_params(api, &a->req, ctx, p, err) ||
-        build_messages(a, ctx, p, err))
-        goto fail;
+    if (parse_body(api, body, len, false, &a->req, err) || fill_params(api, &a->req, ctx, p, err)) goto fail;
     a->store = api == RECIPE_API_RESPONSES && a->req.store != 0;
+    if (build_context(a, ctx, p, err)) goto fail;
     a->multi = api == RECIPE_API_CHAT && (p->n != 1 || p->logprobs);
     a->flags = parser_flags(&a->req);
-    if (p->tools) json_decref(p->tools), p->tools = NULL;
-    if (a->req.n_tools && a->req.tool_choice != RECIPE_TOOL_CHOICE_NONE && !(p->tools = tools_json(&a->req))) goto oom_fail;
-    if (p->tmpl_kwargs) json_decref(p->tmpl_kwargs);
-    if (!(p->tmpl_kwargs = template_kwargs(&a->req))) goto oom_fail;
     return 0;
-oom_fail:
-    oom(err);
 fail:
     gen_params_free(p);
     return -1;

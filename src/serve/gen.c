@@ -18,6 +18,7 @@
  * request's think_* options (think_options below; docs/serve.md). */
 #include "serve/gen.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -37,6 +38,7 @@ void gen_params_init(gen_params *p) {
 
 void gen_params_free(gen_params *p) {
     if (p->messages) json_decref(p->messages);
+    if (p->history) json_decref(p->history);
     free(p->prompt);
     free(p->prompt_ids);
     free(p->model);
@@ -248,6 +250,91 @@ fail:
     return -1;
 }
 
+/* Rendered text with sentinels -> ids: template text with special parsing, sentinel k replaced by
+ * user text content(k) without. */
+static int encode_sentinels(const gen_model *gm, id_vec *v, const char *text, size_t len,
+                            const char *(*content)(const void *arg, size_t k), const void *arg, serve_error *err) {
+    size_t at = 0;
+    while (at < len) {
+        const char *o = memchr(text + at, SENT_OPEN, len - at);
+        const char *cl = o ? memchr(o, SENT_CLOSE, (size_t)(text + len - o)) : NULL;
+        size_t seg_end = o && cl ? (size_t)(o - text) : len;
+        if (seg_end > at && encode_into(gm, v, text + at, seg_end - at, true, err)) return -1;
+        if (!(o && cl)) break;
+        const char *c = content(arg, strtoul(o + 1, NULL, 10));
+        if (c && encode_into(gm, v, c, strlen(c), false, err)) return -1;
+        at = (size_t)(cl - text) + 1;
+    }
+    return 0;
+}
+
+typedef struct req_texts {
+    char **msg;             /* per request message: its content as the template sees it */
+    size_t n;
+    const json_t *history;
+} req_texts;
+
+static const char *req_text(const void *arg, size_t k) {
+    const req_texts *t = arg;
+    if (k < t->n) return t->msg[k];
+    return json_string_value(json_object_get(json_array_get(t->history, k - t->n), "content"));
+}
+
+int gen_req_prompt(const gen_model *gm, const recipe_request *req, const json_t *history, bool add_gen, int32_t **ids,
+                   int32_t *n_ids, serve_error *err) {
+    size_t n = req->n_messages, nh = json_array_size(history);
+    req_texts t = {.msg = calloc(n ? n : 1, sizeof(char *)), .n = n, .history = history};
+    char **sent = calloc(n + nh + 1, sizeof(char *));
+    id_vec v = {0};
+    char *text = NULL;
+    size_t len = 0;
+    bool unsafe = false;
+    int rc = -1;
+    if (!t.msg || !sent) goto oom;
+    for (size_t i = 0; i < n; i++) {
+        if (!(t.msg[i] = chat_template_message_text(&req->messages[i]))) goto oom;
+        unsafe |= has_special_text(gm, t.msg[i]);
+    }
+    for (size_t k = 0; k < nh; k++) {
+        const char *c = req_text(&t, n + k);
+        unsafe |= c && has_special_text(gm, c);
+    }
+    chat_template_req in = {.req = req, .history = history, .add_generation_prompt = add_gen,
+                            .bos_token = gm->bos_text, .eos_token = gm->eos_text};
+    if (unsafe) { /* every content becomes a sentinel; user text is tokenized without special parsing */
+        for (size_t k = 0; k < n + nh; k++) {
+            if (k >= n && !req_text(&t, k)) continue;
+            if (!(sent[k] = malloc(32))) goto oom;
+            snprintf(sent[k], 32, "%c%zu%c", SENT_OPEN, k, SENT_CLOSE);
+        }
+        in.content = (const char *const *)sent;
+        in.history_content = (const char *const *)sent + n;
+    }
+    cf_err e = {0};
+    if (chat_template_render_req(gm->tmpl, &in, &text, &len, &e)) {
+        serve_bad(err, "messages", "cannot apply the chat template: %s", e.msg);
+        goto done;
+    }
+    if (maybe_bos(gm, &v, text, len, err) ||
+        (unsafe ? encode_sentinels(gm, &v, text, len, req_text, &t, err) : encode_into(gm, &v, text, len, true, err)))
+        goto done;
+    *ids = v.p;
+    *n_ids = v.n;
+    v.p = NULL;
+    rc = 0;
+    goto done;
+oom:
+    serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+done:
+    for (size_t i = 0; t.msg && i < n; i++) free(t.msg[i]);
+    for (size_t k = 0; sent && k < n + nh; k++) free(sent[k]);
+    free(t.msg);
+    free(sent);
+    free(text);
+    free(v.p);
+    return rc;
+}
+
 bool gen_ids_end_with(const tokenizer *tok, const int32_t *ids, int32_t n, const char *s) {
     char tail[96];
     size_t k = 0, sl = strlen(s);
@@ -329,7 +416,8 @@ int gen_job_prepare(gen_job *j, const gen_model *gm, gen_params *p, serve_error 
     gen_params *q = &j->p;
     int rc;
     if (q->kind == GEN_CHAT) {
-        rc = gen_chat_prompt_ex(gm, q->messages, q->tools, q->tmpl_kwargs, true, &j->prompt, &j->n_prompt, err);
+        rc = q->req ? gen_req_prompt(gm, q->req, q->history, true, &j->prompt, &j->n_prompt, err)
+                    : gen_chat_prompt_ex(gm, q->messages, q->tools, q->tmpl_kwargs, true, &j->prompt, &j->n_prompt, err);
         if (!rc && q->prompt_suffix) rc = add_suffix(j, gm, err);
     }
     else if (q->prompt_ids) {

@@ -34,7 +34,12 @@ typedef enum { GEN_CHAT = 0, GEN_COMPLETION } gen_kind;
 
 typedef struct gen_params {
     gen_kind kind;
-    json_t *messages;      /* chat: [{role, content: string, ...}] ready for the template (owned reference) */
+    json_t *messages;      /* chat without req: [{role, content: string, ...}] for the template (owned reference) */
+    /* chat: the canonical request the template reads directly (chat_template_render_req; borrowed: it
+     * outlives the job - the server's api_job owns it), and the stored conversation of a Responses
+     * continuation put after its top-level system text (owned reference or NULL) */
+    const recipe_request *req;
+    json_t *history;
     char *prompt;          /* completion: prompt text (owned) or NULL */
     size_t prompt_len;
     int32_t *prompt_ids;   /* completion: prompt as token ids (owned) or NULL */
@@ -165,6 +170,9 @@ int gen_chat_prompt(const gen_model *gm, const json_t *messages, bool add_genera
 /* The same with the template variables `tools` and extra keyword arguments (either may be NULL). */
 int gen_chat_prompt_ex(const gen_model *gm, const json_t *messages, const json_t *tools, const json_t *kwargs,
                        bool add_generation_prompt, int32_t **ids, int32_t *n_ids, serve_error *err);
+/* The same from a canonical request (+ history, may be NULL) without building JSON messages. */
+int gen_req_prompt(const gen_model *gm, const recipe_request *req, const json_t *history, bool add_generation_prompt,
+                   int32_t **ids, int32_t *n_ids, serve_error *err);
 /* Tokenizes text (user text: special tokens not parsed), BOS per the model when add_special. */
 int gen_text_prompt(const gen_model *gm, const char *text, size_t len, bool add_special, int32_t **ids, int32_t *n_ids,
                     serve_error *err);

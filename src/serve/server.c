@@ -483,6 +483,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     j->n_choices = p.n;
     j->a = a;      /* moved: freed with the job */
     j->prep_p = p; /* moved: into j->g by gen_job_prepare */
+    if (j->prep_p.req) j->prep_p.req = &j->a.req; /* the request moved with the api_job */
     s->inflight_choices += j->n_choices; /* admitted: counts against --max-seqs + --max-queue from now on */
     s->m.inflight++;
     s->n_preparing++;

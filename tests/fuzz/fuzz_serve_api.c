@@ -6,7 +6,7 @@
  * Input: the first byte picks the API, the rest is the HTTP body. Parsing may
  * reject the body, but must not crash or leak; a rejection carries a 4xx/5xx
  * status and its error JSON formats in the API's shape; an accepted request
- * gives the generation core non-empty template messages with string content
+ * gives the generation core a non-empty conversation whose template context renders
  * and sampling values in range; a forced tool_choice (api_job_prepare) either
  * fails in the API's shape or gives a prompt suffix equal to the parser's
  * opener with its plain (tool name) range inside it. */
@@ -16,9 +16,23 @@
 #include <string.h>
 
 #include "serve/api.h"
+#include "text/chat_template.h"
 
+/* The generation path: the template reads p->req (+ p->history) and renders it; count_tokens:
+ * JSON template messages. Either way, a non-empty conversation. */
 static void check_params(const gen_params *p) {
-    if (json_array_size(p->messages) == 0) abort();
+    if (p->req) {
+        if (p->req->n_messages == 0 && json_array_size(p->history) == 0) abort();
+        static const char tpl[] = "{% for m in messages %}{{ m.role }}{{ m.content }}{% if m.tool_calls %}"
+                                  "{{ m.tool_calls | tojson }}{% endif %}{% endfor %}{{ tools | tojson }}";
+        static chat_template *t;
+        cf_err err = {0};
+        if (!t && chat_template_parse(tpl, sizeof tpl - 1, &t, &err)) abort();
+        chat_template_req in = {.req = p->req, .history = p->history, .add_generation_prompt = true};
+        char *out = NULL;
+        if (chat_template_render_req(t, &in, &out, NULL, &err) == 0) free(out);
+    } else if (json_array_size(p->messages) == 0)
+        abort();
     for (size_t i = 0; i < json_array_size(p->messages); i++) {
         const json_t *m = json_array_get(p->messages, i);
         const json_t *c = json_object_get(m, "content");

@@ -31,11 +31,7 @@ static void check_params(const gen_params *p) {
     if (!(p->sampling.temperature >= 0 && p->sampling.temperature <= 2)) abort();
     if (!(p->sampling.top_p > 0 && p->sampling.top_p <= 1)) abort();
     if (p->max_tokens < 0 || p->top_logprobs < 0 || p->top_logprobs > 20) abort();
-    if (p->kind == GEN_CHAT && json_array_size(p->messages) == 0) abort();
-    for (size_t i = 0; p->kind == GEN_CHAT && i < json_array_size(p->messages); i++) {
-        const json_t *c = json_object_get(json_array_get(p->messages, i), "content");
-        if (!json_is_string(c)) abort();
-    }
+    if (p->kind == GEN_CHAT && (!p->req || p->req->n_messages == 0)) abort(); /* the template reads the request */
     if (p->kind == GEN_COMPLETION && !p->prompt && !p->prompt_ids) abort();
     for (int32_t i = 0; i < p->n_prompt_ids; i++)
         if (p->prompt_ids[i] < 0 || p->prompt_ids[i] >= N_VOCAB) abort();

@@ -13,19 +13,44 @@
 #include <string.h>
 
 #include "serve/api.h"
+#include "text/chat_template.h"
 #include "serve/metrics.h"
 #include "testutil.h"
 
 static const struct { int32_t n_vocab, max_n; } LIM = {.n_vocab = 512, .max_n = 8};
 
-static int chat(const char *body, gen_params *p, serve_error *e) {
+/* p->req points into *a: free a after using p. */
+static int chat_a(const char *body, api_job *a, gen_params *p, serve_error *e) {
     memset(e, 0, sizeof *e);
-    api_job a;
-    memset(&a, 0, sizeof a);
+    memset(a, 0, sizeof *a);
     api_ctx ctx = {.parser = RECIPE_PARSER_PLAIN, .max_n = LIM.max_n, .n_vocab = LIM.n_vocab};
-    int rc = api_job_parse(&a, RECIPE_API_CHAT, body, strlen(body), &ctx, p, e);
+    return api_job_parse(a, RECIPE_API_CHAT, body, strlen(body), &ctx, p, e);
+}
+
+static int chat(const char *body, gen_params *p, serve_error *e) {
+    api_job a;
+    int rc = chat_a(body, &a, p, e);
     api_job_free(&a);
     return rc;
+}
+
+/* The template variables of p's request, as a small template prints them. */
+static char *render_vars(const gen_params *p) {
+    static const char tpl[] = "{% for m in messages %}{{ m.role }}={{ m.content }}"
+                              "{% if m.tool_calls %}[{{ m.tool_calls[0].function.name }}:"
+                              "{{ m.tool_calls[0].function.arguments.city }}]{% endif %}"
+                              "{% if m.tool_call_id %}#{{ m.tool_call_id }}{% endif %};{% endfor %}"
+                              "{% if tools %}tools={{ tools[0].function.name }}/{{ tools[0].function.parameters.type }};{% endif %}"
+                              "{% if enable_thinking is defined %}think={{ enable_thinking }};{% endif %}"
+                              "{{ add_generation_prompt }}{{ bos_token }}";
+    chat_template *t = NULL;
+    cf_err err = {0};
+    char *out = NULL;
+    if (chat_template_parse(tpl, sizeof tpl - 1, &t, &err)) return NULL;
+    chat_template_req in = {.req = p->req, .history = p->history, .add_generation_prompt = true, .bos_token = "<s>"};
+    if (chat_template_render_req(t, &in, &out, NULL, &err)) out = NULL;
+    chat_template_free(t);
+    return out;
 }
 
 static int cmpl(const char *body, gen_params *p, serve_error *e) {
@@ -41,7 +66,8 @@ static int cmpl(const char *body, gen_params *p, serve_error *e) {
 static void test_chat_fields(void) {
     gen_params p;
     serve_error e;
-    int rc = chat("{\"model\":\"m\",\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"},"
+    api_job a;
+    int rc = chat_a("{\"model\":\"m\",\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"},"
                   "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"ab\"},{\"type\":\"text\",\"text\":\"cd\"}]},"
                   "{\"role\":\"assistant\",\"content\":null}],"
                   "\"max_tokens\":5,\"max_completion_tokens\":7,\"temperature\":0.5,\"top_p\":0.9,\"n\":3,"
@@ -50,14 +76,13 @@ static void test_chat_fields(void) {
                   "\"top_k\":-1,\"min_p\":0.1,\"priority\":-3,\"repetition_penalty\":1.2,\"cache_salt\":\"t1\",\"user\":\"u\",\"unknown\":[1],"
                   "\"min_tokens\":2,\"ignore_eos\":true,\"include_stop_str_in_output\":true,\"skip_special_tokens\":false,"
                   "\"stop_token_ids\":[5,9]}",
-                  &p, &e);
+                  &a, &p, &e);
     CHECKF(rc == 0, "%s", e.message);
-    if (rc) return;
+    if (rc) return api_job_free(&a);
     CHECK(p.kind == GEN_CHAT && !strcmp(p.model, "m"));
-    CHECK(json_array_size(p.messages) == 3);
-    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(p.messages, 0), "role")), "system"));
-    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(p.messages, 1), "content")), "abcd"));
-    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(p.messages, 2), "content")), ""));
+    char *vars = render_vars(&p); /* the template reads the canonical request */
+    CHECKF(vars && !strcmp(vars, "system=be brief;user=abcd;assistant=;True<s>"), "%s", vars ? vars : "(null)");
+    free(vars);
     CHECK(p.max_tokens == 7);
     CHECK(p.sampling.temperature == 0.5f && p.sampling.top_p == 0.9f && p.n == 3);
     CHECK(p.n_stop == 2 && !strcmp(p.stop[0], "x") && !strcmp(p.stop[1], "yz"));
@@ -71,6 +96,22 @@ static void test_chat_fields(void) {
     CHECK(p.min_tokens == 2 && p.ignore_eos && p.include_stop_str && p.keep_special);
     CHECK(p.n_stop_ids == 2 && p.stop_ids[0] == 5 && p.stop_ids[1] == 9);
     gen_params_free(&p);
+    api_job_free(&a);
+
+    /* tool calls (arguments as an object), tool results, tools, thinking for the template */
+    rc = chat_a("{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":\"assistant\",\"content\":null,"
+                "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get\",\"arguments\":"
+                "\"{\\\"city\\\":\\\"Paris\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"21\"}],"
+                "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get\",\"parameters\":{\"type\":\"object\"}}}],"
+                "\"reasoning_effort\":\"none\"}",
+                &a, &p, &e);
+    CHECKF(rc == 0, "%s", e.message);
+    vars = rc ? NULL : render_vars(&p);
+    CHECKF(vars && !strcmp(vars, "user=w?;assistant=[get:Paris];tool=21#c1;tools=get/object;think=False;True<s>"), "%s",
+           vars ? vars : "(null)");
+    free(vars);
+    gen_params_free(&p);
+    api_job_free(&a);
 
     rc = chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":\"END\"}", &p, &e);
     CHECK(rc == 0 && p.n_stop == 1 && !strcmp(p.stop[0], "END"));
