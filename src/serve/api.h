@@ -132,8 +132,9 @@ char *api_multi_response(const api_job *a, const gen_job *g, const char *model, 
  * overload, which OpenAI spells 429/503). malloc'd text. */
 char *api_error_json(recipe_api api, const serve_error *e, const char *request_id, int *status);
 
-/* One canonical message as a chat-template message (api_request.c; also used to store the
- * output of a Responses answer). New reference, or NULL + err (images: 400). */
+/* One canonical message as a JSON template message (api_request.c): the response store's format
+ * (a Responses turn and its output, read back as a continuation's history). New reference, or
+ * NULL + err (images: 400). */
 json_t *api_template_message(const recipe_message *m, size_t index, serve_error *err);
 
 /* POST /v1/completions: the body parsed by recipe (RECIPE_PARSE_COMPLETIONS) -> *p (kind
@@ -144,17 +145,22 @@ json_t *api_template_message(const recipe_message *m, size_t index, serve_error 
 int api_completion_parse(api_job *a, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
                          serve_error *err);
 
+/* 400 naming messages[i] when a message holds an image (the models are text-only). */
+int api_check_text_only(const recipe_request *r, serve_error *err);
+
 /* api_tokenize.c: POST /tokenize: {"prompt": text, "add_special_tokens": bool} or {"messages": [...],
- * "add_generation_prompt": bool} (Chat messages, parsed by recipe). Exactly one of *prompt
- * (malloc'd text) or *messages (template messages, a new reference) is set. */
-int api_tokenize_parse(const char *body, size_t len, char **prompt, size_t *prompt_len, json_t **messages,
+ * "add_generation_prompt": bool} (Chat messages, parsed by recipe into *req, which the caller
+ * initialized and frees; the template reads it). *prompt (malloc'd text) is set for the first
+ * form, NULL for the second. */
+int api_tokenize_parse(const char *body, size_t len, char **prompt, size_t *prompt_len, recipe_request *req,
                        bool *add_special, char **model, serve_error *err);
 /* POST /detokenize: {"tokens": [ids in [0, n_vocab)]}. *ids is malloc'd (NULL when empty). */
 int api_detokenize_parse(const char *body, size_t len, int32_t n_vocab, int32_t **ids, int32_t *n_ids, char **model,
                          serve_error *err);
 
-/* POST /v1/messages/count_tokens: the Messages body -> template messages and tools in *p (no
- * max_tokens needed). */
-int api_count_tokens_parse(const char *body, size_t len, const api_ctx *ctx, gen_params *p, serve_error *err);
+/* POST /v1/messages/count_tokens: the Messages body (no max_tokens needed) into a->req, which *p
+ * points at for the template (p->req). The caller frees *p, then a (api_job_free), also on failure. */
+int api_count_tokens_parse(api_job *a, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
+                           serve_error *err);
 
 #endif

@@ -168,21 +168,6 @@ json_t *api_template_message(const recipe_message *m, size_t i, serve_error *err
     return o;
 }
 
-static json_t *tools_json(const recipe_request *r) {
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < r->n_tools; i++) {
-        const recipe_tool *t = &r->tools[i];
-        json_t *f = json_pack("{s:s}", "name", t->name ? t->name : "");
-        if (!f) continue;
-        if (t->description) json_object_set_new(f, "description", json_string(t->description));
-        /* recipe keeps the schema as validated JSON text */
-        json_t *params = t->parameters ? json_loads(t->parameters, JSON_DECODE_ANY, NULL) : NULL;
-        json_object_set_new(f, "parameters", params ? params : json_pack("{s:s}", "type", "object"));
-        json_array_append_new(a, json_pack("{s:s, s:o}", "type", "function", "function", f));
-    }
-    return a;
-}
-
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 /* Where each API spells the structured-output field. */
@@ -306,21 +291,6 @@ static int fill_params(recipe_api api, const recipe_request *r, const api_ctx *c
     return 0;
 }
 
-/* enable_thinking (+ the request's chat_template_kwargs) for the template. */
-static json_t *template_kwargs(const recipe_request *r) {
-    json_t *k = r->chat_template_kwargs ? json_loads(r->chat_template_kwargs, 0, NULL) : NULL;
-    if (!json_is_object(k)) {
-        json_decref(k);
-        k = json_object();
-    }
-    if (!k) return NULL;
-    int think = r->thinking;
-    if (r->reasoning_effort == RECIPE_EFFORT_NONE) think = 0;
-    else if (think < 0 && r->reasoning_effort != RECIPE_EFFORT_UNSET) think = 1;
-    if (think >= 0 && !json_object_get(k, "enable_thinking")) json_object_set_new(k, "enable_thinking", json_boolean(think));
-    return k;
-}
-
 static unsigned parser_flags(const recipe_request *r) {
     return r->n_tools == 0 || r->tool_choice == RECIPE_TOOL_CHOICE_NONE ? RECIPE_PARSER_NO_TOOLS : 0u;
 }
@@ -339,48 +309,6 @@ static int parse_body(recipe_api api, const char *body, size_t len, bool count_o
     return 0;
 }
 
-/* Builds p->messages (and a->conversation for Responses) from a->req. */
-static int build_messages(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
-    const recipe_request *r = &a->req;
-    json_t *sys = json_array(), *conv = NULL;
-    if (!sys) return oom(err);
-    if (r->previous_response_id) {
-        json_t *prev = NULL;
-        if (!ctx->store || !rstore_get(ctx->store, r->previous_response_id, ctx->now, &prev, NULL)) {
-            json_decref(sys);
-            return serve_fail(err, 404, "invalid_request_error", "previous_response_not_found",
-                              "previous_response_id", "Previous response with id '%.100s' not found.",
-                              r->previous_response_id);
-        }
-        conv = json_copy(prev);
-    } else conv = json_array();
-    if (!conv) {
-        json_decref(sys);
-        return oom(err);
-    }
-    for (size_t i = 0; i < r->n_messages; i++) {
-        const recipe_message *m = &r->messages[i];
-        json_t *o = api_template_message(m, i, err);
-        if (!o) goto fail;
-        json_array_append_new(m->top_level ? sys : conv, o);
-    }
-    if (!(p->messages = json_copy(sys)) || json_array_extend(p->messages, conv)) goto oom_fail;
-    if (json_array_size(p->messages) == 0) {
-        serve_bad(err, "messages", "the conversation is empty");
-        goto fail;
-    }
-    if (a->api == RECIPE_API_RESPONSES) a->conversation = json_incref(conv);
-    json_decref(sys);
-    json_decref(conv);
-    return 0;
-oom_fail:
-    oom(err);
-fail:
-    json_decref(sys);
-    json_decref(conv);
-    return -1;
-}
-
 static bool has_image(const recipe_part *ps, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (ps[i].type == RECIPE_PART_IMAGE || (ps[i].type == RECIPE_PART_TOOL_RESULT && has_image(ps[i].parts, ps[i].n_parts)))
@@ -391,14 +319,19 @@ static bool has_image(const recipe_part *ps, size_t n) {
 /* The generation path: the template reads a->req directly (p->req; chat_template_render_req), after
  * a Responses continuation's stored conversation (p->history). Images are refused (text-only
  * models); a->conversation keeps this turn's template messages for the response store. */
-static int build_context(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
-    const recipe_request *r = &a->req;
+int api_check_text_only(const recipe_request *r, serve_error *err) {
     for (size_t i = 0; i < r->n_messages; i++)
         if (has_image(r->messages[i].parts, r->messages[i].n_parts)) {
             char where[48];
             snprintf(where, sizeof where, "messages[%zu]", i);
             return serve_bad(err, where, "%s: images are not supported (text-only model)", where);
         }
+    return 0;
+}
+
+static int build_context(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
+    const recipe_request *r = &a->req;
+    if (api_check_text_only(r, err)) return -1;
     if (r->previous_response_id) {
         json_t *prev = NULL;
         if (!ctx->store || !rstore_get(ctx->store, r->previous_response_id, ctx->now, &prev, NULL))
@@ -488,20 +421,18 @@ int api_completion_parse(api_job *a, const char *body, size_t len, const api_ctx
     return rc ? -1 : 0;
 }
 
-int api_count_tokens_parse(const char *body, size_t len, const api_ctx *ctx, gen_params *p, serve_error *err) {
-    api_job a = {0};
-    recipe_request_init(&a.req);
-    a.api = RECIPE_API_MESSAGES;
+int api_count_tokens_parse(api_job *a, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
+                           serve_error *err) {
+    a->api = RECIPE_API_MESSAGES;
+    a->active = true;
+    recipe_request_init(&a->req);
     gen_params_init(p);
-    int rc = parse_body(RECIPE_API_MESSAGES, body, len, true, &a.req, err) ||
-             fill_params(RECIPE_API_MESSAGES, &a.req, ctx, p, err) ||
-             build_messages(&a, ctx, p, err);
-    if (!rc && a.req.n_tools && !(p->tools = tools_json(&a.req))) rc = oom(err);
-    if (!rc && !(p->tmpl_kwargs = template_kwargs(&a.req))) rc = oom(err);
-    recipe_request_free(&a.req);
-    if (a.conversation) json_decref(a.conversation);
-    if (rc) gen_params_free(p);
-    return rc ? -1 : 0;
+    if (parse_body(RECIPE_API_MESSAGES, body, len, true, &a->req, err) ||
+        fill_params(RECIPE_API_MESSAGES, &a->req, ctx, p, err) || build_context(a, ctx, p, err)) {
+        gen_params_free(p);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- tool_choice required / named (docs/serve.md "Forced tool calls") ----

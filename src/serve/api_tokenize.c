@@ -2,10 +2,10 @@
  *
  * /tokenize: {"prompt": text, "add_special_tokens": bool} or {"messages": [...],
  * "add_generation_prompt": bool} (+ optional "model"). The messages form is a Chat message list:
- * it is parsed by recipe's Chat parser (the same validation and template mapping as
- * POST /v1/chat/completions: api_template_message); the few top-level fields of these vLLM
- * endpoints are read with jansson. /detokenize: {"tokens": [ids in the vocabulary]}.
- * Invariants: on success exactly one of *prompt / *messages is set; every id is in [0, n_vocab);
+ * it is parsed by recipe's Chat parser into a canonical request that the chat template reads, as
+ * for POST /v1/chat/completions; the few top-level fields of these vLLM endpoints are read with
+ * jansson. /detokenize: {"tokens": [ids in the vocabulary]}.
+ * Invariants: on success *prompt is set for the prompt form, req holds messages otherwise; every id is in [0, n_vocab);
  * a wrong type is a 400 naming the field, never ignored. Pure: no model, no network. */
 #include <stdlib.h>
 #include <string.h>
@@ -45,36 +45,18 @@ static int get_model(const json_t *o, char **out, serve_error *err) {
     return (*out = strdup(json_string_value(v))) ? 0 : oom(err);
 }
 
-/* The Chat message list of the body as template messages (new reference in *out). */
-static int tokenize_messages(const char *body, size_t len, json_t **out, serve_error *err) {
-    recipe_request r;
-    recipe_request_init(&r);
+/* The body's Chat message list into *req (recipe's Chat parser; the other Chat fields it
+ * accepts are ignored here, as vLLM's /tokenize does). */
+static int tokenize_messages(const char *body, size_t len, recipe_request *req, serve_error *err) {
     recipe_error re = {0};
-    int rc = 0;
-    json_t *a = NULL;
-    if (recipe_request_parse_text(RECIPE_API_CHAT, body, len, 0, &r, &re)) {
-        rc = serve_bad(err, re.param[0] ? re.param : NULL, "%s", re.message);
-    } else if (!(a = json_array())) {
-        rc = oom(err);
-    } else {
-        for (size_t i = 0; i < r.n_messages && !rc; i++) {
-            json_t *m = api_template_message(&r.messages[i], i, err);
-            if (!m || json_array_append_new(a, m)) rc = m ? oom(err) : -1;
-        }
-    }
-    recipe_request_free(&r);
-    if (rc) {
-        if (a) json_decref(a);
-        return -1;
-    }
-    *out = a;
-    return 0;
+    if (recipe_request_parse_text(RECIPE_API_CHAT, body, len, 0, req, &re))
+        return serve_bad(err, re.param[0] ? re.param : NULL, "%s", re.message);
+    return api_check_text_only(req, err);
 }
 
-int api_tokenize_parse(const char *body, size_t len, char **prompt, size_t *prompt_len, json_t **messages,
+int api_tokenize_parse(const char *body, size_t len, char **prompt, size_t *prompt_len, recipe_request *req,
                        bool *add_special, char **model, serve_error *err) {
     *prompt = NULL;
-    *messages = NULL;
     *model = NULL;
     *add_special = true;
     json_t *root = load(body, len, err);
@@ -88,7 +70,7 @@ int api_tokenize_parse(const char *body, size_t len, char **prompt, size_t *prom
         if (!rc) memcpy(*prompt, json_string_value(pr), *prompt_len + 1);
     } else if (!rc && json_is_array(msgs) && json_array_size(msgs) > 0 && !pr) {
         rc = get_bool(root, "add_generation_prompt", add_special, err);
-        if (!rc) rc = tokenize_messages(body, len, messages, err);
+        if (!rc) rc = tokenize_messages(body, len, req, err);
     } else if (!rc) {
         rc = serve_bad(err, NULL, "give either 'prompt' (a string) or 'messages' (a non-empty array)");
     }
@@ -98,8 +80,6 @@ int api_tokenize_parse(const char *body, size_t len, char **prompt, size_t *prom
         *prompt = NULL;
         free(*model);
         *model = NULL;
-        if (*messages) json_decref(*messages);
-        *messages = NULL;
         return -1;
     }
     return 0;

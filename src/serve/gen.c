@@ -1,8 +1,8 @@
 /* gen.c - the generation core (see gen.h): prompt building, context checks,
  * submitting n engine requests, reading and accumulating their outputs.
  *
- * Prompt building: chat messages are rendered with the model's chat template
- * (add_generation_prompt). The rendered text is tokenized with special-token
+ * Prompt building: the canonical request (recipe) is rendered with the model's chat template
+ * (chat_template_render_req: the template reads the request's structs; add_generation_prompt). The rendered text is tokenized with special-token
  * parsing (the template's own markers such as <|im_start|> must become their
  * control tokens) - unless some message content contains the text of a
  * control token: then the prompt is rendered again with each content replaced
@@ -37,7 +37,6 @@ void gen_params_init(gen_params *p) {
 }
 
 void gen_params_free(gen_params *p) {
-    if (p->messages) json_decref(p->messages);
     if (p->history) json_decref(p->history);
     free(p->prompt);
     free(p->prompt_ids);
@@ -48,8 +47,6 @@ void gen_params_free(gen_params *p) {
     free(p->stop);
     free(p->cache_salt);
     free(p->user);
-    if (p->tools) json_decref(p->tools);
-    if (p->tmpl_kwargs) json_decref(p->tmpl_kwargs);
     free(p->prompt_suffix);
     free(p->suffix_think);
     gen_params_init(p);
@@ -170,85 +167,8 @@ static bool has_special_text(const gen_model *gm, const char *s) {
     return false;
 }
 
-static int render(const gen_model *gm, json_t *messages, const json_t *tools, const json_t *kwargs, bool add_gen,
-                  char **out, size_t *out_len, serve_error *err) {
-    json_t *ctx = json_object();
-    if (ctx && json_is_object(kwargs) && json_object_update(ctx, (json_t *)kwargs)) json_decref(ctx), ctx = NULL;
-    if (ctx && (json_object_set(ctx, "messages", messages) ||
-                json_object_set_new(ctx, "add_generation_prompt", json_boolean(add_gen)) ||
-                json_object_set_new(ctx, "bos_token", json_string(gm->bos_text)) ||
-                json_object_set_new(ctx, "eos_token", json_string(gm->eos_text)) ||
-                (tools && json_array_size(tools) && json_object_set(ctx, "tools", (json_t *)tools))))
-        json_decref(ctx), ctx = NULL;
-    if (!ctx) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
-    cf_err e = {0};
-    int rc = chat_template_render(gm->tmpl, ctx, out, out_len, &e);
-    json_decref(ctx);
-    if (rc) return serve_bad(err, "messages", "cannot apply the chat template: %s", e.msg);
-    return 0;
-}
-
 #define SENT_OPEN '\x02'
 #define SENT_CLOSE '\x03'
-
-int gen_chat_prompt(const gen_model *gm, const json_t *messages, bool add_gen, int32_t **ids, int32_t *n_ids,
-                    serve_error *err) {
-    return gen_chat_prompt_ex(gm, messages, NULL, NULL, add_gen, ids, n_ids, err);
-}
-
-int gen_chat_prompt_ex(const gen_model *gm, const json_t *messages, const json_t *tools, const json_t *kwargs,
-                       bool add_gen, int32_t **ids, int32_t *n_ids, serve_error *err) {
-    bool unsafe = false;
-    size_t nm = json_array_size(messages);
-    for (size_t i = 0; i < nm; i++) {
-        const char *c = json_string_value(json_object_get(json_array_get(messages, i), "content"));
-        if (c && has_special_text(gm, c)) unsafe = true;
-    }
-    id_vec v = {0};
-    char *text = NULL;
-    size_t len = 0;
-    json_t *copy = NULL;
-    if (!unsafe) {
-        if (render(gm, (json_t *)messages, tools, kwargs, add_gen, &text, &len, err) || maybe_bos(gm, &v, text, len, err) ||
-            encode_into(gm, &v, text, len, true, err))
-            goto fail;
-    } else {
-        copy = json_deep_copy(messages);
-        if (!copy) goto oom;
-        for (size_t i = 0; i < nm; i++) {
-            json_t *m = json_array_get(copy, i);
-            if (!json_is_string(json_object_get(m, "content"))) continue;
-            char s[32];
-            snprintf(s, sizeof s, "%c%zu%c", SENT_OPEN, i, SENT_CLOSE);
-            if (json_object_set_new(m, "content", json_string(s))) goto oom;
-        }
-        if (render(gm, copy, tools, kwargs, add_gen, &text, &len, err) || maybe_bos(gm, &v, text, len, err)) goto fail;
-        size_t at = 0;
-        while (at < len) {
-            char *o = memchr(text + at, SENT_OPEN, len - at);
-            char *cl = o ? memchr(o, SENT_CLOSE, (size_t)(text + len - o)) : NULL;
-            size_t seg_end = o && cl ? (size_t)(o - text) : len;
-            if (seg_end > at && encode_into(gm, &v, text + at, seg_end - at, true, err)) goto fail;
-            if (!(o && cl)) break;
-            size_t idx = strtoul(o + 1, NULL, 10);
-            const char *c = json_string_value(json_object_get(json_array_get(messages, idx), "content"));
-            if (c && encode_into(gm, &v, c, strlen(c), false, err)) goto fail;
-            at = (size_t)(cl - text) + 1;
-        }
-    }
-    free(text);
-    if (copy) json_decref(copy);
-    *ids = v.p;
-    *n_ids = v.n;
-    return 0;
-oom:
-    serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
-fail:
-    free(text);
-    free(v.p);
-    if (copy) json_decref(copy);
-    return -1;
-}
 
 /* Rendered text with sentinels -> ids: template text with special parsing, sentinel k replaced by
  * user text content(k) without. */
@@ -417,7 +337,7 @@ int gen_job_prepare(gen_job *j, const gen_model *gm, gen_params *p, serve_error 
     int rc;
     if (q->kind == GEN_CHAT) {
         rc = q->req ? gen_req_prompt(gm, q->req, q->history, true, &j->prompt, &j->n_prompt, err)
-                    : gen_chat_prompt_ex(gm, q->messages, q->tools, q->tmpl_kwargs, true, &j->prompt, &j->n_prompt, err);
+                    : serve_bad(err, "messages", "no messages"); /* the protocol layer always sets req */
         if (!rc && q->prompt_suffix) rc = add_suffix(j, gm, err);
     }
     else if (q->prompt_ids) {

@@ -9,8 +9,8 @@
  * engine requests, feeds engine readiness to gen_job_read(), and hands the
  * deltas to the protocol layer's formatter (recipe through api_output.c,
  * api_multi.c).
- * Nothing here knows HTTP or JSON wire formats (messages are plain JSON
- * objects {role, content: string, ...} for the chat template).
+ * Nothing here knows HTTP or JSON wire formats (the chat template reads recipe's canonical
+ * request; only a Responses continuation's stored conversation is JSON).
  *
  * Ownership: gen_params owns every pointer in it (gen_params_free). A gen_job
  * owns its params (moved in), the prompt ids, the choices and, until each is
@@ -34,7 +34,6 @@ typedef enum { GEN_CHAT = 0, GEN_COMPLETION } gen_kind;
 
 typedef struct gen_params {
     gen_kind kind;
-    json_t *messages;      /* chat without req: [{role, content: string, ...}] for the template (owned reference) */
     /* chat: the canonical request the template reads directly (chat_template_render_req; borrowed: it
      * outlives the job - the server's api_job owns it), and the stored conversation of a Responses
      * continuation put after its top-level system text (owned reference or NULL) */
@@ -65,8 +64,6 @@ typedef struct gen_params {
     int32_t traffic_class; /* cinfer_traffic_class, or TRAFFIC_UNSET (serve/traffic.h) until resolved */
     char *cache_salt;      /* owned or NULL */
     char *user;            /* owned or NULL (logged only) */
-    json_t *tools;         /* chat: template variable `tools` ([{type:function, function:{...}}], owned ref) or NULL */
-    json_t *tmpl_kwargs;   /* chat: extra template variables (enable_thinking, ...; owned ref) or NULL */
     /* chat: text appended after the rendered prompt (a forced tool-call opener, docs/serve.md), owned
      * or NULL. Tokenized with special-token parsing except bytes [suffix_plain_from, suffix_plain_to)
      * (a tool name: user text, never control tokens). When the rendered prompt ends with "<think>"
@@ -162,15 +159,9 @@ void gen_job_cancel(gen_job *j, const gen_model *gm);
 void gen_job_free(gen_job *j, const gen_model *gm);
 bool gen_job_done(const gen_job *j);
 
-/* Renders chat messages with the template (add_generation_prompt) and
- * tokenizes the result; used by gen_job_start and POST /tokenize. *ids is
- * malloc'd. */
-int gen_chat_prompt(const gen_model *gm, const json_t *messages, bool add_generation_prompt, int32_t **ids,
-                    int32_t *n_ids, serve_error *err);
-/* The same with the template variables `tools` and extra keyword arguments (either may be NULL). */
-int gen_chat_prompt_ex(const gen_model *gm, const json_t *messages, const json_t *tools, const json_t *kwargs,
-                       bool add_generation_prompt, int32_t **ids, int32_t *n_ids, serve_error *err);
-/* The same from a canonical request (+ history, may be NULL) without building JSON messages. */
+/* Renders a canonical request (+ a stored conversation put after its top-level system text, may
+ * be NULL) with the template (chat_template_render_req, no JSON messages) and tokenizes the result;
+ * used by gen_job_start, POST /tokenize and count_tokens. *ids is malloc'd. */
 int gen_req_prompt(const gen_model *gm, const recipe_request *req, const json_t *history, bool add_generation_prompt,
                    int32_t **ids, int32_t *n_ids, serve_error *err);
 /* Tokenizes text (user text: special tokens not parsed), BOS per the model when add_special. */

@@ -24,13 +24,17 @@ int route_check_model(const char *served, const char *model, serve_error *e) {
 static int tokenize(const route_ctx *c, const char *body, size_t len, char **out, serve_error *e) {
     char *prompt, *model;
     size_t plen = 0;
-    json_t *msgs;
+    recipe_request req;
     bool add;
     int32_t *ids = NULL, n = 0;
-    if (api_tokenize_parse(body, len, &prompt, &plen, &msgs, &add, &model, e)) return -1;
+    recipe_request_init(&req);
+    if (api_tokenize_parse(body, len, &prompt, &plen, &req, &add, &model, e)) {
+        recipe_request_free(&req);
+        return -1;
+    }
     int rc = route_check_model(c->model_name, model, e) ||
              (prompt ? gen_text_prompt(c->gm, prompt, plen, add, &ids, &n, e)
-                     : gen_chat_prompt(c->gm, msgs, add, &ids, &n, e));
+                     : gen_req_prompt(c->gm, &req, NULL, add, &ids, &n, e));
     json_t *arr = rc ? NULL : json_array();
     for (int32_t i = 0; arr && i < n; i++)
         if (json_array_append_new(arr, json_integer(ids[i]))) json_decref(arr), arr = NULL;
@@ -39,7 +43,7 @@ static int tokenize(const route_ctx *c, const char *body, size_t len, char **out
     if (o) json_decref(o);
     free(prompt);
     free(model);
-    if (msgs) json_decref(msgs);
+    recipe_request_free(&req);
     free(ids);
     return rc ? -1 : 0;
 }
@@ -74,11 +78,13 @@ static int detokenize(const route_ctx *c, const char *body, size_t len, char **o
 
 static int count_tokens(const route_ctx *c, const char *body, size_t len, char **out, serve_error *e) {
     gen_params p;
+    api_job a;
     int32_t *ids = NULL, n = 0;
-    if (api_count_tokens_parse(body, len, &c->actx, &p, e)) return -1;
-    int rc = route_check_model(c->model_name, p.model, e) ||
-             gen_chat_prompt_ex(c->gm, p.messages, p.tools, p.tmpl_kwargs, true, &ids, &n, e);
+    memset(&a, 0, sizeof a);
+    int rc = api_count_tokens_parse(&a, body, len, &c->actx, &p, e) ||
+             route_check_model(c->model_name, p.model, e) || gen_req_prompt(c->gm, p.req, p.history, true, &ids, &n, e);
     gen_params_free(&p);
+    api_job_free(&a);
     free(ids);
     if (rc) return -1;
     if (!(*out = malloc(48))) return oom(e);

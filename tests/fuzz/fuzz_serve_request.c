@@ -75,14 +75,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 2: {
         char *prompt, *model;
         size_t plen;
-        json_t *msgs;
+        recipe_request req;
         bool add;
-        if (api_tokenize_parse(body, len, &prompt, &plen, &msgs, &add, &model, &e) == 0) {
-            if (!prompt == !msgs) abort();
+        recipe_request_init(&req);
+        if (api_tokenize_parse(body, len, &prompt, &plen, &req, &add, &model, &e) == 0) {
+            if (!prompt == !req.n_messages) abort(); /* exactly one of the two forms */
             free(prompt);
             free(model);
-            if (msgs) json_decref(msgs);
         } else check_error(&e);
+        recipe_request_free(&req);
         break;
     }
     case 4: { /* generated text through recipe's OpenAI stream writer: a chunk that parses back */
