@@ -417,6 +417,8 @@ static void fail_generate(server *s, struct evhttp_request *req, const serve_err
 
 static void on_prep_close(struct evhttp_connection *evcon, void *arg);
 static void prep_run(prep_task *t);
+static void util_run(prep_task *t);
+static void util_done(prep_task *t);
 static void job_started(sv_job *j);
 
 /* Parses and admits a generation request; its prompt is then prepared on a worker (prep_run)
@@ -572,12 +574,18 @@ static void prep_run(prep_task *t) { /* a worker thread: reads only the model (i
     j->prep_rc = gen_job_prepare(&j->g, j->s->gm, &j->prep_p, &j->prep_err);
 }
 
+/* A task back from the workers: a generation prompt (prep_done) or a small endpoint (util_done). */
+static void finish_task(prep_task *t) {
+    if (t->run == util_run) util_done(t);
+    else prep_done((sv_job *)((char *)t - offsetof(sv_job, task)));
+}
+
 static void on_prep(evutil_socket_t fd, short what, void *arg) {
     server *s = arg;
     (void)fd;
     (void)what;
     prep_task *t;
-    while ((t = prep_take_done(s->prep))) prep_done((sv_job *)((char *)t - offsetof(sv_job, task)));
+    while ((t = prep_take_done(s->prep))) finish_task(t);
 }
 
 /* The client went away while its prompt was being prepared: answered (499) now, dropped when the
@@ -594,21 +602,81 @@ static void on_prep_close(struct evhttp_connection *evcon, void *arg) {
     j->gone = true;
 }
 
-/* POST /tokenize, /detokenize, /v1/messages/count_tokens (the answers: routes.c). */
+/* POST /tokenize, /detokenize, /v1/messages/count_tokens: the answer (routes.c: template and
+ * tokenizer) is computed on a prompt worker like a generation prompt, then sent from the loop. */
+typedef struct util_task {
+    prep_task task;
+    server *s;
+    struct evhttp_request *req;
+    route_kind k;
+    route_ctx rc;
+    char *body, *out;
+    size_t len;
+    serve_error e;
+    int rc_run;
+    bool gone;
+    char id[48];
+    double t0;
+} util_task;
+
+static void util_run(prep_task *t) { /* a worker thread: reads the body copy and the model only */
+    util_task *u = (util_task *)((char *)t - offsetof(util_task, task));
+    u->rc_run = route_run(&u->rc, u->k, u->body, u->len, &u->out, &u->e);
+}
+
+static void on_util_close(struct evhttp_connection *evcon, void *arg) {
+    util_task *u = arg;
+    (void)evcon;
+    metrics_request_done(&u->s->m, 499);
+    if (evhttp_request_get_connection(u->req) == NULL) evhttp_request_free(u->req);
+    u->req = NULL;
+    u->gone = true;
+}
+
+static void util_done(prep_task *t) {
+    static const char *const paths[] = {"/tokenize", "/detokenize", "/v1/messages/count_tokens"};
+    util_task *u = (util_task *)((char *)t - offsetof(util_task, task));
+    server *s = u->s;
+    s->n_preparing--;
+    if (!u->gone) {
+        evhttp_connection_set_closecb(evhttp_request_get_connection(u->req), NULL, NULL);
+        if (!u->task.ran) serve_fail(&u->e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        if (!u->task.ran || u->rc_run) {
+            send_error_api(s, u->req, &u->e, u->id, u->t0, u->k == ROUTE_COUNT_TOKENS ? RECIPE_API_MESSAGES : RECIPE_API_CHAT);
+        } else {
+            if (u->k == ROUTE_COUNT_TOKENS) evhttp_add_header(evhttp_request_get_output_headers(u->req), "request-id", u->id);
+            send_json(s, u->req, 200, u->out); /* takes out */
+            u->out = NULL;
+            log_line(u->id, "POST", paths[u->k], 200, NULL, 0, time_now() - u->t0, NULL);
+        }
+    }
+    free(u->out);
+    free(u->body);
+    free(u);
+    maybe_exit(s);
+}
+
 static void handle_util(server *s, struct evhttp_request *req, route_kind k, const char *body, size_t len, double t0) {
-    static const char *const paths[] = {"/tokenize", "/detokenize", "/v1/messages/count_tokens"},
-                             *const pre[] = {"tok-", "detok-", "req_"};
-    serve_error e = {0};
-    char id[48], *out;
-    make_id(s, pre[k], id, sizeof id);
-    route_ctx rc = {.gm = s->gm, .model_name = s->cfg->model_name, .actx = make_api_ctx(s)};
-    if (route_run(&rc, k, body, len, &out, &e)) {
-        send_error_api(s, req, &e, id, t0, k == ROUTE_COUNT_TOKENS ? RECIPE_API_MESSAGES : RECIPE_API_CHAT);
+    static const char *const pre[] = {"tok-", "detok-", "req_"};
+    util_task *u = calloc(1, sizeof *u);
+    char *copy = malloc(len + 1); /* the request (and its body) may go away while a worker reads it */
+    if (!u || !copy) {
+        free(u);
+        free(copy);
+        serve_error e;
+        serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+        send_error_api(s, req, &e, "-", t0, k == ROUTE_COUNT_TOKENS ? RECIPE_API_MESSAGES : RECIPE_API_CHAT);
         return;
     }
-    if (k == ROUTE_COUNT_TOKENS) evhttp_add_header(evhttp_request_get_output_headers(req), "request-id", id);
-    send_json(s, req, 200, out);
-    log_line(id, "POST", paths[k], 200, NULL, 0, time_now() - t0, NULL);
+    memcpy(copy, body, len);
+    copy[len] = 0;
+    *u = (util_task){.s = s, .req = req, .k = k, .body = copy, .len = len, .t0 = t0,
+                     .rc = {.gm = s->gm, .model_name = s->cfg->model_name, .actx = make_api_ctx(s)}};
+    make_id(s, pre[k], u->id, sizeof u->id);
+    s->n_preparing++;
+    evhttp_connection_set_closecb(evhttp_request_get_connection(req), on_util_close, u);
+    u->task.run = util_run;
+    prep_submit(s->prep, &u->task); /* continues in util_done */
 }
 
 /* GET / DELETE /v1/responses/{id} */
@@ -905,12 +973,7 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
     event_base_dispatch(s->base);
     /* prompts still being prepared: the workers finish the one in hand, the rest never run */
     prep_pool_stop(s->prep);
-    for (prep_task *t; (t = prep_take_done(s->prep));) {
-        sv_job *j = (sv_job *)((char *)t - offsetof(sv_job, task));
-        s->n_preparing--;
-        if (!j->gone) evhttp_connection_set_closecb(j->evcon, NULL, NULL);
-        job_drop(j);
-    }
+    for (prep_task *t; (t = prep_take_done(s->prep));) finish_task(t); /* not run: answered 503, freed */
     /* requests still here were cancelled at the deadline and did not end in time */
     while (s->jobs) {
         sv_job *j = s->jobs;
