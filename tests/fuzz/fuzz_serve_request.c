@@ -54,22 +54,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 0:
     case 1: {
         gen_params p;
-        int rc;
-        if (data[0] % 5 == 0) {
-            api_job a;
-            memset(&a, 0, sizeof a);
-            rc = api_job_parse(&a, RECIPE_API_CHAT, body, len, &ctx, &p, &e);
-            api_job_free(&a);
-        } else {
-            api_job a;
-            memset(&a, 0, sizeof a);
-            rc = api_completion_parse(&a, body, len, &ctx, &p, &e);
-            api_job_free(&a);
-        }
+        api_job a; /* p.req points into it: freed last */
+        memset(&a, 0, sizeof a);
+        int rc = data[0] % 5 == 0 ? api_job_parse(&a, RECIPE_API_CHAT, body, len, &ctx, &p, &e)
+                                  : api_completion_parse(&a, body, len, &ctx, &p, &e);
         if (rc == 0) {
             check_params(&p);
             gen_params_free(&p);
         } else check_error(&e);
+        api_job_free(&a);
         break;
     }
     case 2: {
@@ -98,9 +91,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         recipe_error re;
         recipe_event ev = {.type = RECIPE_EV_TEXT, .text = body, .len = len, .choice = (int)(len % 2)};
         if (recipe_stream_encoder_event(enc, &ev, &out, &re)) abort();
-        const char *last = NULL;
-        for (const char *q = out.data; q && (q = strstr(q, "data: ")); q += 6) last = q;
-        json_t *o = last ? json_loads(last + 6, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+        const char *last = out.data; /* the last event: escaped text holds no raw newline */
+        for (const char *q = out.data; q && (q = strstr(q, "\n\ndata: ")); q += 2) last = q + 2;
+        json_t *o = last ? json_loads(last + 6, JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL, NULL) : NULL;
         if (len && !o) abort();
         if (o) json_decref(o);
         recipe_buf_free(&out);
