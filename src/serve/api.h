@@ -1,9 +1,9 @@
-/* api.h - (api_request.c, api_output.c, api_multi.c, api_think.c) the server's protocol
+/* api.h - (api_request.c, api_output.c, api_tokenize.c, api_think.c) the server's protocol
  * layer for the chat APIs that go through the recipe library
  * (include/cinfer/recipe.h): Anthropic Messages (POST /v1/messages,
  * /v1/messages/count_tokens), OpenAI Responses (POST /v1/responses, with
  * previous_response_id from the response store) and OpenAI Chat Completions (every
- * Chat request; n > 1 / logprobs: api_multi.c). The body is parsed once, by recipe;
+ * Chat request) and OpenAI Completions. The body is parsed once, by recipe;
  * there is no other Chat parser and no fallback.
  *
  * The pipeline per request: body -> recipe_request_parse -> gen_params
@@ -43,20 +43,19 @@ typedef struct api_job {
     recipe_parser_kind kind;
     unsigned flags;            /* RECIPE_PARSER_* */
     uint64_t seed;             /* tool-call id seed: stream and final body agree */
-    recipe_parser *parser;     /* streaming */
     recipe_stream_encoder *enc;/* streaming only */
     char *forced;              /* forced tool-call opener (tool_choice required / named), fed to every
                                 * parser before the model's text; NULL: none (owned) */
     const char *forced_think;  /* fed before `forced` when the prompt ended inside <think> (static) */
     const tokenizer *tok;      /* set by api_job_prompt_check (reasoning token count) */
-    int64_t reasoning_tokens;  /* usage (api_job_finish / api_job_response) */
+    int64_t reasoning_tokens;  /* usage (api_job_response) */
     recipe_buf out;            /* SSE text produced by the latest call (caller drains: len = 0) */
     json_t *conversation;      /* Responses: template messages before the output (owned ref) */
     bool store;                /* Responses: keep the result in the store */
     bool active;               /* parsed (api_job_free has work to do) */
-    bool multi;                /* Chat with n > 1 or logprobs, Completions: one parser per choice (api_multi.c) */
+    bool multi;                /* Chat with n > 1 or logprobs, Completions: the body has recipe choices */
     bool completion;           /* OpenAI Completions (text_completion shapes) */
-    recipe_parser **parsers;   /* multi, streaming: one per choice (owned) */
+    recipe_parser **parsers;   /* streaming: one per choice (owned) */
     int32_t n_parsers;
     char id[64];               /* response id (msg_..., resp_..., chatcmpl-...) */
     int64_t created;
@@ -65,7 +64,7 @@ typedef struct api_job {
 /* Parses a request body of `api` into a->req and the gen core's params (sampling, n, logprobs,
  * logit_bias within ctx->n_vocab, the vLLM extras; structured outputs and guided_* refused with a
  * 400 naming the field). The caller sets a->id / a->created first. Chat with n > 1 or logprobs
- * sets a->multi (api_multi.c formats). On failure the caller still calls api_job_free. */
+ * sets a->multi (api_multi_response). On failure the caller still calls api_job_free. */
 int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
                   serve_error *err);
 /* Output-side settings, after api_job_parse succeeded with a->active: the emitted ids are kept
@@ -90,20 +89,13 @@ void api_job_think(const api_job *a, const api_ctx *ctx, gen_params *p);
  * "[THINK]" for the mistral parser) means the output starts inside the reasoning block
  * (RECIPE_PARSER_IN_REASONING). Keeps tok. */
 void api_job_prompt_check(api_job *a, const gen_job *g, const tokenizer *tok);
-/* Streaming: creates the parser and encoder once the prompt is known. */
-int api_job_begin(api_job *a, const gen_job *g, const char *model);
-/* Streaming: a text delta of the (single) choice -> SSE in a->out. */
-int api_job_delta(api_job *a, const char *text, size_t len);
-/* Streaming: the choice finished -> closing events (finish + usage with the reasoning tokens, or
- * error) in a->out. */
-int api_job_finish(api_job *a, const gen_job *g);
 /* The whole response body (non-streaming, and the stored Responses object). malloc'd text or NULL. */
 char *api_job_response(api_job *a, const gen_job *g, const char *model);
 /* Responses: stores conversation + output under a->id when store is on. */
 void api_job_save(api_job *a, const api_ctx *ctx, const gen_job *g, const char *response_json);
 void api_job_free(api_job *a);
 
-/* Shared by api_output.c and api_multi.c (per choice c of the job):
+/* Per choice c of the job (api_output.c):
  * a parser of the job's kind and flags that has consumed the forced tool-call opener (its events
  * in *ev / *n; none without an opener), its id seed derived from a->seed and c (choice 0: a->seed),
  * NULL when out of memory; */
@@ -117,16 +109,21 @@ int64_t api_job_reasoning_tokens(const api_job *a, const gen_job *g, int32_t c);
 recipe_finish api_finish_of(const gen_choice *c, int tool_calls);
 const char *api_stop_of(const gen_job *g, const gen_choice *c);
 
-/* Chat with n > 1 or logprobs, and Completions (a->multi; api_multi.c): recipe's OpenAI writer with
- * one output parser per choice. Streaming: begin creates the encoder and writes every choice's
- * role chunk (and a forced call's opening delta) into a->out; delta / finish write choice c's
- * chunks (finish: its finish chunk, or an error object for an engine error; the last one the
- * usage chunk and [DONE]). Non-streaming: the whole body. Returns 0 / malloc'd text, or -1 / NULL
- * when out of memory. */
-int api_multi_begin(api_job *a, const gen_job *g, const char *model);
-int api_multi_delta(api_job *a, const gen_job *g, int32_t c, const tokenizer *tok);
-int api_multi_finish(api_job *a, const gen_job *g, int32_t c);
+/* Streaming, every API (api_output.c): one output parser per choice (Completions and plain models:
+ * the plain parser) whose events, with the read's log-probabilities, go to recipe's stream
+ * encoder for a->api. begin creates them and writes the opening events (Chat: every choice's role
+ * chunk; a forced call's opening delta) into a->out; delta / finish write choice c's events
+ * (finish: its finish, or an error for an engine error; the last choice's: usage and [DONE] where
+ * the API has them). Returns 0, or -1 when out of memory (the output is cut). */
+int api_stream_begin(api_job *a, const gen_job *g, const char *model);
+int api_stream_delta(api_job *a, const gen_job *g, int32_t c, const tokenizer *tok);
+int api_stream_finish(api_job *a, const gen_job *g, int32_t c);
+/* Chat with n > 1 or logprobs, and Completions (a->multi): the whole body, recipe's choices with
+ * their logprobs. malloc'd text, or NULL when out of memory. */
 char *api_multi_response(const api_job *a, const gen_job *g, const char *model, const tokenizer *tok);
+/* The canonical finish of a finished choice for a->api: a cancel is Chat / Completions "abort"
+ * (RECIPE_FINISH_CANCELLED); Messages and Responses report the length limit. */
+recipe_finish api_finish_for(const api_job *a, const gen_choice *c, int tool_calls);
 
 /* An error in `api`'s shape; *status gets the HTTP status (Anthropic: 529 for
  * overload, which OpenAI spells 429/503). malloc'd text. */

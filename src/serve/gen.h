@@ -7,8 +7,7 @@
  * the server calls gen_job_start() to build the prompt (chat template, then
  * tokenize; user text is never parsed for special tokens) and submit the n
  * engine requests, feeds engine readiness to gen_job_read(), and hands the
- * deltas to the protocol layer's formatter (recipe through api_output.c,
- * api_multi.c).
+ * deltas to the protocol layer's formatter (recipe through api_output.c).
  * Nothing here knows HTTP or JSON wire formats (the chat template reads recipe's canonical
  * request; only a Responses continuation's stored conversation is JSON).
  *

@@ -1,10 +1,11 @@
 /* server.c - the HTTP side of `cinfer serve` (see server.h, docs/serve.md).
  *
- * Threads: everything here runs on one libevent loop thread; the engine runs
- * on its own thread. The loop watches cinfer_engine_fd() (an eventfd); when
+ * Threads: everything here runs on one libevent loop thread, except the
+ * prompt work (template + tokenizer: prep.c workers, see prep_run / util_run);
+ * the engine runs on its own thread. The loop watches cinfer_engine_fd() (an eventfd); when
  * it fires, cinfer_engine_ready() lists the engine requests with new output
  * and each is read without blocking, formatted (recipe, through api_output.c /
- * api_multi.c) and written.
+ * one parser per choice) and written.
  *
  * Request lifetime (sv_job): created when a generation request passes
  * validation and its engine requests are submitted; on the active list until
@@ -323,11 +324,10 @@ static int job_pump(sv_job *j, int32_t c) {
         struct evbuffer *b = s->out;
         gen_choice *ch = &j->g.choices[c];
         /* recipe: parser(s) -> stream encoder (finish, usage, [DONE] and errors included) */
-        bool fail = j->a.multi ? api_multi_delta(&j->a, &j->g, c, s->gm->tok) != 0
-                               : ch->out.text_len && api_job_delta(&j->a, ch->out.text, ch->out.text_len);
-        if (fail) gen_job_cancel(&j->g, s->gm); /* out of memory: the stream ends with an error at the finish */
-        if (ch->finish != CINFER_FINISH_NONE)
-            (void)(j->a.multi ? api_multi_finish(&j->a, &j->g, c) : api_job_finish(&j->a, &j->g)); /* -1: output cut */
+        if (api_stream_delta(&j->a, &j->g, c, s->gm->tok))
+            gen_job_cancel(&j->g, s->gm); /* out of memory: the stream ends with an error at the finish */
+        if (ch->finish != CINFER_FINISH_NONE && api_stream_finish(&j->a, &j->g, c))
+            LOG_WARN("request %s: out of memory while writing the stream's end", j->id);
         evbuffer_add(b, j->a.out.data, j->a.out.len);
         j->a.out.len = 0;
         if (evbuffer_get_length(b)) evhttp_send_reply_chunk_with_cb(j->req, b, on_drained, j);
@@ -524,8 +524,7 @@ static void prep_done(sv_job *j) {
     else if (!gen_job_submit(&j->g, s->gm, &e)) {
         if (!j->a.completion) api_job_prompt_check(&j->a, &j->g, s->gm->tok);
         if (!(j->a.active && j->stream &&
-              (j->a.multi ? api_multi_begin(&j->a, &j->g, s->cfg->model_name)
-                          : api_job_begin(&j->a, &j->g, s->cfg->model_name)))) {
+              api_stream_begin(&j->a, &j->g, s->cfg->model_name))) {
             job_started(j);
             return;
         }
@@ -552,7 +551,7 @@ static void job_started(sv_job *j) {
         evhttp_add_header(h, "X-Request-Id", j->id);
         if (j->api == RECIPE_API_MESSAGES) evhttp_add_header(h, "request-id", j->id);
         evhttp_send_reply_start(req, 200, "OK");
-        if (j->a.out.len) { /* role chunks (+ forced calls' first deltas) from api_multi_begin */
+        if (j->a.out.len) { /* opening events (+ forced calls' first deltas) from api_stream_begin */
             struct evbuffer *b = evbuffer_new();
             if (b) {
                 evbuffer_add(b, j->a.out.data, j->a.out.len);
