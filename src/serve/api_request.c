@@ -337,7 +337,8 @@ static int build_context(api_job *a, const api_ctx *ctx, gen_params *p, serve_er
         if (!ctx->store || !rstore_get(ctx->store, r->previous_response_id, ctx->now, &prev, NULL))
             return serve_fail(err, 404, "invalid_request_error", "previous_response_not_found", "previous_response_id",
                               "Previous response with id '%.100s' not found.", r->previous_response_id);
-        if (!(p->history = json_copy(prev))) return oom(err);
+        /* a deep copy: the prompt worker reads it while the store may drop its own references */
+        if (!(p->history = json_deep_copy(prev))) return oom(err);
     }
     if (r->n_messages == 0 && json_array_size(p->history) == 0) return serve_bad(err, "messages", "the conversation is empty");
     if (a->store) {
