@@ -40,6 +40,8 @@ typedef struct api_ctx {
 typedef struct api_job {
     recipe_api api;
     recipe_request req;
+    recipe_request history;    /* Responses continuation: the stored conversation read back; req's merged
+                                * messages point into it (api_request.c) */
     recipe_parser_kind kind;
     unsigned flags;            /* RECIPE_PARSER_* */
     uint64_t seed;             /* tool-call id seed: stream and final body agree */

@@ -267,6 +267,7 @@ void api_job_save(api_job *a, const api_ctx *ctx, const gen_job *g, const char *
 void api_job_free(api_job *a) {
     if (!a->active) return;
     recipe_request_free(&a->req);
+    recipe_request_free(&a->history);
     for (int32_t i = 0; i < a->n_parsers && a->parsers; i++) recipe_parser_free(a->parsers[i]);
     free(a->parsers);
     recipe_stream_encoder_free(a->enc);

@@ -316,9 +316,6 @@ static bool has_image(const recipe_part *ps, size_t n) {
     return false;
 }
 
-/* The generation path: the template reads a->req directly (p->req; chat_template_render_req), after
- * a Responses continuation's stored conversation (p->history). Images are refused (text-only
- * models); a->conversation keeps this turn's template messages for the response store. */
 int api_check_text_only(const recipe_request *r, serve_error *err) {
     for (size_t i = 0; i < r->n_messages; i++)
         if (has_image(r->messages[i].parts, r->messages[i].n_parts)) {
@@ -329,20 +326,51 @@ int api_check_text_only(const recipe_request *r, serve_error *err) {
     return 0;
 }
 
-static int build_context(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
-    const recipe_request *r = &a->req;
-    if (api_check_text_only(r, err)) return -1;
-    if (r->previous_response_id) {
-        json_t *prev = NULL;
-        if (!ctx->store || !rstore_get(ctx->store, r->previous_response_id, ctx->now, &prev, NULL))
-            return serve_fail(err, 404, "invalid_request_error", "previous_response_not_found", "previous_response_id",
-                              "Previous response with id '%.100s' not found.", r->previous_response_id);
-        /* a deep copy: the prompt worker reads it while the store may drop its own references */
-        if (!(p->history = json_deep_copy(prev))) return oom(err);
+/* A Responses continuation: the stored conversation (JSON template messages, a Chat message list)
+ * read back into canonical messages by recipe's Chat parser (into a->history, kept with the job),
+ * and put into a->req after its top-level system text: the template sees one canonical request. */
+static int merge_history(api_job *a, const json_t *prev, serve_error *err) {
+    recipe_request *r = &a->req;
+    json_t *wrap = json_pack("{s:O}", "messages", (json_t *)prev);
+    char *text = wrap ? json_dumps(wrap, JSON_COMPACT) : NULL;
+    if (wrap) json_decref(wrap);
+    if (!text) return oom(err);
+    recipe_request_init(&a->history);
+    recipe_error re = {0};
+    int rc = recipe_request_parse_text(RECIPE_API_CHAT, text, strlen(text), 0, &a->history, &re);
+    free(text);
+    if (rc)
+        return serve_fail(err, 500, "server_error", NULL, "previous_response_id",
+                          "the stored conversation of '%.100s' cannot be read back: %s", r->previous_response_id,
+                          re.message);
+    size_t n = r->n_messages + a->history.n_messages, k = 0;
+    recipe_message *m = recipe_request_alloc(r, (n ? n : 1) * sizeof *m);
+    if (!m) return oom(err);
+    for (size_t i = 0; i < r->n_messages; i++)
+        if (r->messages[i].top_level) m[k++] = r->messages[i];
+    for (size_t i = 0; i < a->history.n_messages; i++) {
+        m[k] = a->history.messages[i];
+        m[k++].top_level = false;
     }
-    if (r->n_messages == 0 && json_array_size(p->history) == 0) return serve_bad(err, "messages", "the conversation is empty");
-    if (a->store) {
-        json_t *conv = p->history ? json_copy(p->history) : json_array();
+    for (size_t i = 0; i < r->n_messages; i++)
+        if (!r->messages[i].top_level) m[k++] = r->messages[i];
+    r->messages = m;
+    r->n_messages = n;
+    return 0;
+}
+
+/* The generation path: the template reads a->req directly (p->req; chat_template_render_req), a
+ * Responses continuation's stored conversation merged in. Images are refused (text-only models);
+ * a->conversation keeps the conversation so far as JSON template messages for the response store. */
+static int build_context(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
+    recipe_request *r = &a->req;
+    if (api_check_text_only(r, err)) return -1;
+    json_t *prev = NULL;
+    if (r->previous_response_id && (!ctx->store || !rstore_get(ctx->store, r->previous_response_id, ctx->now, &prev, NULL)))
+        return serve_fail(err, 404, "invalid_request_error", "previous_response_not_found", "previous_response_id",
+                          "Previous response with id '%.100s' not found.", r->previous_response_id);
+    if (a->store) { /* before the merge: the stored part is kept as stored */
+        json_t *conv = prev ? json_deep_copy(prev) : json_array();
         for (size_t i = 0; conv && i < r->n_messages; i++) {
             if (r->messages[i].top_level) continue;
             json_t *o = api_template_message(&r->messages[i], i, err);
@@ -353,6 +381,8 @@ static int build_context(api_job *a, const api_ctx *ctx, gen_params *p, serve_er
         }
         if (!(a->conversation = conv)) return oom(err);
     }
+    if (json_array_size(prev) && merge_history(a, prev, err)) return -1;
+    if (r->n_messages == 0) return serve_bad(err, "messages", "the conversation is empty");
     p->req = r;
     return 0;
 }

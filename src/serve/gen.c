@@ -37,7 +37,6 @@ void gen_params_init(gen_params *p) {
 }
 
 void gen_params_free(gen_params *p) {
-    if (p->history) json_decref(p->history);
     free(p->prompt);
     free(p->prompt_ids);
     free(p->model);
@@ -189,22 +188,20 @@ static int encode_sentinels(const gen_model *gm, id_vec *v, const char *text, si
 }
 
 typedef struct req_texts {
-    char **msg;             /* per request message: its content as the template sees it */
+    char **msg; /* per request message: its content as the template sees it */
     size_t n;
-    const json_t *history;
 } req_texts;
 
 static const char *req_text(const void *arg, size_t k) {
     const req_texts *t = arg;
-    if (k < t->n) return t->msg[k];
-    return json_string_value(json_object_get(json_array_get(t->history, k - t->n), "content"));
+    return k < t->n ? t->msg[k] : NULL;
 }
 
-int gen_req_prompt(const gen_model *gm, const recipe_request *req, const json_t *history, bool add_gen, int32_t **ids,
-                   int32_t *n_ids, serve_error *err) {
-    size_t n = req->n_messages, nh = json_array_size(history);
-    req_texts t = {.msg = calloc(n ? n : 1, sizeof(char *)), .n = n, .history = history};
-    char **sent = calloc(n + nh + 1, sizeof(char *));
+int gen_req_prompt(const gen_model *gm, const recipe_request *req, bool add_gen, int32_t **ids, int32_t *n_ids,
+                   serve_error *err) {
+    size_t n = req->n_messages;
+    req_texts t = {.msg = calloc(n ? n : 1, sizeof(char *)), .n = n};
+    char **sent = calloc(n + 1, sizeof(char *));
     id_vec v = {0};
     char *text = NULL;
     size_t len = 0;
@@ -215,20 +212,14 @@ int gen_req_prompt(const gen_model *gm, const recipe_request *req, const json_t 
         if (!(t.msg[i] = chat_template_message_text(&req->messages[i]))) goto oom;
         unsafe |= has_special_text(gm, t.msg[i]);
     }
-    for (size_t k = 0; k < nh; k++) {
-        const char *c = req_text(&t, n + k);
-        unsafe |= c && has_special_text(gm, c);
-    }
-    chat_template_req in = {.req = req, .history = history, .add_generation_prompt = add_gen,
-                            .bos_token = gm->bos_text, .eos_token = gm->eos_text};
+    chat_template_req in = {.req = req, .add_generation_prompt = add_gen, .bos_token = gm->bos_text,
+                            .eos_token = gm->eos_text};
     if (unsafe) { /* every content becomes a sentinel; user text is tokenized without special parsing */
-        for (size_t k = 0; k < n + nh; k++) {
-            if (k >= n && !req_text(&t, k)) continue;
+        for (size_t k = 0; k < n; k++) {
             if (!(sent[k] = malloc(32))) goto oom;
             snprintf(sent[k], 32, "%c%zu%c", SENT_OPEN, k, SENT_CLOSE);
         }
         in.content = (const char *const *)sent;
-        in.history_content = (const char *const *)sent + n;
     }
     cf_err e = {0};
     if (chat_template_render_req(gm->tmpl, &in, &text, &len, &e)) {
@@ -247,7 +238,7 @@ oom:
     serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
 done:
     for (size_t i = 0; t.msg && i < n; i++) free(t.msg[i]);
-    for (size_t k = 0; sent && k < n + nh; k++) free(sent[k]);
+    for (size_t k = 0; sent && k < n; k++) free(sent[k]);
     free(t.msg);
     free(sent);
     free(text);
@@ -336,7 +327,7 @@ int gen_job_prepare(gen_job *j, const gen_model *gm, gen_params *p, serve_error 
     gen_params *q = &j->p;
     int rc;
     if (q->kind == GEN_CHAT) {
-        rc = q->req ? gen_req_prompt(gm, q->req, q->history, true, &j->prompt, &j->n_prompt, err)
+        rc = q->req ? gen_req_prompt(gm, q->req, true, &j->prompt, &j->n_prompt, err)
                     : serve_bad(err, "messages", "no messages"); /* the protocol layer always sets req */
         if (!rc && q->prompt_suffix) rc = add_suffix(j, gm, err);
     }

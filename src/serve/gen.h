@@ -9,7 +9,7 @@
  * engine requests, feeds engine readiness to gen_job_read(), and hands the
  * deltas to the protocol layer's formatter (recipe through api_output.c).
  * Nothing here knows HTTP or JSON wire formats (the chat template reads recipe's canonical
- * request; only a Responses continuation's stored conversation is JSON).
+ * request).
  *
  * Ownership: gen_params owns every pointer in it (gen_params_free). A gen_job
  * owns its params (moved in), the prompt ids, the choices and, until each is
@@ -34,10 +34,9 @@ typedef enum { GEN_CHAT = 0, GEN_COMPLETION } gen_kind;
 typedef struct gen_params {
     gen_kind kind;
     /* chat: the canonical request the template reads directly (chat_template_render_req; borrowed: it
-     * outlives the job - the server's api_job owns it), and the stored conversation of a Responses
-     * continuation put after its top-level system text (owned reference or NULL) */
+     * outlives the job - the server's api_job owns it; a Responses continuation's earlier turns are
+     * merged into it) */
     const recipe_request *req;
-    json_t *history;
     char *prompt;          /* completion: prompt text (owned) or NULL */
     size_t prompt_len;
     int32_t *prompt_ids;   /* completion: prompt as token ids (owned) or NULL */
@@ -158,11 +157,10 @@ void gen_job_cancel(gen_job *j, const gen_model *gm);
 void gen_job_free(gen_job *j, const gen_model *gm);
 bool gen_job_done(const gen_job *j);
 
-/* Renders a canonical request (+ a stored conversation put after its top-level system text, may
- * be NULL) with the template (chat_template_render_req, no JSON messages) and tokenizes the result;
+/* Renders a canonical request with the template (chat_template_render_req, no JSON messages) and tokenizes the result;
  * used by gen_job_start, POST /tokenize and count_tokens. *ids is malloc'd. */
-int gen_req_prompt(const gen_model *gm, const recipe_request *req, const json_t *history, bool add_generation_prompt,
-                   int32_t **ids, int32_t *n_ids, serve_error *err);
+int gen_req_prompt(const gen_model *gm, const recipe_request *req, bool add_generation_prompt, int32_t **ids,
+                   int32_t *n_ids, serve_error *err);
 /* Tokenizes text (user text: special tokens not parsed), BOS per the model when add_special. */
 int gen_text_prompt(const gen_model *gm, const char *text, size_t len, bool add_special, int32_t **ids, int32_t *n_ids,
                     serve_error *err);

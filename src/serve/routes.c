@@ -34,7 +34,7 @@ static int tokenize(const route_ctx *c, const char *body, size_t len, char **out
     }
     int rc = route_check_model(c->model_name, model, e) ||
              (prompt ? gen_text_prompt(c->gm, prompt, plen, add, &ids, &n, e)
-                     : gen_req_prompt(c->gm, &req, NULL, add, &ids, &n, e));
+                     : gen_req_prompt(c->gm, &req, add, &ids, &n, e));
     json_t *arr = rc ? NULL : json_array();
     for (int32_t i = 0; arr && i < n; i++)
         if (json_array_append_new(arr, json_integer(ids[i]))) json_decref(arr), arr = NULL;
@@ -82,7 +82,7 @@ static int count_tokens(const route_ctx *c, const char *body, size_t len, char *
     int32_t *ids = NULL, n = 0;
     memset(&a, 0, sizeof a);
     int rc = api_count_tokens_parse(&a, body, len, &c->actx, &p, e) ||
-             route_check_model(c->model_name, p.model, e) || gen_req_prompt(c->gm, p.req, p.history, true, &ids, &n, e);
+             route_check_model(c->model_name, p.model, e) || gen_req_prompt(c->gm, p.req, true, &ids, &n, e);
     gen_params_free(&p);
     api_job_free(&a);
     free(ids);

@@ -43,7 +43,7 @@ int chat_template_render_at(const chat_template *t, const json_t *context, int64
 
 /* A render context built straight from recipe's canonical request (chat_template_req.c), without
  * a JSON round trip: the template variables `messages` (the request's messages: top-level system
- * text first, then `history`, then the rest; roles system/developer -> "system", user,
+ * text first, then the rest; roles system/developer -> "system", user,
  * assistant, tool; content = the TEXT parts concatenated; assistant `reasoning_content`,
  * `tool_calls` [{id, type: function, function: {name, arguments}}] with arguments as an object
  * when they are one; tool messages {role, content, tool_call_id}; `name`), `tools` (OpenAI's
@@ -53,11 +53,8 @@ int chat_template_render_at(const chat_template *t, const json_t *context, int64
  * refuses them). */
 typedef struct chat_template_req {
     const recipe_request *req;
-    const json_t *history;          /* template messages put after the top-level system ones (a Responses
-                                     * continuation's stored conversation), or NULL */
     const char *const *content;     /* NULL, or one per req message: the content the template sees instead
                                      * (user-text sentinels); NULL entries keep the message's own */
-    const char *const *history_content; /* the same for history (entries for messages with string content) */
     bool add_generation_prompt;
     const char *bos_token, *eos_token;
 } chat_template_req;

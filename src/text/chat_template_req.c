@@ -114,17 +114,6 @@ static jv tools(jjob *j, req_fill *f, const recipe_request *r) {
     return l;
 }
 
-/* The history messages, with content replaced where in->history_content says so. */
-static void push_history(jjob *j, jlist *l, const chat_template_req *in) {
-    for (size_t k = 0; k < json_array_size(in->history); k++) {
-        const json_t *m = json_array_get(in->history, k);
-        jv v = jv_from_json(j, m, 1);
-        const char *c = in->history_content ? in->history_content[k] : NULL;
-        if (c && v.t == JV_DICT) set(j, v, "content", jv_cstr(j, c));
-        jlist_push(j, l, v);
-    }
-}
-
 static void fill_req(jjob *j, jscope *g, const void *arg) {
     req_fill *f = (req_fill *)arg;
     const chat_template_req *in = f->in;
@@ -135,13 +124,11 @@ static void fill_req(jjob *j, jscope *g, const void *arg) {
     if (json_is_object(kw)) json_object_foreach(kw, k, v) jscope_set(j, g, k, jv_from_json(j, v, 0));
     int think = chat_template_thinking(r);
     if (think >= 0 && !json_object_get(kw, "enable_thinking")) jscope_set(j, g, "enable_thinking", jv_bool(think));
-    jv msgs = jv_newlist(j, r->n_messages + json_array_size(in->history));
-    for (int pass = 0; pass < 2; pass++) { /* top-level system text first, then the history, then the rest */
-        if (pass == 1 && in->history) push_history(j, msgs.u.l, in);
+    jv msgs = jv_newlist(j, r->n_messages);
+    for (int pass = 0; pass < 2; pass++) /* top-level system text first, then the rest */
         for (size_t i = 0; i < r->n_messages; i++)
             if (r->messages[i].top_level == (pass == 0))
                 jlist_push(j, msgs.u.l, message(j, f, &r->messages[i], in->content ? in->content[i] : NULL));
-    }
     jscope_set(j, g, "messages", msgs);
     jscope_set(j, g, "add_generation_prompt", jv_bool(in->add_generation_prompt));
     jscope_set(j, g, "bos_token", jv_cstr(j, in->bos_token ? in->bos_token : ""));

@@ -18,16 +18,16 @@
 #include "serve/api.h"
 #include "text/chat_template.h"
 
-/* The template reads p->req (+ p->history) and renders it: a non-empty conversation. */
+/* The template reads p->req (a continuation's earlier turns merged in) and renders it. */
 static void check_params(const gen_params *p) {
     if (p->req) {
-        if (p->req->n_messages == 0 && json_array_size(p->history) == 0) abort();
+        if (p->req->n_messages == 0) abort();
         static const char tpl[] = "{% for m in messages %}{{ m.role }}{{ m.content }}{% if m.tool_calls %}"
                                   "{{ m.tool_calls | tojson }}{% endif %}{% endfor %}{{ tools | tojson }}";
         static chat_template *t;
         cf_err err = {0};
         if (!t && chat_template_parse(tpl, sizeof tpl - 1, &t, &err)) abort();
-        chat_template_req in = {.req = p->req, .history = p->history, .add_generation_prompt = true};
+        chat_template_req in = {.req = p->req, .add_generation_prompt = true};
         char *out = NULL;
         if (chat_template_render_req(t, &in, &out, NULL, &err) == 0) free(out);
     } else

@@ -47,7 +47,7 @@ static char *render_vars(const gen_params *p) {
     cf_err err = {0};
     char *out = NULL;
     if (chat_template_parse(tpl, sizeof tpl - 1, &t, &err)) return NULL;
-    chat_template_req in = {.req = p->req, .history = p->history, .add_generation_prompt = true, .bos_token = "<s>"};
+    chat_template_req in = {.req = p->req, .add_generation_prompt = true, .bos_token = "<s>"};
     if (chat_template_render_req(t, &in, &out, NULL, &err)) out = NULL;
     chat_template_free(t);
     return out;
