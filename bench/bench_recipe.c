@@ -16,6 +16,7 @@
 
 #include "bench_cli.h"
 #include "cinfer/recipe.h"
+#include "recipe/recipe_json.h"
 
 static const char k_usage[] =
     "usage: bench_recipe [-s SECONDS] [SECONDS]\n"

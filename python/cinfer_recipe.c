@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cinfer/recipe.h"
+#include "recipe/recipe_json.h"
 
 static PyObject *g_json_mod;   /* the stdlib json module (module state is immutable after init) */
 static PyObject *g_error_type; /* cinfer_recipe.RecipeError */
@@ -91,13 +92,13 @@ static PyObject *raise_recipe(recipe_api api, const recipe_error *e) {
 
 /* Parses body (str/bytes/dict) as a request of api into r (recipe's own JSON reader).
  * 0, or -1 with a Python exception: ValueError for text that is not JSON, RecipeError else. */
-static int parse_request_obj(PyObject *body, recipe_api api, recipe_request *r, int *as_text) {
+static int parse_request_obj_flags(PyObject *body, recipe_api api, unsigned flags, recipe_request *r, int *as_text) {
     PyObject *text = to_text(body, as_text);
     if (!text) return -1;
     Py_ssize_t n;
     const char *s = PyUnicode_AsUTF8AndSize(text, &n);
     recipe_error err;
-    int rc = s ? recipe_request_parse_text(api, s, (size_t)n, 0, r, &err) : -1;
+    int rc = s ? recipe_request_parse_text(api, s, (size_t)n, flags, r, &err) : -1;
     Py_DECREF(text);
     if (!s) return -1;
     if (rc) {
@@ -107,6 +108,10 @@ static int parse_request_obj(PyObject *body, recipe_api api, recipe_request *r, 
             raise_recipe(api, &err);
     }
     return rc;
+}
+
+static int parse_request_obj(PyObject *body, recipe_api api, recipe_request *r, int *as_text) {
+    return parse_request_obj_flags(body, api, 0, r, as_text);
 }
 
 static PyObject *py_convert_request(PyObject *self, PyObject *args, PyObject *kw) {
@@ -138,12 +143,15 @@ static PyObject *py_parse_request(PyObject *self, PyObject *args, PyObject *kw) 
     PyObject *body;
     const char *api;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "Os", kwl, &body, &api)) return NULL;
-    int a = api_arg(api);
+    bool completions = !strcmp(api, "completions"); /* OpenAI Completions: RECIPE_PARSE_COMPLETIONS */
+    int a = completions ? RECIPE_API_CHAT : api_arg(api);
     if (a < 0) return NULL;
     int as_text;
     recipe_request r;
     recipe_request_init(&r);
-    PyObject *res = parse_request_obj(body, (recipe_api)a, &r, &as_text) ? NULL : from_json(recipe_request_dump(&r), as_text);
+    PyObject *res = parse_request_obj_flags(body, (recipe_api)a, completions ? RECIPE_PARSE_COMPLETIONS : 0u, &r, &as_text)
+                        ? NULL
+                        : from_json(recipe_request_dump(&r), as_text);
     recipe_request_free(&r);
     return res;
 }
@@ -350,17 +358,20 @@ typedef struct {
 } EncoderObject;
 
 static int encoder_init(EncoderObject *self, PyObject *args, PyObject *kw) {
-    static char *kwl[] = {"api", "id", "model", "created", "prompt_tokens", "cache_read", "include_usage", NULL};
+    static char *kwl[] = {"api", "id", "model", "created", "prompt_tokens", "cache_read", "include_usage", "n_choices",
+                          NULL};
     const char *api, *id = NULL, *model = "";
     long long created = 0, prompt = 0, cache_read = 0;
-    int include_usage = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zsLLLp", kwl, &api, &id, &model, &created, &prompt, &cache_read,
-                                     &include_usage))
+    int include_usage = 0, n_choices = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zsLLLpi", kwl, &api, &id, &model, &created, &prompt, &cache_read,
+                                     &include_usage, &n_choices))
         return -1;
-    int a = api_arg(api);
+    bool completion = !strcmp(api, "completions"); /* OpenAI Completions chunks (text_completion) */
+    int a = completion ? RECIPE_API_CHAT : api_arg(api);
     if (a < 0) return -1;
     recipe_stream_info info = {.id = id, .model = model, .created = created, .prompt_tokens = prompt,
-                               .cache_read = cache_read, .include_usage = include_usage};
+                               .cache_read = cache_read, .include_usage = include_usage, .n_choices = n_choices,
+                               .completion = completion};
     recipe_stream_encoder_free(self->e);
     self->api = (recipe_api)a;
     self->e = recipe_stream_encoder_new((recipe_api)a, &info);
@@ -387,11 +398,62 @@ static long long dint(PyObject *d, const char *k) {
     return v && PyLong_Check(v) ? PyLong_AsLongLong(v) : 0;
 }
 
+/* {"token": str | bytes, "logprob": float} -> lp (token bytes borrowed from the dict's objects). 0 or -1. */
+static int logprob_of(PyObject *o, recipe_logprob *lp) {
+    PyObject *t = PyDict_Check(o) ? PyDict_GetItemString(o, "token") : NULL;
+    PyObject *l = PyDict_Check(o) ? PyDict_GetItemString(o, "logprob") : NULL;
+    Py_ssize_t n = 0;
+    char *b = NULL;
+    if (t && PyBytes_Check(t)) {
+        if (PyBytes_AsStringAndSize(t, &b, &n)) return -1;
+    } else if (t && PyUnicode_Check(t)) {
+        if (!(b = (char *)PyUnicode_AsUTF8AndSize(t, &n))) return -1;
+    } else {
+        PyErr_Format(PyExc_ValueError, "a logprob needs 'token' (str or bytes)");
+        return -1;
+    }
+    lp->token = b;
+    lp->len = (size_t)n;
+    lp->logprob = l ? PyFloat_AsDouble(l) : 0;
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* ev["logprobs"]: [{"token", "logprob", "top": [{"token", "logprob"}, ...]}, ...] -> *out (malloc'd). */
+static int logprobs_of(PyObject *d, recipe_event *ev, recipe_logprob **out) {
+    PyObject *l = PyDict_GetItemString(d, "logprobs");
+    *out = NULL;
+    if (!l || l == Py_None) return 0;
+    if (!PyList_Check(l)) return PyErr_Format(PyExc_ValueError, "'logprobs' must be a list"), -1;
+    Py_ssize_t n = PyList_Size(l), total = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *top = PyDict_Check(PyList_GetItem(l, i)) ? PyDict_GetItemString(PyList_GetItem(l, i), "top") : NULL;
+        if (top && PyList_Check(top)) total += PyList_Size(top);
+    }
+    recipe_logprob *lp = calloc((size_t)(total ? total : 1), sizeof *lp);
+    if (!lp) return PyErr_NoMemory(), -1;
+    Py_ssize_t at = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyList_GetItem(l, i);
+        if (logprob_of(o, &lp[i])) return free(lp), -1;
+        PyObject *top = PyDict_GetItemString(o, "top");
+        if (!top || !PyList_Check(top)) continue;
+        lp[i].top = &lp[at];
+        lp[i].n_top = (size_t)PyList_Size(top);
+        for (Py_ssize_t k = 0; k < PyList_Size(top); k++)
+            if (logprob_of(PyList_GetItem(top, k), &lp[at++])) return free(lp), -1;
+    }
+    ev->logprobs = lp;
+    ev->n_logprobs = (size_t)n;
+    *out = lp;
+    return 0;
+}
+
 static PyObject *encoder_event(EncoderObject *self, PyObject *d) {
     if (!self->e) return PyErr_Format(PyExc_RuntimeError, "encoder not initialized");
     if (!PyDict_Check(d)) return PyErr_Format(PyExc_TypeError, "event must be a dict");
     static const char *tn[] = {"reasoning", "text", "tool_begin", "tool_args", "tool_end", "finish", "error", "ping"};
-    static const char *fn[] = {"none", "eos", "stop_string", "length", "tool_calls", "content_filter", "error"};
+    static const char *fn[] = {"none", "eos", "stop_string", "length", "tool_calls", "content_filter", "error",
+                               "cancelled"};
     recipe_event ev = {0};
     const char *t = dstr(d, "type");
     int found = 0;
@@ -409,8 +471,9 @@ static PyObject *encoder_event(EncoderObject *self, PyObject *d) {
     ev.id = dstr(d, "id");
     ev.name = dstr(d, "name");
     const char *f = dstr(d, "finish");
-    for (int i = 0; f && i < 7; i++)
+    for (int i = 0; f && i < 8; i++)
         if (!strcmp(f, fn[i])) ev.finish = (recipe_finish)i;
+    ev.choice = (int)dint(d, "choice");
     ev.stop_sequence = dstr(d, "stop_sequence");
     PyObject *u = PyDict_GetItemString(d, "usage");
     if (u && PyDict_Check(u)) {
@@ -421,9 +484,13 @@ static PyObject *encoder_event(EncoderObject *self, PyObject *d) {
         ev.usage.output = dint(u, "output");
         ev.usage.reasoning = dint(u, "reasoning");
     }
+    recipe_logprob *lp;
+    if (logprobs_of(d, &ev, &lp)) return NULL;
     recipe_error err;
     self->out.len = 0;
-    if (recipe_stream_encoder_event(self->e, &ev, &self->out, &err)) return raise_recipe(self->api, &err);
+    int rc = recipe_stream_encoder_event(self->e, &ev, &self->out, &err);
+    free(lp);
+    if (rc) return raise_recipe(self->api, &err);
     return PyUnicode_FromStringAndSize(self->out.data ? self->out.data : "", (Py_ssize_t)self->out.len);
 }
 
@@ -441,7 +508,9 @@ static PyTypeObject EncoderType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cinfer_recipe.StreamEncoder",
     .tp_basicsize = sizeof(EncoderObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "StreamEncoder(api, id=None, model='', created=0, prompt_tokens=0, cache_read=0, include_usage=False)",
+    .tp_doc = "StreamEncoder(api, id=None, model='', created=0, prompt_tokens=0, cache_read=0, include_usage=False, "
+              "n_choices=1): api chat / messages / responses / completions; event dicts may carry 'choice' and "
+              "'logprobs' ([{token, logprob, top: [...]}]) for chat / completions",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)encoder_init,
     .tp_dealloc = (destructor)encoder_dealloc,
@@ -457,7 +526,7 @@ static PyMethodDef methods[] = {
     {"convert_response", (PyCFunction)(void (*)(void))py_convert_response, METH_VARARGS | METH_KEYWORDS,
      "convert_response(body, from_api, to_api, request=None, request_api=None)"},
     {"parse_request", (PyCFunction)(void (*)(void))py_parse_request, METH_VARARGS | METH_KEYWORDS,
-     "parse_request(body, api) -> the canonical request as a dict"},
+     "parse_request(body, api) -> the canonical request as a dict (api 'completions': an OpenAI Completions body)"},
     {"error_body", (PyCFunction)(void (*)(void))py_error_body, METH_VARARGS | METH_KEYWORDS,
      "error_body(api, kind, message, param=None, request_id=None) -> (status, body)"},
     {"detect_parser", (PyCFunction)(void (*)(void))py_detect_parser, METH_VARARGS | METH_KEYWORDS,

@@ -22,7 +22,7 @@
  *
  * Output conventions: a token that ends generation by EOS/EOG or by a stop
  * token id is counted in usage.completion_tokens but not emitted (neither its
- * id nor its text). A stop string is never part of the text: text that could
+ * id nor its text). A stop string is not part of the text (unless include_stop_str): text that could
  * still become a stop string is held back until it cannot; the token ids that
  * formed it are emitted. Which stop string ended a request is reported in
  * cinfer_output.stop_string. Tokens forced by a reasoning budget are emitted
@@ -102,6 +102,11 @@ typedef struct cinfer_request {
     int32_t traffic_class; /* cinfer_traffic_class: retention of its blocks in the store (unknown: default) */
     int32_t priority;      /* lower value = more urgent */
     bool ignore_eos;
+    int32_t min_tokens;         /* EOS/EOG and stop_tokens cannot be sampled before this many generated tokens
+                                 * (their logits are masked; stop strings still apply); <= 0: off */
+    bool include_stop_str;      /* a matched stop string is emitted as the end of the text (vLLM
+                                 * include_stop_str_in_output) */
+    bool keep_special;          /* the text renders control tokens (vLLM skip_special_tokens = false) */
     bool want_logprobs; /* log-probability of each chosen token under the raw logits */
     int32_t top_logprobs; /* with want_logprobs: also the N most likely tokens at each position
                            * (0..CINFER_MAX_TOP_LOGPROBS; larger values are clipped) */

@@ -4,7 +4,8 @@
  * three wire formats (OpenAI Chat Completions, Anthropic Messages, OpenAI
  * Responses) in both directions, stateful SSE stream encoders, API-shaped error
  * bodies, and incremental parsers that split raw model text into reasoning,
- * content and tool calls. Depends only on src/base and jansson. Used by
+ * content and tool calls. Depends only on src/base (jansson inside, never in this header:
+ * the tree-typed entry points are internal, src/recipe/recipe_json.h). Used by
  * `cinfer serve` (src/serve/) and by the Python extension (python/).
  * docs/recipe.md has the mapping tables and the lossy cases.
  *
@@ -18,15 +19,13 @@
  *    zero the struct with *_init(), set fields to strings that outlive the
  *    encode call (or copy them with recipe_request_strdup / recipe_response_strdup),
  *    allocate arrays with *_alloc().
- *  - Encoders return new JSON (caller decrefs) or append SSE text to a caller
- *    buffer; they never keep pointers into their inputs beyond the call, except
+ *  - Encoders append JSON or SSE text to a caller buffer; they never keep pointers into their inputs beyond the call, except
  *    the stream encoder, which copies what it needs.
  * Nothing here uses global mutable state; objects are not thread-safe but
  * distinct objects may be used from distinct threads. */
 #ifndef CINFER_RECIPE_H
 #define CINFER_RECIPE_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,13 +45,18 @@ typedef enum recipe_api {
 int recipe_api_from_name(const char *name);
 const char *recipe_api_name(recipe_api api);
 
-/* Growable output buffer; the caller owns it, drains it (len = 0) and frees it. */
+/* Growable output buffer; the caller owns it, drains it (len = 0) and frees it. Out of memory is
+ * sticky: the first append that cannot grow the buffer sets `failed`, and every later append
+ * fails too (the data keeps what was appended before), so a writer may append many pieces and
+ * check once at the end. recipe_buf_free clears it. */
 typedef struct recipe_buf {
     char *data;
     size_t len, cap;
+    bool failed;
 } recipe_buf;
 void recipe_buf_free(recipe_buf *b);
-/* Appends s[0..n) and keeps the data NUL-terminated; 0, or -1 when out of memory (b unchanged). */
+/* Appends s[0..n) and keeps the data NUL-terminated; 0, or -1 when out of memory now or before
+ * (b->failed; the data unchanged). */
 int recipe_buf_append(recipe_buf *b, const char *s, size_t n);
 
 #define RECIPE_UNSET INT64_MIN /* integer option not given */
@@ -84,10 +88,11 @@ int recipe_fail(recipe_error *e, recipe_err_kind kind, const char *param, const 
     __attribute__((format(printf, 4, 5)));
 /* HTTP status for an error in a given API (overloaded: 503 OpenAI, 529 Anthropic). */
 int recipe_error_status(recipe_api api, const recipe_error *e);
-/* The API's own error body: OpenAI {"error":{message,type,param,code}} (Chat and
- * Responses), Anthropic {"type":"error","error":{type,message}} (+ "request_id" when
- * request_id is non-NULL). New reference. */
-json_t *recipe_error_body(recipe_api api, const recipe_error *e, const char *request_id);
+/* The API's own error body, appended to `out` as compact JSON: OpenAI
+ * {"error":{message,type,param,code}} (Chat and Responses), Anthropic
+ * {"type":"error","error":{type,message}} (+ "request_id" when request_id is non-NULL).
+ * 0, or -1 when out of memory. */
+int recipe_error_body_text(recipe_api api, const recipe_error *e, const char *request_id, recipe_buf *out);
 
 /* ---------------------------------------------------------------- canonical request */
 
@@ -177,6 +182,11 @@ typedef struct recipe_arena {
     const char *pool_lo, *pool_hi; /* internal: the string pool of the last parse (src/recipe/rjson.h) */
 } recipe_arena;
 
+typedef struct recipe_bias {
+    int32_t token; /* < 2^31 */
+    double bias;
+} recipe_bias;
+
 typedef struct recipe_request {
     recipe_api source;  /* the format it was parsed from */
     const char *model;
@@ -220,8 +230,34 @@ typedef struct recipe_request {
     const char *chat_template_kwargs; /* JSON text (enable_thinking / thinking flags for templates) */
 
     const char *cache_salt;      /* vLLM extension: prefix-cache isolation */
+    /* vLLM sampling extensions (top-level or through the SDKs' extra_body), accepted by every
+     * format and re-emitted by every request encoder (docs/recipe.md "Extensions") */
+    int64_t min_tokens;          /* RECIPE_UNSET; >= 0: EOS and stop_token_ids are not honoured before it */
+    int ignore_eos;              /* tri-state */
+    int include_stop_str_in_output; /* tri-state */
+    int skip_special_tokens;     /* tri-state (vLLM default: true) */
+    const int32_t *stop_token_ids; /* token ids that end generation (>= 0) */
+    size_t n_stop_token_ids;
+    int64_t priority;            /* RECIPE_UNSET; lower = scheduled first */
+    const char *guided_field;    /* the first structured-output field present ("guided_json", "guided_regex",
+                                  * "guided_choice", "guided_grammar"), NULL: none ... */
+    const char *guided;          /* ... and its value (JSON text) */
+    /* logit_bias (Chat) parsed: keys are canonical non-negative decimal token ids ("0", "17"; not
+     * "01", " 1", "-0", "+1"), values numbers in [-100, 100]; the vocabulary bound is the caller's */
+    const recipe_bias *bias;
+    size_t n_bias;
     const char *traffic_class;   /* cinfer extension: `"cinfer":{"traffic_class":...}` as text */
     const char *cinfer;          /* the whole `cinfer` object (JSON text), re-emitted as is */
+
+    /* OpenAI Completions only (RECIPE_PARSE_COMPLETIONS): the prompt instead of messages */
+    bool completion;
+    const char *prompt;          /* text prompt (NUL-terminated, prompt_len bytes); NULL: token ids */
+    size_t prompt_len;
+    const int32_t *prompt_ids;   /* token-id prompt (each >= 0; the vocabulary bound is the caller's) */
+    size_t n_prompt_ids;
+    int echo;                    /* tri-state */
+    const char *suffix;          /* text after the insertion point (NULL: none) */
+    int64_t best_of;             /* RECIPE_UNSET */
 
     /* Responses only */
     const char *previous_response_id;
@@ -243,6 +279,11 @@ void *recipe_request_alloc(recipe_request *r, size_t bytes);
 const char *recipe_request_strdup(recipe_request *r, const char *s);
 
 #define RECIPE_PARSE_COUNT_TOKENS 1u /* Messages count_tokens: max_tokens may be absent */
+/* With RECIPE_API_CHAT: the body is an OpenAI Completions request (POST /v1/completions): `prompt`
+ * (a string, token ids, or a one-element list of either; more than one prompt: 400), `logprobs`
+ * an integer (-> logprobs = 1, top_logprobs), `echo`, `suffix`, `best_of`, and the sampling and
+ * extension fields of Chat. Sets `completion`; no messages. The request encoders refuse it. */
+#define RECIPE_PARSE_COMPLETIONS 2u
 
 /* Parses the JSON text body[0..len) (an object in `api`'s request format) into `out`
  * (which must be initialized; it is reset first). The text is not referenced afterwards.
@@ -251,16 +292,10 @@ const char *recipe_request_strdup(recipe_request *r, const char *s);
  * leaves `out` reset. The fast path: one pass, no JSON tree outside the request's arena. */
 int recipe_request_parse_text(recipe_api api, const char *body, size_t len, unsigned flags, recipe_request *out,
                               recipe_error *err);
-/* The same from a jansson value (serialized, then parsed as text; for callers that hold a tree). */
-int recipe_request_parse(recipe_api api, const json_t *body, recipe_request *out, recipe_error *err);
-/* Encodes a canonical request as `api`'s request body. New reference, or NULL + err
- * (e.g. no messages). Lossy cases: docs/recipe.md. */
-json_t *recipe_request_encode(recipe_api api, const recipe_request *req, recipe_error *err);
-/* The same as compact JSON text appended to `out` (the fast path: no JSON tree is built).
- * 0, or -1 + err with out unchanged. */
+/* Encodes a canonical request as `api`'s request body: compact JSON text appended to `out` (no
+ * JSON tree is built). 0, or -1 + err (e.g. no messages) with out unchanged. Lossy cases:
+ * docs/recipe.md. */
 int recipe_request_encode_text(recipe_api api, const recipe_request *req, recipe_buf *out, recipe_error *err);
-/* Debug/introspection: the canonical request as JSON (field names as in the struct). */
-json_t *recipe_request_dump(const recipe_request *req);
 
 /* ---------------------------------------------------------------- canonical response */
 
@@ -272,6 +307,8 @@ typedef enum recipe_finish {
     RECIPE_FINISH_TOOL_CALLS,  /* tool_calls / tool_use / completed + function_call items */
     RECIPE_FINISH_CONTENT_FILTER, /* content_filter / refusal / incomplete content_filter */
     RECIPE_FINISH_ERROR,       /* error chunk / error event / failed */
+    RECIPE_FINISH_CANCELLED,   /* stopped by the server (shutdown deadline): Chat / Completions "abort" (vLLM);
+                                * Anthropic max_tokens, Responses incomplete */
 } recipe_finish;
 
 typedef struct recipe_usage {
@@ -281,6 +318,27 @@ typedef struct recipe_usage {
     int64_t output;     /* O: generated tokens, reasoning included */
     int64_t reasoning;  /* K */
 } recipe_usage;
+
+/* Log-probabilities of one generated token (Chat logprobs.content[], Completions logprobs). The
+ * token is given as its bytes, which may be a piece of a UTF-8 character: encoders write the text
+ * when it is valid UTF-8, else "bytes:\xNN..." (as OpenAI), plus Chat's "bytes" array. */
+typedef struct recipe_logprob {
+    const char *token;
+    size_t len;
+    double logprob;
+    const struct recipe_logprob *top; /* alternatives, best first (their own top is not used) */
+    size_t n_top;
+} recipe_logprob;
+
+/* One choice of an OpenAI response with several (n > 1) or with logprobs (recipe_response.choices). */
+typedef struct recipe_choice {
+    recipe_part *parts;        /* as recipe_response.parts (Completions: one TEXT part) */
+    size_t n_parts;
+    recipe_finish finish;
+    const char *stop_sequence;
+    const recipe_logprob *logprobs; /* NULL: the request asked for none */
+    size_t n_logprobs;
+} recipe_choice;
 
 typedef struct recipe_response {
     const char *id;      /* NULL: minted by the encoder from `created` and a counter */
@@ -294,6 +352,12 @@ typedef struct recipe_response {
     recipe_usage usage;
     const char *error_message; /* FINISH_ERROR */
     const char *status;        /* Responses status when parsed (in_progress, cancelled, ...) */
+    /* OpenAI Chat / Completions only (encoders): with choices set, the choices array is written from
+     * them (index = position) instead of the single choice above; completion: a Completions
+     * "text_completion" object (choices[].text) instead of a chat.completion. */
+    const recipe_choice *choices;
+    size_t n_choices;
+    bool completion;
 
     recipe_arena arena;
 } recipe_response;
@@ -304,14 +368,15 @@ void recipe_response_free(recipe_response *r);
 void *recipe_response_alloc(recipe_response *r, size_t bytes);
 const char *recipe_response_strdup(recipe_response *r, const char *s);
 
-/* Response bodies, as for requests (text, or a jansson value serialized first). */
+/* Response bodies, as for requests. */
 int recipe_response_parse_text(recipe_api api, const char *body, size_t len, recipe_response *out,
                                recipe_error *err);
-int recipe_response_parse(recipe_api api, const json_t *body, recipe_response *out, recipe_error *err);
-/* `req` (may be NULL) supplies the settings the Responses object echoes (instructions,
- * tools, temperature, ...). New reference or NULL + err. */
-json_t *recipe_response_encode(recipe_api api, const recipe_response *resp, const recipe_request *req,
-                               recipe_error *err);
+
+/* Encodes a response as `api`'s response body, compact JSON text appended to `out`. `req` (may be
+ * NULL) supplies the settings the Responses object echoes (instructions, tools, temperature, ...).
+ * 0, or -1 + err with out unchanged. */
+int recipe_response_encode_text(recipe_api api, const recipe_response *resp, const recipe_request *req, recipe_buf *out,
+                                recipe_error *err);
 
 /* Mapping helpers (docs/recipe.md tables). */
 const char *recipe_finish_chat(recipe_finish f);      /* stop|length|tool_calls|content_filter */
@@ -345,6 +410,12 @@ typedef struct recipe_event {
     const char *stop_sequence;
     bool has_usage;
     recipe_usage usage;
+    /* OpenAI Chat / Completions streams: the choice the event belongs to (0..n_choices-1), and for
+     * TEXT / REASONING the log-probabilities of the tokens of this delta (a delta may be empty and
+     * carry only logprobs). Ignored by the other encoders. */
+    int choice;
+    const recipe_logprob *logprobs;
+    size_t n_logprobs;
 } recipe_event;
 
 const char *recipe_event_type_name(recipe_event_type t);
@@ -360,6 +431,8 @@ typedef struct recipe_stream_info {
     int64_t cache_read;
     bool include_usage;    /* Chat: stream_options.include_usage */
     const recipe_request *req; /* optional: settings echoed in Responses snapshots (copied) */
+    int n_choices;         /* Chat / Completions: choices streamed side by side (0 or 1: one) */
+    bool completion;       /* with RECIPE_API_CHAT: OpenAI Completions chunks ("text_completion") */
 } recipe_stream_info;
 
 typedef struct recipe_stream_encoder recipe_stream_encoder;
@@ -370,7 +443,10 @@ recipe_stream_encoder *recipe_stream_encoder_new(recipe_api api, const recipe_st
 void recipe_stream_encoder_free(recipe_stream_encoder *e);
 /* Appends the SSE text for one event (the opening events are written before the first
  * one). After RECIPE_EV_FINISH / RECIPE_EV_ERROR the stream is complete and further
- * events return -1. Returns 0, or -1 with err on a misuse (args for a tool not begun...). */
+ * events return -1 (Chat / Completions with several choices: each choice finishes on its own;
+ * the stream is complete, with the usage chunk and [DONE], once every choice has; the FINISH
+ * usage is the whole response's). Returns 0, or -1 with err on a misuse (args for a tool not
+ * begun, an event for a finished choice...). */
 int recipe_stream_encoder_event(recipe_stream_encoder *e, const recipe_event *ev, recipe_buf *out,
                                 recipe_error *err);
 bool recipe_stream_encoder_done(const recipe_stream_encoder *e);
@@ -414,6 +490,9 @@ void recipe_parser_feed(recipe_parser *p, const char *text, size_t len, const re
                         size_t *n_events);
 /* End of output: flushes what was held back, closes an open tool call. */
 void recipe_parser_finish(recipe_parser *p, const recipe_event **events, size_t *n_events);
+/* Whether the parser ran out of memory (sticky): its events may have lost text since then; the
+ * caller ends the output with an error. */
+bool recipe_parser_failed(const recipe_parser *p);
 /* Number of tool calls begun so far (any => finish reason tool_calls). */
 int recipe_parser_tool_calls(const recipe_parser *p);
 

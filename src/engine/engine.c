@@ -332,6 +332,8 @@ static int eng_req_copy(cinfer_engine *e, eng_req *q, const cinfer_request *r, c
     q->priority = r->priority;
     q->traffic_class = r->traffic_class;
     q->ignore_eos = r->ignore_eos;
+    q->min_tokens = r->min_tokens;
+    q->include_stop_str = r->include_stop_str;
     q->want_logprobs = r->want_logprobs;
     q->top_k = !r->want_logprobs || r->top_logprobs <= 0 ? 0
                : r->top_logprobs > CINFER_MAX_TOP_LOGPROBS ? CINFER_MAX_TOP_LOGPROBS : r->top_logprobs;
@@ -384,7 +386,7 @@ static int eng_req_copy(cinfer_engine *e, eng_req *q, const cinfer_request *r, c
     };
     q->smp = sampler_create(&sp, e->n_vocab);
     if (!q->smp) return cf_fail(err, "out of memory for the sampler");
-    detok_init(&q->dt, e->tok, false, false);
+    detok_init(&q->dt, e->tok, false, r->keep_special);
     eng_think_init(q, r);
     q->state = SCHED_WAITING;
     q->usage.prompt_tokens = q->prompt_len;

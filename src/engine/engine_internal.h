@@ -82,7 +82,8 @@ typedef struct eng_req {
     /* immutable after submit */
     int32_t prompt_len, max_tokens; /* max_tokens already clipped to the context */
     int32_t priority, traffic_class;
-    bool ignore_eos, want_logprobs;
+    bool ignore_eos, want_logprobs, include_stop_str;
+    int32_t min_tokens; /* EOG and stop ids masked while n_generated < min_tokens */
     int32_t top_k; /* top logprobs per token (0: none) */
     int32_t *stop_ids;
     int32_t n_stop_ids;

@@ -11,7 +11,7 @@
  * Output side (eng_process_outputs, while the next step computes): the
  * pending id is staged, its bytes go through the request's streaming
  * detokenizer into `held`; a stop string found in `held` ends the request
- * (text before it is emitted, the stop string and anything after are not;
+ * (text before it is emitted, the stop string only with include_stop_str, anything after never;
  * its index is reported with the finish, cinfer_output.stop_string;
  * if the request was already in the next step, that step's result for it is
  * dropped because its epoch changed); otherwise everything in `held` except
@@ -126,7 +126,7 @@ static void eng_output_token(cinfer_engine *e, eng_req *r) {
         int32_t which = -1;
         ptrdiff_t at = eng_find_stop(r, &which);
         if (at >= 0) {
-            eng_emit_held(r, (size_t)at);
+            eng_emit_held(r, (size_t)at + (r->include_stop_str ? r->stop_lens[which] : 0));
             eng_finish(e, r, CINFER_FINISH_STOP, false, NULL);
             r->st_stop_string = which; /* eng_finish staged this finish (the first one wins) */
             return;

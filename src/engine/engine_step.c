@@ -149,8 +149,17 @@ static float eng_logprob(const float *row, int32_t n, int32_t tok) {
 /* Step 8b: sample one token from the item's logits row (or take the token a
  * reasoning budget forces: engine_think.c; its logprob and alternatives come
  * from the same raw row) and apply stops. */
+/* min_tokens: EOS/EOG and the stop ids cannot be sampled yet (the raw row for logprobs is kept). */
+static void eng_mask_stops(const cinfer_engine *e, const eng_req *r, float *row) {
+    for (int32_t id = 0; id < e->n_vocab; id++)
+        if (tokenizer_is_eog(e->tok, id)) row[id] = -INFINITY;
+    for (int32_t i = 0; i < r->n_stop_ids; i++)
+        if (r->stop_ids[i] >= 0 && r->stop_ids[i] < e->n_vocab) row[r->stop_ids[i]] = -INFINITY;
+}
+
 static void eng_sample(cinfer_engine *e, eng_req *r, float *row) {
     if (r->want_logprobs) memcpy(e->lp_row, row, (size_t)e->n_vocab * sizeof(float));
+    if (r->n_generated < r->min_tokens) eng_mask_stops(e, r, row);
     int32_t tok = eng_think_forced(r);
     if (tok >= 0) e->st.think_forced_tokens++;
     else tok = sampler_sample(r->smp, row);

@@ -8,6 +8,7 @@
  * results) are listed in docs/recipe.md. */
 #include <stdio.h>
 
+#include "recipe/openai_out.h"
 #include "recipe/recipe_internal.h"
 #include "recipe/writer.h"
 
@@ -180,6 +181,45 @@ static int parse_tools(recipe_request *r, const rj *tools, recipe_error *err) {
     return 0;
 }
 
+/* A canonical token id key: "0" or a decimal without leading zeros, below 2^31. */
+static bool token_key(const char *k, size_t n, int32_t *out) {
+    if (n == 0 || n > 10 || (k[0] == '0' && n > 1)) return false;
+    int64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k[i] < '0' || k[i] > '9') return false;
+        x = x * 10 + (k[i] - '0');
+    }
+    if (x > INT32_MAX) return false;
+    *out = (int32_t)x;
+    return true;
+}
+
+/* logit_bias {"<token id>": bias in [-100, 100]}: kept as JSON text (encoders) and parsed (r->bias). */
+int parse_logit_bias(recipe_request *r, rj *lb, recipe_error *err) {
+    if (rjv_obj(lb, "logit_bias", &lb, err, "")) return -1;
+    if (!lb) return 0;
+    if (!rj_expand(lb)) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    rj **items = rj_items(lb);
+    size_t n = lb->n;
+    recipe_bias *bs = ra_alloc(&r->arena, (n ? n : 1) * sizeof *bs);
+    if (!bs) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const rj *m = items[i];
+        if (!token_key(m->key, m->klen, &bs[i].token))
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "logit_bias",
+                               "'logit_bias' key '%.40s' is not a token id (a decimal integer >= 0 without sign, "
+                               "spaces or leading zeros)", m->key);
+        if (!rj_is_number(m) || !(rj_num(m) >= -100 && rj_num(m) <= 100))
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "logit_bias",
+                               "'logit_bias' values must be numbers in [-100, 100] (key '%.40s')", m->key);
+        bs[i].bias = rj_num(m);
+    }
+    r->logit_bias = RAW(r, lb);
+    r->bias = bs;
+    r->n_bias = n;
+    return 0;
+}
+
 int chat_request_parse(recipe_request *r, rj *b, recipe_error *err);
 int chat_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     /* every top-level field in one pass over the body (most optional fields are absent) */
@@ -207,8 +247,12 @@ int chat_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     if (parse_tools(r, v[C_TOOLS], err)) return -1;
     if (tool_choice_parse_openai(r, v[C_TOOL_CHOICE], false, err)) return -1;
     if (parse_common_sampling_v(r, v, err)) return -1;
-    rj *so = v[C_STREAM_OPTIONS];
-    if (rj_is_object(so) && jget_bool(so, "include_usage", &r->include_usage, err, "stream_options")) return -1;
+    rj *so = NULL;
+    if (rjv_obj(v[C_STREAM_OPTIONS], "stream_options", &so, err, "")) return -1;
+    if (so && !r->stream)
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stream_options",
+                           "'stream_options' is only allowed when 'stream' is true");
+    if (so && jget_bool(so, "include_usage", &r->include_usage, err, "stream_options")) return -1;
     int64_t mt = RECIPE_UNSET;
     if (rjv_int(v[C_MAX_COMPLETION_TOKENS], "max_completion_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
     if (rjv_int(v[C_MAX_TOKENS], "max_tokens", &mt, 1, INT32_MAX, err, "")) return -1;
@@ -218,9 +262,7 @@ int chat_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     if (rjv_int(v[C_N], "n", &r->n, 1, 128, err, "")) return -1;
     if (rjv_int(v[C_SEED], "seed", &r->seed, INT64_MIN + 1, INT64_MAX, err, "")) return -1;
     if (rjv_bool(v[C_LOGPROBS], "logprobs", &r->logprobs, err, "")) return -1;
-    rj *lb = NULL;
-    if (rjv_obj(v[C_LOGIT_BIAS], "logit_bias", &lb, err, "")) return -1;
-    r->logit_bias = RAW(r, lb);
+    if (parse_logit_bias(r, v[C_LOGIT_BIAS], err)) return -1;
     rj *stop = v[C_STOP];
     if (rj_is_string(stop)) {
         r->stop = ra_alloc(&r->arena, sizeof *r->stop);
@@ -489,19 +531,16 @@ json_t *usage_chat(const recipe_usage *u) {
     return o;
 }
 
-json_t *chat_response_encode(const recipe_response *r, recipe_error *err);
-json_t *chat_response_encode(const recipe_response *r, recipe_error *err) {
-    (void)err;
-    recipe_arena a = {0};
+/* One choice object: message (content / reasoning_content / tool_calls), logprobs, finish. */
+static json_t *chat_choice(recipe_arena *a, size_t index, const recipe_choice *c) {
     json_t *msg = json_object(), *tcs = NULL;
     jset(msg, "role", json_string("assistant"));
-    const char *text = join_text(&a, r->parts, r->n_parts, "");
-    const char *reasoning = NULL;
+    const char *text = join_text(a, c->parts, c->n_parts, "");
     recipe_buf rb = {0};
-    for (size_t i = 0; i < r->n_parts; i++) {
-        const recipe_part *p = &r->parts[i];
+    for (size_t i = 0; i < c->n_parts; i++) {
+        const recipe_part *p = &c->parts[i];
         if (p->type == RECIPE_PART_REASONING) {
-            const char *t = reasoning_text(&a, p);
+            const char *t = reasoning_text(a, p);
             if (t) rb_puts(&rb, t);
         } else if (p->type == RECIPE_PART_TOOL_CALL) {
             if (!tcs) tcs = json_array();
@@ -512,26 +551,43 @@ json_t *chat_response_encode(const recipe_response *r, recipe_error *err) {
             json_array_append_new(tcs, tc);
         }
     }
-    if (rb.data) reasoning = rb.data;
     jset(msg, "content", text ? jsnew(text) : json_null());
-    if (reasoning) jset(msg, "reasoning_content", json_stringn_nocheck(rb.data, rb.len));
+    if (rb.data) jset(msg, "reasoning_content", json_stringn_nocheck(rb.data, rb.len));
     if (tcs) jset(msg, "tool_calls", tcs);
-    recipe_finish f = tcs ? RECIPE_FINISH_TOOL_CALLS : r->finish;
+    recipe_buf_free(&rb);
+    recipe_finish f = tcs && c->finish != RECIPE_FINISH_ERROR ? RECIPE_FINISH_TOOL_CALLS : c->finish;
+    json_t *lp = NULL;
+    if (c->logprobs) {
+        recipe_buf b = {0};
+        if (!oai_logprobs_json(&b, c->logprobs, c->n_logprobs, false, NULL)) lp = json_loads(b.data, 0, NULL);
+        recipe_buf_free(&b);
+    }
     json_t *choice = json_object();
-    jset(choice, "index", json_integer(0));
+    jset(choice, "index", json_integer((json_int_t)index));
     jset(choice, "message", msg);
-    jset(choice, "logprobs", json_null());
+    jset(choice, "logprobs", lp ? lp : json_null());
     const char *fr = recipe_finish_chat(f);
     jset(choice, "finish_reason", fr ? json_string(fr) : json_null());
-    if (f == RECIPE_FINISH_STOP_STRING && r->stop_sequence) jset_str(choice, "stop_reason", r->stop_sequence);
+    if (f == RECIPE_FINISH_STOP_STRING && c->stop_sequence) jset_str(choice, "stop_reason", c->stop_sequence);
+    return choice;
+}
+
+json_t *chat_response_encode(const recipe_response *r, recipe_error *err);
+json_t *chat_response_encode(const recipe_response *r, recipe_error *err) {
+    (void)err;
+    recipe_arena a = {0};
+    recipe_choice one = {.parts = r->parts, .n_parts = r->n_parts, .finish = r->finish,
+                         .stop_sequence = r->stop_sequence};
+    json_t *choices = json_array();
+    for (size_t i = 0; choices && i < (r->n_choices ? r->n_choices : 1); i++)
+        json_array_append_new(choices, chat_choice(&a, i, r->n_choices ? &r->choices[i] : &one));
     json_t *o = json_object();
     jset(o, "id", jsnew(r->id ? r->id : default_id(&a, "chatcmpl-", r)));
     jset(o, "object", json_string("chat.completion"));
     jset(o, "created", json_integer(r->created));
     jset(o, "model", jsnew(r->model ? r->model : ""));
-    jset(o, "choices", json_pack("[o]", choice));
+    jset(o, "choices", choices);
     if (r->has_usage) jset(o, "usage", usage_chat(&r->usage));
-    recipe_buf_free(&rb);
     ra_free(&a);
     return o;
 }

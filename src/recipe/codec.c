@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "recipe/openai_out.h"
 #include "recipe/recipe_internal.h"
 #include "recipe/writer.h"
 
 int chat_request_parse(recipe_request *r, rj *b, recipe_error *err);
+int completions_request_parse(recipe_request *r, rj *b, recipe_error *err);
 int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_error *err);
 int responses_request_parse(recipe_request *r, rj *b, recipe_error *err);
 int chat_request_write(rw *w, const recipe_request *r, recipe_error *err);
@@ -47,7 +49,9 @@ int recipe_request_parse_text(recipe_api api, const char *body, size_t len, unsi
     int rc;
     if (!b) rc = -1;
     else switch (api) {
-    case RECIPE_API_CHAT: rc = chat_request_parse(out, b, err); break;
+    case RECIPE_API_CHAT:
+        rc = flags & RECIPE_PARSE_COMPLETIONS ? completions_request_parse(out, b, err) : chat_request_parse(out, b, err);
+        break;
     case RECIPE_API_MESSAGES: rc = messages_request_parse(out, b, flags, err); break;
     case RECIPE_API_RESPONSES: rc = responses_request_parse(out, b, err); break;
     default: rc = recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api);
@@ -78,6 +82,9 @@ int recipe_request_parse(recipe_api api, const json_t *body, recipe_request *out
 }
 
 static int request_write(recipe_api api, rw *w, const recipe_request *req, recipe_error *err) {
+    if (req->completion)
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "prompt", "a Completions request has no messages to "
+                           "encode");
     switch (api) {
     case RECIPE_API_CHAT: return chat_request_write(w, req, err);
     case RECIPE_API_MESSAGES: return messages_request_write(w, req, err);
@@ -139,7 +146,7 @@ int recipe_response_parse(recipe_api api, const json_t *body, recipe_response *o
 json_t *recipe_response_encode(recipe_api api, const recipe_response *resp, const recipe_request *req,
                                recipe_error *err) {
     switch (api) {
-    case RECIPE_API_CHAT: return chat_response_encode(resp, err);
+    case RECIPE_API_CHAT: return resp->completion ? completions_response_encode(resp, err) : chat_response_encode(resp, err);
     case RECIPE_API_MESSAGES: return messages_response_encode(resp, err);
     case RECIPE_API_RESPONSES: return responses_response_encode(resp, req, err);
     default: return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api), NULL;
@@ -186,6 +193,29 @@ json_t *recipe_error_body(recipe_api api, const recipe_error *e, const char *req
     if (!param) param = json_null();
     return json_pack("{s:{s:o,s:s,s:o,s:o}}", "error", "message", jm, "type", k_err[k].openai_type, "param", param, "code",
                      k_err[k].openai_code ? json_string(k_err[k].openai_code) : json_null());
+}
+
+int recipe_error_body_text(recipe_api api, const recipe_error *e, const char *request_id, recipe_buf *out) {
+    json_t *b = recipe_error_body(api, e, request_id);
+    size_t len0 = out->len;
+    int rc = b ? rb_json(out, b) : -1;
+    json_decref(b);
+    if (rc) out->len = len0;
+    return rc;
+}
+
+int recipe_response_encode_text(recipe_api api, const recipe_response *resp, const recipe_request *req, recipe_buf *out,
+                                recipe_error *err) {
+    json_t *b = recipe_response_encode(api, resp, req, err);
+    if (!b) return -1;
+    size_t len0 = out->len;
+    int rc = rb_json(out, b);
+    json_decref(b);
+    if (rc) {
+        out->len = len0;
+        return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- dump */
@@ -276,7 +306,38 @@ json_t *recipe_request_dump(const recipe_request *r) {
     jset_tri(o, "thinking", r->thinking);
     jset_int(o, "thinking_budget", r->thinking_budget);
     jset_str(o, "cache_salt", r->cache_salt);
+    jset_int(o, "min_tokens", r->min_tokens);
+    jset_tri(o, "ignore_eos", r->ignore_eos);
+    jset_tri(o, "include_stop_str_in_output", r->include_stop_str_in_output);
+    jset_tri(o, "skip_special_tokens", r->skip_special_tokens);
+    jset_int(o, "priority", r->priority);
+    if (r->n_stop_token_ids) {
+        json_t *st = json_array();
+        for (size_t i = 0; i < r->n_stop_token_ids; i++) json_array_append_new(st, json_integer(r->stop_token_ids[i]));
+        jset(o, "stop_token_ids", st);
+    }
+    if (r->n_bias) {
+        json_t *lb = json_array();
+        for (size_t i = 0; i < r->n_bias; i++)
+            json_array_append_new(lb, json_pack("[i,f]", (int)r->bias[i].token, r->bias[i].bias));
+        jset(o, "bias", lb);
+    }
+    if (r->guided_field) jset(o, r->guided_field, raw_json(r->guided));
     jset_str(o, "traffic_class", r->traffic_class);
+    if (r->completion) {
+        jset(o, "completion", json_true());
+        if (r->prompt) jset(o, "prompt", json_stringn(r->prompt, r->prompt_len));
+        if (r->prompt_ids) {
+            json_t *ids = json_array();
+            for (size_t i = 0; i < r->n_prompt_ids; i++) json_array_append_new(ids, json_integer(r->prompt_ids[i]));
+            jset(o, "prompt_ids", ids);
+        }
+        jset_tri(o, "echo", r->echo);
+        jset_str(o, "suffix", r->suffix);
+        jset_int(o, "best_of", r->best_of);
+        jset_tri(o, "logprobs", r->logprobs);
+        jset_int(o, "top_logprobs", r->top_logprobs);
+    }
     jset_str(o, "previous_response_id", r->previous_response_id);
     return o;
 }

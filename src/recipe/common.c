@@ -32,6 +32,7 @@ const char *recipe_finish_chat(recipe_finish f) {
     case RECIPE_FINISH_LENGTH: return "length";
     case RECIPE_FINISH_TOOL_CALLS: return "tool_calls";
     case RECIPE_FINISH_CONTENT_FILTER: return "content_filter";
+    case RECIPE_FINISH_CANCELLED: return "abort";
     case RECIPE_FINISH_NONE: return NULL;
     default: return "stop";
     }
@@ -40,7 +41,8 @@ const char *recipe_finish_chat(recipe_finish f) {
 const char *recipe_finish_messages(recipe_finish f) {
     switch (f) {
     case RECIPE_FINISH_STOP_STRING: return "stop_sequence";
-    case RECIPE_FINISH_LENGTH: return "max_tokens";
+    case RECIPE_FINISH_LENGTH:
+    case RECIPE_FINISH_CANCELLED: return "max_tokens";
     case RECIPE_FINISH_TOOL_CALLS: return "tool_use";
     case RECIPE_FINISH_CONTENT_FILTER: return "refusal";
     case RECIPE_FINISH_NONE: return NULL;
@@ -54,6 +56,7 @@ recipe_finish recipe_finish_from_chat(const char *s) {
     if (!strcmp(s, "tool_calls") || !strcmp(s, "function_call")) return RECIPE_FINISH_TOOL_CALLS;
     if (!strcmp(s, "content_filter")) return RECIPE_FINISH_CONTENT_FILTER;
     if (!strcmp(s, "error")) return RECIPE_FINISH_ERROR;
+    if (!strcmp(s, "abort")) return RECIPE_FINISH_CANCELLED;
     return RECIPE_FINISH_EOS;
 }
 
@@ -103,6 +106,9 @@ const char *recipe_event_type_name(recipe_event_type t) {
 void recipe_request_init(recipe_request *r) {
     memset(r, 0, sizeof *r);
     r->max_tokens = r->top_k = r->seed = r->n = r->top_logprobs = r->thinking_budget = RECIPE_UNSET;
+    r->min_tokens = r->priority = r->best_of = RECIPE_UNSET;
+    r->echo = -1;
+    r->ignore_eos = r->include_stop_str_in_output = r->skip_special_tokens = -1;
     r->temperature = r->top_p = r->min_p = r->repetition_penalty = r->presence_penalty = r->frequency_penalty = NAN;
     r->parallel_tool_calls = r->format_strict = r->include_usage = r->logprobs = r->thinking = r->store = -1;
 }
@@ -210,8 +216,47 @@ bool write_tool_choice_openai(struct rw *w, const recipe_request *r, bool respon
 
 /* ---------------------------------------------------------------- common fields */
 
+/* stop_token_ids: an array of token ids (>= 0, < 2^31). */
+static int parse_stop_ids(recipe_request *r, const rj *v, recipe_error *err) {
+    if (rj_is_absent(v)) return 0;
+    if (!rj_is_array(v))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop_token_ids", "'stop_token_ids' must be an array of "
+                           "token ids");
+    size_t n = rj_size(v);
+    int32_t *ids = ra_alloc(&r->arena, (n ? n : 1) * sizeof *ids);
+    if (!ids) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const rj *x = rj_at(v, i);
+        if (!rj_is_integer(x) || rj_int(x) < 0 || rj_int(x) > INT32_MAX)
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop_token_ids",
+                               "'stop_token_ids[%zu]' must be a token id (an integer >= 0)", i);
+        ids[i] = (int32_t)rj_int(x);
+    }
+    r->stop_token_ids = ids;
+    r->n_stop_token_ids = n;
+    return 0;
+}
+
+/* The first guided_* field present (structured outputs: the caller decides whether it can honour it). */
+static void parse_guided(recipe_request *r, rj *const *v) {
+    static const char *const names[] = {"guided_json", "guided_regex", "guided_choice", "guided_grammar"};
+    for (int i = 0; i < 4; i++)
+        if (!rj_is_absent(v[X_GUIDED_JSON + i])) {
+            r->guided_field = names[i];
+            r->guided = RAW(r, v[X_GUIDED_JSON + i]);
+            return;
+        }
+}
+
 int parse_extensions_v(recipe_request *r, rj *const *v, recipe_error *err) {
     if (rjv_int(v[X_TOP_K], "top_k", &r->top_k, -1, INT32_MAX, err, "")) return -1;
+    if (rjv_int(v[X_MIN_TOKENS], "min_tokens", &r->min_tokens, 0, INT32_MAX, err, "")) return -1;
+    if (rjv_bool(v[X_IGNORE_EOS], "ignore_eos", &r->ignore_eos, err, "")) return -1;
+    if (rjv_bool(v[X_INCLUDE_STOP], "include_stop_str_in_output", &r->include_stop_str_in_output, err, "")) return -1;
+    if (rjv_bool(v[X_SKIP_SPECIAL], "skip_special_tokens", &r->skip_special_tokens, err, "")) return -1;
+    if (rjv_int(v[X_PRIORITY], "priority", &r->priority, -1000000, 1000000, err, "")) return -1;
+    if (parse_stop_ids(r, v[X_STOP_IDS], err)) return -1;
+    parse_guided(r, v);
     if (rjv_num(v[X_MIN_P], "min_p", &r->min_p, 0, 1, err, "")) return -1;
     if (rjv_num(v[X_REP], "repetition_penalty", &r->repetition_penalty, 0, 100, err, "")) return -1;
     if (rjv_str(v[X_SALT], "cache_salt", &r->cache_salt, err, "")) return -1;
@@ -235,20 +280,6 @@ int parse_extensions_v(recipe_request *r, rj *const *v, recipe_error *err) {
     return 0;
 }
 
-int parse_extensions(recipe_request *r, const rj *b, recipe_error *err) {
-    static const jkey keys[X_COUNT] = {RECIPE_EXT_KEYS};
-    rj *v[X_COUNT];
-    jpick(b, keys, X_COUNT, v);
-    return parse_extensions_v(r, v, err);
-}
-
-int parse_common_sampling(recipe_request *r, const rj *b, recipe_error *err) {
-    static const jkey keys[S_COUNT] = {RECIPE_COMMON_KEYS};
-    rj *v[S_COUNT];
-    jpick(b, keys, S_COUNT, v);
-    return parse_common_sampling_v(r, v, err);
-}
-
 int parse_common_sampling_v(recipe_request *r, rj *const *v, recipe_error *err) {
     if (rjv_num(v[S_TEMP], "temperature", &r->temperature, 0, 2, err, "")) return -1;
     if (rjv_num(v[S_TOP_P], "top_p", &r->top_p, 0, 1, err, "")) return -1;
@@ -266,6 +297,17 @@ int parse_common_sampling_v(recipe_request *r, rj *const *v, recipe_error *err) 
 
 void write_extensions(struct rw *w, const recipe_request *r) {
     rw_kreal(w, "min_p", r->min_p);
+    rw_kint(w, "min_tokens", r->min_tokens);
+    rw_ktri(w, "ignore_eos", r->ignore_eos);
+    rw_ktri(w, "include_stop_str_in_output", r->include_stop_str_in_output);
+    rw_ktri(w, "skip_special_tokens", r->skip_special_tokens);
+    rw_kint(w, "priority", r->priority);
+    if (r->n_stop_token_ids) {
+        rw_karr(w, "stop_token_ids");
+        for (size_t i = 0; i < r->n_stop_token_ids; i++) rw_int(w, r->stop_token_ids[i]);
+        rw_end(w);
+    }
+    if (r->guided_field) rw_kraw(w, r->guided_field, r->guided);
     rw_kreal(w, "repetition_penalty", r->repetition_penalty);
     rw_kstr(w, "cache_salt", r->cache_salt);
     rw_kraw(w, "chat_template_kwargs", r->chat_template_kwargs);

@@ -20,6 +20,9 @@
  * Reasoning: `<think>`…`</think>` (Mistral: [THINK]…[/THINK]); a leading start tag
  * opens reasoning, RECIPE_PARSER_IN_REASONING starts inside it (prompt ended with
  * `<think>`), text before the end tag is reasoning, everything after is content.
+ * Out of memory: the buffers remember a failed append (recipe_buf.failed, sticky), so the many
+ * appends of the handlers are not checked one by one; run() checks the flags once per feed and
+ * the parser stays failed (recipe_parser_failed) - its callers end the output with an error.
  * Callers: src/serve (per streamed request, after incremental detokenization),
  * python/ bindings, tests. */
 #ifndef _GNU_SOURCE
@@ -68,6 +71,7 @@ struct recipe_parser {
     bool think_allowed; /* a leading start tag may still open reasoning */
     bool reason_started;
     bool final;
+    bool failed; /* out of memory somewhere (sticky): events may have lost text */
     recipe_buf in;
     size_t pos, lim;
     /* events */
@@ -166,7 +170,7 @@ static ev_rec *new_rec(recipe_parser *p) {
     if (p->n_recs == p->cap_recs) {
         size_t cap = p->cap_recs ? p->cap_recs * 2 : 16;
         ev_rec *n = realloc(p->recs, cap * sizeof *n);
-        if (!n) return NULL;
+        if (!n) return p->failed = true, NULL;
         p->recs = n;
         p->cap_recs = cap;
     }
@@ -884,6 +888,8 @@ recipe_parser *recipe_parser_new(recipe_parser_kind kind, unsigned flags) {
 
 void recipe_parser_set_id_seed(recipe_parser *p, uint64_t seed) { p->seed = seed; }
 
+bool recipe_parser_failed(const recipe_parser *p) { return p->failed; }
+
 int recipe_parser_tool_calls(const recipe_parser *p) { return p->n_tools; }
 
 void recipe_parser_free(recipe_parser *p) {
@@ -913,6 +919,9 @@ static void run(recipe_parser *p, const recipe_event **events, size_t *n_events)
             p->raw.len = 0;
         }
     }
+    /* the buffers' out-of-memory flags are sticky: one check here covers every append above */
+    if (p->in.failed || p->evbuf.failed || p->raw.failed || p->name.failed || p->callid.failed || p->pend_args.failed)
+        p->failed = true;
     /* compact the pending input, but keep a string-typed JSON value that is still open */
     size_t keep_from = p->pos;
     if (p->mode == W_SCAN && p->v_start < keep_from) keep_from = p->v_start;
@@ -925,6 +934,7 @@ static void run(recipe_parser *p, const recipe_event **events, size_t *n_events)
     if (p->cap_out < p->n_recs) {
         recipe_event *o = realloc(p->out, p->n_recs * sizeof *o);
         if (!o) {
+            p->failed = true;
             *events = NULL;
             *n_events = 0;
             return;

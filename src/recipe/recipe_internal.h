@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cinfer/recipe.h"
+#include "recipe/recipe_json.h"
 #include "recipe/rjson.h"
 
 /* ---- arena: zeroed allocations, freed all at once; the first chunk survives reset */
@@ -36,7 +37,7 @@ char *ra_strndup(recipe_arena *a, const char *s, size_t n);
 void ra_reset(recipe_arena *a);
 void ra_free(recipe_arena *a);
 
-/* ---- output buffer (0 ok, -1 out of memory) */
+/* ---- output buffer (0 ok, -1 out of memory; the failure is sticky: recipe_buf.failed) */
 int rb_reserve(recipe_buf *b, size_t extra);
 int rb_put(recipe_buf *b, const char *s, size_t n);
 int rb_puts(recipe_buf *b, const char *s);
@@ -50,6 +51,7 @@ int rb_int(recipe_buf *b, int64_t v);
 const char *path_idx(char *buf, size_t cap, const char *prefix, size_t idx, const char *suffix);
 /* Appends s[0..n) with each invalid UTF-8 byte replaced by U+FFFD. */
 int rb_put_utf8(recipe_buf *b, const char *s, size_t n);
+bool rj_utf8_valid(const char *s, size_t n);
 int rb_real(recipe_buf *b, double v); /* shortest text that reads back exactly, always a real (1.0) */
 
 /* ---- jansson accessors (response encoders, stream encoder). Inline so that the length of a
@@ -66,9 +68,6 @@ static inline void jset(json_t *o, const char *k, json_t *v) {
 }
 static inline void jset_str(json_t *o, const char *k, const char *s) {
     if (s) json_object_set_new_nocheck(o, k, json_stringn_nocheck(s, strlen(s)));
-}
-static inline void jset_ref(json_t *o, const char *k, json_t *v) {
-    if (v) json_object_set_nocheck(o, k, v);
 }
 static inline void jset_int(json_t *o, const char *k, int64_t v) {
     if (v != RECIPE_UNSET) json_object_set_new_nocheck(o, k, json_integer(v));
@@ -131,14 +130,19 @@ int string_content(recipe_arena *a, const char *text, recipe_part **out, size_t 
 const char *join_text(recipe_arena *a, const recipe_part *parts, size_t n, const char *sep);
 recipe_effort effort_parse(const char *s); /* UNSET if NULL/unknown */
 int tool_choice_parse_openai(recipe_request *r, const rj *tc, bool responses, recipe_error *err);
-/* Common OpenAI (Chat + Responses) sampling / extension fields. */
-int parse_common_sampling(recipe_request *r, const rj *b, recipe_error *err);
-/* The same from values picked (jpick) with a key table that starts with RECIPE_COMMON_KEYS, so a
- * codec can pick its own top-level fields in the same pass. */
-enum { X_TOP_K, X_MIN_P, X_REP, X_SALT, X_CTK, X_CINFER, X_COUNT, /* extension keys first */
+/* logit_bias (Chat, Completions): JSON text + parsed r->bias (canonical token-id keys, [-100, 100]). */
+int parse_logit_bias(recipe_request *r, rj *lb, recipe_error *err);
+/* Common OpenAI (Chat + Responses) sampling / extension fields, from values picked (jpick) with a
+ * key table that starts with RECIPE_COMMON_KEYS, so a codec picks its own top-level fields in the
+ * same pass. */
+enum { X_TOP_K, X_MIN_P, X_REP, X_SALT, X_CTK, X_CINFER, X_MIN_TOKENS, X_IGNORE_EOS, X_INCLUDE_STOP,
+       X_SKIP_SPECIAL, X_PRIORITY, X_STOP_IDS, X_GUIDED_JSON, X_GUIDED_REGEX, X_GUIDED_CHOICE, X_GUIDED_GRAMMAR,
+       X_COUNT, /* extension keys first */
        S_TEMP = X_COUNT, S_TOP_P, S_TOP_LOGPROBS, S_USER, S_METADATA, S_PTC, S_STREAM, S_COUNT };
 #define RECIPE_EXT_KEYS JKEY("top_k"), JKEY("min_p"), JKEY("repetition_penalty"), JKEY("cache_salt"), \
-    JKEY("chat_template_kwargs"), JKEY("cinfer")
+    JKEY("chat_template_kwargs"), JKEY("cinfer"), JKEY("min_tokens"), JKEY("ignore_eos"), \
+    JKEY("include_stop_str_in_output"), JKEY("skip_special_tokens"), JKEY("priority"), JKEY("stop_token_ids"), \
+    JKEY("guided_json"), JKEY("guided_regex"), JKEY("guided_choice"), JKEY("guided_grammar")
 #define RECIPE_COMMON_KEYS RECIPE_EXT_KEYS, JKEY("temperature"), JKEY("top_p"), JKEY("top_logprobs"), \
     JKEY("user"), JKEY("metadata"), JKEY("parallel_tool_calls"), JKEY("stream")
 int parse_common_sampling_v(recipe_request *r, rj *const *v, recipe_error *err);
@@ -150,9 +154,8 @@ void write_tool_openai(struct rw *w, const recipe_tool *t, bool responses);
  * nothing, when tool_choice is unset. */
 bool write_tool_choice_openai(struct rw *w, const recipe_request *r, bool responses);
 /* Extension fields every format accepts (top_k, min_p, repetition_penalty, cache_salt,
- * chat_template_kwargs, cinfer). */
-int parse_extensions(recipe_request *r, const rj *b, recipe_error *err);
-/* The same from values picked with a key table that starts with RECIPE_EXT_KEYS (below). */
+ * chat_template_kwargs, cinfer, the vLLM extras), from values picked with a key table that starts
+ * with RECIPE_EXT_KEYS. */
 int parse_extensions_v(recipe_request *r, rj *const *v, recipe_error *err);
 /* Image part from a URL; data: URLs also fill media_type/data. */
 void image_from_url(recipe_arena *a, recipe_part *p, const char *url);

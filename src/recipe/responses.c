@@ -603,7 +603,7 @@ void responses_status(json_t *o, recipe_finish f, const char *error_message) {
     const char *status = "completed";
     json_t *inc = json_null(), *er = json_null();
     if (f == RECIPE_FINISH_NONE) status = "in_progress";
-    else if (f == RECIPE_FINISH_LENGTH) status = "incomplete", json_decref(inc), inc = json_pack("{s:s}", "reason", "max_output_tokens");
+    else if (f == RECIPE_FINISH_LENGTH || f == RECIPE_FINISH_CANCELLED) status = "incomplete", json_decref(inc), inc = json_pack("{s:s}", "reason", "max_output_tokens");
     else if (f == RECIPE_FINISH_CONTENT_FILTER) status = "incomplete", json_decref(inc), inc = json_pack("{s:s}", "reason", "content_filter");
     else if (f == RECIPE_FINISH_ERROR)
         status = "failed", json_decref(er),

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "recipe/openai_out.h"
 #include "recipe/recipe_internal.h"
 
 typedef enum { B_NONE = -1, B_REASONING = 0, B_TEXT, B_TOOL } block_kind;
@@ -32,7 +33,7 @@ struct recipe_stream_encoder {
     size_t n_blocks, cap_blocks;
     int open;             /* index of the open block, -1 none */
     json_t *echo;         /* Responses: echoed request settings */
-    recipe_buf prefix;    /* Chat: chunk prefix up to "delta": */
+    chat_stream *chat;    /* Chat / Completions: the writer of openai_out.c */
     recipe_buf tmp;
 };
 
@@ -53,7 +54,8 @@ recipe_stream_encoder *recipe_stream_encoder_new(recipe_api api, const recipe_st
     char tmp[64];
     const char *id = info->id;
     if (!id) {
-        mint_id(tmp, sizeof tmp, api == RECIPE_API_CHAT ? "chatcmpl-" : api == RECIPE_API_MESSAGES ? "msg_" : "resp_",
+        mint_id(tmp, sizeof tmp, api == RECIPE_API_CHAT ? (info->completion ? "cmpl-" : "chatcmpl-")
+                                 : api == RECIPE_API_MESSAGES ? "msg_" : "resp_",
                 (uint64_t)info->created * 2654435761u ^ (uintptr_t)e);
         id = tmp;
     }
@@ -75,14 +77,9 @@ recipe_stream_encoder *recipe_stream_encoder_new(recipe_api api, const recipe_st
         }
         responses_echo(e->echo, info->req);
     }
-    if (api == RECIPE_API_CHAT) {
-        recipe_buf *p = &e->prefix;
-        if (rb_puts(p, "data: {\"id\":") || rb_json_str(p, e->id, strlen(e->id)) ||
-            rb_printf(p, ",\"object\":\"chat.completion.chunk\",\"created\":%lld,\"model\":", (long long)e->created) ||
-            rb_json_str(p, e->model, strlen(e->model)) || rb_puts(p, ",\"choices\":[{\"index\":0,\"delta\":")) {
-            recipe_stream_encoder_free(e);
-            return NULL;
-        }
+    if (api == RECIPE_API_CHAT && !(e->chat = chat_stream_new(info, e->id))) { /* openai_out.c */
+        recipe_stream_encoder_free(e);
+        return NULL;
     }
     return e;
 }
@@ -98,12 +95,12 @@ void recipe_stream_encoder_free(recipe_stream_encoder *e) {
     free(e->id);
     free(e->model);
     json_decref(e->echo);
-    recipe_buf_free(&e->prefix);
+    chat_stream_free(e->chat);
     recipe_buf_free(&e->tmp);
     free(e);
 }
 
-bool recipe_stream_encoder_done(const recipe_stream_encoder *e) { return e->done; }
+bool recipe_stream_encoder_done(const recipe_stream_encoder *e) { return e->chat ? chat_stream_done(e->chat) : e->done; }
 
 static block *new_block(recipe_stream_encoder *e, block_kind k) {
     if (e->n_blocks == e->cap_blocks) {
@@ -269,70 +266,6 @@ static int close_block(recipe_stream_encoder *e, recipe_buf *out) {
     return 0;
 }
 
-/* ---------------------------------------------------------------- Chat */
-
-static int chat_chunk_begin(recipe_stream_encoder *e, recipe_buf *out) { return rb_put(out, e->prefix.data, e->prefix.len); }
-
-static int chat_chunk_end(recipe_stream_encoder *e, recipe_buf *out, const char *finish) {
-    if (rb_puts(out, ",\"logprobs\":null,\"finish_reason\":")) return -1;
-    if (rb_puts(out, finish ? finish : "null")) return -1;
-    if (rb_puts(out, "}]")) return -1;
-    if (e->include_usage && rb_puts(out, ",\"usage\":null")) return -1;
-    return rb_puts(out, "}\n\n");
-}
-
-static int chat_event(recipe_stream_encoder *e, const recipe_event *ev, recipe_buf *out) {
-    switch (ev->type) {
-    case RECIPE_EV_REASONING:
-    case RECIPE_EV_TEXT:
-        if (!ev->len) return 0;
-        if (chat_chunk_begin(e, out) ||
-            rb_puts(out, ev->type == RECIPE_EV_TEXT ? "{\"content\":" : "{\"reasoning_content\":") ||
-            rb_json_str(out, ev->text, ev->len) || rb_puts(out, "}"))
-            return -1;
-        return chat_chunk_end(e, out, NULL);
-    case RECIPE_EV_TOOL_BEGIN:
-        e->any_tool = true;
-        if (chat_chunk_begin(e, out) || rb_printf(out, "{\"tool_calls\":[{\"index\":%d,\"id\":", ev->index) ||
-            rb_json_str(out, ev->id ? ev->id : "", ev->id ? strlen(ev->id) : 0) ||
-            rb_puts(out, ",\"type\":\"function\",\"function\":{\"name\":") ||
-            rb_json_str(out, ev->name ? ev->name : "", ev->name ? strlen(ev->name) : 0) ||
-            rb_puts(out, ",\"arguments\":\"\"}}]}"))
-            return -1;
-        return chat_chunk_end(e, out, NULL);
-    case RECIPE_EV_TOOL_ARGS:
-        if (!ev->len) return 0;
-        if (chat_chunk_begin(e, out) || rb_printf(out, "{\"tool_calls\":[{\"index\":%d,\"function\":{\"arguments\":", ev->index) ||
-            rb_json_str(out, ev->text, ev->len) || rb_puts(out, "}}]}"))
-            return -1;
-        return chat_chunk_end(e, out, NULL);
-    case RECIPE_EV_TOOL_END: return 0;
-    case RECIPE_EV_FINISH: {
-        recipe_finish f = e->any_tool ? RECIPE_FINISH_TOOL_CALLS : ev->finish;
-        char fr[40];
-        snprintf(fr, sizeof fr, "\"%s\"", recipe_finish_chat(f) ? recipe_finish_chat(f) : "stop");
-        if (chat_chunk_begin(e, out) || rb_puts(out, "{}") || chat_chunk_end(e, out, fr)) return -1;
-        if (e->include_usage) {
-            json_t *u = usage_chat(&ev->usage);
-            int rc = rb_puts(out, "data: {\"id\":") || rb_json_str(out, e->id, strlen(e->id)) ||
-                     rb_printf(out, ",\"object\":\"chat.completion.chunk\",\"created\":%lld,\"model\":", (long long)e->created) ||
-                     rb_json_str(out, e->model, strlen(e->model)) || rb_puts(out, ",\"choices\":[],\"usage\":") ||
-                     rb_json(out, u) || rb_puts(out, "}\n\n");
-            json_decref(u);
-            if (rc) return -1;
-        }
-        return rb_puts(out, "data: [DONE]\n\n");
-    }
-    case RECIPE_EV_ERROR:
-        if (rb_puts(out, "data: {\"error\":{\"message\":") || rb_json_str(out, ev->text ? ev->text : "", ev->text ? ev->len : 0) ||
-            rb_puts(out, ",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n"))
-            return -1;
-        return 0;
-    case RECIPE_EV_PING: return rb_puts(out, ": ping\n\n");
-    }
-    return 0;
-}
-
 /* ---------------------------------------------------------------- Anthropic / Responses deltas */
 
 static int delta_event(recipe_stream_encoder *e, block *b, const char *s, size_t n, recipe_buf *out) {
@@ -359,10 +292,6 @@ static int delta_event(recipe_stream_encoder *e, block *b, const char *s, size_t
 
 static int start_stream(recipe_stream_encoder *e, recipe_buf *out) {
     e->started = true;
-    if (e->api == RECIPE_API_CHAT) {
-        if (chat_chunk_begin(e, out) || rb_puts(out, "{\"role\":\"assistant\",\"content\":\"\"}")) return -1;
-        return chat_chunk_end(e, out, NULL);
-    }
     if (e->api == RECIPE_API_MESSAGES) {
         recipe_usage u = {.prompt = e->prompt_tokens, .cache_read = e->cache_read, .output = 1};
         json_t *d = json_pack("{s:s,s:{s:o,s:s,s:s,s:o,s:[],s:n,s:n,s:o}}", "type", "message_start", "message", "id",
@@ -385,19 +314,9 @@ static block *tool_block(recipe_stream_encoder *e, int index) {
 }
 
 int recipe_stream_encoder_event(recipe_stream_encoder *e, const recipe_event *ev, recipe_buf *out, recipe_error *err) {
+    if (e->chat) return chat_stream_event(e->chat, ev, out, err); /* Chat / Completions: openai_out.c */
     if (e->done) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "stream already finished");
     if (!e->started && start_stream(e, out)) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
-    if (e->api == RECIPE_API_CHAT) {
-        if (ev->type == RECIPE_EV_TOOL_BEGIN) {
-            /* remember tools only to validate later arguments */
-            block *b = new_block(e, B_TOOL);
-            if (!b) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
-            b->tool_index = ev->index;
-        } else if (ev->type == RECIPE_EV_TOOL_ARGS && !tool_block(e, ev->index))
-            return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "tool arguments for call %d that was not begun", ev->index);
-        if (ev->type == RECIPE_EV_FINISH || ev->type == RECIPE_EV_ERROR) e->done = true;
-        return chat_event(e, ev, out) ? recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory") : 0;
-    }
     int rc = 0;
     switch (ev->type) {
     case RECIPE_EV_REASONING:
@@ -450,7 +369,8 @@ int recipe_stream_encoder_event(recipe_stream_encoder *e, const recipe_event *ev
             json_decref(d);
             if (!rc) rc = rb_puts(out, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
         } else {
-            const char *type = f == RECIPE_FINISH_LENGTH || f == RECIPE_FINISH_CONTENT_FILTER ? "response.incomplete"
+            const char *type = f == RECIPE_FINISH_LENGTH || f == RECIPE_FINISH_CONTENT_FILTER ||
+                                       f == RECIPE_FINISH_CANCELLED ? "response.incomplete"
                                : f == RECIPE_FINISH_ERROR                                     ? "response.failed"
                                                                                               : "response.completed";
             rc = resp_event(e, out, type, json_pack("{s:o}", "response", resp_snapshot(e, f, &ev->usage, NULL)));

@@ -87,11 +87,15 @@ void ra_free(recipe_arena *a) {
 /* ---------------------------------------------------------------- buffer */
 
 int rb_reserve(recipe_buf *b, size_t extra) {
+    if (b->failed) return -1; /* sticky (recipe.h) */
     if (b->cap - b->len > extra) return 0;
     size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len <= extra) cap *= 2;
+    while (cap - b->len <= extra) {
+        if (cap > SIZE_MAX / 2) return b->failed = true, -1;
+        cap *= 2;
+    }
     char *d = realloc(b->data, cap);
-    if (!d) return -1;
+    if (!d) return b->failed = true, -1;
     b->data = d;
     b->cap = cap;
     return 0;
@@ -275,6 +279,16 @@ int rb_json_str(recipe_buf *b, const char *s, size_t n) {
     return 0;
 }
 
+bool rj_utf8_valid(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t l = p[i] < 0x80 ? 1 : utf8_seq(p + i, n - i);
+        if (!l) return false;
+        i += l;
+    }
+    return true;
+}
+
 int rb_put_utf8(recipe_buf *b, const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0, start = 0;
@@ -378,6 +392,7 @@ void recipe_buf_free(recipe_buf *b) {
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+    b->failed = false;
 }
 
 /* ---------------------------------------------------------------- errors */

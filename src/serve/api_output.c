@@ -1,18 +1,21 @@
-/* api_output.c - the output half of the recipe-backed chat APIs (see api.h):
- * engine text -> recipe parser -> stream encoder (SSE) or response body, and
- * saving Responses into the store.
+/* api_output.c - the output half of every API (see api.h): engine text -> recipe output parser
+ * (one per choice) -> recipe stream encoder (SSE) or response body, and saving Responses into
+ * the store. There is one streaming path for all APIs (api_stream_*): each choice's parser
+ * events go to the encoder with the choice index and the read's log-probabilities (recipe's
+ * OpenAI writer uses them; Anthropic / Responses have one choice and no logprobs).
  *
- * Output: one parser per streamed response (events -> stream encoder); the
- * final body re-parses the accumulated text with the same id seed, so the
- * tool-call ids of a stream and of its stored object agree. Every parser
- * first consumes the forced tool-call opener (tool_choice required / named,
- * which the prompt already ends with), so a forced call is parsed and its
- * opener is never echoed as content. Finish: EOS / stop string -> tool_calls
- * when a call was parsed, else EOS, or STOP_STRING + the matched string when
- * the engine reports one (Anthropic stop_sequence); length -> LENGTH
- * (cancelled too; Chat patches it to "abort"); engine error -> ERROR. Usage
- * reasoning tokens: see api_job_reasoning_tokens.
- * A part_acc holds at most 64 output parts (reasoning / text / calls); more are dropped. */
+ * The final body re-parses the accumulated text with the same id seed, so the tool-call ids of a
+ * stream and of its stored object agree. Every parser first consumes the forced tool-call opener
+ * (tool_choice required / named, which the prompt already ends with), so a forced call is parsed
+ * and its opener is never echoed as content. Finish: EOS / stop string -> tool_calls when a call
+ * was parsed, else EOS, or STOP_STRING + the matched string when the engine reports one
+ * (Anthropic stop_sequence); length -> LENGTH (cancelled too, except Chat / Completions:
+ * CANCELLED, "abort"); engine error -> ERROR. Usage reasoning tokens: see
+ * api_job_reasoning_tokens (summed over choices).
+ * Streamed, a read's logprobs ride on its first text event, or on an empty delta when the parser
+ * held all of its text back. Token strings are the tokens' bytes (recipe writes "bytes:\xNN"
+ * forms when needed). A part_acc holds at most 64 output parts (reasoning / text / calls); more
+ * are dropped. Called from the HTTP loop thread (server.c); SSE text is written into a->out. */
 #include "serve/api.h"
 
 #include <stdio.h>
@@ -145,73 +148,6 @@ int64_t api_job_reasoning_tokens(const api_job *a, const gen_job *g, int32_t ci)
     return rc.n;
 }
 
-int api_job_begin(api_job *a, const gen_job *g, const char *model) {
-    const recipe_event *ev;
-    size_t n;
-    a->parser = api_job_parser(a, g, 0, &ev, &n);
-    if (!a->parser) return -1;
-    recipe_stream_info info = {.id = a->id, .model = model, .created = a->created, .prompt_tokens = g->n_prompt,
-                               .cache_read = 0, .include_usage = a->req.include_usage == 1, .req = &a->req};
-    a->enc = recipe_stream_encoder_new(a->api, &info);
-    if (!a->enc) return -1;
-    recipe_error re;
-    for (size_t i = 0; i < n; i++) /* the forced opener's events (a named call begins) */
-        if (recipe_stream_encoder_event(a->enc, &ev[i], &a->out, &re)) return -1;
-    return 0;
-}
-
-static int encode_events(api_job *a, const recipe_event *ev, size_t n) {
-    recipe_error re;
-    if (!a->enc) return 0;
-    for (size_t i = 0; i < n; i++)
-        if (recipe_stream_encoder_event(a->enc, &ev[i], &a->out, &re)) return -1;
-    return 0;
-}
-
-/* Recipe has no "cancelled" finish; Chat's is vLLM's "abort" (the shutdown deadline): the
- * finish chunk written from `from` on says "length" and is patched. */
-static void chat_abort_patch(recipe_buf *b, size_t from) {
-    static const char len_s[] = "\"finish_reason\":\"length\"", abort_s[] = "\"finish_reason\":\"abort\"";
-    for (size_t i = from; i + sizeof len_s - 1 <= b->len; i++)
-        if (!memcmp(b->data + i, len_s, sizeof len_s - 1)) {
-            memcpy(b->data + i, abort_s, sizeof abort_s - 1);
-            memmove(b->data + i + sizeof abort_s - 1, b->data + i + sizeof len_s - 1, b->len - i - (sizeof len_s - 1));
-            b->len -= 1;
-        }
-}
-
-int api_job_delta(api_job *a, const char *text, size_t len) {
-    const recipe_event *ev;
-    size_t n;
-    if (!a->parser) return -1;
-    recipe_parser_feed(a->parser, text, len, &ev, &n);
-    return encode_events(a, ev, n);
-}
-
-int api_job_finish(api_job *a, const gen_job *g) {
-    const gen_choice *c = &g->choices[0];
-    const recipe_event *ev;
-    size_t n;
-    a->reasoning_tokens = api_job_reasoning_tokens(a, g, 0);
-    if (!a->parser) return -1;
-    recipe_parser_finish(a->parser, &ev, &n);
-    if (!a->enc) return 0;
-    if (encode_events(a, ev, n)) return -1;
-    recipe_event fin = {.type = RECIPE_EV_FINISH, .finish = api_finish_of(c, recipe_parser_tool_calls(a->parser)),
-                        .has_usage = true, .usage = usage_of(a, g)};
-    if (fin.finish == RECIPE_FINISH_STOP_STRING) fin.stop_sequence = api_stop_of(g, c);
-    if (fin.finish == RECIPE_FINISH_ERROR) {
-        fin.type = RECIPE_EV_ERROR;
-        fin.text = c->error[0] ? c->error : "generation failed";
-        fin.len = strlen(fin.text);
-    }
-    size_t from = a->out.len;
-    if (encode_events(a, &fin, 1)) return -1;
-    if (a->api == RECIPE_API_CHAT && c->finish == CINFER_FINISH_CANCELLED && fin.finish == RECIPE_FINISH_LENGTH)
-        chat_abort_patch(&a->out, from);
-    return 0;
-}
-
 /* Appends events to response parts (adjacent text / reasoning merged). */
 typedef struct part_acc {
     recipe_response *r;
@@ -264,8 +200,9 @@ int api_job_parts(const api_job *a, const gen_job *g, int32_t ci, recipe_respons
         acc_events(pa, ev, n);
         recipe_parser_finish(ps, &ev, &n);
         acc_events(pa, ev, n);
-        calls = recipe_parser_tool_calls(ps);
+        calls = recipe_parser_failed(ps) ? -1 : recipe_parser_tool_calls(ps);
         r->parts = recipe_response_alloc(r, (pa->n ? pa->n : 1) * sizeof *r->parts);
+        if (!r->parts) calls = -1;
         if (r->parts) {
             for (size_t i = 0; i < pa->n; i++) {
                 r->parts[i] = pa->parts[i];
@@ -277,6 +214,7 @@ int api_job_parts(const api_job *a, const gen_job *g, int32_t ci, recipe_respons
         }
         for (size_t i = 0; i < 64; i++) recipe_buf_free(&pa->text[i]);
     }
+    if (!ps || !pa) calls = -1;
     free(pa);
     recipe_parser_free(ps);
     return calls;
@@ -289,28 +227,31 @@ char *api_job_response(api_job *a, const gen_job *g, const char *model) {
     r.model = model;
     r.created = a->created;
     int calls = api_job_parts(a, g, 0, &r);
+    if (calls < 0) { /* out of memory while parsing the output */
+        recipe_response_free(&r);
+        return NULL;
+    }
     a->reasoning_tokens = api_job_reasoning_tokens(a, g, 0);
-    r.finish = api_finish_of(&g->choices[0], calls);
+    r.finish = api_finish_for(a, &g->choices[0], calls);
     if (r.finish == RECIPE_FINISH_ERROR) r.error_message = g->choices[0].error;
     if (r.finish == RECIPE_FINISH_STOP_STRING) r.stop_sequence = api_stop_of(g, &g->choices[0]);
     r.has_usage = true;
     r.usage = usage_of(a, g);
     recipe_error re;
-    json_t *o = recipe_response_encode(a->api, &r, &a->req, &re);
-    if (o && a->api == RECIPE_API_CHAT && g->choices[0].finish == CINFER_FINISH_CANCELLED &&
-        r.finish == RECIPE_FINISH_LENGTH) /* see chat_abort_patch */
-        json_object_set_new(json_array_get(json_object_get(o, "choices"), 0), "finish_reason", json_string("abort"));
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    if (o) json_decref(o);
+    recipe_buf body = {0};
+    if (recipe_response_encode_text(a->api, &r, &a->req, &body, &re)) recipe_buf_free(&body);
     recipe_response_free(&r);
-    return s;
+    return body.data; /* malloc'd or NULL */
 }
 
 void api_job_save(api_job *a, const api_ctx *ctx, const gen_job *g, const char *response_json) {
     if (!a->store || !ctx->store || !a->conversation || !response_json) return;
     recipe_response r;
     recipe_response_init(&r);
-    api_job_parts(a, g, 0, &r);
+    if (api_job_parts(a, g, 0, &r) < 0) { /* not stored: the output could not be parsed */
+        recipe_response_free(&r);
+        return;
+    }
     recipe_message m = {.role = RECIPE_ROLE_ASSISTANT, .parts = r.parts, .n_parts = r.n_parts};
     serve_error e;
     json_t *conv = json_copy(a->conversation), *o = api_template_message(&m, 0, &e);
@@ -326,7 +267,7 @@ void api_job_save(api_job *a, const api_ctx *ctx, const gen_job *g, const char *
 void api_job_free(api_job *a) {
     if (!a->active) return;
     recipe_request_free(&a->req);
-    recipe_parser_free(a->parser);
+    recipe_request_free(&a->history);
     for (int32_t i = 0; i < a->n_parsers && a->parsers; i++) recipe_parser_free(a->parsers[i]);
     free(a->parsers);
     recipe_stream_encoder_free(a->enc);
@@ -334,4 +275,211 @@ void api_job_free(api_job *a) {
     free(a->forced);
     if (a->conversation) json_decref(a->conversation);
     memset(a, 0, sizeof *a);
+}
+
+/* ---- streaming (every API) and the bodies of several choices / logprobs ---- */
+
+
+/* n tokens (ids, logprobs, k alternatives each) as recipe_logprobs; the token bytes live in
+ * *pool. NULL when n is 0 or out of memory (then *failed). Free with lp_free. */
+typedef struct lp_set {
+    recipe_logprob *lp; /* n entries, then n * k alternatives */
+    recipe_buf pool;
+    size_t n;
+} lp_set;
+
+static void lp_free(lp_set *s) {
+    free(s->lp);
+    recipe_buf_free(&s->pool);
+    memset(s, 0, sizeof *s);
+}
+
+static int lp_build(lp_set *s, const tokenizer *tok, const int32_t *ids, const float *lps, const int32_t *top_ids,
+                    const float *top_lps, int32_t n, int32_t k) {
+    memset(s, 0, sizeof *s);
+    if (n <= 0 || !ids || !lps) return 0;
+    if (!top_ids || !top_lps || k < 0) k = 0;
+    size_t total = (size_t)n * (1 + (size_t)k);
+    if (!(s->lp = calloc(total, sizeof *s->lp))) return -1;
+    size_t *off = malloc(total * sizeof *off);
+    if (!off) return lp_free(s), -1;
+    char buf[256];
+    for (size_t i = 0; i < total; i++) {
+        size_t t = i < (size_t)n ? i : (i - (size_t)n) / (size_t)k, a = i < (size_t)n ? 0 : (i - (size_t)n) % (size_t)k;
+        int32_t id = i < (size_t)n ? ids[t] : top_ids[t * (size_t)k + a];
+        size_t len = tokenizer_token_bytes(tok, id, false, buf, sizeof buf);
+        if (len > sizeof buf) len = sizeof buf;
+        off[i] = s->pool.len;
+        recipe_buf_append(&s->pool, buf, len);
+        s->lp[i].len = len;
+        s->lp[i].logprob = i < (size_t)n ? lps[t] : top_lps[t * (size_t)k + a];
+    }
+    if (s->pool.failed) {
+        free(off);
+        return lp_free(s), -1;
+    }
+    for (size_t i = 0; i < total; i++) s->lp[i].token = s->pool.data ? s->pool.data + off[i] : "";
+    for (size_t t = 0; t < (size_t)n; t++) {
+        s->lp[t].top = k ? &s->lp[(size_t)n + t * (size_t)k] : NULL;
+        s->lp[t].n_top = (size_t)k;
+    }
+    free(off);
+    s->n = (size_t)n;
+    return 0;
+}
+
+static int put_event(api_job *a, const recipe_event *ev) {
+    recipe_error re;
+    return recipe_stream_encoder_event(a->enc, ev, &a->out, &re);
+}
+
+/* Events of choice c into the encoder; *lp (may be empty) rides on the first text event. */
+static int put_events(api_job *a, int32_t c, const recipe_event *ev, size_t n, lp_set *lp) {
+    for (size_t i = 0; i < n; i++) {
+        recipe_event e = ev[i];
+        e.choice = (int)c;
+        if (lp->n && (e.type == RECIPE_EV_TEXT || e.type == RECIPE_EV_REASONING)) {
+            e.logprobs = lp->lp;
+            e.n_logprobs = lp->n;
+            lp->n = 0;
+        }
+        if (put_event(a, &e)) return -1;
+    }
+    return 0;
+}
+
+int api_stream_begin(api_job *a, const gen_job *g, const char *model) {
+    a->parsers = calloc((size_t)g->p.n, sizeof *a->parsers);
+    if (!a->parsers) return -1;
+    a->n_parsers = g->p.n;
+    recipe_stream_info info = {.id = a->id, .model = model, .created = a->created, .prompt_tokens = g->n_prompt,
+                               .include_usage = g->p.include_usage, .req = &a->req, .n_choices = g->p.n,
+                               .completion = a->completion};
+    if (!(a->enc = recipe_stream_encoder_new(a->api, &info))) return -1;
+    recipe_event start = {.type = RECIPE_EV_TEXT}; /* the opening events (Chat: role chunks), nothing else */
+    if (put_event(a, &start)) return -1;
+    for (int32_t c = 0; c < g->p.n; c++) {
+        const recipe_event *ev;
+        size_t n;
+        lp_set none = {0};
+        if (!(a->parsers[c] = api_job_parser(a, g, c, &ev, &n)) || put_events(a, c, ev, n, &none)) return -1;
+    }
+    return 0;
+}
+
+int api_stream_delta(api_job *a, const gen_job *g, int32_t c, const tokenizer *tok) {
+    if (c < 0 || c >= a->n_parsers || !a->parsers[c]) return -1;
+    const cinfer_output *o = &g->choices[c].out;
+    const recipe_event *ev;
+    size_t n = 0;
+    if (o->text_len) recipe_parser_feed(a->parsers[c], o->text, o->text_len, &ev, &n);
+    if (recipe_parser_failed(a->parsers[c])) return -1;
+    lp_set lp = {0};
+    if (g->p.logprobs && lp_build(&lp, tok, o->tokens, o->logprobs, o->top_ids, o->top_logprobs, o->n_tokens, o->n_top))
+        return -1;
+    int rc = n ? put_events(a, c, ev, n, &lp) : 0;
+    if (!rc && lp.n) { /* all text held back (or only tool events): the logprobs alone */
+        recipe_event e = {.type = RECIPE_EV_TEXT, .choice = (int)c, .logprobs = lp.lp, .n_logprobs = lp.n};
+        rc = put_event(a, &e);
+    }
+    lp_free(&lp);
+    return rc;
+}
+
+/* The usage of the whole job (final once every choice finished), reasoning tokens summed. */
+static recipe_usage multi_usage(const api_job *a, const gen_job *g) {
+    recipe_usage u = {.prompt = g->usage.prompt_tokens, .cache_read = g->usage.cached_tokens,
+                      .output = g->usage.completion_tokens};
+    for (int32_t c = 0; c < g->p.n && !a->completion && gen_job_done(g); c++) u.reasoning += api_job_reasoning_tokens(a, g, c);
+    return u;
+}
+
+/* The canonical finish of choice c for this API: a cancel (the shutdown deadline) is Chat /
+ * Completions "abort" (RECIPE_FINISH_CANCELLED); Messages and Responses report the length limit. */
+recipe_finish api_finish_for(const api_job *a, const gen_choice *ch, int calls) {
+    if (a->api == RECIPE_API_CHAT && ch->finish == CINFER_FINISH_CANCELLED && !calls) return RECIPE_FINISH_CANCELLED;
+    return api_finish_of(ch, calls);
+}
+
+int api_stream_finish(api_job *a, const gen_job *g, int32_t c) {
+    if (c < 0 || c >= a->n_parsers || !a->parsers[c]) return -1;
+    const recipe_event *ev;
+    size_t n;
+    lp_set none = {0};
+    recipe_parser_finish(a->parsers[c], &ev, &n);
+    if (put_events(a, c, ev, n, &none)) return -1;
+    const gen_choice *ch = &g->choices[c];
+    recipe_event fin = {.type = RECIPE_EV_FINISH, .choice = (int)c, .has_usage = true,
+                        .finish = api_finish_for(a, ch, recipe_parser_tool_calls(a->parsers[c])), .usage = multi_usage(a, g)};
+    if (fin.finish == RECIPE_FINISH_STOP_STRING) fin.stop_sequence = api_stop_of(g, ch);
+    if (recipe_parser_failed(a->parsers[c])) fin.finish = RECIPE_FINISH_ERROR;
+    if (fin.finish == RECIPE_FINISH_ERROR) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "generation failed: %s",
+                 recipe_parser_failed(a->parsers[c]) ? "out of memory while parsing the output"
+                 : ch->error[0]                      ? ch->error
+                                                     : "engine error");
+        fin.type = RECIPE_EV_ERROR;
+        fin.text = msg;
+        fin.len = strlen(msg);
+        return put_event(a, &fin);
+    }
+    return put_event(a, &fin);
+}
+
+char *api_multi_response(const api_job *a, const gen_job *g, const char *model, const tokenizer *tok) {
+    recipe_response r;
+    recipe_response_init(&r);
+    r.id = a->id;
+    r.model = model;
+    r.created = a->created;
+    r.completion = a->completion;
+    r.has_usage = true;
+    r.usage = multi_usage(a, g);
+    int32_t n = g->p.n > 0 ? g->p.n : 1;
+    recipe_choice *cs = recipe_response_alloc(&r, (size_t)n * sizeof *cs);
+    lp_set *lps = calloc((size_t)n, sizeof *lps);
+    bool ok = cs && lps;
+    for (int32_t c = 0; ok && c < n; c++) {
+        const gen_choice *ch = &g->choices[c];
+        recipe_response part;
+        recipe_response_init(&part);
+        int calls = api_job_parts(a, g, c, &part);
+        ok = calls >= 0;
+        if (ok) { /* the parts live in part's arena: copied into r's */
+            cs[c].parts = recipe_response_alloc(&r, (part.n_parts ? part.n_parts : 1) * sizeof *cs[c].parts);
+            ok = cs[c].parts != NULL;
+            for (size_t i = 0; ok && i < part.n_parts; i++) {
+                recipe_part p = part.parts[i];
+                p.text = recipe_response_strdup(&r, p.text);
+                p.id = recipe_response_strdup(&r, p.id);
+                p.name = recipe_response_strdup(&r, p.name);
+                p.args = recipe_response_strdup(&r, p.args);
+                cs[c].parts[i] = p;
+            }
+            cs[c].n_parts = part.n_parts;
+        }
+        recipe_response_free(&part);
+        cs[c].finish = api_finish_for(a, ch, calls > 0);
+        if (cs[c].finish == RECIPE_FINISH_ERROR) cs[c].finish = RECIPE_FINISH_LENGTH; /* the server answers 500 instead */
+        if (cs[c].finish == RECIPE_FINISH_STOP_STRING) cs[c].stop_sequence = api_stop_of(g, ch);
+        if (ok && g->p.logprobs) {
+            ok = !lp_build(&lps[c], tok, ch->tokens, ch->logprobs, ch->top_ids, ch->top_lps, ch->n_acc,
+                           ch->top_ids ? g->p.top_logprobs : 0);
+            static const recipe_logprob no_tokens; /* asked for, none generated: an empty list */
+            cs[c].logprobs = lps[c].lp ? lps[c].lp : &no_tokens;
+            cs[c].n_logprobs = lps[c].n;
+        }
+    }
+    recipe_buf body = {0};
+    recipe_error re;
+    if (ok) {
+        r.choices = cs;
+        r.n_choices = (size_t)n;
+        if (recipe_response_encode_text(RECIPE_API_CHAT, &r, NULL, &body, &re)) recipe_buf_free(&body);
+    }
+    for (int32_t c = 0; lps && c < n; c++) lp_free(&lps[c]);
+    free(lps);
+    recipe_response_free(&r);
+    return body.data; /* malloc'd or NULL */
 }

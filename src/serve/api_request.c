@@ -25,8 +25,6 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "serve/oai_request.h"
-#include "serve/oai_response.h"
 #include "serve/traffic.h"
 
 static int oom(serve_error *e) { return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory"); }
@@ -49,7 +47,7 @@ static int from_recipe(serve_error *e, const recipe_error *re) {
 
 char *api_error_json(recipe_api api, const serve_error *e, const char *request_id, int *status) {
     *status = e->status;
-    if (api != RECIPE_API_MESSAGES) return oai_error_json(e);
+    if (api != RECIPE_API_MESSAGES) return serve_error_json(e);
     recipe_error re = {0};
     recipe_err_kind kind;
     switch (e->status) {
@@ -78,11 +76,12 @@ char *api_error_json(recipe_api api, const serve_error *e, const char *request_i
                     &maxc, &n) == 2)
         recipe_fail(&re, kind, e->param[0] ? e->param : NULL, "prompt is too long: %lld tokens > %d maximum", n, maxc);
     *status = e->status == 405 ? 405 : recipe_error_status(api, &re);
-    json_t *b = recipe_error_body(api, &re, request_id);
-    if (!b) return NULL;
-    char *s = json_dumps(b, JSON_COMPACT);
-    json_decref(b);
-    return s;
+    recipe_buf b = {0};
+    if (recipe_error_body_text(api, &re, request_id, &b)) {
+        recipe_buf_free(&b);
+        return NULL;
+    }
+    return b.data; /* malloc'd, NUL-terminated: the caller frees it */
 }
 
 /* ---- request -> template messages ---- */
@@ -174,30 +173,93 @@ json_t *api_template_message(const recipe_message *m, size_t i, serve_error *err
     return o;
 }
 
-static json_t *tools_json(const recipe_request *r) {
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < r->n_tools; i++) {
-        const recipe_tool *t = &r->tools[i];
-        json_t *f = json_pack("{s:s}", "name", t->name ? t->name : "");
-        if (!f) continue;
-        if (t->description) json_object_set_new(f, "description", json_string(t->description));
-        /* recipe keeps the schema as validated JSON text */
-        json_t *params = t->parameters ? json_loads(t->parameters, JSON_DECODE_ANY, NULL) : NULL;
-        json_object_set_new(f, "parameters", params ? params : json_pack("{s:s}", "type", "object"));
-        json_array_append_new(a, json_pack("{s:s, s:o}", "type", "function", "function", f));
-    }
-    return a;
-}
-
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
-/* Sampling / limits from the canonical request (Messages, Responses). */
-static int fill_params(const recipe_request *r, gen_params *p, serve_error *err) {
+/* Where each API spells the structured-output field. */
+static const char *format_param(recipe_api api) {
+    return api == RECIPE_API_MESSAGES ? "output_config.format" : api == RECIPE_API_RESPONSES ? "text.format"
+                                                                                           : "response_format";
+}
+
+/* n, logprobs, logit_bias (Chat) and the fields the server cannot honour (structured outputs). */
+static int fill_choices(recipe_api api, const recipe_request *r, const api_ctx *ctx, gen_params *p,
+                        serve_error *err) {
+    if (r->n != RECIPE_UNSET) {
+        if (r->n > ctx->max_n) return serve_bad(err, "n", "'n' must be in [1, %d], got %lld", ctx->max_n, (long long)r->n);
+        p->n = (int32_t)r->n;
+    }
+    p->logprobs = r->logprobs == 1;
+    if (r->top_logprobs != RECIPE_UNSET) {
+        if (api != RECIPE_API_CHAT)
+            return serve_bad(err, "top_logprobs", "'top_logprobs' is not supported on this endpoint");
+        if (!p->logprobs && r->top_logprobs > 0)
+            return serve_bad(err, "top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+        p->top_logprobs = (int32_t)r->top_logprobs;
+    }
+    if (r->n_bias) {
+        if (!(p->bias = calloc(r->n_bias, sizeof *p->bias))) return oom(err);
+        for (size_t i = 0; i < r->n_bias; i++) {
+            if (r->bias[i].token >= ctx->n_vocab)
+                return serve_bad(err, "logit_bias", "'logit_bias' key '%d' is not a token id in [0, %d)",
+                                 (int)r->bias[i].token, ctx->n_vocab);
+            p->bias[i].token = r->bias[i].token;
+            p->bias[i].bias = (float)r->bias[i].bias;
+        }
+        p->sampling.n_bias = (int32_t)r->n_bias;
+    }
+    if (r->guided_field)
+        return serve_bad(err, r->guided_field, "'%s' (structured outputs) is not supported by this server",
+                         r->guided_field);
+    /* Chat's response_format asks for constrained output, which is not implemented: refused. The
+     * Responses text.format and Messages output_config.format are echoed in the response object
+     * (tests/clients/test_openai_responses.py) and not enforced (docs/serve.md). */
+    if (api == RECIPE_API_CHAT && (r->format == RECIPE_FORMAT_JSON_OBJECT || r->format == RECIPE_FORMAT_JSON_SCHEMA))
+        return serve_bad(err, format_param(api), "'%s' of type %s (structured outputs) is not supported by this "
+                         "server; use type text", format_param(api),
+                         r->format == RECIPE_FORMAT_JSON_OBJECT ? "json_object" : "json_schema");
+    return 0;
+}
+
+/* vLLM extras (docs/serve.md "vLLM extensions"). */
+static int fill_extras(const recipe_request *r, const api_ctx *ctx, gen_params *p, serve_error *err) {
+    if (r->min_tokens != RECIPE_UNSET) {
+        if (r->max_tokens != RECIPE_UNSET && r->min_tokens > r->max_tokens)
+            return serve_bad(err, "min_tokens", "'min_tokens' (%lld) must not exceed max_tokens (%lld)",
+                             (long long)r->min_tokens, (long long)r->max_tokens);
+        p->min_tokens = (int32_t)r->min_tokens;
+    }
+    p->ignore_eos = r->ignore_eos == 1;
+    p->include_stop_str = r->include_stop_str_in_output == 1;
+    p->keep_special = r->skip_special_tokens == 0;
+    if (r->priority != RECIPE_UNSET) p->priority = (int32_t)r->priority;
+    if (r->n_stop_token_ids) {
+        if (!(p->stop_ids = malloc(r->n_stop_token_ids * sizeof *p->stop_ids))) return oom(err);
+        for (size_t i = 0; i < r->n_stop_token_ids; i++) {
+            if (r->stop_token_ids[i] >= ctx->n_vocab)
+                return serve_bad(err, "stop_token_ids", "'stop_token_ids' must hold token ids in [0, %d)", ctx->n_vocab);
+            p->stop_ids[i] = r->stop_token_ids[i];
+        }
+        p->n_stop_ids = (int32_t)r->n_stop_token_ids;
+    }
+    if (r->cache_salt && !*r->cache_salt) return serve_bad(err, "cache_salt", "'cache_salt' must be a non-empty string");
+    return 0;
+}
+
+/* Sampling / limits from the canonical request (every API). */
+static int fill_params(recipe_api api, const recipe_request *r, const api_ctx *ctx, gen_params *p,
+                       serve_error *err) {
     cinfer_sampling *s = &p->sampling;
     if (!isnan(r->temperature)) s->temperature = (float)r->temperature;
-    if (!isnan(r->top_p)) s->top_p = (float)r->top_p;
+    if (!isnan(r->top_p)) {
+        if (r->top_p <= 0 && api != RECIPE_API_MESSAGES) return serve_bad(err, "top_p", "'top_p' must be in (0, 1]");
+        s->top_p = (float)r->top_p;
+    }
     if (!isnan(r->min_p)) s->min_p = (float)r->min_p;
-    if (!isnan(r->repetition_penalty)) s->repetition_penalty = (float)r->repetition_penalty;
+    if (!isnan(r->repetition_penalty)) {
+        if (r->repetition_penalty <= 0)
+            return serve_bad(err, "repetition_penalty", "'repetition_penalty' must be > 0");
+        s->repetition_penalty = (float)r->repetition_penalty;
+    }
     if (!isnan(r->presence_penalty)) s->presence_penalty = (float)r->presence_penalty;
     if (!isnan(r->frequency_penalty)) s->frequency_penalty = (float)r->frequency_penalty;
     if (r->top_k != RECIPE_UNSET) s->top_k = r->top_k < 0 ? 0 : (int32_t)r->top_k;
@@ -226,25 +288,12 @@ static int fill_params(const recipe_request *r, gen_params *p, serve_error *err)
             return serve_bad(err, "cinfer.traffic_class", "'%.60s' is not a traffic class (agent, chat or default)",
                              r->traffic_class);
     }
+    if (r->model && !*r->model) return serve_bad(err, "model", "'model' must not be empty");
     if ((r->model && !(p->model = strdup(r->model))) || (r->cache_salt && !(p->cache_salt = strdup(r->cache_salt))) ||
         (r->user && !(p->user = dup_or_null(r->user))))
         return oom(err);
+    if (fill_choices(api, r, ctx, p, err) || fill_extras(r, ctx, p, err)) return -1;
     return 0;
-}
-
-/* enable_thinking (+ the request's chat_template_kwargs) for the template. */
-static json_t *template_kwargs(const recipe_request *r) {
-    json_t *k = r->chat_template_kwargs ? json_loads(r->chat_template_kwargs, 0, NULL) : NULL;
-    if (!json_is_object(k)) {
-        json_decref(k);
-        k = json_object();
-    }
-    if (!k) return NULL;
-    int think = r->thinking;
-    if (r->reasoning_effort == RECIPE_EFFORT_NONE) think = 0;
-    else if (think < 0 && r->reasoning_effort != RECIPE_EFFORT_UNSET) think = 1;
-    if (think >= 0 && !json_object_get(k, "enable_thinking")) json_object_set_new(k, "enable_thinking", json_boolean(think));
-    return k;
 }
 
 static unsigned parser_flags(const recipe_request *r) {
@@ -257,14 +306,6 @@ static uint64_t fresh_seed(void) {
     return s;
 }
 
-/* Whether a Chat body (that recipe refused) declares tools: then recipe's error stands. */
-static bool body_has_tools(const char *body, size_t len) {
-    json_t *root = json_loadb(body, len, 0, NULL);
-    bool tools = json_array_size(json_object_get(root, "tools")) > 0;
-    json_decref(root);
-    return tools;
-}
-
 static int parse_body(recipe_api api, const char *body, size_t len, bool count_only, recipe_request *req,
                       serve_error *err) {
     recipe_error re = {0};
@@ -273,46 +314,83 @@ static int parse_body(recipe_api api, const char *body, size_t len, bool count_o
     return 0;
 }
 
-/* Builds p->messages (and a->conversation for Responses) from a->req. */
-static int build_messages(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
-    const recipe_request *r = &a->req;
-    json_t *sys = json_array(), *conv = NULL;
-    if (!sys) return oom(err);
-    if (r->previous_response_id) {
-        json_t *prev = NULL;
-        if (!ctx->store || !rstore_get(ctx->store, r->previous_response_id, a->tenant, ctx->now, &prev, NULL)) {
-            json_decref(sys);
-            return serve_fail(err, 404, "invalid_request_error", "previous_response_not_found",
-                              "previous_response_id", "Previous response with id '%.100s' not found.",
-                              r->previous_response_id);
+static bool has_image(const recipe_part *ps, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].type == RECIPE_PART_IMAGE || (ps[i].type == RECIPE_PART_TOOL_RESULT && has_image(ps[i].parts, ps[i].n_parts)))
+            return true;
+    return false;
+}
+
+int api_check_text_only(const recipe_request *r, serve_error *err) {
+    for (size_t i = 0; i < r->n_messages; i++)
+        if (has_image(r->messages[i].parts, r->messages[i].n_parts)) {
+            char where[48];
+            snprintf(where, sizeof where, "messages[%zu]", i);
+            return serve_bad(err, where, "%s: images are not supported (text-only model)", where);
         }
-        conv = json_copy(prev);
-    } else conv = json_array();
-    if (!conv) {
-        json_decref(sys);
-        return oom(err);
-    }
-    for (size_t i = 0; i < r->n_messages; i++) {
-        const recipe_message *m = &r->messages[i];
-        json_t *o = api_template_message(m, i, err);
-        if (!o) goto fail;
-        json_array_append_new(m->top_level ? sys : conv, o);
-    }
-    if (!(p->messages = json_copy(sys)) || json_array_extend(p->messages, conv)) goto oom_fail;
-    if (json_array_size(p->messages) == 0) {
-        serve_bad(err, "messages", "the conversation is empty");
-        goto fail;
-    }
-    if (a->api == RECIPE_API_RESPONSES) a->conversation = json_incref(conv);
-    json_decref(sys);
-    json_decref(conv);
     return 0;
-oom_fail:
-    oom(err);
-fail:
-    json_decref(sys);
-    json_decref(conv);
-    return -1;
+}
+
+/* A Responses continuation: the stored conversation (JSON template messages, a Chat message list)
+ * read back into canonical messages by recipe's Chat parser (into a->history, kept with the job),
+ * and put into a->req after its top-level system text: the template sees one canonical request. */
+static int merge_history(api_job *a, const json_t *prev, serve_error *err) {
+    recipe_request *r = &a->req;
+    json_t *wrap = json_pack("{s:O}", "messages", (json_t *)prev);
+    char *text = wrap ? json_dumps(wrap, JSON_COMPACT) : NULL;
+    if (wrap) json_decref(wrap);
+    if (!text) return oom(err);
+    recipe_request_init(&a->history);
+    recipe_error re = {0};
+    int rc = recipe_request_parse_text(RECIPE_API_CHAT, text, strlen(text), 0, &a->history, &re);
+    free(text);
+    if (rc)
+        return serve_fail(err, 500, "server_error", NULL, "previous_response_id",
+                          "the stored conversation of '%.100s' cannot be read back: %s", r->previous_response_id,
+                          re.message);
+    size_t n = r->n_messages + a->history.n_messages, k = 0;
+    recipe_message *m = recipe_request_alloc(r, (n ? n : 1) * sizeof *m);
+    if (!m) return oom(err);
+    for (size_t i = 0; i < r->n_messages; i++)
+        if (r->messages[i].top_level) m[k++] = r->messages[i];
+    for (size_t i = 0; i < a->history.n_messages; i++) {
+        m[k] = a->history.messages[i];
+        m[k++].top_level = false;
+    }
+    for (size_t i = 0; i < r->n_messages; i++)
+        if (!r->messages[i].top_level) m[k++] = r->messages[i];
+    r->messages = m;
+    r->n_messages = n;
+    return 0;
+}
+
+/* The generation path: the template reads a->req directly (p->req; chat_template_render_req), a
+ * Responses continuation's stored conversation merged in. Images are refused (text-only models);
+ * a->conversation keeps the conversation so far as JSON template messages for the response store. */
+static int build_context(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
+    recipe_request *r = &a->req;
+    if (api_check_text_only(r, err)) return -1;
+    json_t *prev = NULL;
+    if (r->previous_response_id &&
+        (!ctx->store || !rstore_get(ctx->store, r->previous_response_id, a->tenant, ctx->now, &prev, NULL)))
+        return serve_fail(err, 404, "invalid_request_error", "previous_response_not_found", "previous_response_id",
+                          "Previous response with id '%.100s' not found.", r->previous_response_id);
+    if (a->store) { /* before the merge: the stored part is kept as stored */
+        json_t *conv = prev ? json_deep_copy(prev) : json_array();
+        for (size_t i = 0; conv && i < r->n_messages; i++) {
+            if (r->messages[i].top_level) continue;
+            json_t *o = api_template_message(&r->messages[i], i, err);
+            if (!o || json_array_append_new(conv, o)) {
+                json_decref(conv);
+                return o ? oom(err) : -1;
+            }
+        }
+        if (!(a->conversation = conv)) return oom(err);
+    }
+    if (json_array_size(prev) && merge_history(a, prev, err)) return -1;
+    if (r->n_messages == 0) return serve_bad(err, "messages", "the conversation is empty");
+    p->req = r;
+    return 0;
 }
 
 int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
@@ -324,60 +402,74 @@ int api_job_parse(api_job *a, recipe_api api, const char *body, size_t len, cons
     recipe_request_init(&a->req);
     gen_params_init(p);
     p->kind = GEN_CHAT;
-    if (api == RECIPE_API_CHAT) {
-        /* The OpenAI path validates and maps every Chat field (n, logprobs, logit_bias...; its
-         * errors are the contract) and keeps tool_calls / tool_call_id in the messages; recipe
-         * adds tools, tool_choice and the output side (parser + encoder). Requests with n > 1 or
-         * logprobs keep OpenAI's response shapes with one parser per choice (a->multi,
-         * api_multi.c), or stay on the OpenAI path alone (a->active = false) when there is
-         * nothing to parse (no tools, plain parser); so do tool-less requests recipe refuses but
-         * OpenAI accepts (more than 4 stop strings). */
-        oai_limits lim = {.n_vocab = ctx->n_vocab, .max_n = ctx->max_n};
-        if (oai_parse_chat(body, len, &lim, p, err)) return a->active = false, -1;
-        a->multi = p->n != 1 || p->logprobs;
-        serve_error e2;
-        int rc = parse_body(api, body, len, false, &a->req, &e2);
-        if (rc && body_has_tools(body, len)) {
-            *err = e2;
-            goto fail;
-        }
-        if (rc || (a->multi && a->req.n_tools == 0 && ctx->parser == RECIPE_PARSER_PLAIN)) {
-            recipe_request_free(&a->req);
-            a->active = a->multi = false;
-            return 0;
-        }
-    } else {
-        if (parse_body(api, body, len, false, &a->req, err) || fill_params(&a->req, p, err) ||
-            build_messages(a, ctx, p, err))
-            goto fail;
-        a->store = api == RECIPE_API_RESPONSES && a->req.store != 0;
-    }
+    if (parse_body(api, body, len, false, &a->req, err) || fill_params(api, &a->req, ctx, p, err)) goto fail;
+    a->store = api == RECIPE_API_RESPONSES && a->req.store != 0;
+    if (build_context(a, ctx, p, err)) goto fail;
+    a->multi = api == RECIPE_API_CHAT && (p->n != 1 || p->logprobs);
     a->flags = parser_flags(&a->req);
-    if (p->tools) json_decref(p->tools), p->tools = NULL;
-    if (a->req.n_tools && a->req.tool_choice != RECIPE_TOOL_CHOICE_NONE && !(p->tools = tools_json(&a->req))) goto oom_fail;
-    if (p->tmpl_kwargs) json_decref(p->tmpl_kwargs);
-    if (!(p->tmpl_kwargs = template_kwargs(&a->req))) goto oom_fail;
     return 0;
-oom_fail:
-    oom(err);
 fail:
     gen_params_free(p);
     return -1;
 }
 
-int api_count_tokens_parse(const char *body, size_t len, const api_ctx *ctx, gen_params *p, serve_error *err) {
-    api_job a = {0};
-    recipe_request_init(&a.req);
-    a.api = RECIPE_API_MESSAGES;
+int api_completion_parse(api_job *a, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
+                         serve_error *err) {
+    a->api = RECIPE_API_CHAT;
+    a->kind = RECIPE_PARSER_PLAIN;
+    a->flags = RECIPE_PARSER_NO_TOOLS;
+    a->seed = fresh_seed();
+    a->active = a->multi = a->completion = true;
+    recipe_request_init(&a->req);
+    recipe_request r;
+    recipe_request_init(&r);
     gen_params_init(p);
-    int rc = parse_body(RECIPE_API_MESSAGES, body, len, true, &a.req, err) || fill_params(&a.req, p, err) ||
-             build_messages(&a, ctx, p, err);
-    if (!rc && a.req.n_tools && !(p->tools = tools_json(&a.req))) rc = oom(err);
-    if (!rc && !(p->tmpl_kwargs = template_kwargs(&a.req))) rc = oom(err);
-    recipe_request_free(&a.req);
-    if (a.conversation) json_decref(a.conversation);
+    p->kind = GEN_COMPLETION;
+    recipe_error re = {0};
+    int rc = 0;
+    if (recipe_request_parse_text(RECIPE_API_CHAT, body, len, RECIPE_PARSE_COMPLETIONS, &r, &re))
+        rc = from_recipe(err, &re);
+    else if (fill_params(RECIPE_API_CHAT, &r, ctx, p, err))
+        rc = -1;
+    else if (r.echo == 1)
+        rc = serve_bad(err, "echo", "'echo' is not supported");
+    else if (r.suffix)
+        rc = serve_bad(err, "suffix", "'suffix' is not supported (this server does not fill in the middle)");
+    else if (r.best_of != RECIPE_UNSET && r.best_of != p->n)
+        rc = serve_bad(err, "best_of", "'best_of' other than n is not supported");
+    else if (r.prompt) {
+        if (!(p->prompt = malloc(r.prompt_len + 1))) rc = oom(err);
+        else {
+            memcpy(p->prompt, r.prompt, r.prompt_len + 1);
+            p->prompt_len = r.prompt_len;
+        }
+    } else if (!(p->prompt_ids = malloc(r.n_prompt_ids * sizeof *p->prompt_ids)))
+        rc = oom(err);
+    else {
+        for (size_t i = 0; i < r.n_prompt_ids && !rc; i++) {
+            if (r.prompt_ids[i] >= ctx->n_vocab)
+                rc = serve_bad(err, "prompt", "'prompt' must hold token ids in [0, %d)", ctx->n_vocab);
+            p->prompt_ids[i] = r.prompt_ids[i];
+        }
+        p->n_prompt_ids = (int32_t)r.n_prompt_ids;
+    }
+    recipe_request_free(&r);
     if (rc) gen_params_free(p);
     return rc ? -1 : 0;
+}
+
+int api_count_tokens_parse(api_job *a, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
+                           serve_error *err) {
+    a->api = RECIPE_API_MESSAGES;
+    a->active = true;
+    recipe_request_init(&a->req);
+    gen_params_init(p);
+    if (parse_body(RECIPE_API_MESSAGES, body, len, true, &a->req, err) ||
+        fill_params(RECIPE_API_MESSAGES, &a->req, ctx, p, err) || build_context(a, ctx, p, err)) {
+        gen_params_free(p);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- tool_choice required / named (docs/serve.md "Forced tool calls") ----

@@ -1,8 +1,8 @@
 /* gen.c - the generation core (see gen.h): prompt building, context checks,
  * submitting n engine requests, reading and accumulating their outputs.
  *
- * Prompt building: chat messages are rendered with the model's chat template
- * (add_generation_prompt). The rendered text is tokenized with special-token
+ * Prompt building: the canonical request (recipe) is rendered with the model's chat template
+ * (chat_template_render_req: the template reads the request's structs; add_generation_prompt). The rendered text is tokenized with special-token
  * parsing (the template's own markers such as <|im_start|> must become their
  * control tokens) - unless some message content contains the text of a
  * control token: then the prompt is rendered again with each content replaced
@@ -18,6 +18,7 @@
  * request's think_* options (think_options below; docs/serve.md). */
 #include "serve/gen.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -36,17 +37,15 @@ void gen_params_init(gen_params *p) {
 }
 
 void gen_params_free(gen_params *p) {
-    if (p->messages) json_decref(p->messages);
     free(p->prompt);
     free(p->prompt_ids);
     free(p->model);
     free(p->bias);
+    free(p->stop_ids);
     for (int32_t i = 0; i < p->n_stop; i++) free(p->stop[i]);
     free(p->stop);
     free(p->cache_salt);
     free(p->user);
-    if (p->tools) json_decref(p->tools);
-    if (p->tmpl_kwargs) json_decref(p->tmpl_kwargs);
     free(p->prompt_suffix);
     free(p->suffix_think);
     gen_params_init(p);
@@ -167,84 +166,84 @@ static bool has_special_text(const gen_model *gm, const char *s) {
     return false;
 }
 
-static int render(const gen_model *gm, json_t *messages, const json_t *tools, const json_t *kwargs, bool add_gen,
-                  char **out, size_t *out_len, serve_error *err) {
-    json_t *ctx = json_object();
-    if (ctx && json_is_object(kwargs) && json_object_update(ctx, (json_t *)kwargs)) json_decref(ctx), ctx = NULL;
-    if (ctx && (json_object_set(ctx, "messages", messages) ||
-                json_object_set_new(ctx, "add_generation_prompt", json_boolean(add_gen)) ||
-                json_object_set_new(ctx, "bos_token", json_string(gm->bos_text)) ||
-                json_object_set_new(ctx, "eos_token", json_string(gm->eos_text)) ||
-                (tools && json_array_size(tools) && json_object_set(ctx, "tools", (json_t *)tools))))
-        json_decref(ctx), ctx = NULL;
-    if (!ctx) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
-    cf_err e = {0};
-    int rc = chat_template_render(gm->tmpl, ctx, out, out_len, &e);
-    json_decref(ctx);
-    if (rc) return serve_bad(err, "messages", "cannot apply the chat template: %s", e.msg);
-    return 0;
-}
-
 #define SENT_OPEN '\x02'
 #define SENT_CLOSE '\x03'
 
-int gen_chat_prompt(const gen_model *gm, const json_t *messages, bool add_gen, int32_t **ids, int32_t *n_ids,
-                    serve_error *err) {
-    return gen_chat_prompt_ex(gm, messages, NULL, NULL, add_gen, ids, n_ids, err);
+/* Rendered text with sentinels -> ids: template text with special parsing, sentinel k replaced by
+ * user text content(k) without. */
+static int encode_sentinels(const gen_model *gm, id_vec *v, const char *text, size_t len,
+                            const char *(*content)(const void *arg, size_t k), const void *arg, serve_error *err) {
+    size_t at = 0;
+    while (at < len) {
+        const char *o = memchr(text + at, SENT_OPEN, len - at);
+        const char *cl = o ? memchr(o, SENT_CLOSE, (size_t)(text + len - o)) : NULL;
+        size_t seg_end = o && cl ? (size_t)(o - text) : len;
+        if (seg_end > at && encode_into(gm, v, text + at, seg_end - at, true, err)) return -1;
+        if (!(o && cl)) break;
+        const char *c = content(arg, strtoul(o + 1, NULL, 10));
+        if (c && encode_into(gm, v, c, strlen(c), false, err)) return -1;
+        at = (size_t)(cl - text) + 1;
+    }
+    return 0;
 }
 
-int gen_chat_prompt_ex(const gen_model *gm, const json_t *messages, const json_t *tools, const json_t *kwargs,
-                       bool add_gen, int32_t **ids, int32_t *n_ids, serve_error *err) {
-    bool unsafe = false;
-    size_t nm = json_array_size(messages);
-    for (size_t i = 0; i < nm; i++) {
-        const char *c = json_string_value(json_object_get(json_array_get(messages, i), "content"));
-        if (c && has_special_text(gm, c)) unsafe = true;
-    }
+typedef struct req_texts {
+    char **msg; /* per request message: its content as the template sees it */
+    size_t n;
+} req_texts;
+
+static const char *req_text(const void *arg, size_t k) {
+    const req_texts *t = arg;
+    return k < t->n ? t->msg[k] : NULL;
+}
+
+int gen_req_prompt(const gen_model *gm, const recipe_request *req, bool add_gen, int32_t **ids, int32_t *n_ids,
+                   serve_error *err) {
+    size_t n = req->n_messages;
+    req_texts t = {.msg = calloc(n ? n : 1, sizeof(char *)), .n = n};
+    char **sent = calloc(n + 1, sizeof(char *));
     id_vec v = {0};
     char *text = NULL;
     size_t len = 0;
-    json_t *copy = NULL;
-    if (!unsafe) {
-        if (render(gm, (json_t *)messages, tools, kwargs, add_gen, &text, &len, err) || maybe_bos(gm, &v, text, len, err) ||
-            encode_into(gm, &v, text, len, true, err))
-            goto fail;
-    } else {
-        copy = json_deep_copy(messages);
-        if (!copy) goto oom;
-        for (size_t i = 0; i < nm; i++) {
-            json_t *m = json_array_get(copy, i);
-            if (!json_is_string(json_object_get(m, "content"))) continue;
-            char s[32];
-            snprintf(s, sizeof s, "%c%zu%c", SENT_OPEN, i, SENT_CLOSE);
-            if (json_object_set_new(m, "content", json_string(s))) goto oom;
-        }
-        if (render(gm, copy, tools, kwargs, add_gen, &text, &len, err) || maybe_bos(gm, &v, text, len, err)) goto fail;
-        size_t at = 0;
-        while (at < len) {
-            char *o = memchr(text + at, SENT_OPEN, len - at);
-            char *cl = o ? memchr(o, SENT_CLOSE, (size_t)(text + len - o)) : NULL;
-            size_t seg_end = o && cl ? (size_t)(o - text) : len;
-            if (seg_end > at && encode_into(gm, &v, text + at, seg_end - at, true, err)) goto fail;
-            if (!(o && cl)) break;
-            size_t idx = strtoul(o + 1, NULL, 10);
-            const char *c = json_string_value(json_object_get(json_array_get(messages, idx), "content"));
-            if (c && encode_into(gm, &v, c, strlen(c), false, err)) goto fail;
-            at = (size_t)(cl - text) + 1;
-        }
+    bool unsafe = false;
+    int rc = -1;
+    if (!t.msg || !sent) goto oom;
+    for (size_t i = 0; i < n; i++) {
+        if (!(t.msg[i] = chat_template_message_text(&req->messages[i]))) goto oom;
+        unsafe |= has_special_text(gm, t.msg[i]);
     }
-    free(text);
-    if (copy) json_decref(copy);
+    chat_template_req in = {.req = req, .add_generation_prompt = add_gen, .bos_token = gm->bos_text,
+                            .eos_token = gm->eos_text};
+    if (unsafe) { /* every content becomes a sentinel; user text is tokenized without special parsing */
+        for (size_t k = 0; k < n; k++) {
+            if (!(sent[k] = malloc(32))) goto oom;
+            snprintf(sent[k], 32, "%c%zu%c", SENT_OPEN, k, SENT_CLOSE);
+        }
+        in.content = (const char *const *)sent;
+    }
+    cf_err e = {0};
+    if (chat_template_render_req(gm->tmpl, &in, &text, &len, &e)) {
+        serve_bad(err, "messages", "cannot apply the chat template: %s", e.msg);
+        goto done;
+    }
+    if (maybe_bos(gm, &v, text, len, err) ||
+        (unsafe ? encode_sentinels(gm, &v, text, len, req_text, &t, err) : encode_into(gm, &v, text, len, true, err)))
+        goto done;
     *ids = v.p;
     *n_ids = v.n;
-    return 0;
+    v.p = NULL;
+    rc = 0;
+    goto done;
 oom:
     serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
-fail:
+done:
+    for (size_t i = 0; t.msg && i < n; i++) free(t.msg[i]);
+    for (size_t k = 0; sent && k < n; k++) free(sent[k]);
+    free(t.msg);
+    free(sent);
     free(text);
     free(v.p);
-    if (copy) json_decref(copy);
-    return -1;
+    return rc;
 }
 
 bool gen_ids_end_with(const tokenizer *tok, const int32_t *ids, int32_t n, const char *s) {
@@ -318,13 +317,18 @@ static uint64_t random_seed(void) {
 }
 
 int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *err) {
+    return gen_job_prepare(j, gm, p, err) || gen_job_submit(j, gm, err) ? -1 : 0;
+}
+
+int gen_job_prepare(gen_job *j, const gen_model *gm, gen_params *p, serve_error *err) {
     memset(j, 0, sizeof *j);
     j->p = *p;
     gen_params_init(p);
     gen_params *q = &j->p;
     int rc;
     if (q->kind == GEN_CHAT) {
-        rc = gen_chat_prompt_ex(gm, q->messages, q->tools, q->tmpl_kwargs, true, &j->prompt, &j->n_prompt, err);
+        rc = q->req ? gen_req_prompt(gm, q->req, true, &j->prompt, &j->n_prompt, err)
+                    : serve_bad(err, "messages", "no messages"); /* the protocol layer always sets req */
         if (!rc && q->prompt_suffix) rc = add_suffix(j, gm, err);
     }
     else if (q->prompt_ids) {
@@ -355,6 +359,11 @@ int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *e
                           q->kind == GEN_CHAT ? "messages" : "prompt", q->max_tokens,
                           q->kind == GEN_CHAT ? "messages" : "prompt");
     j->max_tokens = q->max_tokens > 0 ? q->max_tokens : gm->ctx - j->n_prompt;
+    return 0;
+}
+
+int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err) {
+    const gen_params *q = &j->p;
     j->choices = calloc((size_t)q->n, sizeof *j->choices);
     if (!j->choices) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
     cinfer_request r = cinfer_request_default();
@@ -368,6 +377,11 @@ int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *e
     r.cache_salt = q->cache_salt;
     r.cache_salt_len = q->cache_salt ? strlen(q->cache_salt) : 0;
     r.ignore_eos = q->ignore_eos;
+    r.min_tokens = q->min_tokens;
+    r.include_stop_str = q->include_stop_str;
+    r.keep_special = q->keep_special;
+    r.stop_tokens = q->stop_ids;
+    r.n_stop_tokens = q->n_stop_ids;
     r.priority = q->priority;
     r.traffic_class = q->traffic_class < 0 ? CINFER_TRAFFIC_DEFAULT : q->traffic_class;
     r.want_logprobs = q->logprobs;

@@ -2,20 +2,20 @@
  * request (any API) -> prompt tokens -> n engine requests -> per-choice
  * output deltas -> finish reasons and aggregated usage.
  *
- * The protocol layer (oai_request.c for Completions and the OpenAI-only Chat
- * path, api_request.c through recipe for the chat APIs) fills a gen_params;
+ * The protocol layer (api_request.c: every API's body parsed once by recipe)
+ * fills a gen_params;
  * the server calls gen_job_start() to build the prompt (chat template, then
  * tokenize; user text is never parsed for special tokens) and submit the n
  * engine requests, feeds engine readiness to gen_job_read(), and hands the
- * deltas to the protocol layer's formatter (oai_response.c, api_output.c,
- * api_multi.c).
- * Nothing here knows HTTP or JSON wire formats (messages are plain JSON
- * objects {role, content: string, ...} for the chat template).
+ * deltas to the protocol layer's formatter (recipe through api_output.c).
+ * Nothing here knows HTTP or JSON wire formats (the chat template reads recipe's canonical
+ * request).
  *
  * Ownership: gen_params owns every pointer in it (gen_params_free). A gen_job
  * owns its params (moved in), the prompt ids, the choices and, until each is
  * finished or released, their engine requests (gen_job_free releases what is
- * still running). All calls for one job come from one thread (the HTTP loop). */
+ * still running). All calls for one job come from one thread at a time: gen_job_prepare on a
+ * prompt worker (prep.c), everything after it on the HTTP loop. */
 #ifndef CINFER_SERVE_GEN_H
 #define CINFER_SERVE_GEN_H
 
@@ -33,7 +33,10 @@ typedef enum { GEN_CHAT = 0, GEN_COMPLETION } gen_kind;
 
 typedef struct gen_params {
     gen_kind kind;
-    json_t *messages;      /* chat: [{role, content: string, ...}] ready for the template (owned reference) */
+    /* chat: the canonical request the template reads directly (chat_template_render_req; borrowed: it
+     * outlives the job - the server's api_job owns it; a Responses continuation's earlier turns are
+     * merged into it) */
+    const recipe_request *req;
     char *prompt;          /* completion: prompt text (owned) or NULL */
     size_t prompt_len;
     int32_t *prompt_ids;   /* completion: prompt as token ids (owned) or NULL */
@@ -50,12 +53,15 @@ typedef struct gen_params {
     int32_t top_logprobs;  /* alternatives per token, 0..20 */
     bool stream, include_usage;
     bool ignore_eos;
+    int32_t min_tokens;    /* vLLM: EOS / stop ids not sampled before this many tokens (0: off) */
+    bool include_stop_str; /* vLLM include_stop_str_in_output */
+    bool keep_special;     /* vLLM skip_special_tokens = false */
+    int32_t *stop_ids;     /* vLLM stop_token_ids (owned) */
+    int32_t n_stop_ids;
     int32_t priority;      /* vLLM extension: lower = scheduled first (default 0) */
     int32_t traffic_class; /* cinfer_traffic_class, or TRAFFIC_UNSET (serve/traffic.h) until resolved */
     char *cache_salt;      /* owned or NULL */
     char *user;            /* owned or NULL (logged only) */
-    json_t *tools;         /* chat: template variable `tools` ([{type:function, function:{...}}], owned ref) or NULL */
-    json_t *tmpl_kwargs;   /* chat: extra template variables (enable_thinking, ...; owned ref) or NULL */
     /* chat: text appended after the rendered prompt (a forced tool-call opener, docs/serve.md), owned
      * or NULL. Tokenized with special-token parsing except bytes [suffix_plain_from, suffix_plain_to)
      * (a tool name: user text, never control tokens). When the rendered prompt ends with "<think>"
@@ -130,6 +136,12 @@ typedef struct gen_job {
  * reset) whether or not this succeeds. On failure the job holds no engine
  * request and must still be freed with gen_job_free. */
 int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *err);
+/* gen_job_start in two halves. prepare: renders and tokenizes the prompt and checks it against
+ * the context (moves *p in, as gen_job_start); it reads gm only (the template, the tokenizer: both
+ * immutable), so it may run on a worker thread while the HTTP loop goes on (server.c, prep.c).
+ * submit: the n engine requests (the loop thread). Either failing leaves a job for gen_job_free. */
+int gen_job_prepare(gen_job *j, const gen_model *gm, gen_params *p, serve_error *err);
+int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err);
 
 /* Reads choice c's pending output (non-blocking) into choices[c].out,
  * accumulating it when `accumulate`. Returns 1 when something was read, 0
@@ -145,14 +157,10 @@ void gen_job_cancel(gen_job *j, const gen_model *gm);
 void gen_job_free(gen_job *j, const gen_model *gm);
 bool gen_job_done(const gen_job *j);
 
-/* Renders chat messages with the template (add_generation_prompt) and
- * tokenizes the result; used by gen_job_start and POST /tokenize. *ids is
- * malloc'd. */
-int gen_chat_prompt(const gen_model *gm, const json_t *messages, bool add_generation_prompt, int32_t **ids,
-                    int32_t *n_ids, serve_error *err);
-/* The same with the template variables `tools` and extra keyword arguments (either may be NULL). */
-int gen_chat_prompt_ex(const gen_model *gm, const json_t *messages, const json_t *tools, const json_t *kwargs,
-                       bool add_generation_prompt, int32_t **ids, int32_t *n_ids, serve_error *err);
+/* Renders a canonical request with the template (chat_template_render_req, no JSON messages) and tokenizes the result;
+ * used by gen_job_start, POST /tokenize and count_tokens. *ids is malloc'd. */
+int gen_req_prompt(const gen_model *gm, const recipe_request *req, bool add_generation_prompt, int32_t **ids,
+                   int32_t *n_ids, serve_error *err);
 /* Tokenizes text (user text: special tokens not parsed), BOS per the model when add_special. */
 int gen_text_prompt(const gen_model *gm, const char *text, size_t len, bool add_special, int32_t **ids, int32_t *n_ids,
                     serve_error *err);

@@ -1,8 +1,8 @@
 /* serve_error.h - the error every serve/ layer reports: an HTTP status plus
  * the fields of OpenAI's error object ({"error":{"message","type","param",
- * "code"}}). Filled by request parsing (oai_request.c), the generation core
- * (gen.c) and the server (server.c); formatted by oai_response.c. Plain data,
- * no resources. */
+ * "code"}}). Filled by request parsing (api_request.c), the generation core
+ * (gen.c) and the server (server.c); formatted by serve_error_json (OpenAI's
+ * shape; Anthropic's: api_error_json). Plain data, no resources. */
 #ifndef CINFER_SERVE_ERROR_H
 #define CINFER_SERVE_ERROR_H
 
@@ -21,5 +21,8 @@ int serve_fail(serve_error *e, int status, const char *type, const char *code, c
                ...) __attribute__((format(printf, 6, 7)));
 /* 400 invalid_request_error naming `param`. Returns -1. */
 int serve_bad(serve_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* {"error":{"message","type","param","code"}} as compact JSON (malloc'd), NULL when out of memory.
+ * A message that is not valid UTF-8 (it may quote user input) becomes "invalid request". */
+char *serve_error_json(const serve_error *e);
 
 #endif

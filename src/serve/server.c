@@ -1,9 +1,11 @@
 /* server.c - the HTTP side of `cinfer serve` (see server.h, docs/serve.md).
  *
- * Threads: everything here runs on one libevent loop thread; the engine runs
- * on its own thread. The loop watches cinfer_engine_fd() (an eventfd); when
+ * Threads: everything here runs on one libevent loop thread, except the
+ * prompt work (template + tokenizer: prep.c workers, see prep_run / util_run);
+ * the engine runs on its own thread. The loop watches cinfer_engine_fd() (an eventfd); when
  * it fires, cinfer_engine_ready() lists the engine requests with new output
- * and each is read without blocking, formatted (oai_response.c) and written.
+ * and each is read without blocking, formatted (recipe, through api_output.c /
+ * one parser per choice) and written.
  *
  * Request lifetime (sv_job): created when a generation request passes
  * validation and its engine requests are submitted; on the active list until
@@ -41,6 +43,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,8 +57,8 @@
 #include "serve/conn_guard.h"
 #include "serve/listen.h"
 #include "serve/metrics.h"
-#include "serve/oai_request.h"
-#include "serve/oai_response.h"
+#include "serve/prep.h"
+#include "serve/routes.h"
 #include "serve/tenant.h"
 
 typedef struct server server;
@@ -66,21 +69,27 @@ typedef struct sv_job {
     struct evhttp_connection *evcon;
     struct sv_job *prev, *next;
     gen_job g;
-    oai_meta meta;
     char id[48];
     char path[32];
     double t_arrival, t_first;
     double *t_last; /* per choice: time of its latest token */
-    oai_buf chunk;  /* reused for text-delta chunks (the per-token path) */
     bool stream, paused;
     recipe_api api; /* the API's error shape */
-    api_job a;      /* the recipe path (a.active): Messages, Responses, Chat with tools/parser */
+    api_job a;      /* the recipe path (a.active): Chat, Messages, Responses */
+    int32_t n_choices; /* reserved in inflight_choices at admission */
+    const char *model; /* echoed in responses: the served name the request used (cfg->names) */
+    /* prompt preparation on a worker (prep.c): from admission until prep_done */
+    prep_task task;
+    gen_params prep_p;    /* moved into g by gen_job_prepare */
+    serve_error prep_err;
+    int prep_rc;
+    bool gone;            /* the client went away while its prompt was being prepared */
 } sv_job;
 
 struct server {
     const serve_config *cfg;
     const gen_model *gm;
-    oai_limits lim;
+    struct { int32_t n_vocab, max_n; } lim; /* token ids below n_vocab; n at most max_n */
     struct event_base *base;
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
@@ -94,6 +103,9 @@ struct server {
     bool draining;
     long long started;
     response_store *store; /* Responses API (previous_response_id, GET/DELETE) */
+    prep_pool *prep;       /* prompt workers (template + tokenizer off the loop) */
+    struct event *ev_prep;
+    int64_t n_preparing;   /* admitted requests whose prompt is being prepared */
 };
 
 /* ---- small helpers ---- */
@@ -110,19 +122,6 @@ static void log_line(const char *id, const char *method, const char *path, int s
     else
         LOG_INFO("request %s %s %s status=%d duration=%.3fs%s%s", id, method, path, status, dur, note ? " " : "",
                  note ? note : "");
-}
-
-static const char *method_name(struct evhttp_request *req) {
-    switch (evhttp_request_get_command(req)) {
-    case EVHTTP_REQ_GET: return "GET";
-    case EVHTTP_REQ_POST: return "POST";
-    case EVHTTP_REQ_HEAD: return "HEAD";
-    case EVHTTP_REQ_PUT: return "PUT";
-    case EVHTTP_REQ_DELETE: return "DELETE";
-    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
-    case EVHTTP_REQ_TRACE: return "TRACE";
-    default: return "OTHER";
-    }
 }
 
 /* Sends `body` (taken: freed here) with a status; NULL body -> 500. */
@@ -160,28 +159,11 @@ static void send_error_api(server *s, struct evhttp_request *req, const serve_er
     const char *path = u ? evhttp_uri_get_path(u) : NULL;
     char note[600];
     snprintf(note, sizeof note, "error=\"%s\"", e->message);
-    log_line(id, method_name(req), path ? path : "?", status, NULL, 0, time_now() - t0, note);
+    log_line(id, http_method_name(req), path ? path : "?", status, NULL, 0, time_now() - t0, note);
 }
 
 static void send_error(server *s, struct evhttp_request *req, const serve_error *e, const char *id, double t0) {
     send_error_api(s, req, e, id, t0, RECIPE_API_CHAT);
-}
-
-/* 0 if the peer is still there (or unknown), -1 if it closed its side. */
-static int peer_closed(struct evhttp_connection *evcon) {
-    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
-    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-    if (fd < 0) return 0;
-    char c;
-    ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (r == 0) return -1;
-    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
-    return 0;
-}
-
-static size_t conn_unsent(struct evhttp_connection *evcon) {
-    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
-    return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
 }
 
 /* ---- job list ---- */
@@ -200,7 +182,7 @@ static void job_unlink(server *s, sv_job *j) {
 }
 
 static void maybe_exit(server *s) {
-    if (s->draining && !s->jobs && s->n_flushing == 0) event_base_loopexit(s->base, NULL);
+    if (s->draining && !s->jobs && s->n_flushing == 0 && s->n_preparing == 0) event_base_loopexit(s->base, NULL);
 }
 
 /* A finished generation response is written out by evhttp after we hand it
@@ -224,12 +206,11 @@ static void on_flushed(struct evhttp_request *req, void *arg) {
 static void job_free(sv_job *j) {
     server *s = j->s;
     job_unlink(s, j);
-    s->inflight_choices -= j->g.p.n;
+    s->inflight_choices -= j->n_choices;
     s->m.inflight--;
     gen_job_free(&j->g, s->gm);
     api_job_free(&j->a);
     free(j->t_last);
-    free(j->chunk.p);
     free(j);
     maybe_exit(s);
 }
@@ -274,19 +255,6 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg) {
 
 /* ---- output delivery ---- */
 
-static void sse_put(struct evbuffer *b, const char *json, size_t len) {
-    evbuffer_add(b, "data: ", 6);
-    evbuffer_add(b, json, len);
-    evbuffer_add(b, "\n\n", 2);
-}
-
-static int sse_add(struct evbuffer *b, char *json) {
-    if (!json) return -1;
-    int rc = evbuffer_add_printf(b, "data: %s\n\n", json) < 0 ? -1 : 0;
-    free(json);
-    return rc;
-}
-
 static void on_drained(struct evhttp_connection *evcon, void *arg);
 
 /* Ends a job whose choices all finished. */
@@ -303,24 +271,12 @@ static void job_complete(sv_job *j) {
     evhttp_request_set_on_complete_cb(j->req, on_flushed, s);
     s->n_flushing++;
     int status = 200;
-    if (j->stream && j->a.active && !j->a.multi) { /* the encoder wrote the closing events with the finish */
-        if (j->a.store) {
-            char *body = api_job_response(&j->a, &j->g, j->meta.model);
+    if (j->stream) { /* the encoder wrote the closing events with the finish */
+        if (j->a.store && !j->a.multi) {
+            char *body = api_job_response(&j->a, &j->g, j->model);
             api_ctx ctx = {.store = s->store, .now = time_now()};
             api_job_save(&j->a, &ctx, &j->g, body);
             free(body);
-        }
-        evhttp_send_reply_end(j->req);
-        metrics_request_done(&s->m, 200);
-    } else if (j->stream) {
-        struct evbuffer *b = evbuffer_new();
-        if (b) {
-            if (j->meta.include_usage)
-                sse_add(b, j->a.multi ? api_multi_usage_chunk(&j->a, &j->meta, &j->g)
-                                      : oai_chunk_usage(&j->meta, &j->g));
-            evbuffer_add_printf(b, "data: [DONE]\n\n");
-            evhttp_send_reply_chunk(j->req, b);
-            evbuffer_free(b);
         }
         evhttp_send_reply_end(j->req);
         metrics_request_done(&s->m, 200);
@@ -329,14 +285,12 @@ static void job_complete(sv_job *j) {
         serve_fail(&e, 500, "server_error", NULL, NULL, "generation failed: %s", err);
         send_json(s, j->req, 500, api_error_json(j->api, &e, j->id, &status));
     } else if (j->a.multi) {
-        send_json(s, j->req, 200, api_multi_response(&j->a, &j->meta, &j->g, s->gm->tok));
-    } else if (j->a.active) {
-        char *body = api_job_response(&j->a, &j->g, j->meta.model);
+        send_json(s, j->req, 200, api_multi_response(&j->a, &j->g, j->model, s->gm->tok));
+    } else {
+        char *body = api_job_response(&j->a, &j->g, j->model);
         api_ctx ctx = {.store = s->store, .now = time_now()};
         api_job_save(&j->a, &ctx, &j->g, body);
         send_json(s, j->req, 200, body);
-    } else {
-        send_json(s, j->req, 200, oai_response_json(&j->meta, &j->g, s->gm->tok));
     }
     j->req = NULL;
     job_account(j);
@@ -350,11 +304,11 @@ static void job_complete(sv_job *j) {
  * was freed (completed or client gone), else 0. */
 static int job_pump(sv_job *j, int32_t c) {
     server *s = j->s;
-    if (peer_closed(j->evcon)) {
+    if (http_peer_closed(j->evcon)) {
         evhttp_connection_free(j->evcon); /* runs on_conn_close, which frees j */
         return -1;
     }
-    int r = gen_job_read(&j->g, s->gm, c, !j->stream || j->a.active);
+    int r = gen_job_read(&j->g, s->gm, c, true);
     if (r <= 0 && !gen_job_done(&j->g)) return 0;
     double now = time_now();
     int32_t k = j->g.new_tokens;
@@ -369,33 +323,13 @@ static int job_pump(sv_job *j, int32_t c) {
     if (j->stream && r > 0) {
         struct evbuffer *b = s->out;
         gen_choice *ch = &j->g.choices[c];
-        if (j->a.active && !j->a.multi) { /* recipe: parser -> stream encoder (finish and errors included) */
-            if (ch->out.text_len) api_job_delta(&j->a, ch->out.text, ch->out.text_len);
-            if (ch->finish != CINFER_FINISH_NONE) api_job_finish(&j->a, &j->g);
-            evbuffer_add(b, j->a.out.data, j->a.out.len);
-            j->a.out.len = 0;
-        } else if (j->a.multi) { /* n > 1 / logprobs: one parser per choice, OpenAI chunks (api_multi.c) */
-            api_multi_delta(&j->a, &j->meta, &j->g, c, s->gm->tok);
-            if (ch->finish != CINFER_FINISH_NONE && ch->finish != CINFER_FINISH_ERROR)
-                api_multi_finish(&j->a, &j->meta, &j->g, c);
-            evbuffer_add(b, j->a.out.data, j->a.out.len);
-            j->a.out.len = 0;
-        } else if (!j->g.p.logprobs) { /* the common per-token path: no JSON library, a reused buffer */
-            if (ch->out.text_len && !oai_chunk_text_into(&j->meta, c, ch->out.text, ch->out.text_len, &j->chunk))
-                sse_put(b, j->chunk.p, j->chunk.len);
-        } else {
-            bool empty;
-            char *d = oai_chunk_delta(&j->meta, &j->g, c, s->gm->tok, &empty);
-            if (!empty) sse_add(b, d);
-        }
-        if (j->a.active && !j->a.multi) {
-        } else if (ch->finish == CINFER_FINISH_ERROR) {
-            serve_error e;
-            serve_fail(&e, 500, "server_error", NULL, NULL, "generation failed: %s", ch->error);
-            sse_add(b, oai_error_json(&e));
-        } else if (ch->finish != CINFER_FINISH_NONE && !j->a.multi) {
-            sse_add(b, oai_chunk_finish(&j->meta, &j->g, c));
-        }
+        /* recipe: parser(s) -> stream encoder (finish, usage, [DONE] and errors included) */
+        if (api_stream_delta(&j->a, &j->g, c, s->gm->tok))
+            gen_job_cancel(&j->g, s->gm); /* out of memory: the stream ends with an error at the finish */
+        if (ch->finish != CINFER_FINISH_NONE && api_stream_finish(&j->a, &j->g, c))
+            LOG_WARN("request %s: out of memory while writing the stream's end", j->id);
+        evbuffer_add(b, j->a.out.data, j->a.out.len);
+        j->a.out.len = 0;
         if (evbuffer_get_length(b)) evhttp_send_reply_chunk_with_cb(j->req, b, on_drained, j);
         evbuffer_drain(b, evbuffer_get_length(b)); /* empty already unless evhttp refused it */
     }
@@ -403,10 +337,10 @@ static int job_pump(sv_job *j, int32_t c) {
         job_complete(j);
         return -1;
     }
-    if (j->stream && conn_unsent(j->evcon) > s->cfg->conn_buffer) {
+    if (j->stream && http_conn_unsent(j->evcon) > s->cfg->conn_buffer) {
         j->paused = true;
         s->m.stream_pauses++;
-        LOG_DEBUG("request %s: client not reading (%zu bytes unsent), stream paused", j->id, conn_unsent(j->evcon));
+        LOG_DEBUG("request %s: client not reading (%zu bytes unsent), stream paused", j->id, http_conn_unsent(j->evcon));
     }
     return 0;
 }
@@ -452,18 +386,14 @@ static void on_peek(evutil_socket_t fd, short what, void *arg) {
     sv_job *next;
     for (sv_job *j = s->jobs; j; j = next) {
         next = j->next;
-        if (peer_closed(j->evcon)) evhttp_connection_free(j->evcon);
+        if (http_peer_closed(j->evcon)) evhttp_connection_free(j->evcon);
     }
 }
 
 /* ---- endpoints ---- */
 
-static int check_model(server *s, const char *model, serve_error *e) { /* any served name (model_names.h) */
-    char all[512];
-    if (serve_names_pick(s->cfg->names, model)) return 0;
-    serve_names_join(s->cfg->names, all, sizeof all);
-    return serve_fail(e, 404, "invalid_request_error", "model_not_found", "model",
-                      "The model '%.200s' does not exist (this server serves %s).", model, all);
+static int check_model(server *s, const char *model, serve_error *e) {
+    return route_check_model(s->cfg->names, model, e);
 }
 
 static int request_traffic_class(server *s, struct evhttp_request *req, int field, int *cls, serve_error *e);
@@ -485,6 +415,14 @@ static void fail_generate(server *s, struct evhttp_request *req, const serve_err
     send_error_api(s, req, e, id, t0, api);
 }
 
+static void on_prep_close(struct evhttp_connection *evcon, void *arg);
+static void prep_run(prep_task *t);
+static void util_run(prep_task *t);
+static void util_done(prep_task *t);
+static void job_started(sv_job *j);
+
+/* Parses and admits a generation request; its prompt is then prepared on a worker (prep_run)
+ * and the job continues in prep_done. */
 static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind, recipe_api api, const char *path,
                             const char *body, size_t len, double t0) {
     serve_error e = {0};
@@ -496,9 +434,9 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     a.created = (int64_t)time(NULL);
     int trc = tenant_of_request(s->cfg, req, a.tenant);
     api_ctx actx = make_api_ctx(s);
-    int rc = kind == GEN_COMPLETION ? oai_parse_completion(body, len, &s->lim, &p, &e)
+    int rc = kind == GEN_COMPLETION ? api_completion_parse(&a, body, len, &actx, &p, &e)
                                     : api_job_parse(&a, api, body, len, &actx, &p, &e);
-    if (!rc && a.active && api_job_prepare(&a, &actx, &p, &e)) {
+    if (!rc && kind == GEN_CHAT && api_job_prepare(&a, &actx, &p, &e)) {
         gen_params_free(&p);
         rc = -1;
     }
@@ -547,34 +485,63 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     j->stream = p.stream;
     snprintf(j->id, sizeof j->id, "%s", id);
     snprintf(j->path, sizeof j->path, "%s", path);
-    j->meta.kind = kind;
-    j->meta.id = j->id;
-    j->meta.created = (long long)time(NULL);
-    j->meta.model = serve_names_pick(s->cfg->names, p.model); /* echoed: the name the request used */
-    j->meta.include_usage = p.stream && p.include_usage;
-    int32_t n = p.n;
-    if (gen_job_start(&j->g, s->gm, &p, &e)) {
-        gen_job_free(&j->g, s->gm);
-        free(tl);
-        free(j);
-        fail_generate(s, req, &e, id, t0, &a, api);
-        return;
-    }
-    j->a = a; /* moved: freed with the job */
-    if (j->a.active) api_job_prompt_check(&j->a, &j->g, s->gm->tok);
-    if (j->a.active && j->stream &&
-        (j->a.multi ? api_multi_begin(&j->a, &j->meta, &j->g) : api_job_begin(&j->a, &j->g, j->meta.model))) {
-        serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
-        gen_job_free(&j->g, s->gm);
-        a = j->a; /* with what the failed begin allocated (parsers, encoder, output) */
-        free(tl);
-        free(j);
-        fail_generate(s, req, &e, id, t0, &a, api);
-        return;
-    }
-    job_link(s, j);
-    s->inflight_choices += n;
+    j->n_choices = p.n;
+    j->model = serve_names_pick(s->cfg->names, p.model);
+    j->a = a;      /* moved: freed with the job */
+    j->prep_p = p; /* moved: into j->g by gen_job_prepare */
+    if (j->prep_p.req) j->prep_p.req = &j->a.req; /* the request moved with the api_job */
+    s->inflight_choices += j->n_choices; /* admitted: counts against --max-seqs + --max-queue from now on */
     s->m.inflight++;
+    s->n_preparing++;
+    evhttp_connection_set_closecb(j->evcon, on_prep_close, j);
+    j->task.run = prep_run;
+    prep_submit(s->prep, &j->task); /* continues in prep_done, on this loop */
+}
+
+/* Ends an admitted job that never started (its prompt failed, the client left, or shutdown):
+ * the reservation is returned and everything freed, engine requests included. */
+static void job_drop(sv_job *j) {
+    server *s = j->s;
+    s->inflight_choices -= j->n_choices;
+    s->m.inflight--;
+    gen_job_free(&j->g, s->gm);
+    gen_params_free(&j->prep_p);
+    api_job_free(&j->a);
+    free(j->t_last);
+    free(j);
+    maybe_exit(s);
+}
+
+/* Back on the loop with a prepared prompt: submit, then the response starts (stream headers and
+ * role chunks) and output flows through job_pump. */
+static void prep_done(sv_job *j) {
+    server *s = j->s;
+    serve_error e = {0};
+    s->n_preparing--;
+    if (j->gone) { /* on_prep_close already answered for it (499) */
+        job_drop(j);
+        return;
+    }
+    evhttp_connection_set_closecb(j->evcon, NULL, NULL);
+    if (!j->task.ran) serve_fail(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+    else if (j->prep_rc) e = j->prep_err;
+    else if (!gen_job_submit(&j->g, s->gm, &e)) {
+        if (!j->a.completion) api_job_prompt_check(&j->a, &j->g, s->gm->tok);
+        if (!(j->a.active && j->stream &&
+              api_stream_begin(&j->a, &j->g, j->model))) {
+            job_started(j);
+            return;
+        }
+        serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    send_error_api(s, j->req, &e, j->id, j->t_arrival, j->api);
+    job_drop(j); /* releases the engine requests a failed begin left running */
+}
+
+static void job_started(sv_job *j) {
+    server *s = j->s;
+    struct evhttp_request *req = j->req;
+    job_link(s, j);
     evhttp_connection_set_closecb(j->evcon, on_conn_close, j);
     if (j->stream) {
         /* bound the kernel's share of an unread stream too (it autotunes up to MBs) */
@@ -586,117 +553,133 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         evhttp_add_header(h, "Content-Type", "text/event-stream");
         evhttp_add_header(h, "Cache-Control", "no-cache");
         evhttp_add_header(h, "X-Request-Id", j->id);
-        if (api == RECIPE_API_MESSAGES) evhttp_add_header(h, "request-id", j->id);
+        if (j->api == RECIPE_API_MESSAGES) evhttp_add_header(h, "request-id", j->id);
         evhttp_send_reply_start(req, 200, "OK");
-        if (kind == GEN_CHAT && (!j->a.active || j->a.multi)) {
+        if (j->a.out.len) { /* opening events (+ forced calls' first deltas) from api_stream_begin */
             struct evbuffer *b = evbuffer_new();
-            if (b && j->a.multi) { /* role chunks (+ forced calls' first deltas) from api_multi_begin */
+            if (b) {
                 evbuffer_add(b, j->a.out.data, j->a.out.len);
                 j->a.out.len = 0;
-            }
-            if (b) {
-                for (int32_t c = 0; c < n && !j->a.multi; c++) sse_add(b, oai_chunk_role(&j->meta, c));
                 evhttp_send_reply_chunk_with_cb(req, b, on_drained, j);
                 evbuffer_free(b);
             }
         }
     } else {
         evhttp_add_header(evhttp_request_get_output_headers(req), "X-Request-Id", j->id);
-        if (api == RECIPE_API_MESSAGES) evhttp_add_header(evhttp_request_get_output_headers(req), "request-id", j->id);
+        if (j->api == RECIPE_API_MESSAGES) evhttp_add_header(evhttp_request_get_output_headers(req), "request-id", j->id);
     }
 }
 
-static void handle_tokenize(server *s, struct evhttp_request *req, const char *body, size_t len, double t0) {
-    serve_error e = {0};
-    char *prompt, *model;
-    size_t plen = 0;
-    json_t *msgs;
-    bool add;
-    int32_t *ids = NULL, n = 0;
-    char id[48];
-    make_id(s, "tok-", id, sizeof id);
-    if (oai_parse_tokenize(body, len, &prompt, &plen, &msgs, &add, &model, &e) || check_model(s, model, &e) ||
-        (prompt ? gen_text_prompt(s->gm, prompt, plen, add, &ids, &n, &e)
-                : gen_chat_prompt(s->gm, msgs, add, &ids, &n, &e))) {
-        free(prompt);
-        free(model);
-        if (msgs) json_decref(msgs);
-        free(ids);
-        send_error(s, req, &e, id, t0);
-        return;
-    }
-    json_t *arr = json_array();
-    for (int32_t i = 0; arr && i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
-    json_t *o = arr ? json_pack("{s:i, s:i, s:o}", "count", n, "max_model_len", s->gm->ctx, "tokens", arr) : NULL;
-    char *out = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    if (o) json_decref(o);
-    free(prompt);
-    free(model);
-    if (msgs) json_decref(msgs);
-    free(ids);
-    send_json(s, req, 200, out);
-    log_line(id, "POST", "/tokenize", 200, NULL, 0, time_now() - t0, NULL);
+/* ---- prompt workers (prep.c) ---- */
+
+static void prep_run(prep_task *t) { /* a worker thread: reads only the model (immutable) */
+    sv_job *j = (sv_job *)((char *)t - offsetof(sv_job, task));
+    j->prep_rc = gen_job_prepare(&j->g, j->s->gm, &j->prep_p, &j->prep_err);
 }
 
-static void handle_detokenize(server *s, struct evhttp_request *req, const char *body, size_t len, double t0) {
-    serve_error e = {0};
-    int32_t *ids, n;
-    char *model;
-    char id[48];
-    make_id(s, "detok-", id, sizeof id);
-    if (oai_parse_detokenize(body, len, &s->lim, &ids, &n, &model, &e) || check_model(s, model, &e)) {
-        free(ids);
-        free(model);
-        send_error(s, req, &e, id, t0);
-        return;
-    }
-    detok_stream d;
-    detok_init(&d, s->gm->tok, n > 0 && ids[0] == tokenizer_bos(s->gm->tok), false);
-    size_t piece_cap = 64 + tokenizer_max_token_len(s->gm->tok);
-    struct evbuffer *text = evbuffer_new();
-    char *piece = malloc(piece_cap);
-    char *out = NULL;
-    if (text && piece) {
-        for (int32_t i = 0; i < n; i++) evbuffer_add(text, piece, detok_push(&d, ids[i], piece, piece_cap));
-        evbuffer_add(text, piece, detok_flush(&d, piece, piece_cap));
-        size_t tl = evbuffer_get_length(text);
-        const char *tp = (const char *)evbuffer_pullup(text, -1);
-        json_t *o = json_pack("{s:s%}", "prompt", tp ? tp : "", tp ? tl : 0);
-        out = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        if (o) json_decref(o);
-    }
-    if (text) evbuffer_free(text);
-    free(piece);
-    free(ids);
-    free(model);
-    send_json(s, req, 200, out);
-    log_line(id, "POST", "/detokenize", 200, NULL, 0, time_now() - t0, NULL);
+/* A task back from the workers: a generation prompt (prep_done) or a small endpoint (util_done). */
+static void finish_task(prep_task *t) {
+    if (t->run == util_run) util_done(t);
+    else prep_done((sv_job *)((char *)t - offsetof(sv_job, task)));
 }
 
-static void handle_count_tokens(server *s, struct evhttp_request *req, const char *body, size_t len, double t0) {
-    serve_error e = {0};
-    gen_params p;
-    int32_t *ids = NULL, n = 0;
+static void on_prep(evutil_socket_t fd, short what, void *arg) {
+    server *s = arg;
+    (void)fd;
+    (void)what;
+    prep_task *t;
+    while ((t = prep_take_done(s->prep))) finish_task(t);
+}
+
+/* The client went away while its prompt was being prepared: answered (499) now, dropped when the
+ * worker hands the job back (prep_done). */
+static void on_prep_close(struct evhttp_connection *evcon, void *arg) {
+    sv_job *j = arg;
+    (void)evcon;
+    j->s->m.disconnected++;
+    metrics_request_done(&j->s->m, 499);
+    log_line(j->id, "POST", j->path, 499, NULL, 0, time_now() - j->t_arrival,
+             "client disconnected while its prompt was prepared");
+    if (evhttp_request_get_connection(j->req) == NULL) evhttp_request_free(j->req);
+    j->req = NULL;
+    j->gone = true;
+}
+
+/* POST /tokenize, /detokenize, /v1/messages/count_tokens: the answer (routes.c: template and
+ * tokenizer) is computed on a prompt worker like a generation prompt, then sent from the loop. */
+typedef struct util_task {
+    prep_task task;
+    server *s;
+    struct evhttp_request *req;
+    route_kind k;
+    route_ctx rc;
+    char *body, *out;
+    size_t len;
+    serve_error e;
+    int rc_run;
+    bool gone;
     char id[48];
-    make_id(s, "req_", id, sizeof id);
-    api_ctx actx = make_api_ctx(s);
-    if (api_count_tokens_parse(body, len, &actx, &p, &e)) {
-        send_error_api(s, req, &e, id, t0, RECIPE_API_MESSAGES);
+    double t0;
+} util_task;
+
+static void util_run(prep_task *t) { /* a worker thread: reads the body copy and the model only */
+    util_task *u = (util_task *)((char *)t - offsetof(util_task, task));
+    u->rc_run = route_run(&u->rc, u->k, u->body, u->len, &u->out, &u->e);
+}
+
+static void on_util_close(struct evhttp_connection *evcon, void *arg) {
+    util_task *u = arg;
+    (void)evcon;
+    metrics_request_done(&u->s->m, 499);
+    if (evhttp_request_get_connection(u->req) == NULL) evhttp_request_free(u->req);
+    u->req = NULL;
+    u->gone = true;
+}
+
+static void util_done(prep_task *t) {
+    static const char *const paths[] = {"/tokenize", "/detokenize", "/v1/messages/count_tokens"};
+    util_task *u = (util_task *)((char *)t - offsetof(util_task, task));
+    server *s = u->s;
+    s->n_preparing--;
+    if (!u->gone) {
+        evhttp_connection_set_closecb(evhttp_request_get_connection(u->req), NULL, NULL);
+        if (!u->task.ran) serve_fail(&u->e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        if (!u->task.ran || u->rc_run) {
+            send_error_api(s, u->req, &u->e, u->id, u->t0, u->k == ROUTE_COUNT_TOKENS ? RECIPE_API_MESSAGES : RECIPE_API_CHAT);
+        } else {
+            if (u->k == ROUTE_COUNT_TOKENS) evhttp_add_header(evhttp_request_get_output_headers(u->req), "request-id", u->id);
+            send_json(s, u->req, 200, u->out); /* takes out */
+            u->out = NULL;
+            log_line(u->id, "POST", paths[u->k], 200, NULL, 0, time_now() - u->t0, NULL);
+        }
+    }
+    free(u->out);
+    free(u->body);
+    free(u);
+    maybe_exit(s);
+}
+
+static void handle_util(server *s, struct evhttp_request *req, route_kind k, const char *body, size_t len, double t0) {
+    static const char *const pre[] = {"tok-", "detok-", "req_"};
+    util_task *u = calloc(1, sizeof *u);
+    char *copy = malloc(len + 1); /* the request (and its body) may go away while a worker reads it */
+    if (!u || !copy) {
+        free(u);
+        free(copy);
+        serve_error e;
+        serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+        send_error_api(s, req, &e, "-", t0, k == ROUTE_COUNT_TOKENS ? RECIPE_API_MESSAGES : RECIPE_API_CHAT);
         return;
     }
-    if (check_model(s, p.model, &e) ||
-        gen_chat_prompt_ex(s->gm, p.messages, p.tools, p.tmpl_kwargs, true, &ids, &n, &e)) {
-        gen_params_free(&p);
-        send_error_api(s, req, &e, id, t0, RECIPE_API_MESSAGES);
-        return;
-    }
-    gen_params_free(&p);
-    free(ids);
-    char *out = malloc(48);
-    if (out) snprintf(out, 48, "{\"input_tokens\":%d}", n);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "request-id", id);
-    send_json(s, req, 200, out);
-    log_line(id, "POST", "/v1/messages/count_tokens", 200, NULL, 0, time_now() - t0, NULL);
+    memcpy(copy, body, len);
+    copy[len] = 0;
+    *u = (util_task){.s = s, .req = req, .k = k, .body = copy, .len = len, .t0 = t0,
+                     .rc = {.gm = s->gm, .names = s->cfg->names, .actx = make_api_ctx(s)}};
+    make_id(s, pre[k], u->id, sizeof u->id);
+    s->n_preparing++;
+    evhttp_connection_set_closecb(evhttp_request_get_connection(req), on_util_close, u);
+    u->task.run = util_run;
+    prep_submit(s->prep, &u->task); /* continues in util_done */
 }
 
 /* GET / DELETE /v1/responses/{id} */
@@ -722,33 +705,9 @@ static void handle_stored_response(server *s, struct evhttp_request *req, const 
     if (o) json_decref(o);
 }
 
-static bool key_matches(const char *k, const char *want) {
-    size_t kl = strlen(k), wl = strlen(want);
-    unsigned diff = (unsigned)(kl ^ wl);
-    for (size_t i = 0; i < wl; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < kl ? k[i] : 0);
-    return diff == 0;
-}
-
-/* Authorization: Bearer KEY, or Anthropic's x-api-key: KEY.
- * *key_cls: the matched key's default traffic class (TRAFFIC_UNSET if none). */
-static bool authorized_key(server *s, struct evhttp_request *req, int *key_cls) {
-    *key_cls = TRAFFIC_UNSET;
-    bool table = s->cfg->keys && s->cfg->keys->n > 0;
-    if (!table && !s->cfg->api_key) return true;
-    struct evkeyvalq *hdr = evhttp_request_get_input_headers(req);
-    const char *k = evhttp_find_header(hdr, "x-api-key");
-    if (!k) {
-        const char *h = evhttp_find_header(hdr, "Authorization");
-        if (!h || strncasecmp(h, "Bearer ", 7)) return false;
-        k = h + 7;
-    }
-    if (table) return traffic_keys_match(s->cfg->keys, k, key_cls);
-    return key_matches(k, s->cfg->api_key);
-}
-
 static bool authorized(server *s, struct evhttp_request *req) {
     int cls;
-    return authorized_key(s, req, &cls);
+    return http_authorized(s->cfg->api_key, s->cfg->keys, req, &cls);
 }
 
 /* The traffic class a generation request runs with (serve/traffic.h):
@@ -760,7 +719,7 @@ static int request_traffic_class(server *s, struct evhttp_request *req, int fiel
     if (traffic_class_from_header(evhttp_find_header(evhttp_request_get_input_headers(req), TRAFFIC_HEADER), &header,
                                   e))
         return -1;
-    authorized_key(s, req, &key_cls);
+    http_authorized(s->cfg->api_key, s->cfg->keys, req, &key_cls);
     *cls = traffic_class_resolve(field, header, key_cls);
     return 0;
 }
@@ -813,7 +772,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
                      : resp || one_resp                                    ? RECIPE_API_RESPONSES
                                                                            : RECIPE_API_CHAT;
     if (!gen_chat && !gen_cmpl && !tok && !detok && !models && !one_model && !msgs && !count && !resp && !one_resp) {
-        serve_fail(&e, 404, "invalid_request_error", "not_found", NULL, "no route for %.100s %.200s", method_name(req),
+        serve_fail(&e, 404, "invalid_request_error", "not_found", NULL, "no route for %.100s %.200s", http_method_name(req),
                    path);
         send_error_api(s, req, &e, id, t0, api);
         return;
@@ -826,8 +785,13 @@ static void on_request(struct evhttp_request *req, void *arg) {
     }
     if (one_resp) {
         if (!get && cmd != EVHTTP_REQ_DELETE) goto bad_method;
-        char *rid = evhttp_uridecode(path + 14, 0, NULL);
-        if (rid) handle_stored_response(s, req, rid, cmd == EVHTTP_REQ_DELETE, t0);
+        bool cut;
+        char *rid = http_path_id(path + 14, &cut);
+        if (rid && cut) { /* "/v1/responses/resp_x%00y" must not name resp_x */
+            serve_fail(&e, 404, "invalid_request_error", "not_found", "response_id",
+                       "No response found with id '%.100s' (the id contains an encoded NUL byte).", rid);
+            send_error_api(s, req, &e, id, t0, RECIPE_API_RESPONSES);
+        } else if (rid) handle_stored_response(s, req, rid, cmd == EVHTTP_REQ_DELETE, t0);
         else evhttp_send_error(req, 500, NULL);
         free(rid);
         return;
@@ -839,14 +803,18 @@ static void on_request(struct evhttp_request *req, void *arg) {
     }
     if (one_model) {
         if (!get) goto bad_method;
-        char *name = evhttp_uridecode(path + 11, 0, NULL);
-        if (!name || check_model(s, name, &e)) {
+        bool cut;
+        char *name = http_path_id(path + 11, &cut);
+        if (name && cut)
+            serve_fail(&e, 404, "invalid_request_error", "model_not_found", "model",
+                       "The model '%.200s' does not exist (the id contains an encoded NUL byte).", name);
+        if (!name || cut || check_model(s, name, &e)) {
             free(name);
             if (!e.status) serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
             send_error(s, req, &e, id, t0);
             return;
         }
-        send_json(s, req, 200, oai_model_json(serve_names_pick(s->cfg->names, name), s->started));
+        send_json(s, req, 200, route_models_json(serve_names_pick(s->cfg->names, name), s->started, true));
         free(name);
         return;
     }
@@ -872,13 +840,11 @@ static void on_request(struct evhttp_request *req, void *arg) {
     }
     if (gen_chat || gen_cmpl || msgs || resp)
         handle_generate(s, req, gen_cmpl ? GEN_COMPLETION : GEN_CHAT, api, path, body, len, t0);
-    else if (count) handle_count_tokens(s, req, body, len, t0);
-    else if (tok) handle_tokenize(s, req, body, len, t0);
-    else handle_detokenize(s, req, body, len, t0);
+    else handle_util(s, req, count ? ROUTE_COUNT_TOKENS : tok ? ROUTE_TOKENIZE : ROUTE_DETOKENIZE, body, len, t0);
     return;
 bad_method:
     serve_fail(&e, 405, "invalid_request_error", "method_not_allowed", NULL, "%s is not allowed on %.200s",
-               method_name(req), path);
+               http_method_name(req), path);
     send_error_api(s, req, &e, id, t0, api);
 }
 
@@ -968,6 +934,12 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
     s->ev_sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
     s->ev_sigint = evsignal_new(s->base, SIGINT, on_signal, s);
     s->ev_peek = event_new(s->base, -1, EV_PERSIST, on_peek, s);
+    if (!(s->prep = prep_pool_new(2)) ||
+        !(s->ev_prep = event_new(s->base, prep_pool_fd(s->prep), EV_READ | EV_PERSIST, on_prep, s)) ||
+        event_add(s->ev_prep, NULL)) {
+        cf_fail(err, "cannot start the prompt workers");
+        goto done;
+    }
     struct timeval peek_tv = {0, 25000};
     if (!s->out || !s->ev_engine || !s->ev_sigterm || !s->ev_sigint || !s->ev_peek || event_add(s->ev_engine, NULL) ||
         event_add(s->ev_sigterm, NULL) || event_add(s->ev_sigint, NULL) || event_add(s->ev_peek, &peek_tv)) {
@@ -978,6 +950,9 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
             cfg->model_name, gm->ctx);
     fflush(stderr);
     event_base_dispatch(s->base);
+    /* prompts still being prepared: the workers finish the one in hand, the rest never run */
+    prep_pool_stop(s->prep);
+    for (prep_task *t; (t = prep_take_done(s->prep));) finish_task(t); /* not run: answered 503, freed */
     /* requests still here were cancelled at the deadline and did not end in time */
     while (s->jobs) {
         sv_job *j = s->jobs;
@@ -991,6 +966,9 @@ done:
     if (s->ev_sigterm) event_free(s->ev_sigterm);
     if (s->ev_sigint) event_free(s->ev_sigint);
     if (s->ev_peek) event_free(s->ev_peek);
+    if (s->ev_prep) event_free(s->ev_prep);
+    if (s->prep) prep_pool_stop(s->prep); /* no-op when stopped above */
+    prep_pool_free(s->prep);
     if (s->ev_deadline) event_free(s->ev_deadline);
     if (s->http) evhttp_free(s->http);
     conn_guard_free(s->guard); /* after evhttp (its connections), before the base */

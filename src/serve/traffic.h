@@ -13,7 +13,7 @@
  * Pure functions plus a small immutable table built once by cmd_serve.c and
  * borrowed by the server (read on the HTTP loop thread only). Called by
  * server.c (every generation route, whatever its request format) and
- * oai_request.c (the field). */
+ * api_request.c (the field, as recipe keeps it: traffic_class_from_text). */
 #ifndef CINFER_SERVE_TRAFFIC_H
 #define CINFER_SERVE_TRAFFIC_H
 

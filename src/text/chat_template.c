@@ -1,5 +1,6 @@
 /* chat_template.c - public chat-template API: parse once, render many times
- * against a JSON context (jansson values -> interpreter values), GGUF
+ * against a JSON context (jansson values -> interpreter values; the canonical-request
+ * context is built by chat_template_req.c through jinja_render), GGUF
  * `tokenizer.chat_template` lookup with a ChatML fallback.
  *
  * Ownership: a chat_template owns its copy of the source and the AST arena;
@@ -54,7 +55,7 @@ void chat_template_free(chat_template *t) {
 
 const char *chat_template_source(const chat_template *t) { return t->src; }
 
-static jv from_json(jjob *j, const json_t *x, int depth) {
+jv jv_from_json(jjob *j, const json_t *x, int depth) {
     if (depth > JINJA_MAX_DEPTH) jfail(j, 0, "context nested too deeply");
     switch (json_typeof(x)) {
     case JSON_OBJECT: {
@@ -65,13 +66,13 @@ static jv from_json(jjob *j, const json_t *x, int depth) {
             jv key = jv_str(j, k, strlen(k));
             /* keys are unique in a jansson object: append directly */
             d.u.d->k[d.u.d->n] = key;
-            d.u.d->v[d.u.d->n++] = from_json(j, v, depth + 1);
+            d.u.d->v[d.u.d->n++] = jv_from_json(j, v, depth + 1);
         }
         return d;
     }
     case JSON_ARRAY: {
         jv l = jv_newlist(j, json_array_size(x));
-        for (size_t i = 0; i < json_array_size(x); i++) jlist_push(j, l.u.l, from_json(j, json_array_get(x, i), depth + 1));
+        for (size_t i = 0; i < json_array_size(x); i++) jlist_push(j, l.u.l, jv_from_json(j, json_array_get(x, i), depth + 1));
         return l;
     }
     case JSON_STRING: return jv_str(j, json_string_value(x), json_string_length(x));
@@ -83,11 +84,10 @@ static jv from_json(jjob *j, const json_t *x, int depth) {
     }
 }
 
-int chat_template_render_at(const chat_template *t, const json_t *context, int64_t now, char **out, size_t *out_len,
-                            cf_err *err) {
+int jinja_render(const jtemplate *t, int64_t now, void (*fill)(jjob *j, jscope *globals, const void *arg),
+                 const void *arg, char **out, size_t *out_len, cf_err *err) {
     *out = NULL;
     if (out_len) *out_len = 0;
-    if (!context || !json_is_object(context)) return cf_fail(err, "chat template: context must be a JSON object");
     jarena arena;
     jarena_init(&arena, JINJA_MAX_ARENA);
     jjob job = {.err = err, .arena = &arena, .work_limit = JINJA_MAX_WORK};
@@ -98,14 +98,12 @@ int chat_template_render_at(const chat_template *t, const json_t *context, int64
     }
     jv_set_current_job(&job);
     jscope *globals = jscope_new(&job, NULL);
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)context, k, v) jscope_set(&job, globals, k, from_json(&job, v, 0));
+    fill(&job, globals, arg);
     jbuf buf = {.limit = JINJA_MAX_OUTPUT};
     jctx c = {.job = &job, .globals = globals, .out = &buf, .now = now};
     /* top-level template code runs in its own scope above the context */
     jscope *top = jscope_new(&job, globals);
-    jexec_body(&c, top, t->t.body, t->t.nbody);
+    jexec_body(&c, top, t->body, t->nbody);
     jv_set_current_job(NULL);
     char *res = malloc(buf.n + 1);
     if (!res) {
@@ -119,6 +117,22 @@ int chat_template_render_at(const chat_template *t, const json_t *context, int64
     jarena_free(&arena);
     return 0;
 }
+
+static void fill_json(jjob *j, jscope *globals, const void *arg) {
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)arg, k, v) jscope_set(j, globals, k, jv_from_json(j, v, 0));
+}
+
+int chat_template_render_at(const chat_template *t, const json_t *context, int64_t now, char **out, size_t *out_len,
+                            cf_err *err) {
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    if (!context || !json_is_object(context)) return cf_fail(err, "chat template: context must be a JSON object");
+    return jinja_render(&t->t, now, fill_json, context, out, out_len, err);
+}
+
+const jtemplate *chat_template_jinja(const chat_template *t) { return &t->t; }
 
 int chat_template_render(const chat_template *t, const json_t *context, char **out, size_t *out_len, cf_err *err) {
     return chat_template_render_at(t, context, (int64_t)time(NULL), out, out_len, err);

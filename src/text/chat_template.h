@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "cinfer/recipe.h"
 #include "format/gguf.h"
 
 typedef struct chat_template chat_template;
@@ -39,6 +40,32 @@ int chat_template_render(const chat_template *t, const json_t *context, char **o
 /* Same with a fixed clock for strftime_now (seconds since the Unix epoch, UTC). */
 int chat_template_render_at(const chat_template *t, const json_t *context, int64_t now, char **out, size_t *out_len,
                             cf_err *err);
+
+/* A render context built straight from recipe's canonical request (chat_template_req.c), without
+ * a JSON round trip: the template variables `messages` (the request's messages: top-level system
+ * text first, then the rest; roles system/developer -> "system", user,
+ * assistant, tool; content = the TEXT parts concatenated; assistant `reasoning_content`,
+ * `tool_calls` [{id, type: function, function: {name, arguments}}] with arguments as an object
+ * when they are one; tool messages {role, content, tool_call_id}; `name`), `tools` (OpenAI's
+ * shape, schemas parsed; only with tools and tool_choice other than none), the request's
+ * chat_template_kwargs, `enable_thinking` (thinking / reasoning effort, unless the kwargs set
+ * it), `add_generation_prompt`, `bos_token`, `eos_token`. Images are not rendered (the caller
+ * refuses them). */
+typedef struct chat_template_req {
+    const recipe_request *req;
+    const char *const *content;     /* NULL, or one per req message: the content the template sees instead
+                                     * (user-text sentinels); NULL entries keep the message's own */
+    bool add_generation_prompt;
+    const char *bos_token, *eos_token;
+} chat_template_req;
+int chat_template_render_req(const chat_template *t, const chat_template_req *in, char **out, size_t *out_len,
+                             cf_err *err);
+/* A message's content as the template sees it (TEXT parts concatenated; a tool message: its
+ * result's), malloc'd; NULL when out of memory. */
+char *chat_template_message_text(const recipe_message *m);
+/* The template's enable_thinking for a request: 1 / 0, or -1 when the request says nothing
+ * (thinking unset and no reasoning effort; effort none -> 0). */
+int chat_template_thinking(const recipe_request *r);
 
 /* Parses the GGUF key `tokenizer.chat_template`; when the key is absent the
  * ChatML fallback is used and *is_fallback (if non-NULL) is set. */

@@ -231,6 +231,15 @@ void jexec_body(jctx *c, jscope *s, jnode *const *body, int n);
 jv jscope_lookup(jscope *s, const char *name);
 void jscope_set(jjob *j, jscope *s, const char *name, jv v);
 jscope *jscope_new(jjob *j, jscope *parent);
+/* chat_template.c: renders t with the globals `fill` sets (it may jfail); the entry points of
+ * chat_template.h and chat_template_req.c. *out is malloc'd. */
+int jinja_render(const jtemplate *t, int64_t now, void (*fill)(jjob *j, jscope *globals, const void *arg),
+                 const void *arg, char **out, size_t *out_len, cf_err *err);
+/* A jansson value as an interpreter value (strings point into x, which outlives the render). */
+struct json_t;
+jv jv_from_json(jjob *j, const struct json_t *x, int depth);
+struct chat_template;
+const jtemplate *chat_template_jinja(const struct chat_template *t);
 
 /* filters.c: filter by name, test by name, method call on a value */
 jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args, int nargs, const char **kwn,

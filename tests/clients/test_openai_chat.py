@@ -1,8 +1,9 @@
 """test_openai_chat.py - `cinfer serve` driven by the official openai SDK (pinned in
 requirements.txt): chat non-streaming and streaming, completions (checked against
 `cinfer run`), n=2, stop strings, seed reproducibility, cached_tokens on a repeated
-prompt, logprobs, /v1/models, /tokenize and /detokenize. Run by
+prompt, logprobs, the vLLM extras (extra_body), /v1/models, /tokenize and /detokenize. Run by
 tests/integration/serve_openai.sh with the project venv."""
+import json
 import subprocess
 import unittest
 
@@ -68,6 +69,28 @@ class TestChat(unittest.TestCase):
         self.assertEqual([ch.choices[0].finish_reason for ch in chunks if ch.choices][-1], "stop")
         self.assertEqual("".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices),
                          full[:full.index(word)])
+
+    def test_vllm_extras(self):
+        # extra_body fields are honoured, never ignored: include_stop_str_in_output keeps the
+        # matched stop string, min_tokens holds EOS back (a -100 bias... here +100 on EOS, id 2),
+        # ignore_eos runs to max_tokens, stop_token_ids ends at the first such id
+        full = chat(max_tokens=40).choices[0].message.content
+        word = full.split()[2]
+        c = chat(max_tokens=40, stop=[word], extra_body={"include_stop_str_in_output": True}).choices[0]
+        self.assertEqual(c.finish_reason, "stop")
+        self.assertEqual(c.message.content, full[:full.index(word) + len(word)])
+        r = chat(max_tokens=12, logit_bias={"2": 100}, extra_body={"min_tokens": 5})
+        self.assertEqual(r.choices[0].finish_reason, "stop")
+        self.assertEqual(r.usage.completion_tokens, 6)
+        r = chat(max_tokens=12, logit_bias={"2": 100}, extra_body={"ignore_eos": True})
+        self.assertEqual(r.choices[0].finish_reason, "length")
+        self.assertEqual(r.usage.completion_tokens, 12)
+        st, _, body = SRV.http("POST", "/tokenize", {"prompt": full, "add_special_tokens": False})
+        self.assertEqual(st, 200, body)
+        ids = json.loads(body)["tokens"]
+        r = chat(max_tokens=40, extra_body={"stop_token_ids": [ids[3]]})
+        self.assertEqual(r.choices[0].finish_reason, "stop")
+        self.assertLessEqual(r.usage.completion_tokens, 4)
 
     def test_streaming_matches_non_streaming(self):
         full = chat(max_tokens=40).choices[0]

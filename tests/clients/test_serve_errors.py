@@ -71,7 +71,20 @@ class TestErrors(unittest.TestCase):
                  ({"messages": []}, "messages"), ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0]"),
                  ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
                   "messages[0]"),
-                 ({"cache_salt": ""}, "cache_salt"), ({"seed": 1.5}, "seed")]
+                 ({"cache_salt": ""}, "cache_salt"), ({"seed": 1.5}, "seed"),
+                 # issue 14 §4.6: wrong types are refused, never ignored
+                 ({"tools": 5}, "tools"), ({"tool_choice": 5}, "tool_choice"),
+                 ({"response_format": 5}, "response_format"), ({"model": ""}, "model"),
+                 ({"logit_bias": {" 1": 1}}, "logit_bias"), ({"logit_bias": {"01": 1}}, "logit_bias"),
+                 ({"logit_bias": {"-0": 1}}, "logit_bias"),
+                 # structured outputs are not implemented: refused, naming the field
+                 ({"response_format": {"type": "json_object"}}, "response_format"),
+                 ({"guided_json": {"type": "object"}}, "guided_json"), ({"guided_regex": "a+"}, "guided_regex"),
+                 ({"guided_choice": ["a"]}, "guided_choice"), ({"guided_grammar": "x"}, "guided_grammar"),
+                 # vLLM extras are typed
+                 ({"min_tokens": -1}, "min_tokens"), ({"ignore_eos": "yes"}, "ignore_eos"),
+                 ({"stop_token_ids": [99999]}, "stop_token_ids"), ({"skip_special_tokens": 1}, "skip_special_tokens"),
+                 ({"include_stop_str_in_output": "no"}, "include_stop_str_in_output")]
         for extra, param in cases:
             body = dict(CHAT)
             body.update(extra)
@@ -80,6 +93,17 @@ class TestErrors(unittest.TestCase):
         self.assertError(post("/v1/completions", {"model": MODEL_NAME, "prompt": ["a", "b"]}), 400, param="prompt")
         self.assertError(post("/v1/completions", {"model": MODEL_NAME, "prompt": [1, 99999]}), 400, param="prompt")
         self.assertError(post("/v1/completions", {"model": MODEL_NAME, "prompt": "x", "echo": True}), 400, param="echo")
+
+    def test_url_ids_with_nul(self):
+        # an encoded NUL must not cut the id short ("stories260K%00x" is not "stories260K")
+        st, _, _ = SRV.http("GET", "/v1/models/" + MODEL_NAME, headers=AUTH)
+        self.assertEqual(st, 200)
+        st, _, body = SRV.http("GET", "/v1/models/" + MODEL_NAME + "%00x", headers=AUTH)
+        self.assertEqual(st, 404, body)
+        st, _, body = SRV.http("GET", "/v1/responses/resp_x%00y", headers=AUTH)
+        self.assertEqual(st, 404, body)
+        st, _, body = SRV.http("DELETE", "/v1/responses/resp_x%00y", headers=AUTH)
+        self.assertEqual(st, 404, body)
 
     def test_api_key(self):
         self.assertError(post("/v1/chat/completions", CHAT, headers={}), 401, code="invalid_api_key")

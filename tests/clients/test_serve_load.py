@@ -4,6 +4,7 @@ so every output has a known length). Checks: 0 errors, every stream complete (a 
 usage, the expected token count), server RSS bounded while it runs, KV blocks all released after.
 Prints requests/s and aggregate generated tok/s (bench/README.md quotes them; the machine is
 shared, so the numbers are noisy). Stops by itself: a 90 s overall timeout.
+Also: a ~7 MB prompt does not stall other connections (prompt workers).
 Run by tests/integration/serve_load.sh; CINFER_LOAD_CLIENTS / CINFER_LOAD_REQUESTS override."""
 import asyncio
 import os
@@ -25,6 +26,35 @@ class TestLoad(unittest.TestCase):
         srv = Server("--max-seqs", "64")
         try:
             self.run_load(srv)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_big_prompt_does_not_stall_the_loop(self):
+        # the chat template and the tokenizer run on a prompt worker, not on the HTTP loop: while a
+        # ~7 MB prompt is prepared (then refused: it does not fit the context), /health answers at once
+        srv = Server("--max-body-bytes", str(16 << 20))
+        try:
+            body = {"model": MODEL_NAME, "max_tokens": 4,
+                    "messages": [{"role": "user", "content": "once upon a time there was a dog. " * 200000}]}
+            out = {}
+
+            def big():
+                t = time.time()
+                out["status"] = srv.http("POST", "/v1/chat/completions", body, timeout=120)[0]
+                out["secs"] = time.time() - t
+            th = threading.Thread(target=big)
+            th.start()
+            worst = 0.0
+            while th.is_alive():
+                t = time.time()
+                self.assertEqual(srv.http("GET", "/health")[0], 200)
+                worst = max(worst, time.time() - t)
+                time.sleep(0.02)
+            th.join()
+            self.assertEqual(out["status"], 400)  # context_length_exceeded, after tokenizing it all
+            print("big prompt: %.2fs, worst /health latency meanwhile %.3fs" % (out["secs"], worst))
+            if out["secs"] > 1.0:  # long enough to tell: the probes did not wait for it
+                self.assertLess(worst, out["secs"] / 2)
         finally:
             self.assertEqual(srv.stop(), 0)
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cinfer/recipe.h"
+#include "recipe/recipe_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;

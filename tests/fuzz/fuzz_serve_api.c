@@ -6,7 +6,7 @@
  * Input: the first byte picks the API, the rest is the HTTP body. Parsing may
  * reject the body, but must not crash or leak; a rejection carries a 4xx/5xx
  * status and its error JSON formats in the API's shape; an accepted request
- * gives the generation core non-empty template messages with string content
+ * gives the generation core a non-empty conversation whose template context renders
  * and sampling values in range; a forced tool_choice (api_job_prepare) either
  * fails in the API's shape or gives a prompt suffix equal to the parser's
  * opener with its plain (tool name) range inside it. */
@@ -16,21 +16,27 @@
 #include <string.h>
 
 #include "serve/api.h"
+#include "text/chat_template.h"
 
+/* The template reads p->req (a continuation's earlier turns merged in) and renders it. */
 static void check_params(const gen_params *p) {
-    if (json_array_size(p->messages) == 0) abort();
-    for (size_t i = 0; i < json_array_size(p->messages); i++) {
-        const json_t *m = json_array_get(p->messages, i);
-        const json_t *c = json_object_get(m, "content");
-        if (!json_is_string(json_object_get(m, "role"))) abort();
-        if (!json_is_string(c) && !json_is_null(c)) abort();
-    }
+    if (p->req) {
+        if (p->req->n_messages == 0) abort();
+        static const char tpl[] = "{% for m in messages %}{{ m.role }}{{ m.content }}{% if m.tool_calls %}"
+                                  "{{ m.tool_calls | tojson }}{% endif %}{% endfor %}{{ tools | tojson }}";
+        static chat_template *t;
+        cf_err err = {0};
+        if (!t && chat_template_parse(tpl, sizeof tpl - 1, &t, &err)) abort();
+        chat_template_req in = {.req = p->req, .add_generation_prompt = true};
+        char *out = NULL;
+        if (chat_template_render_req(t, &in, &out, NULL, &err) == 0) free(out);
+    } else
+        abort(); /* every API (count_tokens too) hands the template the canonical request */
     for (int32_t i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0]) abort();
     if (!(p->sampling.temperature >= 0 && p->sampling.temperature <= 2)) abort();
     if (!(p->sampling.top_p >= 0 && p->sampling.top_p <= 1)) abort();
     if (p->max_tokens < 0) abort();
-    if (p->tools && !json_is_array(p->tools)) abort();
 }
 
 static void check_error(recipe_api api, const serve_error *e) {
@@ -63,11 +69,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     gen_params p;
     serve_error e = {0};
     if (mode == 3) {
-        if (api_count_tokens_parse(body, len, &ctx, &p, &e)) check_error(RECIPE_API_MESSAGES, &e);
+        api_job ca;
+        memset(&ca, 0, sizeof ca);
+        if (api_count_tokens_parse(&ca, body, len, &ctx, &p, &e)) check_error(RECIPE_API_MESSAGES, &e);
         else {
             check_params(&p);
             gen_params_free(&p);
         }
+        api_job_free(&ca);
         return 0;
     }
     recipe_api api = mode == 0 ? RECIPE_API_MESSAGES : mode == 1 ? RECIPE_API_RESPONSES : RECIPE_API_CHAT;

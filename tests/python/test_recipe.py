@@ -192,5 +192,35 @@ class Stream(unittest.TestCase):
             enc.event({"type": "text", "text": "late"})
 
 
+
+class OpenAIExtras(unittest.TestCase):
+    """Completions requests, the vLLM extras, and the OpenAI writer with choices and logprobs."""
+
+    def test_completions_and_extras(self):
+        c = r.parse_request({"prompt": [1, 2, 3], "logprobs": 2, "min_tokens": 1, "stop_token_ids": [7],
+                             "logit_bias": {"5": -1}}, "completions")
+        self.assertEqual((c["prompt_ids"], c["top_logprobs"], c["min_tokens"], c["stop_token_ids"]),
+                         ([1, 2, 3], 2, 1, [7]))
+        with self.assertRaises(r.RecipeError) as e:
+            r.parse_request({"prompt": "x", "logit_bias": {"01": 1}}, "completions")
+        self.assertEqual(e.exception.param, "logit_bias")
+        body = r.convert_request({"messages": [{"role": "user", "content": "x"}], "guided_regex": "a+",
+                                  "ignore_eos": True}, "chat", "messages")
+        self.assertEqual((body["guided_regex"], body["ignore_eos"]), ("a+", True))
+
+    def test_choices_and_logprobs(self):
+        enc = r.StreamEncoder("completions", id="cmpl-1", model="m", created=1, include_usage=True, n_choices=2)
+        out = enc.event({"type": "text", "text": "a", "choice": 1,
+                         "logprobs": [{"token": b"\xe2\x80", "logprob": -1.0, "top": [{"token": "a", "logprob": -0.5}]}]})
+        chunk = json.loads(out[len("data: "):])
+        self.assertEqual(chunk["choices"][0]["index"], 1)
+        self.assertEqual(chunk["choices"][0]["logprobs"]["tokens"], ["bytes:\\xe2\\x80"])
+        enc.event({"type": "finish", "finish": "eos", "choice": 0})
+        self.assertFalse(enc.done)
+        tail = enc.event({"type": "finish", "finish": "cancelled", "choice": 1, "usage": {"prompt": 2, "output": 3}})
+        self.assertIn('"finish_reason":"abort"', tail)
+        self.assertTrue(tail.endswith("data: [DONE]\n\n") and enc.done)
+
+
 if __name__ == "__main__":
     unittest.main()

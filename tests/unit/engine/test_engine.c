@@ -320,6 +320,62 @@ static void test_threads(void) {
     cinfer_engine_destroy(e);
 }
 
+/* vLLM extras: min_tokens masks EOS (and stop ids) until that many tokens were generated;
+ * include_stop_str keeps the matched stop string at the end of the text; keep_special renders
+ * control tokens. */
+static void test_extras(void) {
+    cinfer_engine *e = tl_engine(g_m, g_tp, 64 << 20, 2048, 64, CTX);
+    CHECK(e != NULL);
+    if (!e) return;
+    static run_result ref, got;
+    int32_t p[] = {1, 400, 34, 87, 300, 12, 45};
+    cinfer_request r = greedy(p, 7, 80);
+    CHECK(tl_run(e, &r, &ref) == 0);
+
+    cinfer_logit_bias eosb = {.token = 2, .bias = 1000};
+    r.ignore_eos = false;
+    r.sampling.bias = &eosb;
+    r.sampling.n_bias = 1;
+    r.min_tokens = 5;
+    CHECK(tl_run(e, &r, &got) == 0);
+    CHECKF(got.finish == CINFER_FINISH_STOP && got.n_tokens == 5 && got.usage.completion_tokens == 6,
+           "min_tokens: finish %d after %d tokens", got.finish, got.n_tokens);
+    for (int i = 0; i < got.n_tokens; i++) CHECK(got.tokens[i] != 2);
+    r.min_tokens = 0;
+
+    /* EOS forced at every step with ignore_eos: the control token's text only with keep_special */
+    r.ignore_eos = true;
+    r.max_tokens = 3;
+    CHECK(tl_run(e, &r, &got) == 0);
+    size_t plain = got.text_len;
+    r.keep_special = true;
+    CHECK(tl_run(e, &r, &got) == 0);
+    CHECKF(got.n_tokens == 3 && got.text_len > plain, "keep_special: %zu vs %zu bytes", got.text_len, plain);
+    r.keep_special = false;
+    r.sampling.bias = NULL;
+    r.sampling.n_bias = 0;
+
+    /* a stop string taken from the reference text: cut before it, or after it when included */
+    r.max_tokens = 80;
+    CHECK(ref.text_len > 40);
+    if (ref.text_len > 40) {
+        char stop[4];
+        memcpy(stop, ref.text + 30, 3);
+        stop[3] = 0;
+        size_t at = (size_t)(strstr(ref.text, stop) - ref.text);
+        const char *stops[] = {stop};
+        r.stop_strings = stops;
+        r.n_stop_strings = 1;
+        CHECK(tl_run(e, &r, &got) == 0);
+        CHECK(got.finish == CINFER_FINISH_STOP && got.text_len == at && !memcmp(got.text, ref.text, at));
+        r.include_stop_str = true;
+        CHECK(tl_run(e, &r, &got) == 0);
+        CHECKF(got.finish == CINFER_FINISH_STOP && got.text_len == at + 3 && !memcmp(got.text, ref.text, at + 3),
+               "include_stop_str: %zu bytes, want %zu", got.text_len, at + 3);
+    }
+    cinfer_engine_destroy(e);
+}
+
 int main(void) {
     model *m;
     cf_err err = {0};
@@ -330,6 +386,7 @@ int main(void) {
     test_stops();
     tl_sync_scheduling = false;
     test_stops();
+    test_extras();
     test_prefix();
     test_invariance();
     test_threads();

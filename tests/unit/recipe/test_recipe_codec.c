@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cinfer/recipe.h"
+#include "recipe/recipe_json.h"
 #include "testutil.h"
 
 static char g_dir[1024];
@@ -246,6 +247,32 @@ static void test_errors(void) {
         {RECIPE_API_RESPONSES, "{\"input\":[{\"type\":\"item_reference\",\"id\":\"x\"}]}", "input[0]"},
         {RECIPE_API_RESPONSES, "{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools"},
         {RECIPE_API_RESPONSES, "{\"input\":\"x\",\"reasoning\":{\"effort\":\"extreme\"}}", "reasoning.effort"},
+        /* issue 14 §4.6: wrong types are refused, never ignored */
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":5}", "tools"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":5}", "tool_choice"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":5}",
+         "response_format"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true,\"stream_options\":5}",
+         "stream_options"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":{}}",
+         "stream_options"},
+        /* logit_bias keys: canonical decimal token ids only */
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\" 1\":1}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"01\":1}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"-0\":1}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"+1\":1}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"\":1}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"1\":101}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"1\":\"a\"}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"2147483648\":1}}",
+         "logit_bias"},
+        /* vLLM extras: typed */
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"min_tokens\":-1}", "min_tokens"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"ignore_eos\":1}", "ignore_eos"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop_token_ids\":[1,-2]}",
+         "stop_token_ids"},
+        {RECIPE_API_MESSAGES, "{\"max_tokens\":5,\"messages\":[],\"skip_special_tokens\":\"no\"}", "skip_special_tokens"},
+        {RECIPE_API_RESPONSES, "{\"input\":\"x\",\"include_stop_str_in_output\":0}", "include_stop_str_in_output"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         json_t *b = json_loads(bad[i].body, 0, NULL);
@@ -288,6 +315,184 @@ static void test_errors(void) {
     json_decref(eb);
 }
 
+/* vLLM extras and logit_bias: parsed into the canonical request by every format, re-emitted by
+ * every request encoder. */
+static void test_extras(void) {
+    static const char *const bodies[RECIPE_API_COUNT] = {
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],",
+        "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],",
+        "{\"input\":\"x\",",
+    };
+    static const char extras[] = "\"min_tokens\":3,\"ignore_eos\":true,\"include_stop_str_in_output\":false,"
+                                 "\"skip_special_tokens\":false,\"stop_token_ids\":[7,0],\"priority\":-2,"
+                                 "\"guided_regex\":\"a+\"}";
+    for (int api = 0; api < RECIPE_API_COUNT; api++) {
+        char body[512];
+        snprintf(body, sizeof body, "%s%s", bodies[api], extras);
+        recipe_request r;
+        recipe_request_init(&r);
+        recipe_error err;
+        int rc = recipe_request_parse_text((recipe_api)api, body, strlen(body), 0, &r, &err);
+        CHECKF(rc == 0, "%s: %s", body, err.message);
+        CHECK(r.min_tokens == 3 && r.ignore_eos == 1 && r.include_stop_str_in_output == 0 &&
+              r.skip_special_tokens == 0 && r.priority == -2);
+        CHECK(r.n_stop_token_ids == 2 && r.stop_token_ids[0] == 7 && r.stop_token_ids[1] == 0);
+        CHECK(r.guided_field && !strcmp(r.guided_field, "guided_regex") && r.guided && !strcmp(r.guided, "\"a+\""));
+        for (int to = 0; to < RECIPE_API_COUNT && rc == 0; to++) { /* every encoder keeps them */
+            recipe_buf out = {0};
+            CHECK(recipe_request_encode_text((recipe_api)to, &r, &out, &err) == 0);
+            CHECKF(out.data && strstr(out.data, "\"min_tokens\":3") && strstr(out.data, "\"ignore_eos\":true") &&
+                       strstr(out.data, "\"stop_token_ids\":[7,0]") && strstr(out.data, "\"guided_regex\":\"a+\"") &&
+                       strstr(out.data, "\"priority\":-2") && strstr(out.data, "\"skip_special_tokens\":false"),
+                   "%d -> %d: %s", api, to, out.data ? out.data : "");
+            recipe_buf_free(&out);
+        }
+        recipe_request_free(&r);
+    }
+    recipe_request r;
+    recipe_request_init(&r);
+    recipe_error err;
+    const char *b = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"0\":-100,\"17\":2.5}}";
+    CHECK(recipe_request_parse_text(RECIPE_API_CHAT, b, strlen(b), 0, &r, &err) == 0);
+    CHECK(r.n_bias == 2 && r.bias[0].token == 0 && r.bias[0].bias == -100 && r.bias[1].token == 17 &&
+          r.bias[1].bias == 2.5);
+    recipe_request_free(&r);
+}
+
+/* Completions requests (RECIPE_PARSE_COMPLETIONS): prompt forms, logprobs, the recorded fields. */
+static void test_completions_parse(void) {
+    static const struct { const char *body; const char *prompt; size_t n_ids; } ok[] = {
+        {"{\"prompt\":\"Once\"}", "Once", 0},
+        {"{\"prompt\":[\"Once\"]}", "Once", 0},
+        {"{\"prompt\":[1,403,407]}", NULL, 3},
+        {"{\"prompt\":[[1,2]]}", NULL, 2},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        recipe_request r;
+        recipe_request_init(&r);
+        recipe_error err;
+        int rc = recipe_request_parse_text(RECIPE_API_CHAT, ok[i].body, strlen(ok[i].body), RECIPE_PARSE_COMPLETIONS, &r,
+                                           &err);
+        CHECKF(rc == 0 && r.completion && r.n_messages == 0, "%s: %s", ok[i].body, err.message);
+        if (ok[i].prompt) CHECK(r.prompt && !strcmp(r.prompt, ok[i].prompt) && r.prompt_len == strlen(ok[i].prompt));
+        else CHECK(!r.prompt && r.n_prompt_ids == ok[i].n_ids && r.prompt_ids[0] == 1);
+        recipe_buf out = {0};
+        CHECK(recipe_request_encode_text(RECIPE_API_CHAT, &r, &out, &err) == -1); /* no messages to encode */
+        recipe_buf_free(&out);
+        recipe_request_free(&r);
+    }
+    const char *b = "{\"prompt\":\"x\",\"logprobs\":3,\"echo\":true,\"suffix\":\"y\",\"best_of\":2,\"n\":2,"
+                    "\"stop\":\"END\",\"min_tokens\":1,\"logit_bias\":{\"5\":-1}}";
+    recipe_request r;
+    recipe_request_init(&r);
+    recipe_error err;
+    CHECK(recipe_request_parse_text(RECIPE_API_CHAT, b, strlen(b), RECIPE_PARSE_COMPLETIONS, &r, &err) == 0);
+    CHECK(r.logprobs == 1 && r.top_logprobs == 3 && r.echo == 1 && r.suffix && !strcmp(r.suffix, "y") &&
+          r.best_of == 2 && r.n == 2 && r.n_stop == 1 && r.min_tokens == 1 && r.n_bias == 1 && r.bias[0].token == 5);
+    recipe_request_free(&r);
+    static const struct { const char *body, *param; } bad[] = {
+        {"{}", "prompt"},
+        {"{\"prompt\":[\"a\",\"b\"]}", "prompt"},
+        {"{\"prompt\":[1,-1]}", "prompt"},
+        {"{\"prompt\":5}", "prompt"},
+        {"{\"prompt\":\"x\",\"logprobs\":true}", "logprobs"},
+        {"{\"prompt\":\"x\",\"top_logprobs\":2}", "top_logprobs"},
+        {"{\"prompt\":\"x\",\"echo\":1}", "echo"},
+        {"{\"prompt\":\"x\",\"suffix\":1}", "suffix"},
+        {"{\"prompt\":\"x\",\"stream_options\":{}}", "stream_options"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        recipe_request_init(&r);
+        int rc = recipe_request_parse_text(RECIPE_API_CHAT, bad[i].body, strlen(bad[i].body), RECIPE_PARSE_COMPLETIONS,
+                                           &r, &err);
+        CHECKF(rc == -1 && !strcmp(err.param, bad[i].param), "%s: rc %d param [%s]", bad[i].body, rc, err.param);
+        recipe_request_free(&r);
+    }
+}
+
+/* The OpenAI writer: two choices side by side with logprobs, the last finish ends the stream;
+ * the Completions body and Chat choices with logprobs. */
+static void test_openai_writer(void) {
+    recipe_logprob alt[2] = {{.token = "a", .len = 1, .logprob = -0.5}, {.token = "\xe2\x80", .len = 2, .logprob = -2}};
+    recipe_logprob lp[2] = {{.token = "a", .len = 1, .logprob = -0.5, .top = alt, .n_top = 2},
+                            {.token = "\xe2\x80", .len = 2, .logprob = -1.25, .top = alt, .n_top = 2}};
+    for (int completion = 0; completion < 2; completion++) {
+        recipe_stream_info info = {.id = "x-1", .model = "m", .created = 5, .include_usage = true, .n_choices = 2,
+                                   .completion = completion};
+        recipe_stream_encoder *e = recipe_stream_encoder_new(RECIPE_API_CHAT, &info);
+        CHECK(e != NULL);
+        if (!e) continue;
+        recipe_buf out = {0};
+        recipe_error err;
+        recipe_event t1 = {.type = RECIPE_EV_TEXT, .text = "a", .len = 1, .choice = 1, .logprobs = lp, .n_logprobs = 2};
+        recipe_event f0 = {.type = RECIPE_EV_FINISH, .finish = RECIPE_FINISH_EOS, .choice = 0};
+        recipe_event f1 = {.type = RECIPE_EV_FINISH, .finish = RECIPE_FINISH_CANCELLED, .choice = 1, .has_usage = true,
+                           .usage = {.prompt = 3, .output = 4}};
+        CHECK(recipe_stream_encoder_event(e, &t1, &out, &err) == 0);
+        CHECK(recipe_stream_encoder_event(e, &f0, &out, &err) == 0 && !recipe_stream_encoder_done(e));
+        CHECK(recipe_stream_encoder_event(e, &f0, &out, &err) == -1); /* choice 0 already finished */
+        CHECK(recipe_stream_encoder_event(e, &f1, &out, &err) == 0 && recipe_stream_encoder_done(e));
+        const char *d = out.data ? out.data : "";
+        if (completion)
+            CHECKF(strstr(d, "\"object\":\"text_completion\"") && strstr(d, "\"index\":1,\"text\":\"a\"") &&
+                       strstr(d, "\"tokens\":[\"a\",\"bytes:\\\\xe2\\\\x80\"]") && strstr(d, "\"text_offset\":[0,1]") &&
+                       strstr(d, "\"finish_reason\":\"abort\"") && !strstr(d, "\"role\""),
+                   "%s", d);
+        else
+            CHECKF(strstr(d, "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}") &&
+                       strstr(d, "{\"index\":1,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}") &&
+                       strstr(d, "\"bytes\":[226,128]") && strstr(d, "\"finish_reason\":\"abort\""),
+                   "%s", d);
+        CHECK(strstr(d, "\"usage\":{\"prompt_tokens\":3") != NULL);
+        CHECK(strlen(d) >= 14 && !strcmp(d + strlen(d) - 14, "data: [DONE]\n\n"));
+        recipe_buf_free(&out);
+        recipe_stream_encoder_free(e);
+    }
+    recipe_part p0 = {.type = RECIPE_PART_TEXT, .text = "hi"};
+    recipe_choice cs[2] = {{.parts = &p0, .n_parts = 1, .finish = RECIPE_FINISH_LENGTH, .logprobs = lp, .n_logprobs = 1},
+                           {.parts = &p0, .n_parts = 1, .finish = RECIPE_FINISH_STOP_STRING, .stop_sequence = "S",
+                            .logprobs = lp, .n_logprobs = 0}};
+    for (int completion = 0; completion < 2; completion++) {
+        recipe_response r;
+        recipe_response_init(&r);
+        r.id = "x-2";
+        r.model = "m";
+        r.choices = cs;
+        r.n_choices = 2;
+        r.completion = completion;
+        recipe_buf out = {0};
+        recipe_error err;
+        CHECK(recipe_response_encode_text(RECIPE_API_CHAT, &r, NULL, &out, &err) == 0);
+        json_t *o = out.data ? json_loads(out.data, 0, NULL) : NULL;
+        json_t *c0 = json_array_get(json_object_get(o, "choices"), 0), *c1 = json_array_get(json_object_get(o, "choices"), 1);
+        CHECKF(json_array_size(json_object_get(o, "choices")) == 2, "%s", out.data ? out.data : "");
+        CHECK(!strcmp(json_string_value(json_object_get(c0, "finish_reason")), "length"));
+        CHECK(!strcmp(json_string_value(json_object_get(c1, "stop_reason")), "S"));
+        if (completion) {
+            CHECK(!strcmp(json_string_value(json_object_get(c1, "text")), "hi"));
+            CHECK(json_array_size(json_object_get(json_object_get(c0, "logprobs"), "tokens")) == 1);
+        } else {
+            CHECK(json_array_size(json_object_get(json_object_get(c0, "logprobs"), "content")) == 1);
+            CHECK(json_array_size(json_object_get(json_object_get(c1, "logprobs"), "content")) == 0);
+        }
+        json_decref(o);
+        recipe_buf_free(&out);
+        recipe_response_free(&r);
+    }
+}
+
+/* recipe_buf: out of memory is sticky (an impossible size stands in for a failed realloc). */
+static void test_buf_sticky(void) {
+    recipe_buf b = {0};
+    CHECK(recipe_buf_append(&b, "ab", 2) == 0 && !b.failed);
+    CHECK(recipe_buf_append(&b, "x", SIZE_MAX / 2 + 1) == -1 && b.failed);
+    CHECK(b.len == 2 && !strcmp(b.data, "ab")); /* what fit before stays */
+    CHECK(recipe_buf_append(&b, "c", 1) == -1 && b.len == 2); /* later appends fail too */
+    recipe_buf_free(&b);
+    CHECK(!b.failed && recipe_buf_append(&b, "c", 1) == 0 && !strcmp(b.data, "c"));
+    recipe_buf_free(&b);
+}
+
 static void test_mappings(void) {
     CHECK(recipe_effort_from_budget(4096) == RECIPE_EFFORT_HIGH);
     CHECK(recipe_effort_from_budget(2048) == RECIPE_EFFORT_MEDIUM);
@@ -321,6 +526,10 @@ int main(void) {
     g_update = getenv("RECIPE_GOLDEN_UPDATE") != NULL;
     test_golden();
     test_errors();
+    test_extras();
+    test_buf_sticky();
+    test_completions_parse();
+    test_openai_writer();
     test_mappings();
     return test_finish();
 }

@@ -4,6 +4,7 @@
  * expectation; streamed argument fragments concatenate to valid JSON equal to the
  * expected arguments; every event text is valid UTF-8; ids are stable per seed.
  * Also: parser detection from the real chat templates under shared/fixtures/templates. */
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 

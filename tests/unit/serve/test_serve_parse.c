@@ -1,48 +1,88 @@
 /* test_serve_parse.c - the server's model-independent layers:
- *  - oai_request: field mapping (max_completion_tokens wins over max_tokens,
- *    developer -> system, text parts concatenated, stop as string or list
- *    with empty strings dropped, logit_bias, vLLM extensions, completions'
- *    prompt forms), and rejections with their status and param;
- *  - oai_response: the error object's exact shape;
+ *  - Chat through recipe (api_job_parse): field mapping (max_completion_tokens wins over
+ *    max_tokens, developer -> system, text parts concatenated, stop as string or list with empty
+ *    strings dropped, logit_bias, vLLM extensions), and rejections with their status and param
+ *    (issue 14 §4.6: wrong types for tools / tool_choice / response_format, empty model,
+ *    non-canonical logit_bias keys, structured outputs);
+ *  - Completions through recipe (api_completion_parse): prompt forms and rejections;
+ *  - serve_error_json: the error object's exact shape;
+ *  - the streamed text of Chat / Completions chunks (recipe's OpenAI writer) is valid JSON for
+ *    every kind of text, one chunk per choice;
  *  - metrics: histogram buckets are cumulative in the Prometheus text, and
  *    weighted observations count. */
 #include <string.h>
 
+#include "serve/api.h"
+#include "text/chat_template.h"
 #include "serve/metrics.h"
-#include "serve/oai_request.h"
-#include "serve/oai_response.h"
 #include "testutil.h"
 
-static const oai_limits LIM = {.n_vocab = 512, .max_n = 8};
+static const struct { int32_t n_vocab, max_n; } LIM = {.n_vocab = 512, .max_n = 8};
+
+/* p->req points into *a: free a after using p. */
+static int chat_a(const char *body, api_job *a, gen_params *p, serve_error *e) {
+    memset(e, 0, sizeof *e);
+    memset(a, 0, sizeof *a);
+    api_ctx ctx = {.parser = RECIPE_PARSER_PLAIN, .max_n = LIM.max_n, .n_vocab = LIM.n_vocab};
+    return api_job_parse(a, RECIPE_API_CHAT, body, strlen(body), &ctx, p, e);
+}
 
 static int chat(const char *body, gen_params *p, serve_error *e) {
-    memset(e, 0, sizeof *e);
-    return oai_parse_chat(body, strlen(body), &LIM, p, e);
+    api_job a;
+    int rc = chat_a(body, &a, p, e);
+    api_job_free(&a);
+    return rc;
+}
+
+/* The template variables of p's request, as a small template prints them. */
+static char *render_vars(const gen_params *p) {
+    static const char tpl[] = "{% for m in messages %}{{ m.role }}={{ m.content }}"
+                              "{% if m.tool_calls %}[{{ m.tool_calls[0].function.name }}:"
+                              "{{ m.tool_calls[0].function.arguments.city }}]{% endif %}"
+                              "{% if m.tool_call_id %}#{{ m.tool_call_id }}{% endif %};{% endfor %}"
+                              "{% if tools %}tools={{ tools[0].function.name }}/{{ tools[0].function.parameters.type }};{% endif %}"
+                              "{% if enable_thinking is defined %}think={{ enable_thinking }};{% endif %}"
+                              "{{ add_generation_prompt }}{{ bos_token }}";
+    chat_template *t = NULL;
+    cf_err err = {0};
+    char *out = NULL;
+    if (chat_template_parse(tpl, sizeof tpl - 1, &t, &err)) return NULL;
+    chat_template_req in = {.req = p->req, .add_generation_prompt = true, .bos_token = "<s>"};
+    if (chat_template_render_req(t, &in, &out, NULL, &err)) out = NULL;
+    chat_template_free(t);
+    return out;
 }
 
 static int cmpl(const char *body, gen_params *p, serve_error *e) {
     memset(e, 0, sizeof *e);
-    return oai_parse_completion(body, strlen(body), &LIM, p, e);
+    api_ctx ctx = {.parser = RECIPE_PARSER_PLAIN, .max_n = LIM.max_n, .n_vocab = LIM.n_vocab};
+    api_job a;
+    memset(&a, 0, sizeof a);
+    int rc = api_completion_parse(&a, body, strlen(body), &ctx, p, e);
+    api_job_free(&a);
+    return rc;
 }
 
 static void test_chat_fields(void) {
     gen_params p;
     serve_error e;
-    int rc = chat("{\"model\":\"m\",\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"},"
+    api_job a;
+    int rc = chat_a("{\"model\":\"m\",\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"},"
                   "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"ab\"},{\"type\":\"text\",\"text\":\"cd\"}]},"
                   "{\"role\":\"assistant\",\"content\":null}],"
                   "\"max_tokens\":5,\"max_completion_tokens\":7,\"temperature\":0.5,\"top_p\":0.9,\"n\":3,"
                   "\"stop\":[\"x\",\"\",\"yz\"],\"seed\":-1,\"logit_bias\":{\"17\":-100,\"3\":2.5},"
                   "\"logprobs\":true,\"top_logprobs\":4,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-                  "\"top_k\":-1,\"min_p\":0.1,\"priority\":-3,\"repetition_penalty\":1.2,\"cache_salt\":\"t1\",\"user\":\"u\",\"unknown\":[1]}",
-                  &p, &e);
+                  "\"top_k\":-1,\"min_p\":0.1,\"priority\":-3,\"repetition_penalty\":1.2,\"cache_salt\":\"t1\",\"user\":\"u\",\"unknown\":[1],"
+                  "\"min_tokens\":2,\"ignore_eos\":true,\"include_stop_str_in_output\":true,\"skip_special_tokens\":false,"
+                  "\"stop_token_ids\":[5,9]}",
+                  &a, &p, &e);
     CHECKF(rc == 0, "%s", e.message);
-    if (rc) return;
+    if (rc) return api_job_free(&a);
     CHECK(p.kind == GEN_CHAT && !strcmp(p.model, "m"));
-    CHECK(json_array_size(p.messages) == 3);
-    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(p.messages, 0), "role")), "system"));
-    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(p.messages, 1), "content")), "abcd"));
-    CHECK(json_is_null(json_object_get(json_array_get(p.messages, 2), "content")));
+    char *vars = render_vars(&p); /* the template reads the canonical request */
+    CHECKF(vars && !strcmp(vars, "system=be brief;user=abcd;assistant=;True<s>"), "%s", vars ? vars : "(null)");
+    free(vars);
     CHECK(p.max_tokens == 7);
     CHECK(p.sampling.temperature == 0.5f && p.sampling.top_p == 0.9f && p.n == 3);
     CHECK(p.n_stop == 2 && !strcmp(p.stop[0], "x") && !strcmp(p.stop[1], "yz"));
@@ -53,7 +93,25 @@ static void test_chat_fields(void) {
     CHECK(p.sampling.top_k == 0 && p.sampling.min_p == 0.1f && p.sampling.repetition_penalty == 1.2f);
     CHECK(!strcmp(p.cache_salt, "t1") && !strcmp(p.user, "u"));
     CHECK(p.priority == -3);
+    CHECK(p.min_tokens == 2 && p.ignore_eos && p.include_stop_str && p.keep_special);
+    CHECK(p.n_stop_ids == 2 && p.stop_ids[0] == 5 && p.stop_ids[1] == 9);
     gen_params_free(&p);
+    api_job_free(&a);
+
+    /* tool calls (arguments as an object), tool results, tools, thinking for the template */
+    rc = chat_a("{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":\"assistant\",\"content\":null,"
+                "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get\",\"arguments\":"
+                "\"{\\\"city\\\":\\\"Paris\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"21\"}],"
+                "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get\",\"parameters\":{\"type\":\"object\"}}}],"
+                "\"reasoning_effort\":\"none\"}",
+                &a, &p, &e);
+    CHECKF(rc == 0, "%s", e.message);
+    vars = rc ? NULL : render_vars(&p);
+    CHECKF(vars && !strcmp(vars, "user=w?;assistant=[get:Paris];tool=21#c1;tools=get/object;think=False;True<s>"), "%s",
+           vars ? vars : "(null)");
+    free(vars);
+    gen_params_free(&p);
+    api_job_free(&a);
 
     rc = chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":\"END\"}", &p, &e);
     CHECK(rc == 0 && p.n_stop == 1 && !strcmp(p.stop[0], "END"));
@@ -107,12 +165,32 @@ static void test_rejections(void) {
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":\"yes\"}", 400, "stream"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"cache_salt\":\"\"}", 400, "cache_salt"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":5}", 400, "model"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":5}", 400, "tools"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":5}", 400, "tool_choice"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":5}", 400, "response_format"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", 400,
+         "response_format"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_json\":{}}", 400, "guided_json"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_choice\":[\"a\"]}", 400, "guided_choice"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":\"\"}", 400, "model"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\" 1\":1}}", 400, "logit_bias"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"01\":1}}", 400, "logit_bias"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"-0\":1}}", 400, "logit_bias"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop_token_ids\":[512]}", 400, "stop_token_ids"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"min_tokens\":9,\"max_tokens\":3}", 400, "min_tokens"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"ignore_eos\":\"yes\"}", 400, "ignore_eos"},
         {1, "{}", 400, "prompt"},
         {1, "{\"prompt\":[\"a\",\"b\"]}", 400, "prompt"},
         {1, "{\"prompt\":[1,512]}", 400, "prompt"},
         {1, "{\"prompt\":\"x\",\"echo\":true}", 400, "echo"},
         {1, "{\"prompt\":\"x\",\"suffix\":\"y\"}", 400, "suffix"},
         {1, "{\"prompt\":\"x\",\"best_of\":2}", 400, "best_of"},
+        {1, "{\"prompt\":\"x\",\"min_tokens\":\"2\"}", 400, "min_tokens"},
+        {1, "{\"prompt\":\"x\",\"guided_regex\":\"a\"}", 400, "guided_regex"},
+        {1, "{\"prompt\":\"x\",\"logit_bias\":{\"01\":1}}", 400, "logit_bias"},
+        {1, "{\"prompt\":\"x\",\"model\":\"\"}", 400, "model"},
+        {1, "{\"prompt\":\"x\",\"logprobs\":true}", 400, "logprobs"},
+        {1, "{\"prompt\":[1,-1]}", 400, "prompt"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gen_params p;
@@ -131,7 +209,7 @@ static void test_rejections(void) {
 static void test_error_json(void) {
     serve_error e;
     serve_fail(&e, 404, "invalid_request_error", "model_not_found", "model", "no such model '%s'", "x");
-    char *s = oai_error_json(&e);
+    char *s = serve_error_json(&e);
     CHECKF(s && !strcmp(s, "{\"error\":{\"message\":\"no such model 'x'\",\"type\":\"invalid_request_error\","
                            "\"param\":\"model\",\"code\":\"model_not_found\"}}"), "%s", s ? s : "(null)");
     json_t *j = s ? json_loads(s, 0, NULL) : NULL;
@@ -142,41 +220,47 @@ static void test_error_json(void) {
     json_decref(j);
     free(s);
     serve_bad(&e, NULL, "bad \xff bytes"); /* not UTF-8: still a valid error object */
-    s = oai_error_json(&e);
+    s = serve_error_json(&e);
     j = s ? json_loads(s, 0, NULL) : NULL;
     CHECK(j && json_is_null(json_object_get(json_object_get(j, "error"), "param")));
     json_decref(j);
     free(s);
 }
 
-/* The hand-written per-token chunk equals jansson's for every kind of text. */
-static void test_fast_chunk(void) {
+/* Every kind of text streams as a valid chunk of its choice (Chat delta.content / Completions text). */
+static void test_stream_chunks(void) {
     static const char *const texts[] = {"hello", " a \"quoted\" \\ back/slash", "line\nbreak\ttab\r\b\f",
-                                        "\x01\x1f ctl \x7f del", "caf\xc3\xa9 \xf0\x9f\xa6\x99 \xe2\x80\xa8", ""};
-    oai_buf buf = {0};
-    for (int kind = 0; kind < 2; kind++)
-        for (int usage = 0; usage < 2; usage++)
+                                        "\x01\x1f ctl \x7f del", "caf\xc3\xa9 \xf0\x9f\xa6\x99 \xe2\x80\xa8"};
+    for (int completion = 0; completion < 2; completion++)
+        for (int usage = 0; usage < 2; usage++) {
+            recipe_stream_info info = {.id = "chatcmpl-\"x\"", .model = "m\\odel", .created = 1795948958,
+                                       .include_usage = usage, .n_choices = 3, .completion = completion};
+            recipe_stream_encoder *enc = recipe_stream_encoder_new(RECIPE_API_CHAT, &info);
+            CHECK(enc != NULL);
+            if (!enc) continue;
+            recipe_buf out = {0};
+            recipe_error re;
             for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
-                oai_meta m = {.kind = kind ? GEN_COMPLETION : GEN_CHAT, .id = "chatcmpl-\"x\"", .created = 1795948958,
-                              .model = "m\\odel", .include_usage = usage};
-                gen_choice ch;
-                memset(&ch, 0, sizeof ch);
-                ch.out.text = (char *)texts[t];
-                ch.out.text_len = strlen(texts[t]);
-                gen_job j;
-                memset(&j, 0, sizeof j);
-                j.p.n = 3;
-                j.choices = &ch;
-                bool empty;
-                char *ref = oai_chunk_delta(&m, &j, 0, NULL, &empty);
-                CHECK(oai_chunk_text_into(&m, 0, texts[t], strlen(texts[t]), &buf) == 0);
-                if (!empty) CHECKF(ref && !strcmp(ref, buf.p), "\n  jansson: %s\n  fast:    %s", ref, buf.p);
-                json_t *parsed = json_loads(buf.p, 0, NULL);
-                CHECK(parsed != NULL);
-                json_decref(parsed);
-                free(ref);
+                recipe_event ev = {.type = RECIPE_EV_TEXT, .text = texts[t], .len = strlen(texts[t]), .choice = (int)t % 3};
+                out.len = 0;
+                CHECK(recipe_stream_encoder_event(enc, &ev, &out, &re) == 0);
+                const char *last = out.data; /* the last event: escaped text holds no raw newline */
+                for (const char *q = out.data; q && (q = strstr(q, "\n\ndata: ")); q += 2) last = q + 2;
+                json_t *o = last ? json_loads(last + 6, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+                CHECKF(o != NULL, "%s", out.data ? out.data : "");
+                json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
+                CHECK(json_integer_value(json_object_get(ch, "index")) == (json_int_t)(t % 3));
+                const char *got = completion ? json_string_value(json_object_get(ch, "text"))
+                                             : json_string_value(json_object_get(json_object_get(ch, "delta"), "content"));
+                CHECKF(got && !strcmp(got, texts[t]), "%s", last);
+                CHECK(!strcmp(json_string_value(json_object_get(o, "object")),
+                              completion ? "text_completion" : "chat.completion.chunk"));
+                CHECK(usage ? json_is_null(json_object_get(o, "usage")) : !json_object_get(o, "usage"));
+                json_decref(o);
             }
-    free(buf.p);
+            recipe_buf_free(&out);
+            recipe_stream_encoder_free(enc);
+        }
 }
 
 static void test_metrics(void) {
@@ -220,7 +304,7 @@ int main(void) {
     test_completion_prompts();
     test_rejections();
     test_error_json();
-    test_fast_chunk();
+    test_stream_chunks();
     test_metrics();
     return test_finish();
 }

@@ -2,14 +2,14 @@
  * field (types, unknown values -> 400 naming the param), the header,
  * precedence field > header > key > default, the API key table (KEY:class
  * only when the suffix is a class, --api-key-class, duplicates, matching),
- * the field through oai_parse_chat/completion, and the store metrics block
+ * the field through api_job_parse (Chat) / api_completion_parse, and the store metrics block
  * in the Prometheus text. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cinfer/engine.h"
 #include "serve/metrics.h"
-#include "serve/oai_request.h"
+#include "serve/api.h"
 #include "serve/traffic.h"
 #include "testutil.h"
 
@@ -79,18 +79,24 @@ static void test_keys(void) {
 }
 
 static void test_request_field(void) {
-    static const oai_limits lim = {.n_vocab = 512, .max_n = 8};
+    static const struct { int32_t n_vocab, max_n; } lim = {.n_vocab = 512, .max_n = 8};
     gen_params p;
     serve_error e = {0};
     const char *b = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"cinfer\":{\"traffic_class\":\"chat\"}}";
-    CHECK(oai_parse_chat(b, strlen(b), &lim, &p, &e) == 0 && p.traffic_class == CINFER_TRAFFIC_CHAT);
+    api_job a;
+    memset(&a, 0, sizeof a);
+    api_ctx ctx = {.max_n = lim.max_n, .n_vocab = lim.n_vocab};
+    CHECK(api_job_parse(&a, RECIPE_API_CHAT, b, strlen(b), &ctx, &p, &e) == 0 && p.traffic_class == CINFER_TRAFFIC_CHAT);
+    api_job_free(&a);
     gen_params_free(&p);
     b = "{\"prompt\":\"hi\"}";
-    CHECK(oai_parse_completion(b, strlen(b), &lim, &p, &e) == 0 && p.traffic_class == TRAFFIC_UNSET);
+    CHECK(api_completion_parse(&a, b, strlen(b), &ctx, &p, &e) == 0 && p.traffic_class == TRAFFIC_UNSET);
+    api_job_free(&a);
     gen_params_free(&p);
     b = "{\"prompt\":\"hi\",\"cinfer\":{\"traffic_class\":\"x\"}}";
-    CHECK(oai_parse_completion(b, strlen(b), &lim, &p, &e) == -1 && e.status == 400 &&
+    CHECK(api_completion_parse(&a, b, strlen(b), &ctx, &p, &e) == -1 && e.status == 400 &&
           !strcmp(e.param, "cinfer.traffic_class"));
+    api_job_free(&a);
 }
 
 static void test_store_metrics(void) {
