@@ -107,14 +107,17 @@ static inline unsigned plain16(const unsigned char *p) {
  * before they are checked. */
 static bool pstring_slow(rjp *P, const char **out, size_t *len) {
     const unsigned char *p = P->p + 1, *e = P->e;
-    char *d0 = P->pool + 1, *d = d0; /* after the tag byte (rjson.h: RJ_TAG_*) */
     const bool build = P->build;
+    /* written at d0[o] (after the tag byte, rjson.h: RJ_TAG_*) only when building: without a
+     * pool (validation only) no pointer into it is formed */
+    char *d0 = build ? P->pool + 1 : NULL;
+    size_t o = 0;
     for (;;) {
         while (e - p >= 16) {
-            if (build) memcpy(d, p, 16);
+            if (build) memcpy(d0 + o, p, 16);
             unsigned k = plain16(p);
             p += k;
-            d += k;
+            o += k;
             if (k < 16) break;
         }
         if (p >= e) {
@@ -125,11 +128,11 @@ static bool pstring_slow(rjp *P, const char **out, size_t *len) {
         if (c == '"') {
             P->p = p + 1;
             if (build) {
-                *d = 0;
+                d0[o] = 0;
                 d0[-1] = (char)RJ_TAG_OTHER;
                 *out = d0;
-                *len = (size_t)(d - d0);
-                P->pool = d + 1;
+                *len = o;
+                P->pool = d0 + o + 1;
             }
             return true;
         }
@@ -167,17 +170,17 @@ static bool pstring_slow(rjp *P, const char **out, size_t *len) {
                     cp = 0x10000 + (((unsigned)u - 0xD800) << 10) + ((unsigned)l - 0xDC00);
                     p += 6;
                 }
-                if (build) d = put_utf8(d, cp);
+                if (build) o = (size_t)(put_utf8(d0 + o, cp) - d0);
                 continue;
             }
             default: P->p = p; return fail(P, "invalid escape in a string");
             }
-            if (build) *d++ = ch;
+            if (build) d0[o++] = ch;
             p += 2;
             continue;
         }
         if (c < 0x80) {
-            if (build) *d++ = (char)c;
+            if (build) d0[o++] = (char)c;
             p++;
             continue;
         }
@@ -207,7 +210,7 @@ static bool pstring_slow(rjp *P, const char **out, size_t *len) {
             P->p = p;
             return fail(P, "invalid UTF-8");
         }
-        if (build) memcpy(d, p, n), d += n;
+        if (build) memcpy(d0 + o, p, n), o += n;
         p += n;
     }
 }
@@ -340,21 +343,22 @@ static bool opaque_key(const char *k, size_t n) {
 static inline bool str_fast(const unsigned char **cp, const unsigned char *e, char **poolp, bool build,
                             const char **out, size_t *len) {
     const unsigned char *p = *cp + 1;
-    char *d0 = *poolp + 1, *d = d0; /* after the tag byte */
+    char *d0 = build ? *poolp + 1 : NULL; /* after the tag byte; no pointer formed without a pool */
+    size_t o = 0;
     while (e - p >= 16) {
-        if (build) memcpy(d, p, 16);
+        if (build) memcpy(d0 + o, p, 16);
         unsigned k = plain16(p);
         p += k;
-        d += k;
+        o += k;
         if (k == 16) continue;
         if (*p != '"') return false;
         *cp = p + 1;
         if (build) {
-            *d = 0;
+            d0[o] = 0;
             d0[-1] = (char)RJ_TAG_CLEAN;
             *out = d0;
-            *len = (size_t)(d - d0);
-            *poolp = d + 1;
+            *len = o;
+            *poolp = d0 + o + 1;
         }
         return true;
     }
