@@ -210,10 +210,10 @@ static int fill_choices(recipe_api api, const recipe_request *r, const api_ctx *
     if (r->guided_field)
         return serve_bad(err, r->guided_field, "'%s' (structured outputs) is not supported by this server",
                          r->guided_field);
-    /* Chat's response_format asks for constrained output, which is not implemented: refused. The
-     * Responses text.format and Messages output_config.format are echoed in the response object
-     * (tests/clients/test_openai_responses.py) and not enforced (docs/serve.md). */
-    if (api == RECIPE_API_CHAT && (r->format == RECIPE_FORMAT_JSON_OBJECT || r->format == RECIPE_FORMAT_JSON_SCHEMA))
+    /* A JSON format asks for constrained output, which is not implemented yet: refused in every API
+     * (Chat response_format, Responses text.format, Messages output_config.format), never
+     * accepted and ignored. Type text is the unconstrained default. */
+    if (r->format == RECIPE_FORMAT_JSON_OBJECT || r->format == RECIPE_FORMAT_JSON_SCHEMA)
         return serve_bad(err, format_param(api), "'%s' of type %s (structured outputs) is not supported by this "
                          "server; use type text", format_param(api),
                          r->format == RECIPE_FORMAT_JSON_OBJECT ? "json_object" : "json_schema");

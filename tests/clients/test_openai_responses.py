@@ -2,7 +2,7 @@
 GET/DELETE /v1/responses/{id}) driven by the official openai Python SDK on the real
 stories260K model: create, streaming (raw events and the SDK's stream helper),
 previous_response_id continuation, store=false, the response store's count cap and TTL,
-text.format echo, and errors in OpenAI's shape (SDK exceptions and raw HTTP). Function tools
+text.format (text echoed, JSON formats refused), and errors in OpenAI's shape (SDK exceptions and raw HTTP). Function tools
 and reasoning: test_tool_calls.py. Run by tests/integration/serve_responses.sh."""
 import json
 import time
@@ -98,10 +98,16 @@ class TestResponses(unittest.TestCase):
         with self.assertRaises(openai.NotFoundError):
             CLIENT.responses.retrieve(n.id)
 
-    def test_text_format_echo(self):
+    def test_text_format(self):
         r = CLIENT.responses.create(model=MODEL_NAME, input="Once", max_output_tokens=4,
-                                    text={"format": {"type": "json_object"}})
-        self.assertEqual(r.text.format.type, "json_object")
+                                    text={"format": {"type": "text"}})
+        self.assertEqual(r.text.format.type, "text")
+        # a JSON format would need constrained decoding: refused, never accepted and ignored
+        for fmt in ({"type": "json_object"},
+                    {"type": "json_schema", "name": "x", "schema": {"type": "object"}}):
+            with self.assertRaises(openai.BadRequestError) as cm:
+                CLIENT.responses.create(model=MODEL_NAME, input="Once", max_output_tokens=4, text={"format": fmt})
+            self.assertEqual(cm.exception.body.get("param"), "text.format")
 
     def test_errors(self):
         with self.assertRaises(openai.BadRequestError):
