@@ -361,10 +361,12 @@ int recipe_stream_encoder_event(recipe_stream_encoder *e, const recipe_event *ev
         recipe_finish f = e->any_tool ? RECIPE_FINISH_TOOL_CALLS : ev->finish;
         if (e->api == RECIPE_API_MESSAGES) {
             const char *sr = recipe_finish_messages(f);
-            json_t *d = json_pack("{s:s,s:{s:s,s:o},s:{s:I}}", "type", "message_delta", "delta", "stop_reason", sr ? sr : "end_turn",
+            /* the final usage, cumulative as Anthropic sends it: message_start was written before the
+             * prefix cache was consulted, so the input split (cache reads) is only right here */
+            json_t *d = json_pack("{s:s,s:{s:s,s:o},s:o}", "type", "message_delta", "delta", "stop_reason", sr ? sr : "end_turn",
                                   "stop_sequence",
                                   f == RECIPE_FINISH_STOP_STRING && ev->stop_sequence ? jsnew(ev->stop_sequence) : json_null(),
-                                  "usage", "output_tokens", (json_int_t)ev->usage.output);
+                                  "usage", usage_messages(&ev->usage));
             rc = sse_named(out, "message_delta", d);
             json_decref(d);
             if (!rc) rc = rb_puts(out, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");

@@ -103,6 +103,20 @@ class TestMessages(unittest.TestCase):
         ref = CLIENT.messages.create(model=MODEL_NAME, max_tokens=24, messages=MSGS, temperature=0)
         self.assertEqual(ref.content[0].text, final.content[0].text)
 
+    def test_stream_usage_matches(self):
+        """The stream's final usage (message_delta, accumulated by the SDK) splits the input into
+        uncached and cache-read tokens exactly as the non-streaming answer does (regression: the
+        stream used to report the whole prompt as uncached)."""
+        msgs = [{"role": "user", "content": "Once upon a time there was a little dog. " * 12}]
+        CLIENT.messages.create(model=MODEL_NAME, max_tokens=2, messages=msgs, temperature=0)  # fills the cache
+        ref = CLIENT.messages.create(model=MODEL_NAME, max_tokens=4, messages=msgs, temperature=0)
+        self.assertGreater(ref.usage.cache_read_input_tokens, 0)
+        with CLIENT.messages.stream(model=MODEL_NAME, max_tokens=4, messages=msgs, temperature=0) as stream:
+            final = stream.get_final_message()
+        self.assertEqual(final.usage.cache_read_input_tokens, ref.usage.cache_read_input_tokens)
+        self.assertEqual(final.usage.input_tokens, ref.usage.input_tokens)
+        self.assertEqual(final.usage.output_tokens, 4)
+
     def test_stream_events(self):
         events = [e.type for e in CLIENT.messages.create(model=MODEL_NAME, max_tokens=5, messages=MSGS, stream=True)]
         self.assertEqual(events[0], "message_start")
