@@ -104,6 +104,9 @@ typedef enum recipe_role {
     RECIPE_ROLE_TOOL, /* one tool result (a single RECIPE_PART_TOOL_RESULT part) */
 } recipe_role;
 
+/* The role as chat templates name it: system (developer too), user, assistant, tool. */
+const char *recipe_role_template_name(recipe_role r);
+
 typedef enum recipe_part_type {
     RECIPE_PART_TEXT = 0,      /* text */
     RECIPE_PART_IMAGE,         /* url (http(s) or data: URL) or media_type+data (base64), detail */

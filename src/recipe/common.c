@@ -18,6 +18,16 @@ int recipe_api_from_name(const char *name) {
     return -1;
 }
 
+const char *recipe_role_template_name(recipe_role r) {
+    switch (r) {
+    case RECIPE_ROLE_SYSTEM:
+    case RECIPE_ROLE_DEVELOPER: return "system";
+    case RECIPE_ROLE_USER: return "user";
+    case RECIPE_ROLE_ASSISTANT: return "assistant";
+    default: return "tool";
+    }
+}
+
 const char *recipe_api_name(recipe_api api) {
     switch (api) {
     case RECIPE_API_CHAT: return "chat";

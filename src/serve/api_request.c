@@ -86,15 +86,6 @@ char *api_error_json(recipe_api api, const serve_error *e, const char *request_i
 
 /* ---- request -> template messages ---- */
 
-static const char *role_name(recipe_role r) {
-    switch (r) {
-    case RECIPE_ROLE_SYSTEM:
-    case RECIPE_ROLE_DEVELOPER: return "system";
-    case RECIPE_ROLE_USER: return "user";
-    case RECIPE_ROLE_ASSISTANT: return "assistant";
-    default: return "tool";
-    }
-}
 
 /* Concatenated TEXT of parts; images refused. New string or NULL (+err). */
 static json_t *parts_text(const recipe_part *parts, size_t n, const char *where, serve_error *err) {
@@ -142,7 +133,7 @@ static json_t *tool_call_json(const recipe_part *p) {
 json_t *api_template_message(const recipe_message *m, size_t i, serve_error *err) {
     char where[48];
     snprintf(where, sizeof where, "messages[%zu]", i);
-    json_t *o = json_pack("{s:s}", "role", role_name(m->role));
+    json_t *o = json_pack("{s:s}", "role", recipe_role_template_name(m->role));
     if (!o) return oom(err), NULL;
     if (m->role == RECIPE_ROLE_TOOL) {
         const recipe_part *r = m->n_parts ? &m->parts[0] : NULL;

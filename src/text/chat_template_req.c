@@ -31,15 +31,6 @@ static json_t *parse_kept(req_fill *f, const char *text) {
     return v;
 }
 
-static const char *role_name(recipe_role r) {
-    switch (r) {
-    case RECIPE_ROLE_SYSTEM:
-    case RECIPE_ROLE_DEVELOPER: return "system";
-    case RECIPE_ROLE_USER: return "user";
-    case RECIPE_ROLE_ASSISTANT: return "assistant";
-    default: return "tool";
-    }
-}
 
 /* TEXT parts concatenated, in the render's arena (a single part is not copied). */
 static jv parts_text(jjob *j, const recipe_part *ps, size_t n) {
@@ -70,7 +61,7 @@ static jv tool_call(jjob *j, req_fill *f, const recipe_part *p) {
 
 static jv message(jjob *j, req_fill *f, const recipe_message *m, const char *content) {
     jv d = jv_newdict(j, 5);
-    set(j, d, "role", jv_cstr(j, role_name(m->role)));
+    set(j, d, "role", jv_cstr(j, recipe_role_template_name(m->role)));
     if (m->role == RECIPE_ROLE_TOOL) {
         const recipe_part *r = m->n_parts ? &m->parts[0] : NULL;
         set(j, d, "content", content ? jv_cstr(j, content) : r ? parts_text(j, r->parts, r->n_parts) : jv_str(j, "", 0));
