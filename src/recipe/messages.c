@@ -165,27 +165,9 @@ static int parse_turn(recipe_request *r, const rj *m, size_t idx, recipe_error *
     return 0;
 }
 
-int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_error *err);
-int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_error *err) {
-    /* every top-level field in one pass over the body (most optional fields are absent) */
-    enum { A_MODEL = X_COUNT, A_MAX_TOKENS, A_MESSAGES, A_SYSTEM, A_TOOLS, A_TOOL_CHOICE, A_STOP, A_TEMP, A_TOP_P,
-           A_STREAM, A_METADATA, A_THINKING, A_OUTPUT_CONFIG, A_COUNT };
-    static const jkey keys[A_COUNT] = {RECIPE_EXT_KEYS, JKEY("model"), JKEY("max_tokens"), JKEY("messages"),
-                                       JKEY("system"), JKEY("tools"), JKEY("tool_choice"), JKEY("stop_sequences"),
-                                       JKEY("temperature"), JKEY("top_p"), JKEY("stream"), JKEY("metadata"),
-                                       JKEY("thinking"), JKEY("output_config")};
-    rj *bv[A_COUNT];
-    jpick(b, keys, A_COUNT, bv);
-    if (rjv_str(bv[A_MODEL], "model", &r->model, err, "")) return -1;
-    rj *mt = bv[A_MAX_TOKENS];
-    if (!mt && (flags & RECIPE_PARSE_COUNT_TOKENS)) { /* count_tokens takes no max_tokens */
-    } else if (!rj_is_integer(mt) || rj_int(mt) < 1)
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "max_tokens", "'max_tokens' must be a positive integer");
-    else r->max_tokens = rj_int(mt);
-    rj *msgs = bv[A_MESSAGES];
-    if (!rj_is_array(msgs))
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "'messages' must be an array");
-    /* capacity: system + per message (1 + its blocks) */
+/* Checks every messages[] entry is an object and allocates room for the canonical messages:
+ * the system message + per wire message (1 + its blocks: tool_results split off). */
+static int alloc_messages(recipe_request *r, rj *msgs, recipe_error *err) {
     size_t cap = 1;
     for (size_t i = 0; i < rj_size(msgs); i++) {
         rj *m = rj_at(msgs, i), *c = rj_get(m, "content");
@@ -195,7 +177,11 @@ int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_erro
     }
     r->messages = ra_alloc(&r->arena, cap * sizeof *r->messages);
     if (!r->messages) return oom(err);
-    rj *sys = bv[A_SYSTEM];
+    return 0;
+}
+
+/* The top-level `system` (a string or text blocks) -> one top_level SYSTEM message. */
+static int parse_system(recipe_request *r, rj *sys, recipe_error *err) {
     if (rj_is_string(sys)) {
         recipe_message *o = &r->messages[r->n_messages++];
         o->role = RECIPE_ROLE_SYSTEM;
@@ -222,10 +208,10 @@ int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_erro
         }
     } else if (sys && !rj_is_null(sys))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "system", "'system' must be a string or an array of text blocks");
-    for (size_t i = 0; i < rj_size(msgs); i++)
-        if (parse_turn(r, rj_at(msgs, i), i, err)) return -1;
+    return 0;
+}
 
-    rj *tools = bv[A_TOOLS];
+static int parse_tools(recipe_request *r, rj *tools, recipe_error *err) {
     if (rj_is_array(tools)) {
         size_t n = rj_size(tools);
         r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
@@ -250,7 +236,10 @@ int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_erro
         }
     } else if (tools && !rj_is_null(tools))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
-    rj *tc = bv[A_TOOL_CHOICE];
+    return 0;
+}
+
+static int parse_tool_choice(recipe_request *r, rj *tc, recipe_error *err) {
     if (rj_is_object(tc)) {
         const char *type = rj_gets(tc, "type");
         if (!type) type = "";
@@ -268,8 +257,10 @@ int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_erro
         if (dis >= 0) r->parallel_tool_calls = !dis;
     } else if (tc && !rj_is_null(tc))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_choice", "'tool_choice' must be an object");
+    return 0;
+}
 
-    rj *ss = bv[A_STOP];
+static int parse_stop_sequences(recipe_request *r, rj *ss, recipe_error *err) {
     if (rj_is_array(ss)) {
         size_t n = rj_size(ss);
         r->stop = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->stop);
@@ -283,16 +274,13 @@ int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_erro
         }
     } else if (ss && !rj_is_null(ss))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop_sequences", "'stop_sequences' must be an array");
-    if (rjv_num(bv[A_TEMP], "temperature", &r->temperature, 0, 1, err, "")) return -1;
-    if (rjv_num(bv[A_TOP_P], "top_p", &r->top_p, 0, 1, err, "")) return -1;
-    int stream = 0;
-    if (rjv_bool(bv[A_STREAM], "stream", &stream, err, "")) return -1;
-    r->stream = stream == 1;
-    rj *md = NULL;
-    if (rjv_obj(bv[A_METADATA], "metadata", &md, err, "")) return -1;
-    if (md && jget_str(md, "user_id", &r->user, err, "metadata")) return -1;
+    return 0;
+}
+
+/* `thinking`: enabled (with a budget below max_tokens, so parsed after it), disabled or adaptive. */
+static int parse_thinking(recipe_request *r, rj *v, recipe_error *err) {
     rj *th = NULL;
-    if (rjv_obj(bv[A_THINKING], "thinking", &th, err, "")) return -1;
+    if (rjv_obj(v, "thinking", &th, err, "")) return -1;
     if (th) {
         const char *type = rj_gets(th, "type");
         if (type && !strcmp(type, "enabled")) {
@@ -308,8 +296,13 @@ int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_erro
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "thinking.type",
                                "'thinking.type' must be enabled, disabled or adaptive");
     }
+    return 0;
+}
+
+/* `output_config`: the reasoning effort and a JSON schema output format. */
+static int parse_output_config(recipe_request *r, rj *v, recipe_error *err) {
     rj *oc = NULL;
-    if (rjv_obj(bv[A_OUTPUT_CONFIG], "output_config", &oc, err, "")) return -1;
+    if (rjv_obj(v, "output_config", &oc, err, "")) return -1;
     if (oc) {
         const char *eff = rj_gets(oc, "effort");
         if (eff && !(r->reasoning_effort = effort_parse(eff)))
@@ -324,6 +317,47 @@ int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_erro
             r->format_schema = RAW(r, schema);
         }
     }
+    return 0;
+}
+
+int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_error *err);
+int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_error *err) {
+    /* every top-level field in one pass over the body (most optional fields are absent) */
+    enum { A_MODEL = X_COUNT, A_MAX_TOKENS, A_MESSAGES, A_SYSTEM, A_TOOLS, A_TOOL_CHOICE, A_STOP, A_TEMP, A_TOP_P,
+           A_STREAM, A_METADATA, A_THINKING, A_OUTPUT_CONFIG, A_COUNT };
+    static const jkey keys[A_COUNT] = {RECIPE_EXT_KEYS, JKEY("model"), JKEY("max_tokens"), JKEY("messages"),
+                                       JKEY("system"), JKEY("tools"), JKEY("tool_choice"), JKEY("stop_sequences"),
+                                       JKEY("temperature"), JKEY("top_p"), JKEY("stream"), JKEY("metadata"),
+                                       JKEY("thinking"), JKEY("output_config")};
+    rj *bv[A_COUNT];
+    jpick(b, keys, A_COUNT, bv);
+    if (rjv_str(bv[A_MODEL], "model", &r->model, err, "")) return -1;
+    rj *mt = bv[A_MAX_TOKENS];
+    if (!mt && (flags & RECIPE_PARSE_COUNT_TOKENS)) { /* count_tokens takes no max_tokens */
+    } else if (!rj_is_integer(mt) || rj_int(mt) < 1)
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "max_tokens", "'max_tokens' must be a positive integer");
+    else r->max_tokens = rj_int(mt);
+    rj *msgs = bv[A_MESSAGES];
+    if (!rj_is_array(msgs))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "'messages' must be an array");
+    if (alloc_messages(r, msgs, err)) return -1;
+    if (parse_system(r, bv[A_SYSTEM], err)) return -1;
+    for (size_t i = 0; i < rj_size(msgs); i++)
+        if (parse_turn(r, rj_at(msgs, i), i, err)) return -1;
+
+    if (parse_tools(r, bv[A_TOOLS], err)) return -1;
+    if (parse_tool_choice(r, bv[A_TOOL_CHOICE], err)) return -1;
+    if (parse_stop_sequences(r, bv[A_STOP], err)) return -1;
+    if (rjv_num(bv[A_TEMP], "temperature", &r->temperature, 0, 1, err, "")) return -1;
+    if (rjv_num(bv[A_TOP_P], "top_p", &r->top_p, 0, 1, err, "")) return -1;
+    int stream = 0;
+    if (rjv_bool(bv[A_STREAM], "stream", &stream, err, "")) return -1;
+    r->stream = stream == 1;
+    rj *md = NULL;
+    if (rjv_obj(bv[A_METADATA], "metadata", &md, err, "")) return -1;
+    if (md && jget_str(md, "user_id", &r->user, err, "metadata")) return -1;
+    if (parse_thinking(r, bv[A_THINKING], err)) return -1;
+    if (parse_output_config(r, bv[A_OUTPUT_CONFIG], err)) return -1;
     return parse_extensions_v(r, bv, err);
 }
 
@@ -416,45 +450,51 @@ static void w_block(rw *w, recipe_arena *a, const recipe_part *p, size_t idx) {
 static bool is_sys(const recipe_message *m) { return m->role == RECIPE_ROLE_SYSTEM || m->role == RECIPE_ROLE_DEVELOPER; }
 static bool wire_user(const recipe_message *m) { return m->role != RECIPE_ROLE_ASSISTANT; }
 
-int messages_request_write(rw *w, const recipe_request *r, recipe_error *err);
-int messages_request_write(rw *w, const recipe_request *r, recipe_error *err) {
+/* Whether any user/assistant message yields a block (system messages are hoisted). */
+static bool has_turn_blocks(const recipe_request *r) {
     bool any = false;
     for (size_t i = 0; i < r->n_messages && !any; i++)
         if (!is_sys(&r->messages[i]))
             for (size_t k = 0; k < r->messages[i].n_parts && !any; k++) any = emits_block(&r->messages[i].parts[k]);
-    if (!any) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "no user or assistant messages to encode");
-    recipe_arena a = {0};
-    int64_t max_tokens = r->max_tokens != RECIPE_UNSET ? r->max_tokens : 4096;
-    int64_t budget = RECIPE_UNSET;
-    int thinking = -1; /* 0 disabled, 1 enabled, 2 adaptive */
+    return any;
+}
+
+/* The wire thinking mode: -1 unset, 0 disabled, 1 enabled (sets *budget, may raise *max_tokens), 2 adaptive. */
+static int thinking_mode(const recipe_request *r, int64_t *max_tokens, int64_t *budget) {
+    int thinking = -1;
     if (r->thinking == 1 && r->thinking_adaptive) thinking = 2;
     else if (r->thinking == 1 || (r->thinking < 0 && r->reasoning_effort > RECIPE_EFFORT_NONE)) {
         thinking = 1;
-        budget = r->thinking_budget != RECIPE_UNSET ? r->thinking_budget : recipe_budget_from_effort(r->reasoning_effort);
+        *budget = r->thinking_budget != RECIPE_UNSET ? r->thinking_budget
+                                                     : recipe_budget_from_effort(r->reasoning_effort);
         /* Anthropic needs budget < max_tokens (both include thinking): keep the requested
          * allowance for the answer on top of the budget */
-        if (max_tokens <= budget) max_tokens += budget;
+        if (*max_tokens <= *budget) *max_tokens += *budget;
     } else if (r->thinking == 0 || r->reasoning_effort == RECIPE_EFFORT_NONE)
         thinking = 0;
-    rw_obj(w);
-    rw_kstr(w, "model", r->model);
-    rw_kint(w, "max_tokens", max_tokens);
-    /* system: every system/developer message hoisted */
+    return thinking;
+}
+
+/* system: every system/developer message hoisted */
+static void w_system(rw *w, recipe_arena *a, const recipe_request *r) {
     size_t n_sys = 0;
     const recipe_message *only = NULL;
     for (size_t i = 0; i < r->n_messages; i++)
         if (is_sys(&r->messages[i])) n_sys++, only = &r->messages[i];
     if (n_sys == 1 && only->content_string) {
-        const char *t = join_text(&a, only->parts, only->n_parts, "");
+        const char *t = join_text(a, only->parts, only->n_parts, "");
         rw_kstr(w, "system", t ? t : "");
     } else if (n_sys) {
         rw_karr(w, "system");
         for (size_t i = 0; i < r->n_messages; i++)
             if (is_sys(&r->messages[i]))
-                for (size_t k = 0; k < r->messages[i].n_parts; k++) w_block(w, &a, &r->messages[i].parts[k], k);
+                for (size_t k = 0; k < r->messages[i].n_parts; k++) w_block(w, a, &r->messages[i].parts[k], k);
         rw_end(w);
     }
-    /* turns: maximal runs of non-system messages with the same wire role */
+}
+
+/* turns: maximal runs of non-system messages with the same wire role */
+static void w_turns(rw *w, recipe_arena *a, const recipe_request *r) {
     rw_karr(w, "messages");
     size_t tool_idx = 0;
     for (size_t i = 0; i < r->n_messages;) {
@@ -484,7 +524,8 @@ int messages_request_write(rw *w, const recipe_request *r, recipe_error *err) {
                 rw_karr(w, "content");
                 for (size_t j = i; j < e; j++) {
                     if (is_sys(&r->messages[j])) continue;
-                    for (size_t k = 0; k < r->messages[j].n_parts; k++) w_block(w, &a, &r->messages[j].parts[k], tool_idx++);
+                    for (size_t k = 0; k < r->messages[j].n_parts; k++)
+                        w_block(w, a, &r->messages[j].parts[k], tool_idx++);
                 }
                 rw_end(w);
             }
@@ -493,27 +534,32 @@ int messages_request_write(rw *w, const recipe_request *r, recipe_error *err) {
         i = e;
     }
     rw_end(w);
-    if (r->n_tools) {
-        rw_karr(w, "tools");
-        for (size_t i = 0; i < r->n_tools; i++) {
-            const recipe_tool *t = &r->tools[i];
+}
+
+static void w_tools(rw *w, const recipe_request *r) {
+    if (!r->n_tools) return;
+    rw_karr(w, "tools");
+    for (size_t i = 0; i < r->n_tools; i++) {
+        const recipe_tool *t = &r->tools[i];
+        rw_obj(w);
+        rw_kstr(w, "name", t->name);
+        rw_kstr(w, "description", t->description);
+        rw_key(w, "input_schema");
+        if (t->parameters) rw_raw(w, t->parameters);
+        else {
             rw_obj(w);
-            rw_kstr(w, "name", t->name);
-            rw_kstr(w, "description", t->description);
-            rw_key(w, "input_schema");
-            if (t->parameters) rw_raw(w, t->parameters);
-            else {
-                rw_obj(w);
-                rw_kstr(w, "type", "object");
-                rw_kobj(w, "properties");
-                rw_end(w);
-                rw_end(w);
-            }
-            rw_kraw(w, "cache_control", t->cache_control);
+            rw_kstr(w, "type", "object");
+            rw_kobj(w, "properties");
+            rw_end(w);
             rw_end(w);
         }
+        rw_kraw(w, "cache_control", t->cache_control);
         rw_end(w);
     }
+    rw_end(w);
+}
+
+static void w_tool_choice(rw *w, const recipe_request *r) {
     const char *tc = NULL;
     switch (r->tool_choice) {
     case RECIPE_TOOL_CHOICE_NONE: tc = "none"; break;
@@ -530,6 +576,45 @@ int messages_request_write(rw *w, const recipe_request *r, recipe_error *err) {
         if (r->parallel_tool_calls >= 0) rw_key(w, "disable_parallel_tool_use"), rw_bool(w, !r->parallel_tool_calls);
         rw_end(w);
     }
+}
+
+static void w_output_config(rw *w, const recipe_request *r) {
+    bool fmt = (r->format == RECIPE_FORMAT_JSON_SCHEMA && r->format_schema) || r->format == RECIPE_FORMAT_JSON_OBJECT;
+    bool eff = r->source == RECIPE_API_MESSAGES && r->reasoning_effort;
+    if (fmt || eff) {
+        rw_kobj(w, "output_config");
+        if (fmt) {
+            rw_kobj(w, "format");
+            rw_kstr(w, "type", "json_schema");
+            rw_key(w, "schema");
+            if (r->format == RECIPE_FORMAT_JSON_SCHEMA) rw_raw(w, r->format_schema);
+            else {
+                rw_obj(w);
+                rw_kstr(w, "type", "object");
+                rw_end(w);
+            }
+            rw_end(w);
+        }
+        if (eff) rw_kstr(w, "effort", recipe_effort_name(r->reasoning_effort));
+        rw_end(w);
+    }
+}
+
+int messages_request_write(rw *w, const recipe_request *r, recipe_error *err);
+int messages_request_write(rw *w, const recipe_request *r, recipe_error *err) {
+    if (!has_turn_blocks(r))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "messages", "no user or assistant messages to encode");
+    recipe_arena a = {0};
+    int64_t max_tokens = r->max_tokens != RECIPE_UNSET ? r->max_tokens : 4096;
+    int64_t budget = RECIPE_UNSET;
+    int thinking = thinking_mode(r, &max_tokens, &budget); /* 0 disabled, 1 enabled, 2 adaptive */
+    rw_obj(w);
+    rw_kstr(w, "model", r->model);
+    rw_kint(w, "max_tokens", max_tokens);
+    w_system(w, &a, r);
+    w_turns(w, &a, r);
+    w_tools(w, r);
+    w_tool_choice(w, r);
     if (r->n_stop) {
         rw_karr(w, "stop_sequences");
         for (size_t i = 0; i < r->n_stop; i++) rw_str(w, r->stop[i]);
@@ -551,25 +636,7 @@ int messages_request_write(rw *w, const recipe_request *r, recipe_error *err) {
         if (thinking == 1) rw_kint(w, "budget_tokens", budget);
         rw_end(w);
     }
-    bool fmt = (r->format == RECIPE_FORMAT_JSON_SCHEMA && r->format_schema) || r->format == RECIPE_FORMAT_JSON_OBJECT;
-    bool eff = r->source == RECIPE_API_MESSAGES && r->reasoning_effort;
-    if (fmt || eff) {
-        rw_kobj(w, "output_config");
-        if (fmt) {
-            rw_kobj(w, "format");
-            rw_kstr(w, "type", "json_schema");
-            rw_key(w, "schema");
-            if (r->format == RECIPE_FORMAT_JSON_SCHEMA) rw_raw(w, r->format_schema);
-            else {
-                rw_obj(w);
-                rw_kstr(w, "type", "object");
-                rw_end(w);
-            }
-            rw_end(w);
-        }
-        if (eff) rw_kstr(w, "effort", recipe_effort_name(r->reasoning_effort));
-        rw_end(w);
-    }
+    w_output_config(w, r);
     write_extensions(w, r);
     rw_end(w);
     ra_free(&a);

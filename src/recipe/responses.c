@@ -57,23 +57,124 @@ static recipe_part *asst_part(recipe_request *r, recipe_message **open, size_t c
     return &(*open)->parts[(*open)->n_parts++];
 }
 
-int responses_request_parse(recipe_request *r, rj *b, recipe_error *err);
-int responses_request_parse(recipe_request *r, rj *b, recipe_error *err) {
-    /* every top-level field in one pass over the body (most optional fields are absent) */
-    enum { R_MODEL = S_COUNT, R_INPUT, R_INSTRUCTIONS, R_TOOLS, R_TOOL_CHOICE, R_MAX_OUTPUT_TOKENS, R_TEXT,
-           R_REASONING, R_PREVIOUS, R_STORE, R_TRUNCATION, R_INCLUDE, R_COUNT };
-    static const jkey keys[R_COUNT] = {RECIPE_COMMON_KEYS, JKEY("model"), JKEY("input"), JKEY("instructions"),
-                                       JKEY("tools"), JKEY("tool_choice"), JKEY("max_output_tokens"), JKEY("text"),
-                                       JKEY("reasoning"), JKEY("previous_response_id"), JKEY("store"),
-                                       JKEY("truncation"), JKEY("include")};
-    rj *bv[R_COUNT];
-    jpick(b, keys, R_COUNT, bv);
-    if (rjv_str(bv[R_MODEL], "model", &r->model, err, "")) return -1;
-    rj *input = bv[R_INPUT];
-    const char *instr = NULL;
-    if (rjv_str(bv[R_INSTRUCTIONS], "instructions", &instr, err, "")) return -1;
-    if (!rj_is_string(input) && !rj_is_array(input))
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "'input' must be a string or an array of items");
+/* An input item's fields, picked in one pass. */
+enum { I_TYPE, I_ROLE, I_CONTENT, I_ID, I_NAME, I_CALL_ID, I_ARGUMENTS, I_SUMMARY, I_ENCRYPTED, I_OUTPUT, I_N };
+
+/* A `message` item: an assistant one folds into the open assistant message; other roles stand alone. */
+static int parse_message_item(recipe_request *r, rj **v, const char *role, size_t i, const char *path, size_t part_cap,
+                              recipe_message **open, recipe_error *err) {
+    char p2[RECIPE_PATH];
+    path_idx(p2, sizeof p2, "input", i, ".content");
+    recipe_part *ps;
+    size_t n;
+    bool is_str;
+    if (!role) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' missing", path);
+    if (parse_parts(r, v[I_CONTENT], &ps, &n, &is_str, p2, err)) return -1;
+    if (!strcmp(role, "assistant")) {
+        if (*open && (*open)->content_string) *open = NULL; /* a plain-string message stands alone */
+        for (size_t k = 0; k < n; k++) {
+            recipe_part *p = asst_part(r, open, part_cap + 1, err);
+            if (!p) return -1;
+            *p = ps[k];
+            p->item_id = rj_str(v[I_ID]);
+        }
+        if (!*open) {
+            if (!asst_part(r, open, part_cap + 1, err)) return -1;
+            (*open)->n_parts = 0;
+        }
+        (*open)->content_string = is_str;
+        if (is_str) *open = NULL;
+        return 0;
+    }
+    *open = NULL;
+    recipe_message *m = &r->messages[r->n_messages++];
+    if (!strcmp(role, "user")) m->role = RECIPE_ROLE_USER;
+    else if (!strcmp(role, "system")) m->role = RECIPE_ROLE_SYSTEM;
+    else if (!strcmp(role, "developer")) m->role = RECIPE_ROLE_DEVELOPER;
+    else
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path,
+                           "'%s.role' '%s' is not user, assistant, system or developer", path, role);
+    m->parts = ps, m->n_parts = n, m->content_string = is_str;
+    return 0;
+}
+
+static int parse_function_call_item(recipe_request *r, rj **v, const char *path, size_t part_cap, recipe_message **open,
+                                    recipe_error *err) {
+    const char *name = rj_str(v[I_NAME]), *call_id = rj_str(v[I_CALL_ID]),
+               *args = rj_str(v[I_ARGUMENTS]);
+    if (!name || !call_id)
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' needs string call_id and name", path);
+    if (*open && (*open)->content_string) *open = NULL;
+    recipe_part *p = asst_part(r, open, part_cap + 1, err);
+    if (!p) return -1;
+    p->type = RECIPE_PART_TOOL_CALL;
+    p->id = call_id, p->name = name, p->args = args ? args : "{}";
+    p->item_id = rj_str(v[I_ID]);
+    return 0;
+}
+
+static int parse_reasoning_item(recipe_request *r, rj **v, size_t part_cap, recipe_message **open, recipe_error *err) {
+    if (*open && (*open)->content_string) *open = NULL;
+    recipe_part *p = asst_part(r, open, part_cap + 1, err);
+    if (!p) return -1;
+    p->type = RECIPE_PART_REASONING;
+    p->item_id = rj_str(v[I_ID]);
+    p->summary = RAW(r, v[I_SUMMARY]);
+    p->signature = rj_str(v[I_ENCRYPTED]); /* kept for round trips; never interpreted */
+    rj *c = v[I_CONTENT];
+    if (rj_is_array(c)) {
+        recipe_buf tb = {0};
+        for (size_t k = 0; k < rj_size(c); k++) {
+            const char *t = rj_gets(rj_at(c, k), "text");
+            if (t) rb_puts(&tb, t);
+        }
+        p->text = tb.data ? ra_strndup(&r->arena, tb.data, tb.len) : "";
+        recipe_buf_free(&tb);
+    }
+    return 0;
+}
+
+static int parse_function_call_output_item(recipe_request *r, rj **v, size_t i, const char *path, recipe_message **open,
+                                           recipe_error *err) {
+    *open = NULL;
+    recipe_message *m = &r->messages[r->n_messages++];
+    m->role = RECIPE_ROLE_TOOL;
+    recipe_part *p = m->parts = ra_alloc(&r->arena, sizeof *p);
+    if (!p) return oom(err);
+    m->n_parts = 1;
+    p->type = RECIPE_PART_TOOL_RESULT;
+    p->id = rj_str(v[I_CALL_ID]);
+    if (!p->id) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.call_id' missing", path);
+    char p2[RECIPE_PATH];
+    path_idx(p2, sizeof p2, "input", i, ".output");
+    if (parse_parts(r, v[I_OUTPUT], &p->parts, &p->n_parts, &p->content_string, p2, err)) return -1;
+    return 0;
+}
+
+/* input[i]; *open is the assistant message folding adjacent items. */
+static int parse_input_item(recipe_request *r, rj *it, size_t i, size_t part_cap, recipe_message **open,
+                            recipe_error *err) {
+    char path[RECIPE_PATH];
+    path_idx(path, sizeof path, "input", i, "");
+    if (!rj_is_object(it)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
+    static const jkey ikeys[I_N] = {JKEY("type"), JKEY("role"), JKEY("content"), JKEY("id"), JKEY("name"),
+                                    JKEY("call_id"), JKEY("arguments"), JKEY("summary"),
+                                    JKEY("encrypted_content"), JKEY("output")};
+    rj *v[I_N];
+    jpick(it, ikeys, I_N, v);
+    const char *type = rj_str(v[I_TYPE]);
+    const char *role = rj_str(v[I_ROLE]);
+    if (!type && role) type = "message";
+    if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.type' missing", path);
+    if (!strcmp(type, "message")) return parse_message_item(r, v, role, i, path, part_cap, open, err);
+    if (!strcmp(type, "function_call")) return parse_function_call_item(r, v, path, part_cap, open, err);
+    if (!strcmp(type, "reasoning")) return parse_reasoning_item(r, v, part_cap, open, err);
+    if (!strcmp(type, "function_call_output")) return parse_function_call_output_item(r, v, i, path, open, err);
+    return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s': unsupported input item type '%s'", path, type);
+}
+
+/* `instructions` (a top_level SYSTEM message) and `input` (a string: one USER message; or items). */
+static int parse_input(recipe_request *r, rj *input, const char *instr, recipe_error *err) {
     size_t n_items = rj_is_array(input) ? rj_size(input) : 1;
     /* each item adds at most one message; text parts of one message item may be many */
     size_t part_cap = 0;
@@ -105,100 +206,13 @@ int responses_request_parse(recipe_request *r, rj *b, recipe_error *err) {
         r->input_string = true;
     }
     recipe_message *open = NULL; /* assistant message folding adjacent items */
-    for (size_t i = 0; rj_is_array(input) && i < n_items; i++) {
-        rj *it = rj_at(input, i);
-        char path[RECIPE_PATH];
-        path_idx(path, sizeof path, "input", i, "");
-        if (!rj_is_object(it)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
-        enum { I_TYPE, I_ROLE, I_CONTENT, I_ID, I_NAME, I_CALL_ID, I_ARGUMENTS, I_SUMMARY, I_ENCRYPTED, I_OUTPUT, I_N };
-        static const jkey ikeys[I_N] = {JKEY("type"), JKEY("role"), JKEY("content"), JKEY("id"), JKEY("name"),
-                                        JKEY("call_id"), JKEY("arguments"), JKEY("summary"),
-                                        JKEY("encrypted_content"), JKEY("output")};
-        rj *v[I_N];
-        jpick(it, ikeys, I_N, v);
-        const char *type = rj_str(v[I_TYPE]);
-        const char *role = rj_str(v[I_ROLE]);
-        if (!type && role) type = "message";
-        if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.type' missing", path);
-        if (!strcmp(type, "message")) {
-            char p2[RECIPE_PATH];
-            path_idx(p2, sizeof p2, "input", i, ".content");
-            recipe_part *ps;
-            size_t n;
-            bool is_str;
-            if (!role) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' missing", path);
-            if (parse_parts(r, v[I_CONTENT], &ps, &n, &is_str, p2, err)) return -1;
-            if (!strcmp(role, "assistant")) {
-                if (open && open->content_string) open = NULL; /* a plain-string message stands alone */
-                for (size_t k = 0; k < n; k++) {
-                    recipe_part *p = asst_part(r, &open, part_cap + 1, err);
-                    if (!p) return -1;
-                    *p = ps[k];
-                    p->item_id = rj_str(v[I_ID]);
-                }
-                if (!open) {
-                    if (!asst_part(r, &open, part_cap + 1, err)) return -1;
-                    open->n_parts = 0;
-                }
-                open->content_string = is_str;
-                if (is_str) open = NULL;
-                continue;
-            }
-            open = NULL;
-            recipe_message *m = &r->messages[r->n_messages++];
-            if (!strcmp(role, "user")) m->role = RECIPE_ROLE_USER;
-            else if (!strcmp(role, "system")) m->role = RECIPE_ROLE_SYSTEM;
-            else if (!strcmp(role, "developer")) m->role = RECIPE_ROLE_DEVELOPER;
-            else return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' '%s' is not user, assistant, system or developer", path, role);
-            m->parts = ps, m->n_parts = n, m->content_string = is_str;
-        } else if (!strcmp(type, "function_call")) {
-            const char *name = rj_str(v[I_NAME]), *call_id = rj_str(v[I_CALL_ID]),
-                       *args = rj_str(v[I_ARGUMENTS]);
-            if (!name || !call_id)
-                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' needs string call_id and name", path);
-            if (open && open->content_string) open = NULL;
-            recipe_part *p = asst_part(r, &open, part_cap + 1, err);
-            if (!p) return -1;
-            p->type = RECIPE_PART_TOOL_CALL;
-            p->id = call_id, p->name = name, p->args = args ? args : "{}";
-            p->item_id = rj_str(v[I_ID]);
-        } else if (!strcmp(type, "reasoning")) {
-            if (open && open->content_string) open = NULL;
-            recipe_part *p = asst_part(r, &open, part_cap + 1, err);
-            if (!p) return -1;
-            p->type = RECIPE_PART_REASONING;
-            p->item_id = rj_str(v[I_ID]);
-            p->summary = RAW(r, v[I_SUMMARY]);
-            p->signature = rj_str(v[I_ENCRYPTED]); /* kept for round trips; never interpreted */
-            rj *c = v[I_CONTENT];
-            if (rj_is_array(c)) {
-                recipe_buf tb = {0};
-                for (size_t k = 0; k < rj_size(c); k++) {
-                    const char *t = rj_gets(rj_at(c, k), "text");
-                    if (t) rb_puts(&tb, t);
-                }
-                p->text = tb.data ? ra_strndup(&r->arena, tb.data, tb.len) : "";
-                recipe_buf_free(&tb);
-            }
-        } else if (!strcmp(type, "function_call_output")) {
-            open = NULL;
-            recipe_message *m = &r->messages[r->n_messages++];
-            m->role = RECIPE_ROLE_TOOL;
-            recipe_part *p = m->parts = ra_alloc(&r->arena, sizeof *p);
-            if (!p) return oom(err);
-            m->n_parts = 1;
-            p->type = RECIPE_PART_TOOL_RESULT;
-            p->id = rj_str(v[I_CALL_ID]);
-            if (!p->id) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.call_id' missing", path);
-            char p2[RECIPE_PATH];
-            path_idx(p2, sizeof p2, "input", i, ".output");
-            if (parse_parts(r, v[I_OUTPUT], &p->parts, &p->n_parts, &p->content_string, p2, err)) return -1;
-        } else
-            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s': unsupported input item type '%s'", path, type);
-    }
+    for (size_t i = 0; rj_is_array(input) && i < n_items; i++)
+        if (parse_input_item(r, rj_at(input, i), i, part_cap, &open, err)) return -1;
     if (r->n_messages == 0) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "'input' is empty");
+    return 0;
+}
 
-    rj *tools = bv[R_TOOLS];
+static int parse_tools(recipe_request *r, rj *tools, recipe_error *err) {
     if (rj_is_array(tools)) {
         size_t n = rj_size(tools);
         r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
@@ -222,11 +236,13 @@ int responses_request_parse(recipe_request *r, rj *b, recipe_error *err) {
         }
     } else if (tools && !rj_is_null(tools))
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools' must be an array");
-    if (tool_choice_parse_openai(r, bv[R_TOOL_CHOICE], true, err)) return -1;
-    if (parse_common_sampling_v(r, bv, err)) return -1;
-    if (rjv_int(bv[R_MAX_OUTPUT_TOKENS], "max_output_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
+    return 0;
+}
+
+/* `text.format`: text, json_object or json_schema. */
+static int parse_text_format(recipe_request *r, rj *v, recipe_error *err) {
     rj *text = NULL, *fmt = NULL;
-    if (rjv_obj(bv[R_TEXT], "text", &text, err, "")) return -1;
+    if (rjv_obj(v, "text", &text, err, "")) return -1;
     if (text && jget_obj(text, "format", &fmt, err, "text")) return -1;
     if (fmt) {
         const char *type = rj_gets(fmt, "type");
@@ -242,8 +258,12 @@ int responses_request_parse(recipe_request *r, rj *b, recipe_error *err) {
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "text.format",
                                "'text.format' must be text, json_object or json_schema with a schema object");
     }
+    return 0;
+}
+
+static int parse_reasoning(recipe_request *r, rj *v, recipe_error *err) {
     rj *rs = NULL;
-    if (rjv_obj(bv[R_REASONING], "reasoning", &rs, err, "")) return -1;
+    if (rjv_obj(v, "reasoning", &rs, err, "")) return -1;
     if (rs) {
         const char *eff = rj_gets(rs, "effort");
         if (eff && !(r->reasoning_effort = effort_parse(eff)))
@@ -251,6 +271,34 @@ int responses_request_parse(recipe_request *r, rj *b, recipe_error *err) {
                                "'reasoning.effort' must be one of none, minimal, low, medium, high");
         r->reasoning_summary = rj_gets(rs, "summary");
     }
+    return 0;
+}
+
+int responses_request_parse(recipe_request *r, rj *b, recipe_error *err);
+int responses_request_parse(recipe_request *r, rj *b, recipe_error *err) {
+    /* every top-level field in one pass over the body (most optional fields are absent) */
+    enum { R_MODEL = S_COUNT, R_INPUT, R_INSTRUCTIONS, R_TOOLS, R_TOOL_CHOICE, R_MAX_OUTPUT_TOKENS, R_TEXT,
+           R_REASONING, R_PREVIOUS, R_STORE, R_TRUNCATION, R_INCLUDE, R_COUNT };
+    static const jkey keys[R_COUNT] = {RECIPE_COMMON_KEYS, JKEY("model"), JKEY("input"), JKEY("instructions"),
+                                       JKEY("tools"), JKEY("tool_choice"), JKEY("max_output_tokens"), JKEY("text"),
+                                       JKEY("reasoning"), JKEY("previous_response_id"), JKEY("store"),
+                                       JKEY("truncation"), JKEY("include")};
+    rj *bv[R_COUNT];
+    jpick(b, keys, R_COUNT, bv);
+    if (rjv_str(bv[R_MODEL], "model", &r->model, err, "")) return -1;
+    rj *input = bv[R_INPUT];
+    const char *instr = NULL;
+    if (rjv_str(bv[R_INSTRUCTIONS], "instructions", &instr, err, "")) return -1;
+    if (!rj_is_string(input) && !rj_is_array(input))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "input", "'input' must be a string or an array of items");
+    if (parse_input(r, input, instr, err)) return -1;
+
+    if (parse_tools(r, bv[R_TOOLS], err)) return -1;
+    if (tool_choice_parse_openai(r, bv[R_TOOL_CHOICE], true, err)) return -1;
+    if (parse_common_sampling_v(r, bv, err)) return -1;
+    if (rjv_int(bv[R_MAX_OUTPUT_TOKENS], "max_output_tokens", &r->max_tokens, 1, INT32_MAX, err, "")) return -1;
+    if (parse_text_format(r, bv[R_TEXT], err)) return -1;
+    if (parse_reasoning(r, bv[R_REASONING], err)) return -1;
     if (rjv_str(bv[R_PREVIOUS], "previous_response_id", &r->previous_response_id, err, "")) return -1;
     if (rjv_bool(bv[R_STORE], "store", &r->store, err, "")) return -1;
     if (rjv_str(bv[R_TRUNCATION], "truncation", &r->truncation, err, "")) return -1;
@@ -356,6 +404,146 @@ static void w_input_parts(rw *w, recipe_arena *a, const recipe_part *ps, size_t 
     rw_end(w);
 }
 
+/* instructions: the top-level system messages, joined */
+static void w_instructions(rw *w, recipe_arena *a, const recipe_request *r) {
+    recipe_buf ib = {0};
+    for (size_t i = 0; i < r->n_messages; i++) {
+        const recipe_message *m = &r->messages[i];
+        if (!m->top_level) continue;
+        const char *t = join_text(a, m->parts, m->n_parts, "\n");
+        if (!t) continue;
+        if (ib.len) rb_puts(&ib, "\n");
+        rb_puts(&ib, t);
+    }
+    if (ib.data) rw_key(w, "instructions"), rw_strn(w, ib.data, ib.len);
+    recipe_buf_free(&ib);
+}
+
+static void w_reasoning_item(rw *w, recipe_arena *a, const recipe_part *p, const char *minted, bool keep_sig) {
+    rw_obj(w);
+    rw_kstr(w, "type", "reasoning");
+    rw_kstr(w, "id", p->item_id ? p->item_id : minted);
+    rw_key(w, "summary");
+    if (p->summary) rw_raw(w, p->summary);
+    else rw_arr(w), rw_end(w);
+    const char *t = p->text ? p->text : p->summary ? NULL : reasoning_text(a, p);
+    if (t) {
+        rw_karr(w, "content");
+        rw_obj(w);
+        rw_kstr(w, "type", "reasoning_text");
+        rw_kstr(w, "text", t);
+        rw_end(w);
+        rw_end(w);
+    }
+    if (keep_sig) rw_kstr(w, "encrypted_content", p->signature);
+    rw_end(w);
+}
+
+/* An assistant message (messages[i]) unfolds into reasoning, function_call and message items. */
+static void w_assistant_items(rw *w, recipe_arena *a, const recipe_message *m, size_t i, bool keep_sig) {
+    for (size_t k = 0; k < m->n_parts;) {
+        const recipe_part *p = &m->parts[k];
+        if (p->type == RECIPE_PART_REASONING) {
+            char minted[64];
+            mint_id(minted, sizeof minted, "rs_", i * 1000 + k);
+            w_reasoning_item(w, a, p, minted, keep_sig);
+            k++;
+        } else if (p->type == RECIPE_PART_TOOL_CALL) {
+            rw_obj(w);
+            rw_kstr(w, "type", "function_call");
+            rw_kstr(w, "id", p->item_id);
+            rw_kstr(w, "call_id", p->id);
+            rw_kstr(w, "name", p->name);
+            rw_kstr(w, "arguments", p->args ? p->args : "{}");
+            rw_end(w);
+            k++;
+        } else if (p->type == RECIPE_PART_TEXT) {
+            size_t e = k + 1; /* consecutive text parts of the same item */
+            while (e < m->n_parts && m->parts[e].type == RECIPE_PART_TEXT &&
+                   ((!p->item_id && !m->parts[e].item_id) ||
+                    (p->item_id && m->parts[e].item_id && !strcmp(p->item_id, m->parts[e].item_id))))
+                e++;
+            rw_obj(w);
+            rw_kstr(w, "type", "message");
+            rw_kstr(w, "role", "assistant");
+            rw_kstr(w, "id", p->item_id);
+            rw_key(w, "content");
+            if (m->content_string && keep_sig) rw_str(w, nz(join_text(a, p, e - k, "")));
+            else w_input_parts(w, a, p, e - k, "output_text");
+            rw_end(w);
+            k = e;
+        } else
+            k++; /* redacted thinking / images: no Responses counterpart */
+    }
+}
+
+/* The input items array: one item per non-top-level message, assistant messages unfolded. */
+static void w_input_items(rw *w, recipe_arena *a, const recipe_request *r, bool keep_sig) {
+    rw_karr(w, "input");
+    for (size_t i = 0; i < r->n_messages; i++) {
+        const recipe_message *m = &r->messages[i];
+        if (m->top_level) continue;
+        switch (m->role) {
+        case RECIPE_ROLE_SYSTEM:
+        case RECIPE_ROLE_DEVELOPER:
+        case RECIPE_ROLE_USER:
+            rw_obj(w);
+            rw_kstr(w, "type", "message");
+            rw_kstr(w, "role",
+                    m->role == RECIPE_ROLE_USER ? "user" : m->role == RECIPE_ROLE_SYSTEM ? "system" : "developer");
+            rw_key(w, "content");
+            if (m->content_string) rw_str(w, nz(join_text(a, m->parts, m->n_parts, "")));
+            else w_input_parts(w, a, m->parts, m->n_parts, "input_text");
+            rw_end(w);
+            break;
+        case RECIPE_ROLE_ASSISTANT:
+            w_assistant_items(w, a, m, i, keep_sig);
+            break;
+        case RECIPE_ROLE_TOOL: {
+            const recipe_part *p = m->n_parts ? &m->parts[0] : NULL;
+            if (!p) break;
+            rw_obj(w);
+            rw_kstr(w, "type", "function_call_output");
+            rw_kstr(w, "call_id", p->id);
+            rw_key(w, "output");
+            if (p->content_string) rw_str(w, nz(join_text(a, p->parts, p->n_parts, "")));
+            else w_input_parts(w, a, p->parts, p->n_parts, "input_text");
+            rw_end(w);
+            break;
+        }
+        }
+    }
+    rw_end(w);
+}
+
+static void w_text_format(rw *w, const recipe_request *r) {
+    if (r->format == RECIPE_FORMAT_UNSET) return;
+    rw_kobj(w, "text");
+    rw_kobj(w, "format");
+    if (r->format == RECIPE_FORMAT_TEXT) rw_kstr(w, "type", "text");
+    else if (r->format == RECIPE_FORMAT_JSON_OBJECT) rw_kstr(w, "type", "json_object");
+    else {
+        rw_kstr(w, "type", "json_schema");
+        rw_kstr(w, "name", r->format_name ? r->format_name : "response");
+        rw_kstr(w, "description", r->format_description);
+        rw_kraw(w, "schema", r->format_schema);
+        rw_ktri(w, "strict", r->format_strict);
+    }
+    rw_end(w);
+    rw_end(w);
+}
+
+static void w_reasoning(rw *w, const recipe_request *r) {
+    recipe_effort eff = r->reasoning_effort;
+    if (!eff && r->thinking == 1 && r->thinking_budget != RECIPE_UNSET) eff = recipe_effort_from_budget(r->thinking_budget);
+    if (eff || r->reasoning_summary) {
+        rw_kobj(w, "reasoning");
+        rw_kstr(w, "effort", recipe_effort_name(eff));
+        rw_kstr(w, "summary", r->reasoning_summary);
+        rw_end(w);
+    }
+}
+
 int responses_request_write(rw *w, const recipe_request *r, recipe_error *err);
 int responses_request_write(rw *w, const recipe_request *r, recipe_error *err) {
     size_t n_plain = 0;
@@ -367,105 +555,11 @@ int responses_request_write(rw *w, const recipe_request *r, recipe_error *err) {
     bool keep_sig = r->source == RECIPE_API_RESPONSES;
     rw_obj(w);
     rw_kstr(w, "model", r->model);
-    /* instructions: the top-level system messages, joined */
-    recipe_buf ib = {0};
-    for (size_t i = 0; i < r->n_messages; i++) {
-        const recipe_message *m = &r->messages[i];
-        if (!m->top_level) continue;
-        const char *t = join_text(&a, m->parts, m->n_parts, "\n");
-        if (!t) continue;
-        if (ib.len) rb_puts(&ib, "\n");
-        rb_puts(&ib, t);
-    }
-    if (ib.data) rw_key(w, "instructions"), rw_strn(w, ib.data, ib.len);
-    recipe_buf_free(&ib);
-    if (r->input_string && n_plain == 1 && plain->role == RECIPE_ROLE_USER && plain->content_string) {
+    w_instructions(w, &a, r);
+    if (r->input_string && n_plain == 1 && plain->role == RECIPE_ROLE_USER && plain->content_string)
         rw_kstr(w, "input", nz(join_text(&a, plain->parts, plain->n_parts, "")));
-    } else {
-        rw_karr(w, "input");
-        for (size_t i = 0; i < r->n_messages; i++) {
-            const recipe_message *m = &r->messages[i];
-            if (m->top_level) continue;
-            switch (m->role) {
-            case RECIPE_ROLE_SYSTEM:
-            case RECIPE_ROLE_DEVELOPER:
-            case RECIPE_ROLE_USER:
-                rw_obj(w);
-                rw_kstr(w, "type", "message");
-                rw_kstr(w, "role", m->role == RECIPE_ROLE_USER ? "user" : m->role == RECIPE_ROLE_SYSTEM ? "system" : "developer");
-                rw_key(w, "content");
-                if (m->content_string) rw_str(w, nz(join_text(&a, m->parts, m->n_parts, "")));
-                else w_input_parts(w, &a, m->parts, m->n_parts, "input_text");
-                rw_end(w);
-                break;
-            case RECIPE_ROLE_ASSISTANT:
-                for (size_t k = 0; k < m->n_parts;) {
-                    const recipe_part *p = &m->parts[k];
-                    if (p->type == RECIPE_PART_REASONING) {
-                        char minted[64];
-                        mint_id(minted, sizeof minted, "rs_", i * 1000 + k);
-                        rw_obj(w);
-                        rw_kstr(w, "type", "reasoning");
-                        rw_kstr(w, "id", p->item_id ? p->item_id : minted);
-                        rw_key(w, "summary");
-                        if (p->summary) rw_raw(w, p->summary);
-                        else rw_arr(w), rw_end(w);
-                        const char *t = p->text ? p->text : p->summary ? NULL : reasoning_text(&a, p);
-                        if (t) {
-                            rw_karr(w, "content");
-                            rw_obj(w);
-                            rw_kstr(w, "type", "reasoning_text");
-                            rw_kstr(w, "text", t);
-                            rw_end(w);
-                            rw_end(w);
-                        }
-                        if (keep_sig) rw_kstr(w, "encrypted_content", p->signature);
-                        rw_end(w);
-                        k++;
-                    } else if (p->type == RECIPE_PART_TOOL_CALL) {
-                        rw_obj(w);
-                        rw_kstr(w, "type", "function_call");
-                        rw_kstr(w, "id", p->item_id);
-                        rw_kstr(w, "call_id", p->id);
-                        rw_kstr(w, "name", p->name);
-                        rw_kstr(w, "arguments", p->args ? p->args : "{}");
-                        rw_end(w);
-                        k++;
-                    } else if (p->type == RECIPE_PART_TEXT) {
-                        size_t e = k + 1; /* consecutive text parts of the same item */
-                        while (e < m->n_parts && m->parts[e].type == RECIPE_PART_TEXT &&
-                               ((!p->item_id && !m->parts[e].item_id) ||
-                                (p->item_id && m->parts[e].item_id && !strcmp(p->item_id, m->parts[e].item_id))))
-                            e++;
-                        rw_obj(w);
-                        rw_kstr(w, "type", "message");
-                        rw_kstr(w, "role", "assistant");
-                        rw_kstr(w, "id", p->item_id);
-                        rw_key(w, "content");
-                        if (m->content_string && keep_sig) rw_str(w, nz(join_text(&a, p, e - k, "")));
-                        else w_input_parts(w, &a, p, e - k, "output_text");
-                        rw_end(w);
-                        k = e;
-                    } else
-                        k++; /* redacted thinking / images: no Responses counterpart */
-                }
-                break;
-            case RECIPE_ROLE_TOOL: {
-                const recipe_part *p = m->n_parts ? &m->parts[0] : NULL;
-                if (!p) break;
-                rw_obj(w);
-                rw_kstr(w, "type", "function_call_output");
-                rw_kstr(w, "call_id", p->id);
-                rw_key(w, "output");
-                if (p->content_string) rw_str(w, nz(join_text(&a, p->parts, p->n_parts, "")));
-                else w_input_parts(w, &a, p->parts, p->n_parts, "input_text");
-                rw_end(w);
-                break;
-            }
-            }
-        }
-        rw_end(w);
-    }
+    else
+        w_input_items(w, &a, r, keep_sig);
     if (r->n_tools) {
         rw_karr(w, "tools");
         for (size_t i = 0; i < r->n_tools; i++) write_tool_openai(w, &r->tools[i], true);
@@ -476,29 +570,8 @@ int responses_request_write(rw *w, const recipe_request *r, recipe_error *err) {
         write_tool_choice_openai(w, r, true);
     }
     rw_ktri(w, "parallel_tool_calls", r->parallel_tool_calls);
-    if (r->format != RECIPE_FORMAT_UNSET) {
-        rw_kobj(w, "text");
-        rw_kobj(w, "format");
-        if (r->format == RECIPE_FORMAT_TEXT) rw_kstr(w, "type", "text");
-        else if (r->format == RECIPE_FORMAT_JSON_OBJECT) rw_kstr(w, "type", "json_object");
-        else {
-            rw_kstr(w, "type", "json_schema");
-            rw_kstr(w, "name", r->format_name ? r->format_name : "response");
-            rw_kstr(w, "description", r->format_description);
-            rw_kraw(w, "schema", r->format_schema);
-            rw_ktri(w, "strict", r->format_strict);
-        }
-        rw_end(w);
-        rw_end(w);
-    }
-    recipe_effort eff = r->reasoning_effort;
-    if (!eff && r->thinking == 1 && r->thinking_budget != RECIPE_UNSET) eff = recipe_effort_from_budget(r->thinking_budget);
-    if (eff || r->reasoning_summary) {
-        rw_kobj(w, "reasoning");
-        rw_kstr(w, "effort", recipe_effort_name(eff));
-        rw_kstr(w, "summary", r->reasoning_summary);
-        rw_end(w);
-    }
+    w_text_format(w, r);
+    w_reasoning(w, r);
     rw_kint(w, "max_output_tokens", r->max_tokens);
     rw_kreal(w, "temperature", r->temperature);
     rw_kreal(w, "top_p", r->top_p);

@@ -150,6 +150,209 @@ static char *normalize(jjob *j, const char *s, size_t len, size_t *out_len) {
     return o;
 }
 
+/* The next tag start at or after i: sets *k to it (len when none) and returns
+ * its kind: 1 block, 2 var, 3 comment, 0 none. */
+static int find_tag(const char *s, size_t len, size_t i, size_t *k) {
+    for (*k = i; *k + 1 < len; (*k)++) {
+        if (s[*k] != '{') continue;
+        char c = s[*k + 1];
+        if (c == '%') return 1;
+        if (c == '{') return 2;
+        if (c == '#') return 3;
+    }
+    *k = len;
+    return 0;
+}
+
+/* The text s[i..k) before a tag of `kind` at k (0: none, the text runs to the end),
+ * less what the tag's '-' or lstrip_blocks strips; pushed as TK_TEXT unless empty.
+ * Returns where the tag's content starts (after its opener and modifier). */
+static size_t lex_text(toklist *tl, const char *s, size_t len, size_t i, size_t k, int kind, bool line_starting,
+                       int line) {
+    size_t text_end = k;
+    size_t after = k + 2;
+    if (kind) {
+        char m = after < len ? s[after] : 0;
+        if (m == '-') {
+            while (text_end > i && is_ws(s[text_end - 1])) text_end--;
+            after++;
+        } else if (m == '+') {
+            after++;
+        } else if (kind != 2) { /* lstrip_blocks */
+            size_t lp = text_end;
+            while (lp > i && s[lp - 1] != '\n') lp--;
+            if (lp > i || line_starting) {
+                bool only_ws = true;
+                for (size_t q = lp; q < text_end; q++)
+                    if (s[q] != ' ' && s[q] != '\t') { only_ws = false; break; }
+                if (only_ws) text_end = lp;
+            }
+        }
+    }
+    if (text_end > i) {
+        jtok *t = push(tl, TK_TEXT, line);
+        t->p = s + i;
+        t->n = text_end - i;
+    }
+    return after;
+}
+
+/* Skips a comment tag opened at k (content from `after`); returns the index after it
+ * and the whitespace its '-' or trim_blocks drops. */
+static size_t skip_comment(jjob *j, const char *s, size_t len, size_t k, size_t after, int *line, int tag_line) {
+    size_t e = after;
+    while (e + 1 < len && !(s[e] == '#' && s[e + 1] == '}')) e++;
+    if (e + 1 >= len) jfail(j, tag_line, "unclosed comment");
+    *line += count_lines(s + k, e + 2 - k);
+    size_t p = e + 2;
+    if (e > after && s[e - 1] == '-') {
+        while (p < len && is_ws(s[p])) { *line += s[p] == '\n'; p++; }
+    } else if (p < len && s[p] == '\n') { p++; (*line)++; }
+    return p;
+}
+
+/* A name at s[p]; returns the index after it. */
+static size_t lex_name(jjob *j, toklist *tl, const char *s, size_t len, size_t p, int line) {
+    size_t q = p;
+    while (q < len && (isalnum((unsigned char)s[q]) || s[q] == '_')) q++;
+    jtok *t = push(tl, TK_NAME, line);
+    t->p = jstrndup(j, s + p, q - p);
+    t->n = q - p;
+    return q;
+}
+
+/* An integer or float literal at s[p] ('_' separators allowed); returns the index after it. */
+static size_t lex_number(jjob *j, toklist *tl, const char *s, size_t len, size_t p, int line) {
+    size_t q = p;
+    bool isf = false;
+    while (q < len && (isdigit((unsigned char)s[q]) || s[q] == '_')) q++;
+    if (q + 1 < len && s[q] == '.' && isdigit((unsigned char)s[q + 1])) {
+        isf = true;
+        q++;
+        while (q < len && (isdigit((unsigned char)s[q]) || s[q] == '_')) q++;
+    }
+    if (q < len && (s[q] == 'e' || s[q] == 'E')) {
+        size_t r = q + 1;
+        if (r < len && (s[r] == '+' || s[r] == '-')) r++;
+        if (r < len && isdigit((unsigned char)s[r])) {
+            isf = true;
+            q = r;
+            while (q < len && isdigit((unsigned char)s[q])) q++;
+        }
+    }
+    char buf[64];
+    size_t bn = 0;
+    for (size_t r = p; r < q && bn + 1 < sizeof buf; r++)
+        if (s[r] != '_') buf[bn++] = s[r];
+    buf[bn] = 0;
+    if (q - p >= sizeof buf - 1) jfail(j, line, "number literal too long");
+    jtok *t = push(tl, isf ? TK_FLOAT : TK_INT, line);
+    if (isf) t->f = strtod(buf, NULL);
+    else {
+        errno = 0;
+        long long v = strtoll(buf, NULL, 10);
+        if (errno) jfail(j, line, "integer literal out of range");
+        t->i = v;
+    }
+    return q;
+}
+
+/* An operator at s[p] (longest first); tracks the ()[]{} nesting in *bal. Returns the index after it. */
+static size_t lex_operator(jjob *j, toklist *tl, const char *s, size_t len, size_t p, int line, int *bal) {
+    int found = -1;
+    for (size_t o = 0; o < sizeof g_ops / sizeof g_ops[0]; o++) {
+        size_t ol = strlen(g_ops[o].s);
+        if (p + ol <= len && memcmp(s + p, g_ops[o].s, ol) == 0) { found = (int)o; break; }
+    }
+    if (found < 0) jfail(j, line, "unexpected character '%c'", s[p]);
+    jtok *t = push(tl, TK_OP, line);
+    t->op = g_ops[found].op;
+    if (t->op == OP_LPAREN || t->op == OP_LBRACKET || t->op == OP_LBRACE) (*bal)++;
+    if ((t->op == OP_RPAREN || t->op == OP_RBRACKET || t->op == OP_RBRACE) && *bal > 0) (*bal)--;
+    return p + strlen(g_ops[found].s);
+}
+
+/* The tokens of a block (kind 1) or variable (kind 2) tag from s[p] through its end
+ * marker (TK_BLOCK_END / TK_VAR_END) and the whitespace its '-' or trim_blocks drops.
+ * Returns the index after it. */
+static size_t lex_tag(jjob *j, toklist *tl, const char *s, size_t len, size_t p, int kind, int *line, int tag_line) {
+    const char endc = kind == 1 ? '%' : '}';
+    int bal = 0;
+    bool closed = false;
+    while (p < len) {
+        while (p < len && is_ws(s[p])) { *line += s[p] == '\n'; p++; }
+        if (p >= len) break;
+        if (bal == 0) {
+            bool dash = s[p] == '-' && p + 2 < len && s[p + 1] == endc && s[p + 2] == '}';
+            bool plus = kind == 1 && s[p] == '+' && p + 2 < len && s[p + 1] == endc && s[p + 2] == '}';
+            if (dash || plus || (s[p] == endc && p + 1 < len && s[p + 1] == '}')) {
+                push(tl, kind == 1 ? TK_BLOCK_END : TK_VAR_END, *line);
+                p += (dash || plus) ? 3 : 2;
+                if (dash) {
+                    while (p < len && is_ws(s[p])) { *line += s[p] == '\n'; p++; }
+                } else if (kind == 1 && !plus && p < len && s[p] == '\n') { p++; (*line)++; }
+                closed = true;
+                break;
+            }
+        }
+        char c = s[p];
+        if (c == '\'' || c == '"') {
+            jtok *t = push(tl, TK_STRING, *line);
+            lex_string(j, s, len, &p, line, t);
+        } else if (isalpha((unsigned char)c) || c == '_') {
+            p = lex_name(j, tl, s, len, p, *line);
+        } else if (isdigit((unsigned char)c)) {
+            p = lex_number(j, tl, s, len, p, *line);
+        } else {
+            p = lex_operator(j, tl, s, len, p, *line, &bal);
+        }
+    }
+    if (!closed) jfail(j, tag_line, "unexpected end of template inside a %s tag", kind == 1 ? "block" : "variable");
+    return p;
+}
+
+/* {% raw %}...{% endraw %}: the text in between is literal. The {% raw %} tag's three
+ * tokens are dropped; s[p] is just after it. Returns the index after {% endraw %}. */
+static size_t lex_raw(jjob *j, toklist *tl, const char *s, size_t len, size_t p, int *line, int tag_line) {
+    tl->n -= 3;
+    size_t q = p, body_end = 0, after_end = 0;
+    bool strip_body = false, strip_after = false;
+    for (; q + 1 < len; q++) {
+        if (s[q] != '{' || s[q + 1] != '%') continue;
+        size_t r = q + 2;
+        bool dash = r < len && s[r] == '-';
+        if (r < len && (s[r] == '-' || s[r] == '+')) r++;
+        while (r < len && is_ws(s[r])) r++;
+        if (r + 6 > len || memcmp(s + r, "endraw", 6) != 0) continue;
+        r += 6;
+        while (r < len && is_ws(s[r])) r++;
+        bool dash2 = r < len && s[r] == '-';
+        if (dash2) r++;
+        if (r + 1 < len && s[r] == '%' && s[r + 1] == '}') {
+            body_end = q;
+            after_end = r + 2;
+            strip_body = dash;
+            strip_after = dash2;
+            break;
+        }
+    }
+    if (!after_end) jfail(j, tag_line, "missing end of raw directive");
+    size_t be = body_end;
+    if (strip_body)
+        while (be > p && is_ws(s[be - 1])) be--;
+    if (be > p) {
+        jtok *t = push(tl, TK_TEXT, *line);
+        t->p = s + p;
+        t->n = be - p;
+    }
+    *line += count_lines(s + p, after_end - p);
+    p = after_end;
+    if (strip_after) {
+        while (p < len && is_ws(s[p])) { *line += s[p] == '\n'; p++; }
+    } else if (p < len && s[p] == '\n') { p++; (*line)++; }
+    return p;
+}
+
 void jinja_lex(jjob *j, const char *src, size_t srclen, jtok **toks, size_t *ntoks) {
     toklist tl = {.j = j};
     size_t len;
@@ -158,177 +361,21 @@ void jinja_lex(jjob *j, const char *src, size_t srclen, jtok **toks, size_t *nto
     int line = 1;
     bool line_starting = true;
     while (i < len) {
-        /* find the next tag start */
-        size_t k = i;
-        int kind = 0; /* 1 block, 2 var, 3 comment */
-        for (; k + 1 < len; k++) {
-            if (s[k] != '{') continue;
-            char c = s[k + 1];
-            if (c == '%') { kind = 1; break; }
-            if (c == '{') { kind = 2; break; }
-            if (c == '#') { kind = 3; break; }
-        }
-        if (!kind) k = len;
-        size_t text_end = k;
-        size_t after = k + 2;
-        if (kind) {
-            char m = after < len ? s[after] : 0;
-            if (m == '-') {
-                while (text_end > i && is_ws(s[text_end - 1])) text_end--;
-                after++;
-            } else if (m == '+') {
-                after++;
-            } else if (kind != 2) { /* lstrip_blocks */
-                size_t lp = text_end;
-                while (lp > i && s[lp - 1] != '\n') lp--;
-                if (lp > i || line_starting) {
-                    bool only_ws = true;
-                    for (size_t q = lp; q < text_end; q++)
-                        if (s[q] != ' ' && s[q] != '\t') { only_ws = false; break; }
-                    if (only_ws) text_end = lp;
-                }
-            }
-        }
-        if (text_end > i) {
-            jtok *t = push(&tl, TK_TEXT, line);
-            t->p = s + i;
-            t->n = text_end - i;
-        }
+        size_t k;
+        int kind = find_tag(s, len, i, &k); /* 1 block, 2 var, 3 comment */
+        size_t after = lex_text(&tl, s, len, i, k, kind, line_starting, line);
         line += count_lines(s + i, k - i);
         if (!kind) { i = len; break; }
         int tag_line = line;
+        size_t p;
         if (kind == 3) {
-            size_t e = after;
-            while (e + 1 < len && !(s[e] == '#' && s[e + 1] == '}')) e++;
-            if (e + 1 >= len) jfail(j, tag_line, "unclosed comment");
-            line += count_lines(s + k, e + 2 - k);
-            size_t p = e + 2;
-            if (e > after && s[e - 1] == '-') {
-                while (p < len && is_ws(s[p])) { line += s[p] == '\n'; p++; }
-            } else if (p < len && s[p] == '\n') { p++; line++; }
-            line_starting = s[p - 1] == '\n';
-            i = p;
-            continue;
-        }
-        push(&tl, kind == 1 ? TK_BLOCK_BEGIN : TK_VAR_BEGIN, tag_line);
-        const char endc = kind == 1 ? '%' : '}';
-        size_t p = after;
-        int bal = 0;
-        bool closed = false;
-        while (p < len) {
-            while (p < len && is_ws(s[p])) { line += s[p] == '\n'; p++; }
-            if (p >= len) break;
-            if (bal == 0) {
-                bool dash = s[p] == '-' && p + 2 < len && s[p + 1] == endc && s[p + 2] == '}';
-                bool plus = kind == 1 && s[p] == '+' && p + 2 < len && s[p + 1] == endc && s[p + 2] == '}';
-                if (dash || plus || (s[p] == endc && p + 1 < len && s[p + 1] == '}')) {
-                    push(&tl, kind == 1 ? TK_BLOCK_END : TK_VAR_END, line);
-                    p += (dash || plus) ? 3 : 2;
-                    if (dash) {
-                        while (p < len && is_ws(s[p])) { line += s[p] == '\n'; p++; }
-                    } else if (kind == 1 && !plus && p < len && s[p] == '\n') { p++; line++; }
-                    closed = true;
-                    break;
-                }
-            }
-            char c = s[p];
-            if (c == '\'' || c == '"') {
-                jtok *t = push(&tl, TK_STRING, line);
-                lex_string(j, s, len, &p, &line, t);
-            } else if (isalpha((unsigned char)c) || c == '_') {
-                size_t q = p;
-                while (q < len && (isalnum((unsigned char)s[q]) || s[q] == '_')) q++;
-                jtok *t = push(&tl, TK_NAME, line);
-                t->p = jstrndup(j, s + p, q - p);
-                t->n = q - p;
-                p = q;
-            } else if (isdigit((unsigned char)c)) {
-                size_t q = p;
-                bool isf = false;
-                while (q < len && (isdigit((unsigned char)s[q]) || s[q] == '_')) q++;
-                if (q + 1 < len && s[q] == '.' && isdigit((unsigned char)s[q + 1])) {
-                    isf = true;
-                    q++;
-                    while (q < len && (isdigit((unsigned char)s[q]) || s[q] == '_')) q++;
-                }
-                if (q < len && (s[q] == 'e' || s[q] == 'E')) {
-                    size_t r = q + 1;
-                    if (r < len && (s[r] == '+' || s[r] == '-')) r++;
-                    if (r < len && isdigit((unsigned char)s[r])) {
-                        isf = true;
-                        q = r;
-                        while (q < len && isdigit((unsigned char)s[q])) q++;
-                    }
-                }
-                char buf[64];
-                size_t bn = 0;
-                for (size_t r = p; r < q && bn + 1 < sizeof buf; r++)
-                    if (s[r] != '_') buf[bn++] = s[r];
-                buf[bn] = 0;
-                if (q - p >= sizeof buf - 1) jfail(j, line, "number literal too long");
-                jtok *t = push(&tl, isf ? TK_FLOAT : TK_INT, line);
-                if (isf) t->f = strtod(buf, NULL);
-                else {
-                    errno = 0;
-                    long long v = strtoll(buf, NULL, 10);
-                    if (errno) jfail(j, line, "integer literal out of range");
-                    t->i = v;
-                }
-                p = q;
-            } else {
-                int found = -1;
-                for (size_t o = 0; o < sizeof g_ops / sizeof g_ops[0]; o++) {
-                    size_t ol = strlen(g_ops[o].s);
-                    if (p + ol <= len && memcmp(s + p, g_ops[o].s, ol) == 0) { found = (int)o; break; }
-                }
-                if (found < 0) jfail(j, line, "unexpected character '%c'", c);
-                jtok *t = push(&tl, TK_OP, line);
-                t->op = g_ops[found].op;
-                if (t->op == OP_LPAREN || t->op == OP_LBRACKET || t->op == OP_LBRACE) bal++;
-                if ((t->op == OP_RPAREN || t->op == OP_RBRACKET || t->op == OP_RBRACE) && bal > 0) bal--;
-                p += strlen(g_ops[found].s);
-            }
-        }
-        if (!closed) jfail(j, tag_line, "unexpected end of template inside a %s tag", kind == 1 ? "block" : "variable");
-        /* {% raw %}...{% endraw %}: the text in between is literal */
-        if (kind == 1 && tl.n >= 3 && tl.v[tl.n - 3].kind == TK_BLOCK_BEGIN && tl.v[tl.n - 2].kind == TK_NAME &&
-            !strcmp(tl.v[tl.n - 2].p, "raw") && tl.v[tl.n - 1].kind == TK_BLOCK_END) {
-            tl.n -= 3;
-            size_t q = p, body_end = 0, after_end = 0;
-            bool strip_body = false, strip_after = false;
-            for (; q + 1 < len; q++) {
-                if (s[q] != '{' || s[q + 1] != '%') continue;
-                size_t r = q + 2;
-                bool dash = r < len && s[r] == '-';
-                if (r < len && (s[r] == '-' || s[r] == '+')) r++;
-                while (r < len && is_ws(s[r])) r++;
-                if (r + 6 > len || memcmp(s + r, "endraw", 6) != 0) continue;
-                r += 6;
-                while (r < len && is_ws(s[r])) r++;
-                bool dash2 = r < len && s[r] == '-';
-                if (dash2) r++;
-                if (r + 1 < len && s[r] == '%' && s[r + 1] == '}') {
-                    body_end = q;
-                    after_end = r + 2;
-                    strip_body = dash;
-                    strip_after = dash2;
-                    break;
-                }
-            }
-            if (!after_end) jfail(j, tag_line, "missing end of raw directive");
-            size_t be = body_end;
-            if (strip_body)
-                while (be > p && is_ws(s[be - 1])) be--;
-            if (be > p) {
-                jtok *t = push(&tl, TK_TEXT, line);
-                t->p = s + p;
-                t->n = be - p;
-            }
-            line += count_lines(s + p, after_end - p);
-            p = after_end;
-            if (strip_after) {
-                while (p < len && is_ws(s[p])) { line += s[p] == '\n'; p++; }
-            } else if (p < len && s[p] == '\n') { p++; line++; }
+            p = skip_comment(j, s, len, k, after, &line, tag_line);
+        } else {
+            push(&tl, kind == 1 ? TK_BLOCK_BEGIN : TK_VAR_BEGIN, tag_line);
+            p = lex_tag(j, &tl, s, len, after, kind, &line, tag_line);
+            if (kind == 1 && tl.n >= 3 && tl.v[tl.n - 3].kind == TK_BLOCK_BEGIN && tl.v[tl.n - 2].kind == TK_NAME &&
+                !strcmp(tl.v[tl.n - 2].p, "raw") && tl.v[tl.n - 1].kind == TK_BLOCK_END)
+                p = lex_raw(j, &tl, s, len, p, &line, tag_line);
         }
         line_starting = s[p - 1] == '\n';
         i = p;

@@ -504,6 +504,181 @@ static bool at_end_tag(P *p, const char *const *ends) {
     return false;
 }
 
+/* {% if %} ... {% elif %} ... {% else %} ... {% endif %}: an elif is a nested N_IF in kids2. */
+static jnode *parse_if(P *p, int line) {
+    jnode *n = mk(p, N_IF, line), *top = n;
+    n->a = parse_tuple(p, true);
+    expect_block_end(p);
+    static const char *const ends[] = {"elif", "else", "endif", NULL};
+    for (;;) {
+        nvec body = {0};
+        parse_body(p, &body, ends, "if");
+        n->kids = body.v;
+        n->nkids = body.n;
+        adv(p); /* {% */
+        const char *e = cur(p)->p;
+        int eline = cur(p)->line;
+        adv(p);
+        if (!strcmp(e, "elif")) {
+            jnode *m = mk(p, N_IF, eline);
+            m->a = parse_tuple(p, true);
+            expect_block_end(p);
+            n->kids2 = jalloc(p->j, sizeof(jnode *));
+            n->kids2[0] = m;
+            n->nkids2 = 1;
+            n = m;
+            continue;
+        }
+        if (!strcmp(e, "else")) {
+            expect_block_end(p);
+            static const char *const ends2[] = {"endif", NULL};
+            nvec eb = {0};
+            parse_body(p, &eb, ends2, "if");
+            n->kids2 = eb.v;
+            n->nkids2 = eb.n;
+            adv(p);
+            adv(p);
+        }
+        expect_block_end(p);
+        break;
+    }
+    return top;
+}
+
+/* {% for targets in iterable [if cond] %} ... [{% else %} ...] {% endfor %} */
+static jnode *parse_for(P *p, int line) {
+    jnode *n = mk(p, N_FOR, line);
+    svec targets = {0};
+    do sv_push(p, &targets, expect_name(p));
+    while (skip_op(p, OP_COMMA));
+    n->names = targets.v;
+    n->nnames = targets.n;
+    if (!skip_name(p, "in")) jfail(p->j, cur(p)->line, "expected 'in' in for loop");
+    n->b = parse_tuple(p, false);
+    if (skip_name(p, "if")) n->a = parse_expr(p, true);
+    if (is_name(p, "recursive")) jfail(p->j, line, "recursive for loops are not supported");
+    expect_block_end(p);
+    static const char *const ends[] = {"else", "endfor", NULL};
+    parse_kids(p, n, ends, "for");
+    adv(p);
+    if (!strcmp(cur(p)->p, "else")) {
+        adv(p);
+        expect_block_end(p);
+        static const char *const ends2[] = {"endfor", NULL};
+        nvec eb = {0};
+        parse_body(p, &eb, ends2, "for");
+        n->kids2 = eb.v;
+        n->nkids2 = eb.n;
+        adv(p);
+    }
+    adv(p);
+    expect_block_end(p);
+    return n;
+}
+
+/* {% set ns.attr = v %}, {% set a, b = v %}, {% set x = v %} or a block set
+ * {% set x [| filters] %} ... {% endset %} */
+static jnode *parse_set(P *p, int line) {
+    const char *name = expect_name(p);
+    if (skip_op(p, OP_DOT)) {
+        jnode *n = mk(p, N_SETATTR, line);
+        n->name = name;
+        svec nm = {0};
+        sv_push(p, &nm, expect_name(p));
+        n->names = nm.v;
+        n->nnames = 1;
+        expect_op(p, OP_ASSIGN, "=");
+        n->a = parse_tuple(p, true);
+        expect_block_end(p);
+        return n;
+    }
+    if (is_op(p, OP_COMMA)) {
+        jnode *n = mk(p, N_SET, line);
+        svec nm = {0};
+        sv_push(p, &nm, name);
+        while (skip_op(p, OP_COMMA)) sv_push(p, &nm, expect_name(p));
+        n->names = nm.v;
+        n->nnames = nm.n;
+        expect_op(p, OP_ASSIGN, "=");
+        n->a = parse_tuple(p, true);
+        expect_block_end(p);
+        return n;
+    }
+    if (skip_op(p, OP_ASSIGN)) {
+        jnode *n = mk(p, N_SET, line);
+        n->name = name;
+        n->a = parse_tuple(p, true);
+        expect_block_end(p);
+        return n;
+    }
+    jnode *n = mk(p, N_SETBLOCK, line);
+    n->name = name;
+    if (skip_op(p, OP_PIPE)) {
+        jnode *f = parse_filter(p, NULL);
+        while (skip_op(p, OP_PIPE)) f = parse_filter(p, f);
+        n->c = f;
+    }
+    expect_block_end(p);
+    static const char *const ends[] = {"endset", NULL};
+    parse_kids(p, n, ends, "set");
+    end_tag(p);
+    return n;
+}
+
+/* {% macro name(params) %} ... {% endmacro [name] %} or {% call[(params)] expr(...) %} ... {% endcall %} */
+static jnode *parse_macro_or_call(P *p, const char *k, int line) {
+    bool is_call = k[0] == 'c';
+    jnode *n = mk(p, is_call ? N_CALLBLOCK : N_MACRO, line);
+    svec params = {0};
+    nvec defs = {0};
+    bool any_default = false;
+    if (!is_call) n->name = expect_name(p);
+    if (!is_call || is_op(p, OP_LPAREN)) {
+        expect_op(p, OP_LPAREN, "(");
+        while (!is_op(p, OP_RPAREN)) {
+            if (params.n) expect_op(p, OP_COMMA, ",");
+            if (is_op(p, OP_RPAREN)) break;
+            sv_push(p, &params, expect_name(p));
+            if (skip_op(p, OP_ASSIGN)) {
+                nv_push(p, &defs, parse_expr(p, true));
+                any_default = true;
+            } else if (any_default) jfail(p->j, cur(p)->line, "non-default argument follows default argument");
+            else nv_push(p, &defs, NULL);
+        }
+        expect_op(p, OP_RPAREN, ")");
+    }
+    n->names = params.v;
+    n->nnames = params.n;
+    /* defaults are parallel to params; NULL = required */
+    n->kids2 = defs.v;
+    n->nkids2 = defs.n;
+    if (is_call) {
+        n->a = parse_expr(p, true);
+        if (n->a->kind != N_CALL) jfail(p->j, line, "expected a call after {%% call %%}");
+    }
+    expect_block_end(p);
+    static const char *const endm[] = {"endmacro", NULL}, *const endc[] = {"endcall", NULL};
+    parse_kids(p, n, is_call ? endc : endm, k);
+    adv(p);
+    adv(p);
+    if (!is_call && cur(p)->kind == TK_NAME) adv(p); /* {% endmacro name %} */
+    expect_block_end(p);
+    return n;
+}
+
+/* {% filter name [| name ...] %} ... {% endfilter %} */
+static jnode *parse_filter_block(P *p, int line) {
+    jnode *n = mk(p, N_FILTERBLOCK, line);
+    jnode *f = parse_filter(p, NULL);
+    while (skip_op(p, OP_PIPE)) f = parse_filter(p, f);
+    n->c = f;
+    expect_block_end(p);
+    static const char *const ends[] = {"endfilter", NULL};
+    parse_kids(p, n, ends, "filter");
+    end_tag(p);
+    return n;
+}
+
 static void parse_stmt(P *p, nvec *out) {
     /* cursor on the statement keyword after {% */
     jtok *kw = cur(p);
@@ -513,163 +688,15 @@ static void parse_stmt(P *p, nvec *out) {
     adv(p);
     enter(p);
     if (!strcmp(k, "if")) {
-        jnode *n = mk(p, N_IF, line), *top = n;
-        n->a = parse_tuple(p, true);
-        expect_block_end(p);
-        static const char *const ends[] = {"elif", "else", "endif", NULL};
-        for (;;) {
-            nvec body = {0};
-            parse_body(p, &body, ends, "if");
-            n->kids = body.v;
-            n->nkids = body.n;
-            adv(p); /* {% */
-            const char *e = cur(p)->p;
-            int eline = cur(p)->line;
-            adv(p);
-            if (!strcmp(e, "elif")) {
-                jnode *m = mk(p, N_IF, eline);
-                m->a = parse_tuple(p, true);
-                expect_block_end(p);
-                n->kids2 = jalloc(p->j, sizeof(jnode *));
-                n->kids2[0] = m;
-                n->nkids2 = 1;
-                n = m;
-                continue;
-            }
-            if (!strcmp(e, "else")) {
-                expect_block_end(p);
-                static const char *const ends2[] = {"endif", NULL};
-                nvec eb = {0};
-                parse_body(p, &eb, ends2, "if");
-                n->kids2 = eb.v;
-                n->nkids2 = eb.n;
-                adv(p);
-                adv(p);
-            }
-            expect_block_end(p);
-            break;
-        }
-        nv_push(p, out, top);
+        nv_push(p, out, parse_if(p, line));
     } else if (!strcmp(k, "for")) {
-        jnode *n = mk(p, N_FOR, line);
-        svec targets = {0};
-        do sv_push(p, &targets, expect_name(p));
-        while (skip_op(p, OP_COMMA));
-        n->names = targets.v;
-        n->nnames = targets.n;
-        if (!skip_name(p, "in")) jfail(p->j, cur(p)->line, "expected 'in' in for loop");
-        n->b = parse_tuple(p, false);
-        if (skip_name(p, "if")) n->a = parse_expr(p, true);
-        if (is_name(p, "recursive")) jfail(p->j, line, "recursive for loops are not supported");
-        expect_block_end(p);
-        static const char *const ends[] = {"else", "endfor", NULL};
-        parse_kids(p, n, ends, "for");
-        adv(p);
-        if (!strcmp(cur(p)->p, "else")) {
-            adv(p);
-            expect_block_end(p);
-            static const char *const ends2[] = {"endfor", NULL};
-            nvec eb = {0};
-            parse_body(p, &eb, ends2, "for");
-            n->kids2 = eb.v;
-            n->nkids2 = eb.n;
-            adv(p);
-        }
-        adv(p);
-        expect_block_end(p);
-        nv_push(p, out, n);
+        nv_push(p, out, parse_for(p, line));
     } else if (!strcmp(k, "set")) {
-        const char *name = expect_name(p);
-        if (skip_op(p, OP_DOT)) {
-            jnode *n = mk(p, N_SETATTR, line);
-            n->name = name;
-            svec nm = {0};
-            sv_push(p, &nm, expect_name(p));
-            n->names = nm.v;
-            n->nnames = 1;
-            expect_op(p, OP_ASSIGN, "=");
-            n->a = parse_tuple(p, true);
-            expect_block_end(p);
-            nv_push(p, out, n);
-        } else if (is_op(p, OP_COMMA)) {
-            jnode *n = mk(p, N_SET, line);
-            svec nm = {0};
-            sv_push(p, &nm, name);
-            while (skip_op(p, OP_COMMA)) sv_push(p, &nm, expect_name(p));
-            n->names = nm.v;
-            n->nnames = nm.n;
-            expect_op(p, OP_ASSIGN, "=");
-            n->a = parse_tuple(p, true);
-            expect_block_end(p);
-            nv_push(p, out, n);
-        } else if (skip_op(p, OP_ASSIGN)) {
-            jnode *n = mk(p, N_SET, line);
-            n->name = name;
-            n->a = parse_tuple(p, true);
-            expect_block_end(p);
-            nv_push(p, out, n);
-        } else {
-            jnode *n = mk(p, N_SETBLOCK, line);
-            n->name = name;
-            if (skip_op(p, OP_PIPE)) {
-                jnode *f = parse_filter(p, NULL);
-                while (skip_op(p, OP_PIPE)) f = parse_filter(p, f);
-                n->c = f;
-            }
-            expect_block_end(p);
-            static const char *const ends[] = {"endset", NULL};
-            parse_kids(p, n, ends, "set");
-            end_tag(p);
-            nv_push(p, out, n);
-        }
+        nv_push(p, out, parse_set(p, line));
     } else if (!strcmp(k, "macro") || !strcmp(k, "call")) {
-        bool is_call = k[0] == 'c';
-        jnode *n = mk(p, is_call ? N_CALLBLOCK : N_MACRO, line);
-        svec params = {0};
-        nvec defs = {0};
-        bool any_default = false;
-        if (!is_call) n->name = expect_name(p);
-        if (!is_call || is_op(p, OP_LPAREN)) {
-            expect_op(p, OP_LPAREN, "(");
-            while (!is_op(p, OP_RPAREN)) {
-                if (params.n) expect_op(p, OP_COMMA, ",");
-                if (is_op(p, OP_RPAREN)) break;
-                sv_push(p, &params, expect_name(p));
-                if (skip_op(p, OP_ASSIGN)) {
-                    nv_push(p, &defs, parse_expr(p, true));
-                    any_default = true;
-                } else if (any_default) jfail(p->j, cur(p)->line, "non-default argument follows default argument");
-                else nv_push(p, &defs, NULL);
-            }
-            expect_op(p, OP_RPAREN, ")");
-        }
-        n->names = params.v;
-        n->nnames = params.n;
-        /* defaults are parallel to params; NULL = required */
-        n->kids2 = defs.v;
-        n->nkids2 = defs.n;
-        if (is_call) {
-            n->a = parse_expr(p, true);
-            if (n->a->kind != N_CALL) jfail(p->j, line, "expected a call after {%% call %%}");
-        }
-        expect_block_end(p);
-        static const char *const endm[] = {"endmacro", NULL}, *const endc[] = {"endcall", NULL};
-        parse_kids(p, n, is_call ? endc : endm, k);
-        adv(p);
-        adv(p);
-        if (!is_call && cur(p)->kind == TK_NAME) adv(p); /* {% endmacro name %} */
-        expect_block_end(p);
-        nv_push(p, out, n);
+        nv_push(p, out, parse_macro_or_call(p, k, line));
     } else if (!strcmp(k, "filter")) {
-        jnode *n = mk(p, N_FILTERBLOCK, line);
-        jnode *f = parse_filter(p, NULL);
-        while (skip_op(p, OP_PIPE)) f = parse_filter(p, f);
-        n->c = f;
-        expect_block_end(p);
-        static const char *const ends[] = {"endfilter", NULL};
-        parse_kids(p, n, ends, "filter");
-        end_tag(p);
-        nv_push(p, out, n);
+        nv_push(p, out, parse_filter_block(p, line));
     } else if (!strcmp(k, "generation")) {
         /* HF's AssistantTracker extension: {% generation %}...{% endgeneration %}
          * marks assistant text; rendering is unchanged, so the body is inlined */

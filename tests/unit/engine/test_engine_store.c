@@ -42,6 +42,7 @@
 #define NP 400
 #define NGEN 24
 #define BT 16
+#define WANT_CACHED ((NP - 1) / BT * BT) /* 384: the whole blocks before the last prompt token (always computed) */
 
 static const model *g_m;
 static thread_pool *g_tp;
@@ -251,6 +252,155 @@ static void test_processes(const run_result *cold) {
     test_scratch_remove(dir);
 }
 
+/* A: cold, writes back (every full block, prompt and generated, with the request's class) */
+static void test_cold_write(const model *m, const run_result *cold) {
+    static run_result ra;
+    cf_err err = {0};
+    cinfer_engine *e = store_engine(m, g_dir, false);
+    CHECK(e && run_prompt(e, CINFER_TRAFFIC_AGENT, NULL, &ra) == 0);
+    cinfer_engine_stats sa = cinfer_engine_get_stats(e);
+    cinfer_engine_destroy(e);
+    CHECK(ra.usage.cached_tokens == 0 && tl_same_tokens(&ra, cold));
+    store_summary sm;
+    CHECK(store_summarize(g_dir, time(NULL), &sm, &err) == 0);
+    fprintf(stderr, "A: %llu lookups, %llu objects in the store (%llu agent), %llu bytes written\n",
+            (unsigned long long)sa.store.lookups, (unsigned long long)sm.objects,
+            (unsigned long long)sm.class_objects[CINFER_TRAFFIC_AGENT], (unsigned long long)sm.bytes);
+    CHECK(sm.objects == (NP + NGEN - 1) / BT); /* every full block, prompt and generated: 26 */
+    CHECK(sm.class_objects[CINFER_TRAFFIC_AGENT] == sm.objects);
+}
+
+/* B: same dir, same model -> store hit; another salt on the same engine -> none */
+static void test_store_hit(const model *m, const run_result *cold) {
+    static run_result rb, rs;
+    cinfer_engine *e = store_engine(m, g_dir, false);
+    CHECK(e && run_prompt(e, 0, NULL, &rb) == 0);
+    cinfer_engine_stats sb = cinfer_engine_get_stats(e);
+    fprintf(stderr, "B: cached %d (store %llu, memory %llu), computed %llu prompt tokens, %llu store blocks, %llu bytes read\n",
+            rb.usage.cached_tokens, (unsigned long long)sb.cached_tokens_store,
+            (unsigned long long)sb.cached_tokens_memory, (unsigned long long)sb.prompt_tokens_computed,
+            (unsigned long long)sb.store.hit_blocks, (unsigned long long)sb.store.bytes_read);
+    CHECK(rb.usage.cached_tokens == WANT_CACHED);
+    CHECK(sb.cached_tokens_store == (uint64_t)WANT_CACHED && sb.cached_tokens == (uint64_t)WANT_CACHED);
+    CHECK(sb.prompt_tokens_computed == (uint64_t)(NP - WANT_CACHED));
+    CHECK(sb.store.hit_blocks == (uint64_t)(WANT_CACHED / BT) && sb.store.quarantined == 0);
+    CHECK(tl_same_tokens(&rb, cold));
+    /* same engine, another salt: no sharing through the store either */
+    CHECK(run_prompt(e, 0, "tenant-b", &rs) == 0);
+    CHECK(rs.usage.cached_tokens == 0 && tl_same_tokens(&rs, cold));
+    cinfer_engine_destroy(e);
+}
+
+/* C: a different model of the same shape -> no hit */
+static void test_other_model(void) {
+    static run_result rc;
+    cf_err err = {0};
+    char mp[256];
+    temp_path(mp, sizeof mp, "store-other.gguf");
+    mkmodel_opts mo = {.arch = "llama", .dim = 64, .layers = 5, .heads = 8, .kv_heads = 4, .ffn = 172,
+                       .vocab_from = shared_path("models/stories260K.gguf"), .type = DT_F32, .seed = 7, .ctx = 1024};
+    model *m2 = NULL;
+    if (mkmodel_write(&mo, mp, &err) || model_load(mp, &m2, &err)) {
+        CHECKF(0, "other model: %s", err.msg);
+    } else {
+        cinfer_engine *e = store_engine(m2, g_dir, false);
+        CHECK(e && run_prompt(e, 0, NULL, &rc) == 0);
+        cinfer_engine_stats sc = cinfer_engine_get_stats(e);
+        fprintf(stderr, "C (other weights): cached %d, %llu lookups, %llu hits\n", rc.usage.cached_tokens,
+                (unsigned long long)sc.store.lookups, (unsigned long long)sc.store.hit_blocks);
+        CHECK(rc.usage.cached_tokens == 0 && sc.store.lookups == 1 && sc.store.hit_blocks == 0);
+        cinfer_engine_destroy(e);
+        model_free(m2);
+    }
+    unlink(mp);
+}
+
+/* D: block 10 corrupted -> 10 blocks from the store, quarantine, identical output */
+static void test_corrupt_block(const model *m, const run_result *cold) {
+    static run_result rd;
+    cf_err err = {0};
+    char bp[1024];
+    block_path(10, bp, sizeof bp);
+    corrupt(bp);
+    cinfer_engine *e = store_engine(m, g_dir, false);
+    CHECK(e && run_prompt(e, 0, NULL, &rd) == 0);
+    cinfer_engine_stats sd = cinfer_engine_get_stats(e);
+    cinfer_engine_destroy(e);
+    struct stat st;
+    fprintf(stderr, "D (block 10 corrupt): cached %d, quarantined %llu, same output: %s\n", rd.usage.cached_tokens,
+            (unsigned long long)sd.store.quarantined, tl_same_tokens(&rd, cold) ? "yes" : "NO");
+    CHECK(rd.usage.cached_tokens == 10 * BT && sd.store.quarantined == 1);
+    CHECK(sd.prompt_tokens_computed == (uint64_t)(NP - 10 * BT));
+    CHECK(tl_same_tokens(&rd, cold));
+    CHECK(stat(bp, &st) == 0); /* rewritten by D's write-back */
+    store_summary sm;
+    CHECK(store_summarize(g_dir, time(NULL), &sm, &err) == 0 && sm.quarantined == 1);
+}
+
+/* E: healed (D wrote the recomputed blocks back) */
+static void test_healed(const model *m, const run_result *cold) {
+    static run_result re;
+    cinfer_engine *e = store_engine(m, g_dir, false);
+    CHECK(e && run_prompt(e, 0, NULL, &re) == 0);
+    cinfer_engine_destroy(e);
+    CHECK(re.usage.cached_tokens == WANT_CACHED && tl_same_tokens(&re, cold));
+}
+
+/* E'': the store request while another request keeps a forward pass in flight every step (asynchronous
+ * scheduling): its loads are allocated while a step computes (deferred until that step is over) */
+static void test_request_in_flight(const model *m, const run_result *cold) {
+    static int32_t other[64];
+    static run_result rbg, rbg_cold, rx;
+    tl_prompt(other, 64);
+    cinfer_request bg = cinfer_request_default();
+    bg.prompt = other;
+    bg.n_prompt = 64;
+    bg.max_tokens = 300;
+    bg.ignore_eos = true;
+    cinfer_engine *e = store_engine(m, NULL, false);
+    CHECK(e && tl_run(e, &bg, &rbg_cold) == 0);
+    cinfer_engine_destroy(e);
+    e = store_engine(m, g_dir, false);
+    uint64_t id_bg = e ? tl_submit(e, &bg) : 0;
+    struct timespec d = {0, 20 * 1000000L};
+    nanosleep(&d, NULL); /* the background request is decoding */
+    cinfer_request r = cinfer_request_default();
+    r.prompt = g_prompt;
+    r.n_prompt = NP;
+    r.max_tokens = NGEN;
+    r.ignore_eos = true;
+    CHECK(e && tl_run(e, &r, &rx) == 0);
+    memset(&rbg, 0, sizeof rbg);
+    CHECK(id_bg && tl_collect(e, id_bg, &rbg) == 0);
+    if (e) cinfer_engine_destroy(e);
+    fprintf(stderr, "E'' (with a request in flight): cached %d, same output: %s, background same: %s\n",
+            rx.usage.cached_tokens, tl_same_tokens(&rx, cold) ? "yes" : "NO",
+            tl_same_tokens(&rbg, &rbg_cold) ? "yes" : "NO");
+    CHECK(rx.usage.cached_tokens == WANT_CACHED && tl_same_tokens(&rx, cold));
+    CHECK(tl_same_tokens(&rbg, &rbg_cold));
+}
+
+/* E': the same with synchronous scheduling (no forward pass in flight while loading) */
+static void test_sync_scheduling(const model *m, const run_result *cold) {
+    cinfer_engine *e = store_engine(m, g_dir, true);
+    static run_result rg;
+    CHECK(e && run_prompt(e, 0, NULL, &rg) == 0);
+    cinfer_engine_destroy(e);
+    CHECK(rg.usage.cached_tokens == WANT_CACHED && tl_same_tokens(&rg, cold));
+}
+
+/* F: unusable directory -> served without a store */
+static void test_unusable_dir(const model *m, const run_result *cold) {
+    cinfer_engine *e = store_engine(m, "/proc/cinfer-no-such/store", false);
+    run_result rf;
+    CHECK(e && run_prompt(e, 0, NULL, &rf) == 0);
+    if (e) {
+        cinfer_engine_stats sf = cinfer_engine_get_stats(e);
+        CHECK(!sf.store.enabled && sf.store.degraded == 1 && tl_same_tokens(&rf, cold));
+        cinfer_engine_destroy(e);
+    }
+}
+
 int main(void) {
     model *m;
     cf_err err = {0};
@@ -262,8 +412,7 @@ int main(void) {
         fprintf(stderr, "cannot make a scratch directory\n");
         return 1;
     }
-    static run_result cold, ra, rb, rc, rd, re, rs;
-    const int32_t want_cached = (NP - 1) / BT * BT; /* 384 */
+    static run_result cold;
 
     /* reference: no store */
     cinfer_engine *e = store_engine(m, NULL, false);
@@ -271,131 +420,14 @@ int main(void) {
     cinfer_engine_destroy(e);
     test_processes(&cold);
 
-    /* A: cold, writes back */
-    e = store_engine(m, g_dir, false);
-    CHECK(e && run_prompt(e, CINFER_TRAFFIC_AGENT, NULL, &ra) == 0);
-    cinfer_engine_stats sa = cinfer_engine_get_stats(e);
-    cinfer_engine_destroy(e);
-    CHECK(ra.usage.cached_tokens == 0 && tl_same_tokens(&ra, &cold));
-    store_summary sm;
-    CHECK(store_summarize(g_dir, time(NULL), &sm, &err) == 0);
-    fprintf(stderr, "A: %llu lookups, %llu objects in the store (%llu agent), %llu bytes written\n",
-            (unsigned long long)sa.store.lookups, (unsigned long long)sm.objects,
-            (unsigned long long)sm.class_objects[CINFER_TRAFFIC_AGENT], (unsigned long long)sm.bytes);
-    CHECK(sm.objects == (NP + NGEN - 1) / BT); /* every full block, prompt and generated: 26 */
-    CHECK(sm.class_objects[CINFER_TRAFFIC_AGENT] == sm.objects);
-
-    /* B: same dir, same model -> store hit */
-    e = store_engine(m, g_dir, false);
-    CHECK(e && run_prompt(e, 0, NULL, &rb) == 0);
-    cinfer_engine_stats sb = cinfer_engine_get_stats(e);
-    fprintf(stderr, "B: cached %d (store %llu, memory %llu), computed %llu prompt tokens, %llu store blocks, %llu bytes read\n",
-            rb.usage.cached_tokens, (unsigned long long)sb.cached_tokens_store,
-            (unsigned long long)sb.cached_tokens_memory, (unsigned long long)sb.prompt_tokens_computed,
-            (unsigned long long)sb.store.hit_blocks, (unsigned long long)sb.store.bytes_read);
-    CHECK(rb.usage.cached_tokens == want_cached);
-    CHECK(sb.cached_tokens_store == (uint64_t)want_cached && sb.cached_tokens == (uint64_t)want_cached);
-    CHECK(sb.prompt_tokens_computed == (uint64_t)(NP - want_cached));
-    CHECK(sb.store.hit_blocks == (uint64_t)(want_cached / BT) && sb.store.quarantined == 0);
-    CHECK(tl_same_tokens(&rb, &cold));
-    /* same engine, another salt: no sharing through the store either */
-    CHECK(run_prompt(e, 0, "tenant-b", &rs) == 0);
-    CHECK(rs.usage.cached_tokens == 0 && tl_same_tokens(&rs, &cold));
-    cinfer_engine_destroy(e);
-
-    /* C: a different model of the same shape -> no hit */
-    char mp[256];
-    temp_path(mp, sizeof mp, "store-other.gguf");
-    mkmodel_opts mo = {.arch = "llama", .dim = 64, .layers = 5, .heads = 8, .kv_heads = 4, .ffn = 172,
-                       .vocab_from = shared_path("models/stories260K.gguf"), .type = DT_F32, .seed = 7, .ctx = 1024};
-    model *m2 = NULL;
-    if (mkmodel_write(&mo, mp, &err) || model_load(mp, &m2, &err)) {
-        CHECKF(0, "other model: %s", err.msg);
-    } else {
-        e = store_engine(m2, g_dir, false);
-        CHECK(e && run_prompt(e, 0, NULL, &rc) == 0);
-        cinfer_engine_stats sc = cinfer_engine_get_stats(e);
-        fprintf(stderr, "C (other weights): cached %d, %llu lookups, %llu hits\n", rc.usage.cached_tokens,
-                (unsigned long long)sc.store.lookups, (unsigned long long)sc.store.hit_blocks);
-        CHECK(rc.usage.cached_tokens == 0 && sc.store.lookups == 1 && sc.store.hit_blocks == 0);
-        cinfer_engine_destroy(e);
-        model_free(m2);
-    }
-    unlink(mp);
-
-    /* D: block 10 corrupted -> 10 blocks from the store, quarantine, identical output */
-    char bp[1024];
-    block_path(10, bp, sizeof bp);
-    corrupt(bp);
-    e = store_engine(m, g_dir, false);
-    CHECK(e && run_prompt(e, 0, NULL, &rd) == 0);
-    cinfer_engine_stats sd = cinfer_engine_get_stats(e);
-    cinfer_engine_destroy(e);
-    struct stat st;
-    fprintf(stderr, "D (block 10 corrupt): cached %d, quarantined %llu, same output: %s\n", rd.usage.cached_tokens,
-            (unsigned long long)sd.store.quarantined, tl_same_tokens(&rd, &cold) ? "yes" : "NO");
-    CHECK(rd.usage.cached_tokens == 10 * BT && sd.store.quarantined == 1);
-    CHECK(sd.prompt_tokens_computed == (uint64_t)(NP - 10 * BT));
-    CHECK(tl_same_tokens(&rd, &cold));
-    CHECK(stat(bp, &st) == 0); /* rewritten by D's write-back */
-    CHECK(store_summarize(g_dir, time(NULL), &sm, &err) == 0 && sm.quarantined == 1);
-
-    /* E: healed */
-    e = store_engine(m, g_dir, false);
-    CHECK(e && run_prompt(e, 0, NULL, &re) == 0);
-    cinfer_engine_destroy(e);
-    CHECK(re.usage.cached_tokens == want_cached && tl_same_tokens(&re, &cold));
-
-    /* E'': the store request while another request keeps a forward pass in flight every step (asynchronous
-     * scheduling): its loads are allocated while a step computes (deferred until that step is over) */
-    {
-        static int32_t other[64];
-        static run_result rbg, rbg_cold, rx;
-        tl_prompt(other, 64);
-        cinfer_request bg = cinfer_request_default();
-        bg.prompt = other;
-        bg.n_prompt = 64;
-        bg.max_tokens = 300;
-        bg.ignore_eos = true;
-        e = store_engine(m, NULL, false);
-        CHECK(e && tl_run(e, &bg, &rbg_cold) == 0);
-        cinfer_engine_destroy(e);
-        e = store_engine(m, g_dir, false);
-        uint64_t id_bg = e ? tl_submit(e, &bg) : 0;
-        struct timespec d = {0, 20 * 1000000L};
-        nanosleep(&d, NULL); /* the background request is decoding */
-        cinfer_request r = cinfer_request_default();
-        r.prompt = g_prompt;
-        r.n_prompt = NP;
-        r.max_tokens = NGEN;
-        r.ignore_eos = true;
-        CHECK(e && tl_run(e, &r, &rx) == 0);
-        memset(&rbg, 0, sizeof rbg);
-        CHECK(id_bg && tl_collect(e, id_bg, &rbg) == 0);
-        if (e) cinfer_engine_destroy(e);
-        fprintf(stderr, "E'' (with a request in flight): cached %d, same output: %s, background same: %s\n",
-                rx.usage.cached_tokens, tl_same_tokens(&rx, &cold) ? "yes" : "NO",
-                tl_same_tokens(&rbg, &rbg_cold) ? "yes" : "NO");
-        CHECK(rx.usage.cached_tokens == want_cached && tl_same_tokens(&rx, &cold));
-        CHECK(tl_same_tokens(&rbg, &rbg_cold));
-    }
-
-    /* E': the same with synchronous scheduling (no forward pass in flight while loading) */
-    e = store_engine(m, g_dir, true);
-    static run_result rg;
-    CHECK(e && run_prompt(e, 0, NULL, &rg) == 0);
-    cinfer_engine_destroy(e);
-    CHECK(rg.usage.cached_tokens == want_cached && tl_same_tokens(&rg, &cold));
-
-    /* F: unusable directory -> served without a store */
-    e = store_engine(m, "/proc/cinfer-no-such/store", false);
-    run_result rf;
-    CHECK(e && run_prompt(e, 0, NULL, &rf) == 0);
-    if (e) {
-        cinfer_engine_stats sf = cinfer_engine_get_stats(e);
-        CHECK(!sf.store.enabled && sf.store.degraded == 1 && tl_same_tokens(&rf, &cold));
-        cinfer_engine_destroy(e);
-    }
+    test_cold_write(m, &cold);
+    test_store_hit(m, &cold);
+    test_other_model();
+    test_corrupt_block(m, &cold);
+    test_healed(m, &cold);
+    test_request_in_flight(m, &cold);
+    test_sync_scheduling(m, &cold);
+    test_unusable_dir(m, &cold);
 
     test_scratch_remove(g_dir);
     test_fifo_object(&cold);
