@@ -171,11 +171,15 @@ static int set_option(mm_opts *o, int c, const char *v) {
 
 /* Parses the command line into o. Returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, mm_opts *o) {
-    static const struct option longs[] = {
-        {"threads", required_argument, NULL, 't'}, {"rows", required_argument, NULL, 'm'},
-        {"working-set", required_argument, NULL, 'w'}, {"reps", required_argument, NULL, 'r'},
-        {"types", required_argument, NULL, 'T'}, {"shapes", required_argument, NULL, 'S'},
-        {"isa", required_argument, NULL, 'I'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {{"threads", required_argument, NULL, 't'},
+                                          {"rows", required_argument, NULL, 'm'},
+                                          {"working-set", required_argument, NULL, 'w'},
+                                          {"reps", required_argument, NULL, 'r'},
+                                          {"types", required_argument, NULL, 'T'},
+                                          {"shapes", required_argument, NULL, 'S'},
+                                          {"isa", required_argument, NULL, 'I'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {NULL, 0, NULL, 0}};
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":t:m:w:r:T:S:I:h", longs, NULL)) != -1) {
@@ -194,8 +198,8 @@ static int parse_args(int argc, char **argv, mm_opts *o) {
 }
 
 int main(int argc, char **argv) {
-    mm_opts o = {.threads = 2, .reps = 5, .m = 512, .ws_mib = 1024, .types = "f32,f16,bf16,q8_0,q4_0",
-                 .shapes = "0,1,2,3"};
+    mm_opts o = {
+        .threads = 2, .reps = 5, .m = 512, .ws_mib = 1024, .types = "f32,f16,bf16,q8_0,q4_0", .shapes = "0,1,2,3"};
     int prc = parse_args(argc, argv, &o);
     if (prc >= 0) return prc;
     int threads = o.threads, reps = o.reps;

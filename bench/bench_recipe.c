@@ -27,29 +27,41 @@ static const char k_usage[] =
 
 static const char k_req[] =
     "{\"model\":\"cinfer-default\",\"messages\":["
-    "{\"role\":\"system\",\"content\":\"You are a careful assistant. Answer concisely, cite tool results, and never invent "
+    "{\"role\":\"system\",\"content\":\"You are a careful assistant. Answer concisely, cite tool results, and never "
+    "invent "
     "data. When a tool is needed, call it with precise arguments. Prefer metric units and ISO dates.\"},"
-    "{\"role\":\"user\",\"content\":\"I am planning a trip to Paris next week. What will the weather be like, and what time "
+    "{\"role\":\"user\",\"content\":\"I am planning a trip to Paris next week. What will the weather be like, and what "
+    "time "
     "is it there right now? Also suggest two museums that are open late on Wednesdays.\"},"
     "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_0001\",\"type\":\"function\",\"function\":"
-    "{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":7,\\\"unit\\\":\\\"celsius\\\"}\"}},"
-    "{\"id\":\"call_0002\",\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"arguments\":\"{\\\"tz\\\":\\\"Europe/Paris\\\"}\"}}]},"
-    "{\"role\":\"tool\",\"tool_call_id\":\"call_0001\",\"content\":\"Mon 14/9 C light rain; Tue 16/10 C cloudy; Wed 18/11 C sunny; "
+    "{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":7,\\\"unit\\\":\\\"celsius\\\"}"
+    "\"}},"
+    "{\"id\":\"call_0002\",\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"arguments\":\"{\\\"tz\\\":"
+    "\\\"Europe/Paris\\\"}\"}}]},"
+    "{\"role\":\"tool\",\"tool_call_id\":\"call_0001\",\"content\":\"Mon 14/9 C light rain; Tue 16/10 C cloudy; Wed "
+    "18/11 C sunny; "
     "Thu 17/12 C showers; Fri 15/9 C windy; Sat 19/12 C sunny; Sun 20/13 C sunny\"},"
     "{\"role\":\"tool\",\"tool_call_id\":\"call_0002\",\"content\":\"2026-11-29T11:42:00+01:00\"},"
-    "{\"role\":\"assistant\",\"content\":\"Expect mild, mostly dry weather (9-20 C) with rain early in the week. It is 11:42 in "
-    "Paris now. The Louvre and the Musee d'Orsay are both open late on Wednesdays... wait, let me double check Orsay.\"},"
-    "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Please double check and also tell me which of them is "
+    "{\"role\":\"assistant\",\"content\":\"Expect mild, mostly dry weather (9-20 C) with rain early in the week. It is "
+    "11:42 in "
+    "Paris now. The Louvre and the Musee d'Orsay are both open late on Wednesdays... wait, let me double check "
+    "Orsay.\"},"
+    "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Please double check and also tell me which of them "
+    "is "
     "closer to the Eiffel Tower, with walking times.\"}]}],"
-    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather forecast for a city\","
-    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\",\"minimum\":1,"
+    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather forecast for a "
+    "city\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\","
+    "\"minimum\":1,"
     "\"maximum\":14},\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"]}},\"required\":[\"city\"]}}},"
     "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"description\":\"Current local time in a time zone\","
     "\"parameters\":{\"type\":\"object\",\"properties\":{\"tz\":{\"type\":\"string\"}},\"required\":[\"tz\"]}}},"
     "{\"type\":\"function\",\"function\":{\"name\":\"opening_hours\",\"description\":\"Opening hours of a venue\","
-    "\"parameters\":{\"type\":\"object\",\"properties\":{\"venue\":{\"type\":\"string\"},\"day\":{\"type\":\"string\"}},"
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"venue\":{\"type\":\"string\"},\"day\":{\"type\":\"string\"}}"
+    ","
     "\"required\":[\"venue\"]}}}],"
-    "\"tool_choice\":\"auto\",\"temperature\":0.6,\"top_p\":0.95,\"max_completion_tokens\":1024,\"stop\":[\"</answer>\"],"
+    "\"tool_choice\":\"auto\",\"temperature\":0.6,\"top_p\":0.95,\"max_completion_tokens\":1024,\"stop\":[\"</"
+    "answer>\"],"
     "\"seed\":1234,\"stream\":true,\"stream_options\":{\"include_usage\":true},\"user\":\"user-42\"}";
 
 /* CPU time of this thread: "per core" figures that other processes on the machine do not inflate */
@@ -143,7 +155,8 @@ static double parser_mbps(double secs) {
         recipe_parser *p = recipe_parser_new(RECIPE_PARSER_HERMES, 0);
         const recipe_event *ev;
         size_t n;
-        for (size_t off = 0; off < len; off += 4) recipe_parser_feed(p, out + off, len - off < 4 ? len - off : 4, &ev, &n);
+        for (size_t off = 0; off < len; off += 4)
+            recipe_parser_feed(p, out + off, len - off < 4 ? len - off : 4, &ev, &n);
         recipe_parser_finish(p, &ev, &n);
         recipe_parser_free(p);
         bytes += len;
@@ -157,8 +170,8 @@ static char *convert_text(const char *text, recipe_api a, recipe_api b) {
     recipe_request r;
     recipe_request_init(&r);
     recipe_buf out = {0};
-    if (recipe_request_parse_text(a, text, strlen(text), 0, &r, NULL) || recipe_request_encode_text(b, &r, &out, NULL) ||
-        !out.data) {
+    if (recipe_request_parse_text(a, text, strlen(text), 0, &r, NULL) ||
+        recipe_request_encode_text(b, &r, &out, NULL) || !out.data) {
         recipe_request_free(&r);
         recipe_buf_free(&out);
         return NULL;
@@ -171,8 +184,8 @@ static char *convert_text(const char *text, recipe_api a, recipe_api b) {
 
 /* Parses the command line into *secs. Returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, double *secs) {
-    static const struct option longs[] = {{"seconds", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {
+        {"seconds", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     const char *s_arg = NULL;
     int c;
     opterr = 0;
@@ -203,7 +216,8 @@ int main(int argc, char **argv) {
     if (!msgs || !resp || !chat_tree) return 1;
     double w0 = wall(), c0 = now();
     printf("request: %zu bytes of Chat Completions JSON (Messages form %zu, Responses form %zu); figures are per "
-           "CPU-second of one thread\n", strlen(k_req), strlen(msgs), strlen(resp));
+           "CPU-second of one thread\n",
+           strlen(k_req), strlen(msgs), strlen(resp));
     printf("one conversion = JSON text in -> canonical request -> JSON text out; median (best) of 5 runs\n");
     stat5 cm = rate5(k_req, RECIPE_API_CHAT, RECIPE_API_MESSAGES, secs);
     stat5 mc = rate5(msgs, RECIPE_API_MESSAGES, RECIPE_API_CHAT, secs);

@@ -51,7 +51,8 @@ static void key_of(int i, uint8_t *k) {
 static void drop_cache_file(const char *p) {
     int fd = open(p, O_RDONLY);
     if (fd < 0) return;
-    if (fdatasync(fd)) { /* best effort */ }
+    if (fdatasync(fd)) { /* best effort */
+    }
     posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     close(fd);
 }
@@ -147,8 +148,8 @@ typedef struct bs_ctx {
 static int write_objects(bs_ctx *c) {
     cf_err err;
     for (int i = 0; i < c->n; i++) {
-        store_obj_hdr h = {.n_tokens = BT, .created = c->now, .expires = c->now + 3600,
-                           .payload_len = (uint64_t)c->bytes};
+        store_obj_hdr h = {
+            .n_tokens = BT, .created = c->now, .expires = c->now + 3600, .payload_len = (uint64_t)c->bytes};
         memcpy(h.fingerprint, g_fp, 32);
         key_of(i, h.key);
         if (i) key_of(i - 1, h.parent);
@@ -161,8 +162,8 @@ static int write_objects(bs_ctx *c) {
     }
     /* runs of RUN blocks: one header (checksum over the whole run) + RUN payloads */
     for (int r = 0; r < c->n / RUN; r++) {
-        store_obj_hdr h = {.n_tokens = BT * RUN, .created = c->now, .expires = c->now + 3600,
-                           .payload_len = (uint64_t)c->bytes * RUN};
+        store_obj_hdr h = {
+            .n_tokens = BT * RUN, .created = c->now, .expires = c->now + 3600, .payload_len = (uint64_t)c->bytes * RUN};
         int32_t rt[BT * RUN];
         for (int t = 0; t < BT * RUN; t++) rt[t] = t;
         store_encode(&h, rt, c->src, c->hdr, c->hl);
@@ -205,8 +206,12 @@ static double time_sync_block(bs_ctx *c, int cold) {
             uint8_t k[32], par[32];
             key_of(i, k);
             if (i) key_of(i - 1, par);
-            store_expect x = {.fingerprint = g_fp, .key = k, .parent = i ? par : NULL, .tokens = c->toks,
-                              .n_tokens = BT, .payload_len = (uint64_t)c->bytes};
+            store_expect x = {.fingerprint = g_fp,
+                              .key = k,
+                              .parent = i ? par : NULL,
+                              .tokens = c->toks,
+                              .n_tokens = BT,
+                              .payload_len = (uint64_t)c->bytes};
             uint64_t got;
             if (store_fs_load(c->dir, &x, c->hbuf, c->dst[i], c->now, 600, &got, &err) != STORE_LOAD_HIT) {
                 fprintf(stderr, "bench_store: load %d failed: %s\n", i, err.msg);
@@ -317,8 +322,10 @@ int main(int argc, char **argv) {
     bs_opts o = {.parent = NULL, .n = 128, .tiny = true};
     int prc = parse_args(argc, argv, &o);
     if (prc >= 0) return prc;
-    kv_spec spec = {.n_groups = 1, .groups = {{.kind = KV_LAYER_FULL, .n_layers = o.tiny ? 22 : 5,
-                                              .token_floats = o.tiny ? 2 * 4 * 64 : 2 * 4 * 8}}};
+    kv_spec spec = {
+        .n_groups = 1,
+        .groups = {
+            {.kind = KV_LAYER_FULL, .n_layers = o.tiny ? 22 : 5, .token_floats = o.tiny ? 2 * 4 * 64 : 2 * 4 * 8}}};
     bs_ctx c = {.n = o.n, .now = time(NULL)};
     c.bytes = kv_spec_block_floats(&spec, BT) * 4;
     kv_pool *pool;
@@ -337,10 +344,10 @@ int main(int argc, char **argv) {
     char dir[4096] = "";
     if (!ids || !c.dst || !c.src || !c.hdr || !c.hbuf || kv_pool_alloc_n(pool, c.n, ids, &err)) {
         fprintf(stderr, "bench_store: out of memory\n");
-    } else if (fs_make_scratch_dir(o.parent, "bench_store-", dir, sizeof dir, &err) ||
-               store_fs_prepare(dir, &err)) {
+    } else if (fs_make_scratch_dir(o.parent, "bench_store-", dir, sizeof dir, &err) || store_fs_prepare(dir, &err)) {
         fprintf(stderr, "bench_store: %s\n", err.msg);
-        if (*dir && fs_remove_tree_created(dir, NULL)) { /* not made, or removal failed: nothing more to do */ }
+        if (*dir && fs_remove_tree_created(dir, NULL)) { /* not made, or removal failed: nothing more to do */
+        }
     } else {
         c.dir = dir;
         for (int i = 0; i < c.n; i++) c.dst[i] = kv_pool_block(pool, ids[i]);

@@ -19,8 +19,8 @@ static const char k_usage[] =
 
 /* Parses the command line into *threads. Returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, int *threads) {
-    static const struct option longs[] = {{"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {
+        {"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     const char *t_arg = NULL;
     int c;
     opterr = 0;
@@ -43,9 +43,7 @@ static int parse_args(int argc, char **argv, int *threads) {
     return -1;
 }
 
-static void empty_task(void *ctx, int ith, int nth) {
-    (void)ctx, (void)ith, (void)nth;
-}
+static void empty_task(void *ctx, int ith, int nth) { (void)ctx, (void)ith, (void)nth; }
 
 int main(int argc, char **argv) {
     int threads = 2;

@@ -41,20 +41,33 @@ static void put(sbuf *b, const char *s) {
 }
 
 static const char *const words[] = {
-    "the", "of", "and", "a", "to", "in", "is", "you", "that", "it", "he", "was", "for", "on", "are", "as", "with",
-    "his", "they", "I", "at", "be", "this", "have", "from", "or", "one", "had", "by", "word", "but", "not", "what",
-    "all", "were", "we", "when", "your", "can", "said", "there", "use", "an", "each", "which", "she", "do", "how",
-    "their", "if", "will", "up", "other", "about", "out", "many", "then", "them", "these", "so", "some", "her",
-    "would", "make", "like", "him", "into", "time", "has", "look", "two", "more", "write", "go", "see", "number",
-    "lighthouse", "tokenizer", "inference", "quantization", "throughput", "don't", "it's", "we'll", "Margaret",
-    "London", "September", "1984", "3.14159", "42", "e-mail", "(see", "below)", "U.S.", "well-known"};
-static const char *const code[] = {
-    "for (int i = 0; i < n; i++) {\n", "    sum += a[i] * b[i];\n", "}\n", "def encode(self, text):\n",
-    "    return [self.vocab[t] for t in text.split()]\n", "#include <stdio.h>\n", "    if (x == NULL) return -1;\n",
-    "\tprintf(\"%d\\n\", value);\n", "class Tokenizer:\n", "    # TODO: handle unicode\n", "x = {'a': 1, 'b': [2, 3]}\n",
-    "    while (lo < hi) { size_t mid = (lo + hi) / 2; }\n", "        self.cache = {}\n", "\n"};
-static const char *const cjk[] = {"我想在", "工作", "中文", "的", "是", "一个", "分词器", "测试", "日本語の", "テキスト",
-                                  "한국어", "문장", "。", "，", "天气很好", "人工智能", "😁", "🦙"};
+    "the",    "of",   "and",    "a",        "to",         "in",        "is",        "you",          "that",
+    "it",     "he",   "was",    "for",      "on",         "are",       "as",        "with",         "his",
+    "they",   "I",    "at",     "be",       "this",       "have",      "from",      "or",           "one",
+    "had",    "by",   "word",   "but",      "not",        "what",      "all",       "were",         "we",
+    "when",   "your", "can",    "said",     "there",      "use",       "an",        "each",         "which",
+    "she",    "do",   "how",    "their",    "if",         "will",      "up",        "other",        "about",
+    "out",    "many", "then",   "them",     "these",      "so",        "some",      "her",          "would",
+    "make",   "like", "him",    "into",     "time",       "has",       "look",      "two",          "more",
+    "write",  "go",   "see",    "number",   "lighthouse", "tokenizer", "inference", "quantization", "throughput",
+    "don't",  "it's", "we'll",  "Margaret", "London",     "September", "1984",      "3.14159",      "42",
+    "e-mail", "(see", "below)", "U.S.",     "well-known"};
+static const char *const code[] = {"for (int i = 0; i < n; i++) {\n",
+                                   "    sum += a[i] * b[i];\n",
+                                   "}\n",
+                                   "def encode(self, text):\n",
+                                   "    return [self.vocab[t] for t in text.split()]\n",
+                                   "#include <stdio.h>\n",
+                                   "    if (x == NULL) return -1;\n",
+                                   "\tprintf(\"%d\\n\", value);\n",
+                                   "class Tokenizer:\n",
+                                   "    # TODO: handle unicode\n",
+                                   "x = {'a': 1, 'b': [2, 3]}\n",
+                                   "    while (lo < hi) { size_t mid = (lo + hi) / 2; }\n",
+                                   "        self.cache = {}\n",
+                                   "\n"};
+static const char *const cjk[] = {"我想在",   "工作",   "中文", "的", "是", "一个",     "分词器",   "测试", "日本語の",
+                                  "テキスト", "한국어", "문장", "。", "，", "天气很好", "人工智能", "😁",    "🦙"};
 
 static sbuf make_corpus(size_t target) {
     sbuf b = {0};

@@ -13,7 +13,7 @@
 #include "cinfer/recipe.h"
 #include "recipe/recipe_json.h"
 
-static PyObject *g_json_mod;   /* the stdlib json module (module state is immutable after init) */
+static PyObject *g_json_mod; /* the stdlib json module (module state is immutable after init) */
 static PyObject *g_error_type; /* cinfer_recipe.RecipeError */
 
 /* ---------------------------------------------------------------- JSON bridging */
@@ -104,8 +104,7 @@ static int parse_request_obj_flags(PyObject *body, recipe_api api, unsigned flag
     if (rc) {
         if (!strncmp(err.message, "the body is not valid JSON", 26))
             PyErr_Format(PyExc_ValueError, "invalid JSON: %s", err.message + 28);
-        else
-            raise_recipe(api, &err);
+        else raise_recipe(api, &err);
     }
     return rc;
 }
@@ -149,9 +148,10 @@ static PyObject *py_parse_request(PyObject *self, PyObject *args, PyObject *kw) 
     int as_text;
     recipe_request r;
     recipe_request_init(&r);
-    PyObject *res = parse_request_obj_flags(body, (recipe_api)a, completions ? RECIPE_PARSE_COMPLETIONS : 0u, &r, &as_text)
-                        ? NULL
-                        : from_json(recipe_request_dump(&r), as_text);
+    PyObject *res =
+        parse_request_obj_flags(body, (recipe_api)a, completions ? RECIPE_PARSE_COMPLETIONS : 0u, &r, &as_text)
+            ? NULL
+            : from_json(recipe_request_dump(&r), as_text);
     recipe_request_free(&r);
     return res;
 }
@@ -195,7 +195,7 @@ static PyObject *py_error_body(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     static char *kwl[] = {"api", "kind", "message", "param", "request_id", NULL};
     static const char *kinds[] = {"invalid_request", "context_length", "authentication", "permission", "not_found",
-                                  "too_large", "rate_limit", "server", "overloaded"};
+                                  "too_large",       "rate_limit",     "server",         "overloaded"};
     const char *api, *kind, *msg, *param = NULL, *rid = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "sss|zz", kwl, &api, &kind, &msg, &param, &rid)) return NULL;
     int a = api_arg(api);
@@ -278,8 +278,8 @@ static int parser_init(ParserObject *self, PyObject *args, PyObject *kw) {
         return -1;
     }
     recipe_parser_free(self->p);
-    self->p = recipe_parser_new((recipe_parser_kind)k, (in_reasoning ? RECIPE_PARSER_IN_REASONING : 0) |
-                                                           (tools ? 0 : RECIPE_PARSER_NO_TOOLS));
+    self->p = recipe_parser_new((recipe_parser_kind)k,
+                                (in_reasoning ? RECIPE_PARSER_IN_REASONING : 0) | (tools ? 0 : RECIPE_PARSER_NO_TOOLS));
     if (!self->p) {
         PyErr_NoMemory();
         return -1;
@@ -358,8 +358,8 @@ typedef struct {
 } EncoderObject;
 
 static int encoder_init(EncoderObject *self, PyObject *args, PyObject *kw) {
-    static char *kwl[] = {"api", "id", "model", "created", "prompt_tokens", "cache_read", "include_usage", "n_choices",
-                          NULL};
+    static char *kwl[] = {"api",           "id",        "model", "created", "prompt_tokens", "cache_read",
+                          "include_usage", "n_choices", NULL};
     const char *api, *id = NULL, *model = "";
     long long created = 0, prompt = 0, cache_read = 0;
     int include_usage = 0, n_choices = 1;
@@ -369,8 +369,13 @@ static int encoder_init(EncoderObject *self, PyObject *args, PyObject *kw) {
     bool completion = !strcmp(api, "completions"); /* OpenAI Completions chunks (text_completion) */
     int a = completion ? RECIPE_API_CHAT : api_arg(api);
     if (a < 0) return -1;
-    recipe_stream_info info = {.id = id, .model = model, .created = created, .prompt_tokens = prompt,
-                               .cache_read = cache_read, .include_usage = include_usage, .n_choices = n_choices,
+    recipe_stream_info info = {.id = id,
+                               .model = model,
+                               .created = created,
+                               .prompt_tokens = prompt,
+                               .cache_read = cache_read,
+                               .include_usage = include_usage,
+                               .n_choices = n_choices,
                                .completion = completion};
     recipe_stream_encoder_free(self->e);
     self->api = (recipe_api)a;
@@ -452,8 +457,8 @@ static PyObject *encoder_event(EncoderObject *self, PyObject *d) {
     if (!self->e) return PyErr_Format(PyExc_RuntimeError, "encoder not initialized");
     if (!PyDict_Check(d)) return PyErr_Format(PyExc_TypeError, "event must be a dict");
     static const char *tn[] = {"reasoning", "text", "tool_begin", "tool_args", "tool_end", "finish", "error", "ping"};
-    static const char *fn[] = {"none", "eos", "stop_string", "length", "tool_calls", "content_filter", "error",
-                               "cancelled"};
+    static const char *fn[] = {"none",           "eos",   "stop_string", "length", "tool_calls",
+                               "content_filter", "error", "cancelled"};
     recipe_event ev = {0};
     const char *t = dstr(d, "type");
     int found = 0;
@@ -533,9 +538,15 @@ static PyMethodDef methods[] = {
      "detect_parser(template=None, arch=None) -> parser name"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "cinfer_recipe",
-                                    "cinfer recipe: API format conversion and model-output parsing", -1, methods,
-                                    NULL, NULL, NULL, NULL};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT,
+                                    "cinfer_recipe",
+                                    "cinfer recipe: API format conversion and model-output parsing",
+                                    -1,
+                                    methods,
+                                    NULL,
+                                    NULL,
+                                    NULL,
+                                    NULL};
 
 PyMODINIT_FUNC PyInit_cinfer_recipe(void) {
     if (PyType_Ready(&ParserType) < 0 || PyType_Ready(&EncoderType) < 0) return NULL;

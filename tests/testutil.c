@@ -58,12 +58,21 @@ const char *source_path(const char *rel) {
 char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return NULL; }
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return NULL;
+    }
     long n = ftell(f);
-    if (n < 0) { fclose(f); return NULL; }
+    if (n < 0) {
+        fclose(f);
+        return NULL;
+    }
     rewind(f);
     char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
     fclose(f);
     if (!buf) return NULL;
     buf[n] = 0;

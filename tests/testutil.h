@@ -17,24 +17,24 @@
 extern int test_failures;
 extern int test_checks;
 
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        test_checks++;                                                                     \
-        if (!(cond)) {                                                                     \
-            test_failures++;                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
-        }                                                                                  \
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        test_checks++;                                                               \
+        if (!(cond)) {                                                               \
+            test_failures++;                                                         \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                            \
     } while (0)
 
-#define CHECKF(cond, ...)                                                                  \
-    do {                                                                                   \
-        test_checks++;                                                                     \
-        if (!(cond)) {                                                                     \
-            test_failures++;                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);       \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fputc('\n', stderr);                                                           \
-        }                                                                                  \
+#define CHECKF(cond, ...)                                                            \
+    do {                                                                             \
+        test_checks++;                                                               \
+        if (!(cond)) {                                                               \
+            test_failures++;                                                         \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                            \
+            fputc('\n', stderr);                                                     \
+        }                                                                            \
     } while (0)
 
 /* Path of a file under the shared folder, in a static buffer (rotating, 8 slots). */

@@ -37,4 +37,3 @@ int test_scratch_remove(const char *path) {
     }
     return 0;
 }
-

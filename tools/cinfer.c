@@ -12,8 +12,6 @@
 #include "base/version.h"
 #include "commands.h"
 
-
-
 int cli_fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -55,14 +53,18 @@ int main(int argc, char **argv) {
     size_t k = (size_t)snprintf(about, sizeof about, "\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0] && k < sizeof about; i++)
         k += (size_t)snprintf(about + k, sizeof about - k, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    if (k < sizeof about) snprintf(about + k, sizeof about - k, "\n`cinfer <command> --help` describes a command's options.");
+    if (k < sizeof about)
+        snprintf(about + k, sizeof about - k, "\n`cinfer <command> --help` describes a command's options.");
     bool version = false;
     const cli_opt t[] = {
         {"log-level", 0, "L", "error|warn|info|debug (default warn; serve: info)", CLI_CALL(opt_log_level, NULL)},
         {"version", 0, NULL, "print the version and exit", CLI_SET(&version, true)},
     };
-    const cli_cmd c = {.name = "", .usage = "cinfer [--log-level error|warn|info|debug] <command> [options]",
-                       .about = about, .opts = t, .n_opts = sizeof t / sizeof t[0],
+    const cli_cmd c = {.name = "",
+                       .usage = "cinfer [--log-level error|warn|info|debug] <command> [options]",
+                       .about = about,
+                       .opts = t,
+                       .n_opts = sizeof t / sizeof t[0],
                        .epilog = "\nexit status: 0 success; 1 runtime error (a model that does not load, a busy port,\n"
                                  "a failed request...); 2 usage error (unknown or malformed option or argument).\n"
                                  "Every error is one line on stderr, starting with \"cinfer\".\n"

@@ -13,20 +13,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli_opt.h"
 #include "base/cpu.h"
 #include "base/timeutil.h"
-#include "base/cli_opt.h"
 #include "commands.h"
 #include "engine/generate.h"
 #include "model/model.h"
 #include "tensor/peak.h"
 
-static const char bench_usage[] =
-    "cinfer bench latency -m MODEL.gguf [options]\n"
-    "cinfer bench throughput -m MODEL.gguf [options]  (see bench throughput --help)\n"
-    "cinfer bench serve --base-url URL [options]      (see bench serve --help)\n"
-    "cinfer bench report RESULTS.json... [--svg DIR]  (see bench report --help)\n"
-    "cinfer bench trace-stats TRACE.jsonl [--block-scale K]";
+static const char bench_usage[] = "cinfer bench latency -m MODEL.gguf [options]\n"
+                                  "cinfer bench throughput -m MODEL.gguf [options]  (see bench throughput --help)\n"
+                                  "cinfer bench serve --base-url URL [options]      (see bench serve --help)\n"
+                                  "cinfer bench report RESULTS.json... [--svg DIR]  (see bench report --help)\n"
+                                  "cinfer bench trace-stats TRACE.jsonl [--block-scale K]";
 
 typedef struct bench_opts {
     const char *model;
@@ -44,8 +43,10 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
         {"reps", 'r', "N", "repetitions; the best is reported (default 3)", CLI_NUM(&o->reps, 1, 1000)},
         {"bw-mib", 0, "N", "buffer for the bandwidth measurement (default 1024 MiB)", CLI_NUM(&o->bw_mib, 16, 1 << 20)},
     };
-    cli_cmd c = {.name = "bench latency", .usage = bench_usage,
-                 .about = "Single-sequence prefill and decode speed next to this machine's roofline.", .opts = t,
+    cli_cmd c = {.name = "bench latency",
+                 .usage = bench_usage,
+                 .about = "Single-sequence prefill and decode speed next to this machine's roofline.",
+                 .opts = t,
                  .n_opts = sizeof t / sizeof t[0]};
     int pos, rc = cli_parse(&c, argc, argv, &pos);
     if (rc) return rc;
@@ -111,14 +112,13 @@ static int bench_latency(const bench_opts *o) {
         printf("model        %s (%s, %.1fM params, %.1fM active per token, %.1f MiB streamed per token)\n", o->model,
                hp->arch, (double)model_n_params(m) / 1e6, (double)model_active_params(m) / 1e6, wbytes / (1 << 20));
         printf("machine      %d threads, kernels %s, read bandwidth %.2f GB/s, peak f32 FMA %.0f GFLOP/s, "
-               "int8 VNNI %.0f GOP/s\n", pool_size(pool), cpu_isa_name(cpu_isa_active()), bw / 1e9,
-               peak.f32_flops / 1e9, peak.int8_ops / 1e9);
+               "int8 VNNI %.0f GOP/s\n",
+               pool_size(pool), cpu_isa_name(cpu_isa_active()), bw / 1e9, peak.f32_flops / 1e9, peak.int8_ops / 1e9);
         double peak_w = (hp_is_int8(m) && peak.int8_ops > 0) ? peak.int8_ops : peak.f32_flops;
-        printf("prefill      %lld tokens: %8.1f tok/s  (%.1f GFLOP/s in matmuls, %.0f%% of the %s peak)\n",
-               o->prompt, pp, pp * flops_tok / 1e9, 100.0 * pp * flops_tok / peak_w,
-               peak_w == peak.int8_ops ? "int8" : "f32");
-        printf("decode       %lld tokens: %8.2f tok/s  roofline %.2f tok/s (%.0f%% of bandwidth limit)\n", o->gen,
-               tg, roof, 100.0 * tg / roof);
+        printf("prefill      %lld tokens: %8.1f tok/s  (%.1f GFLOP/s in matmuls, %.0f%% of the %s peak)\n", o->prompt,
+               pp, pp * flops_tok / 1e9, 100.0 * pp * flops_tok / peak_w, peak_w == peak.int8_ops ? "int8" : "f32");
+        printf("decode       %lld tokens: %8.2f tok/s  roofline %.2f tok/s (%.0f%% of bandwidth limit)\n", o->gen, tg,
+               roof, 100.0 * tg / roof);
     }
     free(prompt);
     pool_destroy(pool);
@@ -130,11 +130,15 @@ int cmd_bench(int argc, char **argv) {
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } subs[] = {{"throughput", bench_throughput}, {"serve", bench_serve}, {"report", bench_report},
+    } subs[] = {{"throughput", bench_throughput},
+                {"serve", bench_serve},
+                {"report", bench_report},
                 {"trace-stats", bench_trace_stats}};
-    const cli_cmd c = {.name = "bench", .usage = bench_usage,
+    const cli_cmd c = {.name = "bench",
+                       .usage = bench_usage,
                        .about = "`cinfer bench <benchmark> --help` describes a benchmark's options."};
-    if (argc < 2) return cli_usage_error(&c, "a benchmark is required (latency, throughput, serve, report, trace-stats)");
+    if (argc < 2)
+        return cli_usage_error(&c, "a benchmark is required (latency, throughput, serve, report, trace-stats)");
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return cli_help(&c, stdout), 0;
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (!strcmp(argv[1], subs[i].name)) return subs[i].fn(argc - 1, argv + 1);

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli_opt.h"
 #include "benchserve/report.h"
 #include "benchserve/trace.h"
-#include "base/cli_opt.h"
 #include "commands.h"
 
 /* argv[0] is "report". */
@@ -17,12 +17,14 @@ int bench_report(int argc, char **argv) {
     const char *dir = NULL;
     const cli_opt t[] = {{"svg", 0, "DIR", "write SVG plots to DIR", CLI_STR(&dir)}};
     const cli_cmd c = {
-        .name = "bench report", .usage = "cinfer bench report RESULTS.json... [--svg DIR]",
+        .name = "bench report",
+        .usage = "cinfer bench report RESULTS.json... [--svg DIR]",
         .about = "Prints each results file of `cinfer bench serve --out` (and a comparison line per file when\n"
                  "several are given). With --svg, writes to DIR: ttft_cdf.svg, tpot_cdf.svg, e2e_cdf.svg\n"
                  "(latency CDFs), throughput.svg (output tok/s over time), cache_hit.svg (cache hit % over\n"
                  "time) and summary.svg (side-by-side bars: TTFT p50/p99, output tok/s, cache hit %).",
-        .opts = t, .n_opts = 1};
+        .opts = t,
+        .n_opts = 1};
     int pos, rc = cli_parse(&c, argc, argv, &pos);
     if (rc) return rc == CLI_HELP ? 0 : rc;
     if (pos >= argc) return cli_usage_error(&c, "at least one RESULTS.json is required");
@@ -41,11 +43,13 @@ int bench_trace_stats(int argc, char **argv) {
         {"max-requests", 0, "N", "only the first N trace lines", CLI_NUM(&max, 1, 1LL << 40)},
     };
     const cli_cmd c = {
-        .name = "bench trace-stats", .usage = "cinfer bench trace-stats TRACE.jsonl [--block-scale K] [--max-requests N]",
+        .name = "bench trace-stats",
+        .usage = "cinfer bench trace-stats TRACE.jsonl [--block-scale K] [--max-requests N]",
         .about = "Request count, duration, input/output token totals and the infinite-cache prefix-hit bound\n"
                  "of a Mooncake trace: block i of a request hits iff blocks 0..i were all seen before;\n"
                  "hits x block tokens (capped by the input length) over all input tokens.",
-        .opts = t, .n_opts = sizeof t / sizeof t[0]};
+        .opts = t,
+        .n_opts = sizeof t / sizeof t[0]};
     int pos, rc = cli_parse(&c, argc, argv, &pos);
     if (rc) return rc == CLI_HELP ? 0 : rc;
     if (pos >= argc) return cli_usage_error(&c, "a trace file is required");

@@ -10,11 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/cli_opt.h"
 #include "benchserve/api.h"
 #include "benchserve/results.h"
 #include "benchserve/runner.h"
 #include "benchserve/workload.h"
-#include "base/cli_opt.h"
 #include "commands.h"
 
 typedef struct serve_opts {
@@ -39,7 +39,8 @@ static int opt_range(void *ctx, const char *v, char *msg, size_t cap) {
 }
 
 static int opt_api(void *ctx, const char *v, char *msg, size_t cap) {
-    if (bs_api_parse(v, ctx)) return snprintf(msg, cap, "unknown API '%s' (chat, completions, messages, responses)", v), -1;
+    if (bs_api_parse(v, ctx))
+        return snprintf(msg, cap, "unknown API '%s' (chat, completions, messages, responses)", v), -1;
     return 0;
 }
 
@@ -50,7 +51,8 @@ static int opt_workload(void *ctx, const char *v, char *msg, size_t cap) {
 }
 
 static int opt_len_dist(void *ctx, const char *v, char *msg, size_t cap) {
-    if (strcmp(v, "uniform") && strcmp(v, "fixed")) return snprintf(msg, cap, "expects fixed or uniform, got '%s'", v), -1;
+    if (strcmp(v, "uniform") && strcmp(v, "fixed"))
+        return snprintf(msg, cap, "expects fixed or uniform, got '%s'", v), -1;
     ((bs_wl_opts *)ctx)->uniform = !strcmp(v, "uniform");
     return 0;
 }
@@ -64,9 +66,12 @@ static int parse_table(int argc, char **argv, serve_opts *o, int *pos) {
         {"model", 0, "NAME", "model field (default: the first id of GET /v1/models)", CLI_STR(&o->model)},
         {"api-key", 0, "KEY", "sent as Bearer token (x-api-key for messages)", CLI_STR(&o->api_key)},
         {"workload", 0, "NAME", "synthetic (default) | chat | agent | code | trace FILE", CLI_CALL(opt_workload, w)},
-        {"concurrency", 0, "C", "at most C requests in flight (default: no limit)", CLI_NUM(&o->concurrency, 1, 1 << 20)},
-        {"rate", 0, "R", "session arrivals per second, Poisson (default: all at once;\n"
-         "the trace workload uses the trace's timestamps)", CLI_NUM(&w->rate, 1e-6, 1e9)},
+        {"concurrency", 0, "C", "at most C requests in flight (default: no limit)",
+         CLI_NUM(&o->concurrency, 1, 1 << 20)},
+        {"rate", 0, "R",
+         "session arrivals per second, Poisson (default: all at once;\n"
+         "the trace workload uses the trace's timestamps)",
+         CLI_NUM(&w->rate, 1e-6, 1e9)},
         {"requests", 0, "N", "synthetic/code: requests (default 64); others: stop after N sends",
          CLI_NUM(&o->requests, 1, 1 << 24)},
         {"duration", 0, "S", "stop sending after S seconds", CLI_NUM(&o->duration, 1e-3, 1e9)},
@@ -88,7 +93,8 @@ static int parse_table(int argc, char **argv, serve_opts *o, int *pos) {
         CLI_SECTION("chat / agent:"),
         {"sessions", 0, "N", "concurrent conversations (default 8)", CLI_NUM(&w->sessions, 1, 1 << 20)},
         {"turns", 0, "N", "turns per session (chat default 4, agent default 8)", CLI_NUM(&o->turns_set, 1, 1 << 16)},
-        {"system-len", 0, "N", "shared system prompt words (chat 1000, agent 2000)", CLI_NUM(&o->system_set, 0, 1 << 24)},
+        {"system-len", 0, "N", "shared system prompt words (chat 1000, agent 2000)",
+         CLI_NUM(&o->system_set, 0, 1 << 24)},
         {"user-len", 0, "N", "words per user message (default 64)", CLI_NUM(&w->user_len, 1, 1 << 24)},
         {"tool-len", 0, "N", "agent: words per tool result (default 2000)", CLI_NUM(&w->tool_len, 1, 1 << 24)},
         {"think-time", 0, "S", "agent: mean pause between turns (default 1.0; uniform 0.5x-1.5x)",
@@ -103,16 +109,20 @@ static int parse_table(int argc, char **argv, serve_opts *o, int *pos) {
         {"token-range", 0, "LO:HI", "token ids for --api completions (default 3:500, fits any vocab >= 500)",
          CLI_CALL(opt_range, w)},
         {"text", 0, NULL, "send text even with --api completions", CLI_SET(&o->text, 1)},
-        {"dry-run", 0, NULL, "build the requests without sending; with --dump FILE write one JSON\n"
-         "line per request: session, turn, trace_line, send_at_s, body", CLI_SET(&o->dry_run, 1)},
+        {"dry-run", 0, NULL,
+         "build the requests without sending; with --dump FILE write one JSON\n"
+         "line per request: session, turn, trace_line, send_at_s, body",
+         CLI_SET(&o->dry_run, 1)},
         {"dump", 0, "FILE", "with --dry-run: where the planned requests go", CLI_STR(&o->dump)},
     };
     const cli_cmd c = {
-        .name = "bench serve", .usage = "cinfer bench serve --base-url URL [options]",
+        .name = "bench serve",
+        .usage = "cinfer bench serve --base-url URL [options]",
         .about = "Streams a workload to an OpenAI-compatible server and reports TTFT, TPOT, inter-token and\n"
                  "end-to-end latency (mean/p50/p90/p99), request and token rates (input split into cached and\n"
                  "computed, from the responses' usage), cache hit ratio and errors by kind.",
-        .opts = t, .n_opts = sizeof t / sizeof t[0],
+        .opts = t,
+        .n_opts = sizeof t / sizeof t[0],
         .epilog = "exit status: 0 when at least one request succeeded (the others are counted by kind), 1 if none;\n"
                   "2 for usage errors."};
     return cli_parse(&c, argc, argv, pos);
@@ -120,10 +130,23 @@ static int parse_table(int argc, char **argv, serve_opts *o, int *pos) {
 
 /* argv[0] is "serve". CLI_OK, CLI_HELP or CLI_USAGE. */
 static int parse(int argc, char **argv, serve_opts *o) {
-    *o = (serve_opts){.wl = {.kind = BS_WL_SYNTHETIC, .seed = 1, .input_len = 256, .output_len = 128,
-                             .sessions = 8, .user_len = 64, .tool_len = 2000, .think_s = 1.0, .block = 512,
-                             .time_scale = 1, .tok_lo = 3, .tok_hi = 500},
-                      .timeout = 600, .temperature = -1, .progress = isatty(STDERR_FILENO), .requests = -1, .turns_set = -1,
+    *o = (serve_opts){.wl = {.kind = BS_WL_SYNTHETIC,
+                             .seed = 1,
+                             .input_len = 256,
+                             .output_len = 128,
+                             .sessions = 8,
+                             .user_len = 64,
+                             .tool_len = 2000,
+                             .think_s = 1.0,
+                             .block = 512,
+                             .time_scale = 1,
+                             .tok_lo = 3,
+                             .tok_hi = 500},
+                      .timeout = 600,
+                      .temperature = -1,
+                      .progress = isatty(STDERR_FILENO),
+                      .requests = -1,
+                      .turns_set = -1,
                       .system_set = -1};
     bs_wl_opts *w = &o->wl;
     int pos, rc = parse_table(argc, argv, o, &pos);
@@ -149,13 +172,12 @@ static json_t *config_json(const serve_opts *o, const char *model) {
     char when[32];
     time_t t = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
-    json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:I, s:f, s:I, s:f, s:I, s:I, s:I, s:b, s:b}", "started", when,
-                          "base_url", o->base_url ? o->base_url : "", "api", bs_api_name(o->api), "workload",
-                          bs_workload_kind_name(w->kind), "seed", (json_int_t)w->seed, "rate", w->rate,
-                          "concurrency", (json_int_t)o->concurrency, "duration", o->duration, "requests",
-                          (json_int_t)(o->requests > 0 ? o->requests : 0), "output_len", (json_int_t)w->output_len,
-                          "max_output_len", (json_int_t)w->max_output, "ignore_eos", o->ignore_eos, "token_ids",
-                          w->token_ids);
+    json_t *c = json_pack(
+        "{s:s, s:s, s:s, s:s, s:I, s:f, s:I, s:f, s:I, s:I, s:I, s:b, s:b}", "started", when, "base_url",
+        o->base_url ? o->base_url : "", "api", bs_api_name(o->api), "workload", bs_workload_kind_name(w->kind), "seed",
+        (json_int_t)w->seed, "rate", w->rate, "concurrency", (json_int_t)o->concurrency, "duration", o->duration,
+        "requests", (json_int_t)(o->requests > 0 ? o->requests : 0), "output_len", (json_int_t)w->output_len,
+        "max_output_len", (json_int_t)w->max_output, "ignore_eos", o->ignore_eos, "token_ids", w->token_ids);
     if (!c) return NULL;
     json_object_set_new(c, "model", json_string(model ? model : ""));
     if (w->kind == BS_WL_SYNTHETIC || w->kind == BS_WL_CODE) {
@@ -189,7 +211,8 @@ static int dry_run(const serve_opts *o, bs_workload *w) {
     long sent = 0;
     int rc = 0;
     cf_err err;
-    bs_gen_opts g = {.model = o->model ? o->model : "MODEL", .temperature = o->temperature, .ignore_eos = o->ignore_eos};
+    bs_gen_opts g = {
+        .model = o->model ? o->model : "MODEL", .temperature = o->temperature, .ignore_eos = o->ignore_eos};
     for (size_t i = 0; i < w->n && !rc; i++) {
         bs_session *s = &w->s[i];
         double t = s->arrival;
@@ -205,15 +228,17 @@ static int dry_run(const serve_opts *o, bs_workload *w) {
                 fprintf(f, "{\"session\":%zu,\"turn\":%ld,\"trace_line\":%ld,\"send_at_s\":%.6f,\"body\":%s}\n", i, k,
                         s->trace_line, t, bs_buf_str(&body));
             bs_buf_free(&body);
-            if (!rc && k + 1 < s->n_turns && bs_workload_add_answer(w, i, "(answer)", &err)) rc = cli_fail("%s", err.msg);
+            if (!rc && k + 1 < s->n_turns && bs_workload_add_answer(w, i, "(answer)", &err))
+                rc = cli_fail("%s", err.msg);
             sent++;
         }
         bs_workload_release(w, i);
     }
     free(scratch);
     if (f && fclose(f)) rc = cli_fail("cannot write %s", o->dump);
-    if (!rc) printf("dry run: %ld requests in %zu sessions%s%s\n", sent, w->n, o->dump ? ", written to " : "",
-                    o->dump ? o->dump : "");
+    if (!rc)
+        printf("dry run: %ld requests in %zu sessions%s%s\n", sent, w->n, o->dump ? ", written to " : "",
+               o->dump ? o->dump : "");
     return rc;
 }
 
@@ -242,11 +267,16 @@ int bench_serve(int argc, char **argv) {
         }
         o.model = model;
     }
-    bs_run_opts ro = {.base_url = o.base_url, .api = o.api, .api_key = o.api_key,
+    bs_run_opts ro = {.base_url = o.base_url,
+                      .api = o.api,
+                      .api_key = o.api_key,
                       .gen = {.model = o.model, .temperature = o.temperature, .ignore_eos = o.ignore_eos},
-                      .concurrency = o.concurrency, .duration = o.duration, .timeout_s = (double)o.timeout,
+                      .concurrency = o.concurrency,
+                      .duration = o.duration,
+                      .timeout_s = (double)o.timeout,
                       .progress = o.progress,
-                      .max_requests = o.wl.kind == BS_WL_SYNTHETIC || o.wl.kind == BS_WL_CODE || o.requests < 0 ? 0 : o.requests};
+                      .max_requests =
+                          o.wl.kind == BS_WL_SYNTHETIC || o.wl.kind == BS_WL_CODE || o.requests < 0 ? 0 : o.requests};
     bs_run run;
     r = bs_run_workload(&w, &ro, &run, &err);
     bs_workload_free(&w);
@@ -261,8 +291,7 @@ int bench_serve(int argc, char **argv) {
     r = o.out ? write_json(res, o.out) : 0;
     json_t *sum = json_object_get(res, "summary");
     if (!r && json_integer_value(json_object_get(sum, "requests_ok")) == 0)
-        r = cli_fail("bench serve: no request succeeded (%s)",
-                     json_string_value(json_object_get(sum, "first_error")));
+        r = cli_fail("bench serve: no request succeeded (%s)", json_string_value(json_object_get(sum, "first_error")));
     json_decref(res);
     return r;
 }

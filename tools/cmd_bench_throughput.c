@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli_opt.h"
 #include "base/threadpool.h"
 #include "base/timeutil.h"
 #include "cinfer/engine.h"
-#include "base/cli_opt.h"
 #include "commands.h"
 #include "model/model.h"
 
@@ -31,8 +31,8 @@ typedef struct tput_opts {
 
 /* argv[0] is "throughput". CLI_OK, CLI_HELP or CLI_USAGE. */
 static int parse_tput(int argc, char **argv, tput_opts *o) {
-    *o = (tput_opts){.requests = 64, .input_len = 256, .output_len = 64, .kv_gib = 1, .max_batch = 2048,
-                     .max_seqs = 64};
+    *o =
+        (tput_opts){.requests = 64, .input_len = 256, .output_len = 64, .kv_gib = 1, .max_batch = 2048, .max_seqs = 64};
     const cli_opt t[] = {
         {"model", 'm', "FILE", "GGUF model (required)", CLI_STR(&o->model)},
         {"requests", 0, "N", "requests submitted at once (default 64)", CLI_NUM(&o->requests, 1, 1 << 20)},
@@ -44,11 +44,15 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
         {"kv-memory", 0, "GIB", "KV cache budget (default 1)", CLI_NUM(&o->kv_gib, 0.0001, 4096)},
         {"max-batch-tokens", 0, "N", "tokens per step (default 2048)", CLI_NUM(&o->max_batch, 1, 1 << 20)},
         {"max-seqs", 0, "N", "running requests (default 64)", CLI_NUM(&o->max_seqs, 1, 1 << 16)},
-        {"sync-scheduling", 0, NULL, "plan, compute and process outputs one after another\n"
-         "(default: plan step N+1 while step N computes)", CLI_SET(&o->sync_scheduling, true)},
+        {"sync-scheduling", 0, NULL,
+         "plan, compute and process outputs one after another\n"
+         "(default: plan step N+1 while step N computes)",
+         CLI_SET(&o->sync_scheduling, true)},
     };
-    cli_cmd c = {.name = "bench throughput", .usage = "cinfer bench throughput -m MODEL.gguf [options]",
-                 .about = "Offline serving throughput of the engine (greedy, EOS ignored).", .opts = t,
+    cli_cmd c = {.name = "bench throughput",
+                 .usage = "cinfer bench throughput -m MODEL.gguf [options]",
+                 .about = "Offline serving throughput of the engine (greedy, EOS ignored).",
+                 .opts = t,
                  .n_opts = sizeof t / sizeof t[0]};
     int pos, rc = cli_parse(&c, argc, argv, &pos);
     if (rc) return rc;
@@ -116,8 +120,10 @@ static int drain_all(cinfer_engine *e, const tput_opts *o, tput_run *run, double
 
 static int run_tput(const tput_opts *o, const model *m, thread_pool *tp) {
     const model_hparams *hp = model_get_hparams(m);
-    cinfer_engine_options eo = {.block_tokens = 16, .kv_memory_bytes = (int64_t)(o->kv_gib * (double)(1 << 30)),
-                                .max_batch_tokens = (int32_t)o->max_batch, .max_seqs = (int32_t)o->max_seqs,
+    cinfer_engine_options eo = {.block_tokens = 16,
+                                .kv_memory_bytes = (int64_t)(o->kv_gib * (double)(1 << 30)),
+                                .max_batch_tokens = (int32_t)o->max_batch,
+                                .max_seqs = (int32_t)o->max_seqs,
                                 .max_ctx = (int32_t)(o->input_len + o->output_len),
                                 .sync_scheduling = o->sync_scheduling};
     char err[512];
@@ -145,10 +151,12 @@ static int run_tput(const tput_opts *o, const model *m, thread_pool *tp) {
         double in_tok = (double)o->requests * (double)o->input_len;
         printf("model        %s (%s), %d compute threads\n", o->model, hp->arch, pool_size(tp));
         printf("workload     %lld requests x (%lld prompt [%lld shared] + %lld generated) tokens, greedy, "
-               "ignore EOS\n", o->requests, o->input_len, o->prefix_len, o->output_len);
+               "ignore EOS\n",
+               o->requests, o->input_len, o->prefix_len, o->output_len);
         printf("wall         %.3f s  (all first tokens after %.3f s)\n", run.t_end, run.t_first_all);
         printf("input        %10.1f tok/s over the wall time (%.0f prompt tokens: %llu computed, %llu from the "
-               "prefix cache)\n", in_tok / run.t_end, in_tok, (unsigned long long)s.prompt_tokens_computed,
+               "prefix cache)\n",
+               in_tok / run.t_end, in_tok, (unsigned long long)s.prompt_tokens_computed,
                (unsigned long long)s.cached_tokens);
         printf("output       %10.1f tok/s over the wall time (%lld generated tokens)\n",
                (double)run.generated / run.t_end, run.generated);
@@ -159,9 +167,10 @@ static int run_tput(const tput_opts *o, const model *m, thread_pool *tp) {
             printf("decode phase %10.1f tok/s  (%lld tokens after all first tokens, %.3f s)\n",
                    (double)dec_tokens / t_dec, dec_tokens, t_dec);
         printf("engine       %llu steps, %.1f tokens/step, %llu preemptions (%llu tokens recomputed), "
-               "peak %d of %d KV blocks\n", (unsigned long long)s.steps,
-               s.steps ? (double)s.forward_tokens / (double)s.steps : 0.0, (unsigned long long)s.preemptions,
-               (unsigned long long)s.recomputed_tokens, s.kv_blocks_used_peak, s.kv_blocks_total);
+               "peak %d of %d KV blocks\n",
+               (unsigned long long)s.steps, s.steps ? (double)s.forward_tokens / (double)s.steps : 0.0,
+               (unsigned long long)s.preemptions, (unsigned long long)s.recomputed_tokens, s.kv_blocks_used_peak,
+               s.kv_blocks_total);
         printf("scheduling   %s: forward %.3f s; engine thread: plan %.3f s, waiting for the forward %.3f s, "
                "commit+assemble %.3f s, outputs %.3f s\n",
                o->sync_scheduling ? "sync" : "async (plan and outputs overlap the forward)", s.t_forward, s.t_plan,

@@ -7,15 +7,17 @@
 #include "commands.h"
 #include "model/llama2c.h"
 
-static const cli_cmd convert_cli = {.name = "convert", .usage = "cinfer convert llama2c MODEL.bin TOKENIZER.bin OUT.gguf",
-                                  .about = "\nConverts a llama2.c checkpoint (run.c format: 7-int32 config then float32\n"
-                           "weights) and its tokenizer (tokenizer.bin / tok512.bin) into a GGUF 'llama'\n"
-                           "model with F32 tensors, laid out as llama.cpp's convert-llama2c-to-ggml does.\n"
-                           "\n"
-                           "  llama2c        the source format (the only one supported)\n"
-                           "  MODEL.bin      llama2.c checkpoint; its size must match its config\n"
-                           "  TOKENIZER.bin  llama2.c tokenizer with as many tokens as the config's vocab_size\n"
-                           "  OUT.gguf       output path (written to OUT.gguf.tmp, then renamed)"};
+static const cli_cmd convert_cli = {
+    .name = "convert",
+    .usage = "cinfer convert llama2c MODEL.bin TOKENIZER.bin OUT.gguf",
+    .about = "\nConverts a llama2.c checkpoint (run.c format: 7-int32 config then float32\n"
+             "weights) and its tokenizer (tokenizer.bin / tok512.bin) into a GGUF 'llama'\n"
+             "model with F32 tensors, laid out as llama.cpp's convert-llama2c-to-ggml does.\n"
+             "\n"
+             "  llama2c        the source format (the only one supported)\n"
+             "  MODEL.bin      llama2.c checkpoint; its size must match its config\n"
+             "  TOKENIZER.bin  llama2.c tokenizer with as many tokens as the config's vocab_size\n"
+             "  OUT.gguf       output path (written to OUT.gguf.tmp, then renamed)"};
 
 int cmd_convert(int argc, char **argv) {
     int pos, rc = cli_parse(&convert_cli, argc, argv, &pos);

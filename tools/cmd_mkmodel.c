@@ -38,7 +38,8 @@ static int opt_seed(void *ctx, const char *v, char *msg, size_t cap) {
 }
 
 static int opt_gating(void *ctx, const char *v, char *msg, size_t cap) {
-    if (strcmp(v, "sigmoid") && strcmp(v, "softmax")) return snprintf(msg, cap, "must be sigmoid or softmax, got '%s'", v), -1;
+    if (strcmp(v, "sigmoid") && strcmp(v, "softmax"))
+        return snprintf(msg, cap, "must be sigmoid or softmax, got '%s'", v), -1;
     ((mkmodel_opts *)ctx)->softmax_gating = !strcmp(v, "softmax");
     return 0;
 }
@@ -74,25 +75,31 @@ static int parse_mkmodel(int argc, char **argv, mk_args *a, const char **out) {
         {"dense-layers", 0, "N", "leading layers with a dense FFN (default 1)", CLI_NUM(&o->dense_layers, 0, INT_MAX)},
         {"groups", 0, "G", "expert groups for group-limited routing (DeepSeek-V3)", CLI_NUM(&o->groups, 0, INT_MAX)},
         {"groups-used", 0, "U", "groups chosen per token", CLI_NUM(&o->groups_used, 0, INT_MAX)},
-        {"gating", 0, "sigmoid|softmax", "sigmoid (default): exp_probs_b and normalized\n"
-         "weights (V3); softmax: no bias, no normalization (V2)", CLI_CALL(opt_gating, o)},
+        {"gating", 0, "sigmoid|softmax",
+         "sigmoid (default): exp_probs_b and normalized\n"
+         "weights (V3); softmax: no bias, no normalization (V2)",
+         CLI_CALL(opt_gating, o)},
         {"expert-scale", 0, "F", "routed scaling factor (default 1)", CLI_NUM(&o->expert_scale, 1e-30, 1e6)},
         {"yarn-factor", 0, "F", "YaRN rope scaling by F (> 1), yarn_log_multiplier 0.1",
          CLI_NUM(&o->yarn_factor, 1.000001, 1e6)},
         {"yarn-orig-ctx", 0, "N", "its original context (default --ctx / F)", CLI_NUM(&o->yarn_orig_ctx, 1, INT_MAX)},
     };
-    cli_cmd c = {.name = "mkmodel", .usage = mk_usage,
+    cli_cmd c = {.name = "mkmodel",
+                 .usage = mk_usage,
                  .about = "\nWrites a model with random weights: matrices ~ N(0, 0.02), norm weights\n"
                           "1 + N(0, 0.02), deterministic from --seed. Streams to disk (any size).",
-                 .opts = t, .n_opts = sizeof t / sizeof t[0]};
+                 .opts = t,
+                 .n_opts = sizeof t / sizeof t[0]};
     int pos, rc = cli_parse(&c, argc, argv, &pos);
     if (rc) return rc;
     if (argc - pos > 1) return cli_usage_error(&c, "more than one output path ('%s', '%s')", argv[pos], argv[pos + 1]);
     *out = pos < argc ? argv[pos] : NULL;
-    const struct { bool missing; const char *what; } need[] = {
-        {!o->arch, "--arch"}, {!o->dim, "--dim"}, {!o->layers, "--layers"}, {!o->heads, "--heads"},
-        {!o->ffn, "--ffn"}, {!o->vocab_from, "--vocab-from"}, {!a->dtype_s, "--dtype"},
-        {!a->have_seed, "--seed"}, {!*out, "OUT.gguf"}};
+    const struct {
+        bool missing;
+        const char *what;
+    } need[] = {{!o->arch, "--arch"},     {!o->dim, "--dim"},        {!o->layers, "--layers"},
+                {!o->heads, "--heads"},   {!o->ffn, "--ffn"},        {!o->vocab_from, "--vocab-from"},
+                {!a->dtype_s, "--dtype"}, {!a->have_seed, "--seed"}, {!*out, "OUT.gguf"}};
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
         if (need[i].missing) return cli_usage_error(&c, "%s is required", need[i].what);
     if (!mkmodel_has_arch_options(o))

@@ -7,15 +7,17 @@
 #include "commands.h"
 #include "model/quantize.h"
 
-static const cli_cmd quantize_cli = {.name = "quantize", .usage = "cinfer quantize IN.gguf OUT.gguf {q8_0,q4_0,bf16,f16,f32}",
-                                  .about = "\nRe-encodes every 2-D '*.weight' tensor whose row length is a multiple of the\n"
-                           "type's block size (32 for q8_0/q4_0) to TYPE; all other tensors (norms, odd\n"
-                           "widths) are written as f32. Key/values are copied; general.file_type is set.\n"
-                           "Source tensors must be f32, f16, bf16, q8_0 or q4_0. Streams row by row.\n"
-                           "\n"
-                           "  IN.gguf      source model\n"
-                           "  OUT.gguf     output path (may equal IN.gguf; replaced atomically)\n"
-                           "  TYPE         q8_0 | q4_0 | bf16 | f16 | f32"};
+static const cli_cmd quantize_cli = {
+    .name = "quantize",
+    .usage = "cinfer quantize IN.gguf OUT.gguf {q8_0,q4_0,bf16,f16,f32}",
+    .about = "\nRe-encodes every 2-D '*.weight' tensor whose row length is a multiple of the\n"
+             "type's block size (32 for q8_0/q4_0) to TYPE; all other tensors (norms, odd\n"
+             "widths) are written as f32. Key/values are copied; general.file_type is set.\n"
+             "Source tensors must be f32, f16, bf16, q8_0 or q4_0. Streams row by row.\n"
+             "\n"
+             "  IN.gguf      source model\n"
+             "  OUT.gguf     output path (may equal IN.gguf; replaced atomically)\n"
+             "  TYPE         q8_0 | q4_0 | bf16 | f16 | f32"};
 
 int cmd_quantize(int argc, char **argv) {
     int pos, rc = cli_parse(&quantize_cli, argc, argv, &pos);
@@ -23,7 +25,8 @@ int cmd_quantize(int argc, char **argv) {
     if (argc - pos != 3) return cli_usage_error(&quantize_cli, "expects 3 arguments, got %d", argc - pos);
     argv += pos - 1;
     dtype t;
-    if (dtype_parse(argv[3], &t)) return cli_usage_error(&quantize_cli, "unknown type '%s' (q8_0|q4_0|bf16|f16|f32)", argv[3]);
+    if (dtype_parse(argv[3], &t))
+        return cli_usage_error(&quantize_cli, "unknown type '%s' (q8_0|q4_0|bf16|f16|f32)", argv[3]);
     cf_err err;
     if (gguf_quantize(argv[1], argv[2], t, &err)) return cli_fail("%s", err.msg);
     fprintf(stderr, "wrote %s (%s)\n", argv[2], dtype_name(t));

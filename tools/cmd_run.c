@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli_opt.h"
 #include "base/cpu.h"
 #include "base/timeutil.h"
-#include "base/cli_opt.h"
 #include "commands.h"
 #include "engine/generate.h"
 #include "engine/sampler.h"
@@ -49,16 +49,19 @@ static int parse_run(int argc, char **argv, run_opts *o) {
         {"top-k", 0, "K", "top-k, 0 = off (default 40)", CLI_NUM(&sp->top_k, 0, 1 << 30)},
         {"top-p", 0, "P", "top-p, 1 = off (default 0.95)", CLI_NUM(&sp->top_p, 0, 1)},
         {"min-p", 0, "P", "min-p, 0 = off (default 0.05)", CLI_NUM(&sp->min_p, 0, 1)},
-        {"repeat-penalty", 0, "R", "repetition penalty, 1 = off (default 1)", CLI_NUM(&sp->repetition_penalty, 0.01, 100)},
+        {"repeat-penalty", 0, "R", "repetition penalty, 1 = off (default 1)",
+         CLI_NUM(&sp->repetition_penalty, 0.01, 100)},
         {"presence-penalty", 0, "P", "presence penalty (default 0)", CLI_NUM(&sp->presence_penalty, -2, 2)},
         {"frequency-penalty", 0, "F", "frequency penalty (default 0)", CLI_NUM(&sp->frequency_penalty, -2, 2)},
         {"seed", 0, "S", "sampling seed (default 0)", CLI_NUM(&o->seed, 0, 0)},
         {"ignore-eos", 0, NULL, "keep generating after an end-of-generation token", CLI_SET(&o->ignore_eos, 1)},
         {"no-echo", 0, NULL, "do not print the prompt before the output", CLI_SET(&o->echo, 0)},
     };
-    cli_cmd c = {.name = "run", .usage = "cinfer run -m MODEL.gguf [options]",
+    cli_cmd c = {.name = "run",
+                 .usage = "cinfer run -m MODEL.gguf [options]",
                  .about = "Generates text from a prompt; the text goes to stdout, speeds and warnings to stderr.",
-                 .opts = t, .n_opts = sizeof t / sizeof t[0]};
+                 .opts = t,
+                 .n_opts = sizeof t / sizeof t[0]};
     int pos, rc = cli_parse(&c, argc, argv, &pos);
     if (rc) return rc;
     o->sp.seed = o->seed;
@@ -79,8 +82,10 @@ static char *load_prompt(const run_opts *o) {
         n += r;
         if (cap - n < 2) {
             char *nb = realloc(buf, cap *= 2);
-            if (!nb) { free(buf); buf = NULL; }
-            else buf = nb;
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+            } else buf = nb;
         }
     }
     fclose(f);
@@ -93,8 +98,10 @@ static int generate(const run_opts *o, model *m, const tokenizer *tok, thread_po
     const model_hparams *hp = model_get_hparams(m);
     int32_t ctx = o->ctx ? (int32_t)o->ctx : hp->n_ctx_train;
     if (hp->n_ctx_train > 0 && ctx > hp->n_ctx_train)
-        fprintf(stderr, "cinfer: warning: --ctx %d exceeds the model's trained context of %d tokens; output past %d "
-                "tokens may degrade\n", ctx, hp->n_ctx_train, hp->n_ctx_train);
+        fprintf(stderr,
+                "cinfer: warning: --ctx %d exceeds the model's trained context of %d tokens; output past %d "
+                "tokens may degrade\n",
+                ctx, hp->n_ctx_train, hp->n_ctx_train);
     char *prompt = load_prompt(o);
     if (!prompt) return cli_fail("run: cannot read prompt file %s", o->prompt_file);
     int32_t *ids = NULL;
@@ -115,8 +122,10 @@ static int generate(const run_opts *o, model *m, const tokenizer *tok, thread_po
     }
     long long room = (long long)ctx - (long long)n_ids + 1; /* tokens that fit after the prompt */
     if (o->n_predict > room)
-        fprintf(stderr, "cinfer: warning: -n %lld is cut short by the context: the prompt has %zu tokens and the "
-                "context is %d, so at most %lld tokens will be generated (use --ctx)\n", o->n_predict, n_ids, ctx, room);
+        fprintf(stderr,
+                "cinfer: warning: -n %lld is cut short by the context: the prompt has %zu tokens and the "
+                "context is %d, so at most %lld tokens will be generated (use --ctx)\n",
+                o->n_predict, n_ids, ctx, room);
     gen_session g;
     sampler *smp = sampler_create(&o->sp, hp->n_vocab);
     if (!smp || gen_init(&g, m, pool, ctx, (int32_t)o->batch, &err)) {
@@ -170,9 +179,11 @@ static int generate(const run_opts *o, model *m, const tokenizer *tok, thread_po
     fwrite(out, 1, nb, stdout);
     fputc('\n', stdout);
     fflush(stdout);
-    fprintf(stderr, "cinfer: prompt %zu tokens in %.3f s (%.1f tok/s); generated %lld tokens, decode %.1f tok/s [%s, %d threads]\n",
-            n_ids, t1 - t0, (double)n_ids / (t1 - t0), n_gen, n_gen > 1 ? (double)(n_gen - 1) / t_decode : 0.0,
-            cpu_isa_name(cpu_isa_active()), pool_size(pool));
+    fprintf(
+        stderr,
+        "cinfer: prompt %zu tokens in %.3f s (%.1f tok/s); generated %lld tokens, decode %.1f tok/s [%s, %d threads]\n",
+        n_ids, t1 - t0, (double)n_ids / (t1 - t0), n_gen, n_gen > 1 ? (double)(n_gen - 1) / t_decode : 0.0,
+        cpu_isa_name(cpu_isa_active()), pool_size(pool));
 done:
     gen_release(&g);
     sampler_free(smp);

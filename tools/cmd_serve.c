@@ -10,20 +10,20 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "base/cli_opt.h"
 #include "base/cpu.h"
 #include "base/log.h"
 #include "cinfer/engine.h"
 #include "cinfer/recipe.h"
-#include "base/cli_opt.h"
-#include "engine/engine_tok.h"
 #include "commands.h"
+#include "engine/engine_tok.h"
 #include "model/model.h"
 #include "serve/gen.h"
 #include "serve/listen.h"
 #include "serve/model_names.h"
 #include "serve/server.h"
-#include "serve_summary.h"
 #include "serve/traffic.h"
+#include "serve_summary.h"
 #include "store/store_gc.h"
 #include "text/chat_template.h"
 
@@ -37,7 +37,7 @@ typedef struct serve_opts {
     int64_t retention[CINFER_TRAFFIC_N]; /* 0: the store's defaults */
     long long port, ctx, max_seqs, max_batch, threads, max_queue, max_n, max_body, conn_buf;
     long long think_default; /* --reasoning-budget-default; -1: none */
-    long long max_conns;     /* --max-connections; -1: automatic */
+    long long max_conns; /* --max-connections; -1: automatic */
     double header_s, body_s, idle_s;
     double kv_gib, shutdown_s, store_quota_gib;
 } serve_opts;
@@ -64,8 +64,10 @@ static int opt_retention(void *ctx, const char *v, char *msg, size_t cap) {
 
 static int opt_parser(void *ctx, const char *v, char *msg, size_t cap) {
     if (recipe_parser_from_name(v) < 0) {
-        snprintf(msg, cap, "'%s' is not a parser (hermes, llama3, mistral, deepseek_v3, deepseek_r1, deepseek_v31, "
-                 "think, plain)", v);
+        snprintf(msg, cap,
+                 "'%s' is not a parser (hermes, llama3, mistral, deepseek_v3, deepseek_r1, deepseek_v31, "
+                 "think, plain)",
+                 v);
         return -1;
     }
     *(const char **)ctx = v;
@@ -108,28 +110,40 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         {"model", 'm', "FILE", "GGUF model (or give it as the first argument)", CLI_STR(&o->model)},
         {"host", 0, "ADDR", "bind address (default 127.0.0.1: loopback only)", CLI_STR(&o->host)},
         {"port", 0, "N", "TCP port (default 8080; 0 = any free port, printed at start)", CLI_NUM(&o->port, 0, 65535)},
-        {"api-key", 0, "KEY[:CLASS]", "require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize;\n"
+        {"api-key", 0, "KEY[:CLASS]",
+         "require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize;\n"
          "repeat for several keys; CLASS (agent|chat|default) is the key's\ndefault traffic class "
-         "(default: $CINFER_API_KEY if set, else no key)", CLI_CALL(opt_api_key, o)},
+         "(default: $CINFER_API_KEY if set, else no key)",
+         CLI_CALL(opt_api_key, o)},
         {"api-key-class", 0, "KEY=CLASS", "the traffic class of requests made with KEY (adds KEY)",
          CLI_CALL(opt_key_class, o)},
-        {"served-model-name", 0, "NAME[,NAME...]", "model ids in the API (repeatable); the first is the default one\n"
-         "echoed in responses (default: file name without .gguf)", CLI_CALL(opt_names, &o->names)},
-        {"ctx", 'c', "N", "context per request, prompt + completion (default: the model's)", CLI_NUM(&o->ctx, 2, 1 << 24)},
+        {"served-model-name", 0, "NAME[,NAME...]",
+         "model ids in the API (repeatable); the first is the default one\n"
+         "echoed in responses (default: file name without .gguf)",
+         CLI_CALL(opt_names, &o->names)},
+        {"ctx", 'c', "N", "context per request, prompt + completion (default: the model's)",
+         CLI_NUM(&o->ctx, 2, 1 << 24)},
         {"max-seqs", 0, "N", "requests running at once in the engine (default 64)", CLI_NUM(&o->max_seqs, 1, 4096)},
         {"max-batch-tokens", 0, "N", "tokens per forward pass (default 2048)", CLI_NUM(&o->max_batch, 16, 1 << 20)},
         {"kv-memory", 0, "GIB", "KV cache budget in GiB (default 1)", CLI_NUM(&o->kv_gib, 0.0001, 4096)},
-        {"kv-store", 0, "DIR", "persistent KV block store (docs/store.md): prompt prefixes computed\n"
-         "before, also by earlier runs, are loaded instead of recomputed", CLI_STR(&o->kv_store)},
+        {"kv-store", 0, "DIR",
+         "persistent KV block store (docs/store.md): prompt prefixes computed\n"
+         "before, also by earlier runs, are loaded instead of recomputed",
+         CLI_STR(&o->kv_store)},
         {"kv-store-quota", 0, "GIB", "store size limit; GC evicts least recently used objects (default: none)",
          CLI_NUM(&o->store_quota_gib, 0.001, 1 << 20)},
-        {"kv-store-sync", 0, NULL, "fsync each object before publishing it (default: no)", CLI_SET(&o->store_sync, true)},
-        {"kv-store-key-file", 0, "PATH", "authenticate store objects with HMAC-SHA256 under this key (a\n"
+        {"kv-store-sync", 0, NULL, "fsync each object before publishing it (default: no)",
+         CLI_SET(&o->store_sync, true)},
+        {"kv-store-key-file", 0, "PATH",
+         "authenticate store objects with HMAC-SHA256 under this key (a\n"
          "regular file of 32-4096 bytes, not readable by others); objects\nwithout a valid MAC are quarantined "
-         "(default: checksums only)", CLI_STR(&o->kv_key_file)},
-        {"retention", 0, "SPEC", "store retention per traffic class, e.g. agent=3d,chat=7d,default=1d\n"
+         "(default: checksums only)",
+         CLI_STR(&o->kv_key_file)},
+        {"retention", 0, "SPEC",
+         "store retention per traffic class, e.g. agent=3d,chat=7d,default=1d\n"
          "(units s m h d; the class comes from the request field\ncinfer.traffic_class, the header "
-         "X-Cinfer-Traffic-Class or the key)", CLI_CALL(opt_retention, o)},
+         "X-Cinfer-Traffic-Class or the key)",
+         CLI_CALL(opt_retention, o)},
         {"threads", 't', "N", "compute threads (default: one per core)", CLI_NUM(&o->threads, 1, 1024)},
         {"max-queue", 0, "N", "requests waiting beyond --max-seqs before 429 (default 256)",
          CLI_NUM(&o->max_queue, 0, 1 << 20)},
@@ -141,32 +155,45 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         {"shutdown-timeout", 0, "S", "seconds in-flight requests get after SIGTERM (default 30)",
          CLI_NUM(&o->shutdown_s, 0, 3600)},
         {"log-level", 0, "L", "error|warn|info|debug (default info: one line per request)", CLI_STR(&o->log_level)},
-        {"tool-call-parser", 0, "NAME", "model-output parser for tool calls (hermes, llama3, mistral,\n"
+        {"tool-call-parser", 0, "NAME",
+         "model-output parser for tool calls (hermes, llama3, mistral,\n"
          "deepseek_v3, deepseek_r1, deepseek_v31, think, plain;\ndefault: detected from the chat template / "
-         "architecture)", CLI_CALL(opt_parser, &o->tool_parser)},
+         "architecture)",
+         CLI_CALL(opt_parser, &o->tool_parser)},
         {"reasoning-parser", 0, "NAME", "the same, for reasoning; --tool-call-parser wins when both are given",
          CLI_CALL(opt_parser, &o->reasoning_parser)},
-        {"reasoning-budget-default", 0, "N", "reasoning budget in tokens for chat requests that set none\n"
+        {"reasoning-budget-default", 0, "N",
+         "reasoning budget in tokens for chat requests that set none\n"
          "(no budget_tokens / reasoning effort) and do not turn thinking off\n(default: none; docs/serve.md "
-         "\"Reasoning budget\")", CLI_NUM(&o->think_default, 0, 1 << 24)},
+         "\"Reasoning budget\")",
+         CLI_NUM(&o->think_default, 0, 1 << 24)},
         {"response-store-max", 0, "N", "stored Responses (previous_response_id, GET) (default 1024; 0: none)",
          CLI_NUM(&o->rs_max, 0, 1 << 24)},
         {"response-store-bytes", 0, "N", "their total size limit in bytes (default 268435456)",
          CLI_NUM(&o->rs_bytes, 1024, 1ll << 40)},
         {"response-store-ttl", 0, "S", "seconds a stored response lives after its last use (default 3600)",
          CLI_NUM(&o->rs_ttl, 1, 1e7)},
-        {"header-timeout", 0, "S", "a request's headers must arrive within S seconds of the connection\n"
-         "(or of the request's first byte on a keep-alive one) (default 30; 0: off)", CLI_NUM(&o->header_s, 0, 86400)},
+        {"header-timeout", 0, "S",
+         "a request's headers must arrive within S seconds of the connection\n"
+         "(or of the request's first byte on a keep-alive one) (default 30; 0: off)",
+         CLI_NUM(&o->header_s, 0, 86400)},
         {"body-timeout", 0, "S", "... and its body within S seconds after the headers (default 60; 0: off)",
          CLI_NUM(&o->body_s, 0, 86400)},
         {"idle-timeout", 0, "S", "a keep-alive connection idle between requests is closed (default 60; 0: off)",
          CLI_NUM(&o->idle_s, 0, 86400)},
-        {"max-connections", 0, "N", "open connections; more get 503 + Connection: close (default: 1024, or\n"
-         "the open-file limit minus 64 when lower; 0: no limit)", CLI_NUM(&o->max_conns, 0, 1 << 24)},
-        {"share-prefix-cache", 0, NULL, "API keys share the prefix cache (default: each key's prompts are cached\n"
-         "apart, so no key can observe another's cache hits; docs/serve.md)", CLI_SET(&o->share_prefix_cache, true)},
+        {"max-connections", 0, "N",
+         "open connections; more get 503 + Connection: close (default: 1024, or\n"
+         "the open-file limit minus 64 when lower; 0: no limit)",
+         CLI_NUM(&o->max_conns, 0, 1 << 24)},
+        {"share-prefix-cache", 0, NULL,
+         "API keys share the prefix cache (default: each key's prompts are cached\n"
+         "apart, so no key can observe another's cache hits; docs/serve.md)",
+         CLI_SET(&o->share_prefix_cache, true)},
     };
-    cli_cmd c = {.name = "serve", .usage = "cinfer serve MODEL.gguf [options]", .about = serve_about, .opts = t,
+    cli_cmd c = {.name = "serve",
+                 .usage = "cinfer serve MODEL.gguf [options]",
+                 .about = serve_about,
+                 .opts = t,
                  .n_opts = sizeof t / sizeof t[0],
                  .epilog = "\nexit status: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 when start-up fails,\n"
                            "2 for usage errors."};
@@ -302,10 +329,18 @@ static int serve_main(serve_opts *o) {
                        : (int)recipe_parser_detect(sp.fallback ? NULL : chat_template_source(sp.tmpl),
                                                    model_get_hparams(sp.m)->arch);
     LOG_INFO("output parser: %s%s", recipe_parser_name((recipe_parser_kind)cfg.parser), pname ? "" : " (detected)");
-    serve_summary_print(stderr, &(serve_summary){.m = sp.m, .eng = sp.eng, .pool = sp.pool, .ctx = sp.ctx,
-                                                 .host = o->host, .port = port, .names = &o->names,
-                                                 .n_keys = o->keys.n ? o->keys.n : o->api_key ? 1 : 0,
-                                                 .store_dir = o->kv_store, .retention = o->retention});
+    serve_summary_print(stderr, &(serve_summary){.m = sp.m,
+                                                 .eng = sp.eng,
+                                                 .pool = sp.pool,
+                                                 .ctx = sp.ctx,
+                                                 .host = o->host,
+                                                 .port = port,
+                                                 .names = &o->names,
+                                                 .n_keys = o->keys.n    ? o->keys.n
+                                                           : o->api_key ? 1
+                                                                        : 0,
+                                                 .store_dir = o->kv_store,
+                                                 .retention = o->retention});
     int rc = 0;
     if (serve_run(&cfg, &sp.gm, &err)) rc = cli_fail("serve: %s", err.msg);
     serve_parts_free(&sp);

@@ -85,7 +85,8 @@ static int store_gc_cmd(const char *dir, int64_t now, int64_t quota) {
            dir, (unsigned long long)r.objects, b1, (unsigned long long)r.deleted_expired,
            (unsigned long long)r.deleted_lru, (unsigned long long)r.deleted_tmp,
            (unsigned long long)r.deleted_quarantine, b2, (unsigned long long)r.objects_after, b3);
-    if (r.errors) return cli_fail("gc %s: %llu files could not be deleted or examined", dir, (unsigned long long)r.errors);
+    if (r.errors)
+        return cli_fail("gc %s: %llu files could not be deleted or examined", dir, (unsigned long long)r.errors);
     return 0;
 }
 
@@ -127,15 +128,19 @@ int cmd_store(int argc, char **argv) {
     bool gc = !strcmp(sub, "gc"), verify = !strcmp(sub, "verify"), stats = !strcmp(sub, "stats");
     int64_t now = INT64_MIN;
     double quota_gib = 0;
-#define NOW_ROW {"now", 0, "TIME", "the store clock: unix seconds, or +DURATION / -DURATION from now\n" \
-                 "(e.g. +3d; units s m h d). Default: now, shifted by\nCINFER_STORE_CLOCK_OFFSET when set (tests).", \
-                 CLI_CALL(opt_now, &now)}
+#define NOW_ROW                                                                                                 \
+    {                                                                                                           \
+        "now", 0, "TIME",                                                                                       \
+            "the store clock: unix seconds, or +DURATION / -DURATION from now\n"                                \
+            "(e.g. +3d; units s m h d). Default: now, shifted by\nCINFER_STORE_CLOCK_OFFSET when set (tests).", \
+            CLI_CALL(opt_now, &now)                                                                             \
+    }
     /* one table per subcommand */
     const cli_opt gc_t[] = {NOW_ROW, {"quota", 0, "GiB", "capacity (default: none)", CLI_NUM(&quota_gib, 0, 1 << 20)}};
     const cli_opt stats_t[] = {NOW_ROW};
     const char *key_file = NULL;
-    const cli_opt verify_t[] = {NOW_ROW, {"key-file", 0, "PATH", "the --kv-store-key-file of the servers (docs/store.md)",
-                                          CLI_STR(&key_file)}};
+    const cli_opt verify_t[] = {
+        NOW_ROW, {"key-file", 0, "PATH", "the --kv-store-key-file of the servers (docs/store.md)", CLI_STR(&key_file)}};
 #undef NOW_ROW
     char name[32];
     snprintf(name, sizeof name, "store%s%s", *sub ? " " : "", gc || verify || stats ? sub : "");

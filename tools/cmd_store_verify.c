@@ -90,8 +90,13 @@ static void verify_one(const char *path, const char *name, int64_t now, const st
         tokens = malloc(sizeof *tokens * (h.n_tokens ? h.n_tokens : 1));
         if (tokens) {
             memcpy(tokens, buf + STORE_HDR_FIXED, sizeof *tokens * h.n_tokens);
-            store_expect x = {.fingerprint = h.fingerprint, .key = key, .parent = h.parent, .tokens = tokens,
-                              .n_tokens = h.n_tokens, .payload_len = pl, .mac_key = mk,
+            store_expect x = {.fingerprint = h.fingerprint,
+                              .key = key,
+                              .parent = h.parent,
+                              .tokens = tokens,
+                              .n_tokens = h.n_tokens,
+                              .payload_len = pl,
+                              .mac_key = mk,
                               .mac = h.flags & STORE_FLAG_MAC ? buf + h.header_len + pl : NULL};
             v = store_verify(buf, h.header_len, buf + h.header_len, len, &x, now, &why);
         } else why = "out of memory";
@@ -127,7 +132,8 @@ static int walk(const char *dir, int depth, int64_t now, const store_mac_key *mk
 
 int store_verify_cmd(const char *dir, int64_t now, const char *key_file) {
     char objs[4096];
-    if (snprintf(objs, sizeof objs, "%s/objects", dir) >= (int)sizeof objs) return cli_fail("store verify: path too long");
+    if (snprintf(objs, sizeof objs, "%s/objects", dir) >= (int)sizeof objs)
+        return cli_fail("store verify: path too long");
     verify_count c = {0};
     store_mac_key *mk = NULL;
     if (key_file) {

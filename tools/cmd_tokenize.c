@@ -32,15 +32,20 @@ static int parse_args(int argc, char **argv, tok_opts *o) {
          CLI_STR(&o->model)},
         {"ids", 0, NULL, "print only the ids, as a list: [1, 2, 3]", CLI_SET(&mode, OUT_IDS)},
         {"pieces", 0, NULL, "print only the pieces, one quoted piece per line", CLI_SET(&mode, OUT_PIECES)},
-        {"no-bos", 0, NULL, "do not add the BOS token the model asks for (EOS is still added\n"
-         "if the model sets add_eos_token)", CLI_SET(&o->no_bos, true)},
-        {"parse-special", 0, NULL, "treat texts of control tokens in TEXT (e.g. \"<s>\") as those tokens;\n"
-         "without it they are tokenized as ordinary text", CLI_SET(&o->parse_special, true)},
+        {"no-bos", 0, NULL,
+         "do not add the BOS token the model asks for (EOS is still added\n"
+         "if the model sets add_eos_token)",
+         CLI_SET(&o->no_bos, true)},
+        {"parse-special", 0, NULL,
+         "treat texts of control tokens in TEXT (e.g. \"<s>\") as those tokens;\n"
+         "without it they are tokenized as ordinary text",
+         CLI_SET(&o->parse_special, true)},
     };
     cli_cmd c = {.name = "tokenize",
                  .usage = "cinfer tokenize -m MODEL.gguf [--ids|--pieces] [--no-bos] [--parse-special] TEXT",
                  .about = "\nTokenizes TEXT with the model's tokenizer and prints the tokens.",
-                 .opts = t, .n_opts = sizeof t / sizeof t[0],
+                 .opts = t,
+                 .n_opts = sizeof t / sizeof t[0],
                  .epilog = "\nDefault output: one line per token, \"id<TAB>'piece'\". Pieces are the bytes a token\n"
                            "stands for (control tokens shown by their text); quotes, backslashes, control\n"
                            "characters and bytes that are not complete UTF-8 are escaped (\\', \\\\, \\n, \\xNN).\n"

@@ -81,7 +81,10 @@ static void fmt_store(const serve_summary *s, char *out, size_t cap) {
     size_t k = (size_t)snprintf(out, cap, "%s, retention", s->store_dir);
     for (int c = 0; c < CINFER_TRAFFIC_N && k < cap; c++) {
         int64_t r = s->retention && s->retention[c] ? s->retention[c] : def[c];
-        static const struct { int64_t s; char u; } units[] = {{86400, 'd'}, {3600, 'h'}, {60, 'm'}, {1, 's'}};
+        static const struct {
+            int64_t s;
+            char u;
+        } units[] = {{86400, 'd'}, {3600, 'h'}, {60, 'm'}, {1, 's'}};
         size_t u = 0;
         while (r % units[u].s) u++; /* the largest unit that divides r (s always does) */
         int w = snprintf(out + k, cap - k, " %s=%lld%c", store_class_name(c), (long long)(r / units[u].s), units[u].u);
@@ -104,8 +107,8 @@ void serve_summary_print(FILE *out, const serve_summary *s) {
     long long kv_tokens = tok_bytes > 0 ? st.kv_bytes / tok_bytes : 0;
     bool moe = hp->n_expert > 0;
     fprintf(out, "cinfer serve: model        %s\n", names);
-    fprintf(out, "cinfer serve: architecture %s, %d layers, width %d, vocabulary %d, context %d (trained %d)\n", hp->arch,
-            hp->n_layer, hp->n_embd, hp->n_vocab, s->ctx, hp->n_ctx_train);
+    fprintf(out, "cinfer serve: architecture %s, %d layers, width %d, vocabulary %d, context %d (trained %d)\n",
+            hp->arch, hp->n_layer, hp->n_embd, hp->n_vocab, s->ctx, hp->n_ctx_train);
     if (moe)
         fprintf(out, "cinfer serve: parameters   %s total, %s active per token (%d of %d experts)\n", total, active,
                 hp->n_expert_used, hp->n_expert);
@@ -113,7 +116,8 @@ void serve_summary_print(FILE *out, const serve_summary *s) {
     fprintf(out, "cinfer serve: weights      %s\n", types);
     fprintf(out, "cinfer serve: KV cache     %lld tokens, %s (%d blocks, %lld bytes per token)\n", kv_tokens, kvb,
             st.kv_blocks_total, tok_bytes);
-    fprintf(out, "cinfer serve: compute      %d threads, kernels %s\n", pool_size(s->pool), cpu_isa_name(cpu_isa_active()));
+    fprintf(out, "cinfer serve: compute      %d threads, kernels %s\n", pool_size(s->pool),
+            cpu_isa_name(cpu_isa_active()));
     fprintf(out, "cinfer serve: store        %s\n", store);
     fprintf(out, "cinfer serve: API keys     %d%s\n", s->n_keys, s->n_keys ? "" : " (no authentication)");
     fprintf(out, "cinfer serve: URL          http://%s:%d/v1\n", s->host, s->port);

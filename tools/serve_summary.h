@@ -19,7 +19,7 @@ typedef struct load_progress {
     const char *path;
     double t0;
     int last_pct; /* last percentage printed; -1: none yet */
-    bool tty;     /* stderr is a terminal: one line rewritten in place */
+    bool tty; /* stderr is a terminal: one line rewritten in place */
 } load_progress;
 
 void load_progress_init(load_progress *lp, const char *path);
@@ -38,7 +38,7 @@ typedef struct serve_summary {
     int port;
     const serve_names *names;
     int n_keys;
-    const char *store_dir;    /* NULL: no store */
+    const char *store_dir; /* NULL: no store */
     const int64_t *retention; /* [CINFER_TRAFFIC_N] seconds, 0: the default */
 } serve_summary;
 

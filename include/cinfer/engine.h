@@ -53,20 +53,20 @@ typedef enum cinfer_traffic_class {
 #define CINFER_TRAFFIC_N 3
 
 typedef struct cinfer_engine_options {
-    int32_t block_tokens;     /* tokens per KV block (0: 16) */
-    int64_t kv_memory_bytes;  /* KV pool budget (0: 256 MiB) */
+    int32_t block_tokens; /* tokens per KV block (0: 16) */
+    int64_t kv_memory_bytes; /* KV pool budget (0: 256 MiB) */
     int32_t max_batch_tokens; /* tokens per forward pass (0: 2048) */
-    int32_t max_seqs;         /* requests running at once (0: 64) */
-    int32_t max_ctx;          /* positions per request, prompt + generated (0: the model's training context) */
-    bool sync_scheduling;     /* true: plan, compute and process outputs one after another (no overlap) */
+    int32_t max_seqs; /* requests running at once (0: 64) */
+    int32_t max_ctx; /* positions per request, prompt + generated (0: the model's training context) */
+    bool sync_scheduling; /* true: plan, compute and process outputs one after another (no overlap) */
     /* Persistent KV block store (docs/store.md); all optional. */
-    const char *kv_store_dir;      /* NULL: no store. Made if missing; unusable: logged, serving goes on without */
-    int64_t kv_store_quota_bytes;  /* GC evicts least recently used objects beyond this (0: no quota) */
-    bool kv_store_sync;            /* fsync each object before publishing it */
+    const char *kv_store_dir; /* NULL: no store. Made if missing; unusable: logged, serving goes on without */
+    int64_t kv_store_quota_bytes; /* GC evicts least recently used objects beyond this (0: no quota) */
+    bool kv_store_sync; /* fsync each object before publishing it */
     int64_t kv_store_retention_s[CINFER_TRAFFIC_N]; /* per class; 0: default 1 d, chat 7 d, agent 3 d */
     int32_t kv_store_load_timeout_ms; /* give up waiting for a load (slow disk) and compute (0: 2000) */
-    int32_t kv_store_gc_interval_s;   /* background GC period (0: 300; < 0: no background GC) */
-    const char *kv_store_key_file;    /* HMAC-SHA256 key: objects are authenticated (docs/store.md); NULL: none.
+    int32_t kv_store_gc_interval_s; /* background GC period (0: 300; < 0: no background GC) */
+    const char *kv_store_key_file; /* HMAC-SHA256 key: objects are authenticated (docs/store.md); NULL: none.
                                        * Unusable key file (not regular, readable by others, < 32 bytes):
                                        * cinfer_engine_create fails */
     int32_t kv_store_close_timeout_ms; /* destroy waits this long for store I/O stuck in a syscall (0: 5000) */
@@ -79,9 +79,9 @@ typedef struct cinfer_logit_bias {
 
 typedef struct cinfer_sampling {
     float temperature; /* <= 0: greedy */
-    int32_t top_k;     /* <= 0: off */
-    float top_p;       /* >= 1: off */
-    float min_p;       /* <= 0: off */
+    int32_t top_k; /* <= 0: off */
+    float top_p; /* >= 1: off */
+    float min_p; /* <= 0: off */
     float repetition_penalty, presence_penalty, frequency_penalty; /* 1, 0, 0: off */
     const cinfer_logit_bias *bias; /* copied at submit */
     int32_t n_bias;
@@ -90,9 +90,9 @@ typedef struct cinfer_sampling {
 
 typedef struct cinfer_request {
     const int32_t *prompt; /* token ids, copied at submit */
-    int32_t n_prompt;      /* >= 1 */
+    int32_t n_prompt; /* >= 1 */
     cinfer_sampling sampling;
-    int32_t max_tokens;         /* > 0; clipped to max_ctx - n_prompt (finish: length) */
+    int32_t max_tokens; /* > 0; clipped to max_ctx - n_prompt (finish: length) */
     const int32_t *stop_tokens; /* extra stop token ids (copied) */
     int32_t n_stop_tokens;
     const char *const *stop_strings; /* NUL-terminated, non-empty (copied) */
@@ -100,13 +100,13 @@ typedef struct cinfer_request {
     const void *cache_salt; /* prefix-cache isolation: different salts never share blocks */
     size_t cache_salt_len;
     int32_t traffic_class; /* cinfer_traffic_class: retention of its blocks in the store (unknown: default) */
-    int32_t priority;      /* lower value = more urgent */
+    int32_t priority; /* lower value = more urgent */
     bool ignore_eos;
-    int32_t min_tokens;         /* EOS/EOG and stop_tokens cannot be sampled before this many generated tokens
+    int32_t min_tokens; /* EOS/EOG and stop_tokens cannot be sampled before this many generated tokens
                                  * (their logits are masked; stop strings still apply); <= 0: off */
-    bool include_stop_str;      /* a matched stop string is emitted as the end of the text (vLLM
+    bool include_stop_str; /* a matched stop string is emitted as the end of the text (vLLM
                                  * include_stop_str_in_output) */
-    bool keep_special;          /* the text renders control tokens (vLLM skip_special_tokens = false) */
+    bool keep_special; /* the text renders control tokens (vLLM skip_special_tokens = false) */
     bool want_logprobs; /* log-probability of each chosen token under the raw logits */
     int32_t top_logprobs; /* with want_logprobs: also the N most likely tokens at each position
                            * (0..CINFER_MAX_TOP_LOGPROBS; larger values are clipped) */
@@ -117,12 +117,12 @@ typedef struct cinfer_request {
      * subject to max_tokens and stops). A block opens when the request starts inside one
      * (think_open: the prompt ended with the start marker) or when the generated ids end with
      * think_start; it closes when they end with think_end. */
-    int32_t think_budget;          /* < 0: not enforced (cinfer_request_default: -1); 0: close at once */
-    const int32_t *think_start;    /* start marker ids (copied), n_think_start 0..CINFER_MAX_THINK_MARKER */
+    int32_t think_budget; /* < 0: not enforced (cinfer_request_default: -1); 0: close at once */
+    const int32_t *think_start; /* start marker ids (copied), n_think_start 0..CINFER_MAX_THINK_MARKER */
     int32_t n_think_start;
-    const int32_t *think_end;      /* end marker ids (copied), n_think_end 0..CINFER_MAX_THINK_MARKER */
+    const int32_t *think_end; /* end marker ids (copied), n_think_end 0..CINFER_MAX_THINK_MARKER */
     int32_t n_think_end;
-    bool think_open;               /* generation starts inside a reasoning block */
+    bool think_open; /* generation starts inside a reasoning block */
 } cinfer_request;
 
 #define CINFER_MAX_TOP_LOGPROBS 20
@@ -133,8 +133,8 @@ cinfer_request cinfer_request_default(void);
 
 typedef enum cinfer_finish {
     CINFER_FINISH_NONE = 0, /* still running */
-    CINFER_FINISH_STOP,     /* EOS/EOG, stop token, stop string */
-    CINFER_FINISH_LENGTH,   /* max_tokens or context limit */
+    CINFER_FINISH_STOP, /* EOS/EOG, stop token, stop string */
+    CINFER_FINISH_LENGTH, /* max_tokens or context limit */
     CINFER_FINISH_CANCELLED,
     CINFER_FINISH_ERROR,
 } cinfer_finish;
@@ -152,17 +152,17 @@ typedef struct cinfer_output {
     int32_t *tokens;
     float *logprobs; /* parallel to tokens when want_logprobs, else NULL */
     int32_t n_tokens;
-    char *text;      /* new UTF-8 text, NUL-terminated */
+    char *text; /* new UTF-8 text, NUL-terminated */
     size_t text_len;
     cinfer_finish finish; /* NONE until the request is done */
-    int32_t stop_string;  /* finish STOP by a stop string: its index in cinfer_request.stop_strings (the
+    int32_t stop_string; /* finish STOP by a stop string: its index in cinfer_request.stop_strings (the
                            * earliest occurrence; at equal offsets the lowest index); else -1 (EOS/EOG, a stop
                            * token id, any other finish, and while running) */
-    cinfer_usage usage;   /* filled when finished */
-    char error[160];      /* message when finish == ERROR */
-    int32_t n_top;        /* alternatives per token (the request's top_logprobs), 0 if none */
-    int32_t *top_ids;     /* [n_tokens][n_top]: the most likely tokens, best first */
-    float *top_logprobs;  /* [n_tokens][n_top]: their log-probabilities under the raw logits */
+    cinfer_usage usage; /* filled when finished */
+    char error[160]; /* message when finish == ERROR */
+    int32_t n_top; /* alternatives per token (the request's top_logprobs), 0 if none */
+    int32_t *top_ids; /* [n_tokens][n_top]: the most likely tokens, best first */
+    float *top_logprobs; /* [n_tokens][n_top]: their log-probabilities under the raw logits */
     /* capacities (internal) */
     int32_t tok_cap;
     size_t text_cap;
@@ -177,33 +177,33 @@ void cinfer_output_release(cinfer_output *o);
  * load_latency[11] the slower ones (not cumulative). */
 #define CINFER_STORE_LATENCY_BUCKETS 12
 typedef struct cinfer_store_stats {
-    bool enabled;  /* a store directory is configured and usable for reading */
+    bool enabled; /* a store directory is configured and usable for reading */
     bool writable; /* writes are currently accepted (false while degraded) */
-    uint64_t lookups;          /* admissions that asked the store for more blocks */
+    uint64_t lookups; /* admissions that asked the store for more blocks */
     uint64_t hit_blocks, hit_tokens; /* blocks loaded and verified */
-    uint64_t miss_blocks;      /* chains ended by a missing object (one per lookup that stopped short) */
-    uint64_t expired;          /* objects found but past their expiry */
-    uint64_t quarantined;      /* objects that failed verification (moved to quarantine/) */
+    uint64_t miss_blocks; /* chains ended by a missing object (one per lookup that stopped short) */
+    uint64_t expired; /* objects found but past their expiry */
+    uint64_t quarantined; /* objects that failed verification (moved to quarantine/) */
     uint64_t read_errors, write_errors;
     uint64_t bytes_read, bytes_written;
     uint64_t objects_written, writes_skipped; /* skipped: already published */
-    uint64_t writes_dropped;   /* write-back queue full (store too slow) or store not writable */
-    uint64_t load_timeouts;    /* requests that stopped waiting for a slow load */
-    uint64_t degraded;         /* transitions into a degraded state (each logged once) */
+    uint64_t writes_dropped; /* write-back queue full (store too slow) or store not writable */
+    uint64_t load_timeouts; /* requests that stopped waiting for a slow load */
+    uint64_t degraded; /* transitions into a degraded state (each logged once) */
     uint64_t gc_runs, gc_deleted_expired, gc_deleted_lru;
-    uint64_t loads;            /* completed chain loads */
-    double load_seconds;       /* their total latency */
+    uint64_t loads; /* completed chain loads */
+    double load_seconds; /* their total latency */
     uint64_t load_latency[CINFER_STORE_LATENCY_BUCKETS];
 } cinfer_store_stats;
 
 typedef struct cinfer_engine_stats {
     uint64_t steps, forward_tokens;
     uint64_t prompt_tokens_computed; /* prompt positions run through the model (cache hits excluded) */
-    uint64_t recomputed_tokens;      /* generated positions recomputed after preemption */
-    uint64_t decode_tokens;          /* one per decode item */
-    uint64_t cached_tokens;          /* prompt tokens served by the prefix cache */
+    uint64_t recomputed_tokens; /* generated positions recomputed after preemption */
+    uint64_t decode_tokens; /* one per decode item */
+    uint64_t cached_tokens; /* prompt tokens served by the prefix cache */
     uint64_t preemptions, submitted, finished;
-    int32_t running, waiting;        /* after the last step */
+    int32_t running, waiting; /* after the last step */
     int32_t kv_blocks_total, kv_blocks_free, kv_blocks_used, kv_blocks_cached, kv_blocks_used_peak;
     int64_t kv_bytes, kv_budget;
     /* engine-thread seconds per phase (see docs/engine.md, asynchronous scheduling):
@@ -213,7 +213,7 @@ typedef struct cinfer_engine_stats {
      * forward = seconds the forward passes ran (executor thread). */
     double t_plan, t_wait, t_commit, t_output, t_forward;
     uint64_t cached_tokens_memory, cached_tokens_store; /* cached_tokens by tier */
-    uint64_t think_forced_tokens;    /* end-marker tokens forced by reasoning budgets */
+    uint64_t think_forced_tokens; /* end-marker tokens forced by reasoning budgets */
     cinfer_store_stats store;
 } cinfer_engine_stats;
 

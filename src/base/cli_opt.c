@@ -11,7 +11,7 @@
 #include <string.h>
 
 #define LONG_ONLY_BASE 0x100 /* getopt val of a row without a short letter: base + row index */
-#define HELP_COL 28          /* help text starts in this column */
+#define HELP_COL 28 /* help text starts in this column */
 
 /* "cinfer serve" / "cinfer" (the top level has the name ""). */
 static void who(const cli_cmd *c, char *buf, size_t cap) {

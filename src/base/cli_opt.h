@@ -29,16 +29,16 @@
 
 typedef enum cli_kind {
     CLI_K_NONE = 0, /* section heading (name NULL) */
-    CLI_K_BOOL,     /* no value: *(bool *)p = set */
-    CLI_K_INTSET,   /* no value: *(int *)p = set */
-    CLI_K_STR,      /* *(const char **)p = value */
-    CLI_K_LL,       /* integer in [lo, hi] into long long / long / int / uint64_t */
+    CLI_K_BOOL, /* no value: *(bool *)p = set */
+    CLI_K_INTSET, /* no value: *(int *)p = set */
+    CLI_K_STR, /* *(const char **)p = value */
+    CLI_K_LL, /* integer in [lo, hi] into long long / long / int / uint64_t */
     CLI_K_L,
     CLI_K_I,
     CLI_K_U64,
-    CLI_K_D,        /* finite number in [lo, hi] into double / float */
+    CLI_K_D, /* finite number in [lo, hi] into double / float */
     CLI_K_F,
-    CLI_K_CALL,     /* fn(p, value, msg, cap): 0 ok, else msg says why */
+    CLI_K_CALL, /* fn(p, value, msg, cap): 0 ok, else msg says why */
 } cli_kind;
 
 /* A callback for options that need more than storing: repeatable lists,
@@ -46,34 +46,35 @@ typedef enum cli_kind {
 typedef int (*cli_fn)(void *ctx, const char *value, char *msg, size_t cap);
 
 typedef struct cli_opt {
-    const char *name;    /* long name without "--"; NULL: section heading (help = its title) */
-    int short_name;      /* 'n' for -n; 0: none */
+    const char *name; /* long name without "--"; NULL: section heading (help = its title) */
+    int short_name; /* 'n' for -n; 0: none */
     const char *metavar; /* the value's name in --help; NULL: the option takes no value */
-    const char *help;    /* help text; '\n' starts a continuation line */
+    const char *help; /* help text; '\n' starts a continuation line */
     cli_kind kind;
-    void *p;             /* destination (or the callback's context) */
-    double lo, hi;       /* numeric range; CLI_K_BOOL/INTSET: lo is the value set */
+    void *p; /* destination (or the callback's context) */
+    double lo, hi; /* numeric range; CLI_K_BOOL/INTSET: lo is the value set */
     cli_fn fn;
 } cli_opt;
 
 /* Row tails: where the value goes. The pointer's type picks the parser. */
-#define CLI_NUM(ptr, lo_, hi_)                                                                                 \
+#define CLI_NUM(ptr, lo_, hi_) \
     .kind = _Generic((ptr), long long *: CLI_K_LL, long *: CLI_K_L, int *: CLI_K_I, unsigned long *: CLI_K_U64, \
                      double *: CLI_K_D, float *: CLI_K_F),                                                      \
     .p = (ptr), .lo = (lo_), .hi = (hi_)
 #define CLI_STR(ptr) .kind = CLI_K_STR, .p = (void *)(ptr)
-#define CLI_SET(ptr, v) .kind = _Generic((ptr), bool *: CLI_K_BOOL, int *: CLI_K_INTSET), .p = (ptr), .lo = (v)
+#define CLI_SET(ptr, v) .kind = _Generic((ptr), bool * : CLI_K_BOOL, int * : CLI_K_INTSET), .p = (ptr), .lo = (v)
 #define CLI_CALL(f, ctx) .kind = CLI_K_CALL, .fn = (f), .p = (ctx)
-#define CLI_SECTION(title) {.name = NULL, .help = (title)}
+#define CLI_SECTION(title) \
+    { .name = NULL, .help = (title) }
 
 typedef struct cli_cmd {
-    const char *name;         /* "serve", "bench serve": used in messages and help */
-    const char *usage;        /* usage line(s) without the leading "usage: " (printed first in --help) */
-    const char *about;        /* paragraph after the usage; may be NULL */
+    const char *name; /* "serve", "bench serve": used in messages and help */
+    const char *usage; /* usage line(s) without the leading "usage: " (printed first in --help) */
+    const char *about; /* paragraph after the usage; may be NULL */
     const cli_opt *opts;
     size_t n_opts;
-    const char *epilog;       /* text after the options; may be NULL */
-    bool stop_at_positional;  /* options end at the first positional argument */
+    const char *epilog; /* text after the options; may be NULL */
+    bool stop_at_positional; /* options end at the first positional argument */
 } cli_cmd;
 
 enum { CLI_OK = 0, CLI_USAGE = 2, CLI_HELP = -1 };

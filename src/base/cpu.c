@@ -56,8 +56,7 @@ bool cpu_isa_supported(cpu_isa isa) {
     case CPU_ISA_SCALAR: return true;
     case CPU_ISA_AVX2: return f->avx2 && f->fma && f->f16c;
     case CPU_ISA_AVX512:
-        return f->avx2 && f->fma && f->f16c && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq &&
-               f->avx512vnni;
+        return f->avx2 && f->fma && f->f16c && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni;
     default: return false;
     }
 }
@@ -91,8 +90,7 @@ cpu_isa cpu_isa_active(void) {
             LOG_WARN("CINFER_CPU=%s is not one of avx512|avx2|scalar; using %s", env, cpu_isa_name(isa));
         else if (!cpu_isa_supported(want))
             LOG_WARN("CINFER_CPU=%s is not supported by this CPU; using %s", env, cpu_isa_name(isa));
-        else
-            isa = want;
+        else isa = want;
     }
     g_active = (int)isa;
     return isa;

@@ -25,7 +25,6 @@ int cf_prefix(cf_err *e, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof e->msg)
-        snprintf(e->msg + n, sizeof e->msg - (size_t)n, ": %s", old);
+    if (n >= 0 && (size_t)n < sizeof e->msg) snprintf(e->msg + n, sizeof e->msg - (size_t)n, ": %s", old);
     return -1;
 }

@@ -32,7 +32,8 @@ int fs_make_scratch_dir(const char *parent, const char *prefix, char *out, size_
     }
     if (slot < 0) {
         free(copy);
-        if (rmdir(out) != 0) { /* empty and ours: nothing else to do */ }
+        if (rmdir(out) != 0) { /* empty and ours: nothing else to do */
+        }
         return cf_fail(err, "scratch dir: too many scratch directories");
     }
     return 0;
@@ -57,12 +58,13 @@ int fs_remove_tree_created(const char *dir, cf_err *err) {
     for (int i = 0; dir && i < FS_MAX_SCRATCH && slot < 0; i++)
         if (g_made[i] && !strcmp(g_made[i], dir)) slot = i;
     pthread_mutex_unlock(&g_mu);
-    if (slot < 0) return cf_fail(err, "refusing to remove '%s': not a scratch directory made by this process", dir ? dir : "(null)");
+    if (slot < 0)
+        return cf_fail(err, "refusing to remove '%s': not a scratch directory made by this process",
+                       dir ? dir : "(null)");
     t_rm_errno = 0;
     t_rm_path[0] = 0;
     if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0 && !t_rm_errno) t_rm_errno = errno;
-    if (t_rm_errno)
-        return cf_fail(err, "cannot remove '%s': %s", t_rm_path[0] ? t_rm_path : dir, strerror(t_rm_errno));
+    if (t_rm_errno) return cf_fail(err, "cannot remove '%s': %s", t_rm_path[0] ? t_rm_path : dir, strerror(t_rm_errno));
     if (pthread_mutex_lock(&g_mu) == 0) {
         free(g_made[slot]);
         g_made[slot] = NULL;

@@ -22,7 +22,7 @@ typedef struct log_site {
     const char *fmt; /* NULL: free slot */
     cf_log_lvl lvl;
     double window_start;
-    unsigned shown;        /* lines written in this window */
+    unsigned shown; /* lines written in this window */
     unsigned long dropped; /* lines suppressed in this window */
 } log_site;
 
@@ -71,8 +71,7 @@ static void write_line(cf_log_lvl lvl, const char *msg) {
 static void report_dropped(log_site *st) {
     if (!st->dropped) return;
     char line[256];
-    snprintf(line, sizeof line, "suppressed %lu similar messages in %gs (\"%.120s\")", st->dropped, window_s,
-             st->fmt);
+    snprintf(line, sizeof line, "suppressed %lu similar messages in %gs (\"%.120s\")", st->dropped, window_s, st->fmt);
     write_line(st->lvl, line);
     st->dropped = 0;
 }

@@ -85,8 +85,7 @@ static uint32_t wait_new_generation(thread_pool *p, uint32_t seen) {
 static int claim_slot(thread_pool *p, int ith, uint32_t g) {
     uint32_t c = atomic_load_explicit(&p->claimed[ith], memory_order_acquire);
     while ((int32_t)(c - g) < 0)
-        if (atomic_compare_exchange_weak_explicit(&p->claimed[ith], &c, g, memory_order_acq_rel,
-                                                  memory_order_acquire))
+        if (atomic_compare_exchange_weak_explicit(&p->claimed[ith], &c, g, memory_order_acq_rel, memory_order_acquire))
             return 1;
     return 0;
 }
@@ -137,9 +136,7 @@ thread_pool *pool_create(int n_threads) {
     return p;
 }
 
-static void noop_task(void *ctx, int ith, int nth) {
-    (void)ctx, (void)ith, (void)nth;
-}
+static void noop_task(void *ctx, int ith, int nth) { (void)ctx, (void)ith, (void)nth; }
 
 void pool_destroy(thread_pool *p) {
     if (!p) return;
@@ -172,10 +169,8 @@ void pool_run(thread_pool *p, pool_task_fn fn, void *ctx) {
             atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
         }
     for (long i = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++) {
-        if (i < POOL_SPIN_ITERS)
-            cpu_relax();
-        else
-            sched_yield();
+        if (i < POOL_SPIN_ITERS) cpu_relax();
+        else sched_yield();
     }
 }
 

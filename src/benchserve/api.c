@@ -54,12 +54,8 @@ int bs_api_body(bs_api a, const bs_prompt *p, const bs_gen_opts *g, bs_buf *out)
     if (!o) return -1;
     if (g->model) json_object_set_new(o, "model", json_string(g->model));
     switch (a) {
-    case BS_API_CHAT:
-        json_object_set_new(o, "messages", message_list(p, 1));
-        break;
-    case BS_API_COMPLETIONS:
-        json_object_set_new(o, "prompt", flat_prompt(p));
-        break;
+    case BS_API_CHAT: json_object_set_new(o, "messages", message_list(p, 1)); break;
+    case BS_API_COMPLETIONS: json_object_set_new(o, "prompt", flat_prompt(p)); break;
     case BS_API_MESSAGES:
         if (p->system) json_object_set_new(o, "system", json_string(p->system));
         json_object_set_new(o, "messages", message_list(p, 0));

@@ -39,7 +39,7 @@ typedef struct bs_gen_opts {
     const char *model;
     long max_tokens;
     double temperature; /* < 0: not sent */
-    int ignore_eos;     /* sends "ignore_eos": true (vLLM / cinfer extension) */
+    int ignore_eos; /* sends "ignore_eos": true (vLLM / cinfer extension) */
 } bs_gen_opts;
 
 /* Appends the JSON body of a streaming request. -1 on out-of-memory. */
@@ -50,10 +50,10 @@ typedef struct bs_stream {
     bs_api api;
     long prompt_tokens, cached_tokens, output_tokens;
     int have_usage;
-    int finished;     /* saw the API's end: [DONE], message_stop, response.completed/incomplete */
-    int failed;       /* an error event or a malformed event */
-    char error[160];  /* its message */
-    bs_buf text;      /* the answer text (not reasoning) */
+    int finished; /* saw the API's end: [DONE], message_stop, response.completed/incomplete */
+    int failed; /* an error event or a malformed event */
+    char error[160]; /* its message */
+    bs_buf text; /* the answer text (not reasoning) */
 } bs_stream;
 
 /* Interprets one SSE event. Returns 1 when it carried generated text or

@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 typedef struct bs_buf {
-    char *p;    /* NUL-terminated; NULL until the first append */
+    char *p; /* NUL-terminated; NULL until the first append */
     size_t len; /* bytes, without the NUL */
     size_t cap;
 } bs_buf;

@@ -74,7 +74,8 @@ static int cdf_chart(loaded *L, size_t n, const char *what, const char *title, c
         s[k] = (svg_series){.name = L[k].name, .x = xs[k], .y = ys[k], .n = m};
     }
     bs_buf b = {0};
-    if (!rc && svg_line_chart(&b, title, xlabel, "fraction of requests (0-1)", s, n)) rc = cf_fail(err, "out of memory");
+    if (!rc && svg_line_chart(&b, title, xlabel, "fraction of requests (0-1)", s, n))
+        rc = cf_fail(err, "out of memory");
     if (!rc) rc = write_svg(dir, file, &b, err);
     bs_buf_free(&b);
     for (size_t k = 0; xs && ys && k < n; k++) free(xs[k]), free(ys[k]);
@@ -208,13 +209,20 @@ int bs_report(const char *const *files, size_t n, const char *dir, FILE *out, cf
     }
     if (!rc && dir) {
         if (mkdir(dir, 0777) && errno != EEXIST) rc = cf_fail(err, "cannot create directory %s", dir);
-        if (!rc) rc = cdf_chart(L, n, "ttft", "Time to first token (CDF)", "time to first token (ms)", dir, "ttft_cdf.svg", err);
-        if (!rc) rc = cdf_chart(L, n, "tpot", "Time per output token (CDF)", "time per output token (ms)", dir, "tpot_cdf.svg", err);
-        if (!rc) rc = cdf_chart(L, n, "e2e", "End-to-end latency (CDF)", "end-to-end latency (ms)", dir, "e2e_cdf.svg", err);
+        if (!rc)
+            rc = cdf_chart(L, n, "ttft", "Time to first token (CDF)", "time to first token (ms)", dir, "ttft_cdf.svg",
+                           err);
+        if (!rc)
+            rc = cdf_chart(L, n, "tpot", "Time per output token (CDF)", "time per output token (ms)", dir,
+                           "tpot_cdf.svg", err);
+        if (!rc)
+            rc = cdf_chart(L, n, "e2e", "End-to-end latency (CDF)", "end-to-end latency (ms)", dir, "e2e_cdf.svg", err);
         if (!rc) rc = time_chart(L, n, 0, dir, err);
         if (!rc) rc = time_chart(L, n, 1, dir, err);
         if (!rc) rc = bars(L, n, dir, err);
-        if (!rc) fprintf(out, "wrote ttft_cdf.svg tpot_cdf.svg e2e_cdf.svg throughput.svg cache_hit.svg summary.svg to %s\n", dir);
+        if (!rc)
+            fprintf(out, "wrote ttft_cdf.svg tpot_cdf.svg e2e_cdf.svg throughput.svg cache_hit.svg summary.svg to %s\n",
+                    dir);
     }
     for (size_t k = 0; k < n; k++) json_decref(L[k].root);
     free(L);

@@ -15,10 +15,9 @@ static json_t *record_json(const bs_record *r) {
     json_t *o = json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:s, s:i}", "session",
                           (json_int_t)r->session, "turn", (json_int_t)r->turn, "planned_s", r->planned, "sent_s",
                           r->sent, "end_s", r->end, "e2e_s", r->end - r->sent, "prompt_tokens",
-                          (json_int_t)r->prompt_tokens, "cached_tokens", (json_int_t)r->cached_tokens,
-                          "output_tokens", (json_int_t)r->output_tokens, "max_tokens", (json_int_t)r->max_tokens,
-                          "token_events", (json_int_t)r->token_events, "error", bs_err_name(r->error),
-                          "http_status", r->http_status);
+                          (json_int_t)r->prompt_tokens, "cached_tokens", (json_int_t)r->cached_tokens, "output_tokens",
+                          (json_int_t)r->output_tokens, "max_tokens", (json_int_t)r->max_tokens, "token_events",
+                          (json_int_t)r->token_events, "error", bs_err_name(r->error), "http_status", r->http_status);
     if (!o) return NULL;
     json_object_set_new(o, "ttft_s", r->first >= 0 ? json_real(r->first - r->sent) : json_null());
     json_object_set_new(o, "usage", json_boolean(r->have_usage));
@@ -50,22 +49,21 @@ json_t *bs_results_json(const bs_run *run, json_t *config) {
     double d = run->wall_s > 0 ? run->wall_s : 1e-9;
     json_t *errors = json_object();
     for (int k = 0; k < BS_E_N; k++) json_object_set_new(errors, bs_err_name(k), json_integer(run->errors[k]));
-    json_t *s = json_pack(
-        "{s:f, s:I, s:I, s:I, s:o, s:s, s:f, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "duration_s",
-        run->wall_s, "requests_sent", (json_int_t)n, "requests_ok", (json_int_t)ok, "requests_failed",
-        (json_int_t)(n - ok), "errors", errors, "first_error", run->first_error, "request_throughput",
-        (double)ok / d, "input_tokens", (json_int_t)in, "cached_tokens", (json_int_t)cached, "computed_tokens",
-        (json_int_t)(in - cached), "output_tokens", (json_int_t)outp, "input_tok_s", (double)in / d, "cached_tok_s",
-        (double)cached / d, "computed_tok_s", (double)(in - cached) / d, "output_tok_s", (double)outp / d,
-        "total_tok_s", (double)(in + outp) / d, "cache_hit_ratio", in ? (double)cached / (double)in : 0.0);
+    json_t *s = json_pack("{s:f, s:I, s:I, s:I, s:o, s:s, s:f, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}",
+                          "duration_s", run->wall_s, "requests_sent", (json_int_t)n, "requests_ok", (json_int_t)ok,
+                          "requests_failed", (json_int_t)(n - ok), "errors", errors, "first_error", run->first_error,
+                          "request_throughput", (double)ok / d, "input_tokens", (json_int_t)in, "cached_tokens",
+                          (json_int_t)cached, "computed_tokens", (json_int_t)(in - cached), "output_tokens",
+                          (json_int_t)outp, "input_tok_s", (double)in / d, "cached_tok_s", (double)cached / d,
+                          "computed_tok_s", (double)(in - cached) / d, "output_tok_s", (double)outp / d, "total_tok_s",
+                          (double)(in + outp) / d, "cache_hit_ratio", in ? (double)cached / (double)in : 0.0);
     if (!s) goto out;
     json_object_set_new(s, "ttft_ms", summary_json(ttft, nt, 1e3));
     json_object_set_new(s, "tpot_ms", summary_json(tpot, np, 1e3));
     json_object_set_new(s, "itl_ms", summary_json(itl, run->n_itl, 1e3));
     json_object_set_new(s, "e2e_ms", summary_json(e2e, ne, 1e3));
     json_object_set_new(s, "send_lag_ms", summary_json(lag, n, 1e3));
-    root = json_pack("{s:i, s:O, s:o, s:O}", "cinfer_bench_serve", 1, "config", config, "summary", s, "requests",
-                     reqs);
+    root = json_pack("{s:i, s:O, s:o, s:O}", "cinfer_bench_serve", 1, "config", config, "summary", s, "requests", reqs);
 out:
     json_decref(config);
     json_decref(reqs);
@@ -84,8 +82,8 @@ void bs_results_print(FILE *f, json_t *res) {
     json_t *errs = json_object_get(s, "errors");
     const char *k;
     json_t *v;
-    json_object_foreach(errs, k, v) if (json_integer_value(v)) fprintf(f, "  error %-26s %12lld\n", k,
-                                                                       (long long)json_integer_value(v));
+    json_object_foreach(errs, k, v) if (json_integer_value(v))
+        fprintf(f, "  error %-26s %12lld\n", k, (long long)json_integer_value(v));
     const char *fe = json_string_value(json_object_get(s, "first_error"));
     if (fe && fe[0]) fprintf(f, "  first error: %.200s\n", fe);
     fprintf(f, "%-34s %12.2f\n", "duration (s)", num(s, "duration_s"));

@@ -24,7 +24,7 @@
 #include "base/timeutil.h"
 #include "benchserve/sse.h"
 
-static const char *const err_names[BS_E_N] = {"connect", "timeout", "http_4xx", "http_5xx",
+static const char *const err_names[BS_E_N] = {"connect",      "timeout",    "http_4xx", "http_5xx",
                                               "stream_error", "incomplete", "no_usage"};
 
 const char *bs_err_name(int kind) { return kind >= 0 && kind < BS_E_N ? err_names[kind] : "ok"; }
@@ -37,8 +37,7 @@ int bs_endpoint(const char *base_url, const char *suffix, char *host, size_t hos
     int rc = 0;
     if (!scheme || strcmp(scheme, "http") != 0 || !h || !h[0])
         rc = cf_fail(err, "URL '%s': only http://host[:port][/path] is supported", base_url);
-    else if (strlen(h) >= host_cap)
-        rc = cf_fail(err, "URL '%s': host too long", base_url);
+    else if (strlen(h) >= host_cap) rc = cf_fail(err, "URL '%s': host too long", base_url);
     if (!rc) {
         snprintf(host, host_cap, "%s", h);
         *port = evhttp_uri_get_port(u) > 0 ? evhttp_uri_get_port(u) : 80;
@@ -102,8 +101,8 @@ int bs_fetch_model(const char *base_url, const char *api_key, double timeout_s, 
         if (evhttp_make_request(c, req, EVHTTP_REQ_GET, path)) rc = cf_fail(err, "cannot send GET %s", path);
         else event_base_dispatch(base);
     }
-    if (!rc && f.status != 200) rc = cf_fail(err, "GET %s on %s:%d: %s %d", path, host, port,
-                                             f.status ? "HTTP" : "no response", f.status);
+    if (!rc && f.status != 200)
+        rc = cf_fail(err, "GET %s on %s:%d: %s %d", path, host, port, f.status ? "HTTP" : "no response", f.status);
     if (!rc) {
         json_t *o = json_loads(bs_buf_str(&f.body), 0, NULL);
         const char *id = json_string_value(json_object_get(json_array_get(json_object_get(o, "data"), 0), "id"));
@@ -200,8 +199,8 @@ static void progress(runner *r, int final) {
     memset(bar, '#', (size_t)fill);
     memset(bar + fill, '-', (size_t)(width - fill));
     bar[width] = 0;
-    fprintf(stderr, "\r[%s] %ld/%ld done, %ld in flight, %ld errors, %.1f s", bar, r->done, r->total, r->inflight,
-            errs, t);
+    fprintf(stderr, "\r[%s] %ld/%ld done, %ld in flight, %ld errors, %.1f s", bar, r->done, r->total, r->inflight, errs,
+            t);
     if (final) fputc('\n', stderr);
     fflush(stderr);
 }
@@ -235,10 +234,10 @@ static void finish(runner *r, flight *f, struct evhttp_request *req) {
     if (rec->error < 0 || rec->error >= BS_E_HTTP4) r->idle[r->n_idle++] = f->conn;
     bs_session *s = &r->w->s[f->session];
     cf_err e;
-    if (rec->error < 0 && s->turn < s->n_turns && !bs_workload_add_answer(r->w, f->session, bs_buf_str(&f->st.text), &e))
+    if (rec->error < 0 && s->turn < s->n_turns &&
+        !bs_workload_add_answer(r->w, f->session, bs_buf_str(&f->st.text), &e))
         heap_push(r, rec->end + s->think[s->turn], f->session);
-    else
-        bs_workload_release(r->w, f->session);
+    else bs_workload_release(r->w, f->session);
     bs_sse_free(&f->sse);
     bs_stream_free(&f->st);
     bs_buf_free(&f->errbody);
@@ -347,8 +346,13 @@ static int send_turn(runner *r, size_t si, double planned) {
         free(f);
         return cf_fail(r->err, "out of memory");
     }
-    *rec = (bs_record){.session = (long)si, .turn = s->turn - 1, .trace_line = s->trace_line,
-                       .max_tokens = s->max_tokens[s->turn - 1], .planned = planned, .first = -1, .error = -1};
+    *rec = (bs_record){.session = (long)si,
+                       .turn = s->turn - 1,
+                       .trace_line = s->trace_line,
+                       .max_tokens = s->max_tokens[s->turn - 1],
+                       .planned = planned,
+                       .first = -1,
+                       .error = -1};
     *f = (flight){.r = r, .session = si, .rec = r->out->n_rec - 1, .err = -1};
     f->st.api = r->o->api;
     bs_prompt p = bs_workload_prompt(r->w, si, &r->scratch, &r->scratch_cap);

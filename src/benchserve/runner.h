@@ -19,13 +19,13 @@
 #include "benchserve/workload.h"
 
 typedef enum {
-    BS_E_CONNECT,    /* could not connect / connection lost */
-    BS_E_TIMEOUT,    /* no byte for timeout_s */
-    BS_E_HTTP4,      /* HTTP 4xx */
-    BS_E_HTTP5,      /* HTTP 5xx or other non-200 */
-    BS_E_STREAM,     /* an error event or malformed event in the stream */
+    BS_E_CONNECT, /* could not connect / connection lost */
+    BS_E_TIMEOUT, /* no byte for timeout_s */
+    BS_E_HTTP4, /* HTTP 4xx */
+    BS_E_HTTP5, /* HTTP 5xx or other non-200 */
+    BS_E_STREAM, /* an error event or malformed event in the stream */
     BS_E_INCOMPLETE, /* the body ended before the API's end event */
-    BS_E_NO_USAGE,   /* finished without usage */
+    BS_E_NO_USAGE, /* finished without usage */
     BS_E_N
 } bs_err_kind;
 
@@ -36,9 +36,9 @@ typedef struct bs_run_opts {
     bs_api api;
     const char *api_key; /* NULL = none */
     bs_gen_opts gen;
-    long concurrency;  /* 0 = unlimited */
+    long concurrency; /* 0 = unlimited */
     long max_requests; /* 0 = every turn of every session */
-    double duration;   /* 0 = until done */
+    double duration; /* 0 = until done */
     double timeout_s;
     int progress; /* progress bar on stderr */
 } bs_run_opts;
@@ -59,7 +59,7 @@ typedef struct bs_run {
     size_t n_rec, cap_rec;
     double *itl; /* every gap between token events of a request, seconds */
     size_t n_itl, cap_itl;
-    double wall_s;     /* start to last completion */
+    double wall_s; /* start to last completion */
     long errors[BS_E_N];
     char first_error[256];
 } bs_run;

@@ -16,8 +16,8 @@
 typedef int (*bs_sse_cb)(void *arg, const char *event, const char *data, size_t len);
 
 typedef struct bs_sse {
-    bs_buf line;  /* the partial current line */
-    bs_buf data;  /* data of the event being built */
+    bs_buf line; /* the partial current line */
+    bs_buf data; /* data of the event being built */
     bs_buf event; /* its name */
     int has_data;
     int skip_lf; /* the previous chunk ended with \r */

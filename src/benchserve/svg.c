@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-                                     "#7f7f7f"};
+static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                     "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 #define N_COLORS (sizeof colors / sizeof colors[0])
 
 int svg_escape(bs_buf *b, const char *s) {
@@ -84,11 +84,12 @@ int svg_line_chart(bs_buf *b, const char *title, const char *xlabel, const char 
     x0 = floor(x0 / xs) * xs, x1 = ceil(x1 / xs) * xs;
     y0 = floor(y0 / ys) * ys, y1 = ceil(y1 / ys) * ys;
     double pw = W - ML - MR, ph = H - MT - MB;
-#define PX(v) (ML + ((v) - x0) / (x1 - x0) * pw)
-#define PY(v) (MT + ph - ((v) - y0) / (y1 - y0) * ph)
+#define PX(v) (ML + ((v)-x0) / (x1 - x0) * pw)
+#define PY(v) (MT + ph - ((v)-y0) / (y1 - y0) * ph)
     int rc = header(b, W, H, title);
-    rc = rc || bs_buf_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#444\"/>\n",
-                             ML, MT, pw, ph);
+    rc = rc ||
+         bs_buf_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#444\"/>\n",
+                       ML, MT, pw, ph);
     char num[32];
     for (int t = 0; t <= 100 && !rc; t++) { /* counted: a step lost to rounding cannot loop forever */
         double v = x0 + t * xs;

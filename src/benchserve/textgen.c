@@ -5,16 +5,19 @@
 #include <stdio.h>
 
 static const char *const words[] = {
-    "the", "a", "and", "to", "was", "he", "she", "it", "they", "in", "on", "with", "of", "for", "big", "little",
-    "dog", "cat", "bird", "tree", "house", "ball", "girl", "boy", "mom", "dad", "friend", "day", "sun", "park",
-    "red", "blue", "green", "happy", "sad", "good", "fun", "play", "run", "jump", "look", "see", "saw", "went",
-    "said", "had", "have", "is", "are", "were", "her", "his", "them", "you", "we", "all", "so", "very", "time",
-    "once", "upon", "there", "lived", "named", "loved", "wanted", "found", "made", "came", "then", "one", "two",
-    "toy", "box", "car", "boat", "cake", "water", "sky", "flower", "garden", "walk", "school", "book", "read",
-    "nice", "kind", "help", "together", "laughed", "smiled", "asked", "shared", "learned", "new", "old", "small",
-    "bear", "fish", "duck", "frog", "rabbit", "mouse", "lion", "horse", "cow", "pig", "star", "moon", "rain",
-    "snow", "wind", "hill", "river", "road", "door", "window", "bed", "chair", "table", "cup", "hat", "shoe",
-    "bag", "apple", "bread", "milk", "cookie", "candy", "song", "game", "story", "idea", "home", "room", "light",
+    "the",      "a",       "and",    "to",     "was",    "he",      "she",    "it",    "they",  "in",    "on",
+    "with",     "of",      "for",    "big",    "little", "dog",     "cat",    "bird",  "tree",  "house", "ball",
+    "girl",     "boy",     "mom",    "dad",    "friend", "day",     "sun",    "park",  "red",   "blue",  "green",
+    "happy",    "sad",     "good",   "fun",    "play",   "run",     "jump",   "look",  "see",   "saw",   "went",
+    "said",     "had",     "have",   "is",     "are",    "were",    "her",    "his",   "them",  "you",   "we",
+    "all",      "so",      "very",   "time",   "once",   "upon",    "there",  "lived", "named", "loved", "wanted",
+    "found",    "made",    "came",   "then",   "one",    "two",     "toy",    "box",   "car",   "boat",  "cake",
+    "water",    "sky",     "flower", "garden", "walk",   "school",  "book",   "read",  "nice",  "kind",  "help",
+    "together", "laughed", "smiled", "asked",  "shared", "learned", "new",    "old",   "small", "bear",  "fish",
+    "duck",     "frog",    "rabbit", "mouse",  "lion",   "horse",   "cow",    "pig",   "star",  "moon",  "rain",
+    "snow",     "wind",    "hill",   "river",  "road",   "door",    "window", "bed",   "chair", "table", "cup",
+    "hat",      "shoe",    "bag",    "apple",  "bread",  "milk",    "cookie", "candy", "song",  "game",  "story",
+    "idea",     "home",    "room",   "light",
 };
 #define N_WORDS (sizeof words / sizeof words[0])
 

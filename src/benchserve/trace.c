@@ -17,8 +17,7 @@ static int get_num(json_t *o, const char *k, double *v) {
     return *v < 0 ? -1 : 0;
 }
 
-static int parse_line(const char *line, size_t lineno, bs_trace *t, size_t *pool_n, size_t *pool_cap,
-                      cf_err *err) {
+static int parse_line(const char *line, size_t lineno, bs_trace *t, size_t *pool_n, size_t *pool_cap, cf_err *err) {
     json_error_t je;
     json_t *o = json_loads(line, 0, &je);
     if (!json_is_object(o)) {
@@ -31,8 +30,7 @@ static int parse_line(const char *line, size_t lineno, bs_trace *t, size_t *pool
     int rc = 0;
     if (get_num(o, "timestamp", &r.t_ms) || get_num(o, "input_length", &in) || get_num(o, "output_length", &out) ||
         !json_is_array(ids))
-        rc = cf_fail(err, "line %zu: needs timestamp, input_length, output_length (numbers >= 0) and hash_ids",
-                     lineno);
+        rc = cf_fail(err, "line %zu: needs timestamp, input_length, output_length (numbers >= 0) and hash_ids", lineno);
     size_t n = rc ? 0 : json_array_size(ids);
     if (!rc && (in < 1 || in > (double)n * BS_TRACE_BLOCK || in <= (double)(n - 1) * BS_TRACE_BLOCK))
         rc = cf_fail(err, "line %zu: input_length %.0f does not fit %zu blocks of %d tokens", lineno, in, n,

@@ -17,9 +17,9 @@
 #define BS_TRACE_BLOCK 512 /* tokens per hash id in the original trace */
 
 typedef struct bs_trace_req {
-    double t_ms;         /* arrival time, ms from the trace start */
-    long input_len;      /* tokens */
-    long output_len;     /* tokens */
+    double t_ms; /* arrival time, ms from the trace start */
+    long input_len; /* tokens */
+    long output_len; /* tokens */
     size_t n_hash;
     const uint64_t *hash; /* n_hash ids, into bs_trace.pool */
 } bs_trace_req;
@@ -44,10 +44,10 @@ long bs_trace_scaled_input(const bs_trace_req *r, long block);
 typedef struct bs_trace_stats {
     size_t requests;
     long long input_tokens, output_tokens; /* at the given block size */
-    long long blocks, unique_blocks;       /* hash ids, distinct hash ids */
-    long long hit_tokens;                  /* infinite-cache prefix hits */
-    double duration_s;                     /* last timestamp - first */
-    double hit_ratio;                      /* hit_tokens / input_tokens */
+    long long blocks, unique_blocks; /* hash ids, distinct hash ids */
+    long long hit_tokens; /* infinite-cache prefix hits */
+    double duration_s; /* last timestamp - first */
+    double hit_ratio; /* hit_tokens / input_tokens */
 } bs_trace_stats;
 
 /* The infinite-cache prefix-hit bound at `block` tokens per block: for each

@@ -67,8 +67,7 @@ static int build_trace(bs_workload *w, cf_err *err) {
     if (!o->trace_path) return cf_fail(err, "the trace workload needs a trace file");
     if (o->block < 1 || o->block > BS_TRACE_BLOCK) return cf_fail(err, "block size must be in [1, %d]", BS_TRACE_BLOCK);
     if (o->time_scale <= 0) return cf_fail(err, "time scale must be > 0");
-    if (bs_trace_load(o->trace_path, (size_t)(o->max_requests > 0 ? o->max_requests : 0), &w->trace, err))
-        return -1;
+    if (bs_trace_load(o->trace_path, (size_t)(o->max_requests > 0 ? o->max_requests : 0), &w->trace, err)) return -1;
     if (alloc_sessions(w, w->trace.n, 1, err)) return -1;
     double t0 = w->trace.reqs[0].t_ms;
     for (size_t i = 0; i < w->n; i++) {
@@ -85,9 +84,7 @@ int bs_workload_build(const bs_wl_opts *o, bs_workload *w, cf_err *err) {
     int rc;
     if (o->token_ids && (o->tok_lo < 0 || o->tok_hi <= o->tok_lo)) return cf_fail(err, "empty token id range");
     switch (o->kind) {
-    case BS_WL_TRACE:
-        rc = build_trace(w, err);
-        break;
+    case BS_WL_TRACE: rc = build_trace(w, err); break;
     case BS_WL_SYNTHETIC:
     case BS_WL_CODE:
         if (o->requests < 1 || o->input_len < 1 || o->output_len < 1)

@@ -33,34 +33,34 @@ typedef enum { BS_WL_SYNTHETIC, BS_WL_CODE, BS_WL_CHAT, BS_WL_AGENT, BS_WL_TRACE
 typedef struct bs_wl_opts {
     bs_wl_kind kind;
     uint64_t seed;
-    long requests;              /* synthetic/code: how many (other kinds: 0) */
+    long requests; /* synthetic/code: how many (other kinds: 0) */
     long input_len, output_len; /* synthetic/code: per request; chat/agent: output per turn */
-    int uniform;                /* lengths uniform in [L/2, 3L/2] instead of fixed */
-    long sessions, turns;       /* chat/agent */
+    int uniform; /* lengths uniform in [L/2, 3L/2] instead of fixed */
+    long sessions, turns; /* chat/agent */
     long system_len, user_len, tool_len;
-    double think_s;             /* agent: mean think time between turns */
-    double rate;                /* session arrivals per second (Poisson); 0 = all at 0 */
-    const char *trace_path;     /* trace */
-    long block;                 /* trace: tokens per hash-id block (512 = original) */
-    double time_scale;          /* trace: arrivals sped up by this factor */
-    long max_requests;          /* trace: only the first N lines (0 = all) */
-    long max_output;            /* caps every request's max_tokens (0 = no cap) */
-    int token_ids;              /* synthetic/trace: send token ids (completions API) */
-    int32_t tok_lo, tok_hi;     /* token ids in [lo, hi) */
+    double think_s; /* agent: mean think time between turns */
+    double rate; /* session arrivals per second (Poisson); 0 = all at 0 */
+    const char *trace_path; /* trace */
+    long block; /* trace: tokens per hash-id block (512 = original) */
+    double time_scale; /* trace: arrivals sped up by this factor */
+    long max_requests; /* trace: only the first N lines (0 = all) */
+    long max_output; /* caps every request's max_tokens (0 = no cap) */
+    int token_ids; /* synthetic/trace: send token ids (completions API) */
+    int32_t tok_lo, tok_hi; /* token ids in [lo, hi) */
 } bs_wl_opts;
 
 typedef struct bs_session {
     double arrival;
     long n_turns;
-    long turn;          /* turns begun so far */
-    long *max_tokens;   /* per turn */
-    double *think;      /* per turn (think[0] unused) */
-    bs_buf system;      /* empty = none */
-    bs_buf *msgs;       /* user/assistant alternating */
+    long turn; /* turns begun so far */
+    long *max_tokens; /* per turn */
+    double *think; /* per turn (think[0] unused) */
+    bs_buf system; /* empty = none */
+    bs_buf *msgs; /* user/assistant alternating */
     size_t n_msgs, cap_msgs;
-    int32_t *ids;       /* token-id prompt, or NULL */
+    int32_t *ids; /* token-id prompt, or NULL */
     size_t n_ids;
-    long trace_line;    /* trace: the 0-based line; else -1 */
+    long trace_line; /* trace: the 0-based line; else -1 */
 } bs_session;
 
 typedef struct bs_workload {
@@ -68,7 +68,7 @@ typedef struct bs_workload {
     bs_session *s;
     size_t n;
     bs_trace trace; /* trace kind only */
-    bs_buf shared;  /* chat/agent: the shared system prompt */
+    bs_buf shared; /* chat/agent: the shared system prompt */
 } bs_workload;
 
 int bs_workload_parse_kind(const char *name, bs_wl_kind *out);

@@ -184,8 +184,12 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     if (tokenizer_load_gguf(model_get_gguf(m), &e->tok, err)) return cf_prefix(err, "engine: the model's tokenizer");
     if (tokenizer_n_vocab(e->tok) != e->n_vocab)
         return cf_fail(err, "engine: the tokenizer has %d tokens, the model %d", tokenizer_n_vocab(e->tok), e->n_vocab);
-    sched_shape shape = {.n_layer = hp->n_layer, .n_embd = hp->n_embd, .n_head = hp->n_head,
-                         .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim, .n_ff = hp->n_ff,
+    sched_shape shape = {.n_layer = hp->n_layer,
+                         .n_embd = hp->n_embd,
+                         .n_head = hp->n_head,
+                         .n_head_kv = hp->n_head_kv,
+                         .head_dim = hp->head_dim,
+                         .n_ff = hp->n_ff,
                          .n_vocab = hp->n_vocab};
     e->limits = sched_default_limits(&shape);
     e->limits.max_batch_tokens = e->opt.max_batch_tokens;
@@ -335,8 +339,9 @@ static int eng_req_copy(cinfer_engine *e, eng_req *q, const cinfer_request *r, c
     q->min_tokens = r->min_tokens;
     q->include_stop_str = r->include_stop_str;
     q->want_logprobs = r->want_logprobs;
-    q->top_k = !r->want_logprobs || r->top_logprobs <= 0 ? 0
-               : r->top_logprobs > CINFER_MAX_TOP_LOGPROBS ? CINFER_MAX_TOP_LOGPROBS : r->top_logprobs;
+    q->top_k = !r->want_logprobs || r->top_logprobs <= 0   ? 0
+               : r->top_logprobs > CINFER_MAX_TOP_LOGPROBS ? CINFER_MAX_TOP_LOGPROBS
+                                                           : r->top_logprobs;
     int32_t cap = q->prompt_len + q->max_tokens;
     q->max_blocks = (cap - 1 + bt - 1) / bt;
     if (q->max_blocks > e->kv_total)

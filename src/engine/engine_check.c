@@ -34,7 +34,9 @@ static int eng_check_req(const cinfer_engine *e, const eng_req *r, int32_t *expe
                -1;
     if (r->n_blocks > 0 && (r->done || r->state == SCHED_WAITING || r->state == SCHED_PREEMPTED))
         return snprintf(why, cap, "request %llu: holds %d blocks while %s", id, r->n_blocks,
-                        r->done ? "finished" : r->state == SCHED_WAITING ? "waiting" : "preempted"),
+                        r->done                     ? "finished"
+                        : r->state == SCHED_WAITING ? "waiting"
+                                                    : "preempted"),
                -1;
     if ((r->state == SCHED_LOADING) != (r->st_chain != NULL))
         return snprintf(why, cap, "request %llu: state %d with%s a store chain", id, (int)r->state,
@@ -70,8 +72,8 @@ int eng_check_invariants(cinfer_engine *e, char *why, size_t cap) {
     for (int32_t b = 0; b < nb && rc == 0; b++) {
         int32_t held = eng_store_held(e, b), refs = kv_pool_refs(e->kv, b);
         if (held < 0 || refs != expect[b] + held) {
-            snprintf(why, cap, "block %d: %d references, but %d block tables and %d store references hold it", b,
-                     refs, expect[b], held);
+            snprintf(why, cap, "block %d: %d references, but %d block tables and %d store references hold it", b, refs,
+                     expect[b], held);
             rc = -1;
         }
     }

@@ -58,7 +58,7 @@ typedef struct eng_item {
     uint32_t epoch; /* r->epoch when planned: a mismatch means drop */
     sched_kind kind;
     int32_t start, n_tokens;
-    bool sample;    /* chunk ends at the sequence end: sample from its row */
+    bool sample; /* chunk ends at the sequence end: sample from its row */
 } eng_item;
 
 /* Everything one step needs, owned by the engine, sized at create. */
@@ -66,10 +66,10 @@ typedef struct eng_stepbuf {
     eng_item *items; /* capacity max_seqs */
     int32_t n_items;
     int32_t *tokens, *pos, *seq, *rows; /* capacity max_batch_tokens */
-    fwd_seq *seqs;                      /* capacity max_seqs */
-    float *logits;                      /* max_seqs * n_vocab */
+    fwd_seq *seqs; /* capacity max_seqs */
+    float *logits; /* max_seqs * n_vocab */
     fwd_batch batch;
-    int rc;       /* model_forward's result */
+    int rc; /* model_forward's result */
     cf_err err;
     double t_forward; /* seconds model_forward ran */
 } eng_stepbuf;
@@ -101,23 +101,23 @@ typedef struct eng_req {
     int32_t n_generated;
     sched_state state;
     int32_t n_computed;
-    int32_t *blocks;  /* block ids; capacity max_blocks */
-    float **bptr;     /* the same blocks as pointers, for fwd_seq */
+    int32_t *blocks; /* block ids; capacity max_blocks */
+    float **bptr; /* the same blocks as pointers, for fwd_seq */
     int32_t n_blocks, max_blocks;
-    int32_t n_registered;                /* leading blocks already in the prefix cache */
-    uint8_t last_key[PREFIX_KEY_BYTES];  /* key of block n_registered - 1 */
+    int32_t n_registered; /* leading blocks already in the prefix cache */
+    uint8_t last_key[PREFIX_KEY_BYTES]; /* key of block n_registered - 1 */
     int32_t n_cached_peek;
-    uint64_t peek_version;               /* cache version n_cached_peek was computed at (0: never) */
+    uint64_t peek_version; /* cache version n_cached_peek was computed at (0: never) */
     bool admitted_once;
     /* (eng) reasoning budget state (engine_think.c): advanced once per generated token at commit,
      * so it survives preemption (recomputation regenerates KV, never tokens) */
-    bool think_in;       /* inside a reasoning block */
-    int32_t think_from;  /* n_generated when the current block (inside or outside) began */
+    bool think_in; /* inside a reasoning block */
+    int32_t think_from; /* n_generated when the current block (inside or outside) began */
     int32_t think_spent; /* tokens inside reasoning blocks already closed (end markers excluded) */
-    uint32_t epoch;        /* bumped whenever its blocks are released: invalidates planned / in-flight items */
-    bool in_flight;        /* part of the step being computed */
+    uint32_t epoch; /* bumped whenever its blocks are released: invalidates planned / in-flight items */
+    bool in_flight; /* part of the step being computed */
     int32_t proj_computed; /* in flight: n_computed once that step commits */
-    int32_t proj_generated;/* in flight: n_generated once that step commits */
+    int32_t proj_generated; /* in flight: n_generated once that step commits */
     /* (eng) committed by the step, processed off the critical path (eng_process_outputs) */
     bool pend_has;
     int32_t pend_tok;
@@ -125,12 +125,12 @@ typedef struct eng_req {
     int32_t pend_top_ids[CINFER_MAX_TOP_LOGPROBS]; /* top_k alternatives of pend_tok */
     float pend_top_lps[CINFER_MAX_TOP_LOGPROBS];
     cinfer_finish pend_finish; /* EOS / stop id / length found at commit */
-    bool done;                 /* finished (or finishing): never scheduled again */
+    bool done; /* finished (or finishing): never scheduled again */
     struct store_chain *st_chain; /* (eng) store lookup/load in flight (engine_store.c) */
-    double st_deadline;           /* (eng) when to stop waiting for it */
-    int32_t st_lookups;           /* (eng) store lookups made for this request */
-    int32_t st_admits;            /* (eng) admissions seen by the store hook */
-    bool st_usage;                /* (eng) the lookup in flight belongs to the first admission (usage) */
+    double st_deadline; /* (eng) when to stop waiting for it */
+    int32_t st_lookups; /* (eng) store lookups made for this request */
+    int32_t st_admits; /* (eng) admissions seen by the store hook */
+    bool st_usage; /* (eng) the lookup in flight belongs to the first admission (usage) */
     sampler *smp;
     detok_stream dt;
     eng_buf held; /* text not yet emitted (could still start a stop string) */
@@ -165,7 +165,7 @@ typedef struct eng_req {
 
 struct cinfer_engine {
     const model *m;
-    tokenizer *tok;       /* owned: loaded from the model's GGUF (engine_tok.h) */
+    tokenizer *tok; /* owned: loaded from the model's GGUF (engine_tok.h) */
     thread_pool *tp;
     cinfer_engine_options opt;
     int32_t n_vocab;
@@ -177,16 +177,16 @@ struct cinfer_engine {
     sched_limits limits;
     /* two step buffers: one being computed, one being planned */
     eng_stepbuf sb[2];
-    int32_t sb_next;       /* index of the buffer the next plan uses */
+    int32_t sb_next; /* index of the buffer the next plan uses */
     eng_stepbuf *inflight; /* the step being computed, or NULL */
-    float *lp_row;   /* n_vocab: raw logits for logprobs */
+    float *lp_row; /* n_vocab: raw logits for logprobs */
     /* executor: runs model_forward for the engine thread (async mode) */
     pthread_t exec_thread;
     bool exec_started;
     pthread_mutex_t exec_mu;
     pthread_cond_t exec_cv;
     eng_stepbuf *exec_job; /* (exec_mu) set by dispatch, cleared by the executor when done */
-    bool exec_stop;        /* (exec_mu) */
+    bool exec_stop; /* (exec_mu) */
     /* active requests (waiting, running, preempted) and sched arrays, grown as needed */
     eng_req **active;
     int32_t n_active, cap_active;
@@ -200,24 +200,24 @@ struct cinfer_engine {
     /* shared */
     pthread_mutex_t mu;
     pthread_cond_t work_cv; /* engine waits for work */
-    pthread_cond_t out_cv;  /* readers wait for output */
+    pthread_cond_t out_cv; /* readers wait for output */
     pthread_t thread;
     bool thread_started;
-    bool stop;                     /* (mu) */
-    eng_req *q_head, *q_tail;      /* (mu) submitted, not yet seen by the engine */
-    bool cancel_pending;           /* (mu) some request has cancel set */
+    bool stop; /* (mu) */
+    eng_req *q_head, *q_tail; /* (mu) submitted, not yet seen by the engine */
+    bool cancel_pending; /* (mu) some request has cancel set */
     eng_req *buckets[ENG_HASH_BUCKETS]; /* (mu) */
-    uint64_t *ready_ids;           /* (mu) ids with unread output (may name freed requests: harmless) */
-    int32_t n_ready, cap_ready;    /* (mu) */
-    eng_req **cancelled;           /* (eng) scratch, capacity cap_active */
-    char *dtbuf;                   /* (eng) one detokenized piece */
+    uint64_t *ready_ids; /* (mu) ids with unread output (may name freed requests: harmless) */
+    int32_t n_ready, cap_ready; /* (mu) */
+    eng_req **cancelled; /* (eng) scratch, capacity cap_active */
+    char *dtbuf; /* (eng) one detokenized piece */
     size_t dtbuf_cap;
-    int32_t kv_total;              /* immutable: blocks in the pool */
-    uint64_t next_id;              /* (mu) */
-    cinfer_engine_stats pub_st;    /* (mu) last published stats */
-    struct eng_store *es;          /* (eng) persistent store adapter (engine_store.c); NULL: none */
-    bool store_wake;               /* (mu) a store completion is waiting to be polled */
-    bool store_abandoned;          /* eng_store_close gave up on a stuck store thread: the pool is kept */
+    int32_t kv_total; /* immutable: blocks in the pool */
+    uint64_t next_id; /* (mu) */
+    cinfer_engine_stats pub_st; /* (mu) last published stats */
+    struct eng_store *es; /* (eng) persistent store adapter (engine_store.c); NULL: none */
+    bool store_wake; /* (mu) a store completion is waiting to be polled */
+    bool store_abandoned; /* eng_store_close gave up on a stuck store thread: the pool is kept */
     int efd;
 };
 
@@ -233,10 +233,10 @@ void eng_req_free(eng_req *r);
  * eng_assemble: drops planned items that became invalid, fills the batch
  *   (token ids sampled by the commit included); returns the row count. */
 typedef enum eng_plan_result {
-    ENG_PLAN_OK = 0,     /* items planned, or progress made without any (preemptions, requests failed) */
-    ENG_PLAN_IDLE,       /* nothing could be planned: no item, no preemption (stuck if nothing is in flight) */
+    ENG_PLAN_OK = 0, /* items planned, or progress made without any (preemptions, requests failed) */
+    ENG_PLAN_IDLE, /* nothing could be planned: no item, no preemption (stuck if nothing is in flight) */
     ENG_PLAN_WAIT_STORE, /* nothing planned, but requests wait for store loads: not stuck */
-    ENG_PLAN_ERROR,      /* the scheduler rejected its input (logged): handled like IDLE */
+    ENG_PLAN_ERROR, /* the scheduler rejected its input (logged): handled like IDLE */
 } eng_plan_result;
 eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb);
 void eng_commit(cinfer_engine *e, eng_stepbuf *sb);

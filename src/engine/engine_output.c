@@ -168,8 +168,10 @@ static void eng_publish_one(cinfer_engine *e, eng_req *r) {
         }
         if (r->o_n < r->o_cap) {
             if (r->top_k) {
-                memcpy(r->o_top_ids + (size_t)r->o_n * (size_t)r->top_k, r->st_top_ids, (size_t)r->top_k * sizeof(int32_t));
-                memcpy(r->o_top_lps + (size_t)r->o_n * (size_t)r->top_k, r->st_top_lps, (size_t)r->top_k * sizeof(float));
+                memcpy(r->o_top_ids + (size_t)r->o_n * (size_t)r->top_k, r->st_top_ids,
+                       (size_t)r->top_k * sizeof(int32_t));
+                memcpy(r->o_top_lps + (size_t)r->o_n * (size_t)r->top_k, r->st_top_lps,
+                       (size_t)r->top_k * sizeof(float));
             }
             r->o_tokens[r->o_n] = r->st_token;
             r->o_logprobs[r->o_n++] = r->st_logprob;

@@ -122,8 +122,8 @@ static void eng_register(cinfer_engine *e, eng_req *r) {
     for (int32_t b = r->n_registered; b < full; b++) {
         cf_err err;
         const uint8_t *parent = b > 0 ? r->last_key : NULL;
-        int32_t got = prefix_cache_insert(e->pc, parent, r->seq + (int64_t)b * bt, eng_salt(r), r->blocks[b],
-                                          r->last_key, &err);
+        int32_t got =
+            prefix_cache_insert(e->pc, parent, r->seq + (int64_t)b * bt, eng_salt(r), r->blocks[b], r->last_key, &err);
         if (got < 0) {
             LOG_WARN("engine: request %llu: %s", (unsigned long long)r->id, err.msg);
             r->n_registered = INT32_MAX / 2; /* stop registering this sequence */
@@ -191,7 +191,8 @@ static int32_t eng_fill_rows(cinfer_engine *e, eng_stepbuf *sb, const eng_item *
 }
 
 static void eng_fail_planned(cinfer_engine *e, const sched_plan *plan, const char *msg) {
-    for (int32_t k = 0; k < plan->n_items; k++) eng_finish(e, e->active[plan->items[k].req], CINFER_FINISH_ERROR, false, msg);
+    for (int32_t k = 0; k < plan->n_items; k++)
+        eng_finish(e, e->active[plan->items[k].req], CINFER_FINISH_ERROR, false, msg);
 }
 
 void eng_note_kv(cinfer_engine *e) {
@@ -229,9 +230,7 @@ eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
         e->st.preemptions++;
     }
     if (plan.n_items == 0)
-        return plan.n_preempted > 0          ? ENG_PLAN_OK
-               : eng_store_n_loading(e) > 0 ? ENG_PLAN_WAIT_STORE
-                                            : ENG_PLAN_IDLE;
+        return plan.n_preempted > 0 ? ENG_PLAN_OK : eng_store_n_loading(e) > 0 ? ENG_PLAN_WAIT_STORE : ENG_PLAN_IDLE;
     int32_t kept = 0;
     for (int32_t k = 0; k < plan.n_items; k++) {
         sched_item *it = &plan.items[k];

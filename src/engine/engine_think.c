@@ -71,7 +71,8 @@ void eng_think_accept(eng_req *r) {
     int32_t n = r->n_generated - r->think_from;
     const int32_t *tail = eng_tail(r);
     if (r->think_in) {
-        if (n >= r->n_think_end && !memcmp(tail - r->n_think_end, r->think_end, (size_t)r->n_think_end * sizeof(int32_t))) {
+        if (n >= r->n_think_end &&
+            !memcmp(tail - r->n_think_end, r->think_end, (size_t)r->n_think_end * sizeof(int32_t))) {
             r->think_spent += n - r->n_think_end;
             r->think_in = false;
             r->think_from = r->n_generated;

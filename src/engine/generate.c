@@ -15,7 +15,8 @@ int gen_init(gen_session *g, const model *m, thread_pool *pool, int32_t ctx, int
     int32_t n_vocab = model_get_hparams(m)->n_vocab;
     if (seq_kv_init(&g->kv, m, ctx, GEN_BLOCK_TOKENS, err)) return -1;
     g->fc = fwd_ctx_create(m, pool, g->batch, ctx, GEN_BLOCK_TOKENS, err);
-    if (g->fc) fwd_ctx_set_mla_expand_min(g->fc, MLA_EXPAND_MIN_PREFILL); /* one sequence: no batch to be invariant to */
+    if (g->fc)
+        fwd_ctx_set_mla_expand_min(g->fc, MLA_EXPAND_MIN_PREFILL); /* one sequence: no batch to be invariant to */
     g->logits = malloc((size_t)g->batch * (size_t)n_vocab * sizeof(float));
     g->pos = malloc((size_t)g->batch * sizeof(int32_t));
     g->seq_idx = calloc((size_t)g->batch, sizeof(int32_t));

@@ -17,10 +17,10 @@ typedef struct gen_session {
     const model *m;
     fwd_ctx *fc;
     seq_kv kv;
-    int32_t ctx;      /* positions available */
-    int32_t batch;    /* max tokens per forward call (prefill chunk) */
-    int32_t n_past;   /* positions filled */
-    float *logits;    /* n_vocab: logits after the last token */
+    int32_t ctx; /* positions available */
+    int32_t batch; /* max tokens per forward call (prefill chunk) */
+    int32_t n_past; /* positions filled */
+    float *logits; /* n_vocab: logits after the last token */
     int32_t *pos, *seq_idx, *rows; /* per-chunk scratch */
 } gen_session;
 

@@ -47,7 +47,8 @@ int kv_spec_check(const kv_spec *s, cf_err *err) {
         if (g->kind == KV_LAYER_SLIDING && g->window <= 0)
             return cf_fail(err, "kv spec: sliding group %d has window %d (expected positive)", i, g->window);
         per_token += (int64_t)g->n_layers * g->token_floats;
-        if (per_token > ((int64_t)1 << 40)) return cf_fail(err, "kv spec: %lld floats per token is too large", (long long)per_token);
+        if (per_token > ((int64_t)1 << 40))
+            return cf_fail(err, "kv spec: %lld floats per token is too large", (long long)per_token);
     }
     return 0;
 }
@@ -278,7 +279,8 @@ int kv_pool_check(const kv_pool *p, char *why, size_t cap) {
     }
     if (prev != p->lru_tail) return snprintf(why, cap, "kv_pool: LRU tail is not the last block"), -1;
     if (n_free != p->n_free || n_lru != p->n_lru || n_used != p->n_used || n_free + n_lru + n_used != n)
-        return snprintf(why, cap, "kv_pool: accounting: %d free (counted %d) + %d cached (%d) + %d used (%d) != %d total",
+        return snprintf(why, cap,
+                        "kv_pool: accounting: %d free (counted %d) + %d cached (%d) + %d used (%d) != %d total",
                         p->n_free, n_free, p->n_lru, n_lru, p->n_used, n_used, n),
                -1;
     return 0;

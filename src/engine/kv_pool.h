@@ -50,12 +50,12 @@ int64_t kv_spec_block_floats(const kv_spec *s, int32_t block_tokens);
 typedef struct kv_pool kv_pool;
 
 typedef struct kv_pool_stats {
-    int32_t total;  /* blocks in the pool */
-    int32_t free;   /* on the free stack */
-    int32_t used;   /* referenced */
+    int32_t total; /* blocks in the pool */
+    int32_t free; /* on the free stack */
+    int32_t used; /* referenced */
     int32_t cached; /* unreferenced but cached (evictable, on the LRU) */
     int64_t block_bytes;
-    int64_t bytes;  /* memory held: blocks + metadata (<= budget) */
+    int64_t bytes; /* memory held: blocks + metadata (<= budget) */
     int64_t budget;
     uint64_t evictions; /* cached blocks reclaimed by allocation so far */
 } kv_pool_stats;

@@ -23,7 +23,7 @@ struct prefix_cache {
     int32_t block_tokens, n_blocks;
     uint8_t fingerprint[PREFIX_KEY_BYTES];
     pc_entry *table;
-    uint64_t mask;                        /* capacity - 1 (power of two) */
+    uint64_t mask; /* capacity - 1 (power of two) */
     uint8_t (*block_key)[PREFIX_KEY_BYTES]; /* per pool block: its key, valid when has_key */
     uint8_t *has_key;
     int32_t entries;
@@ -63,8 +63,8 @@ static int pc_hash_block(EVP_MD_CTX *md, const uint8_t *parent, const int32_t *t
 }
 
 int prefix_cache_block_key(const uint8_t *parent, const int32_t *tokens, int32_t block_tokens,
-                           const uint8_t fingerprint[PREFIX_KEY_BYTES], prefix_salt salt,
-                           uint8_t out[PREFIX_KEY_BYTES], cf_err *err) {
+                           const uint8_t fingerprint[PREFIX_KEY_BYTES], prefix_salt salt, uint8_t out[PREFIX_KEY_BYTES],
+                           cf_err *err) {
     if (block_tokens <= 0) return cf_fail(err, "prefix key: block of %d tokens", block_tokens);
     if (salt.len > UINT32_MAX) return cf_fail(err, "prefix key: salt of %zu bytes is too long", salt.len);
     EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -199,9 +199,7 @@ int prefix_cache_match(prefix_cache *c, const int32_t *tokens, int32_t n, prefix
     memset(m, 0, sizeof *m);
     if (salt.len > UINT32_MAX) return cf_fail(err, "prefix cache: salt of %zu bytes is too long", salt.len);
     int32_t got = pc_walk(c, tokens, n, salt, blocks, cap < 0 ? 0 : cap, m->last_key);
-    if (got < 0) {
-        return cf_fail(err, "prefix cache: SHA-256 failed");
-    }
+    if (got < 0) { return cf_fail(err, "prefix cache: SHA-256 failed"); }
     int32_t wanted = n > 0 ? n / c->block_tokens : 0;
     c->stats.lookups += (uint64_t)(got < wanted ? got + 1 : got);
     c->stats.hits += (uint64_t)got;
@@ -285,12 +283,21 @@ static int pc_fp_hparams(EVP_MD_CTX *md, const model_hparams *hp) {
     memcpy(arch, hp->arch, sizeof arch);
     arch[sizeof arch - 1] = 0;
     int ok = EVP_DigestUpdate(md, arch, sizeof arch);
-    const int32_t ints[] = {hp->n_vocab, hp->n_embd,      hp->n_layer,          hp->n_head,
-                            hp->n_head_kv, hp->head_dim,  hp->n_ff,             hp->n_ctx_train,
-                            hp->rope_dim, (int32_t)hp->rope_mode, (int32_t)hp->rope_scaling, hp->rope_orig_ctx};
+    const int32_t ints[] = {hp->n_vocab,
+                            hp->n_embd,
+                            hp->n_layer,
+                            hp->n_head,
+                            hp->n_head_kv,
+                            hp->head_dim,
+                            hp->n_ff,
+                            hp->n_ctx_train,
+                            hp->rope_dim,
+                            (int32_t)hp->rope_mode,
+                            (int32_t)hp->rope_scaling,
+                            hp->rope_orig_ctx};
     for (size_t i = 0; ok && i < sizeof ints / sizeof ints[0]; i++) ok = pc_fp_u32(md, (uint32_t)ints[i]);
-    const float fl[] = {hp->rms_eps,         hp->rope_base,        hp->rope_factor,    hp->yarn_ext_factor,
-                        hp->yarn_attn_factor, hp->yarn_beta_fast,  hp->yarn_beta_slow};
+    const float fl[] = {hp->rms_eps,          hp->rope_base,      hp->rope_factor,   hp->yarn_ext_factor,
+                        hp->yarn_attn_factor, hp->yarn_beta_fast, hp->yarn_beta_slow};
     for (size_t i = 0; ok && i < sizeof fl / sizeof fl[0]; i++) ok = pc_fp_f32(md, fl[i]);
     model_fp_writer w = {.write = pc_fp_write, .ctx = md};
     ok = ok && model_fp_arch_hparams(hp, &w);

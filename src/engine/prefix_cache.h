@@ -49,13 +49,13 @@ typedef struct prefix_salt {
 } prefix_salt;
 
 typedef struct prefix_match {
-    int32_t n_blocks;                    /* blocks matched (written to blocks[], one ref each taken) */
-    int32_t n_tokens;                    /* n_blocks * block_tokens */
-    uint8_t last_key[PREFIX_KEY_BYTES];  /* key of the last matched block (parent of the next); zeros if none */
+    int32_t n_blocks; /* blocks matched (written to blocks[], one ref each taken) */
+    int32_t n_tokens; /* n_blocks * block_tokens */
+    uint8_t last_key[PREFIX_KEY_BYTES]; /* key of the last matched block (parent of the next); zeros if none */
 } prefix_match;
 
 typedef struct prefix_cache_stats {
-    int32_t entries;        /* keys in the table (= cached blocks, referenced or not) */
+    int32_t entries; /* keys in the table (= cached blocks, referenced or not) */
     uint64_t lookups, hits; /* blocks looked up / found by match */
     uint64_t inserts, duplicates, evictions;
 } prefix_cache_stats;
@@ -68,8 +68,8 @@ void prefix_cache_free(prefix_cache *c);
 
 /* The key of one block, as encoded above. parent NULL = first block. */
 int prefix_cache_block_key(const uint8_t *parent, const int32_t *tokens, int32_t block_tokens,
-                           const uint8_t fingerprint[PREFIX_KEY_BYTES], prefix_salt salt,
-                           uint8_t out[PREFIX_KEY_BYTES], cf_err *err);
+                           const uint8_t fingerprint[PREFIX_KEY_BYTES], prefix_salt salt, uint8_t out[PREFIX_KEY_BYTES],
+                           cf_err *err);
 
 /* Longest chain of cached full blocks covering a prefix of tokens[0..n):
  * writes their ids to blocks[] (at most cap), takes one reference on each

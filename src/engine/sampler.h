@@ -22,14 +22,14 @@ typedef struct logit_bias {
 } logit_bias;
 
 typedef struct sampler_params {
-    float temperature;        /* <= 0: greedy */
-    int32_t top_k;            /* <= 0: off */
-    float top_p;              /* >= 1: off */
-    float min_p;              /* <= 0: off */
+    float temperature; /* <= 0: greedy */
+    int32_t top_k; /* <= 0: off */
+    float top_p; /* >= 1: off */
+    float min_p; /* <= 0: off */
     float repetition_penalty; /* 1: off */
-    float presence_penalty;   /* 0: off */
-    float frequency_penalty;  /* 0: off */
-    const logit_bias *bias;   /* copied at create */
+    float presence_penalty; /* 0: off */
+    float frequency_penalty; /* 0: off */
+    const logit_bias *bias; /* copied at create */
     int32_t n_bias;
     uint64_t seed;
 } sampler_params;

@@ -11,11 +11,11 @@ enum { SCHED_MARK_NONE = 0, SCHED_MARK_SCHEDULED, SCHED_MARK_PREEMPTED };
 typedef struct sched_work {
     const sched_input *in;
     sched_plan *plan;
-    int32_t *mark;        /* per request */
-    int32_t free_blocks;  /* left to hand out */
+    int32_t *mark; /* per request */
+    int32_t free_blocks; /* left to hand out */
     int32_t tokens_left;
     double budget_left;
-    bool prefilled;       /* a prefill chunk is already in the plan */
+    bool prefilled; /* a prefill chunk is already in the plan */
 } sched_work;
 
 /* ---- cost model ---- */
@@ -104,17 +104,18 @@ static int sched_check_input(const sched_input *in, const sched_plan *plan, cf_e
                        in->block_tokens, in->free_blocks);
     if (l->max_batch_tokens <= 0 || l->max_seqs <= 0 || l->min_prefill_chunk <= 0 || !(l->linear_cost > 0) ||
         !(l->attn_cost >= 0))
-        return cf_fail(err, "sched: invalid limits (max_batch_tokens %d, max_seqs %d, min_prefill_chunk %d, "
-                       "linear_cost %g, attn_cost %g)", l->max_batch_tokens, l->max_seqs, l->min_prefill_chunk,
-                       l->linear_cost, l->attn_cost);
+        return cf_fail(err,
+                       "sched: invalid limits (max_batch_tokens %d, max_seqs %d, min_prefill_chunk %d, "
+                       "linear_cost %g, attn_cost %g)",
+                       l->max_batch_tokens, l->max_seqs, l->min_prefill_chunk, l->linear_cost, l->attn_cost);
     for (int32_t i = 0; i < in->n_reqs; i++) {
         const sched_req *r = &in->reqs[i];
         if (r->state < SCHED_WAITING || r->state > SCHED_LOADING)
             return cf_fail(err, "sched: request %d has unknown state %d", i, (int)r->state);
         if (r->prompt_len < 1 || r->n_generated < 0 || r->max_tokens < 0 ||
             r->prompt_len > INT32_MAX / 2 - r->n_generated)
-            return cf_fail(err, "sched: request %d has prompt_len %d, n_generated %d, max_tokens %d", i,
-                           r->prompt_len, r->n_generated, r->max_tokens);
+            return cf_fail(err, "sched: request %d has prompt_len %d, n_generated %d, max_tokens %d", i, r->prompt_len,
+                           r->n_generated, r->max_tokens);
         if (r->state == SCHED_RUNNING &&
             (r->n_computed < 0 || r->n_computed > sched_seq_len(r) || r->n_blocks < 0 || r->n_reclaimable < 0 ||
              r->n_reclaimable > r->n_blocks || r->n_blocks < sched_blocks_for(r->n_computed, in->block_tokens)))

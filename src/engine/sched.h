@@ -60,29 +60,29 @@ typedef enum sched_state { SCHED_WAITING = 0, SCHED_RUNNING, SCHED_PREEMPTED, SC
 
 typedef struct sched_req {
     sched_state state;
-    int32_t priority;    /* lower value = more urgent */
-    uint64_t arrival;    /* arrival order (smaller = earlier) */
-    int32_t prompt_len;  /* >= 1 */
+    int32_t priority; /* lower value = more urgent */
+    uint64_t arrival; /* arrival order (smaller = earlier) */
+    int32_t prompt_len; /* >= 1 */
     int32_t n_generated; /* tokens sampled so far */
-    int32_t max_tokens;  /* generation limit; requests with n_generated >= max_tokens are skipped */
-    int32_t n_computed;  /* RUNNING: tokens with KV in its blocks; else ignored */
-    int32_t n_cached;    /* WAITING/PREEMPTED: tokens the prefix cache holds (prefix_cache_peek); else ignored */
-    int32_t n_blocks;    /* RUNNING: blocks in its table */
+    int32_t max_tokens; /* generation limit; requests with n_generated >= max_tokens are skipped */
+    int32_t n_computed; /* RUNNING: tokens with KV in its blocks; else ignored */
+    int32_t n_cached; /* WAITING/PREEMPTED: tokens the prefix cache holds (prefix_cache_peek); else ignored */
+    int32_t n_blocks; /* RUNNING: blocks in its table */
     int32_t n_reclaimable; /* RUNNING: blocks preemption would return to the pool (held by it alone) */
 } sched_req;
 
 typedef struct sched_limits {
-    int32_t max_batch_tokens;  /* tokens per step */
-    int32_t max_seqs;          /* running requests */
-    double linear_cost;        /* per token (weights); > 0 */
-    double attn_cost;          /* per token per context position; >= 0 */
+    int32_t max_batch_tokens; /* tokens per step */
+    int32_t max_seqs; /* running requests */
+    double linear_cost; /* per token (weights); > 0 */
+    double attn_cost; /* per token per context position; >= 0 */
     int32_t min_prefill_chunk; /* see above; >= 1 */
 } sched_limits;
 
 typedef struct sched_input {
     const sched_req *reqs;
     int32_t n_reqs;
-    int32_t free_blocks;  /* blocks an allocation can get now: free + evictable cached (kv_pool_available) */
+    int32_t free_blocks; /* blocks an allocation can get now: free + evictable cached (kv_pool_available) */
     int32_t block_tokens;
     sched_limits limits;
 } sched_input;
@@ -90,14 +90,14 @@ typedef struct sched_input {
 typedef enum sched_kind { SCHED_DECODE = 0, SCHED_PREFILL } sched_kind;
 
 typedef struct sched_item {
-    int32_t req;        /* index into reqs[] */
+    int32_t req; /* index into reqs[] */
     sched_kind kind;
-    int32_t start;      /* first position computed: n_computed, or for admitted requests n_cached
+    int32_t start; /* first position computed: n_computed, or for admitted requests n_cached
                            rounded down to a block and below seq_len */
     int32_t n_tokens;
     int32_t new_blocks; /* blocks to allocate before the forward pass */
-    bool admitted;      /* was waiting/preempted: match the prefix cache (up to start tokens) first */
-    bool sample;        /* the chunk ends at seq_len: sample a token from its last row */
+    bool admitted; /* was waiting/preempted: match the prefix cache (up to start tokens) first */
+    bool sample; /* the chunk ends at seq_len: sample a token from its last row */
 } sched_item;
 
 typedef struct sched_plan {
@@ -107,9 +107,9 @@ typedef struct sched_plan {
     int32_t *scratch;
     /* results */
     int32_t n_items, n_preempted;
-    int32_t n_tokens;    /* tokens in the step */
-    int32_t new_blocks;  /* sum over items */
-    int32_t n_running;   /* running requests after the step */
+    int32_t n_tokens; /* tokens in the step */
+    int32_t new_blocks; /* sum over items */
+    int32_t n_running; /* running requests after the step */
     double cost, budget; /* estimated compute of the step, and the budget */
 } sched_plan;
 

@@ -8,9 +8,9 @@
 #include "model/model.h"
 
 typedef struct seq_kv {
-    float *mem;      /* owned: n_blocks * block floats */
-    float **table;   /* owned: block pointers into mem */
-    fwd_seq seq;     /* view handed to model_forward */
+    float *mem; /* owned: n_blocks * block floats */
+    float **table; /* owned: block pointers into mem */
+    fwd_seq seq; /* view handed to model_forward */
 } seq_kv;
 
 int seq_kv_init(seq_kv *kv, const model *m, int32_t ctx, int32_t block_tokens, cf_err *err);

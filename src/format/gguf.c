@@ -49,17 +49,17 @@
 typedef struct gguf_kv {
     gguf_str key;
     gguf_vtype type;
-    uint64_t offset;        /* of the key in the image (for messages) */
-    union {                 /* scalars, widened */
+    uint64_t offset; /* of the key in the image (for messages) */
+    union { /* scalars, widened */
         uint64_t u;
         int64_t i;
         double f;
     } v;
-    gguf_str str;           /* GGUF_STRING */
-    gguf_vtype arr_type;    /* GGUF_ARRAY */
+    gguf_str str; /* GGUF_STRING */
+    gguf_vtype arr_type; /* GGUF_ARRAY */
     uint64_t arr_len;
     const uint8_t *arr_raw; /* numeric arrays: payload in the image */
-    gguf_str *arr_str;      /* string arrays: owned index */
+    gguf_str *arr_str; /* string arrays: owned index */
 } gguf_kv;
 
 typedef struct arena_chunk {
@@ -108,8 +108,8 @@ static int fail_at(const cursor *c, uint64_t off, const char *what) {
 
 static int need(const cursor *c, size_t n, const char *what) {
     if (remaining(c) >= n) return 0;
-    return cf_fail(c->err, "%s: truncated %s: need %zu bytes, %zu left (offset %zu)", c->name, what, n,
-                   remaining(c), c->pos);
+    return cf_fail(c->err, "%s: truncated %s: need %zu bytes, %zu left (offset %zu)", c->name, what, n, remaining(c),
+                   c->pos);
 }
 
 static int rd_u32(cursor *c, uint32_t *v, const char *what) {
@@ -132,10 +132,8 @@ static const char *safe_name(const char *s, char *out, size_t cap) {
     size_t o = 0;
     for (; *s && o + 8 < cap; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (ch < 0x20 || ch == 0x7f)
-            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
-        else
-            out[o++] = (char)ch;
+        if (ch < 0x20 || ch == 0x7f) o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
+        else out[o++] = (char)ch;
     }
     if (*s) memcpy(out + o, "...", 3), o += 3;
     out[o] = 0;
@@ -167,8 +165,8 @@ static int rd_str(gguf_file *f, cursor *c, gguf_str *out, const char *what) {
     if (rd_u64(c, &len, what)) return -1;
     if (len > remaining(c)) {
         char msg[160];
-        snprintf(msg, sizeof msg, "%s length %" PRIu64 " runs past the end of the file (%zu bytes left)", what,
-                 len, remaining(c));
+        snprintf(msg, sizeof msg, "%s length %" PRIu64 " runs past the end of the file (%zu bytes left)", what, len,
+                 remaining(c));
         return fail_at(c, start, msg);
     }
     char *s = arena_alloc(f, (size_t)len + 1);
@@ -184,15 +182,14 @@ static int rd_str(gguf_file *f, cursor *c, gguf_str *out, const char *what) {
 /* ---- value types ---- */
 
 static const size_t scalar_size[GGUF_VTYPE_COUNT] = {
-    [GGUF_UINT8] = 1,  [GGUF_INT8] = 1,  [GGUF_UINT16] = 2,  [GGUF_INT16] = 2, [GGUF_UINT32] = 4,
-    [GGUF_INT32] = 4,  [GGUF_FLOAT32] = 4, [GGUF_BOOL] = 1,  [GGUF_UINT64] = 8, [GGUF_INT64] = 8,
-    [GGUF_FLOAT64] = 8,
+    [GGUF_UINT8] = 1,   [GGUF_INT8] = 1, [GGUF_UINT16] = 2, [GGUF_INT16] = 2, [GGUF_UINT32] = 4,  [GGUF_INT32] = 4,
+    [GGUF_FLOAT32] = 4, [GGUF_BOOL] = 1, [GGUF_UINT64] = 8, [GGUF_INT64] = 8, [GGUF_FLOAT64] = 8,
 };
 
 const char *gguf_vtype_name(gguf_vtype t) {
     static const char *names[GGUF_VTYPE_COUNT] = {
-        "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
-        "bool",  "string", "array", "uint64", "int64", "float64",
+        "uint8", "int8",   "uint16", "int16",  "uint32", "int32",   "float32",
+        "bool",  "string", "array",  "uint64", "int64",  "float64",
     };
     return (unsigned)t < GGUF_VTYPE_COUNT ? names[t] : "invalid";
 }
@@ -220,22 +217,62 @@ static void decode_scalar(gguf_vtype t, const uint8_t *p, int64_t *i, double *d,
     double f64;
     *big = false;
     switch (t) {
-    case GGUF_UINT8: case GGUF_BOOL: memcpy(&u8, p, 1); *i = u8; *d = u8; break;
-    case GGUF_INT8: memcpy(&i8, p, 1); *i = i8; *d = i8; break;
-    case GGUF_UINT16: memcpy(&u16, p, 2); *i = u16; *d = u16; break;
-    case GGUF_INT16: memcpy(&i16, p, 2); *i = i16; *d = i16; break;
-    case GGUF_UINT32: memcpy(&u32, p, 4); *i = u32; *d = u32; break;
-    case GGUF_INT32: memcpy(&i32, p, 4); *i = i32; *d = i32; break;
+    case GGUF_UINT8:
+    case GGUF_BOOL:
+        memcpy(&u8, p, 1);
+        *i = u8;
+        *d = u8;
+        break;
+    case GGUF_INT8:
+        memcpy(&i8, p, 1);
+        *i = i8;
+        *d = i8;
+        break;
+    case GGUF_UINT16:
+        memcpy(&u16, p, 2);
+        *i = u16;
+        *d = u16;
+        break;
+    case GGUF_INT16:
+        memcpy(&i16, p, 2);
+        *i = i16;
+        *d = i16;
+        break;
+    case GGUF_UINT32:
+        memcpy(&u32, p, 4);
+        *i = u32;
+        *d = u32;
+        break;
+    case GGUF_INT32:
+        memcpy(&i32, p, 4);
+        *i = i32;
+        *d = i32;
+        break;
     case GGUF_UINT64:
         memcpy(&u64, p, 8);
         *big = u64 > (uint64_t)INT64_MAX;
         *i = *big ? INT64_MAX : (int64_t)u64;
         *d = (double)u64;
         break;
-    case GGUF_INT64: memcpy(&i64, p, 8); *i = i64; *d = (double)i64; break;
-    case GGUF_FLOAT32: memcpy(&f32, p, 4); *d = f32; *i = 0; break;
-    case GGUF_FLOAT64: memcpy(&f64, p, 8); *d = f64; *i = 0; break;
-    default: *i = 0; *d = 0; break;
+    case GGUF_INT64:
+        memcpy(&i64, p, 8);
+        *i = i64;
+        *d = (double)i64;
+        break;
+    case GGUF_FLOAT32:
+        memcpy(&f32, p, 4);
+        *d = f32;
+        *i = 0;
+        break;
+    case GGUF_FLOAT64:
+        memcpy(&f64, p, 8);
+        *d = f64;
+        *i = 0;
+        break;
+    default:
+        *i = 0;
+        *d = 0;
+        break;
     }
 }
 
@@ -270,8 +307,7 @@ static int map_grow(name_map *m, name_of_fn name_of, const void *ctx) {
 }
 
 /* Inserts name -> idx; returns the index of an existing equal name, or -1. */
-static int64_t map_insert(name_map *m, const char *name, int64_t idx, name_of_fn name_of, const void *ctx,
-                          bool *oom) {
+static int64_t map_insert(name_map *m, const char *name, int64_t idx, name_of_fn name_of, const void *ctx, bool *oom) {
     *oom = false;
     if ((!m->slots || (m->count + 1) * 2 > m->mask + 1) && map_grow(m, name_of, ctx)) {
         *oom = true;
@@ -300,9 +336,7 @@ static int64_t map_find(const name_map *m, const char *name, name_of_fn name_of,
 }
 
 static const char *kv_name_of(const void *ctx, int64_t i) { return ((const gguf_file *)ctx)->kvs[i].key.s; }
-static const char *tensor_name_of(const void *ctx, int64_t i) {
-    return ((const gguf_file *)ctx)->tensors[i].name;
-}
+static const char *tensor_name_of(const void *ctx, int64_t i) { return ((const gguf_file *)ctx)->tensors[i].name; }
 
 /* ---- growth of the index arrays ---- */
 
@@ -341,9 +375,8 @@ static int parse_array(gguf_file *f, cursor *c, gguf_kv *kv) {
     size_t min_elem = et == GGUF_STRING ? 8 : scalar_size[et];
     if (n > remaining(c) / min_elem) {
         char msg[200];
-        snprintf(msg, sizeof msg,
-                 "key '%s': array of %" PRIu64 " %s elements does not fit in the %zu bytes left", SAFE(kv->key.s), n,
-                 gguf_vtype_name(kv->arr_type), remaining(c));
+        snprintf(msg, sizeof msg, "key '%s': array of %" PRIu64 " %s elements does not fit in the %zu bytes left",
+                 SAFE(kv->key.s), n, gguf_vtype_name(kv->arr_type), remaining(c));
         return fail_at(c, at_n, msg);
     }
     if (et != GGUF_STRING) {
@@ -352,8 +385,8 @@ static int parse_array(gguf_file *f, cursor *c, gguf_kv *kv) {
             for (uint64_t j = 0; j < n; j++)
                 if (kv->arr_raw[j] > 1) {
                     char msg[160];
-                    snprintf(msg, sizeof msg, "key '%s': bool element %" PRIu64 " is %u, not 0 or 1", SAFE(kv->key.s), j,
-                             kv->arr_raw[j]);
+                    snprintf(msg, sizeof msg, "key '%s': bool element %" PRIu64 " is %u, not 0 or 1", SAFE(kv->key.s),
+                             j, kv->arr_raw[j]);
                     return fail_at(c, c->pos + j, msg);
                 }
         c->pos += (size_t)n * min_elem;
@@ -398,7 +431,8 @@ static int parse_kv(gguf_file *f, cursor *c) {
     if (oom) return fail_at(c, kv->offset, "out of memory");
     if (dup >= 0) {
         char msg[200];
-        snprintf(msg, sizeof msg, "duplicate key '%s' (first at offset %" PRIu64 ")", SAFE(kv->key.s), f->kvs[dup].offset);
+        snprintf(msg, sizeof msg, "duplicate key '%s' (first at offset %" PRIu64 ")", SAFE(kv->key.s),
+                 f->kvs[dup].offset);
         return fail_at(c, kv->offset, msg);
     }
     uint64_t at = c->pos;
@@ -510,12 +544,9 @@ static int parse_header(gguf_file *f, cursor *c, uint64_t *n_tensors, uint64_t *
     uint32_t v = f->version, swapped = __builtin_bswap32(v);
     if (v != 2 && v != 3) {
         char msg[160];
-        if (swapped >= 1 && swapped <= 3)
-            snprintf(msg, sizeof msg, "big-endian GGUF files are not supported");
-        else if (v == 1)
-            snprintf(msg, sizeof msg, "GGUF version 1 is not supported (obsolete; re-convert the model)");
-        else
-            snprintf(msg, sizeof msg, "unsupported GGUF version %u (supported: 2, 3)", v);
+        if (swapped >= 1 && swapped <= 3) snprintf(msg, sizeof msg, "big-endian GGUF files are not supported");
+        else if (v == 1) snprintf(msg, sizeof msg, "GGUF version 1 is not supported (obsolete; re-convert the model)");
+        else snprintf(msg, sizeof msg, "unsupported GGUF version %u (supported: 2, 3)", v);
         return fail_at(c, 4, msg);
     }
     if (rd_u64(c, n_tensors, "header") || rd_u64(c, n_kv, "header")) return -1;
@@ -679,9 +710,7 @@ int64_t gguf_kv_count(const gguf_file *f) { return f->n_kv; }
 
 int64_t gguf_find_key(const gguf_file *f, const char *key) { return map_find(&f->key_map, key, kv_name_of, f); }
 
-static const gguf_kv *kv_at(const gguf_file *f, int64_t i) {
-    return i >= 0 && i < f->n_kv ? &f->kvs[i] : NULL;
-}
+static const gguf_kv *kv_at(const gguf_file *f, int64_t i) { return i >= 0 && i < f->n_kv ? &f->kvs[i] : NULL; }
 
 const char *gguf_key_name(const gguf_file *f, int64_t i) {
     const gguf_kv *kv = kv_at(f, i);
@@ -723,8 +752,8 @@ const void *gguf_arr_raw(const gguf_file *f, int64_t i) {
 
 static int type_fail(const gguf_file *f, const gguf_kv *kv, const char *expected, cf_err *err) {
     const char *t = kv->type == GGUF_ARRAY ? "array" : gguf_vtype_name(kv->type);
-    return cf_fail(err, "%s: key '%s' has type %s, expected %s (offset %" PRIu64 ")", f->path, SAFE(kv->key.s),
-                   t, expected, kv->offset);
+    return cf_fail(err, "%s: key '%s' has type %s, expected %s (offset %" PRIu64 ")", f->path, SAFE(kv->key.s), t,
+                   expected, kv->offset);
 }
 
 static const gguf_kv *find(const gguf_file *f, const char *key) { return kv_at(f, gguf_find_key(f, key)); }
@@ -785,8 +814,8 @@ int gguf_get_arr_str(const gguf_file *f, const char *key, const gguf_str **out, 
 static int get_arr_num(const gguf_file *f, const char *key, bool want_float, void **out, uint64_t *n, cf_err *err) {
     const gguf_kv *kv = find(f, key);
     if (!kv) return 1;
-    bool ok = kv->type == GGUF_ARRAY && (want_float ? is_num_type(kv->arr_type) && kv->arr_type != GGUF_BOOL
-                                                    : is_int_type(kv->arr_type));
+    bool ok = kv->type == GGUF_ARRAY &&
+              (want_float ? is_num_type(kv->arr_type) && kv->arr_type != GGUF_BOOL : is_int_type(kv->arr_type));
     if (!ok) return type_fail(f, kv, want_float ? "array of numbers" : "array of integers", err);
     size_t es = scalar_size[kv->arr_type], osz = want_float ? sizeof(float) : sizeof(int64_t);
     void *buf = malloc(kv->arr_len ? (size_t)kv->arr_len * osz : 1); /* arr_len bounded by the file size */
@@ -801,10 +830,8 @@ static int get_arr_num(const gguf_file *f, const char *key, bool want_float, voi
             return cf_fail(err, "%s: key '%s' element %" PRIu64 " is out of range (offset %" PRIu64 ")", f->path,
                            SAFE(key), j, kv->offset);
         }
-        if (want_float)
-            ((float *)buf)[j] = (float)d;
-        else
-            ((int64_t *)buf)[j] = i;
+        if (want_float) ((float *)buf)[j] = (float)d;
+        else ((int64_t *)buf)[j] = i;
     }
     *out = buf;
     *n = kv->arr_len;

@@ -62,8 +62,8 @@ typedef struct gguf_tensor {
     uint32_t type; /* ggml type id (tensor/dtype.h) */
     int n_dims;
     int64_t ne[GGUF_MAX_DIMS]; /* ne[0] contiguous; unused dims are 1 */
-    uint64_t offset;           /* relative to the data section */
-    const void *data;          /* into the mapping */
+    uint64_t offset; /* relative to the data section */
+    const void *data; /* into the mapping */
     size_t nbytes;
 } gguf_tensor;
 

@@ -31,11 +31,11 @@
 typedef struct wkv {
     char *key;
     gguf_vtype type;
-    uint8_t raw[8];     /* scalar bytes (little-endian host) */
-    gguf_str str;       /* STRING: owned copy */
+    uint8_t raw[8]; /* scalar bytes (little-endian host) */
+    gguf_str str; /* STRING: owned copy */
     gguf_vtype arr_type;
     uint64_t arr_len;
-    void *arr;          /* numeric: packed bytes; STRING: gguf_str[] with owned s */
+    void *arr; /* numeric: packed bytes; STRING: gguf_str[] with owned s */
 } wkv;
 
 typedef struct wtensor {
@@ -60,8 +60,8 @@ struct gguf_writer {
     char *path, *tmp_path;
     char *iobuf;
     size_t alignment;
-    size_t cur;          /* tensor being streamed */
-    uint64_t cur_done;   /* bytes of it written */
+    size_t cur; /* tensor being streamed */
+    uint64_t cur_done; /* bytes of it written */
 };
 
 gguf_writer *gguf_writer_create(void) { return calloc(1, sizeof(gguf_writer)); }
@@ -238,10 +238,8 @@ int gguf_writer_copy_kv(gguf_writer *w, const gguf_file *src, cf_err *err) {
             set_str_len(w, key, s->s, s->len);
         } else if (t == GGUF_ARRAY) {
             gguf_vtype et = gguf_arr_type(src, i);
-            if (et == GGUF_STRING)
-                set_arr_strs(w, key, NULL, gguf_arr_raw(src, i), gguf_arr_len(src, i));
-            else
-                set_arr_raw(w, key, et, gguf_arr_raw(src, i), gguf_arr_len(src, i));
+            if (et == GGUF_STRING) set_arr_strs(w, key, NULL, gguf_arr_raw(src, i), gguf_arr_len(src, i));
+            else set_arr_raw(w, key, et, gguf_arr_raw(src, i), gguf_arr_len(src, i));
         } else {
             set_scalar(w, key, t, gguf_kv_scalar_raw(src, i));
         }
@@ -403,8 +401,8 @@ int gguf_writer_begin(gguf_writer *w, const char *path, cf_err *err) {
     }
     setvbuf(w->fp, w->iobuf, _IOFBF, IO_BUF);
     errno = 0;
-    bool ok = put_u32(w->fp, 0x46554747u) && put_u32(w->fp, GGUF_WRITE_VERSION) &&
-              put_u64(w->fp, w->n_tensors) && put_u64(w->fp, w->n_kv);
+    bool ok = put_u32(w->fp, 0x46554747u) && put_u32(w->fp, GGUF_WRITE_VERSION) && put_u64(w->fp, w->n_tensors) &&
+              put_u64(w->fp, w->n_kv);
     for (size_t i = 0; ok && i < w->n_kv; i++) ok = put_kv(w->fp, &w->kvs[i]);
     for (size_t i = 0; ok && i < w->n_tensors; i++) ok = put_tensor_info(w->fp, &w->tensors[i]);
     long pos = ok ? ftell(w->fp) : -1;

@@ -19,8 +19,8 @@ struct fwd_ctx {
     int32_t max_tokens, max_ctx, block_tokens;
 };
 
-fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx,
-                        int32_t block_tokens, cf_err *err) {
+fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx, int32_t block_tokens,
+                        cf_err *err) {
     if (max_tokens <= 0 || max_ctx <= 0 || block_tokens <= 0) {
         cf_fail(err, "forward context: sizes must be positive");
         return NULL;
@@ -30,8 +30,7 @@ fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, i
         cf_fail(err, "out of memory creating the forward context (%d tokens)", max_tokens);
         return NULL;
     }
-    *c = (fwd_ctx){.m = m, .arch = m->arch, .max_tokens = max_tokens, .max_ctx = max_ctx,
-                   .block_tokens = block_tokens};
+    *c = (fwd_ctx){.m = m, .arch = m->arch, .max_tokens = max_tokens, .max_ctx = max_ctx, .block_tokens = block_tokens};
     c->impl = c->arch->fwd_create(m, pool, max_tokens, max_ctx, block_tokens, err);
     if (!c->impl) {
         free(c);
@@ -84,8 +83,8 @@ void model_embed(const model *m, const int32_t *tokens, int32_t n, float *x) {
     int64_t E = m->hp.n_embd;
     size_t emb_row = dtype_row_bytes(m->tok_embd->type, E);
     for (int32_t t = 0; t < n; t++)
-        dtype_dequantize_row((dtype)m->tok_embd->type, (const char *)m->tok_embd->data + emb_row * tokens[t],
-                             x + t * E, E);
+        dtype_dequantize_row((dtype)m->tok_embd->type, (const char *)m->tok_embd->data + emb_row * tokens[t], x + t * E,
+                             E);
 }
 
 void model_logits(const model *m, kern_ctx *kc, thread_pool *pool, const float *x, const fwd_batch *b, float *tmp,

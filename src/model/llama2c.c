@@ -138,9 +138,7 @@ static void vocab_free(vocab *v) {
     free(v->types);
 }
 
-static bool is_hex(char ch) {
-    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
-}
+static bool is_hex(char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'); }
 
 /* The GGUF form of piece i (malloc'd) and its token type. */
 static char *convert_piece(int32_t i, const uint8_t *p, size_t len, uint64_t *out_len, int32_t *type) {
@@ -186,8 +184,7 @@ static int read_vocab(const char *path, const mapped *m, int32_t n, vocab *v, cf
     size_t pos = 4;
     for (int32_t i = 0; i < n; i++) {
         int32_t len;
-        if (m->size - pos < 8)
-            return cf_fail(err, "%s: truncated at token %d of %d (offset %zu)", path, i, n, pos);
+        if (m->size - pos < 8) return cf_fail(err, "%s: truncated at token %d of %d (offset %zu)", path, i, n, pos);
         memcpy(&v->scores[i], m->p + pos, 4);
         memcpy(&len, m->p + pos + 4, 4);
         if (len < 0 || (size_t)len > m->size - pos - 8)
@@ -245,19 +242,17 @@ static int add_tensors(gguf_writer *w, const llama2c_config *c, const uint8_t *b
         return -1;
     for (int32_t i = 0; i < c->n_layers; i++) {
         char n[9][64];
-        static const char *parts[9] = {"attn_q", "attn_k",   "attn_v",  "attn_output", "attn_norm",
+        static const char *parts[9] = {"attn_q",   "attn_k",   "attn_v", "attn_output", "attn_norm",
                                        "ffn_gate", "ffn_down", "ffn_up", "ffn_norm"};
         for (int k = 0; k < 9; k++) snprintf(n[k], sizeof n[k], "blk.%d.%s.weight", i, parts[k]);
         uint64_t L = (uint64_t)i, d = (uint64_t)dim, h = (uint64_t)hid, kd = (uint64_t)kv;
         if (add(w, base, n[0], l.wq + L * d * d, dim, dim, err) ||
             add(w, base, n[1], l.wk + L * kd * d, dim, kv, err) ||
             add(w, base, n[2], l.wv + L * kd * d, dim, kv, err) ||
-            add(w, base, n[3], l.wo + L * d * d, dim, dim, err) ||
-            add(w, base, n[4], l.rms_att + L * d, dim, 0, err) ||
+            add(w, base, n[3], l.wo + L * d * d, dim, dim, err) || add(w, base, n[4], l.rms_att + L * d, dim, 0, err) ||
             add(w, base, n[5], l.w1 + L * h * d, dim, hid, err) ||
             add(w, base, n[6], l.w2 + L * d * h, hid, dim, err) ||
-            add(w, base, n[7], l.w3 + L * h * d, dim, hid, err) ||
-            add(w, base, n[8], l.rms_ffn + L * d, dim, 0, err))
+            add(w, base, n[7], l.w3 + L * h * d, dim, hid, err) || add(w, base, n[8], l.rms_ffn + L * d, dim, 0, err))
             return -1;
     }
     return 0;

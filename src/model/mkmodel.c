@@ -89,10 +89,10 @@ static int validate_ds2(const mkmodel_opts *o, cf_err *err) {
         return cf_fail(err, "deepseek2: --dim, --layers, --heads, --ffn, --kv-lora, --qk-nope, --qk-rope and "
                             "--v-head must be positive");
     if (o->qk_rope % 2) return cf_fail(err, "--qk-rope %d must be even", o->qk_rope);
-    if (o->dense_layers > o->layers) return cf_fail(err, "--dense-layers %d exceeds --layers %d", o->dense_layers, o->layers);
-    if (o->dense_layers < o->layers &&
-        (o->experts <= 0 || o->experts_used <= 0 || o->experts_used > o->experts || o->expert_ffn <= 0 ||
-         o->experts > 4096))
+    if (o->dense_layers > o->layers)
+        return cf_fail(err, "--dense-layers %d exceeds --layers %d", o->dense_layers, o->layers);
+    if (o->dense_layers < o->layers && (o->experts <= 0 || o->experts_used <= 0 || o->experts_used > o->experts ||
+                                        o->expert_ffn <= 0 || o->experts > 4096))
         return cf_fail(err, "deepseek2: MoE layers need --experts (<= 4096), --experts-used (<= experts) and "
                             "--expert-ffn");
     if (o->groups > 1 && (o->experts % o->groups || o->experts / o->groups < 2 || o->groups_used <= 0 ||
@@ -103,8 +103,10 @@ static int validate_ds2(const mkmodel_opts *o, cf_err *err) {
     int64_t ins[] = {o->dim, o->q_lora, o->kv_lora, (int64_t)o->heads * o->v_head, o->ffn, o->expert_ffn};
     for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
         if (ins[i] % be)
-            return cf_fail(err, "deepseek2: --dim, --q-lora, --kv-lora, --heads x --v-head, --ffn and --expert-ffn "
-                                "must be multiples of %d for %s", (int)be, dtype_name(o->type));
+            return cf_fail(err,
+                           "deepseek2: --dim, --q-lora, --kv-lora, --heads x --v-head, --ffn and --expert-ffn "
+                           "must be multiples of %d for %s",
+                           (int)be, dtype_name(o->type));
     return 0;
 }
 
@@ -294,12 +296,12 @@ static void set_hparams_llama(gguf_writer *w, const mkmodel_opts *o, int64_t voc
 /* ---- the architectures mkmodel writes ---- */
 
 typedef struct mk_arch {
-    const char *name;                                                   /* --arch */
-    int (*validate)(const mkmodel_opts *o, cf_err *err);                /* the options it needs */
-    int (*describe)(const mkmodel_opts *o, int64_t vocab, tdesc *t);    /* tensors, file order */
+    const char *name; /* --arch */
+    int (*validate)(const mkmodel_opts *o, cf_err *err); /* the options it needs */
+    int (*describe)(const mkmodel_opts *o, int64_t vocab, tdesc *t); /* tensors, file order */
     void (*set_hparams)(gguf_writer *w, const mkmodel_opts *o, int64_t vocab); /* general.* and its keys */
-    int max_per_layer;                                                  /* tensors per block, at most */
-    bool (*has_options)(const mkmodel_opts *o);                         /* its required options are set */
+    int max_per_layer; /* tensors per block, at most */
+    bool (*has_options)(const mkmodel_opts *o); /* its required options are set */
 } mk_arch;
 
 static bool llama_has_options(const mkmodel_opts *o) { return o->kv_heads != 0; }
@@ -393,10 +395,8 @@ static int run_batch(gguf_writer *w, pipeline *p, const job *proto, cf_err *err)
     int wrc = flush_pending(w, p, err);
     for (int k = 0; k < nt; k++) {
         void *ret = NULL;
-        if (started[k])
-            pthread_join(th[k], &ret);
-        else
-            ret = gen_rows(&jobs[k]); /* could not start a thread: do its share here */
+        if (started[k]) pthread_join(th[k], &ret);
+        else ret = gen_rows(&jobs[k]); /* could not start a thread: do its share here */
         failed |= ret != NULL;
     }
     if (wrc) return -1;

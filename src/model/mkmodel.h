@@ -10,22 +10,22 @@
 #include "tensor/dtype.h"
 
 typedef struct mkmodel_opts {
-    const char *arch;       /* "llama" or "deepseek2" */
+    const char *arch; /* "llama" or "deepseek2" */
     int dim, layers, heads, kv_heads, ffn;
     const char *vocab_from; /* GGUF whose tokenizer.* keys are copied; vocab = its token count */
-    dtype type;             /* weight matrices; norms are always F32 */
+    dtype type; /* weight matrices; norms are always F32 */
     uint64_t seed;
-    int ctx;                /* llama.context_length (0 = 2048) */
-    bool tied;              /* no output.weight: the output reuses token_embd.weight */
+    int ctx; /* llama.context_length (0 = 2048) */
+    bool tied; /* no output.weight: the output reuses token_embd.weight */
     /* deepseek2 only (kv_heads is ignored; ffn = the dense layers' width) */
-    int q_lora;             /* 0: one attn_q matrix */
+    int q_lora; /* 0: one attn_q matrix */
     int kv_lora, qk_nope, qk_rope, v_head;
     int experts, experts_used, shared_experts, expert_ffn, dense_layers;
     int groups, groups_used; /* group-limited routing; 0 = off */
-    bool softmax_gating;    /* default: sigmoid with exp_probs_b and normalized weights */
-    float expert_scale;     /* expert_weights_scale (0 = 1) */
-    float yarn_factor;      /* > 1: YaRN rope scaling (yarn_log_multiplier 0.1) */
-    int yarn_orig_ctx;      /* its original context (0 = ctx / factor) */
+    bool softmax_gating; /* default: sigmoid with exp_probs_b and normalized weights */
+    float expert_scale; /* expert_weights_scale (0 = 1) */
+    float yarn_factor; /* > 1: YaRN rope scaling (yarn_log_multiplier 0.1) */
+    int yarn_orig_ctx; /* its original context (0 = ctx / factor) */
 } mkmodel_opts;
 
 /* True when the options the architecture needs beyond the shared ones are

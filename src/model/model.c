@@ -12,8 +12,7 @@
 
 #include "model/arch/arch.h"
 
-int model_key_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out, bool required,
-                   cf_err *err) {
+int model_key_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out, bool required, cf_err *err) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     int64_t v;
@@ -65,8 +64,10 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, const model_arch 
         return -1;
     if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_ff <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 ||
         hp->n_ctx_train <= 0)
-        return cf_fail(err, "%s: embedding_length, block_count, feed_forward_length, head counts and "
-                            "context_length must be positive", a);
+        return cf_fail(err,
+                       "%s: embedding_length, block_count, feed_forward_length, head counts and "
+                       "context_length must be positive",
+                       a);
     if (hp->n_head % hp->n_head_kv)
         return cf_fail(err, "%s.attention.head_count (%d) is not a multiple of head_count_kv (%d)", a, hp->n_head,
                        hp->n_head_kv);
@@ -126,7 +127,7 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, const model_arch 
 
 /* Finds a tensor and checks its shape (ne[0], ne[1]; ne1 = 0 means 1-D). */
 const gguf_tensor *model_need_tensor(const gguf_file *f, const char *name, int64_t ne0, int64_t ne1, bool required,
-                                      cf_err *err, int *failed) {
+                                     cf_err *err, int *failed) {
     const gguf_tensor *t = gguf_find_tensor(f, name);
     if (!t) {
         if (required) {
@@ -139,9 +140,9 @@ const gguf_tensor *model_need_tensor(const gguf_file *f, const char *name, int64
     bool ok = t->ne[0] == ne0 && (ne1 ? t->ne[1] == ne1 : 1) && t->ne[2] == 1 && t->ne[3] == 1 &&
               (t->n_dims == want_dims || (want_dims == 2 && t->n_dims == 2));
     if (!ok) {
-        cf_fail(err, "tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld%s%lld]", name,
-                (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3], (long long)ne0,
-                ne1 ? ", " : "", ne1 ? (long long)ne1 : 0LL);
+        cf_fail(err, "tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld%s%lld]", name, (long long)t->ne[0],
+                (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3], (long long)ne0, ne1 ? ", " : "",
+                ne1 ? (long long)ne1 : 0LL);
         *failed = 1;
         return NULL;
     }
@@ -159,7 +160,8 @@ int model_unsupported_type(const gguf_tensor *t, cf_err *err) {
     size_t i = 0;
     for (; n[i] && i + 1 < sizeof up; i++) up[i] = (char)(n[i] >= 'a' && n[i] <= 'z' ? n[i] - 32 : n[i]);
     up[i] = 0;
-    return cf_fail(err, "tensor %s has type %s, which cinfer cannot run yet; supported: F32 F16 BF16 Q8_0 Q4_0 - use "
+    return cf_fail(err,
+                   "tensor %s has type %s, which cinfer cannot run yet; supported: F32 F16 BF16 Q8_0 Q4_0 - use "
                    "an F16, BF16, Q8_0 or Q4_0 GGUF of this model (`cinfer quantize` re-encodes those types)",
                    t->name, up);
 }
@@ -224,8 +226,7 @@ static int load_weights(model *m, cf_err *err) {
         if (model_load_matrix(m, "output.weight", hp->n_embd, hp->n_vocab, &m->output, err)) return -1;
     } else {
         hp->tied_output = true;
-        if (kern_weight_prepare(&m->output, (dtype)m->tok_embd->type, m->tok_embd->data, hp->n_vocab, hp->n_embd,
-                                err))
+        if (kern_weight_prepare(&m->output, (dtype)m->tok_embd->type, m->tok_embd->data, hp->n_vocab, hp->n_embd, err))
             return cf_prefix(err, "tensor token_embd.weight (as LM head)");
         m->weight_bytes += m->tok_embd->nbytes;
     }

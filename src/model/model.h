@@ -39,8 +39,8 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "cinfer/model.h"
 #include "base/threadpool.h"
+#include "cinfer/model.h"
 #include "format/gguf.h"
 #include "tensor/kernels.h"
 
@@ -51,27 +51,27 @@ typedef struct model_hparams {
     char arch[32];
     int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
     float rms_eps;
-    int32_t rope_dim;        /* rotated dims per head (<= head_dim) */
+    int32_t rope_dim; /* rotated dims per head (<= head_dim) */
     float rope_base;
     rope_mode rope_mode;
     rope_scaling rope_scaling;
-    float rope_factor;       /* context extension factor (linear / yarn) */
-    int32_t rope_orig_ctx;   /* yarn: original training context */
+    float rope_factor; /* context extension factor (linear / yarn) */
+    int32_t rope_orig_ctx; /* yarn: original training context */
     float yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
-    bool tied_output;        /* LM head is token_embd */
+    bool tied_output; /* LM head is token_embd */
     /* deepseek2 (MLA + MoE; arch/deepseek2.h); all 0 for other architectures.
      * There head_dim = qk_nope_dim + rope_dim (the query/key width) and
      * n_head_kv = n_head; the KV cache holds kv_lora_rank + rope_dim floats
      * per token and layer. */
-    int32_t q_lora_rank;     /* 0: one attn_q matrix */
+    int32_t q_lora_rank; /* 0: one attn_q matrix */
     int32_t kv_lora_rank, qk_nope_dim, v_head_dim;
-    int32_t n_dense_lead;    /* leading layers with a dense FFN (n_ff) */
+    int32_t n_dense_lead; /* leading layers with a dense FFN (n_ff) */
     int32_t n_expert, n_expert_used, n_expert_shared, n_ff_exp;
     int32_t n_expert_group, n_group_used; /* group-limited routing (0 = off) */
-    int32_t expert_gating;   /* 1 softmax, 2 sigmoid */
+    int32_t expert_gating; /* 1 softmax, 2 sigmoid */
     bool expert_weights_norm;
     float expert_weights_scale;
-    float yarn_log_mul;      /* kq scale = (attn_factor*(1 + yarn_log_mul*ln factor))^2 / sqrt(head_dim) */
+    float yarn_log_mul; /* kq scale = (attn_factor*(1 + yarn_log_mul*ln factor))^2 / sqrt(head_dim) */
 } model_hparams;
 
 /* The public cinfer_model (include/cinfer/model.h) is this struct. */
@@ -104,15 +104,15 @@ uint64_t model_n_params(const model *m);
 
 typedef enum kv_layer_kind {
     KV_LAYER_FULL = 0, /* K and V per token: 2 * n_head_kv * head_dim floats */
-    KV_LAYER_MLA,      /* one compressed latent (+ rope part) per token */
-    KV_LAYER_SLIDING,  /* like FULL, but only the last `window` tokens are read */
+    KV_LAYER_MLA, /* one compressed latent (+ rope part) per token */
+    KV_LAYER_SLIDING, /* like FULL, but only the last `window` tokens are read */
 } kv_layer_kind;
 
 typedef struct kv_group_spec {
     kv_layer_kind kind;
-    int32_t n_layers;     /* layers in this group */
+    int32_t n_layers; /* layers in this group */
     int32_t token_floats; /* floats one token needs in one layer of the group */
-    int32_t window;       /* KV_LAYER_SLIDING: window in tokens; else 0 */
+    int32_t window; /* KV_LAYER_SLIDING: window in tokens; else 0 */
 } kv_group_spec;
 
 typedef struct kv_spec {
@@ -159,19 +159,19 @@ typedef struct fwd_batch {
     int32_t n_tokens;
     const int32_t *tokens;
     const int32_t *pos;
-    const int32_t *seq;        /* index into seqs[] per token */
+    const int32_t *seq; /* index into seqs[] per token */
     const fwd_seq *seqs;
     int32_t n_seqs;
-    int32_t n_out;             /* rows that need logits */
-    const int32_t *out_rows;   /* their batch indices, ascending */
+    int32_t n_out; /* rows that need logits */
+    const int32_t *out_rows; /* their batch indices, ascending */
 } fwd_batch;
 
 typedef struct fwd_ctx fwd_ctx;
 
 /* Scratch for batches of up to max_tokens tokens whose sequences reach at most
  * max_ctx positions, with KV blocks of block_tokens tokens. */
-fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx,
-                        int32_t block_tokens, cf_err *err);
+fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx, int32_t block_tokens,
+                        cf_err *err);
 void fwd_ctx_free(fwd_ctx *c);
 
 /* Runs the batch: writes each token's K/V into its sequence's blocks and the

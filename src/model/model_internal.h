@@ -14,24 +14,23 @@ struct model_arch; /* arch/arch.h */
 struct cinfer_model {
     gguf_file *gguf;
     model_hparams hp;
-    const gguf_tensor *tok_embd;        /* rows looked up by token (any computable type) */
-    float *output_norm;                 /* owned */
-    kern_weight output;                 /* LM head (token_embd when tied) */
-    const struct model_arch *arch;      /* the family's hooks (arch/arch.h) */
-    void *layers;                       /* the family's per-layer weights (its own type; its release frees) */
-    float *rope_freq_factors;           /* rope_dim/2 divisors (llama3 rope_freqs) or NULL; owned */
+    const gguf_tensor *tok_embd; /* rows looked up by token (any computable type) */
+    float *output_norm; /* owned */
+    kern_weight output; /* LM head (token_embd when tied) */
+    const struct model_arch *arch; /* the family's hooks (arch/arch.h) */
+    void *layers; /* the family's per-layer weights (its own type; its release frees) */
+    float *rope_freq_factors; /* rope_dim/2 divisors (llama3 rope_freqs) or NULL; owned */
     uint64_t weight_bytes, n_params;
-    uint64_t active_bytes;              /* per-token decode bytes (MoE: used experts only) */
-    uint64_t active_params;             /* per-token parameters (MoE: used experts only) */
-    model_progress_fn progress;         /* NULL or called after each layer is prepared (load only) */
+    uint64_t active_bytes; /* per-token decode bytes (MoE: used experts only) */
+    uint64_t active_params; /* per-token parameters (MoE: used experts only) */
+    model_progress_fn progress; /* NULL or called after each layer is prepared (load only) */
     void *progress_ctx;
 };
 
 /* Loader helpers (model.c), shared with the architecture files. Keys are
  * "<arch>.<suffix>"; a missing optional key leaves *out unchanged. Matrices
  * and vectors add to m->weight_bytes / m->n_params. */
-int model_key_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out, bool required,
-                  cf_err *err);
+int model_key_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out, bool required, cf_err *err);
 int model_key_f32(const gguf_file *f, const char *arch, const char *suffix, float *out, cf_err *err);
 /* Finds a tensor and checks shape [ne0, ne1] (ne1 = 0: 1-D) and type. */
 /* "tensor NAME has type Q4_K, which cinfer cannot run yet; supported: ..." into err; returns -1. */

@@ -94,8 +94,15 @@ static void rmsnorm_row(const rows_job *j, int32_t r) {
 
 void rows_rmsnorm(thread_pool *pool, float eps, const float *src, int64_t src_stride, const float *w, float *dst,
                   int64_t dst_stride, int32_t n, int64_t width) {
-    rows_job j = {.n = n, .width = width, .src_stride = src_stride, .dst_stride = dst_stride, .src = src, .w = w,
-                  .dst = dst, .eps = eps, .fn = rmsnorm_row};
+    rows_job j = {.n = n,
+                  .width = width,
+                  .src_stride = src_stride,
+                  .dst_stride = dst_stride,
+                  .src = src,
+                  .w = w,
+                  .dst = dst,
+                  .eps = eps,
+                  .fn = rmsnorm_row};
     rows_run(pool, &j);
 }
 

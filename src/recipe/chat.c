@@ -31,8 +31,7 @@ static int parse_content(recipe_request *r, const rj *c, recipe_part **out, size
     for (size_t i = 0; i < cnt; i++) {
         rj *part = rj_at(c, i);
         const char *type = rj_gets(part, "type");
-        if (!type)
-            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.content[%zu].type' missing", path, i);
+        if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.content[%zu].type' missing", path, i);
         if (!strcmp(type, "text")) {
             const char *t = rj_gets(part, "text");
             if (!t)
@@ -91,9 +90,9 @@ static int parse_message(recipe_request *r, const rj *m, recipe_message *out, si
     path_idx(path, sizeof path, "messages", idx, "");
     if (!rj_is_object(m)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
     enum { M_ROLE, M_CONTENT, M_NAME, M_TOOL_CALLS, M_REASONING_CONTENT, M_REASONING, M_REFUSAL, M_TOOL_CALL_ID, M_N };
-    static const jkey keys[M_N] = {JKEY("role"), JKEY("content"), JKEY("name"), JKEY("tool_calls"),
-                                   JKEY("reasoning_content"), JKEY("reasoning"), JKEY("refusal"),
-                                   JKEY("tool_call_id")};
+    static const jkey keys[M_N] = {JKEY("role"),       JKEY("content"),           JKEY("name"),
+                                   JKEY("tool_calls"), JKEY("reasoning_content"), JKEY("reasoning"),
+                                   JKEY("refusal"),    JKEY("tool_call_id")};
     rj *v[M_N];
     jpick(m, keys, M_N, v);
     const char *role = rj_str(v[M_ROLE]);
@@ -137,8 +136,7 @@ static int parse_message(recipe_request *r, const rj *m, recipe_message *out, si
         if (!p) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
         p->type = RECIPE_PART_TOOL_RESULT;
         p->id = rj_str(role[0] == 't' ? v[M_TOOL_CALL_ID] : v[M_NAME]);
-        if (!p->id)
-            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.tool_call_id' missing", path);
+        if (!p->id) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.tool_call_id' missing", path);
         if (parse_content(r, content, &p->parts, &p->n_parts, &p->content_string, true, path, err)) return -1;
         if (!content || rj_is_null(content)) p->content_string = true;
         out->parts = p;
@@ -146,8 +144,10 @@ static int parse_message(recipe_request *r, const rj *m, recipe_message *out, si
         out->name = NULL;
         return 0;
     }
-    return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.role' '%s' is not one of system, developer, user, "
-                       "assistant, tool", path, role);
+    return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path,
+                       "'%s.role' '%s' is not one of system, developer, user, "
+                       "assistant, tool",
+                       path, role);
 }
 
 static int parse_tools(recipe_request *r, const rj *tools, recipe_error *err) {
@@ -208,7 +208,8 @@ int parse_logit_bias(recipe_request *r, rj *lb, recipe_error *err) {
         if (!token_key(m->key, m->klen, &bs[i].token))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "logit_bias",
                                "'logit_bias' key '%.40s' is not a token id (a decimal integer >= 0 without sign, "
-                               "spaces or leading zeros)", m->key);
+                               "spaces or leading zeros)",
+                               m->key);
         if (!rj_is_number(m) || !(rj_num(m) >= -100 && rj_num(m) <= 100))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "logit_bias",
                                "'logit_bias' values must be numbers in [-100, 100] (key '%.40s')", m->key);
@@ -223,14 +224,44 @@ int parse_logit_bias(recipe_request *r, rj *lb, recipe_error *err) {
 int chat_request_parse(recipe_request *r, rj *b, recipe_error *err);
 int chat_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     /* every top-level field in one pass over the body (most optional fields are absent) */
-    enum { C_MODEL = S_COUNT, C_MESSAGES, C_TOOLS, C_TOOL_CHOICE, C_STREAM_OPTIONS, C_MAX_COMPLETION_TOKENS,
-           C_MAX_TOKENS, C_PRESENCE, C_FREQUENCY, C_N, C_SEED, C_LOGPROBS, C_LOGIT_BIAS, C_STOP, C_EFFORT,
-           C_THINKING, C_RESPONSE_FORMAT, C_COUNT };
-    static const jkey keys[C_COUNT] = {RECIPE_COMMON_KEYS, JKEY("model"), JKEY("messages"), JKEY("tools"),
-                                       JKEY("tool_choice"), JKEY("stream_options"), JKEY("max_completion_tokens"),
-                                       JKEY("max_tokens"), JKEY("presence_penalty"), JKEY("frequency_penalty"),
-                                       JKEY("n"), JKEY("seed"), JKEY("logprobs"), JKEY("logit_bias"), JKEY("stop"),
-                                       JKEY("reasoning_effort"), JKEY("thinking"), JKEY("response_format")};
+    enum {
+        C_MODEL = S_COUNT,
+        C_MESSAGES,
+        C_TOOLS,
+        C_TOOL_CHOICE,
+        C_STREAM_OPTIONS,
+        C_MAX_COMPLETION_TOKENS,
+        C_MAX_TOKENS,
+        C_PRESENCE,
+        C_FREQUENCY,
+        C_N,
+        C_SEED,
+        C_LOGPROBS,
+        C_LOGIT_BIAS,
+        C_STOP,
+        C_EFFORT,
+        C_THINKING,
+        C_RESPONSE_FORMAT,
+        C_COUNT
+    };
+    static const jkey keys[C_COUNT] = {RECIPE_COMMON_KEYS,
+                                       JKEY("model"),
+                                       JKEY("messages"),
+                                       JKEY("tools"),
+                                       JKEY("tool_choice"),
+                                       JKEY("stream_options"),
+                                       JKEY("max_completion_tokens"),
+                                       JKEY("max_tokens"),
+                                       JKEY("presence_penalty"),
+                                       JKEY("frequency_penalty"),
+                                       JKEY("n"),
+                                       JKEY("seed"),
+                                       JKEY("logprobs"),
+                                       JKEY("logit_bias"),
+                                       JKEY("stop"),
+                                       JKEY("reasoning_effort"),
+                                       JKEY("thinking"),
+                                       JKEY("response_format")};
     rj *v[C_COUNT];
     jpick(b, keys, C_COUNT, v);
     if (rjv_str(v[C_MODEL], "model", &r->model, err, "")) return -1;
@@ -339,8 +370,7 @@ static void w_text_parts(rw *w, const recipe_part *ps, size_t n, recipe_arena *a
             rw_kstr(w, "type", "text");
             rw_kstr(w, "text", ps[i].text);
             rw_end(w);
-        } else if (ps[i].type == RECIPE_PART_IMAGE && images)
-            w_image_part(w, a, &ps[i]);
+        } else if (ps[i].type == RECIPE_PART_IMAGE && images) w_image_part(w, a, &ps[i]);
     }
     rw_end(w);
 }
@@ -351,8 +381,7 @@ static void w_content(rw *w, const recipe_part *ps, size_t n, bool as_string, re
     if (as_string && !(images && has_type(ps, n, RECIPE_PART_IMAGE))) {
         const char *t = join_text(a, ps, n, sep);
         rw_str(w, t ? t : "");
-    } else
-        w_text_parts(w, ps, n, a, images);
+    } else w_text_parts(w, ps, n, a, images);
 }
 
 static void w_message(rw *w, const recipe_request *r, const recipe_message *m, recipe_arena *a) {
@@ -476,8 +505,7 @@ int chat_request_write(rw *w, const recipe_request *r, recipe_error *err) {
     if (r->stream) {
         rw_key(w, "stream"), rw_bool(w, true);
         iu = r->include_usage >= 0 ? r->include_usage : foreign ? 1 : -1;
-    } else if (r->source == RECIPE_API_CHAT)
-        iu = r->include_usage;
+    } else if (r->source == RECIPE_API_CHAT) iu = r->include_usage;
     if (iu >= 0) {
         rw_kobj(w, "stream_options");
         rw_key(w, "include_usage"), rw_bool(w, iu);
@@ -505,7 +533,8 @@ int chat_request_write(rw *w, const recipe_request *r, recipe_error *err) {
     rw_kstr(w, "user", r->user);
     rw_kraw(w, "metadata", r->metadata);
     recipe_effort eff = r->reasoning_effort;
-    if (!eff && r->thinking == 1 && r->thinking_budget != RECIPE_UNSET) eff = recipe_effort_from_budget(r->thinking_budget);
+    if (!eff && r->thinking == 1 && r->thinking_budget != RECIPE_UNSET)
+        eff = recipe_effort_from_budget(r->thinking_budget);
     rw_kstr(w, "reasoning_effort", recipe_effort_name(eff));
     if (r->thinking >= 0) {
         rw_kobj(w, "thinking");
@@ -547,7 +576,8 @@ static json_t *chat_choice(recipe_arena *a, size_t index, const recipe_choice *c
             json_t *tc = json_object();
             jset_str(tc, "id", p->id);
             jset(tc, "type", json_string("function"));
-            jset(tc, "function", json_pack("{s:o,s:o}", "name", jsnew(p->name), "arguments", jsnew(p->args ? p->args : "{}")));
+            jset(tc, "function",
+                 json_pack("{s:o,s:o}", "name", jsnew(p->name), "arguments", jsnew(p->args ? p->args : "{}")));
             json_array_append_new(tcs, tc);
         }
     }
@@ -576,8 +606,8 @@ json_t *chat_response_encode(const recipe_response *r, recipe_error *err);
 json_t *chat_response_encode(const recipe_response *r, recipe_error *err) {
     (void)err;
     recipe_arena a = {0};
-    recipe_choice one = {.parts = r->parts, .n_parts = r->n_parts, .finish = r->finish,
-                         .stop_sequence = r->stop_sequence};
+    recipe_choice one = {
+        .parts = r->parts, .n_parts = r->n_parts, .finish = r->finish, .stop_sequence = r->stop_sequence};
     json_t *choices = json_array();
     for (size_t i = 0; choices && i < (r->n_choices ? r->n_choices : 1); i++)
         json_array_append_new(choices, chat_choice(&a, i, r->n_choices ? &r->choices[i] : &one));
@@ -614,7 +644,8 @@ int chat_response_parse(recipe_response *r, rj *b, recipe_error *err) {
     for (size_t i = 0; rj_is_array(tcs) && i < rj_size(tcs); i++) {
         rj *tc = rj_at(tcs, i), *fn = rj_get(tc, "function");
         if (!rj_gets(fn, "name"))
-            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_calls", "tool_calls[%zu].function.name missing", i);
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tool_calls", "tool_calls[%zu].function.name missing",
+                               i);
         recipe_part *p = &r->parts[r->n_parts++];
         p->type = RECIPE_PART_TOOL_CALL;
         p->id = rj_gets(tc, "id");
@@ -632,8 +663,7 @@ int chat_response_parse(recipe_response *r, rj *b, recipe_error *err) {
         r->usage.prompt = rj_int(rj_get(u, "prompt_tokens"));
         r->usage.output = rj_int(rj_get(u, "completion_tokens"));
         r->usage.cache_read = rj_int(rj_get(rj_get(u, "prompt_tokens_details"), "cached_tokens"));
-        r->usage.reasoning =
-            rj_int(rj_get(rj_get(u, "completion_tokens_details"), "reasoning_tokens"));
+        r->usage.reasoning = rj_int(rj_get(rj_get(u, "completion_tokens_details"), "reasoning_tokens"));
     }
     return 0;
 }

@@ -49,13 +49,14 @@ int recipe_request_parse_text(recipe_api api, const char *body, size_t len, unsi
     int rc;
     if (!b) rc = -1;
     else switch (api) {
-    case RECIPE_API_CHAT:
-        rc = flags & RECIPE_PARSE_COMPLETIONS ? completions_request_parse(out, b, err) : chat_request_parse(out, b, err);
-        break;
-    case RECIPE_API_MESSAGES: rc = messages_request_parse(out, b, flags, err); break;
-    case RECIPE_API_RESPONSES: rc = responses_request_parse(out, b, err); break;
-    default: rc = recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api);
-    }
+        case RECIPE_API_CHAT:
+            rc = flags & RECIPE_PARSE_COMPLETIONS ? completions_request_parse(out, b, err)
+                                                  : chat_request_parse(out, b, err);
+            break;
+        case RECIPE_API_MESSAGES: rc = messages_request_parse(out, b, flags, err); break;
+        case RECIPE_API_RESPONSES: rc = responses_request_parse(out, b, err); break;
+        default: rc = recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api);
+        }
     if (rc) recipe_request_reset(out);
     return rc;
 }
@@ -83,7 +84,8 @@ int recipe_request_parse(recipe_api api, const json_t *body, recipe_request *out
 
 static int request_write(recipe_api api, rw *w, const recipe_request *req, recipe_error *err) {
     if (req->completion)
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "prompt", "a Completions request has no messages to "
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "prompt",
+                           "a Completions request has no messages to "
                            "encode");
     switch (api) {
     case RECIPE_API_CHAT: return chat_request_write(w, req, err);
@@ -118,18 +120,17 @@ json_t *recipe_request_encode(recipe_api api, const recipe_request *req, recipe_
     return o;
 }
 
-int recipe_response_parse_text(recipe_api api, const char *body, size_t len, recipe_response *out,
-                               recipe_error *err) {
+int recipe_response_parse_text(recipe_api api, const char *body, size_t len, recipe_response *out, recipe_error *err) {
     recipe_response_reset(out);
     rj *b = parse_body(&out->arena, body, len, "response", err);
     int rc;
     if (!b) rc = -1;
     else switch (api) {
-    case RECIPE_API_CHAT: rc = chat_response_parse(out, b, err); break;
-    case RECIPE_API_MESSAGES: rc = messages_response_parse(out, b, err); break;
-    case RECIPE_API_RESPONSES: rc = responses_response_parse(out, b, err); break;
-    default: rc = recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api);
-    }
+        case RECIPE_API_CHAT: rc = chat_response_parse(out, b, err); break;
+        case RECIPE_API_MESSAGES: rc = messages_response_parse(out, b, err); break;
+        case RECIPE_API_RESPONSES: rc = responses_response_parse(out, b, err); break;
+        default: rc = recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api);
+        }
     if (rc) recipe_response_reset(out);
     return rc;
 }
@@ -146,7 +147,8 @@ int recipe_response_parse(recipe_api api, const json_t *body, recipe_response *o
 json_t *recipe_response_encode(recipe_api api, const recipe_response *resp, const recipe_request *req,
                                recipe_error *err) {
     switch (api) {
-    case RECIPE_API_CHAT: return resp->completion ? completions_response_encode(resp, err) : chat_response_encode(resp, err);
+    case RECIPE_API_CHAT:
+        return resp->completion ? completions_response_encode(resp, err) : chat_response_encode(resp, err);
     case RECIPE_API_MESSAGES: return messages_response_encode(resp, err);
     case RECIPE_API_RESPONSES: return responses_response_encode(resp, req, err);
     default: return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "unknown API %d", (int)api), NULL;
@@ -185,14 +187,15 @@ json_t *recipe_error_body(recipe_api api, const recipe_error *e, const char *req
     json_t *jm = json_string(msg);
     if (!jm) jm = json_string("invalid request");
     if (api == RECIPE_API_MESSAGES) {
-        json_t *o = json_pack("{s:s,s:{s:s,s:o}}", "type", "error", "error", "type", k_err[k].anthropic_type, "message", jm);
+        json_t *o =
+            json_pack("{s:s,s:{s:s,s:o}}", "type", "error", "error", "type", k_err[k].anthropic_type, "message", jm);
         if (request_id) jset(o, "request_id", json_string(request_id));
         return o;
     }
     json_t *param = e && e->param[0] ? json_string(e->param) : json_null();
     if (!param) param = json_null();
-    return json_pack("{s:{s:o,s:s,s:o,s:o}}", "error", "message", jm, "type", k_err[k].openai_type, "param", param, "code",
-                     k_err[k].openai_code ? json_string(k_err[k].openai_code) : json_null());
+    return json_pack("{s:{s:o,s:s,s:o,s:o}}", "error", "message", jm, "type", k_err[k].openai_type, "param", param,
+                     "code", k_err[k].openai_code ? json_string(k_err[k].openai_code) : json_null());
 }
 
 int recipe_error_body_text(recipe_api api, const recipe_error *e, const char *request_id, recipe_buf *out) {

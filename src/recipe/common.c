@@ -141,9 +141,7 @@ const char *recipe_request_strdup(recipe_request *r, const char *s) {
     return s ? ra_strndup(&r->arena, s, strlen(s)) : NULL;
 }
 
-void recipe_response_init(recipe_response *r) {
-    memset(r, 0, sizeof *r);
-}
+void recipe_response_init(recipe_response *r) { memset(r, 0, sizeof *r); }
 
 void recipe_response_reset(recipe_response *r) {
     recipe_arena a = r->arena;
@@ -230,7 +228,8 @@ bool write_tool_choice_openai(struct rw *w, const recipe_request *r, bool respon
 static int parse_stop_ids(recipe_request *r, const rj *v, recipe_error *err) {
     if (rj_is_absent(v)) return 0;
     if (!rj_is_array(v))
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop_token_ids", "'stop_token_ids' must be an array of "
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop_token_ids",
+                           "'stop_token_ids' must be an array of "
                            "token ids");
     size_t n = rj_size(v);
     int32_t *ids = ra_alloc(&r->arena, (n ? n : 1) * sizeof *ids);

@@ -19,8 +19,10 @@ static int prompt_ids(recipe_request *r, const rj *a, recipe_error *err) {
     for (size_t i = 0; i < n; i++) {
         const rj *t = rj_at(a, i);
         if (!rj_is_integer(t) || rj_int(t) < 0 || rj_int(t) > INT32_MAX)
-            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "prompt", "'prompt[%zu]' must be a token id (an "
-                               "integer >= 0)", i);
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "prompt",
+                               "'prompt[%zu]' must be a token id (an "
+                               "integer >= 0)",
+                               i);
         ids[i] = (int32_t)rj_int(t);
     }
     r->prompt_ids = ids;
@@ -39,16 +41,19 @@ static int parse_prompt(recipe_request *r, const rj *pr, recipe_error *err) {
     }
     if (rj_is_array(pr) && rj_size(pr) > 0 && rj_is_number(rj_at(pr, 0))) return prompt_ids(r, pr, err);
     if (rj_is_array(pr) && rj_size(pr) > 1)
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "prompt", "batched prompts (more than one) are not "
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "prompt",
+                           "batched prompts (more than one) are not "
                            "supported; send one request per prompt");
-    return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "prompt", "'prompt' must be a string, a list of token ids, "
+    return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "prompt",
+                       "'prompt' must be a string, a list of token ids, "
                        "or a list with one of those");
 }
 
 static int parse_stop(recipe_request *r, const rj *stop, recipe_error *err) {
     if (rj_is_absent(stop)) return 0;
     if (rj_is_string(stop)) {
-        if (!(r->stop = ra_alloc(&r->arena, sizeof *r->stop))) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+        if (!(r->stop = ra_alloc(&r->arena, sizeof *r->stop)))
+            return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
         r->stop[0] = rj_str(stop);
         r->n_stop = 1;
         r->stop_string = true;
@@ -70,12 +75,38 @@ static int parse_stop(recipe_request *r, const rj *stop, recipe_error *err) {
 
 int completions_request_parse(recipe_request *r, rj *b, recipe_error *err);
 int completions_request_parse(recipe_request *r, rj *b, recipe_error *err) {
-    enum { P_MODEL = S_COUNT, P_PROMPT, P_STREAM_OPTIONS, P_MAX_TOKENS, P_PRESENCE, P_FREQUENCY, P_N, P_SEED,
-           P_LOGPROBS, P_LOGIT_BIAS, P_STOP, P_ECHO, P_SUFFIX, P_BEST_OF, P_COUNT };
-    static const jkey keys[P_COUNT] = {RECIPE_COMMON_KEYS, JKEY("model"), JKEY("prompt"), JKEY("stream_options"),
-                                       JKEY("max_tokens"), JKEY("presence_penalty"), JKEY("frequency_penalty"),
-                                       JKEY("n"), JKEY("seed"), JKEY("logprobs"), JKEY("logit_bias"), JKEY("stop"),
-                                       JKEY("echo"), JKEY("suffix"), JKEY("best_of")};
+    enum {
+        P_MODEL = S_COUNT,
+        P_PROMPT,
+        P_STREAM_OPTIONS,
+        P_MAX_TOKENS,
+        P_PRESENCE,
+        P_FREQUENCY,
+        P_N,
+        P_SEED,
+        P_LOGPROBS,
+        P_LOGIT_BIAS,
+        P_STOP,
+        P_ECHO,
+        P_SUFFIX,
+        P_BEST_OF,
+        P_COUNT
+    };
+    static const jkey keys[P_COUNT] = {RECIPE_COMMON_KEYS,
+                                       JKEY("model"),
+                                       JKEY("prompt"),
+                                       JKEY("stream_options"),
+                                       JKEY("max_tokens"),
+                                       JKEY("presence_penalty"),
+                                       JKEY("frequency_penalty"),
+                                       JKEY("n"),
+                                       JKEY("seed"),
+                                       JKEY("logprobs"),
+                                       JKEY("logit_bias"),
+                                       JKEY("stop"),
+                                       JKEY("echo"),
+                                       JKEY("suffix"),
+                                       JKEY("best_of")};
     rj *v[P_COUNT];
     jpick(b, keys, P_COUNT, v);
     r->completion = true;
@@ -83,7 +114,8 @@ int completions_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     if (parse_prompt(r, v[P_PROMPT], err)) return -1;
     if (parse_common_sampling_v(r, v, err)) return -1;
     if (r->top_logprobs != RECIPE_UNSET)
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "top_logprobs", "Completions take 'logprobs' (an "
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "top_logprobs",
+                           "Completions take 'logprobs' (an "
                            "integer), not 'top_logprobs'");
     rj *so = NULL;
     if (rjv_obj(v[P_STREAM_OPTIONS], "stream_options", &so, err, "")) return -1;

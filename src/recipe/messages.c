@@ -54,8 +54,7 @@ static int parse_simple_blocks(recipe_request *r, const rj *c, recipe_part **out
             ps[i].text = rj_gets(b, "text");
         } else if (type && !strcmp(type, "image")) {
             if (parse_image(&ps[i], b, p2, err)) return -1;
-        } else
-            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s' must be a text or image block", p2);
+        } else return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s' must be a text or image block", p2);
         ps[i].cache_control = RAW(r, rj_get(b, "cache_control"));
     }
     *out = ps, *n = cnt;
@@ -92,11 +91,24 @@ static int parse_turn(recipe_request *r, const rj *m, size_t idx, recipe_error *
     recipe_message *cur = NULL; /* the open USER/ASSISTANT message collecting non-tool_result blocks */
     for (size_t i = 0; i < cnt; i++) {
         rj *b = rj_at(c, i);
-        enum { B_TYPE, B_TEXT, B_ID, B_NAME, B_INPUT, B_THINKING, B_SIGNATURE, B_DATA, B_CACHE, B_CONTENT,
-               B_TOOL_USE_ID, B_IS_ERROR, B_N };
-        static const jkey bkeys[B_N] = {JKEY("type"), JKEY("text"), JKEY("id"), JKEY("name"), JKEY("input"),
-                                        JKEY("thinking"), JKEY("signature"), JKEY("data"), JKEY("cache_control"),
-                                        JKEY("content"), JKEY("tool_use_id"), JKEY("is_error")};
+        enum {
+            B_TYPE,
+            B_TEXT,
+            B_ID,
+            B_NAME,
+            B_INPUT,
+            B_THINKING,
+            B_SIGNATURE,
+            B_DATA,
+            B_CACHE,
+            B_CONTENT,
+            B_TOOL_USE_ID,
+            B_IS_ERROR,
+            B_N
+        };
+        static const jkey bkeys[B_N] = {JKEY("type"),          JKEY("text"),     JKEY("id"),          JKEY("name"),
+                                        JKEY("input"),         JKEY("thinking"), JKEY("signature"),   JKEY("data"),
+                                        JKEY("cache_control"), JKEY("content"),  JKEY("tool_use_id"), JKEY("is_error")};
         rj *v[B_N];
         jpick(b, bkeys, B_N, v);
         const char *type = rj_str(v[B_TYPE]);
@@ -116,9 +128,7 @@ static int parse_turn(recipe_request *r, const rj *m, size_t idx, recipe_error *
             p->cache_control = RAW(r, v[B_CACHE]);
             char p3[RECIPE_PATH];
             path_idx(p3, sizeof p3, cpath, i, ".content");
-            if (parse_simple_blocks(r, v[B_CONTENT], &p->parts, &p->n_parts, &p->content_string, p3,
-                                    err))
-                return -1;
+            if (parse_simple_blocks(r, v[B_CONTENT], &p->parts, &p->n_parts, &p->content_string, p3, err)) return -1;
             cur = NULL;
             continue;
         }
@@ -153,8 +163,8 @@ static int parse_turn(recipe_request *r, const rj *m, size_t idx, recipe_error *
             p->data = rj_str(v[B_DATA]);
             if (!p->data) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.data' must be a string", p2);
         } else
-            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s': unsupported content block type '%s' in a %s turn",
-                               p2, type, role);
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2,
+                               "'%s': unsupported content block type '%s' in a %s turn", p2, type, role);
         p->cache_control = RAW(r, v[B_CACHE]);
         cur->n_parts++;
     }
@@ -200,14 +210,16 @@ static int parse_system(recipe_request *r, rj *sys, recipe_error *err) {
         for (size_t i = 0; i < rj_size(sys); i++) {
             rj *blk = rj_at(sys, i);
             const char *t = rj_gets(blk, "text");
-            if (!t) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "system", "'system[%zu]' must be a text block", i);
+            if (!t)
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "system", "'system[%zu]' must be a text block", i);
             if (!strncmp(t, "x-anthropic-billing-header", 26)) continue;
             o->parts[o->n_parts].type = RECIPE_PART_TEXT;
             o->parts[o->n_parts].text = t;
             o->parts[o->n_parts++].cache_control = RAW(r, rj_get(blk, "cache_control"));
         }
     } else if (sys && !rj_is_null(sys))
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "system", "'system' must be a string or an array of text blocks");
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "system",
+                           "'system' must be a string or an array of text blocks");
     return 0;
 }
 
@@ -217,14 +229,14 @@ static int parse_tools(recipe_request *r, rj *tools, recipe_error *err) {
         r->tools = ra_alloc(&r->arena, (n ? n : 1) * sizeof *r->tools);
         if (!r->tools) return oom(err);
         for (size_t i = 0; i < n; i++) {
-            static const jkey tkeys[] = {JKEY("type"), JKEY("name"), JKEY("description"), JKEY("input_schema"),
-                                         JKEY("cache_control"), JKEY("strict")};
+            static const jkey tkeys[] = {JKEY("type"),         JKEY("name"),          JKEY("description"),
+                                         JKEY("input_schema"), JKEY("cache_control"), JKEY("strict")};
             rj *tv[6];
             jpick(rj_at(tools, i), tkeys, 6, tv);
             const char *type = rj_str(tv[0]);
             if (type && strcmp(type, "custom"))
-                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'", i,
-                                   type);
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'",
+                                   i, type);
             recipe_tool *d = &r->tools[r->n_tools++];
             d->name = rj_str(tv[1]);
             if (!d->name) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools[%zu].name' missing", i);
@@ -268,8 +280,8 @@ static int parse_stop_sequences(recipe_request *r, rj *ss, recipe_error *err) {
         for (size_t i = 0; i < n; i++) {
             const char *s = rj_str(rj_at(ss, i));
             if (!s)
-                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop_sequences", "'stop_sequences[%zu]' must be a string",
-                                   i);
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop_sequences",
+                                   "'stop_sequences[%zu]' must be a string", i);
             r->stop[r->n_stop++] = s;
         }
     } else if (ss && !rj_is_null(ss))
@@ -306,7 +318,8 @@ static int parse_output_config(recipe_request *r, rj *v, recipe_error *err) {
     if (oc) {
         const char *eff = rj_gets(oc, "effort");
         if (eff && !(r->reasoning_effort = effort_parse(eff)))
-            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output_config.effort", "unknown 'output_config.effort'");
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output_config.effort",
+                               "unknown 'output_config.effort'");
         rj *fmt = rj_get(oc, "format");
         if (rj_is_object(fmt)) {
             rj *schema = rj_get(fmt, "schema");
@@ -323,12 +336,26 @@ static int parse_output_config(recipe_request *r, rj *v, recipe_error *err) {
 int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_error *err);
 int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_error *err) {
     /* every top-level field in one pass over the body (most optional fields are absent) */
-    enum { A_MODEL = X_COUNT, A_MAX_TOKENS, A_MESSAGES, A_SYSTEM, A_TOOLS, A_TOOL_CHOICE, A_STOP, A_TEMP, A_TOP_P,
-           A_STREAM, A_METADATA, A_THINKING, A_OUTPUT_CONFIG, A_COUNT };
-    static const jkey keys[A_COUNT] = {RECIPE_EXT_KEYS, JKEY("model"), JKEY("max_tokens"), JKEY("messages"),
-                                       JKEY("system"), JKEY("tools"), JKEY("tool_choice"), JKEY("stop_sequences"),
-                                       JKEY("temperature"), JKEY("top_p"), JKEY("stream"), JKEY("metadata"),
-                                       JKEY("thinking"), JKEY("output_config")};
+    enum {
+        A_MODEL = X_COUNT,
+        A_MAX_TOKENS,
+        A_MESSAGES,
+        A_SYSTEM,
+        A_TOOLS,
+        A_TOOL_CHOICE,
+        A_STOP,
+        A_TEMP,
+        A_TOP_P,
+        A_STREAM,
+        A_METADATA,
+        A_THINKING,
+        A_OUTPUT_CONFIG,
+        A_COUNT
+    };
+    static const jkey keys[A_COUNT] = {
+        RECIPE_EXT_KEYS, JKEY("model"),       JKEY("max_tokens"),     JKEY("messages"),     JKEY("system"),
+        JKEY("tools"),   JKEY("tool_choice"), JKEY("stop_sequences"), JKEY("temperature"),  JKEY("top_p"),
+        JKEY("stream"),  JKEY("metadata"),    JKEY("thinking"),       JKEY("output_config")};
     rj *bv[A_COUNT];
     jpick(b, keys, A_COUNT, bv);
     if (rjv_str(bv[A_MODEL], "model", &r->model, err, "")) return -1;
@@ -366,7 +393,8 @@ int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_erro
 static bool id_ok(const char *id) {
     if (!id || !*id) return false;
     for (const char *c = id; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+              *c == '-'))
             return false;
     return true;
 }
@@ -381,7 +409,8 @@ static const char *safe_id(recipe_arena *a, const char *id, const char *prefix, 
     }
     char *d = ra_strndup(a, id, strlen(id));
     for (char *c = d; d && *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+              *c == '-'))
             *c = '_';
     return d;
 }
@@ -447,7 +476,9 @@ static void w_block(rw *w, recipe_arena *a, const recipe_part *p, size_t idx) {
     rw_end(w);
 }
 
-static bool is_sys(const recipe_message *m) { return m->role == RECIPE_ROLE_SYSTEM || m->role == RECIPE_ROLE_DEVELOPER; }
+static bool is_sys(const recipe_message *m) {
+    return m->role == RECIPE_ROLE_SYSTEM || m->role == RECIPE_ROLE_DEVELOPER;
+}
 static bool wire_user(const recipe_message *m) { return m->role != RECIPE_ROLE_ASSISTANT; }
 
 /* Whether any user/assistant message yields a block (system messages are hoisted). */
@@ -465,13 +496,12 @@ static int thinking_mode(const recipe_request *r, int64_t *max_tokens, int64_t *
     if (r->thinking == 1 && r->thinking_adaptive) thinking = 2;
     else if (r->thinking == 1 || (r->thinking < 0 && r->reasoning_effort > RECIPE_EFFORT_NONE)) {
         thinking = 1;
-        *budget = r->thinking_budget != RECIPE_UNSET ? r->thinking_budget
-                                                     : recipe_budget_from_effort(r->reasoning_effort);
+        *budget =
+            r->thinking_budget != RECIPE_UNSET ? r->thinking_budget : recipe_budget_from_effort(r->reasoning_effort);
         /* Anthropic needs budget < max_tokens (both include thinking): keep the requested
          * allowance for the answer on top of the budget */
         if (*max_tokens <= *budget) *max_tokens += *budget;
-    } else if (r->thinking == 0 || r->reasoning_effort == RECIPE_EFFORT_NONE)
-        thinking = 0;
+    } else if (r->thinking == 0 || r->reasoning_effort == RECIPE_EFFORT_NONE) thinking = 0;
     return thinking;
 }
 
@@ -700,7 +730,8 @@ json_t *messages_response_encode(const recipe_response *r, recipe_error *err) {
     jset(o, "content", content);
     const char *sr = recipe_finish_messages(f);
     jset(o, "stop_reason", sr ? json_string(sr) : json_null());
-    jset(o, "stop_sequence", f == RECIPE_FINISH_STOP_STRING && r->stop_sequence ? jsnew(r->stop_sequence) : json_null());
+    jset(o, "stop_sequence",
+         f == RECIPE_FINISH_STOP_STRING && r->stop_sequence ? jsnew(r->stop_sequence) : json_null());
     recipe_usage zero = {0};
     jset(o, "usage", usage_messages(r->has_usage ? &r->usage : &zero));
     ra_free(&a);
@@ -725,15 +756,15 @@ int messages_response_parse(recipe_response *r, rj *b, recipe_error *err) {
             p->type = RECIPE_PART_REASONING;
             p->text = rj_gets(blk, "thinking");
             p->signature = rj_gets(blk, "signature");
-        } else if (!strcmp(type, "redacted_thinking") && rj_gets(blk, "data")) p->type = RECIPE_PART_REDACTED, p->data = rj_gets(blk, "data");
+        } else if (!strcmp(type, "redacted_thinking") && rj_gets(blk, "data"))
+            p->type = RECIPE_PART_REDACTED, p->data = rj_gets(blk, "data");
         else if (!strcmp(type, "tool_use") && rj_gets(blk, "name")) {
             p->type = RECIPE_PART_TOOL_CALL;
             p->id = rj_gets(blk, "id");
             p->name = rj_gets(blk, "name");
             rj *in = rj_get(blk, "input");
             p->args = in ? RAW(r, in) : "{}";
-        } else
-            continue;
+        } else continue;
         r->n_parts++;
     }
     r->finish = recipe_finish_from_messages(rj_gets(b, "stop_reason"));

@@ -149,8 +149,8 @@ chat_stream *chat_stream_new(const recipe_stream_info *info, const char *id) {
     if (!c->id || !c->model || !c->ch) goto fail;
     rb_puts(p, "data: {\"id\":");
     rb_json_str(p, c->id, strlen(c->id));
-    rb_printf(p, ",\"object\":\"%s\",\"created\":%lld,\"model\":", c->completion ? "text_completion" : "chat.completion.chunk",
-              (long long)c->created);
+    rb_printf(p, ",\"object\":\"%s\",\"created\":%lld,\"model\":",
+              c->completion ? "text_completion" : "chat.completion.chunk", (long long)c->created);
     rb_json_str(p, c->model, strlen(c->model));
     rb_puts(p, ",\"choices\":[{\"index\":");
     if (p->failed) goto fail;
@@ -274,7 +274,8 @@ int chat_stream_event(chat_stream *c, const recipe_event *ev, recipe_buf *out, r
         break;
     case RECIPE_EV_TOOL_ARGS:
         if (!tool_begun(ch, ev->index))
-            return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "tool arguments for call %d that was not begun", ev->index);
+            return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "tool arguments for call %d that was not begun",
+                               ev->index);
         if (!ev->len) break;
         chunk_begin(c, ev->choice, out);
         rb_printf(out, "{\"tool_calls\":[{\"index\":%d,\"function\":{\"arguments\":", ev->index);
@@ -315,8 +316,8 @@ static const char *choice_text(recipe_arena *a, const recipe_part *ps, size_t n)
 json_t *completions_response_encode(const recipe_response *r, recipe_error *err) {
     recipe_arena a = {0};
     json_t *choices = json_array();
-    recipe_choice one = {.parts = r->parts, .n_parts = r->n_parts, .finish = r->finish,
-                         .stop_sequence = r->stop_sequence};
+    recipe_choice one = {
+        .parts = r->parts, .n_parts = r->n_parts, .finish = r->finish, .stop_sequence = r->stop_sequence};
     const recipe_choice *cs = r->n_choices ? r->choices : &one;
     size_t n = r->n_choices ? r->n_choices : 1;
     for (size_t i = 0; choices && i < n; i++) {

@@ -35,10 +35,30 @@
 #include "recipe/recipe_internal.h"
 
 typedef enum {
-    M_START, M_REASON, M_CONTENT, M_PLAIN, M_AFTER,
-    DS_EXPECT, DS_NAME, DS_V3_NAME, DS_V3_FENCE, DS_ARGS_FENCED, DS_ARGS_RAW, DS_CALL_END,
-    W_OPEN, W_KEY, W_COLON, W_VALUE, W_SCAN,
-    HE_CLOSE, LL_NEXT, MI_START, MI_NEXT, MI_NAME, MI_CALLID, MI_ARGS,
+    M_START,
+    M_REASON,
+    M_CONTENT,
+    M_PLAIN,
+    M_AFTER,
+    DS_EXPECT,
+    DS_NAME,
+    DS_V3_NAME,
+    DS_V3_FENCE,
+    DS_ARGS_FENCED,
+    DS_ARGS_RAW,
+    DS_CALL_END,
+    W_OPEN,
+    W_KEY,
+    W_COLON,
+    W_VALUE,
+    W_SCAN,
+    HE_CLOSE,
+    LL_NEXT,
+    MI_START,
+    MI_NEXT,
+    MI_NAME,
+    MI_CALLID,
+    MI_ARGS,
 } pmode;
 
 typedef struct ev_rec {
@@ -55,8 +75,12 @@ typedef struct ev_rec {
 #define DS_CALL_END_M "<" FB "tool" SP "call" SP "end" FB ">"
 #define DS_SEP "<" FB "tool" SP "sep" FB ">"
 
-static const char *const k_ds_start[] = {DS_CALLS_BEGIN, "<" FB "tool_calls_begin" FB ">", "<" FB "tool calls begin" FB ">",
-                                         "<" FB "tool\\_calls\\_begin" FB ">", "<" FB "tool" SP "calls" FB ">", NULL};
+static const char *const k_ds_start[] = {DS_CALLS_BEGIN,
+                                         "<" FB "tool_calls_begin" FB ">",
+                                         "<" FB "tool calls begin" FB ">",
+                                         "<" FB "tool\\_calls\\_begin" FB ">",
+                                         "<" FB "tool" SP "calls" FB ">",
+                                         NULL};
 static const char *const k_hermes_start[] = {"<tool_call>", NULL};
 static const char *const k_llama_start[] = {"<|python_tag|>", NULL};
 static const char *const k_mistral_start[] = {"[TOOL_CALLS]", NULL};
@@ -83,8 +107,8 @@ struct recipe_parser {
     /* tool calls */
     int n_tools;
     bool call_open, call_had_args, llama_probe;
-    recipe_buf raw;      /* consumed tool-section text before the first call began */
-    recipe_buf name;     /* DS/Mistral name, Mistral call id */
+    recipe_buf raw; /* consumed tool-section text before the first call began */
+    recipe_buf name; /* DS/Mistral name, Mistral call id */
     recipe_buf callid;
     recipe_buf pend_args; /* JSON args seen before the name */
     uint64_t seed;
@@ -246,8 +270,14 @@ static void start_tools(recipe_parser *p) {
     case RECIPE_PARSER_DEEPSEEK_R1:
     case RECIPE_PARSER_DEEPSEEK_V3:
     case RECIPE_PARSER_DEEPSEEK_V31: set_mode(p, DS_EXPECT); break;
-    case RECIPE_PARSER_HERMES: p->after_value = HE_CLOSE; set_mode(p, W_OPEN); break;
-    case RECIPE_PARSER_LLAMA3: p->after_value = LL_NEXT; set_mode(p, W_OPEN); break;
+    case RECIPE_PARSER_HERMES:
+        p->after_value = HE_CLOSE;
+        set_mode(p, W_OPEN);
+        break;
+    case RECIPE_PARSER_LLAMA3:
+        p->after_value = LL_NEXT;
+        set_mode(p, W_OPEN);
+        break;
     case RECIPE_PARSER_MISTRAL: set_mode(p, MI_START); break;
     default: set_mode(p, M_AFTER);
     }
@@ -686,8 +716,7 @@ static bool h_wrapper(recipe_parser *p, const char *s, size_t n) {
                 }
             }
             json_decref(j);
-        } else if (p->key_is_args && p->v_is_string)
-            args_from_string(p, v, vl);
+        } else if (p->key_is_args && p->v_is_string) args_from_string(p, v, vl);
         set_mode(p, W_KEY);
         return true;
     }
@@ -820,42 +849,30 @@ static bool step(recipe_parser *p) {
     case M_CONTENT: return h_content(p, s, n);
     case M_PLAIN: emit_consume(p, RECIPE_EV_TEXT, n); return n > 0;
     case M_AFTER: return h_after(p, s, n);
-    case DS_EXPECT: case DS_NAME: case DS_V3_NAME: case DS_V3_FENCE: case DS_ARGS_FENCED: case DS_ARGS_RAW: case DS_CALL_END:
-        return h_deepseek(p, s, n);
-    case W_OPEN: case W_KEY: case W_COLON: case W_VALUE: case W_SCAN: case HE_CLOSE: case LL_NEXT: case MI_NEXT:
-        return h_wrapper(p, s, n);
-    case MI_START: case MI_NAME: case MI_CALLID: case MI_ARGS: return h_mistral(p, s, n);
+    case DS_EXPECT:
+    case DS_NAME:
+    case DS_V3_NAME:
+    case DS_V3_FENCE:
+    case DS_ARGS_FENCED:
+    case DS_ARGS_RAW:
+    case DS_CALL_END: return h_deepseek(p, s, n);
+    case W_OPEN:
+    case W_KEY:
+    case W_COLON:
+    case W_VALUE:
+    case W_SCAN:
+    case HE_CLOSE:
+    case LL_NEXT:
+    case MI_NEXT: return h_wrapper(p, s, n);
+    case MI_START:
+    case MI_NAME:
+    case MI_CALLID:
+    case MI_ARGS: return h_mistral(p, s, n);
     }
     return false;
 }
 
 /* ---------------------------------------------------------------- public API */
-
-static const char *const k_names[RECIPE_PARSER_COUNT] = {"plain", "think", "deepseek_r1", "deepseek_v3",
-                                                         "deepseek_v31", "hermes", "llama3", "mistral"};
-
-const char *recipe_parser_name(recipe_parser_kind k) { return (unsigned)k < RECIPE_PARSER_COUNT ? k_names[k] : "?"; }
-
-int recipe_parser_from_name(const char *name) {
-    if (!name) return -1;
-    for (int i = 0; i < RECIPE_PARSER_COUNT; i++)
-        if (!strcmp(name, k_names[i])) return i;
-    if (!strcmp(name, "qwen") || !strcmp(name, "qwen3") || !strcmp(name, "qwen25")) return RECIPE_PARSER_HERMES;
-    if (!strcmp(name, "deepseek_v3.1")) return RECIPE_PARSER_DEEPSEEK_V31;
-    if (!strcmp(name, "llama") || !strcmp(name, "llama3_json")) return RECIPE_PARSER_LLAMA3;
-    return -1;
-}
-
-bool recipe_parser_think_markers(recipe_parser_kind kind, const char **start, const char **end) {
-    switch (kind) {
-    case RECIPE_PARSER_THINK:
-    case RECIPE_PARSER_DEEPSEEK_R1:
-    case RECIPE_PARSER_DEEPSEEK_V31:
-    case RECIPE_PARSER_HERMES: *start = "<think>", *end = "</think>"; return true;
-    case RECIPE_PARSER_MISTRAL: *start = "[THINK]", *end = "[/THINK]"; return true;
-    default: *start = *end = NULL; return false;
-    }
-}
 
 recipe_parser *recipe_parser_new(recipe_parser_kind kind, unsigned flags) {
     if ((unsigned)kind >= RECIPE_PARSER_COUNT) return NULL;
@@ -948,8 +965,7 @@ static void run(recipe_parser *p, const recipe_event **events, size_t *n_events)
         if (e->type == RECIPE_EV_TOOL_BEGIN) {
             e->id = p->evbuf.data + p->recs[i].id_off;
             e->name = p->evbuf.data + p->recs[i].name_off;
-        } else if (e->type != RECIPE_EV_TOOL_END)
-            e->text = p->evbuf.data + p->recs[i].text_off;
+        } else if (e->type != RECIPE_EV_TOOL_END) e->text = p->evbuf.data + p->recs[i].text_off;
     }
     *events = p->out;
     *n_events = p->n_recs;
@@ -963,28 +979,4 @@ void recipe_parser_feed(recipe_parser *p, const char *text, size_t len, const re
 void recipe_parser_finish(recipe_parser *p, const recipe_event **events, size_t *n_events) {
     p->final = true;
     run(p, events, n_events);
-}
-
-/* ---------------------------------------------------------------- detection */
-
-recipe_parser_kind recipe_parser_detect(const char *t, const char *arch) {
-    if (t) {
-        if (strstr(t, "tool" SP "calls" SP "begin")) {
-            /* V3/R1 render "name\n```json\nargs\n```"; V3.1 puts the arguments right after the separator */
-            if (!strstr(t, "```json")) return RECIPE_PARSER_DEEPSEEK_V31;
-            return strstr(t, "<think>") || strstr(t, "</think>") ? RECIPE_PARSER_DEEPSEEK_R1 : RECIPE_PARSER_DEEPSEEK_V3;
-        }
-        if (strstr(t, "[TOOL_CALLS]") || strstr(t, "[THINK]")) return RECIPE_PARSER_MISTRAL;
-        if (strstr(t, "<tool_call>")) return RECIPE_PARSER_HERMES;
-        if (strstr(t, "<|python_tag|>") || (strstr(t, "<|start_header_id|>") && strstr(t, "\"parameters\"")))
-            return RECIPE_PARSER_LLAMA3;
-        if (strstr(t, "<think>") || strstr(t, "</think>")) return RECIPE_PARSER_THINK;
-        if (strstr(t, "<|start_header_id|>ipython")) return RECIPE_PARSER_LLAMA3;
-    }
-    if (arch) {
-        if (!strcmp(arch, "deepseek2") || !strcmp(arch, "deepseek3")) return RECIPE_PARSER_DEEPSEEK_V3;
-        if (!strncmp(arch, "qwen", 4)) return RECIPE_PARSER_HERMES;
-        if (!strcmp(arch, "llama") && t && strstr(t, "<|eot_id|>")) return RECIPE_PARSER_LLAMA3;
-    }
-    return RECIPE_PARSER_PLAIN;
 }

@@ -56,9 +56,7 @@ int rb_real(recipe_buf *b, double v); /* shortest text that reads back exactly, 
 
 /* ---- jansson accessors (response encoders, stream encoder). Inline so that the length of a
  * literal key is computed at compile time (json_object_get would strlen it on every lookup). */
-static inline json_t *jget(const json_t *o, const char *key) {
-    return json_object_getn(o, key, __builtin_strlen(key));
-}
+static inline json_t *jget(const json_t *o, const char *key) { return json_object_getn(o, key, __builtin_strlen(key)); }
 static inline const char *jstr(const json_t *o, const char *key) { return json_string_value(jget(o, key)); }
 /* New string value without re-validating UTF-8 (inputs came from jansson or were validated). */
 static inline json_t *jsnew(const char *s) { return s ? json_stringn_nocheck(s, strlen(s)) : json_null(); }
@@ -75,10 +73,8 @@ static inline void jset_int(json_t *o, const char *k, int64_t v) {
 static inline void jset_real(json_t *o, const char *k, double v) {
     if (!isnan(v)) {
         /* keep integral values integral so 1 round-trips as 1, not 1.0 */
-        if (v == (double)(int64_t)v && fabs(v) < 1e15)
-            json_object_set_new_nocheck(o, k, json_integer((json_int_t)v));
-        else
-            json_object_set_new_nocheck(o, k, json_real(v));
+        if (v == (double)(int64_t)v && fabs(v) < 1e15) json_object_set_new_nocheck(o, k, json_integer((json_int_t)v));
+        else json_object_set_new_nocheck(o, k, json_real(v));
     }
 }
 static inline void jset_tri(json_t *o, const char *k, int v) {
@@ -89,8 +85,7 @@ static inline void jset_tri(json_t *o, const char *k, int v) {
  * leaves *out untouched, returns 0; wrong type or out of range -> recipe_fail. */
 int rjv_str(const rj *v, const char *key, const char **out, recipe_error *err, const char *path);
 int rjv_num(const rj *v, const char *key, double *out, double lo, double hi, recipe_error *err, const char *path);
-int rjv_int(const rj *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
-           const char *path);
+int rjv_int(const rj *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err, const char *path);
 int rjv_bool(const rj *v, const char *key, int *out, recipe_error *err, const char *path);
 int rjv_obj(const rj *v, const char *key, rj **out, recipe_error *err, const char *path);
 /* The same on member `key` of object o (the typed getters the codecs call). */
@@ -110,10 +105,11 @@ typedef struct jkey {
     const char *name;
     uint32_t sig; /* length | first byte << 8 | last byte << 16: one compare rejects most members */
 } jkey;
-#define JKEY_SIG(len, first, last) ((uint32_t)(len) | (uint32_t)(unsigned char)(first) << 8 | \
-                                    (uint32_t)(unsigned char)(last) << 16)
+#define JKEY_SIG(len, first, last) \
+    ((uint32_t)(len) | (uint32_t)(unsigned char)(first) << 8 | (uint32_t)(unsigned char)(last) << 16)
 /* s: a non-empty string literal shorter than 256 bytes */
-#define JKEY(s) {s, JKEY_SIG(sizeof(s) - 1, (s)[0], (s)[sizeof(s) - 2])}
+#define JKEY(s) \
+    { s, JKEY_SIG(sizeof(s) - 1, (s)[0], (s)[sizeof(s) - 2]) }
 void jpick(const rj *o, const jkey *keys, size_t n, rj **out);
 /* Opaque sub-document -> compact JSON text in the request/response arena (NULL: absent or null). */
 #define RAW(r, v) rj_raw(&(r)->arena, (v))
@@ -123,8 +119,7 @@ json_t *raw_json(const char *text);
 /* ---- shared pieces of the codecs */
 /* Content given as a plain string: one TEXT part in the arena (*out, *n = 1, *is_string); 0, or -1 +
  * err when out of memory. */
-int string_content(recipe_arena *a, const char *text, recipe_part **out, size_t *n, bool *is_string,
-                   recipe_error *err);
+int string_content(recipe_arena *a, const char *text, recipe_part **out, size_t *n, bool *is_string, recipe_error *err);
 /* Joins the text parts of a content value (string or array of typed text parts) into one
  * string in the arena (a single text part is returned as is, not copied); NULL if no text. */
 const char *join_text(recipe_arena *a, const recipe_part *parts, size_t n, const char *sep);
@@ -135,16 +130,41 @@ int parse_logit_bias(recipe_request *r, rj *lb, recipe_error *err);
 /* Common OpenAI (Chat + Responses) sampling / extension fields, from values picked (jpick) with a
  * key table that starts with RECIPE_COMMON_KEYS, so a codec picks its own top-level fields in the
  * same pass. */
-enum { X_TOP_K, X_MIN_P, X_REP, X_SALT, X_CTK, X_CINFER, X_MIN_TOKENS, X_IGNORE_EOS, X_INCLUDE_STOP,
-       X_SKIP_SPECIAL, X_PRIORITY, X_STOP_IDS, X_GUIDED_JSON, X_GUIDED_REGEX, X_GUIDED_CHOICE, X_GUIDED_GRAMMAR,
-       X_COUNT, /* extension keys first */
-       S_TEMP = X_COUNT, S_TOP_P, S_TOP_LOGPROBS, S_USER, S_METADATA, S_PTC, S_STREAM, S_COUNT };
-#define RECIPE_EXT_KEYS JKEY("top_k"), JKEY("min_p"), JKEY("repetition_penalty"), JKEY("cache_salt"), \
-    JKEY("chat_template_kwargs"), JKEY("cinfer"), JKEY("min_tokens"), JKEY("ignore_eos"), \
-    JKEY("include_stop_str_in_output"), JKEY("skip_special_tokens"), JKEY("priority"), JKEY("stop_token_ids"), \
-    JKEY("guided_json"), JKEY("guided_regex"), JKEY("guided_choice"), JKEY("guided_grammar")
-#define RECIPE_COMMON_KEYS RECIPE_EXT_KEYS, JKEY("temperature"), JKEY("top_p"), JKEY("top_logprobs"), \
-    JKEY("user"), JKEY("metadata"), JKEY("parallel_tool_calls"), JKEY("stream")
+enum {
+    X_TOP_K,
+    X_MIN_P,
+    X_REP,
+    X_SALT,
+    X_CTK,
+    X_CINFER,
+    X_MIN_TOKENS,
+    X_IGNORE_EOS,
+    X_INCLUDE_STOP,
+    X_SKIP_SPECIAL,
+    X_PRIORITY,
+    X_STOP_IDS,
+    X_GUIDED_JSON,
+    X_GUIDED_REGEX,
+    X_GUIDED_CHOICE,
+    X_GUIDED_GRAMMAR,
+    X_COUNT, /* extension keys first */
+    S_TEMP = X_COUNT,
+    S_TOP_P,
+    S_TOP_LOGPROBS,
+    S_USER,
+    S_METADATA,
+    S_PTC,
+    S_STREAM,
+    S_COUNT
+};
+#define RECIPE_EXT_KEYS                                                                                         \
+    JKEY("top_k"), JKEY("min_p"), JKEY("repetition_penalty"), JKEY("cache_salt"), JKEY("chat_template_kwargs"), \
+        JKEY("cinfer"), JKEY("min_tokens"), JKEY("ignore_eos"), JKEY("include_stop_str_in_output"),             \
+        JKEY("skip_special_tokens"), JKEY("priority"), JKEY("stop_token_ids"), JKEY("guided_json"),             \
+        JKEY("guided_regex"), JKEY("guided_choice"), JKEY("guided_grammar")
+#define RECIPE_COMMON_KEYS                                                                                     \
+    RECIPE_EXT_KEYS, JKEY("temperature"), JKEY("top_p"), JKEY("top_logprobs"), JKEY("user"), JKEY("metadata"), \
+        JKEY("parallel_tool_calls"), JKEY("stream")
 int parse_common_sampling_v(recipe_request *r, rj *const *v, recipe_error *err);
 struct rw;
 void write_extensions(struct rw *w, const recipe_request *r);

@@ -16,7 +16,8 @@ static int parse_parts(recipe_request *r, const rj *c, recipe_part **out, size_t
                        recipe_error *err) {
     *out = NULL, *n = 0, *is_string = false;
     if (rj_is_string(c)) return string_content(&r->arena, rj_str(c), out, n, is_string, err);
-    if (!rj_is_array(c)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be a string or an array", path);
+    if (!rj_is_array(c))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be a string or an array", path);
     size_t cnt = rj_size(c);
     recipe_part *ps = ra_alloc(&r->arena, (cnt ? cnt : 1) * sizeof *ps);
     if (!ps) return oom(err);
@@ -28,19 +29,22 @@ static int parse_parts(recipe_request *r, const rj *c, recipe_part **out, size_t
         path_idx(p2, sizeof p2, path, i, "");
         if (!type) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.type' missing", p2);
         if (!strcmp(type, "input_text") || !strcmp(type, "output_text") || !strcmp(type, "text")) {
-            if (!rj_gets(p, "text")) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.text' must be a string", p2);
+            if (!rj_gets(p, "text"))
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.text' must be a string", p2);
             ps[k].type = RECIPE_PART_TEXT;
             ps[k++].text = rj_gets(p, "text");
         } else if (!strcmp(type, "input_image")) {
             const char *url = rj_gets(p, "image_url");
             if (!url)
-                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s.image_url' must be a string (file ids are not supported)", p2);
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2,
+                                   "'%s.image_url' must be a string (file ids are not supported)", p2);
             image_from_url(&r->arena, &ps[k], url);
             ps[k++].detail = rj_gets(p, "detail");
         } else if (!strcmp(type, "refusal")) {
             continue;
         } else
-            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s': unsupported content part type '%s'", p2, type);
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, p2, "'%s': unsupported content part type '%s'", p2,
+                               type);
     }
     *out = ps, *n = k;
     return 0;
@@ -100,8 +104,7 @@ static int parse_message_item(recipe_request *r, rj **v, const char *role, size_
 
 static int parse_function_call_item(recipe_request *r, rj **v, const char *path, size_t part_cap, recipe_message **open,
                                     recipe_error *err) {
-    const char *name = rj_str(v[I_NAME]), *call_id = rj_str(v[I_CALL_ID]),
-               *args = rj_str(v[I_ARGUMENTS]);
+    const char *name = rj_str(v[I_NAME]), *call_id = rj_str(v[I_CALL_ID]), *args = rj_str(v[I_ARGUMENTS]);
     if (!name || !call_id)
         return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' needs string call_id and name", path);
     if (*open && (*open)->content_string) *open = NULL;
@@ -157,9 +160,9 @@ static int parse_input_item(recipe_request *r, rj *it, size_t i, size_t part_cap
     char path[RECIPE_PATH];
     path_idx(path, sizeof path, "input", i, "");
     if (!rj_is_object(it)) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s' must be an object", path);
-    static const jkey ikeys[I_N] = {JKEY("type"), JKEY("role"), JKEY("content"), JKEY("id"), JKEY("name"),
-                                    JKEY("call_id"), JKEY("arguments"), JKEY("summary"),
-                                    JKEY("encrypted_content"), JKEY("output")};
+    static const jkey ikeys[I_N] = {
+        JKEY("type"),      JKEY("role"),    JKEY("content"),           JKEY("id"),    JKEY("name"), JKEY("call_id"),
+        JKEY("arguments"), JKEY("summary"), JKEY("encrypted_content"), JKEY("output")};
     rj *v[I_N];
     jpick(it, ikeys, I_N, v);
     const char *type = rj_str(v[I_TYPE]);
@@ -224,8 +227,8 @@ static int parse_tools(recipe_request *r, rj *tools, recipe_error *err) {
             jpick(rj_at(tools, i), tkeys, 5, tv);
             const char *type = rj_str(tv[0]);
             if (!type || strcmp(type, "function"))
-                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'", i,
-                                   type ? type : "(none)");
+                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "tools[%zu]: unsupported tool type '%s'",
+                                   i, type ? type : "(none)");
             recipe_tool *d = &r->tools[r->n_tools++];
             d->name = rj_str(tv[1]);
             if (!d->name) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "tools", "'tools[%zu].name' missing", i);
@@ -277,12 +280,34 @@ static int parse_reasoning(recipe_request *r, rj *v, recipe_error *err) {
 int responses_request_parse(recipe_request *r, rj *b, recipe_error *err);
 int responses_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     /* every top-level field in one pass over the body (most optional fields are absent) */
-    enum { R_MODEL = S_COUNT, R_INPUT, R_INSTRUCTIONS, R_TOOLS, R_TOOL_CHOICE, R_MAX_OUTPUT_TOKENS, R_TEXT,
-           R_REASONING, R_PREVIOUS, R_STORE, R_TRUNCATION, R_INCLUDE, R_COUNT };
-    static const jkey keys[R_COUNT] = {RECIPE_COMMON_KEYS, JKEY("model"), JKEY("input"), JKEY("instructions"),
-                                       JKEY("tools"), JKEY("tool_choice"), JKEY("max_output_tokens"), JKEY("text"),
-                                       JKEY("reasoning"), JKEY("previous_response_id"), JKEY("store"),
-                                       JKEY("truncation"), JKEY("include")};
+    enum {
+        R_MODEL = S_COUNT,
+        R_INPUT,
+        R_INSTRUCTIONS,
+        R_TOOLS,
+        R_TOOL_CHOICE,
+        R_MAX_OUTPUT_TOKENS,
+        R_TEXT,
+        R_REASONING,
+        R_PREVIOUS,
+        R_STORE,
+        R_TRUNCATION,
+        R_INCLUDE,
+        R_COUNT
+    };
+    static const jkey keys[R_COUNT] = {RECIPE_COMMON_KEYS,
+                                       JKEY("model"),
+                                       JKEY("input"),
+                                       JKEY("instructions"),
+                                       JKEY("tools"),
+                                       JKEY("tool_choice"),
+                                       JKEY("max_output_tokens"),
+                                       JKEY("text"),
+                                       JKEY("reasoning"),
+                                       JKEY("previous_response_id"),
+                                       JKEY("store"),
+                                       JKEY("truncation"),
+                                       JKEY("include")};
     rj *bv[R_COUNT];
     jpick(b, keys, R_COUNT, bv);
     if (rjv_str(bv[R_MODEL], "model", &r->model, err, "")) return -1;
@@ -376,7 +401,8 @@ json_t *responses_reasoning(const recipe_request *r);
 json_t *responses_reasoning(const recipe_request *r) {
     if (!r) return NULL;
     recipe_effort eff = r->reasoning_effort;
-    if (!eff && r->thinking == 1 && r->thinking_budget != RECIPE_UNSET) eff = recipe_effort_from_budget(r->thinking_budget);
+    if (!eff && r->thinking == 1 && r->thinking_budget != RECIPE_UNSET)
+        eff = recipe_effort_from_budget(r->thinking_budget);
     if (!eff && !r->reasoning_summary) return NULL;
     json_t *o = json_object();
     jset_str(o, "effort", recipe_effort_name(eff));
@@ -472,8 +498,7 @@ static void w_assistant_items(rw *w, recipe_arena *a, const recipe_message *m, s
             else w_input_parts(w, a, p, e - k, "output_text");
             rw_end(w);
             k = e;
-        } else
-            k++; /* redacted thinking / images: no Responses counterpart */
+        } else k++; /* redacted thinking / images: no Responses counterpart */
     }
 }
 
@@ -490,15 +515,15 @@ static void w_input_items(rw *w, recipe_arena *a, const recipe_request *r, bool 
             rw_obj(w);
             rw_kstr(w, "type", "message");
             rw_kstr(w, "role",
-                    m->role == RECIPE_ROLE_USER ? "user" : m->role == RECIPE_ROLE_SYSTEM ? "system" : "developer");
+                    m->role == RECIPE_ROLE_USER     ? "user"
+                    : m->role == RECIPE_ROLE_SYSTEM ? "system"
+                                                    : "developer");
             rw_key(w, "content");
             if (m->content_string) rw_str(w, nz(join_text(a, m->parts, m->n_parts, "")));
             else w_input_parts(w, a, m->parts, m->n_parts, "input_text");
             rw_end(w);
             break;
-        case RECIPE_ROLE_ASSISTANT:
-            w_assistant_items(w, a, m, i, keep_sig);
-            break;
+        case RECIPE_ROLE_ASSISTANT: w_assistant_items(w, a, m, i, keep_sig); break;
         case RECIPE_ROLE_TOOL: {
             const recipe_part *p = m->n_parts ? &m->parts[0] : NULL;
             if (!p) break;
@@ -535,7 +560,8 @@ static void w_text_format(rw *w, const recipe_request *r) {
 
 static void w_reasoning(rw *w, const recipe_request *r) {
     recipe_effort eff = r->reasoning_effort;
-    if (!eff && r->thinking == 1 && r->thinking_budget != RECIPE_UNSET) eff = recipe_effort_from_budget(r->thinking_budget);
+    if (!eff && r->thinking == 1 && r->thinking_budget != RECIPE_UNSET)
+        eff = recipe_effort_from_budget(r->thinking_budget);
     if (eff || r->reasoning_summary) {
         rw_kobj(w, "reasoning");
         rw_kstr(w, "effort", recipe_effort_name(eff));
@@ -558,8 +584,7 @@ int responses_request_write(rw *w, const recipe_request *r, recipe_error *err) {
     w_instructions(w, &a, r);
     if (r->input_string && n_plain == 1 && plain->role == RECIPE_ROLE_USER && plain->content_string)
         rw_kstr(w, "input", nz(join_text(&a, plain->parts, plain->n_parts, "")));
-    else
-        w_input_items(w, &a, r, keep_sig);
+    else w_input_items(w, &a, r, keep_sig);
     if (r->n_tools) {
         rw_karr(w, "tools");
         for (size_t i = 0; i < r->n_tools; i++) write_tool_openai(w, &r->tools[i], true);
@@ -637,8 +662,7 @@ json_t *responses_output(const recipe_response *r, const char *resp_id) {
             jset(it, "content", input_parts(&a, p, e - k, "output_text"));
             json_array_append_new(out, it);
             k = e;
-        } else
-            k++;
+        } else k++;
     }
     ra_free(&a);
     return out;
@@ -676,11 +700,14 @@ void responses_status(json_t *o, recipe_finish f, const char *error_message) {
     const char *status = "completed";
     json_t *inc = json_null(), *er = json_null();
     if (f == RECIPE_FINISH_NONE) status = "in_progress";
-    else if (f == RECIPE_FINISH_LENGTH || f == RECIPE_FINISH_CANCELLED) status = "incomplete", json_decref(inc), inc = json_pack("{s:s}", "reason", "max_output_tokens");
-    else if (f == RECIPE_FINISH_CONTENT_FILTER) status = "incomplete", json_decref(inc), inc = json_pack("{s:s}", "reason", "content_filter");
+    else if (f == RECIPE_FINISH_LENGTH || f == RECIPE_FINISH_CANCELLED)
+        status = "incomplete", json_decref(inc), inc = json_pack("{s:s}", "reason", "max_output_tokens");
+    else if (f == RECIPE_FINISH_CONTENT_FILTER)
+        status = "incomplete", json_decref(inc), inc = json_pack("{s:s}", "reason", "content_filter");
     else if (f == RECIPE_FINISH_ERROR)
         status = "failed", json_decref(er),
-        er = json_pack("{s:s,s:o}", "code", "server_error", "message", jsnew(error_message ? error_message : "generation failed"));
+        er = json_pack("{s:s,s:o}", "code", "server_error", "message",
+                       jsnew(error_message ? error_message : "generation failed"));
     jset(o, "status", json_string(status));
     jset(o, "error", er);
     jset(o, "incomplete_details", inc);
@@ -764,10 +791,8 @@ int responses_response_parse(recipe_response *r, rj *b, recipe_error *err) {
         r->error_message = rj_gets(rj_get(b, "error"), "message");
     } else if (status && !strcmp(status, "incomplete"))
         r->finish = reason && !strcmp(reason, "content_filter") ? RECIPE_FINISH_CONTENT_FILTER : RECIPE_FINISH_LENGTH;
-    else if (status && strcmp(status, "completed"))
-        r->finish = RECIPE_FINISH_NONE;
-    else
-        r->finish = calls ? RECIPE_FINISH_TOOL_CALLS : RECIPE_FINISH_EOS;
+    else if (status && strcmp(status, "completed")) r->finish = RECIPE_FINISH_NONE;
+    else r->finish = calls ? RECIPE_FINISH_TOOL_CALLS : RECIPE_FINISH_EOS;
     rj *u = rj_get(b, "usage");
     if (rj_is_object(u)) {
         r->has_usage = true;

@@ -23,14 +23,14 @@ typedef struct rjp {
     const unsigned char *p, *e, *base;
     bool build;
     recipe_arena *a;
-    char *pool;     /* next free byte of the string pool (build) */
-    rj *slab;       /* nodes handed out from arena blocks of slab_next nodes */
+    char *pool; /* next free byte of the string pool (build) */
+    rj *slab; /* nodes handed out from arena blocks of slab_next nodes */
     size_t slab_left, slab_next;
-    rj **stack;     /* scratch: elements of the open containers */
+    rj **stack; /* scratch: elements of the open containers */
     size_t sp, cap;
     bool stack_heap;
-    size_t ws;      /* whitespace bytes skipped so far (compactness of spans) */
-    bool opaque;    /* leave opaque objects unbuilt (rjson.h) */
+    size_t ws; /* whitespace bytes skipped so far (compactness of spans) */
+    bool opaque; /* leave opaque objects unbuilt (rjson.h) */
     int depth;
     const char *why; /* first error */
     size_t why_at;
@@ -51,14 +51,17 @@ static void skip_ws_run(rjp *P) {
 
 /* compact input (the common case) costs one compare per call */
 static inline void skip_ws(rjp *P) {
-    if (P->p < P->e && *P->p > ' ') return;
+    if (P->p<P->e && * P->p> ' ') return;
     skip_ws_run(P);
 }
 
 static int hex4(const unsigned char *p) {
     int x = 0;
     for (int i = 0; i < 4; i++) {
-        int c = p[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int c = p[i], d = c >= '0' && c <= '9'   ? c - '0'
+                          : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                          : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                                 : -1;
         if (d < 0) return -1;
         x = x * 16 + d;
     }
@@ -81,8 +84,9 @@ static char *put_utf8(char *d, unsigned cp) {
 /* Bytes before the first '"', '\\', control or non-ASCII byte in p[0..16) (16: none). */
 static inline unsigned plain16(const unsigned char *p) {
     __m128i x = _mm_loadu_si128((const __m128i *)p);
-    __m128i sp = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
-                              _mm_cmplt_epi8(x, _mm_set1_epi8(0x20))); /* signed: also >= 0x80 */
+    __m128i sp =
+        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+                     _mm_cmplt_epi8(x, _mm_set1_epi8(0x20))); /* signed: also >= 0x80 */
     unsigned m = (unsigned)_mm_movemask_epi8(sp);
     return m ? (unsigned)__builtin_ctz(m) : 16;
 }
@@ -313,10 +317,10 @@ static inline rj *new_node(rjp *P) {
 
 /* an open container */
 typedef struct frame {
-    rj *node;       /* NULL when validating */
+    rj *node; /* NULL when validating */
     size_t sp0, ws0; /* scratch stack height and whitespace count at its start */
     bool obj;
-    bool opaque;    /* validated only: building resumes at its close */
+    bool opaque; /* validated only: building resumes at its close */
 } frame;
 
 /* Member names whose object values are passed on as text (rjson.h: opaque objects). */
@@ -380,30 +384,30 @@ static bool parse_doc(rjp *P, rj **root) {
     char *pool = P->pool;
     rj *v;
 
-#define WS()                                                              \
-    do {                                                                  \
-        if (!(c < e && *c > ' ')) SYNC(), skip_ws_run(P), LOAD();         \
+#define WS()                                                    \
+    do {                                                        \
+        if (!(c<e && * c> ' ')) SYNC(), skip_ws_run(P), LOAD(); \
     } while (0)
-#define FAIL(msg)                                                         \
-    do {                                                                  \
-        SYNC();                                                           \
-        fail(P, msg);                                                     \
-        goto out;                                                         \
+#define FAIL(msg)     \
+    do {              \
+        SYNC();       \
+        fail(P, msg); \
+        goto out;     \
     } while (0)
 /* consumes byte ch, after whitespace if needed; else goes on */
-#define EAT(ch)                                                                                    \
-    (c < e && *c == (ch) ? (c++, true)                                                              \
-     : c < e && *c > ' ' ? false                                                                    \
+#define EAT(ch)                        \
+    (c < e && *c == (ch) ? (c++, true) \
+     : c<e && * c> ' '   ? false       \
                          : (SYNC(), skip_ws_run(P), LOAD(), c < e && *c == (ch) ? (c++, true) : false))
-#define STRING(outp, lenp)                                                \
-    do {                                                                  \
-        if (!str_fast(&c, e, &pool, build, outp, lenp)) {                 \
-            SYNC();                                                       \
-            P->build = build;                                             \
-            bool sok = pstring_slow(P, outp, lenp);                       \
-            LOAD();                                                       \
-            if (!sok) goto out;                                           \
-        }                                                                 \
+#define STRING(outp, lenp)                                \
+    do {                                                  \
+        if (!str_fast(&c, e, &pool, build, outp, lenp)) { \
+            SYNC();                                       \
+            P->build = build;                             \
+            bool sok = pstring_slow(P, outp, lenp);       \
+            LOAD();                                       \
+            if (!sok) goto out;                           \
+        }                                                 \
     } while (0)
 
 value: /* a value at c (member key, if any, in key/klen) */
@@ -478,36 +482,35 @@ element: /* the start of an element of the innermost container (after its bracke
         STRING(&key, &klen);
         ksig = build && klen && klen < 256 ? JKEY_SIG(klen, key[0], key[klen - 1]) : 0;
         if (!EAT(':')) FAIL("expected ':'");
-    } else
-        key = NULL, klen = 0, ksig = 0;
+    } else key = NULL, klen = 0, ksig = 0;
     goto value;
 
-close: /* the innermost container's closing bracket was consumed */
-    {
-        frame *f = &fr[--depth];
-        v = f->node;
-        if (f->opaque) {
-            build = true;
-            v->type = RJ_OBJECT;
-            v->lazy = true;
-            v->n = 0;
-            v->compact = P->ws == f->ws0;
-            v->u.arena = P->a;
-            v->raw_len = (size_t)((const char *)c - v->raw);
-        } else if (v) {
-            size_t n = P->sp - f->sp0;
-            v->type = f->obj ? RJ_OBJECT : RJ_ARRAY;
-            v->n = n;
-            v->compact = P->ws == f->ws0;
-            v->u.items = NULL;
-            v->raw_len = (size_t)((const char *)c - v->raw);
-            if (n) {
-                if (!(v->u.items = ra_alloc_raw(P->a, n * sizeof *v->u.items))) FAIL("out of memory");
-                memcpy(v->u.items, P->stack + f->sp0, n * sizeof *v->u.items);
-            }
-            P->sp = f->sp0;
+close : /* the innermost container's closing bracket was consumed */
+{
+    frame *f = &fr[--depth];
+    v = f->node;
+    if (f->opaque) {
+        build = true;
+        v->type = RJ_OBJECT;
+        v->lazy = true;
+        v->n = 0;
+        v->compact = P->ws == f->ws0;
+        v->u.arena = P->a;
+        v->raw_len = (size_t)((const char *)c - v->raw);
+    } else if (v) {
+        size_t n = P->sp - f->sp0;
+        v->type = f->obj ? RJ_OBJECT : RJ_ARRAY;
+        v->n = n;
+        v->compact = P->ws == f->ws0;
+        v->u.items = NULL;
+        v->raw_len = (size_t)((const char *)c - v->raw);
+        if (n) {
+            if (!(v->u.items = ra_alloc_raw(P->a, n * sizeof *v->u.items))) FAIL("out of memory");
+            memcpy(v->u.items, P->stack + f->sp0, n * sizeof *v->u.items);
         }
+        P->sp = f->sp0;
     }
+}
 
 after_value: /* v (NULL when validating) is complete */
     if (depth == 0) {

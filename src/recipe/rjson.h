@@ -34,18 +34,18 @@ typedef enum rj_type { RJ_NULL = 0, RJ_FALSE, RJ_TRUE, RJ_INT, RJ_REAL, RJ_STRIN
 
 typedef struct rj {
     uint8_t type;
-    bool compact;         /* the source span has no insignificant whitespace */
-    bool lazy;            /* an opaque OBJECT not built yet: u.arena, n == 0 (see rj_items) */
-    uint32_t klen;        /* object member: key length */
-    uint32_t ksig;        /* object member: JKEY_SIG of the key (recipe_internal.h), 0 if empty or >= 256 bytes */
-    const char *key;      /* object member: key (NUL-terminated), else NULL */
-    const char *raw;      /* span of the source text */
+    bool compact; /* the source span has no insignificant whitespace */
+    bool lazy; /* an opaque OBJECT not built yet: u.arena, n == 0 (see rj_items) */
+    uint32_t klen; /* object member: key length */
+    uint32_t ksig; /* object member: JKEY_SIG of the key (recipe_internal.h), 0 if empty or >= 256 bytes */
+    const char *key; /* object member: key (NUL-terminated), else NULL */
+    const char *raw; /* span of the source text */
     size_t raw_len;
-    size_t n;             /* STRING: byte length; ARRAY/OBJECT: element count */
+    size_t n; /* STRING: byte length; ARRAY/OBJECT: element count */
     union {
         int64_t i;
         double d;
-        const char *s;    /* STRING (NUL-terminated, pooled) */
+        const char *s; /* STRING (NUL-terminated, pooled) */
         struct rj **items; /* ARRAY elements / OBJECT members (each with key) */
         recipe_arena *arena; /* lazy: where to build it */
     } u;

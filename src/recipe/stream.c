@@ -17,10 +17,10 @@ typedef enum { B_NONE = -1, B_REASONING = 0, B_TEXT, B_TOOL } block_kind;
 
 typedef struct block {
     block_kind kind;
-    int tool_index;    /* event index of a tool call */
-    char *id, *name;   /* tool call id/name */
-    char item_id[64];  /* Responses item id */
-    recipe_buf text;   /* reasoning / text / arguments so far */
+    int tool_index; /* event index of a tool call */
+    char *id, *name; /* tool call id/name */
+    char item_id[64]; /* Responses item id */
+    recipe_buf text; /* reasoning / text / arguments so far */
 } block;
 
 struct recipe_stream_encoder {
@@ -28,12 +28,12 @@ struct recipe_stream_encoder {
     char *id, *model;
     int64_t created, prompt_tokens, cache_read;
     bool include_usage, started, done, any_tool;
-    int64_t seq;          /* Responses sequence_number */
+    int64_t seq; /* Responses sequence_number */
     block *blocks;
     size_t n_blocks, cap_blocks;
-    int open;             /* index of the open block, -1 none */
-    json_t *echo;         /* Responses: echoed request settings */
-    chat_stream *chat;    /* Chat / Completions: the writer of openai_out.c */
+    int open; /* index of the open block, -1 none */
+    json_t *echo; /* Responses: echoed request settings */
+    chat_stream *chat; /* Chat / Completions: the writer of openai_out.c */
     recipe_buf tmp;
 };
 
@@ -54,8 +54,10 @@ recipe_stream_encoder *recipe_stream_encoder_new(recipe_api api, const recipe_st
     char tmp[64];
     const char *id = info->id;
     if (!id) {
-        mint_id(tmp, sizeof tmp, api == RECIPE_API_CHAT ? (info->completion ? "cmpl-" : "chatcmpl-")
-                                 : api == RECIPE_API_MESSAGES ? "msg_" : "resp_",
+        mint_id(tmp, sizeof tmp,
+                api == RECIPE_API_CHAT       ? (info->completion ? "cmpl-" : "chatcmpl-")
+                : api == RECIPE_API_MESSAGES ? "msg_"
+                                             : "resp_",
                 (uint64_t)info->created * 2654435761u ^ (uintptr_t)e);
         id = tmp;
     }
@@ -100,7 +102,9 @@ void recipe_stream_encoder_free(recipe_stream_encoder *e) {
     free(e);
 }
 
-bool recipe_stream_encoder_done(const recipe_stream_encoder *e) { return e->chat ? chat_stream_done(e->chat) : e->done; }
+bool recipe_stream_encoder_done(const recipe_stream_encoder *e) {
+    return e->chat ? chat_stream_done(e->chat) : e->done;
+}
 
 static block *new_block(recipe_stream_encoder *e, block_kind k) {
     if (e->n_blocks == e->cap_blocks) {
@@ -183,9 +187,9 @@ static json_t *resp_item(recipe_stream_encoder *e, block *b, bool done) {
                          done ? json_pack("[{s:s,s:o,s:[]}]", "type", "output_text", "text", jsnew(txt), "annotations")
                               : json_array());
     default:
-        return json_pack("{s:s,s:s,s:o,s:o,s:o,s:s}", "type", "function_call", "id", b->item_id, "call_id", jsnew(b->id),
-                         "name", jsnew(b->name), "arguments", jsnew(done ? (b->text.data ? txt : "{}") : ""), "status",
-                         status);
+        return json_pack("{s:s,s:s,s:o,s:o,s:o,s:s}", "type", "function_call", "id", b->item_id, "call_id",
+                         jsnew(b->id), "name", jsnew(b->name), "arguments",
+                         jsnew(done ? (b->text.data ? txt : "{}") : ""), "status", status);
     }
 }
 
@@ -204,7 +208,9 @@ static int open_block(recipe_stream_encoder *e, block *b, recipe_buf *out) {
         json_t *cb;
         if (b->kind == B_REASONING) cb = json_pack("{s:s,s:s}", "type", "thinking", "thinking", "");
         else if (b->kind == B_TEXT) cb = json_pack("{s:s,s:s}", "type", "text", "text", "");
-        else cb = json_pack("{s:s,s:o,s:o,s:{}}", "type", "tool_use", "id", jsnew(b->id), "name", jsnew(b->name), "input");
+        else
+            cb = json_pack("{s:s,s:o,s:o,s:{}}", "type", "tool_use", "id", jsnew(b->id), "name", jsnew(b->name),
+                           "input");
         json_t *d = json_pack("{s:s,s:i,s:o}", "type", "content_block_start", "index", idx, "content_block", cb);
         int rc = sse_named(out, "content_block_start", d);
         json_decref(d);
@@ -214,10 +220,9 @@ static int open_block(recipe_stream_encoder *e, block *b, recipe_buf *out) {
         if (resp_event(e, out, "response.output_item.added",
                        json_pack("{s:i,s:o}", "output_index", idx, "item", resp_item(e, b, false))))
             return -1;
-        if (b->kind != B_TOOL &&
-            resp_event(e, out, "response.content_part.added",
-                       json_pack("{s:s,s:i,s:i,s:o}", "item_id", b->item_id, "output_index", idx, "content_index", 0,
-                                 "part", resp_part(b, false))))
+        if (b->kind != B_TOOL && resp_event(e, out, "response.content_part.added",
+                                            json_pack("{s:s,s:i,s:i,s:o}", "item_id", b->item_id, "output_index", idx,
+                                                      "content_index", 0, "part", resp_part(b, false))))
             return -1;
     }
     return 0;
@@ -253,11 +258,11 @@ static int close_block(recipe_stream_encoder *e, recipe_buf *out) {
         } else {
             const char *done = b->kind == B_REASONING ? "response.reasoning_text.done" : "response.output_text.done";
             if (resp_event(e, out, done,
-                           json_pack("{s:s,s:i,s:i,s:o}", "item_id", b->item_id, "output_index", idx, "content_index", 0,
-                                     "text", jsnew(txt))) ||
+                           json_pack("{s:s,s:i,s:i,s:o}", "item_id", b->item_id, "output_index", idx, "content_index",
+                                     0, "text", jsnew(txt))) ||
                 resp_event(e, out, "response.content_part.done",
-                           json_pack("{s:s,s:i,s:i,s:o}", "item_id", b->item_id, "output_index", idx, "content_index", 0,
-                                     "part", resp_part(b, true))))
+                           json_pack("{s:s,s:i,s:i,s:o}", "item_id", b->item_id, "output_index", idx, "content_index",
+                                     0, "part", resp_part(b, true))))
                 return -1;
         }
         return resp_event(e, out, "response.output_item.done",
@@ -274,7 +279,9 @@ static int delta_event(recipe_stream_encoder *e, block *b, const char *s, size_t
     if (e->api == RECIPE_API_MESSAGES) {
         static const char *dt[] = {"{\"type\":\"thinking_delta\",\"thinking\":", "{\"type\":\"text_delta\",\"text\":",
                                    "{\"type\":\"input_json_delta\",\"partial_json\":"};
-        if (rb_printf(out, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":%d,\"delta\":", idx) ||
+        if (rb_printf(
+                out,
+                "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":%d,\"delta\":", idx) ||
             rb_puts(out, dt[b->kind]) || rb_json_str(out, s, n) || rb_puts(out, "}}\n\n"))
             return -1;
         return 0;
@@ -282,10 +289,11 @@ static int delta_event(recipe_stream_encoder *e, block *b, const char *s, size_t
     static const char *rt[] = {"response.reasoning_text.delta", "response.output_text.delta",
                                "response.function_call_arguments.delta"};
     const char *type = rt[b->kind];
-    if (rb_printf(out, "event: %s\ndata: {\"type\":\"%s\",\"sequence_number\":%lld,\"item_id\":\"%s\",\"output_index\":%d,",
+    if (rb_printf(out,
+                  "event: %s\ndata: {\"type\":\"%s\",\"sequence_number\":%lld,\"item_id\":\"%s\",\"output_index\":%d,",
                   type, type, (long long)e->seq++, b->item_id, idx) ||
-        (b->kind != B_TOOL && rb_puts(out, "\"content_index\":0,")) || rb_puts(out, "\"delta\":") || rb_json_str(out, s, n) ||
-        (b->kind == B_TEXT && rb_puts(out, ",\"logprobs\":[]")) || rb_puts(out, "}\n\n"))
+        (b->kind != B_TOOL && rb_puts(out, "\"content_index\":0,")) || rb_puts(out, "\"delta\":") ||
+        rb_json_str(out, s, n) || (b->kind == B_TEXT && rb_puts(out, ",\"logprobs\":[]")) || rb_puts(out, "}\n\n"))
         return -1;
     return 0;
 }
@@ -301,7 +309,8 @@ static int start_stream(recipe_stream_encoder *e, recipe_buf *out) {
         json_decref(d);
         return rc;
     }
-    if (resp_event(e, out, "response.created", json_pack("{s:o}", "response", resp_snapshot(e, RECIPE_FINISH_NONE, NULL, NULL))))
+    if (resp_event(e, out, "response.created",
+                   json_pack("{s:o}", "response", resp_snapshot(e, RECIPE_FINISH_NONE, NULL, NULL))))
         return -1;
     return resp_event(e, out, "response.in_progress",
                       json_pack("{s:o}", "response", resp_snapshot(e, RECIPE_FINISH_NONE, NULL, NULL)));
@@ -363,18 +372,20 @@ int recipe_stream_encoder_event(recipe_stream_encoder *e, const recipe_event *ev
             const char *sr = recipe_finish_messages(f);
             /* the final usage, cumulative as Anthropic sends it: message_start was written before the
              * prefix cache was consulted, so the input split (cache reads) is only right here */
-            json_t *d = json_pack("{s:s,s:{s:s,s:o},s:o}", "type", "message_delta", "delta", "stop_reason", sr ? sr : "end_turn",
-                                  "stop_sequence",
-                                  f == RECIPE_FINISH_STOP_STRING && ev->stop_sequence ? jsnew(ev->stop_sequence) : json_null(),
-                                  "usage", usage_messages(&ev->usage));
+            json_t *d =
+                json_pack("{s:s,s:{s:s,s:o},s:o}", "type", "message_delta", "delta", "stop_reason",
+                          sr ? sr : "end_turn", "stop_sequence",
+                          f == RECIPE_FINISH_STOP_STRING && ev->stop_sequence ? jsnew(ev->stop_sequence) : json_null(),
+                          "usage", usage_messages(&ev->usage));
             rc = sse_named(out, "message_delta", d);
             json_decref(d);
             if (!rc) rc = rb_puts(out, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
         } else {
-            const char *type = f == RECIPE_FINISH_LENGTH || f == RECIPE_FINISH_CONTENT_FILTER ||
-                                       f == RECIPE_FINISH_CANCELLED ? "response.incomplete"
-                               : f == RECIPE_FINISH_ERROR                                     ? "response.failed"
-                                                                                              : "response.completed";
+            const char *type =
+                f == RECIPE_FINISH_LENGTH || f == RECIPE_FINISH_CONTENT_FILTER || f == RECIPE_FINISH_CANCELLED
+                    ? "response.incomplete"
+                : f == RECIPE_FINISH_ERROR ? "response.failed"
+                                           : "response.completed";
             rc = resp_event(e, out, type, json_pack("{s:o}", "response", resp_snapshot(e, f, &ev->usage, NULL)));
         }
         break;
@@ -389,16 +400,19 @@ int recipe_stream_encoder_event(recipe_stream_encoder *e, const recipe_event *ev
             rc = sse_named(out, "error", d);
             json_decref(d);
         } else {
-            rc = resp_event(e, out, "error", json_pack("{s:s,s:O,s:n}", "code", "server_error", "message", msg, "param"));
+            rc = resp_event(e, out, "error",
+                            json_pack("{s:s,s:O,s:n}", "code", "server_error", "message", msg, "param"));
             if (!rc)
                 rc = resp_event(e, out, "response.failed",
-                                json_pack("{s:o}", "response", resp_snapshot(e, RECIPE_FINISH_ERROR, NULL, json_string_value(msg))));
+                                json_pack("{s:o}", "response",
+                                          resp_snapshot(e, RECIPE_FINISH_ERROR, NULL, json_string_value(msg))));
             json_decref(msg);
         }
         break;
     }
     case RECIPE_EV_PING:
-        rc = e->api == RECIPE_API_MESSAGES ? rb_puts(out, "event: ping\ndata: {\"type\":\"ping\"}\n\n") : rb_puts(out, ": ping\n\n");
+        rc = e->api == RECIPE_API_MESSAGES ? rb_puts(out, "event: ping\ndata: {\"type\":\"ping\"}\n\n")
+                                           : rb_puts(out, ": ping\n\n");
         break;
     }
     return rc ? recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory") : 0;

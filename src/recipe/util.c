@@ -151,14 +151,13 @@ static size_t utf8_seq(const unsigned char *s, size_t n) {
 
 /* 1: byte copied as is inside a JSON string (printable ASCII and DEL, except " and \\) */
 static const unsigned char k_plain[256] = {
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
 
 /* Nonzero in the high bit of each byte of x that must not be copied as is (control, '"', '\\',
@@ -434,8 +433,7 @@ int rjv_num(const rj *v, const char *key, double *out, double lo, double hi, rec
     return 0;
 }
 
-int rjv_int(const rj *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err,
-            const char *path) {
+int rjv_int(const rj *v, const char *key, int64_t *out, int64_t lo, int64_t hi, recipe_error *err, const char *path) {
     if (rj_is_absent(v)) return 0;
     if (!rj_is_integer(v) || rj_int(v) < lo || rj_int(v) > hi) {
         char want[96];
@@ -539,7 +537,8 @@ const char *join_text(recipe_arena *a, const recipe_part *parts, size_t n, const
     size_t total = 0, cnt = 0, sl = strlen(sep);
     const char *only = NULL;
     for (size_t i = 0; i < n; i++)
-        if (parts[i].type == RECIPE_PART_TEXT && parts[i].text) total += strlen(parts[i].text) + sl, cnt++, only = parts[i].text;
+        if (parts[i].type == RECIPE_PART_TEXT && parts[i].text)
+            total += strlen(parts[i].text) + sl, cnt++, only = parts[i].text;
     if (!cnt) return NULL;
     if (cnt == 1) return only; /* one text part: nothing to join (it outlives the caller's use) */
     char *d = ra_alloc(a, total + 1), *w = d;

@@ -23,7 +23,6 @@ json_t *rw_finish(rw *w) {
     return r;
 }
 
-
 /* TEXT: room for `extra` more bytes (+ the NUL) in the buffer; false (and failed set) when out of memory */
 static inline bool text_room(rw *w, size_t extra) {
     recipe_buf *b = w->buf;
@@ -81,8 +80,7 @@ static void tree_put(rw *w, json_t *v) {
         json_t *c = w->stack[w->depth - 1];
         if (json_is_object(c)) {
             if (json_object_set_new_nocheck(c, w->key ? w->key : "", v)) w->failed = true;
-        } else if (json_array_append_new(c, v))
-            w->failed = true;
+        } else if (json_array_append_new(c, v)) w->failed = true;
     }
     w->key = NULL;
 }

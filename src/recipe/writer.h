@@ -12,16 +12,16 @@
 #define RW_MAX_DEPTH 64
 
 typedef struct rw {
-    recipe_buf *buf;                  /* TEXT backend when non-NULL */
-    json_t *stack[RW_MAX_DEPTH];      /* TREE backend: open containers */
-    bool first[RW_MAX_DEPTH];         /* TEXT backend: no element written yet */
+    recipe_buf *buf; /* TEXT backend when non-NULL */
+    json_t *stack[RW_MAX_DEPTH]; /* TREE backend: open containers */
+    bool first[RW_MAX_DEPTH]; /* TEXT backend: no element written yet */
     bool is_obj[RW_MAX_DEPTH];
     int depth;
-    const char *key;                  /* key for the next value (inside an object) */
+    const char *key; /* key for the next value (inside an object) */
     size_t keylen;
     json_t *root;
     bool failed;
-    rj_pool clean;                    /* TEXT: strings of this pool tagged clean are copied unscanned */
+    rj_pool clean; /* TEXT: strings of this pool tagged clean are copied unscanned */
 } rw;
 
 void rw_init_text(rw *w, recipe_buf *out);
@@ -37,13 +37,13 @@ static inline void rw_key(rw *w, const char *k) {
 void rw_obj(rw *w);
 void rw_arr(rw *w);
 void rw_end(rw *w);
-void rw_str(rw *w, const char *s);           /* NULL -> null */
+void rw_str(rw *w, const char *s); /* NULL -> null */
 void rw_strn(rw *w, const char *s, size_t n);
 void rw_int(rw *w, int64_t v);
-void rw_real(rw *w, double v);               /* integral values written as integers */
+void rw_real(rw *w, double v); /* integral values written as integers */
 void rw_bool(rw *w, bool v);
 void rw_null(rw *w);
-void rw_raw(rw *w, const char *json_text);    /* embeds JSON text (a RAW field) verbatim; NULL -> null */
+void rw_raw(rw *w, const char *json_text); /* embeds JSON text (a RAW field) verbatim; NULL -> null */
 /* Tool arguments as an object: valid object text is copied verbatim (TEXT) / parsed (TREE);
  * anything else becomes {} (protocols.md §4.6). */
 void rw_args_object(rw *w, const char *args);

@@ -27,40 +27,40 @@
 
 typedef struct api_ctx {
     recipe_parser_kind parser; /* output parser for the model (detected or from flags) */
-    response_store *store;     /* Responses store, NULL: none */
-    double now;                /* for the store's TTL */
-    int32_t max_n;             /* Chat: largest n */
-    int32_t n_vocab;           /* token ids in logit_bias / stop_token_ids must be below it */
-    bool mistral_args;         /* the vocabulary has [ARGS] (Mistral v11+ tool calls: NAME[ARGS]{...}) */
-    const tokenizer *tok;      /* reasoning budget markers (api_think.c); NULL: budgets not enforced */
-    bool has_think_default;    /* --reasoning-budget-default: the budget of requests that set none ... */
-    int32_t think_default;     /* ... (>= 0 tokens) unless they turn thinking off */
+    response_store *store; /* Responses store, NULL: none */
+    double now; /* for the store's TTL */
+    int32_t max_n; /* Chat: largest n */
+    int32_t n_vocab; /* token ids in logit_bias / stop_token_ids must be below it */
+    bool mistral_args; /* the vocabulary has [ARGS] (Mistral v11+ tool calls: NAME[ARGS]{...}) */
+    const tokenizer *tok; /* reasoning budget markers (api_think.c); NULL: budgets not enforced */
+    bool has_think_default; /* --reasoning-budget-default: the budget of requests that set none ... */
+    int32_t think_default; /* ... (>= 0 tokens) unless they turn thinking off */
 } api_ctx;
 
 typedef struct api_job {
     recipe_api api;
     recipe_request req;
-    recipe_request history;    /* Responses continuation: the stored conversation read back; req's merged
+    recipe_request history; /* Responses continuation: the stored conversation read back; req's merged
                                 * messages point into it (api_request.c) */
     recipe_parser_kind kind;
-    unsigned flags;            /* RECIPE_PARSER_* */
-    uint64_t seed;             /* tool-call id seed: stream and final body agree */
-    recipe_stream_encoder *enc;/* streaming only */
-    char *forced;              /* forced tool-call opener (tool_choice required / named), fed to every
+    unsigned flags; /* RECIPE_PARSER_* */
+    uint64_t seed; /* tool-call id seed: stream and final body agree */
+    recipe_stream_encoder *enc; /* streaming only */
+    char *forced; /* forced tool-call opener (tool_choice required / named), fed to every
                                 * parser before the model's text; NULL: none (owned) */
-    const char *forced_think;  /* fed before `forced` when the prompt ended inside <think> (static) */
-    const tokenizer *tok;      /* set by api_job_prompt_check (reasoning token count) */
-    int64_t reasoning_tokens;  /* usage (api_job_response) */
-    recipe_buf out;            /* SSE text produced by the latest call (caller drains: len = 0) */
-    json_t *conversation;      /* Responses: template messages before the output (owned ref) */
-    bool store;                /* Responses: keep the result in the store */
-    bool active;               /* parsed (api_job_free has work to do) */
-    bool multi;                /* Chat with n > 1 or logprobs, Completions: the body has recipe choices */
-    bool completion;           /* OpenAI Completions (text_completion shapes) */
-    recipe_parser **parsers;   /* streaming: one per choice (owned) */
+    const char *forced_think; /* fed before `forced` when the prompt ended inside <think> (static) */
+    const tokenizer *tok; /* set by api_job_prompt_check (reasoning token count) */
+    int64_t reasoning_tokens; /* usage (api_job_response) */
+    recipe_buf out; /* SSE text produced by the latest call (caller drains: len = 0) */
+    json_t *conversation; /* Responses: template messages before the output (owned ref) */
+    bool store; /* Responses: keep the result in the store */
+    bool active; /* parsed (api_job_free has work to do) */
+    bool multi; /* Chat with n > 1 or logprobs, Completions: the body has recipe choices */
+    bool completion; /* OpenAI Completions (text_completion shapes) */
+    recipe_parser **parsers; /* streaming: one per choice (owned) */
     int32_t n_parsers;
-    char id[64];               /* response id (msg_..., resp_..., chatcmpl-...) */
-    char tenant[33];           /* the request's tenant (serve/tenant.h): its stored responses only */
+    char id[64]; /* response id (msg_..., resp_..., chatcmpl-...) */
+    char tenant[33]; /* the request's tenant (serve/tenant.h): its stored responses only */
     int64_t created;
 } api_job;
 
@@ -142,8 +142,7 @@ json_t *api_template_message(const recipe_message *m, size_t index, serve_error 
  * Chat), and *a set up for the output (multi + completion, plain parser). echo, suffix and
  * best_of != n are refused with a 400 naming the field. On failure the caller still calls
  * api_job_free. */
-int api_completion_parse(api_job *a, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
-                         serve_error *err);
+int api_completion_parse(api_job *a, const char *body, size_t len, const api_ctx *ctx, gen_params *p, serve_error *err);
 
 /* 400 naming messages[i] when a message holds an image (the models are text-only). */
 int api_check_text_only(const recipe_request *r, serve_error *err);

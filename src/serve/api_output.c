@@ -38,8 +38,10 @@ const char *api_stop_of(const gen_job *g, const gen_choice *c) {
 }
 
 static recipe_usage usage_of(const api_job *a, const gen_job *g) {
-    recipe_usage u = {.prompt = g->usage.prompt_tokens, .cache_read = g->usage.cached_tokens,
-                      .output = g->usage.completion_tokens, .reasoning = a->reasoning_tokens};
+    recipe_usage u = {.prompt = g->usage.prompt_tokens,
+                      .cache_read = g->usage.cached_tokens,
+                      .output = g->usage.completion_tokens,
+                      .reasoning = a->reasoning_tokens};
     return u;
 }
 
@@ -85,9 +87,9 @@ recipe_parser *api_job_parser(const api_job *a, const gen_job *g, int32_t ci, co
  * before it. A token that closes the block and starts content in one piece counts as content.
  * Tokens that end generation (EOS, stop ids) are never emitted and never counted. */
 typedef struct rcount {
-    int phase;        /* 0 before any output, 1 last output was reasoning, 2 content / tool call */
-    int64_t pending;  /* tokens consumed since the last output */
-    int64_t n;        /* counted */
+    int phase; /* 0 before any output, 1 last output was reasoning, 2 content / tool call */
+    int64_t pending; /* tokens consumed since the last output */
+    int64_t n; /* counted */
 } rcount;
 
 static void rcount_step(rcount *rc, const recipe_event *ev, size_t n, int64_t k, bool final) {
@@ -279,7 +281,6 @@ void api_job_free(api_job *a) {
 
 /* ---- streaming (every API) and the bodies of several choices / logprobs ---- */
 
-
 /* n tokens (ids, logprobs, k alternatives each) as recipe_logprobs; the token bytes live in
  * *pool. NULL when n is 0 or out of memory (then *failed). Free with lp_free. */
 typedef struct lp_set {
@@ -352,8 +353,13 @@ int api_stream_begin(api_job *a, const gen_job *g, const char *model) {
     a->parsers = calloc((size_t)g->p.n, sizeof *a->parsers);
     if (!a->parsers) return -1;
     a->n_parsers = g->p.n;
-    recipe_stream_info info = {.id = a->id, .model = model, .created = a->created, .prompt_tokens = g->n_prompt,
-                               .include_usage = g->p.include_usage, .req = &a->req, .n_choices = g->p.n,
+    recipe_stream_info info = {.id = a->id,
+                               .model = model,
+                               .created = a->created,
+                               .prompt_tokens = g->n_prompt,
+                               .include_usage = g->p.include_usage,
+                               .req = &a->req,
+                               .n_choices = g->p.n,
                                .completion = a->completion};
     if (!(a->enc = recipe_stream_encoder_new(a->api, &info))) return -1;
     recipe_event start = {.type = RECIPE_EV_TEXT}; /* the opening events (Chat: role chunks), nothing else */
@@ -388,9 +394,10 @@ int api_stream_delta(api_job *a, const gen_job *g, int32_t c, const tokenizer *t
 
 /* The usage of the whole job (final once every choice finished), reasoning tokens summed. */
 static recipe_usage multi_usage(const api_job *a, const gen_job *g) {
-    recipe_usage u = {.prompt = g->usage.prompt_tokens, .cache_read = g->usage.cached_tokens,
-                      .output = g->usage.completion_tokens};
-    for (int32_t c = 0; c < g->p.n && !a->completion && gen_job_done(g); c++) u.reasoning += api_job_reasoning_tokens(a, g, c);
+    recipe_usage u = {
+        .prompt = g->usage.prompt_tokens, .cache_read = g->usage.cached_tokens, .output = g->usage.completion_tokens};
+    for (int32_t c = 0; c < g->p.n && !a->completion && gen_job_done(g); c++)
+        u.reasoning += api_job_reasoning_tokens(a, g, c);
     return u;
 }
 
@@ -409,8 +416,11 @@ int api_stream_finish(api_job *a, const gen_job *g, int32_t c) {
     recipe_parser_finish(a->parsers[c], &ev, &n);
     if (put_events(a, c, ev, n, &none)) return -1;
     const gen_choice *ch = &g->choices[c];
-    recipe_event fin = {.type = RECIPE_EV_FINISH, .choice = (int)c, .has_usage = true,
-                        .finish = api_finish_for(a, ch, recipe_parser_tool_calls(a->parsers[c])), .usage = multi_usage(a, g)};
+    recipe_event fin = {.type = RECIPE_EV_FINISH,
+                        .choice = (int)c,
+                        .has_usage = true,
+                        .finish = api_finish_for(a, ch, recipe_parser_tool_calls(a->parsers[c])),
+                        .usage = multi_usage(a, g)};
     if (fin.finish == RECIPE_FINISH_STOP_STRING) fin.stop_sequence = api_stop_of(g, ch);
     if (recipe_parser_failed(a->parsers[c])) fin.finish = RECIPE_FINISH_ERROR;
     if (fin.finish == RECIPE_FINISH_ERROR) {
@@ -461,7 +471,8 @@ char *api_multi_response(const api_job *a, const gen_job *g, const char *model, 
         }
         recipe_response_free(&part);
         cs[c].finish = api_finish_for(a, ch, calls > 0);
-        if (cs[c].finish == RECIPE_FINISH_ERROR) cs[c].finish = RECIPE_FINISH_LENGTH; /* the server answers 500 instead */
+        if (cs[c].finish == RECIPE_FINISH_ERROR)
+            cs[c].finish = RECIPE_FINISH_LENGTH; /* the server answers 500 instead */
         if (cs[c].finish == RECIPE_FINISH_STOP_STRING) cs[c].stop_sequence = api_stop_of(g, ch);
         if (ok && g->p.logprobs) {
             ok = !lp_build(&lps[c], tok, ch->tokens, ch->logprobs, ch->top_ids, ch->top_lps, ch->n_acc,

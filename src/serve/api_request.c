@@ -30,7 +30,10 @@
 static int oom(serve_error *e) { return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory"); }
 
 static int from_recipe(serve_error *e, const recipe_error *re) {
-    static const struct { int status; const char *type, *code; } k[RECIPE_ERR_COUNT] = {
+    static const struct {
+        int status;
+        const char *type, *code;
+    } k[RECIPE_ERR_COUNT] = {
         [RECIPE_ERR_INVALID_REQUEST] = {400, "invalid_request_error", NULL},
         [RECIPE_ERR_CONTEXT_LENGTH] = {400, "invalid_request_error", "context_length_exceeded"},
         [RECIPE_ERR_AUTHENTICATION] = {401, "invalid_request_error", "invalid_api_key"},
@@ -51,13 +54,16 @@ char *api_error_json(recipe_api api, const serve_error *e, const char *request_i
     recipe_error re = {0};
     recipe_err_kind kind;
     switch (e->status) {
-    case 400: kind = e->code && !strcmp(e->code, "context_length_exceeded") ? RECIPE_ERR_CONTEXT_LENGTH
-                                                                             : RECIPE_ERR_INVALID_REQUEST; break;
+    case 400:
+        kind = e->code && !strcmp(e->code, "context_length_exceeded") ? RECIPE_ERR_CONTEXT_LENGTH
+                                                                      : RECIPE_ERR_INVALID_REQUEST;
+        break;
     case 401: kind = RECIPE_ERR_AUTHENTICATION; break;
     case 403: kind = RECIPE_ERR_PERMISSION; break;
     case 404: kind = RECIPE_ERR_NOT_FOUND; break;
     case 413: kind = RECIPE_ERR_TOO_LARGE; break;
-    case 429: case 503: kind = RECIPE_ERR_OVERLOADED; break; /* Anthropic: 529 overloaded_error */
+    case 429:
+    case 503: kind = RECIPE_ERR_OVERLOADED; break; /* Anthropic: 529 overloaded_error */
     case 405: kind = RECIPE_ERR_INVALID_REQUEST; break;
     default: kind = RECIPE_ERR_SERVER; break;
     }
@@ -66,11 +72,15 @@ char *api_error_json(recipe_api api, const serve_error *e, const char *request_i
     long long n;
     /* Anthropic's wordings, which clients match on, saying which limit was hit */
     if (kind == RECIPE_ERR_CONTEXT_LENGTH &&
-        sscanf(e->message, "This model's maximum context length is %d tokens. However, you requested %lld tokens (%d "
-               "in the %*[^,], %d in the completion)", &maxc, &n, &np, &nmax) == 4)
-        recipe_fail(&re, kind, "max_tokens", "input length and `max_tokens` exceed context limit: max_tokens %d + "
+        sscanf(e->message,
+               "This model's maximum context length is %d tokens. However, you requested %lld tokens (%d "
+               "in the %*[^,], %d in the completion)",
+               &maxc, &n, &np, &nmax) == 4)
+        recipe_fail(&re, kind, "max_tokens",
+                    "input length and `max_tokens` exceed context limit: max_tokens %d + "
                     "prompt %d tokens exceeds the context of %d tokens; decrease input length or `max_tokens` and "
-                    "try again", nmax, np, maxc);
+                    "try again",
+                    nmax, np, maxc);
     else if (kind == RECIPE_ERR_CONTEXT_LENGTH &&
              sscanf(e->message, "This model's maximum context length is %d tokens. However, your prompt has %lld",
                     &maxc, &n) == 2)
@@ -85,7 +95,6 @@ char *api_error_json(recipe_api api, const serve_error *e, const char *request_i
 }
 
 /* ---- request -> template messages ---- */
-
 
 /* Concatenated TEXT of parts; images refused. New string or NULL (+err). */
 static json_t *parts_text(const recipe_part *parts, size_t n, const char *where, serve_error *err) {
@@ -168,15 +177,16 @@ static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 /* Where each API spells the structured-output field. */
 static const char *format_param(recipe_api api) {
-    return api == RECIPE_API_MESSAGES ? "output_config.format" : api == RECIPE_API_RESPONSES ? "text.format"
-                                                                                           : "response_format";
+    return api == RECIPE_API_MESSAGES    ? "output_config.format"
+           : api == RECIPE_API_RESPONSES ? "text.format"
+                                         : "response_format";
 }
 
 /* n, logprobs, logit_bias (Chat) and the fields the server cannot honour (structured outputs). */
-static int fill_choices(recipe_api api, const recipe_request *r, const api_ctx *ctx, gen_params *p,
-                        serve_error *err) {
+static int fill_choices(recipe_api api, const recipe_request *r, const api_ctx *ctx, gen_params *p, serve_error *err) {
     if (r->n != RECIPE_UNSET) {
-        if (r->n > ctx->max_n) return serve_bad(err, "n", "'n' must be in [1, %d], got %lld", ctx->max_n, (long long)r->n);
+        if (r->n > ctx->max_n)
+            return serve_bad(err, "n", "'n' must be in [1, %d], got %lld", ctx->max_n, (long long)r->n);
         p->n = (int32_t)r->n;
     }
     p->logprobs = r->logprobs == 1;
@@ -205,9 +215,10 @@ static int fill_choices(recipe_api api, const recipe_request *r, const api_ctx *
      * (Chat response_format, Responses text.format, Messages output_config.format), never
      * accepted and ignored. Type text is the unconstrained default. */
     if (r->format == RECIPE_FORMAT_JSON_OBJECT || r->format == RECIPE_FORMAT_JSON_SCHEMA)
-        return serve_bad(err, format_param(api), "'%s' of type %s (structured outputs) is not supported by this "
-                         "server; use type text", format_param(api),
-                         r->format == RECIPE_FORMAT_JSON_OBJECT ? "json_object" : "json_schema");
+        return serve_bad(err, format_param(api),
+                         "'%s' of type %s (structured outputs) is not supported by this "
+                         "server; use type text",
+                         format_param(api), r->format == RECIPE_FORMAT_JSON_OBJECT ? "json_object" : "json_schema");
     return 0;
 }
 
@@ -227,18 +238,19 @@ static int fill_extras(const recipe_request *r, const api_ctx *ctx, gen_params *
         if (!(p->stop_ids = malloc(r->n_stop_token_ids * sizeof *p->stop_ids))) return oom(err);
         for (size_t i = 0; i < r->n_stop_token_ids; i++) {
             if (r->stop_token_ids[i] >= ctx->n_vocab)
-                return serve_bad(err, "stop_token_ids", "'stop_token_ids' must hold token ids in [0, %d)", ctx->n_vocab);
+                return serve_bad(err, "stop_token_ids", "'stop_token_ids' must hold token ids in [0, %d)",
+                                 ctx->n_vocab);
             p->stop_ids[i] = r->stop_token_ids[i];
         }
         p->n_stop_ids = (int32_t)r->n_stop_token_ids;
     }
-    if (r->cache_salt && !*r->cache_salt) return serve_bad(err, "cache_salt", "'cache_salt' must be a non-empty string");
+    if (r->cache_salt && !*r->cache_salt)
+        return serve_bad(err, "cache_salt", "'cache_salt' must be a non-empty string");
     return 0;
 }
 
 /* Sampling / limits from the canonical request (every API). */
-static int fill_params(recipe_api api, const recipe_request *r, const api_ctx *ctx, gen_params *p,
-                       serve_error *err) {
+static int fill_params(recipe_api api, const recipe_request *r, const api_ctx *ctx, gen_params *p, serve_error *err) {
     cinfer_sampling *s = &p->sampling;
     if (!isnan(r->temperature)) s->temperature = (float)r->temperature;
     if (!isnan(r->top_p)) {
@@ -247,8 +259,7 @@ static int fill_params(recipe_api api, const recipe_request *r, const api_ctx *c
     }
     if (!isnan(r->min_p)) s->min_p = (float)r->min_p;
     if (!isnan(r->repetition_penalty)) {
-        if (r->repetition_penalty <= 0)
-            return serve_bad(err, "repetition_penalty", "'repetition_penalty' must be > 0");
+        if (r->repetition_penalty <= 0) return serve_bad(err, "repetition_penalty", "'repetition_penalty' must be > 0");
         s->repetition_penalty = (float)r->repetition_penalty;
     }
     if (!isnan(r->presence_penalty)) s->presence_penalty = (float)r->presence_penalty;
@@ -307,7 +318,8 @@ static int parse_body(recipe_api api, const char *body, size_t len, bool count_o
 
 static bool has_image(const recipe_part *ps, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (ps[i].type == RECIPE_PART_IMAGE || (ps[i].type == RECIPE_PART_TOOL_RESULT && has_image(ps[i].parts, ps[i].n_parts)))
+        if (ps[i].type == RECIPE_PART_IMAGE ||
+            (ps[i].type == RECIPE_PART_TOOL_RESULT && has_image(ps[i].parts, ps[i].n_parts)))
             return true;
     return false;
 }
@@ -420,10 +432,8 @@ int api_completion_parse(api_job *a, const char *body, size_t len, const api_ctx
     int rc = 0;
     if (recipe_request_parse_text(RECIPE_API_CHAT, body, len, RECIPE_PARSE_COMPLETIONS, &r, &re))
         rc = from_recipe(err, &re);
-    else if (fill_params(RECIPE_API_CHAT, &r, ctx, p, err))
-        rc = -1;
-    else if (r.echo == 1)
-        rc = serve_bad(err, "echo", "'echo' is not supported");
+    else if (fill_params(RECIPE_API_CHAT, &r, ctx, p, err)) rc = -1;
+    else if (r.echo == 1) rc = serve_bad(err, "echo", "'echo' is not supported");
     else if (r.suffix)
         rc = serve_bad(err, "suffix", "'suffix' is not supported (this server does not fill in the middle)");
     else if (r.best_of != RECIPE_UNSET && r.best_of != p->n)
@@ -434,8 +444,7 @@ int api_completion_parse(api_job *a, const char *body, size_t len, const api_ctx
             memcpy(p->prompt, r.prompt, r.prompt_len + 1);
             p->prompt_len = r.prompt_len;
         }
-    } else if (!(p->prompt_ids = malloc(r.n_prompt_ids * sizeof *p->prompt_ids)))
-        rc = oom(err);
+    } else if (!(p->prompt_ids = malloc(r.n_prompt_ids * sizeof *p->prompt_ids))) rc = oom(err);
     else {
         for (size_t i = 0; i < r.n_prompt_ids && !rc; i++) {
             if (r.prompt_ids[i] >= ctx->n_vocab)
@@ -470,10 +479,10 @@ int api_count_tokens_parse(api_job *a, const char *body, size_t len, const api_c
  * parsed and the opener is not echoed as content. */
 
 typedef struct forced_opener {
-    const char *required;     /* opener for tool_choice required */
-    const char *named_pre;    /* named: text before the name ... */
-    const char *named_post;   /* ... and after it */
-    const char *think_close;  /* put before the opener when the prompt ends inside <think> */
+    const char *required; /* opener for tool_choice required */
+    const char *named_pre; /* named: text before the name ... */
+    const char *named_post; /* ... and after it */
+    const char *think_close; /* put before the opener when the prompt ends inside <think> */
 } forced_opener;
 
 #define DS_CALLS "<｜tool▁calls▁begin｜>"
@@ -511,8 +520,9 @@ int api_job_prepare(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *
     const recipe_request *r = &a->req;
     if (r->tool_choice != RECIPE_TOOL_CHOICE_REQUIRED && r->tool_choice != RECIPE_TOOL_CHOICE_NAMED) return 0;
     bool named = r->tool_choice == RECIPE_TOOL_CHOICE_NAMED;
-    const char *what = named ? "a named tool_choice" : a->api == RECIPE_API_MESSAGES ? "tool_choice 'any'"
-                                                                                       : "tool_choice 'required'";
+    const char *what = named                           ? "a named tool_choice"
+                       : a->api == RECIPE_API_MESSAGES ? "tool_choice 'any'"
+                                                       : "tool_choice 'required'";
     if (r->n_tools == 0) return serve_bad(err, "tool_choice", "%s needs tools, but the request has none", what);
     const char *name = named ? r->tool_choice_name : NULL;
     if (named) {
@@ -524,15 +534,18 @@ int api_job_prepare(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *
                              name ? name : "");
         for (const char *c = name; *c; c++)
             if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20)
-                return serve_bad(err, "tool_choice", "the forced tool's name '%.80s' contains a quote, backslash or "
-                                 "control character", name);
+                return serve_bad(err, "tool_choice",
+                                 "the forced tool's name '%.80s' contains a quote, backslash or "
+                                 "control character",
+                                 name);
     }
     forced_opener o;
     if (!opener_of(a->kind, ctx->mistral_args, &o))
         return serve_bad(err, "tool_choice",
                          "%s cannot be enforced: this model's tool-call format is unknown (output parser '%s'); "
                          "start the server with --tool-call-parser NAME (hermes, llama3, mistral, deepseek_v3, "
-                         "deepseek_r1, deepseek_v31)", what, recipe_parser_name(a->kind));
+                         "deepseek_r1, deepseek_v31)",
+                         what, recipe_parser_name(a->kind));
     size_t pre = strlen(named ? o.named_pre : o.required), nl = named ? strlen(name) : 0,
            post = named ? strlen(o.named_post) : 0;
     char *s = malloc(pre + nl + post + 1);

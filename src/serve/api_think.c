@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool thinking_off(const recipe_request *r) { return r->thinking == 0 || r->reasoning_effort == RECIPE_EFFORT_NONE; }
+static bool thinking_off(const recipe_request *r) {
+    return r->thinking == 0 || r->reasoning_effort == RECIPE_EFFORT_NONE;
+}
 
 int64_t api_think_budget(const recipe_request *r) {
     if (thinking_off(r)) return -1;

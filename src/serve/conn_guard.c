@@ -33,9 +33,9 @@ typedef struct gconn {
     struct bufferevent *bev; /* our reference */
     struct evbuffer_cb_entry *cbe;
     gphase phase;
-    bool confirmed;   /* evhttp kept the connection (seen with callbacks set) */
-    bool line_text;   /* the current header line has a character */
-    bool any_line;    /* a non-empty header line was seen */
+    bool confirmed; /* evhttp kept the connection (seen with callbacks set) */
+    bool line_text; /* the current header line has a character */
+    bool any_line; /* a non-empty header line was seen */
     double phase_start;
 } gconn;
 
@@ -272,8 +272,8 @@ static void on_accept_error(struct evconnlistener *lev, void *arg) {
     if (g->backoff_ms > BACKOFF_MAX_MS) g->backoff_ms = BACKOFF_MAX_MS;
     g->st.accept_pauses++;
     sync_metrics(g);
-    LOG_WARN("accept() failed: %s (%d connections open); pausing new connections for %d ms", strerror(err),
-             (int)g->n, g->backoff_ms);
+    LOG_WARN("accept() failed: %s (%d connections open); pausing new connections for %d ms", strerror(err), (int)g->n,
+             g->backoff_ms);
     struct timeval tv = {g->backoff_ms / 1000, (g->backoff_ms % 1000) * 1000};
     if (evconnlistener_disable(lev) || evtimer_add(g->ev_resume, &tv))
         LOG_WARN("cannot pause the listener after an accept error");

@@ -50,10 +50,10 @@
 typedef struct conn_guard conn_guard;
 
 typedef struct conn_guard_stats {
-    int64_t open;              /* connections open now */
-    uint64_t refused;          /* refused by --max-connections */
-    uint64_t timeouts;         /* closed by a header / body / idle timeout */
-    uint64_t accept_pauses;    /* listener pauses after accept errors */
+    int64_t open; /* connections open now */
+    uint64_t refused; /* refused by --max-connections */
+    uint64_t timeouts; /* closed by a header / body / idle timeout */
+    uint64_t accept_pauses; /* listener pauses after accept errors */
 } conn_guard_stats;
 
 /* Installs the bufferevent callback on `http` and the periodic check; keeps

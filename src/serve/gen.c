@@ -212,8 +212,8 @@ int gen_req_prompt(const gen_model *gm, const recipe_request *req, bool add_gen,
         if (!(t.msg[i] = chat_template_message_text(&req->messages[i]))) goto oom;
         unsafe |= has_special_text(gm, t.msg[i]);
     }
-    chat_template_req in = {.req = req, .add_generation_prompt = add_gen, .bos_token = gm->bos_text,
-                            .eos_token = gm->eos_text};
+    chat_template_req in = {
+        .req = req, .add_generation_prompt = add_gen, .bos_token = gm->bos_text, .eos_token = gm->eos_text};
     if (unsafe) { /* every content becomes a sentinel; user text is tokenized without special parsing */
         for (size_t k = 0; k < n; k++) {
             if (!(sent[k] = malloc(32))) goto oom;
@@ -330,8 +330,7 @@ int gen_job_prepare(gen_job *j, const gen_model *gm, gen_params *p, serve_error 
         rc = q->req ? gen_req_prompt(gm, q->req, true, &j->prompt, &j->n_prompt, err)
                     : serve_bad(err, "messages", "no messages"); /* the protocol layer always sets req */
         if (!rc && q->prompt_suffix) rc = add_suffix(j, gm, err);
-    }
-    else if (q->prompt_ids) {
+    } else if (q->prompt_ids) {
         j->prompt = malloc((size_t)q->n_prompt_ids * sizeof(int32_t));
         if (!j->prompt) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
         memcpy(j->prompt, q->prompt_ids, (size_t)q->n_prompt_ids * sizeof(int32_t));
@@ -480,7 +479,8 @@ int gen_job_read(gen_job *j, const gen_model *gm, int32_t ci, bool accumulate) {
         c->id = 0;
         c->finish = o->finish;
         c->stop_string = o->finish == CINFER_FINISH_STOP && o->stop_string >= 0 && o->stop_string < j->p.n_stop
-                             ? o->stop_string : -1;
+                             ? o->stop_string
+                             : -1;
         if (o->finish == CINFER_FINISH_ERROR) snprintf(c->error, sizeof c->error, "%s", o->error);
         j->usage.completion_tokens += o->usage.completion_tokens;
         if (o->usage.cached_tokens > j->usage.cached_tokens) j->usage.cached_tokens = o->usage.cached_tokens;

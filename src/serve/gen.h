@@ -37,43 +37,43 @@ typedef struct gen_params {
      * outlives the job - the server's api_job owns it; a Responses continuation's earlier turns are
      * merged into it) */
     const recipe_request *req;
-    char *prompt;          /* completion: prompt text (owned) or NULL */
+    char *prompt; /* completion: prompt text (owned) or NULL */
     size_t prompt_len;
-    int32_t *prompt_ids;   /* completion: prompt as token ids (owned) or NULL */
+    int32_t *prompt_ids; /* completion: prompt as token ids (owned) or NULL */
     int32_t n_prompt_ids;
-    char *model;           /* requested model name (owned), NULL when absent */
-    int32_t max_tokens;    /* 0: as many as the context allows */
-    int32_t n;             /* choices, >= 1 */
+    char *model; /* requested model name (owned), NULL when absent */
+    int32_t max_tokens; /* 0: as many as the context allows */
+    int32_t n; /* choices, >= 1 */
     cinfer_sampling sampling; /* .bias points into `bias` */
-    cinfer_logit_bias *bias;  /* owned */
+    cinfer_logit_bias *bias; /* owned */
     bool has_seed;
-    char **stop;           /* owned, non-empty strings */
+    char **stop; /* owned, non-empty strings */
     int32_t n_stop;
-    bool logprobs;         /* per-token logprobs in the response */
-    int32_t top_logprobs;  /* alternatives per token, 0..20 */
+    bool logprobs; /* per-token logprobs in the response */
+    int32_t top_logprobs; /* alternatives per token, 0..20 */
     bool stream, include_usage;
     bool ignore_eos;
-    int32_t min_tokens;    /* vLLM: EOS / stop ids not sampled before this many tokens (0: off) */
+    int32_t min_tokens; /* vLLM: EOS / stop ids not sampled before this many tokens (0: off) */
     bool include_stop_str; /* vLLM include_stop_str_in_output */
-    bool keep_special;     /* vLLM skip_special_tokens = false */
-    int32_t *stop_ids;     /* vLLM stop_token_ids (owned) */
+    bool keep_special; /* vLLM skip_special_tokens = false */
+    int32_t *stop_ids; /* vLLM stop_token_ids (owned) */
     int32_t n_stop_ids;
-    int32_t priority;      /* vLLM extension: lower = scheduled first (default 0) */
+    int32_t priority; /* vLLM extension: lower = scheduled first (default 0) */
     int32_t traffic_class; /* cinfer_traffic_class, or TRAFFIC_UNSET (serve/traffic.h) until resolved */
-    char *cache_salt;      /* owned or NULL */
-    char *user;            /* owned or NULL (logged only) */
+    char *cache_salt; /* owned or NULL */
+    char *user; /* owned or NULL (logged only) */
     /* chat: text appended after the rendered prompt (a forced tool-call opener, docs/serve.md), owned
      * or NULL. Tokenized with special-token parsing except bytes [suffix_plain_from, suffix_plain_to)
      * (a tool name: user text, never control tokens). When the rendered prompt ends with "<think>"
      * (an open reasoning block), suffix_think (owned or NULL) is put before it. */
     char *prompt_suffix, *suffix_think;
     size_t suffix_plain_from, suffix_plain_to;
-    bool keep_ids;         /* accumulate the emitted ids (choices[].tokens) even without logprobs */
+    bool keep_ids; /* accumulate the emitted ids (choices[].tokens) even without logprobs */
     /* chat: reasoning budget (docs/serve.md "Reasoning budget"), set by the protocol layer
      * (api_think.c): with think_budget >= 0 and an end marker, each engine request gets the
      * budget and the markers, and starts inside the block when the rendered prompt (before
      * prompt_suffix) ends with think_start_text and no suffix_think closed it. */
-    int32_t think_budget;  /* < 0: none (gen_params_init) */
+    int32_t think_budget; /* < 0: none (gen_params_init) */
     int32_t think_start[CINFER_MAX_THINK_MARKER], think_end[CINFER_MAX_THINK_MARKER];
     int32_t n_think_start, n_think_end;
     char think_start_text[32];
@@ -87,9 +87,9 @@ typedef struct gen_model {
     cinfer_engine *engine;
     const tokenizer *tok;
     const chat_template *tmpl;
-    int32_t ctx;               /* positions per request (prompt + completion) */
+    int32_t ctx; /* positions per request (prompt + completion) */
     char *bos_text, *eos_text; /* template variables bos_token / eos_token (gen_model_init, owned) */
-    char **special;            /* texts of CONTROL/UNKNOWN tokens (gen_model_init) */
+    char **special; /* texts of CONTROL/UNKNOWN tokens (gen_model_init) */
     int32_t n_special;
 } gen_model;
 
@@ -99,20 +99,20 @@ int gen_model_init(gen_model *gm, cf_err *err);
 void gen_model_free(gen_model *gm);
 
 typedef struct gen_choice {
-    uint64_t id;           /* engine request id; 0 once finished or released */
+    uint64_t id; /* engine request id; 0 once finished or released */
     int32_t index;
-    cinfer_output out;     /* the latest read (buffers reused) */
-    cinfer_finish finish;  /* NONE while running */
-    int32_t stop_string;   /* finish STOP by a stop string: its index in p.stop; else -1 */
-    int32_t n_tokens;      /* completion tokens emitted so far */
-    size_t text_before;    /* bytes of text emitted before the latest read (stream offsets) */
-    size_t text_total;     /* bytes of text emitted so far */
+    cinfer_output out; /* the latest read (buffers reused) */
+    cinfer_finish finish; /* NONE while running */
+    int32_t stop_string; /* finish STOP by a stop string: its index in p.stop; else -1 */
+    int32_t n_tokens; /* completion tokens emitted so far */
+    size_t text_before; /* bytes of text emitted before the latest read (stream offsets) */
+    size_t text_total; /* bytes of text emitted so far */
     /* accumulated output for non-streaming responses */
     char *text;
     size_t text_len, text_cap;
-    int32_t *tokens;       /* emitted ids (only when logprobs or p.keep_ids) */
+    int32_t *tokens; /* emitted ids (only when logprobs or p.keep_ids) */
     float *logprobs;
-    int32_t *top_ids;      /* [n_acc][p.top_logprobs] alternatives (only when top_logprobs) */
+    int32_t *top_ids; /* [n_acc][p.top_logprobs] alternatives (only when top_logprobs) */
     float *top_lps;
     int32_t n_acc, acc_cap;
     char error[160];
@@ -120,15 +120,15 @@ typedef struct gen_choice {
 
 typedef struct gen_job {
     gen_params p;
-    int32_t *prompt;       /* prompt token ids (owned) */
+    int32_t *prompt; /* prompt token ids (owned) */
     int32_t n_prompt;
-    int32_t n_suffix;      /* trailing prompt tokens that came from p.prompt_suffix / suffix_think */
-    bool suffix_think;     /* p.suffix_think was put before the suffix */
-    int32_t max_tokens;    /* effective */
-    gen_choice *choices;   /* p.n of them */
+    int32_t n_suffix; /* trailing prompt tokens that came from p.prompt_suffix / suffix_think */
+    bool suffix_think; /* p.suffix_think was put before the suffix */
+    int32_t max_tokens; /* effective */
+    gen_choice *choices; /* p.n of them */
     int32_t n_done;
-    cinfer_usage usage;    /* prompt counted once, completion summed; final when n_done == p.n */
-    int32_t new_tokens;    /* tokens in the latest gen_job_read (for latency metrics) */
+    cinfer_usage usage; /* prompt counted once, completion summed; final when n_done == p.n */
+    int32_t new_tokens; /* tokens in the latest gen_job_read (for latency metrics) */
 } gen_job;
 
 /* Renders / tokenizes the prompt described by *p, checks it against the

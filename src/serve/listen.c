@@ -48,7 +48,9 @@ int serve_listen(const char *host, int port, int *fd_out, int *port_out, cf_err 
     }
     freeaddrinfo(res);
     if (e == EADDRINUSE)
-        return cf_fail(err, "cannot listen on %s:%d: the port is already in use (choose another with --port, or "
-                       "--port 0 for any free port)", host, port);
+        return cf_fail(err,
+                       "cannot listen on %s:%d: the port is already in use (choose another with --port, or "
+                       "--port 0 for any free port)",
+                       host, port);
     return cf_fail(err, "cannot listen on %s:%d (%s)", host, port, strerror(e ? e : EINVAL));
 }

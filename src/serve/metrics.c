@@ -4,8 +4,8 @@
 #include "serve/metrics.h"
 
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,11 +16,11 @@
 #define CINFER_GIT_COMMIT "unknown" /* set by CMake from `git rev-parse` at configure time */
 #endif
 
-static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
                                      0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
 static const double itl_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
                                     0.075, 0.1,    0.15,  0.2,  0.3,   0.4,  0.5,   0.75, 1.0,  2.5};
-static const double e2e_bounds[] = {0.01, 0.025, 0.05, 0.1,  0.3,  0.5,  0.8,   1.0,   1.5,  2.0,
+static const double e2e_bounds[] = {0.01, 0.025, 0.05, 0.1,  0.3,  0.5,  0.8,  1.0,  1.5,  2.0,
                                     2.5,  5.0,   10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0};
 
 static void hist_init(metrics_hist *h, const double *b, int n) {
@@ -114,10 +114,11 @@ static void hist(sbuf *s, const char *name, const char *help, const metrics_hist
  * docs/serve.md). */
 static void store_metrics(sbuf *s, const cinfer_engine_stats *st) {
     const cinfer_store_stats *k = &st->store;
-    sb_printf(s, "# HELP cinfer_cached_tokens_by_tier_total Prompt tokens served from cache, by tier.\n"
-                 "# TYPE cinfer_cached_tokens_by_tier_total counter\n"
-                 "cinfer_cached_tokens_by_tier_total{tier=\"memory\"} %llu\n"
-                 "cinfer_cached_tokens_by_tier_total{tier=\"store\"} %llu\n",
+    sb_printf(s,
+              "# HELP cinfer_cached_tokens_by_tier_total Prompt tokens served from cache, by tier.\n"
+              "# TYPE cinfer_cached_tokens_by_tier_total counter\n"
+              "cinfer_cached_tokens_by_tier_total{tier=\"memory\"} %llu\n"
+              "cinfer_cached_tokens_by_tier_total{tier=\"store\"} %llu\n",
               (unsigned long long)st->cached_tokens_memory, (unsigned long long)st->cached_tokens_store);
     counter(s, "cinfer_cached_tokens_memory_total", "Prompt tokens served from the in-memory prefix cache.",
             st->cached_tokens_memory);
@@ -139,14 +140,16 @@ static void store_metrics(sbuf *s, const cinfer_engine_stats *st) {
             k->load_timeouts);
     counter(s, "cinfer_kv_store_degraded_total", "Transitions of the store into a degraded state.", k->degraded);
     counter(s, "cinfer_kv_store_gc_runs_total", "Store GC passes.", k->gc_runs);
-    sb_printf(s, "# HELP cinfer_kv_store_gc_deleted_total Store objects deleted by GC, by reason.\n"
-                 "# TYPE cinfer_kv_store_gc_deleted_total counter\n"
-                 "cinfer_kv_store_gc_deleted_total{reason=\"expired\"} %llu\n"
-                 "cinfer_kv_store_gc_deleted_total{reason=\"lru\"} %llu\n",
+    sb_printf(s,
+              "# HELP cinfer_kv_store_gc_deleted_total Store objects deleted by GC, by reason.\n"
+              "# TYPE cinfer_kv_store_gc_deleted_total counter\n"
+              "cinfer_kv_store_gc_deleted_total{reason=\"expired\"} %llu\n"
+              "cinfer_kv_store_gc_deleted_total{reason=\"lru\"} %llu\n",
               (unsigned long long)k->gc_deleted_expired, (unsigned long long)k->gc_deleted_lru);
     const char *n = "cinfer_kv_store_load_latency_seconds";
-    sb_printf(s, "# HELP %s Store chain loads (lookup + load of one request), submit to completion.\n# TYPE %s histogram\n",
-              n, n);
+    sb_printf(
+        s, "# HELP %s Store chain loads (lookup + load of one request), submit to completion.\n# TYPE %s histogram\n",
+        n, n);
     uint64_t cum = 0;
     for (int b = 0; b < CINFER_STORE_LATENCY_BUCKETS - 1; b++) {
         cum += k->load_latency[b];
@@ -199,7 +202,8 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
     s.p = malloc(s.cap);
     if (!s.p) return -1;
     s.p[0] = 0;
-    sb_printf(&s, "# HELP cinfer_requests_total HTTP requests answered, by status.\n# TYPE cinfer_requests_total counter\n");
+    sb_printf(
+        &s, "# HELP cinfer_requests_total HTTP requests answered, by status.\n# TYPE cinfer_requests_total counter\n");
     for (int i = 0; i < m->n_status; i++)
         sb_printf(&s, "cinfer_requests_total{status=\"%d\"} %llu\n", m->by_status[i].status,
                   (unsigned long long)m->by_status[i].n);
@@ -239,12 +243,14 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
     counter(&s, "cinfer_kv_store_objects_written_total", "KV blocks written to the persistent store.",
             st->store.objects_written);
     counter(&s, "cinfer_kv_store_bytes_read_total", "Bytes loaded from the persistent store.", st->store.bytes_read);
-    counter(&s, "cinfer_kv_store_bytes_written_total", "Bytes written to the persistent store.", st->store.bytes_written);
+    counter(&s, "cinfer_kv_store_bytes_written_total", "Bytes written to the persistent store.",
+            st->store.bytes_written);
     store_metrics(&s, st);
     gauge(&s, "cinfer_kv_cache_usage_ratio", "KV blocks referenced by requests / KV blocks in the pool (0..1).",
           st->kv_blocks_total ? (double)st->kv_blocks_used / (double)st->kv_blocks_total : 0.0);
-    sb_printf(&s, "# HELP cinfer_build_info Build of this server (value 1).\n# TYPE cinfer_build_info gauge\n"
-                  "cinfer_build_info{version=\"%s\",commit=\"%s\",isa=\"%s\"} 1\n",
+    sb_printf(&s,
+              "# HELP cinfer_build_info Build of this server (value 1).\n# TYPE cinfer_build_info gauge\n"
+              "cinfer_build_info{version=\"%s\",commit=\"%s\",isa=\"%s\"} 1\n",
               CINFER_VERSION, CINFER_GIT_COMMIT, cpu_isa_name(cpu_isa_active()));
     counter(&s, "cinfer_engine_steps_total", "Engine steps (forward passes).", st->steps);
     counter(&s, "cinfer_engine_preemptions_total", "Requests preempted for KV blocks.", st->preemptions);

@@ -35,10 +35,10 @@ typedef struct metrics {
     uint64_t stream_pauses; /* streams paused for a full connection buffer (backpressure) */
     metrics_hist ttft, itl, e2e;
     int64_t inflight; /* requests accepted and not finished (server view) */
-    int64_t connections_open;     /* client connections open (conn_guard.c) */
+    int64_t connections_open; /* client connections open (conn_guard.c) */
     uint64_t connections_refused; /* ... refused by --max-connections */
     uint64_t connection_timeouts; /* ... closed by a header / body / idle timeout */
-    uint64_t accept_pauses;       /* listener pauses after accept() errors (EMFILE...) */
+    uint64_t accept_pauses; /* listener pauses after accept() errors (EMFILE...) */
     const char *model_name; /* the model_name label on every series (NULL: "") ; borrowed */
 } metrics;
 

@@ -90,8 +90,8 @@ static size_t json_bytes(const json_t *j) {
     return n;
 }
 
-int rstore_put(response_store *st, const char *id, const char *tenant, json_t *conversation,
-               const char *response_json, double now) {
+int rstore_put(response_store *st, const char *id, const char *tenant, json_t *conversation, const char *response_json,
+               double now) {
     if (!st->max_count) return 0;
     if (!tenant) tenant = "";
     size_t bytes = sizeof(rs_entry) + strlen(id) + strlen(tenant) + strlen(response_json) + json_bytes(conversation);

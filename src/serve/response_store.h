@@ -31,8 +31,8 @@ void rstore_free(response_store *st);
  * for the single tenant). Takes a reference to `conversation` only on
  * success; copies `response_json`. 0, or -1 when out of memory or when the
  * entry alone is larger than the byte cap (nothing stored). */
-int rstore_put(response_store *st, const char *id, const char *tenant, json_t *conversation,
-               const char *response_json, double now);
+int rstore_put(response_store *st, const char *id, const char *tenant, json_t *conversation, const char *response_json,
+               double now);
 /* Looks an entry of `tenant` up (expired entries are dropped first) and marks
  * it used; another tenant's entry is not found. Borrowed pointers, valid
  * until the next call that changes the store. */

@@ -13,6 +13,8 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "base/log.h"
+
 static int oom(serve_error *e) { return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory"); }
 
 int route_check_model(const serve_names *served, const char *model, serve_error *e) {
@@ -37,9 +39,8 @@ static int tokenize(const route_ctx *c, const char *body, size_t len, char **out
         recipe_request_free(&req);
         return -1;
     }
-    int rc = route_check_model(c->names, model, e) ||
-             (prompt ? gen_text_prompt(c->gm, prompt, plen, add, &ids, &n, e)
-                     : gen_req_prompt(c->gm, &req, add, &ids, &n, e));
+    int rc = route_check_model(c->names, model, e) || (prompt ? gen_text_prompt(c->gm, prompt, plen, add, &ids, &n, e)
+                                                              : gen_req_prompt(c->gm, &req, add, &ids, &n, e));
     json_t *arr = rc ? NULL : json_array();
     for (int32_t i = 0; arr && i < n; i++)
         if (json_array_append_new(arr, json_integer(ids[i]))) json_decref(arr), arr = NULL;
@@ -86,8 +87,8 @@ static int count_tokens(const route_ctx *c, const char *body, size_t len, char *
     api_job a;
     int32_t *ids = NULL, n = 0;
     memset(&a, 0, sizeof a);
-    int rc = api_count_tokens_parse(&a, body, len, &c->actx, &p, e) ||
-             route_check_model(c->names, p.model, e) || gen_req_prompt(c->gm, p.req, true, &ids, &n, e);
+    int rc = api_count_tokens_parse(&a, body, len, &c->actx, &p, e) || route_check_model(c->names, p.model, e) ||
+             gen_req_prompt(c->gm, p.req, true, &ids, &n, e);
     gen_params_free(&p);
     api_job_free(&a);
     free(ids);
@@ -188,4 +189,16 @@ bool http_authorized(const char *api_key, const traffic_keys *keys, struct evhtt
     }
     if (table) return traffic_keys_match(keys, k, key_cls);
     return key_matches(k, api_key);
+}
+
+void http_log_request(const char *id, const char *method, const char *path, int status, const gen_job *g, double ttft,
+                      double dur, const char *note) {
+    if (g && g->choices)
+        LOG_INFO("request %s %s %s status=%d prompt_tokens=%d cached_tokens=%d completion_tokens=%d ttft=%.3fs "
+                 "duration=%.3fs%s%s",
+                 id, method, path, status, g->usage.prompt_tokens, g->usage.cached_tokens, g->usage.completion_tokens,
+                 ttft, dur, note ? " " : "", note ? note : "");
+    else
+        LOG_INFO("request %s %s %s status=%d duration=%.3fs%s%s", id, method, path, status, dur, note ? " " : "",
+                 note ? note : "");
 }

@@ -13,15 +13,15 @@
 
 #include "serve/api.h"
 #include "serve/gen.h"
-#include "serve/traffic.h"
 #include "serve/model_names.h"
+#include "serve/traffic.h"
 
 typedef enum route_kind { ROUTE_TOKENIZE = 0, ROUTE_DETOKENIZE, ROUTE_COUNT_TOKENS } route_kind;
 
 typedef struct route_ctx {
     const gen_model *gm;
     const serve_names *names; /* the served model names */
-    api_ctx actx;           /* count_tokens: the Messages parse */
+    api_ctx actx; /* count_tokens: the Messages parse */
 } route_ctx;
 
 /* The answer of route k for body[0..len): 0 and *out (malloc'd JSON), or -1 and *e. */
@@ -36,6 +36,10 @@ const char *http_method_name(struct evhttp_request *req);
 /* Authorization: Bearer KEY, or Anthropic's x-api-key: KEY, against the key table `keys` (when it
  * has keys) or the single `api_key` (NULL: no key required); constant-time comparison.
  * *key_cls: the matched key's default traffic class (TRAFFIC_UNSET if none). */
+/* The one log line of a request (client strings escaped by the logger): ids, status, token counts
+ * when g has choices, TTFT and duration, an optional note. */
+void http_log_request(const char *id, const char *method, const char *path, int status, const gen_job *g, double ttft,
+                      double dur, const char *note);
 bool http_authorized(const char *api_key, const traffic_keys *keys, struct evhttp_request *req, int *key_cls);
 /* 0 if the peer is still there (or unknown), -1 if it closed its side (a MSG_PEEK). */
 int http_peer_closed(struct evhttp_connection *evcon);

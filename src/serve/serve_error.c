@@ -37,8 +37,8 @@ char *serve_error_json(const serve_error *e) {
                             "param", e->param[0] ? json_string(e->param) : json_null(), "code",
                             e->code ? json_string(e->code) : json_null());
     if (!err) /* message not UTF-8 (it quotes user input): dropped */
-        err = json_pack("{s:s, s:s, s:n, s:n}", "message", "invalid request", "type", e->type ? e->type : "server_error",
-                        "param", "code");
+        err = json_pack("{s:s, s:s, s:n, s:n}", "message", "invalid request", "type",
+                        e->type ? e->type : "server_error", "param", "code");
     json_t *o = err ? json_pack("{s:o}", "error", err) : NULL;
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (o) json_decref(o);

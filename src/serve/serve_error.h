@@ -9,16 +9,16 @@
 #include <stdarg.h>
 
 typedef struct serve_error {
-    int status;         /* HTTP status: 400, 401, 404, 413, 429, 500, 503 */
-    const char *type;   /* "invalid_request_error", "authentication_error", "server_error", ... (static) */
-    const char *code;   /* "context_length_exceeded", "model_not_found", ... or NULL (static) */
-    char param[64];     /* offending request field, "" if none */
+    int status; /* HTTP status: 400, 401, 404, 413, 429, 500, 503 */
+    const char *type; /* "invalid_request_error", "authentication_error", "server_error", ... (static) */
+    const char *code; /* "context_length_exceeded", "model_not_found", ... or NULL (static) */
+    char param[64]; /* offending request field, "" if none */
     char message[512];
 } serve_error;
 
 /* Fills e (if non-NULL) and returns -1. `param` and `code` may be NULL. */
-int serve_fail(serve_error *e, int status, const char *type, const char *code, const char *param, const char *fmt,
-               ...) __attribute__((format(printf, 6, 7)));
+int serve_fail(serve_error *e, int status, const char *type, const char *code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 /* 400 invalid_request_error naming `param`. Returns -1. */
 int serve_bad(serve_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* {"error":{"message","type","param","code"}} as compact JSON (malloc'd), NULL when out of memory.

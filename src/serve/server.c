@@ -34,6 +34,7 @@
  * to us; when we free the connection, evhttp frees the request. */
 #include "serve/server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -41,7 +42,6 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -75,21 +75,23 @@ typedef struct sv_job {
     double *t_last; /* per choice: time of its latest token */
     bool stream, paused;
     recipe_api api; /* the API's error shape */
-    api_job a;      /* the recipe path (a.active): Chat, Messages, Responses */
+    api_job a; /* the recipe path (a.active): Chat, Messages, Responses */
     int32_t n_choices; /* reserved in inflight_choices at admission */
     const char *model; /* echoed in responses: the served name the request used (cfg->names) */
     /* prompt preparation on a worker (prep.c): from admission until prep_done */
     prep_task task;
-    gen_params prep_p;    /* moved into g by gen_job_prepare */
+    gen_params prep_p; /* moved into g by gen_job_prepare */
     serve_error prep_err;
     int prep_rc;
-    bool gone;            /* the client went away while its prompt was being prepared */
+    bool gone; /* the client went away while its prompt was being prepared */
 } sv_job;
 
 struct server {
     const serve_config *cfg;
     const gen_model *gm;
-    struct { int32_t n_vocab, max_n; } lim; /* token ids below n_vocab; n at most max_n */
+    struct {
+        int32_t n_vocab, max_n;
+    } lim; /* token ids below n_vocab; n at most max_n */
     struct event_base *base;
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
@@ -103,26 +105,14 @@ struct server {
     bool draining;
     long long started;
     response_store *store; /* Responses API (previous_response_id, GET/DELETE) */
-    prep_pool *prep;       /* prompt workers (template + tokenizer off the loop) */
+    prep_pool *prep; /* prompt workers (template + tokenizer off the loop) */
     struct event *ev_prep;
-    int64_t n_preparing;   /* admitted requests whose prompt is being prepared */
+    int64_t n_preparing; /* admitted requests whose prompt is being prepared */
 };
 
 /* ---- small helpers ---- */
 
 #define make_id(s, prefix, out, cap) ((void)(s), cf_random_id_or_die(prefix, out, cap)) /* CSPRNG ids */
-
-static void log_line(const char *id, const char *method, const char *path, int status, const gen_job *g, double ttft,
-                     double dur, const char *note) {
-    if (g && g->choices)
-        LOG_INFO("request %s %s %s status=%d prompt_tokens=%d cached_tokens=%d completion_tokens=%d ttft=%.3fs "
-                 "duration=%.3fs%s%s",
-                 id, method, path, status, g->usage.prompt_tokens, g->usage.cached_tokens, g->usage.completion_tokens,
-                 ttft, dur, note ? " " : "", note ? note : "");
-    else
-        LOG_INFO("request %s %s %s status=%d duration=%.3fs%s%s", id, method, path, status, dur, note ? " " : "",
-                 note ? note : "");
-}
 
 /* Sends `body` (taken: freed here) with a status; NULL body -> 500. */
 static void send_text(server *s, struct evhttp_request *req, int status, const char *ctype, char *body, size_t len) {
@@ -159,7 +149,7 @@ static void send_error_api(server *s, struct evhttp_request *req, const serve_er
     const char *path = u ? evhttp_uri_get_path(u) : NULL;
     char note[600];
     snprintf(note, sizeof note, "error=\"%s\"", e->message);
-    log_line(id, http_method_name(req), path ? path : "?", status, NULL, 0, time_now() - t0, note);
+    http_log_request(id, http_method_name(req), path ? path : "?", status, NULL, 0, time_now() - t0, note);
 }
 
 static void send_error(server *s, struct evhttp_request *req, const serve_error *e, const char *id, double t0) {
@@ -244,8 +234,8 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg) {
     metrics_request_done(&s->m, 499);
     char note[128];
     snprintf(note, sizeof note, "client disconnected, %d choice(s) cancelled", running);
-    log_line(j->id, "POST", j->path, 499, &j->g, j->t_first > 0 ? j->t_first - j->t_arrival : 0,
-             time_now() - j->t_arrival, note);
+    http_log_request(j->id, "POST", j->path, 499, &j->g, j->t_first > 0 ? j->t_first - j->t_arrival : 0,
+                     time_now() - j->t_arrival, note);
     bool detached = evhttp_request_get_connection(j->req) == NULL;
     LOG_DEBUG("request %s: connection closed (%s)", j->id, detached ? "evhttp detached the request" : "freed by us");
     if (detached) evhttp_request_free(j->req);
@@ -263,7 +253,8 @@ static void job_complete(sv_job *j) {
     const char *err = NULL;
     bool cancelled = false;
     for (int32_t i = 0; i < j->g.p.n; i++) {
-        if (j->g.choices[i].finish == CINFER_FINISH_ERROR) err = j->g.choices[i].error[0] ? j->g.choices[i].error : "engine error";
+        if (j->g.choices[i].finish == CINFER_FINISH_ERROR)
+            err = j->g.choices[i].error[0] ? j->g.choices[i].error : "engine error";
         cancelled |= j->g.choices[i].finish == CINFER_FINISH_CANCELLED;
     }
     if (cancelled) s->m.cancelled++; /* the shutdown deadline */
@@ -295,8 +286,8 @@ static void job_complete(sv_job *j) {
     j->req = NULL;
     job_account(j);
     char note[256];
-    log_line(j->id, "POST", j->path, status, &j->g, j->t_first > 0 ? j->t_first - j->t_arrival : 0,
-             time_now() - j->t_arrival, job_finish_note(j, note, sizeof note));
+    http_log_request(j->id, "POST", j->path, status, &j->g, j->t_first > 0 ? j->t_first - j->t_arrival : 0,
+                     time_now() - j->t_arrival, job_finish_note(j, note, sizeof note));
     job_free(j);
 }
 
@@ -340,7 +331,8 @@ static int job_pump(sv_job *j, int32_t c) {
     if (j->stream && http_conn_unsent(j->evcon) > s->cfg->conn_buffer) {
         j->paused = true;
         s->m.stream_pauses++;
-        LOG_DEBUG("request %s: client not reading (%zu bytes unsent), stream paused", j->id, http_conn_unsent(j->evcon));
+        LOG_DEBUG("request %s: client not reading (%zu bytes unsent), stream paused", j->id,
+                  http_conn_unsent(j->evcon));
     }
     return 0;
 }
@@ -399,8 +391,12 @@ static int check_model(server *s, const char *model, serve_error *e) {
 static int request_traffic_class(server *s, struct evhttp_request *req, int field, int *cls, serve_error *e);
 
 static api_ctx make_api_ctx(server *s) {
-    api_ctx c = {.parser = s->cfg->parser, .store = s->store, .now = time_now(), .max_n = s->lim.max_n,
-                 .n_vocab = s->lim.n_vocab, .tok = s->gm->tok,
+    api_ctx c = {.parser = s->cfg->parser,
+                 .store = s->store,
+                 .now = time_now(),
+                 .max_n = s->lim.max_n,
+                 .n_vocab = s->lim.n_vocab,
+                 .tok = s->gm->tok,
                  .has_think_default = s->cfg->has_reasoning_budget_default,
                  .think_default = s->cfg->reasoning_budget_default};
     for (int32_t i = 0; c.parser == RECIPE_PARSER_MISTRAL && i < s->gm->n_special && !c.mistral_args; i++)
@@ -429,7 +425,12 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     gen_params p;
     api_job a = {0};
     char id[48];
-    make_id(s, kind == GEN_COMPLETION ? "cmpl-" : api == RECIPE_API_MESSAGES ? "msg_" : api == RECIPE_API_RESPONSES ? "resp_" : "chatcmpl-", id, sizeof id);
+    make_id(s,
+            kind == GEN_COMPLETION        ? "cmpl-"
+            : api == RECIPE_API_MESSAGES  ? "msg_"
+            : api == RECIPE_API_RESPONSES ? "resp_"
+                                          : "chatcmpl-",
+            id, sizeof id);
     snprintf(a.id, sizeof a.id, "%s", id);
     a.created = (int64_t)time(NULL);
     int trc = tenant_of_request(s->cfg, req, a.tenant);
@@ -452,8 +453,8 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         return;
     }
     if (p.n > s->cfg->max_inflight) {
-        serve_bad(&e, "n", "'n' is %d but this server runs at most %d choices at once (--max-seqs + --max-queue)",
-                  p.n, s->cfg->max_inflight);
+        serve_bad(&e, "n", "'n' is %d but this server runs at most %d choices at once (--max-seqs + --max-queue)", p.n,
+                  s->cfg->max_inflight);
         gen_params_free(&p);
         fail_generate(s, req, &e, id, t0, &a, api);
         return;
@@ -487,7 +488,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     snprintf(j->path, sizeof j->path, "%s", path);
     j->n_choices = p.n;
     j->model = serve_names_pick(s->cfg->names, p.model);
-    j->a = a;      /* moved: freed with the job */
+    j->a = a; /* moved: freed with the job */
     j->prep_p = p; /* moved: into j->g by gen_job_prepare */
     if (j->prep_p.req) j->prep_p.req = &j->a.req; /* the request moved with the api_job */
     s->inflight_choices += j->n_choices; /* admitted: counts against --max-seqs + --max-queue from now on */
@@ -527,8 +528,7 @@ static void prep_done(sv_job *j) {
     else if (j->prep_rc) e = j->prep_err;
     else if (!gen_job_submit(&j->g, s->gm, &e)) {
         if (!j->a.completion) api_job_prompt_check(&j->a, &j->g, s->gm->tok);
-        if (!(j->a.active && j->stream &&
-              api_stream_begin(&j->a, &j->g, j->model))) {
+        if (!(j->a.active && j->stream && api_stream_begin(&j->a, &j->g, j->model))) {
             job_started(j);
             return;
         }
@@ -566,7 +566,8 @@ static void job_started(sv_job *j) {
         }
     } else {
         evhttp_add_header(evhttp_request_get_output_headers(req), "X-Request-Id", j->id);
-        if (j->api == RECIPE_API_MESSAGES) evhttp_add_header(evhttp_request_get_output_headers(req), "request-id", j->id);
+        if (j->api == RECIPE_API_MESSAGES)
+            evhttp_add_header(evhttp_request_get_output_headers(req), "request-id", j->id);
     }
 }
 
@@ -598,8 +599,8 @@ static void on_prep_close(struct evhttp_connection *evcon, void *arg) {
     (void)evcon;
     j->s->m.disconnected++;
     metrics_request_done(&j->s->m, 499);
-    log_line(j->id, "POST", j->path, 499, NULL, 0, time_now() - j->t_arrival,
-             "client disconnected while its prompt was prepared");
+    http_log_request(j->id, "POST", j->path, 499, NULL, 0, time_now() - j->t_arrival,
+                     "client disconnected while its prompt was prepared");
     if (evhttp_request_get_connection(j->req) == NULL) evhttp_request_free(j->req);
     j->req = NULL;
     j->gone = true;
@@ -645,12 +646,14 @@ static void util_done(prep_task *t) {
         evhttp_connection_set_closecb(evhttp_request_get_connection(u->req), NULL, NULL);
         if (!u->task.ran) serve_fail(&u->e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
         if (!u->task.ran || u->rc_run) {
-            send_error_api(s, u->req, &u->e, u->id, u->t0, u->k == ROUTE_COUNT_TOKENS ? RECIPE_API_MESSAGES : RECIPE_API_CHAT);
+            send_error_api(s, u->req, &u->e, u->id, u->t0,
+                           u->k == ROUTE_COUNT_TOKENS ? RECIPE_API_MESSAGES : RECIPE_API_CHAT);
         } else {
-            if (u->k == ROUTE_COUNT_TOKENS) evhttp_add_header(evhttp_request_get_output_headers(u->req), "request-id", u->id);
+            if (u->k == ROUTE_COUNT_TOKENS)
+                evhttp_add_header(evhttp_request_get_output_headers(u->req), "request-id", u->id);
             send_json(s, u->req, 200, u->out); /* takes out */
             u->out = NULL;
-            log_line(u->id, "POST", paths[u->k], 200, NULL, 0, time_now() - u->t0, NULL);
+            http_log_request(u->id, "POST", paths[u->k], 200, NULL, 0, time_now() - u->t0, NULL);
         }
     }
     free(u->out);
@@ -673,7 +676,12 @@ static void handle_util(server *s, struct evhttp_request *req, route_kind k, con
     }
     memcpy(copy, body, len);
     copy[len] = 0;
-    *u = (util_task){.s = s, .req = req, .k = k, .body = copy, .len = len, .t0 = t0,
+    *u = (util_task){.s = s,
+                     .req = req,
+                     .k = k,
+                     .body = copy,
+                     .len = len,
+                     .t0 = t0,
                      .rc = {.gm = s->gm, .names = s->cfg->names, .actx = make_api_ctx(s)}};
     make_id(s, pre[k], u->id, sizeof u->id);
     s->n_preparing++;
@@ -738,7 +746,8 @@ static void on_request(struct evhttp_request *req, void *arg) {
     make_id(s, "req-", id, sizeof id);
     recipe_api api = RECIPE_API_CHAT; /* the error shape; set by the routing below */
     struct evkeyvalq *ih = evhttp_request_get_input_headers(req); /* evhttp leaves a TRACE/HEAD body unread: */
-    if ((cmd == EVHTTP_REQ_TRACE || cmd == EVHTTP_REQ_HEAD) && (evhttp_find_header(ih, "Content-Length") || evhttp_find_header(ih, "Transfer-Encoding")))
+    if ((cmd == EVHTTP_REQ_TRACE || cmd == EVHTTP_REQ_HEAD) &&
+        (evhttp_find_header(ih, "Content-Length") || evhttp_find_header(ih, "Transfer-Encoding")))
         evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close"); /* not a next request */
 
     if (!strcmp(path, "/health")) {
@@ -769,11 +778,11 @@ static void on_request(struct evhttp_request *req, void *arg) {
     bool msgs = !strcmp(path, "/v1/messages"), count = !strcmp(path, "/v1/messages/count_tokens");
     bool resp = !strcmp(path, "/v1/responses"), one_resp = !strncmp(path, "/v1/responses/", 14) && path[14];
     api = msgs || count || !strncmp(path, "/v1/messages/", 13) ? RECIPE_API_MESSAGES
-                     : resp || one_resp                                    ? RECIPE_API_RESPONSES
-                                                                           : RECIPE_API_CHAT;
+          : resp || one_resp                                   ? RECIPE_API_RESPONSES
+                                                               : RECIPE_API_CHAT;
     if (!gen_chat && !gen_cmpl && !tok && !detok && !models && !one_model && !msgs && !count && !resp && !one_resp) {
-        serve_fail(&e, 404, "invalid_request_error", "not_found", NULL, "no route for %.100s %.200s", http_method_name(req),
-                   path);
+        serve_fail(&e, 404, "invalid_request_error", "not_found", NULL, "no route for %.100s %.200s",
+                   http_method_name(req), path);
         send_error_api(s, req, &e, id, t0, api);
         return;
     }
@@ -878,8 +887,9 @@ static void on_signal(evutil_socket_t sig, short what, void *arg) {
         evhttp_del_accept_socket(s->http, s->bound);
         s->bound = NULL;
     }
-    struct timeval tv = {(time_t)s->cfg->shutdown_timeout_s,
-                         (suseconds_t)((s->cfg->shutdown_timeout_s - (double)(time_t)s->cfg->shutdown_timeout_s) * 1e6)};
+    struct timeval tv = {
+        (time_t)s->cfg->shutdown_timeout_s,
+        (suseconds_t)((s->cfg->shutdown_timeout_s - (double)(time_t)s->cfg->shutdown_timeout_s) * 1e6)};
     s->ev_deadline = evtimer_new(s->base, on_deadline, s);
     if (s->ev_deadline) evtimer_add(s->ev_deadline, &tv);
     maybe_exit(s);
@@ -916,7 +926,8 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
     evhttp_set_max_body_size(s->http, (ev_ssize_t)hard);
     evhttp_set_max_headers_size(s->http, 64 * 1024);
     evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
-                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH | EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT);
+                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH |
+                                            EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT);
     evhttp_set_gencb(s->http, on_request, s);
     s->bound = cfg->listen_fd > 0 ? evhttp_accept_socket_with_handle(s->http, cfg->listen_fd)
                                   : evhttp_bind_socket_with_handle(s->http, cfg->host, (ev_uint16_t)cfg->port);

@@ -19,30 +19,30 @@
 #include "serve/traffic.h"
 
 typedef struct serve_config {
-    const char *host;          /* bind address (default 127.0.0.1) */
-    int port;                  /* 0: any free port (printed) */
-    const char *api_key;       /* NULL: no authentication (ignored when keys has entries) */
-    const traffic_keys *keys;  /* NULL or empty: api_key alone; else any of these keys, with its default traffic class */
-    int listen_fd;             /* > 0: a listening socket from serve_listen (host/port then only label it;
+    const char *host; /* bind address (default 127.0.0.1) */
+    int port; /* 0: any free port (printed) */
+    const char *api_key; /* NULL: no authentication (ignored when keys has entries) */
+    const traffic_keys *keys; /* NULL or empty: api_key alone; else any of these keys, with its default traffic class */
+    int listen_fd; /* > 0: a listening socket from serve_listen (host/port then only label it;
                                 * serve_run takes it over); 0: serve_run binds host:port itself */
-    const char *model_name;    /* the default served model name (names->v[0]) */
-    const serve_names *names;  /* every served model name (--served-model-name); not NULL */
-    int32_t max_n;             /* largest n per request */
-    int32_t max_inflight;      /* engine requests (choices) in flight before 429 */
-    size_t max_body;           /* request body limit in bytes (413 above) */
-    size_t conn_buffer;        /* per-connection unsent bytes before a stream pauses */
+    const char *model_name; /* the default served model name (names->v[0]) */
+    const serve_names *names; /* every served model name (--served-model-name); not NULL */
+    int32_t max_n; /* largest n per request */
+    int32_t max_inflight; /* engine requests (choices) in flight before 429 */
+    size_t max_body; /* request body limit in bytes (413 above) */
+    size_t conn_buffer; /* per-connection unsent bytes before a stream pauses */
     double shutdown_timeout_s; /* in-flight requests get this long after SIGTERM */
-    int parser;                /* recipe_parser_kind for chat output (reasoning / tool calls) */
+    int parser; /* recipe_parser_kind for chat output (reasoning / tool calls) */
     size_t response_store_max; /* Responses store: entries (0: store nothing) */
     size_t response_store_bytes; /* ... and bytes */
     double response_store_ttl_s; /* ... and seconds since last use */
     bool has_reasoning_budget_default; /* --reasoning-budget-default given (docs/serve.md "Reasoning budget") */
-    int32_t reasoning_budget_default;  /* ... its value in tokens (>= 0) */
-    double header_timeout_s;   /* --header-timeout: a request's headers must arrive within this (0: off) */
-    double body_timeout_s;     /* --body-timeout: ... and then its body (0: off) */
-    double idle_timeout_s;     /* --idle-timeout: a keep-alive connection between requests (0: off) */
-    int32_t max_connections;   /* --max-connections: open connections; more are refused (0: no limit) */
-    bool share_prefix_cache;   /* --share-prefix-cache: no per-tenant cache salt (serve/tenant.h) */
+    int32_t reasoning_budget_default; /* ... its value in tokens (>= 0) */
+    double header_timeout_s; /* --header-timeout: a request's headers must arrive within this (0: off) */
+    double body_timeout_s; /* --body-timeout: ... and then its body (0: off) */
+    double idle_timeout_s; /* --idle-timeout: a keep-alive connection between requests (0: off) */
+    int32_t max_connections; /* --max-connections: open connections; more are refused (0: no limit) */
+    bool share_prefix_cache; /* --share-prefix-cache: no per-tenant cache salt (serve/tenant.h) */
 } serve_config;
 
 /* Listens (on cfg->listen_fd when set, else binds host:port), prints

@@ -16,9 +16,8 @@ int tenant_of_key(const char *key, char out[TENANT_ID_CAP]) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
-             EVP_DigestUpdate(ctx, domain, sizeof domain - 1) && EVP_DigestUpdate(ctx, key, strlen(key)) &&
-             EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen >= 16;
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) && EVP_DigestUpdate(ctx, domain, sizeof domain - 1) &&
+             EVP_DigestUpdate(ctx, key, strlen(key)) && EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen >= 16;
     EVP_MD_CTX_free(ctx);
     if (!ok) return -1;
     for (int i = 0; i < 16; i++) {

@@ -32,8 +32,7 @@ int traffic_class_from_json(const json_t *request, int *cls, serve_error *err) {
     if (json_is_integer(tc)) {
         json_int_t v = json_integer_value(tc);
         if (v < 0 || v >= CINFER_TRAFFIC_N)
-            return serve_bad(err, "cinfer.traffic_class", "'cinfer.traffic_class' %lld is not 0, 1 or 2",
-                             (long long)v);
+            return serve_bad(err, "cinfer.traffic_class", "'cinfer.traffic_class' %lld is not 0, 1 or 2", (long long)v);
         *cls = (int)v;
         return 0;
     }

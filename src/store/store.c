@@ -6,9 +6,9 @@
 #include "store/store.h"
 
 #include <errno.h>
-#include <stdint.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +36,7 @@ struct store {
     store_config cfg;
     int64_t clock_offset;
     pthread_mutex_t mu;
-    pthread_cond_t cv;    /* I/O threads wait for work */
+    pthread_cond_t cv; /* I/O threads wait for work */
     pthread_cond_t gc_cv; /* the GC thread waits for its period or a kick */
     store_chain *cq_head, *cq_tail, *done_chains;
     store_wslot *wq_head, *wq_tail, *wfree, *done_writes;
@@ -51,10 +51,10 @@ struct store {
     store_stats st;
     store_mac_key mac_key; /* valid when cfg.mac_key != NULL (then it points here) */
     pthread_cond_t exit_cv; /* CLOCK_MONOTONIC: store_stop waits for n_live == 0 */
-    bool exit_cv_ok;        /* exit_cv initialised */
+    bool exit_cv_ok; /* exit_cv initialised */
     void (*test_hook)(void); /* store_test_io_hook as it was at open */
-    int n_live;             /* I/O and GC threads not yet returned */
-    int in_notify;          /* threads inside cfg.notify (the owner's code: never abandoned mid-call) */
+    int n_live; /* I/O and GC threads not yet returned */
+    int in_notify; /* threads inside cfg.notify (the owner's code: never abandoned mid-call) */
     bool abandoned;
     struct store *abandoned_next;
 };
@@ -194,8 +194,8 @@ static store_load_result store_load_one(store *s, store_chain *ch, int32_t i, ui
     int fd = ch->fds[i];
     ch->fds[i] = -1;
     cf_err err = {0};
-    store_load_result res = store_fs_load_fd(s->dir, fd, &x, hdr, ch->dst[i], store_now(s), s->cfg.touch_interval_s,
-                                             bytes, &err);
+    store_load_result res =
+        store_fs_load_fd(s->dir, fd, &x, hdr, ch->dst[i], store_now(s), s->cfg.touch_interval_s, bytes, &err);
     if (res == STORE_LOAD_QUARANTINED) LOG_WARN("%s", err.msg);
     else if (res == STORE_LOAD_ERROR) LOG_DEBUG("%s", err.msg);
     return res;
@@ -334,9 +334,9 @@ static void store_run_write(store *s, store_wslot *w) {
     writable = s->writable;
     st_unlock(s);
     if (writable && s->cfg.io_hook) s->cfg.io_hook(s->cfg.io_hook_ctx);
-    store_pub_result r = writable ? store_fs_publish(s->dir, &h, w->tokens, w->payload, s->cfg.mac_key, s->cfg.sync,
-                                                     now, &e, &err)
-                                  : STORE_PUB_ERROR;
+    store_pub_result r =
+        writable ? store_fs_publish(s->dir, &h, w->tokens, w->payload, s->cfg.mac_key, s->cfg.sync, now, &e, &err)
+                 : STORE_PUB_ERROR;
     st_lock(s);
     w->ok = r != STORE_PUB_ERROR;
     if (r == STORE_PUB_WRITTEN) {
@@ -606,7 +606,8 @@ bool store_stop(store *s) {
         if (!all) {
             /* a thread is stuck in a syscall (a hung mount): do not wait for it; keep everything it may touch */
             LOG_ERROR("store %s: %d thread(s) still stuck in I/O after %d ms: abandoning them (the store's memory is "
-                      "kept, not freed)", s->dir, stuck, s->cfg.close_timeout_ms);
+                      "kept, not freed)",
+                      s->dir, stuck, s->cfg.close_timeout_ms);
             for (int i = 0; i < s->n_threads; i++) pthread_detach(s->threads[i]);
             if (s->gc_started) pthread_detach(s->gc_thread);
             pthread_mutex_lock(&g_abandoned_mu);

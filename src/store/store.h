@@ -61,7 +61,7 @@
  * ones. The engine reports them as cinfer_store_stats (cinfer/engine.h). */
 #define STORE_LATENCY_BUCKETS 12
 typedef struct store_stats {
-    bool enabled;  /* opened: the directory is usable for reading */
+    bool enabled; /* opened: the directory is usable for reading */
     bool writable; /* writes are currently accepted (false while degraded) */
     uint64_t lookups;
     uint64_t hit_blocks, hit_tokens;
@@ -81,20 +81,20 @@ typedef struct store_stats {
 typedef struct store store;
 
 typedef struct store_config {
-    const char *dir;                           /* copied */
-    uint8_t fingerprint[STORE_KEY_BYTES];      /* store_fingerprint() */
+    const char *dir; /* copied */
+    uint8_t fingerprint[STORE_KEY_BYTES]; /* store_fingerprint() */
     uint32_t block_tokens;
-    uint64_t payload_bytes;                    /* bytes of one block */
-    int64_t quota_bytes;                       /* 0: none */
-    bool sync;                                 /* fsync before publishing */
-    int64_t retention_s[STORE_N_CLASSES];     /* 0 entries: defaults */
-    int32_t io_threads;                        /* 0: 2 */
-    int32_t write_slots;                       /* 0: 64 */
-    int64_t touch_interval_s;                  /* 0: 600; < 0: touch on every load */
-    int32_t gc_interval_s;                     /* 0: 300; < 0: no GC thread */
-    int32_t close_timeout_ms;                  /* store_stop waits this long for its threads (0: 5000) */
-    const store_mac_key *mac_key;              /* NULL: objects not authenticated; copied */
-    void (*io_hook)(void *ctx);                /* tests: called by an I/O thread before each block's syscalls */
+    uint64_t payload_bytes; /* bytes of one block */
+    int64_t quota_bytes; /* 0: none */
+    bool sync; /* fsync before publishing */
+    int64_t retention_s[STORE_N_CLASSES]; /* 0 entries: defaults */
+    int32_t io_threads; /* 0: 2 */
+    int32_t write_slots; /* 0: 64 */
+    int64_t touch_interval_s; /* 0: 600; < 0: touch on every load */
+    int32_t gc_interval_s; /* 0: 300; < 0: no GC thread */
+    int32_t close_timeout_ms; /* store_stop waits this long for its threads (0: 5000) */
+    const store_mac_key *mac_key; /* NULL: objects not authenticated; copied */
+    void (*io_hook)(void *ctx); /* tests: called by an I/O thread before each block's syscalls */
     void *io_hook_ctx;
     void (*notify)(void *ctx);
     void *notify_ctx;
@@ -104,19 +104,19 @@ typedef enum store_chain_phase { STORE_CHAIN_LOOKUP = 0, STORE_CHAIN_LOAD } stor
 
 typedef struct store_chain {
     /* filled by the caller */
-    int32_t n;                          /* blocks in the chain */
-    uint8_t (*keys)[STORE_KEY_BYTES];   /* n keys (arrays allocated by store_chain_new) */
-    uint8_t parent0[STORE_KEY_BYTES];   /* parent of keys[0] (zeros: first block of the sequence) */
-    int32_t *tokens;                    /* n * block_tokens */
-    void **dst;                         /* LOAD: destination of block i < n_load */
-    int32_t *ids;                       /* for the caller (e.g. pool block ids) */
-    void *owner;                        /* for the caller */
+    int32_t n; /* blocks in the chain */
+    uint8_t (*keys)[STORE_KEY_BYTES]; /* n keys (arrays allocated by store_chain_new) */
+    uint8_t parent0[STORE_KEY_BYTES]; /* parent of keys[0] (zeros: first block of the sequence) */
+    int32_t *tokens; /* n * block_tokens */
+    void **dst; /* LOAD: destination of block i < n_load */
+    int32_t *ids; /* for the caller (e.g. pool block ids) */
+    void *owner; /* for the caller */
     /* results */
     store_chain_phase phase;
-    int32_t n_found;                    /* LOOKUP: leading objects present */
-    int32_t n_load;                     /* LOAD: how many were asked for (<= n_found) */
-    int32_t n_loaded;                   /* LOAD: leading objects loaded and verified */
-    double t_submit;                    /* monotonic seconds at the LOOKUP submit */
+    int32_t n_found; /* LOOKUP: leading objects present */
+    int32_t n_load; /* LOAD: how many were asked for (<= n_found) */
+    int32_t n_loaded; /* LOAD: leading objects loaded and verified */
+    double t_submit; /* monotonic seconds at the LOOKUP submit */
     /* internal (store mutex) */
     int *fds;
     int32_t next_idx, end, inflight, fail_at; /* blocks handed out / to do / running; first failure */
@@ -125,8 +125,8 @@ typedef struct store_chain {
 
 typedef struct store_event {
     store_chain *chain; /* a completed chain phase, or NULL for a write */
-    uint64_t tag;       /* write: the caller's tag */
-    bool ok;            /* write: published (or already present) */
+    uint64_t tag; /* write: the caller's tag */
+    bool ok; /* write: published (or already present) */
 } store_event;
 
 /* Tests: when set, used as the io_hook of every store opened without one

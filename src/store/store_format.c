@@ -50,10 +50,10 @@ int store_mac(const store_mac_key *k, const uint8_t *hdr, uint32_t header_len, c
     EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
     EVP_MAC_CTX *ctx = mac ? EVP_MAC_CTX_new(mac) : NULL;
     char digest[] = "SHA256";
-    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_construct_end()};
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                           OSSL_PARAM_construct_end()};
     size_t len = 0;
-    int ok = ctx && k->len > 0 && EVP_MAC_init(ctx, k->bytes, k->len, params) &&
-             EVP_MAC_update(ctx, hdr, header_len) &&
+    int ok = ctx && k->len > 0 && EVP_MAC_init(ctx, k->bytes, k->len, params) && EVP_MAC_update(ctx, hdr, header_len) &&
              (payload_len == 0 || EVP_MAC_update(ctx, payload, (size_t)payload_len)) &&
              EVP_MAC_final(ctx, out, &len, STORE_MAC_BYTES) && len == STORE_MAC_BYTES;
     EVP_MAC_CTX_free(ctx);

@@ -53,19 +53,19 @@
  * the store defines them itself because it sits below the engine. */
 enum { STORE_CLASS_DEFAULT = 0, STORE_CLASS_CHAT = 1, STORE_CLASS_AGENT = 2 };
 #define STORE_N_CLASSES 3
-#define STORE_FORMAT_VERSION 1u     /* objects written without a key */
+#define STORE_FORMAT_VERSION 1u /* objects written without a key */
 #define STORE_FORMAT_VERSION_MAC 2u /* objects written with a key: flags field + MAC trailer */
 #define STORE_FLAGS_OFF 152
-#define STORE_FLAG_MAC 1u           /* a STORE_MAC_BYTES trailer follows the payload */
-#define STORE_MAC_BYTES 32          /* HMAC-SHA256 */
+#define STORE_FLAG_MAC 1u /* a STORE_MAC_BYTES trailer follows the payload */
+#define STORE_MAC_BYTES 32 /* HMAC-SHA256 */
 #define STORE_MAC_KEY_MIN 32
 #define STORE_MAC_KEY_MAX 4096
-#define STORE_MAGIC "CINFKVB"        /* 7 characters + the NUL = 8 bytes */
+#define STORE_MAGIC "CINFKVB" /* 7 characters + the NUL = 8 bytes */
 #define STORE_HDR_FIXED 160
 #define STORE_HDR_CHECKSUM_OFF 144
 #define STORE_MAX_TOKENS 65536
 #define STORE_HEX_BYTES (2 * STORE_KEY_BYTES + 1)
-#define STORE_SUFFIX_TMP ".tmp."      /* temporary names: <hex>.tmp.<pid>.<n> */
+#define STORE_SUFFIX_TMP ".tmp." /* temporary names: <hex>.tmp.<pid>.<n> */
 
 /* An HMAC key (the bytes of a key file, store_key_load in store_fs.h). */
 typedef struct store_mac_key {
@@ -90,19 +90,19 @@ typedef struct store_obj_hdr {
 typedef struct store_expect {
     const uint8_t *fingerprint; /* STORE_KEY_BYTES */
     const uint8_t *key;
-    const uint8_t *parent;      /* NULL: zeros (first block) */
+    const uint8_t *parent; /* NULL: zeros (first block) */
     const int32_t *tokens;
     uint32_t n_tokens;
     uint64_t payload_len;
     const store_mac_key *mac_key; /* NULL: no key (MACs are not checked, v1 objects accepted) */
-    const uint8_t *mac;           /* the object's trailer as read (STORE_MAC_BYTES), NULL: none read */
+    const uint8_t *mac; /* the object's trailer as read (STORE_MAC_BYTES), NULL: none read */
 } store_expect;
 
 typedef enum store_verdict {
     STORE_VALID = 0,
-    STORE_EXPIRED,       /* intact but past its expiry: a miss, not quarantined */
+    STORE_EXPIRED, /* intact but past its expiry: a miss, not quarantined */
     STORE_OTHER_VERSION, /* our magic, another format version (a rolling upgrade): a miss, left alone */
-    STORE_CORRUPT,       /* anything else: a miss, quarantined */
+    STORE_CORRUPT, /* anything else: a miss, quarantined */
 } store_verdict;
 
 /* header_len for n tokens. */

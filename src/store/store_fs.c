@@ -129,7 +129,8 @@ store_pub_result store_fs_publish(const char *dir, store_obj_hdr *h, const int32
         snprintf(d, sizeof d, "%.*s", (int)(strlen(path) - STORE_HEX_BYTES), path);
         int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {
-            if (fsync(dfd)) { /* the object is published; durability is best effort */ }
+            if (fsync(dfd)) { /* the object is published; durability is best effort */
+            }
             close(dfd);
         }
     }
@@ -209,9 +210,8 @@ static ssize_t pread_all(int fd, struct iovec *iov, int n_iov, uint64_t total) {
     return (ssize_t)got;
 }
 
-store_load_result store_fs_load_fd(const char *dir, int fd, const store_expect *x0, uint8_t *hdr_buf,
-                                   void *payload_dst, int64_t now, int64_t touch_interval_s, uint64_t *bytes_read,
-                                   cf_err *err) {
+store_load_result store_fs_load_fd(const char *dir, int fd, const store_expect *x0, uint8_t *hdr_buf, void *payload_dst,
+                                   int64_t now, int64_t touch_interval_s, uint64_t *bytes_read, cf_err *err) {
     *bytes_read = 0;
     struct stat sb;
     if (fstat(fd, &sb)) {
@@ -248,12 +248,14 @@ store_load_result store_fs_load_fd(const char *dir, int fd, const store_expect *
             return STORE_LOAD_ERROR;
         }
         *bytes_read = (uint64_t)got;
-        store_verdict v = (uint64_t)got != want ? STORE_CORRUPT
-                                                : store_verify(hdr_buf, hl, payload_dst, (uint64_t)sb.st_size, &x, now, &why);
+        store_verdict v = (uint64_t)got != want
+                              ? STORE_CORRUPT
+                              : store_verify(hdr_buf, hl, payload_dst, (uint64_t)sb.st_size, &x, now, &why);
         if (v == STORE_VALID) {
             if (sb.st_atime < now - touch_interval_s) {
                 struct timespec ts[2] = {{.tv_sec = now}, {.tv_nsec = UTIME_OMIT}};
-                if (futimens(fd, ts)) { /* read-only store: LRU order just goes stale */ }
+                if (futimens(fd, ts)) { /* read-only store: LRU order just goes stale */
+                }
             }
             close(fd);
             return STORE_LOAD_HIT;

@@ -39,8 +39,8 @@ int store_fs_prepare(const char *dir, cf_err *err);
 
 typedef enum store_pub_result {
     STORE_PUB_WRITTEN = 0,
-    STORE_PUB_EXISTS,  /* an object with this key is already published: nothing written */
-    STORE_PUB_ERROR,   /* err set, *err_no = the errno (ENOSPC, EROFS, EACCES, ...) */
+    STORE_PUB_EXISTS, /* an object with this key is already published: nothing written */
+    STORE_PUB_ERROR, /* err set, *err_no = the errno (ENOSPC, EROFS, EACCES, ...) */
 } store_pub_result;
 
 /* Publishes one object (h: fingerprint, key, parent, n_tokens, class,
@@ -52,10 +52,10 @@ store_pub_result store_fs_publish(const char *dir, store_obj_hdr *h, const int32
 
 typedef enum store_load_result {
     STORE_LOAD_HIT = 0,
-    STORE_LOAD_MISS,        /* no such object */
-    STORE_LOAD_EXPIRED,     /* present but expired (left for GC) */
+    STORE_LOAD_MISS, /* no such object */
+    STORE_LOAD_EXPIRED, /* present but expired (left for GC) */
     STORE_LOAD_QUARANTINED, /* failed verification; moved to quarantine/ */
-    STORE_LOAD_ERROR,       /* I/O error (EIO, EACCES, ...); err set */
+    STORE_LOAD_ERROR, /* I/O error (EIO, EACCES, ...); err set */
 } store_load_result;
 
 /* *err_no for a path that is not a regular file (a FIFO, socket, device,
@@ -75,9 +75,8 @@ int store_fs_open(const char *dir, const uint8_t key[STORE_KEY_BYTES], int *err_
  * and payload_dst (x->payload_len bytes), verifies it against x at `now`,
  * quarantines it when corrupt, refreshes its atime when older than
  * now - touch_interval_s, and closes fd. *bytes_read: bytes read. */
-store_load_result store_fs_load_fd(const char *dir, int fd, const store_expect *x, uint8_t *hdr_buf,
-                                   void *payload_dst, int64_t now, int64_t touch_interval_s, uint64_t *bytes_read,
-                                   cf_err *err);
+store_load_result store_fs_load_fd(const char *dir, int fd, const store_expect *x, uint8_t *hdr_buf, void *payload_dst,
+                                   int64_t now, int64_t touch_interval_s, uint64_t *bytes_read, cf_err *err);
 
 /* store_fs_open + store_fs_load_fd. */
 store_load_result store_fs_load(const char *dir, const store_expect *x, uint8_t *hdr_buf, void *payload_dst,

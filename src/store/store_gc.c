@@ -26,8 +26,8 @@ typedef struct gc_entry {
 
 typedef struct gc_walk {
     int64_t now, real_now;
-    bool collect;     /* a quota is set: remember live objects for the LRU pass (48 bytes each) */
-    uint64_t live;    /* bytes of live objects */
+    bool collect; /* a quota is set: remember live objects for the LRU pass (48 bytes each) */
+    uint64_t live; /* bytes of live objects */
     store_gc_result *r;
     gc_entry *v;
     size_t n, cap;
@@ -201,7 +201,8 @@ static void sum_visit(void *ctx, int dfd, const char *name) {
     struct stat sb;
     store_obj_hdr h;
     bool ok = fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
-              pread(fd, buf, sizeof buf, 0) == (ssize_t)sizeof buf && store_decode_header(buf, sizeof buf, &h, NULL) == 0;
+              pread(fd, buf, sizeof buf, 0) == (ssize_t)sizeof buf &&
+              store_decode_header(buf, sizeof buf, &h, NULL) == 0;
     if (fd >= 0) close(fd);
     if (!ok) {
         s->unreadable++;

@@ -27,11 +27,11 @@
 #define STORE_GC_QUARANTINE_AGE_S 86400
 
 typedef struct store_gc_result {
-    uint64_t objects, bytes;             /* objects found / their bytes, before deletion */
+    uint64_t objects, bytes; /* objects found / their bytes, before deletion */
     uint64_t deleted_expired, deleted_lru, deleted_tmp, deleted_quarantine;
     uint64_t bytes_deleted;
     uint64_t objects_after, bytes_after;
-    uint64_t errors;                     /* unlink / stat failures other than ENOENT */
+    uint64_t errors; /* unlink / stat failures other than ENOENT */
 } store_gc_result;
 
 /* One pass over dir at store time `now`. -1 (err) only when dir/objects cannot be read. */
@@ -42,7 +42,7 @@ typedef struct store_summary {
     uint64_t class_objects[STORE_N_CLASSES], class_bytes[STORE_N_CLASSES];
     uint64_t tmp_files, quarantined, quarantined_bytes;
     int64_t oldest_created, newest_created, oldest_access, next_expiry; /* 0 when there are no objects */
-    uint64_t fingerprints;            /* distinct model fingerprints seen (up to 16 counted) */
+    uint64_t fingerprints; /* distinct model fingerprints seen (up to 16 counted) */
 } store_summary;
 
 /* Reads every object's header (for `cinfer store stats`). */

@@ -31,22 +31,22 @@
 #define ATTN_MAX_CHUNK 16 /* query tokens per call */
 
 typedef struct attn_args {
-    const float *q;            /* token t, head h at q + t*q_stride + h*head_dim */
+    const float *q; /* token t, head h at q + t*q_stride + h*head_dim */
     int64_t q_stride;
-    float *out;                /* same layout as q, with out_stride */
+    float *out; /* same layout as q, with out_stride */
     int64_t out_stride;
-    const int32_t *pos;        /* n_tok positions, ascending by 1 */
-    int n_tok;                 /* 1..ATTN_MAX_CHUNK */
-    int n_q;                   /* query heads in the group */
+    const int32_t *pos; /* n_tok positions, ascending by 1 */
+    int n_tok; /* 1..ATTN_MAX_CHUNK */
+    int n_q; /* query heads in the group */
     int head_dim;
-    float *const *blocks;      /* block table of the sequence */
+    float *const *blocks; /* block table of the sequence */
     int block_tokens;
-    int64_t k_off, v_off;      /* element offsets of this layer's K/V head in a block */
-    int64_t row_stride;        /* V: elements between consecutive token rows */
-    int window;                /* 0 = full causal */
+    int64_t k_off, v_off; /* element offsets of this layer's K/V head in a block */
+    int64_t row_stride; /* V: elements between consecutive token rows */
+    int window; /* 0 = full causal */
     float scale;
-    float softcap;             /* 0 = off */
-    float *scores;             /* scratch, see above */
+    float softcap; /* 0 = off */
+    float *scores; /* scratch, see above */
 } attn_args;
 
 void kern_attention(const attn_args *a);

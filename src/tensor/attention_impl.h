@@ -33,11 +33,11 @@ static inline int attn_lo(const attn_args *a, int t) {
 
 void ATTN_FN(const attn_args *a) {
     const int hd = a->head_dim, nq = a->n_q, nt = a->n_tok;
-    const int j_end = a->pos[nt - 1] + 1;  /* keys any token of the chunk may see */
+    const int j_end = a->pos[nt - 1] + 1; /* keys any token of the chunk may see */
     const int j_start = attn_lo(a, 0);
-    const int64_t srow = j_end;            /* score row length */
+    const int64_t srow = j_end; /* score row length */
     const int bt = a->block_tokens;
-    float kt[hd][16];                      /* gathered K tile (tiles that cross a block) */
+    float kt[hd][16]; /* gathered K tile (tiles that cross a block) */
 
     /* pass 1: scores, 16 keys at a time. K is stored dimension-major in each
      * block ([dim][token]), so a tile of 16 keys inside one block is read in

@@ -59,9 +59,9 @@ size_t dtype_block_bytes(uint32_t t);
 size_t dtype_row_bytes(uint32_t t, int64_t n);
 
 float fp16_to_f32(uint16_t h);
-uint16_t f32_to_fp16(float f);   /* round to nearest even */
+uint16_t f32_to_fp16(float f); /* round to nearest even */
 float bf16_to_f32(uint16_t h);
-uint16_t f32_to_bf16(float f);   /* round to nearest even, NaN kept NaN */
+uint16_t f32_to_bf16(float f); /* round to nearest even, NaN kept NaN */
 
 /* Converts n floats to `t` (n a multiple of the block size). Scalar reference
  * quantizers, matching ggml's quantize_row_*_ref rounding. */

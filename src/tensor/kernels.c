@@ -73,7 +73,6 @@ void kern_ctx_destroy(kern_ctx *c) {
     free(c);
 }
 
-
 /* Carves the kern_qact arrays for m rows of k out of the scratch. */
 static kern_qact qact_layout(kern_ctx *c, int64_t m, int64_t k) {
     char *base = c->scratch;
@@ -181,7 +180,8 @@ int kern_weight_prepare(kern_weight *w, dtype type, const void *data, int64_t n,
     memset(w, 0, sizeof *w);
     if (!dtype_computable((uint32_t)type))
         return cf_fail(err, "kern_weight_prepare: type %s is not computable", dtype_name((uint32_t)type));
-    if (n <= 0 || k <= 0) return cf_fail(err, "kern_weight_prepare: bad shape n=%lld k=%lld", (long long)n, (long long)k);
+    if (n <= 0 || k <= 0)
+        return cf_fail(err, "kern_weight_prepare: bad shape n=%lld k=%lld", (long long)n, (long long)k);
     if (k % dtype_block_elems((uint32_t)type) != 0)
         return cf_fail(err, "kern_weight_prepare: k=%lld is not a multiple of the %s block size", (long long)k,
                        dtype_name((uint32_t)type));
@@ -249,10 +249,8 @@ static void prep_range(const mm_job *j, int64_t u0, int64_t u1) {
     const kern_mm_args *a = &j->a;
     int64_t k = a->k, nb = k / 32;
     for (int64_t u = u0; u < u1; u++) {
-        if (a->xp)
-            pack_x_group(j, u);
-        else
-            j->ops->quantize_row(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb, j->off);
+        if (a->xp) pack_x_group(j, u);
+        else j->ops->quantize_row(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb, j->off);
     }
 }
 
@@ -323,16 +321,12 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
     }
     assert(!prep || (m <= c->max_rows && w->k <= c->max_k)); /* caller contract: fits the scratch */
     if (prep) {
-        if (m * w->k < 65536 || pool_size(c->pool) == 1)
-            prep_range(&j, 0, prep_units(&j));
-        else
-            pool_run(c->pool, prep_task, &j);
+        if (m * w->k < 65536 || pool_size(c->pool) == 1) prep_range(&j, 0, prep_units(&j));
+        else pool_run(c->pool, prep_task, &j);
     }
     /* Tiny products (a few hundred thousand MACs) cost less than waking the pool. */
-    if ((double)m * (double)w->n * (double)w->k < (double)MM_INLINE_MACS)
-        mm_task(&j, 0, 1);
-    else
-        pool_run(c->pool, mm_task, &j);
+    if ((double)m * (double)w->n * (double)w->k < (double)MM_INLINE_MACS) mm_task(&j, 0, 1);
+    else pool_run(c->pool, mm_task, &j);
 }
 
 /* ---- bandwidth probe ---- */

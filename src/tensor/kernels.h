@@ -40,9 +40,9 @@ typedef struct kern_weight {
     dtype type;
     int64_t n, k;
     const void *data; /* original GGUF layout, not owned */
-    void *packed;     /* owned repacked copy or NULL */
-    int layout;       /* kernel-private layout tag */
-    int isa;          /* cpu_isa it was prepared for */
+    void *packed; /* owned repacked copy or NULL */
+    int layout; /* kernel-private layout tag */
+    int isa; /* cpu_isa it was prepared for */
 } kern_weight;
 
 int kern_weight_prepare(kern_weight *w, dtype type, const void *data, int64_t n, int64_t k, cf_err *err);

@@ -41,7 +41,8 @@ static float dot_f32(const float *a, const float *b, int64_t n) {
 static void axpy_f32(float a, const float *x, float *y, int64_t n) {
     __m256 va = _mm256_set1_ps(a);
     int64_t j = 0;
-    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(y + j, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j)));
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(y + j, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j)));
     for (; j < n; j++) y[j] += a * x[j];
 }
 
@@ -88,31 +89,31 @@ static inline __m256 load8_bf16(const uint16_t *p) {
 }
 
 /* 4 rows x 1 activation row, float weights. */
-#define DEF_DOT4(NAME, T, LOAD, CONV)                                                                          \
-    static void NAME(const T *w, int64_t k, const float *x, float *out) {                                  \
-        const T *r0 = w, *r1 = w + k, *r2 = w + 2 * k, *r3 = w + 3 * k;                                      \
-        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                                          \
-        int64_t j = 0;                                                                                       \
-        for (; j + 8 <= k; j += 8) {                                                                         \
-            __m256 xv = _mm256_loadu_ps(x + j);                                                              \
-            s0 = _mm256_fmadd_ps(LOAD(r0 + j), xv, s0);                                                      \
-            s1 = _mm256_fmadd_ps(LOAD(r1 + j), xv, s1);                                                      \
-            s2 = _mm256_fmadd_ps(LOAD(r2 + j), xv, s2);                                                      \
-            s3 = _mm256_fmadd_ps(LOAD(r3 + j), xv, s3);                                                      \
-        }                                                                                                    \
-        out[0] = hsum8(s0), out[1] = hsum8(s1), out[2] = hsum8(s2), out[3] = hsum8(s3);                      \
-        for (; j < k; j++) {                                                                                 \
-            out[0] += CONV(r0[j]) * x[j], out[1] += CONV(r1[j]) * x[j];                                      \
-            out[2] += CONV(r2[j]) * x[j], out[3] += CONV(r3[j]) * x[j];                                      \
-        }                                                                                                    \
-    }                                                                                                        \
-    static float NAME##_1(const T *w, int64_t k, const float *x) {                                           \
-        __m256 s0 = _mm256_setzero_ps();                                                                     \
-        int64_t j = 0;                                                                                       \
-        for (; j + 8 <= k; j += 8) s0 = _mm256_fmadd_ps(LOAD(w + j), _mm256_loadu_ps(x + j), s0);            \
-        float s = hsum8(s0);                                                                                 \
-        for (; j < k; j++) s += CONV(w[j]) * x[j];                                                           \
-        return s;                                                                                            \
+#define DEF_DOT4(NAME, T, LOAD, CONV)                                                             \
+    static void NAME(const T *w, int64_t k, const float *x, float *out) {                         \
+        const T *r0 = w, *r1 = w + k, *r2 = w + 2 * k, *r3 = w + 3 * k;                           \
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                               \
+        int64_t j = 0;                                                                            \
+        for (; j + 8 <= k; j += 8) {                                                              \
+            __m256 xv = _mm256_loadu_ps(x + j);                                                   \
+            s0 = _mm256_fmadd_ps(LOAD(r0 + j), xv, s0);                                           \
+            s1 = _mm256_fmadd_ps(LOAD(r1 + j), xv, s1);                                           \
+            s2 = _mm256_fmadd_ps(LOAD(r2 + j), xv, s2);                                           \
+            s3 = _mm256_fmadd_ps(LOAD(r3 + j), xv, s3);                                           \
+        }                                                                                         \
+        out[0] = hsum8(s0), out[1] = hsum8(s1), out[2] = hsum8(s2), out[3] = hsum8(s3);           \
+        for (; j < k; j++) {                                                                      \
+            out[0] += CONV(r0[j]) * x[j], out[1] += CONV(r1[j]) * x[j];                           \
+            out[2] += CONV(r2[j]) * x[j], out[3] += CONV(r3[j]) * x[j];                           \
+        }                                                                                         \
+    }                                                                                             \
+    static float NAME##_1(const T *w, int64_t k, const float *x) {                                \
+        __m256 s0 = _mm256_setzero_ps();                                                          \
+        int64_t j = 0;                                                                            \
+        for (; j + 8 <= k; j += 8) s0 = _mm256_fmadd_ps(LOAD(w + j), _mm256_loadu_ps(x + j), s0); \
+        float s = hsum8(s0);                                                                      \
+        for (; j < k; j++) s += CONV(w[j]) * x[j];                                                \
+        return s;                                                                                 \
     }
 
 static inline float id_f32(float v) { return v; }
@@ -120,16 +121,16 @@ DEF_DOT4(dot4_f32, float, _mm256_loadu_ps, id_f32)
 DEF_DOT4(dot4_f16, uint16_t, load8_f16, fp16_to_f32)
 DEF_DOT4(dot4_bf16, uint16_t, load8_bf16, bf16_to_f32)
 
-#define DISPATCH_FLOAT(DOT4, T)                                                                              \
-    do {                                                                                                     \
-        const T *W = (const T *)w->data;                                                                     \
-        for (int64_t i = i0; i < i1; i++) {                                                                  \
-            const float *xr = a->x + i * k;                                                                  \
-            float *yr = a->y + i * n;                                                                        \
-            int64_t o = o0;                                                                                  \
-            for (; o + 4 <= o1; o += 4) DOT4(W + o * k, k, xr, yr + o);                                      \
-            for (; o < o1; o++) yr[o] = DOT4##_1(W + o * k, k, xr);                                          \
-        }                                                                                                    \
+#define DISPATCH_FLOAT(DOT4, T)                                         \
+    do {                                                                \
+        const T *W = (const T *)w->data;                                \
+        for (int64_t i = i0; i < i1; i++) {                             \
+            const float *xr = a->x + i * k;                             \
+            float *yr = a->y + i * n;                                   \
+            int64_t o = o0;                                             \
+            for (; o + 4 <= o1; o += 4) DOT4(W + o * k, k, xr, yr + o); \
+            for (; o < o1; o++) yr[o] = DOT4##_1(W + o * k, k, xr);     \
+        }                                                               \
     } while (0)
 
 static inline __m256 q8_block_dot(const block_q8_0 *wb, const int8_t *q) {

@@ -40,10 +40,12 @@ static float dot_f32(const float *a, const float *b, int64_t n) {
 static void axpy_f32(float a, const float *x, float *y, int64_t n) {
     __m512 va = _mm512_set1_ps(a);
     int64_t j = 0;
-    for (; j + 16 <= n; j += 16) _mm512_storeu_ps(y + j, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + j), _mm512_loadu_ps(y + j)));
+    for (; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(y + j, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + j), _mm512_loadu_ps(y + j)));
     if (j < n) {
         __mmask16 m = (__mmask16)((1u << (n - j)) - 1);
-        _mm512_mask_storeu_ps(y + j, m, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + j), _mm512_maskz_loadu_ps(m, y + j)));
+        _mm512_mask_storeu_ps(y + j, m,
+                              _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + j), _mm512_maskz_loadu_ps(m, y + j)));
     }
 }
 
@@ -78,7 +80,7 @@ static void quantize_row(const float *x, int64_t k, int8_t *q, float *d, int32_t
 /* ---- register tiles ---- */
 
 #define MA_F 12 /* activation rows per float tile (RV=2 -> 24 accumulators) */
-#define MA_Q 6  /* activation rows per quantized tile */
+#define MA_Q 6 /* activation rows per quantized tile */
 /* Decode-like tiles (few activation rows) are memory bound: prefetch weights
  * PF_DIST bytes ahead in each panel stream. (Prefetches past the end of a
  * panel are harmless hints.) */
@@ -114,7 +116,8 @@ AI void tile_f(const int TY, const int RV, const int MA, const void *wp0, const 
         for (int r = 0; r < RV; r++) {
             const char *wj = (const char *)wp[r] + j * (TY == 0 ? 64 : 32);
             if (MA <= PF_MAX_MA && (TY == 0 || (j & 1) == 0)) _mm_prefetch(wj + PF_DIST, _MM_HINT_T0);
-            wv[r] = TY == 0 ? _mm512_load_ps((const float *)wj) : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)wj));
+            wv[r] =
+                TY == 0 ? _mm512_load_ps((const float *)wj) : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)wj));
         }
 #pragma GCC unroll 12
         for (int t = 0; t < MA; t++) {
@@ -127,8 +130,8 @@ AI void tile_f(const int TY, const int RV, const int MA, const void *wp0, const 
 }
 
 /* BF16 panels, exact f32 path: each zmm = 16 rows x 2 k, split with shifts. */
-AI void tile_bf16(const int RV, const int MA, const void *wp0, const void *wp1, const float *x, int64_t xs,
-                  int64_t ts, int64_t k, float *y, int64_t n, int64_t o) {
+AI void tile_bf16(const int RV, const int MA, const void *wp0, const void *wp1, const float *x, int64_t xs, int64_t ts,
+                  int64_t k, float *y, int64_t n, int64_t o) {
     __m512 acc[2][MA_F];
 #pragma GCC unroll 12
     for (int t = 0; t < MA; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
@@ -159,7 +162,8 @@ AI void tile_bf16(const int RV, const int MA, const void *wp0, const void *wp1, 
         for (int r = 0; r < RV; r++) {
             __m512 ev = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_load_si512(wp[r] + kh * 16), 16));
 #pragma GCC unroll 12
-            for (int t = 0; t < MA; t++) acc[r][t] = _mm512_fmadd_ps(ev, _mm512_set1_ps(x[(k - 1) * xs + t * ts]), acc[r][t]);
+            for (int t = 0; t < MA; t++)
+                acc[r][t] = _mm512_fmadd_ps(ev, _mm512_set1_ps(x[(k - 1) * xs + t * ts]), acc[r][t]);
         }
     }
     store_tile(RV, MA, acc, y, n, o);
@@ -189,7 +193,8 @@ AI void tile_q(const int Q4, const int RV, const int MA, const uint8_t *wp0, con
 #pragma GCC unroll 2
                 for (int r = 0; r < RV; r++) {
                     __m512i raw = _mm512_load_si512(wp[r] + sb + b * qbytes + g * 64);
-                    if (MA <= PF_MAX_MA) _mm_prefetch((const char *)(wp[r] + sb + b * qbytes + g * 64 + PF_DIST), _MM_HINT_T0);
+                    if (MA <= PF_MAX_MA)
+                        _mm_prefetch((const char *)(wp[r] + sb + b * qbytes + g * 64 + PF_DIST), _MM_HINT_T0);
                     lo[r] = _mm512_and_si512(raw, nib);
                     hi[r] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), nib);
                 }
@@ -212,7 +217,8 @@ AI void tile_q(const int Q4, const int RV, const int MA, const uint8_t *wp0, con
 #pragma GCC unroll 2
                 for (int r = 0; r < RV; r++) {
                     wv[r] = _mm512_load_si512(wp[r] + sb + b * qbytes + g * 64);
-                    if (MA <= PF_MAX_MA) _mm_prefetch((const char *)(wp[r] + sb + b * qbytes + g * 64 + PF_DIST), _MM_HINT_T0);
+                    if (MA <= PF_MAX_MA)
+                        _mm_prefetch((const char *)(wp[r] + sb + b * qbytes + g * 64 + PF_DIST), _MM_HINT_T0);
                 }
 #pragma GCC unroll 8
                 for (int t = 0; t < MA; t++) {
@@ -238,67 +244,62 @@ AI void tile_q(const int Q4, const int RV, const int MA, const uint8_t *wp0, con
 
 /* ---- drivers: panels [p0, p1) x activation rows [i0, i1) ---- */
 
-#define SWITCH_MA12(CALL_RV, ma)                                                                              \
-    switch (ma) {                                                                                            \
-    case 1: CALL_RV(1); break;                                                                               \
-    case 2: CALL_RV(2); break;                                                                               \
-    case 3: CALL_RV(3); break;                                                                               \
-    case 4: CALL_RV(4); break;                                                                               \
-    case 5: CALL_RV(5); break;                                                                               \
-    case 6: CALL_RV(6); break;                                                                               \
-    case 7: CALL_RV(7); break;                                                                               \
-    case 8: CALL_RV(8); break;                                                                               \
-    case 9: CALL_RV(9); break;                                                                               \
-    case 10: CALL_RV(10); break;                                                                             \
-    case 11: CALL_RV(11); break;                                                                             \
-    default: CALL_RV(12); break;                                                                             \
+#define SWITCH_MA12(CALL_RV, ma) \
+    switch (ma) {                \
+    case 1: CALL_RV(1); break;   \
+    case 2: CALL_RV(2); break;   \
+    case 3: CALL_RV(3); break;   \
+    case 4: CALL_RV(4); break;   \
+    case 5: CALL_RV(5); break;   \
+    case 6: CALL_RV(6); break;   \
+    case 7: CALL_RV(7); break;   \
+    case 8: CALL_RV(8); break;   \
+    case 9: CALL_RV(9); break;   \
+    case 10: CALL_RV(10); break; \
+    case 11: CALL_RV(11); break; \
+    default: CALL_RV(12); break; \
     }
 
-#define SWITCH_MAQ(CALL_RV, ma)                                                                               \
-    switch (ma) {                                                                                            \
-    case 1: CALL_RV(1); break;                                                                               \
-    case 2: CALL_RV(2); break;                                                                               \
-    case 3: CALL_RV(3); break;                                                                               \
-    case 4: CALL_RV(4); break;                                                                               \
-    case 5: CALL_RV(5); break;                                                                               \
-    default: CALL_RV(MA_Q); break;                                                                           \
+#define SWITCH_MAQ(CALL_RV, ma)    \
+    switch (ma) {                  \
+    case 1: CALL_RV(1); break;     \
+    case 2: CALL_RV(2); break;     \
+    case 3: CALL_RV(3); break;     \
+    case 4: CALL_RV(4); break;     \
+    case 5: CALL_RV(5); break;     \
+    default: CALL_RV(MA_Q); break; \
     }
 
 /* Activation addressing for float tiles: packed group (m > 1) or the plain row (m == 1). */
-#define X_ARGS(a, i) \
-    ((a)->xp ? (a)->xp + (i) / MA_F * (a)->k * MA_F : (a)->x + (i) * (a)->k), ((a)->xp ? MA_F : 1), ((a)->xp ? 1 : (a)->k)
+#define X_ARGS(a, i)                                                                                \
+    ((a)->xp ? (a)->xp + (i) / MA_F * (a)->k * MA_F : (a)->x + (i) * (a)->k), ((a)->xp ? MA_F : 1), \
+        ((a)->xp ? 1 : (a)->k)
 
 static void mm_f32(const kern_mm_args *a, int RV, const void *w0, const void *w1, int64_t i, int ma, int64_t o) {
-#define CALL(MA)                                                                                             \
-    do {                                                                                                     \
-        if (RV == 2)                                                                                         \
-            tile_f(0, 2, MA, w0, w1, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);                          \
-        else                                                                                                 \
-            tile_f(0, 1, MA, w0, w0, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);                          \
+#define CALL(MA)                                                                             \
+    do {                                                                                     \
+        if (RV == 2) tile_f(0, 2, MA, w0, w1, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o); \
+        else tile_f(0, 1, MA, w0, w0, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);         \
     } while (0)
     SWITCH_MA12(CALL, ma)
 #undef CALL
 }
 
 static void mm_f16(const kern_mm_args *a, int RV, const void *w0, const void *w1, int64_t i, int ma, int64_t o) {
-#define CALL(MA)                                                                                             \
-    do {                                                                                                     \
-        if (RV == 2)                                                                                         \
-            tile_f(1, 2, MA, w0, w1, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);                          \
-        else                                                                                                 \
-            tile_f(1, 1, MA, w0, w0, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);                          \
+#define CALL(MA)                                                                             \
+    do {                                                                                     \
+        if (RV == 2) tile_f(1, 2, MA, w0, w1, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o); \
+        else tile_f(1, 1, MA, w0, w0, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);         \
     } while (0)
     SWITCH_MA12(CALL, ma)
 #undef CALL
 }
 
 static void mm_bf16(const kern_mm_args *a, int RV, const void *w0, const void *w1, int64_t i, int ma, int64_t o) {
-#define CALL(MA)                                                                                             \
-    do {                                                                                                     \
-        if (RV == 2)                                                                                         \
-            tile_bf16(2, MA, w0, w1, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);                          \
-        else                                                                                                 \
-            tile_bf16(1, MA, w0, w0, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);                          \
+#define CALL(MA)                                                                             \
+    do {                                                                                     \
+        if (RV == 2) tile_bf16(2, MA, w0, w1, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o); \
+        else tile_bf16(1, MA, w0, w0, X_ARGS(a, i), a->k, a->y + i * a->n, a->n, o);         \
     } while (0)
     SWITCH_MA12(CALL, ma)
 #undef CALL
@@ -306,19 +307,15 @@ static void mm_bf16(const kern_mm_args *a, int RV, const void *w0, const void *w
 
 static void mm_q(const kern_mm_args *a, int RV, const void *w0, const void *w1, int64_t i, int ma, int64_t o) {
     int q4 = a->w->type == DT_Q4_0;
-#define CALL(MA)                                                                                             \
-    do {                                                                                                     \
-        if (q4) {                                                                                            \
-            if (RV == 2)                                                                                     \
-                tile_q(1, 2, MA, w0, w1, &a->qa, i, a->k, a->y + i * a->n, a->n, o);                         \
-            else                                                                                             \
-                tile_q(1, 1, MA, w0, w0, &a->qa, i, a->k, a->y + i * a->n, a->n, o);                         \
-        } else {                                                                                             \
-            if (RV == 2)                                                                                     \
-                tile_q(0, 2, MA, w0, w1, &a->qa, i, a->k, a->y + i * a->n, a->n, o);                         \
-            else                                                                                             \
-                tile_q(0, 1, MA, w0, w0, &a->qa, i, a->k, a->y + i * a->n, a->n, o);                         \
-        }                                                                                                    \
+#define CALL(MA)                                                                              \
+    do {                                                                                      \
+        if (q4) {                                                                             \
+            if (RV == 2) tile_q(1, 2, MA, w0, w1, &a->qa, i, a->k, a->y + i * a->n, a->n, o); \
+            else tile_q(1, 1, MA, w0, w0, &a->qa, i, a->k, a->y + i * a->n, a->n, o);         \
+        } else {                                                                              \
+            if (RV == 2) tile_q(0, 2, MA, w0, w1, &a->qa, i, a->k, a->y + i * a->n, a->n, o); \
+            else tile_q(0, 1, MA, w0, w0, &a->qa, i, a->k, a->y + i * a->n, a->n, o);         \
+        }                                                                                     \
     } while (0)
     SWITCH_MAQ(CALL, ma)
 #undef CALL

@@ -58,8 +58,8 @@ typedef struct kern_qact {
 /* Everything one matmul call needs; built by kern_matmul, read-only in kernels. */
 typedef struct kern_mm_args {
     const kern_weight *w;
-    const float *x;      /* f32 activations [m][k] */
-    kern_qact qa;        /* quantized activations (quantized weight types) */
+    const float *x; /* f32 activations [m][k] */
+    kern_qact qa; /* quantized activations (quantized weight types) */
     /* Float weight types with m > 1 when the ISA sets x_group = G: activations
      * packed G rows interleaved, xp[(g*k + j)*G + t] = x[(g*G + t)*k + j], rows
      * past m zero; so a register tile broadcasts from one contiguous stream. */

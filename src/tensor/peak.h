@@ -8,8 +8,8 @@
 #include "base/threadpool.h"
 
 typedef struct peak_ops {
-    double f32_flops;  /* with the active ISA's widest FMA */
-    double int8_ops;   /* AVX512-VNNI vpdpbusd; 0 if the active ISA has none */
+    double f32_flops; /* with the active ISA's widest FMA */
+    double int8_ops; /* AVX512-VNNI vpdpbusd; 0 if the active ISA has none */
 } peak_ops;
 
 peak_ops kern_measure_peak(thread_pool *pool);

@@ -3,8 +3,8 @@
 
 #include "base/cpu.h"
 
-#define DECLARE(isa)                                                                  \
-    void kern_silu_mul_##isa(float *g, const float *u, int64_t n);                    \
+#define DECLARE(isa)                                               \
+    void kern_silu_mul_##isa(float *g, const float *u, int64_t n); \
     float kern_exp_sub_sum_##isa(float *x, int64_t n, float mx);
 DECLARE(scalar)
 DECLARE(avx2)

@@ -28,7 +28,7 @@ static inline vm_f16 vm_select(vm_i16 mask, vm_f16 a, vm_f16 b) {
 
 static inline vm_f16 vm_exp(vm_f16 x) {
     const vm_f16 hi = vm_splat(88.72283905206835f), lo = vm_splat(-87.33654475055310f);
-    vm_i16 under = x < lo, over = x > hi;
+    vm_i16 under = x<lo, over = x> hi;
     x = vm_select(over, x, hi);
     x = vm_select(under, x, lo);
     vm_f16 t = x * 1.44269504088896341f;

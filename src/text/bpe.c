@@ -62,16 +62,16 @@ typedef struct bpe_merge {
 struct bpe_model {
     pcre2_code *re[BPE_MAX_RE];
     int n_re;
-    bool re_jit[BPE_MAX_RE];           /* JIT-compiled: call pcre2_jit_match */
-    bool re_first[BPE_MAX_RE][256];    /* bytes a match can start with (all true if unknown) */
-    size_t re_minlen[BPE_MAX_RE];      /* shortest possible match in bytes */
+    bool re_jit[BPE_MAX_RE]; /* JIT-compiled: call pcre2_jit_match */
+    bool re_first[BPE_MAX_RE][256]; /* bytes a match can start with (all true if unknown) */
+    size_t re_minlen[BPE_MAX_RE]; /* shortest possible match in bytes */
     bool ignore_merges;
     bpe_merge *merges; /* mmask + 1 slots */
     size_t mmask;
     char byte_enc[256][3]; /* GPT-2 character of each byte, UTF-8 */
     uint8_t byte_enc_len[256];
-    int32_t byte_id[256];  /* token of that character, or -1 */
-    int16_t cp_byte[324];  /* code point -> byte, or -1 */
+    int32_t byte_id[256]; /* token of that character, or -1 */
+    int16_t cp_byte[324]; /* code point -> byte, or -1 */
 };
 
 /* ------------------------------------------------------------ byte maps */
@@ -173,7 +173,8 @@ static int load_merges(bpe_model *m, const tokenizer *t, const gguf_file *f, cf_
         merge_insert(m, l, r, (int32_t)i, res);
     }
     free(buf);
-    if (skipped) LOG_DEBUG("%s: %llu BPE merges name non-tokens and are ignored", gguf_path(f), (unsigned long long)skipped);
+    if (skipped)
+        LOG_DEBUG("%s: %llu BPE merges name non-tokens and are ignored", gguf_path(f), (unsigned long long)skipped);
     return 0;
 }
 
@@ -316,8 +317,7 @@ static uint64_t word_hash(const unsigned char *w, size_t len, int level) {
 static cache_slot *cache_find(word_cache *c, const unsigned char *w, size_t len, int level, uint64_t h) {
     for (size_t i = (size_t)(h >> 17) & (CACHE_SLOTS - 1);; i = (i + 1) & (CACHE_SLOTS - 1)) {
         cache_slot *s = &c->slot[i];
-        if (s->h == 0 ||
-            (s->h == h && s->wlen == len && s->level == level && !memcmp(c->words + s->woff, w, len)))
+        if (s->h == 0 || (s->h == h && s->wlen == len && s->level == level && !memcmp(c->words + s->woff, w, len)))
             return s;
     }
 }
@@ -351,7 +351,6 @@ void bpe_ws_free(bpe_ws *ws) {
     free(ws->buf);
     memset(ws, 0, sizeof *ws);
 }
-
 
 /* Texts shorter than this are not worth the memo's 256 KB table. */
 #define CACHE_MIN_TEXT 2048
@@ -434,9 +433,7 @@ static int whole_word(const tokenizer *t, bpe_ws *ws, const unsigned char *w, si
 
 static int encode_word(const tokenizer *t, bpe_ws *ws, const unsigned char *w, size_t len, tok_idvec *out) {
     const bpe_model *m = t->bpe;
-    if (len == 1) {
-        return m->byte_id[w[0]] >= 0 ? tok_idvec_push(out, m->byte_id[w[0]]) : 0;
-    }
+    if (len == 1) { return m->byte_id[w[0]] >= 0 ? tok_idvec_push(out, m->byte_id[w[0]]) : 0; }
     if (m->ignore_merges) {
         int32_t id;
         if (whole_word(t, ws, w, len, &id) != 0) return -1;
@@ -522,8 +519,8 @@ static int emit_piece(const tokenizer *t, bpe_ws *ws, const unsigned char *s, si
         }
     }
     size_t before = out->n;
-    int rc = level >= m->n_re ? encode_word(t, ws, s, len, out)
-                              : split_level(t, ws, s, len, level, in_memo || memo, out);
+    int rc =
+        level >= m->n_re ? encode_word(t, ws, s, len, out) : split_level(t, ws, s, len, level, in_memo || memo, out);
     if (rc == 0 && memo) /* find the slot again: the recursion may have filled it */
         cache_store(c, cache_find(c, s, len, level, h), s, len, level, h, out->v + before, out->n - before);
     return rc;

@@ -21,15 +21,13 @@
 
 typedef struct bpe_pre_def {
     const char *names[8]; /* tokenizer.ggml.pre values, NULL-terminated */
-    bool ignore_merges;   /* a word that is a whole token is emitted as is */
+    bool ignore_merges; /* a word that is a whole token is emitted as is */
     const char *re[BPE_MAX_RE];
 } bpe_pre_def;
 
 /* Entry 0 is the default (unknown or missing pre type). */
 static const bpe_pre_def bpe_pre_defs[] = {
-    {{"default", NULL},
-     false,
-     {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]", NULL}},
+    {{"default", NULL}, false, {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]", NULL}},
     {{"llama3", "llama-v3", "llama-bpe", "falcon3", NULL},
      true,
      {RE_CONTRACTIONS_CI "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"

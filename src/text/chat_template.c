@@ -72,7 +72,8 @@ jv jv_from_json(jjob *j, const json_t *x, int depth) {
     }
     case JSON_ARRAY: {
         jv l = jv_newlist(j, json_array_size(x));
-        for (size_t i = 0; i < json_array_size(x); i++) jlist_push(j, l.u.l, jv_from_json(j, json_array_get(x, i), depth + 1));
+        for (size_t i = 0; i < json_array_size(x); i++)
+            jlist_push(j, l.u.l, jv_from_json(j, json_array_get(x, i), depth + 1));
         return l;
     }
     case JSON_STRING: return jv_str(j, json_string_value(x), json_string_length(x));

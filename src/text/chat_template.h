@@ -53,7 +53,7 @@ int chat_template_render_at(const chat_template *t, const json_t *context, int64
  * refuses them). */
 typedef struct chat_template_req {
     const recipe_request *req;
-    const char *const *content;     /* NULL, or one per req message: the content the template sees instead
+    const char *const *content; /* NULL, or one per req message: the content the template sees instead
                                      * (user-text sentinels); NULL entries keep the message's own */
     bool add_generation_prompt;
     const char *bos_token, *eos_token;

@@ -31,7 +31,6 @@ static json_t *parse_kept(req_fill *f, const char *text) {
     return v;
 }
 
-
 /* TEXT parts concatenated, in the render's arena (a single part is not copied). */
 static jv parts_text(jjob *j, const recipe_part *ps, size_t n) {
     size_t k = 0, last = 0, total = 0;
@@ -64,7 +63,10 @@ static jv message(jjob *j, req_fill *f, const recipe_message *m, const char *con
     set(j, d, "role", jv_cstr(j, recipe_role_template_name(m->role)));
     if (m->role == RECIPE_ROLE_TOOL) {
         const recipe_part *r = m->n_parts ? &m->parts[0] : NULL;
-        set(j, d, "content", content ? jv_cstr(j, content) : r ? parts_text(j, r->parts, r->n_parts) : jv_str(j, "", 0));
+        set(j, d, "content",
+            content ? jv_cstr(j, content)
+            : r     ? parts_text(j, r->parts, r->n_parts)
+                    : jv_str(j, "", 0));
         set(j, d, "tool_call_id", jv_cstr(j, r && r->id ? r->id : ""));
         return d;
     }

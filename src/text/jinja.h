@@ -24,10 +24,10 @@
 #include "base/error.h"
 
 /* ---- limits (bounded work for hostile templates) ---- */
-#define JINJA_MAX_ARENA     (256u << 20) /* bytes allocated per render / parse */
-#define JINJA_MAX_OUTPUT    (16u << 20)  /* bytes of rendered text (and of any one string) */
-#define JINJA_MAX_DEPTH     128          /* nested macro calls / parser recursion */
-#define JINJA_MAX_WORK      (5u * 1000u * 1000u) /* evaluation steps + items touched + bytes built / 16 */
+#define JINJA_MAX_ARENA (256u << 20) /* bytes allocated per render / parse */
+#define JINJA_MAX_OUTPUT (16u << 20) /* bytes of rendered text (and of any one string) */
+#define JINJA_MAX_DEPTH 128 /* nested macro calls / parser recursion */
+#define JINJA_MAX_WORK (5u * 1000u * 1000u) /* evaluation steps + items touched + bytes built / 16 */
 
 /* ---- arena ---- */
 typedef struct jchunk jchunk;
@@ -42,7 +42,7 @@ typedef struct jjob {
     jmp_buf jb;
     cf_err *err;
     jarena *arena;
-    uint64_t work;       /* charged by the evaluator and by every string append */
+    uint64_t work; /* charged by the evaluator and by every string append */
     uint64_t work_limit; /* 0: unlimited (parsing) */
 } jjob;
 
@@ -55,11 +55,24 @@ char *jstrndup(jjob *j, const char *s, size_t n);
 
 /* ---- values ---- */
 typedef enum {
-    JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT,
-    JV_NS, JV_MACRO, JV_FUNC, JV_LOOP
+    JV_UNDEF,
+    JV_NONE,
+    JV_BOOL,
+    JV_INT,
+    JV_FLOAT,
+    JV_STR,
+    JV_LIST,
+    JV_DICT,
+    JV_NS,
+    JV_MACRO,
+    JV_FUNC,
+    JV_LOOP
 } jvtype;
 
-typedef struct jstr { const char *p; size_t n; } jstr;
+typedef struct jstr {
+    const char *p;
+    size_t n;
+} jstr;
 typedef struct jlist jlist;
 typedef struct jdict jdict;
 typedef struct jloop jloop;
@@ -68,7 +81,7 @@ typedef struct jmacro jmacro;
 typedef struct jv {
     uint8_t t;
     uint8_t tuple; /* JV_LIST: 1 tuple (printed (a, b)), 2 generator; JV_STR: JV_MARKUP */
-    uint8_t func;  /* JV_FUNC: builtin id */
+    uint8_t func; /* JV_FUNC: builtin id */
     union {
         bool b;
         int64_t i;
@@ -82,8 +95,15 @@ typedef struct jv {
     } u;
 } jv;
 
-struct jlist { jv *v; size_t n, cap; };
-struct jdict { jv *k; jv *v; size_t n, cap; };
+struct jlist {
+    jv *v;
+    size_t n, cap;
+};
+struct jdict {
+    jv *k;
+    jv *v;
+    size_t n, cap;
+};
 
 typedef struct jnode jnode;
 typedef struct jscope jscope;
@@ -127,7 +147,11 @@ const char *jv_typename(jv v);
 bool jv_is_str(jv v, const char *s);
 
 /* ---- growable string buffer (arena-backed) ---- */
-typedef struct jbuf { char *p; size_t n, cap; size_t limit; } jbuf;
+typedef struct jbuf {
+    char *p;
+    size_t n, cap;
+    size_t limit;
+} jbuf;
 void jbuf_put(jjob *j, jbuf *b, const char *s, size_t n);
 void jbuf_putc(jjob *j, jbuf *b, char c);
 void jbuf_puts(jjob *j, jbuf *b, const char *s);
@@ -146,18 +170,52 @@ void jv_tojson_into(jjob *j, int line, jbuf *b, jv v, int indent, int level);
 
 /* ---- lexer ---- */
 typedef enum {
-    TK_EOF, TK_TEXT, TK_BLOCK_BEGIN, TK_BLOCK_END, TK_VAR_BEGIN, TK_VAR_END,
-    TK_NAME, TK_STRING, TK_INT, TK_FLOAT, TK_OP
+    TK_EOF,
+    TK_TEXT,
+    TK_BLOCK_BEGIN,
+    TK_BLOCK_END,
+    TK_VAR_BEGIN,
+    TK_VAR_END,
+    TK_NAME,
+    TK_STRING,
+    TK_INT,
+    TK_FLOAT,
+    TK_OP
 } jtokkind;
 
 /* operator codes (TK_OP) */
 enum {
-    OP_ADD = 1, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW, OP_TILDE,
-    OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_ASSIGN,
-    OP_LPAREN, OP_RPAREN, OP_LBRACKET, OP_RBRACKET, OP_LBRACE, OP_RBRACE,
-    OP_COMMA, OP_DOT, OP_COLON, OP_PIPE, OP_SEMI,
+    OP_ADD = 1,
+    OP_SUB,
+    OP_MUL,
+    OP_DIV,
+    OP_FLOORDIV,
+    OP_MOD,
+    OP_POW,
+    OP_TILDE,
+    OP_EQ,
+    OP_NE,
+    OP_LT,
+    OP_LE,
+    OP_GT,
+    OP_GE,
+    OP_ASSIGN,
+    OP_LPAREN,
+    OP_RPAREN,
+    OP_LBRACKET,
+    OP_RBRACKET,
+    OP_LBRACE,
+    OP_RBRACE,
+    OP_COMMA,
+    OP_DOT,
+    OP_COLON,
+    OP_PIPE,
+    OP_SEMI,
     /* evaluator-only binary ops */
-    OP_IN, OP_NOTIN, OP_AND, OP_OR
+    OP_IN,
+    OP_NOTIN,
+    OP_AND,
+    OP_OR
 };
 
 typedef struct jtok {
@@ -176,25 +234,53 @@ void jinja_lex(jjob *j, const char *src, size_t len, jtok **toks, size_t *ntoks)
 /* ---- AST ---- */
 typedef enum {
     /* statements */
-    N_TEXT, N_OUTPUT, N_IF, N_FOR, N_SET, N_SETATTR, N_SETBLOCK, N_MACRO, N_CALLBLOCK,
-    N_FILTERBLOCK, N_BREAK, N_CONTINUE,
+    N_TEXT,
+    N_OUTPUT,
+    N_IF,
+    N_FOR,
+    N_SET,
+    N_SETATTR,
+    N_SETBLOCK,
+    N_MACRO,
+    N_CALLBLOCK,
+    N_FILTERBLOCK,
+    N_BREAK,
+    N_CONTINUE,
     /* expressions */
-    N_LIT, N_NAME, N_ATTR, N_ITEM, N_SLICE, N_CALL, N_FILTER, N_TEST, N_NEG, N_POS,
-    N_NOT, N_BINOP, N_COMPARE, N_COND, N_LIST, N_TUPLE, N_DICT
+    N_LIT,
+    N_NAME,
+    N_ATTR,
+    N_ITEM,
+    N_SLICE,
+    N_CALL,
+    N_FILTER,
+    N_TEST,
+    N_NEG,
+    N_POS,
+    N_NOT,
+    N_BINOP,
+    N_COMPARE,
+    N_COND,
+    N_LIST,
+    N_TUPLE,
+    N_DICT
 } jnodekind;
 
 struct jnode {
     uint8_t kind;
     uint8_t op;
-    uint8_t neg;     /* N_TEST: 'is not' */
+    uint8_t neg; /* N_TEST: 'is not' */
     int line;
-    const char *name;  /* identifiers: NAME, ATTR, FILTER, TEST, SET, MACRO, ... */
-    jv lit;            /* N_LIT; N_TEXT (string) */
-    jnode *a, *b, *c;  /* operands / condition / iterable / slice parts */
-    jnode **kids; int nkids;     /* args, items, body */
-    jnode **kids2; int nkids2;   /* else body, dict values, defaults */
-    const char **names; int nnames; /* kwarg names (parallel to kids2 for calls), targets, params */
-    uint8_t *ops;      /* N_COMPARE: op per comparison (a, then kids) */
+    const char *name; /* identifiers: NAME, ATTR, FILTER, TEST, SET, MACRO, ... */
+    jv lit; /* N_LIT; N_TEXT (string) */
+    jnode *a, *b, *c; /* operands / condition / iterable / slice parts */
+    jnode **kids;
+    int nkids; /* args, items, body */
+    jnode **kids2;
+    int nkids2; /* else body, dict values, defaults */
+    const char **names;
+    int nnames; /* kwarg names (parallel to kids2 for calls), targets, params */
+    uint8_t *ops; /* N_COMPARE: op per comparison (a, then kids) */
 };
 
 typedef struct jtemplate {
@@ -219,10 +305,10 @@ struct jscope {
 struct jctx {
     jjob *job;
     jscope *globals;
-    jbuf *out;        /* current output (captures push/pop) */
+    jbuf *out; /* current output (captures push/pop) */
     int depth;
-    int64_t now;      /* seconds since epoch for strftime_now (UTC fields) */
-    int flow;         /* pending break (1) / continue (2) in the current loop body */
+    int64_t now; /* seconds since epoch for strftime_now (UTC fields) */
+    int flow; /* pending break (1) / continue (2) in the current loop body */
 };
 
 void jctx_charge(jctx *c, int line, uint64_t n);
@@ -242,14 +328,14 @@ struct chat_template;
 const jtemplate *chat_template_jinja(const struct chat_template *t);
 
 /* filters.c: filter by name, test by name, method call on a value */
-jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args, int nargs, const char **kwn,
-                 jv *kwv, int nkw);
+jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args, int nargs, const char **kwn, jv *kwv,
+                 int nkw);
 bool jfilter_known(const char *name);
 bool jtest_known(const char *name);
 bool jtest_apply(jctx *c, int line, const char *name, jv v, jv *args, int nargs);
 /* Returns true and sets *out if obj has method `name`. */
-bool jmethod_call(jctx *c, int line, jv obj, const char *name, jv *args, int nargs, const char **kwn, jv *kwv,
-                  int nkw, jv *out);
+bool jmethod_call(jctx *c, int line, jv obj, const char *name, jv *args, int nargs, const char **kwn, jv *kwv, int nkw,
+                  jv *out);
 /* Python ordering (<): -1/0/1; fails for unorderable types */
 int jv_compare(jctx *c, int line, jv a, jv b);
 /* printf-style "%s %d %r %%" formatting (the format filter and str % args) */

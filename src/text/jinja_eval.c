@@ -34,7 +34,10 @@ jscope *jscope_new(jjob *j, jscope *parent) {
 
 void jscope_set(jjob *j, jscope *s, const char *name, jv v) {
     for (int i = 0; i < s->n; i++)
-        if (!strcmp(s->names[i], name)) { s->vals[i] = v; return; }
+        if (!strcmp(s->names[i], name)) {
+            s->vals[i] = v;
+            return;
+        }
     if (s->n == s->cap) {
         int nc = s->cap ? s->cap * 2 : 8;
         const char **nn = jalloc(j, (size_t)nc * sizeof *nn);
@@ -55,9 +58,15 @@ jv jscope_lookup(jscope *s, const char *name) {
     for (; s; s = s->parent)
         for (int i = s->n - 1; i >= 0; i--)
             if (!strcmp(s->names[i], name)) return s->vals[i];
-    static const struct { const char *n; int id; } builtins[] = {
-        {"raise_exception", JF_RAISE}, {"strftime_now", JF_STRFTIME}, {"namespace", JF_NAMESPACE},
-        {"range", JF_RANGE}, {"dict", JF_DICT},
+    static const struct {
+        const char *n;
+        int id;
+    } builtins[] = {
+        {"raise_exception", JF_RAISE},
+        {"strftime_now", JF_STRFTIME},
+        {"namespace", JF_NAMESPACE},
+        {"range", JF_RANGE},
+        {"dict", JF_DICT},
     };
     for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
         if (!strcmp(builtins[i].n, name)) {
@@ -130,7 +139,8 @@ static jv get_attr(jctx *c, int line, jv obj, const char *name) {
         for (int i = 0; methods[i]; i++)
             if (!strcmp(name, methods[i])) return bound_method(name);
         for (int i = 0; unsafe[i]; i++)
-            if (!strcmp(name, unsafe[i])) return undef_msg(c, "access to attribute '%.100s' of 'dict' object is unsafe", name, 0);
+            if (!strcmp(name, unsafe[i]))
+                return undef_msg(c, "access to attribute '%.100s' of 'dict' object is unsafe", name, 0);
     }
     /* fallthrough */
     case JV_NS: {
@@ -139,9 +149,9 @@ static jv get_attr(jctx *c, int line, jv obj, const char *name) {
     }
     case JV_LOOP: return loop_attr(c, obj.u.loop, name);
     case JV_STR: {
-        static const char *const methods[] = {"strip", "lstrip", "rstrip", "split", "startswith", "endswith", "replace",
-                                              "upper", "lower", "title", "capitalize", "format", "find", "count",
-                                              "join", NULL};
+        static const char *const methods[] = {"strip",   "lstrip", "rstrip", "split", "startswith", "endswith",
+                                              "replace", "upper",  "lower",  "title", "capitalize", "format",
+                                              "find",    "count",  "join",   NULL};
         for (int i = 0; methods[i]; i++)
             if (!strcmp(name, methods[i])) return bound_method(name);
         return jv_undef(name);
@@ -153,7 +163,8 @@ static jv get_attr(jctx *c, int line, jv obj, const char *name) {
 static jv get_item(jctx *c, int line, jv obj, jv key) {
     switch (obj.t) {
     case JV_UNDEF: undefined_error(c, line, obj);
-    case JV_DICT: case JV_NS: {
+    case JV_DICT:
+    case JV_NS: {
         jv *v = jdict_getv(obj.u.d, key);
         if (v) return *v;
         if (key.t == JV_STR)
@@ -165,7 +176,8 @@ static jv get_item(jctx *c, int line, jv obj, jv key) {
         if (key.t == JV_INT || key.t == JV_BOOL) {
             int64_t i = key.t == JV_INT ? key.u.i : key.u.b, n = (int64_t)obj.u.l->n;
             if (i < 0) i += n;
-            if (i < 0 || i >= n) return undef_msg(c, "list object has no element %s%lld", NULL, key.t == JV_INT ? key.u.i : key.u.b);
+            if (i < 0 || i >= n)
+                return undef_msg(c, "list object has no element %s%lld", NULL, key.t == JV_INT ? key.u.i : key.u.b);
             return obj.u.l->v[i];
         }
         return jv_undef(NULL);
@@ -207,11 +219,15 @@ static jv do_slice(jctx *c, int line, jv obj, jv a, jv b, jv st) {
     else jfail(c->job, line, "'%s' object is not subscriptable", jv_typename(obj));
     /* CPython PySlice_AdjustIndices */
     if (!ga) start = step < 0 ? n - 1 : 0;
-    else if (start < 0) { start += n; if (start < 0) start = step < 0 ? -1 : 0; }
-    else if (start >= n) start = step < 0 ? n - 1 : n;
+    else if (start < 0) {
+        start += n;
+        if (start < 0) start = step < 0 ? -1 : 0;
+    } else if (start >= n) start = step < 0 ? n - 1 : n;
     if (!gb) stop = step < 0 ? -1 : n;
-    else if (stop < 0) { stop += n; if (stop < 0) stop = step < 0 ? -1 : 0; }
-    else if (stop >= n) stop = step < 0 ? n - 1 : n;
+    else if (stop < 0) {
+        stop += n;
+        if (stop < 0) stop = step < 0 ? -1 : 0;
+    } else if (stop >= n) stop = step < 0 ? n - 1 : n;
     jctx_charge(c, line, (uint64_t)n);
     if (obj.t == JV_LIST) {
         jv r = jv_newlist(c->job, 0);
@@ -234,9 +250,17 @@ static int64_t inum(jv v) { return v.t == JV_INT ? v.u.i : (int64_t)v.u.b; }
 
 static const char *opname(int op) {
     switch (op) {
-    case OP_ADD: return "+"; case OP_SUB: return "-"; case OP_MUL: return "*"; case OP_DIV: return "/";
-    case OP_FLOORDIV: return "//"; case OP_MOD: return "%"; case OP_POW: return "**";
-    case OP_LT: return "<"; case OP_LE: return "<="; case OP_GT: return ">"; case OP_GE: return ">=";
+    case OP_ADD: return "+";
+    case OP_SUB: return "-";
+    case OP_MUL: return "*";
+    case OP_DIV: return "/";
+    case OP_FLOORDIV: return "//";
+    case OP_MOD: return "%";
+    case OP_POW: return "**";
+    case OP_LT: return "<";
+    case OP_LE: return "<=";
+    case OP_GT: return ">";
+    case OP_GE: return ">=";
     default: return "?";
     }
 }
@@ -282,7 +306,9 @@ static jv arith(jctx *c, int line, int op, jv a, jv b) {
             case OP_ADD: return jv_float(x + y);
             case OP_SUB: return jv_float(x - y);
             case OP_MUL: return jv_float(x * y);
-            case OP_FLOORDIV: if (y == 0) jfail(c->job, line, "float floor division by zero"); return jv_float(floor(x / y));
+            case OP_FLOORDIV:
+                if (y == 0) jfail(c->job, line, "float floor division by zero");
+                return jv_float(floor(x / y));
             case OP_MOD: {
                 if (y == 0) jfail(c->job, line, "float modulo");
                 double m = fmod(x, y);
@@ -294,14 +320,24 @@ static jv arith(jctx *c, int line, int op, jv a, jv b) {
         }
         int64_t x = inum(a), y = inum(b), r;
         switch (op) {
-        case OP_ADD: if (__builtin_add_overflow(x, y, &r)) goto ovf; return jv_int(r);
-        case OP_SUB: if (__builtin_sub_overflow(x, y, &r)) goto ovf; return jv_int(r);
-        case OP_MUL: if (__builtin_mul_overflow(x, y, &r)) goto ovf; return jv_int(r);
-        case OP_FLOORDIV: case OP_MOD: {
+        case OP_ADD:
+            if (__builtin_add_overflow(x, y, &r)) goto ovf;
+            return jv_int(r);
+        case OP_SUB:
+            if (__builtin_sub_overflow(x, y, &r)) goto ovf;
+            return jv_int(r);
+        case OP_MUL:
+            if (__builtin_mul_overflow(x, y, &r)) goto ovf;
+            return jv_int(r);
+        case OP_FLOORDIV:
+        case OP_MOD: {
             if (y == 0) jfail(c->job, line, "integer division or modulo by zero");
             if (x == INT64_MIN && y == -1) goto ovf;
             int64_t q = x / y, m = x % y;
-            if (m != 0 && ((m < 0) != (y < 0))) { q--; m += y; }
+            if (m != 0 && ((m < 0) != (y < 0))) {
+                q--;
+                m += y;
+            }
             return jv_int(op == OP_MOD ? m : q);
         }
         case OP_POW: {
@@ -310,7 +346,10 @@ static jv arith(jctx *c, int line, int op, jv a, jv b) {
             for (int64_t k = 0; k < y; k++) {
                 if (__builtin_mul_overflow(r, x, &r)) goto ovf;
                 if (r == 0 || r == 1) break;
-                if (k > 64 && r == -1) { r = (y % 2) ? -1 : 1; break; }
+                if (k > 64 && r == -1) {
+                    r = (y % 2) ? -1 : 1;
+                    break;
+                }
             }
             return jv_int(r);
         }
@@ -343,9 +382,12 @@ static jv arith(jctx *c, int line, int op, jv a, jv b) {
         if (b.t == JV_LIST && b.tuple == 1) return jstr_percent(c, line, a, b.u.l->v, (int)b.u.l->n);
         return jstr_percent(c, line, a, &b, 1);
     }
-    if (op == OP_MUL && (a.t == JV_STR || a.t == JV_LIST) && (b.t == JV_INT || b.t == JV_BOOL)) return repeat(c, line, a, inum(b));
-    if (op == OP_MUL && (b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL)) return repeat(c, line, b, inum(a));
-    jfail(c->job, line, "unsupported operand type(s) for %s: '%s' and '%s'", opname(op), jv_typename(a), jv_typename(b));
+    if (op == OP_MUL && (a.t == JV_STR || a.t == JV_LIST) && (b.t == JV_INT || b.t == JV_BOOL))
+        return repeat(c, line, a, inum(b));
+    if (op == OP_MUL && (b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL))
+        return repeat(c, line, b, inum(a));
+    jfail(c->job, line, "unsupported operand type(s) for %s: '%s' and '%s'", opname(op), jv_typename(a),
+          jv_typename(b));
 }
 
 static int cmp_order(jctx *c, int line, int op, jv a, jv b);
@@ -389,7 +431,8 @@ static bool contains(jctx *c, int line, jv hay, jv needle) {
     switch (hay.t) {
     case JV_STR:
         if (needle.t == JV_UNDEF) undefined_error(c, line, needle);
-        if (needle.t != JV_STR) jfail(c->job, line, "'in <string>' requires string as left operand, not %s", jv_typename(needle));
+        if (needle.t != JV_STR)
+            jfail(c->job, line, "'in <string>' requires string as left operand, not %s", jv_typename(needle));
         jctx_charge(c, line, hay.u.s->n / 64);
         return needle.u.s->n == 0 || memmem(hay.u.s->p, hay.u.s->n, needle.u.s->p, needle.u.s->n) != NULL;
     case JV_LIST:
@@ -397,9 +440,8 @@ static bool contains(jctx *c, int line, jv hay, jv needle) {
         for (size_t i = 0; i < hay.u.l->n; i++)
             if (jv_eq(hay.u.l->v[i], needle)) return true;
         return false;
-    case JV_DICT: case JV_NS:
-        jctx_charge(c, line, hay.u.d->n);
-        return jdict_getv(hay.u.d, needle) != NULL;
+    case JV_DICT:
+    case JV_NS: jctx_charge(c, line, hay.u.d->n); return jdict_getv(hay.u.d, needle) != NULL;
     case JV_UNDEF: return false;
     default: jfail(c->job, line, "argument of type '%s' is not iterable", jv_typename(hay));
     }
@@ -427,7 +469,8 @@ static jv call_macro(jctx *c, int line, jmacro *m, jv *args, int nargs, const ch
     }
     for (int i = 0; i < d->nnames; i++)
         if (!set[i])
-            jscope_set(c->job, s, d->names[i], d->kids2 && d->kids2[i] ? jeval(c, s, d->kids2[i]) : jv_undef(d->names[i]));
+            jscope_set(c->job, s, d->names[i],
+                       d->kids2 && d->kids2[i] ? jeval(c, s, d->kids2[i]) : jv_undef(d->names[i]));
     if (caller.t == JV_MACRO) jscope_set(c->job, s, "caller", caller);
     jbuf buf = {.limit = JINJA_MAX_OUTPUT};
     jbuf *saved = c->out;
@@ -456,11 +499,13 @@ static jv call_builtin(jctx *c, int line, int id, jv *args, int nargs, const cha
         size_t n = strftime(out, sizeof out, fmt, &tm);
         return jv_strcpy(c->job, out, n);
     }
-    case JF_NAMESPACE: case JF_DICT: {
+    case JF_NAMESPACE:
+    case JF_DICT: {
         jv d = jv_newdict(c->job, 0);
         if (id == JF_NAMESPACE) d.t = JV_NS;
         for (int i = 0; i < nargs; i++) {
-            if (args[i].t != JV_DICT) jfail(c->job, line, "%s() positional argument must be a mapping", id == JF_DICT ? "dict" : "namespace");
+            if (args[i].t != JV_DICT)
+                jfail(c->job, line, "%s() positional argument must be a mapping", id == JF_DICT ? "dict" : "namespace");
             for (size_t k = 0; k < args[i].u.d->n; k++) jdict_set(c->job, d.u.d, args[i].u.d->k[k], args[i].u.d->v[k]);
         }
         for (int k = 0; k < nkw; k++) jdict_set(c->job, d.u.d, jv_cstr(c->job, kwn[k]), kwv[k]);
@@ -471,8 +516,11 @@ static jv call_builtin(jctx *c, int line, int id, jv *args, int nargs, const cha
         for (int i = 0; i < nargs; i++)
             if (args[i].t != JV_INT) jfail(c->job, line, "range() arguments must be integers");
         if (nargs == 1) b = args[0].u.i;
-        else if (nargs == 2 || nargs == 3) { a = args[0].u.i; b = args[1].u.i; if (nargs == 3) st = args[2].u.i; }
-        else jfail(c->job, line, "range expected 1 to 3 arguments");
+        else if (nargs == 2 || nargs == 3) {
+            a = args[0].u.i;
+            b = args[1].u.i;
+            if (nargs == 3) st = args[2].u.i;
+        } else jfail(c->job, line, "range expected 1 to 3 arguments");
         if (st == 0) jfail(c->job, line, "range() arg 3 must not be zero");
         jv r = jv_newlist(c->job, 0);
         for (int64_t i = a; st > 0 ? i < b : i > b; i += st) {
@@ -487,7 +535,8 @@ static jv call_builtin(jctx *c, int line, int id, jv *args, int nargs, const cha
     }
 }
 
-static jv call_value_caller(jctx *c, int line, jv fn, jv *args, int nargs, const char **kwn, jv *kwv, int nkw, jv caller) {
+static jv call_value_caller(jctx *c, int line, jv fn, jv *args, int nargs, const char **kwn, jv *kwv, int nkw,
+                            jv caller) {
     if (fn.t == JV_MACRO) {
         if (++c->depth > JINJA_MAX_DEPTH) jfail(c->job, line, "recursion limit exceeded");
         jv r = call_macro(c, line, fn.u.m, args, nargs, kwn, kwv, nkw, caller);
@@ -569,10 +618,12 @@ jv jeval(jctx *c, jscope *s, const jnode *e) {
         r = jv_bool(e->neg ? !b : b);
         break;
     }
-    case N_NEG: case N_POS: {
+    case N_NEG:
+    case N_POS: {
         jv v = jeval(c, s, e->a);
         if (v.t == JV_UNDEF) undefined_error(c, e->line, v);
-        if (!isnum(v)) jfail(c->job, e->line, "bad operand type for unary %s: '%s'", e->kind == N_NEG ? "-" : "+", jv_typename(v));
+        if (!isnum(v))
+            jfail(c->job, e->line, "bad operand type for unary %s: '%s'", e->kind == N_NEG ? "-" : "+", jv_typename(v));
         if (e->kind == N_POS) r = v.t == JV_BOOL ? jv_int(v.u.b) : v;
         else if (v.t == JV_FLOAT) r = jv_float(-v.u.f);
         else if (inum(v) == INT64_MIN) jfail(c->job, e->line, "integer overflow");
@@ -582,8 +633,14 @@ jv jeval(jctx *c, jscope *s, const jnode *e) {
     case N_NOT: r = jv_bool(!jv_truthy(jeval(c, s, e->a))); break;
     case N_BINOP: {
         jv a = jeval(c, s, e->a);
-        if (e->op == OP_AND) { r = jv_truthy(a) ? jeval(c, s, e->b) : a; break; }
-        if (e->op == OP_OR) { r = jv_truthy(a) ? a : jeval(c, s, e->b); break; }
+        if (e->op == OP_AND) {
+            r = jv_truthy(a) ? jeval(c, s, e->b) : a;
+            break;
+        }
+        if (e->op == OP_OR) {
+            r = jv_truthy(a) ? a : jeval(c, s, e->b);
+            break;
+        }
         jv b = jeval(c, s, e->b);
         if (e->op == OP_TILDE) {
             jbuf bb = {.limit = JINJA_MAX_OUTPUT};
@@ -618,7 +675,8 @@ jv jeval(jctx *c, jscope *s, const jnode *e) {
         if (jv_truthy(jeval(c, s, e->a))) r = jeval(c, s, e->b);
         else r = e->c ? jeval(c, s, e->c) : jv_undef(NULL);
         break;
-    case N_LIST: case N_TUPLE: {
+    case N_LIST:
+    case N_TUPLE: {
         r = jv_newlist(c->job, (size_t)e->nkids);
         r.tuple = e->kind == N_TUPLE;
         for (int i = 0; i < e->nkids; i++) jlist_push(c->job, r.u.l, jeval(c, s, e->kids[i]));
@@ -642,14 +700,17 @@ jv jeval(jctx *c, jscope *s, const jnode *e) {
 
 /* ---- statements ---- */
 static void bind_targets(jctx *c, jscope *s, const jnode *n, jv item) {
-    if (n->nnames == 1) { jscope_set(c->job, s, n->names[0], item); return; }
+    if (n->nnames == 1) {
+        jscope_set(c->job, s, n->names[0], item);
+        return;
+    }
     jlist *l = NULL;
     if (item.t == JV_LIST) l = item.u.l;
     else if (item.t == JV_STR || item.t == JV_DICT) l = jv_iterate(c, n->line, item);
     else jfail(c->job, n->line, "cannot unpack non-iterable %s object", jv_typename(item));
     if ((int)l->n != n->nnames)
-        jfail(c->job, n->line, "%s values to unpack (expected %d, got %zu)", (int)l->n < n->nnames ? "not enough" : "too many",
-              n->nnames, l->n);
+        jfail(c->job, n->line, "%s values to unpack (expected %d, got %zu)",
+              (int)l->n < n->nnames ? "not enough" : "too many", n->nnames, l->n);
     for (int i = 0; i < n->nnames; i++) jscope_set(c->job, s, n->names[i], l->v[i]);
 }
 

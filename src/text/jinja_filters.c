@@ -18,14 +18,15 @@
 #define GEN 2
 
 static const char *const g_filters[] = {
-    "tojson", "trim", "length", "count", "default", "d", "join", "first", "last", "selectattr", "rejectattr",
-    "select", "reject", "map", "list", "string", "int", "float", "upper", "lower", "title", "capitalize",
-    "replace", "items", "unique", "indent", "safe", "abs", "reverse", "sum", "escape", "e", "format", "sort",
-    "dictsort", "min", "max", NULL};
+    "tojson",     "trim",       "length",  "count", "default",  "d",      "join", "first", "last",    "selectattr",
+    "rejectattr", "select",     "reject",  "map",   "list",     "string", "int",  "float", "upper",   "lower",
+    "title",      "capitalize", "replace", "items", "unique",   "indent", "safe", "abs",   "reverse", "sum",
+    "escape",     "e",          "format",  "sort",  "dictsort", "min",    "max",  NULL};
 static const char *const g_tests[] = {
-    "defined", "undefined", "none", "string", "mapping", "iterable", "number", "sequence", "true", "false",
-    "boolean", "integer", "float", "callable", "even", "odd", "divisibleby", "eq", "equalto", "==", "ne", "!=",
-    "lt", "<", "le", "<=", "gt", ">", "ge", ">=", "in", "lower", "upper", "sameas", NULL};
+    "defined", "undefined", "none",    "string", "mapping",  "iterable", "number", "sequence",    "true",
+    "false",   "boolean",   "integer", "float",  "callable", "even",     "odd",    "divisibleby", "eq",
+    "equalto", "==",        "ne",      "!=",     "lt",       "<",        "le",     "<=",          "gt",
+    ">",       "ge",        ">=",      "in",     "lower",    "upper",    "sameas", NULL};
 
 static bool known(const char *const *list, const char *name) {
     for (int i = 0; list[i]; i++)
@@ -86,7 +87,10 @@ static bool is_num(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_
 
 bool jtest_apply(jctx *c, int line, const char *name, jv v, jv *args, int nargs) {
 #define IS(s) (!strcmp(name, s))
-#define NEEDARG() do { if (nargs < 1) jfail(c->job, line, "test '%s' needs an argument", name); } while (0)
+#define NEEDARG()                                                                \
+    do {                                                                         \
+        if (nargs < 1) jfail(c->job, line, "test '%s' needs an argument", name); \
+    } while (0)
     if (IS("defined")) return v.t != JV_UNDEF;
     if (IS("undefined")) return v.t == JV_UNDEF;
     if (IS("none")) return v.t == JV_NONE;
@@ -123,7 +127,11 @@ bool jtest_apply(jctx *c, int line, const char *name, jv v, jv *args, int nargs)
     if (IS("in")) {
         jv h = args[0];
         if (h.t == JV_STR && v.t == JV_STR) return memmem(h.u.s->p, h.u.s->n, v.u.s->p, v.u.s->n) != NULL || !v.u.s->n;
-        if (h.t == JV_LIST) { for (size_t i = 0; i < h.u.l->n; i++) if (jv_eq(h.u.l->v[i], v)) return true; return false; }
+        if (h.t == JV_LIST) {
+            for (size_t i = 0; i < h.u.l->n; i++)
+                if (jv_eq(h.u.l->v[i], v)) return true;
+            return false;
+        }
         if (h.t == JV_DICT) return jdict_getv(h.u.d, v) != NULL;
         if (h.t == JV_UNDEF) return false;
         jfail(c->job, line, "argument of type '%s' is not iterable", jv_typename(h));
@@ -243,11 +251,23 @@ static jv tojson_filter(jctx *c, int line, jv v, jv *args, int nargs, const char
 
 static bool is_line_break(const char *s, size_t n, size_t i, size_t *len) {
     unsigned char ch = (unsigned char)s[i];
-    if (ch == '\r') { *len = (i + 1 < n && s[i + 1] == '\n') ? 2 : 1; return true; }
-    if (ch == '\n' || ch == '\v' || ch == '\f' || (ch >= 0x1c && ch <= 0x1e)) { *len = 1; return true; }
-    if (ch == 0xC2 && i + 1 < n && (unsigned char)s[i + 1] == 0x85) { *len = 2; return true; }
+    if (ch == '\r') {
+        *len = (i + 1 < n && s[i + 1] == '\n') ? 2 : 1;
+        return true;
+    }
+    if (ch == '\n' || ch == '\v' || ch == '\f' || (ch >= 0x1c && ch <= 0x1e)) {
+        *len = 1;
+        return true;
+    }
+    if (ch == 0xC2 && i + 1 < n && (unsigned char)s[i + 1] == 0x85) {
+        *len = 2;
+        return true;
+    }
     if (ch == 0xE2 && i + 2 < n && (unsigned char)s[i + 1] == 0x80 &&
-        ((unsigned char)s[i + 2] == 0xA8 || (unsigned char)s[i + 2] == 0xA9)) { *len = 3; return true; }
+        ((unsigned char)s[i + 2] == 0xA8 || (unsigned char)s[i + 2] == 0xA9)) {
+        *len = 3;
+        return true;
+    }
     return false;
 }
 
@@ -280,7 +300,10 @@ static jv indent_filter(jctx *c, int line, jv v, jv *args, int nargs, const char
     bool first_line = true;
     while (i < n) {
         size_t bl = 0;
-        if (!is_line_break(p, n, i, &bl)) { i++; continue; }
+        if (!is_line_break(p, n, i, &bl)) {
+            i++;
+            continue;
+        }
         if (!first_line) {
             jbuf_putc(c->job, &b, '\n');
             if (blank || i > ls) jbuf_put(c->job, &b, ind.u.s->p, ind.u.s->n);
@@ -300,17 +323,26 @@ jv jstr_percent(jctx *c, int line, jv fmt, jv *args, int nargs) {
     int k = 0;
     for (size_t i = 0; i < fmt.u.s->n; i++) {
         char ch = fmt.u.s->p[i];
-        if (ch != '%') { jbuf_putc(c->job, &b, ch); continue; }
+        if (ch != '%') {
+            jbuf_putc(c->job, &b, ch);
+            continue;
+        }
         if (++i >= fmt.u.s->n) jfail(c->job, line, "format: incomplete format");
         ch = fmt.u.s->p[i];
-        if (ch == '%') { jbuf_putc(c->job, &b, '%'); continue; }
+        if (ch == '%') {
+            jbuf_putc(c->job, &b, '%');
+            continue;
+        }
         if (k >= nargs) jfail(c->job, line, "format: not enough arguments for format string");
         jv a = args[k++];
         if (ch == 's') jv_str_into(c->job, &b, a);
         else if (ch == 'r') jv_repr_into(c->job, &b, a);
         else if ((ch == 'd' || ch == 'i') && (a.t == JV_INT || a.t == JV_BOOL || a.t == JV_FLOAT)) {
             char tmp[32];
-            snprintf(tmp, sizeof tmp, "%lld", a.t == JV_INT ? (long long)a.u.i : a.t == JV_BOOL ? (long long)a.u.b : (long long)a.u.f);
+            snprintf(tmp, sizeof tmp, "%lld",
+                     a.t == JV_INT    ? (long long)a.u.i
+                     : a.t == JV_BOOL ? (long long)a.u.b
+                                      : (long long)a.u.f);
             jbuf_puts(c->job, &b, tmp);
         } else jfail(c->job, line, "format: unsupported conversion '%%%c'", ch);
     }
@@ -364,8 +396,8 @@ static jv sorted(jctx *c, int line, jlist *l, jv attr, bool cs, bool rev, int by
     return r;
 }
 
-jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args, int nargs, const char **kwn,
-                 jv *kwv, int nkw) {
+jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args, int nargs, const char **kwn, jv *kwv,
+                 int nkw) {
     jjob *j = c->job;
     (void)s;
 #define IS(x) (!strcmp(name, x))
@@ -480,7 +512,11 @@ jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args,
         return r;
     }
     if (IS("items")) {
-        if (v.t == JV_UNDEF) { jv r = jv_newlist(j, 0); r.tuple = GEN; return r; }
+        if (v.t == JV_UNDEF) {
+            jv r = jv_newlist(j, 0);
+            r.tuple = GEN;
+            return r;
+        }
         if (v.t != JV_DICT) jfail(j, line, "Can only get item pairs from a mapping.");
         jv r = jv_newlist(j, v.u.d->n);
         r.tuple = GEN;
@@ -527,7 +563,10 @@ jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args,
         for (size_t i = 1; i < l->n; i++) {
             jv k = sort_key(c, l->v[i], attr, cs);
             int r = jv_compare(c, line, k, bk);
-            if (IS("min") ? r < 0 : r > 0) { best = i; bk = k; }
+            if (IS("min") ? r < 0 : r > 0) {
+                best = i;
+                bk = k;
+            }
         }
         return l->v[best];
     }
@@ -576,7 +615,10 @@ jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args,
         return dflt;
     }
     if (IS("abs")) {
-        if (v.t == JV_INT) { if (v.u.i == INT64_MIN) jfail(j, line, "integer overflow"); return jv_int(v.u.i < 0 ? -v.u.i : v.u.i); }
+        if (v.t == JV_INT) {
+            if (v.u.i == INT64_MIN) jfail(j, line, "integer overflow");
+            return jv_int(v.u.i < 0 ? -v.u.i : v.u.i);
+        }
         if (v.t == JV_FLOAT) return jv_float(fabs(v.u.f));
         if (v.t == JV_BOOL) return jv_int(v.u.b);
         jfail(j, line, "bad operand type for abs(): '%s'", jv_typename(v));
@@ -588,10 +630,15 @@ jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args,
         jv acc = start;
         for (size_t i = 0; i < l->n; i++) {
             jv x = attr.t != JV_NONE ? attr_path(c, l->v[i], attr) : l->v[i];
-            if (!is_num(acc) || !is_num(x)) jfail(j, line, "sum: unsupported operand types '%s' and '%s'", jv_typename(acc), jv_typename(x));
+            if (!is_num(acc) || !is_num(x))
+                jfail(j, line, "sum: unsupported operand types '%s' and '%s'", jv_typename(acc), jv_typename(x));
             if (acc.t == JV_FLOAT || x.t == JV_FLOAT)
-                acc = jv_float((acc.t == JV_FLOAT ? acc.u.f : acc.t == JV_INT ? (double)acc.u.i : acc.u.b) +
-                               (x.t == JV_FLOAT ? x.u.f : x.t == JV_INT ? (double)x.u.i : x.u.b));
+                acc = jv_float((acc.t == JV_FLOAT ? acc.u.f
+                                : acc.t == JV_INT ? (double)acc.u.i
+                                                  : acc.u.b) +
+                               (x.t == JV_FLOAT ? x.u.f
+                                : x.t == JV_INT ? (double)x.u.i
+                                                : x.u.b));
             else {
                 int64_t r;
                 if (__builtin_add_overflow(acc.t == JV_INT ? acc.u.i : acc.u.b, x.t == JV_INT ? x.u.i : x.u.b, &r))
@@ -612,8 +659,8 @@ jv jfilter_apply(jctx *c, jscope *s, int line, const char *name, jv v, jv *args,
 }
 
 /* ---- methods ---- */
-bool jmethod_call(jctx *c, int line, jv obj, const char *name, jv *args, int nargs, const char **kwn, jv *kwv,
-                  int nkw, jv *out) {
+bool jmethod_call(jctx *c, int line, jv obj, const char *name, jv *args, int nargs, const char **kwn, jv *kwv, int nkw,
+                  jv *out) {
     jjob *j = c->job;
 #define IS(x) (!strcmp(name, x))
     if (obj.t == JV_STR) {
@@ -639,11 +686,26 @@ bool jmethod_call(jctx *c, int line, jv obj, const char *name, jv *args, int nar
             *out = jstr_replace(c, line, obj, args[0], args[1], nargs > 2 ? as_int(c, line, args[2], "count") : -1);
             return true;
         }
-        if (IS("upper")) { *out = jstr_case(j, obj, JCASE_UPPER); return true; }
-        if (IS("lower")) { *out = jstr_case(j, obj, JCASE_LOWER); return true; }
-        if (IS("title")) { *out = jstr_case(j, obj, JCASE_PYTITLE); return true; }
-        if (IS("capitalize")) { *out = jstr_case(j, obj, JCASE_CAPITALIZE); return true; }
-        if (IS("format")) { *out = jstr_format(c, line, obj, args, nargs, kwn, kwv, nkw); return true; }
+        if (IS("upper")) {
+            *out = jstr_case(j, obj, JCASE_UPPER);
+            return true;
+        }
+        if (IS("lower")) {
+            *out = jstr_case(j, obj, JCASE_LOWER);
+            return true;
+        }
+        if (IS("title")) {
+            *out = jstr_case(j, obj, JCASE_PYTITLE);
+            return true;
+        }
+        if (IS("capitalize")) {
+            *out = jstr_case(j, obj, JCASE_CAPITALIZE);
+            return true;
+        }
+        if (IS("format")) {
+            *out = jstr_format(c, line, obj, args, nargs, kwn, kwv, nkw);
+            return true;
+        }
         if (IS("find") || IS("count")) {
             if (nargs < 1 || args[0].t != JV_STR) jfail(j, line, "%s() needs a string", name);
             jstr *h = obj.u.s, *nd = args[0].u.s;
@@ -674,7 +736,8 @@ bool jmethod_call(jctx *c, int line, jv obj, const char *name, jv *args, int nar
             jlist *l = jv_iterate(c, line, args[0]);
             jbuf b = {.limit = JINJA_MAX_OUTPUT};
             for (size_t i = 0; i < l->n; i++) {
-                if (l->v[i].t != JV_STR) jfail(j, line, "sequence item %zu: expected str instance, %s found", i, jv_typename(l->v[i]));
+                if (l->v[i].t != JV_STR)
+                    jfail(j, line, "sequence item %zu: expected str instance, %s found", i, jv_typename(l->v[i]));
                 if (i) jbuf_put(j, &b, obj.u.s->p, obj.u.s->n);
                 jbuf_put(j, &b, l->v[i].u.s->p, l->v[i].u.s->n);
             }
@@ -716,7 +779,8 @@ bool jmethod_call(jctx *c, int line, jv obj, const char *name, jv *args, int nar
         *out = args[obj.u.loop->i % nargs];
         return true;
     }
-    if (obj.t == JV_LIST && (IS("append") || IS("pop") || IS("insert") || IS("extend") || IS("remove") || IS("clear") || IS("sort")))
+    if (obj.t == JV_LIST &&
+        (IS("append") || IS("pop") || IS("insert") || IS("extend") || IS("remove") || IS("clear") || IS("sort")))
         jfail(j, line, "access to attribute '%s' of '%s' object is unsafe (immutable sandbox)", name, jv_typename(obj));
     return false;
 #undef IS

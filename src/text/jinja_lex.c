@@ -45,8 +45,10 @@ static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\
 
 static void put_utf8(char *o, size_t *k, unsigned cp) {
     if (cp < 0x80) o[(*k)++] = (char)cp;
-    else if (cp < 0x800) { o[(*k)++] = (char)(0xC0 | (cp >> 6)); o[(*k)++] = (char)(0x80 | (cp & 63)); }
-    else if (cp < 0x10000) {
+    else if (cp < 0x800) {
+        o[(*k)++] = (char)(0xC0 | (cp >> 6));
+        o[(*k)++] = (char)(0x80 | (cp & 63));
+    } else if (cp < 0x10000) {
         o[(*k)++] = (char)(0xE0 | (cp >> 12));
         o[(*k)++] = (char)(0x80 | ((cp >> 6) & 63));
         o[(*k)++] = (char)(0x80 | (cp & 63));
@@ -78,7 +80,10 @@ static void lex_string(jjob *j, const char *s, size_t len, size_t *i, int *line,
     size_t k = 0;
     for (size_t p = k0; p < e; p++) {
         char c = s[p];
-        if (c != '\\') { o[k++] = c; continue; }
+        if (c != '\\') {
+            o[k++] = c;
+            continue;
+        }
         char d = s[++p];
         int nhex = 0;
         switch (d) {
@@ -97,7 +102,10 @@ static void lex_string(jjob *j, const char *s, size_t len, size_t *i, int *line,
         case 'x': nhex = 2; break;
         case 'u': nhex = 4; break;
         case 'U': nhex = 8; break;
-        default: o[k++] = '\\'; o[k++] = d; break;
+        default:
+            o[k++] = '\\';
+            o[k++] = d;
+            break;
         }
         if (nhex) {
             unsigned cp = 0;
@@ -118,12 +126,15 @@ static void lex_string(jjob *j, const char *s, size_t len, size_t *i, int *line,
     *i = e + 1;
 }
 
-static const struct { const char *s; uint8_t op; } g_ops[] = {
-    {"//", OP_FLOORDIV}, {"**", OP_POW}, {"==", OP_EQ}, {"!=", OP_NE}, {"<=", OP_LE}, {">=", OP_GE},
-    {"+", OP_ADD}, {"-", OP_SUB}, {"*", OP_MUL}, {"/", OP_DIV}, {"%", OP_MOD}, {"~", OP_TILDE},
-    {"<", OP_LT}, {">", OP_GT}, {"=", OP_ASSIGN}, {"(", OP_LPAREN}, {")", OP_RPAREN},
-    {"[", OP_LBRACKET}, {"]", OP_RBRACKET}, {"{", OP_LBRACE}, {"}", OP_RBRACE}, {",", OP_COMMA},
-    {".", OP_DOT}, {":", OP_COLON}, {"|", OP_PIPE}, {";", OP_SEMI},
+static const struct {
+    const char *s;
+    uint8_t op;
+} g_ops[] = {
+    {"//", OP_FLOORDIV}, {"**", OP_POW},   {"==", OP_EQ},    {"!=", OP_NE},    {"<=", OP_LE},    {">=", OP_GE},
+    {"+", OP_ADD},       {"-", OP_SUB},    {"*", OP_MUL},    {"/", OP_DIV},    {"%", OP_MOD},    {"~", OP_TILDE},
+    {"<", OP_LT},        {">", OP_GT},     {"=", OP_ASSIGN}, {"(", OP_LPAREN}, {")", OP_RPAREN}, {"[", OP_LBRACKET},
+    {"]", OP_RBRACKET},  {"{", OP_LBRACE}, {"}", OP_RBRACE}, {",", OP_COMMA},  {".", OP_DOT},    {":", OP_COLON},
+    {"|", OP_PIPE},      {";", OP_SEMI},
 };
 
 /* Jinja2 reads the source as "\n".join(source.splitlines()): every line break
@@ -139,7 +150,8 @@ static char *normalize(jjob *j, const char *s, size_t len, size_t *out_len) {
         else if (c == '\n' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1e)) bl = 1;
         else if (c == 0xC2 && i + 1 < len && (unsigned char)s[i + 1] == 0x85) bl = 2;
         else if (c == 0xE2 && i + 2 < len && (unsigned char)s[i + 1] == 0x80 &&
-                 ((unsigned char)s[i + 2] == 0xA8 || (unsigned char)s[i + 2] == 0xA9)) bl = 3;
+                 ((unsigned char)s[i + 2] == 0xA8 || (unsigned char)s[i + 2] == 0xA9))
+            bl = 3;
         if (bl) {
             i += bl;
             if (i < len) o[k++] = '\n';
@@ -184,7 +196,10 @@ static size_t lex_text(toklist *tl, const char *s, size_t len, size_t i, size_t 
             if (lp > i || line_starting) {
                 bool only_ws = true;
                 for (size_t q = lp; q < text_end; q++)
-                    if (s[q] != ' ' && s[q] != '\t') { only_ws = false; break; }
+                    if (s[q] != ' ' && s[q] != '\t') {
+                        only_ws = false;
+                        break;
+                    }
                 if (only_ws) text_end = lp;
             }
         }
@@ -206,8 +221,14 @@ static size_t skip_comment(jjob *j, const char *s, size_t len, size_t k, size_t 
     *line += count_lines(s + k, e + 2 - k);
     size_t p = e + 2;
     if (e > after && s[e - 1] == '-') {
-        while (p < len && is_ws(s[p])) { *line += s[p] == '\n'; p++; }
-    } else if (p < len && s[p] == '\n') { p++; (*line)++; }
+        while (p < len && is_ws(s[p])) {
+            *line += s[p] == '\n';
+            p++;
+        }
+    } else if (p < len && s[p] == '\n') {
+        p++;
+        (*line)++;
+    }
     return p;
 }
 
@@ -262,7 +283,10 @@ static size_t lex_operator(jjob *j, toklist *tl, const char *s, size_t len, size
     int found = -1;
     for (size_t o = 0; o < sizeof g_ops / sizeof g_ops[0]; o++) {
         size_t ol = strlen(g_ops[o].s);
-        if (p + ol <= len && memcmp(s + p, g_ops[o].s, ol) == 0) { found = (int)o; break; }
+        if (p + ol <= len && memcmp(s + p, g_ops[o].s, ol) == 0) {
+            found = (int)o;
+            break;
+        }
     }
     if (found < 0) jfail(j, line, "unexpected character '%c'", s[p]);
     jtok *t = push(tl, TK_OP, line);
@@ -280,7 +304,10 @@ static size_t lex_tag(jjob *j, toklist *tl, const char *s, size_t len, size_t p,
     int bal = 0;
     bool closed = false;
     while (p < len) {
-        while (p < len && is_ws(s[p])) { *line += s[p] == '\n'; p++; }
+        while (p < len && is_ws(s[p])) {
+            *line += s[p] == '\n';
+            p++;
+        }
         if (p >= len) break;
         if (bal == 0) {
             bool dash = s[p] == '-' && p + 2 < len && s[p + 1] == endc && s[p + 2] == '}';
@@ -289,8 +316,14 @@ static size_t lex_tag(jjob *j, toklist *tl, const char *s, size_t len, size_t p,
                 push(tl, kind == 1 ? TK_BLOCK_END : TK_VAR_END, *line);
                 p += (dash || plus) ? 3 : 2;
                 if (dash) {
-                    while (p < len && is_ws(s[p])) { *line += s[p] == '\n'; p++; }
-                } else if (kind == 1 && !plus && p < len && s[p] == '\n') { p++; (*line)++; }
+                    while (p < len && is_ws(s[p])) {
+                        *line += s[p] == '\n';
+                        p++;
+                    }
+                } else if (kind == 1 && !plus && p < len && s[p] == '\n') {
+                    p++;
+                    (*line)++;
+                }
                 closed = true;
                 break;
             }
@@ -348,8 +381,14 @@ static size_t lex_raw(jjob *j, toklist *tl, const char *s, size_t len, size_t p,
     *line += count_lines(s + p, after_end - p);
     p = after_end;
     if (strip_after) {
-        while (p < len && is_ws(s[p])) { *line += s[p] == '\n'; p++; }
-    } else if (p < len && s[p] == '\n') { p++; (*line)++; }
+        while (p < len && is_ws(s[p])) {
+            *line += s[p] == '\n';
+            p++;
+        }
+    } else if (p < len && s[p] == '\n') {
+        p++;
+        (*line)++;
+    }
     return p;
 }
 
@@ -365,7 +404,10 @@ void jinja_lex(jjob *j, const char *src, size_t srclen, jtok **toks, size_t *nto
         int kind = find_tag(s, len, i, &k); /* 1 block, 2 var, 3 comment */
         size_t after = lex_text(&tl, s, len, i, k, kind, line_starting, line);
         line += count_lines(s + i, k - i);
-        if (!kind) { i = len; break; }
+        if (!kind) {
+            i = len;
+            break;
+        }
         int tag_line = line;
         size_t p;
         if (kind == 3) {

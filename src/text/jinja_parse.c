@@ -21,11 +21,25 @@ typedef struct {
 
 static jtok *cur(P *p) { return &p->t[p->i]; }
 static jtok *peek(P *p, size_t k) { return p->i + k < p->n ? &p->t[p->i + k] : &p->t[p->n - 1]; }
-static void adv(P *p) { if (p->i + 1 < p->n) p->i++; }
+static void adv(P *p) {
+    if (p->i + 1 < p->n) p->i++;
+}
 static bool is_op(P *p, int op) { return cur(p)->kind == TK_OP && cur(p)->op == op; }
 static bool is_name(P *p, const char *s) { return cur(p)->kind == TK_NAME && strcmp(cur(p)->p, s) == 0; }
-static bool skip_op(P *p, int op) { if (is_op(p, op)) { adv(p); return true; } return false; }
-static bool skip_name(P *p, const char *s) { if (is_name(p, s)) { adv(p); return true; } return false; }
+static bool skip_op(P *p, int op) {
+    if (is_op(p, op)) {
+        adv(p);
+        return true;
+    }
+    return false;
+}
+static bool skip_name(P *p, const char *s) {
+    if (is_name(p, s)) {
+        adv(p);
+        return true;
+    }
+    return false;
+}
 
 static const char *tokdesc(jtok *t) {
     switch (t->kind) {
@@ -53,7 +67,8 @@ static const char *expect_name(P *p) {
     return s;
 }
 static void expect_block_end(P *p) {
-    if (cur(p)->kind != TK_BLOCK_END) jfail(p->j, cur(p)->line, "expected end of statement '%%}', got %s", tokdesc(cur(p)));
+    if (cur(p)->kind != TK_BLOCK_END)
+        jfail(p->j, cur(p)->line, "expected end of statement '%%}', got %s", tokdesc(cur(p)));
     adv(p);
 }
 
@@ -65,7 +80,10 @@ static jnode *mk(P *p, int kind, int line) {
 }
 
 /* growable node arrays during parsing */
-typedef struct { jnode **v; int n, cap; } nvec;
+typedef struct {
+    jnode **v;
+    int n, cap;
+} nvec;
 static void nv_push(P *p, nvec *v, jnode *x) {
     if (v->n == v->cap) {
         int nc = v->cap ? v->cap * 2 : 8;
@@ -76,7 +94,10 @@ static void nv_push(P *p, nvec *v, jnode *x) {
     }
     v->v[v->n++] = x;
 }
-typedef struct { const char **v; int n, cap; } svec;
+typedef struct {
+    const char **v;
+    int n, cap;
+} svec;
 static void sv_push(P *p, svec *v, const char *x) {
     if (v->n == v->cap) {
         int nc = v->cap ? v->cap * 2 : 8;
@@ -104,7 +125,8 @@ static void parse_call_args(P *p, jnode *n) {
     while (!is_op(p, OP_RPAREN)) {
         if (args.n + kwv.n) expect_op(p, OP_COMMA, ",");
         if (is_op(p, OP_RPAREN)) break;
-        if (is_op(p, OP_MUL) || is_op(p, OP_POW)) jfail(p->j, cur(p)->line, "*args / **kwargs in calls are not supported");
+        if (is_op(p, OP_MUL) || is_op(p, OP_POW))
+            jfail(p->j, cur(p)->line, "*args / **kwargs in calls are not supported");
         if (cur(p)->kind == TK_NAME && peek(p, 1)->kind == TK_OP && peek(p, 1)->op == OP_ASSIGN) {
             sv_push(p, &kwn, cur(p)->p);
             adv(p);
@@ -137,7 +159,10 @@ static jnode *parse_primary(P *p) {
         if (!strcmp(s, "true") || !strcmp(s, "True")) n->lit = jv_bool(true);
         else if (!strcmp(s, "false") || !strcmp(s, "False")) n->lit = jv_bool(false);
         else if (!strcmp(s, "none") || !strcmp(s, "None")) n->lit = jv_none();
-        else { n->kind = N_NAME; n->name = s; }
+        else {
+            n->kind = N_NAME;
+            n->name = s;
+        }
         break;
     }
     case TK_STRING: {
@@ -155,14 +180,29 @@ static jnode *parse_primary(P *p) {
         n->lit = jv_str(p->j, buf, o);
         break;
     }
-    case TK_INT: n = mk(p, N_LIT, line); n->lit = jv_int(t->i); adv(p); break;
-    case TK_FLOAT: n = mk(p, N_LIT, line); n->lit = jv_float(t->f); adv(p); break;
+    case TK_INT:
+        n = mk(p, N_LIT, line);
+        n->lit = jv_int(t->i);
+        adv(p);
+        break;
+    case TK_FLOAT:
+        n = mk(p, N_LIT, line);
+        n->lit = jv_float(t->f);
+        adv(p);
+        break;
     case TK_OP:
         if (t->op == OP_LPAREN) {
             adv(p);
-            if (skip_op(p, OP_RPAREN)) { n = mk(p, N_TUPLE, line); break; }
+            if (skip_op(p, OP_RPAREN)) {
+                n = mk(p, N_TUPLE, line);
+                break;
+            }
             jnode *first = parse_expr(p, true);
-            if (!is_op(p, OP_COMMA)) { expect_op(p, OP_RPAREN, ")"); n = first; break; }
+            if (!is_op(p, OP_COMMA)) {
+                expect_op(p, OP_RPAREN, ")");
+                n = first;
+                break;
+            }
             nvec items = {0};
             nv_push(p, &items, first);
             while (skip_op(p, OP_COMMA)) {
@@ -208,8 +248,7 @@ static jnode *parse_primary(P *p) {
             break;
         }
         /* fallthrough */
-    default:
-        jfail(p->j, line, "unexpected %s in expression", tokdesc(t));
+    default: jfail(p->j, line, "unexpected %s in expression", tokdesc(t));
     }
     p->depth--;
     return n;
@@ -276,7 +315,8 @@ static jnode *parse_postfix(P *p, jnode *n) {
 
 static const char *parse_dotted_name(P *p) {
     const char *s = expect_name(p);
-    while (is_op(p, OP_DOT) && peek(p, 1)->kind == TK_NAME) jfail(p->j, cur(p)->line, "dotted filter/test names are not supported");
+    while (is_op(p, OP_DOT) && peek(p, 1)->kind == TK_NAME)
+        jfail(p->j, cur(p)->line, "dotted filter/test names are not supported");
     return s;
 }
 
@@ -392,9 +432,13 @@ static jnode *parse_compare(P *p) {
     for (;;) {
         int op = 0;
         jtok *t = cur(p);
-        if (t->kind == TK_OP && t->op >= OP_EQ && t->op <= OP_GE) { op = t->op; adv(p); }
-        else if (is_name(p, "in")) { op = OP_IN; adv(p); }
-        else if (is_name(p, "not") && peek(p, 1)->kind == TK_NAME && !strcmp(peek(p, 1)->p, "in")) {
+        if (t->kind == TK_OP && t->op >= OP_EQ && t->op <= OP_GE) {
+            op = t->op;
+            adv(p);
+        } else if (is_name(p, "in")) {
+            op = OP_IN;
+            adv(p);
+        } else if (is_name(p, "not") && peek(p, 1)->kind == TK_NAME && !strcmp(peek(p, 1)->p, "in")) {
             op = OP_NOTIN;
             adv(p);
             adv(p);
@@ -718,7 +762,9 @@ static void parse_body(P *p, nvec *out, const char *const *ends, const char *ope
         jtok *t = cur(p);
         switch (t->kind) {
         case TK_EOF:
-            if (ends) jfail(p->j, t->line, "unexpected end of template: '%s' block is not closed (expected '%s')", opener, ends[0]);
+            if (ends)
+                jfail(p->j, t->line, "unexpected end of template: '%s' block is not closed (expected '%s')", opener,
+                      ends[0]);
             return;
         case TK_TEXT: {
             jnode *n = mk(p, N_TEXT, t->line);

@@ -166,7 +166,10 @@ jv jstr_replace(jctx *c, int line, jv v, jv old, jv new_, int64_t count) {
     if (o->n == 0) {
         size_t i = 0;
         while (i <= s->n) {
-            if (count < 0 || done < count) { jbuf_put(j, &b, nw->p, nw->n); done++; }
+            if (count < 0 || done < count) {
+                jbuf_put(j, &b, nw->p, nw->n);
+                done++;
+            }
             if (i == s->n) break;
             size_t k = u8len((unsigned char)s->p[i]);
             if (i + k > s->n) k = s->n - i;
@@ -177,7 +180,10 @@ jv jstr_replace(jctx *c, int line, jv v, jv old, jv new_, int64_t count) {
         size_t i = 0;
         while (i < s->n) {
             const char *hit = (count < 0 || done < count) ? memmem(s->p + i, s->n - i, o->p, o->n) : NULL;
-            if (!hit) { jbuf_put(j, &b, s->p + i, s->n - i); break; }
+            if (!hit) {
+                jbuf_put(j, &b, s->p + i, s->n - i);
+                break;
+            }
             size_t at = (size_t)(hit - s->p);
             jbuf_put(j, &b, s->p + i, at - i);
             jbuf_put(j, &b, nw->p, nw->n);
@@ -219,7 +225,10 @@ jv jstr_split(jctx *c, int line, jv v, jv sep, int64_t maxsplit) {
     int64_t splits = 0;
     for (;;) {
         const char *hit = (maxsplit < 0 || splits < maxsplit) ? memmem(s + i, n - i, sep.u.s->p, sep.u.s->n) : NULL;
-        if (!hit) { jlist_push(j, r.u.l, jv_str(j, s + i, n - i)); break; }
+        if (!hit) {
+            jlist_push(j, r.u.l, jv_str(j, s + i, n - i));
+            break;
+        }
         size_t at = (size_t)(hit - s);
         jlist_push(j, r.u.l, jv_str(j, s + i, at - i));
         i = at + sep.u.s->n;
@@ -255,9 +264,20 @@ jv jstr_format(jctx *c, int line, jv fmt, jv *args, int nargs, const char **kwn,
     size_t n = fmt.u.s->n;
     int auto_idx = 0;
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == '{' && i + 1 < n && s[i + 1] == '{') { jbuf_putc(j, &b, '{'); i++; continue; }
-        if (s[i] == '}' && i + 1 < n && s[i + 1] == '}') { jbuf_putc(j, &b, '}'); i++; continue; }
-        if (s[i] != '{') { jbuf_putc(j, &b, s[i]); continue; }
+        if (s[i] == '{' && i + 1 < n && s[i + 1] == '{') {
+            jbuf_putc(j, &b, '{');
+            i++;
+            continue;
+        }
+        if (s[i] == '}' && i + 1 < n && s[i + 1] == '}') {
+            jbuf_putc(j, &b, '}');
+            i++;
+            continue;
+        }
+        if (s[i] != '{') {
+            jbuf_putc(j, &b, s[i]);
+            continue;
+        }
         size_t e = i + 1;
         while (e < n && s[e] != '}') e++;
         if (e >= n) jfail(j, line, "format: single '{' encountered in format string");

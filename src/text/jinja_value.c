@@ -42,10 +42,8 @@ void jfail(jjob *j, int line, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
-        if (line > 0)
-            snprintf(j->err->msg, sizeof j->err->msg, "chat template line %d: %s", line, msg);
-        else
-            snprintf(j->err->msg, sizeof j->err->msg, "chat template: %s", msg);
+        if (line > 0) snprintf(j->err->msg, sizeof j->err->msg, "chat template line %d: %s", line, msg);
+        else snprintf(j->err->msg, sizeof j->err->msg, "chat template: %s", msg);
     }
     longjmp(j->jb, 1);
 }
@@ -176,7 +174,8 @@ void jdict_set(jjob *j, jdict *d, jv k, jv v) {
 /* ---- semantics ---- */
 bool jv_truthy(jv v) {
     switch (v.t) {
-    case JV_UNDEF: case JV_NONE: return false;
+    case JV_UNDEF:
+    case JV_NONE: return false;
     case JV_BOOL: return v.u.b;
     case JV_INT: return v.u.i != 0;
     case JV_FLOAT: return v.u.f != 0.0;
@@ -211,7 +210,8 @@ static bool eq_depth(jv a, jv b, int depth) {
     }
     if (a.t != b.t) return false;
     switch (a.t) {
-    case JV_UNDEF: case JV_NONE: return true;
+    case JV_UNDEF:
+    case JV_NONE: return true;
     case JV_STR: return a.u.s->n == b.u.s->n && memcmp(a.u.s->p, b.u.s->p, a.u.s->n) == 0;
     case JV_LIST:
         if (a.u.l->n != b.u.l->n) return false;
@@ -234,8 +234,8 @@ static bool eq_depth(jv a, jv b, int depth) {
 }
 
 const char *jv_typename(jv v) {
-    static const char *const names[] = {"Undefined", "NoneType", "bool", "int", "float", "str",
-                                        "list", "dict", "Namespace", "Macro", "function", "LoopContext"};
+    static const char *const names[] = {"Undefined", "NoneType", "bool",      "int",   "float",    "str",
+                                        "list",      "dict",     "Namespace", "Macro", "function", "LoopContext"};
     if (v.t == JV_LIST && v.tuple) return v.tuple == 1 ? "tuple" : "generator";
     return v.t < sizeof names / sizeof names[0] ? names[v.t] : "?";
 }
@@ -277,8 +277,14 @@ jv jbuf_take(jjob *j, jbuf *b) {
 /* CPython float repr: shortest round-trip digits, exponent form when
  * exp < -4 or exp >= 16. */
 void py_float_repr(double f, char *out, size_t cap) {
-    if (isnan(f)) { snprintf(out, cap, "nan"); return; }
-    if (isinf(f)) { snprintf(out, cap, f < 0 ? "-inf" : "inf"); return; }
+    if (isnan(f)) {
+        snprintf(out, cap, "nan");
+        return;
+    }
+    if (isinf(f)) {
+        snprintf(out, cap, f < 0 ? "-inf" : "inf");
+        return;
+    }
     char buf[64];
     int prec;
     for (prec = 1; prec <= 17; prec++) {
@@ -290,14 +296,23 @@ void py_float_repr(double f, char *out, size_t cap) {
     int nd = 0;
     const char *p = buf;
     bool negative = false;
-    if (*p == '-') { negative = true; p++; }
+    if (*p == '-') {
+        negative = true;
+        p++;
+    }
     for (; *p && *p != 'e'; p++)
         if (*p >= '0' && *p <= '9') digits[nd++] = *p;
     int exp = atoi(p + 1);
     while (nd > 1 && digits[nd - 1] == '0') nd--;
     char *o = out;
     size_t left = cap;
-#define EMIT(...) do { int w_ = snprintf(o, left, __VA_ARGS__); if (w_ < 0 || (size_t)w_ >= left) return; o += w_; left -= (size_t)w_; } while (0)
+#define EMIT(...)                                 \
+    do {                                          \
+        int w_ = snprintf(o, left, __VA_ARGS__);  \
+        if (w_ < 0 || (size_t)w_ >= left) return; \
+        o += w_;                                  \
+        left -= (size_t)w_;                       \
+    } while (0)
     if (negative) EMIT("-");
     if (exp < -4 || exp >= 16) {
         EMIT("%c", digits[0]);
@@ -334,11 +349,17 @@ static bool py_unprintable(uint32_t cp) {
 static size_t utf8_at(const char *s, size_t n, size_t i, uint32_t *cp) {
     unsigned char c = (unsigned char)s[i];
     size_t k = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    if (c < 0x80 || c < 0xC0 || i + k > n) { *cp = c; return 1; }
+    if (c < 0x80 || c < 0xC0 || i + k > n) {
+        *cp = c;
+        return 1;
+    }
     uint32_t v = c & (0xFF >> (k + 1));
     for (size_t q = 1; q < k; q++) {
         unsigned char d = (unsigned char)s[i + q];
-        if ((d & 0xC0) != 0x80) { *cp = c; return 1; }
+        if ((d & 0xC0) != 0x80) {
+            *cp = c;
+            return 1;
+        }
         v = (v << 6) | (d & 0x3F);
     }
     *cp = v;
@@ -353,8 +374,10 @@ static void repr_str(jjob *j, jbuf *b, const char *s, size_t n) {
         uint32_t cp;
         size_t k = utf8_at(s, n, i, &cp);
         char tmp[16];
-        if (cp == (uint32_t)q || cp == '\\') { jbuf_putc(j, b, '\\'); jbuf_putc(j, b, (char)cp); }
-        else if (cp == '\n') jbuf_puts(j, b, "\\n");
+        if (cp == (uint32_t)q || cp == '\\') {
+            jbuf_putc(j, b, '\\');
+            jbuf_putc(j, b, (char)cp);
+        } else if (cp == '\n') jbuf_puts(j, b, "\\n");
         else if (cp == '\r') jbuf_puts(j, b, "\\r");
         else if (cp == '\t') jbuf_puts(j, b, "\\t");
         else if (py_unprintable(cp)) {
@@ -407,10 +430,17 @@ void jv_str_into(jjob *j, jbuf *b, jv v) {
     case JV_UNDEF: return;
     case JV_NONE: jbuf_puts(j, b, "None"); return;
     case JV_BOOL: jbuf_puts(j, b, v.u.b ? "True" : "False"); return;
-    case JV_INT: snprintf(tmp, sizeof tmp, "%lld", (long long)v.u.i); jbuf_puts(j, b, tmp); return;
-    case JV_FLOAT: py_float_repr(v.u.f, tmp, sizeof tmp); jbuf_puts(j, b, tmp); return;
+    case JV_INT:
+        snprintf(tmp, sizeof tmp, "%lld", (long long)v.u.i);
+        jbuf_puts(j, b, tmp);
+        return;
+    case JV_FLOAT:
+        py_float_repr(v.u.f, tmp, sizeof tmp);
+        jbuf_puts(j, b, tmp);
+        return;
     case JV_STR: jbuf_put(j, b, v.u.s->p, v.u.s->n); return;
-    case JV_LIST: case JV_DICT: jv_repr_into(j, b, v); return;
+    case JV_LIST:
+    case JV_DICT: jv_repr_into(j, b, v); return;
     case JV_NS: jbuf_puts(j, b, "<Namespace>"); return;
     case JV_MACRO: jbuf_puts(j, b, "<Macro>"); return;
     case JV_LOOP: jbuf_puts(j, b, "<LoopContext>"); return;
@@ -448,7 +478,10 @@ static void json_str(jjob *j, jbuf *b, const char *s, size_t n) {
         case '\b': esc = "\\b"; break;
         case '\f': esc = "\\f"; break;
         default:
-            if (ch < 0x20) { snprintf(tmp, sizeof tmp, "\\u%04x", ch); esc = tmp; }
+            if (ch < 0x20) {
+                snprintf(tmp, sizeof tmp, "\\u%04x", ch);
+                esc = tmp;
+            }
         }
         if (esc) {
             jbuf_put(j, b, s + i - run, run);
@@ -471,15 +504,24 @@ void jv_tojson_into(jjob *j, int line, jbuf *b, jv v, int indent, int level) {
     switch (v.t) {
     case JV_NONE: jbuf_puts(j, b, "null"); return;
     case JV_BOOL: jbuf_puts(j, b, v.u.b ? "true" : "false"); return;
-    case JV_INT: snprintf(tmp, sizeof tmp, "%lld", (long long)v.u.i); jbuf_puts(j, b, tmp); return;
+    case JV_INT:
+        snprintf(tmp, sizeof tmp, "%lld", (long long)v.u.i);
+        jbuf_puts(j, b, tmp);
+        return;
     case JV_FLOAT:
         if (isnan(v.u.f)) jbuf_puts(j, b, "NaN");
         else if (isinf(v.u.f)) jbuf_puts(j, b, v.u.f < 0 ? "-Infinity" : "Infinity");
-        else { py_float_repr(v.u.f, tmp, sizeof tmp); jbuf_puts(j, b, tmp); }
+        else {
+            py_float_repr(v.u.f, tmp, sizeof tmp);
+            jbuf_puts(j, b, tmp);
+        }
         return;
     case JV_STR: json_str(j, b, v.u.s->p, v.u.s->n); return;
     case JV_LIST:
-        if (v.u.l->n == 0) { jbuf_puts(j, b, "[]"); return; }
+        if (v.u.l->n == 0) {
+            jbuf_puts(j, b, "[]");
+            return;
+        }
         jbuf_putc(j, b, '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) jbuf_puts(j, b, indent >= 0 ? "," : ", ");
@@ -490,7 +532,10 @@ void jv_tojson_into(jjob *j, int line, jbuf *b, jv v, int indent, int level) {
         jbuf_putc(j, b, ']');
         return;
     case JV_DICT:
-        if (v.u.d->n == 0) { jbuf_puts(j, b, "{}"); return; }
+        if (v.u.d->n == 0) {
+            jbuf_puts(j, b, "{}");
+            return;
+        }
         jbuf_putc(j, b, '{');
         for (size_t i = 0; i < v.u.d->n; i++) {
             if (i) jbuf_puts(j, b, indent >= 0 ? "," : ", ");

@@ -29,7 +29,7 @@
 
 typedef struct spm_sym {
     int32_t prev, next; /* -1 at the ends */
-    uint32_t off, n;    /* bytes [off, off + n) of the escaped buffer; n = 0 once merged away */
+    uint32_t off, n; /* bytes [off, off + n) of the escaped buffer; n = 0 once merged away */
 } spm_sym;
 
 typedef struct spm_bigram {
@@ -100,10 +100,15 @@ static int ensure_cap(void **p, size_t *cap, size_t need, size_t elem) {
 static size_t escape_text(spm_ws *ws, const char *text, size_t len, bool space_prefix) {
     static const char sp[3] = {'\xE2', '\x96', '\x81'};
     char *o = ws->buf;
-    if (space_prefix) { memcpy(o, sp, 3); o += 3; }
+    if (space_prefix) {
+        memcpy(o, sp, 3);
+        o += 3;
+    }
     for (size_t i = 0; i < len; i++) {
-        if (text[i] == ' ') { memcpy(o, sp, 3); o += 3; }
-        else *o++ = text[i];
+        if (text[i] == ' ') {
+            memcpy(o, sp, 3);
+            o += 3;
+        } else *o++ = text[i];
     }
     return (size_t)(o - ws->buf);
 }

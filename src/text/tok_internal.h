@@ -35,9 +35,9 @@ typedef struct bpe_model bpe_model; /* bpe.c */
 typedef struct tok_token {
     const char *text; /* into tokenizer.arena, NUL-terminated, valid UTF-8 */
     uint32_t len;
-    float score;      /* finite */
-    uint8_t type;     /* TOKEN_TYPE_* (0..6) */
-    uint8_t strip;    /* TOK_STRIP_* bits: whitespace a special-token match swallows */
+    float score; /* finite */
+    uint8_t type; /* TOKEN_TYPE_* (0..6) */
+    uint8_t strip; /* TOK_STRIP_* bits: whitespace a special-token match swallows */
 } tok_token;
 
 /* llama.cpp's LLAMA_TOKEN_ATTR_LSTRIP / RSTRIP: when partitioning finds this
@@ -49,10 +49,10 @@ typedef struct tok_token {
 
 struct tokenizer {
     tok_algo algo;
-    int32_t n_vocab;        /* >= 1 */
-    tok_token *tokens;      /* [n_vocab] */
-    char *arena;            /* every token text, NUL-terminated */
-    size_t max_token_len;   /* longest token text in bytes */
+    int32_t n_vocab; /* >= 1 */
+    tok_token *tokens; /* [n_vocab] */
+    char *arena; /* every token text, NUL-terminated */
+    size_t max_token_len; /* longest token text in bytes */
 
     /* text -> id: open addressing, linear probing, hmask + 1 slots (power of
      * two, at least twice n_vocab); a slot holds an id or -1. Duplicate
@@ -62,9 +62,9 @@ struct tokenizer {
 
     int32_t bos, eos, unk, pad, eot, eom, sep; /* -1 if none; else in [0, n_vocab) */
     bool add_bos, add_eos, add_space_prefix;
-    bool add_sep;           /* WordPiece: [SEP] after the text with add_special */
-    bpe_model *bpe;         /* BPE only: regexes and merges (owned) */
-    uint8_t *eog;           /* [n_vocab] 1 = ends generation */
+    bool add_sep; /* WordPiece: [SEP] after the text with add_special */
+    bpe_model *bpe; /* BPE only: regexes and merges (owned) */
+    uint8_t *eog; /* [n_vocab] 1 = ends generation */
 
     /* CONTROL, USER_DEFINED and UNKNOWN tokens with non-empty text, longest
      * text first (ties: lower id first): the candidates of special-token

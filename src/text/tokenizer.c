@@ -62,9 +62,7 @@ int32_t tok_lookup(const tokenizer *t, const char *s, size_t len) {
     }
 }
 
-int32_t tok_byte_fallback(const tokenizer *t, unsigned char b) {
-    return t->byte_tok[b] >= 0 ? t->byte_tok[b] : t->unk;
-}
+int32_t tok_byte_fallback(const tokenizer *t, unsigned char b) { return t->byte_tok[b] >= 0 ? t->byte_tok[b] : t->unk; }
 
 static int hex_digit(char c) {
     if (c >= '0' && c <= '9') return c - '0';
@@ -87,8 +85,10 @@ static int load_model_name(const gguf_file *f, tok_algo *algo, cf_err *err) {
     int rc = gguf_get_str(f, KEY_MODEL, &m, err);
     if (rc < 0) return -1;
     if (rc > 0) return cf_fail(err, "%s: no tokenizer (key %s missing)", gguf_path(f), KEY_MODEL);
-    static const struct { const char *name; tok_algo algo; } algos[] = {
-        {"llama", TOK_ALGO_SPM}, {"gpt2", TOK_ALGO_BPE}, {"bert", TOK_ALGO_WPM}};
+    static const struct {
+        const char *name;
+        tok_algo algo;
+    } algos[] = {{"llama", TOK_ALGO_SPM}, {"gpt2", TOK_ALGO_BPE}, {"bert", TOK_ALGO_WPM}};
     for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
         if (!strcmp(m.s, algos[i].name)) {
             *algo = algos[i].algo;
@@ -138,12 +138,11 @@ static int load_scores(tokenizer *t, const gguf_file *f, cf_err *err) {
     if (rc > 0) return 0; /* optional: scores stay 0 */
     int ret = 0;
     if (n != (uint64_t)t->n_vocab) {
-        ret = cf_fail(err, "%s: %s has %llu entries but %s has %d", gguf_path(f), KEY_SCORES,
-                      (unsigned long long)n, KEY_TOKENS, t->n_vocab);
+        ret = cf_fail(err, "%s: %s has %llu entries but %s has %d", gguf_path(f), KEY_SCORES, (unsigned long long)n,
+                      KEY_TOKENS, t->n_vocab);
     } else {
         for (int32_t i = 0; i < t->n_vocab && ret == 0; i++) {
-            if (!isfinite(sc[i]))
-                ret = cf_fail(err, "%s: %s[%d] is not a finite number", gguf_path(f), KEY_SCORES, i);
+            if (!isfinite(sc[i])) ret = cf_fail(err, "%s: %s[%d] is not a finite number", gguf_path(f), KEY_SCORES, i);
             t->tokens[i].score = sc[i];
         }
     }
@@ -166,8 +165,7 @@ static int load_types(tokenizer *t, const gguf_file *f, cf_err *err) {
             if (ty[i] < TOKEN_TYPE_UNDEFINED || ty[i] > TOKEN_TYPE_BYTE)
                 ret = cf_fail(err, "%s: %s[%d] = %lld is not a token type (0..6)", gguf_path(f), KEY_TYPES, i,
                               (long long)ty[i]);
-            else
-                t->tokens[i].type = (uint8_t)ty[i];
+            else t->tokens[i].type = (uint8_t)ty[i];
         }
     }
     free(ty);
@@ -231,7 +229,10 @@ static int load_specials_and_flags(tokenizer *t, const gguf_file *f, cf_err *err
     int32_t *defaults[] = {&t->bos, &t->eos, &t->unk, &t->sep, &t->pad};
     for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
         if (*defaults[i] >= t->n_vocab) *defaults[i] = -1;
-    static const struct { const char *key; size_t off; } ids[] = {
+    static const struct {
+        const char *key;
+        size_t off;
+    } ids[] = {
         {"tokenizer.ggml.bos_token_id", offsetof(tokenizer, bos)},
         {"tokenizer.ggml.eos_token_id", offsetof(tokenizer, eos)},
         {"tokenizer.ggml.unknown_token_id", offsetof(tokenizer, unk)},
@@ -251,8 +252,8 @@ static int load_specials_and_flags(tokenizer *t, const gguf_file *f, cf_err *err
 }
 
 static int build_eog(tokenizer *t) {
-    static const char *const names[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                        "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>"};
+    static const char *const names[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                        "<|endoftext|>", "<|eom_id|>", "<EOT>",   "_<EOT>"};
     t->eog = calloc((size_t)t->n_vocab, 1);
     if (!t->eog) return -1;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -289,7 +290,10 @@ static int build_specials(tokenizer *t) {
     }
     qsort(keys, n, sizeof *keys, cmp_special);
     t->specials = malloc((n ? n : 1) * sizeof *t->specials);
-    if (!t->specials) { free(keys); return -1; }
+    if (!t->specials) {
+        free(keys);
+        return -1;
+    }
     for (size_t i = 0; i < n; i++) t->specials[i] = keys[i].id;
     t->n_specials = n;
     free(keys);
@@ -317,7 +321,11 @@ static void set_strip(tokenizer *t, const char *text, uint8_t bit, bool on) {
  * gives "[MASK]" a left strip. Missing or non-string keys count as "". */
 static void load_strip_attrs(tokenizer *t, const gguf_file *f) {
     char name[256] = "", pre[128] = "", arch[128] = "";
-    struct { const char *key; char *buf; size_t cap; } keys[] = {
+    struct {
+        const char *key;
+        char *buf;
+        size_t cap;
+    } keys[] = {
         {"general.name", name, sizeof name},
         {"tokenizer.ggml.pre", pre, sizeof pre},
         {"general.architecture", arch, sizeof arch},
@@ -372,11 +380,10 @@ static int load_vocab(tokenizer *t, const gguf_file *f, cf_err *err) {
     if (rc < 0) return -1;
     if (rc > 0) return cf_fail(err, "%s: key %s missing", gguf_path(f), KEY_TOKENS);
     if (n == 0 || n > INT32_MAX / 4)
-        return cf_fail(err, "%s: %s has %llu entries (expected 1..%d)", gguf_path(f), KEY_TOKENS,
-                       (unsigned long long)n, INT32_MAX / 4);
+        return cf_fail(err, "%s: %s has %llu entries (expected 1..%d)", gguf_path(f), KEY_TOKENS, (unsigned long long)n,
+                       INT32_MAX / 4);
     t->n_vocab = (int32_t)n;
-    if (load_texts(t, f, strs, n, err) != 0 || load_scores(t, f, err) != 0 || load_types(t, f, err) != 0)
-        return -1;
+    if (load_texts(t, f, strs, n, err) != 0 || load_scores(t, f, err) != 0 || load_types(t, f, err) != 0) return -1;
     if (build_hash(t) != 0) return cf_fail(err, "tokenizer: out of memory");
     return 0;
 }
@@ -619,10 +626,10 @@ size_t tokenizer_token_bytes(const tokenizer *t, int32_t id, bool special, char 
     const tok_token *k = &t->tokens[id];
     switch (k->type) {
     case TOKEN_TYPE_CONTROL:
-    case TOKEN_TYPE_UNKNOWN:
-        return special ? copy_capped(buf, cap, 0, k->text, k->len) : 0;
+    case TOKEN_TYPE_UNKNOWN: return special ? copy_capped(buf, cap, 0, k->text, k->len) : 0;
     case TOKEN_TYPE_USER_DEFINED: return copy_capped(buf, cap, 0, k->text, k->len);
-    case TOKEN_TYPE_NORMAL: return t->algo == TOK_ALGO_BPE ? bpe_token_bytes(t, k, buf, cap) : unescape_spaces(k, buf, cap);
+    case TOKEN_TYPE_NORMAL:
+        return t->algo == TOK_ALGO_BPE ? bpe_token_bytes(t, k, buf, cap) : unescape_spaces(k, buf, cap);
     case TOKEN_TYPE_BYTE: {
         char c = (char)parse_byte_token(k->text, k->len);
         return copy_capped(buf, cap, 0, &c, 1);

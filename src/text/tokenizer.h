@@ -106,8 +106,8 @@ size_t tokenizer_token_bytes(const tokenizer *t, int32_t id, bool special, char 
  * resources, nothing to free; one stream per sequence. */
 typedef struct detok_stream {
     const tokenizer *tok;
-    bool special;        /* render CONTROL tokens */
-    bool strip_leading;  /* still to strip the first leading space */
+    bool special; /* render CONTROL tokens */
+    bool strip_leading; /* still to strip the first leading space */
     unsigned char pend[8];
     size_t n_pend;
 } detok_stream;

@@ -90,11 +90,35 @@ static void byte_char(int b, char out[3]) {
 }
 
 #define G "\xC4\xA0" /* "Ġ" = space */
-static const char *const g_merged[] = {"th", "the", G "t", G "the", "in", "ing", G "a", G G, G G G G, "\xC4\x8A\xC4\x8A",
-                                       "\xC3\xA4\xC2\xBD", "\xC3\xA4\xC2\xBD\xC5\x82" /* 你 */, "12", "123"};
-static const char *const g_merges[] = {"t h", "th e", G " t", G "t he", "i n", "in g", G " a", G " " G, G G " " G G,
-                                       "\xC4\x8A \xC4\x8A", "\xC3\xA4 \xC2\xBD", "\xC3\xA4\xC2\xBD \xC5\x82", "1 2",
-                                       "12 3", "t he" /* half not a token: ignored */};
+static const char *const g_merged[] = {"th",
+                                       "the",
+                                       G "t",
+                                       G "the",
+                                       "in",
+                                       "ing",
+                                       G "a",
+                                       G G,
+                                       G G G G,
+                                       "\xC4\x8A\xC4\x8A",
+                                       "\xC3\xA4\xC2\xBD",
+                                       "\xC3\xA4\xC2\xBD\xC5\x82" /* 你 */,
+                                       "12",
+                                       "123"};
+static const char *const g_merges[] = {"t h",
+                                       "th e",
+                                       G " t",
+                                       G "t he",
+                                       "i n",
+                                       "in g",
+                                       G " a",
+                                       G " " G,
+                                       G G " " G G,
+                                       "\xC4\x8A \xC4\x8A",
+                                       "\xC3\xA4 \xC2\xBD",
+                                       "\xC3\xA4\xC2\xBD \xC5\x82",
+                                       "1 2",
+                                       "12 3",
+                                       "t he" /* half not a token: ignored */};
 
 static void build_bpe(size_t i) {
     enum { NM = sizeof g_merged / sizeof g_merged[0] };
@@ -127,9 +151,9 @@ static void build_bpe(size_t i) {
 
 #define SP "\xE2\x96\x81"
 static void build_wpm(size_t i) {
-    static const char *const texts[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", SP "a", SP "b", "a", "b",
-                                        "ab", SP "hello", SP "!", SP ",", SP "\xE4\xBD\xA0", SP "e", "\xC3\xA9",
-                                        SP "1", "1", SP SP};
+    static const char *const texts[] = {"[PAD]", "[UNK]",    "[CLS]", "[SEP]",    "[MASK]", SP "a", SP "b",
+                                        "a",     "b",        "ab",    SP "hello", SP "!",   SP ",", SP "\xE4\xBD\xA0",
+                                        SP "e",  "\xC3\xA9", SP "1",  "1",        SP SP};
     enum { N = sizeof texts / sizeof texts[0] };
     int32_t types[N];
     for (size_t k = 0; k < N; k++) types[k] = k < 5 ? TOKEN_TYPE_CONTROL : TOKEN_TYPE_NORMAL;

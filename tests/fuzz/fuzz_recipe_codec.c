@@ -72,7 +72,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 json_decref(o);
             }
             json_decref(recipe_request_dump(&r));
-            for (int a = 0; a < 3; a++) json_decref(recipe_response_encode((recipe_api)a, &(recipe_response){0}, &r, &err));
+            for (int a = 0; a < 3; a++)
+                json_decref(recipe_response_encode((recipe_api)a, &(recipe_response){0}, &r, &err));
         } else {
             if (!memchr(err.message, 0, sizeof err.message)) abort();
             json_t *b = recipe_error_body(api, &err, "req");

@@ -10,8 +10,8 @@
  * and sampling values in range; a forced tool_choice (api_job_prepare) either
  * fails in the API's shape or gives a prompt suffix equal to the parser's
  * opener with its plain (tool name) range inside it. */
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,8 +30,7 @@ static void check_params(const gen_params *p) {
         chat_template_req in = {.req = p->req, .add_generation_prompt = true};
         char *out = NULL;
         if (chat_template_render_req(t, &in, &out, NULL, &err) == 0) free(out);
-    } else
-        abort(); /* every API (count_tokens too) hands the template the canonical request */
+    } else abort(); /* every API (count_tokens too) hands the template the canonical request */
     for (int32_t i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0]) abort();
     if (!(p->sampling.temperature >= 0 && p->sampling.temperature <= 2)) abort();
@@ -64,8 +63,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int mode = data[0] % 4;
     const char *body = (const char *)data + 1;
     size_t len = size - 1;
-    api_ctx ctx = {.parser = (recipe_parser_kind)(data[0] / 4 % RECIPE_PARSER_COUNT), .store = store(), .now = 1,
-                   .max_n = 8, .n_vocab = 512};
+    api_ctx ctx = {.parser = (recipe_parser_kind)(data[0] / 4 % RECIPE_PARSER_COUNT),
+                   .store = store(),
+                   .now = 1,
+                   .max_n = 8,
+                   .n_vocab = 512};
     gen_params p;
     serve_error e = {0};
     if (mode == 3) {
@@ -84,13 +86,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     snprintf(a.id, sizeof a.id, "resp_x");
     ctx.mistral_args = data[0] & 0x80;
     if (api_job_parse(&a, api, body, len, &ctx, &p, &e)) check_error(api, &e);
-    else if (a.active && api_job_prepare(&a, &ctx, &p, &e)) { /* forced tool_choice */
-        check_error(api, &e);
+    else if (a.active && api_job_prepare(&a, &ctx, &p, &e)) { /* forced tool_choice */ check_error(api, &e);
         gen_params_free(&p);
     } else {
         check_params(&p);
-        if (p.prompt_suffix && (p.suffix_plain_from > p.suffix_plain_to || p.suffix_plain_to > strlen(p.prompt_suffix) ||
-                                !a.forced || strcmp(a.forced, p.prompt_suffix)))
+        if (p.prompt_suffix &&
+            (p.suffix_plain_from > p.suffix_plain_to || p.suffix_plain_to > strlen(p.prompt_suffix) || !a.forced ||
+             strcmp(a.forced, p.prompt_suffix)))
             abort();
         gen_params_free(&p);
     }

@@ -83,8 +83,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         json_t *probe = json_stringn(body, len);
         if (!probe) break; /* engine text is always valid UTF-8 */
         json_decref(probe);
-        recipe_stream_info info = {.id = "cmpl-1", .model = "m", .created = 7, .include_usage = len % 3 == 0,
-                                   .n_choices = 2, .completion = len % 2 == 0};
+        recipe_stream_info info = {.id = "cmpl-1",
+                                   .model = "m",
+                                   .created = 7,
+                                   .include_usage = len % 3 == 0,
+                                   .n_choices = 2,
+                                   .completion = len % 2 == 0};
         recipe_stream_encoder *enc = recipe_stream_encoder_new(RECIPE_API_CHAT, &info);
         if (!enc) break;
         recipe_buf out = {0};

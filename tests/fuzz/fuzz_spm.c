@@ -24,8 +24,28 @@ static gguf_file *g_file;
 
 #define SP "\xE2\x96\x81"
 static const char *const g_pieces[] = {
-    SP, "a", "b", "c", "ab", "bc", "abc", SP "a", SP "ab", SP SP, SP SP SP, "\xC3\xA9", "\xE2\x82\xAC",
-    "\xF0\x9F\xA6\x99", "a\xC3\xA9", "\xE4\xB8\xAD", "\xE4\xB8\xAD\xE6\x96\x87", "\n", "\n\n", "x", "xx", "xxx",
+    SP,
+    "a",
+    "b",
+    "c",
+    "ab",
+    "bc",
+    "abc",
+    SP "a",
+    SP "ab",
+    SP SP,
+    SP SP SP,
+    "\xC3\xA9",
+    "\xE2\x82\xAC",
+    "\xF0\x9F\xA6\x99",
+    "a\xC3\xA9",
+    "\xE4\xB8\xAD",
+    "\xE4\xB8\xAD\xE6\x96\x87",
+    "\n",
+    "\n\n",
+    "x",
+    "xx",
+    "xxx",
 };
 
 static void die(const char *what, const cf_err *e) {
@@ -40,7 +60,10 @@ static void *read_all(const char *path, size_t *size) {
     long n = ftell(f);
     rewind(f);
     void *p = n > 0 ? malloc((size_t)n) : NULL;
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) { free(p); p = NULL; }
+    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
+        free(p);
+        p = NULL;
+    }
     fclose(f);
     *size = p ? (size_t)n : 0;
     return p;

@@ -26,8 +26,8 @@ static void fz_init(void) {
     for (int i = 0; i < 32; i++) g_fp[i] = (uint8_t)i, g_key[i] = (uint8_t)(i * 7), g_parent[i] = (uint8_t)(255 - i);
     for (int i = 0; i < FZ_BT; i++) g_tokens[i] = i * 3 + 1;
     for (int i = 0; i < FZ_PAYLOAD; i++) g_payload[i] = (uint8_t)(i ^ 0x5A);
-    store_obj_hdr h = {.n_tokens = FZ_BT, .traffic_class = 1, .created = 10, .expires = 1000,
-                       .payload_len = FZ_PAYLOAD};
+    store_obj_hdr h = {
+        .n_tokens = FZ_BT, .traffic_class = 1, .created = 10, .expires = 1000, .payload_len = FZ_PAYLOAD};
     memcpy(h.fingerprint, g_fp, 32);
     memcpy(h.key, g_key, 32);
     memcpy(h.parent, g_parent, 32);
@@ -49,7 +49,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(copy, data, size);
     uint8_t payload[FZ_PAYLOAD] = {0};
     memcpy(payload, copy + hl, size - hl < FZ_PAYLOAD ? size - hl : FZ_PAYLOAD);
-    store_expect x = {.fingerprint = g_fp, .key = g_key, .parent = g_parent, .tokens = g_tokens, .n_tokens = FZ_BT,
+    store_expect x = {.fingerprint = g_fp,
+                      .key = g_key,
+                      .parent = g_parent,
+                      .tokens = g_tokens,
+                      .n_tokens = FZ_BT,
                       .payload_len = FZ_PAYLOAD};
     const char *why = NULL;
     store_verdict v = store_verify(copy, hl, payload, size, &x, 500, &why);
@@ -60,8 +64,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             d.n_tokens != FZ_BT || d.payload_len != FZ_PAYLOAD)
             abort();
         static uint8_t re[1024];
-        store_obj_hdr h2 = {.n_tokens = FZ_BT, .traffic_class = d.traffic_class, .created = d.created,
-                            .expires = d.expires, .payload_len = FZ_PAYLOAD};
+        store_obj_hdr h2 = {.n_tokens = FZ_BT,
+                            .traffic_class = d.traffic_class,
+                            .created = d.created,
+                            .expires = d.expires,
+                            .payload_len = FZ_PAYLOAD};
         memcpy(h2.fingerprint, g_fp, 32);
         memcpy(h2.key, g_key, 32);
         memcpy(h2.parent, g_parent, 32);

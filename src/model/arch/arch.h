@@ -46,8 +46,8 @@ typedef struct model_arch {
     int (*fingerprint)(const model_hparams *hp, model_fp_writer *w);
     /* Forward pass over a ragged batch (model.h contract; the batch is
      * already checked by forward.c). The context is the family's own. */
-    void *(*fwd_create)(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx,
-                        int32_t block_tokens, cf_err *err);
+    void *(*fwd_create)(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx, int32_t block_tokens,
+                        cf_err *err);
     void (*fwd_free)(void *fc);
     int (*forward)(void *fc, const fwd_batch *b, float *logits, cf_err *err);
 
@@ -64,7 +64,7 @@ const model_arch *model_arch_find(const char *name);
 void model_arch_list(char *buf, size_t n);
 
 /* The families (one per file in src/model/arch/). */
-extern const model_arch model_arch_llama;     /* llama.c */
+extern const model_arch model_arch_llama; /* llama.c */
 extern const model_arch model_arch_deepseek2; /* deepseek2.c */
 
 #endif

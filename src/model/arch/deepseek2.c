@@ -44,15 +44,18 @@ static int ds2_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) 
     if (gguf_get_bool(f, key, &hp->expert_weights_norm, err) < 0) return -1;
     hp->qk_nope_dim = hp->head_dim - hp->rope_dim;
     if (hp->kv_lora_rank <= 0 || hp->qk_nope_dim <= 0)
-        return cf_fail(err, "%s: kv_lora_rank (%d) must be positive and key_length (%d) larger than "
-                            "rope.dimension_count (%d)", a, hp->kv_lora_rank, hp->head_dim, hp->rope_dim);
+        return cf_fail(err,
+                       "%s: kv_lora_rank (%d) must be positive and key_length (%d) larger than "
+                       "rope.dimension_count (%d)",
+                       a, hp->kv_lora_rank, hp->head_dim, hp->rope_dim);
     if (hp->n_dense_lead > hp->n_layer)
-        return cf_fail(err, "%s.leading_dense_block_count %d exceeds block_count %d", a, hp->n_dense_lead,
-                       hp->n_layer);
+        return cf_fail(err, "%s.leading_dense_block_count %d exceeds block_count %d", a, hp->n_dense_lead, hp->n_layer);
     if (hp->n_dense_lead < hp->n_layer) {
         if (hp->n_expert <= 0 || hp->n_expert_used <= 0 || hp->n_expert_used > hp->n_expert || hp->n_ff_exp <= 0)
-            return cf_fail(err, "%s: MoE layers need expert_count > 0, expert_used_count in 1..expert_count "
-                                "(%d of %d) and expert_feed_forward_length > 0", a, hp->n_expert_used, hp->n_expert);
+            return cf_fail(err,
+                           "%s: MoE layers need expert_count > 0, expert_used_count in 1..expert_count "
+                           "(%d of %d) and expert_feed_forward_length > 0",
+                           a, hp->n_expert_used, hp->n_expert);
         if (hp->n_expert > 4096) return cf_fail(err, "%s.expert_count %d is too large", a, hp->n_expert);
         if (hp->expert_gating != 1 && hp->expert_gating != 2)
             return cf_fail(err, "%s.expert_gating_func %d is not supported (1 softmax, 2 sigmoid)", a,
@@ -61,9 +64,10 @@ static int ds2_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) 
             int per = hp->n_expert % hp->n_expert_group ? 0 : hp->n_expert / hp->n_expert_group;
             if (per < 2 || hp->n_group_used <= 0 || hp->n_group_used > hp->n_expert_group ||
                 hp->n_group_used * per < hp->n_expert_used)
-                return cf_fail(err, "%s: expert_group_count %d / expert_group_used_count %d do not fit %d experts "
-                                    "(top %d)", a, hp->n_expert_group, hp->n_group_used, hp->n_expert,
-                               hp->n_expert_used);
+                return cf_fail(err,
+                               "%s: expert_group_count %d / expert_group_used_count %d do not fit %d experts "
+                               "(top %d)",
+                               a, hp->n_expert_group, hp->n_group_used, hp->n_expert, hp->n_expert_used);
         } else {
             hp->n_expert_group = hp->n_group_used = 0;
         }
@@ -262,8 +266,8 @@ static void ds2_free_layers(model *m) {
         free(L->kv_a_norm);
         free(L->kv_b_owned);
         free(L->exp_bias);
-        kern_weight *ws[] = {&L->wq, &L->wq_a, &L->wq_b, &L->wkv_a, &L->wkv_b, &L->wo, &L->w_gate, &L->w_up,
-                             &L->w_down, &L->router, &L->sg, &L->su, &L->sd};
+        kern_weight *ws[] = {&L->wq,   &L->wq_a,   &L->wq_b,   &L->wkv_a, &L->wkv_b, &L->wo, &L->w_gate,
+                             &L->w_up, &L->w_down, &L->router, &L->sg,    &L->su,    &L->sd};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) kern_weight_release(ws[i]);
         release_experts(L->egu, m->hp.n_expert);
         if (L->egu_raw)
@@ -281,8 +285,8 @@ static void ds2_free_layers(model *m) {
 
 static void ds2_kv_layout(const model *m, kv_spec *out) {
     out->n_groups = 1;
-    out->groups[0] = (kv_group_spec){.kind = KV_LAYER_MLA, .n_layers = m->hp.n_layer,
-                                     .token_floats = m->hp.kv_lora_rank + m->hp.rope_dim};
+    out->groups[0] = (kv_group_spec){
+        .kind = KV_LAYER_MLA, .n_layers = m->hp.n_layer, .token_floats = m->hp.kv_lora_rank + m->hp.rope_dim};
 }
 
 static void ds2_kv_describe(const model *m, char *buf, size_t n) {
@@ -292,9 +296,18 @@ static void ds2_kv_describe(const model *m, char *buf, size_t n) {
 
 /* In fingerprint v1's order (prefix_cache.c): 13 words, then 2 floats. */
 static int ds2_fingerprint(const model_hparams *hp, model_fp_writer *w) {
-    const int32_t ds[] = {hp->q_lora_rank,     hp->kv_lora_rank,     hp->qk_nope_dim,  hp->v_head_dim,
-                          hp->n_dense_lead,    hp->n_expert,         hp->n_expert_used, hp->n_expert_shared,
-                          hp->n_ff_exp,        hp->n_expert_group,   hp->n_group_used, hp->expert_gating,
+    const int32_t ds[] = {hp->q_lora_rank,
+                          hp->kv_lora_rank,
+                          hp->qk_nope_dim,
+                          hp->v_head_dim,
+                          hp->n_dense_lead,
+                          hp->n_expert,
+                          hp->n_expert_used,
+                          hp->n_expert_shared,
+                          hp->n_ff_exp,
+                          hp->n_expert_group,
+                          hp->n_group_used,
+                          hp->expert_gating,
                           (int32_t)hp->expert_weights_norm};
     int ok = 1;
     for (size_t i = 0; ok && i < sizeof ds / sizeof ds[0]; i++) ok = model_fp_u32(w, (uint32_t)ds[i]);

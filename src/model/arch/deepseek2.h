@@ -26,13 +26,13 @@ typedef struct ds2_layer {
     float *attn_norm, *ffn_norm, *q_a_norm, *kv_a_norm; /* owned f32 */
     kern_weight wq, wq_a, wq_b, wkv_a, wkv_b, wo;
     const float *kv_b_f32; /* rows of wkv_b in f32 */
-    float *kv_b_owned;     /* == kv_b_f32 when it had to be converted, else NULL (points into the file) */
+    float *kv_b_owned; /* == kv_b_f32 when it had to be converted, else NULL (points into the file) */
     bool moe;
     kern_weight w_gate, w_up, w_down;
     kern_weight router;
     float *exp_bias;
-    kern_weight *egu;          /* n_expert stacked gate|up, or NULL (then eg, eu) */
-    void **egu_raw;            /* per expert: the stacked copy when the kernel did not repack it */
+    kern_weight *egu; /* n_expert stacked gate|up, or NULL (then eg, eu) */
+    void **egu_raw; /* per expert: the stacked copy when the kernel did not repack it */
     kern_weight *eg, *eu, *ed; /* n_expert each, owned arrays */
     bool has_shared;
     kern_weight sg, su, sd;
@@ -44,8 +44,8 @@ static inline const ds2_layer *ds2_layers(const model *m) { return (const ds2_la
  * table's hooks, deepseek2.c); same contract as model.h's fwd_ctx_create /
  * model_forward, the batch already checked. */
 typedef struct ds2_fwd ds2_fwd;
-ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx,
-                        int32_t block_tokens, cf_err *err);
+ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx, int32_t block_tokens,
+                        cf_err *err);
 void ds2_fwd_free(ds2_fwd *c);
 int ds2_forward(ds2_fwd *c, const fwd_batch *b, float *logits, cf_err *err);
 void ds2_fwd_set_expand_min(ds2_fwd *c, int32_t min_tokens);

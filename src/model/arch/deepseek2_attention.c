@@ -155,7 +155,8 @@ static void expanded_task(void *ctx, int ith, int nth) {
         softmax(sc, n);
         float *out = c->att + (int64_t)t * H * vd + h * vd;
         memset(out, 0, (size_t)vd * sizeof(float));
-        for (int32_t k = 0; k < n; k++) kern_axpy_f32(sc[k], c->ctx_kv + (int64_t)k * H * hrows + h * hrows + nope, out, vd);
+        for (int32_t k = 0; k < n; k++)
+            kern_axpy_f32(sc[k], c->ctx_kv + (int64_t)k * H * hrows + h * hrows + nope, out, vd);
     }
 }
 
@@ -186,7 +187,8 @@ void ds2_attention(ds2_fwd *c, const fwd_batch *b, int il) {
     absorbed_job aj = {c, b, il, list_tokens(c, b, -1), hp->n_head};
     if (aj.n_tok == 0) return;
     /* enough items for every thread: split heads when there are few tokens */
-    while (aj.hg > 1 && (int64_t)aj.n_tok * ((hp->n_head + aj.hg - 1) / aj.hg) < 2 * c->n_threads) aj.hg = (aj.hg + 1) / 2;
+    while (aj.hg > 1 && (int64_t)aj.n_tok * ((hp->n_head + aj.hg - 1) / aj.hg) < 2 * c->n_threads)
+        aj.hg = (aj.hg + 1) / 2;
     pool_run(c->pool, qlat_task, &aj);
     pool_run(c->pool, absorbed_task, &aj);
     pool_run(c->pool, vout_task, &aj);

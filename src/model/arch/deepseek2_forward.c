@@ -28,19 +28,20 @@ void ds2_fwd_free(ds2_fwd *c) {
     if (!c) return;
     kern_ctx_destroy(c->kc);
     kern_ctx_destroy(c->kc_exp);
-    void *bufs[] = {c->x,        c->h,        c->qa,       c->q,        c->ckv,      c->lat,      c->att,
-                    c->ffa,      c->ffb,      c->ffo,      c->moe,      c->rope_cs,  c->scores,   c->ctx_lat,
-                    c->ctx_kv,   c->tok_group, c->grp_seq, c->grp_n,    c->grp_last, c->grp_toks, c->grp_expand,
-                    c->router,   c->rscore,   c->sel_w,    c->exp_w,    c->xe,       c->ge,       c->ue,       c->ye,
-                    c->sel,      c->exp_n,    c->exp_off,  c->exp_tok,  c->moe_index, c->ring,    (void *)c->load};
+    void *bufs[] = {c->x,        c->h,        c->qa,         c->q,         c->ckv,     c->lat,
+                    c->att,      c->ffa,      c->ffb,        c->ffo,       c->moe,     c->rope_cs,
+                    c->scores,   c->ctx_lat,  c->ctx_kv,     c->tok_group, c->grp_seq, c->grp_n,
+                    c->grp_last, c->grp_toks, c->grp_expand, c->router,    c->rscore,  c->sel_w,
+                    c->exp_w,    c->xe,       c->ge,         c->ue,        c->ye,      c->sel,
+                    c->exp_n,    c->exp_off,  c->exp_tok,    c->moe_index, c->ring,    (void *)c->load};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
 }
 
 static void *fmalloc(size_t n) { return malloc(n ? n * sizeof(float) : sizeof(float)); }
 
-ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx,
-                        int32_t block_tokens, cf_err *err) {
+ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx, int32_t block_tokens,
+                        cf_err *err) {
     const model_hparams *hp = &m->hp;
     ds2_fwd *c = calloc(1, sizeof *c);
     if (!c) goto oom;
@@ -101,14 +102,12 @@ ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     c->exp_off = malloc((ne + 1) * sizeof(int32_t));
     c->exp_tok = malloc((T * k + 1) * sizeof(int32_t));
     c->moe_index = malloc((size_t)hp->n_layer * sizeof(int32_t));
-    if (!c->kc || !c->x || !c->h || !c->qa || !c->q || !c->ckv || !c->lat || !c->att || !c->ffa ||
-        !c->ffb || !c->ffo || !c->moe || !c->rope_cs || !c->scores || !c->tok_group ||
-        !c->grp_seq || !c->grp_n || !c->grp_last || !c->grp_toks || !c->grp_expand || !c->router || !c->rscore || !c->sel_w ||
-        !c->exp_w || !c->xe || !c->ge || !c->ue || !c->ye || !c->sel || !c->exp_n || !c->exp_off || !c->exp_tok ||
-        !c->moe_index)
+    if (!c->kc || !c->x || !c->h || !c->qa || !c->q || !c->ckv || !c->lat || !c->att || !c->ffa || !c->ffb || !c->ffo ||
+        !c->moe || !c->rope_cs || !c->scores || !c->tok_group || !c->grp_seq || !c->grp_n || !c->grp_last ||
+        !c->grp_toks || !c->grp_expand || !c->router || !c->rscore || !c->sel_w || !c->exp_w || !c->xe || !c->ge ||
+        !c->ue || !c->ye || !c->sel || !c->exp_n || !c->exp_off || !c->exp_tok || !c->moe_index)
         goto oom;
-    for (int il = 0; il < hp->n_layer; il++)
-        c->moe_index[il] = ds2_layers(m)[il].moe ? c->n_moe++ : -1;
+    for (int il = 0; il < hp->n_layer; il++) c->moe_index[il] = ds2_layers(m)[il].moe ? c->n_moe++ : -1;
     if (c->n_moe) {
         size_t cells = (size_t)c->n_moe * ne;
         c->ring = calloc((size_t)MOE_LOAD_WINDOW * cells, sizeof *c->ring);
@@ -208,8 +207,7 @@ int ds2_forward(ds2_fwd *c, const fwd_batch *b, float *logits, cf_err *err) {
         rows_rmsnorm(c->pool, eps, c->x, E, L->attn_norm, c->h, E, T, E);
         if (hp->q_lora_rank > 0) {
             kern_matmul(c->kc, &L->wq_a, c->h, T, c->qa);
-            rows_rmsnorm(c->pool, eps, c->qa, hp->q_lora_rank, L->q_a_norm, c->qa, hp->q_lora_rank, T,
-                         hp->q_lora_rank);
+            rows_rmsnorm(c->pool, eps, c->qa, hp->q_lora_rank, L->q_a_norm, c->qa, hp->q_lora_rank, T, hp->q_lora_rank);
             kern_matmul(c->kc, &L->wq_b, c->qa, T, c->q);
         } else {
             kern_matmul(c->kc, &L->wq, c->h, T, c->q);

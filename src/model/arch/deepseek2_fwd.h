@@ -19,13 +19,13 @@
 struct ds2_fwd {
     const model *m;
     thread_pool *pool;
-    kern_ctx *kc;      /* rows <= max_tokens */
-    kern_ctx *kc_exp;  /* expansion: rows <= exp_cap */
+    kern_ctx *kc; /* rows <= max_tokens */
+    kern_ctx *kc_exp; /* expansion: rows <= exp_cap */
     int32_t max_tokens, max_ctx, bt, n_threads, expand_min, exp_cap;
-    float scale;       /* kq scale */
+    float scale; /* kq scale */
     /* activations */
     float *x, *h, *qa, *q, *ckv, *lat, *att, *ffa, *ffb, *ffo, *moe, *rope_cs;
-    float *scores;     /* per thread: scores_per_thread */
+    float *scores; /* per thread: scores_per_thread */
     int64_t scores_per_thread;
     /* expanded form */
     float *ctx_lat, *ctx_kv;
@@ -37,10 +37,10 @@ struct ds2_fwd {
     float *router, *rscore, *sel_w, *exp_w, *xe, *ge, *ue, *ye;
     int32_t *sel, *exp_n, *exp_off, *exp_tok;
     /* expert load: ring of per-step counts and atomic window sums */
-    int32_t n_moe, *moe_index;   /* layer -> MoE layer index or -1 */
-    uint32_t *ring;              /* [MOE_LOAD_WINDOW][n_moe][n_expert] */
+    int32_t n_moe, *moe_index; /* layer -> MoE layer index or -1 */
+    uint32_t *ring; /* [MOE_LOAD_WINDOW][n_moe][n_expert] */
     int32_t ring_pos;
-    _Atomic uint64_t *load;      /* [n_moe][n_expert] */
+    _Atomic uint64_t *load; /* [n_moe][n_expert] */
 };
 
 /* deepseek2_attention.c: attention for layer il from c->q (per head [nope | rope],

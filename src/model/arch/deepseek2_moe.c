@@ -100,7 +100,8 @@ void ds2_moe(ds2_fwd *c, const fwd_batch *b, int il) {
     kern_matmul(c->kc, &L->router, c->h, T, c->router);
     memset(c->exp_n, 0, (size_t)ne * sizeof(int32_t));
     for (int32_t t = 0; t < T; t++) {
-        route(hp, L->exp_bias, c->router + (int64_t)t * ne, c->rscore, c->sel + (int64_t)t * k, c->sel_w + (int64_t)t * k);
+        route(hp, L->exp_bias, c->router + (int64_t)t * ne, c->rscore, c->sel + (int64_t)t * k,
+              c->sel_w + (int64_t)t * k);
         for (int32_t i = 0; i < k; i++) c->exp_n[c->sel[(int64_t)t * k + i]]++;
     }
     c->exp_off[0] = 0;

@@ -25,8 +25,8 @@
 #include "tensor/attention.h"
 
 typedef struct layer_weights {
-    float *attn_norm, *ffn_norm;        /* owned f32 copies */
-    float *bq, *bk, *bv;                /* optional biases (qwen2), owned f32 */
+    float *attn_norm, *ffn_norm; /* owned f32 copies */
+    float *bq, *bk, *bv; /* optional biases (qwen2), owned f32 */
     kern_weight wq, wk, wv, wo;
     kern_weight w_gate, w_up, w_down;
     /* When Q/K/V (and gate/up) share a type they are also stacked into one
@@ -35,7 +35,7 @@ typedef struct layer_weights {
      * product. Then the separate weights above are unused (zeroed). */
     bool qkv_fused, gu_fused;
     kern_weight wqkv, w_gu;
-    void *qkv_raw, *gu_raw;  /* owned stacked GGUF-layout rows when the kernel did not repack them */
+    void *qkv_raw, *gu_raw; /* owned stacked GGUF-layout rows when the kernel did not repack them */
 } layer_weights;
 
 /* ---- hyper-parameters ---- */
@@ -168,8 +168,8 @@ static void llama_release(model *m) {
 
 static void llama_kv_layout(const model *m, kv_spec *out) {
     out->n_groups = 1;
-    out->groups[0] = (kv_group_spec){.kind = KV_LAYER_FULL, .n_layers = m->hp.n_layer,
-                                     .token_floats = 2 * m->hp.n_head_kv * m->hp.head_dim};
+    out->groups[0] = (kv_group_spec){
+        .kind = KV_LAYER_FULL, .n_layers = m->hp.n_layer, .token_floats = 2 * m->hp.n_head_kv * m->hp.head_dim};
 }
 
 static void llama_kv_describe(const model *m, char *buf, size_t n) {
@@ -184,9 +184,9 @@ typedef struct llama_fwd {
     kern_ctx *kc;
     int32_t max_tokens, max_ctx, block_tokens;
     float *x, *h, *q, *k, *v, *att, *gate, *up, *xo;
-    float *stack;       /* output of stacked matmuls: T x max(qd + 2 kvd, 2 n_ff) */
-    float *rope_cs;     /* per batch token: rope_dim/2 (cos, sin) pairs */
-    float *scores;      /* per thread: scores_per_thread floats */
+    float *stack; /* output of stacked matmuls: T x max(qd + 2 kvd, 2 n_ff) */
+    float *rope_cs; /* per batch token: rope_dim/2 (cos, sin) pairs */
+    float *scores; /* per thread: scores_per_thread floats */
     int64_t scores_per_thread; /* ATTN_MAX_CHUNK * group * max_ctx */
     int32_t *chunk_begin; /* max_tokens + 1 */
     int n_threads;
@@ -235,8 +235,8 @@ static void *llama_fwd_create(const model *m, thread_pool *pool, int32_t max_tok
     c->scores_per_thread = (int64_t)ATTN_MAX_CHUNK * group * max_ctx;
     c->scores = malloc((size_t)c->n_threads * (size_t)c->scores_per_thread * sizeof(float));
     c->chunk_begin = malloc(((size_t)max_tokens + 1) * sizeof(int32_t));
-    if (!c->kc || !c->x || !c->h || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up || !c->xo ||
-        !c->rope_cs || !c->scores || !c->chunk_begin || !c->stack)
+    if (!c->kc || !c->x || !c->h || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up || !c->xo || !c->rope_cs ||
+        !c->scores || !c->chunk_begin || !c->stack)
         goto oom;
     return c;
 oom:

@@ -53,7 +53,6 @@ static int parse(opts *o, int argc, const char **args, int *pos) {
     return rc;
 }
 
-
 static void forms(void) {
     opts o;
     int pos;
@@ -65,8 +64,8 @@ static void forms(void) {
     CHECK(o.port == 8080 && o.n == 5 && o.temp == 0.5 && o.topp > 0.89f && o.topp < 0.91f);
     CHECK(o.model && !strcmp(o.model, "m.gguf"));
     CHECK(pos == n && !strcmp(a[pos - 1], "x.gguf")); /* the positional is moved after the options */
-    a = (const char *[]){"--port", "8080", "-n", "7", "--n-predict=9", "--ignore-eos", "--no-echo", "--seed",
-                         "18446744073709551615"};
+    a = (const char *[]){
+        "--port", "8080", "-n", "7", "--n-predict=9", "--ignore-eos", "--no-echo", "--seed", "18446744073709551615"};
     CHECK(parse(&o, 9, a, &pos) == CLI_OK);
     CHECK(o.port == 8080 && o.n == 9 && o.flag && o.echo == 0 && o.seed == 18446744073709551615ul);
     a = (const char *[]){"--served-model-name", "a", "--served-model-name=b"};
@@ -81,7 +80,7 @@ static void errors(void) {
     CHECK(parse(&o, 1, (const char *[]){"--prot=5"}, &pos) == CLI_USAGE);
     CHECK(parse(&o, 1, (const char *[]){"--frobnicate"}, &pos) == CLI_USAGE);
     CHECK(parse(&o, 1, (const char *[]){"-x"}, &pos) == CLI_USAGE);
-    CHECK(parse(&o, 1, (const char *[]){"--port"}, &pos) == CLI_USAGE);     /* missing value */
+    CHECK(parse(&o, 1, (const char *[]){"--port"}, &pos) == CLI_USAGE); /* missing value */
     CHECK(parse(&o, 1, (const char *[]){"--port=70000"}, &pos) == CLI_USAGE); /* out of range */
     CHECK(parse(&o, 1, (const char *[]){"--port=12x"}, &pos) == CLI_USAGE);
     CHECK(parse(&o, 1, (const char *[]){"-n"}, &pos) == CLI_USAGE);
@@ -139,7 +138,8 @@ static void help(void) {
     CHECK(strstr(txt, "usage: cinfer x\n") != NULL);
     CHECK(strstr(txt, "  -m, --model FILE          the model\n") != NULL);
     CHECK(strstr(txt, "more:\n") != NULL);
-    CHECK(strstr(txt, "      --a-very-long-option-name VALUE\n                            first\n                            second\n") != NULL);
+    CHECK(strstr(txt, "      --a-very-long-option-name VALUE\n                            first\n                      "
+                      "      second\n") != NULL);
     CHECK(strstr(txt, "  -h, --help") != NULL);
     CHECK(strstr(txt, "End.") != NULL);
     free(txt);

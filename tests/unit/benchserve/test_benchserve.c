@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "benchserve/api.h"
+#include "benchserve/sse.h"
 #include "benchserve/stats.h"
 #include "benchserve/svg.h"
-#include "benchserve/sse.h"
 #include "benchserve/textgen.h"
 #include "benchserve/trace.h"
 #include "benchserve/workload.h"
@@ -68,13 +68,19 @@ static int feed_events(bs_stream *st, const char *const *ev, size_t n) {
 
 static void test_streams(void) {
     const char *chat[] = {
-        "", "{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}],\"usage\":null}",
-        "", "{\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hm\"}}]}",
-        "", "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}",
-        "", "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"}}]}",
-        "", ("{\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":3,"
-             "\"prompt_tokens_details\":{\"cached_tokens\":32}}}"),
-        "", "[DONE]"};
+        "",
+        "{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}],\"usage\":null}",
+        "",
+        "{\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hm\"}}]}",
+        "",
+        "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}",
+        "",
+        "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"}}]}",
+        "",
+        ("{\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":3,"
+         "\"prompt_tokens_details\":{\"cached_tokens\":32}}}"),
+        "",
+        "[DONE]"};
     bs_stream st = {.api = BS_API_CHAT};
     CHECK(feed_events(&st, chat, 12) == 3);
     CHECK(st.finished && st.have_usage && !st.failed);
@@ -82,32 +88,42 @@ static void test_streams(void) {
     CHECK(!strcmp(bs_buf_str(&st.text), "Hello"));
     bs_stream_free(&st);
 
-    const char *comp[] = {"", "{\"choices\":[{\"text\":\"a\"}]}", "", "{\"choices\":[{\"text\":\"b\"}]}",
-                          "", "{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}", "", "[DONE]"};
+    const char *comp[] = {"", "{\"choices\":[{\"text\":\"a\"}]}",
+                          "", "{\"choices\":[{\"text\":\"b\"}]}",
+                          "", "{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}",
+                          "", "[DONE]"};
     st = (bs_stream){.api = BS_API_COMPLETIONS};
     CHECK(feed_events(&st, comp, 8) == 2);
     CHECK(st.finished && st.prompt_tokens == 5 && st.cached_tokens == 0 && st.output_tokens == 2);
     bs_stream_free(&st);
 
     const char *msgs[] = {
-        "message_start", ("{\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":8,\"output_tokens\":1,"
-                          "\"cache_read_input_tokens\":48,\"cache_creation_input_tokens\":0}}}"),
-        "content_block_start", "{\"type\":\"content_block_start\",\"index\":0}",
-        "content_block_delta", "{\"type\":\"content_block_delta\",\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"t\"}}",
-        "content_block_delta", "{\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}",
-        "message_delta", "{\"type\":\"message_delta\",\"usage\":{\"output_tokens\":4}}",
-        "message_stop", "{\"type\":\"message_stop\"}"};
+        "message_start",
+        ("{\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":8,\"output_tokens\":1,"
+         "\"cache_read_input_tokens\":48,\"cache_creation_input_tokens\":0}}}"),
+        "content_block_start",
+        "{\"type\":\"content_block_start\",\"index\":0}",
+        "content_block_delta",
+        "{\"type\":\"content_block_delta\",\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"t\"}}",
+        "content_block_delta",
+        "{\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}",
+        "message_delta",
+        "{\"type\":\"message_delta\",\"usage\":{\"output_tokens\":4}}",
+        "message_stop",
+        "{\"type\":\"message_stop\"}"};
     st = (bs_stream){.api = BS_API_MESSAGES};
     CHECK(feed_events(&st, msgs, 12) == 2);
     CHECK(st.finished && st.prompt_tokens == 56 && st.cached_tokens == 48 && st.output_tokens == 4);
     CHECK(!strcmp(bs_buf_str(&st.text), "Hi"));
     bs_stream_free(&st);
 
-    const char *resp[] = {
-        "response.created", "{\"type\":\"response.created\"}",
-        "response.output_text.delta", "{\"type\":\"response.output_text.delta\",\"delta\":\"ok\"}",
-        "response.completed", ("{\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":20,"
-                               "\"input_tokens_details\":{\"cached_tokens\":16},\"output_tokens\":1}}}")};
+    const char *resp[] = {"response.created",
+                          "{\"type\":\"response.created\"}",
+                          "response.output_text.delta",
+                          "{\"type\":\"response.output_text.delta\",\"delta\":\"ok\"}",
+                          "response.completed",
+                          ("{\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":20,"
+                           "\"input_tokens_details\":{\"cached_tokens\":16},\"output_tokens\":1}}}")};
     st = (bs_stream){.api = BS_API_RESPONSES};
     CHECK(feed_events(&st, resp, 6) == 1);
     CHECK(st.finished && st.prompt_tokens == 20 && st.cached_tokens == 16 && st.output_tokens == 1);
@@ -136,7 +152,8 @@ static void test_bodies(void) {
             CHECK(json_array_size(json_object_get(o, "messages")) == 4);
             CHECK(json_is_true(json_object_get(json_object_get(o, "stream_options"), "include_usage")));
         }
-        if (a == BS_API_COMPLETIONS) CHECK(!strcmp(json_string_value(json_object_get(o, "prompt")), "sys\nhi\n\nmore\n"));
+        if (a == BS_API_COMPLETIONS)
+            CHECK(!strcmp(json_string_value(json_object_get(o, "prompt")), "sys\nhi\n\nmore\n"));
         if (a == BS_API_MESSAGES) {
             CHECK(!strcmp(json_string_value(json_object_get(o, "system")), "sys"));
             json_t *asst = json_array_get(json_object_get(o, "messages"), 1);
@@ -193,11 +210,13 @@ static void test_trace(void) {
     CHECK(bs_trace_load(write_tmp("trace1", t), 2, &tr, &err) == 0 && tr.n == 2);
     bs_trace_free(&tr);
 
-    const char *bad[] = {"{\"timestamp\": 0}\n", "not json\n",
+    const char *bad[] = {"{\"timestamp\": 0}\n",
+                         "not json\n",
                          "{\"timestamp\": 0, \"input_length\": 2000, \"output_length\": 1, \"hash_ids\": [1]}\n",
                          ("{\"timestamp\": 5, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n"
                           "{\"timestamp\": 4, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n"),
-                         "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [-1]}\n", ""};
+                         "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [-1]}\n",
+                         ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err.msg[0] = 0;
         CHECKF(bs_trace_load(write_tmp("bad", bad[i]), 0, &tr, &err) == -1 && err.msg[0], "bad trace %zu", i);
@@ -218,12 +237,20 @@ static void test_trace_replay(void) {
                     "{\"timestamp\": 1100, \"input_length\": 100, \"output_length\": 20, \"hash_ids\": [7]}\n";
     const char *path = write_tmp("replay", t);
     for (int ids = 0; ids < 2; ids++) {
-        bs_wl_opts o = {.kind = BS_WL_TRACE, .seed = 1, .trace_path = path, .block = 16, .time_scale = 2,
-                        .max_output = 100, .token_ids = ids, .tok_lo = 3, .tok_hi = 500};
+        bs_wl_opts o = {.kind = BS_WL_TRACE,
+                        .seed = 1,
+                        .trace_path = path,
+                        .block = 16,
+                        .time_scale = 2,
+                        .max_output = 100,
+                        .token_ids = ids,
+                        .tok_lo = 3,
+                        .tok_hi = 500};
         bs_workload w;
         cf_err err;
         CHECK(bs_workload_build(&o, &w, &err) == 0);
-        CHECK(w.n == 3 && w.s[0].arrival == 0 && fabs(w.s[1].arrival - 0.1) < 1e-12 && fabs(w.s[2].arrival - 0.5) < 1e-12);
+        CHECK(w.n == 3 && w.s[0].arrival == 0 && fabs(w.s[1].arrival - 0.1) < 1e-12 &&
+              fabs(w.s[2].arrival - 0.5) < 1e-12);
         CHECK(w.s[0].max_tokens[0] == 10 && w.s[1].max_tokens[0] == 100);
         for (size_t i = 0; i < 3; i++) CHECK(bs_workload_begin_turn(&w, i, &err) == 0);
         if (ids) {
@@ -250,9 +277,19 @@ static void test_trace_replay(void) {
 
 static void test_workloads(void) {
     for (int kind = BS_WL_SYNTHETIC; kind <= BS_WL_AGENT; kind++) {
-        bs_wl_opts o = {.kind = (bs_wl_kind)kind, .seed = 42, .requests = 5, .input_len = 40, .output_len = 8,
-                        .uniform = 1, .sessions = 3, .turns = 3, .system_len = 30, .user_len = 5, .tool_len = 10,
-                        .think_s = 1, .rate = 10};
+        bs_wl_opts o = {.kind = (bs_wl_kind)kind,
+                        .seed = 42,
+                        .requests = 5,
+                        .input_len = 40,
+                        .output_len = 8,
+                        .uniform = 1,
+                        .sessions = 3,
+                        .turns = 3,
+                        .system_len = 30,
+                        .user_len = 5,
+                        .tool_len = 10,
+                        .think_s = 1,
+                        .rate = 10};
         bs_workload a, b;
         cf_err err;
         CHECK(bs_workload_build(&o, &a, &err) == 0 && bs_workload_build(&o, &b, &err) == 0);

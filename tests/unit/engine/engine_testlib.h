@@ -39,10 +39,14 @@ static inline void tl_prompt(int32_t *p, int32_t n) {
  * set (cinfer_engine_options.sync_scheduling); default: asynchronous. */
 static bool tl_sync_scheduling = false;
 
-static inline cinfer_engine *tl_engine(const model *m, thread_pool *tp, int64_t kv_bytes, int32_t max_batch, int32_t max_seqs,
-                                int32_t max_ctx) {
-    cinfer_engine_options o = {.block_tokens = 16, .kv_memory_bytes = kv_bytes, .max_batch_tokens = max_batch,
-                               .max_seqs = max_seqs, .max_ctx = max_ctx, .sync_scheduling = tl_sync_scheduling};
+static inline cinfer_engine *tl_engine(const model *m, thread_pool *tp, int64_t kv_bytes, int32_t max_batch,
+                                       int32_t max_seqs, int32_t max_ctx) {
+    cinfer_engine_options o = {.block_tokens = 16,
+                               .kv_memory_bytes = kv_bytes,
+                               .max_batch_tokens = max_batch,
+                               .max_seqs = max_seqs,
+                               .max_ctx = max_ctx,
+                               .sync_scheduling = tl_sync_scheduling};
     cinfer_engine *e = NULL;
     char err[256];
     if (cinfer_engine_create(m, tp, &o, &e, err, sizeof err)) fprintf(stderr, "engine create: %s\n", err);

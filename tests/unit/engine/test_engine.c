@@ -222,7 +222,7 @@ static void test_stops(void) {
     CHECK(got.usage.completion_tokens == got.n_tokens); /* a step already in flight is not counted */
     CHECK(got.text_len == expect_len && !memcmp(got.text, ref.text, expect_len));
     CHECK(strstr(got.text, stop) == NULL);
-    {   /* two stop strings at the same offset: the lower index is reported; an earlier
+    { /* two stop strings at the same offset: the lower index is reported; an earlier
          * occurrence of a later-listed string wins over a later occurrence */
         char pre[4] = {stop[0], stop[1], stop[2], 0};
         const char *same[] = {"zzqq-never", pre, stop};

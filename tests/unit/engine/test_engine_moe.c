@@ -139,11 +139,29 @@ int main(void) {
     test_model(shared_path("models/tiny/tiny-deepseek2.gguf"), 8177);
     char path[256];
     temp_path(path, sizeof path, "moe.gguf");
-    mkmodel_opts o = {.arch = "deepseek2", .dim = 128, .layers = 3, .heads = 4, .kv_heads = 4, .ffn = 256,
+    mkmodel_opts o = {.arch = "deepseek2",
+                      .dim = 128,
+                      .layers = 3,
+                      .heads = 4,
+                      .kv_heads = 4,
+                      .ffn = 256,
                       .vocab_from = shared_path("fixtures/vocab/derived-vocab-tiny-deepseek2.gguf"),
-                      .type = DT_Q8_0, .seed = 11, .ctx = 1024, .kv_lora = 64, .qk_nope = 32, .qk_rope = 16,
-                      .v_head = 32, .experts = 16, .experts_used = 3, .shared_experts = 2, .expert_ffn = 64,
-                      .dense_layers = 1, .groups = 4, .groups_used = 2, .softmax_gating = true, .expert_scale = 1.5f};
+                      .type = DT_Q8_0,
+                      .seed = 11,
+                      .ctx = 1024,
+                      .kv_lora = 64,
+                      .qk_nope = 32,
+                      .qk_rope = 16,
+                      .v_head = 32,
+                      .experts = 16,
+                      .experts_used = 3,
+                      .shared_experts = 2,
+                      .expert_ffn = 64,
+                      .dense_layers = 1,
+                      .groups = 4,
+                      .groups_used = 2,
+                      .softmax_gating = true,
+                      .expert_scale = 1.5f};
     cf_err err = {0};
     int rc = mkmodel_write(&o, path, &err);
     CHECKF(rc == 0, "%s", err.msg);

@@ -75,7 +75,8 @@ static int drain_one(cinfer_engine *e, int i, cinfer_output *o) {
     if (q->done || q->released) return 0;
     int ended = 0;
     while (cinfer_engine_read(e, q->id, o, 0) == 1) {
-        for (int32_t k = 0; k < o->n_tokens && q->res.n_tokens < 2048; k++) q->res.tokens[q->res.n_tokens++] = o->tokens[k];
+        for (int32_t k = 0; k < o->n_tokens && q->res.n_tokens < 2048; k++)
+            q->res.tokens[q->res.n_tokens++] = o->tokens[k];
         if (o->finish != CINFER_FINISH_NONE) {
             q->res.finish = o->finish;
             q->res.usage = o->usage;
@@ -162,10 +163,9 @@ int main(void) {
     fprintf(stderr,
             "soak: %d requests, %d cancelled, %d released, %d duplicates identical; %llu steps, %llu preemptions, "
             "%llu cached prompt tokens, %llu computed; blocks free %d + cached %d of %d, used %d, peak %d\n",
-            NSOAK, n_cancelled, n_released, dup_checked, (unsigned long long)s.steps,
-            (unsigned long long)s.preemptions, (unsigned long long)s.cached_tokens,
-            (unsigned long long)s.prompt_tokens_computed, s.kv_blocks_free, s.kv_blocks_cached, s.kv_blocks_total,
-            s.kv_blocks_used, s.kv_blocks_used_peak);
+            NSOAK, n_cancelled, n_released, dup_checked, (unsigned long long)s.steps, (unsigned long long)s.preemptions,
+            (unsigned long long)s.cached_tokens, (unsigned long long)s.prompt_tokens_computed, s.kv_blocks_free,
+            s.kv_blocks_cached, s.kv_blocks_total, s.kv_blocks_used, s.kv_blocks_used_peak);
     CHECK(s.kv_blocks_used == 0);
     CHECK(s.kv_blocks_free + s.kv_blocks_cached == s.kv_blocks_total);
     CHECK(s.kv_blocks_used_peak <= s.kv_blocks_total);

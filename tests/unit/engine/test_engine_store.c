@@ -50,8 +50,13 @@ static int32_t g_prompt[NP];
 static char g_dir[256], g_dir_save[256];
 
 static cinfer_engine *store_engine(const model *m, const char *dir, bool sync_scheduling) {
-    cinfer_engine_options o = {.block_tokens = BT, .kv_memory_bytes = 32 << 20, .max_batch_tokens = 512,
-                               .max_seqs = 16, .max_ctx = 1024, .kv_store_dir = dir, .kv_store_gc_interval_s = -1,
+    cinfer_engine_options o = {.block_tokens = BT,
+                               .kv_memory_bytes = 32 << 20,
+                               .max_batch_tokens = 512,
+                               .max_seqs = 16,
+                               .max_ctx = 1024,
+                               .kv_store_dir = dir,
+                               .kv_store_gc_interval_s = -1,
                                .sync_scheduling = sync_scheduling};
     cinfer_engine *e = NULL;
     char err[256];
@@ -142,8 +147,13 @@ static void test_fifo_object(const run_result *cold) {
     snprintf(sub, sizeof sub, "%.*s", (int)(strlen(path) - 65), path); /* .../objects/ab/cd */
     CHECK(mkdir(sub, 0755) == 0);
     CHECK(mkfifo(path, 0644) == 0);
-    cinfer_engine_options o = {.block_tokens = BT, .kv_memory_bytes = 32 << 20, .max_batch_tokens = 512,
-                               .max_seqs = 16, .max_ctx = 1024, .kv_store_dir = dir, .kv_store_gc_interval_s = -1,
+    cinfer_engine_options o = {.block_tokens = BT,
+                               .kv_memory_bytes = 32 << 20,
+                               .max_batch_tokens = 512,
+                               .max_seqs = 16,
+                               .max_ctx = 1024,
+                               .kv_store_dir = dir,
+                               .kv_store_gc_interval_s = -1,
                                .kv_store_load_timeout_ms = 2000};
     cinfer_engine *e = NULL;
     char err[256];
@@ -176,9 +186,15 @@ static void test_hung_store(const run_result *cold) {
     if (!*dir) return;
     g_gate_open = false;
     store_test_io_hook = gate_hook;
-    cinfer_engine_options o = {.block_tokens = BT, .kv_memory_bytes = 32 << 20, .max_batch_tokens = 512,
-                               .max_seqs = 16, .max_ctx = 1024, .kv_store_dir = dir, .kv_store_gc_interval_s = -1,
-                               .kv_store_load_timeout_ms = 50, .kv_store_close_timeout_ms = 300};
+    cinfer_engine_options o = {.block_tokens = BT,
+                               .kv_memory_bytes = 32 << 20,
+                               .max_batch_tokens = 512,
+                               .max_seqs = 16,
+                               .max_ctx = 1024,
+                               .kv_store_dir = dir,
+                               .kv_store_gc_interval_s = -1,
+                               .kv_store_load_timeout_ms = 50,
+                               .kv_store_close_timeout_ms = 300};
     cinfer_engine *e = NULL;
     char err[256];
     CHECKF(cinfer_engine_create(g_m, g_tp, &o, &e, err, sizeof err) == 0, "%s", err);
@@ -191,8 +207,8 @@ static void test_hung_store(const run_result *cold) {
     cinfer_engine_destroy(e);
     double dt = tl_now() - t0;
     fprintf(stderr, "hung store: cached %d, %llu load timeouts, same output: %s, destroy %.3f s\n",
-            rh.usage.cached_tokens, (unsigned long long)sh.store.load_timeouts, tl_same_tokens(&rh, cold) ? "yes" : "NO",
-            dt);
+            rh.usage.cached_tokens, (unsigned long long)sh.store.load_timeouts,
+            tl_same_tokens(&rh, cold) ? "yes" : "NO", dt);
     CHECK(rh.usage.cached_tokens == 0 && sh.store.load_timeouts == 1 && tl_same_tokens(&rh, cold));
     CHECK(dt >= 0.25 && dt < 3.0);
     /* the abandoned threads come back later: they must find valid memory and stop quietly */
@@ -238,7 +254,8 @@ static void test_processes(const run_result *cold) {
     store_summary sm;
     cf_err err;
     CHECK(store_summarize(dir, time(NULL), &sm, &err) == 0);
-    fprintf(stderr, "processes: %d/%d identical; store: %llu objects, %llu temporaries, %llu quarantined, %llu unreadable\n",
+    fprintf(stderr,
+            "processes: %d/%d identical; store: %llu objects, %llu temporaries, %llu quarantined, %llu unreadable\n",
             good, NPROC, (unsigned long long)sm.objects, (unsigned long long)sm.tmp_files,
             (unsigned long long)sm.quarantined, (unsigned long long)sm.unreadable);
     CHECK(good == NPROC);
@@ -276,7 +293,8 @@ static void test_store_hit(const model *m, const run_result *cold) {
     cinfer_engine *e = store_engine(m, g_dir, false);
     CHECK(e && run_prompt(e, 0, NULL, &rb) == 0);
     cinfer_engine_stats sb = cinfer_engine_get_stats(e);
-    fprintf(stderr, "B: cached %d (store %llu, memory %llu), computed %llu prompt tokens, %llu store blocks, %llu bytes read\n",
+    fprintf(stderr,
+            "B: cached %d (store %llu, memory %llu), computed %llu prompt tokens, %llu store blocks, %llu bytes read\n",
             rb.usage.cached_tokens, (unsigned long long)sb.cached_tokens_store,
             (unsigned long long)sb.cached_tokens_memory, (unsigned long long)sb.prompt_tokens_computed,
             (unsigned long long)sb.store.hit_blocks, (unsigned long long)sb.store.bytes_read);
@@ -297,8 +315,16 @@ static void test_other_model(void) {
     cf_err err = {0};
     char mp[256];
     temp_path(mp, sizeof mp, "store-other.gguf");
-    mkmodel_opts mo = {.arch = "llama", .dim = 64, .layers = 5, .heads = 8, .kv_heads = 4, .ffn = 172,
-                       .vocab_from = shared_path("models/stories260K.gguf"), .type = DT_F32, .seed = 7, .ctx = 1024};
+    mkmodel_opts mo = {.arch = "llama",
+                       .dim = 64,
+                       .layers = 5,
+                       .heads = 8,
+                       .kv_heads = 4,
+                       .ffn = 172,
+                       .vocab_from = shared_path("models/stories260K.gguf"),
+                       .type = DT_F32,
+                       .seed = 7,
+                       .ctx = 1024};
     model *m2 = NULL;
     if (mkmodel_write(&mo, mp, &err) || model_load(mp, &m2, &err)) {
         CHECKF(0, "other model: %s", err.msg);

@@ -28,8 +28,13 @@ static spec g_specs[NREQ];
 static run_result g_solo[NREQ], g_run[NREQ];
 
 static cinfer_engine *mk(const model *m, thread_pool *tp, const char *dir, int64_t kv_bytes) {
-    cinfer_engine_options o = {.block_tokens = BT, .kv_memory_bytes = kv_bytes, .max_batch_tokens = 256,
-                               .max_seqs = 16, .max_ctx = 512, .kv_store_dir = dir, .kv_store_gc_interval_s = -1};
+    cinfer_engine_options o = {.block_tokens = BT,
+                               .kv_memory_bytes = kv_bytes,
+                               .max_batch_tokens = 256,
+                               .max_seqs = 16,
+                               .max_ctx = 512,
+                               .kv_store_dir = dir,
+                               .kv_store_gc_interval_s = -1};
     cinfer_engine *e = NULL;
     char err[256];
     if (cinfer_engine_create(m, tp, &o, &e, err, sizeof err)) fprintf(stderr, "engine create: %s\n", err);
@@ -129,11 +134,11 @@ int main(void) {
     fprintf(stderr,
             "churn: %d/%d identical, %d blocks, %llu preemptions, %llu store lookups, %llu hit blocks, %llu "
             "timeouts, %llu quarantined, %llu written, %llu dropped, cached tokens %llu (store %llu), used %d\n",
-            same, checked, s2.kv_blocks_total, (unsigned long long)s2.preemptions,
-            (unsigned long long)s2.store.lookups, (unsigned long long)s2.store.hit_blocks,
-            (unsigned long long)s2.store.load_timeouts, (unsigned long long)s2.store.quarantined,
-            (unsigned long long)s2.store.objects_written, (unsigned long long)s2.store.writes_dropped,
-            (unsigned long long)s2.cached_tokens, (unsigned long long)s2.cached_tokens_store, s2.kv_blocks_used);
+            same, checked, s2.kv_blocks_total, (unsigned long long)s2.preemptions, (unsigned long long)s2.store.lookups,
+            (unsigned long long)s2.store.hit_blocks, (unsigned long long)s2.store.load_timeouts,
+            (unsigned long long)s2.store.quarantined, (unsigned long long)s2.store.objects_written,
+            (unsigned long long)s2.store.writes_dropped, (unsigned long long)s2.cached_tokens,
+            (unsigned long long)s2.cached_tokens_store, s2.kv_blocks_used);
     CHECK(same == checked);
     CHECK(s2.preemptions > 0 && s2.store.hit_blocks > 0 && s2.store.quarantined == 0);
     CHECK(s2.kv_blocks_used == 0 && s2.kv_bytes <= s2.kv_budget);

@@ -264,7 +264,7 @@ static void test_batch(void) {
         case 1: b->budget = 1 + (int32_t)(tl_rand() % 15), b->open = true; break;
         case 2: b->budget = 0, b->open = true; break;
         case 3: b->budget = 2 + (int32_t)(tl_rand() % 6), b->start = -3; break; /* set from the solo run */
-        case 4: b->budget = 3, b->open = true, b->start = g_end[1]; break;       /* closing does not reopen */
+        case 4: b->budget = 3, b->open = true, b->start = g_end[1]; break; /* closing does not reopen */
         }
     }
     tl_sync_scheduling = true;

@@ -55,7 +55,8 @@ int main(void) {
     for (int64_t budget = 1024; budget < 200000; budget = budget * 3 / 2 + 7) {
         if (kv_pool_create(&s, 16, budget, &p, &err) == 0) {
             kv_pool_stats st = kv_pool_get_stats(p);
-            CHECKF(st.bytes <= budget && st.total >= 1, "budget %lld bytes %lld", (long long)budget, (long long)st.bytes);
+            CHECKF(st.bytes <= budget && st.total >= 1, "budget %lld bytes %lld", (long long)budget,
+                   (long long)st.bytes);
             /* and it is not wasteful: one more block would not fit */
             CHECK(st.bytes + st.block_bytes + 16 > budget);
             kv_pool_free(p);

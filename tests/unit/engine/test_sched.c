@@ -22,21 +22,30 @@ static int32_t preempted[MAXR], scratch[2 * MAXR];
 static sched_plan new_plan(void) { return (sched_plan){.items = items, .preempted = preempted, .scratch = scratch}; }
 
 static sched_limits limits(int32_t max_batch, int32_t max_seqs, double attn) {
-    return (sched_limits){.max_batch_tokens = max_batch, .max_seqs = max_seqs, .linear_cost = 1.0,
-                          .attn_cost = attn, .min_prefill_chunk = 16};
+    return (sched_limits){.max_batch_tokens = max_batch,
+                          .max_seqs = max_seqs,
+                          .linear_cost = 1.0,
+                          .attn_cost = attn,
+                          .min_prefill_chunk = 16};
 }
 
 static sched_req running_decode(int32_t prompt, int32_t gen, int32_t prio, uint64_t arrival) {
     int32_t computed = prompt + gen - 1;
     int32_t nb = (computed + BT - 1) / BT;
-    return (sched_req){.state = SCHED_RUNNING, .priority = prio, .arrival = arrival, .prompt_len = prompt,
-                       .n_generated = gen, .max_tokens = 1000, .n_computed = computed, .n_blocks = nb,
+    return (sched_req){.state = SCHED_RUNNING,
+                       .priority = prio,
+                       .arrival = arrival,
+                       .prompt_len = prompt,
+                       .n_generated = gen,
+                       .max_tokens = 1000,
+                       .n_computed = computed,
+                       .n_blocks = nb,
                        .n_reclaimable = nb};
 }
 
 static sched_req waiting(int32_t prompt, int32_t prio, uint64_t arrival) {
-    return (sched_req){.state = SCHED_WAITING, .priority = prio, .arrival = arrival, .prompt_len = prompt,
-                       .max_tokens = 10};
+    return (sched_req){
+        .state = SCHED_WAITING, .priority = prio, .arrival = arrival, .prompt_len = prompt, .max_tokens = 10};
 }
 
 static const sched_item *find_item(const sched_plan *p, int32_t req) {
@@ -72,8 +81,8 @@ static void test_decodes_first_and_chunking(void) {
     r[3] = waiting(10000, 0, 3);
     /* the long prompt even has a more urgent priority: decodes still come first */
     r[3].priority = -5;
-    sched_input in = {.reqs = r, .n_reqs = 4, .free_blocks = 100000, .block_tokens = BT,
-                      .limits = limits(512, 16, 1.0 / 1024)};
+    sched_input in = {
+        .reqs = r, .n_reqs = 4, .free_blocks = 100000, .block_tokens = BT, .limits = limits(512, 16, 1.0 / 1024)};
     int32_t chunks[200], n_chunks = 0, steps = 0;
     cf_err err;
     while (r[3].n_generated == 0 && steps < 200) {
@@ -93,7 +102,8 @@ static void test_decodes_first_and_chunking(void) {
     CHECK(r[3].n_computed == 10000 && r[3].n_generated == 1);
     CHECK(n_chunks > 20);
     /* chunks never grow (but the last remainder), and later ones are much smaller */
-    for (int i = 1; i + 1 < n_chunks; i++) CHECKF(chunks[i] <= chunks[i - 1], "chunk %d: %d > %d", i, chunks[i], chunks[i - 1]);
+    for (int i = 1; i + 1 < n_chunks; i++)
+        CHECKF(chunks[i] <= chunks[i - 1], "chunk %d: %d > %d", i, chunks[i], chunks[i - 1]);
     CHECKF(chunks[n_chunks - 2] * 2 < chunks[0], "first %d, late %d", chunks[0], chunks[n_chunks - 2]);
 
     /* with no attention cost the chunks are the token budget left by decodes */
@@ -117,8 +127,7 @@ static void test_decodes_first_and_chunking(void) {
 static void test_limits(void) {
     static sched_req r[100];
     for (int i = 0; i < 100; i++) r[i] = waiting(50, 0, (uint64_t)i);
-    sched_input in = {.reqs = r, .n_reqs = 100, .free_blocks = 100000, .block_tokens = BT,
-                      .limits = limits(256, 8, 0)};
+    sched_input in = {.reqs = r, .n_reqs = 100, .free_blocks = 100000, .block_tokens = BT, .limits = limits(256, 8, 0)};
     cf_err err;
     for (int step = 0; step < 40; step++) {
         sched_plan p = new_plan();
@@ -129,7 +138,8 @@ static void test_limits(void) {
         CHECK(tok == p.n_tokens);
         apply(r, &p);
         for (int i = 0; i < 100; i++) {
-            if (r[i].state == SCHED_RUNNING && r[i].n_generated >= r[i].max_tokens) r[i].state = SCHED_PREEMPTED, r[i].max_tokens = 0;
+            if (r[i].state == SCHED_RUNNING && r[i].n_generated >= r[i].max_tokens)
+                r[i].state = SCHED_PREEMPTED, r[i].max_tokens = 0;
             running += r[i].state == SCHED_RUNNING;
         }
         CHECK(running <= 8);
@@ -166,7 +176,11 @@ static void test_preemption(void) {
     CHECK(p.n_preempted == 2 && p.preempted[0] == 2 && p.preempted[1] == 1);
     CHECK(p.n_items == 2);
     /* a prefilling running request shrinks its chunk to the blocks it can get */
-    sched_req pf[1] = {{.state = SCHED_RUNNING, .prompt_len = 200, .max_tokens = 5, .n_computed = 20, .n_blocks = 2,
+    sched_req pf[1] = {{.state = SCHED_RUNNING,
+                        .prompt_len = 200,
+                        .max_tokens = 5,
+                        .n_computed = 20,
+                        .n_blocks = 2,
                         .n_reclaimable = 2}};
     in = (sched_input){.reqs = pf, .n_reqs = 1, .free_blocks = 1, .block_tokens = BT, .limits = limits(512, 16, 0)};
     p = new_plan();
@@ -266,8 +280,8 @@ static int sim_register(prefix_cache *pc, kv_pool *pool, sim_req *q) {
     for (; q->n_registered < q->n_computed / BT; q->n_registered++) {
         int32_t i = q->n_registered;
         uint8_t key[PREFIX_KEY_BYTES];
-        int32_t got = prefix_cache_insert(pc, i ? q->last_key : NULL, q->tokens + i * BT, sim_salt(q), q->blocks[i],
-                                          key, &err);
+        int32_t got =
+            prefix_cache_insert(pc, i ? q->last_key : NULL, q->tokens + i * BT, sim_salt(q), q->blocks[i], key, &err);
         if (got < 0) return -1;
         if (got != q->blocks[i]) {
             kv_pool_unref(pool, q->blocks[i]);
@@ -304,7 +318,8 @@ static void sim_init(void) {
         int32_t shared = (int32_t)(rnd() % 257);
         if (shared > q->prompt_len) shared = q->prompt_len;
         int p = (int)(rnd() % 4);
-        for (int32_t k = 0; k < q->prompt_len; k++) q->tokens[k] = k < shared ? prefixes[p][k] : (int32_t)(rnd() % 50000);
+        for (int32_t k = 0; k < q->prompt_len; k++)
+            q->tokens[k] = k < shared ? prefixes[p][k] : (int32_t)(rnd() % 50000);
         q->max_gen = 1 + (int32_t)(rnd() % SIM_MAX_GEN);
         q->prio = (int32_t)(rnd() % 3);
         q->salt = salts[rnd() % 4];
@@ -343,8 +358,12 @@ static void test_simulation(uint64_t seed, int64_t budget, sched_limits lim) {
             sim_req *q = &sim[i];
             if (q->done || q->arrive_step > steps) continue;
             sched_req *r = &reqs[n];
-            *r = (sched_req){.state = q->state, .priority = q->prio, .arrival = (uint64_t)i,
-                             .prompt_len = q->prompt_len, .n_generated = q->n_gen, .max_tokens = q->max_gen};
+            *r = (sched_req){.state = q->state,
+                             .priority = q->prio,
+                             .arrival = (uint64_t)i,
+                             .prompt_len = q->prompt_len,
+                             .n_generated = q->n_gen,
+                             .max_tokens = q->max_gen};
             if (q->state == SCHED_RUNNING) {
                 r->n_computed = q->n_computed;
                 r->n_blocks = q->n_blocks;
@@ -354,8 +373,8 @@ static void test_simulation(uint64_t seed, int64_t budget, sched_limits lim) {
             }
             map[n++] = i;
         }
-        sched_input in = {.reqs = reqs, .n_reqs = n, .free_blocks = kv_pool_available(pool), .block_tokens = BT,
-                          .limits = lim};
+        sched_input in = {
+            .reqs = reqs, .n_reqs = n, .free_blocks = kv_pool_available(pool), .block_tokens = BT, .limits = lim};
         sched_plan p = new_plan();
         if (sched_plan_step(&in, &p, &err)) {
             CHECKF(0, "plan failed: %s", err.msg);
@@ -386,7 +405,8 @@ static void test_simulation(uint64_t seed, int64_t budget, sched_limits lim) {
             if (it->admitted) {
                 prefix_match m;
                 ok = ok && q->state != SCHED_RUNNING && q->n_blocks == 0;
-                if (prefix_cache_match(pc, q->tokens, it->start, sim_salt(q), q->blocks, SIM_MAX_BLOCKS, &m, &err)) ok = 0;
+                if (prefix_cache_match(pc, q->tokens, it->start, sim_salt(q), q->blocks, SIM_MAX_BLOCKS, &m, &err))
+                    ok = 0;
                 q->n_blocks = q->n_registered = m.n_blocks;
                 q->n_computed = m.n_tokens;
                 memcpy(q->last_key, m.last_key, sizeof m.last_key);
@@ -439,9 +459,11 @@ static void test_simulation(uint64_t seed, int64_t budget, sched_limits lim) {
     CHECK(sim_check_pool(pool, pc));
     CHECK(cancels > 10 && cached_tokens > 0);
     if (budget <= 60 * 1024) CHECK(preemptions > 0);
-    fprintf(stderr, "simulation: %d steps, %d cancels, %lld preemptions, %lld cached tokens reused, %llu evictions, "
-            "%d blocks\n", steps, cancels, (long long)preemptions, (long long)cached_tokens,
-            (unsigned long long)st.evictions, st.total);
+    fprintf(stderr,
+            "simulation: %d steps, %d cancels, %lld preemptions, %lld cached tokens reused, %llu evictions, "
+            "%d blocks\n",
+            steps, cancels, (long long)preemptions, (long long)cached_tokens, (unsigned long long)st.evictions,
+            st.total);
     prefix_cache_free(pc);
     st = kv_pool_get_stats(pool);
     CHECK(st.free == st.total);

@@ -220,12 +220,12 @@ static buf all_types_image(void) {
     b_str(&b, "bool"), b_u32(&b, GGUF_BOOL), b_u8(&b, 1);
     b_str(&b, "str"), b_u32(&b, GGUF_STRING), b_u64(&b, 3), b_put(&b, "a\0b", 3);
     b_str(&b, "u64"), b_u32(&b, GGUF_UINT64), b_u64(&b, 1ull << 40);
-    b_str(&b, "i64"), b_u32(&b, GGUF_INT64), b_u64(&b, (uint64_t)-(1ll << 40));
+    b_str(&b, "i64"), b_u32(&b, GGUF_INT64), b_u64(&b, (uint64_t) - (1ll << 40));
     b_str(&b, "f64"), b_u32(&b, GGUF_FLOAT64), b_put(&b, &(double){-2.25}, 8);
     b_str(&b, "big"), b_u32(&b, GGUF_UINT64), b_u64(&b, UINT64_MAX);
     /* arrays of every non-array element type, two elements each */
-    static const char *arr_keys[] = {"a.u8", "a.i8", "a.u16", "a.i16", "a.u32", "a.i32", "a.f32",
-                                     "a.bool", "a.str", "", "a.u64", "a.i64", "a.f64"};
+    static const char *arr_keys[] = {"a.u8",   "a.i8",  "a.u16", "a.i16", "a.u32", "a.i32", "a.f32",
+                                     "a.bool", "a.str", "",      "a.u64", "a.i64", "a.f64"};
     static const size_t sizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
     for (uint32_t t = 0; t < GGUF_VTYPE_COUNT; t++) {
         if (t == GGUF_ARRAY) continue;
@@ -327,12 +327,9 @@ typedef struct {
 } tspec;
 
 static const tspec round_tensors[] = {
-    {"f32.weight", DT_F32, 1, {7, 1, 1, 1}},
-    {"f16.weight", DT_F16, 2, {3, 5, 1, 1}},
-    {"bf16.weight", DT_BF16, 3, {2, 3, 4, 1}},
-    {"q8.weight", DT_Q8_0, 2, {64, 3, 1, 1}},
-    {"q4.weight", DT_Q4_0, 4, {32, 2, 1, 2}},
-    {"q4k.weight", 12, 1, {256, 1, 1, 1}},
+    {"f32.weight", DT_F32, 1, {7, 1, 1, 1}},   {"f16.weight", DT_F16, 2, {3, 5, 1, 1}},
+    {"bf16.weight", DT_BF16, 3, {2, 3, 4, 1}}, {"q8.weight", DT_Q8_0, 2, {64, 3, 1, 1}},
+    {"q4.weight", DT_Q4_0, 4, {32, 2, 1, 2}},  {"q4k.weight", 12, 1, {256, 1, 1, 1}},
 };
 #define N_ROUND (sizeof round_tensors / sizeof round_tensors[0])
 

@@ -23,8 +23,8 @@
 #include "engine/generate.h"
 #include "engine/kv_pool.h"
 #include "model/model.h"
-#include "text/tokenizer.h"
 #include "testutil.h"
+#include "text/tokenizer.h"
 
 #define MODEL "models/tiny/tiny-deepseek2.gguf"
 #define N_CASES 3
@@ -147,8 +147,8 @@ static void test_forward(const model *m, thread_pool *pool, fixture *fx) {
         free(enc);
         size_t rows = (size_t)(f->n_prompt + f->n_gen) * (size_t)n_vocab;
         float *expanded = malloc(rows * sizeof(float)), *absorbed = malloc(rows * sizeof(float));
-        run_gen(m, pool, f, jsons[i], 2, expanded);              /* prefill expanded, decode absorbed */
-        run_gen(m, pool, f, jsons[i], INT32_MAX, absorbed);      /* everything absorbed */
+        run_gen(m, pool, f, jsons[i], 2, expanded); /* prefill expanded, decode absorbed */
+        run_gen(m, pool, f, jsons[i], INT32_MAX, absorbed); /* everything absorbed */
         /* relative to the row's largest logit */
         double worst = 0;
         for (size_t r = 0; r < rows / (size_t)n_vocab; r++) {
@@ -201,7 +201,8 @@ static void test_engine(const model *m, thread_pool *pool, fixture *fx) {
     for (int i = 0; i < N_CASES; i++) {
         cinfer_request r = greedy_request(&fx[i]);
         CHECK(tl_run(e, &r, &res[i]) == 0);
-        CHECKF(res[i].n_tokens == fx[i].n_gen && !memcmp(res[i].tokens, fx[i].greedy, sizeof(int32_t) * (size_t)fx[i].n_gen),
+        CHECKF(res[i].n_tokens == fx[i].n_gen &&
+                   !memcmp(res[i].tokens, fx[i].greedy, sizeof(int32_t) * (size_t)fx[i].n_gen),
                "engine alone, %s: greedy ids differ", jsons[i]);
     }
     /* the load counters saw every routed token of the 3 MoE layers */
@@ -240,7 +241,8 @@ static void test_engine(const model *m, thread_pool *pool, fixture *fx) {
         CHECK(ids[i] && tl_collect(e, ids[i], &res[i]) == 0);
     }
     for (int i = 0; i < N_CASES; i++)
-        CHECKF(res[i].n_tokens == fx[i].n_gen && !memcmp(res[i].tokens, fx[i].greedy, sizeof(int32_t) * (size_t)fx[i].n_gen),
+        CHECKF(res[i].n_tokens == fx[i].n_gen &&
+                   !memcmp(res[i].tokens, fx[i].greedy, sizeof(int32_t) * (size_t)fx[i].n_gen),
                "engine batched, %s: greedy ids differ", jsons[i]);
     cinfer_engine_destroy(e);
 }

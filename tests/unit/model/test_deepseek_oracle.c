@@ -106,11 +106,31 @@ int main(void) {
     CHECKF(root != NULL, "v3_groups.json: %s", jerr.text);
     if (!root) return test_finish();
     /* the options of MKMODEL in tests/oracles/deepseek_v3_groups.py */
-    mkmodel_opts o = {.arch = "deepseek2", .dim = 128, .layers = 3, .heads = 4, .kv_heads = 4, .ffn = 256,
-                      .q_lora = 64, .kv_lora = 64, .qk_nope = 32, .qk_rope = 16, .v_head = 32, .experts = 16,
-                      .experts_used = 3, .expert_ffn = 64, .shared_experts = 1, .dense_layers = 1, .groups = 4,
-                      .groups_used = 2, .softmax_gating = false, .expert_scale = 2.5f, .yarn_factor = 4.0f,
-                      .yarn_orig_ctx = 512, .ctx = 2048, .type = DT_F32, .seed = 42,
+    mkmodel_opts o = {.arch = "deepseek2",
+                      .dim = 128,
+                      .layers = 3,
+                      .heads = 4,
+                      .kv_heads = 4,
+                      .ffn = 256,
+                      .q_lora = 64,
+                      .kv_lora = 64,
+                      .qk_nope = 32,
+                      .qk_rope = 16,
+                      .v_head = 32,
+                      .experts = 16,
+                      .experts_used = 3,
+                      .expert_ffn = 64,
+                      .shared_experts = 1,
+                      .dense_layers = 1,
+                      .groups = 4,
+                      .groups_used = 2,
+                      .softmax_gating = false,
+                      .expert_scale = 2.5f,
+                      .yarn_factor = 4.0f,
+                      .yarn_orig_ctx = 512,
+                      .ctx = 2048,
+                      .type = DT_F32,
+                      .seed = 42,
                       .vocab_from = shared_path("fixtures/vocab/derived-vocab-tiny-deepseek2.gguf")};
     char path[256];
     temp_path(path, sizeof path, "v3groups.gguf");

@@ -14,8 +14,8 @@
 #include "base/cpu.h"
 #include "engine/generate.h"
 #include "model/model.h"
-#include "text/tokenizer.h"
 #include "testutil.h"
+#include "text/tokenizer.h"
 
 typedef struct fixture_case {
     const char *model;
@@ -88,7 +88,8 @@ static void run_case(const fixture_case *fc, thread_pool *pool) {
             json_t *jp = json_array_get(positions, (size_t)p);
             const float *lg = all + (int64_t)p * n_vocab;
             int want = (int)json_integer_value(json_object_get(jp, "argmax"));
-            CHECKF(argmax(lg, n_vocab) == want, "%s pos %d: argmax %d, want %d", fc->json, p, argmax(lg, n_vocab), want);
+            CHECKF(argmax(lg, n_vocab) == want, "%s pos %d: argmax %d, want %d", fc->json, p, argmax(lg, n_vocab),
+                   want);
             check_top(json_object_get(jp, "top"), lg, fc->tol, "position", p);
         }
         json_t *last = json_object_get(root, "last_logits");

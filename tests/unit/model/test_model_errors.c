@@ -140,15 +140,13 @@ int main(void) {
     int st = run_cli((const char *const[]){"run", "-m", model, "--ctx", "8", "-p",
                                            "Once upon a time there was a very long prompt indeed", NULL},
                      out, sizeof out);
-    if (st != -1) {
-        CHECKF(st == 1 && strstr(out, "context"), "long prompt: exit %d: %s", st, out);
-    }
+    if (st != -1) { CHECKF(st == 1 && strstr(out, "context"), "long prompt: exit %d: %s", st, out); }
     /* bad flag values */
     st = run_cli((const char *const[]){"run", "-m", model, "-n", "abc", NULL}, out, sizeof out);
     if (st != -1) CHECKF(st == 2, "bad -n: exit %d (usage errors exit 2): %s", st, out);
 
-    for (const char *t = "notgguf.gguf\0trunc.gguf\0arch.gguf\0shape.gguf\0type.gguf\0embdtype.gguf\0missing.gguf\0"; *t;
-         t += strlen(t) + 1)
+    for (const char *t = "notgguf.gguf\0trunc.gguf\0arch.gguf\0shape.gguf\0type.gguf\0embdtype.gguf\0missing.gguf\0";
+         *t; t += strlen(t) + 1)
         remove(temp_path(p, sizeof p, t));
     return test_finish();
 }

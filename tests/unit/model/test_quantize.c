@@ -46,7 +46,9 @@ static void check_quantized(const gguf_file *src, const gguf_file *q, dtype targ
         free(expect);
     }
     /* stories260K: 1 + 1 + 5*6 matrices of width 64 (ffn_down has width 172) */
-    CHECKF(n_target == (target == DT_F32 ? 48 : target == DT_F16 || target == DT_BF16 ? 2 + 5 * 7 : 2 + 5 * 6),
+    CHECKF(n_target == (target == DT_F32                        ? 48
+                        : target == DT_F16 || target == DT_BF16 ? 2 + 5 * 7
+                                                                : 2 + 5 * 6),
            "%d tensors converted to %s", n_target, dtype_name(target));
 }
 
@@ -78,7 +80,8 @@ static void test_quantize(void) {
     gguf_file *a, *b;
     if (gguf_open(out, &a, &err) == 0) {
         if (gguf_open(out2, &b, &err) == 0) {
-            const gguf_tensor *ta = gguf_find_tensor(a, "blk.0.attn_q.weight"), *tb = gguf_find_tensor(b, "blk.0.attn_q.weight");
+            const gguf_tensor *ta = gguf_find_tensor(a, "blk.0.attn_q.weight"),
+                              *tb = gguf_find_tensor(b, "blk.0.attn_q.weight");
             float row[64];
             dtype_dequantize_row(DT_Q8_0, ta->data, row, 64);
             CHECK(tb->type == DT_F32 && !memcmp(row, tb->data, sizeof row));
@@ -95,8 +98,14 @@ static void test_quantize(void) {
 }
 
 static mkmodel_opts small_opts(dtype t, uint64_t seed) {
-    return (mkmodel_opts){.arch = "llama", .dim = 64, .layers = 2, .heads = 4, .kv_heads = 2, .ffn = 96,
-                          .vocab_from = shared_path("fixtures/vocab/ggml-vocab-llama-spm.gguf"), .type = t,
+    return (mkmodel_opts){.arch = "llama",
+                          .dim = 64,
+                          .layers = 2,
+                          .heads = 4,
+                          .kv_heads = 2,
+                          .ffn = 96,
+                          .vocab_from = shared_path("fixtures/vocab/ggml-vocab-llama-spm.gguf"),
+                          .type = t,
                           .seed = seed};
 }
 
@@ -141,7 +150,7 @@ static void test_mkmodel(void) {
           gguf_get_arr_str(v, "tokenizer.ggml.tokens", &tb, &nb, &err) == 0 && na == nb && na == 32000 &&
           !strcmp(ta[1000].s, tb[1000].s));
     CHECK(gguf_tensor_count(f) == 3 + 2 * 9);
-    static const char *names[] = {"token_embd.weight", "output_norm.weight", "output.weight",
+    static const char *names[] = {"token_embd.weight",   "output_norm.weight",    "output.weight",
                                   "blk.1.attn_k.weight", "blk.1.ffn_down.weight", "blk.0.ffn_norm.weight"};
     static const int64_t shapes[][2] = {{64, 32000}, {64, 1}, {64, 32000}, {64, 32}, {96, 64}, {64, 1}};
     for (int i = 0; i < 6; i++) {
@@ -182,14 +191,16 @@ static void test_mkmodel(void) {
     if (gguf_open(p3, &g, &err) == 0) {
         CHECK(gguf_find_tensor(g, "output.weight") == NULL && gguf_tensor_count(g) == 2 + 2 * 9);
         CHECK(gguf_get_int(g, "llama.context_length", &x, &err) == 0 && x == 4096);
-        const gguf_tensor *a = gguf_find_tensor(f, "blk.1.ffn_up.weight"), *b = gguf_find_tensor(g, "blk.1.ffn_up.weight");
+        const gguf_tensor *a = gguf_find_tensor(f, "blk.1.ffn_up.weight"),
+                          *b = gguf_find_tensor(g, "blk.1.ffn_up.weight");
         CHECK(a && b && a->nbytes == b->nbytes && !memcmp(a->data, b->data, a->nbytes));
         gguf_close(g);
     }
     o = small_opts(DT_F32, 43);
     CHECK(mkmodel_write(&o, p3, &err) == 0);
     if (gguf_open(p3, &g, &err) == 0) {
-        const gguf_tensor *a = gguf_find_tensor(f, "blk.1.ffn_up.weight"), *b = gguf_find_tensor(g, "blk.1.ffn_up.weight");
+        const gguf_tensor *a = gguf_find_tensor(f, "blk.1.ffn_up.weight"),
+                          *b = gguf_find_tensor(g, "blk.1.ffn_up.weight");
         CHECK(a && b && memcmp(a->data, b->data, a->nbytes) != 0);
         gguf_close(g);
     }

@@ -49,8 +49,8 @@ static float *run_all(const char *path, const int32_t *ids, int n, int *n_vocab,
 
 typedef struct qcase {
     dtype type;
-    double min_agree;  /* fraction of positions with the same top-1 */
-    double max_rms;    /* RMS logit difference relative to the F32 logits' RMS */
+    double min_agree; /* fraction of positions with the same top-1 */
+    double max_rms; /* RMS logit difference relative to the F32 logits' RMS */
 } qcase;
 
 static void check_model(const char *model_rel, const char *fixture_rel, thread_pool *pool) {
@@ -91,10 +91,10 @@ static void check_model(const char *model_rel, const char *fixture_rel, thread_p
         double frac = (double)agree / n, rel = sqrt(diff2 / ref2);
         fprintf(stderr, "%-28s %-5s top-1 agreement %.3f, relative RMS logit error %.4f\n", model_rel,
                 dtype_name(cases[c].type), frac, rel);
-        CHECKF(frac >= cases[c].min_agree, "%s %s: top-1 agreement %.3f < %.2f", model_rel,
-               dtype_name(cases[c].type), frac, cases[c].min_agree);
-        CHECKF(rel <= cases[c].max_rms, "%s %s: relative RMS error %.4f > %.3f", model_rel,
-               dtype_name(cases[c].type), rel, cases[c].max_rms);
+        CHECKF(frac >= cases[c].min_agree, "%s %s: top-1 agreement %.3f < %.2f", model_rel, dtype_name(cases[c].type),
+               frac, cases[c].min_agree);
+        CHECKF(rel <= cases[c].max_rms, "%s %s: relative RMS error %.4f > %.3f", model_rel, dtype_name(cases[c].type),
+               rel, cases[c].max_rms);
         free(got);
     }
     free(ref);

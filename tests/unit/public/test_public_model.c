@@ -73,8 +73,7 @@ int main(void) {
         CHECK(cinfer_model_n_vocab(m) == 512);
         CHECK(cinfer_model_n_ctx_train(m) == 128);
         CHECK(cinfer_model_n_layer(m) == 5);
-        CHECKF(cinfer_model_n_params(m) == 292800, "n_params %llu",
-               (unsigned long long)cinfer_model_n_params(m));
+        CHECKF(cinfer_model_n_params(m) == 292800, "n_params %llu", (unsigned long long)cinfer_model_n_params(m));
         fprintf(stderr, "%s: %s, %llu params, ctx %d, vocab %d\n", path, cinfer_model_arch(m),
                 (unsigned long long)cinfer_model_n_params(m), cinfer_model_n_ctx_train(m), cinfer_model_n_vocab(m));
         test_engine(m);

@@ -72,8 +72,7 @@ static const char *rjson_check(const char *text, size_t len) {
         if (rj_text_is_object(text, len) != json_is_object(want)) bad = "rj_text_is_object disagrees";
         json_decref(back);
         json_decref(g);
-    } else if (rj_text_is_object(text, len))
-        bad = "rj_text_is_object accepted invalid text";
+    } else if (rj_text_is_object(text, len)) bad = "rj_text_is_object accepted invalid text";
     json_decref(want);
     ra_free(&a);
     return bad;

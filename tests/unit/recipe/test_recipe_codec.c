@@ -34,12 +34,12 @@ static json_t *sse_events(const char *s, size_t n) {
             const char *nl = memchr(line, '\n', (size_t)(blank - line));
             if (!nl) nl = blank;
             size_t ll = (size_t)(nl - line);
-            if (ll >= 7 && !strncmp(line, "event: ", 7)) json_object_set_new(ev, "event", json_stringn(line + 7, ll - 7));
+            if (ll >= 7 && !strncmp(line, "event: ", 7))
+                json_object_set_new(ev, "event", json_stringn(line + 7, ll - 7));
             else if (ll >= 6 && !strncmp(line, "data: ", 6)) {
                 json_t *d = json_loadb(line + 6, ll - 6, 0, NULL);
                 json_object_set_new(ev, "data", d ? d : json_stringn(line + 6, ll - 6));
-            } else if (ll && line[0] == ':')
-                json_object_set_new(ev, "comment", json_stringn(line, ll));
+            } else if (ll && line[0] == ':') json_object_set_new(ev, "comment", json_stringn(line, ll));
             line = nl + 1;
         }
         json_array_append_new(arr, ev);
@@ -70,7 +70,8 @@ static json_t *run_stream(recipe_api api, json_t *c) {
     size_t i;
     json_t *j;
     json_array_foreach(json_object_get(c, "events"), i, j) {
-        static const char *tn[] = {"reasoning", "text", "tool_begin", "tool_args", "tool_end", "finish", "error", "ping"};
+        static const char *tn[] = {"reasoning", "text",   "tool_begin", "tool_args",
+                                   "tool_end",  "finish", "error",      "ping"};
         recipe_event ev = {0};
         const char *t = json_string_value(json_object_get(j, "type"));
         for (int k = 0; k < 8; k++)
@@ -130,7 +131,8 @@ static void run_case(const char *file) {
             if (!o) continue;
             /* the text encoder writes the same JSON as the tree encoder */
             recipe_buf tb = {0};
-            CHECKF(recipe_request_encode_text((recipe_api)a, &r, &tb, &err) == 0, "%s: encode_text %s", file, api_names[a]);
+            CHECKF(recipe_request_encode_text((recipe_api)a, &r, &tb, &err) == 0, "%s: encode_text %s", file,
+                   api_names[a]);
             json_t *tj = tb.data ? json_loadb(tb.data, tb.len, 0, NULL) : NULL;
             if (!json_equal(tj, o)) {
                 CHECKF(0, "%s: %s text encoding differs from the tree encoding", file, api_names[a]);
@@ -213,7 +215,8 @@ static void test_golden(void) {
     struct dirent *de;
     while ((de = readdir(d)) && n < 256) {
         size_t l = strlen(de->d_name);
-        if (l > 5 && !strcmp(de->d_name + l - 5, ".json") && !strstr(de->d_name, ".expect.")) names[n++] = strdup(de->d_name);
+        if (l > 5 && !strcmp(de->d_name + l - 5, ".json") && !strstr(de->d_name, ".expect."))
+            names[n++] = strdup(de->d_name);
     }
     closedir(d);
     CHECK(n >= 10);
@@ -233,15 +236,19 @@ static void test_errors(void) {
         {RECIPE_API_CHAT, "{\"model\":\"m\"}", "messages"},
         {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", "messages[0]"},
         {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":3}", "temperature"},
-        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop"},
+        {RECIPE_API_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop"},
         {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages[0]"},
-        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"sometimes\"}", "tool_choice"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"sometimes\"}",
+         "tool_choice"},
         {RECIPE_API_MESSAGES, "{\"model\":\"m\",\"messages\":[]}", "max_tokens"},
-        {RECIPE_API_MESSAGES, "{\"max_tokens\":10,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}", "messages[0]"},
+        {RECIPE_API_MESSAGES, "{\"max_tokens\":10,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}",
+         "messages[0]"},
         {RECIPE_API_MESSAGES,
          "{\"max_tokens\":2000,\"messages\":[],\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":4000}}",
          "thinking.budget_tokens"},
-        {RECIPE_API_MESSAGES, "{\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"video\"}]}]}",
+        {RECIPE_API_MESSAGES,
+         "{\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"video\"}]}]}",
          "messages[0].content[0]"},
         {RECIPE_API_RESPONSES, "{\"model\":\"m\"}", "input"},
         {RECIPE_API_RESPONSES, "{\"input\":[{\"type\":\"item_reference\",\"id\":\"x\"}]}", "input[0]"},
@@ -257,13 +264,20 @@ static void test_errors(void) {
         {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":{}}",
          "stream_options"},
         /* logit_bias keys: canonical decimal token ids only */
-        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\" 1\":1}}", "logit_bias"},
-        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"01\":1}}", "logit_bias"},
-        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"-0\":1}}", "logit_bias"},
-        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"+1\":1}}", "logit_bias"},
-        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"\":1}}", "logit_bias"},
-        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"1\":101}}", "logit_bias"},
-        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"1\":\"a\"}}", "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\" 1\":1}}",
+         "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"01\":1}}",
+         "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"-0\":1}}",
+         "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"+1\":1}}",
+         "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"\":1}}",
+         "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"1\":101}}",
+         "logit_bias"},
+        {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"1\":\"a\"}}",
+         "logit_bias"},
         {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"2147483648\":1}}",
          "logit_bias"},
         /* vLLM extras: typed */
@@ -271,7 +285,8 @@ static void test_errors(void) {
         {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"ignore_eos\":1}", "ignore_eos"},
         {RECIPE_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop_token_ids\":[1,-2]}",
          "stop_token_ids"},
-        {RECIPE_API_MESSAGES, "{\"max_tokens\":5,\"messages\":[],\"skip_special_tokens\":\"no\"}", "skip_special_tokens"},
+        {RECIPE_API_MESSAGES, "{\"max_tokens\":5,\"messages\":[],\"skip_special_tokens\":\"no\"}",
+         "skip_special_tokens"},
         {RECIPE_API_RESPONSES, "{\"input\":\"x\",\"include_stop_str_in_output\":0}", "include_stop_str_in_output"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -288,7 +303,8 @@ static void test_errors(void) {
         json_t *eb = recipe_error_body(bad[i].api, &err, "req_1");
         if (bad[i].api == RECIPE_API_MESSAGES) {
             CHECK(!strcmp(json_string_value(json_object_get(eb, "type")), "error"));
-            CHECK(!strcmp(json_string_value(json_object_get(json_object_get(eb, "error"), "type")), "invalid_request_error"));
+            CHECK(!strcmp(json_string_value(json_object_get(json_object_get(eb, "error"), "type")),
+                          "invalid_request_error"));
             CHECK(json_is_string(json_object_get(json_object_get(eb, "error"), "message")));
             CHECK(!strcmp(json_string_value(json_object_get(eb, "request_id")), "req_1"));
         } else {
@@ -361,7 +377,11 @@ static void test_extras(void) {
 
 /* Completions requests (RECIPE_PARSE_COMPLETIONS): prompt forms, logprobs, the recorded fields. */
 static void test_completions_parse(void) {
-    static const struct { const char *body; const char *prompt; size_t n_ids; } ok[] = {
+    static const struct {
+        const char *body;
+        const char *prompt;
+        size_t n_ids;
+    } ok[] = {
         {"{\"prompt\":\"Once\"}", "Once", 0},
         {"{\"prompt\":[\"Once\"]}", "Once", 0},
         {"{\"prompt\":[1,403,407]}", NULL, 3},
@@ -371,8 +391,8 @@ static void test_completions_parse(void) {
         recipe_request r;
         recipe_request_init(&r);
         recipe_error err;
-        int rc = recipe_request_parse_text(RECIPE_API_CHAT, ok[i].body, strlen(ok[i].body), RECIPE_PARSE_COMPLETIONS, &r,
-                                           &err);
+        int rc = recipe_request_parse_text(RECIPE_API_CHAT, ok[i].body, strlen(ok[i].body), RECIPE_PARSE_COMPLETIONS,
+                                           &r, &err);
         CHECKF(rc == 0 && r.completion && r.n_messages == 0, "%s: %s", ok[i].body, err.message);
         if (ok[i].prompt) CHECK(r.prompt && !strcmp(r.prompt, ok[i].prompt) && r.prompt_len == strlen(ok[i].prompt));
         else CHECK(!r.prompt && r.n_prompt_ids == ok[i].n_ids && r.prompt_ids[0] == 1);
@@ -390,7 +410,9 @@ static void test_completions_parse(void) {
     CHECK(r.logprobs == 1 && r.top_logprobs == 3 && r.echo == 1 && r.suffix && !strcmp(r.suffix, "y") &&
           r.best_of == 2 && r.n == 2 && r.n_stop == 1 && r.min_tokens == 1 && r.n_bias == 1 && r.bias[0].token == 5);
     recipe_request_free(&r);
-    static const struct { const char *body, *param; } bad[] = {
+    static const struct {
+        const char *body, *param;
+    } bad[] = {
         {"{}", "prompt"},
         {"{\"prompt\":[\"a\",\"b\"]}", "prompt"},
         {"{\"prompt\":[1,-1]}", "prompt"},
@@ -417,8 +439,8 @@ static void test_openai_writer(void) {
     recipe_logprob lp[2] = {{.token = "a", .len = 1, .logprob = -0.5, .top = alt, .n_top = 2},
                             {.token = "\xe2\x80", .len = 2, .logprob = -1.25, .top = alt, .n_top = 2}};
     for (int completion = 0; completion < 2; completion++) {
-        recipe_stream_info info = {.id = "x-1", .model = "m", .created = 5, .include_usage = true, .n_choices = 2,
-                                   .completion = completion};
+        recipe_stream_info info = {
+            .id = "x-1", .model = "m", .created = 5, .include_usage = true, .n_choices = 2, .completion = completion};
         recipe_stream_encoder *e = recipe_stream_encoder_new(RECIPE_API_CHAT, &info);
         CHECK(e != NULL);
         if (!e) continue;
@@ -426,7 +448,10 @@ static void test_openai_writer(void) {
         recipe_error err;
         recipe_event t1 = {.type = RECIPE_EV_TEXT, .text = "a", .len = 1, .choice = 1, .logprobs = lp, .n_logprobs = 2};
         recipe_event f0 = {.type = RECIPE_EV_FINISH, .finish = RECIPE_FINISH_EOS, .choice = 0};
-        recipe_event f1 = {.type = RECIPE_EV_FINISH, .finish = RECIPE_FINISH_CANCELLED, .choice = 1, .has_usage = true,
+        recipe_event f1 = {.type = RECIPE_EV_FINISH,
+                           .finish = RECIPE_FINISH_CANCELLED,
+                           .choice = 1,
+                           .has_usage = true,
                            .usage = {.prompt = 3, .output = 4}};
         CHECK(recipe_stream_encoder_event(e, &t1, &out, &err) == 0);
         CHECK(recipe_stream_encoder_event(e, &f0, &out, &err) == 0 && !recipe_stream_encoder_done(e));
@@ -449,9 +474,14 @@ static void test_openai_writer(void) {
         recipe_stream_encoder_free(e);
     }
     recipe_part p0 = {.type = RECIPE_PART_TEXT, .text = "hi"};
-    recipe_choice cs[2] = {{.parts = &p0, .n_parts = 1, .finish = RECIPE_FINISH_LENGTH, .logprobs = lp, .n_logprobs = 1},
-                           {.parts = &p0, .n_parts = 1, .finish = RECIPE_FINISH_STOP_STRING, .stop_sequence = "S",
-                            .logprobs = lp, .n_logprobs = 0}};
+    recipe_choice cs[2] = {
+        {.parts = &p0, .n_parts = 1, .finish = RECIPE_FINISH_LENGTH, .logprobs = lp, .n_logprobs = 1},
+        {.parts = &p0,
+         .n_parts = 1,
+         .finish = RECIPE_FINISH_STOP_STRING,
+         .stop_sequence = "S",
+         .logprobs = lp,
+         .n_logprobs = 0}};
     for (int completion = 0; completion < 2; completion++) {
         recipe_response r;
         recipe_response_init(&r);
@@ -464,7 +494,8 @@ static void test_openai_writer(void) {
         recipe_error err;
         CHECK(recipe_response_encode_text(RECIPE_API_CHAT, &r, NULL, &out, &err) == 0);
         json_t *o = out.data ? json_loads(out.data, 0, NULL) : NULL;
-        json_t *c0 = json_array_get(json_object_get(o, "choices"), 0), *c1 = json_array_get(json_object_get(o, "choices"), 1);
+        json_t *c0 = json_array_get(json_object_get(o, "choices"), 0),
+               *c1 = json_array_get(json_object_get(o, "choices"), 1);
         CHECKF(json_array_size(json_object_get(o, "choices")) == 2, "%s", out.data ? out.data : "");
         CHECK(!strcmp(json_string_value(json_object_get(c0, "finish_reason")), "length"));
         CHECK(!strcmp(json_string_value(json_object_get(c1, "stop_reason")), "S"));

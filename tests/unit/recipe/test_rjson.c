@@ -17,20 +17,77 @@ static void agree(const char *text) {
 
 static void cases(void) {
     static const char *const texts[] = {
-        "{}", "[]", " \t\r\n{ } \n", "[1,2,3]", "{\"a\":1,\"b\":[true,false,null],\"c\":{\"d\":\"e\"}}",
-        "[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"]", "[\"\\u00e9\\u4e2d\\ud83d\\ude00\"]", "[\"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\"]",
-        "[\"\\u0000\"]", "[\"\\ud800\"]", "[\"\\udc00\"]", "[\"\\ud800\\u0041\"]", "[\"\\u12\"]", "[\"\\x\"]",
-        "[\"\xc0\x80\"]", "[\"\xed\xa0\x80\"]", "[\"\xf4\x90\x80\x80\"]", "[\"\xe4\xb8\"]", "[\"\x80\"]",
-        "[\"a\nb\"]", "[\"tab\there\"]", "[\"unterminated]", "[\"0123456789abcdef0123456789abcdef\\n0123456789abcdef\"]",
-        "[0,-0,1,-1,9223372036854775807,-9223372036854775808]", "[9223372036854775808]", "[-9223372036854775809]",
-        "[99999999999999999999999]", "[0.5,-0.25,1e3,1E-3,2.5e+2,0.1,0.2,0.3,123456.789,1.7976931348623157e308]",
-        "[1e400]", "[-1e400]", "[1e-400]", "[4.9e-324]", "[0.1234567890123456789]", "[12345678901234567.5]",
-        "[01]", "[1.]", "[.5]", "[-]", "[+1]", "[1e]", "[1e+]", "[0x10]", "[NaN]", "[Infinity]",
-        "[tru]", "[nul]", "[falsey]", "[1,]", "[,1]", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "{a:1}", "{\"a\":1 \"b\":2}",
-        "{\"a\":1,\"a\":2}", "{\"\":0}", "[1] [2]", "[1]x", "\"str\"", "1", "null", "", "   ", "[", "{", "]",
+        "{}",
+        "[]",
+        " \t\r\n{ } \n",
+        "[1,2,3]",
+        "{\"a\":1,\"b\":[true,false,null],\"c\":{\"d\":\"e\"}}",
+        "[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"]",
+        "[\"\\u00e9\\u4e2d\\ud83d\\ude00\"]",
+        "[\"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\"]",
+        "[\"\\u0000\"]",
+        "[\"\\ud800\"]",
+        "[\"\\udc00\"]",
+        "[\"\\ud800\\u0041\"]",
+        "[\"\\u12\"]",
+        "[\"\\x\"]",
+        "[\"\xc0\x80\"]",
+        "[\"\xed\xa0\x80\"]",
+        "[\"\xf4\x90\x80\x80\"]",
+        "[\"\xe4\xb8\"]",
+        "[\"\x80\"]",
+        "[\"a\nb\"]",
+        "[\"tab\there\"]",
+        "[\"unterminated]",
+        "[\"0123456789abcdef0123456789abcdef\\n0123456789abcdef\"]",
+        "[0,-0,1,-1,9223372036854775807,-9223372036854775808]",
+        "[9223372036854775808]",
+        "[-9223372036854775809]",
+        "[99999999999999999999999]",
+        "[0.5,-0.25,1e3,1E-3,2.5e+2,0.1,0.2,0.3,123456.789,1.7976931348623157e308]",
+        "[1e400]",
+        "[-1e400]",
+        "[1e-400]",
+        "[4.9e-324]",
+        "[0.1234567890123456789]",
+        "[12345678901234567.5]",
+        "[01]",
+        "[1.]",
+        "[.5]",
+        "[-]",
+        "[+1]",
+        "[1e]",
+        "[1e+]",
+        "[0x10]",
+        "[NaN]",
+        "[Infinity]",
+        "[tru]",
+        "[nul]",
+        "[falsey]",
+        "[1,]",
+        "[,1]",
+        "{\"a\"}",
+        "{\"a\":}",
+        "{\"a\":1,}",
+        "{a:1}",
+        "{\"a\":1 \"b\":2}",
+        "{\"a\":1,\"a\":2}",
+        "{\"\":0}",
+        "[1] [2]",
+        "[1]x",
+        "\"str\"",
+        "1",
+        "null",
+        "",
+        "   ",
+        "[",
+        "{",
+        "]",
         "{\"k\" : [ 1 , { \"x\" : \"y z\" } ] , \"s\" : \" spaced \\t out \" }",
         "{\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}}},\"x\":1}",
-        "{\"parameters\": { \"type\" : \"object\" } }", "{\"input_schema\":[1, 2]}", "{\"schema\":\"text\"}",
+        "{\"parameters\": { \"type\" : \"object\" } }",
+        "{\"input_schema\":[1, 2]}",
+        "{\"schema\":\"text\"}",
     };
     for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) agree(texts[i]);
 }
@@ -50,8 +107,9 @@ static void depth(void) {
 
 static void raw_and_lazy(void) {
     recipe_arena a = {0};
-    const char *text = "{ \"parameters\" : { \"type\": \"object\", \"required\": [ \"x\" ], \"d\": \"a \\\"q\\\" \\u00e9\" },"
-                       " \"metadata\": {\"k\":\"v\"}, \"arr\": [ 1, 2 ] }";
+    const char *text =
+        "{ \"parameters\" : { \"type\": \"object\", \"required\": [ \"x\" ], \"d\": \"a \\\"q\\\" \\u00e9\" },"
+        " \"metadata\": {\"k\":\"v\"}, \"arr\": [ 1, 2 ] }";
     rj *root = rj_parse(&a, text, strlen(text), NULL, 0);
     CHECK(root && rj_is_object(root) && !root->compact);
     rj *p = rj_get(root, "parameters");
@@ -100,7 +158,8 @@ static void pool_bounds(void) {
     char text[4096];
     size_t n = 0;
     text[n++] = '[';
-    for (int i = 0; i < 200; i++) n += (size_t)snprintf(text + n, sizeof text - n, "%s\"\\u00e9\\n%d\"", i ? "," : "", i);
+    for (int i = 0; i < 200; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s\"\\u00e9\\n%d\"", i ? "," : "", i);
     text[n++] = ']';
     rj *root = rj_parse(&a, text, n, NULL, 0);
     CHECK(root && rj_size(root) == 200 && !strcmp(rj_str(rj_at(root, 199)), "\xc3\xa9\n199"));
@@ -116,7 +175,8 @@ static void clean_tags(void) {
     rj *root = rj_parse_pool(&a, text, strlen(text), NULL, 0, &pool);
     CHECK(root && rj_size(root) == 4);
     CHECK(rj_pool_clean(&pool, rj_str(rj_at(root, 0))));
-    CHECK(!rj_pool_clean(&pool, rj_str(rj_at(root, 1))) && !strcmp(rj_str(rj_at(root, 1)), "with \"escape\" inside it......"));
+    CHECK(!rj_pool_clean(&pool, rj_str(rj_at(root, 1))) &&
+          !strcmp(rj_str(rj_at(root, 1)), "with \"escape\" inside it......"));
     CHECK(!rj_pool_clean(&pool, rj_str(rj_at(root, 2))));
     /* the last string has fewer than 16 bytes of input left: read by the general path, not tagged clean */
     CHECK(!rj_pool_clean(&pool, rj_str(rj_at(root, 3))) && !strcmp(rj_str(rj_at(root, 3)), "short"));

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/randid.h"
 #include "serve/api.h"
 #include "serve/response_store.h"
 #include "serve/tenant.h"
-#include "base/randid.h"
 #include "testutil.h"
 
 static json_t *conv(const char *text) { return json_pack("[{s:s, s:s}]", "role", "user", "content", text); }
@@ -47,11 +47,11 @@ static void test_lru_and_ttl(void) {
     put(st, "a", "1", 0);
     put(st, "b", "2", 1);
     CHECK(rstore_get(st, "a", NULL, 2, NULL, NULL)); /* a is now the most recently used */
-    put(st, "c", "3", 3);                       /* evicts b */
+    put(st, "c", "3", 3); /* evicts b */
     CHECK(!rstore_get(st, "b", NULL, 3, NULL, NULL));
     CHECK(rstore_get(st, "a", NULL, 4, NULL, NULL));
     CHECK(rstore_get(st, "c", NULL, 4, NULL, NULL));
-    CHECK(rstore_get(st, "a", NULL, 13, NULL, NULL));  /* used at 4: alive until 14 */
+    CHECK(rstore_get(st, "a", NULL, 13, NULL, NULL)); /* used at 4: alive until 14 */
     CHECK(!rstore_get(st, "c", NULL, 14.5, NULL, NULL)); /* used last at 4: expired */
     CHECK(!rstore_get(st, "a", NULL, 30, NULL, NULL));
     CHECK(rstore_count(st) == 0 && rstore_bytes(st) == 0);

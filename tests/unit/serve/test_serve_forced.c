@@ -51,8 +51,7 @@ static void check_call(const api_job *a, bool think, const char *cont, const cha
                 snprintf(name, sizeof name, "%s", ev[i].name ? ev[i].name : "");
             } else if (ev[i].type == RECIPE_EV_TOOL_ARGS && strlen(args) + ev[i].len < sizeof args)
                 strncat(args, ev[i].text, ev[i].len);
-            else if ((ev[i].type == RECIPE_EV_TEXT || ev[i].type == RECIPE_EV_REASONING) && ev[i].len)
-                texts++;
+            else if ((ev[i].type == RECIPE_EV_TEXT || ev[i].type == RECIPE_EV_REASONING) && ev[i].len) texts++;
         }
         if (round == 0) recipe_parser_feed(ps, cont, strlen(cont), &ev, &n);
         else if (round == 1) recipe_parser_finish(ps, &ev, &n);
@@ -70,7 +69,8 @@ static void test_families(void) {
         bool mistral_args;
         const char *required_suffix, *required_cont, *named_suffix, *named_cont;
     } cases[] = {
-        {RECIPE_PARSER_HERMES, false, "<tool_call>\n", "{\"name\": \"get_weather\", \"arguments\": " ARGS "}</tool_call>",
+        {RECIPE_PARSER_HERMES, false, "<tool_call>\n",
+         "{\"name\": \"get_weather\", \"arguments\": " ARGS "}</tool_call>",
          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ", ARGS "}</tool_call>"},
         {RECIPE_PARSER_LLAMA3, false, "{\"name\": \"", "get_weather\", \"parameters\": " ARGS "}",
          "{\"name\": \"get_weather\", \"parameters\": ", ARGS "}"},
@@ -96,9 +96,9 @@ static void test_families(void) {
             api_job a;
             gen_params p;
             serve_error e;
-            int rc = prepare(cases[i].k, cases[i].mistral_args, named ? "{\"type\":\"tool\",\"name\":\"get_weather\"}"
-                                                                      : "{\"type\":\"any\"}",
-                             TOOL, &a, &p, &e);
+            int rc = prepare(cases[i].k, cases[i].mistral_args,
+                             named ? "{\"type\":\"tool\",\"name\":\"get_weather\"}" : "{\"type\":\"any\"}", TOOL, &a,
+                             &p, &e);
             CHECKF(rc == 0, "%s: %s", kn, e.message);
             if (rc) {
                 api_job_free(&a);

@@ -47,7 +47,8 @@ static void names(void) {
 }
 
 static void labels(void) {
-    const char in[] = "# HELP x_total X.\n# TYPE x_total counter\nx_total 3\ny{status=\"200\"} 1\nz_bucket{le=\"+Inf\"} 2\n";
+    const char in[] =
+        "# HELP x_total X.\n# TYPE x_total counter\nx_total 3\ny{status=\"200\"} 1\nz_bucket{le=\"+Inf\"} 2\n";
     char *out;
     size_t len;
     CHECK(metrics_label_all(in, sizeof in - 1, "m\"1", &out, &len) == 0);

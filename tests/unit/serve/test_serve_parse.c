@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "serve/api.h"
-#include "text/chat_template.h"
 #include "serve/metrics.h"
 #include "testutil.h"
+#include "text/chat_template.h"
 
 static const struct { int32_t n_vocab, max_n; } LIM = {.n_vocab = 512, .max_n = 8};
 
@@ -36,13 +36,14 @@ static int chat(const char *body, gen_params *p, serve_error *e) {
 
 /* The template variables of p's request, as a small template prints them. */
 static char *render_vars(const gen_params *p) {
-    static const char tpl[] = "{% for m in messages %}{{ m.role }}={{ m.content }}"
-                              "{% if m.tool_calls %}[{{ m.tool_calls[0].function.name }}:"
-                              "{{ m.tool_calls[0].function.arguments.city }}]{% endif %}"
-                              "{% if m.tool_call_id %}#{{ m.tool_call_id }}{% endif %};{% endfor %}"
-                              "{% if tools %}tools={{ tools[0].function.name }}/{{ tools[0].function.parameters.type }};{% endif %}"
-                              "{% if enable_thinking is defined %}think={{ enable_thinking }};{% endif %}"
-                              "{{ add_generation_prompt }}{{ bos_token }}";
+    static const char tpl[] =
+        "{% for m in messages %}{{ m.role }}={{ m.content }}"
+        "{% if m.tool_calls %}[{{ m.tool_calls[0].function.name }}:"
+        "{{ m.tool_calls[0].function.arguments.city }}]{% endif %}"
+        "{% if m.tool_call_id %}#{{ m.tool_call_id }}{% endif %};{% endfor %}"
+        "{% if tools %}tools={{ tools[0].function.name }}/{{ tools[0].function.parameters.type }};{% endif %}"
+        "{% if enable_thinking is defined %}think={{ enable_thinking }};{% endif %}"
+        "{{ add_generation_prompt }}{{ bos_token }}";
     chat_template *t = NULL;
     cf_err err = {0};
     char *out = NULL;
@@ -67,16 +68,18 @@ static void test_chat_fields(void) {
     gen_params p;
     serve_error e;
     api_job a;
-    int rc = chat_a("{\"model\":\"m\",\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"},"
-                  "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"ab\"},{\"type\":\"text\",\"text\":\"cd\"}]},"
-                  "{\"role\":\"assistant\",\"content\":null}],"
-                  "\"max_tokens\":5,\"max_completion_tokens\":7,\"temperature\":0.5,\"top_p\":0.9,\"n\":3,"
-                  "\"stop\":[\"x\",\"\",\"yz\"],\"seed\":-1,\"logit_bias\":{\"17\":-100,\"3\":2.5},"
-                  "\"logprobs\":true,\"top_logprobs\":4,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-                  "\"top_k\":-1,\"min_p\":0.1,\"priority\":-3,\"repetition_penalty\":1.2,\"cache_salt\":\"t1\",\"user\":\"u\",\"unknown\":[1],"
-                  "\"min_tokens\":2,\"ignore_eos\":true,\"include_stop_str_in_output\":true,\"skip_special_tokens\":false,"
-                  "\"stop_token_ids\":[5,9]}",
-                  &a, &p, &e);
+    int rc = chat_a(
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"ab\"},{\"type\":\"text\",\"text\":\"cd\"}]},"
+        "{\"role\":\"assistant\",\"content\":null}],"
+        "\"max_tokens\":5,\"max_completion_tokens\":7,\"temperature\":0.5,\"top_p\":0.9,\"n\":3,"
+        "\"stop\":[\"x\",\"\",\"yz\"],\"seed\":-1,\"logit_bias\":{\"17\":-100,\"3\":2.5},"
+        "\"logprobs\":true,\"top_logprobs\":4,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+        "\"top_k\":-1,\"min_p\":0.1,\"priority\":-3,\"repetition_penalty\":1.2,\"cache_salt\":\"t1\",\"user\":\"u\","
+        "\"unknown\":[1],"
+        "\"min_tokens\":2,\"ignore_eos\":true,\"include_stop_str_in_output\":true,\"skip_special_tokens\":false,"
+        "\"stop_token_ids\":[5,9]}",
+        &a, &p, &e);
     CHECKF(rc == 0, "%s", e.message);
     if (rc) return api_job_free(&a);
     CHECK(p.kind == GEN_CHAT && !strcmp(p.model, "m"));
@@ -99,12 +102,13 @@ static void test_chat_fields(void) {
     api_job_free(&a);
 
     /* tool calls (arguments as an object), tool results, tools, thinking for the template */
-    rc = chat_a("{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":\"assistant\",\"content\":null,"
-                "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get\",\"arguments\":"
-                "\"{\\\"city\\\":\\\"Paris\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"21\"}],"
-                "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get\",\"parameters\":{\"type\":\"object\"}}}],"
-                "\"reasoning_effort\":\"none\"}",
-                &a, &p, &e);
+    rc = chat_a(
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":\"assistant\",\"content\":null,"
+        "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get\",\"arguments\":"
+        "\"{\\\"city\\\":\\\"Paris\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"21\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get\",\"parameters\":{\"type\":\"object\"}}}],"
+        "\"reasoning_effort\":\"none\"}",
+        &a, &p, &e);
     CHECKF(rc == 0, "%s", e.message);
     vars = rc ? NULL : render_vars(&p);
     CHECKF(vars && !strcmp(vars, "user=w?;assistant=[get:Paris];tool=21#c1;tools=get/object;think=False;True<s>"), "%s",
@@ -168,8 +172,8 @@ static void test_rejections(void) {
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":5}", 400, "tools"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":5}", 400, "tool_choice"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":5}", 400, "response_format"},
-        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", 400,
-         "response_format"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}",
+         400, "response_format"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_json\":{}}", 400, "guided_json"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_choice\":[\"a\"]}", 400, "guided_choice"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":\"\"}", 400, "model"},
@@ -177,7 +181,8 @@ static void test_rejections(void) {
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"01\":1}}", 400, "logit_bias"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"-0\":1}}", 400, "logit_bias"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop_token_ids\":[512]}", 400, "stop_token_ids"},
-        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"min_tokens\":9,\"max_tokens\":3}", 400, "min_tokens"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"min_tokens\":9,\"max_tokens\":3}", 400,
+         "min_tokens"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"ignore_eos\":\"yes\"}", 400, "ignore_eos"},
         {1, "{}", 400, "prompt"},
         {1, "{\"prompt\":[\"a\",\"b\"]}", 400, "prompt"},
@@ -211,7 +216,8 @@ static void test_error_json(void) {
     serve_fail(&e, 404, "invalid_request_error", "model_not_found", "model", "no such model '%s'", "x");
     char *s = serve_error_json(&e);
     CHECKF(s && !strcmp(s, "{\"error\":{\"message\":\"no such model 'x'\",\"type\":\"invalid_request_error\","
-                           "\"param\":\"model\",\"code\":\"model_not_found\"}}"), "%s", s ? s : "(null)");
+                           "\"param\":\"model\",\"code\":\"model_not_found\"}}"),
+           "%s", s ? s : "(null)");
     json_t *j = s ? json_loads(s, 0, NULL) : NULL;
     json_t *err = json_object_get(j, "error");
     CHECK(json_object_size(err) == 4);
@@ -233,15 +239,20 @@ static void test_stream_chunks(void) {
                                         "\x01\x1f ctl \x7f del", "caf\xc3\xa9 \xf0\x9f\xa6\x99 \xe2\x80\xa8"};
     for (int completion = 0; completion < 2; completion++)
         for (int usage = 0; usage < 2; usage++) {
-            recipe_stream_info info = {.id = "chatcmpl-\"x\"", .model = "m\\odel", .created = 1795948958,
-                                       .include_usage = usage, .n_choices = 3, .completion = completion};
+            recipe_stream_info info = {.id = "chatcmpl-\"x\"",
+                                       .model = "m\\odel",
+                                       .created = 1795948958,
+                                       .include_usage = usage,
+                                       .n_choices = 3,
+                                       .completion = completion};
             recipe_stream_encoder *enc = recipe_stream_encoder_new(RECIPE_API_CHAT, &info);
             CHECK(enc != NULL);
             if (!enc) continue;
             recipe_buf out = {0};
             recipe_error re;
             for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
-                recipe_event ev = {.type = RECIPE_EV_TEXT, .text = texts[t], .len = strlen(texts[t]), .choice = (int)t % 3};
+                recipe_event ev = {
+                    .type = RECIPE_EV_TEXT, .text = texts[t], .len = strlen(texts[t]), .choice = (int)t % 3};
                 out.len = 0;
                 CHECK(recipe_stream_encoder_event(enc, &ev, &out, &re) == 0);
                 const char *last = out.data; /* the last event: escaped text holds no raw newline */
@@ -250,8 +261,9 @@ static void test_stream_chunks(void) {
                 CHECKF(o != NULL, "%s", out.data ? out.data : "");
                 json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
                 CHECK(json_integer_value(json_object_get(ch, "index")) == (json_int_t)(t % 3));
-                const char *got = completion ? json_string_value(json_object_get(ch, "text"))
-                                             : json_string_value(json_object_get(json_object_get(ch, "delta"), "content"));
+                const char *got = completion
+                                      ? json_string_value(json_object_get(ch, "text"))
+                                      : json_string_value(json_object_get(json_object_get(ch, "delta"), "content"));
                 CHECKF(got && !strcmp(got, texts[t]), "%s", last);
                 CHECK(!strcmp(json_string_value(json_object_get(o, "object")),
                               completion ? "text_completion" : "chat.completion.chunk"));

@@ -23,7 +23,8 @@ static int64_t budget_of(recipe_api api, const char *body) {
     return b;
 }
 
-#define MSG(extra) "{\"model\":\"m\",\"max_tokens\":5000,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" extra "}"
+#define MSG(extra) \
+    "{\"model\":\"m\",\"max_tokens\":5000,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" extra "}"
 #define CHAT(extra) "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" extra "}"
 #define RESP(extra) "{\"model\":\"m\",\"input\":\"hi\"" extra "}"
 

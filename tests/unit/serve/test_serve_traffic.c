@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "cinfer/engine.h"
-#include "serve/metrics.h"
 #include "serve/api.h"
+#include "serve/metrics.h"
 #include "serve/traffic.h"
 #include "testutil.h"
 
@@ -86,7 +86,8 @@ static void test_request_field(void) {
     api_job a;
     memset(&a, 0, sizeof a);
     api_ctx ctx = {.max_n = lim.max_n, .n_vocab = lim.n_vocab};
-    CHECK(api_job_parse(&a, RECIPE_API_CHAT, b, strlen(b), &ctx, &p, &e) == 0 && p.traffic_class == CINFER_TRAFFIC_CHAT);
+    CHECK(api_job_parse(&a, RECIPE_API_CHAT, b, strlen(b), &ctx, &p, &e) == 0 &&
+          p.traffic_class == CINFER_TRAFFIC_CHAT);
     api_job_free(&a);
     gen_params_free(&p);
     b = "{\"prompt\":\"hi\"}";

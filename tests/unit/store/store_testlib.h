@@ -19,9 +19,7 @@
 #define ST_PAYLOAD 4096
 
 /* Removes the scratch directory st_dir made for `dir` (and nothing else). */
-static inline void st_rmrf(const char *dir) {
-    test_scratch_remove(dir);
-}
+static inline void st_rmrf(const char *dir) { test_scratch_remove(dir); }
 
 /* A path that does not exist yet inside a fresh mkdtemp directory
  * ($TMPDIR or /tmp, cinfer-test-<tag>-XXXXXX/d); "" if none could be made. */
@@ -55,13 +53,17 @@ static inline void st_obj_make(st_obj *o, uint32_t i) {
 }
 
 static inline store_expect st_expect(const st_obj *o) {
-    return (store_expect){.fingerprint = o->fp, .key = o->key, .parent = o->parent, .tokens = o->tokens,
-                          .n_tokens = ST_BT, .payload_len = ST_PAYLOAD};
+    return (store_expect){.fingerprint = o->fp,
+                          .key = o->key,
+                          .parent = o->parent,
+                          .tokens = o->tokens,
+                          .n_tokens = ST_BT,
+                          .payload_len = ST_PAYLOAD};
 }
 
 static inline store_pub_result st_publish(const char *dir, const st_obj *o, int cls, int64_t now, int64_t expires) {
-    store_obj_hdr h = {.n_tokens = ST_BT, .traffic_class = cls, .created = now, .expires = expires,
-                       .payload_len = ST_PAYLOAD};
+    store_obj_hdr h = {
+        .n_tokens = ST_BT, .traffic_class = cls, .created = now, .expires = expires, .payload_len = ST_PAYLOAD};
     memcpy(h.fingerprint, o->fp, STORE_KEY_BYTES);
     memcpy(h.key, o->key, STORE_KEY_BYTES);
     memcpy(h.parent, o->parent, STORE_KEY_BYTES);

@@ -21,9 +21,7 @@ static int run_cli(const char *const *args, char *out, size_t cap) {
 
 int main(void) {
     const char *bin = getenv("CINFER_BIN");
-    if (!bin || !*bin) {
-        return tu_missing_fixture("CINFER_BIN (the cinfer binary) is not set");
-    }
+    if (!bin || !*bin) { return tu_missing_fixture("CINFER_BIN (the cinfer binary) is not set"); }
     snprintf(g_bin, sizeof g_bin, "%s", bin);
     char dir[512], quota[64], out[8192];
     st_dir(dir, sizeof dir, "store-cli");

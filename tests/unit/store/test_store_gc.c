@@ -24,8 +24,12 @@
 #include "store_testlib.h"
 
 static store *open_store(const char *dir, int64_t quota, cf_err *err) {
-    store_config c = {.dir = dir, .block_tokens = ST_BT, .payload_bytes = ST_PAYLOAD, .quota_bytes = quota,
-                      .gc_interval_s = -1, .write_slots = 8};
+    store_config c = {.dir = dir,
+                      .block_tokens = ST_BT,
+                      .payload_bytes = ST_PAYLOAD,
+                      .quota_bytes = quota,
+                      .gc_interval_s = -1,
+                      .write_slots = 8};
     memset(c.fingerprint, 0xF1, sizeof c.fingerprint);
     store *s = NULL;
     if (store_open(&c, &s, err)) return NULL;
@@ -178,7 +182,7 @@ static void test_concurrent_gc(void) {
     fprintf(stderr, "concurrent GC: 4 passes deleted %llu expired, %llu LRU; %llu left\n", (unsigned long long)expired,
             (unsigned long long)lru, (unsigned long long)left);
     CHECK(clean == 4);
-    CHECK(expired == 30);          /* each expired object deleted exactly once overall */
+    CHECK(expired == 30); /* each expired object deleted exactly once overall */
     CHECK(left <= 20 && left >= 1); /* quota met; concurrent passes may overshoot a little */
     st_rmrf(dir);
 }
@@ -220,7 +224,8 @@ static void test_chain(void) {
     store_chain_free(ch);
     store_stats st;
     store_get_stats(s, &st);
-    CHECK(st.hit_blocks == 3 && st.miss_blocks == 1 && st.loads == 1 && st.bytes_read == 3 * (uint64_t)(store_header_len(ST_BT) + ST_PAYLOAD));
+    CHECK(st.hit_blocks == 3 && st.miss_blocks == 1 && st.loads == 1 &&
+          st.bytes_read == 3 * (uint64_t)(store_header_len(ST_BT) + ST_PAYLOAD));
     uint64_t lat = 0;
     for (int b = 0; b < STORE_LATENCY_BUCKETS; b++) lat += st.load_latency[b];
     CHECK(lat == 1);

@@ -31,8 +31,8 @@ static void make_key(store_mac_key *k, uint8_t seed) {
 /* Encodes o as a v2 object with a MAC under k: header in buf, MAC in mac. */
 static uint32_t encode_mac(const st_obj *o, const void *payload, const store_mac_key *k, uint8_t *buf, size_t cap,
                            uint8_t mac[STORE_MAC_BYTES]) {
-    store_obj_hdr h = {.n_tokens = ST_BT, .created = 100, .expires = 200, .payload_len = ST_PAYLOAD,
-                       .flags = STORE_FLAG_MAC};
+    store_obj_hdr h = {
+        .n_tokens = ST_BT, .created = 100, .expires = 200, .payload_len = ST_PAYLOAD, .flags = STORE_FLAG_MAC};
     memcpy(h.fingerprint, o->fp, 32);
     memcpy(h.key, o->key, 32);
     memcpy(h.parent, o->parent, 32);
@@ -153,7 +153,10 @@ static void test_disk(void) {
               fread(mac, 1, sizeof mac, f) == sizeof mac);
         st_obj evil = o[2];
         evil.payload[7] ^= 0x80;
-        store_obj_hdr h = {.n_tokens = ST_BT, .created = now, .expires = now + 1000, .payload_len = ST_PAYLOAD,
+        store_obj_hdr h = {.n_tokens = ST_BT,
+                           .created = now,
+                           .expires = now + 1000,
+                           .payload_len = ST_PAYLOAD,
                            .flags = STORE_FLAG_MAC};
         memcpy(h.fingerprint, evil.fp, 32);
         memcpy(h.key, evil.key, 32);
@@ -206,8 +209,7 @@ static void test_key_files(void) {
     CHECK(chmod(p, 0640) == 0 && store_key_load(p, &k, &err) == 0); /* group-readable: allowed */
     CHECK(chmod(p, 0644) == 0 && store_key_load(p, &k, &err) == -1 && strstr(err.msg, "others"));
     CHECK(chmod(p, 0602) == 0 && store_key_load(p, &k, &err) == -1);
-    CHECK(truncate(p, 31) == 0 && chmod(p, 0600) == 0 && store_key_load(p, &k, &err) == -1 &&
-          strstr(err.msg, "bytes"));
+    CHECK(truncate(p, 31) == 0 && chmod(p, 0600) == 0 && store_key_load(p, &k, &err) == -1 && strstr(err.msg, "bytes"));
     char l[720];
     CHECK(truncate(p, 64) == 0);
     snprintf(l, sizeof l, "%s/link", dir);

@@ -19,7 +19,8 @@ static void test_memory(void) {
     st_obj o;
     st_obj_make(&o, 1);
     uint8_t buf[1024];
-    store_obj_hdr h = {.n_tokens = ST_BT, .traffic_class = 2, .created = 100, .expires = 200, .payload_len = ST_PAYLOAD};
+    store_obj_hdr h = {
+        .n_tokens = ST_BT, .traffic_class = 2, .created = 100, .expires = 200, .payload_len = ST_PAYLOAD};
     memcpy(h.fingerprint, o.fp, 32);
     memcpy(h.key, o.key, 32);
     memcpy(h.parent, o.parent, 32);
@@ -31,8 +32,8 @@ static void test_memory(void) {
     CHECK(store_verify(buf, hl, o.payload, flen, &x, 150, &why) == STORE_VALID);
     CHECK(store_verify(buf, hl, o.payload, flen, &x, 200, &why) == STORE_EXPIRED);
     store_obj_hdr d;
-    CHECK(store_decode_header(buf, hl, &d, NULL) == 0 && d.traffic_class == 2 && d.created == 100 &&
-          d.expires == 200 && d.payload_len == ST_PAYLOAD && d.checksum == h.checksum);
+    CHECK(store_decode_header(buf, hl, &d, NULL) == 0 && d.traffic_class == 2 && d.created == 100 && d.expires == 200 &&
+          d.payload_len == ST_PAYLOAD && d.checksum == h.checksum);
     /* every single-byte flip in the header (incl. padding) or the payload is caught */
     int caught = 0, total = 0;
     for (uint32_t i = 0; i < hl + ST_PAYLOAD; i += (i < hl ? 1 : 97)) {
@@ -129,8 +130,8 @@ static void test_disk(void) {
     store_expect xv = st_expect(&v2);
     CHECK(store_fs_load(dir, &xv, hdr, dst, now, 600, &got, &err) == STORE_LOAD_MISS && st_exists(dir, v2.key));
     damage(dir, o[1].key, (long)store_header_len(ST_BT) + 1234); /* payload byte */
-    damage(dir, o[2].key, -1);                                    /* truncated */
-    damage(dir, o[5].key, STORE_HDR_FIXED + 8);                   /* a token id in the header */
+    damage(dir, o[2].key, -1); /* truncated */
+    damage(dir, o[5].key, STORE_HDR_FIXED + 8); /* a token id in the header */
     store_expect x1 = st_expect(&o[1]), x2 = st_expect(&o[2]), x5 = st_expect(&o[5]);
     CHECK(store_fs_load(dir, &x1, hdr, dst, now, 600, &got, &err) == STORE_LOAD_QUARANTINED);
     CHECK(store_fs_load(dir, &x2, hdr, dst, now, 600, &got, &err) == STORE_LOAD_QUARANTINED);

@@ -62,8 +62,8 @@ int main(void) {
     const int hds[] = {8, 13, 64, 128};
     const int bts[] = {16, 7};
     /* {first position, chunk length, window} */
-    const int cases[][3] = {{0, 1, 0}, {4, 1, 0}, {0, 16, 0}, {15, 2, 0}, {17, 5, 0}, {30, 16, 0},
-                            {95, 1, 0}, {0, 9, 4}, {40, 16, 20}, {70, 3, 32}};
+    const int cases[][3] = {{0, 1, 0},   {4, 1, 0},  {0, 16, 0}, {15, 2, 0},   {17, 5, 0},
+                            {30, 16, 0}, {95, 1, 0}, {0, 9, 4},  {40, 16, 20}, {70, 3, 32}};
     for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
         if (!cpu_isa_supported((cpu_isa)isa)) continue;
         cpu_isa_force((cpu_isa)isa);
@@ -88,11 +88,22 @@ int main(void) {
                         int32_t pos[ATTN_MAX_CHUNK];
                         for (int t = 0; t < nt; t++) pos[t] = p0 + t;
                         float *scores = malloc(sizeof(float) * (size_t)(nt * n_q * n_pos));
-                        attn_args a = {.q = q, .q_stride = qs, .out = out, .out_stride = qs, .pos = pos,
-                                       .n_tok = nt, .n_q = n_q, .head_dim = hd, .blocks = blocks,
-                                       .block_tokens = bt, .k_off = (int64_t)hd * bt, .v_off = bt * stride + hd,
-                                       .row_stride = stride, .window = cases[ci][2],
-                                       .scale = 1.0f / sqrtf((float)hd), .softcap = cap ? 0.5f : 0.0f,
+                        attn_args a = {.q = q,
+                                       .q_stride = qs,
+                                       .out = out,
+                                       .out_stride = qs,
+                                       .pos = pos,
+                                       .n_tok = nt,
+                                       .n_q = n_q,
+                                       .head_dim = hd,
+                                       .blocks = blocks,
+                                       .block_tokens = bt,
+                                       .k_off = (int64_t)hd * bt,
+                                       .v_off = bt * stride + hd,
+                                       .row_stride = stride,
+                                       .window = cases[ci][2],
+                                       .scale = 1.0f / sqrtf((float)hd),
+                                       .softcap = cap ? 0.5f : 0.0f,
                                        .scores = scores};
                         kern_attention(&a);
                         double md = reference_max_diff(&a);

@@ -31,14 +31,14 @@ static float frand(void) { /* uniform [-1, 1) */
 typedef struct {
     int64_t n, k, m;
     dtype t;
-    void *wq;     /* weights in type t (GGUF layout) */
-    float *wd;    /* dequantized weights [n][k] */
-    float *x;     /* activations [m][k], exactly sized (ASan catches over-reads) */
-    float *xq;    /* Q8_0 round trip of x (quantized types) or bf16-rounded x (BF16) */
-    double *ref;  /* sum wd * x */
+    void *wq; /* weights in type t (GGUF layout) */
+    float *wd; /* dequantized weights [n][k] */
+    float *x; /* activations [m][k], exactly sized (ASan catches over-reads) */
+    float *xq; /* Q8_0 round trip of x (quantized types) or bf16-rounded x (BF16) */
+    double *ref; /* sum wd * x */
     double *refq; /* sum wd * xq */
-    double *S;    /* sum |wd||x| */
-    double *E;    /* sum |wd||x - xq| */
+    double *S; /* sum |wd||x| */
+    double *E; /* sum |wd||x - xq| */
 } mm_case;
 
 static void case_init(mm_case *c, dtype t, int64_t n, int64_t k, int64_t m) {
@@ -164,7 +164,8 @@ static void test_matmul(thread_pool *pools[2], kern_ctx *ctxs[2]) {
             for (size_t b = 0; b < nk; b++)
                 for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
                     /* keep the run time sane: the biggest k only with a few shapes */
-                    if (ks[b] == 4128 && !(ns[a] == 33 || ms[mi] <= 2 || (ns[a] == 257 && ms[mi] == 17) || (ns[a] == 7 && ms[mi] == 64)))
+                    if (ks[b] == 4128 &&
+                        !(ns[a] == 33 || ms[mi] <= 2 || (ns[a] == 257 && ms[mi] == 17) || (ns[a] == 7 && ms[mi] == 64)))
                         continue;
                     mm_case c;
                     case_init(&c, t, ns[a], ks[b], ms[mi]);

@@ -25,7 +25,8 @@ int main(void) {
             float xi = -90.0f + 100.0f * (float)i / (float)(n - 1);
             double w = exp((double)xi);
             if (xi < -87.3f) {
-                CHECKF(x[i] == 0.0f || fabs(x[i] - w) < 1e-37, "%s: exp(%g) = %g", cpu_isa_name((cpu_isa)isa), xi, x[i]);
+                CHECKF(x[i] == 0.0f || fabs(x[i] - w) < 1e-37, "%s: exp(%g) = %g", cpu_isa_name((cpu_isa)isa), xi,
+                       x[i]);
                 continue;
             }
             double rel = fabs(x[i] - w) / w;

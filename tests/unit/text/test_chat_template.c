@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "testutil.h"
 #include "format/gguf.h"
+#include "testutil.h"
 #include "text/chat_template.h"
 
 #define FIXED_NOW 1795910400LL /* 2026-11-29T00:00:00Z */
@@ -85,7 +85,11 @@ static void check_pair(const char *tdir, const char *tname, const char *cdir, co
         CHECKF(e != NULL, "no expectation for %s x %s (run tests/oracles/render_templates.py)", tname, cname);
         want_err = e != NULL;
         free(e);
-        if (!e) { free(tsrc); json_decref(ctx); return; }
+        if (!e) {
+            free(tsrc);
+            json_decref(ctx);
+            return;
+        }
     }
     g_total++;
     chat_template *t = NULL;
@@ -111,7 +115,8 @@ static void check_pair(const char *tdir, const char *tname, const char *cdir, co
                     size_t k = 0;
                     while (k < olen && k < elen && out[k] == expect[k]) k++;
                     size_t from = k > 60 ? k - 60 : 0;
-                    fprintf(stderr, "%s x %s: differs at byte %zu (got %zu bytes, want %zu)\n  got:  %.*s\n  want: %.*s\n",
+                    fprintf(stderr,
+                            "%s x %s: differs at byte %zu (got %zu bytes, want %zu)\n  got:  %.*s\n  want: %.*s\n",
                             tname, cname, k, olen, elen, (int)(olen - from < 160 ? olen - from : 160), out + from,
                             (int)(elen - from < 160 ? elen - from : 160), expect + from);
                 }
@@ -139,8 +144,8 @@ static void test_oracle_matrix(void) {
     CHECKF(nc > 0, "no conversations in %s", cdir);
     for (int i = 0; i < nt; i++)
         for (int k = 0; k < nc; k++) check_pair(tdir_copy, tn[i], cdir, cn[k]);
-    fprintf(stderr, "oracle matrix: %d/%d byte-identical renderings, %d/%d expected errors, %d pairs\n", g_ok,
-            g_total, g_err_ok, g_total, g_total);
+    fprintf(stderr, "oracle matrix: %d/%d byte-identical renderings, %d/%d expected errors, %d pairs\n", g_ok, g_total,
+            g_err_ok, g_total, g_total);
     if (nt > 0) free_list(tn, nt);
     if (nc > 0) free_list(cn, nc);
 }
@@ -182,8 +187,9 @@ static void test_language(void) {
     expect_out("{{ [1, 'a', none, true, 2.5] }}|{{ {'k': [1]} }}|{{ (1,) }}|{{ 1e20 }}|{{ 0.1 + 0.2 }}", NULL,
                "[1, 'a', None, True, 2.5]|{'k': [1]}|(1,)|1e+20|0.30000000000000004");
     expect_out("{{ 'abc'[::-1] }}|{{ [1,2,3,4][1:3] }}|{{ 'héllo'[1] }}|{{ [1,2][-1] }}", NULL, "cba|[2, 3]|é|2");
-    expect_out("{% for x in [1,2,3] if x != 2 %}{{ loop.index }}/{{ loop.length }}{{ ',' if not loop.last }}{% endfor %}",
-               NULL, "1/2,2/2");
+    expect_out(
+        "{% for x in [1,2,3] if x != 2 %}{{ loop.index }}/{{ loop.length }}{{ ',' if not loop.last }}{% endfor %}",
+        NULL, "1/2,2/2");
     expect_out("{% for x in [] %}no{% else %}empty{% endfor %}", NULL, "empty");
     expect_out("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }};{% endfor %}", NULL, "a=1;b=2;");
     expect_out("{% set ns = namespace(n=0) %}{% for i in range(4) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}",
@@ -192,16 +198,22 @@ static void test_language(void) {
     expect_out("{% macro m(a, b='B') %}<{{ a }}{{ b }}>{% endmacro %}{{ m(1) }}{{ m(2, b=3) }}", NULL, "<1B><23>");
     expect_out("{% macro w() %}[{{ caller() }}]{% endmacro %}{% call w() %}in{% endcall %}", NULL, "[in]");
     expect_out("{% filter upper %}abc{% endfilter %}{% set b %}x{{ 1 }}{% endset %}{{ b }}", NULL, "ABCx1");
-    expect_out("{% for i in range(10) %}{% if i == 3 %}{% break %}{% endif %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% endfor %}",
+    expect_out("{% for i in range(10) %}{% if i == 3 %}{% break %}{% endif %}{% if i == 1 %}{% continue %}{% endif "
+               "%}{{ i }}{% endfor %}",
                NULL, "02");
-    expect_out("{{ x is defined }}{{ x is undefined }}{{ none is none }}{{ 'a' is string }}{{ {} is mapping }}{{ 3 is number }}",
+    expect_out("{{ x is defined }}{{ x is undefined }}{{ none is none }}{{ 'a' is string }}{{ {} is mapping }}{{ 3 is "
+               "number }}",
                NULL, "FalseTrueTrueTrueTrueTrue");
-    expect_out("{{ '  a b  '|trim }}|{{ ' x '.strip() }}|{{ 'a,b'.split(',') }}|{{ 'ab'.startswith('a') }}|{{ 'Hi'|upper }}",
-               NULL, "a b|x|['a', 'b']|True|HI");
-    expect_out("{{ {'a': 'é', 'b': [1, 2.0, none, true]}|tojson }}", NULL, "{\"a\": \"é\", \"b\": [1, 2.0, null, true]}");
+    expect_out(
+        "{{ '  a b  '|trim }}|{{ ' x '.strip() }}|{{ 'a,b'.split(',') }}|{{ 'ab'.startswith('a') }}|{{ 'Hi'|upper }}",
+        NULL, "a b|x|['a', 'b']|True|HI");
+    expect_out("{{ {'a': 'é', 'b': [1, 2.0, none, true]}|tojson }}", NULL,
+               "{\"a\": \"é\", \"b\": [1, 2.0, null, true]}");
     expect_out("{{ {'a': [1, {}]}|tojson(indent=2) }}", NULL, "{\n  \"a\": [\n    1,\n    {}\n  ]\n}");
-    expect_out("{{ msgs|selectattr('role', 'equalto', 'user')|map(attribute='c')|join(',') }}",
-               "{\"msgs\":[{\"role\":\"user\",\"c\":\"a\"},{\"role\":\"bot\",\"c\":\"b\"},{\"role\":\"user\",\"c\":\"d\"}]}", "a,d");
+    expect_out(
+        "{{ msgs|selectattr('role', 'equalto', 'user')|map(attribute='c')|join(',') }}",
+        "{\"msgs\":[{\"role\":\"user\",\"c\":\"a\"},{\"role\":\"bot\",\"c\":\"b\"},{\"role\":\"user\",\"c\":\"d\"}]}",
+        "a,d");
     expect_out("{{ x|default('dflt') }}|{{ [3,1]|first }}|{{ [3,1]|last }}|{{ 'abc'|length }}|{{ '12'|int + 1 }}", NULL,
                "dflt|3|1|3|13");
     expect_out("{{ 'a\\nb'|indent(2) }}|{{ 'a\\nb'|indent(2, first=true) }}", NULL, "a\n  b|  a\n  b");
@@ -209,9 +221,11 @@ static void test_language(void) {
     expect_out("a  {{- 'b' -}}  c {#- comment -#} d", NULL, "abcd");
     expect_out("{{ strftime_now('%d %b %Y') }}", NULL, "29 Nov 2026");
     expect_out("{{ 'x' if false }}|{{ 1 if 0 else 2 }}", NULL, "|2");
-    expect_out("{{ 'a<'|safe + '<b>' }}|{{ '<' ~ 'x'|safe }}|{{ none|selectattr('x')|list }}", NULL, "a<&lt;b&gt;|<x|[]");
-    expect_out("{{ ['b', 'A', 'a']|sort }}|{{ {'b': 1, 'a': 2}|dictsort }}|{{ [3, 9, 1]|max }}|{{ '%s-%d' % ('x', 2) }}", NULL,
-               "['A', 'a', 'b']|[('a', 2), ('b', 1)]|9|x-2");
+    expect_out("{{ 'a<'|safe + '<b>' }}|{{ '<' ~ 'x'|safe }}|{{ none|selectattr('x')|list }}", NULL,
+               "a<&lt;b&gt;|<x|[]");
+    expect_out(
+        "{{ ['b', 'A', 'a']|sort }}|{{ {'b': 1, 'a': 2}|dictsort }}|{{ [3, 9, 1]|max }}|{{ '%s-%d' % ('x', 2) }}", NULL,
+        "['A', 'a', 'b']|[('a', 2), ('b', 1)]|9|x-2");
     expect_out("a{% generation %}b{{ 1 }}{% endgeneration %}c", NULL, "ab1c");
     expect_out("{{ {'items': 1}.items is defined }}|{{ {'items': 1}['items'] }}|{{ ['\\u2028', '\\xa0'] }}", NULL,
                "True|1|['\\u2028', '\\xa0']");
@@ -232,7 +246,8 @@ static void test_errors(void) {
     /* limits */
     expect_err("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", NULL, "recursion limit");
     expect_err("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", NULL, "limit");
-    expect_err("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+    expect_err("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% "
+               "endfor %}",
                NULL, "limit");
     char deep[4096] = {0};
     strcat(deep, "{{ ");
@@ -247,12 +262,16 @@ static void test_fallback(void) {
     chat_template *t = NULL;
     cf_err err = {{0}};
     CHECK(chat_template_parse(chat_template_chatml, strlen(chat_template_chatml), &t, &err) == 0);
-    json_t *ctx = json_loads("{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"U\"}]}],"
-                             "\"add_generation_prompt\":true}", 0, NULL);
+    json_t *ctx = json_loads("{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":[{"
+                             "\"type\":\"text\",\"text\":\"U\"}]}],"
+                             "\"add_generation_prompt\":true}",
+                             0, NULL);
     char *out = NULL;
     size_t n = 0;
     CHECK(chat_template_render(t, ctx, &out, &n, &err) == 0);
-    CHECKF(out && strcmp(out, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n") == 0,
+    CHECKF(out &&
+               strcmp(out, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n") ==
+                   0,
            "%s", out ? out : err.msg);
     free(out);
     json_decref(ctx);
@@ -265,7 +284,9 @@ static void test_gguf(void) {
     for (int with = 0; with < 2; with++) {
         gguf_writer *w = gguf_writer_create();
         gguf_set_str(w, "general.architecture", "llama");
-        if (with) gguf_set_str(w, "tokenizer.chat_template", "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{% endfor %}");
+        if (with)
+            gguf_set_str(w, "tokenizer.chat_template",
+                         "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{% endfor %}");
         cf_err err = {{0}};
         CHECKF(gguf_writer_write(w, path, &err) == 0, "%s", err.msg);
         gguf_writer_free(w);
@@ -277,7 +298,8 @@ static void test_gguf(void) {
         CHECKF(chat_template_from_gguf(f, &t, &fb, &err) == 0, "%s", err.msg);
         gguf_close(f); /* the template keeps its own copy */
         CHECK(fb == !with);
-        json_t *ctx = json_loads("{\"bos_token\":\"<s>\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0, NULL);
+        json_t *ctx =
+            json_loads("{\"bos_token\":\"<s>\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0, NULL);
         char *out = NULL;
         size_t n = 0;
         CHECK(t && chat_template_render(t, ctx, &out, &n, &err) == 0);

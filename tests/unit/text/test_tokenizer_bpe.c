@@ -42,8 +42,8 @@ static tokenizer *load_tok(const char *path) {
     return t;
 }
 
-static bool encode(const tokenizer *t, const char *s, size_t len, bool add_special, bool parse_special,
-                   int32_t **ids, size_t *n) {
+static bool encode(const tokenizer *t, const char *s, size_t len, bool add_special, bool parse_special, int32_t **ids,
+                   size_t *n) {
     cf_err err = {{0}};
     if (tokenizer_encode(t, s, len, add_special, parse_special, ids, n, &err) != 0) {
         fprintf(stderr, "encode: %s\n", err.msg);
@@ -274,8 +274,7 @@ static void check_injection(const char *vocab, const char *text, int32_t special
     if (!ordinary) print_ids("got", ids, n);
     size_t dl = 0;
     char *dec = detok_all(t, ids, n, tokenizer_add_space_prefix(t), &dl);
-    if (roundtrip)
-        CHECKF(dl == strlen(text) && !memcmp(dec, text, dl), "%s: '%s' decodes to '%s'", vocab, text, dec);
+    if (roundtrip) CHECKF(dl == strlen(text) && !memcmp(dec, text, dl), "%s: '%s' decodes to '%s'", vocab, text, dec);
     free(dec);
     free(ids);
     if (special_id >= 0) { /* with parse_special the same text does give the token */
@@ -476,7 +475,15 @@ static void test_threads(void) {
 
 /* --------------------------------------------- synthetic vocabularies */
 
-static const char *const mini_tokens[] = {"a", "b", "c", "ab", "abc", "\xC4\xA0", ("\xC4\xA0" "a"), "<|end|>"};
+static const char *const mini_tokens[] = {"a",
+                                          "b",
+                                          "c",
+                                          "ab",
+                                          "abc",
+                                          "\xC4\xA0",
+                                          ("\xC4\xA0"
+                                           "a"),
+                                          "<|end|>"};
 #define MINI_N (sizeof mini_tokens / sizeof mini_tokens[0])
 
 static void (*g_tweak)(gguf_writer *);
@@ -571,8 +578,8 @@ static void test_synthetic(void) {
                {pre_not_string, "tokenizer.ggml.pre"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = build_bpe(bad[i].tweak, &t, &err);
-        CHECKF(rc != 0 && t == NULL && strstr(err.msg, bad[i].needle), "want error '%s', got rc %d '%s'",
-               bad[i].needle, rc, err.msg);
+        CHECKF(rc != 0 && t == NULL && strstr(err.msg, bad[i].needle), "want error '%s', got rc %d '%s'", bad[i].needle,
+               rc, err.msg);
         tokenizer_free(t);
         t = NULL;
     }
@@ -625,8 +632,7 @@ static tokenizer *gpt2_with_pre(const char *pre) {
     gguf_file *f = NULL;
     if (gguf_writer_copy_kv(w, src, &err) == 0) {
         set_pre(w);
-        if (gguf_writer_write(w, path, &err) == 0 && gguf_open(path, &f, &err) == 0)
-            tokenizer_load_gguf(f, &t, &err);
+        if (gguf_writer_write(w, path, &err) == 0 && gguf_open(path, &f, &err) == 0) tokenizer_load_gguf(f, &t, &err);
     }
     if (!t) fprintf(stderr, "pre %s: %s\n", pre, err.msg);
     gguf_close(f);
@@ -658,13 +664,10 @@ static void test_pre_types(void) {
         const char *pre, *text, *want;
     } cases[] = {
         /* gpt-2 itself: one number word, BPE gives 123|45|67 */
-        {"gpt-2", "1234567", "123|45|67"},
-        {"gpt-neox", "1234567", "123|45|67"},
+        {"gpt-2", "1234567", "123|45|67"},       {"gpt-neox", "1234567", "123|45|67"},
         {"llama-bpe", "1234567", "123|456|7"}, /* \p{N}{1,3} */
-        {"llama3", "a1234567", "a|123|456|7"},
-        {"qwen2", "12345", "1|2|3|4|5"},        /* \p{N} */
-        {"deepseek-v3", "1234567", "123|456|7"},
-        {"default", "1234567", "123|456|7"},    /* [0-9][0-9][0-9] after \p{N}+ */
+        {"llama3", "a1234567", "a|123|456|7"},   {"qwen2", "12345", "1|2|3|4|5"}, /* \p{N} */
+        {"deepseek-v3", "1234567", "123|456|7"}, {"default", "1234567", "123|456|7"}, /* [0-9][0-9][0-9] after \p{N}+ */
         {"no-such-pre", "1234567", "123|456|7"}, /* falls back to the default */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -689,9 +692,14 @@ static void test_pre_types(void) {
 
 int main(void) {
     static const char *const bpe_vocabs[] = {
-        "ggml-vocab-gpt-2.gguf",  "ggml-vocab-deepseek-llm.gguf", "ggml-vocab-deepseek-coder.gguf",
-        "ggml-vocab-falcon.gguf", "ggml-vocab-mpt.gguf",          "ggml-vocab-refact.gguf",
-        "ggml-vocab-starcoder.gguf", "derived-vocab-tiny-deepseek2.gguf",
+        "ggml-vocab-gpt-2.gguf",
+        "ggml-vocab-deepseek-llm.gguf",
+        "ggml-vocab-deepseek-coder.gguf",
+        "ggml-vocab-falcon.gguf",
+        "ggml-vocab-mpt.gguf",
+        "ggml-vocab-refact.gguf",
+        "ggml-vocab-starcoder.gguf",
+        "derived-vocab-tiny-deepseek2.gguf",
     };
     for (size_t i = 0; i < sizeof bpe_vocabs / sizeof bpe_vocabs[0]; i++) test_vocab_vectors(bpe_vocabs[i], true);
     test_vocab_vectors("ggml-vocab-bert-bge.gguf", false);

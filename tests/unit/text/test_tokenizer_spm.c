@@ -39,8 +39,8 @@ static tokenizer *load_tok(const char *path, gguf_file **fout) {
     return t;
 }
 
-static bool encode(const tokenizer *t, const char *s, size_t len, bool add_special, bool parse_special,
-                   int32_t **ids, size_t *n) {
+static bool encode(const tokenizer *t, const char *s, size_t len, bool add_special, bool parse_special, int32_t **ids,
+                   size_t *n) {
     cf_err err = {{0}};
     if (tokenizer_encode(t, s, len, add_special, parse_special, ids, n, &err) != 0) {
         fprintf(stderr, "encode: %s\n", err.msg);
@@ -97,7 +97,11 @@ static void run_vector_file(const tokenizer *t, const char *label, const char *i
     char *inp = read_file(inp_path, &inp_len);
     char *out = read_file(out_path, &out_len);
     CHECKF(inp && out, "%s: cannot read %s / %s", label, inp_path, out_path);
-    if (!inp || !out) { free(inp); free(out); return; }
+    if (!inp || !out) {
+        free(inp);
+        free(out);
+        return;
+    }
     static const char sep[] = "\n__ggml_vocab_test__\n";
     const size_t sep_len = sizeof sep - 1;
     const char *p = inp, *end = inp + inp_len, *line = out, *out_end = out + out_len;
@@ -153,8 +157,8 @@ static void test_vocab_vectors(const char *name) {
 
 /* --------------------------------------------------- llama.cpp fixtures */
 
-static void check_detok_text(const tokenizer *t, json_t *j, const int32_t *ids, size_t n, bool strip,
-                             const char *field, const char *fname) {
+static void check_detok_text(const tokenizer *t, json_t *j, const int32_t *ids, size_t n, bool strip, const char *field,
+                             const char *fname) {
     const char *want = json_string_value(json_object_get(j, field));
     if (!want) return;
     size_t cap = 64 + tokenizer_max_token_len(t);
@@ -257,7 +261,6 @@ static void test_fixtures(const char *model_rel, const char *prefix, bool add_sp
     CHECKF(count >= 3, "%s: only %d fixtures", prefix, count);
     tokenizer_free(t);
 }
-
 
 /* ------------------------------------------------ special tokens, EOG */
 
@@ -368,7 +371,10 @@ static void test_detok(void) {
     /* an incomplete sequence followed by ASCII: U+FFFD then the ASCII */
     CHECK(detok_push(&d, B + 0xE2, out, sizeof out) == 0);
     CHECK(detok_push(&d, B + 0x82, out, sizeof out) == 0);
-    CHECK(detok_push(&d, B + 'A', out, sizeof out) == 4 && !memcmp(out, "\xEF\xBF\xBD" "A", 4));
+    CHECK(detok_push(&d, B + 'A', out, sizeof out) == 4 && !memcmp(out,
+                                                                   "\xEF\xBF\xBD"
+                                                                   "A",
+                                                                   4));
     /* a byte that starts nothing, an overlong lead, a surrogate */
     CHECK(detok_push(&d, B + 0xFF, out, sizeof out) == 3 && !memcmp(out, "\xEF\xBF\xBD", 3));
     CHECK(detok_push(&d, B + 0xC0, out, sizeof out) == 3);
@@ -427,11 +433,17 @@ static void test_detok(void) {
     CHECK(got == 3 && !memcmp(buf, "x y", 3));
     free(ids);
     /* invalid UTF-8 in the input becomes byte tokens; decoding gives U+FFFD */
-    CHECK(encode(t, "a\xFF" "b\xC3", 4, false, false, &ids, &n) && contains(ids, n, B + 0xFF) &&
-          contains(ids, n, B + 0xC3));
+    CHECK(encode(t,
+                 "a\xFF"
+                 "b\xC3",
+                 4, false, false, &ids, &n) &&
+          contains(ids, n, B + 0xFF) && contains(ids, n, B + 0xC3));
     got = detok_all(t, ids, n, true, buf, sizeof buf);
-    CHECKF(got == 8 && !memcmp(buf, "a\xEF\xBF\xBD" "b\xEF\xBF\xBD", 8), "invalid input decode '%.*s'", (int)got,
-           buf);
+    CHECKF(got == 8 && !memcmp(buf,
+                               "a\xEF\xBF\xBD"
+                               "b\xEF\xBF\xBD",
+                               8),
+           "invalid input decode '%.*s'", (int)got, buf);
     free(ids);
     tokenizer_free(t);
 }
@@ -537,10 +549,20 @@ static int build_tok(const vtok *v, size_t n, void (*tweak)(gguf_writer *), toke
 
 #define N_ 1 /* TOKEN_TYPE_NORMAL */
 static const vtok small_vocab[] = {
-    {"<unk>", 0, TOKEN_TYPE_UNKNOWN}, {"<s>", 0, TOKEN_TYPE_CONTROL}, {"</s>", 0, TOKEN_TYPE_CONTROL},
-    {"\xE2\x96\x81", -1, N_},           {"a", -2, N_},   {"b", -2, N_},    {"c", -2, N_},
-    {"ab", 1, N_},                      {"bc", 1, N_},   {"\xE2\x96\x81" "a", 0.5f, N_},
-    {"<tag>", 0, TOKEN_TYPE_USER_DEFINED}, {"<|im_end|>", 0, TOKEN_TYPE_CONTROL},
+    {"<unk>", 0, TOKEN_TYPE_UNKNOWN},
+    {"<s>", 0, TOKEN_TYPE_CONTROL},
+    {"</s>", 0, TOKEN_TYPE_CONTROL},
+    {"\xE2\x96\x81", -1, N_},
+    {"a", -2, N_},
+    {"b", -2, N_},
+    {"c", -2, N_},
+    {"ab", 1, N_},
+    {"bc", 1, N_},
+    {"\xE2\x96\x81"
+     "a",
+     0.5f, N_},
+    {"<tag>", 0, TOKEN_TYPE_USER_DEFINED},
+    {"<|im_end|>", 0, TOKEN_TYPE_CONTROL},
     {"<0x41>", 0, TOKEN_TYPE_BYTE}, /* 'A' only: other unknown bytes -> unk */
 };
 #define SMALL_N (sizeof small_vocab / sizeof small_vocab[0])
@@ -568,9 +590,17 @@ static bool encodes_to(const tokenizer *t, const char *s, bool parse_special, co
  * modern-bert before "[MASK]". The raw text after the token still gets the
  * space prefix. */
 static const vtok strip_vocab[] = {
-    {"<unk>", 0, TOKEN_TYPE_UNKNOWN}, {"<s>", 0, TOKEN_TYPE_CONTROL},      {"</s>", 0, TOKEN_TYPE_CONTROL},
-    {"\xE2\x96\x81", -1, N_},          {"a", -2, N_},                        {"\xE2\x96\x81" "a", 0.5f, N_},
-    {"<tag>", 0, TOKEN_TYPE_USER_DEFINED}, {"<mask>", 0, TOKEN_TYPE_USER_DEFINED}, {"<|end|>", 0, TOKEN_TYPE_CONTROL},
+    {"<unk>", 0, TOKEN_TYPE_UNKNOWN},
+    {"<s>", 0, TOKEN_TYPE_CONTROL},
+    {"</s>", 0, TOKEN_TYPE_CONTROL},
+    {"\xE2\x96\x81", -1, N_},
+    {"a", -2, N_},
+    {"\xE2\x96\x81"
+     "a",
+     0.5f, N_},
+    {"<tag>", 0, TOKEN_TYPE_USER_DEFINED},
+    {"<mask>", 0, TOKEN_TYPE_USER_DEFINED},
+    {"<|end|>", 0, TOKEN_TYPE_CONTROL},
     {"[MASK]", 0, TOKEN_TYPE_USER_DEFINED},
 };
 #define STRIP_N (sizeof strip_vocab / sizeof strip_vocab[0])
@@ -589,24 +619,31 @@ static void test_strip_attrs(void) {
         bool phi = tweaks[k] == name_phi3, jina = tweaks[k] == pre_jina, mb = tweaks[k] == name_modern_bert;
         /* after a user-defined token: stripped only for phi-3 */
         CHECKF(phi ? encodes_to(t, "<tag> a", false, (int32_t[]){6, 5}, 2)
-                   : encodes_to(t, "<tag> a", false, (int32_t[]){6, 3, 5}, 3), "tweak %zu", k);
+                   : encodes_to(t, "<tag> a", false, (int32_t[]){6, 3, 5}, 3),
+               "tweak %zu", k);
         CHECKF(phi ? encodes_to(t, "<tag>\t\n a", false, (int32_t[]){6, 5}, 2)
-                   : encodes_to(t, "<tag>", false, (int32_t[]){6}, 1), "tweak %zu", k);
+                   : encodes_to(t, "<tag>", false, (int32_t[]){6}, 1),
+               "tweak %zu", k);
         CHECKF(phi ? encodes_to(t, "<tag> ", false, (int32_t[]){6}, 1)
-                   : encodes_to(t, "<tag> ", false, (int32_t[]){6, 3, 3}, 3), "tweak %zu", k);
+                   : encodes_to(t, "<tag> ", false, (int32_t[]){6, 3, 3}, 3),
+               "tweak %zu", k);
         /* before one: never for phi-3 */
         CHECKF(encodes_to(t, "a <tag>", false, (int32_t[]){5, 3, 6}, 3), "tweak %zu", k);
         /* control tokens with parse_special: phi-3 strips after <|end|>, not after <s> */
         CHECKF(phi ? encodes_to(t, "<|end|> a", true, (int32_t[]){8, 5}, 2)
-                   : encodes_to(t, "<|end|> a", true, (int32_t[]){8, 3, 5}, 3), "tweak %zu", k);
+                   : encodes_to(t, "<|end|> a", true, (int32_t[]){8, 3, 5}, 3),
+               "tweak %zu", k);
         CHECKF(encodes_to(t, "<s> a", true, (int32_t[]){1, 3, 5}, 3), "tweak %zu", k);
         /* <mask> strips to its left for jina-v2, [MASK] for modern-bert; neither to its right */
         CHECKF(jina ? encodes_to(t, "a <mask>", false, (int32_t[]){5, 7}, 2)
-                    : encodes_to(t, "a <mask>", false, (int32_t[]){5, 3, 7}, 3), "tweak %zu", k);
+                    : encodes_to(t, "a <mask>", false, (int32_t[]){5, 3, 7}, 3),
+               "tweak %zu", k);
         CHECKF(mb ? encodes_to(t, "a \t[MASK]", false, (int32_t[]){5, 9}, 2)
-                  : encodes_to(t, "a [MASK]", false, (int32_t[]){5, 3, 9}, 3), "tweak %zu", k);
+                  : encodes_to(t, "a [MASK]", false, (int32_t[]){5, 3, 9}, 3),
+               "tweak %zu", k);
         CHECKF(phi ? encodes_to(t, "<mask> a", false, (int32_t[]){7, 5}, 2)
-                   : encodes_to(t, "<mask> a", false, (int32_t[]){7, 3, 5}, 3), "tweak %zu", k);
+                   : encodes_to(t, "<mask> a", false, (int32_t[]){7, 3, 5}, 3),
+               "tweak %zu", k);
         tokenizer_free(t);
     }
 }
