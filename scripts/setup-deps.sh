@@ -7,6 +7,8 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libjansson-dev libpcre2-dev libssl-dev curl ca-certificates python3)
 # clang + compiler-rt provide libFuzzer for the fuzz harnesses run by `make test`.
 pkgs+=(clang libclang-rt-dev)
+# clang-format checks the code style (.clang-format; ctest check_format).
+pkgs+=(clang-format)
 # libevent: HTTP server (evhttp) and the benchmark's HTTP client; xxhash: KV store checksums;
 # python3-venv/-dev: client-test venv and the recipe extension.
 pkgs+=(libevent-dev libxxhash-dev python3-venv python3-dev)
