@@ -702,6 +702,19 @@ void gguf_close(gguf_file *f) {
 /* ---- accessors ---- */
 
 const char *gguf_path(const gguf_file *f) { return f->path; }
+bool gguf_is_mapped(const gguf_file *f) { return f->mapped; }
+
+size_t gguf_release_range(const gguf_file *f, const void *p, size_t n) {
+    if (!f->mapped || !p || n == 0) return 0;
+    uintptr_t base = (uintptr_t)f->base, a = (uintptr_t)p, b = a + n;
+    if (a < base || b > base + f->size) return 0;
+    long ps = sysconf(_SC_PAGESIZE);
+    uintptr_t pg = ps > 0 ? (uintptr_t)ps : 4096;
+    uintptr_t lo = (a + pg - 1) / pg * pg, hi = b / pg * pg;
+    if (hi <= lo) return 0;
+    if (madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0) return 0; /* advisory: nothing to undo */
+    return hi - lo;
+}
 uint32_t gguf_version(const gguf_file *f) { return f->version; }
 size_t gguf_alignment(const gguf_file *f) { return f->alignment; }
 uint64_t gguf_data_offset(const gguf_file *f) { return f->data_start; }
@@ -855,6 +868,8 @@ int gguf_get_arr_i64(const gguf_file *f, const char *key, int64_t **out, uint64_
 /* ---- tensors ---- */
 
 int64_t gguf_tensor_count(const gguf_file *f) { return f->n_tensors; }
+
+int64_t gguf_tensor_index(const gguf_file *f, const gguf_tensor *t) { return t - f->tensors; }
 
 const gguf_tensor *gguf_tensor_at(const gguf_file *f, int64_t i) {
     return i >= 0 && i < f->n_tensors ? &f->tensors[i] : NULL;

@@ -109,6 +109,20 @@ int gguf_get_arr_i64(const gguf_file *f, const char *key, int64_t **out, uint64_
 int64_t gguf_tensor_count(const gguf_file *f);
 const gguf_tensor *gguf_tensor_at(const gguf_file *f, int64_t i);
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name); /* NULL if absent */
+/* Index of a tensor returned by gguf_tensor_at / gguf_find_tensor. */
+int64_t gguf_tensor_index(const gguf_file *f, const gguf_tensor *t);
+
+/* True when the image is a file mapping (gguf_open), false for
+ * gguf_open_memory. */
+bool gguf_is_mapped(const gguf_file *f);
+/* Drops this process's resident pages of [p, p + n) inside the mapping
+ * (rounded inward to whole pages, so a neighbour's bytes on a shared page stay)
+ * with MADV_DONTNEED: the mapping is read-only and file-backed, so a later read
+ * faults the bytes back in from the file (page cache) unchanged. Used after a
+ * tensor has been copied (repacked), so its bytes are not resident twice.
+ * Returns the bytes released (0 for an in-memory image or a range under a
+ * page). */
+size_t gguf_release_range(const gguf_file *f, const void *p, size_t n);
 
 /* ---- writer ---- */
 typedef struct gguf_writer gguf_writer;

@@ -192,15 +192,18 @@ int model_load_vector(model *m, const char *name, int64_t n, bool required, floa
     *out = model_vector_f32(t);
     if (!*out) return cf_fail(err, "out of memory loading %s", name);
     m->n_params += (uint64_t)n;
-    return 0;
+    model_mem_copied(m, t);
+    return model_mem_owned(m, *out, (size_t)n * sizeof(float), err);
 }
 
 int model_load_matrix(model *m, const char *name, int64_t in, int64_t out_rows, kern_weight *w, cf_err *err) {
     int failed = 0;
     const gguf_tensor *t = model_need_tensor(m->gguf, name, in, out_rows, true, err, &failed);
     if (failed) return -1;
-    if (kern_weight_prepare(w, (dtype)t->type, t->data, out_rows, in, err) != 0)
+    if (model_prepare_weight(m, w, (dtype)t->type, t->data, out_rows, in, err) != 0)
         return cf_prefix(err, "tensor %s", name);
+    if (w->packed) model_mem_copied(m, t);
+    else model_mem_mapped(m, t);
     m->weight_bytes += t->nbytes;
     m->n_params += (uint64_t)(in * out_rows);
     return 0;
@@ -226,16 +229,22 @@ static int load_weights(model *m, cf_err *err) {
         if (model_load_matrix(m, "output.weight", hp->n_embd, hp->n_vocab, &m->output, err)) return -1;
     } else {
         hp->tied_output = true;
-        if (kern_weight_prepare(&m->output, (dtype)m->tok_embd->type, m->tok_embd->data, hp->n_vocab, hp->n_embd, err))
+        if (model_prepare_weight(m, &m->output, (dtype)m->tok_embd->type, m->tok_embd->data, hp->n_vocab, hp->n_embd,
+                                 err))
             return cf_prefix(err, "tensor token_embd.weight (as LM head)");
         m->weight_bytes += m->tok_embd->nbytes;
+        /* still read in place for embedding rows, but sparsely: the repack
+         * read all of it, so drop the pages; rows fault back in when used */
+        if (m->output.packed) model_mem_drop_pages(m, m->tok_embd);
     }
+    model_mem_mapped(m, m->tok_embd);
     const gguf_tensor *rf = gguf_find_tensor(m->gguf, "rope_freqs.weight");
     if (rf) {
         if (rf->type != DT_F32 || rf->ne[0] != hp->rope_dim / 2 || rf->n_dims != 1)
             return cf_fail(err, "tensor rope_freqs.weight must be f32 [%d]", hp->rope_dim / 2);
         m->rope_freq_factors = model_vector_f32(rf);
         if (!m->rope_freq_factors) return cf_fail(err, "out of memory");
+        model_mem_copied(m, rf);
     }
     return m->arch->load(m, err);
 }
@@ -252,7 +261,8 @@ int model_load_progress(const char *path, model_progress_fn fn, void *ctx, model
         free(m);
         return -1;
     }
-    if (check_types(m->gguf, err) || read_hparams(m->gguf, &m->hp, &m->arch, err) || load_weights(m, err)) {
+    if (model_mem_init(m, err) || check_types(m->gguf, err) || read_hparams(m->gguf, &m->hp, &m->arch, err) ||
+        load_weights(m, err)) {
         cf_prefix(err, "%s", path);
         model_free(m);
         return -1;
@@ -263,6 +273,7 @@ int model_load_progress(const char *path, model_progress_fn fn, void *ctx, model
 
 void model_free(model *m) {
     if (!m) return;
+    model_mem_free(m); /* unlocks before the buffers go */
     if (m->arch) m->arch->release(m);
     kern_weight_release(&m->output);
     free(m->output_norm);

@@ -96,6 +96,24 @@ uint64_t model_active_params(const model *m);
 /* Number of parameters (elements of all tensors). */
 uint64_t model_n_params(const model *m);
 
+/* ---- weight memory ----
+ * After load, a weight matrix the kernels repacked (or rows stacked into one
+ * matrix) lives in an owned anonymous buffer and the file pages of its GGUF
+ * bytes are released (MADV_DONTNEED), so its bytes are resident once; tensors
+ * used as they are (embeddings, matrices the active ISA multiplies in place)
+ * are read from the file mapping. */
+typedef struct model_memory {
+    uint64_t owned_bytes; /* anonymous: repacked / stacked / dequantized weight copies */
+    uint64_t mapped_bytes; /* tensors read in place from the file mapping */
+    uint64_t released_bytes; /* file pages of copied tensors released after load */
+    bool file_mapped; /* weights come from an mmap of the file (else an in-memory image) */
+    bool locked; /* model_lock_memory succeeded */
+} model_memory;
+void model_memory_stats(const model *m, model_memory *out);
+/* mlock()s the owned weight buffers and the mapped tensors, so they are never
+ * paged out. -1 with a one-line error naming RLIMIT_MEMLOCK on failure. */
+int model_lock_memory(model *m, cf_err *err);
+
 /* ---- KV layout ----
  * A model's KV block is a short list of layer groups, each with a kind and
  * the floats one token needs in one layer of the group; the engine's pool

@@ -11,6 +11,20 @@
 
 struct model_arch; /* arch/arch.h */
 
+/* Weight memory bookkeeping (model_memory.c). */
+typedef struct model_region {
+    void *p;
+    size_t n;
+} model_region;
+
+typedef struct model_mem {
+    uint8_t *tstate; /* per GGUF tensor: unread, read in place from the mapping, or copied */
+    model_region *owned; /* anonymous buffers holding weights (repacked, stacked, dequantized) */
+    size_t n_owned, cap_owned;
+    uint64_t owned_bytes, released_bytes;
+    bool locked;
+} model_mem;
+
 struct cinfer_model {
     gguf_file *gguf;
     model_hparams hp;
@@ -23,6 +37,7 @@ struct cinfer_model {
     uint64_t weight_bytes, n_params;
     uint64_t active_bytes; /* per-token decode bytes (MoE: used experts only) */
     uint64_t active_params; /* per-token parameters (MoE: used experts only) */
+    model_mem mem; /* where the weights live (model_memory.c) */
     model_progress_fn progress; /* NULL or called after each layer is prepared (load only) */
     void *progress_ctx;
 };
@@ -40,6 +55,22 @@ const gguf_tensor *model_need_tensor(const gguf_file *f, const char *name, int64
 float *model_vector_f32(const gguf_tensor *t);
 int model_load_vector(model *m, const char *name, int64_t n, bool required, float **out, cf_err *err);
 int model_load_matrix(model *m, const char *name, int64_t in, int64_t out_rows, kern_weight *w, cf_err *err);
+
+/* Weight memory (model_memory.c). The loader records every owned buffer that
+ * holds weights (model_mem_owned; model_prepare_weight records the repacked
+ * copy) and, per tensor, whether it was copied (model_mem_copied: its file
+ * pages are released now, so it must not be read from the mapping again;
+ * a read would only fault the pages back in) or is read in place at run time
+ * (model_mem_mapped). model_mem_drop_pages releases the resident pages of a
+ * tensor that stays in use but is read sparsely (the embedding table after
+ * its repack as a tied LM head). */
+int model_mem_init(model *m, cf_err *err);
+void model_mem_free(model *m);
+int model_mem_owned(model *m, const void *p, size_t n, cf_err *err);
+void model_mem_copied(model *m, const gguf_tensor *t);
+void model_mem_mapped(model *m, const gguf_tensor *t);
+void model_mem_drop_pages(model *m, const gguf_tensor *t);
+int model_prepare_weight(model *m, kern_weight *w, dtype type, const void *data, int64_t n, int64_t k, cf_err *err);
 
 /* Shared by the forward passes (forward.c): x[t] = token_embd row of
  * tokens[t]; logits of the batch's out_rows from the final hidden rows x

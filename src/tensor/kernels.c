@@ -168,11 +168,12 @@ static void pack_p16(kern_weight *w) {
  * 2 MiB aligned and advised for transparent huge pages, so a stream crosses
  * few page boundaries (hardware prefetchers stop at 4 KiB pages) and misses
  * the TLB rarely. Freed with free(). */
-static void *kern_alloc_stream(size_t bytes) {
+static void *kern_alloc_stream(size_t bytes, size_t *len_out) {
     const size_t huge = (size_t)2 << 20;
     size_t len = bytes >= huge ? round_up(bytes, huge) : round_up(bytes, 64);
     void *p = aligned_alloc(bytes >= huge ? huge : 64, len);
     if (p && bytes >= huge) madvise(p, len, MADV_HUGEPAGE);
+    if (len_out) *len_out = p ? len : 0;
     return p;
 }
 
@@ -193,7 +194,7 @@ int kern_weight_prepare(kern_weight *w, dtype type, const void *data, int64_t n,
     w->isa = (int)cpu_isa_active();
     w->layout = KL_ROWS;
     if (w->isa != CPU_ISA_AVX512) return 0;
-    w->packed = kern_alloc_stream(packed_bytes(type, n, k));
+    w->packed = kern_alloc_stream(packed_bytes(type, n, k), &w->packed_bytes);
     if (!w->packed)
         return cf_fail(err, "kern_weight_prepare: out of memory repacking %lld x %lld %s", (long long)n, (long long)k,
                        dtype_name((uint32_t)type));
@@ -206,6 +207,7 @@ void kern_weight_release(kern_weight *w) {
     if (!w) return;
     free(w->packed);
     w->packed = NULL;
+    w->packed_bytes = 0;
 }
 
 /* ---- matmul ---- */
@@ -360,7 +362,7 @@ static void bw_task(void *ctx, int ith, int nth) {
 double kern_measure_read_bandwidth(thread_pool *pool, size_t bytes) {
     bytes = bytes / 256 * 256;
     if (bytes == 0) return 0;
-    char *buf = kern_alloc_stream(bytes);
+    char *buf = kern_alloc_stream(bytes, NULL);
     if (!buf) return 0;
     memset(buf, 1, bytes);
     bw_job j = {.ops = ops_active(), .buf = buf, .bytes = bytes};

@@ -41,6 +41,7 @@ typedef struct kern_weight {
     int64_t n, k;
     const void *data; /* original GGUF layout, not owned */
     void *packed; /* owned repacked copy or NULL */
+    size_t packed_bytes; /* bytes allocated at packed (0 when NULL) */
     int layout; /* kernel-private layout tag */
     int isa; /* cpu_isa it was prepared for */
 } kern_weight;

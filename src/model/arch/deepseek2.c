@@ -114,8 +114,10 @@ static int load_experts(model *m, const char *name, int64_t in, int64_t out, ker
     if (!*ws) return cf_fail(err, "out of memory loading %s", name);
     size_t slice = dtype_row_bytes(t->type, in) * (size_t)out;
     for (int32_t e = 0; e < ne; e++)
-        if (kern_weight_prepare(&(*ws)[e], (dtype)t->type, (const char *)t->data + slice * (size_t)e, out, in, err))
+        if (model_prepare_weight(m, &(*ws)[e], (dtype)t->type, (const char *)t->data + slice * (size_t)e, out, in, err))
             return cf_prefix(err, "tensor %s (expert %d)", name, e);
+    if ((*ws)[0].packed) model_mem_copied(m, t);
+    else model_mem_mapped(m, t);
     count_experts(m, t, bytes, params);
     return 0;
 }
@@ -146,13 +148,15 @@ static int load_gate_up(model *m, int il, ds2_layer *L, uint64_t *bytes, uint64_
         if (!raw) return cf_fail(err, "out of memory stacking %s", gn);
         memcpy(raw, (const char *)g->data + slice * (size_t)e, slice);
         memcpy(raw + slice, (const char *)u->data + slice * (size_t)e, slice);
-        if (kern_weight_prepare(&L->egu[e], (dtype)g->type, raw, 2 * fe, E, err)) {
+        if (model_prepare_weight(m, &L->egu[e], (dtype)g->type, raw, 2 * fe, E, err)) {
             free(raw);
             return cf_prefix(err, "tensor %s (expert %d)", gn, e);
         }
         if (L->egu[e].packed) free(raw);
-        else L->egu_raw[e] = raw;
+        else if (model_mem_owned(m, L->egu_raw[e] = raw, 2 * slice, err)) return -1;
     }
+    model_mem_copied(m, g);
+    model_mem_copied(m, u);
     count_experts(m, g, bytes, params);
     count_experts(m, u, bytes, params);
     return 0;
@@ -183,6 +187,7 @@ static int load_attention(model *m, int il, ds2_layer *L, cf_err *err) {
 #undef NAME
     if (kvb->type == DT_F32 && ((uintptr_t)kvb->data % sizeof(float)) == 0) {
         L->kv_b_f32 = kvb->data;
+        model_mem_mapped(m, kvb);
     } else {
         L->kv_b_owned = malloc((size_t)(kvb_rows * kvl) * sizeof(float));
         if (!L->kv_b_owned) return cf_fail(err, "out of memory converting %s", kvb->name);
@@ -191,6 +196,8 @@ static int load_attention(model *m, int il, ds2_layer *L, cf_err *err) {
             dtype_dequantize_row((dtype)kvb->type, (const char *)kvb->data + rb * (size_t)r, L->kv_b_owned + r * kvl,
                                  kvl);
         L->kv_b_f32 = L->kv_b_owned;
+        model_mem_drop_pages(m, kvb); /* read again by the conversion */
+        if (model_mem_owned(m, L->kv_b_owned, (size_t)(kvb_rows * kvl) * sizeof(float), err)) return -1;
     }
     /* decode reads the f32 rows instead of the stored matrix */
     m->active_bytes += (uint64_t)(kvb_rows * kvl) * sizeof(float) - kvb->nbytes;

@@ -92,14 +92,15 @@ static int load_stacked(model *m, const char *const *names, const int64_t *rows,
         m->weight_bytes += t[i]->nbytes;
         m->n_params += (uint64_t)(in * rows[i]);
     }
-    if (kern_weight_prepare(fused, (dtype)t[0]->type, raw, total, in, err) != 0) {
+    if (model_prepare_weight(m, fused, (dtype)t[0]->type, raw, total, in, err) != 0) {
         free(raw);
         return cf_prefix(err, "tensor %s", names[0]);
     }
     if (fused->packed) free(raw); /* repacked: the stacked copy is no longer read */
     else *raw_owned = raw;
     *is_fused = true;
-    return 0;
+    for (int i = 0; i < count; i++) model_mem_copied(m, t[i]); /* the file bytes are not read again */
+    return fused->packed ? 0 : model_mem_owned(m, raw, bytes, err);
 }
 
 static int load_layer(model *m, int il, cf_err *err) {

@@ -1,0 +1,109 @@
+/* model_memory.c - where a loaded model's weights live: which GGUF tensors
+ * were copied into owned (anonymous) buffers and had their file pages
+ * released, which are read in place from the mapping, the owned regions, the
+ * footprint report (model_memory_stats) and mlock (model_lock_memory). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include "model/model_internal.h"
+
+enum { MT_UNREAD = 0, MT_MAPPED = 1, MT_COPIED = 2 };
+
+int model_mem_init(model *m, cf_err *err) {
+    int64_t n = gguf_tensor_count(m->gguf);
+    m->mem.tstate = calloc(n > 0 ? (size_t)n : 1, 1);
+    return m->mem.tstate ? 0 : cf_fail(err, "out of memory");
+}
+
+void model_mem_free(model *m) {
+    model_mem *mm = &m->mem;
+    if (mm->locked) {
+        for (size_t i = 0; i < mm->n_owned; i++) munlock(mm->owned[i].p, mm->owned[i].n);
+        if (m->gguf)
+            for (int64_t i = 0; i < gguf_tensor_count(m->gguf); i++) {
+                const gguf_tensor *t = gguf_tensor_at(m->gguf, i);
+                if (mm->tstate[i] == MT_MAPPED && t->nbytes) munlock(t->data, t->nbytes);
+            }
+    }
+    free(mm->owned);
+    free(mm->tstate);
+    memset(mm, 0, sizeof *mm);
+}
+
+int model_mem_owned(model *m, const void *p, size_t n, cf_err *err) {
+    model_mem *mm = &m->mem;
+    if (!p || !n) return 0;
+    if (mm->n_owned == mm->cap_owned) {
+        size_t cap = mm->cap_owned ? 2 * mm->cap_owned : 64;
+        model_region *r = realloc(mm->owned, cap * sizeof *r);
+        if (!r) return cf_fail(err, "out of memory");
+        mm->owned = r;
+        mm->cap_owned = cap;
+    }
+    mm->owned[mm->n_owned++] = (model_region){.p = (void *)(uintptr_t)p, .n = n};
+    mm->owned_bytes += n;
+    return 0;
+}
+
+void model_mem_copied(model *m, const gguf_tensor *t) {
+    int64_t i = gguf_tensor_index(m->gguf, t);
+    if (m->mem.tstate[i] != MT_UNREAD) return;
+    m->mem.tstate[i] = MT_COPIED;
+    m->mem.released_bytes += gguf_release_range(m->gguf, t->data, t->nbytes);
+}
+
+void model_mem_mapped(model *m, const gguf_tensor *t) { m->mem.tstate[gguf_tensor_index(m->gguf, t)] = MT_MAPPED; }
+
+void model_mem_drop_pages(model *m, const gguf_tensor *t) {
+    size_t n = gguf_release_range(m->gguf, t->data, t->nbytes);
+    if (m->mem.tstate[gguf_tensor_index(m->gguf, t)] != MT_COPIED) m->mem.released_bytes += n; /* else counted */
+}
+
+int model_prepare_weight(model *m, kern_weight *w, dtype type, const void *data, int64_t n, int64_t k, cf_err *err) {
+    if (kern_weight_prepare(w, type, data, n, k, err)) return -1;
+    return w->packed ? model_mem_owned(m, w->packed, w->packed_bytes, err) : 0;
+}
+
+void model_memory_stats(const model *m, model_memory *out) {
+    memset(out, 0, sizeof *out);
+    out->owned_bytes = m->mem.owned_bytes;
+    out->released_bytes = m->mem.released_bytes;
+    out->file_mapped = gguf_is_mapped(m->gguf);
+    out->locked = m->mem.locked;
+    for (int64_t i = 0; i < gguf_tensor_count(m->gguf); i++)
+        if (m->mem.tstate[i] == MT_MAPPED) out->mapped_bytes += gguf_tensor_at(m->gguf, i)->nbytes;
+}
+
+static int lock_fail(uint64_t bytes, int e, cf_err *err) {
+    struct rlimit rl;
+    char lim[48] = "unknown";
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+        if (rl.rlim_cur == RLIM_INFINITY) snprintf(lim, sizeof lim, "unlimited");
+        else snprintf(lim, sizeof lim, "%llu KiB", (unsigned long long)rl.rlim_cur / 1024);
+    }
+    return cf_fail(err,
+                   "--mlock: cannot lock %.1f MiB of weights in memory: %s (RLIMIT_MEMLOCK %s; raise it with "
+                   "`ulimit -l` or LimitMEMLOCK=, or run without --mlock)",
+                   (double)bytes / (1 << 20), strerror(e), lim);
+}
+
+int model_lock_memory(model *m, cf_err *err) {
+    model_mem *mm = &m->mem;
+    if (mm->locked) return 0;
+    model_memory st;
+    model_memory_stats(m, &st);
+    uint64_t total = st.owned_bytes + st.mapped_bytes;
+    mm->locked = true; /* model_mem_free unlocks whatever this locked (munlock of an unlocked range is harmless) */
+    for (size_t i = 0; i < mm->n_owned; i++)
+        if (mlock(mm->owned[i].p, mm->owned[i].n) != 0) return lock_fail(total, errno, err);
+    for (int64_t i = 0; i < gguf_tensor_count(m->gguf); i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->gguf, i);
+        if (mm->tstate[i] == MT_MAPPED && t->nbytes && mlock(t->data, t->nbytes) != 0)
+            return lock_fail(total, errno, err);
+    }
+    return 0;
+}
