@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "engine/generate.h"
 #include "engine/sampler.h"
+#include "mem_opts.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
 
@@ -21,7 +22,7 @@ typedef struct run_opts {
     long long n_predict, ctx, batch, threads;
     sampler_params sp;
     unsigned long seed;
-    int ignore_eos, echo;
+    int ignore_eos, echo, mlock, no_mem_check;
 } run_opts;
 
 /* CLI_OK, CLI_HELP or CLI_USAGE (message printed). */
@@ -56,6 +57,9 @@ static int parse_run(int argc, char **argv, run_opts *o) {
         {"seed", 0, "S", "sampling seed (default 0)", CLI_NUM(&o->seed, 0, 0)},
         {"ignore-eos", 0, NULL, "keep generating after an end-of-generation token", CLI_SET(&o->ignore_eos, 1)},
         {"no-echo", 0, NULL, "do not print the prompt before the output", CLI_SET(&o->echo, 0)},
+        {"mlock", 0, NULL, "lock the weights in memory (never paged out; needs RLIMIT_MEMLOCK)", CLI_SET(&o->mlock, 1)},
+        {"no-memory-check", 0, NULL, "start even when the weights exceed available memory (MemAvailable)",
+         CLI_SET(&o->no_mem_check, 1)},
     };
     cli_cmd c = {.name = "run",
                  .usage = "cinfer run -m MODEL.gguf [options]",
@@ -199,7 +203,12 @@ int cmd_run(int argc, char **argv) {
     cpu_isa_active();
     cf_err err = {0};
     model *m;
+    if (!o.no_mem_check && mem_check_fits("run", o.model, 0, NULL)) return 1;
     if (model_load(o.model, &m, &err)) return cli_fail("%s", err.msg);
+    if (o.mlock && mem_lock_model("run", m)) {
+        model_free(m);
+        return 1;
+    }
     tokenizer *tok = NULL;
     if (tokenizer_load_gguf(model_get_gguf(m), &tok, &err)) {
         model_free(m);

@@ -17,6 +17,7 @@
 #include "cinfer/recipe.h"
 #include "commands.h"
 #include "engine/engine_tok.h"
+#include "mem_opts.h"
 #include "model/model.h"
 #include "serve/gen.h"
 #include "serve/listen.h"
@@ -33,7 +34,7 @@ typedef struct serve_opts {
     long long rs_max, rs_bytes;
     double rs_ttl;
     traffic_keys keys; /* every --api-key / --api-key-class (owned) */
-    bool store_sync, share_prefix_cache;
+    bool store_sync, share_prefix_cache, mlock, no_mem_check;
     int64_t retention[CINFER_TRAFFIC_N]; /* 0: the store's defaults */
     long long port, ctx, max_seqs, max_batch, threads, max_queue, max_n, max_body, conn_buf;
     long long think_default; /* --reasoning-budget-default; -1: none */
@@ -126,6 +127,11 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         {"max-seqs", 0, "N", "requests running at once in the engine (default 64)", CLI_NUM(&o->max_seqs, 1, 4096)},
         {"max-batch-tokens", 0, "N", "tokens per forward pass (default 2048)", CLI_NUM(&o->max_batch, 16, 1 << 20)},
         {"kv-memory", 0, "GIB", "KV cache budget in GiB (default 1)", CLI_NUM(&o->kv_gib, 0.0001, 4096)},
+        {"mlock", 0, NULL, "lock the weights in memory (never paged out; needs RLIMIT_MEMLOCK)",
+         CLI_SET(&o->mlock, true)},
+        {"no-memory-check", 0, NULL,
+         "start even when the weights plus --kv-memory exceed available memory\n(MemAvailable; default: refuse)",
+         CLI_SET(&o->no_mem_check, true)},
         {"kv-store", 0, "DIR",
          "persistent KV block store (docs/store.md): prompt prefixes computed\n"
          "before, also by earlier runs, are loaded instead of recomputed",
@@ -242,18 +248,21 @@ typedef struct serve_parts {
 /* Loads the model (with progress, serve_summary.c), the chat template, the
  * compute pool, the engine and the generation state. 0 ok, 1 after a message. */
 static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
+    int64_t kv_bytes = (int64_t)(o->kv_gib * (1ll << 30));
+    if (!o->no_mem_check && mem_check_fits("serve", o->model, kv_bytes, "--kv-memory")) return 1;
     load_progress lp;
     load_progress_init(&lp, o->model);
     int r = model_load_progress(o->model, load_progress_cb, &lp, &sp->m, err);
     load_progress_end(&lp, r == 0);
     if (r) return cli_fail("%s", err->msg);
+    if (o->mlock && mem_lock_model("serve", sp->m)) return 1;
     const model_hparams *hp = model_get_hparams(sp->m);
     sp->ctx = o->ctx ? (int32_t)o->ctx : hp->n_ctx_train;
     if (chat_template_from_gguf(model_get_gguf(sp->m), &sp->tmpl, &sp->fallback, err))
         return cli_fail("serve: the model's chat template: %s", err->msg);
     if (sp->fallback) LOG_INFO("the model has no chat template; using ChatML");
     if (!(sp->pool = pool_create((int)o->threads))) return cli_fail("serve: cannot start compute threads");
-    cinfer_engine_options eo = {.kv_memory_bytes = (int64_t)(o->kv_gib * (1ll << 30)),
+    cinfer_engine_options eo = {.kv_memory_bytes = kv_bytes,
                                 .max_batch_tokens = (int32_t)o->max_batch,
                                 .max_seqs = (int32_t)o->max_seqs,
                                 .max_ctx = sp->ctx,

@@ -93,6 +93,27 @@ static void fmt_store(const serve_summary *s, char *out, size_t cap) {
     }
 }
 
+/* "weights 1.05 GiB repacked (anonymous) + 62.5 MiB in place from the mapping; KV pool 255.8 MiB; total 1.36 GiB"
+ * and where the weights come from. */
+static void print_memory(FILE *out, const serve_summary *s, int64_t kv_bytes) {
+    model_memory mm;
+    model_memory_stats(s->m, &mm);
+    char own[32], map[32], kv[32], tot[32], rel[32];
+    fmt_bytes((double)mm.owned_bytes, own, sizeof own);
+    fmt_bytes((double)mm.mapped_bytes, map, sizeof map);
+    fmt_bytes((double)kv_bytes, kv, sizeof kv);
+    fmt_bytes((double)(mm.owned_bytes + mm.mapped_bytes + (uint64_t)kv_bytes), tot, sizeof tot);
+    fmt_bytes((double)mm.released_bytes, rel, sizeof rel);
+    fprintf(out, "cinfer serve: memory       weights %s repacked (anonymous) + %s mapped; KV pool %s; total %s%s\n",
+            own, map, kv, tot, mm.locked ? " (locked: --mlock)" : "");
+    if (mm.file_mapped)
+        fprintf(out,
+                "cinfer serve: weights from mmap of %s (%s of file pages released after repacking; mapped "
+                "tensors read in place)\n",
+                gguf_path(model_get_gguf(s->m)), rel);
+    else fprintf(out, "cinfer serve: weights from an in-memory image (converted at load)\n");
+}
+
 void serve_summary_print(FILE *out, const serve_summary *s) {
     const model_hparams *hp = model_get_hparams(s->m);
     cinfer_engine_stats st = cinfer_engine_get_stats(s->eng);
@@ -116,6 +137,7 @@ void serve_summary_print(FILE *out, const serve_summary *s) {
     fprintf(out, "cinfer serve: weights      %s\n", types);
     fprintf(out, "cinfer serve: KV cache     %lld tokens, %s (%d blocks, %lld bytes per token)\n", kv_tokens, kvb,
             st.kv_blocks_total, tok_bytes);
+    print_memory(out, s, st.kv_bytes);
     fprintf(out, "cinfer serve: compute      %d threads, kernels %s\n", pool_size(s->pool),
             cpu_isa_name(cpu_isa_active()));
     fprintf(out, "cinfer serve: store        %s\n", store);

@@ -231,6 +231,7 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     e->st.kv_budget = ks.budget;
     e->pub_st = e->st;
     if (eng_store_open(e, err)) return -1;
+    model_trim_memory(m); /* the fingerprints above sampled every tensor: drop those pages again */
     if (pthread_create(&e->thread, NULL, eng_main, e) != 0) return cf_fail(err, "engine: cannot start the thread");
     e->thread_started = true;
     return 0;

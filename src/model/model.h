@@ -110,6 +110,10 @@ typedef struct model_memory {
     bool locked; /* model_lock_memory succeeded */
 } model_memory;
 void model_memory_stats(const model *m, model_memory *out);
+/* Releases again the file pages of the copied tensors, which a later read of
+ * the mapping (the prefix-cache fingerprint samples every tensor) faulted back
+ * in, possibly a whole large folio per read. Contents never change. */
+void model_trim_memory(const model *m);
 /* mlock()s the owned weight buffers and the mapped tensors, so they are never
  * paged out. -1 with a one-line error naming RLIMIT_MEMLOCK on failure. */
 int model_lock_memory(model *m, cf_err *err);

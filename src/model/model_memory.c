@@ -78,6 +78,13 @@ void model_memory_stats(const model *m, model_memory *out) {
         if (m->mem.tstate[i] == MT_MAPPED) out->mapped_bytes += gguf_tensor_at(m->gguf, i)->nbytes;
 }
 
+void model_trim_memory(const model *m) {
+    for (int64_t i = 0; i < gguf_tensor_count(m->gguf); i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->gguf, i);
+        if (m->mem.tstate[i] == MT_COPIED) gguf_release_range(m->gguf, t->data, t->nbytes);
+    }
+}
+
 static int lock_fail(uint64_t bytes, int e, cf_err *err) {
     struct rlimit rl;
     char lim[48] = "unknown";
