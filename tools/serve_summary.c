@@ -93,7 +93,7 @@ static void fmt_store(const serve_summary *s, char *out, size_t cap) {
     }
 }
 
-/* "weights 1.05 GiB repacked (anonymous) + 62.5 MiB in place from the mapping; KV pool 255.8 MiB; total 1.36 GiB"
+/* "weights 1.05 GiB repacked/stacked (anonymous) + 62.5 MiB mapped; KV pool 255.8 MiB; total 1.36 GiB"
  * and where the weights come from. */
 static void print_memory(FILE *out, const serve_summary *s, int64_t kv_bytes) {
     model_memory mm;
@@ -104,7 +104,8 @@ static void print_memory(FILE *out, const serve_summary *s, int64_t kv_bytes) {
     fmt_bytes((double)kv_bytes, kv, sizeof kv);
     fmt_bytes((double)(mm.owned_bytes + mm.mapped_bytes + (uint64_t)kv_bytes), tot, sizeof tot);
     fmt_bytes((double)mm.released_bytes, rel, sizeof rel);
-    fprintf(out, "cinfer serve: memory       weights %s repacked (anonymous) + %s mapped; KV pool %s; total %s%s\n",
+    fprintf(out,
+            "cinfer serve: memory       weights %s repacked/stacked (anonymous) + %s mapped; KV pool %s; total %s%s\n",
             own, map, kv, tot, mm.locked ? " (locked: --mlock)" : "");
     if (mm.file_mapped)
         fprintf(out,

@@ -1,7 +1,8 @@
 /* serve_summary.h - what `cinfer serve` prints to stderr while it starts:
  * model-load progress (only when loading takes over a second) and, once the
  * engine exists, a start-up summary (architecture, parameters total/active,
- * weight dtypes, KV capacity, threads and kernel ISA, store, API keys, URL).
+ * weight dtypes, KV capacity, memory footprint and where the weights come from,
+ * threads and kernel ISA, store, API keys, URL).
  * Borrows everything it prints; owns nothing. */
 #ifndef CINFER_TOOLS_SERVE_SUMMARY_H
 #define CINFER_TOOLS_SERVE_SUMMARY_H

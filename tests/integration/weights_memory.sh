@@ -47,7 +47,7 @@ size_kb=$(( $(stat -c %s "$M") / 1024 ))
 start plain --kv-memory 0.01 || { echo "FAIL start"; cat "$T/plain.log"; exit 1; }
 log=$(cat "$T/plain.log")
 contains sum-memory "memory       weights " "$log"
-contains sum-memory-kinds "repacked (anonymous) + " "$log"
+contains sum-memory-kinds "repacked/stacked (anonymous) + " "$log"
 contains sum-memory-kv "mapped; KV pool " "$log"
 contains sum-source "weights from mmap of $M (" "$log"
 contains sum-released "of file pages released after repacking; mapped tensors read in place)" "$log"
