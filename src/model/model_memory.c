@@ -19,16 +19,21 @@ int model_mem_init(model *m, cf_err *err) {
     return m->mem.tstate ? 0 : cf_fail(err, "out of memory");
 }
 
+/* munlock of a range that is not locked is harmless, so this undoes a partial lock too. */
+static void unlock_all(model *m) {
+    model_mem *mm = &m->mem;
+    for (size_t i = 0; i < mm->n_owned; i++) munlock(mm->owned[i].p, mm->owned[i].n);
+    if (m->gguf && mm->tstate)
+        for (int64_t i = 0; i < gguf_tensor_count(m->gguf); i++) {
+            const gguf_tensor *t = gguf_tensor_at(m->gguf, i);
+            if (mm->tstate[i] == MT_MAPPED && t->nbytes) munlock(t->data, t->nbytes);
+        }
+    mm->locked = false;
+}
+
 void model_mem_free(model *m) {
     model_mem *mm = &m->mem;
-    if (mm->locked) {
-        for (size_t i = 0; i < mm->n_owned; i++) munlock(mm->owned[i].p, mm->owned[i].n);
-        if (m->gguf)
-            for (int64_t i = 0; i < gguf_tensor_count(m->gguf); i++) {
-                const gguf_tensor *t = gguf_tensor_at(m->gguf, i);
-                if (mm->tstate[i] == MT_MAPPED && t->nbytes) munlock(t->data, t->nbytes);
-            }
-    }
+    if (mm->locked) unlock_all(m);
     free(mm->owned);
     free(mm->tstate);
     memset(mm, 0, sizeof *mm);
@@ -85,7 +90,8 @@ void model_trim_memory(const model *m) {
     }
 }
 
-static int lock_fail(uint64_t bytes, int e, cf_err *err) {
+static int lock_fail(model *m, uint64_t bytes, int e, cf_err *err) {
+    unlock_all(m);
     struct rlimit rl;
     char lim[48] = "unknown";
     if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
@@ -104,13 +110,13 @@ int model_lock_memory(model *m, cf_err *err) {
     model_memory st;
     model_memory_stats(m, &st);
     uint64_t total = st.owned_bytes + st.mapped_bytes;
-    mm->locked = true; /* model_mem_free unlocks whatever this locked (munlock of an unlocked range is harmless) */
+    mm->locked = true;
     for (size_t i = 0; i < mm->n_owned; i++)
-        if (mlock(mm->owned[i].p, mm->owned[i].n) != 0) return lock_fail(total, errno, err);
+        if (mlock(mm->owned[i].p, mm->owned[i].n) != 0) return lock_fail(m, total, errno, err);
     for (int64_t i = 0; i < gguf_tensor_count(m->gguf); i++) {
         const gguf_tensor *t = gguf_tensor_at(m->gguf, i);
         if (mm->tstate[i] == MT_MAPPED && t->nbytes && mlock(t->data, t->nbytes) != 0)
-            return lock_fail(total, errno, err);
+            return lock_fail(m, total, errno, err);
     }
     return 0;
 }
