@@ -20,6 +20,7 @@ uint32_t quantize_file_type(dtype t) {
     case DT_Q4_0: return 2;
     case DT_Q8_0: return 7;
     case DT_BF16: return 32;
+    default: break;
     }
     return 0;
 }

@@ -161,6 +161,7 @@ static void pack_p16(kern_weight *w) {
     case DT_BF16: pack_bf16(w->data, w->packed, w->n, w->k); break;
     case DT_Q8_0: pack_q8(w->data, w->packed, w->n, w->k); break;
     case DT_Q4_0: pack_q4(w->data, w->packed, w->n, w->k); break;
+    default: break;
     }
 }
 
@@ -192,7 +193,7 @@ int kern_weight_prepare(kern_weight *w, dtype type, const void *data, int64_t n,
     w->data = data;
     w->isa = (int)cpu_isa_active();
     w->layout = KL_ROWS;
-    if (w->isa != CPU_ISA_AVX512) return 0;
+    if (w->isa != CPU_ISA_AVX512 || kq_is_dequant_type((uint32_t)type)) return 0;
     w->packed = kern_alloc_stream(packed_bytes(type, n, k));
     if (!w->packed)
         return cf_fail(err, "kern_weight_prepare: out of memory repacking %lld x %lld %s", (long long)n, (long long)k,
@@ -315,7 +316,7 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
         j.a.qa = qact_layout(c, m, w->k);
         j.off = w->type == DT_Q8_0 ? 128 : 8;
         prep = 1;
-    } else if (j.ops->x_group > 0 && m > 1) {
+    } else if (j.ops->x_group > 0 && m > 1 && !kq_is_dequant_type((uint32_t)w->type)) {
         j.a.xp = c->scratch;
         prep = 1;
     }

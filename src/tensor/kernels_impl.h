@@ -2,7 +2,8 @@
  * and the per-ISA kernel files (kernels_scalar.c, kernels_avx2.c, kernels_avx512.c).
  *
  * Weight layouts (kern_weight.layout):
- *   KL_ROWS  original GGUF row-major layout (`data`); scalar and AVX2 kernels.
+ *   KL_ROWS  original GGUF row-major layout (`data`); scalar and AVX2 kernels,
+ *            and every ISA for the dequantized types (kernels_dequant.c).
  *   KL_P16   AVX-512 panels of 16 output rows (n padded to a multiple of 16 with
  *            zero rows), panel-major, stored in `packed`:
  *     F32  : float  [k][16]            (element (j, r) = W[16p+r][j])
@@ -45,6 +46,7 @@ static inline size_t kp16_panel_bytes(dtype t, int64_t k) {
     case DT_BF16: return (kk + 1) / 2 * 64;
     case DT_Q8_0: return kp16_scale_bytes(k) + kk / 32 * 512;
     case DT_Q4_0: return kp16_scale_bytes(k) + kk / 32 * 256;
+    default: return 0; /* dequantized types are never packed */
     }
     return 0;
 }
@@ -91,5 +93,9 @@ extern const kern_ops kern_ops_avx512;
 /* Shared scalar helpers (kernels_scalar.c). */
 void kern_quantize_row_scalar(const float *x, int64_t k, int8_t *q, float *d, int32_t *corr, int32_t off);
 void kern_mm_scalar(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+/* kernels_dequant.c: mm for kq_is_dequant_type weights (KL_ROWS, any ISA),
+ * with the ISA's f32 dot product. */
+void kern_mm_dequant(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1,
+                     float (*dot)(const float *x, const float *y, int64_t n));
 
 #endif

@@ -4,7 +4,10 @@
  *         subnormals.
  *   bf16: round trip of all 65536 values, ties to even, NaN stays NaN.
  *   Q8_0 / Q4_0: per-element round-trip error within half a quantization step,
- *         block layout sizes, the type table. */
+ *         block layout sizes, the type table.
+ *   Q4_1, Q5_0, Q5_1, Q2_K..Q6_K: dtype_dequantize_row bit-exact against
+ *         gguf-py's numpy dequantization of random blocks
+ *         (tests/data/kquant/<type>.bin, tests/oracles/kquant_fixtures.py). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,10 +131,40 @@ static void test_table(void) {
     CHECK(dtype_row_bytes(DT_Q4_0, 64) == 36);
     CHECK(dtype_row_bytes(DT_Q8_0, 33) == 0);
     CHECK(dtype_row_bytes(DT_F16, 3) == 6);
-    CHECK(dtype_computable(DT_BF16) && !dtype_computable(3));
+    CHECK(dtype_computable(DT_BF16) && !dtype_computable(16));
     dtype t;
     CHECK(dtype_parse("Q4_0", &t) == 0 && t == DT_Q4_0);
     CHECK(dtype_parse("q4_1", &t) != 0);
+}
+
+/* <type>.bin = nb raw blocks, then nb * block_elems little-endian f32 values. */
+static void test_kquant_fixture(dtype t) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "tests/data/kquant/%s.bin", dtype_name(t));
+    size_t len = 0;
+    char *buf = read_file(source_path(rel), &len);
+    if (!buf) {
+        tu_missing_fixture(rel);
+        return;
+    }
+    size_t bb = dtype_block_bytes(t), per = bb + (size_t)dtype_block_elems(t) * 4;
+    CHECKF(bb > 0 && len % per == 0 && len > 0, "%s: size %zu is not whole blocks", rel, len);
+    if (bb > 0 && len % per == 0 && len > 0) {
+        size_t nb = len / per, n = nb * (size_t)dtype_block_elems(t);
+        float *got = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+        memcpy(want, buf + nb * bb, n * sizeof(float));
+        dtype_dequantize_row(t, buf, got, (int64_t)n);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            if (memcmp(&got[i], &want[i], 4) != 0) {
+                if (!bad) fprintf(stderr, "%s: element %zu = %.9g, gguf-py %.9g\n", rel, i, got[i], want[i]);
+                bad++;
+            }
+        CHECKF(bad == 0, "%s: %zu of %zu values differ from gguf-py", rel, bad, n);
+        CHECK(dtype_computable(t));
+        free(got), free(want);
+    }
+    free(buf);
 }
 
 int main(void) {
@@ -141,5 +174,7 @@ int main(void) {
     test_quant_roundtrip(DT_Q8_0);
     test_quant_roundtrip(DT_Q4_0);
     test_table();
+    static const dtype kq[] = {DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q2_K, DT_Q3_K, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    for (size_t i = 0; i < sizeof kq / sizeof kq[0]; i++) test_kquant_fixture(kq[i]);
     return test_finish();
 }

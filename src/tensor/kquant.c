@@ -1,0 +1,138 @@
+/* kquant.c - exact dequantization of the legacy and K-quant GGUF block types
+ * that cinfer computes by dequantizing (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
+ * Q5_K, Q6_K). Layouts are documented in dtype.h; the arithmetic (and its
+ * float rounding order) follows ggml's dequantize_row_* so results are
+ * bit-identical to gguf-py's numpy dequantization (tests/data/kquant). */
+#include <string.h>
+
+#include "tensor/dtype.h"
+
+static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline float rdh(const uint8_t *p) { return fp16_to_f32(rd16(p)); }
+
+/* Q4_1 (20 bytes) = d, m, qs[16]; Q5_x adds qh[4] (bit j = high bit of element j). */
+static void deq_q4_1(const uint8_t *b, float *y) {
+    float d = rdh(b), m = rdh(b + 2);
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)(b[4 + j] & 0xf) + m;
+        y[j + 16] = d * (float)(b[4 + j] >> 4) + m;
+    }
+}
+
+static void deq_q5(const uint8_t *b, float *y, int has_min) {
+    float d = rdh(b), m = has_min ? rdh(b + 2) : 0.0f;
+    const uint8_t *qh = b + (has_min ? 4 : 2), *qs = qh + 4;
+    uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+    for (int j = 0; j < 16; j++) {
+        int lo = (qs[j] & 0xf) | (int)((h >> j) & 1) << 4, hi = (qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4;
+        if (has_min) {
+            y[j] = d * (float)lo + m;
+            y[j + 16] = d * (float)hi + m;
+        } else {
+            y[j] = d * (float)(lo - 16);
+            y[j + 16] = d * (float)(hi - 16);
+        }
+    }
+}
+
+/* Q2_K (84) = scales[16] (lo nibble scale, hi nibble min), qs[64], d, dmin.
+ * Element e: q = (qs[32*(e/128) + e%32] >> 2*((e%128)/32)) & 3, sub-block e/16. */
+static void deq_q2_k(const uint8_t *b, float *y) {
+    const uint8_t *sc = b, *qs = b + 16;
+    float d = rdh(b + 80), dmin = rdh(b + 82);
+    for (int e = 0; e < 256; e++) {
+        int q = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        float dl = d * (float)(sc[e / 16] & 0xf), ml = dmin * (float)(sc[e / 16] >> 4);
+        y[e] = dl * (float)q - ml;
+    }
+}
+
+/* Q3_K (110) = hmask[32], qs[64], scales[12] (16 x 6 bit, biased by 32), d.
+ * Low 2 bits as Q2_K; the value drops by 4 when bit e/32 of hmask[e%32] is 0. */
+static void deq_q3_k(const uint8_t *b, float *y) {
+    const uint8_t *hm = b, *qs = b + 32, *sc = b + 96;
+    float d = rdh(b + 108);
+    for (int e = 0; e < 256; e++) {
+        int s = e / 16;
+        int ls = (sc[s % 8] >> (4 * (s / 8))) & 0xf, hs = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+        float dl = d * (float)((ls | hs << 4) - 32);
+        int q = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        if (!((hm[e % 32] >> (e / 32)) & 1)) q -= 4;
+        y[e] = dl * (float)q;
+    }
+}
+
+/* The 8 6-bit (scale, min) pairs of Q4_K / Q5_K packed in 12 bytes. */
+void kq_scale_min_k4(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 63;
+        mn[j] = s[j + 4] & 63;
+        sc[j + 4] = (uint8_t)((s[j + 8] & 0xf) | ((s[j] >> 2) & 0x30));
+        mn[j + 4] = (uint8_t)((s[j + 8] >> 4) | ((s[j + 4] >> 2) & 0x30));
+    }
+}
+
+/* Q4_K (144) = d, dmin, scales[12], qs[128]; element e: nibble (e/32)%2 of
+ * qs[32*(e/64) + e%32], sub-block e/32: x = d*sc*q - dmin*m.
+ * Q5_K (176) adds qh[32] before qs: bit e/32 of qh[e%32] is bit 4. */
+static void deq_q45_k(const uint8_t *b, float *y, int five) {
+    float d = rdh(b), dmin = rdh(b + 2);
+    uint8_t sc[8], mn[8];
+    kq_scale_min_k4(b + 4, sc, mn);
+    const uint8_t *qh = b + 16, *qs = b + (five ? 48 : 16);
+    for (int s = 0; s < 8; s++) {
+        float dl = d * (float)sc[s], ml = dmin * (float)mn[s];
+        for (int l = 0; l < 32; l++) {
+            int q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0xf;
+            if (five) q |= ((qh[l] >> s) & 1) << 4;
+            y[s * 32 + l] = dl * (float)q - ml;
+        }
+    }
+}
+
+/* Q6_K (210) = ql[128], qh[64], scales[16] (int8), d; element e (h = e/128,
+ * r = e%128): low 4 bits = nibble r/64 of ql[64h + r%64], high 2 bits =
+ * (qh[32h + r%32] >> 2*(r/32)) & 3; x = d*scale[e/16]*(q - 32). */
+static void deq_q6_k(const uint8_t *b, float *y) {
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *sc = (const int8_t *)(b + 192);
+    float d = rdh(b + 208);
+    for (int e = 0; e < 256; e++) {
+        int h = e / 128, r = e % 128;
+        int q = ((ql[64 * h + r % 64] >> (4 * (r / 64))) & 0xf) | ((qh[32 * h + r % 32] >> (2 * (r / 32))) & 3) << 4;
+        y[e] = d * (float)sc[e / 16] * (float)(q - 32);
+    }
+}
+
+bool kq_is_dequant_type(uint32_t t) {
+    switch (t) {
+    case DT_Q4_1:
+    case DT_Q5_0:
+    case DT_Q5_1:
+    case DT_Q2_K:
+    case DT_Q3_K:
+    case DT_Q4_K:
+    case DT_Q5_K:
+    case DT_Q6_K: return true;
+    default: return false;
+    }
+}
+
+void kq_dequantize_blocks(uint32_t t, const void *src, float *dst, int64_t nblocks) {
+    const uint8_t *b = src;
+    size_t bb = dtype_block_bytes(t);
+    int64_t be = dtype_block_elems(t);
+    for (int64_t i = 0; i < nblocks; i++, b += bb, dst += be) {
+        switch (t) {
+        case DT_Q4_1: deq_q4_1(b, dst); break;
+        case DT_Q5_0: deq_q5(b, dst, 0); break;
+        case DT_Q5_1: deq_q5(b, dst, 1); break;
+        case DT_Q2_K: deq_q2_k(b, dst); break;
+        case DT_Q3_K: deq_q3_k(b, dst); break;
+        case DT_Q4_K: deq_q45_k(b, dst, 0); break;
+        case DT_Q5_K: deq_q45_k(b, dst, 1); break;
+        case DT_Q6_K: deq_q6_k(b, dst); break;
+        default: memset(dst, 0, sizeof(float) * (size_t)be); break;
+        }
+    }
+}
