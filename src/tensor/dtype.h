@@ -64,7 +64,8 @@ bool dtype_known(uint32_t t);
 bool dtype_computable(uint32_t t);
 /* "f32", "q8_0", ... or "type#N" for unknown ids (static storage for known ones). */
 const char *dtype_name(uint32_t t);
-/* Parses "f32|f16|bf16|q8_0|q4_0" (case-insensitive); -1 if not computable/unknown. */
+/* Parses "f32|f16|bf16|q8_0|q4_0|q4_k|q6_k" (case-insensitive): the types
+ * dtype_quantize_row writes; -1 otherwise. */
 int dtype_parse(const char *s, dtype *out);
 /* Elements per block (1 for float types). 0 for unknown. */
 int64_t dtype_block_elems(uint32_t t);
@@ -80,8 +81,9 @@ float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f); /* round to nearest even, NaN kept NaN */
 
 /* Converts n floats to `t` (n a multiple of the block size). Scalar reference
- * quantizers, matching ggml's quantize_row_*_ref rounding. Only F32, F16,
- * BF16, Q8_0 and Q4_0 (dtype_parse's types); other types write nothing. */
+ * quantizers, matching ggml's quantize_row_*_ref rounding for F32, F16, BF16,
+ * Q8_0 and Q4_0; simple ones for Q4_K and Q6_K (kquant.c). Only dtype_parse's
+ * types; others write nothing. */
 void dtype_quantize_row(dtype t, const float *src, void *dst, int64_t n);
 /* Converts n elements of `t` to floats (every computable type). */
 void dtype_dequantize_row(dtype t, const void *src, float *dst, int64_t n);
@@ -92,5 +94,7 @@ bool kq_is_dequant_type(uint32_t t);
 void kq_dequantize_blocks(uint32_t t, const void *src, float *dst, int64_t nblocks);
 /* Unpacks the 8 (scale, min) 6-bit pairs of a Q4_K / Q5_K block. */
 void kq_scale_min_k4(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]);
+/* Simple (not ggml's searching) quantizers: Q4_K and Q6_K only. */
+void kq_quantize_blocks(uint32_t t, const float *src, void *dst, int64_t nblocks);
 
 #endif

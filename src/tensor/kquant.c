@@ -2,7 +2,9 @@
  * that cinfer computes by dequantizing (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
  * Q5_K, Q6_K). Layouts are documented in dtype.h; the arithmetic (and its
  * float rounding order) follows ggml's dequantize_row_* so results are
- * bit-identical to gguf-py's numpy dequantization (tests/data/kquant). */
+ * bit-identical to gguf-py's numpy dequantization (tests/data/kquant).
+ * Also simple quantizers for Q4_K and Q6_K (end of file). */
+#include <math.h>
 #include <string.h>
 
 #include "tensor/dtype.h"
@@ -134,5 +136,90 @@ void kq_dequantize_blocks(uint32_t t, const void *src, float *dst, int64_t nbloc
         case DT_Q6_K: deq_q6_k(b, dst); break;
         default: memset(dst, 0, sizeof(float) * (size_t)be); break;
         }
+    }
+}
+
+/* ---- simple reference quantizers (Q4_K, Q6_K) ----
+ * Not ggml's iterative search (make_qkx2_quants): each sub-block's scale (and
+ * min) spans its range exactly, the super-block scales are the largest of
+ * those over 63 (127 for Q6_K), rounded through fp16, and every element is
+ * rounded to the nearest level (clamped). Enough for `cinfer quantize` and
+ * tests; files from llama.cpp are what users run. */
+
+static inline void wr16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+static void quant_q4_k_block(const float *x, uint8_t *b) {
+    float scale[8], minv[8], smax = 0, mmax = 0;
+    for (int s = 0; s < 8; s++) {
+        float lo = 0, hi = -INFINITY;
+        for (int l = 0; l < 32; l++) {
+            float v = x[32 * s + l];
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+        scale[s] = (hi - lo) / 15.0f;
+        minv[s] = -lo;
+        smax = scale[s] > smax ? scale[s] : smax;
+        mmax = minv[s] > mmax ? minv[s] : mmax;
+    }
+    uint16_t dh = f32_to_fp16(smax / 63.0f), mh = f32_to_fp16(mmax / 63.0f);
+    float d = fp16_to_f32(dh), dmin = fp16_to_f32(mh);
+    uint8_t sc[8], mn[8];
+    for (int s = 0; s < 8; s++) {
+        sc[s] = (uint8_t)(d > 0 ? clampi((int)lrintf(scale[s] / d), 0, 63) : 0);
+        mn[s] = (uint8_t)(dmin > 0 ? clampi((int)lrintf(minv[s] / dmin), 0, 63) : 0);
+    }
+    memset(b, 0, 144);
+    wr16(b, dh);
+    wr16(b + 2, mh);
+    for (int j = 0; j < 4; j++) {
+        b[4 + j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+        b[8 + j] = (uint8_t)(mn[j] | (mn[j + 4] >> 4) << 6);
+        b[12 + j] = (uint8_t)((sc[j + 4] & 0xf) | (mn[j + 4] & 0xf) << 4);
+    }
+    for (int s = 0; s < 8; s++) {
+        float dl = d * (float)sc[s], ml = dmin * (float)mn[s];
+        for (int l = 0; l < 32; l++) {
+            int q = dl > 0 ? clampi((int)lrintf((x[32 * s + l] + ml) / dl), 0, 15) : 0;
+            b[16 + 32 * (s / 2) + l] |= (uint8_t)(q << (4 * (s % 2)));
+        }
+    }
+}
+
+static void quant_q6_k_block(const float *x, uint8_t *b) {
+    float scale[16], smax = 0;
+    for (int s = 0; s < 16; s++) {
+        float amax = 0;
+        for (int l = 0; l < 16; l++) amax = fabsf(x[16 * s + l]) > amax ? fabsf(x[16 * s + l]) : amax;
+        scale[s] = amax / 31.0f;
+        smax = scale[s] > smax ? scale[s] : smax;
+    }
+    uint16_t dh = f32_to_fp16(smax / 127.0f);
+    float d = fp16_to_f32(dh);
+    memset(b, 0, 210);
+    for (int s = 0; s < 16; s++) {
+        int sc = d > 0 ? clampi((int)lrintf(scale[s] / d), -128, 127) : 0;
+        b[192 + s] = (uint8_t)(int8_t)sc;
+        float dl = d * (float)sc;
+        for (int l = 0; l < 16; l++) {
+            int e = 16 * s + l, h = e / 128, r = e % 128;
+            int q = (dl > 0 ? clampi((int)lrintf(x[e] / dl), -32, 31) : 0) + 32;
+            b[64 * h + r % 64] |= (uint8_t)((q & 0xf) << (4 * (r / 64)));
+            b[128 + 32 * h + r % 32] |= (uint8_t)((q >> 4) << (2 * (r / 32)));
+        }
+    }
+    wr16(b + 208, dh);
+}
+
+void kq_quantize_blocks(uint32_t t, const float *src, void *dst, int64_t nblocks) {
+    uint8_t *b = dst;
+    for (int64_t i = 0; i < nblocks; i++) {
+        if (t == DT_Q4_K) quant_q4_k_block(src + i * 256, b + i * 144);
+        else if (t == DT_Q6_K) quant_q6_k_block(src + i * 256, b + i * 210);
     }
 }
