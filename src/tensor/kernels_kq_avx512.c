@@ -1,0 +1,104 @@
+/* kernels_kq_avx512.c - AVX-512 Q4_K and Q6_K matmul on the GGUF row layout
+ * (KL_ROWS): each 16-element run of a weight row is dequantized in registers
+ * (nibbles widened to int32, converted, scaled with one FMA: w = d*sc*q -
+ * dmin*m, or d*sc*(q-32)) and multiplied into up to KQ_MR activation rows
+ * with f32 FMA, two accumulators per row. Same semantics as kernels_dequant.c
+ * (dequantize, then f32 dot) up to rounding; the weight row is decoded once
+ * per KQ_MR activation rows. Compiled with the AVX-512 flags (file suffix). */
+#include <immintrin.h>
+
+#include "tensor/kernels_impl.h"
+
+#define AI static inline __attribute__((always_inline))
+#define KQ_MR 4
+
+AI __m512 widen16(const uint8_t *p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+
+AI void fma_rows(const int MR, __m512 w, const float *const *x, int64_t off, __m512 acc[][2], int s) {
+#pragma GCC unroll 4
+    for (int t = 0; t < MR; t++) acc[t][s] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x[t] + off), acc[t][s]);
+}
+
+AI void q4k_block(const int MR, const uint8_t *b, const float *const *x, int64_t off, __m512 acc[][2]) {
+    float d = fp16_to_f32((uint16_t)(b[0] | b[1] << 8)), dmin = fp16_to_f32((uint16_t)(b[2] | b[3] << 8));
+    uint8_t sc[8], mn[8];
+    kq_scale_min_k4(b + 4, sc, mn);
+    const __m512i nib = _mm512_set1_epi32(0xf);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        __m512 dl0 = _mm512_set1_ps(d * (float)sc[2 * j]), ml0 = _mm512_set1_ps(-dmin * (float)mn[2 * j]);
+        __m512 dl1 = _mm512_set1_ps(d * (float)sc[2 * j + 1]), ml1 = _mm512_set1_ps(-dmin * (float)mn[2 * j + 1]);
+#pragma GCC unroll 2
+        for (int hp = 0; hp < 2; hp++) {
+            __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b + 16 + 32 * j + 16 * hp)));
+            __m512 wl = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, nib)), dl0, ml0);
+            __m512 wh = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), dl1, ml1);
+            fma_rows(MR, wl, x, off + 64 * j + 16 * hp, acc, 0);
+            fma_rows(MR, wh, x, off + 64 * j + 32 + 16 * hp, acc, 1);
+        }
+    }
+}
+
+AI void q6k_block(const int MR, const uint8_t *b, const float *const *x, int64_t off, __m512 acc[][2]) {
+    const int8_t *sc = (const int8_t *)(b + 192);
+    float d = fp16_to_f32((uint16_t)(b[208] | b[209] << 8));
+    const __m512i m4 = _mm512_set1_epi32(0xf), m2 = _mm512_set1_epi32(3), c32 = _mm512_set1_epi32(32);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+        for (int l0 = 0; l0 < 32; l0 += 16) {
+            const uint8_t *ql = b + 64 * h + l0, *qh = b + 128 + 32 * h + l0;
+            __m512i A = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)ql));
+            __m512i B = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(ql + 32)));
+            __m512i H = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qh));
+            __m512i q[4] = {_mm512_or_si512(_mm512_and_si512(A, m4), _mm512_slli_epi32(_mm512_and_si512(H, m2), 4)),
+                            _mm512_or_si512(_mm512_and_si512(B, m4),
+                                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(H, 2), m2), 4)),
+                            _mm512_or_si512(_mm512_srli_epi32(A, 4),
+                                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(H, 4), m2), 4)),
+                            _mm512_or_si512(_mm512_srli_epi32(B, 4), _mm512_slli_epi32(_mm512_srli_epi32(H, 6), 4))};
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++) {
+                int e = 128 * h + 32 * g + l0;
+                __m512 w = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q[g], c32)),
+                                         _mm512_set1_ps(d * (float)sc[e / 16]));
+                fma_rows(MR, w, x, off + e, acc, g & 1);
+            }
+        }
+}
+
+AI void kq_row(const int MR, int q6, const uint8_t *row, int64_t nb, const float *const *x, float *y, int64_t n) {
+    __m512 acc[KQ_MR][2];
+#pragma GCC unroll 4
+    for (int t = 0; t < MR; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+    if (q6)
+        for (int64_t b = 0; b < nb; b++) q6k_block(MR, row + b * 210, x, b * 256, acc);
+    else
+        for (int64_t b = 0; b < nb; b++) q4k_block(MR, row + b * 144, x, b * 256, acc);
+#pragma GCC unroll 4
+    for (int t = 0; t < MR; t++) y[t * n] = _mm512_reduce_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]));
+}
+
+void kern_mm_kq_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
+    const kern_weight *w = a->w;
+    int q6 = w->type == DT_Q6_K;
+    int64_t k = a->k, n = a->n, nb = k / 256;
+    size_t rb = dtype_row_bytes((uint32_t)w->type, k);
+    for (int64_t i = i0; i < i1; i += KQ_MR) {
+        int mr = i1 - i < KQ_MR ? (int)(i1 - i) : KQ_MR;
+        const float *x[KQ_MR];
+        for (int t = 0; t < KQ_MR; t++) x[t] = a->x + (i + (t < mr ? t : 0)) * k;
+        for (int64_t o = o0; o < o1; o++) {
+            const uint8_t *row = (const uint8_t *)w->data + (size_t)o * rb;
+            float *y = a->y + i * n + o;
+            switch (mr) {
+            case 1: kq_row(1, q6, row, nb, x, y, n); break;
+            case 2: kq_row(2, q6, row, nb, x, y, n); break;
+            case 3: kq_row(3, q6, row, nb, x, y, n); break;
+            default: kq_row(4, q6, row, nb, x, y, n); break;
+            }
+        }
+    }
+}
