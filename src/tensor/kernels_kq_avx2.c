@@ -1,0 +1,105 @@
+/* kernels_kq_avx2.c - AVX2+FMA Q4_K and Q6_K matmul on the GGUF row layout
+ * (KL_ROWS), the 8-lane twin of kernels_kq_avx512.c: each 8-element run of a
+ * weight row is dequantized in registers (bytes widened to int32, converted,
+ * one FMA: w = d*sc*q - dmin*m, or d*sc*(q-32)) and multiplied into up to
+ * KQ_MR activation rows with f32 FMA, two accumulators per row. */
+#include <immintrin.h>
+
+#include "tensor/kernels_impl.h"
+
+#define AI static inline __attribute__((always_inline))
+#define KQ_MR 4
+
+AI __m256i widen8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+
+AI float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AI void fma_rows(const int MR, __m256 w, const float *const *x, int64_t off, __m256 acc[][2], int s) {
+#pragma GCC unroll 4
+    for (int t = 0; t < MR; t++) acc[t][s] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x[t] + off), acc[t][s]);
+}
+
+AI void q4k_block(const int MR, const uint8_t *b, const float *const *x, int64_t off, __m256 acc[][2]) {
+    float d = fp16_to_f32((uint16_t)(b[0] | b[1] << 8)), dmin = fp16_to_f32((uint16_t)(b[2] | b[3] << 8));
+    uint8_t sc[8], mn[8];
+    kq_scale_min_k4(b + 4, sc, mn);
+    const __m256i nib = _mm256_set1_epi32(0xf);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        __m256 dl0 = _mm256_set1_ps(d * (float)sc[2 * j]), ml0 = _mm256_set1_ps(-dmin * (float)mn[2 * j]);
+        __m256 dl1 = _mm256_set1_ps(d * (float)sc[2 * j + 1]), ml1 = _mm256_set1_ps(-dmin * (float)mn[2 * j + 1]);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i v = widen8(b + 16 + 32 * j + 8 * c);
+            __m256 wl = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, nib)), dl0, ml0);
+            __m256 wh = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), dl1, ml1);
+            fma_rows(MR, wl, x, off + 64 * j + 8 * c, acc, 0);
+            fma_rows(MR, wh, x, off + 64 * j + 32 + 8 * c, acc, 1);
+        }
+    }
+}
+
+AI void q6k_block(const int MR, const uint8_t *b, const float *const *x, int64_t off, __m256 acc[][2]) {
+    const int8_t *sc = (const int8_t *)(b + 192);
+    float d = fp16_to_f32((uint16_t)(b[208] | b[209] << 8));
+    const __m256i m4 = _mm256_set1_epi32(0xf), m2 = _mm256_set1_epi32(3), c32 = _mm256_set1_epi32(32);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+        for (int l0 = 0; l0 < 32; l0 += 8) {
+            const uint8_t *ql = b + 64 * h + l0, *qh = b + 128 + 32 * h + l0;
+            __m256i A = widen8(ql), B = widen8(ql + 32), H = widen8(qh);
+            __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(A, m4), _mm256_slli_epi32(_mm256_and_si256(H, m2), 4)),
+                            _mm256_or_si256(_mm256_and_si256(B, m4),
+                                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(H, 2), m2), 4)),
+                            _mm256_or_si256(_mm256_srli_epi32(A, 4),
+                                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(H, 4), m2), 4)),
+                            _mm256_or_si256(_mm256_srli_epi32(B, 4), _mm256_slli_epi32(_mm256_srli_epi32(H, 6), 4))};
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++) {
+                int e = 128 * h + 32 * g + l0;
+                __m256 w = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[g], c32)),
+                                         _mm256_set1_ps(d * (float)sc[e / 16]));
+                fma_rows(MR, w, x, off + e, acc, g & 1);
+            }
+        }
+}
+
+AI void kq_row(const int MR, int q6, const uint8_t *row, int64_t nb, const float *const *x, float *y, int64_t n) {
+    __m256 acc[KQ_MR][2];
+#pragma GCC unroll 4
+    for (int t = 0; t < MR; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    if (q6)
+        for (int64_t b = 0; b < nb; b++) q6k_block(MR, row + b * 210, x, b * 256, acc);
+    else
+        for (int64_t b = 0; b < nb; b++) q4k_block(MR, row + b * 144, x, b * 256, acc);
+#pragma GCC unroll 4
+    for (int t = 0; t < MR; t++) y[t * n] = hsum8(_mm256_add_ps(acc[t][0], acc[t][1]));
+}
+
+void kern_mm_kq_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
+    const kern_weight *w = a->w;
+    int q6 = w->type == DT_Q6_K;
+    int64_t k = a->k, n = a->n, nb = k / 256;
+    size_t rb = dtype_row_bytes((uint32_t)w->type, k);
+    for (int64_t i = i0; i < i1; i += KQ_MR) {
+        int mr = i1 - i < KQ_MR ? (int)(i1 - i) : KQ_MR;
+        const float *x[KQ_MR];
+        for (int t = 0; t < KQ_MR; t++) x[t] = a->x + (i + (t < mr ? t : 0)) * k;
+        for (int64_t o = o0; o < o1; o++) {
+            const uint8_t *row = (const uint8_t *)w->data + (size_t)o * rb;
+            float *y = a->y + i * n + o;
+            switch (mr) {
+            case 1: kq_row(1, q6, row, nb, x, y, n); break;
+            case 2: kq_row(2, q6, row, nb, x, y, n); break;
+            case 3: kq_row(3, q6, row, nb, x, y, n); break;
+            default: kq_row(4, q6, row, nb, x, y, n); break;
+            }
+        }
+    }
+}
