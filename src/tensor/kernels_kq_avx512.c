@@ -1,7 +1,7 @@
 /* kernels_kq_avx512.c - AVX-512 Q4_K and Q6_K matmul on the GGUF row layout
  * (KL_ROWS): each 16-element run of a weight row is dequantized in registers
  * (nibbles widened to int32, converted, scaled with one FMA: w = d*sc*q -
- * dmin*m, or d*sc*(q-32)) and multiplied into up to KQ_MR activation rows
+ * dmin*m, or d*sc*(q-32)) and multiplied into up to KQ_MR (8) activation rows
  * with f32 FMA, two accumulators per row. Same semantics as kernels_dequant.c
  * (dequantize, then f32 dot) up to rounding; the weight row is decoded once
  * per KQ_MR activation rows. Compiled with the AVX-512 flags (file suffix). */
@@ -10,14 +10,14 @@
 #include "tensor/kernels_impl.h"
 
 #define AI static inline __attribute__((always_inline))
-#define KQ_MR 4
+#define KQ_MR 8
 
 AI __m512 widen16(const uint8_t *p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
 }
 
 AI void fma_rows(const int MR, __m512 w, const float *const *x, int64_t off, __m512 acc[][2], int s) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < MR; t++) acc[t][s] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x[t] + off), acc[t][s]);
 }
 
@@ -71,13 +71,13 @@ AI void q6k_block(const int MR, const uint8_t *b, const float *const *x, int64_t
 
 AI void kq_row(const int MR, int q6, const uint8_t *row, int64_t nb, const float *const *x, float *y, int64_t n) {
     __m512 acc[KQ_MR][2];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < MR; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
     if (q6)
         for (int64_t b = 0; b < nb; b++) q6k_block(MR, row + b * 210, x, b * 256, acc);
     else
         for (int64_t b = 0; b < nb; b++) q4k_block(MR, row + b * 144, x, b * 256, acc);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < MR; t++) y[t * n] = _mm512_reduce_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]));
 }
 
@@ -97,7 +97,11 @@ void kern_mm_kq_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0
             case 1: kq_row(1, q6, row, nb, x, y, n); break;
             case 2: kq_row(2, q6, row, nb, x, y, n); break;
             case 3: kq_row(3, q6, row, nb, x, y, n); break;
-            default: kq_row(4, q6, row, nb, x, y, n); break;
+            case 4: kq_row(4, q6, row, nb, x, y, n); break;
+            case 5: kq_row(5, q6, row, nb, x, y, n); break;
+            case 6: kq_row(6, q6, row, nb, x, y, n); break;
+            case 7: kq_row(7, q6, row, nb, x, y, n); break;
+            default: kq_row(8, q6, row, nb, x, y, n); break;
             }
         }
     }
