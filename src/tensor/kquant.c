@@ -42,11 +42,14 @@ static void deq_q5(const uint8_t *b, float *y, int has_min) {
 static void deq_q2_k(const uint8_t *b, float *y) {
     const uint8_t *sc = b, *qs = b + 16;
     float d = rdh(b + 80), dmin = rdh(b + 82);
-    for (int e = 0; e < 256; e++) {
-        int q = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-        float dl = d * (float)(sc[e / 16] & 0xf), ml = dmin * (float)(sc[e / 16] >> 4);
-        y[e] = dl * (float)q - ml;
-    }
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 4; s++)
+            for (int lh = 0; lh < 2; lh++) {
+                int sb = 8 * h + 2 * s + lh;
+                float dl = d * (float)(sc[sb] & 0xf), ml = dmin * (float)(sc[sb] >> 4);
+                for (int l = 16 * lh; l < 16 * lh + 16; l++)
+                    y[128 * h + 32 * s + l] = dl * (float)((qs[32 * h + l] >> (2 * s)) & 3) - ml;
+            }
 }
 
 /* Q3_K (110) = hmask[32], qs[64], scales[12] (16 x 6 bit, biased by 32), d.
@@ -54,14 +57,18 @@ static void deq_q2_k(const uint8_t *b, float *y) {
 static void deq_q3_k(const uint8_t *b, float *y) {
     const uint8_t *hm = b, *qs = b + 32, *sc = b + 96;
     float d = rdh(b + 108);
-    for (int e = 0; e < 256; e++) {
-        int s = e / 16;
-        int ls = (sc[s % 8] >> (4 * (s / 8))) & 0xf, hs = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
-        float dl = d * (float)((ls | hs << 4) - 32);
-        int q = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-        if (!((hm[e % 32] >> (e / 32)) & 1)) q -= 4;
-        y[e] = dl * (float)q;
-    }
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 4; s++)
+            for (int lh = 0; lh < 2; lh++) {
+                int sb = 8 * h + 2 * s + lh;
+                int ls = (sc[sb % 8] >> (4 * (sb / 8))) & 0xf, hs = (sc[8 + sb % 4] >> (2 * (sb / 4))) & 3;
+                float dl = d * (float)((ls | hs << 4) - 32);
+                for (int l = 16 * lh; l < 16 * lh + 16; l++) {
+                    int q = (qs[32 * h + l] >> (2 * s)) & 3;
+                    q -= ((hm[l] >> (4 * h + s)) & 1) ? 0 : 4;
+                    y[128 * h + 32 * s + l] = dl * (float)q;
+                }
+            }
 }
 
 /* The 8 6-bit (scale, min) pairs of Q4_K / Q5_K packed in 12 bytes. */
@@ -99,11 +106,16 @@ static void deq_q6_k(const uint8_t *b, float *y) {
     const uint8_t *ql = b, *qh = b + 128;
     const int8_t *sc = (const int8_t *)(b + 192);
     float d = rdh(b + 208);
-    for (int e = 0; e < 256; e++) {
-        int h = e / 128, r = e % 128;
-        int q = ((ql[64 * h + r % 64] >> (4 * (r / 64))) & 0xf) | ((qh[32 * h + r % 32] >> (2 * (r / 32))) & 3) << 4;
-        y[e] = d * (float)sc[e / 16] * (float)(q - 32);
-    }
+    for (int h = 0; h < 2; h++)
+        for (int g = 0; g < 4; g++)
+            for (int lh = 0; lh < 2; lh++) {
+                float s = d * (float)sc[8 * h + 2 * g + lh];
+                for (int l = 16 * lh; l < 16 * lh + 16; l++) {
+                    int lo = (ql[64 * h + l + 32 * (g & 1)] >> (4 * (g >> 1))) & 0xf;
+                    int q = lo | ((qh[32 * h + l] >> (2 * g)) & 3) << 4;
+                    y[128 * h + 32 * g + l] = s * (float)(q - 32);
+                }
+            }
 }
 
 bool kq_is_dequant_type(uint32_t t) {
