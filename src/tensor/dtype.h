@@ -92,8 +92,16 @@ void dtype_dequantize_row(dtype t, const void *src, float *dst, int64_t n);
  * Q5_1, Q2_K..Q6_K); dequantizes nblocks whole blocks of such a type. */
 bool kq_is_dequant_type(uint32_t t);
 void kq_dequantize_blocks(uint32_t t, const void *src, float *dst, int64_t nblocks);
-/* Unpacks the 8 (scale, min) 6-bit pairs of a Q4_K / Q5_K block. */
-void kq_scale_min_k4(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]);
+/* Unpacks the 8 (scale, min) 6-bit pairs of a Q4_K / Q5_K block (the 12
+ * bytes after d and dmin). Inline: the kernels call it per block. */
+static inline void kq_scale_min_k4(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 63;
+        mn[j] = s[j + 4] & 63;
+        sc[j + 4] = (uint8_t)((s[j + 8] & 0xf) | ((s[j] >> 2) & 0x30));
+        mn[j + 4] = (uint8_t)((s[j + 8] >> 4) | ((s[j + 4] >> 2) & 0x30));
+    }
+}
 /* Simple (not ggml's searching) quantizers: Q4_K and Q6_K only. */
 void kq_quantize_blocks(uint32_t t, const float *src, void *dst, int64_t nblocks);
 

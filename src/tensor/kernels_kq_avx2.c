@@ -19,13 +19,14 @@ AI float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-AI void fma_rows(const int MR, __m256 w, const float *const *x, int64_t off, __m256 acc[][2], int s) {
+AI void fma_rows(const int MR, __m256 w, const float *const *x, int64_t off, __m256 acc[][4], int s) {
+    s &= MR <= 2 ? 3 : 1; /* 4 accumulators per row when few rows (FMA latency), else 2 */
 #pragma GCC unroll 4
     for (int t = 0; t < MR; t++) acc[t][s] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x[t] + off), acc[t][s]);
 }
 
-AI void q4k_block(const int MR, const uint8_t *b, const float *const *x, int64_t off, __m256 acc[][2]) {
-    float d = fp16_to_f32((uint16_t)(b[0] | b[1] << 8)), dmin = fp16_to_f32((uint16_t)(b[2] | b[3] << 8));
+AI void q4k_block(const int MR, const uint8_t *b, const float *const *x, int64_t off, __m256 acc[][4]) {
+    float d = _cvtsh_ss((uint16_t)(b[0] | b[1] << 8)), dmin = _cvtsh_ss((uint16_t)(b[2] | b[3] << 8));
     uint8_t sc[8], mn[8];
     kq_scale_min_k4(b + 4, sc, mn);
     const __m256i nib = _mm256_set1_epi32(0xf);
@@ -38,15 +39,15 @@ AI void q4k_block(const int MR, const uint8_t *b, const float *const *x, int64_t
             __m256i v = widen8(b + 16 + 32 * j + 8 * c);
             __m256 wl = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, nib)), dl0, ml0);
             __m256 wh = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), dl1, ml1);
-            fma_rows(MR, wl, x, off + 64 * j + 8 * c, acc, 0);
-            fma_rows(MR, wh, x, off + 64 * j + 32 + 8 * c, acc, 1);
+            fma_rows(MR, wl, x, off + 64 * j + 8 * c, acc, 2 * (c & 1));
+            fma_rows(MR, wh, x, off + 64 * j + 32 + 8 * c, acc, 2 * (c & 1) + 1);
         }
     }
 }
 
-AI void q6k_block(const int MR, const uint8_t *b, const float *const *x, int64_t off, __m256 acc[][2]) {
+AI void q6k_block(const int MR, const uint8_t *b, const float *const *x, int64_t off, __m256 acc[][4]) {
     const int8_t *sc = (const int8_t *)(b + 192);
-    float d = fp16_to_f32((uint16_t)(b[208] | b[209] << 8));
+    float d = _cvtsh_ss((uint16_t)(b[208] | b[209] << 8));
     const __m256i m4 = _mm256_set1_epi32(0xf), m2 = _mm256_set1_epi32(3), c32 = _mm256_set1_epi32(32);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++)
@@ -65,21 +66,22 @@ AI void q6k_block(const int MR, const uint8_t *b, const float *const *x, int64_t
                 int e = 128 * h + 32 * g + l0;
                 __m256 w = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[g], c32)),
                                          _mm256_set1_ps(d * (float)sc[e / 16]));
-                fma_rows(MR, w, x, off + e, acc, g & 1);
+                fma_rows(MR, w, x, off + e, acc, g);
             }
         }
 }
 
 AI void kq_row(const int MR, int q6, const uint8_t *row, int64_t nb, const float *const *x, float *y, int64_t n) {
-    __m256 acc[KQ_MR][2];
+    __m256 acc[KQ_MR][4];
 #pragma GCC unroll 4
-    for (int t = 0; t < MR; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int t = 0; t < MR; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = _mm256_setzero_ps();
     if (q6)
-        for (int64_t b = 0; b < nb; b++) q6k_block(MR, row + b * 210, x, b * 256, acc);
+        for (int64_t b = 0; b < nb; b++) { q6k_block(MR, row + b * 210, x, b * 256, acc); }
     else
-        for (int64_t b = 0; b < nb; b++) q4k_block(MR, row + b * 144, x, b * 256, acc);
+        for (int64_t b = 0; b < nb; b++) { q4k_block(MR, row + b * 144, x, b * 256, acc); }
 #pragma GCC unroll 4
-    for (int t = 0; t < MR; t++) y[t * n] = hsum8(_mm256_add_ps(acc[t][0], acc[t][1]));
+    for (int t = 0; t < MR; t++)
+        y[t * n] = hsum8(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3])));
 }
 
 void kern_mm_kq_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {

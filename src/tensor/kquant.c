@@ -71,16 +71,6 @@ static void deq_q3_k(const uint8_t *b, float *y) {
             }
 }
 
-/* The 8 6-bit (scale, min) pairs of Q4_K / Q5_K packed in 12 bytes. */
-void kq_scale_min_k4(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = s[j] & 63;
-        mn[j] = s[j + 4] & 63;
-        sc[j + 4] = (uint8_t)((s[j + 8] & 0xf) | ((s[j] >> 2) & 0x30));
-        mn[j + 4] = (uint8_t)((s[j + 8] >> 4) | ((s[j + 4] >> 2) & 0x30));
-    }
-}
-
 /* Q4_K (144) = d, dmin, scales[12], qs[128]; element e: nibble (e/32)%2 of
  * qs[32*(e/64) + e%32], sub-block e/32: x = d*sc*q - dmin*m.
  * Q5_K (176) adds qh[32] before qs: bit e/32 of qh[e%32] is bit 4. */
