@@ -97,7 +97,7 @@ void kern_mm_scalar(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, i
  * with the ISA's f32 dot product. */
 void kern_mm_dequant(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1,
                      float (*dot)(const float *x, const float *y, int64_t n));
-/* kernels_kq_{avx2,avx512}.c: Q4_K / Q6_K (KL_ROWS), dequantized in registers. */
+/* kernels_kq_{avx2,avx512}.c: Q4_K / Q5_K / Q6_K (KL_ROWS), dequantized in registers. */
 void kern_mm_kq_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 void kern_mm_kq_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 

@@ -1,4 +1,4 @@
-/* kernels_kq_avx2.c - AVX2+FMA Q4_K and Q6_K matmul on the GGUF row layout
+/* kernels_kq_avx2.c - AVX2+FMA Q4_K, Q5_K and Q6_K matmul on the GGUF row layout
  * (KL_ROWS), the 8-lane twin of kernels_kq_avx512.c: each 8-element run of a
  * weight row is dequantized in registers (bytes widened to int32, converted,
  * one FMA: w = d*sc*q - dmin*m, or d*sc*(q-32)) and multiplied into up to
@@ -25,20 +25,28 @@ AI void fma_rows(const int MR, __m256 w, const float *const *x, int64_t off, __m
     for (int t = 0; t < MR; t++) acc[t][s] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x[t] + off), acc[t][s]);
 }
 
-AI void q4k_block(const int MR, const uint8_t *b, const float *const *x, int64_t off, __m256 acc[][4]) {
+/* Q4_K, or Q5_K (FIVE): qh[32] after the scales, bit s of qh[l] is bit 4 of sub-block s's element l. */
+AI void q4k_block(const int MR, const int FIVE, const uint8_t *b, const float *const *x, int64_t off, __m256 acc[][4]) {
     float d = _cvtsh_ss((uint16_t)(b[0] | b[1] << 8)), dmin = _cvtsh_ss((uint16_t)(b[2] | b[3] << 8));
     uint8_t sc[8], mn[8];
     kq_scale_min_k4(b + 4, sc, mn);
-    const __m256i nib = _mm256_set1_epi32(0xf);
+    const __m256i nib = _mm256_set1_epi32(0xf), one = _mm256_set1_epi32(1);
+    const uint8_t *qs = b + (FIVE ? 48 : 16), *qh = b + 16;
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         __m256 dl0 = _mm256_set1_ps(d * (float)sc[2 * j]), ml0 = _mm256_set1_ps(-dmin * (float)mn[2 * j]);
         __m256 dl1 = _mm256_set1_ps(d * (float)sc[2 * j + 1]), ml1 = _mm256_set1_ps(-dmin * (float)mn[2 * j + 1]);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
-            __m256i v = widen8(b + 16 + 32 * j + 8 * c);
-            __m256 wl = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, nib)), dl0, ml0);
-            __m256 wh = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), dl1, ml1);
+            __m256i v = widen8(qs + 32 * j + 8 * c);
+            __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_srli_epi32(v, 4);
+            if (FIVE) {
+                __m256i h = widen8(qh + 8 * c);
+                lo = _mm256_or_si256(lo, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2 * j), one), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2 * j + 1), one), 4));
+            }
+            __m256 wl = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), dl0, ml0);
+            __m256 wh = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), dl1, ml1);
             fma_rows(MR, wl, x, off + 64 * j + 8 * c, acc, 2 * (c & 1));
             fma_rows(MR, wh, x, off + 64 * j + 32 + 8 * c, acc, 2 * (c & 1) + 1);
         }
@@ -71,14 +79,16 @@ AI void q6k_block(const int MR, const uint8_t *b, const float *const *x, int64_t
         }
 }
 
-AI void kq_row(const int MR, int q6, const uint8_t *row, int64_t nb, const float *const *x, float *y, int64_t n) {
+AI void kq_row(const int MR, int ty, const uint8_t *row, int64_t nb, const float *const *x, float *y, int64_t n) {
     __m256 acc[KQ_MR][4];
 #pragma GCC unroll 4
     for (int t = 0; t < MR; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = _mm256_setzero_ps();
-    if (q6)
-        for (int64_t b = 0; b < nb; b++) { q6k_block(MR, row + b * 210, x, b * 256, acc); }
+    if (ty == DT_Q6_K)
+        for (int64_t b = 0; b < nb; b++) q6k_block(MR, row + b * 210, x, b * 256, acc);
+    else if (ty == DT_Q5_K)
+        for (int64_t b = 0; b < nb; b++) q4k_block(MR, 1, row + b * 176, x, b * 256, acc);
     else
-        for (int64_t b = 0; b < nb; b++) { q4k_block(MR, row + b * 144, x, b * 256, acc); }
+        for (int64_t b = 0; b < nb; b++) q4k_block(MR, 0, row + b * 144, x, b * 256, acc);
 #pragma GCC unroll 4
     for (int t = 0; t < MR; t++)
         y[t * n] = hsum8(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3])));
@@ -86,7 +96,7 @@ AI void kq_row(const int MR, int q6, const uint8_t *row, int64_t nb, const float
 
 void kern_mm_kq_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
     const kern_weight *w = a->w;
-    int q6 = w->type == DT_Q6_K;
+    int ty = (int)w->type;
     int64_t k = a->k, n = a->n, nb = k / 256;
     size_t rb = dtype_row_bytes((uint32_t)w->type, k);
     for (int64_t i = i0; i < i1; i += KQ_MR) {
@@ -97,10 +107,10 @@ void kern_mm_kq_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, 
             const uint8_t *row = (const uint8_t *)w->data + (size_t)o * rb;
             float *y = a->y + i * n + o;
             switch (mr) {
-            case 1: kq_row(1, q6, row, nb, x, y, n); break;
-            case 2: kq_row(2, q6, row, nb, x, y, n); break;
-            case 3: kq_row(3, q6, row, nb, x, y, n); break;
-            default: kq_row(4, q6, row, nb, x, y, n); break;
+            case 1: kq_row(1, ty, row, nb, x, y, n); break;
+            case 2: kq_row(2, ty, row, nb, x, y, n); break;
+            case 3: kq_row(3, ty, row, nb, x, y, n); break;
+            default: kq_row(4, ty, row, nb, x, y, n); break;
             }
         }
     }
