@@ -222,6 +222,7 @@ typedef struct mm_job {
     const kern_ops *ops;
     kern_mm_args a;
     int32_t off;
+    int q8k; /* activations quantized per 256 (kern_quantize_row_q8k) */
     _Atomic int64_t next_chunk;
 } mm_job;
 
@@ -251,6 +252,7 @@ static void prep_range(const mm_job *j, int64_t u0, int64_t u1) {
     int64_t k = a->k, nb = k / 32;
     for (int64_t u = u0; u < u1; u++) {
         if (a->xp) pack_x_group(j, u);
+        else if (j->q8k) kern_quantize_row_q8k(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb);
         else j->ops->quantize_row(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb, j->off);
     }
 }
@@ -311,8 +313,9 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
     j.a.k = w->k;
     j.a.y = y;
     int quant = w->type == DT_Q8_0 || w->type == DT_Q4_0;
+    j.q8k = w->isa == CPU_ISA_AVX512 && w->type == DT_Q4_K;
     int prep = 0;
-    if (quant) {
+    if (quant || j.q8k) {
         j.a.qa = qact_layout(c, m, w->k);
         j.off = w->type == DT_Q8_0 ? 128 : 8;
         prep = 1;

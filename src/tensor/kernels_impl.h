@@ -25,6 +25,11 @@
  *   corr[i*nb+b]  -off * sum_j q (off = 128 for Q8_0 weights, 8 for Q4_0), the
  *                 correction for the unsigned weight operand of the VNNI/maddubs
  *                 dot products. (Unused by kernels that do signed products.)
+ * Q8_K-style activations (Q4_K weights under AVX-512; kern_quantize_row_q8k),
+ * same arrays, k % 256 == 0:
+ *   q[i*k + j]    int8, one scale per 256 (amax/127, f32, not fp16-rounded)
+ *   d[i*nb + B]   that scale of super-block B (only the first k/256 entries)
+ *   corr[i*nb+b]  +sum_j q of 32-block b (no offset)
  */
 #ifndef CINFER_TENSOR_KERNELS_IMPL_H
 #define CINFER_TENSOR_KERNELS_IMPL_H
@@ -97,8 +102,12 @@ void kern_mm_scalar(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, i
  * with the ISA's f32 dot product. */
 void kern_mm_dequant(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1,
                      float (*dot)(const float *x, const float *y, int64_t n));
+/* kernels_dequant.c: the Q8_K-style activation quantizer (see above). */
+void kern_quantize_row_q8k(const float *x, int64_t k, int8_t *q, float *d, int32_t *sums);
 /* kernels_kq_{avx2,avx512}.c: Q4_K / Q5_K / Q6_K (KL_ROWS), dequantized in registers. */
 void kern_mm_kq_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 void kern_mm_kq_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+/* Q4_K x the Q8_K-style activations in a->qa (AVX-512 VNNI). */
+void kern_mm_q4k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 
 #endif

@@ -2,13 +2,18 @@
  * runs, on every ISA the machine has.
  *
  * tiny-llama (F32/F16) is re-encoded with gguf_quantize to Q4_K, which makes
- * llama.cpp's Q4_K_M mix (attention/ffn_gate/ffn_up/token_embd Q4_K; output
- * and attn_v Q6_K; ffn_down, whose rows are 688 wide, F32) - file A. A is then
+ * llama.cpp's Q4_K_M mix (attention/ffn_gate/ffn_up/token_embd Q4_K; attn_v
+ * Q6_K (output is tied to token_embd); ffn_down, whose rows are 688 wide,
+ * F32) - file A. A is then
  * re-encoded to F32 - file B, holding exactly A's dequantized weights (the
  * dequantization is checked bit-exact against gguf-py in test_dtype). The
  * paragraph prompt is fed (teacher-forced) through A and B under each ISA:
- *   A vs B:   every logit within 1e-3 absolute (same weights, only f32
- *             summation order differs; observed max ~1e-5), same top-1;
+ *   A vs B:   scalar and AVX2 (f32 activations): every logit within 1e-3
+ *             absolute (same weights, only f32 summation order differs;
+ *             observed max ~1e-6), same top-1. AVX-512 multiplies Q4_K by
+ *             activations quantized per 256 (Q8_K, as llama.cpp does): relative
+ *             RMS logit error <= 0.03 (observed 0.012), top-1 agreement >= 0.9
+ *             (observed 0.96; tiny-llama's random weights give tiny margins);
  *   A vs the original F32 model: top-1 agreement >= 0.4 and relative RMS
  *             logit error <= 0.35 (the Q4_0 bounds of test_quantized_models;
  *             tiny-llama has random weights, so top-1 margins are tiny). */
@@ -127,7 +132,10 @@ int main(void) {
                 double mx, agree, rel;
                 snprintf(what, sizeof what, "%s q4_k mix vs its f32 dequantization", cpu_isa_name((cpu_isa)isa));
                 compare(what, la, lb, n, nv, &mx, &agree, &rel);
-                CHECKF(mx <= 1e-3 && agree == 1.0, "%s: max |diff| %.3g, top-1 agreement %.3f", what, mx, agree);
+                if (isa == CPU_ISA_AVX512) /* Q4_K x Q8_K-quantized activations (integer path) */
+                    CHECKF(rel <= 0.03 && agree >= 0.9, "%s: relative RMS %.4f, top-1 agreement %.3f", what, rel,
+                           agree);
+                else CHECKF(mx <= 1e-3 && agree == 1.0, "%s: max |diff| %.3g, top-1 agreement %.3f", what, mx, agree);
                 snprintf(what, sizeof what, "%s q4_k mix vs the original model", cpu_isa_name((cpu_isa)isa));
                 compare(what, la, lf, n, nv, &mx, &agree, &rel);
                 CHECKF(agree >= 0.4 && rel <= 0.35, "%s: top-1 agreement %.3f, relative RMS %.4f", what, agree, rel);
