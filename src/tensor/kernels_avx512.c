@@ -329,7 +329,11 @@ static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_
         kern_mm_q4k_int_avx512(a, o0, o1, i0, i1);
         return;
     }
-    if (w->type == DT_Q5_K || w->type == DT_Q6_K) {
+    if (w->type == DT_Q6_K) {
+        kern_mm_q6k_int_avx512(a, o0, o1, i0, i1);
+        return;
+    }
+    if (w->type == DT_Q5_K) {
         kern_mm_kq_avx512(a, o0, o1, i0, i1);
         return;
     }
