@@ -182,7 +182,11 @@ static void mm_quant(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, 
 
 static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
     const kern_weight *w = a->w;
-    if (w->type == DT_Q4_K || w->type == DT_Q5_K || w->type == DT_Q6_K) {
+    if (w->type == DT_Q4_K || w->type == DT_Q6_K) {
+        kern_mm_kq_int_avx2(a, o0, o1, i0, i1);
+        return;
+    }
+    if (w->type == DT_Q5_K) {
         kern_mm_kq_avx2(a, o0, o1, i0, i1);
         return;
     }

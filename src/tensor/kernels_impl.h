@@ -25,7 +25,7 @@
  *   corr[i*nb+b]  -off * sum_j q (off = 128 for Q8_0 weights, 8 for Q4_0), the
  *                 correction for the unsigned weight operand of the VNNI/maddubs
  *                 dot products. (Unused by kernels that do signed products.)
- * Q8_K-style activations (Q4_K, Q6_K weights under AVX-512; kern_quantize_row_q8k),
+ * Q8_K-style activations (Q4_K, Q6_K weights under AVX-512 and AVX2; kern_quantize_row_q8k),
  * same arrays, k % 256 == 0:
  *   q[i*k + j]    int8, one scale per 256 (amax/127, f32, not fp16-rounded)
  *   d[i*nb + B]   that scale of super-block B (only the first k/256 entries)
@@ -110,5 +110,7 @@ void kern_mm_kq_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0
 /* Q4_K / Q6_K x the Q8_K-style activations in a->qa (AVX-512 VNNI). */
 void kern_mm_q4k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 void kern_mm_q6k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+/* The same for AVX2 (vpmaddubsw / vpmaddwd), Q4_K and Q6_K. */
+void kern_mm_kq_int_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 
 #endif
