@@ -6,7 +6,7 @@
  *                    compared with kern_measure_read_bandwidth on the same pool;
  *   prefill (m = 512 by default): effective GFLOP/s = 2 m n k / time.
  * Usage: bench_matmul [-t threads] [-m prefill_rows (0: skip)] [-w working_set_MiB (0: skip decode)] [-r reps]
- *                     [-T f32,f16,bf16,q8_0,q4_0] [-S shape_index,...] [-I avx512|avx2|scalar]  (see --help)
+ *                     [-T f32,f16,bf16,q8_0,q4_0,q4_k,q6_k] [-S shape_index,...] [-I avx512|avx2|scalar]  (see --help)
  * Best of `reps` timings is reported. Not a test: numbers depend on the machine. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -105,7 +105,7 @@ static const char k_usage[] =
     "  -m, --rows M         prefill rows, 0 skips prefill (default 512)\n"
     "  -w, --working-set N  decode working set in MiB, 0 skips decode (default 1024)\n"
     "  -r, --reps N         repetitions (default 5)\n"
-    "  -T, --types LIST     comma-separated of f32,f16,bf16,q8_0,q4_0 (default all)\n"
+    "  -T, --types LIST     comma-separated of f32,f16,bf16,q8_0,q4_0,q4_k,q6_k (default: the first five)\n"
     "  -S, --shapes LIST    comma-separated shape indexes 0-3 (default 0,1,2,3)\n"
     "  -I, --isa ISA        force avx512, avx2 or scalar kernels\n"
     "  -h, --help           this text\n";

@@ -49,14 +49,17 @@ static int parse_mkmodel(int argc, char **argv, mk_args *a, const char **out) {
     mkmodel_opts *o = &a->o;
     const cli_opt t[] = {
         {"arch", 0, "NAME", "llama | deepseek2 (MLA attention + MoE FFN)", CLI_STR(&o->arch)},
-        {"dim", 0, "D", "embedding width (multiple of --heads; of 32 for q8_0/q4_0)", CLI_NUM(&o->dim, 1, INT_MAX)},
+        {"dim", 0, "D", "embedding width (multiple of --heads; of 32 for q8_0/q4_0, 256 for q4_k/q6_k)",
+         CLI_NUM(&o->dim, 1, INT_MAX)},
         {"layers", 0, "L", "number of transformer blocks", CLI_NUM(&o->layers, 1, INT_MAX)},
         {"heads", 0, "H", "attention heads (head size D/H, even)", CLI_NUM(&o->heads, 1, INT_MAX)},
         {"kv-heads", 0, "K", "key/value heads (H a multiple of K)", CLI_NUM(&o->kv_heads, 1, INT_MAX)},
-        {"ffn", 0, "F", "feed-forward width (multiple of 32 for q8_0/q4_0)", CLI_NUM(&o->ffn, 1, INT_MAX)},
+        {"ffn", 0, "F", "feed-forward width (multiple of 32 for q8_0/q4_0, 256 for q4_k/q6_k)",
+         CLI_NUM(&o->ffn, 1, INT_MAX)},
         {"vocab-from", 0, "V.gguf", "copy every tokenizer.* key from V.gguf; vocab = its token count",
          CLI_STR(&o->vocab_from)},
-        {"dtype", 0, "TYPE", "weight matrices: f32 | f16 | bf16 | q8_0 | q4_0 (norms stay f32)", CLI_STR(&a->dtype_s)},
+        {"dtype", 0, "TYPE", "weight matrices: f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q6_k (norms stay f32)",
+         CLI_STR(&a->dtype_s)},
         {"seed", 0, "S", "random seed (unsigned 64-bit)", CLI_CALL(opt_seed, a)},
         {"ctx", 0, "N", "llama.context_length (default 2048)", CLI_NUM(&o->ctx, 1, INT_MAX)},
         {"tied", 0, NULL, "no output.weight: the output reuses token_embd.weight\n(default: a separate output.weight)",
@@ -105,7 +108,7 @@ static int parse_mkmodel(int argc, char **argv, mk_args *a, const char **out) {
     if (!mkmodel_has_arch_options(o))
         return cli_usage_error(&c, "--arch %s needs its own options (see cinfer mkmodel --help)", o->arch);
     if (dtype_parse(a->dtype_s, &o->type))
-        return cli_usage_error(&c, "unknown --dtype '%s' (f32|f16|bf16|q8_0|q4_0)", a->dtype_s);
+        return cli_usage_error(&c, "unknown --dtype '%s' (f32|f16|bf16|q8_0|q4_0|q4_k|q6_k)", a->dtype_s);
     return CLI_OK;
 }
 

@@ -48,7 +48,7 @@ struct cinfer_model {
 int model_key_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out, bool required, cf_err *err);
 int model_key_f32(const gguf_file *f, const char *arch, const char *suffix, float *out, cf_err *err);
 /* Finds a tensor and checks shape [ne0, ne1] (ne1 = 0: 1-D) and type. */
-/* "tensor NAME has type Q4_K, which cinfer cannot run yet; supported: ..." into err; returns -1. */
+/* "tensor NAME has type IQ4_XS, which cinfer cannot run yet; supported: ..." into err; returns -1. */
 int model_unsupported_type(const gguf_tensor *t, cf_err *err);
 const gguf_tensor *model_need_tensor(const gguf_file *f, const char *name, int64_t ne0, int64_t ne1, bool required,
                                      cf_err *err, int *failed);

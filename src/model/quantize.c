@@ -20,6 +20,9 @@ uint32_t quantize_file_type(dtype t) {
     case DT_Q4_0: return 2;
     case DT_Q8_0: return 7;
     case DT_BF16: return 32;
+    case DT_Q4_K: return 15; /* LLAMA_FTYPE_MOSTLY_Q4_K_M: the mix quantize_tensor_type makes */
+    case DT_Q6_K: return 18;
+    default: break;
     }
     return 0;
 }
@@ -30,6 +33,10 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 dtype quantize_tensor_type(const gguf_tensor *t, dtype target) {
+    /* Q4_K as in llama.cpp's Q4_K_M: the most sensitive matrices get Q6_K */
+    if (target == DT_Q4_K && (!strcmp(t->name, "output.weight") || ends_with(t->name, ".attn_v.weight") ||
+                              ends_with(t->name, ".ffn_down.weight")))
+        target = DT_Q6_K;
     if (t->n_dims >= 2 && ends_with(t->name, ".weight") && t->ne[0] % dtype_block_elems(target) == 0) return target;
     return DT_F32;
 }

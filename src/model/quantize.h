@@ -16,7 +16,9 @@ uint32_t quantize_file_type(dtype t);
 
 /* The type tensor `t` gets when a model is re-encoded to `target`: the target
  * for weight matrices (name ending in ".weight", n_dims >= 2, ne[0] a multiple
- * of the target's block size), F32 for everything else (norms, odd widths). */
+ * of the target's block size), F32 for everything else (norms, odd widths).
+ * Target Q4_K means llama.cpp's Q4_K_M mix: output, attn_v and ffn_down
+ * matrices get Q6_K. */
 dtype quantize_tensor_type(const gguf_tensor *t, dtype target);
 
 /* Re-encodes every tensor of `in_path` per quantize_tensor_type(), copying all

@@ -29,7 +29,9 @@ static const dtype_info type_table[] = {
 
 bool dtype_known(uint32_t t) { return t < N_TYPES && type_table[t].name != NULL; }
 
-bool dtype_computable(uint32_t t) { return t == DT_F32 || t == DT_F16 || t == DT_BF16 || t == DT_Q8_0 || t == DT_Q4_0; }
+bool dtype_computable(uint32_t t) {
+    return t == DT_F32 || t == DT_F16 || t == DT_BF16 || t == DT_Q8_0 || t == DT_Q4_0 || kq_is_dequant_type(t);
+}
 
 const char *dtype_name(uint32_t t) {
     if (dtype_known(t)) return type_table[t].name;
@@ -39,7 +41,7 @@ const char *dtype_name(uint32_t t) {
 }
 
 int dtype_parse(const char *s, dtype *out) {
-    static const dtype all[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0, DT_Q4_0};
+    static const dtype all[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_K, DT_Q6_K};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (strcasecmp(s, type_table[all[i]].name) == 0) {
             *out = all[i];
@@ -163,6 +165,9 @@ void dtype_quantize_row(dtype t, const float *src, void *dst, int64_t n) {
         break;
     case DT_Q8_0: quantize_q8_0(src, dst, n); break;
     case DT_Q4_0: quantize_q4_0(src, dst, n); break;
+    case DT_Q4_K:
+    case DT_Q6_K: kq_quantize_blocks(t, src, dst, n / 256); break;
+    default: break;
     }
 }
 
@@ -194,5 +199,6 @@ void dtype_dequantize_row(dtype t, const void *src, float *dst, int64_t n) {
         }
         break;
     }
+    default: kq_dequantize_blocks(t, src, dst, n / dtype_block_elems(t)); break;
     }
 }

@@ -161,6 +161,7 @@ static void pack_p16(kern_weight *w) {
     case DT_BF16: pack_bf16(w->data, w->packed, w->n, w->k); break;
     case DT_Q8_0: pack_q8(w->data, w->packed, w->n, w->k); break;
     case DT_Q4_0: pack_q4(w->data, w->packed, w->n, w->k); break;
+    default: break;
     }
 }
 
@@ -193,7 +194,7 @@ int kern_weight_prepare(kern_weight *w, dtype type, const void *data, int64_t n,
     w->data = data;
     w->isa = (int)cpu_isa_active();
     w->layout = KL_ROWS;
-    if (w->isa != CPU_ISA_AVX512) return 0;
+    if (w->isa != CPU_ISA_AVX512 || kq_is_dequant_type((uint32_t)type)) return 0;
     w->packed = kern_alloc_stream(packed_bytes(type, n, k), &w->packed_bytes);
     if (!w->packed)
         return cf_fail(err, "kern_weight_prepare: out of memory repacking %lld x %lld %s", (long long)n, (long long)k,
@@ -223,6 +224,7 @@ typedef struct mm_job {
     const kern_ops *ops;
     kern_mm_args a;
     int32_t off;
+    int q8k; /* activations quantized per 256 (kern_quantize_row_q8k) */
     _Atomic int64_t next_chunk;
 } mm_job;
 
@@ -252,6 +254,7 @@ static void prep_range(const mm_job *j, int64_t u0, int64_t u1) {
     int64_t k = a->k, nb = k / 32;
     for (int64_t u = u0; u < u1; u++) {
         if (a->xp) pack_x_group(j, u);
+        else if (j->q8k) kern_quantize_row_q8k(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb);
         else j->ops->quantize_row(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb, j->off);
     }
 }
@@ -312,12 +315,13 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
     j.a.k = w->k;
     j.a.y = y;
     int quant = w->type == DT_Q8_0 || w->type == DT_Q4_0;
+    j.q8k = (w->isa == CPU_ISA_AVX512 || w->isa == CPU_ISA_AVX2) && (w->type == DT_Q4_K || w->type == DT_Q6_K);
     int prep = 0;
-    if (quant) {
+    if (quant || j.q8k) {
         j.a.qa = qact_layout(c, m, w->k);
         j.off = w->type == DT_Q8_0 ? 128 : 8;
         prep = 1;
-    } else if (j.ops->x_group > 0 && m > 1) {
+    } else if (j.ops->x_group > 0 && m > 1 && !kq_is_dequant_type((uint32_t)w->type)) {
         j.a.xp = c->scratch;
         prep = 1;
     }

@@ -8,7 +8,10 @@
  * Quantized weights (Q8_0, Q4_0) are multiplied as llama.cpp does: the
  * activations are first quantized to Q8_0 blocks (once per call, into the
  * context's scratch) and integer dot products (VNNI where present) are
- * scaled per block. F32/F16 weights use f32 FMA (F16 converted on the fly),
+ * scaled per block. Q4_K and Q6_K under AVX-512 / AVX2 likewise, with activations quantized
+ * per 256 elements (llama.cpp's Q8_K); the other K-quants and legacy types
+ * (Q4_1, Q5_0, Q5_1, Q2_K..Q6_K) are dequantized exactly to f32 (in registers
+ * or per row chunk) and multiplied with f32 FMA. F32/F16 weights use f32 FMA (F16 converted on the fly),
  * BF16 weights use f32 FMA after exact widening (vdpbf16ps, which would round
  * the activations to bf16, measured slower on the target CPU and is not used).
  *

@@ -182,6 +182,18 @@ static void mm_quant(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, 
 
 static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
     const kern_weight *w = a->w;
+    if (w->type == DT_Q4_K || w->type == DT_Q6_K) {
+        kern_mm_kq_int_avx2(a, o0, o1, i0, i1);
+        return;
+    }
+    if (w->type == DT_Q5_K) {
+        kern_mm_kq_avx2(a, o0, o1, i0, i1);
+        return;
+    }
+    if (kq_is_dequant_type((uint32_t)w->type)) {
+        kern_mm_dequant(a, o0, o1, i0, i1, dot_f32);
+        return;
+    }
     int64_t k = a->k, n = a->n;
     switch (w->type) {
     case DT_F32: DISPATCH_FLOAT(dot4_f32, float); break;
@@ -189,6 +201,7 @@ static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_
     case DT_BF16: DISPATCH_FLOAT(dot4_bf16, uint16_t); break;
     case DT_Q8_0:
     case DT_Q4_0: mm_quant(a, o0, o1, i0, i1); break;
+    default: break;
     }
 }
 

@@ -325,6 +325,22 @@ typedef void (*tile_fn)(const kern_mm_args *a, int RV, const void *w0, const voi
 
 static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
     const kern_weight *w = a->w;
+    if (w->type == DT_Q4_K) {
+        kern_mm_q4k_int_avx512(a, o0, o1, i0, i1);
+        return;
+    }
+    if (w->type == DT_Q6_K) {
+        kern_mm_q6k_int_avx512(a, o0, o1, i0, i1);
+        return;
+    }
+    if (w->type == DT_Q5_K) {
+        kern_mm_kq_avx512(a, o0, o1, i0, i1);
+        return;
+    }
+    if (kq_is_dequant_type((uint32_t)w->type)) {
+        kern_mm_dequant(a, o0, o1, i0, i1, dot_f32);
+        return;
+    }
     tile_fn fn;
     int ma_max;
     switch (w->type) {

@@ -2,7 +2,8 @@
  * and the per-ISA kernel files (kernels_scalar.c, kernels_avx2.c, kernels_avx512.c).
  *
  * Weight layouts (kern_weight.layout):
- *   KL_ROWS  original GGUF row-major layout (`data`); scalar and AVX2 kernels.
+ *   KL_ROWS  original GGUF row-major layout (`data`); scalar and AVX2 kernels,
+ *            and every ISA for the dequantized types (kernels_dequant.c).
  *   KL_P16   AVX-512 panels of 16 output rows (n padded to a multiple of 16 with
  *            zero rows), panel-major, stored in `packed`:
  *     F32  : float  [k][16]            (element (j, r) = W[16p+r][j])
@@ -24,6 +25,11 @@
  *   corr[i*nb+b]  -off * sum_j q (off = 128 for Q8_0 weights, 8 for Q4_0), the
  *                 correction for the unsigned weight operand of the VNNI/maddubs
  *                 dot products. (Unused by kernels that do signed products.)
+ * Q8_K-style activations (Q4_K, Q6_K weights under AVX-512 and AVX2; kern_quantize_row_q8k),
+ * same arrays, k % 256 == 0:
+ *   q[i*k + j]    int8, one scale per 256 (amax/127, f32, not fp16-rounded)
+ *   d[i*nb + B]   that scale of super-block B (only the first k/256 entries)
+ *   corr[i*nb+b]  +sum_j q of 32-block b (no offset)
  */
 #ifndef CINFER_TENSOR_KERNELS_IMPL_H
 #define CINFER_TENSOR_KERNELS_IMPL_H
@@ -45,6 +51,7 @@ static inline size_t kp16_panel_bytes(dtype t, int64_t k) {
     case DT_BF16: return (kk + 1) / 2 * 64;
     case DT_Q8_0: return kp16_scale_bytes(k) + kk / 32 * 512;
     case DT_Q4_0: return kp16_scale_bytes(k) + kk / 32 * 256;
+    default: return 0; /* dequantized types are never packed */
     }
     return 0;
 }
@@ -91,5 +98,19 @@ extern const kern_ops kern_ops_avx512;
 /* Shared scalar helpers (kernels_scalar.c). */
 void kern_quantize_row_scalar(const float *x, int64_t k, int8_t *q, float *d, int32_t *corr, int32_t off);
 void kern_mm_scalar(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+/* kernels_dequant.c: mm for kq_is_dequant_type weights (KL_ROWS, any ISA),
+ * with the ISA's f32 dot product. */
+void kern_mm_dequant(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1,
+                     float (*dot)(const float *x, const float *y, int64_t n));
+/* kernels_dequant.c: the Q8_K-style activation quantizer (see above). */
+void kern_quantize_row_q8k(const float *x, int64_t k, int8_t *q, float *d, int32_t *sums);
+/* kernels_kq_{avx2,avx512}.c: Q4_K / Q5_K / Q6_K (KL_ROWS), dequantized in registers. */
+void kern_mm_kq_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+void kern_mm_kq_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+/* Q4_K / Q6_K x the Q8_K-style activations in a->qa (AVX-512 VNNI). */
+void kern_mm_q4k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+void kern_mm_q6k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+/* The same for AVX2 (vpmaddubsw / vpmaddwd), Q4_K and Q6_K. */
+void kern_mm_kq_int_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 
 #endif

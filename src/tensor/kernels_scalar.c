@@ -84,6 +84,10 @@ static float row_dot_q4(const block_q4_0 *r, const int8_t *q, const float *d, in
 
 void kern_mm_scalar(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
     const kern_weight *w = a->w;
+    if (kq_is_dequant_type((uint32_t)w->type)) {
+        kern_mm_dequant(a, o0, o1, i0, i1, dot_f32);
+        return;
+    }
     int64_t k = a->k, n = a->n, nb = k / 32;
     for (int64_t i = i0; i < i1; i++) {
         float *yr = a->y + i * n;

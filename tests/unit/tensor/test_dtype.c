@@ -4,7 +4,10 @@
  *         subnormals.
  *   bf16: round trip of all 65536 values, ties to even, NaN stays NaN.
  *   Q8_0 / Q4_0: per-element round-trip error within half a quantization step,
- *         block layout sizes, the type table. */
+ *         block layout sizes, the type table.
+ *   Q4_1, Q5_0, Q5_1, Q2_K..Q6_K: dtype_dequantize_row bit-exact against
+ *         gguf-py's numpy dequantization of random blocks
+ *         (tests/data/kquant/<type>.bin, tests/oracles/kquant_fixtures.py). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,15 +126,86 @@ static void test_quant_roundtrip(dtype t) {
     free(x), free(y), free(q), free(q2), free(z);
 }
 
+/* The simple Q4_K / Q6_K quantizers: per 256-block relative RMS error within
+ * what uniform rounding gives (Q4_K: range/15 steps, ~0.067 of the RMS for
+ * uniform data; Q6_K: amax/31 steps, ~0.016), max error within 1.5 steps of
+ * the sub-block, and an all-zero block stays exactly zero. */
+static void test_kquant_roundtrip(dtype t, double max_rel_rms) {
+    const int64_t n = 256 * 16;
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    void *q = malloc(dtype_row_bytes(t, n));
+    for (int64_t i = 0; i < n; i++)
+        x[i] = frand() * (float)(1 + (i / 256) % 5) * ((i / 256) == 3 ? 0.0f : 1.0f) + ((i / 256) == 7 ? 0.5f : 0.0f);
+    dtype_quantize_row(t, x, q, n);
+    dtype_dequantize_row(t, q, y, n);
+    double worst = 0;
+    int bad = 0;
+    int sub = t == DT_Q4_K ? 32 : 16;
+    for (int64_t b = 0; b < n / 256; b++) {
+        double e2 = 0, x2 = 0;
+        for (int j = 0; j < 256; j++) {
+            double d = (double)y[b * 256 + j] - x[b * 256 + j];
+            e2 += d * d, x2 += (double)x[b * 256 + j] * x[b * 256 + j];
+        }
+        if (x2 == 0) {
+            CHECKF(e2 == 0, "%s: zero block %lld not exactly zero", dtype_name(t), (long long)b);
+            continue;
+        }
+        worst = fmax(worst, sqrt(e2 / x2));
+        for (int s = 0; s < 256 / sub; s++) {
+            float lo = 0, hi = 0;
+            for (int j = 0; j < sub; j++)
+                lo = fminf(lo, x[b * 256 + s * sub + j]), hi = fmaxf(hi, x[b * 256 + s * sub + j]);
+            double step = t == DT_Q4_K ? (hi - lo) / 15.0 : fmax(hi, -lo) / 31.0;
+            for (int j = 0; j < sub; j++)
+                if (fabs((double)y[b * 256 + s * sub + j] - x[b * 256 + s * sub + j]) > 1.5 * step + 1e-6) bad++;
+        }
+    }
+    fprintf(stderr, "%s quantizer: worst relative RMS error %.4f\n", dtype_name(t), worst);
+    CHECKF(worst <= max_rel_rms, "%s: relative RMS error %.4f > %.3f", dtype_name(t), worst, max_rel_rms);
+    CHECKF(bad == 0, "%s: %d elements more than 1.5 steps off", dtype_name(t), bad);
+    free(x), free(y), free(q);
+}
+
 static void test_table(void) {
     CHECK(dtype_row_bytes(DT_Q8_0, 64) == 68);
     CHECK(dtype_row_bytes(DT_Q4_0, 64) == 36);
     CHECK(dtype_row_bytes(DT_Q8_0, 33) == 0);
     CHECK(dtype_row_bytes(DT_F16, 3) == 6);
-    CHECK(dtype_computable(DT_BF16) && !dtype_computable(3));
+    CHECK(dtype_computable(DT_BF16) && !dtype_computable(16));
     dtype t;
     CHECK(dtype_parse("Q4_0", &t) == 0 && t == DT_Q4_0);
     CHECK(dtype_parse("q4_1", &t) != 0);
+}
+
+/* <type>.bin = nb raw blocks, then nb * block_elems little-endian f32 values. */
+static void test_kquant_fixture(dtype t) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "tests/data/kquant/%s.bin", dtype_name(t));
+    size_t len = 0;
+    char *buf = read_file(source_path(rel), &len);
+    if (!buf) {
+        tu_missing_fixture(rel);
+        return;
+    }
+    size_t bb = dtype_block_bytes(t), per = bb + (size_t)dtype_block_elems(t) * 4;
+    CHECKF(bb > 0 && len % per == 0 && len > 0, "%s: size %zu is not whole blocks", rel, len);
+    if (bb > 0 && len % per == 0 && len > 0) {
+        size_t nb = len / per, n = nb * (size_t)dtype_block_elems(t);
+        float *got = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+        memcpy(want, buf + nb * bb, n * sizeof(float));
+        dtype_dequantize_row(t, buf, got, (int64_t)n);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            if (memcmp(&got[i], &want[i], 4) != 0) {
+                if (!bad) fprintf(stderr, "%s: element %zu = %.9g, gguf-py %.9g\n", rel, i, got[i], want[i]);
+                bad++;
+            }
+        CHECKF(bad == 0, "%s: %zu of %zu values differ from gguf-py", rel, bad, n);
+        CHECK(dtype_computable(t));
+        free(got), free(want);
+    }
+    free(buf);
 }
 
 int main(void) {
@@ -141,5 +215,9 @@ int main(void) {
     test_quant_roundtrip(DT_Q8_0);
     test_quant_roundtrip(DT_Q4_0);
     test_table();
+    test_kquant_roundtrip(DT_Q4_K, 0.09);
+    test_kquant_roundtrip(DT_Q6_K, 0.025);
+    static const dtype kq[] = {DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q2_K, DT_Q3_K, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    for (size_t i = 0; i < sizeof kq / sizeof kq[0]; i++) test_kquant_fixture(kq[i]);
     return test_finish();
 }

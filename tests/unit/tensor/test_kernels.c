@@ -8,6 +8,11 @@
  *                  against x rounded to bf16, the vdpbf16ps prefill path);
  *   quantized:     tight  |y - ref(W, Q8_0(x))| <= 1e-4 S, and
  *                  loose  |y - ref(W, x)| <= sum_j |w||x - Q8_0(x)| + 1e-4 S.
+ *   dequantized types (Q4_1, Q5_0, Q5_1, Q2_K..Q6_K; weights are random blocks
+ *                  with sane fp16 scales, W = their exact dequantization):
+ *                  |y - ref(W, x)| <= 1e-5 S, as for float weights; Q4_K/Q6_K may
+ *                  instead meet the quantized bounds with Q8_K(x) (one scale
+ *                  per 256) in place of Q8_0(x): its AVX-512 integer path.
  * A guard region after y catches writes past m*n. */
 #include <math.h>
 #include <stdlib.h>
@@ -34,12 +39,46 @@ typedef struct {
     void *wq; /* weights in type t (GGUF layout) */
     float *wd; /* dequantized weights [n][k] */
     float *x; /* activations [m][k], exactly sized (ASan catches over-reads) */
-    float *xq; /* Q8_0 round trip of x (quantized types) or bf16-rounded x (BF16) */
+    float *xq; /* Q8_0 round trip of x (quantized types), Q8_K round trip (Q4_K, Q6_K) or bf16-rounded x */
     double *ref; /* sum wd * x */
     double *refq; /* sum wd * xq */
     double *S; /* sum |wd||x| */
     double *E; /* sum |wd||x - xq| */
 } mm_case;
+
+/* Random blocks of a dequantized type: random bytes, fp16 scale fields set to
+ * sane values (offset, kind: 0 signed scale, 1 non-negative min, 2 signed min). */
+static void random_blocks(dtype t, uint8_t *dst, int64_t nb) {
+    static const struct {
+        dtype t;
+        int off[2], kind[2], nf;
+    } f[] = {{DT_Q4_1, {0, 2}, {0, 2}, 2},   {DT_Q5_0, {0, 0}, {0, 0}, 1},   {DT_Q5_1, {0, 2}, {0, 2}, 2},
+             {DT_Q2_K, {80, 82}, {0, 1}, 2}, {DT_Q3_K, {108, 0}, {0, 0}, 1}, {DT_Q4_K, {0, 2}, {0, 1}, 2},
+             {DT_Q5_K, {0, 2}, {0, 1}, 2},   {DT_Q6_K, {208, 0}, {0, 0}, 1}};
+    size_t bb = dtype_block_bytes(t);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *blk = dst + (size_t)b * bb;
+        for (size_t i = 0; i < bb; i++) blk[i] = (uint8_t)(frand() * 128.0f + 128.0f);
+        for (size_t e = 0; e < sizeof f / sizeof f[0]; e++)
+            for (int j = 0; f[e].t == t && j < f[e].nf; j++) {
+                float v = f[e].kind[j] == 1   ? 0.02f * fabsf(frand())
+                          : f[e].kind[j] == 2 ? -fabsf(frand())
+                                              : 0.05f * frand();
+                uint16_t h = f32_to_fp16(v);
+                memcpy(blk + f[e].off[j], &h, 2);
+            }
+    }
+}
+
+/* llama.cpp's Q8_K activation rounding: one f32 scale amax/127 per 256, round half away. */
+static void q8k_roundtrip(const float *x, float *y, int64_t k) {
+    for (int64_t b = 0; b < k / 256; b++) {
+        float amax = 0;
+        for (int j = 0; j < 256; j++) amax = fmaxf(amax, fabsf(x[b * 256 + j]));
+        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        for (int j = 0; j < 256; j++) y[b * 256 + j] = d * roundf(x[b * 256 + j] * id);
+    }
+}
 
 static void case_init(mm_case *c, dtype t, int64_t n, int64_t k, int64_t m) {
     memset(c, 0, sizeof *c);
@@ -52,7 +91,9 @@ static void case_init(mm_case *c, dtype t, int64_t n, int64_t k, int64_t m) {
         float scale = 0.01f + 2.0f * (float)((o * 37) % 11) / 11.0f;
         for (int64_t j = 0; j < k; j++) tmp[j] = frand() * scale;
         if (o % 5 == 3 && k >= 32) memset(tmp, 0, 32 * sizeof(float)); /* an all-zero block */
-        dtype_quantize_row(t, tmp, (char *)c->wq + rb * (size_t)o, k);
+        if (kq_is_dequant_type((uint32_t)t))
+            random_blocks(t, (uint8_t *)c->wq + rb * (size_t)o, k / dtype_block_elems((uint32_t)t));
+        else dtype_quantize_row(t, tmp, (char *)c->wq + rb * (size_t)o, k);
         dtype_dequantize_row(t, (char *)c->wq + rb * (size_t)o, c->wd + o * k, k);
     }
     free(tmp);
@@ -68,7 +109,9 @@ static void case_init(mm_case *c, dtype t, int64_t n, int64_t k, int64_t m) {
             dtype_dequantize_row(DT_Q8_0, b, c->xq + i * k, k);
             free(b);
         } else {
-            for (int64_t j = 0; j < k; j++) c->xq[i * k + j] = bf16_to_f32(f32_to_bf16(c->x[i * k + j]));
+            if (t == DT_Q4_K || t == DT_Q6_K) q8k_roundtrip(c->x + i * k, c->xq + i * k, k);
+            else
+                for (int64_t j = 0; j < k; j++) c->xq[i * k + j] = bf16_to_f32(f32_to_bf16(c->x[i * k + j]));
         }
     }
     size_t no = (size_t)(m * n);
@@ -107,6 +150,8 @@ static int case_check(const mm_case *c, const float *y, const char *what) {
             } else {
                 ok = fabs(v - c->ref[at]) <= 1e-5 * S;
                 if (c->t == DT_BF16 && !ok) ok = fabs(v - c->refq[at]) <= 1e-5 * S;
+                if ((c->t == DT_Q4_K || c->t == DT_Q6_K) && !ok) /* the AVX-512 integer path: Q8_K activations */
+                    ok = fabs(v - c->refq[at]) <= 1e-4 * S && fabs(v - c->ref[at]) <= c->E[at] + 1e-4 * S;
             }
             if (!ok || !isfinite(v)) {
                 if (!bad)
@@ -150,21 +195,24 @@ static void run_case(mm_case *c, thread_pool *pools[2], kern_ctx *ctxs[2]) {
 }
 
 static void test_matmul(thread_pool *pools[2], kern_ctx *ctxs[2]) {
-    static const dtype types[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0, DT_Q4_0};
+    static const dtype types[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_K, DT_Q6_K,
+                                  DT_Q5_K, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q2_K, DT_Q3_K};
     static const int64_t ns[] = {1, 7, 31, 33, 48, 257};
     static const int64_t kq[] = {32, 96, 4128};
     static const int64_t kf[] = {1, 13, 70, 4128};
+    static const int64_t kk[] = {256, 768, 4352}; /* K-quants; 4352 crosses a dequantization chunk */
     static const int64_t ms[] = {1, 2, 5, 17, 64};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         dtype t = types[ti];
         int quant = t == DT_Q8_0 || t == DT_Q4_0;
-        const int64_t *ks = quant ? kq : kf;
-        size_t nk = quant ? 3 : 4;
+        int kquant = dtype_block_elems((uint32_t)t) == 256;
+        const int64_t *ks = kquant ? kk : quant || kq_is_dequant_type((uint32_t)t) ? kq : kf;
+        size_t nk = quant || kq_is_dequant_type((uint32_t)t) ? 3 : 4;
         for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
             for (size_t b = 0; b < nk; b++)
                 for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
                     /* keep the run time sane: the biggest k only with a few shapes */
-                    if (ks[b] == 4128 &&
+                    if (ks[b] > 4096 &&
                         !(ns[a] == 33 || ms[mi] <= 2 || (ns[a] == 257 && ms[mi] == 17) || (ns[a] == 7 && ms[mi] == 64)))
                         continue;
                     mm_case c;
@@ -181,7 +229,7 @@ static void test_prepare_errors(void) {
     cf_err err;
     char buf[64] = {0};
     CHECK(kern_weight_prepare(&w, DT_Q8_0, buf, 1, 33, &err) != 0);
-    CHECK(kern_weight_prepare(&w, (dtype)3, buf, 1, 32, &err) != 0);
+    CHECK(kern_weight_prepare(&w, (dtype)16, buf, 1, 256, &err) != 0);
     CHECK(kern_weight_prepare(&w, DT_F32, buf, 0, 4, &err) != 0);
     CHECK(kern_weight_prepare(&w, DT_F32, NULL, 1, 4, &err) != 0);
 }
@@ -254,7 +302,7 @@ int main(void) {
     fprintf(stderr, "best ISA: %s\n", cpu_isa_name(best));
     thread_pool *pools[2] = {pool_create(1), pool_create(2)};
     CHECK(pools[0] && pools[1]);
-    kern_ctx *ctxs[2] = {kern_ctx_create(pools[0], 64, 4128), kern_ctx_create(pools[1], 64, 4128)};
+    kern_ctx *ctxs[2] = {kern_ctx_create(pools[0], 64, 4352), kern_ctx_create(pools[1], 64, 4352)};
     CHECK(ctxs[0] && ctxs[1]);
     test_prepare_errors();
     test_vector_ops();
