@@ -15,10 +15,6 @@
 #define AI static inline __attribute__((always_inline))
 #define KQ_MR 8
 
-AI __m512 widen16(const uint8_t *p) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
-}
-
 AI void fma_rows(const int MR, __m512 w, const float *const *x, int64_t off, __m512 acc[][4], int s) {
     s &= MR <= 2 ? 3 : 1; /* 4 accumulators per row when few rows (FMA latency), else 2 */
 #pragma GCC unroll 8
