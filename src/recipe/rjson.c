@@ -111,17 +111,16 @@ static inline unsigned plain16(const unsigned char *p) {
  * before they are checked. */
 static bool pstring_slow(rjp *P, const char **out, size_t *len) {
     const unsigned char *p = P->p + 1, *e = P->e;
+    /* the write cursor as an integer: without a pool (validation only, P->pool NULL) it still
+     * advances but is never turned into a pointer, so no arithmetic on NULL happens */
+    uintptr_t d0 = (uintptr_t)P->pool + 1, d = d0; /* after the tag byte (rjson.h: RJ_TAG_*) */
     const bool build = P->build;
-    /* written at d0[o] (after the tag byte, rjson.h: RJ_TAG_*) only when building: without a
-     * pool (validation only) no pointer into it is formed */
-    char *d0 = build ? P->pool + 1 : NULL;
-    size_t o = 0;
     for (;;) {
         while (e - p >= 16) {
-            if (build) memcpy(d0 + o, p, 16);
+            if (build) memcpy((char *)d, p, 16);
             unsigned k = plain16(p);
             p += k;
-            o += k;
+            d += k;
             if (k < 16) break;
         }
         if (p >= e) {
@@ -132,11 +131,11 @@ static bool pstring_slow(rjp *P, const char **out, size_t *len) {
         if (c == '"') {
             P->p = p + 1;
             if (build) {
-                d0[o] = 0;
-                d0[-1] = (char)RJ_TAG_OTHER;
-                *out = d0;
-                *len = o;
-                P->pool = d0 + o + 1;
+                *(char *)d = 0;
+                ((char *)d0)[-1] = (char)RJ_TAG_OTHER;
+                *out = (const char *)d0;
+                *len = (size_t)(d - d0);
+                P->pool = (char *)d + 1;
             }
             return true;
         }
@@ -174,17 +173,17 @@ static bool pstring_slow(rjp *P, const char **out, size_t *len) {
                     cp = 0x10000 + (((unsigned)u - 0xD800) << 10) + ((unsigned)l - 0xDC00);
                     p += 6;
                 }
-                if (build) o = (size_t)(put_utf8(d0 + o, cp) - d0);
+                if (build) d = (uintptr_t)put_utf8((char *)d, cp);
                 continue;
             }
             default: P->p = p; return fail(P, "invalid escape in a string");
             }
-            if (build) d0[o++] = ch;
+            if (build) *(char *)d++ = ch;
             p += 2;
             continue;
         }
         if (c < 0x80) {
-            if (build) d0[o++] = (char)c;
+            if (build) *(char *)d++ = (char)c;
             p++;
             continue;
         }
@@ -214,7 +213,7 @@ static bool pstring_slow(rjp *P, const char **out, size_t *len) {
             P->p = p;
             return fail(P, "invalid UTF-8");
         }
-        if (build) memcpy(d0 + o, p, n), o += n;
+        if (build) memcpy((char *)d, p, n), d += n;
         p += n;
     }
 }
@@ -347,22 +346,21 @@ static bool opaque_key(const char *k, size_t n) {
 static inline bool str_fast(const unsigned char **cp, const unsigned char *e, char **poolp, bool build,
                             const char **out, size_t *len) {
     const unsigned char *p = *cp + 1;
-    char *d0 = build ? *poolp + 1 : NULL; /* after the tag byte; no pointer formed without a pool */
-    size_t o = 0;
+    uintptr_t d0 = (uintptr_t)*poolp + 1, d = d0; /* after the tag byte; an integer, as in pstring_slow */
     while (e - p >= 16) {
-        if (build) memcpy(d0 + o, p, 16);
+        if (build) memcpy((char *)d, p, 16);
         unsigned k = plain16(p);
         p += k;
-        o += k;
+        d += k;
         if (k == 16) continue;
         if (*p != '"') return false;
         *cp = p + 1;
         if (build) {
-            d0[o] = 0;
-            d0[-1] = (char)RJ_TAG_CLEAN;
-            *out = d0;
-            *len = o;
-            *poolp = d0 + o + 1;
+            *(char *)d = 0;
+            ((char *)d0)[-1] = (char)RJ_TAG_CLEAN;
+            *out = (const char *)d0;
+            *len = (size_t)(d - d0);
+            *poolp = (char *)d + 1;
         }
         return true;
     }
