@@ -1,7 +1,7 @@
 /* prep.c - prompt workers (see prep.h): a mutex-protected FIFO of submitted tasks, N threads
  * that run them, a FIFO of finished tasks, and an eventfd written once per finished task (the
  * loop drains it when it takes the last one back).
- * Invariants: a task is in exactly one of {todo queue, a worker's hands, done queue, the caller's
+ * Invariants: a task is in exactly one of {pending queue, a worker's hands, done queue, the caller's
  * hands}; `stop` is only set under the mutex and makes workers exit before taking new work. */
 #include "serve/prep.h"
 
@@ -14,7 +14,7 @@
 struct prep_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    prep_task *todo, *todo_tail, *done, *done_tail;
+    prep_task *pending, *pending_tail, *done, *done_tail;
     bool stop;
     int efd;
     pthread_t *threads;
@@ -44,9 +44,9 @@ static void *worker(void *arg) {
     prep_pool *p = arg;
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stop && !p->todo) pthread_cond_wait(&p->cv, &p->mu);
+        while (!p->stop && !p->pending) pthread_cond_wait(&p->cv, &p->mu);
         if (p->stop) break;
-        prep_task *t = pop(&p->todo, &p->todo_tail);
+        prep_task *t = pop(&p->pending, &p->pending_tail);
         pthread_mutex_unlock(&p->mu);
         t->run(t);
         t->ran = true;
@@ -91,7 +91,7 @@ void prep_submit(prep_pool *p, prep_task *t) {
         push(&p->done, &p->done_tail, t);
         signal_done(p);
     } else {
-        push(&p->todo, &p->todo_tail, t);
+        push(&p->pending, &p->pending_tail, t);
         pthread_cond_signal(&p->cv);
     }
     pthread_mutex_unlock(&p->mu);
@@ -118,7 +118,7 @@ void prep_pool_stop(prep_pool *p) {
     p->n_threads = 0;
     pthread_mutex_lock(&p->mu);
     prep_task *t;
-    while ((t = pop(&p->todo, &p->todo_tail))) push(&p->done, &p->done_tail, t);
+    while ((t = pop(&p->pending, &p->pending_tail))) push(&p->done, &p->done_tail, t);
     pthread_mutex_unlock(&p->mu);
 }
 
