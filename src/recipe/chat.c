@@ -221,6 +221,30 @@ int parse_logit_bias(recipe_request *r, rj *lb, recipe_error *err) {
     return 0;
 }
 
+int parse_openai_stop(recipe_request *r, const rj *stop, recipe_error *err) {
+    if (rj_is_absent(stop)) return 0;
+    if (rj_is_string(stop)) {
+        if (!(r->stop = ra_alloc(&r->arena, sizeof *r->stop)))
+            return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+        r->stop[0] = rj_str(stop);
+        r->n_stop = 1;
+        r->stop_string = true;
+        return 0;
+    }
+    if (!rj_is_array(stop))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop' must be a string or an array of strings");
+    size_t ns = rj_size(stop);
+    if (ns > 4) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop' allows at most 4 sequences");
+    if (!(r->stop = ra_alloc(&r->arena, (ns ? ns : 1) * sizeof *r->stop)))
+        return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+    for (size_t i = 0; i < ns; i++) {
+        const char *s = rj_str(rj_at(stop, i));
+        if (!s) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop[%zu]' must be a string", i);
+        r->stop[r->n_stop++] = s;
+    }
+    return 0;
+}
+
 int chat_request_parse(recipe_request *r, rj *b, recipe_error *err);
 int chat_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     /* every top-level field in one pass over the body (most optional fields are absent) */
@@ -294,25 +318,7 @@ int chat_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     if (rjv_int(v[C_SEED], "seed", &r->seed, INT64_MIN + 1, INT64_MAX, err, "")) return -1;
     if (rjv_bool(v[C_LOGPROBS], "logprobs", &r->logprobs, err, "")) return -1;
     if (parse_logit_bias(r, v[C_LOGIT_BIAS], err)) return -1;
-    rj *stop = v[C_STOP];
-    if (rj_is_string(stop)) {
-        r->stop = ra_alloc(&r->arena, sizeof *r->stop);
-        if (!r->stop) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
-        r->stop[0] = rj_str(stop);
-        r->n_stop = 1;
-        r->stop_string = true;
-    } else if (rj_is_array(stop)) {
-        size_t ns = rj_size(stop);
-        if (ns > 4) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop' allows at most 4 sequences");
-        r->stop = ra_alloc(&r->arena, (ns ? ns : 1) * sizeof *r->stop);
-        if (!r->stop) return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
-        for (size_t i = 0; i < ns; i++) {
-            const char *s = rj_str(rj_at(stop, i));
-            if (!s) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop[%zu]' must be a string", i);
-            r->stop[r->n_stop++] = s;
-        }
-    } else if (stop && !rj_is_null(stop))
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop' must be a string or an array of strings");
+    if (parse_openai_stop(r, v[C_STOP], err)) return -1;
     const char *eff = NULL;
     if (rjv_str(v[C_EFFORT], "reasoning_effort", &eff, err, "")) return -1;
     if (eff && !(r->reasoning_effort = effort_parse(eff)))

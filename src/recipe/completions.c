@@ -49,30 +49,6 @@ static int parse_prompt(recipe_request *r, const rj *pr, recipe_error *err) {
                        "or a list with one of those");
 }
 
-static int parse_stop(recipe_request *r, const rj *stop, recipe_error *err) {
-    if (rj_is_absent(stop)) return 0;
-    if (rj_is_string(stop)) {
-        if (!(r->stop = ra_alloc(&r->arena, sizeof *r->stop)))
-            return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
-        r->stop[0] = rj_str(stop);
-        r->n_stop = 1;
-        r->stop_string = true;
-        return 0;
-    }
-    if (!rj_is_array(stop))
-        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop' must be a string or an array of strings");
-    size_t ns = rj_size(stop);
-    if (ns > 4) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop' allows at most 4 sequences");
-    if (!(r->stop = ra_alloc(&r->arena, (ns ? ns : 1) * sizeof *r->stop)))
-        return recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
-    for (size_t i = 0; i < ns; i++) {
-        const char *s = rj_str(rj_at(stop, i));
-        if (!s) return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "stop", "'stop[%zu]' must be a string", i);
-        r->stop[r->n_stop++] = s;
-    }
-    return 0;
-}
-
 int completions_request_parse(recipe_request *r, rj *b, recipe_error *err);
 int completions_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     enum {
@@ -131,7 +107,7 @@ int completions_request_parse(recipe_request *r, rj *b, recipe_error *err) {
     int64_t lp = RECIPE_UNSET;
     if (rjv_int(v[P_LOGPROBS], "logprobs", &lp, 0, 20, err, "")) return -1;
     if (lp != RECIPE_UNSET) r->logprobs = 1, r->top_logprobs = lp;
-    if (parse_logit_bias(r, v[P_LOGIT_BIAS], err) || parse_stop(r, v[P_STOP], err)) return -1;
+    if (parse_logit_bias(r, v[P_LOGIT_BIAS], err) || parse_openai_stop(r, v[P_STOP], err)) return -1;
     if (rjv_bool(v[P_ECHO], "echo", &r->echo, err, "")) return -1;
     if (rjv_str(v[P_SUFFIX], "suffix", &r->suffix, err, "")) return -1;
     if (rjv_int(v[P_BEST_OF], "best_of", &r->best_of, 1, 128, err, "")) return -1;

@@ -127,6 +127,8 @@ recipe_effort effort_parse(const char *s); /* UNSET if NULL/unknown */
 int tool_choice_parse_openai(recipe_request *r, const rj *tc, bool responses, recipe_error *err);
 /* logit_bias (Chat, Completions): JSON text + parsed r->bias (canonical token-id keys, [-100, 100]). */
 int parse_logit_bias(recipe_request *r, rj *lb, recipe_error *err);
+/* OpenAI `stop` (Chat, Completions): absent/null, a string, or up to 4 strings (chat.c). */
+int parse_openai_stop(recipe_request *r, const rj *stop, recipe_error *err);
 /* Common OpenAI (Chat + Responses) sampling / extension fields, from values picked (jpick) with a
  * key table that starts with RECIPE_COMMON_KEYS, so a codec picks its own top-level fields in the
  * same pass. */
