@@ -18,7 +18,10 @@ static const char mk_usage[] =
     "               --experts-used K --expert-ffn FE [--shared-experts S] [--dense-layers N]\n"
     "               [--groups G --groups-used U] [--gating sigmoid|softmax] [--expert-scale F]\n"
     "               [--yarn-factor F [--yarn-orig-ctx N]]\n"
-    "               --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] [--tied] OUT.gguf";
+    "               --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] [--tied] OUT.gguf\n"
+    "cinfer mkmodel --arch gemma2 --dim D --layers L --heads H --kv-heads K --ffn F [--head-dim HD]\n"
+    "               [--window W] [--swa-pattern N] [--attn-softcap C] [--final-softcap C]\n"
+    "               --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] OUT.gguf";
 
 typedef struct mk_args {
     mkmodel_opts o;
@@ -48,7 +51,8 @@ static int opt_gating(void *ctx, const char *v, char *msg, size_t cap) {
 static int parse_mkmodel(int argc, char **argv, mk_args *a, const char **out) {
     mkmodel_opts *o = &a->o;
     const cli_opt t[] = {
-        {"arch", 0, "NAME", "llama | deepseek2 (MLA attention + MoE FFN)", CLI_STR(&o->arch)},
+        {"arch", 0, "NAME", "llama | deepseek2 (MLA attention + MoE FFN) | gemma2 (sliding-window hybrid)",
+         CLI_STR(&o->arch)},
         {"dim", 0, "D", "embedding width (multiple of --heads; of 32 for q8_0/q4_0, 256 for q4_k/q6_k)",
          CLI_NUM(&o->dim, 1, INT_MAX)},
         {"layers", 0, "L", "number of transformer blocks", CLI_NUM(&o->layers, 1, INT_MAX)},
@@ -86,6 +90,13 @@ static int parse_mkmodel(int argc, char **argv, mk_args *a, const char **out) {
         {"yarn-factor", 0, "F", "YaRN rope scaling by F (> 1), yarn_log_multiplier 0.1",
          CLI_NUM(&o->yarn_factor, 1.000001, 1e6)},
         {"yarn-orig-ctx", 0, "N", "its original context (default --ctx / F)", CLI_NUM(&o->yarn_orig_ctx, 1, INT_MAX)},
+        CLI_SECTION("gemma2 (always tied: the LM head is token_embd):"),
+        {"head-dim", 0, "HD", "per-head width (default D/H)", CLI_NUM(&o->head_dim, 2, INT_MAX)},
+        {"window", 0, "W", "sliding window of the window layers (default 4096)", CLI_NUM(&o->window, 1, INT_MAX)},
+        {"swa-pattern", 0, "N", "layer il is a window layer when il % N < N - 1 (default 2: even layers)",
+         CLI_NUM(&o->swa_pattern, 2, INT_MAX)},
+        {"attn-softcap", 0, "C", "attention score soft-cap (default 50)", CLI_NUM(&o->attn_softcap, 1e-6, 1e6)},
+        {"final-softcap", 0, "C", "final logit soft-cap (default 30)", CLI_NUM(&o->final_softcap, 1e-6, 1e6)},
     };
     cli_cmd c = {.name = "mkmodel",
                  .usage = mk_usage,

@@ -167,6 +167,17 @@ static eng_stepbuf *eng_wait_inflight(cinfer_engine *e) {
     return sb;
 }
 
+/* Window models (kv_pool.h rings): tokens of one sequence per step, so that
+ * its ring (window + chunk rows) holds every row the step reads and writes:
+ * the largest window rounded up to a block, at most max_batch_tokens. 0
+ * without window groups. */
+static int32_t eng_ring_chunk(const kv_spec *spec, int32_t block_tokens, int32_t max_batch_tokens) {
+    int32_t w = kv_spec_max_window(spec);
+    if (w <= 0) return 0;
+    int64_t c = ((int64_t)w + block_tokens - 1) / block_tokens * block_tokens;
+    return c < max_batch_tokens ? (int32_t)c : max_batch_tokens;
+}
+
 static void *eng_main(void *arg);
 static void *eng_exec_main(void *arg);
 
@@ -197,8 +208,15 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     if (e->limits.min_prefill_chunk > e->opt.max_batch_tokens) e->limits.min_prefill_chunk = e->opt.max_batch_tokens;
     kv_spec spec;
     uint8_t fp[PREFIX_KEY_BYTES];
-    if (kv_spec_from_model(m, &spec, err) ||
-        kv_pool_create(&spec, e->opt.block_tokens, e->opt.kv_memory_bytes, &e->kv, err) ||
+    if (kv_spec_from_model(m, &spec, err)) return -1;
+    int32_t ring_chunk = eng_ring_chunk(&spec, e->opt.block_tokens, e->opt.max_batch_tokens);
+    if (ring_chunk > 0) { /* window layers: one ring per running sequence, chunks capped to fit it */
+        e->window_rings = true;
+        e->limits.max_seq_chunk = ring_chunk;
+        if (e->limits.min_prefill_chunk > ring_chunk) e->limits.min_prefill_chunk = ring_chunk;
+    }
+    if (kv_pool_create_rings(&spec, e->opt.block_tokens, e->opt.kv_memory_bytes, ring_chunk > 0 ? e->opt.max_seqs : 0,
+                             ring_chunk, &e->kv, err) ||
         prefix_cache_model_fingerprint(m, fp, err) || prefix_cache_create(e->kv, fp, &e->pc, err))
         return -1;
     e->kv_total = kv_pool_n_blocks(e->kv);
@@ -334,6 +352,7 @@ static int eng_req_copy(cinfer_engine *e, eng_req *q, const cinfer_request *r, c
     int32_t room = e->opt.max_ctx - r->n_prompt + 1; /* the last token needs no position */
     q->max_tokens = r->max_tokens < room ? r->max_tokens : room;
     q->st_stop_string = q->o_stop_string = -1;
+    q->ring = -1;
     q->priority = r->priority;
     q->traffic_class = r->traffic_class;
     q->ignore_eos = r->ignore_eos;

@@ -104,6 +104,7 @@ typedef struct eng_req {
     int32_t *blocks; /* block ids; capacity max_blocks */
     float **bptr; /* the same blocks as pointers, for fwd_seq */
     int32_t n_blocks, max_blocks;
+    int32_t ring; /* window ring id while running (kv_pool.h), -1 none */
     int32_t n_registered; /* leading blocks already in the prefix cache */
     uint8_t last_key[PREFIX_KEY_BYTES]; /* key of block n_registered - 1 */
     int32_t n_cached_peek;
@@ -172,6 +173,7 @@ struct cinfer_engine {
 
     /* (eng) owned compute state */
     kv_pool *kv;
+    bool window_rings; /* the model has window groups: rings, no prefix hits (docs/engine.md) */
     prefix_cache *pc;
     fwd_ctx *fc;
     sched_limits limits;

@@ -46,6 +46,8 @@ void eng_release_blocks(cinfer_engine *e, eng_req *r) {
     r->epoch++;
     eng_store_detach(e, r);
     for (int32_t i = r->n_blocks - 1; i >= 0; i--) kv_pool_unref(e->kv, r->blocks[i]);
+    if (r->ring >= 0) kv_pool_ring_release(e->kv, r->ring);
+    r->ring = -1;
     r->n_blocks = 0;
     r->n_computed = 0;
     r->n_registered = 0;
@@ -72,7 +74,9 @@ static void eng_describe(cinfer_engine *e, eng_req *r, sched_req *s, uint64_t ve
         s->n_blocks = r->n_blocks;
         for (int32_t i = 0; i < r->n_blocks; i++) s->n_reclaimable += kv_pool_refs(e->kv, r->blocks[i]) == 1;
     } else {
-        if (r->peek_version != version) {
+        if (e->window_rings) { /* no window rows in cached blocks: recompute from the start (exact) */
+            r->n_cached_peek = 0;
+        } else if (r->peek_version != version) {
             r->n_cached_peek = prefix_cache_peek(e->pc, r->seq, r->prompt_len + r->n_generated, eng_salt(r));
             r->peek_version = version;
         }
@@ -87,6 +91,11 @@ static void eng_set_ptrs(cinfer_engine *e, eng_req *r, int32_t from) {
 /* Step 4 for one admitted item: reuse cached full blocks, fix the start. */
 static int eng_admit(cinfer_engine *e, eng_req *r, sched_item *it, cf_err *err) {
     prefix_match m;
+    if (e->window_rings) {
+        it->start = 0; /* window models: exact recompute from the start (docs/engine.md) */
+        r->ring = kv_pool_ring_acquire(e->kv);
+        if (r->ring < 0) return cf_fail(err, "engine: no free window ring (internal: more running than max_seqs)");
+    }
     if (prefix_cache_match(e->pc, r->seq, it->start, eng_salt(r), r->blocks, r->max_blocks, &m, err)) return -1;
     r->n_blocks = m.n_blocks;
     r->n_registered = m.n_blocks;
@@ -185,7 +194,10 @@ static int32_t eng_fill_rows(cinfer_engine *e, eng_stepbuf *sb, const eng_item *
         else if (it->kind != SCHED_DECODE) e->st.recomputed_tokens++;
     }
     if (it->kind == SCHED_DECODE) e->st.decode_tokens++;
-    sb->seqs[k] = (fwd_seq){.blocks = r->bptr, .n_blocks = r->n_blocks};
+    sb->seqs[k] = (fwd_seq){.blocks = r->bptr,
+                            .n_blocks = r->n_blocks,
+                            .ring = r->ring >= 0 ? kv_pool_ring(e->kv, r->ring) : NULL,
+                            .ring_blocks = kv_pool_ring_blocks(e->kv)};
     if (it->sample) sb->rows[(*n_out)++] = row - 1;
     return row;
 }
@@ -238,7 +250,8 @@ eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
             eng_fail_planned(e, &plan, err.msg);
             return ENG_PLAN_OK;
         }
-        if (it->admitted && eng_store_on_admit(e, e->active[it->req])) continue; /* waits for the store */
+        if (it->admitted && !e->window_rings && eng_store_on_admit(e, e->active[it->req]))
+            continue; /* waits for the store */
         plan.items[kept++] = *it;
     }
     plan.n_items = kept;

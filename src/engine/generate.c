@@ -13,7 +13,7 @@ int gen_init(gen_session *g, const model *m, thread_pool *pool, int32_t ctx, int
     g->batch = batch < ctx ? batch : ctx;
     if (g->batch <= 0) return cf_fail(err, "batch size must be positive");
     int32_t n_vocab = model_get_hparams(m)->n_vocab;
-    if (seq_kv_init(&g->kv, m, ctx, GEN_BLOCK_TOKENS, err)) return -1;
+    if (seq_kv_init(&g->kv, m, ctx, GEN_BLOCK_TOKENS, g->batch, err)) return -1;
     g->fc = fwd_ctx_create(m, pool, g->batch, ctx, GEN_BLOCK_TOKENS, err);
     if (g->fc)
         fwd_ctx_set_mla_expand_min(g->fc, MLA_EXPAND_MIN_PREFILL); /* one sequence: no batch to be invariant to */

@@ -23,7 +23,14 @@ struct kv_pool {
     uint64_t evictions;
     kv_pool_evict_fn evict_fn;
     void *evict_ctx;
+    /* window rings (kv_pool.h): n_rings rings of ring_floats, ring_stride bytes apart */
+    int32_t n_rings, ring_tokens, ring_blocks, n_rings_used, ring_free_head;
+    int64_t ring_floats, ring_stride;
+    float *ring_mem;
+    int32_t *ring_next; /* free list; KV_RING_USED while acquired */
 };
+
+#define KV_RING_USED (-2)
 
 /* ---- specs ---- */
 
@@ -39,24 +46,24 @@ int kv_spec_check(const kv_spec *s, cf_err *err) {
     int64_t per_token = 0;
     for (int i = 0; i < s->n_groups; i++) {
         const kv_group_spec *g = &s->groups[i];
-        if (g->kind < KV_LAYER_FULL || g->kind > KV_LAYER_SLIDING)
+        if (g->kind < KV_LAYER_FULL || g->kind > KV_LAYER_WINDOW)
             return cf_fail(err, "kv spec: group %d has unknown kind %d", i, (int)g->kind);
         if (g->n_layers <= 0 || g->token_floats <= 0)
             return cf_fail(err, "kv spec: group %d has %d layers of %d floats per token (expected positive)", i,
                            g->n_layers, g->token_floats);
-        if (g->kind == KV_LAYER_SLIDING && g->window <= 0)
-            return cf_fail(err, "kv spec: sliding group %d has window %d (expected positive)", i, g->window);
+        if (g->kind == KV_LAYER_WINDOW && g->window <= 0)
+            return cf_fail(err, "kv spec: window group %d has window %d (expected positive)", i, g->window);
         per_token += (int64_t)g->n_layers * g->token_floats;
         if (per_token > ((int64_t)1 << 40))
             return cf_fail(err, "kv spec: %lld floats per token is too large", (long long)per_token);
     }
+    if (kv_spec_paged_token_floats(s) == 0)
+        return cf_fail(err, "kv spec: no paged (full or MLA) layer group; window-only models are not supported");
     return 0;
 }
 
 int64_t kv_spec_block_floats(const kv_spec *s, int32_t block_tokens) {
-    int64_t f = 0;
-    for (int i = 0; i < s->n_groups; i++) f += (int64_t)s->groups[i].n_layers * s->groups[i].token_floats;
-    return f * block_tokens;
+    return kv_spec_paged_token_floats(s) * block_tokens;
 }
 
 /* ---- lists ---- */
@@ -98,18 +105,55 @@ static void kv_pool_lru_remove(kv_pool *p, int32_t id) {
 /* ---- lifetime ---- */
 
 int kv_pool_create(const kv_spec *spec, int32_t block_tokens, int64_t budget_bytes, kv_pool **out, cf_err *err) {
+    return kv_pool_create_rings(spec, block_tokens, budget_bytes, 0, 0, out, err);
+}
+
+static int64_t kv_align(int64_t bytes) { return (bytes + KV_POOL_ALIGN - 1) / KV_POOL_ALIGN * KV_POOL_ALIGN; }
+
+/* The rings' share of the pool: n_rings rings (zeroed, so a stale lane the
+ * attention kernel loads but never uses is a finite number). */
+static int kv_pool_init_rings(kv_pool *p, const kv_spec *spec, int32_t n_rings, int32_t max_chunk, cf_err *err) {
+    p->ring_free_head = KV_NIL;
+    if (n_rings <= 0 || kv_spec_max_window(spec) == 0) return 0;
+    p->ring_tokens = kv_ring_tokens(kv_spec_max_window(spec), max_chunk, p->block_tokens);
+    p->ring_blocks = p->ring_tokens / p->block_tokens;
+    p->ring_floats = kv_spec_ring_row_floats(spec) * p->ring_tokens;
+    p->ring_stride = kv_align(p->ring_floats * (int64_t)sizeof(float));
+    p->ring_mem = aligned_alloc(KV_POOL_ALIGN, (size_t)(n_rings * p->ring_stride));
+    p->ring_next = malloc((size_t)n_rings * sizeof(int32_t));
+    if (!p->ring_mem || !p->ring_next)
+        return cf_fail(err, "kv pool: cannot allocate %d window rings of %lld bytes", n_rings,
+                       (long long)p->ring_stride);
+    memset(p->ring_mem, 0, (size_t)(n_rings * p->ring_stride));
+    p->n_rings = n_rings;
+    for (int32_t i = n_rings - 1; i >= 0; i--) {
+        p->ring_next[i] = p->ring_free_head;
+        p->ring_free_head = i;
+    }
+    return 0;
+}
+
+int kv_pool_create_rings(const kv_spec *spec, int32_t block_tokens, int64_t budget_bytes, int32_t n_rings,
+                         int32_t max_chunk, kv_pool **out, cf_err *err) {
     *out = NULL;
     if (kv_spec_check(spec, err)) return -1;
     if (block_tokens <= 0) block_tokens = KV_POOL_DEFAULT_BLOCK_TOKENS;
     int64_t floats = kv_spec_block_floats(spec, block_tokens);
-    int64_t stride = (floats * (int64_t)sizeof(float) + KV_POOL_ALIGN - 1) / KV_POOL_ALIGN * KV_POOL_ALIGN;
+    int64_t stride = kv_align(floats * (int64_t)sizeof(float));
     int64_t per_block = stride + 4 * (int64_t)sizeof(int32_t);
-    int64_t fixed = (int64_t)sizeof(kv_pool) + KV_POOL_ALIGN; /* struct + worst-case alignment slack */
-    int64_t n = budget_bytes > fixed ? (budget_bytes - fixed) / per_block : 0;
+    int64_t fixed = (int64_t)sizeof(kv_pool) + 2 * KV_POOL_ALIGN; /* struct + worst-case alignment slack */
+    int64_t ring_bytes = 0;
+    if (n_rings > 0 && kv_spec_max_window(spec) > 0) {
+        int32_t rt = kv_ring_tokens(kv_spec_max_window(spec), max_chunk, block_tokens);
+        ring_bytes = n_rings *
+                     (kv_align(kv_spec_ring_row_floats(spec) * rt * (int64_t)sizeof(float)) + (int64_t)sizeof(int32_t));
+    }
+    int64_t n = budget_bytes > fixed + ring_bytes ? (budget_bytes - fixed - ring_bytes) / per_block : 0;
     if (n > INT32_MAX - 1) n = INT32_MAX - 1;
     if (n < 1)
-        return cf_fail(err, "kv pool: budget of %lld bytes holds no block of %lld bytes", (long long)budget_bytes,
-                       (long long)per_block);
+        return cf_fail(err,
+                       "kv pool: budget of %lld bytes holds no block of %lld bytes after %d window rings (%lld bytes)",
+                       (long long)budget_bytes, (long long)per_block, ring_bytes ? n_rings : 0, (long long)ring_bytes);
     kv_pool *p = calloc(1, sizeof *p);
     if (!p) return cf_fail(err, "kv pool: out of memory");
     p->n_blocks = (int32_t)n;
@@ -117,7 +161,7 @@ int kv_pool_create(const kv_spec *spec, int32_t block_tokens, int64_t budget_byt
     p->block_floats = floats;
     p->stride_bytes = stride;
     p->budget = budget_bytes;
-    p->bytes = fixed + n * per_block;
+    p->bytes = fixed + ring_bytes + n * per_block;
     p->mem = aligned_alloc(KV_POOL_ALIGN, (size_t)(n * stride));
     p->refs = calloc((size_t)n, sizeof(int32_t));
     p->next = malloc((size_t)n * sizeof(int32_t));
@@ -129,6 +173,10 @@ int kv_pool_create(const kv_spec *spec, int32_t block_tokens, int64_t budget_byt
     }
     p->free_head = p->lru_head = p->lru_tail = KV_NIL;
     for (int32_t i = p->n_blocks - 1; i >= 0; i--) kv_pool_free_push(p, i); /* ids come out 0, 1, 2, ... */
+    if (kv_pool_init_rings(p, spec, n_rings, max_chunk, err)) {
+        kv_pool_free(p);
+        return -1;
+    }
     *out = p;
     return 0;
 }
@@ -140,6 +188,8 @@ void kv_pool_free(kv_pool *p) {
     free(p->next);
     free(p->prev);
     free(p->cached);
+    free(p->ring_mem);
+    free(p->ring_next);
     free(p);
 }
 
@@ -166,8 +216,37 @@ kv_pool_stats kv_pool_get_stats(const kv_pool *p) {
         .bytes = p->bytes,
         .budget = p->budget,
         .evictions = p->evictions,
+        .rings = p->n_rings,
+        .rings_used = p->n_rings_used,
+        .ring_tokens = p->ring_tokens,
+        .ring_bytes = p->ring_stride,
     };
 }
+
+/* ---- window rings ---- */
+
+int32_t kv_pool_ring_acquire(kv_pool *p) {
+    int32_t id = p->ring_free_head;
+    if (id == KV_NIL) return KV_NIL;
+    p->ring_free_head = p->ring_next[id];
+    p->ring_next[id] = KV_RING_USED;
+    p->n_rings_used++;
+    return id;
+}
+
+void kv_pool_ring_release(kv_pool *p, int32_t id) {
+    assert(id >= 0 && id < p->n_rings && p->ring_next[id] == KV_RING_USED && "kv_pool_ring_release of a free ring");
+    p->ring_next[id] = p->ring_free_head;
+    p->ring_free_head = id;
+    p->n_rings_used--;
+}
+
+float *kv_pool_ring(kv_pool *p, int32_t id) {
+    assert(id >= 0 && id < p->n_rings);
+    return (float *)((char *)p->ring_mem + (int64_t)id * p->ring_stride);
+}
+
+int32_t kv_pool_ring_blocks(const kv_pool *p) { return p->ring_blocks; }
 
 int32_t kv_pool_refs(const kv_pool *p, int32_t id) {
     assert(id >= 0 && id < p->n_blocks);
@@ -278,6 +357,13 @@ int kv_pool_check(const kv_pool *p, char *why, size_t cap) {
                    -1;
     }
     if (prev != p->lru_tail) return snprintf(why, cap, "kv_pool: LRU tail is not the last block"), -1;
+    int32_t rings_free = 0;
+    for (int32_t id = p->ring_free_head; id != KV_NIL; id = p->ring_next[id])
+        if (id < 0 || id >= p->n_rings || ++rings_free > p->n_rings)
+            return snprintf(why, cap, "kv_pool: ring free list is corrupt"), -1;
+    if (rings_free + p->n_rings_used != p->n_rings)
+        return snprintf(why, cap, "kv_pool: rings: %d free + %d used != %d", rings_free, p->n_rings_used, p->n_rings),
+               -1;
     if (n_free != p->n_free || n_lru != p->n_lru || n_used != p->n_used || n_free + n_lru + n_used != n)
         return snprintf(why, cap,
                         "kv_pool: accounting: %d free (counted %d) + %d cached (%d) + %d used (%d) != %d total",

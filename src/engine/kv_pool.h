@@ -19,8 +19,13 @@
  * head (the least recently released cached block), first telling the evict
  * hook (the prefix cache) so it drops the key. All operations are O(1).
  *
- * Invariants: total == free + used + cached; bytes() <= budget (block memory
- * plus per-block metadata, both allocated at init; nothing is allocated
+ * Window rings (models with KV_LAYER_WINDOW groups, kv_pool_create_rings):
+ * a fixed set of per-sequence rings, each holding the last rows of every
+ * window layer of one sequence; not blocks, never cached or stored; acquired
+ * at admission, released with the sequence's blocks. rings == free + used.
+ *
+ * Invariants: total == free + used + cached; bytes() <= budget (block memory,
+ * rings and per-block metadata, all allocated at init; nothing is allocated
  * afterwards). Misuse (unref of a free block, bad ids) is an internal bug and
  * asserts; running out of blocks is an input condition and returns -1.
  *
@@ -58,6 +63,9 @@ typedef struct kv_pool_stats {
     int64_t bytes; /* memory held: blocks + metadata (<= budget) */
     int64_t budget;
     uint64_t evictions; /* cached blocks reclaimed by allocation so far */
+    int32_t rings, rings_used; /* window rings (0 without window groups) */
+    int32_t ring_tokens; /* rows per ring */
+    int64_t ring_bytes; /* bytes per ring */
 } kv_pool_stats;
 
 /* Called when allocation evicts an unreferenced cached block, before the
@@ -68,7 +76,23 @@ typedef void (*kv_pool_evict_fn)(void *ctx, int32_t block);
  * metadata). block_tokens <= 0 selects KV_POOL_DEFAULT_BLOCK_TOKENS. Fails if
  * not even one block fits or memory cannot be allocated. */
 int kv_pool_create(const kv_spec *spec, int32_t block_tokens, int64_t budget_bytes, kv_pool **out, cf_err *err);
+/* The same, plus n_rings window rings when the spec has window groups: each
+ * kv_ring_tokens(max window, max_chunk, block_tokens) rows of every window
+ * layer (model.h "KV layout"), taken from the budget before the blocks (so
+ * bytes() <= budget still holds). n_rings 0: no rings. */
+int kv_pool_create_rings(const kv_spec *spec, int32_t block_tokens, int64_t budget_bytes, int32_t n_rings,
+                         int32_t max_chunk, kv_pool **out, cf_err *err);
 void kv_pool_free(kv_pool *p);
+
+/* Window rings: one per running sequence of a model with window groups.
+ * acquire: a free ring id, or -1 when all are in use; release: back to the
+ * free list (asserts it was acquired). A ring's contents are not cleared. */
+int32_t kv_pool_ring_acquire(kv_pool *p);
+void kv_pool_ring_release(kv_pool *p, int32_t id);
+/* The ring's floats (ring_blocks ring blocks, 64-byte aligned). */
+float *kv_pool_ring(kv_pool *p, int32_t id);
+/* Ring blocks per ring (ring_tokens / block_tokens); 0 without rings. */
+int32_t kv_pool_ring_blocks(const kv_pool *p);
 
 int32_t kv_pool_block_tokens(const kv_pool *p);
 int64_t kv_pool_block_floats(const kv_pool *p);

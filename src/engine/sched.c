@@ -47,6 +47,7 @@ double sched_chunk_cost(const sched_limits *l, int32_t start, int32_t n) {
 static int32_t sched_chunk_len(sched_work *w, int32_t start, int32_t max_len) {
     const sched_limits *l = &w->in->limits;
     if (max_len > w->tokens_left) max_len = w->tokens_left;
+    if (l->max_seq_chunk > 0 && max_len > l->max_seq_chunk) max_len = l->max_seq_chunk;
     if (max_len <= 0) return 0;
     int32_t lo = 0, hi = max_len; /* cost(lo) fits; find the largest that fits */
     while (lo < hi) {
@@ -102,8 +103,8 @@ static int sched_check_input(const sched_input *in, const sched_plan *plan, cf_e
     if (in->block_tokens <= 0 || in->free_blocks < 0)
         return cf_fail(err, "sched: block_tokens %d, free_blocks %d (expected positive, non-negative)",
                        in->block_tokens, in->free_blocks);
-    if (l->max_batch_tokens <= 0 || l->max_seqs <= 0 || l->min_prefill_chunk <= 0 || !(l->linear_cost > 0) ||
-        !(l->attn_cost >= 0))
+    if (l->max_batch_tokens <= 0 || l->max_seqs <= 0 || l->min_prefill_chunk <= 0 || l->max_seq_chunk < 0 ||
+        !(l->linear_cost > 0) || !(l->attn_cost >= 0))
         return cf_fail(err,
                        "sched: invalid limits (max_batch_tokens %d, max_seqs %d, min_prefill_chunk %d, "
                        "linear_cost %g, attn_cost %g)",

@@ -77,6 +77,7 @@ typedef struct sched_limits {
     double linear_cost; /* per token (weights); > 0 */
     double attn_cost; /* per token per context position; >= 0 */
     int32_t min_prefill_chunk; /* see above; >= 1 */
+    int32_t max_seq_chunk; /* tokens of one request per step (window rings, kv_pool.h); 0 = no limit */
 } sched_limits;
 
 typedef struct sched_input {

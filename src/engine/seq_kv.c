@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int seq_kv_init(seq_kv *kv, const model *m, int32_t ctx, int32_t block_tokens, cf_err *err) {
+int seq_kv_init(seq_kv *kv, const model *m, int32_t ctx, int32_t block_tokens, int32_t max_chunk, cf_err *err) {
     memset(kv, 0, sizeof *kv);
     if (ctx <= 0 || block_tokens <= 0) return cf_fail(err, "context and block size must be positive");
     int32_t n_blocks = (ctx + block_tokens - 1) / block_tokens;
@@ -19,11 +19,32 @@ int seq_kv_init(seq_kv *kv, const model *m, int32_t ctx, int32_t block_tokens, c
     for (int32_t i = 0; i < n_blocks; i++) kv->table[i] = kv->mem + (int64_t)i * per;
     kv->seq.blocks = kv->table;
     kv->seq.n_blocks = n_blocks;
+    kv_spec spec;
+    model_kv_layout(m, &spec);
+    int32_t ring_tokens = kv_ring_tokens(kv_spec_max_window(&spec), max_chunk, block_tokens);
+    if (ring_tokens > 0) {
+        size_t floats = (size_t)kv_spec_ring_row_floats(&spec) * (size_t)ring_tokens;
+        kv->ring = calloc(floats, sizeof(float));
+        if (!kv->ring) {
+            seq_kv_release(kv);
+            return cf_fail(err, "out of memory for a window ring of %d tokens", ring_tokens);
+        }
+        kv->seq.ring = kv->ring;
+        kv->seq.ring_blocks = ring_tokens / block_tokens;
+    }
     return 0;
+}
+
+int64_t seq_kv_ring_bytes(const seq_kv *kv, const model *m, int32_t block_tokens) {
+    if (!kv->ring) return 0;
+    kv_spec spec;
+    model_kv_layout(m, &spec);
+    return kv_spec_ring_row_floats(&spec) * kv->seq.ring_blocks * block_tokens * (int64_t)sizeof(float);
 }
 
 void seq_kv_release(seq_kv *kv) {
     free(kv->mem);
+    free(kv->ring);
     free(kv->table);
     memset(kv, 0, sizeof *kv);
 }

@@ -1,7 +1,9 @@
 /* seq_kv.h - KV memory for one standalone sequence (CLI `run`, benchmarks):
  * enough blocks for `ctx` positions, allocated once, in the model's block
- * layout (model.h). The engine's shared block pool replaces this for serving;
- * both hand the forward pass a block table. */
+ * layout (model.h), plus, for a model with window groups, one window ring
+ * for forward passes of up to max_chunk tokens (model.h "KV layout"). The
+ * engine's shared block pool replaces this for serving; both hand the forward
+ * pass a block table (and ring). */
 #ifndef CINFER_ENGINE_SEQ_KV_H
 #define CINFER_ENGINE_SEQ_KV_H
 
@@ -9,11 +11,14 @@
 
 typedef struct seq_kv {
     float *mem; /* owned: n_blocks * block floats */
+    float *ring; /* owned: the window ring, NULL without window groups */
     float **table; /* owned: block pointers into mem */
     fwd_seq seq; /* view handed to model_forward */
 } seq_kv;
 
-int seq_kv_init(seq_kv *kv, const model *m, int32_t ctx, int32_t block_tokens, cf_err *err);
+int seq_kv_init(seq_kv *kv, const model *m, int32_t ctx, int32_t block_tokens, int32_t max_chunk, cf_err *err);
+/* Bytes of the window ring (0 without window groups). */
+int64_t seq_kv_ring_bytes(const seq_kv *kv, const model *m, int32_t block_tokens);
 void seq_kv_release(seq_kv *kv);
 
 #endif

@@ -17,6 +17,8 @@ struct fwd_ctx {
     const model_arch *arch;
     void *impl; /* the family's context */
     int32_t max_tokens, max_ctx, block_tokens;
+    int32_t window; /* largest window of a window group; 0: none (no ring needed) */
+    int32_t *first_pos; /* max_tokens: per sequence, its first position in the batch (ring check) */
 };
 
 fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx, int32_t block_tokens,
@@ -31,8 +33,14 @@ fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, i
         return NULL;
     }
     *c = (fwd_ctx){.m = m, .arch = m->arch, .max_tokens = max_tokens, .max_ctx = max_ctx, .block_tokens = block_tokens};
-    c->impl = c->arch->fwd_create(m, pool, max_tokens, max_ctx, block_tokens, err);
+    kv_spec spec;
+    model_kv_layout(m, &spec);
+    c->window = kv_spec_max_window(&spec);
+    c->first_pos = malloc((size_t)max_tokens * sizeof(int32_t));
+    c->impl = c->first_pos ? c->arch->fwd_create(m, pool, max_tokens, max_ctx, block_tokens, err) : NULL;
     if (!c->impl) {
+        if (!c->first_pos) cf_fail(err, "out of memory creating the forward context (%d tokens)", max_tokens);
+        free(c->first_pos);
         free(c);
         return NULL;
     }
@@ -42,7 +50,25 @@ fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, i
 void fwd_ctx_free(fwd_ctx *c) {
     if (!c) return;
     c->arch->fwd_free(c->impl);
+    free(c->first_pos);
     free(c);
+}
+
+/* Window models: every sequence has a ring large enough for this pass
+ * (model.h "KV layout": ring rows >= window + last - first position). */
+static int check_rings(const fwd_ctx *c, const fwd_batch *b, cf_err *err) {
+    if (b->n_seqs > c->max_tokens) return cf_fail(err, "batch of %d sequences (at most %d)", b->n_seqs, c->max_tokens);
+    for (int32_t s = 0; s < b->n_seqs; s++) c->first_pos[s] = INT32_MAX;
+    for (int32_t t = 0; t < b->n_tokens; t++)
+        if (b->pos[t] < c->first_pos[b->seq[t]]) c->first_pos[b->seq[t]] = b->pos[t];
+    for (int32_t t = 0; t < b->n_tokens; t++) {
+        const fwd_seq *s = &b->seqs[b->seq[t]];
+        int64_t need = (int64_t)c->window + b->pos[t] - c->first_pos[b->seq[t]];
+        if (!s->ring || s->ring_blocks <= 0 || (int64_t)s->ring_blocks * c->block_tokens < need)
+            return cf_fail(err, "sequence %d: its window ring (%d rows) cannot hold %lld rows", b->seq[t],
+                           s->ring ? s->ring_blocks * c->block_tokens : 0, (long long)need);
+    }
+    return 0;
 }
 
 static int check_batch(const fwd_ctx *c, const fwd_batch *b, cf_err *err) {
@@ -57,6 +83,7 @@ static int check_batch(const fwd_ctx *c, const fwd_batch *b, cf_err *err) {
         if (p < 0 || p >= c->max_ctx || p / c->block_tokens >= b->seqs[b->seq[t]].n_blocks)
             return cf_fail(err, "position %d is beyond the context (%d)", p, c->max_ctx);
     }
+    if (c->window > 0 && check_rings(c, b, err)) return -1;
     for (int32_t i = 0; i < b->n_out; i++)
         if (b->out_rows[i] < 0 || b->out_rows[i] >= b->n_tokens || (i && b->out_rows[i] <= b->out_rows[i - 1]))
             return cf_fail(err, "bad output row list");

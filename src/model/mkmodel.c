@@ -1,4 +1,4 @@
-/* mkmodel.c - random-weight llama and deepseek2 models (see mkmodel.h).
+/* mkmodel.c - random-weight llama, deepseek2 and gemma2 models (see mkmodel.h).
  * Each architecture is one row of mk_archs (validate its options, list its
  * tensors, write its keys), chosen by --arch name; the rest is shared.
  *
@@ -8,6 +8,8 @@
  * deepseek2: the tensors and keys of llama.cpp's converter
  * (src/model/arch/deepseek2.h lists them); expert stacks are 3-D,
  * ne = {in, out, n_expert}, generated row by row like the rest.
+ * gemma2: llama.cpp's gemma2 tensors (post-attention / post-FFN norms, no
+ * output.weight: the LM head is always token_embd) and keys.
  *
  * Speed: rows are generated in parallel batches (one thread per core, at most
  * 16) into one of two output buffers while the previous batch is appended to
@@ -216,6 +218,70 @@ static int describe_llama(const mkmodel_opts *o, int64_t vocab, tdesc *t) {
     return n;
 }
 
+static int validate_gemma2(const mkmodel_opts *o, cf_err *err) {
+    if (o->dim <= 0 || o->layers <= 0 || o->heads <= 0 || o->kv_heads <= 0 || o->ffn <= 0 || o->ctx < 0 ||
+        o->head_dim < 0 || o->window < 0 || o->swa_pattern < 0)
+        return cf_fail(err, "--dim, --layers, --heads, --kv-heads and --ffn must be positive");
+    int hd = o->head_dim ? o->head_dim : o->dim / o->heads;
+    if (hd <= 0 || hd % 2) return cf_fail(err, "gemma2: the head size %d must be even and positive", hd);
+    if (o->kv_heads > o->heads || o->heads % o->kv_heads)
+        return cf_fail(err, "--heads %d must be a multiple of --kv-heads %d", o->heads, o->kv_heads);
+    if (o->swa_pattern == 1 || (o->swa_pattern == 0 && o->layers < 2))
+        return cf_fail(err, "gemma2: at least one layer must be global (--swa-pattern >= 2, --layers >= 2)");
+    int64_t be = dtype_block_elems(o->type);
+    if (o->dim % be || o->ffn % be || ((int64_t)o->heads * hd) % be)
+        return cf_fail(err, "gemma2: --dim, --ffn and --heads x head size must be multiples of %d for %s", (int)be,
+                       dtype_name(o->type));
+    return 0;
+}
+
+/* llama.cpp's gemma2 layout: no output.weight, post-norms after attention and FFN. */
+static int describe_gemma2(const mkmodel_opts *o, int64_t vocab, tdesc *t) {
+    int n = 0;
+    int64_t dim = o->dim, hd = o->head_dim ? o->head_dim : o->dim / o->heads;
+    int64_t qd = hd * o->heads, kv = hd * o->kv_heads, ffn = o->ffn;
+    t[n++] = mat("token_embd.weight", dim, vocab, o->type);
+    t[n++] = norm("output_norm.weight", dim);
+    for (int l = 0; l < o->layers; l++) {
+        char b[64];
+#define NAME(part) (snprintf(b, sizeof b, "blk.%d.%s.weight", l, part), b)
+        t[n++] = norm(NAME("attn_norm"), dim);
+        t[n++] = mat(NAME("attn_q"), dim, qd, o->type);
+        t[n++] = mat(NAME("attn_k"), dim, kv, o->type);
+        t[n++] = mat(NAME("attn_v"), dim, kv, o->type);
+        t[n++] = mat(NAME("attn_output"), qd, dim, o->type);
+        t[n++] = norm(NAME("post_attention_norm"), dim);
+        t[n++] = norm(NAME("ffn_norm"), dim);
+        t[n++] = mat(NAME("ffn_gate"), dim, ffn, o->type);
+        t[n++] = mat(NAME("ffn_down"), ffn, dim, o->type);
+        t[n++] = mat(NAME("ffn_up"), dim, ffn, o->type);
+        t[n++] = norm(NAME("post_ffw_norm"), dim);
+#undef NAME
+    }
+    return n;
+}
+
+static void set_hparams_gemma2(gguf_writer *w, const mkmodel_opts *o, int64_t vocab) {
+    int hd = o->head_dim ? o->head_dim : o->dim / o->heads;
+    gguf_set_str(w, "general.architecture", "gemma2");
+    gguf_set_str(w, "general.name", "cinfer-mkmodel");
+    gguf_set_u32(w, "general.file_type", quantize_file_type(o->type));
+    gguf_set_u32(w, "gemma2.context_length", (uint32_t)(o->ctx ? o->ctx : 2048));
+    gguf_set_u32(w, "gemma2.embedding_length", (uint32_t)o->dim);
+    gguf_set_u32(w, "gemma2.feed_forward_length", (uint32_t)o->ffn);
+    gguf_set_u32(w, "gemma2.block_count", (uint32_t)o->layers);
+    gguf_set_u32(w, "gemma2.attention.head_count", (uint32_t)o->heads);
+    gguf_set_u32(w, "gemma2.attention.head_count_kv", (uint32_t)o->kv_heads);
+    gguf_set_u32(w, "gemma2.attention.key_length", (uint32_t)hd);
+    gguf_set_u32(w, "gemma2.attention.value_length", (uint32_t)hd);
+    gguf_set_f32(w, "gemma2.attention.layer_norm_rms_epsilon", 1e-6f);
+    gguf_set_f32(w, "gemma2.attn_logit_softcapping", o->attn_softcap > 0 ? o->attn_softcap : 50.0f);
+    gguf_set_f32(w, "gemma2.final_logit_softcapping", o->final_softcap > 0 ? o->final_softcap : 30.0f);
+    gguf_set_u32(w, "gemma2.attention.sliding_window", (uint32_t)(o->window ? o->window : 4096));
+    if (o->swa_pattern) gguf_set_u32(w, "gemma2.attention.sliding_window_pattern", (uint32_t)o->swa_pattern);
+    gguf_set_u32(w, "gemma2.vocab_size", (uint32_t)vocab);
+}
+
 /* Copies the vocab's tokenizer.* keys; returns the token count via *vocab. */
 static int copy_vocab(gguf_writer *w, const char *path, int64_t *vocab, cf_err *err) {
     gguf_file *v;
@@ -305,11 +371,13 @@ typedef struct mk_arch {
 } mk_arch;
 
 static bool llama_has_options(const mkmodel_opts *o) { return o->kv_heads != 0; }
+static bool gemma2_has_options(const mkmodel_opts *o) { return o->kv_heads != 0; }
 static bool ds2_has_options(const mkmodel_opts *o) { return o->kv_lora && o->qk_nope && o->qk_rope && o->v_head; }
 
 static const mk_arch mk_archs[] = {
     {"llama", validate_llama, describe_llama, set_hparams_llama, 9, llama_has_options},
     {"deepseek2", validate_ds2, describe_ds2, set_hparams_ds2, DS2_MAX_PER_LAYER, ds2_has_options},
+    {"gemma2", validate_gemma2, describe_gemma2, set_hparams_gemma2, 11, gemma2_has_options},
 };
 
 static const mk_arch *lookup_arch(const char *name) {
@@ -320,7 +388,7 @@ static const mk_arch *lookup_arch(const char *name) {
 
 static const mk_arch *find_arch(const mkmodel_opts *o, cf_err *err) {
     const mk_arch *a = lookup_arch(o->arch);
-    if (!a) cf_fail(err, "unsupported --arch '%s' (supported: llama, deepseek2)", o->arch ? o->arch : "");
+    if (!a) cf_fail(err, "unsupported --arch '%s' (supported: llama, deepseek2, gemma2)", o->arch ? o->arch : "");
     return a;
 }
 

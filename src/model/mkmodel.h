@@ -10,7 +10,7 @@
 #include "tensor/dtype.h"
 
 typedef struct mkmodel_opts {
-    const char *arch; /* "llama" or "deepseek2" */
+    const char *arch; /* "llama", "deepseek2" or "gemma2" */
     int dim, layers, heads, kv_heads, ffn;
     const char *vocab_from; /* GGUF whose tokenizer.* keys are copied; vocab = its token count */
     dtype type; /* weight matrices; norms are always F32 */
@@ -26,10 +26,15 @@ typedef struct mkmodel_opts {
     float expert_scale; /* expert_weights_scale (0 = 1) */
     float yarn_factor; /* > 1: YaRN rope scaling (yarn_log_multiplier 0.1) */
     int yarn_orig_ctx; /* its original context (0 = ctx / factor) */
+    /* gemma2 only (always tied; kv_heads as llama) */
+    int head_dim; /* 0: dim / heads */
+    int window; /* attention.sliding_window (0: 4096) */
+    int swa_pattern; /* attention.sliding_window_pattern (0: not written, llama.cpp's default 2) */
+    float attn_softcap, final_softcap; /* 0: 50 and 30 */
 } mkmodel_opts;
 
 /* True when the options the architecture needs beyond the shared ones are
- * given (llama: kv_heads; deepseek2: kv_lora, qk_nope, qk_rope, v_head); an
+ * given (llama, gemma2: kv_heads; deepseek2: kv_lora, qk_nope, qk_rope, v_head); an
  * unknown arch counts as complete (mkmodel_write then names it). */
 bool mkmodel_has_arch_options(const mkmodel_opts *o);
 

@@ -296,9 +296,35 @@ void model_kv_layout(const model *m, kv_spec *out) {
 int64_t model_kv_block_floats(const model *m, int block_tokens) {
     kv_spec s;
     model_kv_layout(m, &s);
+    return kv_spec_paged_token_floats(&s) * block_tokens;
+}
+
+int64_t kv_spec_paged_token_floats(const kv_spec *s) {
     int64_t f = 0;
-    for (int i = 0; i < s.n_groups; i++) f += (int64_t)s.groups[i].n_layers * s.groups[i].token_floats;
-    return f * block_tokens;
+    for (int i = 0; i < s->n_groups; i++)
+        if (s->groups[i].kind != KV_LAYER_WINDOW) f += (int64_t)s->groups[i].n_layers * s->groups[i].token_floats;
+    return f;
+}
+
+int64_t kv_spec_ring_row_floats(const kv_spec *s) {
+    int64_t f = 0;
+    for (int i = 0; i < s->n_groups; i++)
+        if (s->groups[i].kind == KV_LAYER_WINDOW) f += (int64_t)s->groups[i].n_layers * s->groups[i].token_floats;
+    return f;
+}
+
+int32_t kv_spec_max_window(const kv_spec *s) {
+    int32_t w = 0;
+    for (int i = 0; i < s->n_groups; i++)
+        if (s->groups[i].kind == KV_LAYER_WINDOW && s->groups[i].window > w) w = s->groups[i].window;
+    return w;
+}
+
+int32_t kv_ring_tokens(int32_t window, int32_t max_chunk, int32_t block_tokens) {
+    if (window <= 0 || block_tokens <= 0) return 0;
+    int64_t rows = (int64_t)window + (max_chunk > 1 ? max_chunk : 1) - 1;
+    rows = (rows + block_tokens - 1) / block_tokens * block_tokens;
+    return rows > INT32_MAX / 2 ? INT32_MAX / 2 : (int32_t)rows;
 }
 
 void model_kv_describe(const model *m, char *buf, size_t n) {

@@ -47,6 +47,8 @@
 typedef enum { ROPE_NORM = 0, ROPE_NEOX = 2 } rope_mode;
 typedef enum { ROPE_SCALING_NONE = 0, ROPE_SCALING_LINEAR, ROPE_SCALING_YARN } rope_scaling;
 
+#define MODEL_MAX_SWA_LAYERS 512 /* layers a window-layer bitmap can describe */
+
 typedef struct model_hparams {
     char arch[32];
     int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
@@ -72,6 +74,12 @@ typedef struct model_hparams {
     bool expert_weights_norm;
     float expert_weights_scale;
     float yarn_log_mul; /* kq scale = (attn_factor*(1 + yarn_log_mul*ln factor))^2 / sqrt(head_dim) */
+    /* gemma2 (arch/gemma2.c); 0 for other architectures */
+    int32_t n_swa; /* window (tokens) of the sliding-window layers */
+    float attn_softcap, final_softcap; /* cap * tanh(x / cap) of attention scores / logits */
+    float q_scale; /* attention score scale: 1/sqrt(query_pre_attn_scalar) */
+    float swa_rope_base; /* rope base of the window layers */
+    uint64_t swa_layers[MODEL_MAX_SWA_LAYERS / 64]; /* bit il: layer il is a window layer */
 } model_hparams;
 
 /* The public cinfer_model (include/cinfer/model.h) is this struct. */
@@ -127,14 +135,14 @@ int model_lock_memory(model *m, cf_err *err);
 typedef enum kv_layer_kind {
     KV_LAYER_FULL = 0, /* K and V per token: 2 * n_head_kv * head_dim floats */
     KV_LAYER_MLA, /* one compressed latent (+ rope part) per token */
-    KV_LAYER_SLIDING, /* like FULL, but only the last `window` tokens are read */
+    KV_LAYER_WINDOW, /* sliding window: only the last `window` tokens are read; per-sequence ring */
 } kv_layer_kind;
 
 typedef struct kv_group_spec {
     kv_layer_kind kind;
     int32_t n_layers; /* layers in this group */
     int32_t token_floats; /* floats one token needs in one layer of the group */
-    int32_t window; /* KV_LAYER_SLIDING: window in tokens; else 0 */
+    int32_t window; /* KV_LAYER_WINDOW: window in tokens; else 0 */
 } kv_group_spec;
 
 typedef struct kv_spec {
@@ -142,11 +150,36 @@ typedef struct kv_spec {
     kv_group_spec groups[KV_SPEC_MAX_GROUPS];
 } kv_spec;
 
+/* Paged groups (FULL, MLA) live in the all-layers blocks: prefix-cacheable,
+ * stored. KV_LAYER_WINDOW groups do not: each sequence has one *ring* holding
+ * the rows of its last positions for every window layer (the window layer
+ * group kind; docs/engine.md "Window layer groups"). A ring is ring_blocks
+ * ring blocks of block_tokens rows; ring block i holds, for every window group
+ * in layout order and every layer of it, the same per-layer layout a block
+ * has (e.g. K dimension-major, V token-major). Position p lives in ring block
+ * (p / block_tokens) % ring_blocks, row p % block_tokens: the ring is a block
+ * table that wraps. A forward pass over positions [p0, p1] of a sequence
+ * writes [p0, p1] and reads [max(0, p0 - window + 1), p1], so the ring needs
+ * ring_tokens >= window + (p1 - p0) (kv_ring_tokens): callers cap the tokens
+ * of one sequence per pass at the max_chunk the ring was sized for. Rows of a
+ * ring are only read after this sequence wrote them (a ring is reused
+ * without clearing). */
+
 /* The model's KV layer groups (the architecture's kv_layout hook). */
 void model_kv_layout(const model *m, kv_spec *out);
 /* Floats in one KV block of `block_tokens` tokens: the sum over the layout's
- * groups of n_layers * token_floats * block_tokens. */
+ * paged groups of n_layers * token_floats * block_tokens. */
 int64_t model_kv_block_floats(const model *m, int block_tokens);
+/* Floats one token needs in the paged groups (block floats / block_tokens). */
+int64_t kv_spec_paged_token_floats(const kv_spec *s);
+/* Floats one ring row needs: sum over window groups of n_layers * token_floats. */
+int64_t kv_spec_ring_row_floats(const kv_spec *s);
+/* Largest window of the layout's window groups; 0: no window group. */
+int32_t kv_spec_max_window(const kv_spec *s);
+/* Ring rows for windows up to `window` and passes of up to max_chunk tokens
+ * per sequence: window + max_chunk - 1 rounded up to block_tokens (0 when
+ * window is 0). */
+int32_t kv_ring_tokens(int32_t window, int32_t max_chunk, int32_t block_tokens);
 /* A short human description of one token's KV, e.g. "(4 layers x 2 x 8 KV
  * heads x 64 x 4 B)", written into buf (always terminated). */
 void model_kv_describe(const model *m, char *buf, size_t n);
@@ -168,10 +201,15 @@ int model_fp_arch_hparams(const model_hparams *hp, model_fp_writer *w);
 
 /* ---- forward pass ---- */
 
-/* One sequence's KV: its block table (pointers to blocks of model_kv_block_floats). */
+/* One sequence's KV: its block table (pointers to blocks of
+ * model_kv_block_floats) and, for a model with window groups, its ring
+ * (ring_blocks ring blocks of kv_spec_ring_row_floats * block_tokens floats,
+ * contiguous; see "KV layout" above). */
 typedef struct fwd_seq {
     float *const *blocks;
     int32_t n_blocks;
+    float *ring; /* NULL without window groups */
+    int32_t ring_blocks;
 } fwd_seq;
 
 /* A ragged batch: tokens of several sequences, each at its position. For

@@ -115,6 +115,21 @@ void rows_silu_mul(thread_pool *pool, float *g, const float *u, int32_t n, int64
     rows_run(pool, &j);
 }
 
+static void gelu_mul_row(const rows_job *j, int32_t r) {
+    float *g = j->dst + (int64_t)r * j->width;
+    const float *u = j->src + (int64_t)r * j->width;
+    const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
+    for (int64_t i = 0; i < j->width; i++) {
+        float x = g[i];
+        g[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * u[i];
+    }
+}
+
+void rows_gelu_mul(thread_pool *pool, float *g, const float *u, int32_t n, int64_t width) {
+    rows_job j = {.n = n, .width = width, .src = u, .dst = g, .fn = gelu_mul_row};
+    rows_run(pool, &j);
+}
+
 static void swiglu_stacked_row(const rows_job *j, int32_t r) {
     float *g = j->dst + (int64_t)r * j->width;
     const float *gu = j->src + (int64_t)r * 2 * j->width;

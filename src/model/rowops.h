@@ -1,5 +1,5 @@
 /* rowops.h - the row operations every forward pass shares, in one place:
- * RMS norm, SwiGLU (separate and stacked gate|up), residual add, bias add,
+ * RMS norm, SwiGLU (separate and stacked gate|up), GeGLU, residual add, bias add,
  * RoPE tables (linear and YaRN context scaling as llama.cpp's ggml_rope_ext
  * computes them) and the rotation in both pair layouts (NORM: adjacent
  * pairs, NEOX: halves), over strided rows.
@@ -34,6 +34,8 @@ void rows_rmsnorm(thread_pool *pool, float eps, const float *src, int64_t src_st
                   int64_t dst_stride, int32_t n, int64_t width);
 /* g rows = silu(g) * u. */
 void rows_silu_mul(thread_pool *pool, float *g, const float *u, int32_t n, int64_t width);
+/* g rows = gelu(g) * u, gelu in the tanh approximation (GeGLU). */
+void rows_gelu_mul(thread_pool *pool, float *g, const float *u, int32_t n, int64_t width);
 /* dst rows = silu(gate) * up where gu rows = [gate | up] (2 * width). */
 void rows_swiglu_stacked(thread_pool *pool, float *dst, const float *gu, int32_t n, int64_t width);
 /* dst rows += a (+ b when not NULL: dst += a + b, summed in that order). */

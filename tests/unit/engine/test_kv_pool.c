@@ -34,12 +34,41 @@ int main(void) {
     CHECK(kv_spec_block_floats(&s, 16) == 2 * 8 * 16);
     kv_spec mixed = {.n_groups = 2};
     mixed.groups[0] = (kv_group_spec){.kind = KV_LAYER_FULL, .n_layers = 3, .token_floats = 4};
-    mixed.groups[1] = (kv_group_spec){.kind = KV_LAYER_SLIDING, .n_layers = 1, .token_floats = 10, .window = 128};
+    mixed.groups[1] = (kv_group_spec){.kind = KV_LAYER_WINDOW, .n_layers = 1, .token_floats = 10, .window = 128};
     CHECK(kv_spec_check(&mixed, &err) == 0);
-    CHECK(kv_spec_block_floats(&mixed, 4) == (3 * 4 + 10) * 4);
+    /* window groups live in per-sequence rings, not in blocks */
+    CHECK(kv_spec_block_floats(&mixed, 4) == 3 * 4 * 4);
+    CHECK(kv_spec_ring_row_floats(&mixed) == 10 && kv_spec_max_window(&mixed) == 128);
+    CHECK(kv_ring_tokens(128, 32, 16) == 160 && kv_ring_tokens(100, 1, 16) == 112 && kv_ring_tokens(0, 8, 16) == 0);
     kv_spec bad = mixed;
     bad.groups[1].window = 0;
     CHECK(kv_spec_check(&bad, &err) == -1);
+    bad = mixed; /* window-only: no paged group */
+    bad.groups[0] = bad.groups[1];
+    CHECK(kv_spec_check(&bad, &err) == -1 && strstr(err.msg, "no paged") != NULL);
+
+    /* rings: taken from the budget before the blocks, acquired and released */
+    {
+        kv_pool *rp = NULL;
+        CHECK(kv_pool_create_rings(&mixed, 16, 1 << 20, 4, 32, &rp, &err) == 0);
+        kv_pool_stats rs = kv_pool_get_stats(rp);
+        CHECK(rs.rings == 4 && rs.rings_used == 0 && rs.ring_tokens == 160 && rs.bytes <= rs.budget);
+        CHECK(rs.ring_bytes >= 10 * 160 * 4 && kv_pool_ring_blocks(rp) == 10);
+        int32_t r[4];
+        for (int i = 0; i < 4; i++) r[i] = kv_pool_ring_acquire(rp);
+        CHECK(r[0] >= 0 && r[1] >= 0 && r[2] >= 0 && r[3] >= 0 && r[0] != r[1] && r[2] != r[3]);
+        CHECK(kv_pool_ring_acquire(rp) == -1);
+        CHECK(((uintptr_t)kv_pool_ring(rp, r[2]) & 63) == 0);
+        char why[128];
+        CHECK(kv_pool_check(rp, why, sizeof why) == 0);
+        kv_pool_ring_release(rp, r[1]);
+        CHECK(kv_pool_get_stats(rp).rings_used == 3 && kv_pool_ring_acquire(rp) == r[1]);
+        CHECK(kv_pool_check(rp, why, sizeof why) == 0);
+        kv_pool_free(rp);
+        /* a budget that holds the rings but no block fails cleanly */
+        CHECK(kv_pool_create_rings(&mixed, 16, 4 * (10 * 160 * 4 + 64), 4, 32, &rp, &err) == -1 && rp == NULL);
+        CHECK(strstr(err.msg, "window rings") != NULL);
+    }
     bad = s;
     bad.groups[0].token_floats = 0;
     CHECK(kv_spec_check(&bad, &err) == -1);
