@@ -206,6 +206,10 @@ typedef struct cinfer_engine_stats {
     int32_t running, waiting; /* after the last step */
     int32_t kv_blocks_total, kv_blocks_free, kv_blocks_used, kv_blocks_cached, kv_blocks_used_peak;
     int64_t kv_bytes, kv_budget;
+    /* window rings (models with sliding-window layers, docs/engine.md): one per running
+     * request, kv_ring_bytes each (kv_ring_tokens rows of every window layer); 0 otherwise */
+    int32_t kv_rings_total, kv_rings_used, kv_ring_tokens;
+    int64_t kv_ring_bytes;
     /* engine-thread seconds per phase (see docs/engine.md, asynchronous scheduling):
      * plan = drain + plan (overlaps the forward in flight), wait = blocked on the
      * forward pass, commit = sampling and stop ids + batch assembly (critical path),

@@ -247,6 +247,7 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     e->st.kv_blocks_free = ks.free;
     e->st.kv_bytes = ks.bytes;
     e->st.kv_budget = ks.budget;
+    eng_note_kv(e);
     e->pub_st = e->st;
     if (eng_store_open(e, err)) return -1;
     model_trim_memory(m); /* the fingerprints above sampled every tensor: drop those pages again */

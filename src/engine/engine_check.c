@@ -16,7 +16,10 @@
  *  - requests: a valid state; 0 <= n_registered <= n_blocks <= max_blocks;
  *    block ids in range; registered blocks are cached; finished, waiting and
  *    preempted requests hold no blocks; SCHED_LOADING iff a store chain is
- *    attached, and the adapter's count of loading requests matches. */
+ *    attached, and the adapter's count of loading requests matches;
+ *  - window rings (models with window layers): a request holds a ring iff it
+ *    is running, no two requests hold the same ring, and the pool's count of
+ *    used rings equals the rings held. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -37,6 +40,9 @@ static int eng_check_req(const cinfer_engine *e, const eng_req *r, int32_t *expe
                         r->done                     ? "finished"
                         : r->state == SCHED_WAITING ? "waiting"
                                                     : "preempted"),
+               -1;
+    if (e->window_rings && (r->ring >= 0) != (!r->done && r->state == SCHED_RUNNING))
+        return snprintf(why, cap, "request %llu: ring %d in state %d (done %d)", id, r->ring, (int)r->state, r->done),
                -1;
     if ((r->state == SCHED_LOADING) != (r->st_chain != NULL))
         return snprintf(why, cap, "request %llu: state %d with%s a store chain", id, (int)r->state,
@@ -63,6 +69,20 @@ int eng_check_invariants(cinfer_engine *e, char *why, size_t cap) {
     for (int32_t i = 0; i < e->n_active && rc == 0; i++) {
         rc = eng_check_req(e, e->active[i], expect, why, cap);
         loading += e->active[i]->st_chain != NULL;
+    }
+    int32_t rings = 0;
+    for (int32_t i = 0; e->window_rings && i < e->n_active && rc == 0; i++) {
+        rings += e->active[i]->ring >= 0;
+        for (int32_t j = 0; j < i && e->active[i]->ring >= 0; j++)
+            if (e->active[j]->ring == e->active[i]->ring) {
+                snprintf(why, cap, "two requests hold ring %d", e->active[i]->ring);
+                rc = -1;
+            }
+    }
+    if (rc == 0 && rings != kv_pool_get_stats(e->kv).rings_used) {
+        snprintf(why, cap, "requests hold %d rings, the pool counts %d used", rings,
+                 kv_pool_get_stats(e->kv).rings_used);
+        rc = -1;
     }
     if (rc == 0 && loading != eng_store_n_loading(e)) {
         snprintf(why, cap, "%d requests hold a store chain, the store adapter counts %d", loading,

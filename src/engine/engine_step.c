@@ -214,6 +214,10 @@ void eng_note_kv(cinfer_engine *e) {
     e->st.kv_blocks_cached = ks.cached;
     if (ks.used > e->st.kv_blocks_used_peak) e->st.kv_blocks_used_peak = ks.used;
     e->st.kv_bytes = ks.bytes;
+    e->st.kv_rings_total = ks.rings;
+    e->st.kv_rings_used = ks.rings_used;
+    e->st.kv_ring_tokens = ks.ring_tokens;
+    e->st.kv_ring_bytes = ks.ring_bytes;
 }
 
 eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
