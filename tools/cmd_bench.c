@@ -105,7 +105,14 @@ static int bench_latency(const bench_opts *o) {
     if (bw_after > bw) bw = bw_after;
     if (!rc) {
         double wbytes = (double)model_active_weight_bytes(m); /* MoE: the experts one token uses */
-        double kv_bytes = (double)model_kv_block_floats(m, 1) * 4.0 * ((double)o->prompt + (double)o->gen / 2);
+        /* KV read per decode token at the mean context: every row of the paged layers, at most the window of
+         * the window layers (their ring) */
+        double mean_ctx = (double)o->prompt + (double)o->gen / 2;
+        kv_spec spec;
+        model_kv_layout(m, &spec);
+        double win = kv_spec_max_window(&spec) < mean_ctx ? kv_spec_max_window(&spec) : mean_ctx;
+        double kv_bytes =
+            (double)model_kv_block_floats(m, 1) * 4.0 * mean_ctx + (double)kv_spec_ring_row_floats(&spec) * 4.0 * win;
         double roof = bw / (wbytes + kv_bytes);
         double pp = (double)o->prompt / best_pp, tg = (double)o->gen / best_tg;
         double flops_tok = 2.0 * (double)model_active_params(m);

@@ -141,6 +141,16 @@ static int generate(const run_opts *o, model *m, const tokenizer *tok, thread_po
     char kv_words[160];
     model_kv_describe(m, kv_words, sizeof kv_words);
     fprintf(stderr, "cinfer: KV cache %lld bytes per token %s\n", (long long)model_kv_block_floats(m, 1) * 4, kv_words);
+    if (g.kv.ring_bytes > 0) { /* sliding-window layers: their last rows, per sequence (docs/engine.md) */
+        kv_spec spec;
+        model_kv_layout(m, &spec);
+        fprintf(stderr,
+                "cinfer: KV window ring %lld bytes per sequence (%lld rows: window %d + batch %d - 1, of %lld bytes; "
+                "%lld bytes at full window)\n",
+                (long long)g.kv.ring_bytes, (long long)g.kv.ring_tokens, kv_spec_max_window(&spec), (int)g.batch,
+                (long long)kv_spec_ring_row_floats(&spec) * 4,
+                (long long)kv_spec_ring_row_floats(&spec) * 4 * kv_spec_max_window(&spec));
+    }
     if (o->echo) {
         fputs(prompt, stdout);
         fflush(stdout);

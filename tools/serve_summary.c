@@ -136,8 +136,20 @@ void serve_summary_print(FILE *out, const serve_summary *s) {
                 hp->n_expert_used, hp->n_expert);
     else fprintf(out, "cinfer serve: parameters   %s total, %s active per token\n", total, active);
     fprintf(out, "cinfer serve: weights      %s\n", types);
-    fprintf(out, "cinfer serve: KV cache     %lld tokens, %s (%d blocks, %lld bytes per token)\n", kv_tokens, kvb,
-            st.kv_blocks_total, tok_bytes);
+    if (st.kv_rings_total > 0) { /* sliding-window layers: rings taken from the same budget (docs/engine.md) */
+        char ringb[32];
+        fmt_bytes((double)st.kv_ring_bytes * st.kv_rings_total, ringb, sizeof ringb);
+        long long blk_tokens =
+            tok_bytes > 0 ? (st.kv_bytes - (long long)st.kv_ring_bytes * st.kv_rings_total) / tok_bytes : 0;
+        fprintf(out,
+                "cinfer serve: KV cache     %lld tokens, %s (%d blocks, %lld bytes per token in the global layers; "
+                "window rings: %d x %lld bytes = %s, %d rows each)\n",
+                blk_tokens, kvb, st.kv_blocks_total, tok_bytes, st.kv_rings_total, (long long)st.kv_ring_bytes, ringb,
+                st.kv_ring_tokens);
+    } else {
+        fprintf(out, "cinfer serve: KV cache     %lld tokens, %s (%d blocks, %lld bytes per token)\n", kv_tokens, kvb,
+                st.kv_blocks_total, tok_bytes);
+    }
     print_memory(out, s, st.kv_bytes);
     fprintf(out, "cinfer serve: compute      %d threads, kernels %s\n", pool_size(s->pool),
             cpu_isa_name(cpu_isa_active()));

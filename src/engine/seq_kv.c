@@ -30,16 +30,11 @@ int seq_kv_init(seq_kv *kv, const model *m, int32_t ctx, int32_t block_tokens, i
             return cf_fail(err, "out of memory for a window ring of %d tokens", ring_tokens);
         }
         kv->seq.ring = kv->ring;
+        kv->ring_tokens = ring_tokens;
+        kv->ring_bytes = (int64_t)(floats * sizeof(float));
         kv->seq.ring_blocks = ring_tokens / block_tokens;
     }
     return 0;
-}
-
-int64_t seq_kv_ring_bytes(const seq_kv *kv, const model *m, int32_t block_tokens) {
-    if (!kv->ring) return 0;
-    kv_spec spec;
-    model_kv_layout(m, &spec);
-    return kv_spec_ring_row_floats(&spec) * kv->seq.ring_blocks * block_tokens * (int64_t)sizeof(float);
 }
 
 void seq_kv_release(seq_kv *kv) {

@@ -12,13 +12,13 @@
 typedef struct seq_kv {
     float *mem; /* owned: n_blocks * block floats */
     float *ring; /* owned: the window ring, NULL without window groups */
+    int32_t ring_tokens; /* its rows (0: none) */
+    int64_t ring_bytes;
     float **table; /* owned: block pointers into mem */
     fwd_seq seq; /* view handed to model_forward */
 } seq_kv;
 
 int seq_kv_init(seq_kv *kv, const model *m, int32_t ctx, int32_t block_tokens, int32_t max_chunk, cf_err *err);
-/* Bytes of the window ring (0 without window groups). */
-int64_t seq_kv_ring_bytes(const seq_kv *kv, const model *m, int32_t block_tokens);
 void seq_kv_release(seq_kv *kv);
 
 #endif
