@@ -90,8 +90,9 @@ static int g2_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
         model_key_f32(f, hp->arch, "rope.freq_base_swa", &hp->swa_rope_base, err) || g2_read_pattern(f, hp, err))
         return -1;
     if (hp->n_swa <= 0) return cf_fail(err, "gemma2.attention.sliding_window (%d) must be positive", hp->n_swa);
-    if (!(hp->attn_softcap > 0) || !(hp->final_softcap > 0) || !(hp->swa_rope_base > 0))
-        return cf_fail(err, "gemma2: the soft-caps and rope.freq_base_swa must be positive");
+    if (!(hp->attn_softcap > 0)) return cf_fail(err, "gemma2.attn_logit_softcapping must be positive");
+    if (!(hp->final_softcap > 0)) return cf_fail(err, "gemma2.final_logit_softcapping must be positive");
+    if (!(hp->swa_rope_base > 0)) return cf_fail(err, "gemma2.rope.freq_base_swa must be positive");
     int n_window = 0;
     for (int il = 0; il < hp->n_layer; il++) n_window += g2_is_window(hp, il);
     if (n_window == hp->n_layer)

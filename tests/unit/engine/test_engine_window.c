@@ -12,16 +12,22 @@
  *   - twice in one engine (a prefix-cache hit on a window model is not used:
  *     the second run reports 0 cached tokens and the same tokens);
  * and a request cancelled mid-generation leaves no block and no ring in use.
+ * The same again on a model written by mkmodel: window 20 (not a multiple of
+ * the 16-token block), two window layers per global one, head_dim 24.
  * The invariant checker (sanitizer builds) checks ring ownership every step.
  * Fixture: models/tiny/tiny-gemma2.gguf (missing: skip, or fail under CI). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "engine/generate.h"
 #include "engine_testlib.h"
+#include "model/mkmodel.h"
 
 #define MODEL "models/tiny/tiny-gemma2.gguf"
+#define VOCAB "fixtures/vocab/derived-vocab-tiny-gemma2.gguf"
 #define N_REQ 6
 #define N_GEN 40
 
@@ -145,6 +151,25 @@ static void test_cancel(const model *m, thread_pool *pool) {
     cinfer_engine_destroy(e);
 }
 
+/* Every check on one model whose window groups have window `window`. */
+static void test_model(const model *m, thread_pool *pool, int32_t window) {
+    make_refs(m, pool);
+    test_alone(m, pool);
+    cinfer_engine_stats full = run_batched(m, pool, 32 << 20, 512, "batched (async)");
+    CHECK(full.kv_ring_tokens == kv_ring_tokens(window, (window + 15) / 16 * 16, 16)); /* chunk cap: window */
+    tl_sync_scheduling = true;
+    run_batched(m, pool, 32 << 20, 512, "batched (sync)");
+    tl_sync_scheduling = false;
+    cinfer_engine_stats st = run_batched(m, pool, 32 << 20, 16, "chunked (16 tokens per step)");
+    CHECK(st.kv_ring_tokens == kv_ring_tokens(window, 16, 16)); /* window + the per-request chunk cap */
+    /* 8 rings + 16 blocks: the 8 requests need ~50 blocks */
+    int64_t kv = 8 * (int64_t)(full.kv_ring_bytes + 4) + 16 * (model_kv_block_floats(m, 16) * 4 + 16) + 1024;
+    st = run_batched(m, pool, kv, 512, "preempting (16 blocks)");
+    CHECKF(st.preemptions > 0 && st.kv_blocks_total == 16, "%llu preemptions with %d blocks",
+           (unsigned long long)st.preemptions, st.kv_blocks_total);
+    test_cancel(m, pool);
+}
+
 int main(void) {
     FILE *probe = fopen(shared_path(MODEL), "rb");
     if (!probe) return tu_missing_fixture(shared_path(MODEL));
@@ -153,22 +178,31 @@ int main(void) {
     cf_err err = {0};
     model *m = NULL;
     CHECKF(model_load(shared_path(MODEL), &m, &err) == 0, "%s", err.msg);
+    if (m) test_model(m, pool, 32);
+    model_free(m);
+    /* a window that is not a multiple of the block, 2 window layers per global one, head_dim != dim / heads */
+    char path[256];
+    temp_path(path, sizeof path, "gemma2-w20.gguf");
+    mkmodel_opts o = {.arch = "gemma2",
+                      .dim = 64,
+                      .layers = 6,
+                      .heads = 4,
+                      .kv_heads = 2,
+                      .ffn = 128,
+                      .head_dim = 24,
+                      .window = 20,
+                      .swa_pattern = 3,
+                      .attn_softcap = 0.5f,
+                      .final_softcap = 3.0f,
+                      .vocab_from = shared_path(VOCAB),
+                      .type = DT_F32,
+                      .seed = 5};
+    m = NULL;
+    CHECKF(mkmodel_write(&o, path, &err) == 0 && model_load(path, &m, &err) == 0, "%s", err.msg);
+    unlink(path);
     if (m) {
-        make_refs(m, pool);
-        test_alone(m, pool);
-        cinfer_engine_stats full = run_batched(m, pool, 32 << 20, 512, "batched (async)");
-        CHECK(full.kv_ring_tokens == 32 + 32); /* window + the chunk cap (the window, rounded to a block) */
-        tl_sync_scheduling = true;
-        run_batched(m, pool, 32 << 20, 512, "batched (sync)");
-        tl_sync_scheduling = false;
-        cinfer_engine_stats st = run_batched(m, pool, 32 << 20, 16, "chunked (16 tokens per step)");
-        CHECK(st.kv_ring_tokens == 32 + 16); /* window + the per-request chunk cap, rounded to a block */
-        /* 8 rings (~0.8 MB each) + 16 blocks (~0.2 MB each): the 8 requests need ~50 */
-        int64_t kv = 8 * (int64_t)(full.kv_ring_bytes + 4) + 16 * (13 * 256 * 16 * 4 + 16) + 1024;
-        st = run_batched(m, pool, kv, 512, "preempting (16 blocks)");
-        CHECKF(st.preemptions > 0 && st.kv_blocks_total == 16, "%llu preemptions with %d blocks",
-               (unsigned long long)st.preemptions, st.kv_blocks_total);
-        test_cancel(m, pool);
+        fprintf(stderr, "-- mkmodel gemma2: window 20, pattern 3, head_dim 24\n");
+        test_model(m, pool, 20);
     }
     model_free(m);
     pool_destroy(pool);
