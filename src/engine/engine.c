@@ -169,13 +169,35 @@ static eng_stepbuf *eng_wait_inflight(cinfer_engine *e) {
 
 /* Window models (kv_pool.h rings): tokens of one sequence per step, so that
  * its ring (window + chunk rows) holds every row the step reads and writes:
- * the largest window rounded up to a block, at most max_batch_tokens. 0
- * without window groups. */
+ * the largest window rounded up to a block, at most max_batch_tokens and
+ * ENG_RING_MAX_CHUNK (a large window then costs window + 511 rows, not twice
+ * the window). 0 without window groups. */
+#define ENG_RING_MAX_CHUNK 512
 static int32_t eng_ring_chunk(const kv_spec *spec, int32_t block_tokens, int32_t max_batch_tokens) {
     int32_t w = kv_spec_max_window(spec);
     if (w <= 0) return 0;
     int64_t c = ((int64_t)w + block_tokens - 1) / block_tokens * block_tokens;
+    if (c > ENG_RING_MAX_CHUNK) c = ENG_RING_MAX_CHUNK > block_tokens ? ENG_RING_MAX_CHUNK : block_tokens;
     return c < max_batch_tokens ? (int32_t)c : max_batch_tokens;
+}
+
+/* Rings for a window model: one per running request (max_seqs), but no more
+ * than leave room for the blocks of one max_ctx request; fewer rings lower
+ * the running-request limit to match (so admission never lacks a ring). */
+static int32_t eng_ring_count(cinfer_engine *e, const kv_spec *spec, int32_t chunk) {
+    int32_t bt = e->opt.block_tokens;
+    int64_t ring =
+        kv_spec_ring_row_floats(spec) * kv_ring_tokens(kv_spec_max_window(spec), chunk, bt) * (int64_t)sizeof(float);
+    int64_t block = kv_spec_block_floats(spec, bt) * (int64_t)sizeof(float) + 64 + 16; /* stride slack + metadata */
+    int64_t reserve = ((int64_t)e->opt.max_ctx + bt - 1) / bt * block;
+    int64_t fit = ring > 0 ? (e->opt.kv_memory_bytes - reserve) / (ring + 64) : e->opt.max_seqs;
+    int32_t n = fit < e->opt.max_seqs ? (int32_t)(fit > 1 ? fit : 1) : e->opt.max_seqs;
+    if (n < e->opt.max_seqs)
+        LOG_INFO("engine: %d window rings of %lld bytes fit next to one %d-token request, so at most %d requests "
+                 "run at once (max_seqs %d)",
+                 n, (long long)ring, e->opt.max_ctx, n, e->opt.max_seqs);
+    e->limits.max_seqs = n;
+    return n;
 }
 
 static void *eng_main(void *arg);
@@ -215,8 +237,8 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
         e->limits.max_seq_chunk = ring_chunk;
         if (e->limits.min_prefill_chunk > ring_chunk) e->limits.min_prefill_chunk = ring_chunk;
     }
-    if (kv_pool_create_rings(&spec, e->opt.block_tokens, e->opt.kv_memory_bytes, ring_chunk > 0 ? e->opt.max_seqs : 0,
-                             ring_chunk, &e->kv, err) ||
+    int32_t n_rings = ring_chunk > 0 ? eng_ring_count(e, &spec, ring_chunk) : 0;
+    if (kv_pool_create_rings(&spec, e->opt.block_tokens, e->opt.kv_memory_bytes, n_rings, ring_chunk, &e->kv, err) ||
         prefix_cache_model_fingerprint(m, fp, err) || prefix_cache_create(e->kv, fp, &e->pc, err))
         return -1;
     e->kv_total = kv_pool_n_blocks(e->kv);

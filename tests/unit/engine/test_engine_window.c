@@ -9,6 +9,8 @@
  *     slots written by the previous one);
  *   - with a pool so small that requests are preempted (ring freed, then
  *     recomputed from the start);
+ *   - with a budget that holds only 3 rings next to one full-context request
+ *     (so 3 requests run at once);
  *   - twice in one engine (a prefix-cache hit on a window model is not used:
  *     the second run reports 0 cached tokens and the same tokens);
  * and a request cancelled mid-generation leaves no block and no ring in use.
@@ -73,9 +75,9 @@ static bool matches(const run_result *res, int i) {
 
 /* Every prompt (plus two sampled requests) submitted at once; returns the stats. */
 static cinfer_engine_stats run_batched(const model *m, thread_pool *pool, int64_t kv, int32_t max_batch,
-                                       const char *what) {
+                                       int32_t max_ctx, int32_t rings, const char *what) {
     cinfer_engine_stats st = {0};
-    cinfer_engine *e = tl_engine(m, pool, kv, max_batch, 8, 512);
+    cinfer_engine *e = tl_engine(m, pool, kv, max_batch, 8, max_ctx);
     CHECKF(e != NULL, "%s: engine", what);
     if (!e) return st;
     uint64_t ids[N_REQ + 2];
@@ -102,7 +104,7 @@ static cinfer_engine_stats run_batched(const model *m, thread_pool *pool, int64_
     }
     for (int i = 0; i < N_REQ; i++) CHECKF(matches(&res[i], i), "%s: request %d (%d tokens) differs", what, i, lens[i]);
     st = cinfer_engine_get_stats(e);
-    CHECKF(st.kv_rings_total == 8 && st.kv_rings_used == 0 && st.kv_blocks_used == 0, "%s: rings %d/%d, blocks %d",
+    CHECKF(st.kv_rings_total == rings && st.kv_rings_used == 0 && st.kv_blocks_used == 0, "%s: rings %d/%d, blocks %d",
            what, st.kv_rings_used, st.kv_rings_total, st.kv_blocks_used);
     fprintf(stderr, "%-34s steps %llu, preemptions %llu, ring %d rows (%lld B)\n", what, (unsigned long long)st.steps,
             (unsigned long long)st.preemptions, st.kv_ring_tokens, (long long)st.kv_ring_bytes);
@@ -155,18 +157,21 @@ static void test_cancel(const model *m, thread_pool *pool) {
 static void test_model(const model *m, thread_pool *pool, int32_t window) {
     make_refs(m, pool);
     test_alone(m, pool);
-    cinfer_engine_stats full = run_batched(m, pool, 32 << 20, 512, "batched (async)");
+    cinfer_engine_stats full = run_batched(m, pool, 32 << 20, 512, 512, 8, "batched (async)");
     CHECK(full.kv_ring_tokens == kv_ring_tokens(window, (window + 15) / 16 * 16, 16)); /* chunk cap: window */
     tl_sync_scheduling = true;
-    run_batched(m, pool, 32 << 20, 512, "batched (sync)");
+    run_batched(m, pool, 32 << 20, 512, 512, 8, "batched (sync)");
     tl_sync_scheduling = false;
-    cinfer_engine_stats st = run_batched(m, pool, 32 << 20, 16, "chunked (16 tokens per step)");
+    cinfer_engine_stats st = run_batched(m, pool, 32 << 20, 16, 512, 8, "chunked (16 tokens per step)");
     CHECK(st.kv_ring_tokens == kv_ring_tokens(window, 16, 16)); /* window + the per-request chunk cap */
     /* 8 rings + 16 blocks: the 8 requests need ~50 blocks */
     int64_t kv = 8 * (int64_t)(full.kv_ring_bytes + 4) + 16 * (model_kv_block_floats(m, 16) * 4 + 16) + 1024;
-    st = run_batched(m, pool, kv, 512, "preempting (16 blocks)");
+    st = run_batched(m, pool, kv, 512, 192, 8, "preempting (16 blocks)");
     CHECKF(st.preemptions > 0 && st.kv_blocks_total == 16, "%llu preemptions with %d blocks",
            (unsigned long long)st.preemptions, st.kv_blocks_total);
+    /* a budget with room for 3 rings next to one 512-token request (32 blocks): 3 requests run at once */
+    kv = 3 * (int64_t)(full.kv_ring_bytes + 64) + 33 * (model_kv_block_floats(m, 16) * 4 + 80);
+    run_batched(m, pool, kv, 512, 512, 3, "3 rings (budget)");
     test_cancel(m, pool);
 }
 
