@@ -6,7 +6,7 @@
  * change here orphans every store written before).
  *
  * Fixtures: models/stories260K.gguf, models/tiny/tiny-llama.gguf,
- * models/tiny/tiny-deepseek2.gguf. Missing: fails under CI=true, else exit 77. */
+ * models/tiny/tiny-deepseek2.gguf, models/tiny/tiny-gemma2.gguf. Missing: fails under CI=true, else exit 77. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -78,6 +78,30 @@ static void test_model(const char *rel, kv_layer_kind kind, int32_t token_floats
     model_free(m);
 }
 
+/* gemma2: two groups (global layers in blocks, window layers in rings) and a pinned fingerprint. */
+static void test_gemma2(const char *fp_hex) {
+    cf_err err = {{0}};
+    model *m = NULL;
+    if (access(shared_path("models/tiny/tiny-gemma2.gguf"), R_OK) != 0) {
+        tu_missing_fixture(shared_path("models/tiny/tiny-gemma2.gguf"));
+        return;
+    }
+    if (model_load(shared_path("models/tiny/tiny-gemma2.gguf"), &m, &err)) {
+        CHECKF(0, "%s", err.msg);
+        return;
+    }
+    kv_spec s;
+    model_kv_layout(m, &s);
+    CHECK(s.n_groups == 2 && s.groups[0].kind == KV_LAYER_FULL && s.groups[1].kind == KV_LAYER_WINDOW);
+    CHECK(model_kv_block_floats(m, 16) == (int64_t)16 * 13 * 256);
+    uint8_t fp[32];
+    char got[65];
+    CHECK(prefix_cache_model_fingerprint(m, fp, &err) == 0);
+    hex(fp, got);
+    CHECKF(strcmp(got, fp_hex) == 0, "tiny-gemma2: fingerprint %s, pinned %s", got, fp_hex);
+    model_free(m);
+}
+
 int main(void) {
     test_tables();
     const char *need[] = {"models/stories260K.gguf", "models/tiny/tiny-llama.gguf", "models/tiny/tiny-deepseek2.gguf"};
@@ -94,5 +118,6 @@ int main(void) {
                "b9dbf8962edcc4268e0d0a5286f7ecbe522c58eb9e29b9ad84b9db4207bc30bf");
     test_model("models/tiny/tiny-deepseek2.gguf", KV_LAYER_MLA, 64 + 16,
                "d70bceaffa0e0063c4ace5754e3e0b5a35ed154984e332a5746dfebc9e73e58a");
+    test_gemma2("93f11a9c10f80b6b7c799b58c5ad6fb2dc94d40a9be57c059f7fe2903fdfa2d3");
     return test_finish();
 }
