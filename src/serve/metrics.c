@@ -234,6 +234,9 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
     gauge(&s, "cinfer_kv_blocks_used", "KV blocks referenced by requests.", st->kv_blocks_used);
     gauge(&s, "cinfer_kv_blocks_free", "KV blocks free (not counting evictable cached ones).", st->kv_blocks_free);
     gauge(&s, "cinfer_kv_blocks_cached", "Unreferenced KV blocks kept for the prefix cache.", st->kv_blocks_cached);
+    gauge(&s, "cinfer_kv_window_rings_total", "Sliding-window rings in the KV pool (0 without window layers).",
+          st->kv_rings_total);
+    gauge(&s, "cinfer_kv_window_rings_used", "Sliding-window rings held by running requests.", st->kv_rings_used);
     uint64_t seen = st->cached_tokens + st->prompt_tokens_computed;
     gauge(&s, "cinfer_prefix_cache_hit_ratio", "Prompt tokens served by the prefix cache / prompt tokens admitted.",
           seen ? (double)st->cached_tokens / (double)seen : 0.0);

@@ -288,6 +288,8 @@ static void test_metrics(void) {
     st.cached_tokens = 30;
     st.prompt_tokens_computed = 10;
     st.kv_blocks_used = 3;
+    st.kv_rings_total = 8;
+    st.kv_rings_used = 2;
     st.kv_blocks_total = 4;
     m.model_name = "m";
     char *txt;
@@ -304,6 +306,8 @@ static void test_metrics(void) {
     CHECK(strstr(txt, "cinfer_time_to_first_token_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 4\n") != NULL);
     CHECK(strstr(txt, "cinfer_time_to_first_token_seconds_count{model_name=\"m\"} 4\n") != NULL);
     CHECK(strstr(txt, "cinfer_kv_blocks_used{model_name=\"m\"} 3\n") != NULL);
+    CHECK(strstr(txt, "cinfer_kv_window_rings_total{model_name=\"m\"} 8\n") != NULL);
+    CHECK(strstr(txt, "cinfer_kv_window_rings_used{model_name=\"m\"} 2\n") != NULL);
     CHECK(strstr(txt, "cinfer_prefix_cache_hit_ratio{model_name=\"m\"} 0.75\n") != NULL);
     CHECK(strstr(txt, "cinfer_kv_cache_usage_ratio{model_name=\"m\"} 0.75\n") != NULL);
     CHECK(strstr(txt, "cinfer_build_info{model_name=\"m\",version=\"") != NULL);
