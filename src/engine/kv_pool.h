@@ -1,12 +1,12 @@
 /* kv_pool.h - the engine's KV memory: a fixed set of equal-size blocks carved
  * out of one allocation made at init, under a byte budget.
  *
- * A block holds all layers of `block_tokens` consecutive tokens of one
+ * A block holds all paged layers of `block_tokens` consecutive tokens of one
  * sequence as one contiguous float array (the layout model.h documents), so a
  * block is also the unit written to / read from a persistent store. Its size
  * comes from a kv_spec (model.h): a short list of layer groups, each with a
- * kind (full attention K/V, MLA latent, sliding window) and the floats one
- * token needs in one layer. kv_spec_from_model takes the model's own
+ * kind (full attention K/V and MLA latent: paged, in blocks; sliding window:
+ * in per-sequence rings, below) and the floats one token needs in one layer. kv_spec_from_model takes the model's own
  * description (its architecture's kv_layout hook); the pool does not care
  * what the floats mean.
  *
