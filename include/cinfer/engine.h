@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cinfer/grammar.h"
 #include "cinfer/model.h"
 #include "cinfer/threads.h"
 
@@ -123,6 +124,15 @@ typedef struct cinfer_request {
     const int32_t *think_end; /* end marker ids (copied), n_think_end 0..CINFER_MAX_THINK_MARKER */
     int32_t n_think_end;
     bool think_open; /* generation starts inside a reasoning block */
+    /* Structured output (docs/engine.md "Constrained decoding"): a matcher made with this engine's
+     * vocabulary (cinfer_engine_grammar_vocab) at the state where generation starts. Each sampled
+     * token is drawn from the tokens it allows (the mask is applied after logit bias and penalties;
+     * temperature, top-k/p and min-p then see only allowed tokens), EOS/EOG only where the grammar
+     * can end, and is accepted into it; when one token is allowed it is taken without sampling.
+     * Ownership moves to the engine on a successful submit (freed with the request); after a failed
+     * submit the caller still owns it. NULL: unconstrained. Not combinable with ignore_eos or a
+     * reasoning budget (submit fails). */
+    cinfer_grammar_matcher *grammar;
 } cinfer_request;
 
 #define CINFER_MAX_TOP_LOGPROBS 20
@@ -214,6 +224,10 @@ typedef struct cinfer_engine_stats {
     double t_plan, t_wait, t_commit, t_output, t_forward;
     uint64_t cached_tokens_memory, cached_tokens_store; /* cached_tokens by tier */
     uint64_t think_forced_tokens; /* end-marker tokens forced by reasoning budgets */
+    uint64_t grammar_tokens; /* tokens sampled under a grammar mask (constrained requests) */
+    uint64_t grammar_forced_tokens; /* of those, taken without sampling (the grammar allowed one token) */
+    uint64_t grammar_masks_overlapped; /* masks computed while the forward pass ran (async scheduling) */
+    double t_grammar; /* engine-thread seconds computing grammar masks (overlapped ones included) */
     cinfer_store_stats store;
 } cinfer_engine_stats;
 
@@ -246,6 +260,11 @@ int cinfer_engine_fd(const cinfer_engine *e);
 int cinfer_engine_ready(cinfer_engine *e, uint64_t *ids, int cap);
 
 cinfer_engine_stats cinfer_engine_get_stats(cinfer_engine *e);
+
+/* The engine's vocabulary as the grammar library sees it (token bytes, control tokens, EOS/EOG ids),
+ * built at create; for cinfer_grammar_matcher_new. Owned by the engine, immutable, thread-safe;
+ * valid until cinfer_engine_destroy (every matcher made with it must be gone by then). */
+const cinfer_grammar_vocab *cinfer_engine_grammar_vocab(const cinfer_engine *e);
 
 /* MoE expert load: tokens the engine routed to each expert of `layer` over
  * its last 64 forward passes (a sliding window). Writes min(cap, n_expert)
