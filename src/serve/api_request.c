@@ -425,8 +425,8 @@ int api_completion_parse(api_job *a, const char *body, size_t len, const api_ctx
     int rc = 0;
     if (recipe_request_parse_text(RECIPE_API_CHAT, body, len, RECIPE_PARSE_COMPLETIONS, &r, &re))
         rc = from_recipe(err, &re);
-    else if (fill_params(RECIPE_API_CHAT, &r, ctx, p, err) || structured_from_request(&r, RECIPE_API_CHAT, &p->grammar, err) ||
-             check_constrained(p, err))
+    else if (fill_params(RECIPE_API_CHAT, &r, ctx, p, err) ||
+             structured_from_request(&r, RECIPE_API_CHAT, &p->grammar, err) || check_constrained(p, err))
         rc = -1;
     else if (r.echo == 1) rc = serve_bad(err, "echo", "'echo' is not supported");
     else if (r.suffix)
@@ -575,8 +575,8 @@ static int forced_call(api_job *a, const api_ctx *ctx, gen_params *p, serve_erro
     structured_call_shape shape = STRUCTURED_CALL_ARGS;
     int rc;
     if (tool >= 0) {
-        rc = set_opener(a, p, o.named_pre, r->tools[tool].name ? r->tools[tool].name : "", o.named_post,
-                        o.think_close, err);
+        rc = set_opener(a, p, o.named_pre, r->tools[tool].name ? r->tools[tool].name : "", o.named_post, o.think_close,
+                        err);
     } else if (a->kind == RECIPE_PARSER_HERMES) {
         shape = STRUCTURED_CALL_OBJECT;
         rc = set_opener(a, p, o.required, NULL, NULL, o.think_close, err);

@@ -29,7 +29,7 @@ static int set_spec(structured_spec *s, cinfer_grammar_kind kind, const char *te
 }
 
 static const char *format_param(recipe_api api) {
-    return api == RECIPE_API_MESSAGES ? "output_config.format"
+    return api == RECIPE_API_MESSAGES    ? "output_config.format"
            : api == RECIPE_API_RESPONSES ? "text.format.schema"
                                          : "response_format.json_schema.schema";
 }
@@ -98,9 +98,9 @@ static json_t *tool_schema(const recipe_tool *t, const char *param, serve_error 
 static json_t *call_branch(const recipe_tool *t, const char *args_key, const char *param, serve_error *err) {
     json_t *schema = tool_schema(t, param, err);
     if (!schema) return NULL;
-    json_t *b = json_pack("{s:s, s:{s:{s:s}, s:o}, s:[s,s], s:b}", "type", "object", "properties", "name", "const",
-                          t->name ? t->name : "", args_key, schema, "required", "name", args_key,
-                          "additionalProperties", 0);
+    json_t *b =
+        json_pack("{s:s, s:{s:{s:s}, s:o}, s:[s,s], s:b}", "type", "object", "properties", "name", "const",
+                  t->name ? t->name : "", args_key, schema, "required", "name", args_key, "additionalProperties", 0);
     if (!b) oom(err);
     return b;
 }
