@@ -38,6 +38,9 @@ void eng_req_free(eng_req *r) {
     sampler_free(r->smp);
     cinfer_grammar_matcher_free(r->gm);
     free(r->mask);
+    free(r->trig);
+    free(r->trig_toks);
+    free(r->trig_end);
     free(r->held.p);
     free(r->st_text.p);
     free(r->o_tokens);
@@ -293,6 +296,8 @@ void cinfer_engine_destroy(cinfer_engine *e) {
     fwd_ctx_free(e->fc);
     tokenizer_free(e->tok);
     cinfer_grammar_vocab_free(e->gvocab);
+    free(e->tok_bytes);
+    free(e->tok_off);
     eng_free_stepbuf(&e->sb[0]);
     eng_free_stepbuf(&e->sb[1]);
     free(e->lp_row);

@@ -26,6 +26,9 @@
  * only: the same distribution as masking after the penalties. A min_tokens mask of EOS/EOG
  * (applied before) that would leave nothing allowed yields to the grammar: the end it forces wins.
  * Nothing here allocates per token. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem */
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,31 +40,32 @@ int eng_grammar_vocab_build(cinfer_engine *e, cf_err *err) {
     int32_t n = e->n_vocab;
     cinfer_grammar_token *toks = calloc((size_t)n, sizeof *toks);
     uint32_t *eos = calloc((size_t)n, sizeof *eos);
-    size_t cap = 0, used = 0;
+    size_t cap = 0;
     for (int32_t id = 0; id < n; id++) cap += tokenizer_token_bytes(e->tok, id, false, NULL, 0);
-    uint8_t *bytes = malloc(cap ? cap : 1);
-    uint32_t n_eos = 0;
-    if (!toks || !eos || !bytes) {
+    e->tok_bytes = malloc(cap ? cap : 1);
+    e->tok_off = malloc(((size_t)n + 1) * sizeof *e->tok_off);
+    uint32_t n_eos = 0, used = 0;
+    if (!toks || !eos || !e->tok_bytes || !e->tok_off || cap > UINT32_MAX) {
         free(toks);
         free(eos);
-        free(bytes);
         return cf_fail(err, "out of memory for the grammar vocabulary");
     }
     for (int32_t id = 0; id < n; id++) {
         int ty = tokenizer_token_type(e->tok, id);
-        size_t len = tokenizer_token_bytes(e->tok, id, false, (char *)bytes + used, cap - used);
-        toks[id].bytes = bytes + used;
+        size_t len = tokenizer_token_bytes(e->tok, id, false, (char *)e->tok_bytes + used, cap - used);
+        e->tok_off[id] = used;
+        toks[id].bytes = e->tok_bytes + used;
         toks[id].len = (uint32_t)len;
         toks[id].special = ty == TOKEN_TYPE_CONTROL || ty == TOKEN_TYPE_UNKNOWN || ty == TOKEN_TYPE_UNUSED ||
                            ty == TOKEN_TYPE_UNDEFINED || len == 0;
-        used += len;
+        used += (uint32_t)len;
         if (tokenizer_is_eog(e->tok, id)) eos[n_eos++] = (uint32_t)id;
     }
+    e->tok_off[n] = used;
     cinfer_grammar_error ge = {0};
     e->gvocab = cinfer_grammar_vocab_new(toks, (uint32_t)n, eos, n_eos, &ge);
     free(toks);
     free(eos);
-    free(bytes);
     if (!e->gvocab) return cf_fail(err, "engine: the grammar vocabulary: %s", ge.msg);
     e->mask_words = cinfer_grammar_mask_words(e->gvocab);
     return 0;
@@ -70,10 +74,35 @@ int eng_grammar_vocab_build(cinfer_engine *e, cf_err *err) {
 const cinfer_grammar_vocab *cinfer_engine_grammar_vocab(const cinfer_engine *e) { return e->gvocab; }
 
 int eng_grammar_check(const cinfer_request *r, cf_err *err) {
-    if (!r->grammar) return 0;
+    if (!r->grammar) return r->grammar_trigger_len ? cf_fail(err, "a grammar trigger without a grammar") : 0;
+    if (r->grammar_trigger_len > 256 || (r->grammar_trigger_len && !r->grammar_trigger))
+        return cf_fail(err, "the grammar trigger must be 1..256 bytes");
     if (r->ignore_eos) return cf_fail(err, "a grammar-constrained request cannot ignore EOS");
     if (r->think_budget >= 0 && r->n_think_end > 0)
         return cf_fail(err, "a grammar-constrained request cannot have a reasoning budget");
+    return 0;
+}
+
+/* Tokens whose bytes hold the whole trigger, and where its first occurrence ends in each. */
+static int trig_tokens(cinfer_engine *e, eng_req *q) {
+    int32_t n = 0, cap = 0;
+    for (int32_t t = 0; t < e->n_vocab; t++) {
+        const uint8_t *b = e->tok_bytes + e->tok_off[t];
+        size_t len = e->tok_off[t + 1] - e->tok_off[t];
+        const uint8_t *p = memmem(b, len, q->trig, (size_t)q->trig_len);
+        if (!p) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            int32_t *a = realloc(q->trig_toks, (size_t)cap * sizeof *a),
+                    *c = a ? realloc(q->trig_end, (size_t)cap * sizeof *c) : NULL;
+            if (a) q->trig_toks = a;
+            if (c) q->trig_end = c;
+            if (!a || !c) return -1;
+        }
+        q->trig_toks[n] = t;
+        q->trig_end[n++] = (int32_t)(p - b) + q->trig_len;
+    }
+    q->n_trig_toks = n;
     return 0;
 }
 
@@ -82,6 +111,14 @@ int eng_grammar_init(cinfer_engine *e, eng_req *q, const cinfer_request *r, cf_e
     if (!r->grammar) return 0;
     q->mask = malloc(e->mask_words * sizeof *q->mask);
     if (!q->mask) return cf_fail(err, "out of memory for the grammar mask");
+    q->gm_active = r->grammar_trigger_len == 0;
+    if (!q->gm_active) {
+        q->trig = malloc(r->grammar_trigger_len);
+        if (!q->trig) return cf_fail(err, "out of memory for the grammar trigger");
+        memcpy(q->trig, r->grammar_trigger, r->grammar_trigger_len);
+        q->trig_len = (int32_t)r->grammar_trigger_len;
+        if (trig_tokens(e, q)) return cf_fail(err, "out of memory for the grammar trigger");
+    }
     q->gm = r->grammar; /* owned from here (the caller's on failure: submit clears it then) */
     return 0;
 }
@@ -99,7 +136,8 @@ void eng_grammar_prefetch(cinfer_engine *e, const eng_stepbuf *sb) {
     for (int32_t k = 0; k < sb->n_items; k++) {
         const eng_item *it = &sb->items[k];
         eng_req *r = it->r;
-        if (!it->sample || !r->gm || r->done || r->epoch != it->epoch || r->mask_at == r->n_generated) continue;
+        if (!it->sample || !r->gm || !r->gm_active || r->done || r->epoch != it->epoch || r->mask_at == r->n_generated)
+            continue;
         eng_grammar_mask(e, r);
         e->st.grammar_masks_overlapped++;
     }
@@ -114,7 +152,46 @@ static int32_t first_allowed(const uint32_t *mask, size_t words) {
     return -1;
 }
 
+/* Whether token t completes the trigger after trig_k bytes of it; *after: where, in t's bytes. */
+static bool trig_completes(const cinfer_engine *e, const eng_req *r, int32_t t, size_t *after) {
+    const uint8_t *b = e->tok_bytes + e->tok_off[t];
+    size_t len = e->tok_off[t + 1] - e->tok_off[t], rest = (size_t)(r->trig_len - r->trig_k);
+    if (r->trig_k > 0 && len >= rest && !memcmp(b, r->trig + r->trig_k, rest)) {
+        *after = rest;
+        return true;
+    }
+    const uint8_t *p = memmem(b, len, r->trig, (size_t)r->trig_len);
+    if (p) *after = (size_t)(p - b) + (size_t)r->trig_len;
+    return p != NULL;
+}
+
+/* Whether the grammar (at its start) takes token t's bytes after the trigger. */
+static bool trig_rest_ok(const cinfer_engine *e, eng_req *r, int32_t t, size_t after) {
+    size_t len = e->tok_off[t + 1] - e->tok_off[t];
+    if (after >= len) return true;
+    if (cinfer_grammar_matcher_accept_bytes(r->gm, e->tok_bytes + e->tok_off[t] + after, len - after, NULL))
+        return false;
+    cinfer_grammar_matcher_rollback(r->gm, 1);
+    return true;
+}
+
+/* Free output under a lazy grammar: masks the tokens that would complete the trigger with bytes
+ * the grammar cannot start with (those holding the whole trigger; with a partial trigger pending,
+ * also those that finish it). */
+static void trig_mask(cinfer_engine *e, eng_req *r, float *row) {
+    size_t after;
+    for (int32_t i = 0; i < r->n_trig_toks; i++)
+        if (!trig_rest_ok(e, r, r->trig_toks[i], (size_t)r->trig_end[i])) row[r->trig_toks[i]] = -INFINITY;
+    if (r->trig_k == 0) return;
+    for (int32_t t = 0; t < e->n_vocab; t++)
+        if (trig_completes(e, r, t, &after) && !trig_rest_ok(e, r, t, after)) row[t] = -INFINITY;
+}
+
 int32_t eng_grammar_pick(cinfer_engine *e, eng_req *r, float *row) {
+    if (!r->gm_active) {
+        trig_mask(e, r, row);
+        return -1;
+    }
     eng_grammar_mask(e, r);
     e->st.grammar_tokens++;
     if (r->mask_allowed <= 1) { /* forced (or a dead grammar: the accept below fails it) */
@@ -131,6 +208,47 @@ int32_t eng_grammar_pick(cinfer_engine *e, eng_req *r, float *row) {
     return -1;
 }
 
-int eng_grammar_accept(eng_req *r, int32_t token) {
-    return cinfer_grammar_matcher_accept(r->gm, (uint32_t)token, NULL) ? -1 : 0;
+/* The free output gained token t: the trigger bytes it ends with now (the longest tail of the
+ * pending trigger prefix + t's bytes that is a proper prefix of the trigger). */
+static int32_t trig_advance(const cinfer_engine *e, const eng_req *r, int32_t t) {
+    const uint8_t *b = e->tok_bytes + e->tok_off[t];
+    size_t len = e->tok_off[t + 1] - e->tok_off[t];
+    uint8_t tail[512];
+    size_t n = 0, keep = (size_t)r->trig_len - 1;
+    const uint8_t *from = len > keep ? b + len - keep : b;
+    if (len < keep) { /* the pending prefix still counts */
+        size_t k = (size_t)r->trig_k < keep - len ? (size_t)r->trig_k : keep - len;
+        memcpy(tail, r->trig + r->trig_k - k, k);
+        n = k;
+    }
+    memcpy(tail + n, from, (size_t)(b + len - from));
+    n += (size_t)(b + len - from);
+    for (size_t k = n < keep ? n : keep; k > 0; k--)
+        if (!memcmp(tail + n - k, r->trig, k)) return (int32_t)k;
+    return 0;
+}
+
+int eng_grammar_accept(cinfer_engine *e, eng_req *r, int32_t token) {
+    if (!r->gm_active) {
+        size_t after;
+        if (!trig_completes(e, r, token, &after)) {
+            r->trig_k = trig_advance(e, r, token);
+            return 0;
+        }
+        size_t len = e->tok_off[token + 1] - e->tok_off[token];
+        r->trig_k = 0;
+        r->gm_active = true;
+        r->mask_at = -1;
+        if (after < len &&
+            cinfer_grammar_matcher_accept_bytes(r->gm, e->tok_bytes + e->tok_off[token] + after, len - after, NULL))
+            return -1; /* trig_mask let it through: cannot happen */
+    } else if (cinfer_grammar_matcher_accept(r->gm, (uint32_t)token, NULL)) {
+        return -1;
+    }
+    if (r->trig_len && cinfer_grammar_matcher_is_accepting(r->gm)) { /* the call ended: free again */
+        cinfer_grammar_matcher_rollback(r->gm, cinfer_grammar_matcher_steps(r->gm));
+        r->gm_active = false;
+        r->mask_at = -1;
+    }
+    return 0;
 }

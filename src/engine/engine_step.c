@@ -166,7 +166,7 @@ static void eng_sample(cinfer_engine *e, eng_req *r, float *row) {
     float lp = r->want_logprobs ? eng_logprob(e->lp_row, e->n_vocab, tok) : NAN;
     if (r->top_k) eng_top_logprobs(e->lp_row, e->n_vocab, r->top_k, r->pend_top_ids, r->pend_top_lps);
     sampler_accept(r->smp, tok);
-    if (r->gm && eng_grammar_accept(r, tok)) {
+    if (r->gm && eng_grammar_accept(e, r, tok)) {
         eng_finish(e, r, CINFER_FINISH_ERROR, true, "the grammar rejected the sampled token (internal error)");
         return;
     }

@@ -418,6 +418,8 @@ int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err) {
         char e[200] = "";
         cinfer_grammar_error ge = {0};
         r.grammar = j->grammar ? cinfer_grammar_matcher_new(j->grammar, gm->gvocab, &ge) : NULL;
+        r.grammar_trigger = q->grammar.trigger;
+        r.grammar_trigger_len = q->grammar.trigger ? strlen(q->grammar.trigger) : 0;
         if (j->grammar && !r.grammar) snprintf(e, sizeof e, "grammar matcher: %.150s", ge.msg);
         c->id = j->grammar && !r.grammar ? 0 : cinfer_engine_submit(gm->engine, &r, e, sizeof e);
         if (!c->id) {

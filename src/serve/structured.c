@@ -94,9 +94,11 @@ static json_t *tool_schema(const recipe_tool *t, const char *param, serve_error 
 }
 
 /* {"type":"object","properties":{"name":{"const":N},ARGS:schema},"required":["name",ARGS],
- *  "additionalProperties":false} for one tool. */
-static json_t *call_branch(const recipe_tool *t, const char *args_key, const char *param, serve_error *err) {
-    json_t *schema = tool_schema(t, param, err);
+ *  "additionalProperties":false} for one tool (any_args: ARGS any JSON object, not its schema). */
+static json_t *call_branch(const recipe_tool *t, const char *args_key, bool any_args, const char *param,
+                           serve_error *err) {
+    json_t *schema = any_args ? json_pack("{s:s}", "type", "object") : tool_schema(t, param, err);
+    if (!schema && any_args) oom(err);
     if (!schema) return NULL;
     json_t *b =
         json_pack("{s:s, s:{s:{s:s}, s:o}, s:[s,s], s:b}", "type", "object", "properties", "name", "const",
@@ -105,8 +107,8 @@ static json_t *call_branch(const recipe_tool *t, const char *args_key, const cha
     return b;
 }
 
-int structured_tool_call(const recipe_request *r, recipe_api api, int tool, structured_call_shape shape,
-                         structured_spec *s, serve_error *err) {
+static int tool_call_spec(const recipe_request *r, recipe_api api, int tool, structured_call_shape shape, bool any_args,
+                          structured_spec *s, serve_error *err) {
     memset(s, 0, sizeof *s);
     char param[64];
     tool_param(api, tool, param, sizeof param);
@@ -120,7 +122,7 @@ int structured_tool_call(const recipe_request *r, recipe_api api, int tool, stru
         for (size_t i = 0; any && i < r->n_tools; i++) {
             char p[64];
             tool_param(api, (int)i, p, sizeof p);
-            json_t *b = call_branch(&r->tools[i], key, p, err);
+            json_t *b = call_branch(&r->tools[i], key, any_args && r->tools[i].strict != 1, p, err);
             if (!b || json_array_append_new(any, b)) {
                 json_decref(any);
                 return -1;
@@ -138,4 +140,32 @@ int structured_tool_call(const recipe_request *r, recipe_api api, int tool, stru
     int rc = set_spec(s, CINFER_GRAMMAR_JSON_SCHEMA, text, strlen(text), param, err);
     free(text);
     return rc;
+}
+
+int structured_tool_call(const recipe_request *r, recipe_api api, int tool, structured_call_shape shape,
+                         structured_spec *s, serve_error *err) {
+    return tool_call_spec(r, api, tool, shape, false, s, err);
+}
+
+int structured_strict_tools(const recipe_request *r, recipe_api api, recipe_parser_kind kind, structured_spec *s,
+                            serve_error *err) {
+    memset(s, 0, sizeof *s);
+    int strict = -1;
+    for (size_t i = 0; i < r->n_tools && strict < 0; i++)
+        if (r->tools[i].strict == 1) strict = (int)i;
+    if (strict < 0 || r->tool_choice == RECIPE_TOOL_CHOICE_NONE) return 0;
+    char param[64];
+    snprintf(param, sizeof param, api == RECIPE_API_CHAT ? "tools[%d].function.strict" : "tools[%d].strict", strict);
+    if (kind != RECIPE_PARSER_HERMES)
+        return serve_bad(err, param,
+                         "strict tools with tool_choice auto are enforced for the Hermes tool-call format only (output "
+                         "parser '%s'); use tool_choice required or a named tool, or strict false",
+                         recipe_parser_name(kind));
+    if (r->format == RECIPE_FORMAT_JSON_OBJECT || r->format == RECIPE_FORMAT_JSON_SCHEMA || r->guided_kind)
+        return serve_bad(err, param,
+                         "strict tools with tool_choice auto cannot be combined with another structured "
+                         "output (a format or guided_* field)");
+    if (tool_call_spec(r, api, -1, STRUCTURED_CALL_OBJECT, true, s, err)) return -1;
+    s->trigger = "<tool_call>";
+    return 0;
 }

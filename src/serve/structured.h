@@ -9,7 +9,9 @@
  *     them) whose arguments match the named tool's schema (anyOf of one branch per tool);
  *  2. the output format: Chat response_format, Responses text.format, Messages output_config.format /
  *     output_format (json_object, json_schema);
- *  3. vLLM's guided_* / structured_outputs (json, regex, choice, grammar, json_object).
+ *  3. vLLM's guided_* / structured_outputs (json, regex, choice, grammar, json_object);
+ *  4. strict tools (strict: true) under tool_choice auto: a lazy grammar for the calls the model
+ *     chooses to make (structured_strict_tools).
  * A format and a guided_* field together are a 400 (two constraints); with a forced tool call the
  * call is the output, so a format (which shapes text content) has nothing to apply to and is
  * dropped - the one documented precedence, not a silent fallback.
@@ -30,6 +32,8 @@ typedef struct structured_spec {
     char *text; /* the spec text (owned, NUL-terminated; NULL for json_object) */
     size_t len;
     char param[64]; /* the request field it came from: compile errors (400) name it */
+    const char *trigger; /* static; non-NULL: a lazy grammar that applies after each occurrence of this
+                          * text in the output (cinfer_request.grammar_trigger) */
 } structured_spec;
 
 /* The tool-call openers of the parser families (api_request.c prompts them) decide what JSON
@@ -50,5 +54,13 @@ int structured_from_request(const recipe_request *r, recipe_api api, structured_
 /* A forced tool call's grammar: tool `tool` (index into r->tools; < 0: any of them, by `shape`). */
 int structured_tool_call(const recipe_request *r, recipe_api api, int tool, structured_call_shape shape,
                          structured_spec *s, serve_error *err);
+
+/* Strict tools (strict: true) under tool_choice auto: nothing when no offered tool is strict; for the
+ * Hermes family a lazy grammar triggered by "<tool_call>": the {"name", "arguments"} object, strict
+ * tools' arguments under their schemas, the others' any JSON object; the model may also answer in
+ * text. Other families: 400 naming the first strict tool (their call syntax puts the name outside
+ * JSON or needs an opener the model chooses). A format or guided_* field with strict tools: 400. */
+int structured_strict_tools(const recipe_request *r, recipe_api api, recipe_parser_kind kind, structured_spec *s,
+                            serve_error *err);
 
 #endif

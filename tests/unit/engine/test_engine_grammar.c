@@ -8,6 +8,8 @@
  *  - batch invariance (greedy): unconstrained and constrained requests batched together (async,
  *    and with a KV pool small enough to preempt) give their solo tokens; the masks of the batched
  *    run were computed while forward passes ran (grammar_masks_overlapped);
+ *  - a lazy grammar (grammar_trigger "e", grammar [0-9]{3}): free text where every "e" is followed by
+ *    three digits, greedy and sampled;
  *  - submit refuses ignore_eos with a grammar, and the caller keeps its matcher then. */
 #include <regex.h>
 #include <stdio.h>
@@ -156,6 +158,40 @@ static void test_batch(int64_t kv_bytes, const char *what) {
     cinfer_grammar_release(g);
 }
 
+/* A lazy grammar: free text, but every "e" the model writes is followed by three digits. */
+static void test_trigger(void) {
+    tl_sync_scheduling = false;
+    cinfer_engine *e = tl_engine(g_m, g_tp, 16 << 20, 512, 16, CTX);
+    cinfer_grammar *g = compile_regex("[0-9]{3}");
+    CHECK(e && g);
+    if (!e || !g) return;
+    enum { N = 16 };
+    int32_t prompt[N][8];
+    uint64_t ids[N];
+    for (int i = 0; i < N; i++) {
+        tl_prompt(prompt[i], 8);
+        cinfer_request r = req(prompt[i], 8, 60, g, e);
+        r.grammar_trigger = "e";
+        r.grammar_trigger_len = 1;
+        r.sampling.temperature = i ? 1.0f : 0.0f;
+        r.sampling.seed = 77 + (uint64_t)i;
+        ids[i] = tl_submit(e, &r);
+    }
+    int triggered = 0;
+    for (int i = 0; i < N; i++) {
+        run_result res;
+        memset(&res, 0, sizeof res);
+        CHECK(ids[i] && tl_collect(e, ids[i], &res) == 0);
+        const char *px =
+            res.finish == CINFER_FINISH_LENGTH ? "^([^e]|e[0-9]{3})*(e[0-9]{0,2})?$" : "^([^e]|e[0-9]{3})*$";
+        CHECKF(full_match(px, res.text), "request %d (finish %d): '%s'", i, res.finish, res.text);
+        triggered += strchr(res.text, 'e') != NULL;
+    }
+    CHECKF(triggered > N / 2, "only %d outputs wrote the trigger", triggered);
+    cinfer_grammar_release(g);
+    cinfer_engine_destroy(e);
+}
+
 static void test_invalid(void) {
     cinfer_engine *e = tl_engine(g_m, g_tp, 8 << 20, 256, 8, CTX);
     cinfer_grammar *g = compile_regex(RE_YESNO);
@@ -183,6 +219,7 @@ int main(void) {
     test_length();
     test_batch(16 << 20, "plain");
     test_batch(160 << 10, "preempting");
+    test_trigger();
     test_invalid();
     pool_destroy(g_tp);
     model_free(m);

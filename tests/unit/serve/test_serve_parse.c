@@ -402,6 +402,36 @@ static void test_structured(void) {
         }
         api_job_free(&a);
     }
+    /* strict tools under tool_choice auto: a lazy grammar (Hermes), else 400 naming strict */
+    char strict[600];
+    snprintf(strict, sizeof strict,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[%s,{\"type\":\"function\","
+             "\"function\":{\"name\":\"s\",\"strict\":true,\"parameters\":{\"type\":\"object\",\"properties\":{}}}}]}",
+             tool_a);
+    for (int k = 0; k < 3; k++) {
+        gen_params p;
+        serve_error e;
+        api_job a;
+        memset(&a, 0, sizeof a);
+        memset(&e, 0, sizeof e);
+        char body[700];
+        snprintf(body, sizeof body, "%.*s%s}", (int)strlen(strict) - 1, strict,
+                 k == 2 ? ",\"response_format\":{\"type\":\"json_object\"}" : "");
+        api_ctx c = {.parser = k == 1 ? RECIPE_PARSER_LLAMA3 : RECIPE_PARSER_HERMES, .max_n = 4, .n_vocab = 512};
+        int rc = api_job_parse(&a, RECIPE_API_CHAT, body, strlen(body), &c, &p, &e);
+        if (!rc) rc = api_job_prepare(&a, &c, &p, &e);
+        if (k == 0) {
+            CHECKF(
+                rc == 0 && p.grammar.trigger && !strcmp(p.grammar.trigger, "<tool_call>") && !p.prompt_suffix &&
+                    strstr(p.grammar.text, "{\"const\":\"a\"},\"arguments\":{\"type\":\"object\"}}") &&
+                    strstr(p.grammar.text, "{\"const\":\"s\"},\"arguments\":{\"type\":\"object\",\"properties\":{}}"),
+                "%s", rc ? e.message : p.grammar.text);
+        } else {
+            CHECKF(rc == -1 && !strcmp(e.param, "tools[1].function.strict"), "%d: %s (%s)", k, e.param, e.message);
+        }
+        if (!rc) gen_params_free(&p);
+        api_job_free(&a);
+    }
 }
 
 int main(void) {
