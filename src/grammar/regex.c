@@ -315,7 +315,7 @@ static int32_t parse_concat(rx *r, int top) {
     }
     int n = 0;
     int32_t any = -1;
-    if (r->mode == GR_RX_JSON_STRING && (!anchored_start || !anchored_end)) {
+    if (top && r->mode == GR_RX_JSON_STRING && (!anchored_start || !anchored_end)) {
         gr_charset all = {0};
         if (gr_charset_add(&all, 0, GR_MAX_CODEPOINT)) return rx_fail(r, "out of memory");
         int32_t one = set_to_nt(r, &all);
