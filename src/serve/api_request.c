@@ -552,10 +552,12 @@ static int set_opener(api_job *a, gen_params *p, const char *pre, const char *na
 }
 
 /* tool_choice required / named: the parser family's opener ends the prompt and the grammar
- * (structured.c) makes the rest a call with schema-valid arguments. One tool offered under
- * `required` is that tool, named. Several: the JSON the family writes after its opener names the
- * tool (Hermes, Llama 3 - which then gets no opener -, Mistral before v11); the families that write
- * the name outside JSON (DeepSeek, Mistral v11) need a named tool. */
+ * (structured.c) makes the rest one call with schema-valid arguments. Where the family writes the
+ * whole call as JSON (Hermes after "<tool_call>\n", Llama 3 with no opener, Mistral before v11 after
+ * [TOOL_CALLS]) the grammar is that JSON, the tool's name a constant in it (the named tool, or any of
+ * them for `required`), so the model also writes the call's closing brace itself. The families that
+ * write the name outside JSON (DeepSeek, Mistral v11) get the name in the opener and the arguments'
+ * schema: one tool (named, or the only one offered); several under `required`: 400. */
 static int forced_call(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
     const recipe_request *r = &a->req;
     bool named = r->tool_choice == RECIPE_TOOL_CHOICE_NAMED;
@@ -572,12 +574,9 @@ static int forced_call(api_job *a, const api_ctx *ctx, gen_params *p, serve_erro
                          "start the server with --tool-call-parser NAME (hermes, llama3, mistral, deepseek_v3, "
                          "deepseek_r1, deepseek_v31)",
                          what, recipe_parser_name(a->kind));
-    structured_call_shape shape = STRUCTURED_CALL_ARGS;
+    structured_call_shape shape;
     int rc;
-    if (tool >= 0) {
-        rc = set_opener(a, p, o.named_pre, r->tools[tool].name ? r->tools[tool].name : "", o.named_post, o.think_close,
-                        err);
-    } else if (a->kind == RECIPE_PARSER_HERMES) {
+    if (a->kind == RECIPE_PARSER_HERMES) {
         shape = STRUCTURED_CALL_OBJECT;
         rc = set_opener(a, p, o.required, NULL, NULL, o.think_close, err);
     } else if (a->kind == RECIPE_PARSER_LLAMA3) {
@@ -586,6 +585,10 @@ static int forced_call(api_job *a, const api_ctx *ctx, gen_params *p, serve_erro
     } else if (a->kind == RECIPE_PARSER_MISTRAL && !ctx->mistral_args) {
         shape = STRUCTURED_CALL_ARRAY;
         rc = set_opener(a, p, o.required, NULL, NULL, o.think_close, err);
+    } else if (tool >= 0) {
+        shape = STRUCTURED_CALL_ARGS;
+        rc = set_opener(a, p, o.named_pre, r->tools[tool].name ? r->tools[tool].name : "", o.named_post, o.think_close,
+                        err);
     } else
         return serve_bad(err, "tool_choice",
                          "%s with %zu tools cannot be enforced in this model's tool-call format (output parser "

@@ -120,6 +120,7 @@ static int tool_call_spec(const recipe_request *r, recipe_api api, int tool, str
         json_t *any = json_array();
         const char *key = shape == STRUCTURED_CALL_OBJECT_PARAMS ? "parameters" : "arguments";
         for (size_t i = 0; any && i < r->n_tools; i++) {
+            if (tool >= 0 && (int)i != tool) continue;
             char p[64];
             tool_param(api, (int)i, p, sizeof p);
             json_t *b = call_branch(&r->tools[i], key, any_args && r->tools[i].strict != 1, p, err);
@@ -128,7 +129,8 @@ static int tool_call_spec(const recipe_request *r, recipe_api api, int tool, str
                 return -1;
             }
         }
-        g = any ? json_pack("{s:o}", "anyOf", any) : NULL;
+        g = !any ? NULL : tool >= 0 ? json_incref(json_array_get(any, 0)) : json_pack("{s:O}", "anyOf", any);
+        json_decref(any);
         if (g && shape == STRUCTURED_CALL_ARRAY)
             g = json_pack("{s:s, s:o, s:i, s:i}", "type", "array", "items", g, "minItems", 1, "maxItems", 1);
         if (!g) return oom(err);

@@ -3,10 +3,11 @@
  *
  * Sources, by precedence:
  *  1. a forced tool call (tool_choice required / named; Anthropic any / tool): the JSON the model's
- *     tool-call syntax puts after the opener that api_request.c appends to the prompt - the named
- *     (or only) tool's arguments under its parameters schema, or for `required` with several tools
- *     one {"name", "arguments"} object (Llama 3: "parameters"; old Mistral: a one-element array of
- *     them) whose arguments match the named tool's schema (anyOf of one branch per tool);
+ *     tool-call syntax puts after the opener that api_request.c appends to the prompt - one
+ *     {"name", "arguments"} object (Llama 3: "parameters"; old Mistral: a one-element array of them)
+ *     whose name is the named tool's (a const) or, for `required`, any offered tool's with the
+ *     arguments matching that tool's schema (anyOf, one branch per tool); for the families that
+ *     write the name outside JSON (DeepSeek, Mistral v11) the named tool's arguments;
  *  2. the output format: Chat response_format, Responses text.format, Messages output_config.format /
  *     output_format (json_object, json_schema);
  *  3. vLLM's guided_* / structured_outputs (json, regex, choice, grammar, json_object);
@@ -39,7 +40,7 @@ typedef struct structured_spec {
 /* The tool-call openers of the parser families (api_request.c prompts them) decide what JSON
  * follows; this says which shape the forced call's grammar takes. */
 typedef enum structured_call_shape {
-    STRUCTURED_CALL_ARGS = 0, /* the opener ends where the arguments begin (named, or one tool) */
+    STRUCTURED_CALL_ARGS = 0, /* the opener ends where the arguments begin (DeepSeek, Mistral v11) */
     STRUCTURED_CALL_OBJECT, /* {"name": .., "arguments": ..} (Hermes after "<tool_call>\n") */
     STRUCTURED_CALL_OBJECT_PARAMS, /* {"name": .., "parameters": ..} (Llama 3, no opener) */
     STRUCTURED_CALL_ARRAY, /* [{"name": .., "arguments": ..}] (Mistral before v11, after [TOOL_CALLS]) */
@@ -51,7 +52,7 @@ void structured_spec_free(structured_spec *s);
  * 0 (s->kind 0 when r asks for nothing), or -1 + a 400 (two constraints) / 500 (out of memory). */
 int structured_from_request(const recipe_request *r, recipe_api api, structured_spec *s, serve_error *err);
 
-/* A forced tool call's grammar: tool `tool` (index into r->tools; < 0: any of them, by `shape`). */
+/* A forced tool call's grammar: tool `tool` (index into r->tools; < 0: any of them) in `shape`. */
 int structured_tool_call(const recipe_request *r, recipe_api api, int tool, structured_call_shape shape,
                          structured_spec *s, serve_error *err);
 

@@ -7,7 +7,8 @@ from its chat template) whose weights make it replay fixed scripts: a <tool_call
 get_weather(city=Paris) when tools are offered, "The weather in Paris is sunny." after a tool
 result, and <think>The user says hello.</think>Hello! How can I help? otherwise; forced tool calls
 (tool_choice required / named: the server appends the tool-call opener to the prompt, the model
-continues it); usage reasoning tokens.
+continues it under the call's grammar); strict tools under tool_choice auto (the call the model
+chooses is held to the schema); usage reasoning tokens.
 Run by tests/integration/serve_tools.sh."""
 import json
 import os
@@ -205,9 +206,12 @@ class TestReasoningTokens(unittest.TestCase):
         self.assertEqual(final.output_text, sbm.THINK_ANSWER_TEXT)
 
 
-# forced calls: the scripted model continues the server's opener into get_weather(city=Paris)
-FORCED_REQUIRED_TOKENS = len(sbm.SCRIPTS["<|call|>"]) - 1 + 1  # the model writes all but <tool_call>; + EOS
-FORCED_NAMED_TOKENS = 5  # '{"city": ', '"Paris"', '}}', '</tool_call>', EOS
+# forced calls: the scripted model continues the server's opener "<tool_call>\n" into get_weather(city=Paris)
+# under the call's grammar ({"name": const, "arguments": schema}), which ends at the JSON's closing
+# brace: there EOS is the only token allowed (taken without sampling), in place of the script's
+# </tool_call>; the parser closes the call at the end of the output.
+FORCED_TOKENS = ['{"name": "get_weather", ', '"arguments": ', '{"city": ', '"Paris"', "}}"]
+FORCED_REQUIRED_TOKENS = FORCED_NAMED_TOKENS = len(FORCED_TOKENS) + 1  # + EOS
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
 
 
@@ -291,6 +295,31 @@ class TestForcedToolChoice(unittest.TestCase):
         self.assertIn("get_time", str(cm.exception))
 
 
+class TestStrictTools(unittest.TestCase):
+    """strict: true under tool_choice auto: the model chooses to call (the script writes <tool_call>),
+    and from there the call is held to the schema, which here refuses the script's "Paris"."""
+    STRICT_ARGS = {"type": "object", "additionalProperties": False, "required": ["city"],
+                   "properties": {"city": {"enum": ["Lyon", "Rome"]}}}
+
+    def test_chat_strict_auto(self):
+        tool = {"type": "function", "function": {"name": "get_weather", "parameters": self.STRICT_ARGS,
+                                                 "strict": True}}
+        r = OAI.chat.completions.create(model=NAME, messages=[USER], tools=[tool])
+        self.assertEqual(r.choices[0].finish_reason, "tool_calls")
+        tc = r.choices[0].message.tool_calls[0]
+        self.assertEqual(tc.function.name, "get_weather")
+        self.assertIn(json.loads(tc.function.arguments)["city"], ("Lyon", "Rome"))
+        tool["function"]["strict"] = False  # not strict: the script's own arguments
+        r = OAI.chat.completions.create(model=NAME, messages=[USER], tools=[tool])
+        self.assertEqual(json.loads(r.choices[0].message.tool_calls[0].function.arguments), {"city": "Paris"})
+
+    def test_responses_strict_auto(self):
+        tool = dict(RESP_TOOL, parameters=self.STRICT_ARGS, strict=True)
+        r = OAI.responses.create(model=NAME, input="What is the weather in Paris?", tools=[tool])
+        fc = [o for o in r.output if o.type == "function_call"][0]
+        self.assertIn(json.loads(fc.arguments)["city"], ("Lyon", "Rome"))
+
+
 class TestChatMulti(unittest.TestCase):
     """Chat with n > 1 or logprobs: OpenAI's shapes (logprobs kept), one output parser per choice."""
 
@@ -333,7 +362,7 @@ class TestChatMulti(unittest.TestCase):
             self.assertEqual("".join(c.delta.content or "" for c in mine), "")
             self.assertEqual(mine[-1].finish_reason, "tool_calls")
             toks = [t.token for c in mine if c.logprobs for t in c.logprobs.content]
-            self.assertEqual(toks, ['{"city": ', '"Paris"', "}}", "</tool_call>"])
+            self.assertEqual(toks, FORCED_TOKENS)
         self.assertEqual(chunks[-1].usage.completion_tokens, 2 * FORCED_NAMED_TOKENS)
         self.assertEqual(chunks[-1].usage.completion_tokens_details.reasoning_tokens, 0)
 

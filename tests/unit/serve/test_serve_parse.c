@@ -374,10 +374,15 @@ static void test_structured(void) {
          "\"required\":[\"name\",\"arguments\"],\"additionalProperties\":false}]}",
          "<tool_call>\n"},
         {one_named, CINFER_GRAMMAR_JSON_SCHEMA, "tools[0].function.parameters",
-         "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"}}}",
-         "<tool_call>\n{\"name\": \"a\", \"arguments\": "},
-        {one_req, CINFER_GRAMMAR_JSON_SCHEMA, "tools[0].function.parameters", "{\"type\":\"object\"}",
-         "<tool_call>\n{\"name\": \"b\", \"arguments\": "},
+         "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"a\"},\"arguments\":{\"type\":\"object\","
+         "\"properties\":{\"x\":{\"type\":\"integer\"}}}},\"required\":[\"name\",\"arguments\"],"
+         "\"additionalProperties\":"
+         "false}",
+         "<tool_call>\n"},
+        {one_req, CINFER_GRAMMAR_JSON_SCHEMA, "tools[0].function.parameters",
+         "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"b\"},\"arguments\":{\"type\":\"object\"}},"
+         "\"required\":[\"name\",\"arguments\"],\"additionalProperties\":false}",
+         "<tool_call>\n"},
     };
     api_ctx ctx = {.parser = RECIPE_PARSER_HERMES, .max_n = LIM.max_n, .n_vocab = LIM.n_vocab};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
