@@ -20,7 +20,8 @@
  *   n_computed, register newly full blocks in the prefix cache (prompt and
  *   generated alike; a duplicate key swaps in the existing block), sample
  *   with the request's sampler (or force a reasoning budget's end marker,
- *   engine_think.c), decide EOS / stop ids / length.
+ *   engine_think.c; under a grammar's mask, or take the one token it allows,
+ *   then advance the matcher, engine_grammar.c), decide EOS / stop ids / length.
  * eng_assemble: drop planned items whose request finished or changed epoch,
  *   then fill ONE fwd_batch (rows of item k are consecutive, seq k; an
  *   out_row only for items whose chunk reaches the end of the sequence),
