@@ -32,6 +32,10 @@ typedef struct gr_chart {
     uint64_t *seen_key;
     uint32_t *seen_gen;
     uint32_t seen_cap, gen;
+    /* context watch for the mask cache (mask_cache.h): a completion that reads a set below
+     * `guard` sets `crossed` (0 disables: guard 0 is never crossed) */
+    uint32_t guard;
+    int crossed;
 } gr_chart;
 
 /* Pushes set 0 (the closure of S' -> . start). Returns 0 or -1 (memory). */

@@ -518,6 +518,11 @@ int32_t gr_json_schema_compile(gr_cfg *g, const char *text, size_t len, uint32_t
     c.limits.max_compile_ms = 2000; /* a nested check compile; the outer deadline still applies below */
     js_rules_init(&c.r, g, (flags & CINFER_GRAMMAR_JSON_COMPACT) != 0);
     int32_t nt = js_schema(&c, root, depth);
+    if (nt >= 0) { /* optional (bounded) whitespace around the value, as tokenizers often lead with a space */
+        int32_t ws = js_ws(&c.r);
+        int32_t syms[3] = {ws, nt, ws};
+        nt = ws < 0 ? -1 : gr_seq(g, syms, 3);
+    }
     for (uint32_t i = 0; i < c.n_refs; i++) free(c.refs[i].ptr);
     free(c.refs);
     json_decref(root);

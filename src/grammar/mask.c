@@ -1,0 +1,228 @@
+/* mask.c - token masks: cinfer_grammar_matcher_fill_mask.
+ *
+ * A mask is a depth-first walk of the vocabulary trie that pushes one Earley set per trie edge
+ * and prunes a subtree as soon as a byte is not viable. Most of that walk depends only on the
+ * top Earley set (see mask_cache.h), so it is done once per canonical top set and cached: a
+ * mask is then a copy of the cached context-independent mask plus a real walk from each cached
+ * boundary node (the trie nodes whose bytes complete a rule started before the current
+ * position), reached by replaying the boundary's bytes with prefix sharing between consecutive
+ * boundaries. Invariant: the chart is back at its height on return. */
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "grammar/matcher_impl.h"
+
+void gr_mask_scratch_free(gr_mask_scratch *s) {
+    free(s->sig);
+    free(s->origins);
+    free(s->path);
+    free(s->replay);
+    free(s->bounds);
+    free(s->pool);
+    free(s->mask);
+    memset(s, 0, sizeof *s);
+}
+
+static void mark_tokens(const cinfer_grammar_vocab *v, int32_t t, uint32_t *mask) {
+    for (; t >= 0; t = v->same_next[t]) mask[t >> 5] |= 1u << (t & 31);
+}
+
+/* The full walk below trie node `node` with the real chart. */
+static void walk(cinfer_grammar_matcher *m, uint32_t node, uint32_t *mask) {
+    const cinfer_grammar_vocab *v = m->v;
+    const gr_trie_node *nd = &v->nodes[node];
+    uint32_t height = m->chart.n_sets;
+    for (uint32_t e = nd->first_edge; e < nd->first_edge + nd->n_edges; e++) {
+        uint8_t b = v->edge_byte[e];
+        if (!gr_class_has(gr_chart_next_bytes(&m->chart), b) || gr_chart_scan(&m->chart, b) != 1) continue;
+        uint32_t child = v->edge_node[e];
+        mark_tokens(v, v->nodes[child].token, mask);
+        if (v->nodes[child].n_edges) walk(m, child, mask);
+        gr_chart_pop_to(&m->chart, height);
+    }
+}
+
+static int add_boundary(gr_mask_scratch *s, uint32_t node, const uint8_t *path, uint32_t len) {
+    if (s->n_bounds == s->cap_bounds) {
+        uint32_t n = s->cap_bounds ? s->cap_bounds * 2 : 256;
+        gr_boundary *b = realloc(s->bounds, n * sizeof *b);
+        if (!b) return -1;
+        s->bounds = b;
+        s->cap_bounds = n;
+    }
+    if (s->n_pool + len > s->cap_pool) {
+        uint32_t n = s->cap_pool ? s->cap_pool : 4096;
+        while (n < s->n_pool + len) n *= 2;
+        uint8_t *p = realloc(s->pool, n);
+        if (!p) return -1;
+        s->pool = p;
+        s->cap_pool = n;
+    }
+    memcpy(s->pool + s->n_pool, path, len);
+    s->bounds[s->n_bounds++] = (gr_boundary){node, s->n_pool, len};
+    s->n_pool += len;
+    return 0;
+}
+
+/* The context-independent walk below `node` (chart guard set): tokens reached without reading a
+ * set below the guard go to mask; where a byte's closure reads one, the node is a boundary. */
+static int ci_walk(cinfer_grammar_matcher *m, uint32_t node, uint32_t depth, uint32_t *mask) {
+    const cinfer_grammar_vocab *v = m->v;
+    const gr_trie_node *nd = &v->nodes[node];
+    uint32_t height = m->chart.n_sets;
+    for (uint32_t e = nd->first_edge; e < nd->first_edge + nd->n_edges; e++) {
+        uint8_t b = v->edge_byte[e];
+        if (!gr_class_has(gr_chart_next_bytes(&m->chart), b)) continue;
+        m->chart.crossed = 0;
+        int r = gr_chart_scan(&m->chart, b);
+        if (r < 0) return -1;
+        if (r == 0) continue;
+        uint32_t child = v->edge_node[e];
+        m->ms.path[depth] = b;
+        int rc = 0;
+        if (m->chart.crossed) rc = add_boundary(&m->ms, child, m->ms.path, depth + 1);
+        else {
+            mark_tokens(v, v->nodes[child].token, mask);
+            if (v->nodes[child].n_edges) rc = ci_walk(m, child, depth + 1, mask);
+        }
+        gr_chart_pop_to(&m->chart, height);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_item(const void *a, const void *b) {
+    const gr_item *x = a, *y = b;
+    if (x->pos != y->pos) return x->pos < y->pos ? -1 : 1;
+    return x->origin < y->origin ? -1 : x->origin > y->origin;
+}
+
+/* Fills ms.sig with the canonical top set; returns its item count, or -1 (memory). */
+static int64_t signature(cinfer_grammar_matcher *m, uint64_t *hash) {
+    gr_chart *c = &m->chart;
+    uint32_t k = c->n_sets - 1, lo = c->set_start[k], n = c->set_start[k + 1] - lo;
+    gr_mask_scratch *s = &m->ms;
+    if (n > s->cap_sig) {
+        free(s->sig);
+        free(s->origins);
+        s->sig = malloc(n * sizeof *s->sig);
+        s->origins = malloc(n * sizeof *s->origins);
+        if (!s->sig || !s->origins) return -1;
+        s->cap_sig = n;
+    }
+    uint32_t n_old = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (c->items[lo + i].origin != k) s->origins[n_old++] = c->items[lo + i].origin;
+    qsort(s->origins, n_old, sizeof *s->origins, cmp_u32);
+    uint32_t u = 0;
+    for (uint32_t i = 0; i < n_old; i++)
+        if (!u || s->origins[u - 1] != s->origins[i]) s->origins[u++] = s->origins[i];
+    for (uint32_t i = 0; i < n; i++) {
+        gr_item it = c->items[lo + i];
+        if (it.origin == k) it.origin = GR_ORIGIN_HERE;
+        else {
+            uint32_t *r = bsearch(&it.origin, s->origins, u, sizeof *s->origins, cmp_u32);
+            it.origin = (uint32_t)(r - s->origins);
+        }
+        s->sig[i] = it;
+    }
+    qsort(s->sig, n, sizeof *s->sig, cmp_item);
+    *hash = XXH3_64bits(s->sig, n * sizeof *s->sig);
+    return n;
+}
+
+/* Computes the entry for the current top set (a cache miss) and offers it to the cache. */
+static const gr_ci_entry *build_entry(cinfer_grammar_matcher *m, uint64_t hash, uint32_t n, int *kept) {
+    gr_mask_scratch *s = &m->ms;
+    size_t words = cinfer_grammar_mask_words(m->v);
+    gr_ci_entry *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->mask = calloc(words, sizeof *e->mask);
+    e->items = malloc((n ? n : 1) * sizeof *e->items);
+    if (!e->mask || !e->items) goto fail;
+    memcpy(e->items, s->sig, n * sizeof *e->items);
+    e->n_items = n;
+    e->hash = hash;
+    s->n_bounds = s->n_pool = 0;
+    m->chart.guard = m->chart.n_sets - 1;
+    int rc = ci_walk(m, 0, 0, e->mask);
+    m->chart.guard = 0;
+    if (rc) goto fail;
+    e->n_bounds = s->n_bounds;
+    e->bounds = malloc((s->n_bounds ? s->n_bounds : 1) * sizeof *e->bounds);
+    e->prefix = malloc(s->n_pool ? s->n_pool : 1);
+    if (!e->bounds || !e->prefix) goto fail;
+    memcpy(e->bounds, s->bounds, s->n_bounds * sizeof *e->bounds);
+    memcpy(e->prefix, s->pool, s->n_pool);
+    e->bytes = sizeof *e + words * 4 + n * sizeof *e->items + s->n_bounds * sizeof *e->bounds + s->n_pool;
+    return gr_mask_cache_insert(m->cache, e, kept);
+fail:
+    gr_ci_entry_free(e);
+    return NULL;
+}
+
+/* Walks each boundary of e with the real chart, sharing replayed prefixes. */
+static void replay(cinfer_grammar_matcher *m, const gr_ci_entry *e, uint32_t *mask) {
+    const cinfer_grammar_vocab *v = m->v;
+    uint32_t base = m->chart.n_sets, have = 0;
+    uint8_t *cur = m->ms.replay;
+    for (uint32_t i = 0; i < e->n_bounds; i++) {
+        const gr_boundary *b = &e->bounds[i];
+        const uint8_t *p = e->prefix + b->prefix_off;
+        uint32_t common = 0;
+        while (common < have && common < b->prefix_len && p[common] == cur[common]) common++;
+        gr_chart_pop_to(&m->chart, base + common);
+        have = common;
+        int ok = 1;
+        while (have < b->prefix_len) {
+            if (gr_chart_scan(&m->chart, p[have]) != 1) {
+                ok = 0;
+                break;
+            }
+            cur[have] = p[have];
+            have++;
+        }
+        if (!ok) continue;
+        mark_tokens(v, v->nodes[b->node].token, mask);
+        if (v->nodes[b->node].n_edges) walk(m, b->node, mask);
+    }
+    gr_chart_pop_to(&m->chart, base);
+}
+
+static int ensure_scratch(cinfer_grammar_matcher *m) {
+    gr_mask_scratch *s = &m->ms;
+    if (s->path) return 0;
+    s->path = malloc(m->v->max_depth + 1);
+    s->replay = malloc(m->v->max_depth + 1);
+    return s->path && s->replay ? 0 : -1;
+}
+
+int cinfer_grammar_matcher_fill_mask(cinfer_grammar_matcher *m, uint32_t *mask, size_t n_words) {
+    if (!m || !mask) return 0;
+    size_t words = cinfer_grammar_mask_words(m->v);
+    memset(mask, 0, n_words * sizeof *mask);
+    if (n_words < words || m->terminated || ensure_scratch(m)) return 0;
+    uint64_t hash = 0;
+    int64_t n = signature(m, &hash);
+    const gr_ci_entry *e = n < 0 ? NULL : gr_mask_cache_find(m->cache, hash, m->ms.sig, (uint32_t)n);
+    int kept = 1;
+    if (!e && n >= 0) e = build_entry(m, hash, (uint32_t)n, &kept);
+    if (e) {
+        memcpy(mask, e->mask, words * sizeof *mask);
+        replay(m, e, mask);
+        if (!kept) gr_ci_entry_free((gr_ci_entry *)e);
+    } else {
+        walk(m, 0, mask); /* out of memory for the cache: the plain walk */
+    }
+    if (gr_chart_accepting(&m->chart))
+        for (uint32_t i = 0; i < m->v->n_eos; i++) mask[m->v->eos[i] >> 5] |= 1u << (m->v->eos[i] & 31);
+    int count = 0;
+    for (size_t w = 0; w < words; w++) count += __builtin_popcount(mask[w]);
+    return count;
+}
