@@ -95,7 +95,11 @@ static int closure(gr_chart *c, uint32_t k, uint32_t from) {
         int32_t sym = g->rhs[it.pos];
         if (sym == GR_END) {
             int32_t lhs = g->prods[g->pos_prod[it.pos]].lhs;
-            if (it.origin < c->guard) c->crossed = 1;
+            if (it.origin < c->guard && !c->crossed) {
+                uint32_t r = 0;
+                while (r < c->n_readable && c->readable[r] != it.origin) r++;
+                if (r == c->n_readable) c->crossed = 1;
+            }
             uint32_t lo = c->set_start[it.origin];
             uint32_t hi = it.origin == k ? c->n_items : c->set_start[it.origin + 1];
             for (uint32_t j = lo; j < hi; j++) {

@@ -33,9 +33,11 @@ typedef struct gr_chart {
     uint32_t *seen_gen;
     uint32_t seen_cap, gen;
     /* context watch for the mask cache (mask_cache.h): a completion that reads a set below
-     * `guard` sets `crossed` (0 disables: guard 0 is never crossed) */
+     * `guard` other than the `readable` ones sets `crossed` (guard 0 disables the watch) */
     uint32_t guard;
     int crossed;
+    const uint32_t *readable;
+    uint32_t n_readable;
 } gr_chart;
 
 /* Pushes set 0 (the closure of S' -> . start). Returns 0 or -1 (memory). */

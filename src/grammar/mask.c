@@ -16,11 +16,11 @@
 void gr_mask_scratch_free(gr_mask_scratch *s) {
     free(s->sig);
     free(s->origins);
+    free(s->readable);
     free(s->path);
     free(s->replay);
     free(s->bounds);
     free(s->pool);
-    free(s->mask);
     memset(s, 0, sizeof *s);
 }
 
@@ -103,38 +103,81 @@ static int cmp_item(const void *a, const void *b) {
     return x->origin < y->origin ? -1 : x->origin > y->origin;
 }
 
-/* Fills ms.sig with the canonical top set; returns its item count, or -1 (memory). */
-static int64_t signature(cinfer_grammar_matcher *m, uint64_t *hash) {
-    gr_chart *c = &m->chart;
-    uint32_t k = c->n_sets - 1, lo = c->set_start[k], n = c->set_start[k + 1] - lo;
-    gr_mask_scratch *s = &m->ms;
-    if (n > s->cap_sig) {
-        free(s->sig);
-        free(s->origins);
-        s->sig = malloc(n * sizeof *s->sig);
-        s->origins = malloc(n * sizeof *s->origins);
-        if (!s->sig || !s->origins) return -1;
-        s->cap_sig = n;
-    }
-    uint32_t n_old = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (c->items[lo + i].origin != k) s->origins[n_old++] = c->items[lo + i].origin;
-    qsort(s->origins, n_old, sizeof *s->origins, cmp_u32);
+static uint32_t sorted_unique(uint32_t *v, uint32_t n) {
+    qsort(v, n, sizeof *v, cmp_u32);
     uint32_t u = 0;
-    for (uint32_t i = 0; i < n_old; i++)
-        if (!u || s->origins[u - 1] != s->origins[i]) s->origins[u++] = s->origins[i];
-    for (uint32_t i = 0; i < n; i++) {
-        gr_item it = c->items[lo + i];
+    for (uint32_t i = 0; i < n; i++)
+        if (!u || v[u - 1] != v[i]) v[u++] = v[i];
+    return u;
+}
+
+static int reserve_sig(gr_mask_scratch *s, uint32_t n) {
+    if (n <= s->cap_sig) return 0;
+    uint32_t cap = s->cap_sig ? s->cap_sig : 256;
+    while (cap < n) cap *= 2;
+    free(s->sig);
+    free(s->origins);
+    free(s->readable);
+    s->sig = malloc(cap * sizeof *s->sig);
+    s->origins = malloc(cap * sizeof *s->origins);
+    s->readable = malloc(cap * sizeof *s->readable);
+    s->cap_sig = cap;
+    return s->sig && s->origins && s->readable ? 0 : -1;
+}
+
+/* Appends the items of set j to the signature, origins renamed to their rank among the u sorted
+ * old origins (the top set's own index k -> GR_ORIGIN_HERE), sorted. */
+static uint32_t append_set(gr_mask_scratch *s, const gr_chart *c, uint32_t j, uint32_t k, uint32_t u, uint32_t at) {
+    uint32_t lo = c->set_start[j], hi = c->set_start[j + 1], start = at;
+    for (uint32_t i = lo; i < hi; i++) {
+        gr_item it = c->items[i];
         if (it.origin == k) it.origin = GR_ORIGIN_HERE;
         else {
             uint32_t *r = bsearch(&it.origin, s->origins, u, sizeof *s->origins, cmp_u32);
             it.origin = (uint32_t)(r - s->origins);
         }
-        s->sig[i] = it;
+        s->sig[at++] = it;
     }
-    qsort(s->sig, n, sizeof *s->sig, cmp_item);
-    *hash = XXH3_64bits(s->sig, n * sizeof *s->sig);
-    return n;
+    qsort(s->sig + start, at - start, sizeof *s->sig, cmp_item);
+    return at;
+}
+
+/* Fills ms.sig with the canonical signature of the context the cached part of a mask depends on:
+ * the top set, then each set its items' origins name (the readable sets, ms.readable), origins
+ * renamed by rank. Returns its item count, or -1 (memory). */
+static int64_t signature(cinfer_grammar_matcher *m, uint64_t *hash) {
+    gr_chart *c = &m->chart;
+    gr_mask_scratch *s = &m->ms;
+    uint32_t k = c->n_sets - 1, lo = c->set_start[k], n_top = c->set_start[k + 1] - lo;
+    if (reserve_sig(s, n_top + 1)) return -1;
+    uint32_t n_read = 0;
+    for (uint32_t i = 0; i < n_top; i++)
+        if (c->items[lo + i].origin != k) s->readable[n_read++] = c->items[lo + i].origin;
+    n_read = sorted_unique(s->readable, n_read);
+    uint32_t total = n_top + 1 + n_read;
+    for (uint32_t r = 0; r < n_read; r++)
+        total += c->set_start[s->readable[r] + 1] - c->set_start[s->readable[r]];
+    if (reserve_sig(s, total)) return -1;
+    /* recollect: reserve_sig may have replaced the buffers */
+    n_read = 0;
+    for (uint32_t i = 0; i < n_top; i++)
+        if (c->items[lo + i].origin != k) s->readable[n_read++] = c->items[lo + i].origin;
+    n_read = sorted_unique(s->readable, n_read);
+    uint32_t u = 0;
+    for (uint32_t i = 0; i < n_top; i++)
+        if (c->items[lo + i].origin != k) s->origins[u++] = c->items[lo + i].origin;
+    for (uint32_t r = 0; r < n_read; r++)
+        for (uint32_t i = c->set_start[s->readable[r]]; i < c->set_start[s->readable[r] + 1]; i++)
+            s->origins[u++] = c->items[i].origin;
+    u = sorted_unique(s->origins, u);
+    uint32_t at = append_set(s, c, k, k, u, 0);
+    for (uint32_t r = 0; r < n_read; r++) {
+        s->sig[at++] = (gr_item){UINT32_MAX - 1, c->set_start[s->readable[r] + 1] - c->set_start[s->readable[r]]};
+        at = append_set(s, c, s->readable[r], k, u, at);
+    }
+    s->n_readable = n_read;
+    *hash = XXH3_64bits(s->sig, at * sizeof *s->sig);
+    return at;
 }
 
 /* Computes the entry for the current top set (a cache miss) and offers it to the cache. */
@@ -151,8 +194,12 @@ static const gr_ci_entry *build_entry(cinfer_grammar_matcher *m, uint64_t hash, 
     e->hash = hash;
     s->n_bounds = s->n_pool = 0;
     m->chart.guard = m->chart.n_sets - 1;
+    m->chart.readable = s->readable;
+    m->chart.n_readable = s->n_readable;
     int rc = ci_walk(m, 0, 0, e->mask);
     m->chart.guard = 0;
+    m->chart.readable = NULL;
+    m->chart.n_readable = 0;
     if (rc) goto fail;
     e->n_bounds = s->n_bounds;
     e->bounds = malloc((s->n_bounds ? s->n_bounds : 1) * sizeof *e->bounds);

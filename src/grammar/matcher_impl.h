@@ -11,8 +11,10 @@
 #include "grammar/mask_cache.h"
 
 typedef struct gr_mask_scratch {
-    gr_item *sig; /* canonical signature of the top set */
+    gr_item *sig; /* canonical signature of the top set and the sets it reads */
     uint32_t *origins;
+    uint32_t *readable; /* the older sets the cached walk may read */
+    uint32_t n_readable;
     uint32_t cap_sig;
     uint8_t *path; /* bytes of the current trie path (max token length + 1) */
     uint8_t *replay;
@@ -20,7 +22,6 @@ typedef struct gr_mask_scratch {
     uint32_t n_bounds, cap_bounds;
     uint8_t *pool; /* their prefix bytes */
     uint32_t n_pool, cap_pool;
-    uint32_t *mask; /* the entry mask being built on a miss */
 } gr_mask_scratch;
 
 struct cinfer_grammar_matcher {
