@@ -19,8 +19,10 @@ void gr_mask_scratch_free(gr_mask_scratch *s) {
     free(s->readable);
     free(s->path);
     free(s->replay);
+    free(s->path_state);
     free(s->bounds);
     free(s->pool);
+    gr_scan_memo_free(&s->memo);
     memset(s, 0, sizeof *s);
 }
 
@@ -92,6 +94,73 @@ static int ci_walk(cinfer_grammar_matcher *m, uint32_t node, uint32_t depth, uin
     return 0;
 }
 
+/* The walk over memo states: no chart work while every transition is known. The chart holds the
+ * sets of the current path up to depth `*valid` (the rest is pushed from the states when a real
+ * scan is needed). path_state[d] is the state at depth d. */
+typedef struct state_walk {
+    cinfer_grammar_matcher *m;
+    uint32_t *mask;
+    int32_t *path_state;
+    uint32_t base, valid;
+} state_walk;
+
+/* Makes the chart hold the current path's sets up to depth d. Returns 0 or -1. */
+static int materialize(state_walk *w, uint32_t d) {
+    gr_chart *c = &w->m->chart;
+    gr_chart_pop_to(c, w->base + 1 + w->valid);
+    while (w->valid < d) {
+        if (gr_memo_push(c, w->path_state[w->valid + 1])) return -1;
+        w->valid++;
+    }
+    return 0;
+}
+
+static int state_ci_walk(state_walk *w, uint32_t node, uint32_t depth) {
+    cinfer_grammar_matcher *m = w->m;
+    const cinfer_grammar_vocab *v = m->v;
+    gr_scan_memo *memo = &m->ms.memo;
+    const gr_trie_node *nd = &v->nodes[node];
+    int32_t q = w->path_state[depth];
+    for (uint32_t e = nd->first_edge; e < nd->first_edge + nd->n_edges; e++) {
+        uint8_t b = v->edge_byte[e];
+        if (!gr_class_has(&memo->st_bytes[q], b)) continue;
+        int32_t t = memo->trans[(size_t)q * 256 + b];
+        uint32_t child = v->edge_node[e];
+        m->ms.path[depth] = b;
+        if (t == -2) { /* unknown: a real scan from the materialized path records it */
+            if (materialize(w, depth)) return -1;
+            m->chart.crossed = 0;
+            int r = gr_chart_scan(&m->chart, b);
+            if (r < 0) return -1;
+            t = memo->trans[(size_t)q * 256 + b];
+            if (r == 1 && t == -2) { /* not internable: finish this subtree on the chart */
+                int rc = 0;
+                if (m->chart.crossed) rc = add_boundary(&m->ms, child, m->ms.path, depth + 1);
+                else {
+                    mark_tokens(v, v->nodes[child].token, w->mask);
+                    if (v->nodes[child].n_edges) rc = ci_walk(m, child, depth + 1, w->mask);
+                }
+                gr_chart_pop_to(&m->chart, w->base + 1 + depth);
+                if (rc) return -1;
+                continue;
+            }
+            gr_chart_pop_to(&m->chart, w->base + 1 + depth);
+        }
+        if (t < 0) continue;
+        if (t & 1) {
+            if (add_boundary(&m->ms, child, m->ms.path, depth + 1)) return -1;
+            continue;
+        }
+        mark_tokens(v, v->nodes[child].token, w->mask);
+        if (!v->nodes[child].n_edges) continue;
+        w->path_state[depth + 1] = t >> 1;
+        if (w->valid > depth) w->valid = depth; /* the chart's deeper sets were another path's */
+        if (state_ci_walk(w, child, depth + 1)) return -1;
+        if (w->valid > depth) w->valid = depth;
+    }
+    return 0;
+}
+
 static int cmp_u32(const void *a, const void *b) {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return x < y ? -1 : x > y;
@@ -155,8 +224,7 @@ static int64_t signature(cinfer_grammar_matcher *m, uint64_t *hash) {
         if (c->items[lo + i].origin != k) s->readable[n_read++] = c->items[lo + i].origin;
     n_read = sorted_unique(s->readable, n_read);
     uint32_t total = n_top + 1 + n_read;
-    for (uint32_t r = 0; r < n_read; r++)
-        total += c->set_start[s->readable[r] + 1] - c->set_start[s->readable[r]];
+    for (uint32_t r = 0; r < n_read; r++) total += c->set_start[s->readable[r] + 1] - c->set_start[s->readable[r]];
     if (reserve_sig(s, total)) return -1;
     /* recollect: reserve_sig may have replaced the buffers */
     n_read = 0;
@@ -196,7 +264,21 @@ static const gr_ci_entry *build_entry(cinfer_grammar_matcher *m, uint64_t hash, 
     m->chart.guard = m->chart.n_sets - 1;
     m->chart.readable = s->readable;
     m->chart.n_readable = s->n_readable;
-    int rc = ci_walk(m, 0, 0, e->mask);
+    int rc;
+    int32_t q0 = -1;
+    if (!gr_scan_memo_reset(&s->memo, m->chart.guard, m->v->max_depth)) {
+        m->chart.memo = &s->memo;
+        q0 = gr_memo_state_of(&m->chart, m->chart.guard);
+    }
+    if (q0 >= 0) {
+        state_walk w = {.m = m, .mask = e->mask, .path_state = s->path_state, .base = m->chart.guard, .valid = 0};
+        s->path_state[0] = q0;
+        rc = state_ci_walk(&w, 0, 0);
+        gr_chart_pop_to(&m->chart, w.base + 1);
+    } else {
+        rc = ci_walk(m, 0, 0, e->mask);
+    }
+    m->chart.memo = NULL;
     m->chart.guard = 0;
     m->chart.readable = NULL;
     m->chart.n_readable = 0;
@@ -247,7 +329,8 @@ static int ensure_scratch(cinfer_grammar_matcher *m) {
     if (s->path) return 0;
     s->path = malloc(m->v->max_depth + 1);
     s->replay = malloc(m->v->max_depth + 1);
-    return s->path && s->replay ? 0 : -1;
+    s->path_state = malloc((m->v->max_depth + 2) * sizeof *s->path_state);
+    return s->path && s->replay && s->path_state ? 0 : -1;
 }
 
 int cinfer_grammar_matcher_fill_mask(cinfer_grammar_matcher *m, uint32_t *mask, size_t n_words) {

@@ -21,7 +21,7 @@
 #define GR_ORIGIN_HERE UINT32_MAX
 
 typedef struct gr_boundary {
-    uint32_t node;       /* trie node reached by the prefix */
+    uint32_t node; /* trie node reached by the prefix */
     uint32_t prefix_off; /* into the entry's prefix bytes */
     uint32_t prefix_len;
 } gr_boundary;

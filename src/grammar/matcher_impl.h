@@ -18,10 +18,12 @@ typedef struct gr_mask_scratch {
     uint32_t cap_sig;
     uint8_t *path; /* bytes of the current trie path (max token length + 1) */
     uint8_t *replay;
+    int32_t *path_state; /* memo state per trie depth in a cache-miss walk */
     gr_boundary *bounds; /* boundaries found by a cache-miss walk */
     uint32_t n_bounds, cap_bounds;
     uint8_t *pool; /* their prefix bytes */
     uint32_t n_pool, cap_pool;
+    gr_scan_memo memo; /* transition memo of a cache-miss walk */
 } gr_mask_scratch;
 
 struct cinfer_grammar_matcher {
@@ -29,11 +31,11 @@ struct cinfer_grammar_matcher {
     const cinfer_grammar_vocab *v;
     gr_chart chart;
     uint32_t *step_sets; /* chart height before each step */
-    uint8_t *step_eos;   /* 1 if that step was an EOS token */
+    uint8_t *step_eos; /* 1 if that step was an EOS token */
     uint32_t n_steps, cap_steps;
     int terminated;
     uint32_t *scratch_mask; /* for forced_token; allocated on first use */
-    gr_mask_cache *cache;   /* the grammar's (shared) or private_cache */
+    gr_mask_cache *cache; /* the grammar's (shared) or private_cache */
     gr_mask_cache *private_cache;
     gr_mask_scratch ms;
 };
