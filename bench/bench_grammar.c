@@ -4,7 +4,9 @@
  * compute the mask (timed), check the token is in it, and accept it. Reports per vocabulary:
  * schemas compiled per subset, mean / p50 / p99 / max mask time, compile time and time to first
  * mask (compile + first mask), and tokens rejected (instances the engine is stricter on, e.g.
- * property order).
+ * property order). Instances are tokenized greedily (longest vocabulary match at each byte), the
+ * same for every engine: the model tokenizer's own leading-space handling (SentencePiece's "▁")
+ * would make the first token start with a space that JSON engines need not allow.
  * Input (--cases): JSON lines {"subset": S, "id": ID, "schema": {...}, "instances": ["text", ...]}
  * made by bench/grammar_cases.py. --dump DIR writes the vocabulary (vocab.txt: hex bytes per
  * token, special flag) and the token sequences (tokens.jsonl) so bench/grammar_peers.py can run
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <xxhash.h>
 
 #include "bench_cli.h"
 #include "cinfer/grammar.h"
@@ -59,8 +62,49 @@ static void report(const char *what, samples *s) {
            s->v[(size_t)(s->n * 0.99)], s->v[s->n - 1]);
 }
 
+/* Greedy longest-match tokenization over the non-special tokens (open-addressing map of bytes). */
+typedef struct greedy {
+    uint64_t *keys;
+    int32_t *ids;
+    uint32_t cap;
+    size_t maxlen;
+} greedy;
+
+static void greedy_add(greedy *gt, const char *b, uint32_t len, int32_t id) {
+    uint64_t h = XXH3_64bits(b, len) | 1;
+    uint32_t i = (uint32_t)h & (gt->cap - 1);
+    while (gt->keys[i]) {
+        if (gt->keys[i] == h) return; /* first id wins */
+        i = (i + 1) & (gt->cap - 1);
+    }
+    gt->keys[i] = h;
+    gt->ids[i] = id;
+    if (len > gt->maxlen) gt->maxlen = len;
+}
+
+static int32_t greedy_find(const greedy *gt, const char *b, size_t len) {
+    uint64_t h = XXH3_64bits(b, len) | 1;
+    for (uint32_t i = (uint32_t)h & (gt->cap - 1); gt->keys[i]; i = (i + 1) & (gt->cap - 1))
+        if (gt->keys[i] == h) return gt->ids[i];
+    return -1;
+}
+
+/* Returns the number of ids written (0 if some byte has no token). */
+static size_t greedy_encode(const greedy *gt, const char *text, int32_t *ids, size_t cap) {
+    size_t n = 0, len = strlen(text);
+    for (size_t i = 0; i < len && n < cap;) {
+        size_t k = len - i < gt->maxlen ? len - i : gt->maxlen;
+        int32_t id = -1;
+        for (; k > 0 && (id = greedy_find(gt, text + i, k)) < 0; k--) {}
+        if (id < 0) return 0;
+        ids[n++] = id;
+        i += k;
+    }
+    return n;
+}
+
 /* The grammar vocabulary of a tokenizer: every token's bytes, specials flagged, EOG ids as EOS. */
-static cinfer_grammar_vocab *make_vocab(const tokenizer *t, FILE *dump) {
+static cinfer_grammar_vocab *make_vocab(const tokenizer *t, FILE *dump, greedy *gt) {
     int32_t n = tokenizer_n_vocab(t);
     cinfer_grammar_token *toks = calloc((size_t)n, sizeof *toks);
     uint32_t *eos = calloc((size_t)n, sizeof *eos);
@@ -78,6 +122,7 @@ static cinfer_grammar_vocab *make_vocab(const tokenizer *t, FILE *dump) {
         int special = type == 2 || type == 3 || type == 5 || type == 0 || len == 0;
         toks[i] = (cinfer_grammar_token){.bytes = b, .len = (uint32_t)len, .special = (uint8_t)special};
         if (tokenizer_is_eog(t, i)) eos[n_eos++] = (uint32_t)i;
+        if (!special && gt) greedy_add(gt, buf, (uint32_t)len, i);
         if (dump) {
             fprintf(dump, "%d ", special);
             for (size_t k = 0; k < len; k++) fprintf(dump, "%02x", b[k]);
@@ -110,6 +155,7 @@ typedef struct run {
     subset_tally subsets[32];
     int n_subsets;
     FILE *tokens_out;
+    greedy gt;
 } run;
 
 static subset_tally *subset_of(run *r, const char *name) {
@@ -122,9 +168,13 @@ static subset_tally *subset_of(run *r, const char *name) {
 }
 
 static void run_instance(run *r, cinfer_grammar *g, const char *text, double compile_us, const char *id) {
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    if (tokenizer_encode(r->tok, text, strlen(text), false, false, &ids, &n_ids, NULL)) return;
+    size_t cap = strlen(text) + 1;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    size_t n_ids = ids ? greedy_encode(&r->gt, text, ids, cap) : 0;
+    if (!n_ids) {
+        free(ids);
+        return;
+    }
     if (r->tokens_out) {
         fprintf(r->tokens_out, "{\"id\":\"%s\",\"tokens\":[", id);
         for (size_t i = 0; i < n_ids; i++) fprintf(r->tokens_out, "%s%d", i ? "," : "", ids[i]);
@@ -211,8 +261,12 @@ int main(int argc, char **argv) {
         r.tokens_out = fopen(p, "w");
         if (!vocab_dump || !r.tokens_out) return fprintf(stderr, "bench_grammar: cannot write %s\n", dump), 1;
     }
+    uint32_t map_cap = 1;
+    while (map_cap < 4u * (uint32_t)tokenizer_n_vocab(tok)) map_cap *= 2;
+    r.gt = (greedy){.keys = calloc(map_cap, 8), .ids = calloc(map_cap, 4), .cap = map_cap};
+    if (!r.gt.keys || !r.gt.ids) return 1;
     double t0 = now_us();
-    cinfer_grammar_vocab *v = make_vocab(tok, vocab_dump);
+    cinfer_grammar_vocab *v = make_vocab(tok, vocab_dump, &r.gt);
     double vocab_ms = (now_us() - t0) / 1000;
     if (vocab_dump) fclose(vocab_dump);
     if (!v) return 1;
@@ -243,6 +297,8 @@ int main(int argc, char **argv) {
     tokenizer_free(tok);
     gguf_close(f);
     free(r.mask);
+    free(r.gt.keys);
+    free(r.gt.ids);
     free(r.mask_us.v);
     free(r.compile_us.v);
     free(r.ttfm_us.v);
