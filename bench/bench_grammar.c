@@ -11,7 +11,7 @@
  * made by bench/grammar_cases.py. --dump DIR writes the vocabulary (vocab.txt: hex bytes per
  * token, special flag) and the token sequences (tokens.jsonl) so bench/grammar_peers.py can run
  * llguidance and xgrammar on exactly the same tokens.
- * Usage: bench_grammar --vocab V.gguf --cases cases.jsonl [--dump DIR] [--max-tokens N] */
+ * Usage: bench_grammar --vocab V.gguf --cases cases.jsonl [--dump DIR] [--max-tokens N] [--errors] */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +156,7 @@ typedef struct run {
     int n_subsets;
     FILE *tokens_out;
     greedy gt;
+    int errors; /* print why each schema did not compile */
 } run;
 
 static subset_tally *subset_of(run *r, const char *name) {
@@ -210,10 +211,14 @@ static void run_case(run *r, const json_t *c) {
     if (!schema) return;
     cinfer_grammar_spec spec = {.kind = CINFER_GRAMMAR_JSON_SCHEMA, .text = schema, .len = strlen(schema)};
     double t0 = now_us();
-    cinfer_grammar *g = cinfer_grammar_compile(&spec, NULL, NULL);
+    cinfer_grammar_error err;
+    cinfer_grammar *g = cinfer_grammar_compile(&spec, NULL, &err);
     double compile_us = now_us() - t0;
     free(schema);
-    if (!g) return;
+    if (!g) {
+        if (r->errors) printf("  not compiled: %s [%s] %s\n", id ? id : "?", err.keyword, err.msg);
+        return;
+    }
     st->compiled++;
     add_sample(&r->compile_us, compile_us);
     size_t i;
@@ -226,17 +231,21 @@ static void run_case(run *r, const json_t *c) {
     cinfer_grammar_release(g);
 }
 
-static const char usage[] = "usage: bench_grammar --vocab V.gguf --cases cases.jsonl [--dump DIR] [--max-tokens N]\n";
+static const char usage[] =
+    "usage: bench_grammar --vocab V.gguf --cases cases.jsonl [--dump DIR] [--max-tokens N] [--errors]\n";
 
 int main(int argc, char **argv) {
     const char *vocab_path = NULL, *cases_path = NULL, *dump = NULL;
     long max_tokens = 1000000;
-    static const struct option opts[] = {{"vocab", 1, 0, 'v'},      {"cases", 1, 0, 'c'}, {"dump", 1, 0, 'd'},
-                                         {"max-tokens", 1, 0, 'm'}, {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
-    for (int c; (c = getopt_long(argc, argv, ":v:c:d:m:h", opts, NULL)) != -1;) {
+    static const struct option opts[] = {{"vocab", 1, 0, 'v'}, {"cases", 1, 0, 'c'}, {"dump", 1, 0, 'd'},
+                                         {"max-tokens", 1, 0, 'm'}, {"errors", 0, 0, 'e'}, {"help", 0, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    int errors = 0;
+    for (int c; (c = getopt_long(argc, argv, ":v:c:d:m:eh", opts, NULL)) != -1;) {
         if (c == 'v') vocab_path = optarg;
         else if (c == 'c') cases_path = optarg;
         else if (c == 'd') dump = optarg;
+        else if (c == 'e') errors = 1;
         else if (c == 'm') {
             if (bench_parse_long("bench_grammar", "--max-tokens", optarg, 1, 100000000, &max_tokens)) return 2;
         } else if (c == 'h') return fputs(usage, stdout), 0;
@@ -251,7 +260,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     FILE *vocab_dump = NULL;
-    run r = {.tok = tok, .max_tokens = max_tokens};
+    run r = {.tok = tok, .max_tokens = max_tokens, .errors = errors};
     if (dump) {
         char p[1024];
         mkdir(dump, 0755);
