@@ -213,32 +213,27 @@ int32_t gr_opt(gr_cfg *g, int32_t sym) {
 }
 
 int32_t gr_repeat(gr_cfg *g, int32_t sym, uint32_t min, int64_t max) {
-    if (max >= 0 && (int64_t)min > max) {
-        int32_t nt = gr_nt(g); /* no productions: matches nothing */
-        return nt;
+    if (max >= 0 && (int64_t)min > max) return gr_nt(g); /* no productions: matches nothing */
+    /* left-linear counters, so the Earley items of the i-th copy all start where the repetition
+     * does: exact[i] = sym{i}; exact[i] -> exact[i-1] sym */
+    int64_t top = max >= 0 ? max : min;
+    int32_t prev = gr_nt(g);
+    if (prev < 0 || gr_prod_add(g, prev, NULL, 0)) return -1;
+    int32_t out = gr_nt(g);
+    if (out < 0) return -1;
+    if (min == 0 && gr_prod_add(g, out, &prev, 1)) return -1;
+    for (int64_t i = 1; i <= top; i++) {
+        int32_t cur = gr_nt(g);
+        int32_t pair[2] = {prev, sym};
+        if (cur < 0 || gr_prod_add(g, cur, pair, 2)) return -1;
+        if (i >= min && max >= 0 && gr_prod_add(g, out, &cur, 1)) return -1;
+        prev = cur;
     }
-    /* tail: for max < 0, sym*; else (sym (sym (...)?)?)? with max - min levels */
-    int32_t tail;
-    if (max < 0) {
-        tail = gr_star(g, sym);
-    } else {
-        tail = gr_nt(g);
-        if (tail < 0 || gr_prod_add(g, tail, NULL, 0)) return -1;
-        for (int64_t i = min; i < max; i++) {
-            int32_t nt = gr_nt(g);
-            int32_t pair[2] = {sym, tail};
-            if (nt < 0 || gr_prod_add(g, nt, NULL, 0) || gr_prod_add(g, nt, pair, 2)) return -1;
-            tail = nt;
-        }
+    if (max < 0) { /* sym{min} sym* */
+        int32_t pair[2] = {prev, gr_star(g, sym)};
+        if (pair[1] < 0 || gr_prod_add(g, out, pair, 2)) return -1;
     }
-    if (tail < 0) return -1;
-    for (uint32_t i = 0; i < min; i++) {
-        int32_t nt = gr_nt(g);
-        int32_t pair[2] = {sym, tail};
-        if (nt < 0 || gr_prod_add(g, nt, pair, 2)) return -1;
-        tail = nt;
-    }
-    return tail;
+    return out;
 }
 
 int32_t gr_alt(gr_cfg *g, const int32_t *syms, uint32_t n) {

@@ -95,6 +95,11 @@ static int closure(gr_chart *c, uint32_t k, uint32_t from) {
         int32_t sym = g->rhs[it.pos];
         if (sym == GR_END) {
             int32_t lhs = g->prods[g->pos_prod[it.pos]].lhs;
+            if (it.origin < c->guard && !c->crossed) {
+                uint32_t r = 0;
+                while (r < c->n_readable && c->readable[r] != it.origin) r++;
+                if (r == c->n_readable) c->crossed = 1;
+            }
             uint32_t lo = c->set_start[it.origin];
             uint32_t hi = it.origin == k ? c->n_items : c->set_start[it.origin + 1];
             for (uint32_t j = lo; j < hi; j++) {
@@ -156,9 +161,30 @@ int gr_chart_copy(gr_chart *dst, const gr_chart *src) {
     return 0;
 }
 
+int gr_chart_reserve(gr_chart *c, uint32_t sets, uint32_t items) {
+    return reserve_sets(c, sets) || reserve_items(c, items) ? -1 : 0;
+}
+
+static int scan_closure(gr_chart *c, uint8_t b);
+
 int gr_chart_scan(gr_chart *c, uint8_t b) {
     uint32_t k = c->n_sets - 1;
     if (!gr_class_has(&c->next_bytes[k], b)) return 0;
+    if (!c->memo) return scan_closure(c, b);
+    int r = gr_memo_lookup(c, k, b);
+    if (r != -2) return r;
+    int crossed_before = c->crossed;
+    c->crossed = 0;
+    r = scan_closure(c, b);
+    int crossed = c->crossed;
+    c->crossed = crossed_before | crossed;
+    if (r >= 0) gr_memo_record(c, k, b, r, crossed);
+    return r;
+}
+
+/* The scan proper: the items of set k that can scan b, advanced, then closed. */
+static int scan_closure(gr_chart *c, uint8_t b) {
+    uint32_t k = c->n_sets - 1;
     if (reserve_sets(c, c->n_sets + 1)) return -1;
     const gr_cfg *g = c->g;
     uint32_t from = c->n_items, lo = c->set_start[k];

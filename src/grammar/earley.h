@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "grammar/cfg.h"
+#include "grammar/scan_memo.h"
 
 typedef struct gr_item {
     uint32_t pos;
@@ -32,6 +33,13 @@ typedef struct gr_chart {
     uint64_t *seen_key;
     uint32_t *seen_gen;
     uint32_t seen_cap, gen;
+    /* context watch for the mask cache (mask_cache.h): a completion that reads a set below
+     * `guard` other than the `readable` ones sets `crossed` (guard 0 disables the watch) */
+    uint32_t guard;
+    int crossed;
+    const uint32_t *readable;
+    uint32_t n_readable;
+    gr_scan_memo *memo; /* NULL, or the transition memo of the walk in progress (scan_memo.h) */
 } gr_chart;
 
 /* Pushes set 0 (the closure of S' -> . start). Returns 0 or -1 (memory). */
@@ -42,6 +50,8 @@ int gr_chart_copy(gr_chart *dst, const gr_chart *src);
 /* Pushes the set after byte b. Returns 1 if pushed (b is viable), 0 if not (nothing pushed),
  * -1 on allocation failure (nothing pushed). */
 int gr_chart_scan(gr_chart *c, uint8_t b);
+/* Makes room for set index `sets` and `items` items. Returns 0 or -1. */
+int gr_chart_reserve(gr_chart *c, uint32_t sets, uint32_t items);
 /* Truncates to the first n sets (1 <= n <= n_sets). */
 static inline void gr_chart_pop_to(gr_chart *c, uint32_t n) {
     c->n_sets = n;

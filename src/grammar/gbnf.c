@@ -232,6 +232,16 @@ static int32_t parse_primary(gb *b) {
     return gb_fail(b, "unexpected character");
 }
 
+/* Reads a decimal count (at most 100000) without reading past the end. Returns 0 or -1. */
+static int read_count(gb *b, unsigned long *out) {
+    unsigned long v = 0;
+    const char *start = b->p;
+    while (b->p < b->end && *b->p >= '0' && *b->p <= '9' && v <= 100000) v = v * 10 + (unsigned long)(*b->p++ - '0');
+    if (b->p == start || v > 100000) return -1;
+    *out = v;
+    return 0;
+}
+
 static int32_t parse_postfix(gb *b, int32_t sym) {
     for (;;) {
         if (b->p >= b->end) return sym;
@@ -243,18 +253,14 @@ static int32_t parse_postfix(gb *b, int32_t sym) {
         else if (c == '?') min = 0, max = 1, b->p++;
         else if (c == '{') {
             b->p++;
-            char *q;
-            unsigned long a = strtoul(b->p, &q, 10);
-            if (q == b->p || a > 100000) return gb_fail(b, "bad repetition");
-            b->p = q;
+            unsigned long a, z;
+            if (read_count(b, &a)) return gb_fail(b, "bad repetition");
             max = (int64_t)a;
             if (b->p < b->end && *b->p == ',') {
                 b->p++;
                 max = -1;
                 if (b->p < b->end && *b->p >= '0' && *b->p <= '9') {
-                    unsigned long z = strtoul(b->p, &q, 10);
-                    if (z > 100000 || z < a) return gb_fail(b, "bad repetition");
-                    b->p = q;
+                    if (read_count(b, &z) || z < a) return gb_fail(b, "bad repetition");
                     max = (int64_t)z;
                 }
             }

@@ -61,6 +61,11 @@ cinfer_grammar *cinfer_grammar_compile(const cinfer_grammar_spec *spec, const ci
     }
     atomic_init(&out->refs, 1);
     out->cfg = g;
+    if (pthread_mutex_init(&out->caches_mu, NULL)) {
+        gr_cfg_free(g);
+        free(out);
+        return gr_fail(err, "", -1, "out of resources"), NULL;
+    }
     return out;
 }
 
@@ -71,8 +76,24 @@ cinfer_grammar *cinfer_grammar_retain(cinfer_grammar *g) {
 
 void cinfer_grammar_release(cinfer_grammar *g) {
     if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
+    for (uint32_t i = 0; i < g->n_caches; i++) gr_mask_cache_free(g->caches[i]);
+    pthread_mutex_destroy(&g->caches_mu);
     gr_cfg_free(g->cfg);
     free(g);
 }
 
 size_t cinfer_grammar_size(const cinfer_grammar *g) { return g ? g->cfg->n_prods : 0; }
+
+/* Up to 256 MiB of cached masks per (grammar, vocabulary). */
+#define GR_MASK_CACHE_BYTES ((size_t)256 << 20)
+
+gr_mask_cache *gr_grammar_mask_cache(cinfer_grammar *g, const cinfer_grammar_vocab *v) {
+    gr_mask_cache *out = NULL;
+    pthread_mutex_lock(&g->caches_mu);
+    for (uint32_t i = 0; i < g->n_caches && !out; i++)
+        if (gr_mask_cache_vocab(g->caches[i]) == v->content_hash) out = g->caches[i];
+    if (!out && g->n_caches < GR_MAX_MASK_CACHES && (out = gr_mask_cache_new(v->content_hash, GR_MASK_CACHE_BYTES)))
+        g->caches[g->n_caches++] = out;
+    pthread_mutex_unlock(&g->caches_mu);
+    return out;
+}

@@ -5,15 +5,27 @@
 #ifndef CINFER_GRAMMAR_IMPL_H
 #define CINFER_GRAMMAR_IMPL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "cinfer/grammar.h"
 #include "grammar/cfg.h"
+#include "grammar/mask_cache.h"
+
+#define GR_MAX_MASK_CACHES 4
 
 struct cinfer_grammar {
     atomic_int refs;
     gr_cfg *cfg;
+    /* context-independent mask caches, one per vocabulary (by content hash), made on first use */
+    pthread_mutex_t caches_mu;
+    gr_mask_cache *caches[GR_MAX_MASK_CACHES];
+    uint32_t n_caches;
 };
+
+/* The grammar's mask cache for v (created on first use), or NULL when GR_MAX_MASK_CACHES other
+ * vocabularies already have one or memory ran out. */
+gr_mask_cache *gr_grammar_mask_cache(cinfer_grammar *g, const cinfer_grammar_vocab *v);
 
 /* Trie of the non-special, non-empty tokens. Node 0 is the root (the empty prefix). The
  * children of a node are contiguous in edge_byte/edge_node, sorted by byte. */
@@ -40,6 +52,7 @@ struct cinfer_grammar_vocab {
     uint8_t *bytes;
     uint8_t *is_eos;
     uint32_t max_depth;
+    uint64_t content_hash; /* of every token's bytes and flags and the EOS ids */
 };
 
 /* Front ends: each adds rules to g and returns the nonterminal deriving exactly the language of

@@ -37,7 +37,7 @@
 #define PCHAR "(" UNRESERVED "|" PCT "|" SUB_DELIMS "|[:@])"
 #define AUTHORITY                                                                                                      \
     "((" UNRESERVED "|" PCT "|" SUB_DELIMS "|:)*@)?(\\[" IPV6 "\\]|(" UNRESERVED "|" PCT "|" SUB_DELIMS ")*)(:[0-9]*)" \
-                                                                                                        "?"
+    "?"
 #define URI                                                                                                  \
     "[a-zA-Z][a-zA-Z0-9+.-]*:(//" AUTHORITY "(/" PCHAR "*)*|/(" PCHAR "+(/" PCHAR "*)*)?|" PCHAR "+(/" PCHAR \
     "*)*)?(\\?(" PCHAR "|[/?])*)?(#(" PCHAR "|[/?])*)?"

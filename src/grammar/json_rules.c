@@ -222,8 +222,10 @@ int32_t js_value_literal(js_rules *r, const json_t *v) {
 }
 
 /* The names (decoded to code points) that share the first `depth` code points, as one node of
- * the exclusion trie: E := "" (unless a name ends here) | c E_c (per next code point c of a name)
- * | other-char js_char* (any code point that continues no name). */
+ * the exclusion trie, including the closing quote: E := '"' (unless a name ends here) | c E_c
+ * (per next code point c of a name) | other-char js_char* '"' (any code point that continues no
+ * name). No E is nullable, so nothing completes before the closing quote (which keeps the
+ * characters of a key context-independent for the mask cache). */
 typedef struct name_cp {
     const uint32_t *cp;
     uint32_t len;
@@ -257,11 +259,12 @@ static int32_t except_node(js_rules *r, name_cp *names, uint32_t n, uint32_t dep
         int32_t syms[2] = {edge, child};
         if (child < 0 || gr_prod_add(g, nt, syms, 2)) goto fail;
     }
-    if (!ends_here && gr_prod_add(g, nt, NULL, 0)) goto fail;
+    int32_t q = gr_term_byte(g, '"');
+    if (!ends_here && gr_prod_add(g, nt, &q, 1)) goto fail;
     if (gr_charset_negate(&used)) goto fail;
     int32_t other = gr_charset_json(g, &used), rest = gr_star(g, js_char(r));
-    int32_t syms[2] = {other, rest};
-    if (other < 0 || rest < 0 || gr_prod_add(g, nt, syms, 2)) goto fail;
+    int32_t syms[3] = {other, rest, q};
+    if (other < 0 || rest < 0 || gr_prod_add(g, nt, syms, 3)) goto fail;
     gr_charset_free(&used);
     return nt;
 fail:
@@ -290,8 +293,8 @@ int32_t js_string_except(js_rules *r, const char *const *names, uint32_t n) {
         }
     }
     int32_t body = except_node(r, nc, n, 0), q = gr_term_byte(r->g, '"');
-    int32_t syms[3] = {q, body, q};
-    out = body < 0 ? -1 : gr_seq(r->g, syms, 3);
+    int32_t syms[2] = {q, body};
+    out = body < 0 ? -1 : gr_seq(r->g, syms, 2);
 done:
     free(nc);
     free(cps);

@@ -59,6 +59,7 @@ static const char *const supported[] = {"type",
                                         "$ref",
                                         "patternProperties",
                                         "$id",
+                                        "additionalItems",
                                         NULL};
 
 static int in_list(const char *const *list, const char *k) {
@@ -67,15 +68,24 @@ static int in_list(const char *const *list, const char *k) {
     return 0;
 }
 
+/* Keywords of JSON Schema (Draft 4 to 2020-12) that constrain instances and are not compiled:
+ * always an error. A keyword in none of the lists is not JSON Schema vocabulary (e.g. "x-..."
+ * extensions): the specification says to ignore it, and so does the compiler. */
+static const char *const unsupported[] = {
+    "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies", "contains", "minContains",
+    "maxContains", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$dynamicAnchor",
+    "$recursiveRef", "$recursiveAnchor", "$anchor", "contentSchema", "disallow", "extends", "divisibleBy", NULL};
+
 static int32_t check_keywords(js_ctx *c, const json_t *s, int is_root) {
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)s, k, v) {
         if (in_list(annotations, k)) continue;
-        if (!in_list(supported, k)) return js_fail(c, k, "unsupported keyword '%s'", k);
+        if (in_list(unsupported, k)) return js_fail(c, k, "unsupported keyword '%s'", k);
+        if (!in_list(supported, k)) continue; /* not JSON Schema vocabulary: ignored, as the spec says */
         if (!strcmp(k, "uniqueItems") && json_is_true(v)) return js_fail(c, k, "unsupported keyword 'uniqueItems'");
-        if (!strcmp(k, "patternProperties") && (!json_is_object(v) || json_object_size(v)))
-            return js_fail(c, k, "unsupported keyword 'patternProperties'");
+        if (!strcmp(k, "patternProperties") && (!json_is_object(v) || json_object_size(v) > 1))
+            return js_fail(c, k, "unsupported keyword 'patternProperties' (more than one pattern)");
         if (!strcmp(k, "$id") && !is_root) return js_fail(c, k, "unsupported keyword '$id' in a subschema");
     }
     return 0;
@@ -318,7 +328,24 @@ static unsigned type_bits(js_ctx *c, const json_t *s) {
     return b;
 }
 
-/* Two object schemas that both require property p with disjoint const/enum values. */
+/* The values a property schema allows when it is a const or an enum, as a JSON array (new
+ * reference), or NULL. */
+static json_t *literal_values(js_ctx *c, const json_t *prop) {
+    prop = deref_pure(c, prop, 16);
+    const json_t *cv = json_object_get(prop, "const"), *ev = json_object_get(prop, "enum");
+    if (cv) return json_pack("[O]", cv);
+    if (json_is_array(ev)) return json_incref((json_t *)ev);
+    return NULL;
+}
+
+static int values_disjoint(const json_t *a, const json_t *b) {
+    size_t i, j;
+    json_t *x, *y;
+    json_array_foreach(a, i, x) json_array_foreach(b, j, y) if (json_equal(x, y)) return 0;
+    return 1;
+}
+
+/* Two object schemas that both require a property whose const/enum values are disjoint. */
 static int discriminated(js_ctx *c, const json_t *a, const json_t *b) {
     a = deref_pure(c, a, 16);
     b = deref_pure(c, b, 16);
@@ -334,9 +361,12 @@ static int discriminated(js_ctx *c, const json_t *a, const json_t *b) {
         size_t j;
         json_t *nb;
         json_array_foreach(rb, j, nb) in_b |= json_is_string(nb) && !strcmp(json_string_value(nb), n);
-        const json_t *ca = json_object_get(json_object_get(pa, n), "const");
-        const json_t *cb = json_object_get(json_object_get(pb, n), "const");
-        if (in_b && ca && cb && !json_equal(ca, cb)) return 1;
+        if (!in_b) continue;
+        json_t *va = literal_values(c, json_object_get(pa, n)), *vb = literal_values(c, json_object_get(pb, n));
+        int disjoint = va && vb && values_disjoint(va, vb);
+        json_decref(va);
+        json_decref(vb);
+        if (disjoint) return 1;
     }
     return 0;
 }
@@ -518,6 +548,11 @@ int32_t gr_json_schema_compile(gr_cfg *g, const char *text, size_t len, uint32_t
     c.limits.max_compile_ms = 2000; /* a nested check compile; the outer deadline still applies below */
     js_rules_init(&c.r, g, (flags & CINFER_GRAMMAR_JSON_COMPACT) != 0);
     int32_t nt = js_schema(&c, root, depth);
+    if (nt >= 0) { /* optional (bounded) whitespace around the value, as tokenizers often lead with a space */
+        int32_t ws = js_ws(&c.r);
+        int32_t syms[3] = {ws, nt, ws};
+        nt = ws < 0 ? -1 : gr_seq(g, syms, 3);
+    }
     for (uint32_t i = 0; i < c.n_refs; i++) free(c.refs[i].ptr);
     free(c.refs);
     json_decref(root);

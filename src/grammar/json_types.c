@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/timeutil.h"
+#include "grammar/earley.h"
 #include "grammar/json_schema.h"
 
 static int get_count(js_ctx *c, const json_t *s, const char *k, int64_t *out) {
@@ -55,12 +57,26 @@ int32_t js_type_string(js_ctx *c, const json_t *s) {
     return gr_seq(c->g, syms, 3);
 }
 
+/* The bound keyword i (0 minimum, 1 exclusiveMinimum, 2 maximum, 3 exclusiveMaximum) as a number,
+ * with Draft 4's boolean exclusiveMinimum/exclusiveMaximum (a flag on minimum/maximum) mapped to
+ * the Draft 6+ form. NULL when absent. */
+static const json_t *bound(const json_t *s, int i) {
+    static const char *const keys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+    const json_t *v = json_object_get(s, keys[i]);
+    const json_t *flag = json_object_get(s, keys[i < 2 ? 1 : 3]);
+    if (json_is_boolean(flag)) {
+        if (i == 1 || i == 3) return json_is_true(flag) ? json_object_get(s, keys[i - 1]) : NULL;
+        return json_is_true(flag) ? NULL : v;
+    }
+    return v;
+}
+
 /* Integer bounds from minimum/maximum/exclusive*: lo/hi, each present or not. */
 static int int_bounds(js_ctx *c, const json_t *s, int *has_lo, int64_t *lo, int *has_hi, int64_t *hi) {
     static const char *const keys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
     *has_lo = *has_hi = 0;
     for (int i = 0; i < 4; i++) {
-        const json_t *v = json_object_get(s, keys[i]);
+        const json_t *v = bound(s, i);
         if (!v) continue;
         if (!json_is_number(v)) return js_fail(c, keys[i], "'%s' must be a number", keys[i]);
         double d = json_number_value(v);
@@ -136,7 +152,7 @@ int32_t js_type_number(js_ctx *c, const json_t *s) {
     static const char *const keys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
     num_bound L = {0}, H = {0};
     for (int i = 0; i < 4; i++) {
-        const json_t *v = json_object_get(s, keys[i]);
+        const json_t *v = bound(s, i);
         if (!v) continue;
         double d = json_number_value(v);
         if (!json_is_number(v) || d != floor(d) || fabs(d) > 1e15)
@@ -190,6 +206,11 @@ int32_t js_type_array(js_ctx *c, const json_t *s, uint32_t depth) {
     if (get_count(c, s, "minItems", &min) < 0 || get_count(c, s, "maxItems", &max) < 0) return -1;
     const json_t *prefix = json_object_get(s, "prefixItems"), *items = json_object_get(s, "items");
     if (prefix && !json_is_array(prefix)) return js_fail(c, "prefixItems", "'prefixItems' must be an array");
+    if (json_is_array(items)) { /* Draft 4-2019: items as an array is prefixItems, then additionalItems */
+        if (prefix) return js_fail(c, "items", "'items' as an array together with 'prefixItems'");
+        prefix = items;
+        items = json_object_get(s, "additionalItems");
+    }
     size_t np = prefix ? json_array_size(prefix) : 0;
     if (max >= 0 && (size_t)max < np) np = (size_t)max;
     int32_t sep = sep_rule(c), ws = js_ws(&c->r);
@@ -250,7 +271,17 @@ static int is_required(const json_t *req, const char *name) {
 
 /* The property list: `properties` in order, then required names only `additionalProperties`
  * can supply. Returns the count, or -1. */
-static int collect_props(js_ctx *c, const json_t *s, const json_t *additional, obj_prop *out, uint32_t depth) {
+static int32_t prop_value(js_ctx *c, const json_t *sub, const json_t *pschema, const char *seg, uint32_t depth) {
+    if (!pschema) return with_path(c, sub, seg, depth);
+    json_t *both = json_pack("{s:[O,O]}", "allOf", (json_t *)sub, (json_t *)pschema);
+    int32_t nt = both ? with_path(c, both, seg, depth) : js_fail(c, "patternProperties", "out of memory");
+    json_decref(both);
+    return nt;
+}
+
+/* pschema: the schema of a patternProperties pattern every declared name matches, or NULL. */
+static int collect_props(js_ctx *c, const json_t *s, const json_t *additional, const json_t *pschema, obj_prop *out,
+                         uint32_t depth) {
     const json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     if (props && !json_is_object(props)) return js_fail(c, "properties", "'properties' must be an object");
     if (req && !json_is_array(req)) return js_fail(c, "required", "'required' must be an array");
@@ -260,7 +291,7 @@ static int collect_props(js_ctx *c, const json_t *s, const json_t *additional, o
     if (props) json_object_foreach((json_t *)props, name, sub) {
             char seg[96];
             snprintf(seg, sizeof seg, "properties/%.80s", name);
-            int32_t key = js_string_value(&c->r, name, strlen(name)), value = with_path(c, sub, seg, depth);
+            int32_t key = js_string_value(&c->r, name, strlen(name)), value = prop_value(c, sub, pschema, seg, depth);
             out[n] =
                 (obj_prop){name, key < 0 || value < 0 ? -1 : pair_rule(c, key, value), req && is_required(req, name)};
             if (out[n++].pair < 0) return js_fail(c, "properties", "grammar limit");
@@ -282,21 +313,108 @@ static int collect_props(js_ctx *c, const json_t *s, const json_t *additional, o
     return n;
 }
 
+/* The key rule of a pattern: a JSON string literal whose value the pattern matches (search). */
+static int32_t pattern_key(gr_cfg *g, const char *pat, uint32_t depth, cinfer_grammar_error *err) {
+    int32_t body = gr_regex_compile(g, pat, strlen(pat), GR_RX_JSON_STRING, depth, err);
+    int32_t q = gr_term_byte(g, '"');
+    int32_t syms[3] = {q, body, q};
+    return body < 0 ? -1 : gr_seq(g, syms, 3);
+}
+
+/* 1 if pattern matches name, 0 if not, -1 on error. */
+static int pattern_matches(js_ctx *c, const char *pat, const char *name) {
+    cinfer_grammar_limits lim = c->limits;
+    lim.max_compile_ms = c->g->deadline_ms - time_now() * 1000.0;
+    if (lim.max_compile_ms < 1) return js_fail(c, "", "grammar compile time limit exceeded");
+    gr_cfg *t = gr_cfg_new(&lim);
+    json_t *js = json_string(name);
+    char *text = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+    int32_t key = t ? pattern_key(t, pat, c->limits.max_depth, c->err) : -1;
+    int ok = -1;
+    gr_chart ch;
+    if (key >= 0 && text && !gr_cfg_finalize(t, key)) {
+        ok = 0;
+        if (!gr_cfg_matches_nothing(t) && !gr_chart_init(&ch, t)) {
+            ok = 1;
+            for (const char *p = text; *p && ok; p++) ok = gr_chart_scan(&ch, (uint8_t)*p) == 1;
+            ok = ok && gr_chart_accepting(&ch);
+            gr_chart_free(&ch);
+        }
+    }
+    if (ok < 0) js_fail(c, "patternProperties", "bad pattern");
+    free(text);
+    json_decref(js);
+    gr_cfg_free(t);
+    return ok;
+}
+
+static int is_universal_pattern(const char *p) {
+    static const char *const all[] = {"", ".*", "^.*$", "^.*", ".*$", ".+", "^.+$", "^.+", ".+$", "^(.*)$", NULL};
+    for (int i = 0; all[i]; i++)
+        if (!strcmp(p, all[i])) return 1;
+    return 0;
+}
+
 int32_t js_type_object(js_ctx *c, const json_t *s, uint32_t depth) {
     gr_cfg *g = c->g;
     int64_t minp = 0, maxp = -1;
     if (get_count(c, s, "minProperties", &minp) < 0 || get_count(c, s, "maxProperties", &maxp) < 0) return -1;
     const json_t *additional = json_object_get(s, "additionalProperties");
     const json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
-    size_t cap_props = (props ? json_object_size(props) : 0) + (json_is_array(req) ? json_array_size(req) : 0) + 1;
+    size_t cap_props = (props ? json_object_size(props) : 0) + (json_is_array(req) ? json_array_size(req) : 0) + 2;
     obj_prop *list = calloc(cap_props, sizeof *list);
     const char **names = calloc(cap_props, sizeof *names);
     int32_t *st = NULL, out = -1;
     if (!list || !names) goto done;
-    int n = collect_props(c, s, additional, list, depth);
+    /* patternProperties (one pattern): either it matches every non-empty name (then it applies to
+     * the declared properties too, and to every other name, whatever additionalProperties says),
+     * or additionalProperties is false and it matches no declared name (then it types the only
+     * other names allowed). Anything else is refused. */
+    const json_t *pp = json_object_get(s, "patternProperties");
+    const char *pat = NULL;
+    const json_t *pschema = NULL;
+    int universal = 0;
+    if (json_is_object(pp) && json_object_size(pp) == 1) {
+        void *it = json_object_iter((json_t *)pp);
+        pat = json_object_iter_key(it);
+        pschema = json_object_iter_value(it);
+        universal = is_universal_pattern(pat);
+        if (!universal && !json_is_false(additional)) {
+            js_fail(c, "patternProperties", "'patternProperties' is supported with 'additionalProperties': false "
+                                            "or a pattern matching every name");
+            goto done;
+        }
+    }
+    int n = collect_props(c, s, universal ? pschema : additional, universal ? pschema : NULL, list, depth);
     if (n < 0) goto done;
     int32_t extra = -1;
-    if (!json_is_false(additional)) {
+    if (pat && !universal) {
+        for (int i = 0; i < n; i++) {
+            int m = pattern_matches(c, pat, list[i].name);
+            if (m != 0) {
+                if (m > 0) js_fail(c, "patternProperties", "pattern matches the declared property '%s'", list[i].name);
+                goto done;
+            }
+        }
+        int32_t key = pattern_key(g, pat, c->limits.max_depth, c->err);
+        int32_t value = key < 0 ? -1 : with_path(c, pschema, "patternProperties", depth);
+        extra = value < 0 ? -1 : pair_rule(c, key, value);
+        if (extra < 0) {
+            if (!c->failed) js_fail(c, "patternProperties", "bad pattern");
+            c->failed = 1;
+            goto done;
+        }
+    } else if (pat) { /* universal: every other non-empty name, typed by the pattern's schema */
+        for (int i = 0; i < n; i++) names[i] = list[i].name;
+        names[n] = "";
+        int32_t key = js_string_except(&c->r, names, (uint32_t)n + 1);
+        int32_t value = with_path(c, pschema, "patternProperties", depth);
+        extra = key < 0 || value < 0 ? -1 : pair_rule(c, key, value);
+        if (extra < 0) {
+            js_fail(c, "patternProperties", "grammar limit");
+            goto done;
+        }
+    } else if (!json_is_false(additional)) {
         for (int i = 0; i < n; i++) names[i] = list[i].name;
         int32_t key = js_string_except(&c->r, names, (uint32_t)n);
         int32_t value = additional ? with_path(c, additional, "additionalProperties", depth) : js_any(&c->r);

@@ -1,24 +1,17 @@
 /* matcher.c - cinfer_grammar_matcher: one request's position in a grammar. Owns the Earley
  * chart (earley.h), the step history for rollback (the chart height before each step), the
- * terminated flag (EOS accepted), and the token-mask walk over the vocabulary trie: a depth-first
- * walk that pushes one Earley set per trie edge and prunes a subtree as soon as its first byte
- * is not viable, so the cost is the number of viable token prefixes, not the vocabulary size. */
+ * terminated flag (EOS accepted), forced bytes/tokens. Token masks are in mask.c. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "grammar/earley.h"
-#include "grammar/grammar_impl.h"
+#include "grammar/matcher_impl.h"
 
-struct cinfer_grammar_matcher {
-    cinfer_grammar *g;
-    const cinfer_grammar_vocab *v;
-    gr_chart chart;
-    uint32_t *step_sets; /* chart height before each step */
-    uint8_t *step_eos; /* 1 if that step was an EOS token */
-    uint32_t n_steps, cap_steps;
-    int terminated;
-    uint32_t *scratch_mask; /* for forced_token; allocated on first use */
-};
+/* The grammar's shared mask cache for this vocabulary, or a private one. Returns 1, or 0 (memory). */
+static int attach_cache(cinfer_grammar_matcher *m) {
+    m->cache = gr_grammar_mask_cache(m->g, m->v);
+    if (!m->cache) m->cache = m->private_cache = gr_mask_cache_new(m->v->content_hash, (size_t)64 << 20);
+    return m->cache != NULL;
+}
 
 cinfer_grammar_matcher *cinfer_grammar_matcher_new(cinfer_grammar *g, const cinfer_grammar_vocab *v,
                                                    cinfer_grammar_error *err) {
@@ -31,12 +24,18 @@ cinfer_grammar_matcher *cinfer_grammar_matcher_new(cinfer_grammar *g, const cinf
     }
     m->g = cinfer_grammar_retain(g);
     m->v = v;
+    if (!attach_cache(m)) {
+        cinfer_grammar_matcher_free(m);
+        return gr_fail(err, "", -1, "out of memory"), NULL;
+    }
     return m;
 }
 
 void cinfer_grammar_matcher_free(cinfer_grammar_matcher *m) {
     if (!m) return;
     gr_chart_free(&m->chart);
+    gr_mask_cache_free(m->private_cache);
+    gr_mask_scratch_free(&m->ms);
     cinfer_grammar_release(m->g);
     free(m->step_sets);
     free(m->step_eos);
@@ -55,6 +54,10 @@ cinfer_grammar_matcher *cinfer_grammar_matcher_fork(const cinfer_grammar_matcher
     f->g = cinfer_grammar_retain(m->g);
     f->v = m->v;
     f->terminated = m->terminated;
+    if (!attach_cache(f)) {
+        cinfer_grammar_matcher_free(f);
+        return gr_fail(err, "", -1, "out of memory"), NULL;
+    }
     if (m->n_steps) {
         f->step_sets = malloc((size_t)m->n_steps * sizeof *f->step_sets);
         f->step_eos = malloc(m->n_steps);
@@ -151,44 +154,6 @@ int cinfer_grammar_matcher_is_accepting(const cinfer_grammar_matcher *m) {
     return m && !m->terminated && gr_chart_accepting(&m->chart);
 }
 int cinfer_grammar_matcher_is_terminated(const cinfer_grammar_matcher *m) { return m && m->terminated; }
-
-static void mark_tokens(const cinfer_grammar_vocab *v, int32_t t, uint32_t *mask, int *count) {
-    for (; t >= 0; t = v->same_next[t]) {
-        mask[t >> 5] |= 1u << (t & 31);
-        (*count)++;
-    }
-}
-
-/* Visits the children of trie node `node` whose bytes are viable after the chart's top set. */
-static void walk(cinfer_grammar_matcher *m, uint32_t node, uint32_t *mask, int *count) {
-    const cinfer_grammar_vocab *v = m->v;
-    const gr_trie_node *nd = &v->nodes[node];
-    uint32_t height = m->chart.n_sets;
-    for (uint32_t e = nd->first_edge; e < nd->first_edge + nd->n_edges; e++) {
-        uint8_t b = v->edge_byte[e];
-        if (!gr_class_has(gr_chart_next_bytes(&m->chart), b)) continue;
-        if (gr_chart_scan(&m->chart, b) != 1) continue;
-        uint32_t child = v->edge_node[e];
-        mark_tokens(v, v->nodes[child].token, mask, count);
-        if (v->nodes[child].n_edges) walk(m, child, mask, count);
-        gr_chart_pop_to(&m->chart, height);
-    }
-}
-
-int cinfer_grammar_matcher_fill_mask(cinfer_grammar_matcher *m, uint32_t *mask, size_t n_words) {
-    if (!m || !mask) return 0;
-    memset(mask, 0, n_words * sizeof *mask);
-    if (n_words < cinfer_grammar_mask_words(m->v) || m->terminated) return 0;
-    int count = 0;
-    walk(m, 0, mask, &count);
-    if (gr_chart_accepting(&m->chart))
-        for (uint32_t i = 0; i < m->v->n_eos; i++) {
-            uint32_t t = m->v->eos[i];
-            if (!(mask[t >> 5] >> (t & 31) & 1)) count++;
-            mask[t >> 5] |= 1u << (t & 31);
-        }
-    return count;
-}
 
 static int single_byte(const gr_class *c, uint8_t *out) {
     int n = 0;

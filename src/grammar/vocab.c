@@ -5,6 +5,7 @@
  * children contiguous, so a mask walk touches memory roughly in order. */
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "grammar/grammar_impl.h"
 
@@ -140,6 +141,18 @@ cinfer_grammar_vocab *cinfer_grammar_vocab_new(const cinfer_grammar_token *token
         ok = new_node(&b, 0) == 0 && !build_node(&b, 0, 0, n, 0);
     }
     free(order);
+    if (ok) {
+        XXH3_state_t *st = XXH3_createState();
+        ok = st && XXH3_64bits_reset(st) == XXH_OK;
+        for (uint32_t i = 0; ok && i < n_tokens; i++) {
+            uint32_t meta[2] = {v->tok_len[i], v->tok_special[i]};
+            XXH3_64bits_update(st, meta, sizeof meta);
+            XXH3_64bits_update(st, v->bytes + v->tok_off[i], v->tok_len[i]);
+        }
+        if (ok) XXH3_64bits_update(st, v->eos, (size_t)n_eos * sizeof *v->eos);
+        if (ok) v->content_hash = XXH3_64bits_digest(st);
+        XXH3_freeState(st);
+    }
     if (!ok) {
         cinfer_grammar_vocab_free(v);
         return gr_fail(err, "", -1, "out of memory building the token trie"), NULL;
