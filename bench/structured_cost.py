@@ -3,15 +3,19 @@ bench/structured_cost.sh. Not a test.
 
 One server at a time (cinfer serve, then llama.cpp's llama-server as the peer when its binary exists),
 the same GGUF model, the same load: 16 client threads each sending chat requests back to back
-(non-streaming), temperature 1 with per-request seeds, max_tokens N, in four modes:
+(non-streaming), temperature 1 with per-request seeds, top-k 40 (top-p and min-p off) on both
+servers (with top-k off, llama-server's samplers sort the whole 32k vocabulary per token and ran at
+under 1 token/s per stream on this machine), max_tokens N, in these modes:
   free        no constraint (ignore_eos: every request runs to max_tokens)
-  json_schema response_format json_schema: an array of at least 64 small objects, so every document
-              is cut by max_tokens too (equal token counts in every mode)
-  json_object response_format json_object (the peer: its json_object mode)
-  regex       guided_regex / the peer's GBNF equivalent: digits and letters in groups (cinfer only:
-              llama-server takes no regex; reported for cinfer)
-Reported per mode: output tokens/s over the wall time of the mode and its ratio to `free` on the
-same server, and for cinfer the engine's grammar counters (/metrics): mask time per constrained
+  json_schema response_format json_schema: {"rows": [small objects]} (documents end when the model
+              closes the array: fewer tokens per request than free)
+  json_object response_format json_object
+  json_long   the same with minItems 64, so every document is cut by max_tokens (equal token counts
+              with free) - cinfer only: llama.cpp's GBNF expands the 64 repetitions and its grammar
+              sampler over the whole 32k vocabulary then ran at well under 1 token/s per stream here
+  regex       guided_regex, groups of digits and letters (cinfer only: llama-server takes no regex)
+The modes run interleaved, ROUNDS rounds of every mode, REQUESTS requests each; reported per mode:
+the median round's output tokens/s and its ratio to `free` on the same server, and for cinfer the engine's grammar counters (/metrics): mask time per constrained
 token, forced tokens, masks computed while a forward pass ran. Ratios from one run are the result;
 absolute numbers move with the shared machine's load.
 usage: structured_cost.py CINFER_BIN LLAMA_SERVER_BIN|- MODEL THREADS REQUESTS MAX_TOKENS"""
@@ -26,21 +30,25 @@ import time
 import urllib.request
 
 STREAMS = 16
+ROUNDS = 3
+ROW = {"type": "object", "additionalProperties": False, "required": ["id", "name", "ok"],
+       "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 999},
+                      "name": {"type": "string", "maxLength": 12}, "ok": {"type": "boolean"}}}
 SCHEMA = {"type": "object", "additionalProperties": False, "required": ["rows"],
-          "properties": {"rows": {"type": "array", "minItems": 64, "items": {
-              "type": "object", "additionalProperties": False, "required": ["id", "name", "ok"],
-              "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 999},
-                             "name": {"type": "string", "maxLength": 12}, "ok": {"type": "boolean"}}}}}}
+          "properties": {"rows": {"type": "array", "items": ROW}}}
+LONG_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["rows"],
+               "properties": {"rows": {"type": "array", "minItems": 64, "items": ROW}}}
 REGEX = "([0-9]{3}-[a-z]{4} ){200}"
 
 
 def body(mode, peer, seed, max_tokens):
     b = {"messages": [{"role": "user", "content": "Write rows of data (%d)." % seed}],
-         "max_tokens": max_tokens, "temperature": 1, "seed": seed}
+         "max_tokens": max_tokens, "temperature": 1, "seed": seed, "top_k": 40, "top_p": 1.0, "min_p": 0.0}
     if mode == "free":
         b["ignore_eos"] = True
-    elif mode == "json_schema":
-        b["response_format"] = {"type": "json_schema", "json_schema": {"name": "rows", "schema": SCHEMA}}
+    elif mode in ("json_schema", "json_long"):
+        b["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": "rows", "schema": SCHEMA if mode == "json_schema" else LONG_SCHEMA}}
     elif mode == "json_object":
         b["response_format"] = {"type": "json_object"}
     elif mode == "regex":
@@ -128,13 +136,29 @@ def stop(p):
 
 
 def bench(name, url, modes, n_requests, max_tokens, peer):
-    rows, free_tps = [], None
+    """ROUNDS rounds, each running every mode once (interleaved, so load drift on the shared machine
+    hits every mode alike); per mode the median round's throughput and its ratio to `free`."""
     run_mode(url, "free", peer, STREAMS, 8)  # warm-up (threads, caches)
+    runs = {m: [] for m in modes}
+    for _ in range(ROUNDS):
+        for mode in modes:
+            runs[mode].append(run_mode(url, mode, peer, n_requests, max_tokens))
+    med = {}
     for mode in modes:
-        wall, st, d = run_mode(url, mode, peer, n_requests, max_tokens)
-        tps = st["tokens"] / wall if wall > 0 else 0
-        if mode == "free":
-            free_tps = tps
+        tps = sorted(st["tokens"] / wall if wall > 0 else 0 for wall, st, _ in runs[mode])
+        med[mode] = tps[len(tps) // 2]
+    rows = []
+    for mode in modes:
+        n_req = sum(sum(st["finish"].values()) for _, st, _ in runs[mode])
+        tokens = sum(st["tokens"] for _, st, _ in runs[mode])
+        wall = sum(w for w, _, _ in runs[mode])
+        finish, errors, d = {}, 0, {}
+        for _, st, dd in runs[mode]:
+            for k, v in st["finish"].items():
+                finish[k] = finish.get(k, 0) + v
+            errors += st["errors"]
+            for k, v in dd.items():
+                d[k] = d.get(k, 0) + v
         extra = ""
         if d.get("cinfer_grammar_tokens_total"):
             g = d["cinfer_grammar_tokens_total"]
@@ -142,10 +166,11 @@ def bench(name, url, modes, n_requests, max_tokens, peer):
                 1e6 * d.get("cinfer_grammar_mask_seconds_total", 0) / g,
                 100 * d.get("cinfer_grammar_forced_tokens_total", 0) / g,
                 100 * d.get("cinfer_grammar_masks_overlapped_total", 0) / g)
-        err = " errors %d (%s)" % (st["errors"], st.get("last_error", "")) if st["errors"] else ""
-        rows.append("%-8s %-12s %6d tok %7.1f s %8.1f tok/s  x%.3f of free  finish %s  %s%s" % (
-            name, mode, st["tokens"], wall, tps, tps / free_tps if free_tps else 0, json.dumps(st["finish"]), extra,
-            err))
+        err = " errors %d" % errors if errors else ""
+        rounds = " ".join("%.0f" % (st["tokens"] / w if w > 0 else 0) for w, st, _ in runs[mode])
+        rows.append("%-7s %-12s %6d tok (%5.1f/req) %6.1f s  median %7.1f tok/s (rounds %s)  x%.3f of free  finish %s  %s%s" % (
+            name, mode, tokens, tokens / n_req if n_req else 0, wall, med[mode], rounds, med[mode] / med["free"] if med.get("free") else 0,
+            json.dumps(finish), extra, err))
         print(rows[-1], flush=True)
     return rows
 
@@ -159,7 +184,8 @@ def main():
     p = start([cinfer, "serve", model, "--port", str(port), "-t", threads, "--ctx", "4096", "--max-seqs",
                str(STREAMS), "--kv-memory", "1"], url + "/health", log)
     try:
-        bench("cinfer", url, ["free", "json_schema", "json_object", "regex"], n_requests, max_tokens, False)
+        bench("cinfer", url, ["free", "json_schema", "json_object", "json_long", "regex"], n_requests, max_tokens,
+              False)
     finally:
         stop(p)
     if llama != "-" and os.path.exists(llama):

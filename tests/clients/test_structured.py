@@ -67,6 +67,12 @@ def tearDownModule():
     assert rc == 0, "server exit code %r\n%s" % (rc, SRV.log_text()[-3000:])
 
 
+def pmap(fn, items):
+    """fn over items from 8 client threads (the engine batches them), results in order."""
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        return list(ex.map(fn, items))
+
+
 def valid(test, schema, text):
     """Parses and validates one output; counts it."""
     N_SAMPLES["total"] += 1
@@ -82,9 +88,8 @@ class TestSampled(unittest.TestCase):
     """Temperature 1, many seeds: every document valid, every output ended by the grammar."""
 
     def test_chat_response_format(self):
-        for seed in range(12):
-            r = OAI.chat.completions.create(model=NAME, messages=USER, response_format=FMT, n=8, temperature=1,
-                                            seed=seed, max_tokens=400)
+        for r in pmap(lambda seed: OAI.chat.completions.create(model=NAME, messages=USER, response_format=FMT, n=8,
+                                                               temperature=1, seed=seed, max_tokens=400), range(12)):
             for ch in r.choices:
                 self.assertEqual(ch.finish_reason, "stop", ch.message.content)
                 valid(self, PERSON, ch.message.content)
@@ -117,53 +122,56 @@ class TestSampled(unittest.TestCase):
 
     def test_responses_text_format(self):
         fmt = {"format": {"type": "json_schema", "name": "person", "schema": PERSON, "strict": True}}
-        for seed in range(24):
-            r = OAI.responses.create(model=NAME, input="Describe a person.", text=fmt, temperature=1,
-                                     max_output_tokens=400, extra_body={"seed": seed})
+        for r in pmap(lambda seed: OAI.responses.create(model=NAME, input="Describe a person.", text=fmt,
+                                                        temperature=1, max_output_tokens=400,
+                                                        extra_body={"seed": seed}), range(24)):
             self.assertEqual(r.status, "completed")
             valid(self, PERSON, r.output_text)
 
     def test_chat_strict_tools_forced(self):
-        for seed in range(6):  # required: either tool, arguments valid for the one named
-            r = OAI.chat.completions.create(model=NAME, messages=USER, tools=CHAT_TOOLS, tool_choice="required",
-                                            n=8, temperature=1, seed=seed, max_tokens=400)
+        for r in pmap(lambda seed: OAI.chat.completions.create(  # required: either tool, its arguments valid
+                model=NAME, messages=USER, tools=CHAT_TOOLS, tool_choice="required", n=8, temperature=1, seed=seed,
+                max_tokens=400), range(6)):
             for ch in r.choices:
                 self.assertEqual(ch.finish_reason, "tool_calls")
                 tc = ch.message.tool_calls[0]
                 self.assertIn(tc.function.name, ARGS)
                 valid(self, ARGS[tc.function.name], tc.function.arguments)
         named = {"type": "function", "function": {"name": "get_time"}}
-        for seed in range(3):
-            r = OAI.chat.completions.create(model=NAME, messages=USER, tools=CHAT_TOOLS, tool_choice=named, n=8,
-                                            temperature=1, seed=seed, max_tokens=400)
+        for r in pmap(lambda seed: OAI.chat.completions.create(model=NAME, messages=USER, tools=CHAT_TOOLS,
+                                                               tool_choice=named, n=8, temperature=1, seed=seed,
+                                                               max_tokens=400), range(3)):
             for ch in r.choices:
                 tc = ch.message.tool_calls[0]
                 self.assertEqual(tc.function.name, "get_time")
                 valid(self, TIME_ARGS, tc.function.arguments)
 
     def test_responses_tools_forced(self):
-        for seed in range(12):
-            r = OAI.responses.create(model=NAME, input="What time is it?", tools=RESP_TOOLS, tool_choice="required",
-                                     temperature=1, max_output_tokens=400, extra_body={"seed": seed})
+        for r in pmap(lambda seed: OAI.responses.create(model=NAME, input="What time is it?", tools=RESP_TOOLS,
+                                                        tool_choice="required", temperature=1,
+                                                        max_output_tokens=400, extra_body={"seed": seed}),
+                      range(12)):
             calls = [o for o in r.output if o.type == "function_call"]
             self.assertEqual(len(calls), 1, r.output)
             valid(self, ARGS[calls[0].name], calls[0].arguments)
 
     def test_messages_forced_tool_and_format(self):
-        for seed in range(12):
+        def forced(seed):
             choice = {"type": "tool", "name": "get_weather"} if seed % 2 else {"type": "any"}
-            m = ANT.messages.create(model=NAME, max_tokens=400, messages=USER, tools=ANT_TOOLS, tool_choice=choice,
-                                    temperature=1, extra_body={"seed": seed})
+            return ANT.messages.create(model=NAME, max_tokens=400, messages=USER, tools=ANT_TOOLS,
+                                       tool_choice=choice, temperature=1, extra_body={"seed": seed})
+
+        for seed, m in enumerate(pmap(forced, range(12))):
             self.assertEqual(m.stop_reason, "tool_use")
             tu = [b for b in m.content if b.type == "tool_use"][0]
             if seed % 2:
                 self.assertEqual(tu.name, "get_weather")
             N_SAMPLES["total"] += 1
             jsonschema.validate(tu.input, ARGS[tu.name])
-        for seed in range(8):  # JSON output through output_config.format
-            m = ANT.messages.create(model=NAME, max_tokens=400, messages=USER, temperature=1,
-                                    extra_body={"seed": seed, "output_config": {
-                                        "format": {"type": "json_schema", "schema": PERSON}}})
+        for m in pmap(lambda seed: ANT.messages.create(  # JSON output through output_config.format
+                model=NAME, max_tokens=400, messages=USER, temperature=1,
+                extra_body={"seed": seed, "output_config": {"format": {"type": "json_schema", "schema": PERSON}}}),
+                range(8)):
             self.assertEqual(m.stop_reason, "end_turn")
             valid(self, PERSON, m.content[0].text)
 
