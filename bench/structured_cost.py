@@ -9,12 +9,13 @@ under 1 token/s per stream on this machine), max_tokens N, in these modes:
   free        no constraint (ignore_eos: every request runs to max_tokens)
   json_schema response_format json_schema: {"rows": [small objects]} (documents end when the model
               closes the array: fewer tokens per request than free)
-  json_object response_format json_object
+  json_object response_format json_object (the peer: json_schema {"type": "object"})
   json_long   the same with minItems 64, so every document is cut by max_tokens (equal token counts
               with free) - cinfer only: llama.cpp's GBNF expands the 64 repetitions and its grammar
               sampler over the whole 32k vocabulary then ran at well under 1 token/s per stream here
   regex       guided_regex, groups of digits and letters (cinfer only: llama-server takes no regex)
-The modes run interleaved, ROUNDS rounds of every mode, REQUESTS requests each; reported per mode:
+The modes run interleaved, ROUNDS rounds of every mode (the peer: PEER_ROUNDS), REQUESTS requests
+each; reported per mode:
 the median round's output tokens/s and its ratio to `free` on the same server, and for cinfer the engine's grammar counters (/metrics): mask time per constrained
 token, forced tokens, masks computed while a forward pass ran. Ratios from one run are the result;
 absolute numbers move with the shared machine's load.
@@ -31,6 +32,7 @@ import urllib.request
 
 STREAMS = 16
 ROUNDS = 3
+PEER_ROUNDS = 1  # llama-server ran at ~10 tokens/s here (its threads spin on the loaded VM): one round
 ROW = {"type": "object", "additionalProperties": False, "required": ["id", "name", "ok"],
        "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 999},
                       "name": {"type": "string", "maxLength": 12}, "ok": {"type": "boolean"}}}
@@ -56,11 +58,31 @@ def body(mode, peer, seed, max_tokens):
     return b
 
 
-def post(url, b, timeout=600):
-    req = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps(b).encode(),
+def peer_body(b):
+    """The same request for llama-server's native /completion endpoint: its chat endpoint refuses
+    response_format on this template-less model ("Failed to initialize samplers"), so the prompt is
+    the ChatML text cinfer renders and the constraint its json_schema field."""
+    p = {"prompt": "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n" % b["messages"][0]["content"],
+         "n_predict": b["max_tokens"]}
+    for k in ("temperature", "seed", "top_k", "top_p", "min_p", "ignore_eos"):
+        if k in b:
+            p[k] = b[k]
+    rf = b.get("response_format")
+    if rf:
+        p["json_schema"] = rf["json_schema"]["schema"] if rf["type"] == "json_schema" else {"type": "object"}
+    return p
+
+
+def post(url, b, peer, timeout=1800):
+    path, data = ("/completion", peer_body(b)) if peer else ("/v1/chat/completions", b)
+    req = urllib.request.Request(url + path, data=json.dumps(data).encode(),
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
+        out = json.loads(r.read())
+    if peer:  # the chat shape the caller reads
+        fin = "length" if out.get("stop_type") == "limit" else "stop"
+        return {"choices": [{"finish_reason": fin}], "usage": {"completion_tokens": out["tokens_predicted"]}}
+    return out
 
 
 def metrics(url):
@@ -89,7 +111,7 @@ def run_mode(url, mode, peer, n_requests, max_tokens):
                     return
                 state["next"] += 1
             try:
-                r = post(url, body(mode, peer, 1000 + i, max_tokens))
+                r = post(url, body(mode, peer, 1000 + i, max_tokens), peer)
                 fin = r["choices"][0]["finish_reason"]
                 with lock:
                     state["tokens"] += r["usage"]["completion_tokens"]
@@ -135,12 +157,12 @@ def stop(p):
         p.wait()
 
 
-def bench(name, url, modes, n_requests, max_tokens, peer):
+def bench(name, url, modes, n_requests, max_tokens, peer, rounds):
     """ROUNDS rounds, each running every mode once (interleaved, so load drift on the shared machine
     hits every mode alike); per mode the median round's throughput and its ratio to `free`."""
     run_mode(url, "free", peer, STREAMS, 8)  # warm-up (threads, caches)
     runs = {m: [] for m in modes}
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         for mode in modes:
             runs[mode].append(run_mode(url, mode, peer, n_requests, max_tokens))
     med = {}
@@ -185,14 +207,14 @@ def main():
                str(STREAMS), "--kv-memory", "1"], url + "/health", log)
     try:
         bench("cinfer", url, ["free", "json_schema", "json_object", "json_long", "regex"], n_requests, max_tokens,
-              False)
+              False, ROUNDS)
     finally:
         stop(p)
     if llama != "-" and os.path.exists(llama):
         p = start([llama, "-m", model, "--port", str(port), "-t", threads, "-c", str(4096 * STREAMS), "-np",
                    str(STREAMS), "--no-warmup"], url + "/health", log)
         try:
-            bench("llama", url, ["free", "json_schema", "json_object"], n_requests, max_tokens, True)
+            bench("llama", url, ["free", "json_schema", "json_object"], n_requests, max_tokens, True, PEER_ROUNDS)
         finally:
             stop(p)
     else:

@@ -4,13 +4,13 @@
 # peer, when built) on the same GGUF in one run (bench/structured_cost.py).
 # usage: bench/structured_cost.sh [MODEL.gguf] [THREADS] [REQUESTS] [MAX_TOKENS]   (--help)
 # Defaults: tiny-llama (random weights, 32k vocabulary: the forward pass is cheap, so the mask's share
-# is the largest it gets), 2 threads, 16 requests per mode and round (3 rounds), 128 tokens each.
+# is the largest it gets), 2 threads, 16 requests per mode and round (3 rounds; the peer 1), 48 tokens each.
 # Writes bench/results/structured-cost.txt.
 set -eu
 usage="usage: bench/structured_cost.sh [MODEL.gguf] [THREADS] [REQUESTS] [MAX_TOKENS]
 Throughput of structured outputs vs unconstrained decoding at 16 streams, cinfer and llama-server
 (LLAMA_SERVER, default /work/llama/build/bin/llama-server; skipped when missing) on the same model.
-Defaults: \$CINFER_SHARED/models/tiny/tiny-llama.gguf, 2 threads, 16 requests per mode and round (3 rounds), 128 tokens.
+Defaults: \$CINFER_SHARED/models/tiny/tiny-llama.gguf, 2 threads, 16 requests per mode and round (3 rounds; the peer 1), 48 tokens.
 Writes bench/results/structured-cost.txt.
   -h, --help   this text"
 for a in "$@"; do
@@ -25,7 +25,7 @@ shared=${CINFER_SHARED:-$root/../shared}
 bin=${CINFER_BIN:-$root/build/cinfer}
 llama=${LLAMA_SERVER:-/work/llama/build/bin/llama-server}
 model=${1:-$shared/models/tiny/tiny-llama.gguf}
-threads=${2:-2}; requests=${3:-16}; max_tokens=${4:-128}
+threads=${2:-2}; requests=${3:-16}; max_tokens=${4:-48}
 py=${CINFER_VENV:-$root/.venv}/bin/python
 [ -x "$py" ] || py=python3
 out=$here/results/structured-cost.txt
