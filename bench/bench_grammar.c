@@ -237,9 +237,9 @@ static const char usage[] =
 int main(int argc, char **argv) {
     const char *vocab_path = NULL, *cases_path = NULL, *dump = NULL;
     long max_tokens = 1000000;
-    static const struct option opts[] = {{"vocab", 1, 0, 'v'}, {"cases", 1, 0, 'c'}, {"dump", 1, 0, 'd'},
-                                         {"max-tokens", 1, 0, 'm'}, {"errors", 0, 0, 'e'}, {"help", 0, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"vocab", 1, 0, 'v'},  {"cases", 1, 0, 'c'}, {"dump", 1, 0, 'd'}, {"max-tokens", 1, 0, 'm'},
+        {"errors", 0, 0, 'e'}, {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
     int errors = 0;
     for (int c; (c = getopt_long(argc, argv, ":v:c:d:m:eh", opts, NULL)) != -1;) {
         if (c == 'v') vocab_path = optarg;
