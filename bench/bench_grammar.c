@@ -9,7 +9,7 @@
  * would make the first token start with a space that JSON engines need not allow.
  * Input (--cases): JSON lines {"subset": S, "id": ID, "schema": {...}, "instances": ["text", ...]}
  * made by bench/grammar_cases.py. --dump DIR writes the vocabulary (vocab.txt: hex bytes per
- * token, special flag) and the token sequences (tokens.jsonl) so bench/grammar_peers.py can run
+ * token, special flag), the EOS ids (eos.txt) and the token sequences (tokens.jsonl) so bench/grammar_peers.py can run
  * llguidance and xgrammar on exactly the same tokens.
  * Usage: bench_grammar --vocab V.gguf --cases cases.jsonl [--dump DIR] [--max-tokens N] [--errors] */
 #include <jansson.h>
@@ -237,9 +237,9 @@ static const char usage[] =
 int main(int argc, char **argv) {
     const char *vocab_path = NULL, *cases_path = NULL, *dump = NULL;
     long max_tokens = 1000000;
-    static const struct option opts[] = {{"vocab", 1, 0, 'v'}, {"cases", 1, 0, 'c'}, {"dump", 1, 0, 'd'},
-                                         {"max-tokens", 1, 0, 'm'}, {"errors", 0, 0, 'e'}, {"help", 0, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"vocab", 1, 0, 'v'},  {"cases", 1, 0, 'c'}, {"dump", 1, 0, 'd'}, {"max-tokens", 1, 0, 'm'},
+        {"errors", 0, 0, 'e'}, {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
     int errors = 0;
     for (int c; (c = getopt_long(argc, argv, ":v:c:d:m:eh", opts, NULL)) != -1;) {
         if (c == 'v') vocab_path = optarg;
@@ -278,6 +278,14 @@ int main(int argc, char **argv) {
     cinfer_grammar_vocab *v = make_vocab(tok, vocab_dump, &r.gt);
     double vocab_ms = (now_us() - t0) / 1000;
     if (vocab_dump) fclose(vocab_dump);
+    if (dump) { /* the EOS ids, for grammar_peers.py --eos */
+        char p[1024];
+        snprintf(p, sizeof p, "%s/eos.txt", dump);
+        FILE *ef = fopen(p, "w");
+        for (int32_t i = 0, first = 1; ef && i < tokenizer_n_vocab(tok); i++)
+            if (tokenizer_is_eog(tok, i)) fprintf(ef, "%s%d", first ? "" : ",", i), first = 0;
+        if (ef) fclose(ef);
+    }
     if (!v) return 1;
     r.v = v;
     r.words = cinfer_grammar_mask_words(v);

@@ -26,6 +26,7 @@ typedef struct gr_class {
 
 static inline int gr_class_has(const gr_class *c, uint8_t b) { return (int)((c->bits[b >> 6] >> (b & 63)) & 1); }
 static inline void gr_class_set(gr_class *c, uint8_t b) { c->bits[b >> 6] |= 1ull << (b & 63); }
+static inline void gr_class_clear(gr_class *c, uint8_t b) { c->bits[b >> 6] &= ~(1ull << (b & 63)); }
 static inline void gr_class_set_range(gr_class *c, unsigned lo, unsigned hi) {
     for (unsigned b = lo; b <= hi && b < 256; b++) gr_class_set(c, (uint8_t)b);
 }

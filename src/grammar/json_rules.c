@@ -15,6 +15,7 @@ void js_rules_init(js_rules *r, gr_cfg *g, int compact) {
     r->g = g;
     r->compact = compact;
     r->ws = r->any = r->string = r->chr = r->number = r->digits = r->frac_exp = -1;
+    r->str_rest = r->non_ascii = r->escapes = -1;
 }
 
 int32_t js_lit(js_rules *r, const char *s) { return gr_literal(r->g, (const uint8_t *)s, strlen(s)); }
@@ -231,6 +232,52 @@ typedef struct name_cp {
     uint32_t len;
 } name_cp;
 
+static int32_t shared_rules(js_rules *r) {
+    gr_cfg *g = r->g;
+    if (r->str_rest < 0) {
+        int32_t syms[2] = {gr_star(g, js_char(r)), gr_term_byte(g, '"')};
+        r->str_rest = gr_seq(g, syms, 2);
+    }
+    if (r->non_ascii < 0) {
+        gr_charset cs = {0};
+        r->non_ascii = gr_charset_add(&cs, 0x80, GR_MAX_CODEPOINT) ? -1 : gr_charset_utf8(g, &cs);
+        gr_charset_free(&cs);
+    }
+    if (r->escapes < 0) {
+        gr_charset cs = {0};
+        int rc = gr_charset_add(&cs, 0, 0x1F) || gr_charset_add(&cs, '"', '"') || gr_charset_add(&cs, '\\', '\\');
+        r->escapes = rc ? -1 : gr_charset_json(g, &cs);
+        gr_charset_free(&cs);
+    }
+    return r->str_rest < 0 || r->non_ascii < 0 || r->escapes < 0 ? -1 : 0;
+}
+
+/* One character (canonical JSON form) other than the code points in `used`. When `used` holds
+ * printable ASCII only (the usual property names), it is an ASCII class plus two shared rules. */
+static int32_t other_char(js_rules *r, const gr_charset *used) {
+    int ascii = 1;
+    gr_class cl = {{0}};
+    gr_class_set_range(&cl, 0x20, 0x7E);
+    gr_class_clear(&cl, '"');
+    gr_class_clear(&cl, '\\');
+    for (uint32_t i = 0; i < used->n && ascii; i++) {
+        if (used->r[i].lo < 0x20 || used->r[i].hi > 0x7E) ascii = 0;
+        for (uint32_t c = used->r[i].lo; ascii && c <= used->r[i].hi; c++) {
+            if (c == '"' || c == '\\') ascii = 0;
+            gr_class_clear(&cl, (uint8_t)c);
+        }
+    }
+    if (ascii) {
+        if (shared_rules(r)) return -1;
+        int32_t alts[3] = {gr_term(r->g, &cl), r->non_ascii, r->escapes};
+        return gr_alt(r->g, alts, 3);
+    }
+    gr_charset other = {0};
+    int32_t nt = gr_charset_add_set(&other, used) || gr_charset_negate(&other) ? -1 : gr_charset_json(r->g, &other);
+    gr_charset_free(&other);
+    return nt;
+}
+
 static int32_t except_node(js_rules *r, name_cp *names, uint32_t n, uint32_t depth) {
     gr_cfg *g = r->g;
     int32_t nt = gr_nt(g);
@@ -261,10 +308,11 @@ static int32_t except_node(js_rules *r, name_cp *names, uint32_t n, uint32_t dep
     }
     int32_t q = gr_term_byte(g, '"');
     if (!ends_here && gr_prod_add(g, nt, &q, 1)) goto fail;
-    if (gr_charset_negate(&used)) goto fail;
-    int32_t other = gr_charset_json(g, &used), rest = gr_star(g, js_char(r));
-    int32_t syms[3] = {other, rest, q};
-    if (other < 0 || rest < 0 || gr_prod_add(g, nt, syms, 3)) goto fail;
+    gr_charset_normalize(&used);
+    int32_t other = other_char(r, &used);
+    if (other < 0 || shared_rules(r)) goto fail;
+    int32_t syms[2] = {other, r->str_rest};
+    if (gr_prod_add(g, nt, syms, 2)) goto fail;
     gr_charset_free(&used);
     return nt;
 fail:

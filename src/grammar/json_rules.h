@@ -22,6 +22,9 @@ typedef struct js_rules {
     int32_t number; /* any JSON number */
     int32_t digits; /* [0-9]+ */
     int32_t frac_exp; /* (\.[0-9]+)?([eE][+-]?[0-9]+)? */
+    int32_t str_rest; /* js_char* '"': the rest of a string literal */
+    int32_t non_ascii; /* one non-ASCII character */
+    int32_t escapes; /* the canonical escapes: \" \\ and control characters */
 } js_rules;
 
 void js_rules_init(js_rules *r, gr_cfg *g, int compact);

@@ -71,10 +71,29 @@ static int in_list(const char *const *list, const char *k) {
 /* Keywords of JSON Schema (Draft 4 to 2020-12) that constrain instances and are not compiled:
  * always an error. A keyword in none of the lists is not JSON Schema vocabulary (e.g. "x-..."
  * extensions): the specification says to ignore it, and so does the compiler. */
-static const char *const unsupported[] = {
-    "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies", "contains", "minContains",
-    "maxContains", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$dynamicAnchor",
-    "$recursiveRef", "$recursiveAnchor", "$anchor", "contentSchema", "disallow", "extends", "divisibleBy", NULL};
+static const char *const unsupported[] = {"not",
+                                          "if",
+                                          "then",
+                                          "else",
+                                          "dependentRequired",
+                                          "dependentSchemas",
+                                          "dependencies",
+                                          "contains",
+                                          "minContains",
+                                          "maxContains",
+                                          "propertyNames",
+                                          "unevaluatedProperties",
+                                          "unevaluatedItems",
+                                          "$dynamicRef",
+                                          "$dynamicAnchor",
+                                          "$recursiveRef",
+                                          "$recursiveAnchor",
+                                          "$anchor",
+                                          "contentSchema",
+                                          "disallow",
+                                          "extends",
+                                          "divisibleBy",
+                                          NULL};
 
 static int32_t check_keywords(js_ctx *c, const json_t *s, int is_root) {
     const char *k;
@@ -411,7 +430,7 @@ static int32_t compile_union(js_ctx *c, const json_t *s, const char *kw, uint32_
 static int only_annotations(const json_t *s) {
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)s, k, v) if (!in_list(annotations, k) && strcmp(k, "$id")) return 0;
+    json_object_foreach((json_t *)s, k, v) if (in_list(supported, k) && strcmp(k, "$id")) return 0;
     return 1;
 }
 
@@ -511,8 +530,7 @@ static int32_t compile_types(js_ctx *c, const json_t *s, uint32_t depth) {
 static int has_ref_siblings(const json_t *s) {
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)s, k,
-                        v) if (strcmp(k, "$ref") && strcmp(k, "$id") && !in_list(annotations, k)) return 1;
+    json_object_foreach((json_t *)s, k, v) if (strcmp(k, "$ref") && strcmp(k, "$id") && in_list(supported, k)) return 1;
     return 0;
 }
 

@@ -380,8 +380,9 @@ int32_t js_type_object(js_ctx *c, const json_t *s, uint32_t depth) {
         pschema = json_object_iter_value(it);
         universal = is_universal_pattern(pat);
         if (!universal && !json_is_false(additional)) {
-            js_fail(c, "patternProperties", "'patternProperties' is supported with 'additionalProperties': false "
-                                            "or a pattern matching every name");
+            js_fail(c, "patternProperties",
+                    "'patternProperties' is supported with 'additionalProperties': false "
+                    "or a pattern matching every name");
             goto done;
         }
     }

@@ -266,23 +266,31 @@ static int read_braces(rx *r, uint32_t *min, int64_t *max) {
 
 static int32_t parse_repeat(rx *r) {
     int32_t atom = parse_atom(r);
-    while (atom >= 0 && r->p < r->end) {
-        uint8_t c = *r->p;
-        uint32_t min;
-        int64_t max;
-        if (c == '*') min = 0, max = -1, r->p++;
-        else if (c == '+') min = 1, max = -1, r->p++;
-        else if (c == '?') min = 0, max = 1, r->p++;
-        else if (c == '{') {
-            int k = read_braces(r, &min, &max);
-            if (k < 0) return -1;
-            if (k == 0) break;
-        } else break;
-        if (r->p < r->end && *r->p == '?') r->p++; /* lazy: same language */
-        atom = gr_repeat(r->g, atom, min, max);
-        if (atom < 0) return rx_fail(r, "grammar limit");
+    if (atom < 0 || r->p >= r->end) return atom;
+    uint8_t c = *r->p;
+    uint32_t min;
+    int64_t max;
+    if (c == '*') min = 0, max = -1, r->p++;
+    else if (c == '+') min = 1, max = -1, r->p++;
+    else if (c == '?') min = 0, max = 1, r->p++;
+    else if (c == '{') {
+        int k = read_braces(r, &min, &max);
+        if (k < 0) return -1;
+        if (k == 0) return atom;
+    } else return atom;
+    if (r->p < r->end && *r->p == '?') r->p++; /* lazy: same language */
+    if (r->p < r->end && (*r->p == '*' || *r->p == '+' || *r->p == '?'))
+        return rx_fail(r, "nothing to repeat"); /* ECMAScript has no stacked or possessive quantifiers */
+    if (r->p < r->end && *r->p == '{') {
+        uint32_t m2;
+        int64_t x2;
+        const uint8_t *save = r->p;
+        int k = read_braces(r, &m2, &x2);
+        r->p = save;
+        if (k != 0) return rx_fail(r, "nothing to repeat");
     }
-    return atom;
+    atom = gr_repeat(r->g, atom, min, max);
+    return atom < 0 ? rx_fail(r, "grammar limit") : atom;
 }
 
 /* An alternative: a sequence up to '|' or ')' or the end. top: ^ and $ allowed at its ends. */

@@ -79,6 +79,8 @@ int main(void) {
     expect_error("*a", "nothing to repeat");
     expect_error("[a", "unterminated");
     expect_error("a{5,2}", "n < m");
+    expect_error("a{2,4}+", "nothing to repeat");
+    expect_error("a**", "nothing to repeat");
     expect_error("a^b", "anchor");
     /* exponential for a DFA, linear here (Earley runs the NFA; rules are shared) */
     expect("(a|b)*a(a|b){20}", "bbbabbbbbbbbbbbbbbbbbbbb", 1);
