@@ -611,10 +611,9 @@ int api_job_prepare(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *
     const recipe_request *r = &a->req;
     bool forced = r->tool_choice == RECIPE_TOOL_CHOICE_REQUIRED || r->tool_choice == RECIPE_TOOL_CHOICE_NAMED;
     if (forced ? forced_call(a, ctx, p, err) : structured_from_request(r, a->api, &p->grammar, err)) return -1;
-    if (!forced && !p->grammar.kind && structured_strict_tools(r, a->api, a->kind, &p->grammar, err)) return -1;
-    if (!forced && p->grammar.kind && !p->grammar.trigger &&
-        structured_strict_tools(r, a->api, a->kind, &(structured_spec){0}, err))
-        return -1; /* strict tools with a format: refused (the same check, without the spec) */
+    structured_spec lazy; /* strict tools under auto (400 with a format: p->grammar is empty when it is set) */
+    if (!forced && structured_strict_tools(r, a->api, a->kind, &lazy, err)) return -1;
+    if (!forced && lazy.kind) p->grammar = lazy; /* moved */
     if (check_constrained(p, err)) return -1;
     if (p->grammar.trigger) return 0; /* calls the model chooses: it may reason first (no budget) */
     if (p->grammar.kind) return close_reasoning(a, p, err); /* no reasoning budget: the block is closed */

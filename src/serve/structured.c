@@ -158,15 +158,15 @@ int structured_strict_tools(const recipe_request *r, recipe_api api, recipe_pars
     if (strict < 0 || r->tool_choice == RECIPE_TOOL_CHOICE_NONE) return 0;
     char param[64];
     snprintf(param, sizeof param, api == RECIPE_API_CHAT ? "tools[%d].function.strict" : "tools[%d].strict", strict);
+    if (r->format == RECIPE_FORMAT_JSON_OBJECT || r->format == RECIPE_FORMAT_JSON_SCHEMA || r->guided_kind)
+        return serve_bad(err, param,
+                         "strict tools with tool_choice auto cannot be combined with another structured "
+                         "output (a format or guided_* field)");
     if (kind != RECIPE_PARSER_HERMES)
         return serve_bad(err, param,
                          "strict tools with tool_choice auto are enforced for the Hermes tool-call format only (output "
                          "parser '%s'); use tool_choice required or a named tool, or strict false",
                          recipe_parser_name(kind));
-    if (r->format == RECIPE_FORMAT_JSON_OBJECT || r->format == RECIPE_FORMAT_JSON_SCHEMA || r->guided_kind)
-        return serve_bad(err, param,
-                         "strict tools with tool_choice auto cannot be combined with another structured "
-                         "output (a format or guided_* field)");
     if (tool_call_spec(r, api, -1, STRUCTURED_CALL_OBJECT, true, s, err)) return -1;
     s->trigger = "<tool_call>";
     return 0;
