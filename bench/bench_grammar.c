@@ -157,6 +157,7 @@ typedef struct run {
     FILE *tokens_out;
     greedy gt;
     int errors; /* print why each schema did not compile */
+    double slow_us; /* print masks slower than this (0: none) */
 } run;
 
 static subset_tally *subset_of(run *r, const char *name) {
@@ -188,6 +189,7 @@ static void run_instance(run *r, cinfer_grammar *g, const char *text, double com
         double t0 = now_us();
         cinfer_grammar_matcher_fill_mask(m, r->mask, r->words);
         double dt = now_us() - t0;
+        if (r->slow_us > 0 && dt > r->slow_us) printf("  slow mask: %s token %zu: %.0fus\n", id, i, dt);
         add_sample(&r->mask_us, dt);
         if (i == 0) add_sample(&r->ttfm_us, compile_us + dt);
         r->tokens++;
@@ -237,16 +239,19 @@ static const char usage[] =
 int main(int argc, char **argv) {
     const char *vocab_path = NULL, *cases_path = NULL, *dump = NULL;
     long max_tokens = 1000000;
-    static const struct option opts[] = {
-        {"vocab", 1, 0, 'v'},  {"cases", 1, 0, 'c'}, {"dump", 1, 0, 'd'}, {"max-tokens", 1, 0, 'm'},
-        {"errors", 0, 0, 'e'}, {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
+    static const struct option opts[] = {{"vocab", 1, 0, 'v'},      {"cases", 1, 0, 'c'},  {"dump", 1, 0, 'd'},
+                                         {"max-tokens", 1, 0, 'm'}, {"errors", 0, 0, 'e'}, {"help", 0, 0, 'h'},
+                                         {"slow-ms", 1, 0, 's'},    {0, 0, 0, 0}};
     int errors = 0;
-    for (int c; (c = getopt_long(argc, argv, ":v:c:d:m:eh", opts, NULL)) != -1;) {
+    double slow_ms = 0;
+    for (int c; (c = getopt_long(argc, argv, ":v:c:d:m:s:eh", opts, NULL)) != -1;) {
         if (c == 'v') vocab_path = optarg;
         else if (c == 'c') cases_path = optarg;
         else if (c == 'd') dump = optarg;
         else if (c == 'e') errors = 1;
-        else if (c == 'm') {
+        else if (c == 's') {
+            if (bench_parse_double("bench_grammar", "--slow-ms", optarg, 0, 1e9, &slow_ms)) return 2;
+        } else if (c == 'm') {
             if (bench_parse_long("bench_grammar", "--max-tokens", optarg, 1, 100000000, &max_tokens)) return 2;
         } else if (c == 'h') return fputs(usage, stdout), 0;
         else return bench_bad_option("bench_grammar", c, argv);
@@ -260,7 +265,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     FILE *vocab_dump = NULL;
-    run r = {.tok = tok, .max_tokens = max_tokens, .errors = errors};
+    run r = {.tok = tok, .max_tokens = max_tokens, .errors = errors, .slow_us = slow_ms * 1000};
     if (dump) {
         char p[1024];
         mkdir(dump, 0755);
