@@ -170,6 +170,16 @@ typedef enum recipe_format {
     RECIPE_FORMAT_JSON_SCHEMA,
 } recipe_format;
 
+/* vLLM's structured-output request kinds (recipe_request.guided_kind). */
+typedef enum recipe_guided {
+    RECIPE_GUIDED_NONE = 0,
+    RECIPE_GUIDED_JSON, /* a JSON Schema */
+    RECIPE_GUIDED_REGEX, /* a regular expression over the whole output */
+    RECIPE_GUIDED_CHOICE, /* one of a list of strings */
+    RECIPE_GUIDED_GRAMMAR, /* a context-free grammar (GBNF) */
+    RECIPE_GUIDED_JSON_OBJECT, /* any JSON object (structured_outputs.json_object) */
+} recipe_guided;
+
 typedef enum recipe_effort {
     RECIPE_EFFORT_UNSET = 0,
     RECIPE_EFFORT_NONE,
@@ -242,9 +252,17 @@ typedef struct recipe_request {
     const int32_t *stop_token_ids; /* token ids that end generation (>= 0) */
     size_t n_stop_token_ids;
     int64_t priority; /* RECIPE_UNSET; lower = scheduled first */
-    const char *guided_field; /* the first structured-output field present ("guided_json", "guided_regex",
-                                  * "guided_choice", "guided_grammar"), NULL: none ... */
-    const char *guided; /* ... and its value (JSON text) */
+    /* vLLM structured outputs (docs/recipe.md "Structured outputs"): guided_json / guided_regex /
+     * guided_choice / guided_grammar, or the `structured_outputs` object ({json | regex | choice |
+     * grammar | json_object}); at most one of them (else 400). Checked for shape here (a schema is an
+     * object or a string holding one, a regex / grammar a string, choice a non-empty array of
+     * strings); whether the server can compile it is the caller's business. */
+    recipe_guided guided_kind;
+    const char *guided_field; /* where it came from ("guided_json", "structured_outputs.regex"...), NULL: none */
+    const char *guided; /* the value as given (JSON text), re-emitted by the encoders */
+    const char *guided_text; /* JSON: the schema as JSON text; REGEX: the pattern; GRAMMAR: the grammar */
+    const char **guided_choices; /* CHOICE: the strings */
+    size_t n_guided_choices;
     /* logit_bias (Chat) parsed: keys are canonical non-negative decimal token ids ("0", "17"; not
      * "01", " 1", "-0", "+1"), values numbers in [-100, 100]; the vocabulary bound is the caller's */
     const recipe_bias *bias;

@@ -36,6 +36,11 @@ void eng_req_free(eng_req *r) {
     free(r->blocks);
     free(r->bptr);
     sampler_free(r->smp);
+    cinfer_grammar_matcher_free(r->gm);
+    free(r->mask);
+    free(r->trig);
+    free(r->trig_toks);
+    free(r->trig_end);
     free(r->held.p);
     free(r->st_text.p);
     free(r->o_tokens);
@@ -244,7 +249,7 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     e->kv_total = kv_pool_n_blocks(e->kv);
     e->fc = fwd_ctx_create(m, tp, e->opt.max_batch_tokens, e->opt.max_ctx, e->opt.block_tokens, err);
     if (!e->fc) return -1;
-    if (eng_alloc_scratch(e, err)) return -1;
+    if (eng_alloc_scratch(e, err) || eng_grammar_vocab_build(e, err)) return -1;
     if (!e->opt.sync_scheduling) {
         pthread_mutex_init(&e->exec_mu, NULL);
         pthread_cond_init(&e->exec_cv, NULL);
@@ -331,6 +336,9 @@ void cinfer_engine_destroy(cinfer_engine *e) {
     }
     fwd_ctx_free(e->fc);
     tokenizer_free(e->tok);
+    cinfer_grammar_vocab_free(e->gvocab);
+    free(e->tok_bytes);
+    free(e->tok_off);
     eng_free_stepbuf(&e->sb[0]);
     eng_free_stepbuf(&e->sb[1]);
     free(e->lp_row);
@@ -438,7 +446,7 @@ static int eng_req_copy(cinfer_engine *e, eng_req *q, const cinfer_request *r, c
     eng_think_init(q, r);
     q->state = SCHED_WAITING;
     q->usage.prompt_tokens = q->prompt_len;
-    return 0;
+    return eng_grammar_init(e, q, r, err); /* last: it takes the matcher only when nothing else can fail */
 }
 
 static int eng_check_request(const cinfer_engine *e, const cinfer_request *r, cf_err *err) {
@@ -452,7 +460,7 @@ static int eng_check_request(const cinfer_engine *e, const cinfer_request *r, cf
     if (r->n_stop_tokens < 0 || r->n_stop_strings < 0 || (r->n_stop_tokens > 0 && !r->stop_tokens) ||
         (r->n_stop_strings > 0 && !r->stop_strings) || (r->sampling.n_bias > 0 && !r->sampling.bias))
         return cf_fail(err, "inconsistent stop / bias arrays");
-    return eng_think_check(r, e->n_vocab, err);
+    return eng_think_check(r, e->n_vocab, err) || eng_grammar_check(r, err) ? -1 : 0;
 }
 
 uint64_t cinfer_engine_submit(cinfer_engine *e, const cinfer_request *r, char *err, size_t err_len) {
@@ -733,6 +741,7 @@ static void *eng_main(void *arg) {
             eng_dispatch(e, next);
             e->sb_next ^= 1;
         }
+        if (e->exec_started && e->inflight) eng_grammar_prefetch(e, e->inflight); /* overlaps its forward */
         double t_sync_fwd = 0;
         if (!e->exec_started && e->inflight) { /* sync mode: the pass already ran inside eng_dispatch */
             eng_stepbuf *sb = eng_wait_inflight(e);

@@ -132,6 +132,18 @@ typedef struct eng_req {
     int32_t st_lookups; /* (eng) store lookups made for this request */
     int32_t st_admits; /* (eng) admissions seen by the store hook */
     bool st_usage; /* (eng) the lookup in flight belongs to the first admission (usage) */
+    /* (eng) structured output (engine_grammar.c): the matcher (owned), its mask for the sampling
+     * position n_generated == mask_at (-1: none computed), and the mask's allowed-token count */
+    cinfer_grammar_matcher *gm;
+    uint32_t *mask;
+    int32_t mask_at, mask_allowed;
+    /* lazy grammar (cinfer_request.grammar_trigger): the trigger (owned), whether the grammar is
+     * active, how many trigger bytes the free output ends with (0..trig_len-1), the tokens that hold
+     * the whole trigger (trig_toks, owned) and where it ends in each (trig_end) */
+    char *trig;
+    int32_t trig_len, trig_k;
+    bool gm_active;
+    int32_t *trig_toks, *trig_end, n_trig_toks;
     sampler *smp;
     detok_stream dt;
     eng_buf held; /* text not yet emitted (could still start a stop string) */
@@ -182,6 +194,10 @@ struct cinfer_engine {
     int32_t sb_next; /* index of the buffer the next plan uses */
     eng_stepbuf *inflight; /* the step being computed, or NULL */
     float *lp_row; /* n_vocab: raw logits for logprobs */
+    cinfer_grammar_vocab *gvocab; /* owned: the vocabulary for grammar matchers (engine_grammar.c) */
+    size_t mask_words; /* 32-bit words of one grammar mask */
+    uint8_t *tok_bytes; /* owned: every token's bytes as the grammar sees them, token t at */
+    uint32_t *tok_off; /* tok_bytes + tok_off[t], tok_off[t + 1] - tok_off[t] bytes (n_vocab + 1 entries) */
     /* executor: runs model_forward for the engine thread (async mode) */
     pthread_t exec_thread;
     bool exec_started;
@@ -279,6 +295,20 @@ int eng_think_check(const cinfer_request *r, int32_t n_vocab, cf_err *err);
 void eng_think_init(eng_req *q, const cinfer_request *r);
 int32_t eng_think_forced(const eng_req *r);
 void eng_think_accept(eng_req *r);
+/* engine_grammar.c: structured output (docs/engine.md "Constrained decoding").
+ * eng_grammar_vocab_build: the grammar vocabulary of the engine's tokenizer (at create).
+ * eng_grammar_check: submit-time checks; eng_grammar_init takes the matcher and its mask buffer.
+ * eng_grammar_prefetch: for every item of the step just dispatched that will sample, computes
+ *   the request's mask now, while that step's forward pass runs (async scheduling).
+ * eng_grammar_pick: at commit, for a constrained request: the token the grammar forces (one
+ *   allowed), or -1 after masking the row (disallowed tokens -> -inf); eng_grammar_accept
+ *   advances the matcher by the chosen token (-1: not allowed, an internal error). */
+int eng_grammar_vocab_build(cinfer_engine *e, cf_err *err);
+int eng_grammar_check(const cinfer_request *r, cf_err *err);
+int eng_grammar_init(cinfer_engine *e, eng_req *q, const cinfer_request *r, cf_err *err);
+void eng_grammar_prefetch(cinfer_engine *e, const eng_stepbuf *sb);
+int32_t eng_grammar_pick(cinfer_engine *e, eng_req *r, float *row);
+int eng_grammar_accept(cinfer_engine *e, eng_req *r, int32_t token);
 /* engine_logprobs.c: the k most likely tokens of a raw logits row and their log-probabilities, best first. */
 void eng_top_logprobs(const float *row, int32_t n_vocab, int32_t k, int32_t *ids, float *lps);
 /* Stages a finish; flush: emit the text still held back (not for a stop

@@ -20,7 +20,8 @@
  *   n_computed, register newly full blocks in the prefix cache (prompt and
  *   generated alike; a duplicate key swaps in the existing block), sample
  *   with the request's sampler (or force a reasoning budget's end marker,
- *   engine_think.c), decide EOS / stop ids / length.
+ *   engine_think.c; under a grammar's mask, or take the one token it allows,
+ *   then advance the matcher, engine_grammar.c), decide EOS / stop ids / length.
  * eng_assemble: drop planned items whose request finished or changed epoch,
  *   then fill ONE fwd_batch (rows of item k are consecutive, seq k; an
  *   out_row only for items whose chunk reaches the end of the sequence),
@@ -171,10 +172,14 @@ static void eng_sample(cinfer_engine *e, eng_req *r, float *row) {
     if (r->n_generated < r->min_tokens) eng_mask_stops(e, r, row);
     int32_t tok = eng_think_forced(r);
     if (tok >= 0) e->st.think_forced_tokens++;
-    else tok = sampler_sample(r->smp, row);
+    else if (!r->gm || (tok = eng_grammar_pick(e, r, row)) < 0) tok = sampler_sample(r->smp, row);
     float lp = r->want_logprobs ? eng_logprob(e->lp_row, e->n_vocab, tok) : NAN;
     if (r->top_k) eng_top_logprobs(e->lp_row, e->n_vocab, r->top_k, r->pend_top_ids, r->pend_top_lps);
     sampler_accept(r->smp, tok);
+    if (r->gm && eng_grammar_accept(e, r, tok)) {
+        eng_finish(e, r, CINFER_FINISH_ERROR, true, "the grammar rejected the sampled token (internal error)");
+        return;
+    }
     r->seq[r->prompt_len + r->n_generated] = tok;
     r->n_generated++;
     eng_think_accept(r);

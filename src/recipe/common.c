@@ -246,17 +246,6 @@ static int parse_stop_ids(recipe_request *r, const rj *v, recipe_error *err) {
     return 0;
 }
 
-/* The first guided_* field present (structured outputs: the caller decides whether it can honour it). */
-static void parse_guided(recipe_request *r, rj *const *v) {
-    static const char *const names[] = {"guided_json", "guided_regex", "guided_choice", "guided_grammar"};
-    for (int i = 0; i < 4; i++)
-        if (!rj_is_absent(v[X_GUIDED_JSON + i])) {
-            r->guided_field = names[i];
-            r->guided = RAW(r, v[X_GUIDED_JSON + i]);
-            return;
-        }
-}
-
 int parse_extensions_v(recipe_request *r, rj *const *v, recipe_error *err) {
     if (rjv_int(v[X_TOP_K], "top_k", &r->top_k, -1, INT32_MAX, err, "")) return -1;
     if (rjv_int(v[X_MIN_TOKENS], "min_tokens", &r->min_tokens, 0, INT32_MAX, err, "")) return -1;
@@ -265,7 +254,7 @@ int parse_extensions_v(recipe_request *r, rj *const *v, recipe_error *err) {
     if (rjv_bool(v[X_SKIP_SPECIAL], "skip_special_tokens", &r->skip_special_tokens, err, "")) return -1;
     if (rjv_int(v[X_PRIORITY], "priority", &r->priority, -1000000, 1000000, err, "")) return -1;
     if (parse_stop_ids(r, v[X_STOP_IDS], err)) return -1;
-    parse_guided(r, v);
+    if (parse_guided(r, v, err)) return -1;
     if (rjv_num(v[X_MIN_P], "min_p", &r->min_p, 0, 1, err, "")) return -1;
     if (rjv_num(v[X_REP], "repetition_penalty", &r->repetition_penalty, 0, 100, err, "")) return -1;
     if (rjv_str(v[X_SALT], "cache_salt", &r->cache_salt, err, "")) return -1;
@@ -316,7 +305,7 @@ void write_extensions(struct rw *w, const recipe_request *r) {
         for (size_t i = 0; i < r->n_stop_token_ids; i++) rw_int(w, r->stop_token_ids[i]);
         rw_end(w);
     }
-    if (r->guided_field) rw_kraw(w, r->guided_field, r->guided);
+    write_guided(w, r);
     rw_kreal(w, "repetition_penalty", r->repetition_penalty);
     rw_kstr(w, "cache_salt", r->cache_salt);
     rw_kraw(w, "chat_template_kwargs", r->chat_template_kwargs);

@@ -311,6 +311,25 @@ static int parse_thinking(recipe_request *r, rj *v, recipe_error *err) {
     return 0;
 }
 
+/* A JSON output format ({"type": "json_schema", "schema": {...}}) at `path` (output_config.format, or
+ * the structured-outputs beta's top-level output_format); absent or null: none. */
+static int parse_format(recipe_request *r, rj *fmt, const char *path, recipe_error *err) {
+    if (rj_is_absent(fmt)) return 0;
+    const char *type = rj_gets(fmt, "type");
+    if (!rj_is_object(fmt) || !type || strcmp(type, "json_schema"))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path,
+                           "'%s' must be {\"type\": \"json_schema\", \"schema\": {...}}", path);
+    rj *schema = rj_get(fmt, "schema");
+    if (!rj_is_object(schema))
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path, "'%s.schema' must be an object", path);
+    if (r->format == RECIPE_FORMAT_JSON_SCHEMA)
+        return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, path,
+                           "'output_config.format' and 'output_format' both set the output format; give one");
+    r->format = RECIPE_FORMAT_JSON_SCHEMA;
+    r->format_schema = RAW(r, schema);
+    return r->format_schema ? 0 : recipe_fail(err, RECIPE_ERR_SERVER, NULL, "out of memory");
+}
+
 /* `output_config`: the reasoning effort and a JSON schema output format. */
 static int parse_output_config(recipe_request *r, rj *v, recipe_error *err) {
     rj *oc = NULL;
@@ -320,15 +339,7 @@ static int parse_output_config(recipe_request *r, rj *v, recipe_error *err) {
         if (eff && !(r->reasoning_effort = effort_parse(eff)))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output_config.effort",
                                "unknown 'output_config.effort'");
-        rj *fmt = rj_get(oc, "format");
-        if (rj_is_object(fmt)) {
-            rj *schema = rj_get(fmt, "schema");
-            if (!rj_is_object(schema))
-                return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "output_config.format",
-                                   "'output_config.format.schema' must be an object");
-            r->format = RECIPE_FORMAT_JSON_SCHEMA;
-            r->format_schema = RAW(r, schema);
-        }
+        if (parse_format(r, rj_get(oc, "format"), "output_config.format", err)) return -1;
     }
     return 0;
 }
@@ -350,12 +361,13 @@ int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_erro
         A_METADATA,
         A_THINKING,
         A_OUTPUT_CONFIG,
+        A_OUTPUT_FORMAT,
         A_COUNT
     };
     static const jkey keys[A_COUNT] = {
-        RECIPE_EXT_KEYS, JKEY("model"),       JKEY("max_tokens"),     JKEY("messages"),     JKEY("system"),
-        JKEY("tools"),   JKEY("tool_choice"), JKEY("stop_sequences"), JKEY("temperature"),  JKEY("top_p"),
-        JKEY("stream"),  JKEY("metadata"),    JKEY("thinking"),       JKEY("output_config")};
+        RECIPE_EXT_KEYS, JKEY("model"),       JKEY("max_tokens"),     JKEY("messages"),      JKEY("system"),
+        JKEY("tools"),   JKEY("tool_choice"), JKEY("stop_sequences"), JKEY("temperature"),   JKEY("top_p"),
+        JKEY("stream"),  JKEY("metadata"),    JKEY("thinking"),       JKEY("output_config"), JKEY("output_format")};
     rj *bv[A_COUNT];
     jpick(b, keys, A_COUNT, bv);
     if (rjv_str(bv[A_MODEL], "model", &r->model, err, "")) return -1;
@@ -385,6 +397,7 @@ int messages_request_parse(recipe_request *r, rj *b, unsigned flags, recipe_erro
     if (md && jget_str(md, "user_id", &r->user, err, "metadata")) return -1;
     if (parse_thinking(r, bv[A_THINKING], err)) return -1;
     if (parse_output_config(r, bv[A_OUTPUT_CONFIG], err)) return -1;
+    if (parse_format(r, bv[A_OUTPUT_FORMAT], "output_format", err)) return -1;
     return parse_extensions_v(r, bv, err);
 }
 

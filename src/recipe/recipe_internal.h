@@ -149,6 +149,7 @@ enum {
     X_GUIDED_REGEX,
     X_GUIDED_CHOICE,
     X_GUIDED_GRAMMAR,
+    X_STRUCTURED,
     X_COUNT, /* extension keys first */
     S_TEMP = X_COUNT,
     S_TOP_P,
@@ -163,7 +164,7 @@ enum {
     JKEY("top_k"), JKEY("min_p"), JKEY("repetition_penalty"), JKEY("cache_salt"), JKEY("chat_template_kwargs"), \
         JKEY("cinfer"), JKEY("min_tokens"), JKEY("ignore_eos"), JKEY("include_stop_str_in_output"),             \
         JKEY("skip_special_tokens"), JKEY("priority"), JKEY("stop_token_ids"), JKEY("guided_json"),             \
-        JKEY("guided_regex"), JKEY("guided_choice"), JKEY("guided_grammar")
+        JKEY("guided_regex"), JKEY("guided_choice"), JKEY("guided_grammar"), JKEY("structured_outputs")
 #define RECIPE_COMMON_KEYS                                                                                     \
     RECIPE_EXT_KEYS, JKEY("temperature"), JKEY("top_p"), JKEY("top_logprobs"), JKEY("user"), JKEY("metadata"), \
         JKEY("parallel_tool_calls"), JKEY("stream")
@@ -179,6 +180,11 @@ bool write_tool_choice_openai(struct rw *w, const recipe_request *r, bool respon
  * chat_template_kwargs, cinfer, the vLLM extras), from values picked with a key table that starts
  * with RECIPE_EXT_KEYS. */
 int parse_extensions_v(recipe_request *r, rj *const *v, recipe_error *err);
+/* guided.c: guided_json / _regex / _choice / _grammar and structured_outputs (values picked with
+ * RECIPE_EXT_KEYS) into r->guided_*; 400 naming the field for a bad shape or more than one. */
+int parse_guided(recipe_request *r, rj *const *v, recipe_error *err);
+/* Re-emits r->guided_* as the vLLM field it came as (guided_* or structured_outputs). */
+void write_guided(struct rw *w, const recipe_request *r);
 /* Image part from a URL; data: URLs also fill media_type/data. */
 void image_from_url(recipe_arena *a, recipe_part *p, const char *url);
 /* data: URL for a base64 image part (arena string), or its url. */

@@ -24,7 +24,7 @@
 
 recipe_finish api_finish_of(const gen_choice *c, int tool_calls) {
     switch (c->finish) {
-    case CINFER_FINISH_LENGTH:
+    case CINFER_FINISH_LENGTH: return RECIPE_FINISH_LENGTH; /* a call cut by max_tokens is incomplete: length */
     case CINFER_FINISH_CANCELLED: return tool_calls ? RECIPE_FINISH_TOOL_CALLS : RECIPE_FINISH_LENGTH;
     case CINFER_FINISH_ERROR: return RECIPE_FINISH_ERROR;
     default:

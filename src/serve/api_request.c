@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "serve/structured.h"
 #include "serve/traffic.h"
 
 static int oom(serve_error *e) { return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory"); }
@@ -175,14 +176,7 @@ json_t *api_template_message(const recipe_message *m, size_t i, serve_error *err
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
-/* Where each API spells the structured-output field. */
-static const char *format_param(recipe_api api) {
-    return api == RECIPE_API_MESSAGES    ? "output_config.format"
-           : api == RECIPE_API_RESPONSES ? "text.format"
-                                         : "response_format";
-}
-
-/* n, logprobs, logit_bias (Chat) and the fields the server cannot honour (structured outputs). */
+/* n, logprobs, logit_bias (Chat). */
 static int fill_choices(recipe_api api, const recipe_request *r, const api_ctx *ctx, gen_params *p, serve_error *err) {
     if (r->n != RECIPE_UNSET) {
         if (r->n > ctx->max_n)
@@ -208,17 +202,6 @@ static int fill_choices(recipe_api api, const recipe_request *r, const api_ctx *
         }
         p->sampling.n_bias = (int32_t)r->n_bias;
     }
-    if (r->guided_field)
-        return serve_bad(err, r->guided_field, "'%s' (structured outputs) is not supported by this server",
-                         r->guided_field);
-    /* A JSON format asks for constrained output, which is not implemented yet: refused in every API
-     * (Chat response_format, Responses text.format, Messages output_config.format), never
-     * accepted and ignored. Type text is the unconstrained default. */
-    if (r->format == RECIPE_FORMAT_JSON_OBJECT || r->format == RECIPE_FORMAT_JSON_SCHEMA)
-        return serve_bad(err, format_param(api),
-                         "'%s' of type %s (structured outputs) is not supported by this "
-                         "server; use type text",
-                         format_param(api), r->format == RECIPE_FORMAT_JSON_OBJECT ? "json_object" : "json_schema");
     return 0;
 }
 
@@ -416,6 +399,16 @@ fail:
     return -1;
 }
 
+/* What a constrained request cannot have: ignore_eos (the grammar decides where the output ends). */
+static int check_constrained(const gen_params *p, serve_error *err) {
+    if (p->grammar.kind && p->ignore_eos)
+        return serve_bad(err, "ignore_eos",
+                         "'ignore_eos' cannot be combined with structured output ('%s'): the grammar decides where "
+                         "the output ends",
+                         p->grammar.param);
+    return 0;
+}
+
 int api_completion_parse(api_job *a, const char *body, size_t len, const api_ctx *ctx, gen_params *p,
                          serve_error *err) {
     a->api = RECIPE_API_CHAT;
@@ -432,7 +425,9 @@ int api_completion_parse(api_job *a, const char *body, size_t len, const api_ctx
     int rc = 0;
     if (recipe_request_parse_text(RECIPE_API_CHAT, body, len, RECIPE_PARSE_COMPLETIONS, &r, &re))
         rc = from_recipe(err, &re);
-    else if (fill_params(RECIPE_API_CHAT, &r, ctx, p, err)) rc = -1;
+    else if (fill_params(RECIPE_API_CHAT, &r, ctx, p, err) ||
+             structured_from_request(&r, RECIPE_API_CHAT, &p->grammar, err) || check_constrained(p, err))
+        rc = -1;
     else if (r.echo == 1) rc = serve_bad(err, "echo", "'echo' is not supported");
     else if (r.suffix)
         rc = serve_bad(err, "suffix", "'suffix' is not supported (this server does not fill in the middle)");
@@ -473,10 +468,11 @@ int api_count_tokens_parse(api_job *a, const char *body, size_t len, const api_c
 }
 
 /* ---- tool_choice required / named (docs/serve.md "Forced tool calls") ----
- * Without grammar-constrained decoding, a forced call is started for the model: the prompt ends
- * with the parser family's tool-call opener (with the tool's name when one is named), and the
- * output parsers consume the same opener before the model's text (api_output.c), so the call is
- * parsed and the opener is not echoed as content. */
+ * A forced call is started for the model: the prompt ends with the parser family's tool-call opener
+ * (with the tool's name when one is named or only one is offered), the output parsers consume the
+ * same opener before the model's text (api_output.c), so the call is parsed and the opener is not
+ * echoed as content, and the grammar (structured.c) constrains what follows to the call's JSON with
+ * schema-valid arguments. */
 
 typedef struct forced_opener {
     const char *required; /* opener for tool_choice required */
@@ -514,31 +510,63 @@ static bool opener_of(recipe_parser_kind k, bool mistral_args, forced_opener *o)
     }
 }
 
-int api_job_prepare(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
-    p->keep_ids = true; /* usage reasoning tokens (api_output.c) */
-    api_job_think(a, ctx, p); /* reasoning budget -> engine options (api_think.c) */
+/* The named tool's index, 400 when it is not offered or its name cannot be written into a prompt. */
+static int named_tool(const recipe_request *r, serve_error *err) {
+    const char *name = r->tool_choice_name;
+    int found = -1;
+    for (size_t i = 0; name && i < r->n_tools && found < 0; i++)
+        if (r->tools[i].name && !strcmp(r->tools[i].name, name)) found = (int)i;
+    if (found < 0)
+        return serve_bad(err, "tool_choice", "tool_choice names the tool '%.80s', which is not in tools",
+                         name ? name : "");
+    return found;
+}
+
+/* prompt_suffix = opener (the tool's name spliced in when `name`), suffix_think, a->forced. */
+static int set_opener(api_job *a, gen_params *p, const char *pre, const char *name, const char *post,
+                      const char *think_close, serve_error *err) {
+    for (const char *c = name; c && *c; c++)
+        if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20)
+            return serve_bad(err, "tool_choice",
+                             "the forced tool's name '%.80s' contains a quote, backslash or control character", name);
+    size_t lp = strlen(pre), nl = name ? strlen(name) : 0, lq = name ? strlen(post) : 0;
+    char *s = malloc(lp + nl + lq + 1);
+    if (!s) return oom(err);
+    memcpy(s, pre, lp);
+    if (name) {
+        memcpy(s + lp, name, nl);
+        memcpy(s + lp + nl, post, lq);
+    }
+    s[lp + nl + lq] = 0;
+    free(p->prompt_suffix);
+    free(p->suffix_think);
+    free(a->forced);
+    p->prompt_suffix = s;
+    p->suffix_plain_from = lp;
+    p->suffix_plain_to = lp + nl;
+    p->suffix_think = think_close ? strdup(think_close) : NULL;
+    a->forced = strdup(s);
+    a->forced_think = think_close;
+    if (!a->forced || (think_close && !p->suffix_think)) return oom(err);
+    return 0;
+}
+
+/* tool_choice required / named: the parser family's opener ends the prompt and the grammar
+ * (structured.c) makes the rest one call with schema-valid arguments. Where the family writes the
+ * whole call as JSON (Hermes after "<tool_call>\n", Llama 3 with no opener, Mistral before v11 after
+ * [TOOL_CALLS]) the grammar is that JSON, the tool's name a constant in it (the named tool, or any of
+ * them for `required`), so the model also writes the call's closing brace itself. The families that
+ * write the name outside JSON (DeepSeek, Mistral v11) get the name in the opener and the arguments'
+ * schema: one tool (named, or the only one offered); several under `required`: 400. */
+static int forced_call(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
     const recipe_request *r = &a->req;
-    if (r->tool_choice != RECIPE_TOOL_CHOICE_REQUIRED && r->tool_choice != RECIPE_TOOL_CHOICE_NAMED) return 0;
     bool named = r->tool_choice == RECIPE_TOOL_CHOICE_NAMED;
     const char *what = named                           ? "a named tool_choice"
                        : a->api == RECIPE_API_MESSAGES ? "tool_choice 'any'"
                                                        : "tool_choice 'required'";
     if (r->n_tools == 0) return serve_bad(err, "tool_choice", "%s needs tools, but the request has none", what);
-    const char *name = named ? r->tool_choice_name : NULL;
-    if (named) {
-        bool found = false;
-        for (size_t i = 0; name && i < r->n_tools && !found; i++)
-            found = r->tools[i].name && !strcmp(r->tools[i].name, name);
-        if (!found)
-            return serve_bad(err, "tool_choice", "tool_choice names the tool '%.80s', which is not in tools",
-                             name ? name : "");
-        for (const char *c = name; *c; c++)
-            if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20)
-                return serve_bad(err, "tool_choice",
-                                 "the forced tool's name '%.80s' contains a quote, backslash or "
-                                 "control character",
-                                 name);
-    }
+    int tool = named ? named_tool(r, err) : r->n_tools == 1 ? 0 : -1;
+    if (named && tool < 0) return -1;
     forced_opener o;
     if (!opener_of(a->kind, ctx->mistral_args, &o))
         return serve_bad(err, "tool_choice",
@@ -546,25 +574,49 @@ int api_job_prepare(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *
                          "start the server with --tool-call-parser NAME (hermes, llama3, mistral, deepseek_v3, "
                          "deepseek_r1, deepseek_v31)",
                          what, recipe_parser_name(a->kind));
-    size_t pre = strlen(named ? o.named_pre : o.required), nl = named ? strlen(name) : 0,
-           post = named ? strlen(o.named_post) : 0;
-    char *s = malloc(pre + nl + post + 1);
-    if (!s) return oom(err);
-    memcpy(s, named ? o.named_pre : o.required, pre);
-    if (named) {
-        memcpy(s + pre, name, nl);
-        memcpy(s + pre + nl, o.named_post, post);
-    }
-    s[pre + nl + post] = 0;
-    free(p->prompt_suffix);
-    free(p->suffix_think);
-    free(a->forced);
-    p->prompt_suffix = s;
-    p->suffix_plain_from = pre;
-    p->suffix_plain_to = pre + nl;
-    p->suffix_think = o.think_close ? strdup(o.think_close) : NULL;
-    a->forced = strdup(s);
-    a->forced_think = o.think_close;
-    if (!a->forced || (o.think_close && !p->suffix_think)) return oom(err);
+    structured_call_shape shape;
+    int rc;
+    if (a->kind == RECIPE_PARSER_HERMES) {
+        shape = STRUCTURED_CALL_OBJECT;
+        rc = set_opener(a, p, o.required, NULL, NULL, o.think_close, err);
+    } else if (a->kind == RECIPE_PARSER_LLAMA3) {
+        shape = STRUCTURED_CALL_OBJECT_PARAMS; /* the model writes the whole {"name", "parameters"} object */
+        rc = set_opener(a, p, "", NULL, NULL, o.think_close, err);
+    } else if (a->kind == RECIPE_PARSER_MISTRAL && !ctx->mistral_args) {
+        shape = STRUCTURED_CALL_ARRAY;
+        rc = set_opener(a, p, o.required, NULL, NULL, o.think_close, err);
+    } else if (tool >= 0) {
+        shape = STRUCTURED_CALL_ARGS;
+        rc = set_opener(a, p, o.named_pre, r->tools[tool].name ? r->tools[tool].name : "", o.named_post, o.think_close,
+                        err);
+    } else
+        return serve_bad(err, "tool_choice",
+                         "%s with %zu tools cannot be enforced in this model's tool-call format (output parser "
+                         "'%s' writes the tool's name outside JSON); name the tool in tool_choice",
+                         what, r->n_tools, recipe_parser_name(a->kind));
+    return rc ? -1 : structured_tool_call(r, a->api, tool, shape, &p->grammar, err);
+}
+
+/* A constrained output must not start inside a reasoning block the prompt opened: the block is
+ * closed first (suffix_think, as for forced calls; gen.c adds it only when the prompt ends with
+ * <think>), so the grammar shapes the answer. Families without a </think> block: nothing. */
+static int close_reasoning(api_job *a, gen_params *p, serve_error *err) {
+    const char *start, *end;
+    if (p->prompt_suffix || !api_think_markers(a->kind, &start, &end) || strcmp(end, "</think>")) return 0;
+    return set_opener(a, p, "", NULL, NULL, "</think>\n\n", err);
+}
+
+int api_job_prepare(api_job *a, const api_ctx *ctx, gen_params *p, serve_error *err) {
+    p->keep_ids = true; /* usage reasoning tokens (api_output.c) */
+    const recipe_request *r = &a->req;
+    bool forced = r->tool_choice == RECIPE_TOOL_CHOICE_REQUIRED || r->tool_choice == RECIPE_TOOL_CHOICE_NAMED;
+    if (forced ? forced_call(a, ctx, p, err) : structured_from_request(r, a->api, &p->grammar, err)) return -1;
+    structured_spec lazy; /* strict tools under auto (400 with a format: p->grammar is empty when it is set) */
+    if (!forced && structured_strict_tools(r, a->api, a->kind, &lazy, err)) return -1;
+    if (!forced && lazy.kind) p->grammar = lazy; /* moved */
+    if (check_constrained(p, err)) return -1;
+    if (p->grammar.trigger) return 0; /* calls the model chooses: it may reason first (no budget) */
+    if (p->grammar.kind) return close_reasoning(a, p, err); /* no reasoning budget: the block is closed */
+    api_job_think(a, ctx, p); /* reasoning budget -> engine options (api_think.c) */
     return 0;
 }

@@ -48,6 +48,7 @@ void gen_params_free(gen_params *p) {
     free(p->user);
     free(p->prompt_suffix);
     free(p->suffix_think);
+    structured_spec_free(&p->grammar);
     gen_params_init(p);
 }
 
@@ -68,7 +69,8 @@ int gen_model_init(gen_model *gm, cf_err *err) {
     gm->eos_text = token_text_dup(gm->tok, tokenizer_eos(gm->tok));
     gm->special = NULL;
     gm->n_special = 0;
-    if (!gm->bos_text || !gm->eos_text) goto oom;
+    gm->gvocab = cinfer_engine_grammar_vocab(gm->engine);
+    if (!gm->bos_text || !gm->eos_text || !(gm->grammars = cinfer_grammar_cache_new(0))) goto oom;
     int32_t nv = tokenizer_n_vocab(gm->tok), cap = 0;
     for (int32_t id = 0; id < nv; id++) {
         int ty = tokenizer_token_type(gm->tok, id);
@@ -95,6 +97,8 @@ void gen_model_free(gen_model *gm) {
     free(gm->eos_text);
     for (int32_t i = 0; i < gm->n_special; i++) free(gm->special[i]);
     free(gm->special);
+    cinfer_grammar_cache_free(gm->grammars);
+    gm->grammars = NULL;
     gm->bos_text = gm->eos_text = NULL;
     gm->special = NULL;
     gm->n_special = 0;
@@ -294,7 +298,7 @@ static int add_suffix(gen_job *j, const gen_model *gm, serve_error *err) {
  * api_job_prompt_check) and no suffix_think closed the block. */
 static void think_options(const gen_job *j, const gen_model *gm, cinfer_request *r) {
     const gen_params *q = &j->p;
-    if (q->think_budget < 0 || q->n_think_end <= 0 || q->n_think_end > CINFER_MAX_THINK_MARKER ||
+    if (j->grammar || q->think_budget < 0 || q->n_think_end <= 0 || q->n_think_end > CINFER_MAX_THINK_MARKER ||
         q->n_think_start < 0 || q->n_think_start > CINFER_MAX_THINK_MARKER)
         return;
     r->think_budget = q->think_budget;
@@ -314,6 +318,25 @@ static uint64_t random_seed(void) {
         s = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec;
     }
     return s;
+}
+
+/* The request's grammar through the compile cache (on the prompt worker: compiles take up to the
+ * limit's milliseconds). An unsupported feature, a syntax error or an exceeded limit is a 400 naming
+ * the field the spec came from, with the library's message (which names the keyword). */
+static int compile_grammar(gen_job *j, const gen_model *gm, serve_error *err) {
+    const structured_spec *s = &j->p.grammar;
+    if (!s->kind) return 0;
+    cinfer_grammar_spec spec = {.kind = s->kind, .text = s->text, .len = s->len};
+    cinfer_grammar_error ge = {0};
+    int hit = 0;
+    j->grammar = cinfer_grammar_cache_get(gm->grammars, &spec, &gm->grammar_limits, &hit, &ge);
+    if (!j->grammar) {
+        if (ge.keyword[0] && !strstr(ge.msg, ge.keyword))
+            return serve_bad(err, s->param, "'%s' cannot be enforced: %s (keyword '%s')", s->param, ge.msg, ge.keyword);
+        return serve_bad(err, s->param, "'%s' cannot be enforced: %s", s->param, ge.msg);
+    }
+    j->grammar_cached = hit != 0;
+    return 0;
 }
 
 int gen_job_start(gen_job *j, const gen_model *gm, gen_params *p, serve_error *err) {
@@ -358,7 +381,7 @@ int gen_job_prepare(gen_job *j, const gen_model *gm, gen_params *p, serve_error 
                           q->kind == GEN_CHAT ? "messages" : "prompt", q->max_tokens,
                           q->kind == GEN_CHAT ? "messages" : "prompt");
     j->max_tokens = q->max_tokens > 0 ? q->max_tokens : gm->ctx - j->n_prompt;
-    return 0;
+    return compile_grammar(j, gm, err);
 }
 
 int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err) {
@@ -393,8 +416,14 @@ int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err) {
         c->stop_string = -1;
         r.sampling.seed = base + (uint64_t)i;
         char e[200] = "";
-        c->id = cinfer_engine_submit(gm->engine, &r, e, sizeof e);
+        cinfer_grammar_error ge = {0};
+        r.grammar = j->grammar ? cinfer_grammar_matcher_new(j->grammar, gm->gvocab, &ge) : NULL;
+        r.grammar_trigger = q->grammar.trigger;
+        r.grammar_trigger_len = q->grammar.trigger ? strlen(q->grammar.trigger) : 0;
+        if (j->grammar && !r.grammar) snprintf(e, sizeof e, "grammar matcher: %.150s", ge.msg);
+        c->id = j->grammar && !r.grammar ? 0 : cinfer_engine_submit(gm->engine, &r, e, sizeof e);
         if (!c->id) {
+            cinfer_grammar_matcher_free(r.grammar); /* the engine took it only on success */
             for (int32_t k = 0; k < i; k++) {
                 cinfer_engine_release(gm->engine, j->choices[k].id);
                 j->choices[k].id = 0;
@@ -515,6 +544,7 @@ void gen_job_free(gen_job *j, const gen_model *gm) {
     }
     free(j->choices);
     free(j->prompt);
+    cinfer_grammar_release(j->grammar);
     gen_params_free(&j->p);
     memset(j, 0, sizeof *j);
 }

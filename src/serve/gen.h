@@ -26,6 +26,7 @@
 
 #include "cinfer/engine.h"
 #include "serve/serve_error.h"
+#include "serve/structured.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -73,6 +74,11 @@ typedef struct gen_params {
      * (api_think.c): with think_budget >= 0 and an end marker, each engine request gets the
      * budget and the markers, and starts inside the block when the rendered prompt (before
      * prompt_suffix) ends with think_start_text and no suffix_think closed it. */
+    /* structured output (docs/serve.md "Structured outputs"), set by the protocol layer
+     * (structured.c): compiled on the prompt worker by gen_job_prepare through gm->grammars (the
+     * cache; limits gm->grammar_limits; a failure is a 400 naming grammar.param), one matcher per
+     * choice at submit. kind 0: unconstrained. */
+    structured_spec grammar;
     int32_t think_budget; /* < 0: none (gen_params_init) */
     int32_t think_start[CINFER_MAX_THINK_MARKER], think_end[CINFER_MAX_THINK_MARKER];
     int32_t n_think_start, n_think_end;
@@ -91,6 +97,9 @@ typedef struct gen_model {
     char *bos_text, *eos_text; /* template variables bos_token / eos_token (gen_model_init, owned) */
     char **special; /* texts of CONTROL/UNKNOWN tokens (gen_model_init) */
     int32_t n_special;
+    cinfer_grammar_cache *grammars; /* compiled grammars by spec hash (gen_model_init, owned; thread-safe) */
+    const cinfer_grammar_vocab *gvocab; /* the engine's (cinfer_engine_grammar_vocab) */
+    cinfer_grammar_limits grammar_limits; /* compile time / size limits (zeros: the library's defaults) */
 } gen_model;
 
 /* Fills the derived fields (bos/eos texts, special token texts) of a
@@ -129,6 +138,8 @@ typedef struct gen_job {
     int32_t n_done;
     cinfer_usage usage; /* prompt counted once, completion summed; final when n_done == p.n */
     int32_t new_tokens; /* tokens in the latest gen_job_read (for latency metrics) */
+    cinfer_grammar *grammar; /* compiled p.grammar (a reference), NULL: unconstrained */
+    bool grammar_cached; /* the compile was a cache hit (logs) */
 } gen_job;
 
 /* Renders / tokenizes the prompt described by *p, checks it against the

@@ -257,6 +257,16 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
               CINFER_VERSION, CINFER_GIT_COMMIT, cpu_isa_name(cpu_isa_active()));
     counter(&s, "cinfer_engine_steps_total", "Engine steps (forward passes).", st->steps);
     counter(&s, "cinfer_engine_preemptions_total", "Requests preempted for KV blocks.", st->preemptions);
+    counter(&s, "cinfer_grammar_tokens_total", "Tokens sampled under a grammar's mask (structured outputs).",
+            st->grammar_tokens);
+    counter(&s, "cinfer_grammar_forced_tokens_total", "Grammar tokens taken without sampling (one allowed).",
+            st->grammar_forced_tokens);
+    counter(&s, "cinfer_grammar_masks_overlapped_total", "Grammar masks computed while a forward pass ran.",
+            st->grammar_masks_overlapped);
+    sb_printf(&s,
+              "# HELP cinfer_grammar_mask_seconds_total Engine-thread seconds computing grammar masks.\n"
+              "# TYPE cinfer_grammar_mask_seconds_total counter\ncinfer_grammar_mask_seconds_total %.6f\n",
+              st->t_grammar);
     if (e) expert_metrics(&s, e);
     if (s.oom) {
         free(s.p);

@@ -178,11 +178,12 @@ class TestMessagesErrors(unittest.TestCase):
         with self.assertRaises(anthropic.BadRequestError) as cm:
             CLIENT.messages.create(model=MODEL_NAME, max_tokens=2, messages=MSGS, temperature=1.5)
         self.assertEqual(cm.exception.body["error"]["type"], "invalid_request_error")
-        with self.assertRaises(anthropic.BadRequestError) as cm:  # structured outputs: refused, not ignored
+        with self.assertRaises(anthropic.BadRequestError) as cm:  # a schema keyword that cannot be enforced
             CLIENT.messages.create(model=MODEL_NAME, max_tokens=2, messages=MSGS,
-                                   extra_body={"output_config": {"format": {"type": "json_schema",
-                                                                            "schema": {"type": "object"}}}})
+                                   extra_body={"output_config": {"format": {"type": "json_schema", "schema": {
+                                       "type": "array", "uniqueItems": True}}}})
         self.assertIn("output_config.format", cm.exception.body["error"]["message"])
+        self.assertIn("uniqueItems", cm.exception.body["error"]["message"])
         with self.assertRaises(anthropic.BadRequestError) as cm:  # prompt + max_tokens beyond the context
             CLIENT.messages.create(model=MODEL_NAME, max_tokens=1000, messages=MSGS)
         # says which limit: not "prompt is too long" for a short prompt (regression, issue 14)

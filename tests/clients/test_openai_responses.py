@@ -102,12 +102,15 @@ class TestResponses(unittest.TestCase):
         r = CLIENT.responses.create(model=MODEL_NAME, input="Once", max_output_tokens=4,
                                     text={"format": {"type": "text"}})
         self.assertEqual(r.text.format.type, "text")
-        # a JSON format would need constrained decoding: refused, never accepted and ignored
-        for fmt in ({"type": "json_object"},
-                    {"type": "json_schema", "name": "x", "schema": {"type": "object"}}):
-            with self.assertRaises(openai.BadRequestError) as cm:
-                CLIENT.responses.create(model=MODEL_NAME, input="Once", max_output_tokens=4, text={"format": fmt})
-            self.assertEqual(cm.exception.body.get("param"), "text.format")
+        # JSON formats are enforced (tests/clients/test_structured.py); echoed; an unenforceable schema is 400
+        r = CLIENT.responses.create(model=MODEL_NAME, input="Once", max_output_tokens=64,
+                                    text={"format": {"type": "json_schema", "name": "x", "schema": {"enum": [1, 2]}}})
+        self.assertEqual(r.text.format.type, "json_schema")
+        self.assertIn(json.loads(r.output_text), (1, 2))
+        with self.assertRaises(openai.BadRequestError) as cm:
+            CLIENT.responses.create(model=MODEL_NAME, input="Once", max_output_tokens=4, text={"format": {
+                "type": "json_schema", "name": "x", "schema": {"type": "array", "uniqueItems": True}}})
+        self.assertEqual(cm.exception.body.get("param"), "text.format.schema")
 
     def test_errors(self):
         with self.assertRaises(openai.BadRequestError):

@@ -77,10 +77,12 @@ class TestErrors(unittest.TestCase):
                  ({"response_format": 5}, "response_format"), ({"model": ""}, "model"),
                  ({"logit_bias": {" 1": 1}}, "logit_bias"), ({"logit_bias": {"01": 1}}, "logit_bias"),
                  ({"logit_bias": {"-0": 1}}, "logit_bias"),
-                 # structured outputs are not implemented: refused, naming the field
-                 ({"response_format": {"type": "json_object"}}, "response_format"),
-                 ({"guided_json": {"type": "object"}}, "guided_json"), ({"guided_regex": "a+"}, "guided_regex"),
-                 ({"guided_choice": ["a"]}, "guided_choice"), ({"guided_grammar": "x"}, "guided_grammar"),
+                 # structured outputs: bad shapes, two constraints, a regex that does not compile
+                 ({"response_format": {"type": "json_object"}, "guided_regex": "a+"}, "guided_regex"),
+                 ({"guided_json": 5}, "guided_json"), ({"guided_regex": "(a"}, "guided_regex"),
+                 ({"guided_choice": []}, "guided_choice"), ({"guided_grammar": ""}, "guided_grammar"),
+                 ({"structured_outputs": {"whitespace_pattern": " "}}, "structured_outputs.whitespace_pattern"),
+                 ({"guided_regex": "a+", "ignore_eos": True}, "ignore_eos"),
                  # vLLM extras are typed
                  ({"min_tokens": -1}, "min_tokens"), ({"ignore_eos": "yes"}, "ignore_eos"),
                  ({"stop_token_ids": [99999]}, "stop_token_ids"), ({"skip_special_tokens": 1}, "skip_special_tokens"),

@@ -7,7 +7,8 @@ from its chat template) whose weights make it replay fixed scripts: a <tool_call
 get_weather(city=Paris) when tools are offered, "The weather in Paris is sunny." after a tool
 result, and <think>The user says hello.</think>Hello! How can I help? otherwise; forced tool calls
 (tool_choice required / named: the server appends the tool-call opener to the prompt, the model
-continues it); usage reasoning tokens.
+continues it under the call's grammar); strict tools under tool_choice auto (the call the model
+chooses is held to the schema); usage reasoning tokens.
 Run by tests/integration/serve_tools.sh."""
 import json
 import os
@@ -205,9 +206,13 @@ class TestReasoningTokens(unittest.TestCase):
         self.assertEqual(final.output_text, sbm.THINK_ANSWER_TEXT)
 
 
-# forced calls: the scripted model continues the server's opener into get_weather(city=Paris)
-FORCED_REQUIRED_TOKENS = len(sbm.SCRIPTS["<|call|>"]) - 1 + 1  # the model writes all but <tool_call>; + EOS
-FORCED_NAMED_TOKENS = 5  # '{"city": ', '"Paris"', '}}', '</tool_call>', EOS
+# forced calls: the scripted model continues the server's opener "<tool_call>\n" into get_weather(city=Paris)
+# under the call's grammar ({"name": const, "arguments": schema}), which ends at the JSON's closing
+# brace: there EOS is the only token allowed (taken without sampling), in place of the script's
+# </tool_call>; the parser closes the call at the end of the output.
+# The JSON grammar allows a bounded whitespace run after the document, which the script's next choice
+# ("</tool_call>" refused; the other logits tie) may take before EOS: only whitespace follows.
+FORCED_TOKENS = ['{"name": "get_weather", ', '"arguments": ', '{"city": ', '"Paris"', "}}"]
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
 
 
@@ -224,11 +229,11 @@ class TestForcedToolChoice(unittest.TestCase):
         r = OAI.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER], tool_choice="required")
         self.assertEqual(r.choices[0].finish_reason, "tool_calls")
         self.check_call(r.choices[0].message)
-        self.assertEqual(r.usage.completion_tokens, FORCED_REQUIRED_TOKENS)
+        self.assertGreaterEqual(r.usage.completion_tokens, len(FORCED_TOKENS) + 1)  # + EOS
         r = OAI.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER], tool_choice=NAMED)
         self.assertEqual(r.choices[0].finish_reason, "tool_calls")
         self.check_call(r.choices[0].message)
-        self.assertEqual(r.usage.completion_tokens, FORCED_NAMED_TOKENS)
+        self.assertGreaterEqual(r.usage.completion_tokens, len(FORCED_TOKENS) + 1)  # + EOS
 
     def test_chat_forced_stream(self):
         for choice in ("required", NAMED):
@@ -291,6 +296,31 @@ class TestForcedToolChoice(unittest.TestCase):
         self.assertIn("get_time", str(cm.exception))
 
 
+class TestStrictTools(unittest.TestCase):
+    """strict: true under tool_choice auto: the model chooses to call (the script writes <tool_call>),
+    and from there the call is held to the schema, which here refuses the script's "Paris"."""
+    STRICT_ARGS = {"type": "object", "additionalProperties": False, "required": ["city"],
+                   "properties": {"city": {"enum": ["Lyon", "Rome"]}}}
+
+    def test_chat_strict_auto(self):
+        tool = {"type": "function", "function": {"name": "get_weather", "parameters": self.STRICT_ARGS,
+                                                 "strict": True}}
+        r = OAI.chat.completions.create(model=NAME, messages=[USER], tools=[tool])
+        self.assertEqual(r.choices[0].finish_reason, "tool_calls")
+        tc = r.choices[0].message.tool_calls[0]
+        self.assertEqual(tc.function.name, "get_weather")
+        self.assertIn(json.loads(tc.function.arguments)["city"], ("Lyon", "Rome"))
+        tool["function"]["strict"] = False  # not strict: the script's own arguments
+        r = OAI.chat.completions.create(model=NAME, messages=[USER], tools=[tool])
+        self.assertEqual(json.loads(r.choices[0].message.tool_calls[0].function.arguments), {"city": "Paris"})
+
+    def test_responses_strict_auto(self):
+        tool = dict(RESP_TOOL, parameters=self.STRICT_ARGS, strict=True)
+        r = OAI.responses.create(model=NAME, input="What is the weather in Paris?", tools=[tool])
+        fc = [o for o in r.output if o.type == "function_call"][0]
+        self.assertIn(json.loads(fc.arguments)["city"], ("Lyon", "Rome"))
+
+
 class TestChatMulti(unittest.TestCase):
     """Chat with n > 1 or logprobs: OpenAI's shapes (logprobs kept), one output parser per choice."""
 
@@ -333,8 +363,9 @@ class TestChatMulti(unittest.TestCase):
             self.assertEqual("".join(c.delta.content or "" for c in mine), "")
             self.assertEqual(mine[-1].finish_reason, "tool_calls")
             toks = [t.token for c in mine if c.logprobs for t in c.logprobs.content]
-            self.assertEqual(toks, ['{"city": ', '"Paris"', "}}", "</tool_call>"])
-        self.assertEqual(chunks[-1].usage.completion_tokens, 2 * FORCED_NAMED_TOKENS)
+            self.assertEqual(toks[:len(FORCED_TOKENS)], FORCED_TOKENS)
+            self.assertFalse("".join(toks[len(FORCED_TOKENS):]).strip())  # then whitespace at most
+        self.assertGreaterEqual(chunks[-1].usage.completion_tokens, 2 * (len(FORCED_TOKENS) + 1))
         self.assertEqual(chunks[-1].usage.completion_tokens_details.reasoning_tokens, 0)
 
     def test_stream_n2_reasoning(self):
@@ -374,11 +405,17 @@ class TestParserFlag(unittest.TestCase):
             self.assertEqual(srv.stop(), 0)
 
     def test_forced_llama3(self):
-        # the Llama 3 JSON format: the named opener '{"name": "get_weather", "parameters": '
+        # the Llama 3 JSON format: no opener, the grammar is the whole {"name": "get_weather",
+        # "parameters": {...}} object; the script knows no Llama 3 syntax, so the grammar writes the
+        # call: the name is a constant, and the city an enum of one value here
         srv = Server("--tool-call-parser", "llama3", model=os.path.join(TMP.name, NAME + ".gguf"), ctx=2048)
+        only_paris = {"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"enum": ["Paris"]}}, "required": ["city"],
+            "additionalProperties": False}}}
         try:
             c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0)
-            r = c.chat.completions.create(model=NAME, messages=[USER], tools=[WEATHER], tool_choice=NAMED)
+            r = c.chat.completions.create(model=NAME, messages=[USER], tools=[only_paris], tool_choice=NAMED,
+                                          max_tokens=400)
             self.assertEqual(r.choices[0].finish_reason, "tool_calls")
             tc = r.choices[0].message.tool_calls[0]
             self.assertEqual((tc.function.name, json.loads(tc.function.arguments)), ("get_weather", {"city": "Paris"}))

@@ -7,7 +7,9 @@
  * reject the body, but must not crash or leak; a rejection carries a 4xx/5xx
  * status and its error JSON formats in the API's shape; an accepted request
  * gives the generation core a non-empty conversation whose template context renders
- * and sampling values in range; a forced tool_choice (api_job_prepare) either
+ * and sampling values in range, and a structured-output spec (formats, guided_*, forced and
+ * strict tool calls) that names its field and compiles or fails with a message; a forced
+ * tool_choice (api_job_prepare) either
  * fails in the API's shape or gives a prompt suffix equal to the parser's
  * opener with its plain (tool name) range inside it. */
 #include <stdint.h>
@@ -36,6 +38,25 @@ static void check_params(const gen_params *p) {
     if (!(p->sampling.temperature >= 0 && p->sampling.temperature <= 2)) abort();
     if (!(p->sampling.top_p >= 0 && p->sampling.top_p <= 1)) abort();
     if (p->max_tokens < 0) abort();
+}
+
+/* A structured-output spec names its field, a JSON Schema is JSON, and it compiles or fails with a
+ * message (within a small limit: the grammar library's own harnesses fuzz the compilers). */
+static void check_grammar(const gen_params *p) {
+    const structured_spec *s = &p->grammar;
+    if (!s->kind) return;
+    if (!s->param[0] || (s->kind != CINFER_GRAMMAR_JSON_OBJECT && !s->text)) abort();
+    if (s->kind == CINFER_GRAMMAR_JSON_SCHEMA) {
+        json_t *j = json_loads(s->text, 0, NULL);
+        if (!j) abort();
+        json_decref(j);
+    }
+    cinfer_grammar_spec spec = {.kind = s->kind, .text = s->text, .len = s->len};
+    cinfer_grammar_limits lim = {.max_compile_ms = 50, .max_rules = 20000};
+    cinfer_grammar_error ge = {0};
+    cinfer_grammar *g = cinfer_grammar_compile(&spec, &lim, &ge);
+    if (!g && !ge.msg[0]) abort();
+    cinfer_grammar_release(g);
 }
 
 static void check_error(recipe_api api, const serve_error *e) {
@@ -90,6 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         gen_params_free(&p);
     } else {
         check_params(&p);
+        check_grammar(&p);
         if (p.prompt_suffix &&
             (p.suffix_plain_from > p.suffix_plain_to || p.suffix_plain_to > strlen(p.prompt_suffix) || !a.forced ||
              strcmp(a.forced, p.prompt_suffix)))

@@ -27,9 +27,15 @@ static int chat_a(const char *body, api_job *a, gen_params *p, serve_error *e) {
     return api_job_parse(a, RECIPE_API_CHAT, body, strlen(body), &ctx, p, e);
 }
 
+/* As the server: parse, then the output-side settings (structured output, forced calls). */
 static int chat(const char *body, gen_params *p, serve_error *e) {
     api_job a;
+    api_ctx ctx = {.parser = RECIPE_PARSER_PLAIN, .max_n = LIM.max_n, .n_vocab = LIM.n_vocab};
     int rc = chat_a(body, &a, p, e);
+    if (!rc && api_job_prepare(&a, &ctx, p, e)) {
+        gen_params_free(p);
+        rc = -1;
+    }
     api_job_free(&a);
     return rc;
 }
@@ -172,10 +178,18 @@ static void test_rejections(void) {
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":5}", 400, "tools"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":5}", 400, "tool_choice"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":5}", 400, "response_format"},
-        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}",
-         400, "response_format"},
-        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_json\":{}}", 400, "guided_json"},
-        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_choice\":[\"a\"]}", 400, "guided_choice"},
+        /* structured output: two constraints, ignore_eos with one, a bad shape */
+        {0,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"},"
+         "\"guided_regex\":\"a\"}",
+         400, "guided_regex"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_json\":{},\"ignore_eos\":true}", 400,
+         "ignore_eos"},
+        {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_choice\":[]}", 400, "guided_choice"},
+        {0,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":{"
+         "\"name\":\"f\"}}],\"tool_choice\":\"required\"}",
+         400, "tool_choice"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":\"\"}", 400, "model"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\" 1\":1}}", 400, "logit_bias"},
         {0, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"01\":1}}", 400, "logit_bias"},
@@ -191,7 +205,9 @@ static void test_rejections(void) {
         {1, "{\"prompt\":\"x\",\"suffix\":\"y\"}", 400, "suffix"},
         {1, "{\"prompt\":\"x\",\"best_of\":2}", 400, "best_of"},
         {1, "{\"prompt\":\"x\",\"min_tokens\":\"2\"}", 400, "min_tokens"},
-        {1, "{\"prompt\":\"x\",\"guided_regex\":\"a\"}", 400, "guided_regex"},
+        {1, "{\"prompt\":\"x\",\"guided_regex\":\"a\",\"ignore_eos\":true}", 400, "ignore_eos"},
+        {1, "{\"prompt\":\"x\",\"guided_regex\":\"a\",\"structured_outputs\":{\"regex\":\"b\"}}", 400,
+         "structured_outputs.regex"},
         {1, "{\"prompt\":\"x\",\"logit_bias\":{\"01\":1}}", 400, "logit_bias"},
         {1, "{\"prompt\":\"x\",\"model\":\"\"}", 400, "model"},
         {1, "{\"prompt\":\"x\",\"logprobs\":true}", 400, "logprobs"},
@@ -315,10 +331,123 @@ static void test_metrics(void) {
     free(txt);
 }
 
+/* What each structured-output source becomes (serve/structured.c): the grammar spec's kind, the
+ * field its errors name, its text; forced tool calls with the Hermes parser: the opener in the prompt
+ * suffix and the JSON grammar of the rest of the call. */
+static void test_structured(void) {
+    static const char tool_a[] = "{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":{\"type\":"
+                                 "\"object\",\"properties\":{\"x\":{\"type\":\"integer\"}}}}}";
+    static const char tool_b[] = "{\"type\":\"function\",\"function\":{\"name\":\"b\"}}";
+    char two[512], one_named[512], one_req[512];
+    snprintf(two, sizeof two,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[%s,%s],"
+             "\"tool_choice\":\"required\"}",
+             tool_a, tool_b);
+    snprintf(one_named, sizeof one_named,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[%s,%s],"
+             "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"a\"}},"
+             "\"response_format\":{\"type\":\"json_object\"}}",
+             tool_a, tool_b);
+    snprintf(one_req, sizeof one_req,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[%s],"
+             "\"tool_choice\":\"required\"}",
+             tool_b);
+    const struct {
+        const char *body;
+        cinfer_grammar_kind kind;
+        const char *param, *text, *suffix;
+    } cases[] = {
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
+         "\"json_schema\":{\"name\":\"n\",\"strict\":true,\"schema\":{\"type\":\"integer\"}}}}",
+         CINFER_GRAMMAR_JSON_SCHEMA, "response_format.json_schema.schema", "{\"type\":\"integer\"}", NULL},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}",
+         CINFER_GRAMMAR_JSON_OBJECT, "response_format", NULL, NULL},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_choice\":[\"y\",\"n\\\"\"]}",
+         CINFER_GRAMMAR_CHOICE, "guided_choice", "[\"y\",\"n\\\"\"]", NULL},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"structured_outputs\":{\"grammar\":\"root ::= "
+         "\\\"a\\\"\"}}",
+         CINFER_GRAMMAR_GBNF, "structured_outputs.grammar", "root ::= \"a\"", NULL},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"text\":\"hi\",\"guided_regex\":\"[0-9]+\"}",
+         CINFER_GRAMMAR_REGEX, "guided_regex", "[0-9]+", NULL},
+        {two, CINFER_GRAMMAR_JSON_SCHEMA, "tools",
+         "{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"a\"},\"arguments\":{\"type\":"
+         "\"object\","
+         "\"properties\":{\"x\":{\"type\":\"integer\"}}}},\"required\":[\"name\",\"arguments\"],"
+         "\"additionalProperties\":"
+         "false},{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"b\"},\"arguments\":{\"type\":\"object\"}},"
+         "\"required\":[\"name\",\"arguments\"],\"additionalProperties\":false}]}",
+         "<tool_call>\n"},
+        {one_named, CINFER_GRAMMAR_JSON_SCHEMA, "tools[0].function.parameters",
+         "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"a\"},\"arguments\":{\"type\":\"object\","
+         "\"properties\":{\"x\":{\"type\":\"integer\"}}}},\"required\":[\"name\",\"arguments\"],"
+         "\"additionalProperties\":"
+         "false}",
+         "<tool_call>\n"},
+        {one_req, CINFER_GRAMMAR_JSON_SCHEMA, "tools[0].function.parameters",
+         "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"b\"},\"arguments\":{\"type\":\"object\"}},"
+         "\"required\":[\"name\",\"arguments\"],\"additionalProperties\":false}",
+         "<tool_call>\n"},
+    };
+    api_ctx ctx = {.parser = RECIPE_PARSER_HERMES, .max_n = LIM.max_n, .n_vocab = LIM.n_vocab};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        gen_params p;
+        serve_error e;
+        api_job a;
+        memset(&a, 0, sizeof a);
+        memset(&e, 0, sizeof e);
+        int rc = api_job_parse(&a, RECIPE_API_CHAT, cases[i].body, strlen(cases[i].body), &ctx, &p, &e);
+        a.kind = RECIPE_PARSER_HERMES;
+        if (!rc) rc = api_job_prepare(&a, &ctx, &p, &e);
+        CHECKF(rc == 0, "%s: %s", cases[i].body, e.message);
+        if (rc == 0) {
+            CHECKF(p.grammar.kind == cases[i].kind && !strcmp(p.grammar.param, cases[i].param), "%zu: kind %d param %s",
+                   i, (int)p.grammar.kind, p.grammar.param);
+            CHECKF(!cases[i].text || (p.grammar.text && !strcmp(p.grammar.text, cases[i].text)), "%zu: %s", i,
+                   p.grammar.text ? p.grammar.text : "(null)");
+            CHECKF(!cases[i].suffix || (p.prompt_suffix && !strcmp(p.prompt_suffix, cases[i].suffix)), "%zu: '%s'", i,
+                   p.prompt_suffix ? p.prompt_suffix : "(null)");
+            CHECK(p.think_budget < 0); /* constrained: no reasoning budget */
+            gen_params_free(&p);
+        }
+        api_job_free(&a);
+    }
+    /* strict tools under tool_choice auto: a lazy grammar (Hermes), else 400 naming strict */
+    char strict[600];
+    snprintf(strict, sizeof strict,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[%s,{\"type\":\"function\","
+             "\"function\":{\"name\":\"s\",\"strict\":true,\"parameters\":{\"type\":\"object\",\"properties\":{}}}}]}",
+             tool_a);
+    for (int k = 0; k < 3; k++) {
+        gen_params p;
+        serve_error e;
+        api_job a;
+        memset(&a, 0, sizeof a);
+        memset(&e, 0, sizeof e);
+        char body[700];
+        snprintf(body, sizeof body, "%.*s%s}", (int)strlen(strict) - 1, strict,
+                 k == 2 ? ",\"response_format\":{\"type\":\"json_object\"}" : "");
+        api_ctx c = {.parser = k == 1 ? RECIPE_PARSER_LLAMA3 : RECIPE_PARSER_HERMES, .max_n = 4, .n_vocab = 512};
+        int rc = api_job_parse(&a, RECIPE_API_CHAT, body, strlen(body), &c, &p, &e);
+        if (!rc) rc = api_job_prepare(&a, &c, &p, &e);
+        if (k == 0) {
+            CHECKF(
+                rc == 0 && p.grammar.trigger && !strcmp(p.grammar.trigger, "<tool_call>") && !p.prompt_suffix &&
+                    strstr(p.grammar.text, "{\"const\":\"a\"},\"arguments\":{\"type\":\"object\"}}") &&
+                    strstr(p.grammar.text, "{\"const\":\"s\"},\"arguments\":{\"type\":\"object\",\"properties\":{}}"),
+                "%s", rc ? e.message : p.grammar.text);
+        } else {
+            CHECKF(rc == -1 && !strcmp(e.param, "tools[1].function.strict"), "%d: %s (%s)", k, e.param, e.message);
+        }
+        if (!rc) gen_params_free(&p);
+        api_job_free(&a);
+    }
+}
+
 int main(void) {
     test_chat_fields();
     test_completion_prompts();
     test_rejections();
+    test_structured();
     test_error_json();
     test_stream_chunks();
     test_metrics();

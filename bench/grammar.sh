@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# grammar.sh - structured-output mask benchmark, cinfer's engine side by side with llguidance and
+# xgrammar in one run, on the same vocabulary, schemas and token sequences (MaskBench method; see
+# bench/bench_grammar.c and bench/grammar_peers.py). Single thread each.
+# Usage: bench/grammar.sh VOCAB.gguf CASES.jsonl OUT_PREFIX
+#   CASES.jsonl from bench/grammar_cases.py (a JSONSchemaBench checkout); writes
+#   OUT_PREFIX.{cinfer,llguidance,xgrammar}.txt. Env: BUILD (default build), GRAMMAR_VENV (a venv
+#   with llguidance and xgrammar from PyPI, default /work/venvs/grammar), PEER_TIMEOUT (s, 1800).
+set -euo pipefail
+[ $# -eq 3 ] || { echo "usage: $0 VOCAB.gguf CASES.jsonl OUT_PREFIX" >&2; exit 2; }
+vocab=$1 cases=$2 out=$3
+build=${BUILD:-build}
+venv=${GRAMMAR_VENV:-/work/venvs/grammar}
+dump=$(mktemp -d)
+trap 'rm -rf "$dump"' EXIT
+"$build/bench_grammar" --vocab "$vocab" --cases "$cases" --dump "$dump" > "$out.cinfer.txt"
+for engine in llguidance xgrammar; do
+  timeout "${PEER_TIMEOUT:-1800}" "$venv/bin/python" "$(dirname "$0")/grammar_peers.py" --dump "$dump" \
+    --cases "$cases" --engine "$engine" --eos "$(cat "$dump/eos.txt")" > "$out.$engine.txt" 2>&1 ||
+    echo "($engine exited $?: timed out or failed)" >> "$out.$engine.txt"
+done
+tail -n 4 "$out".*.txt

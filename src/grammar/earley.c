@@ -1,0 +1,216 @@
+/* earley.c - Earley set construction over bytes (see earley.h for the chart layout).
+ * Owns the closure loop (predict, complete, nullable shortcut) and the per-set dedup table. */
+#include "grammar/earley.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int reserve_items(gr_chart *c, uint32_t need) {
+    if (need <= c->cap_items) return 0;
+    uint32_t n = c->cap_items ? c->cap_items : 256;
+    while (n < need) n *= 2;
+    gr_item *p = realloc(c->items, (size_t)n * sizeof *p);
+    if (!p) return -1;
+    c->items = p;
+    c->cap_items = n;
+    return 0;
+}
+
+static int reserve_sets(gr_chart *c, uint32_t need) {
+    if (need + 1 <= c->cap_sets) return 0;
+    uint32_t n = c->cap_sets ? c->cap_sets : 64;
+    while (n < need + 1) n *= 2;
+    uint32_t *s = realloc(c->set_start, (size_t)n * sizeof *s);
+    if (!s) return -1;
+    c->set_start = s;
+    gr_class *b = realloc(c->next_bytes, (size_t)n * sizeof *b);
+    if (!b) return -1;
+    c->next_bytes = b;
+    c->cap_sets = n;
+    return 0;
+}
+
+static int seen_grow(gr_chart *c, uint32_t cap) {
+    uint64_t *k = malloc((size_t)cap * sizeof *k);
+    uint32_t *g = calloc(cap, sizeof *g);
+    if (!k || !g) {
+        free(k);
+        free(g);
+        return -1;
+    }
+    free(c->seen_key);
+    free(c->seen_gen);
+    c->seen_key = k;
+    c->seen_gen = g;
+    c->seen_cap = cap;
+    c->gen = 0;
+    return 0;
+}
+
+/* Starts a new dedup generation for a set that will be built from item index `from`. */
+static int seen_reset(gr_chart *c) {
+    if (++c->gen == 0) {
+        memset(c->seen_gen, 0, (size_t)c->seen_cap * sizeof *c->seen_gen);
+        c->gen = 1;
+    }
+    return 0;
+}
+
+static int seen_insert(gr_chart *c, uint64_t key) {
+    uint32_t mask = c->seen_cap - 1;
+    uint32_t h = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+    while (c->seen_gen[h] == c->gen) {
+        if (c->seen_key[h] == key) return 0;
+        h = (h + 1) & mask;
+    }
+    c->seen_gen[h] = c->gen;
+    c->seen_key[h] = key;
+    return 1;
+}
+
+/* Re-inserts the items of the set being built after a dedup table growth. */
+static int seen_rebuild(gr_chart *c, uint32_t from) {
+    if (seen_grow(c, c->seen_cap * 2)) return -1;
+    seen_reset(c);
+    for (uint32_t i = from; i < c->n_items; i++) seen_insert(c, (uint64_t)c->items[i].pos << 32 | c->items[i].origin);
+    return 0;
+}
+
+/* Adds an item to the set being built (starting at `from`) unless present. */
+static int add_item(gr_chart *c, uint32_t from, uint32_t pos, uint32_t origin) {
+    if ((c->n_items - from + 1) * 2 > c->seen_cap && seen_rebuild(c, from)) return -1;
+    if (!seen_insert(c, (uint64_t)pos << 32 | origin)) return 0;
+    if (reserve_items(c, c->n_items + 1)) return -1;
+    c->items[c->n_items++] = (gr_item){pos, origin};
+    return 0;
+}
+
+/* Closes the set that starts at item index `from` (set number k) and records its next bytes. */
+static int closure(gr_chart *c, uint32_t k, uint32_t from) {
+    const gr_cfg *g = c->g;
+    gr_class *nb = &c->next_bytes[k];
+    memset(nb, 0, sizeof *nb);
+    for (uint32_t i = from; i < c->n_items; i++) {
+        gr_item it = c->items[i];
+        int32_t sym = g->rhs[it.pos];
+        if (sym == GR_END) {
+            int32_t lhs = g->prods[g->pos_prod[it.pos]].lhs;
+            if (it.origin < c->guard && !c->crossed) {
+                uint32_t r = 0;
+                while (r < c->n_readable && c->readable[r] != it.origin) r++;
+                if (r == c->n_readable) c->crossed = 1;
+            }
+            uint32_t lo = c->set_start[it.origin];
+            uint32_t hi = it.origin == k ? c->n_items : c->set_start[it.origin + 1];
+            for (uint32_t j = lo; j < hi; j++) {
+                gr_item w = c->items[j];
+                if (g->rhs[w.pos] == lhs && add_item(c, from, w.pos + 1, w.origin)) return -1;
+            }
+        } else if (sym >= 0) {
+            for (uint32_t p = g->prod_first[sym]; p < g->prod_first[sym + 1]; p++)
+                if (add_item(c, from, g->prods[p].rhs_start, k)) return -1;
+            if (g->nullable[sym] && add_item(c, from, it.pos + 1, it.origin)) return -1;
+        } else {
+            const gr_class *cl = &g->classes[-sym - 1];
+            for (int w = 0; w < 4; w++) nb->bits[w] |= cl->bits[w];
+        }
+    }
+    return 0;
+}
+
+int gr_chart_init(gr_chart *c, const gr_cfg *g) {
+    memset(c, 0, sizeof *c);
+    c->g = g;
+    if (reserve_sets(c, 1) || reserve_items(c, 256) || seen_grow(c, 256)) {
+        gr_chart_free(c);
+        return -1;
+    }
+    c->set_start[0] = 0;
+    seen_reset(c);
+    if (add_item(c, 0, g->aug_pos, 0) || closure(c, 0, 0)) {
+        gr_chart_free(c);
+        return -1;
+    }
+    c->n_sets = 1;
+    c->set_start[1] = c->n_items;
+    return 0;
+}
+
+void gr_chart_free(gr_chart *c) {
+    free(c->items);
+    free(c->set_start);
+    free(c->next_bytes);
+    free(c->seen_key);
+    free(c->seen_gen);
+    memset(c, 0, sizeof *c);
+}
+
+int gr_chart_copy(gr_chart *dst, const gr_chart *src) {
+    memset(dst, 0, sizeof *dst);
+    dst->g = src->g;
+    if (reserve_sets(dst, src->n_sets) || reserve_items(dst, src->n_items ? src->n_items : 1) ||
+        seen_grow(dst, src->seen_cap)) {
+        gr_chart_free(dst);
+        return -1;
+    }
+    memcpy(dst->items, src->items, (size_t)src->n_items * sizeof *src->items);
+    memcpy(dst->set_start, src->set_start, (size_t)(src->n_sets + 1) * sizeof *src->set_start);
+    memcpy(dst->next_bytes, src->next_bytes, (size_t)src->n_sets * sizeof *src->next_bytes);
+    dst->n_items = src->n_items;
+    dst->n_sets = src->n_sets;
+    return 0;
+}
+
+int gr_chart_reserve(gr_chart *c, uint32_t sets, uint32_t items) {
+    return reserve_sets(c, sets) || reserve_items(c, items) ? -1 : 0;
+}
+
+static int scan_closure(gr_chart *c, uint8_t b);
+
+int gr_chart_scan(gr_chart *c, uint8_t b) {
+    uint32_t k = c->n_sets - 1;
+    if (!gr_class_has(&c->next_bytes[k], b)) return 0;
+    if (!c->memo) return scan_closure(c, b);
+    int r = gr_memo_lookup(c, k, b);
+    if (r != -2) return r;
+    int crossed_before = c->crossed;
+    c->crossed = 0;
+    r = scan_closure(c, b);
+    int crossed = c->crossed;
+    c->crossed = crossed_before | crossed;
+    if (r >= 0) gr_memo_record(c, k, b, r, crossed);
+    return r;
+}
+
+/* The scan proper: the items of set k that can scan b, advanced, then closed. */
+static int scan_closure(gr_chart *c, uint8_t b) {
+    uint32_t k = c->n_sets - 1;
+    if (reserve_sets(c, c->n_sets + 1)) return -1;
+    const gr_cfg *g = c->g;
+    uint32_t from = c->n_items, lo = c->set_start[k];
+    seen_reset(c);
+    for (uint32_t i = lo; i < from; i++) {
+        gr_item it = c->items[i];
+        int32_t sym = g->rhs[it.pos];
+        if (sym < 0 && sym != GR_END && gr_class_has(&g->classes[-sym - 1], b) &&
+            add_item(c, from, it.pos + 1, it.origin)) {
+            c->n_items = from;
+            return -1;
+        }
+    }
+    c->set_start[k + 1] = from;
+    if (closure(c, k + 1, from)) {
+        c->n_items = from;
+        return -1;
+    }
+    c->n_sets = k + 2;
+    c->set_start[k + 2] = c->n_items;
+    return 1;
+}
+
+int gr_chart_accepting(const gr_chart *c) {
+    uint32_t k = c->n_sets - 1;
+    for (uint32_t i = c->set_start[k]; i < c->set_start[k + 1]; i++)
+        if (c->items[i].pos == c->g->accept_pos && c->items[i].origin == 0) return 1;
+    return 0;
+}
