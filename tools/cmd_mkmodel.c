@@ -18,7 +18,14 @@ static const char mk_usage[] =
     "               --experts-used K --expert-ffn FE [--shared-experts S] [--dense-layers N]\n"
     "               [--groups G --groups-used U] [--gating sigmoid|softmax] [--expert-scale F]\n"
     "               [--yarn-factor F [--yarn-orig-ctx N]]\n"
-    "               --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] [--tied] OUT.gguf";
+    "               --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] [--tied] OUT.gguf\n"
+    "cinfer mkmodel --arch deepseek4 --dim D --layers L --heads H --ffn F --head-dim HD\n"
+    "               --qk-rope P --q-lora Q --o-groups G --o-lora R --ratios 4,128,0,...\n"
+    "               [--index-heads IH --index-dim ID --index-topk K] [--window W] [--hc 4]\n"
+    "               [--sinkhorn N] --experts X --experts-used K --expert-ffn FE\n"
+    "               [--shared-experts S] [--hash-layers N] [--mtp-layers N] [--swiglu-limit F]\n"
+    "               [--expert-scale F] [--compress-rope-base B] [--yarn-factor F [--yarn-orig-ctx N]]\n"
+    "               --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] OUT.gguf";
 
 typedef struct mk_args {
     mkmodel_opts o;
@@ -48,7 +55,8 @@ static int opt_gating(void *ctx, const char *v, char *msg, size_t cap) {
 static int parse_mkmodel(int argc, char **argv, mk_args *a, const char **out) {
     mkmodel_opts *o = &a->o;
     const cli_opt t[] = {
-        {"arch", 0, "NAME", "llama | deepseek2 (MLA attention + MoE FFN)", CLI_STR(&o->arch)},
+        {"arch", 0, "NAME", "llama | deepseek2 (MLA attention + MoE FFN) | deepseek4 (V4 hybrid attention)",
+         CLI_STR(&o->arch)},
         {"dim", 0, "D", "embedding width (multiple of --heads; of 32 for q8_0/q4_0, 256 for q4_k/q6_k)",
          CLI_NUM(&o->dim, 1, INT_MAX)},
         {"layers", 0, "L", "number of transformer blocks", CLI_NUM(&o->layers, 1, INT_MAX)},
@@ -86,6 +94,23 @@ static int parse_mkmodel(int argc, char **argv, mk_args *a, const char **out) {
         {"yarn-factor", 0, "F", "YaRN rope scaling by F (> 1), yarn_log_multiplier 0.1",
          CLI_NUM(&o->yarn_factor, 1.000001, 1e6)},
         {"yarn-orig-ctx", 0, "N", "its original context (default --ctx / F)", CLI_NUM(&o->yarn_orig_ctx, 1, INT_MAX)},
+        CLI_SECTION("deepseek4 (also --q-lora, --qk-rope, --experts*, --expert-ffn, --shared-experts,\n"
+                    "--expert-scale, --yarn-*; --ffn is written as feed_forward_length only):"),
+        {"head-dim", 0, "HD", "shared latent KV width = query head width", CLI_NUM(&o->head_dim, 1, INT_MAX)},
+        {"o-groups", 0, "G", "output projection groups (divides --heads)", CLI_NUM(&o->o_groups, 1, INT_MAX)},
+        {"o-lora", 0, "R", "output projection rank per group", CLI_NUM(&o->o_lora, 1, INT_MAX)},
+        {"window", 0, "W", "sliding window in tokens (default 128)", CLI_NUM(&o->window, 1, INT_MAX)},
+        {"ratios", 0, "LIST", "compress ratio per layer: 0 (window only), 4 (CSA), 128 (HCA)", CLI_STR(&o->ratios)},
+        {"index-heads", 0, "IH", "lightning indexer heads (ratio-4 layers)", CLI_NUM(&o->index_heads, 1, INT_MAX)},
+        {"index-dim", 0, "ID", "lightning indexer head width", CLI_NUM(&o->index_dim, 1, INT_MAX)},
+        {"index-topk", 0, "K", "compressed rows each query attends to", CLI_NUM(&o->index_topk, 1, INT_MAX)},
+        {"hc", 0, "N", "hyper-connection streams (default 4; llama.cpp supports 4)", CLI_NUM(&o->hc, 1, 64)},
+        {"sinkhorn", 0, "N", "Sinkhorn iterations (default 20)", CLI_NUM(&o->sinkhorn, 1, 1000)},
+        {"hash-layers", 0, "N", "leading layers routed by token id (tid2eid)", CLI_NUM(&o->hash_layers, 0, INT_MAX)},
+        {"mtp-layers", 0, "N", "multi-token-prediction blocks after the main ones", CLI_NUM(&o->mtp_layers, 0, 16)},
+        {"swiglu-limit", 0, "F", "SwiGLU clamp (default 0: none)", CLI_NUM(&o->swiglu_limit, 0, 1e6)},
+        {"compress-rope-base", 0, "B", "rope base of compressed layers (default 160000)",
+         CLI_NUM(&o->compress_rope_base, 1, 1e12)},
     };
     cli_cmd c = {.name = "mkmodel",
                  .usage = mk_usage,

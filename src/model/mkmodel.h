@@ -10,7 +10,7 @@
 #include "tensor/dtype.h"
 
 typedef struct mkmodel_opts {
-    const char *arch; /* "llama" or "deepseek2" */
+    const char *arch; /* "llama", "deepseek2" or "deepseek4" */
     int dim, layers, heads, kv_heads, ffn;
     const char *vocab_from; /* GGUF whose tokenizer.* keys are copied; vocab = its token count */
     dtype type; /* weight matrices; norms are always F32 */
@@ -26,6 +26,17 @@ typedef struct mkmodel_opts {
     float expert_scale; /* expert_weights_scale (0 = 1) */
     float yarn_factor; /* > 1: YaRN rope scaling (yarn_log_multiplier 0.1) */
     int yarn_orig_ctx; /* its original context (0 = ctx / factor) */
+    /* deepseek4 (also uses q_lora, qk_rope, experts, experts_used,
+     * shared_experts, expert_ffn, expert_scale, yarn_*; --ffn = expert_ffn) */
+    int head_dim; /* shared latent KV width = query head width */
+    int o_groups, o_lora; /* grouped low-rank output projection */
+    int window; /* sliding window (tokens) */
+    const char *ratios; /* compress ratios per layer, "4,128,0,..." (0|4|128) */
+    int index_heads, index_dim, index_topk; /* lightning indexer */
+    int hc, sinkhorn; /* hyper-connection streams, Sinkhorn iterations */
+    int hash_layers, mtp_layers;
+    float swiglu_limit; /* 0: no clamp */
+    float compress_rope_base; /* 0: 160000 */
 } mkmodel_opts;
 
 /* True when the options the architecture needs beyond the shared ones are
