@@ -173,7 +173,8 @@ static int check_types(const gguf_file *f, cf_err *err) {
     for (int64_t i = 0; i < gguf_tensor_count(f); i++) {
         const gguf_tensor *t = gguf_tensor_at(f, i);
         size_t n = strlen(t->name);
-        bool matrix = t->n_dims >= 2 && n > 7 && !strcmp(t->name + n - 7, ".weight");
+        bool table = t->type >= 24 && t->type <= 27; /* i8..i64: index tables (deepseek4's tid2eid) */
+        bool matrix = t->n_dims >= 2 && n > 7 && !strcmp(t->name + n - 7, ".weight") && !table;
         if (matrix && !dtype_computable(t->type)) return model_unsupported_type(t, err);
     }
     return 0;

@@ -47,6 +47,8 @@
 typedef enum { ROPE_NORM = 0, ROPE_NEOX = 2 } rope_mode;
 typedef enum { ROPE_SCALING_NONE = 0, ROPE_SCALING_LINEAR, ROPE_SCALING_YARN } rope_scaling;
 
+#define DS4_MAX_BLOCKS 512
+
 typedef struct model_hparams {
     char arch[32];
     int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
@@ -72,6 +74,14 @@ typedef struct model_hparams {
     bool expert_weights_norm;
     float expert_weights_scale;
     float yarn_log_mul; /* kq scale = (attn_factor*(1 + yarn_log_mul*ln factor))^2 / sqrt(head_dim) */
+    /* deepseek4 (arch/deepseek4.h); 0 for other architectures. n_layer
+     * counts the main blocks only; the ds4_n_mtp MTP blocks follow them in
+     * the file. head_dim = v_head_dim = the shared latent KV width. */
+    int32_t ds4_n_mtp, ds4_window, ds4_o_groups, ds4_o_lora;
+    int32_t ds4_index_heads, ds4_index_dim, ds4_index_topk;
+    int32_t ds4_hc, ds4_sinkhorn, ds4_hash_layers;
+    float ds4_hc_eps, ds4_compress_rope_base;
+    uint8_t ds4_ratio[DS4_MAX_BLOCKS]; /* per block (main, then MTP): 0, 4 or 128 */
 } model_hparams;
 
 /* The public cinfer_model (include/cinfer/model.h) is this struct. */
