@@ -125,6 +125,11 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, const model_arch 
     return fam->read_hparams(f, hp, err);
 }
 
+int model_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
+    const model_arch *fam;
+    return read_hparams(f, hp, &fam, err);
+}
+
 /* Finds a tensor and checks its shape (ne[0], ne[1]; ne1 = 0 means 1-D). */
 const gguf_tensor *model_need_tensor(const gguf_file *f, const char *name, int64_t ne0, int64_t ne1, bool required,
                                      cf_err *err, int *failed) {

@@ -27,7 +27,7 @@
  *
  * Architectures: each family is one hook table under src/model/arch/,
  * registered in src/model/arch/registry.c ('llama' serving llama and qwen2,
- * 'deepseek2'); general.architecture picks the table. Nothing outside
+ * 'deepseek2', 'deepseek4'); general.architecture picks the table. Nothing outside
  * src/model/arch/ tests which architecture a model is: callers ask for the
  * KV layout, the fingerprint contribution and the optional capabilities
  * below (docs/runtime.md, "Adding an architecture"). */
