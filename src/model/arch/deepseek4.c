@@ -161,6 +161,11 @@ ds4_kv_row ds4_kv_row_of(const model_hparams *hp, int32_t ratio) {
     return r;
 }
 
+int64_t ds4_mtp_block_floats(const model *m, int mtp, int32_t block_tokens) {
+    const model_hparams *hp = &m->hp;
+    return (int64_t)ds4_kv_row_of(hp, hp->ds4_ratio[hp->n_layer + mtp]).floats * block_tokens;
+}
+
 /* Groups in block order: window-only, CSA (4), HCA (128) layers; within a
  * group, layers in model order. */
 static const int32_t group_ratio[3] = {0, 4, 128};

@@ -91,5 +91,17 @@ ds4_fwd *ds4_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
                         cf_err *err);
 void ds4_fwd_free(ds4_fwd *c);
 int ds4_forward(ds4_fwd *c, const fwd_batch *b, float *logits, cf_err *err);
+/* The residual streams [n_tokens][hc][n_embd] the last ds4_forward left
+ * (valid until the next call): the MTP blocks' `h` input. */
+const float *ds4_fwd_streams(const ds4_fwd *c);
+/* MTP block `mtp` (reference MTPBlock; llama.cpp's layout): for each batch
+ * token t (the token after the one whose main-model streams are h[t]),
+ * streams = eh_proj [rmsnorm_e(embed(t)) | rmsnorm_h(h_i)] per stream i, one
+ * block (its own attention and MoE), then the head (output_hc_*, the
+ * block's shared_head_norm or output_norm, output) for the out_rows. The
+ * batch's block tables are the MTP block's own KV: blocks of
+ * ds4_mtp_block_floats(m, block_tokens) floats (one layer). */
+int ds4_mtp_forward(ds4_fwd *c, int mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err);
+int64_t ds4_mtp_block_floats(const model *m, int mtp, int32_t block_tokens);
 
 #endif

@@ -42,9 +42,14 @@ void ds4_fwd_free(ds4_fwd *c) {
 /* Offsets of each main layer's rows in a block (groups: ratio 0, 4, 128). */
 static int layout_offsets(ds4_fwd *c) {
     const model_hparams *hp = &c->m->hp;
-    c->layer_off = malloc((size_t)hp->n_layer * sizeof *c->layer_off);
-    c->row = malloc((size_t)hp->n_layer * sizeof *c->row);
+    int32_t blocks = hp->n_layer + hp->ds4_n_mtp;
+    c->layer_off = malloc((size_t)blocks * sizeof *c->layer_off);
+    c->row = malloc((size_t)blocks * sizeof *c->row);
     if (!c->layer_off || !c->row) return -1;
+    for (int l = hp->n_layer; l < blocks; l++) { /* MTP blocks: their own KV blocks, one layer each */
+        c->row[l] = ds4_kv_row_of(hp, hp->ds4_ratio[l]);
+        c->layer_off[l] = 0;
+    }
     static const int32_t order[3] = {0, 4, 128};
     int64_t at = 0;
     for (int g = 0; g < 3; g++)
@@ -74,14 +79,14 @@ static int alloc_scratch(ds4_fwd *c) {
     c->router = fbuf(T * X), c->rbias = fbuf(X), c->rw = fbuf(T * K);
     c->xe = fbuf(T * E), c->ge = fbuf(T * FE), c->ue = fbuf(T * FE), c->ye = fbuf(T * (E > OR ? E : OR));
     c->crow_tmp = fbuf((D > I ? D : I) + hp->rope_dim);
-    c->sh_g = fbuf(T * FS), c->sh_u = fbuf(T * FS);
+    c->sh_g = fbuf(T * FS), c->sh_u = fbuf(T * FS), c->mtp_cat = fbuf(hp->ds4_n_mtp ? T * 2 * E : 1);
     c->rsel = malloc((size_t)(T * K) * sizeof *c->rsel);
     c->exp_n = malloc((size_t)X * sizeof *c->exp_n);
     c->exp_tok = malloc((size_t)(T * K) * sizeof *c->exp_tok);
     if (!c->xs || !c->xs_res || !c->flat || !c->pre || !c->post || !c->comb || !c->y || !c->xa || !c->out || !c->qr ||
         !c->q || !c->kv || !c->ck || !c->cg || !c->att || !c->grp || !c->oa || !c->iq || !c->iw || !c->cs_win ||
         !c->cs_cmp || !c->crow_tmp || !c->router || !c->rbias || !c->rw || !c->xe || !c->ge || !c->ue || !c->ye ||
-        !c->sh_g || !c->sh_u || !c->rsel || !c->exp_n || !c->exp_tok)
+        !c->sh_g || !c->sh_u || !c->mtp_cat || !c->rsel || !c->exp_n || !c->exp_tok)
         return -1;
     c->n_thr = pool_size(c->pool) > 0 ? pool_size(c->pool) : 1;
     c->thr = calloc((size_t)c->n_thr, sizeof *c->thr);
@@ -188,10 +193,25 @@ static void fill_rope_tables(ds4_fwd *c, const fwd_batch *b) {
     rope_fill_table(&cmp, NULL, af, b->pos, b->n_tokens, c->cs_cmp);
 }
 
+/* One block (attention and FFN sites with their hyper-connections) on c->xs. */
+static void run_block(ds4_fwd *c, const fwd_batch *b, int il) {
+    const model_hparams *hp = &c->m->hp;
+    const ds4_layer *L = &ds4_w(c->m)->layer[il];
+    int32_t T = b->n_tokens;
+    int64_t E = hp->n_embd;
+    hc_pre(c, T, L->hc_attn_fn, L->hc_attn_scale, L->hc_attn_base);
+    rows_rmsnorm(c->pool, hp->rms_eps, c->y, E, L->attn_norm, c->xa, E, T, E);
+    ds4_attention(c, b, il);
+    hc_post(c, T);
+    hc_pre(c, T, L->hc_ffn_fn, L->hc_ffn_scale, L->hc_ffn_base);
+    rows_rmsnorm(c->pool, hp->rms_eps, c->y, E, L->ffn_norm, c->xa, E, T, E);
+    ds4_moe(c, b, il);
+    hc_post(c, T);
+}
+
 int ds4_forward(ds4_fwd *c, const fwd_batch *b, float *logits, cf_err *err) {
     const model *m = c->m;
     const model_hparams *hp = &m->hp;
-    const ds4_weights *w = ds4_w(m);
     int32_t T = b->n_tokens;
     int n = hp->ds4_hc;
     int64_t E = hp->n_embd;
@@ -200,19 +220,35 @@ int ds4_forward(ds4_fwd *c, const fwd_batch *b, float *logits, cf_err *err) {
     for (int32_t t = 0; t < T; t++)
         for (int i = 0; i < n; i++) memcpy(c->xs + (t * n + i) * E, c->y + t * E, (size_t)E * sizeof(float));
     fill_rope_tables(c, b);
-    for (int il = 0; il < hp->n_layer; il++) {
-        const ds4_layer *L = &w->layer[il];
-        hc_pre(c, T, L->hc_attn_fn, L->hc_attn_scale, L->hc_attn_base);
-        rows_rmsnorm(c->pool, hp->rms_eps, c->y, E, L->attn_norm, c->xa, E, T, E);
-        ds4_attention(c, b, il);
-        hc_post(c, T);
-        hc_pre(c, T, L->hc_ffn_fn, L->hc_ffn_scale, L->hc_ffn_base);
-        rows_rmsnorm(c->pool, hp->rms_eps, c->y, E, L->ffn_norm, c->xa, E, T, E);
-        ds4_moe(c, b, il);
-        hc_post(c, T);
-    }
+    for (int il = 0; il < hp->n_layer; il++) run_block(c, b, il);
     hc_head(c, b);
     rows_rmsnorm(c->pool, hp->rms_eps, c->y, E, m->output_norm, c->xa, E, b->n_out, E);
+    kern_matmul(c->kc, &m->output, c->xa, b->n_out, logits);
+    return 0;
+}
+
+const float *ds4_fwd_streams(const ds4_fwd *c) { return c->xs; }
+
+int ds4_mtp_forward(ds4_fwd *c, int mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err) {
+    const model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    int32_t T = b->n_tokens, n = hp->ds4_hc, il = hp->n_layer + mtp;
+    int64_t E = hp->n_embd, W = n * E;
+    if (mtp < 0 || mtp >= hp->ds4_n_mtp) return cf_fail(err, "MTP block %d: the model has %d", mtp, hp->ds4_n_mtp);
+    if (T > c->max_tokens) return cf_fail(err, "batch of %d tokens exceeds the context's %d", T, c->max_tokens);
+    const ds4_layer *L = &ds4_w(m)->layer[il];
+    model_embed(m, b->tokens, T, c->y);
+    rows_rmsnorm(c->pool, hp->rms_eps, c->y, E, L->enorm, c->mtp_cat, 2 * E, T, E);
+    for (int i = 0; i < n; i++) { /* stream i: eh_proj [enorm(e) | hnorm(h_i)] */
+        rows_rmsnorm(c->pool, hp->rms_eps, h + i * E, W, L->hnorm, c->mtp_cat + E, 2 * E, T, E);
+        kern_matmul(c->kc, &L->eh_proj, c->mtp_cat, T, c->out);
+        for (int32_t t = 0; t < T; t++) memcpy(c->xs + t * W + i * E, c->out + t * E, (size_t)E * sizeof(float));
+    }
+    fill_rope_tables(c, b);
+    run_block(c, b, il);
+    hc_head(c, b);
+    const float *norm = L->head_norm ? L->head_norm : m->output_norm;
+    rows_rmsnorm(c->pool, hp->rms_eps, c->y, E, norm, c->xa, E, b->n_out, E);
     kern_matmul(c->kc, &m->output, c->xa, b->n_out, logits);
     return 0;
 }

@@ -42,6 +42,7 @@ struct ds4_fwd {
     float *crow_tmp; /* a pooled compressed row + its rope table */
     float *cs_win, *cs_cmp; /* rope tables at the batch positions: window-only / compressed layers */
     /* MoE */
+    float *mtp_cat; /* MTP: [enorm(e) | hnorm(h)] rows */
     float *router, *rbias, *rw, *xe, *ge, *ue, *ye, *sh_g, *sh_u;
     int32_t *rsel, *exp_n, *exp_tok;
     ds4_thr *thr;

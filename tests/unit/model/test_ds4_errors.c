@@ -92,11 +92,30 @@ static void short_clamp(gguf_writer *w) {
 
 int main(void) {
     if (access(shared_path("models/stories260K.gguf"), R_OK)) return tu_missing_fixture("models/stories260K.gguf");
-    mkmodel_opts o = {.arch = "deepseek4", .dim = 64, .layers = 3, .heads = 4, .ffn = 64, .head_dim = 64,
-                      .qk_rope = 16, .q_lora = 32, .o_groups = 2, .o_lora = 32, .ratios = "4,128,0", .window = 16,
-                      .index_heads = 2, .index_dim = 64, .index_topk = 4, .experts = 4, .experts_used = 2,
-                      .expert_ffn = 32, .shared_experts = 1, .hash_layers = 1, .swiglu_limit = 10.0f,
-                      .type = DT_F32, .seed = 5, .vocab_from = shared_path("models/stories260K.gguf")};
+    mkmodel_opts o = {.arch = "deepseek4",
+                      .dim = 64,
+                      .layers = 3,
+                      .heads = 4,
+                      .ffn = 64,
+                      .head_dim = 64,
+                      .qk_rope = 16,
+                      .q_lora = 32,
+                      .o_groups = 2,
+                      .o_lora = 32,
+                      .ratios = "4,128,0",
+                      .window = 16,
+                      .index_heads = 2,
+                      .index_dim = 64,
+                      .index_topk = 4,
+                      .experts = 4,
+                      .experts_used = 2,
+                      .expert_ffn = 32,
+                      .shared_experts = 1,
+                      .hash_layers = 1,
+                      .swiglu_limit = 10.0f,
+                      .type = DT_F32,
+                      .seed = 5,
+                      .vocab_from = shared_path("models/stories260K.gguf")};
     temp_path(src_path, sizeof src_path, "ds4-good.gguf");
     cf_err err = {0};
     CHECKF(mkmodel_write(&o, src_path, &err) == 0, "%s", err.msg);
@@ -117,8 +136,7 @@ int main(void) {
     expect_error("1 clamp for 3 blocks", short_clamp, NULL, NULL, NULL, "deepseek4.swiglu_clamp_exp");
     expect_error("tid2eid out of range", NULL, NULL, "blk.0.ffn_gate_tid2eid.weight", NULL,
                  "blk.0.ffn_gate_tid2eid.weight");
-    expect_error("tid2eid as f32", NULL, NULL, NULL, "blk.0.ffn_gate_tid2eid.weight",
-                 "blk.0.ffn_gate_tid2eid.weight");
+    expect_error("tid2eid as f32", NULL, NULL, NULL, "blk.0.ffn_gate_tid2eid.weight", "blk.0.ffn_gate_tid2eid.weight");
     expect_error("no compressor kv", NULL, "blk.1.attn_compressor_kv.weight", NULL, NULL,
                  "blk.1.attn_compressor_kv.weight");
     expect_error("no indexer compressor", NULL, "blk.0.indexer_compressor_gate.weight", NULL, NULL,
