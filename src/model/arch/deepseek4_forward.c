@@ -21,7 +21,7 @@ void ds4_fwd_free(ds4_fwd *c) {
     float *fs[] = {c->xs,  c->xs_res, c->flat, c->pre,    c->post,   c->comb,     c->y,      c->xa,
                    c->out, c->qr,     c->q,    c->kv,     c->ck,     c->cg,       c->att,    c->grp,
                    c->oa,  c->iq,     c->iw,   c->cs_win, c->cs_cmp, c->crow_tmp, c->router, c->rbias,
-                   c->rw,  c->xe,     c->ge,   c->ue,     c->ye,     c->sh_g,     c->sh_u};
+                   c->rw,  c->xe,     c->ge,   c->ue,     c->ye,     c->sh_g,     c->sh_u,   c->mtp_cat};
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) free(fs[i]);
     free(c->rsel);
     free(c->exp_n);
