@@ -21,6 +21,13 @@ static const char mk_usage[] =
     "               --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] [--tied] OUT.gguf\n"
     "cinfer mkmodel --arch gemma2 --dim D --layers L --heads H --kv-heads K --ffn F [--head-dim HD]\n"
     "               [--window W] [--swa-pattern N] [--attn-softcap C] [--final-softcap C]\n"
+    "               --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] OUT.gguf\n"
+    "cinfer mkmodel --arch deepseek4 --dim D --layers L --heads H --ffn F --head-dim HD\n"
+    "               --qk-rope P --q-lora Q --o-groups G --o-lora R --ratios 4,128,0,...\n"
+    "               [--index-heads IH --index-dim ID --index-topk K] [--window W] [--hc 4]\n"
+    "               [--sinkhorn N] --experts X --experts-used K --expert-ffn FE\n"
+    "               [--shared-experts S] [--hash-layers N] [--mtp-layers N] [--swiglu-limit F]\n"
+    "               [--expert-scale F] [--compress-rope-base B] [--yarn-factor F [--yarn-orig-ctx N]]\n"
     "               --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] OUT.gguf";
 
 typedef struct mk_args {
@@ -51,7 +58,9 @@ static int opt_gating(void *ctx, const char *v, char *msg, size_t cap) {
 static int parse_mkmodel(int argc, char **argv, mk_args *a, const char **out) {
     mkmodel_opts *o = &a->o;
     const cli_opt t[] = {
-        {"arch", 0, "NAME", "llama | deepseek2 (MLA attention + MoE FFN) | gemma2 (sliding-window hybrid)",
+        {"arch", 0, "NAME",
+         "llama | deepseek2 (MLA attention + MoE FFN) | gemma2 (sliding-window hybrid) | deepseek4 (V4 hybrid "
+         "attention)",
          CLI_STR(&o->arch)},
         {"dim", 0, "D", "embedding width (multiple of --heads; of 32 for q8_0/q4_0, 256 for q4_k/q6_k)",
          CLI_NUM(&o->dim, 1, INT_MAX)},
@@ -90,13 +99,32 @@ static int parse_mkmodel(int argc, char **argv, mk_args *a, const char **out) {
         {"yarn-factor", 0, "F", "YaRN rope scaling by F (> 1), yarn_log_multiplier 0.1",
          CLI_NUM(&o->yarn_factor, 1.000001, 1e6)},
         {"yarn-orig-ctx", 0, "N", "its original context (default --ctx / F)", CLI_NUM(&o->yarn_orig_ctx, 1, INT_MAX)},
+        CLI_SECTION("gemma2 and deepseek4:"),
+        {"head-dim", 0, "HD",
+         "gemma2: per-head width (default D/H); deepseek4: shared latent KV width = query head width",
+         CLI_NUM(&o->head_dim, 1, INT_MAX)},
+        {"window", 0, "W", "sliding window in tokens (default: gemma2 4096, deepseek4 128)",
+         CLI_NUM(&o->window, 1, INT_MAX)},
         CLI_SECTION("gemma2 (always tied: the LM head is token_embd):"),
-        {"head-dim", 0, "HD", "per-head width (default D/H)", CLI_NUM(&o->head_dim, 2, INT_MAX)},
-        {"window", 0, "W", "sliding window of the window layers (default 4096)", CLI_NUM(&o->window, 1, INT_MAX)},
         {"swa-pattern", 0, "N", "layer il is a window layer when il % N < N - 1 (default 2: even layers)",
          CLI_NUM(&o->swa_pattern, 2, INT_MAX)},
         {"attn-softcap", 0, "C", "attention score soft-cap (default 50)", CLI_NUM(&o->attn_softcap, 1e-6, 1e6)},
         {"final-softcap", 0, "C", "final logit soft-cap (default 30)", CLI_NUM(&o->final_softcap, 1e-6, 1e6)},
+        CLI_SECTION("deepseek4 (also --q-lora, --qk-rope, --experts*, --expert-ffn, --shared-experts,\n"
+                    "--expert-scale, --yarn-*; --ffn is written as feed_forward_length only):"),
+        {"o-groups", 0, "G", "output projection groups (divides --heads)", CLI_NUM(&o->o_groups, 1, INT_MAX)},
+        {"o-lora", 0, "R", "output projection rank per group", CLI_NUM(&o->o_lora, 1, INT_MAX)},
+        {"ratios", 0, "LIST", "compress ratio per layer: 0 (window only), 4 (CSA), 128 (HCA)", CLI_STR(&o->ratios)},
+        {"index-heads", 0, "IH", "lightning indexer heads (ratio-4 layers)", CLI_NUM(&o->index_heads, 1, INT_MAX)},
+        {"index-dim", 0, "ID", "lightning indexer head width", CLI_NUM(&o->index_dim, 1, INT_MAX)},
+        {"index-topk", 0, "K", "compressed rows each query attends to", CLI_NUM(&o->index_topk, 1, INT_MAX)},
+        {"hc", 0, "N", "hyper-connection streams (default 4; llama.cpp supports 4)", CLI_NUM(&o->hc, 1, 64)},
+        {"sinkhorn", 0, "N", "Sinkhorn iterations (default 20)", CLI_NUM(&o->sinkhorn, 1, 1000)},
+        {"hash-layers", 0, "N", "leading layers routed by token id (tid2eid)", CLI_NUM(&o->hash_layers, 0, INT_MAX)},
+        {"mtp-layers", 0, "N", "multi-token-prediction blocks after the main ones", CLI_NUM(&o->mtp_layers, 0, 16)},
+        {"swiglu-limit", 0, "F", "SwiGLU clamp (default 0: none)", CLI_NUM(&o->swiglu_limit, 0, 1e6)},
+        {"compress-rope-base", 0, "B", "rope base of compressed layers (default 160000)",
+         CLI_NUM(&o->compress_rope_base, 1, 1e12)},
     };
     cli_cmd c = {.name = "mkmodel",
                  .usage = mk_usage,

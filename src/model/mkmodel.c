@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "format/gguf.h"
+#include "model/mkmodel_internal.h"
 #include "model/quantize.h"
 
 #define MAX_THREADS 16
@@ -74,15 +75,22 @@ static void fill_normal(rng *r, float *out, int64_t n, float mean, float stddev)
     }
 }
 
-/* ---- model description ---- */
+/* n distinct ids in [0, range) (n <= range): a partial Fisher-Yates
+ * shuffle done by rejection, since n is small (experts per token). */
+static void fill_distinct_ids(rng *r, int32_t *out, int64_t n, int32_t range) {
+    for (int64_t i = 0; i < n; i++) {
+        int32_t v;
+        bool dup;
+        do {
+            v = (int32_t)(rng_next(r) % (uint64_t)range);
+            dup = false;
+            for (int64_t k = 0; k < i; k++) dup |= out[k] == v;
+        } while (dup);
+        out[i] = v;
+    }
+}
 
-typedef struct tdesc {
-    char name[64];
-    int n_dims;
-    int64_t ne[3]; /* ne[2] = 1 unless 3-D */
-    dtype type;
-    float mean; /* 1 for norms, 0 for matrices */
-} tdesc;
+/* ---- model description ---- */
 
 static int validate_ds2(const mkmodel_opts *o, cf_err *err) {
     if (o->dim <= 0 || o->layers <= 0 || o->heads <= 0 || o->ffn <= 0 || o->ctx < 0 || o->q_lora < 0 ||
@@ -126,18 +134,18 @@ static int validate_llama(const mkmodel_opts *o, cf_err *err) {
     return 0;
 }
 
-static tdesc mat(const char *name, int64_t in, int64_t out, dtype t) {
+tdesc mat(const char *name, int64_t in, int64_t out, dtype t) {
     tdesc d = {.n_dims = 2, .ne = {in, out, 1}, .type = t, .mean = 0};
     snprintf(d.name, sizeof d.name, "%s", name);
     return d;
 }
-static tdesc norm(const char *name, int64_t n) {
+tdesc norm(const char *name, int64_t n) {
     tdesc d = {.n_dims = 1, .ne = {n, 1, 1}, .type = DT_F32, .mean = 1};
     snprintf(d.name, sizeof d.name, "%s", name);
     return d;
 }
 
-static tdesc experts(const char *name, int64_t in, int64_t out, int64_t n_exp, dtype t) {
+tdesc experts(const char *name, int64_t in, int64_t out, int64_t n_exp, dtype t) {
     tdesc d = mat(name, in, out, t);
     d.n_dims = 3;
     d.ne[2] = n_exp;
@@ -378,6 +386,7 @@ static const mk_arch mk_archs[] = {
     {"llama", validate_llama, describe_llama, set_hparams_llama, 9, llama_has_options},
     {"deepseek2", validate_ds2, describe_ds2, set_hparams_ds2, DS2_MAX_PER_LAYER, ds2_has_options},
     {"gemma2", validate_gemma2, describe_gemma2, set_hparams_gemma2, 11, gemma2_has_options},
+    {"deepseek4", mk_ds4_validate, mk_ds4_describe, mk_ds4_set_hparams, MK_DS4_MAX_PER_LAYER, mk_ds4_has_options},
 };
 
 static const mk_arch *lookup_arch(const char *name) {
@@ -388,7 +397,9 @@ static const mk_arch *lookup_arch(const char *name) {
 
 static const mk_arch *find_arch(const mkmodel_opts *o, cf_err *err) {
     const mk_arch *a = lookup_arch(o->arch);
-    if (!a) cf_fail(err, "unsupported --arch '%s' (supported: llama, deepseek2, gemma2)", o->arch ? o->arch : "");
+    if (!a)
+        cf_fail(err, "unsupported --arch '%s' (supported: llama, deepseek2, gemma2, deepseek4)",
+                o->arch ? o->arch : "");
     return a;
 }
 
@@ -416,8 +427,12 @@ static void *gen_rows(void *arg) {
     for (int64_t r = j->tid; r < j->nrows; r += j->nthreads) {
         rng g;
         rng_seed(&g, j->seed, j->tensor, (uint64_t)(j->row0 + r));
-        fill_normal(&g, f, n, j->t->mean, 0.02f);
-        dtype_quantize_row(j->t->type, f, j->out + (size_t)r * j->row_bytes, n);
+        if (j->t->int_range > 0) {
+            fill_distinct_ids(&g, (int32_t *)(void *)(j->out + (size_t)r * j->row_bytes), n, j->t->int_range);
+            continue;
+        }
+        fill_normal(&g, f, n, j->t->mean, j->t->std > 0 ? j->t->std : 0.02f);
+        dtype_quantize_row((dtype)j->t->type, f, j->out + (size_t)r * j->row_bytes, n);
     }
     free(f);
     return NULL;
@@ -492,7 +507,7 @@ int mkmodel_write(const mkmodel_opts *o, const char *out_path, cf_err *err) {
     if (!a || a->validate(o, err)) return -1;
     if (o->layers > 100000) return cf_fail(err, "--layers %d is too many", o->layers);
     gguf_writer *w = gguf_writer_create();
-    tdesc *t = calloc((size_t)o->layers * (size_t)a->max_per_layer + 3, sizeof *t);
+    tdesc *t = calloc((size_t)(o->layers + o->mtp_layers) * (size_t)a->max_per_layer + 8, sizeof *t);
     pipeline pipe = {0};
     int rc = -1;
     int64_t vocab = 0;
@@ -505,7 +520,7 @@ int mkmodel_write(const mkmodel_opts *o, const char *out_path, cf_err *err) {
     int n = a->describe(o, vocab, t);
     size_t max_row = 0;
     for (int i = 0; i < n; i++) {
-        if (gguf_writer_add_tensor(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne, NULL, false, err)) goto done;
+        if (gguf_writer_add_tensor(w, t[i].name, (dtype)t[i].type, t[i].n_dims, t[i].ne, NULL, false, err)) goto done;
         size_t rb = dtype_row_bytes(t[i].type, t[i].ne[0]);
         if (rb > max_row) max_row = rb;
     }

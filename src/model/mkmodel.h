@@ -10,7 +10,7 @@
 #include "tensor/dtype.h"
 
 typedef struct mkmodel_opts {
-    const char *arch; /* "llama", "deepseek2" or "gemma2" */
+    const char *arch; /* "llama", "deepseek2", "gemma2" or "deepseek4" */
     int dim, layers, heads, kv_heads, ffn;
     const char *vocab_from; /* GGUF whose tokenizer.* keys are copied; vocab = its token count */
     dtype type; /* weight matrices; norms are always F32 */
@@ -26,11 +26,21 @@ typedef struct mkmodel_opts {
     float expert_scale; /* expert_weights_scale (0 = 1) */
     float yarn_factor; /* > 1: YaRN rope scaling (yarn_log_multiplier 0.1) */
     int yarn_orig_ctx; /* its original context (0 = ctx / factor) */
+    /* shared by gemma2 and deepseek4 */
+    int head_dim; /* gemma2: per-head width (0: dim / heads); deepseek4: shared latent KV width */
+    int window; /* sliding window in tokens (0: gemma2 4096, deepseek4 128) */
     /* gemma2 only (always tied; kv_heads as llama) */
-    int head_dim; /* 0: dim / heads */
-    int window; /* attention.sliding_window (0: 4096) */
     int swa_pattern; /* attention.sliding_window_pattern (0: not written, llama.cpp's default 2) */
     float attn_softcap, final_softcap; /* 0: 50 and 30 */
+    /* deepseek4 (also uses q_lora, qk_rope, experts, experts_used,
+     * shared_experts, expert_ffn, expert_scale, yarn_*; --ffn = expert_ffn) */
+    int o_groups, o_lora; /* grouped low-rank output projection */
+    const char *ratios; /* compress ratios per layer, "4,128,0,..." (0|4|128) */
+    int index_heads, index_dim, index_topk; /* lightning indexer */
+    int hc, sinkhorn; /* hyper-connection streams, Sinkhorn iterations */
+    int hash_layers, mtp_layers;
+    float swiglu_limit; /* 0: no clamp */
+    float compress_rope_base; /* 0: 160000 */
 } mkmodel_opts;
 
 /* True when the options the architecture needs beyond the shared ones are

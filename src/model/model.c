@@ -125,6 +125,11 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, const model_arch 
     return fam->read_hparams(f, hp, err);
 }
 
+int model_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
+    const model_arch *fam;
+    return read_hparams(f, hp, &fam, err);
+}
+
 /* Finds a tensor and checks its shape (ne[0], ne[1]; ne1 = 0 means 1-D). */
 const gguf_tensor *model_need_tensor(const gguf_file *f, const char *name, int64_t ne0, int64_t ne1, bool required,
                                      cf_err *err, int *failed) {
@@ -173,7 +178,8 @@ static int check_types(const gguf_file *f, cf_err *err) {
     for (int64_t i = 0; i < gguf_tensor_count(f); i++) {
         const gguf_tensor *t = gguf_tensor_at(f, i);
         size_t n = strlen(t->name);
-        bool matrix = t->n_dims >= 2 && n > 7 && !strcmp(t->name + n - 7, ".weight");
+        bool table = t->type >= 24 && t->type <= 27; /* i8..i64: index tables (deepseek4's tid2eid) */
+        bool matrix = t->n_dims >= 2 && n > 7 && !strcmp(t->name + n - 7, ".weight") && !table;
         if (matrix && !dtype_computable(t->type)) return model_unsupported_type(t, err);
     }
     return 0;

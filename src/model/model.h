@@ -27,7 +27,7 @@
  *
  * Architectures: each family is one hook table under src/model/arch/,
  * registered in src/model/arch/registry.c ('llama' serving llama and qwen2,
- * 'deepseek2'); general.architecture picks the table. Nothing outside
+ * 'deepseek2', 'deepseek4'); general.architecture picks the table. Nothing outside
  * src/model/arch/ tests which architecture a model is: callers ask for the
  * KV layout, the fingerprint contribution and the optional capabilities
  * below (docs/runtime.md, "Adding an architecture"). */
@@ -48,6 +48,7 @@ typedef enum { ROPE_NORM = 0, ROPE_NEOX = 2 } rope_mode;
 typedef enum { ROPE_SCALING_NONE = 0, ROPE_SCALING_LINEAR, ROPE_SCALING_YARN } rope_scaling;
 
 #define MODEL_MAX_SWA_LAYERS 512 /* layers a window-layer bitmap can describe */
+#define DS4_MAX_BLOCKS 512
 
 typedef struct model_hparams {
     char arch[32];
@@ -80,6 +81,14 @@ typedef struct model_hparams {
     float q_scale; /* attention score scale: 1/sqrt(query_pre_attn_scalar) */
     float swa_rope_base; /* rope base of the window layers */
     uint64_t swa_layers[MODEL_MAX_SWA_LAYERS / 64]; /* bit il: layer il is a window layer */
+    /* deepseek4 (arch/deepseek4.h); 0 for other architectures. n_layer
+     * counts the main blocks only; the ds4_n_mtp MTP blocks follow them in
+     * the file. head_dim = v_head_dim = the shared latent KV width. */
+    int32_t ds4_n_mtp, ds4_window, ds4_o_groups, ds4_o_lora;
+    int32_t ds4_index_heads, ds4_index_dim, ds4_index_topk;
+    int32_t ds4_hc, ds4_sinkhorn, ds4_hash_layers;
+    float ds4_hc_eps, ds4_compress_rope_base;
+    uint8_t ds4_ratio[DS4_MAX_BLOCKS]; /* per block (main, then MTP): 0, 4 or 128 */
 } model_hparams;
 
 /* The public cinfer_model (include/cinfer/model.h) is this struct. */

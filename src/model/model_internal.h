@@ -47,6 +47,10 @@ struct cinfer_model {
  * and vectors add to m->weight_bytes / m->n_params. */
 int model_key_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out, bool required, cf_err *err);
 int model_key_f32(const gguf_file *f, const char *arch, const char *suffix, float *out, cf_err *err);
+/* Every hyper-parameter of the file (shared keys, then the family's
+ * read_hparams with its checks) without loading a tensor; for the
+ * hyper-parameter fuzzer (tests/fuzz/fuzz_hparams.c). */
+int model_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err);
 /* Finds a tensor and checks shape [ne0, ne1] (ne1 = 0: 1-D) and type. */
 /* "tensor NAME has type IQ4_XS, which cinfer cannot run yet; supported: ..." into err; returns -1. */
 int model_unsupported_type(const gguf_tensor *t, cf_err *err);

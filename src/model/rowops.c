@@ -89,7 +89,10 @@ static void rmsnorm_row(const rows_job *j, int32_t r) {
     double ss = 0.0;
     for (int64_t i = 0; i < j->width; i++) ss += (double)x[i] * x[i];
     float scale = 1.0f / sqrtf((float)(ss / (double)j->width) + j->eps);
-    for (int64_t i = 0; i < j->width; i++) y[i] = x[i] * scale * j->w[i];
+    if (!j->w)
+        for (int64_t i = 0; i < j->width; i++) y[i] = x[i] * scale;
+    else
+        for (int64_t i = 0; i < j->width; i++) y[i] = x[i] * scale * j->w[i];
 }
 
 void rows_rmsnorm(thread_pool *pool, float eps, const float *src, int64_t src_stride, const float *w, float *dst,

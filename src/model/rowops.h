@@ -29,7 +29,7 @@ void rope_fill_table(const model_hparams *hp, const float *freq_factors, float a
 void rows_rope(const float *cs, int rope_dim, rope_mode mode, float *x, int32_t n, int heads, int64_t tstride,
                int64_t hstride, int64_t off);
 
-/* dst rows = rmsnorm(src rows) * w; strides in floats (in place allowed). */
+/* dst rows = rmsnorm(src rows) * w (w NULL: no weight); strides in floats (in place allowed). */
 void rows_rmsnorm(thread_pool *pool, float eps, const float *src, int64_t src_stride, const float *w, float *dst,
                   int64_t dst_stride, int32_t n, int64_t width);
 /* g rows = silu(g) * u. */

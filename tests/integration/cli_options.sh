@@ -73,7 +73,9 @@ help_has convert --
 help_has quantize --
 help_has mkmodel -- --arch --dim --layers --heads --kv-heads --ffn --vocab-from --dtype --seed --ctx --tied \
     --q-lora --kv-lora --qk-nope --qk-rope --v-head --experts --experts-used --expert-ffn --shared-experts \
-    --dense-layers --groups --groups-used --gating --expert-scale --yarn-factor --yarn-orig-ctx
+    --dense-layers --groups --groups-used --gating --expert-scale --yarn-factor --yarn-orig-ctx \
+    --head-dim --o-groups --o-lora --window --ratios --index-heads --index-dim --index-topk --hc --sinkhorn \
+    --hash-layers --mtp-layers --swiglu-limit --compress-rope-base
 help_has store --
 help_has store gc -- --quota --now
 help_has store stats -- --now

@@ -67,5 +67,6 @@ void model_arch_list(char *buf, size_t n);
 extern const model_arch model_arch_llama; /* llama.c */
 extern const model_arch model_arch_deepseek2; /* deepseek2.c */
 extern const model_arch model_arch_gemma2; /* gemma2.c */
+extern const model_arch model_arch_deepseek4; /* deepseek4.c */
 
 #endif

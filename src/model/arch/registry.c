@@ -10,6 +10,7 @@ static const model_arch *const registry[] = {
     &model_arch_llama,
     &model_arch_deepseek2,
     &model_arch_gemma2,
+    &model_arch_deepseek4,
 };
 
 #define N_ARCH (sizeof registry / sizeof registry[0])

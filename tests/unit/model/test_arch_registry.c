@@ -16,7 +16,7 @@
 #include "testutil.h"
 
 static void test_tables(void) {
-    const model_arch *all[] = {&model_arch_llama, &model_arch_deepseek2, &model_arch_gemma2};
+    const model_arch *all[] = {&model_arch_llama, &model_arch_deepseek2, &model_arch_gemma2, &model_arch_deepseek4};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         const model_arch *a = all[i];
         CHECK(a->names[0] != NULL);
@@ -30,7 +30,7 @@ static void test_tables(void) {
     CHECK(model_arch_find("") == NULL);
     char list[128];
     model_arch_list(list, sizeof list);
-    CHECKF(strcmp(list, "llama, qwen2, deepseek2, gemma2") == 0, "%s", list);
+    CHECKF(strcmp(list, "llama, qwen2, deepseek2, gemma2, deepseek4") == 0, "%s", list);
     char tiny[8];
     model_arch_list(tiny, sizeof tiny); /* truncates, stays terminated */
     CHECK(strlen(tiny) < sizeof tiny);

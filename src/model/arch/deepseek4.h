@@ -1,0 +1,107 @@
+/* deepseek4.h - the weights of one DeepSeek V4 block (mHC mixing, hybrid
+ * attention, MoE FFN), shared by the loader (deepseek4_load.c) and the
+ * forward pass (deepseek4_*.c). Not a public header.
+ *
+ * GGUF layout = llama.cpp's deepseek4 (ne = {in, out}; W[out][in] here).
+ * E = n_embd, H heads of width D (= the shared latent KV width), R rope dims
+ * (the LAST R of each D-wide row, interleaved pairs), n = hc streams,
+ * M = (2 + n) * n mixing weights, G output groups of rank OR, IH indexer
+ * heads of width I:
+ *   attn_norm [E], attn_sinks [H]
+ *   attn_q_a [E -> Q], attn_q_a_norm [Q], attn_q_b [Q -> H*D]
+ *   attn_kv [E -> D], attn_kv_a_norm [D]
+ *   attn_output_a [H*D/G -> G*OR] (group g: rows g*OR..), attn_output_b [G*OR -> E]
+ *   hc_{attn,ffn}_fn [n*E -> M], _base [M], _scale [3]
+ *   ratio r != 0: attn_compressor_{kv,gate} [E -> c*D] (c = 2 if r == 4, else 1),
+ *     attn_compressor_ape [c*D, r] (row j: bias of the j-th token of a group),
+ *     attn_compressor_norm [D]
+ *   ratio 4: indexer.proj [E -> IH], indexer.attn_q_b [Q -> IH*I],
+ *     indexer_compressor_{kv,gate} [E -> 2I], _ape [2I, 4], _norm [I]
+ *   ffn_gate_inp [E -> X] (F32), exp_probs_b.bias [X] (score layers) or
+ *     ffn_gate_tid2eid [K, n_vocab] I32 (the first hash_layer_count blocks),
+ *     ffn_norm [E], ffn_{gate,up}_exps [E -> FE, X], ffn_down_exps [FE -> E, X],
+ *     ffn_{gate,up}_shexp [E -> FE*S], ffn_down_shexp [FE*S -> E]
+ *   MTP blocks also: nextn.eh_proj [2E -> E], nextn.enorm, nextn.hnorm,
+ *     nextn.shared_head_norm [E] (optional: output_norm)
+ * Globals: output_hc_fn [n*E -> n], output_hc_base [n], output_hc_scale [1].
+ *
+ * Ownership: everything belongs to the model (m->layers: ds4_weights, freed
+ * by the family's release hook). */
+#ifndef CINFER_MODEL_DEEPSEEK4_H
+#define CINFER_MODEL_DEEPSEEK4_H
+
+#include "model/arch/arch.h"
+
+typedef struct ds4_compressor {
+    kern_weight wkv, wgate; /* [c*W][E] */
+    float *ape; /* [r][c*W] */
+    float *norm; /* [W] */
+} ds4_compressor;
+
+typedef struct ds4_layer {
+    int32_t ratio;
+    float *attn_norm, *ffn_norm, *q_a_norm, *kv_norm, *sinks; /* owned f32 */
+    kern_weight wq_a, wq_b, wkv, wo_b;
+    kern_weight *wo_a; /* G matrices [OR][H*D/G]: the groups' rows of attn_output_a */
+    float *hc_attn_fn, *hc_attn_base, *hc_attn_scale; /* [M][n*E], [M], [3] */
+    float *hc_ffn_fn, *hc_ffn_base, *hc_ffn_scale;
+    ds4_compressor comp; /* ratio != 0 */
+    ds4_compressor icomp; /* ratio 4: the indexer's */
+    kern_weight idx_q_b, idx_proj; /* ratio 4 */
+    /* MoE */
+    kern_weight router; /* f32 [X][E] */
+    float *exp_bias; /* [X] or NULL (hash layer) */
+    int32_t *tid2eid; /* [n_vocab][K] or NULL (score layer); owned, checked < X */
+    kern_weight *eg, *eu, *ed; /* n_expert each */
+    bool has_shared;
+    kern_weight sg, su, sd;
+    float swiglu_exp, swiglu_shexp; /* clamp limits (0: none) */
+    /* MTP blocks */
+    kern_weight eh_proj; /* [E][2E] */
+    float *enorm, *hnorm, *head_norm;
+} ds4_layer;
+
+typedef struct ds4_weights {
+    int32_t n_blocks; /* main + MTP */
+    ds4_layer *layer;
+    float *hc_head_fn, *hc_head_base, *hc_head_scale; /* [n][n*E], [n], [1] */
+} ds4_weights;
+
+static inline const ds4_weights *ds4_w(const model *m) { return (const ds4_weights *)m->layers; }
+
+/* deepseek4_load.c */
+int ds4_load(model *m, cf_err *err);
+void ds4_release(model *m);
+
+/* KV rows per token and layer (deepseek4.c): the floats of layer il in one
+ * token's slot and the offsets of its parts (docs/deepseek4.md, "KV"). */
+typedef struct ds4_kv_row {
+    int32_t floats; /* total per token */
+    int32_t raw; /* 0: the token's rotated latent (D) */
+    int32_t cstate; /* compressor kv | score of this token (2*c*D), or -1 */
+    int32_t crow; /* compressed row completed at this token (D), or -1 */
+    int32_t istate; /* indexer compressor kv | score (4*I), or -1 */
+    int32_t irow; /* indexer row completed at this token (I), or -1 */
+} ds4_kv_row;
+ds4_kv_row ds4_kv_row_of(const model_hparams *hp, int32_t ratio);
+
+/* The forward pass (deepseek4_forward.c); model.h's contract. */
+typedef struct ds4_fwd ds4_fwd;
+ds4_fwd *ds4_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx, int32_t block_tokens,
+                        cf_err *err);
+void ds4_fwd_free(ds4_fwd *c);
+int ds4_forward(ds4_fwd *c, const fwd_batch *b, float *logits, cf_err *err);
+/* The residual streams [n_tokens][hc][n_embd] the last ds4_forward left
+ * (valid until the next call): the MTP blocks' `h` input. */
+const float *ds4_fwd_streams(const ds4_fwd *c);
+/* MTP block `mtp` (reference MTPBlock; llama.cpp's layout): for each batch
+ * token t (the token after the one whose main-model streams are h[t]),
+ * streams = eh_proj [rmsnorm_e(embed(t)) | rmsnorm_h(h_i)] per stream i, one
+ * block (its own attention and MoE), then the head (output_hc_*, the
+ * block's shared_head_norm or output_norm, output) for the out_rows. The
+ * batch's block tables are the MTP block's own KV: blocks of
+ * ds4_mtp_block_floats(m, block_tokens) floats (one layer). */
+int ds4_mtp_forward(ds4_fwd *c, int mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err);
+int64_t ds4_mtp_block_floats(const model *m, int mtp, int32_t block_tokens);
+
+#endif

@@ -1,0 +1,98 @@
+/* deepseek4_math.c - the pure numeric pieces of the DeepSeek V4 forward
+ * pass (deepseek4_math.h): mHC split with Sinkhorn, the compressor's
+ * softmax pooling, the indexer's top-k, attention with a sink, rotation of
+ * the rope tail. Float accumulation; no allocation. */
+#include "model/arch/deepseek4_math.h"
+
+#include <math.h>
+
+#include "tensor/kernels.h"
+
+static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+void ds4_hc_split(const float *mixes, const float *scale, const float *base, int n, int iters, float eps, float *pre,
+                  float *post, float *comb) {
+    for (int i = 0; i < n; i++) {
+        pre[i] = sigmoidf(mixes[i] * scale[0] + base[i]) + eps;
+        post[i] = 2.0f * sigmoidf(mixes[n + i] * scale[1] + base[n + i]);
+    }
+    const float *cm = mixes + 2 * n, *cb = base + 2 * n;
+    for (int s = 0; s < n; s++) { /* softmax over dst */
+        float *row = comb + s * n, mx = -INFINITY, sum = 0;
+        for (int d = 0; d < n; d++) {
+            row[d] = cm[s * n + d] * scale[2] + cb[s * n + d];
+            mx = fmaxf(mx, row[d]);
+        }
+        for (int d = 0; d < n; d++) sum += row[d] = expf(row[d] - mx);
+        for (int d = 0; d < n; d++) row[d] = row[d] / sum + eps;
+    }
+    for (int it = 0; it < iters; it++) {
+        if (it > 0)
+            for (int s = 0; s < n; s++) {
+                float sum = 0;
+                for (int d = 0; d < n; d++) sum += comb[s * n + d];
+                for (int d = 0; d < n; d++) comb[s * n + d] /= sum + eps;
+            }
+        for (int d = 0; d < n; d++) {
+            float sum = 0;
+            for (int s = 0; s < n; s++) sum += comb[s * n + d];
+            for (int s = 0; s < n; s++) comb[s * n + d] /= sum + eps;
+        }
+    }
+}
+
+void ds4_softmax_pool(const float *const *kv, const float *const *score, int n, int w, float *out) {
+    for (int d = 0; d < w; d++) {
+        float mx = -INFINITY, sum = 0, acc = 0;
+        for (int e = 0; e < n; e++) mx = fmaxf(mx, score[e][d]);
+        for (int e = 0; e < n; e++) {
+            float p = expf(score[e][d] - mx);
+            sum += p;
+            acc += p * kv[e][d];
+        }
+        out[d] = acc / sum;
+    }
+}
+
+/* a ranks before b: higher score, or equal score and lower index. */
+static int ranks_before(const float *score, int32_t a, int32_t b) {
+    return score[a] > score[b] || (score[a] == score[b] && a < b);
+}
+
+int ds4_topk(const float *score, int n, int k, int32_t *idx) {
+    if (k > n) k = n;
+    int have = 0;
+    for (int32_t j = 0; j < n; j++) { /* insertion into a sorted list of k */
+        if (have == k && !ranks_before(score, j, idx[k - 1])) continue;
+        int at = have < k ? have++ : k - 1;
+        while (at > 0 && ranks_before(score, j, idx[at - 1])) {
+            idx[at] = idx[at - 1];
+            at--;
+        }
+        idx[at] = j;
+    }
+    return k;
+}
+
+void ds4_attend_sink(const float *q, const float *const *keys, int n, int d, float scale, float sink, float *s,
+                     float *out) {
+    float mx = -INFINITY, sum = 0;
+    for (int j = 0; j < n; j++) {
+        s[j] = scale * kern_dot_f32(q, keys[j], d);
+        mx = fmaxf(mx, s[j]);
+    }
+    for (int j = 0; j < n; j++) sum += s[j] = expf(s[j] - mx);
+    sum += expf(sink - mx);
+    for (int i = 0; i < d; i++) out[i] = 0;
+    for (int j = 0; j < n; j++) kern_axpy_f32(s[j] / sum, keys[j], out, d);
+}
+
+void ds4_rope_tail(float *x, int d, int r, const float *cs, int inverse) {
+    float *t = x + d - r;
+    for (int i = 0; i < r / 2; i++) {
+        float c = cs[2 * i], s = inverse ? -cs[2 * i + 1] : cs[2 * i + 1];
+        float a = t[2 * i], b = t[2 * i + 1];
+        t[2 * i] = a * c - b * s;
+        t[2 * i + 1] = a * s + b * c;
+    }
+}
