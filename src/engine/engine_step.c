@@ -157,19 +157,25 @@ static void eng_mask_stops(const cinfer_engine *e, const eng_req *r, float *row)
         if (r->stop_ids[i] >= 0 && r->stop_ids[i] < e->n_vocab) row[r->stop_ids[i]] = -INFINITY;
 }
 
-static void eng_sample(cinfer_engine *e, eng_req *r, float *row) {
+bool eng_sample(cinfer_engine *e, eng_req *r, float *row, int32_t draft, const float *q) {
     if (r->want_logprobs) memcpy(e->lp_row, row, (size_t)e->n_vocab * sizeof(float));
     if (r->n_generated < r->min_tokens) eng_mask_stops(e, r, row);
+    bool accepted = false;
     int32_t tok = eng_think_forced(r);
-    if (tok >= 0) e->st.think_forced_tokens++;
+    if (tok >= 0) {
+        e->st.think_forced_tokens++;
+        accepted = tok == draft;
+    } else if (draft >= 0) tok = sampler_verify(r->smp, row, draft, q, &accepted);
     else tok = sampler_sample(r->smp, row);
     float lp = r->want_logprobs ? eng_logprob(e->lp_row, e->n_vocab, tok) : NAN;
-    if (r->top_k) eng_top_logprobs(e->lp_row, e->n_vocab, r->top_k, r->pend_top_ids, r->pend_top_lps);
+    if (r->top_k)
+        eng_top_logprobs(e->lp_row, e->n_vocab, r->top_k, r->pend_top_ids[r->pend_n], r->pend_top_lps[r->pend_n]);
     sampler_accept(r->smp, tok);
     r->seq[r->prompt_len + r->n_generated] = tok;
     r->n_generated++;
     eng_think_accept(r);
-    eng_on_token(e, r, tok, lp);
+    eng_on_token(e, r, tok, lp, accepted);
+    return accepted;
 }
 
 /* The batch rows of one item; returns the next free row. */
@@ -186,7 +192,9 @@ static int32_t eng_fill_rows(cinfer_engine *e, eng_stepbuf *sb, const eng_item *
     }
     if (it->kind == SCHED_DECODE) e->st.decode_tokens++;
     sb->seqs[k] = (fwd_seq){.blocks = r->bptr, .n_blocks = r->n_blocks};
-    if (it->sample) sb->rows[(*n_out)++] = row - 1;
+    if (it->n_draft > 0) /* a verify item: logits at every row */
+        for (int32_t j = it->n_tokens; j > 0; j--) sb->rows[(*n_out)++] = row - j;
+    else if (it->sample) sb->rows[(*n_out)++] = row - 1;
     return row;
 }
 
@@ -210,6 +218,7 @@ eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
     if (n == 0) return ENG_PLAN_OK;
     uint64_t version = eng_cache_version(e);
     for (int32_t i = 0; i < n; i++) eng_describe(e, e->active[i], &e->s_reqs[i], version);
+    eng_spec_plan(e, e->s_reqs);
     sched_input in = {
         .reqs = e->s_reqs,
         .n_reqs = n,
@@ -258,6 +267,7 @@ eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
             .start = it->start,
             .n_tokens = it->n_tokens,
             .sample = it->sample,
+            .n_draft = 0,
         };
     }
     return ENG_PLAN_OK;
@@ -273,16 +283,19 @@ static bool eng_item_valid(const eng_item *it) {
 
 int32_t eng_assemble(cinfer_engine *e, eng_stepbuf *sb) {
     int32_t w = 0;
-    for (int32_t k = 0; k < sb->n_items; k++)
-        if (eng_item_valid(&sb->items[k])) sb->items[w++] = sb->items[k];
+    for (int32_t k = 0; k < sb->n_items; k++) {
+        eng_item *it = &sb->items[k];
+        bool keep = it->kind == SCHED_DECODE && it->r->drafter.ops ? eng_spec_prepare(e, it) : eng_item_valid(it);
+        if (keep) sb->items[w++] = *it;
+    }
     sb->n_items = w;
     int32_t rows = 0, n_out = 0;
     for (int32_t k = 0; k < sb->n_items; k++) {
         eng_item *it = &sb->items[k];
-        it->sample = it->start + it->n_tokens == it->r->prompt_len + it->r->n_generated;
+        if (it->n_draft == 0) it->sample = it->start + it->n_tokens == it->r->prompt_len + it->r->n_generated;
         rows = eng_fill_rows(e, sb, it, k, rows, &n_out);
         it->r->in_flight = true;
-        it->r->proj_computed = it->start + it->n_tokens;
+        it->r->proj_computed = it->start + it->n_tokens - it->n_draft; /* a verify accepts at least nothing */
         it->r->proj_generated = it->r->n_generated + it->sample;
     }
     sb->batch = (fwd_batch){
@@ -312,15 +325,18 @@ void eng_commit(cinfer_engine *e, eng_stepbuf *sb) {
     for (int32_t k = 0; k < sb->n_items; k++) {
         const eng_item *it = &sb->items[k];
         eng_req *r = it->r;
-        float *row = it->sample ? sb->logits + (int64_t)o++ * e->n_vocab : NULL;
+        float *row = it->sample ? sb->logits + (int64_t)o * e->n_vocab : NULL;
+        o += it->n_draft > 0 ? it->n_tokens : it->sample;
         if (r->epoch != it->epoch || r->done) continue; /* cancelled, preempted or finished meanwhile */
-        r->n_computed = it->start + it->n_tokens;
+        if (it->n_draft > 0) eng_spec_commit(e, it, row); /* sets n_computed past the accepted drafts */
+        else r->n_computed = it->start + it->n_tokens;
+        if (r->done) continue; /* finished by the verify (its blocks are released) */
         int32_t reg_from = r->n_registered;
         uint8_t reg_parent[PREFIX_KEY_BYTES];
         memcpy(reg_parent, r->last_key, sizeof reg_parent);
         eng_register(e, r);
         eng_store_on_register(e, r, reg_from, reg_from > 0 ? reg_parent : NULL);
-        if (row) eng_sample(e, r, row);
+        if (row && it->n_draft == 0) eng_sample(e, r, row, -1, NULL);
     }
     eng_note_kv(e);
 }
