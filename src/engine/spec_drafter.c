@@ -35,9 +35,7 @@ void spec_drafter_free(spec_drafter *d) {
     memset(d, 0, sizeof *d);
 }
 
-void spec_policy_init(spec_policy *p, int32_t k_max) {
-    *p = (spec_policy){.k_max = k_max, .accept_rate = 0.6f};
-}
+void spec_policy_init(spec_policy *p, int32_t k_max) { *p = (spec_policy){.k_max = k_max, .accept_rate = 0.6f}; }
 
 int32_t spec_policy_want(spec_policy *p, int32_t cap) {
     if (p->idle > 0) {

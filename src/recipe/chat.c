@@ -562,8 +562,9 @@ json_t *usage_chat(const recipe_usage *u) {
     jset(o, "completion_tokens", json_integer(u->output));
     jset(o, "total_tokens", json_integer(u->prompt + u->output));
     jset(o, "prompt_tokens_details", json_pack("{s:I}", "cached_tokens", (json_int_t)u->cache_read));
-    jset(o, "completion_tokens_details", json_pack("{s:I, s:I}", "reasoning_tokens", (json_int_t)u->reasoning,
-                                                   "accepted_prediction_tokens", (json_int_t)u->accepted_draft));
+    jset(o, "completion_tokens_details",
+         json_pack("{s:I, s:I}", "reasoning_tokens", (json_int_t)u->reasoning, "accepted_prediction_tokens",
+                   (json_int_t)u->accepted_draft));
     return o;
 }
 

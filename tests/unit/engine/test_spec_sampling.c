@@ -178,7 +178,7 @@ int main(void) {
     thread_pool *tp = pool_create(1);
     gen_session g;
     CHECK(gen_init(&g, m, tp, 128, 64, &err) == 0);
-    int32_t prompt[24] = {1, 403, 261, 378, 266, 297, 308, 431, 260, 313, 295, 275,
+    int32_t prompt[24] = {1,   403, 261, 378, 266, 297, 308, 431, 260, 313, 295, 275,
                           261, 353, 363, 270, 299, 260, 298, 324, 267, 343, 275, 283};
     static float all[24][V];
     CHECK(gen_feed(&g, prompt, 24, &all[0][0], &err) == 0);
@@ -203,8 +203,8 @@ int main(void) {
                 double x = chi2_two_sample(g_spec[j], g_plain[j], g_reach[j], N, &df), c = chi2_crit(df);
                 tests++;
                 passed += x <= c;
-                CHECKF(x <= c, "%s drafter, k=%d, index %d: chi2 %.1f > %.1f (df %d, %d draws)", d_names[d], k, j, x,
-                       c, df, g_reach[j]);
+                CHECKF(x <= c, "%s drafter, k=%d, index %d: chi2 %.1f > %.1f (df %d, %d draws)", d_names[d], k, j, x, c,
+                       df, g_reach[j]);
                 if (x / c > worst) worst = x / c;
             }
             if (k == 1 || k == KMAX)
