@@ -41,7 +41,7 @@ run() {
         --no-progress 2>&1)
   local tps tpot
   tps=$(printf '%s\n' "$out" | awk '/output tokens\/s|Output token throughput|output tok\/s/ {print $NF; exit}')
-  tpot=$(printf '%s\n' "$out" | awk '/TPOT/ {print; exit}')
+  tpot=$(printf '%s\n' "$out" | awk '/time per output token/ {print "tpot_ms_mean=" $5; exit}')
   local acc=""
   acc=$(curl -s "http://127.0.0.1:$port/metrics" | awk '/^cinfer_spec_(draft|accepted)_tokens_total|^cinfer_spec_verifies_total/ {printf "%s=%s ", $1, $2}')
   echo "$name conc=$conc output_tok_s=$tps | $tpot | $acc"
