@@ -62,8 +62,9 @@ typedef enum cinfer_spec_drafter {
     CINFER_SPEC_DEFAULT = 0, /* in a request: the engine's default; in the options: off */
     CINFER_SPEC_OFF,
     CINFER_SPEC_NGRAM, /* prompt lookup: continue the latest match of the last n tokens (no weights) */
+    CINFER_SPEC_DRAFT, /* a smaller model with the same vocabulary (cinfer_engine_options.draft_model) */
 } cinfer_spec_drafter;
-#define CINFER_SPEC_N 3
+#define CINFER_SPEC_N 4
 #define CINFER_SPEC_MAX_K 16
 
 typedef struct cinfer_speculative {
@@ -71,7 +72,7 @@ typedef struct cinfer_speculative {
     int32_t k; /* most draft tokens per step, 1..CINFER_SPEC_MAX_K; 0: the default (options: 8) */
 } cinfer_speculative;
 
-/* Name of a drafter ("default", "off", "ngram"), or NULL; and back (-1: unknown). */
+/* Name of a drafter ("default", "off", "ngram", "draft"), or NULL; and back (-1: unknown). */
 const char *cinfer_spec_drafter_name(int32_t drafter);
 int32_t cinfer_spec_drafter_parse(const char *name);
 
@@ -96,6 +97,10 @@ typedef struct cinfer_engine_options {
     cinfer_speculative speculative; /* default for requests that do not choose (drafter 0: off) */
     int32_t spec_max_batch; /* no drafts in a step with more decoding requests than this (0: 8) */
     int32_t spec_step_drafts; /* drafted tokens per step, all requests together (0: 64) */
+    const cinfer_model *draft_model; /* CINFER_SPEC_DRAFT's model (borrowed, outlives the engine), or NULL.
+                                      * Checked at create: the same vocabulary (every token's bytes) as the
+                                      * target, and a KV block no larger than the target's (its KV lives in
+                                      * the same pool) */
 } cinfer_engine_options;
 
 typedef struct cinfer_logit_bias {

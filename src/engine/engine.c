@@ -212,6 +212,7 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     e->kv_total = kv_pool_n_blocks(e->kv);
     e->fc = fwd_ctx_create(m, tp, e->opt.max_batch_tokens, e->opt.max_ctx, e->opt.block_tokens, err);
     if (!e->fc) return -1;
+    if (e->opt.draft_model && eng_draft_open(e, e->opt.draft_model, err)) return -1;
     if (eng_alloc_scratch(e, err)) return -1;
     if (!e->opt.sync_scheduling) {
         pthread_mutex_init(&e->exec_mu, NULL);
@@ -297,6 +298,7 @@ void cinfer_engine_destroy(cinfer_engine *e) {
         kv_pool_free(e->kv);
     }
     fwd_ctx_free(e->fc);
+    eng_draft_close(e);
     tokenizer_free(e->tok);
     eng_free_stepbuf(&e->sb[0]);
     eng_free_stepbuf(&e->sb[1]);

@@ -144,6 +144,12 @@ typedef struct eng_req {
     spec_policy spol;
     float *spec_q; /* drafter probabilities [k_max][n_vocab] for drafters that have them; else NULL */
     bool spec_has_q; /* the drafts in flight came with q */
+    /* (eng) CINFER_SPEC_DRAFT (engine_draft.c): the draft model's KV, in blocks of the same pool */
+    int32_t *dblocks; /* capacity max_blocks */
+    float **dbptr;
+    int32_t n_dblocks;
+    int32_t d_computed; /* positions with draft-model KV (all of them committed tokens) */
+    sampler *dsmp; /* draws the drafts: the request's sampling parameters, no penalties */
     detok_stream dt;
     eng_buf held; /* text not yet emitted (could still start a stop string) */
 
@@ -187,6 +193,7 @@ struct cinfer_engine {
     prefix_cache *pc;
     fwd_ctx *fc;
     sched_limits limits;
+    struct eng_draft *draft; /* (eng) the draft model's forward state (engine_draft.c), or NULL */
     /* two step buffers: one being computed, one being planned */
     eng_stepbuf sb[2];
     int32_t sb_next; /* index of the buffer the next plan uses */
@@ -293,6 +300,23 @@ bool eng_sample(cinfer_engine *e, eng_req *r, float *row, int32_t draft, const f
  * eng_spec_commit: verifies a verify item's rows, commits the accepted drafts and one more token,
  *   rolls back KV past the first rejection. */
 int eng_spec_init(cinfer_engine *e, eng_req *q, const cinfer_request *r, cf_err *err);
+/* engine_draft.c: the draft-model drafter, batched over every verify item of a step.
+ * eng_draft_open: at create, checks the draft model against the target (vocabulary, KV block size)
+ *   and allocates its forward context and scratch. eng_draft_close frees them.
+ * eng_draft_req_init: a request's draft KV table and draft sampler.
+ * eng_draft_propose: after eng_spec_prepare left, for each such item, n_draft = the most drafts it
+ *   may take: catches the draft model's KV up to the committed tokens and drafts one token per
+ *   batched forward; sets each item's n_draft / n_tokens.
+ * eng_draft_release: frees r's draft blocks (preemption, finish); eng_draft_rollback: after a
+ *   verify, draft KV stays valid only up to the committed tokens. */
+int eng_draft_open(cinfer_engine *e, const model *dm, cf_err *err);
+void eng_draft_close(cinfer_engine *e);
+int eng_draft_req_init(cinfer_engine *e, eng_req *q, cf_err *err);
+void eng_draft_propose(cinfer_engine *e, eng_stepbuf *sb);
+void eng_draft_release(cinfer_engine *e, eng_req *r);
+void eng_draft_rollback(eng_req *r);
+/* Whether r speculates (any drafter). */
+static inline bool eng_spec_on(const eng_req *r) { return r->drafter.kind > CINFER_SPEC_OFF; }
 void eng_spec_free(eng_req *q);
 void eng_spec_plan(cinfer_engine *e, sched_req *s);
 bool eng_spec_prepare(cinfer_engine *e, eng_item *it);

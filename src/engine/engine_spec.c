@@ -48,8 +48,15 @@ int eng_spec_init(cinfer_engine *e, eng_req *q, const cinfer_request *r, cf_err 
     }
     if (kind == CINFER_SPEC_DEFAULT || kind == CINFER_SPEC_OFF) return 0;
     if (k == 0) k = e->opt.speculative.k > 0 ? e->opt.speculative.k : ENG_SPEC_DEFAULT_K;
+    if (kind == CINFER_SPEC_DRAFT && !e->draft)
+        return cf_fail(err, "the draft drafter needs a draft model (cinfer serve --draft-model)");
     if (spec_drafter_create(kind, q->prompt_len + q->max_tokens, &q->drafter, err)) return -1;
     spec_policy_init(&q->spol, k);
+    if (kind == CINFER_SPEC_DRAFT) {
+        q->spec_q = malloc((size_t)k * (size_t)e->n_vocab * sizeof(float));
+        if (!q->spec_q) return cf_fail(err, "out of memory for draft probabilities");
+        if (eng_draft_req_init(e, q, err)) return -1;
+    }
     return 0;
 }
 
@@ -57,6 +64,12 @@ void eng_spec_free(eng_req *q) {
     spec_drafter_free(&q->drafter);
     free(q->spec_q);
     q->spec_q = NULL;
+    free(q->dblocks);
+    free(q->dbptr);
+    sampler_free(q->dsmp);
+    q->dblocks = NULL;
+    q->dbptr = NULL;
+    q->dsmp = NULL;
 }
 
 static bool eng_spec_is_decode(const sched_req *s) {
@@ -70,13 +83,13 @@ void eng_spec_plan(cinfer_engine *e, sched_req *s) {
         s[i].n_draft = 0;
         if (!eng_spec_is_decode(&s[i])) continue;
         n_decode++;
-        n_spec += e->active[i]->drafter.ops != NULL;
+        n_spec += eng_spec_on(e->active[i]);
     }
     if (n_spec == 0 || n_decode > e->opt.spec_max_batch) return;
     int32_t share = e->opt.spec_step_drafts / n_spec;
     for (int32_t i = 0; i < e->n_active; i++) {
         eng_req *r = e->active[i];
-        if (!r->drafter.ops || r->done || !eng_spec_is_decode(&s[i])) continue;
+        if (!eng_spec_on(r) || r->done || !eng_spec_is_decode(&s[i])) continue;
         int32_t room = s[i].max_tokens - s[i].n_generated - 1; /* the bonus token counts too */
         int32_t cap = share < room ? share : room;
         s[i].n_draft = cap > 0 ? spec_policy_want(&r->spol, cap) : 0;
@@ -107,7 +120,9 @@ bool eng_spec_prepare(cinfer_engine *e, eng_item *it) {
     while (k > 0 && !eng_spec_room(e, r, len + k)) k--; /* drafts take only what the pool has */
     it->start = len - 1;
     it->n_draft = 0;
-    if (k > 0) {
+    if (k > 0 && r->drafter.kind == CINFER_SPEC_DRAFT) {
+        it->n_draft = k; /* the most it may take: eng_draft_propose drafts them, batched */
+    } else if (k > 0) {
         bool has_q = false;
         k = r->drafter.ops->propose(r->drafter.state, r->seq, len, k, r->seq + len, r->spec_q, &has_q);
         r->spec_has_q = has_q && r->spec_q;
@@ -130,7 +145,9 @@ bool eng_spec_prepare(cinfer_engine *e, eng_item *it) {
 static void eng_spec_rollback(cinfer_engine *e, eng_req *r) {
     int32_t bt = e->opt.block_tokens, keep = (r->n_computed + 1 + r->spol.k_max + bt - 1) / bt;
     while (r->n_blocks > keep && r->n_blocks > r->n_registered) kv_pool_unref(e->kv, r->blocks[--r->n_blocks]);
-    if (r->drafter.ops->rollback) r->drafter.ops->rollback(r->drafter.state, r->prompt_len + r->n_generated);
+    if (r->drafter.ops && r->drafter.ops->rollback)
+        r->drafter.ops->rollback(r->drafter.state, r->prompt_len + r->n_generated);
+    if (r->drafter.kind == CINFER_SPEC_DRAFT) eng_draft_rollback(r);
 }
 
 void eng_spec_commit(cinfer_engine *e, const eng_item *it, float *rows) {

@@ -45,6 +45,7 @@ static uint64_t eng_cache_version(const cinfer_engine *e) {
 void eng_release_blocks(cinfer_engine *e, eng_req *r) {
     r->epoch++;
     eng_store_detach(e, r);
+    if (r->n_dblocks) eng_draft_release(e, r);
     for (int32_t i = r->n_blocks - 1; i >= 0; i--) kv_pool_unref(e->kv, r->blocks[i]);
     r->n_blocks = 0;
     r->n_computed = 0;
@@ -285,10 +286,11 @@ int32_t eng_assemble(cinfer_engine *e, eng_stepbuf *sb) {
     int32_t w = 0;
     for (int32_t k = 0; k < sb->n_items; k++) {
         eng_item *it = &sb->items[k];
-        bool keep = it->kind == SCHED_DECODE && it->r->drafter.ops ? eng_spec_prepare(e, it) : eng_item_valid(it);
+        bool keep = it->kind == SCHED_DECODE && eng_spec_on(it->r) ? eng_spec_prepare(e, it) : eng_item_valid(it);
         if (keep) sb->items[w++] = *it;
     }
     sb->n_items = w;
+    if (e->draft) eng_draft_propose(e, sb);
     int32_t rows = 0, n_out = 0;
     for (int32_t k = 0; k < sb->n_items; k++) {
         eng_item *it = &sb->items[k];

@@ -297,3 +297,22 @@ int32_t sampler_verify(sampler *s, float *logits, int32_t draft, const float *q,
 }
 
 sampler_params sampler_get_params(const sampler *s) { return s->p; }
+
+int32_t sampler_draft(sampler *s, float *logits, float *q) {
+    int32_t nc = 0;
+    double sum = 0.0;
+    int32_t t = sampler_dist(s, logits, &nc, &sum);
+    memset(q, 0, (size_t)s->n_vocab * sizeof *q);
+    if (t >= 0) {
+        q[t] = 1.0f;
+        return t;
+    }
+    const cand *c = s->cands;
+    for (int32_t i = 0; i < nc; i++) q[c[i].id] = (float)(c[i].logit / sum);
+    double r = rng_uniform(s->rng) * sum, acc = 0.0;
+    for (int32_t i = 0; i < nc; i++) {
+        acc += c[i].logit;
+        if (r < acc) return c[i].id;
+    }
+    return c[nc - 1].id;
+}

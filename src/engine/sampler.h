@@ -58,6 +58,9 @@ int32_t sampler_sample(sampler *s, float *logits);
  * distributed exactly as sampler_sample's, for any q that draft was drawn
  * from. Uses up to two uniforms of the request's RNG; modifies logits. */
 int32_t sampler_verify(sampler *s, float *logits, int32_t draft, const float *q, bool *accepted);
+/* A drafter's draw: samples like sampler_sample and writes the distribution it drew from into
+ * q[n_vocab] (greedy: one-hot on the argmax). Modifies logits. */
+int32_t sampler_draft(sampler *s, float *logits, float *q);
 /* The sampling parameters (a copy; bias points into the sampler). */
 sampler_params sampler_get_params(const sampler *s);
 
