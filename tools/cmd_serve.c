@@ -29,6 +29,7 @@
 #include "text/chat_template.h"
 
 typedef struct serve_opts {
+    const char *draft_model; /* --draft-model */
     const char *model, *host, *api_key, *log_level, *kv_store, *kv_key_file, *tool_parser, *reasoning_parser;
     serve_names names; /* every --served-model-name (owned) */
     long long rs_max, rs_bytes;
@@ -80,7 +81,7 @@ static int opt_parser(void *ctx, const char *v, char *msg, size_t cap) {
 static int opt_speculative(void *ctx, const char *v, char *msg, size_t cap) {
     int32_t d = cinfer_spec_drafter_parse(v);
     if (d < 0 || d == CINFER_SPEC_DEFAULT) {
-        snprintf(msg, cap, "'%s' is not a drafter (ngram, off)", v);
+        snprintf(msg, cap, "'%s' is not a drafter (ngram, draft, off)", v);
         return -1;
     }
     *(int *)ctx = d;
@@ -139,9 +140,12 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         {"max-seqs", 0, "N", "requests running at once in the engine (default 64)", CLI_NUM(&o->max_seqs, 1, 4096)},
         {"max-batch-tokens", 0, "N", "tokens per forward pass (default 2048)", CLI_NUM(&o->max_batch, 16, 1 << 20)},
         {"speculative", 0, "DRAFTER",
-         "default speculative decoding drafter: ngram (prompt lookup) or off (default off; a request "
-         "chooses its own with cinfer.speculative)",
+         "default speculative decoding drafter: ngram (prompt lookup), draft (--draft-model) or off "
+         "(default off; a request chooses its own with cinfer.speculative)",
          CLI_CALL(opt_speculative, &o->spec_drafter)},
+        {"draft-model", 0, "FILE",
+         "draft model for speculative decoding (a smaller GGUF with the same vocabulary; checked at start)",
+         CLI_STR(&o->draft_model)},
         {"spec-k", 0, "N", "most draft tokens per step and request (default 8)", CLI_NUM(&o->spec_k, 1, 16)},
         {"spec-max-batch", 0, "N", "no drafts while more requests than this decode at once (default 8)",
          CLI_NUM(&o->spec_max_batch, 1, 4096)},
@@ -256,6 +260,7 @@ static char *default_name(const char *path) {
 /* What serve_setup builds; serve_parts_free releases whatever is set. */
 typedef struct serve_parts {
     model *m;
+    model *draft; /* --draft-model, or NULL */
     thread_pool *pool;
     cinfer_engine *eng;
     chat_template *tmpl;
@@ -281,6 +286,10 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
         return cli_fail("serve: the model's chat template: %s", err->msg);
     if (sp->fallback) LOG_INFO("the model has no chat template; using ChatML");
     if (!(sp->pool = pool_create((int)o->threads))) return cli_fail("serve: cannot start compute threads");
+    if (o->draft_model && model_load(o->draft_model, &sp->draft, err))
+        return cli_fail("serve: --draft-model: %s", err->msg);
+    if (o->spec_drafter == CINFER_SPEC_DRAFT && !sp->draft)
+        return cli_fail("serve: --speculative draft needs --draft-model");
     cinfer_engine_options eo = {.kv_memory_bytes = kv_bytes,
                                 .max_batch_tokens = (int32_t)o->max_batch,
                                 .max_seqs = (int32_t)o->max_seqs,
@@ -290,7 +299,8 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
                                 .kv_store_sync = o->store_sync,
                                 .kv_store_key_file = o->kv_key_file,
                                 .speculative = {.drafter = o->spec_drafter, .k = (int32_t)o->spec_k},
-                                .spec_max_batch = (int32_t)o->spec_max_batch};
+                                .spec_max_batch = (int32_t)o->spec_max_batch,
+                                .draft_model = sp->draft};
     memcpy(eo.kv_store_retention_s, o->retention, sizeof eo.kv_store_retention_s);
     char emsg[256];
     if (cinfer_engine_create(sp->m, sp->pool, &eo, &sp->eng, emsg, sizeof emsg)) return cli_fail("serve: %s", emsg);
@@ -308,6 +318,7 @@ static void serve_parts_free(serve_parts *sp) {
     if (sp->pool) pool_destroy(sp->pool);
     chat_template_free(sp->tmpl);
     if (sp->m) model_free(sp->m);
+    if (sp->draft) model_free(sp->draft);
 }
 
 static int serve_main(serve_opts *o) {
