@@ -38,7 +38,7 @@ run() {
   local name=$1 conc=$2 out
   out=$("$bin" bench serve --base-url "http://127.0.0.1:$port" --workload code --concurrency "$conc" \
         --requests $((nreq * conc)) --input-len 256 --output-len "$olen" --ignore-eos --temperature 0 \
-        --no-progress 2>&1)
+        --api completions --text --no-progress 2>&1)
   local tps tpot
   tps=$(printf '%s\n' "$out" | awk '/output tokens\/s|Output token throughput|output tok\/s/ {print $NF; exit}')
   tpot=$(printf '%s\n' "$out" | awk '/time per output token/ {print "tpot_ms_mean=" $5; exit}')
@@ -59,12 +59,17 @@ echo "# bench/spec.sh $(basename "$model") requests=$nreq output_len=$olen threa
 start_cinfer; run cinfer-plain 1; stop
 start_cinfer --speculative ngram; run cinfer-ngram 1; stop
 if [ -x "$llama" ]; then
-  "$llama" -m "$model" --port $port -t "$threads" -c 4096 -np 1 >/dev/null 2>&1 & pid=$!; wait_up; run llama-plain 1; stop
-  for st in ngram-simple ngram-map-k; do
-    if "$llama" --help 2>&1 | grep -q -- "$st"; then
-      "$llama" -m "$model" --port $port -t "$threads" -c 4096 -np 1 --spec-type "$st" >/dev/null 2>&1 & pid=$!
-      wait_up && run "llama-$st" 1; stop
-    fi
+  # llama.cpp's n-gram drafters (this build: ngram-simple, ngram-map-k, ngram-mod, ngram-cache), each
+  # with lookup lengths that suit short repeats; draft length 8 like cinfer's default k
+  for cfg in "plain:" \
+             "ngram-simple:--spec-type ngram-simple --spec-ngram-simple-size-n 3 --spec-ngram-simple-size-m 8" \
+             "ngram-map-k:--spec-type ngram-map-k --spec-ngram-map-k-size-n 3 --spec-ngram-map-k-size-m 8" \
+             "ngram-cache:--spec-type ngram-cache --spec-draft-n-max 8"; do
+    name=${cfg%%:*}; args=${cfg#*:}
+    # shellcheck disable=SC2086
+    "$llama" -m "$model" --port $port -t "$threads" -c 4096 -np 1 $args >/dev/null 2>&1 & pid=$!
+    if wait_up; then run "llama-$name" 1; else echo "llama-$name: did not start"; fi
+    stop
   done
 else
   echo "llama-server not found at $llama: llama.cpp rows skipped"
