@@ -171,28 +171,33 @@ static bool sched_full(const sched_work *w) {
     return w->tokens_left <= 0 || w->plan->n_items >= w->in->limits.max_seqs;
 }
 
-/* Draft tokens a decode of r can verify within what is left of the step: tokens, budget, blocks
- * (after its own token's block, which the caller guaranteed). */
-static int32_t sched_drafts(const sched_work *w, const sched_req *r) {
+/* Draft tokens a decode of r can verify within what is left of the step (tokens, budget, blocks),
+ * keeping one token (and its cost) for each of the `later` decodes still to be planned. */
+static int32_t sched_drafts(const sched_work *w, const sched_req *r, int32_t later) {
+    const sched_limits *l = &w->in->limits;
     int32_t d = r->n_draft, bt = w->in->block_tokens, s = r->n_computed;
-    if (d > w->tokens_left - 1) d = w->tokens_left - 1;
-    int32_t base = sched_new_blocks(r, s, 1, bt, false);
-    while (d > 0 && (sched_new_blocks(r, s, 1 + d, bt, false) - base > w->free_blocks - base ||
-                     sched_chunk_cost(&w->in->limits, s, 1 + d) > w->budget_left))
+    if (d > w->tokens_left - 1 - later) d = w->tokens_left - 1 - later;
+    double keep = later * sched_chunk_cost(l, s, 1);
+    while (d > 0 && (sched_new_blocks(r, s, 1 + d, bt, false) > w->free_blocks ||
+                     sched_chunk_cost(l, s, 1 + d) + keep > w->budget_left))
         d--;
     return d > 0 ? d : 0;
 }
 
 static void sched_decodes(sched_work *w, const int32_t *order, int32_t n_run, int32_t *tail) {
     const sched_req *reqs = w->in->reqs;
+    int32_t later = 0; /* decodes not planned yet (drafts leave room for their own tokens) */
+    for (int32_t i = 0; i < n_run; i++) later += sched_is_decode(&reqs[order[i]]) && sched_active(&reqs[order[i]]);
     for (int32_t i = 0; i < n_run && !sched_full(w); i++) {
         int32_t q = order[i];
         const sched_req *r = &reqs[q];
         if (w->mark[q] != SCHED_MARK_NONE || !sched_is_decode(r) || !sched_active(r)) continue;
+        later--;
         int32_t need = sched_new_blocks(r, r->n_computed, 1, w->in->block_tokens, false);
         while (need > w->free_blocks && w->mark[q] == SCHED_MARK_NONE)
             if (sched_preempt_one(w, order, tail) < 0) return; /* unreachable: q itself is a candidate */
-        if (w->mark[q] == SCHED_MARK_NONE) sched_add(w, q, SCHED_DECODE, r->n_computed, 1 + sched_drafts(w, r), false);
+        if (w->mark[q] == SCHED_MARK_NONE)
+            sched_add(w, q, SCHED_DECODE, r->n_computed, 1 + sched_drafts(w, r, later), false);
     }
 }
 

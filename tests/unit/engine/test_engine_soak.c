@@ -176,7 +176,8 @@ int main(void) {
     CHECK(s.kv_blocks_used_peak <= s.kv_blocks_total);
     CHECK(s.preemptions > 0 && s.cached_tokens > 0);
     fprintf(stderr, "soak: %llu verify items, %llu drafted, %llu accepted\n",
-            (unsigned long long)s.spec_verifies[CINFER_SPEC_NGRAM], (unsigned long long)s.spec_drafted[CINFER_SPEC_NGRAM],
+            (unsigned long long)s.spec_verifies[CINFER_SPEC_NGRAM],
+            (unsigned long long)s.spec_drafted[CINFER_SPEC_NGRAM],
             (unsigned long long)s.spec_accepted[CINFER_SPEC_NGRAM]);
     CHECK(s.spec_verifies[CINFER_SPEC_NGRAM] > 0);
     cinfer_engine_destroy(e);
