@@ -11,6 +11,8 @@
  * committed length - 1 is stale (eng_draft_rollback); preemption and finish
  * free the draft blocks with the target's (eng_release_blocks).
  *
+ * Prefill items of such requests: the draft model prefills the same positions
+ * in the first pass (no logits), so the first decode finds its KV caught up.
  * One propose (committed length len, k wanted):
  *   pass 0: feed seq[d_computed .. len) (catch-up: the tokens the last verify
  *           committed, or the whole prompt the first time, within the step's
@@ -165,11 +167,27 @@ static void eng_draft_take(cinfer_engine *e, eng_item *it, float *row, int32_t k
 void eng_draft_propose(cinfer_engine *e, eng_stepbuf *sb) {
     eng_draft *d = e->draft;
     int32_t n = 0, rows = 0;
+    /* prefill items: the draft model prefills the same positions in this step's first pass, so its
+     * KV is caught up by the first decode (no output rows) */
+    for (int32_t i = 0; i < sb->n_items; i++) {
+        eng_item *it = &sb->items[i];
+        eng_req *r = it->r;
+        if (r->drafter.kind != CINFER_SPEC_DRAFT || it->kind != SCHED_PREFILL || n >= e->opt.max_seqs) continue;
+        int32_t end = it->start + it->n_tokens, len = r->prompt_len + r->n_generated;
+        if (end > len - 1) end = len - 1; /* the last token is fed by the first decode's catch-up */
+        if (r->d_computed > it->start) r->d_computed = it->start; /* recomputation after preemption */
+        int32_t cnt = end - r->d_computed;
+        if (cnt > d->cap_tokens - rows) cnt = d->cap_tokens - rows;
+        if (cnt <= 0 || !eng_draft_room(e, r, r->d_computed + cnt)) continue;
+        rows = eng_draft_rows(d, r, n, r->d_computed, cnt, rows);
+        d->items[n++] = NULL;
+        r->d_computed += cnt;
+    }
     /* pass 0: catch-up + the first draft */
     for (int32_t i = 0; i < sb->n_items; i++) {
         eng_item *it = &sb->items[i];
         eng_req *r = it->r;
-        if (r->drafter.kind != CINFER_SPEC_DRAFT || it->n_draft <= 0) continue;
+        if (r->drafter.kind != CINFER_SPEC_DRAFT || it->kind != SCHED_DECODE || it->n_draft <= 0) continue;
         int32_t len = r->prompt_len + r->n_generated, cap = it->n_draft;
         if (r->d_computed > len - 1) r->d_computed = len - 1;
         it->n_draft = 0; /* until drafted */
@@ -195,9 +213,13 @@ void eng_draft_propose(cinfer_engine *e, eng_stepbuf *sb) {
     int32_t n_out = 0;
     for (int32_t s = 0; s < n; s++)
         if (d->items[s]) d->rows[n_out++] = d->rows[s];
-    if (n == 0 || !eng_draft_forward(d, rows, n, n_out)) {
-        for (int32_t s = 0; s < n; s++)
-            if (d->items[s]) d->items[s]->n_tokens = 1;
+    if (n == 0) return;
+    if (!eng_draft_forward(d, rows, n, n_out)) { /* no drafts this step; what pass 0 wrote is not KV */
+        for (int32_t i = 0; i < sb->n_items; i++)
+            if (sb->items[i].r->drafter.kind == CINFER_SPEC_DRAFT) {
+                sb->items[i].r->d_computed = 0;
+                if (sb->items[i].kind == SCHED_DECODE) sb->items[i].n_tokens = 1 + (sb->items[i].n_draft = 0);
+            }
         return;
     }
     int32_t o = 0, live = 0;
@@ -235,7 +257,7 @@ void eng_draft_propose(cinfer_engine *e, eng_stepbuf *sb) {
     /* every drafting item: n_tokens from its drafts (items outside the passes already have 1) */
     for (int32_t i = 0; i < sb->n_items; i++) {
         eng_item *it = &sb->items[i];
-        if (it->r->drafter.kind != CINFER_SPEC_DRAFT) continue;
+        if (it->r->drafter.kind != CINFER_SPEC_DRAFT || it->kind != SCHED_DECODE) continue;
         it->n_tokens = 1 + it->n_draft;
         it->r->spec_has_q = it->n_draft > 0;
     }
