@@ -7,11 +7,16 @@
  * --batch (B prompts at once). Reports decode tok/s per stream (tokens after
  * the first / time after the first, so prefill is excluded), drafted and
  * accepted tokens per verify (acceptance length), and the ratio to plain
- * decoding measured in the same round. */
+ * decoding measured in the same round. Also in process CPU time (all threads,
+ * memory stalls included), from the first stream's first token to the last
+ * token: on a machine shared with other busy processes wall time follows the
+ * CPU share the scheduler gives, and CPU time is the closer proxy for an
+ * unloaded machine (bench/README.md). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/threadpool.h"
 #include "base/timeutil.h"
@@ -37,8 +42,15 @@ static const char *usage =
 
 typedef struct run_stat {
     double tok, secs; /* decode tokens and seconds, summed over streams */
+    double btok, cpu; /* decode tokens of all streams, and the process CPU seconds of the decode window */
     uint64_t drafted, accepted, verifies;
 } run_stat;
+
+static double cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static char *g_prompts[MAXP];
 static int g_np;
@@ -90,10 +102,12 @@ static int run_batch(cinfer_engine *e, int first, int B, int32_t d, int32_t k, i
     }
     cinfer_output o;
     memset(&o, 0, sizeof o);
+    double cpu0 = -1;
     for (int i = 0; i < B; i++)
         for (;;) {
             if (cinfer_engine_read(e, ids[i], &o, -1) < 0) return -1;
             double now = time_now();
+            if (o.n_tokens > 0 && cpu0 < 0) cpu0 = cpu_now(); /* streams start together: prefill is done */
             if (o.n_tokens > 0 && got[i] == 0) t_first[i] = now;
             if (o.n_tokens > 0) {
                 got[i] += o.n_tokens;
@@ -101,11 +115,13 @@ static int run_batch(cinfer_engine *e, int first, int B, int32_t d, int32_t k, i
             }
             if (o.finish != CINFER_FINISH_NONE) break;
         }
+    s->cpu += cpu_now() - cpu0;
     cinfer_output_release(&o);
     cinfer_engine_stats s1 = cinfer_engine_get_stats(e);
     for (int i = 0; i < B; i++) {
         s->tok += got[i] - 1;
         s->secs += t_last[i] - t_first[i];
+        s->btok += got[i] - 1;
     }
     for (int x = CINFER_SPEC_NGRAM; x < CINFER_SPEC_N; x++) {
         s->drafted += s1.spec_drafted[x] - s0.spec_drafted[x];
@@ -117,8 +133,9 @@ static int run_batch(cinfer_engine *e, int first, int B, int32_t d, int32_t k, i
 
 static void report(const char *what, int B, const char *name, const run_stat *s, const run_stat *plain) {
     double tps = s->secs > 0 ? s->tok / s->secs : 0, base = plain->secs > 0 ? plain->tok / plain->secs : 0;
-    printf("%-6s B=%-2d %-6s decode %7.2f tok/s per stream  x%.2f vs plain", what, B, name, tps,
-           base > 0 ? tps / base : 0);
+    double ctps = s->cpu > 0 ? s->btok / s->cpu : 0, cbase = plain->cpu > 0 ? plain->btok / plain->cpu : 0;
+    printf("%-6s B=%-2d %-6s wall %7.2f tok/s/stream x%.2f | cpu %7.2f tok/cpu-s (all streams) x%.2f", what, B, name,
+           tps, base > 0 ? tps / base : 0, ctps, cbase > 0 ? ctps / cbase : 0);
     if (s->verifies)
         printf("  | %.2f drafted, %.2f accepted per verify (%.0f%%)", (double)s->drafted / (double)s->verifies,
                (double)s->accepted / (double)s->verifies, 100.0 * (double)s->accepted / (double)s->drafted);
