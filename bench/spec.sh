@@ -45,7 +45,7 @@ run() {
   local acc=""
   acc=$(curl -s "http://127.0.0.1:$port/metrics" | awk '/^cinfer_spec_(draft|accepted)_tokens_total|^cinfer_spec_verifies_total/ {printf "%s=%s ", $1, $2}')
   echo "$name conc=$conc output_tok_s=$tps | $tpot | $acc"
-  printf '%s\n' "$out" > "$root/bench/results/spec-raw-$name-c$conc.txt"
+  printf '%s\n' "$out" > "${TMPDIR:-/tmp}/spec-raw-$name-c$conc.txt"
 }
 
 start_cinfer() {

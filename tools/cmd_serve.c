@@ -147,7 +147,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
          "draft model for speculative decoding (a smaller GGUF with the same vocabulary; checked at start)",
          CLI_STR(&o->draft_model)},
         {"spec-k", 0, "N", "most draft tokens per step and request (default 8)", CLI_NUM(&o->spec_k, 1, 16)},
-        {"spec-max-batch", 0, "N", "no drafts while more requests than this decode at once (default 8)",
+        {"spec-max-batch", 0, "N", "no drafts while more requests than this decode at once (default 3)",
          CLI_NUM(&o->spec_max_batch, 1, 4096)},
         {"kv-memory", 0, "GIB", "KV cache budget in GiB (default 1)", CLI_NUM(&o->kv_gib, 0.0001, 4096)},
         {"mlock", 0, NULL, "lock the weights in memory (never paged out; needs RLIMIT_MEMLOCK)",

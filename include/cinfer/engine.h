@@ -95,7 +95,7 @@ typedef struct cinfer_engine_options {
                                        * cinfer_engine_create fails */
     int32_t kv_store_close_timeout_ms; /* destroy waits this long for store I/O stuck in a syscall (0: 5000) */
     cinfer_speculative speculative; /* default for requests that do not choose (drafter 0: off) */
-    int32_t spec_max_batch; /* no drafts in a step with more decoding requests than this (0: 8) */
+    int32_t spec_max_batch; /* no drafts in a step with more decoding requests than this (0: 3) */
     int32_t spec_step_drafts; /* drafted tokens per step, all requests together (0: 64) */
     const cinfer_model *draft_model; /* CINFER_SPEC_DRAFT's model (borrowed, outlives the engine), or NULL.
                                       * Checked at create: the same vocabulary (every token's bytes) as the

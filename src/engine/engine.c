@@ -182,7 +182,7 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     if (e->opt.max_batch_tokens <= 0) e->opt.max_batch_tokens = 2048;
     if (e->opt.max_seqs <= 0) e->opt.max_seqs = 64;
     if (e->opt.max_ctx <= 0) e->opt.max_ctx = hp->n_ctx_train > 0 ? hp->n_ctx_train : 2048;
-    if (e->opt.spec_max_batch <= 0) e->opt.spec_max_batch = 8;
+    if (e->opt.spec_max_batch <= 0) e->opt.spec_max_batch = 3;
     if (e->opt.spec_step_drafts <= 0) e->opt.spec_step_drafts = 64;
     if (e->opt.spec_step_drafts > e->opt.max_batch_tokens) e->opt.spec_step_drafts = e->opt.max_batch_tokens;
     if (e->opt.speculative.drafter < 0 || e->opt.speculative.drafter >= CINFER_SPEC_N || e->opt.speculative.k < 0 ||

@@ -15,7 +15,7 @@
 
 #include "engine/spec_drafter.h"
 
-#define SPEC_NGRAM_MIN 2
+#define SPEC_NGRAM_MIN 1
 #define SPEC_NGRAM_MAX 4
 
 extern const spec_drafter_ops spec_ngram_ops;
