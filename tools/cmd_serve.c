@@ -29,6 +29,7 @@
 #include "text/chat_template.h"
 
 typedef struct serve_opts {
+    const char *draft_model; /* --draft-model */
     const char *model, *host, *api_key, *log_level, *kv_store, *kv_key_file, *tool_parser, *reasoning_parser;
     serve_names names; /* every --served-model-name (owned) */
     long long rs_max, rs_bytes;
@@ -39,6 +40,8 @@ typedef struct serve_opts {
     long long port, ctx, max_seqs, max_batch, threads, max_queue, max_n, max_body, conn_buf;
     long long think_default; /* --reasoning-budget-default; -1: none */
     long long max_conns; /* --max-connections; -1: automatic */
+    int spec_drafter; /* --speculative: cinfer_spec_drafter (0: off) */
+    long long spec_k, spec_max_batch; /* --spec-k, --spec-max-batch (0: the engine's defaults) */
     double header_s, body_s, idle_s;
     double kv_gib, shutdown_s, store_quota_gib;
 } serve_opts;
@@ -72,6 +75,16 @@ static int opt_parser(void *ctx, const char *v, char *msg, size_t cap) {
         return -1;
     }
     *(const char **)ctx = v;
+    return 0;
+}
+
+static int opt_speculative(void *ctx, const char *v, char *msg, size_t cap) {
+    int32_t d = cinfer_spec_drafter_parse(v);
+    if (d < 0 || d == CINFER_SPEC_DEFAULT) {
+        snprintf(msg, cap, "'%s' is not a drafter (ngram, draft, off)", v);
+        return -1;
+    }
+    *(int *)ctx = d;
     return 0;
 }
 
@@ -126,6 +139,16 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
          CLI_NUM(&o->ctx, 2, 1 << 24)},
         {"max-seqs", 0, "N", "requests running at once in the engine (default 64)", CLI_NUM(&o->max_seqs, 1, 4096)},
         {"max-batch-tokens", 0, "N", "tokens per forward pass (default 2048)", CLI_NUM(&o->max_batch, 16, 1 << 20)},
+        {"speculative", 0, "DRAFTER",
+         "default speculative decoding drafter: ngram (prompt lookup), draft (--draft-model) or off "
+         "(default off; a request chooses its own with cinfer.speculative)",
+         CLI_CALL(opt_speculative, &o->spec_drafter)},
+        {"draft-model", 0, "FILE",
+         "draft model for speculative decoding (a smaller GGUF with the same vocabulary; checked at start)",
+         CLI_STR(&o->draft_model)},
+        {"spec-k", 0, "N", "most draft tokens per step and request (default 8)", CLI_NUM(&o->spec_k, 1, 16)},
+        {"spec-max-batch", 0, "N", "no drafts while more requests than this decode at once (default 3)",
+         CLI_NUM(&o->spec_max_batch, 1, 4096)},
         {"kv-memory", 0, "GIB", "KV cache budget in GiB (default 1)", CLI_NUM(&o->kv_gib, 0.0001, 4096)},
         {"mlock", 0, NULL, "lock the weights in memory (never paged out; needs RLIMIT_MEMLOCK)",
          CLI_SET(&o->mlock, true)},
@@ -237,6 +260,7 @@ static char *default_name(const char *path) {
 /* What serve_setup builds; serve_parts_free releases whatever is set. */
 typedef struct serve_parts {
     model *m;
+    model *draft; /* --draft-model, or NULL */
     thread_pool *pool;
     cinfer_engine *eng;
     chat_template *tmpl;
@@ -262,6 +286,10 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
         return cli_fail("serve: the model's chat template: %s", err->msg);
     if (sp->fallback) LOG_INFO("the model has no chat template; using ChatML");
     if (!(sp->pool = pool_create((int)o->threads))) return cli_fail("serve: cannot start compute threads");
+    if (o->draft_model && model_load(o->draft_model, &sp->draft, err))
+        return cli_fail("serve: --draft-model: %s", err->msg);
+    if (o->spec_drafter == CINFER_SPEC_DRAFT && !sp->draft)
+        return cli_fail("serve: --speculative draft needs --draft-model");
     cinfer_engine_options eo = {.kv_memory_bytes = kv_bytes,
                                 .max_batch_tokens = (int32_t)o->max_batch,
                                 .max_seqs = (int32_t)o->max_seqs,
@@ -269,7 +297,10 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
                                 .kv_store_dir = o->kv_store,
                                 .kv_store_quota_bytes = (int64_t)(o->store_quota_gib * (1ll << 30)),
                                 .kv_store_sync = o->store_sync,
-                                .kv_store_key_file = o->kv_key_file};
+                                .kv_store_key_file = o->kv_key_file,
+                                .speculative = {.drafter = o->spec_drafter, .k = (int32_t)o->spec_k},
+                                .spec_max_batch = (int32_t)o->spec_max_batch,
+                                .draft_model = sp->draft};
     memcpy(eo.kv_store_retention_s, o->retention, sizeof eo.kv_store_retention_s);
     char emsg[256];
     if (cinfer_engine_create(sp->m, sp->pool, &eo, &sp->eng, emsg, sizeof emsg)) return cli_fail("serve: %s", emsg);
@@ -287,6 +318,7 @@ static void serve_parts_free(serve_parts *sp) {
     if (sp->pool) pool_destroy(sp->pool);
     chat_template_free(sp->tmpl);
     if (sp->m) model_free(sp->m);
+    if (sp->draft) model_free(sp->draft);
 }
 
 static int serve_main(serve_opts *o) {

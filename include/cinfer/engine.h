@@ -53,6 +53,30 @@ typedef enum cinfer_traffic_class {
 } cinfer_traffic_class;
 #define CINFER_TRAFFIC_N 3
 
+/* Speculative decoding (docs/engine.md "Speculative decoding"): a drafter
+ * proposes up to k tokens per sequence, one forward pass verifies them all
+ * (ragged batch, logits at every drafted position) and the longest accepted
+ * prefix plus one token of the target is kept. Lossless: greedy output is
+ * token for token the same as without speculation; sampled output has the
+ * same distribution (not the same draws for a given seed). */
+typedef enum cinfer_spec_drafter {
+    CINFER_SPEC_DEFAULT = 0, /* in a request: the engine's default; in the options: off */
+    CINFER_SPEC_OFF,
+    CINFER_SPEC_NGRAM, /* prompt lookup: continue the latest match of the last n tokens (no weights) */
+    CINFER_SPEC_DRAFT, /* a smaller model with the same vocabulary (cinfer_engine_options.draft_model) */
+} cinfer_spec_drafter;
+#define CINFER_SPEC_N 4
+#define CINFER_SPEC_MAX_K 16
+
+typedef struct cinfer_speculative {
+    int32_t drafter; /* cinfer_spec_drafter */
+    int32_t k; /* most draft tokens per step, 1..CINFER_SPEC_MAX_K; 0: the default (options: 8) */
+} cinfer_speculative;
+
+/* Name of a drafter ("default", "off", "ngram", "draft"), or NULL; and back (-1: unknown). */
+const char *cinfer_spec_drafter_name(int32_t drafter);
+int32_t cinfer_spec_drafter_parse(const char *name);
+
 typedef struct cinfer_engine_options {
     int32_t block_tokens; /* tokens per KV block (0: 16) */
     int64_t kv_memory_bytes; /* KV pool budget (0: 256 MiB) */
@@ -71,6 +95,13 @@ typedef struct cinfer_engine_options {
                                        * Unusable key file (not regular, readable by others, < 32 bytes):
                                        * cinfer_engine_create fails */
     int32_t kv_store_close_timeout_ms; /* destroy waits this long for store I/O stuck in a syscall (0: 5000) */
+    cinfer_speculative speculative; /* default for requests that do not choose (drafter 0: off) */
+    int32_t spec_max_batch; /* no drafts in a step with more decoding requests than this (0: 3) */
+    int32_t spec_step_drafts; /* drafted tokens per step, all requests together (0: 64) */
+    const cinfer_model *draft_model; /* CINFER_SPEC_DRAFT's model (borrowed, outlives the engine), or NULL.
+                                      * Checked at create: the same vocabulary (every token's bytes) as the
+                                      * target, and a KV block no larger than the target's (its KV lives in
+                                      * the same pool) */
 } cinfer_engine_options;
 
 typedef struct cinfer_logit_bias {
@@ -140,6 +171,7 @@ typedef struct cinfer_request {
      * start with is masked. NULL / 0: the whole output is constrained. */
     const char *grammar_trigger;
     size_t grammar_trigger_len;
+    cinfer_speculative speculative; /* drafter 0 (CINFER_SPEC_DEFAULT): the engine's default */
 } cinfer_request;
 
 #define CINFER_MAX_TOP_LOGPROBS 20
@@ -160,6 +192,7 @@ typedef struct cinfer_usage {
     int32_t prompt_tokens;
     int32_t cached_tokens; /* prompt tokens found in the prefix cache (memory, then the store) at first admission */
     int32_t completion_tokens;
+    int32_t accepted_draft_tokens; /* completion tokens that were drafted and accepted (speculative decoding) */
 } cinfer_usage;
 
 /* What one read returns: everything produced since the previous read. The
@@ -239,6 +272,10 @@ typedef struct cinfer_engine_stats {
     uint64_t grammar_forced_tokens; /* of those, taken without sampling (the grammar allowed one token) */
     uint64_t grammar_masks_overlapped; /* masks computed while the forward pass ran (async scheduling) */
     double t_grammar; /* engine-thread seconds computing grammar masks (overlapped ones included) */
+    /* speculative decoding, per drafter (index cinfer_spec_drafter): verify items, drafted tokens, accepted
+     * ones; spec_accept_len[a]: verify items that accepted a drafts (a <= CINFER_SPEC_MAX_K) */
+    uint64_t spec_verifies[CINFER_SPEC_N], spec_drafted[CINFER_SPEC_N], spec_accepted[CINFER_SPEC_N];
+    uint64_t spec_accept_len[CINFER_SPEC_MAX_K + 1];
     cinfer_store_stats store;
 } cinfer_engine_stats;
 

@@ -41,6 +41,7 @@ void eng_req_free(eng_req *r) {
     free(r->trig);
     free(r->trig_toks);
     free(r->trig_end);
+    eng_spec_free(r);
     free(r->held.p);
     free(r->st_text.p);
     free(r->o_tokens);
@@ -97,7 +98,7 @@ static int eng_alloc_stepbuf(cinfer_engine *e, eng_stepbuf *sb) {
     sb->seq = malloc(bt * sizeof(int32_t));
     sb->rows = malloc(bt * sizeof(int32_t));
     sb->seqs = malloc(ns * sizeof(fwd_seq));
-    sb->logits = malloc(ns * (size_t)e->n_vocab * sizeof(float));
+    sb->logits = malloc((ns + (size_t)e->opt.spec_step_drafts) * (size_t)e->n_vocab * sizeof(float));
     return sb->items && sb->tokens && sb->pos && sb->seq && sb->rows && sb->seqs && sb->logits ? 0 : -1;
 }
 
@@ -219,6 +220,13 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     if (e->opt.max_batch_tokens <= 0) e->opt.max_batch_tokens = 2048;
     if (e->opt.max_seqs <= 0) e->opt.max_seqs = 64;
     if (e->opt.max_ctx <= 0) e->opt.max_ctx = hp->n_ctx_train > 0 ? hp->n_ctx_train : 2048;
+    if (e->opt.spec_max_batch <= 0) e->opt.spec_max_batch = 3;
+    if (e->opt.spec_step_drafts <= 0) e->opt.spec_step_drafts = 64;
+    if (e->opt.spec_step_drafts > e->opt.max_batch_tokens) e->opt.spec_step_drafts = e->opt.max_batch_tokens;
+    if (e->opt.speculative.drafter < 0 || e->opt.speculative.drafter >= CINFER_SPEC_N || e->opt.speculative.k < 0 ||
+        e->opt.speculative.k > CINFER_SPEC_MAX_K)
+        return cf_fail(err, "engine: speculative drafter %d, k %d (expected a cinfer_spec_drafter, k 0..%d)",
+                       e->opt.speculative.drafter, e->opt.speculative.k, CINFER_SPEC_MAX_K);
     if (tokenizer_load_gguf(model_get_gguf(m), &e->tok, err)) return cf_prefix(err, "engine: the model's tokenizer");
     if (tokenizer_n_vocab(e->tok) != e->n_vocab)
         return cf_fail(err, "engine: the tokenizer has %d tokens, the model %d", tokenizer_n_vocab(e->tok), e->n_vocab);
@@ -249,6 +257,7 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     e->kv_total = kv_pool_n_blocks(e->kv);
     e->fc = fwd_ctx_create(m, tp, e->opt.max_batch_tokens, e->opt.max_ctx, e->opt.block_tokens, err);
     if (!e->fc) return -1;
+    if (e->opt.draft_model && eng_draft_open(e, e->opt.draft_model, err)) return -1;
     if (eng_alloc_scratch(e, err) || eng_grammar_vocab_build(e, err)) return -1;
     if (!e->opt.sync_scheduling) {
         pthread_mutex_init(&e->exec_mu, NULL);
@@ -335,6 +344,7 @@ void cinfer_engine_destroy(cinfer_engine *e) {
         kv_pool_free(e->kv);
     }
     fwd_ctx_free(e->fc);
+    eng_draft_close(e);
     tokenizer_free(e->tok);
     cinfer_grammar_vocab_free(e->gvocab);
     free(e->tok_bytes);
@@ -444,6 +454,7 @@ static int eng_req_copy(cinfer_engine *e, eng_req *q, const cinfer_request *r, c
     if (!q->smp) return cf_fail(err, "out of memory for the sampler");
     detok_init(&q->dt, e->tok, false, r->keep_special);
     eng_think_init(q, r);
+    if (eng_spec_init(e, q, r, err)) return -1;
     q->state = SCHED_WAITING;
     q->usage.prompt_tokens = q->prompt_len;
     return eng_grammar_init(e, q, r, err); /* last: it takes the matcher only when nothing else can fail */

@@ -55,6 +55,15 @@ static int eng_check_req(const cinfer_engine *e, const eng_req *r, int32_t *expe
             return snprintf(why, cap, "request %llu: registered block %d (id %d) is not cached", id, b, blk), -1;
         expect[blk]++;
     }
+    if (r->n_dblocks < 0 || r->n_dblocks > r->max_blocks || (r->n_dblocks > 0 && !r->dblocks))
+        return snprintf(why, cap, "request %llu: %d draft blocks (capacity %d)", id, r->n_dblocks, r->max_blocks), -1;
+    if (r->n_dblocks > 0 && (r->done || r->state != SCHED_RUNNING))
+        return snprintf(why, cap, "request %llu: holds %d draft blocks while not running", id, r->n_dblocks), -1;
+    for (int32_t b = 0; b < r->n_dblocks; b++) {
+        int32_t blk = r->dblocks[b];
+        if (blk < 0 || blk >= nb) return snprintf(why, cap, "request %llu: draft block %d is id %d", id, b, blk), -1;
+        expect[blk]++;
+    }
     return 0;
 }
 

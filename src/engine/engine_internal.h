@@ -42,10 +42,13 @@
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "engine/sched.h"
+#include "engine/spec_drafter.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
 
 #define ENG_HASH_BUCKETS 4096
+/* Tokens one step can commit for a request: a verify item's accepted drafts plus one. */
+#define ENG_STEP_TOKENS (CINFER_SPEC_MAX_K + 1)
 
 /* Bytes of text produced for one request, not yet published (base/strbuf.h). */
 typedef strbuf eng_buf;
@@ -59,6 +62,8 @@ typedef struct eng_item {
     sched_kind kind;
     int32_t start, n_tokens;
     bool sample; /* chunk ends at the sequence end: sample from its row */
+    int32_t n_draft; /* verify item (speculative decoding): drafts at seq[start+1..start+n_draft], one
+                      * logits row per token; 0: an ordinary item */
 } eng_item;
 
 /* Everything one step needs, owned by the engine, sized at create. */
@@ -67,7 +72,7 @@ typedef struct eng_stepbuf {
     int32_t n_items;
     int32_t *tokens, *pos, *seq, *rows; /* capacity max_batch_tokens */
     fwd_seq *seqs; /* capacity max_seqs */
-    float *logits; /* max_seqs * n_vocab */
+    float *logits; /* (max_seqs + spec_step_drafts) * n_vocab */
     fwd_batch batch;
     int rc; /* model_forward's result */
     cf_err err;
@@ -120,11 +125,13 @@ typedef struct eng_req {
     int32_t proj_computed; /* in flight: n_computed once that step commits */
     int32_t proj_generated; /* in flight: n_generated once that step commits */
     /* (eng) committed by the step, processed off the critical path (eng_process_outputs) */
-    bool pend_has;
-    int32_t pend_tok;
-    float pend_lp;
-    int32_t pend_top_ids[CINFER_MAX_TOP_LOGPROBS]; /* top_k alternatives of pend_tok */
-    float pend_top_lps[CINFER_MAX_TOP_LOGPROBS];
+    int32_t pend_n; /* tokens committed this step, to output (a verify item commits several) */
+    int32_t pend_gen; /* n_generated before the first of them */
+    int32_t pend_tok[ENG_STEP_TOKENS];
+    float pend_lp[ENG_STEP_TOKENS];
+    bool pend_drafted[ENG_STEP_TOKENS]; /* an accepted draft */
+    int32_t pend_top_ids[ENG_STEP_TOKENS][CINFER_MAX_TOP_LOGPROBS]; /* top_k alternatives of each */
+    float pend_top_lps[ENG_STEP_TOKENS][CINFER_MAX_TOP_LOGPROBS];
     cinfer_finish pend_finish; /* EOS / stop id / length found at commit */
     bool done; /* finished (or finishing): never scheduled again */
     struct store_chain *st_chain; /* (eng) store lookup/load in flight (engine_store.c) */
@@ -145,16 +152,27 @@ typedef struct eng_req {
     bool gm_active;
     int32_t *trig_toks, *trig_end, n_trig_toks;
     sampler *smp;
+    /* (eng) speculative decoding (engine_spec.c); drafter.ops NULL: not speculating */
+    spec_drafter drafter;
+    spec_policy spol;
+    float *spec_q; /* drafter probabilities [k_max][n_vocab] for drafters that have them; else NULL */
+    bool spec_has_q; /* the drafts in flight came with q */
+    /* (eng) CINFER_SPEC_DRAFT (engine_draft.c): the draft model's KV, in blocks of the same pool */
+    int32_t *dblocks; /* capacity max_blocks */
+    float **dbptr;
+    int32_t n_dblocks;
+    int32_t d_computed; /* positions with draft-model KV (all of them committed tokens) */
+    sampler *dsmp; /* draws the drafts: the request's sampling parameters, no penalties */
     detok_stream dt;
     eng_buf held; /* text not yet emitted (could still start a stop string) */
 
     /* (eng) this step's output, published under mu at the end of the step */
     bool st_touched; /* in e->touched */
-    bool st_has_token;
-    int32_t st_token;
-    float st_logprob;
-    int32_t st_top_ids[CINFER_MAX_TOP_LOGPROBS];
-    float st_top_lps[CINFER_MAX_TOP_LOGPROBS];
+    int32_t st_n; /* staged tokens */
+    int32_t st_tokens[ENG_STEP_TOKENS];
+    float st_logprobs[ENG_STEP_TOKENS];
+    int32_t st_top_ids[ENG_STEP_TOKENS][CINFER_MAX_TOP_LOGPROBS];
+    float st_top_lps[ENG_STEP_TOKENS][CINFER_MAX_TOP_LOGPROBS];
     eng_buf st_text;
     cinfer_finish st_finish;
     int32_t st_stop_string; /* index of the stop string that ended it, -1 */
@@ -189,6 +207,7 @@ struct cinfer_engine {
     prefix_cache *pc;
     fwd_ctx *fc;
     sched_limits limits;
+    struct eng_draft *draft; /* (eng) the draft model's forward state (engine_draft.c), or NULL */
     /* two step buffers: one being computed, one being planned */
     eng_stepbuf sb[2];
     int32_t sb_next; /* index of the buffer the next plan uses */
@@ -282,10 +301,44 @@ void eng_note_kv(cinfer_engine *e);
 /* Commit side (critical path): records r's newly sampled token (already
  * appended to r->seq) and decides EOS / stop id / length; a finishing request
  * is marked done and its blocks released at once. */
-void eng_on_token(cinfer_engine *e, eng_req *r, int32_t token, float logprob);
+void eng_on_token(cinfer_engine *e, eng_req *r, int32_t token, float logprob, bool drafted);
 /* Off the critical path (while the next step computes): detokenizes the
  * committed tokens, applies stop strings, stages text and finishes. */
 void eng_process_outputs(cinfer_engine *e);
+/* engine_step.c: samples r's next token from a logits row (or takes the token a reasoning budget
+ * forces), appends it to r->seq and applies the stop rules (eng_on_token). draft >= 0: verify that
+ * drafted token (sampler_verify, q its drafter probabilities or NULL); returns whether it was
+ * accepted (the committed token is the draft). */
+bool eng_sample(cinfer_engine *e, eng_req *r, float *row, int32_t draft, const float *q);
+/* engine_spec.c: speculative decoding (docs/engine.md "Speculative decoding").
+ * eng_spec_init: submit side, the request's drafter and policy (none when it does not speculate).
+ * eng_spec_plan: after describing requests, how many drafts each decode asks for (sched n_draft).
+ * eng_spec_prepare: at assembly, a decode item of a speculating request: rebases it on the committed
+ *   state, drafts into r->seq's tail and makes room for them; false: drop the item this step.
+ * eng_spec_commit: verifies a verify item's rows, commits the accepted drafts and one more token,
+ *   rolls back KV past the first rejection. */
+int eng_spec_init(cinfer_engine *e, eng_req *q, const cinfer_request *r, cf_err *err);
+/* engine_draft.c: the draft-model drafter, batched over every verify item of a step.
+ * eng_draft_open: at create, checks the draft model against the target (vocabulary, KV block size)
+ *   and allocates its forward context and scratch. eng_draft_close frees them.
+ * eng_draft_req_init: a request's draft KV table and draft sampler.
+ * eng_draft_propose: after eng_spec_prepare left, for each such item, n_draft = the most drafts it
+ *   may take: catches the draft model's KV up to the committed tokens and drafts one token per
+ *   batched forward; sets each item's n_draft / n_tokens.
+ * eng_draft_release: frees r's draft blocks (preemption, finish); eng_draft_rollback: after a
+ *   verify, draft KV stays valid only up to the committed tokens. */
+int eng_draft_open(cinfer_engine *e, const model *dm, cf_err *err);
+void eng_draft_close(cinfer_engine *e);
+int eng_draft_req_init(cinfer_engine *e, eng_req *q, cf_err *err);
+void eng_draft_propose(cinfer_engine *e, eng_stepbuf *sb);
+void eng_draft_release(cinfer_engine *e, eng_req *r);
+void eng_draft_rollback(eng_req *r);
+/* Whether r speculates (any drafter). */
+static inline bool eng_spec_on(const eng_req *r) { return r->drafter.kind > CINFER_SPEC_OFF; }
+void eng_spec_free(eng_req *q);
+void eng_spec_plan(cinfer_engine *e, sched_req *s);
+bool eng_spec_prepare(cinfer_engine *e, eng_item *it);
+void eng_spec_commit(cinfer_engine *e, const eng_item *it, float *rows);
 /* engine_think.c: reasoning budgets (docs/engine.md "Reasoning budget").
  * eng_think_check: submit-time validation of the think_* fields; eng_think_init copies them.
  * eng_think_forced: the token the budget forces at r's next sampling position, or -1 (sample).

@@ -8,8 +8,8 @@
  * context) -> finish LENGTH. A finishing request is marked done and its
  * blocks are released at once, so the next step drops it.
  *
- * Output side (eng_process_outputs, while the next step computes): the
- * pending id is staged, its bytes go through the request's streaming
+ * Output side (eng_process_outputs, while the next step computes): each
+ * pending id (one per step, or several from a verify item) is staged, its bytes go through the request's streaming
  * detokenizer into `held`; a stop string found in `held` ends the request
  * (text before it is emitted, the stop string only with include_stop_str, anything after never;
  * its index is reported with the finish, cinfer_output.stop_string;
@@ -95,14 +95,17 @@ static size_t eng_safe_len(const eng_req *r) {
     return len;
 }
 
-void eng_on_token(cinfer_engine *e, eng_req *r, int32_t tok, float logprob) {
+void eng_on_token(cinfer_engine *e, eng_req *r, int32_t tok, float logprob, bool drafted) {
     eng_touch(e, r);
+    if (r->pend_n == 0) r->pend_gen = r->n_generated - 1;
+    r->usage.accepted_draft_tokens += drafted;
     if ((!r->ignore_eos && tokenizer_is_eog(e->tok, tok)) || eng_is_stop_id(r, tok)) {
         r->pend_finish = CINFER_FINISH_STOP;
     } else {
-        r->pend_has = true;
-        r->pend_tok = tok;
-        r->pend_lp = logprob;
+        int32_t i = r->pend_n++;
+        r->pend_tok[i] = tok;
+        r->pend_lp[i] = logprob;
+        r->pend_drafted[i] = drafted;
         if (r->n_generated >= r->max_tokens) r->pend_finish = CINFER_FINISH_LENGTH;
     }
     if (r->pend_finish != CINFER_FINISH_NONE) {
@@ -111,17 +114,19 @@ void eng_on_token(cinfer_engine *e, eng_req *r, int32_t tok, float logprob) {
     }
 }
 
-/* Output side for one request's pending token. */
-static void eng_output_token(cinfer_engine *e, eng_req *r) {
-    r->st_has_token = true;
-    r->st_token = r->pend_tok;
-    r->st_logprob = r->pend_lp;
+/* Output side for r's pending token i. A stop string found there ends the
+ * request: tokens committed after it in the same step (a verify item's) are
+ * not output and not counted, as if generation had stopped there. */
+static void eng_output_token(cinfer_engine *e, eng_req *r, int32_t i) {
+    int32_t n = r->st_n++;
+    r->st_tokens[n] = r->pend_tok[i];
+    r->st_logprobs[n] = r->pend_lp[i];
     if (r->top_k) {
-        memcpy(r->st_top_ids, r->pend_top_ids, (size_t)r->top_k * sizeof(int32_t));
-        memcpy(r->st_top_lps, r->pend_top_lps, (size_t)r->top_k * sizeof(float));
+        memcpy(r->st_top_ids[n], r->pend_top_ids[i], (size_t)r->top_k * sizeof(int32_t));
+        memcpy(r->st_top_lps[n], r->pend_top_lps[i], (size_t)r->top_k * sizeof(float));
     }
-    size_t n = detok_push(&r->dt, r->pend_tok, e->dtbuf, e->dtbuf_cap);
-    if (n) strbuf_append(&r->held, e->dtbuf, n);
+    size_t len = detok_push(&r->dt, r->pend_tok[i], e->dtbuf, e->dtbuf_cap);
+    if (len) strbuf_append(&r->held, e->dtbuf, len);
     if (r->n_stop_strs > 0) {
         int32_t which = -1;
         ptrdiff_t at = eng_find_stop(r, &which);
@@ -129,6 +134,8 @@ static void eng_output_token(cinfer_engine *e, eng_req *r) {
             eng_emit_held(r, (size_t)at + (r->include_stop_str ? r->stop_lens[which] : 0));
             eng_finish(e, r, CINFER_FINISH_STOP, false, NULL);
             r->st_stop_string = which; /* eng_finish staged this finish (the first one wins) */
+            r->usage.completion_tokens = r->pend_gen + i + 1;
+            for (int32_t j = i + 1; j < r->pend_n; j++) r->usage.accepted_draft_tokens -= r->pend_drafted[j];
             return;
         }
     }
@@ -138,18 +145,17 @@ static void eng_output_token(cinfer_engine *e, eng_req *r) {
 void eng_process_outputs(cinfer_engine *e) {
     for (int32_t i = 0; i < e->n_touched; i++) {
         eng_req *r = e->touched[i];
-        if (r->st_finish == CINFER_FINISH_NONE) {
-            if (r->pend_has) eng_output_token(e, r);
-            if (r->pend_finish != CINFER_FINISH_NONE) eng_finish(e, r, r->pend_finish, true, NULL);
-        }
-        r->pend_has = false;
+        for (int32_t j = 0; j < r->pend_n && r->st_finish == CINFER_FINISH_NONE; j++) eng_output_token(e, r, j);
+        if (r->st_finish == CINFER_FINISH_NONE && r->pend_finish != CINFER_FINISH_NONE)
+            eng_finish(e, r, r->pend_finish, true, NULL);
+        r->pend_n = 0;
         r->pend_finish = CINFER_FINISH_NONE;
     }
 }
 
 /* Appends r's staged output to its shared queue (mu held). */
 static void eng_publish_one(cinfer_engine *e, eng_req *r) {
-    if (r->st_has_token) {
+    for (int32_t i = 0; i < r->st_n; i++) {
         if (r->o_n == r->o_cap) {
             int32_t cap = r->o_cap ? 2 * r->o_cap : 16;
             int32_t *t = realloc(r->o_tokens, (size_t)cap * sizeof(int32_t));
@@ -168,13 +174,13 @@ static void eng_publish_one(cinfer_engine *e, eng_req *r) {
         }
         if (r->o_n < r->o_cap) {
             if (r->top_k) {
-                memcpy(r->o_top_ids + (size_t)r->o_n * (size_t)r->top_k, r->st_top_ids,
+                memcpy(r->o_top_ids + (size_t)r->o_n * (size_t)r->top_k, r->st_top_ids[i],
                        (size_t)r->top_k * sizeof(int32_t));
-                memcpy(r->o_top_lps + (size_t)r->o_n * (size_t)r->top_k, r->st_top_lps,
+                memcpy(r->o_top_lps + (size_t)r->o_n * (size_t)r->top_k, r->st_top_lps[i],
                        (size_t)r->top_k * sizeof(float));
             }
-            r->o_tokens[r->o_n] = r->st_token;
-            r->o_logprobs[r->o_n++] = r->st_logprob;
+            r->o_tokens[r->o_n] = r->st_tokens[i];
+            r->o_logprobs[r->o_n++] = r->st_logprobs[i];
         }
     }
     if (r->st_text.len) strbuf_append(&r->o_text, r->st_text.p, r->st_text.len);
@@ -184,7 +190,7 @@ static void eng_publish_one(cinfer_engine *e, eng_req *r) {
         r->o_usage = r->usage;
         memcpy(r->o_error, r->st_error, sizeof r->o_error);
     }
-    r->st_has_token = false;
+    r->st_n = 0;
     r->st_text.len = 0;
     if (!r->in_ready && !r->reader_done) {
         if (e->n_ready == e->cap_ready) {

@@ -46,6 +46,7 @@ static uint64_t eng_cache_version(const cinfer_engine *e) {
 void eng_release_blocks(cinfer_engine *e, eng_req *r) {
     r->epoch++;
     eng_store_detach(e, r);
+    if (r->n_dblocks) eng_draft_release(e, r);
     for (int32_t i = r->n_blocks - 1; i >= 0; i--) kv_pool_unref(e->kv, r->blocks[i]);
     if (r->ring >= 0) kv_pool_ring_release(e->kv, r->ring);
     r->ring = -1;
@@ -167,23 +168,31 @@ static void eng_mask_stops(const cinfer_engine *e, const eng_req *r, float *row)
         if (r->stop_ids[i] >= 0 && r->stop_ids[i] < e->n_vocab) row[r->stop_ids[i]] = -INFINITY;
 }
 
-static void eng_sample(cinfer_engine *e, eng_req *r, float *row) {
+bool eng_sample(cinfer_engine *e, eng_req *r, float *row, int32_t draft, const float *q) {
     if (r->want_logprobs) memcpy(e->lp_row, row, (size_t)e->n_vocab * sizeof(float));
     if (r->n_generated < r->min_tokens) eng_mask_stops(e, r, row);
+    bool accepted = false;
     int32_t tok = eng_think_forced(r);
-    if (tok >= 0) e->st.think_forced_tokens++;
-    else if (!r->gm || (tok = eng_grammar_pick(e, r, row)) < 0) tok = sampler_sample(r->smp, row);
+    if (tok >= 0) {
+        e->st.think_forced_tokens++;
+        accepted = tok == draft;
+    } else if (r->gm) { /* constrained requests do not speculate (eng_spec_init): draft is -1 here */
+        if ((tok = eng_grammar_pick(e, r, row)) < 0) tok = sampler_sample(r->smp, row);
+    } else if (draft >= 0) tok = sampler_verify(r->smp, row, draft, q, &accepted);
+    else tok = sampler_sample(r->smp, row);
     float lp = r->want_logprobs ? eng_logprob(e->lp_row, e->n_vocab, tok) : NAN;
-    if (r->top_k) eng_top_logprobs(e->lp_row, e->n_vocab, r->top_k, r->pend_top_ids, r->pend_top_lps);
+    if (r->top_k)
+        eng_top_logprobs(e->lp_row, e->n_vocab, r->top_k, r->pend_top_ids[r->pend_n], r->pend_top_lps[r->pend_n]);
     sampler_accept(r->smp, tok);
     if (r->gm && eng_grammar_accept(e, r, tok)) {
         eng_finish(e, r, CINFER_FINISH_ERROR, true, "the grammar rejected the sampled token (internal error)");
-        return;
+        return false;
     }
     r->seq[r->prompt_len + r->n_generated] = tok;
     r->n_generated++;
     eng_think_accept(r);
-    eng_on_token(e, r, tok, lp);
+    eng_on_token(e, r, tok, lp, accepted);
+    return accepted;
 }
 
 /* The batch rows of one item; returns the next free row. */
@@ -203,7 +212,9 @@ static int32_t eng_fill_rows(cinfer_engine *e, eng_stepbuf *sb, const eng_item *
                             .n_blocks = r->n_blocks,
                             .ring = r->ring >= 0 ? kv_pool_ring(e->kv, r->ring) : NULL,
                             .ring_blocks = kv_pool_ring_blocks(e->kv)};
-    if (it->sample) sb->rows[(*n_out)++] = row - 1;
+    if (it->n_draft > 0) /* a verify item: logits at every row */
+        for (int32_t j = it->n_tokens; j > 0; j--) sb->rows[(*n_out)++] = row - j;
+    else if (it->sample) sb->rows[(*n_out)++] = row - 1;
     return row;
 }
 
@@ -231,6 +242,7 @@ eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
     if (n == 0) return ENG_PLAN_OK;
     uint64_t version = eng_cache_version(e);
     for (int32_t i = 0; i < n; i++) eng_describe(e, e->active[i], &e->s_reqs[i], version);
+    eng_spec_plan(e, e->s_reqs);
     sched_input in = {
         .reqs = e->s_reqs,
         .n_reqs = n,
@@ -280,6 +292,7 @@ eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
             .start = it->start,
             .n_tokens = it->n_tokens,
             .sample = it->sample,
+            .n_draft = 0,
         };
     }
     return ENG_PLAN_OK;
@@ -295,16 +308,20 @@ static bool eng_item_valid(const eng_item *it) {
 
 int32_t eng_assemble(cinfer_engine *e, eng_stepbuf *sb) {
     int32_t w = 0;
-    for (int32_t k = 0; k < sb->n_items; k++)
-        if (eng_item_valid(&sb->items[k])) sb->items[w++] = sb->items[k];
+    for (int32_t k = 0; k < sb->n_items; k++) {
+        eng_item *it = &sb->items[k];
+        bool keep = it->kind == SCHED_DECODE && eng_spec_on(it->r) ? eng_spec_prepare(e, it) : eng_item_valid(it);
+        if (keep) sb->items[w++] = *it;
+    }
     sb->n_items = w;
+    if (e->draft) eng_draft_propose(e, sb);
     int32_t rows = 0, n_out = 0;
     for (int32_t k = 0; k < sb->n_items; k++) {
         eng_item *it = &sb->items[k];
-        it->sample = it->start + it->n_tokens == it->r->prompt_len + it->r->n_generated;
+        if (it->n_draft == 0) it->sample = it->start + it->n_tokens == it->r->prompt_len + it->r->n_generated;
         rows = eng_fill_rows(e, sb, it, k, rows, &n_out);
         it->r->in_flight = true;
-        it->r->proj_computed = it->start + it->n_tokens;
+        it->r->proj_computed = it->start + it->n_tokens - it->n_draft; /* a verify accepts at least nothing */
         it->r->proj_generated = it->r->n_generated + it->sample;
     }
     sb->batch = (fwd_batch){
@@ -334,15 +351,18 @@ void eng_commit(cinfer_engine *e, eng_stepbuf *sb) {
     for (int32_t k = 0; k < sb->n_items; k++) {
         const eng_item *it = &sb->items[k];
         eng_req *r = it->r;
-        float *row = it->sample ? sb->logits + (int64_t)o++ * e->n_vocab : NULL;
+        float *row = it->sample ? sb->logits + (int64_t)o * e->n_vocab : NULL;
+        o += it->n_draft > 0 ? it->n_tokens : it->sample;
         if (r->epoch != it->epoch || r->done) continue; /* cancelled, preempted or finished meanwhile */
-        r->n_computed = it->start + it->n_tokens;
+        if (it->n_draft > 0) eng_spec_commit(e, it, row); /* sets n_computed past the accepted drafts */
+        else r->n_computed = it->start + it->n_tokens;
+        if (r->done) continue; /* finished by the verify (its blocks are released) */
         int32_t reg_from = r->n_registered;
         uint8_t reg_parent[PREFIX_KEY_BYTES];
         memcpy(reg_parent, r->last_key, sizeof reg_parent);
         eng_register(e, r);
         eng_store_on_register(e, r, reg_from, reg_from > 0 ? reg_parent : NULL);
-        if (row) eng_sample(e, r, row);
+        if (row && it->n_draft == 0) eng_sample(e, r, row, -1, NULL);
     }
     eng_note_kv(e);
 }

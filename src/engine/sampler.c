@@ -155,7 +155,11 @@ static void sort_top(cand *c, int32_t n, int32_t k) {
     qsort(c, (size_t)k, sizeof *c, cmp_cand);
 }
 
-int32_t sampler_sample(sampler *s, float *logits) {
+/* The pipeline up to the draw: returns a token when the result is certain
+ * (greedy, or nothing finite left), else -1 with the candidates of non-zero
+ * probability in s->cands[0..*nc) (unnormalised probabilities in .logit) and
+ * their total in *sum. */
+static int32_t sampler_dist(sampler *s, float *logits, int32_t *nc_out, double *sum_out) {
     int32_t n = s->n_vocab;
     apply_bias_and_penalties(s, logits);
     if (s->p.temperature <= 0.0f) return argmax(logits, n);
@@ -223,6 +227,88 @@ int32_t sampler_sample(sampler *s, float *logits) {
             k = k * 4 < nc ? k * 4 : nc;
         }
     }
+    *nc_out = nc;
+    *sum_out = sum;
+    return -1;
+}
+
+int32_t sampler_sample(sampler *s, float *logits) {
+    int32_t nc = 0;
+    double sum = 0.0;
+    int32_t t = sampler_dist(s, logits, &nc, &sum);
+    if (t >= 0) return t;
+    const cand *c = s->cands;
+    double r = rng_uniform(s->rng) * sum, acc = 0.0;
+    for (int32_t i = 0; i < nc; i++) {
+        acc += c[i].logit;
+        if (r < acc) return c[i].id;
+    }
+    return c[nc - 1].id;
+}
+
+/* Speculative verification (sampler.h). p = the candidates' probabilities
+ * (unnormalised in c[].logit, total sum); q = the drafter's distribution
+ * (NULL: one-hot on draft). Accept with min(1, p(d)/q(d)); otherwise draw
+ * from the residual max(0, p - q), renormalised. */
+static int32_t sampler_residual(sampler *s, const cand *c, int32_t nc, int32_t draft, const float *q, double sum) {
+    double total = 0.0;
+    for (int32_t i = 0; i < nc; i++) {
+        double pi = c[i].logit / sum, qi = q ? (double)q[c[i].id] : (c[i].id == draft ? 1.0 : 0.0);
+        total += pi > qi ? pi - qi : 0.0;
+    }
+    if (!(total > 0.0)) total = 0.0;
+    double r = rng_uniform(s->rng) * total, acc = 0.0;
+    int32_t last = -1;
+    for (int32_t i = 0; i < nc; i++) {
+        double pi = c[i].logit / sum, qi = q ? (double)q[c[i].id] : (c[i].id == draft ? 1.0 : 0.0);
+        if (pi <= qi) continue;
+        acc += pi - qi;
+        last = c[i].id;
+        if (r < acc) return c[i].id;
+    }
+    return last >= 0 ? last : c[0].id; /* rounding at the end of the range (or p == q: any sample of p) */
+}
+
+int32_t sampler_verify(sampler *s, float *logits, int32_t draft, const float *q, bool *accepted) {
+    *accepted = false;
+    if (draft < 0 || draft >= s->n_vocab) return sampler_sample(s, logits);
+    int32_t nc = 0;
+    double sum = 0.0;
+    int32_t t = sampler_dist(s, logits, &nc, &sum);
+    if (t >= 0) { /* greedy or certain: accept iff the draft is that token */
+        *accepted = t == draft;
+        return t;
+    }
+    const cand *c = s->cands;
+    double pd = 0.0;
+    for (int32_t i = 0; i < nc; i++)
+        if (c[i].id == draft) pd = c[i].logit / sum;
+    double qd = q ? (double)q[draft] : 1.0;
+    if (!(qd > 0.0)) { /* a draft its drafter gave no probability: treat q as one-hot */
+        q = NULL;
+        qd = 1.0;
+    }
+    double ratio = pd / qd;
+    if (rng_uniform(s->rng) < ratio) {
+        *accepted = true;
+        return draft;
+    }
+    return sampler_residual(s, c, nc, draft, q, sum);
+}
+
+sampler_params sampler_get_params(const sampler *s) { return s->p; }
+
+int32_t sampler_draft(sampler *s, float *logits, float *q) {
+    int32_t nc = 0;
+    double sum = 0.0;
+    int32_t t = sampler_dist(s, logits, &nc, &sum);
+    memset(q, 0, (size_t)s->n_vocab * sizeof *q);
+    if (t >= 0) {
+        q[t] = 1.0f;
+        return t;
+    }
+    const cand *c = s->cands;
+    for (int32_t i = 0; i < nc; i++) q[c[i].id] = (float)(c[i].logit / sum);
     double r = rng_uniform(s->rng) * sum, acc = 0.0;
     for (int32_t i = 0; i < nc; i++) {
         acc += c[i].logit;

@@ -46,5 +46,22 @@ void sampler_free(sampler *s);
 void sampler_accept(sampler *s, int32_t token);
 /* Samples from logits[n_vocab]; modifies logits in place. */
 int32_t sampler_sample(sampler *s, float *logits);
+/* Speculative verification of one drafted token against the target logits
+ * (lossless speculative sampling). p is the distribution sampler_sample would
+ * draw from (the whole pipeline above: bias, penalties, top-k, temperature,
+ * min-p, top-p); q[n_vocab] is the drafter's distribution after the same
+ * pipeline, or NULL for a drafter without probabilities (q one-hot on
+ * draft). Greedy: accepted iff draft is the argmax, which is returned.
+ * Otherwise: accepted with probability min(1, p(draft)/q(draft)) (returns
+ * draft); else returns a draw from max(0, p - q) renormalised. draft < 0:
+ * no draft (the bonus position): a plain sample. The returned token is
+ * distributed exactly as sampler_sample's, for any q that draft was drawn
+ * from. Uses up to two uniforms of the request's RNG; modifies logits. */
+int32_t sampler_verify(sampler *s, float *logits, int32_t draft, const float *q, bool *accepted);
+/* A drafter's draw: samples like sampler_sample and writes the distribution it drew from into
+ * q[n_vocab] (greedy: one-hot on the argmax). Modifies logits. */
+int32_t sampler_draft(sampler *s, float *logits, float *q);
+/* The sampling parameters (a copy; bias points into the sampler). */
+sampler_params sampler_get_params(const sampler *s);
 
 #endif

@@ -122,6 +122,7 @@ static int sched_check_input(const sched_input *in, const sched_plan *plan, cf_e
              r->n_reclaimable > r->n_blocks || r->n_blocks < sched_blocks_for(r->n_computed, in->block_tokens)))
             return cf_fail(err, "sched: running request %d has n_computed %d of %d, %d blocks (%d reclaimable)", i,
                            r->n_computed, sched_seq_len(r), r->n_blocks, r->n_reclaimable);
+        if (r->n_draft < 0) return cf_fail(err, "sched: request %d has n_draft %d", i, r->n_draft);
         if (r->state != SCHED_RUNNING && r->n_cached < 0)
             return cf_fail(err, "sched: request %d has n_cached %d", i, r->n_cached);
     }
@@ -141,7 +142,7 @@ static void sched_add(sched_work *w, int32_t req, sched_kind kind, int32_t start
         .n_tokens = n,
         .new_blocks = nb,
         .admitted = admitted,
-        .sample = start + n == sched_seq_len(r),
+        .sample = kind == SCHED_DECODE || start + n == sched_seq_len(r),
     };
     double c = sched_chunk_cost(&w->in->limits, start, n);
     w->mark[req] = SCHED_MARK_SCHEDULED;
@@ -171,16 +172,33 @@ static bool sched_full(const sched_work *w) {
     return w->tokens_left <= 0 || w->plan->n_items >= w->in->limits.max_seqs;
 }
 
+/* Draft tokens a decode of r can verify within what is left of the step (tokens, budget, blocks),
+ * keeping one token (and its cost) for each of the `later` decodes still to be planned. */
+static int32_t sched_drafts(const sched_work *w, const sched_req *r, int32_t later) {
+    const sched_limits *l = &w->in->limits;
+    int32_t d = r->n_draft, bt = w->in->block_tokens, s = r->n_computed;
+    if (d > w->tokens_left - 1 - later) d = w->tokens_left - 1 - later;
+    double keep = later * sched_chunk_cost(l, s, 1);
+    while (d > 0 && (sched_new_blocks(r, s, 1 + d, bt, false) > w->free_blocks ||
+                     sched_chunk_cost(l, s, 1 + d) + keep > w->budget_left))
+        d--;
+    return d > 0 ? d : 0;
+}
+
 static void sched_decodes(sched_work *w, const int32_t *order, int32_t n_run, int32_t *tail) {
     const sched_req *reqs = w->in->reqs;
+    int32_t later = 0; /* decodes not planned yet (drafts leave room for their own tokens) */
+    for (int32_t i = 0; i < n_run; i++) later += sched_is_decode(&reqs[order[i]]) && sched_active(&reqs[order[i]]);
     for (int32_t i = 0; i < n_run && !sched_full(w); i++) {
         int32_t q = order[i];
         const sched_req *r = &reqs[q];
         if (w->mark[q] != SCHED_MARK_NONE || !sched_is_decode(r) || !sched_active(r)) continue;
+        later--;
         int32_t need = sched_new_blocks(r, r->n_computed, 1, w->in->block_tokens, false);
         while (need > w->free_blocks && w->mark[q] == SCHED_MARK_NONE)
             if (sched_preempt_one(w, order, tail) < 0) return; /* unreachable: q itself is a candidate */
-        if (w->mark[q] == SCHED_MARK_NONE) sched_add(w, q, SCHED_DECODE, r->n_computed, 1, false);
+        if (w->mark[q] == SCHED_MARK_NONE)
+            sched_add(w, q, SCHED_DECODE, r->n_computed, 1 + sched_drafts(w, r, later), false);
     }
 }
 

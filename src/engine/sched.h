@@ -44,6 +44,12 @@
  * request not yet scheduled this step - possibly itself - is preempted: the
  * engine frees its blocks and it recomputes later.
  *
+ * Speculative decoding: a decode with n_draft > 0 is a verify item of
+ * 1 + n_draft tokens, costed and given blocks like any chunk of that length.
+ * Drafts are optional work: they shrink to the tokens, budget and blocks left
+ * and never cause a preemption (only the decode's own token can). Such an
+ * item still samples (sample = true) although it does not end at seq_len.
+ *
  * Caller: the engine thread once per step (and the simulator). */
 #ifndef CINFER_ENGINE_SCHED_H
 #define CINFER_ENGINE_SCHED_H
@@ -69,6 +75,7 @@ typedef struct sched_req {
     int32_t n_cached; /* WAITING/PREEMPTED: tokens the prefix cache holds (prefix_cache_peek); else ignored */
     int32_t n_blocks; /* RUNNING: blocks in its table */
     int32_t n_reclaimable; /* RUNNING: blocks preemption would return to the pool (held by it alone) */
+    int32_t n_draft; /* decoding: draft tokens to verify with the decode (speculative decoding); 0: none */
 } sched_req;
 
 typedef struct sched_limits {

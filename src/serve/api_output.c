@@ -41,7 +41,8 @@ static recipe_usage usage_of(const api_job *a, const gen_job *g) {
     recipe_usage u = {.prompt = g->usage.prompt_tokens,
                       .cache_read = g->usage.cached_tokens,
                       .output = g->usage.completion_tokens,
-                      .reasoning = a->reasoning_tokens};
+                      .reasoning = a->reasoning_tokens,
+                      .accepted_draft = g->usage.accepted_draft_tokens};
     return u;
 }
 

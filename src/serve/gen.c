@@ -408,6 +408,7 @@ int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err) {
     r.traffic_class = q->traffic_class < 0 ? CINFER_TRAFFIC_DEFAULT : q->traffic_class;
     r.want_logprobs = q->logprobs;
     r.top_logprobs = q->logprobs ? q->top_logprobs : 0;
+    r.speculative = q->speculative;
     think_options(j, gm, &r);
     uint64_t base = q->has_seed ? q->sampling.seed : random_seed();
     for (int32_t i = 0; i < q->n; i++) {
@@ -512,6 +513,7 @@ int gen_job_read(gen_job *j, const gen_model *gm, int32_t ci, bool accumulate) {
                              : -1;
         if (o->finish == CINFER_FINISH_ERROR) snprintf(c->error, sizeof c->error, "%s", o->error);
         j->usage.completion_tokens += o->usage.completion_tokens;
+        j->usage.accepted_draft_tokens += o->usage.accepted_draft_tokens;
         if (o->usage.cached_tokens > j->usage.cached_tokens) j->usage.cached_tokens = o->usage.cached_tokens;
         j->n_done++;
     }

@@ -61,6 +61,7 @@ typedef struct gen_params {
     int32_t n_stop_ids;
     int32_t priority; /* vLLM extension: lower = scheduled first (default 0) */
     int32_t traffic_class; /* cinfer_traffic_class, or TRAFFIC_UNSET (serve/traffic.h) until resolved */
+    cinfer_speculative speculative; /* cinfer.speculative (serve/spec_opts.h); zero: the server's default */
     char *cache_salt; /* owned or NULL */
     char *user; /* owned or NULL (logged only) */
     /* chat: text appended after the rendered prompt (a forced tool-call opener, docs/serve.md), owned

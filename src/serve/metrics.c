@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,6 +197,38 @@ static void expert_metrics(sbuf *s, cinfer_engine *e) {
     }
 }
 
+/* Speculative decoding, per drafter (docs/serve.md "Speculative decoding"). */
+static void spec_metrics(sbuf *s, const cinfer_engine_stats *st) {
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } fam[] = {
+        {"cinfer_spec_draft_tokens_total", "Tokens proposed by the drafter and verified.",
+         offsetof(cinfer_engine_stats, spec_drafted)},
+        {"cinfer_spec_accepted_tokens_total", "Drafted tokens the model accepted.",
+         offsetof(cinfer_engine_stats, spec_accepted)},
+        {"cinfer_spec_verifies_total", "Verify items (a decode with drafts) run.",
+         offsetof(cinfer_engine_stats, spec_verifies)},
+    };
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+        const uint64_t *v = (const uint64_t *)((const char *)st + fam[f].off);
+        sb_printf(s, "# HELP %s %s\n# TYPE %s counter\n", fam[f].name, fam[f].help, fam[f].name);
+        for (int32_t d = CINFER_SPEC_NGRAM; d < CINFER_SPEC_N; d++)
+            sb_printf(s, "%s{drafter=\"%s\"} %llu\n", fam[f].name, cinfer_spec_drafter_name(d),
+                      (unsigned long long)v[d]);
+    }
+    const char *h = "cinfer_spec_acceptance_length";
+    sb_printf(s, "# HELP %s Drafted tokens accepted per verify item.\n# TYPE %s histogram\n", h, h);
+    uint64_t cum = 0, sum = 0;
+    for (int a = 0; a <= CINFER_SPEC_MAX_K; a++) {
+        cum += st->spec_accept_len[a];
+        sum += (uint64_t)a * st->spec_accept_len[a];
+        sb_printf(s, "%s_bucket{le=\"%d\"} %llu\n", h, a, (unsigned long long)cum);
+    }
+    sb_printf(s, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %llu\n%s_count %llu\n", h, (unsigned long long)cum, h,
+              (unsigned long long)sum, h, (unsigned long long)cum);
+}
+
 int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engine *e, char **out, size_t *len) {
     sbuf s = {0};
     s.cap = 8192;
@@ -256,6 +289,7 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
               "cinfer_build_info{version=\"%s\",commit=\"%s\",isa=\"%s\"} 1\n",
               CINFER_VERSION, CINFER_GIT_COMMIT, cpu_isa_name(cpu_isa_active()));
     counter(&s, "cinfer_engine_steps_total", "Engine steps (forward passes).", st->steps);
+    spec_metrics(&s, st);
     counter(&s, "cinfer_engine_preemptions_total", "Requests preempted for KV blocks.", st->preemptions);
     counter(&s, "cinfer_grammar_tokens_total", "Tokens sampled under a grammar's mask (structured outputs).",
             st->grammar_tokens);

@@ -9,7 +9,8 @@
  * body, but must not crash or leak; a rejection must carry a 4xx/5xx status
  * and a message, and its OpenAI error JSON must format; an accepted request
  * must satisfy the invariants the generation core relies on (n in range,
- * stop strings non-empty, bias ids in the vocabulary, sampling in range). */
+ * stop strings non-empty, bias ids in the vocabulary, sampling in range, the speculative options
+ * in range). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,9 @@ static void check_params(const gen_params *p) {
         if (!p->stop[i] || !p->stop[i][0]) abort();
     for (int32_t i = 0; i < p->sampling.n_bias; i++)
         if (p->bias[i].token < 0 || p->bias[i].token >= N_VOCAB) abort();
+    if (p->speculative.drafter < 0 || p->speculative.drafter >= CINFER_SPEC_N || p->speculative.k < 0 ||
+        p->speculative.k > CINFER_SPEC_MAX_K)
+        abort(); /* cinfer.speculative (serve/spec_opts.c) */
     if (!(p->sampling.temperature >= 0 && p->sampling.temperature <= 2)) abort();
     if (!(p->sampling.top_p > 0 && p->sampling.top_p <= 1)) abort();
     if (p->max_tokens < 0 || p->top_logprobs < 0 || p->top_logprobs > 20) abort();

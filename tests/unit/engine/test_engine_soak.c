@@ -5,7 +5,8 @@
  * outputs drained through the eventfd + cinfer_engine_ready() path a server
  * uses. Checks: every request finishes exactly once with a sane reason and
  * usage; duplicates (same prompt, not cancelled) give the same tokens; the KV
- * budget holds; at the end no block is referenced (all free or cached).
+ * budget holds; at the end no block is referenced (all free or cached). Half
+ * the requests speculate with the n-gram drafter.
  * Run under ASan (-DCINFER_SANITIZE=ON) it also checks for leaks. */
 #include <poll.h>
 #include <stdio.h>
@@ -59,6 +60,10 @@ static uint64_t submit_one(cinfer_engine *e, int i) {
     r.max_tokens = reqs[i].max_tokens;
     r.ignore_eos = true;
     r.priority = (int32_t)(tl_rand() % 3);
+    if (i % 2) { /* half speculate (n-gram drafts, k 1..8): greedy, so duplicates still agree */
+        r.speculative.drafter = CINFER_SPEC_NGRAM;
+        r.speculative.k = 1 + i % 8;
+    }
     reqs[i].id = tl_submit(e, &r);
     return reqs[i].id;
 }
@@ -170,6 +175,11 @@ int main(void) {
     CHECK(s.kv_blocks_free + s.kv_blocks_cached == s.kv_blocks_total);
     CHECK(s.kv_blocks_used_peak <= s.kv_blocks_total);
     CHECK(s.preemptions > 0 && s.cached_tokens > 0);
+    fprintf(stderr, "soak: %llu verify items, %llu drafted, %llu accepted\n",
+            (unsigned long long)s.spec_verifies[CINFER_SPEC_NGRAM],
+            (unsigned long long)s.spec_drafted[CINFER_SPEC_NGRAM],
+            (unsigned long long)s.spec_accepted[CINFER_SPEC_NGRAM]);
+    CHECK(s.spec_verifies[CINFER_SPEC_NGRAM] > 0);
     cinfer_engine_destroy(e);
     pool_destroy(tp);
     model_free(m);

@@ -470,8 +470,43 @@ static void test_simulation(uint64_t seed, int64_t budget, sched_limits lim) {
     kv_pool_free(pool);
 }
 
+/* Speculative decoding: a decode with n_draft is a verify item of 1 + n_draft tokens that still
+ * samples; drafts shrink to the blocks, tokens and budget left and never preempt anyone. */
+static void test_drafts(void) {
+    cf_err err;
+    sched_req r[3];
+    r[0] = running_decode(40, 1, 0, 0); /* n_computed 40: 8 slots left in its 3 blocks */
+    r[0].n_draft = 6;
+    r[1] = running_decode(40, 1, 0, 1);
+    r[1].n_draft = 12; /* needs a new block beyond slot 47 */
+    r[2] = running_decode(32, 1, 0, 2); /* at a block boundary: its own token needs a block */
+    sched_input in = {.reqs = r, .n_reqs = 3, .free_blocks = 1, .block_tokens = BT, .limits = limits(512, 16, 0)};
+    sched_plan p = new_plan();
+    CHECK(sched_plan_step(&in, &p, &err) == 0);
+    const sched_item *a = find_item(&p, 0), *b = find_item(&p, 1), *c = find_item(&p, 2);
+    CHECK(a && a->kind == SCHED_DECODE && a->n_tokens == 7 && a->sample && a->new_blocks == 0);
+    /* r1 takes the one free block for its drafts (it is planned before r2); r2's own token then
+     * needs a block: the lowest-ranked running request not yet scheduled, r2 itself, is preempted
+     * - never a request for drafts */
+    CHECK(b && b->n_tokens == 13 && b->new_blocks == 1);
+    CHECK(!c && p.n_preempted == 1 && p.preempted[0] == 2);
+    /* the token budget caps drafts: 8 tokens for three decodes */
+    r[2].n_draft = 0;
+    in.free_blocks = 100;
+    in.limits = limits(8, 16, 0);
+    p = new_plan();
+    CHECK(sched_plan_step(&in, &p, &err) == 0);
+    CHECK(p.n_tokens <= 8 && p.n_items == 3 && p.n_preempted == 0);
+    CHECK(find_item(&p, 0)->n_tokens == 6 && find_item(&p, 1)->n_tokens == 1 && find_item(&p, 2)->n_tokens == 1);
+    /* a negative n_draft is invalid input */
+    r[0].n_draft = -1;
+    p = new_plan();
+    CHECK(sched_plan_step(&in, &p, &err) != 0);
+}
+
 int main(void) {
     test_decodes_first_and_chunking();
+    test_drafts();
     test_limits();
     test_preemption();
     test_admission();

@@ -1,0 +1,108 @@
+"""test_serve_speculative.py - speculative decoding through `cinfer serve` with the official
+OpenAI SDK (docs/serve.md "Speculative decoding"), on stories260K with itself as the draft model
+(--draft-model; the same vocabulary, so it is accepted at start):
+
+- greedy Chat and Completions answers are the same text with per-request `cinfer.speculative`
+  off, n-gram and draft (k 1..16), and with the server default;
+- usage.completion_tokens_details.accepted_prediction_tokens reports accepted drafts (all of them
+  for the draft model, which is the target itself), absent when none (off);
+- /metrics counts drafted / accepted tokens per drafter and the acceptance-length histogram,
+  moving by exactly what the requests report;
+- invalid options are a 400 naming cinfer.speculative; a server without a draft model refuses the
+  draft drafter at submit and `--speculative draft` without `--draft-model` at start.
+Run by tests/integration/serve_speculative.sh."""
+import subprocess
+import unittest
+
+import openai
+
+from cinfer_server import BIN, MODEL, Server
+
+SRV = None
+OAI = None
+PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play. Once upon a time"
+
+
+def setUpModule():
+    global SRV, OAI
+    SRV = Server("--draft-model", MODEL, "--speculative", "ngram", "--spec-k", "4")
+    OAI = openai.OpenAI(base_url=SRV.url + "/v1", api_key="x", max_retries=0, timeout=60)
+
+
+def tearDownModule():
+    rc = SRV.stop()
+    assert rc == 0, "server exit code %r\n%s" % (rc, SRV.log_text()[-3000:])
+
+
+def chat(spec, **kw):
+    extra = {"cinfer": {"speculative": spec}} if spec is not None else {}
+    return OAI.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": PROMPT}],
+                                       max_tokens=48, temperature=0, extra_body=extra, **kw)
+
+
+def accepted(r):
+    """usage.completion_tokens_details.accepted_prediction_tokens (absent when 0)."""
+    return r.usage.completion_tokens_details.accepted_prediction_tokens or 0
+
+
+class TestSpeculative(unittest.TestCase):
+    def test_greedy_identical_and_usage(self):
+        off = chat({"drafter": "off"})
+        self.assertIsNone(off.usage.completion_tokens_details.accepted_prediction_tokens)
+        before = SRV.metrics()
+        got = {}
+        for spec in (None, "ngram", {"drafter": "ngram", "k": 1}, {"drafter": "draft", "k": 16},
+                     {"drafter": "draft"}, True):
+            r = chat(spec)
+            self.assertEqual(r.choices[0].message.content, off.choices[0].message.content, spec)
+            self.assertEqual(r.usage.completion_tokens, off.usage.completion_tokens)
+            got[str(spec)] = accepted(r)
+        after = SRV.metrics()
+        # the draft model is the target: every greedy draft is accepted, and it drafts every step
+        self.assertGreater(got["{'drafter': 'draft', 'k': 16}"], 30)
+        d = lambda k: after.get(k, 0) - before.get(k, 0)
+        drafted = d('cinfer_spec_draft_tokens_total{drafter="draft"}')
+        acc = d('cinfer_spec_accepted_tokens_total{drafter="draft"}')
+        self.assertEqual(drafted, acc)
+        self.assertEqual(acc, got["{'drafter': 'draft', 'k': 16}"] + got["{'drafter': 'draft'}"])
+        acc_ngram = d('cinfer_spec_accepted_tokens_total{drafter="ngram"}')
+        self.assertEqual(acc_ngram, got["None"] + got["ngram"] + got["{'drafter': 'ngram', 'k': 1}"] + got["True"])
+        verifies = d('cinfer_spec_verifies_total{drafter="draft"}') + d('cinfer_spec_verifies_total{drafter="ngram"}')
+        self.assertEqual(d('cinfer_spec_acceptance_length_count'), verifies)
+        self.assertEqual(d('cinfer_spec_acceptance_length_sum'), acc + acc_ngram)
+
+    def test_completions_and_sampling(self):
+        a = OAI.completions.create(model="stories260K", prompt=PROMPT, max_tokens=32, temperature=0,
+                                   extra_body={"cinfer": {"speculative": "off"}})
+        b = OAI.completions.create(model="stories260K", prompt=PROMPT, max_tokens=32, temperature=0,
+                                   extra_body={"cinfer": {"speculative": {"drafter": "draft", "k": 5}}})
+        self.assertEqual(a.choices[0].text, b.choices[0].text)
+        # sampled, with a seed: runs and counts tokens (the distribution test is test_spec_sampling)
+        r = chat({"drafter": "draft", "k": 3}, seed=5, top_p=0.9)
+        self.assertEqual(r.usage.completion_tokens, 48)
+
+    def test_invalid(self):
+        for bad in ({"drafter": "nope"}, {"k": 0}, {"k": 17}, {"k": "3"}, {"extra": 1}, 5, "nope"):
+            with self.assertRaises(openai.BadRequestError) as cm:
+                chat(bad)
+            self.assertEqual(cm.exception.body.get("param"), "cinfer.speculative", bad)
+
+
+class TestWithoutDraftModel(unittest.TestCase):
+    def test_refused(self):
+        srv = Server()
+        try:
+            c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=60)
+            with self.assertRaises(openai.APIStatusError):
+                c.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": "hi"}],
+                                          max_tokens=4, extra_body={"cinfer": {"speculative": "draft"}})
+        finally:
+            self.assertEqual(srv.stop(), 0)
+        p = subprocess.run([BIN, "serve", MODEL, "--port", "0", "--speculative", "draft"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--draft-model", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
