@@ -178,6 +178,7 @@ static int32_t sched_drafts(const sched_work *w, const sched_req *r, int32_t lat
     const sched_limits *l = &w->in->limits;
     int32_t d = r->n_draft, bt = w->in->block_tokens, s = r->n_computed;
     if (d > w->tokens_left - 1 - later) d = w->tokens_left - 1 - later;
+    if (l->max_seq_chunk > 0 && d > l->max_seq_chunk - 1) d = l->max_seq_chunk - 1; /* window rings */
     double keep = later * sched_chunk_cost(l, s, 1);
     while (d > 0 && (sched_new_blocks(r, s, 1 + d, bt, false) > w->free_blocks ||
                      sched_chunk_cost(l, s, 1 + d) + keep > w->budget_left))
