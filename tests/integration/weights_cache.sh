@@ -8,6 +8,7 @@
 #     and the two Pss add up to about one copy; the summary says where the weights come from;
 #     their greedy answers to the same request are identical;
 #   - a corrupt cache file is rejected with one log line and rebuilt, and the server serves;
+#   - a small deepseek2 model (MLA + MoE) gives the same text without a cache, on a miss and a hit;
 #   - --help of serve and run documents --weights-cache.
 set -u
 BIN=${CINFER_BIN:?CINFER_BIN not set}
@@ -100,6 +101,17 @@ contains corrupt-summary "repacked and written to cache" "$(cat "$T/c.log")"
 curl -s -m 10 "http://127.0.0.1:$PORT/health" >/dev/null && echo "ok   corrupt-serves" || { echo "FAIL corrupt-serves"; fail=1; }
 kill $PID; wait $PID 2>/dev/null
 check after-rebuild-same "$plain" "$(run --weights-cache "$C")"
+
+# deepseek2 (MLA + MoE: stacked expert gate|up, f32 attn_kv_b copies): the same text three ways
+D=$T/ds.gguf
+"$BIN" mkmodel --arch deepseek2 --dim 256 --layers 3 --heads 4 --ffn 512 --kv-lora 64 --qk-nope 32 \
+    --qk-rope 32 --v-head 32 --experts 8 --experts-used 2 --expert-ffn 128 --shared-experts 1 --dense-layers 1 \
+    --gating softmax --ctx 256 --vocab-from "$V" --dtype q8_0 --seed 1 "$D" 2>"$T/mk.log" ||
+    { echo "FAIL mkmodel deepseek2"; cat "$T/mk.log"; exit 1; }
+drun() { "$BIN" run -m "$D" -p "Once upon a time" -n 12 --temp 0 -t 1 "$@" 2>>"$T/run.log"; }
+dplain=$(drun)
+check ds-miss-same "$dplain" "$(drun --weights-cache "$T/dscache")"
+check ds-hit-same "$dplain" "$(drun --weights-cache "$T/dscache")"
 
 contains serve-help "--weights-cache DIR" "$("$BIN" serve --help 2>&1)"
 contains run-help "--weights-cache DIR" "$("$BIN" run --help 2>&1)"
