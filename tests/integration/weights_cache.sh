@@ -76,8 +76,8 @@ contains summary-source "serve: weights from cache $C/" "$(cat "$T/a.log")"
 contains summary-memory "repacked/stacked (cache, shared)" "$(cat "$T/a.log")"
 sleep 0.3
 ra=$(cache_kb $PA Rss); pa=$(cache_kb $PA Pss); rb=$(cache_kb $PB Rss); pb=$(cache_kb $PB Pss)
-size_kb=$(( $(stat -c %s "$C"/*.cwc) / 1024 ))
-echo "     cache file ${size_kb} kB; a: Rss ${ra} Pss ${pa} kB; b: Rss ${rb} Pss ${pb} kB"
+size_kb=$(du -k "$C"/*.cwc | cut -f1) # allocated: the 2 MiB alignment leaves holes
+echo "     cache file ${size_kb} kB allocated; a: Rss ${ra} Pss ${pa} kB; b: Rss ${rb} Pss ${pb} kB"
 echo "     smaps_rollup a: $(grep -E '^(Rss|Pss|Pss_File|Pss_Anon):' /proc/$PA/smaps_rollup | tr -s ' \n' ' ')"
 echo "     smaps_rollup b: $(grep -E '^(Rss|Pss|Pss_File|Pss_Anon):' /proc/$PB/smaps_rollup | tr -s ' \n' ' ')"
 # each maps (nearly) the whole file; together they hold one copy: Pss a + Pss b ~ Rss of one
