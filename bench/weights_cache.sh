@@ -13,7 +13,7 @@
 set -uo pipefail
 usage="usage: bench/weights_cache.sh MODEL.gguf [ROUNDS]
 Measures time to ready and idle memory of llama-server (\$LLAMA_SERVER, default
-/work/llama/build/bin/llama-server) and 'cinfer serve' (\$CINFER_BIN, default build/cinfer)
+/work/llama/build/bin/llama-server, run with --no-repack: weights mmap'd and used in place) and 'cinfer serve' (\$CINFER_BIN, default build/cinfer)
 without a weights cache, with an empty one (first start) and with one present (second start),
 ROUNDS times each (default 3), alternating; then two of each at once (summed Pss).
 The cache directory is a scratch directory removed at the end.
@@ -40,21 +40,27 @@ free_port() { # a port nothing listens on
   local p
   while :; do p=$((20000 + RANDOM % 20000)); ss -ltn | grep -q ":$p " || { echo $p; return; }; done
 }
-# launch KIND PORT LOG: starts one server in the background, sets PID
+# launch KIND PORT LOG: starts one server in the background, sets PID. cinfer gets --port 0 (it
+# binds before loading and prints the port it got); llama-server gets PORT.
 launch() {
   case $1 in
-    llama) "$llama" -m "$model" --port "$2" -t 2 -c 2048 -np 1 >"$3" 2>&1 & ;;
-    cinfer) "$bin" serve "$model" --port "$2" -t 2 --kv-memory 0.25 >"$3" 2>&1 & ;;
-    cinfer-cache) "$bin" serve "$model" --port "$2" -t 2 --kv-memory 0.25 --weights-cache "$C" >"$3" 2>&1 & ;;
+    llama) "$llama" -m "$model" --port "$2" -t 2 -c 2048 -np 1 --no-repack >"$3" 2>&1 & ;;
+    cinfer) "$bin" serve "$model" --port 0 -t 2 --kv-memory 0.25 >"$3" 2>&1 & ;;
+    cinfer-cache) "$bin" serve "$model" --port 0 -t 2 --kv-memory 0.25 --weights-cache "$C" >"$3" 2>&1 & ;;
   esac
   PID=$!
   PIDS+=($PID)
 }
-# ready PORT PID: waits for /health 200; prints ms since $t0
+# ready KIND PORT PID LOG: waits for /health 200 (cinfer: on the port its log names); prints ms since $t0
 ready() {
+  local port=$2
   for _ in $(seq 6000); do
-    curl -sf -m 60 -o /dev/null "http://127.0.0.1:$1/health" && { echo $(( $(ms) - t0 )); return 0; }
-    kill -0 "$2" 2>/dev/null || return 1
+    if [ "$1" != llama ]; then
+      port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$4" | head -1)
+    fi
+    [ -n "$port" ] && curl -sf -m 60 -o /dev/null "http://127.0.0.1:$port/health" &&
+      { echo $(( $(ms) - t0 )); return 0; }
+    kill -0 "$3" 2>/dev/null || return 1
     sleep 0.01
   done
   return 1
@@ -67,18 +73,25 @@ mem() { # PID: "VmRSS RssAnon RssFile Pss" in MB
   echo "$((r / 1024)) $((a / 1024)) $((f / 1024)) $((p / 1024))"
 }
 # one KIND LABEL: start, time to ready, idle memory, stop; appends "LABEL ms VmRSS RssAnon RssFile Pss"
+# (llama-server: a new port when another process took the one picked)
 one() {
-  local port; port=$(free_port)
-  t0=$(ms)
-  launch "$1" "$port" "$T/$2.log"
-  local t; t=$(ready "$port" "$PID") || { echo "$2: did not become ready"; tail -5 "$T/$2.log"; kill $PID; return 1; }
+  local port t try
+  for try in 1 2 3; do
+    port=$(free_port)
+    t0=$(ms)
+    launch "$1" "$port" "$T/$2.log"
+    t=$(ready "$1" "$port" "$PID" "$T/$2.log") && break
+    kill $PID 2>/dev/null; wait $PID 2>/dev/null
+    grep -qi "address already in use\|already in use\|couldn't bind" "$T/$2.log" || try=3
+    [ $try = 3 ] && { echo "$2: did not become ready"; tail -5 "$T/$2.log"; return 1; }
+  done
   sleep 1
   echo "$2 $t $(mem $PID)" >>"$T/rows"
   kill $PID; wait $PID 2>/dev/null
 }
 size_mb=$(( $(stat -c %s "$model") / 1048576 ))
 echo "# bench/weights_cache.sh $(basename "$model") $rounds   ($(date -u '+%Y-%m-%d %H:%M'), $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), machine shared with other jobs)"
-echo "# model file $size_mb MB; llama-server: -t 2 -c 2048 -np 1 (mmap, warmup on); cinfer serve: -t 2 --kv-memory 0.25"
+echo "# model file $size_mb MB; llama-server: -t 2 -c 2048 -np 1 --no-repack (mmap, warmup on; its default AMX repack crashes on this VM: ldtilecfg SIGSEGV); cinfer serve: -t 2 --kv-memory 0.25"
 : >"$T/rows"
 for r in $(seq "$rounds"); do
   one llama llama-server
@@ -104,7 +117,9 @@ pair() { # KIND LABEL
   p1=$(free_port); launch "$1" "$p1" "$T/$2-1.log"; a=$PID
   p2=$(free_port); while [ "$p2" = "$p1" ]; do p2=$(free_port); done
   launch "$1" "$p2" "$T/$2-2.log"; b=$PID
-  t0=$(ms); ready "$p1" $a >/dev/null && ready "$p2" $b >/dev/null || { echo "$2: pair did not start"; return 1; }
+  t0=$(ms)
+  ready "$1" "$p1" $a "$T/$2-1.log" >/dev/null && ready "$1" "$p2" $b "$T/$2-2.log" >/dev/null ||
+    { echo "$2: pair did not start"; kill $a $b 2>/dev/null; wait $a $b 2>/dev/null; return 1; }
   sleep 1
   local m1 m2; m1=$(mem $a); m2=$(mem $b)
   echo "$2 x2: process 1 [VmRSS RssAnon RssFile Pss] = $m1; process 2 = $m2; summed Pss $(( $(echo $m1 | cut -d' ' -f4) + $(echo $m2 | cut -d' ' -f4) )) MB"
