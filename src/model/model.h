@@ -124,7 +124,7 @@ typedef enum {
 } model_weights_source;
 
 typedef struct model_memory {
-    uint64_t owned_bytes; /* anonymous: repacked / stacked / dequantized weight copies */
+    uint64_t owned_bytes; /* anonymous: repacked / stacked / dequantized weight copies (bytes handed out) */
     uint64_t cache_bytes; /* the same, mapped from the weights cache file (shared) */
     uint64_t mapped_bytes; /* tensors read in place from the file mapping */
     uint64_t released_bytes; /* file pages of copied tensors released after load */

@@ -20,8 +20,10 @@ typedef struct model_region {
 
 typedef struct model_mem {
     uint8_t *tstate; /* per GGUF tensor: unread, read in place from the mapping, or copied */
-    model_region *owned; /* anonymous buffers holding weights (repacked, stacked, dequantized); owned */
+    model_region *owned; /* anonymous chunks holding weight buffers (repacked, stacked, dequantized); owned */
     size_t n_owned, cap_owned;
+    void *chunk; /* the chunk buffers are carved from now (model_wbuf) */
+    size_t chunk_used, chunk_cap;
     uint64_t owned_bytes, released_bytes, cache_bytes;
     struct wcache *wc; /* the weights cache the buffers come from, or NULL; owned */
     model_weights_source source;

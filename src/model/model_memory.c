@@ -60,7 +60,6 @@ static int mem_owned(model *m, void *p, size_t n, cf_err *err) {
         mm->cap_owned = cap;
     }
     mm->owned[mm->n_owned++] = (model_region){.p = p, .n = n};
-    mm->owned_bytes += n;
     return 0;
 }
 
@@ -78,6 +77,33 @@ void model_mem_drop_pages(model *m, const gguf_tensor *t) {
     if (m->mem.tstate[gguf_tensor_index(m->gguf, t)] != MT_COPIED) m->mem.released_bytes += n; /* else counted */
 }
 
+/* Anonymous weight buffers are carved one after another out of chunks of
+ * MODEL_ARENA_CHUNK (2 MiB aligned, huge-page advised): a buffer per
+ * allocation would round each one up to whole huge pages, resident once
+ * touched (~1 MiB per matrix). The unused tail of a chunk is never touched. */
+#define MODEL_ARENA_CHUNK ((size_t)64 << 20)
+
+static void *arena_take(model *m, const char *name, size_t bytes, cf_err *err) {
+    model_mem *mm = &m->mem;
+    size_t need = (bytes + 63) / 64 * 64;
+    if (!mm->chunk || need > mm->chunk_cap - mm->chunk_used) {
+        size_t len;
+        void *p = kern_alloc_stream(need > MODEL_ARENA_CHUNK ? need : MODEL_ARENA_CHUNK, &len);
+        if (!p) return cf_fail(err, "out of memory for %s (%zu bytes)", name, bytes), NULL;
+        if (mem_owned(m, p, len, err)) {
+            free(p);
+            return NULL;
+        }
+        mm->chunk = p;
+        mm->chunk_used = 0;
+        mm->chunk_cap = len;
+    }
+    char *r = (char *)mm->chunk + mm->chunk_used;
+    mm->chunk_used += need;
+    mm->owned_bytes += need;
+    return r;
+}
+
 void *model_wbuf(model *m, const char *name, uint32_t kind, size_t bytes, bool *filled, cf_err *err) {
     *filled = false;
     if (m->mem.wc) {
@@ -85,14 +111,7 @@ void *model_wbuf(model *m, const char *name, uint32_t kind, size_t bytes, bool *
         if (p) m->mem.cache_bytes += bytes;
         return p;
     }
-    size_t len;
-    void *p = kern_alloc_stream(bytes, &len);
-    if (!p) return cf_fail(err, "out of memory for %s (%zu bytes)", name, bytes), NULL;
-    if (mem_owned(m, p, len, err)) {
-        free(p);
-        return NULL;
-    }
-    return p;
+    return arena_take(m, name, bytes, err);
 }
 
 int model_prepare_weight(model *m, const char *name, kern_weight *w, dtype type, const void *data, int64_t n, int64_t k,
@@ -126,11 +145,12 @@ int model_prepare_stacked(model *m, const char *name, kern_weight *w, dtype type
     void *packed = model_wbuf(m, name, WC_KIND_PACKED, packed_bytes, &filled, err);
     if (!packed) return -1;
     if (filled) return kern_weight_prepare_into(w, type, NULL, n, k, packed, true, err);
-    char *raw = malloc(raw_bytes); /* only the repack reads it */
-    if (!raw) return cf_fail(err, "out of memory stacking %s", name);
+    /* only the repack reads it; mapped, not malloc'd, so its pages surely go back to the system */
+    char *raw = mmap(NULL, raw_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return cf_fail(err, "out of memory stacking %s", name);
     stack_parts(raw, parts, part_bytes, count);
     int r = kern_weight_prepare_into(w, type, raw, n, k, packed, false, err);
-    free(raw);
+    munmap(raw, raw_bytes);
     w->data = NULL; /* freed: the packed copy is the weight */
     return r;
 }
