@@ -17,7 +17,7 @@ for round in 1 2; do
   for side in old new; do
     dir=$old extra=()
     if [ "$side" = new ]; then dir=$new; read -r -a extra <<<"${NEW_ARGS:-}"; fi
-    echo "=== round $round $side ($dir${NEW_ARGS:+ $NEW_ARGS})"
+    echo "=== round $round $side ($dir${extra[*]:+ ${extra[*]}})"
     "$dir/bench_recipe" 0.5 2>&1 | grep -E "all four"
     "$dir/cinfer" bench latency -m "$model" -p 512 -n 128 -t 2 "${extra[@]}" 2>&1 | grep -E "^(prefill|decode) "
     "$dir/cinfer" bench throughput -m "$model" --requests 16 --input-len 256 --output-len 64 -t 2 --max-seqs 16 \
