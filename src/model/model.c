@@ -303,6 +303,7 @@ static int load_once(const char *path, const model_load_opts *o, cache_mode mode
     int r = model_mem_init(m, err) || check_types(m->gguf, err) || read_hparams(m->gguf, &m->hp, &m->arch, err);
     if (!r && mode != CACHE_NONE) open_cache(m, o->weights_cache_dir, mode);
     r = r || load_weights(m, err) || (m->mem.wc && wcache_finish(m->mem.wc, err));
+    model_mem_end_load(m);
     if (r) {
         *cache_failed = wcache_failed(m->mem.wc);
         *was_hit = wcache_is_hit(m->mem.wc);

@@ -24,6 +24,8 @@ typedef struct model_mem {
     size_t n_owned, cap_owned;
     void *chunk; /* the chunk buffers are carved from now (model_wbuf) */
     size_t chunk_used, chunk_cap;
+    void *scratch; /* the load's scratch for stacked rows (model_prepare_stacked), or NULL */
+    size_t scratch_len;
     uint64_t owned_bytes, released_bytes, cache_bytes;
     struct wcache *wc; /* the weights cache the buffers come from, or NULL; owned */
     model_weights_source source;
@@ -79,6 +81,9 @@ void model_mem_free(model *m);
 void model_mem_copied(model *m, const gguf_tensor *t);
 void model_mem_mapped(model *m, const gguf_tensor *t);
 void model_mem_drop_pages(model *m, const gguf_tensor *t);
+/* Frees what only the load needed (the stacking scratch); model.c calls it
+ * when the weights are loaded. */
+void model_mem_end_load(model *m);
 /* One weight buffer of `bytes` (64-byte aligned) made from the tensor(s)
  * `name`, of kind WC_KIND_* (format/wcache_format.h). *filled: it already
  * holds its bytes (read from the weights cache; the caller must not read the

@@ -42,6 +42,7 @@ static void unlock_all(model *m) {
 
 void model_mem_free(model *m) {
     model_mem *mm = &m->mem;
+    model_mem_end_load(m);
     if (mm->locked) unlock_all(m);
     for (size_t i = 0; i < mm->n_owned; i++) free(mm->owned[i].p);
     free(mm->owned);
@@ -123,6 +124,28 @@ int model_prepare_weight(model *m, const char *name, kern_weight *w, dtype type,
     return kern_weight_prepare_into(w, type, data, n, k, packed, filled, err);
 }
 
+/* The load's scratch for stacked rows the kernels repack: one anonymous
+ * mapping, grown as needed and reused (no page faults per matrix), unmapped
+ * when the load ends (model_mem_end_load), so its pages surely go back to
+ * the system (a malloc'd buffer could stay in the heap). */
+static void *load_scratch(model *m, size_t bytes) {
+    model_mem *mm = &m->mem;
+    if (bytes <= mm->scratch_len) return mm->scratch;
+    model_mem_end_load(m);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    (void)madvise(p, bytes, MADV_HUGEPAGE); /* advisory: fewer faults */
+    mm->scratch = p;
+    mm->scratch_len = bytes;
+    return p;
+}
+
+void model_mem_end_load(model *m) {
+    if (m->mem.scratch) munmap(m->mem.scratch, m->mem.scratch_len);
+    m->mem.scratch = NULL;
+    m->mem.scratch_len = 0;
+}
+
 static void stack_parts(char *dst, const void *const *parts, const size_t *part_bytes, int count) {
     for (int i = 0; i < count; i++) {
         memcpy(dst, parts[i], part_bytes[i]);
@@ -145,12 +168,10 @@ int model_prepare_stacked(model *m, const char *name, kern_weight *w, dtype type
     void *packed = model_wbuf(m, name, WC_KIND_PACKED, packed_bytes, &filled, err);
     if (!packed) return -1;
     if (filled) return kern_weight_prepare_into(w, type, NULL, n, k, packed, true, err);
-    /* only the repack reads it; mapped, not malloc'd, so its pages surely go back to the system */
-    char *raw = mmap(NULL, raw_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) return cf_fail(err, "out of memory stacking %s", name);
+    char *raw = load_scratch(m, raw_bytes); /* only the repack reads it */
+    if (!raw) return cf_fail(err, "out of memory stacking %s", name);
     stack_parts(raw, parts, part_bytes, count);
     int r = kern_weight_prepare_into(w, type, raw, n, k, packed, false, err);
-    munmap(raw, raw_bytes);
     w->data = NULL; /* freed: the packed copy is the weight */
     return r;
 }
