@@ -65,7 +65,7 @@ ready() {
   done
   return 1
 }
-mem() { # PID: "VmRSS RssAnon RssFile Pss" in MB
+mem() { # PID: "VmRSS RssAnon RssFile Pss" in MiB
   local st=/proc/$1/status
   local r a f p
   r=$(awk '$1=="VmRSS:"{print $2}' $st); a=$(awk '$1=="RssAnon:"{print $2}' $st); f=$(awk '$1=="RssFile:"{print $2}' $st)
@@ -91,7 +91,7 @@ one() {
 }
 size_mb=$(( $(stat -c %s "$model") / 1048576 ))
 echo "# bench/weights_cache.sh $(basename "$model") $rounds   ($(date -u '+%Y-%m-%d %H:%M'), $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), machine shared with other jobs)"
-echo "# model file $size_mb MB; llama-server: -t 2 -c 2048 -np 1 --no-repack (mmap, warmup on; its default AMX repack crashes on this VM: ldtilecfg SIGSEGV); cinfer serve: -t 2 --kv-memory 0.25"
+echo "# model file $size_mb MiB; llama-server: -t 2 -c 2048 -np 1 --no-repack (mmap, warmup on; its default AMX repack crashes on this VM: ldtilecfg SIGSEGV); cinfer serve: -t 2 --kv-memory 0.25"
 : >"$T/rows"
 for r in $(seq "$rounds"); do
   one llama llama-server
@@ -101,7 +101,7 @@ for r in $(seq "$rounds"); do
 done
 grep -h "weights from\|memory  " "$T"/cinfer*.log | sort -u | sed 's/^/# /'
 echo
-printf '%-22s %8s %8s %8s %8s %8s   (medians of %d; MB)\n' server ready_ms VmRSS RssAnon RssFile Pss "$rounds"
+printf '%-22s %8s %8s %8s %8s %8s   (medians of %d; MiB)\n' server ready_ms VmRSS RssAnon RssFile Pss "$rounds"
 for k in llama-server "cinfer(no-cache)" "cinfer(cache-first)" "cinfer(cache-second)"; do
   awk -v k="$k" '$1 == k' "$T/rows" | sort -k2,2n | awk -v k="$k" -v n="$rounds" '
     { t[NR] = $2; r[NR] = $3; a[NR] = $4; f[NR] = $5; p[NR] = $6 }
@@ -122,7 +122,7 @@ pair() { # KIND LABEL
     { echo "$2: pair did not start"; kill $a $b 2>/dev/null; wait $a $b 2>/dev/null; return 1; }
   sleep 1
   local m1 m2; m1=$(mem $a); m2=$(mem $b)
-  echo "$2 x2: process 1 [VmRSS RssAnon RssFile Pss] = $m1; process 2 = $m2; summed Pss $(( $(echo $m1 | cut -d' ' -f4) + $(echo $m2 | cut -d' ' -f4) )) MB"
+  echo "$2 x2: process 1 [VmRSS RssAnon RssFile Pss] = $m1; process 2 = $m2; summed Pss $(( $(echo $m1 | cut -d' ' -f4) + $(echo $m2 | cut -d' ' -f4) )) MiB"
   kill $a $b; wait $a $b 2>/dev/null
 }
 pair llama llama-server
