@@ -28,7 +28,7 @@ static const char bench_usage[] = "cinfer bench latency -m MODEL.gguf [options]\
                                   "cinfer bench trace-stats TRACE.jsonl [--block-scale K]";
 
 typedef struct bench_opts {
-    const char *model;
+    const char *model, *weights_cache;
     long long prompt, gen, threads, reps, bw_mib;
 } bench_opts;
 
@@ -42,6 +42,8 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
         {"threads", 't', "N", "compute threads (default: one per core)", CLI_NUM(&o->threads, 1, 1024)},
         {"reps", 'r', "N", "repetitions; the best is reported (default 3)", CLI_NUM(&o->reps, 1, 1000)},
         {"bw-mib", 0, "N", "buffer for the bandwidth measurement (default 1024 MiB)", CLI_NUM(&o->bw_mib, 16, 1 << 20)},
+        {"weights-cache", 0, "DIR", "repacked-weights cache directory (see `cinfer serve --help`)",
+         CLI_STR(&o->weights_cache)},
     };
     cli_cmd c = {.name = "bench latency",
                  .usage = bench_usage,
@@ -64,7 +66,8 @@ static int hp_is_int8(const model *m) {
 static int bench_latency(const bench_opts *o) {
     cf_err err = {0};
     model *m;
-    if (model_load(o->model, &m, &err)) return cli_fail("%s", err.msg);
+    model_load_opts lo = {.weights_cache_dir = o->weights_cache};
+    if (model_load_with(o->model, &lo, &m, &err)) return cli_fail("%s", err.msg);
     const model_hparams *hp = model_get_hparams(m);
     thread_pool *pool = pool_create((int)o->threads);
     if (!pool) {

@@ -23,7 +23,7 @@
 #include "model/model.h"
 
 typedef struct tput_opts {
-    const char *model;
+    const char *model, *weights_cache;
     long long requests, input_len, output_len, prefix_len, threads, max_batch, max_seqs;
     double kv_gib;
     bool sync_scheduling;
@@ -48,6 +48,8 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
          "plan, compute and process outputs one after another\n"
          "(default: plan step N+1 while step N computes)",
          CLI_SET(&o->sync_scheduling, true)},
+        {"weights-cache", 0, "DIR", "repacked-weights cache directory (see `cinfer serve --help`)",
+         CLI_STR(&o->weights_cache)},
     };
     cli_cmd c = {.name = "bench throughput",
                  .usage = "cinfer bench throughput -m MODEL.gguf [options]",
@@ -190,7 +192,8 @@ int bench_throughput(int argc, char **argv) {
     if (r) return r == CLI_HELP ? 0 : r;
     cf_err err = {0};
     model *m;
-    if (model_load(o.model, &m, &err)) return cli_fail("%s", err.msg);
+    model_load_opts lo = {.weights_cache_dir = o.weights_cache};
+    if (model_load_with(o.model, &lo, &m, &err)) return cli_fail("%s", err.msg);
     thread_pool *tp = pool_create((int)o.threads);
     if (!tp) {
         model_free(m);

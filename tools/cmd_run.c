@@ -18,7 +18,7 @@
 #include "text/tokenizer.h"
 
 typedef struct run_opts {
-    const char *model, *prompt, *prompt_file;
+    const char *model, *prompt, *prompt_file, *weights_cache;
     long long n_predict, ctx, batch, threads;
     sampler_params sp;
     unsigned long seed;
@@ -60,6 +60,8 @@ static int parse_run(int argc, char **argv, run_opts *o) {
         {"mlock", 0, NULL, "lock the weights in memory (never paged out; needs RLIMIT_MEMLOCK)", CLI_SET(&o->mlock, 1)},
         {"no-memory-check", 0, NULL, "start even when the weights exceed available memory (MemAvailable)",
          CLI_SET(&o->no_mem_check, 1)},
+        {"weights-cache", 0, "DIR", "repacked-weights cache directory (see `cinfer serve --help`)",
+         CLI_STR(&o->weights_cache)},
     };
     cli_cmd c = {.name = "run",
                  .usage = "cinfer run -m MODEL.gguf [options]",
@@ -214,7 +216,8 @@ int cmd_run(int argc, char **argv) {
     cf_err err = {0};
     model *m;
     if (!o.no_mem_check && mem_check_fits("run", o.model, 0, NULL)) return 1;
-    if (model_load(o.model, &m, &err)) return cli_fail("%s", err.msg);
+    model_load_opts lo = {.weights_cache_dir = o.weights_cache};
+    if (model_load_with(o.model, &lo, &m, &err)) return cli_fail("%s", err.msg);
     if (o.mlock && mem_lock_model("run", m)) {
         model_free(m);
         return 1;

@@ -31,6 +31,7 @@
 typedef struct serve_opts {
     const char *draft_model; /* --draft-model */
     const char *model, *host, *api_key, *log_level, *kv_store, *kv_key_file, *tool_parser, *reasoning_parser;
+    const char *weights_cache;
     serve_names names; /* every --served-model-name (owned) */
     long long rs_max, rs_bytes;
     double rs_ttl;
@@ -155,6 +156,11 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         {"no-memory-check", 0, NULL,
          "start even when the weights plus --kv-memory exceed available memory\n(MemAvailable; default: refuse)",
          CLI_SET(&o->no_mem_check, true)},
+        {"weights-cache", 0, "DIR",
+         "repacked-weights cache (docs/runtime.md): the first start writes the\n"
+         "weights as the kernels want them to DIR, later starts map that file\n"
+         "(no repacking; processes on the host share one copy)",
+         CLI_STR(&o->weights_cache)},
         {"kv-store", 0, "DIR",
          "persistent KV block store (docs/store.md): prompt prefixes computed\n"
          "before, also by earlier runs, are loaded instead of recomputed",
@@ -276,7 +282,8 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
     if (!o->no_mem_check && mem_check_fits("serve", o->model, kv_bytes, "--kv-memory")) return 1;
     load_progress lp;
     load_progress_init(&lp, o->model);
-    int r = model_load_progress(o->model, load_progress_cb, &lp, &sp->m, err);
+    model_load_opts lo = {.progress = load_progress_cb, .progress_ctx = &lp, .weights_cache_dir = o->weights_cache};
+    int r = model_load_with(o->model, &lo, &sp->m, err);
     load_progress_end(&lp, r == 0);
     if (r) return cli_fail("%s", err->msg);
     if (o->mlock && mem_lock_model("serve", sp->m)) return 1;

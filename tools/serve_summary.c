@@ -13,18 +13,26 @@
 #define PROGRESS_AFTER_S 1.0
 
 void load_progress_init(load_progress *lp, const char *path) {
-    *lp = (load_progress){.path = path, .t0 = time_now(), .last_pct = -1, .tty = isatty(STDERR_FILENO) == 1};
+    *lp = (load_progress){
+        .path = path, .t0 = time_now(), .last_pct = -1, .last_phase = -1, .tty = isatty(STDERR_FILENO) == 1};
 }
 
-void load_progress_cb(void *ctx, int done, int total) {
+void load_progress_cb(void *ctx, model_load_phase phase, int64_t done, int64_t total) {
     load_progress *lp = ctx;
     double el = time_now() - lp->t0;
     if (el < PROGRESS_AFTER_S || total <= 0) return;
-    int pct = (int)(100LL * done / total), step = lp->tty ? 1 : 10;
-    if (lp->last_pct >= 0 && pct / step == lp->last_pct / step) return;
+    int pct = (int)(100 * done / total), step = lp->tty ? 1 : 10;
+    if (lp->last_pct >= 0 && lp->last_phase == (int)phase && pct / step == lp->last_pct / step) return;
+    if (lp->tty && lp->last_pct >= 0 && lp->last_phase != (int)phase) fputc('\n', stderr);
     lp->last_pct = pct;
-    fprintf(stderr, "%scinfer serve: loading %s: %d%% (%d/%d layers, %.1f s)%s", lp->tty ? "\r" : "", lp->path, pct,
-            done, total, el, lp->tty ? "" : "\n");
+    lp->last_phase = (int)phase;
+    if (phase == MODEL_LOAD_VERIFY)
+        fprintf(stderr, "%scinfer serve: verifying the weights cache of %s: %d%% (%.2f/%.2f GiB, %.1f s)%s",
+                lp->tty ? "\r" : "", lp->path, pct, (double)done / (1 << 30), (double)total / (1 << 30), el,
+                lp->tty ? "" : "\n");
+    else
+        fprintf(stderr, "%scinfer serve: loading %s: %d%% (%lld/%lld layers, %.1f s)%s", lp->tty ? "\r" : "", lp->path,
+                pct, (long long)done, (long long)total, el, lp->tty ? "" : "\n");
     fflush(stderr);
 }
 
@@ -94,25 +102,39 @@ static void fmt_store(const serve_summary *s, char *out, size_t cap) {
 }
 
 /* "weights 1.05 GiB repacked/stacked (anonymous) + 62.5 MiB mapped; KV pool 255.8 MiB; total 1.36 GiB"
- * and where the weights come from. */
+ * and where the weights come from: the model file, or the weights cache. */
 static void print_memory(FILE *out, const serve_summary *s, int64_t kv_bytes) {
     model_memory mm;
     model_memory_stats(s->m, &mm);
-    char own[32], map[32], kv[32], tot[32], rel[32];
+    char own[32], cache[32], map[32], kv[32], tot[32], rel[32];
     fmt_bytes((double)mm.owned_bytes, own, sizeof own);
+    fmt_bytes((double)mm.cache_bytes, cache, sizeof cache);
     fmt_bytes((double)mm.mapped_bytes, map, sizeof map);
     fmt_bytes((double)kv_bytes, kv, sizeof kv);
-    fmt_bytes((double)(mm.owned_bytes + mm.mapped_bytes + (uint64_t)kv_bytes), tot, sizeof tot);
+    fmt_bytes((double)(mm.owned_bytes + mm.cache_bytes + mm.mapped_bytes + (uint64_t)kv_bytes), tot, sizeof tot);
     fmt_bytes((double)mm.released_bytes, rel, sizeof rel);
-    fprintf(out,
-            "cinfer serve: memory       weights %s repacked/stacked (anonymous) + %s mapped; KV pool %s; total %s%s\n",
-            own, map, kv, tot, mm.locked ? " (locked: --mlock)" : "");
-    if (mm.file_mapped)
+    const char *path = gguf_path(model_get_gguf(s->m));
+    if (mm.source == MODEL_WEIGHTS_FILE)
+        fprintf(out, "cinfer serve: memory       weights %s repacked/stacked (anonymous) + %s mapped", own, map);
+    else fprintf(out, "cinfer serve: memory       weights %s repacked/stacked (cache, shared) + %s mapped", cache, map);
+    fprintf(out, "; KV pool %s; total %s%s\n", kv, tot, mm.locked ? " (locked: --mlock)" : "");
+    if (mm.source == MODEL_WEIGHTS_CACHE_HIT)
         fprintf(out,
-                "cinfer serve: weights from mmap of %s (%s of file pages released after repacking; mapped "
+                "cinfer serve: weights from cache %s (verified %s in %.2f s, mapped shared); tensors used in place "
+                "from mmap of %s\n",
+                mm.cache_path, cache, mm.cache_seconds, path);
+    else if (mm.source == MODEL_WEIGHTS_CACHE_BUILT)
+        fprintf(out,
+                "cinfer serve: weights from file %s, repacked and written to cache %s (%.2f s to publish); later "
+                "starts map it\n",
+                path, mm.cache_path, mm.cache_seconds);
+    else if (mm.file_mapped)
+        fprintf(out,
+                "cinfer serve: weights from file %s (mmap; %s of file pages released after repacking; mapped "
                 "tensors read in place)\n",
-                gguf_path(model_get_gguf(s->m)), rel);
+                path, rel);
     else fprintf(out, "cinfer serve: weights from an in-memory image (converted at load)\n");
+    if (mm.cache_note && mm.cache_note[0]) fprintf(out, "cinfer serve: weights cache %s\n", mm.cache_note);
 }
 
 void serve_summary_print(FILE *out, const serve_summary *s) {

@@ -20,13 +20,15 @@ typedef struct load_progress {
     const char *path;
     double t0;
     int last_pct; /* last percentage printed; -1: none yet */
+    int last_phase; /* phase of that percentage */
     bool tty; /* stderr is a terminal: one line rewritten in place */
 } load_progress;
 
 void load_progress_init(load_progress *lp, const char *path);
-/* model_progress_fn: prints "loading PATH: 42% (11/26 layers, 1.3 s)" once the
- * load has taken a second, then at every further 10% (every 1% on a TTY). */
-void load_progress_cb(void *ctx, int done, int total);
+/* model_progress_fn: prints "loading PATH: 42% (11/26 layers, 1.3 s)" (or, while
+ * a weights cache is verified, "verifying the weights cache of PATH: 42% (...)")
+ * once the load has taken a second, then at every further 10% (every 1% on a TTY). */
+void load_progress_cb(void *ctx, model_load_phase phase, int64_t done, int64_t total);
 /* Ends the progress line (and says how long the load took when it was shown). */
 void load_progress_end(load_progress *lp, bool ok);
 

@@ -24,6 +24,11 @@ typedef struct cinfer_model cinfer_model;
 
 typedef struct cinfer_model_options {
     uint32_t flags; /* reserved for load options; must be 0 */
+    /* Repacked-weights cache directory, or NULL (none): the first open writes
+     * the weights as the kernels want them there, later opens map that file
+     * (shared between processes) instead of repacking. A cache that cannot
+     * be used is logged and ignored or rebuilt (docs/runtime.md). */
+    const char *weights_cache_dir;
 } cinfer_model_options;
 
 /* Opens the GGUF model at `path`; opts may be NULL (defaults). On failure

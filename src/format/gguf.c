@@ -718,6 +718,8 @@ size_t gguf_release_range(const gguf_file *f, const void *p, size_t n) {
 uint32_t gguf_version(const gguf_file *f) { return f->version; }
 size_t gguf_alignment(const gguf_file *f) { return f->alignment; }
 uint64_t gguf_data_offset(const gguf_file *f) { return f->data_start; }
+uint64_t gguf_image_size(const gguf_file *f) { return f->size; }
+const void *gguf_image(const gguf_file *f) { return f->base; }
 
 int64_t gguf_kv_count(const gguf_file *f) { return f->n_kv; }
 

@@ -80,6 +80,15 @@ uint32_t gguf_version(const gguf_file *f);
 size_t gguf_alignment(const gguf_file *f);
 /* File offset of the data section (tensor offsets are relative to it). */
 uint64_t gguf_data_offset(const gguf_file *f);
+/* Bytes of the whole image (the file's size), and its first byte. */
+uint64_t gguf_image_size(const gguf_file *f);
+const void *gguf_image(const gguf_file *f);
+/* A 128-bit identity of the file's contents, cheap to compute (gguf_fingerprint.c):
+ * XXH3-128 over the image size, every byte before the data section (header,
+ * metadata, tensor table) and three 64-byte samples (start, middle, end) of
+ * every tensor. Reads a few pages per tensor, not the weights. 0, or -1 when
+ * out of memory. */
+int gguf_fingerprint(const gguf_file *f, uint8_t out[16]);
 /* "uint32", "string", "array", ...; "invalid" for out-of-range values. */
 const char *gguf_vtype_name(gguf_vtype t);
 

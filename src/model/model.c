@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "model/arch/arch.h"
+#include "model/weights_cache.h"
 
 int model_key_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out, bool required, cf_err *err) {
     char key[128];
@@ -185,29 +187,39 @@ static int check_types(const gguf_file *f, cf_err *err) {
     return 0;
 }
 
-float *model_vector_f32(const gguf_tensor *t) {
-    float *v = malloc((size_t)t->ne[0] * sizeof(float));
-    if (v) dtype_dequantize_row((dtype)t->type, t->data, v, t->ne[0]);
+const float *model_tensor_f32(model *m, const gguf_tensor *t, int64_t n, cf_err *err) {
+    if (t->type == DT_F32 && (uintptr_t)t->data % sizeof(float) == 0) {
+        model_mem_mapped(m, t);
+        return t->data;
+    }
+    bool filled;
+    float *v = model_wbuf(m, t->name, WC_KIND_F32, (size_t)n * sizeof(float), &filled, err);
+    if (!v) return NULL;
+    if (!filled) {
+        size_t rb = dtype_row_bytes(t->type, t->ne[0]);
+        for (int64_t r = 0; r < n / t->ne[0]; r++)
+            dtype_dequantize_row((dtype)t->type, (const char *)t->data + rb * (size_t)r, v + r * t->ne[0], t->ne[0]);
+    }
+    model_mem_copied(m, t); /* its first use: pages released */
+    model_mem_drop_pages(m, t); /* also used elsewhere (deepseek2's attn_kv_b): the pages the conversion read */
     return v;
 }
 
-int model_load_vector(model *m, const char *name, int64_t n, bool required, float **out, cf_err *err) {
+int model_load_vector(model *m, const char *name, int64_t n, bool required, const float **out, cf_err *err) {
     int failed = 0;
     const gguf_tensor *t = model_need_tensor(m->gguf, name, n, 0, required, err, &failed);
     if (failed) return -1;
     if (!t) return 0;
-    *out = model_vector_f32(t);
-    if (!*out) return cf_fail(err, "out of memory loading %s", name);
+    if (!(*out = model_tensor_f32(m, t, n, err))) return -1;
     m->n_params += (uint64_t)n;
-    model_mem_copied(m, t);
-    return model_mem_owned(m, *out, (size_t)n * sizeof(float), err);
+    return 0;
 }
 
 int model_load_matrix(model *m, const char *name, int64_t in, int64_t out_rows, kern_weight *w, cf_err *err) {
     int failed = 0;
     const gguf_tensor *t = model_need_tensor(m->gguf, name, in, out_rows, true, err, &failed);
     if (failed) return -1;
-    if (model_prepare_weight(m, w, (dtype)t->type, t->data, out_rows, in, err) != 0)
+    if (model_prepare_weight(m, name, w, (dtype)t->type, t->data, out_rows, in, err) != 0)
         return cf_prefix(err, "tensor %s", name);
     if (w->packed) model_mem_copied(m, t);
     else model_mem_mapped(m, t);
@@ -236,8 +248,8 @@ static int load_weights(model *m, cf_err *err) {
         if (model_load_matrix(m, "output.weight", hp->n_embd, hp->n_vocab, &m->output, err)) return -1;
     } else {
         hp->tied_output = true;
-        if (model_prepare_weight(m, &m->output, (dtype)m->tok_embd->type, m->tok_embd->data, hp->n_vocab, hp->n_embd,
-                                 err))
+        if (model_prepare_weight(m, "token_embd.weight", &m->output, (dtype)m->tok_embd->type, m->tok_embd->data,
+                                 hp->n_vocab, hp->n_embd, err))
             return cf_prefix(err, "tensor token_embd.weight (as LM head)");
         m->weight_bytes += m->tok_embd->nbytes;
         /* still read in place for embedding rows, but sparsely: the repack
@@ -249,27 +261,58 @@ static int load_weights(model *m, cf_err *err) {
     if (rf) {
         if (rf->type != DT_F32 || rf->ne[0] != hp->rope_dim / 2 || rf->n_dims != 1)
             return cf_fail(err, "tensor rope_freqs.weight must be f32 [%d]", hp->rope_dim / 2);
-        m->rope_freq_factors = model_vector_f32(rf);
-        if (!m->rope_freq_factors) return cf_fail(err, "out of memory");
-        model_mem_copied(m, rf);
+        if (!(m->rope_freq_factors = model_tensor_f32(m, rf, rf->ne[0], err))) return -1;
     }
     return m->arch->load(m, err);
 }
 
-int model_load(const char *path, model **out, cf_err *err) { return model_load_progress(path, NULL, NULL, out, err); }
+int model_load(const char *path, model **out, cf_err *err) { return model_load_with(path, NULL, out, err); }
 
 int model_load_progress(const char *path, model_progress_fn fn, void *ctx, model **out, cf_err *err) {
+    model_load_opts o = {.progress = fn, .progress_ctx = ctx};
+    return model_load_with(path, &o, out, err);
+}
+
+typedef enum { CACHE_NONE, CACHE_USE, CACHE_REBUILD } cache_mode;
+
+/* Opens the weights cache for m (a verified hit or a build) before the
+ * weights load; without one the load goes on from the file, noting why. */
+static void open_cache(model *m, const char *dir, cache_mode mode) {
+    cf_err ce = {0};
+    if (wcache_open(dir, m->gguf, mode == CACHE_REBUILD, m->progress, m->progress_ctx, &m->mem.wc, &ce)) {
+        LOG_WARN("%s; loading without it", ce.msg);
+        snprintf(m->mem.cache_note, sizeof m->mem.cache_note, "not used: %.280s", ce.msg);
+        return;
+    }
+    if (wcache_rejected(m->mem.wc)[0])
+        snprintf(m->mem.cache_note, sizeof m->mem.cache_note, "rebuilt: the old file was rejected (%.250s)",
+                 wcache_rejected(m->mem.wc));
+    else if (mode == CACHE_REBUILD)
+        snprintf(m->mem.cache_note, sizeof m->mem.cache_note, "rebuilt: the old file did not fit this load");
+    m->mem.source = wcache_is_hit(m->mem.wc) ? MODEL_WEIGHTS_CACHE_HIT : MODEL_WEIGHTS_CACHE_BUILT;
+}
+
+/* One load. *cache_failed: it failed because of the weights cache (retry);
+ * *was_hit: that cache was an existing file. */
+static int load_once(const char *path, const model_load_opts *o, cache_mode mode, model **out, bool *cache_failed,
+                     bool *was_hit, cf_err *err) {
     *out = NULL;
+    *cache_failed = *was_hit = false;
     model *m = calloc(1, sizeof *m);
     if (!m) return cf_fail(err, "%s: out of memory", path);
-    m->progress = fn;
-    m->progress_ctx = ctx;
+    m->progress = o->progress;
+    m->progress_ctx = o->progress_ctx;
     if (gguf_open(path, &m->gguf, err) != 0) {
         free(m);
         return -1;
     }
-    if (model_mem_init(m, err) || check_types(m->gguf, err) || read_hparams(m->gguf, &m->hp, &m->arch, err) ||
-        load_weights(m, err)) {
+    int r = model_mem_init(m, err) || check_types(m->gguf, err) || read_hparams(m->gguf, &m->hp, &m->arch, err);
+    if (!r && mode != CACHE_NONE) open_cache(m, o->weights_cache_dir, mode);
+    r = r || load_weights(m, err) || (m->mem.wc && wcache_finish(m->mem.wc, err));
+    model_mem_end_load(m);
+    if (r) {
+        *cache_failed = wcache_failed(m->mem.wc);
+        *was_hit = wcache_is_hit(m->mem.wc);
         cf_prefix(err, "%s", path);
         model_free(m);
         return -1;
@@ -278,13 +321,24 @@ int model_load_progress(const char *path, model_progress_fn fn, void *ctx, model
     return 0;
 }
 
+int model_load_with(const char *path, const model_load_opts *opts, model **out, cf_err *err) {
+    model_load_opts o = opts ? *opts : (model_load_opts){0};
+    cache_mode mode = o.weights_cache_dir && *o.weights_cache_dir ? CACHE_USE : CACHE_NONE;
+    for (;;) {
+        bool cache_failed, was_hit;
+        int r = load_once(path, &o, mode, out, &cache_failed, &was_hit, err);
+        if (r == 0 || !cache_failed || mode == CACHE_NONE) return r;
+        /* a hit that did not fit the load is rebuilt; a failed build loads without a cache */
+        mode = was_hit && mode == CACHE_USE ? CACHE_REBUILD : CACHE_NONE;
+        LOG_WARN("%s; %s", err->msg, mode == CACHE_REBUILD ? "rebuilding the weights cache" : "loading without it");
+    }
+}
+
 void model_free(model *m) {
     if (!m) return;
-    model_mem_free(m); /* unlocks before the buffers go */
     if (m->arch) m->arch->release(m);
     kern_weight_release(&m->output);
-    free(m->output_norm);
-    free(m->rope_freq_factors);
+    model_mem_free(m); /* after the hooks: the weight buffers go last */
     gguf_close(m->gguf);
     free(m);
 }

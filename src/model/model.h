@@ -95,11 +95,25 @@ typedef struct model_hparams {
 typedef struct cinfer_model model;
 
 int model_load(const char *path, model **out, cf_err *err);
-/* Progress of a load: called on the loading thread after each of n_layer
- * layers' weights is prepared (done = 1..total). */
-typedef void (*model_progress_fn)(void *ctx, int done, int total);
+/* Progress of a load, on the loading thread: MODEL_LOAD_VERIFY while a
+ * weights cache is verified (done/total in bytes), MODEL_LOAD_LAYERS after
+ * each of n_layer layers' weights is prepared (done = 1..total). */
+typedef enum { MODEL_LOAD_VERIFY = 0, MODEL_LOAD_LAYERS = 1 } model_load_phase;
+typedef void (*model_progress_fn)(void *ctx, model_load_phase phase, int64_t done, int64_t total);
 /* model_load, reporting progress to fn (may be NULL). */
 int model_load_progress(const char *path, model_progress_fn fn, void *ctx, model **out, cf_err *err);
+
+typedef struct model_load_opts {
+    model_progress_fn progress; /* NULL: none */
+    void *progress_ctx;
+    /* Repacked-weights cache directory (`--weights-cache`), NULL: none. The
+     * first load writes the prepared weights there; later loads map them
+     * (shared between processes) instead of preparing them
+     * (model/weights_cache.h). A cache that cannot be used is logged and
+     * the model loads without it (or rebuilds it). */
+    const char *weights_cache_dir;
+} model_load_opts;
+int model_load_with(const char *path, const model_load_opts *o, model **out, cf_err *err);
 void model_free(model *m);
 
 const model_hparams *model_get_hparams(const model *m);
@@ -115,23 +129,35 @@ uint64_t model_n_params(const model *m);
 
 /* ---- weight memory ----
  * After load, a weight matrix the kernels repacked (or rows stacked into one
- * matrix) lives in an owned anonymous buffer and the file pages of its GGUF
- * bytes are released (MADV_DONTNEED), so its bytes are resident once; tensors
- * used as they are (embeddings, matrices the active ISA multiplies in place)
- * are read from the file mapping. */
+ * matrix, or a vector converted to f32) lives either in an owned anonymous
+ * buffer or, with a weights cache, in the cache file's shared mapping; the
+ * file pages of its GGUF bytes are released (MADV_DONTNEED), so its bytes are
+ * resident once. Tensors used as they are (embeddings, f32 norms, matrices
+ * the active ISA multiplies in place) are read from the model file mapping. */
+typedef enum {
+    MODEL_WEIGHTS_FILE = 0, /* prepared from the model file at load (no cache) */
+    MODEL_WEIGHTS_CACHE_HIT, /* mapped from a valid weights cache file */
+    MODEL_WEIGHTS_CACHE_BUILT, /* prepared from the model file and written to the cache (now mapped from it) */
+} model_weights_source;
+
 typedef struct model_memory {
-    uint64_t owned_bytes; /* anonymous: repacked / stacked / dequantized weight copies */
+    uint64_t owned_bytes; /* anonymous: repacked / stacked / dequantized weight copies (bytes handed out) */
+    uint64_t cache_bytes; /* the same, mapped from the weights cache file (shared) */
     uint64_t mapped_bytes; /* tensors read in place from the file mapping */
     uint64_t released_bytes; /* file pages of copied tensors released after load */
     bool file_mapped; /* weights come from an mmap of the file (else an in-memory image) */
     bool locked; /* model_lock_memory succeeded */
+    model_weights_source source;
+    const char *cache_path; /* the cache file, or NULL (owned by the model) */
+    const char *cache_note; /* "" or why an existing cache file was rejected / no cache is used */
+    double cache_seconds; /* verifying (hit) or writing (built) the cache */
 } model_memory;
 void model_memory_stats(const model *m, model_memory *out);
 /* Releases again the file pages of the copied tensors, which a later read of
  * the mapping (the prefix-cache fingerprint samples every tensor) faulted back
  * in, possibly a whole large folio per read. Contents never change. */
 void model_trim_memory(const model *m);
-/* mlock()s the owned weight buffers and the mapped tensors, so they are never
+/* mlock()s the owned weight buffers, the weights cache mapping and the mapped tensors, so they are never
  * paged out. -1 with a one-line error naming RLIMIT_MEMLOCK on failure. */
 int model_lock_memory(model *m, cf_err *err);
 

@@ -16,7 +16,8 @@ cinfer_model *cinfer_model_open(const char *path, const cinfer_model_options *op
         if (err && err_len) snprintf(err, err_len, "%s: unknown model options 0x%x", path, (unsigned)opts->flags);
         return NULL;
     }
-    if (model_load(path, &m, &ce)) {
+    model_load_opts lo = {.weights_cache_dir = opts ? opts->weights_cache_dir : NULL};
+    if (model_load_with(path, &lo, &m, &ce)) {
         if (err && err_len) snprintf(err, err_len, "%s", ce.msg);
         return NULL;
     }

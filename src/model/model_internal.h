@@ -10,6 +10,7 @@
 #include "model/model.h"
 
 struct model_arch; /* arch/arch.h */
+struct wcache; /* weights_cache.h */
 
 /* Weight memory bookkeeping (model_memory.c). */
 typedef struct model_region {
@@ -19,9 +20,16 @@ typedef struct model_region {
 
 typedef struct model_mem {
     uint8_t *tstate; /* per GGUF tensor: unread, read in place from the mapping, or copied */
-    model_region *owned; /* anonymous buffers holding weights (repacked, stacked, dequantized) */
+    model_region *owned; /* anonymous chunks holding weight buffers (repacked, stacked, dequantized); owned */
     size_t n_owned, cap_owned;
-    uint64_t owned_bytes, released_bytes;
+    void *chunk; /* the chunk buffers are carved from now (model_wbuf) */
+    size_t chunk_used, chunk_cap;
+    void *scratch; /* the load's scratch for stacked rows (model_prepare_stacked), or NULL */
+    size_t scratch_len;
+    uint64_t owned_bytes, released_bytes, cache_bytes;
+    struct wcache *wc; /* the weights cache the buffers come from, or NULL; owned */
+    model_weights_source source;
+    char cache_note[320]; /* why a cache file was rejected or no cache is used; "" */
     bool locked;
 } model_mem;
 
@@ -29,11 +37,11 @@ struct cinfer_model {
     gguf_file *gguf;
     model_hparams hp;
     const gguf_tensor *tok_embd; /* rows looked up by token (any computable type) */
-    float *output_norm; /* owned */
+    const float *output_norm; /* a weight buffer (model_wbuf) or the file's f32 tensor */
     kern_weight output; /* LM head (token_embd when tied) */
     const struct model_arch *arch; /* the family's hooks (arch/arch.h) */
     void *layers; /* the family's per-layer weights (its own type; its release frees) */
-    float *rope_freq_factors; /* rope_dim/2 divisors (llama3 rope_freqs) or NULL; owned */
+    const float *rope_freq_factors; /* rope_dim/2 divisors (llama3 rope_freqs, the file's f32 tensor) or NULL */
     uint64_t weight_bytes, n_params;
     uint64_t active_bytes; /* per-token decode bytes (MoE: used experts only) */
     uint64_t active_params; /* per-token parameters (MoE: used experts only) */
@@ -56,25 +64,46 @@ int model_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err);
 int model_unsupported_type(const gguf_tensor *t, cf_err *err);
 const gguf_tensor *model_need_tensor(const gguf_file *f, const char *name, int64_t ne0, int64_t ne1, bool required,
                                      cf_err *err, int *failed);
-float *model_vector_f32(const gguf_tensor *t);
-int model_load_vector(model *m, const char *name, int64_t n, bool required, float **out, cf_err *err);
+/* A vector as f32: an aligned f32 tensor is read in place from the file,
+ * anything else is converted into a weight buffer (model_wbuf). NULL with err. */
+const float *model_tensor_f32(model *m, const gguf_tensor *t, int64_t n, cf_err *err);
+int model_load_vector(model *m, const char *name, int64_t n, bool required, const float **out, cf_err *err);
 int model_load_matrix(model *m, const char *name, int64_t in, int64_t out_rows, kern_weight *w, cf_err *err);
 
-/* Weight memory (model_memory.c). The loader records every owned buffer that
- * holds weights (model_mem_owned; model_prepare_weight records the repacked
- * copy) and, per tensor, whether it was copied (model_mem_copied: its file
- * pages are released now, so it must not be read from the mapping again;
- * a read would only fault the pages back in) or is read in place at run time
- * (model_mem_mapped). model_mem_drop_pages releases the resident pages of a
- * tensor that stays in use but is read sparsely (the embedding table after
- * its repack as a tied LM head). */
+/* Weight memory (model_memory.c). Every buffer the loader makes to hold
+ * weights (a repacked matrix, stacked rows, an f32 conversion) comes from
+ * model_wbuf and belongs to the model (model_mem_free releases it; the
+ * family's release hook does not free it). Per tensor the loader records
+ * whether it was copied (model_mem_copied: its file pages are released now,
+ * so it must not be read from the mapping again; a read would only fault the
+ * pages back in) or is read in place at run time (model_mem_mapped).
+ * model_mem_drop_pages releases the resident pages of a tensor that stays in
+ * use but is read sparsely (the embedding table after its repack as a tied
+ * LM head). */
 int model_mem_init(model *m, cf_err *err);
 void model_mem_free(model *m);
-int model_mem_owned(model *m, const void *p, size_t n, cf_err *err);
 void model_mem_copied(model *m, const gguf_tensor *t);
 void model_mem_mapped(model *m, const gguf_tensor *t);
 void model_mem_drop_pages(model *m, const gguf_tensor *t);
-int model_prepare_weight(model *m, kern_weight *w, dtype type, const void *data, int64_t n, int64_t k, cf_err *err);
+/* Frees what only the load needed (the stacking scratch); model.c calls it
+ * when the weights are loaded. */
+void model_mem_end_load(model *m);
+/* One weight buffer of `bytes` (64-byte aligned) made from the tensor(s)
+ * `name`, of kind WC_KIND_* (format/wcache_format.h). *filled: it already
+ * holds its bytes (read from the weights cache; the caller must not read the
+ * source tensors); else the caller fills it. NULL with err on failure. The
+ * loader asks for buffers in the same order on every load of a file. */
+void *model_wbuf(model *m, const char *name, uint32_t kind, size_t bytes, bool *filled, cf_err *err);
+/* Prepares w from data (GGUF layout) for the active kernels, the repacked
+ * copy (if the kernels repack) in a model_wbuf buffer. */
+int model_prepare_weight(model *m, const char *name, kern_weight *w, dtype type, const void *data, int64_t n, int64_t k,
+                         cf_err *err);
+/* Prepares w from the rows of `count` GGUF matrices of one type stacked in
+ * order (parts[i]: part_bytes[i] bytes; n rows of k in all). The stacked
+ * copy is a model_wbuf buffer when the kernels read it in place, else a
+ * temporary; with a cache hit nothing is read from parts. */
+int model_prepare_stacked(model *m, const char *name, kern_weight *w, dtype type, const void *const *parts,
+                          const size_t *part_bytes, int count, int64_t n, int64_t k, cf_err *err);
 
 /* Shared by the forward passes (forward.c): x[t] = token_embd row of
  * tokens[t]; logits of the batch's out_rows from the final hidden rows x

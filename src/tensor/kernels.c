@@ -154,13 +154,13 @@ static void pack_q4(const block_q4_0 *src, uint8_t *dst, int64_t n, int64_t k) {
     }
 }
 
-static void pack_p16(kern_weight *w) {
+static void pack_p16(const kern_weight *w, void *dst) {
     switch (w->type) {
-    case DT_F32: pack_f32(w->data, w->packed, w->n, w->k); break;
-    case DT_F16: pack_f16(w->data, w->packed, w->n, w->k); break;
-    case DT_BF16: pack_bf16(w->data, w->packed, w->n, w->k); break;
-    case DT_Q8_0: pack_q8(w->data, w->packed, w->n, w->k); break;
-    case DT_Q4_0: pack_q4(w->data, w->packed, w->n, w->k); break;
+    case DT_F32: pack_f32(w->data, dst, w->n, w->k); break;
+    case DT_F16: pack_f16(w->data, dst, w->n, w->k); break;
+    case DT_BF16: pack_bf16(w->data, dst, w->n, w->k); break;
+    case DT_Q8_0: pack_q8(w->data, dst, w->n, w->k); break;
+    case DT_Q4_0: pack_q4(w->data, dst, w->n, w->k); break;
     default: break;
     }
 }
@@ -169,7 +169,7 @@ static void pack_p16(kern_weight *w) {
  * 2 MiB aligned and advised for transparent huge pages, so a stream crosses
  * few page boundaries (hardware prefetchers stop at 4 KiB pages) and misses
  * the TLB rarely. Freed with free(). */
-static void *kern_alloc_stream(size_t bytes, size_t *len_out) {
+void *kern_alloc_stream(size_t bytes, size_t *len_out) {
     const size_t huge = (size_t)2 << 20;
     size_t len = bytes >= huge ? round_up(bytes, huge) : round_up(bytes, 64);
     void *p = aligned_alloc(bytes >= huge ? huge : 64, len);
@@ -178,8 +178,7 @@ static void *kern_alloc_stream(size_t bytes, size_t *len_out) {
     return p;
 }
 
-int kern_weight_prepare(kern_weight *w, dtype type, const void *data, int64_t n, int64_t k, cf_err *err) {
-    memset(w, 0, sizeof *w);
+static int check_weight(dtype type, const void *data, int64_t n, int64_t k, cf_err *err) {
     if (!dtype_computable((uint32_t)type))
         return cf_fail(err, "kern_weight_prepare: type %s is not computable", dtype_name((uint32_t)type));
     if (n <= 0 || k <= 0)
@@ -188,27 +187,64 @@ int kern_weight_prepare(kern_weight *w, dtype type, const void *data, int64_t n,
         return cf_fail(err, "kern_weight_prepare: k=%lld is not a multiple of the %s block size", (long long)k,
                        dtype_name((uint32_t)type));
     if (!data) return cf_fail(err, "kern_weight_prepare: NULL data");
+    return 0;
+}
+
+size_t kern_weight_packed_size(dtype type, int64_t n, int64_t k) {
+    if (cpu_isa_active() != CPU_ISA_AVX512 || kq_is_dequant_type((uint32_t)type) || n <= 0 || k <= 0) return 0;
+    return packed_bytes(type, n, k);
+}
+
+static void weight_init(kern_weight *w, dtype type, const void *data, int64_t n, int64_t k) {
+    memset(w, 0, sizeof *w);
     w->type = type;
     w->n = n;
     w->k = k;
     w->data = data;
     w->isa = (int)cpu_isa_active();
     w->layout = KL_ROWS;
-    if (w->isa != CPU_ISA_AVX512 || kq_is_dequant_type((uint32_t)type)) return 0;
-    w->packed = kern_alloc_stream(packed_bytes(type, n, k), &w->packed_bytes);
-    if (!w->packed)
+}
+
+int kern_weight_prepare(kern_weight *w, dtype type, const void *data, int64_t n, int64_t k, cf_err *err) {
+    memset(w, 0, sizeof *w);
+    if (check_weight(type, data, n, k, err)) return -1;
+    weight_init(w, type, data, n, k);
+    size_t bytes = kern_weight_packed_size(type, n, k);
+    if (!bytes) return 0;
+    void *p = kern_alloc_stream(bytes, &w->packed_bytes);
+    if (!p)
         return cf_fail(err, "kern_weight_prepare: out of memory repacking %lld x %lld %s", (long long)n, (long long)k,
                        dtype_name((uint32_t)type));
+    pack_p16(w, p);
+    w->packed = p;
+    w->owns_packed = true;
     w->layout = KL_P16;
-    pack_p16(w);
+    return 0;
+}
+
+int kern_weight_prepare_into(kern_weight *w, dtype type, const void *data, int64_t n, int64_t k, void *packed,
+                             bool filled, cf_err *err) {
+    memset(w, 0, sizeof *w);
+    size_t bytes = kern_weight_packed_size(type, n, k);
+    /* a filled copy needs no source; a check with a stand-in pointer keeps the shape checks */
+    if (check_weight(type, filled && bytes ? (const void *)w : data, n, k, err)) return -1;
+    if (bytes && (!packed || (uintptr_t)packed % 64))
+        return cf_fail(err, "kern_weight_prepare: the repacked copy needs 64-byte aligned memory");
+    weight_init(w, type, data, n, k);
+    if (!bytes) return 0;
+    if (!filled) pack_p16(w, packed);
+    w->packed = packed;
+    w->packed_bytes = bytes;
+    w->layout = KL_P16;
     return 0;
 }
 
 void kern_weight_release(kern_weight *w) {
     if (!w) return;
-    free(w->packed);
+    if (w->owns_packed) free((void *)(uintptr_t)w->packed);
     w->packed = NULL;
     w->packed_bytes = 0;
+    w->owns_packed = false;
 }
 
 /* ---- matmul ---- */

@@ -26,6 +26,8 @@
 #ifndef CINFER_TENSOR_KERNELS_H
 #define CINFER_TENSOR_KERNELS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/error.h"
@@ -42,15 +44,37 @@ typedef struct kern_ctx kern_ctx;
 typedef struct kern_weight {
     dtype type;
     int64_t n, k;
-    const void *data; /* original GGUF layout, not owned */
-    void *packed; /* owned repacked copy or NULL */
-    size_t packed_bytes; /* bytes allocated at packed (0 when NULL) */
+    const void *data; /* original GGUF layout, not owned; NULL when only the packed copy exists */
+    const void *packed; /* repacked copy or NULL */
+    size_t packed_bytes; /* bytes at packed (0 when NULL) */
+    bool owns_packed; /* packed was allocated by kern_weight_prepare (release frees it) */
     int layout; /* kernel-private layout tag */
     int isa; /* cpu_isa it was prepared for */
 } kern_weight;
 
 int kern_weight_prepare(kern_weight *w, dtype type, const void *data, int64_t n, int64_t k, cf_err *err);
 void kern_weight_release(kern_weight *w);
+
+/* Version of the repacked layouts (the KL_P16 panels of kernels_impl.h).
+ * Repacked bytes are stored on disk by the model's weights cache, keyed by
+ * this number: bump it whenever a pack_* function or a panel layout changes. */
+#define KERN_PACK_LAYOUT_VERSION 1u
+
+/* Bytes of the repacked copy that preparing a [n][k] `type` matrix for the
+ * active ISA makes; 0 when the kernels read the GGUF layout in place. */
+size_t kern_weight_packed_size(dtype type, int64_t n, int64_t k);
+/* kern_weight_prepare with caller-owned memory: `packed` (64-byte aligned,
+ * kern_weight_packed_size bytes; NULL when that size is 0) becomes the
+ * weight's repacked copy. filled: it already holds the repacked bytes (read
+ * back from a cache), so nothing is packed and `data` may be NULL; else it
+ * is packed from data. Release never frees it. */
+int kern_weight_prepare_into(kern_weight *w, dtype type, const void *data, int64_t n, int64_t k, void *packed,
+                             bool filled, cf_err *err);
+
+/* Memory that kernels stream through (repacked weights): 2 MiB aligned and
+ * advised for transparent huge pages when at least 2 MiB, else 64-byte
+ * aligned. *len_out: the bytes allocated. Freed with free(). */
+void *kern_alloc_stream(size_t bytes, size_t *len_out);
 
 /* Scratch sized for activations of up to max_rows x max_k elements. */
 kern_ctx *kern_ctx_create(thread_pool *pool, int64_t max_rows, int64_t max_k);

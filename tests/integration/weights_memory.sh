@@ -49,7 +49,7 @@ log=$(cat "$T/plain.log")
 contains sum-memory "memory       weights " "$log"
 contains sum-memory-kinds "repacked/stacked (anonymous) + " "$log"
 contains sum-memory-kv "mapped; KV pool " "$log"
-contains sum-source "weights from mmap of $M (" "$log"
+contains sum-source "weights from file $M (mmap; " "$log"
 contains sum-released "of file pages released after repacking; mapped tensors read in place)" "$log"
 if grep -q "kernels avx512" "$T/plain.log"; then
     sleep 0.5

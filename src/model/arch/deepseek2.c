@@ -114,7 +114,8 @@ static int load_experts(model *m, const char *name, int64_t in, int64_t out, ker
     if (!*ws) return cf_fail(err, "out of memory loading %s", name);
     size_t slice = dtype_row_bytes(t->type, in) * (size_t)out;
     for (int32_t e = 0; e < ne; e++)
-        if (model_prepare_weight(m, &(*ws)[e], (dtype)t->type, (const char *)t->data + slice * (size_t)e, out, in, err))
+        if (model_prepare_weight(m, name, &(*ws)[e], (dtype)t->type, (const char *)t->data + slice * (size_t)e, out, in,
+                                 err))
             return cf_prefix(err, "tensor %s (expert %d)", name, e);
     if ((*ws)[0].packed) model_mem_copied(m, t);
     else model_mem_mapped(m, t);
@@ -123,8 +124,9 @@ static int load_experts(model *m, const char *name, int64_t in, int64_t out, ker
 }
 
 /* Gate and up stacks of one type become one [2*n_ff_exp][E] matrix per
- * expert (gate rows, then up rows: one matmul instead of two). The stacked
- * copy is freed once the kernel has repacked it, else kept (L->egu_raw). */
+ * expert (gate rows, then up rows: one matmul instead of two;
+ * model_prepare_stacked keeps the stacked copy only when the kernels read
+ * it in place). */
 static int load_gate_up(model *m, int il, ds2_layer *L, uint64_t *bytes, uint64_t *params, cf_err *err) {
     const model_hparams *hp = &m->hp;
     int64_t E = hp->n_embd, fe = hp->n_ff_exp;
@@ -140,20 +142,13 @@ static int load_gate_up(model *m, int il, ds2_layer *L, uint64_t *bytes, uint64_
                    : 0;
     int32_t ne = hp->n_expert;
     L->egu = calloc((size_t)ne, sizeof *L->egu);
-    L->egu_raw = calloc((size_t)ne, sizeof *L->egu_raw);
-    if (!L->egu || !L->egu_raw) return cf_fail(err, "out of memory loading %s", gn);
+    if (!L->egu) return cf_fail(err, "out of memory loading %s", gn);
     size_t slice = dtype_row_bytes(g->type, E) * (size_t)fe;
     for (int32_t e = 0; e < ne; e++) {
-        char *raw = malloc(2 * slice);
-        if (!raw) return cf_fail(err, "out of memory stacking %s", gn);
-        memcpy(raw, (const char *)g->data + slice * (size_t)e, slice);
-        memcpy(raw + slice, (const char *)u->data + slice * (size_t)e, slice);
-        if (model_prepare_weight(m, &L->egu[e], (dtype)g->type, raw, 2 * fe, E, err)) {
-            free(raw);
+        const void *parts[2] = {(const char *)g->data + slice * (size_t)e, (const char *)u->data + slice * (size_t)e};
+        const size_t part_bytes[2] = {slice, slice};
+        if (model_prepare_stacked(m, gn, &L->egu[e], (dtype)g->type, parts, part_bytes, 2, 2 * fe, E, err))
             return cf_prefix(err, "tensor %s (expert %d)", gn, e);
-        }
-        if (L->egu[e].packed) free(raw);
-        else if (model_mem_owned(m, L->egu_raw[e] = raw, 2 * slice, err)) return -1;
     }
     model_mem_copied(m, g);
     model_mem_copied(m, u);
@@ -185,20 +180,8 @@ static int load_attention(model *m, int il, ds2_layer *L, cf_err *err) {
     }
     const gguf_tensor *kvb = gguf_find_tensor(m->gguf, NAME("attn_kv_b.weight"));
 #undef NAME
-    if (kvb->type == DT_F32 && ((uintptr_t)kvb->data % sizeof(float)) == 0) {
-        L->kv_b_f32 = kvb->data;
-        model_mem_mapped(m, kvb);
-    } else {
-        L->kv_b_owned = malloc((size_t)(kvb_rows * kvl) * sizeof(float));
-        if (!L->kv_b_owned) return cf_fail(err, "out of memory converting %s", kvb->name);
-        size_t rb = dtype_row_bytes(kvb->type, kvl);
-        for (int64_t r = 0; r < kvb_rows; r++)
-            dtype_dequantize_row((dtype)kvb->type, (const char *)kvb->data + rb * (size_t)r, L->kv_b_owned + r * kvl,
-                                 kvl);
-        L->kv_b_f32 = L->kv_b_owned;
-        model_mem_drop_pages(m, kvb); /* read again by the conversion */
-        if (model_mem_owned(m, L->kv_b_owned, (size_t)(kvb_rows * kvl) * sizeof(float), err)) return -1;
-    }
+    /* in place when f32, else converted (and its pages, read again by the conversion, dropped) */
+    if (!(L->kv_b_f32 = model_tensor_f32(m, kvb, kvb_rows * kvl, err))) return -1;
     /* decode reads the f32 rows instead of the stored matrix */
     m->active_bytes += (uint64_t)(kvb_rows * kvl) * sizeof(float) - kvb->nbytes;
     return 0;
@@ -246,7 +229,7 @@ static int ds2_load_layers(model *m, cf_err *err) {
     for (int il = 0; il < hp->n_layer; il++) {
         if (load_attention(m, il, &layers[il], err) || load_ffn(m, il, &layers[il], &routed, &routed_params, err))
             return -1;
-        if (m->progress) m->progress(m->progress_ctx, il + 1, hp->n_layer);
+        if (m->progress) m->progress(m->progress_ctx, MODEL_LOAD_LAYERS, il + 1, hp->n_layer);
     }
     /* active: everything but the routed experts, plus expert_used_count of every n_expert */
     uint64_t active_routed = hp->n_expert ? routed / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used : 0;
@@ -266,20 +249,11 @@ static void ds2_free_layers(model *m) {
     ds2_layer *layers = m->layers;
     if (!layers) return;
     for (int il = 0; il < m->hp.n_layer; il++) {
-        ds2_layer *L = &layers[il];
-        free(L->attn_norm);
-        free(L->ffn_norm);
-        free(L->q_a_norm);
-        free(L->kv_a_norm);
-        free(L->kv_b_owned);
-        free(L->exp_bias);
+        ds2_layer *L = &layers[il]; /* the vectors and repacked / stacked copies are the model's (model_wbuf) */
         kern_weight *ws[] = {&L->wq,   &L->wq_a,   &L->wq_b,   &L->wkv_a, &L->wkv_b, &L->wo, &L->w_gate,
                              &L->w_up, &L->w_down, &L->router, &L->sg,    &L->su,    &L->sd};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) kern_weight_release(ws[i]);
         release_experts(L->egu, m->hp.n_expert);
-        if (L->egu_raw)
-            for (int32_t e = 0; e < m->hp.n_expert; e++) free(L->egu_raw[e]);
-        free(L->egu_raw);
         release_experts(L->eg, m->hp.n_expert);
         release_experts(L->eu, m->hp.n_expert);
         release_experts(L->ed, m->hp.n_expert);

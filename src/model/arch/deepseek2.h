@@ -16,23 +16,23 @@
  *        [E][n_ff_exp]; shared
  *        experts sg/su [n_ff_exp*n_shared][E], sd [E][n_ff_exp*n_shared].
  * Ownership: everything here belongs to the model (m->layers, an array of
- * n_layer ds2_layer; freed by the family's release hook). */
+ * n_layer ds2_layer, and the expert arrays are freed by the family's release
+ * hook; the f32 vectors and repacked / stacked copies are model weight
+ * buffers, model_wbuf, released with the model). */
 #ifndef CINFER_MODEL_DEEPSEEK2_H
 #define CINFER_MODEL_DEEPSEEK2_H
 
 #include "model/arch/arch.h"
 
 typedef struct ds2_layer {
-    float *attn_norm, *ffn_norm, *q_a_norm, *kv_a_norm; /* owned f32 */
+    const float *attn_norm, *ffn_norm, *q_a_norm, *kv_a_norm; /* f32 */
     kern_weight wq, wq_a, wq_b, wkv_a, wkv_b, wo;
-    const float *kv_b_f32; /* rows of wkv_b in f32 */
-    float *kv_b_owned; /* == kv_b_f32 when it had to be converted, else NULL (points into the file) */
+    const float *kv_b_f32; /* rows of wkv_b in f32 (the file's tensor, or a converted copy) */
     bool moe;
     kern_weight w_gate, w_up, w_down;
     kern_weight router;
-    float *exp_bias;
+    const float *exp_bias;
     kern_weight *egu; /* n_expert stacked gate|up, or NULL (then eg, eu) */
-    void **egu_raw; /* per expert: the stacked copy when the kernel did not repack it */
     kern_weight *eg, *eu, *ed; /* n_expert each, owned arrays */
     bool has_shared;
     kern_weight sg, su, sd;

@@ -25,8 +25,8 @@
 #include "tensor/attention.h"
 
 typedef struct layer_weights {
-    float *attn_norm, *ffn_norm; /* owned f32 copies */
-    float *bq, *bk, *bv; /* optional biases (qwen2), owned f32 */
+    const float *attn_norm, *ffn_norm; /* f32 (model weight buffers or the file's f32 tensors) */
+    const float *bq, *bk, *bv; /* optional biases (qwen2), f32 likewise */
     kern_weight wq, wk, wv, wo;
     kern_weight w_gate, w_up, w_down;
     /* When Q/K/V (and gate/up) share a type they are also stacked into one
@@ -35,7 +35,6 @@ typedef struct layer_weights {
      * product. Then the separate weights above are unused (zeroed). */
     bool qkv_fused, gu_fused;
     kern_weight wqkv, w_gu;
-    void *qkv_raw, *gu_raw; /* owned stacked GGUF-layout rows when the kernel did not repack them */
 } layer_weights;
 
 /* ---- hyper-parameters ---- */
@@ -63,10 +62,10 @@ static int llama_fingerprint(const model_hparams *hp, model_fp_writer *w) {
 /* ---- weights ---- */
 
 /* Loads `count` matrices with the same input width; if they share a type,
- * stacks their rows into one prepared matrix (*fused, *raw_owned) instead of
- * preparing each one into out[i]. */
+ * stacks their rows into one prepared matrix (*fused) instead of preparing
+ * each one into out[i]. */
 static int load_stacked(model *m, const char *const *names, const int64_t *rows, int count, int64_t in,
-                        kern_weight *const *out, kern_weight *fused, bool *is_fused, void **raw_owned, cf_err *err) {
+                        kern_weight *const *out, kern_weight *fused, bool *is_fused, cf_err *err) {
     const gguf_tensor *t[4];
     int64_t total = 0;
     bool same = true;
@@ -82,25 +81,19 @@ static int load_stacked(model *m, const char *const *names, const int64_t *rows,
             if (model_load_matrix(m, names[i], in, rows[i], out[i], err)) return -1;
         return 0;
     }
-    size_t off = 0, bytes = 0;
-    for (int i = 0; i < count; i++) bytes += t[i]->nbytes;
-    char *raw = malloc(bytes);
-    if (!raw) return cf_fail(err, "out of memory stacking %s", names[0]);
+    const void *parts[4];
+    size_t part_bytes[4];
     for (int i = 0; i < count; i++) {
-        memcpy(raw + off, t[i]->data, t[i]->nbytes);
-        off += t[i]->nbytes;
+        parts[i] = t[i]->data;
+        part_bytes[i] = t[i]->nbytes;
         m->weight_bytes += t[i]->nbytes;
         m->n_params += (uint64_t)(in * rows[i]);
     }
-    if (model_prepare_weight(m, fused, (dtype)t[0]->type, raw, total, in, err) != 0) {
-        free(raw);
+    if (model_prepare_stacked(m, names[0], fused, (dtype)t[0]->type, parts, part_bytes, count, total, in, err))
         return cf_prefix(err, "tensor %s", names[0]);
-    }
-    if (fused->packed) free(raw); /* repacked: the stacked copy is no longer read */
-    else *raw_owned = raw;
     *is_fused = true;
     for (int i = 0; i < count; i++) model_mem_copied(m, t[i]); /* the file bytes are not read again */
-    return fused->packed ? 0 : model_mem_owned(m, raw, bytes, err);
+    return 0;
 }
 
 static int load_layer(model *m, int il, cf_err *err) {
@@ -127,8 +120,8 @@ static int load_layer(model *m, int il, cf_err *err) {
     const char *qnames[3] = {qn[0], qn[1], qn[2]}, *gnames[2] = {gn[0], gn[1]};
     const int64_t qrows[3] = {qd, kvd, kvd}, grows[2] = {hp->n_ff, hp->n_ff};
     kern_weight *qout[3] = {&L->wq, &L->wk, &L->wv}, *gout[2] = {&L->w_gate, &L->w_up};
-    if (load_stacked(m, qnames, qrows, 3, hp->n_embd, qout, &L->wqkv, &L->qkv_fused, &L->qkv_raw, err) ||
-        load_stacked(m, gnames, grows, 2, hp->n_embd, gout, &L->w_gu, &L->gu_fused, &L->gu_raw, err))
+    if (load_stacked(m, qnames, qrows, 3, hp->n_embd, qout, &L->wqkv, &L->qkv_fused, err) ||
+        load_stacked(m, gnames, grows, 2, hp->n_embd, gout, &L->w_gu, &L->gu_fused, err))
         return -1;
     return 0;
 }
@@ -139,7 +132,7 @@ static int llama_load(model *m, cf_err *err) {
     if (!m->layers) return cf_fail(err, "out of memory");
     for (int il = 0; il < hp->n_layer; il++) {
         if (load_layer(m, il, err)) return -1;
-        if (m->progress) m->progress(m->progress_ctx, il + 1, hp->n_layer);
+        if (m->progress) m->progress(m->progress_ctx, MODEL_LOAD_LAYERS, il + 1, hp->n_layer);
     }
     m->active_bytes = m->weight_bytes;
     m->active_params = m->n_params;
@@ -150,16 +143,9 @@ static void llama_release(model *m) {
     layer_weights *layers = m->layers;
     if (!layers) return;
     for (int il = 0; il < m->hp.n_layer; il++) {
-        layer_weights *L = &layers[il];
-        free(L->attn_norm);
-        free(L->ffn_norm);
-        free(L->bq);
-        free(L->bk);
-        free(L->bv);
+        layer_weights *L = &layers[il]; /* the vectors and repacked copies are the model's (model_wbuf) */
         kern_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv, &L->w_gu};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) kern_weight_release(ws[i]);
-        free(L->qkv_raw);
-        free(L->gu_raw);
     }
     free(layers);
     m->layers = NULL;

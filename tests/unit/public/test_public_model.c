@@ -6,6 +6,7 @@
  *
  * Fixture: $CINFER_SHARED/models/stories260K.gguf. Missing: fails under
  * CI=true, otherwise exits 77 (ctest: skipped). */
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -79,5 +80,28 @@ int main(void) {
         test_engine(m);
         cinfer_model_close(m);
     }
+    /* a weights cache directory: the first open writes it, the second maps it */
+    char dir[] = "/tmp/cinfer-public-wc-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    cinfer_model_options wc = {.weights_cache_dir = dir};
+    for (int i = 0; i < 2; i++) {
+        cinfer_model *c = cinfer_model_open(path, &wc, err, sizeof err);
+        CHECKF(c != NULL, "open %d with a weights cache: %s", i, err);
+        if (c) CHECK(cinfer_model_n_vocab(c) == 512);
+        cinfer_model_close(c);
+    }
+    DIR *d = opendir(dir);
+    int files = 0;
+    struct dirent *de;
+    char p[400];
+    while (d && (de = readdir(d)))
+        if (de->d_name[0] != '.') {
+            files++;
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            CHECK(unlink(p) == 0);
+        }
+    if (d) closedir(d);
+    CHECKF(files == 1, "%d files in %s", files, dir);
+    CHECK(rmdir(dir) == 0);
     return test_finish();
 }
