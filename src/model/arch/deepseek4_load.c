@@ -27,7 +27,8 @@ static int load_f32(model *m, const char *name, int64_t ne0, int64_t ne1, bool r
     *out = v;
     m->n_params += (uint64_t)(ne0 * rows);
     model_mem_copied(m, t);
-    return model_mem_owned(m, v, (size_t)(ne0 * rows) * sizeof *v, err);
+    m->mem.owned_bytes += (uint64_t)(ne0 * rows) * sizeof *v; /* ds4's own copy (freed by ds4_free_weights) */
+    return 0;
 }
 
 /* A [in, G*rows] matrix as G matrices of `rows` rows (the output groups). */
@@ -40,8 +41,8 @@ static int load_grouped(model *m, const char *name, int64_t in, int64_t rows, in
     if (!*ws) return cf_fail(err, "out of memory loading %s", name);
     size_t slice = dtype_row_bytes(t->type, in) * (size_t)rows;
     for (int64_t g = 0; g < G; g++)
-        if (model_prepare_weight(m, &(*ws)[g], (dtype)t->type, (const char *)t->data + slice * (size_t)g, rows, in,
-                                 err))
+        if (model_prepare_weight(m, name, &(*ws)[g], (dtype)t->type, (const char *)t->data + slice * (size_t)g, rows,
+                                 in, err))
             return cf_prefix(err, "tensor %s (group %lld)", name, (long long)g);
     if ((*ws)[0].packed) model_mem_copied(m, t);
     else model_mem_mapped(m, t);
@@ -110,7 +111,8 @@ static int load_experts(model *m, const char *name, int64_t in, int64_t out, ker
     if (!*ws) return cf_fail(err, "out of memory loading %s", name);
     size_t slice = dtype_row_bytes(t->type, in) * (size_t)out;
     for (int32_t e = 0; e < ne; e++)
-        if (model_prepare_weight(m, &(*ws)[e], (dtype)t->type, (const char *)t->data + slice * (size_t)e, out, in, err))
+        if (model_prepare_weight(m, name, &(*ws)[e], (dtype)t->type, (const char *)t->data + slice * (size_t)e, out, in,
+                                 err))
             return cf_prefix(err, "tensor %s (expert %d)", name, e);
     if ((*ws)[0].packed) model_mem_copied(m, t);
     else model_mem_mapped(m, t);
@@ -138,7 +140,8 @@ static int load_tid2eid(model *m, int il, ds4_layer *L, cf_err *err) {
             return cf_fail(err, "tensor %s: token %zu routes to expert %d, but there are %d experts", b,
                            i / (size_t)hp->n_expert_used, L->tid2eid[i], hp->n_expert);
     model_mem_copied(m, t);
-    return model_mem_owned(m, L->tid2eid, n * sizeof *L->tid2eid, err);
+    m->mem.owned_bytes += n * sizeof *L->tid2eid; /* ds4's own copy (freed by ds4_free_weights) */
+    return 0;
 }
 
 static int load_ffn(model *m, int il, ds4_layer *L, uint64_t *routed, cf_err *err) {
@@ -220,7 +223,7 @@ int ds4_load(model *m, cf_err *err) {
         if (load_attention(m, il, L, err) || load_ffn(m, il, L, &routed, err)) return -1;
         if (il < hp->n_layer) routed_main += routed;
         else mtp_bytes += m->weight_bytes - at;
-        if (m->progress && il < hp->n_layer) m->progress(m->progress_ctx, il + 1, hp->n_layer);
+        if (m->progress && il < hp->n_layer) m->progress(m->progress_ctx, MODEL_LOAD_LAYERS, il + 1, hp->n_layer);
     }
     uint64_t active_routed = routed_main / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
     m->active_bytes = before + (m->weight_bytes - before - routed_main - mtp_bytes) + active_routed;

@@ -38,7 +38,7 @@
 #include "tensor/attention.h"
 
 typedef struct g2_layer {
-    float *attn_norm, *post_attn_norm, *ffn_norm, *post_ffw_norm; /* owned f32 */
+    const float *attn_norm, *post_attn_norm, *ffn_norm, *post_ffw_norm; /* f32 (model weight buffers or the file) */
     kern_weight wq, wk, wv, wo, w_gate, w_up, w_down;
     bool window; /* sliding-window layer */
     int32_t slot; /* index within its KV group (full or window) */
@@ -146,7 +146,7 @@ static int g2_load(model *m, cf_err *err) {
     for (int il = 0; il < hp->n_layer; il++) {
         int32_t slot = g2_is_window(hp, il) ? n_window++ : n_full++;
         if (g2_load_layer(m, il, slot, err)) return -1;
-        if (m->progress) m->progress(m->progress_ctx, il + 1, hp->n_layer);
+        if (m->progress) m->progress(m->progress_ctx, MODEL_LOAD_LAYERS, il + 1, hp->n_layer);
     }
     m->active_bytes = m->weight_bytes;
     m->active_params = m->n_params;
@@ -158,10 +158,6 @@ static void g2_release(model *m) {
     if (!layers) return;
     for (int il = 0; il < m->hp.n_layer; il++) {
         g2_layer *L = &layers[il];
-        free(L->attn_norm);
-        free(L->post_attn_norm);
-        free(L->ffn_norm);
-        free(L->post_ffw_norm);
         kern_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) kern_weight_release(ws[i]);
     }
