@@ -131,9 +131,11 @@ void cinfer_grammar_matcher_free(cinfer_grammar_matcher *m);
 /* An independent copy in the same state (e.g. for n > 1 or beam search). */
 cinfer_grammar_matcher *cinfer_grammar_matcher_fork(const cinfer_grammar_matcher *m, cinfer_grammar_error *err);
 
-/* Fills mask (cinfer_grammar_mask_words(v) words) with the tokens allowed next. Never
- * allocates after the matcher's first steps (buffers grow geometrically and are reused).
- * Returns the number of allowed tokens (0 only if the grammar is dead, which accept prevents). */
+/* Fills mask (cinfer_grammar_mask_words(v) words) with the tokens allowed next. Allocates only
+ * on a miss of the grammar's shared mask cache (a new cache entry; scratch buffers grow
+ * geometrically and are reused). Returns the number of allowed tokens (0 after EOS; never 0
+ * before, since accept keeps the matcher on a viable prefix). Time: microseconds on a cache hit;
+ * a miss walks the vocabulary trie (milliseconds, see docs/grammar.md "Known limits"). */
 int cinfer_grammar_matcher_fill_mask(cinfer_grammar_matcher *m, uint32_t *mask, size_t n_words);
 
 /* Advances by one token. Returns 0, or -1 (state unchanged) if the token is not allowed. An EOS

@@ -257,7 +257,7 @@ static const gr_ci_entry *build_entry(cinfer_grammar_matcher *m, uint64_t hash, 
     e->mask = calloc(words, sizeof *e->mask);
     e->items = malloc((n ? n : 1) * sizeof *e->items);
     if (!e->mask || !e->items) goto fail;
-    memcpy(e->items, s->sig, n * sizeof *e->items);
+    if (n) memcpy(e->items, s->sig, n * sizeof *e->items);
     e->n_items = n;
     e->hash = hash;
     s->n_bounds = s->n_pool = 0;
@@ -287,8 +287,8 @@ static const gr_ci_entry *build_entry(cinfer_grammar_matcher *m, uint64_t hash, 
     e->bounds = malloc((s->n_bounds ? s->n_bounds : 1) * sizeof *e->bounds);
     e->prefix = malloc(s->n_pool ? s->n_pool : 1);
     if (!e->bounds || !e->prefix) goto fail;
-    memcpy(e->bounds, s->bounds, s->n_bounds * sizeof *e->bounds);
-    memcpy(e->prefix, s->pool, s->n_pool);
+    if (s->n_bounds) memcpy(e->bounds, s->bounds, s->n_bounds * sizeof *e->bounds);
+    if (s->n_pool) memcpy(e->prefix, s->pool, s->n_pool);
     e->bytes = sizeof *e + words * 4 + n * sizeof *e->items + s->n_bounds * sizeof *e->bounds + s->n_pool;
     return gr_mask_cache_insert(m->cache, e, kept);
 fail:
