@@ -2,7 +2,8 @@
  * (arch/registry.c) by general.architecture, reads and checks the
  * hyper-parameters every family shares, the shared tensors
  * (embeddings, output head, rope frequency factors), and lets the family
- * read its own keys and layers (arch/arch.h gives the order). Every problem
+ * read its own keys and layers (arch/arch.h gives the order). A Hugging
+ * Face directory is read through format/hf_dir.h as the same gguf_file. Every problem
  * is a one-line error naming the file and the key or tensor. See model.h for
  * ownership (the tokenizer is text's). Also the generic queries (sizes, KV layout, fingerprint). */
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/hf_dir.h"
 #include "model/arch/arch.h"
 
 int model_key_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out, bool required, cf_err *err) {
@@ -258,7 +260,8 @@ int model_load_progress(const char *path, model_progress_fn fn, void *ctx, model
     if (!m) return cf_fail(err, "%s: out of memory", path);
     m->progress = fn;
     m->progress_ctx = ctx;
-    if (gguf_open(path, &m->gguf, err) != 0) {
+    int opened = hf_is_model_dir(path) ? hf_dir_open(path, &m->gguf, err) : gguf_open(path, &m->gguf, err);
+    if (opened != 0) {
         free(m);
         return -1;
     }

@@ -1,0 +1,220 @@
+/* hf_config.c - config.json of a Hugging Face model directory: the family
+ * table (model_type -> GGUF architecture, tensor-name rules, Q/K row order)
+ * and the hyper-parameters written as llama.cpp's GGUF keys. A family is one
+ * row of `families` plus its name tables; gemma2 / DeepSeek V4 slot in as rows.
+ * Missing required fields and wrong types are one-line errors naming
+ * config.json and the field; unknown model types name the supported ones. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "format/hf_internal.h"
+
+#define LAYER "model.layers.{L}."
+
+static const hf_name_rule common_rules[] = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+    {LAYER "input_layernorm.weight", "blk.{L}.attn_norm.weight"},
+    {LAYER "post_attention_layernorm.weight", "blk.{L}.ffn_norm.weight"},
+    {LAYER "self_attn.o_proj.weight", "blk.{L}.attn_output.weight"},
+    {LAYER "mlp.gate_proj.weight", "blk.{L}.ffn_gate.weight"},
+    {LAYER "mlp.up_proj.weight", "blk.{L}.ffn_up.weight"},
+    {LAYER "mlp.down_proj.weight", "blk.{L}.ffn_down.weight"},
+    {NULL, NULL},
+};
+
+static const hf_name_rule mha_rules[] = {
+    {LAYER "self_attn.q_proj.weight", "blk.{L}.attn_q.weight"},
+    {LAYER "self_attn.k_proj.weight", "blk.{L}.attn_k.weight"},
+    {LAYER "self_attn.v_proj.weight", "blk.{L}.attn_v.weight"},
+    {LAYER "self_attn.q_proj.bias", "blk.{L}.attn_q.bias"},
+    {LAYER "self_attn.k_proj.bias", "blk.{L}.attn_k.bias"},
+    {LAYER "self_attn.v_proj.bias", "blk.{L}.attn_v.bias"},
+    {NULL, NULL},
+};
+
+static const hf_name_rule qk_norm_rules[] = {
+    {LAYER "self_attn.q_norm.weight", "blk.{L}.attn_q_norm.weight"},
+    {LAYER "self_attn.k_norm.weight", "blk.{L}.attn_k_norm.weight"},
+    {NULL, NULL},
+};
+
+static const hf_name_rule *const llama_rules[] = {common_rules, mha_rules, NULL};
+static const hf_name_rule *const qwen3_rules[] = {common_rules, mha_rules, qk_norm_rules, NULL};
+
+static const hf_family families[] = {
+    {"llama", "llama", true, llama_rules},
+    {"mistral", "llama", true, llama_rules},
+    {"qwen2", "qwen2", false, llama_rules},
+    {"qwen3", "qwen3", false, qwen3_rules},
+};
+#define N_FAMILIES (sizeof families / sizeof families[0])
+
+int hf_json_load(const char *dir, const char *name, bool required, json_t **out, cf_err *err) {
+    *out = NULL;
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
+        return cf_fail(err, "%s/%s: path too long", dir, name);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        if (errno == ENOENT && !required) return 0;
+        return cf_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    }
+    json_error_t je;
+    *out = json_loadf(fp, JSON_REJECT_DUPLICATES, &je);
+    fclose(fp);
+    if (!*out) return cf_fail(err, "%s: %s (line %d)", path, je.text, je.line);
+    if (!json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        return cf_fail(err, "%s: not a JSON object", path);
+    }
+    return 0;
+}
+
+int hf_json_int(json_t *obj, const char *file, const char *field, int64_t *out, cf_err *err) {
+    json_t *v = json_object_get(obj, field);
+    if (!v || json_is_null(v)) return 1;
+    if (!json_is_integer(v)) return cf_fail(err, "%s: field %s: not an integer", file, field);
+    *out = json_integer_value(v);
+    return 0;
+}
+
+int hf_json_num(json_t *obj, const char *file, const char *field, double *out, cf_err *err) {
+    json_t *v = json_object_get(obj, field);
+    if (!v || json_is_null(v)) return 1;
+    if (!json_is_number(v)) return cf_fail(err, "%s: field %s: not a number", file, field);
+    *out = json_number_value(v);
+    return 0;
+}
+
+static int need_int(json_t *cfg, const char *field, int64_t lo, int64_t hi, int64_t *out, cf_err *err) {
+    int r = hf_json_int(cfg, "config.json", field, out, err);
+    if (r < 0) return -1;
+    if (r == 1) return cf_fail(err, "config.json: field %s: missing", field);
+    if (*out < lo || *out > hi)
+        return cf_fail(err, "config.json: field %s: %lld is outside %lld..%lld", field, (long long)*out, (long long)lo,
+                       (long long)hi);
+    return 0;
+}
+
+static const hf_family *find_family(json_t *cfg, cf_err *err) {
+    json_t *mt = json_object_get(cfg, "model_type");
+    if (!json_is_string(mt)) return cf_fail(err, "config.json: field model_type: missing or not a string"), NULL;
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        if (!strcmp(families[i].model_type, json_string_value(mt))) return &families[i];
+    char names[200] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < N_FAMILIES && at < sizeof names; i++)
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", families[i].model_type);
+    cf_fail(err, "config.json: field model_type: '%.60s' is not supported (supported: %s)", json_string_value(mt),
+            names);
+    return NULL;
+}
+
+/* rope_theta (top level, or inside rope_parameters as transformers 5 writes it)
+ * and rope_scaling (linear / yarn; others refused). */
+static int read_rope(json_t *cfg, const char *a, gguf_writer *w, cf_err *err) {
+    char key[160];
+    double theta = 10000.0;
+    json_t *rp = json_object_get(cfg, "rope_parameters");
+    json_t *scaling = json_object_get(cfg, "rope_scaling");
+    if (json_is_object(rp) && !json_is_object(scaling)) scaling = rp;
+    int r = hf_json_num(cfg, "config.json", "rope_theta", &theta, err);
+    if (r == 1 && json_is_object(rp)) r = hf_json_num(rp, "config.json", "rope_parameters.rope_theta", &theta, err);
+    if (r < 0) return -1;
+    if (!(theta > 0)) return cf_fail(err, "config.json: field rope_theta: must be positive");
+    snprintf(key, sizeof key, "%s.rope.freq_base", a);
+    gguf_set_f32(w, key, (float)theta);
+    if (!json_is_object(scaling)) return 0;
+    json_t *type = json_object_get(scaling, "rope_type");
+    if (!type) type = json_object_get(scaling, "type");
+    const char *t = json_is_string(type) ? json_string_value(type) : "default";
+    if (!strcmp(t, "default")) return 0;
+    double factor = 0;
+    if (hf_json_num(scaling, "config.json", "rope_scaling.factor", &factor, err) != 0 || !(factor > 0))
+        return cf_fail(err, "config.json: field rope_scaling.factor: missing or not positive");
+    if (strcmp(t, "linear") && strcmp(t, "yarn"))
+        return cf_fail(err, "config.json: field rope_scaling.rope_type: '%.40s' is not supported (linear, yarn)", t);
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    gguf_set_str(w, key, t);
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
+    gguf_set_f32(w, key, (float)factor);
+    int64_t orig = 0;
+    if (hf_json_int(scaling, "config.json", "original_max_position_embeddings", &orig, err) == 0 && orig > 0) {
+        snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
+        gguf_set_u32(w, key, (uint32_t)orig);
+    }
+    return 0;
+}
+
+static void set_u32(gguf_writer *w, const char *a, const char *suffix, int64_t v) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", a, suffix);
+    gguf_set_u32(w, key, (uint32_t)v);
+}
+
+static int read_dims(json_t *cfg, const char *a, gguf_writer *w, hf_hparams *hp, cf_err *err) {
+    int64_t embd, ff, ctx = 2048, head_dim;
+    const int64_t big = (int64_t)1 << 30;
+    if (need_int(cfg, "hidden_size", 1, big, &embd, err) ||
+        need_int(cfg, "num_hidden_layers", 1, 4096, &hp->n_layer, err) ||
+        need_int(cfg, "intermediate_size", 1, big, &ff, err) ||
+        need_int(cfg, "num_attention_heads", 1, 4096, &hp->n_head, err) ||
+        need_int(cfg, "vocab_size", 1, INT32_MAX, &hp->vocab_size, err))
+        return -1;
+    hp->n_head_kv = hp->n_head;
+    if (json_object_get(cfg, "num_key_value_heads") &&
+        need_int(cfg, "num_key_value_heads", 1, hp->n_head, &hp->n_head_kv, err))
+        return -1;
+    if (hp->n_head % hp->n_head_kv)
+        return cf_fail(err, "config.json: field num_key_value_heads: %lld does not divide num_attention_heads %lld",
+                       (long long)hp->n_head_kv, (long long)hp->n_head);
+    if (json_object_get(cfg, "max_position_embeddings") && need_int(cfg, "max_position_embeddings", 1, big, &ctx, err))
+        return -1;
+    head_dim = embd / hp->n_head;
+    int r = hf_json_int(cfg, "config.json", "head_dim", &head_dim, err);
+    if (r < 0) return -1;
+    if (head_dim < 2 || head_dim % 2) return cf_fail(err, "config.json: field head_dim: must be even and >= 2");
+    double eps = 1e-5;
+    if (hf_json_num(cfg, "config.json", "rms_norm_eps", &eps, err) < 0) return -1;
+    if (!(eps > 0)) return cf_fail(err, "config.json: field rms_norm_eps: must be positive");
+    set_u32(w, a, "context_length", ctx);
+    set_u32(w, a, "embedding_length", embd);
+    set_u32(w, a, "block_count", hp->n_layer);
+    set_u32(w, a, "feed_forward_length", ff);
+    set_u32(w, a, "attention.head_count", hp->n_head);
+    set_u32(w, a, "attention.head_count_kv", hp->n_head_kv);
+    set_u32(w, a, "rope.dimension_count", head_dim);
+    if (head_dim != embd / hp->n_head) {
+        set_u32(w, a, "attention.key_length", head_dim);
+        set_u32(w, a, "attention.value_length", head_dim);
+    }
+    char key[160];
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
+    gguf_set_f32(w, key, (float)eps);
+    set_u32(w, a, "vocab_size", hp->vocab_size);
+    return 0;
+}
+
+int hf_config_read(const char *dir, gguf_writer *w, hf_hparams *hp, cf_err *err) {
+    json_t *cfg;
+    if (hf_json_load(dir, "config.json", true, &cfg, err)) return -1;
+    memset(hp, 0, sizeof *hp);
+    int rc = -1;
+    hp->fam = find_family(cfg, err);
+    if (!hp->fam) goto out;
+    const char *a = hp->fam->gguf_arch;
+    gguf_set_str(w, "general.architecture", a);
+    const char *base = strrchr(dir, '/');
+    gguf_set_str(w, "general.name", base && base[1] ? base + 1 : dir);
+    json_t *act = json_object_get(cfg, "hidden_act");
+    if (json_is_string(act) && strcmp(json_string_value(act), "silu"))
+        cf_fail(err, "config.json: field hidden_act: '%.40s' is not supported (silu)", json_string_value(act));
+    else if (!read_dims(cfg, a, w, hp, err) && !read_rope(cfg, a, w, err)) rc = 0;
+out:
+    json_decref(cfg);
+    return rc;
+}

@@ -1,0 +1,202 @@
+/* hf_dir.c - assembles a gguf_file from a Hugging Face model directory (see
+ * hf_dir.h): key/values from hf_config.c and hf_vocab.c, tensors from the
+ * safetensors set renamed by the family's rules ("{L}" = layer index),
+ * shapes reversed into GGUF's ne[] order, F32/F16/BF16 kept as they are.
+ *
+ * Q and K of families with permute_qk are stored by llama.cpp with each
+ * head's rows interleaved (HF's rotate-half order -> GGUF's pairwise rope):
+ * out row h*hd + 2*i + j = in row h*hd + j*hd/2 + i. Those tensors are
+ * copied once into buffers the hf_owner keeps; every other tensor points into
+ * the mapping. The hf_owner (the shard set and the buffers) lives as long as
+ * the gguf_file (gguf_open_parts' release hook). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "format/hf_dir.h"
+#include "format/hf_internal.h"
+#include "format/safetensors.h"
+#include "tensor/dtype.h"
+
+typedef struct hf_owner {
+    st_set *set;
+    void **bufs;
+    size_t n_bufs;
+} hf_owner;
+
+static void owner_release(void *p) {
+    hf_owner *o = p;
+    if (!o) return;
+    for (size_t i = 0; i < o->n_bufs; i++) free(o->bufs[i]);
+    free(o->bufs);
+    st_set_close(o->set);
+    free(o);
+}
+
+bool hf_is_model_dir(const char *path) {
+    struct stat st;
+    char cfg[4096];
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+    if ((size_t)snprintf(cfg, sizeof cfg, "%s/config.json", path) >= sizeof cfg) return false;
+    return stat(cfg, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Matches `name` against a rule's HF pattern; writes the GGUF name. */
+static bool match_rule(const hf_name_rule *r, const char *name, char *out, size_t cap, int64_t *layer) {
+    const char *ph = strstr(r->hf, "{L}");
+    *layer = -1;
+    if (!ph) {
+        if (strcmp(r->hf, name)) return false;
+        snprintf(out, cap, "%s", r->gguf);
+        return true;
+    }
+    size_t pre = (size_t)(ph - r->hf);
+    if (strncmp(name, r->hf, pre)) return false;
+    const char *d = name + pre, *e = d;
+    int64_t v = 0;
+    while (*e >= '0' && *e <= '9' && e - d < 6) v = v * 10 + (*e++ - '0');
+    if (e == d || (e - d > 1 && *d == '0') || strcmp(e, ph + 3)) return false;
+    const char *gl = strstr(r->gguf, "{L}");
+    snprintf(out, cap, "%.*s%lld%s", (int)(gl - r->gguf), r->gguf, (long long)v, gl + 3);
+    *layer = v;
+    return true;
+}
+
+static bool gguf_name_for(const hf_family *fam, const char *name, char *out, size_t cap, int64_t *layer) {
+    for (const hf_name_rule *const *t = fam->rules; *t; t++)
+        for (const hf_name_rule *r = *t; r->hf; r++)
+            if (match_rule(r, name, out, cap, layer)) return true;
+    return false;
+}
+
+static int ggml_type_of(const st_tensor *t, const char *file, uint32_t *out, cf_err *err) {
+    switch (t->dtype) {
+    case ST_F32: *out = DT_F32; return 0;
+    case ST_F16: *out = DT_F16; return 0;
+    case ST_BF16: *out = DT_BF16; return 0;
+    default:
+        return cf_fail(err, "%s: tensor '%s': field dtype: %s is not supported (F32, F16, BF16)", file,
+                       st_escape(t->name, (char[104]){0}, 104), st_dtype_name(t->dtype));
+    }
+}
+
+/* The permuted copy of a Q/K weight or bias (rows = shape[0]). */
+static int permute_rows(hf_owner *o, const st_tensor *t, int64_t n_heads, const char *file, const void **out,
+                        cf_err *err) {
+    int64_t rows = t->shape[0];
+    if (rows % n_heads || (rows / n_heads) % 2)
+        return cf_fail(err, "%s: tensor '%s': %lld rows do not split into %lld heads of even size", file, t->name,
+                       (long long)rows, (long long)n_heads);
+    size_t row_bytes = t->nbytes / (size_t)rows;
+    int64_t hd = rows / n_heads, half = hd / 2;
+    void **grown = realloc(o->bufs, (o->n_bufs + 1) * sizeof *grown);
+    if (!grown) return cf_fail(err, "%s: out of memory", file);
+    o->bufs = grown;
+    uint8_t *dst = malloc(t->nbytes ? t->nbytes : 1);
+    if (!dst) return cf_fail(err, "%s: out of memory permuting %s", file, t->name);
+    o->bufs[o->n_bufs++] = dst;
+    const uint8_t *src = t->data;
+    for (int64_t h = 0; h < n_heads; h++)
+        for (int64_t i = 0; i < half; i++)
+            for (int64_t j = 0; j < 2; j++)
+                memcpy(dst + (size_t)(h * hd + 2 * i + j) * row_bytes,
+                       src + (size_t)(h * hd + j * half + i) * row_bytes, row_bytes);
+    *out = dst;
+    return 0;
+}
+
+static bool ignored(const char *name) {
+    size_t n = strlen(name);
+    return n > 21 && !strcmp(name + n - 21, ".rotary_emb.inv_freq");
+}
+
+/* One safetensors tensor -> one GGUF tensor description (0), skipped (1), or an error. */
+static int map_tensor(hf_owner *o, const hf_hparams *hp, const st_tensor *t, const char *file, gguf_tensor *g,
+                      char *name, size_t cap, cf_err *err) {
+    if (ignored(t->name)) return 1;
+    int64_t layer;
+    const char *esc = st_escape(t->name, (char[104]){0}, 104);
+    if (!gguf_name_for(hp->fam, t->name, name, cap, &layer))
+        return cf_fail(err, "%s: tensor '%s': not a weight of a %s model", file, esc, hp->fam->model_type);
+    if (layer >= hp->n_layer)
+        return cf_fail(err, "%s: tensor '%s': layer %lld, but config.json: field num_hidden_layers is %lld", file, esc,
+                       (long long)layer, (long long)hp->n_layer);
+    if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS)
+        return cf_fail(err, "%s: tensor '%s': field shape: %d dimensions (1..4 supported)", file, esc, t->n_dims);
+    memset(g, 0, sizeof *g);
+    if (ggml_type_of(t, file, &g->type, err)) return -1;
+    g->n_dims = t->n_dims;
+    for (int d = 0; d < GGUF_MAX_DIMS; d++) g->ne[d] = d < t->n_dims ? t->shape[t->n_dims - 1 - d] : 1;
+    g->data = t->data;
+    g->nbytes = t->nbytes;
+    size_t n = strlen(name);
+    bool is_q = strstr(name, ".attn_q.") != NULL, is_k = strstr(name, ".attn_k.") != NULL;
+    if (hp->fam->permute_qk && (is_q || is_k) && n)
+        return permute_rows(o, t, is_q ? hp->n_head : hp->n_head_kv, file, &g->data, err);
+    return 0;
+}
+
+static int collect_tensors(hf_owner *o, const hf_hparams *hp, gguf_tensor **out, char **names, int64_t *n_out,
+                           cf_err *err) {
+    int64_t n = st_set_count(o->set);
+    gguf_tensor *ts = calloc((size_t)(n ? n : 1), sizeof *ts);
+    char *nm = calloc((size_t)(n ? n : 1), 128);
+    *out = ts;
+    *names = nm;
+    *n_out = 0;
+    if (!ts || !nm) return cf_fail(err, "out of memory");
+    for (int64_t i = 0; i < n; i++) {
+        const st_tensor *t = st_set_at(o->set, i);
+        const char *file = "";
+        st_set_find(o->set, t->name, &file);
+        int r = map_tensor(o, hp, t, file, &ts[*n_out], nm + *n_out * 128, 128, err);
+        if (r < 0) return -1;
+        if (r == 0) {
+            ts[*n_out].name = nm + *n_out * 128;
+            (*n_out)++;
+        }
+    }
+    return 0;
+}
+
+int hf_dir_open(const char *dir, gguf_file **out, cf_err *err) {
+    *out = NULL;
+    gguf_writer *w = gguf_writer_create();
+    hf_owner *o = calloc(1, sizeof *o);
+    hf_hparams hp;
+    gguf_tensor *ts = NULL;
+    char *names = NULL;
+    int64_t n = 0;
+    void *meta = NULL;
+    size_t meta_n = 0;
+    int rc = -1;
+    if (!w || !o) {
+        cf_fail(err, "out of memory");
+    } else if (!hf_config_read(dir, w, &hp, err) && !hf_vocab_read(dir, hp.vocab_size, w, err) &&
+               !st_set_open_dir(dir, &o->set, err) && !collect_tensors(o, &hp, &ts, &names, &n, err) &&
+               !gguf_writer_meta_image(w, &meta, &meta_n, err)) {
+        rc = gguf_open_parts(meta, meta_n, dir, ts, n, o, owner_release, out, err);
+        o = NULL; /* owned by the file (or released) from here */
+    }
+    free(ts);
+    free(names);
+    owner_release(o);
+    gguf_writer_free(w);
+    return rc ? cf_prefix(err, "%s", dir) : 0;
+}
+
+int hf_dir_convert(const char *dir, const char *out_path, cf_err *err) {
+    gguf_file *f;
+    if (hf_dir_open(dir, &f, err)) return -1;
+    gguf_writer *w = gguf_writer_create();
+    int rc = w ? gguf_writer_copy_kv(w, f, err) : cf_fail(err, "out of memory");
+    for (int64_t i = 0; !rc && i < gguf_tensor_count(f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        rc = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, false, err);
+    }
+    if (!rc) rc = gguf_writer_write(w, out_path, err);
+    gguf_writer_free(w);
+    gguf_close(f);
+    return rc;
+}

@@ -1,0 +1,47 @@
+/* hf_internal.h - what the Hugging Face directory reader's files share:
+ * hf_config.c (config.json -> GGUF hyper-parameter keys, the family table),
+ * hf_vocab.c (tokenizer files -> tokenizer.ggml.* keys) and hf_dir.c (tensor
+ * names and the assembled gguf_file). Not for other modules. */
+#ifndef CINFER_FORMAT_HF_INTERNAL_H
+#define CINFER_FORMAT_HF_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "format/gguf.h"
+
+/* One tensor-name rule: HF name with "{L}" for the layer index -> GGUF name. */
+typedef struct hf_name_rule {
+    const char *hf, *gguf;
+} hf_name_rule;
+
+/* A family: config.json model_type -> GGUF architecture and naming. */
+typedef struct hf_family {
+    const char *model_type;
+    const char *gguf_arch;
+    bool permute_qk; /* llama.cpp stores Q/K rows interleaved per head (rope NORM) */
+    const hf_name_rule *const *rules; /* NULL-terminated list of NULL-terminated tables */
+} hf_family;
+
+/* The hyper-parameters hf_dir.c needs after the keys are written. */
+typedef struct hf_hparams {
+    const hf_family *fam;
+    int64_t n_layer, n_head, n_head_kv, vocab_size;
+} hf_hparams;
+
+/* Reads <dir>/config.json, picks the family and sets general.* and <arch>.* keys. */
+int hf_config_read(const char *dir, gguf_writer *w, hf_hparams *hp, cf_err *err);
+/* Reads tokenizer.json (+ tokenizer_config.json, generation_config.json when
+ * present) and sets tokenizer.ggml.* keys, tokenizer.chat_template and
+ * general.sampling.*; the vocabulary is padded to vocab_size. */
+int hf_vocab_read(const char *dir, int64_t vocab_size, gguf_writer *w, cf_err *err);
+
+/* JSON file helpers: load <dir>/<name> (required or optional: *out NULL when
+ * absent), and typed fields with one-line errors "<file>: field <name>: ...".
+ * Getters return 0 if set, 1 if absent (out untouched), -1 on a bad type. */
+int hf_json_load(const char *dir, const char *name, bool required, json_t **out, cf_err *err);
+int hf_json_int(json_t *obj, const char *file, const char *field, int64_t *out, cf_err *err);
+int hf_json_num(json_t *obj, const char *file, const char *field, double *out, cf_err *err);
+
+#endif
