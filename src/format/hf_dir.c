@@ -81,28 +81,43 @@ static int ggml_type_of(const st_tensor *t, const char *file, uint32_t *out, cf_
     }
 }
 
-/* The permuted copy of a Q/K weight or bias (rows = shape[0]). */
-static int permute_rows(hf_owner *o, const st_tensor *t, int64_t n_heads, const char *file, const void **out,
-                        cf_err *err) {
-    int64_t rows = t->shape[0];
+/* The permuted copy of a Q/K weight or bias (ne[1] rows, or ne[0] for a bias). */
+static int permute_rows(hf_owner *o, gguf_tensor *g, int64_t n_heads, const char *file, cf_err *err) {
+    int64_t rows = g->n_dims == 1 ? g->ne[0] : g->ne[1];
     if (rows % n_heads || (rows / n_heads) % 2)
-        return cf_fail(err, "%s: tensor '%s': %lld rows do not split into %lld heads of even size", file, t->name,
+        return cf_fail(err, "%s: tensor '%s': %lld rows do not split into %lld heads of even size", file, g->name,
                        (long long)rows, (long long)n_heads);
-    size_t row_bytes = t->nbytes / (size_t)rows;
+    size_t row_bytes = g->nbytes / (size_t)rows;
     int64_t hd = rows / n_heads, half = hd / 2;
     void **grown = realloc(o->bufs, (o->n_bufs + 1) * sizeof *grown);
     if (!grown) return cf_fail(err, "%s: out of memory", file);
     o->bufs = grown;
-    uint8_t *dst = malloc(t->nbytes ? t->nbytes : 1);
-    if (!dst) return cf_fail(err, "%s: out of memory permuting %s", file, t->name);
+    uint8_t *dst = malloc(g->nbytes ? g->nbytes : 1);
+    if (!dst) return cf_fail(err, "%s: out of memory permuting %s", file, g->name);
     o->bufs[o->n_bufs++] = dst;
-    const uint8_t *src = t->data;
+    const uint8_t *src = g->data;
     for (int64_t h = 0; h < n_heads; h++)
         for (int64_t i = 0; i < half; i++)
             for (int64_t j = 0; j < 2; j++)
                 memcpy(dst + (size_t)(h * hd + 2 * i + j) * row_bytes,
                        src + (size_t)(h * hd + j * half + i) * row_bytes, row_bytes);
-    *out = dst;
+    g->data = dst;
+    return 0;
+}
+
+/* 1-D tensors (norms, biases) widened to F32, as llama.cpp's converter stores
+ * them (its kernels add only F32 vectors). */
+static int widen_vector(hf_owner *o, gguf_tensor *g, const char *file, cf_err *err) {
+    void **grown = realloc(o->bufs, (o->n_bufs + 1) * sizeof *grown);
+    if (!grown) return cf_fail(err, "%s: out of memory", file);
+    o->bufs = grown;
+    float *dst = malloc((size_t)g->ne[0] * sizeof *dst);
+    if (!dst) return cf_fail(err, "%s: out of memory", file);
+    o->bufs[o->n_bufs++] = dst;
+    dtype_dequantize_row((dtype)g->type, g->data, dst, g->ne[0]);
+    g->type = DT_F32;
+    g->data = dst;
+    g->nbytes = (size_t)g->ne[0] * sizeof *dst;
     return 0;
 }
 
@@ -126,14 +141,16 @@ static int map_tensor(hf_owner *o, const hf_hparams *hp, const st_tensor *t, con
         return cf_fail(err, "%s: tensor '%s': field shape: %d dimensions (1..4 supported)", file, esc, t->n_dims);
     memset(g, 0, sizeof *g);
     if (ggml_type_of(t, file, &g->type, err)) return -1;
+    g->name = name;
     g->n_dims = t->n_dims;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) g->ne[d] = d < t->n_dims ? t->shape[t->n_dims - 1 - d] : 1;
     g->data = t->data;
     g->nbytes = t->nbytes;
+    if (g->n_dims == 1 && g->type != DT_F32 && widen_vector(o, g, file, err)) return -1;
     size_t n = strlen(name);
     bool is_q = strstr(name, ".attn_q.") != NULL, is_k = strstr(name, ".attn_k.") != NULL;
     if (hp->fam->permute_qk && (is_q || is_k) && n)
-        return permute_rows(o, t, is_q ? hp->n_head : hp->n_head_kv, file, &g->data, err);
+        return permute_rows(o, g, is_q ? hp->n_head : hp->n_head_kv, file, err);
     return 0;
 }
 
