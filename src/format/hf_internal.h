@@ -37,6 +37,10 @@ int hf_config_read(const char *dir, gguf_writer *w, hf_hparams *hp, cf_err *err)
  * general.sampling.*; the vocabulary is padded to vocab_size. */
 int hf_vocab_read(const char *dir, int64_t vocab_size, gguf_writer *w, cf_err *err);
 
+/* tokenizer.json alone, from memory (the fuzz harness): the tokenizer.ggml.*
+ * keys it yields, or a one-line error starting "tokenizer.json: ". */
+int hf_tokenizer_json_read(const char *text, size_t n, int64_t vocab_size, gguf_writer *w, cf_err *err);
+
 /* JSON file helpers: load <dir>/<name> (required or optional: *out NULL when
  * absent), and typed fields with one-line errors "<file>: field <name>: ...".
  * Getters return 0 if set, 1 if absent (out untouched), -1 on a bad type. */

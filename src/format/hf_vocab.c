@@ -172,9 +172,7 @@ static int write_vocab(const vocab *v, int64_t vocab_size, gguf_writer *w, cf_er
     return rc;
 }
 
-static int read_tokenizer_json(const char *dir, int64_t vocab_size, gguf_writer *w, vocab *v, cf_err *err) {
-    json_t *tj;
-    if (hf_json_load(dir, TJ, true, &tj, err)) return -1;
+static int tokenizer_from_json(json_t *tj, int64_t vocab_size, gguf_writer *w, vocab *v, cf_err *err) {
     int rc = -1;
     json_t *model = json_object_get(tj, "model"), *norm = json_object_get(tj, "normalizer");
     const char *mt = json_string_value(json_object_get(model, "type"));
@@ -193,6 +191,25 @@ static int read_tokenizer_json(const char *dir, int64_t vocab_size, gguf_writer 
         if (json_is_true(json_object_get(model, "ignore_merges"))) gguf_set_bool(w, "tokenizer.ggml.ignore_merges", 1);
         rc = 0;
     }
+    return rc;
+}
+
+static int read_tokenizer_json(const char *dir, int64_t vocab_size, gguf_writer *w, vocab *v, cf_err *err) {
+    json_t *tj;
+    if (hf_json_load(dir, TJ, true, &tj, err)) return -1;
+    int rc = tokenizer_from_json(tj, vocab_size, w, v, err);
+    json_decref(tj);
+    return rc;
+}
+
+int hf_tokenizer_json_read(const char *text, size_t n, int64_t vocab_size, gguf_writer *w, cf_err *err) {
+    json_error_t je;
+    json_t *tj = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
+    if (!tj) return cf_fail(err, TJ ": %s (line %d)", je.text, je.line);
+    vocab v = {0};
+    int rc =
+        json_is_object(tj) ? tokenizer_from_json(tj, vocab_size, w, &v, err) : cf_fail(err, TJ ": not a JSON object");
+    vocab_free(&v);
     json_decref(tj);
     return rc;
 }
