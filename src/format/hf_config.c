@@ -1,7 +1,8 @@
 /* hf_config.c - config.json of a Hugging Face model directory: the family
  * table (model_type -> GGUF architecture, tensor-name rules, Q/K row order)
  * and the hyper-parameters written as llama.cpp's GGUF keys. A family is one
- * row of `families` plus its name tables; gemma2 / DeepSeek V4 slot in as rows.
+ * row of `families` plus its name tables (and, where it has more
+ * hyper-parameters, a read_keys hook); gemma2 / DeepSeek V4 slot in as rows.
  * Missing required fields and wrong types are one-line errors naming
  * config.json and the field; unknown model types name the supported ones. */
 #include <errno.h>
@@ -41,14 +42,42 @@ static const hf_name_rule qk_norm_rules[] = {
     {NULL, NULL},
 };
 
+static const hf_name_rule mla_rules[] = {
+    {LAYER "self_attn.q_proj.weight", "blk.{L}.attn_q.weight"},
+    {LAYER "self_attn.q_a_proj.weight", "blk.{L}.attn_q_a.weight"},
+    {LAYER "self_attn.q_a_layernorm.weight", "blk.{L}.attn_q_a_norm.weight"},
+    {LAYER "self_attn.q_b_proj.weight", "blk.{L}.attn_q_b.weight"},
+    {LAYER "self_attn.kv_a_proj_with_mqa.weight", "blk.{L}.attn_kv_a_mqa.weight"},
+    {LAYER "self_attn.kv_a_layernorm.weight", "blk.{L}.attn_kv_a_norm.weight"},
+    {LAYER "self_attn.kv_b_proj.weight", "blk.{L}.attn_kv_b.weight"},
+    {NULL, NULL},
+};
+
+static const hf_name_rule moe_rules[] = {
+    {LAYER "mlp.gate.weight", "blk.{L}.ffn_gate_inp.weight"},
+    {LAYER "mlp.gate.e_score_correction_bias", "blk.{L}.exp_probs_b.bias"},
+    {LAYER "mlp.shared_experts.gate_proj.weight", "blk.{L}.ffn_gate_shexp.weight"},
+    {LAYER "mlp.shared_experts.up_proj.weight", "blk.{L}.ffn_up_shexp.weight"},
+    {LAYER "mlp.shared_experts.down_proj.weight", "blk.{L}.ffn_down_shexp.weight"},
+    {LAYER "mlp.experts.{E}.gate_proj.weight", "blk.{L}.ffn_gate_exps.weight"},
+    {LAYER "mlp.experts.{E}.up_proj.weight", "blk.{L}.ffn_up_exps.weight"},
+    {LAYER "mlp.experts.{E}.down_proj.weight", "blk.{L}.ffn_down_exps.weight"},
+    {NULL, NULL},
+};
+
 static const hf_name_rule *const llama_rules[] = {common_rules, mha_rules, NULL};
 static const hf_name_rule *const qwen3_rules[] = {common_rules, mha_rules, qk_norm_rules, NULL};
+static const hf_name_rule *const deepseek_rules[] = {common_rules, mla_rules, moe_rules, NULL};
+
+static int deepseek_keys(json_t *cfg, const char *a, gguf_writer *w, int64_t *n_expert, cf_err *err);
 
 static const hf_family families[] = {
-    {"llama", "llama", true, llama_rules},
-    {"mistral", "llama", true, llama_rules},
-    {"qwen2", "qwen2", false, llama_rules},
-    {"qwen3", "qwen3", false, qwen3_rules},
+    {"llama", "llama", true, false, llama_rules, NULL},
+    {"mistral", "llama", true, false, llama_rules, NULL},
+    {"qwen2", "qwen2", false, false, llama_rules, NULL},
+    {"qwen3", "qwen3", false, false, qwen3_rules, NULL},
+    {"deepseek_v2", "deepseek2", false, true, deepseek_rules, deepseek_keys},
+    {"deepseek_v3", "deepseek2", false, true, deepseek_rules, deepseek_keys},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -87,6 +116,64 @@ int hf_json_num(json_t *obj, const char *file, const char *field, double *out, c
     if (!v || json_is_null(v)) return 1;
     if (!json_is_number(v)) return cf_fail(err, "%s: field %s: not a number", file, field);
     *out = json_number_value(v);
+    return 0;
+}
+
+static int need_int(json_t *cfg, const char *field, int64_t lo, int64_t hi, int64_t *out, cf_err *err);
+static void set_u32(gguf_writer *w, const char *a, const char *suffix, int64_t v);
+
+/* MLA + MoE hyper-parameters, as llama.cpp's converter writes them. */
+static int deepseek_keys(json_t *cfg, const char *a, gguf_writer *w, int64_t *n_expert, cf_err *err) {
+    const int64_t big = (int64_t)1 << 30;
+    int64_t kv_lora, nope, rope, v_dim, q_lora = 0, lead = 0, used = 0, shared = 0, ff_exp = 0, groups = 0,
+                                        groups_used = 0;
+    *n_expert = 0;
+    if (need_int(cfg, "kv_lora_rank", 1, big, &kv_lora, err) ||
+        need_int(cfg, "qk_nope_head_dim", 1, 4096, &nope, err) ||
+        need_int(cfg, "qk_rope_head_dim", 2, 4096, &rope, err) || need_int(cfg, "v_head_dim", 1, 4096, &v_dim, err))
+        return -1;
+    const char *opt[] = {"q_lora_rank",      "first_k_dense_replace", "n_routed_experts", "num_experts_per_tok",
+                         "n_shared_experts", "moe_intermediate_size", "n_group",          "topk_group"};
+    int64_t *dst[] = {&q_lora, &lead, n_expert, &used, &shared, &ff_exp, &groups, &groups_used};
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
+        if (json_object_get(cfg, opt[i]) && !json_is_null(json_object_get(cfg, opt[i])) &&
+            need_int(cfg, opt[i], 0, big, dst[i], err))
+            return -1;
+    set_u32(w, a, "attention.kv_lora_rank", kv_lora);
+    if (q_lora) set_u32(w, a, "attention.q_lora_rank", q_lora);
+    set_u32(w, a, "attention.key_length", nope + rope);
+    set_u32(w, a, "attention.value_length", v_dim);
+    set_u32(w, a, "rope.dimension_count", rope);
+    set_u32(w, a, "leading_dense_block_count", lead);
+    set_u32(w, a, "expert_count", *n_expert);
+    set_u32(w, a, "expert_used_count", used);
+    set_u32(w, a, "expert_shared_count", shared);
+    set_u32(w, a, "expert_feed_forward_length", ff_exp);
+    set_u32(w, a, "expert_group_count", groups);
+    set_u32(w, a, "expert_group_used_count", groups_used);
+    json_t *sf = json_object_get(cfg, "scoring_func");
+    const char *score = json_is_string(sf) ? json_string_value(sf) : "softmax";
+    if (strcmp(score, "softmax") && strcmp(score, "sigmoid"))
+        return cf_fail(err, "config.json: field scoring_func: '%.40s' is not supported (softmax, sigmoid)", score);
+    /* transformers' deepseek_v3 config has no scoring_func: V3 gates with sigmoid */
+    json_t *mt = json_object_get(cfg, "model_type");
+    bool v3 = json_is_string(mt) && !strcmp(json_string_value(mt), "deepseek_v3");
+    set_u32(w, a, "expert_gating_func", !strcmp(score, "sigmoid") || (v3 && !json_is_string(sf)) ? 2 : 1);
+    double scale = 1.0;
+    if (hf_json_num(cfg, "config.json", "routed_scaling_factor", &scale, err) < 0) return -1;
+    char key[160];
+    snprintf(key, sizeof key, "%s.expert_weights_scale", a);
+    gguf_set_f32(w, key, (float)scale);
+    json_t *norm = json_object_get(cfg, "norm_topk_prob");
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+    gguf_set_bool(w, key, json_is_true(norm));
+    json_t *rs = json_object_get(cfg, "rope_scaling");
+    double mscale_all = 0;
+    if (json_is_object(rs) && hf_json_num(rs, "config.json", "rope_scaling.mscale_all_dim", &mscale_all, err) == 0 &&
+        mscale_all > 0) {
+        snprintf(key, sizeof key, "%s.rope.scaling.yarn_log_multiplier", a);
+        gguf_set_f32(w, key, (float)(0.1 * mscale_all));
+    }
     return 0;
 }
 
@@ -213,7 +300,9 @@ int hf_config_read(const char *dir, gguf_writer *w, hf_hparams *hp, cf_err *err)
     json_t *act = json_object_get(cfg, "hidden_act");
     if (json_is_string(act) && strcmp(json_string_value(act), "silu"))
         cf_fail(err, "config.json: field hidden_act: '%.40s' is not supported (silu)", json_string_value(act));
-    else if (!read_dims(cfg, a, w, hp, err) && !read_rope(cfg, a, w, err)) rc = 0;
+    else if (!read_dims(cfg, a, w, hp, err) && !read_rope(cfg, a, w, err) &&
+             (!hp->fam->read_keys || !hp->fam->read_keys(cfg, a, w, &hp->n_expert, err)))
+        rc = 0;
 out:
     json_decref(cfg);
     return rc;

@@ -42,31 +42,36 @@ bool hf_is_model_dir(const char *path) {
     return stat(cfg, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Matches `name` against a rule's HF pattern; writes the GGUF name. */
-static bool match_rule(const hf_name_rule *r, const char *name, char *out, size_t cap, int64_t *layer) {
-    const char *ph = strstr(r->hf, "{L}");
-    *layer = -1;
-    if (!ph) {
-        if (strcmp(r->hf, name)) return false;
-        snprintf(out, cap, "%s", r->gguf);
-        return true;
+/* Matches `name` against a rule's HF pattern ("{L}" layer, "{E}" expert:
+ * decimal numbers without leading zeros); writes the GGUF name. */
+static bool match_rule(const hf_name_rule *r, const char *name, char *out, size_t cap, int64_t *layer,
+                       int64_t *expert) {
+    *layer = *expert = -1;
+    const char *p = r->hf, *s = name;
+    while (*p) {
+        if (p[0] == '{' && (p[1] == 'L' || p[1] == 'E') && p[2] == '}') {
+            const char *d = s;
+            int64_t v = 0;
+            while (*s >= '0' && *s <= '9' && s - d < 6) v = v * 10 + (*s++ - '0');
+            if (s == d || (s - d > 1 && *d == '0')) return false;
+            *(p[1] == 'L' ? layer : expert) = v;
+            p += 3;
+            continue;
+        }
+        if (*p++ != *s++) return false;
     }
-    size_t pre = (size_t)(ph - r->hf);
-    if (strncmp(name, r->hf, pre)) return false;
-    const char *d = name + pre, *e = d;
-    int64_t v = 0;
-    while (*e >= '0' && *e <= '9' && e - d < 6) v = v * 10 + (*e++ - '0');
-    if (e == d || (e - d > 1 && *d == '0') || strcmp(e, ph + 3)) return false;
+    if (*s) return false;
     const char *gl = strstr(r->gguf, "{L}");
-    snprintf(out, cap, "%.*s%lld%s", (int)(gl - r->gguf), r->gguf, (long long)v, gl + 3);
-    *layer = v;
+    if (!gl) snprintf(out, cap, "%s", r->gguf);
+    else snprintf(out, cap, "%.*s%lld%s", (int)(gl - r->gguf), r->gguf, (long long)*layer, gl + 3);
     return true;
 }
 
-static bool gguf_name_for(const hf_family *fam, const char *name, char *out, size_t cap, int64_t *layer) {
+static bool gguf_name_for(const hf_family *fam, const char *name, char *out, size_t cap, int64_t *layer,
+                          int64_t *expert) {
     for (const hf_name_rule *const *t = fam->rules; *t; t++)
         for (const hf_name_rule *r = *t; r->hf; r++)
-            if (match_rule(r, name, out, cap, layer)) return true;
+            if (match_rule(r, name, out, cap, layer, expert)) return true;
     return false;
 }
 
@@ -126,14 +131,19 @@ static bool ignored(const char *name) {
     return n > 21 && !strcmp(name + n - 21, ".rotary_emb.inv_freq");
 }
 
-/* One safetensors tensor -> one GGUF tensor description (0), skipped (1), or an error. */
+/* One safetensors tensor -> one GGUF tensor description (0), skipped (1),
+ * expert `*expert` of the stack `name` (2, g filled as for one matrix), or an error. */
 static int map_tensor(hf_owner *o, const hf_hparams *hp, const st_tensor *t, const char *file, gguf_tensor *g,
-                      char *name, size_t cap, cf_err *err) {
+                      char *name, size_t cap, int64_t *expert, cf_err *err) {
     if (ignored(t->name)) return 1;
     int64_t layer;
     const char *esc = st_escape(t->name, (char[104]){0}, 104);
-    if (!gguf_name_for(hp->fam, t->name, name, cap, &layer))
+    if (!gguf_name_for(hp->fam, t->name, name, cap, &layer, expert))
         return cf_fail(err, "%s: tensor '%s': not a weight of a %s model", file, esc, hp->fam->model_type);
+    if (layer >= hp->n_layer && hp->fam->skip_extra_layers) return 1;
+    if (*expert >= hp->n_expert && *expert >= 0)
+        return cf_fail(err, "%s: tensor '%s': expert %lld, but config.json: field n_routed_experts is %lld", file, esc,
+                       (long long)*expert, (long long)hp->n_expert);
     if (layer >= hp->n_layer)
         return cf_fail(err, "%s: tensor '%s': layer %lld, but config.json: field num_hidden_layers is %lld", file, esc,
                        (long long)layer, (long long)hp->n_layer);
@@ -146,6 +156,8 @@ static int map_tensor(hf_owner *o, const hf_hparams *hp, const st_tensor *t, con
     for (int d = 0; d < GGUF_MAX_DIMS; d++) g->ne[d] = d < t->n_dims ? t->shape[t->n_dims - 1 - d] : 1;
     g->data = t->data;
     g->nbytes = t->nbytes;
+    if (*expert >= 0)
+        return t->n_dims == 2 ? 2 : cf_fail(err, "%s: tensor '%s': an expert matrix must be 2-D", file, esc);
     if (g->n_dims == 1 && g->type != DT_F32 && widen_vector(o, g, file, err)) return -1;
     size_t n = strlen(name);
     bool is_q = strstr(name, ".attn_q.") != NULL, is_k = strstr(name, ".attn_k.") != NULL;
@@ -154,27 +166,92 @@ static int map_tensor(hf_owner *o, const hf_hparams *hp, const st_tensor *t, con
     return 0;
 }
 
+/* Experts of one stack (one layer's gate, up or down matrices). */
+typedef struct expert_stack {
+    char name[128];
+    gguf_tensor *parts; /* n_expert entries; data NULL until seen */
+    const char *file;
+} expert_stack;
+
+static int stack_add(expert_stack **stacks, int64_t *n, const hf_hparams *hp, const gguf_tensor *g, int64_t e,
+                     const char *name, const char *file, cf_err *err) {
+    int64_t i = 0;
+    while (i < *n && strcmp((*stacks)[i].name, name)) i++;
+    if (i == *n) {
+        expert_stack *grown = realloc(*stacks, (size_t)(*n + 1) * sizeof *grown);
+        if (!grown) return cf_fail(err, "out of memory");
+        *stacks = grown;
+        memset(&grown[i], 0, sizeof grown[i]);
+        snprintf(grown[i].name, sizeof grown[i].name, "%s", name);
+        grown[i].file = file;
+        grown[i].parts = calloc((size_t)hp->n_expert, sizeof *grown[i].parts);
+        (*n)++;
+        if (!grown[i].parts) return cf_fail(err, "out of memory");
+    }
+    (*stacks)[i].parts[e] = *g;
+    return 0;
+}
+
+/* One [in, out, n_expert] tensor from a stack's experts (copied once: HF keeps one file entry per expert). */
+static int stack_build(hf_owner *o, const hf_hparams *hp, const expert_stack *s, gguf_tensor *g, cf_err *err) {
+    const gguf_tensor *p0 = &s->parts[0];
+    for (int64_t e = 0; e < hp->n_expert; e++) {
+        const gguf_tensor *p = &s->parts[e];
+        if (!p->data)
+            return cf_fail(err, "%s: expert %lld of %s is missing (config.json: field n_routed_experts is %lld)",
+                           s->file, (long long)e, s->name, (long long)hp->n_expert);
+        if (p->type != p0->type || p->ne[0] != p0->ne[0] || p->ne[1] != p0->ne[1])
+            return cf_fail(err, "%s: expert %lld of %s differs in dtype or shape from expert 0", s->file, (long long)e,
+                           s->name);
+    }
+    void **grown = realloc(o->bufs, (o->n_bufs + 1) * sizeof *grown);
+    if (!grown) return cf_fail(err, "out of memory");
+    o->bufs = grown;
+    uint8_t *dst = malloc(p0->nbytes * (size_t)hp->n_expert);
+    if (!dst) return cf_fail(err, "%s: out of memory stacking %s", s->file, s->name);
+    o->bufs[o->n_bufs++] = dst;
+    for (int64_t e = 0; e < hp->n_expert; e++) memcpy(dst + (size_t)e * p0->nbytes, s->parts[e].data, p0->nbytes);
+    *g = *p0;
+    g->name = s->name;
+    g->n_dims = 3;
+    g->ne[2] = hp->n_expert;
+    g->data = dst;
+    g->nbytes = p0->nbytes * (size_t)hp->n_expert;
+    return 0;
+}
+
 static int collect_tensors(hf_owner *o, const hf_hparams *hp, gguf_tensor **out, char **names, int64_t *n_out,
                            cf_err *err) {
-    int64_t n = st_set_count(o->set);
+    int64_t n = st_set_count(o->set), n_stacks = 0;
     gguf_tensor *ts = calloc((size_t)(n ? n : 1), sizeof *ts);
     char *nm = calloc((size_t)(n ? n : 1), 128);
+    expert_stack *stacks = NULL;
     *out = ts;
     *names = nm;
     *n_out = 0;
-    if (!ts || !nm) return cf_fail(err, "out of memory");
-    for (int64_t i = 0; i < n; i++) {
+    int rc = ts && nm ? 0 : cf_fail(err, "out of memory");
+    for (int64_t i = 0; !rc && i < n; i++) {
         const st_tensor *t = st_set_at(o->set, i);
         const char *file = "";
         st_set_find(o->set, t->name, &file);
-        int r = map_tensor(o, hp, t, file, &ts[*n_out], nm + *n_out * 128, 128, err);
-        if (r < 0) return -1;
-        if (r == 0) {
+        int64_t e;
+        char *name = nm + *n_out * 128;
+        int r = map_tensor(o, hp, t, file, &ts[*n_out], name, 128, &e, err);
+        if (r < 0) rc = -1;
+        else if (r == 2) rc = stack_add(&stacks, &n_stacks, hp, &ts[*n_out], e, name, file, err);
+        else if (r == 0) ts[(*n_out)++].name = name;
+    }
+    for (int64_t i = 0; !rc && i < n_stacks; i++) { /* each stack replaces n_expert >= 1 entries: room is there */
+        rc = stack_build(o, hp, &stacks[i], &ts[*n_out], err);
+        if (!rc) {
+            snprintf(nm + *n_out * 128, 128, "%s", stacks[i].name);
             ts[*n_out].name = nm + *n_out * 128;
             (*n_out)++;
         }
     }
-    return 0;
+    for (int64_t i = 0; i < n_stacks; i++) free(stacks[i].parts);
+    free(stacks);
+    return rc;
 }
 
 int hf_dir_open(const char *dir, gguf_file **out, cf_err *err) {

@@ -16,18 +16,23 @@ typedef struct hf_name_rule {
     const char *hf, *gguf;
 } hf_name_rule;
 
-/* A family: config.json model_type -> GGUF architecture and naming. */
+/* A family: config.json model_type -> GGUF architecture and naming. Rules
+ * whose HF name also holds "{E}" (an expert index) name one expert's matrix;
+ * hf_dir.c stacks experts 0..n_expert-1 into one 3-D GGUF tensor. */
 typedef struct hf_family {
     const char *model_type;
     const char *gguf_arch;
     bool permute_qk; /* llama.cpp stores Q/K rows interleaved per head (rope NORM) */
+    bool skip_extra_layers; /* layers >= num_hidden_layers (DeepSeek's MTP layers) are not loaded */
     const hf_name_rule *const *rules; /* NULL-terminated list of NULL-terminated tables */
+    /* family keys beyond the common ones (NULL: none); runs after them */
+    int (*read_keys)(json_t *cfg, const char *arch, gguf_writer *w, int64_t *n_expert, cf_err *err);
 } hf_family;
 
 /* The hyper-parameters hf_dir.c needs after the keys are written. */
 typedef struct hf_hparams {
     const hf_family *fam;
-    int64_t n_layer, n_head, n_head_kv, vocab_size;
+    int64_t n_layer, n_head, n_head_kv, vocab_size, n_expert;
 } hf_hparams;
 
 /* Reads <dir>/config.json, picks the family and sets general.* and <arch>.* keys. */

@@ -8,7 +8,7 @@ Needs torch (CPU), transformers and tokenizers, kept out of the project venv:
 
 For each family (llama F32 with a llama3-style byte-level BPE tokenizer, qwen2
 BF16 with tied embeddings, Q/K/V biases and the qwen2 pre-tokenizer, mistral F16
-with a GPT-2 byte-level tokenizer) it trains a small BPE tokenizer on a fixed
+with a GPT-2 byte-level tokenizer, deepseek_v3 BF16 with MLA and MoE) it trains a small BPE tokenizer on a fixed
 text, builds a random model with a fixed seed, saves both with save_pretrained
 (safetensors; llama sharded into two files with an index) and writes
 logits.json: the prompt's token ids and every position's logits, computed in
@@ -64,9 +64,11 @@ def build(name, out_dir, cfg_cls, model_cls, dtype, pattern, extra, shard):
         json.dump({"bos_token": SPECIALS[0], "eos_token": SPECIALS[2], "add_bos_token": True,
                    "chat_template": "{% for m in messages %}<|begin_of_text|>{{ m['role'] }}: {{ m['content'] }}"
                                     "<|eot_id|>{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"}, f)
-    cfg = cfg_cls(vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5,
-                  rope_theta=10000.0, bos_token_id=bos, eos_token_id=eos, **extra)
+    dims = dict(vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5,
+                rope_theta=10000.0, bos_token_id=bos, eos_token_id=eos)
+    dims.update(extra)
+    cfg = cfg_cls(**dims)
     model = model_cls(cfg).eval()
     with torch.no_grad():  # random norms, so a wrong norm mapping shows
         for n, p in model.named_parameters():
@@ -98,6 +100,14 @@ def main():
           {"tie_word_embeddings": True}, False)
     build("mistral", out, transformers.MistralConfig, transformers.MistralForCausalLM, torch.float16, None,
           {"tie_word_embeddings": False, "sliding_window": None}, False)
+    # DeepSeek V3: MLA with q LoRA, one dense layer then MoE (sigmoid routing with a score-correction bias,
+    # 2 groups of 2 experts, top 1 group, 2 of 4 experts used, one shared expert); llama3 pre-tokenizer
+    build("deepseek_v3", out, transformers.DeepseekV3Config, transformers.DeepseekV3ForCausalLM, torch.bfloat16,
+          LLAMA3, {"num_key_value_heads": 4, "moe_intermediate_size": 32, "n_shared_experts": 1,
+                   "n_routed_experts": 4, "num_experts_per_tok": 2, "first_k_dense_replace": 1, "n_group": 2,
+                   "topk_group": 1, "q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 16,
+                   "qk_rope_head_dim": 8, "v_head_dim": 16, "tie_word_embeddings": False,
+                   "routed_scaling_factor": 2.5}, False)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 /* test_hf_dir.c - Hugging Face directories against transformers and tokenizers.
  *
- * Fixtures: tests/data/hf/{llama,qwen2,mistral} made by tests/oracles/hf_models.py
+ * Fixtures: tests/data/hf/{llama,qwen2,mistral,deepseek_v3} made by tests/oracles/hf_models.py
  * (tiny random models saved with save_pretrained; llama F32 in three shards
- * with an index, qwen2 BF16 with biases and tied embeddings, mistral F16).
+ * with an index, qwen2 BF16 with biases and tied embeddings, mistral F16,
+ * deepseek_v3 BF16: MLA + sigmoid-routed MoE, experts stacked at load).
  * 1. Every position's logits of the fixture prompt, loading the directory,
  *    against transformers' float32 logits (max abs difference, tolerance per
  *    weight type) and against the same model after `convert hf` to GGUF
@@ -157,6 +158,7 @@ int main(void) {
     check_model("llama", 1e-4f, pool);
     check_model("qwen2", 1e-4f, pool);
     check_model("mistral", 1e-4f, pool);
+    check_model("deepseek_v3", 1e-4f, pool);
     check_bad();
     pool_destroy(pool);
     return test_finish();
