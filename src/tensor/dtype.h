@@ -40,6 +40,10 @@ typedef enum dtype {
     DT_Q5_K = 13,
     DT_Q6_K = 14,
     DT_BF16 = 30,
+    /* Not a ggml type (never in a GGUF file; dtype_known() is false): FP8 e4m3
+     * weights [n][k] with one f32 scale per 128 x 128 block, kept beside the
+     * data (kern_weight.scale; DeepSeek V3's weight_scale_inv). kernels_fp8.c. */
+    DT_F8_B128 = 1000,
 } dtype;
 
 #define QK8_0 32

@@ -47,10 +47,19 @@ typedef struct kern_weight {
     size_t packed_bytes; /* bytes allocated at packed (0 when NULL) */
     int layout; /* kernel-private layout tag */
     int isa; /* cpu_isa it was prepared for */
+    /* DT_F8_B128 only: scale[(o / 128) * scale_cols + j / 128] multiplies the
+     * e4m3 value W[o][j]; scale_cols = ceil(k / 128). Not owned. */
+    const float *scale;
+    int64_t scale_cols;
 } kern_weight;
 
 int kern_weight_prepare(kern_weight *w, dtype type, const void *data, int64_t n, int64_t k, cf_err *err);
 void kern_weight_release(kern_weight *w);
+/* FP8 e4m3 [n][k] (row-major bytes) with 128 x 128 block scales [ceil(n/128)][ceil(k/128)]
+ * (both stay owned by the caller): multiplied directly, dequantized in registers. */
+int kern_weight_prepare_fp8(kern_weight *w, const uint8_t *data, const float *scale, int64_t n, int64_t k, cf_err *err);
+/* The value of one e4m3 (OCP FP8, "fn": no infinities, S.1111.111 is NaN) byte. */
+float kern_fp8_e4m3_to_f32(uint8_t v);
 
 /* Scratch sized for activations of up to max_rows x max_k elements. */
 kern_ctx *kern_ctx_create(thread_pool *pool, int64_t max_rows, int64_t max_k);

@@ -180,8 +180,31 @@ static void mm_quant(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, 
     }
 }
 
+/* e4m3 -> f32 in registers, 8 at a time (same method as kernels_avx512.c). */
+static void fp8_to_f32(const uint8_t *src, float *dst, int64_t n) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(src + j)));
+        __m256i em = _mm256_and_si256(b, _mm256_set1_epi32(0x7f));
+        __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(em, 20)), _mm256_set1_ps(0x1p120f));
+        __m256 sub =
+            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(7))), _mm256_set1_ps(0x1p-9f));
+        __m256i is_sub = _mm256_cmpeq_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x78)), _mm256_setzero_si256());
+        __m256i is_nan = _mm256_cmpeq_epi32(em, _mm256_set1_epi32(0x7f));
+        v = _mm256_blendv_ps(v, sub, _mm256_castsi256_ps(is_sub));
+        v = _mm256_blendv_ps(v, _mm256_set1_ps(__builtin_nanf("")), _mm256_castsi256_ps(is_nan));
+        __m256i sign = _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24);
+        _mm256_storeu_ps(dst + j, _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(v), sign)));
+    }
+    kern_fp8_to_f32_scalar(src + j, dst + j, n - j);
+}
+
 static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
     const kern_weight *w = a->w;
+    if (w->type == DT_F8_B128) {
+        kern_mm_fp8(a, o0, o1, i0, i1, &kern_ops_avx2);
+        return;
+    }
     if (w->type == DT_Q4_K || w->type == DT_Q6_K) {
         kern_mm_kq_int_avx2(a, o0, o1, i0, i1);
         return;
@@ -228,5 +251,6 @@ const kern_ops kern_ops_avx2 = {
     .axpy_f32 = axpy_f32,
     .quantize_row = quantize_row,
     .mm = mm,
+    .fp8_to_f32 = fp8_to_f32,
     .read_sum = read_sum,
 };

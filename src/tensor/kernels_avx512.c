@@ -323,8 +323,33 @@ static void mm_q(const kern_mm_args *a, int RV, const void *w0, const void *w1, 
 
 typedef void (*tile_fn)(const kern_mm_args *a, int RV, const void *w0, const void *w1, int64_t i, int ma, int64_t o);
 
+/* e4m3 -> f32 in registers: normal codes by placing exponent and mantissa
+ * into an f32 and rescaling by 2^120 (bias 127 - 7), subnormals as m * 2^-9
+ * (no denormal f32 arithmetic), NaN codes to NaN, then the sign bit. */
+static void fp8_to_f32(const uint8_t *src, float *dst, int64_t n) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(src + j)));
+        __m512i em = _mm512_and_si512(b, _mm512_set1_epi32(0x7f));
+        __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(em, 20)), _mm512_set1_ps(0x1p120f));
+        __m512 sub =
+            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(7))), _mm512_set1_ps(0x1p-9f));
+        __mmask16 is_sub = _mm512_testn_epi32_mask(b, _mm512_set1_epi32(0x78));
+        __mmask16 is_nan = _mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7f));
+        v = _mm512_mask_mov_ps(v, is_sub, sub);
+        v = _mm512_mask_mov_ps(v, is_nan, _mm512_set1_ps(__builtin_nanf("")));
+        __m512i sign = _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24);
+        _mm512_storeu_ps(dst + j, _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign)));
+    }
+    kern_fp8_to_f32_scalar(src + j, dst + j, n - j);
+}
+
 static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
     const kern_weight *w = a->w;
+    if (w->type == DT_F8_B128) {
+        kern_mm_fp8(a, o0, o1, i0, i1, &kern_ops_avx512);
+        return;
+    }
     if (w->type == DT_Q4_K) {
         kern_mm_q4k_int_avx512(a, o0, o1, i0, i1);
         return;
@@ -389,5 +414,6 @@ const kern_ops kern_ops_avx512 = {
     .axpy_f32 = axpy_f32,
     .quantize_row = quantize_row,
     .mm = mm,
+    .fp8_to_f32 = fp8_to_f32,
     .read_sum = read_sum,
 };
