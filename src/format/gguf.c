@@ -699,7 +699,7 @@ static int add_external(gguf_file *f, cursor *c, const gguf_tensor *src) {
     if (!len) return fail_at(c, 0, "empty tensor name");
     if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS) return tensor_fail(c, 0, name, "n_dims must be 1..4");
     for (int d = t->n_dims; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
-    if (!dtype_known(t->type)) return tensor_fail(c, 0, name, "unknown ggml type");
+    if (!dtype_known(t->type) && t->type != DT_F8_B128) return tensor_fail(c, 0, name, "unknown ggml type");
     if (tensor_size(c, 0, t)) return -1;
     if (t->nbytes != src->nbytes) return tensor_fail(c, 0, name, "byte size does not match its shape and type");
     t->offset = 0;

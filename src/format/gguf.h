@@ -78,6 +78,8 @@ int gguf_open_memory(const void *data, size_t size, const char *name, gguf_file 
  * it and frees it), and `tensors` whose data lives elsewhere: each entry's
  * name, type, n_dims, ne, data and nbytes are copied and checked like a
  * file's (unique non-empty names, known types, nbytes equal to the shape's).
+ * Unlike a file, a part may be DT_F8_B128 (FP8 with its scales in a separate
+ * "<name>_scale_inv" F32 tensor).
  * `owner` keeps the data alive; release(owner) runs at gguf_close (and right
  * away when this fails). Not mapped: gguf_release_range does nothing. */
 int gguf_open_parts(void *meta, size_t meta_size, const char *name, const gguf_tensor *tensors, int64_t n_tensors,

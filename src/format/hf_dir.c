@@ -18,6 +18,9 @@
 #include "format/hf_internal.h"
 #include "format/safetensors.h"
 #include "tensor/dtype.h"
+#include "tensor/kernels.h"
+
+#define SCALE_SUFFIX "_scale_inv"
 
 typedef struct hf_owner {
     st_set *set;
@@ -126,6 +129,21 @@ static int widen_vector(hf_owner *o, gguf_tensor *g, const char *file, cf_err *e
     return 0;
 }
 
+/* An FP8 weight needs its "<name>_scale_inv": F32 [ceil(rows/128), ceil(cols/128)]. */
+static int check_fp8(const hf_owner *o, const st_tensor *t, const char *file, cf_err *err) {
+    char sname[300];
+    const char *esc = st_escape(t->name, (char[104]){0}, 104);
+    snprintf(sname, sizeof sname, "%s%s", t->name, SCALE_SUFFIX);
+    const st_tensor *s = st_set_find(o->set, sname, NULL);
+    if (t->n_dims != 2) return cf_fail(err, "%s: tensor '%s': FP8 weights must be 2-D", file, esc);
+    if (!s) return cf_fail(err, "%s: tensor '%s': FP8 weight without its %s block scales", file, esc, SCALE_SUFFIX);
+    if (s->dtype != ST_F32 || s->n_dims != 2 || s->shape[0] != (t->shape[0] + 127) / 128 ||
+        s->shape[1] != (t->shape[1] + 127) / 128)
+        return cf_fail(err, "%s: tensor '%s%s': must be F32 [%lld, %lld] (128 x 128 blocks of the weight)", file, esc,
+                       SCALE_SUFFIX, (long long)(t->shape[0] + 127) / 128, (long long)(t->shape[1] + 127) / 128);
+    return 0;
+}
+
 static bool ignored(const char *name) {
     size_t n = strlen(name);
     return n > 21 && !strcmp(name + n - 21, ".rotary_emb.inv_freq");
@@ -138,8 +156,13 @@ static int map_tensor(hf_owner *o, const hf_hparams *hp, const st_tensor *t, con
     if (ignored(t->name)) return 1;
     int64_t layer;
     const char *esc = st_escape(t->name, (char[104]){0}, 104);
-    if (!gguf_name_for(hp->fam, t->name, name, cap, &layer, expert))
+    char base[256];
+    size_t tl = strlen(t->name), sl = strlen(SCALE_SUFFIX);
+    bool is_scale = tl > sl && tl - sl < sizeof base && !strcmp(t->name + tl - sl, SCALE_SUFFIX);
+    snprintf(base, sizeof base, "%.*s", (int)(is_scale ? tl - sl : tl), t->name);
+    if (!gguf_name_for(hp->fam, base, name, cap - sl, &layer, expert))
         return cf_fail(err, "%s: tensor '%s': not a weight of a %s model", file, esc, hp->fam->model_type);
+    if (is_scale) strcat(name, SCALE_SUFFIX);
     if (layer >= hp->n_layer && hp->fam->skip_extra_layers) return 1;
     if (*expert >= hp->n_expert && *expert >= 0)
         return cf_fail(err, "%s: tensor '%s': expert %lld, but config.json: field n_routed_experts is %lld", file, esc,
@@ -150,7 +173,14 @@ static int map_tensor(hf_owner *o, const hf_hparams *hp, const st_tensor *t, con
     if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS)
         return cf_fail(err, "%s: tensor '%s': field shape: %d dimensions (1..4 supported)", file, esc, t->n_dims);
     memset(g, 0, sizeof *g);
-    if (ggml_type_of(t, file, &g->type, err)) return -1;
+    if (t->dtype == ST_F8_E4M3 && !is_scale) {
+        if (check_fp8(o, t, file, err)) return -1;
+        g->type = DT_F8_B128;
+    } else if (is_scale && (t->dtype != ST_F32 || t->n_dims != 2)) {
+        return cf_fail(err, "%s: tensor '%s': block scales must be 2-D F32", file, esc);
+    } else if (ggml_type_of(t, file, &g->type, err)) {
+        return -1;
+    }
     g->name = name;
     g->n_dims = t->n_dims;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) g->ne[d] = d < t->n_dims ? t->shape[t->n_dims - 1 - d] : 1;
@@ -161,6 +191,9 @@ static int map_tensor(hf_owner *o, const hf_hparams *hp, const st_tensor *t, con
     if (g->n_dims == 1 && g->type != DT_F32 && widen_vector(o, g, file, err)) return -1;
     size_t n = strlen(name);
     bool is_q = strstr(name, ".attn_q.") != NULL, is_k = strstr(name, ".attn_k.") != NULL;
+    if (hp->fam->permute_qk && (is_q || is_k) && (g->type == DT_F8_B128 || is_scale))
+        return cf_fail(err, "%s: tensor '%s': FP8 Q/K weights of a %s model are not supported", file, esc,
+                       hp->fam->model_type);
     if (hp->fam->permute_qk && (is_q || is_k) && n)
         return permute_rows(o, g, is_q ? hp->n_head : hp->n_head_kv, file, err);
     return 0;
@@ -280,6 +313,29 @@ int hf_dir_open(const char *dir, gguf_file **out, cf_err *err) {
     return rc ? cf_prefix(err, "%s", dir) : 0;
 }
 
+/* llama.cpp has no FP8 type: an FP8 weight is written as BF16 (value x block
+ * scale, as llama.cpp's converter does), experts slice by slice. */
+static int add_fp8_as_bf16(gguf_writer *w, const gguf_file *f, const gguf_tensor *t, cf_err *err) {
+    char sname[300];
+    snprintf(sname, sizeof sname, "%s%s", t->name, SCALE_SUFFIX);
+    const gguf_tensor *s = gguf_find_tensor(f, sname);
+    int64_t k = t->ne[0], rows = t->ne[1] * t->ne[2], sc = (k + 127) / 128, rows_e = t->ne[1];
+    int64_t sr = (rows_e + 127) / 128;
+    if (!s) return cf_fail(err, "%s: missing %s", t->name, sname);
+    uint16_t *out = malloc((size_t)(rows * k) * sizeof *out);
+    if (!out) return cf_fail(err, "out of memory converting %s", t->name);
+    const uint8_t *q = t->data;
+    const float *scale = s->data;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *srow = scale + ((r / rows_e) * sr + (r % rows_e) / 128) * sc;
+        for (int64_t j = 0; j < k; j++)
+            out[r * k + j] = f32_to_bf16(kern_fp8_e4m3_to_f32(q[r * k + j]) * srow[j / 128]);
+    }
+    int rc = gguf_writer_add_tensor(w, t->name, DT_BF16, t->n_dims, t->ne, out, true, err);
+    free(out);
+    return rc;
+}
+
 int hf_dir_convert(const char *dir, const char *out_path, cf_err *err) {
     gguf_file *f;
     if (hf_dir_open(dir, &f, err)) return -1;
@@ -287,7 +343,10 @@ int hf_dir_convert(const char *dir, const char *out_path, cf_err *err) {
     int rc = w ? gguf_writer_copy_kv(w, f, err) : cf_fail(err, "out of memory");
     for (int64_t i = 0; !rc && i < gguf_tensor_count(f); i++) {
         const gguf_tensor *t = gguf_tensor_at(f, i);
-        rc = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, false, err);
+        size_t nl = strlen(t->name), sl = strlen(SCALE_SUFFIX);
+        if (nl > sl && !strcmp(t->name + nl - sl, SCALE_SUFFIX)) continue; /* folded into its weight */
+        if (t->type == DT_F8_B128) rc = add_fp8_as_bf16(w, f, t, err);
+        else rc = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, false, err);
     }
     if (!rc) rc = gguf_writer_write(w, out_path, err);
     gguf_writer_free(w);

@@ -148,12 +148,27 @@ const gguf_tensor *model_need_tensor(const gguf_file *f, const char *name, int64
         *failed = 1;
         return NULL;
     }
-    if (!dtype_computable(t->type)) {
+    if (!dtype_computable(t->type) && !(t->type == DT_F8_B128 && want_dims == 2)) {
         model_unsupported_type(t, err);
         *failed = 1;
         return NULL;
     }
     return t;
+}
+
+const float *model_fp8_scales(const gguf_file *f, const char *name, int64_t in, int64_t out, int64_t n_expert,
+                              cf_err *err) {
+    char sname[160];
+    snprintf(sname, sizeof sname, "%s_scale_inv", name);
+    const gguf_tensor *s = gguf_find_tensor(f, sname);
+    int64_t sc = (in + 127) / 128, sr = (out + 127) / 128;
+    if (!s || s->type != DT_F32 || s->ne[0] != sc || s->ne[1] != sr || s->ne[2] != n_expert || s->ne[3] != 1 ||
+        (uintptr_t)s->data % sizeof(float)) {
+        cf_fail(err, "FP8 tensor %s needs %s: f32 [%lld, %lld, %lld]", name, sname, (long long)sc, (long long)sr,
+                (long long)n_expert);
+        return NULL;
+    }
+    return s->data;
 }
 
 int model_unsupported_type(const gguf_tensor *t, cf_err *err) {
@@ -176,7 +191,7 @@ static int check_types(const gguf_file *f, cf_err *err) {
         const gguf_tensor *t = gguf_tensor_at(f, i);
         size_t n = strlen(t->name);
         bool matrix = t->n_dims >= 2 && n > 7 && !strcmp(t->name + n - 7, ".weight");
-        if (matrix && !dtype_computable(t->type)) return model_unsupported_type(t, err);
+        if (matrix && !dtype_computable(t->type) && t->type != DT_F8_B128) return model_unsupported_type(t, err);
     }
     return 0;
 }
@@ -203,8 +218,12 @@ int model_load_matrix(model *m, const char *name, int64_t in, int64_t out_rows, 
     int failed = 0;
     const gguf_tensor *t = model_need_tensor(m->gguf, name, in, out_rows, true, err, &failed);
     if (failed) return -1;
-    if (model_prepare_weight(m, w, (dtype)t->type, t->data, out_rows, in, err) != 0)
+    if (t->type == DT_F8_B128) {
+        const float *scale = model_fp8_scales(m->gguf, name, in, out_rows, 1, err);
+        if (!scale || kern_weight_prepare_fp8(w, t->data, scale, out_rows, in, err)) return -1;
+    } else if (model_prepare_weight(m, w, (dtype)t->type, t->data, out_rows, in, err) != 0) {
         return cf_prefix(err, "tensor %s", name);
+    }
     if (w->packed) model_mem_copied(m, t);
     else model_mem_mapped(m, t);
     m->weight_bytes += t->nbytes;

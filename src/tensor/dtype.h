@@ -62,7 +62,9 @@ typedef struct {
 _Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 layout");
 _Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 layout");
 
-/* True if `t` is any ggml type id with a known layout. */
+/* True if `t` is any ggml type id with a known layout (not DT_F8_B128, which
+ * no GGUF file may hold; dtype_name / block sizes / row bytes know it: 1 byte
+ * per element, its scales live apart). */
 bool dtype_known(uint32_t t);
 /* True if cinfer can compute with it (see above). */
 bool dtype_computable(uint32_t t);

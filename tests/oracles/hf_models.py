@@ -53,7 +53,7 @@ def make_tokenizer(pattern):
     return tok
 
 
-def build(name, out_dir, cfg_cls, model_cls, dtype, pattern, extra, shard):
+def build(name, out_dir, cfg_cls, model_cls, dtype, pattern, extra, shard, quantize=False):
     torch.manual_seed(1234)
     tok = make_tokenizer(pattern)
     d = os.path.join(out_dir, name)
@@ -81,6 +81,33 @@ def build(name, out_dir, cfg_cls, model_cls, dtype, pattern, extra, shard):
     model.generation_config.top_p = 0.9
     model.generation_config.do_sample = True
     model.save_pretrained(d, safe_serialization=True, max_shard_size="150KB" if shard else "50GB")
+    if quantize:  # projections to FP8 + block scales; the reference model gets the dequantized weights
+        from safetensors.torch import load_file, save_file
+        path = os.path.join(d, "model.safetensors")
+        tensors, out = load_file(path), {}
+        for k, v in tensors.items():
+            if k.endswith("_proj.weight") and v.dim() == 2:
+                q, sc = fp8_quantize(v)
+                out[k], out[k + "_scale_inv"] = q, sc
+                tensors[k] = (q.float() * sc.repeat_interleave(128, 0)[:v.shape[0]]
+                              .repeat_interleave(128, 1)[:, :v.shape[1]])  # float32: exact q * scale
+            else:
+                out[k] = v.contiguous()
+        save_file(out, path, metadata={"format": "pt"})
+        with open(os.path.join(d, "config.json")) as f:
+            cfg_json = json.load(f)
+        cfg_json["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                           "weight_block_size": [128, 128]}
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg_json, f, indent=2)
+        # the reference: the dequantized weights through from_pretrained (which maps the per-expert file
+        # names onto the model's own parameter layout)
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            model.save_pretrained(tmp, safe_serialization=True)
+            save_file({k: v.float().contiguous() for k, v in tensors.items()}, os.path.join(tmp, "model.safetensors"),
+                      metadata={"format": "pt"})
+            model = model_cls.from_pretrained(tmp, dtype=torch.float32)
     ref = model.to(torch.float32)
     ids = [bos] + tok.encode("Once upon a time, the quick brown fox counted 12345!").ids
     with torch.no_grad():
@@ -90,6 +117,34 @@ def build(name, out_dir, cfg_cls, model_cls, dtype, pattern, extra, shard):
     with open(os.path.join(d, "tokens.json"), "w") as f:
         json.dump([{"text": s, "ids": tok.encode(s).ids} for s in STRINGS], f, ensure_ascii=False)
     print(name, "vocab", tok.get_vocab_size(), "files", sorted(os.listdir(d)))
+
+
+def fp8_quantize(w):
+    """DeepSeek's block rule: per 128 x 128 block, scale = amax / 448, q = e4m3fn(w / scale)."""
+    rows, cols = w.shape
+    sr, sc = (rows + 127) // 128, (cols + 127) // 128
+    q = torch.empty(rows, cols, dtype=torch.float8_e4m3fn)
+    scale = torch.empty(sr, sc, dtype=torch.float32)
+    for i in range(sr):
+        for j in range(sc):
+            blk = w[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128].float()
+            s = blk.abs().max().clamp(min=1e-12) / 448.0
+            scale[i, j] = s
+            q[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128] = (blk / s).to(torch.float8_e4m3fn)
+    return q, scale
+
+
+def build_fp8(out_dir):
+    """DeepSeek V3 with FP8 projections (weight_scale_inv per 128 x 128 block), dims that leave partial blocks;
+    the reference logits come from the dequantized weights (q * scale) in float32."""
+    from safetensors.torch import save_file
+    name = "deepseek_v3_fp8"
+    build(name, out_dir, transformers.DeepseekV3Config, transformers.DeepseekV3ForCausalLM, torch.bfloat16, LLAMA3,
+          {"hidden_size": 192, "intermediate_size": 256, "num_key_value_heads": 4, "moe_intermediate_size": 96,
+           "n_shared_experts": 1, "n_routed_experts": 4, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
+           "n_group": 2, "topk_group": 1, "q_lora_rank": 96, "kv_lora_rank": 64, "qk_nope_head_dim": 32,
+           "qk_rope_head_dim": 16, "v_head_dim": 32, "tie_word_embeddings": False, "routed_scaling_factor": 2.5},
+          False, quantize=True)
 
 
 def main():
@@ -108,6 +163,7 @@ def main():
                    "topk_group": 1, "q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 16,
                    "qk_rope_head_dim": 8, "v_head_dim": 16, "tie_word_embeddings": False,
                    "routed_scaling_factor": 2.5}, False)
+    build_fp8(out)
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ static const gguf_tensor *expert_tensor(const model *m, const char *name, int64_
                 (long long)out, ne);
         return NULL;
     }
-    if (!dtype_computable(t->type)) {
+    if (!dtype_computable(t->type) && t->type != DT_F8_B128) {
         cf_fail(err, "tensor %s has type %s, which cinfer cannot compute", name, dtype_name(t->type));
         return NULL;
     }
@@ -113,9 +113,20 @@ static int load_experts(model *m, const char *name, int64_t in, int64_t out, ker
     *ws = calloc((size_t)ne, sizeof **ws);
     if (!*ws) return cf_fail(err, "out of memory loading %s", name);
     size_t slice = dtype_row_bytes(t->type, in) * (size_t)out;
-    for (int32_t e = 0; e < ne; e++)
-        if (model_prepare_weight(m, &(*ws)[e], (dtype)t->type, (const char *)t->data + slice * (size_t)e, out, in, err))
-            return cf_prefix(err, "tensor %s (expert %d)", name, e);
+    if (t->type == DT_F8_B128) { /* each expert's scales are its slice of the stacked scales */
+        const float *sc = model_fp8_scales(m->gguf, name, in, out, ne, err);
+        int64_t per = ((in + 127) / 128) * ((out + 127) / 128);
+        for (int32_t e = 0; sc && e < ne; e++)
+            if (kern_weight_prepare_fp8(&(*ws)[e], (const uint8_t *)t->data + slice * (size_t)e, sc + per * e, out, in,
+                                        err))
+                return -1;
+        if (!sc) return -1;
+    } else {
+        for (int32_t e = 0; e < ne; e++)
+            if (model_prepare_weight(m, &(*ws)[e], (dtype)t->type, (const char *)t->data + slice * (size_t)e, out, in,
+                                     err))
+                return cf_prefix(err, "tensor %s (expert %d)", name, e);
+    }
     if ((*ws)[0].packed) model_mem_copied(m, t);
     else model_mem_mapped(m, t);
     count_experts(m, t, bytes, params);
@@ -133,7 +144,7 @@ static int load_gate_up(model *m, int il, ds2_layer *L, uint64_t *bytes, uint64_
     snprintf(un, sizeof un, "blk.%d.ffn_up_exps.weight", il);
     const gguf_tensor *g = expert_tensor(m, gn, E, fe, err), *u = g ? expert_tensor(m, un, E, fe, err) : NULL;
     if (!g || !u) return -1;
-    if (g->type != u->type)
+    if (g->type != u->type || g->type == DT_F8_B128) /* FP8: scales are per stack, kept apart */
         return load_experts(m, gn, E, fe, &L->eg, bytes, params, err) ||
                        load_experts(m, un, E, fe, &L->eu, bytes, params, err)
                    ? -1
@@ -192,9 +203,18 @@ static int load_attention(model *m, int il, ds2_layer *L, cf_err *err) {
         L->kv_b_owned = malloc((size_t)(kvb_rows * kvl) * sizeof(float));
         if (!L->kv_b_owned) return cf_fail(err, "out of memory converting %s", kvb->name);
         size_t rb = dtype_row_bytes(kvb->type, kvl);
-        for (int64_t r = 0; r < kvb_rows; r++)
-            dtype_dequantize_row((dtype)kvb->type, (const char *)kvb->data + rb * (size_t)r, L->kv_b_owned + r * kvl,
-                                 kvl);
+        const float *sc = kvb->type == DT_F8_B128 ? model_fp8_scales(m->gguf, kvb->name, kvl, kvb_rows, 1, err) : NULL;
+        if (kvb->type == DT_F8_B128 && !sc) return -1;
+        for (int64_t r = 0; r < kvb_rows; r++) {
+            float *dst = L->kv_b_owned + r * kvl;
+            const uint8_t *src = (const uint8_t *)kvb->data + rb * (size_t)r;
+            if (!sc) {
+                dtype_dequantize_row((dtype)kvb->type, src, dst, kvl);
+                continue;
+            }
+            for (int64_t j = 0; j < kvl; j++)
+                dst[j] = kern_fp8_e4m3_to_f32(src[j]) * sc[(r / 128) * ((kvl + 127) / 128) + j / 128];
+        }
         L->kv_b_f32 = L->kv_b_owned;
         model_mem_drop_pages(m, kvb); /* read again by the conversion */
         if (model_mem_owned(m, L->kv_b_owned, (size_t)(kvb_rows * kvl) * sizeof(float), err)) return -1;
