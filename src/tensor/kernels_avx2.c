@@ -180,23 +180,36 @@ static void mm_quant(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, 
     }
 }
 
-/* e4m3 -> f32 in registers, 8 at a time (same method as kernels_avx512.c). */
+/* e4m3 -> f32 in registers via IEEE half (value / 2^8; NaN codes read as
+ * +-480), as kernels_avx512.c's fp8x16. */
+static inline __m256 fp8x8(const uint8_t *src) {
+    __m128i h = _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)src)), 7);
+    h = _mm_add_epi16(h, _mm_and_si128(h, _mm_set1_epi16(0x4000))); /* sign: bit 14 -> 15 */
+    return _mm256_cvtph_ps(h);
+}
+
 static void fp8_to_f32(const uint8_t *src, float *dst, int64_t n) {
     int64_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(src + j)));
-        __m256i em = _mm256_and_si256(b, _mm256_set1_epi32(0x7f));
-        __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(em, 20)), _mm256_set1_ps(0x1p120f));
-        __m256 sub =
-            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(7))), _mm256_set1_ps(0x1p-9f));
-        __m256i is_sub = _mm256_cmpeq_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x78)), _mm256_setzero_si256());
-        __m256i is_nan = _mm256_cmpeq_epi32(em, _mm256_set1_epi32(0x7f));
-        v = _mm256_blendv_ps(v, sub, _mm256_castsi256_ps(is_sub));
-        v = _mm256_blendv_ps(v, _mm256_set1_ps(__builtin_nanf("")), _mm256_castsi256_ps(is_nan));
-        __m256i sign = _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24);
-        _mm256_storeu_ps(dst + j, _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(v), sign)));
-    }
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(dst + j, _mm256_mul_ps(fp8x8(src + j), _mm256_set1_ps(256.0f)));
     kern_fp8_to_f32_scalar(src + j, dst + j, n - j);
+}
+
+/* sum_j e4m3(w[j]) * x[j], converted in registers (decode: no buffer). */
+static float fp8_dot(const uint8_t *w, const float *x, int64_t n) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        acc0 = _mm256_fmadd_ps(fp8x8(w + j), _mm256_loadu_ps(x + j), acc0);
+        acc1 = _mm256_fmadd_ps(fp8x8(w + j + 8), _mm256_loadu_ps(x + j + 8), acc1);
+    }
+    for (; j + 8 <= n; j += 8) acc0 = _mm256_fmadd_ps(fp8x8(w + j), _mm256_loadu_ps(x + j), acc0);
+    __m256 a = _mm256_add_ps(acc0, acc1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    float s = _mm_cvtss_f32(h) * 256.0f;
+    for (; j < n; j++) s += kern_fp8_e4m3_to_f32(w[j]) * x[j];
+    return s;
 }
 
 static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
@@ -252,5 +265,6 @@ const kern_ops kern_ops_avx2 = {
     .quantize_row = quantize_row,
     .mm = mm,
     .fp8_to_f32 = fp8_to_f32,
+    .fp8_dot = fp8_dot,
     .read_sum = read_sum,
 };
