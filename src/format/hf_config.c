@@ -10,6 +10,9 @@
 #include <string.h>
 
 #include "format/hf_internal.h"
+#include "format/safetensors.h"
+
+#define ESC(s) st_escape((s), (char[72]){0}, 72)
 
 #define LAYER "model.layers.{L}."
 
@@ -94,7 +97,7 @@ int hf_json_load(const char *dir, const char *name, bool required, json_t **out,
     json_error_t je;
     *out = json_loadf(fp, JSON_REJECT_DUPLICATES, &je);
     fclose(fp);
-    if (!*out) return cf_fail(err, "%s: %s (line %d)", path, je.text, je.line);
+    if (!*out) return cf_fail(err, "%s: %s (line %d)", path, st_escape(je.text, (char[200]){0}, 200), je.line);
     if (!json_is_object(*out)) {
         json_decref(*out);
         *out = NULL;
@@ -154,7 +157,7 @@ static int deepseek_keys(json_t *cfg, const char *a, gguf_writer *w, int64_t *n_
     json_t *sf = json_object_get(cfg, "scoring_func");
     const char *score = json_is_string(sf) ? json_string_value(sf) : "softmax";
     if (strcmp(score, "softmax") && strcmp(score, "sigmoid"))
-        return cf_fail(err, "config.json: field scoring_func: '%.40s' is not supported (softmax, sigmoid)", score);
+        return cf_fail(err, "config.json: field scoring_func: '%s' is not supported (softmax, sigmoid)", ESC(score));
     /* transformers' deepseek_v3 config has no scoring_func: V3 gates with sigmoid */
     json_t *mt = json_object_get(cfg, "model_type");
     bool v3 = json_is_string(mt) && !strcmp(json_string_value(mt), "deepseek_v3");
@@ -196,7 +199,7 @@ static const hf_family *find_family(json_t *cfg, cf_err *err) {
     size_t at = 0;
     for (size_t i = 0; i < N_FAMILIES && at < sizeof names; i++)
         at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", families[i].model_type);
-    cf_fail(err, "config.json: field model_type: '%.60s' is not supported (supported: %s)", json_string_value(mt),
+    cf_fail(err, "config.json: field model_type: '%s' is not supported (supported: %s)", ESC(json_string_value(mt)),
             names);
     return NULL;
 }
@@ -224,7 +227,7 @@ static int read_rope(json_t *cfg, const char *a, gguf_writer *w, cf_err *err) {
     if (hf_json_num(scaling, "config.json", "rope_scaling.factor", &factor, err) != 0 || !(factor > 0))
         return cf_fail(err, "config.json: field rope_scaling.factor: missing or not positive");
     if (strcmp(t, "linear") && strcmp(t, "yarn"))
-        return cf_fail(err, "config.json: field rope_scaling.rope_type: '%.40s' is not supported (linear, yarn)", t);
+        return cf_fail(err, "config.json: field rope_scaling.rope_type: '%s' is not supported (linear, yarn)", ESC(t));
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     gguf_set_str(w, key, t);
     snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
@@ -299,7 +302,7 @@ int hf_config_read(const char *dir, gguf_writer *w, hf_hparams *hp, cf_err *err)
     gguf_set_str(w, "general.name", base && base[1] ? base + 1 : dir);
     json_t *act = json_object_get(cfg, "hidden_act");
     if (json_is_string(act) && strcmp(json_string_value(act), "silu"))
-        cf_fail(err, "config.json: field hidden_act: '%.40s' is not supported (silu)", json_string_value(act));
+        cf_fail(err, "config.json: field hidden_act: '%s' is not supported (silu)", ESC(json_string_value(act)));
     else if (!read_dims(cfg, a, w, hp, err) && !read_rope(cfg, a, w, err) &&
              (!hp->fam->read_keys || !hp->fam->read_keys(cfg, a, w, &hp->n_expert, err)))
         rc = 0;

@@ -16,6 +16,9 @@
 #include <string.h>
 
 #include "format/hf_internal.h"
+#include "format/safetensors.h"
+
+#define ESC(s) st_escape((s), (char[72]){0}, 72)
 
 #define TJ "tokenizer.json"
 #define TOK_NORMAL 1
@@ -179,7 +182,7 @@ static int tokenizer_from_json(json_t *tj, int64_t vocab_size, gguf_writer *w, v
     const char *pre;
     if (!mt) cf_fail(err, TJ ": field model.type: missing or not a string");
     else if (strcmp(mt, "BPE"))
-        cf_fail(err, TJ ": field model.type: '%.40s' is not supported (byte-level BPE only)", mt);
+        cf_fail(err, TJ ": field model.type: '%s' is not supported (byte-level BPE only)", ESC(mt));
     else if (json_is_true(json_object_get(model, "byte_fallback")))
         cf_fail(err, TJ ": field model.byte_fallback: byte-fallback (SentencePiece-style) BPE is not supported");
     else if (norm && !json_is_null(norm)) cf_fail(err, TJ ": field normalizer: normalizers are not supported");
@@ -205,7 +208,7 @@ static int read_tokenizer_json(const char *dir, int64_t vocab_size, gguf_writer 
 int hf_tokenizer_json_read(const char *text, size_t n, int64_t vocab_size, gguf_writer *w, cf_err *err) {
     json_error_t je;
     json_t *tj = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
-    if (!tj) return cf_fail(err, TJ ": %s (line %d)", je.text, je.line);
+    if (!tj) return cf_fail(err, TJ ": %s (line %d)", st_escape(je.text, (char[200]){0}, 200), je.line);
     vocab v = {0};
     int rc =
         json_is_object(tj) ? tokenizer_from_json(tj, vocab_size, w, &v, err) : cf_fail(err, TJ ": not a JSON object");
@@ -228,8 +231,8 @@ static int special_id(json_t *cfg, const char *field, const vocab *v, const char
     if (!json_is_string(t)) return cf_fail(err, "tokenizer_config.json: field %s: not a string", field);
     int64_t id = find_token(v, json_string_value(t));
     if (id < 0)
-        return cf_fail(err, "tokenizer_config.json: field %s: '%.60s' is not in the vocabulary", field,
-                       json_string_value(t));
+        return cf_fail(err, "tokenizer_config.json: field %s: '%s' is not in the vocabulary", field,
+                       ESC(json_string_value(t)));
     gguf_set_u32(w, key, (uint32_t)id);
     return 0;
 }

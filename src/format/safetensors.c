@@ -215,7 +215,7 @@ static int parse(st_file *f, cf_err *err) {
                        f->size);
     json_error_t je;
     json_t *root = json_loadb((const char *)f->base + 8, (size_t)n, JSON_REJECT_DUPLICATES, &je);
-    if (!root) return cf_fail(err, "%s: header JSON: %s (byte %d)", f->path, je.text, je.position);
+    if (!root) return cf_fail(err, "%s: header JSON: %s (byte %d)", f->path, SAFE(je.text), je.position);
     int rc = 0;
     if (!json_is_object(root)) {
         rc = cf_fail(err, "%s: header JSON is not an object", f->path);

@@ -79,7 +79,7 @@ static int open_indexed(st_set *s, const char *dir, const char *index_path, json
 static int open_index(st_set *s, const char *dir, const char *index_path, cf_err *err) {
     json_error_t je;
     json_t *root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &je);
-    if (!root) return cf_fail(err, "%s: %s (line %d)", index_path, je.text, je.line);
+    if (!root) return cf_fail(err, "%s: %s (line %d)", index_path, SAFE(je.text), je.line);
     json_t *map = json_object_get(root, "weight_map");
     int rc = json_is_object(map) ? open_indexed(s, dir, index_path, map, err)
                                  : cf_fail(err, "%s: field weight_map: missing or not an object", index_path);
