@@ -6,7 +6,7 @@
  *                    compared with kern_measure_read_bandwidth on the same pool;
  *   prefill (m = 512 by default): effective GFLOP/s = 2 m n k / time.
  * Usage: bench_matmul [-t threads] [-m prefill_rows (0: skip)] [-w working_set_MiB (0: skip decode)] [-r reps]
- *                     [-T f32,f16,bf16,q8_0,q4_0,q4_k,q6_k] [-S shape_index,...] [-I avx512|avx2|scalar]  (see --help)
+ *                     [-T f32,f16,bf16,q8_0,q4_0,q4_k,q6_k,f8] [-S shape_index,...] [-I avx512|avx2|scalar]  (see --help)
  * Best of `reps` timings is reported. Not a test: numbers depend on the machine. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -31,7 +31,29 @@ static float frand(void) {
     return (float)((rng >> 40) * (1.0 / (1 << 23))) - 1.0f;
 }
 
+/* "f8": FP8 e4m3 with 128 x 128 block scales (DT_F8_B128); else dtype_parse. */
+static int parse_type(const char *s, dtype *out) {
+    if (!strcmp(s, "f8")) {
+        *out = DT_F8_B128;
+        return 0;
+    }
+    return dtype_parse(s, out);
+}
+
+static size_t scale_count(int64_t n, int64_t k) { return (size_t)((n + 127) / 128 * ((k + 127) / 128)); }
+
+/* Weights (and, for f8, their block scales after the data: one allocation). */
 static void *make_weights(dtype t, int64_t n, int64_t k) {
+    if (t == DT_F8_B128) {
+        uint8_t *w = malloc((size_t)(n * k) + sizeof(float) * scale_count(n, k));
+        for (int64_t i = 0; i < n * k; i++) {
+            uint8_t v = (uint8_t)(frand() * 127.0f + 128.0f);
+            w[i] = (v & 0x7f) == 0x7f ? (uint8_t)(v ^ 1) : v;
+        }
+        float *sc = (float *)(w + n * k);
+        for (size_t i = 0; i < scale_count(n, k); i++) sc[i] = 1e-3f;
+        return w;
+    }
     size_t rb = dtype_row_bytes(t, k);
     char *w = malloc(rb * (size_t)n);
     float *row = malloc(sizeof(float) * (size_t)k);
@@ -43,15 +65,36 @@ static void *make_weights(dtype t, int64_t n, int64_t k) {
     return w;
 }
 
+static int prepare(kern_weight *w, dtype t, const void *src, int64_t n, int64_t k, cf_err *err) {
+    if (t == DT_F8_B128)
+        return kern_weight_prepare_fp8(w, src, (const float *)((const uint8_t *)src + n * k), n, k, err);
+    return kern_weight_prepare(w, t, src, n, k, err);
+}
+
+/* Bytes decode streams per matrix: weights, plus f8's block scales. */
+static size_t weight_bytes(dtype t, shape s) {
+    if (t == DT_F8_B128) return (size_t)(s.n * s.k) + sizeof(float) * scale_count(s.n, s.k);
+    return dtype_row_bytes(t, s.k) * (size_t)s.n;
+}
+
 static double bench_decode(kern_ctx *ctx, dtype t, shape s, size_t ws_bytes, int reps, double *gbs) {
-    size_t wbytes = dtype_row_bytes(t, s.k) * (size_t)s.n;
+    size_t wbytes = weight_bytes(t, s);
     int copies = (int)((ws_bytes + wbytes - 1) / wbytes);
     if (copies < 1) copies = 1;
     void *src = make_weights(t, s.n, s.k);
     kern_weight *ws = calloc((size_t)copies, sizeof *ws);
+    /* f8 is multiplied in place (not repacked): give each copy its own bytes so
+     * the working set really exceeds the cache */
+    void **own = calloc((size_t)copies, sizeof *own);
     for (int c = 0; c < copies; c++) {
         cf_err err;
-        if (kern_weight_prepare(&ws[c], t, src, s.n, s.k, &err) != 0) {
+        const void *data = src;
+        if (t == DT_F8_B128) {
+            own[c] = malloc(wbytes);
+            memcpy(own[c], src, wbytes);
+            data = own[c];
+        }
+        if (prepare(&ws[c], t, data, s.n, s.k, &err) != 0) {
             fprintf(stderr, "prepare: %s\n", err.msg);
             exit(1);
         }
@@ -67,8 +110,8 @@ static double bench_decode(kern_ctx *ctx, dtype t, shape s, size_t ws_bytes, int
         if (dt < best) best = dt;
     }
     *gbs = (double)wbytes / best / 1e9;
-    for (int c = 0; c < copies; c++) kern_weight_release(&ws[c]);
-    free(ws), free(src), free(x), free(y);
+    for (int c = 0; c < copies; c++) kern_weight_release(&ws[c]), free(own[c]);
+    free(ws), free(own), free(src), free(x), free(y);
     return best;
 }
 
@@ -76,7 +119,7 @@ static double bench_prefill(kern_ctx *ctx, dtype t, shape s, int64_t m, int reps
     void *src = make_weights(t, s.n, s.k);
     kern_weight w;
     cf_err err;
-    if (kern_weight_prepare(&w, t, src, s.n, s.k, &err) != 0) {
+    if (prepare(&w, t, src, s.n, s.k, &err) != 0) {
         fprintf(stderr, "prepare: %s\n", err.msg);
         exit(1);
     }
@@ -105,7 +148,8 @@ static const char k_usage[] =
     "  -m, --rows M         prefill rows, 0 skips prefill (default 512)\n"
     "  -w, --working-set N  decode working set in MiB, 0 skips decode (default 1024)\n"
     "  -r, --reps N         repetitions (default 5)\n"
-    "  -T, --types LIST     comma-separated of f32,f16,bf16,q8_0,q4_0,q4_k,q6_k (default: the first five)\n"
+    "  -T, --types LIST     comma-separated of f32,f16,bf16,q8_0,q4_0,q4_k,q6_k,f8 (default: the first five;\n"
+    "                       f8 = FP8 e4m3 with 128x128 block scales, GB/s counts the scales too)\n"
     "  -S, --shapes LIST    comma-separated shape indexes 0-3 (default 0,1,2,3)\n"
     "  -I, --isa ISA        force avx512, avx2 or scalar kernels\n"
     "  -h, --help           this text\n";
@@ -124,7 +168,7 @@ static int check_lists(const mm_opts *o) {
     bool any = false;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         dtype t;
-        if (dtype_parse(tok, &t) != 0) {
+        if (parse_type(tok, &t) != 0) {
             fprintf(stderr, "bench_matmul: unknown type '%s' (see bench_matmul --help)\n", tok);
             return -1;
         }
@@ -225,7 +269,7 @@ int main(int argc, char **argv) {
     snprintf(types_buf, sizeof types_buf, "%s", types_arg);
     for (char *tok = strtok(types_buf, ","); tok; tok = strtok(NULL, ",")) {
         dtype t;
-        if (dtype_parse(tok, &t) != 0) {
+        if (parse_type(tok, &t) != 0) {
             fprintf(stderr, "unknown type %s\n", tok);
             return 2;
         }

@@ -38,7 +38,7 @@ static int parse_run(int argc, char **argv, run_opts *o) {
     o->sp.min_p = 0.05f;
     sampler_params *sp = &o->sp;
     const cli_opt t[] = {
-        {"model", 'm', "FILE", "GGUF model (required)", CLI_STR(&o->model)},
+        {"model", 'm', "PATH", "GGUF model, or a Hugging Face model directory (required)", CLI_STR(&o->model)},
         {"prompt", 'p', "TEXT", "prompt (default: empty, generation starts after BOS)", CLI_STR(&o->prompt)},
         {"file", 'f', "FILE", "read the prompt from a file", CLI_STR(&o->prompt_file)},
         {"n-predict", 'n', "N", "tokens to generate (default 128; fewer when the context ends first)",

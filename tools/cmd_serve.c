@@ -122,7 +122,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     o->idle_s = 60;
     o->api_key = getenv("CINFER_API_KEY");
     const cli_opt t[] = {
-        {"model", 'm', "FILE", "GGUF model (or give it as the first argument)", CLI_STR(&o->model)},
+        {"model", 'm', "PATH", "GGUF model or Hugging Face model directory (or give it as the first argument)",
+         CLI_STR(&o->model)},
         {"host", 0, "ADDR", "bind address (default 127.0.0.1: loopback only)", CLI_STR(&o->host)},
         {"port", 0, "N", "TCP port (default 8080; 0 = any free port, printed at start)", CLI_NUM(&o->port, 0, 65535)},
         {"api-key", 0, "KEY[:CLASS]",

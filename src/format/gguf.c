@@ -89,6 +89,9 @@ struct gguf_file {
     int64_t n_tensors, cap_tensors;
     name_map key_map, tensor_map;
     arena_chunk *arena;
+    void *owned_image; /* gguf_open_parts: the metadata image, freed at close */
+    void *owner; /* gguf_open_parts: keeps the tensors' data alive; release(owner) at close */
+    void (*release)(void *);
 };
 
 /* ---- cursor over the image ---- */
@@ -682,8 +685,62 @@ int gguf_open(const char *path, gguf_file **out, cf_err *err) {
     return 0;
 }
 
+/* Appends one tensor whose bytes live outside the image (gguf_open_parts). */
+static int add_external(gguf_file *f, cursor *c, const gguf_tensor *src) {
+    if (grow((void **)&f->tensors, &f->cap_tensors, f->n_tensors + 1, sizeof *f->tensors))
+        return fail_at(c, 0, "out of memory");
+    gguf_tensor *t = &f->tensors[f->n_tensors];
+    *t = *src;
+    size_t len = src->name ? strlen(src->name) : 0;
+    char *name = arena_alloc(f, len + 1);
+    if (!name) return fail_at(c, 0, "out of memory");
+    memcpy(name, src->name ? src->name : "", len + 1);
+    t->name = name;
+    if (!len) return fail_at(c, 0, "empty tensor name");
+    if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS) return tensor_fail(c, 0, name, "n_dims must be 1..4");
+    for (int d = t->n_dims; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
+    if (!dtype_known(t->type) && t->type != DT_F8_B128) return tensor_fail(c, 0, name, "unknown ggml type");
+    if (tensor_size(c, 0, t)) return -1;
+    if (t->nbytes != src->nbytes) return tensor_fail(c, 0, name, "byte size does not match its shape and type");
+    t->offset = 0;
+    f->n_tensors++;
+    bool oom;
+    int64_t dup = map_insert(&f->tensor_map, name, f->n_tensors - 1, tensor_name_of, f, &oom);
+    if (oom) return fail_at(c, 0, "out of memory");
+    if (dup >= 0) return tensor_fail(c, 0, name, "duplicate tensor name");
+    return 0;
+}
+
+int gguf_open_parts(void *meta, size_t meta_size, const char *name, const gguf_tensor *tensors, int64_t n_tensors,
+                    void *owner, void (*release)(void *), gguf_file **out, cf_err *err) {
+    *out = NULL;
+    gguf_file *f = file_new(name);
+    if (!f) {
+        free(meta);
+        if (release) release(owner);
+        return cf_fail(err, "%s: out of memory", name ? name : "(memory)");
+    }
+    f->base = meta;
+    f->size = meta_size;
+    f->owned_image = meta;
+    f->owner = owner;
+    f->release = release;
+    int rc = parse(f, err);
+    if (!rc && f->n_tensors) rc = cf_fail(err, "%s: metadata image holds tensors", f->path);
+    cursor c = {.p = f->base, .size = f->size, .pos = 0, .name = f->path, .err = err};
+    for (int64_t i = 0; !rc && i < n_tensors; i++) rc = add_external(f, &c, &tensors[i]);
+    if (rc) {
+        gguf_close(f);
+        return -1;
+    }
+    *out = f;
+    return 0;
+}
+
 void gguf_close(gguf_file *f) {
     if (!f) return;
+    if (f->release) f->release(f->owner);
+    free(f->owned_image);
     for (int64_t i = 0; i < f->n_kv; i++) free(f->kvs[i].arr_str);
     free(f->kvs);
     free(f->tensors);

@@ -73,6 +73,17 @@ int gguf_open(const char *path, gguf_file **out, cf_err *err);
 /* Parses a GGUF image already in memory (not copied; must outlive the file).
  * `name` is used in messages. Used by the fuzzer and tests. */
 int gguf_open_memory(const void *data, size_t size, const char *name, gguf_file **out, cf_err *err);
+/* A file assembled from parts (a Hugging Face directory read as GGUF): the
+ * key/values of `meta`, a GGUF image without tensors (malloc'd; the file takes
+ * it and frees it), and `tensors` whose data lives elsewhere: each entry's
+ * name, type, n_dims, ne, data and nbytes are copied and checked like a
+ * file's (unique non-empty names, known types, nbytes equal to the shape's).
+ * Unlike a file, a part may be DT_F8_B128 (FP8 with its scales in a separate
+ * "<name>_scale_inv" F32 tensor).
+ * `owner` keeps the data alive; release(owner) runs at gguf_close (and right
+ * away when this fails). Not mapped: gguf_release_range does nothing. */
+int gguf_open_parts(void *meta, size_t meta_size, const char *name, const gguf_tensor *tensors, int64_t n_tensors,
+                    void *owner, void (*release)(void *), gguf_file **out, cf_err *err);
 void gguf_close(gguf_file *f);
 
 const char *gguf_path(const gguf_file *f);
@@ -160,6 +171,9 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, int 
                            const void *data, bool copy, cf_err *err);
 /* Writes everything (every tensor must have data) to path.tmp, then renames. */
 int gguf_writer_write(gguf_writer *w, const char *path, cf_err *err);
+/* The key/values alone as a GGUF image (no tensors) in a malloc'd buffer the
+ * caller owns (for gguf_open_parts). */
+int gguf_writer_meta_image(gguf_writer *w, void **out, size_t *size, cf_err *err);
 
 /* Streaming: begin() writes the header, key/values and tensor infos to
  * path.tmp; then the tensors' bytes are appended in the order they were added

@@ -413,6 +413,25 @@ int gguf_writer_begin(gguf_writer *w, const char *path, cf_err *err) {
     return 0;
 }
 
+int gguf_writer_meta_image(gguf_writer *w, void **out, size_t *size, cf_err *err) {
+    *out = NULL;
+    *size = 0;
+    if (w->oom) return cf_fail(err, "gguf metadata: out of memory while collecting key/values");
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *fp = open_memstream(&buf, &n);
+    if (!fp) return cf_fail(err, "gguf metadata: out of memory");
+    bool ok = put_u32(fp, 0x46554747u) && put_u32(fp, GGUF_WRITE_VERSION) && put_u64(fp, 0) && put_u64(fp, w->n_kv);
+    for (size_t i = 0; ok && i < w->n_kv; i++) ok = put_kv(fp, &w->kvs[i]);
+    if (fclose(fp) != 0 || !ok) {
+        free(buf);
+        return cf_fail(err, "gguf metadata: out of memory");
+    }
+    *out = buf;
+    *size = n;
+    return 0;
+}
+
 int gguf_writer_write_data(gguf_writer *w, const void *data, size_t n, cf_err *err) {
     if (!w->fp) return cf_fail(err, "gguf writer: write_data without begin");
     const char *p = data;

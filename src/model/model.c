@@ -2,7 +2,8 @@
  * (arch/registry.c) by general.architecture, reads and checks the
  * hyper-parameters every family shares, the shared tensors
  * (embeddings, output head, rope frequency factors), and lets the family
- * read its own keys and layers (arch/arch.h gives the order). Every problem
+ * read its own keys and layers (arch/arch.h gives the order). A Hugging
+ * Face directory is read through format/hf_dir.h as the same gguf_file. Every problem
  * is a one-line error naming the file and the key or tensor. See model.h for
  * ownership (the tokenizer is text's). Also the generic queries (sizes, KV layout, fingerprint). */
 #include <math.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "format/hf_dir.h"
 #include "model/arch/arch.h"
 #include "model/weights_cache.h"
 
@@ -153,12 +155,27 @@ const gguf_tensor *model_need_tensor(const gguf_file *f, const char *name, int64
         *failed = 1;
         return NULL;
     }
-    if (!dtype_computable(t->type)) {
+    if (!dtype_computable(t->type) && !(t->type == DT_F8_B128 && want_dims == 2)) {
         model_unsupported_type(t, err);
         *failed = 1;
         return NULL;
     }
     return t;
+}
+
+const float *model_fp8_scales(const gguf_file *f, const char *name, int64_t in, int64_t out, int64_t n_expert,
+                              cf_err *err) {
+    char sname[160];
+    snprintf(sname, sizeof sname, "%s_scale_inv", name);
+    const gguf_tensor *s = gguf_find_tensor(f, sname);
+    int64_t sc = (in + 127) / 128, sr = (out + 127) / 128;
+    if (!s || s->type != DT_F32 || s->ne[0] != sc || s->ne[1] != sr || s->ne[2] != n_expert || s->ne[3] != 1 ||
+        (uintptr_t)s->data % sizeof(float)) {
+        cf_fail(err, "FP8 tensor %s needs %s: f32 [%lld, %lld, %lld]", name, sname, (long long)sc, (long long)sr,
+                (long long)n_expert);
+        return NULL;
+    }
+    return s->data;
 }
 
 int model_unsupported_type(const gguf_tensor *t, cf_err *err) {
@@ -182,7 +199,7 @@ static int check_types(const gguf_file *f, cf_err *err) {
         size_t n = strlen(t->name);
         bool table = t->type >= 24 && t->type <= 27; /* i8..i64: index tables (deepseek4's tid2eid) */
         bool matrix = t->n_dims >= 2 && n > 7 && !strcmp(t->name + n - 7, ".weight") && !table;
-        if (matrix && !dtype_computable(t->type)) return model_unsupported_type(t, err);
+        if (matrix && !dtype_computable(t->type) && t->type != DT_F8_B128) return model_unsupported_type(t, err);
     }
     return 0;
 }
@@ -219,8 +236,12 @@ int model_load_matrix(model *m, const char *name, int64_t in, int64_t out_rows, 
     int failed = 0;
     const gguf_tensor *t = model_need_tensor(m->gguf, name, in, out_rows, true, err, &failed);
     if (failed) return -1;
-    if (model_prepare_weight(m, name, w, (dtype)t->type, t->data, out_rows, in, err) != 0)
+    if (t->type == DT_F8_B128) {
+        const float *scale = model_fp8_scales(m->gguf, name, in, out_rows, 1, err);
+        if (!scale || kern_weight_prepare_fp8(w, t->data, scale, out_rows, in, err)) return -1;
+    } else if (model_prepare_weight(m, name, w, (dtype)t->type, t->data, out_rows, in, err) != 0) {
         return cf_prefix(err, "tensor %s", name);
+    }
     if (w->packed) model_mem_copied(m, t);
     else model_mem_mapped(m, t);
     m->weight_bytes += t->nbytes;
@@ -302,7 +323,8 @@ static int load_once(const char *path, const model_load_opts *o, cache_mode mode
     if (!m) return cf_fail(err, "%s: out of memory", path);
     m->progress = o->progress;
     m->progress_ctx = o->progress_ctx;
-    if (gguf_open(path, &m->gguf, err) != 0) {
+    int opened = hf_is_model_dir(path) ? hf_dir_open(path, &m->gguf, err) : gguf_open(path, &m->gguf, err);
+    if (opened != 0) {
         free(m);
         return -1;
     }

@@ -68,6 +68,11 @@ const gguf_tensor *model_need_tensor(const gguf_file *f, const char *name, int64
  * anything else is converted into a weight buffer (model_wbuf). NULL with err. */
 const float *model_tensor_f32(model *m, const gguf_tensor *t, int64_t n, cf_err *err);
 int model_load_vector(model *m, const char *name, int64_t n, bool required, const float **out, cf_err *err);
+/* The 128 x 128 block scales of an FP8 (DT_F8_B128) matrix `name` of [in, out]
+ * (n_expert slices of it for an expert stack): the F32 tensor name_scale_inv
+ * of [ceil(in/128), ceil(out/128), n_expert]; NULL and err if absent or misshapen. */
+const float *model_fp8_scales(const gguf_file *f, const char *name, int64_t in, int64_t out, int64_t n_expert,
+                              cf_err *err);
 int model_load_matrix(model *m, const char *name, int64_t in, int64_t out_rows, kern_weight *w, cf_err *err);
 
 /* Weight memory (model_memory.c). Every buffer the loader makes to hold

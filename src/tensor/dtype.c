@@ -35,6 +35,7 @@ bool dtype_computable(uint32_t t) {
 
 const char *dtype_name(uint32_t t) {
     if (dtype_known(t)) return type_table[t].name;
+    if (t == DT_F8_B128) return "f8_e4m3_b128";
     static _Thread_local char buf[32];
     snprintf(buf, sizeof buf, "type#%u", t);
     return buf;
@@ -50,10 +51,11 @@ int dtype_parse(const char *s, dtype *out) {
     return -1;
 }
 
-int64_t dtype_block_elems(uint32_t t) { return dtype_known(t) ? type_table[t].block_elems : 0; }
-size_t dtype_block_bytes(uint32_t t) { return dtype_known(t) ? type_table[t].block_bytes : 0; }
+int64_t dtype_block_elems(uint32_t t) { return dtype_known(t) ? type_table[t].block_elems : t == DT_F8_B128; }
+size_t dtype_block_bytes(uint32_t t) { return dtype_known(t) ? type_table[t].block_bytes : t == DT_F8_B128; }
 
 size_t dtype_row_bytes(uint32_t t, int64_t n) {
+    if (t == DT_F8_B128) return n < 0 ? 0 : (size_t)n;
     if (!dtype_known(t) || n < 0) return 0;
     int64_t be = type_table[t].block_elems;
     if (n % be) return 0;

@@ -40,6 +40,10 @@ typedef enum dtype {
     DT_Q5_K = 13,
     DT_Q6_K = 14,
     DT_BF16 = 30,
+    /* Not a ggml type (never in a GGUF file; dtype_known() is false): FP8 e4m3
+     * weights [n][k] with one f32 scale per 128 x 128 block, kept beside the
+     * data (kern_weight.scale; DeepSeek V3's weight_scale_inv). kernels_fp8.c. */
+    DT_F8_B128 = 1000,
 } dtype;
 
 #define QK8_0 32
@@ -58,7 +62,9 @@ typedef struct {
 _Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 layout");
 _Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 layout");
 
-/* True if `t` is any ggml type id with a known layout. */
+/* True if `t` is any ggml type id with a known layout (not DT_F8_B128, which
+ * no GGUF file may hold; dtype_name / block sizes / row bytes know it: 1 byte
+ * per element, its scales live apart). */
 bool dtype_known(uint32_t t);
 /* True if cinfer can compute with it (see above). */
 bool dtype_computable(uint32_t t);

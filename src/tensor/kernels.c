@@ -239,6 +239,23 @@ int kern_weight_prepare_into(kern_weight *w, dtype type, const void *data, int64
     return 0;
 }
 
+int kern_weight_prepare_fp8(kern_weight *w, const uint8_t *data, const float *scale, int64_t n, int64_t k,
+                            cf_err *err) {
+    memset(w, 0, sizeof *w);
+    if (n <= 0 || k <= 0)
+        return cf_fail(err, "kern_weight_prepare_fp8: bad shape n=%lld k=%lld", (long long)n, (long long)k);
+    if (!data || !scale) return cf_fail(err, "kern_weight_prepare_fp8: NULL data or scales");
+    w->type = DT_F8_B128;
+    w->n = n;
+    w->k = k;
+    w->data = data;
+    w->scale = scale;
+    w->scale_cols = (k + 127) / 128;
+    w->isa = (int)cpu_isa_active();
+    w->layout = KL_ROWS;
+    return 0;
+}
+
 void kern_weight_release(kern_weight *w) {
     if (!w) return;
     if (w->owns_packed) free((void *)(uintptr_t)w->packed);
@@ -357,7 +374,7 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
         j.a.qa = qact_layout(c, m, w->k);
         j.off = w->type == DT_Q8_0 ? 128 : 8;
         prep = 1;
-    } else if (j.ops->x_group > 0 && m > 1 && !kq_is_dequant_type((uint32_t)w->type)) {
+    } else if (j.ops->x_group > 0 && m > 1 && !kq_is_dequant_type((uint32_t)w->type) && w->type != DT_F8_B128) {
         j.a.xp = c->scratch;
         prep = 1;
     }

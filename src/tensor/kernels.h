@@ -50,10 +50,19 @@ typedef struct kern_weight {
     bool owns_packed; /* packed was allocated by kern_weight_prepare (release frees it) */
     int layout; /* kernel-private layout tag */
     int isa; /* cpu_isa it was prepared for */
+    /* DT_F8_B128 only: scale[(o / 128) * scale_cols + j / 128] multiplies the
+     * e4m3 value W[o][j]; scale_cols = ceil(k / 128). Not owned. */
+    const float *scale;
+    int64_t scale_cols;
 } kern_weight;
 
 int kern_weight_prepare(kern_weight *w, dtype type, const void *data, int64_t n, int64_t k, cf_err *err);
 void kern_weight_release(kern_weight *w);
+/* FP8 e4m3 [n][k] (row-major bytes) with 128 x 128 block scales [ceil(n/128)][ceil(k/128)]
+ * (both stay owned by the caller): multiplied directly, dequantized in registers. */
+int kern_weight_prepare_fp8(kern_weight *w, const uint8_t *data, const float *scale, int64_t n, int64_t k, cf_err *err);
+/* The value of one e4m3 (OCP FP8, "fn": no infinities, S.1111.111 is NaN) byte. */
+float kern_fp8_e4m3_to_f32(uint8_t v);
 
 /* Version of the repacked layouts (the KL_P16 panels of kernels_impl.h).
  * Repacked bytes are stored on disk by the model's weights cache, keyed by

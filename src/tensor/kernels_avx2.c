@@ -180,8 +180,44 @@ static void mm_quant(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, 
     }
 }
 
+/* e4m3 -> f32 in registers via IEEE half (value / 2^8; NaN codes read as
+ * +-480), as kernels_avx512.c's fp8x16. */
+static inline __m256 fp8x8(const uint8_t *src) {
+    __m128i h = _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)src)), 7);
+    h = _mm_add_epi16(h, _mm_and_si128(h, _mm_set1_epi16(0x4000))); /* sign: bit 14 -> 15 */
+    return _mm256_cvtph_ps(h);
+}
+
+static void fp8_to_f32(const uint8_t *src, float *dst, int64_t n) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(dst + j, _mm256_mul_ps(fp8x8(src + j), _mm256_set1_ps(256.0f)));
+    kern_fp8_to_f32_scalar(src + j, dst + j, n - j);
+}
+
+/* sum_j e4m3(w[j]) * x[j], converted in registers (decode: no buffer). */
+static float fp8_dot(const uint8_t *w, const float *x, int64_t n) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        acc0 = _mm256_fmadd_ps(fp8x8(w + j), _mm256_loadu_ps(x + j), acc0);
+        acc1 = _mm256_fmadd_ps(fp8x8(w + j + 8), _mm256_loadu_ps(x + j + 8), acc1);
+    }
+    for (; j + 8 <= n; j += 8) acc0 = _mm256_fmadd_ps(fp8x8(w + j), _mm256_loadu_ps(x + j), acc0);
+    __m256 a = _mm256_add_ps(acc0, acc1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    float s = _mm_cvtss_f32(h) * 256.0f;
+    for (; j < n; j++) s += kern_fp8_e4m3_to_f32(w[j]) * x[j];
+    return s;
+}
+
 static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
     const kern_weight *w = a->w;
+    if (w->type == DT_F8_B128) {
+        kern_mm_fp8(a, o0, o1, i0, i1, &kern_ops_avx2);
+        return;
+    }
     if (w->type == DT_Q4_K || w->type == DT_Q6_K) {
         kern_mm_kq_int_avx2(a, o0, o1, i0, i1);
         return;
@@ -228,5 +264,7 @@ const kern_ops kern_ops_avx2 = {
     .axpy_f32 = axpy_f32,
     .quantize_row = quantize_row,
     .mm = mm,
+    .fp8_to_f32 = fp8_to_f32,
+    .fp8_dot = fp8_dot,
     .read_sum = read_sum,
 };

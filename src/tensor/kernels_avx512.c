@@ -323,8 +323,43 @@ static void mm_q(const kern_mm_args *a, int RV, const void *w0, const void *w1, 
 
 typedef void (*tile_fn)(const kern_mm_args *a, int RV, const void *w0, const void *w1, int64_t i, int ma, int64_t o);
 
+/* e4m3 -> f32 in registers, via IEEE half: the byte's exponent and mantissa
+ * shifted into half's fields (e4m3's subnormals land on half subnormals,
+ * which vcvtph2ps converts exactly) give the value / 2^8; callers multiply by
+ * 2^8 once (FP8_HALF_RESCALE). NaN codes (S.1111.111) read as +-480 here: a
+ * weight file has none (the scalar decoder, kern_fp8_e4m3_to_f32, keeps NaN). */
+static inline __m512 fp8x16(const uint8_t *src) {
+    __m256i h = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)src)), 7);
+    h = _mm256_add_epi16(h, _mm256_and_si256(h, _mm256_set1_epi16(0x4000))); /* sign: bit 14 -> 15 */
+    return _mm512_cvtph_ps(h);
+}
+
+static void fp8_to_f32(const uint8_t *src, float *dst, int64_t n) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) _mm512_storeu_ps(dst + j, _mm512_mul_ps(fp8x16(src + j), _mm512_set1_ps(256.0f)));
+    kern_fp8_to_f32_scalar(src + j, dst + j, n - j);
+}
+
+/* sum_j e4m3(w[j]) * x[j], converted in registers (decode: no buffer). */
+static float fp8_dot(const uint8_t *w, const float *x, int64_t n) {
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+        acc0 = _mm512_fmadd_ps(fp8x16(w + j), _mm512_loadu_ps(x + j), acc0);
+        acc1 = _mm512_fmadd_ps(fp8x16(w + j + 16), _mm512_loadu_ps(x + j + 16), acc1);
+    }
+    for (; j + 16 <= n; j += 16) acc0 = _mm512_fmadd_ps(fp8x16(w + j), _mm512_loadu_ps(x + j), acc0);
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) * 256.0f;
+    for (; j < n; j++) s += kern_fp8_e4m3_to_f32(w[j]) * x[j];
+    return s;
+}
+
 static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
     const kern_weight *w = a->w;
+    if (w->type == DT_F8_B128) {
+        kern_mm_fp8(a, o0, o1, i0, i1, &kern_ops_avx512);
+        return;
+    }
     if (w->type == DT_Q4_K) {
         kern_mm_q4k_int_avx512(a, o0, o1, i0, i1);
         return;
@@ -389,5 +424,7 @@ const kern_ops kern_ops_avx512 = {
     .axpy_f32 = axpy_f32,
     .quantize_row = quantize_row,
     .mm = mm,
+    .fp8_to_f32 = fp8_to_f32,
+    .fp8_dot = fp8_dot,
     .read_sum = read_sum,
 };

@@ -84,6 +84,10 @@ static float row_dot_q4(const block_q4_0 *r, const int8_t *q, const float *d, in
 
 void kern_mm_scalar(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
     const kern_weight *w = a->w;
+    if (w->type == DT_F8_B128) {
+        kern_mm_fp8(a, o0, o1, i0, i1, &kern_ops_scalar);
+        return;
+    }
     if (kq_is_dequant_type((uint32_t)w->type)) {
         kern_mm_dequant(a, o0, o1, i0, i1, dot_f32);
         return;
@@ -123,5 +127,7 @@ const kern_ops kern_ops_scalar = {
     .axpy_f32 = axpy_f32,
     .quantize_row = kern_quantize_row_scalar,
     .mm = kern_mm_scalar,
+    .fp8_to_f32 = kern_fp8_to_f32_scalar,
+    .fp8_dot = kern_fp8_dot_scalar,
     .read_sum = read_sum,
 };

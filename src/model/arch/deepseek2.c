@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/wcache_format.h"
 #include "model/arch/deepseek2_fwd.h"
 
 static int ds2_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) {
@@ -89,7 +90,7 @@ static const gguf_tensor *expert_tensor(const model *m, const char *name, int64_
                 (long long)out, ne);
         return NULL;
     }
-    if (!dtype_computable(t->type)) {
+    if (!dtype_computable(t->type) && t->type != DT_F8_B128) {
         cf_fail(err, "tensor %s has type %s, which cinfer cannot compute", name, dtype_name(t->type));
         return NULL;
     }
@@ -113,10 +114,20 @@ static int load_experts(model *m, const char *name, int64_t in, int64_t out, ker
     *ws = calloc((size_t)ne, sizeof **ws);
     if (!*ws) return cf_fail(err, "out of memory loading %s", name);
     size_t slice = dtype_row_bytes(t->type, in) * (size_t)out;
-    for (int32_t e = 0; e < ne; e++)
-        if (model_prepare_weight(m, name, &(*ws)[e], (dtype)t->type, (const char *)t->data + slice * (size_t)e, out, in,
-                                 err))
-            return cf_prefix(err, "tensor %s (expert %d)", name, e);
+    if (t->type == DT_F8_B128) { /* each expert's scales are its slice of the stacked scales */
+        const float *sc = model_fp8_scales(m->gguf, name, in, out, ne, err);
+        int64_t per = ((in + 127) / 128) * ((out + 127) / 128);
+        for (int32_t e = 0; sc && e < ne; e++)
+            if (kern_weight_prepare_fp8(&(*ws)[e], (const uint8_t *)t->data + slice * (size_t)e, sc + per * e, out, in,
+                                        err))
+                return -1;
+        if (!sc) return -1;
+    } else {
+        for (int32_t e = 0; e < ne; e++)
+            if (model_prepare_weight(m, name, &(*ws)[e], (dtype)t->type, (const char *)t->data + slice * (size_t)e, out,
+                                     in, err))
+                return cf_prefix(err, "tensor %s (expert %d)", name, e);
+    }
     if ((*ws)[0].packed) model_mem_copied(m, t);
     else model_mem_mapped(m, t);
     count_experts(m, t, bytes, params);
@@ -135,7 +146,7 @@ static int load_gate_up(model *m, int il, ds2_layer *L, uint64_t *bytes, uint64_
     snprintf(un, sizeof un, "blk.%d.ffn_up_exps.weight", il);
     const gguf_tensor *g = expert_tensor(m, gn, E, fe, err), *u = g ? expert_tensor(m, un, E, fe, err) : NULL;
     if (!g || !u) return -1;
-    if (g->type != u->type)
+    if (g->type != u->type || g->type == DT_F8_B128) /* FP8: scales are per stack, kept apart */
         return load_experts(m, gn, E, fe, &L->eg, bytes, params, err) ||
                        load_experts(m, un, E, fe, &L->eu, bytes, params, err)
                    ? -1
@@ -180,8 +191,24 @@ static int load_attention(model *m, int il, ds2_layer *L, cf_err *err) {
     }
     const gguf_tensor *kvb = gguf_find_tensor(m->gguf, NAME("attn_kv_b.weight"));
 #undef NAME
-    /* in place when f32, else converted (and its pages, read again by the conversion, dropped) */
-    if (!(L->kv_b_f32 = model_tensor_f32(m, kvb, kvb_rows * kvl, err))) return -1;
+    if (kvb->type == DT_F8_B128) { /* FP8 with block scales: converted once into a weight buffer */
+        const float *sc = model_fp8_scales(m->gguf, kvb->name, kvl, kvb_rows, 1, err);
+        if (!sc) return -1;
+        bool filled;
+        float *v = model_wbuf(m, kvb->name, WC_KIND_F32, (size_t)(kvb_rows * kvl) * sizeof(float), &filled, err);
+        if (!v) return -1;
+        size_t rb = dtype_row_bytes(kvb->type, kvl);
+        for (int64_t r = 0; !filled && r < kvb_rows; r++) {
+            const uint8_t *src = (const uint8_t *)kvb->data + rb * (size_t)r;
+            for (int64_t j = 0; j < kvl; j++)
+                v[r * kvl + j] = kern_fp8_e4m3_to_f32(src[j]) * sc[(r / 128) * ((kvl + 127) / 128) + j / 128];
+        }
+        model_mem_copied(m, kvb);
+        model_mem_drop_pages(m, kvb); /* read again by the conversion */
+        L->kv_b_f32 = v;
+    } else if (!(L->kv_b_f32 = model_tensor_f32(m, kvb, kvb_rows * kvl, err))) { /* in place when f32 */
+        return -1;
+    }
     /* decode reads the f32 rows instead of the stored matrix */
     m->active_bytes += (uint64_t)(kvb_rows * kvl) * sizeof(float) - kvb->nbytes;
     return 0;

@@ -1,0 +1,309 @@
+/* hf_vocab.c - the tokenizer files of a Hugging Face directory as llama.cpp's
+ * tokenizer.ggml.* keys: tokenizer.json (model, vocab, merges, added tokens,
+ * pre-tokenizer), tokenizer_config.json (chat template, bos/eos tokens,
+ * add_bos_token) and generation_config.json (eos ids, sampling defaults).
+ *
+ * Supported: byte-level BPE ("BPE" model with a ByteLevel pre-tokenizer, alone
+ * with its GPT-2 regex or after a Split whose regex is one cinfer's BPE knows:
+ * llama3, qwen2), no normalizer. The pre-tokenizer's regex decides
+ * tokenizer.ggml.pre. Anything else (Unigram, WordPiece, metaspace/byte-fallback
+ * BPE, unknown regexes, normalizers) is refused with a one-line error naming
+ * tokenizer.json and the field, as are malformed vocabularies and merges.
+ * Token ids must cover 0..n-1 without gaps; the table is padded with
+ * "[PAD<i>]" (type unused) up to config.json's vocab_size, as llama.cpp does. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/hf_internal.h"
+#include "format/safetensors.h"
+
+#define ESC(s) st_escape((s), (char[72]){0}, 72)
+
+#define TJ "tokenizer.json"
+#define TOK_NORMAL 1
+#define TOK_CONTROL 3
+#define TOK_USER 4
+#define TOK_UNUSED 5
+
+static const char *const LLAMA3_RE = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+                                     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char *const QWEN2_RE = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+                                    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+typedef struct vocab {
+    char **text; /* owned strings, n entries (NULL = not yet seen) */
+    int32_t *type;
+    int64_t n;
+} vocab;
+
+static void vocab_free(vocab *v) {
+    for (int64_t i = 0; v->text && i < v->n; i++) free(v->text[i]);
+    free(v->text);
+    free(v->type);
+}
+
+static int vocab_set(vocab *v, int64_t id, const char *s, int32_t type, const char *field, cf_err *err) {
+    if (id < 0 || id >= v->n)
+        return cf_fail(err, TJ ": field %s: id %lld is outside the vocabulary (0..%lld)", field, (long long)id,
+                       (long long)v->n - 1);
+    if (v->text[id] && strcmp(v->text[id], s))
+        return cf_fail(err, TJ ": field %s: id %lld is given to two different tokens", field, (long long)id);
+    if (!v->text[id] && !(v->text[id] = strdup(s))) return cf_fail(err, TJ ": out of memory");
+    v->type[id] = type;
+    return 0;
+}
+
+/* Byte-level BPE with a pre-tokenizer we know: returns the GGUF pre name. */
+static const char *pre_name(json_t *pre, cf_err *err) {
+    const char *type = json_string_value(json_object_get(pre, "type"));
+    if (type && !strcmp(type, "ByteLevel")) {
+        if (json_is_false(json_object_get(pre, "use_regex")))
+            return cf_fail(err, TJ ": field pre_tokenizer: ByteLevel without a regex is not supported"), NULL;
+        return "gpt-2";
+    }
+    json_t *list = json_object_get(pre, "pretokenizers");
+    if (!type || strcmp(type, "Sequence") || json_array_size(list) != 2)
+        return cf_fail(err, TJ ": field pre_tokenizer: only ByteLevel, or Split + ByteLevel, is supported"), NULL;
+    json_t *split = json_array_get(list, 0), *bl = json_array_get(list, 1);
+    const char *st = json_string_value(json_object_get(split, "type"));
+    const char *bt = json_string_value(json_object_get(bl, "type"));
+    const char *re = json_string_value(json_object_get(json_object_get(split, "pattern"), "Regex"));
+    if (!st || strcmp(st, "Split") || !bt || strcmp(bt, "ByteLevel") || !re)
+        return cf_fail(err, TJ ": field pre_tokenizer: only ByteLevel, or Split(Regex) + ByteLevel, is supported"),
+               NULL;
+    if (!strcmp(re, LLAMA3_RE)) return "llama-bpe";
+    if (!strcmp(re, QWEN2_RE)) return "qwen2";
+    return cf_fail(err, TJ ": field pre_tokenizer.pretokenizers[0].pattern: a regex cinfer's BPE does not know"), NULL;
+}
+
+static int read_vocab(json_t *model, json_t *added, vocab *v, cf_err *err) {
+    json_t *map = json_object_get(model, "vocab");
+    if (!json_is_object(map)) return cf_fail(err, TJ ": field model.vocab: missing or not an object");
+    int64_t max = -1;
+    const char *k;
+    json_t *id;
+    json_object_foreach(map, k, id) {
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= INT32_MAX)
+            return cf_fail(err, TJ ": field model.vocab: token ids must be integers 0..2^31-2");
+        if (json_integer_value(id) > max) max = json_integer_value(id);
+    }
+    size_t i;
+    json_t *a;
+    json_array_foreach(added, i, a) {
+        json_t *aid = json_object_get(a, "id");
+        if (!json_is_integer(aid) || !json_is_string(json_object_get(a, "content")) || json_integer_value(aid) < 0 ||
+            json_integer_value(aid) >= INT32_MAX)
+            return cf_fail(err, TJ ": field added_tokens[%zu]: needs an integer id and a string content", i);
+        if (json_integer_value(aid) > max) max = json_integer_value(aid);
+    }
+    v->n = max + 1;
+    v->text = calloc((size_t)(v->n ? v->n : 1), sizeof *v->text);
+    v->type = calloc((size_t)(v->n ? v->n : 1), sizeof *v->type);
+    if (!v->text || !v->type) return cf_fail(err, TJ ": out of memory");
+    json_object_foreach(map, k,
+                        id) if (vocab_set(v, json_integer_value(id), k, TOK_NORMAL, "model.vocab", err)) return -1;
+    json_array_foreach(added, i, a) {
+        bool special = json_is_true(json_object_get(a, "special"));
+        if (vocab_set(v, json_integer_value(json_object_get(a, "id")), json_string_value(json_object_get(a, "content")),
+                      special ? TOK_CONTROL : TOK_USER, "added_tokens", err))
+            return -1;
+    }
+    for (int64_t t = 0; t < v->n; t++)
+        if (!v->text[t]) return cf_fail(err, TJ ": field model.vocab: no token has id %lld", (long long)t);
+    return 0;
+}
+
+/* merges: "a b" strings or [a, b] pairs -> "a b" */
+static int write_merges(json_t *model, gguf_writer *w, cf_err *err) {
+    json_t *merges = json_object_get(model, "merges");
+    if (!json_is_array(merges)) return cf_fail(err, TJ ": field model.merges: missing or not an array");
+    size_t n = json_array_size(merges);
+    char **out = calloc(n ? n : 1, sizeof *out);
+    if (!out) return cf_fail(err, TJ ": out of memory");
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        json_t *m = json_array_get(merges, i);
+        const char *s = json_string_value(m);
+        if (s) {
+            const char *sp = strchr(s, ' ');
+            if (!sp || sp == s || !sp[1] || strchr(sp + 1, ' '))
+                rc = cf_fail(err, TJ ": field model.merges[%zu]: not two tokens separated by one space", i);
+            else out[i] = strdup(s);
+        } else if (json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
+                   json_is_string(json_array_get(m, 1))) {
+            const char *l = json_string_value(json_array_get(m, 0)), *r = json_string_value(json_array_get(m, 1));
+            if (!*l || !*r || strchr(l, ' ') || strchr(r, ' '))
+                rc = cf_fail(err, TJ ": field model.merges[%zu]: empty token or token with a space", i);
+            else if ((out[i] = malloc(strlen(l) + strlen(r) + 2))) sprintf(out[i], "%s %s", l, r);
+        } else {
+            rc = cf_fail(err, TJ ": field model.merges[%zu]: not a string or a pair of strings", i);
+        }
+        if (!rc && !out[i]) rc = cf_fail(err, TJ ": out of memory");
+    }
+    if (!rc) gguf_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)out, n);
+    for (size_t i = 0; i < n; i++) free(out[i]);
+    free(out);
+    return rc;
+}
+
+static int write_vocab(const vocab *v, int64_t vocab_size, gguf_writer *w, cf_err *err) {
+    if (v->n > vocab_size)
+        return cf_fail(err, TJ ": %lld tokens, more than config.json's vocab_size %lld", (long long)v->n,
+                       (long long)vocab_size);
+    char **text = calloc((size_t)vocab_size, sizeof *text);
+    int32_t *type = calloc((size_t)vocab_size, sizeof *type);
+    int rc = text && type ? 0 : cf_fail(err, TJ ": out of memory");
+    for (int64_t i = 0; !rc && i < vocab_size; i++) {
+        if (i < v->n) {
+            text[i] = v->text[i];
+            type[i] = v->type[i];
+            continue;
+        }
+        char pad[32];
+        snprintf(pad, sizeof pad, "[PAD%lld]", (long long)i);
+        if (!(text[i] = strdup(pad))) rc = cf_fail(err, TJ ": out of memory");
+        type[i] = TOK_UNUSED;
+    }
+    if (!rc) {
+        gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)text, (uint64_t)vocab_size);
+        gguf_set_arr_i32(w, "tokenizer.ggml.token_type", type, (uint64_t)vocab_size);
+    }
+    for (int64_t i = v->n; text && i < vocab_size; i++) free(text[i]);
+    free(text);
+    free(type);
+    return rc;
+}
+
+static int tokenizer_from_json(json_t *tj, int64_t vocab_size, gguf_writer *w, vocab *v, cf_err *err) {
+    int rc = -1;
+    json_t *model = json_object_get(tj, "model"), *norm = json_object_get(tj, "normalizer");
+    const char *mt = json_string_value(json_object_get(model, "type"));
+    const char *pre;
+    if (!mt) cf_fail(err, TJ ": field model.type: missing or not a string");
+    else if (strcmp(mt, "BPE"))
+        cf_fail(err, TJ ": field model.type: '%s' is not supported (byte-level BPE only)", ESC(mt));
+    else if (json_is_true(json_object_get(model, "byte_fallback")))
+        cf_fail(err, TJ ": field model.byte_fallback: byte-fallback (SentencePiece-style) BPE is not supported");
+    else if (norm && !json_is_null(norm)) cf_fail(err, TJ ": field normalizer: normalizers are not supported");
+    else if ((pre = pre_name(json_object_get(tj, "pre_tokenizer"), err)) &&
+             !read_vocab(model, json_object_get(tj, "added_tokens"), v, err) && !write_merges(model, w, err) &&
+             !write_vocab(v, vocab_size, w, err)) {
+        gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
+        gguf_set_str(w, "tokenizer.ggml.pre", pre);
+        if (json_is_true(json_object_get(model, "ignore_merges"))) gguf_set_bool(w, "tokenizer.ggml.ignore_merges", 1);
+        rc = 0;
+    }
+    return rc;
+}
+
+static int read_tokenizer_json(const char *dir, int64_t vocab_size, gguf_writer *w, vocab *v, cf_err *err) {
+    json_t *tj;
+    if (hf_json_load(dir, TJ, true, &tj, err)) return -1;
+    int rc = tokenizer_from_json(tj, vocab_size, w, v, err);
+    json_decref(tj);
+    return rc;
+}
+
+int hf_tokenizer_json_read(const char *text, size_t n, int64_t vocab_size, gguf_writer *w, cf_err *err) {
+    json_error_t je;
+    json_t *tj = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
+    if (!tj) return cf_fail(err, TJ ": %s (line %d)", st_escape(je.text, (char[200]){0}, 200), je.line);
+    vocab v = {0};
+    int rc =
+        json_is_object(tj) ? tokenizer_from_json(tj, vocab_size, w, &v, err) : cf_fail(err, TJ ": not a JSON object");
+    vocab_free(&v);
+    json_decref(tj);
+    return rc;
+}
+
+static int64_t find_token(const vocab *v, const char *s) {
+    for (int64_t i = 0; i < v->n; i++)
+        if (!strcmp(v->text[i], s)) return i;
+    return -1;
+}
+
+/* bos_token / eos_token: a string or {"content": ...} naming a token. */
+static int special_id(json_t *cfg, const char *field, const vocab *v, const char *key, gguf_writer *w, cf_err *err) {
+    json_t *t = json_object_get(cfg, field);
+    if (json_is_object(t)) t = json_object_get(t, "content");
+    if (!t || json_is_null(t)) return 0;
+    if (!json_is_string(t)) return cf_fail(err, "tokenizer_config.json: field %s: not a string", field);
+    int64_t id = find_token(v, json_string_value(t));
+    if (id < 0)
+        return cf_fail(err, "tokenizer_config.json: field %s: '%s' is not in the vocabulary", field,
+                       ESC(json_string_value(t)));
+    gguf_set_u32(w, key, (uint32_t)id);
+    return 0;
+}
+
+static int read_tokenizer_config(const char *dir, const vocab *v, gguf_writer *w, cf_err *err) {
+    json_t *c;
+    if (hf_json_load(dir, "tokenizer_config.json", false, &c, err)) return -1;
+    if (!c) return 0;
+    int rc = -1;
+    json_t *tmpl = json_object_get(c, "chat_template");
+    if (json_is_array(tmpl)) { /* [{"name": "default", "template": ...}, ...] */
+        size_t i;
+        json_t *e, *found = NULL;
+        json_array_foreach(tmpl, i, e) if (!strcmp(json_string_value(json_object_get(e, "name")) ?: "", "default"))
+            found = json_object_get(e, "template");
+        tmpl = found;
+    }
+    if (tmpl && !json_is_string(tmpl)) {
+        cf_fail(err, "tokenizer_config.json: field chat_template: not a string");
+    } else if (!special_id(c, "bos_token", v, "tokenizer.ggml.bos_token_id", w, err) &&
+               !special_id(c, "eos_token", v, "tokenizer.ggml.eos_token_id", w, err) &&
+               !special_id(c, "pad_token", v, "tokenizer.ggml.padding_token_id", w, err) &&
+               !special_id(c, "unk_token", v, "tokenizer.ggml.unknown_token_id", w, err)) {
+        if (tmpl) gguf_set_str(w, "tokenizer.chat_template", json_string_value(tmpl));
+        json_t *ab = json_object_get(c, "add_bos_token");
+        if (json_is_boolean(ab)) gguf_set_bool(w, "tokenizer.ggml.add_bos_token", json_is_true(ab));
+        json_t *ae = json_object_get(c, "add_eos_token");
+        if (json_is_boolean(ae)) gguf_set_bool(w, "tokenizer.ggml.add_eos_token", json_is_true(ae));
+        rc = 0;
+    }
+    json_decref(c);
+    return rc;
+}
+
+/* eos_token_id: an int or a list (the first is the EOS; a second becomes EOT);
+ * temperature / top_p / top_k as llama.cpp's general.sampling.* keys. */
+static int read_generation_config(const char *dir, const vocab *v, gguf_writer *w, cf_err *err) {
+    json_t *g;
+    if (hf_json_load(dir, "generation_config.json", false, &g, err)) return -1;
+    if (!g) return 0;
+    const char *file = "generation_config.json";
+    int rc = 0;
+    json_t *eos = json_object_get(g, "eos_token_id");
+    json_t *ids[2] = {json_is_array(eos) ? json_array_get(eos, 0) : eos,
+                      json_is_array(eos) ? json_array_get(eos, 1) : NULL};
+    const char *keys[2] = {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"};
+    for (int i = 0; i < 2 && !rc; i++) {
+        if (!ids[i] || json_is_null(ids[i])) continue;
+        if (!json_is_integer(ids[i]) || json_integer_value(ids[i]) < 0 || json_integer_value(ids[i]) >= v->n)
+            rc = cf_fail(err, "%s: field eos_token_id: not a token id of the vocabulary", file);
+        else gguf_set_u32(w, keys[i], (uint32_t)json_integer_value(ids[i]));
+    }
+    double temp, top_p;
+    int64_t top_k;
+    int r;
+    if (!rc && (r = hf_json_num(g, file, "temperature", &temp, err)) <= 0)
+        rc = r < 0 ? -1 : (gguf_set_f32(w, "general.sampling.temp", (float)temp), 0);
+    if (!rc && (r = hf_json_num(g, file, "top_p", &top_p, err)) <= 0)
+        rc = r < 0 ? -1 : (gguf_set_f32(w, "general.sampling.top_p", (float)top_p), 0);
+    if (!rc && (r = hf_json_int(g, file, "top_k", &top_k, err)) <= 0)
+        rc = r < 0 ? -1 : (gguf_set_i32(w, "general.sampling.top_k", (int32_t)top_k), 0);
+    json_decref(g);
+    return rc;
+}
+
+int hf_vocab_read(const char *dir, int64_t vocab_size, gguf_writer *w, cf_err *err) {
+    vocab v = {0};
+    int rc = read_tokenizer_json(dir, vocab_size, w, &v, err) || read_tokenizer_config(dir, &v, w, err) ||
+                     read_generation_config(dir, &v, w, err)
+                 ? -1
+                 : 0;
+    vocab_free(&v);
+    return rc;
+}
