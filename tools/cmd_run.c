@@ -215,7 +215,7 @@ int cmd_run(int argc, char **argv) {
     cpu_isa_active();
     cf_err err = {0};
     model *m;
-    if (!o.no_mem_check && mem_check_fits("run", o.model, 0, NULL)) return 1;
+    if (!o.no_mem_check && mem_check_fits("run", o.model, 0, NULL, o.weights_cache != NULL)) return 1;
     model_load_opts lo = {.weights_cache_dir = o.weights_cache};
     if (model_load_with(o.model, &lo, &m, &err)) return cli_fail("%s", err.msg);
     if (o.mlock && mem_lock_model("run", m)) {

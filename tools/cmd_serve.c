@@ -280,7 +280,8 @@ typedef struct serve_parts {
  * compute pool, the engine and the generation state. 0 ok, 1 after a message. */
 static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
     int64_t kv_bytes = (int64_t)(o->kv_gib * (1ll << 30));
-    if (!o->no_mem_check && mem_check_fits("serve", o->model, kv_bytes, "--kv-memory")) return 1;
+    if (!o->no_mem_check && mem_check_fits("serve", o->model, kv_bytes, "--kv-memory", o->weights_cache != NULL))
+        return 1;
     load_progress lp;
     load_progress_init(&lp, o->model);
     model_load_opts lo = {.progress = load_progress_cb, .progress_ctx = &lp, .weights_cache_dir = o->weights_cache};
