@@ -70,6 +70,10 @@ typedef struct cinfer_engine_options {
                                        * Unusable key file (not regular, readable by others, < 32 bytes):
                                        * cinfer_engine_create fails */
     int32_t kv_store_close_timeout_ms; /* destroy waits this long for store I/O stuck in a syscall (0: 5000) */
+    /* Window-state tier (models with sliding-window layers, docs/engine.md "Window state"): host memory
+     * for snapshots of the window rings at block boundaries, separate from kv_memory_bytes. */
+    int64_t swa_state_memory_bytes; /* 0: 256 MiB; < 0: no tier (prefix hits on window models start at 0) */
+    double swa_state_ttl_s; /* seconds an unused snapshot lives (0: 300) */
 } cinfer_engine_options;
 
 typedef struct cinfer_logit_bias {
@@ -218,6 +222,12 @@ typedef struct cinfer_engine_stats {
     double t_plan, t_wait, t_commit, t_output, t_forward;
     uint64_t cached_tokens_memory, cached_tokens_store; /* cached_tokens by tier */
     uint64_t think_forced_tokens; /* end-marker tokens forced by reasoning budgets */
+    /* window-state tier (0 without window layers or with the tier off): snapshots taken; admissions
+     * that resumed from a snapshot (hits) / whose prefix-cache hit found no snapshot (misses: recomputed
+     * from the start); entries evicted for room / expired by TTL; entries and bytes held; budget */
+    uint64_t swa_snapshots, swa_state_hits, swa_state_misses, swa_state_evictions, swa_state_expirations;
+    int32_t swa_state_entries;
+    int64_t swa_state_bytes, swa_state_budget;
     cinfer_store_stats store;
 } cinfer_engine_stats;
 

@@ -39,7 +39,7 @@ static prefix_salt eng_salt(const eng_req *r) { return (prefix_salt){.bytes = r-
 
 static uint64_t eng_cache_version(const cinfer_engine *e) {
     prefix_cache_stats s = prefix_cache_get_stats(e->pc);
-    return 1 + s.inserts + s.evictions;
+    return 1 + s.inserts + s.evictions + (e->swa ? swa_state_version(e->swa) : 0);
 }
 
 void eng_release_blocks(cinfer_engine *e, eng_req *r) {
@@ -48,6 +48,8 @@ void eng_release_blocks(cinfer_engine *e, eng_req *r) {
     for (int32_t i = r->n_blocks - 1; i >= 0; i--) kv_pool_unref(e->kv, r->blocks[i]);
     if (r->ring >= 0) kv_pool_ring_release(e->kv, r->ring);
     r->ring = -1;
+    eng_swa_unpin(e, r);
+    r->swa_snap_block = -1;
     r->n_blocks = 0;
     r->n_computed = 0;
     r->n_registered = 0;
@@ -74,10 +76,11 @@ static void eng_describe(cinfer_engine *e, eng_req *r, sched_req *s, uint64_t ve
         s->n_blocks = r->n_blocks;
         for (int32_t i = 0; i < r->n_blocks; i++) s->n_reclaimable += kv_pool_refs(e->kv, r->blocks[i]) == 1;
     } else {
-        if (e->window_rings) { /* no window rows in cached blocks: recompute from the start (exact) */
-            r->n_cached_peek = 0;
-        } else if (r->peek_version != version) {
+        if (r->peek_version != version) {
             r->n_cached_peek = prefix_cache_peek(e->pc, r->seq, r->prompt_len + r->n_generated, eng_salt(r));
+            /* window models: cached blocks lack the window rows; resume only where a snapshot has them */
+            r->n_prefix_peek = r->n_cached_peek;
+            if (e->window_rings) r->n_cached_peek = eng_swa_resume_point(e, r, r->n_cached_peek, NULL, NULL);
             r->peek_version = version;
         }
         s->n_cached = r->n_cached_peek;
@@ -88,15 +91,31 @@ static void eng_set_ptrs(cinfer_engine *e, eng_req *r, int32_t from) {
     for (int32_t i = from; i < r->n_blocks; i++) r->bptr[i] = kv_pool_block(e->kv, r->blocks[i]);
 }
 
+/* Window models: keep the matched blocks only up to the last boundary with a
+ * window-state snapshot (pinned for eng_assemble to restore); exact. */
+static void eng_admit_window(cinfer_engine *e, eng_req *r, prefix_match *m) {
+    int32_t bt = e->opt.block_tokens;
+    int32_t b = eng_swa_resume_point(e, r, m->n_tokens, m->last_key, &r->swa_slot);
+    for (int32_t i = m->n_blocks - 1; i >= b / bt; i--) kv_pool_unref(e->kv, r->blocks[i]);
+    m->n_blocks = b / bt;
+    m->n_tokens = b;
+    if (b == 0) memset(m->last_key, 0, sizeof m->last_key);
+    r->swa_restore_at = b;
+    r->swa_snap_block = m->n_blocks > 0 ? m->n_blocks : -1;
+    /* a hit: resumed from a snapshot; a miss: the prefix cache had blocks, the tier no state for them */
+    if (b > 0) e->st.swa_state_hits++;
+    else if (e->swa && r->n_prefix_peek >= bt) e->st.swa_state_misses++;
+}
+
 /* Step 4 for one admitted item: reuse cached full blocks, fix the start. */
 static int eng_admit(cinfer_engine *e, eng_req *r, sched_item *it, cf_err *err) {
     prefix_match m;
     if (e->window_rings) {
-        it->start = 0; /* window models: exact recompute from the start (docs/engine.md) */
         r->ring = kv_pool_ring_acquire(e->kv);
         if (r->ring < 0) return cf_fail(err, "engine: no free window ring (internal: more running than max_seqs)");
     }
     if (prefix_cache_match(e->pc, r->seq, it->start, eng_salt(r), r->blocks, r->max_blocks, &m, err)) return -1;
+    if (e->window_rings) eng_admit_window(e, r, &m);
     r->n_blocks = m.n_blocks;
     r->n_registered = m.n_blocks;
     memcpy(r->last_key, m.last_key, sizeof r->last_key);
@@ -144,6 +163,7 @@ static void eng_register(cinfer_engine *e, eng_req *r) {
             r->bptr[b] = kv_pool_block(e->kv, got);
         }
         r->n_registered = b + 1;
+        eng_swa_snapshot(e, r); /* window models: the ring rows that end at this boundary */
     }
 }
 
@@ -218,6 +238,7 @@ void eng_note_kv(cinfer_engine *e) {
     e->st.kv_rings_used = ks.rings_used;
     e->st.kv_ring_tokens = ks.ring_tokens;
     e->st.kv_ring_bytes = ks.ring_bytes;
+    eng_swa_note(e);
 }
 
 eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
@@ -296,6 +317,7 @@ int32_t eng_assemble(cinfer_engine *e, eng_stepbuf *sb) {
     int32_t rows = 0, n_out = 0;
     for (int32_t k = 0; k < sb->n_items; k++) {
         eng_item *it = &sb->items[k];
+        eng_swa_restore(e, it->r); /* a resume planned at admission: the previous pass is done with the ring */
         it->sample = it->start + it->n_tokens == it->r->prompt_len + it->r->n_generated;
         rows = eng_fill_rows(e, sb, it, k, rows, &n_out);
         it->r->in_flight = true;

@@ -153,19 +153,24 @@ int32_t swa_state_find(swa_state *s, const uint8_t key[SWA_KEY_BYTES], double no
     return i;
 }
 
+int32_t swa_state_expire(swa_state *s, double now) {
+    int32_t n = 0;
+    for (int32_t i = s->lru_head; i != SWA_NIL;) { /* oldest first: stop at the first live entry */
+        int32_t nx = s->slots[i].next;
+        if (!swa_expired(s, &s->slots[i], now)) break;
+        if (s->slots[i].pins == 0) {
+            swa_drop(s, i);
+            s->expirations++;
+            n++;
+        }
+        i = nx;
+    }
+    return n;
+}
+
 /* A free slot: the free list, else an expired or the least recently used unpinned entry. */
 static int32_t swa_take_slot(swa_state *s, double now) {
-    if (s->free_head == SWA_NIL) {
-        for (int32_t i = s->lru_head; i != SWA_NIL;) { /* expired entries first (oldest first on the LRU) */
-            int32_t nx = s->slots[i].next;
-            if (!swa_expired(s, &s->slots[i], now)) break;
-            if (s->slots[i].pins == 0) {
-                swa_drop(s, i);
-                s->expirations++;
-            }
-            i = nx;
-        }
-    }
+    if (s->free_head == SWA_NIL) (void)swa_state_expire(s, now);
     if (s->free_head == SWA_NIL) {
         int32_t i = s->lru_head;
         while (i != SWA_NIL && s->slots[i].pins > 0) i = s->slots[i].next;

@@ -64,6 +64,9 @@ int32_t swa_state_find(swa_state *s, const uint8_t key[SWA_KEY_BYTES], double no
  * had. The caller fills all entry_floats floats before the next call. */
 float *swa_state_put(swa_state *s, const uint8_t key[SWA_KEY_BYTES], double now);
 const float *swa_state_data(const swa_state *s, int32_t slot);
+/* Drops every unpinned entry older than the TTL (the LRU is in time order, so
+ * this stops at the first live one); returns how many. */
+int32_t swa_state_expire(swa_state *s, double now);
 void swa_state_pin(swa_state *s, int32_t slot);
 void swa_state_unpin(swa_state *s, int32_t slot);
 /* Changes whenever an entry is added or removed (for cached peeks). */

@@ -1,0 +1,231 @@
+/* test_engine_swa.c - the window-state tier in the engine (docs/engine.md
+ * "Window state"): prefix hits on a sliding-window model resume exactly from
+ * a snapshot of the window rings. Greedy outputs equal a single-sequence
+ * no-cache reference (gen_session, bit-identical tokens) when:
+ *   - the same prompt runs twice (the second reports cached tokens, a hit);
+ *   - a second turn extends the first turn's prompt + answer (cached tokens
+ *     cover most of the first turn);
+ *   - the tier is off (cached 0: recompute from the start, exact);
+ *   - the tier holds one snapshot (evictions; resume from the last one);
+ *   - snapshots expire at once (TTL; misses, cached 0);
+ *   - turns run batched with other requests, and chunked (16 tokens per step);
+ * and after every run no ring, block or pin is held (the invariant checker
+ * checks pins every step in sanitizer builds).
+ * Models: tiny-gemma2 (window 32; missing: skip, or fail under CI) and an
+ * mkmodel gemma2 with window 20 (not a block multiple). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <unistd.h>
+
+#include "engine/generate.h"
+#include "engine_testlib.h"
+#include "model/mkmodel.h"
+
+#define MODEL "models/tiny/tiny-gemma2.gguf"
+#define VOCAB "fixtures/vocab/derived-vocab-tiny-gemma2.gguf"
+#define N_GEN 24
+#define LEN1 70
+#define LEN2 (LEN1 + N_GEN + 23)
+
+static int32_t p1[LEN1], p2[LEN2], ref1[N_GEN], ref2[N_GEN];
+
+static int argmax(const float *v, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[b]) b = i;
+    return b;
+}
+
+static void reference(const model *m, thread_pool *pool, const int32_t *p, int32_t n, int32_t *out) {
+    int n_vocab = model_get_hparams(m)->n_vocab;
+    gen_session g;
+    cf_err err = {0};
+    CHECKF(gen_init(&g, m, pool, n + N_GEN, 512, &err) == 0, "%s", err.msg);
+    CHECKF(gen_feed(&g, p, n, NULL, &err) == 0, "%s", err.msg);
+    for (int s = 0; s < N_GEN; s++) {
+        out[s] = argmax(g.logits, n_vocab);
+        if (s + 1 < N_GEN) CHECKF(gen_feed(&g, &out[s], 1, NULL, &err) == 0, "%s", err.msg);
+    }
+    gen_release(&g);
+}
+
+/* Turn 1: LEN1 random tokens; turn 2: turn 1 + its answer + 23 new tokens. */
+static void make_turns(const model *m, thread_pool *pool) {
+    int n_vocab = model_get_hparams(m)->n_vocab;
+    for (int j = 0; j < LEN1; j++) p1[j] = 3 + (int32_t)(tl_rand() % (uint32_t)(n_vocab - 3));
+    reference(m, pool, p1, LEN1, ref1);
+    memcpy(p2, p1, sizeof p1);
+    memcpy(p2 + LEN1, ref1, sizeof ref1);
+    for (int j = LEN1 + N_GEN; j < LEN2; j++) p2[j] = 3 + (int32_t)(tl_rand() % (uint32_t)(n_vocab - 3));
+    reference(m, pool, p2, LEN2, ref2);
+}
+
+static cinfer_engine *swa_engine(const model *m, thread_pool *pool, int32_t max_batch, int64_t swa_bytes, double ttl) {
+    cinfer_engine_options o = {.block_tokens = 16,
+                               .kv_memory_bytes = 32 << 20,
+                               .max_batch_tokens = max_batch,
+                               .max_seqs = 8,
+                               .max_ctx = 512,
+                               .swa_state_memory_bytes = swa_bytes,
+                               .swa_state_ttl_s = ttl};
+    cinfer_engine *e = NULL;
+    char err[256];
+    CHECKF(cinfer_engine_create(m, pool, &o, &e, err, sizeof err) == 0, "engine create: %s", err);
+    return e;
+}
+
+static cinfer_request greedy(const int32_t *p, int32_t n) {
+    cinfer_request r = cinfer_request_default();
+    r.prompt = p;
+    r.n_prompt = n;
+    r.max_tokens = N_GEN;
+    r.ignore_eos = true;
+    return r;
+}
+
+/* Runs one turn; checks its tokens against the reference; returns cached tokens (-1: failed). */
+static int32_t turn(cinfer_engine *e, int which, const char *what) {
+    static run_result res;
+    memset(&res, 0, sizeof res);
+    cinfer_request r = which == 1 ? greedy(p1, LEN1) : greedy(p2, LEN2);
+    if (tl_run(e, &r, &res) != 0) return -1;
+    const int32_t *ref = which == 1 ? ref1 : ref2;
+    CHECKF(res.n_tokens == N_GEN && !memcmp(res.tokens, ref, sizeof ref1), "%s: turn %d differs from the reference",
+           what, which);
+    return res.usage.cached_tokens;
+}
+
+static void check_idle(cinfer_engine *e, const char *what) {
+    cinfer_engine_stats st = cinfer_engine_get_stats(e);
+    CHECKF(st.kv_rings_used == 0 && st.kv_blocks_used == 0, "%s: %d rings, %d blocks still used", what,
+           st.kv_rings_used, st.kv_blocks_used);
+    CHECKF(st.swa_state_bytes <= st.swa_state_budget, "%s: tier holds %lld of %lld bytes", what,
+           (long long)st.swa_state_bytes, (long long)st.swa_state_budget);
+}
+
+/* Returns the bytes of one snapshot. */
+static int64_t test_default(const model *m, thread_pool *pool, int32_t max_batch, const char *what) {
+    cinfer_engine *e = swa_engine(m, pool, max_batch, 0, 0);
+    if (!e) return 0;
+    CHECKF(turn(e, 1, what) == 0, "%s: first run cached tokens", what);
+    int32_t again = turn(e, 1, what), second = turn(e, 2, what);
+    /* turn 1 computed LEN1 + N_GEN - 1 positions: 5 full blocks (80 tokens) with snapshots */
+    CHECKF(again == 64, "%s: same prompt again: %d cached (want 64: the last full block before the last token)", what,
+           again);
+    CHECKF(second == 80, "%s: second turn: %d cached (want 80)", what, second);
+    cinfer_engine_stats st = cinfer_engine_get_stats(e);
+    CHECKF(st.swa_state_hits >= 2 && st.swa_snapshots >= 5 && st.swa_state_entries > 0,
+           "%s: hits %llu, snapshots %llu, entries %d", what, (unsigned long long)st.swa_state_hits,
+           (unsigned long long)st.swa_snapshots, st.swa_state_entries);
+    CHECK(st.cached_tokens == 144);
+    check_idle(e, what);
+    int64_t slot = st.swa_state_entries ? st.swa_state_bytes / st.swa_state_entries : 0;
+    fprintf(stderr, "%-28s hits %llu misses %llu snapshots %llu entries %d (%lld B each)\n", what,
+            (unsigned long long)st.swa_state_hits, (unsigned long long)st.swa_state_misses,
+            (unsigned long long)st.swa_snapshots, st.swa_state_entries, (long long)slot);
+    cinfer_engine_destroy(e);
+    return slot;
+}
+
+static void test_off_and_expiry(const model *m, thread_pool *pool) {
+    cinfer_engine *e = swa_engine(m, pool, 512, -1, 0); /* no tier: exact recompute from the start */
+    if (e) {
+        CHECKF(turn(e, 1, "off") == 0 && turn(e, 1, "off") == 0 && turn(e, 2, "off") == 0, "off: cached tokens");
+        CHECK(cinfer_engine_get_stats(e).swa_snapshots == 0);
+        check_idle(e, "off");
+        cinfer_engine_destroy(e);
+    }
+    e = swa_engine(m, pool, 512, 0, 1e-9); /* every snapshot stale when looked up */
+    if (e) {
+        CHECKF(turn(e, 1, "ttl") == 0 && turn(e, 1, "ttl") == 0 && turn(e, 2, "ttl") == 0, "ttl: cached tokens");
+        cinfer_engine_stats st = cinfer_engine_get_stats(e);
+        CHECKF(st.swa_state_misses >= 2 && st.swa_state_hits == 0 && st.swa_state_expirations > 0,
+               "ttl: misses %llu hits %llu expirations %llu", (unsigned long long)st.swa_state_misses,
+               (unsigned long long)st.swa_state_hits, (unsigned long long)st.swa_state_expirations);
+        check_idle(e, "ttl");
+        cinfer_engine_destroy(e);
+    }
+}
+
+/* One snapshot slot: each new boundary evicts the previous one; the second turn resumes from the last. */
+static void test_one_slot(const model *m, thread_pool *pool, int64_t slot) {
+    cinfer_engine *e = swa_engine(m, pool, 512, slot + slot / 2, 0);
+    if (!e) return;
+    CHECK(turn(e, 1, "one slot") == 0);
+    CHECKF(turn(e, 2, "one slot") == 80, "one slot: second turn resumes at the last snapshot");
+    cinfer_engine_stats st = cinfer_engine_get_stats(e);
+    CHECKF(st.swa_state_entries == 1 && st.swa_state_evictions >= 4, "one slot: %d entries, %llu evictions",
+           st.swa_state_entries, (unsigned long long)st.swa_state_evictions);
+    check_idle(e, "one slot");
+    cinfer_engine_destroy(e);
+}
+
+/* Turn 1 primes the tier; then turn 2, turn 1 and two unrelated requests run together. */
+static void test_batched(const model *m, thread_pool *pool) {
+    cinfer_engine *e = swa_engine(m, pool, 512, 0, 0);
+    if (!e) return;
+    CHECK(turn(e, 1, "batched") == 0);
+    cinfer_request rs[4] = {greedy(p2, LEN2), greedy(p1, LEN1), greedy(p2 + 7, 90), greedy(p1 + 3, 40)};
+    uint64_t ids[4];
+    static run_result res[4];
+    for (int i = 0; i < 4; i++) ids[i] = tl_submit(e, &rs[i]);
+    for (int i = 0; i < 4; i++) {
+        memset(&res[i], 0, sizeof res[i]);
+        CHECK(ids[i] && tl_collect(e, ids[i], &res[i]) == 0 && res[i].n_tokens == N_GEN);
+    }
+    CHECKF(!memcmp(res[0].tokens, ref2, sizeof ref2) && res[0].usage.cached_tokens == 80, "batched: turn 2 (cached %d)",
+           res[0].usage.cached_tokens);
+    CHECKF(!memcmp(res[1].tokens, ref1, sizeof ref1) && res[1].usage.cached_tokens == 64, "batched: turn 1 (cached %d)",
+           res[1].usage.cached_tokens);
+    check_idle(e, "batched");
+    cinfer_engine_destroy(e);
+}
+
+static void test_model(const model *m, thread_pool *pool) {
+    make_turns(m, pool);
+    int64_t slot = test_default(m, pool, 512, "default tier");
+    test_default(m, pool, 16, "chunked (16 per step)");
+    test_off_and_expiry(m, pool);
+    if (slot > 0) test_one_slot(m, pool, slot);
+    test_batched(m, pool);
+}
+
+int main(void) {
+    FILE *probe = fopen(shared_path(MODEL), "rb");
+    if (!probe) return tu_missing_fixture(shared_path(MODEL));
+    fclose(probe);
+    thread_pool *pool = pool_create(2);
+    cf_err err = {0};
+    model *m = NULL;
+    CHECKF(model_load(shared_path(MODEL), &m, &err) == 0, "%s", err.msg);
+    if (m) test_model(m, pool);
+    model_free(m);
+    char path[256];
+    temp_path(path, sizeof path, "gemma2-swa-w20.gguf");
+    mkmodel_opts o = {.arch = "gemma2",
+                      .dim = 64,
+                      .layers = 6,
+                      .heads = 4,
+                      .kv_heads = 2,
+                      .ffn = 128,
+                      .head_dim = 24,
+                      .window = 20,
+                      .swa_pattern = 3,
+                      .attn_softcap = 0.5f,
+                      .final_softcap = 3.0f,
+                      .vocab_from = shared_path(VOCAB),
+                      .type = DT_F32,
+                      .seed = 9};
+    m = NULL;
+    CHECKF(mkmodel_write(&o, path, &err) == 0 && model_load(path, &m, &err) == 0, "%s", err.msg);
+    unlink(path);
+    if (m) {
+        fprintf(stderr, "-- mkmodel gemma2: window 20, pattern 3\n");
+        test_model(m, pool);
+    }
+    model_free(m);
+    pool_destroy(pool);
+    return test_finish();
+}
