@@ -40,7 +40,7 @@ typedef struct serve_opts {
     long long think_default; /* --reasoning-budget-default; -1: none */
     long long max_conns; /* --max-connections; -1: automatic */
     double header_s, body_s, idle_s;
-    double kv_gib, shutdown_s, store_quota_gib;
+    double kv_gib, shutdown_s, store_quota_gib, swa_gib, swa_ttl_s;
 } serve_opts;
 
 static int opt_api_key(void *ctx, const char *v, char *msg, size_t cap) {
@@ -97,6 +97,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     o->max_body = 8 << 20;
     o->conn_buf = 256 << 10;
     o->kv_gib = 1;
+    o->swa_gib = 0.25;
+    o->swa_ttl_s = 300;
     o->shutdown_s = 30;
     o->rs_max = 1024;
     o->rs_bytes = 256ll << 20;
@@ -127,6 +129,13 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         {"max-seqs", 0, "N", "requests running at once in the engine (default 64)", CLI_NUM(&o->max_seqs, 1, 4096)},
         {"max-batch-tokens", 0, "N", "tokens per forward pass (default 2048)", CLI_NUM(&o->max_batch, 16, 1 << 20)},
         {"kv-memory", 0, "GIB", "KV cache budget in GiB (default 1)", CLI_NUM(&o->kv_gib, 0.0001, 4096)},
+        {"swa-state-memory", 0, "GIB",
+         "models with sliding-window layers: host memory for window-state\n"
+         "snapshots at block boundaries, so prefix hits resume exactly\n(docs/engine.md \"Window state\"; "
+         "separate from --kv-memory;\n0: off, hits recompute from the start; default 0.25)",
+         CLI_NUM(&o->swa_gib, 0, 4096)},
+        {"swa-state-ttl", 0, "S", "seconds an unused window-state snapshot is kept (default 300)",
+         CLI_NUM(&o->swa_ttl_s, 0.001, 1e7)},
         {"mlock", 0, NULL, "lock the weights in memory (never paged out; needs RLIMIT_MEMLOCK)",
          CLI_SET(&o->mlock, true)},
         {"no-memory-check", 0, NULL,
@@ -249,7 +258,10 @@ typedef struct serve_parts {
  * compute pool, the engine and the generation state. 0 ok, 1 after a message. */
 static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
     int64_t kv_bytes = (int64_t)(o->kv_gib * (1ll << 30));
-    if (!o->no_mem_check && mem_check_fits("serve", o->model, kv_bytes, "--kv-memory")) return 1;
+    int64_t swa_bytes = (int64_t)(o->swa_gib * (1ll << 30));
+    if (!o->no_mem_check &&
+        mem_check_fits("serve", o->model, kv_bytes + swa_bytes, "--kv-memory plus --swa-state-memory"))
+        return 1;
     load_progress lp;
     load_progress_init(&lp, o->model);
     int r = model_load_progress(o->model, load_progress_cb, &lp, &sp->m, err);
@@ -269,7 +281,9 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
                                 .kv_store_dir = o->kv_store,
                                 .kv_store_quota_bytes = (int64_t)(o->store_quota_gib * (1ll << 30)),
                                 .kv_store_sync = o->store_sync,
-                                .kv_store_key_file = o->kv_key_file};
+                                .kv_store_key_file = o->kv_key_file,
+                                .swa_state_memory_bytes = swa_bytes > 0 ? swa_bytes : -1,
+                                .swa_state_ttl_s = o->swa_ttl_s};
     memcpy(eo.kv_store_retention_s, o->retention, sizeof eo.kv_store_retention_s);
     char emsg[256];
     if (cinfer_engine_create(sp->m, sp->pool, &eo, &sp->eng, emsg, sizeof emsg)) return cli_fail("serve: %s", emsg);
