@@ -383,6 +383,7 @@ static int eng_req_copy(cinfer_engine *e, eng_req *q, const cinfer_request *r, c
     q->priority = r->priority;
     q->traffic_class = r->traffic_class;
     q->ignore_eos = r->ignore_eos;
+    q->swa_exact = r->swa_exact;
     q->min_tokens = r->min_tokens;
     q->include_stop_str = r->include_stop_str;
     q->want_logprobs = r->want_logprobs;

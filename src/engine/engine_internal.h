@@ -109,6 +109,10 @@ typedef struct eng_req {
     int32_t swa_slot; /* window-state entry pinned for a restore planned at admission (engine_swa.c), -1 none */
     int32_t swa_restore_at; /* position the restore resumes at */
     int32_t swa_snap_block; /* n_registered at the last snapshot taken (or restored), -1 none */
+    bool swa_exact; /* immutable: no bounded replay for this request */
+    int32_t swa_plan_end; /* (eng) describe planned a bounded replay of [n_cached_peek, swa_plan_end) */
+    int32_t replay_from, keep_below; /* running after a bounded replay (fwd_seq); 0: none */
+    bool no_register; /* running after a bounded replay: its blocks and rings are approximate, never shared */
     int32_t n_registered; /* leading blocks already in the prefix cache */
     uint8_t last_key[PREFIX_KEY_BYTES]; /* key of block n_registered - 1 */
     int32_t n_cached_peek;
@@ -182,6 +186,7 @@ struct cinfer_engine {
     swa_state *swa; /* window-state tier (engine_swa.c); NULL: none (no window groups, or off) */
     int32_t swa_slot_blocks; /* ring blocks per snapshot */
     int64_t swa_block_floats; /* floats per ring block */
+    int32_t swa_replay_tokens; /* bounded replay length; 0: off */
     prefix_cache *pc;
     fwd_ctx *fc;
     sched_limits limits;

@@ -25,7 +25,11 @@
 
 int eng_swa_init(cinfer_engine *e, const kv_spec *spec, cf_err *err) {
     e->swa_slot_blocks = 0;
-    if (!e->window_rings || e->opt.swa_state_memory_bytes < 0) return 0;
+    e->swa_replay_tokens = 0;
+    if (!e->window_rings) return 0;
+    if (e->opt.swa_replay_tokens >= 0)
+        e->swa_replay_tokens = e->opt.swa_replay_tokens ? e->opt.swa_replay_tokens : kv_spec_max_window(spec);
+    if (e->opt.swa_state_memory_bytes < 0) return 0;
     int32_t bt = e->opt.block_tokens, w = kv_spec_max_window(spec), rb = kv_pool_ring_blocks(e->kv);
     int32_t nb = (w - 1 + bt - 1) / bt;
     if (nb < 1) nb = 1;

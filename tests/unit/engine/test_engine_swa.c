@@ -62,18 +62,26 @@ static void make_turns(const model *m, thread_pool *pool) {
     reference(m, pool, p2, LEN2, ref2);
 }
 
-static cinfer_engine *swa_engine(const model *m, thread_pool *pool, int32_t max_batch, int64_t swa_bytes, double ttl) {
+/* replay: cinfer_engine_options.swa_replay_tokens (-1: exact mode); max_seqs 1 runs requests one at a time. */
+static cinfer_engine *swa_engine_ex(const model *m, thread_pool *pool, int32_t max_batch, int64_t swa_bytes, double ttl,
+                                    int32_t replay, int32_t max_seqs) {
     cinfer_engine_options o = {.block_tokens = 16,
                                .kv_memory_bytes = 32 << 20,
                                .max_batch_tokens = max_batch,
-                               .max_seqs = 8,
+                               .max_seqs = max_seqs,
                                .max_ctx = 512,
                                .swa_state_memory_bytes = swa_bytes,
-                               .swa_state_ttl_s = ttl};
+                               .swa_state_ttl_s = ttl,
+                               .swa_replay_tokens = replay};
     cinfer_engine *e = NULL;
     char err[256];
     CHECKF(cinfer_engine_create(m, pool, &o, &e, err, sizeof err) == 0, "engine create: %s", err);
     return e;
+}
+
+/* Exact mode (no bounded replay), 8 running at once. */
+static cinfer_engine *swa_engine(const model *m, thread_pool *pool, int32_t max_batch, int64_t swa_bytes, double ttl) {
+    return swa_engine_ex(m, pool, max_batch, swa_bytes, ttl, -1, 8);
 }
 
 static cinfer_request greedy(const int32_t *p, int32_t n) {
@@ -183,13 +191,67 @@ static void test_batched(const model *m, thread_pool *pool) {
     cinfer_engine_destroy(e);
 }
 
-static void test_model(const model *m, thread_pool *pool) {
+/* Bounded replay (no tier, replay W = the window): turn 2's hit of 80 tokens
+ * replays its last W (from a block boundary: at least W) and computes the
+ * rest. The same tokens whether it runs
+ * alone one step at a time (sync, 16 tokens per step, one request running:
+ * the single-sequence reference), batched with turn 1 and two unrelated
+ * requests, or after the ring was preempted; usage splits the prompt into
+ * cached / replayed / computed; swa_exact (per request) is exact. */
+static void test_replay(const model *m, thread_pool *pool, int32_t window) {
+    int32_t want_cached = (80 - window) / 16 * 16, want_again = (64 - window) / 16 * 16, got[3][N_GEN];
+    static run_result res[4];
+    for (int v = 0; v < 3; v++) {
+        tl_sync_scheduling = v == 0;
+        cinfer_engine *e = swa_engine_ex(m, pool, v == 0 ? 16 : 512, -1, 0, 0, v == 0 ? 1 : 8);
+        tl_sync_scheduling = false;
+        if (!e) return;
+        CHECK(turn(e, 1, "replay") == 0);
+        cinfer_request rs[4] = {greedy(p2, LEN2), greedy(p1, LEN1), greedy(p2 + 7, 90), greedy(p1 + 3, 40)};
+        int n = v == 1 ? 4 : 1;
+        uint64_t ids[4];
+        for (int i = 0; i < n; i++) ids[i] = tl_submit(e, &rs[i]);
+        for (int i = 0; i < n; i++) {
+            memset(&res[i], 0, sizeof res[i]);
+            CHECK(ids[i] && tl_collect(e, ids[i], &res[i]) == 0 && res[i].n_tokens == N_GEN);
+        }
+        memcpy(got[v], res[0].tokens, sizeof got[v]);
+        CHECKF(res[0].usage.cached_tokens == want_cached && res[0].usage.replayed_tokens == 80 - want_cached,
+               "replay %d: cached %d replayed %d (want %d, %d)", v, res[0].usage.cached_tokens,
+               res[0].usage.replayed_tokens, want_cached, 80 - want_cached);
+        if (v == 1) /* turn 1 again: a hit of 64, replayed from 64 - W (rounded down to a block) */
+            CHECKF(res[1].usage.cached_tokens == want_again && res[1].usage.replayed_tokens == 64 - want_again,
+                   "replay: turn 1 again: cached %d replayed %d", res[1].usage.cached_tokens,
+                   res[1].usage.replayed_tokens);
+        cinfer_engine_stats st = cinfer_engine_get_stats(e);
+        CHECKF(st.swa_replays >= 1 && st.swa_replayed_tokens >= (uint64_t)window, "replay %d: %llu replays", v,
+               (unsigned long long)st.swa_replays);
+        /* per request: exact, from the start (no tier) */
+        cinfer_request ex = greedy(p2, LEN2);
+        ex.swa_exact = true;
+        memset(&res[3], 0, sizeof res[3]);
+        CHECK(tl_run(e, &ex, &res[3]) == 0);
+        CHECKF(!memcmp(res[3].tokens, ref2, sizeof ref2) && res[3].usage.cached_tokens == 0 &&
+                   res[3].usage.replayed_tokens == 0,
+               "replay %d: swa_exact request differs or cached %d", v, res[3].usage.cached_tokens);
+        check_idle(e, "replay");
+        cinfer_engine_destroy(e);
+    }
+    CHECKF(!memcmp(got[0], got[1], sizeof got[0]), "replay: batched differs from the single-sequence run");
+    CHECKF(!memcmp(got[0], got[2], sizeof got[0]), "replay: alone (async) differs from the single-sequence run");
+    int agree = 0;
+    for (int s = 0; s < N_GEN; s++) agree += got[0][s] == ref2[s];
+    fprintf(stderr, "replay W=%d: %d of %d greedy tokens equal the exact run\n", window, agree, N_GEN);
+}
+
+static void test_model(const model *m, thread_pool *pool, int32_t window) {
     make_turns(m, pool);
     int64_t slot = test_default(m, pool, 512, "default tier");
     test_default(m, pool, 16, "chunked (16 per step)");
     test_off_and_expiry(m, pool);
     if (slot > 0) test_one_slot(m, pool, slot);
     test_batched(m, pool);
+    test_replay(m, pool, window);
 }
 
 int main(void) {
@@ -200,7 +262,7 @@ int main(void) {
     cf_err err = {0};
     model *m = NULL;
     CHECKF(model_load(shared_path(MODEL), &m, &err) == 0, "%s", err.msg);
-    if (m) test_model(m, pool);
+    if (m) test_model(m, pool, 32);
     model_free(m);
     char path[256];
     temp_path(path, sizeof path, "gemma2-swa-w20.gguf");
@@ -223,7 +285,7 @@ int main(void) {
     unlink(path);
     if (m) {
         fprintf(stderr, "-- mkmodel gemma2: window 20, pattern 3\n");
-        test_model(m, pool);
+        test_model(m, pool, 20);
     }
     model_free(m);
     pool_destroy(pool);
