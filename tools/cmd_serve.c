@@ -41,6 +41,8 @@ typedef struct serve_opts {
     long long max_conns; /* --max-connections; -1: automatic */
     double header_s, body_s, idle_s;
     double kv_gib, shutdown_s, store_quota_gib, swa_gib, swa_ttl_s;
+    long long swa_replay_tokens; /* 0: the model's window */
+    const char *swa_replay;
 } serve_opts;
 
 static int opt_api_key(void *ctx, const char *v, char *msg, size_t cap) {
@@ -136,6 +138,13 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
          CLI_NUM(&o->swa_gib, 0, 4096)},
         {"swa-state-ttl", 0, "S", "seconds an unused window-state snapshot is kept (default 300)",
          CLI_NUM(&o->swa_ttl_s, 0.001, 1e7)},
+        {"swa-replay", 0, "on|off",
+         "window models, prefix hit without a snapshot: on = bounded replay\n"
+         "of the last --swa-replay-tokens (approximate), off = exact\nrecompute (default on; per request "
+         "cinfer.swa_replay)",
+         CLI_STR(&o->swa_replay)},
+        {"swa-replay-tokens", 0, "N", "tokens a bounded replay recomputes (default: the model's window)",
+         CLI_NUM(&o->swa_replay_tokens, 1, 1 << 24)},
         {"mlock", 0, NULL, "lock the weights in memory (never paged out; needs RLIMIT_MEMLOCK)",
          CLI_SET(&o->mlock, true)},
         {"no-memory-check", 0, NULL,
@@ -259,6 +268,9 @@ typedef struct serve_parts {
 static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
     int64_t kv_bytes = (int64_t)(o->kv_gib * (1ll << 30));
     int64_t swa_bytes = (int64_t)(o->swa_gib * (1ll << 30));
+    bool swa_off = o->swa_replay && !strcmp(o->swa_replay, "off");
+    if (o->swa_replay && !swa_off && strcmp(o->swa_replay, "on"))
+        return cli_fail("serve: --swa-replay: '%s' (on or off)", o->swa_replay);
     if (!o->no_mem_check &&
         mem_check_fits("serve", o->model, kv_bytes + swa_bytes, "--kv-memory plus --swa-state-memory"))
         return 1;
@@ -283,7 +295,8 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
                                 .kv_store_sync = o->store_sync,
                                 .kv_store_key_file = o->kv_key_file,
                                 .swa_state_memory_bytes = swa_bytes > 0 ? swa_bytes : -1,
-                                .swa_state_ttl_s = o->swa_ttl_s};
+                                .swa_state_ttl_s = o->swa_ttl_s,
+                                .swa_replay_tokens = swa_off ? -1 : (int32_t)o->swa_replay_tokens};
     memcpy(eo.kv_store_retention_s, o->retention, sizeof eo.kv_store_retention_s);
     char emsg[256];
     if (cinfer_engine_create(sp->m, sp->pool, &eo, &sp->eng, emsg, sizeof emsg)) return cli_fail("serve: %s", emsg);

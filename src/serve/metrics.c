@@ -237,6 +237,10 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
     gauge(&s, "cinfer_kv_window_rings_total", "Sliding-window rings in the KV pool (0 without window layers).",
           st->kv_rings_total);
     gauge(&s, "cinfer_kv_window_rings_used", "Sliding-window rings held by running requests.", st->kv_rings_used);
+    counter(&s, "cinfer_swa_replays_total", "Prefix hits resumed by bounded replay (window models, no snapshot).",
+            st->swa_replays);
+    counter(&s, "cinfer_swa_replayed_tokens_total", "Cached prompt tokens recomputed by bounded replay.",
+            st->swa_replayed_tokens);
     counter(&s, "cinfer_swa_state_snapshots_total", "Window-state snapshots taken at block boundaries.",
             st->swa_snapshots);
     counter(&s, "cinfer_swa_state_hits_total", "Admissions resumed from a window-state snapshot (exact).",
