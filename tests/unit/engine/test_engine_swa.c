@@ -191,12 +191,42 @@ static void test_batched(const model *m, thread_pool *pool) {
     cinfer_engine_destroy(e);
 }
 
+/* The replay done by hand on one gen_session (model_forward, no engine): the
+ * prompt's first `hit` positions exactly, then the ring overwritten with junk
+ * (rows not this sequence's), then [from, end) with replay_from / keep_below
+ * and greedy decoding. The cached full-layer rows below `hit` must not change. */
+static void replay_by_hand(const model *m, thread_pool *pool, int32_t from, int32_t hit, int32_t *out) {
+    int n_vocab = model_get_hparams(m)->n_vocab;
+    gen_session g;
+    cf_err err = {0};
+    CHECKF(gen_init(&g, m, pool, LEN2 + N_GEN, 512, &err) == 0, "%s", err.msg);
+    CHECKF(gen_feed(&g, p2, hit, NULL, &err) == 0, "%s", err.msg);
+    size_t cached = (size_t)(hit / 16) * (size_t)model_kv_block_floats(m, 16) * sizeof(float);
+    float *before = malloc(cached);
+    CHECK(before != NULL);
+    if (!before) return;
+    memcpy(before, g.kv.mem, cached);
+    for (int64_t i = 0; i < g.kv.ring_bytes / (int64_t)sizeof(float); i++) g.kv.ring[i] = 3.0f;
+    g.kv.seq.replay_from = from;
+    g.kv.seq.keep_below = hit;
+    g.n_past = from;
+    CHECKF(gen_feed(&g, p2 + from, LEN2 - from, NULL, &err) == 0, "%s", err.msg);
+    for (int s = 0; s < N_GEN; s++) {
+        out[s] = argmax(g.logits, n_vocab);
+        if (s + 1 < N_GEN) CHECKF(gen_feed(&g, &out[s], 1, NULL, &err) == 0, "%s", err.msg);
+    }
+    CHECKF(!memcmp(before, g.kv.mem, cached), "replay by hand: cached full-layer rows were rewritten");
+    free(before);
+    gen_release(&g);
+}
+
 /* Bounded replay (no tier, replay W = the window): turn 2's hit of 80 tokens
  * replays its last W (from a block boundary: at least W) and computes the
  * rest. The same tokens whether it runs
  * alone one step at a time (sync, 16 tokens per step, one request running:
  * the single-sequence reference), batched with turn 1 and two unrelated
- * requests, or after the ring was preempted; usage splits the prompt into
+ * requests, or asynchronous alone, and equal to the same replay done by hand
+ * on a gen_session (replay_by_hand); usage splits the prompt into
  * cached / replayed / computed; swa_exact (per request) is exact. */
 static void test_replay(const model *m, thread_pool *pool, int32_t window) {
     int32_t want_cached = (80 - window) / 16 * 16, want_again = (64 - window) / 16 * 16, got[3][N_GEN];
@@ -238,6 +268,9 @@ static void test_replay(const model *m, thread_pool *pool, int32_t window) {
         cinfer_engine_destroy(e);
     }
     CHECKF(!memcmp(got[0], got[1], sizeof got[0]), "replay: batched differs from the single-sequence run");
+    int32_t by_hand[N_GEN];
+    replay_by_hand(m, pool, want_cached, 80, by_hand);
+    CHECKF(!memcmp(got[0], by_hand, sizeof by_hand), "replay: the engine differs from the replay by hand");
     CHECKF(!memcmp(got[0], got[2], sizeof got[0]), "replay: alone (async) differs from the single-sequence run");
     int agree = 0;
     for (int s = 0; s < N_GEN; s++) agree += got[0][s] == ref2[s];
