@@ -9,6 +9,8 @@
  *   - the tier holds one snapshot (evictions; resume from the last one);
  *   - snapshots expire at once (TTL; misses, cached 0);
  *   - turns run batched with other requests, and chunked (16 tokens per step);
+ *   - bounded replay: batch-, chunk- and sync-invariant, equal to the replay
+ *     done by hand on model_forward; soak with preemptions, cancels, evictions;
  * and after every run no ring, block or pin is held (the invariant checker
  * checks pins every step in sanitizer builds).
  * Models: tiny-gemma2 (window 32; missing: skip, or fail under CI) and an
@@ -277,6 +279,53 @@ static void test_replay(const model *m, thread_pool *pool, int32_t window) {
     fprintf(stderr, "replay W=%d: %d of %d greedy tokens equal the exact run\n", window, agree, N_GEN);
 }
 
+/* Soak: 16 blocks (preemptions), a 2-snapshot tier (evictions), replay on, 24
+ * requests on prefixes of turn 2 (hits, replays, snapshots) with every fourth
+ * cancelled mid-way. Every request ends, nothing is held, the tier stays in
+ * budget (the sanitizer build checks pins and the tier every step). */
+static void test_soak(const model *m, thread_pool *pool, int64_t slot) {
+    cinfer_engine *probe = swa_engine(m, pool, 512, 0, 0);
+    if (!probe) return;
+    int64_t ring = cinfer_engine_get_stats(probe).kv_ring_bytes;
+    cinfer_engine_destroy(probe);
+    int64_t kv = 8 * (ring + 4) + 16 * (model_kv_block_floats(m, 16) * 4 + 16) + 1024;
+    cinfer_engine_options o = {.block_tokens = 16,
+                               .kv_memory_bytes = kv,
+                               .max_batch_tokens = 64,
+                               .max_seqs = 8,
+                               .max_ctx = 192,
+                               .swa_state_memory_bytes = 2 * slot + slot / 2};
+    cinfer_engine *e = NULL;
+    char err[256];
+    CHECKF(cinfer_engine_create(m, pool, &o, &e, err, sizeof err) == 0, "soak: %s", err);
+    if (!e) return;
+    enum { N = 24 };
+    uint64_t ids[N];
+    static run_result res[N];
+    for (int i = 0; i < N; i++) {
+        cinfer_request r = greedy(p2, 20 + (int32_t)(tl_rand() % (LEN2 - 19)));
+        r.max_tokens = 1 + (int32_t)(tl_rand() % N_GEN);
+        r.swa_exact = i % 5 == 0;
+        ids[i] = tl_submit(e, &r);
+        CHECK(ids[i] != 0);
+        if (i % 4 == 3) CHECK(cinfer_engine_cancel(e, ids[i]) == 0);
+    }
+    for (int i = 0; i < N; i++) {
+        memset(&res[i], 0, sizeof res[i]);
+        CHECK(tl_collect(e, ids[i], &res[i]) == 0);
+    }
+    cinfer_engine_stats st = cinfer_engine_get_stats(e);
+    CHECKF(st.preemptions > 0 && st.swa_state_evictions > 0 && st.swa_state_entries <= 2,
+           "soak: %llu preemptions, %llu evictions, %d entries", (unsigned long long)st.preemptions,
+           (unsigned long long)st.swa_state_evictions, st.swa_state_entries);
+    fprintf(stderr, "soak: %llu preemptions, %llu replays, %llu hits, %llu misses, %llu evictions\n",
+            (unsigned long long)st.preemptions, (unsigned long long)st.swa_replays,
+            (unsigned long long)st.swa_state_hits, (unsigned long long)st.swa_state_misses,
+            (unsigned long long)st.swa_state_evictions);
+    check_idle(e, "soak");
+    cinfer_engine_destroy(e);
+}
+
 static void test_model(const model *m, thread_pool *pool, int32_t window) {
     make_turns(m, pool);
     int64_t slot = test_default(m, pool, 512, "default tier");
@@ -285,6 +334,7 @@ static void test_model(const model *m, thread_pool *pool, int32_t window) {
     if (slot > 0) test_one_slot(m, pool, slot);
     test_batched(m, pool);
     test_replay(m, pool, window);
+    if (slot > 0) test_soak(m, pool, slot);
 }
 
 int main(void) {
