@@ -80,6 +80,7 @@ help_has store stats -- --now
 help_has store verify -- --now
 help_has bench --
 help_has bench latency -- --model --prompt --gen --threads --reps --bw-mib
+help_has bench replay -- --model --lengths --windows --prompts --seed --threads
 help_has bench throughput -- --model --requests --input-len --output-len --prefix-len --threads --kv-memory \
     --max-batch-tokens --max-seqs --sync-scheduling
 help_has bench serve -- --base-url --api --model --api-key --workload --concurrency --rate --requests --duration \
