@@ -8,7 +8,7 @@
  *   prefill          = achieved matmul FLOP/s (2 x active params x tokens / time).
  * The prompt is pseudo-random token ids (deterministic), so no tokenizer
  * cost is included. `bench serve`, `bench report` and `bench trace-stats` live in
- * cmd_bench_serve.c and cmd_bench_report.c. */
+ * cmd_bench_serve.c and cmd_bench_report.c, `bench replay` in cmd_bench_replay.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +25,8 @@ static const char bench_usage[] = "cinfer bench latency -m MODEL.gguf [options]\
                                   "cinfer bench throughput -m MODEL.gguf [options]  (see bench throughput --help)\n"
                                   "cinfer bench serve --base-url URL [options]      (see bench serve --help)\n"
                                   "cinfer bench report RESULTS.json... [--svg DIR]  (see bench report --help)\n"
-                                  "cinfer bench trace-stats TRACE.jsonl [--block-scale K]";
+                                  "cinfer bench trace-stats TRACE.jsonl [--block-scale K]\n"
+                                  "cinfer bench replay -m MODEL.gguf [options]      (see bench replay --help)";
 
 typedef struct bench_opts {
     const char *model, *weights_cache;
@@ -143,17 +144,19 @@ int cmd_bench(int argc, char **argv) {
     } subs[] = {{"throughput", bench_throughput},
                 {"serve", bench_serve},
                 {"report", bench_report},
-                {"trace-stats", bench_trace_stats}};
+                {"trace-stats", bench_trace_stats},
+                {"replay", bench_replay}};
     const cli_cmd c = {.name = "bench",
                        .usage = bench_usage,
                        .about = "`cinfer bench <benchmark> --help` describes a benchmark's options."};
     if (argc < 2)
-        return cli_usage_error(&c, "a benchmark is required (latency, throughput, serve, report, trace-stats)");
+        return cli_usage_error(&c, "a benchmark is required (latency, throughput, serve, report, trace-stats, replay)");
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return cli_help(&c, stdout), 0;
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (!strcmp(argv[1], subs[i].name)) return subs[i].fn(argc - 1, argv + 1);
     if (strcmp(argv[1], "latency") != 0)
-        return cli_usage_error(&c, "unknown benchmark '%s' (latency, throughput, serve, report, trace-stats)", argv[1]);
+        return cli_usage_error(&c, "unknown benchmark '%s' (latency, throughput, serve, report, trace-stats, replay)",
+                               argv[1]);
     bench_opts o;
     int r = parse_bench(argc - 1, argv + 1, &o);
     if (r) return r == CLI_HELP ? 0 : r;

@@ -44,7 +44,9 @@ typedef struct serve_opts {
     int spec_drafter; /* --speculative: cinfer_spec_drafter (0: off) */
     long long spec_k, spec_max_batch; /* --spec-k, --spec-max-batch (0: the engine's defaults) */
     double header_s, body_s, idle_s;
-    double kv_gib, shutdown_s, store_quota_gib;
+    double kv_gib, shutdown_s, store_quota_gib, swa_gib, swa_ttl_s;
+    long long swa_replay_tokens; /* 0: the model's window */
+    const char *swa_replay;
 } serve_opts;
 
 static int opt_api_key(void *ctx, const char *v, char *msg, size_t cap) {
@@ -111,6 +113,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     o->max_body = 8 << 20;
     o->conn_buf = 256 << 10;
     o->kv_gib = 1;
+    o->swa_gib = 0.25;
+    o->swa_ttl_s = 300;
     o->shutdown_s = 30;
     o->rs_max = 1024;
     o->rs_bytes = 256ll << 20;
@@ -152,6 +156,20 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         {"spec-max-batch", 0, "N", "no drafts while more requests than this decode at once (default 3)",
          CLI_NUM(&o->spec_max_batch, 1, 4096)},
         {"kv-memory", 0, "GIB", "KV cache budget in GiB (default 1)", CLI_NUM(&o->kv_gib, 0.0001, 4096)},
+        {"swa-state-memory", 0, "GIB",
+         "models with sliding-window layers: host memory for window-state\n"
+         "snapshots at block boundaries, so prefix hits resume exactly\n(docs/engine.md \"Window state\"; "
+         "separate from --kv-memory;\n0: off, hits recompute from the start; default 0.25)",
+         CLI_NUM(&o->swa_gib, 0, 4096)},
+        {"swa-state-ttl", 0, "S", "seconds an unused window-state snapshot is kept (default 300)",
+         CLI_NUM(&o->swa_ttl_s, 0.001, 1e7)},
+        {"swa-replay", 0, "on|off",
+         "window models, prefix hit without a snapshot: on = bounded replay\n"
+         "of the last --swa-replay-tokens (approximate), off = exact\nrecompute (default off; per request "
+         "cinfer.swa_replay)",
+         CLI_STR(&o->swa_replay)},
+        {"swa-replay-tokens", 0, "N", "tokens a bounded replay recomputes (default: the model's window)",
+         CLI_NUM(&o->swa_replay_tokens, 1, 1 << 24)},
         {"mlock", 0, NULL, "lock the weights in memory (never paged out; needs RLIMIT_MEMLOCK)",
          CLI_SET(&o->mlock, true)},
         {"no-memory-check", 0, NULL,
@@ -280,7 +298,12 @@ typedef struct serve_parts {
  * compute pool, the engine and the generation state. 0 ok, 1 after a message. */
 static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
     int64_t kv_bytes = (int64_t)(o->kv_gib * (1ll << 30));
-    if (!o->no_mem_check && mem_check_fits("serve", o->model, kv_bytes, "--kv-memory", o->weights_cache != NULL))
+    int64_t swa_bytes = (int64_t)(o->swa_gib * (1ll << 30));
+    bool swa_on = o->swa_replay && !strcmp(o->swa_replay, "on"); /* default off: exact */
+    if (o->swa_replay && !swa_on && strcmp(o->swa_replay, "off"))
+        return cli_fail("serve: --swa-replay: '%s' (on or off)", o->swa_replay);
+    if (!o->no_mem_check && mem_check_fits("serve", o->model, kv_bytes + swa_bytes,
+                                           "--kv-memory plus --swa-state-memory", o->weights_cache != NULL))
         return 1;
     load_progress lp;
     load_progress_init(&lp, o->model);
@@ -309,7 +332,10 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
                                 .kv_store_key_file = o->kv_key_file,
                                 .speculative = {.drafter = o->spec_drafter, .k = (int32_t)o->spec_k},
                                 .spec_max_batch = (int32_t)o->spec_max_batch,
-                                .draft_model = sp->draft};
+                                .draft_model = sp->draft,
+                                .swa_state_memory_bytes = swa_bytes > 0 ? swa_bytes : -1,
+                                .swa_state_ttl_s = o->swa_ttl_s,
+                                .swa_replay_tokens = swa_on ? (int32_t)o->swa_replay_tokens : -1};
     memcpy(eo.kv_store_retention_s, o->retention, sizeof eo.kv_store_retention_s);
     char emsg[256];
     if (cinfer_engine_create(sp->m, sp->pool, &eo, &sp->eng, emsg, sizeof emsg)) return cli_fail("serve: %s", emsg);

@@ -22,6 +22,8 @@ int bench_serve(int argc, char **argv);
 /* `bench report` and `bench trace-stats` (cmd_bench_report.c). */
 int bench_report(int argc, char **argv);
 int bench_trace_stats(int argc, char **argv);
+/* `bench replay` (cmd_bench_replay.c): bounded-replay quality (KL, top-1) vs replay length. */
+int bench_replay(int argc, char **argv);
 
 /* Prints "cinfer: <msg>" to stderr and returns 1. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -102,6 +102,14 @@ typedef struct cinfer_engine_options {
                                       * Checked at create: the same vocabulary (every token's bytes) as the
                                       * target, and a KV block no larger than the target's (its KV lives in
                                       * the same pool) */
+    /* Window-state tier (models with sliding-window layers, docs/engine.md "Window state"): host memory
+     * for snapshots of the window rings at block boundaries, separate from kv_memory_bytes. */
+    int64_t swa_state_memory_bytes; /* 0: 256 MiB; < 0: no tier (prefix hits on window models start at 0) */
+    double swa_state_ttl_s; /* seconds an unused snapshot lives (0: 300) */
+    /* Bounded replay: a prefix hit without a snapshot recomputes only its last swa_replay_tokens tokens,
+     * window layers clamped to the replay start (approximate); 0: the model's largest window; < 0: off
+     * (exact: from the last snapshot, else from the start) */
+    int32_t swa_replay_tokens;
 } cinfer_engine_options;
 
 typedef struct cinfer_logit_bias {
@@ -134,6 +142,8 @@ typedef struct cinfer_request {
     int32_t traffic_class; /* cinfer_traffic_class: retention of its blocks in the store (unknown: default) */
     int32_t priority; /* lower value = more urgent */
     bool ignore_eos;
+    bool swa_exact; /* window models: never resume a prefix hit by bounded replay (exact: from the last
+                     * window-state snapshot or the start); false: the engine's swa_replay_tokens */
     int32_t min_tokens; /* EOS/EOG and stop_tokens cannot be sampled before this many generated tokens
                                  * (their logits are masked; stop strings still apply); <= 0: off */
     bool include_stop_str; /* a matched stop string is emitted as the end of the text (vLLM
@@ -191,6 +201,8 @@ typedef enum cinfer_finish {
 typedef struct cinfer_usage {
     int32_t prompt_tokens;
     int32_t cached_tokens; /* prompt tokens found in the prefix cache (memory, then the store) at first admission */
+    int32_t replayed_tokens; /* window models, bounded replay: cached prompt tokens recomputed to rebuild the
+                              * window state (not in cached_tokens; prompt = cached + replayed + computed) */
     int32_t completion_tokens;
     int32_t accepted_draft_tokens; /* completion tokens that were drafted and accepted (speculative decoding) */
 } cinfer_usage;
@@ -276,6 +288,13 @@ typedef struct cinfer_engine_stats {
      * ones; spec_accept_len[a]: verify items that accepted a drafts (a <= CINFER_SPEC_MAX_K) */
     uint64_t spec_verifies[CINFER_SPEC_N], spec_drafted[CINFER_SPEC_N], spec_accepted[CINFER_SPEC_N];
     uint64_t spec_accept_len[CINFER_SPEC_MAX_K + 1];
+    /* window-state tier (0 without window layers or with the tier off): snapshots taken; admissions
+     * that resumed from a snapshot (hits) / whose prefix-cache hit found no snapshot (misses: recomputed
+     * from the start); entries evicted for room / expired by TTL; entries and bytes held; budget */
+    uint64_t swa_replays, swa_replayed_tokens; /* admissions resumed by bounded replay, tokens replayed */
+    uint64_t swa_snapshots, swa_state_hits, swa_state_misses, swa_state_evictions, swa_state_expirations;
+    int32_t swa_state_entries;
+    int64_t swa_state_bytes, swa_state_budget;
     cinfer_store_stats store;
 } cinfer_engine_stats;
 

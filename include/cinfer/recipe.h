@@ -268,6 +268,7 @@ typedef struct recipe_request {
     const recipe_bias *bias;
     size_t n_bias;
     const char *traffic_class; /* cinfer extension: `"cinfer":{"traffic_class":...}` as text */
+    int swa_replay; /* cinfer extension `"cinfer":{"swa_replay":bool}`: -1 absent, 0 false (exact), 1 true */
     const char *cinfer; /* the whole `cinfer` object (JSON text), re-emitted as is */
 
     /* OpenAI Completions only (RECIPE_PARSE_COMPLETIONS): the prompt instead of messages */
@@ -335,6 +336,7 @@ typedef enum recipe_finish {
 typedef struct recipe_usage {
     int64_t prompt; /* P: all prompt tokens, cached included */
     int64_t cache_read; /* R: prefix-cache hits */
+    int64_t replayed; /* cinfer: cached prompt tokens recomputed by bounded replay (not in R; 0: none) */
     int64_t cache_write; /* W: explicit cache writes (0 for an automatic prefix cache) */
     int64_t output; /* O: generated tokens, reasoning included */
     int64_t reasoning; /* K */

@@ -252,7 +252,8 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     }
     int32_t n_rings = ring_chunk > 0 ? eng_ring_count(e, &spec, ring_chunk) : 0;
     if (kv_pool_create_rings(&spec, e->opt.block_tokens, e->opt.kv_memory_bytes, n_rings, ring_chunk, &e->kv, err) ||
-        prefix_cache_model_fingerprint(m, fp, err) || prefix_cache_create(e->kv, fp, &e->pc, err))
+        prefix_cache_model_fingerprint(m, fp, err) || prefix_cache_create(e->kv, fp, &e->pc, err) ||
+        eng_swa_init(e, &spec, err))
         return -1;
     e->kv_total = kv_pool_n_blocks(e->kv);
     e->fc = fwd_ctx_create(m, tp, e->opt.max_batch_tokens, e->opt.max_ctx, e->opt.block_tokens, err);
@@ -338,6 +339,7 @@ void cinfer_engine_destroy(cinfer_engine *e) {
     eng_free_all(e);
     if (e->efd > 0) close(e->efd);
     prefix_cache_free(e->pc);
+    swa_state_free(e->swa);
     if (e->store_abandoned) { /* a stuck store thread may still read into a pool block: keep the pool */
         if (g_n_kept_pools < 8) g_kept_pools[g_n_kept_pools++] = e->kv;
     } else {
@@ -394,9 +396,12 @@ static int eng_req_copy(cinfer_engine *e, eng_req *q, const cinfer_request *r, c
     q->max_tokens = r->max_tokens < room ? r->max_tokens : room;
     q->st_stop_string = q->o_stop_string = -1;
     q->ring = -1;
+    q->swa_slot = -1;
+    q->swa_snap_block = -1;
     q->priority = r->priority;
     q->traffic_class = r->traffic_class;
     q->ignore_eos = r->ignore_eos;
+    q->swa_exact = r->swa_exact;
     q->min_tokens = r->min_tokens;
     q->include_stop_str = r->include_stop_str;
     q->want_logprobs = r->want_logprobs;

@@ -19,7 +19,9 @@
  *    attached, and the adapter's count of loading requests matches;
  *  - window rings (models with window layers): a request holds a ring iff it
  *    is running, no two requests hold the same ring, and the pool's count of
- *    used rings equals the rings held. */
+ *    used rings equals the rings held;
+ *  - window-state tier (swa_state_check): LRU, free list and table agree;
+ *    its pinned entries are exactly the restores requests have planned. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -92,6 +94,16 @@ int eng_check_invariants(cinfer_engine *e, char *why, size_t cap) {
         snprintf(why, cap, "requests hold %d rings, the pool counts %d used", rings,
                  kv_pool_get_stats(e->kv).rings_used);
         rc = -1;
+    }
+    if (rc == 0 && e->swa) {
+        int32_t pins = 0;
+        for (int32_t i = 0; i < e->n_active; i++) pins += e->active[i]->swa_slot >= 0;
+        if (swa_state_check(e->swa, why, cap)) rc = -1;
+        else if (pins != swa_state_get_stats(e->swa).pinned) {
+            snprintf(why, cap, "requests plan %d window-state restores, the tier has %d pinned", pins,
+                     swa_state_get_stats(e->swa).pinned);
+            rc = -1;
+        }
     }
     if (rc == 0 && loading != eng_store_n_loading(e)) {
         snprintf(why, cap, "%d requests hold a store chain, the store adapter counts %d", loading,

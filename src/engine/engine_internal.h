@@ -43,6 +43,7 @@
 #include "engine/sampler.h"
 #include "engine/sched.h"
 #include "engine/spec_drafter.h"
+#include "engine/swa_state.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
 
@@ -110,9 +111,17 @@ typedef struct eng_req {
     float **bptr; /* the same blocks as pointers, for fwd_seq */
     int32_t n_blocks, max_blocks;
     int32_t ring; /* window ring id while running (kv_pool.h), -1 none */
+    int32_t swa_slot; /* window-state entry pinned for a restore planned at admission (engine_swa.c), -1 none */
+    int32_t swa_restore_at; /* position the restore resumes at */
+    int32_t swa_snap_block; /* n_registered at the last snapshot taken (or restored), -1 none */
+    bool swa_exact; /* immutable: no bounded replay for this request */
+    int32_t swa_plan_end; /* (eng) describe planned a bounded replay of [n_cached_peek, swa_plan_end) */
+    int32_t replay_from, keep_below; /* running after a bounded replay (fwd_seq); 0: none */
+    bool no_register; /* running after a bounded replay: its blocks and rings are approximate, never shared */
     int32_t n_registered; /* leading blocks already in the prefix cache */
     uint8_t last_key[PREFIX_KEY_BYTES]; /* key of block n_registered - 1 */
     int32_t n_cached_peek;
+    int32_t n_prefix_peek; /* window models: cached full-block tokens before the window-state check */
     uint64_t peek_version; /* cache version n_cached_peek was computed at (0: never) */
     bool admitted_once;
     /* (eng) reasoning budget state (engine_think.c): advanced once per generated token at commit,
@@ -203,7 +212,11 @@ struct cinfer_engine {
 
     /* (eng) owned compute state */
     kv_pool *kv;
-    bool window_rings; /* the model has window groups: rings, no prefix hits (docs/engine.md) */
+    bool window_rings; /* the model has window groups: rings (docs/engine.md) */
+    swa_state *swa; /* window-state tier (engine_swa.c); NULL: none (no window groups, or off) */
+    int32_t swa_slot_blocks; /* ring blocks per snapshot */
+    int64_t swa_block_floats; /* floats per ring block */
+    int32_t swa_replay_tokens; /* bounded replay length; 0: off */
     prefix_cache *pc;
     fwd_ctx *fc;
     sched_limits limits;
@@ -296,6 +309,22 @@ void eng_release_blocks(cinfer_engine *e, eng_req *r);
 
 /* Copies the pool's block counts into e->st (and the peak of used blocks). */
 void eng_note_kv(cinfer_engine *e);
+
+/* engine_swa.c: the window-state tier (docs/engine.md "Window state").
+ * eng_swa_init: after the pool; no tier without rings or when switched off.
+ * eng_swa_snapshot: in commit, after registration: snapshot at r's last registered boundary.
+ * eng_swa_resume_point: the largest block boundary <= limit whose chain key has a snapshot (0: none);
+ *   with slot_out: pins the entry into *slot_out (LRU touched) and writes its key.
+ * eng_swa_restore: in assemble: copies r's pinned snapshot into its ring and unpins it.
+ * eng_swa_unpin: drops a planned restore (release, failure).
+ * eng_swa_note: drops expired snapshots; tier stats into e->st. */
+int eng_swa_init(cinfer_engine *e, const kv_spec *spec, cf_err *err);
+void eng_swa_snapshot(cinfer_engine *e, eng_req *r);
+int32_t eng_swa_resume_point(cinfer_engine *e, eng_req *r, int32_t limit, uint8_t key_out[PREFIX_KEY_BYTES],
+                             int32_t *slot_out);
+void eng_swa_restore(cinfer_engine *e, eng_req *r);
+void eng_swa_unpin(cinfer_engine *e, eng_req *r);
+void eng_swa_note(cinfer_engine *e);
 
 /* engine_output.c */
 /* Commit side (critical path): records r's newly sampled token (already

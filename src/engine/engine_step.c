@@ -40,7 +40,7 @@ static prefix_salt eng_salt(const eng_req *r) { return (prefix_salt){.bytes = r-
 
 static uint64_t eng_cache_version(const cinfer_engine *e) {
     prefix_cache_stats s = prefix_cache_get_stats(e->pc);
-    return 1 + s.inserts + s.evictions;
+    return 1 + s.inserts + s.evictions + (e->swa ? swa_state_version(e->swa) : 0);
 }
 
 void eng_release_blocks(cinfer_engine *e, eng_req *r) {
@@ -50,11 +50,32 @@ void eng_release_blocks(cinfer_engine *e, eng_req *r) {
     for (int32_t i = r->n_blocks - 1; i >= 0; i--) kv_pool_unref(e->kv, r->blocks[i]);
     if (r->ring >= 0) kv_pool_ring_release(e->kv, r->ring);
     r->ring = -1;
+    eng_swa_unpin(e, r);
+    r->swa_snap_block = -1;
+    r->replay_from = r->keep_below = 0;
+    r->no_register = false;
     r->n_blocks = 0;
     r->n_computed = 0;
     r->n_registered = 0;
     memset(r->last_key, 0, sizeof r->last_key);
     r->peek_version = 0;
+}
+
+/* Window models: the cached blocks lack the window rows. Resume at the last
+ * boundary with a window-state snapshot (exact), unless bounded replay is on
+ * and the hit reaches more than swa_replay_tokens past it: then replay the
+ * hit from swa_replay_tokens before its end, rounded down to a block (the
+ * scheduler counts cached tokens in blocks) (docs/engine.md "Bounded replay"). */
+static void eng_describe_window(cinfer_engine *e, eng_req *r) {
+    int32_t hit = r->n_cached_peek, snap = eng_swa_resume_point(e, r, hit, NULL, NULL), w = e->swa_replay_tokens;
+    int32_t bt = e->opt.block_tokens, from = (hit - w) / bt * bt;
+    r->swa_plan_end = 0;
+    r->n_cached_peek = snap;
+    /* first admission only: a preempted request recomputes exactly (its tokens so far stand) */
+    if (w > 0 && !r->swa_exact && !r->admitted_once && hit - w > snap && from > snap) {
+        r->swa_plan_end = hit;
+        r->n_cached_peek = from;
+    }
 }
 
 static void eng_describe(cinfer_engine *e, eng_req *r, sched_req *s, uint64_t version) {
@@ -76,10 +97,11 @@ static void eng_describe(cinfer_engine *e, eng_req *r, sched_req *s, uint64_t ve
         s->n_blocks = r->n_blocks;
         for (int32_t i = 0; i < r->n_blocks; i++) s->n_reclaimable += kv_pool_refs(e->kv, r->blocks[i]) == 1;
     } else {
-        if (e->window_rings) { /* no window rows in cached blocks: recompute from the start (exact) */
-            r->n_cached_peek = 0;
-        } else if (r->peek_version != version) {
+        if (r->peek_version != version) {
             r->n_cached_peek = prefix_cache_peek(e->pc, r->seq, r->prompt_len + r->n_generated, eng_salt(r));
+            /* window models: cached blocks lack the window rows; resume only where a snapshot has them */
+            r->n_prefix_peek = r->n_cached_peek;
+            if (e->window_rings) eng_describe_window(e, r);
             r->peek_version = version;
         }
         s->n_cached = r->n_cached_peek;
@@ -90,25 +112,68 @@ static void eng_set_ptrs(cinfer_engine *e, eng_req *r, int32_t from) {
     for (int32_t i = from; i < r->n_blocks; i++) r->bptr[i] = kv_pool_block(e->kv, r->blocks[i]);
 }
 
+/* Window models: keep the matched blocks only up to the last boundary with a
+ * window-state snapshot (pinned for eng_assemble to restore); exact. */
+static void eng_admit_window(cinfer_engine *e, eng_req *r, prefix_match *m) {
+    int32_t bt = e->opt.block_tokens;
+    int32_t b = eng_swa_resume_point(e, r, m->n_tokens, m->last_key, &r->swa_slot);
+    for (int32_t i = m->n_blocks - 1; i >= b / bt; i--) kv_pool_unref(e->kv, r->blocks[i]);
+    m->n_blocks = b / bt;
+    m->n_tokens = b;
+    if (b == 0) memset(m->last_key, 0, sizeof m->last_key);
+    r->swa_restore_at = b;
+    r->swa_snap_block = m->n_blocks > 0 ? m->n_blocks : -1;
+    /* a hit: resumed from a snapshot; a miss: the prefix cache had blocks, the tier no state for them */
+    if (b > 0) e->st.swa_state_hits++;
+    else if (e->swa && r->n_prefix_peek >= bt) e->st.swa_state_misses++;
+}
+
+/* Bounded replay as planned by eng_describe_window: every block of the hit
+ * [0, swa_plan_end) is kept; the item starts at the replay start. False (no
+ * reference kept) when the plan no longer holds: the exact path runs. */
+static bool eng_admit_replay(cinfer_engine *e, eng_req *r, sched_item *it, prefix_match *m, cf_err *err) {
+    int32_t end = r->swa_plan_end;
+    if (end <= 0 || it->start != r->n_cached_peek || it->start >= end) return false;
+    if (prefix_cache_match(e->pc, r->seq, end, eng_salt(r), r->blocks, r->max_blocks, m, err)) return false;
+    if (m->n_tokens != end) {
+        for (int32_t i = m->n_blocks - 1; i >= 0; i--) kv_pool_unref(e->kv, r->blocks[i]);
+        return false;
+    }
+    r->replay_from = it->start;
+    r->keep_below = end;
+    r->no_register = true; /* rows from here on depend on the replay: never shared as exact */
+    e->st.swa_replays++;
+    return true;
+}
+
 /* Step 4 for one admitted item: reuse cached full blocks, fix the start. */
 static int eng_admit(cinfer_engine *e, eng_req *r, sched_item *it, cf_err *err) {
     prefix_match m;
+    int32_t replay_from = 0;
     if (e->window_rings) {
-        it->start = 0; /* window models: exact recompute from the start (docs/engine.md) */
         r->ring = kv_pool_ring_acquire(e->kv);
         if (r->ring < 0) return cf_fail(err, "engine: no free window ring (internal: more running than max_seqs)");
     }
-    if (prefix_cache_match(e->pc, r->seq, it->start, eng_salt(r), r->blocks, r->max_blocks, &m, err)) return -1;
+    if (e->window_rings && eng_admit_replay(e, r, it, &m, err)) {
+        replay_from = r->replay_from;
+    } else {
+        if (prefix_cache_match(e->pc, r->seq, it->start, eng_salt(r), r->blocks, r->max_blocks, &m, err)) return -1;
+        if (e->window_rings) eng_admit_window(e, r, &m);
+    }
     r->n_blocks = m.n_blocks;
     r->n_registered = m.n_blocks;
     memcpy(r->last_key, m.last_key, sizeof r->last_key);
     eng_set_ptrs(e, r, 0);
-    r->n_computed = m.n_tokens;
+    r->n_computed = replay_from ? replay_from : m.n_tokens;
     r->state = SCHED_RUNNING;
-    it->start = m.n_tokens;
+    it->start = r->n_computed;
     if (!r->admitted_once) {
         r->admitted_once = true;
-        r->usage.cached_tokens = m.n_tokens < r->prompt_len ? m.n_tokens : r->prompt_len;
+        r->usage.cached_tokens = r->n_computed < r->prompt_len ? r->n_computed : r->prompt_len;
+        if (replay_from) {
+            int32_t end = m.n_tokens < r->prompt_len ? m.n_tokens : r->prompt_len;
+            r->usage.replayed_tokens = end > replay_from ? end - replay_from : 0;
+        }
         e->st.cached_tokens += (uint64_t)r->usage.cached_tokens;
         e->st.cached_tokens_memory += (uint64_t)r->usage.cached_tokens;
     }
@@ -129,6 +194,7 @@ static int eng_alloc(cinfer_engine *e, eng_req *r, const sched_item *it, cf_err 
 
 /* Step 8a: registers blocks that became full; a duplicate key swaps blocks. */
 static void eng_register(cinfer_engine *e, eng_req *r) {
+    if (r->no_register) return; /* after a bounded replay: approximate rows (docs/engine.md) */
     int32_t bt = e->opt.block_tokens, full = r->n_computed / bt;
     for (int32_t b = r->n_registered; b < full; b++) {
         cf_err err;
@@ -146,6 +212,7 @@ static void eng_register(cinfer_engine *e, eng_req *r) {
             r->bptr[b] = kv_pool_block(e->kv, got);
         }
         r->n_registered = b + 1;
+        eng_swa_snapshot(e, r); /* window models: the ring rows that end at this boundary */
     }
 }
 
@@ -204,14 +271,17 @@ static int32_t eng_fill_rows(cinfer_engine *e, eng_stepbuf *sb, const eng_item *
         sb->tokens[row] = r->seq[p];
         sb->pos[row] = p;
         sb->seq[row] = k;
-        if (p < r->prompt_len) e->st.prompt_tokens_computed++;
+        if (p < r->keep_below) e->st.swa_replayed_tokens++;
+        else if (p < r->prompt_len) e->st.prompt_tokens_computed++;
         else if (it->kind != SCHED_DECODE) e->st.recomputed_tokens++;
     }
     if (it->kind == SCHED_DECODE) e->st.decode_tokens++;
     sb->seqs[k] = (fwd_seq){.blocks = r->bptr,
                             .n_blocks = r->n_blocks,
                             .ring = r->ring >= 0 ? kv_pool_ring(e->kv, r->ring) : NULL,
-                            .ring_blocks = kv_pool_ring_blocks(e->kv)};
+                            .ring_blocks = kv_pool_ring_blocks(e->kv),
+                            .replay_from = r->replay_from,
+                            .keep_below = r->keep_below};
     if (it->n_draft > 0) /* a verify item: logits at every row */
         for (int32_t j = it->n_tokens; j > 0; j--) sb->rows[(*n_out)++] = row - j;
     else if (it->sample) sb->rows[(*n_out)++] = row - 1;
@@ -234,6 +304,7 @@ void eng_note_kv(cinfer_engine *e) {
     e->st.kv_rings_used = ks.rings_used;
     e->st.kv_ring_tokens = ks.ring_tokens;
     e->st.kv_ring_bytes = ks.ring_bytes;
+    eng_swa_note(e);
 }
 
 eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
@@ -318,6 +389,7 @@ int32_t eng_assemble(cinfer_engine *e, eng_stepbuf *sb) {
     int32_t rows = 0, n_out = 0;
     for (int32_t k = 0; k < sb->n_items; k++) {
         eng_item *it = &sb->items[k];
+        eng_swa_restore(e, it->r); /* a resume planned at admission: the previous pass is done with the ring */
         if (it->n_draft == 0) it->sample = it->start + it->n_tokens == it->r->prompt_len + it->r->n_generated;
         rows = eng_fill_rows(e, sb, it, k, rows, &n_out);
         it->r->in_flight = true;

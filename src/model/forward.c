@@ -84,6 +84,12 @@ static int check_batch(const fwd_ctx *c, const fwd_batch *b, cf_err *err) {
             return cf_fail(err, "position %d is beyond the context (%d)", p, c->max_ctx);
     }
     if (c->window > 0 && check_rings(c, b, err)) return -1;
+    for (int32_t t = 0; t < b->n_tokens; t++) {
+        const fwd_seq *s = &b->seqs[b->seq[t]];
+        if ((s->replay_from || s->keep_below) && (c->window <= 0 || s->replay_from < 0 || b->pos[t] < s->replay_from))
+            return cf_fail(err, "sequence %d: bounded replay from %d at position %d (window model only)", b->seq[t],
+                           s->replay_from, b->pos[t]);
+    }
     for (int32_t i = 0; i < b->n_out; i++)
         if (b->out_rows[i] < 0 || b->out_rows[i] >= b->n_tokens || (i && b->out_rows[i] <= b->out_rows[i - 1]))
             return cf_fail(err, "bad output row list");

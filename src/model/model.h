@@ -245,6 +245,10 @@ typedef struct fwd_seq {
     int32_t n_blocks;
     float *ring; /* NULL without window groups */
     int32_t ring_blocks;
+    /* Bounded replay (window models; 0: off): window layers attend no key below replay_from (their ring
+     * rows there are not this sequence's), and rows of positions below keep_below are not written to the
+     * paged groups (cached blocks shared with other sequences: the replay reads them, never rewrites). */
+    int32_t replay_from, keep_below;
 } fwd_seq;
 
 /* A ragged batch: tokens of several sequences, each at its position. For

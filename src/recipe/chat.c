@@ -561,7 +561,9 @@ json_t *usage_chat(const recipe_usage *u) {
     jset(o, "prompt_tokens", json_integer(u->prompt));
     jset(o, "completion_tokens", json_integer(u->output));
     jset(o, "total_tokens", json_integer(u->prompt + u->output));
-    jset(o, "prompt_tokens_details", json_pack("{s:I}", "cached_tokens", (json_int_t)u->cache_read));
+    json_t *pd = json_pack("{s:I}", "cached_tokens", (json_int_t)u->cache_read);
+    if (u->replayed > 0) jset(pd, "replayed_tokens", json_integer(u->replayed)); /* cinfer: bounded replay */
+    jset(o, "prompt_tokens_details", pd);
     json_t *d = json_pack("{s:I}", "reasoning_tokens", (json_int_t)u->reasoning);
     if (u->accepted_draft > 0) jset(d, "accepted_prediction_tokens", json_integer(u->accepted_draft));
     jset(o, "completion_tokens_details", d);
@@ -671,6 +673,7 @@ int chat_response_parse(recipe_response *r, rj *b, recipe_error *err) {
         r->usage.prompt = rj_int(rj_get(u, "prompt_tokens"));
         r->usage.output = rj_int(rj_get(u, "completion_tokens"));
         r->usage.cache_read = rj_int(rj_get(rj_get(u, "prompt_tokens_details"), "cached_tokens"));
+        r->usage.replayed = rj_int(rj_get(rj_get(u, "prompt_tokens_details"), "replayed_tokens"));
         r->usage.reasoning = rj_int(rj_get(rj_get(u, "completion_tokens_details"), "reasoning_tokens"));
         r->usage.accepted_draft = rj_int(rj_get(rj_get(u, "completion_tokens_details"), "accepted_prediction_tokens"));
     }

@@ -327,6 +327,7 @@ json_t *recipe_request_dump(const recipe_request *r) {
     }
     if (r->guided_field) jset(o, r->guided_field, raw_json(r->guided));
     jset_str(o, "traffic_class", r->traffic_class);
+    if (r->swa_replay >= 0) jset(o, "swa_replay", json_boolean(r->swa_replay));
     if (r->completion) {
         jset(o, "completion", json_true());
         if (r->prompt) jset(o, "prompt", json_stringn(r->prompt, r->prompt_len));

@@ -117,7 +117,7 @@ void recipe_request_init(recipe_request *r) {
     memset(r, 0, sizeof *r);
     r->max_tokens = r->top_k = r->seed = r->n = r->top_logprobs = r->thinking_budget = RECIPE_UNSET;
     r->min_tokens = r->priority = r->best_of = RECIPE_UNSET;
-    r->echo = -1;
+    r->echo = r->swa_replay = -1;
     r->ignore_eos = r->include_stop_str_in_output = r->skip_special_tokens = -1;
     r->temperature = r->top_p = r->min_p = r->repetition_penalty = r->presence_penalty = r->frequency_penalty = NAN;
     r->parallel_tool_calls = r->format_strict = r->include_usage = r->logprobs = r->thinking = r->store = -1;
@@ -274,6 +274,11 @@ int parse_extensions_v(recipe_request *r, rj *const *v, recipe_error *err) {
         } else if (tc && !rj_is_null(tc))
             return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "cinfer.traffic_class",
                                "'cinfer.traffic_class' must be a string or an integer");
+        rj *sr = rj_get(o, "swa_replay");
+        if (rj_is_boolean(sr)) r->swa_replay = rj_is_true(sr);
+        else if (sr && !rj_is_null(sr))
+            return recipe_fail(err, RECIPE_ERR_INVALID_REQUEST, "cinfer.swa_replay",
+                               "'cinfer.swa_replay' must be a boolean");
     }
     return 0;
 }

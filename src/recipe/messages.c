@@ -698,9 +698,12 @@ static json_t *block_of(recipe_arena *a, const recipe_part *p, size_t idx) {
 json_t *usage_messages(const recipe_usage *u);
 json_t *usage_messages(const recipe_usage *u) {
     int64_t in = u->prompt - u->cache_read - u->cache_write;
-    return json_pack("{s:I,s:I,s:I,s:I}", "input_tokens", (json_int_t)(in > 0 ? in : 0), "output_tokens",
-                     (json_int_t)u->output, "cache_creation_input_tokens", (json_int_t)u->cache_write,
-                     "cache_read_input_tokens", (json_int_t)u->cache_read);
+    json_t *o = json_pack("{s:I,s:I,s:I,s:I}", "input_tokens", (json_int_t)(in > 0 ? in : 0), "output_tokens",
+                          (json_int_t)u->output, "cache_creation_input_tokens", (json_int_t)u->cache_write,
+                          "cache_read_input_tokens", (json_int_t)u->cache_read);
+    /* cinfer: input tokens (counted in input_tokens) recomputed by bounded replay */
+    if (o && u->replayed > 0) json_object_set_new(o, "cinfer_replayed_input_tokens", json_integer(u->replayed));
+    return o;
 }
 
 /* A stand-in signature for reasoning we produced: 64 hex digits derived from the text
@@ -786,6 +789,7 @@ int messages_response_parse(recipe_response *r, rj *b, recipe_error *err) {
     if (rj_is_object(u)) {
         r->has_usage = true;
         r->usage.cache_read = rj_int(rj_get(u, "cache_read_input_tokens"));
+        r->usage.replayed = rj_int(rj_get(u, "cinfer_replayed_input_tokens"));
         r->usage.cache_write = rj_int(rj_get(u, "cache_creation_input_tokens"));
         r->usage.prompt = rj_int(rj_get(u, "input_tokens")) + r->usage.cache_read + r->usage.cache_write;
         r->usage.output = rj_int(rj_get(u, "output_tokens"));

@@ -619,10 +619,13 @@ int responses_request_write(rw *w, const recipe_request *r, recipe_error *err) {
 
 json_t *usage_responses(const recipe_usage *u);
 json_t *usage_responses(const recipe_usage *u) {
-    return json_pack("{s:I,s:{s:I},s:I,s:{s:I},s:I}", "input_tokens", (json_int_t)u->prompt, "input_tokens_details",
-                     "cached_tokens", (json_int_t)u->cache_read, "output_tokens", (json_int_t)u->output,
-                     "output_tokens_details", "reasoning_tokens", (json_int_t)u->reasoning, "total_tokens",
-                     (json_int_t)(u->prompt + u->output));
+    json_t *o = json_pack("{s:I,s:{s:I},s:I,s:{s:I},s:I}", "input_tokens", (json_int_t)u->prompt,
+                          "input_tokens_details", "cached_tokens", (json_int_t)u->cache_read, "output_tokens",
+                          (json_int_t)u->output, "output_tokens_details", "reasoning_tokens", (json_int_t)u->reasoning,
+                          "total_tokens", (json_int_t)(u->prompt + u->output));
+    if (o && u->replayed > 0) /* cinfer: bounded replay */
+        json_object_set_new(json_object_get(o, "input_tokens_details"), "replayed_tokens", json_integer(u->replayed));
+    return o;
 }
 
 /* Output items for a response's parts; ids minted from the response id + position. */
@@ -798,6 +801,7 @@ int responses_response_parse(recipe_response *r, rj *b, recipe_error *err) {
         r->has_usage = true;
         r->usage.prompt = rj_int(rj_get(u, "input_tokens"));
         r->usage.cache_read = rj_int(rj_get(rj_get(u, "input_tokens_details"), "cached_tokens"));
+        r->usage.replayed = rj_int(rj_get(rj_get(u, "input_tokens_details"), "replayed_tokens"));
         r->usage.output = rj_int(rj_get(u, "output_tokens"));
         r->usage.reasoning = rj_int(rj_get(rj_get(u, "output_tokens_details"), "reasoning_tokens"));
     }

@@ -40,6 +40,7 @@ const char *api_stop_of(const gen_job *g, const gen_choice *c) {
 static recipe_usage usage_of(const api_job *a, const gen_job *g) {
     recipe_usage u = {.prompt = g->usage.prompt_tokens,
                       .cache_read = g->usage.cached_tokens,
+                      .replayed = g->usage.replayed_tokens,
                       .output = g->usage.completion_tokens,
                       .reasoning = a->reasoning_tokens,
                       .accepted_draft = g->usage.accepted_draft_tokens};
@@ -395,8 +396,10 @@ int api_stream_delta(api_job *a, const gen_job *g, int32_t c, const tokenizer *t
 
 /* The usage of the whole job (final once every choice finished), reasoning tokens summed. */
 static recipe_usage multi_usage(const api_job *a, const gen_job *g) {
-    recipe_usage u = {
-        .prompt = g->usage.prompt_tokens, .cache_read = g->usage.cached_tokens, .output = g->usage.completion_tokens};
+    recipe_usage u = {.prompt = g->usage.prompt_tokens,
+                      .cache_read = g->usage.cached_tokens,
+                      .replayed = g->usage.replayed_tokens,
+                      .output = g->usage.completion_tokens};
     for (int32_t c = 0; c < g->p.n && !a->completion && gen_job_done(g); c++)
         u.reasoning += api_job_reasoning_tokens(a, g, c);
     return u;

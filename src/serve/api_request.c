@@ -268,6 +268,7 @@ static int fill_params(recipe_api api, const recipe_request *r, const api_ctx *c
             p->n_stop++;
         }
     }
+    if (r->swa_replay == 0) p->swa_exact = true; /* cinfer.swa_replay: false */
     if (r->traffic_class) { /* cinfer.traffic_class, kept as text by recipe */
         p->traffic_class = traffic_class_from_text(r->traffic_class);
         if (p->traffic_class < 0)

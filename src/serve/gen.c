@@ -399,6 +399,7 @@ int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err) {
     r.cache_salt = q->cache_salt;
     r.cache_salt_len = q->cache_salt ? strlen(q->cache_salt) : 0;
     r.ignore_eos = q->ignore_eos;
+    r.swa_exact = q->swa_exact;
     r.min_tokens = q->min_tokens;
     r.include_stop_str = q->include_stop_str;
     r.keep_special = q->keep_special;
@@ -514,7 +515,10 @@ int gen_job_read(gen_job *j, const gen_model *gm, int32_t ci, bool accumulate) {
         if (o->finish == CINFER_FINISH_ERROR) snprintf(c->error, sizeof c->error, "%s", o->error);
         j->usage.completion_tokens += o->usage.completion_tokens;
         j->usage.accepted_draft_tokens += o->usage.accepted_draft_tokens;
-        if (o->usage.cached_tokens > j->usage.cached_tokens) j->usage.cached_tokens = o->usage.cached_tokens;
+        if (o->usage.cached_tokens + o->usage.replayed_tokens > j->usage.cached_tokens + j->usage.replayed_tokens) {
+            j->usage.cached_tokens = o->usage.cached_tokens;
+            j->usage.replayed_tokens = o->usage.replayed_tokens;
+        }
         j->n_done++;
     }
     return 1;

@@ -54,6 +54,7 @@ typedef struct gen_params {
     int32_t top_logprobs; /* alternatives per token, 0..20 */
     bool stream, include_usage;
     bool ignore_eos;
+    bool swa_exact; /* cinfer.swa_replay false: no bounded replay (window models) */
     int32_t min_tokens; /* vLLM: EOS / stop ids not sampled before this many tokens (0: off) */
     bool include_stop_str; /* vLLM include_stop_str_in_output */
     bool keep_special; /* vLLM skip_special_tokens = false */

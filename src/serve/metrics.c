@@ -270,6 +270,24 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
     gauge(&s, "cinfer_kv_window_rings_total", "Sliding-window rings in the KV pool (0 without window layers).",
           st->kv_rings_total);
     gauge(&s, "cinfer_kv_window_rings_used", "Sliding-window rings held by running requests.", st->kv_rings_used);
+    counter(&s, "cinfer_swa_replays_total", "Prefix hits resumed by bounded replay (window models, no snapshot).",
+            st->swa_replays);
+    counter(&s, "cinfer_swa_replayed_tokens_total", "Cached prompt tokens recomputed by bounded replay.",
+            st->swa_replayed_tokens);
+    counter(&s, "cinfer_swa_state_snapshots_total", "Window-state snapshots taken at block boundaries.",
+            st->swa_snapshots);
+    counter(&s, "cinfer_swa_state_hits_total", "Admissions resumed from a window-state snapshot (exact).",
+            st->swa_state_hits);
+    counter(&s, "cinfer_swa_state_misses_total",
+            "Admissions whose prefix-cache hit had no window-state snapshot (recomputed from the start).",
+            st->swa_state_misses);
+    counter(&s, "cinfer_swa_state_evictions_total", "Window-state snapshots evicted for room.",
+            st->swa_state_evictions);
+    counter(&s, "cinfer_swa_state_expirations_total", "Window-state snapshots dropped by the TTL.",
+            st->swa_state_expirations);
+    gauge(&s, "cinfer_swa_state_entries", "Window-state snapshots held.", st->swa_state_entries);
+    gauge(&s, "cinfer_swa_state_bytes", "Bytes of window-state snapshots held (host memory).", st->swa_state_bytes);
+    gauge(&s, "cinfer_swa_state_budget_bytes", "Byte budget of the window-state tier.", st->swa_state_budget);
     uint64_t seen = st->cached_tokens + st->prompt_tokens_computed;
     gauge(&s, "cinfer_prefix_cache_hit_ratio", "Prompt tokens served by the prefix cache / prompt tokens admitted.",
           seen ? (double)st->cached_tokens / (double)seen : 0.0);

@@ -44,6 +44,7 @@ typedef struct attn_args {
     int64_t k_off, v_off; /* element offsets of this layer's K/V head in a block */
     int64_t row_stride; /* V: elements between consecutive token rows */
     int window; /* 0 = full causal */
+    int floor; /* keys at positions below it are not attended (0: none; <= pos[0]): bounded replay */
     float scale;
     float softcap; /* 0 = off */
     float *scores; /* scratch, see above */

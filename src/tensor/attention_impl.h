@@ -28,6 +28,7 @@ static inline const float *attn_row(const attn_args *a, int64_t off, int j) {
 
 static inline int attn_lo(const attn_args *a, int t) {
     int lo = a->window > 0 ? a->pos[t] - a->window + 1 : 0;
+    if (lo < a->floor) lo = a->floor;
     return lo > 0 ? lo : 0;
 }
 

@@ -65,7 +65,7 @@ help_has -- --log-level --version
 help_has run -- --model -m --prompt -p --file -f --n-predict -n --ctx -c --batch -b --threads -t --temp --top-k \
     --top-p --min-p --repeat-penalty --presence-penalty --frequency-penalty --seed --ignore-eos --no-echo
 help_has serve -- --model --host --port --api-key --api-key-class --served-model-name --ctx --max-seqs \
-    --max-batch-tokens --kv-memory --kv-store --kv-store-quota --kv-store-sync --retention --threads --max-queue \
+    --max-batch-tokens --kv-memory --swa-state-memory --swa-state-ttl --swa-replay --swa-replay-tokens --kv-store --kv-store-quota --kv-store-sync --retention --threads --max-queue \
     --max-n --max-body-bytes --conn-buffer-bytes --shutdown-timeout --log-level --tool-call-parser \
     --reasoning-parser --reasoning-budget-default --response-store-max --response-store-bytes --response-store-ttl
 help_has tokenize -- --model --ids --pieces --no-bos --parse-special
@@ -82,6 +82,7 @@ help_has store stats -- --now
 help_has store verify -- --now
 help_has bench --
 help_has bench latency -- --model --prompt --gen --threads --reps --bw-mib
+help_has bench replay -- --model --lengths --windows --prompts --seed --threads
 help_has bench throughput -- --model --requests --input-len --output-len --prefix-len --threads --kv-memory \
     --max-batch-tokens --max-seqs --sync-scheduling
 help_has bench serve -- --base-url --api --model --api-key --workload --concurrency --rate --requests --duration \

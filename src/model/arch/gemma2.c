@@ -285,6 +285,7 @@ static void g2_kv_store(g2_fwd *c, const fwd_batch *b, const g2_layer *L) {
     int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim, bt = c->block_tokens;
     for (int32_t t = 0; t < b->n_tokens; t++) {
         int32_t p = b->pos[t];
+        if (!L->window && p < b->seqs[b->seq[t]].keep_below) continue; /* bounded replay: cached rows stay */
         float *blk =
             L->window ? c->vtab[(int64_t)b->seq[t] * c->max_blocks + p / bt] : b->seqs[b->seq[t]].blocks[p / bt];
         int64_t row = p % bt;
@@ -345,6 +346,7 @@ static void g2_attn_task(void *ctx, int ith, int nth) {
             .v_off = (int64_t)(j->L->slot * 2 + 1) * bt * kvd + (int64_t)g * hd,
             .row_stride = kvd,
             .window = j->L->window ? hp->n_swa : 0,
+            .floor = j->L->window ? b->seqs[b->seq[t0]].replay_from : 0,
             .scale = hp->q_scale,
             .softcap = hp->attn_softcap,
             .scores = scores,

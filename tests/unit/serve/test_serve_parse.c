@@ -306,6 +306,10 @@ static void test_metrics(void) {
     st.kv_blocks_used = 3;
     st.kv_rings_total = 8;
     st.kv_rings_used = 2;
+    st.swa_state_hits = 5;
+    st.swa_state_misses = 2;
+    st.swa_state_evictions = 1;
+    st.swa_state_bytes = 4096;
     st.kv_blocks_total = 4;
     m.model_name = "m";
     char *txt;
@@ -324,6 +328,10 @@ static void test_metrics(void) {
     CHECK(strstr(txt, "cinfer_kv_blocks_used{model_name=\"m\"} 3\n") != NULL);
     CHECK(strstr(txt, "cinfer_kv_window_rings_total{model_name=\"m\"} 8\n") != NULL);
     CHECK(strstr(txt, "cinfer_kv_window_rings_used{model_name=\"m\"} 2\n") != NULL);
+    CHECK(strstr(txt, "cinfer_swa_state_hits_total{model_name=\"m\"} 5\n") != NULL);
+    CHECK(strstr(txt, "cinfer_swa_state_misses_total{model_name=\"m\"} 2\n") != NULL);
+    CHECK(strstr(txt, "cinfer_swa_state_evictions_total{model_name=\"m\"} 1\n") != NULL);
+    CHECK(strstr(txt, "cinfer_swa_state_bytes{model_name=\"m\"} 4096\n") != NULL);
     CHECK(strstr(txt, "cinfer_prefix_cache_hit_ratio{model_name=\"m\"} 0.75\n") != NULL);
     CHECK(strstr(txt, "cinfer_kv_cache_usage_ratio{model_name=\"m\"} 0.75\n") != NULL);
     CHECK(strstr(txt, "cinfer_build_info{model_name=\"m\",version=\"") != NULL);

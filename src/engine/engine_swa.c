@@ -1,0 +1,126 @@
+/* engine_swa.c - the engine's side of the window-state tier (swa_state.h,
+ * docs/engine.md "Window state: snapshots and exact resume"): which ring
+ * blocks a snapshot holds, taking snapshots at commit, finding the resume
+ * point of a prefix hit, and restoring a snapshot into a fresh ring.
+ *
+ * Keyed on the layer-group kind only: everything here follows from the pool's
+ * rings (KV_LAYER_WINDOW groups), never from the architecture.
+ *
+ * A pass from position B reads window rows [B - W + 1, B), which lie in the
+ * position blocks [B/bt - nb, B/bt) with nb = ceil((W - 1) / bt): a snapshot
+ * at boundary B is those nb ring blocks (all window layers), oldest first;
+ * blocks before position 0 are zeros. Snapshots are taken in eng_commit
+ * (after the forward pass that wrote the rows, before the next is
+ * dispatched) as each block is registered, keyed by its prefix chain key
+ * (r->last_key), for every boundary of the chunk just computed whose rows
+ * the chunk has not yet overwritten in the ring (always the last one). Restores are planned in
+ * eng_admit (the entry is pinned) and copied in eng_assemble, after the
+ * previous pass finished: a ring released while planning may still be read
+ * by the pass in flight (docs/engine.md "Lifetime"). */
+#include <string.h>
+
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "engine/engine_internal.h"
+
+int eng_swa_init(cinfer_engine *e, const kv_spec *spec, cf_err *err) {
+    e->swa_slot_blocks = 0;
+    e->swa_replay_tokens = 0;
+    if (!e->window_rings) return 0;
+    if (e->opt.swa_replay_tokens >= 0)
+        e->swa_replay_tokens = e->opt.swa_replay_tokens ? e->opt.swa_replay_tokens : kv_spec_max_window(spec);
+    if (e->opt.swa_state_memory_bytes < 0) return 0;
+    int32_t bt = e->opt.block_tokens, w = kv_spec_max_window(spec), rb = kv_pool_ring_blocks(e->kv);
+    int32_t nb = (w - 1 + bt - 1) / bt;
+    if (nb < 1) nb = 1;
+    if (nb > rb - 1) { /* the chunk just computed may have overwritten the oldest rows (max_batch_tokens < block) */
+        LOG_WARN("engine: window-state tier off: %d ring blocks cannot keep a %d-block snapshot", rb, nb);
+        return 0;
+    }
+    int64_t budget = e->opt.swa_state_memory_bytes ? e->opt.swa_state_memory_bytes : SWA_DEFAULT_MEMORY_BYTES;
+    double ttl = e->opt.swa_state_ttl_s > 0 ? e->opt.swa_state_ttl_s : SWA_DEFAULT_TTL_S;
+    e->swa_block_floats = (int64_t)bt * kv_spec_ring_row_floats(spec);
+    if (swa_state_create(budget, nb * e->swa_block_floats, ttl, &e->swa, err)) return -1;
+    e->swa_slot_blocks = nb;
+    return 0;
+}
+
+/* The ring block holding position block pb of a ring of rb blocks. */
+static float *eng_swa_ring_block(cinfer_engine *e, int32_t ring, int32_t pb) {
+    return kv_pool_ring(e->kv, ring) + (int64_t)(pb % kv_pool_ring_blocks(e->kv)) * e->swa_block_floats;
+}
+
+void eng_swa_snapshot(cinfer_engine *e, eng_req *r) {
+    int32_t bt = e->opt.block_tokens, nb = e->swa_slot_blocks;
+    if (!e->swa || r->ring < 0 || r->n_registered <= 0 || r->n_registered > r->n_computed / bt) return;
+    int32_t end = r->n_registered; /* position blocks [end - nb, end) */
+    int32_t first = end - nb > 0 ? end - nb : 0, last = (r->n_computed - 1) / bt;
+    if (end == r->swa_snap_block || first <= last - kv_pool_ring_blocks(e->kv)) return; /* rows overwritten */
+    r->swa_snap_block = end;
+    float *dst = swa_state_put(e->swa, r->last_key, time_now());
+    if (!dst) return; /* already stored (refreshed) or no slot free of pins */
+    size_t bytes = (size_t)e->swa_block_floats * sizeof(float);
+    for (int32_t j = 0; j < nb; j++) {
+        int32_t pb = end - nb + j;
+        float *d = dst + (int64_t)j * e->swa_block_floats;
+        if (pb < 0) memset(d, 0, bytes);
+        else memcpy(d, eng_swa_ring_block(e, r->ring, pb), bytes);
+    }
+    e->st.swa_snapshots++;
+}
+
+int32_t eng_swa_resume_point(cinfer_engine *e, eng_req *r, int32_t limit, uint8_t key_out[PREFIX_KEY_BYTES],
+                             int32_t *slot_out) {
+    if (slot_out) *slot_out = -1;
+    if (!e->swa) return 0;
+    int32_t bt = e->opt.block_tokens, best = 0, n = limit / bt;
+    uint8_t key[PREFIX_KEY_BYTES], best_key[PREFIX_KEY_BYTES];
+    prefix_salt salt = {.bytes = r->salt, .len = r->salt_len};
+    double now = time_now();
+    for (int32_t b = 0; b < n; b++) {
+        const uint8_t *parent = b > 0 ? key : NULL;
+        uint8_t next[PREFIX_KEY_BYTES];
+        if (prefix_cache_key(e->pc, parent, r->seq + (int64_t)b * bt, salt, next)) return best * bt;
+        memcpy(key, next, sizeof key);
+        if (swa_state_has(e->swa, key, now)) {
+            best = b + 1;
+            memcpy(best_key, key, sizeof best_key);
+        }
+    }
+    if (!slot_out || best == 0) return best * bt;
+    int32_t slot = swa_state_find(e->swa, best_key, now);
+    if (slot < 0) return 0; /* cannot happen: has() just saw it live */
+    swa_state_pin(e->swa, slot);
+    *slot_out = slot;
+    memcpy(key_out, best_key, PREFIX_KEY_BYTES);
+    return best * bt;
+}
+
+void eng_swa_restore(cinfer_engine *e, eng_req *r) {
+    if (r->swa_slot < 0) return;
+    int32_t bt = e->opt.block_tokens, nb = e->swa_slot_blocks, end = r->swa_restore_at / bt;
+    const float *src = swa_state_data(e->swa, r->swa_slot);
+    size_t bytes = (size_t)e->swa_block_floats * sizeof(float);
+    for (int32_t j = 0; j < nb; j++)
+        if (end - nb + j >= 0) /* rows before position 0 are never read */
+            memcpy(eng_swa_ring_block(e, r->ring, end - nb + j), src + (int64_t)j * e->swa_block_floats, bytes);
+    eng_swa_unpin(e, r);
+}
+
+void eng_swa_unpin(cinfer_engine *e, eng_req *r) {
+    if (r->swa_slot < 0) return;
+    swa_state_unpin(e->swa, r->swa_slot);
+    r->swa_slot = -1;
+    r->swa_restore_at = 0;
+}
+
+void eng_swa_note(cinfer_engine *e) {
+    if (!e->swa) return;
+    (void)swa_state_expire(e->swa, time_now());
+    swa_state_stats s = swa_state_get_stats(e->swa);
+    e->st.swa_state_evictions = s.evictions;
+    e->st.swa_state_expirations = s.expirations;
+    e->st.swa_state_entries = s.used;
+    e->st.swa_state_bytes = s.bytes;
+    e->st.swa_state_budget = s.budget;
+}
