@@ -13,6 +13,17 @@
 
 typedef float attn_v16 __attribute__((vector_size(64), aligned(4)));
 
+/* Register blocking: rows per K tile pass and heads per V pass. AVX-512 has
+ * 32 vector registers: 16 independent FMA chains; 16-wide vectors take two
+ * registers each under AVX2 and scalar builds: 8. */
+#ifdef __AVX512F__
+#define ATTN_QK_ROWS 16
+#define ATTN_PV_HEADS 4
+#else
+#define ATTN_QK_ROWS 8
+#define ATTN_PV_HEADS 2
+#endif
+
 static inline void attn_axpy(float w, const float *x, float *y, int n) {
     int i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -38,6 +49,25 @@ static inline void attn_scale_add(float alpha, float *y, float beta, const float
     for (; i < n; i++) y[i] = y[i] * alpha + x[i] * beta;
 }
 
+/* max of x[0..n), n >= 1 (exact: the order of a max does not matter) */
+static inline float attn_max(const float *x, int n) {
+    float mx = x[0];
+    int i = 0;
+    if (n >= 16) {
+        vm_f16 vm;
+        memcpy(&vm, x, sizeof vm);
+        for (i = 16; i + 16 <= n; i += 16) {
+            vm_f16 v;
+            memcpy(&v, x + i, sizeof v);
+            vm = vm_select(v > vm, vm, v);
+        }
+        mx = vm[0];
+        for (int k = 1; k < 16; k++) mx = vm[k] > mx ? vm[k] : mx;
+    }
+    for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    return mx;
+}
+
 static inline const float *attn_row(const attn_args *a, int64_t off, int j) {
     return a->blocks[j / a->block_tokens] + off + (int64_t)(j % a->block_tokens) * a->row_stride;
 }
@@ -51,15 +81,45 @@ static inline float *attn_out_row(const attn_args *a, int r) {
     return a->out + (int64_t)(r / a->n_q) * a->out_stride + (int64_t)(r % a->n_q) * a->head_dim;
 }
 
+/* Q of every row, times scale, into qt as groups of ATTN_QK_ROWS rows, each
+ * [head_dim][ATTN_QK_ROWS] (rows past the last are zero): the score loop
+ * then reads a group's broadcasts at constant offsets from one pointer. */
+static void attn_pack_q(const attn_args *a, float *qt) {
+    const int hd = a->head_dim, nq = a->n_q, n_rows = a->n_tok * nq;
+    for (int r0 = 0; r0 < n_rows; r0 += ATTN_QK_ROWS) {
+        float *g = qt + (int64_t)r0 * hd;
+        for (int i = 0; i < ATTN_QK_ROWS; i++) {
+            int r = r0 + i;
+            const float *q = a->q + (r / nq) * a->q_stride + (int64_t)(r % nq) * hd;
+            for (int d = 0; d < hd; d++) g[d * ATTN_QK_ROWS + i] = r < n_rows ? q[d] * a->scale : 0.0f;
+        }
+    }
+}
+
+/* n (a constant after inlining) rows of a packed Q group times one K tile:
+ * scores of the first nr rows to out (rows ATTN_SEG apart; nk keys are
+ * valid). */
+static inline __attribute__((always_inline)) void attn_qk_tile(const float *g, const float *tile, int64_t tstride,
+                                                               int hd, int n, int nr, int nk, float *out) {
+    attn_v16 acc[ATTN_QK_ROWS] = {{0}};
+    for (int d = 0; d < hd; d++, g += ATTN_QK_ROWS) {
+        attn_v16 kv;
+        memcpy(&kv, tile + d * tstride, sizeof kv);
+        for (int i = 0; i < n; i++) acc[i] += g[i] * kv;
+    }
+    (void)nk; /* all 16 lanes are stored: the row has room to the segment's end, lanes past nk are never read */
+    for (int i = 0; i < nr; i++) memcpy(out + (int64_t)i * ATTN_SEG, &acc[i], sizeof acc[i]);
+}
+
 /* Scores of every row for keys [k0, s1) of the segment starting at s0 into
- * sc (row r at sc + r*ATTN_SEG, key j at index j - s0), 16 keys at a time.
- * K is dimension-major in each block ([dim][token]), so a tile of 16 keys
- * inside one block is read in place: row d of the tile is 16 consecutive
- * floats. Lanes past s1 read later slots of the same block; their scores
- * are never used. */
-static void attn_scores(const attn_args *a, int s0, int k0, int s1, float *sc) {
-    const int hd = a->head_dim, nq = a->n_q, bt = a->block_tokens;
-    const int n_rows = a->n_tok * nq;
+ * sc (row r at sc + r*ATTN_SEG, key j at index j - s0), 16 keys at a time,
+ * from the packed Q (attn_pack_q). K is dimension-major in each block
+ * ([dim][token]), so a tile of 16 keys inside one block is read in place:
+ * row d of the tile is 16 consecutive floats. Lanes past s1 read later
+ * slots of the same block; their scores are never used. */
+static void attn_scores(const attn_args *a, const float *qt, int s0, int k0, int s1, float *sc) {
+    const int hd = a->head_dim, bt = a->block_tokens;
+    const int n_rows = a->n_tok * a->n_q;
     float kt[hd][16]; /* gathered K tile (tiles that cross a block) */
     for (int j0 = k0; j0 < s1; j0 += 16) {
         int nk = s1 - j0 < 16 ? s1 - j0 : 16;
@@ -77,68 +137,88 @@ static void attn_scores(const attn_args *a, int s0, int k0, int s1, float *sc) {
             tile = &kt[0][0];
             tstride = 16;
         }
-        /* 8 rows (token-major, head-minor) at a time: 8 independent FMA
-         * chains share each K tile load. */
-        for (int r0 = 0; r0 < n_rows; r0 += 8) {
-            int nr = n_rows - r0 < 8 ? n_rows - r0 : 8;
-            const float *qr[8];
-            for (int i = 0; i < 8; i++) {
-                int r = r0 + (i < nr ? i : 0);
-                qr[i] = a->q + (r / nq) * a->q_stride + (int64_t)(r % nq) * hd;
-            }
-            attn_v16 acc[8] = {{0}};
-            for (int d = 0; d < hd; d++) {
-                attn_v16 kv;
-                memcpy(&kv, tile + d * tstride, sizeof kv);
-                for (int i = 0; i < 8; i++) acc[i] += qr[i][d] * kv;
-            }
-            for (int i = 0; i < nr; i++) {
-                float *s = sc + (int64_t)(r0 + i) * ATTN_SEG + (j0 - s0);
-                for (int c = 0; c < nk; c++) s[c] = acc[i][c] * a->scale;
-            }
+        /* ATTN_QK_ROWS rows (token-major, head-minor) at a time: that many
+         * independent FMA chains share each K tile load. */
+        for (int r0 = 0; r0 < n_rows; r0 += ATTN_QK_ROWS) {
+            int nr = n_rows - r0 < ATTN_QK_ROWS ? n_rows - r0 : ATTN_QK_ROWS;
+            float *out = sc + (int64_t)r0 * ATTN_SEG + (j0 - s0);
+            if (nr > 8) attn_qk_tile(qt + (int64_t)r0 * hd, tile, tstride, hd, ATTN_QK_ROWS, nr, nk, out);
+            else attn_qk_tile(qt + (int64_t)r0 * hd, tile, tstride, hd, 8, nr, nk, out);
         }
     }
 }
 
+/* out[k] = sum over keys of w[k][i] * V row i, for the 64 floats of every
+ * V row at v (rows rs apart), four heads (ATTN_PV_HEADS == 4) or two.
+ * Named accumulators: GCC keeps them in registers (arrays of them spill). */
+static inline void attn_pv_run(const float *const *w, int n, const float *v, int64_t rs, attn_v16 acc[][4]) {
+    attn_v16 a0[4], a1[4];
+    memcpy(a0, acc[0], sizeof a0);
+    memcpy(a1, acc[1], sizeof a1);
+#if ATTN_PV_HEADS == 4
+    attn_v16 a2[4], a3[4];
+    memcpy(a2, acc[2], sizeof a2);
+    memcpy(a3, acc[3], sizeof a3);
+#endif
+    for (int i = 0; i < n; i++, v += rs) {
+        attn_v16 v0, v1, v2, v3;
+        memcpy(&v0, v, sizeof v0);
+        memcpy(&v1, v + 16, sizeof v1);
+        memcpy(&v2, v + 32, sizeof v2);
+        memcpy(&v3, v + 48, sizeof v3);
+        float w0 = w[0][i], w1 = w[1][i];
+        a0[0] += w0 * v0, a0[1] += w0 * v1, a0[2] += w0 * v2, a0[3] += w0 * v3;
+        a1[0] += w1 * v0, a1[1] += w1 * v1, a1[2] += w1 * v2, a1[3] += w1 * v3;
+#if ATTN_PV_HEADS == 4
+        float w2 = w[2][i], w3 = w[3][i];
+        a2[0] += w2 * v0, a2[1] += w2 * v1, a2[2] += w2 * v2, a2[3] += w2 * v3;
+        a3[0] += w3 * v0, a3[1] += w3 * v1, a3[2] += w3 * v2, a3[3] += w3 * v3;
+#endif
+    }
+    memcpy(acc[0], a0, sizeof a0);
+    memcpy(acc[1], a1, sizeof a1);
+#if ATTN_PV_HEADS == 4
+    memcpy(acc[2], a2, sizeof a2);
+    memcpy(acc[3], a3, sizeof a3);
+#endif
+}
+
 /* P.V of token t's heads over keys [lo, hi) of the segment at s0 (weights
- * in sc) into acc (row r at acc + r*hd): two heads at a time, 2 rows x 4
- * vectors = 8 independent accumulators sharing each V row load. */
+ * in sc) into acc (row r at acc + r*hd): ATTN_PV_HEADS heads x 4 vectors
+ * of independent accumulators share each V row load. Keys are walked in
+ * runs inside one block (no division per key); every sum runs in key order
+ * whatever the block size or head blocking. */
 static void attn_pv(const attn_args *a, int t, int s0, int lo, int hi, const float *sc, float *acc) {
-    const int hd = a->head_dim, nq = a->n_q;
-    for (int h = 0; h < nq; h += 2) {
-        int nh = nq - h < 2 ? 1 : 2, r = t * nq + h;
-        const float *p0 = sc + (int64_t)r * ATTN_SEG;
-        const float *p1 = p0 + (nh == 2 ? ATTN_SEG : 0);
+    const int hd = a->head_dim, nq = a->n_q, bt = a->block_tokens;
+    for (int h = 0; h < nq; h += ATTN_PV_HEADS) {
+        int nh = nq - h < ATTN_PV_HEADS ? nq - h : ATTN_PV_HEADS, r = t * nq + h;
+        const float *p[ATTN_PV_HEADS]; /* weight of key lo, per head (repeats past nh) */
+        for (int k = 0; k < ATTN_PV_HEADS; k++) p[k] = sc + (int64_t)(r + (k < nh ? k : 0)) * ATTN_SEG + (lo - s0);
         float *o0 = acc + (int64_t)r * hd;
         int d0 = 0;
         for (; d0 + 64 <= hd; d0 += 64) {
-            attn_v16 acc0[4] = {{0}}, acc1[4] = {{0}};
-            for (int j = lo; j < hi; j++) {
-                const float *v = attn_row(a, a->v_off, j) + d0;
-                float w0 = p0[j - s0], w1 = p1[j - s0];
-                for (int q = 0; q < 4; q++) {
-                    attn_v16 vv;
-                    memcpy(&vv, v + 16 * q, sizeof vv);
-                    acc0[q] += w0 * vv;
-                    acc1[q] += w1 * vv;
-                }
+            attn_v16 ac[ATTN_PV_HEADS][4];
+            memset(ac, 0, sizeof ac);
+            for (int j = lo; j < hi;) {
+                int run = bt - j % bt < hi - j ? bt - j % bt : hi - j;
+                const float *w[ATTN_PV_HEADS];
+                for (int k = 0; k < ATTN_PV_HEADS; k++) w[k] = p[k] + (j - lo);
+                attn_pv_run(w, run, attn_row(a, a->v_off, j) + d0, a->row_stride, ac);
+                j += run;
             }
-            for (int q = 0; q < 4; q++) {
-                memcpy(o0 + d0 + 16 * q, &acc0[q], sizeof acc0[q]);
-                if (nh == 2) memcpy(o0 + hd + d0 + 16 * q, &acc1[q], sizeof acc1[q]);
-            }
+            for (int k = 0; k < nh; k++) memcpy(o0 + (int64_t)k * hd + d0, ac[k], sizeof ac[k]);
         }
         for (int k = 0; d0 < hd && k < nh; k++) {
-            const float *pk = k ? p1 : p0;
             float *o = o0 + (int64_t)k * hd;
             memset(o + d0, 0, sizeof(float) * (size_t)(hd - d0));
-            for (int j = lo; j < hi; j++) attn_axpy(pk[j - s0], attn_row(a, a->v_off, j) + d0, o + d0, hd - d0);
+            for (int j = lo; j < hi; j++) attn_axpy(p[k][j - lo], attn_row(a, a->v_off, j) + d0, o + d0, hd - d0);
         }
     }
 }
 
 /* Segment seg's partial state of every row into part: acc (rows x hd), then
- * m (rows), then l (rows). sc: rows x ATTN_SEG scratch. */
+ * m (rows), then l (rows). sc: scratch of rows x ATTN_SEG score floats,
+ * then 2 x rows (the merge's, untouched), then the packed Q. */
 static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, float *part, float *sc) {
     const int hd = a->head_dim, nq = a->n_q, nt = a->n_tok, n_rows = nt * nq;
     float *acc = part, *m = part + (int64_t)n_rows * hd, *l = m + n_rows;
@@ -146,7 +226,9 @@ static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, 
     const int s1 = s0 + ATTN_SEG < j_end ? s0 + ATTN_SEG : j_end;
     int k0 = attn_lo(a, 0) / 16 * 16;
     if (k0 < s0) k0 = s0;
-    attn_scores(a, s0, k0, s1, sc);
+    float *qt = sc + (int64_t)n_rows * (ATTN_SEG + 2); /* past the merge's M and L */
+    attn_pack_q(a, qt);
+    attn_scores(a, qt, s0, k0, s1, sc);
     for (int t = 0; t < nt; t++) {
         int lo = attn_lo(a, t), hi = a->pos[t] + 1;
         if (lo < s0) lo = s0;
@@ -161,11 +243,9 @@ static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, 
             }
             float *s = sc + (int64_t)r * ATTN_SEG + (lo - s0);
             int n = hi - lo;
-            float mx = -INFINITY;
-            for (int j = 0; j < n; j++) {
-                if (a->softcap > 0.0f) s[j] = a->softcap * tanhf(s[j] / a->softcap);
-                if (s[j] > mx) mx = s[j];
-            }
+            if (a->softcap > 0.0f)
+                for (int j = 0; j < n; j++) s[j] = a->softcap * tanhf(s[j] / a->softcap);
+            float mx = attn_max(s, n);
             m[r] = mx;
             l[r] = vm_exp_sub_sum(s, n, mx);
         }
