@@ -13,6 +13,10 @@
 
 typedef float attn_v16 __attribute__((vector_size(64), aligned(4)));
 
+/* Score row stride: a segment plus one vector, so whole-vector softmax
+ * passes over a row's last keys stay inside the row. */
+#define ATTN_SROW (ATTN_SEG + 16)
+
 /* Register blocking: rows per K tile pass and heads per V pass. AVX-512 has
  * 32 vector registers: 16 independent FMA chains; 16-wide vectors take two
  * registers each under AVX2 and scalar builds: 8. */
@@ -49,23 +53,63 @@ static inline void attn_scale_add(float alpha, float *y, float beta, const float
     for (; i < n; i++) y[i] = y[i] * alpha + x[i] * beta;
 }
 
-/* max of x[0..n), n >= 1 (exact: the order of a max does not matter) */
-static inline float attn_max(const float *x, int n) {
-    float mx = x[0];
-    int i = 0;
-    if (n >= 16) {
-        vm_f16 vm;
-        memcpy(&vm, x, sizeof vm);
-        for (i = 16; i + 16 <= n; i += 16) {
-            vm_f16 v;
-            memcpy(&v, x + i, sizeof v);
-            vm = vm_select(v > vm, vm, v);
-        }
-        mx = vm[0];
-        for (int k = 1; k < 16; k++) mx = vm[k] > mx ? vm[k] : mx;
+/* exp(x) for x <= 0 (softmax terms, x = s - max): inputs below -87.3
+ * (and -inf) give exp(-87.3) ~ 1e-38, not 0, which leaves every sum it joins
+ * (>= 1, the max term) unchanged. Same range reduction and polynomial as
+ * vm_exp, with n = round(x log2 e) by the 1.5 * 2^23 shifter and no upper
+ * clamp. */
+static inline vm_f16 attn_exp_le0(vm_f16 x) {
+    const vm_f16 lo = vm_splat(-87.33654475055310f), shifter = vm_splat(12582912.0f);
+    x = vm_select(x < lo, x, lo);
+    vm_f16 big = x * 1.44269504088896341f + shifter;
+    vm_f16 n = big - shifter;
+    vm_f16 r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    vm_f16 r2 = r * r;
+    vm_f16 p = vm_splat(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r2 + r + 1.0f;
+    vm_i16 bi, sb;
+    memcpy(&bi, &big, sizeof bi);
+    memcpy(&sb, &shifter, sizeof sb);
+    vm_i16 e = (bi - sb + 127) << 23;
+    vm_f16 scale;
+    memcpy(&scale, &e, sizeof scale);
+    return p * scale;
+}
+
+/* x[0..n) (n >= 1; x has room for n rounded up to 16) = exp(x - max),
+ * max to *mx; returns the sum. Whole vectors: lanes past n are set to -inf
+ * (exp 0, stored, never read) instead of a scalar tail. */
+static inline float attn_softmax_row(float *x, int n, float *mx) {
+    const int nv = (n + 15) / 16;
+    vm_f16 tail_ok = {0}, ninf = vm_splat(-INFINITY), vmax = ninf, sum = {0};
+    for (int c = 0; c < 16; c++) tail_ok[c] = (float)c;
+    tail_ok -= (float)(n - (nv - 1) * 16); /* lane < valid count: negative */
+    vm_i16 tail_mask = tail_ok >= 0.0f; /* lanes to clear in the last vector */
+    for (int i = 0; i < nv; i++) {
+        vm_f16 v;
+        memcpy(&v, x + 16 * i, sizeof v);
+        if (i == nv - 1) v = vm_select(tail_mask, v, ninf);
+        vmax = vm_select(v > vmax, vmax, v);
+        memcpy(x + 16 * i, &v, sizeof v);
     }
-    for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    return mx;
+    float m = vmax[0];
+    for (int c = 1; c < 16; c++) m = vmax[c] > m ? vmax[c] : m;
+    for (int i = 0; i < nv; i++) {
+        vm_f16 v;
+        memcpy(&v, x + 16 * i, sizeof v);
+        v = attn_exp_le0(v - m);
+        sum += v;
+        memcpy(x + 16 * i, &v, sizeof v);
+    }
+    *mx = m;
+    float t = 0.0f;
+    for (int c = 0; c < 16; c++) t += sum[c];
+    return t;
 }
 
 static inline const float *attn_row(const attn_args *a, int64_t off, int j) {
@@ -97,7 +141,7 @@ static void attn_pack_q(const attn_args *a, float *qt) {
 }
 
 /* n (a constant after inlining) rows of a packed Q group times one K tile:
- * scores of the first nr rows to out (rows ATTN_SEG apart; nk keys are
+ * scores of the first nr rows to out (rows ATTN_SROW apart; nk keys are
  * valid). */
 static inline __attribute__((always_inline)) void attn_qk_tile(const float *g, const float *tile, int64_t tstride,
                                                                int hd, int n, int nr, int nk, float *out) {
@@ -108,42 +152,76 @@ static inline __attribute__((always_inline)) void attn_qk_tile(const float *g, c
         for (int i = 0; i < n; i++) acc[i] += g[i] * kv;
     }
     (void)nk; /* all 16 lanes are stored: the row has room to the segment's end, lanes past nk are never read */
-    for (int i = 0; i < nr; i++) memcpy(out + (int64_t)i * ATTN_SEG, &acc[i], sizeof acc[i]);
+    for (int i = 0; i < nr; i++) memcpy(out + (int64_t)i * ATTN_SROW, &acc[i], sizeof acc[i]);
 }
 
 /* Scores of every row for keys [k0, s1) of the segment starting at s0 into
- * sc (row r at sc + r*ATTN_SEG, key j at index j - s0), 16 keys at a time,
+ * sc (row r at sc + r*ATTN_SROW, key j at index j - s0), 16 keys at a time,
  * from the packed Q (attn_pack_q). K is dimension-major in each block
  * ([dim][token]), so a tile of 16 keys inside one block is read in place:
  * row d of the tile is 16 consecutive floats. Lanes past s1 read later
  * slots of the same block; their scores are never used. */
-static void attn_scores(const attn_args *a, const float *qt, int s0, int k0, int s1, float *sc) {
+/* The K tile of keys [j0, j0+16) (nk of them valid): in place when inside
+ * one block (*stride = block_tokens), else gathered into kt (*stride 16). */
+static inline const float *attn_k_tile(const attn_args *a, int j0, int nk, float *kt, int64_t *stride) {
     const int hd = a->head_dim, bt = a->block_tokens;
-    const int n_rows = a->n_tok * a->n_q;
-    float kt[hd][16]; /* gathered K tile (tiles that cross a block) */
-    for (int j0 = k0; j0 < s1; j0 += 16) {
-        int nk = s1 - j0 < 16 ? s1 - j0 : 16;
-        const float *tile;
-        int64_t tstride;
-        if (j0 % bt + 16 <= bt) {
-            tile = a->blocks[j0 / bt] + a->k_off + j0 % bt;
-            tstride = bt;
-        } else {
-            for (int c = 0; c < 16; c++) {
-                int j = j0 + (c < nk ? c : 0);
-                const float *k = a->blocks[j / bt] + a->k_off + j % bt;
-                for (int d = 0; d < hd; d++) kt[d][c] = c < nk ? k[(int64_t)d * bt] : 0.0f;
-            }
-            tile = &kt[0][0];
-            tstride = 16;
+    if (j0 % bt + 16 <= bt) {
+        *stride = bt;
+        return a->blocks[j0 / bt] + a->k_off + j0 % bt;
+    }
+    for (int c = 0; c < 16; c++) {
+        int j = j0 + (c < nk ? c : 0);
+        const float *k = a->blocks[j / bt] + a->k_off + j % bt;
+        for (int d = 0; d < hd; d++) kt[d * 16 + c] = c < nk ? k[(int64_t)d * bt] : 0.0f;
+    }
+    *stride = 16;
+    return kt;
+}
+
+/* Up to 8 rows of a packed Q group times two K tiles: 16 independent FMA
+ * chains when a chunk has few rows (decode). */
+static inline void attn_qk_tile2(const float *g, const float *ta, int64_t sa, const float *tb, int64_t sb, int hd,
+                                 int nr, float *out) {
+    attn_v16 acc[8] = {{0}}, acc2[8] = {{0}};
+    for (int d = 0; d < hd; d++, g += ATTN_QK_ROWS) {
+        attn_v16 ka, kb;
+        memcpy(&ka, ta + d * sa, sizeof ka);
+        memcpy(&kb, tb + d * sb, sizeof kb);
+        for (int i = 0; i < 8; i++) {
+            acc[i] += g[i] * ka;
+            acc2[i] += g[i] * kb;
         }
+    }
+    for (int i = 0; i < nr; i++) {
+        memcpy(out + (int64_t)i * ATTN_SROW, &acc[i], sizeof acc[i]);
+        memcpy(out + (int64_t)i * ATTN_SROW + 16, &acc2[i], sizeof acc2[i]);
+    }
+}
+
+static void attn_scores(const attn_args *a, const float *qt, int s0, int k0, int s1, float *sc) {
+    const int hd = a->head_dim;
+    const int n_rows = a->n_tok * a->n_q;
+    float kt[2][hd * 16]; /* gathered K tiles (tiles that cross a block) */
+    for (int j0 = k0; j0 < s1; j0 += 32) {
+        int nk = s1 - j0 < 16 ? s1 - j0 : 16, nk2 = s1 - j0 - 16 < 16 ? s1 - j0 - 16 : 16;
+        int64_t sa, sb = 0;
+        const float *ta = attn_k_tile(a, j0, nk, kt[0], &sa),
+                    *tb = nk2 > 0 ? attn_k_tile(a, j0 + 16, nk2, kt[1], &sb) : NULL;
         /* ATTN_QK_ROWS rows (token-major, head-minor) at a time: that many
          * independent FMA chains share each K tile load. */
         for (int r0 = 0; r0 < n_rows; r0 += ATTN_QK_ROWS) {
             int nr = n_rows - r0 < ATTN_QK_ROWS ? n_rows - r0 : ATTN_QK_ROWS;
-            float *out = sc + (int64_t)r0 * ATTN_SEG + (j0 - s0);
-            if (nr > 8) attn_qk_tile(qt + (int64_t)r0 * hd, tile, tstride, hd, ATTN_QK_ROWS, nr, nk, out);
-            else attn_qk_tile(qt + (int64_t)r0 * hd, tile, tstride, hd, 8, nr, nk, out);
+            const float *g = qt + (int64_t)r0 * hd;
+            float *out = sc + (int64_t)r0 * ATTN_SROW + (j0 - s0);
+            if (nr <= 8 && tb) {
+                attn_qk_tile2(g, ta, sa, tb, sb, hd, nr, out);
+                continue;
+            }
+            if (nr > 8) attn_qk_tile(g, ta, sa, hd, ATTN_QK_ROWS, nr, nk, out);
+            else attn_qk_tile(g, ta, sa, hd, 8, nr, nk, out);
+            if (!tb) continue;
+            if (nr > 8) attn_qk_tile(g, tb, sb, hd, ATTN_QK_ROWS, nr, nk2, out + 16);
+            else attn_qk_tile(g, tb, sb, hd, 8, nr, nk2, out + 16);
         }
     }
 }
@@ -193,7 +271,7 @@ static void attn_pv(const attn_args *a, int t, int s0, int lo, int hi, const flo
     for (int h = 0; h < nq; h += ATTN_PV_HEADS) {
         int nh = nq - h < ATTN_PV_HEADS ? nq - h : ATTN_PV_HEADS, r = t * nq + h;
         const float *p[ATTN_PV_HEADS]; /* weight of key lo, per head (repeats past nh) */
-        for (int k = 0; k < ATTN_PV_HEADS; k++) p[k] = sc + (int64_t)(r + (k < nh ? k : 0)) * ATTN_SEG + (lo - s0);
+        for (int k = 0; k < ATTN_PV_HEADS; k++) p[k] = sc + (int64_t)(r + (k < nh ? k : 0)) * ATTN_SROW + (lo - s0);
         float *o0 = acc + (int64_t)r * hd;
         int d0 = 0;
         for (; d0 + 64 <= hd; d0 += 64) {
@@ -217,7 +295,7 @@ static void attn_pv(const attn_args *a, int t, int s0, int lo, int hi, const flo
 }
 
 /* Segment seg's partial state of every row into part: acc (rows x hd), then
- * m (rows), then l (rows). sc: scratch of rows x ATTN_SEG score floats,
+ * m (rows), then l (rows). sc: scratch of rows x ATTN_SROW score floats,
  * then 2 x rows (the merge's, untouched), then the packed Q. */
 static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, float *part, float *sc) {
     const int hd = a->head_dim, nq = a->n_q, nt = a->n_tok, n_rows = nt * nq;
@@ -226,7 +304,7 @@ static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, 
     const int s1 = s0 + ATTN_SEG < j_end ? s0 + ATTN_SEG : j_end;
     int k0 = attn_lo(a, 0) / 16 * 16;
     if (k0 < s0) k0 = s0;
-    float *qt = sc + (int64_t)n_rows * (ATTN_SEG + 2); /* past the merge's M and L */
+    float *qt = sc + (int64_t)n_rows * (ATTN_SROW + 2); /* past the merge's M and L */
     attn_pack_q(a, qt);
     attn_scores(a, qt, s0, k0, s1, sc);
     for (int t = 0; t < nt; t++) {
@@ -241,13 +319,11 @@ static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, 
                 memset(acc + (int64_t)r * hd, 0, sizeof(float) * (size_t)hd);
                 continue;
             }
-            float *s = sc + (int64_t)r * ATTN_SEG + (lo - s0);
+            float *s = sc + (int64_t)r * ATTN_SROW + (lo - s0);
             int n = hi - lo;
             if (a->softcap > 0.0f)
                 for (int j = 0; j < n; j++) s[j] = a->softcap * tanhf(s[j] / a->softcap);
-            float mx = attn_max(s, n);
-            m[r] = mx;
-            l[r] = vm_exp_sub_sum(s, n, mx);
+            l[r] = attn_softmax_row(s, n, &m[r]);
         }
         if (lo < hi) attn_pv(a, t, s0, lo, hi, sc, acc);
     }
@@ -302,7 +378,7 @@ void ATTN_PART_FN(const attn_args *a, int seg, float *part) {
 
 void ATTN_MERGE_FN(const attn_args *a, const float *parts, int64_t part_stride) {
     int n_rows = a->n_tok * a->n_q, first, end;
-    float *M = a->scratch + (int64_t)n_rows * (a->head_dim + 2 + ATTN_SEG), *L = M + n_rows;
+    float *M = a->scratch + (int64_t)n_rows * (a->head_dim + 2 + ATTN_SROW), *L = M + n_rows;
     attn_segments(a, &first, &end);
     attn_merge_begin(a, M, L);
     for (int g = first; g < end; g++) attn_merge_step(a, parts + (int64_t)(g - first) * part_stride, M, L);
@@ -312,7 +388,7 @@ void ATTN_MERGE_FN(const attn_args *a, const float *parts, int64_t part_stride) 
 void ATTN_FN(const attn_args *a) {
     int n_rows = a->n_tok * a->n_q, first, end;
     float *part = a->scratch, *sc = part + (int64_t)n_rows * (a->head_dim + 2);
-    float *M = sc + (int64_t)n_rows * ATTN_SEG, *L = M + n_rows;
+    float *M = sc + (int64_t)n_rows * ATTN_SROW, *L = M + n_rows;
     attn_segments(a, &first, &end);
     attn_merge_begin(a, M, L);
     for (int g = first; g < end; g++) {
