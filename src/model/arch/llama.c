@@ -213,6 +213,7 @@ typedef struct llama_fwd {
     attn_item *items, *merges;
     int32_t n_items, n_merges, max_items;
     float *parts;
+    int64_t parts_cap; /* floats in parts */
     int n_threads;
 } llama_fwd;
 
@@ -262,11 +263,15 @@ static void *llama_fwd_create(const model *m, thread_pool *pool, int32_t max_tok
     c->scratch_per_thread = (int64_t)attn_scratch_floats(ATTN_MAX_CHUNK, group, hp->head_dim);
     c->scratch = malloc((size_t)c->n_threads * (size_t)c->scratch_per_thread * sizeof(float));
     c->chunk_begin = malloc(((size_t)max_tokens + 1) * sizeof(int32_t));
+    /* split partials: at most what decode tokens of max_ctx could use, within the budget */
     int64_t min_part = (int64_t)attn_part_floats(1, group, hp->head_dim);
-    c->max_items = (int32_t)((int64_t)max_tokens * hp->n_head_kv + LLAMA_SPLIT_PART_FLOATS / min_part + 1);
+    int64_t dec_tokens = max_tokens < 64 ? max_tokens : 64;
+    c->parts_cap = dec_tokens * LLAMA_SPLIT_MAX_TOK * hp->n_head_kv * ((int64_t)max_ctx / ATTN_SEG + 1) * min_part;
+    if (c->parts_cap > LLAMA_SPLIT_PART_FLOATS) c->parts_cap = LLAMA_SPLIT_PART_FLOATS;
+    c->max_items = (int32_t)((int64_t)max_tokens * hp->n_head_kv + c->parts_cap / min_part + 1);
     c->items = malloc((size_t)c->max_items * sizeof(attn_item));
     c->merges = malloc((size_t)max_tokens * (size_t)hp->n_head_kv * sizeof(attn_item));
-    c->parts = malloc((size_t)LLAMA_SPLIT_PART_FLOATS * sizeof(float));
+    c->parts = malloc((size_t)c->parts_cap * sizeof(float));
     if (!c->kc || !c->x || !c->h || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up || !c->xo || !c->rope_cs ||
         !c->scratch || !c->chunk_begin || !c->stack || !c->items || !c->merges || !c->parts)
         goto oom;
@@ -371,7 +376,7 @@ static void plan_attention(llama_fwd *c, const fwd_batch *b, int32_t n_chunks) {
         attn_segments(&a, &first, &end);
         int64_t pf = (int64_t)attn_part_floats(a.n_tok, group, hp->head_dim);
         int64_t need = pf * (end - first) * hp->n_head_kv;
-        bool split = a.n_tok <= LLAMA_SPLIT_MAX_TOK && end - first > 1 && used + need <= LLAMA_SPLIT_PART_FLOATS &&
+        bool split = a.n_tok <= LLAMA_SPLIT_MAX_TOK && end - first > 1 && used + need <= c->parts_cap &&
                      c->n_items + (int64_t)(end - first) * hp->n_head_kv <= c->max_items;
         for (int g = 0; g < hp->n_head_kv; g++) {
             if (!split) {
