@@ -3,7 +3,7 @@
 # in one run, case by case (the machine is shared and noisy: compare within a run, not across
 # runs). For each P in CASES:
 #   cinfer bench latency -p P -n GEN        prefill P tokens, then decode GEN at depth P
-#   llama-bench -fa 1 -p P -n 0             prefill P tokens
+#   llama-bench -fa 1 -p P -n 0             prefill P tokens  (all with --repack 0, see lb)
 #   llama-bench -fa 1 -p 0 -n GEN -d P      decode GEN at depth P
 # and for each D in DEPTHS (decode only, the depth filled untimed):
 #   cinfer bench latency -d D -p 0 -n GEN  |  llama-bench -fa 1 -p 0 -n GEN -d D
@@ -22,7 +22,9 @@ llama=${LLAMA_BENCH-/work/llama/build/bin/llama-bench}
 t=${THREADS:-2} reps=${REPS:-1} gen=${GEN:-16} batch=${BATCH:-4096}
 [ -f "$model" ] || { echo "longctx.sh: no model '$model'" >&2; exit 2; }
 run() { echo "\$ $* ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"; "$@" 2>&1 | grep -E '^(model|machine|prefill|decode|\|)' || true; echo; }
-lb() { [ -z "$llama" ] || run "$llama" -m "$model" -t "$t" -r "$reps" -fa 1 -b "$batch" "$@"; }
+# --repack 0: this VM reports AMX but faults on its tile instructions (ldtilecfg, SIGSEGV in
+# ggml_backend_amx_mul_mat), and repacking is what selects ggml's AMX buffers for Q8_0.
+lb() { [ -z "$llama" ] || run "$llama" -m "$model" -t "$t" -r "$reps" -fa 1 --repack 0 -b "$batch" "$@"; }
 {
   echo "# bench/longctx.sh $model ($(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
   for p in ${CASES-128 4096}; do
