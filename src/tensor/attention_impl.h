@@ -226,10 +226,11 @@ static void attn_scores(const attn_args *a, const float *qt, int s0, int k0, int
     }
 }
 
-/* out[k] = sum over keys of w[k][i] * V row i, for the 64 floats of every
- * V row at v (rows rs apart), four heads (ATTN_PV_HEADS == 4) or two.
- * Named accumulators: GCC keeps them in registers (arrays of them spill). */
-static inline void attn_pv_run(const float *const *w, int n, const float *v, int64_t rs, attn_v16 acc[][4]) {
+/* acc[k][0..4) += sum over n keys of w[k][i] * V row i, for the 64 floats
+ * of every V row at v (rows rs apart), four heads (ATTN_PV_HEADS == 4) or
+ * two. Named accumulators and V vectors: GCC keeps them in registers
+ * (arrays of them spill). */
+static inline void attn_pv_run4(const float *const *w, int n, const float *v, int64_t rs, attn_v16 acc[][4]) {
     attn_v16 a0[4], a1[4];
     memcpy(a0, acc[0], sizeof a0);
     memcpy(a1, acc[1], sizeof a1);
@@ -261,11 +262,23 @@ static inline void attn_pv_run(const float *const *w, int n, const float *v, int
 #endif
 }
 
+/* The same for nv (1 or 2) vectors of each V row (head_dim remainders). */
+static inline void attn_pv_run_small(const float *const *w, int n, const float *v, int64_t rs, int nv,
+                                     attn_v16 acc[][4]) {
+    for (int i = 0; i < n; i++, v += rs)
+        for (int q = 0; q < nv; q++) {
+            attn_v16 vv;
+            memcpy(&vv, v + 16 * q, sizeof vv);
+            for (int k = 0; k < ATTN_PV_HEADS; k++) acc[k][q] += w[k][i] * vv;
+        }
+}
+
 /* P.V of token t's heads over keys [lo, hi) of the segment at s0 (weights
- * in sc) into acc (row r at acc + r*hd): ATTN_PV_HEADS heads x 4 vectors
- * of independent accumulators share each V row load. Keys are walked in
- * runs inside one block (no division per key); every sum runs in key order
- * whatever the block size or head blocking. */
+ * in sc) into acc (row r at acc + r*hd): ATTN_PV_HEADS heads x up to 4
+ * vectors of independent accumulators share each V row load (head_dim in
+ * slices of 64, then 32, then 16 floats, then a scalar tail). Keys are
+ * walked in runs inside one block (no division per key); every sum runs in
+ * key order whatever the block size or head blocking. */
 static void attn_pv(const attn_args *a, int t, int s0, int lo, int hi, const float *sc, float *acc) {
     const int hd = a->head_dim, nq = a->n_q, bt = a->block_tokens;
     for (int h = 0; h < nq; h += ATTN_PV_HEADS) {
@@ -274,17 +287,21 @@ static void attn_pv(const attn_args *a, int t, int s0, int lo, int hi, const flo
         for (int k = 0; k < ATTN_PV_HEADS; k++) p[k] = sc + (int64_t)(r + (k < nh ? k : 0)) * ATTN_SROW + (lo - s0);
         float *o0 = acc + (int64_t)r * hd;
         int d0 = 0;
-        for (; d0 + 64 <= hd; d0 += 64) {
+        while (hd - d0 >= 16) {
+            int nv = hd - d0 >= 64 ? 4 : hd - d0 >= 32 ? 2 : 1;
             attn_v16 ac[ATTN_PV_HEADS][4];
             memset(ac, 0, sizeof ac);
             for (int j = lo; j < hi;) {
                 int run = bt - j % bt < hi - j ? bt - j % bt : hi - j;
                 const float *w[ATTN_PV_HEADS];
                 for (int k = 0; k < ATTN_PV_HEADS; k++) w[k] = p[k] + (j - lo);
-                attn_pv_run(w, run, attn_row(a, a->v_off, j) + d0, a->row_stride, ac);
+                const float *v = attn_row(a, a->v_off, j) + d0;
+                if (nv == 4) attn_pv_run4(w, run, v, a->row_stride, ac);
+                else attn_pv_run_small(w, run, v, a->row_stride, nv, ac);
                 j += run;
             }
-            for (int k = 0; k < nh; k++) memcpy(o0 + (int64_t)k * hd + d0, ac[k], sizeof ac[k]);
+            for (int k = 0; k < nh; k++) memcpy(o0 + (int64_t)k * hd + d0, ac[k], sizeof(attn_v16) * (size_t)nv);
+            d0 += 16 * nv;
         }
         for (int k = 0; d0 < hd && k < nh; k++) {
             float *o = o0 + (int64_t)k * hd;

@@ -95,7 +95,7 @@ static void check_split_and_alone(const attn_args *a, const float *whole) {
 
 int main(void) {
     unsigned seed = 7;
-    const int hds[] = {8, 13, 64, 128};
+    const int hds[] = {8, 13, 32, 64, 80, 128};
     const int bts[] = {16, 7};
     /* {first position, chunk length, window} */
     const int cases[][3] = {{0, 1, 0},    {4, 1, 0},    {0, 16, 0},    {15, 2, 0},   {17, 5, 0},  {30, 16, 0},
