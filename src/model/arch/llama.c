@@ -189,10 +189,12 @@ typedef struct attn_item {
     int64_t part_off;
 } attn_item;
 
-/* Split-KV decode: chunks of at most this many tokens are split into KV
- * segments across the pool, within a partial-state budget of
- * LLAMA_SPLIT_PART_FLOATS floats. Splitting never changes results (see
- * attention.h), only how the work spreads over threads. */
+/* Split-KV decode: when a step has fewer than LLAMA_SPLIT_ITEMS_PER_THREAD
+ * (chunk, KV head) items per thread, chunks of at most LLAMA_SPLIT_MAX_TOK
+ * tokens are split into KV segments across the pool, within a partial-state
+ * budget of LLAMA_SPLIT_PART_FLOATS floats. Splitting never changes results
+ * (see attention.h), only how the work spreads over threads. */
+#define LLAMA_SPLIT_ITEMS_PER_THREAD 4
 #define LLAMA_SPLIT_MAX_TOK 4
 #define LLAMA_SPLIT_PART_FLOATS ((int64_t)4 << 20)
 
@@ -362,21 +364,24 @@ static attn_args chunk_args(const llama_fwd *c, const fwd_batch *b, int il, int3
     };
 }
 
-/* Builds the step's attention items: every chunk x KV head whole, except
- * short (decode) chunks over more than one KV segment, which are split
- * into one item per segment while the partial budget lasts. */
+/* Builds the step's attention items: every chunk x KV head whole, except,
+ * in a step with few items, short (decode) chunks over more than one KV
+ * segment, which are split into one item per segment while the partial
+ * budget lasts. */
 static void plan_attention(llama_fwd *c, const fwd_batch *b, int32_t n_chunks) {
     const model_hparams *hp = &c->m->hp;
     int group = hp->n_head / hp->n_head_kv;
     int64_t used = 0;
     c->n_items = c->n_merges = 0;
+    /* enough whole items to keep the pool busy: splitting would only add merges */
+    bool few = (int64_t)n_chunks * hp->n_head_kv < (int64_t)LLAMA_SPLIT_ITEMS_PER_THREAD * c->n_threads;
     for (int32_t ch = 0; ch < n_chunks; ch++) {
         attn_args a = chunk_args(c, b, 0, ch, 0, NULL);
         int first, end;
         attn_segments(&a, &first, &end);
         int64_t pf = (int64_t)attn_part_floats(a.n_tok, group, hp->head_dim);
         int64_t need = pf * (end - first) * hp->n_head_kv;
-        bool split = a.n_tok <= LLAMA_SPLIT_MAX_TOK && end - first > 1 && used + need <= c->parts_cap &&
+        bool split = few && a.n_tok <= LLAMA_SPLIT_MAX_TOK && end - first > 1 && used + need <= c->parts_cap &&
                      c->n_items + (int64_t)(end - first) * hp->n_head_kv <= c->max_items;
         for (int g = 0; g < hp->n_head_kv; g++) {
             if (!split) {
