@@ -178,16 +178,18 @@ static inline const float *attn_k_tile(const attn_args *a, int j0, int nk, float
     return kt;
 }
 
-/* Up to 8 rows of a packed Q group times two K tiles: 16 independent FMA
- * chains when a chunk has few rows (decode). */
-static inline void attn_qk_tile2(const float *g, const float *ta, int64_t sa, const float *tb, int64_t sb, int hd,
-                                 int nr, float *out) {
+/* n (8 or 4, a constant after inlining; nr <= n valid) rows of a packed Q
+ * group times two K tiles: 16 (8) independent FMA chains when a chunk has
+ * few rows (decode; 4 rows: llama3-style GQA 4:1). */
+static inline __attribute__((always_inline)) void attn_qk_tile2(const float *g, const float *ta, int64_t sa,
+                                                                const float *tb, int64_t sb, int hd, int n, int nr,
+                                                                float *out) {
     attn_v16 acc[8] = {{0}}, acc2[8] = {{0}};
     for (int d = 0; d < hd; d++, g += ATTN_QK_ROWS) {
         attn_v16 ka, kb;
         memcpy(&ka, ta + d * sa, sizeof ka);
         memcpy(&kb, tb + d * sb, sizeof kb);
-        for (int i = 0; i < 8; i++) {
+        for (int i = 0; i < n; i++) {
             acc[i] += g[i] * ka;
             acc2[i] += g[i] * kb;
         }
@@ -214,7 +216,8 @@ static void attn_scores(const attn_args *a, const float *qt, int s0, int k0, int
             const float *g = qt + (int64_t)r0 * hd;
             float *out = sc + (int64_t)r0 * ATTN_SROW + (j0 - s0);
             if (nr <= 8 && tb) {
-                attn_qk_tile2(g, ta, sa, tb, sb, hd, nr, out);
+                if (nr > 4) attn_qk_tile2(g, ta, sa, tb, sb, hd, 8, nr, out);
+                else attn_qk_tile2(g, ta, sa, tb, sb, hd, 4, nr, out);
                 continue;
             }
             if (nr > 8) attn_qk_tile(g, ta, sa, hd, ATTN_QK_ROWS, nr, nk, out);
