@@ -3,9 +3,13 @@
  * speed of a model, printed next to the physical limits of this machine:
  *   decode roofline  = measured read bandwidth (best of a probe before and
  *                      one after the timed runs) / bytes streamed per token
- *                      (weights + the KV cache read at the mean position;
- *                      MoE: only the experts one token uses),
+ *                      (weights + the KV cache read at the mean position,
+ *                      DEPTH + prompt + gen/2; MoE: only the experts one
+ *                      token uses),
  *   prefill          = achieved matmul FLOP/s (2 x active params x tokens / time).
+ * -d DEPTH (like llama-bench -d) first fills DEPTH positions, untimed and
+ * once; every repetition then prefills the prompt and decodes after them,
+ * and is rolled back to DEPTH (gen_truncate) before the next.
  * The prompt is pseudo-random token ids (deterministic), so no tokenizer
  * cost is included. `bench serve`, `bench report` and `bench trace-stats` live in
  * cmd_bench_serve.c and cmd_bench_report.c, `bench replay` in cmd_bench_replay.c. */
@@ -30,15 +34,18 @@ static const char bench_usage[] = "cinfer bench latency -m MODEL.gguf [options]\
 
 typedef struct bench_opts {
     const char *model, *weights_cache;
-    long long prompt, gen, threads, reps, bw_mib;
+    long long prompt, gen, threads, reps, bw_mib, depth, batch;
 } bench_opts;
 
 /* argv[0] is "latency". CLI_OK, CLI_HELP or CLI_USAGE. */
 static int parse_bench(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){.prompt = 512, .gen = 128, .reps = 3, .bw_mib = 1024};
+    *o = (bench_opts){.prompt = 512, .gen = 128, .reps = 3, .bw_mib = 1024, .batch = 4096};
     const cli_opt t[] = {
         {"model", 'm', "FILE", "GGUF model (required)", CLI_STR(&o->model)},
-        {"prompt", 'p', "N", "prompt tokens to prefill (default 512)", CLI_NUM(&o->prompt, 1, 1 << 20)},
+        {"prompt", 'p', "N", "prompt tokens to prefill (default 512; 0 = decode only)",
+         CLI_NUM(&o->prompt, 0, 1 << 20)},
+        {"depth", 'd', "N", "cached tokens before the prompt (default 0)", CLI_NUM(&o->depth, 0, 1 << 20)},
+        {"batch", 'b', "N", "most tokens per forward call in prefill (default 4096)", CLI_NUM(&o->batch, 1, 1 << 16)},
         {"gen", 'n', "N", "tokens to decode (default 128)", CLI_NUM(&o->gen, 1, 1 << 20)},
         {"threads", 't', "N", "compute threads (default: one per core)", CLI_NUM(&o->threads, 1, 1024)},
         {"reps", 'r', "N", "repetitions; the best is reported (default 3)", CLI_NUM(&o->reps, 1, 1000)},
@@ -64,74 +71,101 @@ static int hp_is_int8(const model *m) {
     return t && (t->type == DT_Q8_0 || t->type == DT_Q4_0);
 }
 
+/* Pseudo-random (deterministic) token ids. */
+static void fill_tokens(int32_t *t, long long n, int32_t n_vocab) {
+    uint64_t x = 12345;
+    for (long long i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        t[i] = (int32_t)((x >> 33) % (uint64_t)n_vocab);
+    }
+}
+
+/* The repetitions: best prefill and decode seconds into *pp_s / *tg_s. */
+static int timed_reps(const bench_opts *o, gen_session *g, const int32_t *tokens, double *pp_s, double *tg_s) {
+    cf_err err = {0};
+    *pp_s = *tg_s = 1e30;
+    for (long long r = 0; r < o->reps; r++) {
+        gen_truncate(g, (int32_t)o->depth);
+        double t0 = time_now();
+        if (o->prompt > 0 && gen_feed(g, tokens + o->depth, (int32_t)o->prompt, NULL, &err))
+            return cli_fail("bench: %s", err.msg);
+        double t1 = time_now();
+        int32_t tok = tokens[0];
+        for (long long i = 0; i < o->gen; i++)
+            if (gen_feed(g, &tok, 1, NULL, &err)) return cli_fail("bench: %s", err.msg);
+        double t2 = time_now();
+        if (t1 - t0 < *pp_s) *pp_s = t1 - t0;
+        if (t2 - t1 < *tg_s) *tg_s = t2 - t1;
+    }
+    return 0;
+}
+
+static void print_latency(const bench_opts *o, const model *m, thread_pool *pool, double bw, peak_ops peak, double pp_s,
+                          double tg_s) {
+    const model_hparams *hp = model_get_hparams(m);
+    double wbytes = (double)model_active_weight_bytes(m); /* MoE: the experts one token uses */
+    /* KV read per decode token at the mean context: every row of the paged layers, at most the window of
+     * the window layers (their ring) */
+    double mean_ctx = (double)o->depth + (double)o->prompt + (double)o->gen / 2;
+    kv_spec spec;
+    model_kv_layout(m, &spec);
+    double win = kv_spec_max_window(&spec) < mean_ctx ? kv_spec_max_window(&spec) : mean_ctx;
+    double kv_bytes =
+        (double)model_kv_block_floats(m, 1) * 4.0 * mean_ctx + (double)kv_spec_ring_row_floats(&spec) * 4.0 * win;
+    double roof = bw / (wbytes + kv_bytes);
+    double pp = (double)o->prompt / pp_s, tg = (double)o->gen / tg_s;
+    double flops_tok = 2.0 * (double)model_active_params(m);
+    printf("model        %s (%s, %.1fM params, %.1fM active per token, %.1f MiB streamed per token)\n", o->model,
+           hp->arch, (double)model_n_params(m) / 1e6, (double)model_active_params(m) / 1e6, wbytes / (1 << 20));
+    printf("machine      %d threads, kernels %s, read bandwidth %.2f GB/s, peak f32 FMA %.0f GFLOP/s, "
+           "int8 VNNI %.0f GOP/s\n",
+           pool_size(pool), cpu_isa_name(cpu_isa_active()), bw / 1e9, peak.f32_flops / 1e9, peak.int8_ops / 1e9);
+    double peak_w = (hp_is_int8(m) && peak.int8_ops > 0) ? peak.int8_ops : peak.f32_flops;
+    if (o->prompt > 0)
+        printf(
+            "prefill      %lld tokens at depth %lld: %8.1f tok/s  (%.1f GFLOP/s in matmuls, %.0f%% of the %s peak)\n",
+            o->prompt, o->depth, pp, pp * flops_tok / 1e9, 100.0 * pp * flops_tok / peak_w,
+            peak_w == peak.int8_ops ? "int8" : "f32");
+    printf("decode       %lld tokens at depth %lld: %8.2f tok/s  roofline %.2f tok/s (%.0f%% of bandwidth limit; "
+           "%.1f MiB weights + %.1f MiB KV per token)\n",
+           o->gen, o->depth + o->prompt, tg, roof, 100.0 * tg / roof, wbytes / (1 << 20), kv_bytes / (1 << 20));
+}
+
 static int bench_latency(const bench_opts *o) {
     cf_err err = {0};
     model *m;
     model_load_opts lo = {.weights_cache_dir = o->weights_cache};
     if (model_load_with(o->model, &lo, &m, &err)) return cli_fail("%s", err.msg);
-    const model_hparams *hp = model_get_hparams(m);
     thread_pool *pool = pool_create((int)o->threads);
-    if (!pool) {
+    int32_t *tokens = malloc((size_t)(o->depth + o->prompt + 1) * sizeof(int32_t));
+    if (!pool || !tokens) {
+        free(tokens);
+        if (pool) pool_destroy(pool);
         model_free(m);
-        return cli_fail("cannot start compute threads");
+        return cli_fail("out of memory starting the benchmark");
     }
-    int32_t ctx = (int32_t)(o->prompt + o->gen);
-    int32_t *prompt = malloc((size_t)o->prompt * sizeof(int32_t));
-    uint64_t x = 12345;
-    for (long long i = 0; i < o->prompt; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        prompt[i] = (int32_t)((x >> 33) % (uint64_t)hp->n_vocab);
-    }
+    fill_tokens(tokens, o->depth + o->prompt + 1, model_get_hparams(m)->n_vocab);
+    long long ctx = o->depth + o->prompt + o->gen;
+    long long batch = o->depth + o->prompt < o->batch ? o->depth + o->prompt : o->batch;
     double bw = kern_measure_read_bandwidth(pool, (size_t)o->bw_mib << 20);
     peak_ops peak = kern_measure_peak(pool);
-    double best_pp = 1e30, best_tg = 1e30;
+    double pp_s = 0, tg_s = 0;
     int rc = 0;
-    for (long long r = 0; r < o->reps && !rc; r++) {
-        gen_session g;
-        if (gen_init(&g, m, pool, ctx, (int32_t)o->prompt, &err)) {
-            rc = cli_fail("bench: %s", err.msg);
-            break;
-        }
-        double t0 = time_now();
-        if (gen_feed(&g, prompt, (int32_t)o->prompt, NULL, &err)) rc = cli_fail("bench: %s", err.msg);
-        double t1 = time_now();
-        int32_t tok = prompt[0];
-        for (long long i = 0; i < o->gen && !rc; i++)
-            if (gen_feed(&g, &tok, 1, NULL, &err)) rc = cli_fail("bench: %s", err.msg);
-        double t2 = time_now();
+    gen_session g;
+    if (ctx > INT32_MAX / 2) rc = cli_fail("bench: a context of %lld positions is too long", ctx);
+    else if (gen_init(&g, m, pool, (int32_t)ctx, (int32_t)(batch > 0 ? batch : 1), &err))
+        rc = cli_fail("bench: %s", err.msg);
+    else {
+        if (o->depth > 0 && gen_feed(&g, tokens, (int32_t)o->depth, NULL, &err)) rc = cli_fail("bench: %s", err.msg);
+        if (!rc) rc = timed_reps(o, &g, tokens, &pp_s, &tg_s);
         gen_release(&g);
-        if (t1 - t0 < best_pp) best_pp = t1 - t0;
-        if (t2 - t1 < best_tg) best_tg = t2 - t1;
     }
     /* The probe varies run to run on a shared VM: take the best of a probe
      * before and one after the timed runs (the conservative roofline). */
     double bw_after = kern_measure_read_bandwidth(pool, (size_t)o->bw_mib << 20);
     if (bw_after > bw) bw = bw_after;
-    if (!rc) {
-        double wbytes = (double)model_active_weight_bytes(m); /* MoE: the experts one token uses */
-        /* KV read per decode token at the mean context: every row of the paged layers, at most the window of
-         * the window layers (their ring) */
-        double mean_ctx = (double)o->prompt + (double)o->gen / 2;
-        kv_spec spec;
-        model_kv_layout(m, &spec);
-        double win = kv_spec_max_window(&spec) < mean_ctx ? kv_spec_max_window(&spec) : mean_ctx;
-        double kv_bytes =
-            (double)model_kv_block_floats(m, 1) * 4.0 * mean_ctx + (double)kv_spec_ring_row_floats(&spec) * 4.0 * win;
-        double roof = bw / (wbytes + kv_bytes);
-        double pp = (double)o->prompt / best_pp, tg = (double)o->gen / best_tg;
-        double flops_tok = 2.0 * (double)model_active_params(m);
-        printf("model        %s (%s, %.1fM params, %.1fM active per token, %.1f MiB streamed per token)\n", o->model,
-               hp->arch, (double)model_n_params(m) / 1e6, (double)model_active_params(m) / 1e6, wbytes / (1 << 20));
-        printf("machine      %d threads, kernels %s, read bandwidth %.2f GB/s, peak f32 FMA %.0f GFLOP/s, "
-               "int8 VNNI %.0f GOP/s\n",
-               pool_size(pool), cpu_isa_name(cpu_isa_active()), bw / 1e9, peak.f32_flops / 1e9, peak.int8_ops / 1e9);
-        double peak_w = (hp_is_int8(m) && peak.int8_ops > 0) ? peak.int8_ops : peak.f32_flops;
-        printf("prefill      %lld tokens: %8.1f tok/s  (%.1f GFLOP/s in matmuls, %.0f%% of the %s peak)\n", o->prompt,
-               pp, pp * flops_tok / 1e9, 100.0 * pp * flops_tok / peak_w, peak_w == peak.int8_ops ? "int8" : "f32");
-        printf("decode       %lld tokens: %8.2f tok/s  roofline %.2f tok/s (%.0f%% of bandwidth limit)\n", o->gen, tg,
-               roof, 100.0 * tg / roof);
-    }
-    free(prompt);
+    if (!rc) print_latency(o, m, pool, bw, peak, pp_s, tg_s);
+    free(tokens);
     pool_destroy(pool);
     model_free(m);
     return rc;

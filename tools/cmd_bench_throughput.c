@@ -7,6 +7,8 @@
  * rate (output tokens after every request has its first token, over that
  * time), the time until every request had its first token, and the engine's
  * counters (prompt tokens computed vs served from cache, steps, preemptions).
+ * --long-context is the 16 streams x 4k context case: decode steps of 16
+ * sequences each attending over ~4,100 cached positions.
  * Prefill and decode share steps (the scheduler mixes them), so the input and
  * output rates are both over the same wall time, not separate phases.
  * Called from cmd_bench.c. */
@@ -26,7 +28,7 @@ typedef struct tput_opts {
     const char *model, *weights_cache;
     long long requests, input_len, output_len, prefix_len, threads, max_batch, max_seqs;
     double kv_gib;
-    bool sync_scheduling;
+    bool sync_scheduling, long_context;
 } tput_opts;
 
 /* argv[0] is "throughput". CLI_OK, CLI_HELP or CLI_USAGE. */
@@ -50,6 +52,10 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
          CLI_SET(&o->sync_scheduling, true)},
         {"weights-cache", 0, "DIR", "repacked-weights cache directory (see `cinfer serve --help`)",
          CLI_STR(&o->weights_cache)},
+        {"long-context", 0, NULL,
+         "the long-context case: 16 requests x 4096 prompt tokens (the\n"
+         "first 4064 shared) + 64 generated; replaces those four options",
+         CLI_SET(&o->long_context, true)},
     };
     cli_cmd c = {.name = "bench throughput",
                  .usage = "cinfer bench throughput -m MODEL.gguf [options]",
@@ -60,6 +66,12 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
     if (rc) return rc;
     if (pos < argc) return cli_usage_error(&c, "unexpected argument '%s'", argv[pos]);
     if (!o->model) return cli_usage_error(&c, "-m MODEL.gguf is required");
+    if (o->long_context) {
+        o->requests = 16;
+        o->input_len = 4096;
+        o->prefix_len = 4064;
+        o->output_len = 64;
+    }
     if (o->prefix_len > o->input_len) return cli_usage_error(&c, "--prefix-len exceeds --input-len");
     return CLI_OK;
 }

@@ -70,3 +70,7 @@ int gen_feed(gen_session *g, const int32_t *tokens, int32_t n, float *all_logits
     }
     return 0;
 }
+
+void gen_truncate(gen_session *g, int32_t n) {
+    if (n >= 0 && n < g->n_past) g->n_past = n;
+}

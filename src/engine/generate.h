@@ -30,5 +30,8 @@ void gen_release(gen_session *g);
  * (one row per token); g->logits always ends with the last token's logits.
  * Fails (nothing done) if the tokens do not fit in the context. */
 int gen_feed(gen_session *g, const int32_t *tokens, int32_t n, float *all_logits, cf_err *err);
+/* Forgets every position from n on (n <= n_past): later feeds overwrite
+ * their KV. g->logits is stale until the next feed. */
+void gen_truncate(gen_session *g, int32_t n);
 
 #endif

@@ -1,4 +1,5 @@
-/* attention.c - dispatch of kern_attention to the active ISA's build. */
+/* attention.c - dispatch of kern_attention (and its split form) to the
+ * active ISA's build, and the ISA-independent sizing helpers. */
 #include "tensor/attention.h"
 
 #include "base/cpu.h"
@@ -6,11 +7,50 @@
 void kern_attention_scalar(const attn_args *a);
 void kern_attention_avx2(const attn_args *a);
 void kern_attention_avx512(const attn_args *a);
+void kern_attention_part_scalar(const attn_args *a, int seg, float *part);
+void kern_attention_part_avx2(const attn_args *a, int seg, float *part);
+void kern_attention_part_avx512(const attn_args *a, int seg, float *part);
+void kern_attention_merge_scalar(const attn_args *a, const float *parts, int64_t part_stride);
+void kern_attention_merge_avx2(const attn_args *a, const float *parts, int64_t part_stride);
+void kern_attention_merge_avx512(const attn_args *a, const float *parts, int64_t part_stride);
+
+size_t attn_part_floats(int n_tok, int n_q, int head_dim) {
+    return (size_t)n_tok * (size_t)n_q * (size_t)(head_dim + 2);
+}
+
+size_t attn_scratch_floats(int n_tok, int n_q, int head_dim) {
+    size_t rows = (size_t)n_tok * (size_t)n_q;
+    size_t rows16 = (rows + 15) / 16 * 16; /* the packed Q: whole register groups */
+    return attn_part_floats(n_tok, n_q, head_dim) + rows * (ATTN_SEG + 16) + 2 * rows + rows16 * (size_t)head_dim;
+}
+
+void attn_segments(const attn_args *a, int *first, int *end) {
+    int lo = a->window > 0 ? a->pos[0] - a->window + 1 : 0;
+    if (lo < 0) lo = 0;
+    *first = lo / ATTN_SEG;
+    *end = a->pos[a->n_tok - 1] / ATTN_SEG + 1;
+}
 
 void kern_attention(const attn_args *a) {
     switch (cpu_isa_active()) {
     case CPU_ISA_AVX512: kern_attention_avx512(a); break;
     case CPU_ISA_AVX2: kern_attention_avx2(a); break;
     default: kern_attention_scalar(a); break;
+    }
+}
+
+void kern_attention_part(const attn_args *a, int seg, float *part) {
+    switch (cpu_isa_active()) {
+    case CPU_ISA_AVX512: kern_attention_part_avx512(a, seg, part); break;
+    case CPU_ISA_AVX2: kern_attention_part_avx2(a, seg, part); break;
+    default: kern_attention_part_scalar(a, seg, part); break;
+    }
+}
+
+void kern_attention_merge(const attn_args *a, const float *parts, int64_t part_stride) {
+    switch (cpu_isa_active()) {
+    case CPU_ISA_AVX512: kern_attention_merge_avx512(a, parts, part_stride); break;
+    case CPU_ISA_AVX2: kern_attention_merge_avx2(a, parts, part_stride); break;
+    default: kern_attention_merge_scalar(a, parts, part_stride); break;
     }
 }

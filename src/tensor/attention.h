@@ -1,34 +1,49 @@
 /* attention.h - causal attention of a chunk of query tokens of one sequence
  * against a paged KV cache, for one GQA group (n_q query heads sharing one
- * KV head).
+ * KV head), flash-attention style: no score matrix over the context.
  *
- * For query token t (position pos[t]) and head h:
- *   out[t][h] = sum_j softmax_j(s_thj) * V[j],  j in [j_lo(t), pos[t]]
+ * For query token t (position pos[t]) and head h (row r = t*n_q + h):
+ *   out[t][h] = sum_j w_j V[j] / (sum_j w_j + sink),  j in [j_lo(t), pos[t]]
+ *   w_j = exp(s_thj - M), sink = exp(sinks[h] - M) (0 without sinks),
  *   s_thj = cap(scale * q[t][h] . K[j]),  cap(x) = softcap*tanh(x/softcap)
  *   (identity when softcap == 0), j_lo(t) = max(0, pos[t] - window + 1) when
- *   window > 0 (sliding window), else 0.
- * f32 with a two-pass softmax (max, then exp/sum), like the float64 reference
- * in the tests.
+ *   window > 0 (sliding window), else 0. An attention sink (gpt-oss,
+ *   DeepSeek V4 style) is a per-head logit that joins the softmax
+ *   denominator with no value row.
  *
- * Method: keys are taken 16 at a time as a [head_dim][16] K tile (read in
- * place from the dimension-major K of a block, gathered only when a tile
- * crosses blocks) that every query row of the chunk multiplies with
- * broadcast FMAs (16 scores per head_dim FMAs, no horizontal sums). P.V
- * accumulates V rows with vector FMAs along head_dim.
+ * Segments (the unit of the KV split). The key axis is cut at absolute
+ * positions into segments of ATTN_SEG keys. For every row, segment g gives
+ * a partial state (m, l, acc): m = max score of the row's visible keys in
+ * the segment, l = sum exp(s - m), acc = sum exp(s - m) V (two-pass softmax
+ * inside the segment, keys 16 at a time). Partials are merged in ascending
+ * segment order, starting from an empty state, by one function:
+ *   M' = max(M, m); L' = L e^(M-M') + l e^(m-M'); O' = O e^(M-M') + acc e^(m-M')
+ * and out = O / (L + sink). kern_attention does exactly that on one thread;
+ * kern_attention_part + kern_attention_merge do the same arithmetic with the
+ * segments computed anywhere (split-KV decode across the thread pool). A
+ * row's result therefore depends only on its own query, position and keys:
+ * not on the chunk it is in, the thread count, or whether it was split
+ * (batch invariance).
+ *
+ * Inside a segment, keys are taken 16 at a time as a [head_dim][16] K tile
+ * (read in place from the dimension-major K of a block, gathered only when a
+ * tile crosses blocks) that every row multiplies with broadcast FMAs; P.V
+ * accumulates V rows with vector FMAs along head_dim, two heads at a time.
  *
  * KV addressing (the paged cache is read in place): K is dimension-major per
  * block, element d of key j at blocks[j / bt][k_off + d * bt + j % bt]
  * (bt = block_tokens); V is token-major, row j at
- * blocks[j / bt] + v_off + (j % bt) * row_stride: the paged cache is
- * read in place. Scratch `scores` holds n_tok * n_q * (pos[n_tok-1] + 1)
- * floats. Dispatched on cpu_isa_active(); the ISA files are the same source
- * (attention_impl.h) compiled with different flags. */
+ * blocks[j / bt] + v_off + (j % bt) * row_stride. Dispatched on
+ * cpu_isa_active(); the ISA files are the same source (attention_impl.h)
+ * compiled with different flags. */
 #ifndef CINFER_TENSOR_ATTENTION_H
 #define CINFER_TENSOR_ATTENTION_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define ATTN_MAX_CHUNK 16 /* query tokens per call */
+#define ATTN_SEG 128 /* keys per segment (a multiple of 16) */
 
 typedef struct attn_args {
     const float *q; /* token t, head h at q + t*q_stride + h*head_dim */
@@ -47,9 +62,24 @@ typedef struct attn_args {
     int floor; /* keys at positions below it are not attended (0: none; <= pos[0]): bounded replay */
     float scale;
     float softcap; /* 0 = off */
-    float *scores; /* scratch, see above */
+    const float *sinks; /* NULL, or n_q sink logits (one per query head of the group) */
+    float *scratch; /* attn_scratch_floats(n_tok, n_q, head_dim) floats */
 } attn_args;
 
+/* Scratch floats kern_attention / _part / _merge need for a call. */
+size_t attn_scratch_floats(int n_tok, int n_q, int head_dim);
+/* Floats of one segment's partial state (kern_attention_part's output). */
+size_t attn_part_floats(int n_tok, int n_q, int head_dim);
+/* The segments [*first, *end) holding keys some row of the call sees. */
+void attn_segments(const attn_args *a, int *first, int *end);
+
+/* The whole attention of the call into a->out. */
 void kern_attention(const attn_args *a);
+/* Segment `seg`'s partial state of every row into part
+ * (attn_part_floats floats; uses a->scratch). */
+void kern_attention_part(const attn_args *a, int seg, float *part);
+/* Merges the partials of segments attn_segments() first..end-1, the i-th at
+ * parts + i * part_stride, in that order, into a->out (uses a->scratch). */
+void kern_attention_merge(const attn_args *a, const float *parts, int64_t part_stride);
 
 #endif

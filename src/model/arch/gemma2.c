@@ -203,7 +203,7 @@ typedef struct g2_fwd {
     int32_t max_tokens, max_ctx, block_tokens, max_blocks;
     float *x, *h, *q, *k, *v, *att, *gate, *up, *xo;
     float *rope_cs, *rope_cs_swa; /* per batch token: rope_dim/2 (cos, sin) pairs; swa: NULL when the bases agree */
-    float *scores; /* per thread: scores_per_thread floats */
+    float *scores; /* attention scratch per thread: scores_per_thread floats (attn_scratch_floats) */
     int64_t scores_per_thread;
     int32_t *chunk_begin; /* max_tokens + 1 */
     float **vtab; /* per sequence: max_blocks pointers, the ring as a wrapping block table */
@@ -246,7 +246,7 @@ static void *g2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens
     c->up = malloc(T * F * sizeof(float));
     c->rope_cs = malloc(T * hp->rope_dim * sizeof(float));
     if (hp->swa_rope_base != hp->rope_base) c->rope_cs_swa = malloc(T * hp->rope_dim * sizeof(float));
-    c->scores_per_thread = (int64_t)ATTN_MAX_CHUNK * (hp->n_head / hp->n_head_kv) * max_ctx;
+    c->scores_per_thread = (int64_t)attn_scratch_floats(ATTN_MAX_CHUNK, hp->n_head / hp->n_head_kv, hp->head_dim);
     c->scores = malloc((size_t)c->n_threads * (size_t)c->scores_per_thread * sizeof(float));
     c->chunk_begin = malloc((T + 1) * sizeof(int32_t));
     c->vtab = malloc(T * (size_t)c->max_blocks * sizeof(float *));
@@ -349,7 +349,7 @@ static void g2_attn_task(void *ctx, int ith, int nth) {
             .floor = j->L->window ? b->seqs[b->seq[t0]].replay_from : 0,
             .scale = hp->q_scale,
             .softcap = hp->attn_softcap,
-            .scores = scores,
+            .scratch = scores,
         };
         kern_attention(&a);
     }

@@ -165,6 +165,25 @@ static void llama_kv_describe(const model *m, char *buf, size_t n) {
 
 /* ---- forward context ---- */
 
+/* One attention work item: a query chunk x KV head, either whole (seg < 0)
+ * or one KV segment of it whose partial state goes to parts + part_off. For
+ * a merge entry, part_off is where the chunk's first segment partial is. */
+typedef struct attn_item {
+    int32_t chunk;
+    int32_t kv_head;
+    int32_t seg;
+    int64_t part_off;
+} attn_item;
+
+/* Split-KV decode: when a step has fewer than LLAMA_SPLIT_ITEMS_PER_THREAD
+ * (chunk, KV head) items per thread, chunks of at most LLAMA_SPLIT_MAX_TOK
+ * tokens are split into KV segments across the pool, within a partial-state
+ * budget of LLAMA_SPLIT_PART_FLOATS floats. Splitting never changes results
+ * (see attention.h), only how the work spreads over threads. */
+#define LLAMA_SPLIT_ITEMS_PER_THREAD 4
+#define LLAMA_SPLIT_MAX_TOK 4
+#define LLAMA_SPLIT_PART_FLOATS ((int64_t)4 << 20)
+
 typedef struct llama_fwd {
     const model *m;
     thread_pool *pool;
@@ -173,9 +192,16 @@ typedef struct llama_fwd {
     float *x, *h, *q, *k, *v, *att, *gate, *up, *xo;
     float *stack; /* output of stacked matmuls: T x max(qd + 2 kvd, 2 n_ff) */
     float *rope_cs; /* per batch token: rope_dim/2 (cos, sin) pairs */
-    float *scores; /* per thread: scores_per_thread floats */
-    int64_t scores_per_thread; /* ATTN_MAX_CHUNK * group * max_ctx */
+    float *scratch; /* per thread: scratch_per_thread floats */
+    int64_t scratch_per_thread; /* attn_scratch_floats(ATTN_MAX_CHUNK, group, head_dim) */
     int32_t *chunk_begin; /* max_tokens + 1 */
+    /* Attention work of a step (the same for every layer): items is the
+     * list run by attn_task, merges the (chunk, KV head) pairs whose
+     * segments were split across items. parts holds the split partials. */
+    attn_item *items, *merges;
+    int32_t n_items, n_merges, max_items;
+    float *parts;
+    int64_t parts_cap; /* floats in parts */
     int n_threads;
 } llama_fwd;
 
@@ -183,9 +209,12 @@ static void llama_fwd_free(void *fc) {
     llama_fwd *c = fc;
     if (!c) return;
     kern_ctx_destroy(c->kc);
-    float *bufs[] = {c->x, c->h, c->q, c->k, c->v, c->att, c->gate, c->up, c->xo, c->rope_cs, c->scores, c->stack};
+    float *bufs[] = {c->x,  c->h,  c->q,       c->k,       c->v,     c->att,  c->gate,
+                     c->up, c->xo, c->rope_cs, c->scratch, c->stack, c->parts};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c->chunk_begin);
+    free(c->items);
+    free(c->merges);
     free(c);
 }
 
@@ -219,11 +248,20 @@ static void *llama_fwd_create(const model *m, thread_pool *pool, int32_t max_tok
     c->stack = malloc(T * stack_w * sizeof(float));
     c->rope_cs = malloc(T * hp->rope_dim * sizeof(float));
     int group = hp->n_head / hp->n_head_kv;
-    c->scores_per_thread = (int64_t)ATTN_MAX_CHUNK * group * max_ctx;
-    c->scores = malloc((size_t)c->n_threads * (size_t)c->scores_per_thread * sizeof(float));
+    c->scratch_per_thread = (int64_t)attn_scratch_floats(ATTN_MAX_CHUNK, group, hp->head_dim);
+    c->scratch = malloc((size_t)c->n_threads * (size_t)c->scratch_per_thread * sizeof(float));
     c->chunk_begin = malloc(((size_t)max_tokens + 1) * sizeof(int32_t));
+    /* split partials: at most what decode tokens of max_ctx could use, within the budget */
+    int64_t min_part = (int64_t)attn_part_floats(1, group, hp->head_dim);
+    int64_t dec_tokens = max_tokens < 64 ? max_tokens : 64;
+    c->parts_cap = dec_tokens * LLAMA_SPLIT_MAX_TOK * hp->n_head_kv * ((int64_t)max_ctx / ATTN_SEG + 1) * min_part;
+    if (c->parts_cap > LLAMA_SPLIT_PART_FLOATS) c->parts_cap = LLAMA_SPLIT_PART_FLOATS;
+    c->max_items = (int32_t)((int64_t)max_tokens * hp->n_head_kv + c->parts_cap / min_part + 1);
+    c->items = malloc((size_t)c->max_items * sizeof(attn_item));
+    c->merges = malloc((size_t)max_tokens * (size_t)hp->n_head_kv * sizeof(attn_item));
+    c->parts = malloc((size_t)c->parts_cap * sizeof(float));
     if (!c->kc || !c->x || !c->h || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up || !c->xo || !c->rope_cs ||
-        !c->scores || !c->chunk_begin || !c->stack)
+        !c->scratch || !c->chunk_begin || !c->stack || !c->items || !c->merges || !c->parts)
         goto oom;
     return c;
 oom:
@@ -249,13 +287,6 @@ static void rope_apply(llama_fwd *c, float *x, int32_t n_tokens, int n_heads) {
 }
 
 /* ---- attention ---- */
-
-typedef struct attn_job {
-    llama_fwd *c;
-    const fwd_batch *b;
-    int layer;
-    int32_t n_chunks;
-} attn_job;
 
 /* Writes the batch's K and V into the blocks: K dimension-major
  * ([kv_dim][token] per layer, so attention reads 16-key tiles in place), V
@@ -290,41 +321,94 @@ static int32_t make_chunks(llama_fwd *c, const fwd_batch *b) {
     return n;
 }
 
-static void attn_task(void *ctx, int ith, int nth) {
-    attn_job *j = ctx;
-    llama_fwd *c = j->c;
-    const fwd_batch *b = j->b;
+/* The kernel arguments of (chunk, KV head g) at layer il. */
+static attn_args chunk_args(const llama_fwd *c, const fwd_batch *b, int il, int32_t ch, int g, float *scratch) {
     const model_hparams *hp = &c->m->hp;
     int group = hp->n_head / hp->n_head_kv, hd = hp->head_dim;
     int64_t kvd = (int64_t)hp->n_head_kv * hd, bt = c->block_tokens, qd = (int64_t)hp->n_head * hd;
-    int64_t n_items = (int64_t)j->n_chunks * hp->n_head_kv;
-    float *scores = c->scores + (int64_t)ith * c->scores_per_thread;
-    /* interleaved so that long (late) and short (early) chunks spread evenly */
-    for (int64_t it = ith; it < n_items; it += nth) {
-        int32_t ch = (int32_t)(it / hp->n_head_kv);
-        int g = (int)(it % hp->n_head_kv);
-        int32_t t0 = c->chunk_begin[ch], t1 = c->chunk_begin[ch + 1];
-        const fwd_seq *s = &b->seqs[b->seq[t0]];
-        attn_args a = {
-            .q = c->q + (int64_t)t0 * qd + (int64_t)g * group * hd,
-            .q_stride = qd,
-            .out = c->att + (int64_t)t0 * qd + (int64_t)g * group * hd,
-            .out_stride = qd,
-            .pos = b->pos + t0,
-            .n_tok = t1 - t0,
-            .n_q = group,
-            .head_dim = hd,
-            .blocks = s->blocks,
-            .block_tokens = (int)bt,
-            .k_off = (int64_t)(j->layer * 2 + 0) * bt * kvd + (int64_t)g * hd * bt,
-            .v_off = (int64_t)(j->layer * 2 + 1) * bt * kvd + (int64_t)g * hd,
-            .row_stride = kvd,
-            .window = 0,
-            .scale = 1.0f / sqrtf((float)hd),
-            .softcap = 0.0f,
-            .scores = scores,
-        };
-        kern_attention(&a);
+    int32_t t0 = c->chunk_begin[ch], t1 = c->chunk_begin[ch + 1];
+    const fwd_seq *s = &b->seqs[b->seq[t0]];
+    return (attn_args){
+        .q = c->q + (int64_t)t0 * qd + (int64_t)g * group * hd,
+        .q_stride = qd,
+        .out = c->att + (int64_t)t0 * qd + (int64_t)g * group * hd,
+        .out_stride = qd,
+        .pos = b->pos + t0,
+        .n_tok = t1 - t0,
+        .n_q = group,
+        .head_dim = hd,
+        .blocks = s->blocks,
+        .block_tokens = (int)bt,
+        .k_off = (int64_t)(il * 2 + 0) * bt * kvd + (int64_t)g * hd * bt,
+        .v_off = (int64_t)(il * 2 + 1) * bt * kvd + (int64_t)g * hd,
+        .row_stride = kvd,
+        .window = 0,
+        .scale = 1.0f / sqrtf((float)hd),
+        .softcap = 0.0f,
+        .sinks = NULL,
+        .scratch = scratch,
+    };
+}
+
+/* Builds the step's attention items: every chunk x KV head whole, except,
+ * in a step with few items, short (decode) chunks over more than one KV
+ * segment, which are split into one item per segment while the partial
+ * budget lasts. */
+static void plan_attention(llama_fwd *c, const fwd_batch *b, int32_t n_chunks) {
+    const model_hparams *hp = &c->m->hp;
+    int group = hp->n_head / hp->n_head_kv;
+    int64_t used = 0;
+    c->n_items = c->n_merges = 0;
+    /* enough whole items to keep the pool busy: splitting would only add merges */
+    bool few = (int64_t)n_chunks * hp->n_head_kv < (int64_t)LLAMA_SPLIT_ITEMS_PER_THREAD * c->n_threads;
+    for (int32_t ch = 0; ch < n_chunks; ch++) {
+        attn_args a = chunk_args(c, b, 0, ch, 0, NULL);
+        int first, end;
+        attn_segments(&a, &first, &end);
+        int64_t pf = (int64_t)attn_part_floats(a.n_tok, group, hp->head_dim);
+        int64_t need = pf * (end - first) * hp->n_head_kv;
+        bool split = few && a.n_tok <= LLAMA_SPLIT_MAX_TOK && end - first > 1 && used + need <= c->parts_cap &&
+                     c->n_items + (int64_t)(end - first) * hp->n_head_kv <= c->max_items;
+        for (int g = 0; g < hp->n_head_kv; g++) {
+            if (!split) {
+                c->items[c->n_items++] = (attn_item){ch, g, -1, 0};
+                continue;
+            }
+            c->merges[c->n_merges++] = (attn_item){ch, g, first, used};
+            for (int sg = first; sg < end; sg++, used += pf) c->items[c->n_items++] = (attn_item){ch, g, sg, used};
+        }
+    }
+}
+
+typedef struct attn_job {
+    llama_fwd *c;
+    const fwd_batch *b;
+    int layer;
+} attn_job;
+
+static void attn_task(void *ctx, int ith, int nth) {
+    attn_job *j = ctx;
+    llama_fwd *c = j->c;
+    float *scratch = c->scratch + (int64_t)ith * c->scratch_per_thread;
+    /* interleaved so that long (late) and short (early) items spread evenly */
+    for (int32_t it = ith; it < c->n_items; it += nth) {
+        const attn_item *w = &c->items[it];
+        attn_args a = chunk_args(c, j->b, j->layer, w->chunk, w->kv_head, scratch);
+        if (w->seg < 0) kern_attention(&a);
+        else kern_attention_part(&a, w->seg, c->parts + w->part_off);
+    }
+}
+
+static void attn_merge_task(void *ctx, int ith, int nth) {
+    attn_job *j = ctx;
+    llama_fwd *c = j->c;
+    const model_hparams *hp = &c->m->hp;
+    float *scratch = c->scratch + (int64_t)ith * c->scratch_per_thread;
+    for (int32_t it = ith; it < c->n_merges; it += nth) {
+        const attn_item *w = &c->merges[it];
+        attn_args a = chunk_args(c, j->b, j->layer, w->chunk, w->kv_head, scratch);
+        int64_t pf = (int64_t)attn_part_floats(a.n_tok, hp->n_head / hp->n_head_kv, hp->head_dim);
+        kern_attention_merge(&a, c->parts + w->part_off, pf);
     }
 }
 
@@ -340,7 +424,7 @@ static int llama_forward(void *fc, const fwd_batch *b, float *logits, cf_err *er
     float eps = hp->rms_eps;
     model_embed(m, b->tokens, T, c->x);
     rope_tables(c, b);
-    int32_t n_chunks = make_chunks(c, b);
+    plan_attention(c, b, make_chunks(c, b));
 
     for (int il = 0; il < hp->n_layer; il++) {
         const layer_weights *L = (const layer_weights *)m->layers + il;
@@ -365,8 +449,9 @@ static int llama_forward(void *fc, const fwd_batch *b, float *logits, cf_err *er
         rope_apply(c, c->q, T, hp->n_head);
         rope_apply(c, c->k, T, hp->n_head_kv);
         kv_store(c, b, il);
-        attn_job aj = {c, b, il, n_chunks};
+        attn_job aj = {c, b, il};
         pool_run(c->pool, attn_task, &aj);
+        if (c->n_merges) pool_run(c->pool, attn_merge_task, &aj);
         kern_matmul(c->kc, &L->wo, c->att, T, c->h);
         rows_add(c->pool, c->x, c->h, NULL, T, E);
 

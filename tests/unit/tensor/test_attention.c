@@ -2,7 +2,10 @@
  * reference: chunks of 1..16 query tokens, GQA groups, head dims that are
  * not multiples of the vector width, positions inside and across blocks,
  * block sizes that are not 16 (K tiles gathered across blocks), sliding
- * windows and soft-capping. Cache layout as model.h: per block, K
+ * windows, soft-capping and attention sinks, contexts spanning several
+ * segments; the split form (kern_attention_part per segment, then
+ * kern_attention_merge) must equal kern_attention bit for bit, and a row's
+ * result must not depend on the chunk it is computed in. Cache layout as model.h: per block, K
  * dimension-major ([kv_dim][token]), V token-major ([token][kv_dim]); the
  * tests use the second KV head (k_off / v_off of head 1). */
 #include <math.h>
@@ -46,7 +49,9 @@ static double reference_max_diff(const attn_args *a) {
                 s[j] = d;
                 if (d > mx) mx = d;
             }
+            if (a->sinks && a->sinks[h] > mx) mx = a->sinks[h];
             for (int j = lo; j < hi; j++) sum += (s[j] = exp(s[j] - mx));
+            if (a->sinks) sum += exp(a->sinks[h] - mx);
             for (int i = 0; i < hd; i++) {
                 double o = 0;
                 for (int j = lo; j < hi; j++) o += s[j] / sum * row(a, a->v_off, j)[i];
@@ -57,20 +62,52 @@ static double reference_max_diff(const attn_args *a) {
     return md;
 }
 
+/* The split form equals the whole one bit for bit, and so does each token
+ * computed alone (a chunk of one). */
+static void check_split_and_alone(const attn_args *a, const float *whole) {
+    int first, end, nt = a->n_tok;
+    attn_segments(a, &first, &end);
+    int64_t ps = (int64_t)attn_part_floats(nt, a->n_q, a->head_dim);
+    float *parts = malloc(sizeof(float) * (size_t)(ps * (end - first)));
+    float *out2 = malloc(sizeof(float) * (size_t)(nt * a->out_stride));
+    attn_args b = *a;
+    b.out = out2;
+    for (int g = end - 1; g >= first; g--) kern_attention_part(&b, g, parts + (g - first) * ps); /* any order */
+    kern_attention_merge(&b, parts, ps);
+    int same = 1;
+    for (int t = 0; t < nt; t++)
+        same = same && !memcmp(whole + t * a->out_stride, out2 + t * a->out_stride,
+                               sizeof(float) * (size_t)(a->n_q * a->head_dim));
+    CHECKF(same, "split != whole (pos %d+%d)", a->pos[0], nt);
+    for (int t = 0; t < nt; t++) {
+        attn_args c = *a;
+        c.q = a->q + t * a->q_stride;
+        c.out = out2;
+        c.pos = a->pos + t;
+        c.n_tok = 1;
+        kern_attention(&c);
+        same = !memcmp(whole + t * a->out_stride, out2, sizeof(float) * (size_t)(a->n_q * a->head_dim));
+        CHECKF(same, "token %d alone != in its chunk (pos %d+%d)", t, a->pos[0], nt);
+    }
+    free(parts);
+    free(out2);
+}
+
 int main(void) {
     unsigned seed = 7;
-    const int hds[] = {8, 13, 64, 128};
+    const int hds[] = {8, 13, 32, 64, 80, 128};
     const int bts[] = {16, 7};
     /* {first position, chunk length, window} */
-    const int cases[][3] = {{0, 1, 0},   {4, 1, 0},  {0, 16, 0}, {15, 2, 0},   {17, 5, 0},
-                            {30, 16, 0}, {95, 1, 0}, {0, 9, 4},  {40, 16, 20}, {70, 3, 32}};
+    const int cases[][3] = {{0, 1, 0},    {4, 1, 0},    {0, 16, 0},    {15, 2, 0},   {17, 5, 0},  {30, 16, 0},
+                            {95, 1, 0},   {0, 9, 4},    {40, 16, 20},  {70, 3, 32},  {127, 2, 0}, {300, 1, 0},
+                            {250, 11, 0}, {517, 16, 0}, {400, 7, 200}, {640, 1, 129}};
     for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
         if (!cpu_isa_supported((cpu_isa)isa)) continue;
         cpu_isa_force((cpu_isa)isa);
         for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
             for (size_t bi = 0; bi < sizeof bts / sizeof bts[0]; bi++)
                 for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
-                    for (int cap = 0; cap < 2; cap++) {
+                    for (int cap = 0; cap < 4; cap++) { /* bit 0: soft-cap, bit 1: sinks */
                         int hd = hds[hi], n_q = 3, n_kv = 2, bt = bts[bi];
                         int p0 = cases[ci][0], nt = cases[ci][1];
                         int n_pos = p0 + nt;
@@ -87,7 +124,8 @@ int main(void) {
                         for (int i = 0; i < nt * qs; i++) q[i] = frand(&seed) * 2;
                         int32_t pos[ATTN_MAX_CHUNK];
                         for (int t = 0; t < nt; t++) pos[t] = p0 + t;
-                        float *scores = malloc(sizeof(float) * (size_t)(nt * n_q * n_pos));
+                        float *scratch = malloc(sizeof(float) * attn_scratch_floats(nt, n_q, hd));
+                        const float sinks[3] = {0.3f, -1.0f, 4.0f};
                         attn_args a = {.q = q,
                                        .q_stride = qs,
                                        .out = out,
@@ -103,13 +141,15 @@ int main(void) {
                                        .row_stride = stride,
                                        .window = cases[ci][2],
                                        .scale = 1.0f / sqrtf((float)hd),
-                                       .softcap = cap ? 0.5f : 0.0f,
-                                       .scores = scores};
+                                       .softcap = (cap & 1) ? 0.5f : 0.0f,
+                                       .sinks = (cap & 2) ? sinks : NULL,
+                                       .scratch = scratch};
                         kern_attention(&a);
                         double md = reference_max_diff(&a);
                         CHECKF(md < 2e-6, "%s hd %d bt %d pos %d+%d window %d cap %d: max diff %g",
                                cpu_isa_name((cpu_isa)isa), hd, bt, p0, nt, cases[ci][2], cap, md);
-                        free(scores);
+                        check_split_and_alone(&a, out);
+                        free(scratch);
                         free(q);
                         free(out);
                         free(blocks);
