@@ -7,7 +7,13 @@
 #   OUT_PREFIX.{cinfer,llguidance,xgrammar}.txt. Env: BUILD (default build), GRAMMAR_VENV (a venv
 #   with llguidance and xgrammar from PyPI, default /work/venvs/grammar), PEER_TIMEOUT (s, 1800).
 set -euo pipefail
-[ $# -eq 3 ] || { echo "usage: $0 VOCAB.gguf CASES.jsonl OUT_PREFIX" >&2; exit 2; }
+usage="usage: bench/grammar.sh VOCAB.gguf CASES.jsonl OUT_PREFIX
+env: BUILD (default build), GRAMMAR_VENV (default /work/venvs/grammar), PEER_TIMEOUT (seconds, 1800)"
+case ${1:-} in
+  -h|--help) printf '%s\n' "$usage"; exit 0 ;;
+  -*) echo "grammar.sh: unknown option '$1' (--help for usage)" >&2; exit 2 ;;
+esac
+[ $# -eq 3 ] || { echo "grammar.sh: expected VOCAB.gguf CASES.jsonl OUT_PREFIX (--help for usage)" >&2; exit 2; }
 vocab=$1 cases=$2 out=$3
 build=${BUILD:-build}
 venv=${GRAMMAR_VENV:-/work/venvs/grammar}

@@ -13,7 +13,11 @@ set -euo pipefail
 usage="usage: bench/longctx.sh MODEL.gguf [OUT.txt]
 env: CASES (default '128 4096'), DEPTHS (default ''), GEN (16), REPS (1), THREADS (2), BATCH (4096),
      LLAMA_BENCH (default /work/llama/build/bin/llama-bench; empty: cinfer only), CINFER_BIN"
-case ${1:-} in -h|--help) printf '%s\n' "$usage"; exit 0 ;; ""|-*) printf '%s\n' "$usage" >&2; exit 2 ;; esac
+case ${1:-} in
+  -h|--help) printf '%s\n' "$usage"; exit 0 ;;
+  "") echo "longctx.sh: a model is required (--help for usage)" >&2; exit 2 ;;
+  -*) echo "longctx.sh: unknown option '$1' (--help for usage)" >&2; exit 2 ;;
+esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 model=$1
 out=${2:-/dev/null}
