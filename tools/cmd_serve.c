@@ -302,8 +302,9 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
     bool swa_on = o->swa_replay && !strcmp(o->swa_replay, "on"); /* default off: exact */
     if (o->swa_replay && !swa_on && strcmp(o->swa_replay, "off"))
         return cli_fail("serve: --swa-replay: '%s' (on or off)", o->swa_replay);
-    if (!o->no_mem_check && mem_check_fits("serve", o->model, kv_bytes + swa_bytes,
-                                           "--kv-memory plus --swa-state-memory", o->weights_cache != NULL))
+    /* the window-state tier (swa_bytes) is not counted: it exists only for models with window layers, and
+     * the check runs before the model is read */
+    if (!o->no_mem_check && mem_check_fits("serve", o->model, kv_bytes, "--kv-memory", o->weights_cache != NULL))
         return 1;
     load_progress lp;
     load_progress_init(&lp, o->model);

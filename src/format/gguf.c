@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "format/file_map.h"
 #include "format/gguf_internal.h"
 #include "tensor/dtype.h"
 
@@ -648,34 +649,20 @@ int gguf_open_memory(const void *data, size_t size, const char *name, gguf_file 
 
 int gguf_open(const char *path, gguf_file **out, cf_err *err) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return cf_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return cf_fail(err, "%s: cannot stat: %s", path, strerror(e));
+    const void *map;
+    size_t size;
+    if (file_map_readonly(path, &map, &size, err)) return -1;
+    if (size < 24) {
+        file_unmap(map, size);
+        return cf_fail(err, "%s: file too small for a GGUF header (%lld bytes) (offset 0)", path, (long long)size);
     }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return cf_fail(err, "%s: not a regular file", path);
-    }
-    if (st.st_size < 24) {
-        close(fd);
-        return cf_fail(err, "%s: file too small for a GGUF header (%lld bytes) (offset 0)", path,
-                       (long long)st.st_size);
-    }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (map == MAP_FAILED) return cf_fail(err, "%s: cannot mmap: %s", path, strerror(e));
     gguf_file *f = file_new(path);
     if (!f) {
-        munmap(map, (size_t)st.st_size);
+        file_unmap(map, size);
         return cf_fail(err, "%s: out of memory", path);
     }
     f->base = map;
-    f->size = (size_t)st.st_size;
+    f->size = size;
     f->mapped = true;
     if (parse(f, err)) {
         gguf_close(f);
@@ -751,7 +738,7 @@ void gguf_close(gguf_file *f) {
         free(f->arena);
         f->arena = n;
     }
-    if (f->mapped) munmap((void *)f->base, f->size);
+    if (f->mapped) file_unmap(f->base, f->size);
     free(f->path);
     free(f);
 }

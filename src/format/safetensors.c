@@ -23,6 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "format/file_map.h"
+
 typedef struct st_meta {
     char *key, *value;
 } st_meta;
@@ -265,28 +267,20 @@ int st_open_memory(const void *data, size_t size, const char *name, st_file **ou
 
 int st_open(const char *path, st_file **out, cf_err *err) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return cf_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return cf_fail(err, "%s: not a regular file", path);
+    const void *map;
+    size_t size;
+    if (file_map_readonly(path, &map, &size, err)) return -1;
+    if (size < 8) {
+        file_unmap(map, size);
+        return cf_fail(err, "%s: field header length: file of %lld bytes is too small", path, (long long)size);
     }
-    if (st.st_size < 8) {
-        close(fd);
-        return cf_fail(err, "%s: field header length: file of %lld bytes is too small", path, (long long)st.st_size);
-    }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (map == MAP_FAILED) return cf_fail(err, "%s: cannot mmap: %s", path, strerror(e));
     st_file *f = file_new(path);
     if (!f) {
-        munmap(map, (size_t)st.st_size);
+        file_unmap(map, size);
         return cf_fail(err, "%s: out of memory", path);
     }
     f->base = map;
-    f->size = (size_t)st.st_size;
+    f->size = size;
     f->mapped = true;
     if (parse(f, err)) {
         st_close(f);
@@ -306,7 +300,7 @@ void st_close(st_file *f) {
     free(f->meta);
     free(f->tensors);
     free(f->by_name);
-    if (f->mapped) munmap((void *)f->base, f->size);
+    if (f->mapped) file_unmap(f->base, f->size);
     free(f->path);
     free(f);
 }
