@@ -92,7 +92,9 @@ static int64_t read_escape(rx *r, gr_charset *cs, int in_class) {
     case 't': return '\t';
     case 'f': return '\f';
     case 'v': return '\v';
-    case '0': return 0;
+    case '0': /* NUL; followed by a digit it would be a legacy octal escape, which ECMAScript (unicode) refuses */
+        if (r->p < r->end && *r->p >= '0' && *r->p <= '9') return rx_fail(r, "unsupported octal escape");
+        return 0;
     case 'b':
         if (in_class) return '\b';
         return rx_fail(r, "unsupported word boundary \\b");

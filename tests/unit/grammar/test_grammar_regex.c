@@ -74,6 +74,7 @@ int main(void) {
     expect_error("(a", "missing )");
     expect_error("a)", "unmatched )");
     expect_error("(a)\\1", "backreference");
+    expect_error("u\\00e9", "octal"); /* \0 then a digit: legacy octal, refused (PCRE2 would read \00) */
     expect_error("(?=a)", "lookaround");
     expect_error("\\bx", "word boundary");
     expect_error("*a", "nothing to repeat");
