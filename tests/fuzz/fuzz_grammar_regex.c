@@ -1,6 +1,6 @@
 /* fuzz_grammar_regex.c - libFuzzer harness for the regex compiler and the matcher
  * (src/grammar/regex.c): input = regex, NUL, walk seed (see grammar_fuzz.h). Oracle: PCRE2
- * (UTF, UCP, anchored at both ends, $ at the very end only) must match every complete walk, for
+ * (UTF, UCP, anchored at both ends, $ at the very end only, [] and [^] as in ECMAScript) must match every complete walk, for
  * the regexes PCRE2 compiles and that use no negated class escapes (\D \W \S, whose ASCII vs
  * Unicode meaning differs between ECMAScript and PCRE2 with UCP). */
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -17,7 +17,8 @@ static int validate(const char *spec, size_t spec_len, const uint8_t *out, size_
     int errcode;
     PCRE2_SIZE erroff;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)spec, spec_len,
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED | PCRE2_ENDANCHORED | PCRE2_DOLLAR_ENDONLY,
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED | PCRE2_ENDANCHORED | PCRE2_DOLLAR_ENDONLY |
+                                       PCRE2_ALLOW_EMPTY_CLASS,
                                    &errcode, &erroff, NULL);
     if (!re) return 1; /* not a regex PCRE2 reads the same way: no oracle */
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
