@@ -16,6 +16,10 @@
 #include "cinfer/grammar.h"
 
 #define GF_EOS 256u
+/* Bytes per walk. The Earley matcher is cubic in the input length on highly ambiguous grammars
+ * ((a*a)*a(a|b){5}: four 200-byte walks took 15 s, past libFuzzer's 10 s timeout); 64 keeps
+ * every input well under it. The cost itself is a known limit (docs/grammar.md). */
+#define GF_MAX_STEPS 64
 
 typedef int (*gf_validator)(const char *spec, size_t spec_len, const uint8_t *out, size_t len, void *ctx);
 
@@ -45,7 +49,7 @@ static void gf_walk(cinfer_grammar *g, const cinfer_grammar_vocab *v, uint64_t s
     size_t n = 0;
     cinfer_grammar_matcher *m = cinfer_grammar_matcher_new(g, v, NULL);
     if (!m) gf_fail("matcher_new");
-    for (int step = 0; step < 200; step++) {
+    for (int step = 0; step < GF_MAX_STEPS; step++) {
         int count = cinfer_grammar_matcher_fill_mask(m, mask, 9);
         int accepting = cinfer_grammar_matcher_is_accepting(m);
         if (gf_bit(mask, GF_EOS) != accepting) gf_fail("EOS in the mask iff complete");
