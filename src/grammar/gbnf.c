@@ -242,10 +242,15 @@ static int read_count(gb *b, unsigned long *out) {
     return 0;
 }
 
+/* One repetition operator at most: a stacked one (x++, x*?, x+{1,3}) nests repetitions, which makes
+ * the grammar highly ambiguous and the Earley matcher slow (seconds per token); it is refused with
+ * a hint to nest with parentheses (docs/grammar.md). */
 static int32_t parse_postfix(gb *b, int32_t sym) {
-    for (;;) {
+    for (int ops = 0;; ops++) {
         if (b->p >= b->end) return sym;
         char c = *b->p;
+        if (ops > 0 && (c == '*' || c == '+' || c == '?' || c == '{'))
+            return gb_fail(b, "stacked repetition operators (write one; nest with parentheses if intended)");
         uint32_t min;
         int64_t max;
         if (c == '*') min = 0, max = -1, b->p++;

@@ -60,6 +60,7 @@ int main(void) {
     expect("root ::= item?\nitem ::= \"x\"", "", 1);
     expect_error("root ::= foo", "undefined rule 'foo'", 9);
     expect_error("x ::= \"a\"", "no `root` rule", -1);
+    expect_error("root ::= \"a\"++", "stacked repetition", -1);
     expect_error("root ::= <think>", "token references", 9);
     expect_error("root ::= \"abc", "unterminated string", -1);
     expect_error("root ::= [a-", "unterminated", -1);
