@@ -117,7 +117,9 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, const model_arch 
     } else if ((r == 0 && strcmp(st.s, "linear") == 0) || (r == 1 && factor > 0.0f && factor != 1.0f)) {
         hp->rope_scaling = ROPE_SCALING_LINEAR;
     } else if (r == 0 && strcmp(st.s, "none") != 0) {
-        return cf_fail(err, "%s = '%.40s' is not supported (none, linear, yarn)", key, st.s);
+        char shown[48]; /* the file's text, control characters escaped: the error stays one line */
+        return cf_fail(err, "%s = '%s' is not supported (none, linear, yarn)", key,
+                       cf_log_escape(shown, sizeof shown, st.s, st.len < 40 ? st.len : 40));
     }
     if (hp->rope_scaling != ROPE_SCALING_NONE) {
         if (!(factor > 0.0f)) return cf_fail(err, "%s.rope.scaling.factor must be positive", a);
