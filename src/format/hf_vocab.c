@@ -97,6 +97,12 @@ static int read_vocab(json_t *model, json_t *added, vocab *v, cf_err *err) {
             return cf_fail(err, TJ ": field added_tokens[%zu]: needs an integer id and a string content", i);
         if (json_integer_value(aid) > max) max = json_integer_value(aid);
     }
+    /* ids index an array: at most 2^20 unused ids in all (a gap-free vocabulary has none), so a
+     * hostile id cannot make the reader allocate gigabytes */
+    size_t n_given = json_object_size(map) + json_array_size(added);
+    if ((uint64_t)max + 1 > (uint64_t)n_given + (1u << 20))
+        return cf_fail(err, TJ ": field model.vocab: token id %lld leaves more than 2^20 ids unused (%zu tokens given)",
+                       (long long)max, n_given);
     v->n = max + 1;
     v->text = calloc((size_t)(v->n ? v->n : 1), sizeof *v->text);
     v->type = calloc((size_t)(v->n ? v->n : 1), sizeof *v->type);
