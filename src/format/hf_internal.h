@@ -46,6 +46,33 @@ int hf_vocab_read(const char *dir, int64_t vocab_size, gguf_writer *w, cf_err *e
  * keys it yields, or a one-line error starting "tokenizer.json: ". */
 int hf_tokenizer_json_read(const char *text, size_t n, int64_t vocab_size, gguf_writer *w, cf_err *err);
 
+/* A tokenizer.json vocabulary being assembled (owned strings; score NULL unless the model
+ * has scores or hf_tokmodels.c made them). Token types are GGUF's (1 normal, 2 unknown,
+ * 3 control, 4 user-defined, 5 unused, 6 byte). */
+typedef struct hf_vocab {
+    char **text;
+    int32_t *type;
+    float *score;
+    int64_t n;
+} hf_vocab;
+
+void hf_vocab_free(hf_vocab *v);
+/* model.vocab ({text: id} or Unigram's [[text, score], ...]) plus added_tokens; ids must
+ * cover 0..n-1. Errors name tokenizer.json and the field. */
+int hf_vocab_collect(json_t *map, json_t *added, hf_vocab *v, cf_err *err);
+/* tokenizer.ggml.tokens / token_type (/ scores), padded to vocab_size with unused "[PAD<i>]". */
+int hf_vocab_write(const hf_vocab *v, int64_t vocab_size, gguf_writer *w, cf_err *err);
+/* model.merges as tokenizer.ggml.merges ("a b" strings). */
+int hf_merges_write(json_t *model, gguf_writer *w, cf_err *err);
+
+/* hf_tokmodels.c: the SentencePiece-style kinds. A BPE model is "metaspace" when it has
+ * byte_fallback, a Metaspace pre-tokenizer or a normalizer (llama-2's Prepend + Replace).
+ * Each writes every tokenizer.ggml.* key of its kind or fails with one line. */
+bool hf_tok_is_metaspace(json_t *tj);
+int hf_tok_spm_bpe(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err);
+int hf_tok_wordpiece(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err);
+int hf_tok_unigram(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err);
+
 /* JSON file helpers: load <dir>/<name> (required or optional: *out NULL when
  * absent), and typed fields with one-line errors "<file>: field <name>: ...".
  * Getters return 0 if set, 1 if absent (out untouched), -1 on a bad type. */

@@ -3,11 +3,11 @@
  * pre-tokenizer), tokenizer_config.json (chat template, bos/eos tokens,
  * add_bos_token) and generation_config.json (eos ids, sampling defaults).
  *
- * Supported: byte-level BPE ("BPE" model with a ByteLevel pre-tokenizer, alone
- * with its GPT-2 regex or after a Split whose regex is one cinfer's BPE knows:
- * llama3, qwen2), no normalizer. The pre-tokenizer's regex decides
- * tokenizer.ggml.pre. Anything else (Unigram, WordPiece, metaspace/byte-fallback
- * BPE, unknown regexes, normalizers) is refused with a one-line error naming
+ * Byte-level BPE ("BPE" model with a ByteLevel pre-tokenizer, alone with its
+ * GPT-2 regex or after a Split whose regex is one cinfer's BPE knows: llama3,
+ * qwen2; no normalizer) is handled here; the pre-tokenizer's regex decides
+ * tokenizer.ggml.pre. Byte-fallback / Metaspace BPE, Unigram and WordPiece go
+ * to hf_tokmodels.c. Anything else is refused with a one-line error naming
  * tokenizer.json and the field, as are malformed vocabularies and merges.
  * Token ids must cover 0..n-1 without gaps; the table is padded with
  * "[PAD<i>]" (type unused) up to config.json's vocab_size, as llama.cpp does. */
@@ -31,19 +31,14 @@ static const char *const LLAMA3_RE = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L
 static const char *const QWEN2_RE = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
                                     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-typedef struct vocab {
-    char **text; /* owned strings, n entries (NULL = not yet seen) */
-    int32_t *type;
-    int64_t n;
-} vocab;
-
-static void vocab_free(vocab *v) {
+void hf_vocab_free(hf_vocab *v) {
     for (int64_t i = 0; v->text && i < v->n; i++) free(v->text[i]);
     free(v->text);
     free(v->type);
+    free(v->score);
 }
 
-static int vocab_set(vocab *v, int64_t id, const char *s, int32_t type, const char *field, cf_err *err) {
+static int vocab_set(hf_vocab *v, int64_t id, const char *s, int32_t type, const char *field, cf_err *err) {
     if (id < 0 || id >= v->n)
         return cf_fail(err, TJ ": field %s: id %lld is outside the vocabulary (0..%lld)", field, (long long)id,
                        (long long)v->n - 1);
@@ -77,17 +72,53 @@ static const char *pre_name(json_t *pre, cf_err *err) {
     return cf_fail(err, TJ ": field pre_tokenizer.pretokenizers[0].pattern: a regex cinfer's BPE does not know"), NULL;
 }
 
-static int read_vocab(json_t *model, json_t *added, vocab *v, cf_err *err) {
-    json_t *map = json_object_get(model, "vocab");
-    if (!json_is_object(map)) return cf_fail(err, TJ ": field model.vocab: missing or not an object");
-    int64_t max = -1;
+/* The id of each model.vocab entry: a {text: id} object, or Unigram's [[text, score], ...]
+ * list where the index is the id (its scores go to v->score). */
+static int model_ids_max(json_t *map, int64_t *max, cf_err *err) {
     const char *k;
     json_t *id;
+    size_t i;
+    if (json_is_array(map)) {
+        json_array_foreach(
+            map, i, id) if (json_array_size(id) != 2 || !json_is_string(json_array_get(id, 0)) ||
+                            !json_is_number(json_array_get(
+                                id, 1))) return cf_fail(err, TJ ": field model.vocab[%zu]: not a [piece, score] pair",
+                                                        i);
+        *max = (int64_t)json_array_size(map) - 1;
+        return 0;
+    }
+    if (!json_is_object(map)) return cf_fail(err, TJ ": field model.vocab: missing or not an object");
     json_object_foreach(map, k, id) {
         if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= INT32_MAX)
             return cf_fail(err, TJ ": field model.vocab: token ids must be integers 0..2^31-2");
-        if (json_integer_value(id) > max) max = json_integer_value(id);
+        if (json_integer_value(id) > *max) *max = json_integer_value(id);
     }
+    return 0;
+}
+
+static int model_ids_set(json_t *map, hf_vocab *v, cf_err *err) {
+    const char *k;
+    json_t *id;
+    size_t i;
+    if (json_is_object(map)) {
+        json_object_foreach(map, k,
+                            id) if (vocab_set(v, json_integer_value(id), k, TOK_NORMAL, "model.vocab", err)) return -1;
+        return 0;
+    }
+    if (!(v->score = calloc((size_t)(v->n ? v->n : 1), sizeof *v->score))) return cf_fail(err, TJ ": out of memory");
+    json_array_foreach(map, i, id) {
+        double sc = json_number_value(json_array_get(id, 1));
+        if (!(sc > -1e30 && sc < 1e30)) return cf_fail(err, TJ ": field model.vocab[%zu]: score out of range", i);
+        v->score[i] = (float)sc;
+        if (vocab_set(v, (int64_t)i, json_string_value(json_array_get(id, 0)), TOK_NORMAL, "model.vocab", err))
+            return -1;
+    }
+    return 0;
+}
+
+int hf_vocab_collect(json_t *map, json_t *added, hf_vocab *v, cf_err *err) {
+    int64_t max = -1;
+    if (model_ids_max(map, &max, err)) return -1;
     size_t i;
     json_t *a;
     json_array_foreach(added, i, a) {
@@ -99,7 +130,7 @@ static int read_vocab(json_t *model, json_t *added, vocab *v, cf_err *err) {
     }
     /* ids index an array: at most 2^20 unused ids in all (a gap-free vocabulary has none), so a
      * hostile id cannot make the reader allocate gigabytes */
-    size_t n_given = json_object_size(map) + json_array_size(added);
+    size_t n_given = (json_is_array(map) ? json_array_size(map) : json_object_size(map)) + json_array_size(added);
     if ((uint64_t)max + 1 > (uint64_t)n_given + (1u << 20))
         return cf_fail(err, TJ ": field model.vocab: token id %lld leaves more than 2^20 ids unused (%zu tokens given)",
                        (long long)max, n_given);
@@ -107,8 +138,7 @@ static int read_vocab(json_t *model, json_t *added, vocab *v, cf_err *err) {
     v->text = calloc((size_t)(v->n ? v->n : 1), sizeof *v->text);
     v->type = calloc((size_t)(v->n ? v->n : 1), sizeof *v->type);
     if (!v->text || !v->type) return cf_fail(err, TJ ": out of memory");
-    json_object_foreach(map, k,
-                        id) if (vocab_set(v, json_integer_value(id), k, TOK_NORMAL, "model.vocab", err)) return -1;
+    if (model_ids_set(map, v, err)) return -1;
     json_array_foreach(added, i, a) {
         bool special = json_is_true(json_object_get(a, "special"));
         if (vocab_set(v, json_integer_value(json_object_get(a, "id")), json_string_value(json_object_get(a, "content")),
@@ -121,7 +151,7 @@ static int read_vocab(json_t *model, json_t *added, vocab *v, cf_err *err) {
 }
 
 /* merges: "a b" strings or [a, b] pairs -> "a b" */
-static int write_merges(json_t *model, gguf_writer *w, cf_err *err) {
+int hf_merges_write(json_t *model, gguf_writer *w, cf_err *err) {
     json_t *merges = json_object_get(model, "merges");
     if (!json_is_array(merges)) return cf_fail(err, TJ ": field model.merges: missing or not an array");
     size_t n = json_array_size(merges);
@@ -153,7 +183,7 @@ static int write_merges(json_t *model, gguf_writer *w, cf_err *err) {
     return rc;
 }
 
-static int write_vocab(const vocab *v, int64_t vocab_size, gguf_writer *w, cf_err *err) {
+int hf_vocab_write(const hf_vocab *v, int64_t vocab_size, gguf_writer *w, cf_err *err) {
     if (v->n > vocab_size)
         return cf_fail(err, TJ ": %lld tokens, more than config.json's vocab_size %lld", (long long)v->n,
                        (long long)vocab_size);
@@ -171,6 +201,11 @@ static int write_vocab(const vocab *v, int64_t vocab_size, gguf_writer *w, cf_er
         if (!(text[i] = strdup(pad))) rc = cf_fail(err, TJ ": out of memory");
         type[i] = TOK_UNUSED;
     }
+    float *score = v->score && !rc ? calloc((size_t)vocab_size, sizeof *score) : NULL;
+    if (v->score && !rc && !score) rc = cf_fail(err, TJ ": out of memory");
+    for (int64_t i = 0; score && i < vocab_size; i++) score[i] = i < v->n ? v->score[i] : 0.0f;
+    if (score) gguf_set_arr_f32(w, "tokenizer.ggml.scores", score, (uint64_t)vocab_size);
+    free(score);
     if (!rc) {
         gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)text, (uint64_t)vocab_size);
         gguf_set_arr_i32(w, "tokenizer.ggml.token_type", type, (uint64_t)vocab_size);
@@ -181,29 +216,37 @@ static int write_vocab(const vocab *v, int64_t vocab_size, gguf_writer *w, cf_er
     return rc;
 }
 
-static int tokenizer_from_json(json_t *tj, int64_t vocab_size, gguf_writer *w, vocab *v, cf_err *err) {
-    int rc = -1;
-    json_t *model = json_object_get(tj, "model"), *norm = json_object_get(tj, "normalizer");
-    const char *mt = json_string_value(json_object_get(model, "type"));
+/* Byte-level BPE (the GPT-2 family): tokenizer.ggml.model "gpt2". */
+static int byte_level_bpe(json_t *tj, json_t *model, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err) {
+    json_t *norm = json_object_get(tj, "normalizer");
     const char *pre;
-    if (!mt) cf_fail(err, TJ ": field model.type: missing or not a string");
-    else if (strcmp(mt, "BPE"))
-        cf_fail(err, TJ ": field model.type: '%s' is not supported (byte-level BPE only)", ESC(mt));
-    else if (json_is_true(json_object_get(model, "byte_fallback")))
-        cf_fail(err, TJ ": field model.byte_fallback: byte-fallback (SentencePiece-style) BPE is not supported");
-    else if (norm && !json_is_null(norm)) cf_fail(err, TJ ": field normalizer: normalizers are not supported");
-    else if ((pre = pre_name(json_object_get(tj, "pre_tokenizer"), err)) &&
-             !read_vocab(model, json_object_get(tj, "added_tokens"), v, err) && !write_merges(model, w, err) &&
-             !write_vocab(v, vocab_size, w, err)) {
-        gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
-        gguf_set_str(w, "tokenizer.ggml.pre", pre);
-        if (json_is_true(json_object_get(model, "ignore_merges"))) gguf_set_bool(w, "tokenizer.ggml.ignore_merges", 1);
-        rc = 0;
-    }
-    return rc;
+    if (norm && !json_is_null(norm))
+        return cf_fail(err, TJ ": field normalizer: byte-level BPE with a normalizer is not supported");
+    if (!(pre = pre_name(json_object_get(tj, "pre_tokenizer"), err)) ||
+        hf_vocab_collect(json_object_get(model, "vocab"), json_object_get(tj, "added_tokens"), v, err) ||
+        hf_merges_write(model, w, err) || hf_vocab_write(v, vocab_size, w, err))
+        return -1;
+    gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_set_str(w, "tokenizer.ggml.pre", pre);
+    if (json_is_true(json_object_get(model, "ignore_merges"))) gguf_set_bool(w, "tokenizer.ggml.ignore_merges", 1);
+    return 0;
 }
 
-static int read_tokenizer_json(const char *dir, int64_t vocab_size, gguf_writer *w, vocab *v, cf_err *err) {
+/* Dispatch on model.type: BPE is byte-level or SentencePiece-style (byte fallback, or a
+ * metaspace pre-tokenizer / normalizer); Unigram and WordPiece live in hf_tokmodels.c. */
+static int tokenizer_from_json(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err) {
+    json_t *model = json_object_get(tj, "model");
+    const char *mt = json_string_value(json_object_get(model, "type"));
+    if (!mt) return cf_fail(err, TJ ": field model.type: missing or not a string");
+    if (!strcmp(mt, "BPE"))
+        return hf_tok_is_metaspace(tj) ? hf_tok_spm_bpe(tj, vocab_size, w, v, err)
+                                       : byte_level_bpe(tj, model, vocab_size, w, v, err);
+    if (!strcmp(mt, "WordPiece")) return hf_tok_wordpiece(tj, vocab_size, w, v, err);
+    if (!strcmp(mt, "Unigram")) return hf_tok_unigram(tj, vocab_size, w, v, err);
+    return cf_fail(err, TJ ": field model.type: '%s' is not supported (BPE, Unigram or WordPiece)", ESC(mt));
+}
+
+static int read_tokenizer_json(const char *dir, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err) {
     json_t *tj;
     if (hf_json_load(dir, TJ, true, &tj, err)) return -1;
     int rc = tokenizer_from_json(tj, vocab_size, w, v, err);
@@ -215,22 +258,22 @@ int hf_tokenizer_json_read(const char *text, size_t n, int64_t vocab_size, gguf_
     json_error_t je;
     json_t *tj = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
     if (!tj) return cf_fail(err, TJ ": %s (line %d)", st_escape(je.text, (char[200]){0}, 200), je.line);
-    vocab v = {0};
+    hf_vocab v = {0};
     int rc =
         json_is_object(tj) ? tokenizer_from_json(tj, vocab_size, w, &v, err) : cf_fail(err, TJ ": not a JSON object");
-    vocab_free(&v);
+    hf_vocab_free(&v);
     json_decref(tj);
     return rc;
 }
 
-static int64_t find_token(const vocab *v, const char *s) {
+static int64_t find_token(const hf_vocab *v, const char *s) {
     for (int64_t i = 0; i < v->n; i++)
         if (!strcmp(v->text[i], s)) return i;
     return -1;
 }
 
 /* bos_token / eos_token: a string or {"content": ...} naming a token. */
-static int special_id(json_t *cfg, const char *field, const vocab *v, const char *key, gguf_writer *w, cf_err *err) {
+static int special_id(json_t *cfg, const char *field, const hf_vocab *v, const char *key, gguf_writer *w, cf_err *err) {
     json_t *t = json_object_get(cfg, field);
     if (json_is_object(t)) t = json_object_get(t, "content");
     if (!t || json_is_null(t)) return 0;
@@ -243,7 +286,7 @@ static int special_id(json_t *cfg, const char *field, const vocab *v, const char
     return 0;
 }
 
-static int read_tokenizer_config(const char *dir, const vocab *v, gguf_writer *w, cf_err *err) {
+static int read_tokenizer_config(const char *dir, const hf_vocab *v, gguf_writer *w, cf_err *err) {
     json_t *c;
     if (hf_json_load(dir, "tokenizer_config.json", false, &c, err)) return -1;
     if (!c) return 0;
@@ -275,7 +318,7 @@ static int read_tokenizer_config(const char *dir, const vocab *v, gguf_writer *w
 
 /* eos_token_id: an int or a list (the first is the EOS; a second becomes EOT);
  * temperature / top_p / top_k as llama.cpp's general.sampling.* keys. */
-static int read_generation_config(const char *dir, const vocab *v, gguf_writer *w, cf_err *err) {
+static int read_generation_config(const char *dir, const hf_vocab *v, gguf_writer *w, cf_err *err) {
     json_t *g;
     if (hf_json_load(dir, "generation_config.json", false, &g, err)) return -1;
     if (!g) return 0;
@@ -305,11 +348,11 @@ static int read_generation_config(const char *dir, const vocab *v, gguf_writer *
 }
 
 int hf_vocab_read(const char *dir, int64_t vocab_size, gguf_writer *w, cf_err *err) {
-    vocab v = {0};
+    hf_vocab v = {0};
     int rc = read_tokenizer_json(dir, vocab_size, w, &v, err) || read_tokenizer_config(dir, &v, w, err) ||
                      read_generation_config(dir, &v, w, err)
                  ? -1
                  : 0;
-    vocab_free(&v);
+    hf_vocab_free(&v);
     return rc;
 }

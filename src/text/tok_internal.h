@@ -11,7 +11,7 @@
  *
  * Algorithms: SentencePiece (spm.c), byte-level BPE (bpe.c: pre-tokenizer
  * regexes, merge ranks, GPT-2 byte<->unicode map; its data hangs off
- * tokenizer.bpe) and WordPiece (wpm.c, no extra data). Each has an encode
+ * tokenizer.bpe), WordPiece (wpm.c, no extra data) and Unigram (ugm.c). Each has an encode
  * function for one raw fragment; tokenizer.c dispatches on `algo`. */
 #ifndef CINFER_TEXT_TOK_INTERNAL_H
 #define CINFER_TEXT_TOK_INTERNAL_H
@@ -28,6 +28,7 @@ typedef enum tok_algo {
     TOK_ALGO_SPM = 0, /* tokenizer.ggml.model = "llama" */
     TOK_ALGO_BPE = 1, /* "gpt2": byte-level BPE */
     TOK_ALGO_WPM = 2, /* "bert": WordPiece */
+    TOK_ALGO_UGM = 3, /* "t5": Unigram (Viterbi) */
 } tok_algo;
 
 typedef struct bpe_model bpe_model; /* bpe.c */
@@ -63,6 +64,14 @@ struct tokenizer {
     int32_t bos, eos, unk, pad, eot, eom, sep; /* -1 if none; else in [0, n_vocab) */
     bool add_bos, add_eos, add_space_prefix;
     bool add_sep; /* WordPiece: [SEP] after the text with add_special */
+    /* Where the space prefix goes (tokenizer.hf.prepend_scheme, from a Metaspace
+     * pre-tokenizer): LLAMA = every fragment at the start or after a special token
+     * (llama.cpp); FIRST = only a fragment at offset 0; ALWAYS = every fragment; the
+     * last two skip a fragment that already starts with a space. */
+    enum { TOK_PREPEND_LLAMA, TOK_PREPEND_FIRST, TOK_PREPEND_ALWAYS } prepend;
+    bool metaspace_split; /* Unigram: words end before each "▁" */
+    bool byte_fallback; /* Unigram: unknown pieces as <0xXX> tokens */
+    float ugm_unk_score; /* Unigram: lowest token score - 10 */
     bpe_model *bpe; /* BPE only: regexes and merges (owned) */
     uint8_t *eog; /* [n_vocab] 1 = ends generation */
 
@@ -142,6 +151,21 @@ int bpe_encode(const tokenizer *t, bpe_ws *ws, const char *text, size_t len, tok
 /* The bytes of a NORMAL BPE token: its text through the GPT-2 unicode->byte
  * map (code points outside the map are copied as UTF-8). */
 size_t bpe_token_bytes(const tokenizer *t, const tok_token *k, char *buf, size_t cap);
+
+/* ---- Unigram (ugm.c) ---- */
+
+/* Scratch reused across fragments. Zero-initialize; release with ugm_ws_free(). */
+typedef struct ugm_ws {
+    char *buf;
+    size_t buf_cap;
+    void *nodes, *steps;
+    size_t nodes_cap, steps_cap;
+} ugm_ws;
+
+void ugm_ws_free(ugm_ws *ws);
+/* Encodes one raw fragment as `tokenizers`' Unigram after Metaspace. */
+int ugm_encode(const tokenizer *t, ugm_ws *ws, const char *text, size_t len, bool space_prefix, tok_idvec *out,
+               cf_err *err);
 
 /* ---- WordPiece (wpm.c) ---- */
 

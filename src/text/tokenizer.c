@@ -88,13 +88,13 @@ static int load_model_name(const gguf_file *f, tok_algo *algo, cf_err *err) {
     static const struct {
         const char *name;
         tok_algo algo;
-    } algos[] = {{"llama", TOK_ALGO_SPM}, {"gpt2", TOK_ALGO_BPE}, {"bert", TOK_ALGO_WPM}};
+    } algos[] = {{"llama", TOK_ALGO_SPM}, {"gpt2", TOK_ALGO_BPE}, {"bert", TOK_ALGO_WPM}, {"t5", TOK_ALGO_UGM}};
     for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
         if (!strcmp(m.s, algos[i].name)) {
             *algo = algos[i].algo;
             return 0;
         }
-    static const char *const known[] = {"t5", "rwkv", "none", "no_vocab"};
+    static const char *const known[] = {"rwkv", "none", "no_vocab"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (!strcmp(m.s, known[i]))
             return cf_fail(err, "%s: tokenizer model '%s' is not supported yet", gguf_path(f), m.s);
@@ -207,6 +207,30 @@ static int load_flag(const gguf_file *f, const char *key, bool *out, cf_err *err
     return gguf_get_bool(f, key, out, err) < 0 ? -1 : 0;
 }
 
+/* The Hugging Face keys hf_tokmodels.c writes (tokenizer.hf.*), the Unigram unknown
+ * score, and the refusal of SentencePiece's precompiled normalizer (not implemented). */
+static int load_hf_flags(tokenizer *t, const gguf_file *f, cf_err *err) {
+    gguf_str s;
+    int rc = gguf_get_str(f, "tokenizer.hf.prepend_scheme", &s, err);
+    if (rc < 0) return -1;
+    if (rc == 0 && strcmp(s.s, "first") && strcmp(s.s, "always"))
+        return cf_fail(err, "%s: tokenizer.hf.prepend_scheme '%s' is not first or always", gguf_path(f), s.s);
+    if (rc == 0) t->prepend = !strcmp(s.s, "first") ? TOK_PREPEND_FIRST : TOK_PREPEND_ALWAYS;
+    if (load_flag(f, "tokenizer.hf.metaspace_split", &t->metaspace_split, err) != 0 ||
+        load_flag(f, "tokenizer.hf.byte_fallback", &t->byte_fallback, err) != 0)
+        return -1;
+    if (t->algo != TOK_ALGO_UGM) return 0;
+    int64_t idx = gguf_find_key(f, "tokenizer.ggml.precompiled_charsmap");
+    if (idx >= 0)
+        return cf_fail(err, "%s: Unigram with a precompiled SentencePiece normalizer (charsmap) is not supported yet",
+                       gguf_path(f));
+    float lo = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++)
+        if (t->tokens[i].type != TOKEN_TYPE_UNUSED && t->tokens[i].score < lo) lo = t->tokens[i].score;
+    t->ugm_unk_score = lo - 10.0f;
+    return 0;
+}
+
 static int load_specials_and_flags(tokenizer *t, const gguf_file *f, cf_err *err) {
     /* llama.cpp's defaults per vocabulary type (ids out of range: none) */
     t->pad = t->eot = t->eom = t->sep = -1;
@@ -220,6 +244,11 @@ static int load_specials_and_flags(tokenizer *t, const gguf_file *f, cf_err *err
         t->bos = 11, t->eos = 11, t->unk = -1;
         t->add_bos = false;
         t->add_space_prefix = false;
+    } else if (t->algo == TOK_ALGO_UGM) {
+        t->bos = -1, t->eos = 1, t->unk = 2, t->pad = 0;
+        t->add_bos = false;
+        t->add_eos = true;
+        t->add_space_prefix = true;
     } else {
         t->bos = 101, t->eos = -1, t->unk = 100, t->sep = 102, t->pad = 0;
         t->add_bos = true;
@@ -246,9 +275,10 @@ static int load_specials_and_flags(tokenizer *t, const gguf_file *f, cf_err *err
         if (load_special_id(f, ids[i].key, t->n_vocab, (int32_t *)((char *)t + ids[i].off), err) != 0) return -1;
     if (load_flag(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err) != 0 ||
         load_flag(f, "tokenizer.ggml.add_eos_token", &t->add_eos, err) != 0 ||
-        load_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err) != 0)
+        load_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err) != 0 ||
+        load_flag(f, "tokenizer.ggml.add_sep_token", &t->add_sep, err) != 0)
         return -1;
-    return 0;
+    return load_hf_flags(t, f, err);
 }
 
 static int build_eog(tokenizer *t) {
@@ -546,12 +576,24 @@ oom:
 typedef struct enc_ws {
     spm_ws spm;
     bpe_ws bpe;
+    ugm_ws ugm;
 } enc_ws;
 
-static int encode_fragment(const tokenizer *t, enc_ws *ws, const char *text, size_t len, bool first, tok_idvec *out,
+/* Whether this fragment gets the space prefix (see tokenizer.prepend). */
+static bool space_prefix(const tokenizer *t, const char *text, size_t len, size_t off, bool after_special) {
+    if (!t->add_space_prefix) return false;
+    switch (t->prepend) {
+    case TOK_PREPEND_FIRST: return off == 0 && (len == 0 || text[0] != ' ');
+    case TOK_PREPEND_ALWAYS: return len == 0 || text[0] != ' ';
+    default: return after_special;
+    }
+}
+
+static int encode_fragment(const tokenizer *t, enc_ws *ws, const char *text, size_t len, bool prefix, tok_idvec *out,
                            cf_err *err) {
     switch (t->algo) {
-    case TOK_ALGO_SPM: return spm_encode(t, &ws->spm, text, len, t->add_space_prefix && first, out, err);
+    case TOK_ALGO_SPM: return spm_encode(t, &ws->spm, text, len, prefix, out, err);
+    case TOK_ALGO_UGM: return ugm_encode(t, &ws->ugm, text, len, prefix, out, err);
     case TOK_ALGO_BPE: return bpe_encode(t, &ws->bpe, text, len, out, err);
     case TOK_ALGO_WPM: return wpm_encode(t, text, len, out, err);
     }
@@ -576,7 +618,8 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool add_
             if (tok_idvec_push(&out, f->id) != 0) goto oom;
             prev_special = true;
         } else {
-            if (encode_fragment(t, &ws, text + f->off, f->len, prev_special, &out, err) != 0) goto fail;
+            bool prefix = space_prefix(t, text + f->off, f->len, f->off, prev_special);
+            if (encode_fragment(t, &ws, text + f->off, f->len, prefix, &out, err) != 0) goto fail;
             prev_special = false;
         }
     }
@@ -585,6 +628,7 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool add_
     free(frags.v);
     spm_ws_free(&ws.spm);
     bpe_ws_free(&ws.bpe);
+    ugm_ws_free(&ws.ugm);
     *ids = out.v;
     *n_ids = out.n;
     return 0;
@@ -595,6 +639,7 @@ fail:
     free(frags.v);
     spm_ws_free(&ws.spm);
     bpe_ws_free(&ws.bpe);
+    ugm_ws_free(&ws.ugm);
     return -1;
 }
 

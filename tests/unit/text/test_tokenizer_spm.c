@@ -679,7 +679,11 @@ static void test_small_vocab(void) {
 
 /* ------------------------------------------------------ bad tokenizers */
 
-static void set_t5(gguf_writer *w) { gguf_set_str(w, "tokenizer.ggml.model", "t5"); }
+/* a llama.cpp T5 file: Unigram with SentencePiece's precompiled normalizer */
+static void set_t5(gguf_writer *w) {
+    gguf_set_str(w, "tokenizer.ggml.model", "t5");
+    gguf_set_str(w, "tokenizer.ggml.precompiled_charsmap", "x");
+}
 static void set_bogus_model(gguf_writer *w) { gguf_set_str(w, "tokenizer.ggml.model", "klingon"); }
 static void drop_model(gguf_writer *w) { gguf_writer_remove_key(w, "tokenizer.ggml.model"); }
 static void drop_tokens(gguf_writer *w) { gguf_writer_remove_key(w, "tokenizer.ggml.tokens"); }
@@ -745,7 +749,7 @@ static void expect_error(void (*tweak)(gguf_writer *), const char *needle) {
 }
 
 static void test_bad_tokenizers(void) {
-    expect_error(set_t5, "tokenizer model 't5' is not supported yet");
+    expect_error(set_t5, "precompiled SentencePiece normalizer (charsmap) is not supported yet");
     expect_error(set_bogus_model, "unknown tokenizer model 'klingon'");
     expect_error(drop_model, "tokenizer.ggml.model");
     expect_error(drop_tokens, "tokenizer.ggml.tokens");
