@@ -47,6 +47,7 @@ typedef struct serve_opts {
     double kv_gib, shutdown_s, store_quota_gib, swa_gib, swa_ttl_s;
     long long swa_replay_tokens; /* 0: the model's window */
     const char *swa_replay;
+    const char *generation_config; /* --generation-config: auto (the model's sampling defaults) or none */
 } serve_opts;
 
 static int opt_api_key(void *ctx, const char *v, char *msg, size_t cap) {
@@ -216,6 +217,11 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
          CLI_CALL(opt_parser, &o->tool_parser)},
         {"reasoning-parser", 0, "NAME", "the same, for reasoning; --tool-call-parser wins when both are given",
          CLI_CALL(opt_parser, &o->reasoning_parser)},
+        {"generation-config", 0, "auto|none",
+         "auto: requests that do not set temperature / top_p / top_k / min_p /\n"
+         "repetition_penalty use the model's defaults (generation_config.json,\n"
+         "GGUF general.sampling.*; shown in /v1/models); none: the API's\n(default auto)",
+         CLI_STR(&o->generation_config)},
         {"reasoning-budget-default", 0, "N",
          "reasoning budget in tokens for chat requests that set none\n"
          "(no budget_tokens / reasoning effort) and do not turn thinking off\n(default: none; docs/serve.md "
@@ -294,6 +300,22 @@ typedef struct serve_parts {
     gen_model gm;
 } serve_parts;
 
+/* --generation-config: the model's sampling defaults (auto) or none; printed when some apply. */
+static int read_sampling_defaults(const serve_opts *o, serve_parts *sp, cf_err *err) {
+    const char *g = o->generation_config ? o->generation_config : "auto";
+    if (strcmp(g, "auto") && strcmp(g, "none")) return cli_fail("serve: --generation-config: '%s' (auto or none)", g);
+    if (!strcmp(g, "none")) return 0;
+    if (gen_defaults_read(model_get_gguf(sp->m), &sp->gm.defaults, err))
+        return cli_fail("serve: the model's sampling defaults: %s (--generation-config none ignores them)", err->msg);
+    char desc[256];
+    gen_defaults_describe(&sp->gm.defaults, desc, sizeof desc);
+    if (sp->gm.defaults.set)
+        LOG_INFO("sampling defaults from the model (requests that set none use them; --generation-config none "
+                 "ignores them): %s",
+                 desc);
+    return 0;
+}
+
 /* Loads the model (with progress, serve_summary.c), the chat template, the
  * compute pool, the engine and the generation state. 0 ok, 1 after a message. */
 static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
@@ -345,7 +367,7 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
     sp->gm.tmpl = sp->tmpl;
     sp->gm.ctx = sp->ctx;
     if (gen_model_init(&sp->gm, err)) return cli_fail("serve: %s", err->msg);
-    return 0;
+    return read_sampling_defaults(o, sp, err);
 }
 
 static void serve_parts_free(serve_parts *sp) {

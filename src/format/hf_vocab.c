@@ -316,8 +316,23 @@ static int read_tokenizer_config(const char *dir, const hf_vocab *v, gguf_writer
     return rc;
 }
 
-/* eos_token_id: an int or a list (the first is the EOS; a second becomes EOT);
- * temperature / top_p / top_k as llama.cpp's general.sampling.* keys. */
+/* eos_token_id: an int or a list (the first is the EOS; a second becomes EOT; every one
+ * ends generation: tokenizer.hf.eos_token_ids); temperature / top_p / top_k / min_p /
+ * repetition_penalty as llama.cpp's general.sampling.* keys (serve applies them). */
+static int write_eos_list(json_t *eos, const hf_vocab *v, gguf_writer *w, cf_err *err) {
+    size_t n = json_array_size(eos), i;
+    if (n > 1024) return cf_fail(err, "generation_config.json: field eos_token_id: more than 1024 ids");
+    int32_t ids[1024];
+    json_t *e;
+    json_array_foreach(eos, i, e) {
+        if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= v->n)
+            return cf_fail(err, "generation_config.json: field eos_token_id[%zu]: not a token id of the vocabulary", i);
+        ids[i] = (int32_t)json_integer_value(e);
+    }
+    gguf_set_arr_i32(w, "tokenizer.hf.eos_token_ids", ids, n);
+    return 0;
+}
+
 static int read_generation_config(const char *dir, const hf_vocab *v, gguf_writer *w, cf_err *err) {
     json_t *g;
     if (hf_json_load(dir, "generation_config.json", false, &g, err)) return -1;
@@ -334,7 +349,8 @@ static int read_generation_config(const char *dir, const hf_vocab *v, gguf_write
             rc = cf_fail(err, "%s: field eos_token_id: not a token id of the vocabulary", file);
         else gguf_set_u32(w, keys[i], (uint32_t)json_integer_value(ids[i]));
     }
-    double temp, top_p;
+    if (!rc && json_array_size(eos) > 2) rc = write_eos_list(eos, v, w, err);
+    double temp, top_p, min_p, rep;
     int64_t top_k;
     int r;
     if (!rc && (r = hf_json_num(g, file, "temperature", &temp, err)) <= 0)
@@ -343,6 +359,10 @@ static int read_generation_config(const char *dir, const hf_vocab *v, gguf_write
         rc = r < 0 ? -1 : (gguf_set_f32(w, "general.sampling.top_p", (float)top_p), 0);
     if (!rc && (r = hf_json_int(g, file, "top_k", &top_k, err)) <= 0)
         rc = r < 0 ? -1 : (gguf_set_i32(w, "general.sampling.top_k", (int32_t)top_k), 0);
+    if (!rc && (r = hf_json_num(g, file, "min_p", &min_p, err)) <= 0)
+        rc = r < 0 ? -1 : (gguf_set_f32(w, "general.sampling.min_p", (float)min_p), 0);
+    if (!rc && (r = hf_json_num(g, file, "repetition_penalty", &rep, err)) <= 0)
+        rc = r < 0 ? -1 : (gguf_set_f32(w, "general.sampling.penalty_repeat", (float)rep), 0);
     json_decref(g);
     return rc;
 }

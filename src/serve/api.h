@@ -35,6 +35,7 @@ typedef struct api_ctx {
     const tokenizer *tok; /* reasoning budget markers (api_think.c); NULL: budgets not enforced */
     bool has_think_default; /* --reasoning-budget-default: the budget of requests that set none ... */
     int32_t think_default; /* ... (>= 0 tokens) unless they turn thinking off */
+    const gen_defaults *defaults; /* the model's sampling defaults, under the request's values; NULL: none */
 } api_ctx;
 
 typedef struct api_job {

@@ -236,6 +236,7 @@ static int fill_extras(const recipe_request *r, const api_ctx *ctx, gen_params *
 /* Sampling / limits from the canonical request (every API). */
 static int fill_params(recipe_api api, const recipe_request *r, const api_ctx *ctx, gen_params *p, serve_error *err) {
     cinfer_sampling *s = &p->sampling;
+    if (ctx->defaults) gen_defaults_apply(ctx->defaults, s);
     if (!isnan(r->temperature)) s->temperature = (float)r->temperature;
     if (!isnan(r->top_p)) {
         if (r->top_p <= 0 && api != RECIPE_API_MESSAGES) return serve_bad(err, "top_p", "'top_p' must be in (0, 1]");

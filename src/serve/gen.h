@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "cinfer/engine.h"
+#include "serve/gen_defaults.h"
 #include "serve/serve_error.h"
 #include "serve/structured.h"
 #include "text/chat_template.h"
@@ -102,6 +103,7 @@ typedef struct gen_model {
     cinfer_grammar_cache *grammars; /* compiled grammars by spec hash (gen_model_init, owned; thread-safe) */
     const cinfer_grammar_vocab *gvocab; /* the engine's (cinfer_engine_grammar_vocab) */
     cinfer_grammar_limits grammar_limits; /* compile time / size limits (zeros: the library's defaults) */
+    gen_defaults defaults; /* the model's sampling defaults (zero: none; set before serve_run) */
 } gen_model;
 
 /* Fills the derived fields (bos/eos texts, special token texts) of a

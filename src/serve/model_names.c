@@ -50,13 +50,16 @@ const char *serve_names_pick(const serve_names *s, const char *requested) {
     return i >= 0 ? s->v[i] : NULL;
 }
 
-char *serve_names_models_json(const serve_names *s, long long created) {
+char *serve_names_models_json(const serve_names *s, long long created, json_t *extra) {
     json_t *data = json_array(), *root = json_pack("{s:s}", "object", "list");
     char *out = NULL;
     bool ok = data && root;
-    for (int i = 0; ok && i < s->n; i++)
-        ok = !json_array_append_new(data, json_pack("{s:s, s:s, s:I, s:s}", "id", s->v[i], "object", "model", "created",
-                                                    (json_int_t)created, "owned_by", "cinfer"));
+    for (int i = 0; ok && i < s->n; i++) {
+        json_t *m = json_pack("{s:s, s:s, s:I, s:s}", "id", s->v[i], "object", "model", "created", (json_int_t)created,
+                              "owned_by", "cinfer");
+        ok = m && (!extra || !json_object_update(m, extra));
+        ok = !json_array_append_new(data, m) && ok;
+    }
     if (ok && !json_object_set(root, "data", data)) out = json_dumps(root, JSON_COMPACT);
     json_decref(data);
     json_decref(root);

@@ -6,6 +6,7 @@
 #ifndef CINFER_SERVE_MODEL_NAMES_H
 #define CINFER_SERVE_MODEL_NAMES_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 typedef struct serve_names {
@@ -25,8 +26,9 @@ int serve_names_find(const serve_names *s, const char *name);
  * result points into s and lives as long as s. */
 const char *serve_names_pick(const serve_names *s, const char *requested);
 /* GET /v1/models: {"object":"list","data":[{"id":NAME,...} per name]}
- * (malloc'd JSON text, NULL when out of memory). */
-char *serve_names_models_json(const serve_names *s, long long created);
+ * (malloc'd JSON text, NULL when out of memory). The fields of `extra` (an
+ * object, borrowed; NULL: none) are added to every model entry. */
+char *serve_names_models_json(const serve_names *s, long long created, json_t *extra);
 /* The names as "a, b, c" into buf (for messages). */
 void serve_names_join(const serve_names *s, char *buf, size_t cap);
 void serve_names_free(serve_names *s);

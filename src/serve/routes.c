@@ -107,9 +107,13 @@ int route_run(const route_ctx *c, route_kind k, const char *body, size_t len, ch
     }
 }
 
-char *route_models_json(const char *model, long long created, bool one) {
+char *route_models_json(const char *model, long long created, bool one, json_t *extra) {
     json_t *m = json_pack("{s:s, s:s, s:I, s:s}", "id", model, "object", "model", "created", (json_int_t)created,
                           "owned_by", "cinfer");
+    if (m && extra && json_object_update(m, extra)) {
+        json_decref(m);
+        m = NULL;
+    }
     json_t *o = one || !m ? m : json_pack("{s:s, s:[o]}", "object", "list", "data", m);
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (o) json_decref(o);

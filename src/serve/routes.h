@@ -30,7 +30,7 @@ int route_run(const route_ctx *c, route_kind k, const char *body, size_t len, ch
 int route_check_model(const serve_names *served, const char *model, serve_error *e);
 
 /* GET /v1/models (one entry) or /v1/models/{id} (one = true): OpenAI's shapes, malloc'd or NULL. */
-char *route_models_json(const char *model, long long created, bool one);
+char *route_models_json(const char *model, long long created, bool one, json_t *extra);
 
 const char *http_method_name(struct evhttp_request *req);
 /* Authorization: Bearer KEY, or Anthropic's x-api-key: KEY, against the key table `keys` (when it

@@ -108,6 +108,7 @@ struct server {
     prep_pool *prep; /* prompt workers (template + tokenizer off the loop) */
     struct event *ev_prep;
     int64_t n_preparing; /* admitted requests whose prompt is being prepared */
+    json_t *model_extra; /* /v1/models fields beyond OpenAI's: {"sampling_defaults": {...}} (owned) */
 };
 
 /* ---- small helpers ---- */
@@ -398,7 +399,8 @@ static api_ctx make_api_ctx(server *s) {
                  .n_vocab = s->lim.n_vocab,
                  .tok = s->gm->tok,
                  .has_think_default = s->cfg->has_reasoning_budget_default,
-                 .think_default = s->cfg->reasoning_budget_default};
+                 .think_default = s->cfg->reasoning_budget_default,
+                 .defaults = &s->gm->defaults};
     for (int32_t i = 0; c.parser == RECIPE_PARSER_MISTRAL && i < s->gm->n_special && !c.mistral_args; i++)
         c.mistral_args = !strcmp(s->gm->special[i], "[ARGS]");
     return c;
@@ -807,7 +809,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
     }
     if (models) {
         if (!get) goto bad_method;
-        send_json(s, req, 200, serve_names_models_json(s->cfg->names, s->started));
+        send_json(s, req, 200, serve_names_models_json(s->cfg->names, s->started, s->model_extra));
         return;
     }
     if (one_model) {
@@ -823,7 +825,8 @@ static void on_request(struct evhttp_request *req, void *arg) {
             send_error(s, req, &e, id, t0);
             return;
         }
-        send_json(s, req, 200, route_models_json(serve_names_pick(s->cfg->names, name), s->started, true));
+        send_json(s, req, 200,
+                  route_models_json(serve_names_pick(s->cfg->names, name), s->started, true, s->model_extra));
         free(name);
         return;
     }
@@ -937,7 +940,8 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
     }
     int port = serve_socket_port(evhttp_bound_socket_get_fd(s->bound), cfg->port);
     s->out = evbuffer_new();
-    if (!(s->store = rstore_new(cfg->response_store_max, cfg->response_store_bytes, cfg->response_store_ttl_s))) {
+    if (!(s->store = rstore_new(cfg->response_store_max, cfg->response_store_bytes, cfg->response_store_ttl_s)) ||
+        !(s->model_extra = gen_defaults_model_fields(&gm->defaults))) {
         cf_fail(err, "out of memory");
         goto done;
     }
@@ -985,6 +989,7 @@ done:
     conn_guard_free(s->guard); /* after evhttp (its connections), before the base */
     if (s->out) evbuffer_free(s->out);
     rstore_free(s->store);
+    json_decref(s->model_extra);
     if (s->base) event_base_free(s->base);
     return rc;
 }

@@ -281,6 +281,18 @@ static int load_specials_and_flags(tokenizer *t, const gguf_file *f, cf_err *err
     return load_hf_flags(t, f, err);
 }
 
+/* tokenizer.hf.eos_token_ids (generation_config.json's list): each in range ends generation. */
+static int load_eos_list(tokenizer *t, const gguf_file *f, cf_err *err) {
+    int64_t *ids = NULL;
+    uint64_t n = 0;
+    int rc = gguf_get_arr_i64(f, "tokenizer.hf.eos_token_ids", &ids, &n, err);
+    if (rc < 0) return -1;
+    for (uint64_t i = 0; rc == 0 && i < n; i++)
+        if (ids[i] >= 0 && ids[i] < t->n_vocab) t->eog[ids[i]] = 1;
+    free(ids);
+    return 0;
+}
+
 static int build_eog(tokenizer *t) {
     static const char *const names[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>", "<end_of_turn>",
                                         "<|endoftext|>", "<|eom_id|>", "<EOT>",   "_<EOT>"};
@@ -430,6 +442,7 @@ int tokenizer_load_gguf(const gguf_file *f, tokenizer **out, cf_err *err) {
         cf_fail(err, "tokenizer: out of memory");
         goto fail;
     }
+    if (load_eos_list(t, f, err) != 0) goto fail;
     load_strip_attrs(t, f);
     *out = t;
     return 0;

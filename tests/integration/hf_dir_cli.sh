@@ -25,7 +25,7 @@ bad() { # bad FILE CONTENT NEEDLE: a copy of the llama directory with FILE repla
   grep -qF -- "$3" "$tmp/bad.err" || { echo "$1: wanted '$3':"; cat "$tmp/bad.err"; exit 1; }
 }
 bad config.json '{"model_type":"gpt_neo"}' "config.json: field model_type"
-bad tokenizer.json '{"model":{"type":"WordPiece"}}' "tokenizer.json: field model.type"
+bad tokenizer.json '{"model":{"type":"WordLevel"}}' "tokenizer.json: field model.type"
 bad model-00001-of-00003.safetensors 'short' "field header length"
 bad model-00002-of-00003.safetensors @truncated "model-00002-of-00003.safetensors: field header length"
 set +e; "$bin" convert hf "$tmp/nonexistent" "$tmp/x.gguf" 2>"$tmp/c.err"; rc=$?; set -e

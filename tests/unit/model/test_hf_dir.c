@@ -148,7 +148,8 @@ static void check_bad(void) {
                "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"vocab_size\":384}",
                "layer 1, but config.json: field num_hidden_layers is 1");
     expect_bad("config.json", "{\"model_type\":", "config.json: ");
-    expect_bad("tokenizer.json", "{\"model\":{\"type\":\"WordLevel\"}}", "tokenizer.json: field model.type: 'WordLevel'");
+    expect_bad("tokenizer.json", "{\"model\":{\"type\":\"WordLevel\"}}",
+               "tokenizer.json: field model.type: 'WordLevel'");
     expect_bad("tokenizer.json",
                "{\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},"
                "\"merges\":[\"a  b\"]}}",

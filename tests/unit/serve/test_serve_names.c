@@ -27,7 +27,7 @@ static void names(void) {
     p = serve_names_pick(&s, "");
     CHECK(p && !strcmp(p, "a"));
     CHECK(serve_names_pick(&s, "zzz") == NULL);
-    char *j = serve_names_models_json(&s, 7);
+    char *j = serve_names_models_json(&s, 7, NULL);
     CHECK(j != NULL);
     json_t *root = j ? json_loads(j, 0, NULL) : NULL;
     json_t *data = root ? json_object_get(root, "data") : NULL;
