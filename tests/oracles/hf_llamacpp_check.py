@@ -4,7 +4,7 @@ same logits as transformers: for each tests/data/hf/<model>, converts the
 directory, runs llama-eval-callback on the fixture prompt and compares the
 last position's printed logits (llama.cpp prints the first and last three to 4
 decimals) with logits.json, and llama-tokenize's ids with tokens.json.
-    python3 tests/oracles/hf_llamacpp_check.py build/cinfer /work/llama/build/bin
+    python3 tests/oracles/hf_llamacpp_check.py build/cinfer /work/llama/build/bin [MODEL...]
 Prints one line per model and exits 1 on any mismatch. Not run by `make test`."""
 import json
 import os
@@ -20,7 +20,7 @@ def main():
     cinfer, bindir = sys.argv[1], sys.argv[2]
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "hf")
     bad = 0
-    for m in ("llama", "qwen2", "mistral"):
+    for m in sys.argv[3:] or ("llama", "qwen2", "mistral", "qwen3"):
         d = os.path.join(root, m)
         ref = json.load(open(os.path.join(d, "logits.json")))
         with tempfile.TemporaryDirectory() as tmp:
@@ -50,7 +50,7 @@ def main():
                     tok_ok = False
                     print(f"{m}: {case['text']!r}: llama.cpp {lines[-1:]} vs tokenizers {case['ids']}")
             # llama.cpp's CPU BF16 matmul rounds activations to BF16: a looser bound there
-            ok = diff <= (1e-3 if m == "qwen2" else 6e-5) and tok_ok
+            ok = diff <= (1e-3 if m in ("qwen2", "qwen3") else 6e-5) and tok_ok
             bad += not ok
             print(f"{m}: llama.cpp last-position logits {got} vs transformers {want}: max |diff| {diff:.2g} "
                   f"(print precision 5e-5); tokenizer ids {'match' if tok_ok else 'DIFFER'}: {'ok' if ok else 'FAIL'}")

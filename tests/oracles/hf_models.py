@@ -4,11 +4,12 @@ the oracle for cinfer's HF directory loader (tests/unit/model/test_hf_dir.c).
 
 Needs torch (CPU), transformers and tokenizers, kept out of the project venv:
     python3 -m venv /work/venvs/hf && /work/venvs/hf/bin/pip install torch transformers tokenizers
-    /work/venvs/hf/bin/python tests/oracles/hf_models.py tests/data/hf
+    /work/venvs/hf/bin/python tests/oracles/hf_models.py tests/data/hf [FAMILY...]
 
 For each family (llama F32 with a llama3-style byte-level BPE tokenizer, qwen2
 BF16 with tied embeddings, Q/K/V biases and the qwen2 pre-tokenizer, mistral F16
-with a GPT-2 byte-level tokenizer, deepseek_v3 BF16 with MLA and MoE) it trains a small BPE tokenizer on a fixed
+with a GPT-2 byte-level tokenizer, deepseek_v3 BF16 with MLA and MoE, qwen3 BF16 with
+Q/K norms and head_dim != hidden/heads) it trains a small BPE tokenizer on a fixed
 text, builds a random model with a fixed seed, saves both with save_pretrained
 (safetensors; llama sharded into two files with an index) and writes
 logits.json: the prompt's token ids and every position's logits, computed in
@@ -108,6 +109,10 @@ def build(name, out_dir, cfg_cls, model_cls, dtype, pattern, extra, shard, quant
             save_file({k: v.float().contiguous() for k, v in tensors.items()}, os.path.join(tmp, "model.safetensors"),
                       metadata={"format": "pt"})
             model = model_cls.from_pretrained(tmp, dtype=torch.float32)
+    if not quantize:
+        # the reference reads the saved weights into a float32 model: model.to(float32) would keep the
+        # bf16-rounded RoPE inv_freq buffer (visible once Q/K norms make attention sharp, as in qwen3)
+        model = model_cls.from_pretrained(d, dtype=torch.float32)
     ref = model.to(torch.float32)
     ids = [bos] + tok.encode("Once upon a time, the quick brown fox counted 12345!").ids
     with torch.no_grad():
@@ -147,8 +152,20 @@ def build_fp8(out_dir):
           False, quantize=True)
 
 
+def build_qwen3(out):
+    """qwen3: per-head Q/K RMS norm before RoPE, head_dim 24 != hidden/heads (16), tied embeddings, BF16"""
+    build("qwen3", out, transformers.Qwen3Config, transformers.Qwen3ForCausalLM, torch.bfloat16, QWEN2,
+          {"tie_word_embeddings": True, "head_dim": 24}, False)
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/hf"
+    only = sys.argv[2:]  # family names to (re)build; none: all
+    if only:
+        for name in only:
+            {"qwen3": build_qwen3}[name](out)
+        return
+    build_qwen3(out)
     build("llama", out, transformers.LlamaConfig, transformers.LlamaForCausalLM, torch.float32, LLAMA3,
           {"tie_word_embeddings": False}, True)
     build("qwen2", out, transformers.Qwen2Config, transformers.Qwen2ForCausalLM, torch.bfloat16, QWEN2,

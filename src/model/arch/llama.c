@@ -1,11 +1,14 @@
-/* llama.c - the 'llama' architecture family: llama and qwen2 (Q/K/V biases
- * when present, NEOX rope) GGUF files as llama.cpp writes them. Hyper-
+/* llama.c - the 'llama' architecture family: llama, qwen2 (Q/K/V biases
+ * when present, NEOX rope) and qwen3 (NEOX rope, per-head RMS norm of Q and K
+ * before RoPE: attn_q_norm / attn_k_norm of head_dim, required) GGUF files as
+ * llama.cpp writes them. Hyper-
  * parameters beyond the shared ones, every layer's tensors, the KV layout
  * (one full-attention group), the fingerprint contribution and the forward
  * pass over a ragged batch:
  *
  *   x = E[token]
- *   per layer: h = rmsnorm(x)·w_attn; q,k,v = h·Wq,Wk,Wv (+bias); RoPE(q,k);
+ *   per layer: h = rmsnorm(x)·w_attn; q,k,v = h·Wq,Wk,Wv (+bias);
+ *              (qwen3: q,k = rmsnorm per head ·w_q_norm, ·w_k_norm); RoPE(q,k);
  *              K/V -> cache; o = attention(q, cache) (GQA: head h reads KV
  *              head h / (n_head/n_head_kv)); x += o·Wo;
  *              h = rmsnorm(x)·w_ffn; x += (silu(h·Wg) * (h·Wu))·Wd
@@ -27,6 +30,7 @@
 typedef struct layer_weights {
     const float *attn_norm, *ffn_norm; /* f32 (model weight buffers or the file's f32 tensors) */
     const float *bq, *bk, *bv; /* optional biases (qwen2), f32 likewise */
+    const float *q_norm, *k_norm; /* per-head Q/K RMS norm weights [head_dim] (qwen3), else NULL */
     kern_weight wq, wk, wv, wo;
     kern_weight w_gate, w_up, w_down;
     /* When Q/K/V (and gate/up) share a type they are also stacked into one
@@ -45,7 +49,7 @@ static int llama_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err
         return cf_fail(err, "%s: key_length (%d) and value_length (%d) must be equal and positive", hp->arch,
                        hp->head_dim, hp->v_head_dim);
     hp->v_head_dim = 0; /* a deepseek2 field (model.h): 0 here */
-    hp->rope_mode = strcmp(hp->arch, "qwen2") == 0 ? ROPE_NEOX : ROPE_NORM;
+    hp->rope_mode = !strcmp(hp->arch, "qwen2") || !strcmp(hp->arch, "qwen3") ? ROPE_NEOX : ROPE_NORM;
     return 0;
 }
 
@@ -100,6 +104,7 @@ static int load_layer(model *m, int il, cf_err *err) {
     const model_hparams *hp = &m->hp;
     layer_weights *L = (layer_weights *)m->layers + il;
     int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    bool qk_norm = !strcmp(hp->arch, "qwen3");
     char n[96];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
     if (model_load_vector(m, NAME("attn_norm.weight"), hp->n_embd, true, &L->attn_norm, err) ||
@@ -107,6 +112,8 @@ static int load_layer(model *m, int il, cf_err *err) {
         model_load_vector(m, NAME("attn_q.bias"), qd, false, &L->bq, err) ||
         model_load_vector(m, NAME("attn_k.bias"), kvd, false, &L->bk, err) ||
         model_load_vector(m, NAME("attn_v.bias"), kvd, false, &L->bv, err) ||
+        model_load_vector(m, NAME("attn_q_norm.weight"), hp->head_dim, qk_norm, &L->q_norm, err) ||
+        model_load_vector(m, NAME("attn_k_norm.weight"), hp->head_dim, qk_norm, &L->k_norm, err) ||
         model_load_matrix(m, NAME("attn_output.weight"), qd, hp->n_embd, &L->wo, err) ||
         model_load_matrix(m, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, &L->w_down, err))
         return -1;
@@ -421,6 +428,7 @@ static int llama_forward(void *fc, const fwd_batch *b, float *logits, cf_err *er
     const model_hparams *hp = &m->hp;
     int32_t T = b->n_tokens;
     int64_t E = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    int64_t hd = hp->head_dim;
     float eps = hp->rms_eps;
     model_embed(m, b->tokens, T, c->x);
     rope_tables(c, b);
@@ -446,6 +454,8 @@ static int llama_forward(void *fc, const fwd_batch *b, float *logits, cf_err *er
         rows_add_bias(c->q, L->bq, T, qd);
         rows_add_bias(c->k, L->bk, T, kvd);
         rows_add_bias(c->v, L->bv, T, kvd);
+        if (L->q_norm) rows_rmsnorm(c->pool, eps, c->q, hd, L->q_norm, c->q, hd, T * hp->n_head, hd);
+        if (L->k_norm) rows_rmsnorm(c->pool, eps, c->k, hd, L->k_norm, c->k, hd, T * hp->n_head_kv, hd);
         rope_apply(c, c->q, T, hp->n_head);
         rope_apply(c, c->k, T, hp->n_head_kv);
         kv_store(c, b, il);
@@ -473,7 +483,7 @@ static int llama_forward(void *fc, const fwd_batch *b, float *logits, cf_err *er
 }
 
 const model_arch model_arch_llama = {
-    .names = {"llama", "qwen2", NULL},
+    .names = {"llama", "qwen2", "qwen3", NULL},
     .read_hparams = llama_read_hparams,
     .load = llama_load,
     .release = llama_release,

@@ -167,6 +167,7 @@ int main(void) {
     thread_pool *pool = pool_create(2);
     check_model("llama", 1e-4f, 0, pool);
     check_model("qwen2", 1e-4f, 0, pool);
+    check_model("qwen3", 1e-4f, 0, pool);
     check_model("mistral", 1e-4f, 0, pool);
     check_model("deepseek_v3", 1e-4f, 0, pool);
     check_model("deepseek_v3_fp8", 1e-4f, 5e-3f, pool);
