@@ -39,7 +39,10 @@ typedef enum dtype {
     DT_Q4_K = 12,
     DT_Q5_K = 13,
     DT_Q6_K = 14,
+    DT_IQ4_NL = 20, /* 18 B / 32: fp16 d, 16 bytes of 4-bit indexes into the IQ4 table */
+    DT_IQ4_XS = 23, /* 136 B / 256: fp16 d, 8 x 6-bit sub-block scales, IQ4 table indexes */
     DT_BF16 = 30,
+    DT_MXFP4 = 39, /* 17 B / 32: E8M0 exponent byte, 16 bytes of FP4 e2m1 codes (OCP MX) */
     /* Not a ggml type (never in a GGUF file; dtype_known() is false): FP8 e4m3
      * weights [n][k] with one f32 scale per 128 x 128 block, kept beside the
      * data (kern_weight.scale; DeepSeek V3's weight_scale_inv). kernels_fp8.c. */

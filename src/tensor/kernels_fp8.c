@@ -1,8 +1,9 @@
 /* kernels_fp8.c - FP8 e4m3 weights with 128 x 128 block scales (DT_F8_B128,
  * DeepSeek V3's layout: W[o][j] = e4m3[o][j] * scale[o/128][j/128]), shared by
- * every ISA. Decode (one or two activation rows): the ISA's fp8_dot converts
- * each 128-wide block of a weight row in registers and multiplies it straight
- * into the activations; the block's sum is scaled once. Prefill: fp8_to_f32
+ * every ISA. Decode (one or two activation rows): the ISA's fp8_row_dot converts
+ * a weight row in registers and multiplies it straight into the activations,
+ * each 128-wide block's partial sum scaled by its block scale in a vector
+ * register (one horizontal sum per row). Prefill: fp8_to_f32
  * converts the block once into a 512-byte stack buffer and every activation
  * row of the range takes its dot product with the ISA's f32 dot. The weights are
  * never widened in memory: decode reads 1 byte per weight plus the scales.
@@ -26,27 +27,25 @@ void kern_fp8_to_f32_scalar(const uint8_t *src, float *dst, int64_t n) {
     for (int64_t j = 0; j < n; j++) dst[j] = kern_fp8_e4m3_to_f32(src[j]);
 }
 
-float kern_fp8_dot_scalar(const uint8_t *w, const float *x, int64_t n) {
-    float s = 0.0f;
-    for (int64_t j = 0; j < n; j++) s += kern_fp8_e4m3_to_f32(w[j]) * x[j];
-    return s;
+float kern_fp8_row_dot_scalar(const uint8_t *w, const float *x, const float *scale, int64_t k) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b * FP8_BLOCK < k; b++) {
+        int64_t j0 = b * FP8_BLOCK, len = k - j0 < FP8_BLOCK ? k - j0 : FP8_BLOCK;
+        float s = 0.0f;
+        for (int64_t j = j0; j < j0 + len; j++) s += kern_fp8_e4m3_to_f32(w[j]) * x[j];
+        acc += scale[b] * s;
+    }
+    return acc;
 }
 
-/* Decode: a row's blocks dotted in registers, scaled, summed. */
+/* Decode: each weight row dotted in registers with its block scales. */
 static void mm_fp8_direct(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1, const kern_ops *ops) {
     const kern_weight *w = a->w;
     int64_t k = a->k, n = a->n;
     for (int64_t o = o0; o < o1; o++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)o * (size_t)k;
         const float *srow = w->scale + (o / FP8_BLOCK) * w->scale_cols;
-        for (int64_t i = i0; i < i1; i++) {
-            float acc = 0.0f;
-            for (int64_t b = 0; b * FP8_BLOCK < k; b++) {
-                int64_t j0 = b * FP8_BLOCK, len = k - j0 < FP8_BLOCK ? k - j0 : FP8_BLOCK;
-                acc += srow[b] * ops->fp8_dot(row + j0, a->x + i * k + j0, len);
-            }
-            a->y[i * n + o] = acc;
-        }
+        for (int64_t i = i0; i < i1; i++) a->y[i * n + o] = ops->fp8_row_dot(row, a->x + i * k, srow, k);
     }
 }
 

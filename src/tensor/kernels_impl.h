@@ -89,8 +89,10 @@ typedef struct kern_ops {
     void (*mm)(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
     /* Converts n e4m3 bytes to floats (NaN codes give NaN). */
     void (*fp8_to_f32)(const uint8_t *src, float *dst, int64_t n);
-    /* sum_j e4m3(w[j]) * x[j] without a buffer (the decode path). */
-    float (*fp8_dot)(const uint8_t *w, const float *x, int64_t n);
+    /* One weight row of k e4m3 bytes against x, each 128-wide block's sum times
+     * scale[block]: sum_b scale[b] * sum_{j in b} e4m3(w[j]) * x[j], converted in
+     * registers (the decode path: no buffer). */
+    float (*fp8_row_dot)(const uint8_t *w, const float *x, const float *scale, int64_t k);
     /* Reads `bytes` (multiple of 256, 64-byte aligned) and returns a checksum. */
     uint64_t (*read_sum)(const void *buf, size_t bytes);
 } kern_ops;
@@ -107,12 +109,12 @@ void kern_mm_scalar(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, i
 void kern_mm_dequant(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1,
                      float (*dot)(const float *x, const float *y, int64_t n));
 /* kernels_fp8.c: mm for DT_F8_B128 (KL_ROWS, any ISA): for one or two
- * activation rows each 128-wide block is dotted in registers (fp8_dot); for
+ * activation rows each weight row is dotted in registers (fp8_row_dot); for
  * more, converted once by fp8_to_f32 and dotted with every row; each block's
  * sum is scaled by its block scale. */
 void kern_mm_fp8(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1, const kern_ops *ops);
 void kern_fp8_to_f32_scalar(const uint8_t *src, float *dst, int64_t n);
-float kern_fp8_dot_scalar(const uint8_t *w, const float *x, int64_t n);
+float kern_fp8_row_dot_scalar(const uint8_t *w, const float *x, const float *scale, int64_t k);
 /* kernels_dequant.c: the Q8_K-style activation quantizer (see above). */
 void kern_quantize_row_q8k(const float *x, int64_t k, int8_t *q, float *d, int32_t *sums);
 /* kernels_kq_{avx2,avx512}.c: Q4_K / Q5_K / Q6_K (KL_ROWS), dequantized in registers. */

@@ -128,6 +128,6 @@ const kern_ops kern_ops_scalar = {
     .quantize_row = kern_quantize_row_scalar,
     .mm = kern_mm_scalar,
     .fp8_to_f32 = kern_fp8_to_f32_scalar,
-    .fp8_dot = kern_fp8_dot_scalar,
+    .fp8_row_dot = kern_fp8_row_dot_scalar,
     .read_sum = read_sum,
 };

@@ -1,6 +1,6 @@
-/* kquant.c - exact dequantization of the legacy and K-quant GGUF block types
- * that cinfer computes by dequantizing (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
- * Q5_K, Q6_K). Layouts are documented in dtype.h; the arithmetic (and its
+/* kquant.c - exact dequantization of the legacy, K-quant, IQ4 and MXFP4 GGUF
+ * block types that cinfer computes by dequantizing (Q4_1, Q5_0, Q5_1, Q2_K,
+ * Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4). Layouts are documented in dtype.h; the arithmetic (and its
  * float rounding order) follows ggml's dequantize_row_* so results are
  * bit-identical to gguf-py's numpy dequantization (tests/data/kquant).
  * Also simple quantizers for Q4_K and Q6_K (end of file). */
@@ -108,6 +108,47 @@ static void deq_q6_k(const uint8_t *b, float *y) {
             }
 }
 
+/* The 16 non-linear levels of IQ4_NL / IQ4_XS (ggml's kvalues_iq4nl). */
+static const int8_t IQ4_LEVELS[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+/* FP4 e2m1 codes as twice their value (0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 = sign). */
+static const int8_t E2M1_X2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* IQ4_NL (18) = d, qs[16]: y[j] = d * level[qs[j] & 15], y[j + 16] = d * level[qs[j] >> 4]. */
+static void deq_iq4_nl(const uint8_t *b, float *y) {
+    float d = rdh(b);
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)IQ4_LEVELS[b[2 + j] & 0xf];
+        y[j + 16] = d * (float)IQ4_LEVELS[b[2 + j] >> 4];
+    }
+}
+
+/* IQ4_XS (136) = d, scales_h (u16), scales_l[4], qs[128]; sub-block s of 32 has the 6-bit
+ * scale ls = nibble s%2 of scales_l[s/2] | bits 2s..2s+1 of scales_h << 4, dl = d * (ls - 32),
+ * and its 16 bytes of qs as IQ4_NL's. */
+static void deq_iq4_xs(const uint8_t *b, float *y) {
+    float d = rdh(b);
+    uint16_t sh = rd16(b + 2);
+    const uint8_t *sl = b + 4, *qs = b + 8;
+    for (int s = 0; s < 8; s++) {
+        int ls = ((sl[s / 2] >> (4 * (s % 2))) & 0xf) | (((sh >> (2 * s)) & 3) << 4);
+        float dl = d * (float)(ls - 32);
+        for (int j = 0; j < 16; j++) {
+            y[32 * s + j] = dl * (float)IQ4_LEVELS[qs[16 * s + j] & 0xf];
+            y[32 * s + j + 16] = dl * (float)IQ4_LEVELS[qs[16 * s + j] >> 4];
+        }
+    }
+}
+
+/* MXFP4 (17) = e, qs[16]: the block scale is 2^(e - 127) and the codes are e2m1, so
+ * y = (2 x value) * 2^(e - 128), exact (ggml's E8M0 "half" convention). */
+static void deq_mxfp4(const uint8_t *b, float *y) {
+    float d = ldexpf(1.0f, (int)b[0] - 128);
+    for (int j = 0; j < 16; j++) {
+        y[j] = (float)E2M1_X2[b[1 + j] & 0xf] * d;
+        y[j + 16] = (float)E2M1_X2[b[1 + j] >> 4] * d;
+    }
+}
+
 bool kq_is_dequant_type(uint32_t t) {
     switch (t) {
     case DT_Q4_1:
@@ -117,7 +158,10 @@ bool kq_is_dequant_type(uint32_t t) {
     case DT_Q3_K:
     case DT_Q4_K:
     case DT_Q5_K:
-    case DT_Q6_K: return true;
+    case DT_Q6_K:
+    case DT_IQ4_NL:
+    case DT_IQ4_XS:
+    case DT_MXFP4: return true;
     default: return false;
     }
 }
@@ -136,6 +180,9 @@ void kq_dequantize_blocks(uint32_t t, const void *src, float *dst, int64_t nbloc
         case DT_Q4_K: deq_q45_k(b, dst, 0); break;
         case DT_Q5_K: deq_q45_k(b, dst, 1); break;
         case DT_Q6_K: deq_q6_k(b, dst); break;
+        case DT_IQ4_NL: deq_iq4_nl(b, dst); break;
+        case DT_IQ4_XS: deq_iq4_xs(b, dst); break;
+        case DT_MXFP4: deq_mxfp4(b, dst); break;
         default: memset(dst, 0, sizeof(float) * (size_t)be); break;
         }
     }

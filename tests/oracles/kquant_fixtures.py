@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """kquant_fixtures.py - independent oracle for cinfer's dequantization of the
-block types Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (src/tensor/kquant.c).
+block types Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4
+(src/tensor/kquant.c).
 
 Writes tests/data/kquant/<type>.bin for each type: NB random blocks (random
 bytes, with the fp16 scale fields replaced by sane values so no block holds
@@ -30,6 +31,9 @@ FIELDS = {
     T.Q4_K: [(0, "d"), (2, "dmin")],
     T.Q5_K: [(0, "d"), (2, "dmin")],
     T.Q6_K: [(208, "d")],
+    T.IQ4_NL: [(0, "d")],
+    T.IQ4_XS: [(0, "d")],
+    T.MXFP4: [(0, "e8m0")],
 }
 
 
@@ -37,6 +41,10 @@ def make_blocks(rng, qtype, nb):
     block_elems, block_bytes = GGML_QUANT_SIZES[qtype]
     raw = rng.integers(0, 256, size=(nb, block_bytes), dtype=np.uint8)
     for off, kind in FIELDS[qtype]:
+        if kind == "e8m0":  # MXFP4's shared exponent byte: 2^(e-128) per block, around 1, one tiny
+            raw[:, off] = rng.integers(118, 136, size=nb, dtype=np.uint8)
+            raw[0, off] = 1
+            continue
         if kind == "dmin":  # K-quant mins are subtracted: non-negative, like real files
             v = rng.uniform(0.0, 0.05, size=nb)
         elif kind == "min":

@@ -217,7 +217,8 @@ int main(void) {
     test_table();
     test_kquant_roundtrip(DT_Q4_K, 0.09);
     test_kquant_roundtrip(DT_Q6_K, 0.025);
-    static const dtype kq[] = {DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q2_K, DT_Q3_K, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    static const dtype kq[] = {DT_Q4_1, DT_Q5_0, DT_Q5_1,   DT_Q2_K,   DT_Q3_K, DT_Q4_K,
+                               DT_Q5_K, DT_Q6_K, DT_IQ4_NL, DT_IQ4_XS, DT_MXFP4};
     for (size_t i = 0; i < sizeof kq / sizeof kq[0]; i++) test_kquant_fixture(kq[i]);
     return test_finish();
 }

@@ -54,7 +54,8 @@ static void random_blocks(dtype t, uint8_t *dst, int64_t nb) {
         int off[2], kind[2], nf;
     } f[] = {{DT_Q4_1, {0, 2}, {0, 2}, 2},   {DT_Q5_0, {0, 0}, {0, 0}, 1},   {DT_Q5_1, {0, 2}, {0, 2}, 2},
              {DT_Q2_K, {80, 82}, {0, 1}, 2}, {DT_Q3_K, {108, 0}, {0, 0}, 1}, {DT_Q4_K, {0, 2}, {0, 1}, 2},
-             {DT_Q5_K, {0, 2}, {0, 1}, 2},   {DT_Q6_K, {208, 0}, {0, 0}, 1}};
+             {DT_Q5_K, {0, 2}, {0, 1}, 2},   {DT_Q6_K, {208, 0}, {0, 0}, 1}, {DT_IQ4_NL, {0, 0}, {0, 0}, 1},
+             {DT_IQ4_XS, {0, 0}, {0, 0}, 1}};
     size_t bb = dtype_block_bytes(t);
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *blk = dst + (size_t)b * bb;
@@ -67,6 +68,7 @@ static void random_blocks(dtype t, uint8_t *dst, int64_t nb) {
                 uint16_t h = f32_to_fp16(v);
                 memcpy(blk + f[e].off[j], &h, 2);
             }
+        if (t == DT_MXFP4) blk[0] = (uint8_t)(118 + (int)(fabsf(frand()) * 8.0f)); /* E8M0: 2^-10 .. 2^-3 */
     }
 }
 
@@ -195,8 +197,8 @@ static void run_case(mm_case *c, thread_pool *pools[2], kern_ctx *ctxs[2]) {
 }
 
 static void test_matmul(thread_pool *pools[2], kern_ctx *ctxs[2]) {
-    static const dtype types[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_K, DT_Q6_K,
-                                  DT_Q5_K, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q2_K, DT_Q3_K};
+    static const dtype types[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_K,   DT_Q6_K,   DT_Q5_K,
+                                  DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q2_K, DT_Q3_K, DT_IQ4_NL, DT_IQ4_XS, DT_MXFP4};
     static const int64_t ns[] = {1, 7, 31, 33, 48, 257};
     static const int64_t kq[] = {32, 96, 4128};
     static const int64_t kf[] = {1, 13, 70, 4128};
