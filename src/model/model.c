@@ -186,11 +186,12 @@ int model_unsupported_type(const gguf_tensor *t, cf_err *err) {
     size_t i = 0;
     for (; n[i] && i + 1 < sizeof up; i++) up[i] = (char)(n[i] >= 'a' && n[i] <= 'z' ? n[i] - 32 : n[i]);
     up[i] = 0;
-    return cf_fail(err,
-                   "tensor %s has type %s, which cinfer cannot run yet; supported: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 "
-                   "Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K - use a GGUF of this model in one of those types (`cinfer "
-                   "quantize` re-encodes to F16, BF16, Q8_0 or Q4_0)",
-                   t->name, up);
+    return cf_fail(
+        err,
+        "tensor %s has type %s, which cinfer cannot run yet; supported: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 "
+        "Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4 - use a GGUF of this model in one of those types (`cinfer "
+        "quantize` re-encodes to F16, BF16, Q8_0 or Q4_0)",
+        t->name, up);
 }
 
 /* The first weight matrix whose type cannot be computed, before anything else is

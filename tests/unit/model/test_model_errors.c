@@ -47,16 +47,16 @@ static void edit_shape(gguf_writer *w, const gguf_file *src) {
 
 static void edit_type(gguf_writer *w, const gguf_file *src) {
     (void)src;
-    static unsigned char data[64 * 64 / 256 * 136]; /* iq4_xs rows (a type cinfer does not compute) */
+    static unsigned char data[64 * 64 / 256 * 66]; /* iq2_xxs rows (a type cinfer does not compute) */
     int64_t ne[2] = {256, 16};
-    gguf_writer_add_tensor(w, "blk.0.attn_q.weight", 23, 2, ne, data, true, NULL);
+    gguf_writer_add_tensor(w, "blk.0.attn_q.weight", 16, 2, ne, data, true, NULL);
 }
 
-static void edit_embd_type(gguf_writer *w, const gguf_file *src) { /* an i-quant embedding, as in IQ4_XS files */
+static void edit_embd_type(gguf_writer *w, const gguf_file *src) { /* an i-quant embedding, as in IQ2_XXS files */
     (void)src;
-    static unsigned char data[512 / 256 * 136 * 64];
+    static unsigned char data[512 / 256 * 66 * 64];
     int64_t ne[2] = {512, 64};
-    gguf_writer_add_tensor(w, "token_embd.weight", 23, 2, ne, data, true, NULL);
+    gguf_writer_add_tensor(w, "token_embd.weight", 16, 2, ne, data, true, NULL);
 }
 
 /* Runs the CLI with the NULL-terminated args (no shell); returns its exit
@@ -118,12 +118,12 @@ int main(void) {
 
     temp_path(p, sizeof p, "type.gguf");
     CHECK(write_variant(p, edit_type, "blk.0.attn_q.weight") == 0);
-    expect_load_error(p, "tensor blk.0.attn_q.weight has type IQ4_XS, which cinfer cannot run yet; supported: F32 "
-                         "F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K");
+    expect_load_error(p, "tensor blk.0.attn_q.weight has type IQ2_XXS, which cinfer cannot run yet; supported: F32 "
+                         "F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4");
 
     temp_path(p, sizeof p, "embdtype.gguf"); /* named as such, not "vocabulary has 512 tokens: ..." */
     CHECK(write_variant(p, edit_embd_type, "token_embd.weight") == 0);
-    expect_load_error(p, "tensor token_embd.weight has type IQ4_XS, which cinfer cannot run yet");
+    expect_load_error(p, "tensor token_embd.weight has type IQ2_XXS, which cinfer cannot run yet");
     {
         cf_err err = {0};
         model *m = NULL;
