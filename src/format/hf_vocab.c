@@ -5,7 +5,9 @@
  *
  * Byte-level BPE ("BPE" model with a ByteLevel pre-tokenizer, alone with its
  * GPT-2 regex or after a Split whose regex is one cinfer's BPE knows: llama3,
- * qwen2; no normalizer) is handled here; the pre-tokenizer's regex decides
+ * qwen2; no normalizer, or NFC, which is not applied: input text is taken to be
+ * NFC already, as llama.cpp does, so decomposed input can differ from
+ * `tokenizers`) is handled here; the pre-tokenizer's regex decides
  * tokenizer.ggml.pre. Byte-fallback / Metaspace BPE, Unigram and WordPiece go
  * to hf_tokmodels.c. Anything else is refused with a one-line error naming
  * tokenizer.json and the field, as are malformed vocabularies and merges.
@@ -219,9 +221,10 @@ int hf_vocab_write(const hf_vocab *v, int64_t vocab_size, gguf_writer *w, cf_err
 /* Byte-level BPE (the GPT-2 family): tokenizer.ggml.model "gpt2". */
 static int byte_level_bpe(json_t *tj, json_t *model, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err) {
     json_t *norm = json_object_get(tj, "normalizer");
-    const char *pre;
-    if (norm && !json_is_null(norm))
-        return cf_fail(err, TJ ": field normalizer: byte-level BPE with a normalizer is not supported");
+    const char *pre, *nt = json_string_value(json_object_get(norm, "type"));
+    /* NFC (Qwen2's files): text is taken as already composed, as llama.cpp does */
+    if (norm && !json_is_null(norm) && !(nt && !strcmp(nt, "NFC")))
+        return cf_fail(err, TJ ": field normalizer: byte-level BPE takes no normalizer but NFC");
     if (!(pre = pre_name(json_object_get(tj, "pre_tokenizer"), err)) ||
         hf_vocab_collect(json_object_get(model, "vocab"), json_object_get(tj, "added_tokens"), v, err) ||
         hf_merges_write(model, w, err) || hf_vocab_write(v, vocab_size, w, err))

@@ -97,6 +97,21 @@ static void expect_bad(const char *json, const char *needle) {
 
 #define V3 "\"vocab\":{\"a\":0,\"b\":1,\"ab\":2}"
 
+/* Qwen2's normalizer (NFC) is accepted on byte-level BPE; composed text encodes as without it. */
+static void nfc_byte_level(void) {
+    const char *json = "{\"normalizer\":{\"type\":\"NFC\"},\"pre_tokenizer\":{\"type\":\"ByteLevel\"},"
+                       "\"model\":{\"type\":\"BPE\"," V3 ",\"merges\":[\"a b\"]}}";
+    cf_err err = {{0}};
+    tokenizer *tok = load(json, strlen(json), 3, &err);
+    CHECKF(tok != NULL, "%s", err.msg);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK(tok && tokenizer_encode(tok, "abba", 4, false, false, &ids, &n, &err) == 0 && n == 3 && ids[0] == 2 &&
+          ids[1] == 1 && ids[2] == 0);
+    free(ids);
+    tokenizer_free(tok);
+}
+
 int main(void) {
     for (size_t k = 0; k < sizeof KINDS / sizeof KINDS[0]; k++) check_kind(KINDS[k]);
     expect_bad("{\"model\":{\"type\":\"BPE\",\"byte_fallback\":true," V3 ",\"merges\":[\"a b\"]}}",
@@ -132,5 +147,9 @@ int main(void) {
                "\"model\":{\"type\":\"BPE\"," V3 ",\"merges\":[\"a b\"]}}",
                "field post_processor.single[0]");
     expect_bad("{\"model\":{\"type\":\"WordLevel\"}}", "field model.type: 'WordLevel' is not supported");
+    expect_bad("{\"normalizer\":{\"type\":\"NFKC\"},\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":"
+               "\"BPE\"," V3 ",\"merges\":[\"a b\"]}}",
+               "field normalizer: byte-level BPE takes no normalizer but NFC");
+    nfc_byte_level();
     return test_finish();
 }
