@@ -303,4 +303,16 @@ void fwd_ctx_set_mla_expand_min(fwd_ctx *c, int32_t min_tokens);
 #define MOE_LOAD_WINDOW 64
 int fwd_ctx_expert_load(const fwd_ctx *c, int32_t layer, uint64_t *counts, int32_t n);
 
+/* Expert parallelism (cinfer/model.h cinfer_moe_executor): later forward
+ * passes hand routed-expert products to x (borrowed; NULL: in-process again).
+ * Allocates the pair buffers once (max_tokens x experts_used rows). -1 (err)
+ * for an architecture without the hook or a model without MoE layers. */
+int fwd_ctx_set_moe_executor(fwd_ctx *c, const cinfer_moe_executor *x, cf_err *err);
+/* The owner's side: y[i] = FFN of routed expert `expert` of `layer` on x[i],
+ * i < n (any n: processed in chunks of the context's scratch); bit-identical
+ * to the in-process path for the same row whatever the other rows. Not
+ * concurrently with model_forward on the same context. -1 (err) for a bad
+ * layer/expert or an architecture without the hook. */
+int fwd_ctx_expert_ffn(fwd_ctx *c, int32_t layer, int32_t expert, const float *x, int32_t n, float *y, cf_err *err);
+
 #endif

@@ -337,6 +337,13 @@ static int ds2_load_hook(const void *fc, int32_t layer, uint64_t *counts, int32_
     return ds2_fwd_expert_load(fc, layer, counts, n);
 }
 
+static int ds2_exec_hook(void *fc, const cinfer_moe_executor *x, cf_err *err) {
+    return ds2_fwd_set_moe_executor(fc, x, err);
+}
+static int ds2_ffn_hook(void *fc, int32_t layer, int32_t expert, const float *x, int32_t n, float *y, cf_err *err) {
+    return ds2_fwd_expert_ffn(fc, layer, expert, x, n, y, err);
+}
+
 const model_arch model_arch_deepseek2 = {
     .names = {"deepseek2", NULL},
     .read_hparams = ds2_read_hparams,
@@ -350,4 +357,6 @@ const model_arch model_arch_deepseek2 = {
     .forward = ds2_forward_hook,
     .fwd_set_expand_min = ds2_expand_hook,
     .expert_load = ds2_load_hook,
+    .fwd_set_moe_executor = ds2_exec_hook,
+    .expert_ffn = ds2_ffn_hook,
 };
