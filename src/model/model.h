@@ -122,6 +122,8 @@ const gguf_file *model_get_gguf(const model *m);
  * embedding row, counting only expert_used_count routed experts of a MoE
  * layer (the roofline of a single stream). */
 uint64_t model_active_weight_bytes(const model *m);
+/* Weight bytes of one routed expert of one MoE layer (gate, up, down); 0 without experts. */
+uint64_t model_expert_bytes(const model *m);
 /* Parameters one token multiplies with (MoE: expert_used_count routed experts). */
 uint64_t model_active_params(const model *m);
 /* Number of parameters (elements of all tensors). */

@@ -260,6 +260,9 @@ static int ds2_load_layers(model *m, cf_err *err) {
     }
     /* active: everything but the routed experts, plus expert_used_count of every n_expert */
     uint64_t active_routed = hp->n_expert ? routed / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used : 0;
+    int32_t n_moe = 0;
+    for (int il = 0; il < hp->n_layer; il++) n_moe += layers[il].moe;
+    m->routed_expert_bytes = n_moe && hp->n_expert ? routed / (uint64_t)n_moe / (uint64_t)hp->n_expert : 0;
     m->active_bytes += before + (m->weight_bytes - before - routed) + active_routed;
     m->active_params = m->n_params - routed_params;
     if (hp->n_expert) m->active_params += routed_params / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
