@@ -57,7 +57,9 @@ typedef struct ep_stats {
     uint64_t rows_sent, rows_received; /* expert rows this rank's engine sent out / this rank computed */
     uint64_t bytes_sent, bytes_received; /* of them, bytes that crossed to / from other ranks (both ways) */
     double t_comm, t_compute, t_wait; /* seconds in all-to-all, expert compute, backoff sleeps */
-    double imbalance_before, imbalance_after; /* last rebalance, mean over MoE layers (max/mean rank load) */
+    double imbalance_before, imbalance_after; /* at the last rebalance, under the window's loads: the start-up
+                                               * placement vs the new plan (max/mean rank load, mean over MoE
+                                               * layers) */
     int64_t replica_bytes; /* expert weight bytes of the replicas the plan adds */
 } ep_stats;
 

@@ -42,7 +42,9 @@ int ep_balance_maybe(ep_runtime *r, cf_err *err) {
     memset(r->win + (size_t)r->win_pos * cells, 0, cells * sizeof(uint64_t));
     eplb_plan next;
     if (eplb_rebalance(&r->shape, r->load_f, &next, err)) return -1;
-    double before = mean_imbalance(&r->plan, r->load_f, r->n_moe), after = mean_imbalance(&next, r->load_f, r->n_moe);
+    /* before: the static placement (no EPLB) under the window's loads; after: the new plan under them */
+    double before = mean_imbalance(&r->static_plan, r->load_f, r->n_moe);
+    double after = mean_imbalance(&next, r->load_f, r->n_moe);
     int64_t expert_bytes = model_expert_bytes(r->m);
     eplb_plan_free(&r->plan);
     r->plan = next;

@@ -29,7 +29,8 @@ struct ep_runtime {
     int64_t n_embd;
     int32_t *moe_of_layer; /* [n_layer]: MoE index or -1 */
     eplb_shape shape;
-    eplb_plan plan;
+    eplb_plan plan; /* the placement rows follow now */
+    eplb_plan static_plan; /* the start-up placement, the "before" of the imbalance metric */
     cinfer_moe_executor exec;
 
     pthread_mutex_t mu;

@@ -124,6 +124,7 @@ static void ep_free(ep_runtime *r) {
                     r->sum_local, r->sum_all, r->load_f,  r->moe_of_layer};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     eplb_plan_free(&r->plan);
+    eplb_plan_free(&r->static_plan);
     fwd_ctx_free(r->fc);
     if (r->pool) pool_destroy(r->pool);
     free(r);
@@ -141,7 +142,7 @@ static int ep_shape(ep_runtime *r, const model_hparams *hp, cf_err *err) {
                             .n_ranks = r->n_ranks};
     if (r->n_ranks % r->shape.n_nodes)
         return cf_fail(err, "expert parallelism: %d ranks do not split over %d nodes", r->n_ranks, r->shape.n_nodes);
-    return eplb_plan_identity(&r->shape, &r->plan, err);
+    return eplb_plan_identity(&r->shape, &r->plan, err) || eplb_plan_identity(&r->shape, &r->static_plan, err) ? -1 : 0;
 }
 
 int ep_runtime_start(const model *m, const ep_options *o, ep_runtime **out, cf_err *err) {
