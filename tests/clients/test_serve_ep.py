@@ -5,6 +5,7 @@ spread over the ranks. Checks, against the single-process server with the same o
     again (prefix cache hits, cached_tokens > 0), are identical to the single-process ones;
   - live rebalancing (2 ranks, 2 redundant slots, EPLB every 4 busy rounds): outputs stay identical
     across rebalances, /metrics reports them, the replica memory and the expert rows per rank;
+  - `cinfer ep stats` shows every rank, and the rows the ranks computed add up to the rows sent;
   - a rank SIGKILLed: the job fails fast (mpirun exits non-zero within seconds, its message names
     the rank) and no rank is left serving or hanging.
 Needs mpirun (Open MPI): missing, the suite skips (exit 77), or fails under CI=true.
@@ -173,12 +174,21 @@ class TestExpertParallel(unittest.TestCase):
             first = run_all(job.urls)
             again = run_all(job.urls)  # the shared prefix is cached on every rank now
             m0 = job.metrics(0)
+            port0 = job.urls[0].rsplit(":", 1)[1]
+            view = subprocess.run([BIN, "ep", "stats", "127.0.0.1:" + port0, "--ranks", str(n)],
+                                  capture_output=True, text=True, timeout=60)
         finally:
             rc = job.stop()
         self.assertEqual([t for t, _ in first], ref)
         self.assertEqual([t for t, _ in again], ref)
         self.assertTrue(any(c > 0 for _, c in again), again)
         self.assertEqual(rc, 0, job.text()[-2000:])
+        # `cinfer ep stats`: one row per rank, and the rows computed add up to the rows sent
+        self.assertEqual(view.returncode, 0, view.stderr)
+        rows = [l.split() for l in view.stdout.splitlines() if re.match(r"\s*\d+\s", l)]
+        self.assertEqual([int(r[0]) for r in rows], list(range(n)), view.stdout)
+        self.assertEqual(sum(int(r[1]) for r in rows), sum(int(r[2]) for r in rows), view.stdout)
+        self.assertIn("ranks %d, experts 8" % n, view.stdout)
         return m0
 
     def test_two_ranks(self):
