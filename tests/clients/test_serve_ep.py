@@ -6,6 +6,8 @@ spread over the ranks. Checks, against the single-process server with the same o
   - live rebalancing (2 ranks, 2 redundant slots, EPLB every 4 busy rounds): outputs stay identical
     across rebalances, /metrics reports them, the replica memory and the expert rows per rank;
   - `cinfer ep stats` shows every rank, and the rows the ranks computed add up to the rows sent;
+  - two hosts (TestTwoHosts, under tests/integration/serve_ep_netns.sh: network namespaces, Open
+    MPI's TCP transport): 2 ranks (one per host) and 4 (two per host, rebalancing) likewise;
   - a rank SIGKILLed: the job fails fast (mpirun exits non-zero within seconds, its message names
     the rank) and no rank is left serving or hanging.
 Needs mpirun (Open MPI): missing, the suite skips (exit 77), or fails under CI=true.
@@ -61,12 +63,22 @@ def free_base(n):
     raise RuntimeError("no free port range")
 
 
+# Two hosts (tests/integration/serve_ep_netns.sh): the namespaces' addresses and mpirun's transport options
+NETNS_HOSTS = [h for h in os.environ.get("EP_NETNS_HOSTS", "").split(",") if h]
+NETNS_ARGS = os.environ.get("EP_MPIRUN_ARGS", "").split()
+
+
 class EpJob:
     def __init__(self, n, *args):
         self.n = n
         base = free_base(n)
-        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-n", str(n), BIN, "serve", MODEL, "--ep",
-               "--port", str(base)] + OPTS + list(args)
+        place = []
+        if NETNS_HOSTS:  # n / len(hosts) ranks per host, in rank order; every rank listens on all addresses
+            per = n // len(NETNS_HOSTS)
+            place = NETNS_ARGS + ["--host", ",".join("%s:%d" % (h, per) for h in NETNS_HOSTS)]
+            args = ("--host", "0.0.0.0") + args
+        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe"] + place + ["-n", str(n), BIN, "serve", MODEL,
+                                                                           "--ep", "--port", str(base)] + OPTS + list(args)
         self.proc = subprocess.Popen(cmd, stderr=subprocess.STDOUT, stdout=subprocess.PIPE, text=True,
                                      start_new_session=True)
         _live.append(self.proc)
@@ -80,7 +92,12 @@ class EpJob:
         if len(self.ports()) < n:
             self.kill()
             raise RuntimeError("the EP job did not start: " + "".join(self.log)[-3000:])
-        self.urls = ["http://127.0.0.1:%d" % p for p in sorted(self.ports())]
+        ports = sorted(self.ports())
+        if NETNS_HOSTS:
+            per = n // len(NETNS_HOSTS)
+            self.urls = ["http://%s:%d" % (NETNS_HOSTS[r // per], p) for r, p in enumerate(ports)]
+        else:
+            self.urls = ["http://127.0.0.1:%d" % p for p in ports]
 
     def _read(self):
         for line in self.proc.stdout:
@@ -166,7 +183,7 @@ def reference():
     return REFERENCE
 
 
-class TestExpertParallel(unittest.TestCase):
+class Identity:
     def check_identical(self, n, *args):
         ref = reference()
         job = EpJob(n, *args)
@@ -174,8 +191,7 @@ class TestExpertParallel(unittest.TestCase):
             first = run_all(job.urls)
             again = run_all(job.urls)  # the shared prefix is cached on every rank now
             m0 = job.metrics(0)
-            port0 = job.urls[0].rsplit(":", 1)[1]
-            view = subprocess.run([BIN, "ep", "stats", "127.0.0.1:" + port0, "--ranks", str(n)],
+            view = subprocess.run([BIN, "ep", "stats"] + [u.split("//", 1)[1] for u in job.urls],
                                   capture_output=True, text=True, timeout=60)
         finally:
             rc = job.stop()
@@ -191,6 +207,9 @@ class TestExpertParallel(unittest.TestCase):
         self.assertIn("ranks %d, experts 8" % n, view.stdout)
         return m0
 
+
+@unittest.skipIf(NETNS_HOSTS, "single-host suite")
+class TestExpertParallel(Identity, unittest.TestCase):
     def test_two_ranks(self):
         m = self.check_identical(2)
         self.assertRegex(m, r'cinfer_ep_info\{model_name="[^"]*",rank="0",ranks="2",experts="8",slots="8"')
@@ -229,6 +248,15 @@ class TestExpertParallel(unittest.TestCase):
             urllib.request.urlopen(job.urls[0] + "/health", timeout=5)
         for pid in pids.values():
             self.assertFalse(alive(pid), "rank pid %d still running" % pid)
+
+
+@unittest.skipUnless(NETNS_HOSTS, "needs two namespaces: run by tests/integration/serve_ep_netns.sh")
+class TestTwoHosts(Identity, unittest.TestCase):
+    def test_one_rank_per_host(self):
+        self.check_identical(2)
+
+    def test_two_ranks_per_host(self):
+        self.check_identical(4, "--ep-redundant", "4", "--ep-rebalance", "4")
 
 
 if __name__ == "__main__":
