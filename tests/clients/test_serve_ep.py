@@ -9,7 +9,7 @@ spread over the ranks. Checks, against the single-process server with the same o
   - two hosts (TestTwoHosts, under tests/integration/serve_ep_netns.sh: network namespaces, Open
     MPI's TCP transport): 2 ranks (one per host) and 4 (two per host, rebalancing) likewise;
   - a rank SIGKILLed: the job fails fast (mpirun exits non-zero within seconds, its message names
-    the rank) and no rank is left serving or hanging.
+    the rank), no rank is left serving or hanging, and a new job serves again.
 Needs mpirun (Open MPI): missing, the suite skips (exit 77), or fails under CI=true.
 Run by tests/integration/serve_ep.sh."""
 import concurrent.futures
@@ -248,6 +248,12 @@ class TestExpertParallel(Identity, unittest.TestCase):
             urllib.request.urlopen(job.urls[0] + "/health", timeout=5)
         for pid in pids.values():
             self.assertFalse(alive(pid), "rank pid %d still running" % pid)
+        # restart recovers: a new job serves the same outputs
+        again = EpJob(2)
+        try:
+            self.assertEqual([t for t, _ in run_all(again.urls)], reference())
+        finally:
+            self.assertEqual(again.stop(), 0)
 
 
 @unittest.skipUnless(NETNS_HOSTS, "needs two namespaces: run by tests/integration/serve_ep_netns.sh")
