@@ -241,6 +241,10 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
          "open connections; more get 503 + Connection: close (default: 1024, or\n"
          "the open-file limit minus 64 when lower; 0: no limit)",
          CLI_NUM(&o->max_conns, 0, 1 << 24)},
+        {"share-prefix-cache", 0, NULL,
+         "API keys share the prefix cache (default: each key's prompts are cached\n"
+         "apart, so no key can observe another's cache hits; docs/serve.md)",
+         CLI_SET(&o->share_prefix_cache, true)},
         CLI_SECTION("expert parallelism (mpirun -n N cinfer serve --ep ...; docs/ep.md)"),
         {"ep", 0, NULL,
          "MoE expert parallelism over MPI: each rank serves on --port + rank,\n"
@@ -253,10 +257,6 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         {"ep-nodes", 0, "N", "hosts, for EPLB's hierarchical policy (default 1)", CLI_NUM(&o->ep.nodes, 1, 4096)},
         {"ep-threads", 0, "N", "threads computing experts for other ranks (default 1)",
          CLI_NUM(&o->ep.threads, 1, 1024)},
-        {"share-prefix-cache", 0, NULL,
-         "API keys share the prefix cache (default: each key's prompts are cached\n"
-         "apart, so no key can observe another's cache hits; docs/serve.md)",
-         CLI_SET(&o->share_prefix_cache, true)},
     };
     cli_cmd c = {.name = "serve",
                  .usage = "cinfer serve MODEL.gguf [options]",
