@@ -2,8 +2,9 @@
 """ep_serve.py - expert parallelism end to end: tokens/s of `cinfer serve` alone and of
 `mpirun -n N cinfer serve --ep` (N = 2, 4) on the same MoE model and load, in one run, plus each
 EP run's time split from the ranks' /metrics (all-to-all, expert compute, idle backoff of the
-round threads; the rest of a step is attention/dense/sampling on the engine thread) and, with
---ep-rebalance, the imbalance (max/mean rank expert load) before vs after EPLB.
+round threads; the rest of a step is attention/dense/sampling on the engine thread). Each rank
+count runs twice, without and with rebalancing (--rebalance T): the realized rank load imbalance
+(max/mean rows computed over the timed load) of both, and EPLB's own before/after on its window.
 
 Load: R concurrent greedy completions of M tokens each (distinct prompts), spread round-robin over
 the ranks' ports. The machine is shared and small: read ratios within one run.
@@ -132,10 +133,12 @@ def main():
         job.stop()
     single = toks / dt
     print("single-process  tokens/s %8.1f  (%d tokens in %.2f s)" % (single, toks, dt))
-    for n in [int(x) for x in a.ranks.split(",")]:
+    runs = [(int(x), rb) for x in a.ranks.split(",") for rb in ([0, a.rebalance] if a.rebalance else [0])]
+    for n, rebalance in runs:
         base = free_base(n)
-        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-n", str(n), a.bin, "serve", a.model, "--ep",
-               "--port", str(base), "--ep-redundant", str(a.redundant), "--ep-rebalance", str(a.rebalance)] + opts
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-n", str(n),
+               a.bin, "serve", a.model, "--ep", "--port", str(base), "--ep-redundant", str(a.redundant),
+               "--ep-rebalance", str(rebalance)] + opts
         job = Job(cmd, n)
         try:
             load(job.urls, 2, 4)
@@ -145,8 +148,12 @@ def main():
         finally:
             job.stop()
         d = lambda name, rank, extra="": m1.get((name, rank, extra), 0) - m0.get((name, rank, extra), 0)
-        print("ep %d ranks      tokens/s %8.1f  (%d tokens in %.2f s)  ratio to single %.2f" %
-              (n, toks / dt, toks, dt, toks / dt / single))
+        computed = [d("cinfer_ep_rows_computed_total", r) for r in range(n)]
+        realized = max(computed) * n / sum(computed) if sum(computed) else 1.0
+        print("ep %d ranks, rebalance %s: tokens/s %8.1f  (%d tokens in %.2f s)  ratio to single %.2f; "
+              "realized rank load imbalance (max/mean rows computed) %.3f" %
+              (n, "every %d rounds" % rebalance if rebalance else "off", toks / dt, toks, dt, toks / dt / single,
+               realized))
         for r in range(n):
             a2a = d("cinfer_ep_seconds_total", r, ',phase="alltoall"')
             comp = d("cinfer_ep_seconds_total", r, ',phase="compute"')

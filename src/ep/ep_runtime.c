@@ -181,7 +181,8 @@ int ep_runtime_start(const model *m, const ep_options *o, ep_runtime **out, cf_e
                        .n_expert = r->n_expert,
                        .n_physical = r->shape.n_physical,
                        .imbalance_before = 1.0,
-                       .imbalance_after = 1.0};
+                       .imbalance_after = 1.0,
+                       .replica_bytes = eplb_replica_bytes(&r->plan, (int64_t)model_expert_bytes(m))};
     r->exec = (cinfer_moe_executor){.self = r, .run = ep_run};
     pthread_mutex_init(&r->mu, NULL);
     pthread_condattr_t ca;
