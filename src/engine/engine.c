@@ -339,7 +339,7 @@ void cinfer_engine_destroy(cinfer_engine *e) {
     eng_free_all(e);
     if (e->efd > 0) close(e->efd);
     prefix_cache_free(e->pc);
-    swa_state_free(e->swa);
+    if (!e->store_abandoned) swa_state_free(e->swa); /* else a stuck snapshot write may still read a slot */
     if (e->store_abandoned) { /* a stuck store thread may still read into a pool block: keep the pool */
         if (g_n_kept_pools < 8) g_kept_pools[g_n_kept_pools++] = e->kv;
     } else {

@@ -144,6 +144,9 @@ typedef struct eng_req {
     cinfer_finish pend_finish; /* EOS / stop id / length found at commit */
     bool done; /* finished (or finishing): never scheduled again */
     struct store_chain *st_chain; /* (eng) store lookup/load in flight (engine_store.c) */
+    struct store_chain *sw_chain; /* (eng) window-state snapshot lookup/load (engine_swa_store.c); while set,
+                                   * st_chain is parked: looked up, not yet loading */
+    int32_t sw_boundary; /* (eng) boundary block of that snapshot */
     double st_deadline; /* (eng) when to stop waiting for it */
     int32_t st_lookups; /* (eng) store lookups made for this request */
     int32_t st_admits; /* (eng) admissions seen by the store hook */
@@ -266,6 +269,7 @@ struct cinfer_engine {
     uint64_t next_id; /* (mu) */
     cinfer_engine_stats pub_st; /* (mu) last published stats */
     struct eng_store *es; /* (eng) persistent store adapter (engine_store.c); NULL: none */
+    struct eng_swa_store *sws; /* (eng) window-state snapshots in the store (engine_swa_store.c); NULL: none */
     bool store_wake; /* (mu) a store completion is waiting to be polled */
     bool store_abandoned; /* eng_store_close gave up on a stuck store thread: the pool is kept */
     int efd;
@@ -317,6 +321,7 @@ void eng_note_kv(cinfer_engine *e);
  *   with slot_out: pins the entry into *slot_out (LRU touched) and writes its key.
  * eng_swa_restore: in assemble: copies r's pinned snapshot into its ring and unpins it.
  * eng_swa_unpin: drops a planned restore (release, failure).
+ * eng_swa_after_load: a store load adopted blocks: snapshot / bounded replay / exact fallback.
  * eng_swa_note: drops expired snapshots; tier stats into e->st. */
 int eng_swa_init(cinfer_engine *e, const kv_spec *spec, cf_err *err);
 void eng_swa_snapshot(cinfer_engine *e, eng_req *r);
@@ -324,6 +329,8 @@ int32_t eng_swa_resume_point(cinfer_engine *e, eng_req *r, int32_t limit, uint8_
                              int32_t *slot_out);
 void eng_swa_restore(cinfer_engine *e, eng_req *r);
 void eng_swa_unpin(cinfer_engine *e, eng_req *r);
+/* After a store load adopted blocks: resume exactly, replay, or fall back (engine_swa.c). */
+void eng_swa_after_load(cinfer_engine *e, eng_req *r, bool first_admission);
 void eng_swa_note(cinfer_engine *e);
 
 /* engine_output.c */

@@ -342,7 +342,9 @@ eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
             eng_fail_planned(e, &plan, err.msg);
             return ENG_PLAN_OK;
         }
-        if (it->admitted && !e->window_rings && eng_store_on_admit(e, e->active[it->req]))
+        /* window models: not after a memory replay (its blocks run to the hit's end, past which the ring
+         * rows are approximate); otherwise eng_swa_after_load decides how loaded blocks resume */
+        if (it->admitted && !e->active[it->req]->replay_from && eng_store_on_admit(e, e->active[it->req]))
             continue; /* waits for the store */
         plan.items[kept++] = *it;
     }
