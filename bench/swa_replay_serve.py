@@ -141,10 +141,10 @@ CONFIGS = [
 def workloads(trace):
     common = ["--api", "completions", "--ignore-eos", "--temperature", "0", "--no-progress"]
     return [
-        ("agent", common + ["--workload", "agent", "--sessions", "4", "--turns", "5", "--system-len", "400",
-                            "--tool-len", "150", "--user-len", "32", "--output-len", "16", "--think-time", "1.0"]),
-        ("mooncake", common + ["--workload", "trace", trace, "--block-scale", "16", "--max-requests", "60",
-                               "--time-scale", "4", "--max-output-len", "16"]),
+        ("agent", common + ["--workload", "agent", "--sessions", "3", "--turns", "5", "--system-len", "200",
+                            "--tool-len", "80", "--user-len", "24", "--output-len", "12", "--think-time", "1.0"]),
+        ("mooncake", common + ["--workload", "trace", trace, "--block-scale", "8", "--max-requests", "40",
+                               "--time-scale", "2", "--max-output-len", "12"]),
     ]
 
 

@@ -31,5 +31,5 @@ py=${CINFER_VENV:-$root/.venv}/bin/python
 out=$here/results/swa-replay-serve-$(basename "$model" .gguf).txt
 {
     echo "# bench/swa_replay_serve.sh $model $threads   ($(date -u +%F), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load average $(cut -d' ' -f1-3 /proc/loadavg))"
-    "$py" "$here/swa_replay_serve.py" "$bin" "$model" "$trace" "$threads"
+    "$py" -u "$here/swa_replay_serve.py" "$bin" "$model" "$trace" "$threads"
 } | tee "$out"

@@ -117,7 +117,8 @@ typedef struct eng_req {
     bool swa_exact; /* immutable: no bounded replay for this request */
     int32_t swa_plan_end; /* (eng) describe planned a bounded replay of [n_cached_peek, swa_plan_end) */
     int32_t replay_from, keep_below; /* running after a bounded replay (fwd_seq); 0: none */
-    bool no_register; /* running after a bounded replay: its blocks and rings are approximate, never shared */
+    bool approx; /* running after a bounded replay: its later blocks are approximate, registered only under the
+                  * approximate lineage (eng_swa_approx_salt), never snapshotted or written to the store */
     int32_t n_registered; /* leading blocks already in the prefix cache */
     uint8_t last_key[PREFIX_KEY_BYTES]; /* key of block n_registered - 1 */
     int32_t n_cached_peek;
@@ -329,6 +330,15 @@ int32_t eng_swa_resume_point(cinfer_engine *e, eng_req *r, int32_t limit, uint8_
                              int32_t *slot_out);
 void eng_swa_restore(cinfer_engine *e, eng_req *r);
 void eng_swa_unpin(cinfer_engine *e, eng_req *r);
+/* Approximate lineage (docs/engine.md "Bounded replay"): blocks computed after a bounded replay are keyed with
+ * the request's salt followed by this marker, so only replay-mode requests ever find them. r->salt has room
+ * for it (engine.c). */
+#define ENG_SWA_APPROX_MARK \
+    "\xff"                  \
+    "cinfer-swa-approximate-lineage"
+prefix_salt eng_swa_approx_salt(const eng_req *r);
+/* Replay-mode peek past an exact hit of `exact` tokens: tokens cached further along the approximate lineage. */
+int32_t eng_swa_approx_peek(cinfer_engine *e, eng_req *r, int32_t exact, int32_t limit);
 /* After a store load adopted blocks: resume exactly, replay, or fall back (engine_swa.c). */
 void eng_swa_after_load(cinfer_engine *e, eng_req *r, bool first_admission);
 void eng_swa_note(cinfer_engine *e);

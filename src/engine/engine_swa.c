@@ -56,9 +56,21 @@ static float *eng_swa_ring_block(cinfer_engine *e, int32_t ring, int32_t pb) {
     return kv_pool_ring(e->kv, ring) + (int64_t)(pb % kv_pool_ring_blocks(e->kv)) * e->swa_block_floats;
 }
 
+prefix_salt eng_swa_approx_salt(const eng_req *r) {
+    return (prefix_salt){.bytes = r->salt, .len = r->salt_len + sizeof ENG_SWA_APPROX_MARK};
+}
+
+int32_t eng_swa_approx_peek(cinfer_engine *e, eng_req *r, int32_t exact, int32_t limit) {
+    uint8_t parent[PREFIX_KEY_BYTES];
+    prefix_salt salt = {.bytes = r->salt, .len = r->salt_len};
+    if (exact > 0 && prefix_cache_peek_from(e->pc, NULL, r->seq, exact, salt, parent) != exact) return 0;
+    return prefix_cache_peek_from(e->pc, exact > 0 ? parent : NULL, r->seq + exact, limit - exact,
+                                  eng_swa_approx_salt(r), NULL);
+}
+
 void eng_swa_snapshot(cinfer_engine *e, eng_req *r) {
     int32_t bt = e->opt.block_tokens, nb = e->swa_slot_blocks;
-    if (!e->swa || r->ring < 0 || r->n_registered <= 0 || r->n_registered > r->n_computed / bt) return;
+    if (!e->swa || r->approx || r->ring < 0 || r->n_registered <= 0 || r->n_registered > r->n_computed / bt) return;
     int32_t end = r->n_registered; /* position blocks [end - nb, end) */
     int32_t first = end - nb > 0 ? end - nb : 0, last = (r->n_computed - 1) / bt;
     if (end == r->swa_snap_block || first <= last - kv_pool_ring_blocks(e->kv)) return; /* rows overwritten */
@@ -132,7 +144,7 @@ void eng_swa_after_load(cinfer_engine *e, eng_req *r, bool first_admission) {
         if (slot >= 0) swa_state_unpin(e->swa, slot);
         r->replay_from = from;
         r->keep_below = end;
-        r->no_register = true; /* as a memory replay: approximate rows are never shared */
+        r->approx = true; /* as a memory replay: later blocks go to the approximate lineage only */
         r->n_computed = from;
         int32_t upto = end < r->prompt_len ? end : r->prompt_len;
         if (first_admission && upto > from) r->usage.replayed_tokens = upto - from;
