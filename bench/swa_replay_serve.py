@@ -143,7 +143,8 @@ def workloads(trace):
     return [
         ("agent", common + ["--workload", "agent", "--sessions", "3", "--turns", "5", "--system-len", "200",
                             "--tool-len", "80", "--user-len", "24", "--output-len", "12", "--think-time", "1.0"]),
-        ("mooncake", common + ["--workload", "trace", trace, "--block-scale", "8", "--max-requests", "40",
+        ("mooncake", common + ["--workload", "trace", trace, "--block-scale", os.environ.get("MOONCAKE_BLOCK_SCALE", "8"),
+                               "--max-requests", os.environ.get("MOONCAKE_REQUESTS", "40"),
                                "--time-scale", "2", "--max-output-len", "12"]),
     ]
 
