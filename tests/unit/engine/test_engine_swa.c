@@ -13,6 +13,7 @@
  *     done by hand on model_forward; the approximate lineage (a later turn in
  *     replay mode reuses the replayed turn's blocks, an exact one never);
  *     soak with preemptions, cancels, evictions;
+ *   - the replay default follows the layer-group kinds (auto: off on gemma2);
  * and after every run no ring, block or pin is held (the invariant checker
  * checks pins every step in sanitizer builds).
  * Models: tiny-gemma2 (window 32; missing: skip, or fail under CI) and an
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "engine/generate.h"
+#include "engine/kv_pool.h"
 #include "engine_testlib.h"
 #include "model/mkmodel.h"
 
@@ -365,6 +367,37 @@ static void test_soak(const model *m, thread_pool *pool, int64_t slot) {
     cinfer_engine_destroy(e);
 }
 
+/* The replay default follows the layer-group kinds only: window + compressed stream (MLA) on, window + full
+ * attention (gemma2) off, no window off; W 128 for the former, the window otherwise. */
+static void test_replay_default(const model *m, thread_pool *pool) {
+    kv_spec spec = {0};
+    cf_err err = {0};
+    CHECKF(kv_spec_from_model(m, &spec, &err) == 0, "%s", err.msg);
+    CHECK(!kv_spec_replay_by_default(&spec) && kv_spec_default_replay_tokens(&spec) == kv_spec_max_window(&spec));
+    kv_spec v4 = {.n_groups = 2,
+                  .groups = {{.kind = KV_LAYER_MLA, .n_layers = 4, .token_floats = 64},
+                             {.kind = KV_LAYER_WINDOW, .n_layers = 4, .token_floats = 64, .window = 128}}};
+    CHECK(kv_spec_replay_by_default(&v4) && kv_spec_default_replay_tokens(&v4) == 128);
+    kv_spec mla = {.n_groups = 1, .groups = {{.kind = KV_LAYER_MLA, .n_layers = 4, .token_floats = 64}}};
+    CHECK(!kv_spec_replay_by_default(&mla));
+    /* auto on gemma2, no tier: no bounded replay, so the repeated turn is exact from the start */
+    cinfer_engine_options o = {.block_tokens = 16,
+                               .kv_memory_bytes = 32 << 20,
+                               .max_batch_tokens = 512,
+                               .max_seqs = 8,
+                               .max_ctx = 512,
+                               .swa_state_memory_bytes = -1,
+                               .swa_replay_auto = true};
+    cinfer_engine *e = NULL;
+    char msg[256];
+    CHECKF(cinfer_engine_create(m, pool, &o, &e, msg, sizeof msg) == 0, "auto: %s", msg);
+    if (!e) return;
+    CHECK(turn(e, 1, "auto") == 0);
+    CHECK(turn(e, 1, "auto again") == 0);
+    CHECK(cinfer_engine_get_stats(e).swa_replays == 0);
+    cinfer_engine_destroy(e);
+}
+
 static void test_model(const model *m, thread_pool *pool, int32_t window) {
     make_turns(m, pool);
     int64_t slot = test_default(m, pool, 512, "default tier");
@@ -374,6 +407,7 @@ static void test_model(const model *m, thread_pool *pool, int32_t window) {
     test_batched(m, pool);
     test_replay(m, pool, window);
     test_approx_lineage(m, pool, window);
+    test_replay_default(m, pool);
     if (slot > 0) test_soak(m, pool, slot);
 }
 
