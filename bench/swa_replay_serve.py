@@ -138,14 +138,49 @@ CONFIGS = [
 ]
 
 
+def conversations(trace, n, out):
+    """Writes to out the first multi-turn conversations of a Mooncake trace (lines 0..4000; a line
+    continues an earlier one when that line's hash ids, two or more, are a prefix of its own), whole
+    conversations until at least n lines, in trace order with their timestamps. The trace's head has
+    almost no reuse (4% of hash blocks in its first 40 lines); its conversations are where sessions
+    return, which is what this benchmark is about."""
+    lines = []
+    with open(trace) as f:
+        for i, line in enumerate(f):
+            if i >= 4000:
+                break
+            lines.append(line)
+    recs = [json.loads(x) for x in lines]
+    first, parent = {}, []
+    for j, r in enumerate(recs):
+        h = tuple(r["hash_ids"])
+        parent.append(next((first[h[:k]] for k in range(len(h) - 1, 1, -1) if h[:k] in first), None))
+        for k in range(2, len(h) + 1):
+            first.setdefault(h[:k], j)
+    chains = {}
+    for j, p in enumerate(parent):
+        if p is not None:
+            while parent[p] is not None:
+                p = parent[p]
+            chains.setdefault(p, [p]).append(j)
+    keep = set()
+    for root in sorted(chains):
+        keep.update(chains[root])
+        if len(keep) >= n:
+            break
+    with open(out, "w") as f:
+        for j in sorted(keep):
+            f.write(lines[j])
+    return len(keep)
+
+
 def workloads(trace):
     common = ["--api", "completions", "--ignore-eos", "--temperature", "0", "--no-progress"]
     return [
         ("agent", common + ["--workload", "agent", "--sessions", "3", "--turns", "5", "--system-len", "200",
                             "--tool-len", "80", "--user-len", "24", "--output-len", "12", "--think-time", "1.0"]),
         ("mooncake", common + ["--workload", "trace", trace, "--block-scale", os.environ.get("MOONCAKE_BLOCK_SCALE", "8"),
-                               "--max-requests", os.environ.get("MOONCAKE_REQUESTS", "40"),
-                               "--time-scale", "2", "--max-output-len", "12"]),
+                               "--time-scale", "50", "--max-output-len", "12"]),
     ]
 
 
@@ -155,7 +190,13 @@ def run(bin_, model, trace, threads):
           % (os.path.basename(model), fm.n_layer, fm.window_layers, fm.window, fm.full_layers, fm.matmul / 1e6))
     rows = []
     tmp = tempfile.mkdtemp(prefix="cinfer-swa-bench-")
-    for wname, wargs in workloads(trace):
+    sub = os.path.join(tmp, "conversations.jsonl")
+    n = conversations(trace, int(os.environ.get("MOONCAKE_REQUESTS", "24")), sub)
+    print("Mooncake: %d lines of whole conversations from the head of %s" % (n, os.path.basename(trace)))
+    only = os.environ.get("SWA_BENCH_ONLY")
+    for wname, wargs in workloads(sub):
+        if only and wname != only:
+            continue
         for cname, cargs in CONFIGS:
             srv = Server(bin_, model, cargs, threads)
             out = os.path.join(tmp, "%s-%s.json" % (wname, cname))
@@ -194,7 +235,7 @@ def run(bin_, model, trace, threads):
               "%.2fx of exact" % (w, 100 * g["replay"]["flops"] / g["exact"]["flops"],
                                    100 * g["replay"]["flops"] / g["no-cache"]["flops"],
                                    g["replay"]["ttft_mean"] / g["exact"]["ttft_mean"]))
-    for f in os.listdir(tmp):
+    for f in os.listdir(tmp):  # results and the trace subset
         os.unlink(os.path.join(tmp, f))
     os.rmdir(tmp)
 

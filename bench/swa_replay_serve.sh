@@ -10,7 +10,8 @@ Prefill FLOPs and TTFT with bounded replay vs exact recompute vs no cache, on th
 the Mooncake conversation trace replayed through 'cinfer bench serve' (bench/swa_replay_serve.py).
 Defaults: tiny-gemma2 from \$CINFER_SHARED (window 32), 2 threads. The window-state TTL (0.05 s) is
 far below the think time, so window state expires between turns. Environment: MOONCAKE_REQUESTS
-(trace lines, default 40), MOONCAKE_BLOCK_SCALE (tokens per hash block, default 8). Writes
+(lines of whole multi-turn conversations from the trace's head, default 24), MOONCAKE_BLOCK_SCALE
+(tokens per hash block, default 8), SWA_BENCH_ONLY=agent|mooncake (one workload). Writes
 bench/results/swa-replay-serve-<model>.txt.
   -h, --help   this text"
 for a in "$@"; do
