@@ -119,8 +119,9 @@ static int parse_table(int argc, char **argv, serve_opts *o, int *pos) {
         .name = "bench serve",
         .usage = "cinfer bench serve --base-url URL [options]",
         .about = "Streams a workload to an OpenAI-compatible server and reports TTFT, TPOT, inter-token and\n"
-                 "end-to-end latency (mean/p50/p90/p99), request and token rates (input split into cached and\n"
-                 "computed, from the responses' usage), cache hit ratio and errors by kind.",
+                 "end-to-end latency (mean/p50/p90/p99), request and token rates (input split into cached,\n"
+                 "replayed (window state) and computed, from the responses' usage), cache hit ratio and\n"
+                 "errors by kind.",
         .opts = t,
         .n_opts = sizeof t / sizeof t[0],
         .epilog = "exit status: 0 when at least one request succeeded (the others are counted by kind), 1 if none;\n"

@@ -39,6 +39,7 @@ typedef struct serve_opts {
     traffic_keys keys; /* every --api-key / --api-key-class (owned) */
     bool store_sync, share_prefix_cache, mlock, no_mem_check;
     int64_t retention[CINFER_TRAFFIC_N]; /* 0: the store's defaults */
+    int64_t swa_retention; /* --retention swa=D: window-state snapshots stored this long; 0: not stored */
     long long port, ctx, max_seqs, max_batch, threads, max_queue, max_n, max_body, conn_buf;
     long long think_default; /* --reasoning-budget-default; -1: none */
     long long max_conns; /* --max-connections; -1: automatic */
@@ -67,7 +68,8 @@ static int opt_key_class(void *ctx, const char *v, char *msg, size_t cap) {
 
 static int opt_retention(void *ctx, const char *v, char *msg, size_t cap) {
     cf_err e = {0};
-    if (!store_retention_parse(v, ((serve_opts *)ctx)->retention, &e)) return 0;
+    serve_opts *o = ctx;
+    if (!store_retention_parse(v, o->retention, &o->swa_retention, &e)) return 0;
     snprintf(msg, cap, "%s", e.msg);
     return -1;
 }
@@ -166,12 +168,14 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
          CLI_NUM(&o->swa_gib, 0, 4096)},
         {"swa-state-ttl", 0, "S", "seconds an unused window-state snapshot is kept (default 300)",
          CLI_NUM(&o->swa_ttl_s, 0.001, 1e7)},
-        {"swa-replay", 0, "on|off",
+        {"swa-replay", 0, "on|off|auto",
          "window models, prefix hit without a snapshot: on = bounded replay\n"
-         "of the last --swa-replay-tokens (approximate), off = exact\nrecompute (default off; per request "
-         "cinfer.swa_replay)",
+         "of the last --swa-replay-tokens (approximate), off = exact\nrecompute; auto (default) = on where "
+         "window layers sit beside a\ncompressed stream (DeepSeek V4), off otherwise (gemma2);\nper request "
+         "cinfer.swa_replay: false = exact",
          CLI_STR(&o->swa_replay)},
-        {"swa-replay-tokens", 0, "N", "tokens a bounded replay recomputes (default: the model's window)",
+        {"swa-replay-tokens", 0, "N",
+         "tokens a bounded replay recomputes (default: 128 for\nDeepSeek V4-like layouts, else the model's window)",
          CLI_NUM(&o->swa_replay_tokens, 1, 1 << 24)},
         {"mlock", 0, NULL, "lock the weights in memory (never paged out; needs RLIMIT_MEMLOCK)",
          CLI_SET(&o->mlock, true)},
@@ -199,7 +203,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         {"retention", 0, "SPEC",
          "store retention per traffic class, e.g. agent=3d,chat=7d,default=1d\n"
          "(units s m h d; the class comes from the request field\ncinfer.traffic_class, the header "
-         "X-Cinfer-Traffic-Class or the key)",
+         "X-Cinfer-Traffic-Class or the key);\nswa=D also stores window-state snapshots (window models)\n"
+         "for D, e.g. swa=10m (default: not stored)",
          CLI_CALL(opt_retention, o)},
         {"threads", 't', "N", "compute threads (default: one per core)", CLI_NUM(&o->threads, 1, 1024)},
         {"max-queue", 0, "N", "requests waiting beyond --max-seqs before 429 (default 256)",
@@ -336,9 +341,10 @@ static int read_sampling_defaults(const serve_opts *o, serve_parts *sp, cf_err *
 static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
     int64_t kv_bytes = (int64_t)(o->kv_gib * (1ll << 30));
     int64_t swa_bytes = (int64_t)(o->swa_gib * (1ll << 30));
-    bool swa_on = o->swa_replay && !strcmp(o->swa_replay, "on"); /* default off: exact */
-    if (o->swa_replay && !swa_on && strcmp(o->swa_replay, "off"))
-        return cli_fail("serve: --swa-replay: '%s' (on or off)", o->swa_replay);
+    bool swa_auto = !o->swa_replay || !strcmp(o->swa_replay, "auto"); /* by the layer-group kinds */
+    bool swa_on = o->swa_replay && !strcmp(o->swa_replay, "on");
+    if (!swa_auto && !swa_on && strcmp(o->swa_replay, "off"))
+        return cli_fail("serve: --swa-replay: '%s' (on, off or auto)", o->swa_replay);
     /* the window-state tier (swa_bytes) is not counted: it exists only for models with window layers, and
      * the check runs before the model is read */
     if (!o->no_mem_check && mem_check_fits("serve", o->model, kv_bytes, "--kv-memory", o->weights_cache != NULL))
@@ -373,12 +379,14 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
                                 .draft_model = sp->draft,
                                 .swa_state_memory_bytes = swa_bytes > 0 ? swa_bytes : -1,
                                 .swa_state_ttl_s = o->swa_ttl_s,
-                                .swa_replay_tokens = swa_on ? (int32_t)o->swa_replay_tokens : -1};
+                                .swa_replay_tokens = swa_on || swa_auto ? (int32_t)o->swa_replay_tokens : -1,
+                                .swa_replay_auto = swa_auto};
     memcpy(eo.kv_store_retention_s, o->retention, sizeof eo.kv_store_retention_s);
     if (o->ep.on) {
         if (serve_ep_start(&o->ep, sp->m, (int)o->max_batch, &sp->ep)) return 1;
         eo.moe_executor = ep_runtime_executor(sp->ep);
     }
+    eo.kv_store_swa_retention_s = o->swa_retention;
     char emsg[256];
     if (cinfer_engine_create(sp->m, sp->pool, &eo, &sp->eng, emsg, sizeof emsg)) return cli_fail("serve: %s", emsg);
     sp->gm.engine = sp->eng;
@@ -468,7 +476,8 @@ static int serve_main(serve_opts *o) {
                                                            : o->api_key ? 1
                                                                         : 0,
                                                  .store_dir = o->kv_store,
-                                                 .retention = o->retention});
+                                                 .retention = o->retention,
+                                                 .swa_retention = o->swa_retention});
     int rc = 0;
     if (serve_run(&cfg, &sp.gm, &err)) rc = cli_fail("serve: %s", err.msg);
     serve_parts_free(&sp);

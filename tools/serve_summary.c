@@ -99,6 +99,8 @@ static void fmt_store(const serve_summary *s, char *out, size_t cap) {
         if (w < 0) break;
         k += (size_t)w;
     }
+    if (s->swa_retention > 0 && k < cap)
+        snprintf(out + k, cap - k, " swa=%llds (window-state snapshots)", (long long)s->swa_retention);
 }
 
 /* "weights 1.05 GiB repacked/stacked (anonymous) + 62.5 MiB mapped; KV pool 255.8 MiB; total 1.36 GiB"

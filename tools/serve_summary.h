@@ -43,6 +43,7 @@ typedef struct serve_summary {
     int n_keys;
     const char *store_dir; /* NULL: no store */
     const int64_t *retention; /* [CINFER_TRAFFIC_N] seconds, 0: the default */
+    int64_t swa_retention; /* window-state snapshots in the store: seconds; 0: not stored */
 } serve_summary;
 
 void serve_summary_print(FILE *out, const serve_summary *s);

@@ -89,6 +89,8 @@ typedef struct cinfer_engine_options {
     int64_t kv_store_quota_bytes; /* GC evicts least recently used objects beyond this (0: no quota) */
     bool kv_store_sync; /* fsync each object before publishing it */
     int64_t kv_store_retention_s[CINFER_TRAFFIC_N]; /* per class; 0: default 1 d, chat 7 d, agent 3 d */
+    int64_t kv_store_swa_retention_s; /* > 0: window-state snapshots also go to the store (<dir>/swa) and live
+                                       * this long; 0: not stored (models with window layers only) */
     int32_t kv_store_load_timeout_ms; /* give up waiting for a load (slow disk) and compute (0: 2000) */
     int32_t kv_store_gc_interval_s; /* background GC period (0: 300; < 0: no background GC) */
     const char *kv_store_key_file; /* HMAC-SHA256 key: objects are authenticated (docs/store.md); NULL: none.
@@ -107,13 +109,18 @@ typedef struct cinfer_engine_options {
     int64_t swa_state_memory_bytes; /* 0: 256 MiB; < 0: no tier (prefix hits on window models start at 0) */
     double swa_state_ttl_s; /* seconds an unused snapshot lives (0: 300) */
     /* Bounded replay: a prefix hit without a snapshot recomputes only its last swa_replay_tokens tokens,
-     * window layers clamped to the replay start (approximate); 0: the model's largest window; < 0: off
+     * window layers clamped to the replay start (approximate); 0: the layout's default (128 where window
+     * groups sit beside a compressed stream, else the largest window); < 0: off
      * (exact: from the last snapshot, else from the start) */
     int32_t swa_replay_tokens;
     /* Routed experts of MoE layers run through this executor (borrowed, outlives the engine), not in-process:
      * expert parallelism (docs/ep.md). NULL: in-process. cinfer_engine_create fails for a model without a
      * MoE executor hook (only deepseek2 has one). */
     const cinfer_moe_executor *moe_executor;
+    /* true: bounded replay on or off by the model's layer groups (on where window groups sit beside a
+     * compressed stream, i.e. DeepSeek V4; off for window + full attention, e.g. gemma2), with
+     * swa_replay_tokens > 0 as W when on (0 or < 0: 128 for such layouts) */
+    bool swa_replay_auto;
 } cinfer_engine_options;
 
 typedef struct cinfer_logit_bias {
@@ -299,6 +306,9 @@ typedef struct cinfer_engine_stats {
     uint64_t swa_snapshots, swa_state_hits, swa_state_misses, swa_state_evictions, swa_state_expirations;
     int32_t swa_state_entries;
     int64_t swa_state_bytes, swa_state_budget;
+    /* window-state snapshots in the store: queued writes; admissions whose snapshot came from the store
+     * (hits), was not there (misses), or was refused as invalid (bad bytes: replayed instead) */
+    uint64_t swa_store_writes, swa_store_hits, swa_store_misses, swa_store_invalid;
     cinfer_store_stats store;
 } cinfer_engine_stats;
 

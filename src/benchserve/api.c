@@ -100,6 +100,7 @@ static void openai_usage(bs_stream *s, json_t *u) {
     s->prompt_tokens = num(u, "prompt_tokens");
     s->output_tokens = num(u, "completion_tokens");
     s->cached_tokens = num(json_object_get(u, "prompt_tokens_details"), "cached_tokens");
+    s->replayed_tokens = num(json_object_get(u, "prompt_tokens_details"), "replayed_tokens"); /* cinfer */
     s->have_usage = 1;
 }
 
@@ -130,6 +131,7 @@ static void anthropic_usage(bs_stream *s, json_t *u) {
         long read = num(u, "cache_read_input_tokens"), write = num(u, "cache_creation_input_tokens");
         s->prompt_tokens = num(u, "input_tokens") + read + write;
         s->cached_tokens = read;
+        s->replayed_tokens = num(u, "cinfer_replayed_input_tokens"); /* inside input_tokens */
     }
     if (json_object_get(u, "output_tokens")) s->output_tokens = num(u, "output_tokens");
     s->have_usage = 1;
@@ -161,6 +163,7 @@ static int responses_event(bs_stream *s, const char *type, json_t *o) {
             s->prompt_tokens = num(u, "input_tokens");
             s->output_tokens = num(u, "output_tokens");
             s->cached_tokens = num(json_object_get(u, "input_tokens_details"), "cached_tokens");
+            s->replayed_tokens = num(json_object_get(u, "input_tokens_details"), "replayed_tokens"); /* cinfer */
             s->have_usage = 1;
         }
         s->finished = 1;

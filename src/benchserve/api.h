@@ -6,7 +6,11 @@
  * Cached input comes from usage.prompt_tokens_details.cached_tokens (Chat,
  * Completions), usage.cache_read_input_tokens (Messages; its input_tokens
  * excludes cache reads and writes, so prompt = input + read + creation) and
- * usage.input_tokens_details.cached_tokens (Responses).
+ * usage.input_tokens_details.cached_tokens (Responses). Replayed input
+ * (cinfer's bounded replay: cached tokens recomputed to rebuild window state)
+ * comes from prompt_tokens_details.replayed_tokens (Chat, Completions),
+ * input_tokens_details.replayed_tokens (Responses) and
+ * cinfer_replayed_input_tokens (Messages, inside input_tokens); 0 when absent.
  * Callers: runner.c (live runs), workload dump, tests. */
 #ifndef CINFER_BENCHSERVE_API_H
 #define CINFER_BENCHSERVE_API_H
@@ -48,7 +52,7 @@ int bs_api_body(bs_api a, const bs_prompt *p, const bs_gen_opts *g, bs_buf *out)
 /* What a response's stream said so far. */
 typedef struct bs_stream {
     bs_api api;
-    long prompt_tokens, cached_tokens, output_tokens;
+    long prompt_tokens, cached_tokens, replayed_tokens, output_tokens;
     int have_usage;
     int finished; /* saw the API's end: [DONE], message_stop, response.completed/incomplete */
     int failed; /* an error event or a malformed event */

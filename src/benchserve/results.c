@@ -21,6 +21,7 @@ static json_t *record_json(const bs_record *r) {
     if (!o) return NULL;
     json_object_set_new(o, "ttft_s", r->first >= 0 ? json_real(r->first - r->sent) : json_null());
     json_object_set_new(o, "usage", json_boolean(r->have_usage));
+    json_object_set_new(o, "replayed_tokens", json_integer(r->replayed_tokens));
     if (r->trace_line >= 0) json_object_set_new(o, "trace_line", json_integer(r->trace_line));
     return o;
 }
@@ -33,11 +34,13 @@ json_t *bs_results_json(const bs_run *run, json_t *config) {
     json_t *root = NULL, *reqs = json_array();
     if (!ttft || !e2e || !tpot || !lag || !itl || !reqs) goto out;
     size_t nt = 0, ne = 0, np = 0, ok = 0;
-    long long in = 0, cached = 0, outp = 0;
+    long long in = 0, cached = 0, replayed = 0, outp = 0;
     for (size_t i = 0; i < n; i++) {
         const bs_record *r = &run->rec[i];
         lag[i] = r->sent - r->planned;
-        if (r->have_usage) in += r->prompt_tokens, cached += r->cached_tokens, outp += r->output_tokens;
+        if (r->have_usage)
+            in += r->prompt_tokens, cached += r->cached_tokens, replayed += r->replayed_tokens,
+                outp += r->output_tokens;
         json_array_append_new(reqs, record_json(r));
         if (r->error >= 0) continue;
         ok++;
@@ -49,15 +52,17 @@ json_t *bs_results_json(const bs_run *run, json_t *config) {
     double d = run->wall_s > 0 ? run->wall_s : 1e-9;
     json_t *errors = json_object();
     for (int k = 0; k < BS_E_N; k++) json_object_set_new(errors, bs_err_name(k), json_integer(run->errors[k]));
-    json_t *s = json_pack("{s:f, s:I, s:I, s:I, s:o, s:s, s:f, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}",
-                          "duration_s", run->wall_s, "requests_sent", (json_int_t)n, "requests_ok", (json_int_t)ok,
-                          "requests_failed", (json_int_t)(n - ok), "errors", errors, "first_error", run->first_error,
-                          "request_throughput", (double)ok / d, "input_tokens", (json_int_t)in, "cached_tokens",
-                          (json_int_t)cached, "computed_tokens", (json_int_t)(in - cached), "output_tokens",
-                          (json_int_t)outp, "input_tok_s", (double)in / d, "cached_tok_s", (double)cached / d,
-                          "computed_tok_s", (double)(in - cached) / d, "output_tok_s", (double)outp / d, "total_tok_s",
-                          (double)(in + outp) / d, "cache_hit_ratio", in ? (double)cached / (double)in : 0.0);
+    json_t *s =
+        json_pack("{s:f, s:I, s:I, s:I, s:o, s:s, s:f, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "duration_s",
+                  run->wall_s, "requests_sent", (json_int_t)n, "requests_ok", (json_int_t)ok, "requests_failed",
+                  (json_int_t)(n - ok), "errors", errors, "first_error", run->first_error, "request_throughput",
+                  (double)ok / d, "input_tokens", (json_int_t)in, "cached_tokens", (json_int_t)cached,
+                  "computed_tokens", (json_int_t)(in - cached - replayed), "output_tokens", (json_int_t)outp,
+                  "input_tok_s", (double)in / d, "cached_tok_s", (double)cached / d, "computed_tok_s",
+                  (double)(in - cached - replayed) / d, "output_tok_s", (double)outp / d, "total_tok_s",
+                  (double)(in + outp) / d, "cache_hit_ratio", in ? (double)cached / (double)in : 0.0);
     if (!s) goto out;
+    json_object_set_new(s, "replayed_tokens", json_integer(replayed)); /* cinfer bounded replay (window models) */
     json_object_set_new(s, "ttft_ms", summary_json(ttft, nt, 1e3));
     json_object_set_new(s, "tpot_ms", summary_json(tpot, np, 1e3));
     json_object_set_new(s, "itl_ms", summary_json(itl, run->n_itl, 1e3));
@@ -89,6 +94,7 @@ void bs_results_print(FILE *f, json_t *res) {
     fprintf(f, "%-34s %12.2f\n", "duration (s)", num(s, "duration_s"));
     fprintf(f, "%-34s %12.0f\n", "input tokens", num(s, "input_tokens"));
     fprintf(f, "%-34s %12.0f\n", "  served from cache", num(s, "cached_tokens"));
+    fprintf(f, "%-34s %12.0f\n", "  replayed (window state)", num(s, "replayed_tokens"));
     fprintf(f, "%-34s %12.0f\n", "  computed", num(s, "computed_tokens"));
     fprintf(f, "%-34s %12.0f\n", "output tokens", num(s, "output_tokens"));
     fprintf(f, "%-34s %11.1f%%\n", "cache hit ratio", 100 * num(s, "cache_hit_ratio"));

@@ -3,10 +3,10 @@
  *
  * Layout: {"cinfer_bench_serve": 1, "config": {...caller's...},
  *   "summary": {duration_s, requests_*, errors{kind: n}, token totals and
- *     rates (input = cached + computed), cache_hit_ratio, ttft_ms / tpot_ms /
+ *     rates (input = cached + replayed + computed), cache_hit_ratio, ttft_ms / tpot_ms /
  *     itl_ms / e2e_ms / send_lag_ms {n, mean, p50, p90, p99}},
  *   "requests": [{session, turn, trace_line, planned_s, sent_s, ttft_s|null,
- *     end_s, e2e_s, prompt_tokens, cached_tokens, output_tokens, max_tokens,
+ *     end_s, e2e_s, prompt_tokens, cached_tokens, replayed_tokens, output_tokens, max_tokens,
  *     token_events, error, http_status}]}
  * Token totals are the sums of the usage fields of every response that sent
  * usage. Times are seconds from the run's start. Callers: cmd_bench_serve.c,

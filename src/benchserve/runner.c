@@ -221,6 +221,7 @@ static void finish(runner *r, flight *f, struct evhttp_request *req) {
     rec->http_status = req ? evhttp_request_get_response_code(req) : 0;
     rec->prompt_tokens = f->st.prompt_tokens;
     rec->cached_tokens = f->st.cached_tokens;
+    rec->replayed_tokens = f->st.replayed_tokens;
     rec->output_tokens = f->st.output_tokens;
     rec->have_usage = f->st.have_usage;
     if (f->err >= 0) note_error(r, rec, f->err, "transport");

@@ -47,7 +47,7 @@ typedef struct bs_record {
     long session, turn, trace_line;
     long max_tokens;
     double planned, sent, first, end; /* first < 0: no token arrived */
-    long prompt_tokens, cached_tokens, output_tokens;
+    long prompt_tokens, cached_tokens, replayed_tokens, output_tokens; /* prompt = cached + replayed + computed */
     int have_usage;
     long token_events;
     int error; /* -1 = ok, else bs_err_kind */

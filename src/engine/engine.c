@@ -340,7 +340,7 @@ void cinfer_engine_destroy(cinfer_engine *e) {
     eng_free_all(e);
     if (e->efd > 0) close(e->efd);
     prefix_cache_free(e->pc);
-    swa_state_free(e->swa);
+    if (!e->store_abandoned) swa_state_free(e->swa); /* else a stuck snapshot write may still read a slot */
     if (e->store_abandoned) { /* a stuck store thread may still read into a pool block: keep the pool */
         if (g_n_kept_pools < 8) g_kept_pools[g_n_kept_pools++] = e->kv;
     } else {
@@ -438,12 +438,12 @@ static int eng_req_copy(cinfer_engine *e, eng_req *q, const cinfer_request *r, c
             q->n_stop_strs = i + 1;
         }
     }
-    if (r->cache_salt_len > 0) {
-        q->salt = malloc(r->cache_salt_len);
-        if (!q->salt) return cf_fail(err, "out of memory");
-        memcpy(q->salt, r->cache_salt, r->cache_salt_len);
-        q->salt_len = r->cache_salt_len;
-    }
+    /* the salt, then the approximate-lineage marker (eng_swa_approx_salt: the salt plus the marker) */
+    q->salt = malloc(r->cache_salt_len + sizeof ENG_SWA_APPROX_MARK);
+    if (!q->salt) return cf_fail(err, "out of memory");
+    if (r->cache_salt_len > 0) memcpy(q->salt, r->cache_salt, r->cache_salt_len);
+    memcpy(q->salt + r->cache_salt_len, ENG_SWA_APPROX_MARK, sizeof ENG_SWA_APPROX_MARK);
+    q->salt_len = r->cache_salt_len;
     sampler_params sp = {
         .temperature = r->sampling.temperature,
         .top_k = r->sampling.top_k,

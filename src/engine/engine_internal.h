@@ -117,7 +117,8 @@ typedef struct eng_req {
     bool swa_exact; /* immutable: no bounded replay for this request */
     int32_t swa_plan_end; /* (eng) describe planned a bounded replay of [n_cached_peek, swa_plan_end) */
     int32_t replay_from, keep_below; /* running after a bounded replay (fwd_seq); 0: none */
-    bool no_register; /* running after a bounded replay: its blocks and rings are approximate, never shared */
+    bool approx; /* running after a bounded replay: its later blocks are approximate, registered only under the
+                  * approximate lineage (eng_swa_approx_salt), never snapshotted or written to the store */
     int32_t n_registered; /* leading blocks already in the prefix cache */
     uint8_t last_key[PREFIX_KEY_BYTES]; /* key of block n_registered - 1 */
     int32_t n_cached_peek;
@@ -144,6 +145,9 @@ typedef struct eng_req {
     cinfer_finish pend_finish; /* EOS / stop id / length found at commit */
     bool done; /* finished (or finishing): never scheduled again */
     struct store_chain *st_chain; /* (eng) store lookup/load in flight (engine_store.c) */
+    struct store_chain *sw_chain; /* (eng) window-state snapshot lookup/load (engine_swa_store.c); while set,
+                                   * st_chain is parked: looked up, not yet loading */
+    int32_t sw_boundary; /* (eng) boundary block of that snapshot */
     double st_deadline; /* (eng) when to stop waiting for it */
     int32_t st_lookups; /* (eng) store lookups made for this request */
     int32_t st_admits; /* (eng) admissions seen by the store hook */
@@ -266,6 +270,7 @@ struct cinfer_engine {
     uint64_t next_id; /* (mu) */
     cinfer_engine_stats pub_st; /* (mu) last published stats */
     struct eng_store *es; /* (eng) persistent store adapter (engine_store.c); NULL: none */
+    struct eng_swa_store *sws; /* (eng) window-state snapshots in the store (engine_swa_store.c); NULL: none */
     bool store_wake; /* (mu) a store completion is waiting to be polled */
     bool store_abandoned; /* eng_store_close gave up on a stuck store thread: the pool is kept */
     int efd;
@@ -317,6 +322,7 @@ void eng_note_kv(cinfer_engine *e);
  *   with slot_out: pins the entry into *slot_out (LRU touched) and writes its key.
  * eng_swa_restore: in assemble: copies r's pinned snapshot into its ring and unpins it.
  * eng_swa_unpin: drops a planned restore (release, failure).
+ * eng_swa_after_load: a store load adopted blocks: snapshot / bounded replay / exact fallback.
  * eng_swa_note: drops expired snapshots; tier stats into e->st. */
 int eng_swa_init(cinfer_engine *e, const kv_spec *spec, cf_err *err);
 void eng_swa_snapshot(cinfer_engine *e, eng_req *r);
@@ -324,6 +330,17 @@ int32_t eng_swa_resume_point(cinfer_engine *e, eng_req *r, int32_t limit, uint8_
                              int32_t *slot_out);
 void eng_swa_restore(cinfer_engine *e, eng_req *r);
 void eng_swa_unpin(cinfer_engine *e, eng_req *r);
+/* Approximate lineage (docs/engine.md "Bounded replay"): blocks computed after a bounded replay are keyed with
+ * the request's salt followed by this marker, so only replay-mode requests ever find them. r->salt has room
+ * for it (engine.c). */
+#define ENG_SWA_APPROX_MARK \
+    "\xff"                  \
+    "cinfer-swa-approximate-lineage"
+prefix_salt eng_swa_approx_salt(const eng_req *r);
+/* Replay-mode peek past an exact hit of `exact` tokens: tokens cached further along the approximate lineage. */
+int32_t eng_swa_approx_peek(cinfer_engine *e, eng_req *r, int32_t exact, int32_t limit);
+/* After a store load adopted blocks: resume exactly, replay, or fall back (engine_swa.c). */
+void eng_swa_after_load(cinfer_engine *e, eng_req *r, bool first_admission);
 void eng_swa_note(cinfer_engine *e);
 
 /* engine_output.c */

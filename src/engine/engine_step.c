@@ -53,7 +53,7 @@ void eng_release_blocks(cinfer_engine *e, eng_req *r) {
     eng_swa_unpin(e, r);
     r->swa_snap_block = -1;
     r->replay_from = r->keep_below = 0;
-    r->no_register = false;
+    r->approx = false;
     r->n_blocks = 0;
     r->n_computed = 0;
     r->n_registered = 0;
@@ -68,11 +68,14 @@ void eng_release_blocks(cinfer_engine *e, eng_req *r) {
  * scheduler counts cached tokens in blocks) (docs/engine.md "Bounded replay"). */
 static void eng_describe_window(cinfer_engine *e, eng_req *r) {
     int32_t hit = r->n_cached_peek, snap = eng_swa_resume_point(e, r, hit, NULL, NULL), w = e->swa_replay_tokens;
+    /* first admission only: a preempted request recomputes exactly (its tokens so far stand) */
+    bool replay = w > 0 && !r->swa_exact && !r->admitted_once;
+    if (replay) /* the blocks earlier replays computed past this exact hit (same salt) */
+        hit += eng_swa_approx_peek(e, r, hit, r->prompt_len + r->n_generated - 1);
     int32_t bt = e->opt.block_tokens, from = (hit - w) / bt * bt;
     r->swa_plan_end = 0;
     r->n_cached_peek = snap;
-    /* first admission only: a preempted request recomputes exactly (its tokens so far stand) */
-    if (w > 0 && !r->swa_exact && !r->admitted_once && hit - w > snap && from > snap) {
+    if (replay && hit - w > snap && from > snap) {
         r->swa_plan_end = hit;
         r->n_cached_peek = from;
     }
@@ -135,13 +138,24 @@ static bool eng_admit_replay(cinfer_engine *e, eng_req *r, sched_item *it, prefi
     int32_t end = r->swa_plan_end;
     if (end <= 0 || it->start != r->n_cached_peek || it->start >= end) return false;
     if (prefix_cache_match(e->pc, r->seq, end, eng_salt(r), r->blocks, r->max_blocks, m, err)) return false;
+    if (m->n_tokens < end) { /* the rest along the approximate lineage */
+        prefix_match a;
+        if (prefix_cache_match_from(e->pc, m->n_blocks > 0 ? m->last_key : NULL, r->seq + m->n_tokens,
+                                    end - m->n_tokens, eng_swa_approx_salt(r), r->blocks + m->n_blocks,
+                                    r->max_blocks - m->n_blocks, &a, err) == 0 &&
+            a.n_blocks > 0) {
+            m->n_blocks += a.n_blocks;
+            m->n_tokens += a.n_tokens;
+            memcpy(m->last_key, a.last_key, sizeof m->last_key);
+        }
+    }
     if (m->n_tokens != end) {
         for (int32_t i = m->n_blocks - 1; i >= 0; i--) kv_pool_unref(e->kv, r->blocks[i]);
         return false;
     }
     r->replay_from = it->start;
     r->keep_below = end;
-    r->no_register = true; /* rows from here on depend on the replay: never shared as exact */
+    r->approx = true; /* rows from here on depend on the replay: the approximate lineage only */
     e->st.swa_replays++;
     return true;
 }
@@ -194,13 +208,14 @@ static int eng_alloc(cinfer_engine *e, eng_req *r, const sched_item *it, cf_err 
 
 /* Step 8a: registers blocks that became full; a duplicate key swaps blocks. */
 static void eng_register(cinfer_engine *e, eng_req *r) {
-    if (r->no_register) return; /* after a bounded replay: approximate rows (docs/engine.md) */
+    /* after a bounded replay: approximate rows, keyed under the approximate lineage (docs/engine.md) */
+    prefix_salt salt = r->approx ? eng_swa_approx_salt(r) : eng_salt(r);
     int32_t bt = e->opt.block_tokens, full = r->n_computed / bt;
     for (int32_t b = r->n_registered; b < full; b++) {
         cf_err err;
         const uint8_t *parent = b > 0 ? r->last_key : NULL;
         int32_t got =
-            prefix_cache_insert(e->pc, parent, r->seq + (int64_t)b * bt, eng_salt(r), r->blocks[b], r->last_key, &err);
+            prefix_cache_insert(e->pc, parent, r->seq + (int64_t)b * bt, salt, r->blocks[b], r->last_key, &err);
         if (got < 0) {
             LOG_WARN("engine: request %llu: %s", (unsigned long long)r->id, err.msg);
             r->n_registered = INT32_MAX / 2; /* stop registering this sequence */
@@ -342,7 +357,9 @@ eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
             eng_fail_planned(e, &plan, err.msg);
             return ENG_PLAN_OK;
         }
-        if (it->admitted && !e->window_rings && eng_store_on_admit(e, e->active[it->req]))
+        /* window models: not after a memory replay (its blocks run to the hit's end, past which the ring
+         * rows are approximate); otherwise eng_swa_after_load decides how loaded blocks resume */
+        if (it->admitted && !e->active[it->req]->replay_from && eng_store_on_admit(e, e->active[it->req]))
             continue; /* waits for the store */
         plan.items[kept++] = *it;
     }
@@ -433,7 +450,7 @@ void eng_commit(cinfer_engine *e, eng_stepbuf *sb) {
         uint8_t reg_parent[PREFIX_KEY_BYTES];
         memcpy(reg_parent, r->last_key, sizeof reg_parent);
         eng_register(e, r);
-        eng_store_on_register(e, r, reg_from, reg_from > 0 ? reg_parent : NULL);
+        if (!r->approx) eng_store_on_register(e, r, reg_from, reg_from > 0 ? reg_parent : NULL); /* exact only */
         if (row && it->n_draft == 0) eng_sample(e, r, row, -1, NULL);
     }
     eng_note_kv(e);

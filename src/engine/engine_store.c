@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "engine/engine_internal.h"
+#include "engine/engine_swa_store.h"
 #include "store/store.h"
 #include "store/store_fs.h"
 
@@ -132,6 +133,11 @@ int eng_store_open(cinfer_engine *e, cf_err *err) {
         c.mac_key = key;
     }
     int rc = store_open(&c, &es->s, &se);
+    if (rc == 0 && eng_swa_store_open(e, desc, 4 * spec.n_groups, model_fp, key, &se)) {
+        if (key) OPENSSL_cleanse(key, sizeof *key);
+        free(key);
+        return cf_fail(err, "%s", se.msg);
+    }
     if (key) {
         OPENSSL_cleanse(key, sizeof *key); /* the store keeps its own copy */
         free(key);
@@ -161,6 +167,7 @@ static void es_write_done(cinfer_engine *e, const store_event *ev) {
 void eng_store_close(cinfer_engine *e) {
     eng_store *es = e->es;
     if (!es) return;
+    eng_swa_store_close(e); /* first: frees the block chains parked behind snapshot lookups */
     if (es->s) {
         if (!store_stop(es->s)) {
             e->store_abandoned = true;
@@ -229,7 +236,12 @@ bool eng_store_on_admit(cinfer_engine *e, eng_req *r) {
 
 void eng_store_detach(cinfer_engine *e, eng_req *r) {
     if (!r->st_chain) return;
-    r->st_chain->owner = NULL; /* the completion only frees what the chain holds */
+    if (r->sw_chain) { /* parked behind a snapshot lookup: the store does not hold it, nothing allocated */
+        eng_swa_store_detach(e, r);
+        store_chain_free(r->st_chain);
+    } else {
+        r->st_chain->owner = NULL; /* the completion only frees what the chain holds */
+    }
     r->st_chain = NULL;
     e->es->n_loading--;
 }
@@ -267,6 +279,7 @@ static void es_adopt(cinfer_engine *e, eng_req *r, store_chain *ch) {
     }
     es_unref_ids(e, ch, i);
     r->n_computed = r->n_blocks * bt;
+    if (e->window_rings && i > 0) eng_swa_after_load(e, r, r->st_usage); /* the ring lacks these rows */
     if (r->st_usage && r->n_computed > r->usage.cached_tokens) {
         int32_t now = r->n_computed < r->prompt_len ? r->n_computed : r->prompt_len;
         int32_t add = now - r->usage.cached_tokens;
@@ -310,30 +323,47 @@ static void es_run_deferred(cinfer_engine *e) {
     es->n_deferred = w;
 }
 
-static void es_chain_done(cinfer_engine *e, store_chain *ch) {
+/* Blocks the LOAD of a looked-up chain may take. */
+static int32_t es_loadable(cinfer_engine *e, const store_chain *ch) {
+    int32_t k = ch->n_found, avail = kv_pool_available(e->kv);
+    return k < avail ? k : avail;
+}
+
+/* Allocates the destination blocks of a looked-up chain and submits (or
+ * defers) its LOAD; false when nothing is to be loaded (the caller resumes r). */
+static bool es_start_load(cinfer_engine *e, store_chain *ch) {
     eng_store *es = e->es;
+    int32_t k = es_loadable(e, ch);
+    cf_err err;
+    if (k <= 0 || !es_room_to_defer(es) || kv_pool_alloc_n(e->kv, k, ch->ids, &err)) return false;
+    for (int32_t i = 0; i < k; i++) {
+        ch->dst[i] = kv_pool_block(e->kv, ch->ids[i]);
+        es->held[ch->ids[i]]++;
+    }
+    ch->n_load = k; /* what the chain holds (store_submit_load sets it again) */
+    if (!e->inflight) {
+        store_submit_load(es->s, ch, k);
+    } else {
+        es->deferred[es->n_deferred] = ch;
+        es->deferred_step[es->n_deferred++] = e->inflight;
+    }
+    return true;
+}
+
+void eng_store_continue(cinfer_engine *e, eng_req *r) {
+    store_chain *ch = r->st_chain;
+    if (!ch || es_start_load(e, ch)) return;
+    es_resume(e, r);
+    store_chain_free(ch);
+}
+
+static void es_chain_done(cinfer_engine *e, store_chain *ch) {
     eng_req *r = ch->owner;
     if (ch->phase == STORE_CHAIN_LOOKUP) {
-        if (r) {
-            int32_t k = ch->n_found, avail = kv_pool_available(e->kv);
-            if (k > avail) k = avail;
-            cf_err err;
-            if (k > 0 && es_room_to_defer(es) && kv_pool_alloc_n(e->kv, k, ch->ids, &err) == 0) {
-                for (int32_t i = 0; i < k; i++) {
-                    ch->dst[i] = kv_pool_block(e->kv, ch->ids[i]);
-                    es->held[ch->ids[i]]++;
-                }
-                ch->n_load = k; /* what the chain holds (store_submit_load sets it again) */
-                if (!e->inflight) {
-                    store_submit_load(es->s, ch, k);
-                } else {
-                    es->deferred[es->n_deferred] = ch;
-                    es->deferred_step[es->n_deferred++] = e->inflight;
-                }
-                return;
-            }
-            es_resume(e, r);
-        }
+        /* window models: the snapshot at the loaded blocks' end first (from the store), when missing here */
+        if (r && eng_swa_store_lookup(e, r, ch, es_loadable(e, ch))) return;
+        if (r && es_start_load(e, ch)) return;
+        if (r) es_resume(e, r);
         store_chain_free(ch);
         return;
     }
@@ -349,6 +379,7 @@ static void es_chain_done(cinfer_engine *e, store_chain *ch) {
 void eng_store_poll(cinfer_engine *e) {
     eng_store *es = e->es;
     if (!es || !es->s) return;
+    eng_swa_store_poll(e);
     if (es->n_deferred > 0) es_run_deferred(e);
     int n;
     while ((n = store_poll(es->s, es->ev, ES_EVENTS)) > 0)

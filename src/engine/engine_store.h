@@ -57,6 +57,9 @@ void eng_store_poll(struct cinfer_engine *e);
 /* After eng_register: blocks [from, r->n_registered) became full; parent is
  * the key of block from - 1 (NULL when from == 0). */
 void eng_store_on_register(struct cinfer_engine *e, struct eng_req *r, int32_t from, const uint8_t *parent);
+/* A block chain parked behind a window-state snapshot lookup
+ * (engine_swa_store.c) goes on: LOAD its blocks, or resume r without them. */
+void eng_store_continue(struct cinfer_engine *e, struct eng_req *r);
 /* From eng_release_blocks: forget any load in flight for r. */
 void eng_store_detach(struct cinfer_engine *e, struct eng_req *r);
 /* Requests currently waiting for the store. */

@@ -16,19 +16,24 @@
  * the chunk has not yet overwritten in the ring (always the last one). Restores are planned in
  * eng_admit (the entry is pinned) and copied in eng_assemble, after the
  * previous pass finished: a ring released while planning may still be read
- * by the pass in flight (docs/engine.md "Lifetime"). */
+ * by the pass in flight (docs/engine.md "Lifetime"). A slot is laid out as
+ * swa_format.h says (header, then the blocks), so it can go to the store as
+ * it is (engine_swa_store.c). */
 #include <string.h>
 
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "engine/engine_internal.h"
+#include "engine/engine_swa_store.h"
+#include "engine/swa_format.h"
 
 int eng_swa_init(cinfer_engine *e, const kv_spec *spec, cf_err *err) {
     e->swa_slot_blocks = 0;
     e->swa_replay_tokens = 0;
     if (!e->window_rings) return 0;
-    if (e->opt.swa_replay_tokens >= 0)
-        e->swa_replay_tokens = e->opt.swa_replay_tokens ? e->opt.swa_replay_tokens : kv_spec_max_window(spec);
+    if (e->opt.swa_replay_auto ? kv_spec_replay_by_default(spec) : e->opt.swa_replay_tokens >= 0)
+        e->swa_replay_tokens =
+            e->opt.swa_replay_tokens > 0 ? e->opt.swa_replay_tokens : kv_spec_default_replay_tokens(spec);
     if (e->opt.swa_state_memory_bytes < 0) return 0;
     int32_t bt = e->opt.block_tokens, w = kv_spec_max_window(spec), rb = kv_pool_ring_blocks(e->kv);
     int32_t nb = (w - 1 + bt - 1) / bt;
@@ -40,7 +45,8 @@ int eng_swa_init(cinfer_engine *e, const kv_spec *spec, cf_err *err) {
     int64_t budget = e->opt.swa_state_memory_bytes ? e->opt.swa_state_memory_bytes : SWA_DEFAULT_MEMORY_BYTES;
     double ttl = e->opt.swa_state_ttl_s > 0 ? e->opt.swa_state_ttl_s : SWA_DEFAULT_TTL_S;
     e->swa_block_floats = (int64_t)bt * kv_spec_ring_row_floats(spec);
-    if (swa_state_create(budget, nb * e->swa_block_floats, ttl, &e->swa, err)) return -1;
+    /* a slot is a whole snapshot (swa_format.h): its header (sealed when it goes to the store), then the blocks */
+    if (swa_state_create(budget, SWA_SNAP_HDR_FLOATS + nb * e->swa_block_floats, ttl, &e->swa, err)) return -1;
     e->swa_slot_blocks = nb;
     return 0;
 }
@@ -50,15 +56,28 @@ static float *eng_swa_ring_block(cinfer_engine *e, int32_t ring, int32_t pb) {
     return kv_pool_ring(e->kv, ring) + (int64_t)(pb % kv_pool_ring_blocks(e->kv)) * e->swa_block_floats;
 }
 
+prefix_salt eng_swa_approx_salt(const eng_req *r) {
+    return (prefix_salt){.bytes = r->salt, .len = r->salt_len + sizeof ENG_SWA_APPROX_MARK};
+}
+
+int32_t eng_swa_approx_peek(cinfer_engine *e, eng_req *r, int32_t exact, int32_t limit) {
+    uint8_t parent[PREFIX_KEY_BYTES];
+    prefix_salt salt = {.bytes = r->salt, .len = r->salt_len};
+    if (exact > 0 && prefix_cache_peek_from(e->pc, NULL, r->seq, exact, salt, parent) != exact) return 0;
+    return prefix_cache_peek_from(e->pc, exact > 0 ? parent : NULL, r->seq + exact, limit - exact,
+                                  eng_swa_approx_salt(r), NULL);
+}
+
 void eng_swa_snapshot(cinfer_engine *e, eng_req *r) {
     int32_t bt = e->opt.block_tokens, nb = e->swa_slot_blocks;
-    if (!e->swa || r->ring < 0 || r->n_registered <= 0 || r->n_registered > r->n_computed / bt) return;
+    if (!e->swa || r->approx || r->ring < 0 || r->n_registered <= 0 || r->n_registered > r->n_computed / bt) return;
     int32_t end = r->n_registered; /* position blocks [end - nb, end) */
     int32_t first = end - nb > 0 ? end - nb : 0, last = (r->n_computed - 1) / bt;
     if (end == r->swa_snap_block || first <= last - kv_pool_ring_blocks(e->kv)) return; /* rows overwritten */
     r->swa_snap_block = end;
-    float *dst = swa_state_put(e->swa, r->last_key, time_now());
-    if (!dst) return; /* already stored (refreshed) or no slot free of pins */
+    float *slot = swa_state_put(e->swa, r->last_key, time_now());
+    if (!slot) return; /* already stored (refreshed) or no slot free of pins */
+    float *dst = slot + SWA_SNAP_HDR_FLOATS;
     size_t bytes = (size_t)e->swa_block_floats * sizeof(float);
     for (int32_t j = 0; j < nb; j++) {
         int32_t pb = end - nb + j;
@@ -67,6 +86,7 @@ void eng_swa_snapshot(cinfer_engine *e, eng_req *r) {
         else memcpy(d, eng_swa_ring_block(e, r->ring, pb), bytes);
     }
     e->st.swa_snapshots++;
+    eng_swa_store_write(e, r, swa_state_slot_of(e->swa, slot), slot, end);
 }
 
 int32_t eng_swa_resume_point(cinfer_engine *e, eng_req *r, int32_t limit, uint8_t key_out[PREFIX_KEY_BYTES],
@@ -99,12 +119,46 @@ int32_t eng_swa_resume_point(cinfer_engine *e, eng_req *r, int32_t limit, uint8_
 void eng_swa_restore(cinfer_engine *e, eng_req *r) {
     if (r->swa_slot < 0) return;
     int32_t bt = e->opt.block_tokens, nb = e->swa_slot_blocks, end = r->swa_restore_at / bt;
-    const float *src = swa_state_data(e->swa, r->swa_slot);
+    const float *src = swa_state_data(e->swa, r->swa_slot) + SWA_SNAP_HDR_FLOATS;
     size_t bytes = (size_t)e->swa_block_floats * sizeof(float);
     for (int32_t j = 0; j < nb; j++)
         if (end - nb + j >= 0) /* rows before position 0 are never read */
             memcpy(eng_swa_ring_block(e, r->ring, end - nb + j), src + (int64_t)j * e->swa_block_floats, bytes);
     eng_swa_unpin(e, r);
+}
+
+/* A store load left r with cached blocks up to end = n_blocks * bt and a ring
+ * without their rows: the same three ways as a memory hit (engine_step.c
+ * eng_describe_window): a snapshot at end -> exact resume; else bounded replay
+ * of the last swa_replay_tokens when allowed (first admission, not exact mode)
+ * and it starts past the last snapshot; else exact: back to the last snapshot
+ * (or the start), the loaded blocks beyond it dropped. */
+void eng_swa_after_load(cinfer_engine *e, eng_req *r, bool first_admission) {
+    int32_t bt = e->opt.block_tokens, end = r->n_blocks * bt, old_slot = r->swa_slot, slot = -1;
+    uint8_t key[PREFIX_KEY_BYTES];
+    int32_t snap = eng_swa_resume_point(e, r, end, key, &slot); /* pins slot when snap > 0 */
+    if (old_slot >= 0) swa_state_unpin(e->swa, old_slot); /* planned for the boundary before the load */
+    r->swa_slot = -1;
+    int32_t w = e->swa_replay_tokens, from = (end - w) / bt * bt;
+    if (snap < end && w > 0 && !r->swa_exact && first_admission && end - w > snap && from > snap) {
+        if (slot >= 0) swa_state_unpin(e->swa, slot);
+        r->replay_from = from;
+        r->keep_below = end;
+        r->approx = true; /* as a memory replay: later blocks go to the approximate lineage only */
+        r->n_computed = from;
+        int32_t upto = end < r->prompt_len ? end : r->prompt_len;
+        if (first_admission && upto > from) r->usage.replayed_tokens = upto - from;
+        e->st.swa_replays++;
+        return;
+    }
+    for (int32_t i = r->n_blocks - 1; i >= snap / bt; i--) kv_pool_unref(e->kv, r->blocks[i]);
+    r->n_blocks = r->n_registered = snap / bt;
+    r->n_computed = snap;
+    r->swa_slot = slot;
+    r->swa_restore_at = snap;
+    r->swa_snap_block = snap > 0 ? r->n_blocks : -1;
+    if (snap > 0) memcpy(r->last_key, key, sizeof r->last_key);
+    else memset(r->last_key, 0, sizeof r->last_key);
 }
 
 void eng_swa_unpin(cinfer_engine *e, eng_req *r) {

@@ -172,13 +172,16 @@ void prefix_cache_free(prefix_cache *c) {
 /* ---- match / insert ---- */
 
 /* Walks the chain; with `blocks` != NULL takes refs and records ids. Returns blocks matched or -1. */
-static int32_t pc_walk(prefix_cache *c, const int32_t *tokens, int32_t n, prefix_salt salt, int32_t *blocks,
-                       int32_t cap, uint8_t last_key[PREFIX_KEY_BYTES]) {
+/* from: the parent key of tokens[0..bt) (NULL: tokens start the sequence); last_key gets the key of the
+ * last block found (from, or zeros, when none). */
+static int32_t pc_walk(prefix_cache *c, const uint8_t *from, const int32_t *tokens, int32_t n, prefix_salt salt,
+                       int32_t *blocks, int32_t cap, uint8_t last_key[PREFIX_KEY_BYTES]) {
     uint8_t parent[PREFIX_KEY_BYTES] = {0}, key[PREFIX_KEY_BYTES];
+    if (from) memcpy(parent, from, sizeof parent);
     int32_t full = n > 0 ? n / c->block_tokens : 0, got = 0;
     if (blocks && full > cap) full = cap;
     for (; got < full; got++) {
-        if (pc_hash_block(c->md, got ? parent : NULL, tokens + (int64_t)got * c->block_tokens, c->block_tokens,
+        if (pc_hash_block(c->md, got || from ? parent : NULL, tokens + (int64_t)got * c->block_tokens, c->block_tokens,
                           c->fingerprint, salt, key))
             return -1;
         bool found = false;
@@ -196,9 +199,14 @@ static int32_t pc_walk(prefix_cache *c, const int32_t *tokens, int32_t n, prefix
 
 int prefix_cache_match(prefix_cache *c, const int32_t *tokens, int32_t n, prefix_salt salt, int32_t *blocks,
                        int32_t cap, prefix_match *m, cf_err *err) {
+    return prefix_cache_match_from(c, NULL, tokens, n, salt, blocks, cap, m, err);
+}
+
+int prefix_cache_match_from(prefix_cache *c, const uint8_t *parent, const int32_t *tokens, int32_t n, prefix_salt salt,
+                            int32_t *blocks, int32_t cap, prefix_match *m, cf_err *err) {
     memset(m, 0, sizeof *m);
     if (salt.len > UINT32_MAX) return cf_fail(err, "prefix cache: salt of %zu bytes is too long", salt.len);
-    int32_t got = pc_walk(c, tokens, n, salt, blocks, cap < 0 ? 0 : cap, m->last_key);
+    int32_t got = pc_walk(c, parent, tokens, n, salt, blocks, cap < 0 ? 0 : cap, m->last_key);
     if (got < 0) { return cf_fail(err, "prefix cache: SHA-256 failed"); }
     int32_t wanted = n > 0 ? n / c->block_tokens : 0;
     c->stats.lookups += (uint64_t)(got < wanted ? got + 1 : got);
@@ -209,8 +217,13 @@ int prefix_cache_match(prefix_cache *c, const int32_t *tokens, int32_t n, prefix
 }
 
 int32_t prefix_cache_peek(prefix_cache *c, const int32_t *tokens, int32_t n, prefix_salt salt) {
+    return prefix_cache_peek_from(c, NULL, tokens, n, salt, NULL);
+}
+
+int32_t prefix_cache_peek_from(prefix_cache *c, const uint8_t *parent, const int32_t *tokens, int32_t n,
+                               prefix_salt salt, uint8_t last_key[PREFIX_KEY_BYTES]) {
     if (salt.len > UINT32_MAX) return 0;
-    int32_t got = pc_walk(c, tokens, n, salt, NULL, 0, NULL);
+    int32_t got = pc_walk(c, parent, tokens, n, salt, NULL, 0, last_key);
     return got > 0 ? got * c->block_tokens : 0;
 }
 

@@ -79,6 +79,15 @@ int prefix_cache_match(prefix_cache *c, const int32_t *tokens, int32_t n, prefix
                        int32_t cap, prefix_match *m, cf_err *err);
 /* Same walk without taking references or touching stats: cached tokens only. */
 int32_t prefix_cache_peek(prefix_cache *c, const int32_t *tokens, int32_t n, prefix_salt salt);
+/* The same two walks continuing a chain: tokens[0..bt) is the block whose
+ * parent key is `parent` (NULL: the first block of the sequence). peek_from
+ * writes the last found key to last_key (when not NULL; parent or zeros when
+ * nothing was found). For chains that change salt midway (the approximate
+ * lineage after a bounded replay, docs/engine.md). */
+int prefix_cache_match_from(prefix_cache *c, const uint8_t *parent, const int32_t *tokens, int32_t n, prefix_salt salt,
+                            int32_t *blocks, int32_t cap, prefix_match *m, cf_err *err);
+int32_t prefix_cache_peek_from(prefix_cache *c, const uint8_t *parent, const int32_t *tokens, int32_t n,
+                               prefix_salt salt, uint8_t last_key[PREFIX_KEY_BYTES]);
 
 /* Registers `block` (referenced by the caller, holding the KV of
  * tokens[0..block_tokens)) whose parent key is `parent` (NULL = first block

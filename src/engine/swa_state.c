@@ -209,6 +209,8 @@ float *swa_state_put(swa_state *s, const uint8_t key[SWA_KEY_BYTES], double now)
 
 const float *swa_state_data(const swa_state *s, int32_t slot) { return s->mem + (int64_t)slot * s->slot_stride; }
 
+int32_t swa_state_slot_of(const swa_state *s, const float *data) { return (int32_t)((data - s->mem) / s->slot_stride); }
+
 void swa_state_pin(swa_state *s, int32_t slot) {
     if (s->slots[slot].pins++ == 0) s->n_pinned++;
 }

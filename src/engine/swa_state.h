@@ -64,6 +64,8 @@ int32_t swa_state_find(swa_state *s, const uint8_t key[SWA_KEY_BYTES], double no
  * had. The caller fills all entry_floats floats before the next call. */
 float *swa_state_put(swa_state *s, const uint8_t key[SWA_KEY_BYTES], double now);
 const float *swa_state_data(const swa_state *s, int32_t slot);
+/* The slot whose data starts at `data` (a pointer swa_state_put returned). */
+int32_t swa_state_slot_of(const swa_state *s, const float *data);
 /* Drops every unpinned entry older than the TTL (the LRU is in time order, so
  * this stops at the first live one); returns how many. */
 int32_t swa_state_expire(swa_state *s, double now);

@@ -406,6 +406,19 @@ int32_t kv_spec_max_window(const kv_spec *s) {
     return w;
 }
 
+bool kv_spec_replay_by_default(const kv_spec *s) {
+    bool window = false, compressed = false;
+    for (int i = 0; i < s->n_groups; i++) {
+        window |= s->groups[i].kind == KV_LAYER_WINDOW;
+        compressed |= s->groups[i].kind == KV_LAYER_MLA;
+    }
+    return window && compressed;
+}
+
+int32_t kv_spec_default_replay_tokens(const kv_spec *s) {
+    return kv_spec_replay_by_default(s) ? 128 : kv_spec_max_window(s);
+}
+
 int32_t kv_ring_tokens(int32_t window, int32_t max_chunk, int32_t block_tokens) {
     if (window <= 0 || block_tokens <= 0) return 0;
     int64_t rows = (int64_t)window + (max_chunk > 1 ? max_chunk : 1) - 1;

@@ -213,6 +213,16 @@ int64_t kv_spec_paged_token_floats(const kv_spec *s);
 int64_t kv_spec_ring_row_floats(const kv_spec *s);
 /* Largest window of the layout's window groups; 0: no window group. */
 int32_t kv_spec_max_window(const kv_spec *s);
+/* Is bounded replay the default resumption for this layout? True when window
+ * groups sit beside a compressed stream (a KV_LAYER_MLA group: the long-lived
+ * part lives in compressed rows, the short-lived part in the rings), the
+ * layout bounded replay was designed and trained for (DeepSeek V4); false for
+ * window + full-attention layouts (gemma2), whose replay is an untrained
+ * approximation. Keyed on the group kinds only, never on the architecture. */
+bool kv_spec_replay_by_default(const kv_spec *s);
+/* Tokens a bounded replay recomputes by default: 128 for a replay-by-default
+ * layout (DeepSeek's choice), else the largest window. */
+int32_t kv_spec_default_replay_tokens(const kv_spec *s);
 /* Ring rows for windows up to `window` and passes of up to max_chunk tokens
  * per sequence: window + max_chunk - 1 rounded up to block_tokens (0 when
  * window is 0). */

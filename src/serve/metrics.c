@@ -288,6 +288,14 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
     gauge(&s, "cinfer_swa_state_entries", "Window-state snapshots held.", st->swa_state_entries);
     gauge(&s, "cinfer_swa_state_bytes", "Bytes of window-state snapshots held (host memory).", st->swa_state_bytes);
     gauge(&s, "cinfer_swa_state_budget_bytes", "Byte budget of the window-state tier.", st->swa_state_budget);
+    counter(&s, "cinfer_swa_store_writes_total", "Window-state snapshots queued for the persistent store.",
+            st->swa_store_writes);
+    counter(&s, "cinfer_swa_store_hits_total",
+            "Window-state snapshots loaded from the persistent store (exact resume).", st->swa_store_hits);
+    counter(&s, "cinfer_swa_store_misses_total", "Window-state snapshot lookups the persistent store could not serve.",
+            st->swa_store_misses);
+    counter(&s, "cinfer_swa_store_invalid_total",
+            "Stored window-state snapshots refused as invalid (replayed instead).", st->swa_store_invalid);
     uint64_t seen = st->cached_tokens + st->prompt_tokens_computed;
     gauge(&s, "cinfer_prefix_cache_hit_ratio", "Prompt tokens served by the prefix cache / prompt tokens admitted.",
           seen ? (double)st->cached_tokens / (double)seen : 0.0);

@@ -262,8 +262,9 @@ int store_class_parse(const char *name) {
 
 const char *store_class_name(int cls) { return cls >= 0 && cls < STORE_N_CLASSES ? class_names[cls] : "?"; }
 
-int store_retention_parse(const char *spec, int64_t out[STORE_N_CLASSES], cf_err *err) {
+int store_retention_parse(const char *spec, int64_t out[STORE_N_CLASSES], int64_t *swa_s, cf_err *err) {
     store_retention_defaults(out);
+    if (swa_s) *swa_s = 0;
     const char *p = spec;
     while (*p) {
         const char *comma = strchr(p, ',');
@@ -275,12 +276,16 @@ int store_retention_parse(const char *spec, int64_t out[STORE_N_CLASSES], cf_err
         char *eq = strchr(item, '=');
         if (!eq) return cf_fail(err, "retention: '%s' is not CLASS=DURATION (e.g. agent=3d)", item);
         *eq = 0;
+        bool swa = swa_s && !strcmp(item, "swa");
         int c = store_class_parse(item);
-        if (c < 0) return cf_fail(err, "retention: unknown traffic class '%s' (default, chat, agent)", item);
+        if (c < 0 && !swa)
+            return cf_fail(err, "retention: unknown traffic class '%s' (default, chat, agent%s)", item,
+                           swa_s ? ", swa" : "");
         int64_t s;
         if (store_parse_duration(eq + 1, &s) || s <= 0)
             return cf_fail(err, "retention: bad duration '%s' for %s (e.g. 90s, 15m, 12h, 3d)", eq + 1, item);
-        out[c] = s;
+        if (swa) *swa_s = s;
+        else out[c] = s;
         p += len;
         if (*p == ',') p++;
     }

@@ -54,7 +54,10 @@ int store_summarize(const char *dir, int64_t now, store_summary *s, cf_err *err)
 #define STORE_RETENTION_CHAT_S (7 * 86400)
 #define STORE_RETENTION_AGENT_S (3 * 86400)
 void store_retention_defaults(int64_t out[STORE_N_CLASSES]);
-int store_retention_parse(const char *spec, int64_t out[STORE_N_CLASSES], cf_err *err);
+/* swa_s non-NULL: also accepts "swa=DURATION", the retention of window-state
+ * snapshots (engine_swa_store.c), a short-lived pseudo-class (*swa_s = 0 when
+ * absent: snapshots are not stored); NULL: "swa" is refused. */
+int store_retention_parse(const char *spec, int64_t out[STORE_N_CLASSES], int64_t *swa_s, cf_err *err);
 /* "default" / "chat" / "agent" -> class, -1 if unknown; and back. */
 int store_class_parse(const char *name);
 const char *store_class_name(int cls);

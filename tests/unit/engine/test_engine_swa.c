@@ -10,7 +10,10 @@
  *   - snapshots expire at once (TTL; misses, cached 0);
  *   - turns run batched with other requests, and chunked (16 tokens per step);
  *   - bounded replay: batch-, chunk- and sync-invariant, equal to the replay
- *     done by hand on model_forward; soak with preemptions, cancels, evictions;
+ *     done by hand on model_forward; the approximate lineage (a later turn in
+ *     replay mode reuses the replayed turn's blocks, an exact one never);
+ *     soak with preemptions, cancels, evictions;
+ *   - the replay default follows the layer-group kinds (auto: off on gemma2);
  * and after every run no ring, block or pin is held (the invariant checker
  * checks pins every step in sanitizer builds).
  * Models: tiny-gemma2 (window 32; missing: skip, or fail under CI) and an
@@ -22,6 +25,7 @@
 #include <unistd.h>
 
 #include "engine/generate.h"
+#include "engine/kv_pool.h"
 #include "engine_testlib.h"
 #include "model/mkmodel.h"
 
@@ -279,6 +283,41 @@ static void test_replay(const model *m, thread_pool *pool, int32_t window) {
     fprintf(stderr, "replay W=%d: %d of %d greedy tokens equal the exact run\n", window, agree, N_GEN);
 }
 
+/* Approximate lineage: after turn 2's bounded replay, its later blocks are cached under the approximate
+ * lineage only. Turn 3 (turn 2 + its answer + 20 tokens) in replay mode hits them (cached + replayed reach
+ * past turn 1's exact 80 tokens, to turn 2's last full block); the same prompt exact (swa_exact) never
+ * sees them: nothing cached (no tier), tokens equal the no-cache reference. */
+static void test_approx_lineage(const model *m, thread_pool *pool, int32_t window) {
+    enum { LEN3 = LEN2 + N_GEN + 20 };
+    static int32_t p3[LEN3], ref3[N_GEN];
+    static run_result res;
+    cinfer_engine *e = swa_engine_ex(m, pool, 512, -1, 0, 0, 8);
+    if (!e) return;
+    CHECK(turn(e, 1, "lineage") == 0);
+    cinfer_request r2 = greedy(p2, LEN2);
+    memset(&res, 0, sizeof res);
+    CHECK(tl_run(e, &r2, &res) == 0 && res.n_tokens == N_GEN && res.usage.replayed_tokens > 0);
+    int n_vocab = model_get_hparams(m)->n_vocab;
+    memcpy(p3, p2, sizeof p2);
+    memcpy(p3 + LEN2, res.tokens, N_GEN * sizeof *p3);
+    for (int j = LEN2 + N_GEN; j < LEN3; j++) p3[j] = 3 + (int32_t)(tl_rand() % (uint32_t)(n_vocab - 3));
+    int32_t hit = (LEN2 + N_GEN - 1) / 16 * 16, want = (hit - window) / 16 * 16;
+    cinfer_request r3 = greedy(p3, LEN3);
+    memset(&res, 0, sizeof res);
+    CHECK(tl_run(e, &r3, &res) == 0 && res.n_tokens == N_GEN);
+    CHECKF(res.usage.cached_tokens == want && res.usage.replayed_tokens == hit - want,
+           "lineage: turn 3 cached %d replayed %d (want %d, %d)", res.usage.cached_tokens, res.usage.replayed_tokens,
+           want, hit - want);
+    r3.swa_exact = true;
+    memset(&res, 0, sizeof res);
+    CHECK(tl_run(e, &r3, &res) == 0);
+    reference(m, pool, p3, LEN3, ref3);
+    CHECKF(res.usage.cached_tokens == 0 && res.usage.replayed_tokens == 0 && !memcmp(res.tokens, ref3, sizeof ref3),
+           "lineage: exact turn 3 cached %d, or differs from the reference", res.usage.cached_tokens);
+    check_idle(e, "lineage");
+    cinfer_engine_destroy(e);
+}
+
 /* Soak: 16 blocks (preemptions, usually), a 2-snapshot tier (evictions), replay on, 24
  * requests on prefixes of turn 2 (hits, replays, snapshots) with every fourth
  * cancelled mid-way. Every request ends, nothing is held, the tier stays in
@@ -328,6 +367,37 @@ static void test_soak(const model *m, thread_pool *pool, int64_t slot) {
     cinfer_engine_destroy(e);
 }
 
+/* The replay default follows the layer-group kinds only: window + compressed stream (MLA) on, window + full
+ * attention (gemma2) off, no window off; W 128 for the former, the window otherwise. */
+static void test_replay_default(const model *m, thread_pool *pool) {
+    kv_spec spec = {0};
+    cf_err err = {0};
+    CHECKF(kv_spec_from_model(m, &spec, &err) == 0, "%s", err.msg);
+    CHECK(!kv_spec_replay_by_default(&spec) && kv_spec_default_replay_tokens(&spec) == kv_spec_max_window(&spec));
+    kv_spec v4 = {.n_groups = 2,
+                  .groups = {{.kind = KV_LAYER_MLA, .n_layers = 4, .token_floats = 64},
+                             {.kind = KV_LAYER_WINDOW, .n_layers = 4, .token_floats = 64, .window = 128}}};
+    CHECK(kv_spec_replay_by_default(&v4) && kv_spec_default_replay_tokens(&v4) == 128);
+    kv_spec mla = {.n_groups = 1, .groups = {{.kind = KV_LAYER_MLA, .n_layers = 4, .token_floats = 64}}};
+    CHECK(!kv_spec_replay_by_default(&mla));
+    /* auto on gemma2, no tier: no bounded replay, so the repeated turn is exact from the start */
+    cinfer_engine_options o = {.block_tokens = 16,
+                               .kv_memory_bytes = 32 << 20,
+                               .max_batch_tokens = 512,
+                               .max_seqs = 8,
+                               .max_ctx = 512,
+                               .swa_state_memory_bytes = -1,
+                               .swa_replay_auto = true};
+    cinfer_engine *e = NULL;
+    char msg[256];
+    CHECKF(cinfer_engine_create(m, pool, &o, &e, msg, sizeof msg) == 0, "auto: %s", msg);
+    if (!e) return;
+    CHECK(turn(e, 1, "auto") == 0);
+    CHECK(turn(e, 1, "auto again") == 0);
+    CHECK(cinfer_engine_get_stats(e).swa_replays == 0);
+    cinfer_engine_destroy(e);
+}
+
 static void test_model(const model *m, thread_pool *pool, int32_t window) {
     make_turns(m, pool);
     int64_t slot = test_default(m, pool, 512, "default tier");
@@ -336,6 +406,8 @@ static void test_model(const model *m, thread_pool *pool, int32_t window) {
     if (slot > 0) test_one_slot(m, pool, slot);
     test_batched(m, pool);
     test_replay(m, pool, window);
+    test_approx_lineage(m, pool, window);
+    test_replay_default(m, pool);
     if (slot > 0) test_soak(m, pool, slot);
 }
 

@@ -102,12 +102,18 @@ static void test_expiry_by_class(void) {
     CHECK(open_store(dir, 0, &err) == NULL && strstr(err.msg, "CINFER_STORE_CLOCK_OFFSET"));
     unsetenv("CINFER_STORE_CLOCK_OFFSET");
     int64_t r[STORE_N_CLASSES];
-    CHECK(store_retention_parse("agent=3d,chat=7d,default=1d", r, &err) == 0 && r[STORE_CLASS_AGENT] == 259200 &&
+    CHECK(store_retention_parse("agent=3d,chat=7d,default=1d", r, NULL, &err) == 0 && r[STORE_CLASS_AGENT] == 259200 &&
           r[STORE_CLASS_CHAT] == 604800 && r[STORE_CLASS_DEFAULT] == 86400);
-    CHECK(store_retention_parse("chat=90m", r, &err) == 0 && r[STORE_CLASS_CHAT] == 5400 &&
+    CHECK(store_retention_parse("chat=90m", r, NULL, &err) == 0 && r[STORE_CLASS_CHAT] == 5400 &&
           r[STORE_CLASS_AGENT] == 259200);
-    CHECK(store_retention_parse("bulk=1d", r, &err) == -1 && strstr(err.msg, "bulk"));
-    CHECK(store_retention_parse("chat=7x", r, &err) == -1);
+    CHECK(store_retention_parse("bulk=1d", r, NULL, &err) == -1 && strstr(err.msg, "bulk"));
+    CHECK(store_retention_parse("chat=7x", r, NULL, &err) == -1);
+    int64_t swa = -1;
+    CHECK(store_retention_parse("chat=1d", r, &swa, &err) == 0 && swa == 0); /* snapshots not stored */
+    CHECK(store_retention_parse("swa=10m,agent=1d", r, &swa, &err) == 0 && swa == 600 &&
+          r[STORE_CLASS_AGENT] == 86400 && r[STORE_CLASS_CHAT] == 604800);
+    CHECK(store_retention_parse("swa=10m", r, NULL, &err) == -1 && strstr(err.msg, "swa"));
+    CHECK(store_retention_parse("swa=0s", r, &swa, &err) == -1);
     st_rmrf(dir);
 }
 
