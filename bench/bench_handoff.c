@@ -7,8 +7,8 @@
  * next to `ucx_perftest -t ucp_am_bw` on the same path (same UCX_TLS, same
  * namespaces, same sizes).
  *
- *   bench_handoff recv HOST:PORT            prints "listening HOST:PORT", exits after an END
- *   bench_handoff send HOST:PORT SIZE COUNT [WINDOW]   prints bytes, seconds, GB/s */
+ *   bench_handoff recv HOST:PORT     prints "listening HOST:PORT" and "worker ucx:HEX", exits after an END
+ *   bench_handoff send PEER SIZE COUNT [WINDOW]   PEER: HOST:PORT or ucx:HEX; prints bytes, seconds, GB/s */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,10 +55,10 @@ static int run_recv(const char *listen) {
         fprintf(stderr, "bench_handoff: %s\n", err.msg);
         return 1;
     }
-    printf("listening %s\n", xfer_listen_addr(n));
+    printf("listening %s\nworker ucx:%s\n", xfer_listen_addr(n), xfer_worker_address(n));
     fflush(stdout);
-    while (!s.ended) xfer_progress(n);
-    for (double t = now_s(); now_s() - t < 1.0;) xfer_progress(n); /* the sender's flush completes, it leaves */
+    while (!s.ended) xfer_poll(n);
+    for (double t = now_s(); now_s() - t < 1.0;) xfer_poll(n); /* the sender's flush completes, it leaves */
     printf("received %llu bytes in %llu messages\n", (unsigned long long)s.bytes, (unsigned long long)s.msgs);
     xfer_close(n);
     return 0;
@@ -81,7 +81,7 @@ static int run_send(const char *peer, size_t size, int count, int window) {
     /* warm-up: connect and one message */
     s.inflight = 1;
     if (xfer_send(n, peer, frame, buf, size, on_sent, &s, &err)) goto fail;
-    while (s.inflight && !s.failed) xfer_progress(n);
+    while (s.inflight && !s.failed) xfer_poll(n);
     double t0 = now_s();
     int sent = 0;
     while (sent < count && !s.failed) {
@@ -90,15 +90,15 @@ static int run_send(const char *peer, size_t size, int count, int window) {
             if (xfer_send(n, peer, frame, buf, size, on_sent, &s, &err)) goto fail;
             sent++;
         }
-        xfer_progress(n);
+        xfer_poll(n);
     }
-    while (s.inflight && !s.failed) xfer_progress(n);
+    while (s.inflight && !s.failed) xfer_poll(n);
     xfer_frame e = {.kind = XFER_MSG_END};
     uint8_t eframe[XFER_FRAME_BYTES];
     xfer_frame_encode(&e, eframe);
     s.inflight++;
     if (xfer_send(n, peer, eframe, NULL, 0, on_sent, &s, &err) || xfer_flush(n, peer, on_flush, &s, &err)) goto fail;
-    while (!s.flushed && !s.failed) xfer_progress(n);
+    while (!s.flushed && !s.failed) xfer_poll(n);
     double dt = now_s() - t0;
     if (s.failed || s.flushed < 0) goto fail;
     double bytes = (double)size * count;
@@ -118,6 +118,6 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "recv")) return run_recv(argv[2]);
     if ((argc == 5 || argc == 6) && !strcmp(argv[1], "send"))
         return run_send(argv[2], (size_t)strtoull(argv[3], NULL, 10), atoi(argv[4]), argc == 6 ? atoi(argv[5]) : 8);
-    fprintf(stderr, "usage: bench_handoff recv HOST:PORT | send HOST:PORT SIZE COUNT [WINDOW]\n");
+    fprintf(stderr, "usage: bench_handoff recv HOST:PORT | send HOST:PORT|ucx:HEX SIZE COUNT [WINDOW]\n");
     return 2;
 }

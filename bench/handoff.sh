@@ -18,11 +18,16 @@ command -v ucx_perftest >/dev/null || { echo "no ucx_perftest (apt-get install u
 # ours RUN_RECV RUN_SEND ADDR TLS -> GB/s
 ours() {
     local rr=$1 rs=$2 addr=$3 tls=$4
-    UCX_TLS=$tls $rr "$bh" recv "$addr" >/dev/null 2>&1 &
+    local out
+    out=$(mktemp)
+    UCX_TLS=$tls $rr "$bh" recv "$addr" >"$out" 2>/dev/null &
     local rp=$!
-    sleep 1
-    UCX_TLS=$tls $rs "$bh" send "$addr" "$size" "$count" 4 2>/dev/null | sed -n 's/.* = \([0-9.]*\) GB\/s/\1/p'
+    sleep 1.5
+    # as a prefill worker does: D's worker address from /handoff/info ("ucx_address")
+    UCX_TLS=$tls $rs "$bh" send "$(sed -n 's/^worker //p' "$out")" "$size" "$count" 4 2>/dev/null |
+        sed -n 's/.* = \([0-9.]*\) GB\/s/\1/p'
     wait $rp
+    rm -f "$out"
 }
 # perf RUN_SERVER RUN_CLIENT HOST PORT TLS -> GB/s (perftest's overall MB/s is 2^20 bytes/s)
 perf() {

@@ -226,10 +226,11 @@ void handoff_close(handoff_mgr *m) {
     free(m);
 }
 
-char *handoff_info_json(const handoff_mgr *m) {
+char *handoff_info_json(handoff_mgr *m) {
     const char *l = m->node ? xfer_listen_addr(m->node) : NULL;
     if (!l) return NULL;
-    json_t *o = json_pack("{s:s, s:s, s:s, s:i}", "listen", l, "transport", "ucx", "role",
+    const char *wa = xfer_worker_address(m->node);
+    json_t *o = json_pack("{s:s, s:s?, s:s, s:s, s:I}", "listen", l, "ucx_address", wa, "transport", "ucx", "role",
                           handoff_role_name(m->cfg.role), "record_bytes", (json_int_t)m->record_bytes);
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);

@@ -52,7 +52,7 @@ int handoff_open(const handoff_config *c, struct event_base *base, cinfer_engine
 /* Stops every transfer (pending answers are sent as "store"), frees everything. */
 void handoff_close(handoff_mgr *m);
 /* GET /handoff/info: 200 + JSON (malloc'd) or NULL when this worker takes no handoffs (404). */
-char *handoff_info_json(const handoff_mgr *m);
+char *handoff_info_json(handoff_mgr *m);
 
 /* The request's handoff headers. 0 with h->present false when there are none, 0 with them parsed,
  * or -1 with a 400 (a malformed id or URL, or a header this role does not take). */

@@ -26,7 +26,7 @@ typedef struct hd_entry {
 typedef struct hp_peer {
     struct hp_peer *next;
     char url[256];
-    char addr[96]; /* "host:port", empty while resolving or after a failure */
+    char addr[2 * 4096 + 8]; /* xfer peer: "ucx:<worker address>" or "host:port"; empty while resolving or failed */
     bool resolving, failed;
     struct evhttp_connection *evcon;
 } hp_peer;
@@ -41,7 +41,6 @@ struct handoff_mgr {
     uint8_t fingerprint[XFER_DIGEST_BYTES];
     size_t record_bytes;
     int32_t block_tokens;
-    char ucx_address[2048]; /* the worker address in hex (informational) */
     hd_entry *entries;
     int64_t held_bytes;
     int32_t n_entries;

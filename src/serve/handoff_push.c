@@ -110,7 +110,10 @@ static int hp_send(handoff_push *p, uint16_t kind, uint32_t seq, uint32_t count,
     return 0;
 }
 
-/* ---- D's address: GET <url>/handoff/info ---- */
+/* ---- D's address: GET <url>/handoff/info ----
+ * "ucx_address" (D's worker address) is preferred: UCX then picks from every transport the two
+ * workers share, shared memory on one host; "listen" (through UCX's TCP connection manager) is
+ * the fallback for a D that reports no worker address. */
 
 static void hp_on_info(struct evhttp_request *req, void *arg) {
     hp_peer *pe = arg;
@@ -126,10 +129,14 @@ static void hp_on_info(struct evhttp_request *req, void *arg) {
     const char *body = n ? (const char *)evbuffer_pullup(b, -1) : NULL;
     json_t *o = body && n < 65536 ? json_loadb(body, n, 0, NULL) : NULL;
     const char *l = json_string_value(json_object_get(o, "listen"));
+    const char *wa = json_string_value(json_object_get(o, "ucx_address"));
     char host[96];
     uint16_t port;
     cf_err err = {0};
-    if (!l || xfer_parse_hostport(l, host, sizeof host, &port, &err) || port == 0) {
+    if (wa && strlen(wa) + 5 <= sizeof pe->addr && strspn(wa, "0123456789abcdef") == strlen(wa)) {
+        snprintf(pe->addr, sizeof pe->addr, "ucx:%s", wa); /* every transport both share (shared memory) */
+        pe->failed = false;
+    } else if (!l || xfer_parse_hostport(l, host, sizeof host, &port, &err) || port == 0) {
         LOG_WARN("handoff: %s/handoff/info: no usable \"listen\" address", pe->url);
     } else if (!strcmp(host, "0.0.0.0")) { /* listening everywhere: D's HTTP host reaches it */
         struct evhttp_uri *u = evhttp_uri_parse(pe->url);

@@ -23,9 +23,10 @@
 #define XFER_AM_ID 17
 #define XFER_MAX_PEERS 64
 #define XFER_PEER_NAME 96
+#define XFER_WORKER_ADDR_MAX 4096 /* bytes of a worker address we accept (hex: twice that) */
 
 typedef struct xfer_peer {
-    char name[XFER_PEER_NAME];
+    char *name; /* "host:port" or "ucx:<hex worker address>" (owned; NULL for accepted endpoints) */
     ucp_ep_h ep;
     bool failed;
 } xfer_peer;
@@ -55,6 +56,7 @@ struct xfer_node {
     void *mctx;
     uint64_t max_message;
     char listen[XFER_PEER_NAME];
+    char *addr_hex; /* the worker's address in hex (xfer_worker_address) */
     xfer_peer peers[XFER_MAX_PEERS]; /* senders' connection cache */
     int n_peers;
     xfer_peer *accepted; /* endpoints made by the listener */
@@ -209,6 +211,7 @@ static void reap(xfer_node *n) {
     for (int i = 0; i < n->n_peers;)
         if (n->peers[i].failed) {
             ucp_ep_h ep = n->peers[i].ep;
+            free(n->peers[i].name);
             n->peers[i] = n->peers[--n->n_peers];
             ep_force_close(n, ep);
         } else {
@@ -242,6 +245,12 @@ static void deliver(xfer_node *n) {
         else n->on_message(n->mctx, &rx->f, rx->data);
         free(rx);
     }
+}
+
+void xfer_poll(xfer_node *n) {
+    while (ucp_worker_progress(n->w)) {}
+    reap(n);
+    deliver(n);
 }
 
 void xfer_progress(xfer_node *n) {
@@ -323,6 +332,7 @@ void xfer_close(xfer_node *n) {
     if (n->pending > 0) LOG_WARN("handoff: %d transfers still pending at close", n->pending);
     ucp_worker_destroy(n->w);
     ucp_cleanup(n->ctx);
+    free(n->addr_hex);
     free(n->accepted);
     free(n);
 }
@@ -331,26 +341,74 @@ int xfer_fd(const xfer_node *n) { return n->efd; }
 int xfer_pending(const xfer_node *n) { return n->pending; }
 const char *xfer_listen_addr(const xfer_node *n) { return n->lis ? n->listen : NULL; }
 
+static int hexval(char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; }
+
+/* The endpoint parameters for a peer name: by worker address ("ucx:<hex>": UCX then selects every
+ * transport the two workers share, shared memory included) or by socket address ("host:port":
+ * through UCX's TCP connection manager). buf receives the decoded address. */
+static int peer_params(const char *name, ucp_ep_params_t *p, struct sockaddr_in *sa, uint8_t **buf, cf_err *err) {
+    if (strncmp(name, "ucx:", 4)) {
+        if (resolve(name, sa, err)) return -1;
+        p->field_mask |= UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
+        p->flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+        p->sockaddr = (ucs_sock_addr_t){.addr = (const struct sockaddr *)sa, .addrlen = sizeof *sa};
+        return 0;
+    }
+    const char *hex = name + 4;
+    size_t len = strlen(hex);
+    if (len == 0 || len % 2 || len / 2 > XFER_WORKER_ADDR_MAX) return cf_fail(err, "handoff: bad UCX worker address");
+    if (!(*buf = malloc(len / 2))) return cf_fail(err, "handoff: out of memory");
+    for (size_t i = 0; i < len / 2; i++) {
+        int a = hexval(hex[2 * i]), b = hexval(hex[2 * i + 1]);
+        if (a < 0 || b < 0) return cf_fail(err, "handoff: bad UCX worker address");
+        (*buf)[i] = (uint8_t)(a << 4 | b);
+    }
+    p->field_mask |= UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    p->address = (const ucp_address_t *)*buf;
+    return 0;
+}
+
 static xfer_peer *peer_get(xfer_node *n, const char *name, cf_err *err) {
     for (int i = 0; i < n->n_peers; i++)
         if (!n->peers[i].failed && !strcmp(n->peers[i].name, name)) return &n->peers[i];
-    if (strlen(name) >= XFER_PEER_NAME) return cf_fail(err, "handoff address too long"), NULL;
     if (n->n_peers == XFER_MAX_PEERS) return cf_fail(err, "handoff: %d peers connected already", XFER_MAX_PEERS), NULL;
     struct sockaddr_in sa;
-    if (resolve(name, &sa, err)) return NULL;
-    ucp_ep_params_t p = {.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                                       UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
-                         .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
-                         .sockaddr = {.addr = (const struct sockaddr *)&sa, .addrlen = sizeof sa},
+    uint8_t *abuf = NULL;
+    ucp_ep_params_t p = {.field_mask = UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
                          .err_mode = UCP_ERR_HANDLING_MODE_PEER,
                          .err_handler = {.cb = on_peer_err, .arg = n}};
     xfer_peer *pr = &n->peers[n->n_peers];
+    if (peer_params(name, &p, &sa, &abuf, err) || !(pr->name = strdup(name))) {
+        free(abuf);
+        if (err && !err->msg[0]) cf_fail(err, "handoff: out of memory");
+        return NULL;
+    }
     ucs_status_t st = ucp_ep_create(n->w, &p, &pr->ep);
-    if (st != UCS_OK) return cf_fail(err, "handoff: connect to %s: %s", name, ucs_status_string(st)), NULL;
-    snprintf(pr->name, sizeof pr->name, "%s", name);
+    free(abuf); /* ucp_ep_create copies what it needs */
+    if (st != UCS_OK) {
+        free(pr->name);
+        return cf_fail(err, "handoff: connect to %.80s: %s", name, ucs_status_string(st)), NULL;
+    }
     pr->failed = false;
     n->n_peers++;
     return pr;
+}
+
+const char *xfer_worker_address(xfer_node *n) {
+    if (n->addr_hex) return n->addr_hex;
+    ucp_address_t *a;
+    size_t len;
+    if (ucp_worker_get_address(n->w, &a, &len) != UCS_OK) return NULL;
+    static const char hx[] = "0123456789abcdef";
+    if ((n->addr_hex = malloc(2 * len + 1))) {
+        for (size_t i = 0; i < len; i++) {
+            n->addr_hex[2 * i] = hx[((const uint8_t *)a)[i] >> 4];
+            n->addr_hex[2 * i + 1] = hx[((const uint8_t *)a)[i] & 15];
+        }
+        n->addr_hex[2 * len] = 0;
+    }
+    ucp_worker_release_address(n->w, a);
+    return n->addr_hex;
 }
 
 static xfer_op *op_new(xfer_node *n, xfer_done_fn cb, void *ctx, cf_err *err) {
@@ -364,7 +422,7 @@ static int op_issued(xfer_node *n, xfer_peer *pr, xfer_op *op, ucs_status_ptr_t 
     if (UCS_PTR_IS_ERR(r)) {
         free(op);
         pr->failed = true;
-        return cf_fail(err, "handoff: send to %s: %s", pr->name, ucs_status_string(UCS_PTR_STATUS(r)));
+        return cf_fail(err, "handoff: send to %.80s: %s", pr->name, ucs_status_string(UCS_PTR_STATUS(r)));
     }
     n->pending++; /* NO_IMM_CMPL: r is a request, completed through op_done */
     return 0;
@@ -395,6 +453,6 @@ int xfer_flush(xfer_node *n, const char *peer, xfer_done_fn cb, void *ctx, cf_er
 
 void xfer_drop_peer(xfer_node *n, const char *peer) {
     for (int i = 0; i < n->n_peers; i++)
-        if (!strcmp(n->peers[i].name, peer)) n->peers[i].failed = true;
+        if (n->peers[i].name && !strcmp(n->peers[i].name, peer)) n->peers[i].failed = true;
     reap(n);
 }

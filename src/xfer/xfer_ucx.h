@@ -48,12 +48,21 @@ int xfer_open(const xfer_config *c, xfer_node **out, cf_err *err);
 void xfer_close(xfer_node *n);
 int xfer_fd(const xfer_node *n);
 void xfer_progress(xfer_node *n);
+/* Progress without arming the fd: for busy loops and for a loop that polls while transfers are in
+ * flight (an armed receiver makes shared-memory senders signal it for every message). Call
+ * xfer_progress before waiting on xfer_fd again. */
+void xfer_poll(xfer_node *n);
 /* Operations whose callback has not run yet. */
 int xfer_pending(const xfer_node *n);
 /* "host:port" the listener is bound to (port resolved), or NULL. */
 const char *xfer_listen_addr(const xfer_node *n);
 
-/* Queues frame (XFER_FRAME_BYTES) + data to peer ("host:port"). 0, or -1 with err (bad address, no
+/* This worker's UCX address in hex (stable for the node's life; NULL on failure): a peer named
+ * "ucx:<hex>" is reached with every transport the two workers share (shared memory on one host),
+ * "host:port" through the listener (TCP connection manager, then UCX's choice of lanes). */
+const char *xfer_worker_address(xfer_node *n);
+
+/* Queues frame (XFER_FRAME_BYTES) + data to peer ("host:port" or "ucx:<hex worker address>"). 0, or -1 with err (bad address, no
  * endpoint; the callback then never runs). */
 int xfer_send(xfer_node *n, const char *peer, const uint8_t *frame, const void *data, size_t len, xfer_done_fn cb,
               void *ctx, cf_err *err);
