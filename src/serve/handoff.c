@@ -286,7 +286,9 @@ void handoff_claim(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES], gen_job *g) 
         m->held_bytes -= (int64_t)(e->begin.n_records * e->begin.record_bytes);
         e->records = NULL;
     } else if (e->begun && !e->aborted && k > 0) {
-        LOG_WARN("handoff %s: does not match the request (prompt or tenant differ); computing instead", "claim");
+        char hex[2 * XFER_ID_BYTES + 1];
+        xfer_id_hex(id, hex);
+        LOG_WARN("handoff %s: does not match the request (prompt or tenant differ); computing instead", hex);
     }
     hd_free(m, e);
 }

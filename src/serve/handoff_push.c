@@ -280,6 +280,7 @@ static void hp_answer(handoff_push *p, bool store) {
 
 /* One push, one tick: advance, answer when due. True when it can be freed. */
 static bool hp_tick(handoff_push *p, double now) {
+    if (!p->peer && p->st == HP_RESOLVING) hp_fail(p, "out of memory");
     if (p->st == HP_RESOLVING || (p->st == HP_SENDING && !p->peer->addr[0])) {
         if (p->peer->addr[0]) p->st = HP_SENDING;
         else if (!p->peer->resolving) hp_fail(p, "no handoff address (GET /handoff/info)");
