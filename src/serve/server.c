@@ -125,6 +125,9 @@ static void job_unlink(server *s, sv_job *j) {
     j->prev = j->next = NULL;
 }
 
+static void maybe_exit(server *s);
+void sv_maybe_exit(server *s) { maybe_exit(s); }
+
 static void maybe_exit(server *s) {
     if (s->draining && !s->jobs && s->n_flushing == 0 && s->n_preparing == 0) event_base_loopexit(s->base, NULL);
 }
@@ -843,44 +846,6 @@ bad_method:
     send_error_api(s, req, &e, id, t0, api);
 }
 
-/* ---- shutdown ---- */
-
-static void on_deadline(evutil_socket_t fd, short what, void *arg) {
-    server *s = arg;
-    (void)fd;
-    (void)what;
-    static const struct timeval grace = {2, 0};
-    LOG_WARN("shutdown deadline reached: cancelling the requests still in flight");
-    for (sv_job *j = s->jobs; j; j = j->next) gen_job_cancel(&j->g, s->gm);
-    event_base_loopexit(s->base, &grace); /* cancelled requests end within a step; then stop regardless */
-}
-
-static void on_signal(evutil_socket_t sig, short what, void *arg) {
-    server *s = arg;
-    (void)what;
-    if (s->draining) {
-        LOG_WARN("second signal: stopping now");
-        event_base_loopexit(s->base, NULL);
-        return;
-    }
-    s->draining = true;
-    int n = 0;
-    for (sv_job *j = s->jobs; j; j = j->next) n++;
-    LOG_INFO("signal %d: shutting down (stop accepting; %d request(s) in flight; deadline %.1fs)", (int)sig, n,
-             s->cfg->shutdown_timeout_s);
-    if (s->bound) {
-        conn_guard_unlisten(s->guard);
-        evhttp_del_accept_socket(s->http, s->bound);
-        s->bound = NULL;
-    }
-    struct timeval tv = {
-        (time_t)s->cfg->shutdown_timeout_s,
-        (suseconds_t)((s->cfg->shutdown_timeout_s - (double)(time_t)s->cfg->shutdown_timeout_s) * 1e6)};
-    s->ev_deadline = evtimer_new(s->base, on_deadline, s);
-    if (s->ev_deadline) evtimer_add(s->ev_deadline, &tv);
-    maybe_exit(s);
-}
-
 /* ---- run ---- */
 
 int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
@@ -928,8 +893,8 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
         goto done;
     }
     s->ev_engine = event_new(s->base, cinfer_engine_fd(gm->engine), EV_READ | EV_PERSIST, on_engine, s);
-    s->ev_sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
-    s->ev_sigint = evsignal_new(s->base, SIGINT, on_signal, s);
+    s->ev_sigterm = evsignal_new(s->base, SIGTERM, sv_on_signal, s);
+    s->ev_sigint = evsignal_new(s->base, SIGINT, sv_on_signal, s);
     s->ev_peek = event_new(s->base, -1, EV_PERSIST, on_peek, s);
     if (!(s->prep = prep_pool_new(2)) ||
         !(s->ev_prep = event_new(s->base, prep_pool_fd(s->prep), EV_READ | EV_PERSIST, on_prep, s)) ||

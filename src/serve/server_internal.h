@@ -75,6 +75,11 @@ void sv_send_json(server *s, struct evhttp_request *req, int status, char *json)
 void sv_job_reply(sv_job *j, int status, char *json);
 /* The prepared job continues (submit), e.g. after its handoff wait. */
 void sv_prep_done(sv_job *j);
+/* Exits the loop when draining and nothing is left in flight. */
+void sv_maybe_exit(server *s);
+
+/* server_shutdown.c: the SIGTERM / SIGINT handler (a libevent signal callback; arg: the server). */
+void sv_on_signal(evutil_socket_t sig, short what, void *arg);
 
 /* server_handoff.c */
 /* GET /handoff/info (after authorization): true when path was it (answered). */
