@@ -157,6 +157,7 @@ void eng_handoff_import(cinfer_engine *e, eng_req *r) {
         int32_t got = prefix_cache_insert(e->pc, i > 0 ? parent : NULL, tok, eh_salt(r), id, got_key, &err);
         kv_pool_unref(e->kv, id); /* cached with no reference (or a duplicate: freed) */
         if (got < 0) break;
+        if (got != id) kv_pool_unref(e->kv, got); /* already cached: insert took a reference for us */
         memcpy(parent, key, sizeof parent);
         installed++;
     }

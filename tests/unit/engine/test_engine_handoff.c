@@ -5,7 +5,8 @@
  *    each a valid store object (store_verify) carrying the engine fingerprint;
  *  - import on a second engine: the request reports those 384 tokens as cached,
  *    computes only the rest, and its greedy output equals an engine that
- *    computed everything (the handoff_imported_blocks counter says 24);
+ *    computed everything (the handoff_imported_blocks counter says 24); the
+ *    same handoff again finds every block cached and leaks no reference;
  *  - import while another request keeps a forward pass in flight (the import
  *    waits for it), and with synchronous scheduling: same output;
  *  - a tampered record (one payload byte of block 10): the 10 blocks before it
@@ -99,6 +100,13 @@ static void test_import(const uint8_t *recs, int32_t n, const run_result *cold, 
     cinfer_engine_stats st = cinfer_engine_get_stats(e);
     CHECK(st.handoff_imported_blocks == (uint64_t)n && st.handoff_rejected_blocks == 0);
     CHECK(st.prompt_tokens_computed == NP - NB * BT);
+    /* the same handoff again: every block is cached already (the duplicates are dropped and no
+     * reference leaks: the invariant checker of the sanitizer build counts them) */
+    run_result again;
+    import_run(e, recs, n, NULL, &again);
+    CHECK(again.usage.cached_tokens == NB * BT && !memcmp(again.tokens, cold->tokens, sizeof(int32_t) * NGEN));
+    st = cinfer_engine_get_stats(e);
+    CHECK(st.kv_blocks_used == 0);
     cinfer_engine_destroy(e);
 }
 
