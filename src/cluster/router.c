@@ -98,7 +98,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
 }
 
 void router_request_done(router *r) {
-    if (r->draining && r->active == 0) event_base_loopexit(r->base, NULL);
+    if (r->draining && r->active == 0 && r->n_flushing <= 0) event_base_loopexit(r->base, NULL);
 }
 
 static void on_health_timer(evutil_socket_t fd, short ev, void *arg) {
@@ -121,7 +121,7 @@ static void on_signal(evutil_socket_t sig, short ev, void *arg) {
     r->draining = true;
     LOG_INFO("router: signal %d: draining %d request(s) in flight (up to %.0f s)", (int)sig, r->active,
              r->cfg->shutdown_timeout_s);
-    if (r->active == 0) {
+    if (r->active == 0 && r->n_flushing <= 0) {
         event_base_loopexit(r->base, NULL);
         return;
     }

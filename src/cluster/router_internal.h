@@ -72,6 +72,7 @@ struct router {
     struct event *health_timer, *sig_term, *sig_int, *drain_timer;
     bool draining;
     int32_t active; /* client requests in flight */
+    int64_t n_flushing; /* finished replies evhttp is still writing (the drain waits for them) */
     proxy_req *reqs; /* doubly linked list of requests in flight */
     struct evbuffer *scratch_buf;
 };

@@ -70,6 +70,7 @@ struct proxy_req {
     int64_t sent_kv;
     int up_status;
     bool up_failed, relay_started, up_full, paused;
+    bool flush_tracked; /* the final send is tracked until written (the drain waits for it) */
     struct evbuffer *up_body;
     struct evkeyvalq *up_headers; /* upstream response headers (valid while up_req lives) */
     /* the last full (429/503) answer, relayed if no worker frees up */
@@ -93,6 +94,40 @@ static bool is_hop_header(const char *k) {
 
 static bool api_is_messages(const char *path) { return !strncmp(path, "/v1/messages", 12); }
 
+static void on_flushed(struct evhttp_request *req, void *arg) {
+    router *r = arg;
+    struct evhttp_connection *cc = evhttp_request_get_connection(req);
+    if (cc) evhttp_connection_set_closecb(cc, NULL, NULL);
+    r->n_flushing--;
+    router_request_done(r);
+}
+
+static void on_flush_failed(struct evhttp_connection *evcon, void *arg) {
+    router *r = arg;
+    (void)evcon;
+    r->n_flushing--;
+    router_request_done(r);
+}
+
+/* The reply's last bytes are being handed to evhttp: count it until they are written. */
+static void track_flush(proxy_req *p) {
+    struct evhttp_connection *cc = evhttp_request_get_connection(p->client);
+    if (cc) evhttp_connection_set_closecb(cc, on_flush_failed, p->r);
+    evhttp_request_set_on_complete_cb(p->client, on_flushed, p->r);
+    p->r->n_flushing++;
+    p->flush_tracked = true;
+}
+
+static void reply_whole(proxy_req *p, int status, const char *reason, struct evbuffer *b) {
+    track_flush(p);
+    evhttp_send_reply(p->client, status, reason, b);
+}
+
+static void reply_end(proxy_req *p) {
+    track_flush(p);
+    evhttp_send_reply_end(p->client);
+}
+
 /* An error answer made by the router itself, in the API's error shape. */
 static void proxy_send_error(proxy_req *p, int status, const char *type, const char *msg) {
     json_t *e = api_is_messages(p->path)
@@ -106,7 +141,7 @@ static void proxy_send_error(proxy_req *p, int status, const char *type, const c
     if (txt) evbuffer_add(b, txt, strlen(txt));
     free(txt);
     evhttp_add_header(evhttp_request_get_output_headers(p->client), "Content-Type", "application/json");
-    evhttp_send_reply(p->client, status, status == 503 ? "Service Unavailable" : "Bad Gateway", b);
+    reply_whole(p, status, status == 503 ? "Service Unavailable" : "Bad Gateway", b);
 }
 
 static void proxy_free(proxy_req *p) {
@@ -142,7 +177,7 @@ static void proxy_unaccount(proxy_req *p) {
 static void proxy_done(proxy_req *p, int status) {
     router *r = p->r;
     struct evhttp_connection *cc = p->client ? evhttp_request_get_connection(p->client) : NULL;
-    if (cc) evhttp_connection_set_closecb(cc, NULL, NULL);
+    if (cc && !p->flush_tracked) evhttp_connection_set_closecb(cc, NULL, NULL);
     int cls = status / 100;
     r->m.requests_by_class[cls >= 1 && cls <= 5 ? cls : 0]++;
     router_metrics_observe(&r->m.lat_sum, &r->m.lat_n, r->m.lat_counts, time_now() - p->t0);
@@ -256,7 +291,7 @@ static void proxy_send_whole(proxy_req *p, int status, const char *reason) {
     copy_response_headers(p, p->up_headers);
     size_t n = evbuffer_get_length(p->up_body);
     if (status == 200 && n) learn_usage(p, (const char *)evbuffer_pullup(p->up_body, -1), n);
-    evhttp_send_reply(p->client, status, reason, p->up_body);
+    reply_whole(p, status, reason, p->up_body);
 }
 
 static void proxy_keep_full(proxy_req *p) {
@@ -323,7 +358,7 @@ static void on_up_done(struct evhttp_request *up, void *arg) {
             if (wi >= 0) router_worker_failed(r, wi);
         }
         proxy_drop_upstream(p, false);
-        evhttp_send_reply_end(p->client);
+        reply_end(p);
         proxy_done(p, status);
         return;
     }
@@ -345,7 +380,7 @@ static void on_up_done(struct evhttp_request *up, void *arg) {
                 evhttp_add_header(evhttp_request_get_output_headers(p->client), "Content-Type",
                                   p->full_ctype ? p->full_ctype : "application/json");
                 evbuffer_add(p->up_body, p->full_body ? p->full_body : "", p->full_len);
-                evhttp_send_reply(p->client, p->full_status, "Busy", p->up_body);
+                reply_whole(p, p->full_status, "Busy", p->up_body);
                 proxy_done(p, p->full_status);
             } else {
                 proxy_send_error(p, 502, "server_error", "every worker tried failed before answering");
@@ -481,7 +516,7 @@ static void proxy_attempt(proxy_req *p) {
             evhttp_add_header(evhttp_request_get_output_headers(p->client), "Content-Type",
                               p->full_ctype ? p->full_ctype : "application/json");
             evbuffer_add(p->up_body, p->full_body ? p->full_body : "", p->full_len);
-            evhttp_send_reply(p->client, p->full_status, "Busy", p->up_body);
+            reply_whole(p, p->full_status, "Busy", p->up_body);
             proxy_done(p, p->full_status);
             return;
         }
