@@ -103,8 +103,9 @@ static int parse_router(int argc, char **argv, router_opts *o) {
          "attention cost per token and context position relative to a token's\n"
          "weight work (base/compute_cost.h; default: a 4096-wide model's)",
          CLI_NUM(&o->attn_cost, 0, 1)},
-        {"balance-threshold", 0, "N", "cache_affinity: use the least loaded worker when the chosen one has\n"
-                                      "more than N requests above it (default 8)",
+        {"balance-threshold", 0, "N",
+         "cache_affinity: use the least loaded worker when the chosen one has\n"
+         "more than N requests above it (default 8)",
          CLI_NUM(&o->balance, 0, 1 << 20)},
         {"health-interval", 0, "S", "seconds between GET /load probes of each worker (default 1)",
          CLI_NUM(&o->health_s, 0.05, 3600)},
@@ -114,9 +115,9 @@ static int parse_router(int argc, char **argv, router_opts *o) {
          CLI_NUM(&o->queue_s, 0, 86400)},
         {"max-attempts", 0, "N", "workers tried per request before giving up (default 3)",
          CLI_NUM(&o->max_attempts, 1, 64)},
-        {"max-body", 0, "BYTES", "request body limit (default 8 MiB; 413 above)", CLI_NUM(&o->max_body, 1024, 1ll << 32)},
-        {"conn-buffer", 0, "BYTES",
-         "unsent bytes to a client before its worker's stream is paused (default 256 KiB)",
+        {"max-body", 0, "BYTES", "request body limit (default 8 MiB; 413 above)",
+         CLI_NUM(&o->max_body, 1024, 1ll << 32)},
+        {"conn-buffer", 0, "BYTES", "unsent bytes to a client before its worker's stream is paused (default 256 KiB)",
          CLI_NUM(&o->conn_buf, 1024, 1ll << 32)},
         {"shutdown-timeout", 0, "S", "SIGTERM: seconds in-flight requests get to finish (default 30)",
          CLI_NUM(&o->shutdown_s, 0, 86400)},

@@ -40,9 +40,9 @@ static void send_json(struct evhttp_request *req, int status, char *json) {
 }
 
 static bool is_api_path(const char *path) {
-    static const char *const exact[] = {"/v1/chat/completions", "/v1/completions", "/v1/messages",
-                                        "/v1/messages/count_tokens", "/v1/responses", "/v1/models",
-                                        "/tokenize", "/detokenize"};
+    static const char *const exact[] = {
+        "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
+        "/v1/responses",        "/v1/models",      "/tokenize",    "/detokenize"};
     for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
         if (!strcmp(path, exact[i])) return true;
     return (!strncmp(path, "/v1/models/", 11) && path[11]) || (!strncmp(path, "/v1/responses/", 14) && path[14]);
@@ -81,17 +81,19 @@ static void on_request(struct evhttp_request *req, void *arg) {
         return;
     }
     if (!is_api_path(path)) {
-        send_json(req, 404, strdup("{\"error\":{\"message\":\"no such route on the router\",\"type\":"
-                                   "\"invalid_request_error\",\"param\":null,\"code\":\"not_found\"}}"));
+        send_json(req, 404,
+                  strdup("{\"error\":{\"message\":\"no such route on the router\",\"type\":"
+                         "\"invalid_request_error\",\"param\":null,\"code\":\"not_found\"}}"));
         return;
     }
     if (r->draining) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
-        send_json(req, 503, strdup(!strncmp(path, "/v1/messages", 12)
-                                       ? "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":"
-                                         "\"the router is shutting down\"}}"
-                                       : "{\"error\":{\"message\":\"the router is shutting down\",\"type\":"
-                                         "\"server_error\",\"param\":null,\"code\":\"shutting_down\"}}"));
+        send_json(req, 503,
+                  strdup(!strncmp(path, "/v1/messages", 12)
+                             ? "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":"
+                               "\"the router is shutting down\"}}"
+                             : "{\"error\":{\"message\":\"the router is shutting down\",\"type\":"
+                               "\"server_error\",\"param\":null,\"code\":\"shutting_down\"}}"));
         return;
     }
     router_proxy_start(r, req, path);
@@ -126,7 +128,8 @@ static void on_signal(evutil_socket_t sig, short ev, void *arg) {
         return;
     }
     struct timeval tv = {.tv_sec = (time_t)r->cfg->shutdown_timeout_s,
-                         .tv_usec = (suseconds_t)((r->cfg->shutdown_timeout_s - (time_t)r->cfg->shutdown_timeout_s) * 1e6)};
+                         .tv_usec =
+                             (suseconds_t)((r->cfg->shutdown_timeout_s - (time_t)r->cfg->shutdown_timeout_s) * 1e6)};
     r->drain_timer = evtimer_new(r->base, on_drain_deadline, r);
     if (r->drain_timer) evtimer_add(r->drain_timer, &tv);
 }
@@ -163,8 +166,9 @@ int router_run(const router_config *cfg, cf_err *err) {
     evhttp_set_max_body_size(r.http, (ev_ssize_t)cfg->max_body);
     evhttp_set_allowed_methods(r.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD);
     evhttp_set_gencb(r.http, on_request, &r);
-    struct evhttp_bound_socket *bs = cfg->listen_fd > 0 ? evhttp_accept_socket_with_handle(r.http, cfg->listen_fd)
-                                                        : evhttp_bind_socket_with_handle(r.http, cfg->host, (ev_uint16_t)cfg->port);
+    struct evhttp_bound_socket *bs = cfg->listen_fd > 0
+                                         ? evhttp_accept_socket_with_handle(r.http, cfg->listen_fd)
+                                         : evhttp_bind_socket_with_handle(r.http, cfg->host, (ev_uint16_t)cfg->port);
     if (!bs) {
         cf_fail(err, "cannot listen on %s:%d (in use, or a bad address)", cfg->host, cfg->port);
         goto out;

@@ -11,7 +11,7 @@
 #include "cluster/router_internal.h"
 
 static const double lat_bounds[ROUTER_LAT_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                                      1,     2.5,  5,     10,   30,  60,  120};
+                                                      1,     2.5,  5,     10,   30,  60,   120};
 
 void router_metrics_observe(double *sum, uint64_t *n, uint64_t *counts, double v) {
     int b = 0;
@@ -53,11 +53,13 @@ char *router_metrics_render(const router *r, size_t *len) {
     for (int i = 0; i < 6; i++)
         rc |= addf(&b, "cinfer_router_requests_total{status=\"%s\"} %llu\n", cls[i],
                    (unsigned long long)m->requests_by_class[i]);
-    rc |= addf(&b, "# HELP cinfer_router_retries_total Requests sent again to another worker\n"
-                   "# TYPE cinfer_router_retries_total counter\ncinfer_router_retries_total %llu\n",
+    rc |= addf(&b,
+               "# HELP cinfer_router_retries_total Requests sent again to another worker\n"
+               "# TYPE cinfer_router_retries_total counter\ncinfer_router_retries_total %llu\n",
                (unsigned long long)m->retries);
-    rc |= addf(&b, "# HELP cinfer_router_upstream_errors_total Worker connections that failed or broke\n"
-                   "# TYPE cinfer_router_upstream_errors_total counter\ncinfer_router_upstream_errors_total %llu\n",
+    rc |= addf(&b,
+               "# HELP cinfer_router_upstream_errors_total Worker connections that failed or broke\n"
+               "# TYPE cinfer_router_upstream_errors_total counter\ncinfer_router_upstream_errors_total %llu\n",
                (unsigned long long)m->upstream_errors);
     rc |= addf(&b,
                "# HELP cinfer_router_backpressure_waits_total Picks that found no worker accepting and waited\n"
@@ -83,7 +85,8 @@ char *router_metrics_render(const router *r, size_t *len) {
         {"cinfer_router_worker_healthy", "gauge"},
     };
     for (size_t k = 0; k < sizeof per / sizeof *per; k++) {
-        rc |= addf(&b, "# HELP %s Per worker (requests sent, failures, 429/503 answers, open now, health)\n# TYPE %s %s\n",
+        rc |= addf(&b,
+                   "# HELP %s Per worker (requests sent, failures, 429/503 answers, open now, health)\n# TYPE %s %s\n",
                    per[k][0], per[k][0], per[k][1]);
         for (int32_t i = 0; i < r->n_w; i++) {
             const router_worker *w = &r->w[i];

@@ -84,9 +84,9 @@ struct proxy_req {
 static void proxy_attempt(proxy_req *p);
 
 static bool is_hop_header(const char *k) {
-    static const char *const hop[] = {"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-                                      "TE", "Trailer", "Transfer-Encoding", "Upgrade", "Host", "Content-Length",
-                                      "X-Cinfer-Handoff-Id", "X-Cinfer-Handoff-To"};
+    static const char *const hop[] = {"Connection", "Keep-Alive",     "Proxy-Authenticate",  "Proxy-Authorization",
+                                      "TE",         "Trailer",        "Transfer-Encoding",   "Upgrade",
+                                      "Host",       "Content-Length", "X-Cinfer-Handoff-Id", "X-Cinfer-Handoff-To"};
     for (size_t i = 0; i < sizeof hop / sizeof *hop; i++)
         if (!strcasecmp(k, hop[i])) return true;
     return false;
@@ -269,8 +269,8 @@ static void on_up_chunk(struct evhttp_request *up, void *arg) {
 static void on_up_error(enum evhttp_request_error e, void *arg) {
     proxy_req *p = arg;
     p->up_failed = true;
-    LOG_INFO("router: %s on %s failed (libevent error %d)", p->path,
-             p->worker >= 0 ? p->r->w[p->worker].url : "?", (int)e);
+    LOG_INFO("router: %s on %s failed (libevent error %d)", p->path, p->worker >= 0 ? p->r->w[p->worker].url : "?",
+             (int)e);
 }
 
 /* Learns tokens per prompt byte from a usage object of a whole JSON answer. */
@@ -311,14 +311,9 @@ static void proxy_retry_later(proxy_req *p, double delay_s) {
     evtimer_add(p->retry_timer, &tv);
 }
 
-/* The step-1 (prefill) answer: go on to the decode worker unless the client's request is wrong. */
+/* The step-1 (prefill) answer was not the client's error: go on to the decode worker. */
 static void proxy_prefill_done(proxy_req *p, int status, bool failed) {
     router *r = p->r;
-    if (!failed && status >= 400 && status < 500 && status != 429) {
-        proxy_send_whole(p, status, "Client Error");
-        proxy_done(p, status);
-        return;
-    }
     if (failed || status != 200) {
         r->m.handoff_failures++;
         LOG_INFO("router: handoff %s: prefill step %s (status %d); the decode worker computes the prompt",
@@ -345,6 +340,12 @@ static void on_up_done(struct evhttp_request *up, void *arg) {
         r->w[wi].n_errors++;
     }
     if (p->phase == PHASE_PREFILL) {
+        if (!failed && status >= 400 && status < 500 && status != 429) { /* the client's error: relay it */
+            proxy_send_whole(p, status, reason_copy);
+            proxy_drop_upstream(p, false);
+            proxy_done(p, status);
+            return;
+        }
         proxy_drop_upstream(p, false);
         proxy_prefill_done(p, status, failed);
         return;
@@ -404,7 +405,7 @@ static void on_retry_timer(evutil_socket_t fd, short ev, void *arg) {
 }
 
 static router_role phase_role(const proxy_req *p) {
-    return p->phase == PHASE_PREFILL ? ROUTER_ROLE_PREFILL
+    return p->phase == PHASE_PREFILL  ? ROUTER_ROLE_PREFILL
            : p->phase == PHASE_DECODE ? ROUTER_ROLE_DECODE
                                       : ROUTER_ROLE_BOTH;
 }
@@ -534,8 +535,8 @@ static bool has_role(const router *r, router_role role) {
 }
 
 static bool is_generation(const char *path) {
-    return !strcmp(path, "/v1/chat/completions") || !strcmp(path, "/v1/completions") ||
-           !strcmp(path, "/v1/messages") || !strcmp(path, "/v1/responses");
+    return !strcmp(path, "/v1/chat/completions") || !strcmp(path, "/v1/completions") || !strcmp(path, "/v1/messages") ||
+           !strcmp(path, "/v1/responses");
 }
 
 void router_proxy_start(router *r, struct evhttp_request *client, const char *path) {
@@ -589,10 +590,10 @@ void router_proxy_start(router *r, struct evhttp_request *client, const char *pa
     p->est.max_tokens = p->prompt.max_tokens;
     /* affinity key: the tenant and the first 1 KiB of the prompt (8 chunks), or all of a shorter one */
     int32_t k = p->n_chain < 8 ? p->n_chain : 8;
-    p->est.affinity_key = k > 0                ? p->chain[k - 1]
-                          : p->prompt.text     ? prefix_hash_bytes(prefix_hash_bytes(1, p->prompt.tenant, tlen),
-                                                                   p->prompt.text, p->prompt.len)
-                                               : prefix_hash_bytes(2, p->prompt.tenant, tlen);
+    p->est.affinity_key = k > 0            ? p->chain[k - 1]
+                          : p->prompt.text ? prefix_hash_bytes(prefix_hash_bytes(1, p->prompt.tenant, tlen),
+                                                               p->prompt.text, p->prompt.len)
+                                           : prefix_hash_bytes(2, p->prompt.tenant, tlen);
     if (gen && has_role(r, ROUTER_ROLE_PREFILL) && has_role(r, ROUTER_ROLE_DECODE)) {
         p->phase = PHASE_PREFILL;
         cf_random_id_or_die("", p->handoff_id, sizeof p->handoff_id);

@@ -98,7 +98,8 @@ void router_worker_specs_free(router_worker_spec *specs, int32_t n) {
 
 int router_workers_init(router *r, cf_err *err) {
     const router_config *c = r->cfg;
-    if (c->n_workers < 1 || c->n_workers > 64) return cf_fail(err, "between 1 and 64 workers are needed (got %d)", c->n_workers);
+    if (c->n_workers < 1 || c->n_workers > 64)
+        return cf_fail(err, "between 1 and 64 workers are needed (got %d)", c->n_workers);
     r->w = calloc((size_t)c->n_workers, sizeof *r->w);
     r->scratch = calloc((size_t)c->n_workers, sizeof *r->scratch);
     if (!r->w || !r->scratch) return cf_fail(err, "out of memory");
@@ -146,8 +147,7 @@ static void worker_set_health(router *r, int32_t i, bool up) {
     if (up && !w->view.healthy && w->last_ok > 0) {
         LOG_INFO("router: worker %s is back; forgetting its cached prefixes", w->url);
         prefix_index_clear_worker(&r->ix, i);
-    } else if (!up && w->view.healthy)
-        LOG_WARN("router: worker %s is unreachable", w->url);
+    } else if (!up && w->view.healthy) LOG_WARN("router: worker %s is unreachable", w->url);
     w->view.healthy = up;
     if (up) {
         w->consecutive_fails = 0;
@@ -240,28 +240,28 @@ char *router_workers_json(const router *r) {
         const router_worker *w = &r->w[i];
         json_t *dec = json_object();
         for (int k = 0; dec && k < ROUTE_POLICY_COUNT; k++)
-            json_object_set_new(dec, route_policy_name((route_policy_kind)k), json_integer((json_int_t)w->decisions[k]));
-        json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:i, s:f, s:I, s:i, s:i, s:I, s:I, s:i, s:b, s:f, s:I, s:I, s:I, "
-                              "s:I, s:o*}",
-                              "url", w->url, "role", role_names[w->role], "healthy", w->view.healthy, "accepting",
-                              w->view.accepting, "inflight", w->inflight, "queued_cost", w->inflight_cost,
-                              "inflight_kv_tokens", (json_int_t)w->inflight_kv, "running", w->rep_running, "waiting",
-                              w->rep_waiting, "kv_tokens", (json_int_t)w->rep_kv_tokens, "kv_capacity_tokens",
-                              (json_int_t)w->view.kv_capacity, "max_seqs", w->view.max_seqs, "draining",
-                              w->rep_draining, "seconds_since_ok", w->last_ok > 0 ? time_now() - w->last_ok : -1.0,
-                              "requests", (json_int_t)w->n_requests, "errors", (json_int_t)w->n_errors, "full",
-                              (json_int_t)w->n_full, "retried_elsewhere", (json_int_t)w->n_retries_from, "decisions",
-                              dec);
+            json_object_set_new(dec, route_policy_name((route_policy_kind)k),
+                                json_integer((json_int_t)w->decisions[k]));
+        json_t *o = json_pack(
+            "{s:s, s:s, s:b, s:b, s:i, s:f, s:I, s:i, s:i, s:I, s:I, s:i, s:b, s:f, s:I, s:I, s:I, "
+            "s:I, s:o*}",
+            "url", w->url, "role", role_names[w->role], "healthy", w->view.healthy, "accepting", w->view.accepting,
+            "inflight", w->inflight, "queued_cost", w->inflight_cost, "inflight_kv_tokens", (json_int_t)w->inflight_kv,
+            "running", w->rep_running, "waiting", w->rep_waiting, "kv_tokens", (json_int_t)w->rep_kv_tokens,
+            "kv_capacity_tokens", (json_int_t)w->view.kv_capacity, "max_seqs", w->view.max_seqs, "draining",
+            w->rep_draining, "seconds_since_ok", w->last_ok > 0 ? time_now() - w->last_ok : -1.0, "requests",
+            (json_int_t)w->n_requests, "errors", (json_int_t)w->n_errors, "full", (json_int_t)w->n_full,
+            "retried_elsewhere", (json_int_t)w->n_retries_from, "decisions", dec);
         if (!o || json_array_append_new(arr, o)) {
             json_decref(arr);
             arr = NULL;
         }
     }
-    json_t *root = arr ? json_pack("{s:o, s:s, s:s, s:s, s:f}", "workers", arr, "policy",
-                                   route_policy_name(r->cfg->policy), "prefill_policy",
-                                   route_policy_name(r->cfg->prefill_policy), "decode_policy",
-                                   route_policy_name(r->cfg->decode_policy), "tokens_per_byte", r->tokens_per_byte)
-                       : NULL;
+    json_t *root =
+        arr ? json_pack("{s:o, s:s, s:s, s:s, s:f}", "workers", arr, "policy", route_policy_name(r->cfg->policy),
+                        "prefill_policy", route_policy_name(r->cfg->prefill_policy), "decode_policy",
+                        route_policy_name(r->cfg->decode_policy), "tokens_per_byte", r->tokens_per_byte)
+            : NULL;
     char *s = root ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
     return s;

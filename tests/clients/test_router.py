@@ -314,6 +314,58 @@ class TestFaults(unittest.TestCase):
         self.assertEqual(text, direct.choices[0].text)
         self.assertEqual(r.stop(), 0)
 
+    def test_killed_mid_stream_ends_the_stream(self):
+        """Mid-stream resume is not built (docs/router.md): the client's stream must end with an
+        error event, never hang."""
+        import http.client
+        a = Server(model=SLOW, ctx=512)
+        r = Router([a.url])
+        conn = http.client.HTTPConnection("127.0.0.1", r.port, timeout=60)
+        conn.request("POST", "/v1/completions", json.dumps({"prompt": "Once", "max_tokens": 300, "stream": True}),
+                     {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        self.assertEqual(resp.status, 200)
+        self.assertEqual(resp.getheader("X-Cinfer-Worker"), a.url)
+        self.assertTrue(resp.readline().startswith(b"data: "))
+        a.stop(signal.SIGKILL)
+        rest = resp.read()  # returns at the end of the chunked body: no hang
+        self.assertIn(b"event: error", rest)
+        self.assertNotIn(b"[DONE]", rest)
+        m = r.metrics()
+        self.assertEqual(m["cinfer_router_upstream_errors_total"], 1)
+        self.assertEqual(r.stop(), 0)
+
+    def test_pd_two_steps(self):
+        """PD mode's router side with plain workers standing in for the roles: step 1 goes to the
+        prefill worker with the handoff headers, step 2 to the decode worker, whose answer the client
+        gets; a dead prefill worker means the decode worker serves alone."""
+        p, d = Server(ctx=512), Server(ctx=512)
+        r = Router([p.url + "@prefill", d.url + "@decode"])
+        direct = completion(d.url, "Once upon a time", 16)[2]
+        status, w, body = completion(r.url, "Once upon a time", 16)
+        self.assertEqual((status, w), (200, d.url))
+        self.assertEqual(json.loads(body)["choices"], json.loads(direct)["choices"])
+        self.assertEqual(r.metrics()['cinfer_router_handoffs_total{result="ok"}'], 1)
+        ws = r.workers()
+        self.assertEqual((ws[0]["requests"], ws[1]["requests"]), (1, 1))
+        self.assertEqual(ws[0]["decisions"]["prefill_compute"], 1)
+        self.assertEqual(ws[1]["decisions"]["decode_load"], 1)
+        # a client error in step 1 is the client's answer; step 2 is not sent
+        bad = {"prompt": "x", "max_tokens": -1}
+        status, headers, body = r.http("POST", "/v1/completions", bad)
+        dstatus, _, dbody = d.http("POST", "/v1/completions", bad)
+        self.assertEqual((status, headers["X-Cinfer-Worker"]), (dstatus, p.url))
+        self.assertEqual(status, 400)
+        self.assertEqual(strip_ids(json.loads(body)), strip_ids(json.loads(dbody)))
+        self.assertEqual(r.workers()[1]["requests"], 1)
+        p.stop(signal.SIGKILL)
+        status, w, body = completion(r.url, "Once upon a time", 16)
+        self.assertEqual((status, w), (200, d.url))
+        self.assertEqual(json.loads(body)["choices"], json.loads(direct)["choices"])
+        self.assertEqual(r.metrics()['cinfer_router_handoffs_total{result="failed"}'], 1)
+        self.assertEqual(r.stop(), 0)
+        self.assertEqual(d.stop(), 0)
+
     def test_router_restart(self):
         r = Router([STORY[0].url, STORY[1].url])
         port = r.port
