@@ -4,7 +4,8 @@ them; a monolithic server (started here, loopback) is the reference. Greedy outp
 handoff equal the monolithic ones for Chat, Messages and Responses, streamed and not, including
 a prefix-cache hit; with the UCX path cut (PD_CUT: a blackhole route in P's namespace) P answers
 "transport": "store" and D serves the same text from the shared store; mended (PD_MEND), UCX
-again."""
+again; the router (PD_R, PD mode over this P and D) gives the monolithic outputs for all three
+APIs, streamed and not, with the decode worker reporting the handed-off tokens as cached."""
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ import urllib.request
 from cinfer_server import Server
 import pd_client as pc
 
-P, D = os.environ.get("PD_P"), os.environ.get("PD_D")
+P, D, R = os.environ.get("PD_P"), os.environ.get("PD_D"), os.environ.get("PD_R")
 BLOCK = 16
 M = None
 
@@ -78,6 +79,20 @@ class TestPDNetns(unittest.TestCase):
         self.assertGreater(metric(D, "cinfer_cached_tokens_store_total"), store_before)
         body = dict(pc.CHAT, messages=[{"role": "user", "content": "After the fix the bird flew " * 14}])
         self.check("chat", body, False)  # the path works again: "ucx"
+
+    def test_4_router_1p_1d(self):
+        if not R:
+            self.skipTest("no router (PD_R unset)")
+        imported = metric(D, "cinfer_handoff_imported_blocks_total")
+        for api, body in (("chat", pc.CHAT), ("messages", pc.MESSAGES), ("responses", pc.RESPONSES)):
+            body = json.loads(json.dumps(body).replace("story", "tale"))  # new prompts
+            for stream in (False, True):
+                with self.subTest(api=api, stream=stream):
+                    ref, _ = pc.generate(M.url, api, body, stream)
+                    text, cached = pc.generate(R, api, body, stream)
+                    self.assertEqual(text, ref)
+                    self.assertGreater(cached, 0)  # prefilled on P, handed to D
+        self.assertGreater(metric(D, "cinfer_handoff_imported_blocks_total"), imported)
 
 
 if __name__ == "__main__":
