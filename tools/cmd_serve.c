@@ -254,7 +254,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
          CLI_STR(&o->role)},
         {"handoff-listen", 0, "HOST:PORT",
          "accept KV handoffs over UCX here (decode default: --host, any port;\n"
-         "UCX_TLS picks shared memory or TCP; GET /handoff/info reports it)",
+         "UCX_TLS restricts UCX's transports; GET /handoff/info reports it)",
          CLI_STR(&o->handoff_listen)},
         {"handoff-timeout", 0, "S",
          "a decode worker waits this long for a handoff; a prefill worker's\n"

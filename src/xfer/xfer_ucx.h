@@ -58,7 +58,8 @@ int xfer_pending(const xfer_node *n);
 const char *xfer_listen_addr(const xfer_node *n);
 
 /* This worker's UCX address in hex (stable for the node's life; NULL on failure): a peer named
- * "ucx:<hex>" is reached with every transport the two workers share (shared memory on one host),
+ * "ucx:<hex>" is reached with every transport the two workers share that supports peer-failure
+ * detection (in UCX 1.13 not shared memory: docs/pd.md),
  * "host:port" through the listener (TCP connection manager, then UCX's choice of lanes). */
 const char *xfer_worker_address(xfer_node *n);
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # pd_loopback.sh - issue 19: a prefill worker, a decode worker and a monolithic server on
-# 127.0.0.1 (UCX picks shared memory), greedy outputs identical through the handoff
+# 127.0.0.1 (UCX's default transport selection), greedy outputs identical through the handoff
 # (tests/clients/test_pd.py; docs/pd.md). The harness always kills the servers.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
