@@ -1,8 +1,11 @@
 /* xfer_ucx.h - the KV handoff transport: UCX (ucp) active messages between
- * workers (docs/pd.md). UCX picks the transport itself (UCX_TLS): shared
- * memory (posix/sysv/cma) between processes of one host and namespace, TCP
- * across hosts or network namespaces, RDMA where the cluster has it. Large
- * payloads go by rendezvous (the receiver pulls them into its own buffer).
+ * workers (docs/pd.md). UCX picks the transport itself (UCX_TLS restricts
+ * it) among those that support peer-failure detection (every endpoint uses
+ * UCP_ERR_HANDLING_MODE_PEER, so a dead peer fails operations instead of
+ * hanging them): TCP between hosts or namespaces, RDMA where the cluster has
+ * it; UCX 1.13's shared-memory transports do not qualify, so one host uses TCP
+ * loopback. Large payloads go by rendezvous (the receiver pulls them into its
+ * own buffer).
  *
  * One node per process: a ucp context and one worker in single-thread mode,
  * driven by the owner's event loop (xfer_fd readable -> xfer_progress, plus a
