@@ -272,6 +272,13 @@ bool handoff_wait(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES], handoff_ready
     return true;
 }
 
+void handoff_abort(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES]) {
+    hd_entry *e = hd_get(m, id);
+    if (!e) return;
+    e->aborted = true;
+    hd_wake(e);
+}
+
 void handoff_claim(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES], gen_job *g) {
     hd_entry *e = hd_find(m, id);
     if (!e) return;

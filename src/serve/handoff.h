@@ -83,6 +83,9 @@ typedef void (*handoff_ready_fn)(void *ctx);
 /* Parks a prepared job until handoff id completes, fails or times out: true when parked (cb runs
  * once, later); false when there is nothing to wait for (claim at once). */
 bool handoff_wait(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES], handoff_ready_fn cb, void *ctx);
+/* The prefill worker gave up on handoff id (POST /handoff/abort): a parked job stops waiting, a
+ * later one does not wait. */
+void handoff_abort(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES]);
 /* Gives the job the handoff's records (g->kv_import) when they match its prompt and salt; the
  * handoff is consumed either way. */
 void handoff_claim(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES], gen_job *g);

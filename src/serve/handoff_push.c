@@ -68,8 +68,33 @@ void handoff_prefill_params(gen_params *p) {
     p->speculative = (cinfer_speculative){.drafter = CINFER_SPEC_OFF};
 }
 
+static void hp_abort_done(struct evhttp_request *req, void *arg) {
+    (void)req;
+    (void)arg;
+}
+
+/* Tells D over HTTP that this handoff will not arrive (the direct path is what failed), so a
+ * step-2 request waiting there loads from the store at once instead of at --handoff-timeout. */
+static void hp_notify_abort(handoff_push *p) {
+    hp_peer *pe = p->peer;
+    struct evhttp_uri *u = pe && pe->evcon ? evhttp_uri_parse(p->url) : NULL;
+    const char *host = u ? evhttp_uri_get_host(u) : NULL;
+    struct evhttp_request *req = host ? evhttp_request_new(hp_abort_done, NULL) : NULL;
+    if (req) {
+        struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+        evhttp_add_header(oh, "Host", host);
+        evhttp_add_header(oh, "X-Cinfer-Handoff-Id", p->id_hex);
+        evhttp_add_header(oh, "Content-Length", "0");
+        if (p->auth[0]) evhttp_add_header(oh, "Authorization", p->auth);
+        if (evhttp_make_request(pe->evcon, req, EVHTTP_REQ_POST, "/handoff/abort"))
+            LOG_DEBUG("handoff %s: abort notice not sent", p->id_hex);
+    }
+    if (u) evhttp_uri_free(u);
+}
+
 static void hp_fail(handoff_push *p, const char *why) {
     if (p->st == HP_FAILED || p->st == HP_OK) return;
+    hp_notify_abort(p);
     LOG_WARN("handoff %s: direct transfer to %s failed (%s); the blocks go through the store", p->id_hex, p->url, why);
     p->st = HP_FAILED;
     if (p->peer && p->peer->addr[0]) {

@@ -786,7 +786,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
     api = msgs || count || !strncmp(path, "/v1/messages/", 13) ? RECIPE_API_MESSAGES
           : resp || one_resp                                   ? RECIPE_API_RESPONSES
                                                                : RECIPE_API_CHAT;
-    bool hinfo = !strcmp(path, "/handoff/info");
+    bool hinfo = !strcmp(path, "/handoff/info") || !strcmp(path, "/handoff/abort");
     if (!gen_chat && !gen_cmpl && !tok && !detok && !models && !one_model && !msgs && !count && !resp && !one_resp &&
         !hinfo) {
         serve_fail(&e, 404, "invalid_request_error", "not_found", NULL, "no route for %.100s %.200s",

@@ -3,13 +3,35 @@
  * generation request, a decode worker's wait for a handoff before submit,
  * and a prefill worker's answer, which replaces the API response of a
  * prefill-only run. Loop thread only; the job structures are server.c's. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
 #include "serve/routes.h"
 #include "serve/server_internal.h"
 
+/* POST /handoff/abort with X-Cinfer-Handoff-Id: the prefill worker's direct push failed. */
+static void hand_abort(server *s, struct evhttp_request *req, const char *id) {
+    serve_error e = {0};
+    handoff_req h;
+    int status;
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+        serve_fail(&e, 405, "invalid_request_error", "method_not_allowed", NULL, "use POST on /handoff/abort");
+        sv_send_json(s, req, e.status, api_error_json(RECIPE_API_CHAT, &e, id, &status));
+    } else if (handoff_read_headers(s->hand, req, &h, &e) || !h.present) {
+        if (!e.status) serve_bad(&e, NULL, "X-Cinfer-Handoff-Id is required");
+        sv_send_json(s, req, e.status, api_error_json(RECIPE_API_CHAT, &e, id, &status));
+    } else {
+        handoff_abort(s->hand, h.id);
+        sv_send_json(s, req, 200, strdup("{}"));
+    }
+}
+
 bool sv_hand_route(server *s, struct evhttp_request *req, const char *path, bool get, const char *id, double t0) {
+    if (!strcmp(path, "/handoff/abort")) {
+        hand_abort(s, req, id);
+        return true;
+    }
     if (strcmp(path, "/handoff/info")) return false;
     serve_error e = {0};
     char *body = get ? handoff_info_json(s->hand) : NULL;

@@ -3,7 +3,8 @@ worker (PD_D) in separate network namespaces sharing one store directory, UCX ov
 them; a monolithic server (started here, loopback) is the reference. Greedy outputs through the
 handoff equal the monolithic ones for Chat, Messages and Responses, streamed and not, including
 a prefix-cache hit; with the UCX path cut (PD_CUT: a blackhole route in P's namespace) P answers
-"transport": "store" and D serves the same text from the shared store; mended (PD_MEND), UCX
+"transport": "store", tells D (POST /handoff/abort) so it stops waiting, and D serves the same
+text from the shared store; mended (PD_MEND), UCX
 again; the router (PD_R, PD mode over this P and D) gives the monolithic outputs for all three
 APIs, streamed and not, with the decode worker reporting the handed-off tokens as cached."""
 import json
@@ -73,6 +74,7 @@ class TestPDNetns(unittest.TestCase):
             for api, body in (("chat", chat), ("messages", msgs)):  # new prompts: nothing cached on D
                 t0 = time.time()
                 self.check(api, body, True, transport="store")
+                # D waits up to 60 s (--handoff-timeout): P's POST /handoff/abort ends the wait
                 self.assertLess(time.time() - t0, 30)
         finally:
             subprocess.run(os.environ["PD_MEND"], shell=True, check=True)

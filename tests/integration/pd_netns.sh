@@ -27,7 +27,7 @@ common=(serve "$MODEL" --port 8080 --ctx 512 -t 1 --kv-store "$NETNS_STORE")
 netns_run P env UCX_TLS=tcp UCX_NET_DEVICES=eth0 "$BIN" "${common[@]}" --host 10.77.0.2 --role prefill --handoff-timeout 2 \
     2>"$logs/p.log"
 netns_run D env UCX_TLS=tcp UCX_NET_DEVICES=eth1 "$BIN" "${common[@]}" --host 10.77.0.3 --role decode \
-    --handoff-listen 10.77.0.13:0 --handoff-timeout 4 2>"$logs/d.log"
+    --handoff-listen 10.77.0.13:0 --handoff-timeout 60 2>"$logs/d.log"
 netns_run R "$BIN" router --host 10.77.0.4 --port 8000 --worker http://10.77.0.2:8080@prefill \
     --worker http://10.77.0.3:8080@decode --health-interval 0.2 2>"$logs/r.log"
 netns_wait_http http://10.77.0.2:8080 "$logs/p.log"
