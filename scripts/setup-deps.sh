@@ -13,6 +13,8 @@ pkgs+=(clang-format)
 # python3-venv/-dev: client-test venv and the recipe extension.
 pkgs+=(libevent-dev libxxhash-dev python3-venv python3-dev)
 pkgs+=(libopenmpi-dev openmpi-bin) # Open MPI: expert parallelism (src/ep, `mpirun -n N cinfer serve --ep`)
+# UCX: the prefill/decode KV handoff transport (src/xfer, docs/pd.md); ucx-utils: ucx_perftest, ucx_info.
+pkgs+=(libucx-dev ucx-utils)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -29,6 +29,8 @@
 #include "store/store_gc.h"
 #include "text/chat_template.h"
 
+enum { SERVE_BLOCK_TOKENS = 16 }; /* tokens per KV block (the engine's default; GET /load reports it) */
+
 typedef struct serve_opts {
     const char *draft_model; /* --draft-model */
     const char *model, *host, *api_key, *log_level, *kv_store, *kv_key_file, *tool_parser, *reasoning_parser;
@@ -51,6 +53,8 @@ typedef struct serve_opts {
     const char *swa_replay;
     const char *generation_config; /* --generation-config: auto (the model's sampling defaults) or none */
     serve_ep_opts ep; /* --ep and its knobs (serve_ep.h) */
+    const char *role, *handoff_listen; /* --role, --handoff-listen (docs/pd.md) */
+    double handoff_timeout_s;
 } serve_opts;
 
 static int opt_api_key(void *ctx, const char *v, char *msg, size_t cap) {
@@ -256,6 +260,19 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
          "API keys share the prefix cache (default: each key's prompts are cached\n"
          "apart, so no key can observe another's cache hits; docs/serve.md)",
          CLI_SET(&o->share_prefix_cache, true)},
+        CLI_SECTION("disaggregated prefill/decode (docs/pd.md)"),
+        {"role", 0, "ROLE",
+         "both (default: today's server), prefill (computes prompts for decode\n"
+         "workers: X-Cinfer-Handoff-To) or decode (takes KV handoffs)",
+         CLI_STR(&o->role)},
+        {"handoff-listen", 0, "HOST:PORT",
+         "accept KV handoffs over UCX here (decode default: --host, any port;\n"
+         "UCX_TLS restricts UCX's transports; GET /handoff/info reports it)",
+         CLI_STR(&o->handoff_listen)},
+        {"handoff-timeout", 0, "S",
+         "a decode worker waits this long for a handoff; a prefill worker's\n"
+         "direct push gives up after it and falls back to the store (default 5)",
+         CLI_NUM(&o->handoff_timeout_s, 0.01, 3600)},
         CLI_SECTION("expert parallelism (mpirun -n N cinfer serve --ep ...; docs/ep.md)"),
         {"ep", 0, NULL,
          "MoE expert parallelism over MPI: each rank serves on --port + rank,\n"
@@ -285,6 +302,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     if (o->log_level && cf_log_parse_level(o->log_level, &(cf_log_lvl){0}))
         return cli_usage_error(&c, "unknown log level '%s' (error|warn|info|debug)", o->log_level);
     if (o->api_key && !*o->api_key) o->api_key = NULL;
+    if (o->role && handoff_role_parse(o->role) < 0)
+        return cli_usage_error(&c, "unknown --role '%s' (prefill|decode|both)", o->role);
     if (o->keys.n > 0) o->api_key = NULL; /* explicit keys replace $CINFER_API_KEY */
     return CLI_OK;
 }
@@ -366,7 +385,8 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
         return cli_fail("serve: --draft-model: %s", err->msg);
     if (o->spec_drafter == CINFER_SPEC_DRAFT && !sp->draft)
         return cli_fail("serve: --speculative draft needs --draft-model");
-    cinfer_engine_options eo = {.kv_memory_bytes = kv_bytes,
+    cinfer_engine_options eo = {.block_tokens = SERVE_BLOCK_TOKENS,
+                                .kv_memory_bytes = kv_bytes,
                                 .max_batch_tokens = (int32_t)o->max_batch,
                                 .max_seqs = (int32_t)o->max_seqs,
                                 .max_ctx = sp->ctx,
@@ -445,6 +465,8 @@ static int serve_main(serve_opts *o) {
                         .names = &o->names,
                         .max_n = (int32_t)o->max_n,
                         .max_inflight = (int32_t)(o->max_seqs + o->max_queue),
+                        .max_seqs = (int32_t)o->max_seqs,
+                        .kv_block_tokens = SERVE_BLOCK_TOKENS,
                         .max_body = (size_t)o->max_body,
                         .conn_buffer = (size_t)o->conn_buf,
                         .shutdown_timeout_s = o->shutdown_s,
@@ -459,7 +481,11 @@ static int serve_main(serve_opts *o) {
                         .max_connections = (int32_t)(o->max_conns >= 0 ? o->max_conns : default_max_connections()),
                         .share_prefix_cache = o->share_prefix_cache,
                         .extra_metrics = sp.ep ? serve_ep_metrics : NULL,
-                        .extra_metrics_ctx = sp.ep};
+                        .extra_metrics_ctx = sp.ep,
+                        .handoff = {.role = o->role ? (handoff_role)handoff_role_parse(o->role) : HANDOFF_ROLE_BOTH,
+                                    .listen = o->handoff_listen,
+                                    .http_host = o->host,
+                                    .timeout_s = o->handoff_timeout_s > 0 ? o->handoff_timeout_s : 5}};
     const char *pname = o->tool_parser ? o->tool_parser : o->reasoning_parser;
     cfg.parser = pname ? recipe_parser_from_name(pname)
                        : (int)recipe_parser_detect(sp.fallback ? NULL : chat_template_source(sp.tmpl),

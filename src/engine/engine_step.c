@@ -450,7 +450,10 @@ void eng_commit(cinfer_engine *e, eng_stepbuf *sb) {
         uint8_t reg_parent[PREFIX_KEY_BYTES];
         memcpy(reg_parent, r->last_key, sizeof reg_parent);
         eng_register(e, r);
-        if (!r->approx) eng_store_on_register(e, r, reg_from, reg_from > 0 ? reg_parent : NULL); /* exact only */
+        if (!r->approx) { /* exact blocks only: approximate ones never leave this engine */
+            eng_store_on_register(e, r, reg_from, reg_from > 0 ? reg_parent : NULL);
+            if (r->kv_export) eng_handoff_export(e, r);
+        }
         if (row && it->n_draft == 0) eng_sample(e, r, row, -1, NULL);
     }
     eng_note_kv(e);

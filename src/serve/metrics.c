@@ -296,6 +296,14 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
             st->swa_store_misses);
     counter(&s, "cinfer_swa_store_invalid_total",
             "Stored window-state snapshots refused as invalid (replayed instead).", st->swa_store_invalid);
+    counter(&s, "cinfer_handoff_exported_blocks_total",
+            "KV blocks a prefill worker encoded for decode workers (--role prefill, docs/pd.md).",
+            st->handoff_exported_blocks);
+    counter(&s, "cinfer_handoff_imported_blocks_total",
+            "Handed-off KV blocks a decode worker verified and installed in its prefix cache.",
+            st->handoff_imported_blocks);
+    counter(&s, "cinfer_handoff_rejected_blocks_total", "Handed-off KV records that failed verification.",
+            st->handoff_rejected_blocks);
     uint64_t seen = st->cached_tokens + st->prompt_tokens_computed;
     gauge(&s, "cinfer_prefix_cache_hit_ratio", "Prompt tokens served by the prefix cache / prompt tokens admitted.",
           seen ? (double)st->cached_tokens / (double)seen : 0.0);

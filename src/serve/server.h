@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "serve/gen.h"
+#include "serve/handoff.h"
 #include "serve/model_names.h"
 #include "serve/traffic.h"
 
@@ -29,6 +30,8 @@ typedef struct serve_config {
     const serve_names *names; /* every served model name (--served-model-name); not NULL */
     int32_t max_n; /* largest n per request */
     int32_t max_inflight; /* engine requests (choices) in flight before 429 */
+    int32_t max_seqs; /* engine requests running at once (reported by GET /load) */
+    int32_t kv_block_tokens; /* tokens per KV block (reported by GET /load) */
     size_t max_body; /* request body limit in bytes (413 above) */
     size_t conn_buffer; /* per-connection unsent bytes before a stream pauses */
     double shutdown_timeout_s; /* in-flight requests get this long after SIGTERM */
@@ -46,6 +49,7 @@ typedef struct serve_config {
     /* More /metrics text (e.g. expert parallelism's rows): fills a malloc'd buffer, 0 ok; NULL: none. */
     int (*extra_metrics)(void *ctx, char **out, size_t *len);
     void *extra_metrics_ctx;
+    handoff_config handoff; /* --role, --handoff-listen, --handoff-timeout (serve/handoff.h, docs/pd.md) */
 } serve_config;
 
 /* Listens (on cfg->listen_fd when set, else binds host:port), prints
