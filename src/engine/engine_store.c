@@ -117,7 +117,7 @@ int eng_store_open(cinfer_engine *e, cf_err *err) {
         desc[4 * g] = (int32_t)spec.groups[g].kind;
         desc[4 * g + 1] = spec.groups[g].n_layers;
         desc[4 * g + 2] = spec.groups[g].token_floats;
-        desc[4 * g + 3] = spec.groups[g].window;
+        desc[4 * g + 3] = spec.groups[g].kind == KV_LAYER_WINDOW ? spec.groups[g].window : spec.groups[g].row_tokens;
     }
     if (store_fingerprint(model_fp, c.block_tokens, desc, 4 * spec.n_groups, "f32", c.fingerprint, &se))
         return cf_fail(err, "%s", se.msg);
