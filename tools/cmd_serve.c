@@ -165,7 +165,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
          CLI_NUM(&o->swa_ttl_s, 0.001, 1e7)},
         {"swa-replay", 0, "on|off",
          "window models, prefix hit without a snapshot: on = bounded replay\n"
-         "of the last --swa-replay-tokens (approximate), off = exact\nrecompute (default off; per request "
+         "of the last --swa-replay-tokens (approximate), off = exact\nrecompute (default: on for models trained for "
+         "it (deepseek4), else off; per request "
          "cinfer.swa_replay)",
          CLI_STR(&o->swa_replay)},
         {"swa-replay-tokens", 0, "N", "tokens a bounded replay recomputes (default: the model's window)",
@@ -299,7 +300,7 @@ typedef struct serve_parts {
 static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
     int64_t kv_bytes = (int64_t)(o->kv_gib * (1ll << 30));
     int64_t swa_bytes = (int64_t)(o->swa_gib * (1ll << 30));
-    bool swa_on = o->swa_replay && !strcmp(o->swa_replay, "on"); /* default off: exact */
+    bool swa_on = o->swa_replay && !strcmp(o->swa_replay, "on"); /* default: the model's (below) */
     if (o->swa_replay && !swa_on && strcmp(o->swa_replay, "off"))
         return cli_fail("serve: --swa-replay: '%s' (on or off)", o->swa_replay);
     /* the window-state tier (swa_bytes) is not counted: it exists only for models with window layers, and
@@ -315,6 +316,11 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
     if (o->mlock && mem_lock_model("serve", sp->m)) return 1;
     const model_hparams *hp = model_get_hparams(sp->m);
     sp->ctx = o->ctx ? (int32_t)o->ctx : hp->n_ctx_train;
+    if (!o->swa_replay) { /* default: bounded replay for models trained for it (deepseek4), else exact */
+        kv_spec layout;
+        model_kv_layout(sp->m, &layout);
+        swa_on = layout.bounded_replay;
+    }
     if (chat_template_from_gguf(model_get_gguf(sp->m), &sp->tmpl, &sp->fallback, err))
         return cli_fail("serve: the model's chat template: %s", err->msg);
     if (sp->fallback) LOG_INFO("the model has no chat template; using ChatML");

@@ -187,6 +187,9 @@ typedef struct kv_group_spec {
 typedef struct kv_spec {
     int32_t n_groups;
     kv_group_spec groups[KV_SPEC_MAX_GROUPS];
+    /* The model was trained for SWA bounded replay (DeepSeek V4): servers resume prefix hits without
+     * window state by replaying the last window's tokens unless told otherwise (issue 16). */
+    bool bounded_replay;
 } kv_spec;
 
 /* Paged groups (FULL, MLA) live in the all-layers blocks: prefix-cacheable,

@@ -187,6 +187,7 @@ static int32_t count_ratio(const model_hparams *hp, int32_t ratio) {
 static void ds4_kv_layout(const model *m, kv_spec *out) {
     const model_hparams *hp = &m->hp;
     out->n_groups = 0;
+    out->bounded_replay = true; /* V4 is trained for SWA bounded replay */
     for (int g = 0; g < 2; g++) {
         int32_t n = count_ratio(hp, paged_ratio[g]);
         if (n)
