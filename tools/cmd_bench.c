@@ -110,8 +110,7 @@ static void print_latency(const bench_opts *o, const model *m, thread_pool *pool
     kv_spec spec;
     model_kv_layout(m, &spec);
     double win = kv_spec_max_window(&spec) < mean_ctx ? kv_spec_max_window(&spec) : mean_ctx;
-    double kv_bytes =
-        (double)model_kv_block_floats(m, 1) * 4.0 * mean_ctx + (double)kv_spec_ring_row_floats(&spec) * 4.0 * win;
+    double kv_bytes = model_kv_token_bytes(m) * mean_ctx + (double)kv_spec_ring_row_floats(&spec) * 4.0 * win;
     double roof = bw / (wbytes + kv_bytes);
     double pp = (double)o->prompt / pp_s, tg = (double)o->gen / tg_s;
     double flops_tok = 2.0 * (double)model_active_params(m);

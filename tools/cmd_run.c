@@ -142,7 +142,7 @@ static int generate(const run_opts *o, model *m, const tokenizer *tok, thread_po
     }
     char kv_words[160];
     model_kv_describe(m, kv_words, sizeof kv_words);
-    fprintf(stderr, "cinfer: KV cache %lld bytes per token %s\n", (long long)model_kv_block_floats(m, 1) * 4, kv_words);
+    fprintf(stderr, "cinfer: KV cache %.6g bytes per token %s\n", model_kv_token_bytes(m), kv_words);
     if (g.kv.ring_bytes > 0) { /* sliding-window layers: their last rows, per sequence (docs/engine.md) */
         kv_spec spec;
         model_kv_layout(m, &spec);

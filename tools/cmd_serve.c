@@ -174,8 +174,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
          CLI_NUM(&o->swa_ttl_s, 0.001, 1e7)},
         {"swa-replay", 0, "on|off|auto",
          "window models, prefix hit without a snapshot: on = bounded replay\n"
-         "of the last --swa-replay-tokens (approximate), off = exact\nrecompute; auto (default) = on where "
-         "window layers sit beside a\ncompressed stream (DeepSeek V4), off otherwise (gemma2);\nper request "
+         "of the last --swa-replay-tokens (approximate), off = exact\nrecompute; auto (default) = on for layouts "
+         "trained for it\n(DeepSeek V4: kv_spec.bounded_replay), off otherwise (gemma2);\nper request "
          "cinfer.swa_replay: false = exact",
          CLI_STR(&o->swa_replay)},
         {"swa-replay-tokens", 0, "N",

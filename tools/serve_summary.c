@@ -149,8 +149,8 @@ void serve_summary_print(FILE *out, const serve_summary *s) {
     fmt_dtypes(model_get_gguf(s->m), types, sizeof types);
     fmt_store(s, store, sizeof store);
     serve_names_join(s->names, names, sizeof names);
-    long long tok_bytes = (long long)model_kv_block_floats(s->m, 1) * 4;
-    long long kv_tokens = tok_bytes > 0 ? st.kv_bytes / tok_bytes : 0;
+    double tok_bytes = model_kv_token_bytes(s->m);
+    long long kv_tokens = tok_bytes > 0 ? (long long)((double)st.kv_bytes / tok_bytes) : 0;
     bool moe = hp->n_expert > 0;
     fprintf(out, "cinfer serve: model        %s\n", names);
     fprintf(out, "cinfer serve: architecture %s, %d layers, width %d, vocabulary %d, context %d (trained %d)\n",
@@ -164,14 +164,16 @@ void serve_summary_print(FILE *out, const serve_summary *s) {
         char ringb[32];
         fmt_bytes((double)st.kv_ring_bytes * st.kv_rings_total, ringb, sizeof ringb);
         long long blk_tokens =
-            tok_bytes > 0 ? (st.kv_bytes - (long long)st.kv_ring_bytes * st.kv_rings_total) / tok_bytes : 0;
+            tok_bytes > 0
+                ? (long long)((double)(st.kv_bytes - (long long)st.kv_ring_bytes * st.kv_rings_total) / tok_bytes)
+                : 0;
         fprintf(out,
-                "cinfer serve: KV cache     %lld tokens, %s (%d blocks, %lld bytes per token in the global layers; "
+                "cinfer serve: KV cache     %lld tokens, %s (%d blocks, %.6g bytes per token in the global layers; "
                 "window rings: %d x %lld bytes = %s, %d rows each)\n",
                 blk_tokens, kvb, st.kv_blocks_total, tok_bytes, st.kv_rings_total, (long long)st.kv_ring_bytes, ringb,
                 st.kv_ring_tokens);
     } else {
-        fprintf(out, "cinfer serve: KV cache     %lld tokens, %s (%d blocks, %lld bytes per token)\n", kv_tokens, kvb,
+        fprintf(out, "cinfer serve: KV cache     %lld tokens, %s (%d blocks, %.6g bytes per token)\n", kv_tokens, kvb,
                 st.kv_blocks_total, tok_bytes);
     }
     print_memory(out, s, st.kv_bytes);

@@ -246,6 +246,13 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     kv_spec spec;
     uint8_t fp[PREFIX_KEY_BYTES];
     if (kv_spec_from_model(m, &spec, err)) return -1;
+    int32_t bt_mult = kv_spec_block_multiple(&spec);
+    if (e->opt.block_tokens % bt_mult) { /* e.g. deepseek4: one compressed row per 128 tokens */
+        int32_t bt = (e->opt.block_tokens + bt_mult - 1) / bt_mult * bt_mult;
+        LOG_INFO("engine: KV blocks of %d tokens, not %d: the model stores one row per %d tokens", bt,
+                 e->opt.block_tokens, bt_mult);
+        e->opt.block_tokens = bt;
+    }
     int32_t ring_chunk = eng_ring_chunk(&spec, e->opt.block_tokens, e->opt.max_batch_tokens);
     if (ring_chunk > 0) { /* window layers: one ring per running sequence, chunks capped to fit it */
         e->window_rings = true;

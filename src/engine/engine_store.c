@@ -71,18 +71,27 @@ typedef struct eng_store {
     int32_t n_deferred, cap_deferred;
 } eng_store;
 
-int eng_kv_fingerprint(cinfer_engine *e, uint8_t out[PREFIX_KEY_BYTES], cf_err *err) {
+/* The KV layout as the store describes it: 4 numbers per layer group (kind, layers, floats per row,
+ * window or tokens per row) and the model's fingerprint. Returns the number of descriptor entries, or -1. */
+static int eng_kv_layout(cinfer_engine *e, int32_t desc[4 * KV_SPEC_MAX_GROUPS], uint8_t model_fp[PREFIX_KEY_BYTES],
+                         cf_err *err) {
     kv_spec spec;
-    int32_t desc[4 * KV_SPEC_MAX_GROUPS];
-    uint8_t model_fp[PREFIX_KEY_BYTES];
     if (kv_spec_from_model(e->m, &spec, err) || prefix_cache_model_fingerprint(e->m, model_fp, err)) return -1;
     for (int g = 0; g < spec.n_groups; g++) {
         desc[4 * g] = (int32_t)spec.groups[g].kind;
         desc[4 * g + 1] = spec.groups[g].n_layers;
         desc[4 * g + 2] = spec.groups[g].token_floats;
-        desc[4 * g + 3] = spec.groups[g].window;
+        desc[4 * g + 3] = spec.groups[g].kind == KV_LAYER_WINDOW ? spec.groups[g].window : spec.groups[g].row_tokens;
     }
-    return store_fingerprint(model_fp, (uint32_t)e->opt.block_tokens, desc, 4 * spec.n_groups, "f32", out, err);
+    return 4 * spec.n_groups;
+}
+
+int eng_kv_fingerprint(cinfer_engine *e, uint8_t out[PREFIX_KEY_BYTES], cf_err *err) {
+    int32_t desc[4 * KV_SPEC_MAX_GROUPS];
+    uint8_t model_fp[PREFIX_KEY_BYTES];
+    int n_desc = eng_kv_layout(e, desc, model_fp, err);
+    if (n_desc < 0) return -1;
+    return store_fingerprint(model_fp, (uint32_t)e->opt.block_tokens, desc, n_desc, "f32", out, err);
 }
 
 static void es_notify(void *ctx) {
@@ -136,7 +145,10 @@ int eng_store_open(cinfer_engine *e, cf_err *err) {
         c.mac_key = key;
     }
     int rc = store_open(&c, &es->s, &se);
-    if (rc == 0 && eng_swa_store_open(e, desc, 4 * spec.n_groups, model_fp, key, &se)) {
+    int32_t desc[4 * KV_SPEC_MAX_GROUPS];
+    uint8_t model_fp[PREFIX_KEY_BYTES];
+    int n_desc = rc == 0 ? eng_kv_layout(e, desc, model_fp, &se) : 0;
+    if (rc == 0 && (n_desc < 0 || eng_swa_store_open(e, desc, n_desc, model_fp, key, &se))) {
         if (key) OPENSSL_cleanse(key, sizeof *key);
         free(key);
         return cf_fail(err, "%s", se.msg);

@@ -13,8 +13,9 @@ int gen_init(gen_session *g, const model *m, thread_pool *pool, int32_t ctx, int
     g->batch = batch < ctx ? batch : ctx;
     if (g->batch <= 0) return cf_fail(err, "batch size must be positive");
     int32_t n_vocab = model_get_hparams(m)->n_vocab;
-    if (seq_kv_init(&g->kv, m, ctx, GEN_BLOCK_TOKENS, g->batch, err)) return -1;
-    g->fc = fwd_ctx_create(m, pool, g->batch, ctx, GEN_BLOCK_TOKENS, err);
+    int32_t bt = model_kv_block_tokens(m, GEN_BLOCK_TOKENS);
+    if (seq_kv_init(&g->kv, m, ctx, bt, g->batch, err)) return -1;
+    g->fc = fwd_ctx_create(m, pool, g->batch, ctx, bt, err);
     if (g->fc)
         fwd_ctx_set_mla_expand_min(g->fc, MLA_EXPAND_MIN_PREFILL); /* one sequence: no batch to be invariant to */
     g->logits = malloc((size_t)g->batch * (size_t)n_vocab * sizeof(float));

@@ -51,6 +51,8 @@ int kv_spec_check(const kv_spec *s, cf_err *err) {
         if (g->n_layers <= 0 || g->token_floats <= 0)
             return cf_fail(err, "kv spec: group %d has %d layers of %d floats per token (expected positive)", i,
                            g->n_layers, g->token_floats);
+        if (g->row_tokens < 0 || g->row_tokens > (1 << 20))
+            return cf_fail(err, "kv spec: group %d has %d tokens per row (expected 0..2^20)", i, g->row_tokens);
         if (g->kind == KV_LAYER_WINDOW && g->window <= 0)
             return cf_fail(err, "kv spec: window group %d has window %d (expected positive)", i, g->window);
         per_token += (int64_t)g->n_layers * g->token_floats;
@@ -63,7 +65,7 @@ int kv_spec_check(const kv_spec *s, cf_err *err) {
 }
 
 int64_t kv_spec_block_floats(const kv_spec *s, int32_t block_tokens) {
-    return kv_spec_paged_token_floats(s) * block_tokens;
+    return kv_spec_paged_block_floats(s, block_tokens);
 }
 
 /* ---- lists ---- */
@@ -138,6 +140,9 @@ int kv_pool_create_rings(const kv_spec *spec, int32_t block_tokens, int64_t budg
     *out = NULL;
     if (kv_spec_check(spec, err)) return -1;
     if (block_tokens <= 0) block_tokens = KV_POOL_DEFAULT_BLOCK_TOKENS;
+    if (block_tokens % kv_spec_block_multiple(spec))
+        return cf_fail(err, "kv pool: blocks of %d tokens, but the model stores one row per %d tokens (use a multiple)",
+                       block_tokens, kv_spec_block_multiple(spec));
     int64_t floats = kv_spec_block_floats(spec, block_tokens);
     int64_t stride = kv_align(floats * (int64_t)sizeof(float));
     int64_t per_block = stride + 4 * (int64_t)sizeof(int32_t);

@@ -382,7 +382,45 @@ void model_kv_layout(const model *m, kv_spec *out) {
 int64_t model_kv_block_floats(const model *m, int block_tokens) {
     kv_spec s;
     model_kv_layout(m, &s);
-    return kv_spec_paged_token_floats(&s) * block_tokens;
+    return kv_spec_paged_block_floats(&s, block_tokens);
+}
+
+int64_t kv_spec_paged_block_floats(const kv_spec *s, int32_t block_tokens) {
+    int64_t f = 0;
+    for (int i = 0; i < s->n_groups; i++) {
+        const kv_group_spec *g = &s->groups[i];
+        if (g->kind == KV_LAYER_WINDOW) continue;
+        int32_t per = g->row_tokens > 1 ? g->row_tokens : 1;
+        f += (int64_t)g->n_layers * g->token_floats * (block_tokens / per);
+    }
+    return f;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
+
+int32_t kv_spec_block_multiple(const kv_spec *s) {
+    int64_t m = 1;
+    for (int i = 0; i < s->n_groups; i++) {
+        int64_t r = s->groups[i].kind != KV_LAYER_WINDOW && s->groups[i].row_tokens > 1 ? s->groups[i].row_tokens : 1;
+        m = m / gcd64(m, r) * r;
+        if (m > (1 << 20)) return 1 << 20;
+    }
+    return (int32_t)m;
+}
+
+double model_kv_token_bytes(const model *m) {
+    kv_spec s;
+    model_kv_layout(m, &s);
+    int32_t mult = kv_spec_block_multiple(&s);
+    return (double)kv_spec_paged_block_floats(&s, mult) * (double)sizeof(float) / mult;
+}
+
+int32_t model_kv_block_tokens(const model *m, int32_t want) {
+    kv_spec s;
+    model_kv_layout(m, &s);
+    int32_t mult = kv_spec_block_multiple(&s);
+    if (want <= 0) want = 16;
+    return (int32_t)(((int64_t)want + mult - 1) / mult * mult);
 }
 
 int64_t kv_spec_paged_token_floats(const kv_spec *s) {
@@ -407,12 +445,8 @@ int32_t kv_spec_max_window(const kv_spec *s) {
 }
 
 bool kv_spec_replay_by_default(const kv_spec *s) {
-    bool window = false, compressed = false;
-    for (int i = 0; i < s->n_groups; i++) {
-        window |= s->groups[i].kind == KV_LAYER_WINDOW;
-        compressed |= s->groups[i].kind == KV_LAYER_MLA;
-    }
-    return window && compressed;
+    /* the layout declares it (deepseek4: window rings beside compressed streams, trained for it) */
+    return s->bounded_replay && kv_spec_max_window(s) > 0;
 }
 
 int32_t kv_spec_default_replay_tokens(const kv_spec *s) {

@@ -180,11 +180,18 @@ typedef struct kv_group_spec {
     int32_t n_layers; /* layers in this group */
     int32_t token_floats; /* floats one token needs in one layer of the group */
     int32_t window; /* KV_LAYER_WINDOW: window in tokens; else 0 */
+    /* Paged groups: 0 or 1 = token_floats per token; r > 1 = token_floats per row, one row per r
+     * tokens (e.g. a compressed KV stream), so a block holds block_tokens / r rows of each layer and
+     * block_tokens must be a multiple of r (kv_spec_block_multiple). */
+    int32_t row_tokens;
 } kv_group_spec;
 
 typedef struct kv_spec {
     int32_t n_groups;
     kv_group_spec groups[KV_SPEC_MAX_GROUPS];
+    /* The model was trained for SWA bounded replay (DeepSeek V4): servers resume prefix hits without
+     * window state by replaying the last window's tokens unless told otherwise (issue 16). */
+    bool bounded_replay;
 } kv_spec;
 
 /* Paged groups (FULL, MLA) live in the all-layers blocks: prefix-cacheable,
@@ -205,20 +212,29 @@ typedef struct kv_spec {
 /* The model's KV layer groups (the architecture's kv_layout hook). */
 void model_kv_layout(const model *m, kv_spec *out);
 /* Floats in one KV block of `block_tokens` tokens: the sum over the layout's
- * paged groups of n_layers * token_floats * block_tokens. */
+ * paged groups of n_layers * token_floats * block_tokens / row_tokens. */
 int64_t model_kv_block_floats(const model *m, int block_tokens);
-/* Floats one token needs in the paged groups (block floats / block_tokens). */
+int64_t kv_spec_paged_block_floats(const kv_spec *s, int32_t block_tokens);
+/* Floats of one row of every paged layer (a token's, for per-token groups);
+ * 0: the layout has no paged group. */
 int64_t kv_spec_paged_token_floats(const kv_spec *s);
+/* Tokens a block size must be a multiple of: the least common multiple of
+ * the paged groups' row_tokens (1 when every group is per token). */
+int32_t kv_spec_block_multiple(const kv_spec *s);
+/* Bytes one token needs in the paged groups (f32; may be fractional when
+ * rows cover several tokens). */
+double model_kv_token_bytes(const model *m);
+/* `want` (<= 0: 16) rounded up to the layout's block multiple. */
+int32_t model_kv_block_tokens(const model *m, int32_t want);
 /* Floats one ring row needs: sum over window groups of n_layers * token_floats. */
 int64_t kv_spec_ring_row_floats(const kv_spec *s);
 /* Largest window of the layout's window groups; 0: no window group. */
 int32_t kv_spec_max_window(const kv_spec *s);
-/* Is bounded replay the default resumption for this layout? True when window
- * groups sit beside a compressed stream (a KV_LAYER_MLA group: the long-lived
- * part lives in compressed rows, the short-lived part in the rings), the
- * layout bounded replay was designed and trained for (DeepSeek V4); false for
- * window + full-attention layouts (gemma2), whose replay is an untrained
- * approximation. Keyed on the group kinds only, never on the architecture. */
+/* Is bounded replay the default resumption for this layout? True when the
+ * layout has window groups and declares `bounded_replay` (the model was trained
+ * for it: DeepSeek V4, whose long-lived part is compressed rows and short-lived
+ * part the rings); false otherwise (gemma2: replay there is an untrained
+ * approximation). Decided from the layout, never from the architecture name. */
 bool kv_spec_replay_by_default(const kv_spec *s);
 /* Tokens a bounded replay recomputes by default: 128 for a replay-by-default
  * layout (DeepSeek's choice), else the largest window. */

@@ -147,48 +147,72 @@ static int ds4_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) 
 
 ds4_kv_row ds4_kv_row_of(const model_hparams *hp, int32_t ratio) {
     int32_t D = hp->head_dim, I = hp->ds4_index_dim, c = ratio == 4 ? 2 : 1;
-    ds4_kv_row r = {.floats = D, .raw = 0, .cstate = -1, .crow = -1, .istate = -1, .irow = -1};
+    ds4_kv_row r = {.state = D, .raw = 0, .cstate = -1, .istate = -1, .rows = 0};
     if (ratio) {
-        r.cstate = r.floats;
-        r.crow = r.cstate + 2 * c * D;
-        r.floats = r.crow + D;
+        r.cstate = r.state;
+        r.state += 2 * c * D;
+        r.rows = D;
     }
     if (ratio == 4) {
-        r.istate = r.floats;
-        r.irow = r.istate + 4 * I;
-        r.floats = r.irow + I;
+        r.istate = r.state;
+        r.state += 4 * I;
+        r.rows += I;
     }
     return r;
 }
 
-int64_t ds4_mtp_block_floats(const model *m, int mtp, int32_t block_tokens) {
-    const model_hparams *hp = &m->hp;
-    return (int64_t)ds4_kv_row_of(hp, hp->ds4_ratio[hp->n_layer + mtp]).floats * block_tokens;
+int32_t ds4_ring_window(const model_hparams *hp, int32_t ratio) {
+    int32_t span = ratio == 4 ? 8 : ratio; /* tokens whose compressor inputs a finishing row reads */
+    return hp->ds4_window > span ? hp->ds4_window : span;
 }
 
-/* Groups in block order: window-only, CSA (4), HCA (128) layers; within a
- * group, layers in model order. */
-static const int32_t group_ratio[3] = {0, 4, 128};
+int64_t ds4_mtp_block_floats(const model *m, int mtp, int32_t block_tokens) {
+    const model_hparams *hp = &m->hp;
+    ds4_kv_row r = ds4_kv_row_of(hp, hp->ds4_ratio[hp->n_layer + mtp]);
+    return (int64_t)(r.state + r.rows) * block_tokens;
+}
+
+/* Paged groups (block order): CSA rows, HCA rows; window groups (ring
+ * order): window-only, CSA, HCA layers' per-token state. Within a group,
+ * layers in model order. */
+static const int32_t paged_ratio[2] = {4, 128};
+static const int32_t ring_ratio[3] = {0, 4, 128};
+
+static int32_t count_ratio(const model_hparams *hp, int32_t ratio) {
+    int32_t n = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++) n += hp->ds4_ratio[l] == ratio;
+    return n;
+}
 
 static void ds4_kv_layout(const model *m, kv_spec *out) {
     const model_hparams *hp = &m->hp;
     out->n_groups = 0;
+    out->bounded_replay = true; /* V4 is trained for SWA bounded replay */
+    for (int g = 0; g < 2; g++) {
+        int32_t n = count_ratio(hp, paged_ratio[g]);
+        if (n)
+            out->groups[out->n_groups++] = (kv_group_spec){.kind = KV_LAYER_MLA,
+                                                           .n_layers = n,
+                                                           .token_floats = ds4_kv_row_of(hp, paged_ratio[g]).rows,
+                                                           .row_tokens = paged_ratio[g]};
+    }
     for (int g = 0; g < 3; g++) {
-        int32_t n = 0;
-        for (int32_t l = 0; l < hp->n_layer; l++) n += hp->ds4_ratio[l] == group_ratio[g];
-        if (!n) continue;
-        out->groups[out->n_groups++] = (kv_group_spec){
-            .kind = KV_LAYER_MLA, .n_layers = n, .token_floats = ds4_kv_row_of(hp, group_ratio[g]).floats};
+        int32_t n = count_ratio(hp, ring_ratio[g]);
+        if (n)
+            out->groups[out->n_groups++] = (kv_group_spec){.kind = KV_LAYER_WINDOW,
+                                                           .n_layers = n,
+                                                           .token_floats = ds4_kv_row_of(hp, ring_ratio[g]).state,
+                                                           .window = ds4_ring_window(hp, ring_ratio[g])};
     }
 }
 
 static void ds4_kv_describe(const model *m, char *buf, size_t n) {
     const model_hparams *hp = &m->hp;
-    int32_t cnt[3] = {0};
-    for (int32_t l = 0; l < hp->n_layer; l++)
-        for (int g = 0; g < 3; g++) cnt[g] += hp->ds4_ratio[l] == group_ratio[g];
-    snprintf(buf, n, "(%d window x %d + %d CSA x %d + %d HCA x %d floats x 4 B, deepseek4)", cnt[0],
-             ds4_kv_row_of(hp, 0).floats, cnt[1], ds4_kv_row_of(hp, 4).floats, cnt[2], ds4_kv_row_of(hp, 128).floats);
+    int32_t n4 = count_ratio(hp, 4), n128 = count_ratio(hp, 128);
+    snprintf(buf, n,
+             "(%d CSA x %d / 4 + %d HCA x %d / 128 floats x 4 B, deepseek4; plus a ring per sequence: %d layers' "
+             "window and compressor state)",
+             n4, ds4_kv_row_of(hp, 4).rows, n128, ds4_kv_row_of(hp, 128).rows, hp->n_layer);
 }
 
 static int ds4_fingerprint(const model_hparams *hp, model_fp_writer *w) {

@@ -73,17 +73,23 @@ static inline const ds4_weights *ds4_w(const model *m) { return (const ds4_weigh
 int ds4_load(model *m, cf_err *err);
 void ds4_release(model *m);
 
-/* KV rows per token and layer (deepseek4.c): the floats of layer il in one
- * token's slot and the offsets of its parts (docs/deepseek4.md, "KV"). */
+/* KV of one layer (deepseek4.c; docs/deepseek4.md "KV"): the per-token
+ * state a sequence keeps for its last positions (main layers: on its window
+ * ring) and the rows a compressor group ends with (main layers: packed in
+ * the paged blocks, one per `ratio` tokens). MTP blocks keep both in one
+ * slot per token (state, then rows) of their own one-layer blocks. */
 typedef struct ds4_kv_row {
-    int32_t floats; /* total per token */
+    int32_t state; /* per-token state floats */
     int32_t raw; /* 0: the token's rotated latent (D) */
-    int32_t cstate; /* compressor kv | score of this token (2*c*D), or -1 */
-    int32_t crow; /* compressed row completed at this token (D), or -1 */
+    int32_t cstate; /* compressor kv | score + ape of this token (2*c*D), or -1 */
     int32_t istate; /* indexer compressor kv | score (4*I), or -1 */
-    int32_t irow; /* indexer row completed at this token (I), or -1 */
+    int32_t rows; /* floats a finished group stores: compressed row D (+ indexer row I); 0 for ratio 0 */
 } ds4_kv_row;
 ds4_kv_row ds4_kv_row_of(const model_hparams *hp, int32_t ratio);
+/* The ring window of a layer of this ratio: the attention window W, or the
+ * tokens a finishing compressor row reads back (8 for ratio 4, 128 for 128)
+ * when more. */
+int32_t ds4_ring_window(const model_hparams *hp, int32_t ratio);
 
 /* The forward pass (deepseek4_forward.c); model.h's contract. */
 typedef struct ds4_fwd ds4_fwd;
@@ -100,7 +106,8 @@ const float *ds4_fwd_streams(const ds4_fwd *c);
  * block (its own attention and MoE), then the head (output_hc_*, the
  * block's shared_head_norm or output_norm, output) for the out_rows. The
  * batch's block tables are the MTP block's own KV: blocks of
- * ds4_mtp_block_floats(m, block_tokens) floats (one layer). */
+ * ds4_mtp_block_floats(m, block_tokens) floats (one layer, a slot per token;
+ * no ring). */
 int ds4_mtp_forward(ds4_fwd *c, int mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err);
 int64_t ds4_mtp_block_floats(const model *m, int mtp, int32_t block_tokens);
 

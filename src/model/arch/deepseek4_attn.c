@@ -32,7 +32,7 @@ static void store_token(ds4_fwd *c, const fwd_batch *b, int il, int32_t t) {
     const ds4_kv_row *row = &c->row[il];
     int64_t D = hp->head_dim;
     int32_t pos = b->pos[t], r = L->ratio;
-    float *slot = ds4_slot(c, b, b->seq[t], pos, il);
+    float *slot = ds4_state_row(c, b, b->seq[t], pos, il);
     memcpy(slot + row->raw, c->kv + t * D, (size_t)D * sizeof(float));
     if (!r) return;
     int64_t cw = (r == 4 ? 2 : 1) * D;
@@ -46,32 +46,37 @@ static void store_indexer_token(ds4_fwd *c, const fwd_batch *b, int il, int32_t 
     const ds4_layer *L = &ds4_w(c->m)->layer[il];
     int64_t cw = 2 * (int64_t)c->m->hp.ds4_index_dim;
     int32_t pos = b->pos[t];
-    float *st = ds4_slot(c, b, b->seq[t], pos, il) + c->row[il].istate;
+    float *st = ds4_state_row(c, b, b->seq[t], pos, il) + c->row[il].istate;
     memcpy(st, c->ck + t * cw, (size_t)cw * sizeof(float));
     const float *ape = L->icomp.ape + (int64_t)(pos % 4) * cw;
     for (int64_t k = 0; k < cw; k++) st[cw + k] = c->cg[t * cw + k] + ape[k];
 }
 
 /* Compressed row `g` of width w (ratio r) from the states of its tokens
- * (state at offset `state` of each slot: kv | score, each c*w wide), normed
- * and rotated, into out. */
+ * (state at offset `state` of each state row: kv | score, each c*w wide),
+ * normed and rotated, into out. Tokens below `floor` (bounded replay: not
+ * this sequence's rows) take no part. */
 static void compress_row(ds4_fwd *c, const fwd_batch *b, int il, int32_t seq, int32_t g, int32_t r, int64_t w,
                          int32_t state, const float *norm, float *out) {
     const model_hparams *hp = &c->m->hp;
     const float *kv[2 * 128], *sc[2 * 128];
+    int32_t floor = il < hp->n_layer ? b->seqs[seq].replay_from : 0;
     int n = 0;
     if (r == 4) {
         for (int32_t j = 0; g > 0 && j < 4; j++) {
-            const float *st = ds4_slot(c, b, seq, (g - 1) * 4 + j, il) + state;
+            if ((g - 1) * 4 + j < floor) continue;
+            const float *st = ds4_state_row(c, b, seq, (g - 1) * 4 + j, il) + state;
             kv[n] = st, sc[n++] = st + 2 * w;
         }
         for (int32_t j = 0; j < 4; j++) {
-            const float *st = ds4_slot(c, b, seq, g * 4 + j, il) + state;
+            if (g * 4 + j < floor) continue;
+            const float *st = ds4_state_row(c, b, seq, g * 4 + j, il) + state;
             kv[n] = st + w, sc[n++] = st + 3 * w;
         }
     } else {
         for (int32_t j = 0; j < r; j++) {
-            const float *st = ds4_slot(c, b, seq, g * r + j, il) + state;
+            if (g * r + j < floor) continue;
+            const float *st = ds4_state_row(c, b, seq, g * r + j, il) + state;
             kv[n] = st, sc[n++] = st + w;
         }
     }
@@ -87,35 +92,35 @@ static void compress_row(ds4_fwd *c, const fwd_batch *b, int il, int32_t seq, in
 }
 
 /* Rows finished by this batch's tokens: the token at the last position of
- * a group stores it (all states of the batch are stored first). */
+ * a group stores it (all states of the batch are stored first). Rows of
+ * groups ending below keep_below (bounded replay) are cached: not rewritten. */
 static void finish_rows(ds4_fwd *c, const fwd_batch *b, int il) {
     const ds4_layer *L = &ds4_w(c->m)->layer[il];
     const ds4_kv_row *row = &c->row[il];
     int32_t r = L->ratio;
+    int64_t D = c->m->hp.head_dim;
     for (int32_t t = 0; t < b->n_tokens; t++) {
         int32_t pos = b->pos[t], seq = b->seq[t];
-        if ((pos + 1) % r) continue;
-        float *slot = ds4_slot(c, b, seq, pos, il);
+        if ((pos + 1) % r || (il < c->m->hp.n_layer && pos < b->seqs[seq].keep_below)) continue;
         int32_t g = (pos + 1) / r - 1;
-        compress_row(c, b, il, seq, g, r, c->m->hp.head_dim, row->cstate, L->comp.norm, slot + row->crow);
-        if (r == 4)
-            compress_row(c, b, il, seq, g, 4, c->m->hp.ds4_index_dim, row->istate, L->icomp.norm, slot + row->irow);
+        float *rows = ds4_group_rows(c, b, seq, g, il);
+        compress_row(c, b, il, seq, g, r, D, row->cstate, L->comp.norm, rows);
+        if (r == 4) compress_row(c, b, il, seq, g, 4, c->m->hp.ds4_index_dim, row->istate, L->icomp.norm, rows + D);
     }
 }
 
 /* The compressed rows query t attends to (ratio 4: the indexer's top-k). */
 static int pick_rows(ds4_fwd *c, const fwd_batch *b, int il, int32_t t, ds4_thr *th, const float **keys) {
     const model_hparams *hp = &c->m->hp;
-    const ds4_kv_row *row = &c->row[il];
     int32_t r = hp->ds4_ratio[il], pos = b->pos[t], seq = b->seq[t], vis = (pos + 1) / r;
     if (r == 128) {
-        for (int32_t j = 0; j < vis; j++) keys[j] = ds4_slot(c, b, seq, (j + 1) * r - 1, il) + row->crow;
+        for (int32_t j = 0; j < vis; j++) keys[j] = ds4_group_rows(c, b, seq, j, il);
         return vis;
     }
     int64_t I = hp->ds4_index_dim, IH = hp->ds4_index_heads;
     const float *q = c->iq + t * IH * I, *w = c->iw + t * IH;
     for (int32_t j = 0; j < vis; j++) {
-        const float *k = ds4_slot(c, b, seq, (j + 1) * 4 - 1, il) + row->irow;
+        const float *k = ds4_group_rows(c, b, seq, j, il) + hp->head_dim;
         float s = 0;
         for (int64_t h = 0; h < IH; h++) {
             float d = kern_dot_f32(q + h * I, k, I);
@@ -124,7 +129,7 @@ static int pick_rows(ds4_fwd *c, const fwd_batch *b, int il, int32_t t, ds4_thr 
         th->iscore[j] = s;
     }
     int k = ds4_topk(th->iscore, vis, hp->ds4_index_topk, th->sel);
-    for (int j = 0; j < k; j++) keys[j] = ds4_slot(c, b, seq, (th->sel[j] + 1) * 4 - 1, il) + row->crow;
+    for (int j = 0; j < k; j++) keys[j] = ds4_group_rows(c, b, seq, th->sel[j], il);
     return k;
 }
 
@@ -143,7 +148,8 @@ static void attend_task(void *ctx, int ith, int nth) {
     for (int32_t t = (int32_t)t0; t < (int32_t)t1; t++) {
         int32_t pos = b->pos[t], seq = b->seq[t], n = 0;
         int32_t first = pos - hp->ds4_window + 1 > 0 ? pos - hp->ds4_window + 1 : 0;
-        for (int32_t p = first; p <= pos; p++) th->keys[n++] = ds4_slot(c, b, seq, p, il) + c->row[il].raw;
+        if (il < hp->n_layer && first < b->seqs[seq].replay_from) first = b->seqs[seq].replay_from;
+        for (int32_t p = first; p <= pos; p++) th->keys[n++] = ds4_state_row(c, b, seq, p, il) + c->row[il].raw;
         if (L->ratio) n += pick_rows(c, b, il, t, th, th->keys + n);
         for (int64_t h = 0; h < H; h++) {
             float *o = c->att + (t * H + h) * D;

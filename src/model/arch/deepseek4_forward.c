@@ -34,31 +34,36 @@ void ds4_fwd_free(ds4_fwd *c) {
     }
     free(c->thr);
     free(c->layer_off);
+    free(c->ring_off);
     free(c->row);
     kern_ctx_destroy(c->kc);
     free(c);
 }
 
-/* Offsets of each main layer's rows in a block (groups: ratio 0, 4, 128). */
+/* Offsets of each main layer's packed rows in a block (groups: ratio 4,
+ * 128) and of its state rows in a ring block (groups: ratio 0, 4, 128), in
+ * the order of the kv_layout hook (deepseek4.c). */
 static int layout_offsets(ds4_fwd *c) {
     const model_hparams *hp = &c->m->hp;
     int32_t blocks = hp->n_layer + hp->ds4_n_mtp;
-    c->layer_off = malloc((size_t)blocks * sizeof *c->layer_off);
+    c->layer_off = calloc((size_t)blocks, sizeof *c->layer_off);
+    c->ring_off = calloc((size_t)blocks, sizeof *c->ring_off);
     c->row = malloc((size_t)blocks * sizeof *c->row);
-    if (!c->layer_off || !c->row) return -1;
-    for (int l = hp->n_layer; l < blocks; l++) { /* MTP blocks: their own KV blocks, one layer each */
-        c->row[l] = ds4_kv_row_of(hp, hp->ds4_ratio[l]);
-        c->layer_off[l] = 0;
-    }
+    if (!c->layer_off || !c->ring_off || !c->row) return -1;
+    for (int l = 0; l < blocks; l++) c->row[l] = ds4_kv_row_of(hp, hp->ds4_ratio[l]);
     static const int32_t order[3] = {0, 4, 128};
-    int64_t at = 0;
+    int64_t at = 0, ring = 0;
     for (int g = 0; g < 3; g++)
         for (int l = 0; l < hp->n_layer; l++) {
             if (hp->ds4_ratio[l] != order[g]) continue;
-            c->row[l] = ds4_kv_row_of(hp, order[g]);
-            c->layer_off[l] = at;
-            at += (int64_t)c->row[l].floats * c->bt;
+            if (order[g]) {
+                c->layer_off[l] = at;
+                at += (int64_t)c->row[l].rows * (c->bt / order[g]);
+            }
+            c->ring_off[l] = ring;
+            ring += (int64_t)c->row[l].state * c->bt;
         }
+    c->ring_block_floats = ring;
     return 0;
 }
 
@@ -113,6 +118,13 @@ ds4_fwd *ds4_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
         return NULL;
     }
     c->m = m, c->pool = pool, c->max_tokens = max_tokens, c->max_ctx = max_ctx, c->bt = block_tokens;
+    for (int32_t l = 0; l < hp->n_layer; l++)
+        if (hp->ds4_ratio[l] && block_tokens % hp->ds4_ratio[l]) {
+            cf_fail(err, "deepseek4: KV blocks of %d tokens must be a multiple of the compress ratio %d", block_tokens,
+                    hp->ds4_ratio[l]);
+            free(c);
+            return NULL;
+        }
     int64_t widest = (int64_t)hp->ds4_hc * hp->n_embd;
     int64_t ins[] = {(int64_t)hp->n_head * hp->head_dim, hp->q_lora_rank, (int64_t)hp->ds4_o_groups * hp->ds4_o_lora,
                      (int64_t)hp->n_ff_exp * (hp->n_expert_shared > 1 ? hp->n_expert_shared : 1), 2 * hp->n_embd};

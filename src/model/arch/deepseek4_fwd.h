@@ -4,14 +4,21 @@
  * compressed attention, grouped output) and deepseek4_moe.c (routing,
  * experts). Not a public header.
  *
- * KV (model.h's block contract; docs/deepseek4.md "KV"): a block is the
- * layout's groups in order (window-only, CSA, HCA layers), each layer
- * [token_in_block][ds4_kv_row floats]. Every token slot keeps the token's
- * rotated latent (the window reads the last W of them), its compressor
- * inputs (kv | gated score + ape), and, at the last token of each group of
- * `ratio`, the finished compressed row (and the indexer's): so chunked
- * prefill may cut a group anywhere, and every row lives in the block of the
- * tokens it summarizes (prefix caching and the store need nothing else).
+ * KV (model.h's contract; docs/deepseek4.md "KV"). Main layers: each
+ * token's state (rotated latent, compressor and indexer inputs) goes to the
+ * sequence's window ring, which keeps the last ds4_ring_window positions:
+ * the window reads the last W latents, a finishing compressor row the
+ * inputs of its group (and, for ratio 4, the previous group). The row a
+ * group ends with goes to the paged block of its last token, packed one
+ * per `ratio` tokens ([layer][block_tokens / ratio][rows]; block_tokens is a
+ * multiple of every ratio). So chunked prefill may cut a group anywhere, a
+ * row never depends on which batch computed it (batch invariance), and
+ * prefix caching and the store see ordinary blocks of compressed rows.
+ * Bounded replay (fwd_seq.replay_from / keep_below): ring rows below
+ * replay_from are not the sequence's (window keys and compressor inputs
+ * there are skipped), rows of groups ending below keep_below are cached and
+ * not rewritten. MTP blocks keep state and rows in one slot per token of
+ * their own one-layer blocks.
  *
  * Scratch is sized at creation (T = max_tokens): nothing is allocated per
  * step. */
@@ -33,8 +40,10 @@ struct ds4_fwd {
     thread_pool *pool;
     kern_ctx *kc;
     int32_t max_tokens, max_ctx, bt, n_thr, max_keys;
-    int64_t *layer_off; /* per main layer: float offset of its rows in a block */
-    ds4_kv_row *row; /* per main layer */
+    int64_t *layer_off; /* per main layer: float offset of its packed rows in a block */
+    int64_t *ring_off; /* per main layer: float offset of its state rows in a ring block */
+    int64_t ring_block_floats; /* floats of one ring block (every layer, bt rows) */
+    ds4_kv_row *row; /* per layer (MTP blocks included) */
     /* streams and mixing */
     float *xs, *xs_res, *flat, *pre, *post, *comb, *y, *xa, *out;
     /* attention */
@@ -50,9 +59,24 @@ struct ds4_fwd {
     int il; /* the layer being run (attention tasks) */
 };
 
-/* The slot of token `pos` of batch sequence `seq` in layer il. */
-static inline float *ds4_slot(const struct ds4_fwd *c, const fwd_batch *b, int32_t seq, int32_t pos, int il) {
-    return b->seqs[seq].blocks[pos / c->bt] + c->layer_off[il] + (int64_t)(pos % c->bt) * c->row[il].floats;
+/* The state row of position `pos` of batch sequence `seq` in layer il
+ * (main layers: its ring; MTP blocks: its slot). */
+static inline float *ds4_state_row(const struct ds4_fwd *c, const fwd_batch *b, int32_t seq, int32_t pos, int il) {
+    const fwd_seq *s = &b->seqs[seq];
+    if (il >= c->m->hp.n_layer)
+        return s->blocks[pos / c->bt] + (int64_t)(pos % c->bt) * (c->row[il].state + c->row[il].rows);
+    return s->ring + (int64_t)((pos / c->bt) % s->ring_blocks) * c->ring_block_floats + c->ring_off[il] +
+           (int64_t)(pos % c->bt) * c->row[il].state;
+}
+
+/* The rows group g of layer il (ratio r) ended with: the compressed row (D
+ * floats), then for ratio 4 the indexer's (I). */
+static inline float *ds4_group_rows(const struct ds4_fwd *c, const fwd_batch *b, int32_t seq, int32_t g, int il) {
+    int32_t r = c->m->hp.ds4_ratio[il], end = (g + 1) * r - 1;
+    float *blk = b->seqs[seq].blocks[end / c->bt];
+    if (il >= c->m->hp.n_layer)
+        return blk + (int64_t)(end % c->bt) * (c->row[il].state + c->row[il].rows) + c->row[il].state;
+    return blk + c->layer_off[il] + (int64_t)((end % c->bt) / r) * c->row[il].rows;
 }
 
 /* deepseek4_attn.c: c->out = attention of layer il for c->xa. */

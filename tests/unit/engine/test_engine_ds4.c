@@ -5,7 +5,8 @@
  * submitted at once (greedy) give exactly the tokens each gives alone;
  * again with max_batch_tokens 16 (chunked prefill across compressor group
  * boundaries) and with a KV budget small enough to force preemption. Prefix
- * caching serves deepseek4 blocks (same tokens as a cold run). */
+ * caching serves deepseek4 blocks (same tokens as a cold run). The pool's
+ * KV accounting matches the compact layout's arithmetic. */
 #include <stdio.h>
 #include <unistd.h>
 
@@ -89,6 +90,36 @@ static void test_prefix(const model *m, thread_pool *tp) {
     cinfer_engine_destroy(e);
 }
 
+/* KV bytes per token from the pool's accounting = the shape's arithmetic
+ * (docs/deepseek4.md "KV"): paged, per CSA layer (D + I) / 4 floats and per
+ * HCA layer D / 128 (blocks of 128 tokens); per sequence, a ring of 256 rows
+ * (window 128 + chunk 128) of D (window-only), D + 4D + 4I (CSA: latent,
+ * overlapping compressor kv | score, indexer's) and D + 2D (HCA) floats. */
+static void test_kv_accounting(const model *m, thread_pool *tp) {
+    const model_hparams *hp = model_get_hparams(m);
+    int64_t D = hp->head_dim, I = hp->ds4_index_dim, n4 = 0, n128 = 0, n0 = 0;
+    for (int l = 0; l < hp->n_layer; l++) {
+        n4 += hp->ds4_ratio[l] == 4;
+        n128 += hp->ds4_ratio[l] == 128;
+        n0 += hp->ds4_ratio[l] == 0;
+    }
+    int64_t block_bytes = 4 * (n4 * (D + I) * (128 / 4) + n128 * D); /* 128 tokens */
+    int64_t ring_bytes = 4 * 256 * (n0 * D + n4 * (5 * D + 4 * I) + n128 * 3 * D);
+    cinfer_engine *e = tl_engine(m, tp, 64 << 20, 2048, 32, CTX);
+    CHECK(e != NULL);
+    if (!e) return;
+    cinfer_engine_stats s = cinfer_engine_get_stats(e);
+    int64_t rings = (int64_t)s.kv_rings_total * (s.kv_ring_bytes + 4);
+    int64_t per_block = (s.kv_bytes - rings) / s.kv_blocks_total; /* + 16 bytes of metadata per block */
+    CHECKF(per_block == block_bytes + 16, "pool: %lld bytes per block, the shape gives %lld + 16", (long long)per_block,
+           (long long)block_bytes);
+    CHECKF(s.kv_ring_bytes == ring_bytes && s.kv_ring_tokens == 256, "ring %lld bytes of %d rows, the shape gives %lld",
+           (long long)s.kv_ring_bytes, s.kv_ring_tokens, (long long)ring_bytes);
+    fprintf(stderr, "kv: %.2f bytes per token in blocks, %lld bytes of ring per sequence\n", block_bytes / 128.0,
+            (long long)s.kv_ring_bytes);
+    cinfer_engine_destroy(e);
+}
+
 static void test_model(const char *path, int32_t vocab) {
     cf_err err = {0};
     model *m = NULL;
@@ -96,6 +127,7 @@ static void test_model(const char *path, int32_t vocab) {
     CHECKF(rc == 0, "%s", err.msg);
     if (rc) return;
     thread_pool *tp = pool_create(2);
+    test_kv_accounting(m, tp);
     for (int i = 0; i < NREQ; i++) {
         specs[i].n_prompt = 5 + (int32_t)(tl_rand() % 256);
         specs[i].max_tokens = 4 + (int32_t)(tl_rand() % 40);
@@ -112,8 +144,11 @@ static void test_model(const char *path, int32_t vocab) {
     cinfer_engine_destroy(e);
     run_batch(m, tp, "batched", 64 << 20, 2048, false);
     run_batch(m, tp, "chunked", 64 << 20, 16, false);
-    /* 20 blocks of 16 tokens: the longest request fits, 16 at once do not */
-    run_batch(m, tp, "preempting", 20 * model_kv_block_floats(m, 16) * 4 + 4096, 2048, true);
+    /* 8 window rings and 7 blocks of 128 tokens: the longest request fits, 8 at once do not */
+    cinfer_engine *probe = tl_engine(m, tp, 64 << 20, 2048, 32, CTX);
+    int64_t ring = probe ? cinfer_engine_get_stats(probe).kv_ring_bytes : 0;
+    cinfer_engine_destroy(probe);
+    run_batch(m, tp, "preempting", 8 * (ring + 64) + 7 * (model_kv_block_floats(m, 128) * 4 + 80) + 4096, 2048, true);
     test_prefix(m, tp);
 out:
     pool_destroy(tp);

@@ -367,8 +367,8 @@ static void test_soak(const model *m, thread_pool *pool, int64_t slot) {
     cinfer_engine_destroy(e);
 }
 
-/* The replay default follows the layer-group kinds only: window + compressed stream (MLA) on, window + full
- * attention (gemma2) off, no window off; W 128 for the former, the window otherwise. */
+/* The replay default follows the layout only: window groups in a layout that declares bounded_replay (V4) on,
+ * window + full attention (gemma2) off, no window off; W 128 for the former, the window otherwise. */
 static void test_replay_default(const model *m, thread_pool *pool) {
     kv_spec spec = {0};
     cf_err err = {0};
@@ -376,10 +376,14 @@ static void test_replay_default(const model *m, thread_pool *pool) {
     CHECK(!kv_spec_replay_by_default(&spec) && kv_spec_default_replay_tokens(&spec) == kv_spec_max_window(&spec));
     kv_spec v4 = {.n_groups = 2,
                   .groups = {{.kind = KV_LAYER_MLA, .n_layers = 4, .token_floats = 64},
-                             {.kind = KV_LAYER_WINDOW, .n_layers = 4, .token_floats = 64, .window = 128}}};
+                             {.kind = KV_LAYER_WINDOW, .n_layers = 4, .token_floats = 64, .window = 128}},
+                  .bounded_replay = true};
     CHECK(kv_spec_replay_by_default(&v4) && kv_spec_default_replay_tokens(&v4) == 128);
-    kv_spec mla = {.n_groups = 1, .groups = {{.kind = KV_LAYER_MLA, .n_layers = 4, .token_floats = 64}}};
-    CHECK(!kv_spec_replay_by_default(&mla));
+    v4.bounded_replay = false; /* the same groups without the declaration: exact by default */
+    CHECK(!kv_spec_replay_by_default(&v4));
+    kv_spec mla = {.n_groups = 1, .groups = {{.kind = KV_LAYER_MLA, .n_layers = 4, .token_floats = 64}},
+                   .bounded_replay = true};
+    CHECK(!kv_spec_replay_by_default(&mla)); /* no window group: nothing to replay */
     /* auto on gemma2, no tier: no bounded replay, so the repeated turn is exact from the start */
     cinfer_engine_options o = {.block_tokens = 16,
                                .kv_memory_bytes = 32 << 20,

@@ -46,6 +46,16 @@ int main(void) {
     bad = mixed; /* window-only: no paged group */
     bad.groups[0] = bad.groups[1];
     CHECK(kv_spec_check(&bad, &err) == -1 && strstr(err.msg, "no paged") != NULL);
+    /* row groups (deepseek4's compressed streams): one row per row_tokens tokens */
+    kv_spec rows = {.n_groups = 2};
+    rows.groups[0] = (kv_group_spec){.kind = KV_LAYER_MLA, .n_layers = 3, .token_floats = 10, .row_tokens = 4};
+    rows.groups[1] = (kv_group_spec){.kind = KV_LAYER_MLA, .n_layers = 2, .token_floats = 6, .row_tokens = 128};
+    CHECK(kv_spec_check(&rows, &err) == 0 && kv_spec_block_multiple(&rows) == 128);
+    CHECK(kv_spec_block_floats(&rows, 256) == 3 * 10 * 64 + 2 * 6 * 2);
+    kv_pool *rp = NULL;
+    CHECK(kv_pool_create(&rows, 64, 1 << 20, &rp, &err) == -1 && strstr(err.msg, "multiple") != NULL);
+    CHECK(kv_pool_create(&rows, 128, 1 << 20, &rp, &err) == 0 && kv_pool_block_floats(rp) == 3 * 10 * 32 + 2 * 6);
+    kv_pool_free(rp);
 
     /* rings: taken from the budget before the blocks, acquired and released */
     {

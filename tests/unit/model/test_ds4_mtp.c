@@ -10,12 +10,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/seq_kv.h"
 #include "model/arch/deepseek4.h"
 #include "model/mkmodel.h"
 #include "testutil.h"
 
 #define T 40
-#define BT 16
+#define BT 128 /* a multiple of the ratios */
 
 static int argmax(const float *v, int n) {
     int b = 0;
@@ -72,17 +73,23 @@ int main(void) {
     thread_pool *pool = pool_create(2);
     ds4_fwd *c = ds4_fwd_create(m, pool, T, T, BT, &err);
     CHECKF(c != NULL, "%s", err.msg);
-    float *kv_ptr[8], *mtp_ptr[8], *mtp2_ptr[8];
-    float *kv = blocks_for(model_kv_block_floats(m, BT), nblk, kv_ptr);
+    float *mtp_ptr[8], *mtp2_ptr[8];
+    seq_kv kv;
+    CHECKF(seq_kv_init(&kv, m, T, BT, T, &err) == 0, "%s", err.msg);
     float *mkv = blocks_for(ds4_mtp_block_floats(m, 0, BT), nblk, mtp_ptr);
     float *mkv2 = blocks_for(ds4_mtp_block_floats(m, 0, BT), nblk, mtp2_ptr);
     int32_t tok[T], pos[T], seq[T] = {0}, rows[T];
     for (int i = 0; i < T; i++) tok[i] = 3 + (i * 37) % 500, pos[i] = i, rows[i] = i;
     float *main_logits = malloc(sizeof(float) * T * nv), *h = malloc(sizeof(float) * (size_t)(T * W));
     float *all = malloc(sizeof(float) * T * nv), *one = malloc(sizeof(float) * nv);
-    fwd_seq s = {.blocks = kv_ptr, .n_blocks = nblk};
-    fwd_batch b = {
-        .n_tokens = T, .tokens = tok, .pos = pos, .seq = seq, .seqs = &s, .n_seqs = 1, .n_out = T, .out_rows = rows};
+    fwd_batch b = {.n_tokens = T,
+                   .tokens = tok,
+                   .pos = pos,
+                   .seq = seq,
+                   .seqs = &kv.seq,
+                   .n_seqs = 1,
+                   .n_out = T,
+                   .out_rows = rows};
     CHECK(c && ds4_forward(c, &b, main_logits, &err) == 0);
     if (c) memcpy(h, ds4_fwd_streams(c), sizeof(float) * (size_t)(T * W));
     /* MTP: position p predicts token p + 2 from h[p] and token p + 1 */
@@ -121,7 +128,8 @@ int main(void) {
     fprintf(stderr, "MTP incremental vs batch: max |diff| %.2e\n", worst);
     CHECK(c && ds4_mtp_forward(c, 1, &mb, h, all, &err) != 0 && strstr(err.msg, "MTP block 1"));
     ds4_fwd_free(c);
-    free(kv), free(mkv), free(mkv2), free(main_logits), free(h), free(all), free(one);
+    seq_kv_release(&kv);
+    free(mkv), free(mkv2), free(main_logits), free(h), free(all), free(one);
     pool_destroy(pool);
     model_free(m);
     unlink(path);
