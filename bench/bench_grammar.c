@@ -10,7 +10,8 @@
  * Input (--cases): JSON lines {"subset": S, "id": ID, "schema": {...}, "instances": ["text", ...]}
  * made by bench/grammar_cases.py. --dump DIR writes the vocabulary (vocab.txt: hex bytes per
  * token, special flag), the EOS ids (eos.txt) and the token sequences (tokens.jsonl) so bench/grammar_peers.py can run
- * llguidance and xgrammar on exactly the same tokens.
+ * llguidance and xgrammar on exactly the same tokens, plus cinfer-samples.tsv (each schema's
+ * compile result, each mask time, each instance's outcome) for bench/grammar_compare.py.
  * Usage: bench_grammar --vocab V.gguf --cases cases.jsonl [--dump DIR] [--max-tokens N] [--errors] */
 #include <jansson.h>
 #include <stdio.h>
@@ -155,6 +156,7 @@ typedef struct run {
     subset_tally subsets[32];
     int n_subsets;
     FILE *tokens_out;
+    FILE *samples; /* with --dump: DIR/cinfer-samples.tsv, per schema/token/instance (grammar_compare.py) */
     greedy gt;
     int errors; /* print why each schema did not compile */
     double slow_us; /* print masks slower than this (0: none) */
@@ -190,6 +192,7 @@ static void run_instance(run *r, cinfer_grammar *g, const char *text, double com
         cinfer_grammar_matcher_fill_mask(m, r->mask, r->words);
         double dt = now_us() - t0;
         if (r->slow_us > 0 && dt > r->slow_us) printf("  slow mask: %s token %zu: %.0fus\n", id, i, dt);
+        if (r->samples) fprintf(r->samples, "token\t%s\t%zu\t%.3f\n", id, i, dt);
         add_sample(&r->mask_us, dt);
         if (i == 0) add_sample(&r->ttfm_us, compile_us + dt);
         r->tokens++;
@@ -200,6 +203,7 @@ static void run_instance(run *r, cinfer_grammar *g, const char *text, double com
         }
     }
     if (ok) r->instances_ok++;
+    if (r->samples) fprintf(r->samples, "instance\t%s\t%d\n", id, ok);
     cinfer_grammar_matcher_free(m);
     free(ids);
 }
@@ -217,6 +221,9 @@ static void run_case(run *r, const json_t *c) {
     cinfer_grammar *g = cinfer_grammar_compile(&spec, NULL, &err);
     double compile_us = now_us() - t0;
     free(schema);
+    if (r->samples)
+        fprintf(r->samples, "schema\t%s\t%s\t%d\t%.3f\t%s\n", id ? id : "?", subset ? subset : "?", g != NULL,
+                compile_us, g ? "" : (err.keyword[0] ? err.keyword : "(limit)"));
     if (!g) {
         if (r->errors) printf("  not compiled: %s [%s] %s\n", id ? id : "?", err.keyword, err.msg);
         return;
@@ -273,7 +280,10 @@ int main(int argc, char **argv) {
         vocab_dump = fopen(p, "w");
         snprintf(p, sizeof p, "%s/tokens.jsonl", dump);
         r.tokens_out = fopen(p, "w");
-        if (!vocab_dump || !r.tokens_out) return fprintf(stderr, "bench_grammar: cannot write %s\n", dump), 1;
+        snprintf(p, sizeof p, "%s/cinfer-samples.tsv", dump);
+        r.samples = fopen(p, "w");
+        if (!vocab_dump || !r.tokens_out || !r.samples)
+            return fprintf(stderr, "bench_grammar: cannot write %s\n", dump), 1;
     }
     uint32_t map_cap = 1;
     while (map_cap < 4u * (uint32_t)tokenizer_n_vocab(tok)) map_cap *= 2;
@@ -307,6 +317,7 @@ int main(int argc, char **argv) {
     free(line);
     fclose(cf);
     if (r.tokens_out) fclose(r.tokens_out);
+    if (r.samples) fclose(r.samples);
     printf("engine=cinfer vocab=%s n_vocab=%u trie_build=%.0fms\n", vocab_path, cinfer_grammar_vocab_size(v), vocab_ms);
     for (int i = 0; i < r.n_subsets; i++)
         printf("  subset %-16s compiled %d/%d\n", r.subsets[i].name, r.subsets[i].compiled, r.subsets[i].schemas);

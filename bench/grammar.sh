@@ -4,7 +4,9 @@
 # bench/bench_grammar.c and bench/grammar_peers.py). Single thread each.
 # Usage: bench/grammar.sh VOCAB.gguf CASES.jsonl OUT_PREFIX
 #   CASES.jsonl from bench/grammar_cases.py (a JSONSchemaBench checkout); writes
-#   OUT_PREFIX.{cinfer,llguidance,xgrammar}.txt. Env: BUILD (default build), GRAMMAR_VENV (a venv
+#   OUT_PREFIX.{cinfer,llguidance,xgrammar}.txt and OUT_PREFIX.compare.txt (bench/grammar_compare.py:
+#   coverage side by side, llguidance-only schemas by keyword, mask times on the instances every
+#   engine compiled and accepted). Env: BUILD (default build), GRAMMAR_VENV (a venv
 #   with llguidance and xgrammar from PyPI, default /work/venvs/grammar), PEER_TIMEOUT (s, 1800).
 set -euo pipefail
 usage="usage: bench/grammar.sh VOCAB.gguf CASES.jsonl OUT_PREFIX
@@ -25,4 +27,5 @@ for engine in llguidance xgrammar; do
     --cases "$cases" --engine "$engine" --eos "$(cat "$dump/eos.txt")" > "$out.$engine.txt" 2>&1 ||
     echo "($engine exited $?: timed out or failed)" >> "$out.$engine.txt"
 done
+python3 "$(dirname "$0")/grammar_compare.py" "$dump" > "$out.compare.txt"
 tail -n 4 "$out".*.txt
