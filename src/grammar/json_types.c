@@ -3,7 +3,9 @@
  * numbers (the same where exact), arrays (prefixItems, items, minItems/maxItems) and objects
  * (properties in schema order, required, additionalProperties, min/maxProperties).
  * Combinations that a context-free grammar over this construction cannot express exactly (e.g.
- * pattern together with minLength, a non-integer bound on a number) are errors naming the keyword. */
+ * length limits with a general pattern, a non-integer bound on a number) are errors naming the
+ * keyword; length limits with a pattern that is one repeated character class are rewritten into a
+ * bounded regex (json_pattern_len.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +45,24 @@ int32_t js_type_string(js_ctx *c, const json_t *s) {
         kw = "pattern";
     }
     if (!re) return has_min || has_max ? js_string_len(&c->r, (uint32_t)min, max) : js_string(&c->r);
-    if (has_min || has_max)
-        return js_fail(c, has_min ? "minLength" : "maxLength", "length limits together with '%s' are not supported",
-                       kw);
+    char *bounded = NULL;
+    if (has_min || has_max) {
+        int any = 0;
+        if (pat && !fmt && !js_class_run_with_length(json_string_value(pat), min, max, &bounded, &any)) {
+            if (any) return js_string_len(&c->r, (uint32_t)min, max);
+            if (!bounded) return js_fail(c, "pattern", "out of memory");
+            re = bounded;
+        } else if (fmt) {
+            return js_fail(c, has_min ? "minLength" : "maxLength",
+                           "length limits together with 'format' are not supported");
+        } else {
+            return js_fail(c, has_min ? "minLength" : "maxLength",
+                           "length limits together with 'pattern' are supported only for a pattern that is one "
+                           "character class repeated (such as ^[a-z]+$)");
+        }
+    }
     int32_t body = gr_regex_compile(c->g, re, strlen(re), GR_RX_JSON_STRING, c->limits.max_depth, c->err);
+    free(bounded);
     if (body < 0) {
         c->failed = 1;
         if (c->err) snprintf(c->err->keyword, sizeof c->err->keyword, "%s", kw);

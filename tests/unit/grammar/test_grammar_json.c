@@ -70,6 +70,39 @@ int main(void) {
     /* strings */
     expect("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", C, "\"\xc3\xa9\xc3\xa9\"", 1);
     expect("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", C, "\"abcd\"", 0);
+    /* length limits with a pattern that is one repeated character class (json_pattern_len.c) */
+    static const char anch[] = "{\"type\":\"string\",\"pattern\":\"^[a-z_.]+$\",\"maxLength\":3}";
+    expect(anch, C, "\"ab\"", 1);
+    expect(anch, C, "\"a.c\"", 1);
+    expect(anch, C, "\"\"", 0);
+    expect(anch, C, "\"abcd\"", 0);
+    expect(anch, C, "\"aB\"", 0);
+    static const char anch_min[] = "{\"type\":\"string\",\"pattern\":\"^[a-z]*$\",\"minLength\":2}";
+    expect(anch_min, C, "\"a\"", 0);
+    expect(anch_min, C, "\"abcdef\"", 1);
+    expect(anch_min, C, "\"ab1\"", 0);
+    static const char search[] = "{\"type\":\"string\",\"pattern\":\"[0-9a-f]+\",\"minLength\":4,\"maxLength\":4}";
+    expect(search, C, "\"zzz1\"", 1);
+    expect(search, C, "\"1zzz\"", 1);
+    expect(search, C,
+           "\"\xc3\xa9\xc3\xa9\xc3\xa9"
+           "a\"",
+           1);
+    expect(search, C, "\"zzzz\"", 0);
+    expect(search, C, "\"12\"", 0);
+    expect(search, C, "\"z1zzz\"", 0);
+    static const char search_min[] = "{\"type\":\"string\",\"pattern\":\"\\\\d+\",\"minLength\":3}";
+    expect(search_min, C, "\"ab1\"", 1);
+    expect(search_min, C, "\"xxxxxx9\"", 1);
+    expect(search_min, C, "\"1xyzzzz\"", 1);
+    expect(search_min, C, "\"1\"", 0);
+    expect(search_min, C, "\"xyzw\"", 0);
+    static const char star[] = "{\"type\":\"string\",\"pattern\":\"[a-z]*\",\"maxLength\":2}";
+    expect(star, C, "\"12\"", 1);
+    expect(star, C, "\"123\"", 0);
+    expect_unsupported("{\"type\":\"string\",\"pattern\":\"^(ab)+$\",\"maxLength\":4}", "maxLength");
+    expect_unsupported("{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"maxLength\":0}", "maxLength");
+    expect_unsupported("{\"type\":\"string\",\"pattern\":\"^[a-z]+\",\"maxLength\":4}", "maxLength");
     expect("{\"type\":\"string\",\"format\":\"date\"}", C, "\"2024-02-29\"", 1);
     expect("{\"type\":\"string\",\"format\":\"date\"}", C, "\"2023-02-29\"", 0);
     expect("{\"type\":\"string\",\"format\":\"uuid\"}", C, "\"123e4567-e89b-12d3-a456-426614174000\"", 1);
