@@ -1,12 +1,14 @@
-/* json_pattern_len.c - minLength/maxLength together with a `pattern` that is one character class
- * repeated, the common case in real schemas (^[a-zA-Z0-9_.]+$ with maxLength 12, [0-9a-f]+ with
- * length 12). The intersection of such a pattern with the length limits is rewritten into one
+/* json_pattern_len.c - patterns that are one character class C repeated (^C+$, ^C*$, C+, C*),
+ * the common shape in real schemas (^[a-zA-Z0-9_.]+$ with maxLength 12, [0-9a-f]+ with length 12,
+ * patternProperties ^\d+$). With minLength/maxLength, the intersection of such a pattern with the length limits is rewritten into one
  * bounded regex that the regex front end compiles like any other pattern:
  *   - anchored ^C+$ / ^C*$: ^C{lo,hi}$ (lo raised to 1 for +);
  *   - unanchored C* (matches every string): the length limits alone;
  *   - unanchored C+ (search semantics: some character is in C): one alternative per position i of
  *     the first character in C, ^(?:N{i}C[\s\S]{..}|...)$ with N the complement of C, so the
  *     alternatives are disjoint and the grammar stays unambiguous.
+ * The same shapes give patternProperties their complement (the names a pattern does not match,
+ * which additionalProperties then types) and tell which of them match every name.
  * Length is counted in code points, one per regex character, as JSON Schema counts it. Any other
  * pattern shape is not handled here (the caller reports the keyword). Large limits make large
  * grammars, which fail cleanly on the compile size limit. */
@@ -121,6 +123,48 @@ int js_class_run_with_length(const char *pat, int64_t min, int64_t max, char **o
         unanchored_plus(&b, p, n, neg, min, max);
         free(neg);
     }
+    if (b.oom) {
+        free(b.s);
+        return 0;
+    }
+    *out = b.s;
+    return 0;
+}
+
+/* Splits a class-run pattern: the atom (at *atom, length *n), + or *, and whether it is anchored
+ * at the start and at the end. Returns 0, or -1 for any other shape. */
+static int class_run(const char *pat, const char **atom, size_t *n, int *plus, int *start, int *end) {
+    *start = pat[0] == '^';
+    *atom = pat + *start;
+    *n = class_atom_len(*atom);
+    if (!*n || ((*atom)[*n] != '+' && (*atom)[*n] != '*')) return -1;
+    *plus = (*atom)[*n] == '+';
+    const char *tail = *atom + *n + 1;
+    *end = tail[0] == '$';
+    return tail[*end] == '\0' ? 0 : -1;
+}
+
+int js_class_run_universal(const char *pat) {
+    const char *a;
+    size_t n;
+    int plus, start, end;
+    return !class_run(pat, &a, &n, &plus, &start, &end) && !plus && !(start && end);
+}
+
+int js_class_run_complement(const char *pat, char **out) {
+    const char *a;
+    size_t n;
+    int plus, start, end;
+    *out = NULL;
+    if (class_run(pat, &a, &n, &plus, &start, &end) || start != end || (!plus && !start)) return -1;
+    char *neg = malloc(n + 32);
+    if (!neg) return 0;
+    complement(a, n, neg);
+    sbuf b = {0};
+    if (!start) put(&b, "^%s*$", neg); /* no character in C */
+    else if (plus) put(&b, "^(?:%.*s*%s[\\s\\S]*)?$", (int)n, a, neg); /* empty, or a first non-C */
+    else put(&b, "^%.*s*%s[\\s\\S]*$", (int)n, a, neg);
+    free(neg);
     if (b.oom) {
         free(b.s);
         return 0;

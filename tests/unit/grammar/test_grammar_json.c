@@ -100,6 +100,20 @@ int main(void) {
     static const char star[] = "{\"type\":\"string\",\"pattern\":\"[a-z]*\",\"maxLength\":2}";
     expect(star, C, "\"12\"", 1);
     expect(star, C, "\"123\"", 0);
+    /* patternProperties with a class-run pattern: its names typed by it, the others by additionalProperties */
+    static const char pp[] = "{\"type\":\"object\",\"patternProperties\":{\"^\\\\d+$\":{\"type\":\"integer\"}},"
+                             "\"additionalProperties\":{\"type\":\"string\"}}";
+    expect(pp, C, "{\"12\":3,\"x\":\"y\",\"\":\"e\",\"1a\":\"z\"}", 1);
+    expect(pp, C, "{\"12\":\"3\"}", 0);
+    expect(pp, C, "{\"1a\":3}", 0);
+    expect(pp, C, "{\"\":3}", 0);
+    static const char pp_any[] = "{\"type\":\"object\",\"patternProperties\":{\"[a-z]+\":{\"type\":\"integer\"}}}";
+    expect(pp_any, C, "{\"1a\":3,\"12\":[true]}", 1);
+    expect(pp_any, C, "{\"1a\":\"3\"}", 0);
+    static const char pp_univ[] = "{\"type\":\"object\",\"patternProperties\":{\"^[a-z]*\":{\"type\":\"integer\"}}}";
+    expect(pp_univ, C, "{\"1\":3}", 1);
+    expect(pp_univ, C, "{\"1\":\"3\"}", 0);
+    expect_unsupported("{\"properties\":{\"a\":{}},\"patternProperties\":{\"^\\\\d+$\":{}}}", "patternProperties");
     expect_unsupported("{\"type\":\"string\",\"pattern\":\"^(ab)+$\",\"maxLength\":4}", "maxLength");
     expect_unsupported("{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"maxLength\":0}", "maxLength");
     expect_unsupported("{\"type\":\"string\",\"pattern\":\"^[a-z]+\",\"maxLength\":4}", "maxLength");
