@@ -45,6 +45,17 @@ int main(void) {
     expect_unsupported("{\"$ref\":\"http://example.com/s.json\"}", "$ref");
     expect_unsupported("{\"type\":\"string\",\"format\":\"bogus\"}", "format");
     expect_unsupported("{\"oneOf\":[{\"type\":\"string\"},{\"minLength\":2}]}", "oneOf");
+    /* oneOf branches told apart by object keywords only when objects are the only shared type */
+    expect_unsupported("{\"oneOf\":[{\"required\":[\"k\"],\"properties\":{\"k\":{\"const\":1}}},"
+                       "{\"required\":[\"k\"],\"properties\":{\"k\":{\"const\":2}}}]}",
+                       "oneOf");
+    static const char one_req[] = "{\"type\":\"object\",\"oneOf\":[{\"required\":[\"a\"],\"properties\":{\"a\":{},"
+                                  "\"b\":{}},\"additionalProperties\":false},{\"required\":[\"c\"],"
+                                  "\"properties\":{\"c\":{}},\"additionalProperties\":false}]}";
+    expect(one_req, C, "{\"a\":1,\"b\":2}", 1);
+    expect(one_req, C, "{\"c\":1}", 1);
+    expect(one_req, C, "{\"a\":1,\"c\":2}", 0);
+    expect(one_req, C, "{}", 0);
     expect_unsupported("{\"type\":\"number\",\"minimum\":1.5}", "minimum");
     expect_unsupported("{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "pattern");
     cinfer_grammar_error err;
