@@ -111,6 +111,11 @@ int main(void) {
     static const char star[] = "{\"type\":\"string\",\"pattern\":\"[a-z]*\",\"maxLength\":2}";
     expect(star, C, "\"12\"", 1);
     expect(star, C, "\"123\"", 0);
+    /* equal length limits share one rule: four 60000-character limits fit the size limit */
+    static const char big[] = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":60000},"
+                              "\"b\":{\"type\":\"string\",\"maxLength\":60000},\"c\":{\"type\":\"string\","
+                              "\"maxLength\":60000},\"d\":{\"type\":\"string\",\"maxLength\":60000}}}";
+    expect(big, C, "{\"a\":\"x\",\"d\":\"y\"}", 1);
     /* patternProperties with a class-run pattern: its names typed by it, the others by additionalProperties */
     static const char pp[] = "{\"type\":\"object\",\"patternProperties\":{\"^\\\\d+$\":{\"type\":\"integer\"}},"
                              "\"additionalProperties\":{\"type\":\"string\"}}";
