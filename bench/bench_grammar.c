@@ -10,7 +10,8 @@
  * Input (--cases): JSON lines {"subset": S, "id": ID, "schema": {...}, "instances": ["text", ...]}
  * made by bench/grammar_cases.py. --dump DIR writes the vocabulary (vocab.txt: hex bytes per
  * token, special flag), the EOS ids (eos.txt) and the token sequences (tokens.jsonl) so bench/grammar_peers.py can run
- * llguidance and xgrammar on exactly the same tokens.
+ * llguidance and xgrammar on exactly the same tokens, plus cinfer-samples.tsv (each schema's
+ * compile result, each mask time, each instance's outcome) for bench/grammar_compare.py.
  * Usage: bench_grammar --vocab V.gguf --cases cases.jsonl [--dump DIR] [--max-tokens N] [--errors] */
 #include <jansson.h>
 #include <stdio.h>
@@ -25,9 +26,9 @@
 #include "format/gguf.h"
 #include "text/tokenizer.h"
 
-static double now_us(void) {
+static double now_us(clockid_t clk) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clk, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
@@ -155,9 +156,11 @@ typedef struct run {
     subset_tally subsets[32];
     int n_subsets;
     FILE *tokens_out;
+    FILE *samples; /* with --dump: DIR/cinfer-samples.tsv, per schema/token/instance (grammar_compare.py) */
     greedy gt;
     int errors; /* print why each schema did not compile */
     double slow_us; /* print masks slower than this (0: none) */
+    clockid_t clock; /* --clock: CLOCK_THREAD_CPUTIME_ID (cpu, default) or CLOCK_MONOTONIC (wall) */
 } run;
 
 static subset_tally *subset_of(run *r, const char *name) {
@@ -186,10 +189,11 @@ static void run_instance(run *r, cinfer_grammar *g, const char *text, double com
     int ok = m != NULL;
     r->instances++;
     for (size_t i = 0; ok && i < n_ids && (long)i < r->max_tokens; i++) {
-        double t0 = now_us();
+        double t0 = now_us(r->clock);
         cinfer_grammar_matcher_fill_mask(m, r->mask, r->words);
-        double dt = now_us() - t0;
+        double dt = now_us(r->clock) - t0;
         if (r->slow_us > 0 && dt > r->slow_us) printf("  slow mask: %s token %zu: %.0fus\n", id, i, dt);
+        if (r->samples) fprintf(r->samples, "token\t%s\t%zu\t%.3f\n", id, i, dt);
         add_sample(&r->mask_us, dt);
         if (i == 0) add_sample(&r->ttfm_us, compile_us + dt);
         r->tokens++;
@@ -200,6 +204,7 @@ static void run_instance(run *r, cinfer_grammar *g, const char *text, double com
         }
     }
     if (ok) r->instances_ok++;
+    if (r->samples) fprintf(r->samples, "instance\t%s\t%d\n", id, ok);
     cinfer_grammar_matcher_free(m);
     free(ids);
 }
@@ -212,11 +217,14 @@ static void run_case(run *r, const json_t *c) {
     char *schema = json_dumps(json_object_get(c, "schema"), JSON_COMPACT);
     if (!schema) return;
     cinfer_grammar_spec spec = {.kind = CINFER_GRAMMAR_JSON_SCHEMA, .text = schema, .len = strlen(schema)};
-    double t0 = now_us();
+    double t0 = now_us(r->clock);
     cinfer_grammar_error err;
     cinfer_grammar *g = cinfer_grammar_compile(&spec, NULL, &err);
-    double compile_us = now_us() - t0;
+    double compile_us = now_us(r->clock) - t0;
     free(schema);
+    if (r->samples)
+        fprintf(r->samples, "schema\t%s\t%s\t%d\t%.3f\t%s\n", id ? id : "?", subset ? subset : "?", g != NULL,
+                compile_us, g ? "" : (err.keyword[0] ? err.keyword : "(limit)"));
     if (!g) {
         if (r->errors) printf("  not compiled: %s [%s] %s\n", id ? id : "?", err.keyword, err.msg);
         return;
@@ -234,21 +242,28 @@ static void run_case(run *r, const json_t *c) {
 }
 
 static const char usage[] =
-    "usage: bench_grammar --vocab V.gguf --cases cases.jsonl [--dump DIR] [--max-tokens N] [--errors]\n";
+    "usage: bench_grammar --vocab V.gguf --cases cases.jsonl [--dump DIR] [--max-tokens N] [--errors]\n"
+    "                     [--slow-ms MS] [--clock cpu|wall]\n"
+    "  --clock: time masks and compiles in this thread's CPU time (cpu, default: a loaded shared\n"
+    "  machine does not inflate it) or in wall time (wall)\n";
 
 int main(int argc, char **argv) {
     const char *vocab_path = NULL, *cases_path = NULL, *dump = NULL;
     long max_tokens = 1000000;
     static const struct option opts[] = {{"vocab", 1, 0, 'v'},      {"cases", 1, 0, 'c'},  {"dump", 1, 0, 'd'},
                                          {"max-tokens", 1, 0, 'm'}, {"errors", 0, 0, 'e'}, {"help", 0, 0, 'h'},
-                                         {"slow-ms", 1, 0, 's'},    {0, 0, 0, 0}};
+                                         {"slow-ms", 1, 0, 's'},    {"clock", 1, 0, 'k'},  {0, 0, 0, 0}};
     int errors = 0;
     double slow_ms = 0;
-    for (int c; (c = getopt_long(argc, argv, ":v:c:d:m:s:eh", opts, NULL)) != -1;) {
+    clockid_t clk = CLOCK_THREAD_CPUTIME_ID;
+    for (int c; (c = getopt_long(argc, argv, ":v:c:d:m:s:k:eh", opts, NULL)) != -1;) {
         if (c == 'v') vocab_path = optarg;
         else if (c == 'c') cases_path = optarg;
         else if (c == 'd') dump = optarg;
         else if (c == 'e') errors = 1;
+        else if (c == 'k' && (!strcmp(optarg, "cpu") || !strcmp(optarg, "wall")))
+            clk = strcmp(optarg, "cpu") ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
+        else if (c == 'k') return fprintf(stderr, "bench_grammar: --clock must be cpu or wall, not '%s'\n", optarg), 2;
         else if (c == 's') {
             if (bench_parse_double("bench_grammar", "--slow-ms", optarg, 0, 1e9, &slow_ms)) return 2;
         } else if (c == 'm') {
@@ -265,7 +280,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     FILE *vocab_dump = NULL;
-    run r = {.tok = tok, .max_tokens = max_tokens, .errors = errors, .slow_us = slow_ms * 1000};
+    run r = {.tok = tok, .max_tokens = max_tokens, .errors = errors, .slow_us = slow_ms * 1000, .clock = clk};
     if (dump) {
         char p[1024];
         mkdir(dump, 0755);
@@ -273,15 +288,18 @@ int main(int argc, char **argv) {
         vocab_dump = fopen(p, "w");
         snprintf(p, sizeof p, "%s/tokens.jsonl", dump);
         r.tokens_out = fopen(p, "w");
-        if (!vocab_dump || !r.tokens_out) return fprintf(stderr, "bench_grammar: cannot write %s\n", dump), 1;
+        snprintf(p, sizeof p, "%s/cinfer-samples.tsv", dump);
+        r.samples = fopen(p, "w");
+        if (!vocab_dump || !r.tokens_out || !r.samples)
+            return fprintf(stderr, "bench_grammar: cannot write %s\n", dump), 1;
     }
     uint32_t map_cap = 1;
     while (map_cap < 4u * (uint32_t)tokenizer_n_vocab(tok)) map_cap *= 2;
     r.gt = (greedy){.keys = calloc(map_cap, 8), .ids = calloc(map_cap, 4), .cap = map_cap};
     if (!r.gt.keys || !r.gt.ids) return 1;
-    double t0 = now_us();
+    double t0 = now_us(r.clock);
     cinfer_grammar_vocab *v = make_vocab(tok, vocab_dump, &r.gt);
-    double vocab_ms = (now_us() - t0) / 1000;
+    double vocab_ms = (now_us(r.clock) - t0) / 1000;
     if (vocab_dump) fclose(vocab_dump);
     if (dump) { /* the EOS ids, for grammar_peers.py --eos */
         char p[1024];
@@ -307,7 +325,9 @@ int main(int argc, char **argv) {
     free(line);
     fclose(cf);
     if (r.tokens_out) fclose(r.tokens_out);
-    printf("engine=cinfer vocab=%s n_vocab=%u trie_build=%.0fms\n", vocab_path, cinfer_grammar_vocab_size(v), vocab_ms);
+    if (r.samples) fclose(r.samples);
+    printf("engine=cinfer vocab=%s n_vocab=%u trie_build=%.0fms clock=%s\n", vocab_path, cinfer_grammar_vocab_size(v),
+           vocab_ms, clk == CLOCK_MONOTONIC ? "wall" : "cpu");
     for (int i = 0; i < r.n_subsets; i++)
         printf("  subset %-16s compiled %d/%d\n", r.subsets[i].name, r.subsets[i].compiled, r.subsets[i].schemas);
     printf("  instances %ld (fully accepted %ld), tokens %ld, rejected tokens %ld\n", r.instances, r.instances_ok,

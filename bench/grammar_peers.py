@@ -4,7 +4,8 @@ and xgrammar (PyPI; installed in their own venv by bench/grammar.sh), on exactly
 vocabulary and token sequences: bench_grammar --dump DIR writes DIR/vocab.txt (per token: special
 flag, hex bytes) and DIR/tokens.jsonl (per instance: the token ids of its text). Single thread
 (RAYON_NUM_THREADS=1, xgrammar max_threads=1). For each schema: compile (timed); for each
-instance: per token, fill the mask (timed), check the token is allowed, consume it.
+instance: per token, fill the mask (timed), check the token is allowed, consume it. Also writes
+DIR/ENGINE-samples.tsv (per schema, token and instance) for bench/grammar_compare.py.
 
 Usage: grammar_peers.py --dump DIR --cases cases.jsonl --engine llguidance|xgrammar"""
 import argparse
@@ -130,7 +131,10 @@ def main():
     ap.add_argument("--cases", required=True)
     ap.add_argument("--engine", required=True, choices=["llguidance", "xgrammar"])
     ap.add_argument("--eos", default="", help="comma-separated EOS ids (default: the first special token)")
+    ap.add_argument("--clock", default="cpu", choices=["cpu", "wall"],
+                    help="time in this thread's CPU time (default; load-proof) or wall time")
     a = ap.parse_args()
+    now = time.thread_time_ns if a.clock == "cpu" else time.perf_counter_ns
     tokens, special = load_vocab(os.path.join(a.dump, "vocab.txt"))
     eos = [int(x) for x in a.eos.split(",") if x] or [special.index(True)]
     seqs = {}
@@ -140,18 +144,21 @@ def main():
             seqs[d["id"]] = d["tokens"]
     eng = (Llg if a.engine == "llguidance" else Xgr)(tokens, special, eos)
     subsets, mask_us, compile_us, ttfm_us = {}, [], [], []
+    samples = open(os.path.join(a.dump, f"{a.engine}-samples.tsv"), "w")  # for grammar_compare.py
     instances = instances_ok = ntok = rejected = 0
     with open(a.cases) as f:
         for line in f:
             c = json.loads(line)
             st = subsets.setdefault(c["subset"], [0, 0])
             st[1] += 1
-            t0 = time.perf_counter_ns()
+            t0 = now()
             try:
                 compiled = eng.compile(c["schema"])
             except Exception:
+                samples.write(f"schema\t{c['id']}\t{c['subset']}\t0\t0\t\n")
                 continue
-            cu = (time.perf_counter_ns() - t0) / 1e3
+            cu = (now() - t0) / 1e3
+            samples.write(f"schema\t{c['id']}\t{c['subset']}\t1\t{cu:.3f}\t\n")
             st[0] += 1
             compile_us.append(cu)
             for i in range(len(c["instances"])):
@@ -162,10 +169,11 @@ def main():
                 m = eng.matcher(compiled)
                 ok = True
                 for k, t in enumerate(ids):
-                    t0 = time.perf_counter_ns()
+                    t0 = now()
                     eng.fill(m)
-                    dt = (time.perf_counter_ns() - t0) / 1e3
+                    dt = (now() - t0) / 1e3
                     mask_us.append(dt)
+                    samples.write(f"token\t{c['id']}#{i}\t{k}\t{dt:.3f}\n")
                     if k == 0:
                         ttfm_us.append(cu + dt)
                     ntok += 1
@@ -174,7 +182,9 @@ def main():
                         ok = False
                         break
                 instances_ok += ok
-    print(f"engine={eng.name} n_vocab={len(tokens)}")
+                samples.write(f"instance\t{c['id']}#{i}\t{int(ok)}\n")
+    samples.close()
+    print(f"engine={eng.name} n_vocab={len(tokens)} clock={a.clock}")
     for name, (comp, tot) in subsets.items():
         print(f"  subset {name:16s} compiled {comp}/{tot}")
     print(f"  instances {instances} (fully accepted {instances_ok}), tokens {ntok}, rejected tokens {rejected}")

@@ -214,3 +214,24 @@ int gr_chart_accepting(const gr_chart *c) {
         if (c->items[i].pos == c->g->accept_pos && c->items[i].origin == 0) return 1;
     return 0;
 }
+
+static inline uint64_t item_key(gr_item it) { return (uint64_t)it.pos << 32 | it.origin; }
+
+static int cmp_item_key(const void *a, const void *b) {
+    uint64_t x = item_key(*(const gr_item *)a), y = item_key(*(const gr_item *)b);
+    return x < y ? -1 : x > y;
+}
+
+void gr_items_sort(gr_item *v, uint32_t n) {
+    if (n > 64) {
+        qsort(v, n, sizeof *v, cmp_item_key);
+        return;
+    }
+    for (uint32_t i = 1; i < n; i++) {
+        gr_item x = v[i];
+        uint64_t k = item_key(x);
+        uint32_t j = i;
+        for (; j > 0 && item_key(v[j - 1]) > k; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
+}

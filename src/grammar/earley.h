@@ -57,6 +57,8 @@ static inline void gr_chart_pop_to(gr_chart *c, uint32_t n) {
     c->n_sets = n;
     c->n_items = c->set_start[n];
 }
+/* Sorts items by (pos, origin): insertion sort for the short runs sets usually are, qsort above. */
+void gr_items_sort(gr_item *v, uint32_t n);
 /* 1 if the last set holds S' -> start . (the bytes so far are a complete match). */
 int gr_chart_accepting(const gr_chart *c);
 static inline const gr_class *gr_chart_next_bytes(const gr_chart *c) { return &c->next_bytes[c->n_sets - 1]; }

@@ -28,12 +28,15 @@ struct cinfer_grammar {
 gr_mask_cache *gr_grammar_mask_cache(cinfer_grammar *g, const cinfer_grammar_vocab *v);
 
 /* Trie of the non-special, non-empty tokens. Node 0 is the root (the empty prefix). The
- * children of a node are contiguous in edge_byte/edge_node, sorted by byte. */
+ * children of a node are contiguous in edge_byte/edge_node, sorted by byte. Nodes are numbered in
+ * depth-first preorder and the trie tokens are sorted by bytes (trie_tokens), so the tokens at or
+ * below a node are the contiguous range trie_tokens[tok_lo, tok_hi). */
 typedef struct gr_trie_node {
     uint32_t first_edge;
     uint16_t n_edges;
     uint16_t depth;
     int32_t token; /* first token whose bytes end here, or -1; more via same_next */
+    uint32_t tok_lo, tok_hi; /* the tokens of this node's subtree, in trie_tokens */
 } gr_trie_node;
 
 struct cinfer_grammar_vocab {
@@ -52,6 +55,8 @@ struct cinfer_grammar_vocab {
     uint8_t *bytes;
     uint8_t *is_eos;
     uint32_t max_depth;
+    uint32_t *trie_tokens; /* the trie's token ids sorted by bytes (see gr_trie_node) */
+    gr_class *below_bytes; /* per node: every byte on an edge strictly below it */
     uint64_t content_hash; /* of every token's bytes and flags and the EOS ids */
 };
 

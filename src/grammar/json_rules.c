@@ -71,10 +71,18 @@ int32_t js_string(js_rules *r) {
 }
 
 int32_t js_string_len(js_rules *r, uint32_t min, int64_t max) {
+    for (uint32_t i = 0; i < r->n_lens; i++)
+        if (r->lens[i].min == min && r->lens[i].max == max) return r->lens[i].nt;
     int32_t c = js_char(r), body = c < 0 ? -1 : gr_repeat(r->g, c, min, max), q = gr_term_byte(r->g, '"');
     if (body < 0) return -1;
     int32_t syms[3] = {q, body, q};
-    return gr_seq(r->g, syms, 3);
+    int32_t nt = gr_seq(r->g, syms, 3);
+    if (nt >= 0 && r->n_lens < JS_LEN_MEMO) {
+        r->lens[r->n_lens].min = min;
+        r->lens[r->n_lens].max = max;
+        r->lens[r->n_lens++].nt = nt;
+    }
+    return nt;
 }
 
 static int32_t digits(js_rules *r) {

@@ -12,6 +12,8 @@
 
 #include "grammar/cfg.h"
 
+#define JS_LEN_MEMO 64
+
 typedef struct js_rules {
     gr_cfg *g;
     int compact; /* no whitespace between tokens */
@@ -25,6 +27,13 @@ typedef struct js_rules {
     int32_t str_rest; /* js_char* '"': the rest of a string literal */
     int32_t non_ascii; /* one non-ASCII character */
     int32_t escapes; /* the canonical escapes: \" \\ and control characters */
+    /* length-limited string literals made so far, shared by every schema with the same limits */
+    struct {
+        uint32_t min;
+        int64_t max;
+        int32_t nt;
+    } lens[JS_LEN_MEMO];
+    uint32_t n_lens;
 } js_rules;
 
 void js_rules_init(js_rules *r, gr_cfg *g, int compact);

@@ -390,6 +390,21 @@ static int discriminated(js_ctx *c, const json_t *a, const json_t *b) {
     return 0;
 }
 
+/* Object schema a requires a property that object schema b forbids (additionalProperties false,
+ * no patternProperties, the name not among b's properties). */
+static int required_forbidden(js_ctx *c, const json_t *a, const json_t *b) {
+    a = deref_pure(c, a, 16);
+    b = deref_pure(c, b, 16);
+    const json_t *ra = json_object_get(a, "required"), *pb = json_object_get(b, "properties");
+    if (!json_is_array(ra) || !json_is_false(json_object_get(b, "additionalProperties")) ||
+        json_object_get(b, "patternProperties") || (pb && !json_is_object(pb)))
+        return 0;
+    size_t i;
+    json_t *name;
+    json_array_foreach(ra, i, name) if (json_is_string(name) && !json_object_get(pb, json_string_value(name))) return 1;
+    return 0;
+}
+
 /* anyOf / oneOf: each branch merged with the siblings, as alternatives. */
 static int32_t compile_union(js_ctx *c, const json_t *s, const char *kw, uint32_t depth) {
     const json_t *branches = json_object_get(s, kw);
@@ -403,8 +418,12 @@ static int32_t compile_union(js_ctx *c, const json_t *s, const char *kw, uint32_
         for (size_t i = 0; i < n; i++)
             for (size_t j = i + 1; j < n; j++) {
                 const json_t *a = json_array_get(branches, i), *b = json_array_get(branches, j);
-                unsigned ta = type_bits(c, a), tb = type_bits(c, b);
-                if ((ta & tb) && !discriminated(c, a, b)) {
+                /* the types both branches and the siblings allow; object keywords separate the
+                 * branches only when objects are all of them */
+                unsigned shared = type_bits(c, a) & type_bits(c, b) & type_bits(c, rest);
+                int by_object = shared == 64 &&
+                                (discriminated(c, a, b) || required_forbidden(c, a, b) || required_forbidden(c, b, a));
+                if (shared && !by_object) {
                     json_decref(rest);
                     return js_fail(c, "oneOf",
                                    "oneOf branches %zu and %zu may overlap (only disjoint oneOf is supported)", i, j);

@@ -43,5 +43,15 @@ int32_t js_type_object(js_ctx *c, const json_t *s, uint32_t depth);
 
 /* json_format.c: the regex (anchored, ECMAScript syntax) for a `format` name, or NULL. */
 const char *js_format_regex(const char *format);
+/* json_pattern_len.c: a pattern that is one character class repeated (^C+$, ^C*$, C+, C*) under
+ * minLength `min` / maxLength `max` (-1: none). Returns 0 when handled: *any = 1 if the pattern
+ * matches every string (the limits alone apply), else *out is the bounded regex (caller frees;
+ * NULL: out of memory). Returns -1 for any other pattern or an empty intersection. */
+int js_class_run_with_length(const char *pat, int64_t min, int64_t max, char **out, int *any);
+/* 1 if pat is a class run that matches every string (C*, ^C*, C*$). */
+int js_class_run_universal(const char *pat);
+/* The names a class-run pattern does not match, as an anchored regex in *out (caller frees; NULL:
+ * out of memory). Returns 0, or -1 for any other pattern (or one that matches every name). */
+int js_class_run_complement(const char *pat, char **out);
 
 #endif

@@ -3,7 +3,9 @@
  * numbers (the same where exact), arrays (prefixItems, items, minItems/maxItems) and objects
  * (properties in schema order, required, additionalProperties, min/maxProperties).
  * Combinations that a context-free grammar over this construction cannot express exactly (e.g.
- * pattern together with minLength, a non-integer bound on a number) are errors naming the keyword. */
+ * length limits with a general pattern, a non-integer bound on a number) are errors naming the
+ * keyword; length limits with a pattern that is one repeated character class are rewritten into a
+ * bounded regex (json_pattern_len.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +45,24 @@ int32_t js_type_string(js_ctx *c, const json_t *s) {
         kw = "pattern";
     }
     if (!re) return has_min || has_max ? js_string_len(&c->r, (uint32_t)min, max) : js_string(&c->r);
-    if (has_min || has_max)
-        return js_fail(c, has_min ? "minLength" : "maxLength", "length limits together with '%s' are not supported",
-                       kw);
+    char *bounded = NULL;
+    if (has_min || has_max) {
+        int any = 0;
+        if (pat && !fmt && !js_class_run_with_length(json_string_value(pat), min, max, &bounded, &any)) {
+            if (any) return js_string_len(&c->r, (uint32_t)min, max);
+            if (!bounded) return js_fail(c, "pattern", "out of memory");
+            re = bounded;
+        } else if (fmt) {
+            return js_fail(c, has_min ? "minLength" : "maxLength",
+                           "length limits together with 'format' are not supported");
+        } else {
+            return js_fail(c, has_min ? "minLength" : "maxLength",
+                           "length limits together with 'pattern' are supported only for a pattern that is one "
+                           "character class repeated (such as ^[a-z]+$)");
+        }
+    }
     int32_t body = gr_regex_compile(c->g, re, strlen(re), GR_RX_JSON_STRING, c->limits.max_depth, c->err);
+    free(bounded);
     if (body < 0) {
         c->failed = 1;
         if (c->err) snprintf(c->err->keyword, sizeof c->err->keyword, "%s", kw);
@@ -365,11 +381,14 @@ int32_t js_type_object(js_ctx *c, const json_t *s, uint32_t depth) {
     obj_prop *list = calloc(cap_props, sizeof *list);
     const char **names = calloc(cap_props, sizeof *names);
     int32_t *st = NULL, out = -1;
+    char *complement = NULL; /* the names a patternProperties pattern does not match, when typed */
     if (!list || !names) goto done;
     /* patternProperties (one pattern): either it matches every non-empty name (then it applies to
      * the declared properties too, and to every other name, whatever additionalProperties says),
      * or additionalProperties is false and it matches no declared name (then it types the only
-     * other names allowed). Anything else is refused. */
+     * other names allowed), or it is one repeated character class and nothing is declared (then
+     * it types the names it matches and additionalProperties the others, json_pattern_len.c).
+     * Anything else is refused. */
     const json_t *pp = json_object_get(s, "patternProperties");
     const char *pat = NULL;
     const json_t *pschema = NULL;
@@ -378,12 +397,20 @@ int32_t js_type_object(js_ctx *c, const json_t *s, uint32_t depth) {
         void *it = json_object_iter((json_t *)pp);
         pat = json_object_iter_key(it);
         pschema = json_object_iter_value(it);
-        universal = is_universal_pattern(pat);
+        universal = is_universal_pattern(pat) || js_class_run_universal(pat);
         if (!universal && !json_is_false(additional)) {
-            js_fail(c, "patternProperties",
-                    "'patternProperties' is supported with 'additionalProperties': false "
-                    "or a pattern matching every name");
-            goto done;
+            if (js_class_run_complement(pat, &complement)) {
+                js_fail(c, "patternProperties",
+                        "'patternProperties' is supported with 'additionalProperties': false, a pattern matching "
+                        "every name, or a pattern that is one repeated character class");
+                goto done;
+            }
+            if (!complement) goto done; /* out of memory */
+            if (json_object_size(json_object_get(s, "properties")) || json_array_size(req)) {
+                js_fail(c, "patternProperties",
+                        "'patternProperties' with 'additionalProperties' is supported without declared properties");
+                goto done;
+            }
         }
     }
     int n = collect_props(c, s, universal ? pschema : additional, universal ? pschema : NULL, list, depth);
@@ -400,6 +427,16 @@ int32_t js_type_object(js_ctx *c, const json_t *s, uint32_t depth) {
         int32_t key = pattern_key(g, pat, c->limits.max_depth, c->err);
         int32_t value = key < 0 ? -1 : with_path(c, pschema, "patternProperties", depth);
         extra = value < 0 ? -1 : pair_rule(c, key, value);
+        if (extra >= 0 && complement) { /* or a name pat does not match, typed by additionalProperties */
+            int32_t other = pattern_key(g, complement, c->limits.max_depth, c->err);
+            int32_t ovalue = other < 0    ? -1
+                             : additional ? with_path(c, additional, "additionalProperties", depth)
+                                          : js_any(&c->r);
+            int32_t opair = ovalue < 0 ? -1 : pair_rule(c, other, ovalue);
+            int32_t alt = opair < 0 ? -1 : gr_nt(g);
+            if (alt < 0 || gr_prod_add(g, alt, &extra, 1) || gr_prod_add(g, alt, &opair, 1)) extra = -1;
+            else extra = alt;
+        }
         if (extra < 0) {
             if (!c->failed) js_fail(c, "patternProperties", "bad pattern");
             c->failed = 1;
@@ -460,6 +497,7 @@ limit:
     out = js_fail(c, "properties", "grammar limit");
 done:
     if (out < 0 && !c->failed) js_fail(c, "properties", "out of memory");
+    free(complement);
     free(st);
     free(list);
     free(names);

@@ -6,7 +6,10 @@
  * mask is then a copy of the cached context-independent mask plus a real walk from each cached
  * boundary node (the trie nodes whose bytes complete a rule started before the current
  * position), reached by replaying the boundary's bytes with prefix sharing between consecutive
- * boundaries. Invariant: the chart is back at its height on return. */
+ * boundaries. On a cache miss the walk runs over interned states (scan_memo.h); where every byte
+ * below a trie node is known to lead from the node's state back to that state (inside a string
+ * or a digit run), the node's whole subtree is accepted without walking it. Invariant: the chart
+ * is back at its height on return. */
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -28,6 +31,20 @@ void gr_mask_scratch_free(gr_mask_scratch *s) {
 
 static void mark_tokens(const cinfer_grammar_vocab *v, int32_t t, uint32_t *mask) {
     for (; t >= 0; t = v->same_next[t]) mask[t >> 5] |= 1u << (t & 31);
+}
+
+/* Marks every token at or below trie node `node`. */
+static void mark_subtree(const cinfer_grammar_vocab *v, uint32_t node, uint32_t *mask) {
+    const gr_trie_node *nd = &v->nodes[node];
+    for (uint32_t i = nd->tok_lo; i < nd->tok_hi; i++) {
+        uint32_t t = v->trie_tokens[i];
+        mask[t >> 5] |= 1u << (t & 31);
+    }
+}
+
+static int class_within(const gr_class *a, const gr_class *b) {
+    return !((a->bits[0] & ~b->bits[0]) | (a->bits[1] & ~b->bits[1]) | (a->bits[2] & ~b->bits[2]) |
+             (a->bits[3] & ~b->bits[3]));
 }
 
 /* The full walk below trie node `node` with the real chart. */
@@ -151,6 +168,10 @@ static int state_ci_walk(state_walk *w, uint32_t node, uint32_t depth) {
             if (add_boundary(&m->ms, child, m->ms.path, depth + 1)) return -1;
             continue;
         }
+        if (v->nodes[child].n_edges && class_within(&v->below_bytes[child], &memo->st_loop[t >> 1])) {
+            mark_subtree(v, child, w->mask); /* every byte below loops back to t: all accepted */
+            continue;
+        }
         mark_tokens(v, v->nodes[child].token, w->mask);
         if (!v->nodes[child].n_edges) continue;
         w->path_state[depth + 1] = t >> 1;
@@ -164,12 +185,6 @@ static int state_ci_walk(state_walk *w, uint32_t node, uint32_t depth) {
 static int cmp_u32(const void *a, const void *b) {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return x < y ? -1 : x > y;
-}
-
-static int cmp_item(const void *a, const void *b) {
-    const gr_item *x = a, *y = b;
-    if (x->pos != y->pos) return x->pos < y->pos ? -1 : 1;
-    return x->origin < y->origin ? -1 : x->origin > y->origin;
 }
 
 static uint32_t sorted_unique(uint32_t *v, uint32_t n) {
@@ -207,7 +222,7 @@ static uint32_t append_set(gr_mask_scratch *s, const gr_chart *c, uint32_t j, ui
         }
         s->sig[at++] = it;
     }
-    qsort(s->sig + start, at - start, sizeof *s->sig, cmp_item);
+    gr_items_sort(s->sig + start, at - start);
     return at;
 }
 

@@ -17,6 +17,7 @@ void gr_scan_memo_free(gr_scan_memo *m) {
     free(m->st_n);
     free(m->st_hash);
     free(m->st_bytes);
+    free(m->st_loop);
     free(m->trans);
     free(m->pool);
     free(m->tab);
@@ -45,12 +46,6 @@ int gr_scan_memo_reset(gr_scan_memo *m, uint32_t base, uint32_t max_depth) {
     return 0;
 }
 
-static int cmp_item(const void *a, const void *b) {
-    const gr_item *x = a, *y = b;
-    if (x->pos != y->pos) return x->pos < y->pos ? -1 : 1;
-    return x->origin < y->origin ? -1 : x->origin > y->origin;
-}
-
 static int grow_states(gr_scan_memo *m) {
     if (m->n_states < m->cap_states) return 0;
     uint32_t n = m->cap_states ? m->cap_states * 2 : 64;
@@ -62,9 +57,11 @@ static int grow_states(gr_scan_memo *m) {
     if (h) m->st_hash = h;
     gr_class *b = realloc(m->st_bytes, n * sizeof *b);
     if (b) m->st_bytes = b;
+    gr_class *loop = realloc(m->st_loop, n * sizeof *loop);
+    if (loop) m->st_loop = loop;
     int32_t *t = realloc(m->trans, (size_t)n * 256 * sizeof *t);
     if (t) m->trans = t;
-    if (!off || !cnt || !h || !b || !t) return -1;
+    if (!off || !cnt || !h || !b || !loop || !t) return -1;
     m->cap_states = n;
     return 0;
 }
@@ -97,7 +94,7 @@ static int32_t intern(gr_chart *c, gr_scan_memo *m, uint32_t j) {
         }
         out[n++] = it;
     }
-    qsort(out, n, sizeof *out, cmp_item);
+    gr_items_sort(out, n);
     uint64_t h = XXH3_64bits(out, n * sizeof *out);
     uint32_t mask = m->tab_cap - 1, slot = (uint32_t)h & mask;
     for (; m->tab[slot]; slot = (slot + 1) & mask) {
@@ -111,6 +108,7 @@ static int32_t intern(gr_chart *c, gr_scan_memo *m, uint32_t j) {
     m->st_n[q] = n;
     m->st_hash[q] = h;
     m->st_bytes[q] = c->next_bytes[j];
+    memset(&m->st_loop[q], 0, sizeof m->st_loop[q]);
     for (int b = 0; b < 256; b++) m->trans[(size_t)q * 256 + b] = -2;
     m->n_pool += n;
     m->tab[slot] = q + 1;
@@ -166,5 +164,8 @@ void gr_memo_record(gr_chart *c, uint32_t k, uint8_t b, int result, int crossed)
     }
     if (q < 0) return;
     if (result == 0) m->trans[(size_t)q * 256 + b] = -1;
-    else if (result == 1 && next >= 0) m->trans[(size_t)q * 256 + b] = next << 1 | (crossed ? 1 : 0);
+    else if (result == 1 && next >= 0) {
+        m->trans[(size_t)q * 256 + b] = next << 1 | (crossed ? 1 : 0);
+        if (next == q && !crossed) gr_class_set(&m->st_loop[q], b);
+    }
 }

@@ -25,6 +25,7 @@ typedef struct gr_scan_memo {
     uint32_t *st_off, *st_n;
     uint64_t *st_hash;
     gr_class *st_bytes;
+    gr_class *st_loop; /* per state: the bytes known to lead back to it without crossing */
     int32_t *trans; /* 256 per state: -2 unknown, -1 dead, else next << 1 | crossed */
     struct gr_item *pool;
     uint32_t n_pool, cap_pool;

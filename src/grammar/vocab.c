@@ -2,7 +2,9 @@
  * strings, immutable afterwards. Special tokens and empty tokens are kept out of the trie (they
  * are never allowed by bytes; EOS ids are allowed separately when the match is complete).
  * Construction: sort the token ids by bytes, then lay the trie out depth-first with each node's
- * children contiguous, so a mask walk touches memory roughly in order. */
+ * children contiguous, so a mask walk touches memory roughly in order. The sorted ids are kept
+ * (trie_tokens): a subtree's tokens are one range of them, and below_bytes says which bytes occur
+ * below each node, so a walk can accept a whole subtree at once (mask.c). */
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -62,6 +64,8 @@ static uint8_t byte_at(const cinfer_grammar_vocab *v, uint32_t tok, uint32_t d) 
 static int build_node(builder *b, uint32_t node, uint32_t lo, uint32_t hi, uint32_t depth) {
     cinfer_grammar_vocab *v = b->v;
     int32_t last = -1;
+    v->nodes[node].tok_lo = lo;
+    v->nodes[node].tok_hi = hi;
     while (lo < hi && v->tok_len[b->order[lo]] == depth) { /* tokens ending here (sorted first) */
         int32_t t = (int32_t)b->order[lo++];
         if (last < 0) v->nodes[node].token = t;
@@ -87,6 +91,23 @@ static int build_node(builder *b, uint32_t node, uint32_t lo, uint32_t hi, uint3
         e++;
         if (build_node(b, (uint32_t)child, start, i, depth + 1)) return -1;
         start = i;
+    }
+    return 0;
+}
+
+/* Fills below_bytes. Children have higher preorder numbers than their parent, so one pass from
+ * the last node back sees every child before its parent. Returns 0 or -1 (memory). */
+static int below_bytes_fill(cinfer_grammar_vocab *v) {
+    v->below_bytes = calloc(v->n_nodes, sizeof *v->below_bytes);
+    if (!v->below_bytes) return -1;
+    for (uint32_t n = v->n_nodes; n-- > 0;) {
+        const gr_trie_node *nd = &v->nodes[n];
+        gr_class *c = &v->below_bytes[n];
+        for (uint32_t e = nd->first_edge; e < nd->first_edge + nd->n_edges; e++) {
+            const gr_class *sub = &v->below_bytes[v->edge_node[e]];
+            gr_class_set(c, v->edge_byte[e]);
+            for (int w = 0; w < 4; w++) c->bits[w] |= sub->bits[w];
+        }
     }
     return 0;
 }
@@ -140,7 +161,9 @@ cinfer_grammar_vocab *cinfer_grammar_vocab_new(const cinfer_grammar_token *token
         b.order = order;
         ok = new_node(&b, 0) == 0 && !build_node(&b, 0, 0, n, 0);
     }
-    free(order);
+    if (v) v->trie_tokens = order; /* owned by v from here */
+    else free(order);
+    if (ok) ok = !below_bytes_fill(v);
     if (ok) {
         XXH3_state_t *st = XXH3_createState();
         ok = st && XXH3_64bits_reset(st) == XXH_OK;
@@ -163,6 +186,8 @@ cinfer_grammar_vocab *cinfer_grammar_vocab_new(const cinfer_grammar_token *token
 void cinfer_grammar_vocab_free(cinfer_grammar_vocab *v) {
     if (!v) return;
     free(v->nodes);
+    free(v->trie_tokens);
+    free(v->below_bytes);
     free(v->edge_byte);
     free(v->edge_node);
     free(v->same_next);

@@ -45,6 +45,17 @@ int main(void) {
     expect_unsupported("{\"$ref\":\"http://example.com/s.json\"}", "$ref");
     expect_unsupported("{\"type\":\"string\",\"format\":\"bogus\"}", "format");
     expect_unsupported("{\"oneOf\":[{\"type\":\"string\"},{\"minLength\":2}]}", "oneOf");
+    /* oneOf branches told apart by object keywords only when objects are the only shared type */
+    expect_unsupported("{\"oneOf\":[{\"required\":[\"k\"],\"properties\":{\"k\":{\"const\":1}}},"
+                       "{\"required\":[\"k\"],\"properties\":{\"k\":{\"const\":2}}}]}",
+                       "oneOf");
+    static const char one_req[] = "{\"type\":\"object\",\"oneOf\":[{\"required\":[\"a\"],\"properties\":{\"a\":{},"
+                                  "\"b\":{}},\"additionalProperties\":false},{\"required\":[\"c\"],"
+                                  "\"properties\":{\"c\":{}},\"additionalProperties\":false}]}";
+    expect(one_req, C, "{\"a\":1,\"b\":2}", 1);
+    expect(one_req, C, "{\"c\":1}", 1);
+    expect(one_req, C, "{\"a\":1,\"c\":2}", 0);
+    expect(one_req, C, "{}", 0);
     expect_unsupported("{\"type\":\"number\",\"minimum\":1.5}", "minimum");
     expect_unsupported("{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "pattern");
     cinfer_grammar_error err;
@@ -70,6 +81,58 @@ int main(void) {
     /* strings */
     expect("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", C, "\"\xc3\xa9\xc3\xa9\"", 1);
     expect("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", C, "\"abcd\"", 0);
+    /* length limits with a pattern that is one repeated character class (json_pattern_len.c) */
+    static const char anch[] = "{\"type\":\"string\",\"pattern\":\"^[a-z_.]+$\",\"maxLength\":3}";
+    expect(anch, C, "\"ab\"", 1);
+    expect(anch, C, "\"a.c\"", 1);
+    expect(anch, C, "\"\"", 0);
+    expect(anch, C, "\"abcd\"", 0);
+    expect(anch, C, "\"aB\"", 0);
+    static const char anch_min[] = "{\"type\":\"string\",\"pattern\":\"^[a-z]*$\",\"minLength\":2}";
+    expect(anch_min, C, "\"a\"", 0);
+    expect(anch_min, C, "\"abcdef\"", 1);
+    expect(anch_min, C, "\"ab1\"", 0);
+    static const char search[] = "{\"type\":\"string\",\"pattern\":\"[0-9a-f]+\",\"minLength\":4,\"maxLength\":4}";
+    expect(search, C, "\"zzz1\"", 1);
+    expect(search, C, "\"1zzz\"", 1);
+    expect(search, C,
+           "\"\xc3\xa9\xc3\xa9\xc3\xa9"
+           "a\"",
+           1);
+    expect(search, C, "\"zzzz\"", 0);
+    expect(search, C, "\"12\"", 0);
+    expect(search, C, "\"z1zzz\"", 0);
+    static const char search_min[] = "{\"type\":\"string\",\"pattern\":\"\\\\d+\",\"minLength\":3}";
+    expect(search_min, C, "\"ab1\"", 1);
+    expect(search_min, C, "\"xxxxxx9\"", 1);
+    expect(search_min, C, "\"1xyzzzz\"", 1);
+    expect(search_min, C, "\"1\"", 0);
+    expect(search_min, C, "\"xyzw\"", 0);
+    static const char star[] = "{\"type\":\"string\",\"pattern\":\"[a-z]*\",\"maxLength\":2}";
+    expect(star, C, "\"12\"", 1);
+    expect(star, C, "\"123\"", 0);
+    /* equal length limits share one rule: four 60000-character limits fit the size limit */
+    static const char big[] = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":60000},"
+                              "\"b\":{\"type\":\"string\",\"maxLength\":60000},\"c\":{\"type\":\"string\","
+                              "\"maxLength\":60000},\"d\":{\"type\":\"string\",\"maxLength\":60000}}}";
+    expect(big, C, "{\"a\":\"x\",\"d\":\"y\"}", 1);
+    /* patternProperties with a class-run pattern: its names typed by it, the others by additionalProperties */
+    static const char pp[] = "{\"type\":\"object\",\"patternProperties\":{\"^\\\\d+$\":{\"type\":\"integer\"}},"
+                             "\"additionalProperties\":{\"type\":\"string\"}}";
+    expect(pp, C, "{\"12\":3,\"x\":\"y\",\"\":\"e\",\"1a\":\"z\"}", 1);
+    expect(pp, C, "{\"12\":\"3\"}", 0);
+    expect(pp, C, "{\"1a\":3}", 0);
+    expect(pp, C, "{\"\":3}", 0);
+    static const char pp_any[] = "{\"type\":\"object\",\"patternProperties\":{\"[a-z]+\":{\"type\":\"integer\"}}}";
+    expect(pp_any, C, "{\"1a\":3,\"12\":[true]}", 1);
+    expect(pp_any, C, "{\"1a\":\"3\"}", 0);
+    static const char pp_univ[] = "{\"type\":\"object\",\"patternProperties\":{\"^[a-z]*\":{\"type\":\"integer\"}}}";
+    expect(pp_univ, C, "{\"1\":3}", 1);
+    expect(pp_univ, C, "{\"1\":\"3\"}", 0);
+    expect_unsupported("{\"properties\":{\"a\":{}},\"patternProperties\":{\"^\\\\d+$\":{}}}", "patternProperties");
+    expect_unsupported("{\"type\":\"string\",\"pattern\":\"^(ab)+$\",\"maxLength\":4}", "maxLength");
+    expect_unsupported("{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"maxLength\":0}", "maxLength");
+    expect_unsupported("{\"type\":\"string\",\"pattern\":\"^[a-z]+\",\"maxLength\":4}", "maxLength");
     expect("{\"type\":\"string\",\"format\":\"date\"}", C, "\"2024-02-29\"", 1);
     expect("{\"type\":\"string\",\"format\":\"date\"}", C, "\"2023-02-29\"", 0);
     expect("{\"type\":\"string\",\"format\":\"uuid\"}", C, "\"123e4567-e89b-12d3-a456-426614174000\"", 1);
