@@ -12,6 +12,8 @@ pkgs+=(clang-format)
 # libevent: HTTP server (evhttp) and the benchmark's HTTP client; xxhash: KV store checksums;
 # python3-venv/-dev: client-test venv and the recipe extension.
 pkgs+=(libevent-dev libxxhash-dev python3-venv python3-dev)
+# UCX: the prefill/decode KV handoff transport (src/xfer, docs/pd.md); ucx-utils: ucx_perftest, ucx_info.
+pkgs+=(libucx-dev ucx-utils)
 
 missing=()
 for p in "${pkgs[@]}"; do

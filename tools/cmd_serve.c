@@ -49,6 +49,8 @@ typedef struct serve_opts {
     double kv_gib, shutdown_s, store_quota_gib, swa_gib, swa_ttl_s;
     long long swa_replay_tokens; /* 0: the model's window */
     const char *swa_replay;
+    const char *role, *handoff_listen; /* --role, --handoff-listen (docs/pd.md) */
+    double handoff_timeout_s;
 } serve_opts;
 
 static int opt_api_key(void *ctx, const char *v, char *msg, size_t cap) {
@@ -245,6 +247,19 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
          "API keys share the prefix cache (default: each key's prompts are cached\n"
          "apart, so no key can observe another's cache hits; docs/serve.md)",
          CLI_SET(&o->share_prefix_cache, true)},
+        CLI_SECTION("disaggregated prefill/decode (docs/pd.md)"),
+        {"role", 0, "ROLE",
+         "both (default: today's server), prefill (computes prompts for decode\n"
+         "workers: X-Cinfer-Handoff-To) or decode (takes KV handoffs)",
+         CLI_STR(&o->role)},
+        {"handoff-listen", 0, "HOST:PORT",
+         "accept KV handoffs over UCX here (decode default: --host, any port;\n"
+         "UCX_TLS restricts UCX's transports; GET /handoff/info reports it)",
+         CLI_STR(&o->handoff_listen)},
+        {"handoff-timeout", 0, "S",
+         "a decode worker waits this long for a handoff; a prefill worker's\n"
+         "direct push gives up after it and falls back to the store (default 5)",
+         CLI_NUM(&o->handoff_timeout_s, 0.01, 3600)},
     };
     cli_cmd c = {.name = "serve",
                  .usage = "cinfer serve MODEL.gguf [options]",
@@ -262,6 +277,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     if (o->log_level && cf_log_parse_level(o->log_level, &(cf_log_lvl){0}))
         return cli_usage_error(&c, "unknown log level '%s' (error|warn|info|debug)", o->log_level);
     if (o->api_key && !*o->api_key) o->api_key = NULL;
+    if (o->role && handoff_role_parse(o->role) < 0)
+        return cli_usage_error(&c, "unknown --role '%s' (prefill|decode|both)", o->role);
     if (o->keys.n > 0) o->api_key = NULL; /* explicit keys replace $CINFER_API_KEY */
     return CLI_OK;
 }
@@ -405,7 +422,11 @@ static int serve_main(serve_opts *o) {
                         .body_timeout_s = o->body_s,
                         .idle_timeout_s = o->idle_s,
                         .max_connections = (int32_t)(o->max_conns >= 0 ? o->max_conns : default_max_connections()),
-                        .share_prefix_cache = o->share_prefix_cache};
+                        .share_prefix_cache = o->share_prefix_cache,
+                        .handoff = {.role = o->role ? (handoff_role)handoff_role_parse(o->role) : HANDOFF_ROLE_BOTH,
+                                    .listen = o->handoff_listen,
+                                    .http_host = o->host,
+                                    .timeout_s = o->handoff_timeout_s > 0 ? o->handoff_timeout_s : 5}};
     const char *pname = o->tool_parser ? o->tool_parser : o->reasoning_parser;
     cfg.parser = pname ? recipe_parser_from_name(pname)
                        : (int)recipe_parser_detect(sp.fallback ? NULL : chat_template_source(sp.tmpl),

@@ -128,6 +128,12 @@ typedef struct cinfer_sampling {
     uint64_t seed;
 } cinfer_sampling;
 
+/* KV records of one request's prompt blocks (prefill/decode handoff, docs/pd.md): a record is one
+ * block as a persistent-store object (store_format.h layout, no MAC), so the store and the wire share
+ * one format. Reference-counted: the engine writes records from its thread, the owner reads records
+ * [0, cinfer_kv_export_ready()) from any thread (they never change once ready). */
+typedef struct cinfer_kv_export cinfer_kv_export;
+
 typedef struct cinfer_request {
     const int32_t *prompt; /* token ids, copied at submit */
     int32_t n_prompt; /* >= 1 */
@@ -182,6 +188,15 @@ typedef struct cinfer_request {
     const char *grammar_trigger;
     size_t grammar_trigger_len;
     cinfer_speculative speculative; /* drafter 0 (CINFER_SPEC_DEFAULT): the engine's default */
+    /* Prefill/decode handoff (docs/pd.md). kv_export: the engine appends a record for each full prompt
+     * block once its KV is final (a reference is taken at submit, dropped when the request is freed).
+     * kv_import: records of this prompt's leading blocks (another worker's export), verified and
+     * installed into the prefix cache before the request is admitted, as a store load installs them;
+     * a record that does not verify ends the import (the rest is computed). Ownership of kv_import
+     * (malloc'd) moves to the engine on a successful submit. NULL: none. */
+    cinfer_kv_export *kv_export;
+    void *kv_import;
+    int32_t n_kv_import; /* records in kv_import (each cinfer_engine_kv_record_bytes() bytes) */
 } cinfer_request;
 
 #define CINFER_MAX_TOP_LOGPROBS 20
@@ -250,6 +265,7 @@ typedef struct cinfer_store_stats {
     uint64_t bytes_read, bytes_written;
     uint64_t objects_written, writes_skipped; /* skipped: already published */
     uint64_t writes_dropped; /* write-back queue full (store too slow) or store not writable */
+    int64_t writes_in_flight; /* writes queued or being written (a gauge) */
     uint64_t load_timeouts; /* requests that stopped waiting for a slow load */
     uint64_t degraded; /* transitions into a degraded state (each logged once) */
     uint64_t gc_runs, gc_deleted_expired, gc_deleted_lru;
@@ -280,6 +296,9 @@ typedef struct cinfer_engine_stats {
     double t_plan, t_wait, t_commit, t_output, t_forward;
     uint64_t cached_tokens_memory, cached_tokens_store; /* cached_tokens by tier */
     uint64_t think_forced_tokens; /* end-marker tokens forced by reasoning budgets */
+    uint64_t handoff_exported_blocks; /* KV records written for exports (prefill role) */
+    uint64_t handoff_imported_blocks; /* handed-off blocks installed in the prefix cache (decode role) */
+    uint64_t handoff_rejected_blocks; /* handed-off records that failed verification */
     uint64_t grammar_tokens; /* tokens sampled under a grammar mask (constrained requests) */
     uint64_t grammar_forced_tokens; /* of those, taken without sampling (the grammar allowed one token) */
     uint64_t grammar_masks_overlapped; /* masks computed while the forward pass ran (async scheduling) */
@@ -327,6 +346,21 @@ int cinfer_engine_fd(const cinfer_engine *e);
 int cinfer_engine_ready(cinfer_engine *e, uint64_t *ids, int cap);
 
 cinfer_engine_stats cinfer_engine_get_stats(cinfer_engine *e);
+
+/* Bytes of one KV record (header + block payload) and the number of full prompt blocks a prompt of
+ * n_prompt tokens hands off (those before its last token: the receiver computes the last token). */
+size_t cinfer_engine_kv_record_bytes(const cinfer_engine *e);
+int32_t cinfer_engine_block_tokens(const cinfer_engine *e);
+/* The 32-byte store fingerprint every record carries (model weights + KV layout + block size + dtype). */
+void cinfer_engine_kv_fingerprint(const cinfer_engine *e, uint8_t out[32]);
+int32_t cinfer_engine_kv_handoff_blocks(const cinfer_engine *e, int32_t n_prompt);
+/* An export for up to n_blocks records (one reference, the caller's), or NULL (out of memory). */
+cinfer_kv_export *cinfer_kv_export_new(const cinfer_engine *e, int32_t n_blocks);
+void cinfer_kv_export_ref(cinfer_kv_export *x);
+void cinfer_kv_export_unref(cinfer_kv_export *x);
+/* Records ready so far (acquire: their bytes are visible), and record i < ready. */
+int32_t cinfer_kv_export_ready(const cinfer_kv_export *x);
+const uint8_t *cinfer_kv_export_record(const cinfer_kv_export *x, int32_t i);
 
 /* The engine's vocabulary as the grammar library sees it (token bytes, control tokens, EOS/EOG ids),
  * built at create; for cinfer_grammar_matcher_new. Owned by the engine, immutable, thread-safe;

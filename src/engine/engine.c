@@ -49,6 +49,8 @@ void eng_req_free(eng_req *r) {
     free(r->o_top_ids);
     free(r->o_top_lps);
     free(r->o_text.p);
+    free(r->kv_import);
+    cinfer_kv_export_unref(r->kv_export);
     free(r);
 }
 
@@ -286,7 +288,8 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     e->st.kv_budget = ks.budget;
     eng_note_kv(e);
     e->pub_st = e->st;
-    if (eng_store_open(e, err)) return -1;
+    eng_handoff_init(e);
+    if (eng_kv_fingerprint(e, e->kv_fp, err) || eng_store_open(e, err)) return -1;
     model_trim_memory(m); /* the fingerprints above sampled every tensor: drop those pages again */
     if (pthread_create(&e->thread, NULL, eng_main, e) != 0) return cf_fail(err, "engine: cannot start the thread");
     e->thread_started = true;
@@ -298,6 +301,10 @@ static void eng_free_all(cinfer_engine *e) {
     for (int32_t i = 0; i < e->n_active; i++)
         if (e->active[i]->reader_done) eng_req_free(e->active[i]);
     for (eng_req *r = e->q_head, *n; r; r = n) {
+        n = r->qnext;
+        if (r->reader_done) eng_req_free(r);
+    }
+    for (eng_req *r = e->imp_head, *n; r; r = n) {
         n = r->qnext;
         if (r->reader_done) eng_req_free(r);
     }
@@ -462,6 +469,7 @@ static int eng_req_copy(cinfer_engine *e, eng_req *q, const cinfer_request *r, c
     if (eng_spec_init(e, q, r, err)) return -1;
     q->state = SCHED_WAITING;
     q->usage.prompt_tokens = q->prompt_len;
+    if (r->n_kv_import < 0 || (r->n_kv_import > 0 && !r->kv_import)) return cf_fail(err, "inconsistent KV import");
     return eng_grammar_init(e, q, r, err); /* last: it takes the matcher only when nothing else can fail */
 }
 
@@ -487,6 +495,10 @@ uint64_t cinfer_engine_submit(cinfer_engine *e, const cinfer_request *r, char *e
         eng_req_free(q);
         return 0;
     }
+    q->kv_import = r->kv_import; /* owned from here (freed once installed, or with the request) */
+    q->n_kv_import = r->kv_import ? r->n_kv_import : 0;
+    if (r->kv_export) cinfer_kv_export_ref(r->kv_export);
+    q->kv_export = r->kv_export;
     pthread_mutex_lock(&e->mu);
     q->id = ++e->next_id;
     eng_req **slot = &e->buckets[q->id % ENG_HASH_BUCKETS];
@@ -692,6 +704,11 @@ static int32_t eng_drain(cinfer_engine *e) {
         e->q_head = r->qnext;
         if (!e->q_head) e->q_tail = NULL;
         r->qnext = NULL;
+        if (r->kv_import && e->inflight) { /* installed once that pass is committed (eng_admit_imports) */
+            r->qnext = e->imp_head;
+            e->imp_head = r;
+            continue;
+        }
         e->active[e->n_active++] = r;
         e->st.submitted++;
     }
@@ -702,6 +719,19 @@ static int32_t eng_drain(cinfer_engine *e) {
         e->cancel_pending = false;
     }
     return n;
+}
+
+/* Handoff imports held back by eng_drain: installed now (no pass in flight) and made active. */
+static void eng_admit_imports(cinfer_engine *e) {
+    while (e->imp_head && !e->inflight) {
+        if (eng_grow_active(e, e->n_active + 1)) return; /* retry after the next pass */
+        eng_req *r = e->imp_head;
+        e->imp_head = r->qnext;
+        r->qnext = NULL;
+        eng_handoff_import(e, r);
+        e->active[e->n_active++] = r;
+        e->st.submitted++;
+    }
 }
 
 /* When nothing can be planned although unfinished requests wait and no step
@@ -737,8 +767,11 @@ static void *eng_main(void *arg) {
         e->store_wake = false;
         double t0 = time_now();
         bool stop = e->stop;
+        int32_t n_old = e->n_active;
         int32_t n_cancel = stop ? 0 : eng_drain(e);
         pthread_mutex_unlock(&e->mu);
+        for (int32_t i = n_old; i < e->n_active; i++) /* no pass in flight here, or eng_drain held it back */
+            if (e->active[i]->kv_import) eng_handoff_import(e, e->active[i]);
         if (stop) {
             eng_stepbuf *sb = eng_wait_inflight(e);
             if (sb) eng_commit(e, sb);
@@ -753,6 +786,7 @@ static void *eng_main(void *arg) {
         eng_stepbuf *done = eng_wait_inflight(e);
         double t2 = time_now();
         if (done) eng_commit(e, done);
+        if (e->imp_head) eng_admit_imports(e);
         if (eng_assemble(e, next) > 0) {
             eng_dispatch(e, next);
             e->sb_next ^= 1;

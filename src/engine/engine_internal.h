@@ -144,6 +144,12 @@ typedef struct eng_req {
     cinfer_finish pend_finish; /* EOS / stop id / length found at commit */
     bool done; /* finished (or finishing): never scheduled again */
     struct store_chain *st_chain; /* (eng) store lookup/load in flight (engine_store.c) */
+    /* prefill/decode handoff (engine_handoff.c) */
+    cinfer_kv_export *kv_export; /* a reference, or NULL */
+    int32_t n_exported; /* (eng) records written; exp_key: the key of record n_exported - 1 */
+    uint8_t exp_key[PREFIX_KEY_BYTES];
+    uint8_t *kv_import; /* owned until installed (then freed), or NULL */
+    int32_t n_kv_import;
     double st_deadline; /* (eng) when to stop waiting for it */
     int32_t st_lookups; /* (eng) store lookups made for this request */
     int32_t st_admits; /* (eng) admissions seen by the store hook */
@@ -267,12 +273,22 @@ struct cinfer_engine {
     cinfer_engine_stats pub_st; /* (mu) last published stats */
     struct eng_store *es; /* (eng) persistent store adapter (engine_store.c); NULL: none */
     bool store_wake; /* (mu) a store completion is waiting to be polled */
+    uint8_t kv_fp[PREFIX_KEY_BYTES]; /* immutable: store fingerprint of the blocks (eng_kv_fingerprint) */
+    size_t kv_payload_bytes, kv_record_bytes; /* immutable: one block's floats; one handoff record */
+    eng_req *imp_head; /* (eng) drained requests whose import waits for the forward pass in flight */
     bool store_abandoned; /* eng_store_close gave up on a stuck store thread: the pool is kept */
     int efd;
 };
 
 /* engine.c */
 void eng_req_free(eng_req *r);
+/* engine_handoff.c (prefill/decode handoff, docs/pd.md). init: record sizes (after the pool).
+ * import: verifies r's import records, installs them into the prefix cache and frees them; only
+ * with no forward pass in flight (a freshly allocated block may still be written by that pass).
+ * export: after eng_register, appends the request's newly registered prompt blocks to its export. */
+void eng_handoff_init(cinfer_engine *e);
+void eng_handoff_import(cinfer_engine *e, eng_req *r);
+void eng_handoff_export(cinfer_engine *e, eng_req *r);
 
 /* engine_step.c: the three phases of a step.
  * eng_plan: plans the next step into sb against the projected state of the

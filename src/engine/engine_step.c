@@ -434,6 +434,7 @@ void eng_commit(cinfer_engine *e, eng_stepbuf *sb) {
         memcpy(reg_parent, r->last_key, sizeof reg_parent);
         eng_register(e, r);
         eng_store_on_register(e, r, reg_from, reg_from > 0 ? reg_parent : NULL);
+        if (r->kv_export) eng_handoff_export(e, r);
         if (row && it->n_draft == 0) eng_sample(e, r, row, -1, NULL);
     }
     eng_note_kv(e);

@@ -39,6 +39,7 @@ static void es_public_stats(const store_stats *s, cinfer_store_stats *o) {
     o->objects_written = s->objects_written;
     o->writes_skipped = s->writes_skipped;
     o->writes_dropped = s->writes_dropped;
+    o->writes_in_flight = s->writes_in_flight;
     o->degraded = s->degraded;
     o->gc_runs = s->gc_runs;
     o->gc_deleted_expired = s->gc_deleted_expired;
@@ -69,6 +70,20 @@ typedef struct eng_store {
     int32_t n_deferred, cap_deferred;
 } eng_store;
 
+int eng_kv_fingerprint(cinfer_engine *e, uint8_t out[PREFIX_KEY_BYTES], cf_err *err) {
+    kv_spec spec;
+    int32_t desc[4 * KV_SPEC_MAX_GROUPS];
+    uint8_t model_fp[PREFIX_KEY_BYTES];
+    if (kv_spec_from_model(e->m, &spec, err) || prefix_cache_model_fingerprint(e->m, model_fp, err)) return -1;
+    for (int g = 0; g < spec.n_groups; g++) {
+        desc[4 * g] = (int32_t)spec.groups[g].kind;
+        desc[4 * g + 1] = spec.groups[g].n_layers;
+        desc[4 * g + 2] = spec.groups[g].token_floats;
+        desc[4 * g + 3] = spec.groups[g].window;
+    }
+    return store_fingerprint(model_fp, (uint32_t)e->opt.block_tokens, desc, 4 * spec.n_groups, "f32", out, err);
+}
+
 static void es_notify(void *ctx) {
     cinfer_engine *e = ctx;
     pthread_mutex_lock(&e->mu);
@@ -92,9 +107,6 @@ int eng_store_open(cinfer_engine *e, cf_err *err) {
     es->has_known = calloc((size_t)es->n_blocks, 1);
     es->held = calloc((size_t)es->n_blocks, sizeof *es->held);
     if (!es->known || !es->has_known || !es->held) return cf_fail(err, "engine: out of memory for the store");
-    kv_spec spec;
-    int32_t desc[4 * KV_SPEC_MAX_GROUPS];
-    uint8_t model_fp[PREFIX_KEY_BYTES];
     store_config c = {
         .dir = o->kv_store_dir,
         .block_tokens = (uint32_t)es->bt,
@@ -111,16 +123,7 @@ int eng_store_open(cinfer_engine *e, cf_err *err) {
      * cap only matters when the disk falls behind: then at most half the pool is pinned by write-back. */
     c.write_slots = es->n_blocks / 2 < 4096 ? (es->n_blocks / 2 > 0 ? es->n_blocks / 2 : 1) : 4096;
     cf_err se = {0};
-    if (kv_spec_from_model(e->m, &spec, &se) || prefix_cache_model_fingerprint(e->m, model_fp, &se))
-        return cf_fail(err, "%s", se.msg);
-    for (int g = 0; g < spec.n_groups; g++) {
-        desc[4 * g] = (int32_t)spec.groups[g].kind;
-        desc[4 * g + 1] = spec.groups[g].n_layers;
-        desc[4 * g + 2] = spec.groups[g].token_floats;
-        desc[4 * g + 3] = spec.groups[g].window;
-    }
-    if (store_fingerprint(model_fp, c.block_tokens, desc, 4 * spec.n_groups, "f32", c.fingerprint, &se))
-        return cf_fail(err, "%s", se.msg);
+    memcpy(c.fingerprint, e->kv_fp, sizeof c.fingerprint);
     store_mac_key *key = NULL;
     if (o->kv_store_key_file && o->kv_store_key_file[0]) {
         /* fail closed: a configured key that cannot be used must not silently turn authentication off */

@@ -36,8 +36,11 @@
 struct cinfer_engine;
 struct eng_req;
 
-/* Opens the store named by e->opt (after the pool and prefix cache exist and
- * e->mu is initialised). A store that cannot be opened is logged and left
+/* The store fingerprint of this engine's blocks (model weights + KV layout + block size + dtype):
+ * what every store object and handoff record carries. 0, or -1 with err. */
+int eng_kv_fingerprint(struct cinfer_engine *e, uint8_t out[32], cf_err *err);
+/* Opens the store named by e->opt (after the pool and prefix cache exist,
+ * e->kv_fp is set and e->mu is initialised). A store that cannot be opened is logged and left
  * out: returns 0 either way except on out-of-memory. */
 int eng_store_open(struct cinfer_engine *e, cf_err *err);
 /* Stops the store's threads (finishing queued writes), releases every block

@@ -423,7 +423,11 @@ int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err) {
         r.grammar_trigger = q->grammar.trigger;
         r.grammar_trigger_len = q->grammar.trigger ? strlen(q->grammar.trigger) : 0;
         if (j->grammar && !r.grammar) snprintf(e, sizeof e, "grammar matcher: %.150s", ge.msg);
+        r.kv_export = i == 0 ? j->kv_export : NULL;
+        r.kv_import = i == 0 ? j->kv_import : NULL;
+        r.n_kv_import = i == 0 ? j->n_kv_import : 0;
         c->id = j->grammar && !r.grammar ? 0 : cinfer_engine_submit(gm->engine, &r, e, sizeof e);
+        if (c->id && i == 0) j->kv_import = NULL; /* the engine owns it now */
         if (!c->id) {
             cinfer_grammar_matcher_free(r.grammar); /* the engine took it only on success */
             for (int32_t k = 0; k < i; k++) {
@@ -550,6 +554,8 @@ void gen_job_free(gen_job *j, const gen_model *gm) {
     }
     free(j->choices);
     free(j->prompt);
+    free(j->kv_import);
+    cinfer_kv_export_unref(j->kv_export);
     cinfer_grammar_release(j->grammar);
     gen_params_free(&j->p);
     memset(j, 0, sizeof *j);

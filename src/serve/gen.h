@@ -141,6 +141,11 @@ typedef struct gen_job {
     cinfer_usage usage; /* prompt counted once, completion summed; final when n_done == p.n */
     int32_t new_tokens; /* tokens in the latest gen_job_read (for latency metrics) */
     cinfer_grammar *grammar; /* compiled p.grammar (a reference), NULL: unconstrained */
+    /* prefill/decode handoff (serve/handoff.h), given to choice 0's engine request at submit:
+     * kv_export a reference (dropped by gen_job_free), kv_import owned until the engine takes it */
+    cinfer_kv_export *kv_export;
+    void *kv_import;
+    int32_t n_kv_import;
     bool grammar_cached; /* the compile was a cache hit (logs) */
 } gen_job;
 

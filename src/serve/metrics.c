@@ -288,6 +288,14 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
     gauge(&s, "cinfer_swa_state_entries", "Window-state snapshots held.", st->swa_state_entries);
     gauge(&s, "cinfer_swa_state_bytes", "Bytes of window-state snapshots held (host memory).", st->swa_state_bytes);
     gauge(&s, "cinfer_swa_state_budget_bytes", "Byte budget of the window-state tier.", st->swa_state_budget);
+    counter(&s, "cinfer_handoff_exported_blocks_total",
+            "KV blocks a prefill worker encoded for decode workers (--role prefill, docs/pd.md).",
+            st->handoff_exported_blocks);
+    counter(&s, "cinfer_handoff_imported_blocks_total",
+            "Handed-off KV blocks a decode worker verified and installed in its prefix cache.",
+            st->handoff_imported_blocks);
+    counter(&s, "cinfer_handoff_rejected_blocks_total", "Handed-off KV records that failed verification.",
+            st->handoff_rejected_blocks);
     uint64_t seen = st->cached_tokens + st->prompt_tokens_computed;
     gauge(&s, "cinfer_prefix_cache_hit_ratio", "Prompt tokens served by the prefix cache / prompt tokens admitted.",
           seen ? (double)st->cached_tokens / (double)seen : 0.0);

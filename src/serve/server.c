@@ -59,56 +59,8 @@
 #include "serve/metrics.h"
 #include "serve/prep.h"
 #include "serve/routes.h"
+#include "serve/server_internal.h"
 #include "serve/tenant.h"
-
-typedef struct server server;
-
-typedef struct sv_job {
-    server *s;
-    struct evhttp_request *req;
-    struct evhttp_connection *evcon;
-    struct sv_job *prev, *next;
-    gen_job g;
-    char id[48];
-    char path[32];
-    double t_arrival, t_first;
-    double *t_last; /* per choice: time of its latest token */
-    bool stream, paused;
-    recipe_api api; /* the API's error shape */
-    api_job a; /* the recipe path (a.active): Chat, Messages, Responses */
-    int32_t n_choices; /* reserved in inflight_choices at admission */
-    const char *model; /* echoed in responses: the served name the request used (cfg->names) */
-    /* prompt preparation on a worker (prep.c): from admission until prep_done */
-    prep_task task;
-    gen_params prep_p; /* moved into g by gen_job_prepare */
-    serve_error prep_err;
-    int prep_rc;
-    bool gone; /* the client went away while its prompt was being prepared */
-} sv_job;
-
-struct server {
-    const serve_config *cfg;
-    const gen_model *gm;
-    struct {
-        int32_t n_vocab, max_n;
-    } lim; /* token ids below n_vocab; n at most max_n */
-    struct event_base *base;
-    struct evhttp *http;
-    struct evhttp_bound_socket *bound;
-    struct event *ev_engine, *ev_sigterm, *ev_sigint, *ev_peek, *ev_deadline;
-    struct evbuffer *out; /* reused to assemble a pump's SSE events; handed to evhttp (emptied) each time */
-    sv_job *jobs; /* active list */
-    int64_t inflight_choices;
-    int64_t n_flushing; /* finished responses evhttp is still writing (shutdown waits for them) */
-    metrics m;
-    conn_guard *guard; /* timeouts, --max-connections, accept back-off (conn_guard.h) */
-    bool draining;
-    long long started;
-    response_store *store; /* Responses API (previous_response_id, GET/DELETE) */
-    prep_pool *prep; /* prompt workers (template + tokenizer off the loop) */
-    struct event *ev_prep;
-    int64_t n_preparing; /* admitted requests whose prompt is being prepared */
-};
 
 /* ---- small helpers ---- */
 
@@ -136,6 +88,8 @@ static void send_text(server *s, struct evhttp_request *req, int status, const c
 static void send_json(server *s, struct evhttp_request *req, int status, char *json) {
     send_text(s, req, status, "application/json", json, json ? strlen(json) : 0);
 }
+
+void sv_send_json(server *s, struct evhttp_request *req, int status, char *json) { send_json(s, req, status, json); }
 
 static void send_error_api(server *s, struct evhttp_request *req, const serve_error *e, const char *id, double t0,
                            recipe_api api) {
@@ -171,6 +125,9 @@ static void job_unlink(server *s, sv_job *j) {
     j->prev = j->next = NULL;
 }
 
+static void maybe_exit(server *s);
+void sv_maybe_exit(server *s) { maybe_exit(s); }
+
 static void maybe_exit(server *s) {
     if (s->draining && !s->jobs && s->n_flushing == 0 && s->n_preparing == 0) event_base_loopexit(s->base, NULL);
 }
@@ -195,6 +152,7 @@ static void on_flushed(struct evhttp_request *req, void *arg) {
 
 static void job_free(sv_job *j) {
     server *s = j->s;
+    sv_hand_detach(j);
     job_unlink(s, j);
     s->inflight_choices -= j->n_choices;
     s->m.inflight--;
@@ -247,9 +205,12 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg) {
 
 static void on_drained(struct evhttp_connection *evcon, void *arg);
 
+static void job_done_log(sv_job *j, int status);
+
 /* Ends a job whose choices all finished. */
 static void job_complete(sv_job *j) {
     server *s = j->s;
+    if (sv_hand_complete(j)) return; /* a prefill-only run: the handoff answers it */
     const char *err = NULL;
     bool cancelled = false;
     for (int32_t i = 0; i < j->g.p.n; i++) {
@@ -283,6 +244,20 @@ static void job_complete(sv_job *j) {
         api_job_save(&j->a, &ctx, &j->g, body);
         send_json(s, j->req, 200, body);
     }
+    job_done_log(j, status);
+}
+
+void sv_job_reply(sv_job *j, int status, char *json) {
+    server *s = j->s;
+    evhttp_connection_set_closecb(j->evcon, on_flush_failed, s);
+    evhttp_request_set_on_complete_cb(j->req, on_flushed, s);
+    s->n_flushing++;
+    send_json(s, j->req, status, json);
+    job_done_log(j, status);
+}
+
+/* The response was handed to evhttp: account, log, free. */
+static void job_done_log(sv_job *j, int status) {
     j->req = NULL;
     job_account(j);
     char note[256];
@@ -452,6 +427,12 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         fail_generate(s, req, &e, id, t0, &a, api);
         return;
     }
+    handoff_req hr;
+    if (sv_hand_admit(s, req, &hr, &p, &e)) {
+        gen_params_free(&p);
+        fail_generate(s, req, &e, id, t0, &a, api);
+        return;
+    }
     if (p.n > s->cfg->max_inflight) {
         serve_bad(&e, "n", "'n' is %d but this server runs at most %d choices at once (--max-seqs + --max-queue)", p.n,
                   s->cfg->max_inflight);
@@ -487,6 +468,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     snprintf(j->id, sizeof j->id, "%s", id);
     snprintf(j->path, sizeof j->path, "%s", path);
     j->n_choices = p.n;
+    j->hreq = hr;
     j->model = serve_names_pick(s->cfg->names, p.model);
     j->a = a; /* moved: freed with the job */
     j->prep_p = p; /* moved: into j->g by gen_job_prepare */
@@ -503,6 +485,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
  * the reservation is returned and everything freed, engine requests included. */
 static void job_drop(sv_job *j) {
     server *s = j->s;
+    sv_hand_detach(j);
     s->inflight_choices -= j->n_choices;
     s->m.inflight--;
     gen_job_free(&j->g, s->gm);
@@ -518,6 +501,7 @@ static void job_drop(sv_job *j) {
 static void prep_done(sv_job *j) {
     server *s = j->s;
     serve_error e = {0};
+    if (sv_hand_park(j)) return; /* waits for its handoff; back here through sv_prep_done */
     s->n_preparing--;
     if (j->gone) { /* on_prep_close already answered for it (499) */
         job_drop(j);
@@ -526,7 +510,7 @@ static void prep_done(sv_job *j) {
     evhttp_connection_set_closecb(j->evcon, NULL, NULL);
     if (!j->task.ran) serve_fail(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
     else if (j->prep_rc) e = j->prep_err;
-    else if (!gen_job_submit(&j->g, s->gm, &e)) {
+    else if (!sv_hand_attach(j, &e) && !gen_job_submit(&j->g, s->gm, &e)) {
         if (!j->a.completion) api_job_prompt_check(&j->a, &j->g, s->gm->tok);
         if (!(j->a.active && j->stream && api_stream_begin(&j->a, &j->g, j->model))) {
             job_started(j);
@@ -537,6 +521,8 @@ static void prep_done(sv_job *j) {
     send_error_api(s, j->req, &e, j->id, j->t_arrival, j->api);
     job_drop(j); /* releases the engine requests a failed begin left running */
 }
+
+void sv_prep_done(sv_job *j) { prep_done(j); }
 
 static void job_started(sv_job *j) {
     server *s = j->s;
@@ -800,7 +786,9 @@ static void on_request(struct evhttp_request *req, void *arg) {
     api = msgs || count || !strncmp(path, "/v1/messages/", 13) ? RECIPE_API_MESSAGES
           : resp || one_resp                                   ? RECIPE_API_RESPONSES
                                                                : RECIPE_API_CHAT;
-    if (!gen_chat && !gen_cmpl && !tok && !detok && !models && !one_model && !msgs && !count && !resp && !one_resp) {
+    bool hinfo = !strcmp(path, "/handoff/info");
+    if (!gen_chat && !gen_cmpl && !tok && !detok && !models && !one_model && !msgs && !count && !resp && !one_resp &&
+        !hinfo) {
         serve_fail(&e, 404, "invalid_request_error", "not_found", NULL, "no route for %.100s %.200s",
                    http_method_name(req), path);
         send_error_api(s, req, &e, id, t0, api);
@@ -812,6 +800,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
         send_error_api(s, req, &e, id, t0, api);
         return;
     }
+    if (sv_hand_route(s, req, path, get, id, t0)) return;
     if (one_resp) {
         if (!get && cmd != EVHTTP_REQ_DELETE) goto bad_method;
         bool cut;
@@ -877,44 +866,6 @@ bad_method:
     send_error_api(s, req, &e, id, t0, api);
 }
 
-/* ---- shutdown ---- */
-
-static void on_deadline(evutil_socket_t fd, short what, void *arg) {
-    server *s = arg;
-    (void)fd;
-    (void)what;
-    static const struct timeval grace = {2, 0};
-    LOG_WARN("shutdown deadline reached: cancelling the requests still in flight");
-    for (sv_job *j = s->jobs; j; j = j->next) gen_job_cancel(&j->g, s->gm);
-    event_base_loopexit(s->base, &grace); /* cancelled requests end within a step; then stop regardless */
-}
-
-static void on_signal(evutil_socket_t sig, short what, void *arg) {
-    server *s = arg;
-    (void)what;
-    if (s->draining) {
-        LOG_WARN("second signal: stopping now");
-        event_base_loopexit(s->base, NULL);
-        return;
-    }
-    s->draining = true;
-    int n = 0;
-    for (sv_job *j = s->jobs; j; j = j->next) n++;
-    LOG_INFO("signal %d: shutting down (stop accepting; %d request(s) in flight; deadline %.1fs)", (int)sig, n,
-             s->cfg->shutdown_timeout_s);
-    if (s->bound) {
-        conn_guard_unlisten(s->guard);
-        evhttp_del_accept_socket(s->http, s->bound);
-        s->bound = NULL;
-    }
-    struct timeval tv = {
-        (time_t)s->cfg->shutdown_timeout_s,
-        (suseconds_t)((s->cfg->shutdown_timeout_s - (double)(time_t)s->cfg->shutdown_timeout_s) * 1e6)};
-    s->ev_deadline = evtimer_new(s->base, on_deadline, s);
-    if (s->ev_deadline) evtimer_add(s->ev_deadline, &tv);
-    maybe_exit(s);
-}
-
 /* ---- run ---- */
 
 int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
@@ -962,8 +913,8 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
         goto done;
     }
     s->ev_engine = event_new(s->base, cinfer_engine_fd(gm->engine), EV_READ | EV_PERSIST, on_engine, s);
-    s->ev_sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
-    s->ev_sigint = evsignal_new(s->base, SIGINT, on_signal, s);
+    s->ev_sigterm = evsignal_new(s->base, SIGTERM, sv_on_signal, s);
+    s->ev_sigint = evsignal_new(s->base, SIGINT, sv_on_signal, s);
     s->ev_peek = event_new(s->base, -1, EV_PERSIST, on_peek, s);
     if (!(s->prep = prep_pool_new(2)) ||
         !(s->ev_prep = event_new(s->base, prep_pool_fd(s->prep), EV_READ | EV_PERSIST, on_prep, s)) ||
@@ -971,6 +922,7 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
         cf_fail(err, "cannot start the prompt workers");
         goto done;
     }
+    if (handoff_open(&cfg->handoff, s->base, gm->engine, &s->hand, err)) goto done;
     struct timeval peek_tv = {0, 25000};
     if (!s->out || !s->ev_engine || !s->ev_sigterm || !s->ev_sigint || !s->ev_peek || event_add(s->ev_engine, NULL) ||
         event_add(s->ev_sigterm, NULL) || event_add(s->ev_sigint, NULL) || event_add(s->ev_peek, &peek_tv)) {
@@ -990,9 +942,14 @@ int serve_run(const serve_config *cfg, const gen_model *gm, cf_err *err) {
         evhttp_connection_set_closecb(j->evcon, NULL, NULL);
         job_free(j);
     }
+    s->closing = true;
+    handoff_close(s->hand); /* jobs still waiting for a handoff are answered 503 */
+    s->hand = NULL;
     LOG_INFO("shutdown complete");
     rc = 0;
 done:
+    s->closing = true;
+    handoff_close(s->hand);
     if (s->ev_engine) event_free(s->ev_engine);
     if (s->ev_sigterm) event_free(s->ev_sigterm);
     if (s->ev_sigint) event_free(s->ev_sigint);

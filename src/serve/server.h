@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "serve/gen.h"
+#include "serve/handoff.h"
 #include "serve/model_names.h"
 #include "serve/traffic.h"
 
@@ -45,6 +46,7 @@ typedef struct serve_config {
     double idle_timeout_s; /* --idle-timeout: a keep-alive connection between requests (0: off) */
     int32_t max_connections; /* --max-connections: open connections; more are refused (0: no limit) */
     bool share_prefix_cache; /* --share-prefix-cache: no per-tenant cache salt (serve/tenant.h) */
+    handoff_config handoff; /* --role, --handoff-listen, --handoff-timeout (serve/handoff.h, docs/pd.md) */
 } serve_config;
 
 /* Listens (on cfg->listen_fd when set, else binds host:port), prints

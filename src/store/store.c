@@ -310,6 +310,7 @@ int store_write(store *s, const uint8_t key[STORE_KEY_BYTES], const uint8_t *par
     if (s->wq_tail) s->wq_tail->next = w;
     else s->wq_head = w;
     s->wq_tail = w;
+    s->st.writes_in_flight++;
     pthread_cond_signal(&s->cv);
     st_unlock(s);
     return 0;
@@ -381,6 +382,7 @@ static void *store_io_main(void *arg) {
             st_lock(s);
             w->next = s->done_writes;
             s->done_writes = w;
+            s->st.writes_in_flight--;
             done = true;
         } else {
             break; /* stop, and nothing queued */

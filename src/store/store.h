@@ -71,6 +71,7 @@ typedef struct store_stats {
     uint64_t bytes_read, bytes_written;
     uint64_t objects_written, writes_skipped;
     uint64_t writes_dropped;
+    int64_t writes_in_flight; /* queued or being written (a gauge) */
     uint64_t degraded;
     uint64_t gc_runs, gc_deleted_expired, gc_deleted_lru;
     uint64_t loads;

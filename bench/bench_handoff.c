@@ -1,0 +1,123 @@
+/* bench_handoff.c - KV handoff transport throughput (src/xfer/, docs/pd.md):
+ * one receiving and one sending process exchange RECORDS messages of SIZE
+ * bytes through xfer_ucx exactly as a prefill worker pushes blocks to a decode
+ * worker (active messages, rendezvous above UCX's threshold, WINDOW messages
+ * in flight), and the sender reports GB/s from its first send to the flush
+ * that confirms everything reached the receiver. bench/handoff.sh runs it
+ * next to `ucx_perftest -t ucp_am_bw` on the same path (same UCX_TLS, same
+ * namespaces, same sizes).
+ *
+ *   bench_handoff recv HOST:PORT     prints "listening HOST:PORT" and "worker ucx:HEX", exits after an END
+ *   bench_handoff send PEER SIZE COUNT [WINDOW]   PEER: HOST:PORT or ucx:HEX; prints bytes, seconds, GB/s */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "xfer/xfer_ucx.h"
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+typedef struct bh_state {
+    uint64_t bytes, msgs;
+    int ended, failed, inflight, flushed;
+} bh_state;
+
+static void on_msg(void *ctx, const xfer_frame *f, uint8_t *data) {
+    bh_state *s = ctx;
+    s->bytes += f->data_len;
+    s->msgs++;
+    if (f->kind == XFER_MSG_END) s->ended = 1;
+    free(data);
+}
+
+static void on_sent(void *ctx, int status) {
+    bh_state *s = ctx;
+    s->inflight--;
+    if (status) s->failed = 1;
+}
+
+static void on_flush(void *ctx, int status) {
+    bh_state *s = ctx;
+    s->flushed = status ? -1 : 1;
+}
+
+static int run_recv(const char *listen) {
+    bh_state s = {0};
+    xfer_node *n;
+    cf_err err = {0};
+    xfer_config c = {.listen = listen, .max_message = (uint64_t)1 << 31, .on_message = on_msg, .ctx = &s};
+    if (xfer_open(&c, &n, &err)) {
+        fprintf(stderr, "bench_handoff: %s\n", err.msg);
+        return 1;
+    }
+    printf("listening %s\nworker ucx:%s\n", xfer_listen_addr(n), xfer_worker_address(n));
+    fflush(stdout);
+    while (!s.ended) xfer_poll(n);
+    for (double t = now_s(); now_s() - t < 1.0;) xfer_poll(n); /* the sender's flush completes, it leaves */
+    printf("received %llu bytes in %llu messages\n", (unsigned long long)s.bytes, (unsigned long long)s.msgs);
+    xfer_close(n);
+    return 0;
+}
+
+static int run_send(const char *peer, size_t size, int count, int window) {
+    bh_state s = {0};
+    xfer_node *n;
+    cf_err err = {0};
+    xfer_config c = {.on_message = on_msg, .ctx = &s};
+    uint8_t *buf = malloc(size);
+    uint8_t frame[XFER_FRAME_BYTES];
+    if (!buf || xfer_open(&c, &n, &err)) {
+        fprintf(stderr, "bench_handoff: %s\n", buf ? err.msg : "out of memory");
+        return 1;
+    }
+    memset(buf, 0x5A, size);
+    xfer_frame f = {.kind = XFER_MSG_RECORDS, .count = 1, .data_len = size};
+    xfer_frame_encode(&f, frame);
+    /* warm-up: connect and one message */
+    s.inflight = 1;
+    if (xfer_send(n, peer, frame, buf, size, on_sent, &s, &err)) goto fail;
+    while (s.inflight && !s.failed) xfer_poll(n);
+    double t0 = now_s();
+    int sent = 0;
+    while (sent < count && !s.failed) {
+        while (s.inflight < window && sent < count) {
+            s.inflight++;
+            if (xfer_send(n, peer, frame, buf, size, on_sent, &s, &err)) goto fail;
+            sent++;
+        }
+        xfer_poll(n);
+    }
+    while (s.inflight && !s.failed) xfer_poll(n);
+    xfer_frame e = {.kind = XFER_MSG_END};
+    uint8_t eframe[XFER_FRAME_BYTES];
+    xfer_frame_encode(&e, eframe);
+    s.inflight++;
+    if (xfer_send(n, peer, eframe, NULL, 0, on_sent, &s, &err) || xfer_flush(n, peer, on_flush, &s, &err)) goto fail;
+    while (!s.flushed && !s.failed) xfer_poll(n);
+    double dt = now_s() - t0;
+    if (s.failed || s.flushed < 0) goto fail;
+    double bytes = (double)size * count;
+    printf("size %zu count %d window %d: %.0f bytes in %.4f s = %.3f GB/s\n", size, count, window, bytes, dt,
+           bytes / dt / 1e9);
+    xfer_close(n);
+    free(buf);
+    return 0;
+fail:
+    fprintf(stderr, "bench_handoff: send failed: %s\n", err.msg[0] ? err.msg : "transport error");
+    xfer_close(n);
+    free(buf);
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "recv")) return run_recv(argv[2]);
+    if ((argc == 5 || argc == 6) && !strcmp(argv[1], "send"))
+        return run_send(argv[2], (size_t)strtoull(argv[3], NULL, 10), atoi(argv[4]), argc == 6 ? atoi(argv[5]) : 8);
+    fprintf(stderr, "usage: bench_handoff recv HOST:PORT | send HOST:PORT|ucx:HEX SIZE COUNT [WINDOW]\n");
+    return 2;
+}

@@ -1,0 +1,58 @@
+#!/bin/bash
+# handoff.sh - KV handoff transport throughput (docs/pd.md, issue 19): bench/bench_handoff (the
+# xfer layer a prefill worker pushes blocks with) against `ucx_perftest -t ucp_am_bw` on the same
+# path, in one run: (1) one namespace, UCX's default transport selection (shared memory between
+# processes of one host), (2) one namespace with UCX_TLS=tcp,self, (3) two network namespaces
+# (tests/integration/lib/netns.sh) with UCX_TLS=tcp,self, as between hosts. Prints one line per
+# case: ours, perftest, ratio. Needs root for (3); skips it otherwise.
+#   usage: bench/handoff.sh [BUILD_DIR] [SIZE_BYTES] [COUNT]
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-$here/../build}
+size=${2:-4194304}
+count=${3:-100}
+bh=$build/bench_handoff
+[ -x "$bh" ] || { echo "no $bh (build the bench_handoff target)"; exit 1; }
+command -v ucx_perftest >/dev/null || { echo "no ucx_perftest (apt-get install ucx-utils)"; exit 1; }
+
+# ours RUN_RECV RUN_SEND ADDR TLS -> GB/s
+ours() {
+    local rr=$1 rs=$2 addr=$3 tls=$4
+    local out
+    out=$(mktemp)
+    UCX_TLS=$tls $rr "$bh" recv "$addr" >"$out" 2>/dev/null &
+    local rp=$!
+    sleep 1.5
+    # as a prefill worker does: D's worker address from /handoff/info ("ucx_address")
+    UCX_TLS=$tls $rs "$bh" send "$(sed -n 's/^worker //p' "$out")" "$size" "$count" 4 2>/dev/null |
+        sed -n 's/.* = \([0-9.]*\) GB\/s/\1/p'
+    wait $rp
+    rm -f "$out"
+}
+# perf RUN_SERVER RUN_CLIENT HOST PORT TLS -> GB/s (perftest's overall MB/s is 2^20 bytes/s)
+perf() {
+    local rr=$1 rs=$2 host=$3 port=$4 tls=$5
+    UCX_TLS=$tls $rr ucx_perftest -p "$port" >/dev/null 2>&1 &
+    local rp=$!
+    sleep 1
+    UCX_TLS=$tls $rs ucx_perftest "$host" -p "$port" -t ucp_am_bw -s "$size" -n "$count" -w 10 2>/dev/null |
+        awk '/^Final:/ {printf "%.3f\n", $7 * 1048576 / 1e9}'
+    wait $rp
+}
+row() {
+    local name=$1 a=$2 b=$3
+    echo "$name: bench_handoff $a GB/s, ucx_perftest ucp_am_bw $b GB/s, ratio $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')"
+}
+echo "# bench/handoff.sh $build $size $count  ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "# messages of $size bytes x $count, 4 in flight; UCX $(ucx_info -v | sed -n 's/# Version //p')"
+row "one namespace, default TLS (shared memory)" "$(ours "" "" 127.0.0.1:23471 all)" "$(perf "" "" 127.0.0.1 13471 all)"
+row "one namespace, UCX_TLS=tcp,self" "$(ours "" "" 127.0.0.1:23472 tcp,self)" "$(perf "" "" 127.0.0.1 13472 tcp,self)"
+if [ "$(id -u)" = 0 ]; then
+    . "$here/../tests/integration/lib/netns.sh"
+    netns_init
+    netns_add P 2
+    netns_add D 3
+    rp="ip netns exec ${NETNS_PFX}D" sp="ip netns exec ${NETNS_PFX}P"
+    row "two namespaces (veth + bridge), UCX_TLS=tcp,self" "$(ours "$rp" "$sp" 10.77.0.3:23473 tcp,self)" \
+        "$(perf "$rp" "$sp" 10.77.0.3 13473 tcp,self)"
+fi

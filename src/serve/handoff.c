@@ -1,0 +1,294 @@
+/* handoff.c - see handoff.h. Owns the manager (the UCX node, its fd event
+ * and the 1 ms tick), GET /handoff/info, the handoff request headers and the
+ * decode side: a table of handoffs being received (hd_entry), each filled by
+ * BEGIN / RECORDS / END messages (checked by xfer_wire.h, then against this
+ * worker's geometry), waited for by at most one parked job and consumed by
+ * handoff_claim. Bounds: at most HD_MAX_ENTRIES handoffs and cfg.max_bytes of
+ * records held; an unclaimed handoff is dropped after HD_TTL_FACTOR x the
+ * timeout (at least HD_TTL_MIN_S). The prefill side is handoff_push.c. */
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "serve/handoff_internal.h"
+
+#define HD_MAX_ENTRIES 4096
+#define HD_TTL_FACTOR 4
+#define HD_TTL_MIN_S 30.0
+
+int handoff_role_parse(const char *s) {
+    if (!strcmp(s, "both")) return HANDOFF_ROLE_BOTH;
+    if (!strcmp(s, "prefill")) return HANDOFF_ROLE_PREFILL;
+    if (!strcmp(s, "decode")) return HANDOFF_ROLE_DECODE;
+    return -1;
+}
+
+const char *handoff_role_name(handoff_role r) {
+    return r == HANDOFF_ROLE_PREFILL ? "prefill" : r == HANDOFF_ROLE_DECODE ? "decode" : "both";
+}
+
+void hm_salt_digest(const char *salt, uint8_t out[XFER_DIGEST_BYTES]) {
+    unsigned int len = 0;
+    if (!EVP_Digest(salt ? salt : "", salt ? strlen(salt) : 0, out, &len, EVP_sha256(), NULL))
+        memset(out, 0, XFER_DIGEST_BYTES);
+}
+
+static hd_entry *hd_find(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES]) {
+    for (hd_entry *e = m->entries; e; e = e->next)
+        if (!memcmp(e->id, id, XFER_ID_BYTES)) return e;
+    return NULL;
+}
+
+static hd_entry *hd_get(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES]) {
+    hd_entry *e = hd_find(m, id);
+    if (e || m->n_entries >= HD_MAX_ENTRIES || !(e = calloc(1, sizeof *e))) return e;
+    memcpy(e->id, id, XFER_ID_BYTES);
+    e->created = time_now();
+    e->next = m->entries;
+    m->entries = e;
+    m->n_entries++;
+    return e;
+}
+
+static void hd_free(handoff_mgr *m, hd_entry *e) {
+    for (hd_entry **pp = &m->entries; *pp; pp = &(*pp)->next)
+        if (*pp == e) {
+            *pp = e->next;
+            break;
+        }
+    if (e->records) m->held_bytes -= (int64_t)(e->begin.n_records * e->begin.record_bytes);
+    free(e->records);
+    free(e->have);
+    free(e);
+    m->n_entries--;
+}
+
+static bool hd_settled(const hd_entry *e) {
+    return e->aborted || (e->begun && e->ended && e->n_have >= e->n_end && e->n_end == e->begin.n_records);
+}
+
+/* A parked job stops waiting (the handoff settled or timed out). */
+static void hd_wake(hd_entry *e) {
+    handoff_ready_fn cb = e->cb;
+    e->cb = NULL;
+    if (cb) cb(e->cb_ctx);
+}
+
+static void hd_abort(hd_entry *e, const char *why) {
+    char hex[2 * XFER_ID_BYTES + 1];
+    xfer_id_hex(e->id, hex);
+    LOG_WARN("handoff %s: %s", hex, why);
+    e->aborted = true;
+}
+
+static void hd_begin(handoff_mgr *m, hd_entry *e, const uint8_t *data, uint64_t len) {
+    cf_err err = {0};
+    xfer_begin b;
+    if (e->begun) return hd_abort(e, "a second BEGIN");
+    if (xfer_begin_decode(data, (size_t)len, &b, &err)) return hd_abort(e, err.msg);
+    if (b.record_bytes != m->record_bytes || b.block_tokens != (uint32_t)m->block_tokens ||
+        memcmp(b.fingerprint, m->fingerprint, XFER_DIGEST_BYTES))
+        return hd_abort(e, "from a worker with another model, KV layout or block size");
+    uint64_t bytes = (uint64_t)b.n_records * b.record_bytes;
+    if (m->held_bytes + (int64_t)bytes > m->cfg.max_bytes)
+        return hd_abort(e, "over the memory for received handoffs (records are computed instead)");
+    if (b.n_records && (!(e->records = malloc(bytes)) || !(e->have = calloc(b.n_records, 1)))) {
+        free(e->records);
+        e->records = NULL;
+        return hd_abort(e, "out of memory");
+    }
+    m->held_bytes += (int64_t)(e->records ? bytes : 0);
+    e->begin = b;
+    e->begun = true;
+}
+
+static void hd_records(hd_entry *e, const xfer_frame *f, const uint8_t *data) {
+    cf_err err = {0};
+    if (!e->begun) return hd_abort(e, "records before BEGIN");
+    if (xfer_records_check(f, &e->begin, &err)) return hd_abort(e, err.msg);
+    memcpy(e->records + (uint64_t)f->seq * e->begin.record_bytes, data, (size_t)f->data_len);
+    for (uint32_t i = f->seq; i < f->seq + f->count; i++)
+        if (!e->have[i]) {
+            e->have[i] = 1;
+            e->n_have++;
+        }
+}
+
+/* xfer's on_message: one checked frame (data owned here). */
+static void hm_on_message(void *ctx, const xfer_frame *f, uint8_t *data) {
+    handoff_mgr *m = ctx;
+    hd_entry *e = hd_get(m, f->id);
+    if (e && !e->aborted) {
+        if (f->kind == XFER_MSG_BEGIN) hd_begin(m, e, data, f->data_len);
+        else if (f->kind == XFER_MSG_RECORDS) hd_records(e, f, data);
+        else if (f->kind == XFER_MSG_END) {
+            e->ended = true;
+            e->n_end = f->count;
+            if (e->begun && f->count != e->begin.n_records) hd_abort(e, "END disagrees with BEGIN");
+        } else if (f->kind == XFER_MSG_ABORT) e->aborted = true;
+        /* XFER_MSG_WINDOW: reserved (window models are not handed off yet) */
+    }
+    free(data);
+    if (e && hd_settled(e)) hd_wake(e);
+}
+
+/* Expires parked waits and unclaimed handoffs; true while a job is parked. */
+static bool hd_tick(handoff_mgr *m, double now) {
+    bool parked = false;
+    double ttl = m->cfg.timeout_s * HD_TTL_FACTOR > HD_TTL_MIN_S ? m->cfg.timeout_s * HD_TTL_FACTOR : HD_TTL_MIN_S;
+    for (hd_entry *e = m->entries, *n; e; e = n) {
+        n = e->next;
+        if (e->cb && now >= e->deadline) hd_wake(e); /* may claim (free) e: n was read first */
+        else if (e->cb) parked = true;
+        else if (now - e->created > ttl) hd_free(m, e);
+    }
+    return parked;
+}
+
+static void hm_tick(evutil_socket_t fd, short what, void *arg) {
+    handoff_mgr *m = arg;
+    (void)fd;
+    (void)what;
+    m->ticking = false;
+    if (m->node) xfer_progress(m->node);
+    double now = time_now();
+    bool busy = hp_tick_all(m, now);
+    busy |= hd_tick(m, now);
+    if (busy || (m->node && xfer_pending(m->node) > 0)) hm_arm_tick(m);
+}
+
+void hm_arm_tick(handoff_mgr *m) {
+    static const struct timeval ms = {0, 1000};
+    if (m->ticking) return;
+    m->ticking = true;
+    evtimer_add(m->ev_tick, &ms);
+}
+
+static void hm_on_fd(evutil_socket_t fd, short what, void *arg) {
+    handoff_mgr *m = arg;
+    (void)fd;
+    (void)what;
+    xfer_progress(m->node);
+    hm_arm_tick(m); /* completions may have moved pushes and waits on */
+}
+
+static int hm_open_node(handoff_mgr *m, cf_err *err) {
+    char listen[128];
+    const char *l = m->cfg.listen;
+    if (!l && m->cfg.role == HANDOFF_ROLE_DECODE) {
+        snprintf(listen, sizeof listen, "%s:0", m->cfg.http_host ? m->cfg.http_host : "127.0.0.1");
+        l = listen;
+    }
+    if (!l && m->cfg.role == HANDOFF_ROLE_BOTH) return 0; /* today's server: no transport */
+    xfer_config xc = {.listen = m->cfg.role == HANDOFF_ROLE_PREFILL ? NULL : l,
+                      .max_message = (uint64_t)m->cfg.max_bytes,
+                      .on_message = hm_on_message,
+                      .ctx = m};
+    if (xfer_open(&xc, &m->node, err)) return -1;
+    m->ev_fd = event_new(m->base, xfer_fd(m->node), EV_READ | EV_PERSIST, hm_on_fd, m);
+    if (!m->ev_fd || event_add(m->ev_fd, NULL)) return cf_fail(err, "handoff: cannot watch the UCX fd");
+    if (xfer_listen_addr(m->node)) LOG_INFO("handoff: accepting KV handoffs on %s (UCX)", xfer_listen_addr(m->node));
+    return 0;
+}
+
+int handoff_open(const handoff_config *c, struct event_base *base, cinfer_engine *e, handoff_mgr **out, cf_err *err) {
+    handoff_mgr *m = calloc(1, sizeof *m);
+    if (!m) return cf_fail(err, "out of memory");
+    *out = m;
+    m->cfg = *c;
+    if (m->cfg.max_bytes <= 0) m->cfg.max_bytes = (int64_t)1 << 30;
+    if (m->cfg.timeout_s <= 0) m->cfg.timeout_s = 5;
+    m->base = base;
+    m->engine = e;
+    cinfer_engine_kv_fingerprint(e, m->fingerprint);
+    m->record_bytes = cinfer_engine_kv_record_bytes(e);
+    m->block_tokens = cinfer_engine_block_tokens(e);
+    m->ev_tick = evtimer_new(base, hm_tick, m);
+    if (!m->ev_tick) return cf_fail(err, "out of memory");
+    return hm_open_node(m, err);
+}
+
+void handoff_close(handoff_mgr *m) {
+    if (!m) return;
+    hp_close_all(m);
+    while (m->entries) {
+        hd_wake(m->entries); /* a parked job is served without its handoff */
+        if (m->entries) hd_free(m, m->entries);
+    }
+    if (m->ev_fd) event_free(m->ev_fd);
+    xfer_close(m->node);
+    if (m->ev_tick) event_free(m->ev_tick);
+    free(m);
+}
+
+char *handoff_info_json(handoff_mgr *m) {
+    const char *l = m->node ? xfer_listen_addr(m->node) : NULL;
+    if (!l) return NULL;
+    const char *wa = xfer_worker_address(m->node);
+    json_t *o = json_pack("{s:s, s:s?, s:s, s:s, s:I}", "listen", l, "ucx_address", wa, "transport", "ucx", "role",
+                          handoff_role_name(m->cfg.role), "record_bytes", (json_int_t)m->record_bytes);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
+}
+
+int handoff_read_headers(const handoff_mgr *m, struct evhttp_request *req, handoff_req *h, serve_error *e) {
+    memset(h, 0, sizeof *h);
+    struct evkeyvalq *ih = evhttp_request_get_input_headers(req);
+    const char *id = evhttp_find_header(ih, "X-Cinfer-Handoff-Id"), *to = evhttp_find_header(ih, "X-Cinfer-Handoff-To");
+    if (!id && !to) return 0;
+    if (!id || xfer_id_parse(id, h->id))
+        return serve_bad(e, NULL,
+                         "X-Cinfer-Handoff-Id must be 32 hex digits (and is required with X-Cinfer-Handoff-To)");
+    xfer_id_hex(h->id, h->id_hex);
+    h->present = true;
+    if (!to) return 0;
+    if (m->cfg.role == HANDOFF_ROLE_DECODE)
+        return serve_bad(e, NULL, "this worker has --role decode: it does not prefill for another worker");
+    if (strncmp(to, "http://", 7) || strlen(to) >= sizeof h->to)
+        return serve_bad(e, NULL, "X-Cinfer-Handoff-To must be an http:// base URL under %zu bytes", sizeof h->to);
+    snprintf(h->to, sizeof h->to, "%s", to);
+    size_t n = strlen(h->to);
+    while (n > 7 && h->to[n - 1] == '/') h->to[--n] = 0;
+    const char *auth = evhttp_find_header(ih, "Authorization");
+    if (auth && strlen(auth) < sizeof h->auth) snprintf(h->auth, sizeof h->auth, "%s", auth);
+    h->to_present = true;
+    return 0;
+}
+
+bool handoff_wait(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES], handoff_ready_fn cb, void *ctx) {
+    if (!m->node || !xfer_listen_addr(m->node)) return false; /* nothing can arrive */
+    hd_entry *e = hd_get(m, id);
+    if (!e || e->cb || hd_settled(e)) return false; /* full table, a second waiter (served alone), or ready */
+    e->cb = cb;
+    e->cb_ctx = ctx;
+    e->deadline = time_now() + m->cfg.timeout_s;
+    hm_arm_tick(m);
+    return true;
+}
+
+void handoff_claim(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES], gen_job *g) {
+    hd_entry *e = hd_find(m, id);
+    if (!e) return;
+    uint8_t salt[XFER_DIGEST_BYTES];
+    hm_salt_digest(g->p.cache_salt, salt);
+    uint32_t k = 0;
+    while (e->begun && k < e->begin.n_records && e->have[k]) k++; /* the contiguous head that arrived */
+    if (e->begun && !e->aborted && k > 0 && e->begin.prompt_tokens == (uint32_t)g->n_prompt &&
+        !memcmp(e->begin.salt_digest, salt, XFER_DIGEST_BYTES) && !g->kv_import) {
+        g->kv_import = e->records; /* moved: the engine verifies each record against this prompt */
+        g->n_kv_import = (int32_t)k;
+        m->held_bytes -= (int64_t)(e->begin.n_records * e->begin.record_bytes);
+        e->records = NULL;
+    } else if (e->begun && !e->aborted && k > 0) {
+        char hex[2 * XFER_ID_BYTES + 1];
+        xfer_id_hex(id, hex);
+        LOG_WARN("handoff %s: does not match the request (prompt or tenant differ); computing instead", hex);
+    }
+    hd_free(m, e);
+}

@@ -1,0 +1,59 @@
+/* handoff_internal.h - state shared by handoff.c (the manager, headers,
+ * /handoff/info, the decode side's table of received handoffs) and
+ * handoff_push.c (the prefill side's pushes). Loop thread only. */
+#ifndef CINFER_SERVE_HANDOFF_INTERNAL_H
+#define CINFER_SERVE_HANDOFF_INTERNAL_H
+
+#include "serve/handoff.h"
+#include "xfer/xfer_ucx.h"
+
+/* One handoff on the decode side, from its BEGIN or its first waiter until claimed or expired. */
+typedef struct hd_entry {
+    struct hd_entry *next;
+    uint8_t id[XFER_ID_BYTES];
+    bool begun, ended, aborted;
+    xfer_begin begin;
+    uint8_t *records; /* begin.n_records * record_bytes */
+    uint8_t *have; /* per record: arrived */
+    uint32_t n_have, n_end; /* records arrived; END's total */
+    double created;
+    handoff_ready_fn cb; /* a parked job, or NULL */
+    void *cb_ctx;
+    double deadline; /* when the parked job stops waiting */
+} hd_entry;
+
+/* D's transport address as P learned it from GET <url>/handoff/info. */
+typedef struct hp_peer {
+    struct hp_peer *next;
+    char url[256];
+    char addr[2 * 4096 + 8]; /* xfer peer: "ucx:<worker address>" or "host:port"; empty while resolving or failed */
+    bool resolving, failed;
+    struct evhttp_connection *evcon;
+} hp_peer;
+
+struct handoff_mgr {
+    handoff_config cfg;
+    struct event_base *base;
+    cinfer_engine *engine;
+    xfer_node *node; /* NULL: no transport (role both without --handoff-listen, or UCX failed) */
+    struct event *ev_fd, *ev_tick;
+    bool ticking;
+    uint8_t fingerprint[XFER_DIGEST_BYTES];
+    size_t record_bytes;
+    int32_t block_tokens;
+    hd_entry *entries;
+    int64_t held_bytes;
+    int32_t n_entries;
+    struct handoff_push *pushes;
+    hp_peer *peers;
+};
+
+/* handoff.c: keeps the 1 ms tick running while anything is in flight. */
+void hm_arm_tick(handoff_mgr *m);
+/* handoff_push.c: one tick of every push; true while any is active. */
+bool hp_tick_all(handoff_mgr *m, double now);
+void hp_close_all(handoff_mgr *m);
+/* SHA-256 of the salt ("" for none). */
+void hm_salt_digest(const char *salt, uint8_t out[XFER_DIGEST_BYTES]);
+
+#endif

@@ -1,0 +1,81 @@
+/* xfer_ucx.h - the KV handoff transport: UCX (ucp) active messages between
+ * workers (docs/pd.md). UCX picks the transport itself (UCX_TLS restricts
+ * it) among those that support peer-failure detection (every endpoint uses
+ * UCP_ERR_HANDLING_MODE_PEER, so a dead peer fails operations instead of
+ * hanging them): TCP between hosts or namespaces, RDMA where the cluster has
+ * it; UCX 1.13's shared-memory transports do not qualify, so one host uses TCP
+ * loopback. Large payloads go by rendezvous (the receiver pulls them into its
+ * own buffer).
+ *
+ * One node per process: a ucp context and one worker in single-thread mode,
+ * driven by the owner's event loop (xfer_fd readable -> xfer_progress, plus a
+ * short timer while sends are pending). Optionally a listener
+ * (--handoff-listen HOST:PORT) accepting connections from senders; senders
+ * keep one endpoint per peer "host:port" (a connection cache; a failed
+ * endpoint is dropped and re-made by the next send).
+ *
+ * Messages are an XFER_FRAME_BYTES frame header (xfer_wire.h) plus data. The
+ * receiver checks the frame before allocating anything and refuses data
+ * larger than max_message. Received messages reach on_message in the loop
+ * thread with the data in a malloc'd buffer the callee owns.
+ *
+ * Ownership: a send's frame and data must stay valid until its callback
+ * (which always comes, from xfer_progress or xfer_close, never from inside
+ * xfer_send). xfer_flush's callback reports remote completion of everything
+ * sent to the peer before it. */
+#ifndef CINFER_XFER_XFER_UCX_H
+#define CINFER_XFER_XFER_UCX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "xfer/xfer_wire.h"
+
+typedef struct xfer_node xfer_node;
+
+/* A checked message: f is decoded; data (f->data_len bytes, malloc'd or NULL) belongs to the callee. */
+typedef void (*xfer_message_fn)(void *ctx, const xfer_frame *f, uint8_t *data);
+/* status: 0 done, -1 failed (peer unreachable, connection lost, closed) */
+typedef void (*xfer_done_fn)(void *ctx, int status);
+
+typedef struct xfer_config {
+    const char *listen; /* "host:port" to accept handoffs on (port 0: any), or NULL: send only */
+    uint64_t max_message; /* largest data part accepted (0: 1 GiB) */
+    xfer_message_fn on_message;
+    void *ctx;
+} xfer_config;
+
+int xfer_open(const xfer_config *c, xfer_node **out, cf_err *err);
+/* Force-closes every endpoint (pending callbacks run with -1) and frees the node. */
+void xfer_close(xfer_node *n);
+int xfer_fd(const xfer_node *n);
+void xfer_progress(xfer_node *n);
+/* Progress without arming the fd: for busy loops and for a loop that polls while transfers are in
+ * flight (an armed receiver makes shared-memory senders signal it for every message). Call
+ * xfer_progress before waiting on xfer_fd again. */
+void xfer_poll(xfer_node *n);
+/* Operations whose callback has not run yet. */
+int xfer_pending(const xfer_node *n);
+/* "host:port" the listener is bound to (port resolved), or NULL. */
+const char *xfer_listen_addr(const xfer_node *n);
+
+/* This worker's UCX address in hex (stable for the node's life; NULL on failure): a peer named
+ * "ucx:<hex>" is reached with every transport the two workers share that supports peer-failure
+ * detection (in UCX 1.13 not shared memory: docs/pd.md),
+ * "host:port" through the listener (TCP connection manager, then UCX's choice of lanes). */
+const char *xfer_worker_address(xfer_node *n);
+
+/* Queues frame (XFER_FRAME_BYTES) + data to peer ("host:port" or "ucx:<hex worker address>"). 0, or -1 with err (bad address, no
+ * endpoint; the callback then never runs). */
+int xfer_send(xfer_node *n, const char *peer, const uint8_t *frame, const void *data, size_t len, xfer_done_fn cb,
+              void *ctx, cf_err *err);
+/* Completes (cb 0) when everything sent to peer so far has reached it; -1 when that failed. */
+int xfer_flush(xfer_node *n, const char *peer, xfer_done_fn cb, void *ctx, cf_err *err);
+/* Force-closes the endpoint to peer (its pending operations fail); the next send reconnects. */
+void xfer_drop_peer(xfer_node *n, const char *peer);
+
+/* Splits "host:port" (host: IPv4 dotted quad or a name; [v6] not supported). 0, or -1 with err. */
+int xfer_parse_hostport(const char *s, char *host, size_t host_cap, uint16_t *port, cf_err *err);
+
+#endif

@@ -1,0 +1,126 @@
+"""test_pd.py - disaggregated prefill/decode on loopback (docs/pd.md, issue 19): a prefill worker P,
+a decode worker D (both --role, one shared store directory) and a monolithic server M, stories260K.
+Greedy outputs through P + D equal M's for Chat, Messages and Responses, streamed and not, with the
+handed-off tokens reported as cached by D; a prefix-cache hit on P; step 2 sent before step 1 ends;
+a missing handoff is served anyway; a decode worker SIGKILLed mid-stream gives the client an error
+(no hang) and P answers later handoffs to it through the store. Run by tests/integration/pd_loopback.sh."""
+import shutil
+import signal
+import tempfile
+import time
+import unittest
+
+import httpx
+
+from cinfer_server import Server
+import pd_client as pc
+
+BLOCK = 16
+
+
+class TestPD(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="cinfer-pd-")
+        cls.P = Server("--role", "prefill", "--kv-store", cls.dir)
+        cls.D = Server("--role", "decode", "--kv-store", cls.dir, "--handoff-timeout", "5")
+        cls.M = Server()
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in (cls.P, cls.D, cls.M):
+            rc = s.stop()
+            assert rc == 0, "exit %r\n%s" % (rc, s.log_text()[-3000:])
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def check(self, api, body, stream, concurrent=False):
+        ref, _ = pc.generate(self.M.url, api, body, stream)
+        ans, text, cached = pc.disaggregated(self.P.url, self.D.url, api, body, stream, concurrent)
+        self.assertEqual(text, ref)
+        self.assertEqual(ans["transport"], "ucx")
+        full = (ans["prompt_tokens"] - 1) // BLOCK * BLOCK
+        self.assertGreater(full, 0)
+        self.assertEqual(cached, full)  # the handed-off blocks, as cached tokens
+        self.assertEqual(ans["bytes"] % (full // BLOCK), 0)
+        return ans
+
+    def test_chat(self):
+        for stream in (False, True):
+            self.check("chat", pc.CHAT, stream)
+
+    def test_messages(self):
+        for stream in (False, True):
+            self.check("messages", pc.MESSAGES, stream)
+
+    def test_responses(self):
+        for stream in (False, True):
+            self.check("responses", pc.RESPONSES, stream)
+
+    def test_step2_first(self):
+        body = dict(pc.CHAT, messages=[{"role": "user", "content": "Sam had a red ball " * 20}])
+        self.check("chat", body, True, concurrent=True)
+
+    def test_prefix_hit_on_prefill(self):
+        body = dict(pc.CHAT, messages=[{"role": "user", "content": "Lily went to the park " * 20}])
+        first = self.check("chat", body, False)
+        self.assertEqual(first["cached_tokens"], 0)
+        before = self.D.metrics()["cinfer_handoff_imported_blocks_total"]
+        again = self.check("chat", body, False)  # P hits its own cache; D gets the blocks again
+        self.assertEqual(again["cached_tokens"], (again["prompt_tokens"] - 1) // BLOCK * BLOCK)
+        self.assertGreaterEqual(self.D.metrics()["cinfer_handoff_imported_blocks_total"], before)
+
+    def test_missing_handoff_is_served(self):
+        body = dict(pc.CHAT, messages=[{"role": "user", "content": "Nobody prefilled this " * 10}])
+        ref, _ = pc.generate(self.M.url, "chat", body, False)
+        t0 = time.time()
+        text, _ = pc.generate(self.D.url, "chat", body, False, hid=pc.new_id())
+        self.assertEqual(text, ref)
+        self.assertLess(time.time() - t0, 30)
+
+    def test_bad_headers(self):
+        st, ans = pc.step1(self.P.url, "ftp://x", "chat", pc.CHAT, pc.new_id())
+        self.assertEqual(st, 400)
+        self.assertIn("X-Cinfer-Handoff-To", ans["error"]["message"])
+        st, ans = pc.step1(self.P.url, self.D.url, "chat", pc.CHAT, "nothex")
+        self.assertEqual(st, 400)
+        st, _ = pc.step1(self.D.url, self.D.url, "chat", pc.CHAT, pc.new_id())  # D does not prefill
+        self.assertEqual(st, 400)
+        self.assertEqual(self.P.http("GET", "/handoff/info")[0], 404)  # P takes no handoffs
+
+
+class TestPDDecodeKilled(unittest.TestCase):
+    def test_sigkill(self):
+        d = tempfile.mkdtemp(prefix="cinfer-pd-kill-")
+        P = Server("--role", "prefill", "--kv-store", d, "--handoff-timeout", "3")
+        D = Server("--role", "decode", "--kv-store", d)
+        try:
+            body = dict(pc.CHAT, max_tokens=300)
+            hid = pc.new_id()
+            st, ans = pc.step1(P.url, D.url, "chat", body, hid)
+            self.assertEqual((st, ans["transport"]), (200, "ucx"))
+            import openai
+            c = openai.OpenAI(base_url=D.url + "/v1", api_key="none", max_retries=0, timeout=20)
+            t0, seen = time.time(), 0
+            with self.assertRaises((openai.APIError, httpx.HTTPError)):
+                for _ in c.chat.completions.create(extra_headers={"X-Cinfer-Handoff-Id": hid}, stream=True,
+                                                   extra_body={"ignore_eos": True}, **body):
+                    seen += 1
+                    if seen == 3:
+                        D.proc.send_signal(signal.SIGKILL)
+            self.assertGreaterEqual(seen, 3)  # killed mid-stream, and the client got an error, not a hang
+            self.assertLess(time.time() - t0, 20)
+            D.proc.wait(10)
+            # P, handing off to the dead worker, answers through the store within its deadline
+            t0 = time.time()
+            st, ans = pc.step1(P.url, D.url, "chat", pc.CHAT, pc.new_id())
+            self.assertEqual((st, ans["transport"]), (200, "store"))
+            self.assertLess(time.time() - t0, 15)
+        finally:
+            if D.proc.poll() is None:
+                D.stop()
+            self.assertEqual(P.stop(), 0)
+            shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
