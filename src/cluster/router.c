@@ -103,6 +103,17 @@ void router_request_done(router *r) {
     if (r->draining && r->active == 0 && r->n_flushing <= 0) event_base_loopexit(r->base, NULL);
 }
 
+static void free_conn_cb(evutil_socket_t fd, short ev, void *arg) {
+    (void)fd, (void)ev;
+    evhttp_connection_free(arg);
+}
+
+void router_free_conn_later(router *r, struct evhttp_connection *c) {
+    struct timeval now = {0, 0};
+    if (c && event_base_once(r->base, -1, EV_TIMEOUT, free_conn_cb, c, &now))
+        LOG_WARN("router: cannot schedule freeing a failed connection");
+}
+
 static void on_health_timer(evutil_socket_t fd, short ev, void *arg) {
     (void)fd, (void)ev;
     router_workers_poll(arg);

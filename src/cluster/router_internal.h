@@ -37,6 +37,7 @@ typedef struct router_worker {
     double last_ok; /* time of the last successful health check */
     int32_t consecutive_fails;
     bool probing; /* a health / load probe is in flight */
+    bool probe_failed; /* its error callback ran (libevent then frees the connection itself) */
     struct evhttp_connection *probe_conn; /* auto-freed when the probe completes */
     struct router *owner; /* for the probe callback */
     int32_t index;
@@ -118,6 +119,10 @@ void router_proxy_start(router *r, struct evhttp_request *client, const char *pa
 void router_proxy_cancel_all(router *r);
 
 /* ---- router.c ---- */
+/* Frees an outgoing connection on the next loop turn. For a connection whose connect failed:
+ * libevent 2.1 runs the request's callback (code 0, no error callback) but does not auto-free
+ * it, and it must not be freed inside that callback. */
+void router_free_conn_later(router *r, struct evhttp_connection *c);
 /* A request finished (or was dropped): recount and maybe exit the drain. */
 void router_request_done(router *r);
 

@@ -330,6 +330,10 @@ static void on_up_done(struct evhttp_request *up, void *arg) {
     proxy_req *p = arg;
     router *r = p->r;
     int32_t wi = p->worker;
+    if (up && p->up_status == 0 && !p->up_failed) { /* connect failed: libevent keeps the connection */
+        router_free_conn_later(r, p->up_conn);
+        p->up_conn = NULL;
+    }
     bool failed = p->up_failed || up == NULL || p->up_status == 0;
     int status = p->up_status;
     const char *reason = up ? evhttp_request_get_response_code_line(up) : NULL;
@@ -431,6 +435,7 @@ static void add_request_headers(proxy_req *p, struct evhttp_request *up, const r
     char host[256];
     snprintf(host, sizeof host, "%s:%d", w->host, w->port);
     evhttp_add_header(out, "Host", host);
+    evhttp_add_header(out, "Connection", "close"); /* one connection per request: auto-freed when it ends */
     if (p->handoff_id[0]) evhttp_add_header(out, "X-Cinfer-Handoff-Id", p->handoff_id);
     if (p->phase == PHASE_PREFILL) evhttp_add_header(out, "X-Cinfer-Handoff-To", p->r->w[p->decode_worker].url);
 }

@@ -159,9 +159,10 @@ static void on_probe_done(struct evhttp_request *req, void *arg) {
     router_worker *w = arg;
     router *r = w->owner;
     int32_t idx = w->index;
-    w->probing = false;
-    w->probe_conn = NULL; /* freed on completion */
     int status = req ? evhttp_request_get_response_code(req) : 0;
+    if (req && status == 0 && !w->probe_failed) router_free_conn_later(r, w->probe_conn); /* connect failed */
+    w->probing = false;
+    w->probe_conn = NULL; /* freed on completion, or just above */
     if (status == 0) {
         worker_set_health(r, idx, false);
         return;
@@ -189,6 +190,11 @@ static void on_probe_done(struct evhttp_request *req, void *arg) {
     json_decref(root);
 }
 
+static void on_probe_error(enum evhttp_request_error e, void *arg) {
+    (void)e;
+    ((router_worker *)arg)->probe_failed = true;
+}
+
 void router_workers_poll(router *r) {
     for (int32_t i = 0; i < r->n_w; i++) {
         router_worker *w = &r->w[i];
@@ -205,7 +211,10 @@ void router_workers_poll(router *r) {
         char host[256];
         snprintf(host, sizeof host, "%s:%d", w->host, w->port);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Host", host);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close"); /* auto-freed at the end */
+        evhttp_request_set_error_cb(req, on_probe_error);
         w->probing = true;
+        w->probe_failed = false;
         w->probe_conn = c;
         if (evhttp_make_request(c, req, EVHTTP_REQ_GET, "/load")) { /* frees req */
             evhttp_connection_free(c);

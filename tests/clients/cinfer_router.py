@@ -1,12 +1,13 @@
 """cinfer_router.py - starts a real `cinfer router` in front of `cinfer serve` workers for the
 router tests (tests/clients/test_router.py) and stops it.
 
-The router binds 127.0.0.1 (--port 0 unless a port is given, e.g. to restart on the same one); the
+The router binary is CINFER_ROUTER_BIN if set (e.g. a sanitizer build), else the cinfer CLI. The router binds 127.0.0.1 (--port 0 unless a port is given, e.g. to restart on the same one); the
 port is read from its "listening on" line; its stderr is collected. Every router is killed when the
 process exits (atexit), so no test leaves one behind.
 """
 import atexit
 import json
+import os
 import re
 import signal
 import subprocess
@@ -16,6 +17,9 @@ import urllib.error
 import urllib.request
 
 from cinfer_server import BIN
+
+# the router binary: the cinfer CLI, unless CINFER_ROUTER_BIN names another build (e.g. a sanitizer one)
+ROUTER_BIN = os.environ.get("CINFER_ROUTER_BIN", BIN)
 
 _live = []
 
@@ -33,7 +37,7 @@ atexit.register(_kill_all)
 class Router:
     def __init__(self, workers, *args, port=0, startup_timeout=30, wait_healthy=True):
         """workers: base URLs (optionally with @role)."""
-        cmd = [BIN, "router", "--port", str(port), "--health-interval", "0.2"]
+        cmd = [ROUTER_BIN, "router", "--port", str(port), "--health-interval", "0.2"]
         for w in workers:
             cmd += ["--worker", w]
         cmd += list(args)
