@@ -23,16 +23,25 @@
 typedef struct sim_cli {
     const char *profiles, *trace, *workload, *out, *svg, *retention, *sweep;
     unsigned long seed;
-    long max_requests, replicas, requests, input_len, output_len;
-    double time_scale, rate, store_tb, sessions_per_s, duration, agent_share;
+    long max_requests, replicas, requests, input_len, output_len, prefix_pool;
+    double time_scale, rate, store_tb, prefix_share, sessions_per_s, duration, agent_share;
     bool uniform, store_only, quiet;
 } sim_cli;
 
 static int build_workload(const sim_cli *o, const sim_config *c, double time_scale, sim_workload *w, cf_err *err) {
-    if (o->trace) return sim_workload_from_trace(o->trace, o->max_requests, time_scale, o->replicas, o->seed, w, err);
-    if (!strcmp(o->workload, "synthetic"))
-        return sim_workload_synthetic(o->requests, o->input_len, o->output_len, o->uniform, o->rate * time_scale,
-                                      o->seed, c->store_block_tokens, w, err);
+    if (o->trace)
+        return sim_workload_from_trace(o->trace, o->max_requests, time_scale, o->replicas, c->store_block_tokens,
+                                       o->seed, w, err);
+    if (!strcmp(o->workload, "synthetic")) {
+        sim_synth_opts so = {.requests = o->requests,
+                             .input_len = o->input_len,
+                             .output_len = o->output_len,
+                             .uniform = o->uniform,
+                             .rate = o->rate * time_scale,
+                             .prefix_share = o->prefix_share,
+                             .prefix_pool = o->prefix_pool};
+        return sim_workload_synthetic(&so, o->seed, c->store_block_tokens, w, err);
+    }
     if (!strcmp(o->workload, "sessions")) {
         sim_session_model m = sim_session_defaults();
         m.sessions_per_s = o->sessions_per_s * time_scale;
@@ -227,6 +236,10 @@ int cmd_sim(int argc, char **argv) {
         {"requests", 'n', "N", "synthetic: requests (default 200)", CLI_NUM(&o.requests, 1, 1L << 30)},
         {"input-len", 0, "N", "synthetic: input tokens (default 1024)", CLI_NUM(&o.input_len, 1, 1L << 24)},
         {"output-len", 0, "N", "synthetic: output tokens (default 128)", CLI_NUM(&o.output_len, 1, 1L << 24)},
+        {"prefix-share", 0, "F", "synthetic: share of each input that is a shared prefix (default 0)",
+         CLI_NUM(&o.prefix_share, 0, 1)},
+        {"prefix-pool", 0, "N", "synthetic: distinct shared prefixes (default 0: none)",
+         CLI_NUM(&o.prefix_pool, 0, 1L << 30)},
         {"uniform", 0, NULL, "synthetic: lengths uniform in [L/2, 3L/2]", CLI_SET(&o.uniform, true)},
         {"rate", 0, "R", "synthetic: requests per second, Poisson (default 0: all at once)", CLI_NUM(&o.rate, 0, 1e9)},
         {"sessions-per-s", 0, "R", "sessions: new sessions per second (default 0.2)",

@@ -72,7 +72,7 @@ static int read_pool(const sim_jctx *top, json_t *root, const char *name, bool d
         sim_jint_opt(&c, o, "max_seqs", 1, 1 << 20, decode ? 128 : 64, &p->max_seqs, err) ||
         sim_jint_opt(&c, o, "block_tokens", 1, 1 << 16, 64, &p->block_tokens, err) ||
         sim_jint_opt(&c, o, "min_prefill_chunk", 1, 1 << 20, 16, &p->min_prefill_chunk, err) ||
-        sim_jnum_opt(&c, o, "kv_fraction", 0.01, 1, 0.9, &p->kv_fraction, err) ||
+        sim_jnum_opt(&c, o, "kv_fraction", 0.001, 1, 0.9, &p->kv_fraction, err) ||
         sim_jnum_opt(&c, o, "prefix_cache_fraction", 0, 1, 0.5, &p->prefix_cache_fraction, err) ||
         sim_jint_opt(&c, o, "spec_draft", 0, 16, 0, &p->spec_draft, err) ||
         sim_jnum_opt(&c, o, "spec_accept", 0, 1, 0, &p->spec_accept, err) ||

@@ -43,10 +43,11 @@ void sim_workload_free(sim_workload *w) {
     *w = (sim_workload){0};
 }
 
-int sim_workload_from_trace(const char *path, long max_lines, double time_scale, long replicas, uint64_t seed,
-                            sim_workload *w, cf_err *err) {
-    *w = (sim_workload){.block_tokens = BS_TRACE_BLOCK};
-    if (time_scale <= 0 || replicas < 1) return cf_fail(err, "trace: time scale must be > 0 and replicas >= 1");
+int sim_workload_from_trace(const char *path, long max_lines, double time_scale, long replicas, long block,
+                            uint64_t seed, sim_workload *w, cf_err *err) {
+    *w = (sim_workload){.block_tokens = block};
+    if (time_scale <= 0 || replicas < 1 || block < 1 || block > BS_TRACE_BLOCK)
+        return cf_fail(err, "trace: time scale must be > 0, replicas >= 1 and block in [1, %d]", BS_TRACE_BLOCK);
     bs_trace t;
     if (bs_trace_load(path, (size_t)(max_lines > 0 ? max_lines : 0), &t, err)) return -1;
     sim_rng rng;
@@ -57,7 +58,8 @@ int sim_workload_from_trace(const char *path, long max_lines, double time_scale,
     for (long c = 0; c < replicas && !rc; c++) {
         for (size_t i = 0; i < t.n; i++) {
             const bs_trace_req *tr = &t.reqs[i];
-            uint32_t nk = (uint32_t)(tr->input_len / BS_TRACE_BLOCK); /* full blocks only: the store keeps those */
+            long in = bs_trace_scaled_input(tr, block);
+            uint32_t nk = (uint32_t)(in / block); /* full blocks only: the store keeps those */
             sim_wreq *q = push_req(w, nk);
             if (!q) {
                 rc = cf_fail(err, "out of memory");
@@ -65,7 +67,7 @@ int sim_workload_from_trace(const char *path, long max_lines, double time_scale,
             }
             double jitter = c ? sim_rng_uniform(&rng) * gap : 0;
             q->arrival = ((tr->t_ms - t0) / 1000.0 + jitter) / time_scale;
-            q->input_len = (int32_t)(tr->input_len > INT32_MAX / 2 ? INT32_MAX / 2 : tr->input_len);
+            q->input_len = (int32_t)(in > INT32_MAX / 2 ? INT32_MAX / 2 : in);
             q->output_len = (int32_t)(tr->output_len < 1 ? 1 : tr->output_len > 1 << 20 ? 1 << 20 : tr->output_len);
             q->cls = STORE_CLASS_CHAT;
             uint64_t k = (uint64_t)c * 0x100000001b3ull;
@@ -78,21 +80,23 @@ int sim_workload_from_trace(const char *path, long max_lines, double time_scale,
     return rc;
 }
 
-int sim_workload_synthetic(long requests, long input_len, long output_len, int uniform, double rate, uint64_t seed,
-                           long block_tokens, sim_workload *w, cf_err *err) {
+int sim_workload_synthetic(const sim_synth_opts *so, uint64_t seed, long block_tokens, sim_workload *w, cf_err *err) {
     *w = (sim_workload){.block_tokens = block_tokens};
     bs_wl_opts o = {.kind = BS_WL_SYNTHETIC,
                     .seed = seed,
-                    .requests = requests,
-                    .input_len = input_len,
-                    .output_len = output_len,
-                    .uniform = uniform,
-                    .rate = rate,
+                    .requests = so->requests,
+                    .input_len = so->input_len,
+                    .output_len = so->output_len,
+                    .uniform = so->uniform,
+                    .rate = so->rate,
                     .token_ids = 1,
                     .tok_lo = 100,
                     .tok_hi = 30000};
     bs_workload bw;
-    if (block_tokens < 1) return cf_fail(err, "synthetic: block tokens must be >= 1");
+    if (block_tokens < 1 || so->prefix_share < 0 || so->prefix_share > 1 || so->prefix_pool < 0)
+        return cf_fail(err, "synthetic: block tokens >= 1, prefix share in [0, 1], prefix pool >= 0");
+    sim_rng pick;
+    sim_rng_seed(&pick, seed ^ 0x5eed5eedull);
     if (bs_workload_build(&o, &bw, err)) return -1;
     int rc = 0;
     for (size_t i = 0; i < bw.n && !rc; i++) {
@@ -111,8 +115,13 @@ int sim_workload_synthetic(long requests, long input_len, long output_len, int u
         q->input_len = (int32_t)s->n_ids;
         q->output_len = (int32_t)s->max_tokens[0];
         q->cls = STORE_CLASS_DEFAULT;
-        uint64_t k = 0;
+        uint64_t k = 0, shared = so->prefix_pool > 0 ? 1 + sim_rng_next(&pick) % (uint64_t)so->prefix_pool : 0;
+        uint32_t n_shared = shared ? (uint32_t)(so->prefix_share * (double)s->n_ids / (double)block_tokens) : 0;
         for (uint32_t b = 0; b < nk; b++) {
+            if (b < n_shared) {
+                w->keys[q->key_off + b] = k = chain(k, (shared << 32) ^ (0xC0DE0000ull + b));
+                continue;
+            }
             uint64_t h = 0;
             for (long j = 0; j < block_tokens; j++) h = sim_mix64(h ^ (uint64_t)s->ids[(size_t)b * block_tokens + j]);
             w->keys[q->key_off + b] = k = chain(k, h);

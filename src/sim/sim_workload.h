@@ -9,7 +9,8 @@
  *             and jittered arrivals scale it to a cluster; time_scale
  *             speeds it up;
  *   synthetic bench serve's synthetic generator (bs_workload_build): its
- *             token-id prompts are cut into blocks and hashed;
+ *             token-id prompts are cut into blocks and hashed; optionally
+ *             a share of each prompt comes from a pool of shared prefixes;
  *   sessions  agent and chat sessions for retention studies: sessions
  *             arrive as a Poisson process; each turn appends user (and
  *             tool) content to the conversation, so turn k's prompt extends
@@ -56,10 +57,20 @@ typedef struct sim_session_model {
 /* Defaults of the session model (docs/sim.md "Session model"). */
 sim_session_model sim_session_defaults(void);
 
-int sim_workload_from_trace(const char *path, long max_lines, double time_scale, long replicas, uint64_t seed,
-                            sim_workload *w, cf_err *err);
-int sim_workload_synthetic(long requests, long input_len, long output_len, int uniform, double rate, uint64_t seed,
-                           long block_tokens, sim_workload *w, cf_err *err);
+/* block: tokens per hash id (512 = the trace's own; smaller scales lengths
+ * as bench serve's --block-scale does, bs_trace_scaled_input). */
+int sim_workload_from_trace(const char *path, long max_lines, double time_scale, long replicas, long block,
+                            uint64_t seed, sim_workload *w, cf_err *err);
+/* prefix_share of each input (whole blocks) is one of prefix_pool shared
+ * prefixes (system prompts, documents), the rest bench serve's random
+ * tokens; 0 keeps bench serve's requests exactly. */
+typedef struct sim_synth_opts {
+    long requests, input_len, output_len;
+    int uniform;
+    double rate, prefix_share;
+    long prefix_pool;
+} sim_synth_opts;
+int sim_workload_synthetic(const sim_synth_opts *o, uint64_t seed, long block_tokens, sim_workload *w, cf_err *err);
 int sim_workload_sessions(const sim_session_model *m, uint64_t seed, long block_tokens, sim_workload *w, cf_err *err);
 /* Sorts requests by arrival (stable: ties keep generation order). */
 int sim_workload_sort(sim_workload *w, cf_err *err);
