@@ -9,7 +9,7 @@ fail=0
 # symbol owner-library
 pairs="sched_plan_step:engine store_expiry_for:store store_gc_lru_victims:store
        store_retention_parse:store bs_trace_load:benchserve bs_workload_build:benchserve bs_summarize:benchserve
-       svg_line_chart:benchserve"
+       svg_line_chart:benchserve route_pick:cluster route_least_requests:cluster"
 for p in $pairs; do
     sym=${p%%:*} owner=${p##*:}
     sim_u=$(nm "$build/libcinfer_sim.a" 2>/dev/null | grep -c " U $sym\$")
@@ -27,5 +27,5 @@ for p in $pairs; do
         fail=1
     fi
 done
-[ "$fail" = 0 ] && echo "check-sim-links: ok (the simulator links the server's scheduler, store decisions and bench serve's readers)"
+[ "$fail" = 0 ] && echo "check-sim-links: ok (the simulator links the scheduler, the store's GC decisions, the router's policies and bench serve's readers)"
 exit $fail

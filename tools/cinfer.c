@@ -31,6 +31,7 @@ typedef struct {
 static const command commands[] = {
     {"run", cmd_run, "generate text from a prompt with a GGUF model"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server (chat/completions, streaming, metrics)"},
+    {"router", cmd_router, "one HTTP front for several serve workers (placement policies, retries, PD)"},
     {"tokenize", cmd_tokenize, "show the token ids / pieces of a text"},
     {"convert", cmd_convert, "convert a model from another format to GGUF (llama2c, hf)"},
     {"quantize", cmd_quantize, "re-encode a GGUF model's weights as q8_0, q4_0, bf16, f16 or f32"},

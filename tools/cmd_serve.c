@@ -28,6 +28,8 @@
 #include "store/store_gc.h"
 #include "text/chat_template.h"
 
+enum { SERVE_BLOCK_TOKENS = 16 }; /* tokens per KV block (the engine's default; GET /load reports it) */
+
 typedef struct serve_opts {
     const char *draft_model; /* --draft-model */
     const char *model, *host, *api_key, *log_level, *kv_store, *kv_key_file, *tool_parser, *reasoning_parser;
@@ -323,7 +325,8 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
         return cli_fail("serve: --draft-model: %s", err->msg);
     if (o->spec_drafter == CINFER_SPEC_DRAFT && !sp->draft)
         return cli_fail("serve: --speculative draft needs --draft-model");
-    cinfer_engine_options eo = {.kv_memory_bytes = kv_bytes,
+    cinfer_engine_options eo = {.block_tokens = SERVE_BLOCK_TOKENS,
+                                .kv_memory_bytes = kv_bytes,
                                 .max_batch_tokens = (int32_t)o->max_batch,
                                 .max_seqs = (int32_t)o->max_seqs,
                                 .max_ctx = sp->ctx,
@@ -388,6 +391,8 @@ static int serve_main(serve_opts *o) {
                         .names = &o->names,
                         .max_n = (int32_t)o->max_n,
                         .max_inflight = (int32_t)(o->max_seqs + o->max_queue),
+                        .max_seqs = (int32_t)o->max_seqs,
+                        .kv_block_tokens = SERVE_BLOCK_TOKENS,
                         .max_body = (size_t)o->max_body,
                         .conn_buffer = (size_t)o->conn_buf,
                         .shutdown_timeout_s = o->shutdown_s,

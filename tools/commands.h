@@ -14,6 +14,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_store(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_router(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 /* Benchmarks dispatched by cmd_bench: argv[0] is the benchmark's name.
  * `bench throughput` (cmd_bench_throughput.c). */

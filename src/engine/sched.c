@@ -18,15 +18,9 @@ typedef struct sched_work {
     bool prefilled; /* a prefill chunk is already in the plan */
 } sched_work;
 
-/* ---- cost model ---- */
+/* ---- cost model (the arithmetic is base/compute_cost.c, shared with the router) ---- */
 
-double sched_attn_weight(const sched_shape *hp) {
-    if (!hp || hp->n_layer <= 0 || hp->n_embd <= 0) return 4.0 / (2.0 * 12.0 * 4096.0);
-    double qdim = (double)hp->n_head * hp->head_dim, kvdim = (double)hp->n_head_kv * hp->head_dim;
-    double per_layer = 2.0 * hp->n_embd * qdim + 2.0 * hp->n_embd * kvdim + 3.0 * hp->n_embd * (double)hp->n_ff;
-    double weights = hp->n_layer * per_layer + (double)hp->n_embd * hp->n_vocab;
-    return (4.0 * hp->n_layer * qdim) / (2.0 * weights);
-}
+double sched_attn_weight(const sched_shape *hp) { return cf_attn_weight(hp); }
 
 sched_limits sched_default_limits(const sched_shape *hp) {
     return (sched_limits){
@@ -39,8 +33,7 @@ sched_limits sched_default_limits(const sched_shape *hp) {
 }
 
 double sched_chunk_cost(const sched_limits *l, int32_t start, int32_t n) {
-    double L = n, s = start;
-    return L * l->linear_cost + l->attn_cost * (L * s + L * (L + 1.0) / 2.0);
+    return cf_chunk_cost(l->linear_cost, l->attn_cost, start, n);
 }
 
 /* Longest chunk from `start`, at most max_len tokens, within the budget left. */

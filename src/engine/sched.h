@@ -57,6 +57,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/compute_cost.h"
 #include "base/error.h"
 
 /* SCHED_LOADING: admitted, waiting for blocks from the persistent store. The
@@ -123,9 +124,7 @@ typedef struct sched_plan {
 
 /* The model dimensions the cost model needs, as plain numbers (the scheduler
  * knows no model: the engine copies them from model_hparams). */
-typedef struct sched_shape {
-    int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab;
-} sched_shape;
+typedef cf_cost_shape sched_shape;
 
 /* Defaults for a model: max_batch_tokens 2048, max_seqs 64, min_prefill_chunk
  * 16, linear_cost 1 and attn_cost from sched_attn_weight(shape) (shape may be
@@ -134,7 +133,8 @@ sched_limits sched_default_limits(const sched_shape *shape);
 /* Attention work per (token x context position) relative to the weight work
  * per token: (4 * n_layer * n_head * head_dim) / (2 * weights read per token). */
 double sched_attn_weight(const sched_shape *shape);
-/* Cost of computing positions [start, start + n) (formula above). */
+/* Cost of computing positions [start, start + n) (formula above;
+ * base/compute_cost.h cf_chunk_cost with these limits). */
 double sched_chunk_cost(const sched_limits *l, int32_t start, int32_t n);
 
 /* Plans one step. Fails (-1, err) only on invalid input (bad limits, a

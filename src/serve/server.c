@@ -732,6 +732,21 @@ static int request_traffic_class(server *s, struct evhttp_request *req, int fiel
     return 0;
 }
 
+/* GET /load: what a router needs to place requests (docs/router.md "Load"). */
+static char *load_json(const server *s) {
+    cinfer_engine_stats st = cinfer_engine_get_stats(s->gm->engine);
+    char *out = NULL;
+    int64_t bt = s->cfg->kv_block_tokens > 0 ? s->cfg->kv_block_tokens : 16;
+    if (asprintf(&out,
+                 "{\"running\":%d,\"waiting\":%d,\"inflight\":%lld,\"max_inflight\":%d,\"max_seqs\":%d,"
+                 "\"kv_tokens\":%lld,\"kv_capacity_tokens\":%lld,\"kv_block_tokens\":%lld,\"draining\":%s}",
+                 st.running, st.waiting, (long long)s->inflight_choices, s->cfg->max_inflight, s->cfg->max_seqs,
+                 (long long)st.kv_blocks_used * bt, (long long)st.kv_blocks_total * bt, (long long)bt,
+                 s->draining ? "true" : "false") < 0)
+        return NULL;
+    return out;
+}
+
 static void on_request(struct evhttp_request *req, void *arg) {
     server *s = arg;
     if (conn_guard_request(s->guard, req)) return; /* refused: over --max-connections */
@@ -761,6 +776,11 @@ static void on_request(struct evhttp_request *req, void *arg) {
             serve_fail(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
             send_error(s, req, &e, id, t0);
         } else send_json(s, req, 200, strdup("{\"status\":\"ready\"}"));
+        return;
+    }
+    if (!strcmp(path, "/load")) { /* the router's load probe (docs/router.md) */
+        if (!get) goto bad_method;
+        send_json(s, req, 200, load_json(s));
         return;
     }
     if (!strcmp(path, "/metrics")) {

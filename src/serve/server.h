@@ -29,6 +29,8 @@ typedef struct serve_config {
     const serve_names *names; /* every served model name (--served-model-name); not NULL */
     int32_t max_n; /* largest n per request */
     int32_t max_inflight; /* engine requests (choices) in flight before 429 */
+    int32_t max_seqs; /* engine requests running at once (reported by GET /load) */
+    int32_t kv_block_tokens; /* tokens per KV block (reported by GET /load) */
     size_t max_body; /* request body limit in bytes (413 above) */
     size_t conn_buffer; /* per-connection unsent bytes before a stream pauses */
     double shutdown_timeout_s; /* in-flight requests get this long after SIGTERM */

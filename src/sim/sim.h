@@ -62,6 +62,7 @@ typedef struct sim_results {
     int64_t window_hits, window_misses;
     /* network */
     double kv_bytes_moved;
+    int64_t backpressure; /* placements where the router's policy found no eligible instance */
 } sim_results;
 
 int sim_run(const sim_config *c, const sim_workload *w, const sim_opts *o, sim_results *r, cf_err *err);

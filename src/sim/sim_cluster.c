@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster/route_policy.h"
 #include "sim/sim_cost.h"
-#include "sim/sim_route.h"
 #include "sim/sim_state.h"
 
 static const uint64_t *keys_of(const sim_state *s, int32_t q) { return s->w->keys + s->w->r[q].key_off; }
@@ -59,14 +59,8 @@ int sim_prefill_done(sim_state *s, int32_t idx, int32_t q, cf_err *err) {
     in->free_blocks += rq->n_blocks;
     rq->n_blocks = 0;
     sim_inst_remove(in, q);
-    sim_route_cand *cand = calloc((size_t)s->n_decode, sizeof *cand);
-    if (!cand) return cf_fail(err, "out of memory");
-    for (int i = 0; i < s->n_decode; i++) {
-        const sim_inst *d = &s->inst[s->n_prefill + i];
-        cand[i] = (sim_route_cand){.seqs = d->n + d->n_pend, .free_blocks = d->free_blocks};
-    }
-    int di = s->n_prefill + sim_route_decode(s->c->route_decode, cand, s->n_decode, s->rr_decode++);
-    free(cand);
+    int di = s->n_prefill + sim_place(s, SIM_POOL_DECODE, q, err);
+    if (di < s->n_prefill) return -1;
     sim_inst *d = &s->inst[di];
     double bytes = (double)wr->input_len * s->c->model.kv_bytes_per_token;
     long a = s->c->prefill.accels < s->c->decode.accels ? s->c->prefill.accels : s->c->decode.accels;
@@ -92,6 +86,46 @@ static uint32_t hbm_hits(sim_state *s, sim_inst *in, int32_t q, bool touch) {
         if (touch) e->used = s->now;
     }
     return h;
+}
+
+/* The router's placement (cluster/route_policy.h, the production code):
+ * one route_worker per instance of the pool, as the router would see it. A
+ * policy that finds no eligible worker (decode_load: none can hold the
+ * prompt) means back-pressure in the router; the simulator then places by
+ * least requests and counts it. Returns the index within the pool. */
+int sim_place(sim_state *s, int pool, int32_t q, cf_err *err) {
+    int base = pool == SIM_POOL_PREFILL ? 0 : s->n_prefill, n = pool == SIM_POOL_PREFILL ? s->n_prefill : s->n_decode;
+    const sim_pool_cfg *p = pool == SIM_POOL_PREFILL ? &s->c->prefill : &s->c->decode;
+    route_worker *ws = s->route_ws;
+    const sim_wreq *wr = &s->w->r[q];
+    long bt = s->c->store_block_tokens;
+    for (int i = 0; i < n; i++) {
+        const sim_inst *in = &s->inst[base + i];
+        ws[i] = (route_worker){.id = sim_mix64((uint64_t)(base + i) + 1),
+                               .healthy = true,
+                               .accepting = true,
+                               .running = in->n,
+                               .waiting = in->n_pend,
+                               .queued_cost = (double)in->queued_tokens,
+                               .kv_tokens = (s->pool_blocks[pool] - in->free_blocks) * p->block_tokens,
+                               .kv_capacity = s->pool_blocks[pool] * p->block_tokens,
+                               .max_seqs = s->lim[pool].max_seqs,
+                               .speed = 1,
+                               .cached_tokens = pool == SIM_POOL_PREFILL
+                                                    ? (int32_t)((int64_t)hbm_hits(s, &s->inst[base + i], q, false) * bt)
+                                                    : 0};
+    }
+    route_request rr = {.prompt_tokens = wr->input_len,
+                        .max_tokens = wr->output_len,
+                        .affinity_key = wr->n_keys ? s->w->keys[wr->key_off] : (uint64_t)q};
+    route_params rp = {.linear_cost = 1, .attn_cost = sim_sched_attn_cost(&s->c->model), .balance_threshold = 8};
+    int k = route_pick(s->c->route_kind[pool], ws, n, &rr, &rp, &s->route_cursor[pool]);
+    if (k < 0) {
+        s->r->backpressure++;
+        k = route_least_requests(ws, n);
+    }
+    if (k < 0 || k >= n) return cf_fail(err, "sim: no instance in the %s pool", pool ? "decode" : "prefill");
+    return k;
 }
 
 /* Window-state models: a hit needs the window state at its end, from the
@@ -139,14 +173,8 @@ static int on_arrival(sim_state *s, int32_t q, cf_err *err) {
         s->rejected++;
         return 0;
     }
-    sim_route_cand *cand = calloc((size_t)s->n_prefill, sizeof *cand);
-    if (!cand) return cf_fail(err, "out of memory");
-    for (int i = 0; i < s->n_prefill; i++)
-        cand[i] = (sim_route_cand){.hit_tokens = (int64_t)hbm_hits(s, &s->inst[i], q, false) * bt,
-                                   .queued_tokens = s->inst[i].queued_tokens,
-                                   .free_blocks = s->inst[i].free_blocks};
-    int pi = sim_route_prefill(s->c->route_prefill, cand, s->n_prefill, s->rr_prefill++);
-    free(cand);
+    int pi = sim_place(s, SIM_POOL_PREFILL, q, err);
+    if (pi < 0) return -1;
     sim_inst *in = &s->inst[pi];
     uint32_t h1 = hbm_hits(s, in, q, true), h2 = sim_store_hits(s, keys_of(s, q), h1, wr->n_keys);
     window_resolve(s, q, &h1, &h2, &rq->replay);

@@ -144,18 +144,17 @@ static int read_misc(const sim_jctx *top, json_t *root, const char *profiles, si
     o->bounded_replay = replay != 0;
     o->net_latency_s = lat * 1e-6;
     if (r && sim_jknown(&rc, r, rk, err)) return -1;
-    if (sim_jstr_opt(&rc, r ? r : root, r ? "prefill" : "-", "cache_aware", o->route_prefill, sizeof o->route_prefill,
-                     err) ||
-        sim_jstr_opt(&rc, r ? r : root, r ? "decode" : "-", "least_loaded", o->route_decode, sizeof o->route_decode,
-                     err))
-        return -1;
-    if (strcmp(o->route_prefill, "cache_aware") && strcmp(o->route_prefill, "least_loaded") &&
-        strcmp(o->route_prefill, "round_robin"))
-        return cf_fail(err, "%s: router.prefill: unknown policy '%s' (cache_aware, least_loaded, round_robin)",
-                       top->file, o->route_prefill);
-    if (strcmp(o->route_decode, "least_loaded") && strcmp(o->route_decode, "round_robin"))
-        return cf_fail(err, "%s: router.decode: unknown policy '%s' (least_loaded, round_robin)", top->file,
-                       o->route_decode);
+    const char *names[2] = {"prefill", "decode"}, *dflt[2] = {"prefill_compute", "decode_load"};
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s", dflt[i]);
+        if (r && sim_jstr_opt(&rc, r, names[i], dflt[i], name, sizeof name, err)) return -1;
+        if (route_policy_parse(name, &o->route_kind[i]))
+            return cf_fail(err,
+                           "%s: router.%s: unknown policy '%s' (round_robin, least_requests, cache_affinity, "
+                           "prefill_compute, decode_load)",
+                           top->file, names[i], name);
+    }
     static const char *const pk[] = {
         "name",       "description",  "input_hit_per_mtok", "input_miss_per_mtok", "output_per_mtok",
         "accel_hour", "ssd_tb_month", "cpu_node_hour",      "network_node_hour",   "idle_reserve",

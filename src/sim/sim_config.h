@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "cluster/route_policy.h"
 #include "sim/sim_profile.h"
 #include "store/store_format.h"
 
@@ -62,7 +63,7 @@ typedef struct sim_config {
     /* network */
     double net_latency_s;
     /* router */
-    char route_prefill[24], route_decode[24];
+    route_policy_kind route_kind[2]; /* prefill, decode placement (cluster/route_policy.h) */
     sim_price price;
 } sim_config;
 

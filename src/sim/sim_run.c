@@ -61,7 +61,9 @@ static int setup(sim_state *s, cf_err *err) {
     s->rq = calloc(s->w->n ? s->w->n : 1, sizeof *s->rq);
     s->r->req = calloc(s->w->n ? s->w->n : 1, sizeof *s->r->req);
     s->inst = calloc(s->n_inst ? (size_t)s->n_inst : 1, sizeof *s->inst);
-    if (!s->rq || !s->r->req || !s->inst) return cf_fail(err, "out of memory");
+    int most = s->n_prefill > s->n_decode ? s->n_prefill : s->n_decode;
+    s->route_ws = calloc(most ? (size_t)most : 1, sizeof *s->route_ws);
+    if (!s->rq || !s->r->req || !s->inst || !s->route_ws) return cf_fail(err, "out of memory");
     s->r->n = s->w->n;
     for (size_t i = 0; i < s->w->n; i++) s->rq[i].inst = -1;
     for (int i = 0; i < s->n_inst; i++)
@@ -102,6 +104,7 @@ int sim_run(const sim_config *c, const sim_workload *w, const sim_opts *o, sim_r
     for (int i = 0; i < s.n_inst && s.inst; i++) sim_inst_free(&s.inst[i]);
     free(s.inst);
     free(s.rq);
+    free(s.route_ws);
     sim_tiers_free(&s);
     sim_heap_free(&s.heap);
     if (rc) sim_results_free(r);

@@ -12,6 +12,7 @@
 #ifndef CINFER_SIM_SIM_STATE_H
 #define CINFER_SIM_SIM_STATE_H
 
+#include "cluster/route_policy.h"
 #include "engine/sched.h"
 #include "sim/sim.h"
 #include "sim/sim_heap.h"
@@ -58,7 +59,8 @@ typedef struct sim_state {
     double now;
     sim_map store, window;
     double store_bytes, block_bytes, store_read_free, store_write_free;
-    uint64_t rr_prefill, rr_decode;
+    route_worker *route_ws; /* scratch: one per instance of the larger pool */
+    uint64_t route_cursor[2];
     int64_t rejected; /* requests longer than an instance's KV memory */
     int64_t pool_blocks[2]; /* KV blocks the scheduler of one instance can use, per pool */
 } sim_state;
@@ -90,6 +92,8 @@ int sim_inst_step_end(sim_state *s, int32_t idx, cf_err *err);
 /* sim_cluster.c: what happens to a request at the end of its prefill */
 int sim_prefill_done(sim_state *s, int32_t inst, int32_t q, cf_err *err);
 void sim_request_done(sim_state *s, int32_t q);
+/* The router's choice of instance for request q in a pool (index within the pool), -1 on error. */
+int sim_place(sim_state *s, int pool, int32_t q, cf_err *err);
 /* Handles one event. */
 int sim_dispatch(sim_state *s, const sim_event *e, cf_err *err);
 
