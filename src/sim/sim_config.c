@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/sim_json.h"
@@ -201,12 +202,10 @@ int sim_config_parse(const char *file, const char *text, size_t len, const char 
 }
 
 int sim_config_load(const char *path, const char *profiles, sim_config *out, cf_err *err) {
-    json_t *j = sim_jload(path, err);
-    if (!j) return -1;
-    char *text = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    if (!text) return cf_fail(err, "%s: out of memory", path);
-    int rc = sim_config_parse(path, text, strlen(text), profiles, out, err);
+    size_t n;
+    char *text = sim_jread(path, &n, err);
+    if (!text) return -1;
+    int rc = sim_config_parse(path, text, n, profiles, out, err);
     free(text);
     return rc;
 }

@@ -28,7 +28,6 @@ typedef struct sim_pool_cfg {
     long block_tokens; /* KV page size */
     long min_prefill_chunk;
     double kv_fraction; /* share of HBM left after weights that holds KV blocks */
-    double hbm_cache_blocks; /* derived: blocks of prefix cache (prefill) */
     double prefix_cache_fraction; /* share of the KV blocks kept as the prefix cache */
     long spec_draft; /* draft tokens per decode (speculative decoding); 0: off */
     double spec_accept; /* per-draft-token acceptance probability */

@@ -128,7 +128,7 @@ json_t *sim_jparse(const char *file, const char *text, size_t len, cf_err *err) 
     return j;
 }
 
-json_t *sim_jload(const char *path, cf_err *err) {
+char *sim_jread(const char *path, size_t *len, cf_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         cf_fail(err, "%s: cannot open", path);
@@ -139,10 +139,20 @@ json_t *sim_jload(const char *path, cf_err *err) {
     size_t n = buf ? fread(buf, 1, max, f) : 0;
     int more = buf && n == max && fgetc(f) != EOF;
     fclose(f);
-    json_t *j = NULL;
-    if (!buf) cf_fail(err, "%s: out of memory", path);
-    else if (more) cf_fail(err, "%s: larger than 4 MiB", path);
-    else j = sim_jparse(path, buf, n, err);
+    if (!buf || more) {
+        cf_fail(err, buf ? "%s: larger than 4 MiB" : "%s: out of memory", path);
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+json_t *sim_jload(const char *path, cf_err *err) {
+    size_t n;
+    char *buf = sim_jread(path, &n, err);
+    if (!buf) return NULL;
+    json_t *j = sim_jparse(path, buf, n, err);
     free(buf);
     return j;
 }

@@ -37,7 +37,8 @@ int sim_jobj(const sim_jctx *c, json_t *obj, const char *field, bool required, j
 int sim_jknown(const sim_jctx *c, json_t *obj, const char *const *known, cf_err *err);
 /* Parses text as one JSON object; errors name the file, line and column. */
 json_t *sim_jparse(const char *file, const char *text, size_t len, cf_err *err);
-/* Reads and parses a file (at most 4 MiB). */
+/* Reads a file (at most 4 MiB; caller frees), and reads and parses one. */
+char *sim_jread(const char *path, size_t *len, cf_err *err);
 json_t *sim_jload(const char *path, cf_err *err);
 
 #endif
