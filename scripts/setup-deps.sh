@@ -12,6 +12,7 @@ pkgs+=(clang-format)
 # libevent: HTTP server (evhttp) and the benchmark's HTTP client; xxhash: KV store checksums;
 # python3-venv/-dev: client-test venv and the recipe extension.
 pkgs+=(libevent-dev libxxhash-dev python3-venv python3-dev)
+pkgs+=(libopenmpi-dev openmpi-bin) # Open MPI: expert parallelism (src/ep, `mpirun -n N cinfer serve --ep`)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -24,6 +24,7 @@
 #include "serve/model_names.h"
 #include "serve/server.h"
 #include "serve/traffic.h"
+#include "serve_ep.h"
 #include "serve_summary.h"
 #include "store/store_gc.h"
 #include "text/chat_template.h"
@@ -49,6 +50,7 @@ typedef struct serve_opts {
     double kv_gib, shutdown_s, store_quota_gib, swa_gib, swa_ttl_s;
     long long swa_replay_tokens; /* 0: the model's window */
     const char *swa_replay;
+    serve_ep_opts ep; /* --ep and its knobs (serve_ep.h) */
 } serve_opts;
 
 static int opt_api_key(void *ctx, const char *v, char *msg, size_t cap) {
@@ -245,6 +247,18 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
          "API keys share the prefix cache (default: each key's prompts are cached\n"
          "apart, so no key can observe another's cache hits; docs/serve.md)",
          CLI_SET(&o->share_prefix_cache, true)},
+        CLI_SECTION("expert parallelism (mpirun -n N cinfer serve --ep ...; docs/ep.md)"),
+        {"ep", 0, NULL,
+         "MoE expert parallelism over MPI: each rank serves on --port + rank,\n"
+         "routed experts are spread over the ranks (needs mpirun)",
+         CLI_SET(&o->ep.on, true)},
+        {"ep-redundant", 0, "N", "extra expert slots per MoE layer for replicas of hot experts (default 0)",
+         CLI_NUM(&o->ep.redundant, 0, 4096)},
+        {"ep-rebalance", 0, "N", "rebalance (EPLB) every N busy rounds from the measured loads (default 0: never)",
+         CLI_NUM(&o->ep.rebalance, 0, 1 << 30)},
+        {"ep-nodes", 0, "N", "hosts, for EPLB's hierarchical policy (default 1)", CLI_NUM(&o->ep.nodes, 1, 4096)},
+        {"ep-threads", 0, "N", "threads computing experts for other ranks (default 1)",
+         CLI_NUM(&o->ep.threads, 1, 1024)},
     };
     cli_cmd c = {.name = "serve",
                  .usage = "cinfer serve MODEL.gguf [options]",
@@ -294,6 +308,7 @@ typedef struct serve_parts {
     bool fallback; /* no chat template in the model: ChatML */
     int32_t ctx;
     gen_model gm;
+    ep_runtime *ep; /* --ep */
 } serve_parts;
 
 /* Loads the model (with progress, serve_summary.c), the chat template, the
@@ -341,6 +356,10 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
                                 .swa_state_ttl_s = o->swa_ttl_s,
                                 .swa_replay_tokens = swa_on ? (int32_t)o->swa_replay_tokens : -1};
     memcpy(eo.kv_store_retention_s, o->retention, sizeof eo.kv_store_retention_s);
+    if (o->ep.on) {
+        if (serve_ep_start(&o->ep, sp->m, (int)o->max_batch, &sp->ep)) return 1;
+        eo.moe_executor = ep_runtime_executor(sp->ep);
+    }
     char emsg[256];
     if (cinfer_engine_create(sp->m, sp->pool, &eo, &sp->eng, emsg, sizeof emsg)) return cli_fail("serve: %s", emsg);
     sp->gm.engine = sp->eng;
@@ -354,6 +373,7 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
 static void serve_parts_free(serve_parts *sp) {
     gen_model_free(&sp->gm);
     if (sp->eng) cinfer_engine_destroy(sp->eng);
+    ep_runtime_stop(sp->ep); /* after the engine (its last MoE call), before the model */
     if (sp->pool) pool_destroy(sp->pool);
     chat_template_free(sp->tmpl);
     if (sp->m) model_free(sp->m);
@@ -372,12 +392,19 @@ static int serve_main(serve_opts *o) {
         free(def);
         if (r) return cli_fail("serve: %s", msg);
     }
+    int ep_rank = 0, ep_ranks = 1;
+    if (o->ep.on && serve_ep_init(&ep_rank, &ep_ranks)) return 1;
     /* bind first: a busy port fails now, not after loading the model */
     int fd = -1, port = 0;
-    if (serve_listen(o->host, (int)o->port, &fd, &port, &err)) return cli_fail("serve: %s", err.msg);
+    if (serve_listen(o->host, o->port ? (int)o->port + ep_rank : 0, &fd, &port, &err)) {
+        cli_fail("serve: %s", err.msg);
+        if (o->ep.on) serve_ep_abort();
+        return 1;
+    }
     cpu_isa_active();
     serve_parts sp = {0};
     if (serve_setup(o, &sp, &err)) {
+        if (o->ep.on) serve_ep_abort(); /* the other ranks would wait for this one forever */
         close(fd);
         serve_parts_free(&sp);
         return 1;
@@ -405,7 +432,9 @@ static int serve_main(serve_opts *o) {
                         .body_timeout_s = o->body_s,
                         .idle_timeout_s = o->idle_s,
                         .max_connections = (int32_t)(o->max_conns >= 0 ? o->max_conns : default_max_connections()),
-                        .share_prefix_cache = o->share_prefix_cache};
+                        .share_prefix_cache = o->share_prefix_cache,
+                        .extra_metrics = sp.ep ? serve_ep_metrics : NULL,
+                        .extra_metrics_ctx = sp.ep};
     const char *pname = o->tool_parser ? o->tool_parser : o->reasoning_parser;
     cfg.parser = pname ? recipe_parser_from_name(pname)
                        : (int)recipe_parser_detect(sp.fallback ? NULL : chat_template_source(sp.tmpl),
@@ -426,6 +455,7 @@ static int serve_main(serve_opts *o) {
     int rc = 0;
     if (serve_run(&cfg, &sp.gm, &err)) rc = cli_fail("serve: %s", err.msg);
     serve_parts_free(&sp);
+    if (o->ep.on) ep_mpi_finalize();
     return rc;
 }
 

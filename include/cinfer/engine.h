@@ -110,6 +110,10 @@ typedef struct cinfer_engine_options {
      * window layers clamped to the replay start (approximate); 0: the model's largest window; < 0: off
      * (exact: from the last snapshot, else from the start) */
     int32_t swa_replay_tokens;
+    /* Routed experts of MoE layers run through this executor (borrowed, outlives the engine), not in-process:
+     * expert parallelism (docs/ep.md). NULL: in-process. cinfer_engine_create fails for a model without a
+     * MoE executor hook (only deepseek2 has one). */
+    const cinfer_moe_executor *moe_executor;
 } cinfer_engine_options;
 
 typedef struct cinfer_logit_bias {

@@ -49,6 +49,24 @@ int32_t cinfer_model_n_vocab(const cinfer_model *m);
 /* Transformer layers. */
 int32_t cinfer_model_n_layer(const cinfer_model *m);
 
+/* Expert parallelism seam: an engine given an executor
+ * (cinfer_engine_options.moe_executor) routes each MoE layer's tokens itself
+ * but hands the routed-expert matrix products to run(), which may compute
+ * them anywhere (src/ep: on the MPI ranks that own the experts) and must
+ * return them before the layer goes on. Pairs come grouped by expert id
+ * (ascending), within an expert in token order: pair i applies expert[i] of
+ * `layer` (0-based transformer layer) to x[i] (n_embd floats) and writes the
+ * expert's FFN output, unweighted, to y[i]. The engine combines y itself, in
+ * a fixed order, so results do not depend on where or in which batch a pair
+ * ran. run() returns 0, or -1 with a one-line message in err (the forward
+ * pass, and the step, then fail). Called from the engine's forward thread;
+ * `self` is the executor's own. */
+typedef struct cinfer_moe_executor {
+    void *self;
+    int (*run)(void *self, int32_t layer, int32_t n_pairs, const int32_t *expert, const float *x, int64_t n_embd,
+               float *y, char *err, size_t err_len);
+} cinfer_moe_executor;
+
 #ifdef __cplusplus
 }
 #endif

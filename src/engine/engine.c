@@ -258,6 +258,7 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     e->kv_total = kv_pool_n_blocks(e->kv);
     e->fc = fwd_ctx_create(m, tp, e->opt.max_batch_tokens, e->opt.max_ctx, e->opt.block_tokens, err);
     if (!e->fc) return -1;
+    if (e->opt.moe_executor && fwd_ctx_set_moe_executor(e->fc, e->opt.moe_executor, err)) return -1;
     if (e->opt.draft_model && eng_draft_open(e, e->opt.draft_model, err)) return -1;
     if (eng_alloc_scratch(e, err) || eng_grammar_vocab_build(e, err)) return -1;
     if (!e->opt.sync_scheduling) {

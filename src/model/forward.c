@@ -110,6 +110,18 @@ int fwd_ctx_expert_load(const fwd_ctx *c, int32_t layer, uint64_t *counts, int32
     return layer >= 0 && layer < c->m->hp.n_layer ? 0 : -1;
 }
 
+int fwd_ctx_set_moe_executor(fwd_ctx *c, const cinfer_moe_executor *x, cf_err *err) {
+    if (!c->arch->fwd_set_moe_executor)
+        return cf_fail(err, "expert parallelism: architecture %s has no MoE executor hook", c->m->hp.arch);
+    return c->arch->fwd_set_moe_executor(c->impl, x, err);
+}
+
+int fwd_ctx_expert_ffn(fwd_ctx *c, int32_t layer, int32_t expert, const float *x, int32_t n, float *y, cf_err *err) {
+    if (!c->arch->expert_ffn)
+        return cf_fail(err, "expert parallelism: architecture %s has no expert FFN hook", c->m->hp.arch);
+    return c->arch->expert_ffn(c->impl, layer, expert, x, n, y, err);
+}
+
 /* ---- shared by the families ---- */
 
 void model_embed(const model *m, const int32_t *tokens, int32_t n, float *x) {

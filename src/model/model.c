@@ -370,6 +370,7 @@ void model_free(model *m) {
 const model_hparams *model_get_hparams(const model *m) { return &m->hp; }
 const gguf_file *model_get_gguf(const model *m) { return m->gguf; }
 uint64_t model_active_weight_bytes(const model *m) { return m->active_bytes; }
+uint64_t model_expert_bytes(const model *m) { return m->routed_expert_bytes; }
 uint64_t model_active_params(const model *m) { return m->active_params; }
 uint64_t model_n_params(const model *m) { return m->n_params; }
 void model_kv_layout(const model *m, kv_spec *out) {

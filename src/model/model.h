@@ -122,6 +122,8 @@ const gguf_file *model_get_gguf(const model *m);
  * embedding row, counting only expert_used_count routed experts of a MoE
  * layer (the roofline of a single stream). */
 uint64_t model_active_weight_bytes(const model *m);
+/* Weight bytes of one routed expert of one MoE layer (gate, up, down); 0 without experts. */
+uint64_t model_expert_bytes(const model *m);
 /* Parameters one token multiplies with (MoE: expert_used_count routed experts). */
 uint64_t model_active_params(const model *m);
 /* Number of parameters (elements of all tensors). */
@@ -302,5 +304,17 @@ void fwd_ctx_set_mla_expand_min(fwd_ctx *c, int32_t min_tokens);
  * two neighbouring steps). */
 #define MOE_LOAD_WINDOW 64
 int fwd_ctx_expert_load(const fwd_ctx *c, int32_t layer, uint64_t *counts, int32_t n);
+
+/* Expert parallelism (cinfer/model.h cinfer_moe_executor): later forward
+ * passes hand routed-expert products to x (borrowed; NULL: in-process again).
+ * Allocates the pair buffers once (max_tokens x experts_used rows). -1 (err)
+ * for an architecture without the hook or a model without MoE layers. */
+int fwd_ctx_set_moe_executor(fwd_ctx *c, const cinfer_moe_executor *x, cf_err *err);
+/* The owner's side: y[i] = FFN of routed expert `expert` of `layer` on x[i],
+ * i < n (any n: processed in chunks of the context's scratch); bit-identical
+ * to the in-process path for the same row whatever the other rows. Not
+ * concurrently with model_forward on the same context. -1 (err) for a bad
+ * layer/expert or an architecture without the hook. */
+int fwd_ctx_expert_ffn(fwd_ctx *c, int32_t layer, int32_t expert, const float *x, int32_t n, float *y, cf_err *err);
 
 #endif

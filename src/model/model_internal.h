@@ -45,6 +45,7 @@ struct cinfer_model {
     uint64_t weight_bytes, n_params;
     uint64_t active_bytes; /* per-token decode bytes (MoE: used experts only) */
     uint64_t active_params; /* per-token parameters (MoE: used experts only) */
+    uint64_t routed_expert_bytes; /* weight bytes of one routed expert of one MoE layer (0: no experts) */
     model_mem mem; /* where the weights live (model_memory.c) */
     model_progress_fn progress; /* NULL or called after each layer is prepared (load only) */
     void *progress_ctx;

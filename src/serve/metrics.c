@@ -361,3 +361,21 @@ int metrics_label_all(const char *in, size_t len, const char *name, char **out, 
     *out_len = s.len;
     return 0;
 }
+
+void metrics_append(const metrics *m, char **txt, size_t *len, int (*fn)(void *ctx, char **out, size_t *len),
+                    void *ctx) {
+    char *raw = NULL, *extra = NULL;
+    size_t raw_n = 0, n = 0;
+    if (fn(ctx, &raw, &raw_n) == 0 && raw &&
+        metrics_label_all(raw, raw_n, m->model_name ? m->model_name : "", &extra, &n) == 0 && extra) {
+        char *joined = realloc(*txt, *len + n + 1);
+        if (joined) {
+            memcpy(joined + *len, extra, n);
+            *len += n;
+            joined[*len] = 0;
+            *txt = joined;
+        }
+    }
+    free(raw);
+    free(extra);
+}

@@ -50,6 +50,10 @@ void metrics_observe(metrics_hist *h, double v, uint64_t weight);
  * MoE expert load (cinfer_moe_expert_tokens, cinfer_moe_expert_imbalance).
  * *out is malloc'd. */
 int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engine *e, char **out, size_t *len);
+/* Appends what fn(ctx) renders (serve_config.extra_metrics), labelled with m's model_name like every
+ * other sample, to *txt (malloc'd, *len bytes); on any failure *txt is left as it was. */
+void metrics_append(const metrics *m, char **txt, size_t *len, int (*fn)(void *ctx, char **out, size_t *len),
+                    void *ctx);
 /* Copies Prometheus text `in`, adding model_name="NAME" as the first label of
  * every sample line (comments are copied as they are). *out is malloc'd;
  * -1 when out of memory. */

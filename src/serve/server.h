@@ -45,6 +45,9 @@ typedef struct serve_config {
     double idle_timeout_s; /* --idle-timeout: a keep-alive connection between requests (0: off) */
     int32_t max_connections; /* --max-connections: open connections; more are refused (0: no limit) */
     bool share_prefix_cache; /* --share-prefix-cache: no per-tenant cache salt (serve/tenant.h) */
+    /* More /metrics text (e.g. expert parallelism's rows): fills a malloc'd buffer, 0 ok; NULL: none. */
+    int (*extra_metrics)(void *ctx, char **out, size_t *len);
+    void *extra_metrics_ctx;
 } serve_config;
 
 /* Listens (on cfg->listen_fd when set, else binds host:port), prints

@@ -56,6 +56,9 @@ typedef struct model_arch {
     void (*fwd_set_expand_min)(void *fc, int32_t min_tokens);
     /* fwd_ctx_expert_load: MoE routing counters (model.h). */
     int (*expert_load)(const void *fc, int32_t layer, uint64_t *counts, int32_t n);
+    /* fwd_ctx_set_moe_executor / fwd_ctx_expert_ffn: expert parallelism (model.h). */
+    int (*fwd_set_moe_executor)(void *fc, const cinfer_moe_executor *x, cf_err *err);
+    int (*expert_ffn)(void *fc, int32_t layer, int32_t expert, const float *x, int32_t n, float *y, cf_err *err);
 } model_arch;
 
 /* The table serving general.architecture `name`, or NULL. */

@@ -260,6 +260,9 @@ static int ds2_load_layers(model *m, cf_err *err) {
     }
     /* active: everything but the routed experts, plus expert_used_count of every n_expert */
     uint64_t active_routed = hp->n_expert ? routed / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used : 0;
+    int32_t n_moe = 0;
+    for (int il = 0; il < hp->n_layer; il++) n_moe += layers[il].moe;
+    m->routed_expert_bytes = n_moe && hp->n_expert ? routed / (uint64_t)n_moe / (uint64_t)hp->n_expert : 0;
     m->active_bytes += before + (m->weight_bytes - before - routed) + active_routed;
     m->active_params = m->n_params - routed_params;
     if (hp->n_expert) m->active_params += routed_params / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
@@ -337,6 +340,13 @@ static int ds2_load_hook(const void *fc, int32_t layer, uint64_t *counts, int32_
     return ds2_fwd_expert_load(fc, layer, counts, n);
 }
 
+static int ds2_exec_hook(void *fc, const cinfer_moe_executor *x, cf_err *err) {
+    return ds2_fwd_set_moe_executor(fc, x, err);
+}
+static int ds2_ffn_hook(void *fc, int32_t layer, int32_t expert, const float *x, int32_t n, float *y, cf_err *err) {
+    return ds2_fwd_expert_ffn(fc, layer, expert, x, n, y, err);
+}
+
 const model_arch model_arch_deepseek2 = {
     .names = {"deepseek2", NULL},
     .read_hparams = ds2_read_hparams,
@@ -350,4 +360,6 @@ const model_arch model_arch_deepseek2 = {
     .forward = ds2_forward_hook,
     .fwd_set_expand_min = ds2_expand_hook,
     .expert_load = ds2_load_hook,
+    .fwd_set_moe_executor = ds2_exec_hook,
+    .expert_ffn = ds2_ffn_hook,
 };

@@ -50,5 +50,7 @@ void ds2_fwd_free(ds2_fwd *c);
 int ds2_forward(ds2_fwd *c, const fwd_batch *b, float *logits, cf_err *err);
 void ds2_fwd_set_expand_min(ds2_fwd *c, int32_t min_tokens);
 int ds2_fwd_expert_load(const ds2_fwd *c, int32_t layer, uint64_t *counts, int32_t n);
+int ds2_fwd_set_moe_executor(ds2_fwd *c, const cinfer_moe_executor *x, cf_err *err);
+int ds2_fwd_expert_ffn(ds2_fwd *c, int32_t layer, int32_t expert, const float *x, int32_t n, float *y, cf_err *err);
 
 #endif

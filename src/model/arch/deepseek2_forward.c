@@ -33,7 +33,8 @@ void ds2_fwd_free(ds2_fwd *c) {
                     c->scores,   c->ctx_lat,  c->ctx_kv,     c->tok_group, c->grp_seq, c->grp_n,
                     c->grp_last, c->grp_toks, c->grp_expand, c->router,    c->rscore,  c->sel_w,
                     c->exp_w,    c->xe,       c->ge,         c->ue,        c->ye,      c->sel,
-                    c->exp_n,    c->exp_off,  c->exp_tok,    c->moe_index, c->ring,    (void *)c->load};
+                    c->exp_n,    c->exp_off,  c->exp_tok,    c->moe_index, c->ring,    (void *)c->load,
+                    c->pair_x,   c->pair_y,   c->pair_e};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
 }
@@ -188,7 +189,6 @@ static void dense_ffn(ds2_fwd *c, const ds2_layer *L, int32_t T, int64_t width, 
 }
 
 int ds2_forward(ds2_fwd *c, const fwd_batch *b, float *logits, cf_err *err) {
-    (void)err;
     const model *m = c->m;
     const model_hparams *hp = &m->hp;
     int32_t T = b->n_tokens;
@@ -226,7 +226,7 @@ int ds2_forward(ds2_fwd *c, const fwd_batch *b, float *logits, cf_err *err) {
             dense_ffn(c, L, T, hp->n_ff, &L->w_gate, &L->w_up, &L->w_down, c->ffo);
             rows_add(c->pool, c->x, c->ffo, NULL, T, E);
         } else {
-            ds2_moe(c, b, il); /* c->moe = routed experts */
+            if (ds2_moe(c, b, il, err)) return -1; /* c->moe = routed experts */
             if (L->has_shared) {
                 dense_ffn(c, L, T, (int64_t)hp->n_ff_exp * hp->n_expert_shared, &L->sg, &L->su, &L->sd, c->ffo);
                 rows_add(c->pool, c->x, c->moe, c->ffo, T, E);

@@ -41,6 +41,10 @@ struct ds2_fwd {
     uint32_t *ring; /* [MOE_LOAD_WINDOW][n_moe][n_expert] */
     int32_t ring_pos;
     _Atomic uint64_t *load; /* [n_moe][n_expert] */
+    /* expert parallelism: the executor (borrowed) and its pair rows [max_tokens * n_expert_used] */
+    const cinfer_moe_executor *exec;
+    float *pair_x, *pair_y;
+    int32_t *pair_e;
 };
 
 /* deepseek2_attention.c: attention for layer il from c->q (per head [nope | rope],
@@ -48,8 +52,9 @@ struct ds2_fwd {
  * c->att ([T][H * v_head_dim]). */
 void ds2_attention(ds2_fwd *c, const fwd_batch *b, int il);
 /* deepseek2_moe.c: c->moe = the routed experts' output for c->h in layer il (the
- * shared experts are a dense FFN run by the caller). */
-void ds2_moe(ds2_fwd *c, const fwd_batch *b, int il);
+ * shared experts are a dense FFN run by the caller). -1 only if the expert
+ * executor failed. */
+int ds2_moe(ds2_fwd *c, const fwd_batch *b, int il, cf_err *err);
 /* deepseek2_moe.c: starts a step of the expert-load window. */
 void ds2_moe_step_begin(ds2_fwd *c);
 

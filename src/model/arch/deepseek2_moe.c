@@ -17,12 +17,16 @@
  * Execution: the step's (token, expert) pairs are grouped by expert, so each
  * chosen expert's matrices are read once per step for all its tokens. A
  * token's sum runs over its experts in id order: the result does not depend
- * on the other tokens in the batch.
+ * on the other tokens in the batch. With an expert executor (expert
+ * parallelism, cinfer/model.h) the grouped pairs' products are computed by
+ * the executor (on other processes) and combined here in the same order, so
+ * results are bit-identical to the in-process path.
  *
  * Load counters: tokens routed to each expert of each MoE layer, summed over
  * the last MOE_LOAD_WINDOW forward passes (a ring of per-step counts, owned
  * by the thread running the forward pass, plus atomic window sums that readers load). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/arch/deepseek2_fwd.h"
@@ -79,6 +83,49 @@ static void route(const model_hparams *hp, const float *bias, float *logits, flo
     for (int32_t i = 0; i < k; i++) w[i] *= mul;
 }
 
+/* y += w * src over n floats: the one combine of both paths (same rounding). */
+static void add_weighted(float *y, float w, const float *src, int64_t n) {
+    for (int64_t d = 0; d < n; d++) y[d] += w * src[d];
+}
+
+/* y[0..n) = FFN of routed expert e of layer L on x[0..n), n <= max_tokens
+ * (uses the ge/ue scratch). Each row's result depends on that row only. */
+static void expert_rows(ds2_fwd *c, const ds2_layer *L, int32_t e, const float *x, int32_t n, float *y) {
+    int64_t fe = c->m->hp.n_ff_exp;
+    if (L->egu) {
+        kern_matmul(c->kc, &L->egu[e], x, n, c->ue); /* rows [gate | up] */
+        for (int32_t i = 0; i < n; i++) {
+            float *g = c->ge + (int64_t)i * fe;
+            memcpy(g, c->ue + (int64_t)i * 2 * fe, (size_t)fe * sizeof(float));
+            kern_silu_mul(g, c->ue + (int64_t)i * 2 * fe + fe, fe);
+        }
+    } else {
+        kern_matmul(c->kc, &L->eg[e], x, n, c->ge);
+        kern_matmul(c->kc, &L->eu[e], x, n, c->ue);
+        rows_silu_mul(c->pool, c->ge, c->ue, n, fe);
+    }
+    kern_matmul(c->kc, &L->ed[e], c->ge, n, y);
+}
+
+/* The executor path of ds2_moe: the step's (token, expert) pairs, grouped by
+ * expert as exp_off/exp_tok order them, go out as rows; their outputs are
+ * combined here in the same order as the in-process path. */
+static int run_executor(ds2_fwd *c, int il, cf_err *err) {
+    int32_t ne = c->m->hp.n_expert, np = c->exp_off[ne];
+    int64_t E = c->m->hp.n_embd;
+    for (int32_t e = 0; e < ne; e++)
+        for (int32_t at = c->exp_off[e]; at < c->exp_off[e + 1]; at++) {
+            c->pair_e[at] = e;
+            memcpy(c->pair_x + (int64_t)at * E, c->h + (int64_t)c->exp_tok[at] * E, (size_t)E * sizeof(float));
+        }
+    char msg[256] = "";
+    if (c->exec->run(c->exec->self, il, np, c->pair_e, c->pair_x, E, c->pair_y, msg, sizeof msg))
+        return cf_fail(err, "layer %d experts: %s", il, msg[0] ? msg : "the executor failed");
+    for (int32_t at = 0; at < np; at++)
+        add_weighted(c->moe + (int64_t)c->exp_tok[at] * E, c->exp_w[at], c->pair_y + (int64_t)at * E, E);
+    return 0;
+}
+
 void ds2_moe_step_begin(ds2_fwd *c) {
     if (!c->n_moe) return;
     size_t cells = (size_t)c->n_moe * (size_t)c->m->hp.n_expert;
@@ -92,11 +139,11 @@ void ds2_moe_step_begin(ds2_fwd *c) {
 /* Called at the end of a forward pass by ds2_moe on the last MoE layer. */
 static void step_end(ds2_fwd *c) { c->ring_pos = (c->ring_pos + 1) % MOE_LOAD_WINDOW; }
 
-void ds2_moe(ds2_fwd *c, const fwd_batch *b, int il) {
+int ds2_moe(ds2_fwd *c, const fwd_batch *b, int il, cf_err *err) {
     const model_hparams *hp = &c->m->hp;
     const ds2_layer *L = &ds2_layers(c->m)[il];
     int32_t T = b->n_tokens, ne = hp->n_expert, k = hp->n_expert_used;
-    int64_t E = hp->n_embd, fe = hp->n_ff_exp;
+    int64_t E = hp->n_embd;
     kern_matmul(c->kc, &L->router, c->h, T, c->router);
     memset(c->exp_n, 0, (size_t)ne * sizeof(int32_t));
     for (int32_t t = 0; t < T; t++) {
@@ -125,30 +172,45 @@ void ds2_moe(ds2_fwd *c, const fwd_batch *b, int il) {
     if (mi == c->n_moe - 1) step_end(c);
 
     memset(c->moe, 0, (size_t)T * (size_t)E * sizeof(float));
+    if (c->exec) return run_executor(c, il, err);
     for (int32_t e = 0; e < ne; e++) {
         int32_t n = c->exp_n[e], off = c->exp_off[e];
         if (!n) continue;
         for (int32_t i = 0; i < n; i++)
             memcpy(c->xe + (int64_t)i * E, c->h + (int64_t)c->exp_tok[off + i] * E, (size_t)E * sizeof(float));
-        if (L->egu) {
-            kern_matmul(c->kc, &L->egu[e], c->xe, n, c->ue); /* rows [gate | up] */
-            for (int32_t i = 0; i < n; i++) {
-                float *g = c->ge + (int64_t)i * fe;
-                memcpy(g, c->ue + (int64_t)i * 2 * fe, (size_t)fe * sizeof(float));
-                kern_silu_mul(g, c->ue + (int64_t)i * 2 * fe + fe, fe);
-            }
-        } else {
-            kern_matmul(c->kc, &L->eg[e], c->xe, n, c->ge);
-            kern_matmul(c->kc, &L->eu[e], c->xe, n, c->ue);
-            rows_silu_mul(c->pool, c->ge, c->ue, n, fe);
-        }
-        kern_matmul(c->kc, &L->ed[e], c->ge, n, c->ye);
-        for (int32_t i = 0; i < n; i++) {
-            float w = c->exp_w[off + i], *y = c->moe + (int64_t)c->exp_tok[off + i] * E;
-            const float *src = c->ye + (int64_t)i * E;
-            for (int64_t d = 0; d < E; d++) y[d] += w * src[d];
-        }
+        expert_rows(c, L, e, c->xe, n, c->ye);
+        for (int32_t i = 0; i < n; i++)
+            add_weighted(c->moe + (int64_t)c->exp_tok[off + i] * E, c->exp_w[off + i], c->ye + (int64_t)i * E, E);
     }
+    return 0;
+}
+
+int ds2_fwd_set_moe_executor(ds2_fwd *c, const cinfer_moe_executor *x, cf_err *err) {
+    const model_hparams *hp = &c->m->hp;
+    if (!c->n_moe) return cf_fail(err, "expert parallelism: the model has no MoE layers");
+    if (x && !c->pair_x) {
+        size_t rows = (size_t)c->max_tokens * (size_t)hp->n_expert_used, E = (size_t)hp->n_embd;
+        c->pair_x = malloc(rows * E * sizeof(float));
+        c->pair_y = malloc(rows * E * sizeof(float));
+        c->pair_e = malloc(rows * sizeof(int32_t));
+        if (!c->pair_x || !c->pair_y || !c->pair_e)
+            return cf_fail(err, "expert parallelism: out of memory for %zu expert rows", rows);
+    }
+    c->exec = x;
+    return 0;
+}
+
+int ds2_fwd_expert_ffn(ds2_fwd *c, int32_t layer, int32_t expert, const float *x, int32_t n, float *y, cf_err *err) {
+    const model_hparams *hp = &c->m->hp;
+    if (layer < 0 || layer >= hp->n_layer || c->moe_index[layer] < 0 || expert < 0 || expert >= hp->n_expert || n < 0)
+        return cf_fail(err, "expert FFN: layer %d expert %d is not a routed expert of this model", layer, expert);
+    const ds2_layer *L = &ds2_layers(c->m)[layer];
+    int64_t E = hp->n_embd;
+    for (int32_t at = 0; at < n; at += c->max_tokens) {
+        int32_t rows = n - at < c->max_tokens ? n - at : c->max_tokens;
+        expert_rows(c, L, expert, x + (int64_t)at * E, rows, y + (int64_t)at * E);
+    }
+    return 0;
 }
 
 int ds2_fwd_expert_load(const ds2_fwd *c, int32_t layer, uint64_t *counts, int32_t n) {

@@ -1,0 +1,286 @@
+"""test_serve_ep.py - expert parallelism: `mpirun -n N cinfer serve --ep` on the tiny DeepSeek-V2
+model (4 layers, 3 MoE, 8 routed experts, top-2). Each rank serves on --port + rank; requests are
+spread over the ranks. Checks, against the single-process server with the same options:
+  - 2 and 4 ranks: greedy completions (official openai SDK) sent concurrently (batched), then sent
+    again (prefix cache hits, cached_tokens > 0), are identical to the single-process ones;
+  - live rebalancing (2 ranks, 2 redundant slots, EPLB every 4 busy rounds): outputs stay identical
+    across rebalances, /metrics reports them, the replica memory and the expert rows per rank;
+  - `cinfer ep stats` shows every rank, and the rows the ranks computed add up to the rows sent;
+  - two hosts (TestTwoHosts, under tests/integration/serve_ep_netns.sh: network namespaces, Open
+    MPI's TCP transport): 2 ranks (one per host) and 4 (two per host, rebalancing) likewise;
+  - a rank SIGKILLed: the job fails fast (mpirun exits non-zero within seconds, its message names
+    the rank), no rank is left serving or hanging, and a new job serves again.
+Needs mpirun (Open MPI): missing, the suite skips (exit 77), or fails under CI=true.
+Run by tests/integration/serve_ep.sh."""
+import concurrent.futures
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import unittest
+import urllib.request
+
+import openai
+
+import fixtures
+from cinfer_server import BIN, SHARED, Server
+
+MODEL = os.path.join(SHARED, "models", "tiny", "tiny-deepseek2.gguf")
+fixtures.require(MODEL, "model")
+MPIRUN = shutil.which("mpirun") or "/usr/bin/mpirun"
+fixtures.require(MPIRUN, "mpirun (Open MPI)")
+OPTS = ["--ctx", "512", "-t", "1", "--max-batch-tokens", "64", "--kv-memory", "0.02", "--max-seqs", "8"]
+PREFIX = "In the beginning the tiny model read a long shared preamble about experts and routers, "
+PROMPTS = [PREFIX + s for s in ["one", "two apples", "the third", "a fourth line", "five", "six six six"]] + [
+    "Hello world", "The capital of France is", "1 2 3 4 5", "Once upon a time"]
+_live = []
+
+
+def free_base(n):
+    """A port p with p..p+n-1 free on loopback (bound and released: a race is possible but harmless)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n >= 65535:
+            continue
+        try:
+            socks = []
+            for i in range(n):
+                t = socket.socket()
+                socks.append(t)
+                t.bind(("127.0.0.1", base + i))
+            return base
+        except OSError:
+            continue
+        finally:
+            for t in socks:
+                t.close()
+    raise RuntimeError("no free port range")
+
+
+# Two hosts (tests/integration/serve_ep_netns.sh): the namespaces' addresses and mpirun's transport options
+NETNS_HOSTS = [h for h in os.environ.get("EP_NETNS_HOSTS", "").split(",") if h]
+NETNS_ARGS = os.environ.get("EP_MPIRUN_ARGS", "").split()
+
+
+class PortTaken(RuntimeError):
+    pass
+
+
+class EpJob:
+    def __init__(self, n, *args):
+        """Starts the job; another process may take a port of the range between free_base and the
+        ranks' bind: then a new range is tried (3 times)."""
+        for attempt in range(3):
+            try:
+                self.start(n, *args)
+                return
+            except PortTaken:
+                if attempt == 2:
+                    raise
+
+    def start(self, n, *args):
+        self.n = n
+        base = free_base(n)
+        place = []
+        if NETNS_HOSTS:  # n / len(hosts) ranks per host, in rank order; every rank listens on all addresses
+            per = n // len(NETNS_HOSTS)
+            place = NETNS_ARGS + ["--host", ",".join("%s:%d" % (h, per) for h in NETNS_HOSTS)]
+            args = ("--host", "0.0.0.0") + args
+        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe"] + place + ["-n", str(n), BIN, "serve", MODEL,
+                                                                           "--ep", "--port", str(base)] + OPTS + list(args)
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.STDOUT, stdout=subprocess.PIPE, text=True,
+                                     start_new_session=True)
+        _live.append(self.proc)
+        self.log = []
+        self.cv = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+        deadline = time.time() + 180
+        with self.cv:
+            while len(self.ports()) < n and self.proc.poll() is None and time.time() < deadline:
+                self.cv.wait(0.1)
+        if len(self.ports()) < n:
+            self.kill()
+            if "already in use" in self.text():
+                raise PortTaken(self.text())
+            raise RuntimeError("the EP job did not start: " + "".join(self.log)[-3000:])
+        ports = sorted(self.ports())
+        if NETNS_HOSTS:
+            per = n // len(NETNS_HOSTS)
+            self.urls = ["http://%s:%d" % (NETNS_HOSTS[r // per], p) for r, p in enumerate(ports)]
+        else:
+            self.urls = ["http://127.0.0.1:%d" % p for p in ports]
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.cv:
+                self.log.append(line)
+                self.cv.notify_all()
+
+    def text(self):
+        with self.cv:
+            return "".join(self.log)
+
+    def ports(self):
+        return set(int(p) for p in re.findall(r"listening on http://[^:]+:(\d+)", "".join(self.log)))
+
+    def pids(self):
+        return {int(r): int(p) for r, p in re.findall(r"rank (\d+) of \d+, pid (\d+)", self.text())}
+
+    def stop(self, timeout=60):
+        """SIGTERM to every rank (mpirun itself exits 1 when signalled, even after a clean shutdown)."""
+        if self.proc.poll() is None:
+            for pid in self.pids().values():
+                os.kill(pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                return None
+        return self.proc.returncode
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def metrics(self, rank):
+        with urllib.request.urlopen(self.urls[rank] + "/metrics", timeout=30) as r:
+            return r.read().decode()
+
+
+def _cleanup():
+    for p in _live:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+
+
+import atexit  # noqa: E402
+
+atexit.register(_cleanup)
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def complete(url, prompt):
+    client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    r = client.completions.create(model="tiny-deepseek2", prompt=prompt, max_tokens=10, temperature=0)
+    return r.choices[0].text, r.usage.prompt_tokens_details.cached_tokens if r.usage.prompt_tokens_details else 0
+
+
+def run_all(urls):
+    """Every prompt, all at once, spread round-robin over urls: [(text, cached)]."""
+    with concurrent.futures.ThreadPoolExecutor(len(PROMPTS)) as ex:
+        futs = [ex.submit(complete, urls[i % len(urls)], p) for i, p in enumerate(PROMPTS)]
+        return [f.result() for f in futs]
+
+
+REFERENCE = None
+
+
+def reference():
+    global REFERENCE
+    if REFERENCE is None:
+        srv = Server(*OPTS[4:], model=MODEL, ctx=512)
+        try:
+            REFERENCE = [t for t, _ in run_all([srv.url])]
+        finally:
+            srv.stop()
+    return REFERENCE
+
+
+class Identity:
+    def check_identical(self, n, *args):
+        ref = reference()
+        job = EpJob(n, *args)
+        try:
+            first = run_all(job.urls)
+            again = run_all(job.urls)  # the shared prefix is cached on every rank now
+            m0 = job.metrics(0)
+            view = subprocess.run([BIN, "ep", "stats"] + [u.split("//", 1)[1] for u in job.urls],
+                                  capture_output=True, text=True, timeout=60)
+        finally:
+            rc = job.stop()
+        self.assertEqual([t for t, _ in first], ref)
+        self.assertEqual([t for t, _ in again], ref)
+        self.assertTrue(any(c > 0 for _, c in again), again)
+        self.assertEqual(rc, 0, job.text()[-2000:])
+        # `cinfer ep stats`: one row per rank, and the rows computed add up to the rows sent
+        self.assertEqual(view.returncode, 0, view.stderr)
+        rows = [l.split() for l in view.stdout.splitlines() if re.match(r"\s*\d+\s", l)]
+        self.assertEqual([int(r[0]) for r in rows], list(range(n)), view.stdout)
+        self.assertEqual(sum(int(r[1]) for r in rows), sum(int(r[2]) for r in rows), view.stdout)
+        self.assertIn("ranks %d, experts 8" % n, view.stdout)
+        return m0
+
+
+@unittest.skipIf(NETNS_HOSTS, "single-host suite")
+class TestExpertParallel(Identity, unittest.TestCase):
+    def test_two_ranks(self):
+        m = self.check_identical(2)
+        self.assertRegex(m, r'cinfer_ep_info\{model_name="[^"]*",rank="0",ranks="2",experts="8",slots="8"')
+        computed = int(re.search(r"cinfer_ep_rows_computed_total\{[^}]*\} (\d+)", m).group(1))
+        self.assertGreater(computed, 0)
+
+    def test_four_ranks(self):
+        self.check_identical(4)
+
+    def test_rebalance(self):
+        m = self.check_identical(2, "--ep-redundant", "2", "--ep-rebalance", "4")
+        rebal = int(re.search(r"cinfer_ep_rebalances_total\{[^}]*\} (\d+)", m).group(1))
+        self.assertGreater(rebal, 0)
+        self.assertRegex(m, r'slots="10"')
+        replica = int(re.search(r"cinfer_ep_replica_bytes\{[^}]*\} (\d+)", m).group(1))
+        self.assertGreater(replica, 0)  # 2 replicas x 3 MoE layers x one expert's bytes
+        after = float(re.search(r'cinfer_ep_imbalance\{[^}]*when="after"\} ([0-9.]+)', m).group(1))
+        self.assertGreaterEqual(after, 1.0)
+
+    def test_rank_killed(self):
+        job = EpJob(2)
+        try:
+            self.assertEqual(run_all(job.urls)[0][0], reference()[0])
+            pids = job.pids()
+            self.assertEqual(sorted(pids), [0, 1], job.text())
+            t0 = time.time()
+            os.kill(pids[1], signal.SIGKILL)
+            job.proc.wait(60)
+            took = time.time() - t0
+        finally:
+            job.kill()
+        self.assertNotEqual(job.proc.returncode, 0)
+        self.assertLess(took, 60)
+        self.assertRegex(job.text(), r"process rank 1 with PID \d+ on node \S+ exited on signal 9")
+        with self.assertRaises(OSError):  # nothing left serving on rank 0's port
+            urllib.request.urlopen(job.urls[0] + "/health", timeout=5)
+        for pid in pids.values():
+            self.assertFalse(alive(pid), "rank pid %d still running" % pid)
+        # restart recovers: a new job serves the same outputs
+        again = EpJob(2)
+        try:
+            self.assertEqual([t for t, _ in run_all(again.urls)], reference())
+        finally:
+            self.assertEqual(again.stop(), 0)
+
+
+@unittest.skipUnless(NETNS_HOSTS, "needs two namespaces: run by tests/integration/serve_ep_netns.sh")
+class TestTwoHosts(Identity, unittest.TestCase):
+    def test_one_rank_per_host(self):
+        self.check_identical(2)
+
+    def test_two_ranks_per_host(self):
+        self.check_identical(4, "--ep-redundant", "4", "--ep-rebalance", "4")
+
+
+if __name__ == "__main__":
+    unittest.main()
