@@ -9,7 +9,8 @@ fail=0
 # symbol owner-library
 pairs="sched_plan_step:engine store_expiry_for:store store_gc_lru_victims:store
        store_retention_parse:store bs_trace_load:benchserve bs_workload_build:benchserve bs_summarize:benchserve
-       svg_line_chart:benchserve route_pick:cluster route_least_requests:cluster"
+       svg_line_chart:benchserve route_pick:cluster route_least_requests:cluster eplb_rebalance:eplb
+       eplb_imbalance:eplb"
 for p in $pairs; do
     sym=${p%%:*} owner=${p##*:}
     sim_u=$(nm "$build/libcinfer_sim.a" 2>/dev/null | grep -c " U $sym\$")

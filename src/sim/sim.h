@@ -62,6 +62,7 @@ typedef struct sim_results {
     int64_t window_hits, window_misses;
     /* network */
     double kv_bytes_moved;
+    double moe_imbalance[2]; /* per pool: max/mean expert load per rank under its placement (EPLB) */
     int64_t backpressure; /* placements where the router's policy found no eligible instance */
 } sim_results;
 

@@ -32,6 +32,9 @@ typedef struct sim_pool_cfg {
     long spec_draft; /* draft tokens per decode (speculative decoding); 0: off */
     double spec_accept; /* per-draft-token acceptance probability */
     bool overlap_comm; /* expert-parallel communication overlaps compute (dual micro-batch) */
+    bool eplb; /* experts placed by EPLB (src/eplb) rather than one slot each in order */
+    long redundant_experts; /* extra expert slots per layer for EPLB replicas */
+    double expert_skew; /* sigma of the log-normal expert load (sim_eplb.h) */
     int64_t kv_blocks; /* derived: KV blocks per instance */
 } sim_pool_cfg;
 

@@ -9,7 +9,8 @@ double sim_sched_attn_cost(const sim_model *m) {
     return m->attn_flops_per_ctx_prefill / (2.0 * m->active_params);
 }
 
-sim_step_cost sim_step_time(const sim_model *m, const sim_pool_cfg *p, const sched_item *items, int32_t n_items) {
+sim_step_cost sim_step_time(const sim_model *m, const sim_pool_cfg *p, const sched_item *items, int32_t n_items,
+                            double moe_imbalance) {
     sim_step_cost c = {0};
     double T = 0, pairs = 0, pairs_prefill = 0, kv_read = 0;
     for (int32_t i = 0; i < n_items; i++) {
@@ -23,7 +24,7 @@ sim_step_cost sim_step_time(const sim_model *m, const sim_pool_cfg *p, const sch
     if (T <= 0) return c;
     const sim_hw *h = &p->hw;
     double A = (double)p->accels;
-    double lin = 2.0 * m->active_params * T;
+    double lin = 2.0 * (m->dense_params + (m->active_params - m->dense_params) * moe_imbalance) * T;
     double attn = m->attn_flops_per_ctx * pairs + m->attn_flops_per_ctx_prefill * pairs_prefill;
     c.flops = lin + attn;
     c.compute_s = (lin / h->flops_fp8 + attn / h->flops_bf16) / (A * h->mfu);
@@ -43,7 +44,7 @@ sim_step_cost sim_step_time(const sim_model *m, const sim_pool_cfg *p, const sch
         if (multi_node && m->route_nodes > 0 && copies > (double)m->route_nodes) copies = (double)m->route_nodes;
         if (multi_node && copies > nodes) copies = nodes;
         double moved = T * copies * (double)m->n_embd * m->act_bytes * 2.0 * (double)m->n_moe_layer;
-        c.comm_s = moved / (A * (multi_node ? h->scaleout_bw : h->scaleup_bw) * h->net_eff);
+        c.comm_s = moved * moe_imbalance / (A * (multi_node ? h->scaleout_bw : h->scaleup_bw) * h->net_eff);
     }
     double busy = fmax(c.compute_s, c.memory_s);
     c.total_s = (p->overlap_comm ? fmax(busy, c.comm_s) : busy + c.comm_s) + h->step_overhead_s;

@@ -32,7 +32,10 @@ typedef struct sim_step_cost {
 } sim_step_cost;
 
 /* Cost of a plan's items on one instance of pool p. */
-sim_step_cost sim_step_time(const sim_model *m, const sim_pool_cfg *p, const sched_item *items, int32_t n_items);
+/* moe_imbalance: max/mean expert load per rank (sim_eplb.h), >= 1; it scales the
+ * routed-expert compute and the dispatch/combine time. */
+sim_step_cost sim_step_time(const sim_model *m, const sim_pool_cfg *p, const sched_item *items, int32_t n_items,
+                            double moe_imbalance);
 
 /* The scheduler's compute weights for this model (sched_limits.attn_cost
  * relative to linear_cost = 1), so chunking follows the same cost model. */

@@ -218,7 +218,7 @@ int sim_inst_kick(sim_state *s, int32_t idx, cf_err *err) {
     if (plan.n_items == 0 && plan.n_preempted == 0) return 0; /* nothing fits now: a later event kicks again */
     apply_plan(s, in, &plan);
     in->n_items = plan.n_items;
-    sim_step_cost c = sim_step_time(&s->c->model, pool_of(s, in), in->items, plan.n_items);
+    sim_step_cost c = sim_step_time(&s->c->model, pool_of(s, in), in->items, plan.n_items, s->moe_imbalance[in->pool]);
     sim_pool_result *pr = &s->r->pool[in->pool];
     pr->busy_s += c.total_s;
     pr->steps++;

@@ -59,6 +59,8 @@ int sim_summarize(const sim_config *c, const sim_workload *w, const sim_results 
     for (size_t i = 0; i < r->n; i++) drafted += r->req[i].drafted, accepted += r->req[i].accepted;
     s->spec_accept_rate = safe_div((double)accepted, (double)drafted);
     s->tokens_per_decode_step = safe_div((double)r->pool[da > 0].decode_tokens, (double)r->pool[da > 0].steps);
+    s->moe_imbalance_prefill = r->moe_imbalance[0];
+    s->moe_imbalance_decode = r->moe_imbalance[1];
     /* economics over the run's duration */
     const sim_price *p = &c->price;
     double hours = T / 3600.0, serving = pa + da;
@@ -113,6 +115,8 @@ json_t *sim_summary_json(const sim_config *c, const sim_summary *s) {
                         json_pack("{s:f,s:f,s:f}", "peak_tb", s->store_peak_tb, "read_gb_per_s", s->store_read_gbps,
                                   "write_gb_per_s", s->store_write_gbps));
     json_object_set_new(o, "kv_transfer_gb_per_s", json_real(s->kv_net_gbps));
+    json_object_set_new(o, "moe_imbalance",
+                        json_pack("{s:f,s:f}", "prefill", s->moe_imbalance_prefill, "decode", s->moe_imbalance_decode));
     json_object_set_new(o, "speculative",
                         json_pack("{s:f,s:f}", "accept_rate", s->spec_accept_rate, "tokens_per_decode_step",
                                   s->tokens_per_decode_step));
@@ -146,6 +150,8 @@ void sim_summary_print(FILE *f, const sim_config *c, const sim_summary *s) {
             100 * s->util_prefill);
     fprintf(f, "decode             %.0f output tok/s per accelerator, %.0f per node, busy %.1f%%, %.2f tok/step\n",
             s->decode_output_per_accel, s->decode_output_per_node, 100 * s->util_decode, s->tokens_per_decode_step);
+    fprintf(f, "expert balance     max/mean rank load %.3f prefill, %.3f decode (EPLB placement)\n",
+            s->moe_imbalance_prefill, s->moe_imbalance_decode);
     fprintf(f, "store              peak %.3f TB, read %.2f GB/s, write %.2f GB/s; KV transfer %.2f GB/s\n",
             s->store_peak_tb, s->store_read_gbps, s->store_write_gbps, s->kv_net_gbps);
     fprintf(f,

@@ -28,6 +28,7 @@ typedef struct sim_summary {
     double accel_hours, revenue, cost_accel, cost_other, cost_total, margin;
     double revenue_per_accel_hour, cost_per_accel_hour;
     double spec_accept_rate, tokens_per_decode_step;
+    double moe_imbalance_prefill, moe_imbalance_decode;
 } sim_summary;
 
 int sim_summarize(const sim_config *c, const sim_workload *w, const sim_results *r, sim_summary *s, cf_err *err);

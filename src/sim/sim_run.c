@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "sim/sim_cost.h"
+#include "sim/sim_eplb.h"
 #include "sim/sim_state.h"
 
 static sched_limits limits_of(const sim_config *c, const sim_pool_cfg *p) {
@@ -69,6 +70,12 @@ static int setup(sim_state *s, cf_err *err) {
     for (int i = 0; i < s->n_inst; i++)
         if (sim_inst_init(s, &s->inst[i], i < s->n_prefill ? SIM_POOL_PREFILL : SIM_POOL_DECODE, err)) return -1;
     if (sim_tiers_init(s, err)) return -1;
+    for (int p = 0; p < 2; p++) {
+        const sim_pool_cfg *pc = p == 0 ? &c->prefill : &c->decode;
+        s->moe_imbalance[p] = pc->instances > 0 ? sim_moe_imbalance(&c->model, pc, s->o->seed, err) : 1.0;
+        if (s->moe_imbalance[p] < 0) return -1;
+        s->r->moe_imbalance[p] = s->moe_imbalance[p];
+    }
     sim_rng_seed(&s->rng, s->o->seed);
     if (s->w->n && sim_heap_push(&s->heap, s->w->r[0].arrival, SIM_EV_ARRIVAL, 0)) return cf_fail(err, "out of memory");
     if (c->store_on && sim_heap_push(&s->heap, c->gc_interval_s, SIM_EV_GC, 0)) return cf_fail(err, "out of memory");

@@ -62,6 +62,7 @@ typedef struct sim_state {
     route_worker *route_ws; /* scratch: one per instance of the larger pool */
     uint64_t route_cursor[2];
     int64_t rejected; /* requests longer than an instance's KV memory */
+    double moe_imbalance[2]; /* per pool, from EPLB (sim_eplb.h) */
     int64_t pool_blocks[2]; /* KV blocks the scheduler of one instance can use, per pool */
 } sim_state;
 

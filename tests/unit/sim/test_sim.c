@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "sim/sim.h"
+#include "sim/sim_eplb.h"
 #include "sim/sim_report.h"
 #include "sim/sim_workload.h"
 #include "store/store_format.h"
@@ -22,7 +23,15 @@ static const char *
     HW = "{\"name\": \"testgpu\", \"flops_fp8\": " SRC(1e15) ", \"flops_bf16\": " SRC(5e14) ", \"hbm_bytes\": " SRC(8e10) ", \"hbm_bw\": " SRC(3e12) ", \"scaleup_bw\": " SRC(
         2e11) ", \"scaleout_bw\": " SRC(5e10) ", \"ssd_bw\": " SRC(5e10) ", \"accel_per_node\": " SRC(8) ", "
                                                                                                          "\"mfu\":"
-                                                                                                         " " SRC(0.5) ", \"mbu\": " SRC(0.8) ", \"net_eff\": " SRC(0.8) ", \"step_overhead_s\": " SRC(0.001) "}";
+                                                                                                         " " SRC(0.5) ", \"mbu\": " SRC(0.8) ", \"net_eff\": " SRC(
+                                                                                                             0.8) ", "
+                                                                                                                  "\"st"
+                                                                                                                  "ep_"
+                                                                                                                  "over"
+                                                                                                                  "head"
+                                                                                                                  "_s\""
+                                                                                                                  ":"
+                                                                                                                  " " SRC(0.001) "}";
 
 static const char *MODEL =
     "{\"name\": \"testmoe\", \"total_params\": " SRC(1e11) ", \"active_params\": " SRC(1e10) ", \"dense_params\": " SRC(5e9) ", \"weight_bytes\": " SRC(1) ", \"n_layer\": " SRC(
@@ -32,19 +41,53 @@ static const char *MODEL =
                                                                                                            "\"attn_"
                                                                                                            "flops_per_"
                                                                                                            "ctx\":"
-                                                                                                           " " SRC(2e6) ", \"act_bytes\": " SRC(1.5) ", \"cache_kinds\": [{\"name\": \"kv\", \"bytes_per_token\": " SRC(40000) "}%s]}";
+                                                                                                           " " SRC(2e6) ", \"act_bytes\": " SRC(
+                                                                                                               1.5) ", "
+                                                                                                                    "\""
+                                                                                                                    "ca"
+                                                                                                                    "ch"
+                                                                                                                    "e_"
+                                                                                                                    "ki"
+                                                                                                                    "nd"
+                                                                                                                    "s"
+                                                                                                                    "\""
+                                                                                                                    ": "
+                                                                                                                    "[{"
+                                                                                                                    "\""
+                                                                                                                    "na"
+                                                                                                                    "me"
+                                                                                                                    "\""
+                                                                                                                    ": "
+                                                                                                                    "\""
+                                                                                                                    "kv"
+                                                                                                                    "\""
+                                                                                                                    ", "
+                                                                                                                    "\""
+                                                                                                                    "by"
+                                                                                                                    "te"
+                                                                                                                    "s_"
+                                                                                                                    "pe"
+                                                                                                                    "r_"
+                                                                                                                    "to"
+                                                                                                                    "ke"
+                                                                                                                    "n"
+                                                                                                                    "\""
+                                                                                                                    ":"
+                                                                                                                    " " SRC(40000) "}%s]}";
 
 static const char *PRICES = "{\"name\": \"p\", \"input_hit_per_mtok\": " SRC(0.1) ", \"input_miss_per_mtok\": " SRC(0.5) ", \"output_per_mtok\": " SRC(
     2) ", \"accel_hour\": " SRC(2) ", \"ssd_tb_month\": " SRC(10) ", \"cpu_node_hour\": " SRC(1) ", "
                                                                                                  "\"network_node_"
-                                                                                                 "hour\": " SRC(1) ", "
-                                                                                                                   "\"i"
-                                                                                                                   "dle"
-                                                                                                                   "_re"
-                                                                                                                   "ser"
-                                                                                                                   "ve"
-                                                                                                                   "\":"
-                                                                                                                   " " SRC(0.1) "}";
+                                                                                                 "hour\": " SRC(
+                                                                                                     1) ", "
+                                                                                                        "\"i"
+                                                                                                        "dle"
+                                                                                                        "_re"
+                                                                                                        "ser"
+                                                                                                        "ve"
+                                                                                                        "\":"
+                                                                                                        " " SRC(
+                                                                                                            0.1) "}";
 
 /* A cluster: prefill/decode pool bodies (without hardware) and extra top-level fields. */
 static int make_config(sim_config *c, const char *prefill, const char *decode, const char *extra, const char *kinds,
@@ -232,6 +275,22 @@ static void test_retention(void) {
     sim_workload_free(&w);
 }
 
+/* EPLB (src/eplb) with redundant slots balances a skewed expert load better than one slot per expert. */
+static void test_eplb(void) {
+    sim_config c;
+    cf_err err = {0};
+    int rc = make_config(&c, "\"instances\": 1, \"accelerators\": 16, \"redundant_experts\": 16, \"expert_skew\": 1",
+                         D1, NULL, NULL, &err);
+    CHECKF(rc == 0, "%s", err.msg);
+    if (rc) return;
+    double on = sim_moe_imbalance(&c.model, &c.prefill, 1, &err);
+    c.prefill.eplb = false;
+    double off = sim_moe_imbalance(&c.model, &c.prefill, 1, &err);
+    CHECKF(on >= 1 && off > on * 1.05, "imbalance with EPLB %.3f, without %.3f", on, off);
+    c.prefill.accels = 1;
+    CHECK(sim_moe_imbalance(&c.model, &c.prefill, 1, &err) == 1.0);
+}
+
 static void expect_error(const char *prefill, const char *extra, const char *want) {
     sim_config c;
     cf_err err = {0};
@@ -308,6 +367,7 @@ int main(int argc, char **argv) {
     if (!*only || !strcmp(only, "hits")) test_hits_and_preemption();
     if (!*only || !strcmp(only, "window")) test_window_replay();
     if (!*only || !strcmp(only, "retention")) test_retention();
+    if (!*only || !strcmp(only, "eplb")) test_eplb();
     if (!*only || !strcmp(only, "bad")) test_bad_config();
     if (!*only || !strcmp(only, "files")) test_repo_files();
     return test_finish();
