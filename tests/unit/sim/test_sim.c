@@ -31,7 +31,8 @@ static const char *
                                                                                                                   "head"
                                                                                                                   "_s\""
                                                                                                                   ":"
-                                                                                                                  " " SRC(0.001) "}";
+                                                                                                                  " " SRC(
+                                                                                                                      0.001) "}";
 
 static const char *MODEL =
     "{\"name\": \"testmoe\", \"total_params\": " SRC(1e11) ", \"active_params\": " SRC(1e10) ", \"dense_params\": " SRC(5e9) ", \"weight_bytes\": " SRC(1) ", \"n_layer\": " SRC(
@@ -73,7 +74,8 @@ static const char *MODEL =
                                                                                                                     "n"
                                                                                                                     "\""
                                                                                                                     ":"
-                                                                                                                    " " SRC(40000) "}%s]}";
+                                                                                                                    " " SRC(
+                                                                                                                        40000) "}%s]}";
 
 static const char *PRICES = "{\"name\": \"p\", \"input_hit_per_mtok\": " SRC(0.1) ", \"input_miss_per_mtok\": " SRC(0.5) ", \"output_per_mtok\": " SRC(
     2) ", \"accel_hour\": " SRC(2) ", \"ssd_tb_month\": " SRC(10) ", \"cpu_node_hour\": " SRC(1) ", "
