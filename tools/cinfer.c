@@ -38,6 +38,7 @@ static const command commands[] = {
     {"mkmodel", cmd_mkmodel, "write a random-weight model of any shape (tests, benchmarks)"},
     {"store", cmd_store, "persistent KV block store maintenance (gc, stats, verify)"},
     {"ep", cmd_ep, "expert parallelism: per-rank view of an `mpirun ... serve --ep` job (ep stats)"},
+    {"sim", cmd_sim, "cluster simulator: a workload on a simulated prefill/decode cluster, its latency and economics"},
     {"bench", cmd_bench, "benchmarks (latency: prefill/decode vs roofline; throughput: the serving engine)"},
 };
 

@@ -14,8 +14,9 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_store(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
-int cmd_ep(int argc, char **argv); /* `ep stats` (cmd_ep.c) */
 int cmd_router(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
+int cmd_ep(int argc, char **argv); /* `ep stats` (cmd_ep.c) */
 /* Benchmarks dispatched by cmd_bench: argv[0] is the benchmark's name.
  * `bench throughput` (cmd_bench_throughput.c). */
 int bench_throughput(int argc, char **argv);

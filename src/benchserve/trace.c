@@ -66,10 +66,8 @@ static int parse_line(const char *line, size_t lineno, bs_trace *t, size_t *pool
     return 0;
 }
 
-int bs_trace_load(const char *path, size_t max_requests, bs_trace *out, cf_err *err) {
+int bs_trace_read(FILE *f, const char *name, size_t max_requests, bs_trace *out, cf_err *err) {
     *out = (bs_trace){0};
-    FILE *f = fopen(path, "r");
-    if (!f) return cf_fail(err, "%s: cannot open", path);
     char *line = NULL;
     size_t cap = 0, lineno = 0, pool_n = 0, pool_cap = 0;
     ssize_t len;
@@ -80,15 +78,23 @@ int bs_trace_load(const char *path, size_t max_requests, bs_trace *out, cf_err *
         if ((rc = parse_line(line, lineno, out, &pool_n, &pool_cap, err))) break;
     }
     free(line);
-    fclose(f);
     if (!rc && out->n == 0) rc = cf_fail(err, "no requests");
     if (rc) {
-        cf_prefix(err, "%s", path);
+        cf_prefix(err, "%s", name);
         bs_trace_free(out);
         return -1;
     }
     for (size_t i = 0; i < out->n; i++) out->reqs[i].hash = out->pool + (uintptr_t)out->reqs[i].hash;
     return 0;
+}
+
+int bs_trace_load(const char *path, size_t max_requests, bs_trace *out, cf_err *err) {
+    *out = (bs_trace){0};
+    FILE *f = fopen(path, "r");
+    if (!f) return cf_fail(err, "%s: cannot open", path);
+    int rc = bs_trace_read(f, path, max_requests, out, err);
+    fclose(f);
+    return rc;
 }
 
 void bs_trace_free(bs_trace *t) {

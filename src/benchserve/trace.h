@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base/error.h"
 
@@ -34,6 +35,9 @@ typedef struct bs_trace {
  * message naming the line on malformed input (bad JSON, missing or negative
  * fields, input_length not covered by its blocks, timestamps going back). */
 int bs_trace_load(const char *path, size_t max_requests, bs_trace *out, cf_err *err);
+/* The same from an open stream (the fuzz harness reads from memory); `name`
+ * prefixes errors. */
+int bs_trace_read(FILE *f, const char *name, size_t max_requests, bs_trace *out, cf_err *err);
 void bs_trace_free(bs_trace *t);
 
 /* A request's input length when blocks hold `block` tokens instead of 512:

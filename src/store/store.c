@@ -322,7 +322,7 @@ static void store_run_write(store *s, store_wslot *w) {
         .n_tokens = s->cfg.block_tokens,
         .traffic_class = w->cls,
         .created = now,
-        .expires = now + s->cfg.retention_s[w->cls],
+        .expires = store_expiry_for(now, w->cls, s->cfg.retention_s),
         .payload_len = s->cfg.payload_bytes,
     };
     memcpy(h.fingerprint, s->cfg.fingerprint, STORE_KEY_BYTES);

@@ -19,17 +19,12 @@
 #include "store/store_format.h"
 #include "store/store_fs.h"
 
-typedef struct gc_entry {
-    uint8_t key[STORE_KEY_BYTES];
-    int64_t atime, size;
-} gc_entry;
-
 typedef struct gc_walk {
     int64_t now, real_now;
     bool collect; /* a quota is set: remember live objects for the LRU pass (48 bytes each) */
     uint64_t live; /* bytes of live objects */
     store_gc_result *r;
-    gc_entry *v;
+    store_gc_cand *v;
     size_t n, cap;
     bool oom;
 } gc_walk;
@@ -103,7 +98,7 @@ static void gc_visit(void *ctx, int dfd, const char *name) {
     if (len != STORE_HEX_BYTES - 1 || store_hex_key(name, key)) return; /* not ours */
     w->r->objects++;
     w->r->bytes += (uint64_t)sb.st_size;
-    if (sb.st_mtime <= w->now) {
+    if (store_is_expired((int64_t)sb.st_mtime, w->now)) {
         gc_unlink(w, dfd, name, (uint64_t)sb.st_size, &w->r->deleted_expired);
         return;
     }
@@ -111,7 +106,7 @@ static void gc_visit(void *ctx, int dfd, const char *name) {
     if (!w->collect) return;
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 1024;
-        gc_entry *v = realloc(w->v, cap * sizeof *v);
+        store_gc_cand *v = realloc(w->v, cap * sizeof *v);
         if (!v) {
             w->oom = true;
             return;
@@ -119,16 +114,29 @@ static void gc_visit(void *ctx, int dfd, const char *name) {
         w->v = v;
         w->cap = cap;
     }
-    gc_entry *e = &w->v[w->n++];
+    store_gc_cand *e = &w->v[w->n++];
     memcpy(e->key, key, sizeof key);
     e->atime = sb.st_atime;
     e->size = sb.st_size;
 }
 
 static int gc_cmp(const void *a, const void *b) {
-    const gc_entry *x = a, *y = b;
+    const store_gc_cand *x = a, *y = b;
     if (x->atime != y->atime) return x->atime < y->atime ? -1 : 1;
     return memcmp(x->key, y->key, STORE_KEY_BYTES);
+}
+
+int64_t store_expiry_for(int64_t now, int cls, const int64_t retention_s[STORE_N_CLASSES]) {
+    if (cls < 0 || cls >= STORE_N_CLASSES) cls = 0;
+    return now + retention_s[cls];
+}
+
+size_t store_gc_lru_victims(store_gc_cand *v, size_t n, uint64_t live, int64_t quota_bytes) {
+    if (quota_bytes <= 0 || live <= (uint64_t)quota_bytes) return 0;
+    qsort(v, n, sizeof *v, gc_cmp);
+    size_t k = 0;
+    while (k < n && live > (uint64_t)quota_bytes) live -= (uint64_t)v[k++].size;
+    return k;
 }
 
 static void gc_quarantine(const char *dir, gc_walk *w) {
@@ -153,20 +161,25 @@ int store_gc(const char *dir, int64_t now, int64_t quota_bytes, store_gc_result 
     if (gc_for_each(dir, gc_visit, &w, err)) return -1;
     gc_quarantine(dir, &w);
     uint64_t live = w.live;
-    if (quota_bytes > 0 && live > (uint64_t)quota_bytes && !w.oom) {
-        qsort(w.v, w.n, sizeof *w.v, gc_cmp);
-        for (size_t i = 0; i < w.n && live > (uint64_t)quota_bytes; i++) {
+    /* the decision is store_gc_lru_victims; a victim that cannot be unlinked stays live, so the
+       decision is asked again over the objects after it */
+    size_t i = 0;
+    while (!w.oom && i < w.n && live > (uint64_t)quota_bytes && quota_bytes > 0) {
+        size_t k = store_gc_lru_victims(w.v + i, w.n - i, live, quota_bytes);
+        if (k == 0) break;
+        for (size_t j = i; j < i + k; j++) {
             char path[4096];
-            if (store_object_path(dir, w.v[i].key, path, sizeof path)) continue;
+            if (store_object_path(dir, w.v[j].key, path, sizeof path)) continue;
             if (unlink(path) == 0) {
                 r->deleted_lru++;
-                r->bytes_deleted += (uint64_t)w.v[i].size;
+                r->bytes_deleted += (uint64_t)w.v[j].size;
             } else if (errno != ENOENT) {
                 r->errors++;
                 continue;
             }
-            live -= (uint64_t)w.v[i].size;
+            live -= (uint64_t)w.v[j].size;
         }
+        i += k;
     }
     if (w.oom) r->errors++;
     r->objects_after = r->objects - r->deleted_expired - r->deleted_lru;

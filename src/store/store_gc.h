@@ -34,6 +34,26 @@ typedef struct store_gc_result {
     uint64_t errors; /* unlink / stat failures other than ENOENT */
 } store_gc_result;
 
+/* The retention decisions, as pure functions shared with the cluster
+ * simulator (src/sim/sim_store.c), which links them rather than copying:
+ * an object written at `now` in class `cls` expires at now + retention[cls];
+ * it is expired (unloadable, and deleted by the next pass) once expires <=
+ * now. */
+int64_t store_expiry_for(int64_t now, int cls, const int64_t retention_s[STORE_N_CLASSES]);
+static inline int store_is_expired(int64_t expires, int64_t now) { return expires <= now; }
+
+/* A live object, as the quota pass sees it. */
+typedef struct store_gc_cand {
+    uint8_t key[STORE_KEY_BYTES];
+    int64_t atime, size;
+} store_gc_cand;
+
+/* The quota decision: sorts v into eviction order (least recently used
+ * first: oldest atime, ties by key) and returns how many of the first
+ * objects must go so that `live` bytes fit in quota_bytes (0 when
+ * quota_bytes <= 0 or live already fits). Pure: no I/O, no clock. */
+size_t store_gc_lru_victims(store_gc_cand *v, size_t n, uint64_t live, int64_t quota_bytes);
+
 /* One pass over dir at store time `now`. -1 (err) only when dir/objects cannot be read. */
 int store_gc(const char *dir, int64_t now, int64_t quota_bytes, store_gc_result *r, cf_err *err);
 
