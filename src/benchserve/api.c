@@ -106,8 +106,9 @@ static void openai_usage(bs_stream *s, json_t *u) {
 
 static int add_text(bs_stream *s, json_t *t, int answer) {
     const char *v = json_string_value(t);
-    if (!v || !v[0]) return 0;
-    if (answer && bs_buf_puts(&s->text, v)) return fail(s, "out of memory", NULL);
+    size_t n = json_string_length(t); /* text may hold U+0000 (JSON_ALLOW_NUL) */
+    if (!v || !n) return 0;
+    if (answer && bs_buf_append(&s->text, v, n)) return fail(s, "out of memory", NULL);
     return 1;
 }
 
@@ -181,7 +182,8 @@ int bs_stream_event(bs_stream *s, const char *event, const char *data, size_t le
         return 0;
     }
     json_error_t je;
-    json_t *o = json_loadb(data, len, 0, &je);
+    /* a model may stream any code point, U+0000 included */
+    json_t *o = json_loadb(data, len, JSON_ALLOW_NUL, &je);
     if (!json_is_object(o)) {
         json_decref(o);
         snprintf(s->error, sizeof s->error, "event is not a JSON object: %.100s", je.text);

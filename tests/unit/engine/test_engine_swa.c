@@ -381,8 +381,8 @@ static void test_replay_default(const model *m, thread_pool *pool) {
     CHECK(kv_spec_replay_by_default(&v4) && kv_spec_default_replay_tokens(&v4) == 128);
     v4.bounded_replay = false; /* the same groups without the declaration: exact by default */
     CHECK(!kv_spec_replay_by_default(&v4));
-    kv_spec mla = {.n_groups = 1, .groups = {{.kind = KV_LAYER_MLA, .n_layers = 4, .token_floats = 64}},
-                   .bounded_replay = true};
+    kv_spec mla = {
+        .n_groups = 1, .groups = {{.kind = KV_LAYER_MLA, .n_layers = 4, .token_floats = 64}}, .bounded_replay = true};
     CHECK(!kv_spec_replay_by_default(&mla)); /* no window group: nothing to replay */
     /* auto on gemma2, no tier: no bounded replay, so the repeated turn is exact from the start */
     cinfer_engine_options o = {.block_tokens = 16,
