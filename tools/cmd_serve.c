@@ -110,8 +110,8 @@ static const char serve_about[] =
     "/tokenize, /detokenize; GET /v1/models, /health, /ready, /metrics.\n"
     "The port is bound before the model loads: a busy port fails at once (exit 1).";
 
-/* CLI_OK, CLI_HELP or CLI_USAGE (message printed). One row per flag. */
-static int parse_serve(int argc, char **argv, serve_opts *o) {
+/* The defaults every flag starts from. */
+static void serve_defaults(serve_opts *o) {
     memset(o, 0, sizeof *o);
     o->host = "127.0.0.1";
     o->port = 8080;
@@ -134,7 +134,11 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     o->body_s = 60;
     o->idle_s = 60;
     o->api_key = getenv("CINFER_API_KEY");
-    const cli_opt t[] = {
+}
+
+/* Flags of the model, the engine, speculation and window state. Writes its rows to t (room for cap); returns how many. */
+static size_t serve_rows_model(serve_opts *o, cli_opt *t, size_t cap) {
+    const cli_opt rows[] = {
         {"model", 'm', "PATH", "GGUF model or Hugging Face model directory (or give it as the first argument)",
          CLI_STR(&o->model)},
         {"host", 0, "ADDR", "bind address (default 127.0.0.1: loopback only)", CLI_STR(&o->host)},
@@ -191,6 +195,16 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
          "weights as the kernels want them to DIR, later starts map that file\n"
          "(no repacking; processes on the host share one copy)",
          CLI_STR(&o->weights_cache)},
+    };
+    size_t n = sizeof rows / sizeof rows[0];
+    if (n > cap) abort(); /* the table in parse_serve is sized for every row: a programming error */
+    memcpy(t, rows, sizeof rows);
+    return n;
+}
+
+/* Flags of the KV store, HTTP limits, parsers and tenants. Writes its rows to t (room for cap); returns how many. */
+static size_t serve_rows_store_http(serve_opts *o, cli_opt *t, size_t cap) {
+    const cli_opt rows[] = {
         {"kv-store", 0, "DIR",
          "persistent KV block store (docs/store.md): prompt prefixes computed\n"
          "before, also by earlier runs, are loaded instead of recomputed",
@@ -260,6 +274,16 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
          "API keys share the prefix cache (default: each key's prompts are cached\n"
          "apart, so no key can observe another's cache hits; docs/serve.md)",
          CLI_SET(&o->share_prefix_cache, true)},
+    };
+    size_t n = sizeof rows / sizeof rows[0];
+    if (n > cap) abort(); /* the table in parse_serve is sized for every row: a programming error */
+    memcpy(t, rows, sizeof rows);
+    return n;
+}
+
+/* Flags of the prefill/decode roles and expert parallelism. Writes its rows to t (room for cap); returns how many. */
+static size_t serve_rows_cluster(serve_opts *o, cli_opt *t, size_t cap) {
+    const cli_opt rows[] = {
         CLI_SECTION("disaggregated prefill/decode (docs/pd.md)"),
         {"role", 0, "ROLE",
          "both (default: today's server), prefill (computes prompts for decode\n"
@@ -286,11 +310,24 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
         {"ep-threads", 0, "N", "threads computing experts for other ranks (default 1)",
          CLI_NUM(&o->ep.threads, 1, 1024)},
     };
+    size_t n = sizeof rows / sizeof rows[0];
+    if (n > cap) abort(); /* the table in parse_serve is sized for every row: a programming error */
+    memcpy(t, rows, sizeof rows);
+    return n;
+}
+
+/* CLI_OK, CLI_HELP or CLI_USAGE (message printed). One row per flag. */
+static int parse_serve(int argc, char **argv, serve_opts *o) {
+    serve_defaults(o);
+    cli_opt t[128];
+    size_t n = serve_rows_model(o, t, 128);
+    n += serve_rows_store_http(o, t + n, 128 - n);
+    n += serve_rows_cluster(o, t + n, 128 - n);
     cli_cmd c = {.name = "serve",
                  .usage = "cinfer serve MODEL.gguf [options]",
                  .about = serve_about,
                  .opts = t,
-                 .n_opts = sizeof t / sizeof t[0],
+                 .n_opts = n,
                  .epilog = "\nexit status: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 when start-up fails,\n"
                            "2 for usage errors."};
     int pos, rc = cli_parse(&c, argc, argv, &pos);

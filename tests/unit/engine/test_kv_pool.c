@@ -26,7 +26,8 @@ static void on_evict(void *ctx, int32_t b) {
     if (n_evicted < 64) evicted[n_evicted++] = b;
 }
 
-int main(void) {
+/* Spec arithmetic and validation (plain, mixed window and row groups) and the window rings. */
+static void test_specs_and_rings(void) {
     cf_err err = {{0}};
     kv_spec s = small_spec();
 
@@ -84,6 +85,12 @@ int main(void) {
     CHECK(kv_spec_check(&bad, &err) == -1);
     bad.n_groups = 0;
     CHECK(kv_spec_check(&bad, &err) == -1);
+}
+
+int main(void) {
+    cf_err err = {{0}};
+    kv_spec s = small_spec();
+    test_specs_and_rings();
 
     /* a budget too small for one block fails cleanly */
     kv_pool *p = NULL;

@@ -33,54 +33,8 @@ static void expect_unsupported(const char *schema, const char *keyword) {
 
 #define C CINFER_GRAMMAR_JSON_COMPACT
 
-int main(void) {
-    cinfer_grammar_vocab *v = gt_byte_vocab();
-    V = v;
-    /* unsupported keywords are errors naming them */
-    expect_unsupported("{\"type\":\"array\",\"uniqueItems\":true}", "uniqueItems");
-    expect_unsupported("{\"not\":{}}", "not");
-    expect_unsupported("{\"if\":{},\"then\":{}}", "if");
-    expect_unsupported("{\"properties\":{\"a\":{\"contains\":{}}}}", "contains");
-    expect_unsupported("{\"patternProperties\":{\"^x\":{}}}", "patternProperties");
-    expect_unsupported("{\"$ref\":\"http://example.com/s.json\"}", "$ref");
-    expect_unsupported("{\"type\":\"string\",\"format\":\"bogus\"}", "format");
-    expect_unsupported("{\"oneOf\":[{\"type\":\"string\"},{\"minLength\":2}]}", "oneOf");
-    /* oneOf branches told apart by object keywords only when objects are the only shared type */
-    expect_unsupported("{\"oneOf\":[{\"required\":[\"k\"],\"properties\":{\"k\":{\"const\":1}}},"
-                       "{\"required\":[\"k\"],\"properties\":{\"k\":{\"const\":2}}}]}",
-                       "oneOf");
-    static const char one_req[] = "{\"type\":\"object\",\"oneOf\":[{\"required\":[\"a\"],\"properties\":{\"a\":{},"
-                                  "\"b\":{}},\"additionalProperties\":false},{\"required\":[\"c\"],"
-                                  "\"properties\":{\"c\":{}},\"additionalProperties\":false}]}";
-    expect(one_req, C, "{\"a\":1,\"b\":2}", 1);
-    expect(one_req, C, "{\"c\":1}", 1);
-    expect(one_req, C, "{\"a\":1,\"c\":2}", 0);
-    expect(one_req, C, "{}", 0);
-    expect_unsupported("{\"type\":\"number\",\"minimum\":1.5}", "minimum");
-    expect_unsupported("{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "pattern");
-    cinfer_grammar_error err;
-    CHECK(gt_compile(CINFER_GRAMMAR_JSON_SCHEMA, "{\"type\":", 0, &err) == NULL && err.position >= 0);
-    CHECK(gt_compile(CINFER_GRAMMAR_JSON_SCHEMA, "false", 0, &err) == NULL);
-    /* integers and numbers */
-    expect("{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":120}", C, "119", 1);
-    expect("{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":120}", C, "120", 0);
-    expect("{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":120}", C, "-5", 1);
-    expect("{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":120}", C, "-6", 0);
-    expect("{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":120}", C, "007", 0);
-    expect("{\"type\":\"integer\",\"minimum\":100}", C, "99999999999999999999999", 1);
-    expect("{\"type\":\"integer\",\"multipleOf\":7}", C, "-49", 1);
-    expect("{\"type\":\"integer\",\"multipleOf\":7}", C, "50", 0);
-    expect("{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", C, "0.999", 1);
-    expect("{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", C, "1.0", 1);
-    expect("{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", C, "1.01", 0);
-    expect("{\"type\":\"number\",\"exclusiveMinimum\":-2,\"maximum\":0}", C, "-1.99", 1);
-    expect("{\"type\":\"number\",\"exclusiveMinimum\":-2,\"maximum\":0}", C, "-2", 0);
-    expect("{\"type\":\"number\",\"exclusiveMinimum\":-2,\"maximum\":0}", C, "-0.5", 1);
-    expect("{\"type\":\"number\",\"exclusiveMinimum\":-2,\"maximum\":0}", C, "0", 1);
-    expect("{\"type\":\"number\"}", C, "-1.5e+10", 1);
-    /* strings */
-    expect("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", C, "\"\xc3\xa9\xc3\xa9\"", 1);
-    expect("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", C, "\"abcd\"", 0);
+/* Length limits beside class-run patterns, shared limit rules, and class-run patternProperties. */
+static void test_pattern_limits(void) {
     /* length limits with a pattern that is one repeated character class (json_pattern_len.c) */
     static const char anch[] = "{\"type\":\"string\",\"pattern\":\"^[a-z_.]+$\",\"maxLength\":3}";
     expect(anch, C, "\"ab\"", 1);
@@ -137,6 +91,57 @@ int main(void) {
     expect("{\"type\":\"string\",\"format\":\"date\"}", C, "\"2023-02-29\"", 0);
     expect("{\"type\":\"string\",\"format\":\"uuid\"}", C, "\"123e4567-e89b-12d3-a456-426614174000\"", 1);
     expect("{\"type\":\"string\",\"format\":\"date\"}", C | CINFER_GRAMMAR_FORMAT_ANNOTATION, "\"x\"", 1);
+}
+
+int main(void) {
+    cinfer_grammar_vocab *v = gt_byte_vocab();
+    V = v;
+    /* unsupported keywords are errors naming them */
+    expect_unsupported("{\"type\":\"array\",\"uniqueItems\":true}", "uniqueItems");
+    expect_unsupported("{\"not\":{}}", "not");
+    expect_unsupported("{\"if\":{},\"then\":{}}", "if");
+    expect_unsupported("{\"properties\":{\"a\":{\"contains\":{}}}}", "contains");
+    expect_unsupported("{\"patternProperties\":{\"^x\":{}}}", "patternProperties");
+    expect_unsupported("{\"$ref\":\"http://example.com/s.json\"}", "$ref");
+    expect_unsupported("{\"type\":\"string\",\"format\":\"bogus\"}", "format");
+    expect_unsupported("{\"oneOf\":[{\"type\":\"string\"},{\"minLength\":2}]}", "oneOf");
+    /* oneOf branches told apart by object keywords only when objects are the only shared type */
+    expect_unsupported("{\"oneOf\":[{\"required\":[\"k\"],\"properties\":{\"k\":{\"const\":1}}},"
+                       "{\"required\":[\"k\"],\"properties\":{\"k\":{\"const\":2}}}]}",
+                       "oneOf");
+    static const char one_req[] = "{\"type\":\"object\",\"oneOf\":[{\"required\":[\"a\"],\"properties\":{\"a\":{},"
+                                  "\"b\":{}},\"additionalProperties\":false},{\"required\":[\"c\"],"
+                                  "\"properties\":{\"c\":{}},\"additionalProperties\":false}]}";
+    expect(one_req, C, "{\"a\":1,\"b\":2}", 1);
+    expect(one_req, C, "{\"c\":1}", 1);
+    expect(one_req, C, "{\"a\":1,\"c\":2}", 0);
+    expect(one_req, C, "{}", 0);
+    expect_unsupported("{\"type\":\"number\",\"minimum\":1.5}", "minimum");
+    expect_unsupported("{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "pattern");
+    cinfer_grammar_error err;
+    CHECK(gt_compile(CINFER_GRAMMAR_JSON_SCHEMA, "{\"type\":", 0, &err) == NULL && err.position >= 0);
+    CHECK(gt_compile(CINFER_GRAMMAR_JSON_SCHEMA, "false", 0, &err) == NULL);
+    /* integers and numbers */
+    expect("{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":120}", C, "119", 1);
+    expect("{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":120}", C, "120", 0);
+    expect("{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":120}", C, "-5", 1);
+    expect("{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":120}", C, "-6", 0);
+    expect("{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":120}", C, "007", 0);
+    expect("{\"type\":\"integer\",\"minimum\":100}", C, "99999999999999999999999", 1);
+    expect("{\"type\":\"integer\",\"multipleOf\":7}", C, "-49", 1);
+    expect("{\"type\":\"integer\",\"multipleOf\":7}", C, "50", 0);
+    expect("{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", C, "0.999", 1);
+    expect("{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", C, "1.0", 1);
+    expect("{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", C, "1.01", 0);
+    expect("{\"type\":\"number\",\"exclusiveMinimum\":-2,\"maximum\":0}", C, "-1.99", 1);
+    expect("{\"type\":\"number\",\"exclusiveMinimum\":-2,\"maximum\":0}", C, "-2", 0);
+    expect("{\"type\":\"number\",\"exclusiveMinimum\":-2,\"maximum\":0}", C, "-0.5", 1);
+    expect("{\"type\":\"number\",\"exclusiveMinimum\":-2,\"maximum\":0}", C, "0", 1);
+    expect("{\"type\":\"number\"}", C, "-1.5e+10", 1);
+    /* strings */
+    expect("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", C, "\"\xc3\xa9\xc3\xa9\"", 1);
+    expect("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", C, "\"abcd\"", 0);
+    test_pattern_limits();
     /* objects */
     static const char obj[] = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":"
                               "\"string\"}},\"required\":[\"b\"],\"additionalProperties\":{\"type\":\"boolean\"}}";
