@@ -182,8 +182,10 @@ static int sim_main(sim_cli *o, const char *cluster) {
     }
     sim_config c;
     if (sim_config_load(cluster, o->profiles, &c, &err)) return cli_fail("sim: %s", err.msg);
-    if (o->retention && store_retention_parse(o->retention, c.retention_s, &err))
+    int64_t swa_s = 0;
+    if (o->retention && store_retention_parse(o->retention, c.retention_s, &swa_s, &err))
         return cli_fail("sim: --retention: %s", err.msg);
+    if (swa_s > 0) return cli_fail("sim: --retention: swa= (window-state snapshots in the store) is not simulated");
     if (o->store_tb > 0) c.store_capacity_bytes = o->store_tb * 1e12;
     if (o->store_only && !c.store_on) return cli_fail("sim: --store-only: %s has no store tier", cluster);
     if (o->svg && mkdir(o->svg, 0755) && errno != EEXIST) return cli_fail("sim: --svg: cannot create '%s'", o->svg);

@@ -134,10 +134,14 @@ static int read_store(const sim_jctx *top, json_t *root, sim_config *o, cf_err *
     o->store_capacity_bytes = tb * 1e12;
     o->store_read_bw = rd * 1e9;
     o->store_write_bw = wr * 1e9;
-    if (ret[0] && store_retention_parse(ret, o->retention_s, err)) {
+    int64_t swa_s = 0;
+    if (ret[0] && store_retention_parse(ret, o->retention_s, &swa_s, err)) {
         cf_prefix(err, "%s: store.retention", top->file);
         return -1;
     }
+    if (swa_s > 0) /* the simulated window-state tier is host memory only (its TTL is window_state's) */
+        return cf_fail(err, "%s: store.retention: swa= (window-state snapshots in the store) is not simulated",
+                       top->file);
     return 0;
 }
 
