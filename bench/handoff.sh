@@ -7,6 +7,11 @@
 # case: ours, perftest, ratio. Needs root for (3); skips it otherwise.
 #   usage: bench/handoff.sh [BUILD_DIR] [SIZE_BYTES] [COUNT]
 set -u
+usage="usage: bench/handoff.sh [BUILD_DIR] [SIZE_BYTES] [COUNT]  (KV handoff GB/s vs ucx_perftest; root for the namespace case)"
+case ${1:-} in
+  -h|--help) printf '%s\n' "$usage"; exit 0 ;;
+  -*) echo "handoff.sh: unknown option '$1' (--help for usage)" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
 size=${2:-4194304}

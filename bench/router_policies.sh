@@ -6,6 +6,11 @@
 # bench/results/router-policies-<label>.{txt,json} and prints one summary line per run.
 # usage: bench/router_policies.sh MODEL.gguf [MAX_REQUESTS] [BLOCK_SCALE] [TIME_SCALE]
 set -eu
+usage="usage: bench/router_policies.sh MODEL.gguf [MAX_REQUESTS] [BLOCK_SCALE] [TIME_SCALE]  (router policies on the Mooncake trace)"
+case ${1:-} in
+  -h|--help) printf '%s\n' "$usage"; exit 0 ;;
+  -*) echo "router_policies.sh: unknown option '$1' (--help for usage)" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 BIN=${CINFER_BIN:-$here/../build/cinfer}
 MODEL=${1:?usage: router_policies.sh MODEL.gguf [MAX_REQUESTS] [BLOCK_SCALE] [TIME_SCALE]}
