@@ -114,10 +114,21 @@ fail:
     return 1;
 }
 
+static const char handoff_usage[] =
+    "usage: bench_handoff recv HOST:PORT | send HOST:PORT|ucx:HEX SIZE COUNT [WINDOW]\n";
+
 int main(int argc, char **argv) {
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(handoff_usage, stdout);
+        return 0;
+    }
+    if (argc >= 2 && argv[1][0] == '-') {
+        fprintf(stderr, "bench_handoff: unknown option '%s' (--help for usage)\n", argv[1]);
+        return 2;
+    }
     if (argc == 3 && !strcmp(argv[1], "recv")) return run_recv(argv[2]);
     if ((argc == 5 || argc == 6) && !strcmp(argv[1], "send"))
         return run_send(argv[2], (size_t)strtoull(argv[3], NULL, 10), atoi(argv[4]), argc == 6 ? atoi(argv[5]) : 8);
-    fprintf(stderr, "usage: bench_handoff recv HOST:PORT | send HOST:PORT|ucx:HEX SIZE COUNT [WINDOW]\n");
+    fputs(handoff_usage, stderr);
     return 2;
 }

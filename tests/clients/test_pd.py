@@ -22,8 +22,8 @@ class TestPD(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="cinfer-pd-")
-        cls.P = Server("--role", "prefill", "--kv-store", cls.dir)
-        cls.D = Server("--role", "decode", "--kv-store", cls.dir, "--handoff-timeout", "5")
+        cls.P = Server("--role", "prefill", "--kv-store", cls.dir, "--handoff-timeout", "30")
+        cls.D = Server("--role", "decode", "--kv-store", cls.dir, "--handoff-timeout", "10")
         cls.M = Server()
 
     @classmethod
