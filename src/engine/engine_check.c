@@ -100,11 +100,12 @@ int eng_check_invariants(cinfer_engine *e, char *why, size_t cap) {
     if (rc == 0 && e->swa) {
         int32_t pins = 0;
         for (int32_t i = 0; i < e->n_active; i++) pins += e->active[i]->swa_slot >= 0;
-        int32_t writing = eng_swa_store_writing(e), pinned = swa_state_get_stats(e->swa).pinned;
+        /* every planned restore and every snapshot write in flight holds one pin (several may share a slot) */
+        int32_t writing = eng_swa_store_writing(e), pin_refs = swa_state_get_stats(e->swa).pin_refs;
         if (swa_state_check(e->swa, why, cap)) rc = -1;
-        else if (pinned > pins + writing || (writing == 0 && pinned != pins)) {
-            snprintf(why, cap, "requests plan %d window-state restores, %d snapshot writes run, the tier has %d pinned",
-                     pins, writing, pinned);
+        else if (pin_refs != pins + writing) {
+            snprintf(why, cap, "requests plan %d window-state restores, %d snapshot writes run, the tier holds %d pins",
+                     pins, writing, pin_refs);
             rc = -1;
         }
     }

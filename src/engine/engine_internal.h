@@ -320,7 +320,13 @@ int32_t eng_assemble(cinfer_engine *e, eng_stepbuf *sb);
 int eng_check_invariants(cinfer_engine *e, char *why, size_t cap);
 void eng_check_or_abort(cinfer_engine *e, const char *where);
 #ifdef CINFER_CHECK_INVARIANTS
-#define ENG_CHECK(e, where) eng_check_or_abort((e), (where))
+/* under e->mu: tests inspect (and deliberately corrupt) the engine's state while holding it */
+#define ENG_CHECK(e, where)               \
+    do {                                  \
+        pthread_mutex_lock(&(e)->mu);     \
+        eng_check_or_abort((e), (where)); \
+        pthread_mutex_unlock(&(e)->mu);   \
+    } while (0)
 #else
 #define ENG_CHECK(e, where) ((void)0)
 #endif

@@ -24,7 +24,7 @@ typedef struct swa_slot {
 } swa_slot;
 
 struct swa_state {
-    int32_t n_slots, n_used, n_pinned;
+    int32_t n_slots, n_used, n_pinned, n_pin_refs;
     int64_t entry_floats, slot_stride; /* stride in floats */
     int64_t budget;
     double ttl;
@@ -213,10 +213,12 @@ int32_t swa_state_slot_of(const swa_state *s, const float *data) { return (int32
 
 void swa_state_pin(swa_state *s, int32_t slot) {
     if (s->slots[slot].pins++ == 0) s->n_pinned++;
+    s->n_pin_refs++;
 }
 
 void swa_state_unpin(swa_state *s, int32_t slot) {
     if (--s->slots[slot].pins == 0) s->n_pinned--;
+    s->n_pin_refs--;
 }
 
 uint64_t swa_state_version(const swa_state *s) { return s->version; }
@@ -226,6 +228,7 @@ swa_state_stats swa_state_get_stats(const swa_state *s) {
     return (swa_state_stats){.slots = s->n_slots,
                              .used = s->n_used,
                              .pinned = s->n_pinned,
+                             .pin_refs = s->n_pin_refs,
                              .slot_bytes = slot_bytes,
                              .bytes = (int64_t)s->n_used * slot_bytes,
                              .budget = s->budget,
@@ -237,7 +240,7 @@ swa_state_stats swa_state_get_stats(const swa_state *s) {
 }
 
 int swa_state_check(const swa_state *s, char *why, size_t cap) {
-    int32_t n_lru = 0, n_free = 0, n_pinned = 0, n_chained = 0;
+    int32_t n_lru = 0, n_free = 0, n_pinned = 0, n_chained = 0, n_refs = 0;
     for (int32_t i = s->lru_head, prev = SWA_NIL; i != SWA_NIL; prev = i, i = s->slots[i].next) {
         if (!s->slots[i].used || s->slots[i].prev != prev || ++n_lru > s->n_slots) {
             snprintf(why, cap, "window-state tier: LRU broken at slot %d", i);
@@ -248,6 +251,7 @@ int swa_state_check(const swa_state *s, char *why, size_t cap) {
             return -1;
         }
         n_pinned += s->slots[i].pins > 0;
+        n_refs += s->slots[i].pins;
     }
     for (int32_t i = s->free_head; i != SWA_NIL; i = s->slots[i].next)
         if (s->slots[i].used || ++n_free > s->n_slots) {
@@ -256,9 +260,11 @@ int swa_state_check(const swa_state *s, char *why, size_t cap) {
         }
     for (uint32_t b = 0; b <= s->bucket_mask; b++)
         for (int32_t i = s->buckets[b]; i != SWA_NIL && n_chained <= s->n_slots; i = s->slots[i].chain) n_chained++;
-    if (n_lru != s->n_used || n_lru + n_free != s->n_slots || n_chained != s->n_used || n_pinned != s->n_pinned) {
-        snprintf(why, cap, "window-state tier: counts (lru %d free %d chained %d used %d slots %d pinned %d/%d)", n_lru,
-                 n_free, n_chained, s->n_used, s->n_slots, n_pinned, s->n_pinned);
+    if (n_lru != s->n_used || n_lru + n_free != s->n_slots || n_chained != s->n_used || n_pinned != s->n_pinned ||
+        n_refs != s->n_pin_refs) {
+        snprintf(why, cap,
+                 "window-state tier: counts (lru %d free %d chained %d used %d slots %d pinned %d/%d pins %d/%d)",
+                 n_lru, n_free, n_chained, s->n_used, s->n_slots, n_pinned, s->n_pinned, n_refs, s->n_pin_refs);
         return -1;
     }
     return 0;

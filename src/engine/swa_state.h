@@ -39,7 +39,8 @@
 typedef struct swa_state swa_state;
 
 typedef struct swa_state_stats {
-    int32_t slots, used, pinned;
+    int32_t slots, used, pinned; /* pinned: slots with at least one pin */
+    int32_t pin_refs; /* pins held over all slots (a slot may be pinned by several restores and a write) */
     int64_t slot_bytes; /* bytes of one snapshot */
     int64_t bytes; /* bytes held by entries: used * slot_bytes */
     int64_t budget;
