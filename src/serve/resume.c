@@ -69,8 +69,9 @@ int resume_prepare(gen_job *j, const gen_model *gm, serve_error *err) {
     if (!q->stream || q->n != 1)
         return serve_bad(err, "cinfer.resume", "cinfer.resume continues a stream: it needs stream true and n 1");
     if (q->grammar.kind || q->think_budget >= 0)
-        return serve_bad(err, "cinfer.resume", "cinfer.resume cannot be combined with structured outputs or a "
-                                               "reasoning budget");
+        return serve_bad(err, "cinfer.resume",
+                         "cinfer.resume cannot be combined with structured outputs or a "
+                         "reasoning budget");
     int32_t nv = tokenizer_n_vocab(gm->tok), n = q->n_resume_ids;
     for (int32_t i = 0; i < n; i++)
         if (q->resume_ids[i] >= nv)
@@ -105,13 +106,17 @@ int resume_prepare(gen_job *j, const gen_model *gm, serve_error *err) {
     }
     if ((int64_t)len < q->resume_text_bytes) {
         free(text);
-        return serve_bad(err, "cinfer.resume.text_bytes", "cinfer.resume.text_bytes (%lld) is more than the %zu bytes "
-                         "of text the tokens decode to", (long long)q->resume_text_bytes, len);
+        return serve_bad(err, "cinfer.resume.text_bytes",
+                         "cinfer.resume.text_bytes (%lld) is more than the %zu bytes "
+                         "of text the tokens decode to",
+                         (long long)q->resume_text_bytes, len);
     }
     if (kept >= j->max_tokens || (int64_t)j->n_prompt + kept >= gm->ctx) {
         free(text);
-        return serve_bad(err, "cinfer.resume.tokens", "cinfer.resume.tokens leaves nothing to generate (%d of "
-                         "max_tokens %d)", kept, j->max_tokens);
+        return serve_bad(err, "cinfer.resume.tokens",
+                         "cinfer.resume.tokens leaves nothing to generate (%d of "
+                         "max_tokens %d)",
+                         kept, j->max_tokens);
     }
     int32_t *pr = realloc(j->prompt, (size_t)(j->n_prompt + kept) * sizeof *pr);
     if (!pr) {

@@ -58,8 +58,8 @@
 #include "serve/listen.h"
 #include "serve/metrics.h"
 #include "serve/prep.h"
-#include "serve/routes.h"
 #include "serve/resume.h"
+#include "serve/routes.h"
 #include "serve/server_internal.h"
 #include "serve/tenant.h"
 
@@ -472,7 +472,8 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     snprintf(j->path, sizeof j->path, "%s", path);
     j->n_choices = p.n;
     j->hreq = hr;
-    j->stream_ids = p.stream && p.n == 1 && evhttp_find_header(evhttp_request_get_input_headers(req), "X-Cinfer-Stream-Ids");
+    j->stream_ids =
+        p.stream && p.n == 1 && evhttp_find_header(evhttp_request_get_input_headers(req), "X-Cinfer-Stream-Ids");
     j->model = serve_names_pick(s->cfg->names, p.model);
     j->a = a; /* moved: freed with the job */
     j->prep_p = p; /* moved: into j->g by gen_job_prepare */
