@@ -16,8 +16,10 @@
  * 503 from a full or draining worker. When no worker is eligible (all tried,
  * unhealthy or full), the request waits (back-pressure) and retries every
  * 100 ms until queue_timeout; then the last 429/503 answer is relayed, or a
- * 503 in the API's error shape. A stream that breaks after it started ends
- * with an error event (docs/router.md: mid-stream resume is not built yet).
+ * 503 in the API's error shape. A stream that breaks after it started is
+ * resumed on another worker with cinfer.resume (router_resume.h: the relay
+ * passes committed events only); with none to resume on it ends with an SSE
+ * error event.
  *
  * PD mode (prefill and decode workers registered): step 1 sends the request
  * to a prefill worker with X-Cinfer-Handoff-Id / -To (the decode worker's

@@ -31,8 +31,8 @@ static int commit(router_resume *s, const char *json, size_t len, struct evbuffe
     json_t *n = json_object_get(o, "n"), *t = json_object_get(o, "t"), *b = json_object_get(o, "b");
     json_t *id = json_object_get(o, "id"), *cr = json_object_get(o, "created");
     int rc = -1;
-    if (!json_is_integer(n) || !json_is_array(t) || !json_is_integer(b) || json_integer_value(n) < 0 ||
-        json_integer_value(n) > s->n_ids)
+    if (!json_is_integer(n) || !json_is_array(t) || !json_is_integer(b) || json_integer_value(b) < 0 ||
+        json_integer_value(n) < 0 || json_integer_value(n) > s->n_ids)
         goto done;
     size_t nt = json_array_size(t);
     int64_t need = json_integer_value(n) + (int64_t)nt;
