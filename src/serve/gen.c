@@ -388,10 +388,19 @@ int gen_job_prepare(gen_job *j, const gen_model *gm, gen_params *p, serve_error 
     return compile_grammar(j, gm, err);
 }
 
+static int acc_text(gen_choice *c, const char *s, size_t n);
+static int acc_tokens(gen_choice *c, const cinfer_output *o, int32_t k);
+
 int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err) {
     const gen_params *q = &j->p;
     j->choices = calloc((size_t)q->n, sizeof *j->choices);
     if (!j->choices) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    if (j->n_resumed) { /* cinfer.resume: the whole output (a stored Responses object) starts with it */
+        cinfer_output o = {.tokens = j->prompt + j->n_prompt - j->n_resumed, .n_tokens = j->n_resumed};
+        if ((j->resume_text_len && acc_text(&j->choices[0], j->resume_text, j->resume_text_len)) ||
+            (q->keep_ids && !q->logprobs && acc_tokens(&j->choices[0], &o, 0)))
+            return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    }
     cinfer_request r = cinfer_request_default();
     r.prompt = j->prompt;
     r.n_prompt = j->n_prompt;

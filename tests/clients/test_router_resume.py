@@ -151,6 +151,8 @@ class TestResume(unittest.TestCase):
                 if ev.type in ("response.completed", "response.incomplete"):
                     final = ev.response
             self.assertEqual(seqs, list(range(len(seqs))))
+            stored = oai(url).responses.retrieve(final.id)  # the resuming worker stored the whole output
+            self.assertEqual(stored.output_text, final.output_text)
             return text, final.output_text, items, final.usage.output_tokens, final.status
         a, b = self.run_both(run)
         self.assertEqual(a, b)
