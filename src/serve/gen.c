@@ -537,6 +537,8 @@ int gen_job_read(gen_job *j, const gen_model *gm, int32_t ci, bool accumulate) {
             j->usage.cached_tokens = o->usage.cached_tokens;
             j->usage.replayed_tokens = o->usage.replayed_tokens;
         }
+        if (j->usage.cached_tokens > j->usage.prompt_tokens) /* cinfer.resume: resumed ids are not prompt */
+            j->usage.cached_tokens = j->usage.prompt_tokens;
         j->n_done++;
     }
     return 1;

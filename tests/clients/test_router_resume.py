@@ -6,7 +6,9 @@ stream on the other worker with cinfer.resume; the client's assembled greedy tex
 must equal an uninterrupted direct run, with the API's framing continued (one message_start and no
 repeated content block index for Messages, consecutive sequence numbers for Responses, one role
 chunk for Chat). Also: a resume request with bad ids is a 400 (the worker validates untrusted
-input). Run by tests/integration/router.sh.
+input); and (TestSeams, no timing) the worker side cut after every resume mark of a stream with a
+tool call, with reasoning, and with a stop string gives back exactly the uninterrupted stream.
+Run by tests/integration/router_resume.sh.
 """
 import json
 import os
@@ -15,9 +17,12 @@ import subprocess
 import tempfile
 import unittest
 
+import http.client
+
 import anthropic
 import openai
 
+import scripted_bigram_model as sbm
 from cinfer_router import Router
 from cinfer_server import BIN, MODEL, Server
 
@@ -174,6 +179,100 @@ class TestResume(unittest.TestCase):
         st, _, raw = self.w[0].http("POST", "/v1/chat/completions",
                                  dict(body, stream=False, cinfer={"resume": {"tokens": [5], "text_bytes": 0}}))
         self.assertEqual(st, 400, raw)
+
+
+def sse(server, path, body):
+    """Raw SSE events (comments included) of a stream asked with X-Cinfer-Stream-Ids."""
+    conn = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]), timeout=60)
+    conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json", "X-Cinfer-Stream-Ids": "1"})
+    resp = conn.getresponse()
+    raw = resp.read().decode()
+    conn.close()
+    assert resp.status == 200, raw
+    return [e + "\n\n" for e in raw.split("\n\n") if e]
+
+
+def assemble_chat(events):
+    """What a Chat client builds from data events: roles, text, reasoning, calls, finish, usage."""
+    roles, text, reasoning, calls, finish, usage = 0, "", "", {}, None, None
+    for e in events:
+        if not e.startswith("data: {"):
+            continue
+        c = json.loads(e[6:])
+        usage = c.get("usage") or usage
+        for ch in c["choices"]:
+            d = ch.get("delta", {})
+            roles += "role" in d
+            text += d.get("content") or ""
+            reasoning += d.get("reasoning_content") or ""
+            for tc in d.get("tool_calls") or []:
+                name, args = calls.get(tc["index"], ("", ""))
+                f = tc.get("function", {})
+                calls[tc["index"]] = (name + (f.get("name") or ""), args + (f.get("arguments") or ""))
+            finish = ch.get("finish_reason") or finish
+    if usage:  # a resume's prompt hits the prefix cache: cached tokens differ, nothing else may
+        usage = {k: v for k, v in usage.items() if k != "prompt_tokens_details"}
+    return roles, text, reasoning, calls, finish, usage
+
+
+class TestSeams(unittest.TestCase):
+    """The worker side at every possible cut: the client got the events before the k-th resume mark,
+    a resume request with the ids and text bytes of marks 0..k-1 gives the rest; together they must
+    be the uninterrupted stream (tool-call and reasoning parsing, stop strings, usage). No timing:
+    each cut is replayed exactly."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.scripted = Server(model=sbm.write(os.path.join(cls.tmp.name, "scripted.gguf")), ctx=2048)
+        cls.story = Server(ctx=512)
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.scripted.stop() == 0
+        assert cls.story.stop() == 0
+        cls.tmp.cleanup()
+
+    def every_cut(self, server, body, assemble):
+        full = sse(server, "/v1/chat/completions", body)
+        want = assemble(full)
+        marks = [i for i, e in enumerate(full) if e.startswith(": cinfer ")]
+        self.assertGreater(len(marks), 3)
+        ids, n_cuts = [], 0
+        for k, at in enumerate(marks[:-1]):
+            m = json.loads(full[at][len(": cinfer "):])
+            ids = ids[:m["n"]] + m["t"]
+            resume = {"tokens": ids, "text_bytes": m["b"], "id": m["id"], "created": m["created"]}
+            rest = sse(server, "/v1/chat/completions", dict(body, cinfer={"resume": resume}))
+            got = assemble(full[:at] + rest)
+            self.assertEqual(got, want, "cut after mark %d" % k)
+            self.assertTrue(all(json.loads(e[6:])["id"] == m["id"] for e in rest if e.startswith("data: {")))
+            n_cuts += 1
+        return want, n_cuts
+
+    def test_tool_call_and_reasoning_seams(self):
+        tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+        body = {"model": "scripted", "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+                "tools": tools, "stream": True, "stream_options": {"include_usage": True}, "max_tokens": 200}
+        want, cuts = self.every_cut(self.scripted, body, assemble_chat)
+        self.assertTrue(want[3], want)  # a tool call was streamed
+        self.assertEqual(want[4], "tool_calls")
+        body = {"model": "scripted", "messages": [{"role": "user", "content": "hello"}], "stream": True,
+                "stream_options": {"include_usage": True}, "max_tokens": 200}
+        want, _ = self.every_cut(self.scripted, body, assemble_chat)
+        self.assertTrue(want[2], want)  # reasoning then an answer
+
+    def test_stop_string_seams(self):
+        body = {"model": "stories260K", "messages": [{"role": "user", "content": "Once upon a time"}],
+                "stream": True, "stream_options": {"include_usage": True}, "max_tokens": 40, "temperature": 0}
+        free = assemble_chat(sse(self.story, "/v1/chat/completions", body))
+        words = free[1].split(" ")
+        self.assertGreater(len(words), 8)
+        stop = " " + words[7]  # a stop string well inside the text
+        want, _ = self.every_cut(self.story, dict(body, stop=[stop]), assemble_chat)
+        self.assertEqual(want[4], "stop")
+        self.assertFalse(want[1].endswith(stop))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 # router_resume.sh - mid-stream resume through `cinfer router`: two real workers, the one serving a
 # stream SIGKILLed after the client (openai / anthropic SDKs) got its first chunks; the client's greedy
 # text equals an uninterrupted run for Chat, Completions, Messages and Responses streams; bad
-# cinfer.resume ids are a 400 (tests/clients/test_router_resume.py). The harnesses kill what they started.
+# cinfer.resume ids are a 400; a cut after every resume mark (tool call, reasoning, stop string) replays
+# exactly (tests/clients/test_router_resume.py). The harnesses kill what they started.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 VENV=${CINFER_VENV:-$here/../../.venv}
