@@ -277,9 +277,9 @@ static int on_up_header(struct evhttp_request *up, void *arg) {
     }
     const char *ct = evhttp_find_header(p->up_headers, "Content-Type");
     bool sse = ct && !strncasecmp(ct, "text/event-stream", 17);
-    if (p->relay_started) { /* a resume: only a 200 stream continues the client's */
-        p->up_streaming = sse && p->up_status == 200;
-        p->resumable = p->up_streaming && evhttp_find_header(p->up_headers, "X-Cinfer-Resumable");
+    if (p->relay_started) { /* a resume: only a 200 stream of a worker that understood it continues it */
+        p->up_streaming = p->resumable =
+            sse && p->up_status == 200 && evhttp_find_header(p->up_headers, "X-Cinfer-Resumable");
         return 0;
     }
     if (sse) {
