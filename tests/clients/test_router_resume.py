@@ -163,6 +163,45 @@ class TestResume(unittest.TestCase):
         self.assertEqual(a, b)
         self.assertEqual(b[0], b[1])
 
+    def test_resumed_twice(self):
+        """The resuming worker marks its stream too: kill it as well, a third worker finishes."""
+        third = Server(model=SLOW, ctx=512)
+        self.w.append(third)
+        r = Router([w.url for w in self.w], "--policy", "rr")
+        try:
+            def run(url, kill_at):
+                text, n = "", 0
+                for c in oai(url).chat.completions.create(model=NAME, messages=HELLO, max_tokens=N, temperature=0,
+                                                          stream=True):
+                    for ch in c.choices:
+                        text += ch.delta.content or ""
+                        n += 1 if ch.delta.content else 0
+                        if n in kill_at:
+                            busy = [w["url"] for w in r.workers() if w["inflight"] > 0]
+                            self.assertEqual(len(busy), 1)
+                            next(w for w in self.w if w.url == busy[0]).stop(signal.SIGKILL)
+                return text
+            direct = run(third.url, ())
+            self.assertEqual(run(r.url, (KILL_AFTER, 3 * KILL_AFTER)), direct)
+            self.assertEqual(r.metrics()["cinfer_router_resumes_total"], 2, r.log_text()[-3000:])
+        finally:
+            self.assertEqual(r.stop(), 0)
+
+    def test_non_stream_killed_mid_generation_is_retried_whole(self):
+        """A non-streamed request whose worker dies while it runs (a 150-token answer takes ~1.5 s)
+        is sent again whole to the other worker: the client sees one normal answer."""
+        import threading
+        body = dict(model=NAME, messages=HELLO, max_tokens=N, temperature=0)
+        direct = oai(self.w[0].url).chat.completions.create(**body)
+        killer = threading.Thread(target=lambda: (self.router.wait_workers(
+            lambda ws: any(w["inflight"] > 0 for w in ws)), self.kill_serving()))
+        killer.start()
+        routed = oai(self.router.url).chat.completions.create(**body)
+        killer.join()
+        self.assertEqual(routed.choices[0].message.content, direct.choices[0].message.content)
+        self.assertEqual(routed.usage.completion_tokens, direct.usage.completion_tokens)
+        self.assertGreaterEqual(self.router.metrics()["cinfer_router_retries_total"], 1)
+
     def test_bad_resume_ids_are_400(self):
         body = {"model": NAME, "messages": HELLO, "max_tokens": 8, "stream": True}
         for resume, param in (({"tokens": [1, 99999], "text_bytes": 0}, "cinfer.resume.tokens"),
