@@ -83,8 +83,9 @@ struct proxy_req {
     double t0, wait_deadline;
     struct event *retry_timer;
     /* mid-stream resume (router_resume.h): up_streaming: this upstream's body goes to the client;
-     * resumable: it marks its reads (X-Cinfer-Resumable); resume_body: the body of the next try */
-    bool up_streaming, resumable;
+     * resumable: it marks its reads (X-Cinfer-Resumable); marked: the client's stream came from such
+     * workers only (it can be resumed); resume_body: the body of the next try (NULL: the client's) */
+    bool up_streaming, resumable, marked;
     router_resume rs;
     char *resume_body;
     size_t resume_len;
@@ -287,7 +288,7 @@ static int on_up_header(struct evhttp_request *up, void *arg) {
         evhttp_remove_header(evhttp_request_get_output_headers(p->client), "X-Cinfer-Resumable");
         evhttp_send_reply_start(p->client, p->up_status, evhttp_request_get_response_code_line(up));
         p->relay_started = p->up_streaming = true;
-        p->resumable = p->up_status == 200 && evhttp_find_header(p->up_headers, "X-Cinfer-Resumable");
+        p->resumable = p->marked = p->up_status == 200 && evhttp_find_header(p->up_headers, "X-Cinfer-Resumable");
     }
     return 0;
 }
@@ -305,7 +306,7 @@ static void on_up_chunk(struct evhttp_request *up, void *arg) {
             LOG_WARN("router: %s: malformed resume marks from %s; the stream is relayed without resume", p->path,
                      p->worker >= 0 ? p->r->w[p->worker].url : "?");
             router_resume_flush(&p->rs, out);
-            p->resumable = false;
+            p->resumable = p->marked = false;
         }
         evhttp_send_reply_chunk_with_cb(p->client, out, on_client_drained, p);
         evbuffer_drain(out, evbuffer_get_length(out));
@@ -387,17 +388,20 @@ static void proxy_stream_broke(proxy_req *p, bool failed, int status) {
     if (wi >= 0 && wi < 64) p->tried |= 1ull << wi;
     if (wi >= 0) r->w[wi].n_retries_from++;
     bool refused = !failed && !p->up_full && status >= 400 && status < 500; /* the resume body itself */
-    bool can = p->rs.commented && !refused && ++p->attempts < r->cfg->max_attempts;
+    bool can = p->marked && !refused && ++p->attempts < r->cfg->max_attempts;
     proxy_drop_upstream(p, false);
     evbuffer_drain(p->up_body, evbuffer_get_length(p->up_body));
     p->up_full = p->up_failed = false;
     p->up_status = 0;
     size_t blen = evbuffer_get_length(p->body);
     free(p->resume_body);
-    p->resume_body =
-        can ? router_resume_body(&p->rs, blen ? (const char *)evbuffer_pullup(p->body, -1) : "", blen, &p->resume_len)
-            : NULL;
-    if (!p->resume_body) {
+    p->resume_body = NULL;
+    if (can && p->rs.commented) { /* else nothing but the headers reached the client: send the request as it was */
+        p->resume_body =
+            router_resume_body(&p->rs, blen ? (const char *)evbuffer_pullup(p->body, -1) : "", blen, &p->resume_len);
+        can = p->resume_body != NULL;
+    }
+    if (!can) {
         proxy_send_error(p, 502, "server_error",
                          failed ? "the worker serving this stream failed" : "the stream could not be resumed");
         proxy_done(p, failed ? 502 : status);
