@@ -136,10 +136,14 @@ int resume_prepare(gen_job *j, const gen_model *gm, serve_error *err) {
     return 0;
 }
 
-void resume_adopt_id(const gen_params *p, char *id, size_t id_cap, int64_t *created) {
-    if (!p->has_resume || !p->resume_id[0]) return;
-    snprintf(id, id_cap, "%s", p->resume_id);
-    if (p->resume_created > 0) *created = p->resume_created;
+void resume_adopt_id(const gen_params *p, char *id, size_t id_cap, int64_t *created, uint64_t *id_seed) {
+    if (p->has_resume && p->resume_id[0]) {
+        snprintf(id, id_cap, "%s", p->resume_id);
+        if (p->resume_created > 0) *created = p->resume_created;
+    }
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (const char *c = id; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    *id_seed = h;
 }
 
 int resume_comment(struct evbuffer *out, const gen_job *g, const char *id, int64_t created, bool opening) {

@@ -26,8 +26,10 @@ int resume_prepare(gen_job *j, const gen_model *gm, serve_error *err);
 
 #endif
 
-/* With p->resume_id set, the response keeps the first worker's id and created time. */
-void resume_adopt_id(const gen_params *p, char *id, size_t id_cap, int64_t *created);
+/* With p->resume_id set, the response keeps the first worker's id and created time. Either way the
+ * tool-call id seed becomes a hash of the (random) response id, so a resuming worker mints the same
+ * tool-call ids as the first one (a Responses call_id in the final object matches the streamed one). */
+void resume_adopt_id(const gen_params *p, char *id, size_t id_cap, int64_t *created, uint64_t *id_seed);
 
 /* The SSE comment a router asked for (X-Cinfer-Stream-Ids) after the events of one read of choice 0
  * (or the opening events when `opening`): `: cinfer {"id","created","n","t","b"}` - the tokens t of

@@ -422,7 +422,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         fail_generate(s, req, &e, id, t0, &a, api);
         return;
     }
-    resume_adopt_id(&p, a.id, sizeof a.id, &a.created);
+    resume_adopt_id(&p, a.id, sizeof a.id, &a.created, &a.seed);
     if (check_model(s, p.model, &e) || request_traffic_class(s, req, p.traffic_class, &p.traffic_class, &e) ||
         ((trc || tenant_cache_salt(a.tenant, s->cfg->share_prefix_cache, &p.cache_salt)) &&
          serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory"))) {

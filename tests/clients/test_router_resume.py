@@ -254,6 +254,43 @@ def assemble_chat(events):
     return roles, text, reasoning, calls, finish, usage
 
 
+def data_events(events):
+    return [json.loads(e.split("data: ", 1)[1]) for e in events if "data: {" in e]
+
+
+def assemble_messages(events):
+    """Messages: one message_start, blocks (index, type, tool id/name) with their text / JSON, stop, usage."""
+    starts, blocks, stop, out_tokens = 0, {}, None, None
+    for d in data_events(events):
+        t = d["type"]
+        starts += t == "message_start"
+        if t == "content_block_start":
+            assert d["index"] not in blocks, "block index %d repeated" % d["index"]
+            cb = d["content_block"]
+            blocks[d["index"]] = [cb["type"], cb.get("id"), cb.get("name"), ""]
+        if t == "content_block_delta":
+            dl = d["delta"]
+            blocks[d["index"]][3] += dl.get("text") or dl.get("partial_json") or dl.get("thinking") or ""
+        if t == "message_delta":
+            stop, out_tokens = d["delta"].get("stop_reason"), d["usage"].get("output_tokens")
+    return starts, blocks, stop, out_tokens
+
+
+def assemble_responses(events):
+    """Responses: the items added (with ids and call ids), deltas, and the final object's output and usage."""
+    items, deltas, final = [], "", None
+    for d in data_events(events):
+        if d["type"] == "response.output_item.added":
+            it = d["item"]
+            items.append((d["output_index"], it["type"], it.get("id"), it.get("call_id"), it.get("name")))
+        if d["type"] in ("response.output_text.delta", "response.function_call_arguments.delta"):
+            deltas += d["delta"]
+        if d["type"] in ("response.completed", "response.incomplete"):
+            final = d["response"]
+    usage = {k: v for k, v in final["usage"].items() if k != "input_tokens_details"}
+    return items, deltas, final["output"], usage
+
+
 class TestSeams(unittest.TestCase):
     """The worker side at every possible cut: the client got the events before the k-th resume mark,
     a resume request with the ids and text bytes of marks 0..k-1 gives the rest; together they must
@@ -272,8 +309,8 @@ class TestSeams(unittest.TestCase):
         assert cls.story.stop() == 0
         cls.tmp.cleanup()
 
-    def every_cut(self, server, body, assemble):
-        full = sse(server, "/v1/chat/completions", body)
+    def every_cut(self, server, body, assemble, path="/v1/chat/completions"):
+        full = sse(server, path, body)
         want = assemble(full)
         marks = [i for i, e in enumerate(full) if e.startswith(": cinfer ")]
         self.assertGreater(len(marks), 3)
@@ -282,10 +319,11 @@ class TestSeams(unittest.TestCase):
             m = json.loads(full[at][len(": cinfer "):])
             ids = ids[:m["n"]] + m["t"]
             resume = {"tokens": ids, "text_bytes": m["b"], "id": m["id"], "created": m["created"]}
-            rest = sse(server, "/v1/chat/completions", dict(body, cinfer={"resume": resume}))
+            rest = sse(server, path, dict(body, cinfer={"resume": resume}))
             got = assemble(full[:at] + rest)
             self.assertEqual(got, want, "cut after mark %d" % k)
-            self.assertTrue(all(json.loads(e[6:])["id"] == m["id"] for e in rest if e.startswith("data: {")))
+            if path == "/v1/chat/completions":
+                self.assertTrue(all(json.loads(e[6:])["id"] == m["id"] for e in rest if e.startswith("data: {")))
             n_cuts += 1
         return want, n_cuts
 
@@ -301,6 +339,20 @@ class TestSeams(unittest.TestCase):
                 "stream_options": {"include_usage": True}, "max_tokens": 200}
         want, _ = self.every_cut(self.scripted, body, assemble_chat)
         self.assertTrue(want[2], want)  # reasoning then an answer
+
+    def test_messages_and_responses_tool_call_seams(self):
+        tool = {"name": "get_weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                        "required": ["city"]}}
+        q = [{"role": "user", "content": "What is the weather in Paris?"}]
+        want, _ = self.every_cut(self.scripted, {"model": "scripted", "messages": q, "tools": [tool],
+                                                 "max_tokens": 200, "stream": True}, assemble_messages, "/v1/messages")
+        self.assertEqual(want[0], 1)
+        self.assertEqual(want[2], "tool_use")
+        rtool = {"type": "function", "name": "get_weather", "parameters": tool["input_schema"]}
+        want, _ = self.every_cut(self.scripted, {"model": "scripted", "input": q, "tools": [rtool],
+                                                 "max_output_tokens": 200, "stream": True}, assemble_responses,
+                                 "/v1/responses")
+        self.assertTrue(any(i[1] == "function_call" for i in want[0]), want)
 
     def test_stop_string_seams(self):
         body = {"model": "stories260K", "messages": [{"role": "user", "content": "Once upon a time"}],
