@@ -6,7 +6,8 @@ stream on the other worker with cinfer.resume; the client's assembled greedy tex
 must equal an uninterrupted direct run, with the API's framing continued (one message_start and no
 repeated content block index for Messages, consecutive sequence numbers for Responses, one role
 chunk for Chat). Also: a resume request with bad ids is a 400 (the worker validates untrusted
-input); and (TestSeams, no timing) the worker side cut after every resume mark of a stream with a
+input); PD mode (TestResumePD): a killed decode worker's stream resumes on the other decode
+worker from the shared store; and (TestSeams, no timing) the worker side cut after every resume mark of a stream with a
 tool call, with reasoning, and with a stop string gives back exactly the uninterrupted stream.
 Run by tests/integration/router_resume.sh.
 """
@@ -218,6 +219,50 @@ class TestResume(unittest.TestCase):
         st, _, raw = self.w[0].http("POST", "/v1/chat/completions",
                                  dict(body, stream=False, cinfer={"resume": {"tokens": [5], "text_bytes": 0}}))
         self.assertEqual(st, 400, raw)
+
+
+class TestResumePD(unittest.TestCase):
+    """PD mode: router + a prefill worker + two decode workers sharing one KV store directory. The
+    decode worker serving a stream is SIGKILLed after 4 chunks; the other decode worker resumes it,
+    loading the prompt's blocks from the store (the prefill worker wrote them): same greedy text and
+    usage as a monolithic run, and the resume's prompt was mostly cached."""
+
+    def test_decode_worker_killed(self):
+        store = tempfile.mkdtemp(prefix="cinfer-resume-pd-")
+        mono = Server(model=SLOW, ctx=512)
+        p = Server("--role", "prefill", "--kv-store", store, model=SLOW, ctx=512)
+        ds = [Server("--role", "decode", "--kv-store", store, model=SLOW, ctx=512) for _ in range(2)]
+        r = Router([p.url + "@prefill"] + [d.url + "@decode" for d in ds])
+        try:
+            msgs = [{"role": "user", "content": " ".join("word%d" % i for i in range(60))}]
+
+            def run(url, kill):
+                text, n, usage = "", 0, None
+                for c in oai(url).chat.completions.create(model=NAME, messages=msgs, max_tokens=N, temperature=0,
+                                                          stream=True, stream_options={"include_usage": True}):
+                    usage = c.usage or usage
+                    for ch in c.choices:
+                        text += ch.delta.content or ""
+                        n += 1 if ch.delta.content else 0
+                        if kill and n == KILL_AFTER:
+                            busy = [w["url"] for w in r.workers() if w["inflight"] > 0]
+                            self.assertEqual(len(busy), 1)
+                            next(d for d in ds if d.url == busy[0]).stop(signal.SIGKILL)
+                return text, usage.model_dump()
+            direct = run(mono.url, False)
+            routed = run(r.url, True)
+            self.assertEqual(routed[0], direct[0])
+            self.assertEqual(routed[1]["completion_tokens"], direct[1]["completion_tokens"])
+            self.assertEqual(routed[1]["prompt_tokens"], direct[1]["prompt_tokens"])
+            self.assertGreater(routed[1]["prompt_tokens_details"]["cached_tokens"], 0)  # from the store
+            self.assertEqual(r.metrics()["cinfer_router_resumes_total"], 1, r.log_text()[-3000:])
+        finally:
+            self.assertEqual(r.stop(), 0)
+            for s in [mono, p] + ds:
+                if s.proc.poll() is None:
+                    self.assertEqual(s.stop(), 0)
+            import shutil
+            shutil.rmtree(store, ignore_errors=True)
 
 
 def sse(server, path, body):
