@@ -146,10 +146,11 @@ class TestResume(unittest.TestCase):
 
     def test_responses_stream(self):
         def run(url, kill):
-            seqs, text, final, items = [], "", None, 0
+            seqs, text, final, items, created = [], "", None, 0, 0
             for ev in oai(url).responses.create(model=NAME, input="hello", max_output_tokens=N, temperature=0,
                                                 stream=True):
                 seqs.append(ev.sequence_number)
+                created += ev.type == "response.created"
                 items += ev.type == "response.output_item.added"
                 if ev.type == "response.output_text.delta":
                     text += ev.delta
@@ -159,10 +160,11 @@ class TestResume(unittest.TestCase):
             self.assertEqual(seqs, list(range(len(seqs))))
             stored = oai(url).responses.retrieve(final.id)  # the resuming worker stored the whole output
             self.assertEqual(stored.output_text, final.output_text)
-            return text, final.output_text, items, final.usage.output_tokens, final.status
+            return text, final.output_text, items, created, final.usage.output_tokens, final.status
         a, b = self.run_both(run)
         self.assertEqual(a, b)
         self.assertEqual(b[0], b[1])
+        self.assertEqual(b[3], 1)
 
     def test_resumed_twice(self):
         """The resuming worker marks its stream too: kill it as well, a third worker finishes."""
