@@ -113,7 +113,7 @@ static int parse_router(int argc, char **argv, router_opts *o) {
          CLI_NUM(&o->upstream_s, 1, 86400)},
         {"queue-timeout", 0, "S", "seconds a request waits for a worker that accepts (default 30)",
          CLI_NUM(&o->queue_s, 0, 86400)},
-        {"max-attempts", 0, "N", "workers tried per request before giving up (default 3)",
+        {"max-attempts", 0, "N", "workers tried per request, resumes of a broken stream included (default 3)",
          CLI_NUM(&o->max_attempts, 1, 64)},
         {"max-body", 0, "BYTES", "request body limit (default 8 MiB; 413 above)",
          CLI_NUM(&o->max_body, 1024, 1ll << 32)},

@@ -47,7 +47,7 @@ typedef struct router_worker {
 
 typedef struct router_metrics {
     uint64_t requests_by_class[6]; /* 1xx..5xx answered to clients (index status/100), [0]: client gone */
-    uint64_t retries, upstream_errors, backpressure_waits, backpressure_timeouts, handoffs, handoff_failures;
+    uint64_t retries, resumes, upstream_errors, backpressure_waits, backpressure_timeouts, handoffs, handoff_failures;
     uint64_t lat_counts[ROUTER_LAT_BUCKETS + 1]; /* end-to-end seconds histogram (cumulative on render) */
     double lat_sum;
     uint64_t lat_n;

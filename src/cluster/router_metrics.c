@@ -58,6 +58,10 @@ char *router_metrics_render(const router *r, size_t *len) {
                "# TYPE cinfer_router_retries_total counter\ncinfer_router_retries_total %llu\n",
                (unsigned long long)m->retries);
     rc |= addf(&b,
+               "# HELP cinfer_router_resumes_total Streams that broke after they started and were resumed on "
+               "another worker\n# TYPE cinfer_router_resumes_total counter\ncinfer_router_resumes_total %llu\n",
+               (unsigned long long)m->resumes);
+    rc |= addf(&b,
                "# HELP cinfer_router_upstream_errors_total Worker connections that failed or broke\n"
                "# TYPE cinfer_router_upstream_errors_total counter\ncinfer_router_upstream_errors_total %llu\n",
                (unsigned long long)m->upstream_errors);

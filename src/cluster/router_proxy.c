@@ -16,8 +16,10 @@
  * 503 from a full or draining worker. When no worker is eligible (all tried,
  * unhealthy or full), the request waits (back-pressure) and retries every
  * 100 ms until queue_timeout; then the last 429/503 answer is relayed, or a
- * 503 in the API's error shape. A stream that breaks after it started ends
- * with an error event (docs/router.md: mid-stream resume is not built yet).
+ * 503 in the API's error shape. A stream that breaks after it started is
+ * resumed on another worker with cinfer.resume (router_resume.h: the relay
+ * passes committed events only); with none to resume on it ends with an SSE
+ * error event.
  *
  * PD mode (prefill and decode workers registered): step 1 sends the request
  * to a prefill worker with X-Cinfer-Handoff-Id / -To (the decode worker's
@@ -42,6 +44,7 @@
 #include "base/randid.h"
 #include "base/timeutil.h"
 #include "cluster/router_internal.h"
+#include "cluster/router_resume.h"
 
 enum { PHASE_DIRECT = 0, PHASE_PREFILL, PHASE_DECODE };
 
@@ -79,14 +82,32 @@ struct proxy_req {
     size_t full_len;
     double t0, wait_deadline;
     struct event *retry_timer;
+    /* mid-stream resume (router_resume.h): up_streaming: this upstream's body goes to the client;
+     * resumable: it marks its reads (X-Cinfer-Resumable); marked: the client's stream came from such
+     * workers only (it can be resumed); resume_body: the body of the next try (NULL: the client's) */
+    bool up_streaming, resumable, marked;
+    router_resume rs;
+    char *resume_body;
+    size_t resume_len;
 };
 
 static void proxy_attempt(proxy_req *p);
+static bool is_generation(const char *path);
 
 static bool is_hop_header(const char *k) {
-    static const char *const hop[] = {"Connection", "Keep-Alive",     "Proxy-Authenticate",  "Proxy-Authorization",
-                                      "TE",         "Trailer",        "Transfer-Encoding",   "Upgrade",
-                                      "Host",       "Content-Length", "X-Cinfer-Handoff-Id", "X-Cinfer-Handoff-To"};
+    static const char *const hop[] = {"Connection",
+                                      "Keep-Alive",
+                                      "Proxy-Authenticate",
+                                      "Proxy-Authorization",
+                                      "TE",
+                                      "Trailer",
+                                      "Transfer-Encoding",
+                                      "Upgrade",
+                                      "Host",
+                                      "Content-Length",
+                                      "X-Cinfer-Handoff-Id",
+                                      "X-Cinfer-Handoff-To",
+                                      "X-Cinfer-Stream-Ids"};
     for (size_t i = 0; i < sizeof hop / sizeof *hop; i++)
         if (!strcasecmp(k, hop[i])) return true;
     return false;
@@ -130,6 +151,16 @@ static void reply_end(proxy_req *p) {
 
 /* An error answer made by the router itself, in the API's error shape. */
 static void proxy_send_error(proxy_req *p, int status, const char *type, const char *msg) {
+    if (p->relay_started) { /* the client has a stream: end it with an SSE error event (no hang) */
+        struct evbuffer *b = p->r->scratch_buf;
+        evbuffer_add_printf(b,
+                            "event: error\ndata: {\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"code\":"
+                            "\"upstream_error\"}}\n\n",
+                            msg, type);
+        evhttp_send_reply_chunk(p->client, b);
+        reply_end(p);
+        return;
+    }
     json_t *e = api_is_messages(p->path)
                     ? json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", type, "message", msg)
                     : json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", msg, "type", type, "param", "code",
@@ -157,6 +188,8 @@ static void proxy_free(proxy_req *p) {
     free(p->uri);
     free(p->full_body);
     free(p->full_ctype);
+    free(p->resume_body);
+    router_resume_free(&p->rs);
     free(p);
     r->active--;
     router_request_done(r);
@@ -193,6 +226,7 @@ static void proxy_drop_upstream(proxy_req *p, bool cancel) {
     p->up_req = NULL;
     p->up_conn = NULL;
     p->up_headers = NULL;
+    p->up_streaming = false;
     proxy_unaccount(p);
     p->worker = -1;
 }
@@ -243,10 +277,18 @@ static int on_up_header(struct evhttp_request *up, void *arg) {
         return 0;
     }
     const char *ct = evhttp_find_header(p->up_headers, "Content-Type");
-    if (ct && !strncasecmp(ct, "text/event-stream", 17)) {
+    bool sse = ct && !strncasecmp(ct, "text/event-stream", 17);
+    if (p->relay_started) { /* a resume: only a 200 stream of a worker that understood it continues it */
+        p->up_streaming = p->resumable =
+            sse && p->up_status == 200 && evhttp_find_header(p->up_headers, "X-Cinfer-Resumable");
+        return 0;
+    }
+    if (sse) {
         copy_response_headers(p, p->up_headers);
+        evhttp_remove_header(evhttp_request_get_output_headers(p->client), "X-Cinfer-Resumable");
         evhttp_send_reply_start(p->client, p->up_status, evhttp_request_get_response_code_line(up));
-        p->relay_started = true;
+        p->relay_started = p->up_streaming = true;
+        p->resumable = p->marked = p->up_status == 200 && evhttp_find_header(p->up_headers, "X-Cinfer-Resumable");
     }
     return 0;
 }
@@ -254,11 +296,21 @@ static int on_up_header(struct evhttp_request *up, void *arg) {
 static void on_up_chunk(struct evhttp_request *up, void *arg) {
     proxy_req *p = arg;
     struct evbuffer *in = evhttp_request_get_input_buffer(up);
-    if (!p->relay_started) {
+    if (!p->up_streaming) {
         evbuffer_add_buffer(p->up_body, in);
         return;
     }
-    evhttp_send_reply_chunk_with_cb(p->client, in, on_client_drained, p);
+    if (p->resumable) { /* whole, committed events only (router_resume.h) */
+        struct evbuffer *out = p->r->scratch_buf;
+        if (router_resume_feed(&p->rs, in, out, !strcmp(p->path, "/v1/responses"))) {
+            LOG_WARN("router: %s: malformed resume marks from %s; the stream is relayed without resume", p->path,
+                     p->worker >= 0 ? p->r->w[p->worker].url : "?");
+            router_resume_flush(&p->rs, out);
+            p->resumable = p->marked = false;
+        }
+        evhttp_send_reply_chunk_with_cb(p->client, out, on_client_drained, p);
+        evbuffer_drain(out, evbuffer_get_length(out));
+    } else evhttp_send_reply_chunk_with_cb(p->client, in, on_client_drained, p);
     if (!p->paused && client_unsent(p->client) > p->r->cfg->conn_buffer && p->up_conn) {
         struct bufferevent *bev = evhttp_connection_get_bufferevent(p->up_conn);
         if (bev) bufferevent_disable(bev, EV_READ);
@@ -326,6 +378,44 @@ static void proxy_prefill_done(proxy_req *p, int status, bool failed) {
     proxy_attempt(p);
 }
 
+/* The upstream of a started stream failed (or a resume try was refused): resume it on another
+ * worker when its reads were marked, else end it with an error event. */
+static void proxy_stream_broke(proxy_req *p, bool failed, int status) {
+    router *r = p->r;
+    int32_t wi = p->worker;
+    if (failed && wi >= 0) router_worker_failed(r, wi);
+    if (p->up_full && wi >= 0) r->w[wi].n_full++;
+    if (wi >= 0 && wi < 64) p->tried |= 1ull << wi;
+    if (wi >= 0) r->w[wi].n_retries_from++;
+    bool refused = !failed && !p->up_full && status >= 400 && status < 500; /* the resume body itself */
+    bool can = p->marked && !refused && ++p->attempts < r->cfg->max_attempts;
+    proxy_drop_upstream(p, false);
+    evbuffer_drain(p->up_body, evbuffer_get_length(p->up_body));
+    p->up_full = p->up_failed = false;
+    p->up_status = 0;
+    size_t blen = evbuffer_get_length(p->body);
+    free(p->resume_body);
+    p->resume_body = NULL;
+    if (can && p->rs.commented) { /* else nothing but the headers reached the client: send the request as it was */
+        p->resume_body =
+            router_resume_body(&p->rs, blen ? (const char *)evbuffer_pullup(p->body, -1) : "", blen, &p->resume_len);
+        can = p->resume_body != NULL;
+    }
+    if (!can) {
+        proxy_send_error(p, 502, "server_error",
+                         failed ? "the worker serving this stream failed" : "the stream could not be resumed");
+        proxy_done(p, failed ? 502 : status);
+        return;
+    }
+    LOG_INFO("router: %s: stream broke after %d tokens; resuming on another worker", p->path, p->rs.n_ids);
+    router_resume_rewind(&p->rs);
+    r->m.retries++;
+    r->m.resumes++;
+    p->handoff_id[0] = 0; /* a resume is one step on one worker */
+    if (p->phase == PHASE_PREFILL) p->phase = PHASE_DECODE;
+    proxy_attempt(p);
+}
+
 static void on_up_done(struct evhttp_request *up, void *arg) {
     proxy_req *p = arg;
     router *r = p->r;
@@ -355,16 +445,17 @@ static void on_up_done(struct evhttp_request *up, void *arg) {
         return;
     }
     if (p->relay_started) { /* the stream was relayed; it ended cleanly or broke */
-        if (failed) { /* mid-stream resume is not built: end the stream with an error event */
-            static const char ev[] = "event: error\ndata: {\"error\":{\"message\":\"the worker serving this "
-                                     "stream failed\",\"type\":\"server_error\",\"code\":\"upstream_error\"}}\n\n";
-            evbuffer_add(r->scratch_buf, ev, sizeof ev - 1);
-            evhttp_send_reply_chunk(p->client, r->scratch_buf);
-            if (wi >= 0) router_worker_failed(r, wi);
+        if (!failed && p->up_streaming) {
+            if (p->resumable) {
+                router_resume_flush(&p->rs, r->scratch_buf);
+                evhttp_send_reply_chunk(p->client, r->scratch_buf);
+            }
+            proxy_drop_upstream(p, false);
+            reply_end(p);
+            proxy_done(p, 200);
+            return;
         }
-        proxy_drop_upstream(p, false);
-        reply_end(p);
-        proxy_done(p, status);
+        proxy_stream_broke(p, failed, status);
         return;
     }
     if (failed || p->up_full) {
@@ -437,6 +528,8 @@ static void add_request_headers(proxy_req *p, struct evhttp_request *up, const r
     evhttp_add_header(out, "Host", host);
     evhttp_add_header(out, "Connection", "close"); /* one connection per request: auto-freed when it ends */
     if (p->handoff_id[0]) evhttp_add_header(out, "X-Cinfer-Handoff-Id", p->handoff_id);
+    if (p->cmd == EVHTTP_REQ_POST && p->phase != PHASE_PREFILL && is_generation(p->path))
+        evhttp_add_header(out, "X-Cinfer-Stream-Ids", "1"); /* mark the stream's reads: it can be resumed */
     if (p->phase == PHASE_PREFILL) evhttp_add_header(out, "X-Cinfer-Handoff-To", p->r->w[p->decode_worker].url);
 }
 
@@ -472,7 +565,8 @@ static void proxy_send(proxy_req *p, int32_t i, route_policy_kind used) {
     evhttp_request_set_chunked_cb(p->up_req, on_up_chunk);
     evhttp_request_set_error_cb(p->up_req, on_up_error);
     add_request_headers(p, p->up_req, w);
-    if (evbuffer_get_length(p->body))
+    if (p->resume_body) evbuffer_add(evhttp_request_get_output_buffer(p->up_req), p->resume_body, p->resume_len);
+    else if (evbuffer_get_length(p->body))
         evbuffer_add(evhttp_request_get_output_buffer(p->up_req), evbuffer_pullup(p->body, -1),
                      evbuffer_get_length(p->body));
     p->up_status = 0;
@@ -518,7 +612,7 @@ static void proxy_attempt(proxy_req *p) {
             return;
         }
         r->m.backpressure_timeouts++;
-        if (p->full_status) {
+        if (p->full_status && !p->relay_started) {
             evhttp_add_header(evhttp_request_get_output_headers(p->client), "Content-Type",
                               p->full_ctype ? p->full_ctype : "application/json");
             evbuffer_add(p->up_body, p->full_body ? p->full_body : "", p->full_len);
@@ -553,8 +647,9 @@ void router_proxy_start(router *r, struct evhttp_request *client, const char *pa
         p->uri = strdup(uri ? uri : path);
         p->retry_timer = evtimer_new(r->base, on_retry_timer, p);
     }
-    if (!p || !p->body || !p->up_body || !p->uri || !p->retry_timer) {
+    if (!p || !p->body || !p->up_body || !p->uri || !p->retry_timer || router_resume_init(&p->rs)) {
         if (p) {
+            router_resume_free(&p->rs);
             if (p->retry_timer) event_free(p->retry_timer);
             if (p->body) evbuffer_free(p->body);
             if (p->up_body) evbuffer_free(p->up_body);

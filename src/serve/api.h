@@ -63,6 +63,7 @@ typedef struct api_job {
     char id[64]; /* response id (msg_..., resp_..., chatcmpl-...) */
     char tenant[33]; /* the request's tenant (serve/tenant.h): its stored responses only */
     int64_t created;
+    size_t resume_skip; /* streaming, cinfer.resume: new output bytes still to discard (api_output.c) */
 } api_job;
 
 /* Parses a request body of `api` into a->req and the gen core's params (sampling, n, logprobs,

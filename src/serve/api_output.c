@@ -358,7 +358,7 @@ int api_stream_begin(api_job *a, const gen_job *g, const char *model) {
     recipe_stream_info info = {.id = a->id,
                                .model = model,
                                .created = a->created,
-                               .prompt_tokens = g->n_prompt,
+                               .prompt_tokens = g->n_prompt - g->n_resumed,
                                .include_usage = g->p.include_usage,
                                .req = &a->req,
                                .n_choices = g->p.n,
@@ -372,15 +372,39 @@ int api_stream_begin(api_job *a, const gen_job *g, const char *model) {
         lp_set none = {0};
         if (!(a->parsers[c] = api_job_parser(a, g, c, &ev, &n)) || put_events(a, c, ev, n, &none)) return -1;
     }
+    if (!g->p.has_resume) return 0;
+    /* cinfer.resume (serve/resume.h): the first worker sent the opening events and the resumed
+     * text's; run them through parser and encoder so their state continues, and send none */
+    a->resume_skip = g->resume_skip;
+    const recipe_event *ev;
+    size_t n = 0;
+    lp_set none = {0};
+    if (g->resume_text_len) recipe_parser_feed(a->parsers[0], g->resume_text, g->resume_text_len, &ev, &n);
+    if (recipe_parser_failed(a->parsers[0]) || (n && put_events(a, 0, ev, n, &none))) return -1;
+    a->out.len = 0;
     return 0;
+}
+
+/* Feeds the first a->resume_skip bytes of choice 0's new text (the client has them from the first
+ * worker) with their events discarded; returns how many bytes of o->text it consumed. */
+static size_t skip_resumed(api_job *a, const cinfer_output *o) {
+    size_t k = a->resume_skip < o->text_len ? a->resume_skip : o->text_len, keep = a->out.len, n = 0;
+    const recipe_event *ev;
+    lp_set none = {0};
+    if (!k) return 0;
+    recipe_parser_feed(a->parsers[0], o->text, k, &ev, &n);
+    if (n) put_events(a, 0, ev, n, &none);
+    a->out.len = keep;
+    a->resume_skip -= k;
+    return k;
 }
 
 int api_stream_delta(api_job *a, const gen_job *g, int32_t c, const tokenizer *tok) {
     if (c < 0 || c >= a->n_parsers || !a->parsers[c]) return -1;
     const cinfer_output *o = &g->choices[c].out;
     const recipe_event *ev;
-    size_t n = 0;
-    if (o->text_len) recipe_parser_feed(a->parsers[c], o->text, o->text_len, &ev, &n);
+    size_t n = 0, from = a->resume_skip ? skip_resumed(a, o) : 0;
+    if (o->text_len > from) recipe_parser_feed(a->parsers[c], o->text + from, o->text_len - from, &ev, &n);
     if (recipe_parser_failed(a->parsers[c])) return -1;
     lp_set lp = {0};
     if (g->p.logprobs && lp_build(&lp, tok, o->tokens, o->logprobs, o->top_ids, o->top_logprobs, o->n_tokens, o->n_top))

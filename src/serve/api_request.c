@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "serve/resume.h"
 #include "serve/spec_opts.h"
 #include "serve/structured.h"
 #include "serve/traffic.h"
@@ -276,7 +277,7 @@ static int fill_params(recipe_api api, const recipe_request *r, const api_ctx *c
             return serve_bad(err, "cinfer.traffic_class", "'%.60s' is not a traffic class (agent, chat or default)",
                              r->traffic_class);
     }
-    if (spec_opts_parse(r->cinfer, &p->speculative, err)) return -1;
+    if (spec_opts_parse(r->cinfer, &p->speculative, err) || resume_parse(r->cinfer, p, err)) return -1;
     if (r->model && !*r->model) return serve_bad(err, "model", "'model' must not be empty");
     if ((r->model && !(p->model = strdup(r->model))) || (r->cache_salt && !(p->cache_salt = strdup(r->cache_salt))) ||
         (r->user && !(p->user = dup_or_null(r->user))))

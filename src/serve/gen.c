@@ -18,6 +18,8 @@
  * request's think_* options (think_options below; docs/serve.md). */
 #include "serve/gen.h"
 
+#include "serve/resume.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,7 @@ void gen_params_free(gen_params *p) {
     free(p->user);
     free(p->prompt_suffix);
     free(p->suffix_think);
+    free(p->resume_ids);
     structured_spec_free(&p->grammar);
     gen_params_init(p);
 }
@@ -381,13 +384,23 @@ int gen_job_prepare(gen_job *j, const gen_model *gm, gen_params *p, serve_error 
                           q->kind == GEN_CHAT ? "messages" : "prompt", q->max_tokens,
                           q->kind == GEN_CHAT ? "messages" : "prompt");
     j->max_tokens = q->max_tokens > 0 ? q->max_tokens : gm->ctx - j->n_prompt;
+    if (q->has_resume && resume_prepare(j, gm, err)) return -1;
     return compile_grammar(j, gm, err);
 }
+
+static int acc_text(gen_choice *c, const char *s, size_t n);
+static int acc_tokens(gen_choice *c, const cinfer_output *o, int32_t k);
 
 int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err) {
     const gen_params *q = &j->p;
     j->choices = calloc((size_t)q->n, sizeof *j->choices);
     if (!j->choices) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    if (j->n_resumed) { /* cinfer.resume: the whole output (a stored Responses object) starts with it */
+        cinfer_output o = {.tokens = j->prompt + j->n_prompt - j->n_resumed, .n_tokens = j->n_resumed};
+        if ((j->resume_text_len && acc_text(&j->choices[0], j->resume_text, j->resume_text_len)) ||
+            (q->keep_ids && !q->logprobs && acc_tokens(&j->choices[0], &o, 0)))
+            return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    }
     cinfer_request r = cinfer_request_default();
     r.prompt = j->prompt;
     r.n_prompt = j->n_prompt;
@@ -400,7 +413,7 @@ int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err) {
     r.cache_salt_len = q->cache_salt ? strlen(q->cache_salt) : 0;
     r.ignore_eos = q->ignore_eos;
     r.swa_exact = q->swa_exact;
-    r.min_tokens = q->min_tokens;
+    r.min_tokens = q->min_tokens > j->n_resumed ? q->min_tokens - j->n_resumed : 0;
     r.include_stop_str = q->include_stop_str;
     r.keep_special = q->keep_special;
     r.stop_tokens = q->stop_ids;
@@ -437,7 +450,8 @@ int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err) {
             return serve_bad(err, NULL, "the request cannot be served: %s", e);
         }
     }
-    j->usage.prompt_tokens = j->n_prompt;
+    j->usage.prompt_tokens = j->n_prompt - j->n_resumed;
+    j->usage.completion_tokens = j->n_resumed;
     return 0;
 }
 
@@ -523,6 +537,8 @@ int gen_job_read(gen_job *j, const gen_model *gm, int32_t ci, bool accumulate) {
             j->usage.cached_tokens = o->usage.cached_tokens;
             j->usage.replayed_tokens = o->usage.replayed_tokens;
         }
+        if (j->usage.cached_tokens > j->usage.prompt_tokens) /* cinfer.resume: resumed ids are not prompt */
+            j->usage.cached_tokens = j->usage.prompt_tokens;
         j->n_done++;
     }
     return 1;
@@ -554,6 +570,7 @@ void gen_job_free(gen_job *j, const gen_model *gm) {
     }
     free(j->choices);
     free(j->prompt);
+    free(j->resume_text);
     free(j->kv_import);
     cinfer_kv_export_unref(j->kv_export);
     cinfer_grammar_release(j->grammar);

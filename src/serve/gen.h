@@ -83,6 +83,14 @@ typedef struct gen_params {
      * choice at submit. kind 0: unconstrained. */
     structured_spec grammar;
     int32_t think_budget; /* < 0: none (gen_params_init) */
+    /* cinfer.resume (serve/resume.h): a stream continued from another worker. resume_ids (owned) are
+     * output already generated (and sent to the client: resume_text_bytes bytes of its text) */
+    bool has_resume;
+    int32_t *resume_ids;
+    int32_t n_resume_ids;
+    int64_t resume_text_bytes;
+    char resume_id[64]; /* the response id to keep ("" : the server's own) */
+    int64_t resume_created; /* 0: now */
     int32_t think_start[CINFER_MAX_THINK_MARKER], think_end[CINFER_MAX_THINK_MARKER];
     int32_t n_think_start, n_think_end;
     char think_start_text[32];
@@ -149,6 +157,14 @@ typedef struct gen_job {
     void *kv_import;
     int32_t n_kv_import;
     bool grammar_cached; /* the compile was a cache hit (logs) */
+    /* cinfer.resume (resume.c): the first n_resumed resume ids are prompt tail and counted output
+     * (n_suffix includes them); resume_text (owned) is their text, fed to the output parsers with
+     * the output discarded; then the first resume_skip bytes the engine produces (already sent by
+     * the first worker) are discarded the same way. resume_client_bytes: bytes the client has. */
+    int32_t n_resumed;
+    char *resume_text;
+    size_t resume_text_len, resume_skip;
+    int64_t resume_client_bytes;
 } gen_job;
 
 /* Renders / tokenizes the prompt described by *p, checks it against the

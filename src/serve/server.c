@@ -58,6 +58,7 @@
 #include "serve/listen.h"
 #include "serve/metrics.h"
 #include "serve/prep.h"
+#include "serve/resume.h"
 #include "serve/routes.h"
 #include "serve/server_internal.h"
 #include "serve/tenant.h"
@@ -296,6 +297,7 @@ static int job_pump(sv_job *j, int32_t c) {
             LOG_WARN("request %s: out of memory while writing the stream's end", j->id);
         evbuffer_add(b, j->a.out.data, j->a.out.len);
         j->a.out.len = 0;
+        if (j->stream_ids && resume_comment(b, &j->g, j->a.id, j->a.created, false)) gen_job_cancel(&j->g, s->gm);
         if (evbuffer_get_length(b)) evhttp_send_reply_chunk_with_cb(j->req, b, on_drained, j);
         evbuffer_drain(b, evbuffer_get_length(b)); /* empty already unless evhttp refused it */
     }
@@ -421,6 +423,7 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
         fail_generate(s, req, &e, id, t0, &a, api);
         return;
     }
+    resume_adopt_id(&p, a.id, sizeof a.id, &a.created, &a.seed);
     if (check_model(s, p.model, &e) || request_traffic_class(s, req, p.traffic_class, &p.traffic_class, &e) ||
         ((trc || tenant_cache_salt(a.tenant, s->cfg->share_prefix_cache, &p.cache_salt)) &&
          serve_fail(&e, 500, "server_error", NULL, NULL, "out of memory"))) {
@@ -470,6 +473,8 @@ static void handle_generate(server *s, struct evhttp_request *req, gen_kind kind
     snprintf(j->path, sizeof j->path, "%s", path);
     j->n_choices = p.n;
     j->hreq = hr;
+    j->stream_ids =
+        p.stream && p.n == 1 && evhttp_find_header(evhttp_request_get_input_headers(req), "X-Cinfer-Stream-Ids");
     j->model = serve_names_pick(s->cfg->names, p.model);
     j->a = a; /* moved: freed with the job */
     j->prep_p = p; /* moved: into j->g by gen_job_prepare */
@@ -541,12 +546,14 @@ static void job_started(sv_job *j) {
         evhttp_add_header(h, "Cache-Control", "no-cache");
         evhttp_add_header(h, "X-Request-Id", j->id);
         if (j->api == RECIPE_API_MESSAGES) evhttp_add_header(h, "request-id", j->id);
+        if (j->stream_ids) evhttp_add_header(h, "X-Cinfer-Resumable", "1");
         evhttp_send_reply_start(req, 200, "OK");
-        if (j->a.out.len) { /* opening events (+ forced calls' first deltas) from api_stream_begin */
+        if (j->a.out.len || j->stream_ids) { /* opening events (+ forced calls' first deltas) from api_stream_begin */
             struct evbuffer *b = evbuffer_new();
             if (b) {
                 evbuffer_add(b, j->a.out.data, j->a.out.len);
                 j->a.out.len = 0;
+                if (j->stream_ids) resume_comment(b, &j->g, j->a.id, j->a.created, true);
                 evhttp_send_reply_chunk_with_cb(req, b, on_drained, j);
                 evbuffer_free(b);
             }

@@ -28,6 +28,7 @@ typedef struct sv_job {
     double t_arrival, t_first;
     double *t_last; /* per choice: time of its latest token */
     bool stream, paused;
+    bool stream_ids; /* X-Cinfer-Stream-Ids (a router): `: cinfer` comments for cinfer.resume (serve/resume.h) */
     recipe_api api; /* the API's error shape */
     api_job a; /* the recipe path (a.active): Chat, Messages, Responses */
     int32_t n_choices; /* reserved in inflight_choices at admission */

@@ -8,7 +8,9 @@ official openai and anthropic SDKs (tests/integration/router.sh runs it).
 - Policies: each policy's choices are observable (X-Cinfer-Worker, /workers, /metrics):
   round robin alternates, cache affinity keeps a prefix (and tenant) on one worker, prefill
   compute follows the cached prefix, least requests and decode load avoid a busy worker.
-- Faults: a SIGKILLed worker is retried around with no client error; a full worker (429)
+- Faults: a SIGKILLed worker is retried around with no client error; a stream whose worker is
+  SIGKILLed after it sent tokens is resumed on the other worker (cinfer.resume) with the same
+  greedy text as an uninterrupted run, for all four stream kinds; a full worker (429)
   means waiting, not an error; SIGTERM drains an open stream; a SIGKILLed router restarts on
   the same port and serves with the workers untouched.
 """
@@ -314,23 +316,25 @@ class TestFaults(unittest.TestCase):
         self.assertEqual(text, direct.choices[0].text)
         self.assertEqual(r.stop(), 0)
 
-    def test_killed_mid_stream_ends_the_stream(self):
-        """Mid-stream resume is not built (docs/router.md): the client's stream must end with an
-        error event, never hang."""
+    def test_killed_mid_stream_without_another_worker_ends_the_stream(self):
+        """With no other worker to resume on, the client's stream ends with an error event, never
+        hangs (the resume waits --queue-timeout for a worker)."""
         import http.client
         a = Server(model=SLOW, ctx=512)
-        r = Router([a.url])
+        r = Router([a.url], "--queue-timeout", "0.5")
         conn = http.client.HTTPConnection("127.0.0.1", r.port, timeout=60)
         conn.request("POST", "/v1/completions", json.dumps({"prompt": "Once", "max_tokens": 300, "stream": True}),
                      {"Content-Type": "application/json"})
         resp = conn.getresponse()
         self.assertEqual(resp.status, 200)
         self.assertEqual(resp.getheader("X-Cinfer-Worker"), a.url)
+        self.assertIsNone(resp.getheader("X-Cinfer-Resumable"))
         self.assertTrue(resp.readline().startswith(b"data: "))
         a.stop(signal.SIGKILL)
         rest = resp.read()  # returns at the end of the chunked body: no hang
         self.assertIn(b"event: error", rest)
         self.assertNotIn(b"[DONE]", rest)
+        self.assertNotIn(b": cinfer", rest)  # the workers' resume marks never reach the client
         m = r.metrics()
         self.assertEqual(m["cinfer_router_upstream_errors_total"], 1)
         self.assertEqual(r.stop(), 0)

@@ -10,7 +10,7 @@
  * and a message, and its OpenAI error JSON must format; an accepted request
  * must satisfy the invariants the generation core relies on (n in range,
  * stop strings non-empty, bias ids in the vocabulary, sampling in range, the speculative options
- * in range). */
+ * in range, cinfer.resume ids non-negative). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +25,9 @@ static void check_params(const gen_params *p) {
     for (int32_t i = 0; i < p->n_stop_ids; i++)
         if (p->stop_ids[i] < 0 || p->stop_ids[i] >= N_VOCAB) abort();
     if (p->min_tokens < 0) abort();
+    if (p->has_resume && (p->n_resume_ids < 0 || !p->resume_ids || p->resume_text_bytes < 0)) abort();
+    for (int32_t i = 0; p->has_resume && i < p->n_resume_ids; i++)
+        if (p->resume_ids[i] < 0) abort(); /* the vocabulary bound is checked with the model (resume_prepare) */
     for (int32_t i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0]) abort();
     for (int32_t i = 0; i < p->sampling.n_bias; i++)
