@@ -123,6 +123,8 @@ wcache_verdict wcache_decode_header(const uint8_t *buf, size_t len, uint64_t fil
     h->index_checksum = get_u64(buf + 96);
     memcpy(h->id.version, buf + 112, WC_VERSION_BYTES);
     if (h->id.version[WC_VERSION_BYTES - 1] != 0) return bad(why, "version string not terminated");
+    for (size_t i = strlen(h->id.version); i < WC_VERSION_BYTES; i++) /* NUL padded: one encoding only */
+        if (h->id.version[i]) return bad(why, "bytes after the version string's end");
     for (size_t i = 112 + WC_VERSION_BYTES; i < WC_HEADER_BYTES; i++)
         if (buf[i]) return bad(why, "nonzero reserved bytes");
     uint8_t key[16];
