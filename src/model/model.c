@@ -48,9 +48,10 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, const model_arch 
     if (r == 1) return cf_fail(err, "missing key general.architecture");
     const model_arch *fam = model_arch_find(arch.s);
     if (!fam) {
-        char names[128];
+        char names[128], shown[41]; /* the name comes from the file: escaped, so the error stays one line */
         model_arch_list(names, sizeof names);
-        return cf_fail(err, "unsupported architecture '%.40s' (supported: %s)", arch.s, names);
+        cf_log_escape(shown, sizeof shown, arch.s, arch.len < 40 ? (size_t)arch.len : 40);
+        return cf_fail(err, "unsupported architecture '%s' (supported: %s)", shown, names);
     }
     *out = fam;
     memset(hp, 0, sizeof *hp);
