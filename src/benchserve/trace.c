@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "benchserve/textgen.h"
 
 static int get_num(json_t *o, const char *k, double *v) {
@@ -22,7 +23,8 @@ static int parse_line(const char *line, size_t lineno, bs_trace *t, size_t *pool
     json_t *o = json_loads(line, 0, &je);
     if (!json_is_object(o)) {
         json_decref(o);
-        return cf_fail(err, "line %zu: not a JSON object (%s)", lineno, je.text);
+        char why[2 * JSON_ERROR_TEXT_LENGTH]; /* jansson quotes the input near the error: escaped */
+        return cf_fail(err, "line %zu: not a JSON object (%s)", lineno, cf_log_escape_str(why, sizeof why, je.text));
     }
     bs_trace_req r = {0};
     double in = 0, out = 0;

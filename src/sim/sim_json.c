@@ -7,6 +7,8 @@
 
 #include <stdlib.h>
 
+#include "base/log.h"
+
 static const char *dot(const sim_jctx *c) { return c->section[0] ? "." : ""; }
 
 static int bad(const sim_jctx *c, const char *field, cf_err *err, const char *why) {
@@ -117,7 +119,9 @@ json_t *sim_jparse(const char *file, const char *text, size_t len, cf_err *err) 
     json_error_t je;
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!j) {
-        cf_fail(err, "%s: line %d column %d: %s", file, je.line, je.column, je.text);
+        char why[2 * JSON_ERROR_TEXT_LENGTH]; /* jansson quotes the input near the error: escaped, one line */
+        cf_fail(err, "%s: line %d column %d: %s", file, je.line, je.column,
+                cf_log_escape_str(why, sizeof why, je.text));
         return NULL;
     }
     if (!json_is_object(j)) {
