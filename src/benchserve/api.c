@@ -1,6 +1,7 @@
 /* api.c - see api.h. Bodies are built with jansson (one allocation per
  * request, never on a per-token path); events are parsed with jansson. */
 #include "benchserve/api.h"
+#include "base/log.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -186,7 +187,9 @@ int bs_stream_event(bs_stream *s, const char *event, const char *data, size_t le
     json_t *o = json_loadb(data, len, JSON_ALLOW_NUL, &je);
     if (!json_is_object(o)) {
         json_decref(o);
-        snprintf(s->error, sizeof s->error, "event is not a JSON object: %.100s", je.text);
+        char why[2 * JSON_ERROR_TEXT_LENGTH];
+        snprintf(s->error, sizeof s->error, "event is not a JSON object: %.100s",
+                 cf_log_escape_str(why, sizeof why, je.text));
         s->failed = 1;
         return -1;
     }
