@@ -3,6 +3,8 @@
  * HMAC (EVP_MAC) and is compared in constant time. */
 #include "store/store_format.h"
 
+#include "base/le_bytes.h"
+
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -11,23 +13,6 @@
 #include <string.h>
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack (same package as the library) */
 #include <xxhash.h>
-
-static void put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 uint32_t store_header_len(uint32_t n_tokens) { return (STORE_HDR_FIXED + 4 * n_tokens + 63) / 64 * 64; }
 
@@ -69,20 +54,20 @@ uint32_t store_encode(store_obj_hdr *h, const int32_t *tokens, const void *paylo
     h->header_len = hl;
     memset(buf, 0, hl);
     memcpy(buf, STORE_MAGIC, 8);
-    put32(buf + 8, h->version);
-    put32(buf + 12, hl);
+    le_put32(buf + 8, h->version);
+    le_put32(buf + 12, hl);
     memcpy(buf + 16, h->fingerprint, STORE_KEY_BYTES);
     memcpy(buf + 48, h->key, STORE_KEY_BYTES);
     memcpy(buf + 80, h->parent, STORE_KEY_BYTES);
-    put32(buf + 112, h->n_tokens);
-    put32(buf + 116, (uint32_t)h->traffic_class);
-    put64(buf + 120, (uint64_t)h->created);
-    put64(buf + 128, (uint64_t)h->expires);
-    put64(buf + 136, h->payload_len);
-    put32(buf + STORE_FLAGS_OFF, h->flags); /* zero (reserved) in version 1 */
-    for (uint32_t i = 0; i < h->n_tokens; i++) put32(buf + STORE_HDR_FIXED + 4 * i, (uint32_t)tokens[i]);
+    le_put32(buf + 112, h->n_tokens);
+    le_put32(buf + 116, (uint32_t)h->traffic_class);
+    le_put64(buf + 120, (uint64_t)h->created);
+    le_put64(buf + 128, (uint64_t)h->expires);
+    le_put64(buf + 136, h->payload_len);
+    le_put32(buf + STORE_FLAGS_OFF, h->flags); /* zero (reserved) in version 1 */
+    for (uint32_t i = 0; i < h->n_tokens; i++) le_put32(buf + STORE_HDR_FIXED + 4 * i, (uint32_t)tokens[i]);
     h->checksum = store_checksum(buf, hl, payload, h->payload_len);
-    put64(buf + STORE_HDR_CHECKSUM_OFF, h->checksum);
+    le_put64(buf + STORE_HDR_CHECKSUM_OFF, h->checksum);
     return hl;
 }
 
@@ -90,21 +75,21 @@ int store_decode_header(const uint8_t *buf, size_t len, store_obj_hdr *h, cf_err
     memset(h, 0, sizeof *h);
     if (len < STORE_HDR_FIXED) return cf_fail(err, "object header is %zu bytes (expected >= %d)", len, STORE_HDR_FIXED);
     if (memcmp(buf, STORE_MAGIC, 8) != 0) return cf_fail(err, "bad magic (not a cinfer KV block object)");
-    h->version = get32(buf + 8);
+    h->version = le_get32(buf + 8);
     if (h->version != STORE_FORMAT_VERSION && h->version != STORE_FORMAT_VERSION_MAC)
         return cf_fail(err, "format version %u (expected %u or %u)", h->version, STORE_FORMAT_VERSION,
                        STORE_FORMAT_VERSION_MAC);
-    h->header_len = get32(buf + 12);
+    h->header_len = le_get32(buf + 12);
     memcpy(h->fingerprint, buf + 16, STORE_KEY_BYTES);
     memcpy(h->key, buf + 48, STORE_KEY_BYTES);
     memcpy(h->parent, buf + 80, STORE_KEY_BYTES);
-    h->n_tokens = get32(buf + 112);
-    h->traffic_class = (int32_t)get32(buf + 116);
-    h->created = (int64_t)get64(buf + 120);
-    h->expires = (int64_t)get64(buf + 128);
-    h->payload_len = get64(buf + 136);
-    h->checksum = get64(buf + STORE_HDR_CHECKSUM_OFF);
-    h->flags = get32(buf + STORE_FLAGS_OFF);
+    h->n_tokens = le_get32(buf + 112);
+    h->traffic_class = (int32_t)le_get32(buf + 116);
+    h->created = (int64_t)le_get64(buf + 120);
+    h->expires = (int64_t)le_get64(buf + 128);
+    h->payload_len = le_get64(buf + 136);
+    h->checksum = le_get64(buf + STORE_HDR_CHECKSUM_OFF);
+    h->flags = le_get32(buf + STORE_FLAGS_OFF);
     if (h->version == STORE_FORMAT_VERSION_MAC ? h->flags != STORE_FLAG_MAC : h->flags != 0)
         return cf_fail(err, "format version %u with flags 0x%x", h->version, h->flags);
     if (h->n_tokens == 0 || h->n_tokens > STORE_MAX_TOKENS || h->header_len != store_header_len(h->n_tokens))
@@ -117,8 +102,8 @@ store_verdict store_verify(const uint8_t *buf, size_t buf_len, const void *paylo
     static const uint8_t zeros[STORE_KEY_BYTES];
     const char *w = NULL;
     store_obj_hdr h;
-    if (buf_len >= 12 && !memcmp(buf, STORE_MAGIC, 8) && get32(buf + 8) != STORE_FORMAT_VERSION &&
-        get32(buf + 8) != STORE_FORMAT_VERSION_MAC) {
+    if (buf_len >= 12 && !memcmp(buf, STORE_MAGIC, 8) && le_get32(buf + 8) != STORE_FORMAT_VERSION &&
+        le_get32(buf + 8) != STORE_FORMAT_VERSION_MAC) {
         if (why) *why = "format version";
         return STORE_OTHER_VERSION;
     }
@@ -135,7 +120,7 @@ store_verdict store_verify(const uint8_t *buf, size_t buf_len, const void *paylo
     else if ((h.flags & STORE_FLAG_MAC) && !x->mac) w = "MAC trailer not read";
     else {
         for (uint32_t i = 0; i < h.n_tokens && !w; i++)
-            if ((int32_t)get32(buf + STORE_HDR_FIXED + 4 * i) != x->tokens[i]) w = "tokens";
+            if ((int32_t)le_get32(buf + STORE_HDR_FIXED + 4 * i) != x->tokens[i]) w = "tokens";
         /* reserved bytes (after the checksum, and the padding after the tokens) are zero in every
          * object this version writes: anything else is not ours */
         for (uint32_t o = STORE_FLAGS_OFF + 4; o < STORE_HDR_FIXED && !w; o++)

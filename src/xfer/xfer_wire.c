@@ -2,6 +2,8 @@
  * decoder rejects anything it did not write. */
 #include "xfer/xfer_wire.h"
 
+#include "base/le_bytes.h"
+
 #include <string.h>
 
 #define XFER_MAGIC "CXH1"
@@ -10,23 +12,7 @@ static void put16(uint8_t *p, uint16_t v) {
     p[0] = (uint8_t)v;
     p[1] = (uint8_t)(v >> 8);
 }
-static void put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
 static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t get32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 static int all_zero(const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (p[i]) return 0;
@@ -38,9 +24,9 @@ void xfer_frame_encode(const xfer_frame *f, uint8_t out[XFER_FRAME_BYTES]) {
     memcpy(out, XFER_MAGIC, 4);
     put16(out + 4, f->kind);
     memcpy(out + 8, f->id, XFER_ID_BYTES);
-    put32(out + 24, f->seq);
-    put32(out + 28, f->count);
-    put64(out + 32, f->data_len);
+    le_put32(out + 24, f->seq);
+    le_put32(out + 28, f->count);
+    le_put64(out + 32, f->data_len);
 }
 
 int xfer_frame_decode(const uint8_t *buf, size_t len, uint64_t data_len, xfer_frame *f, cf_err *err) {
@@ -50,9 +36,9 @@ int xfer_frame_decode(const uint8_t *buf, size_t len, uint64_t data_len, xfer_fr
     if (!all_zero(buf + 6, 2) || !all_zero(buf + 40, 24)) return cf_fail(err, "handoff frame: reserved bytes set");
     f->kind = get16(buf + 4);
     memcpy(f->id, buf + 8, XFER_ID_BYTES);
-    f->seq = get32(buf + 24);
-    f->count = get32(buf + 28);
-    f->data_len = get64(buf + 32);
+    f->seq = le_get32(buf + 24);
+    f->count = le_get32(buf + 28);
+    f->data_len = le_get64(buf + 32);
     if (f->data_len != data_len)
         return cf_fail(err, "handoff frame: data length %llu, %llu bytes arrived", (unsigned long long)f->data_len,
                        (unsigned long long)data_len);
@@ -78,10 +64,10 @@ void xfer_begin_encode(const xfer_begin *b, uint8_t out[XFER_BEGIN_BYTES]) {
     memset(out, 0, XFER_BEGIN_BYTES);
     memcpy(out, b->fingerprint, XFER_DIGEST_BYTES);
     memcpy(out + 32, b->salt_digest, XFER_DIGEST_BYTES);
-    put32(out + 64, b->prompt_tokens);
-    put32(out + 68, b->block_tokens);
-    put32(out + 72, b->n_records);
-    put64(out + 80, b->record_bytes);
+    le_put32(out + 64, b->prompt_tokens);
+    le_put32(out + 68, b->block_tokens);
+    le_put32(out + 72, b->n_records);
+    le_put64(out + 80, b->record_bytes);
 }
 
 int xfer_begin_decode(const uint8_t *buf, size_t len, xfer_begin *b, cf_err *err) {
@@ -90,10 +76,10 @@ int xfer_begin_decode(const uint8_t *buf, size_t len, xfer_begin *b, cf_err *err
     if (!all_zero(buf + 76, 4)) return cf_fail(err, "handoff BEGIN: reserved bytes set");
     memcpy(b->fingerprint, buf, XFER_DIGEST_BYTES);
     memcpy(b->salt_digest, buf + 32, XFER_DIGEST_BYTES);
-    b->prompt_tokens = get32(buf + 64);
-    b->block_tokens = get32(buf + 68);
-    b->n_records = get32(buf + 72);
-    b->record_bytes = get64(buf + 80);
+    b->prompt_tokens = le_get32(buf + 64);
+    b->block_tokens = le_get32(buf + 68);
+    b->n_records = le_get32(buf + 72);
+    b->record_bytes = le_get64(buf + 80);
     if (b->block_tokens == 0 || b->prompt_tokens == 0 || b->record_bytes == 0 ||
         b->record_bytes > XFER_MAX_RECORD_BYTES || b->n_records > XFER_MAX_RECORDS)
         return cf_fail(err, "handoff BEGIN: bad geometry (%u tokens, blocks of %u, %u records of %llu bytes)",
