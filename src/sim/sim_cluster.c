@@ -38,6 +38,7 @@ void sim_request_done(sim_state *s, int32_t q) {
     rr->e2e = s->now - wr->arrival;
     rr->tpot = wr->output_len > 1 ? (rr->e2e - rr->ttft) / (double)(wr->output_len - 1) : 0;
     s->r->n_done++;
+    if (s->now > s->r->makespan_s) s->r->makespan_s = s->now; /* the last completion, not the last GC tick */
 }
 
 int sim_prefill_done(sim_state *s, int32_t idx, int32_t q, cf_err *err) {
