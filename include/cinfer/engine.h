@@ -64,8 +64,9 @@ typedef enum cinfer_spec_drafter {
     CINFER_SPEC_OFF,
     CINFER_SPEC_NGRAM, /* prompt lookup: continue the latest match of the last n tokens (no weights) */
     CINFER_SPEC_DRAFT, /* a smaller model with the same vocabulary (cinfer_engine_options.draft_model) */
+    CINFER_SPEC_MTP, /* the model's own MTP block (DeepSeek V3 next-n layers, V4 MTP): chained on its hidden state */
 } cinfer_spec_drafter;
-#define CINFER_SPEC_N 4
+#define CINFER_SPEC_N 5
 #define CINFER_SPEC_MAX_K 16
 
 typedef struct cinfer_speculative {
