@@ -49,6 +49,9 @@ static int ds2_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) 
         return cf_fail(err, "%s.nextn_predict_layers %d must be in 0..block_count - 1 (%d)", a, hp->n_nextn,
                        hp->n_layer - 1);
     hp->n_layer -= hp->n_nextn;
+    char probe[96]; /* a trunk-only file (the next-n tensors left out, the key kept): no MTP, as llama.cpp */
+    snprintf(probe, sizeof probe, "blk.%d.nextn.eh_proj.weight", hp->n_layer);
+    if (hp->n_nextn > 0 && !gguf_find_tensor(f, probe)) hp->n_nextn = 0;
     char key[128];
     snprintf(key, sizeof key, "%s.expert_weights_norm", a);
     if (gguf_get_bool(f, key, &hp->expert_weights_norm, err) < 0) return -1;
