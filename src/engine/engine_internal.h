@@ -43,6 +43,7 @@
 #include "engine/sampler.h"
 #include "engine/sched.h"
 #include "engine/spec_drafter.h"
+#include "engine/spec_sched.h"
 #include "engine/swa_state.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
@@ -189,6 +190,7 @@ typedef struct eng_req {
      * hidden state of position d_computed - 1 */
     float *mtp_h;
     bool mtp_h_ok;
+    float spec_conf[CINFER_SPEC_MAX_K]; /* (eng) the drafter's confidence in each draft in flight (MTP) */
     detok_stream dt;
     eng_buf held; /* text not yet emitted (could still start a stop string) */
 
@@ -239,6 +241,7 @@ struct cinfer_engine {
     sched_limits limits;
     struct eng_draft *draft; /* (eng) the draft model's forward state (engine_draft.c), or NULL */
     struct eng_mtp *mtp; /* (eng) the MTP drafter's scratch (engine_mtp.c); NULL: the model has no MTP block */
+    spec_cost_fit spec_fit; /* (eng) step time against batch tokens (spec_sched.h), fed by every commit */
     /* two step buffers: one being computed, one being planned */
     eng_stepbuf sb[2];
     int32_t sb_next; /* index of the buffer the next plan uses */

@@ -33,6 +33,7 @@
  * sampler_draft, which gives q for lossless verification. Blocks come from
  * what the pool has; without them a request drafts fewer (or catches up
  * later, with h = 0 for the positions it missed). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,9 @@ typedef struct eng_mtp {
     float *h_out; /* max_seqs x hw: each drafting row's own state (the next step's input) */
     float *logits; /* max_seqs x n_vocab */
     eng_item **items; /* per batch sequence */
+    int32_t *n_draft, *keep; /* confidence scheduling: per drafting item (max_seqs) */
+    spec_cand *cand; /* max_seqs x CINFER_SPEC_MAX_K */
+    float *conf; /* max_seqs x CINFER_SPEC_MAX_K */
     bool logged; /* a failed pass was logged */
 } eng_mtp;
 
@@ -78,12 +82,17 @@ int eng_mtp_open(cinfer_engine *e, cf_err *err) {
     d->h_in = malloc(bt * hw * sizeof(float));
     d->h_out = malloc(ns * hw * sizeof(float));
     d->logits = malloc(ns * (size_t)e->n_vocab * sizeof(float));
+    d->n_draft = malloc(ns * sizeof(int32_t));
+    d->keep = malloc(ns * sizeof(int32_t));
+    d->cand = malloc(ns * CINFER_SPEC_MAX_K * sizeof(spec_cand));
+    d->conf = malloc(ns * CINFER_SPEC_MAX_K * sizeof(float));
     for (int i = 0; i < 2; i++) { /* the target's export, per step buffer */
         e->sb[i].hidden = malloc(bt * hw * sizeof(float));
         e->sb[i].hid_rows = malloc(bt * sizeof(int32_t));
         if (!e->sb[i].hidden || !e->sb[i].hid_rows) return cf_fail(err, "out of memory for the MTP hidden states");
     }
-    if (!d->tokens || !d->pos || !d->seq || !d->rows || !d->seqs || !d->items || !d->h_in || !d->h_out || !d->logits)
+    if (!d->tokens || !d->pos || !d->seq || !d->rows || !d->seqs || !d->items || !d->h_in || !d->h_out || !d->logits ||
+        !d->n_draft || !d->keep || !d->cand || !d->conf)
         return cf_fail(err, "out of memory for the MTP drafter's scratch");
     return 0;
 }
@@ -106,6 +115,10 @@ void eng_mtp_close(cinfer_engine *e) {
     free(d->h_in);
     free(d->h_out);
     free(d->logits);
+    free(d->n_draft);
+    free(d->keep);
+    free(d->cand);
+    free(d->conf);
     free(d);
     e->mtp = NULL;
 }
@@ -219,11 +232,47 @@ void eng_mtp_catchup(cinfer_engine *e, eng_stepbuf *sb) {
     if (n > 0) eng_mtp_forward(e, n, n_seqs, 0);
 }
 
-/* Draws draft k of item it from logits row `row`. */
+/* Draws draft k of item it from logits row `row`; its confidence is the MTP head's top softmax probability
+ * there, known before the draw (so it never depends on the drafted token itself). */
 static void eng_mtp_take(cinfer_engine *e, eng_item *it, float *row, int32_t k) {
     eng_req *r = it->r;
     int32_t len = r->prompt_len + r->n_generated;
+    float mx = row[0];
+    for (int32_t v = 1; v < e->n_vocab; v++)
+        if (row[v] > mx) mx = row[v];
+    double sum = 0;
+    for (int32_t v = 0; v < e->n_vocab; v++) sum += exp((double)(row[v] - mx));
+    r->spec_conf[k] = (float)(1.0 / sum);
     r->seq[len + k] = sampler_draft(r->dsmp, row, r->spec_q + (int64_t)k * e->n_vocab);
+}
+
+/* Confidence scheduling (spec_sched.h): keeps the prefix of each item's drafts that pays for its share of the
+ * step's fitted cost; with no usable cost fit every draft stays. */
+static void eng_mtp_schedule(cinfer_engine *e, eng_stepbuf *sb) {
+    eng_mtp *d = e->mtp;
+    double t0, t1;
+    if (e->opt.spec_confidence < 0 || !spec_cost_line(&e->spec_fit, &t0, &t1)) return;
+    int32_t n = 0;
+    double base = 0, tau = 0;
+    for (int32_t i = 0; i < sb->n_items; i++) {
+        eng_item *it = &sb->items[i];
+        tau += it->kind == SCHED_DECODE;
+        if (eng_mtp_is(it->r) && it->kind == SCHED_DECODE && it->n_draft > 0 && n < e->opt.max_seqs) {
+            base += 1;
+            d->items[n] = it;
+            d->n_draft[n++] = it->n_draft;
+        } else {
+            base += it->n_tokens;
+        }
+    }
+    if (n == 0) return;
+    for (int32_t s = 0; s < n; s++) /* the items' confidences, side by side */
+        memcpy(d->conf + (int64_t)s * CINFER_SPEC_MAX_K, d->items[s]->r->spec_conf, sizeof d->items[s]->r->spec_conf);
+    spec_sched_pick(d->conf, CINFER_SPEC_MAX_K, d->n_draft, n, base, tau, t0, t1, d->cand, d->keep);
+    for (int32_t s = 0; s < n; s++) {
+        e->st.spec_conf_dropped += (uint64_t)(d->items[s]->n_draft - d->keep[s]);
+        d->items[s]->n_draft = d->keep[s];
+    }
 }
 
 /* Step 1: t_{len-1} at len - 1 with the target's state; returns the items drafting (in d->items). */
@@ -285,6 +334,7 @@ void eng_mtp_propose(cinfer_engine *e, eng_stepbuf *sb) {
         }
         live = m;
     }
+    eng_mtp_schedule(e, sb);
     for (int32_t i = 0; i < sb->n_items; i++) { /* every drafting item: n_tokens from its drafts */
         eng_item *it = &sb->items[i];
         if (!eng_mtp_is(it->r) || it->kind != SCHED_DECODE) continue;

@@ -438,6 +438,7 @@ void eng_commit(cinfer_engine *e, eng_stepbuf *sb) {
     }
     e->st.steps++;
     e->st.forward_tokens += (uint64_t)sb->batch.n_tokens;
+    spec_cost_add(&e->spec_fit, (double)sb->batch.n_tokens, sb->t_forward);
     int32_t o = 0;
     for (int32_t k = 0; k < sb->n_items; k++) {
         const eng_item *it = &sb->items[k];

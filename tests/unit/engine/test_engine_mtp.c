@@ -12,6 +12,8 @@
  *    a KV pool small enough to force preemption, with chunked prefill, and on
  *    a prefix-cache hit; drafts are made (stats), so the test fails if
  *    speculation never engaged; cancellation leaves no block in use;
+ *  - confidence scheduling (spec_sched.h) on: solo requests still give their
+ *    plain tokens (it only drops drafts); the other runs verify every draft;
  *  - sampling through the engine (temperature 1, top-k 50): the third
  *    generated token over 600 seeds has the same distribution with MTP
  *    drafts (q from the MTP head) as without (two-sample chi-square, alpha
@@ -31,6 +33,7 @@
 static const model *g_m;
 static thread_pool *g_tp;
 static int32_t g_bt;
+static int32_t g_conf = -1; /* cinfer_engine_options.spec_confidence: -1 verifies every draft (the default tests) */
 
 typedef struct req_spec {
     int32_t prompt[300];
@@ -103,7 +106,8 @@ static cinfer_engine *make_engine(int64_t kv, int32_t max_batch, int32_t drafter
                                .max_ctx = 512,
                                .sync_scheduling = sync,
                                .speculative = {.drafter = drafter, .k = k},
-                               .spec_max_batch = 32};
+                               .spec_max_batch = 32,
+                               .spec_confidence = g_conf};
     cinfer_engine *e = NULL;
     char err[256];
     if (cinfer_engine_create(g_m, g_tp, &o, &e, err, sizeof err)) fprintf(stderr, "engine create: %s\n", err);
@@ -151,6 +155,9 @@ static void run_set(const char *name, int32_t k, int64_t kv, int32_t max_batch, 
             (unsigned long long)d, (unsigned long long)a, d ? (double)a / (double)d : 0.0,
             v ? (double)a / (double)v : 0.0, (unsigned long long)s.preemptions);
     CHECK(v > 0 && d > 0 && a <= d);
+    if (g_conf >= 0)
+        fprintf(stderr, "  %llu drafts dropped by confidence scheduling\n", (unsigned long long)s.spec_conf_dropped);
+    else CHECK(s.spec_conf_dropped == 0);
     if (expect_preempt) CHECK(s.preemptions > 0);
     CHECK(s.kv_blocks_used == 0);
     cinfer_engine_destroy(e);
@@ -181,6 +188,9 @@ static void test_lossless(void) {
     run_set("preempting", 4, ring ? 8 * (ring + 64) + 5 * (per_block + 80) + 4096 : per_block * 24, 2048, false, true,
             true);
     run_set("chunked", 4, 64 << 20, 16, false, true, false);
+    g_conf = 0; /* confidence scheduling on: drafts the step's measured cost does not pay for are dropped */
+    run_set("confidence-scheduled", 8, 64 << 20, 2048, true, false, false);
+    g_conf = -1;
 
     /* a prefix-cache hit, then a cancel mid-generation */
     e = make_engine(64 << 20, 2048, CINFER_SPEC_MTP, 4, false);
