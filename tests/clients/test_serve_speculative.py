@@ -140,8 +140,9 @@ class TestMtp(unittest.TestCase):
                 self.assertEqual(r.usage.completion_tokens, off.usage.completion_tokens)
             after = srv.metrics()
             d = lambda k: after.get(k, 0) - before.get(k, 0)
-            self.assertGreater(d('cinfer_spec_draft_tokens_total{drafter="mtp"}'), 0)
-            self.assertGreater(d('cinfer_spec_verifies_total{drafter="mtp"}'), 0)
+            # drafts were made: verified, or dropped by confidence scheduling once the step-cost fit exists
+            self.assertGreater(d('cinfer_spec_draft_tokens_total{drafter="mtp"}')
+                               + d('cinfer_spec_confidence_dropped_total'), 0)
         finally:
             self.assertEqual(srv.stop(), 0)
 
