@@ -192,6 +192,15 @@ static const float *eng_mtp_state(const cinfer_engine *e, const eng_stepbuf *sb,
     return NULL;
 }
 
+/* A failed catch-up pass: the step's MTP requests start over (their KV past what is certain is unknown). */
+static void eng_mtp_reset(eng_stepbuf *sb) {
+    for (int32_t k = 0; k < sb->n_items; k++)
+        if (eng_mtp_is(sb->items[k].r)) {
+            sb->items[k].r->d_computed = 0;
+            sb->items[k].r->mtp_h_ok = false;
+        }
+}
+
 void eng_mtp_catchup(cinfer_engine *e, eng_stepbuf *sb) {
     eng_mtp *d = e->mtp;
     int32_t n = 0, n_seqs = 0;
@@ -208,7 +217,10 @@ void eng_mtp_catchup(cinfer_engine *e, eng_stepbuf *sb) {
         }
         for (int32_t p = from; p < to;) {
             if (n == d->cap || n_seqs == e->opt.max_seqs) { /* a full pass */
-                if (!eng_mtp_forward(e, n, n_seqs, 0)) return;
+                if (!eng_mtp_forward(e, n, n_seqs, 0)) {
+                    eng_mtp_reset(sb);
+                    return;
+                }
                 n = n_seqs = 0;
             }
             int32_t take = to - p < d->cap - n ? to - p : d->cap - n;
@@ -229,7 +241,7 @@ void eng_mtp_catchup(cinfer_engine *e, eng_stepbuf *sb) {
         if (last && last != r->mtp_h) memcpy(r->mtp_h, last, hb);
         r->d_computed = to;
     }
-    if (n > 0) eng_mtp_forward(e, n, n_seqs, 0);
+    if (n > 0 && !eng_mtp_forward(e, n, n_seqs, 0)) eng_mtp_reset(sb);
 }
 
 /* Draws draft k of item it from logits row `row`; its confidence is the MTP head's top softmax probability
