@@ -17,7 +17,7 @@ static const char mk_usage[] =
     "               --qk-nope N --qk-rope P --v-head V [--q-lora Q] --experts X\n"
     "               --experts-used K --expert-ffn FE [--shared-experts S] [--dense-layers N]\n"
     "               [--groups G --groups-used U] [--gating sigmoid|softmax] [--expert-scale F]\n"
-    "               [--yarn-factor F [--yarn-orig-ctx N]]\n"
+    "               [--yarn-factor F [--yarn-orig-ctx N]] [--mtp-layers N]\n"
     "               --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] [--tied] OUT.gguf\n"
     "cinfer mkmodel --arch gemma2 --dim D --layers L --heads H --kv-heads K --ffn F [--head-dim HD]\n"
     "               [--window W] [--swa-pattern N] [--attn-softcap C] [--final-softcap C]\n"
@@ -121,7 +121,9 @@ static int parse_mkmodel(int argc, char **argv, mk_args *a, const char **out) {
         {"hc", 0, "N", "hyper-connection streams (default 4; llama.cpp supports 4)", CLI_NUM(&o->hc, 1, 64)},
         {"sinkhorn", 0, "N", "Sinkhorn iterations (default 20)", CLI_NUM(&o->sinkhorn, 1, 1000)},
         {"hash-layers", 0, "N", "leading layers routed by token id (tid2eid)", CLI_NUM(&o->hash_layers, 0, INT_MAX)},
-        {"mtp-layers", 0, "N", "multi-token-prediction blocks after the main ones", CLI_NUM(&o->mtp_layers, 0, 16)},
+        {"mtp-layers", 0, "N",
+         "multi-token-prediction blocks after the main ones (deepseek2: next-n layers; deepseek4: MTP blocks)",
+         CLI_NUM(&o->mtp_layers, 0, 16)},
         {"swiglu-limit", 0, "F", "SwiGLU clamp (default 0: none)", CLI_NUM(&o->swiglu_limit, 0, 1e6)},
         {"compress-rope-base", 0, "B", "rope base of compressed layers (default 160000)",
          CLI_NUM(&o->compress_rope_base, 1, 1e12)},

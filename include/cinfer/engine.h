@@ -64,8 +64,9 @@ typedef enum cinfer_spec_drafter {
     CINFER_SPEC_OFF,
     CINFER_SPEC_NGRAM, /* prompt lookup: continue the latest match of the last n tokens (no weights) */
     CINFER_SPEC_DRAFT, /* a smaller model with the same vocabulary (cinfer_engine_options.draft_model) */
+    CINFER_SPEC_MTP, /* the model's own MTP block (DeepSeek V3 next-n layers, V4 MTP): chained on its hidden state */
 } cinfer_spec_drafter;
-#define CINFER_SPEC_N 4
+#define CINFER_SPEC_N 5
 #define CINFER_SPEC_MAX_K 16
 
 typedef struct cinfer_speculative {
@@ -100,6 +101,9 @@ typedef struct cinfer_engine_options {
     cinfer_speculative speculative; /* default for requests that do not choose (drafter 0: off) */
     int32_t spec_max_batch; /* no drafts in a step with more decoding requests than this (0: 3) */
     int32_t spec_step_drafts; /* drafted tokens per step, all requests together (0: 64) */
+    int32_t spec_confidence; /* MTP drafts: 0 (default) verify only the drafts whose confidence pays for their
+                              * share of the step's measured cost (docs/engine.md "Confidence scheduling");
+                              * < 0: verify every draft */
     const cinfer_model *draft_model; /* CINFER_SPEC_DRAFT's model (borrowed, outlives the engine), or NULL.
                                       * Checked at create: the same vocabulary (every token's bytes) as the
                                       * target, and a KV block no larger than the target's (its KV lives in
@@ -318,6 +322,7 @@ typedef struct cinfer_engine_stats {
      * ones; spec_accept_len[a]: verify items that accepted a drafts (a <= CINFER_SPEC_MAX_K) */
     uint64_t spec_verifies[CINFER_SPEC_N], spec_drafted[CINFER_SPEC_N], spec_accepted[CINFER_SPEC_N];
     uint64_t spec_accept_len[CINFER_SPEC_MAX_K + 1];
+    uint64_t spec_conf_dropped; /* MTP drafts made but not verified: their confidence did not pay (spec_confidence) */
     /* window-state tier (0 without window layers or with the tier off): snapshots taken; admissions
      * that resumed from a snapshot (hits) / whose prefix-cache hit found no snapshot (misses: recomputed
      * from the start); entries evicted for room / expired by TTL; entries and bytes held; budget */

@@ -269,7 +269,10 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     if (!e->fc) return -1;
     if (e->opt.moe_executor && fwd_ctx_set_moe_executor(e->fc, e->opt.moe_executor, err)) return -1;
     if (e->opt.draft_model && eng_draft_open(e, e->opt.draft_model, err)) return -1;
-    if (eng_alloc_scratch(e, err) || eng_grammar_vocab_build(e, err)) return -1;
+    if (eng_alloc_scratch(e, err) || eng_grammar_vocab_build(e, err) || eng_mtp_open(e, err)) return -1;
+    if (e->opt.speculative.drafter == CINFER_SPEC_MTP && !e->mtp)
+        return cf_fail(err, "engine: speculative drafter mtp: the model has no MTP block (deepseek2 "
+                            "nextn_predict_layers, deepseek4 MTP blocks)");
     if (!e->opt.sync_scheduling) {
         pthread_mutex_init(&e->exec_mu, NULL);
         pthread_cond_init(&e->exec_cv, NULL);
@@ -362,6 +365,7 @@ void cinfer_engine_destroy(cinfer_engine *e) {
     }
     fwd_ctx_free(e->fc);
     eng_draft_close(e);
+    eng_mtp_close(e);
     tokenizer_free(e->tok);
     cinfer_grammar_vocab_free(e->gvocab);
     free(e->tok_bytes);

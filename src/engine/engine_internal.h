@@ -43,6 +43,7 @@
 #include "engine/sampler.h"
 #include "engine/sched.h"
 #include "engine/spec_drafter.h"
+#include "engine/spec_sched.h"
 #include "engine/swa_state.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
@@ -65,6 +66,7 @@ typedef struct eng_item {
     bool sample; /* chunk ends at the sequence end: sample from its row */
     int32_t n_draft; /* verify item (speculative decoding): drafts at seq[start+1..start+n_draft], one
                       * logits row per token; 0: an ordinary item */
+    int32_t hid_row; /* MTP requests: its first row in the step's hidden-state export; -1 none (engine_mtp.c) */
 } eng_item;
 
 /* Everything one step needs, owned by the engine, sized at create. */
@@ -78,6 +80,8 @@ typedef struct eng_stepbuf {
     int rc; /* model_forward's result */
     cf_err err;
     double t_forward; /* seconds model_forward ran */
+    float *hidden; /* with an MTP drafter: the target's hidden states of MTP requests' rows; else NULL */
+    int32_t *hid_rows; /* their batch rows (capacity max_batch_tokens) */
 } eng_stepbuf;
 
 typedef struct eng_req {
@@ -182,6 +186,11 @@ typedef struct eng_req {
     int32_t n_dblocks;
     int32_t d_computed; /* positions with draft-model KV (all of them committed tokens) */
     sampler *dsmp; /* draws the drafts: the request's sampling parameters, no penalties */
+    /* (eng) CINFER_SPEC_MTP (engine_mtp.c) uses dblocks / d_computed / dsmp for its MTP KV, plus the target's
+     * hidden state of position d_computed - 1 */
+    float *mtp_h;
+    bool mtp_h_ok;
+    float spec_conf[CINFER_SPEC_MAX_K]; /* (eng) the drafter's confidence in each draft in flight (MTP) */
     detok_stream dt;
     eng_buf held; /* text not yet emitted (could still start a stop string) */
 
@@ -231,6 +240,8 @@ struct cinfer_engine {
     fwd_ctx *fc;
     sched_limits limits;
     struct eng_draft *draft; /* (eng) the draft model's forward state (engine_draft.c), or NULL */
+    struct eng_mtp *mtp; /* (eng) the MTP drafter's scratch (engine_mtp.c); NULL: the model has no MTP block */
+    spec_cost_fit spec_fit; /* (eng) step time against batch tokens (spec_sched.h), fed by every commit */
     /* two step buffers: one being computed, one being planned */
     eng_stepbuf sb[2];
     int32_t sb_next; /* index of the buffer the next plan uses */
@@ -401,6 +412,19 @@ int eng_draft_req_init(cinfer_engine *e, eng_req *q, cf_err *err);
 void eng_draft_propose(cinfer_engine *e, eng_stepbuf *sb);
 void eng_draft_release(cinfer_engine *e, eng_req *r);
 void eng_draft_rollback(eng_req *r);
+/* engine_mtp.c: the MTP drafter (the model's own MTP block), batched over a step's MTP requests.
+ * eng_mtp_open: at create, after the forward context and the step buffers; leaves e->mtp NULL for a model
+ *   without MTP blocks (or whose MTP KV does not fit a pool block). eng_mtp_close frees it.
+ * eng_mtp_req_init: a request's MTP KV table, draft sampler and hidden-state stash.
+ * eng_mtp_mark: at the end of assembly, asks the target pass for the hidden states of MTP requests' rows.
+ * eng_mtp_catchup: at the end of commit, MTP KV up to each MTP request's n_computed.
+ * eng_mtp_propose: at assembly (after eng_spec_prepare), chained drafts for the MTP verify items. */
+int eng_mtp_open(cinfer_engine *e, cf_err *err);
+void eng_mtp_close(cinfer_engine *e);
+int eng_mtp_req_init(cinfer_engine *e, eng_req *q, cf_err *err);
+void eng_mtp_mark(cinfer_engine *e, eng_stepbuf *sb);
+void eng_mtp_catchup(cinfer_engine *e, eng_stepbuf *sb);
+void eng_mtp_propose(cinfer_engine *e, eng_stepbuf *sb);
 /* Whether r speculates (any drafter). */
 static inline bool eng_spec_on(const eng_req *r) { return r->drafter.kind > CINFER_SPEC_OFF; }
 void eng_spec_free(eng_req *q);

@@ -403,6 +403,7 @@ int32_t eng_assemble(cinfer_engine *e, eng_stepbuf *sb) {
     }
     sb->n_items = w;
     if (e->draft) eng_draft_propose(e, sb);
+    if (e->mtp) eng_mtp_propose(e, sb);
     int32_t rows = 0, n_out = 0;
     for (int32_t k = 0; k < sb->n_items; k++) {
         eng_item *it = &sb->items[k];
@@ -423,6 +424,7 @@ int32_t eng_assemble(cinfer_engine *e, eng_stepbuf *sb) {
         .n_out = n_out,
         .out_rows = sb->rows,
     };
+    if (e->mtp) eng_mtp_mark(e, sb);
     return rows;
 }
 
@@ -436,6 +438,7 @@ void eng_commit(cinfer_engine *e, eng_stepbuf *sb) {
     }
     e->st.steps++;
     e->st.forward_tokens += (uint64_t)sb->batch.n_tokens;
+    spec_cost_add(&e->spec_fit, (double)sb->batch.n_tokens, sb->t_forward);
     int32_t o = 0;
     for (int32_t k = 0; k < sb->n_items; k++) {
         const eng_item *it = &sb->items[k];
@@ -456,5 +459,6 @@ void eng_commit(cinfer_engine *e, eng_stepbuf *sb) {
         }
         if (row && it->n_draft == 0) eng_sample(e, r, row, -1, NULL);
     }
+    if (e->mtp) eng_mtp_catchup(e, sb);
     eng_note_kv(e);
 }

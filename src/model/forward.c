@@ -71,6 +71,23 @@ static int check_rings(const fwd_ctx *c, const fwd_batch *b, cf_err *err) {
     return 0;
 }
 
+/* Output and hidden-export row lists: ascending batch indices; an export only where the model has one. */
+static int check_rows(const fwd_ctx *c, const fwd_batch *b, cf_err *err) {
+    for (int32_t i = 0; i < b->n_out; i++)
+        if (b->out_rows[i] < 0 || b->out_rows[i] >= b->n_tokens || (i && b->out_rows[i] <= b->out_rows[i - 1]))
+            return cf_fail(err, "bad output row list");
+    if (b->n_hidden <= 0) return 0;
+    model_mtp_info mi;
+    model_mtp_info_get(c->m, c->block_tokens, &mi);
+    if (mi.hidden_floats <= 0 || !b->hidden || !b->hidden_rows)
+        return cf_fail(err, "hidden-state export: architecture %s has none", c->m->hp.arch);
+    for (int32_t i = 0; i < b->n_hidden; i++)
+        if (b->hidden_rows[i] < 0 || b->hidden_rows[i] >= b->n_tokens ||
+            (i && b->hidden_rows[i] <= b->hidden_rows[i - 1]))
+            return cf_fail(err, "bad hidden-state row list");
+    return 0;
+}
+
 static int check_batch(const fwd_ctx *c, const fwd_batch *b, cf_err *err) {
     const model_hparams *hp = &c->m->hp;
     if (b->n_tokens <= 0 || b->n_tokens > c->max_tokens)
@@ -90,15 +107,37 @@ static int check_batch(const fwd_ctx *c, const fwd_batch *b, cf_err *err) {
             return cf_fail(err, "sequence %d: bounded replay from %d at position %d (window model only)", b->seq[t],
                            s->replay_from, b->pos[t]);
     }
-    for (int32_t i = 0; i < b->n_out; i++)
-        if (b->out_rows[i] < 0 || b->out_rows[i] >= b->n_tokens || (i && b->out_rows[i] <= b->out_rows[i - 1]))
-            return cf_fail(err, "bad output row list");
-    return 0;
+    return check_rows(c, b, err);
 }
 
 int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err) {
     if (check_batch(c, b, err)) return -1;
     return c->arch->forward(c->impl, b, logits, err);
+}
+
+void model_mtp_info_get(const model *m, int32_t block_tokens, model_mtp_info *out) {
+    *out = (model_mtp_info){0};
+    if (m->arch->mtp_info) m->arch->mtp_info(m, block_tokens, out);
+}
+
+/* An MTP batch: tokens, positions inside each sequence's (MTP) block table, rows; no rings. */
+int model_mtp_forward(fwd_ctx *c, int32_t mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err) {
+    model_mtp_info mi;
+    model_mtp_info_get(c->m, c->block_tokens, &mi);
+    if (!c->arch->mtp_forward || mtp < 0 || mtp >= mi.n_blocks)
+        return cf_fail(err, "MTP block %d: the model has %d", mtp, mi.n_blocks);
+    if (b->n_tokens <= 0 || b->n_tokens > c->max_tokens || !h)
+        return cf_fail(err, "MTP batch of %d tokens (1..%d allowed)", b->n_tokens, c->max_tokens);
+    for (int32_t t = 0; t < b->n_tokens; t++) {
+        if (b->tokens[t] < 0 || b->tokens[t] >= c->m->hp.n_vocab)
+            return cf_fail(err, "token id %d is outside the vocabulary (0..%d)", b->tokens[t], c->m->hp.n_vocab - 1);
+        if (b->seq[t] < 0 || b->seq[t] >= b->n_seqs) return cf_fail(err, "token %d: bad sequence index", t);
+        int32_t p = b->pos[t];
+        if (p < 0 || p >= c->max_ctx || p / c->block_tokens >= b->seqs[b->seq[t]].n_blocks)
+            return cf_fail(err, "position %d is beyond the MTP block table", p);
+    }
+    if (check_rows(c, b, err)) return -1;
+    return c->arch->mtp_forward(c->impl, mtp, b, h, logits, err);
 }
 
 void fwd_ctx_set_mla_expand_min(fwd_ctx *c, int32_t min_tokens) {

@@ -6,7 +6,8 @@
  * output (unless tied), then per block attn_norm, attn_q, attn_k, attn_v,
  * attn_output, ffn_norm, ffn_gate, ffn_down, ffn_up; ne = {in, out}.
  * deepseek2: the tensors and keys of llama.cpp's converter
- * (src/model/arch/deepseek2.h lists them); expert stacks are 3-D,
+ * (src/model/arch/deepseek2.h lists them; --mtp-layers N appends N next-n
+ * layers, blk.N.nextn.*, and nextn_predict_layers); expert stacks are 3-D,
  * ne = {in, out, n_expert}, generated row by row like the rest.
  * gemma2: llama.cpp's gemma2 tensors (post-attention / post-FFN norms, no
  * output.weight: the LM head is always token_embd) and keys.
@@ -152,7 +153,7 @@ tdesc experts(const char *name, int64_t in, int64_t out, int64_t n_exp, dtype t)
     return d;
 }
 
-#define DS2_MAX_PER_LAYER 16
+#define DS2_MAX_PER_LAYER 22 /* 16 + the next-n extras */
 
 static int describe_ds2(const mkmodel_opts *o, int64_t vocab, tdesc *t) {
     int n = 0;
@@ -161,9 +162,17 @@ static int describe_ds2(const mkmodel_opts *o, int64_t vocab, tdesc *t) {
     t[n++] = mat("token_embd.weight", dim, vocab, ty);
     t[n++] = norm("output_norm.weight", dim);
     if (!o->tied) t[n++] = mat("output.weight", dim, vocab, ty);
-    for (int l = 0; l < o->layers; l++) {
+    for (int l = 0; l < o->layers + o->mtp_layers; l++) {
         char b[64];
 #define NAME(part) (snprintf(b, sizeof b, "blk.%d.%s", l, part), b)
+        if (l >= o->layers) { /* a next-n (MTP) layer: llama.cpp's blk.N.nextn.* as its converter writes them */
+            t[n++] = mat(NAME("nextn.eh_proj.weight"), 2 * dim, dim, ty);
+            t[n++] = norm(NAME("nextn.enorm.weight"), dim);
+            t[n++] = norm(NAME("nextn.hnorm.weight"), dim);
+            t[n++] = norm(NAME("nextn.shared_head_norm.weight"), dim);
+            t[n++] = mat(NAME("nextn.shared_head_head.weight"), dim, vocab, ty);
+            t[n++] = mat(NAME("nextn.embed_tokens.weight"), dim, vocab, ty);
+        }
         t[n++] = norm(NAME("attn_norm.weight"), dim);
         if (o->q_lora > 0) {
             t[n++] = mat(NAME("attn_q_a.weight"), dim, o->q_lora, ty);
@@ -177,7 +186,7 @@ static int describe_ds2(const mkmodel_opts *o, int64_t vocab, tdesc *t) {
         t[n++] = mat(NAME("attn_kv_b.weight"), o->kv_lora, H * (o->qk_nope + o->v_head), ty);
         t[n++] = mat(NAME("attn_output.weight"), H * o->v_head, dim, ty);
         t[n++] = norm(NAME("ffn_norm.weight"), dim);
-        if (l < o->dense_layers) {
+        if (l < o->dense_layers || o->experts == 0) { /* an MTP layer of a dense model is dense too */
             t[n++] = mat(NAME("ffn_gate.weight"), dim, o->ffn, ty);
             t[n++] = mat(NAME("ffn_down.weight"), o->ffn, dim, ty);
             t[n++] = mat(NAME("ffn_up.weight"), dim, o->ffn, ty);
@@ -316,7 +325,8 @@ static void set_hparams_ds2(gguf_writer *w, const mkmodel_opts *o, int64_t vocab
     gguf_set_u32(w, "deepseek2.context_length", (uint32_t)(o->ctx ? o->ctx : 2048));
     gguf_set_u32(w, "deepseek2.embedding_length", (uint32_t)o->dim);
     gguf_set_u32(w, "deepseek2.feed_forward_length", (uint32_t)o->ffn);
-    gguf_set_u32(w, "deepseek2.block_count", (uint32_t)o->layers);
+    gguf_set_u32(w, "deepseek2.block_count", (uint32_t)(o->layers + o->mtp_layers));
+    if (o->mtp_layers) gguf_set_u32(w, "deepseek2.nextn_predict_layers", (uint32_t)o->mtp_layers);
     gguf_set_u32(w, "deepseek2.attention.head_count", (uint32_t)o->heads);
     gguf_set_u32(w, "deepseek2.attention.head_count_kv", (uint32_t)o->heads);
     gguf_set_f32(w, "deepseek2.rope.freq_base", 10000.0f);

@@ -75,6 +75,7 @@ typedef struct model_hparams {
     bool expert_weights_norm;
     float expert_weights_scale;
     float yarn_log_mul; /* kq scale = (attn_factor*(1 + yarn_log_mul*ln factor))^2 / sqrt(head_dim) */
+    int32_t n_nextn; /* DeepSeek V3 next-n (MTP) layers after the n_layer main ones (nextn_predict_layers) */
     /* gemma2 (arch/gemma2.c); 0 for other architectures */
     int32_t n_swa; /* window (tokens) of the sliding-window layers */
     float attn_softcap, final_softcap; /* cap * tanh(x / cap) of attention scores / logits */
@@ -291,6 +292,13 @@ typedef struct fwd_batch {
     int32_t n_seqs;
     int32_t n_out; /* rows that need logits */
     const int32_t *out_rows; /* their batch indices, ascending */
+    /* Optional drafter hidden-state export (speculative decoding, "MTP" below): the
+     * model_mtp_hidden_floats-wide hidden state of each of the n_hidden rows hidden_rows
+     * (batch indices, ascending) into hidden[n_hidden][...], a caller-owned buffer. 0 / NULL: none
+     * (a forward that does not ask does no extra work). */
+    int32_t n_hidden;
+    const int32_t *hidden_rows;
+    float *hidden;
 } fwd_batch;
 
 typedef struct fwd_ctx fwd_ctx;
@@ -342,5 +350,29 @@ int fwd_ctx_set_moe_executor(fwd_ctx *c, const cinfer_moe_executor *x, cf_err *e
  * concurrently with model_forward on the same context. -1 (err) for a bad
  * layer/expert or an architecture without the hook. */
 int fwd_ctx_expert_ffn(fwd_ctx *c, int32_t layer, int32_t expert, const float *x, int32_t n, float *y, cf_err *err);
+
+/* ---- MTP: multi-token prediction blocks (speculative decoding drafters) ----
+ * Architectures with MTP blocks (deepseek2: DeepSeek V3 next-n layers,
+ * blk.N.nextn.*; deepseek4: the V4 MTP block) export a hidden state per row
+ * (fwd_batch.n_hidden) and run an MTP block over a batch: for each batch token
+ * t_p at position p with h = the hidden state of position p - 1 (the target's,
+ * or for chained drafts the MTP block's own exported one), the block predicts
+ * the token at p + 1 (logits of the out_rows) and can export its own hidden
+ * state (fwd_batch.hidden_rows). Position p's MTP KV lives in the batch's
+ * block tables: blocks of model_mtp_info.block_floats floats (one layer),
+ * separate from the target's. The hidden state is the architecture's:
+ * deepseek2 the final normed hidden state (output_norm; the MTP block's after
+ * nextn.shared_head_norm), as llama.cpp and SGLang feed it; deepseek4 the
+ * final hyper-connection streams [hc][n_embd] (before the head's collapse). */
+typedef struct model_mtp_info {
+    int32_t n_blocks; /* MTP blocks (0: none) */
+    int64_t hidden_floats; /* width of one exported hidden state */
+    int64_t block_floats; /* floats of one MTP KV block of block_tokens tokens */
+} model_mtp_info;
+void model_mtp_info_get(const model *m, int32_t block_tokens, model_mtp_info *out);
+/* Runs MTP block `mtp` over b (no window rings; its blocks are MTP KV blocks): h[n_tokens][hidden_floats]
+ * are the conditioning hidden states, logits[n_out][n_vocab] the predictions, b->hidden the block's own
+ * hidden states (may be NULL). -1 (err) on bad input or a model without that block. */
+int model_mtp_forward(fwd_ctx *c, int32_t mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err);
 
 #endif

@@ -59,6 +59,10 @@ typedef struct model_arch {
     /* fwd_ctx_set_moe_executor / fwd_ctx_expert_ffn: expert parallelism (model.h). */
     int (*fwd_set_moe_executor)(void *fc, const cinfer_moe_executor *x, cf_err *err);
     int (*expert_ffn)(void *fc, int32_t layer, int32_t expert, const float *x, int32_t n, float *y, cf_err *err);
+    /* model_mtp_info_get / model_mtp_forward (model.h "MTP"); the forward hook must honour
+     * fwd_batch.n_hidden whenever mtp_info reports a hidden width. */
+    void (*mtp_info)(const model *m, int32_t block_tokens, model_mtp_info *out);
+    int (*mtp_forward)(void *fc, int32_t mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err);
 } model_arch;
 
 /* The table serving general.architecture `name`, or NULL. */

@@ -14,7 +14,10 @@
  * expert_feed_forward_length, expert_weights_scale (1), expert_weights_norm
  * (false), expert_gating_func (absent/1 softmax, 2 sigmoid),
  * expert_group_count / expert_group_used_count (group-limited routing,
- * DeepSeek-V3; absent = off), rope.scaling.yarn_log_multiplier (0). */
+ * DeepSeek-V3; absent = off), rope.scaling.yarn_log_multiplier (0),
+ * nextn_predict_layers (0: DeepSeek V3's MTP layers, the last of block_count,
+ * with blk.N.nextn.{eh_proj,enorm,hnorm} and optional shared_head_norm,
+ * shared_head_head, embed_tokens; the MTP drafter runs them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +41,17 @@ static int ds2_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) 
         model_key_i32(f, a, "expert_group_count", &hp->n_expert_group, false, err) ||
         model_key_i32(f, a, "expert_group_used_count", &hp->n_group_used, false, err) ||
         model_key_f32(f, a, "expert_weights_scale", &hp->expert_weights_scale, err) ||
-        model_key_f32(f, a, "rope.scaling.yarn_log_multiplier", &hp->yarn_log_mul, err))
+        model_key_f32(f, a, "rope.scaling.yarn_log_multiplier", &hp->yarn_log_mul, err) ||
+        model_key_i32(f, a, "nextn_predict_layers", &hp->n_nextn, false, err))
         return -1;
+    /* block_count counts the next-n layers too (llama.cpp's layout): they follow the main ones */
+    if (hp->n_nextn < 0 || hp->n_nextn >= hp->n_layer)
+        return cf_fail(err, "%s.nextn_predict_layers %d must be in 0..block_count - 1 (%d)", a, hp->n_nextn,
+                       hp->n_layer - 1);
+    hp->n_layer -= hp->n_nextn;
+    char probe[96]; /* a trunk-only file (the next-n tensors left out, the key kept): no MTP, as llama.cpp */
+    snprintf(probe, sizeof probe, "blk.%d.nextn.eh_proj.weight", hp->n_layer);
+    if (hp->n_nextn > 0 && !gguf_find_tensor(f, probe)) hp->n_nextn = 0;
     char key[128];
     snprintf(key, sizeof key, "%s.expert_weights_norm", a);
     if (gguf_get_bool(f, key, &hp->expert_weights_norm, err) < 0) return -1;
@@ -219,7 +231,7 @@ static int load_ffn(model *m, int il, ds2_layer *L, uint64_t *routed_bytes, uint
     int64_t E = hp->n_embd;
     char n[96];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
-    if (il < hp->n_dense_lead) {
+    if (il < hp->n_dense_lead || (il >= hp->n_layer && hp->n_expert == 0)) { /* an MTP layer of a dense model */
         return model_load_matrix(m, NAME("ffn_gate.weight"), E, hp->n_ff, &L->w_gate, err) ||
                        model_load_matrix(m, NAME("ffn_up.weight"), E, hp->n_ff, &L->w_up, err) ||
                        model_load_matrix(m, NAME("ffn_down.weight"), hp->n_ff, E, &L->w_down, err)
@@ -245,9 +257,37 @@ static int load_ffn(model *m, int il, ds2_layer *L, uint64_t *routed_bytes, uint
     return 0;
 }
 
+/* The next-n extras of MTP layer il (deepseek2.h); its attention and FFN load like a main layer's. */
+static int load_nextn(model *m, int il, ds2_layer *L, cf_err *err) {
+    const model_hparams *hp = &m->hp;
+    int64_t E = hp->n_embd;
+    char n[96];
+    int failed = 0;
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d.nextn." s, il), n)
+    if (model_load_matrix(m, NAME("eh_proj.weight"), 2 * E, E, &L->eh_proj, err) ||
+        model_load_vector(m, NAME("enorm.weight"), E, true, &L->enorm, err) ||
+        model_load_vector(m, NAME("hnorm.weight"), E, true, &L->hnorm, err) ||
+        model_load_vector(m, NAME("shared_head_norm.weight"), E, false, &L->head_norm, err))
+        return -1;
+    if (gguf_find_tensor(m->gguf, NAME("shared_head_head.weight"))) {
+        if (model_load_matrix(m, n, E, hp->n_vocab, &L->head, err)) return -1;
+        L->has_head = true;
+    }
+    L->embed = model_need_tensor(m->gguf, NAME("embed_tokens.weight"), E, hp->n_vocab, false, err, &failed);
+#undef NAME
+    if (failed) return -1;
+    if (L->embed && !dtype_computable(L->embed->type)) return model_unsupported_type(L->embed, err);
+    if (L->embed) {
+        model_mem_mapped(m, L->embed);
+        m->weight_bytes += L->embed->nbytes;
+        m->n_params += (uint64_t)(E * hp->n_vocab);
+    }
+    return 0;
+}
+
 static int ds2_load_layers(model *m, cf_err *err) {
     const model_hparams *hp = &m->hp;
-    ds2_layer *layers = calloc((size_t)hp->n_layer, sizeof *layers);
+    ds2_layer *layers = calloc((size_t)(hp->n_layer + hp->n_nextn), sizeof *layers);
     if (!layers) return cf_fail(err, "out of memory");
     m->layers = layers;
     uint64_t routed = 0, routed_params = 0;
@@ -266,6 +306,13 @@ static int ds2_load_layers(model *m, cf_err *err) {
     m->active_bytes += before + (m->weight_bytes - before - routed) + active_routed;
     m->active_params = m->n_params - routed_params;
     if (hp->n_expert) m->active_params += routed_params / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
+    /* next-n layers: in the file (weights, params), not in a target step's active bytes */
+    for (int il = hp->n_layer; il < hp->n_layer + hp->n_nextn; il++) {
+        uint64_t rb = 0, rp = 0;
+        if (load_attention(m, il, &layers[il], err) || load_ffn(m, il, &layers[il], &rb, &rp, err) ||
+            load_nextn(m, il, &layers[il], err))
+            return cf_prefix(err, "next-n layer %d", il);
+    }
     return 0;
 }
 
@@ -278,10 +325,10 @@ static void release_experts(kern_weight *ws, int32_t n) {
 static void ds2_free_layers(model *m) {
     ds2_layer *layers = m->layers;
     if (!layers) return;
-    for (int il = 0; il < m->hp.n_layer; il++) {
+    for (int il = 0; il < m->hp.n_layer + m->hp.n_nextn; il++) {
         ds2_layer *L = &layers[il]; /* the vectors and repacked / stacked copies are the model's (model_wbuf) */
-        kern_weight *ws[] = {&L->wq,   &L->wq_a,   &L->wq_b,   &L->wkv_a, &L->wkv_b, &L->wo, &L->w_gate,
-                             &L->w_up, &L->w_down, &L->router, &L->sg,    &L->su,    &L->sd};
+        kern_weight *ws[] = {&L->wq,     &L->wq_a,   &L->wq_b, &L->wkv_a, &L->wkv_b, &L->wo,      &L->w_gate, &L->w_up,
+                             &L->w_down, &L->router, &L->sg,   &L->su,    &L->sd,    &L->eh_proj, &L->head};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) kern_weight_release(ws[i]);
         release_experts(L->egu, m->hp.n_expert);
         release_experts(L->eg, m->hp.n_expert);
@@ -325,6 +372,15 @@ static int ds2_fingerprint(const model_hparams *hp, model_fp_writer *w) {
     return ok && model_fp_f32(w, hp->expert_weights_scale) && model_fp_f32(w, hp->yarn_log_mul);
 }
 
+/* ---- MTP (model.h): one MLA layer of latent + rope per token ---- */
+
+static void ds2_mtp_info(const model *m, int32_t block_tokens, model_mtp_info *out) {
+    const model_hparams *hp = &m->hp;
+    *out = (model_mtp_info){.n_blocks = hp->n_nextn,
+                            .hidden_floats = hp->n_embd,
+                            .block_floats = (int64_t)block_tokens * (hp->kv_lora_rank + hp->rope_dim)};
+}
+
 /* ---- the table ---- */
 
 static void *ds2_create_hook(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx,
@@ -338,6 +394,10 @@ static int ds2_forward_hook(void *fc, const fwd_batch *b, float *logits, cf_err 
 static void ds2_expand_hook(void *fc, int32_t min_tokens) { ds2_fwd_set_expand_min(fc, min_tokens); }
 static int ds2_load_hook(const void *fc, int32_t layer, uint64_t *counts, int32_t n) {
     return ds2_fwd_expert_load(fc, layer, counts, n);
+}
+
+static int ds2_mtp_hook(void *fc, int32_t mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err) {
+    return ds2_mtp_forward(fc, mtp, b, h, logits, err);
 }
 
 static int ds2_exec_hook(void *fc, const cinfer_moe_executor *x, cf_err *err) {
@@ -362,4 +422,6 @@ const model_arch model_arch_deepseek2 = {
     .expert_load = ds2_load_hook,
     .fwd_set_moe_executor = ds2_exec_hook,
     .expert_ffn = ds2_ffn_hook,
+    .mtp_info = ds2_mtp_info,
+    .mtp_forward = ds2_mtp_hook,
 };

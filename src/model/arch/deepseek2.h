@@ -16,7 +16,7 @@
  *        [E][n_ff_exp]; shared
  *        experts sg/su [n_ff_exp*n_shared][E], sd [E][n_ff_exp*n_shared].
  * Ownership: everything here belongs to the model (m->layers, an array of
- * n_layer ds2_layer, and the expert arrays are freed by the family's release
+ * n_layer + n_nextn ds2_layer (the next-n layers last), and the expert arrays are freed by the family's release
  * hook; the f32 vectors and repacked / stacked copies are model weight
  * buffers, model_wbuf, released with the model). */
 #ifndef CINFER_MODEL_DEEPSEEK2_H
@@ -36,6 +36,14 @@ typedef struct ds2_layer {
     kern_weight *eg, *eu, *ed; /* n_expert each, owned arrays */
     bool has_shared;
     kern_weight sg, su, sd;
+    /* next-n (MTP) layers only (blk.N.nextn.*, N >= n_layer): eh_proj [E][2E] over
+     * [enorm(embed(t)) | hnorm(h)]; the head's norm (shared_head_norm, else output_norm), its
+     * matrix (shared_head_head, else output) and the token rows (embed_tokens, else token_embd) */
+    kern_weight eh_proj;
+    const float *enorm, *hnorm, *head_norm;
+    bool has_head;
+    kern_weight head;
+    const gguf_tensor *embed; /* NULL: token_embd */
 } ds2_layer;
 
 static inline const ds2_layer *ds2_layers(const model *m) { return (const ds2_layer *)m->layers; }
@@ -52,5 +60,7 @@ void ds2_fwd_set_expand_min(ds2_fwd *c, int32_t min_tokens);
 int ds2_fwd_expert_load(const ds2_fwd *c, int32_t layer, uint64_t *counts, int32_t n);
 int ds2_fwd_set_moe_executor(ds2_fwd *c, const cinfer_moe_executor *x, cf_err *err);
 int ds2_fwd_expert_ffn(ds2_fwd *c, int32_t layer, int32_t expert, const float *x, int32_t n, float *y, cf_err *err);
+/* MTP (model.h "MTP"): next-n layer `mtp` over b, conditioned on h (final normed hidden states). */
+int ds2_mtp_forward(ds2_fwd *c, int32_t mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err);
 
 #endif

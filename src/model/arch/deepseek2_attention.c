@@ -26,7 +26,7 @@
 
 static inline const float *cache_row(const ds2_fwd *c, const fwd_seq *s, int il, int32_t j) {
     int64_t row = c->m->hp.kv_lora_rank + c->m->hp.rope_dim, bt = c->bt;
-    return s->blocks[j / bt] + ((int64_t)il * bt + j % bt) * row;
+    return s->blocks[j / bt] + ((int64_t)(il - c->kv_shift) * bt + j % bt) * row;
 }
 
 static void softmax(float *s, int32_t n) {

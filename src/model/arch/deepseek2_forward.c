@@ -34,7 +34,7 @@ void ds2_fwd_free(ds2_fwd *c) {
                     c->grp_last, c->grp_toks, c->grp_expand, c->router,    c->rscore,  c->sel_w,
                     c->exp_w,    c->xe,       c->ge,         c->ue,        c->ye,      c->sel,
                     c->exp_n,    c->exp_off,  c->exp_tok,    c->moe_index, c->ring,    (void *)c->load,
-                    c->pair_x,   c->pair_y,   c->pair_e};
+                    c->pair_x,   c->pair_y,   c->pair_e,     c->mtp_cat};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
 }
@@ -65,7 +65,7 @@ ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     size_t fs = (size_t)hp->n_ff_exp * (size_t)hp->n_expert_shared;
     if (fs > ffw) ffw = fs;
     size_t widest = E;
-    size_t ins[] = {ffw, H * vd, (size_t)hp->q_lora_rank, kvl, (size_t)hp->n_ff_exp};
+    size_t ins[] = {ffw, H * vd, (size_t)hp->q_lora_rank, kvl, (size_t)hp->n_ff_exp, hp->n_nextn ? 2 * E : E};
     for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
         if (ins[i] > widest) widest = ins[i];
     c->kc = kern_ctx_create(pool, max_tokens, (int64_t)widest);
@@ -102,13 +102,15 @@ ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     c->exp_n = malloc((ne + 1) * sizeof(int32_t));
     c->exp_off = malloc((ne + 1) * sizeof(int32_t));
     c->exp_tok = malloc((T * k + 1) * sizeof(int32_t));
-    c->moe_index = malloc((size_t)hp->n_layer * sizeof(int32_t));
+    c->moe_index = malloc((size_t)(hp->n_layer + hp->n_nextn) * sizeof(int32_t));
+    if (hp->n_nextn && !(c->mtp_cat = fmalloc(T * 2 * E))) goto oom;
     if (!c->kc || !c->x || !c->h || !c->qa || !c->q || !c->ckv || !c->lat || !c->att || !c->ffa || !c->ffb || !c->ffo ||
         !c->moe || !c->rope_cs || !c->scores || !c->tok_group || !c->grp_seq || !c->grp_n || !c->grp_last ||
         !c->grp_toks || !c->grp_expand || !c->router || !c->rscore || !c->sel_w || !c->exp_w || !c->xe || !c->ge ||
         !c->ue || !c->ye || !c->sel || !c->exp_n || !c->exp_off || !c->exp_tok || !c->moe_index)
         goto oom;
     for (int il = 0; il < hp->n_layer; il++) c->moe_index[il] = ds2_layers(m)[il].moe ? c->n_moe++ : -1;
+    for (int il = hp->n_layer; il < hp->n_layer + hp->n_nextn; il++) c->moe_index[il] = -1;
     if (c->n_moe) {
         size_t cells = (size_t)c->n_moe * ne;
         c->ring = calloc((size_t)MOE_LOAD_WINDOW * cells, sizeof *c->ring);
@@ -150,7 +152,7 @@ static void kv_store(ds2_fwd *c, const fwd_batch *b, int il) {
     for (int32_t t = 0; t < b->n_tokens; t++) {
         const fwd_seq *s = &b->seqs[b->seq[t]];
         int32_t p = b->pos[t];
-        float *dst = s->blocks[p / bt] + ((int64_t)il * bt + p % bt) * row;
+        float *dst = s->blocks[p / bt] + ((int64_t)(il - c->kv_shift) * bt + p % bt) * row;
         memcpy(dst, c->ckv + (int64_t)t * row, (size_t)row * sizeof(float));
     }
 }
@@ -188,54 +190,108 @@ static void dense_ffn(ds2_fwd *c, const ds2_layer *L, int32_t T, int64_t width, 
     (void)L;
 }
 
-int ds2_forward(ds2_fwd *c, const fwd_batch *b, float *logits, cf_err *err) {
-    const model *m = c->m;
-    const model_hparams *hp = &m->hp;
+/* One layer (attention, then the dense FFN or the MoE) on c->x. */
+static int run_layer(ds2_fwd *c, const fwd_batch *b, int il, cf_err *err) {
+    const model_hparams *hp = &c->m->hp;
+    const ds2_layer *L = &ds2_layers(c->m)[il];
     int32_t T = b->n_tokens;
     int64_t E = hp->n_embd, H = hp->n_head, qk = hp->head_dim, kvl = hp->kv_lora_rank;
     int64_t ckv_w = kvl + hp->rope_dim;
     float eps = hp->rms_eps;
-    model_embed(m, b->tokens, T, c->x);
+    rows_rmsnorm(c->pool, eps, c->x, E, L->attn_norm, c->h, E, T, E);
+    if (hp->q_lora_rank > 0) {
+        kern_matmul(c->kc, &L->wq_a, c->h, T, c->qa);
+        rows_rmsnorm(c->pool, eps, c->qa, hp->q_lora_rank, L->q_a_norm, c->qa, hp->q_lora_rank, T, hp->q_lora_rank);
+        kern_matmul(c->kc, &L->wq_b, c->qa, T, c->q);
+    } else {
+        kern_matmul(c->kc, &L->wq, c->h, T, c->q);
+    }
+    kern_matmul(c->kc, &L->wkv_a, c->h, T, c->ckv);
+    rows_rmsnorm(c->pool, eps, c->ckv, ckv_w, L->kv_a_norm, c->ckv, ckv_w, T, kvl);
+    rows_rope(c->rope_cs, hp->rope_dim, ROPE_NORM, c->q, T, (int)H, H * qk, qk, hp->qk_nope_dim);
+    rows_rope(c->rope_cs, hp->rope_dim, ROPE_NORM, c->ckv, T, 1, ckv_w, 0, kvl);
+    kv_store(c, b, il);
+    ds2_attention(c, b, il);
+    kern_matmul(c->kc, &L->wo, c->att, T, c->h);
+    rows_add(c->pool, c->x, c->h, NULL, T, E);
+
+    rows_rmsnorm(c->pool, eps, c->x, E, L->ffn_norm, c->h, E, T, E);
+    if (!L->moe) {
+        dense_ffn(c, L, T, hp->n_ff, &L->w_gate, &L->w_up, &L->w_down, c->ffo);
+        rows_add(c->pool, c->x, c->ffo, NULL, T, E);
+        return 0;
+    }
+    if (ds2_moe(c, b, il, err)) return -1; /* c->moe = routed experts */
+    if (L->has_shared) {
+        dense_ffn(c, L, T, (int64_t)hp->n_ff_exp * hp->n_expert_shared, &L->sg, &L->su, &L->sd, c->ffo);
+        rows_add(c->pool, c->x, c->moe, c->ffo, T, E);
+    } else {
+        rows_add(c->pool, c->x, c->moe, NULL, T, E);
+    }
+    return 0;
+}
+
+/* The hidden-state export (fwd_batch.n_hidden): rmsnorm(x)·norm of each asked row. */
+static void export_hidden(ds2_fwd *c, const fwd_batch *b, const float *norm) {
+    int64_t E = c->m->hp.n_embd;
+    for (int32_t i = 0; i < b->n_hidden; i++)
+        rows_rmsnorm(c->pool, c->m->hp.rms_eps, c->x + (int64_t)b->hidden_rows[i] * E, E, norm, b->hidden + i * E, E, 1,
+                     E);
+}
+
+static void begin_pass(ds2_fwd *c, const fwd_batch *b) {
+    const model_hparams *hp = &c->m->hp;
     float rope_af = 1.0f;
     if (hp->rope_scaling != ROPE_SCALING_NONE) rope_af = 1.0f / (1.0f + 0.1f * logf(hp->rope_factor));
-    rope_fill_table(hp, m->rope_freq_factors, rope_af, b->pos, T, c->rope_cs);
+    rope_fill_table(hp, c->m->rope_freq_factors, rope_af, b->pos, b->n_tokens, c->rope_cs);
     group_tokens(c, b);
+}
+
+int ds2_forward(ds2_fwd *c, const fwd_batch *b, float *logits, cf_err *err) {
+    const model *m = c->m;
+    model_embed(m, b->tokens, b->n_tokens, c->x);
+    begin_pass(c, b);
     ds2_moe_step_begin(c);
-
-    for (int il = 0; il < hp->n_layer; il++) {
-        const ds2_layer *L = &ds2_layers(m)[il];
-        rows_rmsnorm(c->pool, eps, c->x, E, L->attn_norm, c->h, E, T, E);
-        if (hp->q_lora_rank > 0) {
-            kern_matmul(c->kc, &L->wq_a, c->h, T, c->qa);
-            rows_rmsnorm(c->pool, eps, c->qa, hp->q_lora_rank, L->q_a_norm, c->qa, hp->q_lora_rank, T, hp->q_lora_rank);
-            kern_matmul(c->kc, &L->wq_b, c->qa, T, c->q);
-        } else {
-            kern_matmul(c->kc, &L->wq, c->h, T, c->q);
-        }
-        kern_matmul(c->kc, &L->wkv_a, c->h, T, c->ckv);
-        rows_rmsnorm(c->pool, eps, c->ckv, ckv_w, L->kv_a_norm, c->ckv, ckv_w, T, kvl);
-        rows_rope(c->rope_cs, hp->rope_dim, ROPE_NORM, c->q, T, (int)H, H * qk, qk, hp->qk_nope_dim);
-        rows_rope(c->rope_cs, hp->rope_dim, ROPE_NORM, c->ckv, T, 1, ckv_w, 0, kvl);
-        kv_store(c, b, il);
-        ds2_attention(c, b, il);
-        kern_matmul(c->kc, &L->wo, c->att, T, c->h);
-        rows_add(c->pool, c->x, c->h, NULL, T, E);
-
-        rows_rmsnorm(c->pool, eps, c->x, E, L->ffn_norm, c->h, E, T, E);
-        if (!L->moe) {
-            dense_ffn(c, L, T, hp->n_ff, &L->w_gate, &L->w_up, &L->w_down, c->ffo);
-            rows_add(c->pool, c->x, c->ffo, NULL, T, E);
-        } else {
-            if (ds2_moe(c, b, il, err)) return -1; /* c->moe = routed experts */
-            if (L->has_shared) {
-                dense_ffn(c, L, T, (int64_t)hp->n_ff_exp * hp->n_expert_shared, &L->sg, &L->su, &L->sd, c->ffo);
-                rows_add(c->pool, c->x, c->moe, c->ffo, T, E);
-            } else {
-                rows_add(c->pool, c->x, c->moe, NULL, T, E);
-            }
-        }
-    }
+    c->kv_shift = 0;
+    for (int il = 0; il < m->hp.n_layer; il++)
+        if (run_layer(c, b, il, err)) return -1;
+    if (b->n_hidden > 0) export_hidden(c, b, m->output_norm);
     if (b->n_out == 0) return 0;
     model_logits(m, c->kc, c->pool, c->x, b, c->h, c->ffo, logits);
+    return 0;
+}
+
+/* Next-n layer (llama.cpp's graph_mtp, DeepSeek V3 MTP): x = eh_proj [enorm(embed t) | hnorm(h)], one
+ * layer with its own KV (layer 0 of the batch's blocks), then the head: rmsnorm(x)·head_norm (exported as
+ * the chained hidden state) times the head matrix. */
+int ds2_mtp_forward(ds2_fwd *c, int32_t mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err) {
+    const model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    int32_t T = b->n_tokens, il = hp->n_layer + mtp;
+    int64_t E = hp->n_embd;
+    const ds2_layer *L = &ds2_layers(m)[il];
+    if (L->embed) {
+        size_t row = dtype_row_bytes(L->embed->type, E);
+        for (int32_t t = 0; t < T; t++)
+            dtype_dequantize_row((dtype)L->embed->type, (const char *)L->embed->data + row * b->tokens[t], c->h + t * E,
+                                 E);
+    } else {
+        model_embed(m, b->tokens, T, c->h);
+    }
+    rows_rmsnorm(c->pool, hp->rms_eps, c->h, E, L->enorm, c->mtp_cat, 2 * E, T, E);
+    rows_rmsnorm(c->pool, hp->rms_eps, h, E, L->hnorm, c->mtp_cat + E, 2 * E, T, E);
+    kern_matmul(c->kc, &L->eh_proj, c->mtp_cat, T, c->x);
+    begin_pass(c, b);
+    c->kv_shift = il;
+    int rc = run_layer(c, b, il, err);
+    c->kv_shift = 0;
+    if (rc) return -1;
+    const float *norm = L->head_norm ? L->head_norm : m->output_norm;
+    if (b->n_hidden > 0) export_hidden(c, b, norm);
+    if (b->n_out == 0) return 0;
+    for (int32_t i = 0; i < b->n_out; i++)
+        memcpy(c->h + i * E, c->x + (int64_t)b->out_rows[i] * E, (size_t)E * sizeof(float));
+    rows_rmsnorm(c->pool, hp->rms_eps, c->h, E, norm, c->ffo, E, b->n_out, E);
+    kern_matmul(c->kc, L->has_head ? &L->head : &m->output, c->ffo, b->n_out, logits);
     return 0;
 }

@@ -23,6 +23,8 @@ struct ds2_fwd {
     kern_ctx *kc_exp; /* expansion: rows <= exp_cap */
     int32_t max_tokens, max_ctx, bt, n_threads, expand_min, exp_cap;
     float scale; /* kq scale */
+    int32_t kv_shift; /* the layer being run stores its KV as layer il - kv_shift (MTP layers: 0 of their own blocks) */
+    float *mtp_cat; /* next-n layers: [enorm(e) | hnorm(h)] rows (T x 2E), or NULL */
     /* activations */
     float *x, *h, *qa, *q, *ckv, *lat, *att, *ffa, *ffb, *ffo, *moe, *rope_cs;
     float *scores; /* per thread: scores_per_thread */

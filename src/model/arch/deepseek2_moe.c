@@ -160,19 +160,20 @@ int ds2_moe(ds2_fwd *c, const fwd_batch *b, int il, cf_err *err) {
             c->exp_tok[at] = t;
             c->exp_w[at] = c->sel_w[(int64_t)t * k + i];
         }
-    /* load counters */
+    /* load counters (main layers only: an MTP layer's index is -1 and it never leaves the process) */
     int32_t mi = c->moe_index[il];
-    uint32_t *slot = c->ring + ((size_t)c->ring_pos * (size_t)c->n_moe + (size_t)mi) * (size_t)ne;
-    for (int32_t e = 0; e < ne; e++)
-        if (c->exp_n[e]) {
-            slot[e] += (uint32_t)c->exp_n[e];
-            atomic_fetch_add_explicit(&c->load[(size_t)mi * (size_t)ne + (size_t)e], (uint64_t)c->exp_n[e],
-                                      memory_order_relaxed);
-        }
-    if (mi == c->n_moe - 1) step_end(c);
-
     memset(c->moe, 0, (size_t)T * (size_t)E * sizeof(float));
-    if (c->exec) return run_executor(c, il, err);
+    if (mi >= 0) {
+        uint32_t *slot = c->ring + ((size_t)c->ring_pos * (size_t)c->n_moe + (size_t)mi) * (size_t)ne;
+        for (int32_t e = 0; e < ne; e++)
+            if (c->exp_n[e]) {
+                slot[e] += (uint32_t)c->exp_n[e];
+                atomic_fetch_add_explicit(&c->load[(size_t)mi * (size_t)ne + (size_t)e], (uint64_t)c->exp_n[e],
+                                          memory_order_relaxed);
+            }
+        if (mi == c->n_moe - 1) step_end(c);
+        if (c->exec) return run_executor(c, il, err);
+    }
     for (int32_t e = 0; e < ne; e++) {
         int32_t n = c->exp_n[e], off = c->exp_off[e];
         if (!n) continue;

@@ -236,6 +236,20 @@ static int ds4_forward_hook(void *fc, const fwd_batch *b, float *logits, cf_err 
     return ds4_forward(fc, b, logits, err);
 }
 
+/* MTP (model.h): the blocks after the main ones; hidden state = the final streams [hc][E]. */
+static void ds4_mtp_info(const model *m, int32_t block_tokens, model_mtp_info *out) {
+    const model_hparams *hp = &m->hp;
+    *out = (model_mtp_info){.n_blocks = hp->ds4_n_mtp, .hidden_floats = (int64_t)hp->ds4_hc * hp->n_embd};
+    for (int32_t i = 0; i < hp->ds4_n_mtp; i++) {
+        int64_t f = ds4_mtp_block_floats(m, i, block_tokens);
+        if (f > out->block_floats) out->block_floats = f;
+    }
+}
+
+static int ds4_mtp_hook(void *fc, int32_t mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err) {
+    return ds4_mtp_forward(fc, mtp, b, h, logits, err);
+}
+
 const model_arch model_arch_deepseek4 = {
     .names = {"deepseek4", NULL},
     .read_hparams = ds4_read_hparams,
@@ -247,4 +261,6 @@ const model_arch model_arch_deepseek4 = {
     .fwd_create = ds4_create_hook,
     .fwd_free = ds4_free_hook,
     .forward = ds4_forward_hook,
+    .mtp_info = ds4_mtp_info,
+    .mtp_forward = ds4_mtp_hook,
 };

@@ -194,6 +194,13 @@ static void hc_head(ds4_fwd *c, const fwd_batch *b) {
     }
 }
 
+/* The hidden-state export (fwd_batch.n_hidden): the asked rows' streams [hc][E]. */
+static void export_streams(ds4_fwd *c, const fwd_batch *b) {
+    int64_t W = (int64_t)c->m->hp.ds4_hc * c->m->hp.n_embd;
+    for (int32_t i = 0; i < b->n_hidden; i++)
+        memcpy(b->hidden + i * W, c->xs + (int64_t)b->hidden_rows[i] * W, (size_t)W * sizeof(float));
+}
+
 static void fill_rope_tables(ds4_fwd *c, const fwd_batch *b) {
     const model_hparams *hp = &c->m->hp;
     model_hparams win = *hp, cmp = *hp;
@@ -233,6 +240,8 @@ int ds4_forward(ds4_fwd *c, const fwd_batch *b, float *logits, cf_err *err) {
         for (int i = 0; i < n; i++) memcpy(c->xs + (t * n + i) * E, c->y + t * E, (size_t)E * sizeof(float));
     fill_rope_tables(c, b);
     for (int il = 0; il < hp->n_layer; il++) run_block(c, b, il);
+    export_streams(c, b);
+    if (b->n_out == 0) return 0;
     hc_head(c, b);
     rows_rmsnorm(c->pool, hp->rms_eps, c->y, E, m->output_norm, c->xa, E, b->n_out, E);
     kern_matmul(c->kc, &m->output, c->xa, b->n_out, logits);
@@ -258,6 +267,8 @@ int ds4_mtp_forward(ds4_fwd *c, int mtp, const fwd_batch *b, const float *h, flo
     }
     fill_rope_tables(c, b);
     run_block(c, b, il);
+    export_streams(c, b); /* the block's own streams: the next chained step's h */
+    if (b->n_out == 0) return 0;
     hc_head(c, b);
     const float *norm = L->head_norm ? L->head_norm : m->output_norm;
     rows_rmsnorm(c->pool, hp->rms_eps, c->y, E, norm, c->xa, E, b->n_out, E);

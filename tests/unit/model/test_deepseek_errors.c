@@ -2,7 +2,7 @@
  * the key or tensor, never a crash: missing kv_lora_rank, expert_used_count
  * above expert_count, groups that do not divide the experts, an unknown
  * gating function, a missing expert stack, an expert stack of the wrong
- * shape, key_length not above the rope dims. Variants are tiny-deepseek2
+ * shape, key_length not above the rope dims, every block a next-n layer. Variants are tiny-deepseek2
  * rewritten with one edit. */
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +58,7 @@ static void bad_groups(gguf_writer *w) {
 }
 static void bad_gating(gguf_writer *w) { gguf_set_u32(w, "deepseek2.expert_gating_func", 7); }
 static void short_key(gguf_writer *w) { gguf_set_u32(w, "deepseek2.attention.key_length", 16); }
+static void all_nextn(gguf_writer *w) { gguf_set_u32(w, "deepseek2.nextn_predict_layers", 4); }
 
 int main(void) {
     expect_error("no kv_lora_rank", no_kv_lora, NULL, NULL, "deepseek2.attention.kv_lora_rank");
@@ -65,6 +66,7 @@ int main(void) {
     expect_error("3 groups of 8", bad_groups, NULL, NULL, "expert_group_count");
     expect_error("gating func 7", bad_gating, NULL, NULL, "expert_gating_func");
     expect_error("key_length 16", short_key, NULL, NULL, "key_length");
+    expect_error("4 next-n of 4 layers", all_nextn, NULL, NULL, "nextn_predict_layers");
     expect_error("missing expert stack", NULL, "blk.2.ffn_up_exps.weight", NULL, "blk.2.ffn_up_exps.weight");
     expect_error("expert stack shape", NULL, NULL, "blk.1.ffn_down_exps.weight", "blk.1.ffn_down_exps.weight");
     return test_finish();

@@ -1,0 +1,169 @@
+/* bench_mtp_cost.c - what one MTP draft step costs against one target
+ * decode step (not a test): after a prompt of P tokens (target and MTP KV
+ * filled), the time of a one-token target forward (hidden state exported,
+ * as the engine asks for MTP requests) and of a one-token pass of MTP block 0
+ * (logits and its own state, as a chained draft step), alternating, best of
+ * REPS. Wall and process CPU time (all threads); on a shared machine the CPU
+ * time is the closer proxy for an unloaded machine. A chain of k drafts costs
+ * k MTP steps; the catch-up after a verify is one more MTP pass of the
+ * accepted rows. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/threadpool.h"
+#include "base/timeutil.h"
+#include "bench_cli.h"
+#include "engine/seq_kv.h"
+#include "model/model.h"
+
+static const char *usage = "usage: bench_mtp_cost -m MODEL.gguf [-t THREADS] [-p PROMPT] [-r REPS]\n"
+                           "One-token target forward vs one-token MTP step after a PROMPT-token context\n"
+                           "(default 256); best of REPS (default 10), alternating. The model needs an MTP block.\n"
+                           "  -h, --help   this text\n";
+
+#define BT 128 /* a multiple of every compress ratio */
+
+static double cpu_now(void) {
+    struct timespec c;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c);
+    return (double)c.tv_sec + 1e-9 * (double)c.tv_nsec;
+}
+
+typedef struct bench_state {
+    fwd_ctx *fc;
+    seq_kv kv;
+    float **mtab, *mkv, *h, *hout, *logits;
+    int32_t *toks, *pos, *seq, *rows, plen;
+    int64_t hw;
+} bench_state;
+
+static int bench_setup(bench_state *s, const model *m, thread_pool *tp, int32_t plen, cf_err *err) {
+    const model_hparams *hp = model_get_hparams(m);
+    model_mtp_info mi;
+    model_mtp_info_get(m, BT, &mi);
+    if (mi.n_blocks <= 0) return cf_fail(err, "the model has no MTP block");
+    int32_t ctx = plen + 8, nb = (ctx + BT - 1) / BT;
+    s->plen = plen;
+    s->hw = mi.hidden_floats;
+    s->fc = fwd_ctx_create(m, tp, plen, ctx, BT, err);
+    if (!s->fc || seq_kv_init(&s->kv, m, ctx, BT, plen, err)) return -1;
+    s->mkv = calloc((size_t)(mi.block_floats * nb), sizeof(float));
+    s->mtab = malloc((size_t)nb * sizeof(float *));
+    s->h = calloc((size_t)(plen * s->hw), sizeof(float));
+    s->hout = malloc((size_t)(plen * s->hw) * sizeof(float));
+    s->logits = malloc((size_t)hp->n_vocab * sizeof(float));
+    s->toks = malloc((size_t)ctx * sizeof(int32_t));
+    s->pos = malloc((size_t)ctx * sizeof(int32_t));
+    s->seq = calloc((size_t)ctx, sizeof(int32_t));
+    s->rows = malloc((size_t)ctx * sizeof(int32_t));
+    if (!s->mkv || !s->mtab || !s->h || !s->hout || !s->logits || !s->toks || !s->pos || !s->seq || !s->rows)
+        return cf_fail(err, "out of memory");
+    for (int32_t i = 0; i < nb; i++) s->mtab[i] = s->mkv + mi.block_floats * i;
+    for (int32_t i = 0; i < ctx; i++) {
+        s->toks[i] = 3 + (int32_t)((i * 2654435761u) % (uint32_t)(hp->n_vocab - 3));
+        s->pos[i] = i;
+        s->rows[i] = i;
+    }
+    /* the prompt: the target exports every state, the MTP block takes them shifted by one */
+    int32_t last = plen - 1;
+    fwd_batch b = {.n_tokens = plen,
+                   .tokens = s->toks,
+                   .pos = s->pos,
+                   .seq = s->seq,
+                   .seqs = &s->kv.seq,
+                   .n_seqs = 1,
+                   .n_out = 1,
+                   .out_rows = &last,
+                   .n_hidden = plen,
+                   .hidden_rows = s->rows,
+                   .hidden = s->hout};
+    if (model_forward(s->fc, &b, s->logits, err)) return -1;
+    memcpy(s->h + s->hw, s->hout, (size_t)((plen - 1) * s->hw) * sizeof(float));
+    fwd_seq ms = {.blocks = s->mtab, .n_blocks = nb};
+    b.seqs = &ms;
+    b.n_hidden = 0;
+    return model_mtp_forward(s->fc, 0, &b, s->h, s->logits, err);
+}
+
+/* One-token pass at position plen: the target's (state exported) or MTP block 0's. */
+static int bench_step(bench_state *s, bool mtp, cf_err *err) {
+    int32_t r0 = 0, nb = (s->plen + 8 + BT - 1) / BT;
+    fwd_seq ms = {.blocks = s->mtab, .n_blocks = nb};
+    fwd_batch b = {.n_tokens = 1,
+                   .tokens = s->toks + s->plen,
+                   .pos = s->pos + s->plen,
+                   .seq = s->seq,
+                   .seqs = mtp ? &ms : &s->kv.seq,
+                   .n_seqs = 1,
+                   .n_out = 1,
+                   .out_rows = &r0,
+                   .n_hidden = 1,
+                   .hidden_rows = &r0,
+                   .hidden = s->hout};
+    return mtp ? model_mtp_forward(s->fc, 0, &b, s->h, s->logits, err) : model_forward(s->fc, &b, s->logits, err);
+}
+
+int main(int argc, char **argv) {
+    const char *mpath = NULL;
+    long threads = 2, plen = 256, reps = 10;
+    static const struct option lo[] = {{"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, ":m:t:p:r:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'm': mpath = optarg; break;
+        case 't':
+            if (bench_parse_long("bench_mtp_cost", "-t", optarg, 1, 256, &threads)) return 2;
+            break;
+        case 'p':
+            if (bench_parse_long("bench_mtp_cost", "-p", optarg, 2, 8192, &plen)) return 2;
+            break;
+        case 'r':
+            if (bench_parse_long("bench_mtp_cost", "-r", optarg, 1, 1000, &reps)) return 2;
+            break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: return bench_bad_option("bench_mtp_cost", c, argv);
+        }
+    }
+    if (!mpath) {
+        fprintf(stderr, "bench_mtp_cost: -m MODEL is required (see bench_mtp_cost --help)\n");
+        return 2;
+    }
+    model *m = NULL;
+    cf_err err;
+    if (model_load(mpath, &m, &err)) {
+        fprintf(stderr, "bench_mtp_cost: %s\n", err.msg);
+        return 1;
+    }
+    thread_pool *tp = pool_create((int)threads);
+    bench_state s = {0};
+    if (!tp || bench_setup(&s, m, tp, (int32_t)plen, &err)) {
+        fprintf(stderr, "bench_mtp_cost: %s\n", tp ? err.msg : "no thread pool");
+        return 1;
+    }
+    double best[2] = {1e30, 1e30}, best_cpu[2] = {1e30, 1e30};
+    for (long r = 0; r < reps; r++)
+        for (int k = 0; k < 2; k++) {
+            double c0 = cpu_now(), t0 = time_now();
+            if (bench_step(&s, k == 1, &err)) {
+                fprintf(stderr, "bench_mtp_cost: %s\n", err.msg);
+                return 1;
+            }
+            double dt = time_now() - t0, dc = cpu_now() - c0;
+            if (dt < best[k]) best[k] = dt;
+            if (dc < best_cpu[k]) best_cpu[k] = dc;
+        }
+    printf("# bench_mtp_cost -m %s -t %ld -p %ld -r %ld\n", mpath, threads, plen, reps);
+    printf("pass           wall ms  cpu ms\n");
+    printf("target step    %7.3f  %6.3f\n", best[0] * 1e3, best_cpu[0] * 1e3);
+    printf("MTP step       %7.3f  %6.3f\n", best[1] * 1e3, best_cpu[1] * 1e3);
+    printf("MTP / target   %7.2f  %6.2f\n", best[1] / best[0], best_cpu[1] / best_cpu[0]);
+    seq_kv_release(&s.kv);
+    fwd_ctx_free(s.fc);
+    free(s.mkv), free(s.mtab), free(s.h), free(s.hout), free(s.logits);
+    free(s.toks), free(s.pos), free(s.seq), free(s.rows);
+    pool_destroy(tp);
+    model_free(m);
+    return 0;
+}
