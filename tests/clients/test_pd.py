@@ -2,8 +2,10 @@
 a decode worker D (both --role, one shared store directory) and a monolithic server M, stories260K.
 Greedy outputs through P + D equal M's for Chat, Messages and Responses, streamed and not, with the
 handed-off tokens reported as cached by D; a prefix-cache hit on P; step 2 sent before step 1 ends;
-a missing handoff is served anyway; a decode worker SIGKILLed mid-stream gives the client an error
-(no hang) and P answers later handoffs to it through the store. Run by tests/integration/pd_loopback.sh."""
+a missing handoff is served anyway; the handoff goes through shared memory ("link": "shm"); a decode
+worker SIGKILLed mid-stream gives the client an error (no hang) and P, whose shared-memory endpoint
+cannot report the dead peer, notices D's process is gone and answers through the store well before
+its handoff timeout. Run by tests/integration/pd_loopback.sh."""
 import shutil
 import signal
 import tempfile
@@ -38,6 +40,7 @@ class TestPD(unittest.TestCase):
         ans, text, cached = pc.disaggregated(self.P.url, self.D.url, api, body, stream, concurrent)
         self.assertEqual(text, ref)
         self.assertEqual(ans["transport"], "ucx")
+        self.assertEqual(ans["link"], "shm")  # one host: shared memory (no UCX peer-failure detection)
         full = (ans["prompt_tokens"] - 1) // BLOCK * BLOCK
         self.assertGreater(full, 0)
         self.assertEqual(cached, full)  # the handed-off blocks, as cached tokens
@@ -91,13 +94,13 @@ class TestPD(unittest.TestCase):
 class TestPDDecodeKilled(unittest.TestCase):
     def test_sigkill(self):
         d = tempfile.mkdtemp(prefix="cinfer-pd-kill-")
-        P = Server("--role", "prefill", "--kv-store", d, "--handoff-timeout", "3")
+        P = Server("--role", "prefill", "--kv-store", d, "--handoff-timeout", "30")
         D = Server("--role", "decode", "--kv-store", d)
         try:
             body = dict(pc.CHAT, max_tokens=300)
             hid = pc.new_id()
             st, ans = pc.step1(P.url, D.url, "chat", body, hid)
-            self.assertEqual((st, ans["transport"]), (200, "ucx"))
+            self.assertEqual((st, ans["transport"], ans["link"]), (200, "ucx", "shm"))
             import openai
             c = openai.OpenAI(base_url=D.url + "/v1", api_key="none", max_retries=0, timeout=20)
             t0, seen = time.time(), 0
@@ -110,7 +113,8 @@ class TestPDDecodeKilled(unittest.TestCase):
             self.assertGreaterEqual(seen, 3)  # killed mid-stream, and the client got an error, not a hang
             self.assertLess(time.time() - t0, 20)
             D.proc.wait(10)
-            # P, handing off to the dead worker, answers through the store within its deadline
+            # P, handing off to the dead worker over shared memory (which reports no dead peer), sees
+            # D's process gone and answers through the store long before its 30 s deadline
             t0 = time.time()
             st, ans = pc.step1(P.url, D.url, "chat", pc.CHAT, pc.new_id())
             self.assertEqual((st, ans["transport"]), (200, "store"))
