@@ -118,6 +118,29 @@ void router_proxy_start(router *r, struct evhttp_request *client, const char *pa
 /* Cancels every request in flight (the drain deadline). */
 void router_proxy_cancel_all(router *r);
 
+/* ---- router_prefill.c: PD step 1 beside step 2 (the overlapped two steps) ---- */
+typedef struct prefill_side prefill_side;
+typedef void (*prefill_side_done_fn)(void *ctx, int status, bool failed);
+typedef struct prefill_side_args {
+    enum evhttp_cmd_type cmd;
+    const char *uri;
+    const struct evkeyvalq *headers; /* the client's; hop-by-hop ones (is_hop) are left out */
+    bool (*is_hop)(const char *key);
+    const void *body;
+    size_t body_len;
+    const char *handoff_id, *decode_url;
+    route_policy_kind policy;
+    double cost; /* estimated prefill compute, accounted on the worker while open */
+} prefill_side_args;
+/* Sends step 1 to worker; done runs once when it ended (status 0 and failed: no answer). NULL when it
+ * could not be sent (out of memory). */
+prefill_side *prefill_side_start(router *r, int32_t worker, const prefill_side_args *a, prefill_side_done_fn done,
+                                 void *ctx);
+/* Cancels a step 1 in flight (P detaches: it tells D to stop waiting); done does not run. */
+void prefill_side_cancel(prefill_side *s);
+/* POST <decode worker>/handoff/abort for handoff_id, fire and forget: D stops waiting for it. */
+void router_handoff_abort(router *r, int32_t decode_worker, const char *handoff_id, const char *auth);
+
 /* ---- router.c ---- */
 /* Frees an outgoing connection on the next loop turn. For a connection whose connect failed:
  * libevent 2.1 runs the request's callback (code 0, no error callback) but does not auto-free

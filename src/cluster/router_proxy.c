@@ -24,9 +24,14 @@
  * PD mode (prefill and decode workers registered): step 1 sends the request
  * to a prefill worker with X-Cinfer-Handoff-Id / -To (the decode worker's
  * URL); step 2 sends it to that decode worker with the handoff id and relays
- * its answer. A 4xx other than 429 from step 1 is the client's error and is
- * relayed; any other step-1 failure goes on to step 2 (the decode worker then
- * computes the prompt itself).
+ * its answer. By default both go out at once (router_prefill.c: D waits for
+ * the handoff while P computes, so the client's wait is one prefill, not a
+ * prefill plus a decode worker's start); a step 1 that does not end in a
+ * handoff makes the router tell D to stop waiting. With pd_sequential, step 2
+ * goes after step 1 answered: a 4xx other than 429 from step 1 is the
+ * client's error and is relayed; any other step-1 failure goes on to step 2
+ * (the decode worker then computes the prompt itself). A step 2 retried on
+ * another worker goes without the handoff id (the KV went elsewhere).
  *
  * Lifetime: a proxy_req lives from router_proxy_start until its client got
  * the whole answer or left; it owns its upstream request while one is open
@@ -63,6 +68,7 @@ struct proxy_req {
     int phase;
     char handoff_id[CF_RANDID_CHARS + 1];
     int32_t decode_worker; /* PD: chosen with the prefill worker */
+    prefill_side *side; /* PD, overlapped: step 1 in flight beside step 2 */
     int32_t worker; /* current upstream (-1: none) */
     route_policy_kind used_policy;
     uint64_t tried; /* bitmask of workers tried in this phase */
@@ -180,6 +186,7 @@ static void proxy_free(proxy_req *p) {
     if (p->prev) p->prev->next = p->next;
     else r->reqs = p->next;
     if (p->next) p->next->prev = p->prev;
+    prefill_side_cancel(p->side);
     if (p->retry_timer) event_free(p->retry_timer);
     if (p->body) evbuffer_free(p->body);
     if (p->up_body) evbuffer_free(p->up_body);
@@ -527,7 +534,8 @@ static void add_request_headers(proxy_req *p, struct evhttp_request *up, const r
     snprintf(host, sizeof host, "%s:%d", w->host, w->port);
     evhttp_add_header(out, "Host", host);
     evhttp_add_header(out, "Connection", "close"); /* one connection per request: auto-freed when it ends */
-    if (p->handoff_id[0]) evhttp_add_header(out, "X-Cinfer-Handoff-Id", p->handoff_id);
+    if (p->handoff_id[0] && (p->phase == PHASE_PREFILL || w == &p->r->w[p->decode_worker]))
+        evhttp_add_header(out, "X-Cinfer-Handoff-Id", p->handoff_id);
     if (p->cmd == EVHTTP_REQ_POST && p->phase != PHASE_PREFILL && is_generation(p->path))
         evhttp_add_header(out, "X-Cinfer-Stream-Ids", "1"); /* mark the stream's reads: it can be resumed */
     if (p->phase == PHASE_PREFILL) evhttp_add_header(out, "X-Cinfer-Handoff-To", p->r->w[p->decode_worker].url);
@@ -579,6 +587,54 @@ static void proxy_send(proxy_req *p, int32_t i, route_policy_kind used) {
     }
 }
 
+static const char *client_auth(const proxy_req *p) {
+    const struct evkeyvalq *ih = p->client ? evhttp_request_get_input_headers(p->client) : NULL;
+    return ih ? evhttp_find_header(ih, "Authorization") : NULL;
+}
+
+/* Step 1 of an overlapped PD request ended: count it; when it handed nothing off, D stops waiting. */
+static void on_side_done(void *ctx, int status, bool failed) {
+    proxy_req *p = ctx;
+    p->side = NULL;
+    if (failed || status != 200) {
+        p->r->m.handoff_failures++;
+        LOG_INFO("router: handoff %s: prefill step %s (status %d); the decode worker computes the prompt",
+                 p->handoff_id, failed ? "failed" : "refused", status);
+        if (p->worker == p->decode_worker && p->decode_worker >= 0 && p->handoff_id[0])
+            router_handoff_abort(p->r, p->decode_worker, p->handoff_id, client_auth(p));
+        p->handoff_id[0] = 0; /* a step 2 sent from now on does not wait */
+    } else {
+        p->r->m.handoffs++;
+    }
+}
+
+/* Overlapped PD: sends step 1 to a prefill worker beside the step 2 about to go to D. */
+static void proxy_start_side(proxy_req *p) {
+    route_policy_kind used;
+    int32_t i = proxy_pick(p, &used);
+    size_t blen = evbuffer_get_length(p->body);
+    prefill_side_args a = {.cmd = p->cmd,
+                           .uri = p->uri,
+                           .headers = evhttp_request_get_input_headers(p->client),
+                           .is_hop = is_hop_header,
+                           .body = blen ? evbuffer_pullup(p->body, -1) : NULL,
+                           .body_len = blen,
+                           .handoff_id = p->handoff_id,
+                           .decode_url = p->r->w[p->decode_worker].url,
+                           .policy = used};
+    if (i >= 0) {
+        a.cost = route_prefill_score(&(route_worker){.cached_tokens = p->r->w[i].view.cached_tokens, .speed = 1},
+                                     &p->est, &p->r->cfg->params);
+        if (p->n_chain) prefix_index_insert(&p->r->ix, i, p->chain, p->n_chain);
+        p->side = prefill_side_start(p->r, i, &a, on_side_done, p);
+    }
+    if (!p->side) { /* no prefill worker (or no memory): D computes alone, without waiting */
+        p->r->m.handoff_failures++;
+        p->handoff_id[0] = 0;
+    }
+    p->phase = PHASE_DECODE;
+}
+
 static void proxy_attempt(proxy_req *p) {
     router *r = p->r;
     if (p->phase == PHASE_PREFILL && p->decode_worker < 0) { /* choose D first: P needs its URL */
@@ -598,6 +654,7 @@ static void proxy_attempt(proxy_req *p) {
             return;
         }
         p->decode_worker = d;
+        if (!r->cfg->pd_sequential) proxy_start_side(p);
     }
     route_policy_kind used;
     int32_t i = proxy_pick(p, &used);

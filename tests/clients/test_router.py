@@ -340,11 +340,11 @@ class TestFaults(unittest.TestCase):
         self.assertEqual(r.stop(), 0)
 
     def test_pd_two_steps(self):
-        """PD mode's router side with plain workers standing in for the roles: step 1 goes to the
-        prefill worker with the handoff headers, step 2 to the decode worker, whose answer the client
-        gets; a dead prefill worker means the decode worker serves alone."""
+        """PD mode's router side with plain workers standing in for the roles (--pd-sequential):
+        step 1 goes to the prefill worker with the handoff headers, step 2 to the decode worker after
+        it, whose answer the client gets; a dead prefill worker means the decode worker serves alone."""
         p, d = Server(ctx=512), Server(ctx=512)
-        r = Router([p.url + "@prefill", d.url + "@decode"])
+        r = Router([p.url + "@prefill", d.url + "@decode"], "--pd-sequential")
         direct = completion(d.url, "Once upon a time", 16)[2]
         status, w, body = completion(r.url, "Once upon a time", 16)
         self.assertEqual((status, w), (200, d.url))
@@ -367,6 +367,39 @@ class TestFaults(unittest.TestCase):
         self.assertEqual((status, w), (200, d.url))
         self.assertEqual(json.loads(body)["choices"], json.loads(direct)["choices"])
         self.assertEqual(r.metrics()['cinfer_router_handoffs_total{result="failed"}'], 1)
+        self.assertEqual(r.stop(), 0)
+        self.assertEqual(d.stop(), 0)
+
+    def test_pd_two_steps_overlapped(self):
+        """The default PD mode: both steps go out at once (the decode worker waits for the handoff).
+        The client gets the decode worker's answer; the prefill worker got the request too; a client
+        error is answered by the decode worker itself (same body); a dead prefill worker means the
+        decode worker serves alone, without waiting for a handoff that cannot come."""
+        p, d = Server(ctx=512), Server(ctx=512)
+        r = Router([p.url + "@prefill", d.url + "@decode"])
+        direct = completion(d.url, "Once upon a time", 16)[2]
+        status, w, body = completion(r.url, "Once upon a time", 16)
+        self.assertEqual((status, w), (200, d.url))
+        self.assertEqual(json.loads(body)["choices"], json.loads(direct)["choices"])
+        ws = r.workers()
+        self.assertEqual((ws[0]["requests"], ws[1]["requests"]), (1, 1))
+        self.assertEqual(ws[0]["decisions"]["prefill_compute"], 1)
+        self.assertEqual(ws[1]["decisions"]["decode_load"], 1)
+        bad = {"prompt": "x", "max_tokens": -1}
+        status, headers, body = r.http("POST", "/v1/completions", bad)
+        dstatus, _, dbody = d.http("POST", "/v1/completions", bad)
+        self.assertEqual((status, headers["X-Cinfer-Worker"]), (dstatus, d.url))
+        self.assertEqual(status, 400)
+        self.assertEqual(strip_ids(json.loads(body)), strip_ids(json.loads(dbody)))
+        p.stop(signal.SIGKILL)
+        status, w, body = completion(r.url, "Once upon a time", 16)
+        self.assertEqual((status, w), (200, d.url))
+        self.assertEqual(json.loads(body)["choices"], json.loads(direct)["choices"])
+        for _ in range(100):  # step 1's failure is counted when its connection is refused
+            if r.metrics()['cinfer_router_handoffs_total{result="failed"}'] >= 1:
+                break
+            time.sleep(0.05)
+        self.assertGreaterEqual(r.metrics()['cinfer_router_handoffs_total{result="failed"}'], 1)
         self.assertEqual(r.stop(), 0)
         self.assertEqual(d.stop(), 0)
 
