@@ -5,7 +5,9 @@ handed-off tokens reported as cached by D; a prefix-cache hit on P; step 2 sent 
 a missing handoff is served anyway; the handoff goes through shared memory ("link": "shm"); a decode
 worker SIGKILLed mid-stream gives the client an error (no hang) and P, whose shared-memory endpoint
 cannot report the dead peer, notices D's process is gone and answers through the store well before
-its handoff timeout. Run by tests/integration/pd_loopback.sh."""
+its handoff timeout; through the router with the two steps overlapped, outputs equal M's, and with P
+SIGKILLed D serves alone without waiting out its handoff timeout. Run by
+tests/integration/pd_loopback.sh."""
 import shutil
 import signal
 import tempfile
@@ -14,6 +16,7 @@ import unittest
 
 import httpx
 
+from cinfer_router import Router
 from cinfer_server import Server
 import pd_client as pc
 
@@ -123,6 +126,41 @@ class TestPDDecodeKilled(unittest.TestCase):
             if D.proc.poll() is None:
                 D.stop()
             self.assertEqual(P.stop(), 0)
+            shutil.rmtree(d, ignore_errors=True)
+
+
+class TestPDRouterOverlapped(unittest.TestCase):
+    def test_prefill_killed(self):
+        """Router + real P and D, steps overlapped (the default): identical to the monolithic server;
+        with P SIGKILLed the decode worker serves alone, long before its 30 s handoff timeout (the
+        router's abort notice or its health check, not D's deadline, ends the wait)."""
+        d = tempfile.mkdtemp(prefix="cinfer-pd-router-")
+        P = Server("--role", "prefill", "--kv-store", d, "--handoff-timeout", "30")
+        D = Server("--role", "decode", "--kv-store", d, "--handoff-timeout", "30")
+        M = Server()
+        R = Router([P.url + "@prefill", D.url + "@decode"])
+        try:
+            for stream in (False, True):
+                body = dict(pc.CHAT, messages=[{"role": "user", "content": "Tom found a shell " * 12}])
+                ref, _ = pc.generate(M.url, "chat", body, stream)
+                text, cached = pc.generate(R.url, "chat", body, stream)
+                self.assertEqual(text, ref)
+                self.assertGreater(cached, 0)  # prefilled on P, handed to D while D waited
+            P.proc.send_signal(signal.SIGKILL)
+            P.proc.wait(10)
+            for stream in (False, True):
+                body = dict(pc.CHAT, messages=[{"role": "user", "content": "Ann saw a kite %s " % stream * 12}])
+                ref, _ = pc.generate(M.url, "chat", body, stream)
+                t0 = time.time()
+                text, _ = pc.generate(R.url, "chat", body, stream)
+                self.assertEqual(text, ref)
+                self.assertLess(time.time() - t0, 15)
+        finally:
+            self.assertEqual(R.stop(), 0)
+            for s in (D, M):
+                self.assertEqual(s.stop(), 0)
+            if P.proc.poll() is None:
+                P.stop()
             shutil.rmtree(d, ignore_errors=True)
 
 
