@@ -59,6 +59,15 @@ typedef struct router_metrics {
 typedef struct router router;
 typedef struct proxy_req proxy_req;
 
+/* Which worker answered a stored Responses response (its X-Request-Id): a follow-up with
+ * previous_response_id goes there. A direct-mapped table keyed by hash(tenant, id); a slot is
+ * overwritten by a newer response (then the follow-up finds the holder by the 404 retry below). */
+#define ROUTER_RESP_SLOTS 4096
+typedef struct router_resp_slot {
+    uint64_t key; /* 0: empty */
+    int32_t worker;
+} router_resp_slot;
+
 struct router {
     const router_config *cfg;
     struct event_base *base;
@@ -76,6 +85,7 @@ struct router {
     int64_t n_flushing; /* finished replies evhttp is still writing (the drain waits for them) */
     proxy_req *reqs; /* doubly linked list of requests in flight */
     struct evbuffer *scratch_buf;
+    router_resp_slot *resp_owner; /* ROUTER_RESP_SLOTS entries */
 };
 
 /* ---- router_workers.c ---- */
@@ -105,6 +115,7 @@ typedef struct router_prompt {
     char tenant[128]; /* the API key (Authorization / x-api-key), truncated */
     int32_t max_tokens; /* from the request (0: not given) */
     bool stream;
+    char prev_response[128]; /* Responses: previous_response_id ("" when none or too long) */
 } router_prompt;
 /* Derives the canonical prompt of a JSON body for path (chat: tools + messages; completions: prompt;
  * messages: tools + system + messages; responses: instructions + tools + input). Never fails: a body

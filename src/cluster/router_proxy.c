@@ -121,6 +121,33 @@ static bool is_hop_header(const char *k) {
 
 static bool api_is_messages(const char *path) { return !strncmp(path, "/v1/messages", 12); }
 
+static router_resp_slot *resp_slot(const proxy_req *p, const char *id, uint64_t *key) {
+    uint64_t k = prefix_hash_bytes(prefix_hash_bytes(7, p->prompt.tenant, strlen(p->prompt.tenant)), id, strlen(id));
+    *key = k | 1; /* 0 marks an empty slot */
+    return &p->r->resp_owner[k % ROUTER_RESP_SLOTS];
+}
+
+/* A Responses answer from the current worker: remember it holds that response (X-Request-Id). */
+static void resp_remember(proxy_req *p) {
+    const char *id = p->up_headers ? evhttp_find_header(p->up_headers, "X-Request-Id") : NULL;
+    if (strcmp(p->path, "/v1/responses") || p->worker < 0 || !id || strncmp(id, "resp_", 5)) return;
+    uint64_t key;
+    router_resp_slot *s = resp_slot(p, id, &key);
+    *s = (router_resp_slot){.key = key, .worker = p->worker};
+}
+
+/* The worker that answered previous_response_id, when known, healthy, untried and of role `role`. */
+static int32_t resp_owner(proxy_req *p, router_role role) {
+    if (!p->prompt.prev_response[0]) return -1;
+    uint64_t key;
+    const router_resp_slot *s = resp_slot(p, p->prompt.prev_response, &key);
+    if (s->key != key || s->worker < 0 || s->worker >= p->r->n_w) return -1;
+    const router_worker *w = &p->r->w[s->worker];
+    bool role_ok = w->role == role || w->role == ROUTER_ROLE_BOTH;
+    bool tried = s->worker < 64 && (p->tried >> s->worker & 1);
+    return w->view.healthy && role_ok && !tried ? s->worker : -1;
+}
+
 static void on_flushed(struct evhttp_request *req, void *arg) {
     router *r = arg;
     struct evhttp_connection *cc = evhttp_request_get_connection(req);
@@ -291,6 +318,7 @@ static int on_up_header(struct evhttp_request *up, void *arg) {
         return 0;
     }
     if (sse) {
+        if (p->up_status == 200) resp_remember(p);
         copy_response_headers(p, p->up_headers);
         evhttp_remove_header(evhttp_request_get_output_headers(p->client), "X-Cinfer-Resumable");
         evhttp_send_reply_start(p->client, p->up_status, evhttp_request_get_response_code_line(up));
@@ -350,6 +378,7 @@ static void proxy_send_whole(proxy_req *p, int status, const char *reason) {
     copy_response_headers(p, p->up_headers);
     size_t n = evbuffer_get_length(p->up_body);
     if (status == 200 && n) learn_usage(p, (const char *)evbuffer_pullup(p->up_body, -1), n);
+    if (status == 200) resp_remember(p);
     reply_whole(p, status, reason, p->up_body);
 }
 
@@ -494,6 +523,20 @@ static void on_up_done(struct evhttp_request *up, void *arg) {
         proxy_attempt(p);
         return;
     }
+    if (status == 404 && p->prompt.prev_response[0] &&
+        evbuffer_search(p->up_body, "previous_response_not_found", 27, NULL).pos >= 0) {
+        /* another worker may hold the previous response (the router restarted, or its table slot was
+         * reused): try the others before relaying the 404 */
+        proxy_keep_full(p);
+        if (wi >= 0 && wi < 64) p->tried |= 1ull << wi;
+        proxy_drop_upstream(p, false);
+        evbuffer_drain(p->up_body, evbuffer_get_length(p->up_body));
+        p->up_status = 0;
+        p->attempts++;
+        p->handoff_id[0] = 0;
+        proxy_attempt(p);
+        return;
+    }
     proxy_send_whole(p, status, reason_copy);
     proxy_drop_upstream(p, false);
     proxy_done(p, status);
@@ -519,6 +562,11 @@ static int32_t proxy_pick(proxy_req *p, route_policy_kind *used) {
         *used = c->decode_policy; /* the worker step 1 handed the KV to */
         int32_t d = p->decode_worker;
         if (r->w[d].view.healthy) return d;
+    }
+    int32_t owner = p->phase == PHASE_PREFILL ? -1 : resp_owner(p, phase_role(p));
+    if (owner >= 0) { /* a follow-up goes to the worker holding its previous response */
+        *used = p->phase == PHASE_DECODE ? c->decode_policy : c->policy;
+        return owner;
     }
     *used = p->phase == PHASE_PREFILL ? c->prefill_policy : p->phase == PHASE_DECODE ? c->decode_policy : c->policy;
     router_workers_view(r, phase_role(p), p->tried, p->chain, p->n_chain, p->est.prompt_tokens);
@@ -662,6 +710,14 @@ static void proxy_attempt(proxy_req *p) {
         proxy_prefill_done(p, 0, true);
         return;
     }
+    if (i < 0 && p->full_status == 404) { /* no other worker holds the previous response: relay the 404 */
+        evhttp_add_header(evhttp_request_get_output_headers(p->client), "Content-Type",
+                          p->full_ctype ? p->full_ctype : "application/json");
+        evbuffer_add(p->up_body, p->full_body ? p->full_body : "", p->full_len);
+        reply_whole(p, 404, "Not Found", p->up_body);
+        proxy_done(p, 404);
+        return;
+    }
     if (i < 0) {
         if (time_now() < p->wait_deadline && !r->draining) {
             r->m.backpressure_waits++;
@@ -751,7 +807,7 @@ void router_proxy_start(router *r, struct evhttp_request *client, const char *pa
                           : p->prompt.text ? prefix_hash_bytes(prefix_hash_bytes(1, p->prompt.tenant, tlen),
                                                                p->prompt.text, p->prompt.len)
                                            : prefix_hash_bytes(2, p->prompt.tenant, tlen);
-    if (gen && has_role(r, ROUTER_ROLE_PREFILL) && has_role(r, ROUTER_ROLE_DECODE)) {
+    if (gen && has_role(r, ROUTER_ROLE_PREFILL) && has_role(r, ROUTER_ROLE_DECODE) && !p->prompt.prev_response[0]) {
         p->phase = PHASE_PREFILL;
         cf_random_id_or_die("", p->handoff_id, sizeof p->handoff_id);
     } else if (gen && !has_role(r, ROUTER_ROLE_BOTH) && has_role(r, ROUTER_ROLE_DECODE))

@@ -207,6 +207,37 @@ class TestPolicies(unittest.TestCase):
         self.assertEqual(m['cinfer_router_decisions_total{worker="%s",policy="round_robin"}' % STORY[0].url], 2)
         self.assertEqual(r.stop(), 0)
 
+    def test_previous_response_follows_its_worker(self):
+        """Responses previous_response_id across workers (round robin would alternate): the follow-up
+        goes to the worker that holds the stored response; after a router restart (empty table) the
+        worker that does not hold it answers 404 previous_response_not_found and the router tries
+        the other one; an id no worker holds is the client's 404."""
+        r = self.router("round_robin")
+        c = openai.OpenAI(base_url=r.url + "/v1", api_key="none", max_retries=0)
+        first = c.responses.create(model="stories260K", input="Once upon a time", max_output_tokens=8,
+                                   temperature=0)
+        for stream in (False, True):
+            for _ in range(2):  # round robin would send one of the two elsewhere
+                kw = dict(model="stories260K", input="Then", previous_response_id=first.id,
+                          max_output_tokens=8, temperature=0)
+                if stream:
+                    events = list(c.responses.create(stream=True, **kw))
+                    self.assertIn(events[-1].type, ("response.completed", "response.incomplete"))
+                else:
+                    self.assertIn(c.responses.create(**kw).status, ("completed", "incomplete"))
+        self.assertEqual(r.stop(), 0)
+        r = self.router("round_robin")  # a new router knows nothing: the 404 retry finds the holder
+        c = openai.OpenAI(base_url=r.url + "/v1", api_key="none", max_retries=0)
+        for _ in range(2):
+            again = c.responses.create(model="stories260K", input="Then", previous_response_id=first.id,
+                                       max_output_tokens=8, temperature=0)
+            self.assertIn(again.status, ("completed", "incomplete"))  # incomplete: max_output_tokens
+        with self.assertRaises(openai.NotFoundError) as cm:
+            c.responses.create(model="stories260K", input="x", previous_response_id="resp_nobodyhasthis",
+                               max_output_tokens=4)
+        self.assertIn("previous_response_not_found", str(cm.exception))
+        self.assertEqual(r.stop(), 0)
+
     def test_cache_affinity(self):
         r = self.router("cache_affinity")
         # one prefix -> one worker, every time; many prefixes -> both workers
