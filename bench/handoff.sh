@@ -1,8 +1,9 @@
 #!/bin/bash
 # handoff.sh - KV handoff transport throughput (docs/pd.md, issue 19): bench/bench_handoff (the
 # xfer layer a prefill worker pushes blocks with) against `ucx_perftest -t ucp_am_bw` on the same
-# path, in one run: (1) one namespace, UCX's default transport selection (shared memory between
-# processes of one host), (2) one namespace with UCX_TLS=tcp,self, (3) two network namespaces
+# path, in one run: (1) one namespace, UCX's default transport selection, our endpoint without UCX's
+# peer-failure detection as a prefill worker makes it for a decode worker of its own host (shared
+# memory), (1b) the same with peer-failure detection (UCX then leaves shared memory out), (2) one namespace with UCX_TLS=tcp,self, (3) two network namespaces
 # (tests/integration/lib/netns.sh) with UCX_TLS=tcp,self, as between hosts. Prints one line per
 # case: ours, perftest, ratio. Needs root for (3); skips it otherwise.
 #   usage: bench/handoff.sh [BUILD_DIR] [SIZE_BYTES] [COUNT]
@@ -20,16 +21,17 @@ bh=$build/bench_handoff
 [ -x "$bh" ] || { echo "no $bh (build the bench_handoff target)"; exit 1; }
 command -v ucx_perftest >/dev/null || { echo "no ucx_perftest (apt-get install ucx-utils)"; exit 1; }
 
-# ours RUN_RECV RUN_SEND ADDR TLS -> GB/s
+# ours RUN_RECV RUN_SEND ADDR TLS [SCHEME] -> GB/s; SCHEME "shm" (one host: what a prefill worker uses when
+# D's /handoff/info names its own host) or "ucx" (peer-failure detection: no shared memory)
 ours() {
-    local rr=$1 rs=$2 addr=$3 tls=$4
+    local rr=$1 rs=$2 addr=$3 tls=$4 scheme=${5:-ucx}
     local out
     out=$(mktemp)
     UCX_TLS=$tls $rr "$bh" recv "$addr" >"$out" 2>/dev/null &
     local rp=$!
     sleep 1.5
     # as a prefill worker does: D's worker address from /handoff/info ("ucx_address")
-    UCX_TLS=$tls $rs "$bh" send "$(sed -n 's/^worker //p' "$out")" "$size" "$count" 4 2>/dev/null |
+    UCX_TLS=$tls $rs "$bh" send "$(sed -n "s/^worker ucx:/$scheme:/p" "$out")" "$size" "$count" 4 2>/dev/null |
         sed -n 's/.* = \([0-9.]*\) GB\/s/\1/p'
     wait $rp
     rm -f "$out"
@@ -50,7 +52,10 @@ row() {
 }
 echo "# bench/handoff.sh $build $size $count  ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "# messages of $size bytes x $count, 4 in flight; UCX $(ucx_info -v | sed -n 's/# Version //p')"
-row "one namespace, default TLS (shared memory)" "$(ours "" "" 127.0.0.1:23471 all)" "$(perf "" "" 127.0.0.1 13471 all)"
+row "one namespace, default TLS, shm: peer (shared memory)" "$(ours "" "" 127.0.0.1:23471 all shm)" \
+    "$(perf "" "" 127.0.0.1 13471 all)"
+row "one namespace, default TLS, ucx: peer (peer-failure detection: TCP)" "$(ours "" "" 127.0.0.1:23474 all ucx)" \
+    "$(perf "" "" 127.0.0.1 13474 all)"
 row "one namespace, UCX_TLS=tcp,self" "$(ours "" "" 127.0.0.1:23472 tcp,self)" "$(perf "" "" 127.0.0.1 13472 tcp,self)"
 if [ "$(id -u)" = 0 ]; then
     . "$here/../tests/integration/lib/netns.sh"

@@ -19,6 +19,7 @@ typedef struct router_opts {
     router_worker_spec *specs;
     int32_t n_specs;
     route_policy_kind policy, prefill_policy, decode_policy;
+    bool pd_sequential;
 } router_opts;
 
 static int opt_worker(void *ctx, const char *v, char *msg, size_t cap) {
@@ -99,6 +100,10 @@ static int parse_router(int argc, char **argv, router_opts *o) {
          CLI_CALL(opt_policy, &o->prefill_policy)},
         {"decode-policy", 0, "NAME", "PD mode: placement of the decode step (default decode_load)",
          CLI_CALL(opt_policy, &o->decode_policy)},
+        {"pd-sequential", 0, NULL,
+         "PD mode: send the decode step only after the prefill step answered\n"
+         "(default: both at once; the decode worker waits for the handoff)",
+         CLI_SET(&o->pd_sequential, true)},
         {"attn-cost", 0, "X",
          "attention cost per token and context position relative to a token's\n"
          "weight work (base/compute_cost.h; default: a 4096-wide model's)",
@@ -163,7 +168,8 @@ int cmd_router(int argc, char **argv) {
                          .max_attempts = (int32_t)o.max_attempts,
                          .max_body = (size_t)o.max_body,
                          .conn_buffer = (size_t)o.conn_buf,
-                         .shutdown_timeout_s = o.shutdown_s};
+                         .shutdown_timeout_s = o.shutdown_s,
+                         .pd_sequential = o.pd_sequential};
     if (o.attn_cost >= 0) cfg.params.attn_cost = o.attn_cost;
     cfg.params.balance_threshold = (int32_t)o.balance;
     cf_err e = {0};

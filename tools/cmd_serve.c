@@ -53,7 +53,7 @@ typedef struct serve_opts {
     const char *swa_replay;
     const char *generation_config; /* --generation-config: auto (the model's sampling defaults) or none */
     serve_ep_opts ep; /* --ep and its knobs (serve_ep.h) */
-    const char *role, *handoff_listen; /* --role, --handoff-listen (docs/pd.md) */
+    const char *role, *handoff_listen, *handoff_shm; /* --role, --handoff-listen, --handoff-shm (docs/pd.md) */
     double handoff_timeout_s;
 } serve_opts;
 
@@ -298,6 +298,11 @@ static size_t serve_rows_cluster(serve_opts *o, cli_opt *t, size_t cap) {
          "a decode worker waits this long for a handoff; a prefill worker's\n"
          "direct push gives up after it and falls back to the store (default 5)",
          CLI_NUM(&o->handoff_timeout_s, 0.01, 3600)},
+        {"handoff-shm", 0, "auto|off",
+         "auto (default): a prefill and a decode worker of one host (same boot and\n"
+         "network namespace) hand off through shared memory, watching each other's\n"
+         "process instead of UCX's peer-failure detection; off: never",
+         CLI_STR(&o->handoff_shm)},
         CLI_SECTION("expert parallelism (mpirun -n N cinfer serve --ep ...; docs/ep.md)"),
         {"ep", 0, NULL,
          "MoE expert parallelism over MPI: each rank serves on --port + rank,\n"
@@ -342,6 +347,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     if (o->api_key && !*o->api_key) o->api_key = NULL;
     if (o->role && handoff_role_parse(o->role) < 0)
         return cli_usage_error(&c, "unknown --role '%s' (prefill|decode|both)", o->role);
+    if (o->handoff_shm && strcmp(o->handoff_shm, "auto") && strcmp(o->handoff_shm, "off"))
+        return cli_usage_error(&c, "unknown --handoff-shm '%s' (auto|off)", o->handoff_shm);
     if (o->keys.n > 0) o->api_key = NULL; /* explicit keys replace $CINFER_API_KEY */
     return CLI_OK;
 }
@@ -523,7 +530,8 @@ static int serve_main(serve_opts *o) {
                         .handoff = {.role = o->role ? (handoff_role)handoff_role_parse(o->role) : HANDOFF_ROLE_BOTH,
                                     .listen = o->handoff_listen,
                                     .http_host = o->host,
-                                    .timeout_s = o->handoff_timeout_s > 0 ? o->handoff_timeout_s : 5}};
+                                    .timeout_s = o->handoff_timeout_s > 0 ? o->handoff_timeout_s : 5,
+                                    .no_shm = o->handoff_shm && !strcmp(o->handoff_shm, "off")}};
     const char *pname = o->tool_parser ? o->tool_parser : o->reasoning_parser;
     cfg.parser = pname ? recipe_parser_from_name(pname)
                        : (int)recipe_parser_detect(sp.fallback ? NULL : chat_template_source(sp.tmpl),

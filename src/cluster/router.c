@@ -162,6 +162,7 @@ static void router_teardown(router *r) {
     if (r->http) evhttp_free(r->http);
     router_workers_free(r);
     if (r->scratch_buf) evbuffer_free(r->scratch_buf);
+    free(r->resp_owner);
     if (r->base) event_base_free(r->base);
 }
 
@@ -174,6 +175,10 @@ int router_run(const router_config *cfg, cf_err *err) {
         goto out;
     }
     if (router_workers_init(&r, err)) goto out;
+    if (!(r.resp_owner = calloc(ROUTER_RESP_SLOTS, sizeof *r.resp_owner))) {
+        cf_fail(err, "out of memory");
+        goto out;
+    }
     evhttp_set_max_body_size(r.http, (ev_ssize_t)cfg->max_body);
     evhttp_set_allowed_methods(r.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD);
     evhttp_set_gencb(r.http, on_request, &r);

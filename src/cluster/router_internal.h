@@ -59,6 +59,15 @@ typedef struct router_metrics {
 typedef struct router router;
 typedef struct proxy_req proxy_req;
 
+/* Which worker answered a stored Responses response (its X-Request-Id): a follow-up with
+ * previous_response_id goes there. A direct-mapped table keyed by hash(tenant, id); a slot is
+ * overwritten by a newer response (then the follow-up finds the holder by the 404 retry below). */
+#define ROUTER_RESP_SLOTS 4096
+typedef struct router_resp_slot {
+    uint64_t key; /* 0: empty */
+    int32_t worker;
+} router_resp_slot;
+
 struct router {
     const router_config *cfg;
     struct event_base *base;
@@ -76,6 +85,7 @@ struct router {
     int64_t n_flushing; /* finished replies evhttp is still writing (the drain waits for them) */
     proxy_req *reqs; /* doubly linked list of requests in flight */
     struct evbuffer *scratch_buf;
+    router_resp_slot *resp_owner; /* ROUTER_RESP_SLOTS entries */
 };
 
 /* ---- router_workers.c ---- */
@@ -105,6 +115,7 @@ typedef struct router_prompt {
     char tenant[128]; /* the API key (Authorization / x-api-key), truncated */
     int32_t max_tokens; /* from the request (0: not given) */
     bool stream;
+    char prev_response[128]; /* Responses: previous_response_id ("" when none or too long) */
 } router_prompt;
 /* Derives the canonical prompt of a JSON body for path (chat: tools + messages; completions: prompt;
  * messages: tools + system + messages; responses: instructions + tools + input). Never fails: a body
@@ -117,6 +128,29 @@ void router_prompt_free(router_prompt *p);
 void router_proxy_start(router *r, struct evhttp_request *client, const char *path);
 /* Cancels every request in flight (the drain deadline). */
 void router_proxy_cancel_all(router *r);
+
+/* ---- router_prefill.c: PD step 1 beside step 2 (the overlapped two steps) ---- */
+typedef struct prefill_side prefill_side;
+typedef void (*prefill_side_done_fn)(void *ctx, int status, bool failed);
+typedef struct prefill_side_args {
+    enum evhttp_cmd_type cmd;
+    const char *uri;
+    const struct evkeyvalq *headers; /* the client's; hop-by-hop ones (is_hop) are left out */
+    bool (*is_hop)(const char *key);
+    const void *body;
+    size_t body_len;
+    const char *handoff_id, *decode_url;
+    route_policy_kind policy;
+    double cost; /* estimated prefill compute, accounted on the worker while open */
+} prefill_side_args;
+/* Sends step 1 to worker; done runs once when it ended (status 0 and failed: no answer). NULL when it
+ * could not be sent (out of memory). */
+prefill_side *prefill_side_start(router *r, int32_t worker, const prefill_side_args *a, prefill_side_done_fn done,
+                                 void *ctx);
+/* Cancels a step 1 in flight (P detaches: it tells D to stop waiting); done does not run. */
+void prefill_side_cancel(prefill_side *s);
+/* POST <decode worker>/handoff/abort for handoff_id, fire and forget: D stops waiting for it. */
+void router_handoff_abort(router *r, int32_t decode_worker, const char *handoff_id, const char *auth);
 
 /* ---- router.c ---- */
 /* Frees an outgoing connection on the next loop turn. For a connection whose connect failed:

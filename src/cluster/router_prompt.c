@@ -53,6 +53,9 @@ void router_prompt_from_body(const char *path, const char *body, size_t len, rou
             out->max_tokens = (int32_t)json_integer_value(v);
     }
     out->stream = json_is_true(json_object_get(root, "stream"));
+    const char *prev = json_string_value(json_object_get(root, "previous_response_id"));
+    if (prev && !strcmp(path, "/v1/responses") && strlen(prev) < sizeof out->prev_response)
+        snprintf(out->prev_response, sizeof out->prev_response, "%s", prev);
     json_decref(root);
 }
 

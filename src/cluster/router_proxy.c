@@ -24,9 +24,14 @@
  * PD mode (prefill and decode workers registered): step 1 sends the request
  * to a prefill worker with X-Cinfer-Handoff-Id / -To (the decode worker's
  * URL); step 2 sends it to that decode worker with the handoff id and relays
- * its answer. A 4xx other than 429 from step 1 is the client's error and is
- * relayed; any other step-1 failure goes on to step 2 (the decode worker then
- * computes the prompt itself).
+ * its answer. By default both go out at once (router_prefill.c: D waits for
+ * the handoff while P computes, so the client's wait is one prefill, not a
+ * prefill plus a decode worker's start); a step 1 that does not end in a
+ * handoff makes the router tell D to stop waiting. With pd_sequential, step 2
+ * goes after step 1 answered: a 4xx other than 429 from step 1 is the
+ * client's error and is relayed; any other step-1 failure goes on to step 2
+ * (the decode worker then computes the prompt itself). A step 2 retried on
+ * another worker goes without the handoff id (the KV went elsewhere).
  *
  * Lifetime: a proxy_req lives from router_proxy_start until its client got
  * the whole answer or left; it owns its upstream request while one is open
@@ -63,6 +68,7 @@ struct proxy_req {
     int phase;
     char handoff_id[CF_RANDID_CHARS + 1];
     int32_t decode_worker; /* PD: chosen with the prefill worker */
+    prefill_side *side; /* PD, overlapped: step 1 in flight beside step 2 */
     int32_t worker; /* current upstream (-1: none) */
     route_policy_kind used_policy;
     uint64_t tried; /* bitmask of workers tried in this phase */
@@ -114,6 +120,33 @@ static bool is_hop_header(const char *k) {
 }
 
 static bool api_is_messages(const char *path) { return !strncmp(path, "/v1/messages", 12); }
+
+static router_resp_slot *resp_slot(const proxy_req *p, const char *id, uint64_t *key) {
+    uint64_t k = prefix_hash_bytes(prefix_hash_bytes(7, p->prompt.tenant, strlen(p->prompt.tenant)), id, strlen(id));
+    *key = k | 1; /* 0 marks an empty slot */
+    return &p->r->resp_owner[k % ROUTER_RESP_SLOTS];
+}
+
+/* A Responses answer from the current worker: remember it holds that response (X-Request-Id). */
+static void resp_remember(proxy_req *p) {
+    const char *id = p->up_headers ? evhttp_find_header(p->up_headers, "X-Request-Id") : NULL;
+    if (strcmp(p->path, "/v1/responses") || p->worker < 0 || !id || strncmp(id, "resp_", 5)) return;
+    uint64_t key;
+    router_resp_slot *s = resp_slot(p, id, &key);
+    *s = (router_resp_slot){.key = key, .worker = p->worker};
+}
+
+/* The worker that answered previous_response_id, when known, healthy, untried and of role `role`. */
+static int32_t resp_owner(proxy_req *p, router_role role) {
+    if (!p->prompt.prev_response[0]) return -1;
+    uint64_t key;
+    const router_resp_slot *s = resp_slot(p, p->prompt.prev_response, &key);
+    if (s->key != key || s->worker < 0 || s->worker >= p->r->n_w) return -1;
+    const router_worker *w = &p->r->w[s->worker];
+    bool role_ok = w->role == role || w->role == ROUTER_ROLE_BOTH;
+    bool tried = s->worker < 64 && (p->tried >> s->worker & 1);
+    return w->view.healthy && role_ok && !tried ? s->worker : -1;
+}
 
 static void on_flushed(struct evhttp_request *req, void *arg) {
     router *r = arg;
@@ -180,6 +213,7 @@ static void proxy_free(proxy_req *p) {
     if (p->prev) p->prev->next = p->next;
     else r->reqs = p->next;
     if (p->next) p->next->prev = p->prev;
+    prefill_side_cancel(p->side);
     if (p->retry_timer) event_free(p->retry_timer);
     if (p->body) evbuffer_free(p->body);
     if (p->up_body) evbuffer_free(p->up_body);
@@ -284,6 +318,7 @@ static int on_up_header(struct evhttp_request *up, void *arg) {
         return 0;
     }
     if (sse) {
+        if (p->up_status == 200) resp_remember(p);
         copy_response_headers(p, p->up_headers);
         evhttp_remove_header(evhttp_request_get_output_headers(p->client), "X-Cinfer-Resumable");
         evhttp_send_reply_start(p->client, p->up_status, evhttp_request_get_response_code_line(up));
@@ -343,6 +378,7 @@ static void proxy_send_whole(proxy_req *p, int status, const char *reason) {
     copy_response_headers(p, p->up_headers);
     size_t n = evbuffer_get_length(p->up_body);
     if (status == 200 && n) learn_usage(p, (const char *)evbuffer_pullup(p->up_body, -1), n);
+    if (status == 200) resp_remember(p);
     reply_whole(p, status, reason, p->up_body);
 }
 
@@ -487,6 +523,20 @@ static void on_up_done(struct evhttp_request *up, void *arg) {
         proxy_attempt(p);
         return;
     }
+    if (status == 404 && p->prompt.prev_response[0] &&
+        evbuffer_search(p->up_body, "previous_response_not_found", 27, NULL).pos >= 0) {
+        /* another worker may hold the previous response (the router restarted, or its table slot was
+         * reused): try the others before relaying the 404 */
+        proxy_keep_full(p);
+        if (wi >= 0 && wi < 64) p->tried |= 1ull << wi;
+        proxy_drop_upstream(p, false);
+        evbuffer_drain(p->up_body, evbuffer_get_length(p->up_body));
+        p->up_status = 0;
+        p->attempts++;
+        p->handoff_id[0] = 0;
+        proxy_attempt(p);
+        return;
+    }
     proxy_send_whole(p, status, reason_copy);
     proxy_drop_upstream(p, false);
     proxy_done(p, status);
@@ -513,6 +563,11 @@ static int32_t proxy_pick(proxy_req *p, route_policy_kind *used) {
         int32_t d = p->decode_worker;
         if (r->w[d].view.healthy) return d;
     }
+    int32_t owner = p->phase == PHASE_PREFILL ? -1 : resp_owner(p, phase_role(p));
+    if (owner >= 0) { /* a follow-up goes to the worker holding its previous response */
+        *used = p->phase == PHASE_DECODE ? c->decode_policy : c->policy;
+        return owner;
+    }
     *used = p->phase == PHASE_PREFILL ? c->prefill_policy : p->phase == PHASE_DECODE ? c->decode_policy : c->policy;
     router_workers_view(r, phase_role(p), p->tried, p->chain, p->n_chain, p->est.prompt_tokens);
     return route_pick(*used, r->scratch, r->n_w, &p->est, &c->params, &r->rr_cursor);
@@ -527,7 +582,8 @@ static void add_request_headers(proxy_req *p, struct evhttp_request *up, const r
     snprintf(host, sizeof host, "%s:%d", w->host, w->port);
     evhttp_add_header(out, "Host", host);
     evhttp_add_header(out, "Connection", "close"); /* one connection per request: auto-freed when it ends */
-    if (p->handoff_id[0]) evhttp_add_header(out, "X-Cinfer-Handoff-Id", p->handoff_id);
+    if (p->handoff_id[0] && (p->phase == PHASE_PREFILL || w == &p->r->w[p->decode_worker]))
+        evhttp_add_header(out, "X-Cinfer-Handoff-Id", p->handoff_id);
     if (p->cmd == EVHTTP_REQ_POST && p->phase != PHASE_PREFILL && is_generation(p->path))
         evhttp_add_header(out, "X-Cinfer-Stream-Ids", "1"); /* mark the stream's reads: it can be resumed */
     if (p->phase == PHASE_PREFILL) evhttp_add_header(out, "X-Cinfer-Handoff-To", p->r->w[p->decode_worker].url);
@@ -579,6 +635,54 @@ static void proxy_send(proxy_req *p, int32_t i, route_policy_kind used) {
     }
 }
 
+static const char *client_auth(const proxy_req *p) {
+    const struct evkeyvalq *ih = p->client ? evhttp_request_get_input_headers(p->client) : NULL;
+    return ih ? evhttp_find_header(ih, "Authorization") : NULL;
+}
+
+/* Step 1 of an overlapped PD request ended: count it; when it handed nothing off, D stops waiting. */
+static void on_side_done(void *ctx, int status, bool failed) {
+    proxy_req *p = ctx;
+    p->side = NULL;
+    if (failed || status != 200) {
+        p->r->m.handoff_failures++;
+        LOG_INFO("router: handoff %s: prefill step %s (status %d); the decode worker computes the prompt",
+                 p->handoff_id, failed ? "failed" : "refused", status);
+        if (p->worker == p->decode_worker && p->decode_worker >= 0 && p->handoff_id[0])
+            router_handoff_abort(p->r, p->decode_worker, p->handoff_id, client_auth(p));
+        p->handoff_id[0] = 0; /* a step 2 sent from now on does not wait */
+    } else {
+        p->r->m.handoffs++;
+    }
+}
+
+/* Overlapped PD: sends step 1 to a prefill worker beside the step 2 about to go to D. */
+static void proxy_start_side(proxy_req *p) {
+    route_policy_kind used;
+    int32_t i = proxy_pick(p, &used);
+    size_t blen = evbuffer_get_length(p->body);
+    prefill_side_args a = {.cmd = p->cmd,
+                           .uri = p->uri,
+                           .headers = evhttp_request_get_input_headers(p->client),
+                           .is_hop = is_hop_header,
+                           .body = blen ? evbuffer_pullup(p->body, -1) : NULL,
+                           .body_len = blen,
+                           .handoff_id = p->handoff_id,
+                           .decode_url = p->r->w[p->decode_worker].url,
+                           .policy = used};
+    if (i >= 0) {
+        a.cost = route_prefill_score(&(route_worker){.cached_tokens = p->r->w[i].view.cached_tokens, .speed = 1},
+                                     &p->est, &p->r->cfg->params);
+        if (p->n_chain) prefix_index_insert(&p->r->ix, i, p->chain, p->n_chain);
+        p->side = prefill_side_start(p->r, i, &a, on_side_done, p);
+    }
+    if (!p->side) { /* no prefill worker (or no memory): D computes alone, without waiting */
+        p->r->m.handoff_failures++;
+        p->handoff_id[0] = 0;
+    }
+    p->phase = PHASE_DECODE;
+}
+
 static void proxy_attempt(proxy_req *p) {
     router *r = p->r;
     if (p->phase == PHASE_PREFILL && p->decode_worker < 0) { /* choose D first: P needs its URL */
@@ -598,11 +702,20 @@ static void proxy_attempt(proxy_req *p) {
             return;
         }
         p->decode_worker = d;
+        if (!r->cfg->pd_sequential) proxy_start_side(p);
     }
     route_policy_kind used;
     int32_t i = proxy_pick(p, &used);
     if (i < 0 && p->phase == PHASE_PREFILL) { /* no prefill worker: the decode worker computes alone */
         proxy_prefill_done(p, 0, true);
+        return;
+    }
+    if (i < 0 && p->full_status == 404) { /* no other worker holds the previous response: relay the 404 */
+        evhttp_add_header(evhttp_request_get_output_headers(p->client), "Content-Type",
+                          p->full_ctype ? p->full_ctype : "application/json");
+        evbuffer_add(p->up_body, p->full_body ? p->full_body : "", p->full_len);
+        reply_whole(p, 404, "Not Found", p->up_body);
+        proxy_done(p, 404);
         return;
     }
     if (i < 0) {
@@ -694,7 +807,7 @@ void router_proxy_start(router *r, struct evhttp_request *client, const char *pa
                           : p->prompt.text ? prefix_hash_bytes(prefix_hash_bytes(1, p->prompt.tenant, tlen),
                                                                p->prompt.text, p->prompt.len)
                                            : prefix_hash_bytes(2, p->prompt.tenant, tlen);
-    if (gen && has_role(r, ROUTER_ROLE_PREFILL) && has_role(r, ROUTER_ROLE_DECODE)) {
+    if (gen && has_role(r, ROUTER_ROLE_PREFILL) && has_role(r, ROUTER_ROLE_DECODE) && !p->prompt.prev_response[0]) {
         p->phase = PHASE_PREFILL;
         cf_random_id_or_die("", p->handoff_id, sizeof p->handoff_id);
     } else if (gen && !has_role(r, ROUTER_ROLE_BOTH) && has_role(r, ROUTER_ROLE_DECODE))

@@ -208,6 +208,8 @@ int handoff_open(const handoff_config *c, struct event_base *base, cinfer_engine
     cinfer_engine_kv_fingerprint(e, m->fingerprint);
     m->record_bytes = cinfer_engine_kv_record_bytes(e);
     m->block_tokens = cinfer_engine_block_tokens(e);
+    if (xfer_host_id(m->host_id, sizeof m->host_id) || xfer_process_self(&m->pid, &m->start_ticks))
+        m->host_id[0] = 0; /* cannot tell: every peer counts as remote */
     m->ev_tick = evtimer_new(base, hm_tick, m);
     if (!m->ev_tick) return cf_fail(err, "out of memory");
     return hm_open_node(m, err);
@@ -232,6 +234,13 @@ char *handoff_info_json(handoff_mgr *m) {
     const char *wa = xfer_worker_address(m->node);
     json_t *o = json_pack("{s:s, s:s?, s:s, s:s, s:I}", "listen", l, "ucx_address", wa, "transport", "ucx", "role",
                           handoff_role_name(m->cfg.role), "record_bytes", (json_int_t)m->record_bytes);
+    if (o && m->host_id[0] && !m->cfg.no_shm && /* a prefill worker of this host may use shared memory */
+        (json_object_set_new(o, "host_id", json_string(m->host_id)) ||
+         json_object_set_new(o, "pid", json_integer((json_int_t)m->pid)) ||
+         json_object_set_new(o, "start_ticks", json_integer((json_int_t)m->start_ticks)))) {
+        json_decref(o);
+        o = NULL;
+    }
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return s;

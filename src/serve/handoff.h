@@ -40,6 +40,7 @@ typedef struct handoff_config {
     const char *http_host; /* the server's --host (default listen host) */
     double timeout_s; /* --handoff-timeout: D waits this long for a handoff; P's push deadline */
     int64_t max_bytes; /* received records held at once (0: 1 GiB) */
+    bool no_shm; /* --handoff-shm off: never use shared memory for a decode worker of this host */
 } handoff_config;
 
 /* "prefill" / "decode" / "both" -> role; -1 when unknown. */

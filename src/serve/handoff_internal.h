@@ -5,6 +5,7 @@
 #define CINFER_SERVE_HANDOFF_INTERNAL_H
 
 #include "serve/handoff.h"
+#include "xfer/xfer_host.h"
 #include "xfer/xfer_ucx.h"
 
 /* One handoff on the decode side, from its BEGIN or its first waiter until claimed or expired. */
@@ -25,9 +26,15 @@ typedef struct hd_entry {
 /* D's transport address as P learned it from GET <url>/handoff/info. */
 typedef struct hp_peer {
     struct hp_peer *next;
+    struct handoff_mgr *m;
     char url[256];
-    char addr[2 * 4096 + 8]; /* xfer peer: "ucx:<worker address>" or "host:port"; empty while resolving or failed */
+    char addr[2 * 4096 + 8]; /* xfer peer: "shm:" / "ucx:<worker address>" or "host:port"; empty while resolving
+                                or failed */
     bool resolving, failed;
+    bool local; /* "shm:": D runs on this host; no UCX peer-failure detection, liveness by D's process */
+    int64_t pid; /* D's process (local peers): pid and start time, from /handoff/info */
+    uint64_t start_ticks;
+    double probed; /* when D's process was last checked (local peers) */
     struct evhttp_connection *evcon;
 } hp_peer;
 
@@ -39,6 +46,9 @@ struct handoff_mgr {
     struct event *ev_fd, *ev_tick;
     bool ticking;
     uint8_t fingerprint[XFER_DIGEST_BYTES];
+    char host_id[XFER_HOST_ID_MAX]; /* xfer_host_id, or "" when unknown (no peer is then local) */
+    int64_t pid; /* this process, as /handoff/info reports it */
+    uint64_t start_ticks;
     size_t record_bytes;
     int32_t block_tokens;
     hd_entry *entries;

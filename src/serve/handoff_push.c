@@ -28,6 +28,7 @@
 #include "serve/handoff_internal.h"
 
 #define HP_STORE_WAIT_S 2.0 /* longest wait for store writes before a "store" answer */
+#define HP_PROBE_S 0.02 /* how often a push to a local D checks that D's process still runs */
 
 typedef enum { HP_RESOLVING, HP_SENDING, HP_FLUSHING, HP_OK, HP_FAILED } hp_state;
 
@@ -158,8 +159,17 @@ static void hp_on_info(struct evhttp_request *req, void *arg) {
     char host[96];
     uint16_t port;
     cf_err err = {0};
+    const char *hid = json_string_value(json_object_get(o, "host_id"));
+    json_int_t pid = json_integer_value(json_object_get(o, "pid"));
+    json_int_t start = json_integer_value(json_object_get(o, "start_ticks"));
+    pe->local = wa && hid && pe->m->host_id[0] && !pe->m->cfg.no_shm && !strcmp(hid, pe->m->host_id) && pid > 0 &&
+                start >= 0 && xfer_process_alive((int64_t)pid, (uint64_t)start) == 1;
+    pe->pid = pe->local ? (int64_t)pid : 0;
+    pe->start_ticks = pe->local ? (uint64_t)start : 0;
     if (wa && strlen(wa) + 5 <= sizeof pe->addr && strspn(wa, "0123456789abcdef") == strlen(wa)) {
-        snprintf(pe->addr, sizeof pe->addr, "ucx:%s", wa); /* every transport both share (shared memory) */
+        /* one host: every transport, shared memory included, without UCX's peer-failure detection (our
+         * liveness check: D's process, hp_tick); across hosts: the transports that detect a dead peer */
+        snprintf(pe->addr, sizeof pe->addr, "%s:%s", pe->local ? "shm" : "ucx", wa);
         pe->failed = false;
     } else if (!l || xfer_parse_hostport(l, host, sizeof host, &port, &err) || port == 0) {
         LOG_WARN("handoff: %s/handoff/info: no usable \"listen\" address", pe->url);
@@ -184,6 +194,7 @@ static void hp_resolve(handoff_mgr *m, handoff_push *p) {
     if (!pe) {
         if (!(pe = calloc(1, sizeof *pe))) return;
         snprintf(pe->url, sizeof pe->url, "%s", p->url);
+        pe->m = m;
         pe->next = m->peers;
         m->peers = pe;
     }
@@ -295,9 +306,10 @@ static void hp_pump(handoff_push *p) {
 static void hp_answer(handoff_push *p, bool store) {
     handoff_answer_fn cb = p->cb;
     p->cb = NULL;
-    json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:I}", "handoff_id", p->id_hex, "prompt_tokens",
+    const char *link = store || !p->peer ? NULL : p->peer->local ? "shm" : "net";
+    json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:s?, s:I}", "handoff_id", p->id_hex, "prompt_tokens",
                           (int)p->usage.prompt_tokens, "cached_tokens", (int)p->usage.cached_tokens, "transport",
-                          store ? "store" : "ucx", "bytes", (json_int_t)(store ? 0 : p->bytes));
+                          store ? "store" : "ucx", "link", link, "bytes", (json_int_t)(store ? 0 : p->bytes));
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     cb(p->cb_ctx, s ? 200 : 500, s);
@@ -311,6 +323,10 @@ static bool hp_tick(handoff_push *p, double now) {
         else if (!p->peer->resolving) hp_fail(p, "no handoff address (GET /handoff/info)");
     }
     if (p->st == HP_SENDING && !p->detached) hp_pump(p);
+    if ((p->st == HP_SENDING || p->st == HP_FLUSHING) && p->peer->local && now - p->peer->probed >= HP_PROBE_S) {
+        p->peer->probed = now; /* shared memory reports no dead peer: UCX would wait for it forever */
+        if (xfer_process_alive(p->peer->pid, p->peer->start_ticks) == 0) hp_fail(p, "the decode worker exited");
+    }
     if ((p->st == HP_RESOLVING || p->st == HP_SENDING || p->st == HP_FLUSHING) && now > p->deadline)
         hp_fail(p, "timed out");
     if (p->cb && p->finished && p->st == HP_OK) hp_answer(p, false);

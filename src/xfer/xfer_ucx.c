@@ -5,7 +5,9 @@
  * (rendezvous: ucp_am_recv_data_nbx), queued, and handed to on_message after
  * ucp_worker_progress returns, so the owner never runs inside UCX. Failed
  * endpoints (UCX's error callback) are marked and force-closed by the next
- * xfer_progress; their pending operations then complete with an error. */
+ * xfer_progress; their pending operations then complete with an error.
+ * A flush waits for its peer's sends in flight (xfer_peer.sends) before
+ * ucp_ep_flush_nbx, which covers the transport but not active messages. */
 #include "xfer/xfer_ucx.h"
 
 #include <arpa/inet.h>
@@ -25,19 +27,22 @@
 #define XFER_PEER_NAME 96
 #define XFER_WORKER_ADDR_MAX 4096 /* bytes of a worker address we accept (hex: twice that) */
 
-typedef struct xfer_peer {
-    char *name; /* "host:port" or "ucx:<hex worker address>" (owned; NULL for accepted endpoints) */
-    ucp_ep_h ep;
-    bool failed;
-} xfer_peer;
-
 typedef struct xfer_op {
-    struct xfer_op *next; /* on the done list */
+    struct xfer_op *next; /* on the done list, or on a peer's flush_wait list */
     xfer_node *n;
     xfer_done_fn cb;
     void *ctx;
     int status;
+    ucp_ep_h send_ep; /* a send: its endpoint (the peer's count of sends in flight); NULL otherwise */
 } xfer_op;
+
+typedef struct xfer_peer {
+    char *name; /* "host:port", "ucx:<hex>" or "shm:<hex>" (owned; NULL for accepted endpoints) */
+    ucp_ep_h ep;
+    bool failed;
+    int sends; /* send operations not completed yet */
+    xfer_op *flush_wait; /* flushes waiting for sends == 0 (ucp's flush does not cover active messages) */
+} xfer_peer;
 
 typedef struct xfer_rx { /* a received message waiting for its data or for delivery */
     struct xfer_rx *next;
@@ -95,14 +100,17 @@ static int resolve(const char *hostport, struct sockaddr_in *sa, cf_err *err) {
     return 0;
 }
 
-static void op_done(void *req, ucs_status_t st, void *user) {
-    xfer_op *op = user;
-    xfer_node *n = op->n;
-    op->status = st == UCS_OK ? 0 : -1;
+static void op_complete(xfer_node *n, xfer_op *op, int status) {
+    op->status = status;
     op->next = NULL;
     if (n->done_tail) n->done_tail->next = op;
     else n->done_head = op;
     n->done_tail = op;
+}
+
+static void op_done(void *req, ucs_status_t st, void *user) {
+    xfer_op *op = user;
+    op_complete(op->n, op, st == UCS_OK ? 0 : -1);
     ucp_request_free(req);
 }
 
@@ -211,6 +219,10 @@ static void reap(xfer_node *n) {
     for (int i = 0; i < n->n_peers;)
         if (n->peers[i].failed) {
             ucp_ep_h ep = n->peers[i].ep;
+            for (xfer_op *op = n->peers[i].flush_wait, *next; op; op = next) {
+                next = op->next;
+                op_complete(n, op, -1);
+            }
             free(n->peers[i].name);
             n->peers[i] = n->peers[--n->n_peers];
             ep_force_close(n, ep);
@@ -227,6 +239,35 @@ static void reap(xfer_node *n) {
         }
 }
 
+static void issue_flush(xfer_node *n, xfer_peer *pr, xfer_op *op) {
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                                             UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+                             .cb.send = op_done,
+                             .user_data = op};
+    ucs_status_ptr_t r = ucp_ep_flush_nbx(pr->ep, &p);
+    if (UCS_PTR_IS_ERR(r)) {
+        pr->failed = true;
+        op_complete(n, op, -1);
+    } else if (r == NULL) { /* nothing outstanding on the transport (NO_IMM_CMPL does not apply to flush) */
+        op_complete(n, op, 0);
+    }
+}
+
+/* A send completed: its peer's count drops; flushes waiting for that peer's sends go out. */
+static void send_settled(xfer_node *n, ucp_ep_h ep) {
+    for (int i = 0; i < n->n_peers; i++) {
+        xfer_peer *pr = &n->peers[i];
+        if (pr->ep != ep || pr->sends <= 0 || --pr->sends > 0 || pr->failed) continue;
+        xfer_op *w = pr->flush_wait;
+        pr->flush_wait = NULL;
+        while (w) {
+            xfer_op *next = w->next;
+            issue_flush(n, pr, w);
+            w = next;
+        }
+    }
+}
+
 /* Runs completed operations' callbacks and hands received messages over (outside UCX). */
 static void deliver(xfer_node *n) {
     while (n->done_head) {
@@ -234,6 +275,7 @@ static void deliver(xfer_node *n) {
         n->done_head = op->next;
         if (!n->done_head) n->done_tail = NULL;
         n->pending--;
+        if (op->send_ep) send_settled(n, op->send_ep);
         op->cb(op->ctx, op->status);
         free(op);
     }
@@ -315,7 +357,7 @@ int xfer_open(const xfer_config *c, xfer_node **out, cf_err *err) {
         (st = ucp_worker_set_am_recv_handler(n->w, &hp)) != UCS_OK)
         return cf_fail(err, "handoff: UCX worker setup: %s", ucs_status_string(st));
     if (c->listen && open_listener(n, c->listen, err)) return -1;
-    xfer_progress(n); /* arms the fd */
+    if (!getenv("XF_NOARM")) xfer_progress(n); /* arms the fd */
     return 0;
 }
 
@@ -347,7 +389,8 @@ static int hexval(char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && 
  * transport the two workers share, shared memory included) or by socket address ("host:port":
  * through UCX's TCP connection manager). buf receives the decoded address. */
 static int peer_params(const char *name, ucp_ep_params_t *p, struct sockaddr_in *sa, uint8_t **buf, cf_err *err) {
-    if (strncmp(name, "ucx:", 4)) {
+    bool by_address = !strncmp(name, "ucx:", 4) || !strncmp(name, "shm:", 4);
+    if (!by_address) {
         if (resolve(name, sa, err)) return -1;
         p->field_mask |= UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
         p->flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
@@ -374,8 +417,9 @@ static xfer_peer *peer_get(xfer_node *n, const char *name, cf_err *err) {
     if (n->n_peers == XFER_MAX_PEERS) return cf_fail(err, "handoff: %d peers connected already", XFER_MAX_PEERS), NULL;
     struct sockaddr_in sa;
     uint8_t *abuf = NULL;
+    bool one_host = !strncmp(name, "shm:", 4);
     ucp_ep_params_t p = {.field_mask = UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
-                         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                         .err_mode = one_host ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER,
                          .err_handler = {.cb = on_peer_err, .arg = n}};
     xfer_peer *pr = &n->peers[n->n_peers];
     if (peer_params(name, &p, &sa, &abuf, err) || !(pr->name = strdup(name))) {
@@ -390,6 +434,8 @@ static xfer_peer *peer_get(xfer_node *n, const char *name, cf_err *err) {
         return cf_fail(err, "handoff: connect to %.80s: %s", name, ucs_status_string(st)), NULL;
     }
     pr->failed = false;
+    pr->sends = 0;
+    pr->flush_wait = NULL;
     n->n_peers++;
     return pr;
 }
@@ -425,6 +471,8 @@ static int op_issued(xfer_node *n, xfer_peer *pr, xfer_op *op, ucs_status_ptr_t 
         return cf_fail(err, "handoff: send to %.80s: %s", pr->name, ucs_status_string(UCS_PTR_STATUS(r)));
     }
     n->pending++; /* NO_IMM_CMPL: r is a request, completed through op_done */
+    op->send_ep = pr->ep;
+    pr->sends++;
     return 0;
 }
 
@@ -440,15 +488,21 @@ int xfer_send(xfer_node *n, const char *peer, const uint8_t *frame, const void *
     return op_issued(n, pr, op, ucp_am_send_nbx(pr->ep, XFER_AM_ID, frame, XFER_FRAME_BYTES, data, len, &p), err);
 }
 
+/* ucp_ep_flush covers the transport, not active messages still in flight (a rendezvous send to a
+ * shared-memory peer completes when the receiver has pulled the data): the flush waits for the
+ * peer's sends first. Its callback always comes from a later progress call. */
 int xfer_flush(xfer_node *n, const char *peer, xfer_done_fn cb, void *ctx, cf_err *err) {
     xfer_peer *pr = peer_get(n, peer, err);
     xfer_op *op = pr ? op_new(n, cb, ctx, err) : NULL;
     if (!op) return -1;
-    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                                             UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
-                             .cb.send = op_done,
-                             .user_data = op};
-    return op_issued(n, pr, op, ucp_ep_flush_nbx(pr->ep, &p), err);
+    n->pending++;
+    if (pr->sends > 0) {
+        op->next = pr->flush_wait;
+        pr->flush_wait = op;
+    } else {
+        issue_flush(n, pr, op);
+    }
+    return 0;
 }
 
 void xfer_drop_peer(xfer_node *n, const char *peer) {

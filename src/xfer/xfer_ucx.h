@@ -1,11 +1,15 @@
 /* xfer_ucx.h - the KV handoff transport: UCX (ucp) active messages between
  * workers (docs/pd.md). UCX picks the transport itself (UCX_TLS restricts
- * it) among those that support peer-failure detection (every endpoint uses
- * UCP_ERR_HANDLING_MODE_PEER, so a dead peer fails operations instead of
- * hanging them): TCP between hosts or namespaces, RDMA where the cluster has
- * it; UCX 1.13's shared-memory transports do not qualify, so one host uses TCP
- * loopback. Large payloads go by rendezvous (the receiver pulls them into its
- * own buffer).
+ * it). Peers named "ucx:" or "host:port" get UCP_ERR_HANDLING_MODE_PEER, so
+ * a dead peer fails operations instead of hanging them: TCP between hosts or
+ * namespaces, RDMA where the cluster has it (UCX 1.13's shared-memory
+ * transports cannot detect a dead peer and are left out). Peers named "shm:"
+ * (the caller found them on this host: xfer_host.h) get
+ * UCP_ERR_HANDLING_MODE_NONE, so shared memory (sysv/posix FIFOs, CMA
+ * rendezvous) is used; a dead "shm:" peer is NOT detected here: its
+ * operations stay pending until the caller, which watches the peer's process
+ * (xfer_process_alive), calls xfer_drop_peer. Large payloads go by
+ * rendezvous (the receiver pulls them into its own buffer).
  *
  * One node per process: a ucp context and one worker in single-thread mode,
  * driven by the owner's event loop (xfer_fd readable -> xfer_progress, plus a
@@ -62,11 +66,12 @@ const char *xfer_listen_addr(const xfer_node *n);
 
 /* This worker's UCX address in hex (stable for the node's life; NULL on failure): a peer named
  * "ucx:<hex>" is reached with every transport the two workers share that supports peer-failure
- * detection (in UCX 1.13 not shared memory: docs/pd.md),
- * "host:port" through the listener (TCP connection manager, then UCX's choice of lanes). */
+ * detection (in UCX 1.13 not shared memory: docs/pd.md), "shm:<hex>" with every transport they
+ * share (shared memory on one host; no peer-failure detection), "host:port" through the listener
+ * (TCP connection manager, then UCX's choice of lanes). */
 const char *xfer_worker_address(xfer_node *n);
 
-/* Queues frame (XFER_FRAME_BYTES) + data to peer ("host:port" or "ucx:<hex worker address>"). 0, or -1 with err (bad address, no
+/* Queues frame (XFER_FRAME_BYTES) + data to peer ("host:port", "ucx:<hex>" or "shm:<hex>"). 0, or -1 with err (bad address, no
  * endpoint; the callback then never runs). */
 int xfer_send(xfer_node *n, const char *peer, const uint8_t *frame, const void *data, size_t len, xfer_done_fn cb,
               void *ctx, cf_err *err);

@@ -2,8 +2,12 @@
 a decode worker D (both --role, one shared store directory) and a monolithic server M, stories260K.
 Greedy outputs through P + D equal M's for Chat, Messages and Responses, streamed and not, with the
 handed-off tokens reported as cached by D; a prefix-cache hit on P; step 2 sent before step 1 ends;
-a missing handoff is served anyway; a decode worker SIGKILLed mid-stream gives the client an error
-(no hang) and P answers later handoffs to it through the store. Run by tests/integration/pd_loopback.sh."""
+a missing handoff is served anyway; the handoff goes through shared memory ("link": "shm"); a decode
+worker SIGKILLed mid-stream gives the client an error (no hang) and P, whose shared-memory endpoint
+cannot report the dead peer, notices D's process is gone and answers through the store well before
+its handoff timeout; through the router with the two steps overlapped, outputs equal M's, and with P
+SIGKILLed D serves alone without waiting out its handoff timeout. Run by
+tests/integration/pd_loopback.sh."""
 import shutil
 import signal
 import tempfile
@@ -12,6 +16,7 @@ import unittest
 
 import httpx
 
+from cinfer_router import Router
 from cinfer_server import Server
 import pd_client as pc
 
@@ -38,6 +43,7 @@ class TestPD(unittest.TestCase):
         ans, text, cached = pc.disaggregated(self.P.url, self.D.url, api, body, stream, concurrent)
         self.assertEqual(text, ref)
         self.assertEqual(ans["transport"], "ucx")
+        self.assertEqual(ans["link"], "shm")  # one host: shared memory (no UCX peer-failure detection)
         full = (ans["prompt_tokens"] - 1) // BLOCK * BLOCK
         self.assertGreater(full, 0)
         self.assertEqual(cached, full)  # the handed-off blocks, as cached tokens
@@ -91,13 +97,13 @@ class TestPD(unittest.TestCase):
 class TestPDDecodeKilled(unittest.TestCase):
     def test_sigkill(self):
         d = tempfile.mkdtemp(prefix="cinfer-pd-kill-")
-        P = Server("--role", "prefill", "--kv-store", d, "--handoff-timeout", "3")
+        P = Server("--role", "prefill", "--kv-store", d, "--handoff-timeout", "30")
         D = Server("--role", "decode", "--kv-store", d)
         try:
             body = dict(pc.CHAT, max_tokens=300)
             hid = pc.new_id()
             st, ans = pc.step1(P.url, D.url, "chat", body, hid)
-            self.assertEqual((st, ans["transport"]), (200, "ucx"))
+            self.assertEqual((st, ans["transport"], ans["link"]), (200, "ucx", "shm"))
             import openai
             c = openai.OpenAI(base_url=D.url + "/v1", api_key="none", max_retries=0, timeout=20)
             t0, seen = time.time(), 0
@@ -110,7 +116,8 @@ class TestPDDecodeKilled(unittest.TestCase):
             self.assertGreaterEqual(seen, 3)  # killed mid-stream, and the client got an error, not a hang
             self.assertLess(time.time() - t0, 20)
             D.proc.wait(10)
-            # P, handing off to the dead worker, answers through the store within its deadline
+            # P, handing off to the dead worker over shared memory (which reports no dead peer), sees
+            # D's process gone and answers through the store long before its 30 s deadline
             t0 = time.time()
             st, ans = pc.step1(P.url, D.url, "chat", pc.CHAT, pc.new_id())
             self.assertEqual((st, ans["transport"]), (200, "store"))
@@ -119,6 +126,41 @@ class TestPDDecodeKilled(unittest.TestCase):
             if D.proc.poll() is None:
                 D.stop()
             self.assertEqual(P.stop(), 0)
+            shutil.rmtree(d, ignore_errors=True)
+
+
+class TestPDRouterOverlapped(unittest.TestCase):
+    def test_prefill_killed(self):
+        """Router + real P and D, steps overlapped (the default): identical to the monolithic server;
+        with P SIGKILLed the decode worker serves alone, long before its 30 s handoff timeout (the
+        router's abort notice or its health check, not D's deadline, ends the wait)."""
+        d = tempfile.mkdtemp(prefix="cinfer-pd-router-")
+        P = Server("--role", "prefill", "--kv-store", d, "--handoff-timeout", "30")
+        D = Server("--role", "decode", "--kv-store", d, "--handoff-timeout", "30")
+        M = Server()
+        R = Router([P.url + "@prefill", D.url + "@decode"])
+        try:
+            for stream in (False, True):
+                body = dict(pc.CHAT, messages=[{"role": "user", "content": "Tom found a shell " * 12}])
+                ref, _ = pc.generate(M.url, "chat", body, stream)
+                text, cached = pc.generate(R.url, "chat", body, stream)
+                self.assertEqual(text, ref)
+                self.assertGreater(cached, 0)  # prefilled on P, handed to D while D waited
+            P.proc.send_signal(signal.SIGKILL)
+            P.proc.wait(10)
+            for stream in (False, True):
+                body = dict(pc.CHAT, messages=[{"role": "user", "content": "Ann saw a kite %s " % stream * 12}])
+                ref, _ = pc.generate(M.url, "chat", body, stream)
+                t0 = time.time()
+                text, _ = pc.generate(R.url, "chat", body, stream)
+                self.assertEqual(text, ref)
+                self.assertLess(time.time() - t0, 15)
+        finally:
+            self.assertEqual(R.stop(), 0)
+            for s in (D, M):
+                self.assertEqual(s.stop(), 0)
+            if P.proc.poll() is None:
+                P.stop()
             shutil.rmtree(d, ignore_errors=True)
 
 

@@ -207,6 +207,37 @@ class TestPolicies(unittest.TestCase):
         self.assertEqual(m['cinfer_router_decisions_total{worker="%s",policy="round_robin"}' % STORY[0].url], 2)
         self.assertEqual(r.stop(), 0)
 
+    def test_previous_response_follows_its_worker(self):
+        """Responses previous_response_id across workers (round robin would alternate): the follow-up
+        goes to the worker that holds the stored response; after a router restart (empty table) the
+        worker that does not hold it answers 404 previous_response_not_found and the router tries
+        the other one; an id no worker holds is the client's 404."""
+        r = self.router("round_robin")
+        c = openai.OpenAI(base_url=r.url + "/v1", api_key="none", max_retries=0)
+        first = c.responses.create(model="stories260K", input="Once upon a time", max_output_tokens=8,
+                                   temperature=0)
+        for stream in (False, True):
+            for _ in range(2):  # round robin would send one of the two elsewhere
+                kw = dict(model="stories260K", input="Then", previous_response_id=first.id,
+                          max_output_tokens=8, temperature=0)
+                if stream:
+                    events = list(c.responses.create(stream=True, **kw))
+                    self.assertIn(events[-1].type, ("response.completed", "response.incomplete"))
+                else:
+                    self.assertIn(c.responses.create(**kw).status, ("completed", "incomplete"))
+        self.assertEqual(r.stop(), 0)
+        r = self.router("round_robin")  # a new router knows nothing: the 404 retry finds the holder
+        c = openai.OpenAI(base_url=r.url + "/v1", api_key="none", max_retries=0)
+        for _ in range(2):
+            again = c.responses.create(model="stories260K", input="Then", previous_response_id=first.id,
+                                       max_output_tokens=8, temperature=0)
+            self.assertIn(again.status, ("completed", "incomplete"))  # incomplete: max_output_tokens
+        with self.assertRaises(openai.NotFoundError) as cm:
+            c.responses.create(model="stories260K", input="x", previous_response_id="resp_nobodyhasthis",
+                               max_output_tokens=4)
+        self.assertIn("previous_response_not_found", str(cm.exception))
+        self.assertEqual(r.stop(), 0)
+
     def test_cache_affinity(self):
         r = self.router("cache_affinity")
         # one prefix -> one worker, every time; many prefixes -> both workers
@@ -340,11 +371,11 @@ class TestFaults(unittest.TestCase):
         self.assertEqual(r.stop(), 0)
 
     def test_pd_two_steps(self):
-        """PD mode's router side with plain workers standing in for the roles: step 1 goes to the
-        prefill worker with the handoff headers, step 2 to the decode worker, whose answer the client
-        gets; a dead prefill worker means the decode worker serves alone."""
+        """PD mode's router side with plain workers standing in for the roles (--pd-sequential):
+        step 1 goes to the prefill worker with the handoff headers, step 2 to the decode worker after
+        it, whose answer the client gets; a dead prefill worker means the decode worker serves alone."""
         p, d = Server(ctx=512), Server(ctx=512)
-        r = Router([p.url + "@prefill", d.url + "@decode"])
+        r = Router([p.url + "@prefill", d.url + "@decode"], "--pd-sequential")
         direct = completion(d.url, "Once upon a time", 16)[2]
         status, w, body = completion(r.url, "Once upon a time", 16)
         self.assertEqual((status, w), (200, d.url))
@@ -367,6 +398,39 @@ class TestFaults(unittest.TestCase):
         self.assertEqual((status, w), (200, d.url))
         self.assertEqual(json.loads(body)["choices"], json.loads(direct)["choices"])
         self.assertEqual(r.metrics()['cinfer_router_handoffs_total{result="failed"}'], 1)
+        self.assertEqual(r.stop(), 0)
+        self.assertEqual(d.stop(), 0)
+
+    def test_pd_two_steps_overlapped(self):
+        """The default PD mode: both steps go out at once (the decode worker waits for the handoff).
+        The client gets the decode worker's answer; the prefill worker got the request too; a client
+        error is answered by the decode worker itself (same body); a dead prefill worker means the
+        decode worker serves alone, without waiting for a handoff that cannot come."""
+        p, d = Server(ctx=512), Server(ctx=512)
+        r = Router([p.url + "@prefill", d.url + "@decode"])
+        direct = completion(d.url, "Once upon a time", 16)[2]
+        status, w, body = completion(r.url, "Once upon a time", 16)
+        self.assertEqual((status, w), (200, d.url))
+        self.assertEqual(json.loads(body)["choices"], json.loads(direct)["choices"])
+        ws = r.workers()
+        self.assertEqual((ws[0]["requests"], ws[1]["requests"]), (1, 1))
+        self.assertEqual(ws[0]["decisions"]["prefill_compute"], 1)
+        self.assertEqual(ws[1]["decisions"]["decode_load"], 1)
+        bad = {"prompt": "x", "max_tokens": -1}
+        status, headers, body = r.http("POST", "/v1/completions", bad)
+        dstatus, _, dbody = d.http("POST", "/v1/completions", bad)
+        self.assertEqual((status, headers["X-Cinfer-Worker"]), (dstatus, d.url))
+        self.assertEqual(status, 400)
+        self.assertEqual(strip_ids(json.loads(body)), strip_ids(json.loads(dbody)))
+        p.stop(signal.SIGKILL)
+        status, w, body = completion(r.url, "Once upon a time", 16)
+        self.assertEqual((status, w), (200, d.url))
+        self.assertEqual(json.loads(body)["choices"], json.loads(direct)["choices"])
+        for _ in range(100):  # step 1's failure is counted when its connection is refused
+            if r.metrics()['cinfer_router_handoffs_total{result="failed"}'] >= 1:
+                break
+            time.sleep(0.05)
+        self.assertGreaterEqual(r.metrics()['cinfer_router_handoffs_total{result="failed"}'], 1)
         self.assertEqual(r.stop(), 0)
         self.assertEqual(d.stop(), 0)
 

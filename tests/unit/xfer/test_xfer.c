@@ -6,15 +6,23 @@
  *    prompt) are refused; ids parse only as 32 hex digits;
  *  - transport: BEGIN + a 1 MiB RECORDS message (rendezvous) + END arrive
  *    intact through the listener ("host:port") and through the worker address
- *    ("ucx:<hex>"), and the flush completes after them; a frame with a bad
+ *    ("ucx:<hex>") and as a peer of this host ("shm:<hex>": shared memory,
+ *    no UCX peer-failure detection), and the flush completes after them; a
+ *    flush with nothing outstanding completes too (from the next progress
+ *    call); a frame with a bad
  *    magic is dropped by the receiver (never delivered); a message over the
  *    receiver's limit is dropped; a send to a port nobody listens on completes
- *    with an error (callback -1), never hangs. */
+ *    with an error (callback -1), never hangs;
+ *  - host identity (xfer_host.h): the host id is stable and well formed; this
+ *    process is alive; a reaped child and a wrong start time are not. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "testutil.h"
+#include "xfer/xfer_host.h"
 #include "xfer/xfer_ucx.h"
 #include "xfer/xfer_wire.h"
 
@@ -124,8 +132,38 @@ static void send_all(xfer_node *s, xfer_node *d, rx *r, const char *peer) {
     r->data_ok = 0;
 }
 
+static void test_host(void) {
+    char a[XFER_HOST_ID_MAX], b[XFER_HOST_ID_MAX];
+    CHECK(xfer_host_id(a, sizeof a) == 0);
+    CHECK(xfer_host_id(b, sizeof b) == 0);
+    CHECK(strcmp(a, b) == 0 && strlen(a) > 36 && strchr(a, '/') != NULL);
+    CHECK(xfer_host_id(a, 8) == -1); /* too small: refused, not truncated */
+    int64_t pid;
+    uint64_t start;
+    CHECK(xfer_process_self(&pid, &start) == 0 && pid == (int64_t)getpid());
+    CHECK(xfer_process_alive(pid, start) == 1);
+    CHECK(xfer_process_alive(pid, start + 1) == 0); /* same pid, another process */
+    CHECK(xfer_process_alive(0, 0) == -1);
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    CHECK(child > 0);
+    int status;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK(xfer_process_alive((int64_t)child, start) == 0);
+}
+
+static void flush_idle(xfer_node *s, xfer_node *d, const char *peer) {
+    int fl = 0;
+    cf_err err = {0};
+    CHECK(xfer_flush(s, peer, on_done, &fl, &err) == 0);
+    CHECK(fl == 0); /* never from inside the call */
+    pump(s, d, &fl, 1);
+    CHECK(fl == 1);
+}
+
 int main(void) {
     test_wire();
+    test_host();
     g_big = malloc(BIG);
     for (uint32_t i = 0; i < BIG; i++) g_big[i] = (uint8_t)(i * 31 + 7);
     rx r = {0};
@@ -146,6 +184,11 @@ int main(void) {
     snprintf(worker, sizeof worker, "ucx:%s", xfer_worker_address(d));
     send_all(s, d, &r, listen);
     send_all(s, d, &r, worker);
+    flush_idle(s, d, worker);
+    char shm[2 * 4096 + 8];
+    snprintf(shm, sizeof shm, "shm:%s", xfer_worker_address(d));
+    send_all(s, d, &r, shm);
+    flush_idle(s, d, shm);
     /* over the receiver's limit: dropped, never delivered */
     uint8_t *huge = calloc(1, 3 * BIG);
     uint8_t fh[XFER_FRAME_BYTES];
