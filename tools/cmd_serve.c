@@ -408,6 +408,13 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
     load_progress lp;
     load_progress_init(&lp, o->model);
     model_load_opts lo = {.progress = load_progress_cb, .progress_ctx = &lp, .weights_cache_dir = o->weights_cache};
+    if (o->ep.on) { /* each rank keeps only its placement's routed experts */
+        if (o->weights_cache)
+            return cli_fail("serve: --weights-cache cannot be used with --ep (each rank keeps only "
+                            "its own routed experts)");
+        lo.expert_keep = ep_initial_keep;
+        lo.expert_keep_ctx = (void *)&o->ep.place;
+    }
     int r = model_load_with(o->model, &lo, &sp->m, err);
     load_progress_end(&lp, r == 0);
     if (r) return cli_fail("%s", err->msg);
@@ -478,6 +485,7 @@ static int serve_main(serve_opts *o) {
     }
     int ep_rank = 0, ep_ranks = 1;
     if (o->ep.on && serve_ep_init(&ep_rank, &ep_ranks)) return 1;
+    o->ep.place = (ep_placement){.rank = ep_rank, .n_ranks = ep_ranks, .redundant = (int32_t)o->ep.redundant};
     /* bind first: a busy port fails now, not after loading the model */
     int fd = -1, port = 0;
     if (serve_listen(o->host, o->port ? (int)o->port + ep_rank : 0, &fd, &port, &err)) {

@@ -1,7 +1,8 @@
 /* ep_round.c - one collective round of expert parallelism (ep.h):
  *  1. header all-to-all: rows for each rank, and this rank's flags (busy:
- *     an engine MoE call is pending; stopping); every rank sees every flag,
- *     so all agree whether rows move this round and when to stop;
+ *     an engine MoE call is pending; stopping; a staged plan's experts are
+ *     ready / failed to load); every rank sees every flag, so all agree
+ *     whether rows move this round, when to stop and when to switch plans;
  *  2. dispatch: each pending row goes to a rank holding a replica of its
  *     expert (replica chosen by row index, so replicas share the load); the
  *     (layer, expert) ids and the hidden rows move by all-to-all-v;
@@ -16,8 +17,6 @@
 
 #include "base/timeutil.h"
 #include "ep/ep_internal.h"
-
-enum { EP_FLAG_BUSY = 1, EP_FLAG_STOPPING = 2 };
 
 /* Rank computing row i (expert e of MoE layer mi) under the current plan. */
 static int owner(const ep_runtime *r, int32_t mi, int32_t e, int32_t i) {
@@ -113,16 +112,18 @@ int ep_round(ep_runtime *r, bool *any_busy, bool *all_stopping) {
     } else {
         for (int d = 0; d < N; d++) r->rows_s[d] = 0;
     }
-    for (int d = 0; d < N; d++)
-        r->hdr_s[2 * d] = r->rows_s[d],
-                     r->hdr_s[2 * d + 1] = (busy ? EP_FLAG_BUSY : 0) | (stopping ? EP_FLAG_STOPPING : 0);
+    int flags = (busy ? EP_FLAG_BUSY : 0) | (stopping ? EP_FLAG_STOPPING : 0) | ep_balance_flags(r);
+    for (int d = 0; d < N; d++) r->hdr_s[2 * d] = r->rows_s[d], r->hdr_s[2 * d + 1] = flags;
     double t0 = time_now();
     MPI_Alltoall(r->hdr_s, 2, MPI_INT, r->hdr_r, 2, MPI_INT, MPI_COMM_WORLD);
     *any_busy = false, *all_stopping = true;
+    r->all_ready = true, r->any_failed = false;
     int32_t n_recv = 0;
     for (int s = 0; s < N; s++) {
         *any_busy = *any_busy || (r->hdr_r[2 * s + 1] & EP_FLAG_BUSY);
         *all_stopping = *all_stopping && (r->hdr_r[2 * s + 1] & EP_FLAG_STOPPING);
+        r->all_ready = r->all_ready && (r->hdr_r[2 * s + 1] & EP_FLAG_READY);
+        r->any_failed = r->any_failed || (r->hdr_r[2 * s + 1] & EP_FLAG_LOAD_FAILED);
         r->rows_r[s] = r->hdr_r[2 * s];
         n_recv += r->rows_r[s];
     }

@@ -74,6 +74,7 @@ static void *ep_main(void *arg) {
             LOG_ERROR("expert parallelism: rank %d: %s; aborting the job", r->rank, r->fail_msg);
             ep_mpi_abort(3);
         }
+        ep_balance_after_round(r); /* a staged plan switches at this boundary */
         if (busy) {
             backoff = 0;
             cf_err err = {0};
@@ -118,13 +119,15 @@ static int ep_alloc(ep_runtime *r, cf_err *err) {
 }
 
 static void ep_free(ep_runtime *r) {
-    void *bufs[] = {r->dest,      r->perm,    r->hdr_s,   r->hdr_r,       r->cnt_s,  r->cnt_r, r->dsp_s,
-                    r->dsp_r,     r->rows_s,  r->rows_r,  r->meta_s,      r->meta_r, r->x_s,   r->y_s,
-                    r->x_r,       r->y_r,     r->g_count, r->g_order,     r->g_x,    r->g_y,   r->win,
-                    r->sum_local, r->sum_all, r->load_f,  r->moe_of_layer};
+    void *bufs[] = {r->dest,         r->perm,  r->hdr_s,  r->hdr_r,     r->cnt_s,       r->cnt_r,
+                    r->dsp_s,        r->dsp_r, r->rows_s, r->rows_r,    r->meta_s,      r->meta_r,
+                    r->x_s,          r->y_s,   r->x_r,    r->y_r,       r->g_count,     r->g_order,
+                    r->g_x,          r->g_y,   r->win,    r->sum_local, r->sum_all,     r->load_f,
+                    r->moe_of_layer, r->held,  r->need,   r->load_list, r->layer_of_moe};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     eplb_plan_free(&r->plan);
     eplb_plan_free(&r->static_plan);
+    eplb_plan_free(&r->next);
     fwd_ctx_free(r->fc);
     if (r->pool) pool_destroy(r->pool);
     free(r);
@@ -145,13 +148,14 @@ static int ep_shape(ep_runtime *r, const model_hparams *hp, cf_err *err) {
     return eplb_plan_identity(&r->shape, &r->plan, err) || eplb_plan_identity(&r->shape, &r->static_plan, err) ? -1 : 0;
 }
 
-int ep_runtime_start(const model *m, const ep_options *o, ep_runtime **out, cf_err *err) {
+int ep_runtime_start(model *m, const ep_options *o, ep_runtime **out, cf_err *err) {
     *out = NULL;
     const model_hparams *hp = model_get_hparams(m);
     ep_runtime *r = calloc(1, sizeof *r);
     if (!r) return cf_fail(err, "expert parallelism: out of memory");
     r->m = m;
     r->o = *o;
+    pthread_mutex_init(&r->mu, NULL); /* a default mutex: nothing to destroy on the failure paths */
     MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &r->n_ranks);
     r->n_layer = hp->n_layer, r->n_expert = hp->n_expert, r->n_embd = hp->n_embd;
@@ -171,11 +175,14 @@ int ep_runtime_start(const model *m, const ep_options *o, ep_runtime **out, cf_e
         ep_free(r);
         return cf_fail(err, "expert parallelism: model %s has no routed experts", hp->arch);
     }
-    if (ep_shape(r, hp, err) || ep_alloc(r, err)) {
+    if (ep_shape(r, hp, err) || ep_alloc(r, err) || ep_weights_init(r, err)) {
         ep_free(r);
         return -1;
     }
-    r->st = (ep_stats){.rank = r->rank,
+    ep_stats held = r->st; /* ep_weights_init's counts */
+    r->st = (ep_stats){.expert_bytes = held.expert_bytes,
+                       .experts_held = held.experts_held,
+                       .rank = r->rank,
                        .n_ranks = r->n_ranks,
                        .n_moe = r->n_moe,
                        .n_expert = r->n_expert,
@@ -184,7 +191,6 @@ int ep_runtime_start(const model *m, const ep_options *o, ep_runtime **out, cf_e
                        .imbalance_after = 1.0,
                        .replica_bytes = eplb_replica_bytes(&r->plan, (int64_t)model_expert_bytes(m))};
     r->exec = (cinfer_moe_executor){.self = r, .run = ep_run};
-    pthread_mutex_init(&r->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -211,6 +217,7 @@ void ep_runtime_stop(ep_runtime *r) {
         pthread_cond_broadcast(&r->cv);
         pthread_mutex_unlock(&r->mu);
         pthread_join(r->thread, NULL);
+        ep_weights_join(r); /* a plan staged when the job stopped */
         pthread_mutex_destroy(&r->mu);
         pthread_cond_destroy(&r->cv);
     }

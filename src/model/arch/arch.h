@@ -59,6 +59,12 @@ typedef struct model_arch {
     /* fwd_ctx_set_moe_executor / fwd_ctx_expert_ffn: expert parallelism (model.h). */
     int (*fwd_set_moe_executor)(void *fc, const cinfer_moe_executor *x, cf_err *err);
     int (*expert_ffn)(void *fc, int32_t layer, int32_t expert, const float *x, int32_t n, float *y, cf_err *err);
+    /* model_expert_acquire / _release / _resident: routed-expert residency
+     * (a partial expert set, model_load_opts.expert_keep, which load honours
+     * when these exist). */
+    int (*expert_acquire)(model *m, int32_t layer, int32_t expert, cf_err *err);
+    void (*expert_release)(model *m, int32_t layer, int32_t expert);
+    bool (*expert_resident)(const model *m, int32_t layer, int32_t expert);
 } model_arch;
 
 /* The table serving general.architecture `name`, or NULL. */
