@@ -3,8 +3,10 @@ model (4 layers, 3 MoE, 8 routed experts, top-2). Each rank serves on --port + r
 spread over the ranks. Checks, against the single-process server with the same options:
   - 2 and 4 ranks: greedy completions (official openai SDK) sent concurrently (batched), then sent
     again (prefix cache hits, cached_tokens > 0), are identical to the single-process ones;
+  - each rank holds only its placement's routed experts (cinfer_ep_experts_held, _expert_bytes: 1/N);
   - live rebalancing (2 ranks, 2 redundant slots, EPLB every 4 busy rounds): outputs stay identical
-    across rebalances, /metrics reports them, the replica memory and the expert rows per rank;
+    across rebalances, which load the moved/replicated experts' weights in the background on their new
+    ranks; /metrics reports them, the replica memory and the expert rows per rank;
   - `cinfer ep stats` shows every rank, and the rows the ranks computed add up to the rows sent;
   - two hosts (TestTwoHosts, under tests/integration/serve_ep_netns.sh: network namespaces, Open
     MPI's TCP transport): 2 ranks (one per host) and 4 (two per host, rebalancing) likewise;
@@ -207,7 +209,8 @@ class Identity:
         try:
             first = run_all(job.urls)
             again = run_all(job.urls)  # the shared prefix is cached on every rank now
-            m0 = job.metrics(0)
+            ms = [job.metrics(r) for r in range(n)]
+            m0 = ms[0]
             view = subprocess.run([BIN, "ep", "stats"] + [u.split("//", 1)[1] for u in job.urls],
                                   capture_output=True, text=True, timeout=60)
         finally:
@@ -222,19 +225,35 @@ class Identity:
         self.assertEqual([int(r[0]) for r in rows], list(range(n)), view.stdout)
         self.assertEqual(sum(int(r[1]) for r in rows), sum(int(r[2]) for r in rows), view.stdout)
         self.assertIn("ranks %d, experts 8" % n, view.stdout)
+        self.ms = ms
         return m0
 
 
 @unittest.skipIf(NETNS_HOSTS, "single-host suite")
+def metric(text, name, labels=""):
+    return float(re.search(r"%s\{[^}]*%s[^}]*\} ([0-9.e+-]+)" % (name, labels), text).group(1))
+
+
 class TestExpertParallel(Identity, unittest.TestCase):
+    def check_partitioned(self, n):
+        """Each rank holds only its placement's experts: 8 x 3 MoE layers / n, and their bytes."""
+        held = [metric(m, "cinfer_ep_experts_held") for m in self.ms]
+        self.assertEqual(held, [24 / n] * n)
+        per_expert = metric(self.ms[0], "cinfer_ep_expert_bytes") / held[0]
+        self.assertGreater(per_expert, 0)
+        for m in self.ms:
+            self.assertEqual(metric(m, "cinfer_ep_expert_bytes"), per_expert * 24 / n)
+
     def test_two_ranks(self):
         m = self.check_identical(2)
         self.assertRegex(m, r'cinfer_ep_info\{model_name="[^"]*",rank="0",ranks="2",experts="8",slots="8"')
         computed = int(re.search(r"cinfer_ep_rows_computed_total\{[^}]*\} (\d+)", m).group(1))
         self.assertGreater(computed, 0)
+        self.check_partitioned(2)
 
     def test_four_ranks(self):
         self.check_identical(4)
+        self.check_partitioned(4)
 
     def test_rebalance(self):
         m = self.check_identical(2, "--ep-redundant", "2", "--ep-rebalance", "4")
@@ -245,6 +264,16 @@ class TestExpertParallel(Identity, unittest.TestCase):
         self.assertGreater(replica, 0)  # 2 replicas x 3 MoE layers x one expert's bytes
         after = float(re.search(r'cinfer_ep_imbalance\{[^}]*when="after"\} ([0-9.]+)', m).group(1))
         self.assertGreaterEqual(after, 1.0)
+        # the replicas are real: each rank holds its 5 slots' experts per layer (a replica placed twice on one
+        # rank once), the experts a plan moved were loaded in the background and the old ones freed
+        for r, mr in enumerate(self.ms):
+            held = metric(mr, "cinfer_ep_experts_held")
+            self.assertTrue(12 <= held <= 15, (r, held))
+            self.assertEqual(metric(mr, "cinfer_ep_weight_load_bytes_total") > 0,
+                             metric(mr, "cinfer_ep_weight_loads_total") > 0)
+        loads = sum(metric(mr, "cinfer_ep_weight_loads_total") for mr in self.ms)
+        self.assertGreater(loads, 0)
+        self.assertGreater(sum(metric(mr, "cinfer_ep_experts_held") for mr in self.ms), 24)  # replicas held
 
     def test_rank_killed(self):
         job = EpJob(2)
