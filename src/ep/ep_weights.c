@@ -97,6 +97,8 @@ static void *loader_main(void *arg) {
         }
         bytes += model_expert_resident_bytes(r->m) - before;
     }
+    /* reading the slices mapped neighbouring file pages too (fault-around); the copies are the weights now */
+    model_trim_memory(r->m);
     r->load_bytes = bytes;
     r->load_seconds = time_now() - t0;
     atomic_store(&r->load_state, EP_LOAD_DONE);

@@ -33,7 +33,8 @@
 
 /* One routed expert's memory in a partial expert set. */
 typedef struct ds2_expert_mem {
-    void *buf[3]; /* owned prepared copies (gate|up or gate, up, down), NULL where read in place */
+    void *buf[3]; /* owned prepared copies (gate|up or gate, up, down; mmap'd), NULL where read in place */
+    size_t buf_len[3]; /* their mapping lengths */
     uint64_t bytes; /* weight bytes it takes while resident (copies + in-place slices) */
     atomic_bool resident; /* its kern_weights are ready (release store after preparing) */
 } ds2_expert_mem;

@@ -8,7 +8,7 @@
  *    before; emem stays NULL and nothing is released before the model.
  *  - a partial expert set (expert parallelism: model_load_opts.expert_keep):
  *    only the kept experts are prepared, each into buffers of its own
- *    (emem[e].buf, kern_alloc_stream); the others' file pages are never read.
+ *    (emem[e].buf: anonymous mappings of their own); the others' file pages are never read.
  *    ds2_expert_acquire prepares one more later from the file mapping (every
  *    rank maps the same file), ds2_expert_release frees its copies and drops
  *    its file pages. So a rank's resident expert memory is the experts its
@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "model/arch/deepseek2.h"
 
@@ -54,6 +55,21 @@ static void count_experts(model *m, const gguf_tensor *t, uint64_t *bytes, uint6
     *params += n;
 }
 
+/* An expert's buffer: its own anonymous mapping, so releasing the expert
+ * gives the pages back to the system at once (freed heap blocks of this
+ * size would stay in the allocator's arenas, and a rank's memory would grow
+ * with every rebalance). Huge pages advised at 2 MiB and up. */
+static void *ebuf_alloc(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    if (bytes >= ((size_t)2 << 20)) (void)madvise(p, bytes, MADV_HUGEPAGE); /* advisory */
+    return p;
+}
+
+static void ebuf_free(void *p, size_t bytes) {
+    if (p) munmap(p, bytes);
+}
+
 static size_t slice_bytes(const gguf_tensor *t) { return dtype_row_bytes(t->type, t->ne[0]) * (size_t)t->ne[1]; }
 
 static const char *slice_of(const gguf_tensor *t, int32_t e) {
@@ -64,7 +80,7 @@ static const char *slice_of(const gguf_tensor *t, int32_t e) {
  * repacked copy goes into a buffer of the expert (*buf, counted in *bytes)
  * and the slice's file pages are released; else into a model weight buffer. */
 static int prep_matrix(model *m, const gguf_tensor *t, const float *scale, int32_t e, bool own, kern_weight *w,
-                       void **buf, uint64_t *bytes, cf_err *err) {
+                       void **buf, size_t *buf_len, uint64_t *bytes, cf_err *err) {
     int64_t in = t->ne[0], out = t->ne[1];
     const char *src = slice_of(t, e);
     if (t->type == DT_F8_B128) { /* read in place, with its slice of the stacked scales */
@@ -73,12 +89,13 @@ static int prep_matrix(model *m, const gguf_tensor *t, const float *scale, int32
         return kern_weight_prepare_fp8(w, (const uint8_t *)src, scale + per * e, out, in, err);
     }
     if (!own) return model_prepare_weight(m, t->name, w, (dtype)t->type, src, out, in, err);
-    size_t packed = kern_weight_packed_size((dtype)t->type, out, in), len = 0;
+    size_t packed = kern_weight_packed_size((dtype)t->type, out, in);
     if (!packed) { /* the kernels read the slice in place */
         *bytes += slice_bytes(t);
         return kern_weight_prepare_into(w, (dtype)t->type, src, out, in, NULL, false, err);
     }
-    if (!(*buf = kern_alloc_stream(packed, &len))) return cf_fail(err, "out of memory for %s", t->name);
+    if (!(*buf = ebuf_alloc(packed))) return cf_fail(err, "out of memory for %s", t->name);
+    *buf_len = packed;
     *bytes += packed;
     if (kern_weight_prepare_into(w, (dtype)t->type, src, out, in, *buf, false, err)) return -1;
     w->data = NULL;
@@ -88,31 +105,31 @@ static int prep_matrix(model *m, const gguf_tensor *t, const float *scale, int32
 
 /* Gate and up slices of expert e stacked into one [2*n_ff_exp][E] matrix. */
 static int prep_stacked(model *m, const ds2_expert_src *s, int32_t e, bool own, kern_weight *w, void **buf,
-                        uint64_t *bytes, cf_err *err) {
+                        size_t *buf_len, uint64_t *bytes, cf_err *err) {
     int64_t E = s->gate->ne[0], fe = s->gate->ne[1];
     dtype type = (dtype)s->gate->type;
     size_t slice = slice_bytes(s->gate);
     const void *parts[2] = {slice_of(s->gate, e), slice_of(s->up, e)};
     const size_t part_bytes[2] = {slice, slice};
     if (!own) return model_prepare_stacked(m, s->gate->name, w, type, parts, part_bytes, 2, 2 * fe, E, err);
-    size_t packed = kern_weight_packed_size(type, 2 * fe, E), len = 0;
-    char *raw = packed ? malloc(2 * slice) : kern_alloc_stream(2 * slice, &len);
+    size_t packed = kern_weight_packed_size(type, 2 * fe, E);
+    char *raw = ebuf_alloc(2 * slice); /* the weight when the kernels read it in place, else the repack's input */
     if (!raw) return cf_fail(err, "out of memory stacking %s", s->gate->name);
     memcpy(raw, parts[0], slice);
     memcpy(raw + slice, parts[1], slice);
     int r;
     if (!packed) {
-        *buf = raw, *bytes += 2 * slice;
+        *buf = raw, *buf_len = 2 * slice, *bytes += 2 * slice;
         r = kern_weight_prepare_into(w, type, raw, 2 * fe, E, NULL, false, err);
     } else {
-        if ((*buf = kern_alloc_stream(packed, &len))) {
-            *bytes += packed;
+        if ((*buf = ebuf_alloc(packed))) {
+            *buf_len = packed, *bytes += packed;
             r = kern_weight_prepare_into(w, type, raw, 2 * fe, E, *buf, false, err);
             w->data = NULL;
         } else {
             r = cf_fail(err, "out of memory for %s", s->gate->name);
         }
-        free(raw);
+        ebuf_free(raw, 2 * slice);
     }
     gguf_release_range(m->gguf, parts[0], slice);
     gguf_release_range(m->gguf, parts[1], slice);
@@ -123,10 +140,15 @@ static int prep_stacked(model *m, const ds2_expert_src *s, int32_t e, bool own, 
  * em (own: a partial expert set; else model weight buffers). */
 static int prep_part(model *m, ds2_layer *L, int32_t e, int part, bool own, ds2_expert_mem *em, cf_err *err) {
     const ds2_expert_src *s = &L->esrc;
-    int r = part == 1    ? prep_matrix(m, s->down, s->down_scale, e, own, &L->ed[e], &em->buf[2], &em->bytes, err)
-            : s->stacked ? prep_stacked(m, s, e, own, &L->egu[e], &em->buf[0], &em->bytes, err)
-                         : prep_matrix(m, s->gate, s->gate_scale, e, own, &L->eg[e], &em->buf[0], &em->bytes, err) ||
-                               prep_matrix(m, s->up, s->up_scale, e, own, &L->eu[e], &em->buf[1], &em->bytes, err);
+    void **b = em->buf;
+    size_t *bl = em->buf_len;
+    uint64_t *n = &em->bytes;
+    int r;
+    if (part == 1) r = prep_matrix(m, s->down, s->down_scale, e, own, &L->ed[e], &b[2], &bl[2], n, err);
+    else if (s->stacked) r = prep_stacked(m, s, e, own, &L->egu[e], &b[0], &bl[0], n, err);
+    else
+        r = prep_matrix(m, s->gate, s->gate_scale, e, own, &L->eg[e], &b[0], &bl[0], n, err) ||
+            prep_matrix(m, s->up, s->up_scale, e, own, &L->eu[e], &b[1], &bl[1], n, err);
     return r ? cf_prefix(err, "tensor %s (expert %d)", part == 1 ? s->down->name : s->gate->name, e) : 0;
 }
 
@@ -146,8 +168,9 @@ static void drop_expert(model *m, ds2_layer *L, int32_t e) {
             memset(ws[i], 0, sizeof *ws[i]);
         }
     for (int i = 0; i < 3; i++) {
-        free(em->buf[i]);
+        ebuf_free(em->buf[i], em->buf_len[i]);
         em->buf[i] = NULL;
+        em->buf_len[i] = 0;
     }
     const gguf_tensor *ts[] = {L->esrc.gate, L->esrc.up, L->esrc.down};
     for (size_t i = 0; i < 3; i++) gguf_release_range(m->gguf, slice_of(ts[i], e), slice_bytes(ts[i]));
@@ -224,7 +247,7 @@ void ds2_release_routed(model *m, ds2_layer *L) {
     int32_t ne = m->hp.n_expert;
     if (L->emem)
         for (int32_t e = 0; e < ne; e++)
-            for (int i = 0; i < 3; i++) free(L->emem[e].buf[i]);
+            for (int i = 0; i < 3; i++) ebuf_free(L->emem[e].buf[i], L->emem[e].buf_len[i]);
     free(L->emem);
     L->emem = NULL;
     release_array(L->egu, ne);
