@@ -165,7 +165,8 @@ int ep_runtime_start(model *m, const ep_options *o, ep_runtime **out, cf_err *er
         ep_free(r);
         return cf_fail(err, "expert parallelism: cannot start the compute threads");
     }
-    if (!(r->fc = fwd_ctx_create(m, r->pool, EP_COMPUTE_CHUNK, 16, 16, err))) {
+    /* attention never runs here: the smallest context every family accepts (deepseek4: 128-token blocks) */
+    if (!(r->fc = fwd_ctx_create(m, r->pool, EP_COMPUTE_CHUNK, 128, 128, err))) {
         ep_free(r);
         return -1;
     }

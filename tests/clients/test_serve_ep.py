@@ -11,7 +11,10 @@ spread over the ranks. Checks, against the single-process server with the same o
   - two hosts (TestTwoHosts, under tests/integration/serve_ep_netns.sh: network namespaces, Open
     MPI's TCP transport): 2 ranks (one per host) and 4 (two per host, rebalancing) likewise;
   - a rank SIGKILLed: the job fails fast (mpirun exits non-zero within seconds, its message names
-    the rank), no rank is left serving or hanging, and a new job serves again.
+    the rank), no rank is left serving or hanging, and a new job serves again;
+  - the front: `cinfer router` over the ranks' ports answers 503 in the API's error shape (official
+    SDK) while the job is down, without hanging, and serves the same outputs again once the job is
+    restarted on the same ports.
 Needs mpirun (Open MPI): missing, the suite skips (exit 77), or fails under CI=true.
 Run by tests/integration/serve_ep.sh."""
 import concurrent.futures
@@ -75,20 +78,22 @@ class PortTaken(RuntimeError):
 
 
 class EpJob:
-    def __init__(self, n, *args):
+    def __init__(self, n, *args, base=None):
         """Starts the job; another process may take a port of the range between free_base and the
-        ranks' bind: then a new range is tried (3 times)."""
+        ranks' bind: then a new range is tried (3 times; with a fixed base, the same one)."""
         for attempt in range(3):
             try:
-                self.start(n, *args)
+                self.start(n, base, *args)
                 return
             except PortTaken:
                 if attempt == 2:
                     raise
+                time.sleep(1)
 
-    def start(self, n, *args):
+    def start(self, n, base, *args):
         self.n = n
-        base = free_base(n)
+        base = base or free_base(n)
+        self.base = base
         place = []
         if NETNS_HOSTS:  # n / len(hosts) ranks per host, in rank order; every rank listens on all addresses
             per = n // len(NETNS_HOSTS)
@@ -303,6 +308,39 @@ class TestExpertParallel(Identity, unittest.TestCase):
             self.assertEqual([t for t, _ in run_all(again.urls)], reference())
         finally:
             self.assertEqual(again.stop(), 0)
+
+
+@unittest.skipIf(NETNS_HOSTS, "single-host suite")
+class TestFront(unittest.TestCase):
+    def test_router_front_survives_rank_death(self):
+        from cinfer_router import Router
+        job = EpJob(2)
+        router = None
+        try:
+            router = Router(job.urls, "--policy", "least_requests", "--queue-timeout", "2", "--max-attempts", "2")
+            self.assertEqual(complete(router.url, PROMPTS[0])[0], reference()[0])
+            os.kill(job.pids()[1], signal.SIGKILL)
+            job.proc.wait(60)  # mpirun takes every rank down
+            client = openai.OpenAI(base_url=router.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+            t0 = time.time()
+            with self.assertRaises(openai.APIStatusError) as cm:
+                client.completions.create(model="tiny-deepseek2", prompt=PROMPTS[1], max_tokens=4, temperature=0)
+            self.assertLess(time.time() - t0, 30)  # the queue timeout (2 s), not a hang
+            self.assertEqual(cm.exception.status_code, 503)
+            err = cm.exception.body
+            self.assertIsInstance(err, dict, cm.exception)
+            self.assertIn("message", err)
+            self.assertEqual(err.get("type"), "server_error")
+            status, _, body = router.http("GET", "/ready")
+            self.assertEqual(status, 503, body)
+            # restart on the same ports: the router's health checks find the ranks again
+            job = EpJob(2, base=job.base)
+            router.wait_workers(lambda ws: all(w["healthy"] for w in ws))
+            self.assertEqual([t for t, _ in run_all([router.url])], reference())
+        finally:
+            if router:
+                router.stop()
+            self.assertEqual(job.stop(), 0)
 
 
 @unittest.skipUnless(NETNS_HOSTS, "needs two namespaces: run by tests/integration/serve_ep_netns.sh")
