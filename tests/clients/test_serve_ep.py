@@ -78,19 +78,19 @@ class PortTaken(RuntimeError):
 
 
 class EpJob:
-    def __init__(self, n, *args, base=None):
+    def __init__(self, n, *args, base=None, model=MODEL):
         """Starts the job; another process may take a port of the range between free_base and the
         ranks' bind: then a new range is tried (3 times; with a fixed base, the same one)."""
         for attempt in range(3):
             try:
-                self.start(n, base, *args)
+                self.start(n, base, model, *args)
                 return
             except PortTaken:
                 if attempt == 2:
                     raise
                 time.sleep(1)
 
-    def start(self, n, base, *args):
+    def start(self, n, base, model, *args):
         self.n = n
         base = base or free_base(n)
         self.base = base
@@ -99,7 +99,7 @@ class EpJob:
             per = n // len(NETNS_HOSTS)
             place = NETNS_ARGS + ["--host", ",".join("%s:%d" % (h, per) for h in NETNS_HOSTS)]
             args = ("--host", "0.0.0.0") + args
-        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe"] + place + ["-n", str(n), BIN, "serve", MODEL,
+        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe"] + place + ["-n", str(n), BIN, "serve", model,
                                                                            "--ep", "--port", str(base)] + OPTS + list(args)
         self.proc = subprocess.Popen(cmd, stderr=subprocess.STDOUT, stdout=subprocess.PIPE, text=True,
                                      start_new_session=True)
@@ -182,14 +182,15 @@ def alive(pid):
 
 def complete(url, prompt):
     client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
-    r = client.completions.create(model="tiny-deepseek2", prompt=prompt, max_tokens=10, temperature=0)
+    r = client.completions.create(model=client.models.list().data[0].id, prompt=prompt, max_tokens=10,
+                                  temperature=0)
     return r.choices[0].text, r.usage.prompt_tokens_details.cached_tokens if r.usage.prompt_tokens_details else 0
 
 
-def run_all(urls):
+def run_all(urls, prompts=PROMPTS):
     """Every prompt, all at once, spread round-robin over urls: [(text, cached)]."""
-    with concurrent.futures.ThreadPoolExecutor(len(PROMPTS)) as ex:
-        futs = [ex.submit(complete, urls[i % len(urls)], p) for i, p in enumerate(PROMPTS)]
+    with concurrent.futures.ThreadPoolExecutor(len(prompts)) as ex:
+        futs = [ex.submit(complete, urls[i % len(urls)], p) for i, p in enumerate(prompts)]
         return [f.result() for f in futs]
 
 
@@ -308,6 +309,51 @@ class TestExpertParallel(Identity, unittest.TestCase):
             self.assertEqual([t for t, _ in run_all(again.urls)], reference())
         finally:
             self.assertEqual(again.stop(), 0)
+
+
+@unittest.skipIf(NETNS_HOSTS, "single-host suite")
+class TestDeepseek4(unittest.TestCase):
+    """An mkmodel deepseek4 (a hash-routed first layer, score layers, a shared expert, clamped SwiGLU)
+    through 2 ranks, rebalancing live: the single-process outputs, batched and with prefix hits."""
+
+    @classmethod
+    def setUpClass(cls):
+        import tempfile
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.model = os.path.join(cls.tmp.name, "ds4.gguf")
+        subprocess.run([BIN, "mkmodel", "--arch", "deepseek4", "--dim", "64", "--layers", "3", "--heads", "4",
+                        "--ffn", "64", "--head-dim", "64", "--qk-rope", "16", "--q-lora", "32", "--o-groups", "2",
+                        "--o-lora", "32", "--ratios", "0,4,128", "--window", "16", "--index-heads", "8",
+                        "--index-dim", "64", "--index-topk", "6", "--experts", "8", "--experts-used", "2",
+                        "--expert-ffn", "32", "--shared-experts", "1", "--hash-layers", "1", "--swiglu-limit", "10",
+                        "--ctx", "1024", "--vocab-from", MODEL, "--dtype", "f32", "--seed", "3", cls.model],
+                       check=True, capture_output=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_two_ranks_rebalancing(self):
+        # a shared prefix over one 128-token block, so the second pass hits the prefix cache (exact resumption)
+        prompts = [PREFIX * 8 + p for p in PROMPTS]
+        srv = Server(*(OPTS[4:] + ["--swa-replay", "off"]), model=self.model, ctx=512)
+        try:
+            ref = [t for t, _ in run_all([srv.url], prompts)]
+        finally:
+            srv.stop()
+        job = EpJob(2, "--ep-redundant", "2", "--ep-rebalance", "4", "--swa-replay", "off", model=self.model)
+        try:
+            first = run_all(job.urls, prompts)
+            again = run_all(job.urls, prompts)
+            m = job.metrics(0)
+        finally:
+            rc = job.stop()
+        self.assertEqual([t for t, _ in first], ref)
+        self.assertEqual([t for t, _ in again], ref)
+        self.assertTrue(any(c > 0 for _, c in again), again)
+        self.assertEqual(rc, 0, job.text()[-2000:])
+        self.assertGreater(metric(m, "cinfer_ep_rows_computed_total"), 0)
+        self.assertGreater(metric(m, "cinfer_ep_rebalances_total"), 0)
 
 
 @unittest.skipIf(NETNS_HOSTS, "single-host suite")
