@@ -309,6 +309,10 @@ static size_t serve_rows_cluster(serve_opts *o, cli_opt *t, size_t cap) {
         {"ep-nodes", 0, "N", "hosts, for EPLB's hierarchical policy (default 1)", CLI_NUM(&o->ep.nodes, 1, 4096)},
         {"ep-threads", 0, "N", "threads computing experts for other ranks (default 1)",
          CLI_NUM(&o->ep.threads, 1, 1024)},
+        {"ep-micro-batches", 0, "1|2",
+         "2: dual-batch overlap (each round's rows in two halves, one's all-to-all\n"
+         "overlapping the other's expert compute); same on every rank (default 1)",
+         CLI_NUM(&o->ep.micro_batches, 1, 2)},
     };
     size_t n = sizeof rows / sizeof rows[0];
     if (n > cap) abort(); /* the table in parse_serve is sized for every row: a programming error */

@@ -52,6 +52,8 @@ typedef struct ep_options {
     int32_t n_nodes; /* hosts, for EPLB's hierarchical policy (0: 1) */
     int32_t threads; /* compute threads for the experts this rank serves to others (0: 1) */
     int32_t max_rows; /* rows one MoE call may send: max_batch_tokens x experts_used */
+    int32_t micro_batches; /* 2: dual-batch overlap (each round's rows in two halves whose all-to-all
+                            * overlaps the other's expert compute); 0 or 1: one batch. Same on every rank */
 } ep_options;
 
 typedef struct ep_runtime ep_runtime;

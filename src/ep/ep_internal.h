@@ -30,6 +30,15 @@ enum { EP_FLAG_BUSY = 1, EP_FLAG_STOPPING = 2, EP_FLAG_READY = 4, EP_FLAG_LOAD_F
 /* A staged plan's background load (ep_weights.c). */
 enum { EP_LOAD_IDLE = 0, EP_LOAD_RUNNING, EP_LOAD_DONE, EP_LOAD_FAILED };
 
+/* One micro-batch of a round (ep_round.c): its rows per rank each way,
+ * their counts and displacements in ids (2 per row: cm/dm) and in floats
+ * (cx/dx), and where its rows sit in the send / receive buffers. */
+typedef struct ep_mb {
+    int *rows_s, *rows_r, *seen, *start; /* [n_ranks] */
+    int *cm_s, *dm_s, *cm_r, *dm_r, *cx_s, *dx_s, *cx_r, *dx_r; /* [n_ranks] */
+    int32_t n_s, n_r, s_off, r_off;
+} ep_mb;
+
 struct ep_runtime {
     model *m;
     ep_options o;
@@ -58,9 +67,9 @@ struct ep_runtime {
 
     /* round buffers */
     int32_t *dest, *perm; /* [max_rows] */
-    int *hdr_s, *hdr_r; /* [2 n_ranks] */
-    int *cnt_s, *cnt_r, *dsp_s, *dsp_r; /* [n_ranks], in units set per call */
-    int *rows_s, *rows_r; /* [n_ranks] rows */
+    int *hdr_s, *hdr_r; /* [3 n_ranks] */
+    int *total; /* [n_ranks] scratch */
+    ep_mb mb[2]; /* micro-batches A and B (B empty unless o.micro_batches == 2) */
     int32_t *meta_s, *meta_r; /* 2 ints (layer, expert) per row */
     float *x_s, *x_r, *y_r, *y_s; /* rows: sent, received, computed, returned */
     int32_t *g_count, *g_order; /* [n_layer * n_expert + 1], [n_ranks * max_rows] */

@@ -96,9 +96,15 @@ static int ep_alloc(ep_runtime *r, cf_err *err) {
         return cf_fail(err, "%zu ranks x %zu rows x %zu floats overflow an MPI count: lower --max-batch", n, rows, E);
     r->dest = malloc(rows * sizeof(int32_t));
     r->perm = malloc(rows * sizeof(int32_t));
-    int **ints[] = {&r->hdr_s, &r->hdr_r, &r->cnt_s, &r->cnt_r, &r->dsp_s, &r->dsp_r, &r->rows_s, &r->rows_r};
     bool ok = r->dest && r->perm;
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) ok = ok && (*ints[i] = calloc(2 * n, sizeof(int)));
+    ok = ok && (r->hdr_s = calloc(3 * n, sizeof(int))) && (r->hdr_r = calloc(3 * n, sizeof(int))) &&
+         (r->total = calloc(n, sizeof(int)));
+    for (int m = 0; m < 2; m++) {
+        ep_mb *b = &r->mb[m];
+        int **ints[] = {&b->rows_s, &b->rows_r, &b->seen, &b->start, &b->cm_s, &b->dm_s,
+                        &b->cm_r,   &b->dm_r,   &b->cx_s, &b->dx_s,  &b->cx_r, &b->dx_r};
+        for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) ok = ok && (*ints[i] = calloc(n, sizeof(int)));
+    }
     r->meta_s = malloc(2 * rows * sizeof(int32_t));
     r->meta_r = malloc(2 * n * rows * sizeof(int32_t));
     r->x_s = malloc(rows * E * sizeof(float));
@@ -119,12 +125,17 @@ static int ep_alloc(ep_runtime *r, cf_err *err) {
 }
 
 static void ep_free(ep_runtime *r) {
-    void *bufs[] = {r->dest,         r->perm,  r->hdr_s,  r->hdr_r,     r->cnt_s,       r->cnt_r,
-                    r->dsp_s,        r->dsp_r, r->rows_s, r->rows_r,    r->meta_s,      r->meta_r,
-                    r->x_s,          r->y_s,   r->x_r,    r->y_r,       r->g_count,     r->g_order,
-                    r->g_x,          r->g_y,   r->win,    r->sum_local, r->sum_all,     r->load_f,
-                    r->moe_of_layer, r->held,  r->need,   r->load_list, r->layer_of_moe};
+    void *bufs[] = {r->dest,    r->perm,         r->hdr_s, r->hdr_r, r->total,     r->meta_s,
+                    r->meta_r,  r->x_s,          r->y_s,   r->x_r,   r->y_r,       r->g_count,
+                    r->g_order, r->g_x,          r->g_y,   r->win,   r->sum_local, r->sum_all,
+                    r->load_f,  r->moe_of_layer, r->held,  r->need,  r->load_list, r->layer_of_moe};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    for (int m = 0; m < 2; m++) {
+        ep_mb *b = &r->mb[m];
+        int *ints[] = {b->rows_s, b->rows_r, b->seen, b->start, b->cm_s, b->dm_s,
+                       b->cm_r,   b->dm_r,   b->cx_s, b->dx_s,  b->cx_r, b->dx_r};
+        for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) free(ints[i]);
+    }
     eplb_plan_free(&r->plan);
     eplb_plan_free(&r->static_plan);
     eplb_plan_free(&r->next);

@@ -1,7 +1,7 @@
 """test_serve_ep.py - expert parallelism: `mpirun -n N cinfer serve --ep` on the tiny DeepSeek-V2
 model (4 layers, 3 MoE, 8 routed experts, top-2). Each rank serves on --port + rank; requests are
 spread over the ranks. Checks, against the single-process server with the same options:
-  - 2 and 4 ranks: greedy completions (official openai SDK) sent concurrently (batched), then sent
+  - 2 and 4 ranks (4: dual-batch overlap, --ep-micro-batches 2): greedy completions (official openai SDK) sent concurrently (batched), then sent
     again (prefix cache hits, cached_tokens > 0), are identical to the single-process ones;
   - each rank holds only its placement's routed experts (cinfer_ep_experts_held, _expert_bytes: 1/N);
   - live rebalancing (2 ranks, 2 redundant slots, EPLB every 4 busy rounds): outputs stay identical
@@ -257,8 +257,8 @@ class TestExpertParallel(Identity, unittest.TestCase):
         self.assertGreater(computed, 0)
         self.check_partitioned(2)
 
-    def test_four_ranks(self):
-        self.check_identical(4)
+    def test_four_ranks(self):  # with dual-batch overlap: two micro-batches per round
+        self.check_identical(4, "--ep-micro-batches", "2")
         self.check_partitioned(4)
 
     def test_rebalance(self):
@@ -341,7 +341,8 @@ class TestDeepseek4(unittest.TestCase):
             ref = [t for t, _ in run_all([srv.url], prompts)]
         finally:
             srv.stop()
-        job = EpJob(2, "--ep-redundant", "2", "--ep-rebalance", "4", "--swa-replay", "off", model=self.model)
+        job = EpJob(2, "--ep-redundant", "2", "--ep-rebalance", "4", "--swa-replay", "off", "--ep-micro-batches", "2",
+                    model=self.model)
         try:
             first = run_all(job.urls, prompts)
             again = run_all(job.urls, prompts)
