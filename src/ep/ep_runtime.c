@@ -159,6 +159,21 @@ static int ep_shape(ep_runtime *r, const model_hparams *hp, cf_err *err) {
     return eplb_plan_identity(&r->shape, &r->plan, err) || eplb_plan_identity(&r->shape, &r->static_plan, err) ? -1 : 0;
 }
 
+/* Collective: every rank must run with the same layout options (mismatched
+ * micro-batches or slots would mismatch the collectives). */
+static int ep_agree(const ep_runtime *r, cf_err *err) {
+    int mine[4] = {r->o.micro_batches == 2 ? 2 : 1, r->o.redundant, r->o.rebalance_rounds, r->o.n_nodes};
+    int lo[4], hi[4];
+    MPI_Allreduce(mine, lo, 4, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(mine, hi, 4, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    static const char *const names[4] = {"--ep-micro-batches", "--ep-redundant", "--ep-rebalance", "--ep-nodes"};
+    for (int i = 0; i < 4; i++)
+        if (lo[i] != hi[i])
+            return cf_fail(err, "expert parallelism: the ranks disagree on %s (%d to %d): give every rank the same",
+                           names[i], lo[i], hi[i]);
+    return 0;
+}
+
 int ep_runtime_start(model *m, const ep_options *o, ep_runtime **out, cf_err *err) {
     *out = NULL;
     const model_hparams *hp = model_get_hparams(m);
@@ -187,7 +202,7 @@ int ep_runtime_start(model *m, const ep_options *o, ep_runtime **out, cf_err *er
         ep_free(r);
         return cf_fail(err, "expert parallelism: model %s has no routed experts", hp->arch);
     }
-    if (ep_shape(r, hp, err) || ep_alloc(r, err) || ep_weights_init(r, err)) {
+    if (ep_agree(r, err) || ep_shape(r, hp, err) || ep_alloc(r, err) || ep_weights_init(r, err)) {
         ep_free(r);
         return -1;
     }
