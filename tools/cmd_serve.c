@@ -300,7 +300,8 @@ static size_t serve_rows_cluster(serve_opts *o, cli_opt *t, size_t cap) {
         CLI_SECTION("expert parallelism (mpirun -n N cinfer serve --ep ...; docs/ep.md)"),
         {"ep", 0, NULL,
          "MoE expert parallelism over MPI: each rank serves on --port + rank,\n"
-         "routed experts are spread over the ranks (needs mpirun)",
+         "routed experts are spread over the ranks, each rank holding only its\n"
+         "own experts' weights (deepseek2) (needs mpirun; not with --weights-cache)",
          CLI_SET(&o->ep.on, true)},
         {"ep-redundant", 0, "N", "extra expert slots per MoE layer for replicas of hot experts (default 0)",
          CLI_NUM(&o->ep.redundant, 0, 4096)},
