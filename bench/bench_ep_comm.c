@@ -59,7 +59,7 @@ static void p2p(int rank, int reps) {
     free(buf);
 }
 
-static int ep_calls(const model *m, int rank, int n_ranks, int max_tokens, int reps) {
+static int ep_calls(model *m, int rank, int n_ranks, int max_tokens, int reps) {
     const model_hparams *hp = model_get_hparams(m);
     int k = hp->n_expert_used;
     int64_t E = hp->n_embd;

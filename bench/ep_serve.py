@@ -6,6 +6,9 @@ round threads; the rest of a step is attention/dense/sampling on the engine thre
 count runs twice, without and with rebalancing (--rebalance T): the realized rank load imbalance
 (max/mean rows computed over the timed load) of both, and EPLB's own before/after on its window.
 
+With --micro-batches 1,2 each configuration also runs with dual-batch overlap (--ep-micro-batches 2),
+so the step-time split before/after is in the same run.
+
 Load: R concurrent greedy completions of M tokens each (distinct prompts), spread round-robin over
 the ranks' ports. The machine is shared and small: read ratios within one run.
 
@@ -120,6 +123,9 @@ def main():
     ap.add_argument("--ranks", default="2,4")
     ap.add_argument("--rebalance", type=int, default=8, help="--ep-rebalance for the EP runs (0: off)")
     ap.add_argument("--redundant", type=int, default=2)
+    ap.add_argument("--micro-batches", default="1",
+                    help="--ep-micro-batches values to run each EP configuration with (e.g. 1,2: dual-batch overlap "
+                         "off and on)")
     a = ap.parse_args()
     opts = ["--ctx", "512", "-t", "1", "--max-batch-tokens", "256", "--kv-memory", "0.05", "--max-seqs", "16",
             "--log-level", "warn"]
@@ -133,12 +139,13 @@ def main():
         job.stop()
     single = toks / dt
     print("single-process  tokens/s %8.1f  (%d tokens in %.2f s)" % (single, toks, dt))
-    runs = [(int(x), rb) for x in a.ranks.split(",") for rb in ([0, a.rebalance] if a.rebalance else [0])]
-    for n, rebalance in runs:
+    runs = [(int(x), rb, int(mb)) for x in a.ranks.split(",") for rb in ([0, a.rebalance] if a.rebalance else [0])
+            for mb in a.micro_batches.split(",")]
+    for n, rebalance, mb in runs:
         base = free_base(n)
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-n", str(n),
                a.bin, "serve", a.model, "--ep", "--port", str(base), "--ep-redundant", str(a.redundant),
-               "--ep-rebalance", str(rebalance)] + opts
+               "--ep-rebalance", str(rebalance), "--ep-micro-batches", str(mb)] + opts
         job = Job(cmd, n)
         try:
             load(job.urls, 2, 4)
@@ -150,9 +157,9 @@ def main():
         d = lambda name, rank, extra="": m1.get((name, rank, extra), 0) - m0.get((name, rank, extra), 0)
         computed = [d("cinfer_ep_rows_computed_total", r) for r in range(n)]
         realized = max(computed) * n / sum(computed) if sum(computed) else 1.0
-        print("ep %d ranks, rebalance %s: tokens/s %8.1f  (%d tokens in %.2f s)  ratio to single %.2f; "
+        print("ep %d ranks, %d micro-batch%s, rebalance %s: tokens/s %8.1f  (%d tokens in %.2f s)  ratio to single %.2f; "
               "realized rank load imbalance (max/mean rows computed) %.3f" %
-              (n, "every %d rounds" % rebalance if rebalance else "off", toks / dt, toks, dt, toks / dt / single,
+              (n, mb, "es" if mb > 1 else "", "every %d rounds" % rebalance if rebalance else "off", toks / dt, toks, dt, toks / dt / single,
                realized))
         for r in range(n):
             a2a = d("cinfer_ep_seconds_total", r, ',phase="alltoall"')

@@ -95,13 +95,14 @@ static void print_table(const ep_stats *s, int n) {
     uint64_t total = 0, max = 0;
     for (int i = 0; i < n; i++) total += s[i].rows_received, max = s[i].rows_received > max ? s[i].rows_received : max;
     printf("rank  rows_sent  rows_computed  share  bytes/row  alltoall_s  compute_s  idle_s  rebalances  "
-           "imbalance before->after\n");
+           "imbalance before->after  experts_held  expert_MiB  moved_in\n");
     for (int i = 0; i < n; i++)
-        printf("%4d %10llu %14llu %5.1f%% %10.0f %11.3f %10.3f %7.3f %11llu  %.3f -> %.3f\n", s[i].rank,
-               (unsigned long long)s[i].rows_sent, (unsigned long long)s[i].rows_received,
+        printf("%4d %10llu %14llu %5.1f%% %10.0f %11.3f %10.3f %7.3f %11llu  %.3f -> %.3f %13d %11.1f %9llu\n",
+               s[i].rank, (unsigned long long)s[i].rows_sent, (unsigned long long)s[i].rows_received,
                total ? 100.0 * (double)s[i].rows_received / (double)total : 0.0,
                s[i].rows_sent ? (double)s[i].bytes_sent / (double)s[i].rows_sent : 0.0, s[i].t_comm, s[i].t_compute,
-               s[i].t_wait, (unsigned long long)s[i].rebalances, s[i].imbalance_before, s[i].imbalance_after);
+               s[i].t_wait, (unsigned long long)s[i].rebalances, s[i].imbalance_before, s[i].imbalance_after,
+               s[i].experts_held, (double)s[i].expert_bytes / (1 << 20), (unsigned long long)s[i].weight_loads);
     printf("ranks %d, experts %d, slots per MoE layer %d, MoE layers %d, replica bytes %lld; expert load "
            "imbalance (max/mean rows computed) %.3f\n",
            s[0].n_ranks, s[0].n_expert, s[0].n_physical, s[0].n_moe, (long long)s[0].replica_bytes,

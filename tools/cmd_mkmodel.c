@@ -17,6 +17,7 @@ static const char mk_usage[] =
     "               --qk-nope N --qk-rope P --v-head V [--q-lora Q] --experts X\n"
     "               --experts-used K --expert-ffn FE [--shared-experts S] [--dense-layers N]\n"
     "               [--groups G --groups-used U] [--gating sigmoid|softmax] [--expert-scale F]\n"
+    "               [--hot-experts N [--hot-bias B]]\n"
     "               [--yarn-factor F [--yarn-orig-ctx N]] [--mtp-layers N]\n"
     "               --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] [--tied] OUT.gguf\n"
     "cinfer mkmodel --arch gemma2 --dim D --layers L --heads H --kv-heads K --ffn F [--head-dim HD]\n"
@@ -96,6 +97,11 @@ static int parse_mkmodel(int argc, char **argv, mk_args *a, const char **out) {
          "weights (V3); softmax: no bias, no normalization (V2)",
          CLI_CALL(opt_gating, o)},
         {"expert-scale", 0, "F", "routed scaling factor (default 1)", CLI_NUM(&o->expert_scale, 1e-30, 1e6)},
+        {"hot-experts", 0, "N",
+         "deepseek2: a skewed router: experts 0..N-1 of every MoE layer\n"
+         "get --hot-bias added to exp_probs_b (selection only; sigmoid)",
+         CLI_NUM(&o->hot_experts, 0, 4096)},
+        {"hot-bias", 0, "B", "the bias --hot-experts adds (default 0.05)", CLI_NUM(&o->hot_bias, -1e3, 1e3)},
         {"yarn-factor", 0, "F", "YaRN rope scaling by F (> 1), yarn_log_multiplier 0.1",
          CLI_NUM(&o->yarn_factor, 1.000001, 1e6)},
         {"yarn-orig-ctx", 0, "N", "its original context (default --ctx / F)", CLI_NUM(&o->yarn_orig_ctx, 1, INT_MAX)},

@@ -306,7 +306,8 @@ static size_t serve_rows_cluster(serve_opts *o, cli_opt *t, size_t cap) {
         CLI_SECTION("expert parallelism (mpirun -n N cinfer serve --ep ...; docs/ep.md)"),
         {"ep", 0, NULL,
          "MoE expert parallelism over MPI: each rank serves on --port + rank,\n"
-         "routed experts are spread over the ranks (needs mpirun)",
+         "routed experts are spread over the ranks, each rank holding only its\n"
+         "own experts' weights (deepseek2) (needs mpirun; not with --weights-cache)",
          CLI_SET(&o->ep.on, true)},
         {"ep-redundant", 0, "N", "extra expert slots per MoE layer for replicas of hot experts (default 0)",
          CLI_NUM(&o->ep.redundant, 0, 4096)},
@@ -315,6 +316,10 @@ static size_t serve_rows_cluster(serve_opts *o, cli_opt *t, size_t cap) {
         {"ep-nodes", 0, "N", "hosts, for EPLB's hierarchical policy (default 1)", CLI_NUM(&o->ep.nodes, 1, 4096)},
         {"ep-threads", 0, "N", "threads computing experts for other ranks (default 1)",
          CLI_NUM(&o->ep.threads, 1, 1024)},
+        {"ep-micro-batches", 0, "1|2",
+         "2: dual-batch overlap (each round's rows in two halves, one's all-to-all\n"
+         "overlapping the other's expert compute); same on every rank (default 1)",
+         CLI_NUM(&o->ep.micro_batches, 1, 2)},
     };
     size_t n = sizeof rows / sizeof rows[0];
     if (n > cap) abort(); /* the table in parse_serve is sized for every row: a programming error */
@@ -416,6 +421,13 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
     load_progress lp;
     load_progress_init(&lp, o->model);
     model_load_opts lo = {.progress = load_progress_cb, .progress_ctx = &lp, .weights_cache_dir = o->weights_cache};
+    if (o->ep.on) { /* each rank keeps only its placement's routed experts */
+        if (o->weights_cache)
+            return cli_fail("serve: --weights-cache cannot be used with --ep (each rank keeps only "
+                            "its own routed experts)");
+        lo.expert_keep = ep_initial_keep;
+        lo.expert_keep_ctx = (void *)&o->ep.place;
+    }
     int r = model_load_with(o->model, &lo, &sp->m, err);
     load_progress_end(&lp, r == 0);
     if (r) return cli_fail("%s", err->msg);
@@ -486,6 +498,7 @@ static int serve_main(serve_opts *o) {
     }
     int ep_rank = 0, ep_ranks = 1;
     if (o->ep.on && serve_ep_init(&ep_rank, &ep_ranks)) return 1;
+    o->ep.place = (ep_placement){.rank = ep_rank, .n_ranks = ep_ranks, .redundant = (int32_t)o->ep.redundant};
     /* bind first: a busy port fails now, not after loading the model */
     int fd = -1, port = 0;
     if (serve_listen(o->host, o->port ? (int)o->port + ep_rank : 0, &fd, &port, &err)) {

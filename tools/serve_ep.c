@@ -18,19 +18,22 @@ int serve_ep_init(int *rank, int *n_ranks) {
     return 0;
 }
 
-int serve_ep_start(const serve_ep_opts *o, const model *m, int max_batch_tokens, ep_runtime **out) {
+int serve_ep_start(const serve_ep_opts *o, model *m, int max_batch_tokens, ep_runtime **out) {
     const model_hparams *hp = model_get_hparams(m);
     ep_options eo = {.redundant = (int32_t)o->redundant,
                      .rebalance_rounds = (int32_t)o->rebalance,
                      .n_nodes = (int32_t)o->nodes,
                      .threads = (int32_t)o->threads,
+                     .micro_batches = (int32_t)o->micro_batches,
                      .max_rows = max_batch_tokens * (hp->n_expert_used > 0 ? hp->n_expert_used : 1)};
     cf_err err = {0};
     if (ep_runtime_start(m, &eo, out, &err)) return cli_fail("serve --ep: %s", err.msg);
     ep_stats s = ep_runtime_get_stats(*out);
-    LOG_INFO("expert parallelism: %d routed experts x %d MoE layers on %d ranks, %d slots per layer, rebalance every "
-             "%lld busy rounds",
-             s.n_expert, s.n_moe, s.n_ranks, s.n_physical, o->rebalance);
+    LOG_INFO(
+        "expert parallelism: %d routed experts x %d MoE layers on %d ranks, %d slots per layer, rebalance every "
+        "%lld busy rounds, %lld micro-batch(es) per round; rank %d holds %d of %d (layer, expert) weights, %.1f MiB",
+        s.n_expert, s.n_moe, s.n_ranks, s.n_physical, o->rebalance, o->micro_batches > 1 ? 2LL : 1LL, s.rank,
+        s.experts_held, s.n_expert * s.n_moe, (double)s.expert_bytes / (1 << 20));
     return 0;
 }
 

@@ -14,12 +14,14 @@
 typedef struct serve_ep_opts {
     bool on; /* --ep */
     long long redundant, rebalance, nodes, threads; /* --ep-redundant, --ep-rebalance, --ep-nodes, --ep-threads */
+    long long micro_batches; /* --ep-micro-batches */
+    ep_placement place; /* this rank's start-up placement (set after serve_ep_init; the load keeps its experts) */
 } serve_ep_opts;
 
 /* MPI start-up: rank and rank count. 0, or 1 after a message. */
 int serve_ep_init(int *rank, int *n_ranks);
 /* Starts the runtime for the loaded model; max_rows = max_batch_tokens x experts_used. 0, or 1 after a message. */
-int serve_ep_start(const serve_ep_opts *o, const model *m, int max_batch_tokens, ep_runtime **out);
+int serve_ep_start(const serve_ep_opts *o, model *m, int max_batch_tokens, ep_runtime **out);
 /* Prometheus text of the runtime's counters (serve_config.extra_metrics): 0, or -1 (out of memory). */
 int serve_ep_metrics(void *runtime, char **out, size_t *len);
 /* A start-up failure on one rank: take the job down now. */

@@ -5,12 +5,15 @@
  * the .c files include mpi.h).
  *
  * Locking: mu guards the hand-off (req_*), stop_req, failed and the stats;
- * everything else belongs to the round thread. Buffers are sized at start:
+ * load_state is the loader thread's hand-back (atomic); everything else
+ * belongs to the round thread (the loader only reads load_list and writes
+ * the model's experts named there, which no plan in use routes to). Buffers are sized at start:
  * a round allocates nothing (a rebalance does, every rebalance_rounds). */
 #ifndef CINFER_EP_INTERNAL_H
 #define CINFER_EP_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "base/threadpool.h"
@@ -19,8 +22,25 @@
 #define EP_LOAD_WINDOW 4 /* rebalance periods the load window spans */
 #define EP_COMPUTE_CHUNK 256 /* rows per expert matmul on the compute context */
 
+/* Round-header flags (ep_round.c): an engine MoE call is pending; the
+ * rank is stopping; its staged plan's experts are resident; they failed to
+ * load. */
+enum { EP_FLAG_BUSY = 1, EP_FLAG_STOPPING = 2, EP_FLAG_READY = 4, EP_FLAG_LOAD_FAILED = 8 };
+
+/* A staged plan's background load (ep_weights.c). */
+enum { EP_LOAD_IDLE = 0, EP_LOAD_RUNNING, EP_LOAD_DONE, EP_LOAD_FAILED };
+
+/* One micro-batch of a round (ep_round.c): its rows per rank each way,
+ * their counts and displacements in ids (2 per row: cm/dm) and in floats
+ * (cx/dx), and where its rows sit in the send / receive buffers. */
+typedef struct ep_mb {
+    int *rows_s, *rows_r, *seen, *start; /* [n_ranks] */
+    int *cm_s, *dm_s, *cm_r, *dm_r, *cx_s, *dx_s, *cx_r, *dx_r; /* [n_ranks] */
+    int32_t n_s, n_r, s_off, r_off;
+} ep_mb;
+
 struct ep_runtime {
-    const model *m;
+    model *m;
     ep_options o;
     fwd_ctx *fc; /* the compute context: experts for rows other ranks send */
     thread_pool *pool;
@@ -47,9 +67,9 @@ struct ep_runtime {
 
     /* round buffers */
     int32_t *dest, *perm; /* [max_rows] */
-    int *hdr_s, *hdr_r; /* [2 n_ranks] */
-    int *cnt_s, *cnt_r, *dsp_s, *dsp_r; /* [n_ranks], in units set per call */
-    int *rows_s, *rows_r; /* [n_ranks] rows */
+    int *hdr_s, *hdr_r; /* [3 n_ranks] */
+    int *total; /* [n_ranks] scratch */
+    ep_mb mb[2]; /* micro-batches A and B (B empty unless o.micro_batches == 2) */
     int32_t *meta_s, *meta_r; /* 2 ints (layer, expert) per row */
     float *x_s, *x_r, *y_r, *y_s; /* rows: sent, received, computed, returned */
     int32_t *g_count, *g_order; /* [n_layer * n_expert + 1], [n_ranks * max_rows] */
@@ -61,6 +81,22 @@ struct ep_runtime {
     uint64_t busy_since_rebalance;
     uint64_t *sum_local, *sum_all; /* [n_moe * n_expert] */
     float *load_f; /* [n_moe * n_expert] */
+
+    /* expert residency: what this rank holds, and a staged plan */
+    bool *held; /* [n_moe * n_expert] resident here */
+    bool *need; /* [n_moe * n_expert] scratch: what a plan gives this rank */
+    int32_t *layer_of_moe; /* [n_moe] */
+    int32_t *load_list, n_load; /* [n_moe * n_expert] (layer, expert) keys the loader makes resident */
+    bool staged;
+    eplb_plan next;
+    double next_before, next_after;
+    pthread_t loader;
+    bool loader_started;
+    atomic_int load_state; /* EP_LOAD_* */
+    char load_err[512]; /* set by the loader before EP_LOAD_FAILED */
+    uint64_t load_bytes;
+    double load_seconds;
+    bool all_ready, any_failed; /* from the last round's headers */
 
     ep_stats st; /* (mu) */
 };
@@ -75,5 +111,17 @@ void ep_balance_count(ep_runtime *r, int32_t layer, int32_t n, const int32_t *ex
 int ep_balance_maybe(ep_runtime *r, cf_err *err);
 /* ep_balance.c: window loads summed over ranks into r->load_f (collective). */
 void ep_balance_gather(ep_runtime *r);
+/* ep_balance.c: this rank's round-header flags about a staged plan. */
+int ep_balance_flags(ep_runtime *r);
+/* ep_balance.c: after every round (the headers agreed): switches to the
+ * staged plan when every rank is ready, or drops it when one failed. */
+void ep_balance_after_round(ep_runtime *r);
+/* ep_weights.c: the experts the start-up plan gives this rank (held), the
+ * staging of a plan's weights and the switch. */
+int ep_weights_init(ep_runtime *r, cf_err *err);
+void ep_weights_stage(ep_runtime *r, const eplb_plan *next);
+void ep_weights_switch(ep_runtime *r, const eplb_plan *next);
+void ep_weights_abandon(ep_runtime *r);
+void ep_weights_join(ep_runtime *r);
 
 #endif

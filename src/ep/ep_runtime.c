@@ -74,6 +74,7 @@ static void *ep_main(void *arg) {
             LOG_ERROR("expert parallelism: rank %d: %s; aborting the job", r->rank, r->fail_msg);
             ep_mpi_abort(3);
         }
+        ep_balance_after_round(r); /* a staged plan switches at this boundary */
         if (busy) {
             backoff = 0;
             cf_err err = {0};
@@ -95,9 +96,15 @@ static int ep_alloc(ep_runtime *r, cf_err *err) {
         return cf_fail(err, "%zu ranks x %zu rows x %zu floats overflow an MPI count: lower --max-batch", n, rows, E);
     r->dest = malloc(rows * sizeof(int32_t));
     r->perm = malloc(rows * sizeof(int32_t));
-    int **ints[] = {&r->hdr_s, &r->hdr_r, &r->cnt_s, &r->cnt_r, &r->dsp_s, &r->dsp_r, &r->rows_s, &r->rows_r};
     bool ok = r->dest && r->perm;
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) ok = ok && (*ints[i] = calloc(2 * n, sizeof(int)));
+    ok = ok && (r->hdr_s = calloc(3 * n, sizeof(int))) && (r->hdr_r = calloc(3 * n, sizeof(int))) &&
+         (r->total = calloc(n, sizeof(int)));
+    for (int m = 0; m < 2; m++) {
+        ep_mb *b = &r->mb[m];
+        int **ints[] = {&b->rows_s, &b->rows_r, &b->seen, &b->start, &b->cm_s, &b->dm_s,
+                        &b->cm_r,   &b->dm_r,   &b->cx_s, &b->dx_s,  &b->cx_r, &b->dx_r};
+        for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) ok = ok && (*ints[i] = calloc(n, sizeof(int)));
+    }
     r->meta_s = malloc(2 * rows * sizeof(int32_t));
     r->meta_r = malloc(2 * n * rows * sizeof(int32_t));
     r->x_s = malloc(rows * E * sizeof(float));
@@ -118,13 +125,20 @@ static int ep_alloc(ep_runtime *r, cf_err *err) {
 }
 
 static void ep_free(ep_runtime *r) {
-    void *bufs[] = {r->dest,      r->perm,    r->hdr_s,   r->hdr_r,       r->cnt_s,  r->cnt_r, r->dsp_s,
-                    r->dsp_r,     r->rows_s,  r->rows_r,  r->meta_s,      r->meta_r, r->x_s,   r->y_s,
-                    r->x_r,       r->y_r,     r->g_count, r->g_order,     r->g_x,    r->g_y,   r->win,
-                    r->sum_local, r->sum_all, r->load_f,  r->moe_of_layer};
+    void *bufs[] = {r->dest,    r->perm,         r->hdr_s, r->hdr_r, r->total,     r->meta_s,
+                    r->meta_r,  r->x_s,          r->y_s,   r->x_r,   r->y_r,       r->g_count,
+                    r->g_order, r->g_x,          r->g_y,   r->win,   r->sum_local, r->sum_all,
+                    r->load_f,  r->moe_of_layer, r->held,  r->need,  r->load_list, r->layer_of_moe};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    for (int m = 0; m < 2; m++) {
+        ep_mb *b = &r->mb[m];
+        int *ints[] = {b->rows_s, b->rows_r, b->seen, b->start, b->cm_s, b->dm_s,
+                       b->cm_r,   b->dm_r,   b->cx_s, b->dx_s,  b->cx_r, b->dx_r};
+        for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) free(ints[i]);
+    }
     eplb_plan_free(&r->plan);
     eplb_plan_free(&r->static_plan);
+    eplb_plan_free(&r->next);
     fwd_ctx_free(r->fc);
     if (r->pool) pool_destroy(r->pool);
     free(r);
@@ -145,13 +159,29 @@ static int ep_shape(ep_runtime *r, const model_hparams *hp, cf_err *err) {
     return eplb_plan_identity(&r->shape, &r->plan, err) || eplb_plan_identity(&r->shape, &r->static_plan, err) ? -1 : 0;
 }
 
-int ep_runtime_start(const model *m, const ep_options *o, ep_runtime **out, cf_err *err) {
+/* Collective: every rank must run with the same layout options (mismatched
+ * micro-batches or slots would mismatch the collectives). */
+static int ep_agree(const ep_runtime *r, cf_err *err) {
+    int mine[4] = {r->o.micro_batches == 2 ? 2 : 1, r->o.redundant, r->o.rebalance_rounds, r->o.n_nodes};
+    int lo[4], hi[4];
+    MPI_Allreduce(mine, lo, 4, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(mine, hi, 4, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    static const char *const names[4] = {"--ep-micro-batches", "--ep-redundant", "--ep-rebalance", "--ep-nodes"};
+    for (int i = 0; i < 4; i++)
+        if (lo[i] != hi[i])
+            return cf_fail(err, "expert parallelism: the ranks disagree on %s (%d to %d): give every rank the same",
+                           names[i], lo[i], hi[i]);
+    return 0;
+}
+
+int ep_runtime_start(model *m, const ep_options *o, ep_runtime **out, cf_err *err) {
     *out = NULL;
     const model_hparams *hp = model_get_hparams(m);
     ep_runtime *r = calloc(1, sizeof *r);
     if (!r) return cf_fail(err, "expert parallelism: out of memory");
     r->m = m;
     r->o = *o;
+    pthread_mutex_init(&r->mu, NULL); /* a default mutex: nothing to destroy on the failure paths */
     MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &r->n_ranks);
     r->n_layer = hp->n_layer, r->n_expert = hp->n_expert, r->n_embd = hp->n_embd;
@@ -161,7 +191,8 @@ int ep_runtime_start(const model *m, const ep_options *o, ep_runtime **out, cf_e
         ep_free(r);
         return cf_fail(err, "expert parallelism: cannot start the compute threads");
     }
-    if (!(r->fc = fwd_ctx_create(m, r->pool, EP_COMPUTE_CHUNK, 16, 16, err))) {
+    /* attention never runs here: the smallest context every family accepts (deepseek4: 128-token blocks) */
+    if (!(r->fc = fwd_ctx_create(m, r->pool, EP_COMPUTE_CHUNK, 128, 128, err))) {
         ep_free(r);
         return -1;
     }
@@ -171,11 +202,14 @@ int ep_runtime_start(const model *m, const ep_options *o, ep_runtime **out, cf_e
         ep_free(r);
         return cf_fail(err, "expert parallelism: model %s has no routed experts", hp->arch);
     }
-    if (ep_shape(r, hp, err) || ep_alloc(r, err)) {
+    if (ep_agree(r, err) || ep_shape(r, hp, err) || ep_alloc(r, err) || ep_weights_init(r, err)) {
         ep_free(r);
         return -1;
     }
-    r->st = (ep_stats){.rank = r->rank,
+    ep_stats held = r->st; /* ep_weights_init's counts */
+    r->st = (ep_stats){.expert_bytes = held.expert_bytes,
+                       .experts_held = held.experts_held,
+                       .rank = r->rank,
                        .n_ranks = r->n_ranks,
                        .n_moe = r->n_moe,
                        .n_expert = r->n_expert,
@@ -184,7 +218,6 @@ int ep_runtime_start(const model *m, const ep_options *o, ep_runtime **out, cf_e
                        .imbalance_after = 1.0,
                        .replica_bytes = eplb_replica_bytes(&r->plan, (int64_t)model_expert_bytes(m))};
     r->exec = (cinfer_moe_executor){.self = r, .run = ep_run};
-    pthread_mutex_init(&r->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -211,6 +244,7 @@ void ep_runtime_stop(ep_runtime *r) {
         pthread_cond_broadcast(&r->cv);
         pthread_mutex_unlock(&r->mu);
         pthread_join(r->thread, NULL);
+        ep_weights_join(r); /* a plan staged when the job stopped */
         pthread_mutex_destroy(&r->mu);
         pthread_cond_destroy(&r->cv);
     }

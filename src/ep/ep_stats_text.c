@@ -7,7 +7,10 @@
  *   cinfer_ep_bytes_total{direction="sent|received"} (bytes that crossed ranks)
  *   cinfer_ep_seconds_total{phase="alltoall|compute|idle"}
  *   cinfer_ep_imbalance{when="before|after"}
- *   cinfer_ep_replica_bytes */
+ *   cinfer_ep_replica_bytes
+ *   cinfer_ep_expert_bytes, cinfer_ep_experts_held (resident on this rank now)
+ *   cinfer_ep_weight_loads_total, cinfer_ep_weight_releases_total,
+ *   cinfer_ep_weight_load_bytes_total, cinfer_ep_weight_load_seconds_total */
 #include "ep/ep_stats_text.h"
 
 #include <stdio.h>
@@ -15,7 +18,7 @@
 #include <string.h>
 
 int ep_stats_render(const ep_stats *s, char **out, size_t *len) {
-    size_t cap = 4096;
+    size_t cap = 8192;
     char *p = malloc(cap);
     if (!p) return -1;
     int n = snprintf(
@@ -42,13 +45,25 @@ int ep_stats_render(const ep_stats *s, char **out, size_t *len) {
         "# TYPE cinfer_ep_imbalance gauge\ncinfer_ep_imbalance{rank=\"%d\",when=\"before\"} %.6f\n"
         "cinfer_ep_imbalance{rank=\"%d\",when=\"after\"} %.6f\n"
         "# HELP cinfer_ep_replica_bytes Expert weight bytes the plan's redundant replicas take.\n"
-        "# TYPE cinfer_ep_replica_bytes gauge\ncinfer_ep_replica_bytes{rank=\"%d\"} %lld\n",
+        "# TYPE cinfer_ep_replica_bytes gauge\ncinfer_ep_replica_bytes{rank=\"%d\"} %lld\n"
+        "# HELP cinfer_ep_expert_bytes Routed expert weight bytes resident on this rank.\n"
+        "# TYPE cinfer_ep_expert_bytes gauge\ncinfer_ep_expert_bytes{rank=\"%d\"} %llu\n"
+        "# HELP cinfer_ep_experts_held (MoE layer, expert) weights resident on this rank.\n"
+        "# TYPE cinfer_ep_experts_held gauge\ncinfer_ep_experts_held{rank=\"%d\"} %d\n"
+        "# HELP cinfer_ep_weight_loads_total Experts made resident by rebalances (read from the model file).\n"
+        "# TYPE cinfer_ep_weight_loads_total counter\ncinfer_ep_weight_loads_total{rank=\"%d\"} %llu\n"
+        "# TYPE cinfer_ep_weight_releases_total counter\ncinfer_ep_weight_releases_total{rank=\"%d\"} %llu\n"
+        "# TYPE cinfer_ep_weight_load_bytes_total counter\ncinfer_ep_weight_load_bytes_total{rank=\"%d\"} %llu\n"
+        "# TYPE cinfer_ep_weight_load_seconds_total counter\n"
+        "cinfer_ep_weight_load_seconds_total{rank=\"%d\"} %.6f\n",
         s->rank, s->n_ranks, s->n_expert, s->n_physical, s->n_moe, s->rank, (unsigned long long)s->rounds, s->rank,
         (unsigned long long)s->busy_rounds, s->rank, (unsigned long long)s->rebalances, s->rank,
         (unsigned long long)s->rows_sent, s->rank, (unsigned long long)s->rows_received, s->rank,
         (unsigned long long)s->bytes_sent, s->rank, (unsigned long long)s->bytes_received, s->rank, s->t_comm, s->rank,
         s->t_compute, s->rank, s->t_wait, s->rank, s->imbalance_before, s->rank, s->imbalance_after, s->rank,
-        (long long)s->replica_bytes);
+        (long long)s->replica_bytes, s->rank, (unsigned long long)s->expert_bytes, s->rank, s->experts_held, s->rank,
+        (unsigned long long)s->weight_loads, s->rank, (unsigned long long)s->weight_releases, s->rank,
+        (unsigned long long)s->weight_load_bytes, s->rank, s->t_weight_load);
     if (n < 0 || (size_t)n >= cap) {
         free(p);
         return -1;
@@ -118,6 +133,12 @@ bool ep_stats_parse(const char *text, size_t len, ep_stats *s) {
             else if (starts(l, e, "cinfer_ep_imbalance"))
                 *(has_label(l, e, "when=\"before\"") ? &s->imbalance_before : &s->imbalance_after) = v;
             else if (starts(l, e, "cinfer_ep_replica_bytes")) s->replica_bytes = (int64_t)u;
+            else if (starts(l, e, "cinfer_ep_expert_bytes")) s->expert_bytes = u;
+            else if (starts(l, e, "cinfer_ep_experts_held")) s->experts_held = (int32_t)(u < 1u << 30 ? u : 0);
+            else if (starts(l, e, "cinfer_ep_weight_loads_total")) s->weight_loads = u;
+            else if (starts(l, e, "cinfer_ep_weight_releases_total")) s->weight_releases = u;
+            else if (starts(l, e, "cinfer_ep_weight_load_bytes_total")) s->weight_load_bytes = u;
+            else if (starts(l, e, "cinfer_ep_weight_load_seconds_total")) s->t_weight_load = v;
         } else if (starts(l, e, "cinfer_ep_rounds_total")) {
             double v = line_value(l, e);
             s->rounds = v > 0 && v < 1.8e19 ? (uint64_t)v : 0;

@@ -106,6 +106,9 @@ static int validate_ds2(const mkmodel_opts *o, cf_err *err) {
                                         o->expert_ffn <= 0 || o->experts > 4096))
         return cf_fail(err, "deepseek2: MoE layers need --experts (<= 4096), --experts-used (<= experts) and "
                             "--expert-ffn");
+    if (o->hot_experts < 0 || o->hot_experts > o->experts || (o->hot_experts > 0 && o->softmax_gating))
+        return cf_fail(err, "--hot-experts %d: at most --experts (%d), with sigmoid gating (the bias it raises)",
+                       o->hot_experts, o->experts);
     if (o->groups > 1 && (o->experts % o->groups || o->experts / o->groups < 2 || o->groups_used <= 0 ||
                           o->groups_used > o->groups || o->groups_used * (o->experts / o->groups) < o->experts_used))
         return cf_fail(err, "--groups %d / --groups-used %d do not fit %d experts (top %d)", o->groups, o->groups_used,
@@ -195,6 +198,7 @@ static int describe_ds2(const mkmodel_opts *o, int64_t vocab, tdesc *t) {
         t[n++] = mat(NAME("ffn_gate_inp.weight"), dim, o->experts, DT_F32);
         if (!o->softmax_gating) {
             t[n] = mat(NAME("exp_probs_b.bias"), o->experts, 1, DT_F32);
+            t[n].hot_n = o->hot_experts, t[n].hot_add = o->hot_bias != 0.0f ? o->hot_bias : 0.05f;
             t[n++].n_dims = 1;
         }
         t[n++] = experts(NAME("ffn_gate_exps.weight"), dim, fe, o->experts, ty);
@@ -442,6 +446,7 @@ static void *gen_rows(void *arg) {
             continue;
         }
         fill_normal(&g, f, n, j->t->mean, j->t->std > 0 ? j->t->std : 0.02f);
+        for (int64_t i = 0; i < j->t->hot_n && i < n; i++) f[i] += j->t->hot_add;
         dtype_quantize_row((dtype)j->t->type, f, j->out + (size_t)r * j->row_bytes, n);
     }
     free(f);
@@ -515,6 +520,8 @@ static int stream_tensor(gguf_writer *w, pipeline *p, const tdesc *t, uint64_t i
 int mkmodel_write(const mkmodel_opts *o, const char *out_path, cf_err *err) {
     const mk_arch *a = find_arch(o, err);
     if (!a || a->validate(o, err)) return -1;
+    if (o->hot_experts && strcmp(a->name, "deepseek2"))
+        return cf_fail(err, "--hot-experts is a deepseek2 option (--arch %s)", a->name);
     if (o->layers > 100000) return cf_fail(err, "--layers %d is too many", o->layers);
     gguf_writer *w = gguf_writer_create();
     tdesc *t = calloc((size_t)(o->layers + o->mtp_layers) * (size_t)a->max_per_layer + 8, sizeof *t);

@@ -24,6 +24,8 @@ typedef struct mkmodel_opts {
     int groups, groups_used; /* group-limited routing; 0 = off */
     bool softmax_gating; /* default: sigmoid with exp_probs_b and normalized weights */
     float expert_scale; /* expert_weights_scale (0 = 1) */
+    int32_t hot_experts; /* deepseek2, sigmoid gating: experts 0..hot_experts-1 of every MoE layer get hot_bias */
+    float hot_bias; /* added to their exp_probs_b (selection only): a skewed router, for EP benchmarks */
     float yarn_factor; /* > 1: YaRN rope scaling (yarn_log_multiplier 0.1) */
     int yarn_orig_ctx; /* its original context (0 = ctx / factor) */
     /* shared by gemma2 and deepseek4 */

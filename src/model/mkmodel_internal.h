@@ -27,6 +27,8 @@ typedef struct tdesc {
     float mean; /* 1 for norms, 0 for matrices */
     float std; /* 0: 0.02 */
     int32_t int_range; /* > 0: distinct I32 ids in [0, int_range) per row */
+    int32_t hot_n; /* the first hot_n values of each row get hot_add (a skewed router bias) */
+    float hot_add;
 } tdesc;
 
 tdesc mat(const char *name, int64_t in, int64_t out, dtype t);

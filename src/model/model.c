@@ -327,6 +327,8 @@ static int load_once(const char *path, const model_load_opts *o, cache_mode mode
     if (!m) return cf_fail(err, "%s: out of memory", path);
     m->progress = o->progress;
     m->progress_ctx = o->progress_ctx;
+    m->expert_keep = o->expert_keep;
+    m->expert_keep_ctx = o->expert_keep_ctx;
     int opened = hf_is_model_dir(path) ? hf_dir_open(path, &m->gguf, err) : gguf_open(path, &m->gguf, err);
     if (opened != 0) {
         free(m);
@@ -350,6 +352,8 @@ static int load_once(const char *path, const model_load_opts *o, cache_mode mode
 int model_load_with(const char *path, const model_load_opts *opts, model **out, cf_err *err) {
     model_load_opts o = opts ? *opts : (model_load_opts){0};
     cache_mode mode = o.weights_cache_dir && *o.weights_cache_dir ? CACHE_USE : CACHE_NONE;
+    if (mode != CACHE_NONE && o.expert_keep) /* the cache holds every weight; a partial set has its own buffers */
+        return cf_fail(err, "%s: a weights cache cannot be used with a partial expert set (expert parallelism)", path);
     for (;;) {
         bool cache_failed, was_hit;
         int r = load_once(path, &o, mode, out, &cache_failed, &was_hit, err);
@@ -374,6 +378,21 @@ const gguf_file *model_get_gguf(const model *m) { return m->gguf; }
 uint64_t model_active_weight_bytes(const model *m) { return m->active_bytes; }
 uint64_t model_expert_bytes(const model *m) { return m->routed_expert_bytes; }
 uint64_t model_active_params(const model *m) { return m->active_params; }
+bool model_experts_partial(const model *m) { return m->experts_partial; }
+uint64_t model_expert_resident_bytes(const model *m) {
+    return (uint64_t)atomic_load_explicit(&((model *)m)->expert_resident_bytes, memory_order_relaxed);
+}
+bool model_expert_resident(const model *m, int32_t layer, int32_t expert) {
+    return m->arch && m->arch->expert_resident && m->arch->expert_resident(m, layer, expert);
+}
+int model_expert_acquire(model *m, int32_t layer, int32_t expert, cf_err *err) {
+    if (!m->experts_partial || !m->arch->expert_acquire)
+        return cf_fail(err, "model %s: routed experts are not loaded per expert", m->hp.arch);
+    return m->arch->expert_acquire(m, layer, expert, err);
+}
+void model_expert_release(model *m, int32_t layer, int32_t expert) {
+    if (m->experts_partial && m->arch->expert_release) m->arch->expert_release(m, layer, expert);
+}
 uint64_t model_n_params(const model *m) { return m->n_params; }
 void model_kv_layout(const model *m, kv_spec *out) {
     memset(out, 0, sizeof *out);

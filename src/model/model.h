@@ -113,6 +113,14 @@ typedef struct model_load_opts {
      * (model/weights_cache.h). A cache that cannot be used is logged and
      * the model loads without it (or rebuilds it). */
     const char *weights_cache_dir;
+    /* A partial expert set (expert parallelism): when set, only the routed
+     * experts keep(ctx, hparams, layer, expert) returns true for are prepared (each
+     * in buffers of its own); the others' file pages are never read, and
+     * model_expert_acquire adds one later. Honoured by families with
+     * per-expert residency (deepseek2; model_experts_partial says so).
+     * Refused with weights_cache_dir. NULL: every expert. */
+    bool (*expert_keep)(void *ctx, const model_hparams *hp, int32_t layer, int32_t expert);
+    void *expert_keep_ctx;
 } model_load_opts;
 int model_load_with(const char *path, const model_load_opts *o, model **out, cf_err *err);
 void model_free(model *m);
@@ -127,6 +135,21 @@ uint64_t model_active_weight_bytes(const model *m);
 uint64_t model_expert_bytes(const model *m);
 /* Parameters one token multiplies with (MoE: expert_used_count routed experts). */
 uint64_t model_active_params(const model *m);
+
+/* ---- routed-expert residency (a partial expert set, model_load_opts.expert_keep) ----
+ * model_expert_acquire prepares expert `expert` of `layer` from the file
+ * mapping into buffers of its own (0 if already resident); release frees
+ * them and drops its file pages. The caller guarantees that no forward pass
+ * or expert FFN uses that expert meanwhile and that one expert is not
+ * acquired and released at once; other experts may be in use (a background
+ * thread may acquire while the forward passes run). A forward pass that
+ * reaches an expert that is not resident fails with a one-line error. */
+bool model_experts_partial(const model *m);
+bool model_expert_resident(const model *m, int32_t layer, int32_t expert); /* every expert of a full load */
+int model_expert_acquire(model *m, int32_t layer, int32_t expert, cf_err *err);
+void model_expert_release(model *m, int32_t layer, int32_t expert);
+/* Routed expert weight bytes resident now (a partial set; 0 otherwise). Any thread. */
+uint64_t model_expert_resident_bytes(const model *m);
 /* Number of parameters (elements of all tensors). */
 uint64_t model_n_params(const model *m);
 

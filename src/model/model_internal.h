@@ -7,6 +7,8 @@
 #ifndef CINFER_MODEL_INTERNAL_H
 #define CINFER_MODEL_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "model/model.h"
 
 struct model_arch; /* arch/arch.h */
@@ -47,6 +49,11 @@ struct cinfer_model {
     uint64_t active_params; /* per-token parameters (MoE: used experts only) */
     uint64_t routed_expert_bytes; /* weight bytes of one routed expert of one MoE layer (0: no experts) */
     model_mem mem; /* where the weights live (model_memory.c) */
+    /* partial expert set (model_load_opts.expert_keep): NULL = every routed expert */
+    bool (*expert_keep)(void *ctx, const model_hparams *hp, int32_t layer, int32_t expert);
+    void *expert_keep_ctx;
+    bool experts_partial; /* the family honoured expert_keep */
+    atomic_uint_fast64_t expert_resident_bytes; /* routed expert weight bytes resident now */
     model_progress_fn progress; /* NULL or called after each layer is prepared (load only) */
     void *progress_ctx;
 };

@@ -1,15 +1,20 @@
 """test_serve_ep.py - expert parallelism: `mpirun -n N cinfer serve --ep` on the tiny DeepSeek-V2
 model (4 layers, 3 MoE, 8 routed experts, top-2). Each rank serves on --port + rank; requests are
 spread over the ranks. Checks, against the single-process server with the same options:
-  - 2 and 4 ranks: greedy completions (official openai SDK) sent concurrently (batched), then sent
+  - 2 and 4 ranks (4: dual-batch overlap, --ep-micro-batches 2): greedy completions (official openai SDK) sent concurrently (batched), then sent
     again (prefix cache hits, cached_tokens > 0), are identical to the single-process ones;
+  - each rank holds only its placement's routed experts (cinfer_ep_experts_held, _expert_bytes: 1/N);
   - live rebalancing (2 ranks, 2 redundant slots, EPLB every 4 busy rounds): outputs stay identical
-    across rebalances, /metrics reports them, the replica memory and the expert rows per rank;
+    across rebalances, which load the moved/replicated experts' weights in the background on their new
+    ranks; /metrics reports them, the replica memory and the expert rows per rank;
   - `cinfer ep stats` shows every rank, and the rows the ranks computed add up to the rows sent;
   - two hosts (TestTwoHosts, under tests/integration/serve_ep_netns.sh: network namespaces, Open
     MPI's TCP transport): 2 ranks (one per host) and 4 (two per host, rebalancing) likewise;
   - a rank SIGKILLed: the job fails fast (mpirun exits non-zero within seconds, its message names
-    the rank), no rank is left serving or hanging, and a new job serves again.
+    the rank), no rank is left serving or hanging, and a new job serves again;
+  - the front: `cinfer router` over the ranks' ports answers 503 in the API's error shape (official
+    SDK) while the job is down, without hanging, and serves the same outputs again once the job is
+    restarted on the same ports.
 Needs mpirun (Open MPI): missing, the suite skips (exit 77), or fails under CI=true.
 Run by tests/integration/serve_ep.sh."""
 import concurrent.futures
@@ -73,26 +78,28 @@ class PortTaken(RuntimeError):
 
 
 class EpJob:
-    def __init__(self, n, *args):
+    def __init__(self, n, *args, base=None, model=MODEL):
         """Starts the job; another process may take a port of the range between free_base and the
-        ranks' bind: then a new range is tried (3 times)."""
+        ranks' bind: then a new range is tried (3 times; with a fixed base, the same one)."""
         for attempt in range(3):
             try:
-                self.start(n, *args)
+                self.start(n, base, model, *args)
                 return
             except PortTaken:
                 if attempt == 2:
                     raise
+                time.sleep(1)
 
-    def start(self, n, *args):
+    def start(self, n, base, model, *args):
         self.n = n
-        base = free_base(n)
+        base = base or free_base(n)
+        self.base = base
         place = []
         if NETNS_HOSTS:  # n / len(hosts) ranks per host, in rank order; every rank listens on all addresses
             per = n // len(NETNS_HOSTS)
             place = NETNS_ARGS + ["--host", ",".join("%s:%d" % (h, per) for h in NETNS_HOSTS)]
             args = ("--host", "0.0.0.0") + args
-        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe"] + place + ["-n", str(n), BIN, "serve", MODEL,
+        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe"] + place + ["-n", str(n), BIN, "serve", model,
                                                                            "--ep", "--port", str(base)] + OPTS + list(args)
         self.proc = subprocess.Popen(cmd, stderr=subprocess.STDOUT, stdout=subprocess.PIPE, text=True,
                                      start_new_session=True)
@@ -175,14 +182,15 @@ def alive(pid):
 
 def complete(url, prompt):
     client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
-    r = client.completions.create(model="tiny-deepseek2", prompt=prompt, max_tokens=10, temperature=0)
+    r = client.completions.create(model=client.models.list().data[0].id, prompt=prompt, max_tokens=10,
+                                  temperature=0)
     return r.choices[0].text, r.usage.prompt_tokens_details.cached_tokens if r.usage.prompt_tokens_details else 0
 
 
-def run_all(urls):
+def run_all(urls, prompts=PROMPTS):
     """Every prompt, all at once, spread round-robin over urls: [(text, cached)]."""
-    with concurrent.futures.ThreadPoolExecutor(len(PROMPTS)) as ex:
-        futs = [ex.submit(complete, urls[i % len(urls)], p) for i, p in enumerate(PROMPTS)]
+    with concurrent.futures.ThreadPoolExecutor(len(prompts)) as ex:
+        futs = [ex.submit(complete, urls[i % len(urls)], p) for i, p in enumerate(prompts)]
         return [f.result() for f in futs]
 
 
@@ -207,7 +215,8 @@ class Identity:
         try:
             first = run_all(job.urls)
             again = run_all(job.urls)  # the shared prefix is cached on every rank now
-            m0 = job.metrics(0)
+            ms = [job.metrics(r) for r in range(n)]
+            m0 = ms[0]
             view = subprocess.run([BIN, "ep", "stats"] + [u.split("//", 1)[1] for u in job.urls],
                                   capture_output=True, text=True, timeout=60)
         finally:
@@ -222,19 +231,35 @@ class Identity:
         self.assertEqual([int(r[0]) for r in rows], list(range(n)), view.stdout)
         self.assertEqual(sum(int(r[1]) for r in rows), sum(int(r[2]) for r in rows), view.stdout)
         self.assertIn("ranks %d, experts 8" % n, view.stdout)
+        self.ms = ms
         return m0
 
 
 @unittest.skipIf(NETNS_HOSTS, "single-host suite")
+def metric(text, name, labels=""):
+    return float(re.search(r"%s\{[^}]*%s[^}]*\} ([0-9.e+-]+)" % (name, labels), text).group(1))
+
+
 class TestExpertParallel(Identity, unittest.TestCase):
+    def check_partitioned(self, n):
+        """Each rank holds only its placement's experts: 8 x 3 MoE layers / n, and their bytes."""
+        held = [metric(m, "cinfer_ep_experts_held") for m in self.ms]
+        self.assertEqual(held, [24 / n] * n)
+        per_expert = metric(self.ms[0], "cinfer_ep_expert_bytes") / held[0]
+        self.assertGreater(per_expert, 0)
+        for m in self.ms:
+            self.assertEqual(metric(m, "cinfer_ep_expert_bytes"), per_expert * 24 / n)
+
     def test_two_ranks(self):
         m = self.check_identical(2)
         self.assertRegex(m, r'cinfer_ep_info\{model_name="[^"]*",rank="0",ranks="2",experts="8",slots="8"')
         computed = int(re.search(r"cinfer_ep_rows_computed_total\{[^}]*\} (\d+)", m).group(1))
         self.assertGreater(computed, 0)
+        self.check_partitioned(2)
 
-    def test_four_ranks(self):
-        self.check_identical(4)
+    def test_four_ranks(self):  # with dual-batch overlap: two micro-batches per round
+        self.check_identical(4, "--ep-micro-batches", "2")
+        self.check_partitioned(4)
 
     def test_rebalance(self):
         m = self.check_identical(2, "--ep-redundant", "2", "--ep-rebalance", "4")
@@ -245,6 +270,16 @@ class TestExpertParallel(Identity, unittest.TestCase):
         self.assertGreater(replica, 0)  # 2 replicas x 3 MoE layers x one expert's bytes
         after = float(re.search(r'cinfer_ep_imbalance\{[^}]*when="after"\} ([0-9.]+)', m).group(1))
         self.assertGreaterEqual(after, 1.0)
+        # the replicas are real: each rank holds its 5 slots' experts per layer (a replica placed twice on one
+        # rank once), the experts a plan moved were loaded in the background and the old ones freed
+        for r, mr in enumerate(self.ms):
+            held = metric(mr, "cinfer_ep_experts_held")
+            self.assertTrue(12 <= held <= 15, (r, held))
+            self.assertEqual(metric(mr, "cinfer_ep_weight_load_bytes_total") > 0,
+                             metric(mr, "cinfer_ep_weight_loads_total") > 0)
+        loads = sum(metric(mr, "cinfer_ep_weight_loads_total") for mr in self.ms)
+        self.assertGreater(loads, 0)
+        self.assertGreater(sum(metric(mr, "cinfer_ep_experts_held") for mr in self.ms), 24)  # replicas held
 
     def test_rank_killed(self):
         job = EpJob(2)
@@ -274,6 +309,85 @@ class TestExpertParallel(Identity, unittest.TestCase):
             self.assertEqual([t for t, _ in run_all(again.urls)], reference())
         finally:
             self.assertEqual(again.stop(), 0)
+
+
+@unittest.skipIf(NETNS_HOSTS, "single-host suite")
+class TestDeepseek4(unittest.TestCase):
+    """An mkmodel deepseek4 (a hash-routed first layer, score layers, a shared expert, clamped SwiGLU)
+    through 2 ranks, rebalancing live: the single-process outputs, batched and with prefix hits."""
+
+    @classmethod
+    def setUpClass(cls):
+        import tempfile
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.model = os.path.join(cls.tmp.name, "ds4.gguf")
+        subprocess.run([BIN, "mkmodel", "--arch", "deepseek4", "--dim", "64", "--layers", "3", "--heads", "4",
+                        "--ffn", "64", "--head-dim", "64", "--qk-rope", "16", "--q-lora", "32", "--o-groups", "2",
+                        "--o-lora", "32", "--ratios", "0,4,128", "--window", "16", "--index-heads", "8",
+                        "--index-dim", "64", "--index-topk", "6", "--experts", "8", "--experts-used", "2",
+                        "--expert-ffn", "32", "--shared-experts", "1", "--hash-layers", "1", "--swiglu-limit", "10",
+                        "--ctx", "1024", "--vocab-from", MODEL, "--dtype", "f32", "--seed", "3", cls.model],
+                       check=True, capture_output=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_two_ranks_rebalancing(self):
+        # a shared prefix over one 128-token block, so the second pass hits the prefix cache (exact resumption)
+        prompts = [PREFIX * 8 + p for p in PROMPTS]
+        srv = Server(*(OPTS[4:] + ["--swa-replay", "off"]), model=self.model, ctx=512)
+        try:
+            ref = [t for t, _ in run_all([srv.url], prompts)]
+        finally:
+            srv.stop()
+        job = EpJob(2, "--ep-redundant", "2", "--ep-rebalance", "4", "--swa-replay", "off", "--ep-micro-batches", "2",
+                    model=self.model)
+        try:
+            first = run_all(job.urls, prompts)
+            again = run_all(job.urls, prompts)
+            m = job.metrics(0)
+        finally:
+            rc = job.stop()
+        self.assertEqual([t for t, _ in first], ref)
+        self.assertEqual([t for t, _ in again], ref)
+        self.assertTrue(any(c > 0 for _, c in again), again)
+        self.assertEqual(rc, 0, job.text()[-2000:])
+        self.assertGreater(metric(m, "cinfer_ep_rows_computed_total"), 0)
+        self.assertGreater(metric(m, "cinfer_ep_rebalances_total"), 0)
+
+
+@unittest.skipIf(NETNS_HOSTS, "single-host suite")
+class TestFront(unittest.TestCase):
+    def test_router_front_survives_rank_death(self):
+        from cinfer_router import Router
+        job = EpJob(2)
+        router = None
+        try:
+            router = Router(job.urls, "--policy", "least_requests", "--queue-timeout", "2", "--max-attempts", "2")
+            self.assertEqual(complete(router.url, PROMPTS[0])[0], reference()[0])
+            os.kill(job.pids()[1], signal.SIGKILL)
+            job.proc.wait(60)  # mpirun takes every rank down
+            client = openai.OpenAI(base_url=router.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+            t0 = time.time()
+            with self.assertRaises(openai.APIStatusError) as cm:
+                client.completions.create(model="tiny-deepseek2", prompt=PROMPTS[1], max_tokens=4, temperature=0)
+            self.assertLess(time.time() - t0, 30)  # the queue timeout (2 s), not a hang
+            self.assertEqual(cm.exception.status_code, 503)
+            err = cm.exception.body
+            self.assertIsInstance(err, dict, cm.exception)
+            self.assertIn("message", err)
+            self.assertEqual(err.get("type"), "server_error")
+            status, _, body = router.http("GET", "/ready")
+            self.assertEqual(status, 503, body)
+            # restart on the same ports: the router's health checks find the ranks again
+            job = EpJob(2, base=job.base)
+            router.wait_workers(lambda ws: all(w["healthy"] for w in ws))
+            self.assertEqual([t for t, _ in run_all([router.url])], reference())
+        finally:
+            if router:
+                router.stop()
+            self.assertEqual(job.stop(), 0)
 
 
 @unittest.skipUnless(NETNS_HOSTS, "needs two namespaces: run by tests/integration/serve_ep_netns.sh")

@@ -63,6 +63,12 @@ typedef struct model_arch {
      * fwd_batch.n_hidden whenever mtp_info reports a hidden width. */
     void (*mtp_info)(const model *m, int32_t block_tokens, model_mtp_info *out);
     int (*mtp_forward)(void *fc, int32_t mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err);
+    /* model_expert_acquire / _release / _resident: routed-expert residency
+     * (a partial expert set, model_load_opts.expert_keep, which load honours
+     * when these exist). */
+    int (*expert_acquire)(model *m, int32_t layer, int32_t expert, cf_err *err);
+    void (*expert_release)(model *m, int32_t layer, int32_t expert);
+    bool (*expert_resident)(const model *m, int32_t layer, int32_t expert);
 } model_arch;
 
 /* The table serving general.architecture `name`, or NULL. */

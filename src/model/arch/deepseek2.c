@@ -88,98 +88,6 @@ static int ds2_read_hparams(const gguf_file *f, model_hparams *hp, cf_err *err) 
     return 0;
 }
 
-/* Finds a [in, out, n_expert] expert stack and checks its shape and type. */
-static const gguf_tensor *expert_tensor(const model *m, const char *name, int64_t in, int64_t out, cf_err *err) {
-    int32_t ne = m->hp.n_expert;
-    const gguf_tensor *t = gguf_find_tensor(m->gguf, name);
-    if (!t) {
-        cf_fail(err, "missing tensor %s", name);
-        return NULL;
-    }
-    if (t->n_dims != 3 || t->ne[0] != in || t->ne[1] != out || t->ne[2] != ne || t->ne[3] != 1) {
-        cf_fail(err, "tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %d]", name,
-                (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3], (long long)in,
-                (long long)out, ne);
-        return NULL;
-    }
-    if (!dtype_computable(t->type) && t->type != DT_F8_B128) {
-        cf_fail(err, "tensor %s has type %s, which cinfer cannot compute", name, dtype_name(t->type));
-        return NULL;
-    }
-    return t;
-}
-
-static void count_experts(model *m, const gguf_tensor *t, uint64_t *bytes, uint64_t *params) {
-    uint64_t n = (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2]);
-    m->weight_bytes += t->nbytes;
-    m->n_params += n;
-    *bytes += t->nbytes;
-    *params += n;
-}
-
-/* A [ne0, ne1, n_expert] expert stack: each expert's slice is one matrix. */
-static int load_experts(model *m, const char *name, int64_t in, int64_t out, kern_weight **ws, uint64_t *bytes,
-                        uint64_t *params, cf_err *err) {
-    int32_t ne = m->hp.n_expert;
-    const gguf_tensor *t = expert_tensor(m, name, in, out, err);
-    if (!t) return -1;
-    *ws = calloc((size_t)ne, sizeof **ws);
-    if (!*ws) return cf_fail(err, "out of memory loading %s", name);
-    size_t slice = dtype_row_bytes(t->type, in) * (size_t)out;
-    if (t->type == DT_F8_B128) { /* each expert's scales are its slice of the stacked scales */
-        const float *sc = model_fp8_scales(m->gguf, name, in, out, ne, err);
-        int64_t per = ((in + 127) / 128) * ((out + 127) / 128);
-        for (int32_t e = 0; sc && e < ne; e++)
-            if (kern_weight_prepare_fp8(&(*ws)[e], (const uint8_t *)t->data + slice * (size_t)e, sc + per * e, out, in,
-                                        err))
-                return -1;
-        if (!sc) return -1;
-    } else {
-        for (int32_t e = 0; e < ne; e++)
-            if (model_prepare_weight(m, name, &(*ws)[e], (dtype)t->type, (const char *)t->data + slice * (size_t)e, out,
-                                     in, err))
-                return cf_prefix(err, "tensor %s (expert %d)", name, e);
-    }
-    if ((*ws)[0].packed) model_mem_copied(m, t);
-    else model_mem_mapped(m, t);
-    count_experts(m, t, bytes, params);
-    return 0;
-}
-
-/* Gate and up stacks of one type become one [2*n_ff_exp][E] matrix per
- * expert (gate rows, then up rows: one matmul instead of two;
- * model_prepare_stacked keeps the stacked copy only when the kernels read
- * it in place). */
-static int load_gate_up(model *m, int il, ds2_layer *L, uint64_t *bytes, uint64_t *params, cf_err *err) {
-    const model_hparams *hp = &m->hp;
-    int64_t E = hp->n_embd, fe = hp->n_ff_exp;
-    char gn[96], un[96];
-    snprintf(gn, sizeof gn, "blk.%d.ffn_gate_exps.weight", il);
-    snprintf(un, sizeof un, "blk.%d.ffn_up_exps.weight", il);
-    const gguf_tensor *g = expert_tensor(m, gn, E, fe, err), *u = g ? expert_tensor(m, un, E, fe, err) : NULL;
-    if (!g || !u) return -1;
-    if (g->type != u->type || g->type == DT_F8_B128) /* FP8: scales are per stack, kept apart */
-        return load_experts(m, gn, E, fe, &L->eg, bytes, params, err) ||
-                       load_experts(m, un, E, fe, &L->eu, bytes, params, err)
-                   ? -1
-                   : 0;
-    int32_t ne = hp->n_expert;
-    L->egu = calloc((size_t)ne, sizeof *L->egu);
-    if (!L->egu) return cf_fail(err, "out of memory loading %s", gn);
-    size_t slice = dtype_row_bytes(g->type, E) * (size_t)fe;
-    for (int32_t e = 0; e < ne; e++) {
-        const void *parts[2] = {(const char *)g->data + slice * (size_t)e, (const char *)u->data + slice * (size_t)e};
-        const size_t part_bytes[2] = {slice, slice};
-        if (model_prepare_stacked(m, gn, &L->egu[e], (dtype)g->type, parts, part_bytes, 2, 2 * fe, E, err))
-            return cf_prefix(err, "tensor %s (expert %d)", gn, e);
-    }
-    model_mem_copied(m, g);
-    model_mem_copied(m, u);
-    count_experts(m, g, bytes, params);
-    count_experts(m, u, bytes, params);
-    return 0;
-}
-
 static int load_attention(model *m, int il, ds2_layer *L, cf_err *err) {
     const model_hparams *hp = &m->hp;
     int64_t E = hp->n_embd, H = hp->n_head, qk = hp->head_dim, kvl = hp->kv_lora_rank;
@@ -242,8 +150,7 @@ static int load_ffn(model *m, int il, ds2_layer *L, uint64_t *routed_bytes, uint
     int64_t fe = hp->n_ff_exp;
     if (model_load_matrix(m, NAME("ffn_gate_inp.weight"), E, hp->n_expert, &L->router, err) ||
         model_load_vector(m, NAME("exp_probs_b.bias"), hp->n_expert, false, &L->exp_bias, err) ||
-        load_gate_up(m, il, L, routed_bytes, routed_params, err) ||
-        load_experts(m, NAME("ffn_down_exps.weight"), fe, E, &L->ed, routed_bytes, routed_params, err))
+        ds2_load_routed(m, il, L, routed_bytes, routed_params, err))
         return -1;
     if (hp->n_expert_shared > 0) {
         int64_t fs = fe * hp->n_expert_shared;
@@ -316,12 +223,6 @@ static int ds2_load_layers(model *m, cf_err *err) {
     return 0;
 }
 
-static void release_experts(kern_weight *ws, int32_t n) {
-    if (!ws) return;
-    for (int32_t e = 0; e < n; e++) kern_weight_release(&ws[e]);
-    free(ws);
-}
-
 static void ds2_free_layers(model *m) {
     ds2_layer *layers = m->layers;
     if (!layers) return;
@@ -330,10 +231,7 @@ static void ds2_free_layers(model *m) {
         kern_weight *ws[] = {&L->wq,     &L->wq_a,   &L->wq_b, &L->wkv_a, &L->wkv_b, &L->wo,      &L->w_gate, &L->w_up,
                              &L->w_down, &L->router, &L->sg,   &L->su,    &L->sd,    &L->eh_proj, &L->head};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) kern_weight_release(ws[i]);
-        release_experts(L->egu, m->hp.n_expert);
-        release_experts(L->eg, m->hp.n_expert);
-        release_experts(L->eu, m->hp.n_expert);
-        release_experts(L->ed, m->hp.n_expert);
+        ds2_release_routed(m, L);
     }
     free(layers);
     m->layers = NULL;
@@ -424,4 +322,7 @@ const model_arch model_arch_deepseek2 = {
     .expert_ffn = ds2_ffn_hook,
     .mtp_info = ds2_mtp_info,
     .mtp_forward = ds2_mtp_hook,
+    .expert_acquire = ds2_expert_acquire,
+    .expert_release = ds2_expert_release,
+    .expert_resident = ds2_expert_resident,
 };

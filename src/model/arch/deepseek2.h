@@ -15,6 +15,11 @@
  *        separate eg/eu [n_ff_exp][E] when their types differ), ed
  *        [E][n_ff_exp]; shared
  *        experts sg/su [n_ff_exp*n_shared][E], sd [E][n_ff_exp*n_shared].
+ * Routed experts (deepseek2_experts.c): with a partial expert set (expert
+ * parallelism, model_load_opts.expert_keep) `emem` [n_expert] says which are
+ * resident and owns their prepared copies; the others' kern_weights are
+ * zero. Without one, emem is NULL and every expert is prepared at load into
+ * model weight buffers.
  * Ownership: everything here belongs to the model (m->layers, an array of
  * n_layer + n_nextn ds2_layer (the next-n layers last), and the expert arrays are freed by the family's release
  * hook; the f32 vectors and repacked / stacked copies are model weight
@@ -23,6 +28,23 @@
 #define CINFER_MODEL_DEEPSEEK2_H
 
 #include "model/arch/arch.h"
+
+#include <stdatomic.h>
+
+/* One routed expert's memory in a partial expert set. */
+typedef struct ds2_expert_mem {
+    void *buf[3]; /* owned prepared copies (gate|up or gate, up, down; mmap'd), NULL where read in place */
+    size_t buf_len[3]; /* their mapping lengths */
+    uint64_t bytes; /* weight bytes it takes while resident (copies + in-place slices) */
+    atomic_bool resident; /* its kern_weights are ready (release store after preparing) */
+} ds2_expert_mem;
+
+/* Where a MoE layer's expert stacks are in the file (FP8: their block scales). */
+typedef struct ds2_expert_src {
+    const gguf_tensor *gate, *up, *down;
+    const float *gate_scale, *up_scale, *down_scale; /* DT_F8_B128 only */
+    bool stacked; /* gate and up become one egu matrix per expert */
+} ds2_expert_src;
 
 typedef struct ds2_layer {
     const float *attn_norm, *ffn_norm, *q_a_norm, *kv_a_norm; /* f32 */
@@ -34,6 +56,8 @@ typedef struct ds2_layer {
     const float *exp_bias;
     kern_weight *egu; /* n_expert stacked gate|up, or NULL (then eg, eu) */
     kern_weight *eg, *eu, *ed; /* n_expert each, owned arrays */
+    ds2_expert_src esrc;
+    ds2_expert_mem *emem; /* [n_expert] with a partial expert set, else NULL */
     bool has_shared;
     kern_weight sg, su, sd;
     /* next-n (MTP) layers only (blk.N.nextn.*, N >= n_layer): eh_proj [E][2E] over
@@ -47,6 +71,15 @@ typedef struct ds2_layer {
 } ds2_layer;
 
 static inline const ds2_layer *ds2_layers(const model *m) { return (const ds2_layer *)m->layers; }
+
+/* Routed experts (deepseek2_experts.c): the layer's expert stacks (all, or
+ * those m->expert_keep keeps), their release, and the arch hooks that make
+ * one resident / release it later (model.h model_expert_acquire). */
+int ds2_load_routed(model *m, int il, ds2_layer *L, uint64_t *bytes, uint64_t *params, cf_err *err);
+void ds2_release_routed(model *m, ds2_layer *L);
+int ds2_expert_acquire(model *m, int32_t layer, int32_t expert, cf_err *err);
+void ds2_expert_release(model *m, int32_t layer, int32_t expert);
+bool ds2_expert_resident(const model *m, int32_t layer, int32_t expert);
 
 /* The deepseek2 forward pass (deepseek2_forward.c) behind fwd_ctx (the
  * table's hooks, deepseek2.c); same contract as model.h's fwd_ctx_create /

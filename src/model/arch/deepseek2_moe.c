@@ -177,6 +177,11 @@ int ds2_moe(ds2_fwd *c, const fwd_batch *b, int il, cf_err *err) {
     for (int32_t e = 0; e < ne; e++) {
         int32_t n = c->exp_n[e], off = c->exp_off[e];
         if (!n) continue;
+        if (L->emem && !atomic_load_explicit(&L->emem[e].resident, memory_order_acquire))
+            return cf_fail(err,
+                           "layer %d: expert %d is not loaded in this process (a partial expert set needs the "
+                           "expert-parallel executor)",
+                           il, e);
         for (int32_t i = 0; i < n; i++)
             memcpy(c->xe + (int64_t)i * E, c->h + (int64_t)c->exp_tok[off + i] * E, (size_t)E * sizeof(float));
         expert_rows(c, L, e, c->xe, n, c->ye);
@@ -206,6 +211,8 @@ int ds2_fwd_expert_ffn(ds2_fwd *c, int32_t layer, int32_t expert, const float *x
     if (layer < 0 || layer >= hp->n_layer || c->moe_index[layer] < 0 || expert < 0 || expert >= hp->n_expert || n < 0)
         return cf_fail(err, "expert FFN: layer %d expert %d is not a routed expert of this model", layer, expert);
     const ds2_layer *L = &ds2_layers(c->m)[layer];
+    if (L->emem && !atomic_load_explicit(&L->emem[expert].resident, memory_order_acquire))
+        return cf_fail(err, "expert FFN: expert %d of layer %d is not resident in this process", expert, layer);
     int64_t E = hp->n_embd;
     for (int32_t at = 0; at < n; at += c->max_tokens) {
         int32_t rows = n - at < c->max_tokens ? n - at : c->max_tokens;

@@ -235,6 +235,15 @@ static void ds4_free_hook(void *fc) { ds4_fwd_free(fc); }
 static int ds4_forward_hook(void *fc, const fwd_batch *b, float *logits, cf_err *err) {
     return ds4_forward(fc, b, logits, err);
 }
+static int ds4_load_hook(const void *fc, int32_t layer, uint64_t *counts, int32_t n) {
+    return ds4_fwd_expert_load(fc, layer, counts, n);
+}
+static int ds4_exec_hook(void *fc, const cinfer_moe_executor *x, cf_err *err) {
+    return ds4_fwd_set_moe_executor(fc, x, err);
+}
+static int ds4_ffn_hook(void *fc, int32_t layer, int32_t expert, const float *x, int32_t n, float *y, cf_err *err) {
+    return ds4_fwd_expert_ffn(fc, layer, expert, x, n, y, err);
+}
 
 /* MTP (model.h): the blocks after the main ones; hidden state = the final streams [hc][E]. */
 static void ds4_mtp_info(const model *m, int32_t block_tokens, model_mtp_info *out) {
@@ -263,4 +272,7 @@ const model_arch model_arch_deepseek4 = {
     .forward = ds4_forward_hook,
     .mtp_info = ds4_mtp_info,
     .mtp_forward = ds4_mtp_hook,
+    .expert_load = ds4_load_hook,
+    .fwd_set_moe_executor = ds4_exec_hook,
+    .expert_ffn = ds4_ffn_hook,
 };

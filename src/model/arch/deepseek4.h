@@ -108,6 +108,11 @@ const float *ds4_fwd_streams(const ds4_fwd *c);
  * batch's block tables are the MTP block's own KV: blocks of
  * ds4_mtp_block_floats(m, block_tokens) floats (one layer, a slot per token;
  * no ring). */
+/* Expert parallelism and load counters (deepseek4_moe_ep.c; model.h's
+ * fwd_ctx_set_moe_executor / fwd_ctx_expert_ffn / fwd_ctx_expert_load). */
+int ds4_fwd_set_moe_executor(ds4_fwd *c, const cinfer_moe_executor *x, cf_err *err);
+int ds4_fwd_expert_ffn(ds4_fwd *c, int32_t layer, int32_t expert, const float *x, int32_t n, float *y, cf_err *err);
+int ds4_fwd_expert_load(const ds4_fwd *c, int32_t layer, uint64_t *counts, int32_t n);
 int ds4_mtp_forward(ds4_fwd *c, int mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err);
 int64_t ds4_mtp_block_floats(const model *m, int mtp, int32_t block_tokens);
 

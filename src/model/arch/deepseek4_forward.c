@@ -33,6 +33,7 @@ void ds4_fwd_free(ds4_fwd *c) {
         free(c->thr[i].sel);
     }
     free(c->thr);
+    ds4_moe_load_free(c);
     free(c->layer_off);
     free(c->ring_off);
     free(c->row);
@@ -131,7 +132,7 @@ ds4_fwd *ds4_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
         if (ins[i] > widest) widest = ins[i];
     c->kc = kern_ctx_create(pool, max_tokens, widest);
-    if (!c->kc || layout_offsets(c) || alloc_scratch(c)) {
+    if (!c->kc || layout_offsets(c) || alloc_scratch(c) || ds4_moe_load_init(c)) {
         ds4_fwd_free(c);
         cf_fail(err, "out of memory creating the deepseek4 forward context");
         return NULL;
@@ -213,7 +214,7 @@ static void fill_rope_tables(ds4_fwd *c, const fwd_batch *b) {
 }
 
 /* One block (attention and FFN sites with their hyper-connections) on c->xs. */
-static void run_block(ds4_fwd *c, const fwd_batch *b, int il) {
+static int run_block(ds4_fwd *c, const fwd_batch *b, int il, cf_err *err) {
     const model_hparams *hp = &c->m->hp;
     const ds4_layer *L = &ds4_w(c->m)->layer[il];
     int32_t T = b->n_tokens;
@@ -224,8 +225,9 @@ static void run_block(ds4_fwd *c, const fwd_batch *b, int il) {
     hc_post(c, T);
     hc_pre(c, T, L->hc_ffn_fn, L->hc_ffn_scale, L->hc_ffn_base);
     rows_rmsnorm(c->pool, hp->rms_eps, c->y, E, L->ffn_norm, c->xa, E, T, E);
-    ds4_moe(c, b, il);
+    if (ds4_moe(c, b, il, err)) return -1;
     hc_post(c, T);
+    return 0;
 }
 
 int ds4_forward(ds4_fwd *c, const fwd_batch *b, float *logits, cf_err *err) {
@@ -239,7 +241,9 @@ int ds4_forward(ds4_fwd *c, const fwd_batch *b, float *logits, cf_err *err) {
     for (int32_t t = 0; t < T; t++)
         for (int i = 0; i < n; i++) memcpy(c->xs + (t * n + i) * E, c->y + t * E, (size_t)E * sizeof(float));
     fill_rope_tables(c, b);
-    for (int il = 0; il < hp->n_layer; il++) run_block(c, b, il);
+    ds4_moe_step_begin(c);
+    for (int il = 0; il < hp->n_layer; il++)
+        if (run_block(c, b, il, err)) return -1;
     export_streams(c, b);
     if (b->n_out == 0) return 0;
     hc_head(c, b);
@@ -266,7 +270,7 @@ int ds4_mtp_forward(ds4_fwd *c, int mtp, const fwd_batch *b, const float *h, flo
         for (int32_t t = 0; t < T; t++) memcpy(c->xs + t * W + i * E, c->out + t * E, (size_t)E * sizeof(float));
     }
     fill_rope_tables(c, b);
-    run_block(c, b, il);
+    if (run_block(c, b, il, err)) return -1;
     export_streams(c, b); /* the block's own streams: the next chained step's h */
     if (b->n_out == 0) return 0;
     hc_head(c, b);

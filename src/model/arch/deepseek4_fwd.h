@@ -54,6 +54,14 @@ struct ds4_fwd {
     float *mtp_cat; /* MTP: [enorm(e) | hnorm(h)] rows */
     float *router, *rbias, *rw, *xe, *ge, *ue, *ye, *sh_g, *sh_u;
     int32_t *rsel, *exp_n, *exp_tok;
+    /* expert load (deepseek4_moe_ep.c): ring of per-step counts, atomic window sums (main layers) */
+    uint32_t *ring; /* [MOE_LOAD_WINDOW][n_layer][n_expert] */
+    int32_t ring_pos;
+    _Atomic uint64_t *load; /* [n_layer][n_expert] */
+    /* expert parallelism: the executor (borrowed) and its pair rows [max_tokens * n_expert_used] */
+    const cinfer_moe_executor *exec;
+    float *pair_x, *pair_y;
+    int32_t *pair_e, *pair_at; /* expert of pair slot i; slot of (token, pick) */
     ds4_thr *thr;
     const fwd_batch *b; /* the batch being run (attention tasks) */
     int il; /* the layer being run (attention tasks) */
@@ -81,7 +89,16 @@ static inline float *ds4_group_rows(const struct ds4_fwd *c, const fwd_batch *b,
 
 /* deepseek4_attn.c: c->out = attention of layer il for c->xa. */
 void ds4_attention(struct ds4_fwd *c, const fwd_batch *b, int il);
-/* deepseek4_moe.c: c->out = MoE FFN (routed + shared) of layer il for c->xa. */
-void ds4_moe(struct ds4_fwd *c, const fwd_batch *b, int il);
+/* deepseek4_moe.c: c->out = MoE FFN (routed + shared) of layer il for c->xa;
+ * -1 only if the expert executor failed. */
+int ds4_moe(struct ds4_fwd *c, const fwd_batch *b, int il, cf_err *err);
+/* deepseek4_moe.c: y[0..n) = routed expert e of layer il on x[0..n) (n <= max_tokens). */
+void ds4_expert_rows(struct ds4_fwd *c, int il, int32_t e, const float *x, int32_t n, float *y);
+/* deepseek4_moe_ep.c: the expert-load window and the executor path. */
+int ds4_moe_load_init(struct ds4_fwd *c);
+void ds4_moe_load_free(struct ds4_fwd *c);
+void ds4_moe_step_begin(struct ds4_fwd *c);
+void ds4_moe_count(struct ds4_fwd *c, int il, int32_t T);
+int ds4_moe_run_executor(struct ds4_fwd *c, int il, int32_t T, cf_err *err);
 
 #endif

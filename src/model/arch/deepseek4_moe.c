@@ -6,7 +6,10 @@
  * expert_weights_norm, times expert_weights_scale. Experts and the shared
  * expert are SwiGLU with the block's clamp: gate <= limit, |up| <= limit.
  * Tokens are grouped by expert (one matmul per used expert); each token's
- * sum runs in its pick order, so results do not depend on the batch. */
+ * sum runs in its pick order, so results do not depend on the batch. With
+ * an expert executor (expert parallelism; deepseek4_moe_ep.c) the main
+ * layers' (token, pick) rows are computed elsewhere and added here in the
+ * same order: bit-identical. MTP blocks always run in-process. */
 #include <math.h>
 #include <string.h>
 
@@ -50,7 +53,15 @@ static void route(ds4_fwd *c, const fwd_batch *b, int il) {
     }
 }
 
-void ds4_moe(ds4_fwd *c, const fwd_batch *b, int il) {
+void ds4_expert_rows(ds4_fwd *c, int il, int32_t e, const float *x, int32_t n, float *y) {
+    const ds4_layer *L = &ds4_w(c->m)->layer[il];
+    kern_matmul(c->kc, &L->eg[e], x, n, c->ge);
+    kern_matmul(c->kc, &L->eu[e], x, n, c->ue);
+    swiglu_clamped(c->ge, c->ue, n * c->m->hp.n_ff_exp, L->swiglu_exp);
+    kern_matmul(c->kc, &L->ed[e], c->ge, n, y);
+}
+
+int ds4_moe(ds4_fwd *c, const fwd_batch *b, int il, cf_err *err) {
     const model_hparams *hp = &c->m->hp;
     const ds4_layer *L = &ds4_w(c->m)->layer[il];
     int32_t T = b->n_tokens, X = hp->n_expert, K = hp->n_expert_used;
@@ -66,6 +77,8 @@ void ds4_moe(ds4_fwd *c, const fwd_batch *b, int il) {
     } else {
         memset(c->out, 0, (size_t)(T * E) * sizeof *c->out);
     }
+    if (il < hp->n_layer) ds4_moe_count(c, il, T); /* MTP blocks are not counted */
+    if (c->exec && il < hp->n_layer) return ds4_moe_run_executor(c, il, T, err);
     /* routed experts, grouped: each token adds its picks in pick order, so
      * accumulate per (token, pick) into the token's row in order k = 0..K-1 */
     for (int32_t k = 0; k < K; k++) {
@@ -80,14 +93,12 @@ void ds4_moe(ds4_fwd *c, const fwd_batch *b, int il) {
                     memcpy(c->xe + n * E, c->xa + (int64_t)t * E, (size_t)E * sizeof(float));
                     n++;
                 }
-            kern_matmul(c->kc, &L->eg[e], c->xe, n, c->ge);
-            kern_matmul(c->kc, &L->eu[e], c->xe, n, c->ue);
-            swiglu_clamped(c->ge, c->ue, n * FE, L->swiglu_exp);
-            kern_matmul(c->kc, &L->ed[e], c->ge, n, c->ye);
+            ds4_expert_rows(c, il, e, c->xe, n, c->ye);
             for (int32_t i = 0; i < n; i++) {
                 int32_t t = c->exp_tok[i];
                 kern_axpy_f32(c->rw[t * K + k], c->ye + i * E, c->out + (int64_t)t * E, E);
             }
         }
     }
+    return 0;
 }

@@ -27,7 +27,13 @@ int main(void) {
                   .t_wait = 0.125,
                   .imbalance_before = 1.75,
                   .imbalance_after = 1.0625,
-                  .replica_bytes = 1ll << 33};
+                  .replica_bytes = 1ll << 33,
+                  .expert_bytes = 3ull << 30,
+                  .experts_held = 480,
+                  .weight_loads = 91,
+                  .weight_releases = 77,
+                  .weight_load_bytes = 5ull << 28,
+                  .t_weight_load = 0.375};
     char *txt = NULL;
     size_t len = 0;
     CHECK(ep_stats_render(&s, &txt, &len) == 0 && txt && len == strlen(txt));
@@ -39,6 +45,8 @@ int main(void) {
     CHECK(b.bytes_sent == s.bytes_sent && b.bytes_received == s.bytes_received);
     CHECK(b.t_comm == 1.5 && b.t_compute == 2.25 && b.t_wait == 0.125);
     CHECK(b.imbalance_before == 1.75 && b.imbalance_after == 1.0625 && b.replica_bytes == s.replica_bytes);
+    CHECK(b.expert_bytes == s.expert_bytes && b.experts_held == 480 && b.weight_loads == 91);
+    CHECK(b.weight_releases == 77 && b.weight_load_bytes == s.weight_load_bytes && b.t_weight_load == 0.375);
 
     /* inside a /metrics page: labels first (model_name), other series around */
     const char *page = "cinfer_requests_total{model_name=\"m\",status=\"200\"} 5\n"
