@@ -212,7 +212,7 @@ int ds2_load_routed(model *m, int il, ds2_layer *L, uint64_t *bytes, uint64_t *p
     const model_hparams *hp = &m->hp;
     int32_t ne = hp->n_expert;
     if (find_stacks(m, il, L, err)) return -1;
-    if (m->expert_keep) {
+    if (m->expert_keep && il < hp->n_layer) { /* MTP layers run in-process: they keep every expert */
         if (!(L->emem = calloc((size_t)ne, sizeof *L->emem))) return cf_fail(err, "out of memory");
         for (int32_t e = 0; e < ne; e++) {
             if (!m->expert_keep(m->expert_keep_ctx, hp, il, e)) continue;
