@@ -452,5 +452,7 @@ const kern_ops kern_ops_avx512 = {
     .mm = mm,
     .fp8_to_f32 = fp8_to_f32,
     .fp8_row_dot = fp8_row_dot,
+    .fp8_prep_x = kern_fp8_prep_x_avx512,
+    .fp8_rows_dot = kern_fp8_rows_dot_avx512,
     .read_sum = read_sum,
 };
