@@ -366,8 +366,11 @@ static inline __m512 fp8_block128(const uint8_t *w, const float *x) {
 static float fp8_row_dot(const uint8_t *w, const float *x, const float *scale, int64_t k) {
     __m512 tot = _mm512_setzero_ps();
     int64_t b = 0;
-    for (; (b + 1) * 128 <= k; b++)
+    for (; (b + 1) * 128 <= k; b++) {
+        _mm_prefetch((const char *)w + b * 128 + 2048, _MM_HINT_T0); /* as kernels_fp8_avx512.c */
+        _mm_prefetch((const char *)w + b * 128 + 2048 + 64, _MM_HINT_T0);
         tot = _mm512_fmadd_ps(fp8_block128(w + b * 128, x + b * 128), _mm512_set1_ps(scale[b] * 256.0f), tot);
+    }
     float s = _mm512_reduce_add_ps(tot);
     int64_t j = b * 128;
     if (j < k) {
