@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "base/cpu.h"
@@ -38,7 +39,28 @@ static int parse_type(const char *s, dtype *out) {
         *out = DT_F8_B128;
         return 0;
     }
-    return dtype_parse(s, out);
+    if (dtype_parse(s, out) == 0) return 0;
+    for (uint32_t t = 0; t < 64; t++) /* the computable types without a quantizer: random blocks */
+        if (dtype_computable(t) && !strcasecmp(s, dtype_name(t))) {
+            *out = (dtype)t;
+            return 0;
+        }
+    return -1;
+}
+
+/* Random blocks of a type cinfer has no quantizer for, with sane scale fields
+ * (fp16 d at the block start; IQ4_XS also 6-bit sub-scales, any bits are
+ * valid; MXFP4 an E8M0 exponent byte): speed does not depend on the values. */
+static bool random_blocks(dtype t, uint8_t *dst, int64_t nb) {
+    size_t bb = dtype_block_bytes(t);
+    if (t != DT_IQ4_NL && t != DT_IQ4_XS && t != DT_MXFP4) return false;
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *blk = dst + (size_t)b * bb;
+        for (size_t i = 0; i < bb; i++) blk[i] = (uint8_t)(frand() * 128.0f + 128.0f);
+        if (t == DT_MXFP4) blk[0] = (uint8_t)(118 + (int)(frand() * 4.0f + 4.0f));
+        else blk[0] = 0x00, blk[1] = 0x20; /* fp16 2^-7 */
+    }
+    return true;
 }
 
 static size_t scale_count(int64_t n, int64_t k) { return (size_t)((n + 127) / 128 * ((k + 127) / 128)); }
@@ -57,6 +79,7 @@ static void *make_weights(dtype t, int64_t n, int64_t k) {
     }
     size_t rb = dtype_row_bytes(t, k);
     char *w = malloc(rb * (size_t)n);
+    if (random_blocks(t, (uint8_t *)w, (int64_t)(rb * (size_t)n / dtype_block_bytes(t)))) return w;
     float *row = malloc(sizeof(float) * (size_t)k);
     for (int64_t o = 0; o < n; o++) {
         for (int64_t j = 0; j < k; j++) row[j] = frand() * 0.05f;
@@ -160,8 +183,9 @@ static const char k_usage[] =
     "  -m, --rows M         prefill rows, 0 skips prefill (default 512)\n"
     "  -w, --working-set N  decode working set in MiB, 0 skips decode (default 1024)\n"
     "  -r, --reps N         repetitions (default 5)\n"
-    "  -T, --types LIST     comma-separated of f32,f16,bf16,q8_0,q4_0,q4_k,q6_k,f8 (default: the first five;\n"
-    "                       f8 = FP8 e4m3 with 128x128 block scales, GB/s counts the scales too)\n"
+    "  -T, --types LIST     comma-separated of f32,f16,bf16,q8_0,q4_0,q4_k,q6_k,f8,iq4_nl,iq4_xs,mxfp4 (default:\n"
+    "                       the first five; f8 = FP8 e4m3 with 128x128 block scales, GB/s counts the scales\n"
+    "                       too; iq4_nl/iq4_xs/mxfp4 are random blocks: cinfer has no quantizer for them)\n"
     "  -S, --shapes LIST    comma-separated shape indexes 0-3 (default 0,1,2,3)\n"
     "  -I, --isa ISA        force avx512, avx2 or scalar kernels\n"
     "  -h, --help           this text\n";
