@@ -401,6 +401,10 @@ static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_
         kern_mm_kq_avx512(a, o0, o1, i0, i1);
         return;
     }
+    if (a->qa.q && kern_iq4_int_type(w->type)) { /* decode: Q8_0 activations (kern_matmul) */
+        kern_mm_iq4_avx512(a, o0, o1, i0, i1);
+        return;
+    }
     if (kq_is_dequant_type((uint32_t)w->type)) {
         kern_mm_dequant(a, o0, o1, i0, i1, dot_f32);
         return;

@@ -130,6 +130,12 @@ float kern_fp8_row_dot_scalar(const uint8_t *w, const float *x, const float *sca
 void kern_fp8_prep_x_avx512(const float *x, int64_t k, uint16_t *xb);
 void kern_fp8_rows_dot_avx512(const uint8_t *w, const uint16_t *xb, int64_t xbs, const float *x, int64_t xs,
                               const float *scale, int64_t k, int nr, float *out);
+/* kernels_iq4_avx512.c: IQ4_NL / IQ4_XS / MXFP4 x Q8_0 activations (a->qa, off
+ * 128) with VNNI, for decode-sized m (kern_matmul quantizes the activations
+ * only for m <= KERN_IQ4_INT_MAX_M; larger m dequantize per chunk). */
+#define KERN_IQ4_INT_MAX_M 4
+static inline int kern_iq4_int_type(dtype t) { return t == DT_IQ4_NL || t == DT_IQ4_XS || t == DT_MXFP4; }
+void kern_mm_iq4_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 /* kernels_dequant.c: the Q8_K-style activation quantizer (see above). */
 void kern_quantize_row_q8k(const float *x, int64_t k, int8_t *q, float *d, int32_t *sums);
 /* kernels_kq_{avx2,avx512}.c: Q4_K / Q5_K / Q6_K (KL_ROWS), dequantized in registers. */
