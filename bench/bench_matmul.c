@@ -7,7 +7,9 @@
  *   prefill (m = 512 by default): effective GFLOP/s = 2 m n k / time.
  * Usage: bench_matmul [-t threads] [-m prefill_rows (0: skip)] [-w working_set_MiB (0: skip decode)] [-r reps]
  *                     [-T f32,f16,bf16,q8_0,q4_0,q4_k,q6_k,f8] [-S shape_index,...] [-I avx512|avx2|scalar]  (see --help)
- * Best of `reps` timings is reported. Not a test: numbers depend on the machine. */
+ * Best of `reps` timings is reported, by wall clock and (decode) as bytes per
+ * process CPU-second ("cpu GB/s", the figure a shared machine disturbs least).
+ * Not a test: numbers depend on the machine. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
