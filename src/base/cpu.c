@@ -11,7 +11,7 @@
 
 typedef struct cpu_features {
     bool avx2, fma, f16c;
-    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avx512vbmi;
 } cpu_features;
 
 static cpu_features g_features;
@@ -43,10 +43,16 @@ static void detect(void) {
             g_features.avx512bw = zmm_ok && ((b >> 30) & 1);
             g_features.avx512vl = zmm_ok && ((b >> 31) & 1);
             g_features.avx512vnni = zmm_ok && ((c >> 11) & 1);
+            g_features.avx512vbmi = zmm_ok && ((c >> 1) & 1);
         }
         if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) g_features.avx512bf16 = zmm_ok && ((a >> 5) & 1);
     }
     g_detected = 1;
+}
+
+bool cpu_has_avx512_vbmi_bf16(void) {
+    detect();
+    return cpu_isa_supported(CPU_ISA_AVX512) && g_features.avx512vbmi && g_features.avx512bf16;
 }
 
 bool cpu_isa_supported(cpu_isa isa) {

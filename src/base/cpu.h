@@ -14,6 +14,9 @@
 typedef enum { CPU_ISA_SCALAR = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2, CPU_ISA_COUNT } cpu_isa;
 
 bool cpu_isa_supported(cpu_isa isa);
+/* AVX-512 (as above) plus VBMI and BF16: the extra extensions some kernels
+ * use where present (kernels_fp8_avx512.c). */
+bool cpu_has_avx512_vbmi_bf16(void);
 /* The ISA kernels use now. */
 cpu_isa cpu_isa_active(void);
 /* Forces an ISA (must be supported); used by tests and benchmarks. */

@@ -307,6 +307,7 @@ static void prep_range(const mm_job *j, int64_t u0, int64_t u1) {
     int64_t k = a->k, nb = k / 32;
     for (int64_t u = u0; u < u1; u++) {
         if (a->xp) pack_x_group(j, u);
+        else if (a->xb) j->ops->fp8_prep_x(a->x + u * k, k, (uint16_t *)(uintptr_t)a->xb + u * a->xb_stride);
         else if (j->q8k) kern_quantize_row_q8k(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb);
         else j->ops->quantize_row(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb, j->off);
     }
@@ -367,12 +368,17 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
     j.a.n = w->n;
     j.a.k = w->k;
     j.a.y = y;
-    int quant = w->type == DT_Q8_0 || w->type == DT_Q4_0;
+    int quant = w->type == DT_Q8_0 || w->type == DT_Q4_0 ||
+                (w->isa == CPU_ISA_AVX512 && kern_iq4_int_type(w->type) && m <= KERN_IQ4_INT_MAX_M);
     j.q8k = (w->isa == CPU_ISA_AVX512 || w->isa == CPU_ISA_AVX2) && (w->type == DT_Q4_K || w->type == DT_Q6_K);
     int prep = 0;
     if (quant || j.q8k) {
         j.a.qa = qact_layout(c, m, w->k);
-        j.off = w->type == DT_Q8_0 ? 128 : 8;
+        j.off = w->type == DT_Q4_0 ? 8 : 128; /* unsigned weight operand offset (Q8_0, IQ4, MXFP4: 128) */
+        prep = 1;
+    } else if (w->type == DT_F8_B128 && m <= 2 && j.ops->fp8_rows_dot && cpu_has_avx512_vbmi_bf16()) {
+        j.a.xb = c->scratch; /* bf16 activations: 2 * m * k bytes, within the packed-f32 room */
+        j.a.xb_stride = (w->k + 63) / 64 * 64;
         prep = 1;
     } else if (j.ops->x_group > 0 && m > 1 && !kq_is_dequant_type((uint32_t)w->type) && w->type != DT_F8_B128) {
         j.a.xp = c->scratch;

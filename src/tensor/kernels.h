@@ -10,10 +10,15 @@
  * context's scratch) and integer dot products (VNNI where present) are
  * scaled per block. Q4_K and Q6_K under AVX-512 / AVX2 likewise, with activations quantized
  * per 256 elements (llama.cpp's Q8_K); the other K-quants and legacy types
- * (Q4_1, Q5_0, Q5_1, Q2_K..Q6_K) are dequantized exactly to f32 (in registers
- * or per row chunk) and multiplied with f32 FMA. F32/F16 weights use f32 FMA (F16 converted on the fly),
+ * (Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4) are dequantized exactly
+ * to f32 (in registers or per row chunk) and multiplied with f32 FMA. F32/F16 weights use f32 FMA (F16 converted on the fly),
  * BF16 weights use f32 FMA after exact widening (vdpbf16ps, which would round
  * the activations to bf16, measured slower on the target CPU and is not used).
+ * FP8 e4m3 (DT_F8_B128) decode is the exception: on AVX-512 CPUs with VBMI and
+ * BF16 its codes become bf16 by table lookup and vdpbf16ps multiplies them with
+ * the activations rounded to bf16 (kernels_fp8_avx512.c); prefill and other
+ * CPUs stay in f32 (kernels_fp8.c). IQ4_NL / IQ4_XS / MXFP4 decode (m <= 4)
+ * under AVX-512 multiplies Q8_0 activations with VNNI (kernels_iq4_avx512.c).
  *
  * A weight is always multiplied by the kernels of the ISA it was prepared for
  * (kern_weight.isa), whatever cpu_isa_active() says later.
@@ -22,7 +27,8 @@
  * pool (or, when n is too small to feed every thread, splits activation rows);
  * products under ~256K multiply-adds run on the calling thread. Nothing here
  * allocates after kern_ctx_create. Implementation map: kernels.c (dispatch,
- * packing, threading), kernels_{scalar,avx2,avx512}.c, kernels_impl.h. */
+ * packing, threading), kernels_{scalar,avx2,avx512}.c, kernels_fp8*.c, kernels_iq4_avx512.c,
+ * kernels_impl.h. */
 #ifndef CINFER_TENSOR_KERNELS_H
 #define CINFER_TENSOR_KERNELS_H
 

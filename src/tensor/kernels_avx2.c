@@ -216,6 +216,8 @@ static float fp8_row_dot(const uint8_t *w, const float *x, const float *scale, i
     for (; (b + 1) * 128 <= k; b++) {
         const uint8_t *wb = w + b * 128;
         const float *xb = x + b * 128;
+        _mm_prefetch((const char *)wb + 2048, _MM_HINT_T0); /* as kernels_fp8_avx512.c */
+        _mm_prefetch((const char *)wb + 2048 + 64, _MM_HINT_T0);
         __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int g = 0; g < 8; g += 2) {
             __m256i h0 = fp8x16_half(wb + g * 16), h1 = fp8x16_half(wb + g * 16 + 16);

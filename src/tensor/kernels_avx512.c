@@ -366,8 +366,11 @@ static inline __m512 fp8_block128(const uint8_t *w, const float *x) {
 static float fp8_row_dot(const uint8_t *w, const float *x, const float *scale, int64_t k) {
     __m512 tot = _mm512_setzero_ps();
     int64_t b = 0;
-    for (; (b + 1) * 128 <= k; b++)
+    for (; (b + 1) * 128 <= k; b++) {
+        _mm_prefetch((const char *)w + b * 128 + 2048, _MM_HINT_T0); /* as kernels_fp8_avx512.c */
+        _mm_prefetch((const char *)w + b * 128 + 2048 + 64, _MM_HINT_T0);
         tot = _mm512_fmadd_ps(fp8_block128(w + b * 128, x + b * 128), _mm512_set1_ps(scale[b] * 256.0f), tot);
+    }
     float s = _mm512_reduce_add_ps(tot);
     int64_t j = b * 128;
     if (j < k) {
@@ -396,6 +399,10 @@ static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_
     }
     if (w->type == DT_Q5_K) {
         kern_mm_kq_avx512(a, o0, o1, i0, i1);
+        return;
+    }
+    if (a->qa.q && kern_iq4_int_type(w->type)) { /* decode: Q8_0 activations (kern_matmul) */
+        kern_mm_iq4_avx512(a, o0, o1, i0, i1);
         return;
     }
     if (kq_is_dequant_type((uint32_t)w->type)) {
@@ -452,5 +459,7 @@ const kern_ops kern_ops_avx512 = {
     .mm = mm,
     .fp8_to_f32 = fp8_to_f32,
     .fp8_row_dot = fp8_row_dot,
+    .fp8_prep_x = kern_fp8_prep_x_avx512,
+    .fp8_rows_dot = kern_fp8_rows_dot_avx512,
     .read_sum = read_sum,
 };

@@ -3,7 +3,9 @@
  * every ISA. Decode (one or two activation rows): the ISA's fp8_row_dot converts
  * a weight row in registers and multiplies it straight into the activations,
  * each 128-wide block's partial sum scaled by its block scale in a vector
- * register (one horizontal sum per row). Prefill: fp8_to_f32
+ * register (one horizontal sum per row); on AVX-512 CPUs with VBMI and BF16
+ * the row is decoded to bf16 by table lookup and dotted with bf16 copies of
+ * the activations instead (kernels_fp8_avx512.c). Prefill: fp8_to_f32
  * converts the block once into a 512-byte stack buffer and every activation
  * row of the range takes its dot product with the ISA's f32 dot. The weights are
  * never widened in memory: decode reads 1 byte per weight plus the scales.
@@ -38,13 +40,21 @@ float kern_fp8_row_dot_scalar(const uint8_t *w, const float *x, const float *sca
     return acc;
 }
 
-/* Decode: each weight row dotted in registers with its block scales. */
+/* Decode: each weight row dotted in registers with its block scales; with
+ * bf16 activations (a->xb) one decode of the row serves both rows. */
 static void mm_fp8_direct(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1, const kern_ops *ops) {
     const kern_weight *w = a->w;
     int64_t k = a->k, n = a->n;
     for (int64_t o = o0; o < o1; o++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)o * (size_t)k;
         const float *srow = w->scale + (o / FP8_BLOCK) * w->scale_cols;
+        if (a->xb) {
+            float out[2];
+            ops->fp8_rows_dot(row, a->xb + i0 * a->xb_stride, a->xb_stride, a->x + i0 * k, k, srow, k, (int)(i1 - i0),
+                              out);
+            for (int64_t i = i0; i < i1; i++) a->y[i * n + o] = out[i - i0];
+            continue;
+        }
         for (int64_t i = i0; i < i1; i++) a->y[i * n + o] = ops->fp8_row_dot(row, a->x + i * k, srow, k);
     }
 }

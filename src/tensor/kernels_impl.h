@@ -71,6 +71,11 @@ typedef struct kern_mm_args {
      * packed G rows interleaved, xp[(g*k + j)*G + t] = x[(g*G + t)*k + j], rows
      * past m zero; so a register tile broadcasts from one contiguous stream. */
     const float *xp;
+    /* FP8 decode (m <= 2) on CPUs with kern_ops.fp8_rows_dot: the activation
+     * rows in bf16, in kernels_fp8_avx512.c's group order (kern_fp8_prep_x),
+     * row i at xb + i * xb_stride; NULL otherwise. */
+    const uint16_t *xb;
+    int64_t xb_stride;
     int64_t m, n, k;
     float *y; /* [m][n] */
 } kern_mm_args;
@@ -93,6 +98,12 @@ typedef struct kern_ops {
      * scale[block]: sum_b scale[b] * sum_{j in b} e4m3(w[j]) * x[j], converted in
      * registers (the decode path: no buffer). */
     float (*fp8_row_dot)(const uint8_t *w, const float *x, const float *scale, int64_t k);
+    /* Optional (NULL: none), used only where cpu_has_avx512_vbmi_bf16(): the
+     * bf16 decode path. fp8_prep_x writes x's whole 64-element groups to xb;
+     * fp8_rows_dot dots one weight row with nr (1 or 2) activation rows. */
+    void (*fp8_prep_x)(const float *x, int64_t k, uint16_t *xb);
+    void (*fp8_rows_dot)(const uint8_t *w, const uint16_t *xb, int64_t xbs, const float *x, int64_t xs,
+                         const float *scale, int64_t k, int nr, float *out);
     /* Reads `bytes` (multiple of 256, 64-byte aligned) and returns a checksum. */
     uint64_t (*read_sum)(const void *buf, size_t bytes);
 } kern_ops;
@@ -115,6 +126,16 @@ void kern_mm_dequant(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, 
 void kern_mm_fp8(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1, const kern_ops *ops);
 void kern_fp8_to_f32_scalar(const uint8_t *src, float *dst, int64_t n);
 float kern_fp8_row_dot_scalar(const uint8_t *w, const float *x, const float *scale, int64_t k);
+/* kernels_fp8_avx512.c: the bf16 FP8 decode path (kern_ops.fp8_prep_x / fp8_rows_dot). */
+void kern_fp8_prep_x_avx512(const float *x, int64_t k, uint16_t *xb);
+void kern_fp8_rows_dot_avx512(const uint8_t *w, const uint16_t *xb, int64_t xbs, const float *x, int64_t xs,
+                              const float *scale, int64_t k, int nr, float *out);
+/* kernels_iq4_avx512.c: IQ4_NL / IQ4_XS / MXFP4 x Q8_0 activations (a->qa, off
+ * 128) with VNNI, for decode-sized m (kern_matmul quantizes the activations
+ * only for m <= KERN_IQ4_INT_MAX_M; larger m dequantize per chunk). */
+#define KERN_IQ4_INT_MAX_M 4
+static inline int kern_iq4_int_type(dtype t) { return t == DT_IQ4_NL || t == DT_IQ4_XS || t == DT_MXFP4; }
+void kern_mm_iq4_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 /* kernels_dequant.c: the Q8_K-style activation quantizer (see above). */
 void kern_quantize_row_q8k(const float *x, int64_t k, int8_t *q, float *d, int32_t *sums);
 /* kernels_kq_{avx2,avx512}.c: Q4_K / Q5_K / Q6_K (KL_ROWS), dequantized in registers. */

@@ -80,7 +80,7 @@ static int load_stacked(model *m, const char *const *names, const int64_t *rows,
         same = same && t[i]->type == t[0]->type;
         total += rows[i];
     }
-    if (!same) {
+    if (!same || t[0]->type == DT_F8_B128) { /* FP8: each matrix has its own block scales, kept apart */
         for (int i = 0; i < count; i++)
             if (model_load_matrix(m, names[i], in, rows[i], out[i], err)) return -1;
         return 0;

@@ -7,10 +7,15 @@
  *    body and the scalar tail run) bit for bit against the scalar decoder
  *    (except NaN codes, which the vector paths read as +-480).
  * 2. Matmul: every ISA the machine supports x odd shapes (n and k not
- *    multiples of 128 or of the vector width, partial scale blocks) x m = 1
- *    (decode GEMV) and m > 1 (GEMM), 1 and 2 threads, against a float64
+ *    multiples of 128 or of the vector width, partial scale blocks) x m = 1, 2
+ *    (decode GEMV) and m > 2 (GEMM), 1 and 2 threads, against a float64
  *    reference built from the format definition; relative error bound
- *    2e-6 * sum |w x|, no write past y. */
+ *    2e-6 * sum |w x|, no write past y. Where decode takes the bf16 path
+ *    (AVX-512 with VBMI + BF16, kernels_fp8_avx512.c) the reference rounds
+ *    the activations of whole 64-element groups to bf16 (nearest even) first,
+ *    as that path does, and keeps the same bound.
+ * 3. Every ISA's f32 row dot (fp8_row_dot, the decode path of CPUs without
+ *    the bf16 one) directly against the float64 reference. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -53,14 +58,52 @@ static void test_decode(void) {
     }
 }
 
+/* x rounded to bf16, nearest even (no NaN or infinity in the tests). */
+static float bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* The float64 reference of output o for activation row xr; bf16 rounds the
+ * activations of whole 64-groups like the bf16 decode path. */
+static double ref_dot(const uint8_t *w, const float *scale, const float *xr, int64_t o, int64_t k, int bf16,
+                      double *mag) {
+    int64_t sc = (k + 127) / 128, jb = bf16 ? k / 64 * 64 : 0;
+    double ref = 0;
+    *mag = 0;
+    for (int64_t j = 0; j < k; j++) {
+        float xv = j < jb ? bf16_round(xr[j]) : xr[j];
+        double t = e4m3_ref(w[o * k + j]) * scale[(o / 128) * sc + j / 128] * xv;
+        ref += t;
+        *mag += fabs(t);
+    }
+    return ref;
+}
+
 static uint32_t rng = 12345;
 static uint32_t next(void) {
     rng = rng * 1664525u + 1013904223u;
     return rng >> 8;
 }
 
+/* The ISA's f32 row dot on every weight row (sc = k's block count). */
+static void check_row_dot(cpu_isa isa, const uint8_t *w, const float *scale, const float *x, int64_t n, int64_t k) {
+    const kern_ops *ops[] = {&kern_ops_scalar, &kern_ops_avx2, &kern_ops_avx512};
+    int64_t sc = (k + 127) / 128;
+    int bad = 0;
+    for (int64_t o = 0; o < n; o++) {
+        double mag, ref = ref_dot(w, scale, x, o, k, 0, &mag);
+        float got = ops[isa]->fp8_row_dot(w + o * k, x, scale + (o / 128) * sc, k);
+        bad += !(fabs(got - ref) <= 2e-6 * mag + 1e-30);
+    }
+    CHECKF(bad == 0, "%s fp8_row_dot n=%lld k=%lld: %d bad rows", cpu_isa_name(isa), (long long)n, (long long)k, bad);
+}
+
 static void check_shape(int64_t n, int64_t k, int64_t m, thread_pool *pools[2], kern_ctx *ctxs[2]) {
-    int64_t sr = (n + 127) / 128, sc = (k + 127) / 128;
+    int64_t sr = (n + 127) / 128, sc = (k + 127) / 128; /* scale rows, columns */
     uint8_t *w = malloc((size_t)(n * k));
     float *scale = malloc(sizeof(float) * (size_t)(sr * sc)), *x = malloc(sizeof(float) * (size_t)(m * k));
     float *y = malloc(sizeof(float) * (size_t)(m * n + 8));
@@ -80,21 +123,17 @@ static void check_shape(int64_t n, int64_t k, int64_t m, thread_pool *pools[2], 
         for (int th = 0; th < 2; th++) {
             for (int64_t g = 0; g < m * n + 8; g++) y[g] = -777.0f;
             kern_matmul(ctxs[th], &kw, x, m, y);
-            int bad = 0;
+            int bad = 0, bf16 = isa == CPU_ISA_AVX512 && m <= 2 && cpu_has_avx512_vbmi_bf16();
             for (int64_t i = 0; i < m; i++)
                 for (int64_t o = 0; o < n; o++) {
-                    double ref = 0, mag = 0;
-                    for (int64_t j = 0; j < k; j++) {
-                        double t = e4m3_ref(w[o * k + j]) * scale[(o / 128) * sc + j / 128] * x[i * k + j];
-                        ref += t;
-                        mag += fabs(t);
-                    }
+                    double mag, ref = ref_dot(w, scale, x + i * k, o, k, bf16, &mag);
                     if (!(fabs(y[i * n + o] - ref) <= 2e-6 * mag + 1e-30)) bad++;
                 }
             for (int g = 0; g < 8; g++) bad += y[m * n + g] != -777.0f;
             CHECKF(bad == 0, "%s n=%lld k=%lld m=%lld threads=%d: %d bad outputs", cpu_isa_name((cpu_isa)isa),
                    (long long)n, (long long)k, (long long)m, pool_size(pools[th]), bad);
         }
+        if (m == 1) check_row_dot((cpu_isa)isa, w, scale, x, n, k);
     }
     free(w);
     free(scale);
@@ -107,8 +146,8 @@ int main(void) {
     thread_pool *pools[2] = {pool_create(1), pool_create(2)};
     kern_ctx *ctxs[2] = {kern_ctx_create(pools[0], 8, 1024), kern_ctx_create(pools[1], 8, 1024)};
     static const int64_t ns[] = {1, 7, 129, 300};
-    static const int64_t ks[] = {1, 15, 128, 200, 513};
-    static const int64_t ms[] = {1, 3, 8};
+    static const int64_t ks[] = {1, 15, 64, 128, 200, 513, 1000};
+    static const int64_t ms[] = {1, 2, 3, 8};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++)
             for (size_t c = 0; c < sizeof ms / sizeof ms[0]; c++) check_shape(ns[a], ks[b], ms[c], pools, ctxs);

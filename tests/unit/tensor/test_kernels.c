@@ -12,7 +12,9 @@
  *                  with sane fp16 scales, W = their exact dequantization):
  *                  |y - ref(W, x)| <= 1e-5 S, as for float weights; Q4_K/Q6_K may
  *                  instead meet the quantized bounds with Q8_K(x) (one scale
- *                  per 256) in place of Q8_0(x): its AVX-512 integer path.
+ *                  per 256) in place of Q8_0(x): its AVX-512 integer path;
+ *                  IQ4_NL / IQ4_XS / MXFP4 likewise with Q8_0(x) (their AVX-512
+ *                  VNNI decode path, m <= 4).
  * A guard region after y catches writes past m*n. */
 #include <math.h>
 #include <stdlib.h>
@@ -82,6 +84,9 @@ static void q8k_roundtrip(const float *x, float *y, int64_t k) {
     }
 }
 
+/* Types whose AVX-512 decode path (m <= 4) multiplies with Q8_0(x). */
+static int is_iq4(dtype t) { return t == DT_IQ4_NL || t == DT_IQ4_XS || t == DT_MXFP4; }
+
 static void case_init(mm_case *c, dtype t, int64_t n, int64_t k, int64_t m) {
     memset(c, 0, sizeof *c);
     c->t = t, c->n = n, c->k = k, c->m = m;
@@ -103,7 +108,7 @@ static void case_init(mm_case *c, dtype t, int64_t n, int64_t k, int64_t m) {
     c->xq = malloc(sizeof(float) * (size_t)(m * k));
     for (int64_t i = 0; i < m * k; i++) c->x[i] = frand() * (i % 97 == 0 ? 8.0f : 1.0f);
     if (m > 1 && k >= 64) memset(c->x + k + 32, 0, 32 * sizeof(float)); /* zero activation block */
-    int quant = t == DT_Q8_0 || t == DT_Q4_0;
+    int quant = t == DT_Q8_0 || t == DT_Q4_0 || is_iq4(t);
     for (int64_t i = 0; i < m; i++) {
         if (quant) {
             block_q8_0 *b = malloc(dtype_row_bytes(DT_Q8_0, k));
@@ -152,7 +157,8 @@ static int case_check(const mm_case *c, const float *y, const char *what) {
             } else {
                 ok = fabs(v - c->ref[at]) <= 1e-5 * S;
                 if (c->t == DT_BF16 && !ok) ok = fabs(v - c->refq[at]) <= 1e-5 * S;
-                if ((c->t == DT_Q4_K || c->t == DT_Q6_K) && !ok) /* the AVX-512 integer path: Q8_K activations */
+                /* AVX-512 integer paths: Q8_K (Q4_K, Q6_K) or Q8_0 (IQ4, MXFP4) activations */
+                if ((c->t == DT_Q4_K || c->t == DT_Q6_K || is_iq4(c->t)) && !ok)
                     ok = fabs(v - c->refq[at]) <= 1e-4 * S && fabs(v - c->ref[at]) <= c->E[at] + 1e-4 * S;
             }
             if (!ok || !isfinite(v)) {
