@@ -369,14 +369,15 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
     j.a.k = w->k;
     j.a.y = y;
     int quant = w->type == DT_Q8_0 || w->type == DT_Q4_0 ||
-                (w->isa == CPU_ISA_AVX512 && kern_iq4_int_type(w->type) && m <= KERN_IQ4_INT_MAX_M);
+                (w->isa == CPU_ISA_AVX512 && kern_iq4_int_type(w->type));
     j.q8k = (w->isa == CPU_ISA_AVX512 || w->isa == CPU_ISA_AVX2) && (w->type == DT_Q4_K || w->type == DT_Q6_K);
     int prep = 0;
     if (quant || j.q8k) {
         j.a.qa = qact_layout(c, m, w->k);
         j.off = w->type == DT_Q4_0 ? 8 : 128; /* unsigned weight operand offset (Q8_0, IQ4, MXFP4: 128) */
         prep = 1;
-    } else if (w->type == DT_F8_B128 && m <= 2 && j.ops->fp8_rows_dot && cpu_has_avx512_vbmi_bf16()) {
+    } else if (w->type == DT_F8_B128 && j.ops->fp8_rows_dot && cpu_has_avx512_vbmi_bf16()) {
+        /* every m takes this path (rows in pairs), so a row's result does not depend on the batch */
         j.a.xb = c->scratch; /* bf16 activations: 2 * m * k bytes, within the packed-f32 room */
         j.a.xb_stride = (w->k + 63) / 64 * 64;
         prep = 1;

@@ -16,9 +16,10 @@
  * the activations to bf16, measured slower on the target CPU and is not used).
  * FP8 e4m3 (DT_F8_B128) decode is the exception: on AVX-512 CPUs with VBMI and
  * BF16 its codes become bf16 by table lookup and vdpbf16ps multiplies them with
- * the activations rounded to bf16 (kernels_fp8_avx512.c); prefill and other
- * CPUs stay in f32 (kernels_fp8.c). IQ4_NL / IQ4_XS / MXFP4 decode (m <= 4)
- * under AVX-512 multiplies Q8_0 activations with VNNI (kernels_iq4_avx512.c).
+ * the activations rounded to bf16 (kernels_fp8_avx512.c), for every m (so a
+ * row's result does not depend on its batch); other CPUs stay in f32
+ * (kernels_fp8.c). IQ4_NL / IQ4_XS / MXFP4 under AVX-512 multiply Q8_0
+ * activations with VNNI for every m (kernels_iq4_avx512.c).
  *
  * A weight is always multiplied by the kernels of the ISA it was prepared for
  * (kern_weight.isa), whatever cpu_isa_active() says later.

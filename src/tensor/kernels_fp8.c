@@ -48,11 +48,13 @@ static void mm_fp8_direct(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t
     for (int64_t o = o0; o < o1; o++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)o * (size_t)k;
         const float *srow = w->scale + (o / FP8_BLOCK) * w->scale_cols;
-        if (a->xb) {
-            float out[2];
-            ops->fp8_rows_dot(row, a->xb + i0 * a->xb_stride, a->xb_stride, a->x + i0 * k, k, srow, k, (int)(i1 - i0),
-                              out);
-            for (int64_t i = i0; i < i1; i++) a->y[i * n + o] = out[i - i0];
+        if (a->xb) { /* rows in pairs: each row's sum is the same alone or paired */
+            for (int64_t i = i0; i < i1; i += 2) {
+                int nr = i1 - i >= 2 ? 2 : 1;
+                float out[2];
+                ops->fp8_rows_dot(row, a->xb + i * a->xb_stride, a->xb_stride, a->x + i * k, k, srow, k, nr, out);
+                for (int r = 0; r < nr; r++) a->y[(i + r) * n + o] = out[r];
+            }
             continue;
         }
         for (int64_t i = i0; i < i1; i++) a->y[i * n + o] = ops->fp8_row_dot(row, a->x + i * k, srow, k);
@@ -60,7 +62,7 @@ static void mm_fp8_direct(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t
 }
 
 void kern_mm_fp8(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1, const kern_ops *ops) {
-    if (i1 - i0 <= 2) {
+    if (a->xb || i1 - i0 <= 2) {
         mm_fp8_direct(a, o0, o1, i0, i1, ops);
         return;
     }

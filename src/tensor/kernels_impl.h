@@ -71,7 +71,7 @@ typedef struct kern_mm_args {
      * packed G rows interleaved, xp[(g*k + j)*G + t] = x[(g*G + t)*k + j], rows
      * past m zero; so a register tile broadcasts from one contiguous stream. */
     const float *xp;
-    /* FP8 decode (m <= 2) on CPUs with kern_ops.fp8_rows_dot: the activation
+    /* FP8 (every m) on CPUs with kern_ops.fp8_rows_dot: the activation
      * rows in bf16, in kernels_fp8_avx512.c's group order (kern_fp8_prep_x),
      * row i at xb + i * xb_stride; NULL otherwise. */
     const uint16_t *xb;
@@ -131,9 +131,8 @@ void kern_fp8_prep_x_avx512(const float *x, int64_t k, uint16_t *xb);
 void kern_fp8_rows_dot_avx512(const uint8_t *w, const uint16_t *xb, int64_t xbs, const float *x, int64_t xs,
                               const float *scale, int64_t k, int nr, float *out);
 /* kernels_iq4_avx512.c: IQ4_NL / IQ4_XS / MXFP4 x Q8_0 activations (a->qa, off
- * 128) with VNNI, for decode-sized m (kern_matmul quantizes the activations
- * only for m <= KERN_IQ4_INT_MAX_M; larger m dequantize per chunk). */
-#define KERN_IQ4_INT_MAX_M 4
+ * 128) with VNNI, for every m: one path, so a row's result does not depend on
+ * its batch (other ISAs dequantize per chunk). */
 static inline int kern_iq4_int_type(dtype t) { return t == DT_IQ4_NL || t == DT_IQ4_XS || t == DT_MXFP4; }
 void kern_mm_iq4_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 /* kernels_dequant.c: the Q8_K-style activation quantizer (see above). */
