@@ -61,22 +61,9 @@ static void mm_fp8_direct(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t
     }
 }
 
+/* Every m takes the per-row path, so a row's result does not depend on the
+ * batch it is in (batch invariance); prefill re-decodes each weight row per
+ * activation row on CPUs without the bf16 path. */
 void kern_mm_fp8(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1, const kern_ops *ops) {
-    if (a->xb || i1 - i0 <= 2) {
-        mm_fp8_direct(a, o0, o1, i0, i1, ops);
-        return;
-    }
-    const kern_weight *w = a->w;
-    int64_t k = a->k, n = a->n;
-    float buf[FP8_BLOCK];
-    for (int64_t o = o0; o < o1; o++) {
-        const uint8_t *row = (const uint8_t *)w->data + (size_t)o * (size_t)k;
-        const float *srow = w->scale + (o / FP8_BLOCK) * w->scale_cols;
-        for (int64_t i = i0; i < i1; i++) a->y[i * n + o] = 0.0f;
-        for (int64_t b = 0; b * FP8_BLOCK < k; b++) {
-            int64_t j0 = b * FP8_BLOCK, len = k - j0 < FP8_BLOCK ? k - j0 : FP8_BLOCK;
-            ops->fp8_to_f32(row + j0, buf, len);
-            for (int64_t i = i0; i < i1; i++) a->y[i * n + o] += srow[b] * ops->dot_f32(buf, a->x + i * k + j0, len);
-        }
-    }
+    mm_fp8_direct(a, o0, o1, i0, i1, ops);
 }

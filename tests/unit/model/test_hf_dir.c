@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/cpu.h"
 #include "base/threadpool.h"
 #include "format/hf_dir.h"
 #include "logits_util.h"
@@ -170,7 +171,10 @@ int main(void) {
     check_model("qwen3", 1e-4f, 0, pool);
     check_model("mistral", 1e-4f, 0, pool);
     check_model("deepseek_v3", 1e-4f, 0, pool);
-    check_model("deepseek_v3_fp8", 1e-4f, 5e-3f, pool);
+    /* FP8 weights: on CPUs with AVX-512 VBMI + BF16 the FP8 kernel rounds activations to bf16
+     * (kernels_fp8_avx512.c; vLLM and DeepSeek's own FP8 GEMMs quantize activations too), which
+     * moves these logits by ~2.5e-3; elsewhere the f32 path holds 1e-4. */
+    check_model("deepseek_v3_fp8", cpu_has_avx512_vbmi_bf16() ? 5e-3f : 1e-4f, 5e-3f, pool);
     check_bad();
     pool_destroy(pool);
     return test_finish();
