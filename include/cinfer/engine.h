@@ -77,9 +77,24 @@ typedef struct cinfer_speculative {
 const char *cinfer_spec_drafter_name(int32_t drafter);
 int32_t cinfer_spec_drafter_parse(const char *name);
 
+/* Element type of the KV cache (`--kv-dtype`; docs/engine.md "KV cache element type"). */
+typedef enum cinfer_kv_dtype {
+    CINFER_KV_DEFAULT = 0, /* CINFER_KV_DTYPE_DEFAULT */
+    CINFER_KV_F32,
+    CINFER_KV_BF16,
+    CINFER_KV_F16,
+    CINFER_KV_Q8_0, /* GGUF Q8_0 blocks along the head dimension (head_dim a multiple of 32) */
+} cinfer_kv_dtype;
+#define CINFER_KV_DTYPE_DEFAULT CINFER_KV_F32
+/* "default", "f32", "bf16", "f16", "q8_0", or NULL; and back ("f32".."q8_0"; -1: unknown). */
+const char *cinfer_kv_dtype_name(int32_t t);
+int32_t cinfer_kv_dtype_parse(const char *name);
+
 typedef struct cinfer_engine_options {
     int32_t block_tokens; /* tokens per KV block (0: 16) */
     int64_t kv_memory_bytes; /* KV pool budget (0: 256 MiB) */
+    int32_t kv_dtype; /* cinfer_kv_dtype of K/V in blocks, rings, the store and handoffs (0: the default).
+                       * An architecture that cannot store it (MLA, DeepSeek V4: f32 only) fails create */
     int32_t max_batch_tokens; /* tokens per forward pass (0: 2048) */
     int32_t max_seqs; /* requests running at once (0: 64) */
     int32_t max_ctx; /* positions per request, prompt + generated (0: the model's training context) */

@@ -211,6 +211,29 @@ static int32_t eng_ring_count(cinfer_engine *e, const kv_spec *spec, int32_t chu
 static void *eng_main(void *arg);
 static void *eng_exec_main(void *arg);
 
+/* The public cinfer_kv_dtype as the tensor layer's kv_dtype (CINFER_KV_DEFAULT: CINFER_KV_DTYPE_DEFAULT). */
+static int eng_kv_dtype(int32_t o, kv_dtype *out, cf_err *err) {
+    if (o == CINFER_KV_DEFAULT) o = CINFER_KV_DTYPE_DEFAULT;
+    switch (o) {
+    case CINFER_KV_F32: *out = KV_DTYPE_F32; return 0;
+    case CINFER_KV_BF16: *out = KV_DTYPE_BF16; return 0;
+    case CINFER_KV_F16: *out = KV_DTYPE_F16; return 0;
+    case CINFER_KV_Q8_0: *out = KV_DTYPE_Q8_0; return 0;
+    default: return cf_fail(err, "engine: kv_dtype %d (expected a cinfer_kv_dtype)", o);
+    }
+}
+
+const char *cinfer_kv_dtype_name(int32_t t) {
+    static const char *const names[] = {"default", "f32", "bf16", "f16", "q8_0"};
+    return t >= 0 && t < (int32_t)(sizeof names / sizeof names[0]) ? names[t] : NULL;
+}
+
+int32_t cinfer_kv_dtype_parse(const char *name) {
+    for (int32_t t = CINFER_KV_F32; name && t <= CINFER_KV_Q8_0; t++)
+        if (!strcmp(name, cinfer_kv_dtype_name(t))) return t;
+    return -1;
+}
+
 static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cinfer_engine_options *o, cf_err *err) {
     const model_hparams *hp = model_get_hparams(m);
     e->m = m;
@@ -245,7 +268,9 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     if (e->limits.min_prefill_chunk > e->opt.max_batch_tokens) e->limits.min_prefill_chunk = e->opt.max_batch_tokens;
     kv_spec spec;
     uint8_t fp[PREFIX_KEY_BYTES];
-    if (kv_spec_from_model(m, &spec, err)) return -1;
+    if (eng_kv_dtype(e->opt.kv_dtype, &e->kv_dt, err) || model_kv_dtype_check(m, e->kv_dt, err) ||
+        kv_spec_from_model_as(m, e->kv_dt, &spec, err))
+        return -1;
     int32_t bt_mult = kv_spec_block_multiple(&spec);
     if (e->opt.block_tokens % bt_mult) { /* e.g. deepseek4: one compressed row per 128 tokens */
         int32_t bt = (e->opt.block_tokens + bt_mult - 1) / bt_mult * bt_mult;
@@ -265,7 +290,7 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
         eng_swa_init(e, &spec, err))
         return -1;
     e->kv_total = kv_pool_n_blocks(e->kv);
-    e->fc = fwd_ctx_create(m, tp, e->opt.max_batch_tokens, e->opt.max_ctx, e->opt.block_tokens, err);
+    e->fc = fwd_ctx_create_kv(m, tp, e->opt.max_batch_tokens, e->opt.max_ctx, e->opt.block_tokens, e->kv_dt, err);
     if (!e->fc) return -1;
     if (e->opt.moe_executor && fwd_ctx_set_moe_executor(e->fc, e->opt.moe_executor, err)) return -1;
     if (e->opt.draft_model && eng_draft_open(e, e->opt.draft_model, err)) return -1;

@@ -215,6 +215,7 @@ typedef struct eng_req {
 
 struct cinfer_engine {
     const model *m;
+    kv_dtype kv_dt; /* element type of the K/V rows in every block and ring (opt.kv_dtype resolved) */
     tokenizer *tok; /* owned: loaded from the model's GGUF (engine_tok.h) */
     thread_pool *tp;
     cinfer_engine_options opt;

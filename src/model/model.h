@@ -43,6 +43,7 @@
 #include "cinfer/model.h"
 #include "format/gguf.h"
 #include "tensor/kernels.h"
+#include "tensor/kv_dtype.h"
 
 typedef enum { ROPE_NORM = 0, ROPE_NEOX = 2 } rope_mode;
 typedef enum { ROPE_SCALING_NONE = 0, ROPE_SCALING_LINEAR, ROPE_SCALING_YARN } rope_scaling;
@@ -192,6 +193,8 @@ typedef struct kv_spec {
     /* The model was trained for SWA bounded replay (DeepSeek V4): servers resume prefix hits without
      * window state by replaying the last window's tokens unless told otherwise (issue 16). */
     bool bounded_replay;
+    /* Element type of the K/V rows (tensor/kv_dtype.h); token_floats count 4-byte units of it. */
+    kv_dtype dtype;
 } kv_spec;
 
 /* Paged groups (FULL, MLA) live in the all-layers blocks: prefix-cacheable,
@@ -209,8 +212,19 @@ typedef struct kv_spec {
  * ring are only read after this sequence wrote them (a ring is reused
  * without clearing). */
 
-/* The model's KV layer groups (the architecture's kv_layout hook). */
+/* The model's KV layer groups (the architecture's kv_layout hook), f32. */
 void model_kv_layout(const model *m, kv_spec *out);
+/* KV element types (`--kv-dtype`). 0, or -1 with a one-line reason: the
+ * architecture's forward pass cannot store `dt` (only f32 for MLA / DeepSeek
+ * V4 layouts), or a row cannot (q8_0 needs head_dim a multiple of 32). */
+int model_kv_dtype_check(const model *m, kv_dtype dt, cf_err *err);
+/* The layout with K/V rows stored as dt (checked by model_kv_dtype_check):
+ * every K and V row of a full or window group takes kv_dtype_row_units(dt,
+ * n_head_kv * head_dim) units instead of n_head_kv * head_dim floats, and
+ * is token-major (attention.h "Other KV element types"). */
+void model_kv_layout_as(const model *m, kv_dtype dt, kv_spec *out);
+int64_t model_kv_block_floats_as(const model *m, kv_dtype dt, int block_tokens);
+double model_kv_token_bytes_as(const model *m, kv_dtype dt);
 /* Floats in one KV block of `block_tokens` tokens: the sum over the layout's
  * paged groups of n_layers * token_floats * block_tokens / row_tokens. */
 int64_t model_kv_block_floats(const model *m, int block_tokens);
@@ -299,6 +313,10 @@ typedef struct fwd_ctx fwd_ctx;
  * max_ctx positions, with KV blocks of block_tokens tokens. */
 fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx, int32_t block_tokens,
                         cf_err *err);
+/* The same for a cache whose K/V are stored as dt (model_kv_layout_as):
+ * fails with model_kv_dtype_check's one-line reason. */
+fwd_ctx *fwd_ctx_create_kv(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx, int32_t block_tokens,
+                           kv_dtype dt, cf_err *err);
 void fwd_ctx_free(fwd_ctx *c);
 
 /* Runs the batch: writes each token's K/V into its sequence's blocks and the

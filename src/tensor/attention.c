@@ -21,8 +21,11 @@ size_t attn_part_floats(int n_tok, int n_q, int head_dim) {
 size_t attn_scratch_floats(int n_tok, int n_q, int head_dim) {
     size_t rows = (size_t)n_tok * (size_t)n_q;
     size_t rows16 = (rows + 15) / 16 * 16; /* the packed Q: whole register groups */
-    return attn_part_floats(n_tok, n_q, head_dim) + rows * (ATTN_SEG + 16) + 2 * rows + rows16 * (size_t)head_dim;
+    return attn_part_floats(n_tok, n_q, head_dim) + rows * (ATTN_SEG + 16) + 2 * rows + rows16 * (size_t)head_dim +
+           attn_kv_tile_floats(head_dim);
 }
+
+size_t attn_kv_tile_floats(int head_dim) { return 2 * (size_t)head_dim * ATTN_SEG + 16; }
 
 void attn_segments(const attn_args *a, int *first, int *end) {
     int lo = a->window > 0 ? a->pos[0] - a->window + 1 : 0;

@@ -35,7 +35,16 @@
  * (bt = block_tokens); V is token-major, row j at
  * blocks[j / bt] + v_off + (j % bt) * row_stride. Dispatched on
  * cpu_isa_active(); the ISA files are the same source (attention_impl.h)
- * compiled with different flags. */
+ * compiled with different flags.
+ *
+ * Other KV element types (kv_dtype != KV_DTYPE_F32, tensor/kv_dtype.h): K and
+ * V are both token-major encoded rows; key j's head starts head_bytes into
+ * the row at blocks[j / bt] + k_off + (j % bt) * row_stride (V: v_off).
+ * The load step decodes a segment's visible keys and values once into an
+ * f32 tile of the scratch (K [head_dim][ATTN_SEG], V [ATTN_SEG][head_dim]:
+ * one f32 block of ATTN_SEG tokens) and runs the f32 segment on it, so the
+ * arithmetic after decoding is the f32 path's, and nothing beyond one
+ * segment is ever converted or copied. */
 #ifndef CINFER_TENSOR_ATTENTION_H
 #define CINFER_TENSOR_ATTENTION_H
 
@@ -57,7 +66,9 @@ typedef struct attn_args {
     float *const *blocks; /* block table of the sequence */
     int block_tokens;
     int64_t k_off, v_off; /* element offsets of this layer's K/V head in a block */
-    int64_t row_stride; /* V: elements between consecutive token rows */
+    int64_t row_stride; /* V (and K unless f32): elements (4-byte units) between consecutive token rows */
+    int kv_dtype; /* kv_dtype (tensor/kv_dtype.h); 0 = f32 */
+    int64_t head_bytes; /* non-f32: byte offset of this head inside a K/V row */
     int window; /* 0 = full causal */
     int floor; /* keys at positions below it are not attended (0: none; <= pos[0]): bounded replay */
     float scale;
@@ -66,8 +77,11 @@ typedef struct attn_args {
     float *scratch; /* attn_scratch_floats(n_tok, n_q, head_dim) floats */
 } attn_args;
 
-/* Scratch floats kern_attention / _part / _merge need for a call. */
+/* Scratch floats kern_attention / _part / _merge need for a call (with
+ * room for one decoded segment of a non-f32 cache). */
 size_t attn_scratch_floats(int n_tok, int n_q, int head_dim);
+/* Floats of the decoded K/V tile of one segment (the end of the scratch). */
+size_t attn_kv_tile_floats(int head_dim);
 /* Floats of one segment's partial state (kern_attention_part's output). */
 size_t attn_part_floats(int n_tok, int n_q, int head_dim);
 /* The segments [*first, *end) holding keys some row of the call sees. */

@@ -350,6 +350,8 @@ static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, 
     }
 }
 
+#include "tensor/attention_kv_impl.h" /* attn_segment_kv: the load step of non-f32 caches */
+
 /* Running state: out rows zero, M = -inf, L = 0. */
 static void attn_merge_begin(const attn_args *a, float *M, float *L) {
     int n_rows = a->n_tok * a->n_q;
@@ -394,7 +396,7 @@ static __attribute__((noinline)) void attn_merge_finish(const attn_args *a, cons
 
 void ATTN_PART_FN(const attn_args *a, int seg, float *part) {
     int n_rows = a->n_tok * a->n_q;
-    attn_segment(a, seg, part, a->scratch + (int64_t)n_rows * (a->head_dim + 2));
+    attn_segment_kv(a, seg, part, a->scratch + (int64_t)n_rows * (a->head_dim + 2));
 }
 
 void ATTN_MERGE_FN(const attn_args *a, const float *parts, int64_t part_stride) {
@@ -413,7 +415,7 @@ void ATTN_FN(const attn_args *a) {
     attn_segments(a, &first, &end);
     attn_merge_begin(a, M, L);
     for (int g = first; g < end; g++) {
-        attn_segment(a, g, part, sc);
+        attn_segment_kv(a, g, part, sc);
         attn_merge_step(a, part, M, L);
     }
     attn_merge_finish(a, M, L);
