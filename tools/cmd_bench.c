@@ -20,6 +20,7 @@
 #include "base/cli_opt.h"
 #include "base/cpu.h"
 #include "base/timeutil.h"
+#include "cinfer/engine.h"
 #include "commands.h"
 #include "engine/generate.h"
 #include "model/model.h"
@@ -33,8 +34,9 @@ static const char bench_usage[] = "cinfer bench latency -m MODEL.gguf [options]\
                                   "cinfer bench replay -m MODEL.gguf [options]      (see bench replay --help)";
 
 typedef struct bench_opts {
-    const char *model, *weights_cache;
+    const char *model, *weights_cache, *kv_dtype_name;
     long long prompt, gen, threads, reps, bw_mib, depth, batch;
+    kv_dtype kv_dt;
 } bench_opts;
 
 /* argv[0] is "latency". CLI_OK, CLI_HELP or CLI_USAGE. */
@@ -52,6 +54,8 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
         {"bw-mib", 0, "N", "buffer for the bandwidth measurement (default 1024 MiB)", CLI_NUM(&o->bw_mib, 16, 1 << 20)},
         {"weights-cache", 0, "DIR", "repacked-weights cache directory (see `cinfer serve --help`)",
          CLI_STR(&o->weights_cache)},
+        {"kv-dtype", 0, "TYPE", "KV cache element type: f32, bf16, f16 or q8_0 (default: as `cinfer serve`)",
+         CLI_STR(&o->kv_dtype_name)},
     };
     cli_cmd c = {.name = "bench latency",
                  .usage = bench_usage,
@@ -62,6 +66,8 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
     if (rc) return rc;
     if (pos < argc) return cli_usage_error(&c, "unexpected argument '%s'", argv[pos]);
     if (!o->model) return cli_usage_error(&c, "-m MODEL.gguf is required");
+    if (kv_dtype_parse(o->kv_dtype_name ? o->kv_dtype_name : cinfer_kv_dtype_name(CINFER_KV_DTYPE_DEFAULT), &o->kv_dt))
+        return cli_usage_error(&c, "--kv-dtype '%s': expected f32, bf16, f16 or q8_0", o->kv_dtype_name);
     return CLI_OK;
 }
 
@@ -108,9 +114,10 @@ static void print_latency(const bench_opts *o, const model *m, thread_pool *pool
      * the window layers (their ring) */
     double mean_ctx = (double)o->depth + (double)o->prompt + (double)o->gen / 2;
     kv_spec spec;
-    model_kv_layout(m, &spec);
+    model_kv_layout_as(m, o->kv_dt, &spec);
     double win = kv_spec_max_window(&spec) < mean_ctx ? kv_spec_max_window(&spec) : mean_ctx;
-    double kv_bytes = model_kv_token_bytes(m) * mean_ctx + (double)kv_spec_ring_row_floats(&spec) * 4.0 * win;
+    double kv_bytes =
+        model_kv_token_bytes_as(m, o->kv_dt) * mean_ctx + (double)kv_spec_ring_row_floats(&spec) * 4.0 * win;
     double roof = bw / (wbytes + kv_bytes);
     double pp = (double)o->prompt / pp_s, tg = (double)o->gen / tg_s;
     double flops_tok = 2.0 * (double)model_active_params(m);
@@ -126,8 +133,9 @@ static void print_latency(const bench_opts *o, const model *m, thread_pool *pool
             o->prompt, o->depth, pp, pp * flops_tok / 1e9, 100.0 * pp * flops_tok / peak_w,
             peak_w == peak.int8_ops ? "int8" : "f32");
     printf("decode       %lld tokens at depth %lld: %8.2f tok/s  roofline %.2f tok/s (%.0f%% of bandwidth limit; "
-           "%.1f MiB weights + %.1f MiB KV per token)\n",
-           o->gen, o->depth + o->prompt, tg, roof, 100.0 * tg / roof, wbytes / (1 << 20), kv_bytes / (1 << 20));
+           "%.1f MiB weights + %.1f MiB KV (%s) per token)\n",
+           o->gen, o->depth + o->prompt, tg, roof, 100.0 * tg / roof, wbytes / (1 << 20), kv_bytes / (1 << 20),
+           kv_dtype_name(o->kv_dt));
 }
 
 static int bench_latency(const bench_opts *o) {
@@ -152,7 +160,7 @@ static int bench_latency(const bench_opts *o) {
     int rc = 0;
     gen_session g;
     if (ctx > INT32_MAX / 2) rc = cli_fail("bench: a context of %lld positions is too long", ctx);
-    else if (gen_init(&g, m, pool, (int32_t)ctx, (int32_t)(batch > 0 ? batch : 1), &err))
+    else if (gen_init_as(&g, m, o->kv_dt, pool, (int32_t)ctx, (int32_t)(batch > 0 ? batch : 1), &err))
         rc = cli_fail("bench: %s", err.msg);
     else {
         if (o->depth > 0 && gen_feed(&g, tokens, (int32_t)o->depth, NULL, &err)) rc = cli_fail("bench: %s", err.msg);

@@ -25,7 +25,8 @@
 #include "model/model.h"
 
 typedef struct tput_opts {
-    const char *model, *weights_cache;
+    const char *model, *weights_cache, *kv_dtype_name;
+    int32_t kv_dtype; /* cinfer_kv_dtype */
     long long requests, input_len, output_len, prefix_len, threads, max_batch, max_seqs;
     double kv_gib;
     bool sync_scheduling, long_context;
@@ -44,6 +45,8 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
          CLI_NUM(&o->prefix_len, 0, 1 << 20)},
         {"threads", 't', "N", "compute threads (default: one per core)", CLI_NUM(&o->threads, 1, 1024)},
         {"kv-memory", 0, "GIB", "KV cache budget (default 1)", CLI_NUM(&o->kv_gib, 0.0001, 4096)},
+        {"kv-dtype", 0, "TYPE", "KV cache element type: f32, bf16, f16 or q8_0 (default: as `cinfer serve`)",
+         CLI_STR(&o->kv_dtype_name)},
         {"max-batch-tokens", 0, "N", "tokens per step (default 2048)", CLI_NUM(&o->max_batch, 1, 1 << 20)},
         {"max-seqs", 0, "N", "running requests (default 64)", CLI_NUM(&o->max_seqs, 1, 1 << 16)},
         {"sync-scheduling", 0, NULL,
@@ -73,6 +76,8 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
         o->output_len = 64;
     }
     if (o->prefix_len > o->input_len) return cli_usage_error(&c, "--prefix-len exceeds --input-len");
+    if (o->kv_dtype_name && (o->kv_dtype = cinfer_kv_dtype_parse(o->kv_dtype_name)) < 0)
+        return cli_usage_error(&c, "--kv-dtype '%s': expected f32, bf16, f16 or q8_0", o->kv_dtype_name);
     return CLI_OK;
 }
 
@@ -139,7 +144,8 @@ static int run_tput(const tput_opts *o, const model *m, thread_pool *tp) {
                                 .max_batch_tokens = (int32_t)o->max_batch,
                                 .max_seqs = (int32_t)o->max_seqs,
                                 .max_ctx = (int32_t)(o->input_len + o->output_len),
-                                .sync_scheduling = o->sync_scheduling};
+                                .sync_scheduling = o->sync_scheduling,
+                                .kv_dtype = o->kv_dtype};
     char err[512];
     cinfer_engine *e;
     if (cinfer_engine_create(m, tp, &eo, &e, err, sizeof err)) return cli_fail("bench throughput: %s", err);

@@ -51,6 +51,7 @@ typedef struct serve_opts {
     double kv_gib, shutdown_s, store_quota_gib, swa_gib, swa_ttl_s;
     long long swa_replay_tokens; /* 0: the model's window */
     const char *swa_replay;
+    const char *kv_dtype_name; /* --kv-dtype; NULL: the engine's default */
     const char *generation_config; /* --generation-config: auto (the model's sampling defaults) or none */
     serve_ep_opts ep; /* --ep and its knobs (serve_ep.h) */
     const char *role, *handoff_listen; /* --role, --handoff-listen (docs/pd.md) */
@@ -169,6 +170,10 @@ static size_t serve_rows_model(serve_opts *o, cli_opt *t, size_t cap) {
         {"spec-max-batch", 0, "N", "no drafts while more requests than this decode at once (default 3)",
          CLI_NUM(&o->spec_max_batch, 1, 4096)},
         {"kv-memory", 0, "GIB", "KV cache budget in GiB (default 1)", CLI_NUM(&o->kv_gib, 0.0001, 4096)},
+        {"kv-dtype", 0, "TYPE",
+         "KV cache element type: f32, bf16, f16 or q8_0 (default f32;\n"
+         "docs/engine.md \"KV cache element type\"; part of the store's fingerprint)",
+         CLI_STR(&o->kv_dtype_name)},
         {"swa-state-memory", 0, "GIB",
          "models with sliding-window layers: host memory for window-state\n"
          "snapshots at block boundaries, so prefix hits resume exactly\n(docs/engine.md \"Window state\"; "
@@ -335,6 +340,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     if (pos < argc && !o->model) o->model = argv[pos++];
     if (pos < argc) return cli_usage_error(&c, "unexpected argument '%s'", argv[pos]);
     if (!o->model) return cli_usage_error(&c, "MODEL.gguf is required");
+    if (o->kv_dtype_name && cinfer_kv_dtype_parse(o->kv_dtype_name) < 0)
+        return cli_usage_error(&c, "--kv-dtype '%s': expected f32, bf16, f16 or q8_0", o->kv_dtype_name);
     if (o->kv_key_file && !o->kv_store) return cli_usage_error(&c, "--kv-store-key-file needs --kv-store");
     if (o->log_level && cf_log_parse_level(o->log_level, &(cf_log_lvl){0}))
         return cli_usage_error(&c, "unknown log level '%s' (error|warn|info|debug)", o->log_level);
@@ -437,7 +444,8 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
                                 .swa_state_memory_bytes = swa_bytes > 0 ? swa_bytes : -1,
                                 .swa_state_ttl_s = o->swa_ttl_s,
                                 .swa_replay_tokens = swa_on || swa_auto ? (int32_t)o->swa_replay_tokens : -1,
-                                .swa_replay_auto = swa_auto};
+                                .swa_replay_auto = swa_auto,
+                                .kv_dtype = o->kv_dtype_name ? cinfer_kv_dtype_parse(o->kv_dtype_name) : 0};
     memcpy(eo.kv_store_retention_s, o->retention, sizeof eo.kv_store_retention_s);
     if (o->ep.on) {
         if (serve_ep_start(&o->ep, sp->m, (int)o->max_batch, &sp->ep)) return 1;

@@ -310,6 +310,7 @@ typedef struct cinfer_engine_stats {
     int32_t running, waiting; /* after the last step */
     int32_t kv_blocks_total, kv_blocks_free, kv_blocks_used, kv_blocks_cached, kv_blocks_used_peak;
     int64_t kv_bytes, kv_budget;
+    int32_t kv_dtype; /* cinfer_kv_dtype of the cache (never CINFER_KV_DEFAULT) */
     /* window rings (models with sliding-window layers, docs/engine.md): one per running
      * request, kv_ring_bytes each (kv_ring_tokens rows of every window layer); 0 otherwise */
     int32_t kv_rings_total, kv_rings_used, kv_ring_tokens;

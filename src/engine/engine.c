@@ -212,6 +212,10 @@ static void *eng_main(void *arg);
 static void *eng_exec_main(void *arg);
 
 /* The public cinfer_kv_dtype as the tensor layer's kv_dtype (CINFER_KV_DEFAULT: CINFER_KV_DTYPE_DEFAULT). */
+_Static_assert(CINFER_KV_BF16 - CINFER_KV_F32 == KV_DTYPE_BF16 && CINFER_KV_F16 - CINFER_KV_F32 == KV_DTYPE_F16 &&
+                   CINFER_KV_Q8_0 - CINFER_KV_F32 == KV_DTYPE_Q8_0,
+               "cinfer_kv_dtype and kv_dtype list the types in the same order");
+
 static int eng_kv_dtype(int32_t o, kv_dtype *out, cf_err *err) {
     if (o == CINFER_KV_DEFAULT) o = CINFER_KV_DTYPE_DEFAULT;
     switch (o) {
@@ -319,6 +323,7 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     e->st.kv_blocks_free = ks.free;
     e->st.kv_bytes = ks.bytes;
     e->st.kv_budget = ks.budget;
+    e->st.kv_dtype = (int32_t)e->kv_dt + CINFER_KV_F32; /* the two enums list the types in the same order */
     eng_note_kv(e);
     e->pub_st = e->st;
     eng_handoff_init(e);

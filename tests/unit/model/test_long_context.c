@@ -5,13 +5,15 @@
  * in calls of 16 followed by one token per call (the decode path, whose KV
  * segments are split across the pool and merged), each with 1 and 3
  * threads. This is the attention half of batch invariance at long contexts
- * (tests/unit/engine/test_engine.c checks the engine's tokens). */
+ * (tests/unit/engine/test_engine.c checks the engine's tokens). Run for
+ * every KV cache type (CINFER_TEST_KV_DTYPE: the *_kv_<type> variants). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/threadpool.h"
 #include "engine/generate.h"
+#include "kv_dtype_util.h"
 #include "model/model.h"
 #include "testutil.h"
 
@@ -24,7 +26,7 @@ static float *feed(const model *m, thread_pool *pool, const int32_t *ids, int32_
     int32_t nv = model_get_hparams(m)->n_vocab;
     float *all = malloc(sizeof(float) * (size_t)N_POS * (size_t)nv);
     gen_session g;
-    int rc = all ? gen_init(&g, m, pool, N_POS, batch, &err) : -1;
+    int rc = all ? gen_init_as(&g, m, test_kv_dtype(), pool, N_POS, batch, &err) : -1;
     if (rc == 0) {
         rc = gen_feed(&g, ids, first, all, &err);
         for (int32_t p = first; rc == 0 && p < N_POS; p++) rc = gen_feed(&g, ids + p, 1, all + (int64_t)p * nv, &err);
