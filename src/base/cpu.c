@@ -61,6 +61,11 @@ bool cpu_isa_supported(cpu_isa isa) {
     }
 }
 
+bool cpu_has_avx512_bf16(void) {
+    detect();
+    return cpu_isa_supported(CPU_ISA_AVX512) && g_features.avx512bf16;
+}
+
 static const char *const isa_names[] = {"scalar", "avx2", "avx512"};
 
 const char *cpu_isa_name(cpu_isa isa) { return (unsigned)isa < CPU_ISA_COUNT ? isa_names[isa] : "?"; }

@@ -19,6 +19,8 @@ cpu_isa cpu_isa_active(void);
 /* Forces an ISA (must be supported); used by tests and benchmarks. */
 void cpu_isa_force(cpu_isa isa);
 const char *cpu_isa_name(cpu_isa isa);
+/* Whether the CPU has AVX-512 BF16 (vdpbf16ps, vcvtne2ps2bf16). */
+bool cpu_has_avx512_bf16(void);
 /* Parses "avx512|avx2|scalar"; returns -1 if unknown. */
 int cpu_isa_parse(const char *s, cpu_isa *out);
 

@@ -2,6 +2,8 @@
  * active ISA's build, and the ISA-independent sizing helpers. */
 #include "tensor/attention.h"
 
+#include <string.h>
+
 #include "base/cpu.h"
 
 void kern_attention_scalar(const attn_args *a);
@@ -18,10 +20,31 @@ size_t attn_part_floats(int n_tok, int n_q, int head_dim) {
     return (size_t)n_tok * (size_t)n_q * (size_t)(head_dim + 2);
 }
 
+bool attn_prec_native(attn_prec prec) {
+    return prec == ATTN_PREC_F32 || (cpu_isa_active() == CPU_ISA_AVX512 && cpu_has_avx512_bf16());
+}
+
+const char *attn_prec_name(attn_prec prec) { return prec == ATTN_PREC_BF16 ? "bf16" : "f32"; }
+
+int attn_prec_parse(const char *s, attn_prec *out) {
+    if (!strcmp(s, "f32")) *out = ATTN_PREC_F32;
+    else if (!strcmp(s, "bf16")) *out = ATTN_PREC_BF16;
+    else return -1;
+    return 0;
+}
+
+/* Layout (attention_impl.h): the part, the scores (rows x (ATTN_SEG + 16)),
+ * the merge's M and L, the packed Q (whole groups of 16 rows), then the BF16
+ * path's segment K (ATTN_SEG keys x head_dim rounded up to a pair), segment V
+ * (ATTN_SEG keys x head_dim rounded up to 16) and weights (rows x ATTN_SEG),
+ * all bf16, two to a float. */
 size_t attn_scratch_floats(int n_tok, int n_q, int head_dim) {
     size_t rows = (size_t)n_tok * (size_t)n_q;
-    size_t rows16 = (rows + 15) / 16 * 16; /* the packed Q: whole register groups */
-    return attn_part_floats(n_tok, n_q, head_dim) + rows * (ATTN_SEG + 16) + 2 * rows + rows16 * (size_t)head_dim;
+    size_t rows16 = (rows + 15) / 16 * 16;
+    size_t hd2 = ((size_t)head_dim + 1) / 2 * 2, hd16 = ((size_t)head_dim + 15) / 16 * 16;
+    size_t bf16_floats = (ATTN_SEG * hd2 + ATTN_SEG * hd16 + rows * ATTN_SEG) / 2;
+    return attn_part_floats(n_tok, n_q, head_dim) + rows * (ATTN_SEG + 16) + 2 * rows + rows16 * (size_t)head_dim +
+           bf16_floats;
 }
 
 void attn_segments(const attn_args *a, int *first, int *end) {
