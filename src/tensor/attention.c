@@ -34,17 +34,18 @@ int attn_prec_parse(const char *s, attn_prec *out) {
 }
 
 /* Layout (attention_impl.h): the part, the scores (rows x (ATTN_SEG + 16)),
- * the merge's M and L, the packed Q (whole groups of 16 rows), then the BF16
- * path's segment K (ATTN_SEG keys x head_dim rounded up to a pair), segment V
- * (ATTN_SEG keys x head_dim rounded up to 16) and weights (rows x ATTN_SEG),
- * all bf16, two to a float. */
+ * the merge's M and L, the packed Q (whole groups of 16 rows, head_dim + 16
+ * floats each: room for bf16 rows padded to 32), then the BF16 paths'
+ * segment K (ATTN_SEG keys x head_dim rounded up to 32), segment V (ATTN_SEG
+ * keys x head_dim rounded up to 16) and weights (whole groups of 16 rows x
+ * ATTN_SEG), all bf16, two to a float. */
 size_t attn_scratch_floats(int n_tok, int n_q, int head_dim) {
     size_t rows = (size_t)n_tok * (size_t)n_q;
     size_t rows16 = (rows + 15) / 16 * 16;
-    size_t hd2 = ((size_t)head_dim + 1) / 2 * 2, hd16 = ((size_t)head_dim + 15) / 16 * 16;
-    size_t bf16_floats = (ATTN_SEG * hd2 + ATTN_SEG * hd16 + rows * ATTN_SEG) / 2;
-    return attn_part_floats(n_tok, n_q, head_dim) + rows * (ATTN_SEG + 16) + 2 * rows + rows16 * (size_t)head_dim +
-           bf16_floats;
+    size_t hd32 = ((size_t)head_dim + 31) / 32 * 32, hd16 = ((size_t)head_dim + 15) / 16 * 16;
+    size_t bf16_floats = (ATTN_SEG * hd32 + ATTN_SEG * hd16 + rows16 * ATTN_SEG) / 2;
+    return attn_part_floats(n_tok, n_q, head_dim) + rows * (ATTN_SEG + 16) + 2 * rows +
+           rows16 * ((size_t)head_dim + 16) + bf16_floats;
 }
 
 void attn_segments(const attn_args *a, int *first, int *end) {

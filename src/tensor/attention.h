@@ -43,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ATTN_MAX_CHUNK 16 /* query tokens per call */
+#define ATTN_MAX_CHUNK 64 /* query tokens per call */
 #define ATTN_SEG 128 /* keys per segment (a multiple of 16) */
 
 /* Arithmetic of the dot products (attention.h top: Q.K and P.V).

@@ -318,6 +318,9 @@ static void attn_pv(const attn_args *a, int t, int s0, int lo, int hi, const flo
 
 #ifdef __AVX512BF16__
 #include "tensor/attention_bf16_impl.h"
+#ifdef __AMX_BF16__
+#include "tensor/attention_amx_impl.h"
+#endif
 #endif
 
 /* Segment seg's partial state of every row into part: acc (rows x hd), then
@@ -330,6 +333,12 @@ static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, 
     const int s1 = s0 + ATTN_SEG < j_end ? s0 + ATTN_SEG : j_end;
 #ifdef __AVX512BF16__
     if (a->prec == ATTN_PREC_BF16 && cpu_has_avx512_bf16()) {
+#ifdef __AMX_BF16__
+        if (cpu_has_amx_bf16()) {
+            attn_segment_amx(a, seg, part, sc);
+            return;
+        }
+#endif
         attn_segment_bf16(a, seg, part, sc);
         return;
     }
