@@ -25,7 +25,8 @@
 #include "model/model.h"
 
 typedef struct tput_opts {
-    const char *model, *weights_cache;
+    const char *model, *weights_cache, *attn_precision;
+    attn_prec prec; /* parsed --attn-precision */
     long long requests, input_len, output_len, prefix_len, threads, max_batch, max_seqs;
     double kv_gib;
     bool sync_scheduling, long_context;
@@ -56,6 +57,10 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
          "the long-context case: 16 requests x 4096 prompt tokens (the\n"
          "first 4064 shared) + 64 generated; replaces those four options",
          CLI_SET(&o->long_context, true)},
+        {"attn-precision", 0, "f32|bf16",
+         "attention dot products: f32 (default) or bf16 (AMX tiles\n"
+         "or AVX-512 BF16 where the CPU has them; docs/kernels.md)",
+         CLI_STR(&o->attn_precision)},
     };
     cli_cmd c = {.name = "bench throughput",
                  .usage = "cinfer bench throughput -m MODEL.gguf [options]",
@@ -73,6 +78,8 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
         o->output_len = 64;
     }
     if (o->prefix_len > o->input_len) return cli_usage_error(&c, "--prefix-len exceeds --input-len");
+    if (o->attn_precision && attn_prec_parse(o->attn_precision, &o->prec))
+        return cli_usage_error(&c, "--attn-precision: '%s' (f32 or bf16)", o->attn_precision);
     return CLI_OK;
 }
 
@@ -139,7 +146,8 @@ static int run_tput(const tput_opts *o, const model *m, thread_pool *tp) {
                                 .max_batch_tokens = (int32_t)o->max_batch,
                                 .max_seqs = (int32_t)o->max_seqs,
                                 .max_ctx = (int32_t)(o->input_len + o->output_len),
-                                .sync_scheduling = o->sync_scheduling};
+                                .sync_scheduling = o->sync_scheduling,
+                                .attn_precision = o->prec == ATTN_PREC_BF16 ? CINFER_ATTN_BF16 : CINFER_ATTN_F32};
     char err[512];
     cinfer_engine *e;
     if (cinfer_engine_create(m, tp, &eo, &e, err, sizeof err)) return cli_fail("bench throughput: %s", err);

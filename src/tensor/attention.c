@@ -26,6 +26,12 @@ bool attn_prec_native(attn_prec prec) {
 
 const char *attn_prec_name(attn_prec prec) { return prec == ATTN_PREC_BF16 ? "bf16" : "f32"; }
 
+const char *attn_prec_describe(attn_prec prec) {
+    if (prec == ATTN_PREC_F32) return "f32";
+    if (!attn_prec_native(prec)) return "f32 (bf16 unsupported here)";
+    return cpu_has_amx_bf16() ? "bf16 (AMX)" : "bf16 (AVX-512 BF16)";
+}
+
 int attn_prec_parse(const char *s, attn_prec *out) {
     if (!strcmp(s, "f32")) *out = ATTN_PREC_F32;
     else if (!strcmp(s, "bf16")) *out = ATTN_PREC_BF16;

@@ -85,6 +85,9 @@ bool attn_prec_native(attn_prec prec);
 /* "f32" / "bf16"; attn_prec_parse returns -1 for anything else. */
 const char *attn_prec_name(attn_prec prec);
 int attn_prec_parse(const char *s, attn_prec *out);
+/* What `prec` runs as here, for logs: "f32", "bf16 (AMX)", "bf16 (AVX-512
+ * BF16)" or "f32 (bf16 unsupported here)". */
+const char *attn_prec_describe(attn_prec prec);
 
 /* Scratch floats kern_attention / _part / _merge need for a call (either
  * precision: includes one segment's K and V converted for the BF16 path). */

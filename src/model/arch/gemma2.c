@@ -208,6 +208,7 @@ typedef struct g2_fwd {
     int32_t *chunk_begin; /* max_tokens + 1 */
     float **vtab; /* per sequence: max_blocks pointers, the ring as a wrapping block table */
     int n_threads;
+    attn_prec prec; /* fwd_ctx_set_attn_prec */
 } g2_fwd;
 
 static void g2_fwd_free(void *fc) {
@@ -349,6 +350,7 @@ static void g2_attn_task(void *ctx, int ith, int nth) {
             .floor = j->L->window ? b->seqs[b->seq[t0]].replay_from : 0,
             .scale = hp->q_scale,
             .softcap = hp->attn_softcap,
+            .prec = c->prec,
             .scratch = scores,
         };
         kern_attention(&a);
@@ -414,6 +416,8 @@ static int g2_forward(void *fc, const fwd_batch *b, float *logits, cf_err *err) 
     return 0;
 }
 
+static void g2_set_attn_prec(void *fc, attn_prec prec) { ((g2_fwd *)fc)->prec = prec; }
+
 const model_arch model_arch_gemma2 = {
     .names = {"gemma2", NULL},
     .read_hparams = g2_read_hparams,
@@ -425,4 +429,5 @@ const model_arch model_arch_gemma2 = {
     .fwd_create = g2_fwd_create,
     .fwd_free = g2_fwd_free,
     .forward = g2_forward,
+    .fwd_set_attn_prec = g2_set_attn_prec,
 };

@@ -210,6 +210,7 @@ typedef struct llama_fwd {
     float *parts;
     int64_t parts_cap; /* floats in parts */
     int n_threads;
+    attn_prec prec; /* fwd_ctx_set_attn_prec */
 } llama_fwd;
 
 static void llama_fwd_free(void *fc) {
@@ -353,6 +354,7 @@ static attn_args chunk_args(const llama_fwd *c, const fwd_batch *b, int il, int3
         .scale = 1.0f / sqrtf((float)hd),
         .softcap = 0.0f,
         .sinks = NULL,
+        .prec = c->prec,
         .scratch = scratch,
     };
 }
@@ -482,6 +484,8 @@ static int llama_forward(void *fc, const fwd_batch *b, float *logits, cf_err *er
     return 0;
 }
 
+static void llama_set_attn_prec(void *fc, attn_prec prec) { ((llama_fwd *)fc)->prec = prec; }
+
 const model_arch model_arch_llama = {
     .names = {"llama", "qwen2", "qwen3", NULL},
     .read_hparams = llama_read_hparams,
@@ -493,4 +497,5 @@ const model_arch model_arch_llama = {
     .fwd_create = llama_fwd_create,
     .fwd_free = llama_fwd_free,
     .forward = llama_forward,
+    .fwd_set_attn_prec = llama_set_attn_prec,
 };
