@@ -1,5 +1,7 @@
-/* test_attention.c - kern_attention on every supported ISA against a float64
- * reference: chunks of 1..64 query tokens, GQA groups, head dims that are
+/* test_attention.c - kern_attention on every supported ISA (F32), and in
+ * BF16 on both BF16 paths the CPU has (AVX-512 vdpbf16ps, AMX tiles), against
+ * a float64 reference (BF16 also against float64 of the bf16-rounded inputs;
+ * bounds at BF16_BOUND below): chunks of 1..64 query tokens, GQA groups, head dims that are
  * not multiples of the vector width, positions inside and across blocks,
  * block sizes that are not 16 (K tiles gathered across blocks), sliding
  * windows, soft-capping and attention sinks, contexts spanning several
