@@ -90,6 +90,13 @@ typedef enum cinfer_kv_dtype {
 const char *cinfer_kv_dtype_name(int32_t t);
 int32_t cinfer_kv_dtype_parse(const char *name);
 
+/* Arithmetic of attention's dot products (cinfer_engine_options.attn_precision):
+ * F32: f32 FMA. BF16: Q, K, V and the softmax weights rounded to bf16 and
+ * multiplied with f32 sums (AMX tiles where usable, else AVX-512 BF16; f32
+ * on CPUs with neither), softmax and merge in f32. Either is batch invariant;
+ * they differ from each other by about 4e-3 of |V| (docs/kernels.md). */
+typedef enum cinfer_attn_precision { CINFER_ATTN_F32 = 0, CINFER_ATTN_BF16 = 1 } cinfer_attn_precision;
+
 typedef struct cinfer_engine_options {
     int32_t block_tokens; /* tokens per KV block (0: 16) */
     int64_t kv_memory_bytes; /* KV pool budget (0: 256 MiB) */
@@ -136,6 +143,7 @@ typedef struct cinfer_engine_options {
      * compressed stream, i.e. DeepSeek V4; off for window + full attention, e.g. gemma2), with
      * swa_replay_tokens > 0 as W when on (0 or < 0: 128 for such layouts) */
     bool swa_replay_auto;
+    int32_t attn_precision; /* cinfer_attn_precision (0: F32) */
 } cinfer_engine_options;
 
 typedef struct cinfer_logit_bias {

@@ -7,6 +7,7 @@
  *
  * Callers: the server (serve/), `cinfer bench throughput`, tests. */
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +239,23 @@ int32_t cinfer_kv_dtype_parse(const char *name) {
     return -1;
 }
 
+/* Blocks computed with BF16 attention hold other K/V than F32 ones (every
+ * layer past the first reads attention output): under BF16 the model
+ * fingerprint, and with it every prefix key, store object and handoff
+ * record, becomes SHA-256("cinfer-attn-bf16" || fp). F32 keeps the model's
+ * own fingerprint. */
+static int eng_fingerprint_attn(const cinfer_engine *e, uint8_t fp[PREFIX_KEY_BYTES], cf_err *err) {
+    if (eng_attn_prec(e) == ATTN_PREC_F32) return 0;
+    static const char tag[] = "cinfer-attn-bf16";
+    uint8_t in[sizeof tag + PREFIX_KEY_BYTES];
+    memcpy(in, tag, sizeof tag);
+    memcpy(in + sizeof tag, fp, PREFIX_KEY_BYTES);
+    unsigned int len = 0;
+    if (!EVP_Digest(in, sizeof in, fp, &len, EVP_sha256(), NULL) || len != PREFIX_KEY_BYTES)
+        return cf_fail(err, "model fingerprint: SHA-256 failed");
+    return 0;
+}
+
 static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cinfer_engine_options *o, cf_err *err) {
     const model_hparams *hp = model_get_hparams(m);
     e->m = m;
@@ -256,6 +274,8 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
         e->opt.speculative.k > CINFER_SPEC_MAX_K)
         return cf_fail(err, "engine: speculative drafter %d, k %d (expected a cinfer_spec_drafter, k 0..%d)",
                        e->opt.speculative.drafter, e->opt.speculative.k, CINFER_SPEC_MAX_K);
+    if (e->opt.attn_precision != CINFER_ATTN_F32 && e->opt.attn_precision != CINFER_ATTN_BF16)
+        return cf_fail(err, "engine: attention precision %d (expected a cinfer_attn_precision)", e->opt.attn_precision);
     if (tokenizer_load_gguf(model_get_gguf(m), &e->tok, err)) return cf_prefix(err, "engine: the model's tokenizer");
     if (tokenizer_n_vocab(e->tok) != e->n_vocab)
         return cf_fail(err, "engine: the tokenizer has %d tokens, the model %d", tokenizer_n_vocab(e->tok), e->n_vocab);
@@ -290,12 +310,13 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     }
     int32_t n_rings = ring_chunk > 0 ? eng_ring_count(e, &spec, ring_chunk) : 0;
     if (kv_pool_create_rings(&spec, e->opt.block_tokens, e->opt.kv_memory_bytes, n_rings, ring_chunk, &e->kv, err) ||
-        prefix_cache_model_fingerprint(m, fp, err) || prefix_cache_create(e->kv, fp, &e->pc, err) ||
-        eng_swa_init(e, &spec, err))
+        prefix_cache_model_fingerprint(m, fp, err) || eng_fingerprint_attn(e, fp, err) ||
+        prefix_cache_create(e->kv, fp, &e->pc, err) || eng_swa_init(e, &spec, err))
         return -1;
     e->kv_total = kv_pool_n_blocks(e->kv);
     e->fc = fwd_ctx_create_kv(m, tp, e->opt.max_batch_tokens, e->opt.max_ctx, e->opt.block_tokens, e->kv_dt, err);
     if (!e->fc) return -1;
+    fwd_ctx_set_attn_prec(e->fc, eng_attn_prec(e));
     if (e->opt.moe_executor && fwd_ctx_set_moe_executor(e->fc, e->opt.moe_executor, err)) return -1;
     if (e->opt.draft_model && eng_draft_open(e, e->opt.draft_model, err)) return -1;
     if (eng_alloc_scratch(e, err) || eng_grammar_vocab_build(e, err)) return -1;

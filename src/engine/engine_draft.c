@@ -79,7 +79,9 @@ int eng_draft_open(cinfer_engine *e, const model *dm, cf_err *err) {
     if (!d->tokens || !d->pos || !d->seq || !d->rows || !d->seqs || !d->items || !d->logits)
         return cf_fail(err, "out of memory for the draft model's scratch");
     d->fc = fwd_ctx_create_kv(dm, e->tp, d->cap_tokens, e->opt.max_ctx, e->opt.block_tokens, e->kv_dt, err);
-    return d->fc ? 0 : cf_prefix(err, "engine: the draft model");
+    if (!d->fc) return cf_prefix(err, "engine: the draft model");
+    fwd_ctx_set_attn_prec(d->fc, eng_attn_prec(e));
+    return 0;
 }
 
 void eng_draft_close(cinfer_engine *e) {

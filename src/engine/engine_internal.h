@@ -404,6 +404,11 @@ void eng_draft_release(cinfer_engine *e, eng_req *r);
 void eng_draft_rollback(eng_req *r);
 /* Whether r speculates (any drafter). */
 static inline bool eng_spec_on(const eng_req *r) { return r->drafter.kind > CINFER_SPEC_OFF; }
+
+/* The forward contexts' attention precision (options checked at create). */
+static inline attn_prec eng_attn_prec(const cinfer_engine *e) {
+    return e->opt.attn_precision == CINFER_ATTN_BF16 ? ATTN_PREC_BF16 : ATTN_PREC_F32;
+}
 void eng_spec_free(eng_req *q);
 void eng_spec_plan(cinfer_engine *e, sched_req *s);
 bool eng_spec_prepare(cinfer_engine *e, eng_item *it);

@@ -113,6 +113,10 @@ void fwd_ctx_set_mla_expand_min(fwd_ctx *c, int32_t min_tokens) {
     if (c->arch->fwd_set_expand_min) c->arch->fwd_set_expand_min(c->impl, min_tokens);
 }
 
+void fwd_ctx_set_attn_prec(fwd_ctx *c, attn_prec prec) {
+    if (c->arch->fwd_set_attn_prec) c->arch->fwd_set_attn_prec(c->impl, prec);
+}
+
 int fwd_ctx_expert_load(const fwd_ctx *c, int32_t layer, uint64_t *counts, int32_t n) {
     if (c->arch->expert_load) return c->arch->expert_load(c->impl, layer, counts, n);
     return layer >= 0 && layer < c->m->hp.n_layer ? 0 : -1;

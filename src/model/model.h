@@ -42,6 +42,7 @@
 #include "base/threadpool.h"
 #include "cinfer/model.h"
 #include "format/gguf.h"
+#include "tensor/attention.h"
 #include "tensor/kernels.h"
 #include "tensor/kv_dtype.h"
 
@@ -339,6 +340,13 @@ int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err);
 #define MLA_EXPAND_NEVER INT32_MAX
 #define MLA_EXPAND_MIN_PREFILL 32
 void fwd_ctx_set_mla_expand_min(fwd_ctx *c, int32_t min_tokens);
+
+/* The dot-product precision of the context's attention (tensor/attention.h
+ * attn_prec; default ATTN_PREC_F32). Set it before the first forward pass
+ * and keep it: a sequence's cached K/V are only reproducible under one
+ * precision. An optional architecture hook: no effect on models whose
+ * attention does not use kern_attention (deepseek2's MLA). */
+void fwd_ctx_set_attn_prec(fwd_ctx *c, attn_prec prec);
 
 /* MoE expert load: tokens routed to each expert of `layer` over the last
  * `window` forward passes of this context (window = MOE_LOAD_WINDOW steps).

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/cpu.h"
 #include "tensor/attention.h"
 #include "tensor/vecmath_impl.h"
 
@@ -315,6 +316,13 @@ static void attn_pv(const attn_args *a, int t, int s0, int lo, int hi, const flo
     }
 }
 
+#ifdef __AVX512BF16__
+#include "tensor/attention_bf16_impl.h"
+#ifdef __AMX_BF16__
+#include "tensor/attention_amx_impl.h"
+#endif
+#endif
+
 /* Segment seg's partial state of every row into part: acc (rows x hd), then
  * m (rows), then l (rows). sc: scratch of rows x ATTN_SROW score floats,
  * then 2 x rows (the merge's, untouched), then the packed Q. */
@@ -323,6 +331,18 @@ static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, 
     float *acc = part, *m = part + (int64_t)n_rows * hd, *l = m + n_rows;
     const int s0 = seg * ATTN_SEG, j_end = a->pos[nt - 1] + 1;
     const int s1 = s0 + ATTN_SEG < j_end ? s0 + ATTN_SEG : j_end;
+#ifdef __AVX512BF16__
+    if (a->prec == ATTN_PREC_BF16 && cpu_has_avx512_bf16()) {
+#ifdef __AMX_BF16__
+        if (cpu_has_amx_bf16()) {
+            attn_segment_amx(a, seg, part, sc);
+            return;
+        }
+#endif
+        attn_segment_bf16(a, seg, part, sc);
+        return;
+    }
+#endif
     int k0 = attn_lo(a, 0) / 16 * 16;
     if (k0 < s0) k0 = s0;
     float *qt = sc + (int64_t)n_rows * (ATTN_SROW + 2); /* past the merge's M and L */

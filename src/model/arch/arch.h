@@ -59,6 +59,8 @@ typedef struct model_arch {
     void (*fwd_set_kv_dtype)(void *fc, kv_dtype dt);
     /* fwd_ctx_set_mla_expand_min: a batch-variant faster prefill form. */
     void (*fwd_set_expand_min)(void *fc, int32_t min_tokens);
+    /* fwd_ctx_set_attn_prec: the attention kernels' dot-product precision. */
+    void (*fwd_set_attn_prec)(void *fc, attn_prec prec);
     /* fwd_ctx_expert_load: MoE routing counters (model.h). */
     int (*expert_load)(const void *fc, int32_t layer, uint64_t *counts, int32_t n);
     /* fwd_ctx_set_moe_executor / fwd_ctx_expert_ffn: expert parallelism (model.h). */

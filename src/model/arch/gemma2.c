@@ -210,6 +210,7 @@ typedef struct g2_fwd {
     float **vtab; /* per sequence: max_blocks pointers, the ring as a wrapping block table */
     int n_threads;
     kv_rows rows; /* how K/V rows are stored (the cache's element type) */
+    attn_prec prec; /* fwd_ctx_set_attn_prec */
 } g2_fwd;
 
 static void g2_fwd_free(void *fc) {
@@ -342,6 +343,7 @@ static void g2_attn_task(void *ctx, int ith, int nth) {
             .floor = j->L->window ? b->seqs[b->seq[t0]].replay_from : 0,
             .scale = hp->q_scale,
             .softcap = hp->attn_softcap,
+            .prec = c->prec,
             .scratch = scores,
         };
         kv_rows_attn(&c->rows, j->L->slot, g, hd, &a);
@@ -413,6 +415,8 @@ static void g2_fwd_set_kv_dtype(void *fc, kv_dtype dt) {
     c->rows = kv_rows_make(dt, c->rows.block_tokens, c->rows.kvd);
 }
 
+static void g2_set_attn_prec(void *fc, attn_prec prec) { ((g2_fwd *)fc)->prec = prec; }
+
 const model_arch model_arch_gemma2 = {
     .names = {"gemma2", NULL},
     .read_hparams = g2_read_hparams,
@@ -426,4 +430,5 @@ const model_arch model_arch_gemma2 = {
     .forward = g2_forward,
     .kv_dtypes = 1u << KV_DTYPE_BF16 | 1u << KV_DTYPE_F16 | 1u << KV_DTYPE_Q8_0,
     .fwd_set_kv_dtype = g2_fwd_set_kv_dtype,
+    .fwd_set_attn_prec = g2_set_attn_prec,
 };

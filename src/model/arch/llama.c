@@ -212,6 +212,7 @@ typedef struct llama_fwd {
     int64_t parts_cap; /* floats in parts */
     int n_threads;
     kv_rows rows; /* how K/V rows are stored (the cache's element type) */
+    attn_prec prec; /* fwd_ctx_set_attn_prec */
 } llama_fwd;
 
 static void llama_fwd_free(void *fc) {
@@ -344,6 +345,7 @@ static attn_args chunk_args(const llama_fwd *c, const fwd_batch *b, int il, int3
         .scale = 1.0f / sqrtf((float)hd),
         .softcap = 0.0f,
         .sinks = NULL,
+        .prec = c->prec,
         .scratch = scratch,
     };
     kv_rows_attn(&c->rows, il, g, hd, &a);
@@ -480,6 +482,8 @@ static void llama_fwd_set_kv_dtype(void *fc, kv_dtype dt) {
     c->rows = kv_rows_make(dt, c->rows.block_tokens, c->rows.kvd);
 }
 
+static void llama_set_attn_prec(void *fc, attn_prec prec) { ((llama_fwd *)fc)->prec = prec; }
+
 const model_arch model_arch_llama = {
     .names = {"llama", "qwen2", "qwen3", NULL},
     .read_hparams = llama_read_hparams,
@@ -493,4 +497,5 @@ const model_arch model_arch_llama = {
     .forward = llama_forward,
     .kv_dtypes = 1u << KV_DTYPE_BF16 | 1u << KV_DTYPE_F16 | 1u << KV_DTYPE_Q8_0,
     .fwd_set_kv_dtype = llama_fwd_set_kv_dtype,
+    .fwd_set_attn_prec = llama_set_attn_prec,
 };

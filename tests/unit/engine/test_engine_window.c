@@ -170,12 +170,15 @@ static void test_model(const model *m, thread_pool *pool, int32_t window, bool a
     cinfer_engine_stats st = run_batched(m, pool, 32 << 20, 16, 512, 8, "chunked (16 tokens per step)");
     CHECK(st.kv_ring_tokens == kv_ring_tokens(window, 16, 16)); /* window + the per-request chunk cap */
     /* 8 rings + 16 blocks: the 8 requests need ~50 blocks */
-    int64_t kv = 8 * (int64_t)(full.kv_ring_bytes + 4) + 16 * (model_kv_block_floats(m, 16) * 4 + 16) + 1024;
+    kv_dtype dt = KV_DTYPE_F32; /* the blocks are as large as the engine's KV type makes them (tl_engine) */
+    if (tu_kv_dtype() && kv_dtype_parse(tu_kv_dtype(), &dt)) dt = KV_DTYPE_F32;
+    int64_t block_bytes = model_kv_block_floats_as(m, dt, 16) * 4;
+    int64_t kv = 8 * (int64_t)(full.kv_ring_bytes + 4) + 16 * (block_bytes + 16) + 1024;
     st = run_batched(m, pool, kv, 512, 192, 8, "preempting (16 blocks)");
     CHECKF(st.preemptions > 0 && st.kv_blocks_total == 16, "%llu preemptions with %d blocks",
            (unsigned long long)st.preemptions, st.kv_blocks_total);
     if (all) { /* a budget with room for 3 rings next to one 512-token request (32 blocks): 3 run at once */
-        kv = 3 * (int64_t)(full.kv_ring_bytes + 64) + 33 * (model_kv_block_floats(m, 16) * 4 + 80);
+        kv = 3 * (int64_t)(full.kv_ring_bytes + 64) + 33 * (block_bytes + 80);
         run_batched(m, pool, kv, 512, 512, 3, "3 rings (budget)");
     }
     test_cancel(m, pool);
