@@ -256,6 +256,23 @@ static int eng_fingerprint_attn(const cinfer_engine *e, uint8_t fp[PREFIX_KEY_BY
     return 0;
 }
 
+/* Blocks of another KV element type hold other bytes: under a non-f32 type the model fingerprint (so every
+ * prefix key, store object name and handoff record) becomes SHA-256("cinfer-kv-<type>" || fp), so a store
+ * shared by servers of different types keeps each type's objects apart (a plain miss, never a quarantine of
+ * the other's). f32 keeps the fingerprint of before the option existed. */
+static int eng_fingerprint_kv(const cinfer_engine *e, uint8_t fp[PREFIX_KEY_BYTES], cf_err *err) {
+    if (e->kv_dt == KV_DTYPE_F32) return 0;
+    char tag[32];
+    int n = snprintf(tag, sizeof tag, "cinfer-kv-%s", kv_dtype_name(e->kv_dt));
+    uint8_t in[sizeof tag + PREFIX_KEY_BYTES];
+    memcpy(in, tag, (size_t)n);
+    memcpy(in + n, fp, PREFIX_KEY_BYTES);
+    unsigned int len = 0;
+    if (!EVP_Digest(in, (size_t)n + PREFIX_KEY_BYTES, fp, &len, EVP_sha256(), NULL) || len != PREFIX_KEY_BYTES)
+        return cf_fail(err, "model fingerprint: SHA-256 failed");
+    return 0;
+}
+
 static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cinfer_engine_options *o, cf_err *err) {
     const model_hparams *hp = model_get_hparams(m);
     e->m = m;
@@ -311,7 +328,7 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     int32_t n_rings = ring_chunk > 0 ? eng_ring_count(e, &spec, ring_chunk) : 0;
     if (kv_pool_create_rings(&spec, e->opt.block_tokens, e->opt.kv_memory_bytes, n_rings, ring_chunk, &e->kv, err) ||
         prefix_cache_model_fingerprint(m, fp, err) || eng_fingerprint_attn(e, fp, err) ||
-        prefix_cache_create(e->kv, fp, &e->pc, err) || eng_swa_init(e, &spec, err))
+        eng_fingerprint_kv(e, fp, err) || prefix_cache_create(e->kv, fp, &e->pc, err) || eng_swa_init(e, &spec, err))
         return -1;
     e->kv_total = kv_pool_n_blocks(e->kv);
     e->fc = fwd_ctx_create_kv(m, tp, e->opt.max_batch_tokens, e->opt.max_ctx, e->opt.block_tokens, e->kv_dt, err);

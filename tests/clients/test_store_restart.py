@@ -84,7 +84,7 @@ class TestStoreRestart(unittest.TestCase):
         a = Server("--kv-store", store, "--kv-dtype", mine, model=self.model, ctx=4096)
         try:
             first = su.complete(a, ids, max_tokens=4, model="m4k")
-            n = su.blocks(300, 16)
+            n = su.blocks(300, 4)
             self.assertGreaterEqual(su.wait_written(a, n), n)
         finally:
             self.assertEqual(a.stop(), 0)
