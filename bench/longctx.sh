@@ -13,7 +13,7 @@
 # line: the same work per process CPU-second (tok/s with every thread on its own core).
 set -euo pipefail
 usage="usage: bench/longctx.sh MODEL.gguf [OUT.txt]
-env: CASES (default '128 4096'), DEPTHS (default ''), GEN (16), REPS (1), THREADS (2), BATCH (4096),
+env: CASES (default '128 4096'), DEPTHS (default ''), GEN (16), REPS (1), THREADS (2), BATCH (512),
      PRECISIONS (cinfer --attn-precision values, default 'f32 bf16'), LLAMA_BENCH (default /work/llama/build/bin/llama-bench; empty: cinfer only), CINFER_BIN"
 case ${1:-} in
   -h|--help) printf '%s\n' "$usage"; exit 0 ;;
@@ -25,7 +25,10 @@ model=$1
 out=${2:-/dev/null}
 bin=${CINFER_BIN:-$root/build/cinfer}
 llama=${LLAMA_BENCH-/work/llama/build/bin/llama-bench}
-t=${THREADS:-2} reps=${REPS:-1} gen=${GEN:-16} batch=${BATCH:-4096} precs=${PRECISIONS:-f32 bf16}
+# BATCH: cinfer's tokens per forward call (-b) and llama-bench's -b. 512 = llama-bench's default
+# ubatch (its physical batch): cinfer prefills in forward calls of that size too, which is also
+# faster than 4096-token calls here (bench/README.md, session 7).
+t=${THREADS:-2} reps=${REPS:-1} gen=${GEN:-16} batch=${BATCH:-512} precs=${PRECISIONS:-f32 bf16}
 [ -f "$model" ] || { echo "longctx.sh: no model '$model'" >&2; exit 2; }
 run() { echo "\$ $* ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"; "$@" 2>&1 | grep -E '^(model|machine|prefill|decode|cpu|\|)' || true; echo; }
 # --repack 0: this VM reports AMX but faults on its tile instructions (ldtilecfg, SIGSEGV in
