@@ -5,7 +5,10 @@
  *   decode:  one query token after C keys (the whole call, and the split
  *            form: one kern_attention_part per segment + the merge).
  * FLOPs = 4 x rows x head_dim x visible keys (QK and PV, one FMA = 2).
- * Usage: bench_attention [-c context] [-r reps] [-I avx512|avx2|scalar]
+ * Usage: bench_attention [-c context] [-r reps] [-I avx512|avx2|scalar] [-P f32|bf16] [-X]
+ * (-P: the dot products' precision, attn_prec; bf16 runs on AMX tiles where
+ * usable, else with vdpbf16ps, else as f32; -X: no AMX. The header line says
+ * which ran).
  * Best of `reps` timings, in this thread's CPU time (CLOCK_THREAD_CPUTIME_ID):
  * on a shared, oversubscribed machine a call longer than the scheduler's
  * time slice is otherwise charged the other processes' turns. Not a test:
@@ -25,14 +28,15 @@
 #define HEAD_DIM 64
 #define BT 16
 
-static const char usage[] = "usage: bench_attention [-c context] [-r reps] [-I avx512|avx2|scalar]\n";
+static const char usage[] =
+    "usage: bench_attention [-c context] [-r reps] [-I avx512|avx2|scalar] [-P f32|bf16] [-X]\n";
 
 typedef struct fixture {
     float *mem, **blocks, *q, *out, *scratch, *parts;
     int32_t pos[ATTN_MAX_CHUNK];
 } fixture;
 
-static attn_args make_args(fixture *f, int n_tok, int ctx) {
+static attn_args make_args(fixture *f, int n_tok, int ctx, attn_prec prec) {
     for (int t = 0; t < n_tok; t++) f->pos[t] = ctx - n_tok + t;
     return (attn_args){.q = f->q,
                        .q_stride = N_Q * HEAD_DIM,
@@ -48,6 +52,7 @@ static attn_args make_args(fixture *f, int n_tok, int ctx) {
                        .v_off = BT * HEAD_DIM,
                        .row_stride = HEAD_DIM,
                        .scale = 0.125f,
+                       .prec = prec,
                        .scratch = f->scratch};
 }
 
@@ -78,9 +83,10 @@ static double best_time(const attn_args *a, int reps, bool split, float *parts) 
 
 int main(int argc, char **argv) {
     long ctx = 4096, reps = 5;
+    attn_prec prec = ATTN_PREC_F32;
     int c;
     static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    while ((c = getopt_long(argc, argv, ":c:r:I:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":c:r:I:P:Xh", longopts, NULL)) != -1) {
         if (c == 'h') return fputs(usage, stdout), 0;
         if (c == 'c' && bench_parse_long("bench_attention", "-c", optarg, 16, 1 << 20, &ctx)) return 2;
         if (c == 'r' && bench_parse_long("bench_attention", "-r", optarg, 1, 1000, &reps)) return 2;
@@ -93,6 +99,11 @@ int main(int argc, char **argv) {
                 return 2;
             }
             cpu_isa_force((cpu_isa)isa);
+        }
+        if (c == 'X') cpu_amx_allow(false);
+        if (c == 'P' && attn_prec_parse(optarg, &prec) != 0) {
+            fprintf(stderr, "bench_attention: -P wants f32 or bf16, not '%s'\n", optarg);
+            return 2;
         }
         if (c == '?' || c == ':') return bench_bad_option("bench_attention", c, argv);
     }
@@ -114,16 +125,22 @@ int main(int argc, char **argv) {
     for (int b = 0; b < n_blocks; b++) f.blocks[b] = f.mem + (size_t)b * block_floats;
     for (int i = 0; i < ATTN_MAX_CHUNK * N_Q * HEAD_DIM; i++) f.q[i] = (float)(i % 17) / 17.0f - 0.5f;
     peak_ops peak = kern_measure_peak(pool);
-    printf("attention    1 thread, kernels %s, %d heads x head_dim %d per KV head, context %ld; peak f32 FMA "
+    printf("attention    1 thread, kernels %s, dot products %s, %d heads x head_dim %d per KV head, context %ld; peak "
+           "f32 FMA "
            "%.1f GFLOP/s\n",
-           cpu_isa_name(cpu_isa_active()), N_Q, HEAD_DIM, ctx, peak.f32_flops / 1e9);
-    attn_args pre = make_args(&f, ATTN_MAX_CHUNK, (int)ctx);
+           cpu_isa_name(cpu_isa_active()),
+           !attn_prec_native(prec) ? "f32"
+           : prec == ATTN_PREC_F32 ? "f32"
+           : cpu_has_amx_bf16()    ? "bf16 (AMX)"
+                                   : "bf16 (vdpbf16ps)",
+           N_Q, HEAD_DIM, ctx, peak.f32_flops / 1e9);
+    attn_args pre = make_args(&f, ATTN_MAX_CHUNK, (int)ctx, prec);
     double keys = 0;
     for (int t = 0; t < ATTN_MAX_CHUNK; t++) keys += (double)pre.pos[t] + 1;
     double fl = 4.0 * N_Q * HEAD_DIM * keys, dt = best_time(&pre, (int)reps, false, NULL);
-    printf("prefill      16 tokens:   %8.1f us  %6.1f GFLOP/s (%.0f%% of peak)\n", dt * 1e6, fl / dt / 1e9,
-           100.0 * fl / dt / peak.f32_flops);
-    attn_args dec = make_args(&f, 1, (int)ctx);
+    printf("prefill      %d tokens:   %8.1f us  %6.1f GFLOP/s (%.0f%% of peak)\n", ATTN_MAX_CHUNK, dt * 1e6,
+           fl / dt / 1e9, 100.0 * fl / dt / peak.f32_flops);
+    attn_args dec = make_args(&f, 1, (int)ctx, prec);
     fl = 4.0 * N_Q * HEAD_DIM * (double)ctx;
     for (int split = 0; split < 2; split++) {
         dt = best_time(&dec, (int)reps, split, f.parts);

@@ -19,6 +19,11 @@ static bool tu_in_ci(void) {
     return ci && (!strcmp(ci, "true") || !strcmp(ci, "1"));
 }
 
+const char *tu_kv_dtype(void) {
+    const char *v = getenv("CINFER_TEST_KV_DTYPE");
+    return v && v[0] ? v : NULL;
+}
+
 int tu_missing_fixture(const char *what) {
     if (tu_in_ci()) {
         test_failures++;

@@ -66,6 +66,10 @@ int test_run(const char *const argv[], int capture, char *out, size_t cap);
  * away if nothing else can run: 1 under CI=true (the failure is counted), else
  * 77 (skip). A sub-test may instead just return: test_finish() then reports it. */
 int tu_missing_fixture(const char *what);
+/* The KV cache element type a parametrised test runs with: the name in
+ * CINFER_TEST_KV_DTYPE ("bf16", "f16", "q8_0"; CMakeLists.txt registers the
+ * *_kv_<type> variants), or NULL (unset: the engine's default). */
+const char *tu_kv_dtype(void);
 /* 1 if any CHECK failed; else 77 if a fixture was missing (outside CI); else 0. */
 int test_finish(void);
 

@@ -16,10 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/cli_opt.h"
 #include "base/cpu.h"
 #include "base/timeutil.h"
+#include "cinfer/engine.h"
 #include "commands.h"
 #include "engine/generate.h"
 #include "model/model.h"
@@ -33,8 +35,10 @@ static const char bench_usage[] = "cinfer bench latency -m MODEL.gguf [options]\
                                   "cinfer bench replay -m MODEL.gguf [options]      (see bench replay --help)";
 
 typedef struct bench_opts {
-    const char *model, *weights_cache;
+    const char *model, *weights_cache, *kv_dtype_name, *attn_precision;
     long long prompt, gen, threads, reps, bw_mib, depth, batch;
+    kv_dtype kv_dt;
+    attn_prec prec; /* parsed --attn-precision */
 } bench_opts;
 
 /* argv[0] is "latency". CLI_OK, CLI_HELP or CLI_USAGE. */
@@ -52,6 +56,12 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
         {"bw-mib", 0, "N", "buffer for the bandwidth measurement (default 1024 MiB)", CLI_NUM(&o->bw_mib, 16, 1 << 20)},
         {"weights-cache", 0, "DIR", "repacked-weights cache directory (see `cinfer serve --help`)",
          CLI_STR(&o->weights_cache)},
+        {"kv-dtype", 0, "TYPE", "KV cache element type: f32, bf16, f16 or q8_0 (default: as `cinfer serve`)",
+         CLI_STR(&o->kv_dtype_name)},
+        {"attn-precision", 0, "f32|bf16",
+         "attention dot products: f32 (default) or bf16 (AMX tiles\n"
+         "or AVX-512 BF16 where the CPU has them; docs/kernels.md)",
+         CLI_STR(&o->attn_precision)},
     };
     cli_cmd c = {.name = "bench latency",
                  .usage = bench_usage,
@@ -62,6 +72,10 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
     if (rc) return rc;
     if (pos < argc) return cli_usage_error(&c, "unexpected argument '%s'", argv[pos]);
     if (!o->model) return cli_usage_error(&c, "-m MODEL.gguf is required");
+    if (kv_dtype_parse(o->kv_dtype_name ? o->kv_dtype_name : cinfer_kv_dtype_name(CINFER_KV_DTYPE_DEFAULT), &o->kv_dt))
+        return cli_usage_error(&c, "--kv-dtype '%s': expected f32, bf16, f16 or q8_0", o->kv_dtype_name);
+    if (o->attn_precision && attn_prec_parse(o->attn_precision, &o->prec))
+        return cli_usage_error(&c, "--attn-precision: '%s' (f32 or bf16)", o->attn_precision);
     return CLI_OK;
 }
 
@@ -80,45 +94,59 @@ static void fill_tokens(int32_t *t, long long n, int32_t n_vocab) {
     }
 }
 
-/* The repetitions: best prefill and decode seconds into *pp_s / *tg_s. */
-static int timed_reps(const bench_opts *o, gen_session *g, const int32_t *tokens, double *pp_s, double *tg_s) {
+/* CPU seconds of the whole process (every thread; the pool's workers spin
+ * briefly before sleeping, which counts too). */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The repetitions: best prefill and decode seconds into *pp_s / *tg_s,
+ * and the least process CPU seconds of each into *pp_cpu / *tg_cpu. */
+static int timed_reps(const bench_opts *o, gen_session *g, const int32_t *tokens, double *pp_s, double *tg_s,
+                      double *pp_cpu, double *tg_cpu) {
     cf_err err = {0};
-    *pp_s = *tg_s = 1e30;
+    *pp_s = *tg_s = *pp_cpu = *tg_cpu = 1e30;
     for (long long r = 0; r < o->reps; r++) {
         gen_truncate(g, (int32_t)o->depth);
-        double t0 = time_now();
+        double t0 = time_now(), c0 = cpu_now();
         if (o->prompt > 0 && gen_feed(g, tokens + o->depth, (int32_t)o->prompt, NULL, &err))
             return cli_fail("bench: %s", err.msg);
-        double t1 = time_now();
+        double t1 = time_now(), c1 = cpu_now();
         int32_t tok = tokens[0];
         for (long long i = 0; i < o->gen; i++)
             if (gen_feed(g, &tok, 1, NULL, &err)) return cli_fail("bench: %s", err.msg);
-        double t2 = time_now();
+        double t2 = time_now(), c2 = cpu_now();
         if (t1 - t0 < *pp_s) *pp_s = t1 - t0;
         if (t2 - t1 < *tg_s) *tg_s = t2 - t1;
+        if (c1 - c0 < *pp_cpu) *pp_cpu = c1 - c0;
+        if (c2 - c1 < *tg_cpu) *tg_cpu = c2 - c1;
     }
     return 0;
 }
 
 static void print_latency(const bench_opts *o, const model *m, thread_pool *pool, double bw, peak_ops peak, double pp_s,
-                          double tg_s) {
+                          double tg_s, double pp_cpu, double tg_cpu) {
     const model_hparams *hp = model_get_hparams(m);
     double wbytes = (double)model_active_weight_bytes(m); /* MoE: the experts one token uses */
     /* KV read per decode token at the mean context: every row of the paged layers, at most the window of
      * the window layers (their ring) */
     double mean_ctx = (double)o->depth + (double)o->prompt + (double)o->gen / 2;
     kv_spec spec;
-    model_kv_layout(m, &spec);
+    model_kv_layout_as(m, o->kv_dt, &spec);
     double win = kv_spec_max_window(&spec) < mean_ctx ? kv_spec_max_window(&spec) : mean_ctx;
-    double kv_bytes = model_kv_token_bytes(m) * mean_ctx + (double)kv_spec_ring_row_floats(&spec) * 4.0 * win;
+    double kv_bytes =
+        model_kv_token_bytes_as(m, o->kv_dt) * mean_ctx + (double)kv_spec_ring_row_floats(&spec) * 4.0 * win;
     double roof = bw / (wbytes + kv_bytes);
     double pp = (double)o->prompt / pp_s, tg = (double)o->gen / tg_s;
     double flops_tok = 2.0 * (double)model_active_params(m);
     printf("model        %s (%s, %.1fM params, %.1fM active per token, %.1f MiB streamed per token)\n", o->model,
            hp->arch, (double)model_n_params(m) / 1e6, (double)model_active_params(m) / 1e6, wbytes / (1 << 20));
-    printf("machine      %d threads, kernels %s, read bandwidth %.2f GB/s, peak f32 FMA %.0f GFLOP/s, "
+    printf("machine      %d threads, kernels %s, attention %s, read bandwidth %.2f GB/s, peak f32 FMA %.0f GFLOP/s, "
            "int8 VNNI %.0f GOP/s\n",
-           pool_size(pool), cpu_isa_name(cpu_isa_active()), bw / 1e9, peak.f32_flops / 1e9, peak.int8_ops / 1e9);
+           pool_size(pool), cpu_isa_name(cpu_isa_active()), attn_prec_describe(o->prec), bw / 1e9, peak.f32_flops / 1e9,
+           peak.int8_ops / 1e9);
     double peak_w = (hp_is_int8(m) && peak.int8_ops > 0) ? peak.int8_ops : peak.f32_flops;
     if (o->prompt > 0)
         printf(
@@ -126,8 +154,15 @@ static void print_latency(const bench_opts *o, const model *m, thread_pool *pool
             o->prompt, o->depth, pp, pp * flops_tok / 1e9, 100.0 * pp * flops_tok / peak_w,
             peak_w == peak.int8_ops ? "int8" : "f32");
     printf("decode       %lld tokens at depth %lld: %8.2f tok/s  roofline %.2f tok/s (%.0f%% of bandwidth limit; "
-           "%.1f MiB weights + %.1f MiB KV per token)\n",
-           o->gen, o->depth + o->prompt, tg, roof, 100.0 * tg / roof, wbytes / (1 << 20), kv_bytes / (1 << 20));
+           "%.1f MiB weights + %.1f MiB KV (%s) per token)\n",
+           o->gen, o->depth + o->prompt, tg, roof, 100.0 * tg / roof, wbytes / (1 << 20), kv_bytes / (1 << 20),
+           kv_dtype_name(o->kv_dt));
+    /* on a shared machine the wall clock counts other processes' turns: the same work per CPU-second, as
+     * tok/s with every thread on its own core */
+    double nt = (double)pool_size(pool);
+    printf("cpu          prefill %.2f s -> %.1f tok/s, decode %.2f s -> %.2f tok/s (process CPU time / %d threads)\n",
+           pp_cpu, o->prompt > 0 ? (double)o->prompt / (pp_cpu / nt) : 0.0, tg_cpu, (double)o->gen / (tg_cpu / nt),
+           pool_size(pool));
 }
 
 static int bench_latency(const bench_opts *o) {
@@ -148,22 +183,23 @@ static int bench_latency(const bench_opts *o) {
     long long batch = o->depth + o->prompt < o->batch ? o->depth + o->prompt : o->batch;
     double bw = kern_measure_read_bandwidth(pool, (size_t)o->bw_mib << 20);
     peak_ops peak = kern_measure_peak(pool);
-    double pp_s = 0, tg_s = 0;
+    double pp_s = 0, tg_s = 0, pp_cpu = 0, tg_cpu = 0;
     int rc = 0;
     gen_session g;
     if (ctx > INT32_MAX / 2) rc = cli_fail("bench: a context of %lld positions is too long", ctx);
-    else if (gen_init(&g, m, pool, (int32_t)ctx, (int32_t)(batch > 0 ? batch : 1), &err))
+    else if (gen_init_as(&g, m, o->kv_dt, pool, (int32_t)ctx, (int32_t)(batch > 0 ? batch : 1), &err))
         rc = cli_fail("bench: %s", err.msg);
     else {
+        fwd_ctx_set_attn_prec(g.fc, o->prec);
         if (o->depth > 0 && gen_feed(&g, tokens, (int32_t)o->depth, NULL, &err)) rc = cli_fail("bench: %s", err.msg);
-        if (!rc) rc = timed_reps(o, &g, tokens, &pp_s, &tg_s);
+        if (!rc) rc = timed_reps(o, &g, tokens, &pp_s, &tg_s, &pp_cpu, &tg_cpu);
         gen_release(&g);
     }
     /* The probe varies run to run on a shared VM: take the best of a probe
      * before and one after the timed runs (the conservative roofline). */
     double bw_after = kern_measure_read_bandwidth(pool, (size_t)o->bw_mib << 20);
     if (bw_after > bw) bw = bw_after;
-    if (!rc) print_latency(o, m, pool, bw, peak, pp_s, tg_s);
+    if (!rc) print_latency(o, m, pool, bw, peak, pp_s, tg_s, pp_cpu, tg_cpu);
     free(tokens);
     pool_destroy(pool);
     model_free(m);

@@ -25,7 +25,9 @@
 #include "model/model.h"
 
 typedef struct tput_opts {
-    const char *model, *weights_cache;
+    const char *model, *weights_cache, *kv_dtype_name, *attn_precision;
+    int32_t kv_dtype; /* cinfer_kv_dtype */
+    attn_prec prec; /* parsed --attn-precision */
     long long requests, input_len, output_len, prefix_len, threads, max_batch, max_seqs;
     double kv_gib;
     bool sync_scheduling, long_context;
@@ -44,6 +46,8 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
          CLI_NUM(&o->prefix_len, 0, 1 << 20)},
         {"threads", 't', "N", "compute threads (default: one per core)", CLI_NUM(&o->threads, 1, 1024)},
         {"kv-memory", 0, "GIB", "KV cache budget (default 1)", CLI_NUM(&o->kv_gib, 0.0001, 4096)},
+        {"kv-dtype", 0, "TYPE", "KV cache element type: f32, bf16, f16 or q8_0 (default: as `cinfer serve`)",
+         CLI_STR(&o->kv_dtype_name)},
         {"max-batch-tokens", 0, "N", "tokens per step (default 2048)", CLI_NUM(&o->max_batch, 1, 1 << 20)},
         {"max-seqs", 0, "N", "running requests (default 64)", CLI_NUM(&o->max_seqs, 1, 1 << 16)},
         {"sync-scheduling", 0, NULL,
@@ -56,6 +60,10 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
          "the long-context case: 16 requests x 4096 prompt tokens (the\n"
          "first 4064 shared) + 64 generated; replaces those four options",
          CLI_SET(&o->long_context, true)},
+        {"attn-precision", 0, "f32|bf16",
+         "attention dot products: f32 (default) or bf16 (AMX tiles\n"
+         "or AVX-512 BF16 where the CPU has them; docs/kernels.md)",
+         CLI_STR(&o->attn_precision)},
     };
     cli_cmd c = {.name = "bench throughput",
                  .usage = "cinfer bench throughput -m MODEL.gguf [options]",
@@ -73,6 +81,10 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
         o->output_len = 64;
     }
     if (o->prefix_len > o->input_len) return cli_usage_error(&c, "--prefix-len exceeds --input-len");
+    if (o->kv_dtype_name && (o->kv_dtype = cinfer_kv_dtype_parse(o->kv_dtype_name)) < 0)
+        return cli_usage_error(&c, "--kv-dtype '%s': expected f32, bf16, f16 or q8_0", o->kv_dtype_name);
+    if (o->attn_precision && attn_prec_parse(o->attn_precision, &o->prec))
+        return cli_usage_error(&c, "--attn-precision: '%s' (f32 or bf16)", o->attn_precision);
     return CLI_OK;
 }
 
@@ -139,7 +151,9 @@ static int run_tput(const tput_opts *o, const model *m, thread_pool *tp) {
                                 .max_batch_tokens = (int32_t)o->max_batch,
                                 .max_seqs = (int32_t)o->max_seqs,
                                 .max_ctx = (int32_t)(o->input_len + o->output_len),
-                                .sync_scheduling = o->sync_scheduling};
+                                .sync_scheduling = o->sync_scheduling,
+                                .kv_dtype = o->kv_dtype,
+                                .attn_precision = o->prec == ATTN_PREC_BF16 ? CINFER_ATTN_BF16 : CINFER_ATTN_F32};
     char err[512];
     cinfer_engine *e;
     if (cinfer_engine_create(m, tp, &eo, &e, err, sizeof err)) return cli_fail("bench throughput: %s", err);

@@ -10,6 +10,7 @@
 #include "base/cli_opt.h"
 #include "base/cpu.h"
 #include "base/timeutil.h"
+#include "cinfer/engine.h"
 #include "commands.h"
 #include "engine/generate.h"
 #include "engine/sampler.h"
@@ -18,7 +19,8 @@
 #include "text/tokenizer.h"
 
 typedef struct run_opts {
-    const char *model, *prompt, *prompt_file, *weights_cache;
+    const char *model, *prompt, *prompt_file, *weights_cache, *kv_dtype_name;
+    kv_dtype kv_dt;
     long long n_predict, ctx, batch, threads;
     sampler_params sp;
     unsigned long seed;
@@ -62,6 +64,8 @@ static int parse_run(int argc, char **argv, run_opts *o) {
          CLI_SET(&o->no_mem_check, 1)},
         {"weights-cache", 0, "DIR", "repacked-weights cache directory (see `cinfer serve --help`)",
          CLI_STR(&o->weights_cache)},
+        {"kv-dtype", 0, "TYPE", "KV cache element type: f32, bf16, f16 or q8_0 (default: as `cinfer serve`)",
+         CLI_STR(&o->kv_dtype_name)},
     };
     cli_cmd c = {.name = "run",
                  .usage = "cinfer run -m MODEL.gguf [options]",
@@ -74,6 +78,8 @@ static int parse_run(int argc, char **argv, run_opts *o) {
     if (pos < argc) return cli_usage_error(&c, "unexpected argument '%s'", argv[pos]);
     if (!o->model) return cli_usage_error(&c, "-m MODEL.gguf is required");
     if (o->prompt && o->prompt_file) return cli_usage_error(&c, "give -p or -f, not both");
+    if (kv_dtype_parse(o->kv_dtype_name ? o->kv_dtype_name : cinfer_kv_dtype_name(CINFER_KV_DTYPE_DEFAULT), &o->kv_dt))
+        return cli_usage_error(&c, "--kv-dtype '%s': expected f32, bf16, f16 or q8_0", o->kv_dtype_name);
     return CLI_OK;
 }
 
@@ -134,7 +140,7 @@ static int generate(const run_opts *o, model *m, const tokenizer *tok, thread_po
                 o->n_predict, n_ids, ctx, room);
     gen_session g;
     sampler *smp = sampler_create(&o->sp, hp->n_vocab);
-    if (!smp || gen_init(&g, m, pool, ctx, (int32_t)o->batch, &err)) {
+    if (!smp || gen_init_as(&g, m, o->kv_dt, pool, ctx, (int32_t)o->batch, &err)) {
         sampler_free(smp);
         free(prompt);
         free(ids);
@@ -142,10 +148,14 @@ static int generate(const run_opts *o, model *m, const tokenizer *tok, thread_po
     }
     char kv_words[160];
     model_kv_describe(m, kv_words, sizeof kv_words);
-    fprintf(stderr, "cinfer: KV cache %.6g bytes per token %s\n", model_kv_token_bytes(m), kv_words);
+    if (o->kv_dt == KV_DTYPE_F32)
+        fprintf(stderr, "cinfer: KV cache %.6g bytes per token %s\n", model_kv_token_bytes(m), kv_words);
+    else
+        fprintf(stderr, "cinfer: KV cache %.6g bytes per token (%s; as f32: %.6g bytes %s)\n",
+                model_kv_token_bytes_as(m, o->kv_dt), kv_dtype_name(o->kv_dt), model_kv_token_bytes(m), kv_words);
     if (g.kv.ring_bytes > 0) { /* sliding-window layers: their last rows, per sequence (docs/engine.md) */
         kv_spec spec;
-        model_kv_layout(m, &spec);
+        model_kv_layout_as(m, o->kv_dt, &spec);
         fprintf(stderr,
                 "cinfer: KV window ring %lld bytes per sequence (%lld rows: window %d + batch %d - 1, of %lld bytes; "
                 "%lld bytes at full window)\n",

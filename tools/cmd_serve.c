@@ -51,10 +51,12 @@ typedef struct serve_opts {
     double kv_gib, shutdown_s, store_quota_gib, swa_gib, swa_ttl_s;
     long long swa_replay_tokens; /* 0: the model's window */
     const char *swa_replay;
+    const char *kv_dtype_name; /* --kv-dtype; NULL: the engine's default */
     const char *generation_config; /* --generation-config: auto (the model's sampling defaults) or none */
     serve_ep_opts ep; /* --ep and its knobs (serve_ep.h) */
     const char *role, *handoff_listen, *handoff_shm; /* --role, --handoff-listen, --handoff-shm (docs/pd.md) */
     double handoff_timeout_s;
+    const char *attn_precision; /* --attn-precision */
 } serve_opts;
 
 static int opt_api_key(void *ctx, const char *v, char *msg, size_t cap) {
@@ -170,6 +172,10 @@ static size_t serve_rows_model(serve_opts *o, cli_opt *t, size_t cap) {
         {"spec-max-batch", 0, "N", "no drafts while more requests than this decode at once (default 3)",
          CLI_NUM(&o->spec_max_batch, 1, 4096)},
         {"kv-memory", 0, "GIB", "KV cache budget in GiB (default 1)", CLI_NUM(&o->kv_gib, 0.0001, 4096)},
+        {"kv-dtype", 0, "TYPE",
+         "KV cache element type: f32, bf16, f16 or q8_0 (default f32;\n"
+         "docs/engine.md \"KV cache element type\"; part of the store's fingerprint)",
+         CLI_STR(&o->kv_dtype_name)},
         {"swa-state-memory", 0, "GIB",
          "models with sliding-window layers: host memory for window-state\n"
          "snapshots at block boundaries, so prefix hits resume exactly\n(docs/engine.md \"Window state\"; "
@@ -196,6 +202,11 @@ static size_t serve_rows_model(serve_opts *o, cli_opt *t, size_t cap) {
          "weights as the kernels want them to DIR, later starts map that file\n"
          "(no repacking; processes on the host share one copy)",
          CLI_STR(&o->weights_cache)},
+        {"attn-precision", 0, "f32|bf16",
+         "attention dot products: f32 (default) or bf16 (AMX tiles or\n"
+         "AVX-512 BF16 where the CPU has them; part of the KV cache\n"
+         "fingerprint, so stores and handoffs never mix the two; docs/kernels.md)",
+         CLI_STR(&o->attn_precision)},
     };
     size_t n = sizeof rows / sizeof rows[0];
     if (n > cap) abort(); /* the table in parse_serve is sized for every row: a programming error */
@@ -346,6 +357,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o) {
     if (pos < argc && !o->model) o->model = argv[pos++];
     if (pos < argc) return cli_usage_error(&c, "unexpected argument '%s'", argv[pos]);
     if (!o->model) return cli_usage_error(&c, "MODEL.gguf is required");
+    if (o->kv_dtype_name && cinfer_kv_dtype_parse(o->kv_dtype_name) < 0)
+        return cli_usage_error(&c, "--kv-dtype '%s': expected f32, bf16, f16 or q8_0", o->kv_dtype_name);
     if (o->kv_key_file && !o->kv_store) return cli_usage_error(&c, "--kv-store-key-file needs --kv-store");
     if (o->log_level && cf_log_parse_level(o->log_level, &(cf_log_lvl){0}))
         return cli_usage_error(&c, "unknown log level '%s' (error|warn|info|debug)", o->log_level);
@@ -414,6 +427,9 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
     bool swa_on = o->swa_replay && !strcmp(o->swa_replay, "on");
     if (!swa_auto && !swa_on && strcmp(o->swa_replay, "off"))
         return cli_fail("serve: --swa-replay: '%s' (on, off or auto)", o->swa_replay);
+    attn_prec prec = ATTN_PREC_F32;
+    if (o->attn_precision && attn_prec_parse(o->attn_precision, &prec))
+        return cli_fail("serve: --attn-precision: '%s' (f32 or bf16)", o->attn_precision);
     /* the window-state tier (swa_bytes) is not counted: it exists only for models with window layers, and
      * the check runs before the model is read */
     if (!o->no_mem_check && mem_check_fits("serve", o->model, kv_bytes, "--kv-memory", o->weights_cache != NULL))
@@ -457,7 +473,9 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
                                 .swa_state_memory_bytes = swa_bytes > 0 ? swa_bytes : -1,
                                 .swa_state_ttl_s = o->swa_ttl_s,
                                 .swa_replay_tokens = swa_on || swa_auto ? (int32_t)o->swa_replay_tokens : -1,
-                                .swa_replay_auto = swa_auto};
+                                .swa_replay_auto = swa_auto,
+                                .kv_dtype = o->kv_dtype_name ? cinfer_kv_dtype_parse(o->kv_dtype_name) : 0,
+                                .attn_precision = prec == ATTN_PREC_BF16 ? CINFER_ATTN_BF16 : CINFER_ATTN_F32};
     memcpy(eo.kv_store_retention_s, o->retention, sizeof eo.kv_store_retention_s);
     if (o->ep.on) {
         if (serve_ep_start(&o->ep, sp->m, (int)o->max_batch, &sp->ep)) return 1;

@@ -149,7 +149,8 @@ void serve_summary_print(FILE *out, const serve_summary *s) {
     fmt_dtypes(model_get_gguf(s->m), types, sizeof types);
     fmt_store(s, store, sizeof store);
     serve_names_join(s->names, names, sizeof names);
-    double tok_bytes = model_kv_token_bytes(s->m);
+    kv_dtype kv_dt = (kv_dtype)(st.kv_dtype - CINFER_KV_F32);
+    double tok_bytes = model_kv_token_bytes_as(s->m, kv_dt);
     long long kv_tokens = tok_bytes > 0 ? (long long)((double)st.kv_bytes / tok_bytes) : 0;
     bool moe = hp->n_expert > 0;
     fprintf(out, "cinfer serve: model        %s\n", names);
@@ -168,13 +169,13 @@ void serve_summary_print(FILE *out, const serve_summary *s) {
                 ? (long long)((double)(st.kv_bytes - (long long)st.kv_ring_bytes * st.kv_rings_total) / tok_bytes)
                 : 0;
         fprintf(out,
-                "cinfer serve: KV cache     %lld tokens, %s (%d blocks, %.6g bytes per token in the global layers; "
+                "cinfer serve: KV cache     %lld tokens, %s (%s, %d blocks, %.6g bytes per token in the global layers; "
                 "window rings: %d x %lld bytes = %s, %d rows each)\n",
-                blk_tokens, kvb, st.kv_blocks_total, tok_bytes, st.kv_rings_total, (long long)st.kv_ring_bytes, ringb,
-                st.kv_ring_tokens);
+                blk_tokens, kvb, kv_dtype_name(kv_dt), st.kv_blocks_total, tok_bytes, st.kv_rings_total,
+                (long long)st.kv_ring_bytes, ringb, st.kv_ring_tokens);
     } else {
-        fprintf(out, "cinfer serve: KV cache     %lld tokens, %s (%d blocks, %.6g bytes per token)\n", kv_tokens, kvb,
-                st.kv_blocks_total, tok_bytes);
+        fprintf(out, "cinfer serve: KV cache     %lld tokens, %s (%s, %d blocks, %.6g bytes per token)\n", kv_tokens,
+                kvb, kv_dtype_name(kv_dt), st.kv_blocks_total, tok_bytes);
     }
     print_memory(out, s, st.kv_bytes);
     fprintf(out, "cinfer serve: compute      %d threads, kernels %s\n", pool_size(s->pool),

@@ -78,9 +78,31 @@ typedef struct cinfer_speculative {
 const char *cinfer_spec_drafter_name(int32_t drafter);
 int32_t cinfer_spec_drafter_parse(const char *name);
 
+/* Element type of the KV cache (`--kv-dtype`; docs/engine.md "KV cache element type"). */
+typedef enum cinfer_kv_dtype {
+    CINFER_KV_DEFAULT = 0, /* CINFER_KV_DTYPE_DEFAULT */
+    CINFER_KV_F32,
+    CINFER_KV_BF16,
+    CINFER_KV_F16,
+    CINFER_KV_Q8_0, /* GGUF Q8_0 blocks along the head dimension (head_dim a multiple of 32) */
+} cinfer_kv_dtype;
+#define CINFER_KV_DTYPE_DEFAULT CINFER_KV_F32
+/* "default", "f32", "bf16", "f16", "q8_0", or NULL; and back ("f32".."q8_0"; -1: unknown). */
+const char *cinfer_kv_dtype_name(int32_t t);
+int32_t cinfer_kv_dtype_parse(const char *name);
+
+/* Arithmetic of attention's dot products (cinfer_engine_options.attn_precision):
+ * F32: f32 FMA. BF16: Q, K, V and the softmax weights rounded to bf16 and
+ * multiplied with f32 sums (AMX tiles where usable, else AVX-512 BF16; f32
+ * on CPUs with neither), softmax and merge in f32. Either is batch invariant;
+ * they differ from each other by about 4e-3 of |V| (docs/kernels.md). */
+typedef enum cinfer_attn_precision { CINFER_ATTN_F32 = 0, CINFER_ATTN_BF16 = 1 } cinfer_attn_precision;
+
 typedef struct cinfer_engine_options {
     int32_t block_tokens; /* tokens per KV block (0: 16) */
     int64_t kv_memory_bytes; /* KV pool budget (0: 256 MiB) */
+    int32_t kv_dtype; /* cinfer_kv_dtype of K/V in blocks, rings, the store and handoffs (0: the default).
+                       * An architecture that cannot store it (MLA, DeepSeek V4: f32 only) fails create */
     int32_t max_batch_tokens; /* tokens per forward pass (0: 2048) */
     int32_t max_seqs; /* requests running at once (0: 64) */
     int32_t max_ctx; /* positions per request, prompt + generated (0: the model's training context) */
@@ -125,6 +147,7 @@ typedef struct cinfer_engine_options {
      * compressed stream, i.e. DeepSeek V4; off for window + full attention, e.g. gemma2), with
      * swa_replay_tokens > 0 as W when on (0 or < 0: 128 for such layouts) */
     bool swa_replay_auto;
+    int32_t attn_precision; /* cinfer_attn_precision (0: F32) */
 } cinfer_engine_options;
 
 typedef struct cinfer_logit_bias {
@@ -299,6 +322,7 @@ typedef struct cinfer_engine_stats {
     int32_t running, waiting; /* after the last step */
     int32_t kv_blocks_total, kv_blocks_free, kv_blocks_used, kv_blocks_cached, kv_blocks_used_peak;
     int64_t kv_bytes, kv_budget;
+    int32_t kv_dtype; /* cinfer_kv_dtype of the cache (never CINFER_KV_DEFAULT) */
     /* window rings (models with sliding-window layers, docs/engine.md): one per running
      * request, kv_ring_bytes each (kv_ring_tokens rows of every window layer); 0 otherwise */
     int32_t kv_rings_total, kv_rings_used, kv_ring_tokens;

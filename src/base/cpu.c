@@ -6,23 +6,38 @@
 #include <cpuid.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "base/log.h"
 
 typedef struct cpu_features {
     bool avx2, fma, f16c;
-    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avx512vbmi;
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avx512vbmi, amx_bf16;
 } cpu_features;
 
 static cpu_features g_features;
 static int g_detected;
 static int g_active = -1;
+static bool g_amx_allowed = true;
 
 static unsigned long long read_xcr0(void) {
     unsigned int eax, edx;
     __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
     return ((unsigned long long)edx << 32) | eax;
 }
+
+#ifdef __linux__
+#define CPU_ARCH_REQ_XCOMP_PERM 0x1023
+#define CPU_XFEATURE_XTILEDATA 18
+static bool amx_request_permission(void) {
+    return syscall(SYS_arch_prctl, CPU_ARCH_REQ_XCOMP_PERM, CPU_XFEATURE_XTILEDATA) == 0;
+}
+#else
+static bool amx_request_permission(void) { return false; }
+#endif
 
 static void detect(void) {
     if (g_detected) return;
@@ -44,6 +59,10 @@ static void detect(void) {
             g_features.avx512vl = zmm_ok && ((b >> 31) & 1);
             g_features.avx512vnni = zmm_ok && ((c >> 11) & 1);
             g_features.avx512vbmi = zmm_ok && ((c >> 1) & 1);
+            /* AMX-BF16 (edx 22) + AMX-TILE (24), the OS saving tile state
+             * (XCR0 17, 18), and Linux's per-process permission to use it */
+            bool amx_os = (xcr0 & 0x60000) == 0x60000;
+            g_features.amx_bf16 = amx_os && ((d >> 22) & 1) && ((d >> 24) & 1) && amx_request_permission();
         }
         if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) g_features.avx512bf16 = zmm_ok && ((a >> 5) & 1);
     }
@@ -66,6 +85,18 @@ bool cpu_isa_supported(cpu_isa isa) {
     default: return false;
     }
 }
+
+bool cpu_has_avx512_bf16(void) {
+    detect();
+    return cpu_isa_supported(CPU_ISA_AVX512) && g_features.avx512bf16;
+}
+
+bool cpu_has_amx_bf16(void) {
+    detect();
+    return g_amx_allowed && cpu_has_avx512_bf16() && g_features.amx_bf16;
+}
+
+void cpu_amx_allow(bool allow) { g_amx_allowed = allow; }
 
 static const char *const isa_names[] = {"scalar", "avx2", "avx512"};
 

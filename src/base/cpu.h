@@ -22,6 +22,15 @@ cpu_isa cpu_isa_active(void);
 /* Forces an ISA (must be supported); used by tests and benchmarks. */
 void cpu_isa_force(cpu_isa isa);
 const char *cpu_isa_name(cpu_isa isa);
+/* Whether the CPU has AVX-512 BF16 (vdpbf16ps, vcvtne2ps2bf16). */
+bool cpu_has_avx512_bf16(void);
+/* Whether AMX-BF16 tiles are usable: the CPU has them, the OS saves their
+ * state, Linux granted this process permission (arch_prctl
+ * ARCH_REQ_XCOMP_PERM, asked once at detection; process-wide), and
+ * cpu_amx_allow(false) has not turned them off (tests and benchmarks use it to
+ * run the AVX-512 BF16 path on a machine with AMX). */
+bool cpu_has_amx_bf16(void);
+void cpu_amx_allow(bool allow);
 /* Parses "avx512|avx2|scalar"; returns -1 if unknown. */
 int cpu_isa_parse(const char *s, cpu_isa *out);
 

@@ -7,6 +7,7 @@
  *
  * Callers: the server (serve/), `cinfer bench throughput`, tests. */
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,67 @@ static int32_t eng_ring_count(cinfer_engine *e, const kv_spec *spec, int32_t chu
 static void *eng_main(void *arg);
 static void *eng_exec_main(void *arg);
 
+/* The public cinfer_kv_dtype as the tensor layer's kv_dtype (CINFER_KV_DEFAULT: CINFER_KV_DTYPE_DEFAULT). */
+_Static_assert(CINFER_KV_BF16 - CINFER_KV_F32 == KV_DTYPE_BF16 && CINFER_KV_F16 - CINFER_KV_F32 == KV_DTYPE_F16 &&
+                   CINFER_KV_Q8_0 - CINFER_KV_F32 == KV_DTYPE_Q8_0,
+               "cinfer_kv_dtype and kv_dtype list the types in the same order");
+
+static int eng_kv_dtype(int32_t o, kv_dtype *out, cf_err *err) {
+    if (o == CINFER_KV_DEFAULT) o = CINFER_KV_DTYPE_DEFAULT;
+    switch (o) {
+    case CINFER_KV_F32: *out = KV_DTYPE_F32; return 0;
+    case CINFER_KV_BF16: *out = KV_DTYPE_BF16; return 0;
+    case CINFER_KV_F16: *out = KV_DTYPE_F16; return 0;
+    case CINFER_KV_Q8_0: *out = KV_DTYPE_Q8_0; return 0;
+    default: return cf_fail(err, "engine: kv_dtype %d (expected a cinfer_kv_dtype)", o);
+    }
+}
+
+const char *cinfer_kv_dtype_name(int32_t t) {
+    static const char *const names[] = {"default", "f32", "bf16", "f16", "q8_0"};
+    return t >= 0 && t < (int32_t)(sizeof names / sizeof names[0]) ? names[t] : NULL;
+}
+
+int32_t cinfer_kv_dtype_parse(const char *name) {
+    for (int32_t t = CINFER_KV_F32; name && t <= CINFER_KV_Q8_0; t++)
+        if (!strcmp(name, cinfer_kv_dtype_name(t))) return t;
+    return -1;
+}
+
+/* Blocks computed with BF16 attention hold other K/V than F32 ones (every
+ * layer past the first reads attention output): under BF16 the model
+ * fingerprint, and with it every prefix key, store object and handoff
+ * record, becomes SHA-256("cinfer-attn-bf16" || fp). F32 keeps the model's
+ * own fingerprint. */
+static int eng_fingerprint_attn(const cinfer_engine *e, uint8_t fp[PREFIX_KEY_BYTES], cf_err *err) {
+    if (eng_attn_prec(e) == ATTN_PREC_F32) return 0;
+    static const char tag[] = "cinfer-attn-bf16";
+    uint8_t in[sizeof tag + PREFIX_KEY_BYTES];
+    memcpy(in, tag, sizeof tag);
+    memcpy(in + sizeof tag, fp, PREFIX_KEY_BYTES);
+    unsigned int len = 0;
+    if (!EVP_Digest(in, sizeof in, fp, &len, EVP_sha256(), NULL) || len != PREFIX_KEY_BYTES)
+        return cf_fail(err, "model fingerprint: SHA-256 failed");
+    return 0;
+}
+
+/* Blocks of another KV element type hold other bytes: under a non-f32 type the model fingerprint (so every
+ * prefix key, store object name and handoff record) becomes SHA-256("cinfer-kv-<type>" || fp), so a store
+ * shared by servers of different types keeps each type's objects apart (a plain miss, never a quarantine of
+ * the other's). f32 keeps the fingerprint of before the option existed. */
+static int eng_fingerprint_kv(const cinfer_engine *e, uint8_t fp[PREFIX_KEY_BYTES], cf_err *err) {
+    if (e->kv_dt == KV_DTYPE_F32) return 0;
+    char tag[32];
+    int n = snprintf(tag, sizeof tag, "cinfer-kv-%s", kv_dtype_name(e->kv_dt));
+    uint8_t in[sizeof tag + PREFIX_KEY_BYTES];
+    memcpy(in, tag, (size_t)n);
+    memcpy(in + n, fp, PREFIX_KEY_BYTES);
+    unsigned int len = 0;
+    if (!EVP_Digest(in, (size_t)n + PREFIX_KEY_BYTES, fp, &len, EVP_sha256(), NULL) || len != PREFIX_KEY_BYTES)
+        return cf_fail(err, "model fingerprint: SHA-256 failed");
+    return 0;
+}
+
 static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cinfer_engine_options *o, cf_err *err) {
     const model_hparams *hp = model_get_hparams(m);
     e->m = m;
@@ -229,6 +291,8 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
         e->opt.speculative.k > CINFER_SPEC_MAX_K)
         return cf_fail(err, "engine: speculative drafter %d, k %d (expected a cinfer_spec_drafter, k 0..%d)",
                        e->opt.speculative.drafter, e->opt.speculative.k, CINFER_SPEC_MAX_K);
+    if (e->opt.attn_precision != CINFER_ATTN_F32 && e->opt.attn_precision != CINFER_ATTN_BF16)
+        return cf_fail(err, "engine: attention precision %d (expected a cinfer_attn_precision)", e->opt.attn_precision);
     if (tokenizer_load_gguf(model_get_gguf(m), &e->tok, err)) return cf_prefix(err, "engine: the model's tokenizer");
     if (tokenizer_n_vocab(e->tok) != e->n_vocab)
         return cf_fail(err, "engine: the tokenizer has %d tokens, the model %d", tokenizer_n_vocab(e->tok), e->n_vocab);
@@ -245,7 +309,9 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     if (e->limits.min_prefill_chunk > e->opt.max_batch_tokens) e->limits.min_prefill_chunk = e->opt.max_batch_tokens;
     kv_spec spec;
     uint8_t fp[PREFIX_KEY_BYTES];
-    if (kv_spec_from_model(m, &spec, err)) return -1;
+    if (eng_kv_dtype(e->opt.kv_dtype, &e->kv_dt, err) || model_kv_dtype_check(m, e->kv_dt, err) ||
+        kv_spec_from_model_as(m, e->kv_dt, &spec, err))
+        return -1;
     int32_t bt_mult = kv_spec_block_multiple(&spec);
     if (e->opt.block_tokens % bt_mult) { /* e.g. deepseek4: one compressed row per 128 tokens */
         int32_t bt = (e->opt.block_tokens + bt_mult - 1) / bt_mult * bt_mult;
@@ -261,12 +327,13 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     }
     int32_t n_rings = ring_chunk > 0 ? eng_ring_count(e, &spec, ring_chunk) : 0;
     if (kv_pool_create_rings(&spec, e->opt.block_tokens, e->opt.kv_memory_bytes, n_rings, ring_chunk, &e->kv, err) ||
-        prefix_cache_model_fingerprint(m, fp, err) || prefix_cache_create(e->kv, fp, &e->pc, err) ||
-        eng_swa_init(e, &spec, err))
+        prefix_cache_model_fingerprint(m, fp, err) || eng_fingerprint_attn(e, fp, err) ||
+        eng_fingerprint_kv(e, fp, err) || prefix_cache_create(e->kv, fp, &e->pc, err) || eng_swa_init(e, &spec, err))
         return -1;
     e->kv_total = kv_pool_n_blocks(e->kv);
-    e->fc = fwd_ctx_create(m, tp, e->opt.max_batch_tokens, e->opt.max_ctx, e->opt.block_tokens, err);
+    e->fc = fwd_ctx_create_kv(m, tp, e->opt.max_batch_tokens, e->opt.max_ctx, e->opt.block_tokens, e->kv_dt, err);
     if (!e->fc) return -1;
+    fwd_ctx_set_attn_prec(e->fc, eng_attn_prec(e));
     if (e->opt.moe_executor && fwd_ctx_set_moe_executor(e->fc, e->opt.moe_executor, err)) return -1;
     if (e->opt.draft_model && eng_draft_open(e, e->opt.draft_model, err)) return -1;
     if (eng_alloc_scratch(e, err) || eng_grammar_vocab_build(e, err) || eng_mtp_open(e, err)) return -1;
@@ -297,6 +364,7 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     e->st.kv_blocks_free = ks.free;
     e->st.kv_bytes = ks.bytes;
     e->st.kv_budget = ks.budget;
+    e->st.kv_dtype = (int32_t)e->kv_dt + CINFER_KV_F32; /* the two enums list the types in the same order */
     eng_note_kv(e);
     e->pub_st = e->st;
     eng_handoff_init(e);

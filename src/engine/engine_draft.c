@@ -59,7 +59,7 @@ static int eng_draft_same_vocab(cinfer_engine *e, const model *dm, cf_err *err) 
 
 int eng_draft_open(cinfer_engine *e, const model *dm, cf_err *err) {
     if (eng_draft_same_vocab(e, dm, err)) return -1;
-    int64_t need = model_kv_block_floats(dm, e->opt.block_tokens), have = kv_pool_block_floats(e->kv);
+    int64_t need = model_kv_block_floats_as(dm, e->kv_dt, e->opt.block_tokens), have = kv_pool_block_floats(e->kv);
     if (need > have)
         return cf_fail(err, "engine: the draft model's KV block (%lld floats) is larger than the target's (%lld)",
                        (long long)need, (long long)have);
@@ -78,8 +78,10 @@ int eng_draft_open(cinfer_engine *e, const model *dm, cf_err *err) {
     d->logits = malloc(ns * (size_t)e->n_vocab * sizeof(float));
     if (!d->tokens || !d->pos || !d->seq || !d->rows || !d->seqs || !d->items || !d->logits)
         return cf_fail(err, "out of memory for the draft model's scratch");
-    d->fc = fwd_ctx_create(dm, e->tp, d->cap_tokens, e->opt.max_ctx, e->opt.block_tokens, err);
-    return d->fc ? 0 : cf_prefix(err, "engine: the draft model");
+    d->fc = fwd_ctx_create_kv(dm, e->tp, d->cap_tokens, e->opt.max_ctx, e->opt.block_tokens, e->kv_dt, err);
+    if (!d->fc) return cf_prefix(err, "engine: the draft model");
+    fwd_ctx_set_attn_prec(d->fc, eng_attn_prec(e));
+    return 0;
 }
 
 void eng_draft_close(cinfer_engine *e) {

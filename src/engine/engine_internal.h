@@ -224,6 +224,7 @@ typedef struct eng_req {
 
 struct cinfer_engine {
     const model *m;
+    kv_dtype kv_dt; /* element type of the K/V rows in every block and ring (opt.kv_dtype resolved) */
     tokenizer *tok; /* owned: loaded from the model's GGUF (engine_tok.h) */
     thread_pool *tp;
     cinfer_engine_options opt;
@@ -427,6 +428,11 @@ void eng_mtp_catchup(cinfer_engine *e, eng_stepbuf *sb);
 void eng_mtp_propose(cinfer_engine *e, eng_stepbuf *sb);
 /* Whether r speculates (any drafter). */
 static inline bool eng_spec_on(const eng_req *r) { return r->drafter.kind > CINFER_SPEC_OFF; }
+
+/* The forward contexts' attention precision (options checked at create). */
+static inline attn_prec eng_attn_prec(const cinfer_engine *e) {
+    return e->opt.attn_precision == CINFER_ATTN_BF16 ? ATTN_PREC_BF16 : ATTN_PREC_F32;
+}
 void eng_spec_free(eng_req *q);
 void eng_spec_plan(cinfer_engine *e, sched_req *s);
 bool eng_spec_prepare(cinfer_engine *e, eng_item *it);

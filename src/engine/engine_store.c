@@ -72,11 +72,14 @@ typedef struct eng_store {
 } eng_store;
 
 /* The KV layout as the store describes it: 4 numbers per layer group (kind, layers, floats per row,
- * window or tokens per row) and the model's fingerprint. Returns the number of descriptor entries, or -1. */
+ * window or tokens per row; from the layout of the engine's KV element type) and the model's fingerprint.
+ * The element type's name joins them in the fingerprint, so objects and handoffs of one --kv-dtype are
+ * never loaded by an engine of another. Returns the number of descriptor entries, or -1. */
 static int eng_kv_layout(cinfer_engine *e, int32_t desc[4 * KV_SPEC_MAX_GROUPS], uint8_t model_fp[PREFIX_KEY_BYTES],
                          cf_err *err) {
     kv_spec spec;
-    if (kv_spec_from_model(e->m, &spec, err) || prefix_cache_model_fingerprint(e->m, model_fp, err)) return -1;
+    if (kv_spec_from_model_as(e->m, e->kv_dt, &spec, err) || prefix_cache_model_fingerprint(e->m, model_fp, err))
+        return -1;
     for (int g = 0; g < spec.n_groups; g++) {
         desc[4 * g] = (int32_t)spec.groups[g].kind;
         desc[4 * g + 1] = spec.groups[g].n_layers;
@@ -91,7 +94,7 @@ int eng_kv_fingerprint(cinfer_engine *e, uint8_t out[PREFIX_KEY_BYTES], cf_err *
     uint8_t model_fp[PREFIX_KEY_BYTES];
     int n_desc = eng_kv_layout(e, desc, model_fp, err);
     if (n_desc < 0) return -1;
-    return store_fingerprint(model_fp, (uint32_t)e->opt.block_tokens, desc, n_desc, "f32", out, err);
+    return store_fingerprint(model_fp, (uint32_t)e->opt.block_tokens, desc, n_desc, kv_dtype_name(e->kv_dt), out, err);
 }
 
 static void es_notify(void *ctx) {

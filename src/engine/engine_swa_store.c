@@ -101,7 +101,9 @@ int eng_swa_store_open(cinfer_engine *e, const int32_t *group_desc, int n_desc, 
     };
     for (int i = 0; i < STORE_N_CLASSES; i++) c.retention_s[i] = o->kv_store_swa_retention_s;
     cf_err se = {0};
-    if (store_fingerprint(model_fp, c.block_tokens, desc, n_desc + 1, "swa-f32", c.fingerprint, &se)) {
+    char kind[32];
+    snprintf(kind, sizeof kind, "swa-%s", kv_dtype_name(e->kv_dt)); /* ring rows are stored as the cache's type */
+    if (store_fingerprint(model_fp, c.block_tokens, desc, n_desc + 1, kind, c.fingerprint, &se)) {
         sws_free(w);
         return cf_fail(err, "%s", se.msg);
     }

@@ -7,6 +7,11 @@
 #define GEN_BLOCK_TOKENS 16
 
 int gen_init(gen_session *g, const model *m, thread_pool *pool, int32_t ctx, int32_t batch, cf_err *err) {
+    return gen_init_as(g, m, KV_DTYPE_F32, pool, ctx, batch, err);
+}
+
+int gen_init_as(gen_session *g, const model *m, kv_dtype dt, thread_pool *pool, int32_t ctx, int32_t batch,
+                cf_err *err) {
     memset(g, 0, sizeof *g);
     g->m = m;
     g->ctx = ctx;
@@ -14,8 +19,8 @@ int gen_init(gen_session *g, const model *m, thread_pool *pool, int32_t ctx, int
     if (g->batch <= 0) return cf_fail(err, "batch size must be positive");
     int32_t n_vocab = model_get_hparams(m)->n_vocab;
     int32_t bt = model_kv_block_tokens(m, GEN_BLOCK_TOKENS);
-    if (seq_kv_init(&g->kv, m, ctx, bt, g->batch, err)) return -1;
-    g->fc = fwd_ctx_create(m, pool, g->batch, ctx, bt, err);
+    if (seq_kv_init_as(&g->kv, m, dt, ctx, bt, g->batch, err)) return -1;
+    g->fc = fwd_ctx_create_kv(m, pool, g->batch, ctx, bt, dt, err);
     if (g->fc)
         fwd_ctx_set_mla_expand_min(g->fc, MLA_EXPAND_MIN_PREFILL); /* one sequence: no batch to be invariant to */
     g->logits = malloc((size_t)g->batch * (size_t)n_vocab * sizeof(float));

@@ -25,6 +25,9 @@ typedef struct gen_session {
 } gen_session;
 
 int gen_init(gen_session *g, const model *m, thread_pool *pool, int32_t ctx, int32_t batch, cf_err *err);
+/* gen_init with K/V stored as dt (`--kv-dtype`; gen_init: f32). */
+int gen_init_as(gen_session *g, const model *m, kv_dtype dt, thread_pool *pool, int32_t ctx, int32_t batch,
+                cf_err *err);
 void gen_release(gen_session *g);
 /* Appends n tokens. If all_logits is non-NULL it receives n x n_vocab logits
  * (one row per token); g->logits always ends with the last token's logits.

@@ -35,8 +35,13 @@ struct kv_pool {
 /* ---- specs ---- */
 
 int kv_spec_from_model(const model *m, kv_spec *out, cf_err *err) {
+    return kv_spec_from_model_as(m, KV_DTYPE_F32, out, err);
+}
+
+int kv_spec_from_model_as(const model *m, kv_dtype dt, kv_spec *out, cf_err *err) {
     memset(out, 0, sizeof *out);
-    model_kv_layout(m, out);
+    if (model_kv_dtype_check(m, dt, err)) return -1;
+    model_kv_layout_as(m, dt, out);
     return kv_spec_check(out, err);
 }
 

@@ -45,6 +45,8 @@
 
 /* The model's layout (model_kv_layout: its architecture's groups), checked. */
 int kv_spec_from_model(const model *m, kv_spec *out, cf_err *err);
+/* The same with K/V rows stored as dt (model_kv_layout_as; kv_spec_from_model: f32). */
+int kv_spec_from_model_as(const model *m, kv_dtype dt, kv_spec *out, cf_err *err);
 /* Checks a spec (groups 1..KV_SPEC_MAX_GROUPS, positive sizes, no overflow). */
 int kv_spec_check(const kv_spec *s, cf_err *err);
 /* Floats in one block of block_tokens tokens: sum over groups of

@@ -5,10 +5,16 @@
 #include <string.h>
 
 int seq_kv_init(seq_kv *kv, const model *m, int32_t ctx, int32_t block_tokens, int32_t max_chunk, cf_err *err) {
+    return seq_kv_init_as(kv, m, KV_DTYPE_F32, ctx, block_tokens, max_chunk, err);
+}
+
+int seq_kv_init_as(seq_kv *kv, const model *m, kv_dtype dt, int32_t ctx, int32_t block_tokens, int32_t max_chunk,
+                   cf_err *err) {
     memset(kv, 0, sizeof *kv);
     if (ctx <= 0 || block_tokens <= 0) return cf_fail(err, "context and block size must be positive");
     int32_t n_blocks = (ctx + block_tokens - 1) / block_tokens;
-    int64_t per = model_kv_block_floats(m, block_tokens);
+    if (model_kv_dtype_check(m, dt, err)) return -1;
+    int64_t per = model_kv_block_floats_as(m, dt, block_tokens);
     kv->mem = malloc((size_t)n_blocks * (size_t)per * sizeof(float));
     kv->table = malloc((size_t)n_blocks * sizeof *kv->table);
     if (!kv->mem || !kv->table) {
@@ -20,7 +26,7 @@ int seq_kv_init(seq_kv *kv, const model *m, int32_t ctx, int32_t block_tokens, i
     kv->seq.blocks = kv->table;
     kv->seq.n_blocks = n_blocks;
     kv_spec spec;
-    model_kv_layout(m, &spec);
+    model_kv_layout_as(m, dt, &spec);
     int32_t ring_tokens = kv_ring_tokens(kv_spec_max_window(&spec), max_chunk, block_tokens);
     if (ring_tokens > 0) {
         size_t floats = (size_t)kv_spec_ring_row_floats(&spec) * (size_t)ring_tokens;

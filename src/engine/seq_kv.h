@@ -19,6 +19,10 @@ typedef struct seq_kv {
 } seq_kv;
 
 int seq_kv_init(seq_kv *kv, const model *m, int32_t ctx, int32_t block_tokens, int32_t max_chunk, cf_err *err);
+/* The same with K/V stored as dt (model_kv_layout_as); fails with
+ * model_kv_dtype_check's reason. seq_kv_init is the f32 form. */
+int seq_kv_init_as(seq_kv *kv, const model *m, kv_dtype dt, int32_t ctx, int32_t block_tokens, int32_t max_chunk,
+                   cf_err *err);
 void seq_kv_release(seq_kv *kv);
 
 #endif

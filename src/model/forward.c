@@ -47,6 +47,14 @@ fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     return c;
 }
 
+fwd_ctx *fwd_ctx_create_kv(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx, int32_t block_tokens,
+                           kv_dtype dt, cf_err *err) {
+    if (model_kv_dtype_check(m, dt, err)) return NULL;
+    fwd_ctx *c = fwd_ctx_create(m, pool, max_tokens, max_ctx, block_tokens, err);
+    if (c && dt != KV_DTYPE_F32) c->arch->fwd_set_kv_dtype(c->impl, dt);
+    return c;
+}
+
 void fwd_ctx_free(fwd_ctx *c) {
     if (!c) return;
     c->arch->fwd_free(c->impl);
@@ -142,6 +150,10 @@ int model_mtp_forward(fwd_ctx *c, int32_t mtp, const fwd_batch *b, const float *
 
 void fwd_ctx_set_mla_expand_min(fwd_ctx *c, int32_t min_tokens) {
     if (c->arch->fwd_set_expand_min) c->arch->fwd_set_expand_min(c->impl, min_tokens);
+}
+
+void fwd_ctx_set_attn_prec(fwd_ctx *c, attn_prec prec) {
+    if (c->arch->fwd_set_attn_prec) c->arch->fwd_set_attn_prec(c->impl, prec);
 }
 
 int fwd_ctx_expert_load(const fwd_ctx *c, int32_t layer, uint64_t *counts, int32_t n) {

@@ -399,6 +399,42 @@ void model_kv_layout(const model *m, kv_spec *out) {
     m->arch->kv_layout(m, out);
 }
 
+int model_kv_dtype_check(const model *m, kv_dtype dt, cf_err *err) {
+    if ((unsigned)dt >= KV_DTYPE_COUNT) return cf_fail(err, "unknown KV cache type %d", (int)dt);
+    if (dt == KV_DTYPE_F32) return 0;
+    if (!(m->arch->kv_dtypes & (1u << dt)) || !m->arch->fwd_set_kv_dtype)
+        return cf_fail(err, "--kv-dtype %s is not supported for architecture '%s' (use f32)", kv_dtype_name(dt),
+                       m->hp.arch);
+    if (!kv_dtype_fits(dt, m->hp.head_dim))
+        return cf_fail(err, "--kv-dtype %s needs a head dimension that is a multiple of 32 (this model: %d)",
+                       kv_dtype_name(dt), m->hp.head_dim);
+    return 0;
+}
+
+void model_kv_layout_as(const model *m, kv_dtype dt, kv_spec *out) {
+    model_kv_layout(m, out);
+    out->dtype = dt;
+    if (dt == KV_DTYPE_F32) return;
+    for (int i = 0; i < out->n_groups; i++) {
+        kv_group_spec *g = &out->groups[i];
+        if (g->kind == KV_LAYER_FULL || g->kind == KV_LAYER_WINDOW) /* a K row and a V row */
+            g->token_floats = (int32_t)(2 * kv_dtype_row_units(dt, g->token_floats / 2));
+    }
+}
+
+int64_t model_kv_block_floats_as(const model *m, kv_dtype dt, int block_tokens) {
+    kv_spec s;
+    model_kv_layout_as(m, dt, &s);
+    return kv_spec_paged_block_floats(&s, block_tokens);
+}
+
+double model_kv_token_bytes_as(const model *m, kv_dtype dt) {
+    kv_spec s;
+    model_kv_layout_as(m, dt, &s);
+    int32_t mult = kv_spec_block_multiple(&s);
+    return (double)kv_spec_paged_block_floats(&s, mult) * (double)sizeof(float) / mult;
+}
+
 int64_t model_kv_block_floats(const model *m, int block_tokens) {
     kv_spec s;
     model_kv_layout(m, &s);

@@ -42,7 +42,9 @@
 #include "base/threadpool.h"
 #include "cinfer/model.h"
 #include "format/gguf.h"
+#include "tensor/attention.h"
 #include "tensor/kernels.h"
+#include "tensor/kv_dtype.h"
 
 typedef enum { ROPE_NORM = 0, ROPE_NEOX = 2 } rope_mode;
 typedef enum { ROPE_SCALING_NONE = 0, ROPE_SCALING_LINEAR, ROPE_SCALING_YARN } rope_scaling;
@@ -216,6 +218,8 @@ typedef struct kv_spec {
     /* The model was trained for SWA bounded replay (DeepSeek V4): servers resume prefix hits without
      * window state by replaying the last window's tokens unless told otherwise (issue 16). */
     bool bounded_replay;
+    /* Element type of the K/V rows (tensor/kv_dtype.h); token_floats count 4-byte units of it. */
+    kv_dtype dtype;
 } kv_spec;
 
 /* Paged groups (FULL, MLA) live in the all-layers blocks: prefix-cacheable,
@@ -233,8 +237,19 @@ typedef struct kv_spec {
  * ring are only read after this sequence wrote them (a ring is reused
  * without clearing). */
 
-/* The model's KV layer groups (the architecture's kv_layout hook). */
+/* The model's KV layer groups (the architecture's kv_layout hook), f32. */
 void model_kv_layout(const model *m, kv_spec *out);
+/* KV element types (`--kv-dtype`). 0, or -1 with a one-line reason: the
+ * architecture's forward pass cannot store `dt` (only f32 for MLA / DeepSeek
+ * V4 layouts), or a row cannot (q8_0 needs head_dim a multiple of 32). */
+int model_kv_dtype_check(const model *m, kv_dtype dt, cf_err *err);
+/* The layout with K/V rows stored as dt (checked by model_kv_dtype_check):
+ * every K and V row of a full or window group takes kv_dtype_row_units(dt,
+ * n_head_kv * head_dim) units instead of n_head_kv * head_dim floats, and
+ * is token-major (attention.h "Other KV element types"). */
+void model_kv_layout_as(const model *m, kv_dtype dt, kv_spec *out);
+int64_t model_kv_block_floats_as(const model *m, kv_dtype dt, int block_tokens);
+double model_kv_token_bytes_as(const model *m, kv_dtype dt);
 /* Floats in one KV block of `block_tokens` tokens: the sum over the layout's
  * paged groups of n_layers * token_floats * block_tokens / row_tokens. */
 int64_t model_kv_block_floats(const model *m, int block_tokens);
@@ -330,6 +345,10 @@ typedef struct fwd_ctx fwd_ctx;
  * max_ctx positions, with KV blocks of block_tokens tokens. */
 fwd_ctx *fwd_ctx_create(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx, int32_t block_tokens,
                         cf_err *err);
+/* The same for a cache whose K/V are stored as dt (model_kv_layout_as):
+ * fails with model_kv_dtype_check's one-line reason. */
+fwd_ctx *fwd_ctx_create_kv(const model *m, thread_pool *pool, int32_t max_tokens, int32_t max_ctx, int32_t block_tokens,
+                           kv_dtype dt, cf_err *err);
 void fwd_ctx_free(fwd_ctx *c);
 
 /* Runs the batch: writes each token's K/V into its sequence's blocks and the
@@ -352,6 +371,13 @@ int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err);
 #define MLA_EXPAND_NEVER INT32_MAX
 #define MLA_EXPAND_MIN_PREFILL 32
 void fwd_ctx_set_mla_expand_min(fwd_ctx *c, int32_t min_tokens);
+
+/* The dot-product precision of the context's attention (tensor/attention.h
+ * attn_prec; default ATTN_PREC_F32). Set it before the first forward pass
+ * and keep it: a sequence's cached K/V are only reproducible under one
+ * precision. An optional architecture hook: no effect on models whose
+ * attention does not use kern_attention (deepseek2's MLA). */
+void fwd_ctx_set_attn_prec(fwd_ctx *c, attn_prec prec);
 
 /* MoE expert load: tokens routed to each expert of `layer` over the last
  * `window` forward passes of this context (window = MOE_LOAD_WINDOW steps).

@@ -2,6 +2,8 @@
  * active ISA's build, and the ISA-independent sizing helpers. */
 #include "tensor/attention.h"
 
+#include <string.h>
+
 #include "base/cpu.h"
 
 void kern_attention_scalar(const attn_args *a);
@@ -18,11 +20,42 @@ size_t attn_part_floats(int n_tok, int n_q, int head_dim) {
     return (size_t)n_tok * (size_t)n_q * (size_t)(head_dim + 2);
 }
 
+bool attn_prec_native(attn_prec prec) {
+    return prec == ATTN_PREC_F32 || (cpu_isa_active() == CPU_ISA_AVX512 && cpu_has_avx512_bf16());
+}
+
+const char *attn_prec_name(attn_prec prec) { return prec == ATTN_PREC_BF16 ? "bf16" : "f32"; }
+
+const char *attn_prec_describe(attn_prec prec) {
+    if (prec == ATTN_PREC_F32) return "f32";
+    if (!attn_prec_native(prec)) return "f32 (bf16 unsupported here)";
+    return cpu_has_amx_bf16() ? "bf16 (AMX)" : "bf16 (AVX-512 BF16)";
+}
+
+int attn_prec_parse(const char *s, attn_prec *out) {
+    if (!strcmp(s, "f32")) *out = ATTN_PREC_F32;
+    else if (!strcmp(s, "bf16")) *out = ATTN_PREC_BF16;
+    else return -1;
+    return 0;
+}
+
+/* Layout (attention_impl.h): the part, the scores (rows x (ATTN_SEG + 16)),
+ * the merge's M and L, the packed Q (whole groups of 16 rows, head_dim + 16
+ * floats each: room for bf16 rows padded to 32), then the BF16 paths'
+ * segment K (ATTN_SEG keys x head_dim rounded up to 32), segment V (ATTN_SEG
+ * keys x head_dim rounded up to 16) and weights (whole groups of 16 rows x
+ * ATTN_SEG), all bf16, two to a float; last, the decoded K/V tile of a
+ * non-f32 cache (attention_kv_impl.h, attn_kv_tile_floats). */
 size_t attn_scratch_floats(int n_tok, int n_q, int head_dim) {
     size_t rows = (size_t)n_tok * (size_t)n_q;
-    size_t rows16 = (rows + 15) / 16 * 16; /* the packed Q: whole register groups */
-    return attn_part_floats(n_tok, n_q, head_dim) + rows * (ATTN_SEG + 16) + 2 * rows + rows16 * (size_t)head_dim;
+    size_t rows16 = (rows + 15) / 16 * 16;
+    size_t hd32 = ((size_t)head_dim + 31) / 32 * 32, hd16 = ((size_t)head_dim + 15) / 16 * 16;
+    size_t bf16_floats = (ATTN_SEG * hd32 + ATTN_SEG * hd16 + rows16 * ATTN_SEG) / 2;
+    return attn_part_floats(n_tok, n_q, head_dim) + rows * (ATTN_SEG + 16) + 2 * rows +
+           rows16 * ((size_t)head_dim + 16) + bf16_floats + attn_kv_tile_floats(head_dim);
 }
+
+size_t attn_kv_tile_floats(int head_dim) { return 2 * (size_t)head_dim * ATTN_SEG + 16; }
 
 void attn_segments(const attn_args *a, int *first, int *end) {
     int lo = a->window > 0 ? a->pos[0] - a->window + 1 : 0;

@@ -35,15 +35,36 @@
  * (bt = block_tokens); V is token-major, row j at
  * blocks[j / bt] + v_off + (j % bt) * row_stride. Dispatched on
  * cpu_isa_active(); the ISA files are the same source (attention_impl.h)
- * compiled with different flags. */
+ * compiled with different flags.
+ *
+ * Other KV element types (kv_dtype != KV_DTYPE_F32, tensor/kv_dtype.h): K and
+ * V are both token-major encoded rows; key j's head starts head_bytes into
+ * the row at blocks[j / bt] + k_off + (j % bt) * row_stride (V: v_off).
+ * The load step decodes a segment's visible keys and values once into an
+ * f32 tile of the scratch (K [head_dim][ATTN_SEG], V [ATTN_SEG][head_dim]:
+ * one f32 block of ATTN_SEG tokens) and runs the f32 segment on it, so the
+ * arithmetic after decoding is the f32 path's, and nothing beyond one
+ * segment is ever converted or copied. */
 #ifndef CINFER_TENSOR_ATTENTION_H
 #define CINFER_TENSOR_ATTENTION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define ATTN_MAX_CHUNK 16 /* query tokens per call */
+#define ATTN_MAX_CHUNK 64 /* query tokens per call */
 #define ATTN_SEG 128 /* keys per segment (a multiple of 16) */
+
+/* Arithmetic of the dot products (attention.h top: Q.K and P.V).
+ * ATTN_PREC_F32: f32 FMA on every ISA. ATTN_PREC_BF16: Q, K, the softmax
+ * weights P and V rounded to bf16 (round to nearest even) and multiplied
+ * with AVX-512 BF16 dot products (vdpbf16ps) into f32 sums; the softmax,
+ * the running max/sum and the merge stay f32, and l sums the rounded P, so
+ * the weights still sum to 1. Taken only where the CPU has avx512_bf16 and
+ * the AVX-512 kernels are active: elsewhere BF16 runs as F32. Like F32, a
+ * row's result depends only on its own query, position and keys (pairs of
+ * keys are aligned to even absolute positions). */
+typedef enum { ATTN_PREC_F32 = 0, ATTN_PREC_BF16 = 1 } attn_prec;
 
 typedef struct attn_args {
     const float *q; /* token t, head h at q + t*q_stride + h*head_dim */
@@ -57,17 +78,34 @@ typedef struct attn_args {
     float *const *blocks; /* block table of the sequence */
     int block_tokens;
     int64_t k_off, v_off; /* element offsets of this layer's K/V head in a block */
-    int64_t row_stride; /* V: elements between consecutive token rows */
+    int64_t row_stride; /* V (and K unless f32): elements (4-byte units) between consecutive token rows */
+    int kv_dtype; /* kv_dtype (tensor/kv_dtype.h); 0 = f32 */
+    int64_t head_bytes; /* non-f32: byte offset of this head inside a K/V row */
     int window; /* 0 = full causal */
     int floor; /* keys at positions below it are not attended (0: none; <= pos[0]): bounded replay */
     float scale;
     float softcap; /* 0 = off */
     const float *sinks; /* NULL, or n_q sink logits (one per query head of the group) */
+    attn_prec prec; /* ATTN_PREC_F32 (0, the zero-initialised default) or ATTN_PREC_BF16 */
     float *scratch; /* attn_scratch_floats(n_tok, n_q, head_dim) floats */
 } attn_args;
 
-/* Scratch floats kern_attention / _part / _merge need for a call. */
+/* Whether `prec` runs as itself on this CPU with the active kernels
+ * (ATTN_PREC_BF16 needs AVX-512 kernels and avx512_bf16); else it runs as F32. */
+bool attn_prec_native(attn_prec prec);
+/* "f32" / "bf16"; attn_prec_parse returns -1 for anything else. */
+const char *attn_prec_name(attn_prec prec);
+int attn_prec_parse(const char *s, attn_prec *out);
+/* What `prec` runs as here, for logs: "f32", "bf16 (AMX)", "bf16 (AVX-512
+ * BF16)" or "f32 (bf16 unsupported here)". */
+const char *attn_prec_describe(attn_prec prec);
+
+/* Scratch floats kern_attention / _part / _merge need for a call (either
+ * precision: includes one segment's K and V converted for the BF16 path;
+ * the last attn_kv_tile_floats: one decoded segment of a non-f32 cache). */
 size_t attn_scratch_floats(int n_tok, int n_q, int head_dim);
+/* Floats of the decoded K/V tile of one segment (the end of the scratch). */
+size_t attn_kv_tile_floats(int head_dim);
 /* Floats of one segment's partial state (kern_attention_part's output). */
 size_t attn_part_floats(int n_tok, int n_q, int head_dim);
 /* The segments [*first, *end) holding keys some row of the call sees. */

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/cpu.h"
 #include "tensor/attention.h"
 #include "tensor/vecmath_impl.h"
 
@@ -315,6 +316,13 @@ static void attn_pv(const attn_args *a, int t, int s0, int lo, int hi, const flo
     }
 }
 
+#ifdef __AVX512BF16__
+#include "tensor/attention_bf16_impl.h"
+#ifdef __AMX_BF16__
+#include "tensor/attention_amx_impl.h"
+#endif
+#endif
+
 /* Segment seg's partial state of every row into part: acc (rows x hd), then
  * m (rows), then l (rows). sc: scratch of rows x ATTN_SROW score floats,
  * then 2 x rows (the merge's, untouched), then the packed Q. */
@@ -323,6 +331,18 @@ static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, 
     float *acc = part, *m = part + (int64_t)n_rows * hd, *l = m + n_rows;
     const int s0 = seg * ATTN_SEG, j_end = a->pos[nt - 1] + 1;
     const int s1 = s0 + ATTN_SEG < j_end ? s0 + ATTN_SEG : j_end;
+#ifdef __AVX512BF16__
+    if (a->prec == ATTN_PREC_BF16 && cpu_has_avx512_bf16()) {
+#ifdef __AMX_BF16__
+        if (cpu_has_amx_bf16()) {
+            attn_segment_amx(a, seg, part, sc);
+            return;
+        }
+#endif
+        attn_segment_bf16(a, seg, part, sc);
+        return;
+    }
+#endif
     int k0 = attn_lo(a, 0) / 16 * 16;
     if (k0 < s0) k0 = s0;
     float *qt = sc + (int64_t)n_rows * (ATTN_SROW + 2); /* past the merge's M and L */
@@ -349,6 +369,8 @@ static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, 
         if (lo < hi) attn_pv(a, t, s0, lo, hi, sc, acc);
     }
 }
+
+#include "tensor/attention_kv_impl.h" /* attn_segment_kv: the load step of non-f32 caches */
 
 /* Running state: out rows zero, M = -inf, L = 0. */
 static void attn_merge_begin(const attn_args *a, float *M, float *L) {
@@ -394,7 +416,7 @@ static __attribute__((noinline)) void attn_merge_finish(const attn_args *a, cons
 
 void ATTN_PART_FN(const attn_args *a, int seg, float *part) {
     int n_rows = a->n_tok * a->n_q;
-    attn_segment(a, seg, part, a->scratch + (int64_t)n_rows * (a->head_dim + 2));
+    attn_segment_kv(a, seg, part, a->scratch + (int64_t)n_rows * (a->head_dim + 2));
 }
 
 void ATTN_MERGE_FN(const attn_args *a, const float *parts, int64_t part_stride) {
@@ -413,7 +435,7 @@ void ATTN_FN(const attn_args *a) {
     attn_segments(a, &first, &end);
     attn_merge_begin(a, M, L);
     for (int g = first; g < end; g++) {
-        attn_segment(a, g, part, sc);
+        attn_segment_kv(a, g, part, sc);
         attn_merge_step(a, part, M, L);
     }
     attn_merge_finish(a, M, L);

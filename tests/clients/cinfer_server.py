@@ -27,6 +27,8 @@ SHARED = os.environ.get("CINFER_SHARED", os.path.join(ROOT, "..", "shared"))
 BIN = os.environ.get("CINFER_BIN", os.path.join(ROOT, "build", "cinfer"))
 MODEL = os.path.join(SHARED, "models", "stories260K.gguf")
 MODEL_NAME = "stories260K"
+# The KV cache type a parametrised test's servers use (CMakeLists.txt *_kv_<type> variants); "" = the default.
+KV_DTYPE = os.environ.get("CINFER_TEST_KV_DTYPE", "")
 
 fixtures.require(BIN, "cinfer binary (CINFER_BIN)")
 fixtures.require(MODEL, "model")
@@ -48,6 +50,8 @@ class Server:
     def __init__(self, *args, ctx=512, threads=1, startup_timeout=60, model=None, env=None, nofile=None):
         """nofile: the server's open-file limit (RLIMIT_NOFILE), e.g. to test running out of descriptors."""
         cmd = [BIN, "serve", model or MODEL, "--port", "0", "--ctx", str(ctx), "-t", str(threads)] + list(args)
+        if KV_DTYPE and "--kv-dtype" not in args:
+            cmd += ["--kv-dtype", KV_DTYPE]
 
         def limit_files():
             import resource

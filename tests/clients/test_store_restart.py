@@ -12,7 +12,7 @@ import tempfile
 import time
 import unittest
 
-from cinfer_server import Server
+from cinfer_server import KV_DTYPE, Server
 import store_util as su
 
 
@@ -73,6 +73,36 @@ class TestStoreRestart(unittest.TestCase):
         self.assertEqual(m["cinfer_kv_store_quarantined_total"], 0)
         self.assertLessEqual(warm_server, cold_server / 2, "a store hit should be far faster than recompute")
         self.assertLessEqual(warm["ttft"], cold["ttft"] / 2)
+
+    def test_other_kv_dtype_misses(self):
+        """A store written by a server with one --kv-dtype is never hit by a server with another (the type is part
+        of the store's fingerprint: the objects are not even looked at), and is hit again by the first type."""
+        store = os.path.join(self.tmp, "store-dtype")
+        ids = su.prompt_ids(4242, 300)
+        mine = KV_DTYPE or "f32"
+        other = "bf16" if mine == "f16" else "f16"
+        a = Server("--kv-store", store, "--kv-dtype", mine, model=self.model, ctx=4096)
+        try:
+            first = su.complete(a, ids, max_tokens=4, model="m4k")
+            n = su.blocks(300, 4)
+            self.assertGreaterEqual(su.wait_written(a, n), n)
+        finally:
+            self.assertEqual(a.stop(), 0)
+        b = Server("--kv-store", store, "--kv-dtype", other, model=self.model, ctx=4096)
+        try:
+            miss = su.complete(b, ids, max_tokens=4, model="m4k")
+            mb = b.metrics()
+        finally:
+            self.assertEqual(b.stop(), 0)
+        self.assertEqual(miss["cached"], 0, "a %s server used blocks a %s server wrote" % (other, mine))
+        self.assertEqual(mb["cinfer_kv_store_hit_blocks_total"], 0)
+        c = Server("--kv-store", store, "--kv-dtype", mine, model=self.model, ctx=4096)
+        try:
+            hit = su.complete(c, ids, max_tokens=4, model="m4k")
+        finally:
+            self.assertEqual(c.stop(), 0)
+        self.assertGreaterEqual(hit["cached"], 288)
+        self.assertEqual(hit["text"], first["text"])
 
 
 if __name__ == "__main__":

@@ -52,8 +52,15 @@ typedef struct model_arch {
     int (*forward)(void *fc, const fwd_batch *b, float *logits, cf_err *err);
 
     /* ---- optional (NULL: not supported) ---- */
+    /* KV element types other than f32 the forward pass stores and reads
+     * (bit 1 << kv_dtype; 0: f32 only), and the setter a context gets one
+     * by, right after fwd_create (model_kv_layout_as describes the layout). */
+    unsigned kv_dtypes;
+    void (*fwd_set_kv_dtype)(void *fc, kv_dtype dt);
     /* fwd_ctx_set_mla_expand_min: a batch-variant faster prefill form. */
     void (*fwd_set_expand_min)(void *fc, int32_t min_tokens);
+    /* fwd_ctx_set_attn_prec: the attention kernels' dot-product precision. */
+    void (*fwd_set_attn_prec)(void *fc, attn_prec prec);
     /* fwd_ctx_expert_load: MoE routing counters (model.h). */
     int (*expert_load)(const void *fc, int32_t layer, uint64_t *counts, int32_t n);
     /* fwd_ctx_set_moe_executor / fwd_ctx_expert_ffn: expert parallelism (model.h). */

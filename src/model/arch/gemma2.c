@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "model/arch/arch.h"
+#include "model/kv_rows.h"
 #include "model/rowops.h"
 #include "tensor/attention.h"
 
@@ -208,6 +209,8 @@ typedef struct g2_fwd {
     int32_t *chunk_begin; /* max_tokens + 1 */
     float **vtab; /* per sequence: max_blocks pointers, the ring as a wrapping block table */
     int n_threads;
+    kv_rows rows; /* how K/V rows are stored (the cache's element type) */
+    attn_prec prec; /* fwd_ctx_set_attn_prec */
 } g2_fwd;
 
 static void g2_fwd_free(void *fc) {
@@ -230,6 +233,7 @@ static void *g2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens
     *c = (g2_fwd){.m = m, .pool = pool, .max_tokens = max_tokens, .max_ctx = max_ctx, .block_tokens = block_tokens};
     c->max_blocks = (max_ctx + block_tokens - 1) / block_tokens;
     c->n_threads = pool_size(pool);
+    c->rows = kv_rows_make(KV_DTYPE_F32, block_tokens, (int64_t)hp->n_head_kv * hp->head_dim);
     size_t T = (size_t)max_tokens, E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
     size_t qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim;
     size_t widest = E > F ? E : F;
@@ -264,8 +268,7 @@ oom:
 
 /* Floats of one ring block (all window layers, block_tokens rows). */
 static int64_t g2_ring_block_floats(const g2_fwd *c) {
-    const model_hparams *hp = &c->m->hp;
-    return (int64_t)g2_n_window(hp) * 2 * hp->n_head_kv * hp->head_dim * c->block_tokens;
+    return (int64_t)g2_n_window(&c->m->hp) * 2 * c->rows.units * c->block_tokens;
 }
 
 /* Block tables over the rings: vtab[s][i] = ring block i % ring_blocks of sequence s. */
@@ -278,21 +281,16 @@ static void g2_fill_vtab(g2_fwd *c, const fwd_batch *b) {
     }
 }
 
-/* K (dimension-major) and V (token-major) of the batch into the layer's slot
- * of the blocks (global layer) or ring (window layer). */
+/* K and V of the batch into the layer's slot of the blocks (global layer)
+ * or ring (window layer), in the model/kv_rows.h layout. */
 static void g2_kv_store(g2_fwd *c, const fwd_batch *b, const g2_layer *L) {
-    const model_hparams *hp = &c->m->hp;
-    int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim, bt = c->block_tokens;
+    int64_t kvd = c->rows.kvd, bt = c->block_tokens;
     for (int32_t t = 0; t < b->n_tokens; t++) {
         int32_t p = b->pos[t];
         if (!L->window && p < b->seqs[b->seq[t]].keep_below) continue; /* bounded replay: cached rows stay */
         float *blk =
             L->window ? c->vtab[(int64_t)b->seq[t] * c->max_blocks + p / bt] : b->seqs[b->seq[t]].blocks[p / bt];
-        int64_t row = p % bt;
-        float *kb = blk + (int64_t)(L->slot * 2 + 0) * bt * kvd + row;
-        const float *k = c->k + (int64_t)t * kvd;
-        for (int64_t d = 0; d < kvd; d++) kb[d * bt] = k[d];
-        memcpy(blk + ((int64_t)(L->slot * 2 + 1) * bt + row) * kvd, c->v + (int64_t)t * kvd, (size_t)kvd * 4);
+        kv_rows_write(&c->rows, blk, L->slot, p % bt, c->k + (int64_t)t * kvd, c->v + (int64_t)t * kvd);
     }
 }
 
@@ -322,7 +320,7 @@ static void g2_attn_task(void *ctx, int ith, int nth) {
     const fwd_batch *b = j->b;
     const model_hparams *hp = &c->m->hp;
     int group = hp->n_head / hp->n_head_kv, hd = hp->head_dim;
-    int64_t kvd = (int64_t)hp->n_head_kv * hd, bt = c->block_tokens, qd = (int64_t)hp->n_head * hd;
+    int64_t qd = (int64_t)hp->n_head * hd;
     int64_t n_items = (int64_t)j->n_chunks * hp->n_head_kv;
     float *scores = c->scores + (int64_t)ith * c->scores_per_thread;
     for (int64_t it = ith; it < n_items; it += nth) {
@@ -341,16 +339,14 @@ static void g2_attn_task(void *ctx, int ith, int nth) {
             .n_q = group,
             .head_dim = hd,
             .blocks = blocks,
-            .block_tokens = (int)bt,
-            .k_off = (int64_t)(j->L->slot * 2 + 0) * bt * kvd + (int64_t)g * hd * bt,
-            .v_off = (int64_t)(j->L->slot * 2 + 1) * bt * kvd + (int64_t)g * hd,
-            .row_stride = kvd,
             .window = j->L->window ? hp->n_swa : 0,
             .floor = j->L->window ? b->seqs[b->seq[t0]].replay_from : 0,
             .scale = hp->q_scale,
             .softcap = hp->attn_softcap,
+            .prec = c->prec,
             .scratch = scores,
         };
+        kv_rows_attn(&c->rows, j->L->slot, g, hd, &a);
         kern_attention(&a);
     }
 }
@@ -414,6 +410,13 @@ static int g2_forward(void *fc, const fwd_batch *b, float *logits, cf_err *err) 
     return 0;
 }
 
+static void g2_fwd_set_kv_dtype(void *fc, kv_dtype dt) {
+    g2_fwd *c = fc;
+    c->rows = kv_rows_make(dt, c->rows.block_tokens, c->rows.kvd);
+}
+
+static void g2_set_attn_prec(void *fc, attn_prec prec) { ((g2_fwd *)fc)->prec = prec; }
+
 const model_arch model_arch_gemma2 = {
     .names = {"gemma2", NULL},
     .read_hparams = g2_read_hparams,
@@ -425,4 +428,7 @@ const model_arch model_arch_gemma2 = {
     .fwd_create = g2_fwd_create,
     .fwd_free = g2_fwd_free,
     .forward = g2_forward,
+    .kv_dtypes = 1u << KV_DTYPE_BF16 | 1u << KV_DTYPE_F16 | 1u << KV_DTYPE_Q8_0,
+    .fwd_set_kv_dtype = g2_fwd_set_kv_dtype,
+    .fwd_set_attn_prec = g2_set_attn_prec,
 };

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "model/arch/arch.h"
+#include "model/kv_rows.h"
 #include "model/rowops.h"
 #include "tensor/attention.h"
 
@@ -210,6 +211,8 @@ typedef struct llama_fwd {
     float *parts;
     int64_t parts_cap; /* floats in parts */
     int n_threads;
+    kv_rows rows; /* how K/V rows are stored (the cache's element type) */
+    attn_prec prec; /* fwd_ctx_set_attn_prec */
 } llama_fwd;
 
 static void llama_fwd_free(void *fc) {
@@ -236,6 +239,7 @@ static void *llama_fwd_create(const model *m, thread_pool *pool, int32_t max_tok
     c->max_ctx = max_ctx;
     c->block_tokens = block_tokens;
     c->n_threads = pool_size(pool);
+    c->rows = kv_rows_make(KV_DTYPE_F32, block_tokens, (int64_t)hp->n_head_kv * hp->head_dim);
     size_t T = (size_t)max_tokens;
     size_t qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim;
     size_t widest_in = (size_t)hp->n_embd;
@@ -295,21 +299,13 @@ static void rope_apply(llama_fwd *c, float *x, int32_t n_tokens, int n_heads) {
 
 /* ---- attention ---- */
 
-/* Writes the batch's K and V into the blocks: K dimension-major
- * ([kv_dim][token] per layer, so attention reads 16-key tiles in place), V
- * token-major ([token][kv_dim]). See model.h. */
+/* Writes the batch's K and V into the blocks (model/kv_rows.h layout). */
 static void kv_store(llama_fwd *c, const fwd_batch *b, int layer) {
-    const model_hparams *hp = &c->m->hp;
-    int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim, bt = c->block_tokens;
+    int64_t kvd = c->rows.kvd, bt = c->block_tokens;
     for (int32_t t = 0; t < b->n_tokens; t++) {
         const fwd_seq *s = &b->seqs[b->seq[t]];
         int32_t p = b->pos[t];
-        float *blk = s->blocks[p / bt];
-        int64_t row = p % bt;
-        float *kb = blk + (int64_t)(layer * 2 + 0) * bt * kvd + row;
-        const float *k = c->k + (int64_t)t * kvd;
-        for (int64_t d = 0; d < kvd; d++) kb[d * bt] = k[d];
-        memcpy(blk + ((int64_t)(layer * 2 + 1) * bt + row) * kvd, c->v + (int64_t)t * kvd, (size_t)kvd * 4);
+        kv_rows_write(&c->rows, s->blocks[p / bt], layer, p % bt, c->k + (int64_t)t * kvd, c->v + (int64_t)t * kvd);
     }
 }
 
@@ -332,10 +328,10 @@ static int32_t make_chunks(llama_fwd *c, const fwd_batch *b) {
 static attn_args chunk_args(const llama_fwd *c, const fwd_batch *b, int il, int32_t ch, int g, float *scratch) {
     const model_hparams *hp = &c->m->hp;
     int group = hp->n_head / hp->n_head_kv, hd = hp->head_dim;
-    int64_t kvd = (int64_t)hp->n_head_kv * hd, bt = c->block_tokens, qd = (int64_t)hp->n_head * hd;
+    int64_t qd = (int64_t)hp->n_head * hd;
     int32_t t0 = c->chunk_begin[ch], t1 = c->chunk_begin[ch + 1];
     const fwd_seq *s = &b->seqs[b->seq[t0]];
-    return (attn_args){
+    attn_args a = {
         .q = c->q + (int64_t)t0 * qd + (int64_t)g * group * hd,
         .q_stride = qd,
         .out = c->att + (int64_t)t0 * qd + (int64_t)g * group * hd,
@@ -345,16 +341,15 @@ static attn_args chunk_args(const llama_fwd *c, const fwd_batch *b, int il, int3
         .n_q = group,
         .head_dim = hd,
         .blocks = s->blocks,
-        .block_tokens = (int)bt,
-        .k_off = (int64_t)(il * 2 + 0) * bt * kvd + (int64_t)g * hd * bt,
-        .v_off = (int64_t)(il * 2 + 1) * bt * kvd + (int64_t)g * hd,
-        .row_stride = kvd,
         .window = 0,
         .scale = 1.0f / sqrtf((float)hd),
         .softcap = 0.0f,
         .sinks = NULL,
+        .prec = c->prec,
         .scratch = scratch,
     };
+    kv_rows_attn(&c->rows, il, g, hd, &a);
+    return a;
 }
 
 /* Builds the step's attention items: every chunk x KV head whole, except,
@@ -482,6 +477,13 @@ static int llama_forward(void *fc, const fwd_batch *b, float *logits, cf_err *er
     return 0;
 }
 
+static void llama_fwd_set_kv_dtype(void *fc, kv_dtype dt) {
+    llama_fwd *c = fc;
+    c->rows = kv_rows_make(dt, c->rows.block_tokens, c->rows.kvd);
+}
+
+static void llama_set_attn_prec(void *fc, attn_prec prec) { ((llama_fwd *)fc)->prec = prec; }
+
 const model_arch model_arch_llama = {
     .names = {"llama", "qwen2", "qwen3", NULL},
     .read_hparams = llama_read_hparams,
@@ -493,4 +495,7 @@ const model_arch model_arch_llama = {
     .fwd_create = llama_fwd_create,
     .fwd_free = llama_fwd_free,
     .forward = llama_forward,
+    .kv_dtypes = 1u << KV_DTYPE_BF16 | 1u << KV_DTYPE_F16 | 1u << KV_DTYPE_Q8_0,
+    .fwd_set_kv_dtype = llama_fwd_set_kv_dtype,
+    .fwd_set_attn_prec = llama_set_attn_prec,
 };

@@ -46,7 +46,8 @@ static inline cinfer_engine *tl_engine(const model *m, thread_pool *tp, int64_t 
                                .max_batch_tokens = max_batch,
                                .max_seqs = max_seqs,
                                .max_ctx = max_ctx,
-                               .sync_scheduling = tl_sync_scheduling};
+                               .sync_scheduling = tl_sync_scheduling,
+                               .kv_dtype = tu_kv_dtype() ? cinfer_kv_dtype_parse(tu_kv_dtype()) : 0};
     cinfer_engine *e = NULL;
     char err[256];
     if (cinfer_engine_create(m, tp, &o, &e, err, sizeof err)) fprintf(stderr, "engine create: %s\n", err);

@@ -46,13 +46,20 @@ static int argmax(const float *v, int n) {
     return b;
 }
 
+/* The KV type of the engines (tl_engine: CINFER_TEST_KV_DTYPE) and so of the references. */
+static kv_dtype test_kv_type(void) {
+    kv_dtype dt = KV_DTYPE_F32;
+    if (tu_kv_dtype() && kv_dtype_parse(tu_kv_dtype(), &dt)) dt = KV_DTYPE_F32;
+    return dt;
+}
+
 static void make_refs(const model *m, thread_pool *pool) {
     int n_vocab = model_get_hparams(m)->n_vocab;
     for (int i = 0; i < N_REQ; i++) {
         for (int j = 0; j < lens[i]; j++) prompts[i][j] = 3 + (int32_t)(tl_rand() % (uint32_t)(n_vocab - 3));
         gen_session g;
         cf_err err = {0};
-        CHECKF(gen_init(&g, m, pool, lens[i] + N_GEN, 512, &err) == 0, "%s", err.msg);
+        CHECKF(gen_init_as(&g, m, test_kv_type(), pool, lens[i] + N_GEN, 512, &err) == 0, "%s", err.msg);
         CHECKF(gen_feed(&g, prompts[i], lens[i], NULL, &err) == 0, "%s", err.msg);
         for (int s = 0; s < N_GEN; s++) {
             ref[i][s] = argmax(g.logits, n_vocab);
@@ -170,12 +177,13 @@ static void test_model(const model *m, thread_pool *pool, int32_t window, bool a
     cinfer_engine_stats st = run_batched(m, pool, 32 << 20, 16, 512, 8, "chunked (16 tokens per step)");
     CHECK(st.kv_ring_tokens == kv_ring_tokens(window, 16, 16)); /* window + the per-request chunk cap */
     /* 8 rings + 16 blocks: the 8 requests need ~50 blocks */
-    int64_t kv = 8 * (int64_t)(full.kv_ring_bytes + 4) + 16 * (model_kv_block_floats(m, 16) * 4 + 16) + 1024;
+    int64_t block_bytes = model_kv_block_floats_as(m, test_kv_type(), 16) * 4; /* as the engine's KV type */
+    int64_t kv = 8 * (int64_t)(full.kv_ring_bytes + 4) + 16 * (block_bytes + 16) + 1024;
     st = run_batched(m, pool, kv, 512, 192, 8, "preempting (16 blocks)");
     CHECKF(st.preemptions > 0 && st.kv_blocks_total == 16, "%llu preemptions with %d blocks",
            (unsigned long long)st.preemptions, st.kv_blocks_total);
     if (all) { /* a budget with room for 3 rings next to one 512-token request (32 blocks): 3 run at once */
-        kv = 3 * (int64_t)(full.kv_ring_bytes + 64) + 33 * (model_kv_block_floats(m, 16) * 4 + 80);
+        kv = 3 * (int64_t)(full.kv_ring_bytes + 64) + 33 * (block_bytes + 80);
         run_batched(m, pool, kv, 512, 512, 3, "3 rings (budget)");
     }
     test_cancel(m, pool);

@@ -1,5 +1,7 @@
-/* test_attention.c - kern_attention on every supported ISA against a float64
- * reference: chunks of 1..16 query tokens, GQA groups, head dims that are
+/* test_attention.c - kern_attention on every supported ISA (F32), and in
+ * BF16 on both BF16 paths the CPU has (AVX-512 vdpbf16ps, AMX tiles), against
+ * a float64 reference (BF16 also against float64 of the bf16-rounded inputs;
+ * bounds at BF16_BOUND below): chunks of 1..64 query tokens, GQA groups, head dims that are
  * not multiples of the vector width, positions inside and across blocks,
  * block sizes that are not 16 (K tiles gathered across blocks), sliding
  * windows, soft-capping and attention sinks, contexts spanning several
@@ -14,6 +16,7 @@
 
 #include "base/cpu.h"
 #include "tensor/attention.h"
+#include "tensor/dtype.h"
 #include "testutil.h"
 
 static float frand(unsigned *s) {
@@ -32,7 +35,13 @@ static float kel(const attn_args *a, int j, int d) {
     return a->blocks[j / bt][a->k_off + (int64_t)d * bt + j % bt];
 }
 
-static double reference_max_diff(const attn_args *a) {
+/* x, or x rounded to bf16 (nearest even) when r */
+static double rnd(float x, bool r) { return r ? (double)bf16_to_f32(f32_to_bf16(x)) : (double)x; }
+
+/* Max |out - reference| over the call: the float64 attention of the
+ * inputs, or (bf16_in) of scale * Q, K and V rounded to bf16 first, which
+ * leaves only the BF16 path's rounding of the weights P and its f32 sums. */
+static double reference_max_diff(const attn_args *a, bool bf16_in) {
     int hd = a->head_dim;
     double md = 0;
     for (int t = 0; t < a->n_tok; t++)
@@ -43,8 +52,12 @@ static double reference_max_diff(const attn_args *a) {
             double *s = calloc((size_t)hi, sizeof(double)), mx = -INFINITY, sum = 0;
             for (int j = lo; j < hi; j++) {
                 double d = 0;
-                for (int i = 0; i < hd; i++) d += (double)q[i] * kel(a, j, i);
-                d *= a->scale;
+                if (bf16_in)
+                    for (int i = 0; i < hd; i++) d += rnd(q[i] * a->scale, true) * rnd(kel(a, j, i), true);
+                else {
+                    for (int i = 0; i < hd; i++) d += (double)q[i] * kel(a, j, i);
+                    d *= a->scale;
+                }
                 if (a->softcap > 0) d = a->softcap * tanh(d / a->softcap);
                 s[j] = d;
                 if (d > mx) mx = d;
@@ -54,7 +67,7 @@ static double reference_max_diff(const attn_args *a) {
             if (a->sinks) sum += exp(a->sinks[h] - mx);
             for (int i = 0; i < hd; i++) {
                 double o = 0;
-                for (int j = lo; j < hi; j++) o += s[j] / sum * row(a, a->v_off, j)[i];
+                for (int j = lo; j < hi; j++) o += s[j] / sum * rnd(row(a, a->v_off, j)[i], bf16_in);
                 md = fmax(md, fabs(o - a->out[t * a->out_stride + h * hd + i]));
             }
             free(s);
@@ -93,23 +106,45 @@ static void check_split_and_alone(const attn_args *a, const float *whole) {
     free(out2);
 }
 
+/* Bounds on max |out - float64 reference| (|q| <= 2, |K|, |V| <= 1):
+ * F32: 2e-6 on every ISA. BF16: Q, K, V and P carry 8-bit significands
+ * (relative error <= 2^-9 each), so a score of head_dim terms is off by up
+ * to ~2^-8 sum |scale q_d k_d| (worst case ~0.02 at head_dim 128) and the
+ * output by that times |V| (measured: 3.8e-3 here): BF16_BOUND vs the exact inputs; with the inputs
+ * rounded first, what is left is P's rounding (<= 2^-9 |V| per weight, in
+ * sums of weights that add to 1) and f32 sums: BF16_ROUNDED_BOUND. */
+#define BF16_BOUND 1e-2
+#define BF16_ROUNDED_BOUND 4e-3
+
 int main(void) {
     unsigned seed = 7;
+    double bf16_max[2] = {0, 0}, bf16_rounded_max[2] = {0, 0}; /* vdpbf16ps, AMX */
     const int hds[] = {8, 13, 32, 64, 80, 128};
     const int bts[] = {16, 7};
     /* {first position, chunk length, window} */
-    const int cases[][3] = {{0, 1, 0},    {4, 1, 0},    {0, 16, 0},    {15, 2, 0},   {17, 5, 0},  {30, 16, 0},
-                            {95, 1, 0},   {0, 9, 4},    {40, 16, 20},  {70, 3, 32},  {127, 2, 0}, {300, 1, 0},
-                            {250, 11, 0}, {517, 16, 0}, {400, 7, 200}, {640, 1, 129}};
-    for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
+    const int cases[][3] = {{0, 1, 0},     {4, 1, 0},    {0, 16, 0},    {15, 2, 0},   {17, 5, 0},
+                            {30, 16, 0},   {95, 1, 0},   {0, 9, 4},     {40, 16, 20}, {70, 3, 32},
+                            {127, 2, 0},   {300, 1, 0},  {250, 11, 0},  {517, 16, 0}, {400, 7, 200},
+                            {640, 1, 129}, {100, 64, 0}, {1000, 33, 0}, {200, 64, 50}};
+    /* every ISA in F32, then AVX-512 in BF16 where the CPU has it: with
+     * vdpbf16ps, then on AMX tiles where those are usable */
+    for (int mode = 0; mode <= CPU_ISA_COUNT + 1; mode++) {
+        int isa = mode < CPU_ISA_COUNT ? mode : CPU_ISA_AVX512;
+        attn_prec prec = mode < CPU_ISA_COUNT ? ATTN_PREC_F32 : ATTN_PREC_BF16;
         if (!cpu_isa_supported((cpu_isa)isa)) continue;
         cpu_isa_force((cpu_isa)isa);
+        cpu_amx_allow(mode == CPU_ISA_COUNT + 1);
+        if (!attn_prec_native(prec) || (mode == CPU_ISA_COUNT + 1 && !cpu_has_amx_bf16())) continue;
+        const char *path = mode < CPU_ISA_COUNT    ? cpu_isa_name((cpu_isa)isa)
+                           : mode == CPU_ISA_COUNT ? "avx512-bf16"
+                                                   : "amx-bf16";
         for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
             for (size_t bi = 0; bi < sizeof bts / sizeof bts[0]; bi++)
                 for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
                     for (int cap = 0; cap < 4; cap++) { /* bit 0: soft-cap, bit 1: sinks */
                         int hd = hds[hi], n_q = 3, n_kv = 2, bt = bts[bi];
                         int p0 = cases[ci][0], nt = cases[ci][1];
+                        if (nt > 16 && hd != 13 && hd != 64) continue; /* long chunks: two head dims (test time) */
                         int n_pos = p0 + nt;
                         int64_t stride = (int64_t)n_kv * hd;
                         int n_blocks = (n_pos + bt - 1) / bt;
@@ -143,11 +178,22 @@ int main(void) {
                                        .scale = 1.0f / sqrtf((float)hd),
                                        .softcap = (cap & 1) ? 0.5f : 0.0f,
                                        .sinks = (cap & 2) ? sinks : NULL,
+                                       .prec = prec,
                                        .scratch = scratch};
                         kern_attention(&a);
-                        double md = reference_max_diff(&a);
-                        CHECKF(md < 2e-6, "%s hd %d bt %d pos %d+%d window %d cap %d: max diff %g",
-                               cpu_isa_name((cpu_isa)isa), hd, bt, p0, nt, cases[ci][2], cap, md);
+                        double md = reference_max_diff(&a, false);
+                        double bound = prec == ATTN_PREC_BF16 ? BF16_BOUND : 2e-6;
+                        CHECKF(md < bound, "%s hd %d bt %d pos %d+%d window %d cap %d: max diff %g", path, hd, bt, p0,
+                               nt, cases[ci][2], cap, md);
+                        if (prec == ATTN_PREC_BF16) {
+                            double mr = reference_max_diff(&a, true);
+                            CHECKF(mr < BF16_ROUNDED_BOUND,
+                                   "%s hd %d bt %d pos %d+%d window %d cap %d: %g vs rounded inputs", path, hd, bt, p0,
+                                   nt, cases[ci][2], cap, mr);
+                            int k = mode - CPU_ISA_COUNT;
+                            bf16_max[k] = fmax(bf16_max[k], md);
+                            bf16_rounded_max[k] = fmax(bf16_rounded_max[k], mr);
+                        }
                         check_split_and_alone(&a, out);
                         free(scratch);
                         free(q);
@@ -156,5 +202,9 @@ int main(void) {
                         free(mem);
                     }
     }
+    for (int k = 0; k < 2; k++)
+        printf("%s: max diff %.3g vs float64 (bound %g), %.3g vs float64 of bf16 inputs (bound %g)%s\n",
+               k ? "amx-bf16" : "avx512-bf16", bf16_max[k], BF16_BOUND, bf16_rounded_max[k], BF16_ROUNDED_BOUND,
+               bf16_max[k] == 0 ? " (not run: the CPU lacks it)" : "");
     return test_finish();
 }
