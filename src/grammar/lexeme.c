@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LX_MAX_NFA 8000u /* NFA states per candidate */
-#define LX_CANDIDATE_WORK 60000u /* subset-construction work per candidate */
+#define LX_MAX_NFA 1500u /* NFA states per candidate */
+#define LX_CANDIDATE_WORK 20000u /* subset-construction work per candidate */
 #define LX_MAX_DEPTH 1000u /* nested nonterminals per candidate (C stack) */
-#define LX_BUDGET 600000u /* NFA states + DFA work over the whole grammar */
+#define LX_BUDGET 400000u /* NFA states + DFA work over the whole grammar */
 
 typedef struct nfa_edge {
     uint32_t from, to;
