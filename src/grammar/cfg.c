@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/timeutil.h"
+#include "grammar/lexeme.h"
 
 int gr_fail(cinfer_grammar_error *err, const char *keyword, long position, const char *fmt, ...) {
     if (!err) return -1;
@@ -63,6 +64,8 @@ void gr_cfg_free(gr_cfg *g) {
     free(g->pos_prod);
     free(g->prod_first);
     free(g->nullable);
+    for (uint32_t i = 0; i < g->n_dfas; i++) gr_dfa_free(g->dfas[i]);
+    free(g->dfas);
     free(g);
 }
 
@@ -332,7 +335,7 @@ int gr_cfg_finalize(gr_cfg *g, int32_t start) {
     }
     for (uint32_t n = 0; n < g->n_nts; n++) g->prod_first[n + 1] += g->prod_first[n];
     compute_nullable(g);
-    return 0;
+    return gr_cfg_lexify(g);
 }
 
 int gr_cfg_matches_nothing(const gr_cfg *g) { return g->prod_first[g->aug_start + 1] == g->prod_first[g->aug_start]; }

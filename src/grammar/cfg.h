@@ -20,6 +20,19 @@
 
 #define GR_END INT32_MIN
 
+/* DFA terminals (lexeme.h): symbol GR_DFA_SYM_BASE - d is the grammar's DFA number d. */
+#define GR_DFA_SYM_BASE (-(1 << 28))
+static inline int gr_sym_is_dfa(int32_t s) { return s <= GR_DFA_SYM_BASE && s != GR_END; }
+static inline uint32_t gr_sym_dfa(int32_t s) { return (uint32_t)(GR_DFA_SYM_BASE - s); }
+
+/* An Earley item's pos: the dotted position in the low GR_POS_STATE_SHIFT bits and, when the
+ * symbol after the dot is a DFA terminal being scanned, its DFA state (>= 1) above them; 0 there
+ * means the lexeme has not started. n_rhs never exceeds GR_POS_MASK (max_rules * 8 does not). */
+#define GR_POS_STATE_SHIFT 21
+#define GR_POS_MASK ((1u << GR_POS_STATE_SHIFT) - 1)
+static inline uint32_t gr_pos_at(uint32_t pos) { return pos & GR_POS_MASK; }
+static inline uint32_t gr_pos_state(uint32_t pos) { return pos >> GR_POS_STATE_SHIFT; }
+
 typedef struct gr_class {
     uint64_t bits[4];
 } gr_class;
@@ -30,6 +43,8 @@ static inline void gr_class_clear(gr_class *c, uint8_t b) { c->bits[b >> 6] &= ~
 static inline void gr_class_set_range(gr_class *c, unsigned lo, unsigned hi) {
     for (unsigned b = lo; b <= hi && b < 256; b++) gr_class_set(c, (uint8_t)b);
 }
+
+typedef struct gr_dfa gr_dfa;
 
 typedef struct gr_prod {
     int32_t lhs;
@@ -62,6 +77,9 @@ typedef struct gr_cfg {
     uint8_t *nullable; /* n_nts */
     uint32_t accept_pos; /* the pos of "S' -> start ." */
     uint32_t aug_pos; /* the pos of "S' -> . start" */
+    /* lexer layer (lexeme.h): the DFA terminals, owned */
+    gr_dfa **dfas;
+    uint32_t n_dfas;
 } gr_cfg;
 
 /* Fills err with a message naming keyword (may be NULL/"") and position (-1: none). Returns -1. */

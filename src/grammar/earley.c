@@ -2,6 +2,8 @@
  * Owns the closure loop (predict, complete, nullable shortcut) and the per-set dedup table. */
 #include "grammar/earley.h"
 
+#include "grammar/lexeme.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,7 +94,7 @@ static int closure(gr_chart *c, uint32_t k, uint32_t from) {
     memset(nb, 0, sizeof *nb);
     for (uint32_t i = from; i < c->n_items; i++) {
         gr_item it = c->items[i];
-        int32_t sym = g->rhs[it.pos];
+        int32_t sym = g->rhs[gr_pos_at(it.pos)];
         if (sym == GR_END) {
             int32_t lhs = g->prods[g->pos_prod[it.pos]].lhs;
             if (it.origin < c->guard && !c->crossed) {
@@ -104,14 +106,16 @@ static int closure(gr_chart *c, uint32_t k, uint32_t from) {
             uint32_t hi = it.origin == k ? c->n_items : c->set_start[it.origin + 1];
             for (uint32_t j = lo; j < hi; j++) {
                 gr_item w = c->items[j];
-                if (g->rhs[w.pos] == lhs && add_item(c, from, w.pos + 1, w.origin)) return -1;
+                if (w.pos <= GR_POS_MASK && g->rhs[w.pos] == lhs && add_item(c, from, w.pos + 1, w.origin)) return -1;
             }
         } else if (sym >= 0) {
             for (uint32_t p = g->prod_first[sym]; p < g->prod_first[sym + 1]; p++)
                 if (add_item(c, from, g->prods[p].rhs_start, k)) return -1;
             if (g->nullable[sym] && add_item(c, from, it.pos + 1, it.origin)) return -1;
         } else {
-            const gr_class *cl = &g->classes[-sym - 1];
+            uint32_t st = gr_pos_state(it.pos);
+            const gr_class *cl =
+                gr_sym_is_dfa(sym) ? &g->dfas[gr_sym_dfa(sym)]->live[st ? st : 1] : &g->classes[-sym - 1];
             for (int w = 0; w < 4; w++) nb->bits[w] |= cl->bits[w];
         }
     }
@@ -182,18 +186,35 @@ int gr_chart_scan(gr_chart *c, uint8_t b) {
     return r;
 }
 
+static int class_empty(const gr_class *c) { return !(c->bits[0] | c->bits[1] | c->bits[2] | c->bits[3]); }
+
+/* Adds what item `it` becomes after byte b to the set being built: a class terminal advances
+ * the dot; a DFA terminal steps its state, and the item ends the lexeme (dot advanced) where the
+ * new state accepts and stays in it (new state in the pos) where the state can go on. */
+static int scan_item(gr_chart *c, uint32_t from, gr_item it, uint8_t b) {
+    const gr_cfg *g = c->g;
+    uint32_t at = gr_pos_at(it.pos);
+    int32_t sym = g->rhs[at];
+    if (sym >= 0 || sym == GR_END) return 0;
+    if (!gr_sym_is_dfa(sym)) return gr_class_has(&g->classes[-sym - 1], b) ? add_item(c, from, at + 1, it.origin) : 0;
+    const gr_dfa *d = g->dfas[gr_sym_dfa(sym)];
+    uint32_t st = gr_pos_state(it.pos), t = gr_dfa_step(d, st ? st : 1, b);
+    if (!t) return 0;
+    if (d->accepting[t] && add_item(c, from, at + 1, it.origin)) return -1;
+    if (!class_empty(&d->live[t]) && add_item(c, from, t == 1 ? at : at | t << GR_POS_STATE_SHIFT, it.origin))
+        return -1;
+    return 0;
+}
+
 /* The scan proper: the items of set k that can scan b, advanced, then closed. */
 static int scan_closure(gr_chart *c, uint8_t b) {
     uint32_t k = c->n_sets - 1;
     if (reserve_sets(c, c->n_sets + 1)) return -1;
-    const gr_cfg *g = c->g;
     uint32_t from = c->n_items, lo = c->set_start[k];
     seen_reset(c);
     for (uint32_t i = lo; i < from; i++) {
         gr_item it = c->items[i];
-        int32_t sym = g->rhs[it.pos];
-        if (sym < 0 && sym != GR_END && gr_class_has(&g->classes[-sym - 1], b) &&
-            add_item(c, from, it.pos + 1, it.origin)) {
+        if (scan_item(c, from, it, b)) {
             c->n_items = from;
             return -1;
         }

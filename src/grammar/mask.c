@@ -62,7 +62,7 @@ static void walk(cinfer_grammar_matcher *m, uint32_t node, uint32_t *mask) {
     }
 }
 
-static int add_boundary(gr_mask_scratch *s, uint32_t node, const uint8_t *path, uint32_t len) {
+int gr_mask_add_boundary(gr_mask_scratch *s, uint32_t node, const uint8_t *path, uint32_t len) {
     if (s->n_bounds == s->cap_bounds) {
         uint32_t n = s->cap_bounds ? s->cap_bounds * 2 : 256;
         gr_boundary *b = realloc(s->bounds, n * sizeof *b);
@@ -100,7 +100,7 @@ static int ci_walk(cinfer_grammar_matcher *m, uint32_t node, uint32_t depth, uin
         uint32_t child = v->edge_node[e];
         m->ms.path[depth] = b;
         int rc = 0;
-        if (m->chart.crossed) rc = add_boundary(&m->ms, child, m->ms.path, depth + 1);
+        if (m->chart.crossed) rc = gr_mask_add_boundary(&m->ms, child, m->ms.path, depth + 1);
         else {
             mark_tokens(v, v->nodes[child].token, mask);
             if (v->nodes[child].n_edges) rc = ci_walk(m, child, depth + 1, mask);
@@ -152,7 +152,7 @@ static int state_ci_walk(state_walk *w, uint32_t node, uint32_t depth) {
             t = memo->trans[(size_t)q * 256 + b];
             if (r == 1 && t == -2) { /* not internable: finish this subtree on the chart */
                 int rc = 0;
-                if (m->chart.crossed) rc = add_boundary(&m->ms, child, m->ms.path, depth + 1);
+                if (m->chart.crossed) rc = gr_mask_add_boundary(&m->ms, child, m->ms.path, depth + 1);
                 else {
                     mark_tokens(v, v->nodes[child].token, w->mask);
                     if (v->nodes[child].n_edges) rc = ci_walk(m, child, depth + 1, w->mask);
@@ -165,7 +165,7 @@ static int state_ci_walk(state_walk *w, uint32_t node, uint32_t depth) {
         }
         if (t < 0) continue;
         if (t & 1) {
-            if (add_boundary(&m->ms, child, m->ms.path, depth + 1)) return -1;
+            if (gr_mask_add_boundary(&m->ms, child, m->ms.path, depth + 1)) return -1;
             continue;
         }
         if (v->nodes[child].n_edges && class_within(&v->below_bytes[child], &memo->st_loop[t >> 1])) {
@@ -312,7 +312,7 @@ fail:
 }
 
 /* Walks each boundary of e with the real chart, sharing replayed prefixes. */
-static void replay(cinfer_grammar_matcher *m, const gr_ci_entry *e, uint32_t *mask) {
+void gr_mask_replay(cinfer_grammar_matcher *m, const gr_ci_entry *e, uint32_t *mask) {
     const cinfer_grammar_vocab *v = m->v;
     uint32_t base = m->chart.n_sets, have = 0;
     uint8_t *cur = m->ms.replay;
@@ -353,6 +353,7 @@ int cinfer_grammar_matcher_fill_mask(cinfer_grammar_matcher *m, uint32_t *mask, 
     size_t words = cinfer_grammar_mask_words(m->v);
     memset(mask, 0, n_words * sizeof *mask);
     if (n_words < words || m->terminated || ensure_scratch(m)) return 0;
+    if (gr_mask_lexeme(m, mask)) goto done;
     uint64_t hash = 0;
     int64_t n = signature(m, &hash);
     const gr_ci_entry *e = n < 0 ? NULL : gr_mask_cache_find(m->cache, hash, m->ms.sig, (uint32_t)n);
@@ -360,11 +361,12 @@ int cinfer_grammar_matcher_fill_mask(cinfer_grammar_matcher *m, uint32_t *mask, 
     if (!e && n >= 0) e = build_entry(m, hash, (uint32_t)n, &kept);
     if (e) {
         memcpy(mask, e->mask, words * sizeof *mask);
-        replay(m, e, mask);
+        gr_mask_replay(m, e, mask);
         if (!kept) gr_ci_entry_free((gr_ci_entry *)e);
     } else {
         walk(m, 0, mask); /* out of memory for the cache: the plain walk */
     }
+done:
     if (gr_chart_accepting(&m->chart))
         for (uint32_t i = 0; i < m->v->n_eos; i++) mask[m->v->eos[i] >> 5] |= 1u << (m->v->eos[i] & 31);
     int count = 0;

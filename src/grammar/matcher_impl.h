@@ -42,5 +42,13 @@ struct cinfer_grammar_matcher {
 
 /* mask.c */
 void gr_mask_scratch_free(gr_mask_scratch *s);
+/* Records a boundary (trie node `node` reached by path[0..len)) in s. Returns 0 or -1 (memory). */
+int gr_mask_add_boundary(gr_mask_scratch *s, uint32_t node, const uint8_t *path, uint32_t len);
+/* Walks each boundary of e with the real chart (prefix replayed), marking tokens in mask. */
+void gr_mask_replay(cinfer_grammar_matcher *m, const gr_ci_entry *e, uint32_t *mask);
+
+/* mask_lexeme.c: when every item of the top set is inside (or before) a lexeme, fills mask from
+ * the per-(DFA, state) entries and returns 1; returns 0 (mask untouched) otherwise. */
+int gr_mask_lexeme(cinfer_grammar_matcher *m, uint32_t *mask);
 
 #endif

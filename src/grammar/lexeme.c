@@ -1,0 +1,446 @@
+/* lexeme.c - gr_cfg_lexify: regular nonterminals compiled to DFA terminals (see lexeme.h).
+ *
+ * Per candidate nonterminal: an epsilon-NFA is built by expanding its productions (left
+ * recursion `N -> N a` becomes a loop; any other recursion means "not regular"). Fragments are
+ * shared by (nonterminal, start state): two expansions of N from one NFA state accept the same
+ * strings, and concatenation distributes over the union of their continuations, so sharing is
+ * exact and keeps counted repetitions (`x{0,n}` = n alternatives of left-linear counters) linear
+ * instead of quadratic. Then subset construction over byte columns (the partition of the bytes
+ * that the NFA's classes induce) with GR_DFA_MAX_STATES as the limit. Decisions are made on the
+ * original productions first and the right-hand sides rewritten at the end, so no candidate ever
+ * sees a DFA symbol. Owns: the DFAs until they are handed to the grammar. */
+#include "grammar/lexeme.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define LX_MAX_NFA 1500u /* NFA states per candidate */
+#define LX_CANDIDATE_WORK 20000u /* subset-construction work per candidate */
+#define LX_MAX_DEPTH 1000u /* nested nonterminals per candidate (C stack) */
+#define LX_BUDGET 400000u /* NFA states + DFA work over the whole grammar */
+
+typedef struct nfa_edge {
+    uint32_t from, to;
+    int32_t cls; /* class index, or -1 for epsilon */
+} nfa_edge;
+
+typedef struct memo_slot {
+    int32_t nt;
+    uint32_t from, end;
+} memo_slot;
+
+typedef struct lexer_build {
+    gr_cfg *g;
+    uint32_t n_states;
+    nfa_edge *edges;
+    uint32_t n_edges, cap_edges;
+    uint8_t *on_stack; /* per nonterminal */
+    memo_slot *memo;
+    uint32_t memo_cap, memo_n;
+    uint64_t work, work_start; /* work_start: at the current candidate's start */
+    uint32_t depth; /* of frag_nt recursion, bounded by LX_MAX_DEPTH */
+    int oom;
+} lexer_build;
+
+static uint32_t new_state(lexer_build *x) { return x->n_states++; }
+
+static int add_edge(lexer_build *x, uint32_t from, uint32_t to, int32_t cls) {
+    if (x->n_edges == x->cap_edges) {
+        uint32_t n = x->cap_edges ? x->cap_edges * 2 : 1024;
+        nfa_edge *e = realloc(x->edges, (size_t)n * sizeof *e);
+        if (!e) return x->oom = 1, -1;
+        x->edges = e;
+        x->cap_edges = n;
+    }
+    x->edges[x->n_edges++] = (nfa_edge){from, to, cls};
+    return 0;
+}
+
+static uint32_t memo_hash(int32_t nt, uint32_t from) {
+    uint64_t h = ((uint64_t)(uint32_t)nt << 32 | from) * 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(h >> 32);
+}
+
+static memo_slot *memo_find(lexer_build *x, int32_t nt, uint32_t from) {
+    uint32_t mask = x->memo_cap - 1;
+    for (uint32_t h = memo_hash(nt, from) & mask;; h = (h + 1) & mask)
+        if (x->memo[h].nt < 0 || (x->memo[h].nt == nt && x->memo[h].from == from)) return &x->memo[h];
+}
+
+static int memo_put(lexer_build *x, int32_t nt, uint32_t from, uint32_t end) {
+    if ((x->memo_n + 1) * 2 > x->memo_cap) {
+        memo_slot *old = x->memo;
+        uint32_t old_cap = x->memo_cap;
+        x->memo_cap = old_cap ? old_cap * 2 : 1024;
+        x->memo = malloc((size_t)x->memo_cap * sizeof *x->memo);
+        if (!x->memo) return x->memo = old, x->memo_cap = old_cap, x->oom = 1, -1;
+        for (uint32_t i = 0; i < x->memo_cap; i++) x->memo[i].nt = -1;
+        for (uint32_t i = 0; i < old_cap; i++)
+            if (old[i].nt >= 0) *memo_find(x, old[i].nt, old[i].from) = old[i];
+        free(old);
+    }
+    *memo_find(x, nt, from) = (memo_slot){nt, from, end};
+    x->memo_n++;
+    return 0;
+}
+
+static int64_t frag_nt(lexer_build *x, int32_t nt, uint32_t from);
+
+/* Adds a path for rhs[first .. first + n) from state `from`. Returns its end state or -1. */
+static int64_t frag_seq(lexer_build *x, uint32_t first, uint32_t n, uint32_t from) {
+    const gr_cfg *g = x->g;
+    uint32_t cur = from;
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t sym = g->rhs[first + i];
+        if (x->n_states >= LX_MAX_NFA || x->work >= LX_BUDGET) return -1;
+        if (sym >= 0) {
+            int64_t e = frag_nt(x, sym, cur);
+            if (e < 0) return -1;
+            cur = (uint32_t)e;
+        } else if (gr_sym_is_dfa(sym) || sym == GR_END) {
+            return -1;
+        } else {
+            uint32_t t = new_state(x);
+            x->work++;
+            if (add_edge(x, cur, t, -sym - 1)) return -1;
+            cur = t;
+        }
+    }
+    return cur;
+}
+
+/* Adds nt's language from state `from`; returns the end state or -1 (not regular, a limit). */
+static int64_t frag_nt(lexer_build *x, int32_t nt, uint32_t from) {
+    const gr_cfg *g = x->g;
+    if (x->on_stack[nt] || x->depth >= LX_MAX_DEPTH) return -1;
+    if (x->memo_cap) {
+        memo_slot *m = memo_find(x, nt, from);
+        if (m->nt >= 0) return m->end;
+    }
+    x->on_stack[nt] = 1;
+    x->depth++;
+    uint32_t mid = new_state(x);
+    int64_t rc = mid;
+    /* base alternatives first: the loop alternatives start where they end */
+    for (int pass = 0; pass < 2 && rc >= 0; pass++)
+        for (uint32_t p = g->prod_first[nt]; p < g->prod_first[nt + 1] && rc >= 0; p++) {
+            const gr_prod *pr = &g->prods[p];
+            int looping = pr->rhs_len > 0 && g->rhs[pr->rhs_start] == nt;
+            if (looping != pass) continue;
+            uint32_t start = looping ? mid : from, skip = looping ? 1 : 0;
+            int64_t e = frag_seq(x, pr->rhs_start + skip, pr->rhs_len - skip, start);
+            if (e < 0 || add_edge(x, (uint32_t)e, mid, -1)) rc = -1;
+        }
+    x->on_stack[nt] = 0;
+    x->depth--;
+    if (rc >= 0 && memo_put(x, nt, from, mid)) rc = -1;
+    return rc;
+}
+
+/* Subset construction ---------------------------------------------------------------------- */
+
+typedef struct subset_build {
+    uint32_t n_nfa, final;
+    uint32_t *adj_off; /* CSR of edges by source */
+    nfa_edge *adj;
+    uint32_t *stamp, gen;
+    uint32_t *stack;
+    /* subsets: sorted state lists in pool; open addressing table of dfa state ids */
+    uint32_t *pool, n_pool, cap_pool;
+    uint32_t *set_off, *set_len, n_sets, cap_sets;
+    uint32_t *tab, tab_cap;
+} subset_build;
+
+/* Epsilon closure of the states in s->stack[0..n) into a sorted list at the end of the pool. */
+static int64_t closure_into_pool(subset_build *s, uint32_t n) {
+    if (++s->gen == 0) {
+        memset(s->stamp, 0, (size_t)s->n_nfa * sizeof *s->stamp);
+        s->gen = 1;
+    }
+    uint32_t out = s->n_pool;
+    for (uint32_t i = 0; i < n; i++) s->stamp[s->stack[i]] = s->gen;
+    while (n) {
+        uint32_t q = s->stack[--n];
+        if (s->n_pool == s->cap_pool) {
+            uint32_t c = s->cap_pool ? s->cap_pool * 2 : 4096;
+            uint32_t *p = realloc(s->pool, (size_t)c * sizeof *p);
+            if (!p) return -1;
+            s->pool = p;
+            s->cap_pool = c;
+        }
+        s->pool[s->n_pool++] = q;
+        for (uint32_t e = s->adj_off[q]; e < s->adj_off[q + 1]; e++)
+            if (s->adj[e].cls < 0 && s->stamp[s->adj[e].to] != s->gen) {
+                s->stamp[s->adj[e].to] = s->gen;
+                s->stack[n++] = s->adj[e].to;
+            }
+    }
+    return out;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint32_t hash_list(const uint32_t *v, uint32_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint32_t i = 0; i < n; i++) h = (h ^ v[i]) * 0x100000001b3ull;
+    return (uint32_t)(h ^ (h >> 29));
+}
+
+/* The DFA state (1-based) of the subset at pool[at..n_pool) (sorted and interned here), 0 for an
+ * empty subset, or -1 (memory, or more than GR_DFA_MAX_STATES states). */
+static int64_t intern_subset(subset_build *s, uint32_t at) {
+    uint32_t n = s->n_pool - at;
+    if (!n) return 0;
+    qsort(s->pool + at, n, sizeof *s->pool, cmp_u32);
+    uint32_t h = hash_list(s->pool + at, n), mask = s->tab_cap - 1, slot = h & mask;
+    for (; s->tab[slot]; slot = (slot + 1) & mask) {
+        uint32_t d = s->tab[slot] - 1;
+        if (s->set_len[d] == n && !memcmp(s->pool + s->set_off[d], s->pool + at, n * sizeof *s->pool)) {
+            s->n_pool = at;
+            return d + 1;
+        }
+    }
+    if (s->n_sets >= GR_DFA_MAX_STATES) return -1;
+    if (s->n_sets == s->cap_sets) {
+        uint32_t c = s->cap_sets ? s->cap_sets * 2 : 64;
+        uint32_t *o = realloc(s->set_off, (size_t)c * sizeof *o);
+        if (o) s->set_off = o;
+        uint32_t *l = realloc(s->set_len, (size_t)c * sizeof *l);
+        if (l) s->set_len = l;
+        if (!o || !l) return -1;
+        s->cap_sets = c;
+    }
+    s->set_off[s->n_sets] = at;
+    s->set_len[s->n_sets] = n;
+    s->tab[slot] = ++s->n_sets;
+    return s->n_sets;
+}
+
+/* Splits the byte columns by every class the NFA uses. Returns the column count. */
+static uint32_t byte_columns(const gr_cfg *g, const nfa_edge *e, uint32_t n_edges, uint8_t col[256]) {
+    uint32_t n_cols = 1;
+    memset(col, 0, 256);
+    int32_t seen[64]; /* the last classes split by, so runs of repeated classes cost nothing */
+    uint32_t n_seen = 0;
+    for (uint32_t i = 0; i < n_edges; i++) {
+        if (e[i].cls < 0) continue;
+        uint32_t j = 0;
+        while (j < n_seen && seen[j] != e[i].cls) j++;
+        if (j < n_seen) continue;
+        seen[n_seen++ & 63] = e[i].cls;
+        if (n_seen > 64) n_seen = 64;
+        const gr_class *c = &g->classes[e[i].cls];
+        int16_t remap[2][256];
+        memset(remap, 0xff, sizeof remap);
+        uint32_t n = 0;
+        uint8_t out[256];
+        for (int b = 0; b < 256; b++) {
+            int in = gr_class_has(c, (uint8_t)b);
+            if (remap[in][col[b]] < 0) remap[in][col[b]] = (int16_t)n++;
+            out[b] = (uint8_t)(remap[in][col[b]] & 255);
+        }
+        memcpy(col, out, 256);
+        n_cols = n;
+    }
+    return n_cols;
+}
+
+static void subset_free(subset_build *s) {
+    free(s->adj_off);
+    free(s->adj);
+    free(s->stamp);
+    free(s->stack);
+    free(s->pool);
+    free(s->set_off);
+    free(s->set_len);
+    free(s->tab);
+}
+
+void gr_dfa_free(gr_dfa *d) {
+    if (!d) return;
+    free(d->next);
+    free(d->accepting);
+    free(d->live);
+    free(d->loop);
+    free(d);
+}
+
+static int build_adjacency(subset_build *s, const lexer_build *x) {
+    s->adj_off = calloc(s->n_nfa + 1, sizeof *s->adj_off);
+    s->adj = malloc((x->n_edges ? x->n_edges : 1) * sizeof *s->adj);
+    s->stamp = calloc(s->n_nfa, sizeof *s->stamp);
+    s->stack = malloc((size_t)s->n_nfa * sizeof *s->stack);
+    s->tab_cap = 8192; /* a power of two, over twice GR_DFA_MAX_STATES */
+    s->tab = calloc(s->tab_cap, sizeof *s->tab);
+    if (!s->adj_off || !s->adj || !s->stamp || !s->stack || !s->tab) return -1;
+    for (uint32_t i = 0; i < x->n_edges; i++) s->adj_off[x->edges[i].from + 1]++;
+    for (uint32_t q = 0; q < s->n_nfa; q++) s->adj_off[q + 1] += s->adj_off[q];
+    uint32_t *fill = s->stack; /* borrowed as a cursor per state */
+    memcpy(fill, s->adj_off, (size_t)s->n_nfa * sizeof *fill);
+    for (uint32_t i = 0; i < x->n_edges; i++) s->adj[fill[x->edges[i].from]++] = x->edges[i];
+    return 0;
+}
+
+/* Determinizes the NFA of x (start 0, final state `final`). Returns the DFA or NULL (limit, memory). */
+static gr_dfa *determinize(lexer_build *x, uint32_t final) {
+    subset_build s = {.n_nfa = x->n_states, .final = final};
+    gr_dfa *d = calloc(1, sizeof *d);
+    uint16_t *next = NULL;
+    uint32_t cap_rows = 0;
+    int ok = d && !build_adjacency(&s, x);
+    if (ok) d->n_cols = byte_columns(x->g, x->edges, x->n_edges, d->col);
+    uint8_t rep[256];
+    for (int b = 255; b >= 0 && ok; b--) rep[d->col[b]] = (uint8_t)b;
+    if (ok) s.stack[0] = 0;
+    int64_t at = ok ? closure_into_pool(&s, 1) : -1;
+    ok = ok && at >= 0 && intern_subset(&s, (uint32_t)at) == 1;
+    for (uint32_t ds = 0; ok && ds < s.n_sets; ds++) {
+        if (s.n_sets + 1 > cap_rows) {
+            cap_rows = cap_rows ? cap_rows * 2 : 64;
+            uint16_t *n = realloc(next, (size_t)(cap_rows + 1) * d->n_cols * sizeof *n);
+            if (!n) {
+                ok = 0;
+                break;
+            }
+            next = n;
+        }
+        if (ds == 0) memset(next, 0, d->n_cols * sizeof *next);
+        for (uint32_t c = 0; ok && c < d->n_cols; c++) {
+            uint32_t n = 0;
+            if (++s.gen == 0) memset(s.stamp, 0, (size_t)s.n_nfa * sizeof *s.stamp), s.gen = 1;
+            for (uint32_t i = 0; i < s.set_len[ds]; i++) {
+                uint32_t q = s.pool[s.set_off[ds] + i];
+                for (uint32_t e = s.adj_off[q]; e < s.adj_off[q + 1]; e++) {
+                    const nfa_edge *ed = &s.adj[e];
+                    if (ed->cls >= 0 && s.stamp[ed->to] != s.gen && gr_class_has(&x->g->classes[ed->cls], rep[c])) {
+                        s.stamp[ed->to] = s.gen;
+                        s.stack[n++] = ed->to;
+                    }
+                }
+            }
+            x->work += s.set_len[ds];
+            int64_t t = -1, from = n ? closure_into_pool(&s, n) : (int64_t)s.n_pool;
+            if (from >= 0) t = intern_subset(&s, (uint32_t)from);
+            if (t < 0 || x->work >= LX_BUDGET || x->work - x->work_start >= LX_CANDIDATE_WORK) ok = 0;
+            else next[(size_t)(ds + 1) * d->n_cols + c] = (uint16_t)t;
+        }
+    }
+    if (ok) {
+        d->n_states = s.n_sets;
+        d->next = next;
+        next = NULL;
+        d->accepting = calloc(d->n_states + 1, 1);
+        d->live = calloc(d->n_states + 1, sizeof *d->live);
+        d->loop = calloc(d->n_states + 1, sizeof *d->loop);
+        ok = d->accepting && d->live && d->loop;
+        for (uint32_t ds = 0; ok && ds < s.n_sets; ds++) {
+            for (uint32_t i = 0; i < s.set_len[ds]; i++)
+                if (s.pool[s.set_off[ds] + i] == final) d->accepting[ds + 1] = 1;
+            for (int b = 0; b < 256; b++) {
+                uint32_t t = gr_dfa_step(d, ds + 1, (uint8_t)b);
+                if (t) gr_class_set(&d->live[ds + 1], (uint8_t)b);
+                if (t == ds + 1) gr_class_set(&d->loop[ds + 1], (uint8_t)b);
+            }
+        }
+    }
+    free(next);
+    subset_free(&s);
+    if (!ok) {
+        gr_dfa_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* The DFA for nonterminal nt, or NULL when it does not qualify (or memory ran out: x->oom). */
+static gr_dfa *try_nt(lexer_build *x, int32_t nt) {
+    if (x->g->nullable[nt] || x->work >= LX_BUDGET) return NULL;
+    x->n_states = 0;
+    x->n_edges = 0;
+    x->work_start = x->work;
+    if (x->memo_n) {
+        if (x->memo_cap > 4096) { /* keep clearing cheap for the many small candidates */
+            memo_slot *m = realloc(x->memo, 1024 * sizeof *m);
+            if (!m) return x->oom = 1, NULL;
+            x->memo = m;
+            x->memo_cap = 1024;
+        }
+        for (uint32_t i = 0; i < x->memo_cap; i++) x->memo[i].nt = -1;
+        x->memo_n = 0;
+    }
+    uint32_t start = new_state(x);
+    int64_t end = frag_nt(x, nt, start);
+    x->work += x->n_states;
+    if (end < 0 || x->oom) return NULL;
+    gr_dfa *d = determinize(x, (uint32_t)end);
+    return d;
+}
+
+/* Top-down decision: dfa_of[nt] = DFA symbol, 0 = expand (not regular), -1 = not visited. */
+static int decide(lexer_build *x, int32_t *dfa_of, int32_t root) {
+    gr_cfg *g = x->g;
+    int32_t *todo = malloc((size_t)g->n_nts * sizeof *todo);
+    if (!todo) return -1;
+    uint32_t n = 0;
+    todo[n++] = root;
+    dfa_of[root] = 0;
+    while (n) {
+        int32_t nt = todo[--n];
+        gr_dfa *d = try_nt(x, nt);
+        if (x->oom) break;
+        if (d) {
+            gr_dfa **ds = realloc(g->dfas, (g->n_dfas + 1) * sizeof *ds);
+            if (!ds) {
+                gr_dfa_free(d);
+                x->oom = 1;
+                break;
+            }
+            g->dfas = ds;
+            g->dfas[g->n_dfas] = d;
+            dfa_of[nt] = GR_DFA_SYM_BASE - (int32_t)g->n_dfas++;
+            continue;
+        }
+        for (uint32_t p = g->prod_first[nt]; p < g->prod_first[nt + 1]; p++)
+            for (uint32_t i = 0; i < g->prods[p].rhs_len; i++) {
+                int32_t s = g->rhs[g->prods[p].rhs_start + i];
+                if (s >= 0 && dfa_of[s] == -1) {
+                    dfa_of[s] = 0;
+                    todo[n++] = s;
+                }
+            }
+    }
+    free(todo);
+    return x->oom ? -1 : 0;
+}
+
+int gr_cfg_lexify(gr_cfg *g) {
+    if (g->n_rhs > GR_POS_MASK) return 0; /* positions would not fit beside a DFA state */
+    lexer_build x = {.g = g};
+    int32_t *dfa_of = malloc((size_t)g->n_nts * sizeof *dfa_of);
+    x.on_stack = calloc(g->n_nts, 1);
+    x.memo_cap = 1024;
+    x.memo = malloc(x.memo_cap * sizeof *x.memo);
+    int rc = -1;
+    if (dfa_of && x.on_stack && x.memo) {
+        for (uint32_t i = 0; i < g->n_nts; i++) dfa_of[i] = -1;
+        for (uint32_t i = 0; i < x.memo_cap; i++) x.memo[i].nt = -1;
+        rc = decide(&x, dfa_of, g->start);
+    }
+    /* rewrite every production of a nonterminal that stayed a CFG (the others are unreachable) */
+    if (!rc)
+        for (uint32_t p = 0; p < g->n_prods; p++) {
+            if (dfa_of[g->prods[p].lhs] != 0 && g->prods[p].lhs != g->aug_start) continue;
+            for (uint32_t i = 0; i < g->prods[p].rhs_len; i++) {
+                int32_t *s = &g->rhs[g->prods[p].rhs_start + i];
+                if (*s >= 0 && dfa_of[*s] < 0 && dfa_of[*s] != -1) *s = dfa_of[*s];
+            }
+        }
+    free(dfa_of);
+    free(x.on_stack);
+    free(x.memo);
+    free(x.edges);
+    return rc;
+}
