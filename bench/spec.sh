@@ -97,7 +97,9 @@ if [ -x "$llama" ]; then
   for cfg in "${cfgs[@]}"; do
     name=${cfg%%:*}; args=${cfg#*:}
     # shellcheck disable=SC2086
-    "$llama" -m "$model" --port $port -t "$threads" -c 4096 -np 1 --no-repack $args >"$log" 2>&1 & pid=$!
+    # --poll 0: its workers sleep instead of spinning (on a shared, oversubscribed VM a spinning
+    # worker waits for a descheduled one; cinfer's pool spins briefly, then sleeps on a futex)
+    "$llama" -m "$model" --port $port -t "$threads" -c 4096 -np 1 --no-repack --poll 0 $args >"$log" 2>&1 & pid=$!
     if wait_up; then run "llama-$name" 1; else echo "llama-$name: did not start ($(tail -1 "$log"))"; fi
     stop
   done

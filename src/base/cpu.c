@@ -6,17 +6,22 @@
 #include <cpuid.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "base/log.h"
 
 typedef struct cpu_features {
     bool avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
+    bool amx_int8; /* AMX-TILE + AMX-INT8, tile state enabled by the OS (permission asked separately) */
 } cpu_features;
 
 static cpu_features g_features;
 static int g_detected;
 static int g_active = -1;
+static int g_amx_perm = -1; /* -1: not asked yet; 0/1: tile data granted to this process */
+static int g_amx_on = -1; /* -1: not decided yet (CINFER_AMX) */
 
 static unsigned long long read_xcr0(void) {
     unsigned int eax, edx;
@@ -34,6 +39,7 @@ static void detect(void) {
         unsigned long long xcr0 = osxsave ? read_xcr0() : 0;
         bool ymm_ok = avx && (xcr0 & 0x6) == 0x6;
         bool zmm_ok = ymm_ok && (xcr0 & 0xe0) == 0xe0;
+        bool tiles_ok = zmm_ok && (xcr0 & 0x60000) == 0x60000;
         g_features.fma = ymm_ok && ((c >> 12) & 1);
         g_features.f16c = ymm_ok && ((c >> 29) & 1);
         if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
@@ -43,6 +49,7 @@ static void detect(void) {
             g_features.avx512bw = zmm_ok && ((b >> 30) & 1);
             g_features.avx512vl = zmm_ok && ((b >> 31) & 1);
             g_features.avx512vnni = zmm_ok && ((c >> 11) & 1);
+            g_features.amx_int8 = tiles_ok && ((d >> 24) & 1) && ((d >> 25) & 1);
         }
         if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) g_features.avx512bf16 = zmm_ok && ((a >> 5) & 1);
     }
@@ -99,3 +106,23 @@ cpu_isa cpu_isa_active(void) {
 void cpu_isa_force(cpu_isa isa) {
     if (cpu_isa_supported(isa)) g_active = (int)isa;
 }
+
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+bool cpu_amx_supported(void) {
+    detect();
+    if (!g_features.amx_int8 || !cpu_isa_supported(CPU_ISA_AVX512)) return false;
+    if (g_amx_perm < 0) g_amx_perm = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    return g_amx_perm == 1;
+}
+
+bool cpu_amx_active(void) {
+    if (g_amx_on < 0) {
+        const char *env = getenv("CINFER_AMX");
+        g_amx_on = cpu_amx_supported() && !(env && !strcmp(env, "0"));
+    }
+    return g_amx_on == 1 && cpu_isa_active() == CPU_ISA_AVX512;
+}
+
+void cpu_amx_force(bool on) { g_amx_on = on && cpu_amx_supported(); }
