@@ -20,17 +20,18 @@
 #include "engine/generate.h"
 #include "model/model.h"
 
-static const char *usage = "usage: bench_verify_cost -m MODEL.gguf [-t THREADS] [-p PROMPT] [-r REPS]\n"
+static const char *usage = "usage: bench_verify_cost -m MODEL.gguf [-t THREADS] [-p PROMPT] [-r REPS] [-R ROWS]\n"
                            "Forward time of 1 + k tokens (k = 0..16) after a PROMPT-token context (default 512),\n"
                            "relative to one token; best of REPS (default 5), alternating.\n"
+                           "  -R ROWS      only forwards of ROWS tokens, REPS times (for a profiler: perf record)\n"
                            "  -h, --help   this text\n";
 
 int main(int argc, char **argv) {
     const char *mpath = NULL;
-    long threads = 2, plen = 512, reps = 5;
+    long threads = 2, plen = 512, reps = 5, only_rows = 0;
     static const struct option lo[] = {{"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, ":m:t:p:r:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:t:p:r:R:h", lo, NULL)) != -1) {
         switch (c) {
         case 'm': mpath = optarg; break;
         case 't':
@@ -41,6 +42,9 @@ int main(int argc, char **argv) {
             break;
         case 'r':
             if (bench_parse_long("bench_verify_cost", "-r", optarg, 1, 1000, &reps)) return 2;
+            break;
+        case 'R':
+            if (bench_parse_long("bench_verify_cost", "-R", optarg, 1, 17, &only_rows)) return 2;
             break;
         case 'h': fputs(usage, stdout); return 0;
         default: return bench_bad_option("bench_verify_cost", c, argv);
@@ -74,7 +78,7 @@ int main(int argc, char **argv) {
     double best[17], best_cpu[17];
     for (int k = 0; k <= 16; k++) best[k] = best_cpu[k] = 1e30;
     for (long r = 0; r < reps; r++)
-        for (int k = 0; k <= 16; k++) {
+        for (int k = only_rows ? (int)only_rows - 1 : 0; k <= (only_rows ? only_rows - 1 : 16); k++) {
             g.n_past = (int32_t)plen; /* the verify's KV is overwritten by the next one (a rollback) */
             struct timespec c0, c1;
             clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
@@ -92,8 +96,9 @@ int main(int argc, char **argv) {
     printf("# bench_verify_cost -m %s -t %ld -p %ld -r %ld\n", mpath, threads, plen, reps);
     printf("rows  wall ms  wall vs 1 row  cpu ms  cpu vs 1 row (= tokens per verify needed to break even)\n");
     for (int k = 0; k <= 16; k++)
-        printf("%4d  %7.2f  %13.2f  %6.2f  %12.2f\n", k + 1, best[k] * 1e3, best[k] / best[0], best_cpu[k] * 1e3,
-               best_cpu[k] / best_cpu[0]);
+        if (best[k] < 1e30)
+            printf("%4d  %7.2f  %13.2f  %6.2f  %12.2f\n", k + 1, best[k] * 1e3, best[k] / best[0], best_cpu[k] * 1e3,
+                   best_cpu[k] / best_cpu[0]);
     gen_release(&g);
     free(toks);
     free(logits);

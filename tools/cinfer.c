@@ -68,10 +68,12 @@ int main(int argc, char **argv) {
                        .about = about,
                        .opts = t,
                        .n_opts = sizeof t / sizeof t[0],
-                       .epilog = "\nexit status: 0 success; 1 runtime error (a model that does not load, a busy port,\n"
-                                 "a failed request...); 2 usage error (unknown or malformed option or argument).\n"
-                                 "Every error is one line on stderr, starting with \"cinfer\".\n"
-                                 "environment: CINFER_CPU=avx512|avx2|scalar forces a kernel path; CINFER_LOG=<level>.",
+                       .epilog =
+                           "\nexit status: 0 success; 1 runtime error (a model that does not load, a busy port,\n"
+                           "a failed request...); 2 usage error (unknown or malformed option or argument).\n"
+                           "Every error is one line on stderr, starting with \"cinfer\".\n"
+                           "environment: CINFER_CPU=avx512|avx2|scalar forces a kernel path; CINFER_AMX=0 turns AMX\n"
+                           "tiles off; CINFER_LOG=<level>.",
                        .stop_at_positional = true};
     int pos, rc = cli_parse(&c, argc, argv, &pos);
     if (rc) return rc == CLI_HELP ? 0 : rc;

@@ -341,8 +341,10 @@ typedef struct recipe_usage {
     int64_t output; /* O: generated tokens, reasoning included */
     int64_t reasoning; /* K */
     int64_t accepted_draft; /* generated tokens that speculative decoding drafted and the model accepted
-                             * (Chat / Completions: completion_tokens_details.accepted_prediction_tokens,
-                             * written when > 0) */
+                             * (written when > 0: Chat / Completions
+                             * completion_tokens_details.accepted_prediction_tokens, Responses
+                             * output_tokens_details.accepted_prediction_tokens, Messages
+                             * cinfer_accepted_prediction_tokens) */
 } recipe_usage;
 
 /* Log-probabilities of one generated token (Chat logprobs.content[], Completions logprobs). The

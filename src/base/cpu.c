@@ -15,13 +15,17 @@
 
 typedef struct cpu_features {
     bool avx2, fma, f16c;
-    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avx512vbmi, amx_bf16;
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avx512vbmi;
+    /* AMX-TILE with AMX-BF16 / AMX-INT8, tile state saved by the OS and Linux's
+     * per-process permission granted (asked once, at detection) */
+    bool amx_bf16, amx_int8;
 } cpu_features;
 
 static cpu_features g_features;
 static int g_detected;
 static int g_active = -1;
-static bool g_amx_allowed = true;
+static bool g_amx_allowed = true; /* cpu_amx_allow: the bf16 attention tiles */
+static int g_amx_on = -1; /* int8 matmul tiles: -1 not decided yet (CINFER_AMX), cpu_amx_force */
 
 static unsigned long long read_xcr0(void) {
     unsigned int eax, edx;
@@ -61,8 +65,10 @@ static void detect(void) {
             g_features.avx512vbmi = zmm_ok && ((c >> 1) & 1);
             /* AMX-BF16 (edx 22) + AMX-TILE (24), the OS saving tile state
              * (XCR0 17, 18), and Linux's per-process permission to use it */
-            bool amx_os = (xcr0 & 0x60000) == 0x60000;
-            g_features.amx_bf16 = amx_os && ((d >> 22) & 1) && ((d >> 24) & 1) && amx_request_permission();
+            bool amx_tiles = (xcr0 & 0x60000) == 0x60000 && ((d >> 24) & 1);
+            bool amx_perm = amx_tiles && (((d >> 22) & 1) || ((d >> 25) & 1)) && amx_request_permission();
+            g_features.amx_bf16 = amx_perm && ((d >> 22) & 1);
+            g_features.amx_int8 = amx_perm && ((d >> 25) & 1); /* AMX-INT8: edx 25 */
         }
         if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) g_features.avx512bf16 = zmm_ok && ((a >> 5) & 1);
     }
@@ -93,7 +99,8 @@ bool cpu_has_avx512_bf16(void) {
 
 bool cpu_has_amx_bf16(void) {
     detect();
-    return g_amx_allowed && cpu_has_avx512_bf16() && g_features.amx_bf16;
+    const char *env = getenv("CINFER_AMX");
+    return g_amx_allowed && !(env && !strcmp(env, "0")) && cpu_has_avx512_bf16() && g_features.amx_bf16;
 }
 
 void cpu_amx_allow(bool allow) { g_amx_allowed = allow; }
@@ -136,3 +143,18 @@ cpu_isa cpu_isa_active(void) {
 void cpu_isa_force(cpu_isa isa) {
     if (cpu_isa_supported(isa)) g_active = (int)isa;
 }
+
+bool cpu_amx_supported(void) {
+    detect();
+    return g_features.amx_int8 && cpu_isa_supported(CPU_ISA_AVX512);
+}
+
+bool cpu_amx_active(void) {
+    if (g_amx_on < 0) {
+        const char *env = getenv("CINFER_AMX");
+        g_amx_on = cpu_amx_supported() && !(env && !strcmp(env, "0"));
+    }
+    return g_amx_on == 1 && cpu_isa_active() == CPU_ISA_AVX512;
+}
+
+void cpu_amx_force(bool on) { g_amx_on = on && cpu_amx_supported(); }

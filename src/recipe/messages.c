@@ -703,6 +703,9 @@ json_t *usage_messages(const recipe_usage *u) {
                           "cache_read_input_tokens", (json_int_t)u->cache_read);
     /* cinfer: input tokens (counted in input_tokens) recomputed by bounded replay */
     if (o && u->replayed > 0) json_object_set_new(o, "cinfer_replayed_input_tokens", json_integer(u->replayed));
+    /* cinfer: output tokens (counted in output_tokens) that speculative decoding drafted and the model accepted */
+    if (o && u->accepted_draft > 0)
+        json_object_set_new(o, "cinfer_accepted_prediction_tokens", json_integer(u->accepted_draft));
     return o;
 }
 
@@ -793,6 +796,7 @@ int messages_response_parse(recipe_response *r, rj *b, recipe_error *err) {
         r->usage.cache_write = rj_int(rj_get(u, "cache_creation_input_tokens"));
         r->usage.prompt = rj_int(rj_get(u, "input_tokens")) + r->usage.cache_read + r->usage.cache_write;
         r->usage.output = rj_int(rj_get(u, "output_tokens"));
+        r->usage.accepted_draft = rj_int(rj_get(u, "cinfer_accepted_prediction_tokens"));
     }
     return 0;
 }

@@ -625,6 +625,9 @@ json_t *usage_responses(const recipe_usage *u) {
                           "total_tokens", (json_int_t)(u->prompt + u->output));
     if (o && u->replayed > 0) /* cinfer: bounded replay */
         json_object_set_new(json_object_get(o, "input_tokens_details"), "replayed_tokens", json_integer(u->replayed));
+    if (o && u->accepted_draft > 0) /* speculative decoding: Chat's name, in the output details */
+        json_object_set_new(json_object_get(o, "output_tokens_details"), "accepted_prediction_tokens",
+                            json_integer(u->accepted_draft));
     return o;
 }
 
@@ -804,6 +807,7 @@ int responses_response_parse(recipe_response *r, rj *b, recipe_error *err) {
         r->usage.replayed = rj_int(rj_get(rj_get(u, "input_tokens_details"), "replayed_tokens"));
         r->usage.output = rj_int(rj_get(u, "output_tokens"));
         r->usage.reasoning = rj_int(rj_get(rj_get(u, "output_tokens_details"), "reasoning_tokens"));
+        r->usage.accepted_draft = rj_int(rj_get(rj_get(u, "output_tokens_details"), "accepted_prediction_tokens"));
     }
     return 0;
 }

@@ -423,7 +423,8 @@ static recipe_usage multi_usage(const api_job *a, const gen_job *g) {
     recipe_usage u = {.prompt = g->usage.prompt_tokens,
                       .cache_read = g->usage.cached_tokens,
                       .replayed = g->usage.replayed_tokens,
-                      .output = g->usage.completion_tokens};
+                      .output = g->usage.completion_tokens,
+                      .accepted_draft = g->usage.accepted_draft_tokens};
     for (int32_t c = 0; c < g->p.n && !a->completion && gen_job_done(g); c++)
         u.reasoning += api_job_reasoning_tokens(a, g, c);
     return u;

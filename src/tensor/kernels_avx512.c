@@ -13,9 +13,11 @@
  *             accumulator of each 32-block starts at the activation block's
  *             correction (-128 or -8 times sum q), then is scaled by
  *             d_w * d_x into an f32 accumulator.
- * Output rows past n (padding of the last panel) are masked off on store. */
+ * Output rows past n (padding of the last panel) are masked off on store.
+ * Q8_0 / Q4_0 with 2+ activation rows go to kernels_amx.c when cpu_amx_active(). */
 #include <immintrin.h>
 
+#include "base/cpu.h"
 #include "tensor/kernels_impl.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -407,6 +409,12 @@ static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_
     }
     if (kq_is_dequant_type((uint32_t)w->type)) {
         kern_mm_dequant(a, o0, o1, i0, i1, dot_f32);
+        return;
+    }
+    /* 2+ activation rows of Q8_0 / Q4_0: AMX tiles when the CPU has them (kernels_amx.c; the
+     * same bits as the VNNI tiles below, which a single row keeps using) */
+    if ((w->type == DT_Q8_0 || w->type == DT_Q4_0) && a->m >= 2 && cpu_amx_active()) {
+        kern_mm_q_amx(a, o0, o1, i0, i1);
         return;
     }
     tile_fn fn;

@@ -143,6 +143,9 @@ void kern_mm_kq_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0
 /* Q4_K / Q6_K x the Q8_K-style activations in a->qa (AVX-512 VNNI). */
 void kern_mm_q4k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 void kern_mm_q6k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+/* kernels_amx.c: Q8_0 / Q4_0 KL_P16 panels x the Q8_0 activations in a->qa with AMX-INT8 tiles
+ * (cpu_amx_active(); bitwise the results of the AVX-512 VNNI tiles). */
+void kern_mm_q_amx(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 /* The same for AVX2 (vpmaddubsw / vpmaddwd), Q4_K and Q6_K. */
 void kern_mm_kq_int_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 

@@ -5,7 +5,10 @@ OpenAI SDK (docs/serve.md "Speculative decoding"), on stories260K with itself as
 - greedy Chat and Completions answers are the same text with per-request `cinfer.speculative`
   off, n-gram and draft (k 1..16), and with the server default;
 - usage.completion_tokens_details.accepted_prediction_tokens reports accepted drafts (all of them
-  for the draft model, which is the target itself), absent when none (off);
+  for the draft model, which is the target itself), absent when none (off); the same count in
+  Responses (usage.output_tokens_details.accepted_prediction_tokens) and Anthropic Messages
+  (usage.cinfer_accepted_prediction_tokens) through the official openai / anthropic SDKs, streamed
+  and not, each equal to what /metrics counted for that request;
 - /metrics counts drafted / accepted tokens per drafter and the acceptance-length histogram,
   moving by exactly what the requests report;
 - invalid options are a 400 naming cinfer.speculative; a server without a draft model refuses the
@@ -20,12 +23,14 @@ import subprocess
 import tempfile
 import unittest
 
+import anthropic
 import openai
 
 from cinfer_server import BIN, MODEL, Server
 
 SRV = None
 OAI = None
+ANT = None
 PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play. Once upon a time"
 
 
@@ -33,6 +38,8 @@ def setUpModule():
     global SRV, OAI
     SRV = Server("--draft-model", MODEL, "--speculative", "ngram", "--spec-k", "4")
     OAI = openai.OpenAI(base_url=SRV.url + "/v1", api_key="x", max_retries=0, timeout=60)
+    global ANT
+    ANT = anthropic.Anthropic(base_url=SRV.url, api_key="x", max_retries=0, timeout=60)
 
 
 def tearDownModule():
@@ -86,6 +93,64 @@ class TestSpeculative(unittest.TestCase):
         # sampled, with a seed: runs and counts tokens (the distribution test is test_spec_sampling)
         r = chat({"drafter": "draft", "k": 3}, seed=5, top_p=0.9)
         self.assertEqual(r.usage.completion_tokens, 48)
+
+    def accepted_delta(self, fn):
+        """Runs fn(); returns (its result, drafts /metrics counted as accepted meanwhile)."""
+        key = 'cinfer_spec_accepted_tokens_total{drafter="draft"}'
+        before = SRV.metrics().get(key, 0)
+        r = fn()
+        return r, SRV.metrics().get(key, 0) - before
+
+    def test_usage_responses_and_messages(self):
+        msgs = [{"role": "user", "content": PROMPT}]
+        draft = {"cinfer": {"speculative": {"drafter": "draft", "k": 8}}}
+        off = {"cinfer": {"speculative": "off"}}
+        # Responses (openai SDK): output_tokens_details.accepted_prediction_tokens
+        r, acc = self.accepted_delta(lambda: OAI.responses.create(model="stories260K", input=PROMPT,
+                                                                  max_output_tokens=40, temperature=0,
+                                                                  extra_body=draft))
+        self.assertGreater(acc, 20)
+        self.assertEqual(r.usage.output_tokens_details.accepted_prediction_tokens, acc)
+        self.assertLessEqual(acc, r.usage.output_tokens)
+        plain = OAI.responses.create(model="stories260K", input=PROMPT, max_output_tokens=40, temperature=0,
+                                     extra_body=off)
+        self.assertEqual(plain.output_text, r.output_text)
+        self.assertIsNone(getattr(plain.usage.output_tokens_details, "accepted_prediction_tokens", None))
+
+        def responses_stream():
+            done = None
+            for ev in OAI.responses.create(model="stories260K", input=PROMPT, max_output_tokens=40, temperature=0,
+                                           stream=True, extra_body=draft):
+                if ev.type in ("response.completed", "response.incomplete"):
+                    done = ev.response
+            return done
+
+        r, acc = self.accepted_delta(responses_stream)
+        self.assertGreater(acc, 20)
+        self.assertEqual(r.usage.output_tokens_details.accepted_prediction_tokens, acc)
+        # Messages (anthropic SDK): usage.cinfer_accepted_prediction_tokens
+        m, acc = self.accepted_delta(lambda: ANT.messages.create(model="stories260K", max_tokens=40, messages=msgs,
+                                                                 temperature=0, extra_body=draft))
+        self.assertGreater(acc, 20)
+        self.assertEqual(m.usage.cinfer_accepted_prediction_tokens, acc)
+        self.assertLessEqual(acc, m.usage.output_tokens)
+        p = ANT.messages.create(model="stories260K", max_tokens=40, messages=msgs, temperature=0, extra_body=off)
+        self.assertEqual(p.content[0].text, m.content[0].text)
+        self.assertIsNone(getattr(p.usage, "cinfer_accepted_prediction_tokens", None))
+
+        def messages_stream():
+            """The usage of the stream's message_delta event (the final counts)."""
+            usage = None
+            with ANT.messages.stream(model="stories260K", max_tokens=40, messages=msgs, temperature=0,
+                                     extra_body=draft) as st:
+                for ev in st:
+                    if ev.type == "message_delta":
+                        usage = ev.usage
+            return usage
+
+        u, acc = self.accepted_delta(messages_stream)
+        self.assertGreater(acc, 20)
+        self.assertEqual(u.cinfer_accepted_prediction_tokens, acc)
 
     def test_invalid(self):
         for bad in ({"drafter": "nope"}, {"k": 0}, {"k": 17}, {"k": "3"}, {"extra": 1}, 5, "nope"):

@@ -14,7 +14,9 @@
  *                  instead meet the quantized bounds with Q8_K(x) (one scale
  *                  per 256) in place of Q8_0(x): its AVX-512 integer path;
  *                  IQ4_NL / IQ4_XS / MXFP4 likewise with Q8_0(x) (their AVX-512
- *                  VNNI decode path, m <= 4).
+ *                  VNNI path, every m).
+ * Under AVX-512, Q8_0 / Q4_0 also run with AMX tiles where the CPU has them
+ * (cpu_amx_force): the same bounds, and bitwise equal to the VNNI result.
  * A guard region after y catches writes past m*n. */
 #include <math.h>
 #include <stdlib.h>
@@ -84,7 +86,7 @@ static void q8k_roundtrip(const float *x, float *y, int64_t k) {
     }
 }
 
-/* Types whose AVX-512 decode path (m <= 4) multiplies with Q8_0(x). */
+/* Types whose AVX-512 path (every m) multiplies with Q8_0(x). */
 static int is_iq4(dtype t) { return t == DT_IQ4_NL || t == DT_IQ4_XS || t == DT_MXFP4; }
 
 static void case_init(mm_case *c, dtype t, int64_t n, int64_t k, int64_t m) {
@@ -179,6 +181,7 @@ static int case_check(const mm_case *c, const float *y, const char *what) {
 
 static void run_case(mm_case *c, thread_pool *pools[2], kern_ctx *ctxs[2]) {
     float *y = malloc(sizeof(float) * (size_t)(c->m * c->n + GUARD));
+    float *yv = malloc(sizeof(float) * (size_t)(c->m * c->n)); /* the VNNI result, for the AMX comparison */
     for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
         if (!cpu_isa_supported((cpu_isa)isa)) continue;
         cpu_isa_force((cpu_isa)isa);
@@ -188,18 +191,30 @@ static void run_case(mm_case *c, thread_pool *pools[2], kern_ctx *ctxs[2]) {
         CHECKF(rc == 0, "prepare: %s", err.msg);
         if (rc) continue;
         CHECK(w.isa == isa);
-        for (int th = 0; th < 2; th++) {
-            for (int64_t g = 0; g < c->m * c->n + GUARD; g++) y[g] = SENTINEL;
-            kern_matmul(ctxs[th], &w, c->x, c->m, y);
-            char what[128];
-            snprintf(what, sizeof what, "%s %s n=%lld k=%lld m=%lld threads=%d", cpu_isa_name((cpu_isa)isa),
-                     dtype_name(c->t), (long long)c->n, (long long)c->k, (long long)c->m, pool_size(pools[th]));
-            int bad = case_check(c, y, what);
-            CHECKF(bad == 0, "%s: %d bad outputs", what, bad);
+        /* avx512 Q8_0 / Q4_0: VNNI tiles, then AMX tiles where the CPU has them (bitwise equal) */
+        int amx_runs = isa == CPU_ISA_AVX512 && (c->t == DT_Q8_0 || c->t == DT_Q4_0) && cpu_amx_supported() ? 2 : 1;
+        for (int amx = 0; amx < amx_runs; amx++) {
+            cpu_amx_force(amx == 1);
+            for (int th = 0; th < 2; th++) {
+                for (int64_t g = 0; g < c->m * c->n + GUARD; g++) y[g] = SENTINEL;
+                kern_matmul(ctxs[th], &w, c->x, c->m, y);
+                char what[128];
+                snprintf(what, sizeof what, "%s%s %s n=%lld k=%lld m=%lld threads=%d", cpu_isa_name((cpu_isa)isa),
+                         amx ? "+amx" : "", dtype_name(c->t), (long long)c->n, (long long)c->k, (long long)c->m,
+                         pool_size(pools[th]));
+                int bad = case_check(c, y, what);
+                CHECKF(bad == 0, "%s: %d bad outputs", what, bad);
+                if (amx == 0 && th == 0) memcpy(yv, y, sizeof(float) * (size_t)(c->m * c->n));
+                else if (amx_runs == 2)
+                    CHECKF(!memcmp(yv, y, sizeof(float) * (size_t)(c->m * c->n)), "%s: not bitwise the VNNI result",
+                           what);
+            }
         }
+        cpu_amx_force(true);
         kern_weight_release(&w);
     }
     free(y);
+    free(yv);
 }
 
 static void test_matmul(thread_pool *pools[2], kern_ctx *ctxs[2]) {
