@@ -14,6 +14,7 @@
 
 #include "engine_testlib.h"
 #include "model/mkmodel.h"
+#include "testutil_ds4.h"
 
 #define NREQ 12
 
@@ -114,32 +115,10 @@ static void check_model(model *m, thread_pool *tp, int32_t block_tokens, const c
 static void check_deepseek4(thread_pool *tp) {
     char path[256];
     temp_path(path, sizeof path, "moe-exec-ds4.gguf");
-    mkmodel_opts o = {.arch = "deepseek4",
-                      .dim = 64,
-                      .layers = 3,
-                      .heads = 4,
-                      .ffn = 64,
-                      .head_dim = 64,
-                      .qk_rope = 16,
-                      .q_lora = 32,
-                      .o_groups = 2,
-                      .o_lora = 32,
-                      .ratios = "0,4,128",
-                      .window = 16,
-                      .index_heads = 8,
-                      .index_dim = 64,
-                      .index_topk = 6,
-                      .experts = 8,
-                      .experts_used = 2,
-                      .expert_ffn = 32,
-                      .shared_experts = 1,
-                      .hash_layers = 1,
-                      .swiglu_limit = 10.0f,
-                      .expert_scale = 2.5f,
-                      .ctx = 1024,
-                      .type = DT_Q8_0,
-                      .seed = 21,
-                      .vocab_from = shared_path("models/stories260K.gguf")};
+    mkmodel_opts o = tu_ds4_tiny(3, "0,4,128", 21);
+    o.expert_scale = 2.5f;
+    o.ctx = 1024;
+    o.type = DT_Q8_0;
     cf_err err = {0};
     model *m = NULL;
     CHECKF(mkmodel_write(&o, path, &err) == 0, "%s", err.msg);

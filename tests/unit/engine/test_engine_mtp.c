@@ -27,6 +27,7 @@
 
 #include "engine_testlib.h"
 #include "model/mkmodel.h"
+#include "testutil_ds4.h"
 
 #define NREQ 12
 
@@ -63,31 +64,10 @@ static model *make_model(const char *arch, const char *name) {
                         .type = DT_F32,
                         .seed = 21,
                         .vocab_from = shared_path("models/stories260K.gguf")};
-    mkmodel_opts ds4 = {.arch = "deepseek4",
-                        .dim = 64,
-                        .layers = 3,
-                        .heads = 4,
-                        .ffn = 64,
-                        .head_dim = 64,
-                        .qk_rope = 16,
-                        .q_lora = 32,
-                        .o_groups = 2,
-                        .o_lora = 32,
-                        .ratios = "4,4,128,0", /* the MTP block (last) is window-only, as V4-Flash's */
-                        .window = 16,
-                        .index_heads = 8,
-                        .index_dim = 64,
-                        .index_topk = 3,
-                        .experts = 4,
-                        .experts_used = 2,
-                        .expert_ffn = 32,
-                        .shared_experts = 1,
-                        .hash_layers = 1,
-                        .mtp_layers = 1,
-                        .swiglu_limit = 10.0f,
-                        .type = DT_F32,
-                        .seed = 9,
-                        .vocab_from = shared_path("models/stories260K.gguf")};
+    mkmodel_opts ds4 = tu_ds4_tiny(3, "4,4,128,0", 9); /* the MTP block (last) is window-only, as V4-Flash's */
+    ds4.index_topk = 3;
+    ds4.experts = 4;
+    ds4.mtp_layers = 1;
     char path[512];
     cf_err err = {0};
     model *m = NULL;

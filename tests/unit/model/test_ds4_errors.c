@@ -15,6 +15,7 @@
 #include "model/mkmodel.h"
 #include "model/model.h"
 #include "testutil.h"
+#include "testutil_ds4.h"
 
 typedef void (*edit_fn)(gguf_writer *w);
 static char src_path[256];
@@ -92,30 +93,10 @@ static void short_clamp(gguf_writer *w) {
 
 int main(void) {
     if (access(shared_path("models/stories260K.gguf"), R_OK)) return tu_missing_fixture("models/stories260K.gguf");
-    mkmodel_opts o = {.arch = "deepseek4",
-                      .dim = 64,
-                      .layers = 3,
-                      .heads = 4,
-                      .ffn = 64,
-                      .head_dim = 64,
-                      .qk_rope = 16,
-                      .q_lora = 32,
-                      .o_groups = 2,
-                      .o_lora = 32,
-                      .ratios = "4,128,0",
-                      .window = 16,
-                      .index_heads = 2,
-                      .index_dim = 64,
-                      .index_topk = 4,
-                      .experts = 4,
-                      .experts_used = 2,
-                      .expert_ffn = 32,
-                      .shared_experts = 1,
-                      .hash_layers = 1,
-                      .swiglu_limit = 10.0f,
-                      .type = DT_F32,
-                      .seed = 5,
-                      .vocab_from = shared_path("models/stories260K.gguf")};
+    mkmodel_opts o = tu_ds4_tiny(3, "4,128,0", 5);
+    o.index_heads = 2;
+    o.index_topk = 4;
+    o.experts = 4;
     temp_path(src_path, sizeof src_path, "ds4-good.gguf");
     cf_err err = {0};
     CHECKF(mkmodel_write(&o, src_path, &err) == 0, "%s", err.msg);

@@ -14,6 +14,7 @@
 #include "model/arch/deepseek4.h"
 #include "model/mkmodel.h"
 #include "testutil.h"
+#include "testutil_ds4.h"
 
 #define T 40
 #define BT 128 /* a multiple of the ratios */
@@ -33,31 +34,10 @@ static float *blocks_for(int64_t floats, int n, float **ptrs) {
 
 int main(void) {
     if (access(shared_path("models/stories260K.gguf"), R_OK)) return tu_missing_fixture("models/stories260K.gguf");
-    mkmodel_opts o = {.arch = "deepseek4",
-                      .dim = 64,
-                      .layers = 2,
-                      .heads = 4,
-                      .ffn = 64,
-                      .head_dim = 64,
-                      .qk_rope = 16,
-                      .q_lora = 32,
-                      .o_groups = 2,
-                      .o_lora = 32,
-                      .ratios = "4,128,4",
-                      .window = 16,
-                      .index_heads = 8,
-                      .index_dim = 64,
-                      .index_topk = 3,
-                      .experts = 4,
-                      .experts_used = 2,
-                      .expert_ffn = 32,
-                      .shared_experts = 1,
-                      .hash_layers = 1,
-                      .mtp_layers = 1,
-                      .swiglu_limit = 10.0f,
-                      .type = DT_F32,
-                      .seed = 9,
-                      .vocab_from = shared_path("models/stories260K.gguf")};
+    mkmodel_opts o = tu_ds4_tiny(2, "4,128,4", 9);
+    o.index_topk = 3;
+    o.experts = 4;
+    o.mtp_layers = 1;
     char path[256];
     temp_path(path, sizeof path, "ds4-mtp.gguf");
     cf_err err = {0};
