@@ -382,13 +382,13 @@ static gr_dfa *try_nt(lexer_build *x, int32_t nt) {
 /* Top-down decision: dfa_of[nt] = DFA symbol, 0 = expand (not regular), -1 = not visited. */
 static int decide(lexer_build *x, int32_t *dfa_of, int32_t root) {
     gr_cfg *g = x->g;
-    int32_t *todo = malloc((size_t)g->n_nts * sizeof *todo);
-    if (!todo) return -1;
+    int32_t *worklist = malloc((size_t)g->n_nts * sizeof *worklist);
+    if (!worklist) return -1;
     uint32_t n = 0;
-    todo[n++] = root;
+    worklist[n++] = root;
     dfa_of[root] = 0;
     while (n) {
-        int32_t nt = todo[--n];
+        int32_t nt = worklist[--n];
         gr_dfa *d = try_nt(x, nt);
         if (x->oom) break;
         if (d) {
@@ -408,11 +408,11 @@ static int decide(lexer_build *x, int32_t *dfa_of, int32_t root) {
                 int32_t s = g->rhs[g->prods[p].rhs_start + i];
                 if (s >= 0 && dfa_of[s] == -1) {
                     dfa_of[s] = 0;
-                    todo[n++] = s;
+                    worklist[n++] = s;
                 }
             }
     }
-    free(todo);
+    free(worklist);
     return x->oom ? -1 : 0;
 }
 

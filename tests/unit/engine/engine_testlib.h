@@ -1,6 +1,6 @@
 /* engine_testlib.h - helpers shared by the engine tests (header-only, static):
  * load stories260K, make engines, random prompts, run a request to its end
- * collecting ids and text. */
+ * collecting ids and text, the greedy single-sequence reference. */
 #ifndef CINFER_TEST_ENGINE_TESTLIB_H
 #define CINFER_TEST_ENGINE_TESTLIB_H
 
@@ -9,6 +9,7 @@
 
 #include "base/threadpool.h"
 #include "cinfer/engine.h"
+#include "engine/generate.h"
 #include "model/model.h"
 #include "testutil.h"
 
@@ -21,6 +22,31 @@ typedef struct run_result {
     int32_t stop_string; /* cinfer_output.stop_string of the final read */
     cinfer_usage usage;
 } run_result;
+
+/* Index of the largest of v[0..n) (the first on ties). */
+static inline int tl_argmax(const float *v, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[b]) b = i;
+    return b;
+}
+
+/* The greedy continuation of p[0..n) computed on one gen_session, token by
+ * token (the single-sequence reference engine runs are compared with):
+ * n_gen tokens into out. */
+static inline void tl_greedy(const model *m, thread_pool *pool, const int32_t *p, int32_t n, int32_t n_gen,
+                             int32_t *out) {
+    int n_vocab = model_get_hparams(m)->n_vocab;
+    gen_session g;
+    cf_err err = {0};
+    CHECKF(gen_init(&g, m, pool, n + n_gen, 512, &err) == 0, "%s", err.msg);
+    CHECKF(gen_feed(&g, p, n, NULL, &err) == 0, "%s", err.msg);
+    for (int s = 0; s < n_gen; s++) {
+        out[s] = tl_argmax(g.logits, n_vocab);
+        if (s + 1 < n_gen) CHECKF(gen_feed(&g, &out[s], 1, NULL, &err) == 0, "%s", err.msg);
+    }
+    gen_release(&g);
+}
 
 static uint64_t tl_rng = 0x9E3779B97F4A7C15ull;
 static inline uint32_t tl_rand(void) {

@@ -37,35 +37,15 @@
 
 static int32_t p1[LEN1], p2[LEN2], ref1[N_GEN], ref2[N_GEN];
 
-static int argmax(const float *v, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[b]) b = i;
-    return b;
-}
-
-static void reference(const model *m, thread_pool *pool, const int32_t *p, int32_t n, int32_t *out) {
-    int n_vocab = model_get_hparams(m)->n_vocab;
-    gen_session g;
-    cf_err err = {0};
-    CHECKF(gen_init(&g, m, pool, n + N_GEN, 512, &err) == 0, "%s", err.msg);
-    CHECKF(gen_feed(&g, p, n, NULL, &err) == 0, "%s", err.msg);
-    for (int s = 0; s < N_GEN; s++) {
-        out[s] = argmax(g.logits, n_vocab);
-        if (s + 1 < N_GEN) CHECKF(gen_feed(&g, &out[s], 1, NULL, &err) == 0, "%s", err.msg);
-    }
-    gen_release(&g);
-}
-
 /* Turn 1: LEN1 random tokens; turn 2: turn 1 + its answer + 23 new tokens. */
 static void make_turns(const model *m, thread_pool *pool) {
     int n_vocab = model_get_hparams(m)->n_vocab;
     for (int j = 0; j < LEN1; j++) p1[j] = 3 + (int32_t)(tl_rand() % (uint32_t)(n_vocab - 3));
-    reference(m, pool, p1, LEN1, ref1);
+    tl_greedy(m, pool, p1, LEN1, N_GEN, ref1);
     memcpy(p2, p1, sizeof p1);
     memcpy(p2 + LEN1, ref1, sizeof ref1);
     for (int j = LEN1 + N_GEN; j < LEN2; j++) p2[j] = 3 + (int32_t)(tl_rand() % (uint32_t)(n_vocab - 3));
-    reference(m, pool, p2, LEN2, ref2);
+    tl_greedy(m, pool, p2, LEN2, N_GEN, ref2);
 }
 
 /* replay: cinfer_engine_options.swa_replay_tokens (-1: exact mode); max_seqs 1 runs requests one at a time. */
@@ -218,7 +198,7 @@ static void replay_by_hand(const model *m, thread_pool *pool, int32_t from, int3
     g.n_past = from;
     CHECKF(gen_feed(&g, p2 + from, LEN2 - from, NULL, &err) == 0, "%s", err.msg);
     for (int s = 0; s < N_GEN; s++) {
-        out[s] = argmax(g.logits, n_vocab);
+        out[s] = tl_argmax(g.logits, n_vocab);
         if (s + 1 < N_GEN) CHECKF(gen_feed(&g, &out[s], 1, NULL, &err) == 0, "%s", err.msg);
     }
     CHECKF(!memcmp(before, g.kv.mem, cached), "replay by hand: cached full-layer rows were rewritten");
@@ -311,7 +291,7 @@ static void test_approx_lineage(const model *m, thread_pool *pool, int32_t windo
     r3.swa_exact = true;
     memset(&res, 0, sizeof res);
     CHECK(tl_run(e, &r3, &res) == 0);
-    reference(m, pool, p3, LEN3, ref3);
+    tl_greedy(m, pool, p3, LEN3, N_GEN, ref3);
     CHECKF(res.usage.cached_tokens == 0 && res.usage.replayed_tokens == 0 && !memcmp(res.tokens, ref3, sizeof ref3),
            "lineage: exact turn 3 cached %d, or differs from the reference", res.usage.cached_tokens);
     check_idle(e, "lineage");

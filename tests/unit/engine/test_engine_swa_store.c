@@ -32,22 +32,6 @@
 
 static int32_t p1[LEN1], p2[LEN2], ref1[N_GEN], ref2[N_GEN];
 
-static void reference(const model *m, thread_pool *pool, const int32_t *p, int32_t n, int32_t *out) {
-    int n_vocab = model_get_hparams(m)->n_vocab;
-    gen_session g;
-    cf_err err = {0};
-    CHECKF(gen_init(&g, m, pool, n + N_GEN, 512, &err) == 0, "%s", err.msg);
-    CHECKF(gen_feed(&g, p, n, NULL, &err) == 0, "%s", err.msg);
-    for (int s = 0; s < N_GEN; s++) {
-        int best = 0;
-        for (int i = 1; i < n_vocab; i++)
-            if (g.logits[i] > g.logits[best]) best = i;
-        out[s] = best;
-        if (s + 1 < N_GEN) CHECKF(gen_feed(&g, &out[s], 1, NULL, &err) == 0, "%s", err.msg);
-    }
-    gen_release(&g);
-}
-
 /* replay: swa_replay_tokens (-1 exact mode); swa_ret: snapshot retention (0: snapshots not stored). */
 static cinfer_engine *store_engine(const model *m, thread_pool *pool, const char *dir, int32_t replay, int64_t swa_ret,
                                    int64_t kv_bytes, int64_t tier_bytes, int32_t max_batch, bool sync) {
@@ -240,11 +224,11 @@ int main(void) {
     if (m) {
         int n_vocab = model_get_hparams(m)->n_vocab;
         for (int j = 0; j < LEN1; j++) p1[j] = 3 + (int32_t)(tl_rand() % (uint32_t)(n_vocab - 3));
-        reference(m, pool, p1, LEN1, ref1);
+        tl_greedy(m, pool, p1, LEN1, N_GEN, ref1);
         memcpy(p2, p1, sizeof p1);
         memcpy(p2 + LEN1, ref1, sizeof ref1);
         for (int j = LEN1 + N_GEN; j < LEN2; j++) p2[j] = 3 + (int32_t)(tl_rand() % (uint32_t)(n_vocab - 3));
-        reference(m, pool, p2, LEN2, ref2);
+        tl_greedy(m, pool, p2, LEN2, N_GEN, ref2);
         const char *names[3] = {"swa-store-snap", "swa-store-replay", "swa-store-soak"};
         void (*tests[3])(const model *, thread_pool *, const char *) = {test_stored_snapshot, test_store_replay,
                                                                         test_soak};

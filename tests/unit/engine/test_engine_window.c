@@ -39,13 +39,6 @@ static const int32_t lens[N_REQ] = {5, 31, 33, 64, 97, 150};
 static int32_t prompts[N_REQ][160];
 static int32_t ref[N_REQ][N_GEN];
 
-static int argmax(const float *v, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[b]) b = i;
-    return b;
-}
-
 /* The KV type of the engines (tl_engine: CINFER_TEST_KV_DTYPE) and so of the references. */
 static kv_dtype test_kv_type(void) {
     kv_dtype dt = KV_DTYPE_F32;
@@ -62,7 +55,7 @@ static void make_refs(const model *m, thread_pool *pool) {
         CHECKF(gen_init_as(&g, m, test_kv_type(), pool, lens[i] + N_GEN, 512, &err) == 0, "%s", err.msg);
         CHECKF(gen_feed(&g, prompts[i], lens[i], NULL, &err) == 0, "%s", err.msg);
         for (int s = 0; s < N_GEN; s++) {
-            ref[i][s] = argmax(g.logits, n_vocab);
+            ref[i][s] = tl_argmax(g.logits, n_vocab);
             if (s + 1 < N_GEN) CHECKF(gen_feed(&g, &ref[i][s], 1, NULL, &err) == 0, "%s", err.msg);
         }
         gen_release(&g);
