@@ -32,18 +32,7 @@
 #define LEN1 300
 #define LEN2 (LEN1 + N_GEN + 40)
 
-static int32_t p1[LEN1], p2[LEN2], ref1[N_GEN], ref2[N_GEN];
-
-/* Turn 1: LEN1 random tokens; turn 2: turn 1 + its answer + 40 new tokens. */
-static void make_turns(const model *m, thread_pool *pool) {
-    int n_vocab = model_get_hparams(m)->n_vocab;
-    for (int j = 0; j < LEN1; j++) p1[j] = 3 + (int32_t)(tl_rand() % (uint32_t)(n_vocab - 3));
-    tl_greedy(m, pool, p1, LEN1, N_GEN, ref1);
-    memcpy(p2, p1, sizeof p1);
-    memcpy(p2 + LEN1, ref1, sizeof ref1);
-    for (int j = LEN1 + N_GEN; j < LEN2; j++) p2[j] = 3 + (int32_t)(tl_rand() % (uint32_t)(n_vocab - 3));
-    tl_greedy(m, pool, p2, LEN2, N_GEN, ref2);
-}
+#include "swa_turns.h"
 
 /* replay: swa_replay_tokens (-1: exact mode); max_seqs 1 runs requests one at a time. */
 static cinfer_engine *ds4_engine(const model *m, thread_pool *pool, int32_t max_batch, int64_t swa_bytes,
@@ -59,27 +48,6 @@ static cinfer_engine *ds4_engine(const model *m, thread_pool *pool, int32_t max_
     char err[256];
     CHECKF(cinfer_engine_create(m, pool, &o, &e, err, sizeof err) == 0, "engine create: %s", err);
     return e;
-}
-
-static cinfer_request greedy(const int32_t *p, int32_t n) {
-    cinfer_request r = cinfer_request_default();
-    r.prompt = p;
-    r.n_prompt = n;
-    r.max_tokens = N_GEN;
-    r.ignore_eos = true;
-    return r;
-}
-
-/* Runs one turn; checks its tokens against the reference; returns cached tokens (-1: failed). */
-static int32_t turn(cinfer_engine *e, int which, const char *what) {
-    static run_result res;
-    memset(&res, 0, sizeof res);
-    cinfer_request r = which == 1 ? greedy(p1, LEN1) : greedy(p2, LEN2);
-    if (tl_run(e, &r, &res) != 0) return -1;
-    const int32_t *ref = which == 1 ? ref1 : ref2;
-    CHECKF(res.n_tokens == N_GEN && !memcmp(res.tokens, ref, sizeof ref1), "%s: turn %d differs from the reference",
-           what, which);
-    return res.usage.cached_tokens;
 }
 
 static void check_idle(cinfer_engine *e, const char *what) {

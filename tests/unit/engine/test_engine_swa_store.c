@@ -30,7 +30,7 @@
 #define LEN1 70
 #define LEN2 (LEN1 + N_GEN + 23)
 
-static int32_t p1[LEN1], p2[LEN2], ref1[N_GEN], ref2[N_GEN];
+#include "swa_turns.h"
 
 /* replay: swa_replay_tokens (-1 exact mode); swa_ret: snapshot retention (0: snapshots not stored). */
 static cinfer_engine *store_engine(const model *m, thread_pool *pool, const char *dir, int32_t replay, int64_t swa_ret,
@@ -50,15 +50,6 @@ static cinfer_engine *store_engine(const model *m, thread_pool *pool, const char
     char err[256];
     CHECKF(cinfer_engine_create(m, pool, &o, &e, err, sizeof err) == 0, "engine create: %s", err);
     return e;
-}
-
-static cinfer_request greedy(const int32_t *p, int32_t n) {
-    cinfer_request r = cinfer_request_default();
-    r.prompt = p;
-    r.n_prompt = n;
-    r.max_tokens = N_GEN;
-    r.ignore_eos = true;
-    return r;
 }
 
 /* Every request has ended; store write-backs still hold their blocks until written: waits (up to 20 s) for
@@ -222,13 +213,7 @@ int main(void) {
     model *m = NULL;
     CHECKF(model_load(shared_path(MODEL), &m, &err) == 0, "%s", err.msg);
     if (m) {
-        int n_vocab = model_get_hparams(m)->n_vocab;
-        for (int j = 0; j < LEN1; j++) p1[j] = 3 + (int32_t)(tl_rand() % (uint32_t)(n_vocab - 3));
-        tl_greedy(m, pool, p1, LEN1, N_GEN, ref1);
-        memcpy(p2, p1, sizeof p1);
-        memcpy(p2 + LEN1, ref1, sizeof ref1);
-        for (int j = LEN1 + N_GEN; j < LEN2; j++) p2[j] = 3 + (int32_t)(tl_rand() % (uint32_t)(n_vocab - 3));
-        tl_greedy(m, pool, p2, LEN2, N_GEN, ref2);
+        make_turns(m, pool);
         const char *names[3] = {"swa-store-snap", "swa-store-replay", "swa-store-soak"};
         void (*tests[3])(const model *, thread_pool *, const char *) = {test_stored_snapshot, test_store_replay,
                                                                         test_soak};
