@@ -123,7 +123,7 @@ void eng_draft_rollback(eng_req *r) {
 }
 
 /* Draft blocks for positions < n_pos, from what the pool has. */
-static bool eng_draft_room(cinfer_engine *e, eng_req *r, int32_t n_pos) {
+bool eng_draft_room(cinfer_engine *e, eng_req *r, int32_t n_pos) {
     int32_t bt = e->opt.block_tokens, need = (n_pos + bt - 1) / bt - r->n_dblocks;
     if (need <= 0) return true;
     if (r->n_dblocks + need > r->max_blocks || need > kv_pool_available(e->kv)) return false;

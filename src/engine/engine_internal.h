@@ -406,13 +406,16 @@ int eng_spec_init(cinfer_engine *e, eng_req *q, const cinfer_request *r, cf_err 
  *   may take: catches the draft model's KV up to the committed tokens and drafts one token per
  *   batched forward; sets each item's n_draft / n_tokens.
  * eng_draft_release: frees r's draft blocks (preemption, finish); eng_draft_rollback: after a
- *   verify, draft KV stays valid only up to the committed tokens. */
+ *   verify, draft KV stays valid only up to the committed tokens.
+ * eng_draft_room: makes r's draft blocks (r->dblocks, also the MTP drafter's KV) cover n_pos
+ *   positions from what the pool has; false (nothing taken) when they cannot. */
 int eng_draft_open(cinfer_engine *e, const model *dm, cf_err *err);
 void eng_draft_close(cinfer_engine *e);
 int eng_draft_req_init(cinfer_engine *e, eng_req *q, cf_err *err);
 void eng_draft_propose(cinfer_engine *e, eng_stepbuf *sb);
 void eng_draft_release(cinfer_engine *e, eng_req *r);
 void eng_draft_rollback(eng_req *r);
+bool eng_draft_room(cinfer_engine *e, eng_req *r, int32_t n_pos);
 /* engine_mtp.c: the MTP drafter (the model's own MTP block), batched over a step's MTP requests.
  * eng_mtp_open: at create, after the forward context and the step buffers; leaves e->mtp NULL for a model
  *   without MTP blocks (or whose MTP KV does not fit a pool block). eng_mtp_close frees it.

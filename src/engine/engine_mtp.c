@@ -131,18 +131,6 @@ int eng_mtp_req_init(cinfer_engine *e, eng_req *q, cf_err *err) {
     return 0;
 }
 
-/* MTP blocks for positions < n_pos, from what the pool has. */
-static bool eng_mtp_room(cinfer_engine *e, eng_req *r, int32_t n_pos) {
-    int32_t bt = e->opt.block_tokens, need = (n_pos + bt - 1) / bt - r->n_dblocks;
-    if (need <= 0) return true;
-    if (r->n_dblocks + need > r->max_blocks || need > kv_pool_available(e->kv)) return false;
-    cf_err err;
-    if (kv_pool_alloc_n(e->kv, need, r->dblocks + r->n_dblocks, &err)) return false;
-    for (int32_t i = r->n_dblocks; i < r->n_dblocks + need; i++) r->dbptr[i] = kv_pool_block(e->kv, r->dblocks[i]);
-    r->n_dblocks += need;
-    return true;
-}
-
 void eng_mtp_mark(cinfer_engine *e, eng_stepbuf *sb) {
     int32_t row = 0, n = 0;
     for (int32_t k = 0; k < sb->n_items; k++) {
@@ -211,7 +199,7 @@ void eng_mtp_catchup(cinfer_engine *e, eng_stepbuf *sb) {
         if (!eng_mtp_is(r) || it->hid_row < 0 || r->epoch != it->epoch || r->done) continue;
         int32_t to = r->n_computed, from = r->d_computed;
         if (from >= to) continue;
-        if (!eng_mtp_room(e, r, to)) { /* no blocks now: later, with h = 0 for what it missed */
+        if (!eng_draft_room(e, r, to)) { /* no blocks now: later, with h = 0 for what it missed */
             r->mtp_h_ok = false;
             continue;
         }
@@ -300,7 +288,7 @@ static int32_t eng_mtp_first(cinfer_engine *e, eng_stepbuf *sb) {
         it->n_draft = 0; /* until drafted */
         it->n_tokens = 1;
         if (r->d_computed != len - 1 || n >= e->opt.max_seqs || n >= d->cap) continue; /* not caught up */
-        while (cap > 0 && !eng_mtp_room(e, r, len - 1 + cap)) cap--;
+        while (cap > 0 && !eng_draft_room(e, r, len - 1 + cap)) cap--;
         if (cap == 0) continue;
         d->tokens[n] = r->seq[len - 1];
         d->pos[n] = len - 1;

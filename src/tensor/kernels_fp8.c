@@ -1,14 +1,14 @@
 /* kernels_fp8.c - FP8 e4m3 weights with 128 x 128 block scales (DT_F8_B128,
  * DeepSeek V3's layout: W[o][j] = e4m3[o][j] * scale[o/128][j/128]), shared by
- * every ISA. Decode (one or two activation rows): the ISA's fp8_row_dot converts
- * a weight row in registers and multiplies it straight into the activations,
- * each 128-wide block's partial sum scaled by its block scale in a vector
- * register (one horizontal sum per row); on AVX-512 CPUs with VBMI and BF16
- * the row is decoded to bf16 by table lookup and dotted with bf16 copies of
- * the activations instead (kernels_fp8_avx512.c). Prefill: fp8_to_f32
- * converts the block once into a 512-byte stack buffer and every activation
- * row of the range takes its dot product with the ISA's f32 dot. The weights are
- * never widened in memory: decode reads 1 byte per weight plus the scales.
+ * every ISA. Every activation row, decode and prefill alike (so a row's result
+ * does not depend on its batch): the ISA's fp8_row_dot converts a weight row in
+ * registers and multiplies it straight into the activations, each 128-wide
+ * block's partial sum scaled by its block scale in a vector register (one
+ * horizontal sum per row); on AVX-512 CPUs with VBMI and BF16 the row is
+ * decoded to bf16 by table lookup and dotted with bf16 copies of two activation
+ * rows at a time instead (kernels_fp8_avx512.c). The weights are never widened
+ * in memory: 1 byte per weight plus the scales. (kern_ops.fp8_to_f32, the array
+ * conversion, is no longer on the matmul path; the kernel tests still check it.)
  * Also the exact scalar e4m3 decoding the kernel tests and the vector paths
  * are checked against. */
 #include <math.h>

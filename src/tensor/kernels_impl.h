@@ -119,10 +119,10 @@ void kern_mm_scalar(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, i
  * with the ISA's f32 dot product. */
 void kern_mm_dequant(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1,
                      float (*dot)(const float *x, const float *y, int64_t n));
-/* kernels_fp8.c: mm for DT_F8_B128 (KL_ROWS, any ISA): for one or two
- * activation rows each weight row is dotted in registers (fp8_row_dot); for
- * more, converted once by fp8_to_f32 and dotted with every row; each block's
- * sum is scaled by its block scale. */
+/* kernels_fp8.c: mm for DT_F8_B128 (KL_ROWS, any ISA): for every activation
+ * row each weight row is dotted in registers (fp8_row_dot, or fp8_rows_dot on
+ * bf16 activations two rows at a time); each block's sum is scaled by its
+ * block scale. */
 void kern_mm_fp8(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1, const kern_ops *ops);
 void kern_fp8_to_f32_scalar(const uint8_t *src, float *dst, int64_t n);
 float kern_fp8_row_dot_scalar(const uint8_t *w, const float *x, const float *scale, int64_t k);
