@@ -37,7 +37,7 @@ test-asan: deps
 
 fuzz: deps
 	CC=clang $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCINFER_FUZZ=ON >/dev/null
-	$(CMAKE) --build build-fuzz -j$(JOBS)
+	$(CMAKE) --build build-fuzz -j$(JOBS) --target fuzzers
 	scripts/run-fuzzers.sh build-fuzz $(FUZZ_SECONDS) $(JOBS)
 
 clean:

@@ -76,6 +76,13 @@ typedef struct cinfer_grammar_limits {
     uint32_t max_rules; /* grammar size limit (productions); 0: default 200000 */
     uint32_t max_spec_size; /* spec text byte limit; 0: default 4 MiB */
     uint32_t max_depth; /* schema/$ref/regex nesting limit; 0: default 64 */
+    uint32_t max_set_items; /* matching limit: Earley items at one byte position; 0: default
+                             * 4 x max_rules (a set as large as the grammar is normal, e.g. a big
+                             * enum; far more means ambiguity, e.g. a huge counted repetition of
+                             * something that can be empty). A continuation that needs more is
+                             * not allowed (left out of masks, refused by accept) and the matcher
+                             * reports it (cinfer_grammar_matcher_limit_error); a grammar whose
+                             * start set is over the limit does not compile. */
 } cinfer_grammar_limits;
 
 typedef struct cinfer_grammar_error {
@@ -155,6 +162,11 @@ uint32_t cinfer_grammar_matcher_steps(const cinfer_grammar_matcher *m);
 int cinfer_grammar_matcher_is_accepting(const cinfer_grammar_matcher *m);
 /* 1 once an EOS token was accepted. */
 int cinfer_grammar_matcher_is_terminated(const cinfer_grammar_matcher *m);
+/* NULL, or a one-line message when some continuation was refused because matching it needed more
+ * than max_set_items Earley items at one position (the grammar is too ambiguous for the limit,
+ * e.g. a huge counted repetition of something that can be empty). Sticky for the matcher's life:
+ * an empty mask with this set means the limit, not the grammar, ended the output. */
+const char *cinfer_grammar_matcher_limit_error(const cinfer_grammar_matcher *m);
 /* Writes up to cap bytes that every continuation must start with (the forced bytes: while
  * exactly one next byte is possible and the match is not complete). Returns the count. */
 size_t cinfer_grammar_matcher_forced_bytes(cinfer_grammar_matcher *m, uint8_t *out, size_t cap);

@@ -267,7 +267,9 @@ bool eng_sample(cinfer_engine *e, eng_req *r, float *row, int32_t draft, const f
         eng_top_logprobs(e->lp_row, e->n_vocab, r->top_k, r->pend_top_ids[r->pend_n], r->pend_top_lps[r->pend_n]);
     sampler_accept(r->smp, tok);
     if (r->gm && eng_grammar_accept(e, r, tok)) {
-        eng_finish(e, r, CINFER_FINISH_ERROR, true, "the grammar rejected the sampled token (internal error)");
+        const char *limit = cinfer_grammar_matcher_limit_error(r->gm);
+        eng_finish(e, r, CINFER_FINISH_ERROR, true,
+                   limit ? limit : "the grammar rejected the sampled token (internal error)");
         return false;
     }
     r->seq[r->prompt_len + r->n_generated] = tok;

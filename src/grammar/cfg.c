@@ -29,6 +29,7 @@ cinfer_grammar_limits gr_limits_resolve(const cinfer_grammar_limits *limits) {
     if (l.max_rules == 0) l.max_rules = 200000;
     if (l.max_spec_size == 0) l.max_spec_size = 4u << 20;
     if (l.max_depth == 0) l.max_depth = 64;
+    if (l.max_set_items == 0) l.max_set_items = l.max_rules > UINT32_MAX / 4 ? UINT32_MAX : 4 * l.max_rules;
     return l;
 }
 
@@ -36,6 +37,7 @@ gr_cfg *gr_cfg_new(const cinfer_grammar_limits *limits) {
     gr_cfg *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->max_rules = limits->max_rules;
+    g->max_set_items = limits->max_set_items;
     g->deadline_ms = time_now() * 1000.0 + limits->max_compile_ms;
     g->class_hash_cap = 256;
     g->class_hash = calloc(g->class_hash_cap, sizeof *g->class_hash);

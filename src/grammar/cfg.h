@@ -55,6 +55,7 @@ typedef struct gr_prod {
 typedef struct gr_cfg {
     /* limits */
     uint32_t max_rules;
+    uint32_t max_set_items; /* matching limit per Earley set (cinfer_grammar_limits) */
     double deadline_ms; /* monotonic ms after which building fails */
     int failed; /* a limit was hit: later adds are no-ops returning -1 */
     /* classes */

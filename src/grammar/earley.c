@@ -28,6 +28,12 @@ static int reserve_sets(gr_chart *c, uint32_t need) {
     gr_class *b = realloc(c->next_bytes, (size_t)n * sizeof *b);
     if (!b) return -1;
     c->next_bytes = b;
+    uint32_t *o = realloc(c->sx_off, (size_t)n * sizeof *o);
+    if (!o) return -1;
+    c->sx_off = o;
+    uint32_t *l = realloc(c->sx_len, (size_t)n * sizeof *l);
+    if (!l) return -1;
+    c->sx_len = l;
     c->cap_sets = n;
     return 0;
 }
@@ -82,8 +88,86 @@ static int seen_rebuild(gr_chart *c, uint32_t from) {
 static int add_item(gr_chart *c, uint32_t from, uint32_t pos, uint32_t origin) {
     if ((c->n_items - from + 1) * 2 > c->seen_cap && seen_rebuild(c, from)) return -1;
     if (!seen_insert(c, (uint64_t)pos << 32 | origin)) return 0;
+    if (c->g->max_set_items && c->n_items - from >= c->g->max_set_items) {
+        c->over_limit = 1;
+        return -1;
+    }
     if (reserve_items(c, c->n_items + 1)) return -1;
     c->items[c->n_items++] = (gr_item){pos, origin};
+    return 0;
+}
+
+/* Sets at least this large get a completion index when an item completes against them: below
+ * it, a linear pass over the set is as cheap as a binary search. */
+#define SX_MIN_SET 48
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The completion index of finished set o (built now unless cached): out and n receive its sorted
+ * (symbol << 32 | item index) entries. Returns 0 or -1 (memory). The index buffer is a cache:
+ * when it outgrows the items four times over, every set's entry is dropped and it starts over. */
+static int sym_index(gr_chart *c, uint32_t o, const uint64_t **out, uint32_t *n) {
+    if (c->sx_off[o] == GR_SX_NONE) {
+        uint32_t lo = c->set_start[o], hi = c->set_start[o + 1];
+        if (c->sx_n + (hi - lo) > 4 * c->n_items + 1024) {
+            for (uint32_t k = 0; k < c->n_sets; k++) c->sx_off[k] = GR_SX_NONE;
+            c->sx_n = 0;
+        }
+        if (c->sx_n + (hi - lo) > c->sx_cap) {
+            uint32_t cap = c->sx_cap ? c->sx_cap : 1024;
+            while (cap < c->sx_n + (hi - lo)) cap *= 2;
+            uint64_t *p = realloc(c->sx, (size_t)cap * sizeof *p);
+            if (!p) return -1;
+            c->sx = p;
+            c->sx_cap = cap;
+        }
+        uint64_t *e = c->sx + c->sx_n;
+        uint32_t m = 0;
+        for (uint32_t j = lo; j < hi; j++) {
+            uint32_t pos = c->items[j].pos;
+            if (pos > GR_POS_MASK || c->g->rhs[pos] < 0) continue;
+            e[m++] = (uint64_t)(uint32_t)c->g->rhs[pos] << 32 | j;
+        }
+        qsort(e, m, sizeof *e, cmp_u64);
+        c->sx_off[o] = c->sx_n;
+        c->sx_len[o] = m;
+        c->sx_n += m;
+    }
+    *out = c->sx + c->sx_off[o];
+    *n = c->sx_len[o];
+    return 0;
+}
+
+/* Advances the items of set `o` whose dot is before nonterminal lhs (lhs was just completed
+ * with origin o) into the set being built. Returns 0 or -1 (memory). */
+static int complete(gr_chart *c, uint32_t k, uint32_t from, uint32_t o, int32_t lhs) {
+    const gr_cfg *g = c->g;
+    uint32_t lo = c->set_start[o];
+    uint32_t hi = o == k ? c->n_items : c->set_start[o + 1];
+    if (o == k || hi - lo < SX_MIN_SET) {
+        for (uint32_t j = lo; j < hi; j++) {
+            gr_item w = c->items[j];
+            if (w.pos <= GR_POS_MASK && g->rhs[w.pos] == lhs && add_item(c, from, w.pos + 1, w.origin)) return -1;
+        }
+        return 0;
+    }
+    const uint64_t *e;
+    uint32_t n;
+    if (sym_index(c, o, &e, &n)) return -1;
+    uint64_t key = (uint64_t)(uint32_t)lhs << 32;
+    uint32_t a = 0, b = n; /* first entry >= key */
+    while (a < b) {
+        uint32_t mid = a + (b - a) / 2;
+        if (e[mid] < key) a = mid + 1;
+        else b = mid;
+    }
+    for (; a < n && (e[a] >> 32) == (uint32_t)lhs; a++) {
+        gr_item w = c->items[(uint32_t)e[a]];
+        if (add_item(c, from, w.pos + 1, w.origin)) return -1;
+    }
     return 0;
 }
 
@@ -102,12 +186,7 @@ static int closure(gr_chart *c, uint32_t k, uint32_t from) {
                 while (r < c->n_readable && c->readable[r] != it.origin) r++;
                 if (r == c->n_readable) c->crossed = 1;
             }
-            uint32_t lo = c->set_start[it.origin];
-            uint32_t hi = it.origin == k ? c->n_items : c->set_start[it.origin + 1];
-            for (uint32_t j = lo; j < hi; j++) {
-                gr_item w = c->items[j];
-                if (w.pos <= GR_POS_MASK && g->rhs[w.pos] == lhs && add_item(c, from, w.pos + 1, w.origin)) return -1;
-            }
+            if (complete(c, k, from, it.origin, lhs)) return -1;
         } else if (sym >= 0) {
             for (uint32_t p = g->prod_first[sym]; p < g->prod_first[sym + 1]; p++)
                 if (add_item(c, from, g->prods[p].rhs_start, k)) return -1;
@@ -130,6 +209,7 @@ int gr_chart_init(gr_chart *c, const gr_cfg *g) {
         return -1;
     }
     c->set_start[0] = 0;
+    gr_chart_set_pushed(c, 0);
     seen_reset(c);
     if (add_item(c, 0, g->aug_pos, 0) || closure(c, 0, 0)) {
         gr_chart_free(c);
@@ -146,6 +226,9 @@ void gr_chart_free(gr_chart *c) {
     free(c->next_bytes);
     free(c->seen_key);
     free(c->seen_gen);
+    free(c->sx);
+    free(c->sx_off);
+    free(c->sx_len);
     memset(c, 0, sizeof *c);
 }
 
@@ -160,6 +243,7 @@ int gr_chart_copy(gr_chart *dst, const gr_chart *src) {
     memcpy(dst->items, src->items, (size_t)src->n_items * sizeof *src->items);
     memcpy(dst->set_start, src->set_start, (size_t)(src->n_sets + 1) * sizeof *src->set_start);
     memcpy(dst->next_bytes, src->next_bytes, (size_t)src->n_sets * sizeof *src->next_bytes);
+    for (uint32_t k = 0; k < src->n_sets; k++) gr_chart_set_pushed(dst, k);
     dst->n_items = src->n_items;
     dst->n_sets = src->n_sets;
     return 0;
@@ -220,6 +304,7 @@ static int scan_closure(gr_chart *c, uint8_t b) {
         }
     }
     c->set_start[k + 1] = from;
+    gr_chart_set_pushed(c, k + 1);
     if (closure(c, k + 1, from)) {
         c->n_items = from;
         return -1;

@@ -40,7 +40,21 @@ typedef struct gr_chart {
     const uint32_t *readable;
     uint32_t n_readable;
     gr_scan_memo *memo; /* NULL, or the transition memo of the walk in progress (scan_memo.h) */
+    /* set when a set being built would exceed g->max_set_items items (the scan then fails as if
+     * the byte were not viable); sticky, read through cinfer_grammar_matcher_limit_error */
+    int over_limit;
+    /* completion index, a cache built on demand for large finished sets: the entries of set k
+     * are sx[sx_off[k] .. sx_off[k] + sx_len[k]), each (symbol after the dot) << 32 | item index,
+     * sorted; sx_off[k] == GR_SX_NONE when not built. A set gets GR_SX_NONE when pushed, so an
+     * index never outlives the items it was built from. */
+    uint64_t *sx;
+    uint32_t sx_n, sx_cap;
+    uint32_t *sx_off, *sx_len; /* per set */
 } gr_chart;
+
+#define GR_SX_NONE UINT32_MAX
+/* Marks set k as newly pushed (its completion index, if any, is stale). */
+static inline void gr_chart_set_pushed(gr_chart *c, uint32_t k) { c->sx_off[k] = GR_SX_NONE; }
 
 /* Pushes set 0 (the closure of S' -> . start). Returns 0 or -1 (memory). */
 int gr_chart_init(gr_chart *c, const gr_cfg *g);

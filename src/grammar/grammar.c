@@ -54,6 +54,16 @@ cinfer_grammar *cinfer_grammar_compile(const cinfer_grammar_spec *spec, const ci
         gr_cfg_free(g);
         return gr_fail(err, "", -1, "the grammar matches no output at all"), NULL;
     }
+    gr_chart first; /* the start set must fit the matching limit, or no matcher could begin */
+    if (gr_chart_init(&first, g)) {
+        gr_cfg_free(g);
+        return gr_fail(err, "", -1,
+                       "grammar too ambiguous: its start needs more than %u Earley items (matching limit; or out of "
+                       "memory)",
+                       lim.max_set_items),
+               NULL;
+    }
+    gr_chart_free(&first);
     cinfer_grammar *out = calloc(1, sizeof *out);
     if (!out) {
         gr_cfg_free(g);

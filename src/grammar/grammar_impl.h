@@ -10,6 +10,7 @@
 
 #include "cinfer/grammar.h"
 #include "grammar/cfg.h"
+#include "grammar/earley.h"
 #include "grammar/mask_cache.h"
 
 #define GR_MAX_MASK_CACHES 4

@@ -95,8 +95,8 @@ static int ci_walk(cinfer_grammar_matcher *m, uint32_t node, uint32_t depth, uin
         if (!gr_class_has(gr_chart_next_bytes(&m->chart), b)) continue;
         m->chart.crossed = 0;
         int r = gr_chart_scan(&m->chart, b);
-        if (r < 0) return -1;
-        if (r == 0) continue;
+        if (r < 0 && !m->chart.over_limit) return -1;
+        if (r <= 0) continue; /* not viable, or over the item limit (left out of the mask) */
         uint32_t child = v->edge_node[e];
         m->ms.path[depth] = b;
         int rc = 0;
@@ -148,7 +148,8 @@ static int state_ci_walk(state_walk *w, uint32_t node, uint32_t depth) {
             if (materialize(w, depth)) return -1;
             m->chart.crossed = 0;
             int r = gr_chart_scan(&m->chart, b);
-            if (r < 0) return -1;
+            if (r < 0 && !m->chart.over_limit) return -1;
+            if (r < 0) continue; /* over the item limit: left out of the mask */
             t = memo->trans[(size_t)q * 256 + b];
             if (r == 1 && t == -2) { /* not internable: finish this subtree on the chart */
                 int rc = 0;

@@ -89,16 +89,33 @@ static int push_step(cinfer_grammar_matcher *m, uint32_t height, int eos) {
     return 0;
 }
 
-/* Scans bytes; all-or-nothing. Returns 0, or -1 (not viable / memory) with the chart restored. */
+/* Scans bytes; all-or-nothing. Returns 0, -1 (not viable / memory) or -2 (over the matching
+ * item limit), with the chart restored. */
 static int scan_bytes(cinfer_grammar_matcher *m, const uint8_t *bytes, size_t len) {
     uint32_t height = m->chart.n_sets;
+    int before = m->chart.over_limit;
+    m->chart.over_limit = 0;
     for (size_t i = 0; i < len; i++) {
         if (gr_chart_scan(&m->chart, bytes[i]) != 1) {
             gr_chart_pop_to(&m->chart, height);
-            return -1;
+            int limit = m->chart.over_limit;
+            m->chart.over_limit |= before;
+            return limit ? -2 : -1;
         }
     }
+    m->chart.over_limit = before;
     return 0;
+}
+
+static const char LIMIT_TEXT[] =
+    "the grammar needs more Earley items at one position than its matching limit (max_set_items): it is too "
+    "ambiguous, e.g. a large counted repetition of something that can be empty";
+
+/* The error of a failed scan_bytes (rc): the limit, or the bytes / token (UINT32_MAX: bytes). */
+static int scan_fail(cinfer_grammar_error *err, int rc, uint32_t token) {
+    if (rc == -2) return gr_fail(err, "", -1, "%s", LIMIT_TEXT);
+    if (token == UINT32_MAX) return gr_fail(err, "", -1, "bytes not allowed by the grammar");
+    return gr_fail(err, "", -1, "token %u not allowed by the grammar", token);
 }
 
 int cinfer_grammar_matcher_accept_bytes(cinfer_grammar_matcher *m, const uint8_t *bytes, size_t len,
@@ -106,7 +123,8 @@ int cinfer_grammar_matcher_accept_bytes(cinfer_grammar_matcher *m, const uint8_t
     if (!m || (len && !bytes)) return gr_fail(err, "", -1, "bad arguments");
     if (m->terminated) return gr_fail(err, "", -1, "the grammar has already terminated");
     uint32_t height = m->chart.n_sets;
-    if (scan_bytes(m, bytes, len)) return gr_fail(err, "", -1, "bytes not allowed by the grammar");
+    int rc = scan_bytes(m, bytes, len);
+    if (rc) return scan_fail(err, rc, UINT32_MAX);
     if (push_step(m, height, 0)) {
         gr_chart_pop_to(&m->chart, height);
         return gr_fail(err, "", -1, "out of memory");
@@ -129,8 +147,8 @@ int cinfer_grammar_matcher_accept(cinfer_grammar_matcher *m, uint32_t token, cin
     }
     if (v->tok_special[token] || v->tok_len[token] == 0)
         return gr_fail(err, "", -1, "special token %u is not allowed by the grammar", token);
-    if (scan_bytes(m, v->bytes + v->tok_off[token], v->tok_len[token]))
-        return gr_fail(err, "", -1, "token %u not allowed by the grammar", token);
+    int rc = scan_bytes(m, v->bytes + v->tok_off[token], v->tok_len[token]);
+    if (rc) return scan_fail(err, rc, token);
     if (push_step(m, height, 0)) {
         gr_chart_pop_to(&m->chart, height);
         return gr_fail(err, "", -1, "out of memory");
@@ -154,6 +172,10 @@ int cinfer_grammar_matcher_is_accepting(const cinfer_grammar_matcher *m) {
     return m && !m->terminated && gr_chart_accepting(&m->chart);
 }
 int cinfer_grammar_matcher_is_terminated(const cinfer_grammar_matcher *m) { return m && m->terminated; }
+
+const char *cinfer_grammar_matcher_limit_error(const cinfer_grammar_matcher *m) {
+    return m && m->chart.over_limit ? LIMIT_TEXT : NULL;
+}
 
 static int single_byte(const gr_class *c, uint8_t *out) {
     int n = 0;

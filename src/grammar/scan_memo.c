@@ -134,6 +134,7 @@ int gr_memo_push(gr_chart *c, int32_t q) {
         else if (dst[i].origin & MEMO_REL) dst[i].origin = k1 - (dst[i].origin & 255);
     }
     c->set_start[k1] = c->n_items;
+    gr_chart_set_pushed(c, k1);
     c->n_items += n;
     c->next_bytes[k1] = m->st_bytes[q];
     c->n_sets = k1 + 1;

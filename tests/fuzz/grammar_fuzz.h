@@ -54,6 +54,7 @@ static void gf_walk(cinfer_grammar *g, const cinfer_grammar_vocab *v, uint64_t s
         int count = cinfer_grammar_matcher_fill_mask(m, mask, 9);
         int accepting = cinfer_grammar_matcher_is_accepting(m);
         if (gf_bit(mask, GF_EOS) != accepting) gf_fail("EOS in the mask iff complete");
+        if (count == 0 && cinfer_grammar_matcher_limit_error(m)) break; /* the item limit, reported */
         if (count == 0) gf_fail("dead end: empty mask");
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         uint32_t pick = (uint32_t)(seed >> 33) % 257;
@@ -92,7 +93,7 @@ static void gf_run(cinfer_grammar_kind kind, const uint8_t *data, size_t size, g
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     for (size_t i = spec_len; i < size; i++) seed = (seed ^ data[i]) * 0x100000001b3ull;
     cinfer_grammar_spec spec = {kind, (const char *)data, spec_len, 0};
-    cinfer_grammar_limits lim = {.max_compile_ms = 500, .max_rules = 50000, .max_depth = 32};
+    cinfer_grammar_limits lim = {.max_compile_ms = 500, .max_rules = 50000, .max_depth = 32, .max_set_items = 4000};
     cinfer_grammar_error err;
     cinfer_grammar *g = cinfer_grammar_compile(&spec, &lim, &err);
     if (!g) {

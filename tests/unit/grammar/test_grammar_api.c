@@ -1,7 +1,7 @@
 /* test_grammar_api.c - the public API contract of cinfer/grammar.h on the byte vocabulary:
  * compile cache (hit, miss, different flags), limits (size, time, depth, spec size) giving clean
  * errors, pathological specs (huge enum, deep $ref chains, exponential-looking regex) within the
- * limits, EOS allowed only when complete and terminating the matcher, special tokens never
+ * limits, the matching item limit, EOS allowed only when complete and terminating the matcher, special tokens never
  * allowed, all-or-nothing accept_bytes, rollback (bounds, undoing EOS), fork independence,
  * forced bytes and forced token. */
 #include <stdio.h>
@@ -137,9 +137,44 @@ static void test_matcher(void) {
     CHECK(cinfer_grammar_vocab_new(NULL, 0, NULL, 0, &err) == NULL);
 }
 
+/* The matching item limit: an ambiguous grammar (a counted repetition of a nullable atom keeps
+ * every count alive at each position) is refused at compile time when its start set is over the
+ * limit, and past the start its over-limit continuations are left out of masks, refused by
+ * accept with the limit's message and reported by limit_error; the same regex is matched
+ * normally under the default limit. */
+static void test_item_limit(void) {
+    cinfer_grammar_vocab *v = gt_byte_vocab();
+    cinfer_grammar_error err;
+    size_t words = cinfer_grammar_mask_words(v);
+    uint32_t *mask = calloc(words, 4);
+    cinfer_grammar_limits lim = {.max_set_items = 300};
+    cinfer_grammar_spec at_start = {CINFER_GRAMMAR_REGEX, "(a|){400}", 9, 0};
+    CHECK(cinfer_grammar_compile(&at_start, &lim, &err) == NULL && strstr(err.msg, "too ambiguous"));
+    cinfer_grammar_spec later = {CINFER_GRAMMAR_REGEX, "b(a|){400}", 10, 0};
+    cinfer_grammar *g = cinfer_grammar_compile(&later, &lim, &err);
+    CHECKF(g != NULL, "%s", err.msg);
+    cinfer_grammar_matcher *m = cinfer_grammar_matcher_new(g, v, &err);
+    CHECK(m && cinfer_grammar_matcher_limit_error(m) == NULL);
+    CHECK(cinfer_grammar_matcher_fill_mask(m, mask, words) == 0 && cinfer_grammar_matcher_limit_error(m) != NULL);
+    CHECK(cinfer_grammar_matcher_accept(m, 'b', &err) == -1 && strstr(err.msg, "max_set_items"));
+    CHECK(cinfer_grammar_matcher_accept(m, 'c', &err) == -1 && strstr(err.msg, "not allowed"));
+    cinfer_grammar_matcher_free(m);
+    cinfer_grammar_release(g);
+    g = cinfer_grammar_compile(&later, NULL, &err);
+    CHECKF(g != NULL, "%s", err.msg);
+    m = cinfer_grammar_matcher_new(g, v, &err);
+    CHECK(m && cinfer_grammar_matcher_accept_bytes(m, (const uint8_t *)"baaaa", 5, &err) == 0);
+    CHECK(cinfer_grammar_matcher_is_accepting(m) && cinfer_grammar_matcher_limit_error(m) == NULL);
+    cinfer_grammar_matcher_free(m);
+    cinfer_grammar_release(g);
+    free(mask);
+    cinfer_grammar_vocab_free(v);
+}
+
 int main(void) {
     test_cache();
     test_limits();
+    test_item_limit();
     test_matcher();
     return test_finish();
 }
