@@ -39,9 +39,9 @@ const char *shared_path(const char *rel) {
     static char bufs[8][1024];
     static int slot;
     const char *root = getenv("CINFER_SHARED");
-    if (!root || !*root) root = "../shared";
     char *b = bufs[slot++ & 7];
-    snprintf(b, sizeof bufs[0], "%s/%s", root, rel);
+    if (root && *root) snprintf(b, sizeof bufs[0], "%s/%s", root, rel);
+    else snprintf(b, sizeof bufs[0], "%s/%s", source_path("../shared"), rel); /* <source>/../shared */
     return b;
 }
 

@@ -1,6 +1,6 @@
 /* testutil.h - tiny test harness: CHECK macros that count failures, fixture
- * paths via CINFER_SHARED (default ../shared), source-tree paths, whole-file reads, scratch
- * directories the test itself made (and only those removed), running a
+ * paths via CINFER_SHARED read at test time (default ../shared next to the
+ * source tree), source-tree paths, whole-file reads, scratch directories the test itself made (and only those removed), running a
  * program with its output captured (fork/execv, no shell), the one rule for
  * missing fixtures. A test's main() returns test_finish().
  *

@@ -7,7 +7,7 @@
 # 4*128) + 20*3*512 = 96256 floats = 385024 B per row; greedy generation runs. Also: a bad ratio list
 # is one line + exit 1.
 set -euo pipefail
-bin=${CINFER_BIN:?}; shared=${CINFER_SHARED:?}
+bin=${CINFER_BIN:?}; shared=${CINFER_SHARED:-${CINFER_SRC:?}/../shared}
 . "$(dirname "$0")/lib/fixture.sh"
 need_fixture "$bin" "$shared/models/stories260K.gguf"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

@@ -5,7 +5,7 @@
 # token (4 layers x (64 latent + 16 rope) x 4 B = 1280 B); `cinfer mkmodel --arch deepseek2` writes
 # a model that `cinfer run` loads (Q8_0, group-limited routing, no q_lora).
 set -euo pipefail
-bin=${CINFER_BIN:?}; shared=${CINFER_SHARED:?}
+bin=${CINFER_BIN:?}; shared=${CINFER_SHARED:-${CINFER_SRC:?}/../shared}
 fx="$shared/fixtures/llama-cpp/tiny-deepseek2.once.json"
 . "$(dirname "$0")/lib/fixture.sh"
 need_fixture "$bin" "$fx" "$shared/models/tiny/tiny-deepseek2.gguf" "$shared/fixtures/vocab/derived-vocab-tiny-deepseek2.gguf"

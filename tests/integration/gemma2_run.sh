@@ -6,7 +6,7 @@
 # sequence (window 32 + batch - 1 rows, rounded up to 16, of 13312 B); `cinfer mkmodel --arch gemma2`
 # writes a model that `cinfer run` loads; `cinfer serve` prints the rings in its start-up summary.
 set -euo pipefail
-bin=${CINFER_BIN:?}; shared=${CINFER_SHARED:?}
+bin=${CINFER_BIN:?}; shared=${CINFER_SHARED:-${CINFER_SRC:?}/../shared}
 fx="$shared/fixtures/llama-cpp/tiny-gemma2.repeat.exactgelu.json"
 vocab="$shared/fixtures/vocab/derived-vocab-tiny-gemma2.gguf"
 . "$(dirname "$0")/lib/fixture.sh"

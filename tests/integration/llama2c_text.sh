@@ -2,7 +2,7 @@
 # Acceptance: `cinfer run` on stories260K (GGUF as shipped, and converted from llama2.c's .bin)
 # greedy from BOS prints exactly llama2.c's text (BOS + 199 greedy tokens).
 set -euo pipefail
-bin=${CINFER_BIN:?}; shared=${CINFER_SHARED:?}
+bin=${CINFER_BIN:?}; shared=${CINFER_SHARED:-${CINFER_SRC:?}/../shared}
 want="$shared/fixtures/llama2c/stories260K.run-c.steps200.txt"
 . "$(dirname "$0")/lib/fixture.sh"
 need_fixture "$bin" "$want" "$shared/models/stories260K.gguf" "$shared/models/stories260K.bin" "$shared/models/tok512.bin"
