@@ -253,11 +253,15 @@ def print_table(rows):
 
 
 def check_equal_requests(rows):
-    """Every configuration of a workload must complete the same requests, all of them."""
+    """Every configuration of a workload must complete the same requests, all of them. Mooncake
+    prompts come from the trace alone, so their input tokens must be equal too; the agent
+    workload's prompts contain the previous answers, which bounded replay may change (it is an
+    approximation), so there they may differ by a few tokens."""
     bad = []
     for w in sorted(set(r["workload"] for r in rows)):
         g = [r for r in rows if r["workload"] == w]
-        if len(set(r["requests"] for r in g)) != 1 or len(set(r["input"] for r in g)) != 1 or any(r["failed"] for r in g):
+        same_input = w != "mooncake" or len(set(r["input"] for r in g)) == 1
+        if len(set(r["requests"] for r in g)) != 1 or not same_input or any(r["failed"] for r in g):
             bad.append("%s: %s" % (w, ", ".join("%s %d ok / %d failed / %d input tokens" % (
                 r["config"], r["requests"], r["failed"], r["input"]) for r in g)))
     for b in bad:
