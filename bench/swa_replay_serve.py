@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
 
 import closed_loop
