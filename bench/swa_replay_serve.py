@@ -288,7 +288,18 @@ def parse_args(argv):
     p.add_argument("--max-think", type=float, default=2.0, help="seconds")
     p.add_argument("--max-output", type=int, default=12, help="cap on each turn's max_tokens")
     p.add_argument("--timeout", type=float, default=600.0, help="per request, seconds")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    wl = a.workloads.split(",")
+    if not wl or any(w not in ("agent", "mooncake") for w in wl) or len(set(wl)) != len(wl):
+        p.error("--workloads: a comma list of agent, mooncake (each once)")
+    if not re.fullmatch(r"\d+:[1-9]\d*", a.lines):
+        p.error("--lines: FIRST:COUNT, e.g. 0:4000")
+    if min(a.sessions, a.min_turns, a.max_turns, a.concurrency, a.block, a.max_output) < 1 or a.block > 512:
+        p.error("--sessions, --min-turns, --max-turns, --concurrency, --max-output must be >= 1, "
+                "--block-scale in [1, 512]")
+    if a.time_scale <= 0 or a.min_think < 0 or a.max_think < a.min_think:
+        p.error("--time-scale must be > 0 and 0 <= --min-think <= --max-think")
+    return a
 
 
 def main(argv):
@@ -303,6 +314,9 @@ def main(argv):
         fits = [c for c in every
                 if max(closed_loop.scaled_input(r, a.block) for r in c) + a.max_output <= a.ctx]
         convs = fits[: a.sessions]
+        if not convs:
+            sys.exit("swa_replay_serve.py: no conversation of >= %d turns in trace lines %s fits --ctx %d"
+                     % (a.min_turns, a.lines, a.ctx))
         n_turns = sum(len(c) for c in convs)
         print("Mooncake, closed loop: %d conversations of >= %d turns (first %d turns kept) from trace lines "
               "%d..%d (%d such, %d fit --ctx %d); %d turns, %d at a time, %d tokens per hash block, think time "
