@@ -10,7 +10,9 @@ Prefill FLOPs, TTFT and server CPU seconds with bounded replay vs exact recomput
 agent workload ('cinfer bench serve') and the Mooncake conversation trace (closed loop: a fixed
 number of sessions at once, each turn after the previous one completed plus its think time, so
 every configuration sends the same requests; bench/swa_replay_serve.py, bench/closed_loop.py).
-Defaults: tiny-gemma2 from \$CINFER_SHARED (window 32), 2 threads. The window-state TTL (0.05 s) is
+Defaults: tiny-gemma2 from \$CINFER_SHARED (window 32), 2 threads. MODEL 'deepseek4' makes (once)
+and uses a deepseek4 mkmodel with V4-Flash's window, \$MODELS/ds4w128.gguf (MODELS default
+build/bench-models; W = 128, layers window / CSA / HCA / CSA, 8 experts). The window-state TTL (0.05 s) is
 below every think time, so window state expires between turns. OPTIONS after '--' go to
 swa_replay_serve.py (--workloads agent,mooncake, --lines FIRST:COUNT, --sessions N, --min-turns N,
 --max-turns N, --concurrency N, --block-scale N, --time-scale X, --ctx N, --kv-memory GIB; see
@@ -32,6 +34,14 @@ root=$here/..
 shared=${CINFER_SHARED:-$root/../shared}
 bin=${CINFER_BIN:-$root/build/cinfer}
 model=${pos[0]:-$shared/models/tiny/tiny-gemma2.gguf}
+if [ "$model" = deepseek4 ]; then
+  model=${MODELS:-$root/build/bench-models}/ds4w128.gguf
+  mkdir -p "$(dirname "$model")"
+  [ -f "$model" ] || "$bin" mkmodel --arch deepseek4 --dim 128 --layers 4 --heads 4 --ffn 128 --head-dim 64 \
+    --qk-rope 16 --q-lora 32 --o-groups 2 --o-lora 32 --ratios 0,4,128,4 --window 128 --index-heads 8 \
+    --index-dim 64 --index-topk 16 --experts 8 --experts-used 2 --expert-ffn 64 --ctx 16384 \
+    --vocab-from "$shared/models/tiny/tiny-gemma2.gguf" --dtype f32 --seed 3 "$model" >/dev/null
+fi
 threads=${pos[1]:-2}
 trace=$shared/traces/mooncake_conversation_trace.jsonl
 py=${CINFER_VENV:-$root/.venv}/bin/python
