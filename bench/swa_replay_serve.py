@@ -1,11 +1,17 @@
 """swa_replay_serve.py - issue 16 compute-saved benchmark (run by bench/swa_replay_serve.sh).
 
-For each workload (the agent workload and the Mooncake conversation trace, both replayed through
-`cinfer bench serve --api completions`) and each server configuration, starts `cinfer serve` on a
-window model, runs the workload, and reports total prefill FLOPs and TTFT. Sessions' window state
-expires between turns: the window-state TTL (--swa-state-ttl) is far shorter than the think time
-/ the trace's gaps, while the long-lived blocks (full-attention KV) stay in the KV pool (same
---kv-memory for every configuration: equal cache capacity).
+For each workload and each server configuration, starts `cinfer serve` on a window model (gemma2,
+deepseek4), runs the workload, and reports total prefill FLOPs, TTFT and the server's CPU seconds.
+Workloads:
+  agent     `cinfer bench serve --workload agent` (3 sessions x 5 turns, 1 s think time)
+  mooncake  conversations of the Mooncake trace replayed in closed loop (bench/closed_loop.py): a
+            fixed number of sessions at once, each turn sent after the previous one completed plus
+            the trace's think time, so every configuration sends exactly the same requests; the
+            run fails (exit 1, "NOT COMPARABLE") when a configuration did not complete all of them
+Sessions' window state expires between turns: the window-state TTL (--swa-state-ttl 0.05) is
+shorter than every think time, while the long-lived blocks (full-attention KV, deepseek4's
+compressed rows) stay in the KV pool (the same --kv-memory for every configuration: equal cache
+capacity).
 
 Configurations:
   no-cache      --swa-state-memory 0 --swa-replay off: no window state at all; exact mode then
@@ -16,21 +22,21 @@ Configurations:
   exact-kept    --swa-replay off, TTL 600 s: the snapshots outlive the think time (upper bound)
 
 Prefill FLOPs are counted from each response's usage (prompt = cached + replayed + computed) and
-the model's shapes (read from the GGUF): per computed or replayed position p, 2 x the block
-matmul weights, plus attention 2 x n_head x (k_len + v_len) x keys, with keys = p + 1 for a full
-layer and min(p - floor + 1, W) for a window layer (floor = the replay start after a bounded
-replay, else 0); plus the output head once per request. Window layers are gemma2's even layers
-(llama.cpp's convention for gemma2)."""
+the model's shapes read from the GGUF (FlopModel). Server CPU seconds (/proc) are the measured
+counterpart; they include decode and HTTP work."""
+import argparse
 import json
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
+
+import closed_loop
 
 GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
@@ -72,34 +78,71 @@ def read_gguf_shapes(path):
 
 
 class FlopModel:
+    """Prefill FLOPs of one request from its usage and the model's shapes. Per computed or replayed
+    position p: 2 x the block matmul weights (MoE experts: x used / count), plus attention
+    2 x n_head x (k_len + v_len) per key. Keys per layer kind: full p + 1; window
+    min(p - floor + 1, W) (floor = the replay start after a bounded replay, else 0); deepseek4
+    compressed layers add their compressed rows ((p + 1) // ratio; ratio 4 attends to at most the
+    indexer's top-k rows and scores every row with the indexer, 2 x index heads x index dim each).
+    Plus the output head once per request. gemma2's window layers are the even ones (llama.cpp's
+    convention)."""
+
     def __init__(self, path):
         meta, shapes = read_gguf_shapes(path)
         arch = meta["general.architecture"]
-        g = lambda k: meta["%s.%s" % (arch, k)]
+        self.arch = arch
+        g = lambda k, d=None: meta.get("%s.%s" % (arch, k), d)
         self.n_layer = g("block_count")
-        self.n_head = g("attention.head_count")
-        kl = meta.get("%s.attention.key_length" % arch, g("embedding_length") // self.n_head)
-        vl = meta.get("%s.attention.value_length" % arch, kl)
-        self.attn_per_key = 2 * self.n_head * (kl + vl)
-        self.window = meta.get("%s.attention.sliding_window" % arch, 0)
-        self.window_layers = sum(1 for i in range(self.n_layer) if self.window and i % 2 == 0)
-        self.full_layers = self.n_layer - self.window_layers
-        self.matmul = 2 * sum(d[0] * d[1] for n, d in shapes.items() if n.startswith("blk.") and len(d) == 2)
+        n_head = g("attention.head_count")
+        kl = g("attention.key_length", g("embedding_length") // n_head)
+        vl = g("attention.value_length", kl)
+        self.attn_per_key = 2 * n_head * (kl + vl)
+        self.window = g("attention.sliding_window", 0)
+        ratios = g("attention.compress_ratios")
+        if ratios is not None:  # deepseek4: every layer has the window; ratio 4 / 128 add compressed rows
+            self.kinds = ["window" if r == 0 else "c%d" % r for r in ratios[: self.n_layer]]
+        else:
+            self.kinds = ["window" if self.window and i % 2 == 0 else "full" for i in range(self.n_layer)]
+        self.topk = g("attention.indexer.top_k", 0)
+        self.index_per_row = 2 * g("attention.indexer.head_count", 0) * g("attention.indexer.key_length", 0)
+        used, count = g("expert_used_count", 0), g("expert_count", 0)
+        self.matmul = 0
+        for n, d in shapes.items():
+            if n.startswith("blk.") and len(d) == 2 and "tid2eid" not in n:
+                self.matmul += 2 * d[0] * d[1]
+            elif n.startswith("blk.") and len(d) == 3 and count:
+                self.matmul += 2 * d[0] * d[1] * used
         head = shapes.get("output.weight") or shapes["token_embd.weight"]
         self.head = 2 * head[0] * head[1]
+        self.vocab = head[1]
+
+    def describe(self):
+        kinds = {k: self.kinds.count(k) for k in sorted(set(self.kinds))}
+        return "%d layers (%s; W=%d), %.2f MFLOP/token in block matmuls" % (
+            self.n_layer, ", ".join("%d %s" % (v, k) for k, v in kinds.items()), self.window, self.matmul / 1e6)
+
+    def position(self, p, floor):
+        keys = 0
+        for k in self.kinds:
+            if k == "full":
+                keys += p + 1
+                continue
+            keys += min(p - floor + 1, self.window)
+            if k != "window":
+                rows = (p + 1) // int(k[1:])
+                keys += min(rows, self.topk) if k == "c4" else rows
+                if k == "c4":
+                    keys += rows * self.index_per_row / self.attn_per_key
+        return self.matmul + self.attn_per_key * keys
 
     def request(self, prompt, cached, replayed):
         floor = cached if replayed > 0 else 0
-        total = self.head
-        for p in range(cached, prompt):
-            wkeys = min(p - floor + 1, self.window) if self.window else 0
-            total += self.matmul + self.attn_per_key * (self.full_layers * (p + 1) + self.window_layers * wkeys)
-        return total
+        return self.head + sum(self.position(p, floor) for p in range(cached, prompt))
 
 
 class Server:
-    def __init__(self, bin_, model, args, threads):
-        cmd = [bin_, "serve", model, "--port", "0", "--ctx", "2048", "-t", str(threads)] + args
+    def __init__(self, bin_, model, args, threads, ctx):
+        cmd = [bin_, "serve", model, "--port", "0", "--ctx", str(ctx), "-t", str(threads)] + args
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
         self.port = None
         ev = threading.Event()
@@ -113,8 +156,16 @@ class Server:
         threading.Thread(target=reader, daemon=True).start()
         if not ev.wait(120):
             self.proc.kill()
+            self.proc.wait()
             raise RuntimeError("cinfer serve did not start: %s" % " ".join(cmd))
         self.url = "http://127.0.0.1:%d" % self.port
+        self.cpu0 = self.cpu_s()
+
+    def cpu_s(self):
+        """The server's user + system CPU seconds so far (/proc/PID/stat)."""
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def metric(self, name):
         text = urllib.request.urlopen(self.url + "/metrics", timeout=30).read().decode()
@@ -138,107 +189,162 @@ CONFIGS = [
 ]
 
 
-def conversations(trace, n, out):
-    """Writes to out the first multi-turn conversations of a Mooncake trace (lines 0..4000; a line
-    continues an earlier one when that line's hash ids, two or more, are a prefix of its own), whole
-    conversations until at least n lines, in trace order with their timestamps. The trace's head has
-    almost no reuse (4% of hash blocks in its first 40 lines); its conversations are where sessions
-    return, which is what this benchmark is about."""
-    lines = []
-    with open(trace) as f:
-        for i, line in enumerate(f):
-            if i >= 4000:
-                break
-            lines.append(line)
-    recs = [json.loads(x) for x in lines]
-    first, parent = {}, []
-    for j, r in enumerate(recs):
-        h = tuple(r["hash_ids"])
-        parent.append(next((first[h[:k]] for k in range(len(h) - 1, 1, -1) if h[:k] in first), None))
-        for k in range(2, len(h) + 1):
-            first.setdefault(h[:k], j)
-    chains = {}
-    for j, p in enumerate(parent):
-        if p is not None:
-            while parent[p] is not None:
-                p = parent[p]
-            chains.setdefault(p, [p]).append(j)
-    keep = set()
-    for root in sorted(chains):
-        keep.update(chains[root])
-        if len(keep) >= n:
-            break
-    with open(out, "w") as f:
-        for j in sorted(keep):
-            f.write(lines[j])
-    return len(keep)
+def agent_args(a):
+    return ["--api", "completions", "--ignore-eos", "--temperature", "0", "--no-progress", "--workload", "agent",
+            "--sessions", "3", "--turns", "5", "--system-len", "200", "--tool-len", "80", "--user-len", "24",
+            "--output-len", "12", "--think-time", "1.0"]
 
 
-def workloads(trace):
-    common = ["--api", "completions", "--ignore-eos", "--temperature", "0", "--no-progress"]
-    return [
-        ("agent", common + ["--workload", "agent", "--sessions", "3", "--turns", "5", "--system-len", "200",
-                            "--tool-len", "80", "--user-len", "24", "--output-len", "12", "--think-time", "1.0"]),
-        ("mooncake", common + ["--workload", "trace", trace, "--block-scale", os.environ.get("MOONCAKE_BLOCK_SCALE", "8"),
-                               "--time-scale", "50", "--max-output-len", "12"]),
-    ]
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000 if xs else 0.0
 
 
-def run(bin_, model, trace, threads):
-    fm = FlopModel(model)
-    print("model %s: %d layers (%d window, W=%d; %d full), %.2f MFLOP/token in block matmuls"
-          % (os.path.basename(model), fm.n_layer, fm.window_layers, fm.window, fm.full_layers, fm.matmul / 1e6))
-    rows = []
-    tmp = tempfile.mkdtemp(prefix="cinfer-swa-bench-")
-    sub = os.path.join(tmp, "conversations.jsonl")
-    n = conversations(trace, int(os.environ.get("MOONCAKE_REQUESTS", "24")), sub)
-    print("Mooncake: %d lines of whole conversations from the head of %s" % (n, os.path.basename(trace)))
-    only = os.environ.get("SWA_BENCH_ONLY")
-    for wname, wargs in workloads(sub):
-        if only and wname != only:
-            continue
-        for cname, cargs in CONFIGS:
-            srv = Server(bin_, model, cargs, threads)
-            out = os.path.join(tmp, "%s-%s.json" % (wname, cname))
-            try:
-                cmd = [bin_, "bench", "serve", "--base-url", srv.url, "--out", out] + wargs
-                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-                replays = srv.metric("cinfer_swa_replays_total")
-                hits = srv.metric("cinfer_swa_state_hits_total")
-            finally:
-                srv.stop()
-            res = json.load(open(out))
-            s, reqs = res["summary"], res["requests"]
-            ok = [r for r in reqs if r["usage"] and r["error"] == "ok"]
-            flops = sum(fm.request(r["prompt_tokens"], r["cached_tokens"], r.get("replayed_tokens", 0)) for r in ok)
-            rows.append(dict(workload=wname, config=cname, requests=s["requests_ok"], input=s["input_tokens"],
-                             cached=s["cached_tokens"], replayed=s.get("replayed_tokens", 0),
-                             computed=s["computed_tokens"], flops=flops, ttft_mean=s["ttft_ms"]["mean"],
-                             ttft_p50=s["ttft_ms"]["p50"], ttft_p90=s["ttft_ms"]["p90"], replays=replays,
-                             state_hits=hits))
-            print("  %-9s %-10s done: %d requests" % (wname, cname, s["requests_ok"]), file=sys.stderr)
-    print()
-    print("%-9s %-10s %5s %7s %7s %8s %8s %10s %7s %9s %9s %9s %8s %6s" % (
-        "workload", "config", "reqs", "input", "cached", "replayed", "computed", "prefill", "vs", "TTFT mean",
-        "TTFT p50", "TTFT p90", "replays", "snap"))
-    print("%-9s %-10s %5s %7s %7s %8s %8s %10s %7s %9s %9s %9s %8s %6s" % (
-        "", "", "", "tokens", "", "", "", "GFLOP", "exact", "ms", "ms", "ms", "", "hits"))
+def run_agent(a, fm, srv, tmp, cname):
+    """The agent workload through `cinfer bench serve` (open loop with per-session think time)."""
+    out = os.path.join(tmp, "agent-%s.json" % cname)
+    subprocess.run([a.bin, "bench", "serve", "--base-url", srv.url, "--out", out] + agent_args(a), check=True,
+                   stdout=subprocess.DEVNULL)
+    res = json.load(open(out))
+    s, reqs = res["summary"], res["requests"]
+    ok = [r for r in reqs if r["usage"] and r["error"] == "ok"]
+    return dict(requests=s["requests_ok"], failed=len(reqs) - len(ok), input=s["input_tokens"],
+                cached=s["cached_tokens"], replayed=s.get("replayed_tokens", 0), computed=s["computed_tokens"],
+                flops=sum(fm.request(r["prompt_tokens"], r["cached_tokens"], r.get("replayed_tokens", 0)) for r in ok),
+                ttft_mean=s["ttft_ms"]["mean"], ttft_p50=s["ttft_ms"]["p50"], ttft_p90=s["ttft_ms"]["p90"])
+
+
+def run_mooncake(a, fm, srv, convs):
+    """The Mooncake conversations in closed loop (bench/closed_loop.py)."""
+    a.vocab_lo, a.vocab_hi = 100, fm.vocab - 100
+    host, port = srv.url[len("http://"):].split(":")
+    turns = closed_loop.run(host, int(port), convs, a)
+    ok = [t for t in turns if not t.error]
+    for t in turns:
+        if t.error:
+            print("  session %d turn %d failed: %s" % (t.session, t.turn, t.error), file=sys.stderr)
+    ttft = [t.ttft for t in ok]
+    return dict(requests=len(ok), failed=len(turns) - len(ok), input=sum(t.prompt_tokens for t in ok),
+                cached=sum(t.cached for t in ok), replayed=sum(t.replayed for t in ok),
+                computed=sum(t.prompt_tokens - t.cached - t.replayed for t in ok),
+                flops=sum(fm.request(t.prompt_tokens, t.cached, t.replayed) for t in ok),
+                ttft_mean=1000 * sum(ttft) / max(1, len(ttft)), ttft_p50=pct(ttft, 0.5), ttft_p90=pct(ttft, 0.9))
+
+
+def print_table(rows):
+    hdr = "%-9s %-10s %5s %7s %7s %8s %8s %10s %7s %9s %9s %9s %7s %8s %6s"
+    print(hdr % ("workload", "config", "reqs", "input", "cached", "replayed", "computed", "prefill", "vs", "TTFT mean",
+                 "TTFT p50", "TTFT p90", "server", "replays", "snap"))
+    print(hdr % ("", "", "", "tokens", "", "", "", "GFLOP", "exact", "ms", "ms", "ms", "CPU s", "", "hits"))
     for r in rows:
         exact = next(x for x in rows if x["workload"] == r["workload"] and x["config"] == "exact")
-        print("%-9s %-10s %5d %7d %7d %8d %8d %10.3f %6.3fx %9.1f %9.1f %9.1f %8d %6d" % (
+        print("%-9s %-10s %5d %7d %7d %8d %8d %10.3f %6.3fx %9.1f %9.1f %9.1f %7.1f %8d %6d" % (
             r["workload"], r["config"], r["requests"], r["input"], r["cached"], r["replayed"], r["computed"],
-            r["flops"] / 1e9, r["flops"] / exact["flops"], r["ttft_mean"], r["ttft_p50"], r["ttft_p90"],
+            r["flops"] / 1e9, r["flops"] / exact["flops"], r["ttft_mean"], r["ttft_p50"], r["ttft_p90"], r["cpu_s"],
             r["replays"], r["state_hits"]))
     for w in sorted(set(r["workload"] for r in rows)):
         g = {r["config"]: r for r in rows if r["workload"] == w}
-        print("%s: bounded replay does %.1f%% of exact recompute's prefill work (%.1f%% of no cache); TTFT mean "
-              "%.2fx of exact" % (w, 100 * g["replay"]["flops"] / g["exact"]["flops"],
-                                   100 * g["replay"]["flops"] / g["no-cache"]["flops"],
-                                   g["replay"]["ttft_mean"] / g["exact"]["ttft_mean"]))
-    for f in os.listdir(tmp):  # results and the trace subset
-        os.unlink(os.path.join(tmp, f))
-    os.rmdir(tmp)
+        print("%s: bounded replay does %.1f%% of exact recompute's prefill work (%.1f%% of no cache; exact-kept "
+              "%.1f%%); TTFT mean %.2fx, server CPU %.2fx of exact" % (
+                  w, 100 * g["replay"]["flops"] / g["exact"]["flops"], 100 * g["replay"]["flops"] / g["no-cache"]["flops"],
+                  100 * g["exact-kept"]["flops"] / g["exact"]["flops"], g["replay"]["ttft_mean"] / g["exact"]["ttft_mean"],
+                  g["replay"]["cpu_s"] / max(1e-9, g["exact"]["cpu_s"])))
+
+
+def check_equal_requests(rows):
+    """Every configuration of a workload must complete the same requests, all of them. Mooncake
+    prompts come from the trace alone, so their input tokens must be equal too; the agent
+    workload's prompts contain the previous answers, which bounded replay may change (it is an
+    approximation), so there they may differ by a few tokens."""
+    bad = []
+    for w in sorted(set(r["workload"] for r in rows)):
+        g = [r for r in rows if r["workload"] == w]
+        same_input = w != "mooncake" or len(set(r["input"] for r in g)) == 1
+        if len(set(r["requests"] for r in g)) != 1 or not same_input or any(r["failed"] for r in g):
+            bad.append("%s: %s" % (w, ", ".join("%s %d ok / %d failed / %d input tokens" % (
+                r["config"], r["requests"], r["failed"], r["input"]) for r in g)))
+    for b in bad:
+        print("NOT COMPARABLE - configurations completed different requests: " + b)
+    return not bad
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("bin")
+    p.add_argument("model")
+    p.add_argument("trace")
+    p.add_argument("threads", type=int)
+    p.add_argument("--workloads", default="agent,mooncake", help="comma list of agent, mooncake")
+    p.add_argument("--ctx", type=int, default=2048, help="--ctx of the server; longer conversations are skipped")
+    p.add_argument("--kv-memory", default="1", help="--kv-memory GiB, the same for every configuration")
+    p.add_argument("--lines", default="0:4000", help="trace slice FIRST:COUNT the conversations come from")
+    p.add_argument("--sessions", type=int, default=24, help="conversations replayed (the first ones that fit)")
+    p.add_argument("--min-turns", type=int, default=3)
+    p.add_argument("--max-turns", type=int, default=6, help="turns kept per conversation (its first ones)")
+    p.add_argument("--concurrency", type=int, default=4, help="conversations running at once")
+    p.add_argument("--block-scale", dest="block", type=int, default=16, help="tokens per trace hash block")
+    p.add_argument("--time-scale", type=float, default=100.0, help="think time = trace gap / this")
+    p.add_argument("--min-think", type=float, default=0.2, help="seconds (> the 0.05 s window-state TTL)")
+    p.add_argument("--max-think", type=float, default=2.0, help="seconds")
+    p.add_argument("--max-output", type=int, default=12, help="cap on each turn's max_tokens")
+    p.add_argument("--timeout", type=float, default=600.0, help="per request, seconds")
+    a = p.parse_args(argv)
+    wl = a.workloads.split(",")
+    if not wl or any(w not in ("agent", "mooncake") for w in wl) or len(set(wl)) != len(wl):
+        p.error("--workloads: a comma list of agent, mooncake (each once)")
+    if not re.fullmatch(r"\d+:[1-9]\d*", a.lines):
+        p.error("--lines: FIRST:COUNT, e.g. 0:4000")
+    if min(a.sessions, a.min_turns, a.max_turns, a.concurrency, a.block, a.max_output) < 1 or a.block > 512:
+        p.error("--sessions, --min-turns, --max-turns, --concurrency, --max-output must be >= 1, "
+                "--block-scale in [1, 512]")
+    if a.time_scale <= 0 or a.min_think < 0 or a.max_think < a.min_think:
+        p.error("--time-scale must be > 0 and 0 <= --min-think <= --max-think")
+    return a
+
+
+def main(argv):
+    a = parse_args(argv)
+    fm = FlopModel(a.model)
+    print("model %s: %s" % (os.path.basename(a.model), fm.describe()))
+    wl = a.workloads.split(",")
+    convs = []
+    if "mooncake" in wl:
+        first, count = (int(x) for x in a.lines.split(":"))
+        every = closed_loop.load_conversations(a.trace, first, count, a.min_turns, a.max_turns)
+        fits = [c for c in every
+                if max(closed_loop.scaled_input(r, a.block) for r in c) + a.max_output <= a.ctx]
+        convs = fits[: a.sessions]
+        if not convs:
+            sys.exit("swa_replay_serve.py: no conversation of >= %d turns in trace lines %s fits --ctx %d"
+                     % (a.min_turns, a.lines, a.ctx))
+        n_turns = sum(len(c) for c in convs)
+        print("Mooncake, closed loop: %d conversations of >= %d turns (first %d turns kept) from trace lines "
+              "%d..%d (%d such, %d fit --ctx %d); %d turns, %d at a time, %d tokens per hash block, think time "
+              "= gap / %g clamped to [%g, %g] s" % (
+                  len(convs), a.min_turns, a.max_turns, first, first + count - 1, len(every), len(fits), a.ctx,
+                  n_turns, a.concurrency, a.block, a.time_scale, a.min_think, a.max_think))
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="cinfer-swa-bench-")
+    try:
+        for wname in wl:
+            for cname, cargs in CONFIGS:
+                srv = Server(a.bin, a.model, cargs + ["--kv-memory", a.kv_memory], a.threads, a.ctx)
+                try:
+                    r = run_agent(a, fm, srv, tmp, cname) if wname == "agent" else run_mooncake(a, fm, srv, convs)
+                    r.update(workload=wname, config=cname, cpu_s=srv.cpu_s() - srv.cpu0,
+                             replays=srv.metric("cinfer_swa_replays_total"),
+                             state_hits=srv.metric("cinfer_swa_state_hits_total"))
+                finally:
+                    srv.stop()
+                rows.append(r)
+                print("  %-9s %-10s done: %d requests, %d failed" % (wname, cname, r["requests"], r["failed"]),
+                      file=sys.stderr)
+    finally:
+        shutil.rmtree(tmp)
+    print()
+    print_table(rows)
+    return 0 if check_equal_requests(rows) else 1
 
 
 if __name__ == "__main__":
-    run(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    sys.exit(main(sys.argv[1:]))
