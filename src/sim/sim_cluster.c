@@ -192,6 +192,7 @@ static int on_arrival(sim_state *s, int32_t q, cf_err *err) {
         return sim_heap_push(&s->heap, done + s->c->net_latency_s, SIM_EV_LOAD_DONE, q) ? cf_fail(err, "out of memory")
                                                                                         : 0;
     }
+    rq->ready = s->now;
     if (sim_inst_add(s, in, q, err)) return -1;
     return sim_inst_kick(s, pi, err);
 }
@@ -216,6 +217,7 @@ int sim_dispatch(sim_state *s, const sim_event *e, cf_err *err) {
     case SIM_EV_READY: return on_arrival(s, e->a, err);
     case SIM_EV_LOAD_DONE: {
         int32_t pi = s->rq[e->a].inst;
+        s->rq[e->a].ready = s->now;
         if (sim_inst_add(s, &s->inst[pi], e->a, err)) return -1;
         return sim_inst_kick(s, pi, err);
     }
