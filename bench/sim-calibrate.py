@@ -22,7 +22,7 @@ fields every profile has; sim_cost.h / sim_profile.h):
       tokens by least squares (b < 0: no measurable per-token cost, b = 0 and
       a = the mean overhead)
   mfu  the prefill forward passes of the lengths where the cost model is
-      compute-bound: mfu = (2 x active x T / flops_fp8 + attention /
+      compute-bound even at mfu 1 (against the bandwidth measured below): mfu = (2 x active x T / flops_fp8 + attention /
       flops_bf16) / forward (sim_cost.h's compute term at mfu 1); the mean
   hbm_bw (mbu 1)  decode: requests of a 1-token prompt and --decode-out
       output tokens, so every pass is a one-token step; seconds per step =
@@ -138,21 +138,24 @@ def cost_terms(hw, model, tokens, start, prefill):
 def calibrate(args, rows, decode, hw, model):
     a, b = fit_line([r["prompt_tokens"] for r in rows], [r["overhead_s"] for r in rows])
     fixed, per_token = (a, b) if b >= 0 else (sum(r["overhead_s"] for r in rows) / len(rows), 0.0)
+    decode_step = decode["forward_s"] / decode["steps_per_request"]
+    depth = decode["prompt_tokens"] + decode["output_tokens"] / 2.0
+    _, decode_bytes = cost_terms(hw, model, 1, depth, False)
+    decode.update({"decode_step_s": decode_step, "mean_context": depth, "bytes_per_step": decode_bytes})
+    hbm_bw = decode_bytes / decode_step
     mfus = []
     for r in rows:
         compute1, step_bytes = cost_terms(hw, model, r["prompt_tokens"], 0, True)
         r["mfu"] = compute1 / r["forward_s"]
-        r["compute_bound"] = compute1 / r["mfu"] > step_bytes / (num(hw, "hbm_bw") * num(hw, "mbu"))
-        if r["compute_bound"] and r["prompt_tokens"] >= 32:
+        # compute-bound in the cost model even at mfu 1 (against the bandwidth measured here): only then do
+        # the forward seconds measure the compute term
+        r["compute_bound"] = compute1 > step_bytes / hbm_bw
+        if r["compute_bound"]:
             mfus.append(r["mfu"])
     if not mfus:
-        sys.exit("sim-calibrate.py: no compute-bound prefill length (use --lengths with lengths >= 64)")
-    decode_step = decode["forward_s"] / decode["steps_per_request"]
-    depth = decode["prompt_tokens"] + decode["output_tokens"] / 2.0
-    _, step_bytes = cost_terms(hw, model, 1, depth, False)
-    decode.update({"decode_step_s": decode_step, "mean_context": depth, "bytes_per_step": step_bytes})
+        sys.exit("sim-calibrate.py: no compute-bound prefill length (add longer --lengths, e.g. 256,512)")
     return {"request_overhead_s": fixed, "prompt_token_overhead_s": per_token, "mfu": sum(mfus) / len(mfus),
-            "hbm_bw": step_bytes / decode_step, "fit_a_s": a, "fit_b_s_per_token": b}
+            "hbm_bw": hbm_bw, "fit_a_s": a, "fit_b_s_per_token": b}
 
 
 def write_profile(path, cal, args, load):
