@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
-# sim-live.sh MODEL.gguf [REQUESTS] - live validation of `cinfer sim` (docs/sim.md):
-# runs one cinfer worker with serve's defaults, drives it with `bench serve`
-# (bench serve's synthetic generator, token ids, Poisson arrivals), then runs
-# `cinfer sim` on the same workload (same generator, same seed) with the
-# calibrated CPU profile (sim/clusters/cpu-local.json), and prints both.
-# The CPU profile (sim/hw/cpu-local.json) is set from the calibration printed
-# here (live-calibration.txt). Results: bench/results/sim/live-*.
-set -eu
-usage="usage: bench/sim-live.sh MODEL.gguf [REQUESTS]  (live run vs cinfer sim with the calibrated CPU profile; RATE=req/s)"
+# sim-live.sh MODEL.gguf [REQUESTS] - live validation of `cinfer sim` (docs/sim.md
+# "Live validation"), in three steps:
+#  1. live: one cinfer worker with serve's defaults, driven by `bench serve`
+#     (synthetic generator, token ids, 128 in / 16 out, Poisson at $RATE, seed 1);
+#  2. calibration, right after and under the same load, on a fresh worker:
+#     bench/sim-calibrate.py measures the worker's prefill mfu, decode bandwidth and
+#     per-request overhead outside the forward passes from its own /metrics and
+#     writes them into sim/hw/cpu-local.json (nothing is fitted to step 1's numbers);
+#     `cinfer bench latency` is kept alongside for the machine's peaks;
+#  3. `cinfer sim sim/clusters/cpu-local.json` on the same workload (same generator,
+#     same seed), then bench/sim-compare.py prints live vs sim and the ratio of every
+#     metric the criterion names. Exit status: sim-compare.py's (0 met, 3 not met).
+# Results: bench/results/sim/live-*. ~2x REQUESTS/RATE seconds plus ~1 min on a quiet machine.
+set -euo pipefail
+usage="usage: bench/sim-live.sh MODEL.gguf [REQUESTS]  (live run vs cinfer sim with the calibrated CPU profile; RATE=req/s, default 0.1)"
 case ${1:-} in
   -h|--help) printf '%s\n' "$usage"; exit 0 ;;
   -*) echo "sim-live.sh: unknown option '$1' (--help for usage)" >&2; exit 2 ;;
 esac
-model=${1:?usage: sim-live.sh MODEL.gguf [REQUESTS]}
+model=${1:?$usage}
 n=${2:-16}
+rate=${RATE:-0.1}
 bin=${CINFER_BIN:-build/cinfer}
 out=bench/results/sim
-args=(--requests "$n" --input-len 128 --output-len 16 --rate "${RATE:-0.1}" --seed 1)
+args=(--requests "$n" --input-len 128 --output-len 16 --rate "$rate" --seed 1)
 port=$((20000 + RANDOM % 20000))
+start=$(date +%s)
+echo "sim-live.sh: $(date -u '+%F %T UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/live-run.log"
 "$bin" serve -m "$model" --port "$port" -t 2 > "$out/live-server.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
@@ -28,9 +37,22 @@ for _ in $(seq 1 600); do
     sleep 0.5
 done
 [ "$ready" = 1 ] || { echo "sim-live.sh: the server did not start (see $out/live-server.log)" >&2; exit 1; }
+echo "1. live: $bin bench serve --api completions --ignore-eos ${args[*]}" | tee -a "$out/live-run.log"
 "$bin" bench serve --base-url "http://127.0.0.1:$port" --api completions --ignore-eos --no-progress \
     "${args[@]}" --out "$out/live-serve.json" | tee "$out/live-serve.txt"
-# calibrate the CPU profile right after, under the same load (same priority as the server)
-"$bin" bench latency -m "$model" -p 128 -n 16 -t 2 | tee "$out/live-calibration.txt"
+kill "$server"
+wait "$server" 2>/dev/null || true
+trap - EXIT
+echo "2. calibration: bench/sim-calibrate.py $model --rate $rate (load $(cut -d' ' -f1 /proc/loadavg))" \
+    | tee -a "$out/live-run.log"
+CINFER_BIN=$bin python3 bench/sim-calibrate.py "$model" --rate "$rate" --log "$out/calibrate-server.log" \
+    --out "$out/live-calibration.json" --write-profile sim/hw/cpu-local.json | tee "$out/live-calibration.txt"
+"$bin" bench latency -m "$model" -p 128 -n 16 -t 2 | tee "$out/live-latency.txt"
+echo "3. sim: $bin sim sim/clusters/cpu-local.json --workload synthetic ${args[*]}" | tee -a "$out/live-run.log"
 "$bin" sim sim/clusters/cpu-local.json --workload synthetic "${args[@]}" -q \
     --out "$out/live-sim.json" | tee "$out/live-sim.txt"
+rc=0
+python3 bench/sim-compare.py "$out/live-serve.json" "$out/live-sim.json" | tee "$out/live-compare.txt" || rc=$?
+echo "sim-live.sh: $(( $(date +%s) - start )) s, load at the end $(cut -d' ' -f1-3 /proc/loadavg)" \
+    | tee -a "$out/live-run.log"
+exit "$rc"

@@ -340,6 +340,16 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
               "# HELP cinfer_grammar_mask_seconds_total Engine-thread seconds computing grammar masks.\n"
               "# TYPE cinfer_grammar_mask_seconds_total counter\ncinfer_grammar_mask_seconds_total %.6f\n",
               st->t_grammar);
+    sb_printf(&s,
+              "# HELP cinfer_engine_phase_seconds_total Engine seconds per phase (docs/engine.md): forward = the "
+              "forward passes; plan, wait, commit, output = the engine thread's.\n"
+              "# TYPE cinfer_engine_phase_seconds_total counter\n"
+              "cinfer_engine_phase_seconds_total{phase=\"forward\"} %.6f\n"
+              "cinfer_engine_phase_seconds_total{phase=\"plan\"} %.6f\n"
+              "cinfer_engine_phase_seconds_total{phase=\"wait\"} %.6f\n"
+              "cinfer_engine_phase_seconds_total{phase=\"commit\"} %.6f\n"
+              "cinfer_engine_phase_seconds_total{phase=\"output\"} %.6f\n",
+              st->t_forward, st->t_plan, st->t_wait, st->t_commit, st->t_output);
     if (e) expert_metrics(&s, e);
     if (s.oom) {
         free(s.p);

@@ -192,8 +192,19 @@ static int on_arrival(sim_state *s, int32_t q, cf_err *err) {
         return sim_heap_push(&s->heap, done + s->c->net_latency_s, SIM_EV_LOAD_DONE, q) ? cf_fail(err, "out of memory")
                                                                                         : 0;
     }
+    rq->ready = s->now;
     if (sim_inst_add(s, in, q, err)) return -1;
     return sim_inst_kick(s, pi, err);
+}
+
+/* The server's work on a request outside the forward passes delays its admission (prefill pool's
+ * hardware profile); with none it is admitted at once (no extra event, as before the terms existed). */
+static int request_arrived(sim_state *s, int32_t q, cf_err *err) {
+    const sim_hw *h = &s->c->prefill.hw;
+    double delay =
+        s->o->store_only ? 0 : h->request_overhead_s + (double)s->w->r[q].input_len * h->prompt_token_overhead_s;
+    if (delay <= 0) return on_arrival(s, q, err);
+    return sim_heap_push(&s->heap, s->now + delay, SIM_EV_READY, q) ? cf_fail(err, "out of memory") : 0;
 }
 
 int sim_dispatch(sim_state *s, const sim_event *e, cf_err *err) {
@@ -202,9 +213,11 @@ int sim_dispatch(sim_state *s, const sim_event *e, cf_err *err) {
         if ((size_t)e->a + 1 < s->w->n &&
             sim_heap_push(&s->heap, s->w->r[e->a + 1].arrival, SIM_EV_ARRIVAL, e->a + 1)) /* arrivals, one at a time */
             return cf_fail(err, "out of memory");
-        return on_arrival(s, e->a, err);
+        return request_arrived(s, e->a, err);
+    case SIM_EV_READY: return on_arrival(s, e->a, err);
     case SIM_EV_LOAD_DONE: {
         int32_t pi = s->rq[e->a].inst;
+        s->rq[e->a].ready = s->now;
         if (sim_inst_add(s, &s->inst[pi], e->a, err)) return -1;
         return sim_inst_kick(s, pi, err);
     }

@@ -48,23 +48,15 @@ static json_t *profile_json(const sim_jctx *c, json_t *obj, const char *field, c
 
 static int read_pool(const sim_jctx *top, json_t *root, const char *name, bool decode, const char *profiles,
                      const sim_model *m, sim_pool_cfg *p, cf_err *err) {
-    static const char *const known[] = {"hardware",
-                                        "instances",
-                                        "accelerators",
-                                        "dp",
-                                        "max_batch_tokens",
-                                        "max_seqs",
-                                        "block_tokens",
-                                        "min_prefill_chunk",
-                                        "kv_fraction",
-                                        "prefix_cache_fraction",
-                                        "spec_draft",
-                                        "spec_accept",
-                                        "overlap_comm",
-                                        "eplb",
-                                        "redundant_experts",
-                                        "expert_skew",
-                                        NULL};
+    static const char *const known[] = {"hardware",          "instances",
+                                        "accelerators",      "dp",
+                                        "max_batch_tokens",  "max_seqs",
+                                        "block_tokens",      "min_prefill_chunk",
+                                        "kv_fraction",       "prefix_cache_fraction",
+                                        "spec_draft",        "spec_accept",
+                                        "overlap_comm",      "eplb",
+                                        "redundant_experts", "expert_skew",
+                                        "async_scheduling",  NULL};
     sim_jctx c = {.file = top->file, .section = name};
     json_t *o;
     if (sim_jobj(top, root, name, !decode, &o, err)) return -1;
@@ -79,7 +71,7 @@ static int read_pool(const sim_jctx *top, json_t *root, const char *name, bool d
     int rc = sim_hw_from_json(hw, path, &p->hw, err);
     json_decref(hw);
     if (rc) return -1;
-    long ov = 0, eplb = 1;
+    long ov = 0, eplb = 1, async = 0;
     if (sim_jint(&c, o, "accelerators", 1, 1 << 16, &p->accels, err) ||
         sim_jint_opt(&c, o, "dp", 1, 1 << 16, p->accels, &p->dp, err) ||
         sim_jint_opt(&c, o, "max_batch_tokens", 1, 1 << 24, decode ? 256 : 8192, &p->max_batch_tokens, err) ||
@@ -92,8 +84,10 @@ static int read_pool(const sim_jctx *top, json_t *root, const char *name, bool d
         sim_jnum_opt(&c, o, "spec_accept", 0, 1, 0, &p->spec_accept, err) ||
         sim_jint_opt(&c, o, "overlap_comm", 0, 1, 1, &ov, err) || sim_jint_opt(&c, o, "eplb", 0, 1, 1, &eplb, err) ||
         sim_jint_opt(&c, o, "redundant_experts", 0, 1 << 16, 0, &p->redundant_experts, err) ||
-        sim_jnum_opt(&c, o, "expert_skew", 0, 3, 0.5, &p->expert_skew, err))
+        sim_jnum_opt(&c, o, "expert_skew", 0, 3, 0.5, &p->expert_skew, err) ||
+        sim_jint_opt(&c, o, "async_scheduling", 0, 1, 0, &async, err))
         return -1;
+    p->async_scheduling = async != 0;
     p->overlap_comm = ov != 0;
     p->eplb = eplb != 0;
     if (p->dp > p->accels)

@@ -33,6 +33,9 @@ typedef struct sim_pool_cfg {
     double spec_accept; /* per-draft-token acceptance probability */
     bool overlap_comm; /* expert-parallel communication overlaps compute (dual micro-batch) */
     bool eplb; /* experts placed by EPLB (src/eplb) rather than one slot each in order */
+    /* the engine plans step N+1 while step N runs (cinfer's asynchronous scheduling, docs/engine.md): a
+     * request that reaches a busy instance misses the step already planned unless that plan is empty */
+    bool async_scheduling;
     long redundant_experts; /* extra expert slots per layer for EPLB replicas */
     double expert_skew; /* sigma of the log-normal expert load (sim_eplb.h) */
     int64_t kv_blocks; /* derived: KV blocks per instance */

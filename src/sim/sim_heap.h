@@ -15,6 +15,7 @@ typedef enum sim_ev_kind {
     SIM_EV_STEP_END, /* a: instance */
     SIM_EV_XFER_DONE, /* a: request; its KV reached its decode instance */
     SIM_EV_GC, /* a store GC pass */
+    SIM_EV_READY, /* a: request; the server's per-request work before admission is done (sim_hw) */
 } sim_ev_kind;
 
 typedef struct sim_event {

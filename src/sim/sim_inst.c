@@ -5,6 +5,7 @@
  * the cost model and schedules the step's end; at the end, sampled tokens
  * are delivered. Plan buffers grow with the instance's list (amortised;
  * never in a step that does not grow). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,14 +107,20 @@ static int admit_pending(sim_state *s, sim_inst *in, cf_err *err) {
     return 0;
 }
 
-/* The scheduler's view of the instance's requests. */
-static int32_t build_input(sim_state *s, sim_inst *in) {
+/* The scheduler's view of the instance's requests; those that joined after `joined_by` are left out (the
+ * step already planned when they came; *deferred counts them). */
+static int32_t build_input(sim_state *s, sim_inst *in, double joined_by, int32_t *deferred) {
     const sim_pool_cfg *p = pool_of(s, in);
     int32_t n = 0, waiting = s->lim[in->pool].max_seqs;
+    *deferred = 0;
     for (int32_t i = 0; i < in->n; i++) {
         int32_t q = in->list[i];
         const sim_rq *rq = &s->rq[q];
         const sim_wreq *wr = &s->w->r[q];
+        if (rq->st != SCHED_RUNNING && rq->ready > joined_by) {
+            (*deferred)++;
+            continue;
+        }
         if (rq->st != SCHED_RUNNING && waiting-- <= 0) continue;
         sched_req *r = &in->sr[n];
         *r = (sched_req){.state = rq->st,
@@ -205,16 +212,24 @@ static void apply_plan(sim_state *s, sim_inst *in, const sched_plan *plan) {
 int sim_inst_kick(sim_state *s, int32_t idx, cf_err *err) {
     sim_inst *in = &s->inst[idx];
     if (in->busy) return 0;
+    /* asynchronous scheduling: right after a step the next plan is the one made when that step started */
+    bool defer = in->just_ended && pool_of(s, in)->async_scheduling;
+    in->just_ended = false;
     if (in->n_pend && admit_pending(s, in, err)) return -1;
     if (in->n == 0) return 0;
-    int32_t n = build_input(s, in);
-    sched_input si = {.reqs = in->sr,
-                      .n_reqs = n,
-                      .free_blocks = (int32_t)(in->free_blocks > INT32_MAX ? INT32_MAX : in->free_blocks),
-                      .block_tokens = (int32_t)pool_of(s, in)->block_tokens,
-                      .limits = s->lim[in->pool]};
+    int32_t deferred = 0;
     sched_plan plan = {.items = in->items, .preempted = in->pre, .scratch = in->scratch};
-    if (sched_plan_step(&si, &plan, err)) return -1;
+    for (;;) {
+        int32_t n = build_input(s, in, defer ? in->step_start : INFINITY, &deferred);
+        sched_input si = {.reqs = in->sr,
+                          .n_reqs = n,
+                          .free_blocks = (int32_t)(in->free_blocks > INT32_MAX ? INT32_MAX : in->free_blocks),
+                          .block_tokens = (int32_t)pool_of(s, in)->block_tokens,
+                          .limits = s->lim[in->pool]};
+        if (sched_plan_step(&si, &plan, err)) return -1;
+        if (plan.n_items > 0 || plan.n_preempted > 0 || deferred == 0) break;
+        defer = false; /* that plan was empty: the engine plans again at once, with the newcomers */
+    }
     if (plan.n_items == 0 && plan.n_preempted == 0) return 0; /* nothing fits now: a later event kicks again */
     apply_plan(s, in, &plan);
     in->n_items = plan.n_items;
@@ -223,6 +238,7 @@ int sim_inst_kick(sim_state *s, int32_t idx, cf_err *err) {
     pr->busy_s += c.total_s;
     pr->steps++;
     in->busy = true;
+    in->step_start = s->now;
     if (sim_heap_push(&s->heap, s->now + c.total_s, SIM_EV_STEP_END, idx)) return cf_fail(err, "out of memory");
     return 0;
 }
@@ -230,6 +246,7 @@ int sim_inst_kick(sim_state *s, int32_t idx, cf_err *err) {
 int sim_inst_step_end(sim_state *s, int32_t idx, cf_err *err) {
     sim_inst *in = &s->inst[idx];
     in->busy = false;
+    in->just_ended = true;
     for (int32_t i = 0; i < in->n_items; i++) {
         const sched_item *it = &in->items[i];
         if (!it->sample) continue;

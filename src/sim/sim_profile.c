@@ -7,9 +7,23 @@
 #include "sim/sim_json.h"
 
 int sim_hw_from_json(json_t *j, const char *file, sim_hw *o, cf_err *err) {
-    static const char *const known[] = {"name",   "description", "flops_fp8",   "flops_bf16",      "hbm_bytes",
-                                        "hbm_bw", "scaleup_bw",  "scaleout_bw", "ssd_bw",          "accel_per_node",
-                                        "mfu",    "mbu",         "net_eff",     "step_overhead_s", NULL};
+    static const char *const known[] = {"name",
+                                        "description",
+                                        "flops_fp8",
+                                        "flops_bf16",
+                                        "hbm_bytes",
+                                        "hbm_bw",
+                                        "scaleup_bw",
+                                        "scaleout_bw",
+                                        "ssd_bw",
+                                        "accel_per_node",
+                                        "mfu",
+                                        "mbu",
+                                        "net_eff",
+                                        "step_overhead_s",
+                                        "request_overhead_s",
+                                        "prompt_token_overhead_s",
+                                        NULL};
     sim_jctx c = {.file = file, .section = "", .need_source = true};
     *o = (sim_hw){0};
     if (sim_jknown(&c, j, known, err)) return -1;
@@ -26,7 +40,9 @@ int sim_hw_from_json(json_t *j, const char *file, sim_hw *o, cf_err *err) {
         sim_jint(&c, j, "accel_per_node", 1, 1024, &o->accel_per_node, err) ||
         sim_jnum(&c, j, "mfu", 1e-4, 1, &o->mfu, err) || sim_jnum(&c, j, "mbu", 1e-4, 1, &o->mbu, err) ||
         sim_jnum(&c, j, "net_eff", 1e-4, 1, &o->net_eff, err) ||
-        sim_jnum(&c, j, "step_overhead_s", 0, 10, &o->step_overhead_s, err))
+        sim_jnum(&c, j, "step_overhead_s", 0, 10, &o->step_overhead_s, err) ||
+        sim_jnum_opt(&c, j, "request_overhead_s", 0, 60, 0, &o->request_overhead_s, err) ||
+        sim_jnum_opt(&c, j, "prompt_token_overhead_s", 0, 1, 0, &o->prompt_token_overhead_s, err))
         return -1;
     return 0;
 }

@@ -6,7 +6,9 @@
  * (NIC) bandwidth, accelerators per node, storage bandwidth per node, and the
  * achievable fractions the cost model applies to the peaks (model FLOP
  * utilisation, memory bandwidth utilisation, network efficiency, a fixed
- * per-step overhead), each with how it was obtained.
+ * per-step overhead), a request's latency outside the forward passes (a fixed
+ * part and a part per prompt token; optional, default 0), each with how it
+ * was obtained.
  *
  * Model (sim/model/<name>.json): total / active / dense parameters, bytes per
  * weight, layer counts and MoE shape, attention FLOPs per token per context
@@ -33,6 +35,10 @@ typedef struct sim_hw {
     long accel_per_node;
     double mfu, mbu, net_eff; /* achievable fractions of the peaks, (0, 1] */
     double step_overhead_s; /* fixed cost per engine step (launch, scheduling) */
+    /* a request's latency outside the forward passes (HTTP, JSON, prompt preparation, submission,
+     * engine wake-up, first-token output): request_overhead_s + prompt tokens x
+     * prompt_token_overhead_s, spent before the request reaches the router (0: none) */
+    double request_overhead_s, prompt_token_overhead_s;
 } sim_hw;
 
 typedef struct sim_cache_kind {

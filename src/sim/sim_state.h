@@ -28,6 +28,7 @@ typedef struct sim_rq {
     int32_t hit_hbm, hit_store, replay; /* tokens, decided at routing */
     int32_t step_accept; /* drafts accepted in the step under way */
     int32_t hw; /* positions [0, hw) were computed once already (later passes recompute) */
+    double ready; /* when it joined its prefill instance's list (asynchronous scheduling) */
     bool admitted_once;
 } sim_rq;
 
@@ -37,6 +38,8 @@ typedef struct sim_inst {
     int32_t *pend, n_pend, cap_pend; /* decode: KV arrived, not admitted */
     int64_t free_blocks, queued_tokens;
     bool busy;
+    double step_start; /* when the step under way (or the last one) started */
+    bool just_ended; /* a step ended and no plan was made since (asynchronous scheduling) */
     sched_req *sr;
     int32_t *sr_req; /* sr index -> request */
     sched_item *items;

@@ -3,7 +3,8 @@
  * inline objects; no profile directory, so names are errors). Checks: never
  * crashes, leaks or reads out of bounds; an error is one line naming the
  * file; an accepted config satisfies the reader's promises (pools that hold
- * the model, positive sizes, dp <= accelerators, per-token KV > 0). Seeds:
+ * the model, positive sizes, dp <= accelerators, per-token KV > 0, per-request
+ * overheads >= 0). Seeds:
  * tests/fuzz/corpus/sim_config/. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@ static void check_pool(const sim_pool_cfg *p, int may_be_empty) {
     if (may_be_empty && p->instances == 0) return;
     if (p->instances < 1 || p->accels < 1 || p->dp < 1 || p->dp > p->accels || p->kv_blocks < 1 ||
         p->block_tokens < 1 || p->max_seqs < 1 || p->max_batch_tokens < 1 || p->hw.flops_fp8 <= 0 ||
-        p->hw.hbm_bw <= 0 || p->hw.mfu <= 0)
+        p->hw.hbm_bw <= 0 || p->hw.mfu <= 0 || p->hw.request_overhead_s < 0 || p->hw.prompt_token_overhead_s < 0)
         abort();
 }
 

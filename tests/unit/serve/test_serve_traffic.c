@@ -3,7 +3,7 @@
  * precedence field > header > key > default, the API key table (KEY:class
  * only when the suffix is a class, --api-key-class, duplicates, matching),
  * the field through api_job_parse (Chat) / api_completion_parse, and the store metrics block
- * in the Prometheus text. */
+ * and engine phase seconds in the Prometheus text. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,6 +113,8 @@ static void test_store_metrics(void) {
     st.store.load_latency[3] = 2;
     st.store.load_latency[11] = 1;
     st.store.loads = 4;
+    st.t_forward = 1.5;
+    st.t_output = 0.25;
     m.model_name = "m";
     char *txt;
     size_t len;
@@ -125,6 +127,8 @@ static void test_store_metrics(void) {
     CHECK(strstr(txt, "cinfer_kv_store_load_latency_seconds_bucket{model_name=\"m\",le=\"0.002\"} 3\n"));
     CHECK(strstr(txt, "cinfer_kv_store_load_latency_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 4\n"));
     CHECK(strstr(txt, "cinfer_kv_store_load_latency_seconds_count{model_name=\"m\"} 4\n"));
+    CHECK(strstr(txt, "cinfer_engine_phase_seconds_total{model_name=\"m\",phase=\"forward\"} 1.500000\n"));
+    CHECK(strstr(txt, "cinfer_engine_phase_seconds_total{model_name=\"m\",phase=\"output\"} 0.250000\n"));
     free(txt);
 }
 
