@@ -4,8 +4,12 @@
 # path, in one run: (1) one namespace, UCX's default transport selection, our endpoint without UCX's
 # peer-failure detection as a prefill worker makes it for a decode worker of its own host (shared
 # memory), (1b) the same with peer-failure detection (UCX then leaves shared memory out), (2) one namespace with UCX_TLS=tcp,self, (3) two network namespaces
-# (tests/integration/lib/netns.sh) with UCX_TLS=tcp,self, as between hosts. Prints one line per
-# case: ours, perftest, ratio. Needs root for (3); skips it otherwise.
+# (tests/integration/lib/netns.sh, 10.78.0.0/24) with UCX_TLS=tcp,self, as between hosts. The
+# receiver places each message straight into a staging buffer as a decode worker places RECORDS in
+# the handoff's records buffer: by default one of SIZE x COUNT bytes, fresh (its pages fault in on
+# first touch, as D's per-handoff buffer does); the (1r) row reuses 4 messages' worth (perftest
+# reuses one receive buffer). Both sides wait on the UCX fd as the server's loop does (no spinning).
+# Prints one line per case: ours, perftest, ratio. Needs root for (3); skips it otherwise.
 #   usage: bench/handoff.sh [BUILD_DIR] [SIZE_BYTES] [COUNT]
 set -u
 usage="usage: bench/handoff.sh [BUILD_DIR] [SIZE_BYTES] [COUNT]  (KV handoff GB/s vs ucx_perftest; root for the namespace case)"
@@ -21,13 +25,13 @@ bh=$build/bench_handoff
 [ -x "$bh" ] || { echo "no $bh (build the bench_handoff target)"; exit 1; }
 command -v ucx_perftest >/dev/null || { echo "no ucx_perftest (apt-get install ucx-utils)"; exit 1; }
 
-# ours RUN_RECV RUN_SEND ADDR TLS [SCHEME] -> GB/s; SCHEME "shm" (one host: what a prefill worker uses when
-# D's /handoff/info names its own host) or "ucx" (peer-failure detection: no shared memory)
+# ours RUN_RECV RUN_SEND ADDR TLS [SCHEME [STAGING]] -> GB/s; SCHEME "shm" (one host: what a prefill worker
+# uses when D's /handoff/info names its own host) or "ucx" (peer-failure detection: no shared memory)
 ours() {
-    local rr=$1 rs=$2 addr=$3 tls=$4 scheme=${5:-ucx}
+    local rr=$1 rs=$2 addr=$3 tls=$4 scheme=${5:-ucx} staging=${6:-$((size * count))}
     local out
     out=$(mktemp)
-    UCX_TLS=$tls $rr "$bh" recv "$addr" >"$out" 2>/dev/null &
+    UCX_TLS=$tls $rr "$bh" recv "$addr" "$staging" >"$out" 2>/dev/null &
     local rp=$!
     sleep 1.5
     # as a prefill worker does: D's worker address from /handoff/info ("ucx_address")
@@ -52,17 +56,20 @@ row() {
 }
 echo "# bench/handoff.sh $build $size $count  ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "# messages of $size bytes x $count, 4 in flight; UCX $(ucx_info -v | sed -n 's/# Version //p')"
-row "one namespace, default TLS, shm: peer (shared memory)" "$(ours "" "" 127.0.0.1:23471 all shm)" \
+row "one namespace, default TLS, shm: peer (shared memory), fresh staging" "$(ours "" "" 127.0.0.1:23471 all shm)" \
     "$(perf "" "" 127.0.0.1 13471 all)"
+row "one namespace, default TLS, shm: peer (shared memory), reused staging" \
+    "$(ours "" "" 127.0.0.1:23475 all shm $((4 * size)))" "$(perf "" "" 127.0.0.1 13475 all)"
 row "one namespace, default TLS, ucx: peer (peer-failure detection: TCP)" "$(ours "" "" 127.0.0.1:23474 all ucx)" \
     "$(perf "" "" 127.0.0.1 13474 all)"
 row "one namespace, UCX_TLS=tcp,self" "$(ours "" "" 127.0.0.1:23472 tcp,self)" "$(perf "" "" 127.0.0.1 13472 tcp,self)"
 if [ "$(id -u)" = 0 ]; then
+    NETNS_NET=10.78.0
     . "$here/../tests/integration/lib/netns.sh"
     netns_init
     netns_add P 2
     netns_add D 3
     rp="ip netns exec ${NETNS_PFX}D" sp="ip netns exec ${NETNS_PFX}P"
-    row "two namespaces (veth + bridge), UCX_TLS=tcp,self" "$(ours "$rp" "$sp" 10.77.0.3:23473 tcp,self)" \
-        "$(perf "$rp" "$sp" 10.77.0.3 13473 tcp,self)"
+    row "two namespaces (veth + bridge), UCX_TLS=tcp,self" "$(ours "$rp" "$sp" 10.78.0.3:23473 tcp,self)" \
+        "$(perf "$rp" "$sp" 10.78.0.3 13473 tcp,self)"
 fi

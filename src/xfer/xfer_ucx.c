@@ -1,8 +1,8 @@
 /* xfer_ucx.c - see xfer_ucx.h. One ucp worker in single-thread mode, used
  * only from the owner's loop thread. Operations carry a heap xfer_op (freed
  * by their completion callback); received messages are checked in the active
- * message callback (before any allocation), completed into malloc'd buffers
- * (rendezvous: ucp_am_recv_data_nbx), queued, and handed to on_message after
+ * message callback (before any allocation), completed into the owner's
+ * placement or malloc'd buffers (rendezvous: ucp_am_recv_data_nbx), queued, and handed to on_message after
  * ucp_worker_progress returns, so the owner never runs inside UCX. Failed
  * endpoints (UCX's error callback) are marked and force-closed by the next
  * xfer_progress; their pending operations then complete with an error.
@@ -45,11 +45,13 @@ typedef struct xfer_peer {
 } xfer_peer;
 
 typedef struct xfer_rx { /* a received message waiting for its data or for delivery */
-    struct xfer_rx *next;
+    struct xfer_rx *next; /* on the delivery queue, or on the in-flight list while its data comes */
     xfer_node *n;
     xfer_frame f;
-    uint8_t *data;
+    uint8_t *data; /* malloc'd, or the owner's placement */
     bool failed;
+    bool placed; /* data is the owner's (xfer_place_fn): reported through on_placed, never freed here */
+    void *token;
 } xfer_rx;
 
 struct xfer_node {
@@ -58,6 +60,8 @@ struct xfer_node {
     ucp_listener_h lis;
     int efd;
     xfer_message_fn on_message;
+    xfer_place_fn place;
+    xfer_placed_fn on_placed;
     void *mctx;
     uint64_t max_message;
     char listen[XFER_PEER_NAME];
@@ -68,6 +72,7 @@ struct xfer_node {
     int n_acc, cap_acc;
     int pending;
     xfer_rx *rx_head, *rx_tail; /* complete, to deliver */
+    xfer_rx *rx_inflight; /* rendezvous receives not complete yet (failed at close) */
     xfer_op *done_head, *done_tail; /* completed operations, callbacks to run */
 };
 
@@ -124,10 +129,29 @@ static void rx_push(xfer_node *n, xfer_rx *rx) {
 static void rx_done(void *req, ucs_status_t st, size_t len, void *user) {
     xfer_rx *rx = user;
     (void)len;
+    for (xfer_rx **pp = &rx->n->rx_inflight; *pp; pp = &(*pp)->next)
+        if (*pp == rx) {
+            *pp = rx->next;
+            break;
+        }
     rx->n->pending--; /* counted at the receive (deliver does not count messages) */
     rx->failed = st != UCS_OK;
     rx_push(rx->n, rx);
     ucp_request_free(req);
+}
+
+/* A checked message's record and its data buffer: the owner's placement, or malloc'd. */
+static xfer_rx *rx_new(xfer_node *n, const xfer_frame *f) {
+    xfer_rx *rx = calloc(1, sizeof *rx);
+    if (!rx) return NULL;
+    rx->n = n;
+    rx->f = *f;
+    if (f->data_len && n->place && (rx->data = n->place(n->mctx, f, &rx->token))) rx->placed = true;
+    else if (f->data_len && !(rx->data = malloc(f->data_len))) {
+        free(rx);
+        return NULL;
+    }
+    return rx;
 }
 
 /* The active-message callback: checks the frame, then takes the data. */
@@ -141,14 +165,10 @@ static ucs_status_t on_am(void *arg, const void *hdr, size_t hlen, void *data, s
     if (xfer_frame_decode(hdr, hlen, len, &f, &err) ||
         (len > n->max_message &&
          cf_fail(&err, "a %zu-byte message (limit %llu)", len, (unsigned long long)n->max_message)) ||
-        !(rx = calloc(1, sizeof *rx)) || (len && !(rx->data = malloc(len)))) {
+        !(rx = rx_new(n, &f))) {
         LOG_WARN("handoff: message dropped: %s", err.msg[0] ? err.msg : "out of memory");
-        if (rx) free(rx->data);
-        free(rx);
         return UCS_OK; /* not received: UCX drops it (a rendezvous sender's request completes) */
     }
-    rx->n = n;
-    rx->f = f;
     if (!rndv) {
         if (len) memcpy(rx->data, data, len);
         rx_push(n, rx);
@@ -161,12 +181,14 @@ static ucs_status_t on_am(void *arg, const void *hdr, size_t hlen, void *data, s
     ucs_status_ptr_t r = ucp_am_recv_data_nbx(n->w, data, rx->data, len, &p);
     if (UCS_PTR_IS_ERR(r)) {
         LOG_WARN("handoff: receive failed: %s", ucs_status_string(UCS_PTR_STATUS(r)));
-        free(rx->data);
-        free(rx);
+        rx->failed = true; /* delivered as a failure (a placement hears of it) */
+        rx_push(n, rx);
     } else if (r == NULL) {
         rx_push(n, rx);
     } else {
         n->pending++;
+        rx->next = n->rx_inflight;
+        n->rx_inflight = rx;
     }
     return UCS_OK;
 }
@@ -283,7 +305,8 @@ static void deliver(xfer_node *n) {
         xfer_rx *rx = n->rx_head;
         n->rx_head = rx->next;
         if (!n->rx_head) n->rx_tail = NULL;
-        if (rx->failed) free(rx->data);
+        if (rx->placed) n->on_placed(n->mctx, &rx->f, rx->token, rx->failed ? -1 : 0);
+        else if (rx->failed) free(rx->data);
         else n->on_message(n->mctx, &rx->f, rx->data);
         free(rx);
     }
@@ -327,6 +350,8 @@ int xfer_open(const xfer_config *c, xfer_node **out, cf_err *err) {
     xfer_node *n = calloc(1, sizeof *n);
     if (!n) return cf_fail(err, "handoff: out of memory");
     n->on_message = c->on_message;
+    n->place = c->on_placed ? c->place : NULL;
+    n->on_placed = c->on_placed;
     n->mctx = c->ctx;
     n->max_message = c->max_message ? c->max_message : (uint64_t)1 << 30;
     n->efd = -1;
@@ -373,6 +398,13 @@ void xfer_close(xfer_node *n) {
     }
     if (n->pending > 0) LOG_WARN("handoff: %d transfers still pending at close", n->pending);
     ucp_worker_destroy(n->w);
+    while (n->rx_inflight) { /* the worker is gone: nothing writes into these any more */
+        xfer_rx *rx = n->rx_inflight;
+        n->rx_inflight = rx->next;
+        rx->failed = true;
+        rx_push(n, rx);
+    }
+    deliver(n);
     ucp_cleanup(n->ctx);
     free(n->addr_hex);
     free(n->accepted);
