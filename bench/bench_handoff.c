@@ -33,6 +33,7 @@ static double now_s(void) {
 typedef struct bh_state {
     uint64_t bytes, msgs;
     int ended, failed, inflight, flushed;
+    uint64_t events; /* callbacks run so far (bh_wait sleeps only when a progress call ran none) */
     uint8_t *staging; /* receiver: where data is placed (NULL: malloc per message) */
     size_t staging_bytes, staging_at;
 } bh_state;
@@ -50,6 +51,7 @@ static uint8_t *on_place(void *ctx, const xfer_frame *f, void **token) {
 
 static void on_placed(void *ctx, const xfer_frame *f, void *token, int status) {
     bh_state *s = ctx;
+    s->events++;
     const uint8_t *at = token;
     if (status || at[0] != BH_FILL || at[f->data_len / 2] != BH_FILL || at[f->data_len - 1] != BH_FILL) s->failed = 1;
     s->bytes += f->data_len;
@@ -58,6 +60,7 @@ static void on_placed(void *ctx, const xfer_frame *f, void *token, int status) {
 
 static void on_msg(void *ctx, const xfer_frame *f, uint8_t *data) {
     bh_state *s = ctx;
+    s->events++;
     s->bytes += f->data_len;
     s->msgs++;
     if (f->kind == XFER_MSG_END) s->ended = 1;
@@ -66,19 +69,25 @@ static void on_msg(void *ctx, const xfer_frame *f, uint8_t *data) {
 
 static void on_sent(void *ctx, int status) {
     bh_state *s = ctx;
+    s->events++;
     s->inflight--;
     if (status) s->failed = 1;
 }
 
 static void on_flush(void *ctx, int status) {
     bh_state *s = ctx;
+    s->events++;
     s->flushed = status ? -1 : 1;
 }
 
-/* One turn of the loop a worker runs (serve/handoff.c): progress, arm the fd, sleep on it (at most the
- * worker's 1 ms tick). Neither side spins: on a shared machine a spinning peer takes the CPU the copy needs. */
-static void bh_wait(xfer_node *n) {
+/* One turn of the loop a worker runs (serve/handoff.c): progress and arm the fd; when that ran no callback,
+ * sleep on the fd (at most the worker's 1 ms tick). A callback returns at once: the caller acts on it (a
+ * freed window slot is refilled before sleeping). Neither side spins: on a shared machine a spinning peer
+ * takes the CPU the copy needs. */
+static void bh_wait(xfer_node *n, const bh_state *s) {
+    uint64_t seen = s->events;
     xfer_progress(n);
+    if (s->events != seen) return;
     struct pollfd p = {.fd = xfer_fd(n), .events = POLLIN};
     (void)poll(&p, 1, 1);
 }
@@ -104,8 +113,8 @@ static int run_recv(const char *listen, size_t staging) {
     }
     printf("listening %s\nworker ucx:%s\n", xfer_listen_addr(n), xfer_worker_address(n));
     fflush(stdout);
-    while (!s.ended) bh_wait(n);
-    for (double t = now_s(); now_s() - t < 1.0;) bh_wait(n); /* the sender's flush completes, it leaves */
+    while (!s.ended) bh_wait(n, &s);
+    for (double t = now_s(); now_s() - t < 1.0;) bh_wait(n, &s); /* the sender's flush completes, it leaves */
     printf("received %llu bytes in %llu messages%s\n", (unsigned long long)s.bytes, (unsigned long long)s.msgs,
            s.failed ? " (some receives failed)" : "");
     xfer_close(n);
@@ -130,7 +139,7 @@ static int run_send(const char *peer, size_t size, int count, int window) {
     /* warm-up: connect and one message */
     s.inflight = 1;
     if (xfer_send(n, peer, frame, buf, size, on_sent, &s, &err)) goto fail;
-    while (s.inflight && !s.failed) bh_wait(n);
+    while (s.inflight && !s.failed) bh_wait(n, &s);
     double t0 = now_s();
     int sent = 0;
     while (sent < count && !s.failed) {
@@ -139,15 +148,15 @@ static int run_send(const char *peer, size_t size, int count, int window) {
             if (xfer_send(n, peer, frame, buf, size, on_sent, &s, &err)) goto fail;
             sent++;
         }
-        bh_wait(n);
+        bh_wait(n, &s);
     }
-    while (s.inflight && !s.failed) bh_wait(n);
+    while (s.inflight && !s.failed) bh_wait(n, &s);
     xfer_frame e = {.kind = XFER_MSG_END};
     uint8_t eframe[XFER_FRAME_BYTES];
     xfer_frame_encode(&e, eframe);
     s.inflight++;
     if (xfer_send(n, peer, eframe, NULL, 0, on_sent, &s, &err) || xfer_flush(n, peer, on_flush, &s, &err)) goto fail;
-    while (!s.flushed && !s.failed) bh_wait(n);
+    while (!s.flushed && !s.failed) bh_wait(n, &s);
     double dt = now_s() - t0;
     if (s.failed || s.flushed < 0) goto fail;
     double bytes = (double)size * count;
