@@ -22,6 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
 size=${2:-4194304}
 count=${3:-100}
+window=4 # messages in flight, ours and perftest's (-O) alike
 bh=$build/bench_handoff
 [ -x "$bh" ] || { echo "no $bh (build the bench_handoff target)"; exit 1; }
 command -v ucx_perftest >/dev/null || { echo "no ucx_perftest (apt-get install ucx-utils)"; exit 1; }
@@ -36,7 +37,7 @@ ours() {
     local rp=$!
     sleep 1.5
     # as a prefill worker does: D's worker address from /handoff/info ("ucx_address")
-    UCX_TLS=$tls $rs "$bh" send "$(sed -n "s/^worker ucx:/$scheme:/p" "$out")" "$size" "$count" 4 2>/dev/null |
+    UCX_TLS=$tls $rs "$bh" send "$(sed -n "s/^worker ucx:/$scheme:/p" "$out")" "$size" "$count" "$window" 2>/dev/null |
         sed -n 's/.* = \([0-9.]*\) GB\/s/\1/p'
     wait $rp
     rm -f "$out"
@@ -48,7 +49,7 @@ perf() {
     local rp=$!
     sleep 1
     # shellcheck disable=SC2086  # args: separate perftest options
-    UCX_TLS=$tls $rs ucx_perftest "$host" -p "$port" -t ucp_am_bw -s "$size" -n "$count" -w 10 $args 2>/dev/null |
+    UCX_TLS=$tls $rs ucx_perftest "$host" -p "$port" -t ucp_am_bw -s "$size" -n "$count" -w 10 -O "$window" $args 2>/dev/null |
         awk '/^Final:/ {printf "%.3f\n", $7 * 1048576 / 1e9}'
     wait $rp
 }
@@ -63,7 +64,7 @@ both() {
     echo "$(perf "$1" "$2" "$3" "$4" "$5" "${6:-} -E poll")" "$(perf "$1" "$2" "$3" $(($4 + 100)) "$5" "${6:-} -E sleep")"
 }
 echo "# bench/handoff.sh $build $size $count  ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
-echo "# messages of $size bytes x $count, 4 in flight; UCX $(ucx_info -v | sed -n 's/# Version //p')"
+echo "# messages of $size bytes x $count, $window in flight (perftest -O $window); UCX $(ucx_info -v | sed -n 's/# Version //p')"
 # perftest's endpoints: no error handling (shared memory) unless -e (then, as ours with peer-failure detection, TCP)
 # shellcheck disable=SC2046  # both() prints two numbers
 row "one namespace, default TLS, shm: peer (shared memory), fresh staging" "$(ours "" "" 127.0.0.1:23471 all shm)" \

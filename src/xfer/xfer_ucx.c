@@ -1,8 +1,9 @@
 /* xfer_ucx.c - see xfer_ucx.h. One ucp worker in single-thread mode, used
  * only from the owner's loop thread. Operations carry a heap xfer_op (freed
  * by their completion callback); received messages are checked in the active
- * message callback (before any allocation), completed into the owner's
- * placement or malloc'd buffers (rendezvous: ucp_am_recv_data_nbx), queued, and handed to on_message after
+ * message callback (before any allocation), queued (rendezvous messages
+ * with their descriptor: the pull into the owner's placement or a malloc'd
+ * buffer starts from deliver, in order, outside UCX), and handed to on_message after
  * ucp_worker_progress returns, so the owner never runs inside UCX. Failed
  * endpoints (UCX's error callback) are marked and force-closed by the next
  * xfer_progress; their pending operations then complete with an error.
@@ -52,6 +53,7 @@ typedef struct xfer_rx { /* a received message waiting for its data or for deliv
     bool failed;
     bool placed; /* data is the owner's (xfer_place_fn): reported through on_placed, never freed here */
     void *token;
+    void *desc; /* a rendezvous message not pulled yet: UCX's data descriptor (rx_pull) */
 } xfer_rx;
 
 struct xfer_node {
@@ -140,45 +142,25 @@ static void rx_done(void *req, ucs_status_t st, size_t len, void *user) {
     ucp_request_free(req);
 }
 
-/* A checked message's record and its data buffer: the owner's placement, or malloc'd. */
-static xfer_rx *rx_new(xfer_node *n, const xfer_frame *f) {
-    xfer_rx *rx = calloc(1, sizeof *rx);
-    if (!rx) return NULL;
-    rx->n = n;
-    rx->f = *f;
-    if (f->data_len && n->place && (rx->data = n->place(n->mctx, f, &rx->token))) rx->placed = true;
-    else if (f->data_len && !(rx->data = malloc(f->data_len))) {
+/* Starts the pull of a rendezvous message (deliver, outside UCX): into the owner's placement, decided now
+ * that every message before it has been delivered (a BEGIN is seen before its RECORDS), or a malloc'd
+ * buffer. The message is then on the in-flight list until rx_done, or queued again (done or failed). */
+static void rx_pull(xfer_node *n, xfer_rx *rx) {
+    void *desc = rx->desc;
+    size_t len = (size_t)rx->f.data_len;
+    rx->desc = NULL;
+    if (n->place && (rx->data = n->place(n->mctx, &rx->f, &rx->token))) rx->placed = true;
+    else if (!(rx->data = malloc(len))) {
+        LOG_WARN("handoff: message dropped: out of memory");
+        ucp_am_data_release(n->w, desc); /* the sender's request completes without the data */
         free(rx);
-        return NULL;
-    }
-    return rx;
-}
-
-/* The active-message callback: checks the frame, then takes the data. */
-static ucs_status_t on_am(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
-                          const ucp_am_recv_param_t *param) {
-    xfer_node *n = arg;
-    bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
-    xfer_frame f;
-    cf_err err = {0};
-    xfer_rx *rx = NULL;
-    if (xfer_frame_decode(hdr, hlen, len, &f, &err) ||
-        (len > n->max_message &&
-         cf_fail(&err, "a %zu-byte message (limit %llu)", len, (unsigned long long)n->max_message)) ||
-        !(rx = rx_new(n, &f))) {
-        LOG_WARN("handoff: message dropped: %s", err.msg[0] ? err.msg : "out of memory");
-        return UCS_OK; /* not received: UCX drops it (a rendezvous sender's request completes) */
-    }
-    if (!rndv) {
-        if (len) memcpy(rx->data, data, len);
-        rx_push(n, rx);
-        return UCS_OK;
+        return;
     }
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                                              UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
                              .cb.recv_am = rx_done,
                              .user_data = rx};
-    ucs_status_ptr_t r = ucp_am_recv_data_nbx(n->w, data, rx->data, len, &p);
+    ucs_status_ptr_t r = ucp_am_recv_data_nbx(n->w, desc, rx->data, len, &p);
     if (UCS_PTR_IS_ERR(r)) {
         LOG_WARN("handoff: receive failed: %s", ucs_status_string(UCS_PTR_STATUS(r)));
         rx->failed = true; /* delivered as a failure (a placement hears of it) */
@@ -190,7 +172,31 @@ static ucs_status_t on_am(void *arg, const void *hdr, size_t hlen, void *data, s
         rx->next = n->rx_inflight;
         n->rx_inflight = rx;
     }
-    return UCS_OK;
+}
+
+/* The active-message callback: checks the frame, then copies eager data, or queues a rendezvous
+ * message's descriptor for rx_pull (UCS_INPROGRESS keeps it valid until then). */
+static ucs_status_t on_am(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                          const ucp_am_recv_param_t *param) {
+    xfer_node *n = arg;
+    bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    xfer_frame f;
+    cf_err err = {0};
+    xfer_rx *rx = NULL;
+    if (xfer_frame_decode(hdr, hlen, len, &f, &err) ||
+        (len > n->max_message &&
+         cf_fail(&err, "a %zu-byte message (limit %llu)", len, (unsigned long long)n->max_message)) ||
+        !(rx = calloc(1, sizeof *rx)) || (!rndv && len && !(rx->data = malloc(len)))) {
+        LOG_WARN("handoff: message dropped: %s", err.msg[0] ? err.msg : "out of memory");
+        free(rx);
+        return UCS_OK; /* not received: UCX drops it (a rendezvous sender's request completes) */
+    }
+    rx->n = n;
+    rx->f = f;
+    if (rndv) rx->desc = data;
+    else if (len) memcpy(rx->data, data, len);
+    rx_push(n, rx);
+    return rndv ? UCS_INPROGRESS : UCS_OK;
 }
 
 static void mark_failed(xfer_peer *ps, int np, ucp_ep_h ep) {
@@ -305,6 +311,10 @@ static void deliver(xfer_node *n) {
         xfer_rx *rx = n->rx_head;
         n->rx_head = rx->next;
         if (!n->rx_head) n->rx_tail = NULL;
+        if (rx->desc) {
+            rx_pull(n, rx); /* queued again when done at once; else rx_done queues it */
+            continue;
+        }
         if (rx->placed) n->on_placed(n->mctx, &rx->f, rx->token, rx->failed ? -1 : 0);
         else if (rx->failed) free(rx->data);
         else n->on_message(n->mctx, &rx->f, rx->data);
