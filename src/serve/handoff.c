@@ -154,7 +154,7 @@ static void hm_on_message(void *ctx, const xfer_frame *f, uint8_t *data) {
     if (e && hd_settled(e)) hd_wake(e);
 }
 
-/* xfer's place: RECORDS of a begun handoff that fit it go straight into its records buffer. Runs inside UCX. */
+/* xfer's place: RECORDS of a begun handoff that fit it go straight into its records buffer. */
 static uint8_t *hm_place(void *ctx, const xfer_frame *f, void **token) {
     handoff_mgr *m = ctx;
     hd_entry *e = f->kind == XFER_MSG_RECORDS ? hd_find(m, f->id) : NULL;

@@ -312,7 +312,8 @@ static void deliver(xfer_node *n) {
         n->rx_head = rx->next;
         if (!n->rx_head) n->rx_tail = NULL;
         if (rx->desc) {
-            rx_pull(n, rx); /* queued again when done at once; else rx_done queues it */
+            if (n->w) rx_pull(n, rx); /* queued again when done at once; else rx_done queues it */
+            else free(rx); /* closed before it was pulled: never received, nothing placed */
             continue;
         }
         if (rx->placed) n->on_placed(n->mctx, &rx->f, rx->token, rx->failed ? -1 : 0);
@@ -402,12 +403,14 @@ void xfer_close(xfer_node *n) {
     for (int i = 0; i < n->n_peers; i++) n->peers[i].failed = true;
     for (int i = 0; i < n->n_acc; i++) n->accepted[i].failed = true;
     reap(n);
+    deliver(n); /* rendezvous messages still queued are pulled (or fail) before the worker goes */
     for (int i = 0; i < 100000 && n->pending > 0; i++) {
         ucp_worker_progress(n->w);
         deliver(n);
     }
     if (n->pending > 0) LOG_WARN("handoff: %d transfers still pending at close", n->pending);
     ucp_worker_destroy(n->w);
+    n->w = NULL;
     while (n->rx_inflight) { /* the worker is gone: nothing writes into these any more */
         xfer_rx *rx = n->rx_inflight;
         n->rx_inflight = rx->next;
