@@ -3,7 +3,10 @@
  * decode side: a table of handoffs being received (hd_entry), each filled by
  * BEGIN / RECORDS / END messages (checked by xfer_wire.h, then against this
  * worker's geometry), waited for by at most one parked job and consumed by
- * handoff_claim. Bounds: at most HD_MAX_ENTRIES handoffs and cfg.max_bytes of
+ * handoff_claim. RECORDS land straight in the entry's records buffer (xfer's
+ * placement: no per-message allocation or copy); an entry that goes away
+ * while such receives are in flight waits on the zombie list until UCX has
+ * finished with its buffer. Bounds: at most HD_MAX_ENTRIES handoffs and cfg.max_bytes of
  * records held; an unclaimed handoff is dropped after HD_TTL_FACTOR x the
  * timeout (at least HD_TTL_MIN_S). The prefill side is handoff_push.c. */
 #include <event2/keyvalq_struct.h>
@@ -55,17 +58,26 @@ static hd_entry *hd_get(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES]) {
     return e;
 }
 
+static void hd_destroy(handoff_mgr *m, hd_entry *e) {
+    if (e->records) m->held_bytes -= (int64_t)(e->begin.n_records * e->begin.record_bytes);
+    free(e->records);
+    free(e->have);
+    free(e);
+}
+
+/* Takes e out of the table; freed now, or once the receives placed into its records have finished. */
 static void hd_free(handoff_mgr *m, hd_entry *e) {
     for (hd_entry **pp = &m->entries; *pp; pp = &(*pp)->next)
         if (*pp == e) {
             *pp = e->next;
             break;
         }
-    if (e->records) m->held_bytes -= (int64_t)(e->begin.n_records * e->begin.record_bytes);
-    free(e->records);
-    free(e->have);
-    free(e);
     m->n_entries--;
+    if (e->placing == 0) return hd_destroy(m, e);
+    e->unlinked = true;
+    e->cb = NULL;
+    e->next = m->zombies;
+    m->zombies = e;
 }
 
 static bool hd_settled(const hd_entry *e) {
@@ -107,16 +119,21 @@ static void hd_begin(handoff_mgr *m, hd_entry *e, const uint8_t *data, uint64_t 
     e->begun = true;
 }
 
-static void hd_records(hd_entry *e, const xfer_frame *f, const uint8_t *data) {
-    cf_err err = {0};
-    if (!e->begun) return hd_abort(e, "records before BEGIN");
-    if (xfer_records_check(f, &e->begin, &err)) return hd_abort(e, err.msg);
-    memcpy(e->records + (uint64_t)f->seq * e->begin.record_bytes, data, (size_t)f->data_len);
+static void hd_mark(hd_entry *e, const xfer_frame *f) {
     for (uint32_t i = f->seq; i < f->seq + f->count; i++)
         if (!e->have[i]) {
             e->have[i] = 1;
             e->n_have++;
         }
+}
+
+/* RECORDS that were not placed (they came before BEGIN, or do not fit it): checked, copied in. */
+static void hd_records(hd_entry *e, const xfer_frame *f, const uint8_t *data) {
+    cf_err err = {0};
+    if (!e->begun) return hd_abort(e, "records before BEGIN");
+    if (xfer_records_check(f, &e->begin, &err)) return hd_abort(e, err.msg);
+    memcpy(e->records + (uint64_t)f->seq * e->begin.record_bytes, data, (size_t)f->data_len);
+    hd_mark(e, f);
 }
 
 /* xfer's on_message: one checked frame (data owned here). */
@@ -135,6 +152,36 @@ static void hm_on_message(void *ctx, const xfer_frame *f, uint8_t *data) {
     }
     free(data);
     if (e && hd_settled(e)) hd_wake(e);
+}
+
+/* xfer's place: RECORDS of a begun handoff that fit it go straight into its records buffer. */
+static uint8_t *hm_place(void *ctx, const xfer_frame *f, void **token) {
+    handoff_mgr *m = ctx;
+    hd_entry *e = f->kind == XFER_MSG_RECORDS ? hd_find(m, f->id) : NULL;
+    cf_err err = {0};
+    if (!e || e->aborted || !e->begun || !e->records || xfer_records_check(f, &e->begin, &err)) return NULL;
+    e->placing++;
+    *token = e;
+    return e->records + (uint64_t)f->seq * e->begin.record_bytes;
+}
+
+static void hm_on_placed(void *ctx, const xfer_frame *f, void *token, int status) {
+    handoff_mgr *m = ctx;
+    hd_entry *e = token;
+    e->placing--;
+    if (e->unlinked) {
+        if (e->placing > 0) return;
+        for (hd_entry **pp = &m->zombies; *pp; pp = &(*pp)->next)
+            if (*pp == e) {
+                *pp = e->next;
+                break;
+            }
+        return hd_destroy(m, e);
+    }
+    if (e->aborted) return;
+    if (status) hd_abort(e, "a records transfer failed");
+    else hd_mark(e, f);
+    if (hd_settled(e)) hd_wake(e);
 }
 
 /* Expires parked waits and unclaimed handoffs; true while a job is parked. */
@@ -188,6 +235,8 @@ static int hm_open_node(handoff_mgr *m, cf_err *err) {
     xfer_config xc = {.listen = m->cfg.role == HANDOFF_ROLE_PREFILL ? NULL : l,
                       .max_message = (uint64_t)m->cfg.max_bytes,
                       .on_message = hm_on_message,
+                      .place = hm_place,
+                      .on_placed = hm_on_placed,
                       .ctx = m};
     if (xfer_open(&xc, &m->node, err)) return -1;
     m->ev_fd = event_new(m->base, xfer_fd(m->node), EV_READ | EV_PERSIST, hm_on_fd, m);
@@ -218,12 +267,13 @@ int handoff_open(const handoff_config *c, struct event_base *base, cinfer_engine
 void handoff_close(handoff_mgr *m) {
     if (!m) return;
     hp_close_all(m);
+    if (m->ev_fd) event_free(m->ev_fd);
+    xfer_close(m->node); /* reports every placed receive: no zombie is left after it */
+    m->node = NULL;
     while (m->entries) {
         hd_wake(m->entries); /* a parked job is served without its handoff */
         if (m->entries) hd_free(m, m->entries);
     }
-    if (m->ev_fd) event_free(m->ev_fd);
-    xfer_close(m->node);
     if (m->ev_tick) event_free(m->ev_tick);
     free(m);
 }
@@ -297,10 +347,14 @@ void handoff_claim(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES], gen_job *g) 
     while (e->begun && k < e->begin.n_records && e->have[k]) k++; /* the contiguous head that arrived */
     if (e->begun && !e->aborted && k > 0 && e->begin.prompt_tokens == (uint32_t)g->n_prompt &&
         !memcmp(e->begin.salt_digest, salt, XFER_DIGEST_BYTES) && !g->kv_import) {
-        g->kv_import = e->records; /* moved: the engine verifies each record against this prompt */
-        g->n_kv_import = (int32_t)k;
-        m->held_bytes -= (int64_t)(e->begin.n_records * e->begin.record_bytes);
-        e->records = NULL;
+        if (e->placing == 0) { /* moved: the engine verifies each record against this prompt */
+            g->kv_import = e->records;
+            m->held_bytes -= (int64_t)(e->begin.n_records * e->begin.record_bytes);
+            e->records = NULL;
+        } else if ((g->kv_import = malloc((size_t)k * e->begin.record_bytes))) { /* UCX still writes past them */
+            memcpy(g->kv_import, e->records, (size_t)k * e->begin.record_bytes);
+        }
+        g->n_kv_import = g->kv_import ? (int32_t)k : 0;
     } else if (e->begun && !e->aborted && k > 0) {
         char hex[2 * XFER_ID_BYTES + 1];
         xfer_id_hex(id, hex);

@@ -17,6 +17,8 @@ typedef struct hd_entry {
     uint8_t *records; /* begin.n_records * record_bytes */
     uint8_t *have; /* per record: arrived */
     uint32_t n_have, n_end; /* records arrived; END's total */
+    int32_t placing; /* RECORDS being received straight into records (xfer_place_fn) */
+    bool unlinked; /* claimed or expired while placing: on handoff_mgr.zombies until placing is 0 */
     double created;
     handoff_ready_fn cb; /* a parked job, or NULL */
     void *cb_ctx;
@@ -52,6 +54,7 @@ struct handoff_mgr {
     size_t record_bytes;
     int32_t block_tokens;
     hd_entry *entries;
+    hd_entry *zombies; /* unlinked entries whose records UCX is still writing into */
     int64_t held_bytes;
     int32_t n_entries;
     struct handoff_push *pushes;

@@ -1,8 +1,9 @@
 /* xfer_ucx.c - see xfer_ucx.h. One ucp worker in single-thread mode, used
  * only from the owner's loop thread. Operations carry a heap xfer_op (freed
  * by their completion callback); received messages are checked in the active
- * message callback (before any allocation), completed into malloc'd buffers
- * (rendezvous: ucp_am_recv_data_nbx), queued, and handed to on_message after
+ * message callback (before any allocation), queued (rendezvous messages
+ * with their descriptor: the pull into the owner's placement or a malloc'd
+ * buffer starts from deliver, in order, outside UCX), and handed to on_message after
  * ucp_worker_progress returns, so the owner never runs inside UCX. Failed
  * endpoints (UCX's error callback) are marked and force-closed by the next
  * xfer_progress; their pending operations then complete with an error.
@@ -45,11 +46,14 @@ typedef struct xfer_peer {
 } xfer_peer;
 
 typedef struct xfer_rx { /* a received message waiting for its data or for delivery */
-    struct xfer_rx *next;
+    struct xfer_rx *next; /* on the delivery queue, or on the in-flight list while its data comes */
     xfer_node *n;
     xfer_frame f;
-    uint8_t *data;
+    uint8_t *data; /* malloc'd, or the owner's placement */
     bool failed;
+    bool placed; /* data is the owner's (xfer_place_fn): reported through on_placed, never freed here */
+    void *token;
+    void *desc; /* a rendezvous message not pulled yet: UCX's data descriptor (rx_pull) */
 } xfer_rx;
 
 struct xfer_node {
@@ -58,6 +62,8 @@ struct xfer_node {
     ucp_listener_h lis;
     int efd;
     xfer_message_fn on_message;
+    xfer_place_fn place;
+    xfer_placed_fn on_placed;
     void *mctx;
     uint64_t max_message;
     char listen[XFER_PEER_NAME];
@@ -68,6 +74,7 @@ struct xfer_node {
     int n_acc, cap_acc;
     int pending;
     xfer_rx *rx_head, *rx_tail; /* complete, to deliver */
+    xfer_rx *rx_inflight; /* rendezvous receives not complete yet (failed at close) */
     xfer_op *done_head, *done_tail; /* completed operations, callbacks to run */
 };
 
@@ -124,13 +131,51 @@ static void rx_push(xfer_node *n, xfer_rx *rx) {
 static void rx_done(void *req, ucs_status_t st, size_t len, void *user) {
     xfer_rx *rx = user;
     (void)len;
+    for (xfer_rx **pp = &rx->n->rx_inflight; *pp; pp = &(*pp)->next)
+        if (*pp == rx) {
+            *pp = rx->next;
+            break;
+        }
     rx->n->pending--; /* counted at the receive (deliver does not count messages) */
     rx->failed = st != UCS_OK;
     rx_push(rx->n, rx);
     ucp_request_free(req);
 }
 
-/* The active-message callback: checks the frame, then takes the data. */
+/* Starts the pull of a rendezvous message (deliver, outside UCX): into the owner's placement, decided now
+ * that every message before it has been delivered (a BEGIN is seen before its RECORDS), or a malloc'd
+ * buffer. The message is then on the in-flight list until rx_done, or queued again (done or failed). */
+static void rx_pull(xfer_node *n, xfer_rx *rx) {
+    void *desc = rx->desc;
+    size_t len = (size_t)rx->f.data_len;
+    rx->desc = NULL;
+    if (n->place && (rx->data = n->place(n->mctx, &rx->f, &rx->token))) rx->placed = true;
+    else if (!(rx->data = malloc(len))) {
+        LOG_WARN("handoff: message dropped: out of memory");
+        ucp_am_data_release(n->w, desc); /* the sender's request completes without the data */
+        free(rx);
+        return;
+    }
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                                             UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+                             .cb.recv_am = rx_done,
+                             .user_data = rx};
+    ucs_status_ptr_t r = ucp_am_recv_data_nbx(n->w, desc, rx->data, len, &p);
+    if (UCS_PTR_IS_ERR(r)) {
+        LOG_WARN("handoff: receive failed: %s", ucs_status_string(UCS_PTR_STATUS(r)));
+        rx->failed = true; /* delivered as a failure (a placement hears of it) */
+        rx_push(n, rx);
+    } else if (r == NULL) {
+        rx_push(n, rx);
+    } else {
+        n->pending++;
+        rx->next = n->rx_inflight;
+        n->rx_inflight = rx;
+    }
+}
+
+/* The active-message callback: checks the frame, then copies eager data, or queues a rendezvous
+ * message's descriptor for rx_pull (UCS_INPROGRESS keeps it valid until then). */
 static ucs_status_t on_am(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                           const ucp_am_recv_param_t *param) {
     xfer_node *n = arg;
@@ -141,34 +186,17 @@ static ucs_status_t on_am(void *arg, const void *hdr, size_t hlen, void *data, s
     if (xfer_frame_decode(hdr, hlen, len, &f, &err) ||
         (len > n->max_message &&
          cf_fail(&err, "a %zu-byte message (limit %llu)", len, (unsigned long long)n->max_message)) ||
-        !(rx = calloc(1, sizeof *rx)) || (len && !(rx->data = malloc(len)))) {
+        !(rx = calloc(1, sizeof *rx)) || (!rndv && len && !(rx->data = malloc(len)))) {
         LOG_WARN("handoff: message dropped: %s", err.msg[0] ? err.msg : "out of memory");
-        if (rx) free(rx->data);
         free(rx);
         return UCS_OK; /* not received: UCX drops it (a rendezvous sender's request completes) */
     }
     rx->n = n;
     rx->f = f;
-    if (!rndv) {
-        if (len) memcpy(rx->data, data, len);
-        rx_push(n, rx);
-        return UCS_OK;
-    }
-    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                                             UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
-                             .cb.recv_am = rx_done,
-                             .user_data = rx};
-    ucs_status_ptr_t r = ucp_am_recv_data_nbx(n->w, data, rx->data, len, &p);
-    if (UCS_PTR_IS_ERR(r)) {
-        LOG_WARN("handoff: receive failed: %s", ucs_status_string(UCS_PTR_STATUS(r)));
-        free(rx->data);
-        free(rx);
-    } else if (r == NULL) {
-        rx_push(n, rx);
-    } else {
-        n->pending++;
-    }
-    return UCS_OK;
+    if (rndv) rx->desc = data;
+    else if (len) memcpy(rx->data, data, len);
+    rx_push(n, rx);
+    return rndv ? UCS_INPROGRESS : UCS_OK;
 }
 
 static void mark_failed(xfer_peer *ps, int np, ucp_ep_h ep) {
@@ -283,7 +311,13 @@ static void deliver(xfer_node *n) {
         xfer_rx *rx = n->rx_head;
         n->rx_head = rx->next;
         if (!n->rx_head) n->rx_tail = NULL;
-        if (rx->failed) free(rx->data);
+        if (rx->desc) {
+            if (n->w) rx_pull(n, rx); /* queued again when done at once; else rx_done queues it */
+            else free(rx); /* closed before it was pulled: never received, nothing placed */
+            continue;
+        }
+        if (rx->placed) n->on_placed(n->mctx, &rx->f, rx->token, rx->failed ? -1 : 0);
+        else if (rx->failed) free(rx->data);
         else n->on_message(n->mctx, &rx->f, rx->data);
         free(rx);
     }
@@ -327,6 +361,8 @@ int xfer_open(const xfer_config *c, xfer_node **out, cf_err *err) {
     xfer_node *n = calloc(1, sizeof *n);
     if (!n) return cf_fail(err, "handoff: out of memory");
     n->on_message = c->on_message;
+    n->place = c->on_placed ? c->place : NULL;
+    n->on_placed = c->on_placed;
     n->mctx = c->ctx;
     n->max_message = c->max_message ? c->max_message : (uint64_t)1 << 30;
     n->efd = -1;
@@ -367,12 +403,21 @@ void xfer_close(xfer_node *n) {
     for (int i = 0; i < n->n_peers; i++) n->peers[i].failed = true;
     for (int i = 0; i < n->n_acc; i++) n->accepted[i].failed = true;
     reap(n);
+    deliver(n); /* rendezvous messages still queued are pulled (or fail) before the worker goes */
     for (int i = 0; i < 100000 && n->pending > 0; i++) {
         ucp_worker_progress(n->w);
         deliver(n);
     }
     if (n->pending > 0) LOG_WARN("handoff: %d transfers still pending at close", n->pending);
     ucp_worker_destroy(n->w);
+    n->w = NULL;
+    while (n->rx_inflight) { /* the worker is gone: nothing writes into these any more */
+        xfer_rx *rx = n->rx_inflight;
+        n->rx_inflight = rx->next;
+        rx->failed = true;
+        rx_push(n, rx);
+    }
+    deliver(n);
     ucp_cleanup(n->ctx);
     free(n->addr_hex);
     free(n->accepted);

@@ -21,7 +21,11 @@
  * Messages are an XFER_FRAME_BYTES frame header (xfer_wire.h) plus data. The
  * receiver checks the frame before allocating anything and refuses data
  * larger than max_message. Received messages reach on_message in the loop
- * thread with the data in a malloc'd buffer the callee owns.
+ * thread with the data in a malloc'd buffer the callee owns, unless the owner
+ * places them: its place callback (optional) names where a rendezvous
+ * message's data lands (the decode worker's per-handoff staging buffer), the
+ * data is pulled there directly (no allocation, no copy) and on_placed
+ * reports the outcome.
  *
  * Ownership: a send's frame and data must stay valid until its callback
  * (which always comes, from xfer_progress or xfer_close, never from inside
@@ -43,10 +47,21 @@ typedef void (*xfer_message_fn)(void *ctx, const xfer_frame *f, uint8_t *data);
 /* status: 0 done, -1 failed (peer unreachable, connection lost, closed) */
 typedef void (*xfer_done_fn)(void *ctx, int status);
 
+/* Where a checked rendezvous message's data (f->data_len > 0 bytes: large messages; small ones are copied
+ * and go to on_message) lands, or NULL: xfer mallocs it and on_message gets it. Called from xfer_progress /
+ * xfer_poll outside UCX, after every message received before this one was delivered. Memory it names must
+ * stay valid until on_placed for that message, which always comes from a later progress call (or from
+ * xfer_close); *token is handed back there. */
+typedef uint8_t *(*xfer_place_fn)(void *ctx, const xfer_frame *f, void **token);
+/* A placed message: status 0, its data is in place; -1, the receive failed (the bytes there are undefined). */
+typedef void (*xfer_placed_fn)(void *ctx, const xfer_frame *f, void *token, int status);
+
 typedef struct xfer_config {
     const char *listen; /* "host:port" to accept handoffs on (port 0: any), or NULL: send only */
     uint64_t max_message; /* largest data part accepted (0: 1 GiB) */
     xfer_message_fn on_message;
+    xfer_place_fn place; /* optional; with on_placed */
+    xfer_placed_fn on_placed;
     void *ctx;
 } xfer_config;
 

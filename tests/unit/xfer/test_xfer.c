@@ -13,8 +13,14 @@
  *    magic is dropped by the receiver (never delivered); a message over the
  *    receiver's limit is dropped; a send to a port nobody listens on completes
  *    with an error (callback -1), never hangs;
+ *  - placement (xfer_place_fn): a rendezvous RECORDS (1 MiB) the owner places
+ *    lands in its buffer intact, over shared memory and the listener,
+ *    reported through on_placed (never on_message); the place callback sees
+ *    only rendezvous messages, after the BEGIN sent before them was
+ *    delivered; an eager one (64 bytes) reaches on_message;
  *  - host identity (xfer_host.h): the host id is stable and well formed; this
  *    process is alive; a reaped child and a wrong start time are not. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -132,6 +138,81 @@ static void send_all(xfer_node *s, xfer_node *d, rx *r, const char *peer) {
     r->data_ok = 0;
 }
 
+typedef struct placer {
+    uint8_t *dest; /* BIG bytes: where the 1 MiB RECORDS goes */
+    int placed_ok, placed_bad, offered, begins, eager_ok, eager_big;
+} placer;
+
+static uint8_t *place_records(void *ctx, const xfer_frame *f, void **token) {
+    placer *p = ctx;
+    p->offered++;
+    *token = p;
+    if (f->kind != XFER_MSG_RECORDS || f->data_len != BIG || p->begins != p->offered) p->placed_bad++;
+    return f->data_len == BIG ? p->dest : NULL;
+}
+
+static void on_placed(void *ctx, const xfer_frame *f, void *token, int status) {
+    placer *p = ctx;
+    bool ok =
+        token == p && status == 0 && f->kind == XFER_MSG_RECORDS && f->data_len == BIG && !memcmp(p->dest, g_big, BIG);
+    if (ok) p->placed_ok++;
+    else p->placed_bad++;
+}
+
+static void on_msg_placer(void *ctx, const xfer_frame *f, uint8_t *data) {
+    placer *p = ctx;
+    if (f->kind == XFER_MSG_BEGIN) p->begins++;
+    else if (f->kind == XFER_MSG_RECORDS && f->data_len == 64 && !memcmp(data, g_big, 64)) p->eager_ok++;
+    else if (f->kind == XFER_MSG_RECORDS && f->data_len == BIG && !memcmp(data, g_big, BIG)) p->eager_big++;
+    else p->placed_bad++; /* a placed message must not come here */
+    free(data);
+}
+
+/* A receiver that places RECORDS in its own buffer, reached as "shm:" and through its listener. */
+static void test_place(xfer_node *s) {
+    placer pl = {.dest = calloc(1, BIG)};
+    xfer_node *p = NULL;
+    cf_err err = {0};
+    xfer_config pc = {.listen = "127.0.0.1:0",
+                      .max_message = 2 * BIG,
+                      .on_message = on_msg_placer,
+                      .place = place_records,
+                      .on_placed = on_placed,
+                      .ctx = &pl};
+    CHECK(pl.dest && xfer_open(&pc, &p, &err) == 0);
+    if (!p || !pl.dest) {
+        xfer_close(p);
+        free(pl.dest);
+        return;
+    }
+    char shm[2 * 4096 + 8], listen[128];
+    snprintf(shm, sizeof shm, "shm:%s", xfer_worker_address(p));
+    snprintf(listen, sizeof listen, "%s", xfer_listen_addr(p));
+    const char *peers[2] = {shm, listen};
+    for (int k = 0; k < 2; k++) {
+        uint8_t fb[XFER_FRAME_BYTES], fs[XFER_FRAME_BYTES], begin[XFER_BEGIN_BYTES] = {0};
+        xfer_frame_encode(&(xfer_frame){.kind = XFER_MSG_RECORDS, .count = 1, .data_len = BIG}, fb);
+        xfer_frame_encode(&(xfer_frame){.kind = XFER_MSG_RECORDS, .count = 1, .data_len = 64}, fs);
+        uint8_t fbegin[XFER_FRAME_BYTES];
+        xfer_frame_encode(&(xfer_frame){.kind = XFER_MSG_BEGIN, .data_len = XFER_BEGIN_BYTES}, fbegin);
+        memset(pl.dest, 0, BIG);
+        int d1 = 0, d2 = 0, d3 = 0, fl = 0, ok0 = pl.placed_ok + pl.eager_big, eager0 = pl.eager_ok;
+        CHECK(xfer_send(s, peers[k], fbegin, begin, sizeof begin, on_done, &d1, &err) == 0);
+        CHECK(xfer_send(s, peers[k], fb, g_big, BIG, on_done, &d2, &err) == 0);
+        CHECK(xfer_send(s, peers[k], fs, g_big, 64, on_done, &d3, &err) == 0);
+        CHECK(xfer_flush(s, peers[k], on_done, &fl, &err) == 0);
+        pump(s, p, &fl, 1);
+        for (int i = 0; i < 200 && (pl.placed_ok + pl.eager_big < ok0 + 1 || pl.eager_ok < eager0 + 1); i++)
+            pump(s, p, NULL, 0);
+        CHECK(d1 == 1 && d2 == 1 && d3 == 1 && fl == 1);
+        CHECK(pl.placed_ok + pl.eager_big == ok0 + 1 && pl.eager_ok == eager0 + 1); /* once, by either path */
+        if (k == 0) CHECK(pl.placed_ok == 1); /* shared memory: 1 MiB goes by rendezvous, placed */
+    }
+    CHECK(pl.placed_bad == 0 && pl.offered == pl.placed_ok && pl.begins == 2);
+    xfer_close(p);
+    free(pl.dest);
+}
+
 static void test_host(void) {
     char a[XFER_HOST_ID_MAX], b[XFER_HOST_ID_MAX];
     CHECK(xfer_host_id(a, sizeof a) == 0);
@@ -189,6 +270,7 @@ int main(void) {
     snprintf(shm, sizeof shm, "shm:%s", xfer_worker_address(d));
     send_all(s, d, &r, shm);
     flush_idle(s, d, shm);
+    test_place(s);
     /* over the receiver's limit: dropped, never delivered */
     uint8_t *huge = calloc(1, 3 * BIG);
     uint8_t fh[XFER_FRAME_BYTES];
