@@ -314,7 +314,11 @@ class TestExpertParallel(Identity, unittest.TestCase):
 @unittest.skipIf(NETNS_HOSTS, "single-host suite")
 class TestDeepseek4(unittest.TestCase):
     """An mkmodel deepseek4 (a hash-routed first layer, score layers, a shared expert, clamped SwiGLU)
-    through 2 ranks, rebalancing live: the single-process outputs, batched and with prefix hits."""
+    through 2 ranks, rebalancing live, and 4: the single-process outputs, batched and with prefix hits;
+    each rank holds only its placement's routed experts (hash layer included), and a rebalance moves
+    expert weights between ranks."""
+    EXPERT_BYTES = 3 * 64 * 32 * 4  # gate, up, down of one expert: f32 [64 -> 32], [32 -> 64]
+    N_EXPERTS = 3 * 8  # 3 MoE blocks x 8 routed experts
 
     @classmethod
     def setUpClass(cls):
@@ -328,33 +332,53 @@ class TestDeepseek4(unittest.TestCase):
                         "--expert-ffn", "32", "--shared-experts", "1", "--hash-layers", "1", "--swiglu-limit", "10",
                         "--ctx", "1024", "--vocab-from", MODEL, "--dtype", "f32", "--seed", "3", cls.model],
                        check=True, capture_output=True)
+        # a shared prefix over one 128-token block, so the second pass hits the prefix cache (exact resumption)
+        cls.prompts = [PREFIX * 8 + p for p in PROMPTS]
+        srv = Server(*(OPTS[4:] + ["--swa-replay", "off"]), model=cls.model, ctx=512)
+        try:
+            cls.ref = [t for t, _ in run_all([srv.url], cls.prompts)]
+        finally:
+            srv.stop()
 
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def test_two_ranks_rebalancing(self):
-        # a shared prefix over one 128-token block, so the second pass hits the prefix cache (exact resumption)
-        prompts = [PREFIX * 8 + p for p in PROMPTS]
-        srv = Server(*(OPTS[4:] + ["--swa-replay", "off"]), model=self.model, ctx=512)
+    def run_job(self, n, *args):
+        job = EpJob(n, "--swa-replay", "off", *args, model=self.model)
         try:
-            ref = [t for t, _ in run_all([srv.url], prompts)]
-        finally:
-            srv.stop()
-        job = EpJob(2, "--ep-redundant", "2", "--ep-rebalance", "4", "--swa-replay", "off", "--ep-micro-batches", "2",
-                    model=self.model)
-        try:
-            first = run_all(job.urls, prompts)
-            again = run_all(job.urls, prompts)
-            m = job.metrics(0)
+            first = run_all(job.urls, self.prompts)
+            again = run_all(job.urls, self.prompts)
+            ms = [job.metrics(r) for r in range(n)]
         finally:
             rc = job.stop()
-        self.assertEqual([t for t, _ in first], ref)
-        self.assertEqual([t for t, _ in again], ref)
+        self.assertEqual([t for t, _ in first], self.ref)
+        self.assertEqual([t for t, _ in again], self.ref)
         self.assertTrue(any(c > 0 for _, c in again), again)
         self.assertEqual(rc, 0, job.text()[-2000:])
-        self.assertGreater(metric(m, "cinfer_ep_rows_computed_total"), 0)
-        self.assertGreater(metric(m, "cinfer_ep_rebalances_total"), 0)
+        self.assertGreater(metric(ms[0], "cinfer_ep_rows_computed_total"), 0)
+        return ms
+
+    def test_four_ranks_partitioned(self):
+        ms = self.run_job(4)
+        for m in ms:  # exactly 1/4 of the routed experts and of their bytes on every rank
+            self.assertEqual(metric(m, "cinfer_ep_experts_held"), self.N_EXPERTS / 4)
+            self.assertEqual(metric(m, "cinfer_ep_expert_bytes"), self.EXPERT_BYTES * self.N_EXPERTS / 4)
+            self.assertEqual(metric(m, "cinfer_ep_weight_loads_total"), 0)
+
+    def test_two_ranks_rebalancing(self):
+        ms = self.run_job(2, "--ep-redundant", "2", "--ep-rebalance", "4", "--ep-micro-batches", "2")
+        self.assertGreater(metric(ms[0], "cinfer_ep_rebalances_total"), 0)
+        # each rank holds its 5 slots' experts per block (a replica placed twice on one rank once), with
+        # their bytes; the experts a plan moved were loaded in the background and the old ones freed
+        for r, m in enumerate(ms):
+            held = metric(m, "cinfer_ep_experts_held")
+            self.assertTrue(12 <= held <= 15, (r, held))
+            self.assertEqual(metric(m, "cinfer_ep_expert_bytes"), held * self.EXPERT_BYTES)
+            self.assertEqual(metric(m, "cinfer_ep_weight_load_bytes_total"),
+                             metric(m, "cinfer_ep_weight_loads_total") * self.EXPERT_BYTES)
+        self.assertGreater(sum(metric(m, "cinfer_ep_weight_loads_total") for m in ms), 0)
+        self.assertGreater(sum(metric(m, "cinfer_ep_experts_held") for m in ms), self.N_EXPERTS)  # replicas
 
 
 @unittest.skipIf(NETNS_HOSTS, "single-host suite")
