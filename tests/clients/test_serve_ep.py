@@ -380,6 +380,43 @@ class TestDeepseek4(unittest.TestCase):
         self.assertGreater(sum(metric(m, "cinfer_ep_weight_loads_total") for m in ms), 0)
         self.assertGreater(sum(metric(m, "cinfer_ep_experts_held") for m in ms), self.N_EXPERTS)  # replicas
 
+    def test_peer_weight_moves(self):
+        """--ep-weight-source peer: the moved experts' bytes come from the ranks holding them by MPI
+        point-to-point (checksummed), never from the receiver's file; outputs stay identical."""
+        ms = self.run_job(2, "--ep-redundant", "2", "--ep-rebalance", "4", "--ep-weight-source", "peer")
+        self.assertGreater(metric(ms[0], "cinfer_ep_rebalances_total"), 0)
+        loads = [metric(m, "cinfer_ep_weight_loads_total") for m in ms]
+        got = [metric(m, "cinfer_ep_weight_peer_bytes_total", 'dir="in"') for m in ms]
+        sent = [metric(m, "cinfer_ep_weight_peer_bytes_total", 'dir="out"') for m in ms]
+        self.assertGreater(sum(loads), 0)
+        # every expert a rank loaded arrived from the other rank: its raw bytes (f32: the resident bytes too)
+        self.assertEqual(got, [n * self.EXPERT_BYTES for n in loads])
+        self.assertEqual(sent, list(reversed(got)))
+        for m in ms:
+            self.assertEqual(metric(m, "cinfer_ep_weight_load_bytes_total"),
+                             metric(m, "cinfer_ep_weight_loads_total") * self.EXPERT_BYTES)
+            self.assertEqual(metric(m, "cinfer_ep_expert_bytes"), metric(m, "cinfer_ep_experts_held") *
+                             self.EXPERT_BYTES)
+
+    def test_layout_mismatch_fails_fast(self):
+        """Ranks started with different layout options: the job fails within seconds, naming the option."""
+        base = free_base(2)
+        common = [BIN, "serve", self.model, "--ep", "--port", str(base)] + OPTS + ["--swa-replay", "off"]
+        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-n", "1"] + common + ["--ep-weight-source", "peer"]
+        cmd += [":", "-n", "1"] + common + ["--ep-weight-source", "file"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        _live.append(proc)
+        try:
+            out, _ = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            self.fail("a layout mismatch did not end the job: " + out[-2000:])
+        self.assertNotEqual(proc.returncode, 0, out[-2000:])
+        self.assertIn("the ranks disagree on --ep-weight-source", out)
+        self.assertNotIn("listening on", out)
+
 
 @unittest.skipIf(NETNS_HOSTS, "single-host suite")
 class TestFront(unittest.TestCase):

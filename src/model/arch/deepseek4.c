@@ -278,4 +278,7 @@ const model_arch model_arch_deepseek4 = {
     .expert_acquire = ds4_expert_acquire,
     .expert_release = ds4_expert_release,
     .expert_resident = ds4_expert_resident,
+    .expert_raw_size = ds4_expert_raw_size,
+    .expert_read_raw = ds4_expert_read_raw,
+    .expert_acquire_raw = ds4_expert_acquire_raw,
 };

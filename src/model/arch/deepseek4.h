@@ -100,6 +100,12 @@ void ds4_release_routed(model *m, ds4_layer *L);
 int ds4_expert_acquire(model *m, int32_t layer, int32_t expert, cf_err *err);
 void ds4_expert_release(model *m, int32_t layer, int32_t expert);
 bool ds4_expert_resident(const model *m, int32_t layer, int32_t expert);
+/* An expert's file bytes (gate, up, down slices back to back), read from
+ * this process's file mapping or made resident from another's (model.h
+ * model_expert_raw_size). */
+size_t ds4_expert_raw_size(const model *m, int32_t layer);
+int ds4_expert_read_raw(const model *m, int32_t layer, int32_t expert, void *dst, size_t n, cf_err *err);
+int ds4_expert_acquire_raw(model *m, int32_t layer, int32_t expert, const void *raw, size_t n, cf_err *err);
 
 /* KV of one layer (deepseek4.c; docs/deepseek4.md "KV"): the per-token
  * state a sequence keeps for its last positions (main layers: on its window

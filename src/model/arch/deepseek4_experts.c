@@ -73,32 +73,44 @@ static const gguf_tensor *find_stack(model *m, int il, const char *part, int64_t
     return t;
 }
 
-/* Prepares matrix `part` of expert e into a buffer of the expert's own (or
- * in place when the kernels read the slice as it is). */
-static int prep_own(model *m, ds4_layer *L, int part, int32_t e, cf_err *err) {
+/* Prepares matrix `part` of expert e from src (raw: bytes another process
+ * sent, else the slice in the file mapping) into a buffer of the expert's
+ * own; a slice the kernels read as it is stays in place in the file
+ * mapping, or is copied into its own buffer when it came raw. */
+static int prep_own(model *m, ds4_layer *L, int part, int32_t e, const char *src, bool raw, cf_err *err) {
     const gguf_tensor *t = L->exps[part];
     ds4_expert_mem *em = &L->emem[e];
     int64_t in = t->ne[0], out = t->ne[1];
-    const char *src = slice_of(t, e);
     kern_weight *w = matrix_of(L, part, e);
-    size_t packed = kern_weight_packed_size((dtype)t->type, out, in);
-    if (!packed) { /* the kernels read the slice in place */
-        em->bytes += slice_bytes(t);
+    size_t packed = kern_weight_packed_size((dtype)t->type, out, in), slice = slice_bytes(t);
+    if (!packed && !raw) { /* the kernels read the slice in place */
+        em->bytes += slice;
         return kern_weight_prepare_into(w, (dtype)t->type, src, out, in, NULL, false, err);
     }
-    if (!(em->buf[part] = ebuf_alloc(packed))) return cf_fail(err, "out of memory for %s", t->name);
-    em->buf_len[part] = packed;
-    em->bytes += packed;
+    size_t len = packed ? packed : slice;
+    if (!(em->buf[part] = ebuf_alloc(len))) return cf_fail(err, "out of memory for %s", t->name);
+    em->buf_len[part] = len;
+    em->bytes += len;
+    if (!packed) { /* a raw slice read in place: its own copy */
+        memcpy(em->buf[part], src, slice);
+        return kern_weight_prepare_into(w, (dtype)t->type, em->buf[part], out, in, NULL, false, err);
+    }
     if (kern_weight_prepare_into(w, (dtype)t->type, src, out, in, em->buf[part], false, err)) return -1;
     w->data = NULL;
-    gguf_release_range(m->gguf, src, slice_bytes(t));
+    if (!raw) gguf_release_range(m->gguf, src, slice);
     return 0;
 }
 
-static int prep_expert(model *m, ds4_layer *L, int32_t e, cf_err *err) {
+/* Expert e's matrices from the file mapping (raw NULL) or from raw: its
+ * gate, up and down slices back to back (ds4_expert_read_raw's layout). */
+static int prep_expert(model *m, ds4_layer *L, int32_t e, const char *raw, cf_err *err) {
     L->emem[e].bytes = 0;
-    for (int part = 0; part < 3; part++)
-        if (prep_own(m, L, part, e, err)) return cf_prefix(err, "tensor %s (expert %d)", L->exps[part]->name, e);
+    for (int part = 0; part < 3; part++) {
+        const char *src = raw ? raw : slice_of(L->exps[part], e);
+        if (prep_own(m, L, part, e, src, raw != NULL, err))
+            return cf_prefix(err, "tensor %s (expert %d)", L->exps[part]->name, e);
+        if (raw) raw += slice_bytes(L->exps[part]);
+    }
     return 0;
 }
 
@@ -151,7 +163,7 @@ int ds4_load_routed(model *m, int il, ds4_layer *L, uint64_t *routed, cf_err *er
         if (!(L->emem = calloc((size_t)ne, sizeof *L->emem))) return cf_fail(err, "out of memory");
         for (int32_t e = 0; e < ne; e++) {
             if (!m->expert_keep(m->expert_keep_ctx, hp, il, e)) continue;
-            if (prep_expert(m, L, e, err)) return -1;
+            if (prep_expert(m, L, e, NULL, err)) return -1;
             atomic_fetch_add(&m->expert_resident_bytes, L->emem[e].bytes);
             atomic_store_explicit(&L->emem[e].resident, true, memory_order_release);
         }
@@ -195,18 +207,49 @@ static ds4_layer *partial_layer(const model *m, int32_t layer, int32_t expert) {
     return L->emem ? L : NULL;
 }
 
-int ds4_expert_acquire(model *m, int32_t layer, int32_t expert, cf_err *err) {
+/* Makes the expert resident from the file mapping (raw NULL) or from raw bytes. */
+static int acquire(model *m, int32_t layer, int32_t expert, const char *raw, cf_err *err) {
     ds4_layer *L = partial_layer(m, layer, expert);
     if (!L) return cf_fail(err, "layer %d expert %d: not a routed expert of a partially loaded model", layer, expert);
     ds4_expert_mem *em = &L->emem[expert];
     if (atomic_load_explicit(&em->resident, memory_order_acquire)) return 0;
-    if (prep_expert(m, L, expert, err)) {
+    if (prep_expert(m, L, expert, raw, err)) {
         drop_expert(m, L, expert);
         return -1;
     }
     atomic_fetch_add(&m->expert_resident_bytes, em->bytes);
     atomic_store_explicit(&em->resident, true, memory_order_release);
     return 0;
+}
+
+int ds4_expert_acquire(model *m, int32_t layer, int32_t expert, cf_err *err) {
+    return acquire(m, layer, expert, NULL, err);
+}
+
+size_t ds4_expert_raw_size(const model *m, int32_t layer) {
+    if (!m->layers || layer < 0 || layer >= m->hp.n_layer) return 0;
+    const ds4_layer *L = &ds4_w(m)->layer[layer];
+    return L->exps[0] ? slice_bytes(L->exps[0]) + slice_bytes(L->exps[1]) + slice_bytes(L->exps[2]) : 0;
+}
+
+int ds4_expert_read_raw(const model *m, int32_t layer, int32_t expert, void *dst, size_t n, cf_err *err) {
+    size_t want = ds4_expert_raw_size(m, layer);
+    if (!want || expert < 0 || expert >= m->hp.n_expert || n != want)
+        return cf_fail(err, "layer %d expert %d: not a routed expert of %zu bytes", layer, expert, n);
+    const ds4_layer *L = &ds4_w(m)->layer[layer];
+    char *at = dst;
+    for (int part = 0; part < 3; part++) {
+        memcpy(at, slice_of(L->exps[part], expert), slice_bytes(L->exps[part]));
+        at += slice_bytes(L->exps[part]);
+    }
+    return 0;
+}
+
+int ds4_expert_acquire_raw(model *m, int32_t layer, int32_t expert, const void *raw, size_t n, cf_err *err) {
+    size_t want = ds4_expert_raw_size(m, layer);
+    if (!want || n != want)
+        return cf_fail(err, "layer %d expert %d: %zu bytes received, the expert has %zu", layer, expert, n, want);
+    return acquire(m, layer, expert, raw, err);
 }
 
 void ds4_expert_release(model *m, int32_t layer, int32_t expert) {
