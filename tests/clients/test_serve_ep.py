@@ -281,6 +281,17 @@ class TestExpertParallel(Identity, unittest.TestCase):
         self.assertGreater(loads, 0)
         self.assertGreater(sum(metric(mr, "cinfer_ep_experts_held") for mr in self.ms), 24)  # replicas held
 
+    def test_rebalance_peer(self):
+        """--ep-weight-source peer: each expert a rebalance gives a rank arrives by MPI point-to-point from the
+        other rank (checksummed), 3 x 256 x 128 f32 = 393216 raw bytes each; outputs identical."""
+        self.check_identical(2, "--ep-redundant", "2", "--ep-rebalance", "4", "--ep-weight-source", "peer")
+        loads = [metric(m, "cinfer_ep_weight_loads_total") for m in self.ms]
+        got = [metric(m, "cinfer_ep_weight_peer_bytes_total", 'dir="in"') for m in self.ms]
+        sent = [metric(m, "cinfer_ep_weight_peer_bytes_total", 'dir="out"') for m in self.ms]
+        self.assertGreater(sum(loads), 0)
+        self.assertEqual(got, [n * 393216 for n in loads])
+        self.assertEqual(sent, list(reversed(got)))
+
     def test_rank_killed(self):
         job = EpJob(2)
         try:
