@@ -102,7 +102,7 @@ void ep_mpi_finalize(void);
 /* MPI_Abort: a rank that cannot start takes the job down at once. */
 void ep_mpi_abort(int code);
 
-/* Starts the round thread for model m (a MoE model: deepseek2), loaded
+/* Starts the round thread for model m (a MoE model: deepseek2, deepseek4), loaded
  * with ep_initial_keep for this rank (or with every expert). Collective:
  * every rank calls it with the same model and options. The runtime acquires
  * and releases m's experts as plans change. */

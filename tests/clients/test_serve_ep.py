@@ -7,6 +7,10 @@ spread over the ranks. Checks, against the single-process server with the same o
   - live rebalancing (2 ranks, 2 redundant slots, EPLB every 4 busy rounds): outputs stay identical
     across rebalances, which load the moved/replicated experts' weights in the background on their new
     ranks; /metrics reports them, the replica memory and the expert rows per rank;
+  - --ep-weight-source peer: the experts a rebalance moves arrive by MPI point-to-point from the rank
+    holding them (bytes in = loads x the expert's raw bytes = the other rank's bytes out), outputs identical;
+  - deepseek4 (TestDeepseek4): its routed experts are partitioned (1/4 per rank at 4 ranks), move on
+    rebalances (from the file, or from a peer), and ranks with mismatching layout options fail fast;
   - `cinfer ep stats` shows every rank, and the rows the ranks computed add up to the rows sent;
   - two hosts (TestTwoHosts, under tests/integration/serve_ep_netns.sh: network namespaces, Open
     MPI's TCP transport): 2 ranks (one per host) and 4 (two per host, rebalancing) likewise;
@@ -235,11 +239,11 @@ class Identity:
         return m0
 
 
-@unittest.skipIf(NETNS_HOSTS, "single-host suite")
 def metric(text, name, labels=""):
     return float(re.search(r"%s\{[^}]*%s[^}]*\} ([0-9.e+-]+)" % (name, labels), text).group(1))
 
 
+@unittest.skipIf(NETNS_HOSTS, "single-host suite")
 class TestExpertParallel(Identity, unittest.TestCase):
     def check_partitioned(self, n):
         """Each rank holds only its placement's experts: 8 x 3 MoE layers / n, and their bytes."""
@@ -469,6 +473,15 @@ class TestTwoHosts(Identity, unittest.TestCase):
 
     def test_two_ranks_per_host(self):
         self.check_identical(4, "--ep-redundant", "4", "--ep-rebalance", "4")
+
+    def test_peer_moves_across_hosts(self):
+        """--ep-weight-source peer across the namespaces: moved experts arrive over TCP from the other host."""
+        self.check_identical(2, "--ep-redundant", "2", "--ep-rebalance", "4", "--ep-weight-source", "peer")
+        got = [metric(m, "cinfer_ep_weight_peer_bytes_total", 'dir="in"') for m in self.ms]
+        sent = [metric(m, "cinfer_ep_weight_peer_bytes_total", 'dir="out"') for m in self.ms]
+        self.assertEqual(got, [metric(m, "cinfer_ep_weight_loads_total") * 393216 for m in self.ms])
+        self.assertGreater(sum(got), 0)
+        self.assertEqual(sent, list(reversed(got)))
 
 
 if __name__ == "__main__":
