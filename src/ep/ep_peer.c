@@ -126,15 +126,16 @@ static void *install_main(void *arg) {
     return NULL;
 }
 
-/* Starts the loader thread on fn; false (and a local failure) when it cannot. */
-static bool start_worker(ep_runtime *r, void *(*fn)(void *)) {
+/* Runs fn on the loader thread, or here when no thread can start (this
+ * round then waits for it, but the moves stay consistent). */
+static void start_worker(ep_runtime *r, void *(*fn)(void *)) {
     atomic_store(&r->peer_worker_done, false);
-    if (pthread_create(&r->loader, NULL, fn, r)) {
-        fail_local(r, "cannot start the weight mover thread");
-        return false;
+    if (!pthread_create(&r->loader, NULL, fn, r)) {
+        r->loader_started = true;
+        return;
     }
-    r->loader_started = true;
-    return true;
+    LOG_WARN("expert parallelism: rank %d: cannot start the weight mover thread; moving on the round thread", r->rank);
+    (void)fn(r);
 }
 
 /* The rank that sends rank q its copy of cell c: one holding it under the current plan (holds[s][c]). */
@@ -188,7 +189,8 @@ void ep_peer_stage(ep_runtime *r, const eplb_plan *next) {
         MPI_Irecv(r->xin[i].buf, (int)(r->xin[i].bytes + SUM_BYTES), MPI_BYTE, r->xin[i].peer, r->xin[i].cell,
                   MPI_COMM_WORLD, &req[i]);
     r->peer_step = EP_PEER_PACKING;
-    if (!r->n_out || !start_worker(r, pack_main)) atomic_store(&r->peer_worker_done, true);
+    if (r->n_out) start_worker(r, pack_main);
+    else atomic_store(&r->peer_worker_done, true);
 }
 
 static void post_sends(ep_runtime *r) {
@@ -223,7 +225,8 @@ void ep_peer_progress(ep_runtime *r) {
         if (r->n_in + r->n_out) MPI_Testall(r->n_in + r->n_out, r->xreq, &done, MPI_STATUSES_IGNORE);
         if (!done) return;
         r->peer_step = EP_PEER_INSTALLING;
-        if (!r->n_in || !start_worker(r, install_main)) atomic_store(&r->peer_worker_done, true);
+        if (r->n_in) start_worker(r, install_main);
+        else atomic_store(&r->peer_worker_done, true);
     }
     if (r->peer_step == EP_PEER_INSTALLING && atomic_load(&r->peer_worker_done)) {
         ep_weights_join(r);
