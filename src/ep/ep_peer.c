@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <xxhash.h>
 
 #include "base/log.h"
@@ -66,9 +67,22 @@ int ep_peer_check(ep_runtime *r, cf_err *err) {
     return 0;
 }
 
+/* A transfer buffer: an anonymous mapping of its own, so its pages go back
+ * to the system when the moves end (heap blocks this size would stay in
+ * the allocator's arenas and a rank would grow with every rebalance). */
+static char *xbuf_alloc(size_t bytes) {
+    void *p = mmap(NULL, bytes + SUM_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void xbuf_free(ep_xfer *x) {
+    if (x->buf) munmap(x->buf, x->bytes + SUM_BYTES);
+    x->buf = NULL;
+}
+
 static void free_bufs(ep_runtime *r) {
-    for (int32_t i = 0; i < r->n_in; i++) free(r->xin[i].buf);
-    for (int32_t i = 0; i < r->n_out; i++) free(r->xout[i].buf);
+    for (int32_t i = 0; i < r->n_in; i++) xbuf_free(&r->xin[i]);
+    for (int32_t i = 0; i < r->n_out; i++) xbuf_free(&r->xout[i]);
     r->n_in = r->n_out = 0;
     free(r->xreq);
     r->xreq = NULL;
@@ -95,6 +109,7 @@ static void *pack_main(void *arg) {
         }
         memcpy(x->buf + x->bytes, &sum, SUM_BYTES);
     }
+    model_trim_memory(r->m); /* the file pages read for the copies (the copies are what moves) */
     atomic_store(&r->peer_worker_done, true);
     return NULL;
 }
@@ -166,7 +181,7 @@ static int list_moves(ep_runtime *r, const eplb_plan *next) {
             size_t bytes = model_expert_raw_size(r->m, layer_of(r, c));
             ep_xfer *x = q == r->rank ? &r->xin[r->n_in++] : s == r->rank ? &r->xout[r->n_out++] : NULL;
             if (!x) continue;
-            *x = (ep_xfer){.cell = c, .peer = q == r->rank ? s : q, .bytes = bytes, .buf = malloc(bytes + SUM_BYTES)};
+            *x = (ep_xfer){.cell = c, .peer = q == r->rank ? s : q, .bytes = bytes, .buf = xbuf_alloc(bytes)};
             if (!x->buf || s < 0) rc = -1;
         }
     }

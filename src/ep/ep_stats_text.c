@@ -11,7 +11,7 @@
  *   cinfer_ep_expert_bytes, cinfer_ep_experts_held (resident on this rank now)
  *   cinfer_ep_weight_loads_total, cinfer_ep_weight_releases_total,
  *   cinfer_ep_weight_load_bytes_total, cinfer_ep_weight_load_seconds_total,
- *   cinfer_ep_weight_peer_bytes_total */
+ *   cinfer_ep_weight_peer_bytes_total, cinfer_ep_plan_staged */
 #include "ep/ep_stats_text.h"
 
 #include <stdio.h>
@@ -62,7 +62,9 @@ int ep_stats_render(const ep_stats *s, char **out, size_t *len) {
         "peer), checksummed: in = received, out = sent.\n"
         "# TYPE cinfer_ep_weight_peer_bytes_total counter\n"
         "cinfer_ep_weight_peer_bytes_total{rank=\"%d\",dir=\"in\"} %llu\n"
-        "cinfer_ep_weight_peer_bytes_total{rank=\"%d\",dir=\"out\"} %llu\n",
+        "cinfer_ep_weight_peer_bytes_total{rank=\"%d\",dir=\"out\"} %llu\n"
+        "# HELP cinfer_ep_plan_staged 1 while a new plan's experts are loading or moving (before the switch).\n"
+        "# TYPE cinfer_ep_plan_staged gauge\ncinfer_ep_plan_staged{rank=\"%d\"} %d\n",
         s->rank, s->n_ranks, s->n_expert, s->n_physical, s->n_moe, s->rank, (unsigned long long)s->rounds, s->rank,
         (unsigned long long)s->busy_rounds, s->rank, (unsigned long long)s->rebalances, s->rank,
         (unsigned long long)s->rows_sent, s->rank, (unsigned long long)s->rows_received, s->rank,
@@ -71,7 +73,8 @@ int ep_stats_render(const ep_stats *s, char **out, size_t *len) {
         (long long)s->replica_bytes, s->rank, (unsigned long long)s->expert_bytes, s->rank, s->experts_held, s->rank,
         (unsigned long long)s->weight_loads, s->rank, (unsigned long long)s->weight_releases, s->rank,
         (unsigned long long)s->weight_load_bytes, s->rank, s->t_weight_load, s->rank,
-        (unsigned long long)s->peer_bytes_in, s->rank, (unsigned long long)s->peer_bytes_out);
+        (unsigned long long)s->peer_bytes_in, s->rank, (unsigned long long)s->peer_bytes_out, s->rank,
+        s->staged ? 1 : 0);
     if (n < 0 || (size_t)n >= cap) {
         free(p);
         return -1;
