@@ -194,7 +194,7 @@ static int list_moves(ep_runtime *r, const eplb_plan *next) {
 void ep_peer_stage(ep_runtime *r, const eplb_plan *next) {
     r->peer_local_failed = false;
     r->peer_t0 = time_now();
-    if (list_moves(r, next) || !(r->xreq = malloc((size_t)(r->n_in + r->n_out) * sizeof(MPI_Request)))) {
+    if (list_moves(r, next) || !(r->xreq = malloc((size_t)(r->n_in + r->n_out + 1) * sizeof(MPI_Request)))) {
         /* the other ranks' moves to and from this one would never complete: take the job down */
         LOG_ERROR("expert parallelism: rank %d: out of memory staging %d expert moves", r->rank, r->n_in + r->n_out);
         MPI_Abort(MPI_COMM_WORLD, 1);
