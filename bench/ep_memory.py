@@ -9,10 +9,15 @@ runs: N=2 with --ep-redundant R (replicas now cost memory) and N=2 rebalancing e
 held experts).
 
   python3 bench/ep_memory.py --bin build/cinfer --model MODEL.gguf [--ranks 2,4] [--redundant 8]
+      [--peer] [--extra "--swa-replay off"]
+--peer adds a rebalancing run whose moved experts come from the other rank over MPI
+(--ep-weight-source peer); --extra is appended to every serve command. Memory is read once no
+rebalance is in flight (cinfer_ep_plan_staged 0 on every rank).
 """
 import argparse
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ep_serve import Job, ep_metrics, free_base, load  # noqa: E402
@@ -38,6 +43,11 @@ def run(label, cmd, n, ep, requests):
         pids = job.pids() or [job.proc.pid]
         rows = []
         m = ep_metrics(job.urls) if ep else {}
+        for _ in range(60):  # a rebalance still moving weights holds both plans' experts (and, peer, the
+            if not any(m.get(("cinfer_ep_plan_staged", r, ""), 0) for r in range(n)):  # transfers): wait it out
+                break
+            time.sleep(0.5)
+            m = ep_metrics(job.urls)
         for r, pid in enumerate(pids):
             st = status(pid)
             held = m.get(("cinfer_ep_experts_held", r, ""), float("nan"))
@@ -61,9 +71,11 @@ def main():
     ap.add_argument("--redundant", type=int, default=8)
     ap.add_argument("--rebalance", type=int, default=16)
     ap.add_argument("--requests", type=int, default=8)
+    ap.add_argument("--peer", action="store_true")
+    ap.add_argument("--extra", default="")
     a = ap.parse_args()
     # info level: the ranks log their pids (Job.pids)
-    opts = ["--ctx", "256", "-t", "1", "--max-batch-tokens", "64", "--kv-memory", "0.01", "--max-seqs", "8"]
+    opts = ["--ctx", "256", "-t", "1", "--max-batch-tokens", "64", "--kv-memory", "0.01", "--max-seqs", "8"] + a.extra.split()
     print("# ep_memory: model %s; %d greedy completions x 8 tokens twice, then /proc/PID/status per rank (MiB)"
           % (a.model, a.requests))
     print("%-26s %4s %9s %9s %9s %8s %10s %6s" % ("run", "rank", "VmRSS", "RssAnon", "RssFile", "experts",
@@ -80,6 +92,10 @@ def main():
     cmd = MPIRUN + ["-n", "2", a.bin, "serve", a.model, "--ep", "--port", str(free_base(2)), "--ep-redundant",
                     str(a.redundant), "--ep-rebalance", str(a.rebalance)] + opts
     mean["2rb"] = run("--ep, 2 ranks, rebalancing", cmd, 2, True, a.requests)
+    if a.peer:
+        cmd += ["--ep-weight-source", "peer"]
+        cmd[cmd.index("--port") + 1] = str(free_base(2))
+        mean["2rbp"] = run("--ep, 2 ranks, rebal. peer", cmd, 2, True, a.requests)
     print("# mean VmRSS per rank vs the single process: " +
           ", ".join("%s: %.2fx" % (k, v / mean["1"]) for k, v in mean.items()))
 

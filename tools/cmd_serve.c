@@ -318,7 +318,7 @@ static size_t serve_rows_cluster(serve_opts *o, cli_opt *t, size_t cap) {
         {"ep", 0, NULL,
          "MoE expert parallelism over MPI: each rank serves on --port + rank,\n"
          "routed experts are spread over the ranks, each rank holding only its\n"
-         "own experts' weights (deepseek2) (needs mpirun; not with --weights-cache)",
+         "own experts' weights (deepseek2, deepseek4) (needs mpirun; not with --weights-cache)",
          CLI_SET(&o->ep.on, true)},
         {"ep-redundant", 0, "N", "extra expert slots per MoE layer for replicas of hot experts (default 0)",
          CLI_NUM(&o->ep.redundant, 0, 4096)},
@@ -331,6 +331,11 @@ static size_t serve_rows_cluster(serve_opts *o, cli_opt *t, size_t cap) {
          "2: dual-batch overlap (each round's rows in two halves, one's all-to-all\n"
          "overlapping the other's expert compute); same on every rank (default 1)",
          CLI_NUM(&o->ep.micro_batches, 1, 2)},
+        {"ep-weight-source", 0, "file|peer",
+         "where a rebalance's moved experts come from: the rank's own model file,\n"
+         "or (peer) a rank holding them, over MPI with a checksum; same on every\n"
+         "rank (default file)",
+         CLI_STR(&o->ep.weight_source)},
     };
     size_t n = sizeof rows / sizeof rows[0];
     if (n > cap) abort(); /* the table in parse_serve is sized for every row: a programming error */

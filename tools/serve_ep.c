@@ -4,6 +4,7 @@
  * ranks' /metrics). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -26,6 +27,9 @@ int serve_ep_start(const serve_ep_opts *o, model *m, int max_batch_tokens, ep_ru
                      .threads = (int32_t)o->threads,
                      .micro_batches = (int32_t)o->micro_batches,
                      .max_rows = max_batch_tokens * (hp->n_expert_used > 0 ? hp->n_expert_used : 1)};
+    if (o->weight_source && strcmp(o->weight_source, "file") && strcmp(o->weight_source, "peer"))
+        return cli_fail("serve: --ep-weight-source: '%s' (file or peer)", o->weight_source);
+    eo.weight_source = o->weight_source && !strcmp(o->weight_source, "peer") ? EP_WEIGHTS_PEER : EP_WEIGHTS_FILE;
     cf_err err = {0};
     if (ep_runtime_start(m, &eo, out, &err)) return cli_fail("serve --ep: %s", err.msg);
     ep_stats s = ep_runtime_get_stats(*out);

@@ -15,6 +15,7 @@ typedef struct serve_ep_opts {
     bool on; /* --ep */
     long long redundant, rebalance, nodes, threads; /* --ep-redundant, --ep-rebalance, --ep-nodes, --ep-threads */
     long long micro_batches; /* --ep-micro-batches */
+    const char *weight_source; /* --ep-weight-source file|peer (NULL: file) */
     ep_placement place; /* this rank's start-up placement (set after serve_ep_init; the load keeps its experts) */
 } serve_ep_opts;
 

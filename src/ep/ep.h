@@ -45,6 +45,11 @@
 #include "eplb/eplb.h"
 #include "model/model.h"
 
+/* Where a rank gets the weights of an expert a new plan gives it: its own
+ * file mapping, or (peer) a rank holding it, by MPI point-to-point with a
+ * checksum (ep_peer.c), for hosts that cannot read the experts' file pages. */
+typedef enum { EP_WEIGHTS_FILE = 0, EP_WEIGHTS_PEER = 1 } ep_weight_source;
+
 typedef struct ep_options {
     int32_t redundant; /* extra expert slots per MoE layer (replicas of hot experts); total slots must
                         * divide by the rank count: rounded up to that */
@@ -54,6 +59,7 @@ typedef struct ep_options {
     int32_t max_rows; /* rows one MoE call may send: max_batch_tokens x experts_used */
     int32_t micro_batches; /* 2: dual-batch overlap (each round's rows in two halves whose all-to-all
                             * overlaps the other's expert compute); 0 or 1: one batch. Same on every rank */
+    ep_weight_source weight_source; /* where a rebalance's moved experts come from. Same on every rank */
 } ep_options;
 
 typedef struct ep_runtime ep_runtime;
@@ -74,7 +80,8 @@ typedef struct ep_stats {
     bool staged; /* a plan is staged (its experts loading) */
     uint64_t weight_loads, weight_releases; /* experts made resident / freed by rebalances */
     uint64_t weight_load_bytes; /* their bytes */
-    double t_weight_load; /* seconds the loader thread spent preparing them */
+    double t_weight_load; /* seconds the loader thread spent preparing them (peer: stage to installed) */
+    uint64_t peer_bytes_in, peer_bytes_out; /* expert bytes received from / sent to other ranks (peer) */
 } ep_stats;
 
 /* Where each rank starts: the identity placement (slot p holds expert
@@ -95,7 +102,7 @@ void ep_mpi_finalize(void);
 /* MPI_Abort: a rank that cannot start takes the job down at once. */
 void ep_mpi_abort(int code);
 
-/* Starts the round thread for model m (a MoE model: deepseek2), loaded
+/* Starts the round thread for model m (a MoE model: deepseek2, deepseek4), loaded
  * with ep_initial_keep for this rank (or with every expert). Collective:
  * every rank calls it with the same model and options. The runtime acquires
  * and releases m's experts as plans change. */

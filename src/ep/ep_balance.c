@@ -57,6 +57,7 @@ int ep_balance_maybe(ep_runtime *r, cf_err *err) {
 
 int ep_balance_flags(ep_runtime *r) {
     if (!r->staged) return 0;
+    if (r->o.weight_source == EP_WEIGHTS_PEER) ep_peer_progress(r); /* no-op unless moves are under way */
     int state = atomic_load(&r->load_state);
     return state == EP_LOAD_DONE ? EP_FLAG_READY : state == EP_LOAD_FAILED ? EP_FLAG_LOAD_FAILED : 0;
 }

@@ -30,6 +30,19 @@ enum { EP_FLAG_BUSY = 1, EP_FLAG_STOPPING = 2, EP_FLAG_READY = 4, EP_FLAG_LOAD_F
 /* A staged plan's background load (ep_weights.c). */
 enum { EP_LOAD_IDLE = 0, EP_LOAD_RUNNING, EP_LOAD_DONE, EP_LOAD_FAILED };
 
+/* The steps of a staged plan's peer moves (ep_peer.c). */
+enum { EP_PEER_IDLE = 0, EP_PEER_PACKING, EP_PEER_MOVING, EP_PEER_INSTALLING };
+
+/* One expert moving between ranks (ep_peer.c): its cell (MoE index *
+ * n_expert + expert), the rank it comes from / goes to, its raw bytes and
+ * the buffer (bytes, then their XXH3-64 checksum). */
+typedef struct ep_xfer {
+    int32_t cell;
+    int peer;
+    size_t bytes;
+    char *buf;
+} ep_xfer;
+
 /* One micro-batch of a round (ep_round.c): its rows per rank each way,
  * their counts and displacements in ids (2 per row: cm/dm) and in floats
  * (cx/dx), and where its rows sit in the send / receive buffers. */
@@ -97,6 +110,15 @@ struct ep_runtime {
     uint64_t load_bytes;
     double load_seconds;
     bool all_ready, any_failed; /* from the last round's headers */
+    /* peer moves (ep_peer.c): the loader thread packs xout, then installs xin; the round thread posts
+     * and tests the transfers (xreq: MPI_Request[n_in + n_out], receives first) */
+    ep_xfer *xin, *xout; /* [n_moe * n_expert] each */
+    int32_t n_in, n_out;
+    void *xreq;
+    int peer_step; /* EP_PEER_* (round thread) */
+    atomic_bool peer_worker_done;
+    bool peer_local_failed; /* a send could not be packed (its receiver fails the checksum) */
+    double peer_t0;
 
     ep_stats st; /* (mu) */
 };
@@ -123,5 +145,15 @@ void ep_weights_stage(ep_runtime *r, const eplb_plan *next);
 void ep_weights_switch(ep_runtime *r, const eplb_plan *next);
 void ep_weights_abandon(ep_runtime *r);
 void ep_weights_join(ep_runtime *r);
+/* ep_weights.c: the experts plan p gives rank `rank` (need[cell]). */
+void ep_plan_cells(const ep_runtime *r, const eplb_plan *p, int rank, bool *need);
+/* ep_peer.c (--ep-weight-source peer; round thread): start checks (collective-free), staging a plan's
+ * moves, advancing them once per round (sets load_state DONE / FAILED when every transfer is over),
+ * and waiting them out at stop. */
+int ep_peer_check(ep_runtime *r, cf_err *err);
+void ep_peer_stage(ep_runtime *r, const eplb_plan *next);
+void ep_peer_progress(ep_runtime *r);
+void ep_peer_drain(ep_runtime *r);
+void ep_peer_free(ep_runtime *r);
 
 #endif

@@ -136,6 +136,7 @@ static void ep_free(ep_runtime *r) {
                        b->cm_r,   b->dm_r,   b->cx_s, b->dx_s,  b->cx_r, b->dx_r};
         for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) free(ints[i]);
     }
+    ep_peer_free(r);
     eplb_plan_free(&r->plan);
     eplb_plan_free(&r->static_plan);
     eplb_plan_free(&r->next);
@@ -162,12 +163,14 @@ static int ep_shape(ep_runtime *r, const model_hparams *hp, cf_err *err) {
 /* Collective: every rank must run with the same layout options (mismatched
  * micro-batches or slots would mismatch the collectives). */
 static int ep_agree(const ep_runtime *r, cf_err *err) {
-    int mine[4] = {r->o.micro_batches == 2 ? 2 : 1, r->o.redundant, r->o.rebalance_rounds, r->o.n_nodes};
-    int lo[4], hi[4];
-    MPI_Allreduce(mine, lo, 4, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(mine, hi, 4, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    static const char *const names[4] = {"--ep-micro-batches", "--ep-redundant", "--ep-rebalance", "--ep-nodes"};
-    for (int i = 0; i < 4; i++)
+    int mine[5] = {r->o.micro_batches == 2 ? 2 : 1, r->o.redundant, r->o.rebalance_rounds, r->o.n_nodes,
+                   (int)r->o.weight_source};
+    int lo[5], hi[5];
+    MPI_Allreduce(mine, lo, 5, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(mine, hi, 5, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    static const char *const names[5] = {"--ep-micro-batches", "--ep-redundant", "--ep-rebalance", "--ep-nodes",
+                                         "--ep-weight-source (0 file, 1 peer)"};
+    for (int i = 0; i < 5; i++)
         if (lo[i] != hi[i])
             return cf_fail(err, "expert parallelism: the ranks disagree on %s (%d to %d): give every rank the same",
                            names[i], lo[i], hi[i]);
@@ -202,7 +205,8 @@ int ep_runtime_start(model *m, const ep_options *o, ep_runtime **out, cf_err *er
         ep_free(r);
         return cf_fail(err, "expert parallelism: model %s has no routed experts", hp->arch);
     }
-    if (ep_agree(r, err) || ep_shape(r, hp, err) || ep_alloc(r, err) || ep_weights_init(r, err)) {
+    if (ep_agree(r, err) || ep_shape(r, hp, err) || ep_alloc(r, err) || ep_weights_init(r, err) ||
+        ep_peer_check(r, err)) {
         ep_free(r);
         return -1;
     }
@@ -244,6 +248,7 @@ void ep_runtime_stop(ep_runtime *r) {
         pthread_cond_broadcast(&r->cv);
         pthread_mutex_unlock(&r->mu);
         pthread_join(r->thread, NULL);
+        ep_peer_drain(r); /* moves under way when the job stopped: every rank waits its transfers out */
         ep_weights_join(r); /* a plan staged when the job stopped */
         pthread_mutex_destroy(&r->mu);
         pthread_cond_destroy(&r->cv);

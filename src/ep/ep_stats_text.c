@@ -10,7 +10,8 @@
  *   cinfer_ep_replica_bytes
  *   cinfer_ep_expert_bytes, cinfer_ep_experts_held (resident on this rank now)
  *   cinfer_ep_weight_loads_total, cinfer_ep_weight_releases_total,
- *   cinfer_ep_weight_load_bytes_total, cinfer_ep_weight_load_seconds_total */
+ *   cinfer_ep_weight_load_bytes_total, cinfer_ep_weight_load_seconds_total,
+ *   cinfer_ep_weight_peer_bytes_total, cinfer_ep_plan_staged */
 #include "ep/ep_stats_text.h"
 
 #include <stdio.h>
@@ -50,12 +51,20 @@ int ep_stats_render(const ep_stats *s, char **out, size_t *len) {
         "# TYPE cinfer_ep_expert_bytes gauge\ncinfer_ep_expert_bytes{rank=\"%d\"} %llu\n"
         "# HELP cinfer_ep_experts_held (MoE layer, expert) weights resident on this rank.\n"
         "# TYPE cinfer_ep_experts_held gauge\ncinfer_ep_experts_held{rank=\"%d\"} %d\n"
-        "# HELP cinfer_ep_weight_loads_total Experts made resident by rebalances (read from the model file).\n"
+        "# HELP cinfer_ep_weight_loads_total Experts made resident by rebalances (from the model file, or from a "
+        "peer rank with --ep-weight-source peer).\n"
         "# TYPE cinfer_ep_weight_loads_total counter\ncinfer_ep_weight_loads_total{rank=\"%d\"} %llu\n"
         "# TYPE cinfer_ep_weight_releases_total counter\ncinfer_ep_weight_releases_total{rank=\"%d\"} %llu\n"
         "# TYPE cinfer_ep_weight_load_bytes_total counter\ncinfer_ep_weight_load_bytes_total{rank=\"%d\"} %llu\n"
         "# TYPE cinfer_ep_weight_load_seconds_total counter\n"
-        "cinfer_ep_weight_load_seconds_total{rank=\"%d\"} %.6f\n",
+        "cinfer_ep_weight_load_seconds_total{rank=\"%d\"} %.6f\n"
+        "# HELP cinfer_ep_weight_peer_bytes_total Expert bytes moved by MPI point-to-point (--ep-weight-source "
+        "peer), checksummed: in = received, out = sent.\n"
+        "# TYPE cinfer_ep_weight_peer_bytes_total counter\n"
+        "cinfer_ep_weight_peer_bytes_total{rank=\"%d\",dir=\"in\"} %llu\n"
+        "cinfer_ep_weight_peer_bytes_total{rank=\"%d\",dir=\"out\"} %llu\n"
+        "# HELP cinfer_ep_plan_staged 1 while a new plan's experts are loading or moving (before the switch).\n"
+        "# TYPE cinfer_ep_plan_staged gauge\ncinfer_ep_plan_staged{rank=\"%d\"} %d\n",
         s->rank, s->n_ranks, s->n_expert, s->n_physical, s->n_moe, s->rank, (unsigned long long)s->rounds, s->rank,
         (unsigned long long)s->busy_rounds, s->rank, (unsigned long long)s->rebalances, s->rank,
         (unsigned long long)s->rows_sent, s->rank, (unsigned long long)s->rows_received, s->rank,
@@ -63,7 +72,9 @@ int ep_stats_render(const ep_stats *s, char **out, size_t *len) {
         s->t_compute, s->rank, s->t_wait, s->rank, s->imbalance_before, s->rank, s->imbalance_after, s->rank,
         (long long)s->replica_bytes, s->rank, (unsigned long long)s->expert_bytes, s->rank, s->experts_held, s->rank,
         (unsigned long long)s->weight_loads, s->rank, (unsigned long long)s->weight_releases, s->rank,
-        (unsigned long long)s->weight_load_bytes, s->rank, s->t_weight_load);
+        (unsigned long long)s->weight_load_bytes, s->rank, s->t_weight_load, s->rank,
+        (unsigned long long)s->peer_bytes_in, s->rank, (unsigned long long)s->peer_bytes_out, s->rank,
+        s->staged ? 1 : 0);
     if (n < 0 || (size_t)n >= cap) {
         free(p);
         return -1;

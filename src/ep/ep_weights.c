@@ -16,7 +16,8 @@
  * boundary every rank agreed on) frees the experts the new plan no longer
  * gives this rank: the old plan, the only one that routed rows to them, is
  * gone by then. ep_weights_abandon undoes a stage that some rank could not
- * load. Without a partial expert set (a family loading every expert) every
+ * load. With --ep-weight-source peer the new experts' bytes come from ranks
+ * holding them instead, by MPI point-to-point (ep_peer.c). Without a partial expert set (a family loading every expert) every
  * expert is held and nothing moves. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,15 +40,17 @@ bool ep_initial_keep(void *ctx, const model_hparams *hp, int32_t layer, int32_t 
     return false;
 }
 
-/* r->need = the experts plan p gives this rank. */
-static void plan_need(ep_runtime *r, const eplb_plan *p) {
+void ep_plan_cells(const ep_runtime *r, const eplb_plan *p, int rank, bool *need) {
     size_t cells = (size_t)r->n_moe * (size_t)r->n_expert;
     int32_t S = r->shape.n_physical, per = S / r->n_ranks;
-    memset(r->need, 0, cells * sizeof(bool));
+    memset(need, 0, cells * sizeof(bool));
     for (int32_t mi = 0; mi < r->n_moe; mi++)
-        for (int32_t q = r->rank * per; q < (r->rank + 1) * per; q++)
-            r->need[(size_t)mi * (size_t)r->n_expert + (size_t)p->phy2log[(size_t)mi * (size_t)S + (size_t)q]] = true;
+        for (int32_t q = rank * per; q < (rank + 1) * per; q++)
+            need[(size_t)mi * (size_t)r->n_expert + (size_t)p->phy2log[(size_t)mi * (size_t)S + (size_t)q]] = true;
 }
+
+/* r->need = the experts plan p gives this rank. */
+static void plan_need(ep_runtime *r, const eplb_plan *p) { ep_plan_cells(r, p, r->rank, r->need); }
 
 static void held_stats(ep_runtime *r) {
     int32_t n = 0;
@@ -112,6 +115,11 @@ void ep_weights_stage(ep_runtime *r, const eplb_plan *next) {
     r->load_seconds = 0.0;
     for (size_t c = 0; c < (size_t)r->n_moe * (size_t)r->n_expert; c++)
         if (r->need[c] && !r->held[c]) r->load_list[r->n_load++] = (int32_t)c;
+    if (r->o.weight_source == EP_WEIGHTS_PEER && model_experts_partial(r->m)) { /* over MPI (ep_peer.c) */
+        atomic_store(&r->load_state, EP_LOAD_RUNNING);
+        ep_peer_stage(r, next); /* this rank may only send */
+        return;
+    }
     if (!r->n_load) {
         atomic_store(&r->load_state, EP_LOAD_DONE);
         return;

@@ -393,6 +393,18 @@ int model_expert_acquire(model *m, int32_t layer, int32_t expert, cf_err *err) {
 void model_expert_release(model *m, int32_t layer, int32_t expert) {
     if (m->experts_partial && m->arch->expert_release) m->arch->expert_release(m, layer, expert);
 }
+size_t model_expert_raw_size(const model *m, int32_t layer) {
+    return m->experts_partial && m->arch->expert_raw_size ? m->arch->expert_raw_size(m, layer) : 0;
+}
+int model_expert_read_raw(const model *m, int32_t layer, int32_t expert, void *dst, size_t n, cf_err *err) {
+    if (!m->arch->expert_read_raw) return cf_fail(err, "model %s: experts cannot be moved as bytes", m->hp.arch);
+    return m->arch->expert_read_raw(m, layer, expert, dst, n, err);
+}
+int model_expert_acquire_raw(model *m, int32_t layer, int32_t expert, const void *raw, size_t n, cf_err *err) {
+    if (!m->experts_partial || !m->arch->expert_acquire_raw)
+        return cf_fail(err, "model %s: routed experts are not loaded per expert", m->hp.arch);
+    return m->arch->expert_acquire_raw(m, layer, expert, raw, n, err);
+}
 uint64_t model_n_params(const model *m) { return m->n_params; }
 void model_kv_layout(const model *m, kv_spec *out) {
     memset(out, 0, sizeof *out);

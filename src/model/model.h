@@ -150,6 +150,17 @@ bool model_experts_partial(const model *m);
 bool model_expert_resident(const model *m, int32_t layer, int32_t expert); /* every expert of a full load */
 int model_expert_acquire(model *m, int32_t layer, int32_t expert, cf_err *err);
 void model_expert_release(model *m, int32_t layer, int32_t expert);
+/* Moving an expert between processes (expert parallelism, --ep-weight-source
+ * peer): an expert's file bytes, its slices of the layer's expert stacks back
+ * to back, are model_expert_raw_size bytes (0: the family does not offer
+ * this). model_expert_read_raw copies them out of this process's file
+ * mapping (n must be that size); model_expert_acquire_raw makes the expert
+ * resident from such bytes (another process's read_raw of the same model)
+ * into buffers of its own, never reading the file (same contract as
+ * model_expert_acquire otherwise). */
+size_t model_expert_raw_size(const model *m, int32_t layer);
+int model_expert_read_raw(const model *m, int32_t layer, int32_t expert, void *dst, size_t n, cf_err *err);
+int model_expert_acquire_raw(model *m, int32_t layer, int32_t expert, const void *raw, size_t n, cf_err *err);
 /* Routed expert weight bytes resident now (a partial set; 0 otherwise). Any thread. */
 uint64_t model_expert_resident_bytes(const model *m);
 /* Number of parameters (elements of all tensors). */

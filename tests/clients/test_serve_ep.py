@@ -7,6 +7,10 @@ spread over the ranks. Checks, against the single-process server with the same o
   - live rebalancing (2 ranks, 2 redundant slots, EPLB every 4 busy rounds): outputs stay identical
     across rebalances, which load the moved/replicated experts' weights in the background on their new
     ranks; /metrics reports them, the replica memory and the expert rows per rank;
+  - --ep-weight-source peer: the experts a rebalance moves arrive by MPI point-to-point from the rank
+    holding them (bytes in = loads x the expert's raw bytes = the other rank's bytes out), outputs identical;
+  - deepseek4 (TestDeepseek4): its routed experts are partitioned (1/4 per rank at 4 ranks), move on
+    rebalances (from the file, or from a peer), and ranks with mismatching layout options fail fast;
   - `cinfer ep stats` shows every rank, and the rows the ranks computed add up to the rows sent;
   - two hosts (TestTwoHosts, under tests/integration/serve_ep_netns.sh: network namespaces, Open
     MPI's TCP transport): 2 ranks (one per host) and 4 (two per host, rebalancing) likewise;
@@ -235,11 +239,11 @@ class Identity:
         return m0
 
 
-@unittest.skipIf(NETNS_HOSTS, "single-host suite")
 def metric(text, name, labels=""):
     return float(re.search(r"%s\{[^}]*%s[^}]*\} ([0-9.e+-]+)" % (name, labels), text).group(1))
 
 
+@unittest.skipIf(NETNS_HOSTS, "single-host suite")
 class TestExpertParallel(Identity, unittest.TestCase):
     def check_partitioned(self, n):
         """Each rank holds only its placement's experts: 8 x 3 MoE layers / n, and their bytes."""
@@ -281,6 +285,17 @@ class TestExpertParallel(Identity, unittest.TestCase):
         self.assertGreater(loads, 0)
         self.assertGreater(sum(metric(mr, "cinfer_ep_experts_held") for mr in self.ms), 24)  # replicas held
 
+    def test_rebalance_peer(self):
+        """--ep-weight-source peer: each expert a rebalance gives a rank arrives by MPI point-to-point from the
+        other rank (checksummed), 3 x 256 x 128 f32 = 393216 raw bytes each; outputs identical."""
+        self.check_identical(2, "--ep-redundant", "2", "--ep-rebalance", "4", "--ep-weight-source", "peer")
+        loads = [metric(m, "cinfer_ep_weight_loads_total") for m in self.ms]
+        got = [metric(m, "cinfer_ep_weight_peer_bytes_total", 'dir="in"') for m in self.ms]
+        sent = [metric(m, "cinfer_ep_weight_peer_bytes_total", 'dir="out"') for m in self.ms]
+        self.assertGreater(sum(loads), 0)
+        self.assertEqual(got, [n * 393216 for n in loads])
+        self.assertEqual(sent, list(reversed(got)))
+
     def test_rank_killed(self):
         job = EpJob(2)
         try:
@@ -314,7 +329,11 @@ class TestExpertParallel(Identity, unittest.TestCase):
 @unittest.skipIf(NETNS_HOSTS, "single-host suite")
 class TestDeepseek4(unittest.TestCase):
     """An mkmodel deepseek4 (a hash-routed first layer, score layers, a shared expert, clamped SwiGLU)
-    through 2 ranks, rebalancing live: the single-process outputs, batched and with prefix hits."""
+    through 2 ranks, rebalancing live, and 4: the single-process outputs, batched and with prefix hits;
+    each rank holds only its placement's routed experts (hash layer included), and a rebalance moves
+    expert weights between ranks."""
+    EXPERT_BYTES = 3 * 64 * 32 * 4  # gate, up, down of one expert: f32 [64 -> 32], [32 -> 64]
+    N_EXPERTS = 3 * 8  # 3 MoE blocks x 8 routed experts
 
     @classmethod
     def setUpClass(cls):
@@ -328,33 +347,90 @@ class TestDeepseek4(unittest.TestCase):
                         "--expert-ffn", "32", "--shared-experts", "1", "--hash-layers", "1", "--swiglu-limit", "10",
                         "--ctx", "1024", "--vocab-from", MODEL, "--dtype", "f32", "--seed", "3", cls.model],
                        check=True, capture_output=True)
+        # a shared prefix over one 128-token block, so the second pass hits the prefix cache (exact resumption)
+        cls.prompts = [PREFIX * 8 + p for p in PROMPTS]
+        srv = Server(*(OPTS[4:] + ["--swa-replay", "off"]), model=cls.model, ctx=512)
+        try:
+            cls.ref = [t for t, _ in run_all([srv.url], cls.prompts)]
+        finally:
+            srv.stop()
 
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def test_two_ranks_rebalancing(self):
-        # a shared prefix over one 128-token block, so the second pass hits the prefix cache (exact resumption)
-        prompts = [PREFIX * 8 + p for p in PROMPTS]
-        srv = Server(*(OPTS[4:] + ["--swa-replay", "off"]), model=self.model, ctx=512)
+    def run_job(self, n, *args):
+        job = EpJob(n, "--swa-replay", "off", *args, model=self.model)
         try:
-            ref = [t for t, _ in run_all([srv.url], prompts)]
-        finally:
-            srv.stop()
-        job = EpJob(2, "--ep-redundant", "2", "--ep-rebalance", "4", "--swa-replay", "off", "--ep-micro-batches", "2",
-                    model=self.model)
-        try:
-            first = run_all(job.urls, prompts)
-            again = run_all(job.urls, prompts)
-            m = job.metrics(0)
+            first = run_all(job.urls, self.prompts)
+            again = run_all(job.urls, self.prompts)
+            ms = [job.metrics(r) for r in range(n)]
         finally:
             rc = job.stop()
-        self.assertEqual([t for t, _ in first], ref)
-        self.assertEqual([t for t, _ in again], ref)
+        self.assertEqual([t for t, _ in first], self.ref)
+        self.assertEqual([t for t, _ in again], self.ref)
         self.assertTrue(any(c > 0 for _, c in again), again)
         self.assertEqual(rc, 0, job.text()[-2000:])
-        self.assertGreater(metric(m, "cinfer_ep_rows_computed_total"), 0)
-        self.assertGreater(metric(m, "cinfer_ep_rebalances_total"), 0)
+        self.assertGreater(metric(ms[0], "cinfer_ep_rows_computed_total"), 0)
+        return ms
+
+    def test_four_ranks_partitioned(self):
+        ms = self.run_job(4)
+        for m in ms:  # exactly 1/4 of the routed experts and of their bytes on every rank
+            self.assertEqual(metric(m, "cinfer_ep_experts_held"), self.N_EXPERTS / 4)
+            self.assertEqual(metric(m, "cinfer_ep_expert_bytes"), self.EXPERT_BYTES * self.N_EXPERTS / 4)
+            self.assertEqual(metric(m, "cinfer_ep_weight_loads_total"), 0)
+
+    def test_two_ranks_rebalancing(self):
+        ms = self.run_job(2, "--ep-redundant", "2", "--ep-rebalance", "4", "--ep-micro-batches", "2")
+        self.assertGreater(metric(ms[0], "cinfer_ep_rebalances_total"), 0)
+        # each rank holds its 5 slots' experts per block (a replica placed twice on one rank once), with
+        # their bytes; the experts a plan moved were loaded in the background and the old ones freed
+        for r, m in enumerate(ms):
+            held = metric(m, "cinfer_ep_experts_held")
+            self.assertTrue(12 <= held <= 15, (r, held))
+            self.assertEqual(metric(m, "cinfer_ep_expert_bytes"), held * self.EXPERT_BYTES)
+            self.assertEqual(metric(m, "cinfer_ep_weight_load_bytes_total"),
+                             metric(m, "cinfer_ep_weight_loads_total") * self.EXPERT_BYTES)
+        self.assertGreater(sum(metric(m, "cinfer_ep_weight_loads_total") for m in ms), 0)
+        self.assertGreater(sum(metric(m, "cinfer_ep_experts_held") for m in ms), self.N_EXPERTS)  # replicas
+
+    def test_peer_weight_moves(self):
+        """--ep-weight-source peer: the moved experts' bytes come from the ranks holding them by MPI
+        point-to-point (checksummed), never from the receiver's file; outputs stay identical."""
+        ms = self.run_job(2, "--ep-redundant", "2", "--ep-rebalance", "4", "--ep-weight-source", "peer")
+        self.assertGreater(metric(ms[0], "cinfer_ep_rebalances_total"), 0)
+        loads = [metric(m, "cinfer_ep_weight_loads_total") for m in ms]
+        got = [metric(m, "cinfer_ep_weight_peer_bytes_total", 'dir="in"') for m in ms]
+        sent = [metric(m, "cinfer_ep_weight_peer_bytes_total", 'dir="out"') for m in ms]
+        self.assertGreater(sum(loads), 0)
+        # every expert a rank loaded arrived from the other rank: its raw bytes (f32: the resident bytes too)
+        self.assertEqual(got, [n * self.EXPERT_BYTES for n in loads])
+        self.assertEqual(sent, list(reversed(got)))
+        for m in ms:
+            self.assertEqual(metric(m, "cinfer_ep_weight_load_bytes_total"),
+                             metric(m, "cinfer_ep_weight_loads_total") * self.EXPERT_BYTES)
+            self.assertEqual(metric(m, "cinfer_ep_expert_bytes"), metric(m, "cinfer_ep_experts_held") *
+                             self.EXPERT_BYTES)
+
+    def test_layout_mismatch_fails_fast(self):
+        """Ranks started with different layout options: the job fails within seconds, naming the option."""
+        base = free_base(2)
+        common = [BIN, "serve", self.model, "--ep", "--port", str(base)] + OPTS + ["--swa-replay", "off"]
+        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-n", "1"] + common + ["--ep-weight-source", "peer"]
+        cmd += [":", "-n", "1"] + common + ["--ep-weight-source", "file"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        _live.append(proc)
+        try:
+            out, _ = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            self.fail("a layout mismatch did not end the job: " + out[-2000:])
+        self.assertNotEqual(proc.returncode, 0, out[-2000:])
+        self.assertIn("the ranks disagree on --ep-weight-source", out)
+        self.assertNotIn("listening on", out)
 
 
 @unittest.skipIf(NETNS_HOSTS, "single-host suite")
@@ -397,6 +473,15 @@ class TestTwoHosts(Identity, unittest.TestCase):
 
     def test_two_ranks_per_host(self):
         self.check_identical(4, "--ep-redundant", "4", "--ep-rebalance", "4")
+
+    def test_peer_moves_across_hosts(self):
+        """--ep-weight-source peer across the namespaces: moved experts arrive over TCP from the other host."""
+        self.check_identical(2, "--ep-redundant", "2", "--ep-rebalance", "4", "--ep-weight-source", "peer")
+        got = [metric(m, "cinfer_ep_weight_peer_bytes_total", 'dir="in"') for m in self.ms]
+        sent = [metric(m, "cinfer_ep_weight_peer_bytes_total", 'dir="out"') for m in self.ms]
+        self.assertEqual(got, [metric(m, "cinfer_ep_weight_loads_total") * 393216 for m in self.ms])
+        self.assertGreater(sum(got), 0)
+        self.assertEqual(sent, list(reversed(got)))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 # an rsh agent that runs Open MPI's daemon in the namespace owning the host address, rows moving
 # over Open MPI's TCP transport (btl tcp,self). tests/clients/test_serve_ep.py's TestTwoHosts
 # (run inside the first namespace) compares greedy outputs of 2 ranks (one per host) and 4 ranks
-# (two per host) with the single-process server. SKIP (77) when namespaces cannot be made
+# (two per host) with the single-process server, and rebalances moving experts between the hosts
+# over MPI (--ep-weight-source peer). SKIP (77) when namespaces cannot be made
 # (not root) or mpirun is missing, except under CI=true. Everything is torn down on exit.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)

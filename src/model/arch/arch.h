@@ -76,6 +76,11 @@ typedef struct model_arch {
     int (*expert_acquire)(model *m, int32_t layer, int32_t expert, cf_err *err);
     void (*expert_release)(model *m, int32_t layer, int32_t expert);
     bool (*expert_resident)(const model *m, int32_t layer, int32_t expert);
+    /* model_expert_raw_size / _read_raw / _acquire_raw: an expert's file
+     * bytes moved between processes (absent: not offered). */
+    size_t (*expert_raw_size)(const model *m, int32_t layer);
+    int (*expert_read_raw)(const model *m, int32_t layer, int32_t expert, void *dst, size_t n, cf_err *err);
+    int (*expert_acquire_raw)(model *m, int32_t layer, int32_t expert, const void *raw, size_t n, cf_err *err);
 } model_arch;
 
 /* The table serving general.architecture `name`, or NULL. */

@@ -325,4 +325,7 @@ const model_arch model_arch_deepseek2 = {
     .expert_acquire = ds2_expert_acquire,
     .expert_release = ds2_expert_release,
     .expert_resident = ds2_expert_resident,
+    .expert_raw_size = ds2_expert_raw_size,
+    .expert_read_raw = ds2_expert_read_raw,
+    .expert_acquire_raw = ds2_expert_acquire_raw,
 };

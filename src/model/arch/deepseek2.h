@@ -80,6 +80,12 @@ void ds2_release_routed(model *m, ds2_layer *L);
 int ds2_expert_acquire(model *m, int32_t layer, int32_t expert, cf_err *err);
 void ds2_expert_release(model *m, int32_t layer, int32_t expert);
 bool ds2_expert_resident(const model *m, int32_t layer, int32_t expert);
+/* An expert's file bytes (gate, up, down slices back to back; not offered
+ * for FP8 stacks), read from this process's file mapping or made resident
+ * from another's (model.h model_expert_raw_size). */
+size_t ds2_expert_raw_size(const model *m, int32_t layer);
+int ds2_expert_read_raw(const model *m, int32_t layer, int32_t expert, void *dst, size_t n, cf_err *err);
+int ds2_expert_acquire_raw(model *m, int32_t layer, int32_t expert, const void *raw, size_t n, cf_err *err);
 
 /* The deepseek2 forward pass (deepseek2_forward.c) behind fwd_ctx (the
  * table's hooks, deepseek2.c); same contract as model.h's fwd_ctx_create /

@@ -76,40 +76,48 @@ static const char *slice_of(const gguf_tensor *t, int32_t e) {
     return (const char *)t->data + slice_bytes(t) * (size_t)e;
 }
 
-/* Prepares expert e's matrix of stack t (FP8: its scales) into w. own: the
- * repacked copy goes into a buffer of the expert (*buf, counted in *bytes)
- * and the slice's file pages are released; else into a model weight buffer. */
-static int prep_matrix(model *m, const gguf_tensor *t, const float *scale, int32_t e, bool own, kern_weight *w,
-                       void **buf, size_t *buf_len, uint64_t *bytes, cf_err *err) {
+/* Prepares expert e's matrix of stack t (FP8: its scales) from src (its
+ * slice in the file mapping, or raw: bytes another process sent) into w.
+ * own: the repacked copy goes into a buffer of the expert (*buf, counted in
+ * *bytes) and the slice's file pages are released; a raw slice the kernels
+ * read in place is copied into such a buffer. Else into a model weight
+ * buffer. */
+static int prep_matrix(model *m, const gguf_tensor *t, const float *scale, int32_t e, const char *src, bool raw,
+                       bool own, kern_weight *w, void **buf, size_t *buf_len, uint64_t *bytes, cf_err *err) {
     int64_t in = t->ne[0], out = t->ne[1];
-    const char *src = slice_of(t, e);
     if (t->type == DT_F8_B128) { /* read in place, with its slice of the stacked scales */
         *bytes += slice_bytes(t);
         int64_t per = ((in + 127) / 128) * ((out + 127) / 128);
         return kern_weight_prepare_fp8(w, (const uint8_t *)src, scale + per * e, out, in, err);
     }
     if (!own) return model_prepare_weight(m, t->name, w, (dtype)t->type, src, out, in, err);
-    size_t packed = kern_weight_packed_size((dtype)t->type, out, in);
-    if (!packed) { /* the kernels read the slice in place */
-        *bytes += slice_bytes(t);
+    size_t packed = kern_weight_packed_size((dtype)t->type, out, in), slice = slice_bytes(t);
+    if (!packed && !raw) { /* the kernels read the slice in place */
+        *bytes += slice;
         return kern_weight_prepare_into(w, (dtype)t->type, src, out, in, NULL, false, err);
     }
-    if (!(*buf = ebuf_alloc(packed))) return cf_fail(err, "out of memory for %s", t->name);
-    *buf_len = packed;
-    *bytes += packed;
+    size_t len = packed ? packed : slice;
+    if (!(*buf = ebuf_alloc(len))) return cf_fail(err, "out of memory for %s", t->name);
+    *buf_len = len;
+    *bytes += len;
+    if (!packed) { /* a raw slice read in place: its own copy */
+        memcpy(*buf, src, slice);
+        return kern_weight_prepare_into(w, (dtype)t->type, *buf, out, in, NULL, false, err);
+    }
     if (kern_weight_prepare_into(w, (dtype)t->type, src, out, in, *buf, false, err)) return -1;
     w->data = NULL;
-    gguf_release_range(m->gguf, src, slice_bytes(t));
+    if (!raw) gguf_release_range(m->gguf, src, slice);
     return 0;
 }
 
-/* Gate and up slices of expert e stacked into one [2*n_ff_exp][E] matrix. */
-static int prep_stacked(model *m, const ds2_expert_src *s, int32_t e, bool own, kern_weight *w, void **buf,
-                        size_t *buf_len, uint64_t *bytes, cf_err *err) {
+/* Gate and up slices of expert e (src[0], src[1]: in the file mapping, or
+ * raw bytes) stacked into one [2*n_ff_exp][E] matrix. */
+static int prep_stacked(model *m, const ds2_expert_src *s, const char *const *src, bool from_raw, bool own,
+                        kern_weight *w, void **buf, size_t *buf_len, uint64_t *bytes, cf_err *err) {
     int64_t E = s->gate->ne[0], fe = s->gate->ne[1];
     dtype type = (dtype)s->gate->type;
     size_t slice = slice_bytes(s->gate);
-    const void *parts[2] = {slice_of(s->gate, e), slice_of(s->up, e)};
+    const void *parts[2] = {src[0], src[1]};
     const size_t part_bytes[2] = {slice, slice};
     if (!own) return model_prepare_stacked(m, s->gate->name, w, type, parts, part_bytes, 2, 2 * fe, E, err);
     size_t packed = kern_weight_packed_size(type, 2 * fe, E);
@@ -131,31 +139,42 @@ static int prep_stacked(model *m, const ds2_expert_src *s, int32_t e, bool own, 
         }
         ebuf_free(raw, 2 * slice);
     }
-    gguf_release_range(m->gguf, parts[0], slice);
-    gguf_release_range(m->gguf, parts[1], slice);
+    if (!from_raw) {
+        gguf_release_range(m->gguf, parts[0], slice);
+        gguf_release_range(m->gguf, parts[1], slice);
+    }
     return r;
 }
 
 /* Prepares expert e's gate and up (part 0) or down (part 1) matrices into
- * em (own: a partial expert set; else model weight buffers). */
-static int prep_part(model *m, ds2_layer *L, int32_t e, int part, bool own, ds2_expert_mem *em, cf_err *err) {
+ * em (own: a partial expert set; else model weight buffers) from the file
+ * mapping (raw NULL) or from raw: its gate, up and down slices back to back
+ * (ds2_expert_read_raw's layout). */
+static int prep_part(model *m, ds2_layer *L, int32_t e, int part, bool own, ds2_expert_mem *em, const char *raw,
+                     cf_err *err) {
     const ds2_expert_src *s = &L->esrc;
     void **b = em->buf;
     size_t *bl = em->buf_len;
     uint64_t *n = &em->bytes;
+    size_t g = slice_bytes(s->gate), u = slice_bytes(s->up);
+    const char *src[3] = {raw ? raw : slice_of(s->gate, e), raw ? raw + g : slice_of(s->up, e),
+                          raw ? raw + g + u : slice_of(s->down, e)};
+    bool in_raw = raw != NULL;
     int r;
-    if (part == 1) r = prep_matrix(m, s->down, s->down_scale, e, own, &L->ed[e], &b[2], &bl[2], n, err);
-    else if (s->stacked) r = prep_stacked(m, s, e, own, &L->egu[e], &b[0], &bl[0], n, err);
+    if (part == 1) r = prep_matrix(m, s->down, s->down_scale, e, src[2], in_raw, own, &L->ed[e], &b[2], &bl[2], n, err);
+    else if (s->stacked) r = prep_stacked(m, s, src, in_raw, own, &L->egu[e], &b[0], &bl[0], n, err);
     else
-        r = prep_matrix(m, s->gate, s->gate_scale, e, own, &L->eg[e], &b[0], &bl[0], n, err) ||
-            prep_matrix(m, s->up, s->up_scale, e, own, &L->eu[e], &b[1], &bl[1], n, err);
+        r = prep_matrix(m, s->gate, s->gate_scale, e, src[0], in_raw, own, &L->eg[e], &b[0], &bl[0], n, err) ||
+            prep_matrix(m, s->up, s->up_scale, e, src[1], in_raw, own, &L->eu[e], &b[1], &bl[1], n, err);
     return r ? cf_prefix(err, "tensor %s (expert %d)", part == 1 ? s->down->name : s->gate->name, e) : 0;
 }
 
-/* Prepares every matrix of expert e of a partial set into its own buffers. */
-static int prep_expert(model *m, ds2_layer *L, int32_t e, cf_err *err) {
+/* Prepares every matrix of expert e of a partial set into its own buffers
+ * (from the file mapping, or raw bytes when raw is not NULL). */
+static int prep_expert(model *m, ds2_layer *L, int32_t e, const char *raw, cf_err *err) {
     L->emem[e].bytes = 0;
-    return prep_part(m, L, e, 0, true, &L->emem[e], err) || prep_part(m, L, e, 1, true, &L->emem[e], err) ? -1 : 0;
+    return prep_part(m, L, e, 0, true, &L->emem[e], raw, err) || prep_part(m, L, e, 1, true, &L->emem[e], raw, err) ? -1
+                                                                                                                    : 0;
 }
 
 /* Tears down expert e's matrices and frees its copies (a partial set). */
@@ -216,7 +235,7 @@ int ds2_load_routed(model *m, int il, ds2_layer *L, uint64_t *bytes, uint64_t *p
         if (!(L->emem = calloc((size_t)ne, sizeof *L->emem))) return cf_fail(err, "out of memory");
         for (int32_t e = 0; e < ne; e++) {
             if (!m->expert_keep(m->expert_keep_ctx, hp, il, e)) continue;
-            if (prep_expert(m, L, e, err)) return -1;
+            if (prep_expert(m, L, e, NULL, err)) return -1;
             atomic_fetch_add(&m->expert_resident_bytes, L->emem[e].bytes);
             atomic_store_explicit(&L->emem[e].resident, true, memory_order_release);
         }
@@ -225,7 +244,7 @@ int ds2_load_routed(model *m, int il, ds2_layer *L, uint64_t *bytes, uint64_t *p
         ds2_expert_mem unused = {0};
         for (int part = 0; part < 2; part++)
             for (int32_t e = 0; e < ne; e++)
-                if (prep_part(m, L, e, part, false, &unused, err)) return -1;
+                if (prep_part(m, L, e, part, false, &unused, NULL, err)) return -1;
     }
     const ds2_expert_src *s = &L->esrc;
     note_stack(m, s->gate, hp->n_ff_exp, hp->n_embd, s->stacked);
@@ -264,18 +283,53 @@ static ds2_layer *partial_layer(const model *m, int32_t layer, int32_t expert) {
     return L->moe && L->emem ? L : NULL;
 }
 
-int ds2_expert_acquire(model *m, int32_t layer, int32_t expert, cf_err *err) {
+/* Makes the expert resident from the file mapping (raw NULL) or from raw bytes. */
+static int acquire(model *m, int32_t layer, int32_t expert, const char *raw, cf_err *err) {
     ds2_layer *L = partial_layer(m, layer, expert);
     if (!L) return cf_fail(err, "layer %d expert %d: not a routed expert of a partially loaded model", layer, expert);
     ds2_expert_mem *em = &L->emem[expert];
     if (atomic_load_explicit(&em->resident, memory_order_acquire)) return 0;
-    if (prep_expert(m, L, expert, err)) {
+    if (prep_expert(m, L, expert, raw, err)) {
         drop_expert(m, L, expert);
         return -1;
     }
     atomic_fetch_add(&m->expert_resident_bytes, em->bytes);
     atomic_store_explicit(&em->resident, true, memory_order_release);
     return 0;
+}
+
+int ds2_expert_acquire(model *m, int32_t layer, int32_t expert, cf_err *err) {
+    return acquire(m, layer, expert, NULL, err);
+}
+
+size_t ds2_expert_raw_size(const model *m, int32_t layer) {
+    const ds2_layer *L = partial_layer(m, layer, 0);
+    if (!L) return 0;
+    const ds2_expert_src *s = &L->esrc;
+    if (s->gate->type == DT_F8_B128 || s->up->type == DT_F8_B128 || s->down->type == DT_F8_B128)
+        return 0; /* FP8 experts are read in place with their stacks' scales: not offered */
+    return slice_bytes(s->gate) + slice_bytes(s->up) + slice_bytes(s->down);
+}
+
+int ds2_expert_read_raw(const model *m, int32_t layer, int32_t expert, void *dst, size_t n, cf_err *err) {
+    size_t want = ds2_expert_raw_size(m, layer);
+    if (!want || expert < 0 || expert >= m->hp.n_expert || n != want)
+        return cf_fail(err, "layer %d expert %d: not a movable routed expert of %zu bytes", layer, expert, n);
+    const ds2_expert_src *s = &ds2_layers(m)[layer].esrc;
+    const gguf_tensor *ts[3] = {s->gate, s->up, s->down};
+    char *at = dst;
+    for (int i = 0; i < 3; i++) {
+        memcpy(at, slice_of(ts[i], expert), slice_bytes(ts[i]));
+        at += slice_bytes(ts[i]);
+    }
+    return 0;
+}
+
+int ds2_expert_acquire_raw(model *m, int32_t layer, int32_t expert, const void *raw, size_t n, cf_err *err) {
+    size_t want = ds2_expert_raw_size(m, layer);
+    if (!want || n != want)
+        return cf_fail(err, "layer %d expert %d: %zu bytes received, the expert has %zu", layer, expert, n, want);
+    return acquire(m, layer, expert, raw, err);
 }
 
 void ds2_expert_release(model *m, int32_t layer, int32_t expert) {

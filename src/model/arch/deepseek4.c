@@ -275,4 +275,10 @@ const model_arch model_arch_deepseek4 = {
     .expert_load = ds4_load_hook,
     .fwd_set_moe_executor = ds4_exec_hook,
     .expert_ffn = ds4_ffn_hook,
+    .expert_acquire = ds4_expert_acquire,
+    .expert_release = ds4_expert_release,
+    .expert_resident = ds4_expert_resident,
+    .expert_raw_size = ds4_expert_raw_size,
+    .expert_read_raw = ds4_expert_read_raw,
+    .expert_acquire_raw = ds4_expert_acquire_raw,
 };

@@ -25,6 +25,12 @@
  *     nextn.shared_head_norm [E] (optional: output_norm)
  * Globals: output_hc_fn [n*E -> n], output_hc_base [n], output_hc_scale [1].
  *
+ * Routed experts (deepseek4_experts.c): with a partial expert set (expert
+ * parallelism, model_load_opts.expert_keep) `emem` [n_expert] of a main
+ * block says which are resident and owns their prepared copies; the others'
+ * kern_weights are zero. Without one (and in MTP blocks, which run
+ * in-process) emem is NULL and every expert is prepared at load into model
+ * weight buffers.
  * Ownership: everything belongs to the model (m->layers: ds4_weights, freed
  * by the family's release hook). */
 #ifndef CINFER_MODEL_DEEPSEEK4_H
@@ -32,11 +38,21 @@
 
 #include "model/arch/arch.h"
 
+#include <stdatomic.h>
+
 typedef struct ds4_compressor {
     kern_weight wkv, wgate; /* [c*W][E] */
     float *ape; /* [r][c*W] */
     float *norm; /* [W] */
 } ds4_compressor;
+
+/* One routed expert's memory in a partial expert set. */
+typedef struct ds4_expert_mem {
+    void *buf[3]; /* owned prepared copies of gate, up, down (mmap'd), NULL where read in place */
+    size_t buf_len[3]; /* their mapping lengths */
+    uint64_t bytes; /* weight bytes it takes while resident (copies + in-place slices) */
+    atomic_bool resident; /* its kern_weights are ready (release store after preparing) */
+} ds4_expert_mem;
 
 typedef struct ds4_layer {
     int32_t ratio;
@@ -53,6 +69,8 @@ typedef struct ds4_layer {
     float *exp_bias; /* [X] or NULL (hash layer) */
     int32_t *tid2eid; /* [n_vocab][K] or NULL (score layer); owned, checked < X */
     kern_weight *eg, *eu, *ed; /* n_expert each */
+    const gguf_tensor *exps[3]; /* the gate, up, down stacks [in, out, n_expert] in the file */
+    ds4_expert_mem *emem; /* [n_expert] with a partial expert set, else NULL */
     bool has_shared;
     kern_weight sg, su, sd;
     float swiglu_exp, swiglu_shexp; /* clamp limits (0: none) */
@@ -72,6 +90,22 @@ static inline const ds4_weights *ds4_w(const model *m) { return (const ds4_weigh
 /* deepseek4_load.c */
 int ds4_load(model *m, cf_err *err);
 void ds4_release(model *m);
+
+/* Routed experts (deepseek4_experts.c): block il's expert stacks (all, or
+ * those m->expert_keep keeps; MTP blocks keep all), their release, and the
+ * arch hooks that make one resident / release it later (model.h
+ * model_expert_acquire). *routed += the stacks' file bytes. */
+int ds4_load_routed(model *m, int il, ds4_layer *L, uint64_t *routed, cf_err *err);
+void ds4_release_routed(model *m, ds4_layer *L);
+int ds4_expert_acquire(model *m, int32_t layer, int32_t expert, cf_err *err);
+void ds4_expert_release(model *m, int32_t layer, int32_t expert);
+bool ds4_expert_resident(const model *m, int32_t layer, int32_t expert);
+/* An expert's file bytes (gate, up, down slices back to back), read from
+ * this process's file mapping or made resident from another's (model.h
+ * model_expert_raw_size). */
+size_t ds4_expert_raw_size(const model *m, int32_t layer);
+int ds4_expert_read_raw(const model *m, int32_t layer, int32_t expert, void *dst, size_t n, cf_err *err);
+int ds4_expert_acquire_raw(model *m, int32_t layer, int32_t expert, const void *raw, size_t n, cf_err *err);
 
 /* KV of one layer (deepseek4.c; docs/deepseek4.md "KV"): the per-token
  * state a sequence keeps for its last positions (main layers: on its window

@@ -2,7 +2,8 @@
  * (main and MTP) into ds4_weights (deepseek4.h has the shapes). Every
  * problem is one line naming the tensor: a missing compressor or indexer
  * tensor of a compressed layer, a wrong shape, a tid2eid table that is not
- * I32 or routes to an expert that does not exist. active_bytes counts
+ * I32 or routes to an expert that does not exist. The routed experts are
+ * deepseek4_experts.c's (a partial set under expert parallelism). active_bytes counts
  * expert_used_count routed experts per block (MTP blocks excluded). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,32 +97,6 @@ static int load_attention(model *m, int il, ds4_layer *L, cf_err *err) {
                : 0;
 }
 
-/* The [in, out, n_expert] stack `name`: one matrix per expert. */
-static int load_experts(model *m, const char *name, int64_t in, int64_t out, kern_weight **ws, uint64_t *bytes,
-                        cf_err *err) {
-    int32_t ne = m->hp.n_expert;
-    const gguf_tensor *t = gguf_find_tensor(m->gguf, name);
-    if (!t) return cf_fail(err, "missing tensor %s", name);
-    if (t->n_dims != 3 || t->ne[0] != in || t->ne[1] != out || t->ne[2] != ne)
-        return cf_fail(err, "tensor %s has shape [%lld, %lld, %lld], expected [%lld, %lld, %d]", name,
-                       (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)in, (long long)out,
-                       ne);
-    if (!dtype_computable(t->type)) return model_unsupported_type(t, err);
-    *ws = calloc((size_t)ne, sizeof **ws);
-    if (!*ws) return cf_fail(err, "out of memory loading %s", name);
-    size_t slice = dtype_row_bytes(t->type, in) * (size_t)out;
-    for (int32_t e = 0; e < ne; e++)
-        if (model_prepare_weight(m, name, &(*ws)[e], (dtype)t->type, (const char *)t->data + slice * (size_t)e, out, in,
-                                 err))
-            return cf_prefix(err, "tensor %s (expert %d)", name, e);
-    if ((*ws)[0].packed) model_mem_copied(m, t);
-    else model_mem_mapped(m, t);
-    m->weight_bytes += t->nbytes;
-    m->n_params += (uint64_t)(in * out * ne);
-    *bytes += t->nbytes;
-    return 0;
-}
-
 /* tid2eid: I32 [K, n_vocab], every id < n_expert. */
 static int load_tid2eid(model *m, int il, ds4_layer *L, cf_err *err) {
     const model_hparams *hp = &m->hp;
@@ -156,10 +131,7 @@ static int load_ffn(model *m, int il, ds4_layer *L, uint64_t *routed, cf_err *er
     } else if (load_f32(m, NAME(b, il, "exp_probs_b.bias"), X, 0, true, &L->exp_bias, err)) {
         return -1;
     }
-    if (load_experts(m, NAME(b, il, "ffn_gate_exps.weight"), E, FE, &L->eg, routed, err) ||
-        load_experts(m, NAME(b, il, "ffn_up_exps.weight"), E, FE, &L->eu, routed, err) ||
-        load_experts(m, NAME(b, il, "ffn_down_exps.weight"), FE, E, &L->ed, routed, err))
-        return -1;
+    if (ds4_load_routed(m, il, L, routed, err)) return -1; /* deepseek4_experts.c */
     L->has_shared = FS > 0;
     if (L->has_shared && (model_load_matrix(m, NAME(b, il, "ffn_gate_shexp.weight"), E, FS, &L->sg, err) ||
                           model_load_matrix(m, NAME(b, il, "ffn_up_shexp.weight"), E, FS, &L->su, err) ||
@@ -262,9 +234,7 @@ void ds4_release(model *m) {
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) kern_weight_release(ws[i]);
         release_compressor(&L->comp);
         release_compressor(&L->icomp);
-        release_experts(L->eg, m->hp.n_expert);
-        release_experts(L->eu, m->hp.n_expert);
-        release_experts(L->ed, m->hp.n_expert);
+        ds4_release_routed(m, L);
     }
     free(w->layer);
     free(w->hc_head_fn);

@@ -86,6 +86,11 @@ int ds4_moe(ds4_fwd *c, const fwd_batch *b, int il, cf_err *err) {
         for (int32_t t = 0; t < T; t++) c->exp_n[c->rsel[t * K + k]]++;
         for (int32_t e = 0; e < X; e++) {
             if (!c->exp_n[e]) continue;
+            if (!ds4_expert_resident(c->m, il, e))
+                return cf_fail(err,
+                               "block %d: expert %d is not loaded in this process (a partial expert set needs the "
+                               "expert-parallel executor)",
+                               il, e);
             int32_t n = 0;
             for (int32_t t = 0; t < T; t++)
                 if (c->rsel[t * K + k] == e) {

@@ -104,6 +104,8 @@ int ds4_fwd_expert_ffn(ds4_fwd *c, int32_t layer, int32_t expert, const float *x
     const model_hparams *hp = &c->m->hp;
     if (layer < 0 || layer >= hp->n_layer || expert < 0 || expert >= hp->n_expert || n < 0)
         return cf_fail(err, "expert FFN: layer %d expert %d is not a routed expert of this model", layer, expert);
+    if (!ds4_expert_resident(c->m, layer, expert))
+        return cf_fail(err, "expert FFN: expert %d of layer %d is not resident in this process", expert, layer);
     int64_t E = hp->n_embd;
     for (int32_t at = 0; at < n; at += c->max_tokens) {
         int32_t rows = n - at < c->max_tokens ? n - at : c->max_tokens;
