@@ -326,12 +326,10 @@ class TestExpertParallel(Identity, unittest.TestCase):
             self.assertEqual(again.stop(), 0)
 
 
-@unittest.skipIf(NETNS_HOSTS, "single-host suite")
-class TestDeepseek4(unittest.TestCase):
-    """An mkmodel deepseek4 (a hash-routed first layer, score layers, a shared expert, clamped SwiGLU)
-    through 2 ranks, rebalancing live, and 4: the single-process outputs, batched and with prefix hits;
-    each rank holds only its placement's routed experts (hash layer included), and a rebalance moves
-    expert weights between ranks."""
+class Ds4Model:
+    """An mkmodel deepseek4 (a hash-routed first layer, score layers, a shared expert, clamped SwiGLU),
+    its single-process outputs (the reference) and run_job: an EP job's outputs, batched and again with
+    prefix hits, checked against them."""
     EXPERT_BYTES = 3 * 64 * 32 * 4  # gate, up, down of one expert: f32 [64 -> 32], [32 -> 64]
     N_EXPERTS = 3 * 8  # 3 MoE blocks x 8 routed experts
 
@@ -373,6 +371,13 @@ class TestDeepseek4(unittest.TestCase):
         self.assertEqual(rc, 0, job.text()[-2000:])
         self.assertGreater(metric(ms[0], "cinfer_ep_rows_computed_total"), 0)
         return ms
+
+
+@unittest.skipIf(NETNS_HOSTS, "single-host suite")
+class TestDeepseek4(Ds4Model, unittest.TestCase):
+    """deepseek4 through 2 ranks, rebalancing live, and 4: the single-process outputs; each rank holds
+    only its placement's routed experts (hash layer included), and a rebalance moves expert weights
+    between ranks."""
 
     def test_four_ranks_partitioned(self):
         ms = self.run_job(4)
@@ -464,6 +469,15 @@ class TestFront(unittest.TestCase):
             if router:
                 router.stop()
             self.assertEqual(job.stop(), 0)
+
+
+@unittest.skipUnless(NETNS_HOSTS, "needs two namespaces: run by tests/integration/serve_ep_netns.sh")
+class TestDeepseek4TwoHosts(Ds4Model, unittest.TestCase):
+    def test_one_rank_per_host(self):
+        """deepseek4 with one rank in each namespace (MPI over TCP): the single-process outputs, and
+        each rank holds half of the routed experts."""
+        for m in self.run_job(2):
+            self.assertEqual(metric(m, "cinfer_ep_experts_held"), self.N_EXPERTS / 2)
 
 
 @unittest.skipUnless(NETNS_HOSTS, "needs two namespaces: run by tests/integration/serve_ep_netns.sh")

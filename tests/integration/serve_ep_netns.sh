@@ -5,7 +5,8 @@
 # over Open MPI's TCP transport (btl tcp,self). tests/clients/test_serve_ep.py's TestTwoHosts
 # (run inside the first namespace) compares greedy outputs of 2 ranks (one per host) and 4 ranks
 # (two per host) with the single-process server, and rebalances moving experts between the hosts
-# over MPI (--ep-weight-source peer). SKIP (77) when namespaces cannot be made
+# over MPI (--ep-weight-source peer); TestDeepseek4TwoHosts compares a deepseek4 model's outputs with
+# one rank per host (each holding half its routed experts). SKIP (77) when namespaces cannot be made
 # (not root) or mpirun is missing, except under CI=true. Everything is torn down on exit.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -48,4 +49,4 @@ chmod +x "$tmp/agent.sh"
 export EP_NETNS_HOSTS=10.$net.0.2,10.$net.0.3
 export EP_MPIRUN_ARGS="--mca plm_rsh_agent $tmp/agent.sh --mca btl tcp,self --mca btl_tcp_if_include 10.$net.0.0/24 --mca oob_tcp_if_include 10.$net.0.0/24"
 cd "$here/../clients" || exit 1
-timeout 300 ip netns exec "$a" "$VENV/bin/python" -m unittest -v test_serve_ep.TestTwoHosts
+timeout 450 ip netns exec "$a" "$VENV/bin/python" -m unittest -v test_serve_ep.TestTwoHosts test_serve_ep.TestDeepseek4TwoHosts
