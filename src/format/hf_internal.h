@@ -72,6 +72,9 @@ bool hf_tok_is_metaspace(json_t *tj);
 int hf_tok_spm_bpe(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err);
 int hf_tok_wordpiece(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err);
 int hf_tok_unigram(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err);
+/* post_processor (TemplateProcessing / BertProcessing / none) as add_bos / add_eos (bert:
+ * add_sep) and their token ids. */
+int hf_tok_write_post(json_t *tj, const hf_vocab *v, bool bert, gguf_writer *w, cf_err *err);
 
 /* JSON file helpers: load <dir>/<name> (required or optional: *out NULL when
  * absent), and typed fields with one-line errors "<file>: field <name>: ...".

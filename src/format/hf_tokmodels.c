@@ -134,7 +134,7 @@ static int read_post(json_t *tj, const hf_vocab *v, int64_t *pre_id, int64_t *po
     return 0;
 }
 
-static int write_post(json_t *tj, const hf_vocab *v, bool bert, gguf_writer *w, cf_err *err) {
+int hf_tok_write_post(json_t *tj, const hf_vocab *v, bool bert, gguf_writer *w, cf_err *err) {
     int64_t pre_id, post_id;
     if (read_post(tj, v, &pre_id, &post_id, err)) return -1;
     gguf_set_bool(w, "tokenizer.ggml.add_bos_token", pre_id >= 0);
@@ -165,7 +165,8 @@ static void mark_byte_tokens(hf_vocab *v) {
 bool hf_tok_is_metaspace(json_t *tj) {
     json_t *pre = json_object_get(tj, "pre_tokenizer"), *norm = json_object_get(tj, "normalizer");
     return json_is_true(json_object_get(json_object_get(tj, "model"), "byte_fallback")) ||
-           is_str(pre, "type", "Metaspace") || is_str(norm, "type", "Replace") || is_str(norm, "type", "Sequence") ||
+           is_str(pre, "type", "Metaspace") || is_str(norm, "type", "Replace") ||
+           (is_str(norm, "type", "Sequence") && json_array_size(json_object_get(norm, "normalizers")) > 0) ||
            is_str(norm, "type", "Prepend");
 }
 
@@ -237,7 +238,8 @@ int hf_tok_spm_bpe(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, 
         return -1;
     if (json_is_true(json_object_get(model, "byte_fallback"))) mark_byte_tokens(v);
     if (check_split(v, &m, err) || merge_scores(model, v, err) || hf_vocab_write(v, vocab_size, w, err) ||
-        set_unk(v, json_string_value(json_object_get(model, "unk_token")), w, err) || write_post(tj, v, false, w, err))
+        set_unk(v, json_string_value(json_object_get(model, "unk_token")), w, err) ||
+        hf_tok_write_post(tj, v, false, w, err))
         return -1;
     gguf_set_str(w, "tokenizer.ggml.model", "llama");
     write_metaspace(&m, w);
@@ -257,7 +259,7 @@ int hf_tok_unigram(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, 
         return cf_fail(err, TJ ": field model.unk_id: not a token id of the vocabulary");
     bool byte_fallback = json_is_true(json_object_get(model, "byte_fallback"));
     if (byte_fallback) mark_byte_tokens(v);
-    if (hf_vocab_write(v, vocab_size, w, err) || write_post(tj, v, false, w, err)) return -1;
+    if (hf_vocab_write(v, vocab_size, w, err) || hf_tok_write_post(tj, v, false, w, err)) return -1;
     gguf_set_str(w, "tokenizer.ggml.model", "t5");
     if (json_is_integer(unk)) gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)json_integer_value(unk));
     gguf_set_bool(w, "tokenizer.hf.byte_fallback", byte_fallback);
@@ -301,7 +303,7 @@ int hf_tok_wordpiece(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v
         free(s);
         v->text[i] = p;
     }
-    if (hf_vocab_write(v, vocab_size, w, err) || write_post(tj, v, true, w, err)) return -1;
+    if (hf_vocab_write(v, vocab_size, w, err) || hf_tok_write_post(tj, v, true, w, err)) return -1;
     gguf_set_str(w, "tokenizer.ggml.model", "bert");
     return 0;
 }

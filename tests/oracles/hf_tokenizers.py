@@ -21,12 +21,19 @@ without special tokens into <out>/<kind>/tokens.json:
                   [CLS] $A [SEP] post-processor
   unigram         Unigram with byte fallback, Metaspace("always"): the T5 /
                   ALBERT / XLNet model type, without the precompiled charsmap
+  deepseek_v3     byte-level BPE with DeepSeek V3's pre-tokenizer, as in the
+                  tokenizer.json of deepseek-ai/DeepSeek-V3: Sequence of three
+                  isolating Splits (digit runs of up to 3, Han + kana runs, the
+                  word / punctuation / space regex) + ByteLevel without regex,
+                  empty normalizer Sequence, TemplateProcessing "<bos> $A"
+
+Kinds may be named on the command line after <out> to write only those.
 """
 import json
 import os
 import sys
 
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog. It's 2024 and we've got 12345 tokens!",
@@ -42,6 +49,28 @@ STRINGS = [
     "Hello</s>world<s> again", "<s>start with special", "def f(x):\n    return x*1000",
     "UPPER Case MiXeD", "naïve café résumé", "tokenization!!! ??? ...",
 ]
+DS_CORPUS = CORPUS + [
+    "x.append(y); $var = foo->bar(); @decorator #tag [link](url) {key: value}",
+    "東京都の人口は1400万人です。カタカナとひらがなと漢字が混ざった文章。",
+    "价格是12345678元，电话：010-8888-9999。",
+    "e\u0301 combining marks: a\u0300 o\u0308 \u0928\u093f\u0930\u094d Hindi \u0915\u094d\u0937",
+    "  indented\r\n\r\n\tcode();;  \n   ",
+    "Numbers: 1 22 333 4444 55555 1234567890 ½ ² ٣٤٥ ①②",
+] * 10
+DS_STRINGS = STRINGS + [
+    "x.append(y)", "$HOME/.bashrc", "foo--bar__baz", "1234567", "3.14159e-10", "東京タワーへ行きます", "漢字かなカナ123",
+    "中文，标点！", "a\u0300\u0301b", "\u0928\u093f\u0930\u094d\u092e\u0932", "line\r\n\r\n  next",
+    "   \t\n", "'s 're 'VE", "½² ٣٤٥ ①", "(\"quoted\")...!?", "<｜begin▁of▁sentence｜>Hi<｜end▁of▁sentence｜>",
+    "\U0001F600\U0001F44D\U0001F3FD", "ｆｕｌｌｗｉｄｔｈ ＡＢＣ", "x\u3040y\u309fz",
+]
+# deepseek-ai/DeepSeek-V3 tokenizer.json, pre_tokenizer.pretokenizers[0..2].pattern.Regex
+DS_V3_SPLITS = [
+    "\\p{N}{1,3}",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+    "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+]
+DS_SPECIAL = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>"]
 BYTES = ["<0x%02X>" % b for b in range(256)]
 
 
@@ -91,6 +120,21 @@ def unigram():
     return tok
 
 
+def deepseek_v3():
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.Sequence([])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(r), behavior="isolated", invert=False) for r in DS_V3_SPLITS] +
+        [pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1200, special_tokens=DS_SPECIAL, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(DS_CORPUS, trainer)
+    tok.post_processor = processors.TemplateProcessing(single=DS_SPECIAL[0] + " $A",
+                                                       special_tokens=[(DS_SPECIAL[0], 0)])
+    return tok
+
+
 KINDS = {
     "spm_legacy": lambda: spm_like(normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")]),
                                    None),
@@ -98,19 +142,25 @@ KINDS = {
     "metaspace_split": lambda: spm_like(None, pre_tokenizers.Metaspace("▁", "always", split=True)),
     "wordpiece": wordpiece,
     "unigram": unigram,
+    "deepseek_v3": deepseek_v3,
 }
+KIND_STRINGS = {"deepseek_v3": DS_STRINGS}
 
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/hf/tok"
+    only = sys.argv[2:]
     for name, make in KINDS.items():
+        if only and name not in only:
+            continue
         tok = make()
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         tok.save(os.path.join(d, "tokenizer.json"))
         tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))  # what cinfer reads
         cases = [{"text": s, "ids": tok.encode(s, add_special_tokens=False).ids,
-                  "ids_special": tok.encode(s, add_special_tokens=True).ids} for s in STRINGS]
+                  "ids_special": tok.encode(s, add_special_tokens=True).ids}
+                 for s in KIND_STRINGS.get(name, STRINGS)]
         with open(os.path.join(d, "tokens.json"), "w") as f:
             json.dump({"vocab_size": tok.get_vocab_size(), "cases": cases}, f, ensure_ascii=False, indent=0)
         print(name, tok.get_vocab_size(), "tokens")

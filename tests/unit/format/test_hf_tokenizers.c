@@ -2,7 +2,8 @@
  * `tokenizers` package (fixtures from tests/oracles/hf_tokenizers.py):
  * llama-2 legacy (byte-fallback BPE, Prepend + Replace normalizer), Metaspace
  * BPE ("first" without split, "always" with split), BERT uncased WordPiece and
- * Unigram. Each tokenizer.json goes through the reader into GGUF keys, then the
+ * Unigram, and byte-level BPE with DeepSeek V3's pre-tokenizer (three Splits).
+ * Each tokenizer.json goes through the reader into GGUF keys, then the
  * tokenizer loader; every fixture string must encode to the same ids, with and
  * without the post-processor's special tokens, and decode back (Metaspace and
  * Unigram kinds, where decoding is lossless up to the prefix space).
@@ -15,7 +16,8 @@
 #include "testutil.h"
 #include "text/tokenizer.h"
 
-static const char *const KINDS[] = {"spm_legacy", "metaspace_first", "metaspace_split", "wordpiece", "unigram"};
+static const char *const KINDS[] = {"spm_legacy", "metaspace_first", "metaspace_split",
+                                    "wordpiece",  "unigram",         "deepseek_v3"};
 
 static tokenizer *load(const char *json, size_t n, int64_t vocab_size, cf_err *err) {
     gguf_writer *w = gguf_writer_create();
@@ -150,6 +152,21 @@ int main(void) {
     expect_bad("{\"normalizer\":{\"type\":\"NFKC\"},\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":"
                "\"BPE\"," V3 ",\"merges\":[\"a b\"]}}",
                "field normalizer: byte-level BPE takes no normalizer but NFC");
+    expect_bad("{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{"
+               "\"Regex\":\"\\\\p{N}{1,3}\"},\"behavior\":\"Removed\"},{\"type\":\"ByteLevel\",\"use_regex\":false}]},"
+               "\"model\":{\"type\":\"BPE\"," V3 ",\"merges\":[\"a b\"]}}",
+               "field pre_tokenizer.pretokenizers[0].behavior");
+    expect_bad("{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{"
+               "\"Regex\":\"\\\\p{N}{1,3}\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\",\"use_regex\":true}]},"
+               "\"model\":{\"type\":\"BPE\"," V3 ",\"merges\":[\"a b\"]}}",
+               "field pre_tokenizer.pretokenizers[1].use_regex");
+    expect_bad("{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{"
+               "\"Regex\":\"\\\\p{N}{1,3}\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\",\"use_regex\":false}]},"
+               "\"model\":{\"type\":\"BPE\"," V3 ",\"merges\":[\"a b\"]}}",
+               "field pre_tokenizer.pretokenizers: Split regexes cinfer's BPE does not know");
+    expect_bad("{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\"},{\"type\":"
+               "\"ByteLevel\",\"use_regex\":false}]},\"model\":{\"type\":\"BPE\"," V3 ",\"merges\":[\"a b\"]}}",
+               "field pre_tokenizer.pretokenizers[0]: only Split(Regex)");
     nfc_byte_level();
     return test_finish();
 }
