@@ -10,7 +10,8 @@
  * - Unigram ("t5" model, cinfer's Viterbi encoder in text/ugm.c): pieces and
  *   scores as given; unk_id, byte_fallback.
  * - WordPiece ("bert" model, text/wpm.c): llama.cpp's spelling, "##x" -> "x",
- *   a word-initial "x" -> "▁x", "[...]" kept; only BERT's uncased normalizer.
+ *   a word-initial "x" -> "▁x", "[...]" kept; BertNormalizer cased or not,
+ *   accents stripped or not (tokenizer.hf.bert_lowercase / _strip_accents).
  * Spaces: llama-2's normalizer Prepend("▁") + Replace(" ", "▁") is llama.cpp's
  * add_space_prefix; a Metaspace pre-tokenizer adds tokenizer.hf.prepend_scheme
  * ("first": only at offset 0, "always": every fragment; neither when the text
@@ -267,14 +268,19 @@ int hf_tok_unigram(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, 
     return 0;
 }
 
-/* BERT uncased: BertNormalizer(lowercase, strip accents, clean text, CJK) + BertPreTokenizer */
-static int check_bert(json_t *tj, json_t *model, cf_err *err) {
+/* BERT: BertNormalizer(clean text, CJK split; lowercase and strip_accents as given, strip_accents
+ * null following lowercase) + BertPreTokenizer. Sets *lower / *strip. */
+static int check_bert(json_t *tj, json_t *model, bool *lower, bool *strip, cf_err *err) {
     json_t *norm = json_object_get(tj, "normalizer"), *sa = json_object_get(norm, "strip_accents");
-    if (!is_str(norm, "type", "BertNormalizer") || !json_is_true(json_object_get(norm, "lowercase")) ||
-        json_is_false(json_object_get(norm, "clean_text")) ||
-        json_is_false(json_object_get(norm, "handle_chinese_chars")) || json_is_false(sa))
-        return cf_fail(err, TJ ": field normalizer: WordPiece needs BERT's uncased BertNormalizer (lowercase, accents "
-                               "stripped, clean text, CJK split)");
+    json_t *lc = json_object_get(norm, "lowercase");
+    if (!is_str(norm, "type", "BertNormalizer") || json_is_false(json_object_get(norm, "clean_text")) ||
+        json_is_false(json_object_get(norm, "handle_chinese_chars")))
+        return cf_fail(err, TJ ": field normalizer: WordPiece needs BERT's BertNormalizer (clean text, CJK split)");
+    if (lc && !json_is_boolean(lc)) return cf_fail(err, TJ ": field normalizer.lowercase: not a boolean");
+    if (sa && !json_is_null(sa) && !json_is_boolean(sa))
+        return cf_fail(err, TJ ": field normalizer.strip_accents: not a boolean or null");
+    *lower = !lc || json_is_true(lc); /* BertNormalizer's default: lowercase */
+    *strip = json_is_boolean(sa) ? json_is_true(sa) : *lower;
     if (!is_str(json_object_get(tj, "pre_tokenizer"), "type", "BertPreTokenizer"))
         return cf_fail(err, TJ ": field pre_tokenizer: WordPiece needs BertPreTokenizer");
     if (!is_str(model, "continuing_subword_prefix", "##"))
@@ -284,7 +290,8 @@ static int check_bert(json_t *tj, json_t *model, cf_err *err) {
 
 int hf_tok_wordpiece(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err) {
     json_t *model = json_object_get(tj, "model");
-    if (check_bert(tj, model, err) ||
+    bool lower = true, strip = true;
+    if (check_bert(tj, model, &lower, &strip, err) ||
         hf_vocab_collect(json_object_get(model, "vocab"), json_object_get(tj, "added_tokens"), v, err) ||
         set_unk(v, json_string_value(json_object_get(model, "unk_token")), w, err))
         return -1;
@@ -305,5 +312,7 @@ int hf_tok_wordpiece(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v
     }
     if (hf_vocab_write(v, vocab_size, w, err) || hf_tok_write_post(tj, v, true, w, err)) return -1;
     gguf_set_str(w, "tokenizer.ggml.model", "bert");
+    gguf_set_bool(w, "tokenizer.hf.bert_lowercase", lower);
+    gguf_set_bool(w, "tokenizer.hf.bert_strip_accents", strip);
     return 0;
 }

@@ -71,6 +71,10 @@ struct tokenizer {
     enum { TOK_PREPEND_LLAMA, TOK_PREPEND_FIRST, TOK_PREPEND_ALWAYS } prepend;
     bool metaspace_split; /* Unigram: words end before each "▁" */
     bool byte_fallback; /* Unigram: unknown pieces as <0xXX> tokens */
+    /* WordPiece: BertNormalizer's lowercase and strip_accents (tokenizer.hf.bert_lowercase,
+     * tokenizer.hf.bert_strip_accents; both true unless a key says false: llama.cpp's
+     * BERT is uncased) */
+    bool bert_lowercase, bert_strip_accents;
     float ugm_unk_score; /* Unigram: lowest token score - 10 */
     bpe_model *bpe; /* BPE only: regexes and merges (owned) */
     uint8_t *eog; /* [n_vocab] 1 = ends generation */

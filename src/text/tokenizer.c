@@ -216,8 +216,11 @@ static int load_hf_flags(tokenizer *t, const gguf_file *f, cf_err *err) {
     if (rc == 0 && strcmp(s.s, "first") && strcmp(s.s, "always"))
         return cf_fail(err, "%s: tokenizer.hf.prepend_scheme '%s' is not first or always", gguf_path(f), s.s);
     if (rc == 0) t->prepend = !strcmp(s.s, "first") ? TOK_PREPEND_FIRST : TOK_PREPEND_ALWAYS;
+    t->bert_lowercase = t->bert_strip_accents = true;
     if (load_flag(f, "tokenizer.hf.metaspace_split", &t->metaspace_split, err) != 0 ||
-        load_flag(f, "tokenizer.hf.byte_fallback", &t->byte_fallback, err) != 0)
+        load_flag(f, "tokenizer.hf.byte_fallback", &t->byte_fallback, err) != 0 ||
+        load_flag(f, "tokenizer.hf.bert_lowercase", &t->bert_lowercase, err) != 0 ||
+        load_flag(f, "tokenizer.hf.bert_strip_accents", &t->bert_strip_accents, err) != 0)
         return -1;
     if (t->algo != TOK_ALGO_UGM) return 0;
     int64_t idx = gguf_find_key(f, "tokenizer.ggml.precompiled_charsmap");

@@ -19,6 +19,9 @@ without special tokens into <out>/<kind>/tokens.json:
                   split true)
   wordpiece       BERT uncased: BertNormalizer + BertPreTokenizer + WordPiece,
                   [CLS] $A [SEP] post-processor
+  wordpiece_cased BERT cased: BertNormalizer(lowercase false; accents kept)
+  wordpiece_cased_strip   lowercase false, strip_accents true
+  wordpiece_keep_accents  lowercase true, strip_accents false
   unigram         Unigram with byte fallback, Metaspace("always"): the T5 /
                   ALBERT / XLNet model type, without the precompiled charsmap
   deepseek_v3     byte-level BPE with DeepSeek V3's pre-tokenizer, as in the
@@ -96,9 +99,9 @@ def spm_like(normalizer, pre_tokenizer):
     return tok
 
 
-def wordpiece():
+def wordpiece(lowercase=True, strip_accents=None):
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=strip_accents)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
     trainer = trainers.WordPieceTrainer(vocab_size=400, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
@@ -141,10 +144,15 @@ KINDS = {
     "metaspace_first": lambda: spm_like(None, pre_tokenizers.Metaspace("▁", "first", split=False)),
     "metaspace_split": lambda: spm_like(None, pre_tokenizers.Metaspace("▁", "always", split=True)),
     "wordpiece": wordpiece,
+    "wordpiece_cased": lambda: wordpiece(lowercase=False),
+    "wordpiece_cased_strip": lambda: wordpiece(lowercase=False, strip_accents=True),
+    "wordpiece_keep_accents": lambda: wordpiece(lowercase=True, strip_accents=False),
     "unigram": unigram,
     "deepseek_v3": deepseek_v3,
 }
-KIND_STRINGS = {"deepseek_v3": DS_STRINGS}
+BERT_STRINGS = STRINGS + ["ÀÉÎÕÜ àéîõü Çç Ññ", "Straße STRASSE ǅungla", "ÉCOLE école Ecole", "Ωmega ΣΊΣΥΦΟΣ"]
+KIND_STRINGS = {"deepseek_v3": DS_STRINGS, "wordpiece_cased": BERT_STRINGS, "wordpiece_cased_strip": BERT_STRINGS,
+                "wordpiece_keep_accents": BERT_STRINGS}
 
 
 def main():

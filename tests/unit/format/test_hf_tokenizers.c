@@ -1,8 +1,8 @@
 /* test_hf_tokenizers.c - tokenizer.json kinds beyond byte-level BPE against the
  * `tokenizers` package (fixtures from tests/oracles/hf_tokenizers.py):
  * llama-2 legacy (byte-fallback BPE, Prepend + Replace normalizer), Metaspace
- * BPE ("first" without split, "always" with split), BERT uncased WordPiece and
- * Unigram, and byte-level BPE with DeepSeek V3's pre-tokenizer (three Splits).
+ * BPE ("first" without split, "always" with split), BERT WordPiece (uncased,
+ * cased, cased with accents stripped, uncased keeping accents), Unigram, and byte-level BPE with DeepSeek V3's pre-tokenizer (three Splits).
  * Each tokenizer.json goes through the reader into GGUF keys, then the
  * tokenizer loader; every fixture string must encode to the same ids, with and
  * without the post-processor's special tokens, and decode back (Metaspace and
@@ -16,8 +16,9 @@
 #include "testutil.h"
 #include "text/tokenizer.h"
 
-static const char *const KINDS[] = {"spm_legacy", "metaspace_first", "metaspace_split",
-                                    "wordpiece",  "unigram",         "deepseek_v3"};
+static const char *const KINDS[] = {"spm_legacy",      "metaspace_first",       "metaspace_split",        "wordpiece",
+                                    "wordpiece_cased", "wordpiece_cased_strip", "wordpiece_keep_accents", "unigram",
+                                    "deepseek_v3"};
 
 static tokenizer *load(const char *json, size_t n, int64_t vocab_size, cf_err *err) {
     gguf_writer *w = gguf_writer_create();
@@ -137,9 +138,14 @@ int main(void) {
     expect_bad("{\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\xE2\x96\x81\"},\"model\":{\"type\":"
                "\"Unigram\",\"unk_id\":5,\"vocab\":[[\"a\",-1.0]]}}",
                "field model.unk_id");
-    expect_bad("{\"normalizer\":{\"type\":\"BertNormalizer\",\"lowercase\":false},\"pre_tokenizer\":{\"type\":"
+    expect_bad("{\"normalizer\":{\"type\":\"BertNormalizer\",\"clean_text\":false},\"pre_tokenizer\":{\"type\":"
                "\"BertPreTokenizer\"},\"model\":{\"type\":\"WordPiece\",\"continuing_subword_prefix\":\"##\"," V3 "}}",
-               "field normalizer: WordPiece needs BERT's uncased");
+               "field normalizer: WordPiece needs BERT's BertNormalizer");
+    expect_bad(
+        "{\"normalizer\":{\"type\":\"BertNormalizer\",\"strip_accents\":\"yes\"},\"pre_tokenizer\":{"
+        "\"type\":\"BertPreTokenizer\"},\"model\":{\"type\":\"WordPiece\",\"continuing_subword_prefix\":\"##\"," V3
+        "}}",
+        "field normalizer.strip_accents");
     expect_bad("{\"normalizer\":{\"type\":\"BertNormalizer\",\"lowercase\":true},\"pre_tokenizer\":{\"type\":"
                "\"BertPreTokenizer\"},\"model\":{\"type\":\"WordPiece\",\"continuing_subword_prefix\":\"##\","
                "\"unk_token\":\"[UNK]\"," V3 "}}",
