@@ -8,7 +8,8 @@
  *   vocabularies where a token's every split that is a pair of tokens is a
  *   listed merge (SentencePiece-derived ones) and for one merge per token.
  * - Unigram ("t5" model, cinfer's Viterbi encoder in text/ugm.c): pieces and
- *   scores as given; unk_id, byte_fallback.
+ *   scores as given; unk_id, byte_fallback; SentencePiece's Precompiled
+ *   normalizer (hf_normalizer.c) before the Metaspace pre-tokenizer.
  * - WordPiece ("bert" model, text/wpm.c): llama.cpp's spelling, "##x" -> "x",
  *   a word-initial "x" -> "▁x", "[...]" kept; BertNormalizer cased or not,
  *   accents stripped or not (tokenizer.hf.bert_lowercase / _strip_accents).
@@ -56,13 +57,15 @@ static int legacy_normalizer(json_t *norm, metaspace *m, cf_err *err) {
     return 0;
 }
 
-static int read_metaspace(json_t *tj, metaspace *m, cf_err *err) {
-    json_t *norm = json_object_get(tj, "normalizer"), *pre = json_object_get(tj, "pre_tokenizer");
+/* norm_done: the normalizer is SentencePiece's Precompiled, handled by the caller */
+static int read_metaspace(json_t *tj, bool norm_done, metaspace *m, cf_err *err) {
+    json_t *norm = norm_done ? NULL : json_object_get(tj, "normalizer"), *pre = json_object_get(tj, "pre_tokenizer");
     *m = (metaspace){.prefix = false, .scheme = "legacy", .split = false};
     bool has_norm = norm && !json_is_null(norm), has_pre = pre && !json_is_null(pre);
-    if (has_norm && is_str(norm, "type", "Precompiled"))
-        return cf_fail(err,
-                       TJ ": field normalizer: the Precompiled (SentencePiece charsmap) normalizer is not supported");
+    if (has_norm && hf_tok_has_precompiled(tj))
+        return cf_fail(
+            err, TJ
+            ": field normalizer: the Precompiled (SentencePiece charsmap) normalizer is supported with Unigram only");
     if (has_norm && has_pre)
         return cf_fail(err,
                        TJ ": field pre_tokenizer: a normalizer together with a pre-tokenizer is not supported here");
@@ -177,7 +180,7 @@ static int merge_scores(json_t *model, hf_vocab *v, cf_err *err) {
     if (!json_is_array(merges)) return cf_fail(err, TJ ": field model.merges: missing or not an array");
     size_t n = json_array_size(merges);
     if (!(v->score = malloc((size_t)(v->n ? v->n : 1) * sizeof *v->score))) return cf_fail(err, TJ ": out of memory");
-    for (int64_t i = 0; i < v->n; i++) v->score[i] = -(float)n - 1.0f;
+    for (int64_t i = 0; i < v->n; i++) v->score[i] = -(double)n - 1.0;
     char *buf = NULL;
     size_t cap = 0;
     int rc = 0;
@@ -208,7 +211,7 @@ static int merge_scores(json_t *model, hf_vocab *v, cf_err *err) {
         json_t *id = json_object_get(map, buf);
         if (!json_is_integer(id) || json_integer_value(id) >= v->n)
             rc = cf_fail(err, TJ ": field model.merges[%zu]: the merged token is not in model.vocab", r);
-        else if (v->score[json_integer_value(id)] < -(float)n) v->score[json_integer_value(id)] = -(float)r;
+        else if (v->score[json_integer_value(id)] < -(double)n) v->score[json_integer_value(id)] = -(double)r;
     }
     free(buf);
     return rc;
@@ -234,7 +237,7 @@ int hf_tok_spm_bpe(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, 
     if (json_string_value(json_object_get(model, "continuing_subword_prefix")) ||
         json_string_value(json_object_get(model, "end_of_word_suffix")))
         return cf_fail(err, TJ ": field model.continuing_subword_prefix: subword affixes are not supported");
-    if (read_metaspace(tj, &m, err) ||
+    if (read_metaspace(tj, false, &m, err) ||
         hf_vocab_collect(json_object_get(model, "vocab"), json_object_get(tj, "added_tokens"), v, err))
         return -1;
     if (json_is_true(json_object_get(model, "byte_fallback"))) mark_byte_tokens(v);
@@ -250,7 +253,8 @@ int hf_tok_spm_bpe(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, 
 int hf_tok_unigram(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err) {
     json_t *model = json_object_get(tj, "model"), *unk = json_object_get(model, "unk_id");
     metaspace m;
-    if (read_metaspace(tj, &m, err) ||
+    bool precompiled = hf_tok_has_precompiled(tj);
+    if (read_metaspace(tj, precompiled, &m, err) || (precompiled && hf_tok_precompiled(tj, w, err)) ||
         hf_vocab_collect(json_object_get(model, "vocab"), json_object_get(tj, "added_tokens"), v, err))
         return -1;
     if (!json_is_array(json_object_get(model, "vocab")))
@@ -261,6 +265,12 @@ int hf_tok_unigram(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, 
     bool byte_fallback = json_is_true(json_object_get(model, "byte_fallback"));
     if (byte_fallback) mark_byte_tokens(v);
     if (hf_vocab_write(v, vocab_size, w, err) || hf_tok_write_post(tj, v, false, w, err)) return -1;
+    /* tokenizers' Viterbi adds f64 scores: near-ties resolve as there only with the exact values */
+    double *exact = calloc((size_t)vocab_size, sizeof *exact);
+    if (!exact) return cf_fail(err, TJ ": out of memory");
+    for (int64_t i = 0; i < v->n; i++) exact[i] = v->score[i];
+    gguf_set_arr_f64(w, "tokenizer.hf.scores_f64", exact, (uint64_t)vocab_size);
+    free(exact);
     gguf_set_str(w, "tokenizer.ggml.model", "t5");
     if (json_is_integer(unk)) gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)json_integer_value(unk));
     gguf_set_bool(w, "tokenizer.hf.byte_fallback", byte_fallback);

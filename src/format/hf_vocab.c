@@ -132,6 +132,34 @@ static const char *pre_name(json_t *pre, cf_err *err) {
     return split_sequence_name(json_object_get(pre, "pretokenizers"), err);
 }
 
+/* A tokenizer.json number as the `tokenizers` package sees it: serde_json (without its
+ * float_roundtrip feature) parses "d.ddd" as the integer of its digits converted to f64,
+ * then divided (or multiplied) by the f64 power of ten: two roundings, so a value can be
+ * one ulp off the correctly rounded one jansson gives. Unigram's Viterbi breaks near-ties on
+ * such bits. The file's text is taken to be the shortest round-trip spelling (what serde_json
+ * and Python write), regenerated here from the double. */
+static double serde_json_f64(double d) {
+    if (!(d == d) || d == 0 || d > 1e300 || d < -1e300) return d;
+    char buf[40];
+    int prec = 1;
+    for (; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*e", prec - 1, d);
+        if (strtod(buf, NULL) == d) break;
+    }
+    uint64_t sig = 0;
+    int ndig = 0;
+    const char *p = buf + (buf[0] == '-');
+    for (; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9') sig = sig * 10 + (uint64_t)(*p - '0'), ndig++;
+    int exp = (*p == 'e' ? atoi(p + 1) : 0) - (ndig - 1);
+    double f = (double)sig;
+    while (exp < -308) f /= 1e308, exp += 308;
+    snprintf(buf, sizeof buf, "1e%d", exp < 0 ? -exp : exp);
+    double pow10 = strtod(buf, NULL);
+    f = exp < 0 ? f / pow10 : f * pow10;
+    return d < 0 ? -f : f;
+}
+
 /* The id of each model.vocab entry: a {text: id} object, or Unigram's [[text, score], ...]
  * list where the index is the id (its scores go to v->score). */
 static int model_ids_max(json_t *map, int64_t *max, cf_err *err) {
@@ -169,7 +197,7 @@ static int model_ids_set(json_t *map, hf_vocab *v, cf_err *err) {
     json_array_foreach(map, i, id) {
         double sc = json_number_value(json_array_get(id, 1));
         if (!(sc > -1e30 && sc < 1e30)) return cf_fail(err, TJ ": field model.vocab[%zu]: score out of range", i);
-        v->score[i] = (float)sc;
+        v->score[i] = serde_json_f64(sc);
         if (vocab_set(v, (int64_t)i, json_string_value(json_array_get(id, 0)), TOK_NORMAL, "model.vocab", err))
             return -1;
     }
@@ -263,7 +291,7 @@ int hf_vocab_write(const hf_vocab *v, int64_t vocab_size, gguf_writer *w, cf_err
     }
     float *score = v->score && !rc ? calloc((size_t)vocab_size, sizeof *score) : NULL;
     if (v->score && !rc && !score) rc = cf_fail(err, TJ ": out of memory");
-    for (int64_t i = 0; score && i < vocab_size; i++) score[i] = i < v->n ? v->score[i] : 0.0f;
+    for (int64_t i = 0; score && i < vocab_size; i++) score[i] = i < v->n ? (float)v->score[i] : 0.0f;
     if (score) gguf_set_arr_f32(w, "tokenizer.ggml.scores", score, (uint64_t)vocab_size);
     free(score);
     if (!rc) {

@@ -4,7 +4,8 @@ ship, and the `tokenizers` package's encodings of fixture strings: the oracle
 for cinfer's tokenizer.json reader beyond byte-level BPE
 (tests/unit/format/test_hf_tokenizers.c).
 
-Needs only `tokenizers` (kept out of the project venv, like the other oracles):
+Needs `tokenizers` (and `sentencepiece` for the charsmap kinds), kept out of the
+project venv like the other oracles:
     /work/venvs/hf/bin/python tests/oracles/hf_tokenizers.py tests/data/hf/tok
 
 Each kind is trained on a fixed corpus with a fixed vocabulary size (training is
@@ -29,6 +30,15 @@ without special tokens into <out>/<kind>/tokens.json:
                   isolating Splits (digit runs of up to 3, Han + kana runs, the
                   word / punctuation / space regex) + ByteLevel without regex,
                   empty normalizer Sequence, TemplateProcessing "<bos> $A"
+
+  unigram_nfkc    Unigram + SentencePiece's precompiled charsmap (nmt_nfkc, from
+                  a model the `sentencepiece` package trains) in XLM-R's form:
+                  Sequence[Precompiled, Replace(" {2,}", " ")], Metaspace
+  unigram_rules   Unigram + a small charsmap built from NORM_RULES (multi-code-
+                  point keys: tokenizers' shortest-prefix rule per grapheme), in
+                  the newer converters' form: Sequence[Precompiled, Strip(right),
+                  Replace(" {2,}", "▁")]
+The two charsmap kinds also need `sentencepiece` (same venv).
 
 Kinds may be named on the command line after <out> to write only those.
 """
@@ -123,6 +133,78 @@ def unigram():
     return tok
 
 
+CHARSMAP_STRINGS = STRINGS + [
+    "ｆｕｌｌｗｉｄｔｈ ＡＢＣ １２３", "①②③ ㍿ ﬁﬂ ™ ½", "e\u0301 A\u0301 a\u0301\u0302 Ａ\u0301 x\u0308\u0301", "Å Å Ω Ω",
+    "\u1100\u1161\u11a8 \uac01 \u1100\u1161", "👍🏽 🇯🇵🇫🇷🇩 👩\u200d💻 x\u200dy", "a\u00a0b\u3000c\u2003d  e   f",
+    "trailing   \u3000 ", "\u0928\u093f\u0930\u094d\u092e\u0932 \u0915\u094d\u0937", "tab\tnew\nline\r\n",
+    "\u0301 leading mark", "ｶﾀｶﾅ ﾊﾟﾋﾟ", "x\ufeffy\u200bz",
+]
+# sentencepiece normalization rules (source code points -> target), hex
+NORM_RULES = [("FF41", "61"), ("FF42", "62"), ("FF43", "63"), ("FF21", "41"), ("2460", "31"), ("FB01", "66 69"),
+              ("65 301", "E9"), ("41 301", "C1"), ("61 301", "E1"), ("FF21 301", "C1"), ("3000", "20"),
+              ("A0", "20"), ("1100 1161", "AC00"), ("1F44D 1F3FD", "1F44D"), ("200D", ""), ("D55C", "1112 1161 11AB")]
+
+
+def spm_charsmap(rule):
+    """The precompiled_charsmap of a model sentencepiece trains with the given
+    normalization rule name or rule list (read from the model protobuf by hand:
+    ModelProto field 3 normalizer_spec, its field 2 precompiled_charsmap)."""
+    import io
+    import tempfile
+
+    import sentencepiece as spm
+    kw = {"normalization_rule_name": rule} if isinstance(rule, str) else {}
+    with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
+        if not isinstance(rule, str):
+            for src, dst in rule:
+                f.write(src + "\t" + dst + "\n")
+            kw = {"normalization_rule_tsv": f.name}
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(CORPUS), model_writer=model, vocab_size=100,
+                                   model_type="unigram", minloglevel=2, hard_vocab_limit=False, **kw)
+    os.unlink(f.name)
+
+    def fields(buf):
+        i = 0
+        while i < len(buf):
+            key, i = varint(buf, i)
+            if key & 7 == 0:
+                _, i = varint(buf, i)
+                yield key >> 3, None
+            elif key & 7 == 2:
+                n, i = varint(buf, i)
+                yield key >> 3, buf[i:i + n]
+                i += n
+            else:
+                i += 4 if key & 7 == 5 else 8
+                yield key >> 3, None
+
+    def varint(buf, i):
+        v = sh = 0
+        while True:
+            c = buf[i]
+            i += 1
+            v |= (c & 0x7F) << sh
+            sh += 7
+            if c < 0x80:
+                return v, i
+
+    spec = next(v for f, v in fields(model.getvalue()) if f == 3)
+    return next(v for f, v in fields(spec) if f == 2)
+
+
+def unigram_charsmap(rule, tail):
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.Sequence([normalizers.Precompiled(list(spm_charsmap(rule)))] + tail)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    trainer = trainers.UnigramTrainer(vocab_size=300, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>",
+                                      show_progress=False)
+    tok.train_from_iterator(CORPUS + CHARSMAP_STRINGS * 3, trainer)
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    return tok
+
+
 def deepseek_v3():
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.Sequence([])
@@ -149,9 +231,12 @@ KINDS = {
     "wordpiece_keep_accents": lambda: wordpiece(lowercase=True, strip_accents=False),
     "unigram": unigram,
     "deepseek_v3": deepseek_v3,
+    "unigram_nfkc": lambda: unigram_charsmap("nmt_nfkc", [normalizers.Replace(Regex(" {2,}"), " ")]),
+    "unigram_rules": lambda: unigram_charsmap(NORM_RULES, [normalizers.Strip(left=False, right=True),
+                                                           normalizers.Replace(Regex(" {2,}"), "▁")]),
 }
 BERT_STRINGS = STRINGS + ["ÀÉÎÕÜ àéîõü Çç Ññ", "Straße STRASSE ǅungla", "ÉCOLE école Ecole", "Ωmega ΣΊΣΥΦΟΣ"]
-KIND_STRINGS = {"deepseek_v3": DS_STRINGS, "wordpiece_cased": BERT_STRINGS, "wordpiece_cased_strip": BERT_STRINGS,
+KIND_STRINGS = {"deepseek_v3": DS_STRINGS, "unigram_nfkc": CHARSMAP_STRINGS, "unigram_rules": CHARSMAP_STRINGS, "wordpiece_cased": BERT_STRINGS, "wordpiece_cased_strip": BERT_STRINGS,
                 "wordpiece_keep_accents": BERT_STRINGS}
 
 

@@ -16,8 +16,16 @@
 #include "testutil.h"
 #include "text/tokenizer.h"
 
-static const char *const KINDS[] = {"spm_legacy",      "metaspace_first",       "metaspace_split",        "wordpiece",
-                                    "wordpiece_cased", "wordpiece_cased_strip", "wordpiece_keep_accents", "unigram",
+static const char *const KINDS[] = {"spm_legacy",
+                                    "metaspace_first",
+                                    "metaspace_split",
+                                    "wordpiece",
+                                    "wordpiece_cased",
+                                    "wordpiece_cased_strip",
+                                    "wordpiece_keep_accents",
+                                    "unigram",
+                                    "unigram_nfkc",
+                                    "unigram_rules",
                                     "deepseek_v3"};
 
 static tokenizer *load(const char *json, size_t n, int64_t vocab_size, cf_err *err) {
@@ -131,7 +139,26 @@ int main(void) {
                "field model.merges[0]: the merged token is not in model.vocab");
     expect_bad("{\"normalizer\":{\"type\":\"Precompiled\"},\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":"
                "\"\xE2\x96\x81\"},\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1.0]]}}",
-               "field normalizer: the Precompiled");
+               "field normalizer.precompiled_charsmap: missing");
+    expect_bad("{\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"AAA*\"},\"pre_tokenizer\":{"
+               "\"type\":\"Metaspace\",\"replacement\":\"\xE2\x96\x81\"},\"model\":{\"type\":\"Unigram\",\"vocab\":[["
+               "\"a\",-1.0]]}}",
+               "field normalizer.precompiled_charsmap: not base64");
+    expect_bad(
+        "{\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"CAAAAAAAAAA=\"},\"pre_tokenizer\":{"
+        "\"type\":\"Metaspace\",\"replacement\":\"\xE2\x96\x81\"},\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1."
+        "0]]}}",
+        "field normalizer.precompiled_charsmap: trie size outside");
+    expect_bad(
+        "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Precompiled\",\"precompiled_charsmap\":"
+        "\"BAAAAAAAAAA=\"},{\"type\":\"NFKC\"}]},\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":"
+        "\"\xE2\x96\x81\"},\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1.0]]}}",
+        "field normalizer.normalizers[1]: after Precompiled only");
+    expect_bad(
+        "{\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"BAAAAAAAAAD/\"},\"pre_tokenizer\":{"
+        "\"type\":\"Metaspace\",\"replacement\":\"\xE2\x96\x81\"},\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1."
+        "0]]}}",
+        "precompiled charsmap: the replacement strings are not UTF-8");
     expect_bad("{\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\xE2\x96\x81\"},\"model\":{\"type\":"
                "\"Unigram\",\"vocab\":[[\"a\",\"x\"]]}}",
                "field model.vocab[0]: not a [piece, score] pair");
