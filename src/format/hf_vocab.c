@@ -138,20 +138,31 @@ static const char *pre_name(json_t *pre, cf_err *err) {
  * one ulp off the correctly rounded one jansson gives. Unigram's Viterbi breaks near-ties on
  * such bits. The file's text is taken to be the shortest round-trip spelling (what serde_json
  * and Python write), regenerated here from the double. */
+static bool spells(double d, int prec, char *buf, size_t cap) {
+    snprintf(buf, cap, "%.*e", prec - 1, d);
+    return strtod(buf, NULL) == d;
+}
+
 static double serde_json_f64(double d) {
     if (!(d == d) || d == 0 || d > 1e300 || d < -1e300) return d;
     char buf[40];
-    int prec = 1;
-    for (; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*e", prec - 1, d);
-        if (strtod(buf, NULL) == d) break;
+    int lo = 1, hi = 17; /* shortest round-trip digit count, usually 16 or 17 */
+    if (!spells(d, 16, buf, sizeof buf)) lo = 17;
+    else if (!spells(d, 15, buf, sizeof buf)) lo = hi = 16;
+    else hi = 15;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (spells(d, mid, buf, sizeof buf)) hi = mid;
+        else lo = mid + 1;
     }
+    spells(d, lo, buf, sizeof buf);
     uint64_t sig = 0;
     int ndig = 0;
     const char *p = buf + (buf[0] == '-');
     for (; *p && *p != 'e'; p++)
         if (*p >= '0' && *p <= '9') sig = sig * 10 + (uint64_t)(*p - '0'), ndig++;
     int exp = (*p == 'e' ? atoi(p + 1) : 0) - (ndig - 1);
+    if (sig <= (1ull << 53) && exp >= -22 && exp <= 22) return d; /* one exact rounding: d itself */
     double f = (double)sig;
     while (exp < -308) f /= 1e308, exp += 308;
     snprintf(buf, sizeof buf, "1e%d", exp < 0 ? -exp : exp);
