@@ -869,14 +869,18 @@ int gguf_get_arr_str(const gguf_file *f, const char *key, const gguf_str **out, 
     return 0;
 }
 
-/* Shared body of the numeric array getters: converts each element. */
-static int get_arr_num(const gguf_file *f, const char *key, bool want_float, void **out, uint64_t *n, cf_err *err) {
+/* Shared body of the numeric array getters: converts each element to int64 (want_float
+ * false), or to float / double (want_float, as_double). */
+static int get_arr_conv(const gguf_file *f, const char *key, bool want_float, bool as_double, void **out, uint64_t *n,
+                        cf_err *err) {
     const gguf_kv *kv = find(f, key);
     if (!kv) return 1;
     bool ok = kv->type == GGUF_ARRAY &&
               (want_float ? is_num_type(kv->arr_type) && kv->arr_type != GGUF_BOOL : is_int_type(kv->arr_type));
     if (!ok) return type_fail(f, kv, want_float ? "array of numbers" : "array of integers", err);
-    size_t es = scalar_size[kv->arr_type], osz = want_float ? sizeof(float) : sizeof(int64_t);
+    size_t es = scalar_size[kv->arr_type], osz = !want_float ? sizeof(int64_t)
+                                                 : as_double ? sizeof(double)
+                                                             : sizeof(float);
     void *buf = malloc(kv->arr_len ? (size_t)kv->arr_len * osz : 1); /* arr_len bounded by the file size */
     if (!buf) return cf_fail(err, "%s: key '%s': out of memory", f->path, SAFE(key));
     for (uint64_t j = 0; j < kv->arr_len; j++) {
@@ -889,12 +893,24 @@ static int get_arr_num(const gguf_file *f, const char *key, bool want_float, voi
             return cf_fail(err, "%s: key '%s' element %" PRIu64 " is out of range (offset %" PRIu64 ")", f->path,
                            SAFE(key), j, kv->offset);
         }
-        if (want_float) ((float *)buf)[j] = (float)d;
+        if (want_float && as_double) ((double *)buf)[j] = d;
+        else if (want_float) ((float *)buf)[j] = (float)d;
         else ((int64_t *)buf)[j] = i;
     }
     *out = buf;
     *n = kv->arr_len;
     return 0;
+}
+
+static int get_arr_num(const gguf_file *f, const char *key, bool want_float, void **out, uint64_t *n, cf_err *err) {
+    return get_arr_conv(f, key, want_float, false, out, n, err);
+}
+
+int gguf_get_arr_f64(const gguf_file *f, const char *key, double **out, uint64_t *n, cf_err *err) {
+    void *p;
+    int rc = get_arr_conv(f, key, true, true, &p, n, err);
+    if (rc == 0) *out = p;
+    return rc;
 }
 
 int gguf_get_arr_f32(const gguf_file *f, const char *key, float **out, uint64_t *n, cf_err *err) {

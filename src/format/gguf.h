@@ -124,6 +124,7 @@ int gguf_get_str(const gguf_file *f, const char *key, gguf_str *out, cf_err *err
 int gguf_get_arr_str(const gguf_file *f, const char *key, const gguf_str **out, uint64_t *n, cf_err *err);
 int gguf_get_arr_f32(const gguf_file *f, const char *key, float **out, uint64_t *n, cf_err *err);
 int gguf_get_arr_i64(const gguf_file *f, const char *key, int64_t **out, uint64_t *n, cf_err *err);
+int gguf_get_arr_f64(const gguf_file *f, const char *key, double **out, uint64_t *n, cf_err *err);
 
 /* ---- tensors ---- */
 int64_t gguf_tensor_count(const gguf_file *f);
@@ -159,6 +160,8 @@ void gguf_set_arr_str(gguf_writer *w, const char *key, const char *const *v, uin
 void gguf_set_arr_str_len(gguf_writer *w, const char *key, const gguf_str *v, uint64_t n);
 void gguf_set_arr_f32(gguf_writer *w, const char *key, const float *v, uint64_t n);
 void gguf_set_arr_i32(gguf_writer *w, const char *key, const int32_t *v, uint64_t n);
+void gguf_set_arr_u8(gguf_writer *w, const char *key, const uint8_t *v, uint64_t n);
+void gguf_set_arr_f64(gguf_writer *w, const char *key, const double *v, uint64_t n);
 /* Copies every key/value of `src` (all types, arrays included). */
 int gguf_writer_copy_kv(gguf_writer *w, const gguf_file *src, cf_err *err);
 void gguf_writer_remove_key(gguf_writer *w, const char *key);

@@ -229,6 +229,14 @@ void gguf_set_arr_i32(gguf_writer *w, const char *key, const int32_t *v, uint64_
     set_arr_raw(w, key, GGUF_INT32, v, n);
 }
 
+void gguf_set_arr_f64(gguf_writer *w, const char *key, const double *v, uint64_t n) {
+    set_arr_raw(w, key, GGUF_FLOAT64, v, n);
+}
+
+void gguf_set_arr_u8(gguf_writer *w, const char *key, const uint8_t *v, uint64_t n) {
+    set_arr_raw(w, key, GGUF_UINT8, v, n);
+}
+
 int gguf_writer_copy_kv(gguf_writer *w, const gguf_file *src, cf_err *err) {
     for (int64_t i = 0; i < gguf_kv_count(src); i++) {
         const char *key = gguf_key_name(src, i);

@@ -52,7 +52,7 @@ int hf_tokenizer_json_read(const char *text, size_t n, int64_t vocab_size, gguf_
 typedef struct hf_vocab {
     char **text;
     int32_t *type;
-    float *score;
+    double *score; /* as given (tokenizer.json numbers are doubles) */
     int64_t n;
 } hf_vocab;
 
@@ -72,6 +72,13 @@ bool hf_tok_is_metaspace(json_t *tj);
 int hf_tok_spm_bpe(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err);
 int hf_tok_wordpiece(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err);
 int hf_tok_unigram(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err);
+/* hf_normalizer.c: whether "normalizer" is SentencePiece's Precompiled (alone or first in a
+ * Sequence), and its GGUF keys (see there). */
+bool hf_tok_has_precompiled(json_t *tj);
+int hf_tok_precompiled(json_t *tj, gguf_writer *w, cf_err *err);
+/* post_processor (TemplateProcessing / BertProcessing / none) as add_bos / add_eos (bert:
+ * add_sep) and their token ids. */
+int hf_tok_write_post(json_t *tj, const hf_vocab *v, bool bert, gguf_writer *w, cf_err *err);
 
 /* JSON file helpers: load <dir>/<name> (required or optional: *out NULL when
  * absent), and typed fields with one-line errors "<file>: field <name>: ...".

@@ -8,9 +8,11 @@
  *   vocabularies where a token's every split that is a pair of tokens is a
  *   listed merge (SentencePiece-derived ones) and for one merge per token.
  * - Unigram ("t5" model, cinfer's Viterbi encoder in text/ugm.c): pieces and
- *   scores as given; unk_id, byte_fallback.
+ *   scores as given; unk_id, byte_fallback; SentencePiece's Precompiled
+ *   normalizer (hf_normalizer.c) before the Metaspace pre-tokenizer.
  * - WordPiece ("bert" model, text/wpm.c): llama.cpp's spelling, "##x" -> "x",
- *   a word-initial "x" -> "▁x", "[...]" kept; only BERT's uncased normalizer.
+ *   a word-initial "x" -> "▁x", "[...]" kept; BertNormalizer cased or not,
+ *   accents stripped or not (tokenizer.hf.bert_lowercase / _strip_accents).
  * Spaces: llama-2's normalizer Prepend("▁") + Replace(" ", "▁") is llama.cpp's
  * add_space_prefix; a Metaspace pre-tokenizer adds tokenizer.hf.prepend_scheme
  * ("first": only at offset 0, "always": every fragment; neither when the text
@@ -55,13 +57,15 @@ static int legacy_normalizer(json_t *norm, metaspace *m, cf_err *err) {
     return 0;
 }
 
-static int read_metaspace(json_t *tj, metaspace *m, cf_err *err) {
-    json_t *norm = json_object_get(tj, "normalizer"), *pre = json_object_get(tj, "pre_tokenizer");
+/* norm_done: the normalizer is SentencePiece's Precompiled, handled by the caller */
+static int read_metaspace(json_t *tj, bool norm_done, metaspace *m, cf_err *err) {
+    json_t *norm = norm_done ? NULL : json_object_get(tj, "normalizer"), *pre = json_object_get(tj, "pre_tokenizer");
     *m = (metaspace){.prefix = false, .scheme = "legacy", .split = false};
     bool has_norm = norm && !json_is_null(norm), has_pre = pre && !json_is_null(pre);
-    if (has_norm && is_str(norm, "type", "Precompiled"))
-        return cf_fail(err,
-                       TJ ": field normalizer: the Precompiled (SentencePiece charsmap) normalizer is not supported");
+    if (has_norm && hf_tok_has_precompiled(tj))
+        return cf_fail(
+            err, TJ
+            ": field normalizer: the Precompiled (SentencePiece charsmap) normalizer is supported with Unigram only");
     if (has_norm && has_pre)
         return cf_fail(err,
                        TJ ": field pre_tokenizer: a normalizer together with a pre-tokenizer is not supported here");
@@ -134,7 +138,7 @@ static int read_post(json_t *tj, const hf_vocab *v, int64_t *pre_id, int64_t *po
     return 0;
 }
 
-static int write_post(json_t *tj, const hf_vocab *v, bool bert, gguf_writer *w, cf_err *err) {
+int hf_tok_write_post(json_t *tj, const hf_vocab *v, bool bert, gguf_writer *w, cf_err *err) {
     int64_t pre_id, post_id;
     if (read_post(tj, v, &pre_id, &post_id, err)) return -1;
     gguf_set_bool(w, "tokenizer.ggml.add_bos_token", pre_id >= 0);
@@ -165,7 +169,8 @@ static void mark_byte_tokens(hf_vocab *v) {
 bool hf_tok_is_metaspace(json_t *tj) {
     json_t *pre = json_object_get(tj, "pre_tokenizer"), *norm = json_object_get(tj, "normalizer");
     return json_is_true(json_object_get(json_object_get(tj, "model"), "byte_fallback")) ||
-           is_str(pre, "type", "Metaspace") || is_str(norm, "type", "Replace") || is_str(norm, "type", "Sequence") ||
+           is_str(pre, "type", "Metaspace") || is_str(norm, "type", "Replace") ||
+           (is_str(norm, "type", "Sequence") && json_array_size(json_object_get(norm, "normalizers")) > 0) ||
            is_str(norm, "type", "Prepend");
 }
 
@@ -175,7 +180,7 @@ static int merge_scores(json_t *model, hf_vocab *v, cf_err *err) {
     if (!json_is_array(merges)) return cf_fail(err, TJ ": field model.merges: missing or not an array");
     size_t n = json_array_size(merges);
     if (!(v->score = malloc((size_t)(v->n ? v->n : 1) * sizeof *v->score))) return cf_fail(err, TJ ": out of memory");
-    for (int64_t i = 0; i < v->n; i++) v->score[i] = -(float)n - 1.0f;
+    for (int64_t i = 0; i < v->n; i++) v->score[i] = -(double)n - 1.0;
     char *buf = NULL;
     size_t cap = 0;
     int rc = 0;
@@ -206,7 +211,7 @@ static int merge_scores(json_t *model, hf_vocab *v, cf_err *err) {
         json_t *id = json_object_get(map, buf);
         if (!json_is_integer(id) || json_integer_value(id) >= v->n)
             rc = cf_fail(err, TJ ": field model.merges[%zu]: the merged token is not in model.vocab", r);
-        else if (v->score[json_integer_value(id)] < -(float)n) v->score[json_integer_value(id)] = -(float)r;
+        else if (v->score[json_integer_value(id)] < -(double)n) v->score[json_integer_value(id)] = -(double)r;
     }
     free(buf);
     return rc;
@@ -232,12 +237,13 @@ int hf_tok_spm_bpe(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, 
     if (json_string_value(json_object_get(model, "continuing_subword_prefix")) ||
         json_string_value(json_object_get(model, "end_of_word_suffix")))
         return cf_fail(err, TJ ": field model.continuing_subword_prefix: subword affixes are not supported");
-    if (read_metaspace(tj, &m, err) ||
+    if (read_metaspace(tj, false, &m, err) ||
         hf_vocab_collect(json_object_get(model, "vocab"), json_object_get(tj, "added_tokens"), v, err))
         return -1;
     if (json_is_true(json_object_get(model, "byte_fallback"))) mark_byte_tokens(v);
     if (check_split(v, &m, err) || merge_scores(model, v, err) || hf_vocab_write(v, vocab_size, w, err) ||
-        set_unk(v, json_string_value(json_object_get(model, "unk_token")), w, err) || write_post(tj, v, false, w, err))
+        set_unk(v, json_string_value(json_object_get(model, "unk_token")), w, err) ||
+        hf_tok_write_post(tj, v, false, w, err))
         return -1;
     gguf_set_str(w, "tokenizer.ggml.model", "llama");
     write_metaspace(&m, w);
@@ -247,7 +253,8 @@ int hf_tok_spm_bpe(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, 
 int hf_tok_unigram(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err) {
     json_t *model = json_object_get(tj, "model"), *unk = json_object_get(model, "unk_id");
     metaspace m;
-    if (read_metaspace(tj, &m, err) ||
+    bool precompiled = hf_tok_has_precompiled(tj);
+    if (read_metaspace(tj, precompiled, &m, err) || (precompiled && hf_tok_precompiled(tj, w, err)) ||
         hf_vocab_collect(json_object_get(model, "vocab"), json_object_get(tj, "added_tokens"), v, err))
         return -1;
     if (!json_is_array(json_object_get(model, "vocab")))
@@ -257,7 +264,13 @@ int hf_tok_unigram(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, 
         return cf_fail(err, TJ ": field model.unk_id: not a token id of the vocabulary");
     bool byte_fallback = json_is_true(json_object_get(model, "byte_fallback"));
     if (byte_fallback) mark_byte_tokens(v);
-    if (hf_vocab_write(v, vocab_size, w, err) || write_post(tj, v, false, w, err)) return -1;
+    if (hf_vocab_write(v, vocab_size, w, err) || hf_tok_write_post(tj, v, false, w, err)) return -1;
+    /* tokenizers' Viterbi adds f64 scores: near-ties resolve as there only with the exact values */
+    double *exact = calloc((size_t)vocab_size, sizeof *exact);
+    if (!exact) return cf_fail(err, TJ ": out of memory");
+    for (int64_t i = 0; i < v->n; i++) exact[i] = v->score[i];
+    gguf_set_arr_f64(w, "tokenizer.hf.scores_f64", exact, (uint64_t)vocab_size);
+    free(exact);
     gguf_set_str(w, "tokenizer.ggml.model", "t5");
     if (json_is_integer(unk)) gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)json_integer_value(unk));
     gguf_set_bool(w, "tokenizer.hf.byte_fallback", byte_fallback);
@@ -265,14 +278,19 @@ int hf_tok_unigram(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, 
     return 0;
 }
 
-/* BERT uncased: BertNormalizer(lowercase, strip accents, clean text, CJK) + BertPreTokenizer */
-static int check_bert(json_t *tj, json_t *model, cf_err *err) {
+/* BERT: BertNormalizer(clean text, CJK split; lowercase and strip_accents as given, strip_accents
+ * null following lowercase) + BertPreTokenizer. Sets *lower / *strip. */
+static int check_bert(json_t *tj, json_t *model, bool *lower, bool *strip, cf_err *err) {
     json_t *norm = json_object_get(tj, "normalizer"), *sa = json_object_get(norm, "strip_accents");
-    if (!is_str(norm, "type", "BertNormalizer") || !json_is_true(json_object_get(norm, "lowercase")) ||
-        json_is_false(json_object_get(norm, "clean_text")) ||
-        json_is_false(json_object_get(norm, "handle_chinese_chars")) || json_is_false(sa))
-        return cf_fail(err, TJ ": field normalizer: WordPiece needs BERT's uncased BertNormalizer (lowercase, accents "
-                               "stripped, clean text, CJK split)");
+    json_t *lc = json_object_get(norm, "lowercase");
+    if (!is_str(norm, "type", "BertNormalizer") || json_is_false(json_object_get(norm, "clean_text")) ||
+        json_is_false(json_object_get(norm, "handle_chinese_chars")))
+        return cf_fail(err, TJ ": field normalizer: WordPiece needs BERT's BertNormalizer (clean text, CJK split)");
+    if (lc && !json_is_boolean(lc)) return cf_fail(err, TJ ": field normalizer.lowercase: not a boolean");
+    if (sa && !json_is_null(sa) && !json_is_boolean(sa))
+        return cf_fail(err, TJ ": field normalizer.strip_accents: not a boolean or null");
+    *lower = !lc || json_is_true(lc); /* BertNormalizer's default: lowercase */
+    *strip = json_is_boolean(sa) ? json_is_true(sa) : *lower;
     if (!is_str(json_object_get(tj, "pre_tokenizer"), "type", "BertPreTokenizer"))
         return cf_fail(err, TJ ": field pre_tokenizer: WordPiece needs BertPreTokenizer");
     if (!is_str(model, "continuing_subword_prefix", "##"))
@@ -282,7 +300,8 @@ static int check_bert(json_t *tj, json_t *model, cf_err *err) {
 
 int hf_tok_wordpiece(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err) {
     json_t *model = json_object_get(tj, "model");
-    if (check_bert(tj, model, err) ||
+    bool lower = true, strip = true;
+    if (check_bert(tj, model, &lower, &strip, err) ||
         hf_vocab_collect(json_object_get(model, "vocab"), json_object_get(tj, "added_tokens"), v, err) ||
         set_unk(v, json_string_value(json_object_get(model, "unk_token")), w, err))
         return -1;
@@ -301,7 +320,9 @@ int hf_tok_wordpiece(json_t *tj, int64_t vocab_size, gguf_writer *w, hf_vocab *v
         free(s);
         v->text[i] = p;
     }
-    if (hf_vocab_write(v, vocab_size, w, err) || write_post(tj, v, true, w, err)) return -1;
+    if (hf_vocab_write(v, vocab_size, w, err) || hf_tok_write_post(tj, v, true, w, err)) return -1;
     gguf_set_str(w, "tokenizer.ggml.model", "bert");
+    gguf_set_bool(w, "tokenizer.hf.bert_lowercase", lower);
+    gguf_set_bool(w, "tokenizer.hf.bert_strip_accents", strip);
     return 0;
 }

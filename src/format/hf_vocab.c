@@ -4,11 +4,12 @@
  * add_bos_token) and generation_config.json (eos ids, sampling defaults).
  *
  * Byte-level BPE ("BPE" model with a ByteLevel pre-tokenizer, alone with its
- * GPT-2 regex or after a Split whose regex is one cinfer's BPE knows: llama3,
- * qwen2; no normalizer, or NFC, which is not applied: input text is taken to be
- * NFC already, as llama.cpp does, so decomposed input can differ from
- * `tokenizers`) is handled here; the pre-tokenizer's regex decides
- * tokenizer.ggml.pre. Byte-fallback / Metaspace BPE, Unigram and WordPiece go
+ * GPT-2 regex or after isolating Splits whose regexes, compared verbatim, are a
+ * sequence cinfer's BPE knows: llama3, qwen2, DeepSeek V3's three; no
+ * normalizer (or an empty Sequence), or NFC, which is not applied: input text
+ * is taken to be NFC already, as llama.cpp does, so decomposed input can differ
+ * from `tokenizers`) is handled here; the pre-tokenizer's regexes decide
+ * tokenizer.ggml.pre, a TemplateProcessing post-processor add_bos / add_eos. Byte-fallback / Metaspace BPE, Unigram and WordPiece go
  * to hf_tokmodels.c. Anything else is refused with a one-line error naming
  * tokenizer.json and the field, as are malformed vocabularies and merges.
  * Token ids must cover 0..n-1 without gaps; the table is padded with
@@ -28,16 +29,23 @@
 #define TOK_USER 4
 #define TOK_UNUSED 5
 
-static const char *const LLAMA3_RE = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-                                     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char *const QWEN2_RE = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-                                    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+#define LLAMA3_RE                                                              \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| " \
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define QWEN2_RE                                                          \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| " \
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 void hf_vocab_free(hf_vocab *v) {
     for (int64_t i = 0; v->text && i < v->n; i++) free(v->text[i]);
     free(v->text);
     free(v->type);
     free(v->score);
+}
+
+static bool is_type(json_t *o, const char *type) {
+    const char *t = json_string_value(json_object_get(o, "type"));
+    return t && !strcmp(t, type);
 }
 
 static int vocab_set(hf_vocab *v, int64_t id, const char *s, int32_t type, const char *field, cf_err *err) {
@@ -51,27 +59,116 @@ static int vocab_set(hf_vocab *v, int64_t id, const char *s, int32_t type, const
     return 0;
 }
 
+/* DeepSeek V3 (and R1, V3.1/V3.2): three isolating Splits before ByteLevel. The Han and
+ * kana class is spelled in UTF-8 escapes: 一-龥 U+3040-U+309F U+30A0-U+30FF. */
+#define DEEPSEEK_V3_RE_DIGITS "\\p{N}{1,3}"
+#define DEEPSEEK_V3_RE_HAN_KANA "[\xE4\xB8\x80-\xE9\xBE\xA5\xE3\x81\x80-\xE3\x82\x9F\xE3\x82\xA0-\xE3\x83\xBF]+"
+#define DEEPSEEK_V3_RE_WORDS                                                                            \
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| " \
+    "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"
+
+#define MAX_SPLITS 3
+
+/* The Split regexes cinfer's BPE knows (text/bpe_pre.h), as tokenizer.json spells them. */
+typedef struct known_pre {
+    const char *name; /* tokenizer.ggml.pre */
+    size_t n;
+    const char *re[MAX_SPLITS];
+} known_pre;
+
+static const known_pre KNOWN_PRE[] = {
+    {"llama-bpe", 1, {LLAMA3_RE}},
+    {"qwen2", 1, {QWEN2_RE}},
+    {"deepseek-v3", 3, {DEEPSEEK_V3_RE_DIGITS, DEEPSEEK_V3_RE_HAN_KANA, DEEPSEEK_V3_RE_WORDS}},
+};
+
+/* pretokenizers[i] is Split(Regex, Isolated, not inverted): its regex, or NULL (error set). */
+static const char *split_regex(json_t *split, size_t i, cf_err *err) {
+    const char *re = json_string_value(json_object_get(json_object_get(split, "pattern"), "Regex"));
+    if (!is_type(split, "Split") || !re)
+        return cf_fail(err, TJ ": field pre_tokenizer.pretokenizers[%zu]: only Split(Regex) may precede ByteLevel", i),
+               NULL;
+    const char *beh = json_string_value(json_object_get(split, "behavior"));
+    if (!beh || strcmp(beh, "Isolated") || json_is_true(json_object_get(split, "invert")))
+        return cf_fail(err, TJ ": field pre_tokenizer.pretokenizers[%zu].behavior: only Isolated, not inverted", i),
+               NULL;
+    return re;
+}
+
+/* Sequence [Split(Regex)..., ByteLevel(use_regex false)]: the known pre type of the regexes. */
+static const char *split_sequence_name(json_t *list, cf_err *err) {
+    size_t n = json_array_size(list);
+    json_t *bl = json_array_get(list, n ? n - 1 : 0);
+    if (n < 2 || n > MAX_SPLITS + 1 || !is_type(bl, "ByteLevel"))
+        return cf_fail(err, TJ ": field pre_tokenizer: only ByteLevel, or 1-3 Split + ByteLevel, is supported"), NULL;
+    if (json_is_true(json_object_get(bl, "use_regex")))
+        return cf_fail(err,
+                       TJ ": field pre_tokenizer.pretokenizers[%zu].use_regex: ByteLevel after Split must not "
+                          "split again",
+                       n - 1),
+               NULL;
+    const char *re[MAX_SPLITS];
+    for (size_t i = 0; i + 1 < n; i++)
+        if (!(re[i] = split_regex(json_array_get(list, i), i, err))) return NULL;
+    for (size_t k = 0; k < sizeof KNOWN_PRE / sizeof KNOWN_PRE[0]; k++) {
+        bool same = KNOWN_PRE[k].n == n - 1;
+        for (size_t i = 0; same && i + 1 < n; i++) same = !strcmp(re[i], KNOWN_PRE[k].re[i]);
+        if (same) return KNOWN_PRE[k].name;
+    }
+    return cf_fail(err, TJ ": field pre_tokenizer.pretokenizers: Split regexes cinfer's BPE does not know (known: "
+                           "llama3, qwen2, deepseek-v3)"),
+           NULL;
+}
+
 /* Byte-level BPE with a pre-tokenizer we know: returns the GGUF pre name. */
 static const char *pre_name(json_t *pre, cf_err *err) {
-    const char *type = json_string_value(json_object_get(pre, "type"));
-    if (type && !strcmp(type, "ByteLevel")) {
+    if (is_type(pre, "ByteLevel")) {
         if (json_is_false(json_object_get(pre, "use_regex")))
             return cf_fail(err, TJ ": field pre_tokenizer: ByteLevel without a regex is not supported"), NULL;
         return "gpt-2";
     }
-    json_t *list = json_object_get(pre, "pretokenizers");
-    if (!type || strcmp(type, "Sequence") || json_array_size(list) != 2)
+    if (!is_type(pre, "Sequence"))
         return cf_fail(err, TJ ": field pre_tokenizer: only ByteLevel, or Split + ByteLevel, is supported"), NULL;
-    json_t *split = json_array_get(list, 0), *bl = json_array_get(list, 1);
-    const char *st = json_string_value(json_object_get(split, "type"));
-    const char *bt = json_string_value(json_object_get(bl, "type"));
-    const char *re = json_string_value(json_object_get(json_object_get(split, "pattern"), "Regex"));
-    if (!st || strcmp(st, "Split") || !bt || strcmp(bt, "ByteLevel") || !re)
-        return cf_fail(err, TJ ": field pre_tokenizer: only ByteLevel, or Split(Regex) + ByteLevel, is supported"),
-               NULL;
-    if (!strcmp(re, LLAMA3_RE)) return "llama-bpe";
-    if (!strcmp(re, QWEN2_RE)) return "qwen2";
-    return cf_fail(err, TJ ": field pre_tokenizer.pretokenizers[0].pattern: a regex cinfer's BPE does not know"), NULL;
+    return split_sequence_name(json_object_get(pre, "pretokenizers"), err);
+}
+
+/* A tokenizer.json number as the `tokenizers` package sees it: serde_json (without its
+ * float_roundtrip feature) parses "d.ddd" as the integer of its digits converted to f64,
+ * then divided (or multiplied) by the f64 power of ten: two roundings, so a value can be
+ * one ulp off the correctly rounded one jansson gives. Unigram's Viterbi breaks near-ties on
+ * such bits. The file's text is taken to be the shortest round-trip spelling (what serde_json
+ * and Python write), regenerated here from the double. */
+static bool spells(double d, int prec, char *buf, size_t cap) {
+    snprintf(buf, cap, "%.*e", prec - 1, d);
+    return strtod(buf, NULL) == d;
+}
+
+static double serde_json_f64(double d) {
+    if (!(d == d) || d == 0 || d > 1e300 || d < -1e300) return d;
+    char buf[40];
+    int lo = 1, hi = 17; /* shortest round-trip digit count, usually 16 or 17 */
+    if (!spells(d, 16, buf, sizeof buf)) lo = 17;
+    else if (!spells(d, 15, buf, sizeof buf)) lo = hi = 16;
+    else hi = 15;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (spells(d, mid, buf, sizeof buf)) hi = mid;
+        else lo = mid + 1;
+    }
+    spells(d, lo, buf, sizeof buf);
+    uint64_t sig = 0;
+    int ndig = 0;
+    const char *p = buf + (buf[0] == '-');
+    for (; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9') sig = sig * 10 + (uint64_t)(*p - '0'), ndig++;
+    int exp = (*p == 'e' ? atoi(p + 1) : 0) - (ndig - 1);
+    if (sig <= (1ull << 53) && exp >= -22 && exp <= 22) return d; /* one exact rounding: d itself */
+    double f = (double)sig;
+    while (exp < -308) f /= 1e308, exp += 308;
+    snprintf(buf, sizeof buf, "1e%d", exp < 0 ? -exp : exp);
+    double pow10 = strtod(buf, NULL);
+    f = exp < 0 ? f / pow10 : f * pow10;
+    return d < 0 ? -f : f;
 }
 
 /* The id of each model.vocab entry: a {text: id} object, or Unigram's [[text, score], ...]
@@ -111,7 +208,7 @@ static int model_ids_set(json_t *map, hf_vocab *v, cf_err *err) {
     json_array_foreach(map, i, id) {
         double sc = json_number_value(json_array_get(id, 1));
         if (!(sc > -1e30 && sc < 1e30)) return cf_fail(err, TJ ": field model.vocab[%zu]: score out of range", i);
-        v->score[i] = (float)sc;
+        v->score[i] = serde_json_f64(sc);
         if (vocab_set(v, (int64_t)i, json_string_value(json_array_get(id, 0)), TOK_NORMAL, "model.vocab", err))
             return -1;
     }
@@ -205,7 +302,7 @@ int hf_vocab_write(const hf_vocab *v, int64_t vocab_size, gguf_writer *w, cf_err
     }
     float *score = v->score && !rc ? calloc((size_t)vocab_size, sizeof *score) : NULL;
     if (v->score && !rc && !score) rc = cf_fail(err, TJ ": out of memory");
-    for (int64_t i = 0; score && i < vocab_size; i++) score[i] = i < v->n ? v->score[i] : 0.0f;
+    for (int64_t i = 0; score && i < vocab_size; i++) score[i] = i < v->n ? (float)v->score[i] : 0.0f;
     if (score) gguf_set_arr_f32(w, "tokenizer.ggml.scores", score, (uint64_t)vocab_size);
     free(score);
     if (!rc) {
@@ -222,12 +319,20 @@ int hf_vocab_write(const hf_vocab *v, int64_t vocab_size, gguf_writer *w, cf_err
 static int byte_level_bpe(json_t *tj, json_t *model, int64_t vocab_size, gguf_writer *w, hf_vocab *v, cf_err *err) {
     json_t *norm = json_object_get(tj, "normalizer");
     const char *pre, *nt = json_string_value(json_object_get(norm, "type"));
-    /* NFC (Qwen2's files): text is taken as already composed, as llama.cpp does */
-    if (norm && !json_is_null(norm) && !(nt && !strcmp(nt, "NFC")))
+    /* NFC (Qwen2's files): text is taken as already composed, as llama.cpp does; DeepSeek V3
+     * writes "no normalizer" as an empty Sequence */
+    bool none = !norm || json_is_null(norm) ||
+                (nt && !strcmp(nt, "Sequence") && json_is_array(json_object_get(norm, "normalizers")) &&
+                 json_array_size(json_object_get(norm, "normalizers")) == 0);
+    if (!none && !(nt && !strcmp(nt, "NFC")))
         return cf_fail(err, TJ ": field normalizer: byte-level BPE takes no normalizer but NFC");
     if (!(pre = pre_name(json_object_get(tj, "pre_tokenizer"), err)) ||
         hf_vocab_collect(json_object_get(model, "vocab"), json_object_get(tj, "added_tokens"), v, err) ||
         hf_merges_write(model, w, err) || hf_vocab_write(v, vocab_size, w, err))
+        return -1;
+    /* a TemplateProcessing post-processor (DeepSeek V3: "<bos> $A") decides add_bos / add_eos;
+     * ByteLevel / Sequence ones (llama3) leave it to tokenizer_config.json */
+    if (is_type(json_object_get(tj, "post_processor"), "TemplateProcessing") && hf_tok_write_post(tj, v, false, w, err))
         return -1;
     gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
     gguf_set_str(w, "tokenizer.ggml.pre", pre);

@@ -22,6 +22,7 @@
 
 #include "base/error.h"
 #include "format/gguf.h"
+#include "text/charsmap.h"
 #include "text/tokenizer.h"
 
 typedef enum tok_algo {
@@ -71,8 +72,14 @@ struct tokenizer {
     enum { TOK_PREPEND_LLAMA, TOK_PREPEND_FIRST, TOK_PREPEND_ALWAYS } prepend;
     bool metaspace_split; /* Unigram: words end before each "▁" */
     bool byte_fallback; /* Unigram: unknown pieces as <0xXX> tokens */
-    float ugm_unk_score; /* Unigram: lowest token score - 10 */
+    /* WordPiece: BertNormalizer's lowercase and strip_accents (tokenizer.hf.bert_lowercase,
+     * tokenizer.hf.bert_strip_accents; both true unless a key says false: llama.cpp's
+     * BERT is uncased) */
+    bool bert_lowercase, bert_strip_accents;
+    double ugm_unk_score; /* Unigram: lowest token score - 10 */
+    double *ugm_scores; /* Unigram: [n_vocab] tokenizer.hf.scores_f64 (exact scores), or NULL (owned) */
     bpe_model *bpe; /* BPE only: regexes and merges (owned) */
+    charsmap *charsmap; /* Unigram: precompiled normalizer, NULL if none (owned) */
     uint8_t *eog; /* [n_vocab] 1 = ends generation */
 
     /* CONTROL, USER_DEFINED and UNKNOWN tokens with non-empty text, longest

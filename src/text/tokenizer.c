@@ -207,8 +207,41 @@ static int load_flag(const gguf_file *f, const char *key, bool *out, cf_err *err
     return gguf_get_bool(f, key, out, err) < 0 ? -1 : 0;
 }
 
+/* tokenizer.ggml.precompiled_charsmap (u8 array) with tokenizer.hf.charsmap_per_grapheme:
+ * SentencePiece's normalizer as `tokenizers` applies it (text/charsmap.h), followed by
+ * tokenizer.hf.normalizer_strip_right and tokenizer.hf.normalizer_collapse_spaces. Without
+ * that flag (a llama.cpp T5 GGUF: SentencePiece's own longest-match walk) it is refused. */
+static int load_charsmap(tokenizer *t, const gguf_file *f, cf_err *err) {
+    if (gguf_find_key(f, "tokenizer.ggml.precompiled_charsmap") < 0) return 0;
+    bool per_grapheme = false, strip = false;
+    if (load_flag(f, "tokenizer.hf.charsmap_per_grapheme", &per_grapheme, err) != 0 ||
+        load_flag(f, "tokenizer.hf.normalizer_strip_right", &strip, err) != 0)
+        return -1;
+    if (!per_grapheme)
+        return cf_fail(err,
+                       "%s: Unigram with SentencePiece's own precompiled charsmap walk (llama.cpp's T5 GGUF) is "
+                       "not supported; Hugging Face directories are",
+                       gguf_path(f));
+    gguf_str collapse = {0};
+    int rc = gguf_get_str(f, "tokenizer.hf.normalizer_collapse_spaces", &collapse, err);
+    if (rc < 0) return -1;
+    int64_t *raw = NULL;
+    uint64_t n = 0;
+    if (gguf_get_arr_i64(f, "tokenizer.ggml.precompiled_charsmap", &raw, &n, err) != 0) return -1;
+    uint8_t *blob = malloc(n ? n : 1);
+    if (!blob) {
+        free(raw);
+        return cf_fail(err, "tokenizer: out of memory");
+    }
+    for (uint64_t i = 0; i < n; i++) blob[i] = (uint8_t)raw[i];
+    free(raw);
+    rc = charsmap_load(blob, n, rc == 0 ? collapse.s : NULL, strip, &t->charsmap, err);
+    free(blob);
+    return rc;
+}
+
 /* The Hugging Face keys hf_tokmodels.c writes (tokenizer.hf.*), the Unigram unknown
- * score, and the refusal of SentencePiece's precompiled normalizer (not implemented). */
+ * score, and the precompiled normalizer. */
 static int load_hf_flags(tokenizer *t, const gguf_file *f, cf_err *err) {
     gguf_str s;
     int rc = gguf_get_str(f, "tokenizer.hf.prepend_scheme", &s, err);
@@ -216,18 +249,26 @@ static int load_hf_flags(tokenizer *t, const gguf_file *f, cf_err *err) {
     if (rc == 0 && strcmp(s.s, "first") && strcmp(s.s, "always"))
         return cf_fail(err, "%s: tokenizer.hf.prepend_scheme '%s' is not first or always", gguf_path(f), s.s);
     if (rc == 0) t->prepend = !strcmp(s.s, "first") ? TOK_PREPEND_FIRST : TOK_PREPEND_ALWAYS;
+    t->bert_lowercase = t->bert_strip_accents = true;
     if (load_flag(f, "tokenizer.hf.metaspace_split", &t->metaspace_split, err) != 0 ||
-        load_flag(f, "tokenizer.hf.byte_fallback", &t->byte_fallback, err) != 0)
+        load_flag(f, "tokenizer.hf.byte_fallback", &t->byte_fallback, err) != 0 ||
+        load_flag(f, "tokenizer.hf.bert_lowercase", &t->bert_lowercase, err) != 0 ||
+        load_flag(f, "tokenizer.hf.bert_strip_accents", &t->bert_strip_accents, err) != 0)
         return -1;
     if (t->algo != TOK_ALGO_UGM) return 0;
-    int64_t idx = gguf_find_key(f, "tokenizer.ggml.precompiled_charsmap");
-    if (idx >= 0)
-        return cf_fail(err, "%s: Unigram with a precompiled SentencePiece normalizer (charsmap) is not supported yet",
-                       gguf_path(f));
-    float lo = 0;
-    for (int32_t i = 0; i < t->n_vocab; i++)
-        if (t->tokens[i].type != TOKEN_TYPE_UNUSED && t->tokens[i].score < lo) lo = t->tokens[i].score;
-    t->ugm_unk_score = lo - 10.0f;
+    if (load_charsmap(t, f, err) != 0) return -1;
+    uint64_t n = 0;
+    rc = gguf_get_arr_f64(f, "tokenizer.hf.scores_f64", &t->ugm_scores, &n, err);
+    if (rc < 0) return -1;
+    if (rc == 0 && n != (uint64_t)t->n_vocab)
+        return cf_fail(err, "%s: tokenizer.hf.scores_f64 has %llu entries for %d tokens", gguf_path(f),
+                       (unsigned long long)n, (int)t->n_vocab);
+    double lo = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++) {
+        double sc = t->ugm_scores ? t->ugm_scores[i] : t->tokens[i].score;
+        if (t->tokens[i].type != TOKEN_TYPE_UNUSED && sc < lo) lo = sc;
+    }
+    t->ugm_unk_score = lo - 10.0;
     return 0;
 }
 
@@ -459,6 +500,8 @@ void tokenizer_free(tokenizer *t) {
     free(t->eog);
     free(t->specials);
     bpe_free(t->bpe);
+    charsmap_free(t->charsmap);
+    free(t->ugm_scores);
     free(t);
 }
 
@@ -590,14 +633,21 @@ typedef struct enc_ws {
     spm_ws spm;
     bpe_ws bpe;
     ugm_ws ugm;
+    char *norm; /* a fragment after the precompiled normalizer */
+    size_t norm_cap;
 } enc_ws;
+
+/* Metaspace's test, after it turned spaces into "▁": the text starts with "▁" */
+static bool starts_with_space(const char *text, size_t len) {
+    return len > 0 && (text[0] == ' ' || (len >= 3 && !memcmp(text, "\xE2\x96\x81", 3)));
+}
 
 /* Whether this fragment gets the space prefix (see tokenizer.prepend). */
 static bool space_prefix(const tokenizer *t, const char *text, size_t len, size_t off, bool after_special) {
     if (!t->add_space_prefix) return false;
     switch (t->prepend) {
-    case TOK_PREPEND_FIRST: return off == 0 && (len == 0 || text[0] != ' ');
-    case TOK_PREPEND_ALWAYS: return len == 0 || text[0] != ' ';
+    case TOK_PREPEND_FIRST: return off == 0 && !starts_with_space(text, len);
+    case TOK_PREPEND_ALWAYS: return !starts_with_space(text, len);
     default: return after_special;
     }
 }
@@ -631,8 +681,15 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool add_
             if (tok_idvec_push(&out, f->id) != 0) goto oom;
             prev_special = true;
         } else {
-            bool prefix = space_prefix(t, text + f->off, f->len, f->off, prev_special);
-            if (encode_fragment(t, &ws, text + f->off, f->len, prefix, &out, err) != 0) goto fail;
+            const char *ft = text + f->off;
+            size_t fl = f->len;
+            if (t->charsmap) { /* tokenizer.json order: normalizer, then the Metaspace prefix */
+                if (charsmap_normalize(t->charsmap, ft, fl, &ws.norm, &ws.norm_cap, &fl) != 0) goto oom;
+                ft = ws.norm;
+                if (fl == 0) continue;
+            }
+            bool prefix = space_prefix(t, ft, fl, f->off, prev_special);
+            if (encode_fragment(t, &ws, ft, fl, prefix, &out, err) != 0) goto fail;
             prev_special = false;
         }
     }
@@ -642,6 +699,7 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool add_
     spm_ws_free(&ws.spm);
     bpe_ws_free(&ws.bpe);
     ugm_ws_free(&ws.ugm);
+    free(ws.norm);
     *ids = out.v;
     *n_ids = out.n;
     return 0;
@@ -653,6 +711,7 @@ fail:
     spm_ws_free(&ws.spm);
     bpe_ws_free(&ws.bpe);
     ugm_ws_free(&ws.ugm);
+    free(ws.norm);
     return -1;
 }
 

@@ -7,7 +7,9 @@
  *     starts with its ▁); otherwise it is one word.
  *  3. Viterbi per word over byte offsets at character boundaries: from each
  *     reachable offset every vocabulary token (not UNUSED) that matches there
- *     extends the path by its score; when no token covers exactly the next
+ *     extends the path by its score (tokenizer.hf.scores_f64 when present: the
+ *     f64 values `tokenizers` adds, so near-ties break the same way), adding
+ *     token score + path score in that order; when no token covers exactly the next
  *     character, an "unknown" step of that one character scores
  *     t->ugm_unk_score (lowest token score - 10). An offset keeps the first
  *     best path found (ties: earlier start, then shorter token), as
@@ -67,7 +69,8 @@ static void viterbi(const tokenizer *t, const char *w, size_t n, ugm_node *nodes
             if (!is_boundary(w, n, pos + len)) continue;
             int32_t id = tok_lookup(t, w + pos, len);
             if (id < 0 || t->tokens[id].type == TOKEN_TYPE_UNUSED) continue;
-            relax(nodes, pos + len, nodes[pos].score + t->tokens[id].score, (uint32_t)pos, id);
+            double sc = t->ugm_scores ? t->ugm_scores[id] : t->tokens[id].score;
+            relax(nodes, pos + len, sc + nodes[pos].score, (uint32_t)pos, id);
             if (len == clen) single = true;
         }
         if (!single) relax(nodes, pos + clen, nodes[pos].score + t->ugm_unk_score, (uint32_t)pos, -1);

@@ -5,9 +5,10 @@
  * continuation pieces bare (the converter turned "##ing" into "ing" and
  * "hello" into "▁hello"). For one raw fragment:
  *  1. BERT basic pre-tokenization over code points: each one is replaced by
- *     the first code point of its NFD decomposition (strips accents), then
- *     whitespace ends the current word; NUL, U+FFFD and control characters
- *     (Cc Cf Cs Co) are dropped; the rest is lowercased; punctuation, ASCII
+ *     the first code point of its NFD decomposition (strips accents; unless
+ *     t->bert_strip_accents is false), then whitespace ends the current word;
+ *     NUL, U+FFFD and control characters (Cc Cf Cs Co) are dropped; the rest
+ *     is lowercased (unless t->bert_lowercase is false); punctuation, ASCII
  *     symbols and CJK ideographs become one-character words of their own.
  *     Invalid UTF-8 bytes count as U+FFFD (dropped).
  *  2. Each word, with "▁" put in front, is covered greedily left to right
@@ -119,14 +120,15 @@ int wpm_encode(const tokenizer *t, const char *text, size_t len, tok_idvec *out,
     const unsigned char *s = (const unsigned char *)text;
     int rc = 0;
     while (i < len && rc == 0) {
-        uint32_t cp = uni_nfd_base(next_cp(s, len, &i));
+        uint32_t cp = next_cp(s, len, &i);
+        if (t->bert_strip_accents) cp = uni_nfd_base(cp);
         if (is_space(cp)) {
             rc = flush_word(t, w, &n, out);
             continue;
         }
         int fl = uni_cat_flags(cp);
         if (cp == 0 || cp == 0xFFFD || (fl & UNI_CONTROL)) continue;
-        cp = uni_tolower(cp);
+        if (t->bert_lowercase) cp = uni_tolower(cp);
         if ((fl & UNI_PUNCT) || (cp < 0x7F && (fl & UNI_SYMBOL)) || is_cjk(cp)) {
             rc = flush_word(t, w, &n, out);
             n += put_cp(w + n, cp);

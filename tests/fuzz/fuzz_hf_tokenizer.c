@@ -35,7 +35,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (tokenizer_load_gguf(f, &tok, &err) == 0) {
             int32_t *ids = NULL;
             size_t n_ids = 0;
-            if (tokenizer_encode(tok, "Hello world 123", 15, true, false, &ids, &n_ids, &err) == 0) free(ids);
+            /* plain words, combining marks, fullwidth, Hangul jamo, emoji ZWJ / flags, CRLF, invalid bytes */
+            static const char text[] =
+                "Hello world 123 e\xCC\x81 \xEF\xBC\xA1\xCC\x81 \xE1\x84\x80\xE1\x85\xA1 "
+                "\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x92\xBB \xF0\x9F\x87\xAF\xF0\x9F\x87\xB5\r\n\xFF ";
+            if (tokenizer_encode(tok, text, sizeof text - 1, true, false, &ids, &n_ids, &err) == 0) free(ids);
             tokenizer_free(tok);
         }
         gguf_close(f);

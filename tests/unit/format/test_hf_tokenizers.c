@@ -1,8 +1,9 @@
 /* test_hf_tokenizers.c - tokenizer.json kinds beyond byte-level BPE against the
  * `tokenizers` package (fixtures from tests/oracles/hf_tokenizers.py):
  * llama-2 legacy (byte-fallback BPE, Prepend + Replace normalizer), Metaspace
- * BPE ("first" without split, "always" with split), BERT uncased WordPiece and
- * Unigram. Each tokenizer.json goes through the reader into GGUF keys, then the
+ * BPE ("first" without split, "always" with split), BERT WordPiece (uncased,
+ * cased, cased with accents stripped, uncased keeping accents), Unigram, and byte-level BPE with DeepSeek V3's pre-tokenizer (three Splits).
+ * Each tokenizer.json goes through the reader into GGUF keys, then the
  * tokenizer loader; every fixture string must encode to the same ids, with and
  * without the post-processor's special tokens, and decode back (Metaspace and
  * Unigram kinds, where decoding is lossless up to the prefix space).
@@ -15,7 +16,17 @@
 #include "testutil.h"
 #include "text/tokenizer.h"
 
-static const char *const KINDS[] = {"spm_legacy", "metaspace_first", "metaspace_split", "wordpiece", "unigram"};
+static const char *const KINDS[] = {"spm_legacy",
+                                    "metaspace_first",
+                                    "metaspace_split",
+                                    "wordpiece",
+                                    "wordpiece_cased",
+                                    "wordpiece_cased_strip",
+                                    "wordpiece_keep_accents",
+                                    "unigram",
+                                    "unigram_nfkc",
+                                    "unigram_rules",
+                                    "deepseek_v3"};
 
 static tokenizer *load(const char *json, size_t n, int64_t vocab_size, cf_err *err) {
     gguf_writer *w = gguf_writer_create();
@@ -128,16 +139,40 @@ int main(void) {
                "field model.merges[0]: the merged token is not in model.vocab");
     expect_bad("{\"normalizer\":{\"type\":\"Precompiled\"},\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":"
                "\"\xE2\x96\x81\"},\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1.0]]}}",
-               "field normalizer: the Precompiled");
+               "field normalizer.precompiled_charsmap: missing");
+    expect_bad("{\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"AAA*\"},\"pre_tokenizer\":{"
+               "\"type\":\"Metaspace\",\"replacement\":\"\xE2\x96\x81\"},\"model\":{\"type\":\"Unigram\",\"vocab\":[["
+               "\"a\",-1.0]]}}",
+               "field normalizer.precompiled_charsmap: not base64");
+    expect_bad(
+        "{\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"CAAAAAAAAAA=\"},\"pre_tokenizer\":{"
+        "\"type\":\"Metaspace\",\"replacement\":\"\xE2\x96\x81\"},\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1."
+        "0]]}}",
+        "field normalizer.precompiled_charsmap: trie size outside");
+    expect_bad(
+        "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Precompiled\",\"precompiled_charsmap\":"
+        "\"BAAAAAAAAAA=\"},{\"type\":\"NFKC\"}]},\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":"
+        "\"\xE2\x96\x81\"},\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1.0]]}}",
+        "field normalizer.normalizers[1]: after Precompiled only");
+    expect_bad(
+        "{\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"BAAAAAAAAAD/\"},\"pre_tokenizer\":{"
+        "\"type\":\"Metaspace\",\"replacement\":\"\xE2\x96\x81\"},\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1."
+        "0]]}}",
+        "precompiled charsmap: the replacement strings are not UTF-8");
     expect_bad("{\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\xE2\x96\x81\"},\"model\":{\"type\":"
                "\"Unigram\",\"vocab\":[[\"a\",\"x\"]]}}",
                "field model.vocab[0]: not a [piece, score] pair");
     expect_bad("{\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\xE2\x96\x81\"},\"model\":{\"type\":"
                "\"Unigram\",\"unk_id\":5,\"vocab\":[[\"a\",-1.0]]}}",
                "field model.unk_id");
-    expect_bad("{\"normalizer\":{\"type\":\"BertNormalizer\",\"lowercase\":false},\"pre_tokenizer\":{\"type\":"
+    expect_bad("{\"normalizer\":{\"type\":\"BertNormalizer\",\"clean_text\":false},\"pre_tokenizer\":{\"type\":"
                "\"BertPreTokenizer\"},\"model\":{\"type\":\"WordPiece\",\"continuing_subword_prefix\":\"##\"," V3 "}}",
-               "field normalizer: WordPiece needs BERT's uncased");
+               "field normalizer: WordPiece needs BERT's BertNormalizer");
+    expect_bad(
+        "{\"normalizer\":{\"type\":\"BertNormalizer\",\"strip_accents\":\"yes\"},\"pre_tokenizer\":{"
+        "\"type\":\"BertPreTokenizer\"},\"model\":{\"type\":\"WordPiece\",\"continuing_subword_prefix\":\"##\"," V3
+        "}}",
+        "field normalizer.strip_accents");
     expect_bad("{\"normalizer\":{\"type\":\"BertNormalizer\",\"lowercase\":true},\"pre_tokenizer\":{\"type\":"
                "\"BertPreTokenizer\"},\"model\":{\"type\":\"WordPiece\",\"continuing_subword_prefix\":\"##\","
                "\"unk_token\":\"[UNK]\"," V3 "}}",
@@ -150,6 +185,21 @@ int main(void) {
     expect_bad("{\"normalizer\":{\"type\":\"NFKC\"},\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":"
                "\"BPE\"," V3 ",\"merges\":[\"a b\"]}}",
                "field normalizer: byte-level BPE takes no normalizer but NFC");
+    expect_bad("{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{"
+               "\"Regex\":\"\\\\p{N}{1,3}\"},\"behavior\":\"Removed\"},{\"type\":\"ByteLevel\",\"use_regex\":false}]},"
+               "\"model\":{\"type\":\"BPE\"," V3 ",\"merges\":[\"a b\"]}}",
+               "field pre_tokenizer.pretokenizers[0].behavior");
+    expect_bad("{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{"
+               "\"Regex\":\"\\\\p{N}{1,3}\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\",\"use_regex\":true}]},"
+               "\"model\":{\"type\":\"BPE\"," V3 ",\"merges\":[\"a b\"]}}",
+               "field pre_tokenizer.pretokenizers[1].use_regex");
+    expect_bad("{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{"
+               "\"Regex\":\"\\\\p{N}{1,3}\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\",\"use_regex\":false}]},"
+               "\"model\":{\"type\":\"BPE\"," V3 ",\"merges\":[\"a b\"]}}",
+               "field pre_tokenizer.pretokenizers: Split regexes cinfer's BPE does not know");
+    expect_bad("{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\"},{\"type\":"
+               "\"ByteLevel\",\"use_regex\":false}]},\"model\":{\"type\":\"BPE\"," V3 ",\"merges\":[\"a b\"]}}",
+               "field pre_tokenizer.pretokenizers[0]: only Split(Regex)");
     nfc_byte_level();
     return test_finish();
 }

@@ -749,7 +749,7 @@ static void expect_error(void (*tweak)(gguf_writer *), const char *needle) {
 }
 
 static void test_bad_tokenizers(void) {
-    expect_error(set_t5, "precompiled SentencePiece normalizer (charsmap) is not supported yet");
+    expect_error(set_t5, "precompiled charsmap walk (llama.cpp's T5 GGUF) is not supported");
     expect_error(set_bogus_model, "unknown tokenizer model 'klingon'");
     expect_error(drop_model, "tokenizer.ggml.model");
     expect_error(drop_tokens, "tokenizer.ggml.tokens");
