@@ -282,7 +282,9 @@ void kern_weight_release(kern_weight *w) {
  * tile height 16 and the AVX-512 float tile height 12 both divide it). Which
  * rows share a block changes no bits: every kernel computes each activation
  * row independently. */
+#ifndef MM_M_BLOCK_BYTES /* a build may override it to compare (bench/README.md: a huge value = no blocking) */
 #define MM_M_BLOCK_BYTES (512u << 10)
+#endif
 #define MM_M_QUANTUM 48
 _Static_assert(MM_M_QUANTUM % 16 == 0 && MM_M_QUANTUM % 12 == 0, "row blocks start on AMX and float tile rows");
 
