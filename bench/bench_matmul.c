@@ -7,8 +7,9 @@
  *   prefill (m = 512 by default): effective GFLOP/s = 2 m n k / time.
  * Usage: bench_matmul [-t threads] [-m prefill_rows (0: skip)] [-w working_set_MiB (0: skip decode)] [-r reps]
  *                     [-T f32,f16,bf16,q8_0,q4_0,q4_k,q6_k,f8] [-S shape_index,...] [-I avx512|avx2|scalar]  (see --help)
- * Best of `reps` timings is reported, by wall clock and (decode) as bytes per
- * process CPU-second ("cpu GB/s", the figure a shared machine disturbs least).
+ * Best of `reps` timings is reported, by wall clock and as work per process
+ * CPU-second (decode "cpu GB/s", prefill "cpu GF/s" and CPU microseconds per
+ * activation row, flat across m when a kernel scales),
  * Not a test: numbers depend on the machine. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -152,7 +153,7 @@ static double bench_decode(kern_ctx *ctx, dtype t, shape s, size_t ws_bytes, int
     return best;
 }
 
-static double bench_prefill(kern_ctx *ctx, dtype t, shape s, int64_t m, int reps, double *gflops) {
+static double bench_prefill(kern_ctx *ctx, dtype t, shape s, int64_t m, int reps, double *gflops, double *cpu_gflops) {
     void *src = make_weights(t, s.n, s.k);
     kern_weight w;
     cf_err err;
@@ -163,14 +164,17 @@ static double bench_prefill(kern_ctx *ctx, dtype t, shape s, int64_t m, int reps
     float *x = malloc(sizeof(float) * (size_t)(m * s.k)), *y = malloc(sizeof(float) * (size_t)(m * s.n));
     for (int64_t j = 0; j < m * s.k; j++) x[j] = frand();
     kern_matmul(ctx, &w, x, m, y);
-    double best = 1e30;
+    double best = 1e30, best_cpu = 1e30;
     for (int r = 0; r < reps; r++) {
-        double t0 = time_now();
+        double t0 = time_now(), c0 = process_cpu_seconds();
         kern_matmul(ctx, &w, x, m, y);
-        double dt = time_now() - t0;
+        double dt = time_now() - t0, dc = process_cpu_seconds() - c0;
         if (dt < best) best = dt;
+        if (dc < best_cpu) best_cpu = dc;
     }
-    *gflops = 2.0 * (double)m * (double)s.n * (double)s.k / best / 1e9;
+    double flop = 2.0 * (double)m * (double)s.n * (double)s.k;
+    *gflops = flop / best / 1e9;
+    *cpu_gflops = best_cpu > 0 ? flop / best_cpu / 1e9 : 0;
     kern_weight_release(&w);
     free(src), free(x), free(y);
     return best;
@@ -302,8 +306,8 @@ int main(int argc, char **argv) {
     printf("isa %s, threads %d, decode working set %zu MiB, prefill m=%lld, best of %d\n",
            cpu_isa_name(cpu_isa_active()), pool_size(pool), ws_mib, (long long)m, reps);
     printf("measured read bandwidth: %.2f GB/s\n\n", bw);
-    printf("%-12s %-9s | %9s %9s %7s %9s | %9s %9s\n", "type", "k x n", "dec us", "dec GB/s", "%bw", "cpu GB/s",
-           "pre ms", "GFLOP/s");
+    printf("%-12s %-9s | %9s %9s %7s %9s | %9s %9s %9s %9s\n", "type", "k x n", "dec us", "dec GB/s", "%bw", "cpu GB/s",
+           "pre ms", "GFLOP/s", "cpu GF/s", "cpu us/row");
     char types_buf[128];
     snprintf(types_buf, sizeof types_buf, "%s", types_arg);
     for (char *tok = strtok(types_buf, ","); tok; tok = strtok(NULL, ",")) {
@@ -315,13 +319,15 @@ int main(int argc, char **argv) {
         for (const char *sp = shapes_arg; *sp; sp++) {
             if (*sp < '0' || *sp >= '0' + NSHAPES) continue;
             shape s = shapes[*sp - '0'];
-            double gbs = 0, cpu_gbs = 0, gfl, td = 0;
+            double gbs = 0, cpu_gbs = 0, gfl = 0, cpu_gfl = 0, td = 0;
             if (ws_mib > 0) td = bench_decode(ctx, t, s, ws_mib << 20, reps, &gbs, &cpu_gbs);
-            double tp = m > 0 ? bench_prefill(ctx, t, s, m, reps, &gfl) : 0;
+            double tp = m > 0 ? bench_prefill(ctx, t, s, m, reps, &gfl, &cpu_gfl) : 0;
             char sh[32];
             snprintf(sh, sizeof sh, "%lldx%lld", (long long)s.k, (long long)s.n);
-            printf("%-12s %-9s | %9.1f %9.2f %6.1f%% %9.2f | %9.2f %9.1f\n", dtype_name(t), sh, td * 1e6, gbs,
-                   bw > 0 ? 100.0 * gbs / bw : 0.0, cpu_gbs, tp * 1e3, m > 0 ? gfl : 0.0);
+            /* CPU microseconds per activation row: flat across m when the kernel scales */
+            double us_row = cpu_gfl > 0 ? 2.0 * (double)s.n * (double)s.k / cpu_gfl / 1e3 : 0.0;
+            printf("%-12s %-9s | %9.1f %9.2f %6.1f%% %9.2f | %9.2f %9.1f %9.1f %9.2f\n", dtype_name(t), sh, td * 1e6,
+                   gbs, bw > 0 ? 100.0 * gbs / bw : 0.0, cpu_gbs, tp * 1e3, gfl, cpu_gfl, us_row);
             fflush(stdout);
         }
     }

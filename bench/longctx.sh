@@ -13,7 +13,8 @@
 # line: the same work per process CPU-second (tok/s with every thread on its own core).
 set -euo pipefail
 usage="usage: bench/longctx.sh MODEL.gguf [OUT.txt]
-env: CASES (default '128 4096'), DEPTHS (default ''), GEN (16), REPS (1), THREADS (2), BATCH (512),
+env: CASES (default '128 4096'), DEPTHS (default ''), GEN (16), REPS (1), LLAMA_REPS (REPS), THREADS (2), BATCH (512),
+     LLAMA_DECODE (1; 0 skips llama-bench's decode at depth P in CASES: a prefill-only comparison),
      PRECISIONS (cinfer --attn-precision values, default 'f32 bf16'), LLAMA_BENCH (default /work/llama/build/bin/llama-bench; empty: cinfer only), CINFER_BIN"
 case ${1:-} in
   -h|--help) printf '%s\n' "$usage"; exit 0 ;;
@@ -28,18 +29,18 @@ llama=${LLAMA_BENCH-/work/llama/build/bin/llama-bench}
 # BATCH: cinfer's tokens per forward call (-b) and llama-bench's -b. 512 = llama-bench's default
 # ubatch (its physical batch): cinfer prefills in forward calls of that size too, which is also
 # faster than 4096-token calls here (bench/README.md, session 7).
-t=${THREADS:-2} reps=${REPS:-1} gen=${GEN:-16} batch=${BATCH:-512} precs=${PRECISIONS:-f32 bf16}
+t=${THREADS:-2} reps=${REPS:-1} lreps=${LLAMA_REPS:-${REPS:-1}} gen=${GEN:-16} batch=${BATCH:-512} precs=${PRECISIONS:-f32 bf16}
 [ -f "$model" ] || { echo "longctx.sh: no model '$model'" >&2; exit 2; }
 run() { echo "\$ $* ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"; "$@" 2>&1 | grep -E '^(model|machine|prefill|decode|cpu|\|)' || true; echo; }
 # --repack 0: this VM reports AMX but faults on its tile instructions (ldtilecfg, SIGSEGV in
 # ggml_backend_amx_mul_mat), and repacking is what selects ggml's AMX buffers for Q8_0.
-lb() { [ -z "$llama" ] || run "$llama" -m "$model" -t "$t" -r "$reps" -fa 1 --repack 0 -b "$batch" "$@"; }
+lb() { [ -z "$llama" ] || run "$llama" -m "$model" -t "$t" -r "$lreps" -fa 1 --repack 0 -b "$batch" "$@"; }
 {
   echo "# bench/longctx.sh $model ($(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
   for p in ${CASES-128 4096}; do
     for a in $precs; do run "$bin" bench latency -m "$model" -t "$t" -r "$reps" -b "$batch" -p "$p" -n "$gen" --attn-precision "$a"; done
     lb -p "$p" -n 0
-    lb -p 0 -n "$gen" -d "$p"
+    [ "${LLAMA_DECODE:-1}" = 0 ] || lb -p 0 -n "$gen" -d "$p"
   done
   for d in ${DEPTHS-}; do
     for a in $precs; do run "$bin" bench latency -m "$model" -t "$t" -r "$reps" -b "$batch" -d "$d" -p 0 -n "$gen" --attn-precision "$a"; done

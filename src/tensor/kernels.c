@@ -272,12 +272,28 @@ void kern_weight_release(kern_weight *w) {
 #define MM_CHUNK_ROWS 32
 /* Below this many multiply-adds kern_matmul runs on the calling thread only. */
 #define MM_INLINE_MACS (1 << 18)
+/* Cache blocking of the activation rows: a product with many rows runs as a
+ * sequence of row blocks, each multiplied by every output chunk before the
+ * next block starts, so a block's (quantized or packed) activations stay in
+ * the core's L2 while all weight panels stream past them. Without it each
+ * output chunk re-streams all m rows from L3/DRAM, and at m = 4,096 x k = 2,048
+ * (8 MiB of int8 rows) the per-row cost doubles. A block holds about this many
+ * bytes of activations; its row count is a multiple of MM_M_QUANTUM (the AMX
+ * tile height 16 and the AVX-512 float tile height 12 both divide it). Which
+ * rows share a block changes no bits: every kernel computes each activation
+ * row independently. */
+#ifndef MM_M_BLOCK_BYTES /* a build may override it to compare (bench/README.md: a huge value = no blocking) */
+#define MM_M_BLOCK_BYTES (512u << 10)
+#endif
+#define MM_M_QUANTUM 48
+_Static_assert(MM_M_QUANTUM % 16 == 0 && MM_M_QUANTUM % 12 == 0, "row blocks start on AMX and float tile rows");
 
 typedef struct mm_job {
     const kern_ops *ops;
     kern_mm_args a;
     int32_t off;
     int q8k; /* activations quantized per 256 (kern_quantize_row_q8k) */
+    int64_t m_rows; /* activation rows per cache block (MM_M_BLOCK_BYTES); >= m: one block */
     _Atomic int64_t next_chunk;
 } mm_job;
 
@@ -331,7 +347,8 @@ static void mm_task(void *ctx, int ith, int nth) {
     if (units < 2 * nth && munits >= 2 * nth) {
         pool_split(munits, ith, nth, &b, &e);
         int64_t i0 = b * mb, i1 = e * mb < a->m ? e * mb : a->m;
-        if (i0 < i1) j->ops->mm(a, 0, a->n, i0, i1);
+        for (int64_t i = i0; i < i1; i += j->m_rows) /* cache blocks of the thread's rows */
+            j->ops->mm(a, 0, a->n, i, i + j->m_rows < i1 ? i + j->m_rows : i1);
         return;
     }
     /* Matrix-vector products are memory streams: each thread first takes one
@@ -342,9 +359,13 @@ static void mm_task(void *ctx, int ith, int nth) {
     if (a->m <= 2) head = a->n * 7 / 8 / nth / MM_CHUNK_ROWS * MM_CHUNK_ROWS;
     int64_t n_head = head > 0 ? nth : 0, tail0 = n_head * head;
     int64_t nchunks = n_head + (a->n - tail0 + MM_CHUNK_ROWS - 1) / MM_CHUNK_ROWS;
+    /* many rows: units are (row block, output chunk), row-block major (MM_M_BLOCK_BYTES) */
+    int64_t mblocks = (a->m + j->m_rows - 1) / j->m_rows;
     for (;;) {
-        int64_t c = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
-        if (c >= nchunks) break;
+        int64_t u = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
+        if (u >= nchunks * mblocks) break;
+        int64_t c = u % nchunks, i0 = u / nchunks * j->m_rows;
+        int64_t i1 = i0 + j->m_rows < a->m ? i0 + j->m_rows : a->m;
         int64_t o0, o1;
         if (c < n_head) {
             o0 = c * head;
@@ -353,8 +374,17 @@ static void mm_task(void *ctx, int ith, int nth) {
             o0 = tail0 + (c - n_head) * MM_CHUNK_ROWS;
             o1 = o0 + MM_CHUNK_ROWS < a->n ? o0 + MM_CHUNK_ROWS : a->n;
         }
-        j->ops->mm(a, o0, o1, 0, a->m);
+        j->ops->mm(a, o0, o1, i0, i1);
     }
+}
+
+/* Activation rows per cache block: about MM_M_BLOCK_BYTES of prepared rows of
+ * k elements of elem_bytes each (1: int8 quants, 4: packed f32), at least one
+ * MM_M_QUANTUM; m itself when m fits in one block. */
+static int64_t mm_block_rows(int64_t k, int64_t elem_bytes, int64_t m) {
+    int64_t rows = (int64_t)MM_M_BLOCK_BYTES / (k * elem_bytes) / MM_M_QUANTUM * MM_M_QUANTUM;
+    if (rows < MM_M_QUANTUM) rows = MM_M_QUANTUM;
+    return rows >= m ? m : rows;
 }
 
 void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, float *y) {
@@ -384,6 +414,7 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
         j.a.xp = c->scratch;
         prep = 1;
     }
+    j.m_rows = mm_block_rows(w->k, j.a.qa.q ? 1 : 4, m);
     assert(!prep || (m <= c->max_rows && w->k <= c->max_k)); /* caller contract: fits the scratch */
     if (prep) {
         if (m * w->k < 65536 || pool_size(c->pool) == 1) prep_range(&j, 0, prep_units(&j));

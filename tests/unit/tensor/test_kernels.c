@@ -247,6 +247,45 @@ static void test_matmul(thread_pool *pools[2], kern_ctx *ctxs[2]) {
     }
 }
 
+/* Products with more activation rows than one cache block (kernels.c MM_M_BLOCK_BYTES: 96
+ * rows of k = 4128 quants, 48 of packed f32) run block by block; every row must come out
+ * bitwise as in a call small enough for one block (batch invariance) and match the reference.
+ * n = 17 takes the static row split (too few output panels for two threads), n = 65 the
+ * (row block, output chunk) units; m = 250 leaves a partial last block. */
+static void test_row_blocks(thread_pool *pools[2]) {
+    static const dtype types[] = {DT_Q8_0, DT_Q4_0, DT_F32, DT_BF16, DT_Q4_K};
+    static const int64_t ns[] = {17, 65};
+    const int64_t m = 250, slice = 25;
+    for (int th = 0; th < 2; th++) {
+        kern_ctx *ctx = kern_ctx_create(pools[th], m, 4352);
+        CHECK(ctx != NULL);
+        if (!ctx) return;
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                mm_case c;
+                case_init(&c, types[ti], ns[ni], types[ti] == DT_Q4_K ? 4352 : 4128, m);
+                kern_weight w;
+                cf_err err;
+                CHECKF(kern_weight_prepare(&w, c.t, c.wq, c.n, c.k, &err) == 0, "prepare: %s", err.msg);
+                float *y = malloc(sizeof(float) * (size_t)(m * c.n + GUARD)),
+                      *ys = malloc(sizeof(float) * (size_t)(m * c.n));
+                for (int64_t g = 0; g < m * c.n + GUARD; g++) y[g] = SENTINEL;
+                kern_matmul(ctx, &w, c.x, m, y);
+                for (int64_t i = 0; i < m; i += slice) kern_matmul(ctx, &w, c.x + i * c.k, slice, ys + i * c.n);
+                char what[96];
+                snprintf(what, sizeof what, "row blocks %s n=%lld k=%lld m=%lld threads=%d", dtype_name(c.t),
+                         (long long)c.n, (long long)c.k, (long long)m, th + 1);
+                CHECKF(case_check(&c, y, what) == 0, "%s: bad outputs", what);
+                CHECKF(!memcmp(y, ys, sizeof(float) * (size_t)(m * c.n)), "%s: not bitwise the %lld-row calls", what,
+                       (long long)slice);
+                free(y), free(ys);
+                kern_weight_release(&w);
+                case_free(&c);
+            }
+        kern_ctx_destroy(ctx);
+    }
+}
+
 static void test_prepare_errors(void) {
     kern_weight w;
     cf_err err;
@@ -331,6 +370,7 @@ int main(void) {
     test_vector_ops();
     test_matmul(pools, ctxs);
     cpu_isa_force(best);
+    test_row_blocks(pools);
     test_isa_binding(ctxs[1], best);
     test_bandwidth_probe(pools[1]);
     kern_ctx_destroy(ctxs[0]), kern_ctx_destroy(ctxs[1]);
