@@ -312,11 +312,31 @@ fail:
     return NULL;
 }
 
-/* Walks each boundary of e with the real chart, sharing replayed prefixes. */
+/* The full walk below trie node `node` from the chart's top set, over memo states where the
+ * memo knows that set (chart.memo set, guard 0: nothing is a boundary). Falls back to the plain
+ * walk when the set is not internable or memory runs out. Leaves the chart at its height. */
+static void replay_subtree(cinfer_grammar_matcher *m, uint32_t node, uint32_t *mask) {
+    uint32_t top = m->chart.n_sets - 1;
+    int32_t q = m->chart.memo ? gr_memo_state_of(&m->chart, top) : -1;
+    if (q >= 0) {
+        state_walk w = {.m = m, .mask = mask, .path_state = m->ms.path_state, .base = top, .valid = 0};
+        m->ms.path_state[0] = q;
+        int rc = state_ci_walk(&w, node, 0);
+        gr_chart_pop_to(&m->chart, top + 1);
+        if (!rc) return;
+    }
+    walk(m, node, mask); /* marking twice is harmless: both walks mark only allowed tokens */
+}
+
+/* Walks each boundary of e with the real chart, sharing replayed prefixes. One scan memo based
+ * at the top set serves every boundary, so the sets that several boundaries reach (the
+ * continuations after a lexeme ends) are closed once per mask. */
 void gr_mask_replay(cinfer_grammar_matcher *m, const gr_ci_entry *e, uint32_t *mask) {
     const cinfer_grammar_vocab *v = m->v;
     uint32_t base = m->chart.n_sets, have = 0;
     uint8_t *cur = m->ms.replay;
+    if (!e->n_bounds) return;
+    if (!gr_scan_memo_reset(&m->ms.memo, base - 1, v->max_depth)) m->chart.memo = &m->ms.memo;
     for (uint32_t i = 0; i < e->n_bounds; i++) {
         const gr_boundary *b = &e->bounds[i];
         const uint8_t *p = e->prefix + b->prefix_off;
@@ -335,8 +355,9 @@ void gr_mask_replay(cinfer_grammar_matcher *m, const gr_ci_entry *e, uint32_t *m
         }
         if (!ok) continue;
         mark_tokens(v, v->nodes[b->node].token, mask);
-        if (v->nodes[b->node].n_edges) walk(m, b->node, mask);
+        if (v->nodes[b->node].n_edges) replay_subtree(m, b->node, mask);
     }
+    m->chart.memo = NULL;
     gr_chart_pop_to(&m->chart, base);
 }
 
