@@ -29,8 +29,14 @@ void gr_mask_scratch_free(gr_mask_scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-static void mark_tokens(const cinfer_grammar_vocab *v, int32_t t, uint32_t *mask) {
-    for (; t >= 0; t = v->same_next[t]) mask[t >> 5] |= 1u << (t & 31);
+/* Marks the tokens whose bytes end at trie node `node` (a run of trie_tokens: read in walk order,
+ * unlike a chain through same_next, which jumps around by token id). */
+static inline void mark_tokens(const cinfer_grammar_vocab *v, uint32_t node, uint32_t *mask) {
+    const gr_trie_node *nd = &v->nodes[node];
+    for (uint32_t i = nd->tok_lo; i < nd->tok_lo + nd->n_own; i++) {
+        uint32_t t = v->trie_tokens[i];
+        mask[t >> 5] |= 1u << (t & 31);
+    }
 }
 
 /* Marks every token at or below trie node `node`. */
@@ -56,7 +62,7 @@ static void walk(cinfer_grammar_matcher *m, uint32_t node, uint32_t *mask) {
         uint8_t b = v->edge_byte[e];
         if (!gr_class_has(gr_chart_next_bytes(&m->chart), b) || gr_chart_scan(&m->chart, b) != 1) continue;
         uint32_t child = v->edge_node[e];
-        mark_tokens(v, v->nodes[child].token, mask);
+        mark_tokens(v, child, mask);
         if (v->nodes[child].n_edges) walk(m, child, mask);
         gr_chart_pop_to(&m->chart, height);
     }
@@ -102,7 +108,7 @@ static int ci_walk(cinfer_grammar_matcher *m, uint32_t node, uint32_t depth, uin
         int rc = 0;
         if (m->chart.crossed) rc = gr_mask_add_boundary(&m->ms, child, m->ms.path, depth + 1);
         else {
-            mark_tokens(v, v->nodes[child].token, mask);
+            mark_tokens(v, child, mask);
             if (v->nodes[child].n_edges) rc = ci_walk(m, child, depth + 1, mask);
         }
         gr_chart_pop_to(&m->chart, height);
@@ -155,7 +161,7 @@ static int state_ci_walk(state_walk *w, uint32_t node, uint32_t depth) {
                 int rc = 0;
                 if (m->chart.crossed) rc = gr_mask_add_boundary(&m->ms, child, m->ms.path, depth + 1);
                 else {
-                    mark_tokens(v, v->nodes[child].token, w->mask);
+                    mark_tokens(v, child, w->mask);
                     if (v->nodes[child].n_edges) rc = ci_walk(m, child, depth + 1, w->mask);
                 }
                 gr_chart_pop_to(&m->chart, w->base + 1 + depth);
@@ -173,7 +179,7 @@ static int state_ci_walk(state_walk *w, uint32_t node, uint32_t depth) {
             mark_subtree(v, child, w->mask); /* every byte below loops back to t: all accepted */
             continue;
         }
-        mark_tokens(v, v->nodes[child].token, w->mask);
+        mark_tokens(v, child, w->mask);
         if (!v->nodes[child].n_edges) continue;
         w->path_state[depth + 1] = t >> 1;
         if (w->valid > depth) w->valid = depth; /* the chart's deeper sets were another path's */
@@ -354,7 +360,7 @@ void gr_mask_replay(cinfer_grammar_matcher *m, const gr_ci_entry *e, uint32_t *m
             have++;
         }
         if (!ok) continue;
-        mark_tokens(v, v->nodes[b->node].token, mask);
+        mark_tokens(v, b->node, mask);
         if (v->nodes[b->node].n_edges) replay_subtree(m, b->node, mask);
     }
     m->chart.memo = NULL;

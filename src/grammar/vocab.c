@@ -36,7 +36,7 @@ static int new_node(builder *b, uint32_t depth) {
         v->nodes = p;
         b->cap_nodes = n;
     }
-    v->nodes[v->n_nodes] = (gr_trie_node){.first_edge = 0, .n_edges = 0, .depth = (uint16_t)depth, .token = -1};
+    v->nodes[v->n_nodes] = (gr_trie_node){.first_edge = 0, .n_edges = 0, .n_own = 0, .token = -1};
     if (depth > v->max_depth) v->max_depth = depth;
     return (int)v->n_nodes++;
 }
@@ -71,6 +71,8 @@ static int build_node(builder *b, uint32_t node, uint32_t lo, uint32_t hi, uint3
         if (last < 0) v->nodes[node].token = t;
         else v->same_next[last] = t;
         last = t;
+        if (v->nodes[node].n_own == UINT16_MAX) return -1; /* 65535 tokens with the same bytes */
+        v->nodes[node].n_own++;
     }
     if (lo == hi) return 0;
     uint32_t n_groups = 0;
