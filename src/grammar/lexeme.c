@@ -409,16 +409,21 @@ static gr_dfa *determinize(lexer_build *x, uint32_t final) {
         d->accepting = calloc(d->n_states + 1, 1);
         d->live = calloc(d->n_states + 1, sizeof *d->live);
         d->loop = calloc(d->n_states + 1, sizeof *d->loop);
-        ok = d->accepting && d->live && d->loop;
+        gr_class *col_bytes = calloc(d->n_cols, sizeof *col_bytes); /* the bytes of each column */
+        ok = d->accepting && d->live && d->loop && col_bytes;
+        for (int b = 0; ok && b < 256; b++) gr_class_set(&col_bytes[d->col[b]], (uint8_t)b);
         for (uint32_t ds = 0; ok && ds < s.n_sets; ds++) {
             for (uint32_t i = 0; i < s.set_len[ds]; i++)
                 if (s.pool[s.set_off[ds] + i] == final) d->accepting[ds + 1] = 1;
-            for (int b = 0; b < 256; b++) {
-                uint32_t t = gr_dfa_step(d, ds + 1, (uint8_t)b);
-                if (t) gr_class_set(&d->live[ds + 1], (uint8_t)b);
-                if (t == ds + 1) gr_class_set(&d->loop[ds + 1], (uint8_t)b);
+            for (uint32_t c = 0; c < d->n_cols; c++) {
+                uint32_t t = d->next[(size_t)(ds + 1) * d->n_cols + c];
+                for (int w = 0; w < 4; w++) {
+                    if (t) d->live[ds + 1].bits[w] |= col_bytes[c].bits[w];
+                    if (t == ds + 1) d->loop[ds + 1].bits[w] |= col_bytes[c].bits[w];
+                }
             }
         }
+        free(col_bytes);
     }
     free(next);
     subset_free(&s);
