@@ -53,6 +53,10 @@ static int class_within(const gr_class *a, const gr_class *b) {
              (a->bits[3] & ~b->bits[3]));
 }
 
+/* Checked before class_within on a node's below_bytes: a state that loops on no byte (a counted
+ * repetition) then skips loading them. */
+static inline int class_nonempty(const gr_class *c) { return (c->bits[0] | c->bits[1] | c->bits[2] | c->bits[3]) != 0; }
+
 /* The full walk below trie node `node` with the real chart. */
 static void walk(cinfer_grammar_matcher *m, uint32_t node, uint32_t *mask) {
     const cinfer_grammar_vocab *v = m->v;
@@ -175,7 +179,8 @@ static int state_ci_walk(state_walk *w, uint32_t node, uint32_t depth) {
             if (gr_mask_add_boundary(&m->ms, child, m->ms.path, depth + 1)) return -1;
             continue;
         }
-        if (v->nodes[child].n_edges && class_within(&v->below_bytes[child], &memo->st_loop[t >> 1])) {
+        if (v->nodes[child].n_edges && class_nonempty(&memo->st_loop[t >> 1]) &&
+            class_within(&v->below_bytes[child], &memo->st_loop[t >> 1])) {
             mark_subtree(v, child, w->mask); /* every byte below loops back to t: all accepted */
             continue;
         }

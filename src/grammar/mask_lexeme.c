@@ -48,7 +48,9 @@ static int dfa_walk(cinfer_grammar_matcher *m, const gr_dfa *d, uint32_t node, u
             if (gr_mask_add_boundary(&m->ms, child, m->ms.path, depth + 1)) return -1;
             continue;
         }
-        if (v->nodes[child].n_edges && class_within(&v->below_bytes[child], &d->loop[t])) {
+        if (v->nodes[child].n_edges &&
+            (d->loop[t].bits[0] | d->loop[t].bits[1] | d->loop[t].bits[2] | d->loop[t].bits[3]) &&
+            class_within(&v->below_bytes[child], &d->loop[t])) {
             const gr_trie_node *cn = &v->nodes[child];
             for (uint32_t i = cn->tok_lo; i < cn->tok_hi; i++) {
                 uint32_t tok = v->trie_tokens[i];
