@@ -71,7 +71,6 @@ static int build_node(builder *b, uint32_t node, uint32_t lo, uint32_t hi, uint3
         if (last < 0) v->nodes[node].token = t;
         else v->same_next[last] = t;
         last = t;
-        if (v->nodes[node].n_own == UINT16_MAX) return -1; /* 65535 tokens with the same bytes */
         v->nodes[node].n_own++;
     }
     if (lo == hi) return 0;
@@ -82,7 +81,7 @@ static int build_node(builder *b, uint32_t node, uint32_t lo, uint32_t hi, uint3
     if (reserve_edges(b, first + n_groups)) return -1;
     b->n_edges += n_groups;
     v->nodes[node].first_edge = first;
-    v->nodes[node].n_edges = (uint16_t)n_groups;
+    v->nodes[node].n_edges = n_groups;
     uint32_t e = first, start = lo;
     for (uint32_t i = lo + 1; i <= hi; i++) {
         if (i < hi && byte_at(v, b->order[i], depth) == byte_at(v, b->order[start], depth)) continue;
