@@ -261,46 +261,77 @@ static int cmp_prod(const void *a, const void *b) {
     return x->rhs_start < y->rhs_start ? -1 : (x->rhs_start > y->rhs_start);
 }
 
-static void compute_nullable(gr_cfg *g) {
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (uint32_t p = 0; p < g->n_prods; p++) {
-            const gr_prod *pr = &g->prods[p];
-            if (g->nullable[pr->lhs]) continue;
-            uint32_t i = 0;
-            while (i < pr->rhs_len) {
-                int32_t s = g->rhs[pr->rhs_start + i];
-                if (s < 0 || !g->nullable[s]) break;
-                i++;
-            }
-            if (i == pr->rhs_len) {
-                g->nullable[pr->lhs] = 1;
-                changed = 1;
+/* Which nonterminals derive something under a rule for terminals: flag[nt] = 1 when some
+ * production of nt has only flagged nonterminals and, for nullable, no terminal at all (for
+ * productive, no empty class). A worklist over the occurrences of each nonterminal in right-hand
+ * sides, so a long chain (a counted repetition) costs its length, not its length squared.
+ * Returns 0 or -1 (memory). */
+static int derive_fixpoint(const gr_cfg *g, uint8_t *flag, int nullable) {
+    uint32_t n_nts = g->n_nts, n_prods = g->n_prods;
+    uint32_t *occ_first = calloc(n_nts + 1, sizeof *occ_first);
+    uint32_t *missing = malloc((n_prods ? n_prods : 1) * sizeof *missing);
+    int32_t *queue = malloc((n_nts ? n_nts : 1) * sizeof *queue);
+    uint32_t *occ = NULL;
+    int rc = -1;
+    if (!occ_first || !missing || !queue) goto out;
+    for (uint32_t p = 0; p < n_prods; p++)
+        for (uint32_t i = 0; i < g->prods[p].rhs_len; i++) {
+            int32_t s = g->rhs[g->prods[p].rhs_start + i];
+            if (s >= 0) occ_first[s + 1]++;
+        }
+    for (uint32_t n = 0; n < n_nts; n++) occ_first[n + 1] += occ_first[n];
+    occ = malloc((occ_first[n_nts] ? occ_first[n_nts] : 1) * sizeof *occ);
+    if (!occ) goto out;
+    uint32_t n_queue = 0;
+    for (uint32_t p = 0; p < n_prods; p++) {
+        const gr_prod *pr = &g->prods[p];
+        uint32_t need = 0;
+        for (uint32_t i = 0; i < pr->rhs_len; i++) {
+            int32_t s = g->rhs[pr->rhs_start + i];
+            if (s >= 0) need++;
+            else if (nullable || s == -1) need = UINT32_MAX; /* can never derive under the rule */
+            if (need == UINT32_MAX) break;
+        }
+        missing[p] = need; /* UINT32_MAX never counts down to 0 */
+        for (uint32_t i = 0; i < pr->rhs_len; i++) {
+            int32_t s = g->rhs[pr->rhs_start + i];
+            if (s >= 0) occ[occ_first[s]++] = p;
+        }
+        if (!need && !flag[pr->lhs]) {
+            flag[pr->lhs] = 1;
+            queue[n_queue++] = pr->lhs;
+        }
+    }
+    /* occ_first[n] now ends n's run: shift back to starts */
+    for (uint32_t n = n_nts; n > 0; n--) occ_first[n] = occ_first[n - 1];
+    occ_first[0] = 0;
+    while (n_queue) {
+        int32_t nt = queue[--n_queue];
+        for (uint32_t j = occ_first[nt]; j < occ_first[nt + 1]; j++) {
+            uint32_t p = occ[j];
+            int32_t lhs = g->prods[p].lhs;
+            if (--missing[p] == 0 && !flag[lhs]) {
+                flag[lhs] = 1;
+                queue[n_queue++] = lhs;
             }
         }
     }
+    rc = 0;
+out:
+    free(occ_first);
+    free(missing);
+    free(queue);
+    free(occ);
+    return rc;
 }
 
 /* Drops every production that uses an unproductive nonterminal (one deriving no string) or the
  * empty class, so that every Earley item left can still reach a complete parse. */
 static int drop_unproductive(gr_cfg *g) {
     uint8_t *productive = calloc(g->n_nts ? g->n_nts : 1, 1);
-    if (!productive) return -1;
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (uint32_t p = 0; p < g->n_prods; p++) {
-            const gr_prod *pr = &g->prods[p];
-            if (productive[pr->lhs]) continue;
-            uint32_t i = 0;
-            for (; i < pr->rhs_len; i++) {
-                int32_t s = g->rhs[pr->rhs_start + i];
-                if (s == -1 || (s >= 0 && !productive[s])) break;
-            }
-            if (i == pr->rhs_len) {
-                productive[pr->lhs] = 1;
-                changed = 1;
-            }
-        }
+    if (!productive || derive_fixpoint(g, productive, 0)) {
+        free(productive);
+        return -1;
     }
     uint32_t kept = 0;
     for (uint32_t p = 0; p < g->n_prods; p++) {
@@ -336,7 +367,7 @@ int gr_cfg_finalize(gr_cfg *g, int32_t start) {
         g->prod_first[pr->lhs + 1]++;
     }
     for (uint32_t n = 0; n < g->n_nts; n++) g->prod_first[n + 1] += g->prod_first[n];
-    compute_nullable(g);
+    if (derive_fixpoint(g, g->nullable, 1)) return -1;
     return gr_cfg_lexify(g);
 }
 

@@ -34,8 +34,8 @@ gr_mask_cache *gr_grammar_mask_cache(cinfer_grammar *g, const cinfer_grammar_voc
  * below a node are the contiguous range trie_tokens[tok_lo, tok_hi). */
 typedef struct gr_trie_node {
     uint32_t first_edge;
-    uint16_t n_edges;
-    uint16_t depth;
+    uint32_t n_edges;
+    uint32_t n_own; /* tokens whose bytes end here: trie_tokens[tok_lo .. tok_lo + n_own) */
     int32_t token; /* first token whose bytes end here, or -1; more via same_next */
     uint32_t tok_lo, tok_hi; /* the tokens of this node's subtree, in trie_tokens */
 } gr_trie_node;

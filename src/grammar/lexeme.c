@@ -284,6 +284,78 @@ static int build_adjacency(subset_build *s, const lexer_build *x) {
     return 0;
 }
 
+/* The byte-class edges leaving one subset, bucketed by DFA column: a class's columns come from
+ * its column mask (computed once per determinization), so a subset's successors cost one pass
+ * over its edges instead of one pass per column. */
+typedef struct col_buckets {
+    uint32_t n_cols;
+    uint64_t (*cols_of)[4]; /* per grammar class: the columns its bytes fall in */
+    uint32_t *off; /* n_cols + 1 */
+    uint32_t *to;
+    uint32_t cap_to;
+} col_buckets;
+
+static int col_buckets_init(col_buckets *cb, const lexer_build *x, const gr_dfa *d) {
+    const gr_cfg *g = x->g;
+    cb->n_cols = d->n_cols;
+    cb->cols_of = calloc(g->n_classes ? g->n_classes : 1, sizeof *cb->cols_of);
+    cb->off = calloc(d->n_cols + 1, sizeof *cb->off);
+    uint8_t *done = calloc(g->n_classes ? g->n_classes : 1, 1);
+    int ok = cb->cols_of && cb->off && done;
+    for (uint32_t i = 0; ok && i < x->n_edges; i++) {
+        int32_t cls = x->edges[i].cls;
+        if (cls < 0 || done[cls]) continue;
+        done[cls] = 1;
+        for (int b = 0; b < 256; b++)
+            if (gr_class_has(&g->classes[cls], (uint8_t)b))
+                cb->cols_of[cls][d->col[b] >> 6] |= 1ull << (d->col[b] & 63);
+    }
+    free(done);
+    return ok ? 0 : -1;
+}
+
+/* Buckets the targets of subset ds's class edges by column into off/to. Returns 0 or -1. */
+static int col_buckets_fill(col_buckets *cb, const subset_build *s, uint32_t ds) {
+    memset(cb->off, 0, (cb->n_cols + 1) * sizeof *cb->off);
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t i = 0; i < s->set_len[ds]; i++) {
+            uint32_t q = s->pool[s->set_off[ds] + i];
+            for (uint32_t e = s->adj_off[q]; e < s->adj_off[q + 1]; e++) {
+                const nfa_edge *ed = &s->adj[e];
+                if (ed->cls < 0) continue;
+                for (int w = 0; w < 4; w++)
+                    for (uint64_t bits = cb->cols_of[ed->cls][w]; bits; bits &= bits - 1) {
+                        uint32_t c = (uint32_t)w * 64 + (uint32_t)__builtin_ctzll(bits);
+                        if (pass == 0) cb->off[c + 1]++;
+                        else cb->to[cb->off[c]++] = ed->to;
+                    }
+            }
+        }
+        if (pass == 0) {
+            for (uint32_t c = 0; c < cb->n_cols; c++) cb->off[c + 1] += cb->off[c];
+            uint32_t total = cb->off[cb->n_cols];
+            if (total > cb->cap_to) {
+                uint32_t cap = cb->cap_to ? cb->cap_to : 1024;
+                while (cap < total) cap *= 2;
+                uint32_t *t = realloc(cb->to, cap * sizeof *t);
+                if (!t) return -1;
+                cb->to = t;
+                cb->cap_to = cap;
+            }
+        }
+    }
+    /* the fill advanced each start to its end: shift back */
+    for (uint32_t c = cb->n_cols; c > 0; c--) cb->off[c] = cb->off[c - 1];
+    cb->off[0] = 0;
+    return 0;
+}
+
+static void col_buckets_free(col_buckets *cb) {
+    free(cb->cols_of);
+    free(cb->off);
+    free(cb->to);
+}
+
 /* Determinizes the NFA of x (start 0, final state `final`). Returns the DFA or NULL (limit, memory). */
 static gr_dfa *determinize(lexer_build *x, uint32_t final) {
     subset_build s = {.n_nfa = x->n_states, .final = final};
@@ -292,11 +364,11 @@ static gr_dfa *determinize(lexer_build *x, uint32_t final) {
     uint32_t cap_rows = 0;
     int ok = d && !build_adjacency(&s, x);
     if (ok) d->n_cols = byte_columns(x->g, x->edges, x->n_edges, d->col);
-    uint8_t rep[256];
-    for (int b = 255; b >= 0 && ok; b--) rep[d->col[b]] = (uint8_t)b;
     if (ok) s.stack[0] = 0;
     int64_t at = ok ? closure_into_pool(&s, 1) : -1;
     ok = ok && at >= 0 && intern_subset(&s, (uint32_t)at) == 1;
+    col_buckets cb = {0};
+    ok = ok && !col_buckets_init(&cb, x, d);
     for (uint32_t ds = 0; ok && ds < s.n_sets; ds++) {
         if (s.n_sets + 1 > cap_rows) {
             cap_rows = cap_rows ? cap_rows * 2 : 64;
@@ -308,17 +380,18 @@ static gr_dfa *determinize(lexer_build *x, uint32_t final) {
             next = n;
         }
         if (ds == 0) memset(next, 0, d->n_cols * sizeof *next);
+        if (col_buckets_fill(&cb, &s, ds)) {
+            ok = 0;
+            break;
+        }
         for (uint32_t c = 0; ok && c < d->n_cols; c++) {
             uint32_t n = 0;
             if (++s.gen == 0) memset(s.stamp, 0, (size_t)s.n_nfa * sizeof *s.stamp), s.gen = 1;
-            for (uint32_t i = 0; i < s.set_len[ds]; i++) {
-                uint32_t q = s.pool[s.set_off[ds] + i];
-                for (uint32_t e = s.adj_off[q]; e < s.adj_off[q + 1]; e++) {
-                    const nfa_edge *ed = &s.adj[e];
-                    if (ed->cls >= 0 && s.stamp[ed->to] != s.gen && gr_class_has(&x->g->classes[ed->cls], rep[c])) {
-                        s.stamp[ed->to] = s.gen;
-                        s.stack[n++] = ed->to;
-                    }
+            for (uint32_t i = cb.off[c]; i < cb.off[c + 1]; i++) {
+                uint32_t to = cb.to[i];
+                if (s.stamp[to] != s.gen) {
+                    s.stamp[to] = s.gen;
+                    s.stack[n++] = to;
                 }
             }
             x->work += s.set_len[ds];
@@ -328,6 +401,7 @@ static gr_dfa *determinize(lexer_build *x, uint32_t final) {
             else next[(size_t)(ds + 1) * d->n_cols + c] = (uint16_t)t;
         }
     }
+    col_buckets_free(&cb);
     if (ok) {
         d->n_states = s.n_sets;
         d->next = next;
@@ -335,16 +409,21 @@ static gr_dfa *determinize(lexer_build *x, uint32_t final) {
         d->accepting = calloc(d->n_states + 1, 1);
         d->live = calloc(d->n_states + 1, sizeof *d->live);
         d->loop = calloc(d->n_states + 1, sizeof *d->loop);
-        ok = d->accepting && d->live && d->loop;
+        gr_class *col_bytes = calloc(d->n_cols, sizeof *col_bytes); /* the bytes of each column */
+        ok = d->accepting && d->live && d->loop && col_bytes;
+        for (int b = 0; ok && b < 256; b++) gr_class_set(&col_bytes[d->col[b]], (uint8_t)b);
         for (uint32_t ds = 0; ok && ds < s.n_sets; ds++) {
             for (uint32_t i = 0; i < s.set_len[ds]; i++)
                 if (s.pool[s.set_off[ds] + i] == final) d->accepting[ds + 1] = 1;
-            for (int b = 0; b < 256; b++) {
-                uint32_t t = gr_dfa_step(d, ds + 1, (uint8_t)b);
-                if (t) gr_class_set(&d->live[ds + 1], (uint8_t)b);
-                if (t == ds + 1) gr_class_set(&d->loop[ds + 1], (uint8_t)b);
+            for (uint32_t c = 0; c < d->n_cols; c++) {
+                uint32_t t = d->next[(size_t)(ds + 1) * d->n_cols + c];
+                for (int w = 0; w < 4; w++) {
+                    if (t) d->live[ds + 1].bits[w] |= col_bytes[c].bits[w];
+                    if (t == ds + 1) d->loop[ds + 1].bits[w] |= col_bytes[c].bits[w];
+                }
             }
         }
+        free(col_bytes);
     }
     free(next);
     subset_free(&s);

@@ -29,8 +29,14 @@ void gr_mask_scratch_free(gr_mask_scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-static void mark_tokens(const cinfer_grammar_vocab *v, int32_t t, uint32_t *mask) {
-    for (; t >= 0; t = v->same_next[t]) mask[t >> 5] |= 1u << (t & 31);
+/* Marks the tokens whose bytes end at trie node `node` (a run of trie_tokens: read in walk order,
+ * unlike a chain through same_next, which jumps around by token id). */
+static inline void mark_tokens(const cinfer_grammar_vocab *v, uint32_t node, uint32_t *mask) {
+    const gr_trie_node *nd = &v->nodes[node];
+    for (uint32_t i = nd->tok_lo; i < nd->tok_lo + nd->n_own; i++) {
+        uint32_t t = v->trie_tokens[i];
+        mask[t >> 5] |= 1u << (t & 31);
+    }
 }
 
 /* Marks every token at or below trie node `node`. */
@@ -47,6 +53,10 @@ static int class_within(const gr_class *a, const gr_class *b) {
              (a->bits[3] & ~b->bits[3]));
 }
 
+/* Checked before class_within on a node's below_bytes: a state that loops on no byte (a counted
+ * repetition) then skips loading them. */
+static inline int class_nonempty(const gr_class *c) { return (c->bits[0] | c->bits[1] | c->bits[2] | c->bits[3]) != 0; }
+
 /* The full walk below trie node `node` with the real chart. */
 static void walk(cinfer_grammar_matcher *m, uint32_t node, uint32_t *mask) {
     const cinfer_grammar_vocab *v = m->v;
@@ -56,7 +66,7 @@ static void walk(cinfer_grammar_matcher *m, uint32_t node, uint32_t *mask) {
         uint8_t b = v->edge_byte[e];
         if (!gr_class_has(gr_chart_next_bytes(&m->chart), b) || gr_chart_scan(&m->chart, b) != 1) continue;
         uint32_t child = v->edge_node[e];
-        mark_tokens(v, v->nodes[child].token, mask);
+        mark_tokens(v, child, mask);
         if (v->nodes[child].n_edges) walk(m, child, mask);
         gr_chart_pop_to(&m->chart, height);
     }
@@ -102,7 +112,7 @@ static int ci_walk(cinfer_grammar_matcher *m, uint32_t node, uint32_t depth, uin
         int rc = 0;
         if (m->chart.crossed) rc = gr_mask_add_boundary(&m->ms, child, m->ms.path, depth + 1);
         else {
-            mark_tokens(v, v->nodes[child].token, mask);
+            mark_tokens(v, child, mask);
             if (v->nodes[child].n_edges) rc = ci_walk(m, child, depth + 1, mask);
         }
         gr_chart_pop_to(&m->chart, height);
@@ -155,7 +165,7 @@ static int state_ci_walk(state_walk *w, uint32_t node, uint32_t depth) {
                 int rc = 0;
                 if (m->chart.crossed) rc = gr_mask_add_boundary(&m->ms, child, m->ms.path, depth + 1);
                 else {
-                    mark_tokens(v, v->nodes[child].token, w->mask);
+                    mark_tokens(v, child, w->mask);
                     if (v->nodes[child].n_edges) rc = ci_walk(m, child, depth + 1, w->mask);
                 }
                 gr_chart_pop_to(&m->chart, w->base + 1 + depth);
@@ -169,11 +179,12 @@ static int state_ci_walk(state_walk *w, uint32_t node, uint32_t depth) {
             if (gr_mask_add_boundary(&m->ms, child, m->ms.path, depth + 1)) return -1;
             continue;
         }
-        if (v->nodes[child].n_edges && class_within(&v->below_bytes[child], &memo->st_loop[t >> 1])) {
+        if (v->nodes[child].n_edges && class_nonempty(&memo->st_loop[t >> 1]) &&
+            class_within(&v->below_bytes[child], &memo->st_loop[t >> 1])) {
             mark_subtree(v, child, w->mask); /* every byte below loops back to t: all accepted */
             continue;
         }
-        mark_tokens(v, v->nodes[child].token, w->mask);
+        mark_tokens(v, child, w->mask);
         if (!v->nodes[child].n_edges) continue;
         w->path_state[depth + 1] = t >> 1;
         if (w->valid > depth) w->valid = depth; /* the chart's deeper sets were another path's */
@@ -312,11 +323,31 @@ fail:
     return NULL;
 }
 
-/* Walks each boundary of e with the real chart, sharing replayed prefixes. */
+/* The full walk below trie node `node` from the chart's top set, over memo states where the
+ * memo knows that set (chart.memo set, guard 0: nothing is a boundary). Falls back to the plain
+ * walk when the set is not internable or memory runs out. Leaves the chart at its height. */
+static void replay_subtree(cinfer_grammar_matcher *m, uint32_t node, uint32_t *mask) {
+    uint32_t top = m->chart.n_sets - 1;
+    int32_t q = m->chart.memo ? gr_memo_state_of(&m->chart, top) : -1;
+    if (q >= 0) {
+        state_walk w = {.m = m, .mask = mask, .path_state = m->ms.path_state, .base = top, .valid = 0};
+        m->ms.path_state[0] = q;
+        int rc = state_ci_walk(&w, node, 0);
+        gr_chart_pop_to(&m->chart, top + 1);
+        if (!rc) return;
+    }
+    walk(m, node, mask); /* marking twice is harmless: both walks mark only allowed tokens */
+}
+
+/* Walks each boundary of e with the real chart, sharing replayed prefixes. One scan memo based
+ * at the top set serves every boundary, so the sets that several boundaries reach (the
+ * continuations after a lexeme ends) are closed once per mask. */
 void gr_mask_replay(cinfer_grammar_matcher *m, const gr_ci_entry *e, uint32_t *mask) {
     const cinfer_grammar_vocab *v = m->v;
     uint32_t base = m->chart.n_sets, have = 0;
     uint8_t *cur = m->ms.replay;
+    if (!e->n_bounds) return;
+    if (!gr_scan_memo_reset(&m->ms.memo, base - 1, v->max_depth)) m->chart.memo = &m->ms.memo;
     for (uint32_t i = 0; i < e->n_bounds; i++) {
         const gr_boundary *b = &e->bounds[i];
         const uint8_t *p = e->prefix + b->prefix_off;
@@ -334,9 +365,10 @@ void gr_mask_replay(cinfer_grammar_matcher *m, const gr_ci_entry *e, uint32_t *m
             have++;
         }
         if (!ok) continue;
-        mark_tokens(v, v->nodes[b->node].token, mask);
-        if (v->nodes[b->node].n_edges) walk(m, b->node, mask);
+        mark_tokens(v, b->node, mask);
+        if (v->nodes[b->node].n_edges) replay_subtree(m, b->node, mask);
     }
+    m->chart.memo = NULL;
     gr_chart_pop_to(&m->chart, base);
 }
 

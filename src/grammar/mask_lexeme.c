@@ -26,7 +26,11 @@ static int class_within(const gr_class *a, const gr_class *b) {
 }
 
 static void mark_node_tokens(const cinfer_grammar_vocab *v, uint32_t node, uint32_t *mask) {
-    for (int32_t t = v->nodes[node].token; t >= 0; t = v->same_next[t]) mask[t >> 5] |= 1u << (t & 31);
+    const gr_trie_node *nd = &v->nodes[node];
+    for (uint32_t i = nd->tok_lo; i < nd->tok_lo + nd->n_own; i++) {
+        uint32_t t = v->trie_tokens[i];
+        mask[t >> 5] |= 1u << (t & 31);
+    }
 }
 
 /* The DFA-only walk below trie node `node` in DFA state `st`. Returns 0 or -1 (memory). */
@@ -44,7 +48,9 @@ static int dfa_walk(cinfer_grammar_matcher *m, const gr_dfa *d, uint32_t node, u
             if (gr_mask_add_boundary(&m->ms, child, m->ms.path, depth + 1)) return -1;
             continue;
         }
-        if (v->nodes[child].n_edges && class_within(&v->below_bytes[child], &d->loop[t])) {
+        if (v->nodes[child].n_edges &&
+            (d->loop[t].bits[0] | d->loop[t].bits[1] | d->loop[t].bits[2] | d->loop[t].bits[3]) &&
+            class_within(&v->below_bytes[child], &d->loop[t])) {
             const gr_trie_node *cn = &v->nodes[child];
             for (uint32_t i = cn->tok_lo; i < cn->tok_hi; i++) {
                 uint32_t tok = v->trie_tokens[i];

@@ -36,7 +36,7 @@ static int new_node(builder *b, uint32_t depth) {
         v->nodes = p;
         b->cap_nodes = n;
     }
-    v->nodes[v->n_nodes] = (gr_trie_node){.first_edge = 0, .n_edges = 0, .depth = (uint16_t)depth, .token = -1};
+    v->nodes[v->n_nodes] = (gr_trie_node){.first_edge = 0, .n_edges = 0, .n_own = 0, .token = -1};
     if (depth > v->max_depth) v->max_depth = depth;
     return (int)v->n_nodes++;
 }
@@ -71,6 +71,7 @@ static int build_node(builder *b, uint32_t node, uint32_t lo, uint32_t hi, uint3
         if (last < 0) v->nodes[node].token = t;
         else v->same_next[last] = t;
         last = t;
+        v->nodes[node].n_own++;
     }
     if (lo == hi) return 0;
     uint32_t n_groups = 0;
@@ -80,7 +81,7 @@ static int build_node(builder *b, uint32_t node, uint32_t lo, uint32_t hi, uint3
     if (reserve_edges(b, first + n_groups)) return -1;
     b->n_edges += n_groups;
     v->nodes[node].first_edge = first;
-    v->nodes[node].n_edges = (uint16_t)n_groups;
+    v->nodes[node].n_edges = n_groups;
     uint32_t e = first, start = lo;
     for (uint32_t i = lo + 1; i <= hi; i++) {
         if (i < hi && byte_at(v, b->order[i], depth) == byte_at(v, b->order[start], depth)) continue;
