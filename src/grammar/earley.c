@@ -14,8 +14,29 @@ static int reserve_items(gr_chart *c, uint32_t need) {
     gr_item *p = realloc(c->items, (size_t)n * sizeof *p);
     if (!p) return -1;
     c->items = p;
+    uint32_t *w = realloc(c->wait_next, (size_t)n * sizeof *w);
+    if (!w) return -1;
+    c->wait_next = w;
     c->cap_items = n;
     return 0;
+}
+
+/* Allocates the per-nonterminal wait lists (chart init and copy). Returns 0 or -1. */
+static int wait_alloc(gr_chart *c) {
+    size_t n = c->g->n_nts ? c->g->n_nts : 1;
+    c->wait_head = malloc(n * sizeof *c->wait_head);
+    c->wait_tail = malloc(n * sizeof *c->wait_tail);
+    c->wait_stamp = calloc(n, sizeof *c->wait_stamp);
+    c->wait_gen = 0;
+    return c->wait_head && c->wait_tail && c->wait_stamp ? 0 : -1;
+}
+
+/* Starts the wait lists of a new set being built. */
+static void wait_begin(gr_chart *c) {
+    if (++c->wait_gen == 0) {
+        memset(c->wait_stamp, 0, (c->g->n_nts ? c->g->n_nts : 1) * sizeof *c->wait_stamp);
+        c->wait_gen = 1;
+    }
 }
 
 static int reserve_sets(gr_chart *c, uint32_t need) {
@@ -93,7 +114,19 @@ static int add_item(gr_chart *c, uint32_t from, uint32_t pos, uint32_t origin) {
         return -1;
     }
     if (reserve_items(c, c->n_items + 1)) return -1;
-    c->items[c->n_items++] = (gr_item){pos, origin};
+    uint32_t i = c->n_items++;
+    c->items[i] = (gr_item){pos, origin};
+    int32_t a = pos <= GR_POS_MASK ? c->g->rhs[pos] : -1;
+    if (a >= 0) { /* waits on nonterminal a: append to a's list */
+        c->wait_next[i] = UINT32_MAX;
+        if (c->wait_stamp[a] != c->wait_gen) {
+            c->wait_stamp[a] = c->wait_gen;
+            c->wait_head[a] = i;
+        } else {
+            c->wait_next[c->wait_tail[a]] = i;
+        }
+        c->wait_tail[a] = i;
+    }
     return 0;
 }
 
@@ -147,7 +180,14 @@ static int complete(gr_chart *c, uint32_t k, uint32_t from, uint32_t o, int32_t 
     const gr_cfg *g = c->g;
     uint32_t lo = c->set_start[o];
     uint32_t hi = o == k ? c->n_items : c->set_start[o + 1];
-    if (o == k || hi - lo < SX_MIN_SET) {
+    if (o == k) { /* the set being built: its wait list, as it stands now (later items wait on lhs
+                   * through the nullable shortcut at prediction) */
+        if (c->wait_stamp[lhs] != c->wait_gen) return 0;
+        for (uint32_t j = c->wait_head[lhs]; j != UINT32_MAX && j < hi; j = c->wait_next[j])
+            if (add_item(c, from, c->items[j].pos + 1, c->items[j].origin)) return -1;
+        return 0;
+    }
+    if (hi - lo < SX_MIN_SET) {
         for (uint32_t j = lo; j < hi; j++) {
             gr_item w = c->items[j];
             if (w.pos <= GR_POS_MASK && g->rhs[w.pos] == lhs && add_item(c, from, w.pos + 1, w.origin)) return -1;
@@ -204,13 +244,14 @@ static int closure(gr_chart *c, uint32_t k, uint32_t from) {
 int gr_chart_init(gr_chart *c, const gr_cfg *g) {
     memset(c, 0, sizeof *c);
     c->g = g;
-    if (reserve_sets(c, 1) || reserve_items(c, 256) || seen_grow(c, 256)) {
+    if (reserve_sets(c, 1) || reserve_items(c, 256) || seen_grow(c, 256) || wait_alloc(c)) {
         gr_chart_free(c);
         return -1;
     }
     c->set_start[0] = 0;
     gr_chart_set_pushed(c, 0);
     seen_reset(c);
+    wait_begin(c);
     if (add_item(c, 0, g->aug_pos, 0) || closure(c, 0, 0)) {
         gr_chart_free(c);
         return -1;
@@ -229,6 +270,10 @@ void gr_chart_free(gr_chart *c) {
     free(c->sx);
     free(c->sx_off);
     free(c->sx_len);
+    free(c->wait_next);
+    free(c->wait_head);
+    free(c->wait_tail);
+    free(c->wait_stamp);
     memset(c, 0, sizeof *c);
 }
 
@@ -236,7 +281,7 @@ int gr_chart_copy(gr_chart *dst, const gr_chart *src) {
     memset(dst, 0, sizeof *dst);
     dst->g = src->g;
     if (reserve_sets(dst, src->n_sets) || reserve_items(dst, src->n_items ? src->n_items : 1) ||
-        seen_grow(dst, src->seen_cap)) {
+        seen_grow(dst, src->seen_cap) || wait_alloc(dst)) {
         gr_chart_free(dst);
         return -1;
     }
@@ -296,6 +341,7 @@ static int scan_closure(gr_chart *c, uint8_t b) {
     if (reserve_sets(c, c->n_sets + 1)) return -1;
     uint32_t from = c->n_items, lo = c->set_start[k];
     seen_reset(c);
+    wait_begin(c);
     for (uint32_t i = lo; i < from; i++) {
         gr_item it = c->items[i];
         if (scan_item(c, from, it, b)) {

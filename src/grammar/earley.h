@@ -50,6 +50,12 @@ typedef struct gr_chart {
     uint64_t *sx;
     uint32_t sx_n, sx_cap;
     uint32_t *sx_off, *sx_len; /* per set */
+    /* the set being built, by the nonterminal after the dot: its items waiting on nonterminal A are
+     * wait_head[A], wait_next[...], ... in item order (valid while wait_stamp[A] == wait_gen), so
+     * a completion inside the set (an empty derivation) visits only them, not the whole set */
+    uint32_t *wait_next; /* per item (cap_items) */
+    uint32_t *wait_head, *wait_tail, *wait_stamp; /* per nonterminal */
+    uint32_t wait_gen;
 } gr_chart;
 
 #define GR_SX_NONE UINT32_MAX

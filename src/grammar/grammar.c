@@ -70,6 +70,7 @@ cinfer_grammar *cinfer_grammar_compile(const cinfer_grammar_spec *spec, const ci
         return gr_fail(err, "", -1, "out of memory"), NULL;
     }
     atomic_init(&out->refs, 1);
+    atomic_init(&out->limit_hit, 0);
     out->cfg = g;
     if (pthread_mutex_init(&out->caches_mu, NULL)) {
         gr_cfg_free(g);

@@ -22,6 +22,10 @@ struct cinfer_grammar {
     pthread_mutex_t caches_mu;
     gr_mask_cache *caches[GR_MAX_MASK_CACHES];
     uint32_t n_caches;
+    /* set once any matcher of this grammar hit the item limit (max_set_items): masks cached from
+     * such a walk leave the over-limit tokens out, so a matcher served from the cache reports the
+     * limit too (cinfer_grammar_matcher_limit_error) */
+    atomic_int limit_hit;
 };
 
 /* The grammar's mask cache for v (created on first use), or NULL when GR_MAX_MASK_CACHES other

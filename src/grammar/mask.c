@@ -400,6 +400,7 @@ int cinfer_grammar_matcher_fill_mask(cinfer_grammar_matcher *m, uint32_t *mask, 
         walk(m, 0, mask); /* out of memory for the cache: the plain walk */
     }
 done:
+    if (m->chart.over_limit) atomic_store(&m->g->limit_hit, 1); /* cached masks may now lack tokens */
     if (gr_chart_accepting(&m->chart))
         for (uint32_t i = 0; i < m->v->n_eos; i++) mask[m->v->eos[i] >> 5] |= 1u << (m->v->eos[i] & 31);
     int count = 0;

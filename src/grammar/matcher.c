@@ -174,7 +174,8 @@ int cinfer_grammar_matcher_is_accepting(const cinfer_grammar_matcher *m) {
 int cinfer_grammar_matcher_is_terminated(const cinfer_grammar_matcher *m) { return m && m->terminated; }
 
 const char *cinfer_grammar_matcher_limit_error(const cinfer_grammar_matcher *m) {
-    return m && m->chart.over_limit ? LIMIT_TEXT : NULL;
+    if (!m) return NULL;
+    return m->chart.over_limit || atomic_load(&m->g->limit_hit) ? LIMIT_TEXT : NULL;
 }
 
 static int single_byte(const gr_class *c, uint8_t *out) {

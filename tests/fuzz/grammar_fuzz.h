@@ -93,7 +93,7 @@ static void gf_run(cinfer_grammar_kind kind, const uint8_t *data, size_t size, g
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     for (size_t i = spec_len; i < size; i++) seed = (seed ^ data[i]) * 0x100000001b3ull;
     cinfer_grammar_spec spec = {kind, (const char *)data, spec_len, 0};
-    cinfer_grammar_limits lim = {.max_compile_ms = 500, .max_rules = 50000, .max_depth = 32, .max_set_items = 4000};
+    cinfer_grammar_limits lim = {.max_compile_ms = 500, .max_rules = 50000, .max_depth = 32, .max_set_items = 1000};
     cinfer_grammar_error err;
     cinfer_grammar *g = cinfer_grammar_compile(&spec, &lim, &err);
     if (!g) {

@@ -159,6 +159,10 @@ static void test_item_limit(void) {
     CHECK(cinfer_grammar_matcher_accept(m, 'b', &err) == -1 && strstr(err.msg, "max_set_items"));
     CHECK(cinfer_grammar_matcher_accept(m, 'c', &err) == -1 && strstr(err.msg, "not allowed"));
     cinfer_grammar_matcher_free(m);
+    /* a second matcher of the grammar gets the (cached) empty mask and reports the limit as well */
+    m = cinfer_grammar_matcher_new(g, v, &err);
+    CHECK(m && cinfer_grammar_matcher_fill_mask(m, mask, words) == 0 && cinfer_grammar_matcher_limit_error(m) != NULL);
+    cinfer_grammar_matcher_free(m);
     cinfer_grammar_release(g);
     g = cinfer_grammar_compile(&later, NULL, &err);
     CHECKF(g != NULL, "%s", err.msg);
