@@ -22,9 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "model/arch/deepseek2.h"
+#include "model/arch/expert_buf.h"
 
 /* Finds a [in, out, n_expert] expert stack and checks its shape and type. */
 static const gguf_tensor *expert_tensor(const model *m, const char *name, int64_t in, int64_t out, cf_err *err) {
@@ -55,27 +55,6 @@ static void count_experts(model *m, const gguf_tensor *t, uint64_t *bytes, uint6
     *params += n;
 }
 
-/* An expert's buffer: its own anonymous mapping, so releasing the expert
- * gives the pages back to the system at once (freed heap blocks of this
- * size would stay in the allocator's arenas, and a rank's memory would grow
- * with every rebalance). Huge pages advised at 2 MiB and up. */
-static void *ebuf_alloc(size_t bytes) {
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    if (bytes >= ((size_t)2 << 20)) (void)madvise(p, bytes, MADV_HUGEPAGE); /* advisory */
-    return p;
-}
-
-static void ebuf_free(void *p, size_t bytes) {
-    if (p) munmap(p, bytes);
-}
-
-static size_t slice_bytes(const gguf_tensor *t) { return dtype_row_bytes(t->type, t->ne[0]) * (size_t)t->ne[1]; }
-
-static const char *slice_of(const gguf_tensor *t, int32_t e) {
-    return (const char *)t->data + slice_bytes(t) * (size_t)e;
-}
-
 /* Prepares expert e's matrix of stack t (FP8: its scales) from src (its
  * slice in the file mapping, or raw: bytes another process sent) into w.
  * own: the repacked copy goes into a buffer of the expert (*buf, counted in
@@ -86,18 +65,18 @@ static int prep_matrix(model *m, const gguf_tensor *t, const float *scale, int32
                        bool own, kern_weight *w, void **buf, size_t *buf_len, uint64_t *bytes, cf_err *err) {
     int64_t in = t->ne[0], out = t->ne[1];
     if (t->type == DT_F8_B128) { /* read in place, with its slice of the stacked scales */
-        *bytes += slice_bytes(t);
+        *bytes += expert_slice_bytes(t);
         int64_t per = ((in + 127) / 128) * ((out + 127) / 128);
         return kern_weight_prepare_fp8(w, (const uint8_t *)src, scale + per * e, out, in, err);
     }
     if (!own) return model_prepare_weight(m, t->name, w, (dtype)t->type, src, out, in, err);
-    size_t packed = kern_weight_packed_size((dtype)t->type, out, in), slice = slice_bytes(t);
+    size_t packed = kern_weight_packed_size((dtype)t->type, out, in), slice = expert_slice_bytes(t);
     if (!packed && !raw) { /* the kernels read the slice in place */
         *bytes += slice;
         return kern_weight_prepare_into(w, (dtype)t->type, src, out, in, NULL, false, err);
     }
     size_t len = packed ? packed : slice;
-    if (!(*buf = ebuf_alloc(len))) return cf_fail(err, "out of memory for %s", t->name);
+    if (!(*buf = expert_buf_alloc(len))) return cf_fail(err, "out of memory for %s", t->name);
     *buf_len = len;
     *bytes += len;
     if (!packed) { /* a raw slice read in place: its own copy */
@@ -116,12 +95,12 @@ static int prep_stacked(model *m, const ds2_expert_src *s, const char *const *sr
                         kern_weight *w, void **buf, size_t *buf_len, uint64_t *bytes, cf_err *err) {
     int64_t E = s->gate->ne[0], fe = s->gate->ne[1];
     dtype type = (dtype)s->gate->type;
-    size_t slice = slice_bytes(s->gate);
+    size_t slice = expert_slice_bytes(s->gate);
     const void *parts[2] = {src[0], src[1]};
     const size_t part_bytes[2] = {slice, slice};
     if (!own) return model_prepare_stacked(m, s->gate->name, w, type, parts, part_bytes, 2, 2 * fe, E, err);
     size_t packed = kern_weight_packed_size(type, 2 * fe, E);
-    char *raw = ebuf_alloc(2 * slice); /* the weight when the kernels read it in place, else the repack's input */
+    char *raw = expert_buf_alloc(2 * slice); /* the weight when the kernels read it in place, else the repack's input */
     if (!raw) return cf_fail(err, "out of memory stacking %s", s->gate->name);
     memcpy(raw, parts[0], slice);
     memcpy(raw + slice, parts[1], slice);
@@ -130,14 +109,14 @@ static int prep_stacked(model *m, const ds2_expert_src *s, const char *const *sr
         *buf = raw, *buf_len = 2 * slice, *bytes += 2 * slice;
         r = kern_weight_prepare_into(w, type, raw, 2 * fe, E, NULL, false, err);
     } else {
-        if ((*buf = ebuf_alloc(packed))) {
+        if ((*buf = expert_buf_alloc(packed))) {
             *buf_len = packed, *bytes += packed;
             r = kern_weight_prepare_into(w, type, raw, 2 * fe, E, *buf, false, err);
             w->data = NULL;
         } else {
             r = cf_fail(err, "out of memory for %s", s->gate->name);
         }
-        ebuf_free(raw, 2 * slice);
+        expert_buf_free(raw, 2 * slice);
     }
     if (!from_raw) {
         gguf_release_range(m->gguf, parts[0], slice);
@@ -156,9 +135,9 @@ static int prep_part(model *m, ds2_layer *L, int32_t e, int part, bool own, ds2_
     void **b = em->buf;
     size_t *bl = em->buf_len;
     uint64_t *n = &em->bytes;
-    size_t g = slice_bytes(s->gate), u = slice_bytes(s->up);
-    const char *src[3] = {raw ? raw : slice_of(s->gate, e), raw ? raw + g : slice_of(s->up, e),
-                          raw ? raw + g + u : slice_of(s->down, e)};
+    size_t g = expert_slice_bytes(s->gate), u = expert_slice_bytes(s->up);
+    const char *src[3] = {raw ? raw : expert_slice(s->gate, e), raw ? raw + g : expert_slice(s->up, e),
+                          raw ? raw + g + u : expert_slice(s->down, e)};
     bool in_raw = raw != NULL;
     int r;
     if (part == 1) r = prep_matrix(m, s->down, s->down_scale, e, src[2], in_raw, own, &L->ed[e], &b[2], &bl[2], n, err);
@@ -187,12 +166,12 @@ static void drop_expert(model *m, ds2_layer *L, int32_t e) {
             memset(ws[i], 0, sizeof *ws[i]);
         }
     for (int i = 0; i < 3; i++) {
-        ebuf_free(em->buf[i], em->buf_len[i]);
+        expert_buf_free(em->buf[i], em->buf_len[i]);
         em->buf[i] = NULL;
         em->buf_len[i] = 0;
     }
     const gguf_tensor *ts[] = {L->esrc.gate, L->esrc.up, L->esrc.down};
-    for (size_t i = 0; i < 3; i++) gguf_release_range(m->gguf, slice_of(ts[i], e), slice_bytes(ts[i]));
+    for (size_t i = 0; i < 3; i++) gguf_release_range(m->gguf, expert_slice(ts[i], e), expert_slice_bytes(ts[i]));
     em->bytes = 0;
 }
 
@@ -256,23 +235,17 @@ int ds2_load_routed(model *m, int il, ds2_layer *L, uint64_t *bytes, uint64_t *p
     return 0;
 }
 
-static void release_array(kern_weight *ws, int32_t n) {
-    if (!ws) return;
-    for (int32_t e = 0; e < n; e++) kern_weight_release(&ws[e]);
-    free(ws);
-}
-
 void ds2_release_routed(model *m, ds2_layer *L) {
     int32_t ne = m->hp.n_expert;
     if (L->emem)
         for (int32_t e = 0; e < ne; e++)
-            for (int i = 0; i < 3; i++) ebuf_free(L->emem[e].buf[i], L->emem[e].buf_len[i]);
+            for (int i = 0; i < 3; i++) expert_buf_free(L->emem[e].buf[i], L->emem[e].buf_len[i]);
     free(L->emem);
     L->emem = NULL;
-    release_array(L->egu, ne);
-    release_array(L->eg, ne);
-    release_array(L->eu, ne);
-    release_array(L->ed, ne);
+    expert_weights_free(L->egu, ne);
+    expert_weights_free(L->eg, ne);
+    expert_weights_free(L->eu, ne);
+    expert_weights_free(L->ed, ne);
     L->egu = L->eg = L->eu = L->ed = NULL;
 }
 
@@ -308,7 +281,7 @@ size_t ds2_expert_raw_size(const model *m, int32_t layer) {
     const ds2_expert_src *s = &L->esrc;
     if (s->gate->type == DT_F8_B128 || s->up->type == DT_F8_B128 || s->down->type == DT_F8_B128)
         return 0; /* FP8 experts are read in place with their stacks' scales: not offered */
-    return slice_bytes(s->gate) + slice_bytes(s->up) + slice_bytes(s->down);
+    return expert_slice_bytes(s->gate) + expert_slice_bytes(s->up) + expert_slice_bytes(s->down);
 }
 
 int ds2_expert_read_raw(const model *m, int32_t layer, int32_t expert, void *dst, size_t n, cf_err *err) {
@@ -319,8 +292,8 @@ int ds2_expert_read_raw(const model *m, int32_t layer, int32_t expert, void *dst
     const gguf_tensor *ts[3] = {s->gate, s->up, s->down};
     char *at = dst;
     for (int i = 0; i < 3; i++) {
-        memcpy(at, slice_of(ts[i], expert), slice_bytes(ts[i]));
-        at += slice_bytes(ts[i]);
+        memcpy(at, expert_slice(ts[i], expert), expert_slice_bytes(ts[i]));
+        at += expert_slice_bytes(ts[i]);
     }
     return 0;
 }

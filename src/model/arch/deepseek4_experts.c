@@ -22,29 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "model/arch/deepseek4.h"
+#include "model/arch/expert_buf.h"
 
 enum { DS4_GATE, DS4_UP, DS4_DOWN };
-
-/* An expert matrix's buffer: an anonymous mapping of its own (huge pages advised from 2 MiB). */
-static void *ebuf_alloc(size_t bytes) {
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    if (bytes >= ((size_t)2 << 20)) (void)madvise(p, bytes, MADV_HUGEPAGE); /* advisory */
-    return p;
-}
-
-static void ebuf_free(void *p, size_t bytes) {
-    if (p) munmap(p, bytes);
-}
-
-static size_t slice_bytes(const gguf_tensor *t) { return dtype_row_bytes(t->type, t->ne[0]) * (size_t)t->ne[1]; }
-
-static const char *slice_of(const gguf_tensor *t, int32_t e) {
-    return (const char *)t->data + slice_bytes(t) * (size_t)e;
-}
 
 static kern_weight *matrix_of(ds4_layer *L, int part, int32_t e) {
     kern_weight *ws[3] = {L->eg, L->eu, L->ed};
@@ -82,13 +64,13 @@ static int prep_own(model *m, ds4_layer *L, int part, int32_t e, const char *src
     ds4_expert_mem *em = &L->emem[e];
     int64_t in = t->ne[0], out = t->ne[1];
     kern_weight *w = matrix_of(L, part, e);
-    size_t packed = kern_weight_packed_size((dtype)t->type, out, in), slice = slice_bytes(t);
+    size_t packed = kern_weight_packed_size((dtype)t->type, out, in), slice = expert_slice_bytes(t);
     if (!packed && !raw) { /* the kernels read the slice in place */
         em->bytes += slice;
         return kern_weight_prepare_into(w, (dtype)t->type, src, out, in, NULL, false, err);
     }
     size_t len = packed ? packed : slice;
-    if (!(em->buf[part] = ebuf_alloc(len))) return cf_fail(err, "out of memory for %s", t->name);
+    if (!(em->buf[part] = expert_buf_alloc(len))) return cf_fail(err, "out of memory for %s", t->name);
     em->buf_len[part] = len;
     em->bytes += len;
     if (!packed) { /* a raw slice read in place: its own copy */
@@ -106,10 +88,10 @@ static int prep_own(model *m, ds4_layer *L, int part, int32_t e, const char *src
 static int prep_expert(model *m, ds4_layer *L, int32_t e, const char *raw, cf_err *err) {
     L->emem[e].bytes = 0;
     for (int part = 0; part < 3; part++) {
-        const char *src = raw ? raw : slice_of(L->exps[part], e);
+        const char *src = raw ? raw : expert_slice(L->exps[part], e);
         if (prep_own(m, L, part, e, src, raw != NULL, err))
             return cf_prefix(err, "tensor %s (expert %d)", L->exps[part]->name, e);
-        if (raw) raw += slice_bytes(L->exps[part]);
+        if (raw) raw += expert_slice_bytes(L->exps[part]);
     }
     return 0;
 }
@@ -121,10 +103,10 @@ static void drop_expert(model *m, ds4_layer *L, int32_t e) {
         kern_weight *w = matrix_of(L, part, e);
         kern_weight_release(w);
         memset(w, 0, sizeof *w);
-        ebuf_free(em->buf[part], em->buf_len[part]);
+        expert_buf_free(em->buf[part], em->buf_len[part]);
         em->buf[part] = NULL;
         em->buf_len[part] = 0;
-        gguf_release_range(m->gguf, slice_of(L->exps[part], e), slice_bytes(L->exps[part]));
+        gguf_release_range(m->gguf, expert_slice(L->exps[part], e), expert_slice_bytes(L->exps[part]));
     }
     em->bytes = 0;
 }
@@ -134,7 +116,7 @@ static int prep_all(model *m, ds4_layer *L, cf_err *err) {
     for (int part = 0; part < 3; part++) {
         const gguf_tensor *t = L->exps[part];
         for (int32_t e = 0; e < m->hp.n_expert; e++)
-            if (model_prepare_weight(m, t->name, matrix_of(L, part, e), (dtype)t->type, slice_of(t, e), t->ne[1],
+            if (model_prepare_weight(m, t->name, matrix_of(L, part, e), (dtype)t->type, expert_slice(t, e), t->ne[1],
                                      t->ne[0], err))
                 return cf_prefix(err, "tensor %s (expert %d)", t->name, e);
     }
@@ -181,22 +163,16 @@ int ds4_load_routed(model *m, int il, ds4_layer *L, uint64_t *routed, cf_err *er
     return 0;
 }
 
-static void release_array(kern_weight *ws, int32_t n) {
-    if (!ws) return;
-    for (int32_t e = 0; e < n; e++) kern_weight_release(&ws[e]);
-    free(ws);
-}
-
 void ds4_release_routed(model *m, ds4_layer *L) {
     int32_t ne = m->hp.n_expert;
     if (L->emem)
         for (int32_t e = 0; e < ne; e++)
-            for (int i = 0; i < 3; i++) ebuf_free(L->emem[e].buf[i], L->emem[e].buf_len[i]);
+            for (int i = 0; i < 3; i++) expert_buf_free(L->emem[e].buf[i], L->emem[e].buf_len[i]);
     free(L->emem);
     L->emem = NULL;
-    release_array(L->eg, ne);
-    release_array(L->eu, ne);
-    release_array(L->ed, ne);
+    expert_weights_free(L->eg, ne);
+    expert_weights_free(L->eu, ne);
+    expert_weights_free(L->ed, ne);
     L->eg = L->eu = L->ed = NULL;
 }
 
@@ -229,7 +205,8 @@ int ds4_expert_acquire(model *m, int32_t layer, int32_t expert, cf_err *err) {
 size_t ds4_expert_raw_size(const model *m, int32_t layer) {
     if (!m->layers || layer < 0 || layer >= m->hp.n_layer) return 0;
     const ds4_layer *L = &ds4_w(m)->layer[layer];
-    return L->exps[0] ? slice_bytes(L->exps[0]) + slice_bytes(L->exps[1]) + slice_bytes(L->exps[2]) : 0;
+    return L->exps[0] ? expert_slice_bytes(L->exps[0]) + expert_slice_bytes(L->exps[1]) + expert_slice_bytes(L->exps[2])
+                      : 0;
 }
 
 int ds4_expert_read_raw(const model *m, int32_t layer, int32_t expert, void *dst, size_t n, cf_err *err) {
@@ -239,8 +216,8 @@ int ds4_expert_read_raw(const model *m, int32_t layer, int32_t expert, void *dst
     const ds4_layer *L = &ds4_w(m)->layer[layer];
     char *at = dst;
     for (int part = 0; part < 3; part++) {
-        memcpy(at, slice_of(L->exps[part], expert), slice_bytes(L->exps[part]));
-        at += slice_bytes(L->exps[part]);
+        memcpy(at, expert_slice(L->exps[part], expert), expert_slice_bytes(L->exps[part]));
+        at += expert_slice_bytes(L->exps[part]);
     }
     return 0;
 }
