@@ -164,6 +164,17 @@ class EpJob:
         with urllib.request.urlopen(self.urls[rank] + "/metrics", timeout=30) as r:
             return r.read().decode()
 
+    def settled_metrics(self):
+        """Every rank's /metrics once no rank has a staged plan (a rebalance's experts may still be
+        moving when the last request ends: its bytes are counted as they arrive, its loads at the
+        switch), within 30 s."""
+        deadline = time.time() + 30
+        while True:
+            ms = [self.metrics(r) for r in range(self.n)]
+            if all(metric(m, "cinfer_ep_plan_staged") == 0 for m in ms) or time.time() > deadline:
+                return ms
+            time.sleep(0.2)
+
 
 def _cleanup():
     for p in _live:
@@ -219,7 +230,7 @@ class Identity:
         try:
             first = run_all(job.urls)
             again = run_all(job.urls)  # the shared prefix is cached on every rank now
-            ms = [job.metrics(r) for r in range(n)]
+            ms = job.settled_metrics()
             m0 = ms[0]
             view = subprocess.run([BIN, "ep", "stats"] + [u.split("//", 1)[1] for u in job.urls],
                                   capture_output=True, text=True, timeout=60)
@@ -362,7 +373,7 @@ class Ds4Model:
         try:
             first = run_all(job.urls, self.prompts)
             again = run_all(job.urls, self.prompts)
-            ms = [job.metrics(r) for r in range(n)]
+            ms = job.settled_metrics()
         finally:
             rc = job.stop()
         self.assertEqual([t for t, _ in first], self.ref)
