@@ -90,6 +90,10 @@ static int parse_table(int argc, char **argv, serve_opts *o, int *pos) {
         {"input-len", 0, "N", "prompt words (~tokens; token ids with --api completions) (default 256)",
          CLI_NUM(&w->input_len, 1, 1 << 24)},
         {"len-dist", 0, "D", "fixed (default) | uniform: lengths uniform in [L/2, 3L/2]", CLI_CALL(opt_len_dist, w)},
+        {"prefix-share", 0, "F", "synthetic: share of each prompt that is a shared prefix (default 0)",
+         CLI_NUM(&w->prefix_share, 0, 1)},
+        {"prefix-pool", 0, "N", "synthetic: distinct shared prefixes, one drawn per request (default 0: none)",
+         CLI_NUM(&w->prefix_pool, 0, 1L << 30)},
         CLI_SECTION("chat / agent:"),
         {"sessions", 0, "N", "concurrent conversations (default 8)", CLI_NUM(&w->sessions, 1, 1 << 20)},
         {"turns", 0, "N", "turns per session (chat default 4, agent default 8)", CLI_NUM(&o->turns_set, 1, 1 << 16)},
@@ -184,6 +188,8 @@ static json_t *config_json(const serve_opts *o, const char *model) {
     if (w->kind == BS_WL_SYNTHETIC || w->kind == BS_WL_CODE) {
         json_object_set_new(c, "input_len", json_integer(w->input_len));
         json_object_set_new(c, "len_dist", json_string(w->uniform ? "uniform" : "fixed"));
+        json_object_set_new(c, "prefix_share", json_real(w->prefix_share));
+        json_object_set_new(c, "prefix_pool", json_integer(w->prefix_pool));
     } else if (w->kind == BS_WL_TRACE) {
         json_object_set_new(c, "trace", json_string(w->trace_path));
         json_object_set_new(c, "block_scale", json_integer(w->block));

@@ -21,7 +21,7 @@ int bs_workload_parse_kind(const char *name, bs_wl_kind *out) {
 
 const char *bs_workload_kind_name(bs_wl_kind k) { return kind_names[k]; }
 
-enum { P_LEN = 1, P_TEXT, P_ARRIVAL, P_THINK, P_SYSTEM, P_CODE, P_ASK };
+enum { P_LEN = 1, P_TEXT, P_ARRIVAL, P_THINK, P_SYSTEM, P_CODE, P_ASK, P_POOL, P_PREFIX };
 
 static uint64_t stream(const bs_wl_opts *o, uint64_t session, uint64_t turn, uint64_t purpose) {
     return bs_rng_mix(bs_rng_mix(bs_rng_mix(o->seed, purpose), session), turn);
@@ -83,12 +83,18 @@ int bs_workload_build(const bs_wl_opts *o, bs_workload *w, cf_err *err) {
     *w = (bs_workload){.o = *o};
     int rc;
     if (o->token_ids && (o->tok_lo < 0 || o->tok_hi <= o->tok_lo)) return cf_fail(err, "empty token id range");
+    if (o->kind != BS_WL_SYNTHETIC && (o->prefix_share != 0 || o->prefix_pool != 0))
+        return cf_fail(err, "a prefix share / pool applies to the synthetic workload only");
     switch (o->kind) {
     case BS_WL_TRACE: rc = build_trace(w, err); break;
     case BS_WL_SYNTHETIC:
     case BS_WL_CODE:
         if (o->requests < 1 || o->input_len < 1 || o->output_len < 1)
             return cf_fail(err, "requests, input and output lengths must be >= 1");
+        if (!(o->prefix_share >= 0 && o->prefix_share <= 1) || o->prefix_pool < 0)
+            return cf_fail(err, "prefix share must be in [0, 1] and the prefix pool >= 0");
+        if ((o->prefix_share > 0) != (o->prefix_pool > 0))
+            return cf_fail(err, "a shared prefix needs both a share > 0 and a pool >= 1");
         rc = alloc_sessions(w, (size_t)o->requests, 1, err);
         for (size_t i = 0; !rc && i < w->n; i++) {
             uint64_t rng = stream(o, i, 0, P_LEN);
@@ -151,20 +157,28 @@ static int trace_turn(bs_workload *w, bs_session *s) {
     return 0;
 }
 
+/* A synthetic prompt: its first n_pre tokens (words) from shared prefix stream `pre` (the pool
+ * entry this request drew), the rest from its own stream. */
 static int synthetic_turn(bs_workload *w, size_t i, bs_session *s) {
     uint64_t rng = stream(&w->o, i, 0, P_LEN);
     long n_in = draw_len(&w->o, w->o.input_len, &rng);
-    uint64_t text = stream(&w->o, i, 0, P_TEXT);
+    uint64_t text = stream(&w->o, i, 0, P_TEXT), pre = 0;
+    long n_pre = w->o.prefix_pool > 0 ? (long)(w->o.prefix_share * (double)n_in) : 0;
+    if (n_pre > 0) {
+        uint64_t pick = stream(&w->o, i, 0, P_POOL);
+        pre = stream(&w->o, bs_rng_next(&pick) % (uint64_t)w->o.prefix_pool, 0, P_PREFIX);
+    }
     if (w->o.token_ids) {
         s->ids = malloc((size_t)n_in * sizeof *s->ids);
         if (!s->ids) return -1;
         s->n_ids = (size_t)n_in;
         uint64_t span = (uint64_t)(w->o.tok_hi - w->o.tok_lo);
-        for (long k = 0; k < n_in; k++) s->ids[k] = w->o.tok_lo + (int32_t)(bs_rng_next(&text) % span);
+        for (long k = 0; k < n_in; k++)
+            s->ids[k] = w->o.tok_lo + (int32_t)(bs_rng_next(k < n_pre ? &pre : &text) % span);
         return 0;
     }
     bs_buf *m = push_msg(s);
-    return m ? textgen_words(m, &text, n_in) : -1;
+    return m && !textgen_words(m, &pre, n_pre) ? textgen_words(m, &text, n_in - n_pre) : -1;
 }
 
 /* One of four shared "files" (the prefix a code assistant re-reads), then a

@@ -36,6 +36,10 @@ typedef struct bs_wl_opts {
     long requests; /* synthetic/code: how many (other kinds: 0) */
     long input_len, output_len; /* synthetic/code: per request; chat/agent: output per turn */
     int uniform; /* lengths uniform in [L/2, 3L/2] instead of fixed */
+    /* synthetic: the first prefix_share of each prompt (its tokens or words) is one of prefix_pool
+     * shared prefixes (system prompts, documents), picked per request by the seed; 0: none */
+    double prefix_share;
+    long prefix_pool;
     long sessions, turns; /* chat/agent */
     long system_len, user_len, tool_len;
     double think_s; /* agent: mean think time between turns */

@@ -89,15 +89,14 @@ int sim_workload_synthetic(const sim_synth_opts *so, uint64_t seed, long block_t
                     .output_len = so->output_len,
                     .uniform = so->uniform,
                     .rate = so->rate,
+                    .prefix_share = so->prefix_share,
+                    .prefix_pool = so->prefix_pool,
                     .token_ids = 1,
                     .tok_lo = 100,
                     .tok_hi = 30000};
     bs_workload bw;
-    if (block_tokens < 1 || so->prefix_share < 0 || so->prefix_share > 1 || so->prefix_pool < 0)
-        return cf_fail(err, "synthetic: block tokens >= 1, prefix share in [0, 1], prefix pool >= 0");
-    sim_rng pick;
-    sim_rng_seed(&pick, seed ^ 0x5eed5eedull);
-    if (bs_workload_build(&o, &bw, err)) return -1;
+    if (block_tokens < 1) return cf_fail(err, "synthetic: block tokens must be >= 1");
+    if (bs_workload_build(&o, &bw, err)) return -1; /* checks the prefix share and pool */
     int rc = 0;
     for (size_t i = 0; i < bw.n && !rc; i++) {
         if (bs_workload_begin_turn(&bw, i, err)) {
@@ -115,13 +114,8 @@ int sim_workload_synthetic(const sim_synth_opts *so, uint64_t seed, long block_t
         q->input_len = (int32_t)s->n_ids;
         q->output_len = (int32_t)s->max_tokens[0];
         q->cls = STORE_CLASS_DEFAULT;
-        uint64_t k = 0, shared = so->prefix_pool > 0 ? 1 + sim_rng_next(&pick) % (uint64_t)so->prefix_pool : 0;
-        uint32_t n_shared = shared ? (uint32_t)(so->prefix_share * (double)s->n_ids / (double)block_tokens) : 0;
+        uint64_t k = 0; /* blocks chained over the prompt's token ids: a shared prefix's blocks match */
         for (uint32_t b = 0; b < nk; b++) {
-            if (b < n_shared) {
-                w->keys[q->key_off + b] = k = chain(k, (shared << 32) ^ (0xC0DE0000ull + b));
-                continue;
-            }
             uint64_t h = 0;
             for (long j = 0; j < block_tokens; j++) h = sim_mix64(h ^ (uint64_t)s->ids[(size_t)b * block_tokens + j]);
             w->keys[q->key_off + b] = k = chain(k, h);

@@ -61,9 +61,10 @@ sim_session_model sim_session_defaults(void);
  * as bench serve's --block-scale does, bs_trace_scaled_input). */
 int sim_workload_from_trace(const char *path, long max_lines, double time_scale, long replicas, long block,
                             uint64_t seed, sim_workload *w, cf_err *err);
-/* prefix_share of each input (whole blocks) is one of prefix_pool shared
- * prefixes (system prompts, documents), the rest bench serve's random
- * tokens; 0 keeps bench serve's requests exactly. */
+/* bench serve's synthetic generator with the same options: prefix_share of
+ * each input is one of prefix_pool shared prefixes (system prompts,
+ * documents; bench serve --prefix-share/--prefix-pool), the rest random
+ * tokens. Blocks are keyed by their token ids, so shared prefixes hit. */
 typedef struct sim_synth_opts {
     long requests, input_len, output_len;
     int uniform;

@@ -324,6 +324,51 @@ static void test_workloads(void) {
     }
 }
 
+/* Synthetic prompts with a shared prefix: the first share x length token ids of a request are one
+ * of the pool's prefixes (both pool entries drawn among 12 requests, each drawn more than once), the
+ * rest its own; bad combinations are refused. */
+static void test_shared_prefix(void) {
+    bs_wl_opts o = {.kind = BS_WL_SYNTHETIC,
+                    .seed = 7,
+                    .requests = 12,
+                    .input_len = 64,
+                    .output_len = 4,
+                    .prefix_share = 0.5,
+                    .prefix_pool = 2,
+                    .token_ids = 1,
+                    .tok_lo = 3,
+                    .tok_hi = 30000};
+    bs_workload w;
+    cf_err err;
+    CHECK(bs_workload_build(&o, &w, &err) == 0);
+    int32_t first[2][32];
+    int seen[2] = {0, 0}, rests_equal = 0;
+    for (size_t i = 0; i < w.n; i++) {
+        CHECK(bs_workload_begin_turn(&w, i, &err) == 0 && w.s[i].n_ids == 64);
+        int p = 0; /* the prefix seen before that this one equals, else a new one */
+        while (p < 2 && seen[p] && memcmp(w.s[i].ids, first[p], sizeof first[p])) p++;
+        CHECK(p < 2);
+        if (p == 2) break;
+        if (!seen[p]) memcpy(first[p], w.s[i].ids, sizeof first[p]);
+        CHECK(!memcmp(w.s[i].ids, first[p], sizeof first[p])); /* one of at most two prefixes */
+        seen[p]++;
+        if (i > 0 && !memcmp(w.s[i].ids + 32, w.s[0].ids + 32, 32 * sizeof(int32_t))) rests_equal++;
+    }
+    CHECK(seen[0] >= 2 && seen[1] >= 2 && memcmp(first[0], first[1], sizeof first[0]));
+    CHECK(rests_equal == 0);
+    bs_workload_free(&w);
+    bs_wl_opts bad = o;
+    bad.prefix_pool = 0;
+    CHECK(bs_workload_build(&bad, &w, &err) == -1 && strstr(err.msg, "both"));
+    bad = o;
+    bad.prefix_share = 1.5;
+    CHECK(bs_workload_build(&bad, &w, &err) == -1 && strstr(err.msg, "[0, 1]"));
+    bad = o;
+    bad.kind = BS_WL_CHAT;
+    bad.sessions = bad.turns = 1;
+    CHECK(bs_workload_build(&bad, &w, &err) == -1 && strstr(err.msg, "synthetic workload only"));
+}
+
 static void test_svg_escape(void) {
     bs_buf b = {0};
     svg_escape(&b, "a<b>&\"c'\x01");
@@ -339,6 +384,7 @@ int main(void) {
     test_trace();
     test_trace_replay();
     test_workloads();
+    test_shared_prefix();
     test_svg_escape();
     return test_finish();
 }
