@@ -10,9 +10,15 @@
  * The receiver either places each message's data straight into a staging
  * buffer of STAGING bytes (round robin; as a decode worker receives RECORDS
  * into the handoff's records buffer, xfer_place_fn), or, with no STAGING,
- * takes a malloc'd buffer per message.
+ * takes a malloc'd buffer per message, or (pool:SIZE:POOL:MSGS) receives as a
+ * decode worker does now: every MSGS messages of SIZE bytes are one handoff,
+ * placed into a run of a pre-faulted receive-buffer pool of POOL bytes
+ * (xfer_pool.h) that goes back to the pool once the handoff is complete (the
+ * engine's return after its copy into KV blocks, which is not timed here); a
+ * full pool makes delivery wait (back-pressure).
  *
- *   bench_handoff recv HOST:PORT [STAGING]   prints "listening HOST:PORT" and "worker ucx:HEX", exits after an END
+ *   bench_handoff recv HOST:PORT [STAGING | pool:SIZE:POOL:MSGS]   prints "listening HOST:PORT" and
+ *       "worker ucx:HEX", exits after an END
  *   bench_handoff send PEER SIZE COUNT [WINDOW]   PEER: HOST:PORT or ucx:HEX; prints bytes, seconds, GB/s */
 #include <poll.h>
 #include <stdio.h>
@@ -20,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "xfer/xfer_pool.h"
 #include "xfer/xfer_ucx.h"
 
 static double now_s(void) {
@@ -36,17 +43,55 @@ typedef struct bh_state {
     uint64_t events; /* callbacks run so far (bh_wait sleeps only when a progress call ran none) */
     uint8_t *staging; /* receiver: where data is placed (NULL: malloc per message) */
     size_t staging_bytes, staging_at;
+    xfer_pool *pool; /* pool mode: one run of pool_msgs messages per handoff */
+    size_t pool_unit;
+    uint64_t pool_msgs;
+    uint8_t *run; /* the handoff being received (NULL: take a run at its next message) */
+    uint64_t run_placed, run_done; /* messages placed into run / reported */
+    uint8_t *runs_out[64]; /* runs whose messages are not all reported yet, with their counts */
+    uint64_t runs_left[64];
 } bh_state;
 
-static uint8_t *on_place(void *ctx, const xfer_frame *f, void **token) {
+static xfer_place_result place_pool(bh_state *s, const xfer_frame *f, uint8_t **dst, void **token) {
+    if (f->data_len != s->pool_unit) return XFER_PLACE_NONE;
+    if (!s->run) {
+        int slot = 0;
+        while (slot < 64 && s->runs_out[slot]) slot++;
+        if (slot == 64 || !(s->run = xfer_pool_get(s->pool, s->pool_msgs))) return XFER_PLACE_LATER;
+        s->runs_out[slot] = s->run;
+        s->runs_left[slot] = s->pool_msgs;
+        s->run_placed = 0;
+    }
+    *dst = s->run + s->run_placed * s->pool_unit;
+    *token = *dst;
+    if (++s->run_placed == s->pool_msgs) s->run = NULL; /* the next message starts the next handoff */
+    return XFER_PLACE_HERE;
+}
+
+/* A placed message of a pool run arrived: the run goes back once all of its messages have. */
+static void placed_pool(bh_state *s, const uint8_t *at) {
+    for (int i = 0; i < 64; i++)
+        if (s->runs_out[i] && at >= s->runs_out[i] && at < s->runs_out[i] + s->pool_msgs * s->pool_unit) {
+            if (--s->runs_left[i] == 0 && s->runs_out[i] != s->run) {
+                xfer_pool_put(s->pool, s->runs_out[i]);
+                s->runs_out[i] = NULL;
+            }
+            return;
+        }
+}
+
+static xfer_place_result on_place(void *ctx, const xfer_frame *f, uint8_t **dst, void **token) {
     bh_state *s = ctx;
     *token = NULL;
-    if (!s->staging || f->data_len > s->staging_bytes) return NULL;
+    if (f->kind != XFER_MSG_RECORDS) return XFER_PLACE_NONE;
+    if (s->pool) return place_pool(s, f, dst, token);
+    if (!s->staging || f->data_len > s->staging_bytes) return XFER_PLACE_NONE;
     if (s->staging_at + f->data_len > s->staging_bytes) s->staging_at = 0;
     uint8_t *at = s->staging + s->staging_at;
     s->staging_at += f->data_len;
     *token = at;
-    return at;
+    *dst = at;
+    return XFER_PLACE_HERE;
 }
 
 static void on_placed(void *ctx, const xfer_frame *f, void *token, int status) {
@@ -56,6 +101,7 @@ static void on_placed(void *ctx, const xfer_frame *f, void *token, int status) {
     if (status || at[0] != BH_FILL || at[f->data_len / 2] != BH_FILL || at[f->data_len - 1] != BH_FILL) s->failed = 1;
     s->bytes += f->data_len;
     s->msgs++;
+    if (s->pool) placed_pool(s, at);
 }
 
 static void on_msg(void *ctx, const xfer_frame *f, uint8_t *data) {
@@ -92,8 +138,28 @@ static void bh_wait(xfer_node *n, const bh_state *s) {
     (void)poll(&p, 1, 1);
 }
 
-static int run_recv(const char *listen, size_t staging) {
+/* "pool:SIZE:POOL:MSGS" -> a pre-faulted pool in s (0), or -1. */
+static int open_pool(bh_state *s, const char *spec) {
+    unsigned long long size = 0, bytes = 0, msgs = 0;
+    cf_err err = {0};
+    if (sscanf(spec, "pool:%llu:%llu:%llu", &size, &bytes, &msgs) != 3 || !size || !msgs) {
+        fprintf(stderr, "bench_handoff: expected pool:SIZE:POOL_BYTES:MSGS, got '%s'\n", spec);
+        return -1;
+    }
+    if (xfer_pool_new((size_t)size, bytes, 64, true, &s->pool, &err) || !xfer_pool_fits(s->pool, msgs)) {
+        fprintf(stderr, "bench_handoff: %s\n", err.msg[0] ? err.msg : "a handoff does not fit the pool");
+        xfer_pool_free(s->pool);
+        return -1;
+    }
+    s->pool_unit = (size_t)size;
+    s->pool_msgs = msgs;
+    return 0;
+}
+
+static int run_recv(const char *listen, const char *mode) {
+    size_t staging = mode && strncmp(mode, "pool:", 5) ? (size_t)strtoull(mode, NULL, 10) : 0;
     bh_state s = {.staging_bytes = staging};
+    if (mode && !strncmp(mode, "pool:", 5) && open_pool(&s, mode)) return 2;
     xfer_node *n;
     cf_err err = {0};
     xfer_config c = {.listen = listen,
@@ -109,6 +175,7 @@ static int run_recv(const char *listen, size_t staging) {
     if (xfer_open(&c, &n, &err)) {
         fprintf(stderr, "bench_handoff: %s\n", err.msg);
         free(s.staging);
+        xfer_pool_free(s.pool);
         return 1;
     }
     printf("listening %s\nworker ucx:%s\n", xfer_listen_addr(n), xfer_worker_address(n));
@@ -119,6 +186,8 @@ static int run_recv(const char *listen, size_t staging) {
            s.failed ? " (some receives failed)" : "");
     xfer_close(n);
     free(s.staging);
+    for (int i = 0; i < 64; i++) xfer_pool_put(s.pool, s.runs_out[i]); /* a partial last handoff */
+    xfer_pool_free(s.pool);
     return s.failed;
 }
 
@@ -172,8 +241,8 @@ fail:
     return 1;
 }
 
-static const char handoff_usage[] =
-    "usage: bench_handoff recv HOST:PORT [STAGING_BYTES] | send HOST:PORT|ucx:HEX|shm:HEX SIZE COUNT [WINDOW]\n";
+static const char handoff_usage[] = "usage: bench_handoff recv HOST:PORT [STAGING_BYTES | pool:SIZE:POOL_BYTES:MSGS] | "
+                                    "send HOST:PORT|ucx:HEX|shm:HEX SIZE COUNT [WINDOW]\n";
 
 int main(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
@@ -184,8 +253,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_handoff: unknown option '%s' (--help for usage)\n", argv[1]);
         return 2;
     }
-    if ((argc == 3 || argc == 4) && !strcmp(argv[1], "recv"))
-        return run_recv(argv[2], argc == 4 ? (size_t)strtoull(argv[3], NULL, 10) : 0);
+    if ((argc == 3 || argc == 4) && !strcmp(argv[1], "recv")) return run_recv(argv[2], argc == 4 ? argv[3] : NULL);
     if ((argc == 5 || argc == 6) && !strcmp(argv[1], "send"))
         return run_send(argv[2], (size_t)strtoull(argv[3], NULL, 10), atoi(argv[4]), argc == 6 ? atoi(argv[5]) : 8);
     fputs(handoff_usage, stderr);

@@ -7,8 +7,10 @@
 # (tests/integration/lib/netns.sh, 10.78.0.0/24) with UCX_TLS=tcp,self, as between hosts. The
 # receiver places each message straight into a staging buffer as a decode worker places RECORDS in
 # the handoff's records buffer: by default one of SIZE x COUNT bytes, fresh (its pages fault in on
-# first touch, as D's per-handoff buffer does); the (1r) row reuses 4 messages' worth (perftest
-# reuses one receive buffer). Both sides wait on the UCX fd as the server's loop does (no spinning).
+# first touch, as a per-handoff malloc'd buffer does); the (1r) row reuses 4 messages' worth (perftest
+# reuses one receive buffer); the (1p) row receives as a decode worker does now: each POOL_MSGS (4)
+# messages are one handoff, placed into a run of a pre-faulted receive-buffer pool holding 4 handoffs
+# (src/xfer/xfer_pool.h), given back when the handoff is complete; a full pool is back-pressure. Both sides wait on the UCX fd as the server's loop does (no spinning).
 # perftest runs in both wait modes (-E poll: spinning, -E sleep: waiting on the worker's fd); the ratio
 # is against the better one. Prints one line per case: ours, perftest x2, ratio. Needs root for (3); skips it otherwise.
 #   usage: bench/handoff.sh [BUILD_DIR] [SIZE_BYTES] [COUNT]
@@ -23,11 +25,12 @@ build=${1:-$here/../build}
 size=${2:-4194304}
 count=${3:-100}
 window=4 # messages in flight, ours and perftest's (-O) alike
+pool_msgs=${POOL_MSGS:-4} # pool row: messages per handoff; the pool holds 4 handoffs
 bh=$build/bench_handoff
 [ -x "$bh" ] || { echo "no $bh (build the bench_handoff target)"; exit 1; }
 command -v ucx_perftest >/dev/null || { echo "no ucx_perftest (apt-get install ucx-utils)"; exit 1; }
 
-# ours RUN_RECV RUN_SEND ADDR TLS [SCHEME [STAGING]] -> GB/s; SCHEME "shm" (one host: what a prefill worker
+# ours RUN_RECV RUN_SEND ADDR TLS [SCHEME [STAGING | pool:SIZE:POOL:MSGS]] -> GB/s; SCHEME "shm" (one host: what a prefill worker
 # uses when D's /handoff/info names its own host) or "ucx" (peer-failure detection: no shared memory)
 ours() {
     local rr=$1 rs=$2 addr=$3 tls=$4 scheme=${5:-ucx} staging=${6:-$((size * count))}
@@ -72,6 +75,9 @@ row "one namespace, default TLS, shm: peer (shared memory), fresh staging" "$(ou
 # shellcheck disable=SC2046
 row "one namespace, default TLS, shm: peer (shared memory), reused staging" \
     "$(ours "" "" 127.0.0.1:23475 all shm $((4 * size)))" $(both "" "" 127.0.0.1 13475 all)
+# shellcheck disable=SC2046
+row "one namespace, default TLS, shm: peer (shared memory), receive-buffer pool" \
+    "$(ours "" "" 127.0.0.1:23476 all shm "pool:$size:$((4 * pool_msgs * size)):$pool_msgs")" $(both "" "" 127.0.0.1 13476 all)
 # shellcheck disable=SC2046
 row "one namespace, default TLS, ucx: peer / perftest -e (peer-failure detection: TCP)" \
     "$(ours "" "" 127.0.0.1:23474 all ucx)" $(both "" "" 127.0.0.1 13474 all -e)

@@ -56,6 +56,8 @@ typedef struct serve_opts {
     serve_ep_opts ep; /* --ep and its knobs (serve_ep.h) */
     const char *role, *handoff_listen, *handoff_shm; /* --role, --handoff-listen, --handoff-shm (docs/pd.md) */
     double handoff_timeout_s;
+    long long handoff_pool_bytes; /* --handoff-pool-bytes (0: 1 GiB) */
+    bool handoff_pool_prefault;
     const char *attn_precision; /* --attn-precision */
 } serve_opts;
 
@@ -314,6 +316,16 @@ static size_t serve_rows_cluster(serve_opts *o, cli_opt *t, size_t cap) {
          "network namespace) hand off through shared memory, watching each other's\n"
          "process instead of UCX's peer-failure detection; off: never",
          CLI_STR(&o->handoff_shm)},
+        {"handoff-pool-bytes", 0, "N",
+         "a decode worker's receive-buffer pool: KV handoffs held at once\n"
+         "(recycled between handoffs; one that finds it full waits, the sender\n"
+         "slowed by back-pressure; one larger than the pool is computed instead;\n"
+         "default 1 GiB, mapped lazily)",
+         CLI_NUM(&o->handoff_pool_bytes, 1 << 20, 1ll << 40)},
+        {"handoff-pool-prefault", 0, NULL,
+         "fault the whole receive-buffer pool in at start (first touch of fresh\n"
+         "memory is the slow part of a handoff on a VM; costs the pool's RSS)",
+         CLI_SET(&o->handoff_pool_prefault, true)},
         CLI_SECTION("expert parallelism (mpirun -n N cinfer serve --ep ...; docs/ep.md)"),
         {"ep", 0, NULL,
          "MoE expert parallelism over MPI: each rank serves on --port + rank,\n"
@@ -567,7 +579,9 @@ static int serve_main(serve_opts *o) {
                                     .listen = o->handoff_listen,
                                     .http_host = o->host,
                                     .timeout_s = o->handoff_timeout_s > 0 ? o->handoff_timeout_s : 5,
-                                    .no_shm = o->handoff_shm && !strcmp(o->handoff_shm, "off")}};
+                                    .no_shm = o->handoff_shm && !strcmp(o->handoff_shm, "off"),
+                                    .max_bytes = (int64_t)o->handoff_pool_bytes,
+                                    .pool_prefault = o->handoff_pool_prefault}};
     const char *pname = o->tool_parser ? o->tool_parser : o->reasoning_parser;
     cfg.parser = pname ? recipe_parser_from_name(pname)
                        : (int)recipe_parser_detect(sp.fallback ? NULL : chat_template_source(sp.tmpl),

@@ -231,10 +231,15 @@ typedef struct cinfer_request {
      * kv_import: records of this prompt's leading blocks (another worker's export), verified and
      * installed into the prefix cache before the request is admitted, as a store load installs them;
      * a record that does not verify ends the import (the rest is computed). Ownership of kv_import
-     * (malloc'd) moves to the engine on a successful submit. NULL: none. */
+     * moves to the engine on a successful submit; the engine gives it back as soon as the records are
+     * copied into KV blocks (or the request ends without importing): kv_import_release(
+     * kv_import_owner, kv_import), called once from the engine thread (NULL: free(); a receive-buffer
+     * pool recycles its buffers this way, docs/pd.md). NULL kv_import: none. */
     cinfer_kv_export *kv_export;
     void *kv_import;
     int32_t n_kv_import; /* records in kv_import (each cinfer_engine_kv_record_bytes() bytes) */
+    void (*kv_import_release)(void *owner, void *kv_import);
+    void *kv_import_owner;
 } cinfer_request;
 
 #define CINFER_MAX_TOP_LOGPROBS 20

@@ -50,7 +50,7 @@ void eng_req_free(eng_req *r) {
     free(r->o_top_ids);
     free(r->o_top_lps);
     free(r->o_text.p);
-    free(r->kv_import);
+    eng_handoff_release(r);
     cinfer_kv_export_unref(r->kv_export);
     free(r);
 }
@@ -575,8 +575,10 @@ uint64_t cinfer_engine_submit(cinfer_engine *e, const cinfer_request *r, char *e
         eng_req_free(q);
         return 0;
     }
-    q->kv_import = r->kv_import; /* owned from here (freed once installed, or with the request) */
+    q->kv_import = r->kv_import; /* owned from here (given back once installed, or with the request) */
     q->n_kv_import = r->kv_import ? r->n_kv_import : 0;
+    q->kv_import_release = r->kv_import_release;
+    q->kv_import_owner = r->kv_import_owner;
     if (r->kv_export) cinfer_kv_export_ref(r->kv_export);
     q->kv_export = r->kv_export;
     pthread_mutex_lock(&e->mu);

@@ -17,7 +17,9 @@
  * Import: records are verified exactly as a store load verifies an object
  * (store_verify: fingerprint, key recomputed here from this request's own
  * tokens, salt and parent, tokens, lengths, checksum), copied into freshly
- * allocated pool blocks and inserted into the prefix cache; the blocks are
+ * allocated pool blocks and inserted into the prefix cache (the records'
+ * buffer then goes back to its owner at once: eng_handoff_release, e.g. the
+ * decode worker's receive-buffer pool); the blocks are
  * then left cached with no reference, so the request's admission finds them
  * by the ordinary prefix match (usage counts them as cached). The first record
  * that fails ends the import. Installing writes pool blocks, so it never runs
@@ -162,7 +164,12 @@ void eng_handoff_import(cinfer_engine *e, eng_req *r) {
         installed++;
     }
     e->st.handoff_imported_blocks += (uint64_t)installed;
-    free(r->kv_import);
+    eng_handoff_release(r);
+}
+
+void eng_handoff_release(eng_req *r) {
+    if (r->kv_import && r->kv_import_release) r->kv_import_release(r->kv_import_owner, r->kv_import);
+    else free(r->kv_import);
     r->kv_import = NULL;
     r->n_kv_import = 0;
 }

@@ -156,8 +156,10 @@ typedef struct eng_req {
     cinfer_kv_export *kv_export; /* a reference, or NULL */
     int32_t n_exported; /* (eng) records written; exp_key: the key of record n_exported - 1 */
     uint8_t exp_key[PREFIX_KEY_BYTES];
-    uint8_t *kv_import; /* owned until installed (then freed), or NULL */
+    uint8_t *kv_import; /* owned until installed (then given back: eng_handoff_release), or NULL */
     int32_t n_kv_import;
+    void (*kv_import_release)(void *owner, void *kv_import); /* NULL: free() */
+    void *kv_import_owner;
     double st_deadline; /* (eng) when to stop waiting for it */
     int32_t st_lookups; /* (eng) store lookups made for this request */
     int32_t st_admits; /* (eng) admissions seen by the store hook */
@@ -305,6 +307,8 @@ void eng_req_free(eng_req *r);
  * export: after eng_register, appends the request's newly registered prompt blocks to its export. */
 void eng_handoff_init(cinfer_engine *e);
 void eng_handoff_import(cinfer_engine *e, eng_req *r);
+/* Gives r->kv_import back to its owner (cinfer_request.kv_import_release) and clears it. */
+void eng_handoff_release(eng_req *r);
 void eng_handoff_export(cinfer_engine *e, eng_req *r);
 
 /* engine_step.c: the three phases of a step.

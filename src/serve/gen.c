@@ -439,6 +439,8 @@ int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err) {
         r.kv_export = i == 0 ? j->kv_export : NULL;
         r.kv_import = i == 0 ? j->kv_import : NULL;
         r.n_kv_import = i == 0 ? j->n_kv_import : 0;
+        r.kv_import_release = j->kv_import_release;
+        r.kv_import_owner = j->kv_import_owner;
         c->id = j->grammar && !r.grammar ? 0 : cinfer_engine_submit(gm->engine, &r, e, sizeof e);
         if (c->id && i == 0) j->kv_import = NULL; /* the engine owns it now */
         if (!c->id) {
@@ -571,7 +573,8 @@ void gen_job_free(gen_job *j, const gen_model *gm) {
     free(j->choices);
     free(j->prompt);
     free(j->resume_text);
-    free(j->kv_import);
+    if (j->kv_import && j->kv_import_release) j->kv_import_release(j->kv_import_owner, j->kv_import);
+    else free(j->kv_import);
     cinfer_kv_export_unref(j->kv_export);
     cinfer_grammar_release(j->grammar);
     gen_params_free(&j->p);

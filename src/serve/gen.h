@@ -156,6 +156,8 @@ typedef struct gen_job {
     cinfer_kv_export *kv_export;
     void *kv_import;
     int32_t n_kv_import;
+    void (*kv_import_release)(void *owner, void *kv_import); /* how kv_import is given back (NULL: free) */
+    void *kv_import_owner;
     bool grammar_cached; /* the compile was a cache hit (logs) */
     /* cinfer.resume (resume.c): the first n_resumed resume ids are prompt tail and counted output
      * (n_suffix includes them); resume_text (owned) is their text, fed to the output parsers with

@@ -3,12 +3,18 @@
  * decode side: a table of handoffs being received (hd_entry), each filled by
  * BEGIN / RECORDS / END messages (checked by xfer_wire.h, then against this
  * worker's geometry), waited for by at most one parked job and consumed by
- * handoff_claim. RECORDS land straight in the entry's records buffer (xfer's
- * placement: no per-message allocation or copy); an entry that goes away
- * while such receives are in flight waits on the zombie list until UCX has
- * finished with its buffer. Bounds: at most HD_MAX_ENTRIES handoffs and cfg.max_bytes of
- * records held; an unclaimed handoff is dropped after HD_TTL_FACTOR x the
- * timeout (at least HD_TTL_MIN_S). The prefill side is handoff_push.c. */
+ * handoff_claim. An entry's records buffer is a run of the receive-buffer
+ * pool (xfer_pool.h: bounded, recycled, so its pages are warm), taken at
+ * BEGIN or, when the pool is full, at its first RECORDS: until then xfer's
+ * delivery waits (XFER_PLACE_LATER, back-pressure through the transport).
+ * RECORDS land straight in that buffer (xfer's placement: no per-message
+ * allocation; large messages with no copy); a claim moves the buffer to the
+ * engine, which gives it back to the pool once it is copied into KV blocks
+ * (cinfer_request.kv_import_release). An entry that goes away while receives
+ * are in flight waits on the zombie list until UCX has finished with its
+ * buffer. Bounds: at most HD_MAX_ENTRIES handoffs and cfg.max_bytes of
+ * records (the pool); an unclaimed handoff is dropped after HD_TTL_FACTOR x
+ * the timeout (at least HD_TTL_MIN_S). The prefill side is handoff_push.c. */
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 #include <openssl/evp.h>
@@ -59,8 +65,7 @@ static hd_entry *hd_get(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES]) {
 }
 
 static void hd_destroy(handoff_mgr *m, hd_entry *e) {
-    if (e->records) m->held_bytes -= (int64_t)(e->begin.n_records * e->begin.record_bytes);
-    free(e->records);
+    if (e->records) xfer_pool_put(m->pool, e->records);
     free(e->have);
     free(e);
 }
@@ -98,6 +103,15 @@ static void hd_abort(hd_entry *e, const char *why) {
     e->aborted = true;
 }
 
+/* Gives a begun entry its receive buffer when the pool has room; false while it waits for one. */
+static bool hd_reserve(handoff_mgr *m, hd_entry *e) {
+    if (e->records || !e->begun || e->begin.n_records == 0) return true;
+    if ((e->records = xfer_pool_get(m->pool, e->begin.n_records))) return true;
+    if (!e->waited) m->waited_handoffs++;
+    e->waited = true;
+    return false;
+}
+
 static void hd_begin(handoff_mgr *m, hd_entry *e, const uint8_t *data, uint64_t len) {
     cf_err err = {0};
     xfer_begin b;
@@ -106,17 +120,12 @@ static void hd_begin(handoff_mgr *m, hd_entry *e, const uint8_t *data, uint64_t 
     if (b.record_bytes != m->record_bytes || b.block_tokens != (uint32_t)m->block_tokens ||
         memcmp(b.fingerprint, m->fingerprint, XFER_DIGEST_BYTES))
         return hd_abort(e, "from a worker with another model, KV layout or block size");
-    uint64_t bytes = (uint64_t)b.n_records * b.record_bytes;
-    if (m->held_bytes + (int64_t)bytes > m->cfg.max_bytes)
-        return hd_abort(e, "over the memory for received handoffs (records are computed instead)");
-    if (b.n_records && (!(e->records = malloc(bytes)) || !(e->have = calloc(b.n_records, 1)))) {
-        free(e->records);
-        e->records = NULL;
-        return hd_abort(e, "out of memory");
-    }
-    m->held_bytes += (int64_t)(e->records ? bytes : 0);
+    if (b.n_records && (!m->pool || !xfer_pool_fits(m->pool, b.n_records)))
+        return hd_abort(e, "larger than the receive-buffer pool, --handoff-pool-bytes (records are computed instead)");
+    if (b.n_records && !(e->have = calloc(b.n_records, 1))) return hd_abort(e, "out of memory");
     e->begin = b;
     e->begun = true;
+    hd_reserve(m, e); /* the pool is full: the first RECORDS waits for a buffer */
 }
 
 static void hd_mark(hd_entry *e, const xfer_frame *f) {
@@ -132,6 +141,7 @@ static void hd_records(hd_entry *e, const xfer_frame *f, const uint8_t *data) {
     cf_err err = {0};
     if (!e->begun) return hd_abort(e, "records before BEGIN");
     if (xfer_records_check(f, &e->begin, &err)) return hd_abort(e, err.msg);
+    if (!e->records) return hd_abort(e, "no receive buffer (closing)");
     memcpy(e->records + (uint64_t)f->seq * e->begin.record_bytes, data, (size_t)f->data_len);
     hd_mark(e, f);
 }
@@ -154,15 +164,18 @@ static void hm_on_message(void *ctx, const xfer_frame *f, uint8_t *data) {
     if (e && hd_settled(e)) hd_wake(e);
 }
 
-/* xfer's place: RECORDS of a begun handoff that fit it go straight into its records buffer. */
-static uint8_t *hm_place(void *ctx, const xfer_frame *f, void **token) {
+/* xfer's place: RECORDS of a begun handoff that fit it go straight into its records buffer; while the
+ * pool has no buffer for it, later (delivery waits: back-pressure). Anything else: on_message. */
+static xfer_place_result hm_place(void *ctx, const xfer_frame *f, uint8_t **dst, void **token) {
     handoff_mgr *m = ctx;
     hd_entry *e = f->kind == XFER_MSG_RECORDS ? hd_find(m, f->id) : NULL;
     cf_err err = {0};
-    if (!e || e->aborted || !e->begun || !e->records || xfer_records_check(f, &e->begin, &err)) return NULL;
+    if (!e || !m->pool || e->aborted || !e->begun || xfer_records_check(f, &e->begin, &err)) return XFER_PLACE_NONE;
+    if (!hd_reserve(m, e)) return XFER_PLACE_LATER;
     e->placing++;
     *token = e;
-    return e->records + (uint64_t)f->seq * e->begin.record_bytes;
+    *dst = e->records + (uint64_t)f->seq * e->begin.record_bytes;
+    return XFER_PLACE_HERE;
 }
 
 static void hm_on_placed(void *ctx, const xfer_frame *f, void *token, int status) {
@@ -206,7 +219,8 @@ static void hm_tick(evutil_socket_t fd, short what, void *arg) {
     double now = time_now();
     bool busy = hp_tick_all(m, now);
     busy |= hd_tick(m, now);
-    if (busy || (m->node && xfer_pending(m->node) > 0)) hm_arm_tick(m);
+    if (busy || (m->node && (xfer_pending(m->node) > 0 || xfer_stalled(m->node))))
+        hm_arm_tick(m); /* stalled: a buffer given back by the engine is noticed at the next tick */
 }
 
 void hm_arm_tick(handoff_mgr *m) {
@@ -232,6 +246,9 @@ static int hm_open_node(handoff_mgr *m, cf_err *err) {
         l = listen;
     }
     if (!l && m->cfg.role == HANDOFF_ROLE_BOTH) return 0; /* today's server: no transport */
+    if (m->cfg.role != HANDOFF_ROLE_PREFILL &&
+        xfer_pool_new(m->record_bytes, (uint64_t)m->cfg.max_bytes, HD_MAX_ENTRIES, m->cfg.pool_prefault, &m->pool, err))
+        return -1;
     xfer_config xc = {.listen = m->cfg.role == HANDOFF_ROLE_PREFILL ? NULL : l,
                       .max_message = (uint64_t)m->cfg.max_bytes,
                       .on_message = hm_on_message,
@@ -274,6 +291,7 @@ void handoff_close(handoff_mgr *m) {
         hd_wake(m->entries); /* a parked job is served without its handoff */
         if (m->entries) hd_free(m, m->entries);
     }
+    xfer_pool_free(m->pool); /* now, or when the engine gives the last claimed buffer back */
     if (m->ev_tick) event_free(m->ev_tick);
     free(m);
 }
@@ -294,6 +312,53 @@ char *handoff_info_json(handoff_mgr *m) {
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return s;
+}
+
+int handoff_metrics(void *ctx, char **out, size_t *len) {
+    handoff_mgr *m = ctx;
+    xfer_rx_stats rx = {0};
+    xfer_pool_stats ps = {0};
+    if (m->node) xfer_get_rx_stats(m->node, &rx);
+    if (m->pool) xfer_pool_get_stats(m->pool, &ps);
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return -1;
+    fprintf(f,
+            "# HELP cinfer_handoff_received_bytes_total Handoff bytes received, by how they reached their buffer: "
+            "placed (pulled straight into the receive buffer), copied (a bounce through an intermediate buffer), "
+            "unplaced (not a receive buffer's: refused or unmatched messages).\n"
+            "# TYPE cinfer_handoff_received_bytes_total counter\n"
+            "cinfer_handoff_received_bytes_total{path=\"placed\"} %llu\n"
+            "cinfer_handoff_received_bytes_total{path=\"copied\"} %llu\n"
+            "cinfer_handoff_received_bytes_total{path=\"unplaced\"} %llu\n",
+            (unsigned long long)rx.pulled_bytes, (unsigned long long)(rx.copied_bytes + m->claim_copied_bytes),
+            (unsigned long long)rx.unplaced_bytes);
+    fprintf(f,
+            "# HELP cinfer_handoff_pool_bytes The decode worker's receive-buffer pool: capacity, in use now, most in "
+            "use at once.\n"
+            "# TYPE cinfer_handoff_pool_bytes gauge\n"
+            "cinfer_handoff_pool_bytes{state=\"capacity\"} %llu\n"
+            "cinfer_handoff_pool_bytes{state=\"used\"} %llu\n"
+            "cinfer_handoff_pool_bytes{state=\"high_water\"} %llu\n"
+            "# HELP cinfer_handoff_pool_waits_total Handoffs that found the receive-buffer pool full and waited "
+            "(back-pressure).\n"
+            "# TYPE cinfer_handoff_pool_waits_total counter\n"
+            "cinfer_handoff_pool_waits_total %llu\n"
+            "# HELP cinfer_handoff_receive_stalls_total Times delivery of received handoff messages stopped for a "
+            "receive buffer.\n"
+            "# TYPE cinfer_handoff_receive_stalls_total counter\n"
+            "cinfer_handoff_receive_stalls_total %llu\n",
+            (unsigned long long)ps.capacity_bytes, (unsigned long long)ps.used_bytes,
+            (unsigned long long)ps.high_water_bytes, (unsigned long long)m->waited_handoffs,
+            (unsigned long long)rx.stalls);
+    if (fclose(f) || !buf) {
+        free(buf);
+        return -1;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
 }
 
 int handoff_read_headers(const handoff_mgr *m, struct evhttp_request *req, handoff_req *h, serve_error *e) {
@@ -347,12 +412,15 @@ void handoff_claim(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES], gen_job *g) 
     while (e->begun && k < e->begin.n_records && e->have[k]) k++; /* the contiguous head that arrived */
     if (e->begun && !e->aborted && k > 0 && e->begin.prompt_tokens == (uint32_t)g->n_prompt &&
         !memcmp(e->begin.salt_digest, salt, XFER_DIGEST_BYTES) && !g->kv_import) {
-        if (e->placing == 0) { /* moved: the engine verifies each record against this prompt */
+        if (e->placing == 0) { /* moved: the engine verifies each record, then gives the buffer back */
             g->kv_import = e->records;
-            m->held_bytes -= (int64_t)(e->begin.n_records * e->begin.record_bytes);
+            g->kv_import_release = xfer_pool_release;
+            g->kv_import_owner = m->pool;
             e->records = NULL;
         } else if ((g->kv_import = malloc((size_t)k * e->begin.record_bytes))) { /* UCX still writes past them */
             memcpy(g->kv_import, e->records, (size_t)k * e->begin.record_bytes);
+            g->kv_import_release = NULL;
+            m->claim_copied_bytes += (uint64_t)k * e->begin.record_bytes;
         }
         g->n_kv_import = g->kv_import ? (int32_t)k : 0;
     } else if (e->begun && !e->aborted && k > 0) {

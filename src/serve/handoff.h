@@ -39,7 +39,9 @@ typedef struct handoff_config {
     const char *listen; /* --handoff-listen HOST:PORT, or NULL (decode role: the HTTP host, any port) */
     const char *http_host; /* the server's --host (default listen host) */
     double timeout_s; /* --handoff-timeout: D waits this long for a handoff; P's push deadline */
-    int64_t max_bytes; /* received records held at once (0: 1 GiB) */
+    int64_t max_bytes; /* --handoff-pool-bytes: the receive-buffer pool, i.e. received records held at once
+                        * (0: 1 GiB); a handoff that finds it full waits (back-pressure) */
+    bool pool_prefault; /* --handoff-pool-prefault: fault the whole pool in at start */
     bool no_shm; /* --handoff-shm off: never use shared memory for a decode worker of this host */
 } handoff_config;
 
@@ -54,6 +56,9 @@ int handoff_open(const handoff_config *c, struct event_base *base, cinfer_engine
 void handoff_close(handoff_mgr *m);
 /* GET /handoff/info: 200 + JSON (malloc'd) or NULL when this worker takes no handoffs (404). */
 char *handoff_info_json(handoff_mgr *m);
+/* The handoff series of /metrics (serve_config.extra_metrics shape; ctx: the manager): received bytes
+ * placed (pulled straight into a receive buffer) vs copied, the pool's size, use and waits. */
+int handoff_metrics(void *ctx, char **out, size_t *len);
 
 /* The request's handoff headers. 0 with h->present false when there are none, 0 with them parsed,
  * or -1 with a 400 (a malformed id or URL, or a header this role does not take). */

@@ -6,6 +6,7 @@
 
 #include "serve/handoff.h"
 #include "xfer/xfer_host.h"
+#include "xfer/xfer_pool.h"
 #include "xfer/xfer_ucx.h"
 
 /* One handoff on the decode side, from its BEGIN or its first waiter until claimed or expired. */
@@ -14,11 +15,12 @@ typedef struct hd_entry {
     uint8_t id[XFER_ID_BYTES];
     bool begun, ended, aborted;
     xfer_begin begin;
-    uint8_t *records; /* begin.n_records * record_bytes */
+    uint8_t *records; /* begin.n_records * record_bytes, a run of handoff_mgr.pool (NULL: waiting for one) */
     uint8_t *have; /* per record: arrived */
     uint32_t n_have, n_end; /* records arrived; END's total */
     int32_t placing; /* RECORDS being received straight into records (xfer_place_fn) */
     bool unlinked; /* claimed or expired while placing: on handoff_mgr.zombies until placing is 0 */
+    bool waited; /* found the pool full once (counted in handoff_mgr.waited_handoffs) */
     double created;
     handoff_ready_fn cb; /* a parked job, or NULL */
     void *cb_ctx;
@@ -55,7 +57,9 @@ struct handoff_mgr {
     int32_t block_tokens;
     hd_entry *entries;
     hd_entry *zombies; /* unlinked entries whose records UCX is still writing into */
-    int64_t held_bytes;
+    xfer_pool *pool; /* receive buffers (decode side; NULL when this worker takes no handoffs) */
+    uint64_t waited_handoffs; /* handoffs that found the pool full (their RECORDS waited: back-pressure) */
+    uint64_t claim_copied_bytes; /* records copied at claim (a pull still in flight kept the buffer) */
     int32_t n_entries;
     struct handoff_push *pushes;
     hp_peer *peers;

@@ -783,6 +783,7 @@ static void on_request(struct evhttp_request *req, void *arg) {
         char *txt;
         size_t len;
         if (metrics_render(&s->m, &st, s->gm->engine, &txt, &len)) txt = NULL, len = 0;
+        if (txt && s->hand) metrics_append(&s->m, &txt, &len, handoff_metrics, s->hand);
         if (txt && s->cfg->extra_metrics)
             metrics_append(&s->m, &txt, &len, s->cfg->extra_metrics, s->cfg->extra_metrics_ctx);
         send_text(s, req, 200, "text/plain; version=0.0.4; charset=utf-8", txt, len);

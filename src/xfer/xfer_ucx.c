@@ -4,7 +4,9 @@
  * message callback (before any allocation), queued (rendezvous messages
  * with their descriptor: the pull into the owner's placement or a malloc'd
  * buffer starts from deliver, in order, outside UCX), and handed to on_message after
- * ucp_worker_progress returns, so the owner never runs inside UCX. Failed
+ * ucp_worker_progress returns, so the owner never runs inside UCX. Delivery
+ * is strictly in arrival order: a placement answering "later" stops it at
+ * that message (back-pressure) until a later progress call. Failed
  * endpoints (UCX's error callback) are marked and force-closed by the next
  * xfer_progress; their pending operations then complete with an error.
  * A flush waits for its peer's sends in flight (xfer_peer.sends) before
@@ -52,6 +54,8 @@ typedef struct xfer_rx { /* a received message waiting for its data or for deliv
     uint8_t *data; /* malloc'd, or the owner's placement */
     bool failed;
     bool placed; /* data is the owner's (xfer_place_fn): reported through on_placed, never freed here */
+    bool rndv; /* data came by rendezvous (pulled), not eager (copied out of UCX's buffer) */
+    bool decided; /* place was asked (or there is nothing to place) */
     void *token;
     void *desc; /* a rendezvous message not pulled yet: UCX's data descriptor (rx_pull) */
 } xfer_rx;
@@ -76,6 +80,8 @@ struct xfer_node {
     xfer_rx *rx_head, *rx_tail; /* complete, to deliver */
     xfer_rx *rx_inflight; /* rendezvous receives not complete yet (failed at close) */
     xfer_op *done_head, *done_tail; /* completed operations, callbacks to run */
+    bool stalled; /* the head of the delivery queue waits on XFER_PLACE_LATER */
+    xfer_rx_stats rx_stats;
 };
 
 int xfer_parse_hostport(const char *s, char *host, size_t host_cap, uint16_t *port, cf_err *err) {
@@ -142,20 +148,20 @@ static void rx_done(void *req, ucs_status_t st, size_t len, void *user) {
     ucp_request_free(req);
 }
 
-/* Starts the pull of a rendezvous message (deliver, outside UCX): into the owner's placement, decided now
- * that every message before it has been delivered (a BEGIN is seen before its RECORDS), or a malloc'd
+/* Starts the pull of a rendezvous message (deliver, outside UCX) into its placement (rx_decide) or a malloc'd
  * buffer. The message is then on the in-flight list until rx_done, or queued again (done or failed). */
 static void rx_pull(xfer_node *n, xfer_rx *rx) {
     void *desc = rx->desc;
     size_t len = (size_t)rx->f.data_len;
     rx->desc = NULL;
-    if (n->place && (rx->data = n->place(n->mctx, &rx->f, &rx->token))) rx->placed = true;
-    else if (!(rx->data = malloc(len))) {
+    if (!rx->placed && !(rx->data = malloc(len))) {
         LOG_WARN("handoff: message dropped: out of memory");
         ucp_am_data_release(n->w, desc); /* the sender's request completes without the data */
         free(rx);
         return;
     }
+    if (rx->placed) n->rx_stats.pulled_bytes += len;
+    else n->rx_stats.unplaced_bytes += len;
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                                              UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
                              .cb.recv_am = rx_done,
@@ -172,6 +178,29 @@ static void rx_pull(xfer_node *n, xfer_rx *rx) {
         rx->next = n->rx_inflight;
         n->rx_inflight = rx;
     }
+}
+
+/* Asks the owner where the head message's data goes (once, while the worker lives). false: not now
+ * (XFER_PLACE_LATER), the message stays at the head. Eager data placed is copied there at once. */
+static bool rx_decide(xfer_node *n, xfer_rx *rx) {
+    if (rx->decided || !n->place || !n->w || rx->f.data_len == 0 || rx->failed) return true;
+    uint8_t *dst = NULL;
+    xfer_place_result pr = n->place(n->mctx, &rx->f, &dst, &rx->token);
+    if (pr == XFER_PLACE_LATER) {
+        if (!n->stalled) n->rx_stats.stalls++;
+        n->stalled = true;
+        return false;
+    }
+    rx->decided = true;
+    if (pr != XFER_PLACE_HERE || !dst) return true;
+    rx->placed = true;
+    if (!rx->desc) { /* eager: already here in a malloc'd copy */
+        memcpy(dst, rx->data, (size_t)rx->f.data_len);
+        free(rx->data);
+        n->rx_stats.copied_bytes += rx->f.data_len;
+    }
+    rx->data = dst;
+    return true;
 }
 
 /* The active-message callback: checks the frame, then copies eager data, or queues a rendezvous
@@ -193,6 +222,7 @@ static ucs_status_t on_am(void *arg, const void *hdr, size_t hlen, void *data, s
     }
     rx->n = n;
     rx->f = f;
+    rx->rndv = rndv;
     if (rndv) rx->desc = data;
     else if (len) memcpy(rx->data, data, len);
     rx_push(n, rx);
@@ -309,6 +339,8 @@ static void deliver(xfer_node *n) {
     }
     while (n->rx_head) {
         xfer_rx *rx = n->rx_head;
+        if (!rx_decide(n, rx)) return; /* back-pressure: asked again on the next progress call */
+        n->stalled = false;
         n->rx_head = rx->next;
         if (!n->rx_head) n->rx_tail = NULL;
         if (rx->desc) {
@@ -318,9 +350,13 @@ static void deliver(xfer_node *n) {
         }
         if (rx->placed) n->on_placed(n->mctx, &rx->f, rx->token, rx->failed ? -1 : 0);
         else if (rx->failed) free(rx->data);
-        else n->on_message(n->mctx, &rx->f, rx->data);
+        else {
+            if (!rx->rndv) n->rx_stats.unplaced_bytes += rx->f.data_len; /* rendezvous: counted at the pull */
+            n->on_message(n->mctx, &rx->f, rx->data);
+        }
         free(rx);
     }
+    n->stalled = false;
 }
 
 void xfer_poll(xfer_node *n) {
@@ -426,6 +462,10 @@ void xfer_close(xfer_node *n) {
 
 int xfer_fd(const xfer_node *n) { return n->efd; }
 int xfer_pending(const xfer_node *n) { return n->pending; }
+
+bool xfer_stalled(const xfer_node *n) { return n->stalled; }
+
+void xfer_get_rx_stats(const xfer_node *n, xfer_rx_stats *out) { *out = n->rx_stats; }
 const char *xfer_listen_addr(const xfer_node *n) { return n->lis ? n->listen : NULL; }
 
 static int hexval(char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; }

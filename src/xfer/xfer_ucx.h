@@ -22,10 +22,11 @@
  * receiver checks the frame before allocating anything and refuses data
  * larger than max_message. Received messages reach on_message in the loop
  * thread with the data in a malloc'd buffer the callee owns, unless the owner
- * places them: its place callback (optional) names where a rendezvous
- * message's data lands (the decode worker's per-handoff staging buffer), the
- * data is pulled there directly (no allocation, no copy) and on_placed
- * reports the outcome.
+ * places them: its place callback (optional) names where a message's data
+ * lands (the decode worker's per-handoff receive buffer), rendezvous data is
+ * pulled there directly (no allocation, no copy), eager data copied, and
+ * on_placed reports the outcome; or it answers "later" (no buffer free yet)
+ * and delivery waits: back-pressure through the transport.
  *
  * Ownership: a send's frame and data must stay valid until its callback
  * (which always comes, from xfer_progress or xfer_close, never from inside
@@ -34,6 +35,7 @@
 #ifndef CINFER_XFER_XFER_UCX_H
 #define CINFER_XFER_XFER_UCX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,14 +49,29 @@ typedef void (*xfer_message_fn)(void *ctx, const xfer_frame *f, uint8_t *data);
 /* status: 0 done, -1 failed (peer unreachable, connection lost, closed) */
 typedef void (*xfer_done_fn)(void *ctx, int status);
 
-/* Where a checked rendezvous message's data (f->data_len > 0 bytes: large messages; small ones are copied
- * and go to on_message) lands, or NULL: xfer mallocs it and on_message gets it. Called from xfer_progress /
- * xfer_poll outside UCX, after every message received before this one was delivered. Memory it names must
- * stay valid until on_placed for that message, which always comes from a later progress call (or from
- * xfer_close); *token is handed back there. */
-typedef uint8_t *(*xfer_place_fn)(void *ctx, const xfer_frame *f, void **token);
+/* Where a checked message's data (f->data_len > 0 bytes) lands. Called from xfer_progress / xfer_poll outside
+ * UCX, in arrival order, after every message received before it was delivered (a BEGIN is seen before its
+ * RECORDS):
+ *  XFER_PLACE_NONE: xfer mallocs the data and on_message gets it;
+ *  XFER_PLACE_HERE: *dst names where the data lands: a rendezvous (large) message is pulled there directly
+ *    (no allocation, no copy), an eager (small) one is copied there; on_placed reports the outcome (always,
+ *    from a later progress call or from xfer_close); *token is handed back there. *dst must stay valid
+ *    until then;
+ *  XFER_PLACE_LATER: back-pressure (no room yet): delivery stops at this message, which stays unreceived
+ *    (a rendezvous sender's operation stays pending, so its sends stop at its window), and place is asked
+ *    again on the next progress call. xfer_stalled is true meanwhile. */
+typedef enum xfer_place_result { XFER_PLACE_NONE = 0, XFER_PLACE_HERE, XFER_PLACE_LATER } xfer_place_result;
+typedef xfer_place_result (*xfer_place_fn)(void *ctx, const xfer_frame *f, uint8_t **dst, void **token);
 /* A placed message: status 0, its data is in place; -1, the receive failed (the bytes there are undefined). */
 typedef void (*xfer_placed_fn)(void *ctx, const xfer_frame *f, void *token, int status);
+
+/* Bytes received, by how they reached their destination (the handoff's placed vs copied metric). */
+typedef struct xfer_rx_stats {
+    uint64_t pulled_bytes; /* rendezvous data pulled straight into a placement */
+    uint64_t copied_bytes; /* eager data copied into a placement (a bounce through UCX's buffer) */
+    uint64_t unplaced_bytes; /* data handed to on_message in a malloc'd buffer */
+    uint64_t stalls; /* deliveries stopped by XFER_PLACE_LATER */
+} xfer_rx_stats;
 
 typedef struct xfer_config {
     const char *listen; /* "host:port" to accept handoffs on (port 0: any), or NULL: send only */
@@ -76,6 +93,9 @@ void xfer_progress(xfer_node *n);
 void xfer_poll(xfer_node *n);
 /* Operations whose callback has not run yet. */
 int xfer_pending(const xfer_node *n);
+/* Delivery waits on XFER_PLACE_LATER (the owner must keep calling xfer_progress until it clears). */
+bool xfer_stalled(const xfer_node *n);
+void xfer_get_rx_stats(const xfer_node *n, xfer_rx_stats *out);
 /* "host:port" the listener is bound to (port resolved), or NULL. */
 const char *xfer_listen_addr(const xfer_node *n);
 

@@ -15,9 +15,11 @@
  *    with an error (callback -1), never hangs;
  *  - placement (xfer_place_fn): a rendezvous RECORDS (1 MiB) the owner places
  *    lands in its buffer intact, over shared memory and the listener,
- *    reported through on_placed (never on_message); the place callback sees
- *    only rendezvous messages, after the BEGIN sent before them was
- *    delivered; an eager one (64 bytes) reaches on_message;
+ *    reported through on_placed (never on_message), after the BEGIN sent
+ *    before it was delivered; an eager one (64 bytes) not placed reaches
+ *    on_message; back-pressure: "later" stops delivery in order until the
+ *    owner has room, and an eager message placed is copied there
+ *    (xfer_rx_stats counts pulled, copied bytes and the stall);
  *  - host identity (xfer_host.h): the host id is stable and well formed; this
  *    process is alive; a reaped child and a wrong start time are not. */
 #include <stdbool.h>
@@ -140,22 +142,40 @@ static void send_all(xfer_node *s, xfer_node *d, rx *r, const char *peer) {
 
 typedef struct placer {
     uint8_t *dest; /* BIG bytes: where the 1 MiB RECORDS goes */
-    int placed_ok, placed_bad, offered, begins, eager_ok, eager_big;
+    uint8_t small[64]; /* where a 64-byte RECORDS goes when place_small */
+    int placed_ok, placed_bad, offered, begins, eager_ok, eager_big, small_ok;
+    bool place_small; /* the eager 64-byte RECORDS is placed too (copied into small) */
+    int later; /* answer XFER_PLACE_LATER this many times for the 1 MiB RECORDS first (back-pressure) */
+    int asked_later, stalled_seen, eager_before_big; /* small RECORDS delivered before the big one: order broken */
 } placer;
 
-static uint8_t *place_records(void *ctx, const xfer_frame *f, void **token) {
+static xfer_place_result place_records(void *ctx, const xfer_frame *f, uint8_t **dst, void **token) {
     placer *p = ctx;
-    p->offered++;
     *token = p;
-    if (f->kind != XFER_MSG_RECORDS || f->data_len != BIG || p->begins != p->offered) p->placed_bad++;
-    return f->data_len == BIG ? p->dest : NULL;
+    if (f->kind == XFER_MSG_RECORDS && f->data_len == 64 && p->place_small) {
+        if (p->offered == 0) p->eager_before_big++; /* it is behind the big one */
+        *dst = p->small;
+        return XFER_PLACE_HERE;
+    }
+    if (f->kind != XFER_MSG_RECORDS || f->data_len != BIG) return XFER_PLACE_NONE;
+    if (p->later > 0) {
+        p->later--;
+        p->asked_later++;
+        return XFER_PLACE_LATER;
+    }
+    p->offered++;
+    if (p->begins != p->offered) p->placed_bad++; /* its BEGIN was delivered first */
+    *dst = p->dest;
+    return XFER_PLACE_HERE;
 }
 
 static void on_placed(void *ctx, const xfer_frame *f, void *token, int status) {
     placer *p = ctx;
-    bool ok =
-        token == p && status == 0 && f->kind == XFER_MSG_RECORDS && f->data_len == BIG && !memcmp(p->dest, g_big, BIG);
-    if (ok) p->placed_ok++;
+    bool big = f->data_len == BIG && !memcmp(p->dest, g_big, BIG);
+    bool small = f->data_len == 64 && !memcmp(p->small, g_big, 64);
+    bool ok = token == p && status == 0 && f->kind == XFER_MSG_RECORDS && (big || small);
+    if (ok && big) p->placed_ok++;
+    else if (ok) p->small_ok++;
     else p->placed_bad++;
 }
 
@@ -209,6 +229,50 @@ static void test_place(xfer_node *s) {
         if (k == 0) CHECK(pl.placed_ok == 1); /* shared memory: 1 MiB goes by rendezvous, placed */
     }
     CHECK(pl.placed_bad == 0 && pl.offered == pl.placed_ok && pl.begins == 2);
+    xfer_close(p);
+    free(pl.dest);
+}
+
+/* Back-pressure: the owner answers "later" for the 1 MiB RECORDS three times; delivery stops there (the
+ * eager RECORDS behind it waits too: order is kept), xfer_stalled says so, and once placement is allowed
+ * both arrive intact, the eager one copied into its placement. */
+static void test_place_later(xfer_node *s) {
+    placer pl = {.dest = calloc(1, BIG), .place_small = true, .later = 3};
+    xfer_node *p = NULL;
+    cf_err err = {0};
+    xfer_config pc = {.listen = "127.0.0.1:0",
+                      .max_message = 2 * BIG,
+                      .on_message = on_msg_placer,
+                      .place = place_records,
+                      .on_placed = on_placed,
+                      .ctx = &pl};
+    CHECK(pl.dest && xfer_open(&pc, &p, &err) == 0);
+    if (!p || !pl.dest) {
+        xfer_close(p);
+        free(pl.dest);
+        return;
+    }
+    char shm[2 * 4096 + 8];
+    snprintf(shm, sizeof shm, "shm:%s", xfer_worker_address(p));
+    uint8_t fb[XFER_FRAME_BYTES], fs[XFER_FRAME_BYTES], fbegin[XFER_FRAME_BYTES], begin[XFER_BEGIN_BYTES] = {0};
+    xfer_frame_encode(&(xfer_frame){.kind = XFER_MSG_RECORDS, .count = 1, .data_len = BIG}, fb);
+    xfer_frame_encode(&(xfer_frame){.kind = XFER_MSG_RECORDS, .count = 1, .data_len = 64}, fs);
+    xfer_frame_encode(&(xfer_frame){.kind = XFER_MSG_BEGIN, .data_len = XFER_BEGIN_BYTES}, fbegin);
+    int d1 = 0, d2 = 0, d3 = 0, fl = 0;
+    CHECK(xfer_send(s, shm, fbegin, begin, sizeof begin, on_done, &d1, &err) == 0);
+    CHECK(xfer_send(s, shm, fb, g_big, BIG, on_done, &d2, &err) == 0);
+    CHECK(xfer_send(s, shm, fs, g_big, 64, on_done, &d3, &err) == 0);
+    CHECK(xfer_flush(s, shm, on_done, &fl, &err) == 0);
+    for (int i = 0; i < 400 && (fl != 1 || pl.small_ok < 1); i++) {
+        pump(s, p, NULL, 0);
+        if (xfer_stalled(p)) pl.stalled_seen++;
+    }
+    CHECK(fl == 1 && d1 == 1 && d2 == 1 && d3 == 1);
+    CHECK(pl.asked_later == 3 && pl.stalled_seen >= 1 && !xfer_stalled(p));
+    CHECK(pl.placed_ok == 1 && pl.small_ok == 1 && pl.eager_before_big == 0 && pl.placed_bad == 0);
+    xfer_rx_stats st;
+    xfer_get_rx_stats(p, &st);
+    CHECK(st.pulled_bytes == BIG && st.copied_bytes == 64 && st.stalls == 1);
     xfer_close(p);
     free(pl.dest);
 }
@@ -271,6 +335,7 @@ int main(void) {
     send_all(s, d, &r, shm);
     flush_idle(s, d, shm);
     test_place(s);
+    test_place_later(s);
     /* over the receiver's limit: dropped, never delivered */
     uint8_t *huge = calloc(1, 3 * BIG);
     uint8_t fh[XFER_FRAME_BYTES];
