@@ -2,7 +2,9 @@
 a decode worker D (both --role, one shared store directory) and a monolithic server M, stories260K.
 Greedy outputs through P + D equal M's for Chat, Messages and Responses, streamed and not, with the
 handed-off tokens reported as cached by D; a prefix-cache hit on P; step 2 sent before step 1 ends;
-a missing handoff is served anyway; the handoff goes through shared memory ("link": "shm"); a decode
+a missing handoff is served anyway; the handoff goes through shared memory ("link": "shm"); every byte
+sent lands in D's receive-buffer pool (placed or copied, /metrics) and is given back by the engine
+after the import (pool use 0 again); a decode
 worker SIGKILLed mid-stream gives the client an error (no hang) and P, whose shared-memory endpoint
 cannot report the dead peer, notices D's process is gone and answers through the store well before
 its handoff timeout; through the router with the two steps overlapped, outputs equal M's, and with P
@@ -38,10 +40,22 @@ class TestPD(unittest.TestCase):
             assert rc == 0, "exit %r\n%s" % (rc, s.log_text()[-3000:])
         shutil.rmtree(cls.dir, ignore_errors=True)
 
+    def received(self):
+        m = self.D.metrics()
+        return {k: m['cinfer_handoff_received_bytes_total{path="%s"}' % k] for k in ("placed", "copied")}, m
+
     def check(self, api, body, stream, concurrent=False):
         ref, _ = pc.generate(self.M.url, api, body, stream)
+        before, _ = self.received()
         ans, text, cached = pc.disaggregated(self.P.url, self.D.url, api, body, stream, concurrent)
         self.assertEqual(text, ref)
+        after, m = self.received()
+        # every record byte P sent landed in a receive buffer of D's pool (placed by UCX or copied
+        # out of an eager message), and the engine gave the buffer back once it had imported it
+        moved = sum(after.values()) - sum(before.values())
+        self.assertEqual(moved, ans["bytes"])
+        self.assertEqual(m['cinfer_handoff_pool_bytes{state="used"}'], 0)
+        self.assertGreaterEqual(m['cinfer_handoff_pool_bytes{state="high_water"}'], ans["bytes"])
         self.assertEqual(ans["transport"], "ucx")
         self.assertEqual(ans["link"], "shm")  # one host: shared memory (no UCX peer-failure detection)
         full = (ans["prompt_tokens"] - 1) // BLOCK * BLOCK
