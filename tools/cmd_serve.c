@@ -321,7 +321,7 @@ static size_t serve_rows_cluster(serve_opts *o, cli_opt *t, size_t cap) {
          "(recycled between handoffs; one that finds it full waits, the sender\n"
          "slowed by back-pressure; one larger than the pool is computed instead;\n"
          "default 1 GiB, mapped lazily)",
-         CLI_NUM(&o->handoff_pool_bytes, 1 << 20, 1ll << 40)},
+         CLI_NUM(&o->handoff_pool_bytes, 4096, 1ll << 40)},
         {"handoff-pool-prefault", 0, NULL,
          "fault the whole receive-buffer pool in at start (first touch of fresh\n"
          "memory is the slow part of a handoff on a VM; costs the pool's RSS)",

@@ -4,7 +4,9 @@ Greedy outputs through P + D equal M's for Chat, Messages and Responses, streame
 handed-off tokens reported as cached by D; a prefix-cache hit on P; step 2 sent before step 1 ends;
 a missing handoff is served anyway; the handoff goes through shared memory ("link": "shm"); every byte
 sent lands in D's receive-buffer pool (placed or copied, /metrics) and is given back by the engine
-after the import (pool use 0 again); a decode
+after the import (pool use 0 again); a pool that holds one handoff but not two makes the second wait
+(back-pressure, no error) until step 2 of the first gives its buffer back, and refuses one larger
+than itself (computed instead); a decode
 worker SIGKILLed mid-stream gives the client an error (no hang) and P, whose shared-memory endpoint
 cannot report the dead peer, notices D's process is gone and answers through the store well before
 its handoff timeout; through the router with the two steps overlapped, outputs equal M's, and with P
@@ -106,6 +108,60 @@ class TestPD(unittest.TestCase):
         st, _ = pc.step1(self.D.url, self.D.url, "chat", pc.CHAT, pc.new_id())  # D does not prefill
         self.assertEqual(st, 400)
         self.assertEqual(self.P.http("GET", "/handoff/info")[0], 404)  # P takes no handoffs
+
+
+    def test_pool_back_pressure(self):
+        """A decode worker whose receive-buffer pool holds one handoff but not two: the second
+        handoff waits for the first one's buffer (back-pressure), which the engine gives back once
+        step 2 of the first imported it; then it completes over UCX. Both outputs equal M's; nothing
+        fails. A handoff larger than the whole pool is refused: computed, output still equal."""
+        import threading
+        a = dict(pc.CHAT, messages=[{"role": "user", "content": "Tom saw a big dog in the yard " * 14}])
+        b = dict(pc.CHAT, messages=[{"role": "user", "content": "Mia had a small cat at home " * 14}])
+        ans_a = self.check("chat", a, False)  # to learn the handoff sizes (same model on every worker)
+        ans_b = self.check("chat", b, False)
+        pool = max(ans_a["bytes"], ans_b["bytes"]) * 3 // 2
+        self.assertLess(pool, ans_a["bytes"] + ans_b["bytes"])
+        D2 = Server("--role", "decode", "--kv-store", self.dir, "--handoff-timeout", "60",
+                    "--handoff-pool-bytes", str(pool))
+        try:
+            hid_a, hid_b = pc.new_id(), pc.new_id()
+            st, got_a = pc.step1(self.P.url, D2.url, "chat", a, hid_a)
+            self.assertEqual((st, got_a["transport"]), (200, "ucx"))  # held on D2, not claimed yet
+            out = {}
+            t = threading.Thread(target=lambda: out.update(r=pc.step1(self.P.url, D2.url, "chat", b, hid_b)))
+            t.start()
+            waits = 0
+            for _ in range(600):  # until D2 reports that b's records wait for a buffer
+                waits = D2.metrics()["cinfer_handoff_pool_waits_total"]
+                if waits >= 1 or not t.is_alive():
+                    break
+                time.sleep(0.05)
+            self.assertEqual(waits, 1)
+            self.assertTrue(t.is_alive())  # P's push of b is held back, not failed
+            ref_a, _ = pc.generate(self.M.url, "chat", a, False)
+            text, cached = pc.generate(D2.url, "chat", a, False, hid=hid_a)  # claims a: its buffer comes back
+            self.assertEqual((text, cached), (ref_a, (got_a["prompt_tokens"] - 1) // BLOCK * BLOCK))
+            t.join(60)
+            st, got_b = out["r"]
+            self.assertEqual((st, got_b["transport"]), (200, "ucx"))
+            ref_b, _ = pc.generate(self.M.url, "chat", b, False)
+            text, cached = pc.generate(D2.url, "chat", b, False, hid=hid_b)
+            self.assertEqual((text, cached), (ref_b, (got_b["prompt_tokens"] - 1) // BLOCK * BLOCK))
+            m = D2.metrics()
+            self.assertEqual(m['cinfer_handoff_pool_bytes{state="used"}'], 0)
+            self.assertGreaterEqual(m["cinfer_handoff_receive_stalls_total"], 1)
+            # larger than the whole pool: refused by D2, computed there; same text
+            big = dict(pc.CHAT, messages=[{"role": "user", "content": "The sun was warm and the sky was blue " * 20}])
+            ref, _ = pc.generate(self.M.url, "chat", big, False)
+            imported = D2.metrics()["cinfer_handoff_imported_blocks_total"]
+            ans, text, _ = pc.disaggregated(self.P.url, D2.url, "chat", big, False)
+            self.assertGreater(ans["bytes"], pool)
+            self.assertEqual(text, ref)  # (D2 may still find P's blocks in the shared store)
+            self.assertEqual(D2.metrics()["cinfer_handoff_imported_blocks_total"], imported)
+        finally:
+            rc = D2.stop()
+            self.assertEqual(rc, 0, D2.log_text()[-3000:])
 
 
 class TestPDDecodeKilled(unittest.TestCase):
