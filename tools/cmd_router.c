@@ -19,7 +19,7 @@ typedef struct router_opts {
     router_worker_spec *specs;
     int32_t n_specs;
     route_policy_kind policy, prefill_policy, decode_policy;
-    bool pd_sequential;
+    bool pd_sequential, store_shared;
 } router_opts;
 
 static int opt_worker(void *ctx, const char *v, char *msg, size_t cap) {
@@ -104,6 +104,11 @@ static int parse_router(int argc, char **argv, router_opts *o) {
          "PD mode: send the decode step only after the prefill step answered\n"
          "(default: both at once; the decode worker waits for the handoff)",
          CLI_SET(&o->pd_sequential, true)},
+        {"store-shared", 0, NULL,
+         "the workers mount one persistent store (--kv-store on a shared\n"
+         "filesystem): a prefix any worker computed counts as cached on every\n"
+         "worker for prefill placement (store-aware; no strict cache affinity)",
+         CLI_SET(&o->store_shared, true)},
         {"attn-cost", 0, "X",
          "attention cost per token and context position relative to a token's\n"
          "weight work (base/compute_cost.h; default: a 4096-wide model's)",
@@ -169,7 +174,8 @@ int cmd_router(int argc, char **argv) {
                          .max_body = (size_t)o.max_body,
                          .conn_buffer = (size_t)o.conn_buf,
                          .shutdown_timeout_s = o.shutdown_s,
-                         .pd_sequential = o.pd_sequential};
+                         .pd_sequential = o.pd_sequential,
+                         .store_shared = o.store_shared};
     if (o.attn_cost >= 0) cfg.params.attn_cost = o.attn_cost;
     cfg.params.balance_threshold = (int32_t)o.balance;
     cf_err e = {0};

@@ -45,6 +45,8 @@ typedef struct router_config {
     size_t conn_buffer; /* unsent bytes to a client before its upstream is paused */
     double shutdown_timeout_s; /* SIGTERM: in-flight requests get this long */
     bool pd_sequential; /* PD: step 2 only after step 1 answered (default: both at once, D waits) */
+    bool store_shared; /* --store-shared: the workers mount one persistent store, so a prefix any worker
+                        * computed counts as cached on every worker (loaded from the store) */
 } router_config;
 
 /* Parses one "URL[@role]" (role: both|prefill|decode). 0, or -1 with err. */

@@ -98,6 +98,10 @@ void router_workers_poll(router *r);
  * cached-prefix estimates for chain[0..n_chain). Ineligible ones are marked. */
 void router_workers_view(router *r, router_role role, uint64_t exclude, const uint64_t *chain, int32_t n_chain,
                          int32_t prompt_tokens);
+/* A request's prompt (chain[0..n)) goes to worker i: its memory cache will hold the prefix; with
+ * computed (a prefill or monolithic step, not a decode step after a handoff) and cfg->store_shared,
+ * so will the shared store (prefix index slot n_w), which every worker can load from. */
+void router_note_prefix(router *r, int32_t i, const uint64_t *chain, int32_t n, bool computed);
 /* A request to worker i failed to connect or died before answering. */
 void router_worker_failed(router *r, int32_t i);
 /* JSON for GET /workers (malloc'd). */

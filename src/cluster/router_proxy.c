@@ -602,8 +602,7 @@ static void proxy_send(proxy_req *p, int32_t i, route_policy_kind used) {
     p->sent_kv = (int64_t)p->est.prompt_tokens + p->est.max_tokens;
     w->inflight_cost += p->sent_cost;
     w->inflight_kv += p->sent_kv;
-    if (p->n_chain && p->phase != PHASE_DECODE) prefix_index_insert(&r->ix, i, p->chain, p->n_chain);
-    if (p->n_chain && p->phase == PHASE_DECODE) prefix_index_insert(&r->ix, i, p->chain, p->n_chain);
+    router_note_prefix(r, i, p->chain, p->n_chain, p->phase != PHASE_DECODE);
     p->up_conn = evhttp_connection_base_new(r->base, NULL, w->host, (unsigned short)w->port);
     p->up_req = p->up_conn ? evhttp_request_new(on_up_done, p) : NULL;
     if (!p->up_req) {
@@ -673,7 +672,7 @@ static void proxy_start_side(proxy_req *p) {
     if (i >= 0) {
         a.cost = route_prefill_score(&(route_worker){.cached_tokens = p->r->w[i].view.cached_tokens, .speed = 1},
                                      &p->est, &p->r->cfg->params);
-        if (p->n_chain) prefix_index_insert(&p->r->ix, i, p->chain, p->n_chain);
+        router_note_prefix(p->r, i, p->chain, p->n_chain, true);
         p->side = prefill_side_start(p->r, i, &a, on_side_done, p);
     }
     if (!p->side) { /* no prefill worker (or no memory): D computes alone, without waiting */

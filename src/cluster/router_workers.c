@@ -13,7 +13,12 @@
  * View for a pick: running = max(router's own in-flight count, reported
  * running); queued compute = the router's estimate for its requests not yet
  * answered; KV = max(reported, router's estimate); cached_tokens = the prefix
- * index match times the chunk size times the learned tokens per byte. */
+ * index match times the chunk size times the learned tokens per byte. With a
+ * shared store (--store-shared) the index has one more slot, the store: every
+ * prefix a worker computed is written there (complete blocks), so a worker's
+ * cached estimate is the longer of its own match and the store's (store-aware
+ * placement: no strict cache affinity; the store load is counted as free,
+ * which overstates a cold worker's hit by the load time). */
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <jansson.h>
@@ -123,7 +128,8 @@ int router_workers_init(router *r, cf_err *err) {
         w->view.healthy = false; /* until the first probe answers */
         w->view.accepting = true;
     }
-    if (prefix_index_init(&r->ix, r->n_w, 1 << 16)) return cf_fail(err, "out of memory (prefix index)");
+    if (prefix_index_init(&r->ix, r->n_w + 1, 1 << 16)) /* + the shared store's slot (n_w) */
+        return cf_fail(err, "out of memory (prefix index)");
     return 0;
 }
 
@@ -236,9 +242,20 @@ void router_workers_view(router *r, router_role role, uint64_t exclude, const ui
         v->waiting = w->rep_waiting > 0 ? w->rep_waiting : 0;
         v->queued_cost = w->inflight_cost;
         v->kv_tokens = w->rep_kv_tokens > w->inflight_kv ? w->rep_kv_tokens : w->inflight_kv;
-        double cached = (double)prefix_index_match(&r->ix, i, chain, n_chain) * PREFIX_CHUNK_BYTES * r->tokens_per_byte;
+        int32_t chunks = prefix_index_match(&r->ix, i, chain, n_chain);
+        if (r->cfg->store_shared) {
+            int32_t in_store = prefix_index_match(&r->ix, r->n_w, chain, n_chain);
+            if (in_store > chunks) chunks = in_store;
+        }
+        double cached = (double)chunks * PREFIX_CHUNK_BYTES * r->tokens_per_byte;
         v->cached_tokens = cached >= prompt_tokens ? prompt_tokens : (int32_t)cached;
     }
+}
+
+void router_note_prefix(router *r, int32_t i, const uint64_t *chain, int32_t n, bool computed) {
+    if (n <= 0) return;
+    prefix_index_insert(&r->ix, i, chain, n);
+    if (computed && r->cfg->store_shared) prefix_index_insert(&r->ix, r->n_w, chain, n);
 }
 
 void router_worker_failed(router *r, int32_t i) { worker_set_health(r, i, false); }

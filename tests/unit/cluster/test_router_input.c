@@ -1,8 +1,11 @@
 /* test_router_input.c - what the router derives from its inputs: the
  * canonical prompt of a request body (cluster/router_prompt.c: fields in
  * template order, a later conversation turn extends an earlier one's bytes,
- * max_tokens / stream read, bad bodies tolerated) and worker specs from flags
- * and a workers file (cluster/router_workers.c). */
+ * max_tokens / stream read, bad bodies tolerated), worker specs from flags
+ * and a workers file, and the workers' cached-prefix view with and without
+ * a shared store (cluster/router_workers.c: a prefix computed on one worker
+ * counts on every worker only with --store-shared; a decode step's prefix
+ * never reaches the store slot). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,8 +90,43 @@ static void test_worker_specs(void) {
     test_scratch_remove(path);
 }
 
+/* The cached estimate of each of two prefill workers after worker 0 computed a 2 KiB prompt. */
+static void store_view(bool shared, int32_t cached[2], int32_t *decode_only) {
+    router_worker_spec specs[2] = {{"http://127.0.0.1:1", ROUTER_ROLE_PREFILL},
+                                   {"http://127.0.0.1:2", ROUTER_ROLE_PREFILL}};
+    router_config cfg = {.workers = specs, .n_workers = 2, .store_shared = shared};
+    router r = {.cfg = &cfg, .tokens_per_byte = 0.25};
+    cf_err err = {0};
+    char prompt[2048], other[2048];
+    memset(prompt, 'a', sizeof prompt);
+    memset(other, 'b', sizeof other);
+    uint64_t chain[64], chain2[64];
+    int32_t n = prefix_chain("k", 1, prompt, sizeof prompt, chain, 64);
+    int32_t n2 = prefix_chain("k", 1, other, sizeof other, chain2, 64);
+    CHECK(router_workers_init(&r, &err) == 0 && n > 4 && n2 > 4);
+    router_note_prefix(&r, 0, chain, n, true); /* computed on worker 0 (its blocks went to the store) */
+    router_note_prefix(&r, 0, chain2, n2, false); /* a decode step on worker 0: memory only */
+    router_workers_view(&r, ROUTER_ROLE_PREFILL, 0, chain, n, 512);
+    cached[0] = r.scratch[0].cached_tokens;
+    cached[1] = r.scratch[1].cached_tokens;
+    router_workers_view(&r, ROUTER_ROLE_PREFILL, 0, chain2, n2, 512);
+    *decode_only = r.scratch[1].cached_tokens;
+    CHECK(r.scratch[0].cached_tokens > 0);
+    router_workers_free(&r);
+}
+
+static void test_store_aware(void) {
+    int32_t cached[2], decode_only;
+    store_view(false, cached, &decode_only);
+    CHECK(cached[0] > 0 && cached[1] == 0 && decode_only == 0); /* no store: affinity to worker 0 only */
+    int32_t own = cached[0];
+    store_view(true, cached, &decode_only);
+    CHECK(cached[0] == own && cached[1] == own && decode_only == 0); /* the store serves worker 1 as well */
+}
+
 int main(void) {
     test_prompt();
     test_worker_specs();
+    test_store_aware();
     return test_finish();
 }
