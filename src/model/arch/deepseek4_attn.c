@@ -143,11 +143,10 @@ static void attend_task(void *ctx, int ith, int nth) {
         if (il < hp->n_layer && first < b->seqs[seq].replay_from) first = b->seqs[seq].replay_from;
         for (int32_t p = first; p <= pos; p++) th->keys[n++] = ds4_state_row(c, b, seq, p, il) + c->row[il].raw;
         if (L->ratio) n += pick_rows(c, b, il, t, th->keys + n);
-        for (int64_t h = 0; h < H; h++) {
-            float *o = c->att + (t * H + h) * D;
-            ds4_attend_sink(c->q + (t * H + h) * D, th->keys, n, (int)D, scale, L->sinks[h], th->s, o);
-            ds4_rope_tail(o, (int)D, hp->rope_dim, cs_all + (int64_t)t * hp->rope_dim, 1);
-        }
+        ds4_attend_sink_heads(c->q + t * H * D, (int)H, th->keys, n, (int)D, scale, L->sinks, th->s,
+                              c->att + t * H * D);
+        for (int64_t h = 0; h < H; h++)
+            ds4_rope_tail(c->att + (t * H + h) * D, (int)D, hp->rope_dim, cs_all + (int64_t)t * hp->rope_dim, 1);
     }
 }
 

@@ -101,7 +101,7 @@ static int alloc_scratch(ds4_fwd *c) {
     for (int i = 0; i < c->n_thr; i++) {
         ds4_thr *t = &c->thr[i];
         t->keys = malloc((size_t)c->max_keys * sizeof *t->keys);
-        t->s = fbuf(c->max_keys);
+        t->s = fbuf((int64_t)hp->n_head * (c->max_keys + 2));
         if (!t->keys || !t->s) return -1;
     }
     return 0;

@@ -76,15 +76,30 @@ int ds4_topk(const float *score, int n, int k, int32_t *idx) {
 
 void ds4_attend_sink(const float *q, const float *const *keys, int n, int d, float scale, float sink, float *s,
                      float *out) {
-    float mx = -INFINITY, sum = 0;
-    for (int j = 0; j < n; j++) {
-        s[j] = scale * kern_dot_f32(q, keys[j], d);
-        mx = fmaxf(mx, s[j]);
+    ds4_attend_sink_heads(q, 1, keys, n, d, scale, &sink, s, out);
+}
+
+/* Keys outer, heads inner: each key is read once from memory for all heads
+ * (it stays in L1 while every head uses it); per (head, element) the sums
+ * run in the same order as one head at a time. */
+void ds4_attend_sink_heads(const float *q, int h, const float *const *keys, int n, int d, float scale,
+                           const float *sinks, float *s, float *out) {
+    float *mx = s + (int64_t)h * n, *sum = mx + h;
+    for (int i = 0; i < h; i++) mx[i] = -INFINITY, sum[i] = 0;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < h; i++) {
+            float v = scale * kern_dot_f32(q + (int64_t)i * d, keys[j], d);
+            s[(int64_t)i * n + j] = v;
+            mx[i] = fmaxf(mx[i], v);
+        }
+    for (int i = 0; i < h; i++) {
+        float *si = s + (int64_t)i * n;
+        for (int j = 0; j < n; j++) sum[i] += si[j] = expf(si[j] - mx[i]);
+        sum[i] += expf(sinks[i] - mx[i]);
     }
-    for (int j = 0; j < n; j++) sum += s[j] = expf(s[j] - mx);
-    sum += expf(sink - mx);
-    for (int i = 0; i < d; i++) out[i] = 0;
-    for (int j = 0; j < n; j++) kern_axpy_f32(s[j] / sum, keys[j], out, d);
+    for (int64_t e = 0; e < (int64_t)h * d; e++) out[e] = 0;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < h; i++) kern_axpy_f32(s[(int64_t)i * n + j] / sum[i], keys[j], out + (int64_t)i * d, d);
 }
 
 void ds4_rope_tail(float *x, int d, int r, const float *cs, int inverse) {
