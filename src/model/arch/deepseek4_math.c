@@ -79,27 +79,23 @@ void ds4_attend_sink(const float *q, const float *const *keys, int n, int d, flo
     ds4_attend_sink_heads(q, 1, keys, n, d, scale, &sink, s, out);
 }
 
-/* Keys outer, heads inner: each key is read once from memory for all heads
- * (it stays in L1 while every head uses it); per (head, element) the sums
- * run in the same order as one head at a time. */
+/* All heads against each key at once (kern_dot_rows_f32 / kern_axpy_rows_f32:
+ * register tiles, keys read in place); per (head, element) the sums run in
+ * the same order as one head at a time, bit for bit. */
 void ds4_attend_sink_heads(const float *q, int h, const float *const *keys, int n, int d, float scale,
                            const float *sinks, float *s, float *out) {
     float *mx = s + (int64_t)h * n, *sum = mx + h;
-    for (int i = 0; i < h; i++) mx[i] = -INFINITY, sum[i] = 0;
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < h; i++) {
-            float v = scale * kern_dot_f32(q + (int64_t)i * d, keys[j], d);
-            s[(int64_t)i * n + j] = v;
-            mx[i] = fmaxf(mx[i], v);
-        }
+    kern_dot_rows_f32(q, d, h, keys, n, d, s, n);
     for (int i = 0; i < h; i++) {
         float *si = s + (int64_t)i * n;
+        mx[i] = -INFINITY, sum[i] = 0;
+        for (int j = 0; j < n; j++) mx[i] = fmaxf(mx[i], si[j] = scale * si[j]);
         for (int j = 0; j < n; j++) sum[i] += si[j] = expf(si[j] - mx[i]);
         sum[i] += expf(sinks[i] - mx[i]);
+        for (int j = 0; j < n; j++) si[j] = si[j] / sum[i];
     }
     for (int64_t e = 0; e < (int64_t)h * d; e++) out[e] = 0;
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < h; i++) kern_axpy_f32(s[(int64_t)i * n + j] / sum[i], keys[j], out + (int64_t)i * d, d);
+    kern_axpy_rows_f32(s, n, h, keys, n, d, out, d);
 }
 
 void ds4_rope_tail(float *x, int d, int r, const float *cs, int inverse) {
