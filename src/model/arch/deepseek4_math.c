@@ -59,17 +59,36 @@ static int ranks_before(const float *score, int32_t a, int32_t b) {
     return score[a] > score[b] || (score[a] == score[b] && a < b);
 }
 
+/* Moves idx[at] down the heap idx[0..n) whose root ranks last. */
+static void sift_down(const float *score, int32_t *idx, int n, int at) {
+    for (;;) {
+        int worst = at, l = 2 * at + 1, r = l + 1;
+        if (l < n && ranks_before(score, idx[worst], idx[l])) worst = l;
+        if (r < n && ranks_before(score, idx[worst], idx[r])) worst = r;
+        if (worst == at) return;
+        int32_t t = idx[at];
+        idx[at] = idx[worst], idx[worst] = t;
+        at = worst;
+    }
+}
+
+/* A heap of the k best so far (root: the one ranking last), then heapsort:
+ * O(n log k). ranks_before is a strict total order (indices differ), so the
+ * set and its order are those of a stable sort by (score desc, index asc). */
 int ds4_topk(const float *score, int n, int k, int32_t *idx) {
     if (k > n) k = n;
-    int have = 0;
-    for (int32_t j = 0; j < n; j++) { /* insertion into a sorted list of k */
-        if (have == k && !ranks_before(score, j, idx[k - 1])) continue;
-        int at = have < k ? have++ : k - 1;
-        while (at > 0 && ranks_before(score, j, idx[at - 1])) {
-            idx[at] = idx[at - 1];
-            at--;
+    if (k <= 0) return 0;
+    for (int32_t j = 0; j < k; j++) idx[j] = j;
+    for (int at = k / 2 - 1; at >= 0; at--) sift_down(score, idx, k, at);
+    for (int32_t j = k; j < n; j++)
+        if (ranks_before(score, j, idx[0])) {
+            idx[0] = j;
+            sift_down(score, idx, k, 0);
         }
-        idx[at] = j;
+    for (int end = k - 1; end > 0; end--) { /* the worst goes last */
+        int32_t t = idx[0];
+        idx[0] = idx[end], idx[end] = t;
+        sift_down(score, idx, end, 0);
     }
     return k;
 }

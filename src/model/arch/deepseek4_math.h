@@ -20,7 +20,7 @@ void ds4_hc_split(const float *mixes, const float *scale, const float *base, int
 void ds4_softmax_pool(const float *const *kv, const float *const *score, int n, int w, float *out);
 
 /* The k highest of score[0..n) into idx[0..k) (k <= n), highest first; equal
- * scores: the lower index first. scratch: n floats. Returns k. */
+ * scores: the lower index first; O(n log k). Returns k. */
 int ds4_topk(const float *score, int n, int k, int32_t *idx);
 
 /* Attention of one head with an attention sink: out = sum_j p_j key_j where
