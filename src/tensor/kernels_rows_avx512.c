@@ -61,8 +61,8 @@ AI void dot_tile(const int NQ, const int NR, const float *q, int64_t qs, const f
     for (int a = 0; a < NQ; a++)
 #pragma GCC unroll 3
         for (int b = 0; b < NR; b++)
-            out[a * os + b] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[a][b][0], acc[a][b][1]),
-                                                                 _mm512_add_ps(acc[a][b][2], acc[a][b][3])));
+            out[a * os + b] = _mm512_reduce_add_ps(
+                _mm512_add_ps(_mm512_add_ps(acc[a][b][0], acc[a][b][1]), _mm512_add_ps(acc[a][b][2], acc[a][b][3])));
 }
 
 void kern_dot_rows_f32_avx512(const float *q, int64_t qs, int nq, const float *const *rows, int nr, int64_t d,
@@ -82,8 +82,8 @@ void kern_dot_rows_f32_avx512(const float *q, int64_t qs, int nq, const float *c
 
 /* NH outputs x NC chunks of 16 elements starting at e (the last chunk under
  * mask `last`), accumulated over all rows in order. */
-AI void axpy_tile(const int NH, const int NC, const float *p, int64_t ps, const float *const *rows, int nr,
-                  int64_t e, __mmask16 last, float *y, int64_t ys) {
+AI void axpy_tile(const int NH, const int NC, const float *p, int64_t ps, const float *const *rows, int nr, int64_t e,
+                  __mmask16 last, float *y, int64_t ys) {
     __m512 acc[4][4];
     __mmask16 mk[4];
 #pragma GCC unroll 4
