@@ -96,8 +96,11 @@ static int alloc_scratch(ds4_fwd *c) {
     c->n_thr = pool_size(c->pool) > 0 ? pool_size(c->pool) : 1;
     c->thr = calloc((size_t)c->n_thr, sizeof *c->thr);
     if (!c->thr) return -1;
-    int64_t rows4 = c->max_ctx / 4 + 1;
-    c->max_keys = hp->ds4_window + (int32_t)rows4;
+    /* compressed keys of a query: ratio 4, the indexer's top-k of at most max_ctx / 4 rows;
+     * ratio 128, every finished row */
+    int64_t rows4 = c->max_ctx / 4 + 1, rows128 = c->max_ctx / 128 + 1;
+    int64_t topk = hp->ds4_index_topk < rows4 ? hp->ds4_index_topk : rows4;
+    c->max_keys = hp->ds4_window + (int32_t)(topk > rows128 ? topk : rows128);
     for (int i = 0; i < c->n_thr; i++) {
         ds4_thr *t = &c->thr[i];
         t->keys = malloc((size_t)c->max_keys * sizeof *t->keys);
