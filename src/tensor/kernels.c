@@ -46,6 +46,28 @@ float kern_dot_f32(const float *a, const float *b, int64_t n) { return ops_activ
 
 void kern_axpy_f32(float a, const float *x, float *y, int64_t n) { ops_active()->axpy_f32(a, x, y, n); }
 
+void kern_dot_rows_f32(const float *q, int64_t qs, int nq, const float *const *rows, int nr, int64_t d, float *out,
+                       int64_t os) {
+    if (cpu_isa_active() == CPU_ISA_AVX512) {
+        kern_dot_rows_f32_avx512(q, qs, nq, rows, nr, d, out, os);
+        return;
+    }
+    const kern_ops *ops = ops_active();
+    for (int i = 0; i < nq; i++)
+        for (int j = 0; j < nr; j++) out[i * os + j] = ops->dot_f32(q + i * qs, rows[j], d);
+}
+
+void kern_axpy_rows_f32(const float *p, int64_t ps, int nh, const float *const *rows, int nr, int64_t d, float *y,
+                        int64_t ys) {
+    if (cpu_isa_active() == CPU_ISA_AVX512) {
+        kern_axpy_rows_f32_avx512(p, ps, nh, rows, nr, d, y, ys);
+        return;
+    }
+    const kern_ops *ops = ops_active();
+    for (int j = 0; j < nr; j++)
+        for (int h = 0; h < nh; h++) ops->axpy_f32(p[h * ps + j], rows[j], y + h * ys, d);
+}
+
 /* ---- context ---- */
 
 kern_ctx *kern_ctx_create(thread_pool *pool, int64_t max_rows, int64_t max_k) {

@@ -29,7 +29,7 @@
  * products under ~256K multiply-adds run on the calling thread. Nothing here
  * allocates after kern_ctx_create. Implementation map: kernels.c (dispatch,
  * packing, threading), kernels_{scalar,avx2,avx512}.c, kernels_fp8*.c, kernels_iq4_avx512.c,
- * kernels_impl.h. */
+ * kernels_rows_avx512.c (the row-pointer primitives), kernels_impl.h. */
 #ifndef CINFER_TENSOR_KERNELS_H
 #define CINFER_TENSOR_KERNELS_H
 
@@ -104,6 +104,15 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
 /* Single-threaded dispatched vector primitives (used by attention etc.). */
 float kern_dot_f32(const float *a, const float *b, int64_t n);
 void kern_axpy_f32(float a, const float *x, float *y, int64_t n); /* y += a*x */
+/* Several vectors against rows read in place through pointers (attention over
+ * gathered keys), register-tiled; each result is bit-identical to the loop of
+ * single primitives it replaces, on every ISA:
+ *   out[i*os + j] = kern_dot_f32(q + i*qs, rows[j], d)       i < nq, j < nr
+ *   for j = 0 .. nr-1 in order: kern_axpy_f32(p[h*ps + j], rows[j], y + h*ys, d)   h < nh */
+void kern_dot_rows_f32(const float *q, int64_t qs, int nq, const float *const *rows, int nr, int64_t d, float *out,
+                       int64_t os);
+void kern_axpy_rows_f32(const float *p, int64_t ps, int nh, const float *const *rows, int nr, int64_t d, float *y,
+                        int64_t ys);
 
 /* Measures sustained read bandwidth (bytes/s) with the pool's threads over a
  * buffer of `bytes` (use >> last-level cache). For roofline reporting. */

@@ -149,4 +149,10 @@ void kern_mm_q_amx(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, in
 /* The same for AVX2 (vpmaddubsw / vpmaddwd), Q4_K and Q6_K. */
 void kern_mm_kq_int_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 
+/* kernels_rows_avx512.c: kern_dot_rows_f32 / kern_axpy_rows_f32 under AVX-512. */
+void kern_dot_rows_f32_avx512(const float *q, int64_t qs, int nq, const float *const *rows, int nr, int64_t d,
+                              float *out, int64_t os);
+void kern_axpy_rows_f32_avx512(const float *p, int64_t ps, int nh, const float *const *rows, int nr, int64_t d,
+                               float *y, int64_t ys);
+
 #endif

@@ -9,7 +9,8 @@
  *            second) with a softmax over the learned gate + positional bias,
  *            per dim; then RMS norm and rope at position (row * r). Ratio 4
  *            layers attend to the indexer's top-k rows: scores sum over
- *            indexer heads of w_h * relu(q_h . k_row) (ties: lower row);
+ *            indexer heads of w_h * relu(q_h . k_row) (ties: lower row;
+ *            deepseek4_index.c, GEMMs over the batch);
  *            ratio 128 layers to every finished row; ratio 0: window only.
  *   softmax  over the chosen keys with the head's sink in the denominator;
  *            the output's rope dims are rotated back (inverse rope at the
@@ -109,27 +110,18 @@ static void finish_rows(ds4_fwd *c, const fwd_batch *b, int il) {
     }
 }
 
-/* The compressed rows query t attends to (ratio 4: the indexer's top-k). */
-static int pick_rows(ds4_fwd *c, const fwd_batch *b, int il, int32_t t, ds4_thr *th, const float **keys) {
+/* The compressed rows query t attends to (ratio 4: the indexer's top-k,
+ * selected for the whole batch by ds4_index_select). */
+static int pick_rows(ds4_fwd *c, const fwd_batch *b, int il, int32_t t, const float **keys) {
     const model_hparams *hp = &c->m->hp;
     int32_t r = hp->ds4_ratio[il], pos = b->pos[t], seq = b->seq[t], vis = (pos + 1) / r;
     if (r == 128) {
         for (int32_t j = 0; j < vis; j++) keys[j] = ds4_group_rows(c, b, seq, j, il);
         return vis;
     }
-    int64_t I = hp->ds4_index_dim, IH = hp->ds4_index_heads;
-    const float *q = c->iq + t * IH * I, *w = c->iw + t * IH;
-    for (int32_t j = 0; j < vis; j++) {
-        const float *k = ds4_group_rows(c, b, seq, j, il) + hp->head_dim;
-        float s = 0;
-        for (int64_t h = 0; h < IH; h++) {
-            float d = kern_dot_f32(q + h * I, k, I);
-            s += w[h] * (d > 0 ? d : 0);
-        }
-        th->iscore[j] = s;
-    }
-    int k = ds4_topk(th->iscore, vis, hp->ds4_index_topk, th->sel);
-    for (int j = 0; j < k; j++) keys[j] = ds4_group_rows(c, b, seq, th->sel[j], il);
+    const int32_t *sel = c->idx_sel + (int64_t)t * c->idx_k;
+    int k = c->idx_nsel[t];
+    for (int j = 0; j < k; j++) keys[j] = ds4_group_rows(c, b, seq, sel[j], il);
     return k;
 }
 
@@ -150,12 +142,11 @@ static void attend_task(void *ctx, int ith, int nth) {
         int32_t first = pos - hp->ds4_window + 1 > 0 ? pos - hp->ds4_window + 1 : 0;
         if (il < hp->n_layer && first < b->seqs[seq].replay_from) first = b->seqs[seq].replay_from;
         for (int32_t p = first; p <= pos; p++) th->keys[n++] = ds4_state_row(c, b, seq, p, il) + c->row[il].raw;
-        if (L->ratio) n += pick_rows(c, b, il, t, th, th->keys + n);
-        for (int64_t h = 0; h < H; h++) {
-            float *o = c->att + (t * H + h) * D;
-            ds4_attend_sink(c->q + (t * H + h) * D, th->keys, n, (int)D, scale, L->sinks[h], th->s, o);
-            ds4_rope_tail(o, (int)D, hp->rope_dim, cs_all + (int64_t)t * hp->rope_dim, 1);
-        }
+        if (L->ratio) n += pick_rows(c, b, il, t, th->keys + n);
+        ds4_attend_sink_heads(c->q + t * H * D, (int)H, th->keys, n, (int)D, scale, L->sinks, th->s,
+                              c->att + t * H * D);
+        for (int64_t h = 0; h < H; h++)
+            ds4_rope_tail(c->att + (t * H + h) * D, (int)D, hp->rope_dim, cs_all + (int64_t)t * hp->rope_dim, 1);
     }
 }
 
@@ -204,7 +195,7 @@ static void project_output(ds4_fwd *c, const fwd_batch *b, int il) {
     kern_matmul(c->kc, &L->wo_b, c->oa, T, c->out);
 }
 
-void ds4_attention(ds4_fwd *c, const fwd_batch *b, int il) {
+int ds4_attention(ds4_fwd *c, const fwd_batch *b, int il, cf_err *err) {
     const ds4_layer *L = &ds4_w(c->m)->layer[il];
     int32_t T = b->n_tokens;
     project_inputs(c, b, il);
@@ -215,9 +206,11 @@ void ds4_attention(ds4_fwd *c, const fwd_batch *b, int il) {
     for (int32_t t = 0; t < T; t++) store_token(c, b, il, t);
     if (L->ratio == 4) project_indexer(c, b, il);
     if (L->ratio) finish_rows(c, b, il);
+    if (L->ratio == 4 && ds4_index_select(c, b, il, err)) return -1;
     c->b = b;
     c->il = il;
     if (c->pool) pool_run(c->pool, attend_task, c);
     else attend_task(c, 0, 1);
     project_output(c, b, il);
+    return 0;
 }

@@ -29,10 +29,9 @@ void ds4_fwd_free(ds4_fwd *c) {
     for (int i = 0; c->thr && i < c->n_thr; i++) {
         free(c->thr[i].keys);
         free(c->thr[i].s);
-        free(c->thr[i].iscore);
-        free(c->thr[i].sel);
     }
     free(c->thr);
+    ds4_index_free(c);
     ds4_moe_load_free(c);
     free(c->layer_off);
     free(c->ring_off);
@@ -97,15 +96,16 @@ static int alloc_scratch(ds4_fwd *c) {
     c->n_thr = pool_size(c->pool) > 0 ? pool_size(c->pool) : 1;
     c->thr = calloc((size_t)c->n_thr, sizeof *c->thr);
     if (!c->thr) return -1;
-    int64_t rows4 = c->max_ctx / 4 + 1;
-    c->max_keys = hp->ds4_window + (int32_t)rows4;
+    /* compressed keys of a query: ratio 4, the indexer's top-k of at most max_ctx / 4 rows;
+     * ratio 128, every finished row */
+    int64_t rows4 = c->max_ctx / 4 + 1, rows128 = c->max_ctx / 128 + 1;
+    int64_t topk = hp->ds4_index_topk < rows4 ? hp->ds4_index_topk : rows4;
+    c->max_keys = hp->ds4_window + (int32_t)(topk > rows128 ? topk : rows128);
     for (int i = 0; i < c->n_thr; i++) {
         ds4_thr *t = &c->thr[i];
         t->keys = malloc((size_t)c->max_keys * sizeof *t->keys);
-        t->s = fbuf(c->max_keys);
-        t->iscore = fbuf(rows4);
-        t->sel = malloc((size_t)rows4 * sizeof *t->sel);
-        if (!t->keys || !t->s || !t->iscore || !t->sel) return -1;
+        t->s = fbuf((int64_t)hp->n_head * (c->max_keys + 2));
+        if (!t->keys || !t->s) return -1;
     }
     return 0;
 }
@@ -132,7 +132,7 @@ ds4_fwd *ds4_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
         if (ins[i] > widest) widest = ins[i];
     c->kc = kern_ctx_create(pool, max_tokens, widest);
-    if (!c->kc || layout_offsets(c) || alloc_scratch(c) || ds4_moe_load_init(c)) {
+    if (!c->kc || layout_offsets(c) || alloc_scratch(c) || ds4_index_init(c) || ds4_moe_load_init(c)) {
         ds4_fwd_free(c);
         cf_fail(err, "out of memory creating the deepseek4 forward context");
         return NULL;
@@ -221,7 +221,7 @@ static int run_block(ds4_fwd *c, const fwd_batch *b, int il, cf_err *err) {
     int64_t E = hp->n_embd;
     hc_pre(c, T, L->hc_attn_fn, L->hc_attn_scale, L->hc_attn_base);
     rows_rmsnorm(c->pool, hp->rms_eps, c->y, E, L->attn_norm, c->xa, E, T, E);
-    ds4_attention(c, b, il);
+    if (ds4_attention(c, b, il, err)) return -1;
     hc_post(c, T);
     hc_pre(c, T, L->hc_ffn_fn, L->hc_ffn_scale, L->hc_ffn_base);
     rows_rmsnorm(c->pool, hp->rms_eps, c->y, E, L->ffn_norm, c->xa, E, T, E);

@@ -31,9 +31,12 @@
 typedef struct ds4_thr {
     const float **keys; /* window + compressed keys of one query */
     float *s; /* their scores */
-    float *iscore; /* indexer scores of the visible compressed rows */
-    int32_t *sel; /* selected rows */
 } ds4_thr;
+
+/* The indexer's GEMM tiles (deepseek4_index.c): activation rows (queries x
+ * indexer heads) and compressed rows per kern_matmul. */
+#define DS4_IDX_ACT_ROWS 1024
+#define DS4_IDX_ROW_TILE 1024
 
 struct ds4_fwd {
     const model *m;
@@ -63,6 +66,14 @@ struct ds4_fwd {
     float *pair_x, *pair_y;
     int32_t *pair_e, *pair_at; /* expert of pair slot i; slot of (token, pick) */
     ds4_thr *thr;
+    /* indexer (deepseek4_index.c): queries per tile, rows per score line, selections per query */
+    int32_t idx_qt, idx_rows, idx_k;
+    kern_ctx *idx_kc; /* its own context: up to DS4_IDX_ACT_ROWS rows of ds4_index_dim */
+    float *idx_keys; /* [DS4_IDX_ROW_TILE][I] gathered keys of a row tile */
+    void *idx_packed; /* their packed copy (64-byte aligned; NULL when the ISA reads rows in place) */
+    float *idx_dots; /* [idx_qt * IH][DS4_IDX_ROW_TILE] dot products of a tile */
+    float *idx_score; /* [idx_qt][idx_rows] head-weighted scores of a query tile */
+    int32_t *idx_sel, *idx_nsel; /* [max_tokens][idx_k] selected rows (highest first), their count */
     const fwd_batch *b; /* the batch being run (attention tasks) */
     int il; /* the layer being run (attention tasks) */
 };
@@ -87,8 +98,15 @@ static inline float *ds4_group_rows(const struct ds4_fwd *c, const fwd_batch *b,
     return blk + c->layer_off[il] + (int64_t)((end % c->bt) / r) * c->row[il].rows;
 }
 
-/* deepseek4_attn.c: c->out = attention of layer il for c->xa. */
-void ds4_attention(struct ds4_fwd *c, const fwd_batch *b, int il);
+/* deepseek4_attn.c: c->out = attention of layer il for c->xa; -1 only on an
+ * internal error (err set). */
+int ds4_attention(struct ds4_fwd *c, const fwd_batch *b, int il, cf_err *err);
+/* deepseek4_index.c: scratch (sized at creation) and its release; the
+ * indexer's top-k of every query of the batch into idx_sel / idx_nsel (layer
+ * il of ratio 4; its compressed rows are finished and iq / iw projected). */
+int ds4_index_init(struct ds4_fwd *c);
+void ds4_index_free(struct ds4_fwd *c);
+int ds4_index_select(struct ds4_fwd *c, const fwd_batch *b, int il, cf_err *err);
 /* deepseek4_moe.c: c->out = MoE FFN (routed + shared) of layer il for c->xa;
  * -1 only if the expert executor failed. */
 int ds4_moe(struct ds4_fwd *c, const fwd_batch *b, int il, cf_err *err);

@@ -59,32 +59,62 @@ static int ranks_before(const float *score, int32_t a, int32_t b) {
     return score[a] > score[b] || (score[a] == score[b] && a < b);
 }
 
+/* Moves idx[at] down the heap idx[0..n) whose root ranks last. */
+static void sift_down(const float *score, int32_t *idx, int n, int at) {
+    for (;;) {
+        int worst = at, l = 2 * at + 1, r = l + 1;
+        if (l < n && ranks_before(score, idx[worst], idx[l])) worst = l;
+        if (r < n && ranks_before(score, idx[worst], idx[r])) worst = r;
+        if (worst == at) return;
+        int32_t t = idx[at];
+        idx[at] = idx[worst], idx[worst] = t;
+        at = worst;
+    }
+}
+
+/* A heap of the k best so far (root: the one ranking last), then heapsort:
+ * O(n log k). ranks_before is a strict total order (indices differ), so the
+ * set and its order are those of a stable sort by (score desc, index asc). */
 int ds4_topk(const float *score, int n, int k, int32_t *idx) {
     if (k > n) k = n;
-    int have = 0;
-    for (int32_t j = 0; j < n; j++) { /* insertion into a sorted list of k */
-        if (have == k && !ranks_before(score, j, idx[k - 1])) continue;
-        int at = have < k ? have++ : k - 1;
-        while (at > 0 && ranks_before(score, j, idx[at - 1])) {
-            idx[at] = idx[at - 1];
-            at--;
+    if (k <= 0) return 0;
+    for (int32_t j = 0; j < k; j++) idx[j] = j;
+    for (int at = k / 2 - 1; at >= 0; at--) sift_down(score, idx, k, at);
+    for (int32_t j = k; j < n; j++)
+        if (ranks_before(score, j, idx[0])) {
+            idx[0] = j;
+            sift_down(score, idx, k, 0);
         }
-        idx[at] = j;
+    for (int end = k - 1; end > 0; end--) { /* the worst goes last */
+        int32_t t = idx[0];
+        idx[0] = idx[end], idx[end] = t;
+        sift_down(score, idx, end, 0);
     }
     return k;
 }
 
 void ds4_attend_sink(const float *q, const float *const *keys, int n, int d, float scale, float sink, float *s,
                      float *out) {
-    float mx = -INFINITY, sum = 0;
-    for (int j = 0; j < n; j++) {
-        s[j] = scale * kern_dot_f32(q, keys[j], d);
-        mx = fmaxf(mx, s[j]);
+    ds4_attend_sink_heads(q, 1, keys, n, d, scale, &sink, s, out);
+}
+
+/* All heads against each key at once (kern_dot_rows_f32 / kern_axpy_rows_f32:
+ * register tiles, keys read in place); per (head, element) the sums run in
+ * the same order as one head at a time, bit for bit. */
+void ds4_attend_sink_heads(const float *q, int h, const float *const *keys, int n, int d, float scale,
+                           const float *sinks, float *s, float *out) {
+    float *mx = s + (int64_t)h * n, *sum = mx + h;
+    kern_dot_rows_f32(q, d, h, keys, n, d, s, n);
+    for (int i = 0; i < h; i++) {
+        float *si = s + (int64_t)i * n;
+        mx[i] = -INFINITY, sum[i] = 0;
+        for (int j = 0; j < n; j++) mx[i] = fmaxf(mx[i], si[j] = scale * si[j]);
+        for (int j = 0; j < n; j++) sum[i] += si[j] = expf(si[j] - mx[i]);
+        sum[i] += expf(sinks[i] - mx[i]);
+        for (int j = 0; j < n; j++) si[j] = si[j] / sum[i];
     }
-    for (int j = 0; j < n; j++) sum += s[j] = expf(s[j] - mx);
-    sum += expf(sink - mx);
-    for (int i = 0; i < d; i++) out[i] = 0;
-    for (int j = 0; j < n; j++) kern_axpy_f32(s[j] / sum, keys[j], out, d);
+    for (int64_t e = 0; e < (int64_t)h * d; e++) out[e] = 0;
+    kern_axpy_rows_f32(s, n, h, keys, n, d, out, d);
 }
 
 void ds4_rope_tail(float *x, int d, int r, const float *cs, int inverse) {

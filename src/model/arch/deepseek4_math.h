@@ -20,14 +20,19 @@ void ds4_hc_split(const float *mixes, const float *scale, const float *base, int
 void ds4_softmax_pool(const float *const *kv, const float *const *score, int n, int w, float *out);
 
 /* The k highest of score[0..n) into idx[0..k) (k <= n), highest first; equal
- * scores: the lower index first. scratch: n floats. Returns k. */
+ * scores: the lower index first; O(n log k). Returns k. */
 int ds4_topk(const float *score, int n, int k, int32_t *idx);
 
 /* Attention of one head with an attention sink: out = sum_j p_j key_j where
  * p_j = exp(s_j - mx) / (sum_i exp(s_i - mx) + exp(sink - mx)), s_j = scale
- * q.key_j, mx = max_j s_j (values = keys, width d). s: n floats scratch. */
+ * q.key_j, mx = max_j s_j (values = keys, width d). s: n + 2 floats scratch. */
 void ds4_attend_sink(const float *q, const float *const *keys, int n, int d, float scale, float sink, float *s,
                      float *out);
+/* ds4_attend_sink for h heads sharing the keys: head i has query q + i*d,
+ * sink sinks[i], output out + i*d; each head's result is bit-identical to
+ * ds4_attend_sink's. s: h * (n + 2) floats scratch. */
+void ds4_attend_sink_heads(const float *q, int h, const float *const *keys, int n, int d, float scale,
+                           const float *sinks, float *s, float *out);
 
 /* Rotates the last r dims of x (interleaved pairs (2i, 2i+1)) by the table
  * cs[2i] = cos, cs[2i+1] = sin; inverse: by the negative angle. */

@@ -122,7 +122,7 @@ static void test_topk(void) {
 
 static void test_sink(void) {
     enum { D = 24, N = 9 };
-    float q[D], keys[N][D], s[N], out[D];
+    float q[D], keys[N][D], s[N + 2], out[D];
     const float *kp[N];
     for (int i = 0; i < D; i++) q[i] = (float)urand();
     for (int j = 0; j < N; j++) {
@@ -149,6 +149,24 @@ static void test_sink(void) {
     }
 }
 
+/* All heads at once (keys outer) give each head's single-head result, bit for bit. */
+static void test_sink_heads(void) {
+    enum { D = 40, N = 11, H = 4 };
+    float q[H * D], keys[N][D], s[H * (N + 2)], out[H * D], one[D];
+    const float *kp[N];
+    const float sinks[H] = {-3.0f, 0.0f, 0.7f, 5.0f};
+    for (int i = 0; i < H * D; i++) q[i] = (float)urand();
+    for (int j = 0; j < N; j++) {
+        for (int i = 0; i < D; i++) keys[j][i] = (float)urand();
+        kp[j] = keys[j];
+    }
+    ds4_attend_sink_heads(q, H, kp, N, D, 0.2f, sinks, s, out);
+    for (int h = 0; h < H; h++) {
+        ds4_attend_sink(q + h * D, kp, N, D, 0.2f, sinks[h], s, one);
+        for (int i = 0; i < D; i++) CHECKF(out[h * D + i] == one[i], "head %d dim %d", h, i);
+    }
+}
+
 static void test_inverse_rope(void) {
     enum { D = 32, R = 8 };
     float x[D], y[D], cs[R];
@@ -172,6 +190,7 @@ int main(void) {
     test_softmax_pool();
     test_topk();
     test_sink();
+    test_sink_heads();
     test_inverse_rope();
     return test_finish();
 }

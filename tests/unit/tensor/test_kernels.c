@@ -17,7 +17,9 @@
  *                  VNNI path, every m).
  * Under AVX-512, Q8_0 / Q4_0 also run with AMX tiles where the CPU has them
  * (cpu_amx_force): the same bounds, and bitwise equal to the VNNI result.
- * A guard region after y catches writes past m*n. */
+ * A guard region after y catches writes past m*n. kern_dot_rows_f32 /
+ * kern_axpy_rows_f32 must equal loops of kern_dot_f32 / kern_axpy_f32 bit for
+ * bit, per ISA, for tile remainders in every dimension. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -359,6 +361,42 @@ static void test_bandwidth_probe(thread_pool *pool) {
     CHECK(kern_ctx_create(NULL, 1, 32) == NULL);
 }
 
+/* The row-pointer primitives against loops of the single ones: identical bits. */
+static void test_row_ops(void) {
+    static const int64_t ds[] = {1, 15, 16, 17, 63, 64, 80, 129, 512};
+    enum { NQ = 7, NR = 8 };
+    for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
+        if (!cpu_isa_supported((cpu_isa)isa)) continue;
+        cpu_isa_force((cpu_isa)isa);
+        for (size_t t = 0; t < sizeof ds / sizeof ds[0]; t++) {
+            int64_t d = ds[t];
+            float *q = malloc(sizeof(float) * (size_t)(NQ * d)), *r = malloc(sizeof(float) * (size_t)(NR * d));
+            float *y = malloc(sizeof(float) * (size_t)(NQ * d)), *y1 = malloc(sizeof(float) * (size_t)(NQ * d));
+            float out[NQ * NR], p[NQ * NR];
+            const float *rows[NR];
+            for (int64_t j = 0; j < NQ * d; j++) q[j] = frand(), y[j] = y1[j] = frand();
+            for (int64_t j = 0; j < NR * d; j++) r[j] = frand();
+            for (int j = 0; j < NR; j++) rows[j] = r + (NR - 1 - j) * d; /* pointers, not a matrix */
+            for (int j = 0; j < NQ * NR; j++) p[j] = frand();
+            int bad = 0;
+            for (int nq = 1; nq <= NQ; nq += 3)
+                for (int nr = 1; nr <= NR; nr++) {
+                    kern_dot_rows_f32(q, d, nq, rows, nr, d, out, NR);
+                    for (int i = 0; i < nq; i++)
+                        for (int j = 0; j < nr; j++) bad += out[i * NR + j] != kern_dot_f32(q + i * d, rows[j], d);
+                }
+            for (int nh = 1; nh <= NQ; nh += 2) {
+                kern_axpy_rows_f32(p, NR, nh, rows, NR, d, y, d);
+                for (int j = 0; j < NR; j++)
+                    for (int h = 0; h < nh; h++) kern_axpy_f32(p[h * NR + j], rows[j], y1 + h * d, d);
+                for (int64_t e = 0; e < NQ * d; e++) bad += y[e] != y1[e];
+            }
+            CHECKF(bad == 0, "%s row ops d=%lld: %d outputs differ", cpu_isa_name((cpu_isa)isa), (long long)d, bad);
+            free(q), free(r), free(y), free(y1);
+        }
+    }
+}
+
 int main(void) {
     cpu_isa best = cpu_isa_active();
     fprintf(stderr, "best ISA: %s\n", cpu_isa_name(best));
@@ -368,6 +406,7 @@ int main(void) {
     CHECK(ctxs[0] && ctxs[1]);
     test_prepare_errors();
     test_vector_ops();
+    test_row_ops();
     test_matmul(pools, ctxs);
     cpu_isa_force(best);
     test_row_blocks(pools);
