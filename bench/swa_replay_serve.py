@@ -3,10 +3,11 @@
 For each workload and each server configuration, starts `cinfer serve` on a window model (gemma2,
 deepseek4), runs the workload, and reports total prefill FLOPs, TTFT and the server's CPU seconds.
 Workloads:
-  agent     `cinfer bench serve --workload agent` (3 sessions x 5 turns, 1 s think time)
-  mooncake  conversations of the Mooncake trace replayed in closed loop (bench/closed_loop.py): a
+  agent     `cinfer bench serve --workload agent` (3 sessions, 1 s think time; shapes: --agent-shape)
+  mooncake  conversations of the Mooncake trace replayed in closed loop: a
             fixed number of sessions at once, each turn sent after the previous one completed plus
-            the trace's think time, so every configuration sends exactly the same requests; the
+            the trace's think time (`cinfer bench serve --workload conversations`), so every
+            configuration sends exactly the same requests; the
             run fails (exit 1, "NOT COMPARABLE") when a configuration did not complete all of them
 Sessions' window state expires between turns: the window-state TTL (--swa-state-ttl 0.05) is
 shorter than every think time, while the long-lived blocks (full-attention KV, deepseek4's
@@ -36,7 +37,6 @@ import tempfile
 import threading
 import urllib.request
 
-import closed_loop
 
 GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
@@ -189,46 +189,73 @@ CONFIGS = [
 ]
 
 
+# Agent workload shapes (bench serve --workload agent; lengths in words, ~1.3 tokens each here).
+#   short  the first version's shape: a 200-word system prompt, 80-word tool results, 12-token answers, 5
+#          turns; every turn adds ~120 tokens, less than deepseek4's 128-token replay: unlike a real agent
+#   long   a coding / tool-use agent as DeepSeek describes it (long shared context, tool outputs of hundreds
+#          to thousands of tokens): 2,000-word system + tool definitions, 600-word tool results, 32-token
+#          answers (a tool call), 6 turns
+AGENT_SHAPES = {
+    "short": ["--sessions", "3", "--turns", "5", "--system-len", "200", "--tool-len", "80", "--user-len", "24",
+              "--output-len", "12"],
+    "long": ["--sessions", "3", "--turns", "6", "--system-len", "2000", "--tool-len", "600", "--user-len", "40",
+             "--output-len", "32"],
+}
+
+
 def agent_args(a):
     return ["--api", "completions", "--ignore-eos", "--temperature", "0", "--no-progress", "--workload", "agent",
-            "--sessions", "3", "--turns", "5", "--system-len", "200", "--tool-len", "80", "--user-len", "24",
-            "--output-len", "12", "--think-time", "1.0"]
+            "--think-time", "1.0"] + AGENT_SHAPES[a.agent_shape]
 
 
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000 if xs else 0.0
+def mooncake_args(a, fm):
+    """The Mooncake conversations in closed loop: `cinfer bench serve --workload conversations`."""
+    return ["--api", "completions", "--ignore-eos", "--temperature", "0", "--no-progress", "--workload",
+            "conversations", a.trace, "--max-requests", str(a.lines), "--min-turns", str(a.min_turns), "--turns",
+            str(a.max_turns), "--conversations", str(a.sessions), "--sessions", str(a.concurrency), "--block-scale",
+            str(a.block), "--time-scale", str(a.time_scale), "--think-min", str(a.min_think), "--think-max",
+            str(a.max_think), "--max-output-len", str(a.max_output), "--max-context", str(a.ctx), "--token-range",
+            "100:%d" % (fm.vocab - 100), "--timeout", str(int(a.timeout))]
 
 
-def run_agent(a, fm, srv, tmp, cname):
-    """The agent workload through `cinfer bench serve` (open loop with per-session think time)."""
-    out = os.path.join(tmp, "agent-%s.json" % cname)
-    subprocess.run([a.bin, "bench", "serve", "--base-url", srv.url, "--out", out] + agent_args(a), check=True,
+def run_bench(a, fm, srv, tmp, wname, cname):
+    """One workload through `cinfer bench serve`; the totals and the per-request records."""
+    out = os.path.join(tmp, "%s-%s.json" % (wname, cname))
+    args = agent_args(a) if wname == "agent" else mooncake_args(a, fm)
+    subprocess.run([a.bin, "bench", "serve", "--base-url", srv.url, "--out", out] + args, check=True,
                    stdout=subprocess.DEVNULL)
     res = json.load(open(out))
     s, reqs = res["summary"], res["requests"]
     ok = [r for r in reqs if r["usage"] and r["error"] == "ok"]
+    for r in reqs:
+        if r not in ok:
+            print("  session %d turn %d failed: %s" % (r["session"], r["turn"], r["error"]), file=sys.stderr)
+    for r in ok:
+        r["flops"] = fm.request(r["prompt_tokens"], r["cached_tokens"], r.get("replayed_tokens", 0))
     return dict(requests=s["requests_ok"], failed=len(reqs) - len(ok), input=s["input_tokens"],
                 cached=s["cached_tokens"], replayed=s.get("replayed_tokens", 0), computed=s["computed_tokens"],
-                flops=sum(fm.request(r["prompt_tokens"], r["cached_tokens"], r.get("replayed_tokens", 0)) for r in ok),
-                ttft_mean=s["ttft_ms"]["mean"], ttft_p50=s["ttft_ms"]["p50"], ttft_p90=s["ttft_ms"]["p90"])
+                flops=sum(r["flops"] for r in ok), ttft_mean=s["ttft_ms"]["mean"], ttft_p50=s["ttft_ms"]["p50"],
+                ttft_p90=s["ttft_ms"]["p90"], records=ok)
 
 
-def run_mooncake(a, fm, srv, convs):
-    """The Mooncake conversations in closed loop (bench/closed_loop.py)."""
-    a.vocab_lo, a.vocab_hi = 100, fm.vocab - 100
-    host, port = srv.url[len("http://"):].split(":")
-    turns = closed_loop.run(host, int(port), convs, a)
-    ok = [t for t in turns if not t.error]
-    for t in turns:
-        if t.error:
-            print("  session %d turn %d failed: %s" % (t.session, t.turn, t.error), file=sys.stderr)
-    ttft = [t.ttft for t in ok]
-    return dict(requests=len(ok), failed=len(turns) - len(ok), input=sum(t.prompt_tokens for t in ok),
-                cached=sum(t.cached for t in ok), replayed=sum(t.replayed for t in ok),
-                computed=sum(t.prompt_tokens - t.cached - t.replayed for t in ok),
-                flops=sum(fm.request(t.prompt_tokens, t.cached, t.replayed) for t in ok),
-                ttft_mean=1000 * sum(ttft) / max(1, len(ttft)), ttft_p50=pct(ttft, 0.5), ttft_p90=pct(ttft, 0.9))
+def print_per_turn(rows):
+    """Per turn index (mean over sessions): prompt tokens and their split, prefill GFLOP per config."""
+    for w in sorted(set(r["workload"] for r in rows)):
+        g = {r["config"]: r for r in rows if r["workload"] == w}
+        turns = sorted(set(x["turn"] for r in g.values() for x in r["records"]))
+        print("%s per turn (mean over sessions): prompt tokens = cached / replayed / computed, prefill MFLOP" % w)
+        print("%5s %5s" % ("turn", "reqs") + "".join(" | %-27s" % c for c in g))
+        for t in turns:
+            line = ""
+            for c, r in g.items():
+                xs = [x for x in r["records"] if x["turn"] == t]
+                n = max(1, len(xs))
+                mean = lambda k: sum(x.get(k, 0) for x in xs) / n
+                line += " | %5.0f=%4.0f/%4.0f/%4.0f %7.1f" % (
+                    mean("prompt_tokens"), mean("cached_tokens"), mean("replayed_tokens"),
+                    mean("prompt_tokens") - mean("cached_tokens") - mean("replayed_tokens"), mean("flops") / 1e6)
+            print("%5d %5d%s" % (t, len([x for x in g["exact"]["records"] if x["turn"] == t]), line))
+        print()
 
 
 def print_table(rows):
@@ -275,9 +302,11 @@ def parse_args(argv):
     p.add_argument("trace")
     p.add_argument("threads", type=int)
     p.add_argument("--workloads", default="agent,mooncake", help="comma list of agent, mooncake")
+    p.add_argument("--agent-shape", choices=sorted(AGENT_SHAPES), default="long",
+                   help="agent workload shape (default long; short: the first version's)")
     p.add_argument("--ctx", type=int, default=2048, help="--ctx of the server; longer conversations are skipped")
     p.add_argument("--kv-memory", default="1", help="--kv-memory GiB, the same for every configuration")
-    p.add_argument("--lines", default="0:4000", help="trace slice FIRST:COUNT the conversations come from")
+    p.add_argument("--lines", type=int, default=4000, help="the conversations come from the first N trace lines")
     p.add_argument("--sessions", type=int, default=24, help="conversations replayed (the first ones that fit)")
     p.add_argument("--min-turns", type=int, default=3)
     p.add_argument("--max-turns", type=int, default=6, help="turns kept per conversation (its first ones)")
@@ -292,9 +321,7 @@ def parse_args(argv):
     wl = a.workloads.split(",")
     if not wl or any(w not in ("agent", "mooncake") for w in wl) or len(set(wl)) != len(wl):
         p.error("--workloads: a comma list of agent, mooncake (each once)")
-    if not re.fullmatch(r"\d+:[1-9]\d*", a.lines):
-        p.error("--lines: FIRST:COUNT, e.g. 0:4000")
-    if min(a.sessions, a.min_turns, a.max_turns, a.concurrency, a.block, a.max_output) < 1 or a.block > 512:
+    if min(a.lines, a.sessions, a.min_turns, a.max_turns, a.concurrency, a.block, a.max_output) < 1 or a.block > 512:
         p.error("--sessions, --min-turns, --max-turns, --concurrency, --max-output must be >= 1, "
                 "--block-scale in [1, 512]")
     if a.time_scale <= 0 or a.min_think < 0 or a.max_think < a.min_think:
@@ -307,22 +334,12 @@ def main(argv):
     fm = FlopModel(a.model)
     print("model %s: %s" % (os.path.basename(a.model), fm.describe()))
     wl = a.workloads.split(",")
-    convs = []
     if "mooncake" in wl:
-        first, count = (int(x) for x in a.lines.split(":"))
-        every = closed_loop.load_conversations(a.trace, first, count, a.min_turns, a.max_turns)
-        fits = [c for c in every
-                if max(closed_loop.scaled_input(r, a.block) for r in c) + a.max_output <= a.ctx]
-        convs = fits[: a.sessions]
-        if not convs:
-            sys.exit("swa_replay_serve.py: no conversation of >= %d turns in trace lines %s fits --ctx %d"
-                     % (a.min_turns, a.lines, a.ctx))
-        n_turns = sum(len(c) for c in convs)
-        print("Mooncake, closed loop: %d conversations of >= %d turns (first %d turns kept) from trace lines "
-              "%d..%d (%d such, %d fit --ctx %d); %d turns, %d at a time, %d tokens per hash block, think time "
-              "= gap / %g clamped to [%g, %g] s" % (
-                  len(convs), a.min_turns, a.max_turns, first, first + count - 1, len(every), len(fits), a.ctx,
-                  n_turns, a.concurrency, a.block, a.time_scale, a.min_think, a.max_think))
+        print("Mooncake, closed loop (cinfer bench serve --workload conversations): the first %d conversations of "
+              ">= %d turns (first %d turns kept) in trace lines 0..%d whose turns fit --ctx %d; %d at a time, %d "
+              "tokens per hash block, think time = gap / %g clamped to [%g, %g] s" % (
+                  a.sessions, a.min_turns, a.max_turns, a.lines - 1, a.ctx, a.concurrency, a.block, a.time_scale,
+                  a.min_think, a.max_think))
     rows = []
     tmp = tempfile.mkdtemp(prefix="cinfer-swa-bench-")
     try:
@@ -330,7 +347,7 @@ def main(argv):
             for cname, cargs in CONFIGS:
                 srv = Server(a.bin, a.model, cargs + ["--kv-memory", a.kv_memory], a.threads, a.ctx)
                 try:
-                    r = run_agent(a, fm, srv, tmp, cname) if wname == "agent" else run_mooncake(a, fm, srv, convs)
+                    r = run_bench(a, fm, srv, tmp, wname, cname)
                     r.update(workload=wname, config=cname, cpu_s=srv.cpu_s() - srv.cpu0,
                              replays=srv.metric("cinfer_swa_replays_total"),
                              state_hits=srv.metric("cinfer_swa_state_hits_total"))
@@ -342,6 +359,7 @@ def main(argv):
     finally:
         shutil.rmtree(tmp)
     print()
+    print_per_turn(rows)
     print_table(rows)
     return 0 if check_equal_requests(rows) else 1
 

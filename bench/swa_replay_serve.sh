@@ -9,12 +9,13 @@ usage="usage: bench/swa_replay_serve.sh [MODEL.gguf] [THREADS] [-- OPTIONS]
 Prefill FLOPs, TTFT and server CPU seconds with bounded replay vs exact recompute vs no cache, on the
 agent workload ('cinfer bench serve') and the Mooncake conversation trace (closed loop: a fixed
 number of sessions at once, each turn after the previous one completed plus its think time, so
-every configuration sends the same requests; bench/swa_replay_serve.py, bench/closed_loop.py).
+every configuration sends the same requests; bench/swa_replay_serve.py, cinfer bench serve
+--workload conversations).
 Defaults: tiny-gemma2 from \$CINFER_SHARED (window 32), 2 threads. MODEL 'deepseek4' makes (once)
 and uses a deepseek4 mkmodel with V4-Flash's window, \$MODELS/ds4w128.gguf (MODELS default
 build/bench-models; W = 128, layers window / CSA / HCA / CSA, 8 experts). The window-state TTL (0.05 s) is
 below every think time, so window state expires between turns. OPTIONS after '--' go to
-swa_replay_serve.py (--workloads agent,mooncake, --lines FIRST:COUNT, --sessions N, --min-turns N,
+swa_replay_serve.py (--workloads agent,mooncake, --agent-shape long|short, --lines N, --sessions N, --min-turns N,
 --max-turns N, --concurrency N, --block-scale N, --time-scale X, --ctx N, --kv-memory GIB; see
 'python3 bench/swa_replay_serve.py --help'). Exit status 1 when configurations completed
 different requests. Writes bench/results/swa-replay-serve-<model>[-\$SWA_BENCH_TAG].txt.

@@ -46,7 +46,7 @@ static int opt_api(void *ctx, const char *v, char *msg, size_t cap) {
 
 static int opt_workload(void *ctx, const char *v, char *msg, size_t cap) {
     if (bs_workload_parse_kind(v, &((bs_wl_opts *)ctx)->kind))
-        return snprintf(msg, cap, "unknown workload '%s' (synthetic, chat, agent, code, trace)", v), -1;
+        return snprintf(msg, cap, "unknown workload '%s' (synthetic, chat, agent, code, trace, conversations)", v), -1;
     return 0;
 }
 
@@ -65,7 +65,8 @@ static int parse_table(int argc, char **argv, serve_opts *o, int *pos) {
         {"api", 0, "NAME", "chat (default) | completions | messages | responses", CLI_CALL(opt_api, &o->api)},
         {"model", 0, "NAME", "model field (default: the first id of GET /v1/models)", CLI_STR(&o->model)},
         {"api-key", 0, "KEY", "sent as Bearer token (x-api-key for messages)", CLI_STR(&o->api_key)},
-        {"workload", 0, "NAME", "synthetic (default) | chat | agent | code | trace FILE", CLI_CALL(opt_workload, w)},
+        {"workload", 0, "NAME", "synthetic (default) | chat | agent | code | trace FILE | conversations FILE",
+         CLI_CALL(opt_workload, w)},
         {"concurrency", 0, "C", "at most C requests in flight (default: no limit)",
          CLI_NUM(&o->concurrency, 1, 1 << 20)},
         {"rate", 0, "R",
@@ -95,8 +96,14 @@ static int parse_table(int argc, char **argv, serve_opts *o, int *pos) {
         {"prefix-pool", 0, "N", "synthetic: distinct shared prefixes, one drawn per request (default 0: none)",
          CLI_NUM(&w->prefix_pool, 0, 1L << 30)},
         CLI_SECTION("chat / agent:"),
-        {"sessions", 0, "N", "concurrent conversations (default 8)", CLI_NUM(&w->sessions, 1, 1 << 20)},
-        {"turns", 0, "N", "turns per session (chat default 4, agent default 8)", CLI_NUM(&o->turns_set, 1, 1 << 16)},
+        {"sessions", 0, "N",
+         "concurrent conversations (default 8; conversations: how many run\n"
+         "at once, closed loop)",
+         CLI_NUM(&w->sessions, 1, 1 << 20)},
+        {"turns", 0, "N",
+         "turns per session (chat default 4, agent default 8; conversations:\n"
+         "each one's first N, default all)",
+         CLI_NUM(&o->turns_set, 1, 1 << 16)},
         {"system-len", 0, "N", "shared system prompt words (chat 1000, agent 2000)",
          CLI_NUM(&o->system_set, 0, 1 << 24)},
         {"user-len", 0, "N", "words per user message (default 64)", CLI_NUM(&w->user_len, 1, 1 << 24)},
@@ -109,6 +116,18 @@ static int parse_table(int argc, char **argv, serve_opts *o, int *pos) {
          CLI_NUM(&w->block, 1, 512)},
         {"time-scale", 0, "X", "replay X times faster (default 1)", CLI_NUM(&w->time_scale, 1e-6, 1e9)},
         {"max-requests", 0, "N", "only the first N trace lines", CLI_NUM(&w->max_requests, 1, 1 << 24)},
+        CLI_SECTION("conversations (closed-loop trace replay, docs/bench-serve.md):"),
+        {"min-turns", 0, "N", "conversations of fewer trace lines are left out (default 2)",
+         CLI_NUM(&w->min_turns, 1, 1 << 16)},
+        {"conversations", 0, "N", "replay the first N that qualify (default all)",
+         CLI_NUM(&w->conversations, 1, 1 << 24)},
+        {"max-context", 0, "N",
+         "leave out conversations with a turn whose input + max_tokens\n"
+         "exceeds N tokens (e.g. the server's --ctx)",
+         CLI_NUM(&w->max_context, 1, 1L << 30)},
+        {"think-min", 0, "S", "think time = trace gap / --time-scale, at least S (default 0)",
+         CLI_NUM(&w->think_min, 0, 1e6)},
+        {"think-max", 0, "S", "... and at most S seconds (default 60)", CLI_NUM(&w->think_max, 0, 1e6)},
         CLI_SECTION("prompts:"),
         {"token-range", 0, "LO:HI", "token ids for --api completions (default 3:500, fits any vocab >= 500)",
          CLI_CALL(opt_range, w)},
@@ -145,6 +164,8 @@ static int parse(int argc, char **argv, serve_opts *o) {
                              .think_s = 1.0,
                              .block = 512,
                              .time_scale = 1,
+                             .min_turns = 2,
+                             .think_max = 60,
                              .tok_lo = 3,
                              .tok_hi = 500},
                       .timeout = 600,
@@ -157,19 +178,37 @@ static int parse(int argc, char **argv, serve_opts *o) {
     int pos, rc = parse_table(argc, argv, o, &pos);
     if (rc) return rc;
     const cli_cmd c = {.name = "bench serve"};
-    if (w->kind == BS_WL_TRACE && !w->trace_path && pos < argc) w->trace_path = argv[pos++]; /* --workload trace FILE */
+    int from_trace = w->kind == BS_WL_TRACE || w->kind == BS_WL_CONVERSATIONS;
+    if (from_trace && !w->trace_path && pos < argc) w->trace_path = argv[pos++]; /* --workload trace FILE */
     if (pos < argc) return cli_usage_error(&c, "unexpected argument '%s'", argv[pos]);
     if (!o->dry_run && !o->base_url) return cli_usage_error(&c, "--base-url is required (or --dry-run)");
     if (o->dump && !o->dry_run) return cli_usage_error(&c, "--dump needs --dry-run");
-    if (w->kind == BS_WL_TRACE && !w->trace_path) return cli_usage_error(&c, "the trace workload needs a FILE");
-    if (w->kind == BS_WL_TRACE && w->rate > 0)
+    if (from_trace && !w->trace_path)
+        return cli_usage_error(&c, "the %s workload needs a FILE", bs_workload_kind_name(w->kind));
+    if (from_trace && w->rate > 0)
         return cli_usage_error(&c, "--rate does not apply to trace replay (use --time-scale)");
+    if (w->think_max < w->think_min) return cli_usage_error(&c, "--think-max must be >= --think-min");
     int multi = w->kind == BS_WL_CHAT || w->kind == BS_WL_AGENT;
-    w->turns = o->turns_set > 0 ? o->turns_set : w->kind == BS_WL_AGENT ? 8 : 4;
+    w->turns = o->turns_set > 0 ? o->turns_set : w->kind == BS_WL_CONVERSATIONS ? 0 : w->kind == BS_WL_AGENT ? 8 : 4;
     w->system_len = o->system_set >= 0 ? o->system_set : w->kind == BS_WL_AGENT ? 2000 : 1000;
     if (!multi && w->kind != BS_WL_TRACE) w->requests = o->requests > 0 ? o->requests : 64;
-    w->token_ids = o->api == BS_API_COMPLETIONS && !o->text && (w->kind == BS_WL_SYNTHETIC || w->kind == BS_WL_TRACE);
+    w->token_ids = o->api == BS_API_COMPLETIONS && !o->text && (w->kind == BS_WL_SYNTHETIC || from_trace);
     return CLI_OK;
+}
+
+/* The conversations workload's settings into the run's config object. */
+static void conversations_json(json_t *c, const bs_wl_opts *w) {
+    json_object_set_new(c, "trace", json_string(w->trace_path));
+    json_object_set_new(c, "block_scale", json_integer(w->block));
+    json_object_set_new(c, "time_scale", json_real(w->time_scale));
+    json_object_set_new(c, "max_requests", json_integer(w->max_requests));
+    json_object_set_new(c, "sessions_at_once", json_integer(w->sessions));
+    json_object_set_new(c, "min_turns", json_integer(w->min_turns));
+    json_object_set_new(c, "max_turns", json_integer(w->turns));
+    json_object_set_new(c, "conversations", json_integer(w->conversations));
+    json_object_set_new(c, "max_context", json_integer(w->max_context));
+    json_object_set_new(c, "think_min", json_real(w->think_min));
+    json_object_set_new(c, "think_max", json_real(w->think_max));
 }
 
 static json_t *config_json(const serve_opts *o, const char *model) {
@@ -195,6 +234,8 @@ static json_t *config_json(const serve_opts *o, const char *model) {
         json_object_set_new(c, "block_scale", json_integer(w->block));
         json_object_set_new(c, "time_scale", json_real(w->time_scale));
         json_object_set_new(c, "max_requests", json_integer(w->max_requests));
+    } else if (w->kind == BS_WL_CONVERSATIONS) {
+        conversations_json(c, w);
     } else {
         json_object_set_new(c, "sessions", json_integer(w->sessions));
         json_object_set_new(c, "turns", json_integer(w->turns));
@@ -279,6 +320,7 @@ int bench_serve(int argc, char **argv) {
                       .api_key = o.api_key,
                       .gen = {.model = o.model, .temperature = o.temperature, .ignore_eos = o.ignore_eos},
                       .concurrency = o.concurrency,
+                      .sessions_at_once = o.wl.kind == BS_WL_CONVERSATIONS ? o.wl.sessions : 0,
                       .duration = o.duration,
                       .timeout_s = (double)o.timeout,
                       .progress = o.progress,

@@ -149,6 +149,7 @@ struct runner {
     struct evhttp_connection **conns, **idle; /* every connection; the idle ones */
     size_t n_conns, n_idle, cap_conns;
     long inflight, sent, done, total;
+    size_t next_session; /* sessions_at_once: the first session not started yet */
     int stopping, dispatching;
     double t0;
     const char **scratch;
@@ -215,6 +216,13 @@ static void note_error(runner *r, bs_record *rec, int kind, const char *msg) {
                  rec->turn, bs_err_name(kind), msg);
 }
 
+/* sessions_at_once: a session ended at time t, the next waiting one starts. */
+static void start_waiting_session(runner *r, double t) {
+    if (!r->o->sessions_at_once || r->next_session >= r->w->n) return;
+    size_t i = r->next_session++;
+    heap_push(r, r->w->s[i].arrival > t ? r->w->s[i].arrival : t, i);
+}
+
 static void finish(runner *r, flight *f, struct evhttp_request *req) {
     bs_record *rec = &r->out->rec[f->rec];
     rec->end = now(r);
@@ -238,7 +246,10 @@ static void finish(runner *r, flight *f, struct evhttp_request *req) {
     if (rec->error < 0 && s->turn < s->n_turns &&
         !bs_workload_add_answer(r->w, f->session, bs_buf_str(&f->st.text), &e))
         heap_push(r, rec->end + s->think[s->turn], f->session);
-    else bs_workload_release(r->w, f->session);
+    else {
+        bs_workload_release(r->w, f->session);
+        start_waiting_session(r, rec->end);
+    }
     bs_sse_free(&f->sse);
     bs_stream_free(&f->st);
     bs_buf_free(&f->errbody);
@@ -441,7 +452,9 @@ int bs_run_workload(bs_workload *w, const bs_run_opts *o, bs_run *out, cf_err *e
     if (!r.heap || !r.tick || !r.timer) {
         rc = cf_fail(err, "cannot start the event loop");
     } else {
-        for (size_t i = 0; i < w->n; i++) heap_push(&r, w->s[i].arrival, i);
+        r.next_session =
+            o->sessions_at_once > 0 && (size_t)o->sessions_at_once < w->n ? (size_t)o->sessions_at_once : w->n;
+        for (size_t i = 0; i < r.next_session; i++) heap_push(&r, w->s[i].arrival, i);
         struct timeval tv = {0, 100000};
         evtimer_add(r.tick, &tv);
         r.t0 = time_now();

@@ -5,7 +5,10 @@
  * Dispatch: every session's next turn waits in a min-heap keyed by its
  * planned time (arrival for turn 0, previous completion + think time after);
  * a request is sent when its time has come and fewer than `concurrency` are
- * in flight (0 = no limit: open loop). The run stops sending after
+ * in flight (0 = no limit: open loop). With sessions_at_once N, only N
+ * sessions are active at a time: the others wait, in order, and one starts
+ * (at its arrival or when a session ends, whichever is later) each time a
+ * session ends - a closed loop of N users. The run stops sending after
  * max_requests sends or `duration` seconds and ends when nothing is in
  * flight. Times are seconds from the start of the run (monotonic clock).
  * bs_run owns its records. Callers: cmd_bench_serve.c. */
@@ -37,6 +40,7 @@ typedef struct bs_run_opts {
     const char *api_key; /* NULL = none */
     bs_gen_opts gen;
     long concurrency; /* 0 = unlimited */
+    long sessions_at_once; /* 0 = every session from its arrival */
     long max_requests; /* 0 = every turn of every session */
     double duration; /* 0 = until done */
     double timeout_s;

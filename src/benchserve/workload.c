@@ -9,12 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "benchserve/conversations.h"
 #include "benchserve/textgen.h"
 
-static const char *const kind_names[] = {"synthetic", "code", "chat", "agent", "trace"};
+static const char *const kind_names[] = {"synthetic", "code", "chat", "agent", "trace", "conversations"};
 
 int bs_workload_parse_kind(const char *name, bs_wl_kind *out) {
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (!strcmp(name, kind_names[i])) return *out = (bs_wl_kind)i, 0;
     return -1;
 }
@@ -79,6 +80,53 @@ static int build_trace(bs_workload *w, cf_err *err) {
     return 0;
 }
 
+static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+static int build_conversations(bs_workload *w, cf_err *err) {
+    const bs_wl_opts *o = &w->o;
+    if (!o->trace_path) return cf_fail(err, "the conversations workload needs a trace file");
+    if (o->block < 1 || o->block > BS_TRACE_BLOCK) return cf_fail(err, "block size must be in [1, %d]", BS_TRACE_BLOCK);
+    if (o->time_scale <= 0) return cf_fail(err, "time scale must be > 0");
+    if (!(o->think_min >= 0 && o->think_max >= o->think_min)) return cf_fail(err, "need 0 <= think min <= think max");
+    if (o->rate > 0) return cf_fail(err, "a rate does not apply to the conversations workload");
+    if (bs_trace_load(o->trace_path, (size_t)(o->max_requests > 0 ? o->max_requests : 0), &w->trace, err)) return -1;
+    bs_conv_opts co = {.min_turns = o->min_turns,
+                       .max_turns = o->turns,
+                       .block = o->block,
+                       .max_output = o->max_output,
+                       .max_context = o->max_context,
+                       .limit = o->conversations};
+    bs_convs c;
+    if (bs_conv_group(&w->trace, &co, &c, err)) return -1;
+    int rc = c.n ? 0
+                 : cf_fail(err, "no conversation of >= %ld turns in the %zu trace lines%s", o->min_turns, w->trace.n,
+                           o->max_context > 0 ? " fits the context limit" : "");
+    size_t longest = 0;
+    for (size_t i = 0; i < c.n; i++)
+        if (c.first[i + 1] - c.first[i] > longest) longest = c.first[i + 1] - c.first[i];
+    if (!rc) rc = alloc_sessions(w, c.n, (long)longest, err);
+    for (size_t i = 0; !rc && i < c.n; i++) {
+        bs_session *s = &w->s[i];
+        s->n_turns = (long)(c.first[i + 1] - c.first[i]);
+        s->lines = malloc((size_t)s->n_turns * sizeof *s->lines);
+        if (!s->lines) {
+            rc = cf_fail(err, "out of memory");
+            break;
+        }
+        memcpy(s->lines, c.lines + c.first[i], (size_t)s->n_turns * sizeof *s->lines);
+        s->trace_line = (long)s->lines[0];
+        for (long k = 0; k < s->n_turns; k++) {
+            const bs_trace_req *r = &w->trace.reqs[s->lines[k]];
+            s->max_tokens[k] = cap_out(o, r->output_len);
+            if (k)
+                s->think[k] = clamp((r->t_ms - w->trace.reqs[s->lines[k - 1]].t_ms) / 1000.0 / o->time_scale,
+                                    o->think_min, o->think_max);
+        }
+    }
+    bs_convs_free(&c);
+    return rc;
+}
+
 int bs_workload_build(const bs_wl_opts *o, bs_workload *w, cf_err *err) {
     *w = (bs_workload){.o = *o};
     int rc;
@@ -87,6 +135,7 @@ int bs_workload_build(const bs_wl_opts *o, bs_workload *w, cf_err *err) {
         return cf_fail(err, "a prefix share / pool applies to the synthetic workload only");
     switch (o->kind) {
     case BS_WL_TRACE: rc = build_trace(w, err); break;
+    case BS_WL_CONVERSATIONS: rc = build_conversations(w, err); break;
     case BS_WL_SYNTHETIC:
     case BS_WL_CODE:
         if (o->requests < 1 || o->input_len < 1 || o->output_len < 1)
@@ -211,6 +260,11 @@ int bs_workload_begin_turn(bs_workload *w, size_t i, cf_err *err) {
     int rc;
     switch (w->o.kind) {
     case BS_WL_TRACE: rc = trace_turn(w, s); break;
+    case BS_WL_CONVERSATIONS: /* each turn is its own line's content */
+        bs_workload_release(w, i);
+        s->trace_line = (long)s->lines[s->turn];
+        rc = trace_turn(w, s);
+        break;
     case BS_WL_SYNTHETIC: rc = synthetic_turn(w, i, s); break;
     case BS_WL_CODE: rc = code_turn(w, i, s); break;
     default: rc = session_turn(w, i, s); break;
@@ -221,6 +275,7 @@ int bs_workload_begin_turn(bs_workload *w, size_t i, cf_err *err) {
 }
 
 int bs_workload_add_answer(bs_workload *w, size_t i, const char *text, cf_err *err) {
+    if (w->o.kind == BS_WL_CONVERSATIONS) return 0; /* the trace's next line is the whole next input */
     bs_buf *m = push_msg(&w->s[i]);
     if (!m || bs_buf_puts(m, text)) return cf_fail(err, "out of memory");
     return 0;
@@ -258,6 +313,7 @@ void bs_workload_free(bs_workload *w) {
         bs_workload_release(w, i);
         free(w->s[i].max_tokens);
         free(w->s[i].think);
+        free(w->s[i].lines);
     }
     free(w->s);
     bs_trace_free(&w->trace);

@@ -14,6 +14,12 @@
  *              tool result, with think-time gaps (most input repeats)
  *   trace      Mooncake trace replay: one turn per line, arrival from the
  *              scaled timestamp, content built block by block from hash ids
+ *   conversations  the same trace's lines grouped into conversations
+ *              (conversations.h), one session each, all arriving at 0 (the
+ *              runner's sessions_at_once makes the loop closed); turn k is
+ *              line k's content alone (the trace defines each turn's whole
+ *              input, so answers are not appended) and waits the trace's gap
+ *              / time scale, clamped to [think_min, think_max]
  * Lengths are in tokens for token-id prompts and in words (~tokens) for text.
  * The workload owns every session and its text. Callers: runner.c, the
  * dry-run dump in cmd_bench_serve.c, tests. */
@@ -28,7 +34,7 @@
 #include "benchserve/bs_buf.h"
 #include "benchserve/trace.h"
 
-typedef enum { BS_WL_SYNTHETIC, BS_WL_CODE, BS_WL_CHAT, BS_WL_AGENT, BS_WL_TRACE } bs_wl_kind;
+typedef enum { BS_WL_SYNTHETIC, BS_WL_CODE, BS_WL_CHAT, BS_WL_AGENT, BS_WL_TRACE, BS_WL_CONVERSATIONS } bs_wl_kind;
 
 typedef struct bs_wl_opts {
     bs_wl_kind kind;
@@ -44,10 +50,14 @@ typedef struct bs_wl_opts {
     long system_len, user_len, tool_len;
     double think_s; /* agent: mean think time between turns */
     double rate; /* session arrivals per second (Poisson); 0 = all at 0 */
-    const char *trace_path; /* trace */
+    const char *trace_path; /* trace, conversations */
     long block; /* trace: tokens per hash-id block (512 = original) */
-    double time_scale; /* trace: arrivals sped up by this factor */
+    double time_scale; /* trace: arrivals (conversations: think times) sped up by this factor */
     long max_requests; /* trace: only the first N lines (0 = all) */
+    long min_turns; /* conversations: fewer lines are left out; `turns` keeps the first N (0 = all) */
+    long conversations; /* conversations: the first N that qualify (0 = all) */
+    long max_context; /* conversations: leave out those with a turn's input + output over it (0 = no limit) */
+    double think_min, think_max; /* conversations: think-time clamp, seconds */
     long max_output; /* caps every request's max_tokens (0 = no cap) */
     int token_ids; /* synthetic/trace: send token ids (completions API) */
     int32_t tok_lo, tok_hi; /* token ids in [lo, hi) */
@@ -64,7 +74,8 @@ typedef struct bs_session {
     size_t n_msgs, cap_msgs;
     int32_t *ids; /* token-id prompt, or NULL */
     size_t n_ids;
-    long trace_line; /* trace: the 0-based line; else -1 */
+    long trace_line; /* trace: the 0-based line (conversations: of the turn begun last); else -1 */
+    size_t *lines; /* conversations: each turn's line; else NULL */
 } bs_session;
 
 typedef struct bs_workload {
@@ -84,7 +95,8 @@ void bs_workload_free(bs_workload *w);
 
 /* Appends session i's user content for its next turn and advances s->turn. */
 int bs_workload_begin_turn(bs_workload *w, size_t i, cf_err *err);
-/* Appends the answer to the turn just completed. */
+/* Appends the answer to the turn just completed (conversations: not part of
+ * the next prompt, nothing to do). */
 int bs_workload_add_answer(bs_workload *w, size_t i, const char *text, cf_err *err);
 /* Frees session i's conversation (after its last turn). */
 void bs_workload_release(bs_workload *w, size_t i);

@@ -120,9 +120,11 @@ typedef struct eng_req {
     int32_t swa_snap_block; /* n_registered at the last snapshot taken (or restored), -1 none */
     bool swa_exact; /* immutable: no bounded replay for this request */
     int32_t swa_plan_end; /* (eng) describe planned a bounded replay of [n_cached_peek, swa_plan_end) */
+    bool swa_plan_approx; /* (eng) describe planned a resume from an approximate-lineage snapshot at n_cached_peek */
     int32_t replay_from, keep_below; /* running after a bounded replay (fwd_seq); 0: none */
-    bool approx; /* running after a bounded replay: its later blocks are approximate, registered only under the
-                  * approximate lineage (eng_swa_approx_salt), never snapshotted or written to the store */
+    bool approx; /* running after a bounded replay (or resumed from its snapshots): its later blocks are
+                  * approximate, registered and snapshotted only under the approximate lineage
+                  * (eng_swa_approx_salt), never written to the store */
     int32_t n_registered; /* leading blocks already in the prefix cache */
     uint8_t last_key[PREFIX_KEY_BYTES]; /* key of block n_registered - 1 */
     int32_t n_cached_peek;
@@ -377,6 +379,10 @@ void eng_swa_unpin(cinfer_engine *e, eng_req *r);
 prefix_salt eng_swa_approx_salt(const eng_req *r);
 /* Replay-mode peek past an exact hit of `exact` tokens: tokens cached further along the approximate lineage. */
 int32_t eng_swa_approx_peek(cinfer_engine *e, eng_req *r, int32_t exact, int32_t limit);
+/* Replay mode: the end of the last window-state snapshot along the approximate lineage past an exact hit of `exact`
+ * tokens, within `limit` tokens (0: none). With slot_out, pins the entry and copies its key. */
+int32_t eng_swa_approx_resume_point(cinfer_engine *e, eng_req *r, int32_t exact, int32_t limit,
+                                    uint8_t key_out[PREFIX_KEY_BYTES], int32_t *slot_out);
 /* After a store load adopted blocks: resume exactly, replay, or fall back (engine_swa.c). */
 void eng_swa_after_load(cinfer_engine *e, eng_req *r, bool first_admission);
 void eng_swa_note(cinfer_engine *e);

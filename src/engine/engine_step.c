@@ -54,6 +54,7 @@ void eng_release_blocks(cinfer_engine *e, eng_req *r) {
     r->swa_snap_block = -1;
     r->replay_from = r->keep_below = 0;
     r->approx = false;
+    r->swa_plan_approx = false;
     r->n_blocks = 0;
     r->n_computed = 0;
     r->n_registered = 0;
@@ -70,12 +71,19 @@ static void eng_describe_window(cinfer_engine *e, eng_req *r) {
     int32_t hit = r->n_cached_peek, snap = eng_swa_resume_point(e, r, hit, NULL, NULL), w = e->swa_replay_tokens;
     /* first admission only: a preempted request recomputes exactly (its tokens so far stand) */
     bool replay = w > 0 && !r->swa_exact && !r->admitted_once;
-    if (replay) /* the blocks earlier replays computed past this exact hit (same salt) */
+    int32_t exact = hit, approx_snap = 0;
+    if (replay) { /* the blocks earlier replays computed past this exact hit (same salt), and their snapshots */
         hit += eng_swa_approx_peek(e, r, hit, r->prompt_len + r->n_generated - 1);
+        approx_snap = eng_swa_approx_resume_point(e, r, exact, hit, NULL, NULL);
+    }
     int32_t bt = e->opt.block_tokens, from = (hit - w) / bt * bt;
     r->swa_plan_end = 0;
+    r->swa_plan_approx = false;
     r->n_cached_peek = snap;
-    if (replay && hit - w > snap && from > snap) {
+    if (approx_snap > snap && approx_snap >= from) { /* a returning session already on the approximate lineage */
+        r->swa_plan_approx = true;
+        r->n_cached_peek = approx_snap;
+    } else if (replay && hit - w > snap && from > snap) {
         r->swa_plan_end = hit;
         r->n_cached_peek = from;
     }
@@ -131,12 +139,9 @@ static void eng_admit_window(cinfer_engine *e, eng_req *r, prefix_match *m) {
     else if (e->swa && r->n_prefix_peek >= bt) e->st.swa_state_misses++;
 }
 
-/* Bounded replay as planned by eng_describe_window: every block of the hit
- * [0, swa_plan_end) is kept; the item starts at the replay start. False (no
- * reference kept) when the plan no longer holds: the exact path runs. */
-static bool eng_admit_replay(cinfer_engine *e, eng_req *r, sched_item *it, prefix_match *m, cf_err *err) {
-    int32_t end = r->swa_plan_end;
-    if (end <= 0 || it->start != r->n_cached_peek || it->start >= end) return false;
+/* The blocks of [0, end) along the exact lineage, then the approximate one;
+ * false (no reference kept) unless they reach end. */
+static bool eng_match_lineage(cinfer_engine *e, eng_req *r, int32_t end, prefix_match *m, cf_err *err) {
     if (prefix_cache_match(e->pc, r->seq, end, eng_salt(r), r->blocks, r->max_blocks, m, err)) return false;
     if (m->n_tokens < end) { /* the rest along the approximate lineage */
         prefix_match a;
@@ -153,10 +158,47 @@ static bool eng_admit_replay(cinfer_engine *e, eng_req *r, sched_item *it, prefi
         for (int32_t i = m->n_blocks - 1; i >= 0; i--) kv_pool_unref(e->kv, r->blocks[i]);
         return false;
     }
+    return true;
+}
+
+/* Bounded replay as planned by eng_describe_window: every block of the hit
+ * [0, swa_plan_end) is kept; the item starts at the replay start. False (no
+ * reference kept) when the plan no longer holds: the exact path runs. */
+static bool eng_admit_replay(cinfer_engine *e, eng_req *r, sched_item *it, prefix_match *m, cf_err *err) {
+    int32_t end = r->swa_plan_end;
+    if (end <= 0 || it->start != r->n_cached_peek || it->start >= end) return false;
+    if (!eng_match_lineage(e, r, end, m, err)) return false;
     r->replay_from = it->start;
     r->keep_below = end;
     r->approx = true; /* rows from here on depend on the replay: the approximate lineage only */
     e->st.swa_replays++;
+    return true;
+}
+
+/* A resume from an approximate-lineage snapshot as planned by
+ * eng_describe_window (a session whose earlier turn was replayed): the blocks
+ * up to it are kept, the snapshot pinned for eng_assemble to restore, and the
+ * request continues the approximate lineage. False (nothing kept) when the
+ * plan no longer holds. */
+static bool eng_admit_approx_snapshot(cinfer_engine *e, eng_req *r, sched_item *it, prefix_match *m, cf_err *err) {
+    int32_t end = it->start, exact = r->n_prefix_peek < end ? r->n_prefix_peek : end;
+    if (!r->swa_plan_approx || end != r->n_cached_peek || end <= 0) return false;
+    uint8_t key[PREFIX_KEY_BYTES];
+    int32_t slot = -1;
+    exact = prefix_cache_peek(e->pc, r->seq, exact, eng_salt(r));
+    if (eng_swa_approx_resume_point(e, r, exact, end, key, &slot) != end) {
+        if (slot >= 0) swa_state_unpin(e->swa, slot);
+        return false;
+    }
+    if (!eng_match_lineage(e, r, end, m, err)) {
+        swa_state_unpin(e->swa, slot);
+        return false;
+    }
+    r->swa_slot = slot;
+    r->swa_restore_at = end;
+    r->swa_snap_block = m->n_blocks;
+    r->approx = true;
+    e->st.swa_state_hits++;
     return true;
 }
 
@@ -170,6 +212,8 @@ static int eng_admit(cinfer_engine *e, eng_req *r, sched_item *it, cf_err *err) 
     }
     if (e->window_rings && eng_admit_replay(e, r, it, &m, err)) {
         replay_from = r->replay_from;
+    } else if (e->window_rings && eng_admit_approx_snapshot(e, r, it, &m, err)) {
+        /* restored in eng_assemble like an exact snapshot */
     } else {
         if (prefix_cache_match(e->pc, r->seq, it->start, eng_salt(r), r->blocks, r->max_blocks, &m, err)) return -1;
         if (e->window_rings) eng_admit_window(e, r, &m);
@@ -359,9 +403,11 @@ eng_plan_result eng_plan(cinfer_engine *e, eng_stepbuf *sb) {
             eng_fail_planned(e, &plan, err.msg);
             return ENG_PLAN_OK;
         }
-        /* window models: not after a memory replay (its blocks run to the hit's end, past which the ring
-         * rows are approximate); otherwise eng_swa_after_load decides how loaded blocks resume */
-        if (it->admitted && !e->active[it->req]->replay_from && eng_store_on_admit(e, e->active[it->req]))
+        /* window models: not after a memory replay or on the approximate lineage (its blocks run to the hit's
+         * end, past which the ring rows are approximate); otherwise eng_swa_after_load decides how loaded
+         * blocks resume */
+        if (it->admitted && !e->active[it->req]->replay_from && !e->active[it->req]->approx &&
+            eng_store_on_admit(e, e->active[it->req]))
             continue; /* waits for the store */
         plan.items[kept++] = *it;
     }

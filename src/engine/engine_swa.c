@@ -70,7 +70,9 @@ int32_t eng_swa_approx_peek(cinfer_engine *e, eng_req *r, int32_t exact, int32_t
 
 void eng_swa_snapshot(cinfer_engine *e, eng_req *r) {
     int32_t bt = e->opt.block_tokens, nb = e->swa_slot_blocks;
-    if (!e->swa || r->approx || r->ring < 0 || r->n_registered <= 0 || r->n_registered > r->n_computed / bt) return;
+    /* after a replay the keys are the approximate lineage's (eng_register), so only replay-mode requests that
+     * continue that lineage ever find these snapshots */
+    if (!e->swa || r->ring < 0 || r->n_registered <= 0 || r->n_registered > r->n_computed / bt) return;
     int32_t end = r->n_registered; /* position blocks [end - nb, end) */
     int32_t first = end - nb > 0 ? end - nb : 0, last = (r->n_computed - 1) / bt;
     if (end == r->swa_snap_block || first <= last - kv_pool_ring_blocks(e->kv)) return; /* rows overwritten */
@@ -86,26 +88,24 @@ void eng_swa_snapshot(cinfer_engine *e, eng_req *r) {
         else memcpy(d, eng_swa_ring_block(e, r->ring, pb), bytes);
     }
     e->st.swa_snapshots++;
-    eng_swa_store_write(e, r, swa_state_slot_of(e->swa, slot), slot, end);
+    if (!r->approx) eng_swa_store_write(e, r, swa_state_slot_of(e->swa, slot), slot, end); /* exact state only */
 }
 
-int32_t eng_swa_resume_point(cinfer_engine *e, eng_req *r, int32_t limit, uint8_t key_out[PREFIX_KEY_BYTES],
-                             int32_t *slot_out) {
-    if (slot_out) *slot_out = -1;
-    if (!e->swa) return 0;
+/* The last boundary in [from, limit) (block units, keys chained from `parent`
+ * with `salt`) with a live snapshot: its end in tokens, 0 none; pins it when
+ * slot_out. */
+static int32_t eng_swa_last_snapshot(cinfer_engine *e, eng_req *r, const uint8_t *parent, int32_t from, int32_t limit,
+                                     prefix_salt salt, uint8_t key_out[PREFIX_KEY_BYTES], int32_t *slot_out) {
     int32_t bt = e->opt.block_tokens, best = 0, n = limit / bt;
-    uint8_t key[PREFIX_KEY_BYTES], best_key[PREFIX_KEY_BYTES];
-    prefix_salt salt = {.bytes = r->salt, .len = r->salt_len};
+    uint8_t key[PREFIX_KEY_BYTES], chain[PREFIX_KEY_BYTES], best_key[PREFIX_KEY_BYTES];
     double now = time_now();
-    for (int32_t b = 0; b < n; b++) {
-        const uint8_t *parent = b > 0 ? key : NULL;
-        uint8_t next[PREFIX_KEY_BYTES];
-        if (prefix_cache_key(e->pc, parent, r->seq + (int64_t)b * bt, salt, next)) return best * bt;
-        memcpy(key, next, sizeof key);
+    for (int32_t b = from / bt; b < n; b++) {
+        if (prefix_cache_key(e->pc, parent, r->seq + (int64_t)b * bt, salt, key)) break;
         if (swa_state_has(e->swa, key, now)) {
             best = b + 1;
             memcpy(best_key, key, sizeof best_key);
         }
+        parent = memcpy(chain, key, sizeof chain);
     }
     if (!slot_out || best == 0) return best * bt;
     int32_t slot = swa_state_find(e->swa, best_key, now);
@@ -114,6 +114,25 @@ int32_t eng_swa_resume_point(cinfer_engine *e, eng_req *r, int32_t limit, uint8_
     *slot_out = slot;
     memcpy(key_out, best_key, PREFIX_KEY_BYTES);
     return best * bt;
+}
+
+int32_t eng_swa_approx_resume_point(cinfer_engine *e, eng_req *r, int32_t exact, int32_t limit,
+                                    uint8_t key_out[PREFIX_KEY_BYTES], int32_t *slot_out) {
+    if (slot_out) *slot_out = -1;
+    if (!e->swa || limit <= exact) return 0;
+    uint8_t parent[PREFIX_KEY_BYTES];
+    prefix_salt salt = {.bytes = r->salt, .len = r->salt_len};
+    if (exact > 0 && prefix_cache_peek_from(e->pc, NULL, r->seq, exact, salt, parent) != exact) return 0;
+    return eng_swa_last_snapshot(e, r, exact > 0 ? parent : NULL, exact, limit, eng_swa_approx_salt(r), key_out,
+                                 slot_out);
+}
+
+int32_t eng_swa_resume_point(cinfer_engine *e, eng_req *r, int32_t limit, uint8_t key_out[PREFIX_KEY_BYTES],
+                             int32_t *slot_out) {
+    if (slot_out) *slot_out = -1;
+    if (!e->swa) return 0;
+    prefix_salt salt = {.bytes = r->salt, .len = r->salt_len};
+    return eng_swa_last_snapshot(e, r, NULL, 0, limit, salt, key_out, slot_out);
 }
 
 void eng_swa_restore(cinfer_engine *e, eng_req *r) {

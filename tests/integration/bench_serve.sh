@@ -6,7 +6,8 @@
 # exactly those totals; multi-turn and trace workloads get cache hits; trace
 # replay records actual send times next to the planned (scaled) ones; --duration
 # stops sending; --progress draws the bar; error
-# kinds are counted (prompt too long -> http_4xx, closed port -> connect);
+# kinds are counted; the conversations workload runs a closed loop (N
+# sessions at once, each turn after the previous one plus think time); (prompt too long -> http_4xx, closed port -> connect);
 # `bench report --svg` writes well-formed SVGs with labelled axes, units and a
 # legend (parsed with python3's xml module).
 set -u
@@ -88,6 +89,37 @@ run trace 40 0.001 --api completions --workload trace "$TRACE" --max-requests 40
     --max-output-len 8
 run trace-text 20 0.001 --workload trace "$TRACE" --max-requests 20 --block-scale 2 --time-scale 100 \
     --max-output-len 8 --requests 20
+run conversations 16 0.05 --api completions --workload conversations "$TRACE" --max-requests 1500 --min-turns 3 \
+    --turns 4 --conversations 5 --sessions 2 --block-scale 16 --time-scale 1000 --think-min 0.02 --think-max 0.05 \
+    --max-output-len 4
+
+# Closed-loop conversations: at most 2 sessions at once, started in order, each turn sent after the
+# previous one ended plus its think time (>= 0.02 s), each turn the trace line's own content.
+python3 - "$T/conversations.json" <<'PY'
+import json, sys
+res = json.load(open(sys.argv[1]))
+by = {}
+for r in res["requests"]:
+    by.setdefault(r["session"], []).append(r)
+spans = []
+for s, rs in sorted(by.items()):
+    rs.sort(key=lambda r: r["turn"])
+    assert [r["turn"] for r in rs] == list(range(len(rs))), rs
+    for a, b in zip(rs, rs[1:]):
+        assert b["sent_s"] >= a["end_s"] + 0.02 - 1e-3, (s, a["end_s"], b["sent_s"])
+        assert b["trace_line"] > a["trace_line"]
+    spans.append((rs[0]["sent_s"], rs[-1]["end_s"]))
+assert [len(by[s]) for s in sorted(by)] == [3, 3, 3, 4, 3], [len(by[s]) for s in sorted(by)]
+starts = [a for a, _ in spans]
+assert starts == sorted(starts), starts
+for a, _ in spans:
+    active = sum(1 for x, y in spans if x <= a < y)
+    assert active <= 2, (a, spans)
+assert spans[2][0] >= min(spans[0][1], spans[1][1]) - 1e-3, spans
+assert res["config"]["sessions_at_once"] == 2 and res["config"]["workload"] == "conversations"
+print("  %d sessions, at most 2 at once" % len(spans))
+PY
+check conversations-closed-loop 0 $?
 
 # Trace replay timing: planned = scaled timestamps, actual send times recorded next to them.
 python3 - "$TRACE" "$T/trace.json" <<'PY'

@@ -4,7 +4,9 @@
 # 512-token blocks), and `cinfer bench serve --dry-run --dump` trace replay:
 # requests sharing leading hash ids share exactly those leading blocks of
 # token ids (completions API) or words (chat API), and planned send times are
-# the scaled timestamps. No server needed. Exit codes for bad input.
+# the scaled timestamps; the conversations workload's grouping of the first
+# 4,000 lines (the requests of bench/swa_replay_serve.sh). No server needed.
+# Exit codes for bad input.
 set -u
 BIN=${CINFER_BIN:?CINFER_BIN not set}
 SHARED=${CINFER_SHARED:-$(dirname "$0")/../../../shared}
@@ -34,6 +36,23 @@ grep -q "line 1" "$T/err"; check bad-msg 0 $?
 "$BIN" bench trace-stats 2>/dev/null; check noarg-rc 2 $?
 "$BIN" bench serve --workload trace 2>/dev/null; check serve-notrace-rc 2 $?
 "$BIN" bench serve --dry-run --workload bogus 2>/dev/null; check serve-badworkload-rc 2 $?
+"$BIN" bench serve --dry-run --workload conversations 2>/dev/null; check conv-nofile-rc 2 $?
+"$BIN" bench serve --dry-run --workload conversations "$TRACE" --think-min 2 --think-max 1 2>/dev/null
+check conv-think-rc 2 $?
+"$BIN" bench serve --dry-run --workload conversations "$TRACE" --rate 1 2>/dev/null; check conv-rate-rc 2 $?
+"$BIN" bench serve --dry-run --workload conversations "$TRACE" --max-requests 3 --min-turns 3 2>"$T/err"
+check conv-none-rc 1 $?
+grep -q "no conversation of >= 3 turns" "$T/err"; check conv-none-msg 0 $?
+"$BIN" bench serve --dry-run --api completions --workload conversations "$TRACE" --max-requests 4000 --min-turns 5 \
+    --turns 8 --block-scale 128 --max-context 16384 --max-output-len 12 --conversations 8 --dump "$T/conv.jsonl" \
+    >/dev/null
+check conv-dump-rc 0 $?
+# The 8 conversations bench/swa_replay_serve.sh replays: 48 turns, 201,061 prompt tokens (as bench/README.md says).
+python3 -c "
+import json, sys
+d = [json.loads(l) for l in open('$T/conv.jsonl')]
+sys.exit(not (len(d) == 48 and sum(len(x['body']['prompt']) for x in d) == 201061 and len({x['session'] for x in d}) == 8))"
+check conv-dump-content 0 $?
 
 for api in completions chat; do
     "$BIN" bench serve --dry-run --api $api --workload trace "$TRACE" --max-requests 300 --block-scale 16 \

@@ -88,7 +88,8 @@ help_has bench throughput -- --model --requests --input-len --output-len --prefi
 help_has bench serve -- --base-url --api --model --api-key --workload --concurrency --rate --requests --duration \
     --seed --out --timeout --progress --no-progress --output-len --max-output-len --ignore-eos --temperature \
     --input-len --len-dist --sessions --turns --system-len --user-len --tool-len --think-time --trace \
-    --block-scale --time-scale --max-requests --token-range --text --dry-run --dump
+    --block-scale --time-scale --max-requests --min-turns --conversations --max-context --think-min --think-max \
+    --token-range --text --dry-run --dump
 help_has bench report -- --svg
 help_has bench trace-stats -- --block-scale --max-requests
 top=$("$BIN" --help)

@@ -5,13 +5,15 @@
  * prefix-hit bound (hand-made trace, then the real conversation trace: 37.4%
  * at 512-token blocks), trace replay content (shared hash ids -> identical
  * token and text prefixes, planned times = scaled timestamps), workload
- * determinism, and SVG escaping. */
+ * determinism, conversation grouping and the conversations workload (turn k =
+ * line k's own content, clamped think times, filters), and SVG escaping. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "benchserve/api.h"
+#include "benchserve/conversations.h"
 #include "benchserve/sse.h"
 #include "benchserve/stats.h"
 #include "benchserve/svg.h"
@@ -376,6 +378,81 @@ static void test_svg_escape(void) {
     bs_buf_free(&b);
 }
 
+/* Lines continue the earlier line sharing their longest proper prefix of >= 2 hash ids. */
+static void test_conversations(void) {
+    const char *t = "{\"timestamp\": 0, \"input_length\": 1200, \"output_length\": 10, \"hash_ids\": [0, 1, 2]}\n"
+                    "{\"timestamp\": 1000, \"input_length\": 2000, \"output_length\": 20, \"hash_ids\": [0, 1, 2, 3]}\n"
+                    "{\"timestamp\": 2000, \"input_length\": 600, \"output_length\": 30, \"hash_ids\": [0, 5]}\n"
+                    "{\"timestamp\": 3000, \"input_length\": 1100, \"output_length\": 40, \"hash_ids\": [0, 1, 9]}\n"
+                    "{\"timestamp\": 4000, \"input_length\": 1100, \"output_length\": 50, \"hash_ids\": [0, 5, 6]}\n"
+                    "{\"timestamp\": 5000, \"input_length\": 2000, \"output_length\": 60, \"hash_ids\": [0, 1, 2, 3]}\n"
+                    "{\"timestamp\": 6000, \"input_length\": 900, \"output_length\": 70, \"hash_ids\": [7, 8]}\n";
+    const char *path = write_tmp("convs", t);
+    bs_trace tr;
+    cf_err err;
+    CHECK(bs_trace_load(path, 0, &tr, &err) == 0);
+    bs_convs c;
+    bs_conv_opts o = {.min_turns = 1, .block = 512};
+    CHECK(bs_conv_group(&tr, &o, &c, &err) == 0);
+    /* [0,1,3,5] (5 shares [0,1,2] with 0: a full match with 1 is not needed), [2,4] ([0,5] alone), [6] */
+    size_t want[] = {0, 1, 3, 5, 2, 4, 6}, want_first[] = {0, 4, 6, 7};
+    CHECK(c.n == 3 && c.qualified == 3);
+    for (size_t i = 0; i < 7 && c.n == 3; i++) CHECKF(c.lines[i] == want[i], "line %zu: %zu", i, c.lines[i]);
+    for (size_t i = 0; i < 4 && c.n == 3; i++) CHECK(c.first[i] == want_first[i]);
+    bs_convs_free(&c);
+    o = (bs_conv_opts){.min_turns = 2, .max_turns = 3, .block = 512, .limit = 1};
+    CHECK(bs_conv_group(&tr, &o, &c, &err) == 0 && c.n == 1 && c.qualified == 2 && c.first[1] == 3);
+    bs_convs_free(&c);
+    /* line 1 (2000 tokens) does not fit 1500: the first conversation is left out */
+    o = (bs_conv_opts){.min_turns = 2, .block = 512, .max_context = 1500, .max_output = 8};
+    CHECK(bs_conv_group(&tr, &o, &c, &err) == 0 && c.n == 1 && c.lines[0] == 2 && c.lines[1] == 4);
+    bs_convs_free(&c);
+    o.min_turns = 0;
+    CHECK(bs_conv_group(&tr, &o, &c, &err) == -1);
+    bs_trace_free(&tr);
+
+    bs_wl_opts wo = {.kind = BS_WL_CONVERSATIONS,
+                     .trace_path = path,
+                     .block = 16,
+                     .time_scale = 10,
+                     .min_turns = 2,
+                     .think_min = 0.15,
+                     .think_max = 0.25,
+                     .max_output = 45,
+                     .token_ids = 1,
+                     .tok_lo = 3,
+                     .tok_hi = 500};
+    bs_workload w;
+    CHECK(bs_workload_build(&wo, &w, &err) == 0);
+    CHECK(w.n == 2 && w.s[0].n_turns == 4 && w.s[1].n_turns == 2);
+    CHECK(w.s[0].think[1] == 0.15 && w.s[0].think[2] == 0.2 && w.s[0].think[3] == 0.2 && w.s[1].think[1] == 0.2);
+    CHECK(w.s[0].max_tokens[0] == 10 && w.s[0].max_tokens[3] == 45 && w.s[1].max_tokens[1] == 45);
+    const char **scratch = NULL;
+    size_t cap = 0;
+    for (long k = 0; k < w.s[0].n_turns; k++) {
+        CHECK(bs_workload_begin_turn(&w, 0, &err) == 0);
+        const bs_trace_req *r = &w.trace.reqs[w.s[0].lines[k]];
+        bs_prompt p = bs_workload_prompt(&w, 0, &scratch, &cap);
+        CHECKF(w.s[0].trace_line == (long)want[k] && (long)p.n_ids == bs_trace_scaled_input(r, 16),
+               "turn %ld: line %ld, %zu ids", k, w.s[0].trace_line, p.n_ids);
+        int32_t ids[16];
+        textgen_block_ids(ids, r->hash[0], 16, 3, 500);
+        CHECK(p.ids && !memcmp(p.ids, ids, sizeof ids));
+        CHECK(bs_workload_add_answer(&w, 0, "not part of the next prompt", &err) == 0 && w.s[0].n_msgs == 0);
+    }
+    CHECK(bs_workload_begin_turn(&w, 0, &err) == -1);
+    free(scratch);
+    bs_workload_free(&w);
+    wo.rate = 1;
+    CHECK(bs_workload_build(&wo, &w, &err) == -1);
+    wo.rate = 0;
+    wo.think_max = 0.1;
+    CHECK(bs_workload_build(&wo, &w, &err) == -1);
+    wo.think_max = 1;
+    wo.min_turns = 5;
+    CHECK(bs_workload_build(&wo, &w, &err) == -1 && strstr(err.msg, "no conversation"));
+}
+
 int main(void) {
     test_sse();
     test_streams();
@@ -385,6 +462,7 @@ int main(void) {
     test_trace_replay();
     test_workloads();
     test_shared_prefix();
+    test_conversations();
     test_svg_escape();
     return test_finish();
 }

@@ -11,7 +11,9 @@
  *   - turns run batched with other requests, and chunked (16 tokens per step);
  *   - bounded replay: batch-, chunk- and sync-invariant, equal to the replay
  *     done by hand on model_forward; the approximate lineage (a later turn in
- *     replay mode reuses the replayed turn's blocks, an exact one never);
+ *     replay mode reuses the replayed turn's blocks, an exact one never; it
+ *     resumes from the replayed turn's own snapshots when they are live, equal
+ *     to one replay of the whole by hand);
  *     soak with preemptions, cancels, evictions;
  *   - the replay default follows the layer-group kinds (auto: off on gemma2);
  * and after every run no ring, block or pin is held (the invariant checker
@@ -149,12 +151,13 @@ static void test_batched(const model *m, thread_pool *pool) {
  * prompt's first `hit` positions exactly, then the ring overwritten with junk
  * (rows not this sequence's), then [from, end) with replay_from / keep_below
  * and greedy decoding. The cached full-layer rows below `hit` must not change. */
-static void replay_by_hand(const model *m, thread_pool *pool, int32_t from, int32_t hit, int32_t *out) {
+static void replay_prompt_by_hand(const model *m, thread_pool *pool, const int32_t *p, int32_t len, int32_t from,
+                                  int32_t hit, int32_t *out) {
     int n_vocab = model_get_hparams(m)->n_vocab;
     gen_session g;
     cf_err err = {0};
-    CHECKF(gen_init(&g, m, pool, LEN2 + N_GEN, 512, &err) == 0, "%s", err.msg);
-    CHECKF(gen_feed(&g, p2, hit, NULL, &err) == 0, "%s", err.msg);
+    CHECKF(gen_init(&g, m, pool, len + N_GEN, 512, &err) == 0, "%s", err.msg);
+    CHECKF(gen_feed(&g, p, hit, NULL, &err) == 0, "%s", err.msg);
     size_t cached = (size_t)(hit / 16) * (size_t)model_kv_block_floats(m, 16) * sizeof(float);
     float *before = malloc(cached);
     CHECK(before != NULL);
@@ -164,7 +167,7 @@ static void replay_by_hand(const model *m, thread_pool *pool, int32_t from, int3
     g.kv.seq.replay_from = from;
     g.kv.seq.keep_below = hit;
     g.n_past = from;
-    CHECKF(gen_feed(&g, p2 + from, LEN2 - from, NULL, &err) == 0, "%s", err.msg);
+    CHECKF(gen_feed(&g, p + from, len - from, NULL, &err) == 0, "%s", err.msg);
     for (int s = 0; s < N_GEN; s++) {
         out[s] = tl_argmax(g.logits, n_vocab);
         if (s + 1 < N_GEN) CHECKF(gen_feed(&g, &out[s], 1, NULL, &err) == 0, "%s", err.msg);
@@ -172,6 +175,10 @@ static void replay_by_hand(const model *m, thread_pool *pool, int32_t from, int3
     CHECKF(!memcmp(before, g.kv.mem, cached), "replay by hand: cached full-layer rows were rewritten");
     free(before);
     gen_release(&g);
+}
+
+static void replay_by_hand(const model *m, thread_pool *pool, int32_t from, int32_t hit, int32_t *out) {
+    replay_prompt_by_hand(m, pool, p2, LEN2, from, hit, out);
 }
 
 /* Bounded replay (no tier, replay W = the window): turn 2's hit of 80 tokens
@@ -263,6 +270,54 @@ static void test_approx_lineage(const model *m, thread_pool *pool, int32_t windo
     CHECKF(res.usage.cached_tokens == 0 && res.usage.replayed_tokens == 0 && !memcmp(res.tokens, ref3, sizeof ref3),
            "lineage: exact turn 3 cached %d, or differs from the reference", res.usage.cached_tokens);
     check_idle(e, "lineage");
+    cinfer_engine_destroy(e);
+}
+
+/* Snapshots along the approximate lineage: with a one-snapshot tier, an unrelated request evicts turn 1's
+ * snapshots, so turn 2 replays (its hit of 80 from a block boundary W before it); the replayed request then
+ * snapshots its own (approximate) blocks. Turn 3 (turn 2 + its answer + 20 tokens) in replay mode resumes from the
+ * last of them (turn 2's last full block) with nothing replayed, and its tokens equal the whole of turn 3 replayed
+ * by hand once from turn 2's replay start (one approximation, not two). The same prompt exact never sees it. */
+static void test_approx_snapshot(const model *m, thread_pool *pool, int32_t window, int64_t slot) {
+    enum { LEN3 = LEN2 + N_GEN + 20 };
+    static int32_t p3[LEN3], ref3[N_GEN], by_hand[N_GEN];
+    static run_result res;
+    cinfer_engine *e = swa_engine_ex(m, pool, 512, slot + slot / 2, 0, 0, 8);
+    if (!e) return;
+    CHECK(turn(e, 1, "approx snapshot") == 0);
+    cinfer_request other = greedy(p1 + 3, 40);
+    memset(&res, 0, sizeof res);
+    CHECK(tl_run(e, &other, &res) == 0);
+    int32_t from = (80 - window) / 16 * 16;
+    cinfer_request r2 = greedy(p2, LEN2);
+    memset(&res, 0, sizeof res);
+    CHECK(tl_run(e, &r2, &res) == 0 && res.n_tokens == N_GEN);
+    CHECKF(res.usage.cached_tokens == from && res.usage.replayed_tokens == 80 - from,
+           "approx snapshot: turn 2 cached %d replayed %d (want %d, %d)", res.usage.cached_tokens,
+           res.usage.replayed_tokens, from, 80 - from);
+    int n_vocab = model_get_hparams(m)->n_vocab;
+    memcpy(p3, p2, sizeof p2);
+    memcpy(p3 + LEN2, res.tokens, N_GEN * sizeof *p3);
+    for (int j = LEN2 + N_GEN; j < LEN3; j++) p3[j] = 3 + (int32_t)(tl_rand() % (uint32_t)(n_vocab - 3));
+    int32_t hit = (LEN2 + N_GEN - 1) / 16 * 16;
+    cinfer_engine_stats st0 = cinfer_engine_get_stats(e);
+    cinfer_request r3 = greedy(p3, LEN3);
+    memset(&res, 0, sizeof res);
+    CHECK(tl_run(e, &r3, &res) == 0 && res.n_tokens == N_GEN);
+    cinfer_engine_stats st1 = cinfer_engine_get_stats(e);
+    CHECKF(res.usage.cached_tokens == hit && res.usage.replayed_tokens == 0 && st1.swa_replays == st0.swa_replays &&
+               st1.swa_state_hits == st0.swa_state_hits + 1,
+           "approx snapshot: turn 3 cached %d replayed %d (want %d, 0), replays %llu -> %llu", res.usage.cached_tokens,
+           res.usage.replayed_tokens, hit, (unsigned long long)st0.swa_replays, (unsigned long long)st1.swa_replays);
+    replay_prompt_by_hand(m, pool, p3, LEN3, from, 80, by_hand);
+    CHECKF(!memcmp(res.tokens, by_hand, sizeof by_hand), "approx snapshot: turn 3 differs from one replay by hand");
+    r3.swa_exact = true;
+    memset(&res, 0, sizeof res);
+    CHECK(tl_run(e, &r3, &res) == 0);
+    tl_greedy(m, pool, p3, LEN3, N_GEN, ref3);
+    CHECKF(res.usage.replayed_tokens == 0 && !memcmp(res.tokens, ref3, sizeof ref3),
+           "approx snapshot: exact turn 3 differs from the reference (cached %d)", res.usage.cached_tokens);
+    check_idle(e, "approx snapshot");
     cinfer_engine_destroy(e);
 }
 
@@ -359,6 +414,7 @@ static void test_model(const model *m, thread_pool *pool, int32_t window) {
     test_batched(m, pool);
     test_replay(m, pool, window);
     test_approx_lineage(m, pool, window);
+    if (slot > 0) test_approx_snapshot(m, pool, window, slot);
     test_replay_default(m, pool);
     if (slot > 0) test_soak(m, pool, slot);
 }
