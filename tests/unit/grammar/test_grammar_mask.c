@@ -126,7 +126,7 @@ int main(void) {
          "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":1024},\"b\":{\"type\":"
          "[\"string\",\"null\"],\"minLength\":3,\"maxLength\":30}},\"required\":[\"a\",\"b\"]}",
          v, eos, 60, 3);
-    walk(CINFER_GRAMMAR_REGEX, "[a-z ]{20,40}!", v, eos, 20, 2);
+    walk(CINFER_GRAMMAR_GBNF, "root ::= \"<\" [a-z ]{20,300} \">\"", v, eos, 40, 2); /* one-byte elements */
     walk(CINFER_GRAMMAR_GBNF, "root ::= (\"yes\" | \"no\" | [0-9]+ \"!\") (\" \" root)?", v, eos, 30, 3);
     walk(CINFER_GRAMMAR_REGEX, "[a-c]{2,5}(x|yz)*\\.", v, eos, 20, 2);
     for (int seed = 0; seed < 3; seed++) {
