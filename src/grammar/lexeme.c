@@ -16,6 +16,7 @@
 
 #define LX_MAX_NFA 1500u /* NFA states per candidate */
 #define LX_CANDIDATE_WORK 20000u /* subset-construction work per candidate */
+#define LX_DELIMITED_WORK 150000u /* the same for `open X close` (a string with a pattern) */
 #define LX_MAX_DEPTH 1000u /* nested nonterminals per candidate (C stack) */
 #define LX_BUDGET 400000u /* NFA states + DFA work over the whole grammar */
 #define LX_MAX_UNWRAP 8u /* single-symbol wrappers followed to a counted repetition */
@@ -39,6 +40,7 @@ typedef struct lexer_build {
     memo_slot *memo;
     uint32_t memo_cap, memo_n;
     uint64_t work, work_start; /* work_start: at the current candidate's start */
+    uint64_t work_limit; /* of the current candidate */
     uint32_t depth; /* of frag_nt recursion, bounded by LX_MAX_DEPTH */
     uint32_t counted_cap; /* most states of a counted DFA (decide_fitting) */
     int oom;
@@ -399,7 +401,7 @@ static gr_dfa *determinize(lexer_build *x, uint32_t final) {
             x->work += s.set_len[ds];
             int64_t t = -1, from = n ? closure_into_pool(&s, n) : (int64_t)s.n_pool;
             if (from >= 0) t = intern_subset(&s, (uint32_t)from);
-            if (t < 0 || x->work >= LX_BUDGET || x->work - x->work_start >= LX_CANDIDATE_WORK) ok = 0;
+            if (t < 0 || x->work >= LX_BUDGET || x->work - x->work_start >= x->work_limit) ok = 0;
             else next[(size_t)(ds + 1) * d->n_cols + c] = (uint16_t)t;
         }
     }
@@ -439,6 +441,15 @@ static gr_dfa *determinize(lexer_build *x, uint32_t final) {
 static gr_dfa *try_nt(lexer_build *x, int32_t nt);
 
 static int is_class_sym(int32_t s) { return s < -1 && !gr_sym_is_dfa(s) && s != GR_END; }
+
+/* 1 when nt's one production is `open X close` with byte classes at both ends: a JSON string with
+ * a pattern, whose search DFA is worth more subset-construction work than a large object. */
+static int is_delimited(const gr_cfg *g, int32_t nt) {
+    uint32_t p = g->prod_first[nt];
+    if (g->prod_first[nt + 1] - p != 1 || g->prods[p].rhs_len != 3) return 0;
+    const int32_t *rhs = &g->rhs[g->prods[p].rhs_start];
+    return is_class_sym(rhs[0]) && is_class_sym(rhs[2]);
+}
 
 /* The counted repetition nt stands for, following nonterminals with one single-symbol
  * production (the regex front end's groups), or NULL. */
@@ -482,6 +493,7 @@ static gr_dfa *try_nt(lexer_build *x, int32_t nt) {
     x->n_states = 0;
     x->n_edges = 0;
     x->work_start = x->work;
+    x->work_limit = is_delimited(x->g, nt) ? LX_DELIMITED_WORK : LX_CANDIDATE_WORK;
     if (x->memo_n) {
         if (x->memo_cap > 4096) { /* keep clearing cheap for the many small candidates */
             memo_slot *m = realloc(x->memo, 1024 * sizeof *m);
