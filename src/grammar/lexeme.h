@@ -26,8 +26,9 @@
 
 #include "grammar/cfg.h"
 
-/* Fits the position encoding at its widest shift (cfg.h, GR_POS_STATE_SHIFT); counted lexemes may
- * have more states, up to what the grammar's pos_shift leaves (and 65535: uint16 tables). */
+/* Fits the position encoding's smallest state field (cfg.h, GR_POS_MIN_STATE_BITS); counted
+ * lexemes may have more states, up to what the grammar's site count leaves (and 65000: uint16
+ * transition tables). */
 #define GR_DFA_MAX_STATES 2000 /* below 4096 (the subset table in lexeme.c) */
 #define GR_COUNTED_MAX_STATES 65000u /* per counted lexeme: uint16 transition tables */
 
