@@ -68,6 +68,9 @@ void gr_cfg_free(gr_cfg *g) {
     free(g->nullable);
     for (uint32_t i = 0; i < g->n_dfas; i++) gr_dfa_free(g->dfas[i]);
     free(g->dfas);
+    free(g->counted);
+    free(g->site_at);
+    free(g->site_of);
     free(g);
 }
 
@@ -238,6 +241,14 @@ int32_t gr_repeat(gr_cfg *g, int32_t sym, uint32_t min, int64_t max) {
         int32_t pair[2] = {prev, gr_star(g, sym)};
         if (pair[1] < 0 || gr_prod_add(g, out, pair, 2)) return -1;
     }
+    if (g->n_counted == g->cap_counted) {
+        uint32_t cap = g->cap_counted ? g->cap_counted * 2 : 16;
+        gr_counted *c = realloc(g->counted, cap * sizeof *c);
+        if (!c) return -1;
+        g->counted = c;
+        g->cap_counted = cap;
+    }
+    g->counted[g->n_counted++] = (gr_counted){out, sym, min, max};
     return out;
 }
 

@@ -25,14 +25,16 @@
 static inline int gr_sym_is_dfa(int32_t s) { return s <= GR_DFA_SYM_BASE && s != GR_END; }
 static inline uint32_t gr_sym_dfa(int32_t s) { return (uint32_t)(GR_DFA_SYM_BASE - s); }
 
-/* An Earley item's pos: the dotted position in the low GR_POS_STATE_SHIFT bits and, when the
- * symbol after the dot is a DFA terminal being scanned, its DFA state (>= 1) above them; 0 there
- * means the lexeme has not started. n_rhs never exceeds GR_POS_MASK (max_rules * 8 does not). */
-#define GR_POS_STATE_SHIFT 21
-#define GR_POS_MASK ((1u << GR_POS_STATE_SHIFT) - 1)
-static inline uint32_t gr_pos_at(uint32_t pos) { return pos & GR_POS_MASK; }
-static inline uint32_t gr_pos_state(uint32_t pos) { return pos >> GR_POS_STATE_SHIFT; }
+/* An Earley item's pos: an index into rhs[] (the dotted position), or, for an item inside a
+ * lexeme (the symbol after the dot a DFA terminal, its DFA state st >= 2),
+ * GR_POS_IN_LEXEME | site << state_bits | st, where site numbers the positions before a DFA
+ * terminal (gr_cfg's site_at / site_of, made by the lexer layer). A lexeme at its start state 1
+ * is the plain position. n_rhs stays below GR_POS_IN_LEXEME, and the site numbers below
+ * 2^(31 - state_bits) - 1, so encoded positions stay below the mask cache's reserved values. */
+#define GR_POS_IN_LEXEME 0x80000000u
+#define GR_POS_MIN_STATE_BITS 11 /* GR_DFA_MAX_STATES (lexeme.h) fits */
 
+typedef struct gr_cfg gr_cfg;
 typedef struct gr_class {
     uint64_t bits[4];
 } gr_class;
@@ -52,7 +54,15 @@ typedef struct gr_prod {
     uint32_t rhs_len;
 } gr_prod;
 
-typedef struct gr_cfg {
+/* A counted repetition sym{min,max} made by gr_repeat (max < 0: unbounded): nt is the
+ * nonterminal it returned. The lexer layer builds counted lexemes from these (lexeme.h). */
+typedef struct gr_counted {
+    int32_t nt, sym;
+    uint32_t min;
+    int64_t max;
+} gr_counted;
+
+struct gr_cfg {
     /* limits */
     uint32_t max_rules;
     uint32_t max_set_items; /* matching limit per Earley set (cinfer_grammar_limits) */
@@ -81,7 +91,29 @@ typedef struct gr_cfg {
     /* lexer layer (lexeme.h): the DFA terminals, owned */
     gr_dfa **dfas;
     uint32_t n_dfas;
-} gr_cfg;
+    /* position encoding (above): state_mask = (1 << state_bits) - 1; site_at[site] is the rhs
+     * position of a site, site_of[pos] the site of a position before a DFA terminal (n_rhs) */
+    uint32_t state_bits, state_mask, n_sites;
+    uint32_t *site_at, *site_of;
+    /* gr_repeat's counted repetitions, in creation order */
+    gr_counted *counted;
+    uint32_t n_counted, cap_counted;
+};
+
+static inline uint32_t gr_pos_at(const gr_cfg *g, uint32_t pos) {
+    return pos & GR_POS_IN_LEXEME ? g->site_at[(pos & ~GR_POS_IN_LEXEME) >> g->state_bits] : pos;
+}
+static inline uint32_t gr_pos_state(const gr_cfg *g, uint32_t pos) {
+    return pos & GR_POS_IN_LEXEME ? pos & g->state_mask : 0;
+}
+/* The pos of dotted position at (before a DFA terminal) in DFA state st (1, the start: plain). */
+static inline uint32_t gr_pos_with_state(const gr_cfg *g, uint32_t at, uint32_t st) {
+    return st == 1 ? at : GR_POS_IN_LEXEME | g->site_of[at] << g->state_bits | st;
+}
+static inline int gr_pos_plain(const gr_cfg *g, uint32_t pos) {
+    (void)g;
+    return !(pos & GR_POS_IN_LEXEME);
+}
 
 /* Fills err with a message naming keyword (may be NULL/"") and position (-1: none). Returns -1. */
 int gr_fail(cinfer_grammar_error *err, const char *keyword, long position, const char *fmt, ...)

@@ -116,7 +116,7 @@ static int add_item(gr_chart *c, uint32_t from, uint32_t pos, uint32_t origin) {
     if (reserve_items(c, c->n_items + 1)) return -1;
     uint32_t i = c->n_items++;
     c->items[i] = (gr_item){pos, origin};
-    int32_t a = pos <= GR_POS_MASK ? c->g->rhs[pos] : -1;
+    int32_t a = gr_pos_plain(c->g, pos) ? c->g->rhs[pos] : -1;
     if (a >= 0) { /* waits on nonterminal a: append to a's list */
         c->wait_next[i] = UINT32_MAX;
         if (c->wait_stamp[a] != c->wait_gen) {
@@ -161,7 +161,7 @@ static int sym_index(gr_chart *c, uint32_t o, const uint64_t **out, uint32_t *n)
         uint32_t m = 0;
         for (uint32_t j = lo; j < hi; j++) {
             uint32_t pos = c->items[j].pos;
-            if (pos > GR_POS_MASK || c->g->rhs[pos] < 0) continue;
+            if (!gr_pos_plain(c->g, pos) || c->g->rhs[pos] < 0) continue;
             e[m++] = (uint64_t)(uint32_t)c->g->rhs[pos] << 32 | j;
         }
         qsort(e, m, sizeof *e, cmp_u64);
@@ -190,7 +190,7 @@ static int complete(gr_chart *c, uint32_t k, uint32_t from, uint32_t o, int32_t 
     if (hi - lo < SX_MIN_SET) {
         for (uint32_t j = lo; j < hi; j++) {
             gr_item w = c->items[j];
-            if (w.pos <= GR_POS_MASK && g->rhs[w.pos] == lhs && add_item(c, from, w.pos + 1, w.origin)) return -1;
+            if (gr_pos_plain(g, w.pos) && g->rhs[w.pos] == lhs && add_item(c, from, w.pos + 1, w.origin)) return -1;
         }
         return 0;
     }
@@ -218,7 +218,7 @@ static int closure(gr_chart *c, uint32_t k, uint32_t from) {
     memset(nb, 0, sizeof *nb);
     for (uint32_t i = from; i < c->n_items; i++) {
         gr_item it = c->items[i];
-        int32_t sym = g->rhs[gr_pos_at(it.pos)];
+        int32_t sym = g->rhs[gr_pos_at(g, it.pos)];
         if (sym == GR_END) {
             int32_t lhs = g->prods[g->pos_prod[it.pos]].lhs;
             if (it.origin < c->guard && !c->crossed) {
@@ -232,7 +232,7 @@ static int closure(gr_chart *c, uint32_t k, uint32_t from) {
                 if (add_item(c, from, g->prods[p].rhs_start, k)) return -1;
             if (g->nullable[sym] && add_item(c, from, it.pos + 1, it.origin)) return -1;
         } else {
-            uint32_t st = gr_pos_state(it.pos);
+            uint32_t st = gr_pos_state(g, it.pos);
             const gr_class *cl =
                 gr_sym_is_dfa(sym) ? &g->dfas[gr_sym_dfa(sym)]->live[st ? st : 1] : &g->classes[-sym - 1];
             for (int w = 0; w < 4; w++) nb->bits[w] |= cl->bits[w];
@@ -322,16 +322,15 @@ static int class_empty(const gr_class *c) { return !(c->bits[0] | c->bits[1] | c
  * new state accepts and stays in it (new state in the pos) where the state can go on. */
 static int scan_item(gr_chart *c, uint32_t from, gr_item it, uint8_t b) {
     const gr_cfg *g = c->g;
-    uint32_t at = gr_pos_at(it.pos);
+    uint32_t at = gr_pos_at(g, it.pos);
     int32_t sym = g->rhs[at];
     if (sym >= 0 || sym == GR_END) return 0;
     if (!gr_sym_is_dfa(sym)) return gr_class_has(&g->classes[-sym - 1], b) ? add_item(c, from, at + 1, it.origin) : 0;
     const gr_dfa *d = g->dfas[gr_sym_dfa(sym)];
-    uint32_t st = gr_pos_state(it.pos), t = gr_dfa_step(d, st ? st : 1, b);
+    uint32_t st = gr_pos_state(g, it.pos), t = gr_dfa_step(d, st ? st : 1, b);
     if (!t) return 0;
     if (d->accepting[t] && add_item(c, from, at + 1, it.origin)) return -1;
-    if (!class_empty(&d->live[t]) && add_item(c, from, t == 1 ? at : at | t << GR_POS_STATE_SHIFT, it.origin))
-        return -1;
+    if (!class_empty(&d->live[t]) && add_item(c, from, gr_pos_with_state(g, at, t), it.origin)) return -1;
     return 0;
 }
 

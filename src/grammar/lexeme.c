@@ -16,8 +16,10 @@
 
 #define LX_MAX_NFA 1500u /* NFA states per candidate */
 #define LX_CANDIDATE_WORK 20000u /* subset-construction work per candidate */
+#define LX_DELIMITED_WORK 150000u /* the same for `open X close` (a string with a pattern) */
 #define LX_MAX_DEPTH 1000u /* nested nonterminals per candidate (C stack) */
 #define LX_BUDGET 400000u /* NFA states + DFA work over the whole grammar */
+#define LX_MAX_UNWRAP 8u /* single-symbol wrappers followed to a counted repetition */
 
 typedef struct nfa_edge {
     uint32_t from, to;
@@ -38,7 +40,9 @@ typedef struct lexer_build {
     memo_slot *memo;
     uint32_t memo_cap, memo_n;
     uint64_t work, work_start; /* work_start: at the current candidate's start */
+    uint64_t work_limit; /* of the current candidate */
     uint32_t depth; /* of frag_nt recursion, bounded by LX_MAX_DEPTH */
+    uint32_t counted_cap; /* most states of a counted DFA (decide_fitting) */
     int oom;
 } lexer_build;
 
@@ -397,7 +401,7 @@ static gr_dfa *determinize(lexer_build *x, uint32_t final) {
             x->work += s.set_len[ds];
             int64_t t = -1, from = n ? closure_into_pool(&s, n) : (int64_t)s.n_pool;
             if (from >= 0) t = intern_subset(&s, (uint32_t)from);
-            if (t < 0 || x->work >= LX_BUDGET || x->work - x->work_start >= LX_CANDIDATE_WORK) ok = 0;
+            if (t < 0 || x->work >= LX_BUDGET || x->work - x->work_start >= x->work_limit) ok = 0;
             else next[(size_t)(ds + 1) * d->n_cols + c] = (uint16_t)t;
         }
     }
@@ -434,12 +438,62 @@ static gr_dfa *determinize(lexer_build *x, uint32_t final) {
     return d;
 }
 
+static gr_dfa *try_nt(lexer_build *x, int32_t nt);
+
+static int is_class_sym(int32_t s) { return s < -1 && !gr_sym_is_dfa(s) && s != GR_END; }
+
+/* 1 when nt's one production is `open X close` with byte classes at both ends: a JSON string with
+ * a pattern, whose search DFA is worth more subset-construction work than a large object. */
+static int is_delimited(const gr_cfg *g, int32_t nt) {
+    uint32_t p = g->prod_first[nt];
+    if (g->prod_first[nt + 1] - p != 1 || g->prods[p].rhs_len != 3) return 0;
+    const int32_t *rhs = &g->rhs[g->prods[p].rhs_start];
+    return is_class_sym(rhs[0]) && is_class_sym(rhs[2]);
+}
+
+/* The counted repetition nt stands for, following nonterminals with one single-symbol
+ * production (the regex front end's groups), or NULL. */
+static const gr_counted *counted_of(const gr_cfg *g, int32_t nt) {
+    for (uint32_t hop = 0; hop < LX_MAX_UNWRAP && nt >= 0; hop++) {
+        for (uint32_t i = 0; i < g->n_counted; i++)
+            if (g->counted[i].nt == nt) return &g->counted[i];
+        uint32_t p = g->prod_first[nt];
+        if (g->prod_first[nt + 1] - p != 1 || g->prods[p].rhs_len != 1) return NULL;
+        nt = g->rhs[g->prods[p].rhs_start];
+    }
+    return NULL;
+}
+
+/* The counted DFA (lexeme.h) when nt's one production is `open R close` with R a counted
+ * repetition of a prefix-free regular element; NULL otherwise (x->oom on memory failure). */
+static gr_dfa *try_counted(lexer_build *x, int32_t nt) {
+    gr_cfg *g = x->g;
+    uint32_t p = g->prod_first[nt];
+    if (g->prod_first[nt + 1] - p != 1 || g->prods[p].rhs_len != 3) return NULL;
+    const int32_t *rhs = &g->rhs[g->prods[p].rhs_start];
+    if (!is_class_sym(rhs[0]) || !is_class_sym(rhs[2]) || rhs[1] < 0) return NULL;
+    const gr_counted *rep = counted_of(g, rhs[1]);
+    if (!rep || rep->sym == -1 || (rep->sym >= 0 && g->prod_first[rep->sym + 1] == g->prod_first[rep->sym]))
+        return NULL;
+    gr_dfa *elem = rep->sym >= 0 ? try_nt(x, rep->sym) : gr_dfa_byte_class(&g->classes[-rep->sym - 1]);
+    if (!elem) {
+        if (rep->sym < 0) x->oom = 1;
+        return NULL;
+    }
+    gr_dfa *d =
+        gr_dfa_counted(elem, &g->classes[-rhs[0] - 1], &g->classes[-rhs[2] - 1], rep->min, rep->max, x->counted_cap);
+    gr_dfa_free(elem);
+    if (d) x->work += d->n_states;
+    return d;
+}
+
 /* The DFA for nonterminal nt, or NULL when it does not qualify (or memory ran out: x->oom). */
 static gr_dfa *try_nt(lexer_build *x, int32_t nt) {
     if (x->g->nullable[nt] || x->work >= LX_BUDGET) return NULL;
     x->n_states = 0;
     x->n_edges = 0;
     x->work_start = x->work;
+    x->work_limit = is_delimited(x->g, nt) ? LX_DELIMITED_WORK : LX_CANDIDATE_WORK;
     if (x->memo_n) {
         if (x->memo_cap > 4096) { /* keep clearing cheap for the many small candidates */
             memo_slot *m = realloc(x->memo, 1024 * sizeof *m);
@@ -468,7 +522,8 @@ static int decide(lexer_build *x, int32_t *dfa_of, int32_t root) {
     dfa_of[root] = 0;
     while (n) {
         int32_t nt = worklist[--n];
-        gr_dfa *d = try_nt(x, nt);
+        gr_dfa *d = x->work < LX_BUDGET ? try_counted(x, nt) : NULL;
+        if (!d && !x->oom) d = try_nt(x, nt);
         if (x->oom) break;
         if (d) {
             gr_dfa **ds = realloc(g->dfas, (g->n_dfas + 1) * sizeof *ds);
@@ -495,8 +550,85 @@ static int decide(lexer_build *x, int32_t *dfa_of, int32_t root) {
     return x->oom ? -1 : 0;
 }
 
+static uint32_t bit_width(uint64_t n) {
+    uint32_t bits = 0;
+    while (bits < 64 && n >> bits) bits++;
+    return bits;
+}
+
+static int32_t dfa_sym_of(const int32_t *dfa_of, int32_t s) { return s >= 0 && dfa_of[s] < -1 ? dfa_of[s] : 0; }
+
+/* The sites (positions before a DFA terminal) the rewrite will make: DFA nonterminals in the
+ * productions it keeps (nonterminals that stayed a CFG, and the start). */
+static uint64_t count_sites(const gr_cfg *g, const int32_t *dfa_of) {
+    uint64_t n = 0;
+    for (uint32_t p = 0; p < g->n_prods; p++)
+        if (dfa_of[g->prods[p].lhs] == 0 || g->prods[p].lhs == g->aug_start)
+            for (uint32_t i = 0; i < g->prods[p].rhs_len; i++)
+                n += dfa_sym_of(dfa_of, g->rhs[g->prods[p].rhs_start + i]) != 0;
+    return n;
+}
+
+/* The state bits that leave room for n sites (site numbers below 2^(31 - bits) - 1). */
+static uint32_t state_bits_for(uint64_t n_sites) { return 31 - bit_width(n_sites + 1); }
+
+static uint32_t largest_counted(const gr_cfg *g) {
+    uint32_t most = 0;
+    for (uint32_t i = 0; i < g->n_dfas; i++)
+        if (g->dfas[i]->count_k && g->dfas[i]->n_states > most) most = g->dfas[i]->n_states;
+    return most;
+}
+
+static void drop_all(gr_cfg *g) {
+    for (uint32_t i = 0; i < g->n_dfas; i++) gr_dfa_free(g->dfas[i]);
+    g->n_dfas = 0;
+}
+
+/* Decides the lexemes so that every DFA's states fit the position encoding (cfg.h) beside the
+ * sites: a decision whose largest counted DFA does not fit is redone with that room as the limit
+ * (the room only shrinks, so this ends). Returns 1 when decided, 0 when no decision fits (no
+ * lexemes then), -1 (memory). */
+static int decide_fitting(lexer_build *x, int32_t *dfa_of) {
+    gr_cfg *g = x->g;
+    x->counted_cap = GR_COUNTED_MAX_STATES;
+    for (;;) {
+        for (uint32_t i = 0; i < g->n_nts; i++) dfa_of[i] = -1;
+        x->work = 0;
+        if (decide(x, dfa_of, g->start)) return -1;
+        uint32_t bits = state_bits_for(count_sites(g, dfa_of));
+        if (bits < GR_POS_MIN_STATE_BITS) {
+            drop_all(g);
+            return 0;
+        }
+        uint64_t room = ((uint64_t)1 << bits) - 1;
+        if (largest_counted(g) <= room) return 1;
+        drop_all(g);
+        x->counted_cap = (uint32_t)room;
+    }
+}
+
+/* Numbers the positions before a DFA terminal and fixes the state bits (cfg.h). 0 or -1. */
+static int make_sites(gr_cfg *g) {
+    uint32_t most = 2;
+    for (uint32_t i = 0; i < g->n_dfas; i++)
+        if (g->dfas[i]->n_states > most) most = g->dfas[i]->n_states;
+    g->site_of = calloc(g->n_rhs ? g->n_rhs : 1, sizeof *g->site_of);
+    if (!g->site_of) return -1;
+    uint32_t n = 0;
+    for (uint32_t p = 0; p < g->n_rhs; p++)
+        if (gr_sym_is_dfa(g->rhs[p])) g->site_of[p] = n++;
+    g->site_at = malloc((n ? n : 1) * sizeof *g->site_at);
+    if (!g->site_at) return -1;
+    for (uint32_t p = 0; p < g->n_rhs; p++)
+        if (gr_sym_is_dfa(g->rhs[p])) g->site_at[g->site_of[p]] = p;
+    g->n_sites = n;
+    g->state_bits = bit_width(most) > GR_POS_MIN_STATE_BITS ? bit_width(most) : GR_POS_MIN_STATE_BITS;
+    g->state_mask = (1u << g->state_bits) - 1;
+    return 0;
+}
+
 int gr_cfg_lexify(gr_cfg *g) {
-    if (g->n_rhs > GR_POS_MASK) return 0; /* positions would not fit beside a DFA state */
+    if (g->n_rhs >= GR_POS_IN_LEXEME / 2) return 0; /* positions would not fit beside a DFA state */
     lexer_build x = {.g = g};
     int32_t *dfa_of = malloc((size_t)g->n_nts * sizeof *dfa_of);
     x.on_stack = calloc(g->n_nts, 1);
@@ -504,19 +636,19 @@ int gr_cfg_lexify(gr_cfg *g) {
     x.memo = malloc(x.memo_cap * sizeof *x.memo);
     int rc = -1;
     if (dfa_of && x.on_stack && x.memo) {
-        for (uint32_t i = 0; i < g->n_nts; i++) dfa_of[i] = -1;
         for (uint32_t i = 0; i < x.memo_cap; i++) x.memo[i].nt = -1;
-        rc = decide(&x, dfa_of, g->start);
+        rc = decide_fitting(&x, dfa_of);
     }
     /* rewrite every production of a nonterminal that stayed a CFG (the others are unreachable) */
-    if (!rc)
+    if (rc == 1)
         for (uint32_t p = 0; p < g->n_prods; p++) {
             if (dfa_of[g->prods[p].lhs] != 0 && g->prods[p].lhs != g->aug_start) continue;
             for (uint32_t i = 0; i < g->prods[p].rhs_len; i++) {
                 int32_t *s = &g->rhs[g->prods[p].rhs_start + i];
-                if (*s >= 0 && dfa_of[*s] < 0 && dfa_of[*s] != -1) *s = dfa_of[*s];
+                if (dfa_sym_of(dfa_of, *s)) *s = dfa_of[*s];
             }
         }
+    if (rc >= 0) rc = make_sites(g);
     free(dfa_of);
     free(x.on_stack);
     free(x.memo);

@@ -12,6 +12,11 @@
  * accepting state (both continuations are kept, so no maximal-munch assumption is made).
  * Inside a lexeme a chart set is one item per live parse whatever the lexeme's length, so the
  * mask walk's interned states (scan_memo.h) repeat and loop: the walk becomes a DFA walk.
+ * Counted lexemes (lexeme_count.c): `a E{min,max} b` with a, b byte classes and E a prefix-free
+ * regular language (a JSON string with minLength/maxLength: `"` char{m,M} `"`) becomes one DFA
+ * built directly as the product (E's state, count) — too large for subset construction, but
+ * regular. Its states repeat every k (E's non-accepting states), so the mask walk for a state
+ * depends only on E's state and the count clamped to the longest token (gr_dfa_canonical).
  * Lexification is best effort under a work budget: hitting a limit leaves that part a CFG (never
  * an error). DFA states are numbered from 1 (the start); 0 is the dead state. */
 #ifndef CINFER_GRAMMAR_LEXEME_H
@@ -21,9 +26,11 @@
 
 #include "grammar/cfg.h"
 
-/* Fits the position encoding (cfg.h, GR_POS_STATE_SHIFT) and keeps encoded positions below the
- * mask cache's reserved values (mask_cache.h, GR_LEXEME_KEY). */
+/* Fits the position encoding's smallest state field (cfg.h, GR_POS_MIN_STATE_BITS); counted
+ * lexemes may have more states, up to what the grammar's site count leaves (and 65000: uint16
+ * transition tables). */
 #define GR_DFA_MAX_STATES 2000 /* below 4096 (the subset table in lexeme.c) */
+#define GR_COUNTED_MAX_STATES 65000u /* per counted lexeme: uint16 transition tables */
 
 struct gr_dfa {
     uint32_t n_states; /* states 1..n_states; 1 is the start */
@@ -33,7 +40,25 @@ struct gr_dfa {
     uint8_t *accepting; /* n_states + 1 */
     gr_class *live; /* n_states + 1: the bytes with a live transition */
     gr_class *loop; /* n_states + 1: the bytes leading back to the same state */
+    /* counted lexemes only (count_k > 0): state 1 before the opening byte, 2 + c * count_k + i
+     * with c chars read (c <= count_top) in E's state i (0: between chars), n_states the state
+     * after the closing byte; count_max < 0: unbounded (c saturates at count_min) */
+    uint32_t count_k, count_top, count_min;
+    int64_t count_max;
 };
+
+/* The lowest-numbered state that accepts the same byte strings of up to `horizon` bytes as st
+ * (st itself for a DFA that is not counted). Tokens are at most horizon bytes long, so both
+ * states have the same token masks and lexeme boundaries. */
+uint32_t gr_dfa_canonical(const gr_dfa *d, uint32_t st, uint32_t horizon);
+/* The counted DFA for open E{min,max} close (see above), or NULL when E (elem, its DFA) is not
+ * prefix-free, close can start an E, the states would exceed max_states, or memory ran out. */
+gr_dfa *gr_dfa_counted(const gr_dfa *elem, const gr_class *open, const gr_class *close, uint32_t min, int64_t max,
+                       uint32_t max_states);
+/* A two-state DFA for one byte of class c (an element of a counted lexeme). NULL: memory. */
+gr_dfa *gr_dfa_byte_class(const gr_class *c);
+/* Fills d->live and d->loop from d->next (allocated here). Returns 0 or -1 (memory). */
+int gr_dfa_fill_sets(gr_dfa *d);
 
 /* Rewrites g (finalized) in place. Returns 0, or -1 when memory ran out (g is then unchanged in
  * meaning: every replacement made is exact). */

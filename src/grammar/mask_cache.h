@@ -20,7 +20,7 @@
 
 #define GR_ORIGIN_HERE UINT32_MAX
 /* The pos of the first item of a lexeme entry's key: {GR_LEXEME_KEY, dfa}, {state, 0} (mask_lexeme.c).
- * Encoded positions stay below it (lexeme.h, GR_DFA_MAX_STATES), as does the signature's set
+ * Encoded positions stay below it (cfg.h, GR_POS_IN_LEXEME), as does the signature's set
  * separator (UINT32_MAX - 1 in mask.c) above it, so the two kinds of key never meet. */
 #define GR_LEXEME_KEY (UINT32_MAX - 16)
 

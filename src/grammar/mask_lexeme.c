@@ -10,7 +10,11 @@
  * parser take over: the trie node right after each such byte is recorded as a boundary, and the
  * matcher walks each boundary's subtree with its real chart (gr_mask_replay), as it does for the
  * context-independent cache. Subtrees whose bytes all loop on a non-accepting state are accepted
- * as one range of token ids. Tokens that stay inside one lexeme so never touch the parser. */
+ * as one range of token ids. Tokens that stay inside one lexeme so never touch the parser.
+ * A counted lexeme's state is first mapped to the lowest state no token tells apart from it
+ * (gr_dfa_canonical, horizon: the longest token), so a string with maxLength 1024 has one entry
+ * per (character state, clamped counts), not one per position; the walk from that state marks
+ * the same tokens and reaches the same boundary nodes, which are replayed with the real chart. */
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -97,15 +101,16 @@ fail:
 
 /* Collects the distinct (dfa, state) pairs of the top set into keys. Returns their count, or 0
  * when an item is not inside or before a lexeme or there are more than LEXEME_MAX_KEYS. */
-static uint32_t top_lexemes(const gr_chart *c, uint32_t keys[][2]) {
+static uint32_t top_lexemes(const gr_chart *c, uint32_t horizon, uint32_t keys[][2]) {
     const gr_cfg *g = c->g;
     uint32_t k = c->n_sets - 1, n = 0;
     if (!g->n_dfas) return 0;
     for (uint32_t i = c->set_start[k]; i < c->set_start[k + 1]; i++) {
         uint32_t pos = c->items[i].pos;
-        int32_t sym = g->rhs[gr_pos_at(pos)];
+        int32_t sym = g->rhs[gr_pos_at(g, pos)];
         if (!gr_sym_is_dfa(sym)) return 0;
-        uint32_t dfa = gr_sym_dfa(sym), st = gr_pos_state(pos) ? gr_pos_state(pos) : 1, j = 0;
+        uint32_t dfa = gr_sym_dfa(sym), st = gr_pos_state(g, pos) ? gr_pos_state(g, pos) : 1, j = 0;
+        st = gr_dfa_canonical(g->dfas[dfa], st, horizon); /* counted lexemes: one entry per class */
         while (j < n && (keys[j][0] != dfa || keys[j][1] != st)) j++;
         if (j < n) continue;
         if (n == LEXEME_MAX_KEYS) return 0;
@@ -118,7 +123,7 @@ static uint32_t top_lexemes(const gr_chart *c, uint32_t keys[][2]) {
 
 int gr_mask_lexeme(cinfer_grammar_matcher *m, uint32_t *mask) {
     uint32_t keys[LEXEME_MAX_KEYS][2];
-    uint32_t n = top_lexemes(&m->chart, keys);
+    uint32_t n = top_lexemes(&m->chart, m->v->max_depth, keys);
     if (!n) return 0;
     const gr_ci_entry *es[LEXEME_MAX_KEYS];
     int kept[LEXEME_MAX_KEYS];

@@ -83,7 +83,7 @@ static int32_t intern(gr_chart *c, gr_scan_memo *m, uint32_t j) {
     uint32_t n = 0;
     for (uint32_t i = lo; i < hi; i++) {
         gr_item it = c->items[i];
-        int inert = it.pos <= GR_POS_MASK && g->rhs[it.pos] == GR_END;
+        int inert = gr_pos_plain(g, it.pos) && g->rhs[it.pos] == GR_END;
         if (it.origin == j && j > m->base) it.origin = GR_ORIGIN_HERE_MEMO;
         else if (it.origin > m->base) { /* a set made during the walk: its state and distance */
             if (inert) continue; /* a completed item is never read again */

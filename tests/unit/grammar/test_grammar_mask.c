@@ -118,6 +118,15 @@ int main(void) {
          v, eos, 60, 3);
     walk(CINFER_GRAMMAR_JSON_OBJECT, NULL, v, eos, 40, 4);
     walk(CINFER_GRAMMAR_JSON_SCHEMA, "{\"type\":\"string\",\"maxLength\":12}", v, eos, 20, 2);
+    /* counted lexemes (lexeme_count.c): counts far past the longest token (masks shared across
+     * positions by the clamped count), required lengths, unbounded, nullable, inside an object */
+    walk(CINFER_GRAMMAR_JSON_SCHEMA, "{\"type\":\"string\",\"minLength\":200,\"maxLength\":300}", v, eos, 70, 4);
+    walk(CINFER_GRAMMAR_JSON_SCHEMA, "{\"type\":\"string\",\"minLength\":150}", v, eos, 45, 5);
+    walk(CINFER_GRAMMAR_JSON_SCHEMA,
+         "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":1024},\"b\":{\"type\":"
+         "[\"string\",\"null\"],\"minLength\":3,\"maxLength\":30}},\"required\":[\"a\",\"b\"]}",
+         v, eos, 50, 5);
+    walk(CINFER_GRAMMAR_GBNF, "root ::= \"<\" [a-z ]{20,300} \">\"", v, eos, 40, 5); /* one-byte elements */
     walk(CINFER_GRAMMAR_GBNF, "root ::= (\"yes\" | \"no\" | [0-9]+ \"!\") (\" \" root)?", v, eos, 30, 3);
     walk(CINFER_GRAMMAR_REGEX, "[a-c]{2,5}(x|yz)*\\.", v, eos, 20, 2);
     for (int seed = 0; seed < 3; seed++) {
