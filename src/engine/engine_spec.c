@@ -55,7 +55,7 @@ int eng_spec_init(cinfer_engine *e, eng_req *q, const cinfer_request *r, cf_err 
         return cf_fail(err, "the mtp drafter needs a model with an MTP block (deepseek2 nextn_predict_layers, "
                             "deepseek4 MTP blocks); this model has none");
     if (spec_drafter_create(kind, q->prompt_len + q->max_tokens, &q->drafter, err)) return -1;
-    spec_policy_init(&q->spol, k);
+    spec_policy_init(&q->spol, k, kind == CINFER_SPEC_NGRAM);
     if (kind == CINFER_SPEC_DRAFT || kind == CINFER_SPEC_MTP) {
         q->spec_q = malloc((size_t)k * (size_t)e->n_vocab * sizeof(float));
         if (!q->spec_q) return cf_fail(err, "out of memory for draft probabilities");
