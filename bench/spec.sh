@@ -7,6 +7,8 @@
 #   (/work/llama/build/bin/llama-server or $LLAMA_SERVER, started with --no-repack: the shared
 #   build's repacked AMX path crashes on this VM), then the best llama.cpp speculative row;
 # then the crossover: cinfer at concurrency $CROSS (default 2 4 8) with and without n-gram drafts.
+# $LLAMA_ROWS (names, default all: plain ngram-simple ngram-map-k ngram-mod ngram-cache draft) picks
+# the llama-server rows (each takes minutes on a loaded machine).
 # Each row: output tok/s (bench serve, wall), the server process's CPU seconds over the row and
 # output tokens per CPU second (the proxy for an unloaded machine on a shared VM), and the
 # acceptance length (tokens per verify = accepted drafts / verifies + 1; cinfer from /metrics,
@@ -96,6 +98,7 @@ if [ -x "$llama" ]; then
   [ -z "$draft" ] || cfgs+=("draft:--spec-type draft-simple --spec-draft-model $draft --spec-draft-n-max 8 -td $threads")
   for cfg in "${cfgs[@]}"; do
     name=${cfg%%:*}; args=${cfg#*:}
+    [ -z "${LLAMA_ROWS:-}" ] || [[ " $LLAMA_ROWS " == *" $name "* ]] || continue
     # shellcheck disable=SC2086
     # --poll 0: its workers sleep instead of spinning (on a shared, oversubscribed VM a spinning
     # worker waits for a descheduled one; cinfer's pool spins briefly, then sleeps on a futex)
