@@ -76,7 +76,7 @@ static int replay_one(const int32_t *seq, int32_t n_prompt, int32_t n, int32_t k
     int32_t len = n_prompt + 1;
     while (len < n) {
         int32_t room = n - len - 1; /* the bonus token counts too */
-        int32_t want = room > 0 ? spec_policy_want(&pol, room) : 0, got = 0;
+        int32_t want = room > 0 ? spec_policy_want(&pol, room, true) : 0, got = 0;
         if (want > 0) {
             bool has_q = false;
             int32_t *out = buf + n; /* scratch past the recorded sequence */

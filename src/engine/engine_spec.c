@@ -98,7 +98,7 @@ void eng_spec_plan(cinfer_engine *e, sched_req *s) {
         if (!eng_spec_on(r) || r->done || !eng_spec_is_decode(&s[i])) continue;
         int32_t room = s[i].max_tokens - s[i].n_generated - 1; /* the bonus token counts too */
         int32_t cap = share < room ? share : room;
-        s[i].n_draft = cap > 0 ? spec_policy_want(&r->spol, cap) : 0;
+        s[i].n_draft = cap > 0 ? spec_policy_want(&r->spol, cap, n_decode == 1) : 0;
     }
 }
 

@@ -47,9 +47,10 @@ void spec_drafter_free(spec_drafter *d);
 
 /* Draft-length policy of one request: acceptance rate as an exponential moving average, a
  * back-off when drafts keep failing. A drafter whose drafts cost nothing to make (n-gram lookup)
- * always asks for at least SPEC_POLICY_FREE_K tokens and never backs off: a verify of up to
- * 1 + SPEC_POLICY_FREE_K rows costs about one row on a memory-bound decode (bench_verify_cost), so
- * a wrong guess there is nearly free; drafters that run a model (draft model, MTP) pay per draft. */
+ * never backs off, and while it decodes alone asks for at least SPEC_POLICY_FREE_K tokens: a
+ * verify of up to 1 + SPEC_POLICY_FREE_K rows costs about one row on a memory-bound decode
+ * (bench_verify_cost), so a wrong guess there is nearly free (with other sequences in the step the
+ * rows add up and are not); drafters that run a model (draft model, MTP) pay per draft. */
 #define SPEC_POLICY_FREE_K 3
 
 typedef struct spec_policy {
@@ -62,8 +63,9 @@ typedef struct spec_policy {
 } spec_policy;
 
 void spec_policy_init(spec_policy *p, int32_t k_max, bool free_drafts);
-/* Draft tokens to ask for this step, given at most `cap` (batch share); 0: plain decode. */
-int32_t spec_policy_want(spec_policy *p, int32_t cap);
+/* Draft tokens to ask for this step, given at most `cap` (batch share) and whether the sequence
+ * decodes alone this step; 0: plain decode. */
+int32_t spec_policy_want(spec_policy *p, int32_t cap, bool alone);
 /* After a verify of `drafted` tokens that accepted `accepted`; drafted 0 (the drafter found
  * nothing) counts as a miss for the back-off. */
 void spec_policy_update(spec_policy *p, int32_t drafted, int32_t accepted);
