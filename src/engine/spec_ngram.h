@@ -16,8 +16,10 @@
  * those occurrences (a key seen once: a fixed prior that grows with n); the
  * draft stops where the product of the confidences falls below
  * SPEC_NGRAM_MIN_CONF, so a long verbatim match drafts long and an ambiguous
- * one drafts one or two tokens. The first token is always drafted when any
- * n-gram matched (a verify of 2 rows costs about what 1 row does). */
+ * one drafts one or two tokens. The first token is always drafted (a verify
+ * of 2 rows costs about what 1 row does): when no n-gram matches (the last
+ * token is new to the sequence), the most frequent of the last
+ * SPEC_NGRAM_WALK tokens. */
 #ifndef CINFER_ENGINE_SPEC_NGRAM_H
 #define CINFER_ENGINE_SPEC_NGRAM_H
 
