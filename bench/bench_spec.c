@@ -13,6 +13,7 @@
  * CPU share the scheduler gives, and CPU time is the closer proxy for an
  * unloaded machine (bench/README.md). */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,8 @@ static const char *usage =
     "  -d FILE    draft model           -t N      threads (default 2)\n"
     "  -n N       tokens per request (default 64)   -r N  rounds (default 2)\n"
     "  -k N       draft tokens (default 8)           -b L  batch sizes (default 2,4,8)\n"
+    "  -o FILE    write the plain single-stream sequences (prompt and output token ids, JSON lines;\n"
+    "             first round only) for bench_ngram_replay\n"
     "  -h, --help this text\n";
 
 typedef struct run_stat {
@@ -54,6 +57,7 @@ static double cpu_now(void) {
 
 static char *g_prompts[MAXP];
 static int g_np;
+static FILE *g_dump; /* -o: plain single-stream sequences, one JSON line each ({"prompt": ids, "output": ids}) */
 
 static int load_prompts(const char *path) {
     FILE *f = fopen(path, "r");
@@ -77,6 +81,8 @@ static int run_batch(cinfer_engine *e, int first, int B, int32_t d, int32_t k, i
     uint64_t ids[MAXB];
     double t_first[MAXB], t_last[MAXB];
     int32_t got[MAXB];
+    json_t *dump_prompt[MAXB] = {0}, *dump_out[MAXB] = {0};
+    bool dumping = g_dump && B == 1 && d == CINFER_SPEC_OFF;
     cinfer_engine_stats s0 = cinfer_engine_get_stats(e);
     for (int i = 0; i < B; i++) {
         const char *p = g_prompts[(first + i) % g_np];
@@ -91,6 +97,11 @@ static int run_batch(cinfer_engine *e, int first, int B, int32_t d, int32_t k, i
         r.ignore_eos = true;
         r.speculative.drafter = d;
         r.speculative.k = k;
+        if (dumping) {
+            dump_prompt[i] = json_array();
+            dump_out[i] = json_array();
+            for (size_t t = 0; t < np; t++) json_array_append_new(dump_prompt[i], json_integer(pid[t]));
+        }
         char msg[200];
         ids[i] = cinfer_engine_submit(e, &r, msg, sizeof msg);
         free(pid);
@@ -109,6 +120,8 @@ static int run_batch(cinfer_engine *e, int first, int B, int32_t d, int32_t k, i
             double now = time_now();
             if (o.n_tokens > 0 && cpu0 < 0) cpu0 = cpu_now(); /* streams start together: prefill is done */
             if (o.n_tokens > 0 && got[i] == 0) t_first[i] = now;
+            if (dumping)
+                for (int32_t t = 0; t < o.n_tokens; t++) json_array_append_new(dump_out[i], json_integer(o.tokens[t]));
             if (o.n_tokens > 0) {
                 got[i] += o.n_tokens;
                 t_last[i] = now;
@@ -117,6 +130,14 @@ static int run_batch(cinfer_engine *e, int first, int B, int32_t d, int32_t k, i
         }
     s->cpu += cpu_now() - cpu0;
     cinfer_output_release(&o);
+    for (int i = 0; dumping && i < B; i++) {
+        json_t *line = json_pack("{s:o,s:o}", "prompt", dump_prompt[i], "output", dump_out[i]);
+        if (!line || json_dumpf(line, g_dump, JSON_COMPACT) || fputc('\n', g_dump) == EOF) {
+            json_decref(line);
+            return -1;
+        }
+        json_decref(line);
+    }
     cinfer_engine_stats s1 = cinfer_engine_get_stats(e);
     for (int i = 0; i < B; i++) {
         s->tok += got[i] - 1;
@@ -143,16 +164,17 @@ static void report(const char *what, int B, const char *name, const run_stat *s,
 }
 
 int main(int argc, char **argv) {
-    const char *mpath = NULL, *ppath = NULL, *dpath = NULL, *blist = "2,4,8";
+    const char *mpath = NULL, *ppath = NULL, *dpath = NULL, *blist = "2,4,8", *dpath_out = NULL;
     long threads = 2, n = 64, rounds = 2, k = 8;
     static const struct option lo[] = {{"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, ":m:p:d:t:n:r:k:b:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:d:t:n:r:k:b:o:h", lo, NULL)) != -1) {
         switch (c) {
         case 'm': mpath = optarg; break;
         case 'p': ppath = optarg; break;
         case 'd': dpath = optarg; break;
         case 'b': blist = optarg; break;
+        case 'o': dpath_out = optarg; break;
         case 't':
             if (bench_parse_long("bench_spec", "-t", optarg, 1, 256, &threads)) return 2;
             break;
@@ -175,6 +197,10 @@ int main(int argc, char **argv) {
     }
     if (load_prompts(ppath)) {
         fprintf(stderr, "bench_spec: no prompts in %s\n", ppath);
+        return 1;
+    }
+    if (dpath_out && !(g_dump = fopen(dpath_out, "w"))) {
+        fprintf(stderr, "bench_spec: cannot write %s\n", dpath_out);
         return 1;
     }
     model *m = NULL, *dm = NULL;
@@ -209,13 +235,16 @@ int main(int argc, char **argv) {
         int B = batches[bi];
         run_stat st[3];
         memset(st, 0, sizeof st);
-        for (long r = 0; r < rounds; r++)
+        for (long r = 0; r < rounds; r++) {
             for (int d = 0; d < nd; d++)
                 for (int first = 0; first < g_np; first += B)
                     if (run_batch(e, first, B, drafters[d], (int32_t)k, (int32_t)n, &st[d])) {
                         fprintf(stderr, "bench_spec: a request failed\n");
                         return 1;
                     }
+            if (g_dump && fclose(g_dump)) fprintf(stderr, "bench_spec: writing %s failed\n", dpath_out);
+            g_dump = NULL; /* the first round's plain single streams only */
+        }
         for (int d = 0; d < nd; d++) report(B == 1 ? "single" : "batch", B, names[d], &st[d], &st[0]);
         fflush(stdout);
     }

@@ -7,6 +7,8 @@
 #   (/work/llama/build/bin/llama-server or $LLAMA_SERVER, started with --no-repack: the shared
 #   build's repacked AMX path crashes on this VM), then the best llama.cpp speculative row;
 # then the crossover: cinfer at concurrency $CROSS (default 2 4 8) with and without n-gram drafts.
+# $LLAMA_ROWS (names, default all: plain ngram-simple ngram-map-k ngram-mod ngram-cache draft) picks
+# the llama-server rows (each takes minutes on a loaded machine).
 # Each row: output tok/s (bench serve, wall), the server process's CPU seconds over the row and
 # output tokens per CPU second (the proxy for an unloaded machine on a shared VM), and the
 # acceptance length (tokens per verify = accepted drafts / verifies + 1; cinfer from /metrics,
@@ -44,7 +46,7 @@ wait_up() { for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$port/health" >
 # CPU seconds (user + system) the server process has used so far.
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$pid/stat"; }
 
-best_name="" ; best_tps=0
+best_name="" ; best_tpot=""
 # run NAME CONCURRENCY: bench serve against the server on $port; prints one summary line.
 run() {
   local name=$1 conc=$2 out c0 c1 ntok
@@ -69,8 +71,12 @@ run() {
                END { if (n > 0) printf "accepted=%d accept_len=%.2f (mean of %d requests)", a, s / n, n }' "$log")
   fi
   echo "$name conc=$conc output_tok_s=$tps cpu_s=$(awk -v a="$c0" -v b="$c1" 'BEGIN{printf "%.1f", b - a}') tok_per_cpu_s=$(awk -v a="$c0" -v b="$c1" -v n="$ntok" 'BEGIN{printf "%.2f", n / (b - a)}') | $tpot | $acc"
-  if [[ $name == llama-* && $name != llama-plain ]] && awk -v a="$tps" -v b="$best_tps" 'BEGIN{exit !(a > b)}'; then
-    best_name=$name; best_tps=$tps
+  # the best llama.cpp speculative row: the lowest decode time per token (output tok/s is
+  # printed to 0.1 and includes the prefill)
+  local t=${tpot#tpot_ms_mean=}
+  if [[ $name == llama-* && $name != llama-plain && -n $t ]] &&
+     awk -v a="$t" -v b="$best_tpot" 'BEGIN{exit !(b == "" || a < b)}'; then
+    best_name=$name; best_tpot=$t
   fi
 }
 
@@ -96,6 +102,7 @@ if [ -x "$llama" ]; then
   [ -z "$draft" ] || cfgs+=("draft:--spec-type draft-simple --spec-draft-model $draft --spec-draft-n-max 8 -td $threads")
   for cfg in "${cfgs[@]}"; do
     name=${cfg%%:*}; args=${cfg#*:}
+    [ -z "${LLAMA_ROWS:-}" ] || [[ " $LLAMA_ROWS " == *" $name "* ]] || continue
     # shellcheck disable=SC2086
     # --poll 0: its workers sleep instead of spinning (on a shared, oversubscribed VM a spinning
     # worker waits for a descheduled one; cinfer's pool spins briefly, then sleeps on a futex)
@@ -103,7 +110,7 @@ if [ -x "$llama" ]; then
     if wait_up; then run "llama-$name" 1; else echo "llama-$name: did not start ($(tail -1 "$log"))"; fi
     stop
   done
-  echo "llama-best-speculative: ${best_name:-none} output_tok_s=$best_tps"
+  echo "llama-best-speculative: ${best_name:-none} tpot_ms_mean=$best_tpot"
 else
   echo "llama-server not found at $llama: llama.cpp rows skipped"
 fi

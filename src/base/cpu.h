@@ -37,8 +37,8 @@ int cpu_isa_parse(const char *s, cpu_isa *out);
 /* AMX-INT8 tile multiplies (Sapphire Rapids and later), an addition to the avx512 ISA: supported
  * when cpuid reports AMX-TILE and AMX-INT8, the OS enables the tile state (XCR0 bits 17 and 18)
  * and grants this process tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once, at CPU
- * detection). Active (the avx512 kernels multiply Q8_0 / Q4_0 weights by 2+ activation rows with
- * tiles) when supported, avx512 is the active ISA and CINFER_AMX is not "0". Tests and
+ * detection). Active (the avx512 kernels multiply Q8_0 / Q4_0 weights by more than 6 activation
+ * rows with tiles) when supported, avx512 is the active ISA and CINFER_AMX is not "0". Tests and
  * benchmarks switch it with cpu_amx_force (on only if supported). */
 bool cpu_amx_supported(void);
 bool cpu_amx_active(void);

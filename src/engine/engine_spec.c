@@ -55,7 +55,7 @@ int eng_spec_init(cinfer_engine *e, eng_req *q, const cinfer_request *r, cf_err 
         return cf_fail(err, "the mtp drafter needs a model with an MTP block (deepseek2 nextn_predict_layers, "
                             "deepseek4 MTP blocks); this model has none");
     if (spec_drafter_create(kind, q->prompt_len + q->max_tokens, &q->drafter, err)) return -1;
-    spec_policy_init(&q->spol, k);
+    spec_policy_init(&q->spol, k, kind == CINFER_SPEC_NGRAM);
     if (kind == CINFER_SPEC_DRAFT || kind == CINFER_SPEC_MTP) {
         q->spec_q = malloc((size_t)k * (size_t)e->n_vocab * sizeof(float));
         if (!q->spec_q) return cf_fail(err, "out of memory for draft probabilities");
@@ -98,7 +98,7 @@ void eng_spec_plan(cinfer_engine *e, sched_req *s) {
         if (!eng_spec_on(r) || r->done || !eng_spec_is_decode(&s[i])) continue;
         int32_t room = s[i].max_tokens - s[i].n_generated - 1; /* the bonus token counts too */
         int32_t cap = share < room ? share : room;
-        s[i].n_draft = cap > 0 ? spec_policy_want(&r->spol, cap) : 0;
+        s[i].n_draft = cap > 0 ? spec_policy_want(&r->spol, cap, n_decode == 1) : 0;
     }
 }
 

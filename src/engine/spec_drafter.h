@@ -46,17 +46,26 @@ int spec_drafter_create(int32_t kind, int32_t capacity, spec_drafter *out, cf_er
 void spec_drafter_free(spec_drafter *d);
 
 /* Draft-length policy of one request: acceptance rate as an exponential moving average, a
- * back-off when drafts keep failing. */
+ * back-off when drafts keep failing. A drafter whose drafts cost nothing to make (n-gram lookup)
+ * never backs off, and while it decodes alone asks for at least SPEC_POLICY_FREE_K tokens: a
+ * verify of up to 1 + SPEC_POLICY_FREE_K rows costs about one row on a memory-bound decode
+ * (bench_verify_cost), so a wrong guess there is nearly free (with other sequences in the step the
+ * rows add up and are not); drafters that run a model (draft model, MTP) pay per draft. */
+#define SPEC_POLICY_FREE_K 3
+
 typedef struct spec_policy {
     int32_t k_max; /* the request's k */
+    int32_t k_min; /* drafts asked for however low the acceptance (SPEC_POLICY_FREE_K or 1) */
+    bool free_drafts; /* drafting costs no forward of its own: no back-off */
     float accept_rate; /* EMA of accepted / drafted */
     int32_t idle; /* steps to skip drafting (back-off after repeated failures) */
     int32_t fails; /* verifies in a row that accepted nothing */
 } spec_policy;
 
-void spec_policy_init(spec_policy *p, int32_t k_max);
-/* Draft tokens to ask for this step, given at most `cap` (batch share); 0: plain decode. */
-int32_t spec_policy_want(spec_policy *p, int32_t cap);
+void spec_policy_init(spec_policy *p, int32_t k_max, bool free_drafts);
+/* Draft tokens to ask for this step, given at most `cap` (batch share) and whether the sequence
+ * decodes alone this step; 0: plain decode. */
+int32_t spec_policy_want(spec_policy *p, int32_t cap, bool alone);
 /* After a verify of `drafted` tokens that accepted `accepted`; drafted 0 (the drafter found
  * nothing) counts as a miss for the back-off. */
 void spec_policy_update(spec_policy *p, int32_t drafted, int32_t accepted);

@@ -1,6 +1,6 @@
 /* kernels_amx.c - Q8_0 / Q4_0 weights (KL_P16 panels, kernels_impl.h) times Q8_0 activations
- * with AMX-INT8 tiles: the avx512 kernels' path for 2+ activation rows when cpu_amx_active()
- * (verify rows of speculative decoding, small batches, prefill), where VNNI spends one vpdpbusd
+ * with AMX-INT8 tiles: the avx512 kernels' path for more than MA_Q (6) activation rows when
+ * cpu_amx_active() (long speculative verifies, batches, prefill), where VNNI spends one vpdpbusd
  * per 64 weight bytes per activation row and the rows' arithmetic no longer hides under the
  * weight read.
  *

@@ -14,7 +14,7 @@
  *             correction (-128 or -8 times sum q), then is scaled by
  *             d_w * d_x into an f32 accumulator.
  * Output rows past n (padding of the last panel) are masked off on store.
- * Q8_0 / Q4_0 with 2+ activation rows go to kernels_amx.c when cpu_amx_active(). */
+ * Q8_0 / Q4_0 with more than MA_Q activation rows go to kernels_amx.c when cpu_amx_active(). */
 #include <immintrin.h>
 
 #include "base/cpu.h"
@@ -411,9 +411,12 @@ static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_
         kern_mm_dequant(a, o0, o1, i0, i1, dot_f32);
         return;
     }
-    /* 2+ activation rows of Q8_0 / Q4_0: AMX tiles when the CPU has them (kernels_amx.c; the
-     * same bits as the VNNI tiles below, which a single row keeps using) */
-    if ((w->type == DT_Q8_0 || w->type == DT_Q4_0) && a->m >= 2 && cpu_amx_active()) {
+    /* More activation rows of Q8_0 / Q4_0 than one VNNI tile holds (MA_Q): AMX tiles when the
+     * CPU has them (kernels_amx.c; the same bits as the VNNI tiles below). Up to MA_Q rows (decode,
+     * speculative verifies of up to 5 drafts) keep the VNNI tiles: one pass over the weights there
+     * costs less CPU time than AMX's per-block tile store and reload (bench_verify_cost with
+     * CINFER_AMX=0|1, bench/README.md) */
+    if ((w->type == DT_Q8_0 || w->type == DT_Q4_0) && a->m > MA_Q && cpu_amx_active()) {
         kern_mm_q_amx(a, o0, o1, i0, i1);
         return;
     }

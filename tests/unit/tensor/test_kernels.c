@@ -226,7 +226,7 @@ static void test_matmul(thread_pool *pools[2], kern_ctx *ctxs[2]) {
     static const int64_t kq[] = {32, 96, 4128};
     static const int64_t kf[] = {1, 13, 70, 4128};
     static const int64_t kk[] = {256, 768, 4352}; /* K-quants; 4352 crosses a dequantization chunk */
-    static const int64_t ms[] = {1, 2, 5, 17, 64};
+    static const int64_t ms[] = {1, 2, 5, 9, 17, 64}; /* AMX (Q8_0 / Q4_0) from 7 rows: 9, 16 + 1 */
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         dtype t = types[ti];
         int quant = t == DT_Q8_0 || t == DT_Q4_0;
