@@ -25,7 +25,7 @@
  *   corr[i*nb+b]  -off * sum_j q (off = 128 for Q8_0 weights, 8 for Q4_0), the
  *                 correction for the unsigned weight operand of the VNNI/maddubs
  *                 dot products. (Unused by kernels that do signed products.)
- * Q8_K-style activations (Q4_K, Q6_K weights under AVX-512 and AVX2; kern_quantize_row_q8k),
+ * Q8_K-style activations (Q4_K, Q5_K, Q6_K weights under AVX-512 and AVX2; kern_quantize_row_q8k),
  * same arrays, k % 256 == 0:
  *   q[i*k + j]    int8, one scale per 256 (amax/127, f32, not fp16-rounded)
  *   d[i*nb + B]   that scale of super-block B (only the first k/256 entries)
@@ -137,16 +137,13 @@ static inline int kern_iq4_int_type(dtype t) { return t == DT_IQ4_NL || t == DT_
 void kern_mm_iq4_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 /* kernels_dequant.c: the Q8_K-style activation quantizer (see above). */
 void kern_quantize_row_q8k(const float *x, int64_t k, int8_t *q, float *d, int32_t *sums);
-/* kernels_kq_{avx2,avx512}.c: Q4_K / Q5_K / Q6_K (KL_ROWS), dequantized in registers. */
-void kern_mm_kq_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
-void kern_mm_kq_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
-/* Q4_K / Q6_K x the Q8_K-style activations in a->qa (AVX-512 VNNI). */
-void kern_mm_q4k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+/* Q4_K, Q5_K / Q6_K x the Q8_K-style activations in a->qa (AVX-512 VNNI). */
+void kern_mm_q45k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 void kern_mm_q6k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 /* kernels_amx.c: Q8_0 / Q4_0 KL_P16 panels x the Q8_0 activations in a->qa with AMX-INT8 tiles
  * (cpu_amx_active(); bitwise the results of the AVX-512 VNNI tiles). */
 void kern_mm_q_amx(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
-/* The same for AVX2 (vpmaddubsw / vpmaddwd), Q4_K and Q6_K. */
+/* The same for AVX2 (vpmaddubsw / vpmaddwd), Q4_K, Q5_K and Q6_K. */
 void kern_mm_kq_int_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 
 #endif
