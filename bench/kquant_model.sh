@@ -14,6 +14,7 @@ then the FP8 directory \$MODELS/fp8-tinyllama-shape (bench/fp8_model.py) and the
 (cinfer only). Missing models are made first. Output goes to stdout and OUT.txt.
 Environment: SRC (Q8_0 source, default /work/bench-models/tl-q8_0.gguf), MODELS (default
 build/bench-models), PYTHON (with numpy; default /work/venvs/hf/bin/python), PROMPT (512), GEN (64), THREADS (2), REPS (2), FP8 (1: include FP8),
+FP8_PROMPT (16: the FP8 criterion is decode; its prefill is the slow per-row bf16 path), Q8 (1: the Q8_0 rows),
 LLAMA_BENCH (default /work/llama/build/bin/llama-bench; empty: cinfer only), CINFER_BIN.
   -h, --help   this text"
 case ${1:-} in
@@ -50,9 +51,11 @@ run() {
   done
   if [ "${FP8:-1}" = 1 ]; then
     echo "## fp8 (e4m3, 128x128 block scales; no llama.cpp row: it has no FP8 weight type)"
-    run "$bin" bench latency -m "$fp8dir" -p "$p" -n "$g" -t "$t" -r "$r"
+    run "$bin" bench latency -m "$fp8dir" -p "${FP8_PROMPT:-16}" -n "$g" -t "$t" -r "$r"
   fi
-  echo "## q8_0 source (reference row)"
-  run "$bin" bench latency -m "$src" -p "$p" -n "$g" -t "$t" -r "$r"
-  [ -z "$llama" ] || run "$llama" -m "$src" -p "$p" -n "$g" -t "$t" -r "$r" --repack 0
+  if [ "${Q8:-1}" = 1 ]; then
+    echo "## q8_0 source (reference row)"
+    run "$bin" bench latency -m "$src" -p "$p" -n "$g" -t "$t" -r "$r"
+    [ -z "$llama" ] || run "$llama" -m "$src" -p "$p" -n "$g" -t "$t" -r "$r" --repack 0
+  fi
 } | tee "$out"
