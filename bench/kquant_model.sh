@@ -39,7 +39,7 @@ if [ "${FP8:-1}" = 1 ] && [ ! -f "$fp8dir/config.json" ]; then "$py" "$root/benc
 cpu() { /usr/bin/time -f "  cpu: user %U s sys %S s wall %e s" "$@"; }
 run() {
   echo "\$ $* ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"
-  cpu "$@" 2>&1 | grep -E '^(model|machine|prefill|decode|  cpu:|\|)' || true
+  cpu "$@" 2>&1 | grep -E '^(model|machine|prefill|decode|cpu |note |  cpu:|\|)' || true
 }
 {
   echo "# bench/kquant_model.sh ($(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), commit $(git -C "$root" rev-parse --short HEAD))"
