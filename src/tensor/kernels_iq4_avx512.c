@@ -41,27 +41,20 @@ static __m512i table_u8(dtype t) {
     return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)b));
 }
 
-/* Sub-block j of a row: its 16 bytes of nibbles and its weight scale. */
+/* Sub-block j of an IQ4_NL or MXFP4 row: its 16 bytes of nibbles and its weight scale. */
 static inline const uint8_t *sub_block(dtype t, const uint8_t *row, int64_t j, float *scale) {
     if (t == DT_IQ4_NL) {
         const uint8_t *b = row + j * 18;
         *scale = _cvtsh_ss((uint16_t)(b[0] | b[1] << 8));
         return b + 2;
     }
-    if (t == DT_MXFP4) {
-        const uint8_t *b = row + j * 17;
-        union {
-            uint32_t u;
-            float f;
-        } s = {.u = b[0] >= 2 ? (uint32_t)(b[0] - 1) << 23 : 0x00400000u >> (1 - b[0])}; /* 2^(e - 128) */
-        *scale = s.f;
-        return b + 1;
-    }
-    const uint8_t *b = row + (j / 8) * 136; /* IQ4_XS */
-    int s = (int)(j % 8);
-    int ls = ((b[4 + s / 2] >> (4 * (s % 2))) & 0xf) | (((b[2] | b[3] << 8) >> (2 * s)) & 3) << 4;
-    *scale = _cvtsh_ss((uint16_t)(b[0] | b[1] << 8)) * (float)(ls - 32);
-    return b + 8 + 16 * s;
+    const uint8_t *b = row + j * 17; /* MXFP4 */
+    union {
+        uint32_t u;
+        float f;
+    } s = {.u = b[0] >= 2 ? (uint32_t)(b[0] - 1) << 23 : 0x00400000u >> (1 - b[0])}; /* 2^(e - 128) */
+    *scale = s.f;
+    return b + 1;
 }
 
 /* Sub-blocks j, j+1 (j+1 only when two) as 64 unsigned table values in
