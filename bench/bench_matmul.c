@@ -6,7 +6,7 @@
  *                    compared with kern_measure_read_bandwidth on the same pool;
  *   prefill (m = 512 by default): effective GFLOP/s = 2 m n k / time.
  * Usage: bench_matmul [-t threads] [-m prefill_rows (0: skip)] [-w working_set_MiB (0: skip decode)] [-r reps]
- *                     [-T f32,f16,bf16,q8_0,q4_0,q4_k,q6_k,f8] [-S shape_index,...] [-I avx512|avx2|scalar]  (see --help)
+ *                     [-T f32,f16,bf16,q8_0,q4_0,q4_k,q5_k,q6_k,f8] [-S shape_index,...] [-I avx512|avx2|scalar]  (see --help)
  * Best of `reps` timings is reported, by wall clock and as work per process
  * CPU-second (decode "cpu GB/s", prefill "cpu GF/s" and CPU microseconds per
  * activation row, flat across m when a kernel scales),
@@ -52,11 +52,11 @@ static int parse_type(const char *s, dtype *out) {
 }
 
 /* Random blocks of a type cinfer has no quantizer for, with sane scale fields
- * (fp16 d at the block start; IQ4_XS also 6-bit sub-scales, any bits are
- * valid; MXFP4 an E8M0 exponent byte): speed does not depend on the values. */
+ * (fp16 d at the block start; MXFP4 an E8M0 exponent byte): speed does not
+ * depend on the values. */
 static bool random_blocks(dtype t, uint8_t *dst, int64_t nb) {
     size_t bb = dtype_block_bytes(t);
-    if (t != DT_IQ4_NL && t != DT_IQ4_XS && t != DT_MXFP4) return false;
+    if (t != DT_IQ4_NL && t != DT_MXFP4) return false;
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *blk = dst + (size_t)b * bb;
         for (size_t i = 0; i < bb; i++) blk[i] = (uint8_t)(frand() * 128.0f + 128.0f);
@@ -189,9 +189,9 @@ static const char k_usage[] =
     "  -m, --rows M         prefill rows, 0 skips prefill (default 512)\n"
     "  -w, --working-set N  decode working set in MiB, 0 skips decode (default 1024)\n"
     "  -r, --reps N         repetitions (default 5)\n"
-    "  -T, --types LIST     comma-separated of f32,f16,bf16,q8_0,q4_0,q4_k,q6_k,f8,iq4_nl,iq4_xs,mxfp4 (default:\n"
+    "  -T, --types LIST     comma-separated of f32,f16,bf16,q8_0,q4_0,q4_k,q5_k,q6_k,f8,iq4_nl,iq4_xs,mxfp4 (default:\n"
     "                       the first five; f8 = FP8 e4m3 with 128x128 block scales, GB/s counts the scales\n"
-    "                       too; iq4_nl/iq4_xs/mxfp4 are random blocks: cinfer has no quantizer for them)\n"
+    "                       too; iq4_nl/mxfp4 are random blocks: cinfer has no quantizer for them)\n"
     "  -S, --shapes LIST    comma-separated shape indexes 0-3 (default 0,1,2,3)\n"
     "  -I, --isa ISA        force avx512, avx2 or scalar kernels\n"
     "  -h, --help           this text\n";

@@ -157,6 +157,9 @@ static void print_latency(const bench_opts *o, const model *m, thread_pool *pool
            "%.1f MiB weights + %.1f MiB KV (%s) per token)\n",
            o->gen, o->depth + o->prompt, tg, roof, 100.0 * tg / roof, wbytes / (1 << 20), kv_bytes / (1 << 20),
            kv_dtype_name(o->kv_dt));
+    if (tg > roof * 1.05)
+        printf("note         decode above the roofline: the bandwidth probe read less than decode streamed (other "
+               "processes during the probe, or weights partly cache-resident), not a faster-than-memory decode\n");
     /* on a shared machine the wall clock counts other processes' turns: the same work per CPU-second, as
      * tok/s with every thread on its own core */
     double nt = (double)pool_size(pool);

@@ -72,7 +72,8 @@ static int parse_mkmodel(int argc, char **argv, mk_args *a, const char **out) {
          CLI_NUM(&o->ffn, 1, INT_MAX)},
         {"vocab-from", 0, "V.gguf", "copy every tokenizer.* key from V.gguf; vocab = its token count",
          CLI_STR(&o->vocab_from)},
-        {"dtype", 0, "TYPE", "weight matrices: f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q6_k (norms stay f32)",
+        {"dtype", 0, "TYPE",
+         "weight matrices: f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q5_k | q6_k | iq4_xs (norms stay f32)",
          CLI_STR(&a->dtype_s)},
         {"seed", 0, "S", "random seed (unsigned 64-bit)", CLI_CALL(opt_seed, a)},
         {"ctx", 0, "N", "llama.context_length (default 2048)", CLI_NUM(&o->ctx, 1, INT_MAX)},
@@ -155,7 +156,7 @@ static int parse_mkmodel(int argc, char **argv, mk_args *a, const char **out) {
     if (!mkmodel_has_arch_options(o))
         return cli_usage_error(&c, "--arch %s needs its own options (see cinfer mkmodel --help)", o->arch);
     if (dtype_parse(a->dtype_s, &o->type))
-        return cli_usage_error(&c, "unknown --dtype '%s' (f32|f16|bf16|q8_0|q4_0|q4_k|q6_k)", a->dtype_s);
+        return cli_usage_error(&c, "unknown --dtype '%s' (f32|f16|bf16|q8_0|q4_0|q4_k|q5_k|q6_k|iq4_xs)", a->dtype_s);
     return CLI_OK;
 }
 

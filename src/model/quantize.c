@@ -21,7 +21,9 @@ uint32_t quantize_file_type(dtype t) {
     case DT_Q8_0: return 7;
     case DT_BF16: return 32;
     case DT_Q4_K: return 15; /* LLAMA_FTYPE_MOSTLY_Q4_K_M: the mix quantize_tensor_type makes */
+    case DT_Q5_K: return 17; /* LLAMA_FTYPE_MOSTLY_Q5_K_M */
     case DT_Q6_K: return 18;
+    case DT_IQ4_XS: return 30;
     default: break;
     }
     return 0;
@@ -32,24 +34,66 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= k && !memcmp(s + n - k, suffix, k);
 }
 
-dtype quantize_tensor_type(const gguf_tensor *t, dtype target) {
-    /* Q4_K as in llama.cpp's Q4_K_M: the most sensitive matrices get Q6_K */
-    if (target == DT_Q4_K && (!strcmp(t->name, "output.weight") || ends_with(t->name, ".attn_v.weight") ||
-                              ends_with(t->name, ".ffn_down.weight")))
-        target = DT_Q6_K;
-    if (t->n_dims >= 2 && ends_with(t->name, ".weight") && t->ne[0] % dtype_block_elems(target) == 0) return target;
+/* Layer index of a "blk.N." tensor, -1 for others. */
+static int layer_of(const char *name) {
+    if (strncmp(name, "blk.", 4)) return -1;
+    char *end;
+    long v = strtol(name + 4, &end, 10);
+    return end != name + 4 && *end == '.' && v >= 0 && v < 1 << 20 ? (int)v : -1;
+}
+
+quantize_mix quantize_mix_of(const gguf_file *f) {
+    quantize_mix m = {0, 1};
+    int64_t q_rows = 0, k_rows = 0;
+    for (int64_t i = 0; i < gguf_tensor_count(f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        int l = layer_of(t->name);
+        if (l >= m.n_layer) m.n_layer = l + 1;
+        if (l == 0 && t->n_dims == 2 && ends_with(t->name, ".attn_q.weight")) q_rows = t->ne[1];
+        if (l == 0 && t->n_dims == 2 && ends_with(t->name, ".attn_k.weight")) k_rows = t->ne[1];
+    }
+    if (q_rows > 0 && k_rows > 0 && q_rows % k_rows == 0) m.n_gqa = (int)(q_rows / k_rows);
+    return m;
+}
+
+/* llama.cpp's use_more_bits: the first and last eighth of the layers and every third between. */
+static bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+/* llama.cpp's per-tensor choice (llama_tensor_get_type) for the mixes cinfer writes, dense models. */
+static dtype mix_type(const char *name, dtype target, const quantize_mix *mix) {
+    bool mixed = target == DT_Q4_K || target == DT_Q5_K || target == DT_IQ4_XS;
+    int l = layer_of(name);
+    if (!strcmp(name, "output.weight")) return target == DT_Q8_0 || !mixed ? target : DT_Q6_K;
+    if (ends_with(name, ".attn_v.weight") && l >= 0) {
+        if (target == DT_IQ4_XS && mix->n_gqa >= 4) return DT_Q5_K;
+        if ((target == DT_Q4_K || target == DT_Q5_K) && use_more_bits(l, mix->n_layer)) return DT_Q6_K;
+    }
+    if (ends_with(name, ".ffn_down.weight") && l >= 0) {
+        if ((target == DT_Q4_K || target == DT_Q5_K) && use_more_bits(l, mix->n_layer)) return DT_Q6_K;
+        if (target == DT_IQ4_XS && l < mix->n_layer / 8) return DT_Q5_K;
+    }
+    return target;
+}
+
+dtype quantize_tensor_type(const gguf_tensor *t, dtype target, const quantize_mix *mix) {
+    if (t->n_dims < 2 || !ends_with(t->name, ".weight")) return DT_F32;
+    dtype want = mix_type(t->name, target, mix);
+    if (t->ne[0] % dtype_block_elems(want) == 0) return want;
+    if (t->ne[0] % dtype_block_elems(target) == 0) return target;
     return DT_F32;
 }
 
 /* Declares every output tensor (data streamed later) and checks sources decode. */
-static int declare_tensors(gguf_writer *w, const gguf_file *in, dtype target, size_t *max_row, cf_err *err) {
+static int declare_tensors(gguf_writer *w, const gguf_file *in, dtype target, const quantize_mix *mix, size_t *max_row,
+                           cf_err *err) {
     *max_row = 0;
     for (int64_t i = 0; i < gguf_tensor_count(in); i++) {
         const gguf_tensor *t = gguf_tensor_at(in, i);
         if (!dtype_computable(t->type))
             return cf_fail(err, "%s: tensor '%s' has type %s, which cinfer cannot decode", gguf_path(in), t->name,
                            dtype_name(t->type));
-        if (gguf_writer_add_tensor(w, t->name, quantize_tensor_type(t, target), t->n_dims, t->ne, NULL, false, err))
+        if (gguf_writer_add_tensor(w, t->name, quantize_tensor_type(t, target, mix), t->n_dims, t->ne, NULL, false,
+                                   err))
             return cf_prefix(err, "%s", gguf_path(in));
         if ((size_t)t->ne[0] > *max_row) *max_row = (size_t)t->ne[0];
     }
@@ -99,7 +143,8 @@ int gguf_quantize(const char *in_path, const char *out_path, dtype target, cf_er
     }
     if (gguf_writer_copy_kv(w, in, err)) goto done;
     gguf_set_u32(w, "general.file_type", quantize_file_type(target));
-    if (declare_tensors(w, in, target, &max_row, err)) goto done;
+    quantize_mix mix = quantize_mix_of(in);
+    if (declare_tensors(w, in, target, &mix, &max_row, err)) goto done;
     f = malloc((max_row + 1) * sizeof *f);
     row = malloc((max_row + 1) * sizeof(float)); /* any encoding of a row fits in its f32 size */
     if (!f || !row) {
@@ -109,7 +154,7 @@ int gguf_quantize(const char *in_path, const char *out_path, dtype target, cf_er
     if (gguf_writer_begin(w, out_path, err)) goto done;
     for (int64_t i = 0; i < gguf_tensor_count(in); i++) {
         const gguf_tensor *t = gguf_tensor_at(in, i);
-        if (stream_tensor(w, t, quantize_tensor_type(t, target), f, row, err)) goto done;
+        if (stream_tensor(w, t, quantize_tensor_type(t, target, &mix), f, row, err)) goto done;
         release_source(t);
     }
     rc = gguf_writer_finish(w, err);

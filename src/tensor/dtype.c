@@ -42,7 +42,7 @@ const char *dtype_name(uint32_t t) {
 }
 
 int dtype_parse(const char *s, dtype *out) {
-    static const dtype all[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_K, DT_Q6_K};
+    static const dtype all[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_K, DT_Q5_K, DT_Q6_K, DT_IQ4_XS};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (strcasecmp(s, type_table[all[i]].name) == 0) {
             *out = all[i];
@@ -168,7 +168,9 @@ void dtype_quantize_row(dtype t, const float *src, void *dst, int64_t n) {
     case DT_Q8_0: quantize_q8_0(src, dst, n); break;
     case DT_Q4_0: quantize_q4_0(src, dst, n); break;
     case DT_Q4_K:
-    case DT_Q6_K: kq_quantize_blocks(t, src, dst, n / 256); break;
+    case DT_Q5_K:
+    case DT_Q6_K:
+    case DT_IQ4_XS: kq_quantize_blocks(t, src, dst, n / 256); break;
     default: break;
     }
 }

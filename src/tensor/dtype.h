@@ -111,7 +111,7 @@ static inline void kq_scale_min_k4(const uint8_t *s, uint8_t sc[8], uint8_t mn[8
         mn[j + 4] = (uint8_t)((s[j + 8] >> 4) | ((s[j + 4] >> 2) & 0x30));
     }
 }
-/* Simple (not ggml's searching) quantizers: Q4_K and Q6_K only. */
+/* Simple (not ggml's searching) quantizers: Q4_K, Q5_K, Q6_K and IQ4_XS only. */
 void kq_quantize_blocks(uint32_t t, const float *src, void *dst, int64_t nblocks);
 
 #endif

@@ -421,7 +421,9 @@ void kern_matmul(kern_ctx *c, const kern_weight *w, const float *x, int64_t m, f
     j.a.k = w->k;
     j.a.y = y;
     int quant = w->type == DT_Q8_0 || w->type == DT_Q4_0 || (w->isa == CPU_ISA_AVX512 && kern_iq4_int_type(w->type));
-    j.q8k = (w->isa == CPU_ISA_AVX512 || w->isa == CPU_ISA_AVX2) && (w->type == DT_Q4_K || w->type == DT_Q6_K);
+    j.q8k = ((w->isa == CPU_ISA_AVX512 || w->isa == CPU_ISA_AVX2) &&
+             (w->type == DT_Q4_K || w->type == DT_Q5_K || w->type == DT_Q6_K)) ||
+            (w->isa == CPU_ISA_AVX512 && w->type == DT_IQ4_XS);
     int prep = 0;
     if (quant || j.q8k) {
         j.a.qa = qact_layout(c, m, w->k);

@@ -250,12 +250,8 @@ static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_
         kern_mm_fp8(a, o0, o1, i0, i1, &kern_ops_avx2);
         return;
     }
-    if (w->type == DT_Q4_K || w->type == DT_Q6_K) {
+    if (w->type == DT_Q4_K || w->type == DT_Q5_K || w->type == DT_Q6_K) {
         kern_mm_kq_int_avx2(a, o0, o1, i0, i1);
-        return;
-    }
-    if (w->type == DT_Q5_K) {
-        kern_mm_kq_avx2(a, o0, o1, i0, i1);
         return;
     }
     if (kq_is_dequant_type((uint32_t)w->type)) {

@@ -25,7 +25,8 @@
  *   corr[i*nb+b]  -off * sum_j q (off = 128 for Q8_0 weights, 8 for Q4_0), the
  *                 correction for the unsigned weight operand of the VNNI/maddubs
  *                 dot products. (Unused by kernels that do signed products.)
- * Q8_K-style activations (Q4_K, Q6_K weights under AVX-512 and AVX2; kern_quantize_row_q8k),
+ * Q8_K-style activations (Q4_K, Q5_K, Q6_K weights under AVX-512 and AVX2, IQ4_XS under AVX-512;
+ * kern_quantize_row_q8k),
  * same arrays, k % 256 == 0:
  *   q[i*k + j]    int8, one scale per 256 (amax/127, f32, not fp16-rounded)
  *   d[i*nb + B]   that scale of super-block B (only the first k/256 entries)
@@ -130,23 +131,22 @@ float kern_fp8_row_dot_scalar(const uint8_t *w, const float *x, const float *sca
 void kern_fp8_prep_x_avx512(const float *x, int64_t k, uint16_t *xb);
 void kern_fp8_rows_dot_avx512(const uint8_t *w, const uint16_t *xb, int64_t xbs, const float *x, int64_t xs,
                               const float *scale, int64_t k, int nr, float *out);
-/* kernels_iq4_avx512.c: IQ4_NL / IQ4_XS / MXFP4 x Q8_0 activations (a->qa, off
+/* kernels_iq4_avx512.c: IQ4_NL / MXFP4 x Q8_0 activations (a->qa, off
  * 128) with VNNI, for every m: one path, so a row's result does not depend on
  * its batch (other ISAs dequantize per chunk). */
-static inline int kern_iq4_int_type(dtype t) { return t == DT_IQ4_NL || t == DT_IQ4_XS || t == DT_MXFP4; }
+static inline int kern_iq4_int_type(dtype t) { return t == DT_IQ4_NL || t == DT_MXFP4; }
 void kern_mm_iq4_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+/* IQ4_XS x the Q8_K-style activations in a->qa (AVX-512 VNNI, every m). */
+void kern_mm_iq4xs_q8k_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 /* kernels_dequant.c: the Q8_K-style activation quantizer (see above). */
 void kern_quantize_row_q8k(const float *x, int64_t k, int8_t *q, float *d, int32_t *sums);
-/* kernels_kq_{avx2,avx512}.c: Q4_K / Q5_K / Q6_K (KL_ROWS), dequantized in registers. */
-void kern_mm_kq_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
-void kern_mm_kq_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
-/* Q4_K / Q6_K x the Q8_K-style activations in a->qa (AVX-512 VNNI). */
-void kern_mm_q4k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+/* Q4_K, Q5_K / Q6_K x the Q8_K-style activations in a->qa (AVX-512 VNNI). */
+void kern_mm_q45k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 void kern_mm_q6k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 /* kernels_amx.c: Q8_0 / Q4_0 KL_P16 panels x the Q8_0 activations in a->qa with AMX-INT8 tiles
  * (cpu_amx_active(); bitwise the results of the AVX-512 VNNI tiles). */
 void kern_mm_q_amx(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
-/* The same for AVX2 (vpmaddubsw / vpmaddwd), Q4_K and Q6_K. */
+/* The same for AVX2 (vpmaddubsw / vpmaddwd), Q4_K, Q5_K and Q6_K. */
 void kern_mm_kq_int_avx2(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 
 /* kernels_rows_avx512.c: kern_dot_rows_f32 / kern_axpy_rows_f32 under AVX-512. */

@@ -3,7 +3,7 @@
  * Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4). Layouts are documented in dtype.h; the arithmetic (and its
  * float rounding order) follows ggml's dequantize_row_* so results are
  * bit-identical to gguf-py's numpy dequantization (tests/data/kquant).
- * Also simple quantizers for Q4_K and Q6_K (end of file). */
+ * Also simple quantizers for Q4_K, Q5_K, Q6_K and IQ4_XS (end of file). */
 #include <math.h>
 #include <string.h>
 
@@ -188,7 +188,7 @@ void kq_dequantize_blocks(uint32_t t, const void *src, float *dst, int64_t nbloc
     }
 }
 
-/* ---- simple reference quantizers (Q4_K, Q6_K) ----
+/* ---- simple reference quantizers (Q4_K, Q5_K, Q6_K; IQ4_XS below) ----
  * Not ggml's iterative search (make_qkx2_quants): each sub-block's scale (and
  * min) spans its range exactly, the super-block scales are the largest of
  * those over 63 (127 for Q6_K), rounded through fp16, and every element is
@@ -202,7 +202,10 @@ static inline void wr16(uint8_t *p, uint16_t v) {
 
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-static void quant_q4_k_block(const float *x, uint8_t *b) {
+/* Q4_K (levels 15) or Q5_K (FIVE, levels 31: bit 4 of sub-block s's element l
+ * goes to bit s of qh[l], the 32 bytes before qs). */
+static void quant_q45_k_block(const float *x, uint8_t *b, int five) {
+    const int levels = five ? 31 : 15;
     float scale[8], minv[8], smax = 0, mmax = 0;
     for (int s = 0; s < 8; s++) {
         float lo = 0, hi = -INFINITY;
@@ -211,7 +214,7 @@ static void quant_q4_k_block(const float *x, uint8_t *b) {
             lo = v < lo ? v : lo;
             hi = v > hi ? v : hi;
         }
-        scale[s] = (hi - lo) / 15.0f;
+        scale[s] = (hi - lo) / (float)levels;
         minv[s] = -lo;
         smax = scale[s] > smax ? scale[s] : smax;
         mmax = minv[s] > mmax ? minv[s] : mmax;
@@ -223,7 +226,7 @@ static void quant_q4_k_block(const float *x, uint8_t *b) {
         sc[s] = (uint8_t)(d > 0 ? clampi((int)lrintf(scale[s] / d), 0, 63) : 0);
         mn[s] = (uint8_t)(dmin > 0 ? clampi((int)lrintf(minv[s] / dmin), 0, 63) : 0);
     }
-    memset(b, 0, 144);
+    memset(b, 0, five ? 176 : 144);
     wr16(b, dh);
     wr16(b + 2, mh);
     for (int j = 0; j < 4; j++) {
@@ -231,11 +234,13 @@ static void quant_q4_k_block(const float *x, uint8_t *b) {
         b[8 + j] = (uint8_t)(mn[j] | (mn[j + 4] >> 4) << 6);
         b[12 + j] = (uint8_t)((sc[j + 4] & 0xf) | (mn[j + 4] & 0xf) << 4);
     }
+    uint8_t *qh = b + 16, *qs = b + (five ? 48 : 16);
     for (int s = 0; s < 8; s++) {
         float dl = d * (float)sc[s], ml = dmin * (float)mn[s];
         for (int l = 0; l < 32; l++) {
-            int q = dl > 0 ? clampi((int)lrintf((x[32 * s + l] + ml) / dl), 0, 15) : 0;
-            b[16 + 32 * (s / 2) + l] |= (uint8_t)(q << (4 * (s % 2)));
+            int q = dl > 0 ? clampi((int)lrintf((x[32 * s + l] + ml) / dl), 0, levels) : 0;
+            qs[32 * (s / 2) + l] |= (uint8_t)((q & 0xf) << (4 * (s % 2)));
+            if (five) qh[l] |= (uint8_t)((q >> 4) << s);
         }
     }
 }
@@ -265,10 +270,72 @@ static void quant_q6_k_block(const float *x, uint8_t *b) {
     wr16(b + 208, dh);
 }
 
+/* Index of the IQ4 level nearest to v (levels ascending; binary search). */
+static int iq4_nearest(float v) {
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (v < (float)IQ4_LEVELS[mid]) hi = mid;
+        else lo = mid;
+    }
+    return v - (float)IQ4_LEVELS[lo] <= (float)IQ4_LEVELS[hi] - v ? lo : hi;
+}
+
+/* Squared error of sub-block x[32] coded with step dl (each element to its nearest level). */
+static float iq4_sub_error(const float *x, float dl) {
+    float err = 0;
+    for (int l = 0; l < 32; l++) {
+        float r = dl != 0 ? x[l] - dl * (float)IQ4_LEVELS[iq4_nearest(x[l] / dl)] : x[l];
+        err += r * r;
+    }
+    return err;
+}
+
+/* IQ4_XS: per sub-block of 32 the step is chosen among a few candidates that map
+ * the element of largest magnitude onto one of the outer levels (least squared
+ * error wins); the super-block scale is the largest step over 31 (fp16), each
+ * 6-bit sub-scale rounds step / d, and elements round to the nearest level. */
+static void quant_iq4_xs_block(const float *x, uint8_t *b) {
+    float step[8], smax = 0;
+    for (int s = 0; s < 8; s++) {
+        const float *xs = x + 32 * s;
+        float vmax = 0;
+        for (int l = 0; l < 32; l++)
+            if (fabsf(xs[l]) > fabsf(vmax)) vmax = xs[l];
+        static const int outer[] = {-127, -104, -83, 113, 89, 69};
+        float best = 0, best_err = INFINITY;
+        for (size_t c = 0; c < sizeof outer / sizeof outer[0] && vmax != 0; c++) {
+            float dl = vmax / (float)outer[c], e = iq4_sub_error(xs, dl);
+            if (e < best_err) best_err = e, best = dl;
+        }
+        step[s] = best;
+        smax = fabsf(best) > smax ? fabsf(best) : smax;
+    }
+    uint16_t dh = f32_to_fp16(smax / 31.0f);
+    float d = fp16_to_f32(dh);
+    memset(b, 0, 136);
+    wr16(b, dh);
+    uint16_t sh = 0;
+    for (int s = 0; s < 8; s++) {
+        int ls = d > 0 ? clampi((int)lrintf(step[s] / d), -32, 31) + 32 : 32;
+        b[4 + s / 2] |= (uint8_t)((ls & 0xf) << (4 * (s % 2)));
+        sh |= (uint16_t)((ls >> 4) << (2 * s));
+        float dl = d * (float)(ls - 32);
+        for (int j = 0; j < 16; j++) {
+            int lo = dl != 0 ? iq4_nearest(x[32 * s + j] / dl) : 8;
+            int hi = dl != 0 ? iq4_nearest(x[32 * s + j + 16] / dl) : 8;
+            b[8 + 16 * s + j] = (uint8_t)(lo | hi << 4);
+        }
+    }
+    wr16(b + 2, sh);
+}
+
 void kq_quantize_blocks(uint32_t t, const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
     for (int64_t i = 0; i < nblocks; i++) {
-        if (t == DT_Q4_K) quant_q4_k_block(src + i * 256, b + i * 144);
+        if (t == DT_Q4_K) quant_q45_k_block(src + i * 256, b + i * 144, 0);
+        else if (t == DT_Q5_K) quant_q45_k_block(src + i * 256, b + i * 176, 1);
         else if (t == DT_Q6_K) quant_q6_k_block(src + i * 256, b + i * 210);
+        else if (t == DT_IQ4_XS) quant_iq4_xs_block(src + i * 256, b + i * 136);
     }
 }

@@ -6,8 +6,12 @@
  * dtype_quantize_row of the source row), and leaves the rest F32-exact.
  * mkmodel: shapes, keys, tokenizer copied, weight statistics, determinism
  * (same seed = same bytes; the q8_0 model is the f32 model quantized), --tied,
- * and one-line errors for bad shapes/inputs. */
+ * and one-line errors for bad shapes/inputs.
+ * mix: quantize_tensor_type follows llama.cpp's llama_tensor_get_type for the
+ * Q4_K_M / Q5_K_M / IQ4_XS mixes on a 16-layer GQA-8 tensor set (the layers
+ * below are what llama.cpp's use_more_bits picks for 16 layers). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,7 +242,41 @@ static void test_mkmodel(void) {
     remove(p3);
 }
 
+static dtype mix_of(const char *name, int64_t ne0, dtype target, const quantize_mix *mix) {
+    gguf_tensor t = {.name = name, .type = DT_F32, .n_dims = 2, .ne = {ne0, 256, 1, 1}};
+    return quantize_tensor_type(&t, target, mix);
+}
+
+static void test_mix(void) {
+    const quantize_mix mix = {16, 8};
+    /* use_more_bits(i, 16): i < 2, i >= 14, (i - 2) % 3 == 2 -> 0 1 4 7 10 13 14 15 */
+    static const int more[16] = {1, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 1, 1};
+    char name[64];
+    for (int l = 0; l < 16; l++) {
+        snprintf(name, sizeof name, "blk.%d.attn_v.weight", l);
+        CHECK(mix_of(name, 2048, DT_Q4_K, &mix) == (more[l] ? DT_Q6_K : DT_Q4_K));
+        CHECK(mix_of(name, 2048, DT_Q5_K, &mix) == (more[l] ? DT_Q6_K : DT_Q5_K));
+        CHECK(mix_of(name, 2048, DT_IQ4_XS, &mix) == DT_Q5_K); /* n_gqa >= 4 */
+        CHECK(mix_of(name, 2048, DT_Q6_K, &mix) == DT_Q6_K);
+        snprintf(name, sizeof name, "blk.%d.ffn_down.weight", l);
+        CHECK(mix_of(name, 5632, DT_Q4_K, &mix) == (more[l] ? DT_Q6_K : DT_Q4_K));
+        CHECK(mix_of(name, 5632, DT_IQ4_XS, &mix) == (l < 2 ? DT_Q5_K : DT_IQ4_XS));
+        snprintf(name, sizeof name, "blk.%d.attn_q.weight", l);
+        CHECK(mix_of(name, 2048, DT_Q4_K, &mix) == DT_Q4_K);
+    }
+    const quantize_mix mha = {16, 1};
+    CHECK(mix_of("blk.3.attn_v.weight", 2048, DT_IQ4_XS, &mha) == DT_IQ4_XS);
+    CHECK(mix_of("output.weight", 2048, DT_Q4_K, &mix) == DT_Q6_K);
+    CHECK(mix_of("output.weight", 2048, DT_IQ4_XS, &mix) == DT_Q6_K);
+    CHECK(mix_of("output.weight", 2048, DT_Q8_0, &mix) == DT_Q8_0);
+    CHECK(mix_of("token_embd.weight", 2048, DT_Q5_K, &mix) == DT_Q5_K);
+    CHECK(mix_of("blk.0.ffn_down.weight", 688, DT_Q4_K, &mix) == DT_F32); /* rows not a multiple of 256 */
+    gguf_tensor norm = {.name = "blk.0.attn_norm.weight", .type = DT_F32, .n_dims = 1, .ne = {2048, 1, 1, 1}};
+    CHECK(quantize_tensor_type(&norm, DT_Q4_K, &mix) == DT_F32);
+}
+
 int main(void) {
+    test_mix();
     test_quantize();
     test_mkmodel();
     return test_finish();

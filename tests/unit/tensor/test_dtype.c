@@ -126,10 +126,12 @@ static void test_quant_roundtrip(dtype t) {
     free(x), free(y), free(q), free(q2), free(z);
 }
 
-/* The simple Q4_K / Q6_K quantizers: per 256-block relative RMS error within
- * what uniform rounding gives (Q4_K: range/15 steps, ~0.067 of the RMS for
- * uniform data; Q6_K: amax/31 steps, ~0.016), max error within 1.5 steps of
- * the sub-block, and an all-zero block stays exactly zero. */
+/* The simple Q4_K / Q5_K / Q6_K / IQ4_XS quantizers: per 256-block relative
+ * RMS error within what uniform rounding gives (Q4_K: range/15 steps, ~0.067 of
+ * the RMS for uniform data; Q5_K: range/31; Q6_K: amax/31 steps, ~0.016; IQ4_XS:
+ * 16 non-linear levels whose widest gap is 24/127 of the sub-block's amax, so
+ * "step" is amax/8), max error within 1.5 steps of the sub-block, and an
+ * all-zero block stays exactly zero. */
 static void test_kquant_roundtrip(dtype t, double max_rel_rms) {
     const int64_t n = 256 * 16;
     float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
@@ -140,7 +142,7 @@ static void test_kquant_roundtrip(dtype t, double max_rel_rms) {
     dtype_dequantize_row(t, q, y, n);
     double worst = 0;
     int bad = 0;
-    int sub = t == DT_Q4_K ? 32 : 16;
+    int sub = t == DT_Q6_K ? 16 : 32;
     for (int64_t b = 0; b < n / 256; b++) {
         double e2 = 0, x2 = 0;
         for (int j = 0; j < 256; j++) {
@@ -156,7 +158,10 @@ static void test_kquant_roundtrip(dtype t, double max_rel_rms) {
             float lo = 0, hi = 0;
             for (int j = 0; j < sub; j++)
                 lo = fminf(lo, x[b * 256 + s * sub + j]), hi = fmaxf(hi, x[b * 256 + s * sub + j]);
-            double step = t == DT_Q4_K ? (hi - lo) / 15.0 : fmax(hi, -lo) / 31.0;
+            double step = t == DT_Q4_K   ? (hi - lo) / 15.0
+                          : t == DT_Q5_K ? (hi - lo) / 31.0
+                          : t == DT_Q6_K ? fmax(hi, -lo) / 31.0
+                                         : fmax(hi, -lo) / 8.0;
             for (int j = 0; j < sub; j++)
                 if (fabs((double)y[b * 256 + s * sub + j] - x[b * 256 + s * sub + j]) > 1.5 * step + 1e-6) bad++;
         }
@@ -176,6 +181,8 @@ static void test_table(void) {
     dtype t;
     CHECK(dtype_parse("Q4_0", &t) == 0 && t == DT_Q4_0);
     CHECK(dtype_parse("q4_1", &t) != 0);
+    CHECK(dtype_parse("q5_k", &t) == 0 && t == DT_Q5_K);
+    CHECK(dtype_parse("IQ4_XS", &t) == 0 && t == DT_IQ4_XS);
 }
 
 /* <type>.bin = nb raw blocks, then nb * block_elems little-endian f32 values. */
@@ -216,7 +223,9 @@ int main(void) {
     test_quant_roundtrip(DT_Q4_0);
     test_table();
     test_kquant_roundtrip(DT_Q4_K, 0.09);
+    test_kquant_roundtrip(DT_Q5_K, 0.045);
     test_kquant_roundtrip(DT_Q6_K, 0.025);
+    test_kquant_roundtrip(DT_IQ4_XS, 0.09);
     static const dtype kq[] = {DT_Q4_1, DT_Q5_0, DT_Q5_1,   DT_Q2_K,   DT_Q3_K, DT_Q4_K,
                                DT_Q5_K, DT_Q6_K, DT_IQ4_NL, DT_IQ4_XS, DT_MXFP4};
     for (size_t i = 0; i < sizeof kq / sizeof kq[0]; i++) test_kquant_fixture(kq[i]);

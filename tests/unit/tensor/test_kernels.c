@@ -10,11 +10,11 @@
  *                  loose  |y - ref(W, x)| <= sum_j |w||x - Q8_0(x)| + 1e-4 S.
  *   dequantized types (Q4_1, Q5_0, Q5_1, Q2_K..Q6_K; weights are random blocks
  *                  with sane fp16 scales, W = their exact dequantization):
- *                  |y - ref(W, x)| <= 1e-5 S, as for float weights; Q4_K/Q6_K may
+ *                  |y - ref(W, x)| <= 1e-5 S, as for float weights; Q4_K/Q5_K/Q6_K may
  *                  instead meet the quantized bounds with Q8_K(x) (one scale
- *                  per 256) in place of Q8_0(x): its AVX-512 integer path;
- *                  IQ4_NL / IQ4_XS / MXFP4 likewise with Q8_0(x) (their AVX-512
- *                  VNNI path, every m).
+ *                  per 256) in place of Q8_0(x): their AVX-512 / AVX2 integer paths;
+ *                  IQ4_NL / MXFP4 likewise with Q8_0(x), IQ4_XS with Q8_K(x)
+ *                  (their AVX-512 VNNI paths, every m).
  * Under AVX-512, Q8_0 / Q4_0 also run with AMX tiles where the CPU has them
  * (cpu_amx_force): the same bounds, and bitwise equal to the VNNI result.
  * A guard region after y catches writes past m*n. kern_dot_rows_f32 /
@@ -45,7 +45,7 @@ typedef struct {
     void *wq; /* weights in type t (GGUF layout) */
     float *wd; /* dequantized weights [n][k] */
     float *x; /* activations [m][k], exactly sized (ASan catches over-reads) */
-    float *xq; /* Q8_0 round trip of x (quantized types), Q8_K round trip (Q4_K, Q6_K) or bf16-rounded x */
+    float *xq; /* Q8_0 round trip of x (quantized types), Q8_K round trip (Q4_K, Q5_K, Q6_K) or bf16-rounded x */
     double *ref; /* sum wd * x */
     double *refq; /* sum wd * xq */
     double *S; /* sum |wd||x| */
@@ -112,7 +112,7 @@ static void case_init(mm_case *c, dtype t, int64_t n, int64_t k, int64_t m) {
     c->xq = malloc(sizeof(float) * (size_t)(m * k));
     for (int64_t i = 0; i < m * k; i++) c->x[i] = frand() * (i % 97 == 0 ? 8.0f : 1.0f);
     if (m > 1 && k >= 64) memset(c->x + k + 32, 0, 32 * sizeof(float)); /* zero activation block */
-    int quant = t == DT_Q8_0 || t == DT_Q4_0 || is_iq4(t);
+    int quant = t == DT_Q8_0 || t == DT_Q4_0 || (is_iq4(t) && t != DT_IQ4_XS);
     for (int64_t i = 0; i < m; i++) {
         if (quant) {
             block_q8_0 *b = malloc(dtype_row_bytes(DT_Q8_0, k));
@@ -120,7 +120,8 @@ static void case_init(mm_case *c, dtype t, int64_t n, int64_t k, int64_t m) {
             dtype_dequantize_row(DT_Q8_0, b, c->xq + i * k, k);
             free(b);
         } else {
-            if (t == DT_Q4_K || t == DT_Q6_K) q8k_roundtrip(c->x + i * k, c->xq + i * k, k);
+            if (t == DT_Q4_K || t == DT_Q5_K || t == DT_Q6_K || t == DT_IQ4_XS)
+                q8k_roundtrip(c->x + i * k, c->xq + i * k, k);
             else
                 for (int64_t j = 0; j < k; j++) c->xq[i * k + j] = bf16_to_f32(f32_to_bf16(c->x[i * k + j]));
         }
@@ -161,8 +162,8 @@ static int case_check(const mm_case *c, const float *y, const char *what) {
             } else {
                 ok = fabs(v - c->ref[at]) <= 1e-5 * S;
                 if (c->t == DT_BF16 && !ok) ok = fabs(v - c->refq[at]) <= 1e-5 * S;
-                /* AVX-512 integer paths: Q8_K (Q4_K, Q6_K) or Q8_0 (IQ4, MXFP4) activations */
-                if ((c->t == DT_Q4_K || c->t == DT_Q6_K || is_iq4(c->t)) && !ok)
+                /* integer paths: Q8_K (Q4_K, Q5_K, Q6_K, IQ4_XS) or Q8_0 (IQ4_NL, MXFP4) activations */
+                if ((c->t == DT_Q4_K || c->t == DT_Q5_K || c->t == DT_Q6_K || is_iq4(c->t)) && !ok)
                     ok = fabs(v - c->refq[at]) <= 1e-4 * S && fabs(v - c->ref[at]) <= c->E[at] + 1e-4 * S;
             }
             if (!ok || !isfinite(v)) {
