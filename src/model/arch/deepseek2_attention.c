@@ -54,9 +54,14 @@ typedef struct absorbed_job {
     int32_t n_runs; /* attention runs: c->run_first[i] .. + c->run_len[i] (batch indices) */
 } absorbed_job;
 
+/* Tokens per block of the projections: a block's latent rows of one head
+ * (PROJ_TOKENS x kv_lora_rank floats) and the head's weight rows stay in L2
+ * while every weight row passes over them. Each output is one dot or axpy
+ * chain in a fixed order, whatever the blocking. */
+#define PROJ_TOKENS 64
+
 /* qabs[t][h] = [W_K[h]^T q_nope[t][h] | q_pe[t][h]] for every listed token;
- * one item per head, so each weight row is read once per step and reused for
- * all tokens. */
+ * one item per head, so each weight row is read once per token block. */
 static void qlat_task(void *ctx, int ith, int nth) {
     absorbed_job *j = ctx;
     ds2_fwd *c = j->c;
@@ -64,24 +69,26 @@ static void qlat_task(void *ctx, int ith, int nth) {
     const float *kvb = ds2_layers(c->m)[j->il].kv_b_f32;
     int64_t kvl = hp->kv_lora_rank, nope = hp->qk_nope_dim, qk = hp->head_dim, H = hp->n_head, rope = hp->rope_dim;
     int64_t hrows = nope + hp->v_head_dim, dk = kvl + rope;
-    for (int64_t h = ith; h < H; h += nth) {
-        for (int32_t i = 0; i < j->n_tok; i++) {
-            int64_t t = c->grp_toks[i];
-            float *qa = c->lat + (t * H + h) * dk;
-            memset(qa, 0, (size_t)kvl * sizeof(float));
-            memcpy(qa + kvl, c->q + (t * H + h) * qk + nope, (size_t)rope * sizeof(float));
-        }
-        for (int64_t d = 0; d < nope; d++) {
-            const float *row = kvb + (h * hrows + d) * kvl;
-            for (int32_t i = 0; i < j->n_tok; i++) {
+    for (int64_t h = ith; h < H; h += nth)
+        for (int32_t i0 = 0; i0 < j->n_tok; i0 += PROJ_TOKENS) {
+            int32_t i1 = i0 + PROJ_TOKENS < j->n_tok ? i0 + PROJ_TOKENS : j->n_tok;
+            for (int32_t i = i0; i < i1; i++) {
                 int64_t t = c->grp_toks[i];
-                kern_axpy_f32(c->q[(t * H + h) * qk + d], row, c->lat + (t * H + h) * dk, kvl);
+                float *qa = c->lat + (t * H + h) * dk;
+                memset(qa, 0, (size_t)kvl * sizeof(float));
+                memcpy(qa + kvl, c->q + (t * H + h) * qk + nope, (size_t)rope * sizeof(float));
+            }
+            for (int64_t d = 0; d < nope; d++) {
+                const float *row = kvb + (h * hrows + d) * kvl;
+                for (int32_t i = i0; i < i1; i++) {
+                    int64_t t = c->grp_toks[i];
+                    kern_axpy_f32(c->q[(t * H + h) * qk + d], row, c->lat + (t * H + h) * dk, kvl);
+                }
             }
         }
-    }
 }
 
-/* out[t][h] = W_V[h] o_lat[t][h]; one item per head, as qlat_task. */
+/* out[t][h] = W_V[h] o_lat[t][h]; one item per head, token blocks as qlat_task. */
 static void vout_task(void *ctx, int ith, int nth) {
     absorbed_job *j = ctx;
     ds2_fwd *c = j->c;
@@ -89,11 +96,14 @@ static void vout_task(void *ctx, int ith, int nth) {
     const float *kvb = ds2_layers(c->m)[j->il].kv_b_f32;
     int64_t kvl = hp->kv_lora_rank, nope = hp->qk_nope_dim, vd = hp->v_head_dim, H = hp->n_head;
     for (int64_t h = ith; h < H; h += nth)
-        for (int64_t e = 0; e < vd; e++) {
-            const float *row = kvb + (h * (nope + vd) + nope + e) * kvl;
-            for (int32_t i = 0; i < j->n_tok; i++) {
-                int64_t t = c->grp_toks[i];
-                c->att[(t * H + h) * vd + e] = kern_dot_f32(row, c->olat + (t * H + h) * kvl, kvl);
+        for (int32_t i0 = 0; i0 < j->n_tok; i0 += PROJ_TOKENS) {
+            int32_t i1 = i0 + PROJ_TOKENS < j->n_tok ? i0 + PROJ_TOKENS : j->n_tok;
+            for (int64_t e = 0; e < vd; e++) {
+                const float *row = kvb + (h * (nope + vd) + nope + e) * kvl;
+                for (int32_t i = i0; i < i1; i++) {
+                    int64_t t = c->grp_toks[i];
+                    c->att[(t * H + h) * vd + e] = kern_dot_f32(row, c->olat + (t * H + h) * kvl, kvl);
+                }
             }
         }
 }
