@@ -13,8 +13,11 @@
 #include "model/arch/deepseek2.h"
 
 /* Expanded-form attention holds K/V of the whole context of one sequence;
- * sequences reaching further use the absorbed form. */
-#define MLA_EXPAND_MAX_CTX 4096
+ * sequences reaching further use the absorbed form. The expanded form's
+ * per-(token, head) dot products beat the tiled absorbed kernel only on
+ * short contexts (bench/results/mla15-*.txt: 1.9x at 128 tokens, even at
+ * 512, 2.3x slower at 2,048). */
+#define MLA_EXPAND_MAX_CTX 512
 
 struct ds2_fwd {
     const model *m;
