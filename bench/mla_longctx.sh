@@ -6,11 +6,11 @@
 #      file as the peer;
 #   2. issue 15's comparison: time per token of deepseek4 (CSA + HCA, 2 layers) against the
 #      V3-shaped MLA model at each length, with both models' KV bytes per token.
-# Every cinfer line is `bench latency -r 1 -b N -p N -n 4`; the `cpu` line (process CPU time / threads)
+# Every cinfer line is `bench latency -r 1 -b BATCH -p N -n 4` (BATCH defaults to N); the `cpu` line (process CPU time / threads)
 # is the figure to compare on this shared machine, the wall rates are printed too.
 set -euo pipefail
 usage="usage: bench/mla_longctx.sh [OUT.txt]
-env: LONG (default '4096 8192'), BASE_BIN (baseline cinfer; empty: none), BASE_MAX (longest length the
+env: LONG (default '4096 8192'), BATCH (tokens per forward call, default the length), BASE_BIN (baseline cinfer; empty: none), BASE_MAX (longest length the
      baseline runs, default 4096), PEER_LENS (lengths llama-bench runs, default '4096'),
      THREADS (2), LLAMA_BENCH (default /work/llama/build/bin/llama-bench; empty: none),
      CINFER_BIN, MODELS (default build/bench-models), VOCAB (default \$CINFER_SHARED/models/stories260K.gguf)"
@@ -28,7 +28,7 @@ vocab=${VOCAB:-${CINFER_SHARED:-$root/../shared}/models/stories260K.gguf}
 t=${THREADS:-2}
 [ -f "$vocab" ] || { echo "mla_longctx.sh: no vocabulary '$vocab'" >&2; exit 2; }
 mkdir -p "$models"
-run() { echo "\$ $* ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"; "$@" 2>&1 | grep -E '^(model|prefill|decode|cpu|cinfer: KV|llama-bench|\|)' || true; echo; }
+run() { echo "\$ $* ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"; "$@" 2>&1 | grep -E '^(model|machine|prefill|decode|cpu|cinfer: KV|llama-bench|\|)' || true; echo; }
 mla() {
   local f="$models/v3-mla-L2-q8_0.gguf"
   [ -f "$f" ] || "$bin" mkmodel --arch deepseek2 --dim 1024 --layers 2 --heads 16 --ffn 512 --kv-lora 512 \
@@ -56,12 +56,12 @@ kv_line() { "$bin" run -m "$1" -p "Once upon a time" -n 1 --temp 0 -c 256 2>&1 |
     echo "## $n tokens"
     if [ -n "$base" ] && [ "$n" -le "${BASE_MAX:-4096}" ]; then
       echo "# baseline, V3-shaped MLA"
-      run "$base" bench latency -m "$m" -t "$t" -r 1 -b "$n" -p "$n" -n 4
+      run "$base" bench latency -m "$m" -t "$t" -r 1 -b "${BATCH:-$n}" -p "$n" -n 4
     fi
     echo "# this build, V3-shaped MLA"
-    run "$bin" bench latency -m "$m" -t "$t" -r 1 -b "$n" -p "$n" -n 4
+    run "$bin" bench latency -m "$m" -t "$t" -r 1 -b "${BATCH:-$n}" -p "$n" -n 4
     echo "# this build, deepseek4"
-    run "$bin" bench latency -m "$d" -t "$t" -r 1 -b "$n" -p "$n" -n 4
+    run "$bin" bench latency -m "$d" -t "$t" -r 1 -b "${BATCH:-$n}" -p "$n" -n 4
     if [ -n "$llama" ] && [[ " ${PEER_LENS-4096} " == *" $n "* ]]; then
       echo "# llama.cpp, V3-shaped MLA"
       run /usr/bin/time -f 'llama-bench: %e s wall, %U s user' "$llama" -m "$m" -t "$t" -r 1 --repack 0 -fa 1 -p "$n" -n 0
