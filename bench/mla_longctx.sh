@@ -10,8 +10,9 @@
 # is the figure to compare on this shared machine, the wall rates are printed too.
 set -euo pipefail
 usage="usage: bench/mla_longctx.sh [OUT.txt]
-env: LONG (default '4096 8192'), BATCH (tokens per forward call, default the length), BASE_BIN (baseline cinfer; empty: none), BASE_MAX (longest length the
-     baseline runs, default 4096), PEER_LENS (lengths llama-bench runs, default '4096'),
+env: LONG (default '4096 8192'), BATCH (tokens per forward call, default the length),
+     BASE_BIN (baseline cinfer; empty: none), BASE_MAX (longest length the baseline runs, default 4096),
+     PEER_LENS (lengths llama-bench runs, default '4096'),
      THREADS (2), LLAMA_BENCH (default /work/llama/build/bin/llama-bench; empty: none),
      CINFER_BIN, MODELS (default build/bench-models), VOCAB (default \$CINFER_SHARED/models/stories260K.gguf)"
 case ${1:-} in
