@@ -234,8 +234,7 @@ void ds2_attention(ds2_fwd *c, const fwd_batch *b, int il) {
     aj.n_runs = list_runs(c, b, aj.n_tok);
     /* an item for every thread: split heads when there are few runs (each item
      * transposes every K tile of its context once, so no more items than that) */
-    while (aj.hg > 1 && (int64_t)aj.n_runs * ((hp->n_head + aj.hg - 1) / aj.hg) < c->n_threads)
-        aj.hg = (aj.hg + 1) / 2;
+    while (aj.hg > 1 && (int64_t)aj.n_runs * ((hp->n_head + aj.hg - 1) / aj.hg) < c->n_threads) aj.hg = (aj.hg + 1) / 2;
     pool_run(c->pool, qlat_task, &aj);
     pool_run(c->pool, absorbed_task, &aj);
     pool_run(c->pool, vout_task, &aj);
