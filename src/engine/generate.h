@@ -3,7 +3,8 @@
  * and the forward-pass tests; the serving engine batches many sequences
  * through model_forward directly.
  * MLA models (deepseek2) prefill chunks of >= MLA_EXPAND_MIN_PREFILL tokens
- * in the expanded attention form (model.h).
+ * in the expanded attention form while the context is below 512 positions
+ * (model.h; longer contexts run the tiled absorbed kernel).
  * Owns its forward context, KV memory and logits buffer. */
 #ifndef CINFER_ENGINE_GENERATE_H
 #define CINFER_ENGINE_GENERATE_H

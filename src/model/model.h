@@ -376,7 +376,8 @@ int model_forward(fwd_ctx *c, const fwd_batch *b, float *logits, cf_err *err);
  * batch) keeps the default MLA_EXPAND_NEVER: absorbed for every token.
  * Single-sequence sessions (engine/generate.h) use MLA_EXPAND_MIN_PREFILL.
  * min_tokens <= 0 restores the default. Enabling allocates the expansion
- * scratch (K/V for up to 4096 positions); if that fails the context stays
+ * scratch (K/V for up to 512 positions: longer contexts stay absorbed,
+ * where the tiled kernel is faster); if that fails the context stays
  * absorbed (same results, slower prompts). An optional architecture hook:
  * no effect on models whose architecture has none. */
 #define MLA_EXPAND_NEVER INT32_MAX

@@ -44,7 +44,17 @@
  * f32 tile of the scratch (K [head_dim][ATTN_SEG], V [ATTN_SEG][head_dim]:
  * one f32 block of ATTN_SEG tokens) and runs the f32 segment on it, so the
  * arithmetic after decoding is the f32 path's, and nothing beyond one
- * segment is ever converted or copied. */
+ * segment is ever converted or copied.
+ *
+ * Shared-row MQA (MLA absorbed, v_dim > 0, f32 cache only): K and V come
+ * from one token-major row per key, key j's row at blocks[j / bt] + k_off +
+ * (j % bt) * row_stride: K is the row's first head_dim floats, V its first
+ * v_dim (<= head_dim) floats, so V's head is K's leading part (DeepSeek
+ * V2/V3: K = [latent | rope], V = latent). Every query head of the call
+ * shares that one K/V head. Each 16-key K tile is transposed once per call
+ * into [head_dim][16] and used by every row, as the dimension-major path
+ * reads it in place; everything after the scores is the same code with V
+ * and the output rows v_dim wide (q rows stay head_dim apart). */
 #ifndef CINFER_TENSOR_ATTENTION_H
 #define CINFER_TENSOR_ATTENTION_H
 
@@ -87,6 +97,8 @@ typedef struct attn_args {
     float softcap; /* 0 = off */
     const float *sinks; /* NULL, or n_q sink logits (one per query head of the group) */
     attn_prec prec; /* ATTN_PREC_F32 (0, the zero-initialised default) or ATTN_PREC_BF16 */
+    int v_dim; /* 0: V rows head_dim wide in their own layout; > 0: shared-row MQA (top), f32 only, runs as F32;
+                  out rows (token t, head h) at out + t*out_stride + h*v_dim */
     float *scratch; /* attn_scratch_floats(n_tok, n_q, head_dim) floats */
 } attn_args;
 

@@ -123,8 +123,11 @@ static inline int attn_lo(const attn_args *a, int t) {
     return lo > 0 ? lo : 0;
 }
 
+/* Width of V and output rows: head_dim, or v_dim for shared-row MQA. */
+static inline int attn_vd(const attn_args *a) { return a->v_dim > 0 ? a->v_dim : a->head_dim; }
+
 static inline float *attn_out_row(const attn_args *a, int r) {
-    return a->out + (int64_t)(r / a->n_q) * a->out_stride + (int64_t)(r % a->n_q) * a->head_dim;
+    return a->out + (int64_t)(r / a->n_q) * a->out_stride + (int64_t)(r % a->n_q) * attn_vd(a);
 }
 
 /* Q of every row, times scale, into qt as groups of ATTN_QK_ROWS rows, each
@@ -167,6 +170,18 @@ static inline __attribute__((always_inline)) void attn_qk_tile(const float *g, c
  * one block (*stride = block_tokens), else gathered into kt (*stride 16). */
 static inline const float *attn_k_tile(const attn_args *a, int j0, int nk, float *kt, int64_t *stride) {
     const int hd = a->head_dim, bt = a->block_tokens;
+    *stride = 16;
+    if (a->v_dim > 0) { /* shared-row MQA: token-major K rows, transposed into the tile */
+        for (int c = 0; c < 16; c++) {
+            if (c >= nk) {
+                for (int d = 0; d < hd; d++) kt[d * 16 + c] = 0.0f;
+                continue;
+            }
+            const float *k = attn_row(a, a->k_off, j0 + c);
+            for (int d = 0; d < hd; d++) kt[d * 16 + c] = k[d];
+        }
+        return kt;
+    }
     if (j0 % bt + 16 <= bt) {
         *stride = bt;
         return a->blocks[j0 / bt] + a->k_off + j0 % bt;
@@ -285,7 +300,7 @@ static inline void attn_pv_run_small(const float *const *w, int n, const float *
  * walked in runs inside one block (no division per key); every sum runs in
  * key order whatever the block size or head blocking. */
 static void attn_pv(const attn_args *a, int t, int s0, int lo, int hi, const float *sc, float *acc) {
-    const int hd = a->head_dim, nq = a->n_q, bt = a->block_tokens;
+    const int hd = attn_vd(a), nq = a->n_q, bt = a->block_tokens;
     for (int h = 0; h < nq; h += ATTN_PV_HEADS) {
         int nh = nq - h < ATTN_PV_HEADS ? nq - h : ATTN_PV_HEADS, r = t * nq + h;
         const float *p[ATTN_PV_HEADS]; /* weight of key lo, per head (repeats past nh) */
@@ -327,12 +342,12 @@ static void attn_pv(const attn_args *a, int t, int s0, int lo, int hi, const flo
  * m (rows), then l (rows). sc: scratch of rows x ATTN_SROW score floats,
  * then 2 x rows (the merge's, untouched), then the packed Q. */
 static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, float *part, float *sc) {
-    const int hd = a->head_dim, nq = a->n_q, nt = a->n_tok, n_rows = nt * nq;
+    const int hd = attn_vd(a), nq = a->n_q, nt = a->n_tok, n_rows = nt * nq;
     float *acc = part, *m = part + (int64_t)n_rows * hd, *l = m + n_rows;
     const int s0 = seg * ATTN_SEG, j_end = a->pos[nt - 1] + 1;
     const int s1 = s0 + ATTN_SEG < j_end ? s0 + ATTN_SEG : j_end;
 #ifdef __AVX512BF16__
-    if (a->prec == ATTN_PREC_BF16 && cpu_has_avx512_bf16()) {
+    if (a->prec == ATTN_PREC_BF16 && a->v_dim == 0 && cpu_has_avx512_bf16()) {
 #ifdef __AMX_BF16__
         if (cpu_has_amx_bf16()) {
             attn_segment_amx(a, seg, part, sc);
@@ -378,12 +393,12 @@ static void attn_merge_begin(const attn_args *a, float *M, float *L) {
     for (int r = 0; r < n_rows; r++) {
         M[r] = -INFINITY;
         L[r] = 0.0f;
-        memset(attn_out_row(a, r), 0, sizeof(float) * (size_t)a->head_dim);
+        memset(attn_out_row(a, r), 0, sizeof(float) * (size_t)attn_vd(a));
     }
 }
 
 static __attribute__((noinline)) void attn_merge_step(const attn_args *a, const float *part, float *M, float *L) {
-    const int hd = a->head_dim, n_rows = a->n_tok * a->n_q;
+    const int hd = attn_vd(a), n_rows = a->n_tok * a->n_q;
     const float *acc = part, *m = part + (int64_t)n_rows * hd, *l = m + n_rows;
     for (int r = 0; r < n_rows; r++) {
         if (m[r] == -INFINITY) continue; /* empty partial */
@@ -398,7 +413,7 @@ static __attribute__((noinline)) void attn_merge_step(const attn_args *a, const 
 /* out = O / (L + sink); a row with no visible key (cannot happen for a
  * causal row) is left zero. */
 static __attribute__((noinline)) void attn_merge_finish(const attn_args *a, const float *M, const float *L) {
-    const int hd = a->head_dim, n_rows = a->n_tok * a->n_q;
+    const int hd = attn_vd(a), n_rows = a->n_tok * a->n_q;
     for (int r = 0; r < n_rows; r++) {
         float mx = M[r], denom = L[r], f = 1.0f;
         if (a->sinks) {

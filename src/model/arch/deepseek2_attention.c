@@ -8,20 +8,26 @@
  *   multiplied by attn_kv_b once, giving per head k_nope and v for every
  *   position; then s_j = scale·(q_nope·k_nope_j + q_pe·k_pe_j),
  *   o = softmax(s)·v. Work items: (token, head).
- * absorbed (decode and short chunks; never materialises K/V): per head
+ * absorbed (the engine's only form; never materialises K/V): per head
  *   q_lat = W_K^T q_nope (W_K = the head's k_nope rows of attn_kv_b),
- *   s_j = scale·(q_lat·c_kv_j + q_pe·k_pe_j), o_lat = softmax(s)·c_kv,
+ *   s_j = scale·([q_lat | q_pe]·[c_kv_j | k_pe_j]), o_lat = softmax(s)·c_kv,
  *   o = W_V o_lat (W_V = the head's v rows). Three passes: the projections
  *   run one item per head over all tokens (each weight row read once per
- *   step), the attention one item per (token, head range), reading each
- *   cache row once per item for all its heads.
+ *   step); the attention is MQA over the cache rows (K = the whole row,
+ *   V = its c_kv part, shared by all heads) through the tiled flash-attention
+ *   kernel (tensor/attention.h, shared-row form), one call per item = (run of
+ *   up to run_max consecutive tokens of one sequence, head range): each
+ *   16-key tile is read once per item for all its rows, softmax online per
+ *   128-key segment at fixed absolute positions, no score matrix.
  *
  * Every head's result is computed the same way whatever the item split and
- * the rest of the batch (batch invariance). Softmax: max, exp, sum in f32. */
+ * the rest of the batch (batch invariance): the kernel's rows depend only on
+ * their own query, position and keys. Expanded softmax: max, exp, sum in f32. */
 #include <math.h>
 #include <string.h>
 
 #include "model/arch/deepseek2_fwd.h"
+#include "tensor/attention.h"
 #include "tensor/vecmath.h"
 
 static inline const float *cache_row(const ds2_fwd *c, const fwd_seq *s, int il, int32_t j) {
@@ -45,31 +51,44 @@ typedef struct absorbed_job {
     const fwd_batch *b;
     int il;
     int32_t n_tok, hg; /* tokens listed in c->grp_toks; heads per attention item */
+    int32_t n_runs; /* attention runs: c->run_first[i] .. + c->run_len[i] (batch indices) */
 } absorbed_job;
 
-/* q_lat[t][h] = W_K[h]^T q_nope[t][h] for every listed token; one item per
- * head, so each weight row is read once per step and reused for all tokens. */
+/* Tokens per block of the projections: a block's latent rows of one head
+ * (PROJ_TOKENS x kv_lora_rank floats) and the head's weight rows stay in L2
+ * while every weight row passes over them. Each output is one dot or axpy
+ * chain in a fixed order, whatever the blocking. */
+#define PROJ_TOKENS 64
+
+/* qabs[t][h] = [W_K[h]^T q_nope[t][h] | q_pe[t][h]] for every listed token;
+ * one item per head, so each weight row is read once per token block. */
 static void qlat_task(void *ctx, int ith, int nth) {
     absorbed_job *j = ctx;
     ds2_fwd *c = j->c;
     const model_hparams *hp = &c->m->hp;
     const float *kvb = ds2_layers(c->m)[j->il].kv_b_f32;
-    int64_t kvl = hp->kv_lora_rank, nope = hp->qk_nope_dim, qk = hp->head_dim, H = hp->n_head;
-    int64_t hrows = nope + hp->v_head_dim;
-    for (int64_t h = ith; h < H; h += nth) {
-        for (int32_t i = 0; i < j->n_tok; i++)
-            memset(c->lat + ((int64_t)c->grp_toks[i] * H + h) * kvl, 0, (size_t)kvl * sizeof(float));
-        for (int64_t d = 0; d < nope; d++) {
-            const float *row = kvb + (h * hrows + d) * kvl;
-            for (int32_t i = 0; i < j->n_tok; i++) {
+    int64_t kvl = hp->kv_lora_rank, nope = hp->qk_nope_dim, qk = hp->head_dim, H = hp->n_head, rope = hp->rope_dim;
+    int64_t hrows = nope + hp->v_head_dim, dk = kvl + rope;
+    for (int64_t h = ith; h < H; h += nth)
+        for (int32_t i0 = 0; i0 < j->n_tok; i0 += PROJ_TOKENS) {
+            int32_t i1 = i0 + PROJ_TOKENS < j->n_tok ? i0 + PROJ_TOKENS : j->n_tok;
+            for (int32_t i = i0; i < i1; i++) {
                 int64_t t = c->grp_toks[i];
-                kern_axpy_f32(c->q[(t * H + h) * qk + d], row, c->lat + (t * H + h) * kvl, kvl);
+                float *qa = c->lat + (t * H + h) * dk;
+                memset(qa, 0, (size_t)kvl * sizeof(float));
+                memcpy(qa + kvl, c->q + (t * H + h) * qk + nope, (size_t)rope * sizeof(float));
+            }
+            for (int64_t d = 0; d < nope; d++) {
+                const float *row = kvb + (h * hrows + d) * kvl;
+                for (int32_t i = i0; i < i1; i++) {
+                    int64_t t = c->grp_toks[i];
+                    kern_axpy_f32(c->q[(t * H + h) * qk + d], row, c->lat + (t * H + h) * dk, kvl);
+                }
             }
         }
-    }
 }
 
-/* out[t][h] = W_V[h] o_lat[t][h]; one item per head, as qlat_task. */
+/* out[t][h] = W_V[h] o_lat[t][h]; one item per head, token blocks as qlat_task. */
 static void vout_task(void *ctx, int ith, int nth) {
     absorbed_job *j = ctx;
     ds2_fwd *c = j->c;
@@ -77,51 +96,77 @@ static void vout_task(void *ctx, int ith, int nth) {
     const float *kvb = ds2_layers(c->m)[j->il].kv_b_f32;
     int64_t kvl = hp->kv_lora_rank, nope = hp->qk_nope_dim, vd = hp->v_head_dim, H = hp->n_head;
     for (int64_t h = ith; h < H; h += nth)
-        for (int64_t e = 0; e < vd; e++) {
-            const float *row = kvb + (h * (nope + vd) + nope + e) * kvl;
-            for (int32_t i = 0; i < j->n_tok; i++) {
-                int64_t t = c->grp_toks[i];
-                c->att[(t * H + h) * vd + e] = kern_dot_f32(row, c->lat + (t * H + h) * kvl, kvl);
+        for (int32_t i0 = 0; i0 < j->n_tok; i0 += PROJ_TOKENS) {
+            int32_t i1 = i0 + PROJ_TOKENS < j->n_tok ? i0 + PROJ_TOKENS : j->n_tok;
+            for (int64_t e = 0; e < vd; e++) {
+                const float *row = kvb + (h * (nope + vd) + nope + e) * kvl;
+                for (int32_t i = i0; i < i1; i++) {
+                    int64_t t = c->grp_toks[i];
+                    c->att[(t * H + h) * vd + e] = kern_dot_f32(row, c->olat + (t * H + h) * kvl, kvl);
+                }
             }
         }
 }
 
-/* Scores against the latent cache and o_lat (over q_lat in c->lat) for one
- * token and heads [h0, h1). */
-static void absorbed_item(ds2_fwd *c, const fwd_batch *b, int il, int32_t t, int h0, int h1, float *sc) {
+/* o_lat of one run of consecutive tokens and heads [h0, h1): MQA over the
+ * latent cache rows (K = [c_kv | k_pe], V = c_kv) by the tiled kernel
+ * (tensor/attention.h, shared-row form), which computes every row the same
+ * way whatever the run, the head range and the rest of the batch. */
+static void absorbed_item(ds2_fwd *c, const fwd_batch *b, int il, int32_t t0, int32_t n, int h0, int h1,
+                          float *scratch) {
     const model_hparams *hp = &c->m->hp;
-    int64_t kvl = hp->kv_lora_rank, nope = hp->qk_nope_dim, qk = hp->head_dim, H = hp->n_head, rope = hp->rope_dim;
-    const fwd_seq *s = &b->seqs[b->seq[t]];
-    int32_t n = b->pos[t] + 1;
-    const float *qt = c->q + (int64_t)t * H * qk;
-    float *lat = c->lat + (int64_t)t * H * kvl;
-    for (int32_t j = 0; j < n; j++) {
-        const float *r = cache_row(c, s, il, j);
-        for (int h = h0; h < h1; h++)
-            sc[(int64_t)(h - h0) * n + j] =
-                (kern_dot_f32(lat + h * kvl, r, kvl) + kern_dot_f32(qt + h * qk + nope, r + kvl, rope)) * c->scale;
-    }
-    for (int h = h0; h < h1; h++) {
-        softmax(sc + (int64_t)(h - h0) * n, n);
-        memset(lat + h * kvl, 0, (size_t)kvl * sizeof(float));
-    }
-    for (int32_t j = 0; j < n; j++) {
-        const float *r = cache_row(c, s, il, j);
-        for (int h = h0; h < h1; h++) kern_axpy_f32(sc[(int64_t)(h - h0) * n + j], r, lat + h * kvl, kvl);
-    }
+    int64_t kvl = hp->kv_lora_rank, dk = kvl + hp->rope_dim, H = hp->n_head;
+    attn_args a = {
+        .q = c->lat + ((int64_t)t0 * H + h0) * dk,
+        .q_stride = H * dk,
+        .out = c->olat + ((int64_t)t0 * H + h0) * kvl,
+        .out_stride = H * kvl,
+        .pos = b->pos + t0,
+        .n_tok = n,
+        .n_q = h1 - h0,
+        .head_dim = (int)dk,
+        .blocks = b->seqs[b->seq[t0]].blocks,
+        .block_tokens = c->bt,
+        .k_off = (int64_t)(il - c->kv_shift) * c->bt * dk,
+        .row_stride = dk,
+        .scale = c->scale,
+        .v_dim = (int)kvl,
+        .scratch = scratch,
+    };
+    a.v_off = a.k_off;
+    kern_attention(&a);
 }
 
 static void absorbed_task(void *ctx, int ith, int nth) {
     absorbed_job *j = ctx;
     ds2_fwd *c = j->c;
     int H = c->m->hp.n_head, n_hg = (H + j->hg - 1) / j->hg;
-    float *sc = c->scores + (int64_t)ith * c->scores_per_thread;
-    int64_t items = (int64_t)j->n_tok * n_hg;
+    float *scratch = c->attn_scratch + (int64_t)ith * c->attn_scratch_per_thread;
+    int64_t items = (int64_t)j->n_runs * n_hg;
     for (int64_t it = ith; it < items; it += nth) {
-        int32_t t = c->grp_toks[it / n_hg];
+        int32_t r = (int32_t)(it / n_hg);
         int h0 = (int)(it % n_hg) * j->hg, h1 = h0 + j->hg < H ? h0 + j->hg : H;
-        absorbed_item(c, j->b, j->il, t, h0, h1, sc);
+        absorbed_item(c, j->b, j->il, c->run_first[r], c->run_len[r], h0, h1, scratch);
     }
+}
+
+/* Cuts the listed tokens into runs of at most c->run_max consecutive batch
+ * indices of one sequence at consecutive positions (a kernel call each). */
+static int32_t list_runs(ds2_fwd *c, const fwd_batch *b, int32_t n_tok) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < n_tok; i++) {
+        int32_t t = c->grp_toks[i];
+        if (n > 0) {
+            int32_t p = c->run_first[n - 1] + c->run_len[n - 1] - 1;
+            if (p == t - 1 && b->seq[p] == b->seq[t] && b->pos[p] + 1 == b->pos[t] && c->run_len[n - 1] < c->run_max) {
+                c->run_len[n - 1]++;
+                continue;
+            }
+        }
+        c->run_first[n] = t;
+        c->run_len[n++] = 1;
+    }
+    return n;
 }
 
 /* ---- expanded ---- */
@@ -184,11 +229,12 @@ void ds2_attention(ds2_fwd *c, const fwd_batch *b, int il) {
         expanded_job ej = {c, b, il, list_tokens(c, b, g)};
         pool_run(c->pool, expanded_task, &ej);
     }
-    absorbed_job aj = {c, b, il, list_tokens(c, b, -1), hp->n_head};
+    absorbed_job aj = {c, b, il, list_tokens(c, b, -1), hp->n_head, 0};
     if (aj.n_tok == 0) return;
-    /* enough items for every thread: split heads when there are few tokens */
-    while (aj.hg > 1 && (int64_t)aj.n_tok * ((hp->n_head + aj.hg - 1) / aj.hg) < 2 * c->n_threads)
-        aj.hg = (aj.hg + 1) / 2;
+    aj.n_runs = list_runs(c, b, aj.n_tok);
+    /* an item for every thread: split heads when there are few runs (each item
+     * transposes every K tile of its context once, so no more items than that) */
+    while (aj.hg > 1 && (int64_t)aj.n_runs * ((hp->n_head + aj.hg - 1) / aj.hg) < c->n_threads) aj.hg = (aj.hg + 1) / 2;
     pool_run(c->pool, qlat_task, &aj);
     pool_run(c->pool, absorbed_task, &aj);
     pool_run(c->pool, vout_task, &aj);

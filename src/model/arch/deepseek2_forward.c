@@ -23,18 +23,20 @@
 
 #include "model/arch/deepseek2_fwd.h"
 #include "model/rowops.h"
+#include "tensor/attention.h"
 
 void ds2_fwd_free(ds2_fwd *c) {
     if (!c) return;
     kern_ctx_destroy(c->kc);
     kern_ctx_destroy(c->kc_exp);
-    void *bufs[] = {c->x,        c->h,        c->qa,         c->q,         c->ckv,     c->lat,
-                    c->att,      c->ffa,      c->ffb,        c->ffo,       c->moe,     c->rope_cs,
-                    c->scores,   c->ctx_lat,  c->ctx_kv,     c->tok_group, c->grp_seq, c->grp_n,
-                    c->grp_last, c->grp_toks, c->grp_expand, c->router,    c->rscore,  c->sel_w,
-                    c->exp_w,    c->xe,       c->ge,         c->ue,        c->ye,      c->sel,
-                    c->exp_n,    c->exp_off,  c->exp_tok,    c->moe_index, c->ring,    (void *)c->load,
-                    c->pair_x,   c->pair_y,   c->pair_e,     c->mtp_cat};
+    void *bufs[] = {c->x,         c->h,        c->qa,         c->q,         c->ckv,     c->lat,
+                    c->att,       c->ffa,      c->ffb,        c->ffo,       c->moe,     c->rope_cs,
+                    c->scores,    c->ctx_lat,  c->ctx_kv,     c->tok_group, c->grp_seq, c->grp_n,
+                    c->grp_last,  c->grp_toks, c->grp_expand, c->router,    c->rscore,  c->sel_w,
+                    c->exp_w,     c->xe,       c->ge,         c->ue,        c->ye,      c->sel,
+                    c->exp_n,     c->exp_off,  c->exp_tok,    c->moe_index, c->ring,    (void *)c->load,
+                    c->pair_x,    c->pair_y,   c->pair_e,     c->mtp_cat,   c->olat,    c->attn_scratch,
+                    c->run_first, c->run_len};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
 }
@@ -74,14 +76,22 @@ ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     c->qa = fmalloc(T * (size_t)hp->q_lora_rank);
     c->q = fmalloc(T * H * qk);
     c->ckv = fmalloc(T * (kvl + rope));
-    c->lat = fmalloc(T * H * kvl);
+    c->lat = fmalloc(T * H * (kvl + rope));
+    c->olat = fmalloc(T * H * kvl);
+    /* about 128 kernel rows (tokens x heads) per call: Q, scores and outputs stay in L2 */
+    c->run_max = hp->n_head >= 128 ? 1 : 128 / hp->n_head;
+    if (c->run_max > ATTN_MAX_CHUNK) c->run_max = ATTN_MAX_CHUNK;
+    c->attn_scratch_per_thread = (int64_t)attn_scratch_floats(c->run_max, hp->n_head, (int)(kvl + rope));
+    c->attn_scratch = fmalloc((size_t)c->n_threads * (size_t)c->attn_scratch_per_thread);
+    c->run_first = malloc(T * sizeof(int32_t));
+    c->run_len = malloc(T * sizeof(int32_t));
     c->att = fmalloc(T * H * vd);
     c->ffa = fmalloc(T * ffw);
     c->ffb = fmalloc(T * ffw);
     c->ffo = fmalloc(T * E);
     c->moe = fmalloc(T * E);
     c->rope_cs = fmalloc(T * rope);
-    c->scores_per_thread = (int64_t)H * max_ctx;
+    c->scores_per_thread = c->exp_cap; /* the expanded form: one head's scores per item */
     c->scores = fmalloc((size_t)c->n_threads * (size_t)c->scores_per_thread);
     c->tok_group = malloc(T * sizeof(int32_t));
     c->grp_seq = malloc(T * sizeof(int32_t));
@@ -104,6 +114,7 @@ ds2_fwd *ds2_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
     c->exp_tok = malloc((T * k + 1) * sizeof(int32_t));
     c->moe_index = malloc((size_t)(hp->n_layer + hp->n_nextn) * sizeof(int32_t));
     if (hp->n_nextn && !(c->mtp_cat = fmalloc(T * 2 * E))) goto oom;
+    if (!c->olat || !c->attn_scratch || !c->run_first || !c->run_len) goto oom;
     if (!c->kc || !c->x || !c->h || !c->qa || !c->q || !c->ckv || !c->lat || !c->att || !c->ffa || !c->ffb || !c->ffo ||
         !c->moe || !c->rope_cs || !c->scores || !c->tok_group || !c->grp_seq || !c->grp_n || !c->grp_last ||
         !c->grp_toks || !c->grp_expand || !c->router || !c->rscore || !c->sel_w || !c->exp_w || !c->xe || !c->ge ||

@@ -13,8 +13,11 @@
 #include "model/arch/deepseek2.h"
 
 /* Expanded-form attention holds K/V of the whole context of one sequence;
- * sequences reaching further use the absorbed form. */
-#define MLA_EXPAND_MAX_CTX 4096
+ * sequences reaching further use the absorbed form. The expanded form's
+ * per-(token, head) dot products beat the tiled absorbed kernel only on
+ * short contexts (bench/results/mla15-*.txt: 1.9x at 128 tokens, even at
+ * 512, 2.3x slower at 2,048). */
+#define MLA_EXPAND_MAX_CTX 512
 
 struct ds2_fwd {
     const model *m;
@@ -26,9 +29,15 @@ struct ds2_fwd {
     int32_t kv_shift; /* the layer being run stores its KV as layer il - kv_shift (MTP layers: 0 of their own blocks) */
     float *mtp_cat; /* next-n layers: [enorm(e) | hnorm(h)] rows (T x 2E), or NULL */
     /* activations */
-    float *x, *h, *qa, *q, *ckv, *lat, *att, *ffa, *ffb, *ffo, *moe, *rope_cs;
-    float *scores; /* per thread: scores_per_thread */
+    float *x, *h, *qa, *q, *ckv, *att, *ffa, *ffb, *ffo, *moe, *rope_cs;
+    float *lat; /* absorbed queries [T][H][kv_lora_rank + rope_dim] */
+    float *olat; /* absorbed attention output [T][H][kv_lora_rank] */
+    float *scores; /* expanded form, per thread: scores_per_thread */
     int64_t scores_per_thread;
+    float *attn_scratch; /* absorbed form, per thread: attn_scratch_per_thread (kern_attention's scratch) */
+    int64_t attn_scratch_per_thread;
+    int32_t run_max; /* absorbed form: query tokens per kernel call */
+    int32_t *run_first, *run_len; /* absorbed form: this layer's runs (batch index, length) */
     /* expanded form */
     float *ctx_lat, *ctx_kv;
     /* per batch: distinct sequences and how each runs attention */
