@@ -10,7 +10,9 @@
 #   cinfer bench latency -d D -p 0 -n GEN  |  llama-bench -fa 1 -p 0 -n GEN -d D
 # cinfer prints its limits next to each figure: prefill as % of the int8 peak in matmuls, decode
 # as % of the bandwidth limit counting weights + the F32 KV actually read per token, and a "cpu"
-# line: the same work per process CPU-second (tok/s with every thread on its own core).
+# line: the same work per process CPU-second (tok/s with every thread on its own core), decode
+# there against the same bandwidth probe timed in process CPU seconds (on a loaded machine the
+# figures to compare; llama-bench has wall-clock times only).
 set -euo pipefail
 usage="usage: bench/longctx.sh MODEL.gguf [OUT.txt]
 env: CASES (default '128 4096'), DEPTHS (default ''), GEN (16), REPS (1), LLAMA_REPS (REPS), THREADS (2), BATCH (512),

@@ -7,6 +7,10 @@
  *                      DEPTH + prompt + gen/2; MoE: only the experts one
  *                      token uses),
  *   prefill          = achieved matmul FLOP/s (2 x active params x tokens / time).
+ * The "cpu" line repeats both in process CPU seconds per thread (the pool's
+ * workers spin briefly before sleeping, which counts too): the rates with
+ * every thread on its own core, and decode against the same probe timed in
+ * CPU seconds, which on a shared machine do not count other processes' turns.
  * -d DEPTH (like llama-bench -d) first fills DEPTH positions, untimed and
  * once; every repetition then prefills the prompt and decodes after them,
  * and is rolled back to DEPTH (gen_truncate) before the next.
@@ -25,6 +29,7 @@
 #include "commands.h"
 #include "engine/generate.h"
 #include "model/model.h"
+#include "tensor/kernels.h"
 #include "tensor/peak.h"
 
 static const char bench_usage[] = "cinfer bench latency -m MODEL.gguf [options]\n"
@@ -94,14 +99,6 @@ static void fill_tokens(int32_t *t, long long n, int32_t n_vocab) {
     }
 }
 
-/* CPU seconds of the whole process (every thread; the pool's workers spin
- * briefly before sleeping, which counts too). */
-static double cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The repetitions: best prefill and decode seconds into *pp_s / *tg_s,
  * and the least process CPU seconds of each into *pp_cpu / *tg_cpu. */
 static int timed_reps(const bench_opts *o, gen_session *g, const int32_t *tokens, double *pp_s, double *tg_s,
@@ -110,14 +107,14 @@ static int timed_reps(const bench_opts *o, gen_session *g, const int32_t *tokens
     *pp_s = *tg_s = *pp_cpu = *tg_cpu = 1e30;
     for (long long r = 0; r < o->reps; r++) {
         gen_truncate(g, (int32_t)o->depth);
-        double t0 = time_now(), c0 = cpu_now();
+        double t0 = time_now(), c0 = time_process_cpu();
         if (o->prompt > 0 && gen_feed(g, tokens + o->depth, (int32_t)o->prompt, NULL, &err))
             return cli_fail("bench: %s", err.msg);
-        double t1 = time_now(), c1 = cpu_now();
+        double t1 = time_now(), c1 = time_process_cpu();
         int32_t tok = tokens[0];
         for (long long i = 0; i < o->gen; i++)
             if (gen_feed(g, &tok, 1, NULL, &err)) return cli_fail("bench: %s", err.msg);
-        double t2 = time_now(), c2 = cpu_now();
+        double t2 = time_now(), c2 = time_process_cpu();
         if (t1 - t0 < *pp_s) *pp_s = t1 - t0;
         if (t2 - t1 < *tg_s) *tg_s = t2 - t1;
         if (c1 - c0 < *pp_cpu) *pp_cpu = c1 - c0;
@@ -126,8 +123,9 @@ static int timed_reps(const bench_opts *o, gen_session *g, const int32_t *tokens
     return 0;
 }
 
-static void print_latency(const bench_opts *o, const model *m, thread_pool *pool, double bw, peak_ops peak, double pp_s,
-                          double tg_s, double pp_cpu, double tg_cpu) {
+static void print_latency(const bench_opts *o, const model *m, thread_pool *pool, kern_bandwidth probe, peak_ops peak,
+                          double pp_s, double tg_s, double pp_cpu, double tg_cpu) {
+    double bw = probe.wall;
     const model_hparams *hp = model_get_hparams(m);
     double wbytes = (double)model_active_weight_bytes(m); /* MoE: the experts one token uses */
     /* KV read per decode token at the mean context: every row of the paged layers, at most the window of
@@ -163,9 +161,11 @@ static void print_latency(const bench_opts *o, const model *m, thread_pool *pool
     /* on a shared machine the wall clock counts other processes' turns: the same work per CPU-second, as
      * tok/s with every thread on its own core */
     double nt = (double)pool_size(pool);
-    printf("cpu          prefill %.2f s -> %.1f tok/s, decode %.2f s -> %.2f tok/s (process CPU time / %d threads)\n",
-           pp_cpu, o->prompt > 0 ? (double)o->prompt / (pp_cpu / nt) : 0.0, tg_cpu, (double)o->gen / (tg_cpu / nt),
-           pool_size(pool));
+    double tg_c = (double)o->gen / (tg_cpu / nt), roof_c = probe.cpu / (wbytes + kv_bytes);
+    printf("cpu          prefill %.2f s -> %.1f tok/s, decode %.2f s -> %.2f tok/s (process CPU time / %d threads); "
+           "read bandwidth %.2f GB/s -> decode roofline %.2f tok/s (%.0f%% of bandwidth limit)\n",
+           pp_cpu, o->prompt > 0 ? (double)o->prompt / (pp_cpu / nt) : 0.0, tg_cpu, tg_c, pool_size(pool),
+           probe.cpu / 1e9, roof_c, roof_c > 0 ? 100.0 * tg_c / roof_c : 0.0);
 }
 
 static int bench_latency(const bench_opts *o) {
@@ -184,7 +184,7 @@ static int bench_latency(const bench_opts *o) {
     fill_tokens(tokens, o->depth + o->prompt + 1, model_get_hparams(m)->n_vocab);
     long long ctx = o->depth + o->prompt + o->gen;
     long long batch = o->depth + o->prompt < o->batch ? o->depth + o->prompt : o->batch;
-    double bw = kern_measure_read_bandwidth(pool, (size_t)o->bw_mib << 20);
+    kern_bandwidth bw = kern_measure_read_bandwidth_both(pool, (size_t)o->bw_mib << 20);
     peak_ops peak = kern_measure_peak(pool);
     double pp_s = 0, tg_s = 0, pp_cpu = 0, tg_cpu = 0;
     int rc = 0;
@@ -200,8 +200,9 @@ static int bench_latency(const bench_opts *o) {
     }
     /* The probe varies run to run on a shared VM: take the best of a probe
      * before and one after the timed runs (the conservative roofline). */
-    double bw_after = kern_measure_read_bandwidth(pool, (size_t)o->bw_mib << 20);
-    if (bw_after > bw) bw = bw_after;
+    kern_bandwidth bw_after = kern_measure_read_bandwidth_both(pool, (size_t)o->bw_mib << 20);
+    if (bw_after.wall > bw.wall) bw.wall = bw_after.wall;
+    if (bw_after.cpu > bw.cpu) bw.cpu = bw_after.cpu;
     if (!rc) print_latency(o, m, pool, bw, peak, pp_s, tg_s, pp_cpu, tg_cpu);
     free(tokens);
     pool_destroy(pool);

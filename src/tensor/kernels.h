@@ -118,4 +118,14 @@ void kern_axpy_rows_f32(const float *p, int64_t ps, int nh, const float *const *
  * buffer of `bytes` (use >> last-level cache). For roofline reporting. */
 double kern_measure_read_bandwidth(thread_pool *pool, size_t bytes);
 
+/* The same probe timed two ways (bytes/s, 0 when bytes < 256 or out of
+ * memory): wall, by the wall clock; cpu, by process CPU seconds divided by
+ * the pool's threads (the rate with every thread on its own core), which on
+ * a shared, oversubscribed machine does not count other processes' turns.
+ * The best of 10 passes for each. */
+typedef struct kern_bandwidth {
+    double wall, cpu;
+} kern_bandwidth;
+kern_bandwidth kern_measure_read_bandwidth_both(thread_pool *pool, size_t bytes);
+
 #endif

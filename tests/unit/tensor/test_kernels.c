@@ -358,6 +358,12 @@ static void test_bandwidth_probe(thread_pool *pool) {
     double bw = kern_measure_read_bandwidth(pool, 4 << 20);
     CHECKF(isfinite(bw) && bw > 1e8, "bandwidth probe returned %g", bw);
     CHECK(kern_measure_read_bandwidth(pool, 100) == 0); /* below one 256-byte piece */
+    /* both timings of one probe: the CPU-time rate is finite and positive too */
+    kern_bandwidth both = kern_measure_read_bandwidth_both(pool, 4 << 20);
+    CHECKF(isfinite(both.wall) && both.wall > 1e8, "wall bandwidth %g", both.wall);
+    CHECKF(isfinite(both.cpu) && both.cpu > 1e8, "CPU-time bandwidth %g", both.cpu);
+    kern_bandwidth none = kern_measure_read_bandwidth_both(pool, 100);
+    CHECK(none.wall == 0 && none.cpu == 0);
     CHECK(kern_ctx_create(pool, 0, 32) == NULL);
     CHECK(kern_ctx_create(NULL, 1, 32) == NULL);
 }
