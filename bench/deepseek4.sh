@@ -46,22 +46,7 @@ flash() { # DTYPE -> path of the V4-Flash-shaped model
     --vocab-from "$vocab" --dtype "$1" --seed 7 "$f" >/dev/null 2>&1
   echo "$f"
 }
-long_ds4() {
-  local f="$models/ds4-long-L2-q8_0.gguf"
-  [ -f "$f" ] || "$bin" mkmodel --arch deepseek4 --dim 1024 --layers 2 --heads 16 --ffn 512 --head-dim 512 \
-    --qk-rope 64 --q-lora 512 --o-groups 4 --o-lora 512 --ratios 4,128 --window 128 --index-heads 64 \
-    --index-dim 128 --index-topk 512 --experts 32 --experts-used 6 --expert-ffn 512 --shared-experts 1 \
-    --swiglu-limit 10 --ctx 65536 --vocab-from "$vocab" --dtype q8_0 --seed 7 "$f" >/dev/null 2>&1
-  echo "$f"
-}
-long_mla() {
-  local f="$models/v3-mla-L2-q8_0.gguf"
-  [ -f "$f" ] || "$bin" mkmodel --arch deepseek2 --dim 1024 --layers 2 --heads 16 --ffn 512 --kv-lora 512 \
-    --qk-nope 128 --qk-rope 64 --v-head 128 --q-lora 512 --experts 32 --experts-used 6 --expert-ffn 512 \
-    --shared-experts 1 --dense-layers 0 --ctx 65536 --vocab-from "$vocab" --dtype q8_0 --seed 7 "$f" \
-    >/dev/null 2>&1
-  echo "$f"
-}
+. "$root/bench/long_models.sh"
 kv_line() { "$bin" run -m "$1" -p "Once upon a time" -n 1 --temp 0 -c 256 2>&1 | grep -E '^cinfer: KV' || true; }
 {
   echo "# bench/deepseek4.sh ($(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"

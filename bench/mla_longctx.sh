@@ -30,27 +30,12 @@ t=${THREADS:-2}
 [ -f "$vocab" ] || { echo "mla_longctx.sh: no vocabulary '$vocab'" >&2; exit 2; }
 mkdir -p "$models"
 run() { echo "\$ $* ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"; "$@" 2>&1 | grep -E '^(model|machine|prefill|decode|cpu|cinfer: KV|llama-bench|\|)' || true; echo; }
-mla() {
-  local f="$models/v3-mla-L2-q8_0.gguf"
-  [ -f "$f" ] || "$bin" mkmodel --arch deepseek2 --dim 1024 --layers 2 --heads 16 --ffn 512 --kv-lora 512 \
-    --qk-nope 128 --qk-rope 64 --v-head 128 --q-lora 512 --experts 32 --experts-used 6 --expert-ffn 512 \
-    --shared-experts 1 --dense-layers 0 --ctx 65536 --vocab-from "$vocab" --dtype q8_0 --seed 7 "$f" \
-    >/dev/null 2>&1
-  echo "$f"
-}
-ds4() {
-  local f="$models/ds4-long-L2-q8_0.gguf"
-  [ -f "$f" ] || "$bin" mkmodel --arch deepseek4 --dim 1024 --layers 2 --heads 16 --ffn 512 --head-dim 512 \
-    --qk-rope 64 --q-lora 512 --o-groups 4 --o-lora 512 --ratios 4,128 --window 128 --index-heads 64 \
-    --index-dim 128 --index-topk 512 --experts 32 --experts-used 6 --expert-ffn 512 --shared-experts 1 \
-    --swiglu-limit 10 --ctx 65536 --vocab-from "$vocab" --dtype q8_0 --seed 7 "$f" >/dev/null 2>&1
-  echo "$f"
-}
+. "$root/bench/long_models.sh"
 kv_line() { "$bin" run -m "$1" -p "Once upon a time" -n 1 --temp 0 -c 256 2>&1 | grep -E '^cinfer: KV' || true; }
 {
   echo "# bench/mla_longctx.sh ($(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
   echo "# this build: $bin; baseline: ${base:-none}"
-  m=$(mla) d=$(ds4)
+  m=$(long_mla) d=$(long_ds4)
   kv_line "$m"
   kv_line "$d"
   for n in ${LONG-4096 8192}; do
