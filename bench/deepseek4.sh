@@ -46,7 +46,7 @@ flash() { # DTYPE -> path of the V4-Flash-shaped model
     --vocab-from "$vocab" --dtype "$1" --seed 7 "$f" >/dev/null 2>&1
   echo "$f"
 }
-. "$root/bench/long_models.sh"
+. "$root/bench/lib/long_models.sh"
 kv_line() { "$bin" run -m "$1" -p "Once upon a time" -n 1 --temp 0 -c 256 2>&1 | grep -E '^cinfer: KV' || true; }
 {
   echo "# bench/deepseek4.sh ($(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"

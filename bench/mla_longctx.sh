@@ -30,7 +30,7 @@ t=${THREADS:-2}
 [ -f "$vocab" ] || { echo "mla_longctx.sh: no vocabulary '$vocab'" >&2; exit 2; }
 mkdir -p "$models"
 run() { echo "\$ $* ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"; "$@" 2>&1 | grep -E '^(model|machine|prefill|decode|cpu|cinfer: KV|llama-bench|\|)' || true; echo; }
-. "$root/bench/long_models.sh"
+. "$root/bench/lib/long_models.sh"
 kv_line() { "$bin" run -m "$1" -p "Once upon a time" -n 1 --temp 0 -c 256 2>&1 | grep -E '^cinfer: KV' || true; }
 {
   echo "# bench/mla_longctx.sh ($(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
