@@ -1,7 +1,8 @@
-# bench/lib/long_models.sh - a sourced library (not a program: bench/lib holds no entry points), used by bench/deepseek4.sh and bench/mla_longctx.sh: the two 2-layer
-# models of issue 15's long-context comparison, made once with `cinfer mkmodel` (same dim, heads,
-# q-lora, experts; deepseek4 with one CSA and one HCA layer, V3-shaped MLA with kv-lora 512 + rope
-# 64). Needs $bin (cinfer), $models (directory) and $vocab (a GGUF whose vocabulary is copied).
+# bench/lib/long_models.sh - a sourced library, not a program (bench/lib holds no entry points),
+# used by bench/deepseek4.sh and bench/mla_longctx.sh: the two 2-layer models of issue 15's
+# long-context comparison, made once with `cinfer mkmodel` (same dim, heads, q-lora, experts;
+# deepseek4 with one CSA and one HCA layer, V3-shaped MLA with kv-lora 512 + rope 64).
+# Needs $bin (cinfer), $models (directory) and $vocab (a GGUF whose vocabulary is copied).
 long_ds4() {
   local f="$models/ds4-long-L2-q8_0.gguf"
   [ -f "$f" ] || "$bin" mkmodel --arch deepseek4 --dim 1024 --layers 2 --heads 16 --ffn 512 --head-dim 512 \
