@@ -188,9 +188,8 @@ static void on_msg_placer(void *ctx, const xfer_frame *f, uint8_t *data) {
     free(data);
 }
 
-/* A receiver that places RECORDS in its own buffer, reached as "shm:" and through its listener. */
-static void test_place(xfer_node *s) {
-    placer pl = {.dest = calloc(1, BIG)};
+/* A receiver node listening on loopback whose placements go to pl; NULL (pl->dest freed) on failure. */
+static xfer_node *open_placer(placer *pl) {
     xfer_node *p = NULL;
     cf_err err = {0};
     xfer_config pc = {.listen = "127.0.0.1:0",
@@ -198,13 +197,23 @@ static void test_place(xfer_node *s) {
                       .on_message = on_msg_placer,
                       .place = place_records,
                       .on_placed = on_placed,
-                      .ctx = &pl};
-    CHECK(pl.dest && xfer_open(&pc, &p, &err) == 0);
-    if (!p || !pl.dest) {
+                      .ctx = pl};
+    CHECK(pl->dest && xfer_open(&pc, &p, &err) == 0);
+    if (!p || !pl->dest) {
         xfer_close(p);
-        free(pl.dest);
-        return;
+        free(pl->dest);
+        pl->dest = NULL;
+        return NULL;
     }
+    return p;
+}
+
+/* A receiver that places RECORDS in its own buffer, reached as "shm:" and through its listener. */
+static void test_place(xfer_node *s) {
+    placer pl = {.dest = calloc(1, BIG)};
+    xfer_node *p = open_placer(&pl);
+    if (!p) return;
+    cf_err err = {0};
     char shm[2 * 4096 + 8], listen[128];
     snprintf(shm, sizeof shm, "shm:%s", xfer_worker_address(p));
     snprintf(listen, sizeof listen, "%s", xfer_listen_addr(p));
@@ -238,20 +247,9 @@ static void test_place(xfer_node *s) {
  * both arrive intact, the eager one copied into its placement. */
 static void test_place_later(xfer_node *s) {
     placer pl = {.dest = calloc(1, BIG), .place_small = true, .later = 3};
-    xfer_node *p = NULL;
+    xfer_node *p = open_placer(&pl);
+    if (!p) return;
     cf_err err = {0};
-    xfer_config pc = {.listen = "127.0.0.1:0",
-                      .max_message = 2 * BIG,
-                      .on_message = on_msg_placer,
-                      .place = place_records,
-                      .on_placed = on_placed,
-                      .ctx = &pl};
-    CHECK(pl.dest && xfer_open(&pc, &p, &err) == 0);
-    if (!p || !pl.dest) {
-        xfer_close(p);
-        free(pl.dest);
-        return;
-    }
     char shm[2 * 4096 + 8];
     snprintf(shm, sizeof shm, "shm:%s", xfer_worker_address(p));
     uint8_t fb[XFER_FRAME_BYTES], fs[XFER_FRAME_BYTES], fbegin[XFER_FRAME_BYTES], begin[XFER_BEGIN_BYTES] = {0};
