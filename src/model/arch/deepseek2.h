@@ -28,16 +28,7 @@
 #define CINFER_MODEL_DEEPSEEK2_H
 
 #include "model/arch/arch.h"
-
-#include <stdatomic.h>
-
-/* One routed expert's memory in a partial expert set. */
-typedef struct ds2_expert_mem {
-    void *buf[3]; /* owned prepared copies (gate|up or gate, up, down; mmap'd), NULL where read in place */
-    size_t buf_len[3]; /* their mapping lengths */
-    uint64_t bytes; /* weight bytes it takes while resident (copies + in-place slices) */
-    atomic_bool resident; /* its kern_weights are ready (release store after preparing) */
-} ds2_expert_mem;
+#include "model/arch/expert_buf.h"
 
 /* Where a MoE layer's expert stacks are in the file (FP8: their block scales). */
 typedef struct ds2_expert_src {
@@ -57,7 +48,7 @@ typedef struct ds2_layer {
     kern_weight *egu; /* n_expert stacked gate|up, or NULL (then eg, eu) */
     kern_weight *eg, *eu, *ed; /* n_expert each, owned arrays */
     ds2_expert_src esrc;
-    ds2_expert_mem *emem; /* [n_expert] with a partial expert set, else NULL */
+    expert_mem *emem; /* [n_expert] with a partial expert set, else NULL */
     bool has_shared;
     kern_weight sg, su, sd;
     /* next-n (MTP) layers only (blk.N.nextn.*, N >= n_layer): eh_proj [E][2E] over

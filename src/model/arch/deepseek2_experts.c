@@ -129,7 +129,7 @@ static int prep_stacked(model *m, const ds2_expert_src *s, const char *const *sr
  * em (own: a partial expert set; else model weight buffers) from the file
  * mapping (raw NULL) or from raw: its gate, up and down slices back to back
  * (ds2_expert_read_raw's layout). */
-static int prep_part(model *m, ds2_layer *L, int32_t e, int part, bool own, ds2_expert_mem *em, const char *raw,
+static int prep_part(model *m, ds2_layer *L, int32_t e, int part, bool own, expert_mem *em, const char *raw,
                      cf_err *err) {
     const ds2_expert_src *s = &L->esrc;
     void **b = em->buf;
@@ -158,7 +158,7 @@ static int prep_expert(model *m, ds2_layer *L, int32_t e, const char *raw, cf_er
 
 /* Tears down expert e's matrices and frees its copies (a partial set). */
 static void drop_expert(model *m, ds2_layer *L, int32_t e) {
-    ds2_expert_mem *em = &L->emem[e];
+    expert_mem *em = &L->emem[e];
     kern_weight *ws[] = {L->egu ? &L->egu[e] : NULL, L->eg ? &L->eg[e] : NULL, L->eu ? &L->eu[e] : NULL, &L->ed[e]};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         if (ws[i]) {
@@ -215,12 +215,11 @@ int ds2_load_routed(model *m, int il, ds2_layer *L, uint64_t *bytes, uint64_t *p
         for (int32_t e = 0; e < ne; e++) {
             if (!m->expert_keep(m->expert_keep_ctx, hp, il, e)) continue;
             if (prep_expert(m, L, e, NULL, err)) return -1;
-            atomic_fetch_add(&m->expert_resident_bytes, L->emem[e].bytes);
-            atomic_store_explicit(&L->emem[e].resident, true, memory_order_release);
+            expert_mem_publish(&L->emem[e], &m->expert_resident_bytes);
         }
         m->experts_partial = true;
     } else { /* every expert, gate|up first, then down (the weights cache's buffer order) */
-        ds2_expert_mem unused = {0};
+        expert_mem unused = {0};
         for (int part = 0; part < 2; part++)
             for (int32_t e = 0; e < ne; e++)
                 if (prep_part(m, L, e, part, false, &unused, NULL, err)) return -1;
@@ -260,14 +259,13 @@ static ds2_layer *partial_layer(const model *m, int32_t layer, int32_t expert) {
 static int acquire(model *m, int32_t layer, int32_t expert, const char *raw, cf_err *err) {
     ds2_layer *L = partial_layer(m, layer, expert);
     if (!L) return cf_fail(err, "layer %d expert %d: not a routed expert of a partially loaded model", layer, expert);
-    ds2_expert_mem *em = &L->emem[expert];
-    if (atomic_load_explicit(&em->resident, memory_order_acquire)) return 0;
+    expert_mem *em = &L->emem[expert];
+    if (expert_mem_resident(em)) return 0;
     if (prep_expert(m, L, expert, raw, err)) {
         drop_expert(m, L, expert);
         return -1;
     }
-    atomic_fetch_add(&m->expert_resident_bytes, em->bytes);
-    atomic_store_explicit(&em->resident, true, memory_order_release);
+    expert_mem_publish(em, &m->expert_resident_bytes);
     return 0;
 }
 
@@ -307,15 +305,12 @@ int ds2_expert_acquire_raw(model *m, int32_t layer, int32_t expert, const void *
 
 void ds2_expert_release(model *m, int32_t layer, int32_t expert) {
     ds2_layer *L = partial_layer(m, layer, expert);
-    if (!L || !atomic_load_explicit(&L->emem[expert].resident, memory_order_acquire)) return;
-    atomic_store_explicit(&L->emem[expert].resident, false, memory_order_release);
-    atomic_fetch_sub(&m->expert_resident_bytes, L->emem[expert].bytes);
-    drop_expert(m, L, expert);
+    if (L && expert_mem_retire(&L->emem[expert], &m->expert_resident_bytes)) drop_expert(m, L, expert);
 }
 
 bool ds2_expert_resident(const model *m, int32_t layer, int32_t expert) {
     if (!m->layers || layer < 0 || layer >= m->hp.n_layer || expert < 0 || expert >= m->hp.n_expert) return false;
     const ds2_layer *L = &((const ds2_layer *)m->layers)[layer];
     if (!L->moe) return false;
-    return !L->emem || atomic_load_explicit(&L->emem[expert].resident, memory_order_acquire);
+    return !L->emem || expert_mem_resident(&L->emem[expert]);
 }

@@ -37,22 +37,13 @@
 #define CINFER_MODEL_DEEPSEEK4_H
 
 #include "model/arch/arch.h"
-
-#include <stdatomic.h>
+#include "model/arch/expert_buf.h"
 
 typedef struct ds4_compressor {
     kern_weight wkv, wgate; /* [c*W][E] */
     float *ape; /* [r][c*W] */
     float *norm; /* [W] */
 } ds4_compressor;
-
-/* One routed expert's memory in a partial expert set. */
-typedef struct ds4_expert_mem {
-    void *buf[3]; /* owned prepared copies of gate, up, down (mmap'd), NULL where read in place */
-    size_t buf_len[3]; /* their mapping lengths */
-    uint64_t bytes; /* weight bytes it takes while resident (copies + in-place slices) */
-    atomic_bool resident; /* its kern_weights are ready (release store after preparing) */
-} ds4_expert_mem;
 
 typedef struct ds4_layer {
     int32_t ratio;
@@ -70,7 +61,7 @@ typedef struct ds4_layer {
     int32_t *tid2eid; /* [n_vocab][K] or NULL (score layer); owned, checked < X */
     kern_weight *eg, *eu, *ed; /* n_expert each */
     const gguf_tensor *exps[3]; /* the gate, up, down stacks [in, out, n_expert] in the file */
-    ds4_expert_mem *emem; /* [n_expert] with a partial expert set, else NULL */
+    expert_mem *emem; /* [n_expert] with a partial expert set, else NULL */
     bool has_shared;
     kern_weight sg, su, sd;
     float swiglu_exp, swiglu_shexp; /* clamp limits (0: none) */

@@ -61,7 +61,7 @@ static const gguf_tensor *find_stack(model *m, int il, const char *part, int64_t
  * mapping, or is copied into its own buffer when it came raw. */
 static int prep_own(model *m, ds4_layer *L, int part, int32_t e, const char *src, bool raw, cf_err *err) {
     const gguf_tensor *t = L->exps[part];
-    ds4_expert_mem *em = &L->emem[e];
+    expert_mem *em = &L->emem[e];
     int64_t in = t->ne[0], out = t->ne[1];
     kern_weight *w = matrix_of(L, part, e);
     size_t packed = kern_weight_packed_size((dtype)t->type, out, in), slice = expert_slice_bytes(t);
@@ -98,7 +98,7 @@ static int prep_expert(model *m, ds4_layer *L, int32_t e, const char *raw, cf_er
 
 /* Tears down expert e's matrices and frees its copies (a partial set). */
 static void drop_expert(model *m, ds4_layer *L, int32_t e) {
-    ds4_expert_mem *em = &L->emem[e];
+    expert_mem *em = &L->emem[e];
     for (int part = 0; part < 3; part++) {
         kern_weight *w = matrix_of(L, part, e);
         kern_weight_release(w);
@@ -146,8 +146,7 @@ int ds4_load_routed(model *m, int il, ds4_layer *L, uint64_t *routed, cf_err *er
         for (int32_t e = 0; e < ne; e++) {
             if (!m->expert_keep(m->expert_keep_ctx, hp, il, e)) continue;
             if (prep_expert(m, L, e, NULL, err)) return -1;
-            atomic_fetch_add(&m->expert_resident_bytes, L->emem[e].bytes);
-            atomic_store_explicit(&L->emem[e].resident, true, memory_order_release);
+            expert_mem_publish(&L->emem[e], &m->expert_resident_bytes);
         }
         m->experts_partial = true;
     } else if (prep_all(m, L, err)) {
@@ -187,14 +186,13 @@ static ds4_layer *partial_layer(const model *m, int32_t layer, int32_t expert) {
 static int acquire(model *m, int32_t layer, int32_t expert, const char *raw, cf_err *err) {
     ds4_layer *L = partial_layer(m, layer, expert);
     if (!L) return cf_fail(err, "layer %d expert %d: not a routed expert of a partially loaded model", layer, expert);
-    ds4_expert_mem *em = &L->emem[expert];
-    if (atomic_load_explicit(&em->resident, memory_order_acquire)) return 0;
+    expert_mem *em = &L->emem[expert];
+    if (expert_mem_resident(em)) return 0;
     if (prep_expert(m, L, expert, raw, err)) {
         drop_expert(m, L, expert);
         return -1;
     }
-    atomic_fetch_add(&m->expert_resident_bytes, em->bytes);
-    atomic_store_explicit(&em->resident, true, memory_order_release);
+    expert_mem_publish(em, &m->expert_resident_bytes);
     return 0;
 }
 
@@ -231,14 +229,11 @@ int ds4_expert_acquire_raw(model *m, int32_t layer, int32_t expert, const void *
 
 void ds4_expert_release(model *m, int32_t layer, int32_t expert) {
     ds4_layer *L = partial_layer(m, layer, expert);
-    if (!L || !atomic_load_explicit(&L->emem[expert].resident, memory_order_acquire)) return;
-    atomic_store_explicit(&L->emem[expert].resident, false, memory_order_release);
-    atomic_fetch_sub(&m->expert_resident_bytes, L->emem[expert].bytes);
-    drop_expert(m, L, expert);
+    if (L && expert_mem_retire(&L->emem[expert], &m->expert_resident_bytes)) drop_expert(m, L, expert);
 }
 
 bool ds4_expert_resident(const model *m, int32_t layer, int32_t expert) { /* MTP blocks too: every expert */
     if (!m->layers || layer < 0 || layer >= ds4_w(m)->n_blocks || expert < 0 || expert >= m->hp.n_expert) return false;
     const ds4_layer *L = &ds4_w(m)->layer[layer];
-    return !L->emem || atomic_load_explicit(&L->emem[expert].resident, memory_order_acquire);
+    return !L->emem || expert_mem_resident(&L->emem[expert]);
 }

@@ -28,3 +28,17 @@ void expert_weights_free(kern_weight *ws, int32_t n) {
     for (int32_t e = 0; e < n; e++) kern_weight_release(&ws[e]);
     free(ws);
 }
+
+bool expert_mem_resident(const expert_mem *em) { return atomic_load_explicit(&em->resident, memory_order_acquire); }
+
+void expert_mem_publish(expert_mem *em, atomic_uint_fast64_t *total) {
+    atomic_fetch_add(total, em->bytes);
+    atomic_store_explicit(&em->resident, true, memory_order_release);
+}
+
+bool expert_mem_retire(expert_mem *em, atomic_uint_fast64_t *total) {
+    if (!expert_mem_resident(em)) return false;
+    atomic_store_explicit(&em->resident, false, memory_order_release);
+    atomic_fetch_sub(total, em->bytes);
+    return true;
+}
