@@ -139,10 +139,16 @@ static void eng_admit_window(cinfer_engine *e, eng_req *r, prefix_match *m) {
     else if (e->swa && r->n_prefix_peek >= bt) e->st.swa_state_misses++;
 }
 
-/* The blocks of [0, end) along the exact lineage, then the approximate one;
- * false (no reference kept) unless they reach end. */
-static bool eng_match_lineage(cinfer_engine *e, eng_req *r, int32_t end, prefix_match *m, cf_err *err) {
-    if (prefix_cache_match(e->pc, r->seq, end, eng_salt(r), r->blocks, r->max_blocks, m, err)) return false;
+/* The blocks of [0, end) along the exact lineage (at most its first
+ * exact_end tokens), then the approximate one; false (no reference kept)
+ * unless they reach end. A resume from an approximate snapshot passes the
+ * exact length its snapshot chains from, so exact blocks cached since the
+ * plan never replace the approximate rows the snapshot was taken over. */
+static bool eng_match_lineage(cinfer_engine *e, eng_req *r, int32_t exact_end, int32_t end, prefix_match *m,
+                              cf_err *err) {
+    if (prefix_cache_match(e->pc, r->seq, exact_end < end ? exact_end : end, eng_salt(r), r->blocks, r->max_blocks,
+                           m, err))
+        return false;
     if (m->n_tokens < end) { /* the rest along the approximate lineage */
         prefix_match a;
         if (prefix_cache_match_from(e->pc, m->n_blocks > 0 ? m->last_key : NULL, r->seq + m->n_tokens,
@@ -167,7 +173,7 @@ static bool eng_match_lineage(cinfer_engine *e, eng_req *r, int32_t end, prefix_
 static bool eng_admit_replay(cinfer_engine *e, eng_req *r, sched_item *it, prefix_match *m, cf_err *err) {
     int32_t end = r->swa_plan_end;
     if (end <= 0 || it->start != r->n_cached_peek || it->start >= end) return false;
-    if (!eng_match_lineage(e, r, end, m, err)) return false;
+    if (!eng_match_lineage(e, r, end, end, m, err)) return false;
     r->replay_from = it->start;
     r->keep_below = end;
     r->approx = true; /* rows from here on depend on the replay: the approximate lineage only */
@@ -190,7 +196,7 @@ static bool eng_admit_approx_snapshot(cinfer_engine *e, eng_req *r, sched_item *
         if (slot >= 0) swa_state_unpin(e->swa, slot);
         return false;
     }
-    if (!eng_match_lineage(e, r, end, m, err)) {
+    if (!eng_match_lineage(e, r, exact, end, m, err)) {
         swa_state_unpin(e->swa, slot);
         return false;
     }
