@@ -30,22 +30,10 @@ def bodies(model, text):
             "responses": {"model": model, "input": text, "max_output_tokens": 12, "temperature": 0}}
 
 
-class WindowHandoff:
-    """One model's P, D and M (a subclass sets MODEL_PATH, NAME, BLOCK, TEXT)."""
+class WindowChecks:
+    """The checks on one model's P, D and M (servers with .url and .metrics(); a subclass sets NAME,
+    BLOCK, TEXT, LINK and starts them)."""
     ctx = 1024
-
-    @classmethod
-    def setUpClass(cls):
-        args = dict(model=cls.model_path(), ctx=cls.ctx)
-        cls.P = Server("--role", "prefill", "--handoff-timeout", "30", **args)
-        cls.D = Server("--role", "decode", "--handoff-timeout", "30", **args)
-        cls.M = Server(**args)
-
-    @classmethod
-    def tearDownClass(cls):
-        for s in (cls.P, cls.D, cls.M):
-            rc = s.stop()
-            assert rc == 0, "exit %r\n%s" % (rc, s.log_text()[-3000:])
 
     def metric(self, srv, name):
         return srv.metrics().get(name, 0)
@@ -63,7 +51,7 @@ class WindowHandoff:
         moved0 = self.received()
         ans, text, cached = pc.disaggregated(self.P.url, self.D.url, api, body, stream)
         self.assertEqual(text, ref)
-        self.assertEqual(ans["transport"], "ucx", ans)
+        self.assertEqual((ans["transport"], ans["link"]), ("ucx", self.LINK), ans)
         self.assertGreater(ans["window_bytes"], 0, ans)
         full = (ans["prompt_tokens"] - 1) // self.BLOCK * self.BLOCK
         self.assertGreater(full, 0)
@@ -88,6 +76,24 @@ class WindowHandoff:
         for stream in (False, True):
             ans = self.check("responses", stream)
         self.assertGreater(self.metric(self.P, "cinfer_handoff_window_exported_bytes_total"), ans["window_bytes"])
+
+
+class WindowHandoff(WindowChecks):
+    """P, D and M on loopback (shared memory between P and D), and a D without window state."""
+    LINK = "shm"
+
+    @classmethod
+    def setUpClass(cls):
+        args = dict(model=cls.model_path(), ctx=cls.ctx)
+        cls.P = Server("--role", "prefill", "--handoff-timeout", "30", **args)
+        cls.D = Server("--role", "decode", "--handoff-timeout", "30", **args)
+        cls.M = Server(**args)
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in (cls.P, cls.D, cls.M):
+            rc = s.stop()
+            assert rc == 0, "exit %r\n%s" % (rc, s.log_text()[-3000:])
 
     def test_receiver_without_window_state(self):
         body = bodies(self.NAME, "another text " + self.TEXT)["chat"]
