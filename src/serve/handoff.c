@@ -302,6 +302,11 @@ int handoff_open(const handoff_config *c, struct event_base *base, cinfer_engine
     cinfer_engine_kv_fingerprint(e, m->fingerprint);
     m->record_bytes = cinfer_engine_kv_record_bytes(e);
     m->window_bytes = cinfer_engine_kv_window_bytes(e);
+    if (m->window_bytes > XFER_MAX_WINDOW_BYTES) { /* the wire's bound: such a model's handoffs are computed */
+        LOG_WARN("handoff: window-state snapshots of %zu bytes exceed the wire's %u; window state is not handed off",
+                 m->window_bytes, XFER_MAX_WINDOW_BYTES);
+        m->window_bytes = 0;
+    }
     m->block_tokens = cinfer_engine_block_tokens(e);
     if (xfer_host_id(m->host_id, sizeof m->host_id) || xfer_process_self(&m->pid, &m->start_ticks))
         m->host_id[0] = 0; /* cannot tell: every peer counts as remote */
