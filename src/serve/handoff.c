@@ -1,8 +1,10 @@
 /* handoff.c - see handoff.h. Owns the manager (the UCX node, its fd event
  * and the 1 ms tick), GET /handoff/info, the handoff request headers and the
  * decode side: a table of handoffs being received (hd_entry), each filled by
- * BEGIN / RECORDS / END messages (checked by xfer_wire.h, then against this
- * worker's geometry), waited for by at most one parked job and consumed by
+ * BEGIN / RECORDS / WINDOW / END messages (checked by xfer_wire.h, then
+ * against this worker's geometry; a window model's WINDOW snapshot lands right
+ * after the records in the same buffer and goes to the engine with them),
+ * waited for by at most one parked job and consumed by
  * handoff_claim. An entry's records buffer is a run of the receive-buffer
  * pool (xfer_pool.h: bounded, recycled, so its pages are warm), taken at
  * BEGIN or, when the pool is full, at its first RECORDS: until then xfer's
