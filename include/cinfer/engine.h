@@ -238,6 +238,11 @@ typedef struct cinfer_request {
     cinfer_kv_export *kv_export;
     void *kv_import;
     int32_t n_kv_import; /* records in kv_import (each cinfer_engine_kv_record_bytes() bytes) */
+    /* Window models: the window-state snapshot at the end of those records (cinfer_engine_kv_window_bytes()
+     * bytes, the export's cinfer_kv_export_window), inside kv_import's buffer (given back with it). Window
+     * models install the records only with a snapshot that verifies; without one they compute. */
+    const void *kv_import_window;
+    size_t kv_import_window_bytes;
     void (*kv_import_release)(void *owner, void *kv_import);
     void *kv_import_owner;
 } cinfer_request;
@@ -343,6 +348,9 @@ typedef struct cinfer_engine_stats {
     uint64_t handoff_exported_blocks; /* KV records written for exports (prefill role) */
     uint64_t handoff_imported_blocks; /* handed-off blocks installed in the prefix cache (decode role) */
     uint64_t handoff_rejected_blocks; /* handed-off records that failed verification */
+    /* window-state snapshots in handoffs (window models): bytes exported / imported, and imports refused
+     * (missing, invalid, no window-state slot: the records are then not installed either) */
+    uint64_t handoff_window_exported_bytes, handoff_window_imported_bytes, handoff_window_rejected;
     uint64_t grammar_tokens; /* tokens sampled under a grammar mask (constrained requests) */
     uint64_t grammar_forced_tokens; /* of those, taken without sampling (the grammar allowed one token) */
     uint64_t grammar_masks_overlapped; /* masks computed while the forward pass ran (async scheduling) */
@@ -402,6 +410,10 @@ int32_t cinfer_engine_block_tokens(const cinfer_engine *e);
 /* The 32-byte store fingerprint every record carries (model weights + KV layout + block size + dtype). */
 void cinfer_engine_kv_fingerprint(const cinfer_engine *e, uint8_t out[32]);
 int32_t cinfer_engine_kv_handoff_blocks(const cinfer_engine *e, int32_t n_prompt);
+/* Bytes of the window-state snapshot that travels with a window model's records (engine/swa_format.h:
+ * the window rings, deepseek4's compressor state included); 0 when the model has no window layers or
+ * the engine keeps no window state (--swa-state-memory 0). */
+size_t cinfer_engine_kv_window_bytes(const cinfer_engine *e);
 /* An export for up to n_blocks records (one reference, the caller's), or NULL (out of memory). */
 cinfer_kv_export *cinfer_kv_export_new(const cinfer_engine *e, int32_t n_blocks);
 void cinfer_kv_export_ref(cinfer_kv_export *x);
@@ -409,6 +421,10 @@ void cinfer_kv_export_unref(cinfer_kv_export *x);
 /* Records ready so far (acquire: their bytes are visible), and record i < ready. */
 int32_t cinfer_kv_export_ready(const cinfer_kv_export *x);
 const uint8_t *cinfer_kv_export_record(const cinfer_kv_export *x, int32_t i);
+/* The export's window-state snapshot (window models; at the boundary after its last record, taken once
+ * every record is ready): 1 with *data (cinfer_engine_kv_window_bytes() bytes, never changes again),
+ * 0 not yet, -1 none will come (no window state, or it could not be taken: the receiver computes). */
+int cinfer_kv_export_window(const cinfer_kv_export *x, const uint8_t **data);
 
 /* The engine's vocabulary as the grammar library sees it (token bytes, control tokens, EOS/EOG ids),
  * built at create; for cinfer_grammar_matcher_new. Owned by the engine, immutable, thread-safe;

@@ -577,6 +577,8 @@ uint64_t cinfer_engine_submit(cinfer_engine *e, const cinfer_request *r, char *e
     }
     q->kv_import = r->kv_import; /* owned from here (given back once installed, or with the request) */
     q->n_kv_import = r->kv_import ? r->n_kv_import : 0;
+    q->kv_import_window = r->kv_import ? r->kv_import_window : NULL;
+    q->kv_import_window_bytes = q->kv_import_window ? r->kv_import_window_bytes : 0;
     q->kv_import_release = r->kv_import_release;
     q->kv_import_owner = r->kv_import_owner;
     if (r->kv_export) cinfer_kv_export_ref(r->kv_export);

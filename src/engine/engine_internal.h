@@ -44,6 +44,7 @@
 #include "engine/sched.h"
 #include "engine/spec_drafter.h"
 #include "engine/spec_sched.h"
+#include "engine/swa_format.h"
 #include "engine/swa_state.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
@@ -160,6 +161,8 @@ typedef struct eng_req {
     uint8_t exp_key[PREFIX_KEY_BYTES];
     uint8_t *kv_import; /* owned until installed (then given back: eng_handoff_release), or NULL */
     int32_t n_kv_import;
+    const uint8_t *kv_import_window; /* the snapshot after the records (inside kv_import), or NULL */
+    size_t kv_import_window_bytes;
     void (*kv_import_release)(void *owner, void *kv_import); /* NULL: free() */
     void *kv_import_owner;
     double st_deadline; /* (eng) when to stop waiting for it */
@@ -386,6 +389,14 @@ int32_t eng_swa_approx_resume_point(cinfer_engine *e, eng_req *r, int32_t exact,
 /* After a store load adopted blocks: resume exactly, replay, or fall back (engine_swa.c). */
 void eng_swa_after_load(cinfer_engine *e, eng_req *r, bool first_admission);
 void eng_swa_note(cinfer_engine *e);
+/* Window state in handoffs (engine_handoff.c): the snapshot geometry (n_blocks 0: no window state);
+ * eng_swa_capture: r's ring blocks before boundary block `end` into a sealed snapshot at buf (false when
+ * r has no ring or the chunk just computed overwrote them); eng_swa_import: checks a received snapshot
+ * (untrusted) at boundary block `end` and stores it in the tier under key: 0, or -1 with why. */
+swa_snap_geom eng_swa_geom(const cinfer_engine *e);
+bool eng_swa_capture(cinfer_engine *e, const eng_req *r, int32_t end, float *buf);
+int eng_swa_import(cinfer_engine *e, const uint8_t key[PREFIX_KEY_BYTES], int32_t end, const void *data, size_t len,
+                   cf_err *err);
 
 /* engine_output.c */
 /* Commit side (critical path): records r's newly sampled token (already

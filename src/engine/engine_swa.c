@@ -68,17 +68,16 @@ int32_t eng_swa_approx_peek(cinfer_engine *e, eng_req *r, int32_t exact, int32_t
                                   eng_swa_approx_salt(r), NULL);
 }
 
-void eng_swa_snapshot(cinfer_engine *e, eng_req *r) {
+/* Do r's ring blocks still hold the rows before boundary block end (not overwritten by the chunk just computed)? */
+static bool eng_swa_rows_kept(cinfer_engine *e, const eng_req *r, int32_t end) {
     int32_t bt = e->opt.block_tokens, nb = e->swa_slot_blocks;
-    /* after a replay the keys are the approximate lineage's (eng_register), so only replay-mode requests that
-     * continue that lineage ever find these snapshots */
-    if (!e->swa || r->ring < 0 || r->n_registered <= 0 || r->n_registered > r->n_computed / bt) return;
-    int32_t end = r->n_registered; /* position blocks [end - nb, end) */
     int32_t first = end - nb > 0 ? end - nb : 0, last = (r->n_computed - 1) / bt;
-    if (end == r->swa_snap_block || first <= last - kv_pool_ring_blocks(e->kv)) return; /* rows overwritten */
-    r->swa_snap_block = end;
-    float *slot = swa_state_put(e->swa, r->last_key, time_now());
-    if (!slot) return; /* already stored (refreshed) or no slot free of pins */
+    return r->ring >= 0 && end > 0 && end * bt <= r->n_computed && first > last - kv_pool_ring_blocks(e->kv);
+}
+
+/* Copies the ring blocks of position blocks [end - nb, end) (zeros before position 0) after the header at slot. */
+static void eng_swa_copy_out(cinfer_engine *e, const eng_req *r, int32_t end, float *slot) {
+    int32_t nb = e->swa_slot_blocks;
     float *dst = slot + SWA_SNAP_HDR_FLOATS;
     size_t bytes = (size_t)e->swa_block_floats * sizeof(float);
     for (int32_t j = 0; j < nb; j++) {
@@ -87,6 +86,18 @@ void eng_swa_snapshot(cinfer_engine *e, eng_req *r) {
         if (pb < 0) memset(d, 0, bytes);
         else memcpy(d, eng_swa_ring_block(e, r->ring, pb), bytes);
     }
+}
+
+void eng_swa_snapshot(cinfer_engine *e, eng_req *r) {
+    /* after a replay the keys are the approximate lineage's (eng_register), so only replay-mode requests that
+     * continue that lineage ever find these snapshots */
+    if (!e->swa || r->ring < 0 || r->n_registered <= 0) return;
+    int32_t end = r->n_registered; /* position blocks [end - nb, end) */
+    if (end == r->swa_snap_block || !eng_swa_rows_kept(e, r, end)) return; /* rows overwritten */
+    r->swa_snap_block = end;
+    float *slot = swa_state_put(e->swa, r->last_key, time_now());
+    if (!slot) return; /* already stored (refreshed) or no slot free of pins */
+    eng_swa_copy_out(e, r, end, slot);
     e->st.swa_snapshots++;
     if (!r->approx) eng_swa_store_write(e, r, swa_state_slot_of(e->swa, slot), slot, end); /* exact state only */
 }
@@ -196,4 +207,31 @@ void eng_swa_note(cinfer_engine *e) {
     e->st.swa_state_entries = s.used;
     e->st.swa_state_bytes = s.bytes;
     e->st.swa_state_budget = s.budget;
+}
+
+swa_snap_geom eng_swa_geom(const cinfer_engine *e) {
+    if (!e->swa) return (swa_snap_geom){0};
+    return (swa_snap_geom){.n_blocks = (uint32_t)e->swa_slot_blocks,
+                           .block_tokens = (uint32_t)e->opt.block_tokens,
+                           .block_floats = (uint64_t)e->swa_block_floats};
+}
+
+bool eng_swa_capture(cinfer_engine *e, const eng_req *r, int32_t end, float *buf) {
+    if (!e->swa || !eng_swa_rows_kept(e, r, end)) return false;
+    eng_swa_copy_out(e, r, end, buf);
+    swa_snap_geom g = eng_swa_geom(e);
+    swa_snap_seal(&g, (uint32_t)end, buf);
+    return true;
+}
+
+int eng_swa_import(cinfer_engine *e, const uint8_t key[PREFIX_KEY_BYTES], int32_t end, const void *data, size_t len,
+                   cf_err *err) {
+    if (!e->swa) return cf_fail(err, "this engine keeps no window state (--swa-state-memory 0)");
+    swa_snap_geom g = eng_swa_geom(e);
+    if (swa_snap_check(&g, (uint32_t)end, data, len, err)) return -1;
+    double now = time_now();
+    float *slot = swa_state_put(e->swa, key, now);
+    if (slot) memcpy(slot, data, len); /* the header too: a slot is a whole snapshot */
+    else if (!swa_state_has(e->swa, key, now)) return cf_fail(err, "no window-state slot free of pins");
+    return 0;
 }

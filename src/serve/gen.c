@@ -439,6 +439,8 @@ int gen_job_submit(gen_job *j, const gen_model *gm, serve_error *err) {
         r.kv_export = i == 0 ? j->kv_export : NULL;
         r.kv_import = i == 0 ? j->kv_import : NULL;
         r.n_kv_import = i == 0 ? j->n_kv_import : 0;
+        r.kv_import_window = i == 0 ? j->kv_import_window : NULL;
+        r.kv_import_window_bytes = i == 0 ? j->kv_import_window_bytes : 0;
         r.kv_import_release = j->kv_import_release;
         r.kv_import_owner = j->kv_import_owner;
         c->id = j->grammar && !r.grammar ? 0 : cinfer_engine_submit(gm->engine, &r, e, sizeof e);

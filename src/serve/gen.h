@@ -156,6 +156,8 @@ typedef struct gen_job {
     cinfer_kv_export *kv_export;
     void *kv_import;
     int32_t n_kv_import;
+    const void *kv_import_window; /* window models: the snapshot after the records, inside kv_import */
+    size_t kv_import_window_bytes;
     void (*kv_import_release)(void *owner, void *kv_import); /* how kv_import is given back (NULL: free) */
     void *kv_import_owner;
     bool grammar_cached; /* the compile was a cache hit (logs) */

@@ -1,8 +1,10 @@
 /* handoff.c - see handoff.h. Owns the manager (the UCX node, its fd event
  * and the 1 ms tick), GET /handoff/info, the handoff request headers and the
  * decode side: a table of handoffs being received (hd_entry), each filled by
- * BEGIN / RECORDS / END messages (checked by xfer_wire.h, then against this
- * worker's geometry), waited for by at most one parked job and consumed by
+ * BEGIN / RECORDS / WINDOW / END messages (checked by xfer_wire.h, then
+ * against this worker's geometry; a window model's WINDOW snapshot lands right
+ * after the records in the same buffer and goes to the engine with them),
+ * waited for by at most one parked job and consumed by
  * handoff_claim. An entry's records buffer is a run of the receive-buffer
  * pool (xfer_pool.h: bounded, recycled, so its pages are warm), taken at
  * BEGIN or, when the pool is full, at its first RECORDS: until then xfer's
@@ -86,8 +88,17 @@ static void hd_free(handoff_mgr *m, hd_entry *e) {
 }
 
 static bool hd_settled(const hd_entry *e) {
-    return e->aborted || (e->begun && e->ended && e->n_have >= e->n_end && e->n_end == e->begin.n_records);
+    return e->aborted || (e->begun && e->ended && e->n_have >= e->n_end && e->n_end == e->begin.n_records &&
+                          (!e->win_end || e->win_have));
 }
+
+/* Pool units (records) of a begun entry's buffer: its records, then room for its window snapshot. */
+static uint64_t hd_units(const handoff_mgr *m, const xfer_begin *b) {
+    return (uint64_t)b->n_records + ((uint64_t)b->window_bytes + m->record_bytes - 1) / m->record_bytes;
+}
+
+/* Where a begun entry's WINDOW snapshot lands: right after its records. */
+static uint8_t *hd_window_at(const hd_entry *e) { return e->records + (uint64_t)e->begin.n_records * e->begin.record_bytes; }
 
 /* A parked job stops waiting (the handoff settled or timed out). */
 static void hd_wake(hd_entry *e) {
@@ -106,7 +117,7 @@ static void hd_abort(hd_entry *e, const char *why) {
 /* Gives a begun entry its receive buffer when the pool has room; false while it waits for one. */
 static bool hd_reserve(handoff_mgr *m, hd_entry *e) {
     if (e->records || !e->begun || e->begin.n_records == 0) return true;
-    if ((e->records = xfer_pool_get(m->pool, e->begin.n_records))) return true;
+    if ((e->records = xfer_pool_get(m->pool, hd_units(m, &e->begin)))) return true;
     if (!e->waited) m->waited_handoffs++;
     e->waited = true;
     return false;
@@ -120,7 +131,9 @@ static void hd_begin(handoff_mgr *m, hd_entry *e, const uint8_t *data, uint64_t 
     if (b.record_bytes != m->record_bytes || b.block_tokens != (uint32_t)m->block_tokens ||
         memcmp(b.fingerprint, m->fingerprint, XFER_DIGEST_BYTES))
         return hd_abort(e, "from a worker with another model, KV layout or block size");
-    if (b.n_records && (!m->pool || !xfer_pool_fits(m->pool, b.n_records)))
+    if (b.window_bytes && b.window_bytes != m->window_bytes)
+        return hd_abort(e, "a window state of another size (window-state tier off here, or another geometry)");
+    if (b.n_records && (!m->pool || !xfer_pool_fits(m->pool, hd_units(m, &b))))
         return hd_abort(e, "larger than the receive-buffer pool, --handoff-pool-bytes (records are computed instead)");
     if (b.n_records && !(e->have = calloc(b.n_records, 1))) return hd_abort(e, "out of memory");
     e->begin = b;
@@ -146,6 +159,17 @@ static void hd_records(hd_entry *e, const xfer_frame *f, const uint8_t *data) {
     hd_mark(e, f);
 }
 
+/* A WINDOW that was not placed: checked, copied in after the records. */
+static void hd_window(hd_entry *e, const xfer_frame *f, const uint8_t *data) {
+    cf_err err = {0};
+    if (!e->begun) return hd_abort(e, "window state before BEGIN");
+    if (xfer_window_check(f, &e->begin, &err)) return hd_abort(e, err.msg);
+    if (!e->records) return hd_abort(e, "no receive buffer (closing)");
+    if (e->win_have) return hd_abort(e, "a second WINDOW");
+    memcpy(hd_window_at(e), data, (size_t)f->data_len);
+    e->win_have = true;
+}
+
 /* xfer's on_message: one checked frame (data owned here). */
 static void hm_on_message(void *ctx, const xfer_frame *f, uint8_t *data) {
     handoff_mgr *m = ctx;
@@ -153,12 +177,14 @@ static void hm_on_message(void *ctx, const xfer_frame *f, uint8_t *data) {
     if (e && !e->aborted) {
         if (f->kind == XFER_MSG_BEGIN) hd_begin(m, e, data, f->data_len);
         else if (f->kind == XFER_MSG_RECORDS) hd_records(e, f, data);
+        else if (f->kind == XFER_MSG_WINDOW) hd_window(e, f, data);
         else if (f->kind == XFER_MSG_END) {
             e->ended = true;
             e->n_end = f->count;
-            if (e->begun && f->count != e->begin.n_records) hd_abort(e, "END disagrees with BEGIN");
+            e->win_end = f->seq;
+            if (e->begun && (f->count != e->begin.n_records || (f->seq && !e->begin.window_bytes)))
+                hd_abort(e, "END disagrees with BEGIN");
         } else if (f->kind == XFER_MSG_ABORT) e->aborted = true;
-        /* XFER_MSG_WINDOW: reserved (window models are not handed off yet) */
     }
     free(data);
     if (e && hd_settled(e)) hd_wake(e);
@@ -168,13 +194,16 @@ static void hm_on_message(void *ctx, const xfer_frame *f, uint8_t *data) {
  * pool has no buffer for it, later (delivery waits: back-pressure). Anything else: on_message. */
 static xfer_place_result hm_place(void *ctx, const xfer_frame *f, uint8_t **dst, void **token) {
     handoff_mgr *m = ctx;
-    hd_entry *e = f->kind == XFER_MSG_RECORDS ? hd_find(m, f->id) : NULL;
+    bool win = f->kind == XFER_MSG_WINDOW;
+    hd_entry *e = f->kind == XFER_MSG_RECORDS || win ? hd_find(m, f->id) : NULL;
     cf_err err = {0};
-    if (!e || !m->pool || e->aborted || !e->begun || xfer_records_check(f, &e->begin, &err)) return XFER_PLACE_NONE;
+    if (!e || !m->pool || e->aborted || !e->begun || (win && e->win_have) ||
+        (win ? xfer_window_check(f, &e->begin, &err) : xfer_records_check(f, &e->begin, &err)))
+        return XFER_PLACE_NONE;
     if (!hd_reserve(m, e)) return XFER_PLACE_LATER;
     e->placing++;
     *token = e;
-    *dst = e->records + (uint64_t)f->seq * e->begin.record_bytes;
+    *dst = win ? hd_window_at(e) : e->records + (uint64_t)f->seq * e->begin.record_bytes;
     return XFER_PLACE_HERE;
 }
 
@@ -193,6 +222,7 @@ static void hm_on_placed(void *ctx, const xfer_frame *f, void *token, int status
     }
     if (e->aborted) return;
     if (status) hd_abort(e, "a records transfer failed");
+    else if (f->kind == XFER_MSG_WINDOW) e->win_have = true;
     else hd_mark(e, f);
     if (hd_settled(e)) hd_wake(e);
 }
@@ -273,6 +303,12 @@ int handoff_open(const handoff_config *c, struct event_base *base, cinfer_engine
     m->engine = e;
     cinfer_engine_kv_fingerprint(e, m->fingerprint);
     m->record_bytes = cinfer_engine_kv_record_bytes(e);
+    m->window_bytes = cinfer_engine_kv_window_bytes(e);
+    if (m->window_bytes > XFER_MAX_WINDOW_BYTES) { /* the wire's bound: such a model's handoffs are computed */
+        LOG_WARN("handoff: window-state snapshots of %zu bytes exceed the wire's %u; window state is not handed off",
+                 m->window_bytes, XFER_MAX_WINDOW_BYTES);
+        m->window_bytes = 0;
+    }
     m->block_tokens = cinfer_engine_block_tokens(e);
     if (xfer_host_id(m->host_id, sizeof m->host_id) || xfer_process_self(&m->pid, &m->start_ticks))
         m->host_id[0] = 0; /* cannot tell: every peer counts as remote */
@@ -412,17 +448,23 @@ void handoff_claim(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES], gen_job *g) 
     while (e->begun && k < e->begin.n_records && e->have[k]) k++; /* the contiguous head that arrived */
     if (e->begun && !e->aborted && k > 0 && e->begin.prompt_tokens == (uint32_t)g->n_prompt &&
         !memcmp(e->begin.salt_digest, salt, XFER_DIGEST_BYTES) && !g->kv_import) {
+        /* the window snapshot sits at the end of all the records: only with every record */
+        size_t recs = (size_t)k * e->begin.record_bytes, win = e->win_have && k == e->begin.n_records ?
+                                                                  e->begin.window_bytes : 0;
         if (e->placing == 0) { /* moved: the engine verifies each record, then gives the buffer back */
             g->kv_import = e->records;
             g->kv_import_release = xfer_pool_release;
             g->kv_import_owner = m->pool;
             e->records = NULL;
-        } else if ((g->kv_import = malloc((size_t)k * e->begin.record_bytes))) { /* UCX still writes past them */
-            memcpy(g->kv_import, e->records, (size_t)k * e->begin.record_bytes);
+        } else if ((g->kv_import = malloc(recs + win))) { /* UCX still writes past them */
+            memcpy(g->kv_import, e->records, recs);
+            if (win) memcpy((uint8_t *)g->kv_import + recs, hd_window_at(e), win);
             g->kv_import_release = NULL;
-            m->claim_copied_bytes += (uint64_t)k * e->begin.record_bytes;
+            m->claim_copied_bytes += recs + win;
         }
         g->n_kv_import = g->kv_import ? (int32_t)k : 0;
+        g->kv_import_window = g->kv_import && win ? (uint8_t *)g->kv_import + recs : NULL;
+        g->kv_import_window_bytes = g->kv_import_window ? win : 0;
     } else if (e->begun && !e->aborted && k > 0) {
         char hex[2 * XFER_ID_BYTES + 1];
         xfer_id_hex(id, hex);

@@ -15,9 +15,12 @@ typedef struct hd_entry {
     uint8_t id[XFER_ID_BYTES];
     bool begun, ended, aborted;
     xfer_begin begin;
-    uint8_t *records; /* begin.n_records * record_bytes, a run of handoff_mgr.pool (NULL: waiting for one) */
+    uint8_t *records; /* begin.n_records * record_bytes, then the window snapshot (begin.window_bytes): a run of
+                       * handoff_mgr.pool (NULL: waiting for one) */
     uint8_t *have; /* per record: arrived */
     uint32_t n_have, n_end; /* records arrived; END's total */
+    bool win_have; /* the WINDOW snapshot arrived (after the records in `records`) */
+    uint32_t win_end; /* END's WINDOW messages sent (0 or 1) */
     int32_t placing; /* RECORDS being received straight into records (xfer_place_fn) */
     bool unlinked; /* claimed or expired while placing: on handoff_mgr.zombies until placing is 0 */
     bool waited; /* found the pool full once (counted in handoff_mgr.waited_handoffs) */
@@ -54,6 +57,7 @@ struct handoff_mgr {
     int64_t pid; /* this process, as /handoff/info reports it */
     uint64_t start_ticks;
     size_t record_bytes;
+    size_t window_bytes; /* this engine's handoff window snapshot (0: not a window model, or no window state) */
     int32_t block_tokens;
     hd_entry *entries;
     hd_entry *zombies; /* unlinked entries whose records UCX is still writing into */

@@ -5,7 +5,9 @@
  * States: RESOLVING (D's transport address comes from GET <D>/handoff/info,
  * cached per URL in an hp_peer) -> SENDING (BEGIN, then on every tick the
  * records the engine has exported since the last tick as one RECORDS
- * message: pipelined with the prefill of later chunks) -> FLUSHING (END sent,
+ * message: pipelined with the prefill of later chunks; for a window model,
+ * once every record went, the window-state snapshot at their end as one
+ * WINDOW message, or none when the engine could not take it) -> FLUSHING (END sent,
  * waiting for the endpoint flush that confirms delivery) -> OK; any failure
  * or the push deadline (--handoff-timeout) -> FAILED. The answer goes out once
  * the engine request finished: "ucx" when OK, else "store" after the engine's
@@ -43,6 +45,8 @@ struct handoff_push {
     xfer_begin begin;
     uint8_t begin_data[XFER_BEGIN_BYTES];
     int32_t sent; /* records handed to the transport */
+    uint32_t win_sent; /* WINDOW messages handed to the transport (0 or 1) */
+    bool win_settled; /* the window snapshot went, or none will (or none was announced) */
     int ops; /* transport operations outstanding */
     hp_state st;
     bool began, ended, finished, detached;
@@ -50,7 +54,7 @@ struct handoff_push {
     handoff_answer_fn cb;
     void *cb_ctx;
     double deadline, store_deadline;
-    uint64_t bytes;
+    uint64_t bytes, win_bytes; /* record bytes and window-state bytes handed to the transport */
 };
 
 typedef struct hp_msg {
@@ -244,6 +248,8 @@ handoff_push *handoff_push_start(handoff_mgr *m, const handoff_req *h, gen_job *
     p->begin.block_tokens = (uint32_t)m->block_tokens;
     p->begin.n_records = (uint32_t)n;
     p->begin.record_bytes = m->record_bytes;
+    p->begin.window_bytes = n > 0 ? (uint32_t)m->window_bytes : 0; /* as the export's (cinfer_kv_export_window) */
+    p->win_settled = p->begin.window_bytes == 0;
     xfer_begin_encode(&p->begin, p->begin_data);
     p->deadline = time_now() + m->cfg.timeout_s;
     p->next = m->pushes;
@@ -289,7 +295,17 @@ static void hp_pump(handoff_push *p) {
         p->bytes += len;
         p->sent = ready;
     }
-    if (!p->finished || p->ended) return;
+    if (!p->win_settled && (uint32_t)p->sent == p->begin.n_records) {
+        const uint8_t *win = NULL;
+        int w = cinfer_kv_export_window(p->x, &win);
+        if (w == 1) {
+            if (hp_send(p, XFER_MSG_WINDOW, p->begin.n_records, 0, win, p->begin.window_bytes)) return;
+            p->win_sent = 1;
+            p->win_bytes = p->begin.window_bytes;
+        }
+        p->win_settled = w != 0; /* -1: none will come (END says so; D computes the prompt) */
+    }
+    if (!p->finished || p->ended || (!p->win_settled && (uint32_t)p->sent == p->begin.n_records)) return;
     p->ended = true;
     if ((uint32_t)p->sent != p->begin.n_records) { /* the engine stopped short: D must not wait for the rest */
         hp_send(p, XFER_MSG_ABORT, 0, 0, NULL, 0);
@@ -297,7 +313,7 @@ static void hp_pump(handoff_push *p) {
         return;
     }
     cf_err err = {0};
-    if (hp_send(p, XFER_MSG_END, 0, (uint32_t)p->sent, NULL, 0)) return;
+    if (hp_send(p, XFER_MSG_END, p->win_sent, (uint32_t)p->sent, NULL, 0)) return;
     if (xfer_flush(p->m->node, p->peer->addr, hp_flush_done, p, &err)) return hp_fail(p, err.msg);
     p->ops++;
     p->st = HP_FLUSHING;
@@ -307,9 +323,10 @@ static void hp_answer(handoff_push *p, bool store) {
     handoff_answer_fn cb = p->cb;
     p->cb = NULL;
     const char *link = store || !p->peer ? NULL : p->peer->local ? "shm" : "net";
-    json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:s?, s:I}", "handoff_id", p->id_hex, "prompt_tokens",
+    json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:s?, s:I, s:I}", "handoff_id", p->id_hex, "prompt_tokens",
                           (int)p->usage.prompt_tokens, "cached_tokens", (int)p->usage.cached_tokens, "transport",
-                          store ? "store" : "ucx", "link", link, "bytes", (json_int_t)(store ? 0 : p->bytes));
+                          store ? "store" : "ucx", "link", link, "bytes", (json_int_t)(store ? 0 : p->bytes),
+                          "window_bytes", (json_int_t)(store ? 0 : p->win_bytes));
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     cb(p->cb_ctx, s ? 200 : 500, s);

@@ -309,6 +309,15 @@ int metrics_render(const metrics *m, const cinfer_engine_stats *st, cinfer_engin
             st->handoff_imported_blocks);
     counter(&s, "cinfer_handoff_rejected_blocks_total", "Handed-off KV records that failed verification.",
             st->handoff_rejected_blocks);
+    counter(&s, "cinfer_handoff_window_exported_bytes_total",
+            "Window-state snapshot bytes a prefill worker took for decode workers (window models, docs/pd.md).",
+            st->handoff_window_exported_bytes);
+    counter(&s, "cinfer_handoff_window_imported_bytes_total",
+            "Handed-off window-state snapshot bytes a decode worker verified and installed (exact resume).",
+            st->handoff_window_imported_bytes);
+    counter(&s, "cinfer_handoff_window_rejected_total",
+            "Handoffs of a window model whose window state was missing or refused (the prompt was computed).",
+            st->handoff_window_rejected);
     uint64_t seen = st->cached_tokens + st->prompt_tokens_computed;
     gauge(&s, "cinfer_prefix_cache_hit_ratio", "Prompt tokens served by the prefix cache / prompt tokens admitted.",
           seen ? (double)st->cached_tokens / (double)seen : 0.0);

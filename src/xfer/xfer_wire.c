@@ -49,9 +49,12 @@ int xfer_frame_decode(const uint8_t *buf, size_t len, uint64_t data_len, xfer_fr
     case XFER_MSG_RECORDS:
         if (f->count == 0 || f->count > XFER_MAX_RECORDS) return cf_fail(err, "handoff RECORDS: %u records", f->count);
         return 0;
-    case XFER_MSG_WINDOW: return 0;
+    case XFER_MSG_WINDOW:
+        if (data_len == 0 || data_len > XFER_MAX_WINDOW_BYTES || f->count || f->seq > XFER_MAX_RECORDS)
+            return cf_fail(err, "handoff WINDOW: bad sizes");
+        return 0;
     case XFER_MSG_END:
-        if (data_len || f->seq || f->count > XFER_MAX_RECORDS) return cf_fail(err, "handoff END: bad sizes");
+        if (data_len || f->seq > 1 || f->count > XFER_MAX_RECORDS) return cf_fail(err, "handoff END: bad sizes");
         return 0;
     case XFER_MSG_ABORT:
         if (data_len || f->seq || f->count) return cf_fail(err, "handoff ABORT: bad sizes");
@@ -67,18 +70,19 @@ void xfer_begin_encode(const xfer_begin *b, uint8_t out[XFER_BEGIN_BYTES]) {
     le_put32(out + 64, b->prompt_tokens);
     le_put32(out + 68, b->block_tokens);
     le_put32(out + 72, b->n_records);
+    le_put32(out + 76, b->window_bytes);
     le_put64(out + 80, b->record_bytes);
 }
 
 int xfer_begin_decode(const uint8_t *buf, size_t len, xfer_begin *b, cf_err *err) {
     memset(b, 0, sizeof *b);
     if (len != XFER_BEGIN_BYTES) return cf_fail(err, "handoff BEGIN is %zu bytes (expected %d)", len, XFER_BEGIN_BYTES);
-    if (!all_zero(buf + 76, 4)) return cf_fail(err, "handoff BEGIN: reserved bytes set");
     memcpy(b->fingerprint, buf, XFER_DIGEST_BYTES);
     memcpy(b->salt_digest, buf + 32, XFER_DIGEST_BYTES);
     b->prompt_tokens = le_get32(buf + 64);
     b->block_tokens = le_get32(buf + 68);
     b->n_records = le_get32(buf + 72);
+    b->window_bytes = le_get32(buf + 76);
     b->record_bytes = le_get64(buf + 80);
     if (b->block_tokens == 0 || b->prompt_tokens == 0 || b->record_bytes == 0 ||
         b->record_bytes > XFER_MAX_RECORD_BYTES || b->n_records > XFER_MAX_RECORDS)
@@ -86,6 +90,9 @@ int xfer_begin_decode(const uint8_t *buf, size_t len, xfer_begin *b, cf_err *err
                        b->prompt_tokens, b->block_tokens, b->n_records, (unsigned long long)b->record_bytes);
     if (b->n_records > (b->prompt_tokens - 1) / b->block_tokens)
         return cf_fail(err, "handoff BEGIN: %u records for a prompt of %u tokens", b->n_records, b->prompt_tokens);
+    if (b->window_bytes > XFER_MAX_WINDOW_BYTES || (b->window_bytes && !b->n_records))
+        return cf_fail(err, "handoff BEGIN: a window state of %u bytes with %u records", b->window_bytes,
+                       b->n_records);
     return 0;
 }
 
@@ -96,6 +103,15 @@ int xfer_records_check(const xfer_frame *f, const xfer_begin *b, cf_err *err) {
     if (f->data_len != (uint64_t)f->count * b->record_bytes)
         return cf_fail(err, "handoff RECORDS: %llu bytes for %u records of %llu", (unsigned long long)f->data_len,
                        f->count, (unsigned long long)b->record_bytes);
+    return 0;
+}
+
+int xfer_window_check(const xfer_frame *f, const xfer_begin *b, cf_err *err) {
+    if (f->kind != XFER_MSG_WINDOW) return cf_fail(err, "not a WINDOW frame");
+    if (!b->window_bytes) return cf_fail(err, "handoff WINDOW that BEGIN did not announce");
+    if (f->data_len != b->window_bytes || f->seq != b->n_records)
+        return cf_fail(err, "handoff WINDOW: %llu bytes at block %u, announced %u bytes at block %u",
+                       (unsigned long long)f->data_len, f->seq, b->window_bytes, b->n_records);
     return 0;
 }
 

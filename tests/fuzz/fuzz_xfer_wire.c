@@ -6,12 +6,37 @@
  * Checks: never crashes or reads out of bounds; a frame or BEGIN that decodes
  * re-encodes to exactly the input bytes (canonical: nothing else passes); a
  * RECORDS frame that passes xfer_records_check lies inside the announced
- * records and its length is count x record_bytes; id hex round-trips. */
+ * records and its length is count x record_bytes; a WINDOW frame that passes
+ * xfer_window_check was announced, has exactly window_bytes at block
+ * n_records, and then also passes the window-state snapshot check of
+ * engine/swa_format.h only when its bytes are a canonical snapshot (the
+ * geometry taken from its own header: what the decode worker's engine
+ * verifies next); id hex round-trips. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/le_bytes.h"
+#include "engine/swa_format.h"
 #include "xfer/xfer_wire.h"
+
+/* The WINDOW data as the decode worker's engine checks it next: a geometry
+ * from the header's own fields (the fuzzer's stand-in for the engine's), the
+ * boundary from the frame. A snapshot that passes must re-seal to the same
+ * bytes (its header is canonical; the checksum covers the floats). */
+static void window_snapshot(const uint8_t *d, size_t len, uint32_t boundary) {
+    if (len < SWA_SNAP_HDR_BYTES) return;
+    swa_snap_geom g = {.n_blocks = le_get32(d + 12), .block_tokens = le_get32(d + 16), .block_floats = le_get64(d + 24)};
+    if (g.n_blocks > 64 || g.block_floats > ((uint64_t)1 << 24)) return; /* beyond what len can hold */
+    if (swa_snap_check(&g, boundary, d, len, NULL)) return;
+    if ((uint64_t)swa_snap_floats(&g) * sizeof(float) != len) abort();
+    uint8_t *again = malloc(len);
+    if (!again) return;
+    memcpy(again, d, len);
+    swa_snap_seal(&g, boundary, again);
+    if (memcmp(again, d, len)) abort();
+    free(again);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     xfer_begin b;
@@ -44,6 +69,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (!have_begin) b = nb, have_begin = 1;
         } else if (f.kind == XFER_MSG_RECORDS && have_begin && !xfer_records_check(&f, &b, NULL)) {
             if ((uint64_t)f.seq + f.count > b.n_records || f.data_len != (uint64_t)f.count * b.record_bytes) abort();
+        } else if (f.kind == XFER_MSG_WINDOW && have_begin && !xfer_window_check(&f, &b, NULL)) {
+            if (!b.window_bytes || f.data_len != b.window_bytes || f.seq != b.n_records || !b.n_records) abort();
+            window_snapshot(d, dlen, f.seq);
+        } else if (f.kind == XFER_MSG_END && f.seq > 1) {
+            abort();
         }
     }
     return 0;

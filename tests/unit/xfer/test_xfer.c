@@ -3,7 +3,9 @@
  *  - wire: frames and BEGIN round-trip; bad magic, reserved bytes, unknown
  *    kinds, lengths that disagree with the kind, records outside BEGIN's range
  *    or of the wrong size, BEGIN geometry (zero, too many records for the
- *    prompt) are refused; ids parse only as 32 hex digits;
+ *    prompt) are refused; WINDOW only as BEGIN announced it (size, boundary
+ *    block, no records; none without records; END counts 0 or 1 of them);
+ *    ids parse only as 32 hex digits;
  *  - transport: BEGIN + a 1 MiB RECORDS message (rendezvous) + END arrive
  *    intact through the listener ("host:port") and through the worker address
  *    ("ucx:<hex>") and as a peer of this host ("shm:<hex>": shared memory,
@@ -102,6 +104,36 @@ static void test_wire(void) {
     CHECK(xfer_records_check(&r, &b, NULL) == 0);
     r.data_len = 21;
     CHECK(xfer_records_check(&r, &b, NULL) != 0);
+    /* window state: BEGIN announces its bytes, WINDOW must match them at block n_records, END says 0 or 1 sent */
+    xfer_frame w = {.kind = XFER_MSG_WINDOW, .seq = 6, .data_len = 40};
+    CHECK(xfer_window_check(&w, &b, NULL) != 0); /* not announced */
+    b.window_bytes = 40;
+    xfer_begin_encode(&b, bb);
+    CHECK(xfer_begin_decode(bb, sizeof bb, &c, NULL) == 0 && c.window_bytes == 40);
+    CHECK(xfer_window_check(&w, &c, NULL) == 0);
+    w.seq = 5;
+    CHECK(xfer_window_check(&w, &c, NULL) != 0); /* another boundary */
+    w.seq = 6;
+    w.data_len = 41;
+    CHECK(xfer_window_check(&w, &c, NULL) != 0); /* another size */
+    w.data_len = 40;
+    xfer_frame_encode(&w, buf);
+    CHECK(xfer_frame_decode(buf, sizeof buf, 40, &g, NULL) == 0 && g.kind == XFER_MSG_WINDOW && g.seq == 6);
+    CHECK(xfer_frame_decode(buf, sizeof buf, 0, &g, NULL) != 0);
+    w.count = 1;
+    xfer_frame_encode(&w, buf);
+    CHECK(xfer_frame_decode(buf, sizeof buf, 40, &g, NULL) != 0); /* WINDOW carries no records */
+    b.n_records = 0; /* a window with no records */
+    xfer_begin_encode(&b, bb);
+    CHECK(xfer_begin_decode(bb, sizeof bb, &c, NULL) != 0);
+    b.n_records = 6;
+    b.window_bytes = 0;
+    f = (xfer_frame){.kind = XFER_MSG_END, .seq = 1, .count = 6};
+    xfer_frame_encode(&f, buf);
+    CHECK(xfer_frame_decode(buf, sizeof buf, 0, &g, NULL) == 0 && g.seq == 1);
+    f.seq = 2;
+    xfer_frame_encode(&f, buf);
+    CHECK(xfer_frame_decode(buf, sizeof buf, 0, &g, NULL) != 0); /* at most one WINDOW */
     uint8_t id[XFER_ID_BYTES];
     char hex[2 * XFER_ID_BYTES + 1];
     CHECK(xfer_id_parse("00112233445566778899aabbccddeeff", id) == 0);
