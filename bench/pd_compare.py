@@ -165,7 +165,7 @@ def table(run_dir, model, slo_ttft, slo_tpot):
     labels = sorted(f[:-5] for f in os.listdir(run_dir) if f.endswith(".json") and "." not in f[:-5])
     order = {"mooncake": 0, "agent": 1}
     cfg_order = ["one-2t", "two-round_robin", "two-least_requests", "two-cache_affinity",
-                 "two-prefill_compute", "two-decode_load", "two-prefill_compute-store", "pd-1p1d"]
+                 "two-prefill_compute", "two-decode_load", "two-prefill_compute-store", "two-sglang-cache_aware", "pd-1p1d"]
     key = lambda lb: (order.get(lb.split("-", 1)[0], 9),  # noqa: E731
                       cfg_order.index(lb.split("-", 1)[1]) if lb.split("-", 1)[1] in cfg_order else 99, lb)
     labels.sort(key=key)

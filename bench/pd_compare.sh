@@ -4,7 +4,8 @@
 #   (a) one monolithic `cinfer serve -t 2` pinned to cores A,B            (config one-2t)
 #   (b) two monolithic `cinfer serve -t 1`, one on core A, one on core B, behind `cinfer router`,
 #       once per placement policy (round_robin, least_requests, cache_affinity, prefill_compute,
-#       decode_load; and prefill_compute with a shared store and --store-shared)  (two-POLICY)
+#       decode_load; and prefill_compute with a shared store and --store-shared), and once behind
+#       the peer, SGLang's router (sglang-router from PyPI, --policy cache_aware)  (two-POLICY)
 #   (c) `cinfer router` + 1 prefill worker (-t 1, core A) + 1 decode worker (-t 1, core B), KV
 #       handed off over UCX (shared memory: both on 127.0.0.1), a shared store dir  (pd-1p1d)
 # for two workloads of `cinfer bench serve`: the Mooncake conversation trace replayed in closed
@@ -25,15 +26,20 @@ files in OUT_DIR/pd-compare/. Stops by itself (RUN_LIMIT per run) and stops what
 environment (defaults in brackets):
   CINFER_BIN [build/cinfer]  CINFER_SHARED [../shared]  OUT_DIR [bench/results]
   CORES ["0 1"]: the two CPUs      WORKLOADS ["mooncake agent"]
-  POLICIES ["round_robin least_requests cache_affinity prefill_compute decode_load prefill_compute-store"]
+  POLICIES ["round_robin least_requests cache_affinity prefill_compute decode_load prefill_compute-store
+            sglang-cache_aware"]: cinfer router --policy P; P-store: with a shared store and
+            --store-shared; sglang-cache_aware: the peer, SGLang's router (SGLANG_PY [.venv/bin/python]
+            -m sglang_router.launch_router --policy cache_aware; left out when not installed)
   CONFIGS ["one two pd"]: which of (a) (b) (c) to run
-  mooncake: CONVS [16] conversations, SESSIONS [4] at once, BLOCK_SCALE [16] tokens per hash id,
+  mooncake: CONVS [16] conversations, SESSIONS [4] at once, BLOCK_SCALE [5] words per hash id (text
+            prompts, as SGLang's router takes no token-id prompts; ~3.2 tokens a word here),
             TIME_SCALE [20] (think time = trace gap / TIME_SCALE, at most THINK_MAX [10] s)
   agent:    AGENT_SESSIONS [4], AGENT_TURNS [5], SYSTEM_LEN [150], USER_LEN [20], TOOL_LEN [60]
             words, THINK [0.5] s
   OUTPUT_LEN [32] max output tokens (EOS ignored, greedy)
   SLO_TTFT_MS [2000]  SLO_TPOT_MS [60]: the goodput SLO
-  RUN_LIMIT [300] seconds per bench run (then it is stopped and the run counts what finished)
+  RUN_LIMIT [300]: no new request after this many seconds of a run (in-flight ones finish;
+            hard stop RUN_LIMIT + 180 s)
 EOF
 }
 case ${1:-} in
@@ -49,14 +55,19 @@ TRACE=$SHARED/traces/mooncake_conversation_trace.jsonl
 OUT_DIR=${OUT_DIR:-$here/results}
 read -r CORE_A CORE_B <<<"${CORES:-0 1}"
 WORKLOADS=${WORKLOADS:-mooncake agent}
-POLICIES=${POLICIES:-round_robin least_requests cache_affinity prefill_compute decode_load prefill_compute-store}
+POLICIES=${POLICIES:-round_robin least_requests cache_affinity prefill_compute decode_load prefill_compute-store sglang-cache_aware}
 CONFIGS=${CONFIGS:-one two pd}
-CONVS=${CONVS:-16} SESSIONS=${SESSIONS:-4} BLOCK_SCALE=${BLOCK_SCALE:-16} TIME_SCALE=${TIME_SCALE:-20}
+CONVS=${CONVS:-16} SESSIONS=${SESSIONS:-4} BLOCK_SCALE=${BLOCK_SCALE:-5} TIME_SCALE=${TIME_SCALE:-20}
 THINK_MAX=${THINK_MAX:-10}
 AGENT_SESSIONS=${AGENT_SESSIONS:-4} AGENT_TURNS=${AGENT_TURNS:-5} SYSTEM_LEN=${SYSTEM_LEN:-150}
 USER_LEN=${USER_LEN:-20} TOOL_LEN=${TOOL_LEN:-60} THINK=${THINK:-0.5}
 OUTPUT_LEN=${OUTPUT_LEN:-32} SLO_TTFT_MS=${SLO_TTFT_MS:-2000} SLO_TPOT_MS=${SLO_TPOT_MS:-60}
 RUN_LIMIT=${RUN_LIMIT:-300}
+SGLANG_PY=${SGLANG_PY:-$here/../.venv/bin/python}
+if [[ " $POLICIES " == *" sglang-cache_aware "* ]] && ! "$SGLANG_PY" -c 'import sglang_router' 2>/dev/null; then
+    echo "pd_compare.sh: $SGLANG_PY has no sglang_router (pip install sglang-router); the peer row is left out" >&2
+    POLICIES=${POLICIES/sglang-cache_aware/}
+fi
 for f in "$BIN" "$MODEL" "$TRACE"; do [ -e "$f" ] || { echo "pd_compare.sh: missing $f" >&2; exit 1; }; done
 command -v taskset >/dev/null || { echo "pd_compare.sh: needs taskset (util-linux)" >&2; exit 1; }
 
@@ -94,6 +105,24 @@ start() { # start NAME LOGFILE ARGS...: runs ARGS on a free port of 127.0.0.1; s
     exit 1
 }
 
+# start_sglang WORKER_URL...: SGLang's router (PyPI sglang-router, $SGLANG_PY -m sglang_router.launch_router)
+# with its cache_aware policy on a free port of 127.0.0.1; sets PORT once it answers GET /v1/models.
+start_sglang() {
+    PORT=$("$SGLANG_PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "$SGLANG_PY" -m sglang_router.launch_router --host 127.0.0.1 --port "$PORT" --policy cache_aware \
+        --worker-urls "$@" --log-level warn >"$tmp/sg.log" 2>&1 &
+    pids+=($!)
+    names+=(router)
+    for _ in $(seq 300); do
+        curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null 2>&1 && return
+        kill -0 "${pids[-1]}" 2>/dev/null || break
+        sleep 0.2
+    done
+    echo "pd_compare.sh: sglang router did not start; its row is left out" >&2
+    cat "$tmp/sg.log" >&2
+    return 1
+}
+
 cpu_ticks() { # cpu_ticks PID: utime + stime in clock ticks
     awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
 }
@@ -105,7 +134,7 @@ HZ=$(getconf CLK_TCK)
 
 bench_args() { # bench_args WORKLOAD: the load generator's options (same for every configuration)
     case $1 in
-      mooncake) echo "--api completions --workload conversations $TRACE --block-scale $BLOCK_SCALE" \
+      mooncake) echo "--api completions --text --workload conversations $TRACE --block-scale $BLOCK_SCALE" \
                      "--time-scale $TIME_SCALE --think-max $THINK_MAX --sessions $SESSIONS" \
                      "--conversations $CONVS --max-context 4096 --max-output-len $OUTPUT_LEN" ;;
       agent) echo "--api chat --workload agent --sessions $AGENT_SESSIONS --turns $AGENT_TURNS" \
@@ -124,19 +153,30 @@ run() {
     for w in "$@"; do
         curl -sf "http://127.0.0.1:${w#*=}/metrics" | grep '^cinfer_' > "$RUN_DIR/$label.${w%%=*}.before.prom" || true
     done
+    # the model name from a worker (SGLang's router answers /v1/models with "unknown")
+    local model
+    model=$(curl -sf "http://127.0.0.1:${1#*=}/v1/models" | python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')
     local -a t0=()
     for i in "${!pids[@]}"; do t0[i]=$(cpu_ticks "${pids[i]}"); done
     # shellcheck disable=SC2046 # bench_args is a word list on purpose
-    timeout -s INT -k 10 "$RUN_LIMIT" "$BIN" bench serve --base-url "$url" $(bench_args "$wl") \
-        --ignore-eos --temperature 0 --timeout 120 --seed 1 --no-progress \
-        --out "$RUN_DIR/$label.json" > "$RUN_DIR/$label.txt" 2>&1 || echo "(bench serve exit $?)" >> "$RUN_DIR/$label.txt"
+    # --duration: no new request after RUN_LIMIT s (the run then ends with what is in flight, and
+    # the results count only what was sent); timeout is the backstop. In the background, so a
+    # signal to this script is handled at once (the trap stops everything).
+    timeout -k 10 $((RUN_LIMIT + 180)) "$BIN" bench serve --base-url "$url" $(bench_args "$wl") --model "$model" \
+        --ignore-eos --temperature 0 --timeout 120 --seed 1 --no-progress --duration "$RUN_LIMIT" \
+        --out "$RUN_DIR/$label.json" > "$RUN_DIR/$label.txt" 2>&1 &
+    pids+=($!)
+    names+=(client)
+    local rc=0
+    wait "${pids[-1]}" || rc=$?
+    [ "$rc" = 0 ] || echo "(bench serve exit $rc)" >> "$RUN_DIR/$label.txt"
     for w in "$@"; do
         name=${w%%=*} port=${w#*=}
         curl -sf "http://127.0.0.1:$port/metrics" | grep '^cinfer_' > "$RUN_DIR/$label.$name.after.prom" || true
     done
     : > "$RUN_DIR/$label.cpu"
     for i in "${!pids[@]}"; do
-        [ "${names[i]}" = router ] && continue
+        [ "${names[i]}" = router ] || [ "${names[i]}" = client ] && continue
         echo "${names[i]} $(awk -v a="${t0[i]}" -v b="$(cpu_ticks "${pids[i]}")" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')" \
             >> "$RUN_DIR/$label.cpu"
     done
@@ -171,11 +211,18 @@ for wl in $WORKLOADS; do
             p0=$PORT
             start w1 "$tmp/w1.log" taskset -c "$CORE_B" "$BIN" "${serve_args[@]}" -t 1 "${store[@]}"
             p1=$PORT
-            start router "$tmp/r.log" "$BIN" "${router_args[@]}" --policy "${pol%-store}" "${rflags[@]}" \
-                --worker "http://127.0.0.1:$p0" --worker "http://127.0.0.1:$p1"
-            ROUTER_PORT=$PORT
+            if [ "$pol" = sglang-cache_aware ]; then # the peer: SGLang's router in front of the same workers
+                start_sglang "http://127.0.0.1:$p0" "http://127.0.0.1:$p1" || { cleanup; continue; }
+                ROUTER_PORT=
+                url="http://127.0.0.1:$PORT"
+            else
+                start router "$tmp/r.log" "$BIN" "${router_args[@]}" --policy "${pol%-store}" "${rflags[@]}" \
+                    --worker "http://127.0.0.1:$p0" --worker "http://127.0.0.1:$p1"
+                ROUTER_PORT=$PORT
+                url="http://127.0.0.1:$ROUTER_PORT"
+            fi
             sleep 0.5
-            run "$wl-two-$pol" "$wl" "http://127.0.0.1:$ROUTER_PORT" "w0=$p0" "w1=$p1"
+            run "$wl-two-$pol" "$wl" "$url" "w0=$p0" "w1=$p1"
             cleanup
         done
     fi
