@@ -31,11 +31,11 @@ environment (defaults in brackets):
             --store-shared; sglang-cache_aware: the peer, SGLang's router (SGLANG_PY [.venv/bin/python]
             -m sglang_router.launch_router --policy cache_aware; left out when not installed)
   CONFIGS ["one two pd"]: which of (a) (b) (c) to run
-  mooncake: CONVS [16] conversations, SESSIONS [4] at once, BLOCK_SCALE [5] words per hash id (text
+  mooncake: CONVS [16] conversations, SESSIONS [8] at once, BLOCK_SCALE [5] words per hash id (text
             prompts, as SGLang's router takes no token-id prompts; ~3.2 tokens a word here),
-            TIME_SCALE [20] (think time = trace gap / TIME_SCALE, at most THINK_MAX [10] s)
-  agent:    AGENT_SESSIONS [4], AGENT_TURNS [5], SYSTEM_LEN [150], USER_LEN [20], TOOL_LEN [60]
-            words, THINK [0.5] s
+            TIME_SCALE [100] (think time = trace gap / TIME_SCALE, at most THINK_MAX [2] s)
+  agent:    AGENT_SESSIONS [8], AGENT_TURNS [5], SYSTEM_LEN [150], USER_LEN [20], TOOL_LEN [60]
+            words, THINK [0.2] s
   OUTPUT_LEN [32] max output tokens (EOS ignored, greedy)
   SLO_TTFT_MS [2000]  SLO_TPOT_MS [60]: the goodput SLO
   RUN_LIMIT [300]: no new request after this many seconds of a run (in-flight ones finish;
@@ -57,10 +57,10 @@ read -r CORE_A CORE_B <<<"${CORES:-0 1}"
 WORKLOADS=${WORKLOADS:-mooncake agent}
 POLICIES=${POLICIES:-round_robin least_requests cache_affinity prefill_compute decode_load prefill_compute-store sglang-cache_aware}
 CONFIGS=${CONFIGS:-one two pd}
-CONVS=${CONVS:-16} SESSIONS=${SESSIONS:-4} BLOCK_SCALE=${BLOCK_SCALE:-5} TIME_SCALE=${TIME_SCALE:-20}
-THINK_MAX=${THINK_MAX:-10}
-AGENT_SESSIONS=${AGENT_SESSIONS:-4} AGENT_TURNS=${AGENT_TURNS:-5} SYSTEM_LEN=${SYSTEM_LEN:-150}
-USER_LEN=${USER_LEN:-20} TOOL_LEN=${TOOL_LEN:-60} THINK=${THINK:-0.5}
+CONVS=${CONVS:-16} SESSIONS=${SESSIONS:-8} BLOCK_SCALE=${BLOCK_SCALE:-5} TIME_SCALE=${TIME_SCALE:-100}
+THINK_MAX=${THINK_MAX:-2}
+AGENT_SESSIONS=${AGENT_SESSIONS:-8} AGENT_TURNS=${AGENT_TURNS:-5} SYSTEM_LEN=${SYSTEM_LEN:-150}
+USER_LEN=${USER_LEN:-20} TOOL_LEN=${TOOL_LEN:-60} THINK=${THINK:-0.2}
 OUTPUT_LEN=${OUTPUT_LEN:-32} SLO_TTFT_MS=${SLO_TTFT_MS:-2000} SLO_TPOT_MS=${SLO_TPOT_MS:-60}
 RUN_LIMIT=${RUN_LIMIT:-300}
 SGLANG_PY=${SGLANG_PY:-$here/../.venv/bin/python}
