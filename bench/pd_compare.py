@@ -21,8 +21,8 @@ Definitions (stated again in the output):
   (memory or store), from the workers' /metrics: cinfer_cached_tokens_total /
   cinfer_prompt_tokens_total summed over the workers that prefill (in 1P+1D: P only, since D
   reports the handed-off tokens as cached). "client" is what the answers' usage says.
-- KV moved per handed-off request: the decode worker's cinfer_handoff_received_bytes_total (all
-  paths) / the router's successful handoffs, against the arithmetic: for each request,
+- KV moved per request: the decode worker's cinfer_handoff_received_bytes_total (all paths; the
+  router's successful handoffs are listed beside it), against the arithmetic: for each request,
   floor((prompt_tokens - 1) / block_tokens) full blocks (what a prefill worker hands over, the last
   prompt token and the partial last block are recomputed by D, docs/pd.md) x block_tokens x KV bytes
   per token (n_layer x n_head_kv x (key_length + value_length) x 4 bytes: the f32 KV cache, the
@@ -151,7 +151,7 @@ def row(run_dir, label, shape, slo_ttft, slo_tpot, block_tokens):
         "client_hit": summ["cache_hit_ratio"], "out_tok_s": summ["output_tok_s"],
         "computed": summ["computed_tokens"], "prompt_workers": prompt,
         "rx": rx, "exported": exported, "handoffs_ok": handoffs_ok, "handoffs_failed": handoffs_failed,
-        "arith_mean": sum(arith) / len(arith) if arith else 0.0, "store_read": store_read,
+        "arith_total": float(sum(arith)), "store_read": store_read,
         "cpu": cpu, "first_error": summ.get("first_error"),
     }
 
@@ -194,20 +194,21 @@ def table(run_dir, model, slo_ttft, slo_tpot):
                  fmt_ms(r["tpot99"]), r["goodput"], 100 * r["attain"], 100 * r["hit"], 100 * r["client_hit"],
                  r["out_tok_s"], cpu or "-"))
     print()
-    print("KV bytes moved per request (1P+1D: over UCX, measured at D; store reads for every configuration):")
+    print("KV bytes moved per request (1P+1D: over UCX, all bytes D received, per successful request; the")
+    print("arithmetic is what a handoff of every successful request moves, so it is listed for every row; store")
+    print("reads for every configuration):")
     print()
-    print("| workload / configuration | handoffs ok / failed | received at D per handoff | P exported blocks "
-          "| arithmetic per request (full blocks x block x %d B) | measured / arithmetic | store bytes read per request |"
-          % per_tok)
+    print("| workload / configuration | handoffs ok / failed | received at D per request | P exported blocks "
+          "| arithmetic per request (full blocks x block x %d B) | measured / arithmetic (totals) "
+          "| store bytes read per request |" % per_tok)
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        n = r["handoffs_ok"]
-        per = r["rx"] / n if n else 0.0
-        ratio = ("%.3f" % (per / r["arith_mean"])) if n and r["arith_mean"] else "-"
+        n, ok = r["handoffs_ok"], max(r["ok"], 1)
+        ratio = ("%.4f" % (r["rx"] / r["arith_total"])) if r["rx"] and r["arith_total"] else "-"
         print("| %s | %d / %d | %s | %d | %s | %s | %s |"
-              % (r["label"], n, r["handoffs_failed"], ("%.2f MiB" % (per / 2**20)) if n else "-",
-                 r["exported"], "%.2f MiB" % (r["arith_mean"] / 2**20), ratio,
-                 "%.2f MiB" % (r["store_read"] / max(r["ok"], 1) / 2**20)))
+              % (r["label"], n, r["handoffs_failed"], ("%.2f MiB" % (r["rx"] / ok / 2**20)) if r["rx"] else "-",
+                 r["exported"], "%.2f MiB" % (r["arith_total"] / ok / 2**20), ratio,
+                 "%.2f MiB" % (r["store_read"] / ok / 2**20)))
     errs = [(r["label"], r["first_error"]) for r in rows if r["first_error"]]
     if errs:
         print()

@@ -25,6 +25,7 @@ conversation trace and the agent workload; writes OUT_DIR/pd-compare.txt (one ta
 files in OUT_DIR/pd-compare/. Stops by itself (RUN_LIMIT per run) and stops what it started.
 environment (defaults in brackets):
   CINFER_BIN [build/cinfer]  CINFER_SHARED [../shared]  OUT_DIR [bench/results]
+  RUN_NAME [pd-compare]: the table is OUT_DIR/RUN_NAME.txt, the raw files OUT_DIR/RUN_NAME/
   CORES ["0 1"]: the two CPUs      WORKLOADS ["mooncake agent"]
   POLICIES ["round_robin least_requests cache_affinity prefill_compute decode_load prefill_compute-store
             sglang-cache_aware"]: cinfer router --policy P; P-store: with a shared store and
@@ -71,7 +72,8 @@ fi
 for f in "$BIN" "$MODEL" "$TRACE"; do [ -e "$f" ] || { echo "pd_compare.sh: missing $f" >&2; exit 1; }; done
 command -v taskset >/dev/null || { echo "pd_compare.sh: needs taskset (util-linux)" >&2; exit 1; }
 
-RUN_DIR=$OUT_DIR/pd-compare
+RUN_NAME=${RUN_NAME:-pd-compare}
+RUN_DIR=$OUT_DIR/$RUN_NAME
 mkdir -p "$RUN_DIR"
 rm -f "$RUN_DIR"/*
 tmp=$(mktemp -d)
@@ -121,6 +123,21 @@ start_sglang() {
     echo "pd_compare.sh: sglang router did not start; its row is left out" >&2
     cat "$tmp/sg.log" >&2
     return 1
+}
+
+# wait_healthy LABEL: until the router's /workers shows every worker healthy (at most 15 s); a worker
+# still unhealthy then is noted in RUN_DIR/LABEL.note and the run goes on (the table shows the effect).
+wait_healthy() {
+    local n
+    for _ in $(seq 75); do
+        n=$(curl -sf "http://127.0.0.1:$ROUTER_PORT/workers" |
+            python3 -c 'import json, sys; print(sum(not w["healthy"] for w in json.load(sys.stdin)["workers"]))' 2>/dev/null) || n=x
+        [ "$n" = 0 ] && return 0
+        sleep 0.2
+    done
+    echo "router: $n worker(s) not healthy 15 s after start: $(curl -sf "http://127.0.0.1:$ROUTER_PORT/workers")" \
+        > "$RUN_DIR/$1.note"
+    echo "pd_compare.sh: $1: $n worker(s) not healthy in the router after 15 s (see $1.note)" >&2
 }
 
 cpu_ticks() { # cpu_ticks PID: utime + stime in clock ticks
@@ -220,8 +237,8 @@ for wl in $WORKLOADS; do
                     --worker "http://127.0.0.1:$p0" --worker "http://127.0.0.1:$p1"
                 ROUTER_PORT=$PORT
                 url="http://127.0.0.1:$ROUTER_PORT"
+                wait_healthy "$wl-two-$pol"
             fi
-            sleep 0.5
             run "$wl-two-$pol" "$wl" "$url" "w0=$p0" "w1=$p1"
             cleanup
         done
@@ -238,7 +255,7 @@ for wl in $WORKLOADS; do
         start router "$tmp/r.log" "$BIN" "${router_args[@]}" \
             --worker "http://127.0.0.1:$pp@prefill" --worker "http://127.0.0.1:$pd@decode"
         ROUTER_PORT=$PORT
-        sleep 0.5
+        wait_healthy "$wl-pd-1p1d"
         run "$wl-pd-1p1d" "$wl" "http://127.0.0.1:$ROUTER_PORT" "p=$pp" "d=$pd"
         cleanup
     fi
@@ -246,7 +263,7 @@ done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 {
-    echo "# CINFER_SHARED=$SHARED bench/pd_compare.sh $MODEL"
+    echo "# CINFER_SHARED=$SHARED RUN_NAME=$RUN_NAME bench/pd_compare.sh $MODEL"
     echo "# settings: CORES='$CORE_A $CORE_B' WORKLOADS='$WORKLOADS' CONFIGS='$CONFIGS' POLICIES='$POLICIES'"
     echo "#   CONVS=$CONVS SESSIONS=$SESSIONS BLOCK_SCALE=$BLOCK_SCALE TIME_SCALE=$TIME_SCALE THINK_MAX=$THINK_MAX"
     echo "#   AGENT_SESSIONS=$AGENT_SESSIONS AGENT_TURNS=$AGENT_TURNS SYSTEM_LEN=$SYSTEM_LEN USER_LEN=$USER_LEN TOOL_LEN=$TOOL_LEN THINK=$THINK"
@@ -255,8 +272,8 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "# $(nproc) CPUs on the machine; workers pinned with taskset; router and load generator not pinned"
     echo "# mooncake: $(bench_args mooncake)"
     echo "# agent:    $(bench_args agent)"
-    echo "# both: --ignore-eos --temperature 0 --seed 1; raw files: bench/results/pd-compare/"
+    echo "# both: --ignore-eos --temperature 0 --seed 1; raw files: bench/results/$RUN_NAME/"
     echo
     python3 "$here/pd_compare.py" table "$RUN_DIR" "$MODEL" "$SLO_TTFT_MS" "$SLO_TPOT_MS"
-} > "$OUT_DIR/pd-compare.txt"
-cat "$OUT_DIR/pd-compare.txt"
+} > "$OUT_DIR/$RUN_NAME.txt"
+cat "$OUT_DIR/$RUN_NAME.txt"
