@@ -12,17 +12,19 @@
 # loop (`--workload conversations`, scaled by BLOCK_SCALE / TIME_SCALE) and the agent workload.
 # Every run starts fresh workers (empty caches, empty store). The router and the load generator
 # are not pinned (they are the same processes in every configuration that has a router).
-# Everything listens on 127.0.0.1 only. Each bench run is bounded by RUN_LIMIT seconds, every
-# process started is stopped on exit (trap), and the per-run files go to OUT_DIR/pd-compare/;
-# the table (bench/pd_compare.py) goes to OUT_DIR/pd-compare.txt with the command and load on top.
+# Everything listens on 127.0.0.1 only. Each bench run sends for at most RUN_LIMIT seconds (hard
+# stop 180 s later), every process started is stopped on exit or signal (trap), and the per-run
+# files go to OUT_DIR/RUN_NAME/; the table (bench/pd_compare.py) goes to OUT_DIR/RUN_NAME.txt with
+# the command and the load average on top. Before a routed run it waits until the router reports
+# every worker healthy (at most 15 s; otherwise it notes it in RUN_NAME/LABEL.note and goes on).
 set -eu
 usage() {
     cat <<'EOF'
 usage: bench/pd_compare.sh [-h|--help] MODEL.gguf
 Runs configurations (a) one monolithic server, (b) two servers behind `cinfer router` with each
 policy, (c) router + 1 prefill + 1 decode worker, on the same 2 cores (taskset), for the Mooncake
-conversation trace and the agent workload; writes OUT_DIR/pd-compare.txt (one table) and the raw
-files in OUT_DIR/pd-compare/. Stops by itself (RUN_LIMIT per run) and stops what it started.
+conversation trace and the agent workload; writes OUT_DIR/RUN_NAME.txt (one table) and the raw
+files in OUT_DIR/RUN_NAME/. Stops by itself (RUN_LIMIT per run) and stops what it started.
 environment (defaults in brackets):
   CINFER_BIN [build/cinfer]  CINFER_SHARED [../shared]  OUT_DIR [bench/results]
   RUN_NAME [pd-compare]: the table is OUT_DIR/RUN_NAME.txt, the raw files OUT_DIR/RUN_NAME/
