@@ -19,6 +19,7 @@
 #define LX_DELIMITED_WORK 150000u /* the same for `open X close` (a string with a pattern) */
 #define LX_MAX_DEPTH 1000u /* nested nonterminals per candidate (C stack) */
 #define LX_BUDGET 400000u /* NFA states + DFA work over the whole grammar */
+#define LX_DELIMITED_BUDGET 1200000u /* the same, kept apart, for `open X close` candidates */
 #define LX_MAX_UNWRAP 8u /* single-symbol wrappers followed to a counted repetition */
 
 typedef struct nfa_edge {
@@ -41,6 +42,9 @@ typedef struct lexer_build {
     uint32_t memo_cap, memo_n;
     uint64_t work, work_start; /* work_start: at the current candidate's start */
     uint64_t work_limit; /* of the current candidate */
+    uint64_t budget; /* what work may reach: LX_BUDGET, or LX_DELIMITED_BUDGET while `work` is the
+                      * delimited candidates' own count (try_nt swaps the two counts) */
+    uint64_t other_work; /* the count not in use */
     uint32_t depth; /* of frag_nt recursion, bounded by LX_MAX_DEPTH */
     uint32_t counted_cap; /* most states of a counted DFA (decide_fitting) */
     int oom;
@@ -96,7 +100,7 @@ static int64_t frag_seq(lexer_build *x, uint32_t first, uint32_t n, uint32_t fro
     uint32_t cur = from;
     for (uint32_t i = 0; i < n; i++) {
         int32_t sym = g->rhs[first + i];
-        if (x->n_states >= LX_MAX_NFA || x->work >= LX_BUDGET) return -1;
+        if (x->n_states >= LX_MAX_NFA || x->work >= x->budget) return -1;
         if (sym >= 0) {
             int64_t e = frag_nt(x, sym, cur);
             if (e < 0) return -1;
@@ -401,7 +405,7 @@ static gr_dfa *determinize(lexer_build *x, uint32_t final) {
             x->work += s.set_len[ds];
             int64_t t = -1, from = n ? closure_into_pool(&s, n) : (int64_t)s.n_pool;
             if (from >= 0) t = intern_subset(&s, (uint32_t)from);
-            if (t < 0 || x->work >= LX_BUDGET || x->work - x->work_start >= x->work_limit) ok = 0;
+            if (t < 0 || x->work >= x->budget || x->work - x->work_start >= x->work_limit) ok = 0;
             else next[(size_t)(ds + 1) * d->n_cols + c] = (uint16_t)t;
         }
     }
@@ -488,8 +492,26 @@ static gr_dfa *try_counted(lexer_build *x, int32_t nt) {
 }
 
 /* The DFA for nonterminal nt, or NULL when it does not qualify (or memory ran out: x->oom). */
+static gr_dfa *try_nt_within(lexer_build *x, int32_t nt);
+
+/* A string with a pattern (`open X close`) is charged to a budget of its own: the general budget
+ * is often spent on large candidates (objects) that fail before the patterns nested in them are
+ * reached, and a pattern left to the CFG costs an Earley closure per byte on every mask. */
 static gr_dfa *try_nt(lexer_build *x, int32_t nt) {
-    if (x->g->nullable[nt] || x->work >= LX_BUDGET) return NULL;
+    if (x->g->nullable[nt]) return NULL;
+    if (!is_delimited(x->g, nt) || x->budget == LX_DELIMITED_BUDGET) return try_nt_within(x, nt);
+    uint64_t general = x->work;
+    x->work = x->other_work;
+    x->budget = LX_DELIMITED_BUDGET;
+    gr_dfa *d = try_nt_within(x, nt);
+    x->other_work = x->work;
+    x->work = general;
+    x->budget = LX_BUDGET;
+    return d;
+}
+
+static gr_dfa *try_nt_within(lexer_build *x, int32_t nt) {
+    if (x->work >= x->budget) return NULL;
     x->n_states = 0;
     x->n_edges = 0;
     x->work_start = x->work;
@@ -593,7 +615,8 @@ static int decide_fitting(lexer_build *x, int32_t *dfa_of) {
     x->counted_cap = GR_COUNTED_MAX_STATES;
     for (;;) {
         for (uint32_t i = 0; i < g->n_nts; i++) dfa_of[i] = -1;
-        x->work = 0;
+        x->work = x->other_work = 0;
+        x->budget = LX_BUDGET;
         if (decide(x, dfa_of, g->start)) return -1;
         uint32_t bits = state_bits_for(count_sites(g, dfa_of));
         if (bits < GR_POS_MIN_STATE_BITS) {

@@ -127,6 +127,13 @@ int main(void) {
          "[\"string\",\"null\"],\"minLength\":3,\"maxLength\":30}},\"required\":[\"a\",\"b\"]}",
          v, eos, 50, 5);
     walk(CINFER_GRAMMAR_GBNF, "root ::= \"<\" [a-z ]{20,300} \">\"", v, eos, 40, 5); /* one-byte elements */
+    /* one string rule per distinct pattern (json_types.c), shared by properties, lexed once into
+     * an unanchored search DFA with the delimited candidates' own budget (lexeme.c) */
+    walk(CINFER_GRAMMAR_JSON_SCHEMA,
+         "{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"string\",\"pattern\":\"\\\\w+\\\\.dll\"},"
+         "\"q\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"\\\\w+\\\\.dll\"}}},"
+         "\"required\":[\"p\",\"q\"]}",
+         v, eos, 40, 3);
     walk(CINFER_GRAMMAR_GBNF, "root ::= (\"yes\" | \"no\" | [0-9]+ \"!\") (\" \" root)?", v, eos, 30, 3);
     walk(CINFER_GRAMMAR_REGEX, "[a-c]{2,5}(x|yz)*\\.", v, eos, 20, 2);
     for (int seed = 0; seed < 3; seed++) {
