@@ -150,6 +150,11 @@ int main(void) {
      * positions by the clamped count), required lengths, unbounded, nullable, inside an object */
     walk(CINFER_GRAMMAR_JSON_SCHEMA, "{\"type\":\"string\",\"minLength\":200,\"maxLength\":300}", v, eos, 70, 4);
     walk(CINFER_GRAMMAR_JSON_SCHEMA, "{\"type\":\"string\",\"minLength\":150}", v, eos, 45, 5);
+    /* counts within the longest token of maxLength: masks derived from the base count's walk by
+     * what each token needs (mask_lexeme.c), every step checked */
+    walk(CINFER_GRAMMAR_JSON_SCHEMA, "{\"type\":\"string\",\"minLength\":5,\"maxLength\":40}", v, eos, 45, 1);
+    walk(CINFER_GRAMMAR_JSON_SCHEMA, "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":9}}", v, eos, 45,
+         1);
     walk(CINFER_GRAMMAR_JSON_SCHEMA,
          "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":1024},\"b\":{\"type\":"
          "[\"string\",\"null\"],\"minLength\":3,\"maxLength\":30}},\"required\":[\"a\",\"b\"]}",
