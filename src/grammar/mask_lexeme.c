@@ -22,7 +22,7 @@
 #include "grammar/lexeme.h"
 #include "grammar/matcher_impl.h"
 
-#define LEXEME_MAX_KEYS 4 /* distinct (DFA, state) pairs in a top set handled here */
+#define LEXEME_MAX_KEYS 512 /* distinct (DFA, state) pairs in a top set handled here */
 
 static int class_within(const gr_class *a, const gr_class *b) {
     return !((a->bits[0] & ~b->bits[0]) | (a->bits[1] & ~b->bits[1]) | (a->bits[2] & ~b->bits[2]) |
