@@ -14,7 +14,11 @@
  * A counted lexeme's state is first mapped to the lowest state no token tells apart from it
  * (gr_dfa_canonical, horizon: the longest token), so a string with maxLength 1024 has one entry
  * per (character state, clamped counts), not one per position; the walk from that state marks
- * the same tokens and reaches the same boundary nodes, which are replayed with the real chart. */
+ * the same tokens and reaches the same boundary nodes, which are replayed with the real chart.
+ * Counts within the longest token of maxLength cannot be clamped; past minLength their entries
+ * are derived instead of walked: the walk from the lowest such count (the base) records what
+ * each token and boundary needs (the characters it uses), and the entry of a count c keeps those
+ * that need at most maxLength - c (count_role, derive_entry). */
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
