@@ -23,6 +23,7 @@
 #define LX_SMALL_BUDGET 200000u /* the same for small candidates once the general pool is spent */
 #define LX_SMALL_NFA 64u /* NFA states per candidate in the small pool */
 #define LX_SMALL_WORK 2000u /* subset-construction work per candidate in the small pool */
+#define LX_COUNTED_TOTAL 300000u /* states of all counted DFAs of a grammar (~90 bytes each) */
 
 /* Work pools (see try_nt). A large candidate that fails still costs up to its work limit, and
  * candidates are taken top down, so in a large schema the general pool is often spent on objects
@@ -67,6 +68,7 @@ typedef struct lexer_build {
     uint64_t pool_work[LX_N_POOLS];
     uint32_t depth; /* of frag_nt recursion, bounded by LX_MAX_DEPTH */
     uint32_t counted_cap; /* most states of a counted DFA (decide_fitting) */
+    uint64_t counted_total; /* states of the counted DFAs made so far (LX_COUNTED_TOTAL) */
     int oom;
 } lexer_build;
 
@@ -521,11 +523,15 @@ static gr_dfa *try_counted(lexer_build *x, int32_t nt) {
     if (x->work < x->budget)
         elem = rep->sym >= 0 ? try_nt(x, rep->sym) : gr_dfa_byte_class(&g->classes[-rep->sym - 1]);
     if (!elem && rep->sym < 0 && x->work < x->budget) x->oom = 1;
-    if (elem)
+    uint64_t room = LX_COUNTED_TOTAL - x->counted_total; /* the string pool bounds time, this memory */
+    if (elem && room)
         d = gr_dfa_counted(elem, &g->classes[-rhs[0] - 1], &g->classes[-rhs[2] - 1], rep->min, rep->max,
-                           x->counted_cap);
+                           room < x->counted_cap ? (uint32_t)room : x->counted_cap);
     gr_dfa_free(elem);
-    if (d) x->work += d->n_states;
+    if (d) {
+        x->work += d->n_states;
+        x->counted_total += d->n_states;
+    }
     use_pool(x, was);
     return d;
 }
@@ -652,6 +658,7 @@ static int decide_fitting(lexer_build *x, int32_t *dfa_of) {
     for (;;) {
         for (uint32_t i = 0; i < g->n_nts; i++) dfa_of[i] = -1;
         memset(x->pool_work, 0, sizeof x->pool_work);
+        x->counted_total = 0;
         x->work = 0;
         x->pool = LX_POOL_GENERAL;
         use_pool(x, LX_POOL_GENERAL);
