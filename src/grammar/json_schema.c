@@ -15,6 +15,15 @@
 #include "base/timeutil.h"
 #include "grammar/earley.h"
 
+void js_ctx_release(js_ctx *c) {
+    for (uint32_t i = 0; i < c->n_refs; i++) free(c->refs[i].ptr);
+    for (uint32_t i = 0; i < c->n_pats; i++) free(c->pats[i].ptr);
+    free(c->refs);
+    free(c->pats);
+    c->refs = c->pats = NULL;
+    c->n_refs = c->cap_refs = c->n_pats = c->cap_pats = 0;
+}
+
 int32_t js_fail(js_ctx *c, const char *keyword, const char *fmt, ...) {
     if (c->failed) return -1;
     c->failed = 1;
@@ -477,8 +486,7 @@ static int literal_valid(js_ctx *c, const json_t *rest, const json_t *v, uint32_
         ok = 0; /* the rest matches nothing */
     }
     free(text);
-    for (uint32_t i = 0; i < t.n_refs; i++) free(t.refs[i].ptr);
-    free(t.refs);
+    js_ctx_release(&t);
     gr_cfg_free(t.g);
     if (ok < 0) c->failed = 1; /* t filled err */
     return ok;
@@ -590,8 +598,7 @@ int32_t gr_json_schema_compile(gr_cfg *g, const char *text, size_t len, uint32_t
         int32_t syms[3] = {ws, nt, ws};
         nt = ws < 0 ? -1 : gr_seq(g, syms, 3);
     }
-    for (uint32_t i = 0; i < c.n_refs; i++) free(c.refs[i].ptr);
-    free(c.refs);
+    js_ctx_release(&c);
     json_decref(root);
     return nt;
 }

@@ -26,9 +26,13 @@ typedef struct js_ctx {
     int failed;
     js_ref *refs;
     uint32_t n_refs, cap_refs;
+    js_ref *pats; /* string rules by regex (pattern/format): one nonterminal per distinct regex */
+    uint32_t n_pats, cap_pats;
     char path[256];
 } js_ctx;
 
+/* Frees what c's memos (refs, pats) hold. */
+void js_ctx_release(js_ctx *c);
 /* Fills err (once) naming keyword at the current path. Returns -1. */
 int32_t js_fail(js_ctx *c, const char *keyword, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The rules for schema s (a boolean or an object); depth: remaining nesting budget. */

@@ -24,6 +24,35 @@ static int get_count(js_ctx *c, const json_t *s, const char *k, int64_t *out) {
     return 1;
 }
 
+/* The rule for a JSON string whose content matches regex re (keyword kw names it in errors): one
+ * nonterminal per distinct regex in a schema, so that a pattern repeated across properties is
+ * compiled, and lexed into a DFA (lexeme.c), once. Returns the nonterminal or -1. */
+static int32_t regex_string(js_ctx *c, const char *re, const char *kw) {
+    for (uint32_t i = 0; i < c->n_pats; i++)
+        if (!strcmp(c->pats[i].ptr, re)) return c->pats[i].nt;
+    int32_t body = gr_regex_compile(c->g, re, strlen(re), GR_RX_JSON_STRING, c->limits.max_depth, c->err);
+    if (body < 0) {
+        c->failed = 1;
+        if (c->err) snprintf(c->err->keyword, sizeof c->err->keyword, "%s", kw);
+        return -1;
+    }
+    int32_t q = gr_term_byte(c->g, '"');
+    int32_t syms[3] = {q, body, q};
+    int32_t nt = gr_seq(c->g, syms, 3);
+    if (nt < 0) return -1;
+    if (c->n_pats == c->cap_pats) {
+        uint32_t n = c->cap_pats ? c->cap_pats * 2 : 8;
+        js_ref *p = realloc(c->pats, n * sizeof *p);
+        if (!p) return js_fail(c, kw, "out of memory");
+        c->pats = p;
+        c->cap_pats = n;
+    }
+    char *dup = strdup(re);
+    if (!dup) return js_fail(c, kw, "out of memory");
+    c->pats[c->n_pats++] = (js_ref){dup, nt};
+    return nt;
+}
+
 int32_t js_type_string(js_ctx *c, const json_t *s) {
     int64_t min = 0, max = -1;
     int has_min = get_count(c, s, "minLength", &min), has_max = get_count(c, s, "maxLength", &max);
@@ -61,16 +90,9 @@ int32_t js_type_string(js_ctx *c, const json_t *s) {
                            "character class repeated (such as ^[a-z]+$)");
         }
     }
-    int32_t body = gr_regex_compile(c->g, re, strlen(re), GR_RX_JSON_STRING, c->limits.max_depth, c->err);
+    int32_t nt = regex_string(c, re, kw);
     free(bounded);
-    if (body < 0) {
-        c->failed = 1;
-        if (c->err) snprintf(c->err->keyword, sizeof c->err->keyword, "%s", kw);
-        return -1;
-    }
-    int32_t q = gr_term_byte(c->g, '"');
-    int32_t syms[3] = {q, body, q};
-    return gr_seq(c->g, syms, 3);
+    return nt;
 }
 
 /* The bound keyword i (0 minimum, 1 exclusiveMinimum, 2 maximum, 3 exclusiveMaximum) as a number,

@@ -18,7 +18,28 @@
 #define LX_CANDIDATE_WORK 20000u /* subset-construction work per candidate */
 #define LX_DELIMITED_WORK 150000u /* the same for `open X close` (a string with a pattern) */
 #define LX_MAX_DEPTH 1000u /* nested nonterminals per candidate (C stack) */
-#define LX_BUDGET 400000u /* NFA states + DFA work over the whole grammar */
+#define LX_BUDGET 400000u /* NFA states + DFA work over the whole grammar (general pool) */
+#define LX_STRING_BUDGET 1200000u /* the same for strings: `"` X `"`, `"` X, counted (string pool) */
+#define LX_SMALL_BUDGET 200000u /* the same for small candidates once the general pool is spent */
+#define LX_SMALL_NFA 64u /* NFA states per candidate in the small pool */
+#define LX_SMALL_WORK 2000u /* subset-construction work per candidate in the small pool */
+#define LX_COUNTED_TOTAL 300000u /* states of all counted DFAs of a grammar (~90 bytes each) */
+
+/* Work pools (see try_nt). A large candidate that fails still costs up to its work limit, and
+ * candidates are taken top down, so in a large schema the general pool is often spent on objects
+ * that do not fit before the strings and property names nested in them are reached. Strings get
+ * a pool of their own (a string left to the CFG costs an Earley closure per byte on every mask),
+ * and once the general pool is spent, small candidates (a property name, a literal) still get
+ * one. Each pool bounds its own share of compile time. */
+enum { LX_POOL_GENERAL, LX_POOL_STRING, LX_POOL_SMALL, LX_N_POOLS };
+static const struct {
+    uint64_t budget, candidate_work;
+    uint32_t max_nfa;
+} lx_pool[LX_N_POOLS] = {
+    {LX_BUDGET, LX_CANDIDATE_WORK, LX_MAX_NFA},
+    {LX_STRING_BUDGET, LX_DELIMITED_WORK, LX_MAX_NFA},
+    {LX_SMALL_BUDGET, LX_SMALL_WORK, LX_SMALL_NFA},
+};
 #define LX_MAX_UNWRAP 8u /* single-symbol wrappers followed to a counted repetition */
 
 typedef struct nfa_edge {
@@ -41,12 +62,28 @@ typedef struct lexer_build {
     uint32_t memo_cap, memo_n;
     uint64_t work, work_start; /* work_start: at the current candidate's start */
     uint64_t work_limit; /* of the current candidate */
+    uint64_t budget; /* what work may reach in the current pool */
+    uint32_t max_nfa; /* NFA states per candidate in the current pool */
+    int pool; /* the current pool: `work` is its count, pool_work[] holds the others' */
+    uint64_t pool_work[LX_N_POOLS];
     uint32_t depth; /* of frag_nt recursion, bounded by LX_MAX_DEPTH */
     uint32_t counted_cap; /* most states of a counted DFA (decide_fitting) */
+    uint64_t counted_total; /* states of the counted DFAs made so far (LX_COUNTED_TOTAL) */
     int oom;
 } lexer_build;
 
 static uint32_t new_state(lexer_build *x) { return x->n_states++; }
+
+/* Makes pool p the current one. Returns the pool that was. */
+static int use_pool(lexer_build *x, int p) {
+    int was = x->pool;
+    x->pool_work[was] = x->work;
+    x->pool = p;
+    x->work = x->pool_work[p];
+    x->budget = lx_pool[p].budget;
+    x->max_nfa = lx_pool[p].max_nfa;
+    return was;
+}
 
 static int add_edge(lexer_build *x, uint32_t from, uint32_t to, int32_t cls) {
     if (x->n_edges == x->cap_edges) {
@@ -96,7 +133,7 @@ static int64_t frag_seq(lexer_build *x, uint32_t first, uint32_t n, uint32_t fro
     uint32_t cur = from;
     for (uint32_t i = 0; i < n; i++) {
         int32_t sym = g->rhs[first + i];
-        if (x->n_states >= LX_MAX_NFA || x->work >= LX_BUDGET) return -1;
+        if (x->n_states >= x->max_nfa || x->work >= x->budget) return -1;
         if (sym >= 0) {
             int64_t e = frag_nt(x, sym, cur);
             if (e < 0) return -1;
@@ -401,7 +438,7 @@ static gr_dfa *determinize(lexer_build *x, uint32_t final) {
             x->work += s.set_len[ds];
             int64_t t = -1, from = n ? closure_into_pool(&s, n) : (int64_t)s.n_pool;
             if (from >= 0) t = intern_subset(&s, (uint32_t)from);
-            if (t < 0 || x->work >= LX_BUDGET || x->work - x->work_start >= x->work_limit) ok = 0;
+            if (t < 0 || x->work >= x->budget || x->work - x->work_start >= x->work_limit) ok = 0;
             else next[(size_t)(ds + 1) * d->n_cols + c] = (uint16_t)t;
         }
     }
@@ -442,13 +479,19 @@ static gr_dfa *try_nt(lexer_build *x, int32_t nt);
 
 static int is_class_sym(int32_t s) { return s < -1 && !gr_sym_is_dfa(s) && s != GR_END; }
 
-/* 1 when nt's one production is `open X close` with byte classes at both ends: a JSON string with
- * a pattern, whose search DFA is worth more subset-construction work than a large object. */
+/* 1 when nt's one production is `open X close` with byte classes at both ends (a JSON string with
+ * a pattern, whose search DFA is worth more subset-construction work than a large object), or
+ * `"` X (the JSON front end's property names other than the declared ones). */
 static int is_delimited(const gr_cfg *g, int32_t nt) {
     uint32_t p = g->prod_first[nt];
-    if (g->prod_first[nt + 1] - p != 1 || g->prods[p].rhs_len != 3) return 0;
+    if (g->prod_first[nt + 1] - p != 1) return 0;
     const int32_t *rhs = &g->rhs[g->prods[p].rhs_start];
-    return is_class_sym(rhs[0]) && is_class_sym(rhs[2]);
+    if (g->prods[p].rhs_len == 3) return is_class_sym(rhs[0]) && is_class_sym(rhs[2]);
+    if (g->prods[p].rhs_len != 2 || !is_class_sym(rhs[0]) || rhs[1] < 0) return 0;
+    const gr_class *c = &g->classes[-rhs[0] - 1];
+    gr_class quote = {{0}};
+    gr_class_set(&quote, '"');
+    return !memcmp(c, &quote, sizeof quote);
 }
 
 /* The counted repetition nt stands for, following nonterminals with one single-symbol
@@ -475,25 +518,46 @@ static gr_dfa *try_counted(lexer_build *x, int32_t nt) {
     const gr_counted *rep = counted_of(g, rhs[1]);
     if (!rep || rep->sym == -1 || (rep->sym >= 0 && g->prod_first[rep->sym + 1] == g->prod_first[rep->sym]))
         return NULL;
-    gr_dfa *elem = rep->sym >= 0 ? try_nt(x, rep->sym) : gr_dfa_byte_class(&g->classes[-rep->sym - 1]);
-    if (!elem) {
-        if (rep->sym < 0) x->oom = 1;
-        return NULL;
-    }
-    gr_dfa *d =
-        gr_dfa_counted(elem, &g->classes[-rhs[0] - 1], &g->classes[-rhs[2] - 1], rep->min, rep->max, x->counted_cap);
+    int was = use_pool(x, LX_POOL_STRING);
+    gr_dfa *elem = NULL, *d = NULL;
+    if (x->work < x->budget)
+        elem = rep->sym >= 0 ? try_nt(x, rep->sym) : gr_dfa_byte_class(&g->classes[-rep->sym - 1]);
+    if (!elem && rep->sym < 0 && x->work < x->budget) x->oom = 1;
+    uint64_t room = LX_COUNTED_TOTAL - x->counted_total; /* the string pool bounds time, this memory */
+    if (elem && room)
+        d = gr_dfa_counted(elem, &g->classes[-rhs[0] - 1], &g->classes[-rhs[2] - 1], rep->min, rep->max,
+                           room < x->counted_cap ? (uint32_t)room : x->counted_cap);
     gr_dfa_free(elem);
-    if (d) x->work += d->n_states;
+    if (d) {
+        x->work += d->n_states;
+        x->counted_total += d->n_states;
+    }
+    use_pool(x, was);
     return d;
 }
 
-/* The DFA for nonterminal nt, or NULL when it does not qualify (or memory ran out: x->oom). */
+static gr_dfa *try_nt_within(lexer_build *x, int32_t nt);
+
+/* The DFA for nonterminal nt, or NULL when it does not qualify (or memory ran out: x->oom),
+ * charged to the string pool for a string (or inside one: a counted string's element), else to
+ * the general pool while it lasts, then to the small pool. */
 static gr_dfa *try_nt(lexer_build *x, int32_t nt) {
-    if (x->g->nullable[nt] || x->work >= LX_BUDGET) return NULL;
+    if (x->g->nullable[nt]) return NULL;
+    int p = x->pool == LX_POOL_STRING || is_delimited(x->g, nt) ? LX_POOL_STRING
+            : (x->pool == LX_POOL_GENERAL ? x->work : x->pool_work[LX_POOL_GENERAL]) < LX_BUDGET ? LX_POOL_GENERAL
+                                                                                                 : LX_POOL_SMALL;
+    int was = use_pool(x, p);
+    gr_dfa *d = try_nt_within(x, nt);
+    use_pool(x, was);
+    return d;
+}
+
+static gr_dfa *try_nt_within(lexer_build *x, int32_t nt) {
+    if (x->work >= x->budget) return NULL;
     x->n_states = 0;
     x->n_edges = 0;
     x->work_start = x->work;
-    x->work_limit = is_delimited(x->g, nt) ? LX_DELIMITED_WORK : LX_CANDIDATE_WORK;
+    x->work_limit = lx_pool[x->pool].candidate_work;
     if (x->memo_n) {
         if (x->memo_cap > 4096) { /* keep clearing cheap for the many small candidates */
             memo_slot *m = realloc(x->memo, 1024 * sizeof *m);
@@ -522,7 +586,7 @@ static int decide(lexer_build *x, int32_t *dfa_of, int32_t root) {
     dfa_of[root] = 0;
     while (n) {
         int32_t nt = worklist[--n];
-        gr_dfa *d = x->work < LX_BUDGET ? try_counted(x, nt) : NULL;
+        gr_dfa *d = try_counted(x, nt);
         if (!d && !x->oom) d = try_nt(x, nt);
         if (x->oom) break;
         if (d) {
@@ -593,7 +657,11 @@ static int decide_fitting(lexer_build *x, int32_t *dfa_of) {
     x->counted_cap = GR_COUNTED_MAX_STATES;
     for (;;) {
         for (uint32_t i = 0; i < g->n_nts; i++) dfa_of[i] = -1;
+        memset(x->pool_work, 0, sizeof x->pool_work);
+        x->counted_total = 0;
         x->work = 0;
+        x->pool = LX_POOL_GENERAL;
+        use_pool(x, LX_POOL_GENERAL);
         if (decide(x, dfa_of, g->start)) return -1;
         uint32_t bits = state_bits_for(count_sites(g, dfa_of));
         if (bits < GR_POS_MIN_STATE_BITS) {

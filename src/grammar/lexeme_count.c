@@ -6,7 +6,9 @@
  * prefix-free (an accepting state of E has no way on), so "E ended, start the next one" is
  * deterministic, and `close` must not start an E, so "close here or read on" is too. States:
  *   1                      before `open`;
- *   2 + c * k + i          c characters read, in E's i-th non-accepting state (i = 0: E's start);
+ *   2 + c * k + i          c characters read, in E's i-th non-accepting state (i = 0: E's start;
+ *                          with a max, no transition enters i > 0 at c = max: that character
+ *                          could not end, and a live state must reach acceptance);
  *   n_states               after `close` (accepting, no transitions).
  * With max < 0 the count saturates at min. gr_dfa_canonical maps a state to the lowest-numbered
  * one that no string of `horizon` bytes tells apart: what matters within the horizon is E's
@@ -194,8 +196,9 @@ static gr_dfa *counted_of_minimal(const gr_dfa *elem, const gr_class *open, cons
             uint16_t *row = &d->next[(2 + cnt * k + i) * n_cols];
             for (uint32_t c = 0; c < n_cols; c++) {
                 uint32_t t = gr_dfa_step(elem, state_of[i], rep[c]);
-                if (t && idx[t] != UINT32_MAX) {
-                    row[c] = (uint16_t)(2 + cnt * k + idx[t]);
+                if (t && idx[t] != UINT32_MAX) { /* inside a character: not at the last count, where
+                                                  * it could never end (a dead end) */
+                    if (max < 0 || cnt < top) row[c] = (uint16_t)(2 + cnt * k + idx[t]);
                 } else if (t) { /* one more element read */
                     uint64_t next = cnt + 1;
                     if (max < 0 && next > top) next = top;

@@ -35,6 +35,9 @@ void gr_ci_entry_free(gr_ci_entry *e) {
     free(e->mask);
     free(e->bounds);
     free(e->prefix);
+    free(e->need_tok);
+    free(e->need_start);
+    free(e->bound_need);
     free(e);
 }
 

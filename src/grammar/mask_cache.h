@@ -38,6 +38,12 @@ typedef struct gr_ci_entry {
     gr_boundary *bounds;
     uint32_t n_bounds;
     uint8_t *prefix;
+    /* lexeme entries of a counted string's base state only (mask_lexeme.c): the tokens of mask
+     * grouped by need (characters a token uses, counted from the base state's count),
+     * need_tok[need_start[n] .. need_start[n + 1]) needing n; and each boundary's need */
+    uint32_t *need_tok, *need_start;
+    uint16_t *bound_need;
+    uint32_t n_need;
     size_t bytes; /* memory held */
 } gr_ci_entry;
 

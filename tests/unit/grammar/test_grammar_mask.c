@@ -105,11 +105,39 @@ static void walk(cinfer_grammar_kind kind, const char *spec, const cinfer_gramma
     free(again);
 }
 
+/* A counted string at its maxLength accepts no start of another character (an escape, a UTF-8
+ * lead byte): the lexeme could never end, so such a token would be a dead end. One below it, the
+ * whole character and the closing quote are accepted. */
+static void no_dead_end_at_max(const cinfer_grammar_vocab *v) {
+    static const char *spec = "{\"type\":\"string\",\"maxLength\":300}";
+    char full[302], part[301]; /* '"' + 300 and 299 characters */
+    full[0] = part[0] = '"';
+    memset(full + 1, 'a', 300);
+    memset(part + 1, 'a', 299);
+    full[301] = part[300] = 0;
+    cinfer_grammar_error err;
+    cinfer_grammar_spec s = {CINFER_GRAMMAR_JSON_SCHEMA, spec, strlen(spec), 0};
+    cinfer_grammar *g = cinfer_grammar_compile(&s, NULL, &err);
+    CHECKF(g != NULL, "compile %s: %s", spec, err.msg);
+    if (!g) return;
+    const char *const cases[][2] = {{full, "\\"}, {full, "\xc3"}, {part, "\\n\""}, {part, "\xc3\xa9\""}};
+    for (int i = 0; i < 4; i++) {
+        cinfer_grammar_matcher *m = cinfer_grammar_matcher_new(g, v, NULL);
+        CHECK(m && cinfer_grammar_matcher_accept_bytes(m, (const uint8_t *)cases[i][0], strlen(cases[i][0]), NULL) == 0);
+        int rc = m ? cinfer_grammar_matcher_accept_bytes(m, (const uint8_t *)cases[i][1], strlen(cases[i][1]), NULL) : -1;
+        CHECKF((rc == 0) == (i >= 2), "maxLength 300, %zu characters read: bytes %s %s", strlen(cases[i][0]) - 1,
+               cases[i][1], rc == 0 ? "accepted" : "refused");
+        cinfer_grammar_matcher_free(m);
+    }
+    cinfer_grammar_release(g);
+}
+
 int main(void) {
     tokenizer *tok = NULL;
     uint32_t eos = 0;
     cinfer_grammar_vocab *v = load_vocab(&tok, &eos);
     if (!v) return tu_missing_fixture("fixtures/vocab/ggml-vocab-llama-spm.gguf");
+    no_dead_end_at_max(v);
     walk(CINFER_GRAMMAR_JSON_SCHEMA,
          "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\","
          "\"minimum\":0,\"maximum\":150},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"bc\",\"d e\"]},"
@@ -122,11 +150,23 @@ int main(void) {
      * positions by the clamped count), required lengths, unbounded, nullable, inside an object */
     walk(CINFER_GRAMMAR_JSON_SCHEMA, "{\"type\":\"string\",\"minLength\":200,\"maxLength\":300}", v, eos, 70, 4);
     walk(CINFER_GRAMMAR_JSON_SCHEMA, "{\"type\":\"string\",\"minLength\":150}", v, eos, 45, 5);
+    /* counts within the longest token of maxLength: masks derived from the base count's walk by
+     * what each token needs (mask_lexeme.c), every step checked */
+    walk(CINFER_GRAMMAR_JSON_SCHEMA, "{\"type\":\"string\",\"minLength\":5,\"maxLength\":40}", v, eos, 45, 1);
+    walk(CINFER_GRAMMAR_JSON_SCHEMA, "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":9}}", v, eos, 45,
+         1);
     walk(CINFER_GRAMMAR_JSON_SCHEMA,
          "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":1024},\"b\":{\"type\":"
          "[\"string\",\"null\"],\"minLength\":3,\"maxLength\":30}},\"required\":[\"a\",\"b\"]}",
          v, eos, 50, 5);
     walk(CINFER_GRAMMAR_GBNF, "root ::= \"<\" [a-z ]{20,300} \">\"", v, eos, 40, 5); /* one-byte elements */
+    /* one string rule per distinct pattern (json_types.c), shared by properties, lexed once into
+     * an unanchored search DFA with the delimited candidates' own budget (lexeme.c) */
+    walk(CINFER_GRAMMAR_JSON_SCHEMA,
+         "{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"string\",\"pattern\":\"\\\\w+\\\\.dll\"},"
+         "\"q\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"\\\\w+\\\\.dll\"}}},"
+         "\"required\":[\"p\",\"q\"]}",
+         v, eos, 40, 3);
     walk(CINFER_GRAMMAR_GBNF, "root ::= (\"yes\" | \"no\" | [0-9]+ \"!\") (\" \" root)?", v, eos, 30, 3);
     walk(CINFER_GRAMMAR_REGEX, "[a-c]{2,5}(x|yz)*\\.", v, eos, 20, 2);
     for (int seed = 0; seed < 3; seed++) {
