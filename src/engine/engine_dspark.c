@@ -39,7 +39,7 @@ static int32_t eng_dspark_draw(cinfer_engine *e, eng_item *it, int32_t row0, int
     for (int32_t j = 0; j < n_rows; j++) {
         float *lg = d->logits + (int64_t)(row0 + j) * e->n_vocab, c;
         cf_err err;
-        if (model_dspark_head(e->m, d->h_out + (int64_t)(row0 + j) * d->hw, prev, lg, &c, &err)) {
+        if (model_dspark_head(e->fc, d->h_out + (int64_t)(row0 + j) * d->hw, prev, lg, &c, &err)) {
             if (!d->logged) LOG_WARN("engine: DSpark head failed (no drafts): %s", err.msg);
             d->logged = true;
             break;

@@ -133,12 +133,13 @@ void model_dspark_info_get(const model *m, model_dspark_info *out) {
     if (m->arch->dspark_info) m->arch->dspark_info(m, out);
 }
 
-int model_dspark_head(const model *m, const float *state, int32_t prev, float *logits, float *conf, cf_err *err) {
+int model_dspark_head(fwd_ctx *c, const float *state, int32_t prev, float *logits, float *conf, cf_err *err) {
     model_dspark_info di;
-    model_dspark_info_get(m, &di);
-    if (di.block_size <= 0 || !m->arch->dspark_head) return cf_fail(err, "the model has no DSpark drafter");
-    if (prev < 0 || prev >= m->hp.n_vocab) return cf_fail(err, "DSpark head: token %d is outside the vocabulary", prev);
-    m->arch->dspark_head(m, state, prev, logits, conf);
+    model_dspark_info_get(c->m, &di);
+    if (di.block_size <= 0 || !c->arch->dspark_head) return cf_fail(err, "the model has no DSpark drafter");
+    if (prev < 0 || prev >= c->m->hp.n_vocab)
+        return cf_fail(err, "DSpark head: token %d is outside the vocabulary", prev);
+    c->arch->dspark_head(c->impl, state, prev, logits, conf);
     return 0;
 }
 

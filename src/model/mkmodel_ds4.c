@@ -11,7 +11,8 @@
  * blocks with the nextn.* tensors; their compress ratio is 0 unless the
  * ratio list names one. --dspark-block N adds the DSpark block drafter's
  * tensors and keys (deepseek4.h lists them; MTP block 0 is its stage):
- * Markov factors N(0, 0.5) so their bias moves drafts by about a logit,
+ * Markov factors N(0, 0.5) so their bias moves drafts by about a logit
+ * (markov_w1 F32, read a row at a time; markov_w2 of the model's dtype),
  * the confidence bias N(0, 1), the noise token the last of the vocabulary. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,8 @@ int mk_ds4_validate(const mkmodel_opts *o, cf_err *err) {
         return cf_fail(err, "--dspark-taps must list 1..8 block boundaries of 1..%d", o->layers);
     if (o->hc != 0 && o->hc != 4) return cf_fail(err, "--hc must be 4 (llama.cpp's deepseek4 supports only 4 streams)");
     int64_t be = dtype_block_elems(o->type);
+    if (o->dspark_block && (o->dspark_rank ? o->dspark_rank : 16) % be)
+        return cf_fail(err, "--dspark-rank must be a multiple of %d for %s", (int)be, dtype_name(o->type));
     int64_t ins[] = {o->dim,
                      o->q_lora,
                      o->head_dim,
@@ -231,7 +234,8 @@ int mk_ds4_describe(const mkmodel_opts *o, int64_t vocab, tdesc *t) {
         t[n++] = mat("dspark.fc.weight", nt * o->dim, o->dim, o->type);
         t[n++] = norm("dspark.enc.output_norm.weight", o->dim);
         t[n++] = f32mat("dspark.markov_w1.weight", rank, vocab, 0.5f);
-        t[n++] = f32mat("dspark.markov_w2.weight", rank, vocab, 0.5f);
+        t[n] = mat("dspark.markov_w2.weight", rank, vocab, o->type); /* a matrix of the model's dtype */
+        t[n++].std = 0.5f;
         t[n++] = f32mat("dspark.conf_proj.weight", o->dim + rank, 1, 0.02f);
         t[n++] = vec("dspark.conf_proj.bias", 1, 1.0f);
     }

@@ -454,7 +454,8 @@ typedef struct model_dspark_info {
 void model_dspark_info_get(const model *m, model_dspark_info *out);
 /* One block row: logits[n_vocab] += markov_w2 . markov_w1[prev] (in place) and *conf = sigmoid(conf_proj .
  * [mean over hc of state | markov_w1[prev]] + bias), state = the stage's exported hidden state of the row.
- * -1 (err) for a model without DSpark tensors or prev outside the vocabulary. No allocation. */
-int model_dspark_head(const model *m, const float *state, int32_t prev, float *logits, float *conf, cf_err *err);
+ * Runs on c's threads and scratch (not concurrently with a forward on c). -1 (err) for a model without
+ * DSpark tensors or prev outside the vocabulary. No allocation. */
+int model_dspark_head(fwd_ctx *c, const float *state, int32_t prev, float *logits, float *conf, cf_err *err);
 
 #endif

@@ -25,8 +25,9 @@
  *     nextn.shared_head_norm [E] (optional: output_norm)
  * Globals: output_hc_fn [n*E -> n], output_hc_base [n], output_hc_scale [1].
  * DSpark block drafter (optional, deepseek4_dspark.c; T taps, rank Rk):
- *   dspark.fc [T*E -> E], dspark.enc.output_norm [E], dspark.markov_w1 and
- *   dspark.markov_w2 [Rk, n_vocab] (F32), dspark.conf_proj [E + Rk, 1] and
+ *   dspark.fc [T*E -> E], dspark.enc.output_norm [E], dspark.markov_w1
+ *   [Rk, n_vocab] (read as F32 rows), dspark.markov_w2 [Rk -> n_vocab] (any
+ *   matrix dtype), dspark.conf_proj [E + Rk, 1] and
  *   dspark.conf_proj.bias [1] (F32); keys deepseek4.dspark.block_size,
  *   deepseek4.dspark.target_layers, deepseek4.dspark.noise_token_id (or
  *   tokenizer.ggml.mask_token_id). Its stage is MTP block 0.
@@ -87,7 +88,8 @@ typedef struct ds4_dspark {
     int32_t n_taps, taps[DS4_DSPARK_MAX_TAPS]; /* target layers: tap t = the streams entering block t (1..n_layer) */
     kern_weight fc; /* [E][T*E] */
     float *enc_norm; /* [E] */
-    float *w1, *w2; /* [n_vocab][Rk] each */
+    float *w1; /* [n_vocab][Rk] */
+    kern_weight w2; /* [n_vocab][Rk] */
     float *conf_w, *conf_b; /* [E + Rk], [1] */
 } ds4_dspark;
 
@@ -112,7 +114,7 @@ int ds4_load_f32(model *m, const char *name, int64_t ne0, int64_t ne1, bool requ
 int ds4_dspark_load(model *m, ds4_dspark *d, cf_err *err);
 void ds4_dspark_release(ds4_dspark *d);
 void ds4_dspark_info(const model *m, model_dspark_info *out);
-void ds4_dspark_head(const model *m, const float *state, int32_t prev, float *logits, float *conf);
+void ds4_dspark_head(void *fc, const float *state, int32_t prev, float *logits, float *conf); /* fc: ds4_fwd */
 
 /* Routed experts (deepseek4_experts.c): block il's expert stacks (all, or
  * those m->expert_keep keeps; MTP blocks keep all), their release, and the

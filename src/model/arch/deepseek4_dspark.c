@@ -8,8 +8,8 @@
  * (its stage), taps in 1..n_layer, the noise token inside the vocabulary;
  * a file with some but not all of the dspark.* tensors fails to load with the
  * name of the first one missing. The forward side reads only rows the batch
- * exports (fwd_batch.hidden_rows) and allocates nothing (c->tap is sized at
- * context creation).
+ * exports (fwd_batch.hidden_rows) and allocates nothing (c->tap and the head's
+ * c->dsp_bias are sized at context creation).
  *
  * Context of a target row: main_norm(fc([s_1 | ... | s_T])), s_j the mean
  * over the hc streams entering block taps[j], copied into each of the hc
@@ -100,7 +100,7 @@ int ds4_dspark_load(model *m, ds4_dspark *d, cf_err *err) {
     if (model_load_matrix(m, "dspark.fc.weight", (int64_t)d->n_taps * E, E, &d->fc, err) ||
         ds4_load_f32(m, "dspark.enc.output_norm.weight", E, 0, true, &d->enc_norm, err) ||
         ds4_load_f32(m, "dspark.markov_w1.weight", R, V, true, &d->w1, err) ||
-        ds4_load_f32(m, "dspark.markov_w2.weight", R, V, true, &d->w2, err) ||
+        model_load_matrix(m, "dspark.markov_w2.weight", R, V, &d->w2, err) ||
         ds4_load_f32(m, "dspark.conf_proj.weight", E + R, 1, true, &d->conf_w, err) ||
         ds4_load_f32(m, "dspark.conf_proj.bias", 1, 0, true, &d->conf_b, err))
         return -1;
@@ -112,7 +112,7 @@ void ds4_dspark_release(ds4_dspark *d) {
     kern_weight_release(&d->fc);
     free(d->enc_norm);
     free(d->w1);
-    free(d->w2);
+    kern_weight_release(&d->w2);
     free(d->conf_w);
     free(d->conf_b);
     memset(d, 0, sizeof *d);
@@ -126,12 +126,15 @@ void ds4_dspark_info(const model *m, model_dspark_info *out) {
         .block_size = d->block, .noise_token = d->noise, .rank = d->rank, .n_stages = m->hp.ds4_n_mtp};
 }
 
-void ds4_dspark_head(const model *m, const float *state, int32_t prev, float *logits, float *conf) {
+void ds4_dspark_head(void *fc, const float *state, int32_t prev, float *logits, float *conf) {
+    ds4_fwd *c = fc;
+    const model *m = c->m;
     const ds4_dspark *d = &ds4_w(m)->dspark;
     int64_t E = m->hp.n_embd, R = d->rank;
     int n = m->hp.ds4_hc;
     const float *e = d->w1 + (int64_t)prev * R;
-    for (int32_t v = 0; v < m->hp.n_vocab; v++) logits[v] += kern_dot_f32(d->w2 + (int64_t)v * R, e, R);
+    kern_matmul(c->kc, &d->w2, e, 1, c->dsp_bias); /* on the context's threads */
+    for (int32_t v = 0; v < m->hp.n_vocab; v++) logits[v] += c->dsp_bias[v];
     float s = d->conf_b[0] + kern_dot_f32(d->conf_w + E, e, R), x = 0;
     for (int i = 0; i < n; i++) x += kern_dot_f32(d->conf_w, state + (int64_t)i * E, E);
     s += x / (float)n;

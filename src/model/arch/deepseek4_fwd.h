@@ -56,6 +56,7 @@ struct ds4_fwd {
     /* MoE */
     float *mtp_cat; /* MTP: [enorm(e) | hnorm(h)] rows */
     float *tap; /* DSpark: [max_tokens][n_taps * E] mean streams of the exported rows at the tapped layers */
+    float *dsp_bias; /* DSpark: [n_vocab] one row's Markov bias */
     float *router, *rbias, *rw, *xe, *ge, *ue, *ye, *sh_g, *sh_u;
     int32_t *rsel, *exp_n, *exp_tok;
     /* expert load (deepseek4_moe_ep.c): ring of per-step counts, atomic window sums (main layers) */
