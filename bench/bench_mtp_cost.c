@@ -208,8 +208,9 @@ int main(int argc, char **argv) {
     for (long r = 0; r < reps; r++)
         for (int k = 0; k < n_pass; k++) {
             double c0 = cpu_now(), t0 = time_now();
-            int rc = k < 2 ? bench_step(&s, k == 1, &err)
-                           : k == 2 ? bench_chain(&s, (int32_t)kb, &err) : bench_block(&s, model_get_hparams(m)->n_vocab, (int32_t)kb, &err);
+            int rc = k < 2    ? bench_step(&s, k == 1, &err)
+                     : k == 2 ? bench_chain(&s, (int32_t)kb, &err)
+                              : bench_block(&s, model_get_hparams(m)->n_vocab, (int32_t)kb, &err);
             if (rc) {
                 fprintf(stderr, "bench_mtp_cost: %s\n", err.msg);
                 return 1;

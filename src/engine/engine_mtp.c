@@ -44,7 +44,6 @@
 #include "base/log.h"
 #include "engine/engine_mtp.h"
 
-
 int eng_mtp_open(cinfer_engine *e, cf_err *err) {
     model_mtp_info mi;
     model_mtp_info_get(e->m, e->opt.block_tokens, &mi);

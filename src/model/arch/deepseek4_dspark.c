@@ -30,9 +30,9 @@
 #include "model/rowops.h"
 #include "tensor/kernels.h"
 
-static const char *const dspark_tensors[] = {"dspark.fc.weight",         "dspark.enc.output_norm.weight",
-                                             "dspark.markov_w1.weight",  "dspark.markov_w2.weight",
-                                             "dspark.conf_proj.weight",  "dspark.conf_proj.bias"};
+static const char *const dspark_tensors[] = {"dspark.fc.weight",        "dspark.enc.output_norm.weight",
+                                             "dspark.markov_w1.weight", "dspark.markov_w2.weight",
+                                             "dspark.conf_proj.weight", "dspark.conf_proj.bias"};
 
 static int read_taps(model *m, ds4_dspark *d, cf_err *err) {
     int64_t *v = NULL;

@@ -18,10 +18,10 @@ static float *fbuf(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(f
 
 void ds4_fwd_free(ds4_fwd *c) {
     if (!c) return;
-    float *fs[] = {c->xs,  c->xs_res, c->flat, c->pre,    c->post,   c->comb,     c->y,      c->xa,
-                   c->out, c->qr,     c->q,    c->kv,     c->ck,     c->cg,       c->att,    c->grp,
-                   c->oa,  c->iq,     c->iw,   c->cs_win, c->cs_cmp, c->crow_tmp, c->router, c->rbias,
-                   c->rw,  c->xe,     c->ge,   c->ue,     c->ye,     c->sh_g,     c->sh_u,   c->mtp_cat, c->tap, c->dsp_bias};
+    float *fs[] = {c->xs, c->xs_res, c->flat,   c->pre,      c->post,    c->comb,  c->y,       c->xa, c->out,
+                   c->qr, c->q,      c->kv,     c->ck,       c->cg,      c->att,   c->grp,     c->oa, c->iq,
+                   c->iw, c->cs_win, c->cs_cmp, c->crow_tmp, c->router,  c->rbias, c->rw,      c->xe, c->ge,
+                   c->ue, c->ye,     c->sh_g,   c->sh_u,     c->mtp_cat, c->tap,   c->dsp_bias};
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) free(fs[i]);
     free(c->rsel);
     free(c->exp_n);
@@ -130,9 +130,13 @@ ds4_fwd *ds4_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
             return NULL;
         }
     int64_t widest = (int64_t)hp->ds4_hc * hp->n_embd;
-    int64_t ins[] = {(int64_t)hp->n_head * hp->head_dim, hp->q_lora_rank, (int64_t)hp->ds4_o_groups * hp->ds4_o_lora,
-                     (int64_t)hp->n_ff_exp * (hp->n_expert_shared > 1 ? hp->n_expert_shared : 1), 2 * hp->n_embd,
-                     (int64_t)ds4_w(m)->dspark.n_taps * hp->n_embd, ds4_w(m)->dspark.rank};
+    int64_t ins[] = {(int64_t)hp->n_head * hp->head_dim,
+                     hp->q_lora_rank,
+                     (int64_t)hp->ds4_o_groups * hp->ds4_o_lora,
+                     (int64_t)hp->n_ff_exp * (hp->n_expert_shared > 1 ? hp->n_expert_shared : 1),
+                     2 * hp->n_embd,
+                     (int64_t)ds4_w(m)->dspark.n_taps * hp->n_embd,
+                     ds4_w(m)->dspark.rank};
     for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
         if (ins[i] > widest) widest = ins[i];
     c->kc = kern_ctx_create(pool, max_tokens, widest);

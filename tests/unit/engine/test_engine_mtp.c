@@ -143,9 +143,9 @@ static cinfer_engine_stats run_set(const char *name, int32_t k, int64_t kv, int3
     fprintf(stderr,
             "%s %s %s k=%d: %d/%d identical, %llu steps, %llu verifies, %llu drafted, %llu accepted (%.3f of drafts, "
             "%.2f per verify), %llu preemptions\n",
-            model_get_hparams(g_m)->arch, cinfer_spec_drafter_name(g_drafter), name, k, same, NREQ, (unsigned long long)s.steps, (unsigned long long)v,
-            (unsigned long long)d, (unsigned long long)a, d ? (double)a / (double)d : 0.0,
-            v ? (double)a / (double)v : 0.0, (unsigned long long)s.preemptions);
+            model_get_hparams(g_m)->arch, cinfer_spec_drafter_name(g_drafter), name, k, same, NREQ,
+            (unsigned long long)s.steps, (unsigned long long)v, (unsigned long long)d, (unsigned long long)a,
+            d ? (double)a / (double)d : 0.0, v ? (double)a / (double)v : 0.0, (unsigned long long)s.preemptions);
     CHECK(a <= d && (!g_need_drafts || (v > 0 && d > 0)));
     if (g_conf >= 0)
         fprintf(stderr, "  %llu drafts dropped by confidence scheduling\n", (unsigned long long)s.spec_conf_dropped);
