@@ -121,6 +121,14 @@ void eng_mtp_close(cinfer_engine *e) {
 
 int eng_mtp_check(const cinfer_engine *e, int32_t kind, cf_err *err) {
     const eng_mtp *d = e->mtp;
+    model_mtp_info mi;
+    model_mtp_info_get(e->m, e->opt.block_tokens, &mi);
+    if (!d && mi.n_blocks > 0 && mi.hidden_floats > 0)
+        return cf_fail(err,
+                       "the %s drafter: the model's MTP block KV (%lld floats per KV block) does not fit a target KV "
+                       "block (%lld floats)",
+                       cinfer_spec_drafter_name(kind), (long long)mi.block_floats,
+                       (long long)kv_pool_block_floats(e->kv));
     if (kind == CINFER_SPEC_MTP && !d)
         return cf_fail(err, "the mtp drafter needs a model with an MTP block (deepseek2 nextn_predict_layers, "
                             "deepseek4 MTP blocks); this model has none");

@@ -218,7 +218,8 @@ static void spec_metrics(sbuf *s, const cinfer_engine_stats *st) {
                       (unsigned long long)v[d]);
     }
     sb_printf(s,
-              "# HELP cinfer_spec_confidence_dropped_total MTP drafts made but not verified: their confidence did not "
+              "# HELP cinfer_spec_confidence_dropped_total MTP / DSpark drafts made but not verified: their confidence "
+              "did not "
               "pay for their share of the step's cost.\n# TYPE cinfer_spec_confidence_dropped_total counter\n"
               "cinfer_spec_confidence_dropped_total %llu\n",
               (unsigned long long)st->spec_conf_dropped);
