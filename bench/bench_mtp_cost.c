@@ -97,20 +97,25 @@ static int bench_setup(bench_state *s, const model *m, thread_pool *tp, int32_t 
 }
 
 /* One-token pass at position plen: the target's (state exported) or MTP block 0's. */
+/* A one-token batch at position plen + at of sequence table seqs (row 0: logits and state exported). */
+static fwd_batch one_row(bench_state *s, int32_t at, fwd_seq *seqs, int32_t *r0) {
+    return (fwd_batch){.n_tokens = 1,
+                       .tokens = s->toks + s->plen + at,
+                       .pos = s->pos + s->plen + at,
+                       .seq = s->seq,
+                       .seqs = seqs,
+                       .n_seqs = 1,
+                       .n_out = 1,
+                       .out_rows = r0,
+                       .n_hidden = 1,
+                       .hidden_rows = r0,
+                       .hidden = s->hout};
+}
+
 static int bench_step(bench_state *s, bool mtp, cf_err *err) {
     int32_t r0 = 0, nb = (s->plen + KMAX + 1 + BT - 1) / BT;
     fwd_seq ms = {.blocks = s->mtab, .n_blocks = nb};
-    fwd_batch b = {.n_tokens = 1,
-                   .tokens = s->toks + s->plen,
-                   .pos = s->pos + s->plen,
-                   .seq = s->seq,
-                   .seqs = mtp ? &ms : &s->kv.seq,
-                   .n_seqs = 1,
-                   .n_out = 1,
-                   .out_rows = &r0,
-                   .n_hidden = 1,
-                   .hidden_rows = &r0,
-                   .hidden = s->hout};
+    fwd_batch b = one_row(s, 0, mtp ? &ms : &s->kv.seq, &r0);
     return mtp ? model_mtp_forward(s->fc, 0, &b, s->h, s->logits, err) : model_forward(s->fc, &b, s->logits, err);
 }
 
@@ -119,17 +124,7 @@ static int bench_chain(bench_state *s, int32_t k, cf_err *err) {
     int32_t r0 = 0, nb = (s->plen + KMAX + 1 + BT - 1) / BT;
     fwd_seq ms = {.blocks = s->mtab, .n_blocks = nb};
     for (int32_t j = 0; j < k; j++) {
-        fwd_batch b = {.n_tokens = 1,
-                       .tokens = s->toks + s->plen + j,
-                       .pos = s->pos + s->plen + j,
-                       .seq = s->seq,
-                       .seqs = &ms,
-                       .n_seqs = 1,
-                       .n_out = 1,
-                       .out_rows = &r0,
-                       .n_hidden = 1,
-                       .hidden_rows = &r0,
-                       .hidden = s->hout};
+        fwd_batch b = one_row(s, j, &ms, &r0);
         if (model_mtp_forward(s->fc, 0, &b, j ? s->hout : s->h, s->logits, err)) return -1;
     }
     return 0;
