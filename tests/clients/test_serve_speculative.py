@@ -180,6 +180,27 @@ class TestWithoutDraftModel(unittest.TestCase):
         self.assertIn("--draft-model", p.stderr)
 
 
+def greedy_identical(tc, srv, name, drafter):
+    """Greedy Chat answers on srv (served with --speculative drafter) are the same with the drafter by name and
+    object (k 8), the default and off; /metrics counts its drafts (verified, or dropped by confidence). Returns
+    the client."""
+    c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=60)
+    ask = lambda spec: c.chat.completions.create(
+        model=name, messages=[{"role": "user", "content": PROMPT}], max_tokens=32, temperature=0,
+        extra_body={"cinfer": {"speculative": spec}} if spec is not None else {})
+    before = srv.metrics()
+    off = ask("off")
+    for spec in (None, drafter, {"drafter": drafter, "k": 8}):
+        r = ask(spec)
+        tc.assertEqual(r.choices[0].message.content, off.choices[0].message.content, spec)
+        tc.assertEqual(r.usage.completion_tokens, off.usage.completion_tokens)
+    after = srv.metrics()
+    d = lambda k: after.get(k, 0) - before.get(k, 0)
+    tc.assertGreater(d('cinfer_spec_draft_tokens_total{drafter="%s"}' % drafter)
+                     + d('cinfer_spec_confidence_dropped_total'), 0)
+    return c
+
+
 class TestMtp(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -198,21 +219,7 @@ class TestMtp(unittest.TestCase):
     def test_mtp_greedy_identical(self):
         srv = Server("--speculative", "mtp", "--spec-k", "3", model=self.model)
         try:
-            c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=60)
-            ask = lambda spec: c.chat.completions.create(
-                model="ds2-mtp", messages=[{"role": "user", "content": PROMPT}], max_tokens=32, temperature=0,
-                extra_body={"cinfer": {"speculative": spec}} if spec is not None else {})
-            before = srv.metrics()
-            off = ask("off")
-            for spec in (None, "mtp", {"drafter": "mtp", "k": 8}):
-                r = ask(spec)
-                self.assertEqual(r.choices[0].message.content, off.choices[0].message.content, spec)
-                self.assertEqual(r.usage.completion_tokens, off.usage.completion_tokens)
-            after = srv.metrics()
-            d = lambda k: after.get(k, 0) - before.get(k, 0)
-            # drafts were made: verified, or dropped by confidence scheduling once the step-cost fit exists
-            self.assertGreater(d('cinfer_spec_draft_tokens_total{drafter="mtp"}')
-                               + d('cinfer_spec_confidence_dropped_total'), 0)
+            greedy_identical(self, srv, "ds2-mtp", "mtp")
         finally:
             self.assertEqual(srv.stop(), 0)
 
@@ -253,24 +260,13 @@ class TestDspark(unittest.TestCase):
     def test_dspark_greedy_identical(self):
         srv = Server("--speculative", "dspark", "--spec-k", "4", model=self.model)
         try:
-            c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=60)
-            ask = lambda spec: c.chat.completions.create(
-                model="ds4-dspark", messages=[{"role": "user", "content": PROMPT}], max_tokens=32, temperature=0,
-                extra_body={"cinfer": {"speculative": spec}} if spec is not None else {})
             before = srv.metrics()
-            off = ask("off")
-            for spec in (None, "dspark", {"drafter": "dspark", "k": 8}):
-                r = ask(spec)
-                self.assertEqual(r.choices[0].message.content, off.choices[0].message.content, spec)
-                self.assertEqual(r.usage.completion_tokens, off.usage.completion_tokens)
-            after = srv.metrics()
-            d = lambda k: after.get(k, 0) - before.get(k, 0)
-            # block rows were drafted: verified, or cut / dropped by their confidence
-            self.assertGreater(d('cinfer_spec_draft_tokens_total{drafter="dspark"}')
-                               + d('cinfer_spec_confidence_dropped_total'), 0)
-            self.assertEqual(d('cinfer_spec_draft_tokens_total{drafter="mtp"}'), 0)
+            c = greedy_identical(self, srv, "ds4-dspark", "dspark")
+            self.assertEqual(srv.metrics().get('cinfer_spec_draft_tokens_total{drafter="mtp"}', 0),
+                             before.get('cinfer_spec_draft_tokens_total{drafter="mtp"}', 0))
             with self.assertRaises(openai.BadRequestError) as cm:
-                ask("mtp")
+                c.chat.completions.create(model="ds4-dspark", messages=[{"role": "user", "content": "hi"}],
+                                          max_tokens=4, extra_body={"cinfer": {"speculative": "mtp"}})
             self.assertIn("DSpark", str(cm.exception))
         finally:
             self.assertEqual(srv.stop(), 0)
