@@ -424,7 +424,8 @@ int fwd_ctx_expert_ffn(fwd_ctx *c, int32_t layer, int32_t expert, const float *x
  * separate from the target's. The hidden state is the architecture's:
  * deepseek2 the final normed hidden state (output_norm; the MTP block's after
  * nextn.shared_head_norm), as llama.cpp and SGLang feed it; deepseek4 the
- * final hyper-connection streams [hc][n_embd] (before the head's collapse). */
+ * final hyper-connection streams [hc][n_embd] (before the head's collapse;
+ * on a model with DSpark tensors the DSpark context, "DSpark" below). */
 typedef struct model_mtp_info {
     int32_t n_blocks; /* MTP blocks (0: none) */
     int64_t hidden_floats; /* width of one exported hidden state */
