@@ -77,6 +77,8 @@ void eng_dspark_propose(cinfer_engine *e, eng_stepbuf *sb) {
         if (r->drafter.kind != CINFER_SPEC_DSPARK || it->kind != SCHED_DECODE || it->n_draft <= 0) continue;
         int32_t len = r->prompt_len + r->n_generated;
         int32_t cap = it->n_draft < d->ds.block_size ? it->n_draft : d->ds.block_size;
+        if (cap > d->cap) cap = d->cap; /* a pass's rows (max_batch_tokens may be below the block) */
+        if (cap > d->out_rows) cap = d->out_rows;
         if (n + cap > d->cap || n + cap > d->out_rows || ns == e->opt.max_seqs) { /* full: run what we have */
             eng_dspark_pass(e, n, ns, thr);
             n = ns = 0;
