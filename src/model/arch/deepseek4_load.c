@@ -4,7 +4,8 @@
  * tensor of a compressed layer, a wrong shape, a tid2eid table that is not
  * I32 or routes to an expert that does not exist. The routed experts are
  * deepseek4_experts.c's (a partial set under expert parallelism). active_bytes counts
- * expert_used_count routed experts per block (MTP blocks excluded). */
+ * expert_used_count routed experts per block (MTP blocks and the DSpark
+ * tensors excluded). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,13 +198,12 @@ int ds4_load(model *m, cf_err *err) {
         else mtp_bytes += m->weight_bytes - at;
         if (m->progress && il < hp->n_layer) m->progress(m->progress_ctx, MODEL_LOAD_LAYERS, il + 1, hp->n_layer);
     }
-    if (ds4_dspark_load(m, &w->dspark, err)) return -1;
     uint64_t active_routed = routed_main / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
     m->active_bytes = before + (m->weight_bytes - before - routed_main - mtp_bytes) + active_routed;
     m->active_params = m->n_params; /* refined below: routed experts count k of n */
     uint64_t routed_params = (uint64_t)hp->n_layer * (uint64_t)(3 * E * hp->n_ff_exp) * (uint64_t)hp->n_expert;
     m->active_params -= routed_params - routed_params / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
-    return 0;
+    return ds4_dspark_load(m, &w->dspark, err); /* after the active counts: like the MTP blocks, a drafter's */
 }
 
 static void release_experts(kern_weight *ws, int32_t n) {
