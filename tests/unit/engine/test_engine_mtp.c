@@ -23,7 +23,7 @@
  * The same lossless runs and the sampled test run the DSpark block drafter
  * (CINFER_SPEC_DSPARK, engine_dspark.c) on a deepseek4 model made with
  * --dspark-block 5 (its MTP block is the stage), with the block cut by
- * confidence both off and on; chained MTP is refused on that model, the
+ * confidence both off and on (the sampled test too); chained MTP is refused on that model, the
  * dspark drafter on the plain deepseek4 and llama models.
  * Acceptance is reported, not checked: random weights agree by chance only. */
 #include <math.h>
@@ -42,6 +42,7 @@ static int32_t g_bt;
 static int32_t g_conf = -1; /* cinfer_engine_options.spec_confidence: -1 verifies every draft (the default tests) */
 static int32_t g_drafter = CINFER_SPEC_MTP; /* the drafter under test: MTP or DSPARK */
 static bool g_need_drafts = true; /* run_set fails when nothing was drafted */
+static int g_hist_batch = 32; /* requests at once in the sampled test */
 
 typedef struct req_spec {
     int32_t prompt[300];
@@ -219,8 +220,8 @@ static void third_token_hist(int32_t d, int n, int32_t *hist) {
     CHECK(e != NULL);
     if (!e) return;
     uint64_t ids[32];
-    for (int base = 0; base < n; base += 32) {
-        int m = n - base < 32 ? n - base : 32;
+    for (int base = 0; base < n; base += g_hist_batch) {
+        int m = n - base < g_hist_batch ? n - base : g_hist_batch;
         for (int i = 0; i < m; i++) {
             cinfer_request r = greedy(&specs[0]);
             r.max_tokens = 3;
@@ -237,6 +238,13 @@ static void third_token_hist(int32_t d, int n, int32_t *hist) {
             CHECK(tl_collect(e, ids[i], &res) == 0 && res.n_tokens == 3);
             if (res.n_tokens == 3) hist[res.tokens[2]]++;
         }
+    }
+    cinfer_engine_stats st = cinfer_engine_get_stats(e);
+    if (d != CINFER_SPEC_OFF) {
+        fprintf(stderr, "  sampled %s: %llu drafted, %llu accepted, %llu dropped by confidence\n",
+                cinfer_spec_drafter_name(d), (unsigned long long)st.spec_drafted[d],
+                (unsigned long long)st.spec_accepted[d], (unsigned long long)st.spec_conf_dropped);
+        CHECK(st.spec_drafted[d] > 0); /* the distribution test means nothing without drafts */
     }
     cinfer_engine_destroy(e);
 }
@@ -427,6 +435,9 @@ int main(void) {
         /* the block cut by confidence (and the cost scheduling) on: lossless, and under load (all 12 requests
          * decoding at once: threshold 0.72) a smaller share of the block rows is drafted than solo (0.1) */
         g_conf = 0;
+        g_hist_batch = 1; /* one at a time: the cut keeps some rows (32 decoding at once keep none) */
+        test_sampled(); /* the cut reads only earlier drafts: the sampled distribution is unchanged */
+        g_hist_batch = 32;
         cinfer_engine_stats so = run_set("confidence-cut solo", 8, 64 << 20, 2048, true, false, false);
         g_need_drafts = false;
         cinfer_engine_stats ba = run_set("confidence-cut batched", 8, 64 << 20, 2048, false, false, false);
