@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "engine/engine_internal.h"
+#include "engine/engine_mtp.h"
 
 #define ENG_SPEC_DEFAULT_K 8
 
@@ -57,6 +58,7 @@ int eng_spec_init(cinfer_engine *e, eng_req *q, const cinfer_request *r, cf_err 
     if (kind == CINFER_SPEC_DRAFT && !e->draft)
         return cf_fail(err, "the draft drafter needs a draft model (cinfer serve --draft-model)");
     if ((kind == CINFER_SPEC_MTP || kind == CINFER_SPEC_DSPARK) && eng_mtp_check(e, kind, err)) return -1;
+    if (kind == CINFER_SPEC_DSPARK && k > e->mtp->ds.block_size) k = e->mtp->ds.block_size; /* one block a step */
     if (spec_drafter_create(kind, q->prompt_len + q->max_tokens, &q->drafter, err)) return -1;
     spec_policy_init(&q->spol, k, kind == CINFER_SPEC_NGRAM);
     if (eng_spec_batched(kind)) {
