@@ -356,6 +356,8 @@ typedef struct cinfer_engine_stats {
     uint64_t spec_accept_len[CINFER_SPEC_MAX_K + 1];
     uint64_t spec_conf_dropped; /* MTP / DSpark drafts made but not verified: their confidence did not pay
                                  * (spec_confidence) */
+    uint64_t spec_block_cut; /* DSpark block rows computed but not drafted: their prefix survival fell below the
+                              * load threshold (spec_confidence; docs/engine.md "DSpark drafter") */
     /* window-state tier (0 without window layers or with the tier off): snapshots taken; admissions
      * that resumed from a snapshot (hits) / whose prefix-cache hit found no snapshot (misses: recomputed
      * from the start); entries evicted for room / expired by TTL; entries and bytes held; budget */

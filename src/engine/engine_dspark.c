@@ -18,7 +18,8 @@
  * for j = 0, else draft j - 1) and gives its confidence c_j from the same
  * two inputs, before draft j is drawn; drafting stops at the first j whose
  * prefix survival c_0 ... c_j falls below spec_conf_threshold(decoding
- * requests of the step) (spec_confidence < 0: never). Neither the cut nor
+ * requests of the step) (spec_confidence < 0: never; the cut rows count in
+ * spec_block_cut). Neither the cut nor
  * the later confidence scheduling (eng_mtp_schedule) reads a draft's own
  * token, so verification stays lossless; drafts are drawn by sampler_draft
  * (q for lossless sampling). Passes hold at most cap rows, max_seqs
@@ -51,7 +52,7 @@ static int32_t eng_dspark_draw(cinfer_engine *e, eng_item *it, int32_t row0, int
         prev = r->seq[len + j];
         k++;
     }
-    e->st.spec_conf_dropped += (uint64_t)(n_rows - k);
+    e->st.spec_block_cut += (uint64_t)(n_rows - k);
     return k;
 }
 

@@ -197,7 +197,7 @@ def greedy_identical(tc, srv, name, drafter):
     after = srv.metrics()
     d = lambda k: after.get(k, 0) - before.get(k, 0)
     tc.assertGreater(d('cinfer_spec_draft_tokens_total{drafter="%s"}' % drafter)
-                     + d('cinfer_spec_confidence_dropped_total'), 0)
+                     + d('cinfer_spec_confidence_dropped_total') + d('cinfer_spec_block_cut_total'), 0)
     return c
 
 
