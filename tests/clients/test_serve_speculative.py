@@ -201,6 +201,24 @@ def greedy_identical(tc, srv, name, drafter):
     return c
 
 
+def refused_on_stories(tc, drafter, want):
+    """stories260K (no MTP block, no DSpark tensors) refuses drafter with a 400 naming `want`, and as the server
+    default at start."""
+    srv = Server()
+    try:
+        c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=60)
+        with tc.assertRaises(openai.BadRequestError) as cm:
+            c.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": "hi"}],
+                                      max_tokens=4, extra_body={"cinfer": {"speculative": drafter}})
+        tc.assertIn(want, str(cm.exception))
+    finally:
+        tc.assertEqual(srv.stop(), 0)
+    p = subprocess.run([BIN, "serve", MODEL, "--port", "0", "--speculative", drafter], capture_output=True,
+                       text=True, timeout=60)
+    tc.assertNotEqual(p.returncode, 0)
+    tc.assertIn(want, p.stderr)
+
+
 class TestMtp(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -224,19 +242,7 @@ class TestMtp(unittest.TestCase):
             self.assertEqual(srv.stop(), 0)
 
     def test_refused_without_mtp(self):
-        srv = Server()
-        try:
-            c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=60)
-            with self.assertRaises(openai.BadRequestError) as cm:
-                c.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": "hi"}],
-                                          max_tokens=4, extra_body={"cinfer": {"speculative": "mtp"}})
-            self.assertIn("MTP", str(cm.exception))
-        finally:
-            self.assertEqual(srv.stop(), 0)
-        p = subprocess.run([BIN, "serve", MODEL, "--port", "0", "--speculative", "mtp"], capture_output=True,
-                           text=True, timeout=60)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("MTP", p.stderr)
+        refused_on_stories(self, "mtp", "MTP")
 
 
 class TestDspark(unittest.TestCase):
@@ -272,19 +278,7 @@ class TestDspark(unittest.TestCase):
             self.assertEqual(srv.stop(), 0)
 
     def test_refused_without_dspark(self):
-        srv = Server()
-        try:
-            c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=60)
-            with self.assertRaises(openai.BadRequestError) as cm:
-                c.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": "hi"}],
-                                          max_tokens=4, extra_body={"cinfer": {"speculative": "dspark"}})
-            self.assertIn("dspark", str(cm.exception))
-        finally:
-            self.assertEqual(srv.stop(), 0)
-        p = subprocess.run([BIN, "serve", MODEL, "--port", "0", "--speculative", "dspark"], capture_output=True,
-                           text=True, timeout=60)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("dspark", p.stderr)
+        refused_on_stories(self, "dspark", "dspark")
 
 
 if __name__ == "__main__":
