@@ -28,6 +28,7 @@ static const char mk_usage[] =
     "               [--index-heads IH --index-dim ID --index-topk K] [--window W] [--hc 4]\n"
     "               [--sinkhorn N] --experts X --experts-used K --expert-ffn FE\n"
     "               [--shared-experts S] [--hash-layers N] [--mtp-layers N] [--swiglu-limit F]\n"
+    "               [--dspark-block N [--dspark-taps LIST] [--dspark-rank R]]\n"
     "               [--expert-scale F] [--compress-rope-base B] [--yarn-factor F [--yarn-orig-ctx N]]\n"
     "               --vocab-from VOCAB.gguf --dtype TYPE --seed S [--ctx N] OUT.gguf";
 
@@ -131,6 +132,12 @@ static int parse_mkmodel(int argc, char **argv, mk_args *a, const char **out) {
         {"mtp-layers", 0, "N",
          "multi-token-prediction blocks after the main ones (deepseek2: next-n layers; deepseek4: MTP blocks)",
          CLI_NUM(&o->mtp_layers, 0, 16)},
+        {"dspark-block", 0, "N",
+         "deepseek4: add a DSpark block drafter of N rows (2..16; needs --mtp-layers 1, its stage; docs/deepseek4.md)",
+         CLI_NUM(&o->dspark_block, 2, 16)},
+        {"dspark-taps", 0, "LIST", "DSpark target layers, block boundaries 1..layers (default: the last three)",
+         CLI_STR(&o->dspark_taps)},
+        {"dspark-rank", 0, "R", "DSpark Markov head rank (default 16)", CLI_NUM(&o->dspark_rank, 1, 4096)},
         {"swiglu-limit", 0, "F", "SwiGLU clamp (default 0: none)", CLI_NUM(&o->swiglu_limit, 0, 1e6)},
         {"compress-rope-base", 0, "B", "rope base of compressed layers (default 160000)",
          CLI_NUM(&o->compress_rope_base, 1, 1e12)},

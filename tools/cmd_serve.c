@@ -97,7 +97,7 @@ static int opt_parser(void *ctx, const char *v, char *msg, size_t cap) {
 static int opt_speculative(void *ctx, const char *v, char *msg, size_t cap) {
     int32_t d = cinfer_spec_drafter_parse(v);
     if (d < 0 || d == CINFER_SPEC_DEFAULT) {
-        snprintf(msg, cap, "'%s' is not a drafter (ngram, draft, mtp, off)", v);
+        snprintf(msg, cap, "'%s' is not a drafter (ngram, draft, mtp, dspark, off)", v);
         return -1;
     }
     *(int *)ctx = d;
@@ -164,7 +164,8 @@ static size_t serve_rows_model(serve_opts *o, cli_opt *t, size_t cap) {
         {"max-batch-tokens", 0, "N", "tokens per forward pass (default 2048)", CLI_NUM(&o->max_batch, 16, 1 << 20)},
         {"speculative", 0, "DRAFTER",
          "default speculative decoding drafter: ngram (prompt lookup), draft (--draft-model), mtp (the model's own MTP "
-         "block: DeepSeek V3 next-n layers, V4 MTP) or off "
+         "block: DeepSeek V3 next-n layers, V4 MTP), dspark (DSpark-style block drafter: deepseek4 with dspark.* "
+         "tensors) or off "
          "(default off; a request chooses its own with cinfer.speculative)",
          CLI_CALL(opt_speculative, &o->spec_drafter)},
         {"draft-model", 0, "FILE",

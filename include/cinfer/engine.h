@@ -65,8 +65,10 @@ typedef enum cinfer_spec_drafter {
     CINFER_SPEC_NGRAM, /* prompt lookup: continue the latest match of the last n tokens (no weights) */
     CINFER_SPEC_DRAFT, /* a smaller model with the same vocabulary (cinfer_engine_options.draft_model) */
     CINFER_SPEC_MTP, /* the model's own MTP block (DeepSeek V3 next-n layers, V4 MTP): chained on its hidden state */
+    CINFER_SPEC_DSPARK, /* DSpark-style block drafter (deepseek4 with dspark.* tensors): a whole block in one pass,
+                         * conditioned on target layers' hidden states, with a confidence head */
 } cinfer_spec_drafter;
-#define CINFER_SPEC_N 5
+#define CINFER_SPEC_N 6
 #define CINFER_SPEC_MAX_K 16
 
 typedef struct cinfer_speculative {
@@ -74,7 +76,7 @@ typedef struct cinfer_speculative {
     int32_t k; /* most draft tokens per step, 1..CINFER_SPEC_MAX_K; 0: the default (options: 8) */
 } cinfer_speculative;
 
-/* Name of a drafter ("default", "off", "ngram", "draft"), or NULL; and back (-1: unknown). */
+/* Name of a drafter ("default", "off", "ngram", "draft", "mtp", "dspark"), or NULL; and back (-1: unknown). */
 const char *cinfer_spec_drafter_name(int32_t drafter);
 int32_t cinfer_spec_drafter_parse(const char *name);
 
@@ -123,9 +125,10 @@ typedef struct cinfer_engine_options {
     cinfer_speculative speculative; /* default for requests that do not choose (drafter 0: off) */
     int32_t spec_max_batch; /* no drafts in a step with more decoding requests than this (0: 3) */
     int32_t spec_step_drafts; /* drafted tokens per step, all requests together (0: 64) */
-    int32_t spec_confidence; /* MTP drafts: 0 (default) verify only the drafts whose confidence pays for their
-                              * share of the step's measured cost (docs/engine.md "Confidence scheduling");
-                              * < 0: verify every draft */
+    int32_t spec_confidence; /* MTP and DSpark drafts: 0 (default) verify only the drafts whose confidence pays
+                              * for their share of the step's measured cost (docs/engine.md "Confidence
+                              * scheduling"; DSpark also cuts its block where the prefix survival falls below
+                              * a threshold that rises with the decoding batch); < 0: verify every draft */
     const cinfer_model *draft_model; /* CINFER_SPEC_DRAFT's model (borrowed, outlives the engine), or NULL.
                                       * Checked at create: the same vocabulary (every token's bytes) as the
                                       * target, and a KV block no larger than the target's (its KV lives in
@@ -359,7 +362,10 @@ typedef struct cinfer_engine_stats {
      * ones; spec_accept_len[a]: verify items that accepted a drafts (a <= CINFER_SPEC_MAX_K) */
     uint64_t spec_verifies[CINFER_SPEC_N], spec_drafted[CINFER_SPEC_N], spec_accepted[CINFER_SPEC_N];
     uint64_t spec_accept_len[CINFER_SPEC_MAX_K + 1];
-    uint64_t spec_conf_dropped; /* MTP drafts made but not verified: their confidence did not pay (spec_confidence) */
+    uint64_t spec_conf_dropped; /* MTP / DSpark drafts made but not verified: their confidence did not pay
+                                 * (spec_confidence) */
+    uint64_t spec_block_cut; /* DSpark block rows computed but not drafted: their prefix survival fell below the
+                              * load threshold (spec_confidence; docs/engine.md "DSpark drafter") */
     /* window-state tier (0 without window layers or with the tier off): snapshots taken; admissions
      * that resumed from a snapshot (hits) / whose prefix-cache hit found no snapshot (misses: recomputed
      * from the start); entries evicted for room / expired by TTL; entries and bytes held; budget */

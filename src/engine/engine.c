@@ -337,9 +337,9 @@ static int eng_init(cinfer_engine *e, const model *m, thread_pool *tp, const cin
     if (e->opt.moe_executor && fwd_ctx_set_moe_executor(e->fc, e->opt.moe_executor, err)) return -1;
     if (e->opt.draft_model && eng_draft_open(e, e->opt.draft_model, err)) return -1;
     if (eng_alloc_scratch(e, err) || eng_grammar_vocab_build(e, err) || eng_mtp_open(e, err)) return -1;
-    if (e->opt.speculative.drafter == CINFER_SPEC_MTP && !e->mtp)
-        return cf_fail(err, "engine: speculative drafter mtp: the model has no MTP block (deepseek2 "
-                            "nextn_predict_layers, deepseek4 MTP blocks)");
+    int32_t dk = e->opt.speculative.drafter;
+    if ((dk == CINFER_SPEC_MTP || dk == CINFER_SPEC_DSPARK) && eng_mtp_check(e, dk, err))
+        return cf_prefix(err, "engine: speculative drafter %s", cinfer_spec_drafter_name(dk));
     if (!e->opt.sync_scheduling) {
         pthread_mutex_init(&e->exec_mu, NULL);
         pthread_cond_init(&e->exec_cv, NULL);

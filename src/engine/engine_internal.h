@@ -443,13 +443,17 @@ bool eng_draft_room(cinfer_engine *e, eng_req *r, int32_t n_pos);
  * eng_mtp_req_init: a request's MTP KV table, draft sampler and hidden-state stash.
  * eng_mtp_mark: at the end of assembly, asks the target pass for the hidden states of MTP requests' rows.
  * eng_mtp_catchup: at the end of commit, MTP KV up to each MTP request's n_computed.
- * eng_mtp_propose: at assembly (after eng_spec_prepare), chained drafts for the MTP verify items. */
+ * eng_mtp_propose: at assembly (after eng_spec_prepare), chained drafts for the MTP verify items, DSpark
+ *   blocks for the DSpark ones (eng_dspark_propose, engine_dspark.c), then the confidence scheduling of both.
+ * eng_mtp_check: why a request may not use drafter kind (MTP or DSpark) on this engine; 0 when it may. */
 int eng_mtp_open(cinfer_engine *e, cf_err *err);
 void eng_mtp_close(cinfer_engine *e);
 int eng_mtp_req_init(cinfer_engine *e, eng_req *q, cf_err *err);
 void eng_mtp_mark(cinfer_engine *e, eng_stepbuf *sb);
 void eng_mtp_catchup(cinfer_engine *e, eng_stepbuf *sb);
 void eng_mtp_propose(cinfer_engine *e, eng_stepbuf *sb);
+void eng_dspark_propose(cinfer_engine *e, eng_stepbuf *sb);
+int eng_mtp_check(const cinfer_engine *e, int32_t kind, cf_err *err);
 /* Whether r speculates (any drafter). */
 static inline bool eng_spec_on(const eng_req *r) { return r->drafter.kind > CINFER_SPEC_OFF; }
 

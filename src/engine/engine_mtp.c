@@ -32,30 +32,17 @@
  * Drafts are drawn with the request's sampling parameters (no penalties) by
  * sampler_draft, which gives q for lossless verification. Blocks come from
  * what the pool has; without them a request drafts fewer (or catches up
- * later, with h = 0 for the positions it missed). */
+ * later, with h = 0 for the positions it missed).
+ * DSpark requests (engine_dspark.c) share everything here but the drafting:
+ * on a model with DSpark tensors the exported state is the DSpark context and
+ * MTP block 0 is the DSpark stage, so chained MTP is refused there. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
-#include "engine/engine_internal.h"
-
-typedef struct eng_mtp {
-    int64_t hw; /* hidden floats per row */
-    int32_t cap; /* rows per pass (the forward context's max_tokens) */
-    int32_t *tokens, *pos, *seq, *rows;
-    fwd_seq *seqs;
-    float *h_in; /* cap x hw: each row's conditioning state */
-    float *h_out; /* max_seqs x hw: each drafting row's own state (the next step's input) */
-    float *logits; /* max_seqs x n_vocab */
-    eng_item **items; /* per batch sequence */
-    int32_t *n_draft, *keep; /* confidence scheduling: per drafting item (max_seqs) */
-    spec_cand *cand; /* max_seqs x CINFER_SPEC_MAX_K */
-    float *conf; /* max_seqs x CINFER_SPEC_MAX_K */
-    bool logged; /* a failed pass was logged */
-} eng_mtp;
-
-static bool eng_mtp_is(const eng_req *r) { return r->drafter.kind == CINFER_SPEC_MTP; }
+#include "engine/engine_mtp.h"
 
 int eng_mtp_open(cinfer_engine *e, cf_err *err) {
     model_mtp_info mi;
@@ -72,7 +59,16 @@ int eng_mtp_open(cinfer_engine *e, cf_err *err) {
     e->mtp = d;
     d->hw = mi.hidden_floats;
     d->cap = e->opt.max_batch_tokens;
-    size_t bt = (size_t)d->cap, ns = (size_t)e->opt.max_seqs, hw = (size_t)d->hw;
+    model_dspark_info_get(e->m, &d->ds);
+    d->dspark = d->ds.block_size > 0 && d->ds.n_stages == 1;
+    if (d->ds.block_size <= 0)
+        snprintf(d->dspark_why, sizeof d->dspark_why, "the model has no DSpark tensors (dspark.*; docs/deepseek4.md)");
+    else if (d->ds.n_stages != 1)
+        snprintf(d->dspark_why, sizeof d->dspark_why,
+                 "the model's DSpark drafter has %d stages; cinfer runs one (docs/deepseek4.md \"DSpark\")",
+                 d->ds.n_stages);
+    d->out_rows = e->opt.max_seqs > d->ds.block_size ? e->opt.max_seqs : d->ds.block_size;
+    size_t bt = (size_t)d->cap, ns = (size_t)e->opt.max_seqs, hw = (size_t)d->hw, no = (size_t)d->out_rows;
     d->tokens = malloc(bt * sizeof(int32_t));
     d->pos = malloc(bt * sizeof(int32_t));
     d->seq = malloc(bt * sizeof(int32_t));
@@ -80,8 +76,8 @@ int eng_mtp_open(cinfer_engine *e, cf_err *err) {
     d->seqs = malloc((bt < ns ? ns : bt) * sizeof(fwd_seq));
     d->items = malloc(ns * sizeof(eng_item *));
     d->h_in = malloc(bt * hw * sizeof(float));
-    d->h_out = malloc(ns * hw * sizeof(float));
-    d->logits = malloc(ns * (size_t)e->n_vocab * sizeof(float));
+    d->h_out = malloc(no * hw * sizeof(float));
+    d->logits = malloc(no * (size_t)e->n_vocab * sizeof(float));
     d->n_draft = malloc(ns * sizeof(int32_t));
     d->keep = malloc(ns * sizeof(int32_t));
     d->cand = malloc(ns * CINFER_SPEC_MAX_K * sizeof(spec_cand));
@@ -123,6 +119,28 @@ void eng_mtp_close(cinfer_engine *e) {
     e->mtp = NULL;
 }
 
+int eng_mtp_check(const cinfer_engine *e, int32_t kind, cf_err *err) {
+    const eng_mtp *d = e->mtp;
+    model_mtp_info mi;
+    model_mtp_info_get(e->m, e->opt.block_tokens, &mi);
+    if (!d && mi.n_blocks > 0 && mi.hidden_floats > 0)
+        return cf_fail(err,
+                       "the %s drafter: the model's MTP block KV (%lld floats per KV block) does not fit a target KV "
+                       "block (%lld floats)",
+                       cinfer_spec_drafter_name(kind), (long long)mi.block_floats,
+                       (long long)kv_pool_block_floats(e->kv));
+    if (kind == CINFER_SPEC_MTP && !d)
+        return cf_fail(err, "the mtp drafter needs a model with an MTP block (deepseek2 nextn_predict_layers, "
+                            "deepseek4 MTP blocks); this model has none");
+    if (kind == CINFER_SPEC_MTP && d->ds.block_size > 0)
+        return cf_fail(err, "the mtp drafter: this model's MTP blocks are DSpark stages (use the dspark drafter)");
+    if (kind == CINFER_SPEC_DSPARK && !d)
+        return cf_fail(err, "the dspark drafter needs a deepseek4 model with DSpark tensors (dspark.*) and an MTP "
+                            "block; this model has none");
+    if (kind == CINFER_SPEC_DSPARK && !d->dspark) return cf_fail(err, "the dspark drafter: %s", d->dspark_why);
+    return 0;
+}
+
 int eng_mtp_req_init(cinfer_engine *e, eng_req *q, cf_err *err) {
     if (eng_draft_req_init(e, q, err)) return -1; /* the MTP KV table and the draft sampler */
     q->mtp_h = malloc((size_t)e->mtp->hw * sizeof(float));
@@ -148,9 +166,7 @@ void eng_mtp_mark(cinfer_engine *e, eng_stepbuf *sb) {
     (void)e;
 }
 
-/* One MTP pass over rows [0, n) of sequences [0, n_seqs); n_out output rows (d->rows), exporting their
- * states into h_out. False (logged once) on failure. */
-static bool eng_mtp_forward(cinfer_engine *e, int32_t n, int32_t n_seqs, int32_t n_out) {
+bool eng_mtp_forward(cinfer_engine *e, int32_t n, int32_t n_seqs, int32_t n_out) {
     eng_mtp *d = e->mtp;
     fwd_batch b = {.n_tokens = n,
                    .tokens = d->tokens,
@@ -247,7 +263,7 @@ static void eng_mtp_take(cinfer_engine *e, eng_item *it, float *row, int32_t k) 
 }
 
 /* Confidence scheduling (spec_sched.h): keeps the prefix of each item's drafts that pays for its share of the
- * step's fitted cost; with no usable cost fit every draft stays. */
+ * step's fitted cost; with no usable cost fit every draft stays. MTP and DSpark items compete together. */
 static void eng_mtp_schedule(cinfer_engine *e, eng_stepbuf *sb) {
     eng_mtp *d = e->mtp;
     double t0, t1;
@@ -275,7 +291,8 @@ static void eng_mtp_schedule(cinfer_engine *e, eng_stepbuf *sb) {
     }
 }
 
-/* Step 1: t_{len-1} at len - 1 with the target's state; returns the items drafting (in d->items). */
+/* Step 1: t_{len-1} at len - 1 with the target's state; returns the items drafting (in d->items): the chained
+ * MTP ones (DSpark items are eng_dspark_propose's). */
 static int32_t eng_mtp_first(cinfer_engine *e, eng_stepbuf *sb) {
     eng_mtp *d = e->mtp;
     size_t hb = (size_t)d->hw * sizeof(float);
@@ -283,7 +300,7 @@ static int32_t eng_mtp_first(cinfer_engine *e, eng_stepbuf *sb) {
     for (int32_t i = 0; i < sb->n_items; i++) {
         eng_item *it = &sb->items[i];
         eng_req *r = it->r;
-        if (!eng_mtp_is(r) || it->kind != SCHED_DECODE || it->n_draft <= 0) continue;
+        if (r->drafter.kind != CINFER_SPEC_MTP || it->kind != SCHED_DECODE || it->n_draft <= 0) continue;
         int32_t len = r->prompt_len + r->n_generated, cap = it->n_draft;
         it->n_draft = 0; /* until drafted */
         it->n_tokens = 1;
@@ -334,6 +351,7 @@ void eng_mtp_propose(cinfer_engine *e, eng_stepbuf *sb) {
         }
         live = m;
     }
+    if (d->dspark) eng_dspark_propose(e, sb);
     eng_mtp_schedule(e, sb);
     for (int32_t i = 0; i < sb->n_items; i++) { /* every drafting item: n_tokens from its drafts */
         eng_item *it = &sb->items[i];

@@ -34,8 +34,14 @@
 #include <string.h>
 
 #include "engine/engine_internal.h"
+#include "engine/engine_mtp.h"
 
 #define ENG_SPEC_DEFAULT_K 8
+
+/* Drafters the engine runs batched over a step (their own KV in draft blocks, q from sampler_draft). */
+static bool eng_spec_batched(int32_t kind) {
+    return kind == CINFER_SPEC_DRAFT || kind == CINFER_SPEC_MTP || kind == CINFER_SPEC_DSPARK;
+}
 
 int eng_spec_init(cinfer_engine *e, eng_req *q, const cinfer_request *r, cf_err *err) {
     int32_t kind = r->speculative.drafter, k = r->speculative.k;
@@ -51,12 +57,11 @@ int eng_spec_init(cinfer_engine *e, eng_req *q, const cinfer_request *r, cf_err 
     if (k == 0) k = e->opt.speculative.k > 0 ? e->opt.speculative.k : ENG_SPEC_DEFAULT_K;
     if (kind == CINFER_SPEC_DRAFT && !e->draft)
         return cf_fail(err, "the draft drafter needs a draft model (cinfer serve --draft-model)");
-    if (kind == CINFER_SPEC_MTP && !e->mtp)
-        return cf_fail(err, "the mtp drafter needs a model with an MTP block (deepseek2 nextn_predict_layers, "
-                            "deepseek4 MTP blocks); this model has none");
+    if ((kind == CINFER_SPEC_MTP || kind == CINFER_SPEC_DSPARK) && eng_mtp_check(e, kind, err)) return -1;
+    if (kind == CINFER_SPEC_DSPARK && k > e->mtp->ds.block_size) k = e->mtp->ds.block_size; /* one block a step */
     if (spec_drafter_create(kind, q->prompt_len + q->max_tokens, &q->drafter, err)) return -1;
     spec_policy_init(&q->spol, k, kind == CINFER_SPEC_NGRAM);
-    if (kind == CINFER_SPEC_DRAFT || kind == CINFER_SPEC_MTP) {
+    if (eng_spec_batched(kind)) {
         q->spec_q = malloc((size_t)k * (size_t)e->n_vocab * sizeof(float));
         if (!q->spec_q) return cf_fail(err, "out of memory for draft probabilities");
         if (kind == CINFER_SPEC_DRAFT ? eng_draft_req_init(e, q, err) : eng_mtp_req_init(e, q, err)) return -1;
@@ -126,7 +131,7 @@ bool eng_spec_prepare(cinfer_engine *e, eng_item *it) {
     while (k > 0 && !eng_spec_room(e, r, len + k)) k--; /* drafts take only what the pool has */
     it->start = len - 1;
     it->n_draft = 0;
-    if (k > 0 && (r->drafter.kind == CINFER_SPEC_DRAFT || r->drafter.kind == CINFER_SPEC_MTP)) {
+    if (k > 0 && eng_spec_batched(r->drafter.kind)) {
         it->n_draft = k; /* the most it may take: eng_draft_propose / eng_mtp_propose draft them, batched */
     } else if (k > 0) {
         bool has_q = false;
@@ -153,7 +158,7 @@ static void eng_spec_rollback(cinfer_engine *e, eng_req *r) {
     while (r->n_blocks > keep && r->n_blocks > r->n_registered) kv_pool_unref(e->kv, r->blocks[--r->n_blocks]);
     if (r->drafter.ops && r->drafter.ops->rollback)
         r->drafter.ops->rollback(r->drafter.state, r->prompt_len + r->n_generated);
-    if (r->drafter.kind == CINFER_SPEC_DRAFT || r->drafter.kind == CINFER_SPEC_MTP) eng_draft_rollback(r);
+    if (eng_spec_batched(r->drafter.kind)) eng_draft_rollback(r);
 }
 
 void eng_spec_commit(cinfer_engine *e, const eng_item *it, float *rows) {

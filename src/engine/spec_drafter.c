@@ -31,6 +31,7 @@ int spec_drafter_create(int32_t kind, int32_t capacity, spec_drafter *out, cf_er
         return 0;
     case CINFER_SPEC_DRAFT: return 0; /* batched by the engine (engine_draft.c): no per-sequence state here */
     case CINFER_SPEC_MTP: return 0; /* batched by the engine (engine_mtp.c) */
+    case CINFER_SPEC_DSPARK: return 0; /* batched by the engine (engine_dspark.c) */
     default: return cf_fail(err, "unknown drafter %d", kind);
     }
 }
@@ -81,6 +82,7 @@ const char *cinfer_spec_drafter_name(int32_t drafter) {
     case CINFER_SPEC_NGRAM: return "ngram";
     case CINFER_SPEC_DRAFT: return "draft";
     case CINFER_SPEC_MTP: return "mtp";
+    case CINFER_SPEC_DSPARK: return "dspark";
     default: return NULL;
     }
 }

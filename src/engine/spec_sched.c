@@ -2,6 +2,7 @@
  * (spec_sched.h). */
 #include "engine/spec_sched.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #define SPEC_COST_DECAY 0.98 /* per step: about the last 50 steps count */
@@ -15,6 +16,12 @@ void spec_cost_add(spec_cost_fit *f, double tokens, double seconds) {
     f->sxx = f->sxx * SPEC_COST_DECAY + tokens * tokens;
     f->sxy = f->sxy * SPEC_COST_DECAY + tokens * seconds;
     f->n++;
+}
+
+float spec_conf_threshold(int32_t n_decoding) {
+    if (n_decoding < 1) n_decoding = 1;
+    double t = 1.0 - pow(SPEC_CONF_KEEP, (double)n_decoding);
+    return (float)(t < SPEC_CONF_MAX_THR ? t : SPEC_CONF_MAX_THR);
 }
 
 bool spec_cost_line(const spec_cost_fit *f, double *t0, double *t1) {

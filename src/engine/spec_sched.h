@@ -36,6 +36,15 @@ void spec_cost_add(spec_cost_fit *f, double tokens, double seconds);
 /* The fitted line; false (and t0 = 1, t1 = 0: cost independent of tokens) before there is a usable fit. */
 bool spec_cost_line(const spec_cost_fit *f, double *t0, double *t1);
 
+/* The DSpark block cut under load: a block is drafted while its prefix survival stays at or above
+ * 1 - SPEC_CONF_KEEP^n_decoding (0.1 with one decoding request, 0.19 with two, 0.34 with four): alone, a
+ * long shot is nearly free to verify (a memory-bound decode pays for the weight reads, not the rows); with
+ * more requests in the step each verify row adds compute, so only likelier drafts are kept. Non-decreasing
+ * in n_decoding, at most SPEC_CONF_MAX_THR (a near-certain draft is always worth a row). */
+#define SPEC_CONF_MAX_THR 0.99
+#define SPEC_CONF_KEEP 0.9
+float spec_conf_threshold(int32_t n_decoding);
+
 /* One candidate draft: request slot r, draft index j, prefix survival a. */
 typedef struct spec_cand {
     int32_t r, j;

@@ -128,6 +128,21 @@ void model_mtp_info_get(const model *m, int32_t block_tokens, model_mtp_info *ou
     if (m->arch->mtp_info) m->arch->mtp_info(m, block_tokens, out);
 }
 
+void model_dspark_info_get(const model *m, model_dspark_info *out) {
+    *out = (model_dspark_info){0};
+    if (m->arch->dspark_info) m->arch->dspark_info(m, out);
+}
+
+int model_dspark_head(fwd_ctx *c, const float *state, int32_t prev, float *logits, float *conf, cf_err *err) {
+    model_dspark_info di;
+    model_dspark_info_get(c->m, &di);
+    if (di.block_size <= 0 || !c->arch->dspark_head) return cf_fail(err, "the model has no DSpark drafter");
+    if (prev < 0 || prev >= c->m->hp.n_vocab)
+        return cf_fail(err, "DSpark head: token %d is outside the vocabulary", prev);
+    c->arch->dspark_head(c->impl, state, prev, logits, conf);
+    return 0;
+}
+
 /* An MTP batch: tokens, positions inside each sequence's (MTP) block table, rows; no rings. */
 int model_mtp_forward(fwd_ctx *c, int32_t mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err) {
     model_mtp_info mi;

@@ -522,9 +522,13 @@ int mkmodel_write(const mkmodel_opts *o, const char *out_path, cf_err *err) {
     if (!a || a->validate(o, err)) return -1;
     if (o->hot_experts && strcmp(a->name, "deepseek2"))
         return cf_fail(err, "--hot-experts is a deepseek2 option (--arch %s)", a->name);
+    if ((o->dspark_block || o->dspark_taps || o->dspark_rank) && strcmp(a->name, "deepseek4"))
+        return cf_fail(err, "--dspark-* are deepseek4 options (--arch %s)", a->name);
+    if (!o->dspark_block && (o->dspark_taps || o->dspark_rank))
+        return cf_fail(err, "--dspark-taps and --dspark-rank need --dspark-block");
     if (o->layers > 100000) return cf_fail(err, "--layers %d is too many", o->layers);
     gguf_writer *w = gguf_writer_create();
-    tdesc *t = calloc((size_t)(o->layers + o->mtp_layers) * (size_t)a->max_per_layer + 8, sizeof *t);
+    tdesc *t = calloc((size_t)(o->layers + o->mtp_layers) * (size_t)a->max_per_layer + 16, sizeof *t);
     pipeline pipe = {0};
     int rc = -1;
     int64_t vocab = 0;

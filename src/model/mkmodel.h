@@ -41,6 +41,8 @@ typedef struct mkmodel_opts {
     int index_heads, index_dim, index_topk; /* lightning indexer */
     int hc, sinkhorn; /* hyper-connection streams, Sinkhorn iterations */
     int hash_layers, mtp_layers;
+    int dspark_block, dspark_rank; /* DSpark drafter tensors (block rows, 0: none; Markov rank, 0: 16) */
+    const char *dspark_taps; /* its target layers "a,b,c" (1..layers; NULL: the last three boundaries) */
     float swiglu_limit; /* 0: no clamp */
     float compress_rope_base; /* 0: 160000 */
 } mkmodel_opts;

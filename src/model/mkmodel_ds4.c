@@ -9,7 +9,11 @@
  * and compressor positional biases N(0, 1); the hash-routing table holds
  * distinct expert ids per token. MTP blocks (--mtp-layers) follow the main
  * blocks with the nextn.* tensors; their compress ratio is 0 unless the
- * ratio list names one. */
+ * ratio list names one. --dspark-block N adds the DSpark block drafter's
+ * tensors and keys (deepseek4.h lists them; MTP block 0 is its stage):
+ * Markov factors N(0, 0.5) so their bias moves drafts by about a logit
+ * (markov_w1 F32, read a row at a time; markov_w2 of the model's dtype),
+ * the confidence bias N(0, 1), the noise token the last of the vocabulary. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +37,28 @@ static int parse_ratios(const char *s, int32_t *r, int cap) {
         s = end;
     }
     return n;
+}
+
+/* The DSpark taps into t[] (the list, or the last three block boundaries); the count or -1 on a bad list. */
+static int dspark_taps(const mkmodel_opts *o, int32_t *t) {
+    if (!o->dspark_taps) {
+        int n = 0;
+        for (int l = o->layers - 2; l <= o->layers; l++)
+            if (l >= 1) t[n++] = l;
+        return n;
+    }
+    int n = 0;
+    const char *s = o->dspark_taps;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || n >= 8 || v < 1 || v > o->layers) return -1;
+        t[n++] = (int32_t)v;
+        if (*end == ',') end++;
+        else if (*end) return -1;
+        s = end;
+    }
+    return n > 0 ? n : -1;
 }
 
 /* The ratio of every block (main then MTP) into r[]; -1 on a bad list. */
@@ -74,8 +100,15 @@ int mk_ds4_validate(const mkmodel_opts *o, cf_err *err) {
     if (o->experts_used > o->experts) return cf_fail(err, "--experts-used exceeds --experts");
     if (o->hash_layers > o->layers)
         return cf_fail(err, "--hash-layers %d exceeds --layers %d", o->hash_layers, o->layers);
+    int32_t taps[8];
+    if (o->dspark_block && (o->dspark_block < 2 || o->dspark_block > 16 || o->mtp_layers < 1 || o->dspark_rank < 0))
+        return cf_fail(err, "--dspark-block must be 2..16 and needs --mtp-layers >= 1 (its stage)");
+    if (o->dspark_block && dspark_taps(o, taps) < 0)
+        return cf_fail(err, "--dspark-taps must list 1..8 block boundaries of 1..%d", o->layers);
     if (o->hc != 0 && o->hc != 4) return cf_fail(err, "--hc must be 4 (llama.cpp's deepseek4 supports only 4 streams)");
     int64_t be = dtype_block_elems(o->type);
+    if (o->dspark_block && (o->dspark_rank ? o->dspark_rank : 16) % be)
+        return cf_fail(err, "--dspark-rank must be a multiple of %d for %s", (int)be, dtype_name(o->type));
     int64_t ins[] = {o->dim,
                      o->q_lora,
                      o->head_dim,
@@ -195,6 +228,17 @@ int mk_ds4_describe(const mkmodel_opts *o, int64_t vocab, tdesc *t) {
         n += describe_attn(o, l, r[l], t + n);
         n += describe_ffn(o, vocab, l, t + n);
     }
+    if (o->dspark_block) {
+        int32_t taps[8];
+        int64_t nt = dspark_taps(o, taps), rank = o->dspark_rank ? o->dspark_rank : 16;
+        t[n++] = mat("dspark.fc.weight", nt * o->dim, o->dim, o->type);
+        t[n++] = norm("dspark.enc.output_norm.weight", o->dim);
+        t[n++] = f32mat("dspark.markov_w1.weight", rank, vocab, 0.5f);
+        t[n] = mat("dspark.markov_w2.weight", rank, vocab, o->type); /* a matrix of the model's dtype */
+        t[n++].std = 0.5f;
+        t[n++] = f32mat("dspark.conf_proj.weight", o->dim + rank, 1, 0.02f);
+        t[n++] = vec("dspark.conf_proj.bias", 1, 1.0f);
+    }
     return n;
 }
 
@@ -247,6 +291,13 @@ void mk_ds4_set_hparams(gguf_writer *w, const mkmodel_opts *o, int64_t vocab) {
     gguf_set_u32(w, KEY("expert_gating_func"), 4); /* sqrt(softplus) */
     gguf_set_arr_f32(w, KEY("swiglu_clamp_exp"), clamp, (uint64_t)total);
     gguf_set_arr_f32(w, KEY("swiglu_clamp_shexp"), clamp, (uint64_t)total);
+    if (o->dspark_block) {
+        int32_t taps[8];
+        int nt = dspark_taps(o, taps);
+        gguf_set_u32(w, KEY("dspark.block_size"), (uint32_t)o->dspark_block);
+        gguf_set_arr_i32(w, KEY("dspark.target_layers"), taps, (uint64_t)nt);
+        gguf_set_u32(w, KEY("dspark.noise_token_id"), (uint32_t)(vocab - 1));
+    }
     if (o->yarn_factor > 1.0f) {
         gguf_set_str(w, KEY("rope.scaling.type"), "yarn");
         gguf_set_f32(w, KEY("rope.scaling.factor"), o->yarn_factor);

@@ -424,7 +424,8 @@ int fwd_ctx_expert_ffn(fwd_ctx *c, int32_t layer, int32_t expert, const float *x
  * separate from the target's. The hidden state is the architecture's:
  * deepseek2 the final normed hidden state (output_norm; the MTP block's after
  * nextn.shared_head_norm), as llama.cpp and SGLang feed it; deepseek4 the
- * final hyper-connection streams [hc][n_embd] (before the head's collapse). */
+ * final hyper-connection streams [hc][n_embd] (before the head's collapse;
+ * on a model with DSpark tensors the DSpark context, "DSpark" below). */
 typedef struct model_mtp_info {
     int32_t n_blocks; /* MTP blocks (0: none) */
     int64_t hidden_floats; /* width of one exported hidden state */
@@ -435,5 +436,27 @@ void model_mtp_info_get(const model *m, int32_t block_tokens, model_mtp_info *ou
  * are the conditioning hidden states, logits[n_out][n_vocab] the predictions, b->hidden the block's own
  * hidden states (may be NULL). -1 (err) on bad input or a model without that block. */
 int model_mtp_forward(fwd_ctx *c, int32_t mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err);
+
+/* ---- DSpark-style block drafter (docs/deepseek4.md "DSpark") ----
+ * A model with DSpark tensors (deepseek4: dspark.*) runs its MTP block 0 as
+ * the drafter's stage: its hidden export (fwd_batch.n_hidden, same width as
+ * above) is then the drafter's context, main_norm(fc([mean over hc of the
+ * streams entering each target layer])) copied into every stream, instead of
+ * the final streams. A draft block is one model_mtp_forward over block rows
+ * (the last committed token, then the noise token) that all take the same
+ * context; model_dspark_head then applies the Markov head to each row's base
+ * logits and gives the row's confidence, both from the previous block token. */
+typedef struct model_dspark_info {
+    int32_t block_size; /* rows of a draft block; 0: the model has no DSpark drafter */
+    int32_t noise_token; /* the input token of block rows 1.. */
+    int32_t rank; /* Markov head rank */
+    int32_t n_stages; /* stages in the file (the MTP blocks) */
+} model_dspark_info;
+void model_dspark_info_get(const model *m, model_dspark_info *out);
+/* One block row: logits[n_vocab] += markov_w2 . markov_w1[prev] (in place) and *conf = sigmoid(conf_proj .
+ * [mean over hc of state | markov_w1[prev]] + bias), state = the stage's exported hidden state of the row.
+ * Runs on c's threads and scratch (not concurrently with a forward on c). -1 (err) for a model without
+ * DSpark tensors or prev outside the vocabulary. No allocation. */
+int model_dspark_head(fwd_ctx *c, const float *state, int32_t prev, float *logits, float *conf, cf_err *err);
 
 #endif

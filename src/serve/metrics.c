@@ -218,10 +218,14 @@ static void spec_metrics(sbuf *s, const cinfer_engine_stats *st) {
                       (unsigned long long)v[d]);
     }
     sb_printf(s,
-              "# HELP cinfer_spec_confidence_dropped_total MTP drafts made but not verified: their confidence did not "
-              "pay for their share of the step's cost.\n# TYPE cinfer_spec_confidence_dropped_total counter\n"
+              "# HELP cinfer_spec_confidence_dropped_total MTP / DSpark drafts made but not verified: their confidence "
+              "did not pay for their share of the step's cost.\n# TYPE cinfer_spec_confidence_dropped_total counter\n"
               "cinfer_spec_confidence_dropped_total %llu\n",
               (unsigned long long)st->spec_conf_dropped);
+    sb_printf(s,
+              "# HELP cinfer_spec_block_cut_total DSpark block rows not drafted: their prefix survival fell below the "
+              "load threshold.\n# TYPE cinfer_spec_block_cut_total counter\ncinfer_spec_block_cut_total %llu\n",
+              (unsigned long long)st->spec_block_cut);
     const char *h = "cinfer_spec_acceptance_length";
     sb_printf(s, "# HELP %s Drafted tokens accepted per verify item.\n# TYPE %s histogram\n", h, h);
     uint64_t cum = 0, sum = 0;

@@ -14,7 +14,8 @@ static int spec_obj(const json_t *s, cinfer_speculative *out, serve_error *err) 
             int32_t d = json_is_string(v) ? cinfer_spec_drafter_parse(json_string_value(v)) : -1;
             if (d < 0)
                 return spec_bad(
-                    err, "'cinfer.speculative.drafter' must be \"ngram\", \"draft\", \"mtp\", \"off\" or \"default\"");
+                    err, "'cinfer.speculative.drafter' must be \"ngram\", \"draft\", \"mtp\", \"dspark\", \"off\" or "
+                         "\"default\"");
             out->drafter = d;
         } else if (!strcmp(key, "k")) {
             if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > CINFER_SPEC_MAX_K)

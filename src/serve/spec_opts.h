@@ -1,5 +1,5 @@
 /* spec_opts.h - the per-request speculative decoding options of the API:
- * `"cinfer": {"speculative": {"drafter": "ngram" | "draft" | "mtp" | "off" | "default", "k": 1..16}}`,
+ * `"cinfer": {"speculative": {"drafter": "ngram" | "draft" | "mtp" | "dspark" | "off" | "default", "k": 1..16}}`,
  * or `"speculative": false` / `"off"` (off) / `true` / `"ngram"` (the n-gram drafter).
  * Absent: the server's default (--speculative, --spec-k). */
 #ifndef CINFER_SERVE_SPEC_OPTS_H

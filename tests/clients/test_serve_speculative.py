@@ -16,7 +16,12 @@ OpenAI SDK (docs/serve.md "Speculative decoding"), on stories260K with itself as
 - the MTP drafter on a random-weight deepseek2 model with one next-n layer (`cinfer mkmodel
   --mtp-layers 1`), served with `--speculative mtp`: greedy Chat answers identical with mtp, the
   default and off, /metrics counts MTP drafts; stories260K (no MTP block) refuses `mtp` with a 400
-  and `--speculative mtp` at start.
+  and `--speculative mtp` at start;
+- the DSpark block drafter on a random-weight deepseek4 model with DSpark tensors (`cinfer mkmodel
+  --mtp-layers 1 --dspark-block 5`), served with `--speculative dspark`: greedy Chat answers
+  identical with dspark, the default and off, /metrics counts DSpark drafts under
+  drafter="dspark", `mtp` is a 400 there (its MTP block is a DSpark stage); stories260K refuses
+  `dspark` with a 400 and `--speculative dspark` at start.
 Run by tests/integration/serve_speculative.sh."""
 import os
 import subprocess
@@ -175,6 +180,45 @@ class TestWithoutDraftModel(unittest.TestCase):
         self.assertIn("--draft-model", p.stderr)
 
 
+def greedy_identical(tc, srv, name, drafter):
+    """Greedy Chat answers on srv (served with --speculative drafter) are the same with the drafter by name and
+    object (k 8), the default and off; /metrics counts its drafts (verified, or dropped by confidence). Returns
+    the client."""
+    c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=60)
+    ask = lambda spec: c.chat.completions.create(
+        model=name, messages=[{"role": "user", "content": PROMPT}], max_tokens=32, temperature=0,
+        extra_body={"cinfer": {"speculative": spec}} if spec is not None else {})
+    before = srv.metrics()
+    off = ask("off")
+    for spec in (None, drafter, {"drafter": drafter, "k": 8}):
+        r = ask(spec)
+        tc.assertEqual(r.choices[0].message.content, off.choices[0].message.content, spec)
+        tc.assertEqual(r.usage.completion_tokens, off.usage.completion_tokens)
+    after = srv.metrics()
+    d = lambda k: after.get(k, 0) - before.get(k, 0)
+    tc.assertGreater(d('cinfer_spec_draft_tokens_total{drafter="%s"}' % drafter)
+                     + d('cinfer_spec_confidence_dropped_total') + d('cinfer_spec_block_cut_total'), 0)
+    return c
+
+
+def refused_on_stories(tc, drafter, want):
+    """stories260K (no MTP block, no DSpark tensors) refuses drafter with a 400 naming `want`, and as the server
+    default at start."""
+    srv = Server()
+    try:
+        c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=60)
+        with tc.assertRaises(openai.BadRequestError) as cm:
+            c.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": "hi"}],
+                                      max_tokens=4, extra_body={"cinfer": {"speculative": drafter}})
+        tc.assertIn(want, str(cm.exception))
+    finally:
+        tc.assertEqual(srv.stop(), 0)
+    p = subprocess.run([BIN, "serve", MODEL, "--port", "0", "--speculative", drafter], capture_output=True,
+                       text=True, timeout=60)
+    tc.assertNotEqual(p.returncode, 0)
+    tc.assertIn(want, p.stderr)
+
+
 class TestMtp(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -193,38 +237,48 @@ class TestMtp(unittest.TestCase):
     def test_mtp_greedy_identical(self):
         srv = Server("--speculative", "mtp", "--spec-k", "3", model=self.model)
         try:
-            c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=60)
-            ask = lambda spec: c.chat.completions.create(
-                model="ds2-mtp", messages=[{"role": "user", "content": PROMPT}], max_tokens=32, temperature=0,
-                extra_body={"cinfer": {"speculative": spec}} if spec is not None else {})
-            before = srv.metrics()
-            off = ask("off")
-            for spec in (None, "mtp", {"drafter": "mtp", "k": 8}):
-                r = ask(spec)
-                self.assertEqual(r.choices[0].message.content, off.choices[0].message.content, spec)
-                self.assertEqual(r.usage.completion_tokens, off.usage.completion_tokens)
-            after = srv.metrics()
-            d = lambda k: after.get(k, 0) - before.get(k, 0)
-            # drafts were made: verified, or dropped by confidence scheduling once the step-cost fit exists
-            self.assertGreater(d('cinfer_spec_draft_tokens_total{drafter="mtp"}')
-                               + d('cinfer_spec_confidence_dropped_total'), 0)
+            greedy_identical(self, srv, "ds2-mtp", "mtp")
         finally:
             self.assertEqual(srv.stop(), 0)
 
     def test_refused_without_mtp(self):
-        srv = Server()
+        refused_on_stories(self, "mtp", "MTP")
+
+
+class TestDspark(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.model = os.path.join(cls.tmp.name, "ds4-dspark.gguf")
+        subprocess.run([BIN, "mkmodel", "--arch", "deepseek4", "--dim", "64", "--layers", "3", "--heads", "4",
+                        "--ffn", "64", "--head-dim", "64", "--qk-rope", "16", "--q-lora", "32", "--o-groups", "2",
+                        "--o-lora", "32", "--ratios", "4,4,128", "--window", "16", "--index-heads", "8",
+                        "--index-dim", "64", "--index-topk", "3", "--experts", "4",
+                        "--experts-used", "2", "--expert-ffn", "32", "--shared-experts", "1", "--hash-layers", "1",
+                        "--mtp-layers", "1", "--dspark-block", "5", "--dspark-taps", "1,2,3", "--dspark-rank", "32",
+                        "--vocab-from", MODEL, "--dtype", "f32", "--seed", "9", cls.model], check=True,
+                       capture_output=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_dspark_greedy_identical(self):
+        srv = Server("--speculative", "dspark", "--spec-k", "4", model=self.model)
         try:
-            c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=60)
+            before = srv.metrics()
+            c = greedy_identical(self, srv, "ds4-dspark", "dspark")
+            self.assertEqual(srv.metrics().get('cinfer_spec_draft_tokens_total{drafter="mtp"}', 0),
+                             before.get('cinfer_spec_draft_tokens_total{drafter="mtp"}', 0))
             with self.assertRaises(openai.BadRequestError) as cm:
-                c.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": "hi"}],
+                c.chat.completions.create(model="ds4-dspark", messages=[{"role": "user", "content": "hi"}],
                                           max_tokens=4, extra_body={"cinfer": {"speculative": "mtp"}})
-            self.assertIn("MTP", str(cm.exception))
+            self.assertIn("DSpark", str(cm.exception))
         finally:
             self.assertEqual(srv.stop(), 0)
-        p = subprocess.run([BIN, "serve", MODEL, "--port", "0", "--speculative", "mtp"], capture_output=True,
-                           text=True, timeout=60)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("MTP", p.stderr)
+
+    def test_refused_without_dspark(self):
+        refused_on_stories(self, "dspark", "dspark")
 
 
 if __name__ == "__main__":

@@ -70,6 +70,9 @@ typedef struct model_arch {
      * fwd_batch.n_hidden whenever mtp_info reports a hidden width. */
     void (*mtp_info)(const model *m, int32_t block_tokens, model_mtp_info *out);
     int (*mtp_forward)(void *fc, int32_t mtp, const fwd_batch *b, const float *h, float *logits, cf_err *err);
+    /* model_dspark_info_get / model_dspark_head (model.h "DSpark"); the head's arguments are checked. */
+    void (*dspark_info)(const model *m, model_dspark_info *out);
+    void (*dspark_head)(void *fc, const float *state, int32_t prev, float *logits, float *conf);
     /* model_expert_acquire / _release / _resident: routed-expert residency
      * (a partial expert set, model_load_opts.expert_keep, which load honours
      * when these exist). */

@@ -245,7 +245,8 @@ static int ds4_ffn_hook(void *fc, int32_t layer, int32_t expert, const float *x,
     return ds4_fwd_expert_ffn(fc, layer, expert, x, n, y, err);
 }
 
-/* MTP (model.h): the blocks after the main ones; hidden state = the final streams [hc][E]. */
+/* MTP (model.h): the blocks after the main ones; hidden state = the final streams [hc][E] (DSpark models: the
+ * DSpark context in each stream, deepseek4_dspark.c). */
 static void ds4_mtp_info(const model *m, int32_t block_tokens, model_mtp_info *out) {
     const model_hparams *hp = &m->hp;
     *out = (model_mtp_info){.n_blocks = hp->ds4_n_mtp, .hidden_floats = (int64_t)hp->ds4_hc * hp->n_embd};
@@ -272,6 +273,8 @@ const model_arch model_arch_deepseek4 = {
     .forward = ds4_forward_hook,
     .mtp_info = ds4_mtp_info,
     .mtp_forward = ds4_mtp_hook,
+    .dspark_info = ds4_dspark_info,
+    .dspark_head = ds4_dspark_head,
     .expert_load = ds4_load_hook,
     .fwd_set_moe_executor = ds4_exec_hook,
     .expert_ffn = ds4_ffn_hook,

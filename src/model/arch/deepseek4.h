@@ -24,6 +24,13 @@
  *   MTP blocks also: nextn.eh_proj [2E -> E], nextn.enorm, nextn.hnorm,
  *     nextn.shared_head_norm [E] (optional: output_norm)
  * Globals: output_hc_fn [n*E -> n], output_hc_base [n], output_hc_scale [1].
+ * DSpark block drafter (optional, deepseek4_dspark.c; T taps, rank Rk):
+ *   dspark.fc [T*E -> E], dspark.enc.output_norm [E], dspark.markov_w1
+ *   [Rk, n_vocab] (read as F32 rows), dspark.markov_w2 [Rk -> n_vocab] (any
+ *   matrix dtype), dspark.conf_proj [E + Rk, 1] and
+ *   dspark.conf_proj.bias [1] (F32); keys deepseek4.dspark.block_size,
+ *   deepseek4.dspark.target_layers, deepseek4.dspark.noise_token_id (or
+ *   tokenizer.ggml.mask_token_id). Its stage is MTP block 0.
  *
  * Routed experts (deepseek4_experts.c): with a partial expert set (expert
  * parallelism, model_load_opts.expert_keep) `emem` [n_expert] of a main
@@ -70,10 +77,27 @@ typedef struct ds4_layer {
     float *enorm, *hnorm, *head_norm;
 } ds4_layer;
 
+#define DS4_DSPARK_MAX_TAPS 8
+#define DS4_DSPARK_MAX_BLOCK 16
+
+/* The DSpark drafter's own weights (block 0: none in the file). */
+typedef struct ds4_dspark {
+    int32_t block; /* draft block rows (0: absent) */
+    int32_t noise; /* input token of block rows 1.. */
+    int32_t rank; /* Markov rank */
+    int32_t n_taps, taps[DS4_DSPARK_MAX_TAPS]; /* target layers: tap t = the streams entering block t (1..n_layer) */
+    kern_weight fc; /* [E][T*E] */
+    float *enc_norm; /* [E] */
+    float *w1; /* [n_vocab][Rk] */
+    kern_weight w2; /* [n_vocab][Rk] */
+    float *conf_w, *conf_b; /* [E + Rk], [1] */
+} ds4_dspark;
+
 typedef struct ds4_weights {
     int32_t n_blocks; /* main + MTP */
     ds4_layer *layer;
     float *hc_head_fn, *hc_head_base, *hc_head_scale; /* [n][n*E], [n], [1] */
+    ds4_dspark dspark;
 } ds4_weights;
 
 static inline const ds4_weights *ds4_w(const model *m) { return (const ds4_weights *)m->layers; }
@@ -81,6 +105,16 @@ static inline const ds4_weights *ds4_w(const model *m) { return (const ds4_weigh
 /* deepseek4_load.c */
 int ds4_load(model *m, cf_err *err);
 void ds4_release(model *m);
+/* A small f32 tensor of exactly ne0 x ne1 (ne1 = 0: 1-D) into an owned copy (*out stays NULL when an optional one
+ * is absent). */
+int ds4_load_f32(model *m, const char *name, int64_t ne0, int64_t ne1, bool required, float **out, cf_err *err);
+
+/* deepseek4_dspark.c: the DSpark tensors and keys (all or none; a partial set is an error naming what is
+ * missing), their release, and the arch hooks (model.h "DSpark"). */
+int ds4_dspark_load(model *m, ds4_dspark *d, cf_err *err);
+void ds4_dspark_release(ds4_dspark *d);
+void ds4_dspark_info(const model *m, model_dspark_info *out);
+void ds4_dspark_head(void *fc, const float *state, int32_t prev, float *logits, float *conf); /* fc: ds4_fwd */
 
 /* Routed experts (deepseek4_experts.c): block il's expert stacks (all, or
  * those m->expert_keep keeps; MTP blocks keep all), their release, and the

@@ -18,10 +18,10 @@ static float *fbuf(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(f
 
 void ds4_fwd_free(ds4_fwd *c) {
     if (!c) return;
-    float *fs[] = {c->xs,  c->xs_res, c->flat, c->pre,    c->post,   c->comb,     c->y,      c->xa,
-                   c->out, c->qr,     c->q,    c->kv,     c->ck,     c->cg,       c->att,    c->grp,
-                   c->oa,  c->iq,     c->iw,   c->cs_win, c->cs_cmp, c->crow_tmp, c->router, c->rbias,
-                   c->rw,  c->xe,     c->ge,   c->ue,     c->ye,     c->sh_g,     c->sh_u,   c->mtp_cat};
+    float *fs[] = {c->xs, c->xs_res, c->flat,   c->pre,      c->post,    c->comb,  c->y,       c->xa, c->out,
+                   c->qr, c->q,      c->kv,     c->ck,       c->cg,      c->att,   c->grp,     c->oa, c->iq,
+                   c->iw, c->cs_win, c->cs_cmp, c->crow_tmp, c->router,  c->rbias, c->rw,      c->xe, c->ge,
+                   c->ue, c->ye,     c->sh_g,   c->sh_u,     c->mtp_cat, c->tap,   c->dsp_bias};
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) free(fs[i]);
     free(c->rsel);
     free(c->exp_n);
@@ -85,13 +85,16 @@ static int alloc_scratch(ds4_fwd *c) {
     c->xe = fbuf(T * E), c->ge = fbuf(T * FE), c->ue = fbuf(T * FE), c->ye = fbuf(T * (E > OR ? E : OR));
     c->crow_tmp = fbuf((D > I ? D : I) + hp->rope_dim);
     c->sh_g = fbuf(T * FS), c->sh_u = fbuf(T * FS), c->mtp_cat = fbuf(hp->ds4_n_mtp ? T * 2 * E : 1);
+    const ds4_dspark *ds = &ds4_w(c->m)->dspark;
+    c->tap = fbuf(ds->block > 0 ? T * ds->n_taps * E : 1);
+    c->dsp_bias = fbuf(ds->block > 0 ? hp->n_vocab : 1);
     c->rsel = malloc((size_t)(T * K) * sizeof *c->rsel);
     c->exp_n = malloc((size_t)X * sizeof *c->exp_n);
     c->exp_tok = malloc((size_t)(T * K) * sizeof *c->exp_tok);
     if (!c->xs || !c->xs_res || !c->flat || !c->pre || !c->post || !c->comb || !c->y || !c->xa || !c->out || !c->qr ||
         !c->q || !c->kv || !c->ck || !c->cg || !c->att || !c->grp || !c->oa || !c->iq || !c->iw || !c->cs_win ||
         !c->cs_cmp || !c->crow_tmp || !c->router || !c->rbias || !c->rw || !c->xe || !c->ge || !c->ue || !c->ye ||
-        !c->sh_g || !c->sh_u || !c->mtp_cat || !c->rsel || !c->exp_n || !c->exp_tok)
+        !c->sh_g || !c->sh_u || !c->mtp_cat || !c->tap || !c->dsp_bias || !c->rsel || !c->exp_n || !c->exp_tok)
         return -1;
     c->n_thr = pool_size(c->pool) > 0 ? pool_size(c->pool) : 1;
     c->thr = calloc((size_t)c->n_thr, sizeof *c->thr);
@@ -127,8 +130,13 @@ ds4_fwd *ds4_fwd_create(const model *m, thread_pool *pool, int32_t max_tokens, i
             return NULL;
         }
     int64_t widest = (int64_t)hp->ds4_hc * hp->n_embd;
-    int64_t ins[] = {(int64_t)hp->n_head * hp->head_dim, hp->q_lora_rank, (int64_t)hp->ds4_o_groups * hp->ds4_o_lora,
-                     (int64_t)hp->n_ff_exp * (hp->n_expert_shared > 1 ? hp->n_expert_shared : 1), 2 * hp->n_embd};
+    int64_t ins[] = {(int64_t)hp->n_head * hp->head_dim,
+                     hp->q_lora_rank,
+                     (int64_t)hp->ds4_o_groups * hp->ds4_o_lora,
+                     (int64_t)hp->n_ff_exp * (hp->n_expert_shared > 1 ? hp->n_expert_shared : 1),
+                     2 * hp->n_embd,
+                     (int64_t)ds4_w(m)->dspark.n_taps * hp->n_embd,
+                     ds4_w(m)->dspark.rank};
     for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
         if (ins[i] > widest) widest = ins[i];
     c->kc = kern_ctx_create(pool, max_tokens, widest);
@@ -242,9 +250,13 @@ int ds4_forward(ds4_fwd *c, const fwd_batch *b, float *logits, cf_err *err) {
         for (int i = 0; i < n; i++) memcpy(c->xs + (t * n + i) * E, c->y + t * E, (size_t)E * sizeof(float));
     fill_rope_tables(c, b);
     ds4_moe_step_begin(c);
-    for (int il = 0; il < hp->n_layer; il++)
+    for (int il = 0; il < hp->n_layer; il++) {
+        ds4_dspark_tap(c, b, il);
         if (run_block(c, b, il, err)) return -1;
-    export_streams(c, b);
+    }
+    ds4_dspark_tap(c, b, hp->n_layer);
+    if (ds4_w(m)->dspark.block > 0) ds4_dspark_export(c, b); /* the DSpark stage's context */
+    else export_streams(c, b);
     if (b->n_out == 0) return 0;
     hc_head(c, b);
     rows_rmsnorm(c->pool, hp->rms_eps, c->y, E, m->output_norm, c->xa, E, b->n_out, E);

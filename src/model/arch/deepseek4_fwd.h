@@ -55,6 +55,8 @@ struct ds4_fwd {
     float *cs_win, *cs_cmp; /* rope tables at the batch positions: window-only / compressed layers */
     /* MoE */
     float *mtp_cat; /* MTP: [enorm(e) | hnorm(h)] rows */
+    float *tap; /* DSpark: [max_tokens][n_taps * E] mean streams of the exported rows at the tapped layers */
+    float *dsp_bias; /* DSpark: [n_vocab] one row's Markov bias */
     float *router, *rbias, *rw, *xe, *ge, *ue, *ye, *sh_g, *sh_u;
     int32_t *rsel, *exp_n, *exp_tok;
     /* expert load (deepseek4_moe_ep.c): ring of per-step counts, atomic window sums (main layers) */
@@ -118,5 +120,10 @@ void ds4_moe_load_free(struct ds4_fwd *c);
 void ds4_moe_step_begin(struct ds4_fwd *c);
 void ds4_moe_count(struct ds4_fwd *c, int il, int32_t T);
 int ds4_moe_run_executor(struct ds4_fwd *c, int il, int32_t T, cf_err *err);
+/* deepseek4_dspark.c: the forward side. tap: before block il (il == n_layer: after the last), the exported rows'
+ * mean streams for every tap of that layer; export: the exported rows' context (fc, enc norm) copied into each of
+ * the hc streams of b->hidden. Both only for a model with DSpark tensors and b->n_hidden > 0. */
+void ds4_dspark_tap(struct ds4_fwd *c, const fwd_batch *b, int il);
+void ds4_dspark_export(struct ds4_fwd *c, const fwd_batch *b);
 
 #endif

@@ -4,7 +4,8 @@
  * tensor of a compressed layer, a wrong shape, a tid2eid table that is not
  * I32 or routes to an expert that does not exist. The routed experts are
  * deepseek4_experts.c's (a partial set under expert parallelism). active_bytes counts
- * expert_used_count routed experts per block (MTP blocks excluded). */
+ * expert_used_count routed experts per block (MTP blocks and the DSpark
+ * tensors excluded). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +14,8 @@
 
 #define NAME(buf, il, part) (snprintf(buf, sizeof buf, "blk.%d.%s", il, part), buf)
 
-/* A small f32 tensor of exactly ne0 x ne1 (ne1 = 0: 1-D) into an owned copy. */
-static int load_f32(model *m, const char *name, int64_t ne0, int64_t ne1, bool required, float **out, cf_err *err) {
+/* deepseek4.h */
+int ds4_load_f32(model *m, const char *name, int64_t ne0, int64_t ne1, bool required, float **out, cf_err *err) {
     int failed = 0;
     const gguf_tensor *t = model_need_tensor(m->gguf, name, ne0, ne1, required, err, &failed);
     if (failed) return -1;
@@ -61,9 +62,9 @@ static int load_compressor(model *m, int il, const char *prefix, int32_t ratio, 
     snprintf(part, sizeof part, "%s_gate.weight", prefix);
     if (model_load_matrix(m, NAME(b, il, part), E, cw, &c->wgate, err)) return -1;
     snprintf(part, sizeof part, "%s_ape.weight", prefix);
-    if (load_f32(m, NAME(b, il, part), cw, ratio, true, &c->ape, err)) return -1;
+    if (ds4_load_f32(m, NAME(b, il, part), cw, ratio, true, &c->ape, err)) return -1;
     snprintf(part, sizeof part, "%s_norm.weight", prefix);
-    return load_f32(m, NAME(b, il, part), width, 0, true, &c->norm, err);
+    return ds4_load_f32(m, NAME(b, il, part), width, 0, true, &c->norm, err);
 }
 
 static int load_attention(model *m, int il, ds4_layer *L, cf_err *err) {
@@ -71,21 +72,21 @@ static int load_attention(model *m, int il, ds4_layer *L, cf_err *err) {
     int64_t E = hp->n_embd, H = hp->n_head, D = hp->head_dim, Q = hp->q_lora_rank, G = hp->ds4_o_groups;
     int64_t n = hp->ds4_hc, M = (2 + n) * n;
     char b[96];
-    if (load_f32(m, NAME(b, il, "attn_norm.weight"), E, 0, true, &L->attn_norm, err) ||
-        load_f32(m, NAME(b, il, "attn_sinks.weight"), H, 0, true, &L->sinks, err) ||
+    if (ds4_load_f32(m, NAME(b, il, "attn_norm.weight"), E, 0, true, &L->attn_norm, err) ||
+        ds4_load_f32(m, NAME(b, il, "attn_sinks.weight"), H, 0, true, &L->sinks, err) ||
         model_load_matrix(m, NAME(b, il, "attn_q_a.weight"), E, Q, &L->wq_a, err) ||
-        load_f32(m, NAME(b, il, "attn_q_a_norm.weight"), Q, 0, true, &L->q_a_norm, err) ||
+        ds4_load_f32(m, NAME(b, il, "attn_q_a_norm.weight"), Q, 0, true, &L->q_a_norm, err) ||
         model_load_matrix(m, NAME(b, il, "attn_q_b.weight"), Q, H * D, &L->wq_b, err) ||
         model_load_matrix(m, NAME(b, il, "attn_kv.weight"), E, D, &L->wkv, err) ||
-        load_f32(m, NAME(b, il, "attn_kv_a_norm.weight"), D, 0, true, &L->kv_norm, err) ||
+        ds4_load_f32(m, NAME(b, il, "attn_kv_a_norm.weight"), D, 0, true, &L->kv_norm, err) ||
         load_grouped(m, NAME(b, il, "attn_output_a.weight"), H * D / G, hp->ds4_o_lora, G, &L->wo_a, err) ||
         model_load_matrix(m, NAME(b, il, "attn_output_b.weight"), G * hp->ds4_o_lora, E, &L->wo_b, err) ||
-        load_f32(m, NAME(b, il, "hc_attn_fn.weight"), n * E, M, true, &L->hc_attn_fn, err) ||
-        load_f32(m, NAME(b, il, "hc_attn_base.weight"), M, 0, true, &L->hc_attn_base, err) ||
-        load_f32(m, NAME(b, il, "hc_attn_scale.weight"), 3, 0, true, &L->hc_attn_scale, err) ||
-        load_f32(m, NAME(b, il, "hc_ffn_fn.weight"), n * E, M, true, &L->hc_ffn_fn, err) ||
-        load_f32(m, NAME(b, il, "hc_ffn_base.weight"), M, 0, true, &L->hc_ffn_base, err) ||
-        load_f32(m, NAME(b, il, "hc_ffn_scale.weight"), 3, 0, true, &L->hc_ffn_scale, err))
+        ds4_load_f32(m, NAME(b, il, "hc_attn_fn.weight"), n * E, M, true, &L->hc_attn_fn, err) ||
+        ds4_load_f32(m, NAME(b, il, "hc_attn_base.weight"), M, 0, true, &L->hc_attn_base, err) ||
+        ds4_load_f32(m, NAME(b, il, "hc_attn_scale.weight"), 3, 0, true, &L->hc_attn_scale, err) ||
+        ds4_load_f32(m, NAME(b, il, "hc_ffn_fn.weight"), n * E, M, true, &L->hc_ffn_fn, err) ||
+        ds4_load_f32(m, NAME(b, il, "hc_ffn_base.weight"), M, 0, true, &L->hc_ffn_base, err) ||
+        ds4_load_f32(m, NAME(b, il, "hc_ffn_scale.weight"), 3, 0, true, &L->hc_ffn_scale, err))
         return -1;
     if (L->ratio && load_compressor(m, il, "attn_compressor", L->ratio, D, &L->comp, err)) return -1;
     if (L->ratio != 4) return 0;
@@ -124,11 +125,11 @@ static int load_ffn(model *m, int il, ds4_layer *L, uint64_t *routed, cf_err *er
     int64_t E = hp->n_embd, FE = hp->n_ff_exp, X = hp->n_expert, FS = FE * hp->n_expert_shared;
     char b[96];
     if (model_load_matrix(m, NAME(b, il, "ffn_gate_inp.weight"), E, X, &L->router, err) ||
-        load_f32(m, NAME(b, il, "ffn_norm.weight"), E, 0, true, &L->ffn_norm, err))
+        ds4_load_f32(m, NAME(b, il, "ffn_norm.weight"), E, 0, true, &L->ffn_norm, err))
         return -1;
     if (il < hp->ds4_hash_layers) {
         if (load_tid2eid(m, il, L, err)) return -1;
-    } else if (load_f32(m, NAME(b, il, "exp_probs_b.bias"), X, 0, true, &L->exp_bias, err)) {
+    } else if (ds4_load_f32(m, NAME(b, il, "exp_probs_b.bias"), X, 0, true, &L->exp_bias, err)) {
         return -1;
     }
     if (ds4_load_routed(m, il, L, routed, err)) return -1; /* deepseek4_experts.c */
@@ -139,9 +140,9 @@ static int load_ffn(model *m, int il, ds4_layer *L, uint64_t *routed, cf_err *er
         return -1;
     if (il < hp->n_layer) return 0;
     return model_load_matrix(m, NAME(b, il, "nextn.eh_proj.weight"), 2 * E, E, &L->eh_proj, err) ||
-                   load_f32(m, NAME(b, il, "nextn.enorm.weight"), E, 0, true, &L->enorm, err) ||
-                   load_f32(m, NAME(b, il, "nextn.hnorm.weight"), E, 0, true, &L->hnorm, err) ||
-                   load_f32(m, NAME(b, il, "nextn.shared_head_norm.weight"), E, 0, false, &L->head_norm, err)
+                   ds4_load_f32(m, NAME(b, il, "nextn.enorm.weight"), E, 0, true, &L->enorm, err) ||
+                   ds4_load_f32(m, NAME(b, il, "nextn.hnorm.weight"), E, 0, true, &L->hnorm, err) ||
+                   ds4_load_f32(m, NAME(b, il, "nextn.shared_head_norm.weight"), E, 0, false, &L->head_norm, err)
                ? -1
                : 0;
 }
@@ -182,9 +183,9 @@ int ds4_load(model *m, cf_err *err) {
     w->layer = calloc((size_t)w->n_blocks, sizeof *w->layer);
     if (!w->layer) return cf_fail(err, "out of memory");
     int64_t E = hp->n_embd, n = hp->ds4_hc;
-    if (load_f32(m, "output_hc_fn.weight", n * E, n, true, &w->hc_head_fn, err) ||
-        load_f32(m, "output_hc_base.weight", n, 0, true, &w->hc_head_base, err) ||
-        load_f32(m, "output_hc_scale.weight", 1, 0, true, &w->hc_head_scale, err) || read_clamps(m, w, err))
+    if (ds4_load_f32(m, "output_hc_fn.weight", n * E, n, true, &w->hc_head_fn, err) ||
+        ds4_load_f32(m, "output_hc_base.weight", n, 0, true, &w->hc_head_base, err) ||
+        ds4_load_f32(m, "output_hc_scale.weight", 1, 0, true, &w->hc_head_scale, err) || read_clamps(m, w, err))
         return -1;
     if (hp->tied_output) return cf_fail(err, "missing tensor output.weight (deepseek4 has no tied head)");
     uint64_t before = m->weight_bytes, routed_main = 0, mtp_bytes = 0;
@@ -202,7 +203,7 @@ int ds4_load(model *m, cf_err *err) {
     m->active_params = m->n_params; /* refined below: routed experts count k of n */
     uint64_t routed_params = (uint64_t)hp->n_layer * (uint64_t)(3 * E * hp->n_ff_exp) * (uint64_t)hp->n_expert;
     m->active_params -= routed_params - routed_params / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
-    return 0;
+    return ds4_dspark_load(m, &w->dspark, err); /* after the active counts: like the MTP blocks, a drafter's */
 }
 
 static void release_experts(kern_weight *ws, int32_t n) {
@@ -240,6 +241,7 @@ void ds4_release(model *m) {
     free(w->hc_head_fn);
     free(w->hc_head_base);
     free(w->hc_head_scale);
+    ds4_dspark_release(&w->dspark);
     free(w);
     m->layers = NULL;
 }

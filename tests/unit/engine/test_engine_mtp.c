@@ -20,6 +20,11 @@
  *    1e-3);
  *  - a model without an MTP block: the mtp drafter is refused at submit, and
  *    as the engine's default at create.
+ * The same lossless runs and the sampled test run the DSpark block drafter
+ * (CINFER_SPEC_DSPARK, engine_dspark.c) on a deepseek4 model made with
+ * --dspark-block 5 (its MTP block is the stage), with the block cut by
+ * confidence both off and on (the sampled test too); chained MTP is refused on that model, the
+ * dspark drafter on the plain deepseek4 and llama models.
  * Acceptance is reported, not checked: random weights agree by chance only. */
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +40,9 @@ static const model *g_m;
 static thread_pool *g_tp;
 static int32_t g_bt;
 static int32_t g_conf = -1; /* cinfer_engine_options.spec_confidence: -1 verifies every draft (the default tests) */
+static int32_t g_drafter = CINFER_SPEC_MTP; /* the drafter under test: MTP or DSPARK */
+static bool g_need_drafts = true; /* run_set fails when nothing was drafted */
+static int g_hist_batch = 32; /* requests at once in the sampled test */
 
 typedef struct req_spec {
     int32_t prompt[300];
@@ -68,6 +76,11 @@ static model *make_model(const char *arch, const char *name) {
     ds4.index_topk = 3;
     ds4.experts = 4;
     ds4.mtp_layers = 1;
+    if (!strcmp(name, "mtp-dspark")) {
+        ds4.dspark_block = 5;
+        ds4.dspark_taps = "1,2,3";
+        ds4.dspark_rank = 8;
+    }
     char path[512];
     cf_err err = {0};
     model *m = NULL;
@@ -104,11 +117,11 @@ static cinfer_request greedy(const req_spec *s) {
 }
 
 /* Every third request does not speculate, every fourth drafts with n-grams; the rest use MTP. */
-static void run_set(const char *name, int32_t k, int64_t kv, int32_t max_batch, bool sync, bool mixed,
-                    bool expect_preempt) {
-    cinfer_engine *e = make_engine(kv, max_batch, CINFER_SPEC_MTP, k, sync);
+static cinfer_engine_stats run_set(const char *name, int32_t k, int64_t kv, int32_t max_batch, bool sync, bool mixed,
+                                   bool expect_preempt) {
+    cinfer_engine *e = make_engine(kv, max_batch, g_drafter, k, sync);
     CHECK(e != NULL);
-    if (!e) return;
+    if (!e) return (cinfer_engine_stats){0};
     uint64_t ids[NREQ];
     int same = 0;
     for (int i = 0; i < NREQ; i++) {
@@ -126,21 +139,23 @@ static void run_set(const char *name, int32_t k, int64_t kv, int32_t max_batch, 
         CHECKF(ok, "%s: request %d differs (%d vs %d tokens)", name, i, out[i].n_tokens, plain[i].n_tokens);
     }
     cinfer_engine_stats s = cinfer_engine_get_stats(e);
-    uint64_t v = s.spec_verifies[CINFER_SPEC_MTP], d = s.spec_drafted[CINFER_SPEC_MTP];
-    uint64_t a = s.spec_accepted[CINFER_SPEC_MTP];
+    uint64_t v = s.spec_verifies[g_drafter], d = s.spec_drafted[g_drafter];
+    uint64_t a = s.spec_accepted[g_drafter];
     fprintf(stderr,
-            "%s %s k=%d: %d/%d identical, %llu steps, %llu verifies, %llu drafted, %llu accepted (%.3f of drafts, "
+            "%s %s %s k=%d: %d/%d identical, %llu steps, %llu verifies, %llu drafted, %llu accepted (%.3f of drafts, "
             "%.2f per verify), %llu preemptions\n",
-            model_get_hparams(g_m)->arch, name, k, same, NREQ, (unsigned long long)s.steps, (unsigned long long)v,
-            (unsigned long long)d, (unsigned long long)a, d ? (double)a / (double)d : 0.0,
-            v ? (double)a / (double)v : 0.0, (unsigned long long)s.preemptions);
-    CHECK(v > 0 && d > 0 && a <= d);
+            model_get_hparams(g_m)->arch, cinfer_spec_drafter_name(g_drafter), name, k, same, NREQ,
+            (unsigned long long)s.steps, (unsigned long long)v, (unsigned long long)d, (unsigned long long)a,
+            d ? (double)a / (double)d : 0.0, v ? (double)a / (double)v : 0.0, (unsigned long long)s.preemptions);
+    CHECK(a <= d && (!g_need_drafts || (v > 0 && d > 0)));
     if (g_conf >= 0)
-        fprintf(stderr, "  %llu drafts dropped by confidence scheduling\n", (unsigned long long)s.spec_conf_dropped);
-    else CHECK(s.spec_conf_dropped == 0);
+        fprintf(stderr, "  %llu drafts dropped by confidence scheduling, %llu block rows cut\n",
+                (unsigned long long)s.spec_conf_dropped, (unsigned long long)s.spec_block_cut);
+    else CHECK(s.spec_conf_dropped == 0 && s.spec_block_cut == 0);
     if (expect_preempt) CHECK(s.preemptions > 0);
     CHECK(s.kv_blocks_used == 0);
     cinfer_engine_destroy(e);
+    return s;
 }
 
 static void test_lossless(void) {
@@ -173,7 +188,7 @@ static void test_lossless(void) {
     g_conf = -1;
 
     /* a prefix-cache hit, then a cancel mid-generation */
-    e = make_engine(64 << 20, 2048, CINFER_SPEC_MTP, 4, false);
+    e = make_engine(64 << 20, 2048, g_drafter, 4, false);
     CHECK(e != NULL);
     if (!e) return;
     static req_spec longp = {.n_prompt = 300, .max_tokens = 24};
@@ -206,8 +221,8 @@ static void third_token_hist(int32_t d, int n, int32_t *hist) {
     CHECK(e != NULL);
     if (!e) return;
     uint64_t ids[32];
-    for (int base = 0; base < n; base += 32) {
-        int m = n - base < 32 ? n - base : 32;
+    for (int base = 0; base < n; base += g_hist_batch) {
+        int m = n - base < g_hist_batch ? n - base : g_hist_batch;
         for (int i = 0; i < m; i++) {
             cinfer_request r = greedy(&specs[0]);
             r.max_tokens = 3;
@@ -225,6 +240,14 @@ static void third_token_hist(int32_t d, int n, int32_t *hist) {
             if (res.n_tokens == 3) hist[res.tokens[2]]++;
         }
     }
+    cinfer_engine_stats st = cinfer_engine_get_stats(e);
+    if (d != CINFER_SPEC_OFF) {
+        fprintf(stderr, "  sampled %s: %llu drafted, %llu accepted, %llu dropped, %llu cut by confidence\n",
+                cinfer_spec_drafter_name(d), (unsigned long long)st.spec_drafted[d],
+                (unsigned long long)st.spec_accepted[d], (unsigned long long)st.spec_conf_dropped,
+                (unsigned long long)st.spec_block_cut);
+        CHECK(st.spec_drafted[d] > 0); /* the distribution test means nothing without drafts */
+    }
     cinfer_engine_destroy(e);
 }
 
@@ -234,7 +257,7 @@ static void test_sampled(void) {
     memset(plain_h, 0, sizeof plain_h);
     memset(mtp_h, 0, sizeof mtp_h);
     third_token_hist(CINFER_SPEC_OFF, NS, plain_h);
-    third_token_hist(CINFER_SPEC_MTP, NS, mtp_h);
+    third_token_hist(g_drafter, NS, mtp_h);
     double stat = 0;
     int32_t bins = 0, ra = 0, rb = 0;
     for (int32_t i = 0; i <= V; i++) {
@@ -250,8 +273,8 @@ static void test_sampled(void) {
     }
     int32_t df = bins - 1 > 0 ? bins - 1 : 1;
     double h = 2.0 / (9.0 * df), crit = df * pow(1 - h + 3.09 * sqrt(h), 3); /* alpha 1e-3 */
-    fprintf(stderr, "%s sampled third token, mtp vs plain: chi2 %.1f, critical %.1f (df %d)\n",
-            model_get_hparams(g_m)->arch, stat, crit, df);
+    fprintf(stderr, "%s sampled third token, %s vs plain: chi2 %.1f, critical %.1f (df %d)\n",
+            model_get_hparams(g_m)->arch, cinfer_spec_drafter_name(g_drafter), stat, crit, df);
     CHECK(stat <= crit);
 }
 
@@ -358,10 +381,38 @@ static void test_refused(const model *plain_model) {
     g_bt = keep_bt;
 }
 
+/* The dspark drafter where it does not apply, and chained MTP on a model whose MTP block is a DSpark stage. */
+static void test_dspark_refused(const model *m, int32_t drafter, const char *want) {
+    const model *keep = g_m;
+    int32_t keep_bt = g_bt;
+    g_m = m;
+    g_bt = model_kv_block_tokens(m, 16);
+    cinfer_engine *e = make_engine(64 << 20, 2048, CINFER_SPEC_OFF, 0, false);
+    CHECK(e != NULL);
+    cinfer_request r = greedy(&specs[0]);
+    r.speculative.drafter = drafter;
+    char msg[240] = "";
+    CHECK(e && cinfer_engine_submit(e, &r, msg, sizeof msg) == 0 && strstr(msg, want));
+    fprintf(stderr, "refused (%s): %s\n", cinfer_spec_drafter_name(drafter), msg);
+    cinfer_engine_destroy(e);
+    cinfer_engine_options o = {.block_tokens = g_bt,
+                               .kv_memory_bytes = 64 << 20,
+                               .max_batch_tokens = 256,
+                               .max_seqs = 4,
+                               .max_ctx = 256,
+                               .speculative = {.drafter = drafter}};
+    e = NULL;
+    CHECK(cinfer_engine_create(m, g_tp, &o, &e, msg, sizeof msg) != 0 && strstr(msg, want));
+    cinfer_engine_destroy(e);
+    g_m = keep;
+    g_bt = keep_bt;
+}
+
 int main(void) {
     if (access(shared_path("models/stories260K.gguf"), R_OK)) return tu_missing_fixture("models/stories260K.gguf");
     g_tp = pool_create(1);
     model *ds2 = make_model("deepseek2", "mtp-ds2"), *ds4 = make_model("deepseek4", "mtp-ds4");
+    model *dsp = make_model("deepseek4", "mtp-dspark");
     model *llama = NULL;
     cf_err err = {0};
     CHECKF(model_load(shared_path("models/stories260K.gguf"), &llama, &err) == 0, "%s", err.msg);
@@ -377,8 +428,38 @@ int main(void) {
         g_bt = model_kv_block_tokens(ds4, 16);
         test_lossless();
     }
+    if (dsp) {
+        g_m = dsp;
+        g_bt = model_kv_block_tokens(dsp, 16);
+        g_drafter = CINFER_SPEC_DSPARK;
+        test_lossless();
+        test_sampled();
+        /* the block cut by confidence (and the cost scheduling) on: lossless, and under load (all 12 requests
+         * decoding at once: threshold 0.72) a larger share of the block rows is cut than solo (0.1) */
+        g_conf = 0;
+        g_hist_batch = 1; /* one at a time: the cut keeps some rows (32 decoding at once keep none) */
+        test_sampled(); /* the cut reads only earlier drafts: the sampled distribution is unchanged */
+        g_hist_batch = 32;
+        cinfer_engine_stats so = run_set("confidence-cut solo", 8, 64 << 20, 2048, true, false, false);
+        g_need_drafts = false;
+        cinfer_engine_stats ba = run_set("confidence-cut batched", 8, 64 << 20, 2048, false, false, false);
+        g_need_drafts = true;
+        g_conf = -1;
+        /* the cut's share of the block rows (the cost scheduling after it depends on timing: not compared) */
+        double cs = (double)so.spec_block_cut /
+                    (double)(so.spec_drafted[CINFER_SPEC_DSPARK] + so.spec_conf_dropped + so.spec_block_cut + 1e-9);
+        double cb = (double)ba.spec_block_cut /
+                    (double)(ba.spec_drafted[CINFER_SPEC_DSPARK] + ba.spec_conf_dropped + ba.spec_block_cut + 1e-9);
+        fprintf(stderr, "dspark share of block rows cut by confidence: solo %.3f, batched %.3f\n", cs, cb);
+        CHECK(so.spec_block_cut > 0 && ba.spec_block_cut > 0 && cb > cs);
+        g_drafter = CINFER_SPEC_MTP;
+        test_dspark_refused(dsp, CINFER_SPEC_MTP, "DSpark stages");
+        if (ds4) test_dspark_refused(ds4, CINFER_SPEC_DSPARK, "no DSpark tensors");
+    }
     if (llama) test_refused(llama);
+    if (llama) test_dspark_refused(llama, CINFER_SPEC_DSPARK, "dspark");
     model_free(ds2);
+    model_free(dsp);
     model_free(ds4);
     model_free(llama);
     pool_destroy(g_tp);

@@ -6,7 +6,10 @@
  *    cases (the early stop, which keeps admissions independent of later
  *    drafts, can stop short of the global best);
  *  - a free cost line admits every draft; a steep one admits none; admitted
- *    drafts are always prefixes, ties go to the earlier draft. */
+ *    drafts are always prefixes, ties go to the earlier draft;
+ *  - the DSpark block cut's threshold: 0.1 for a lone decode, rising with
+ *    the decoding batch (0.19 at 2, 0.34 at 4), capped at 0.99, and a batch
+ *    of 0 counts as 1. */
 #include <math.h>
 #include <string.h>
 
@@ -94,7 +97,21 @@ static void test_pick(void) {
     CHECK(a == keep[0] && keep[0] == 4);
 }
 
+static void test_threshold(void) {
+    CHECK(fabsf(spec_conf_threshold(1) - 0.1f) < 1e-6f);
+    CHECK(fabsf(spec_conf_threshold(2) - 0.19f) < 1e-6f);
+    CHECK(fabsf(spec_conf_threshold(4) - 0.3439f) < 1e-6f);
+    CHECK(spec_conf_threshold(0) == spec_conf_threshold(1));
+    float prev = 0;
+    for (int32_t n = 1; n <= 4096; n *= 2) {
+        float t = spec_conf_threshold(n);
+        CHECKF(t >= prev && t <= (float)SPEC_CONF_MAX_THR, "threshold(%d) = %g", n, (double)t);
+        prev = t;
+    }
+}
+
 int main(void) {
+    test_threshold();
     test_fit();
     test_pick();
     return test_finish();
