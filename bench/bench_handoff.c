@@ -41,6 +41,7 @@ typedef struct bh_state {
     uint64_t bytes, msgs;
     int ended, failed, inflight, flushed;
     uint64_t events; /* callbacks run so far (bh_wait sleeps only when a progress call ran none) */
+    uint64_t sleeps, timeouts; /* bh_wait: waits on the fd, and those that ended by the 1 ms timeout */
     uint8_t *staging; /* receiver: where data is placed (NULL: malloc per message) */
     size_t staging_bytes, staging_at;
     xfer_pool *pool; /* pool mode: one run of pool_msgs messages per handoff */
@@ -130,12 +131,13 @@ static void on_flush(void *ctx, int status) {
  * sleep on the fd (at most the worker's 1 ms tick). A callback returns at once: the caller acts on it (a
  * freed window slot is refilled before sleeping). Neither side spins: on a shared machine a spinning peer
  * takes the CPU the copy needs. */
-static void bh_wait(xfer_node *n, const bh_state *s) {
+static void bh_wait(xfer_node *n, bh_state *s) {
     uint64_t seen = s->events;
     xfer_progress(n);
     if (s->events != seen) return;
     struct pollfd p = {.fd = xfer_fd(n), .events = POLLIN};
-    (void)poll(&p, 1, 1);
+    s->sleeps++;
+    if (poll(&p, 1, 1) == 0) s->timeouts++;
 }
 
 /* "pool:SIZE:POOL:MSGS" -> a pre-faulted pool in s (0), or -1. */
@@ -181,9 +183,16 @@ static int run_recv(const char *listen, const char *mode) {
     printf("listening %s\nworker ucx:%s\n", xfer_listen_addr(n), xfer_worker_address(n));
     fflush(stdout);
     while (!s.ended) bh_wait(n, &s);
+    uint64_t sleeps = s.sleeps, timeouts = s.timeouts; /* until the END (the tail below waits on purpose) */
     for (double t = now_s(); now_s() - t < 1.0;) bh_wait(n, &s); /* the sender's flush completes, it leaves */
-    printf("received %llu bytes in %llu messages%s\n", (unsigned long long)s.bytes, (unsigned long long)s.msgs,
-           s.failed ? " (some receives failed)" : "");
+    xfer_rx_stats rs;
+    xfer_get_rx_stats(n, &rs);
+    printf("received %llu bytes in %llu messages%s: pulled %llu, copied %llu, unplaced %llu bytes, %llu stalls; "
+           "%llu waits, %llu timed out\n",
+           (unsigned long long)s.bytes, (unsigned long long)s.msgs, s.failed ? " (some receives failed)" : "",
+           (unsigned long long)rs.pulled_bytes, (unsigned long long)rs.copied_bytes,
+           (unsigned long long)rs.unplaced_bytes, (unsigned long long)rs.stalls, (unsigned long long)sleeps,
+           (unsigned long long)timeouts);
     xfer_close(n);
     free(s.staging);
     for (int i = 0; i < 64; i++) xfer_pool_put(s.pool, s.runs_out[i]); /* a partial last handoff */
@@ -229,8 +238,8 @@ static int run_send(const char *peer, size_t size, int count, int window) {
     double dt = now_s() - t0;
     if (s.failed || s.flushed < 0) goto fail;
     double bytes = (double)size * count;
-    printf("size %zu count %d window %d: %.0f bytes in %.4f s = %.3f GB/s\n", size, count, window, bytes, dt,
-           bytes / dt / 1e9);
+    printf("size %zu count %d window %d: %.0f bytes in %.4f s = %.3f GB/s (%llu waits, %llu timed out)\n", size,
+           count, window, bytes, dt, bytes / dt / 1e9, (unsigned long long)s.sleeps, (unsigned long long)s.timeouts);
     xfer_close(n);
     free(buf);
     return 0;

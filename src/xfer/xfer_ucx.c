@@ -1,7 +1,9 @@
 /* xfer_ucx.c - see xfer_ucx.h. One ucp worker in single-thread mode, used
- * only from the owner's loop thread. Operations carry a heap xfer_op (freed
- * by their completion callback); received messages are checked in the active
- * message callback (before any allocation), queued (rendezvous messages
+ * only from the owner's loop thread. Operations carry an xfer_op (given back
+ * to the node's spare list after their completion callback, as receive
+ * records are after delivery: no allocation per message once warm); received
+ * messages are checked in the active message callback (before any
+ * allocation), queued (rendezvous messages
  * with their descriptor: the pull into the owner's placement or a malloc'd
  * buffer starts from deliver, in order, outside UCX), and handed to on_message after
  * ucp_worker_progress returns, so the owner never runs inside UCX. Delivery
@@ -29,6 +31,7 @@
 #define XFER_MAX_PEERS 64
 #define XFER_PEER_NAME 96
 #define XFER_WORKER_ADDR_MAX 4096 /* bytes of a worker address we accept (hex: twice that) */
+#define XFER_SPARE_MAX 256 /* finished operation / receive records kept for reuse, of each kind */
 
 typedef struct xfer_op {
     struct xfer_op *next; /* on the done list, or on a peer's flush_wait list */
@@ -82,7 +85,50 @@ struct xfer_node {
     xfer_op *done_head, *done_tail; /* completed operations, callbacks to run */
     bool stalled; /* the head of the delivery queue waits on XFER_PLACE_LATER */
     xfer_rx_stats rx_stats;
+    xfer_op *spare_ops; /* finished records for reuse (op_take / rx_take): a steady stream of messages */
+    xfer_rx *spare_rx; /* allocates nothing once as many are in flight as ever were */
+    int n_spare_ops, n_spare_rx;
 };
+
+/* Operation and receive records come from the node's spare lists (malloc only when empty) and go back
+ * there (free only above XFER_SPARE_MAX): no allocation per message in steady state. */
+static xfer_op *op_take(xfer_node *n) {
+    xfer_op *op = n->spare_ops;
+    if (!op) return malloc(sizeof *op);
+    n->spare_ops = op->next;
+    n->n_spare_ops--;
+    return op;
+}
+
+static void op_give(xfer_node *n, xfer_op *op) {
+    if (n->n_spare_ops >= XFER_SPARE_MAX) {
+        free(op);
+        return;
+    }
+    op->next = n->spare_ops;
+    n->spare_ops = op;
+    n->n_spare_ops++;
+}
+
+static xfer_rx *rx_take(xfer_node *n) {
+    xfer_rx *rx = n->spare_rx;
+    if (!rx) return calloc(1, sizeof *rx);
+    n->spare_rx = rx->next;
+    n->n_spare_rx--;
+    *rx = (xfer_rx){0};
+    return rx;
+}
+
+static void rx_give(xfer_node *n, xfer_rx *rx) {
+    if (!rx) return;
+    if (n->n_spare_rx >= XFER_SPARE_MAX) {
+        free(rx);
+        return;
+    }
+    rx->next = n->spare_rx;
+    n->spare_rx = rx;
+    n->n_spare_rx++;
+}
 
 int xfer_parse_hostport(const char *s, char *host, size_t host_cap, uint16_t *port, cf_err *err) {
     const char *colon = s ? strrchr(s, ':') : NULL;
@@ -157,7 +203,7 @@ static void rx_pull(xfer_node *n, xfer_rx *rx) {
     if (!rx->placed && !(rx->data = malloc(len))) {
         LOG_WARN("handoff: message dropped: out of memory");
         ucp_am_data_release(n->w, desc); /* the sender's request completes without the data */
-        free(rx);
+        rx_give(n, rx);
         return;
     }
     if (rx->placed) n->rx_stats.pulled_bytes += len;
@@ -215,9 +261,9 @@ static ucs_status_t on_am(void *arg, const void *hdr, size_t hlen, void *data, s
     if (xfer_frame_decode(hdr, hlen, len, &f, &err) ||
         (len > n->max_message &&
          cf_fail(&err, "a %zu-byte message (limit %llu)", len, (unsigned long long)n->max_message)) ||
-        !(rx = calloc(1, sizeof *rx)) || (!rndv && len && !(rx->data = malloc(len)))) {
+        !(rx = rx_take(n)) || (!rndv && len && !(rx->data = malloc(len)))) {
         LOG_WARN("handoff: message dropped: %s", err.msg[0] ? err.msg : "out of memory");
-        free(rx);
+        rx_give(n, rx);
         return UCS_OK; /* not received: UCX drops it (a rendezvous sender's request completes) */
     }
     rx->n = n;
@@ -335,7 +381,7 @@ static void deliver(xfer_node *n) {
         n->pending--;
         if (op->send_ep) send_settled(n, op->send_ep);
         op->cb(op->ctx, op->status);
-        free(op);
+        op_give(n, op);
     }
     while (n->rx_head) {
         xfer_rx *rx = n->rx_head;
@@ -345,7 +391,7 @@ static void deliver(xfer_node *n) {
         if (!n->rx_head) n->rx_tail = NULL;
         if (rx->desc) {
             if (n->w) rx_pull(n, rx); /* queued again when done at once; else rx_done queues it */
-            else free(rx); /* closed before it was pulled: never received, nothing placed */
+            else rx_give(n, rx); /* closed before it was pulled: never received, nothing placed */
             continue;
         }
         if (rx->placed) n->on_placed(n->mctx, &rx->f, rx->token, rx->failed ? -1 : 0);
@@ -354,7 +400,7 @@ static void deliver(xfer_node *n) {
             if (!rx->rndv) n->rx_stats.unplaced_bytes += rx->f.data_len; /* rendezvous: counted at the pull */
             n->on_message(n->mctx, &rx->f, rx->data);
         }
-        free(rx);
+        rx_give(n, rx);
     }
     n->stalled = false;
 }
@@ -455,6 +501,16 @@ void xfer_close(xfer_node *n) {
     }
     deliver(n);
     ucp_cleanup(n->ctx);
+    while (n->spare_ops) {
+        xfer_op *op = n->spare_ops;
+        n->spare_ops = op->next;
+        free(op);
+    }
+    while (n->spare_rx) {
+        xfer_rx *rx = n->spare_rx;
+        n->spare_rx = rx->next;
+        free(rx);
+    }
     free(n->addr_hex);
     free(n->accepted);
     free(n);
@@ -543,7 +599,7 @@ const char *xfer_worker_address(xfer_node *n) {
 }
 
 static xfer_op *op_new(xfer_node *n, xfer_done_fn cb, void *ctx, cf_err *err) {
-    xfer_op *op = malloc(sizeof *op);
+    xfer_op *op = op_take(n);
     if (!op) return cf_fail(err, "handoff: out of memory"), NULL;
     *op = (xfer_op){.n = n, .cb = cb, .ctx = ctx};
     return op;
@@ -551,7 +607,7 @@ static xfer_op *op_new(xfer_node *n, xfer_done_fn cb, void *ctx, cf_err *err) {
 
 static int op_issued(xfer_node *n, xfer_peer *pr, xfer_op *op, ucs_status_ptr_t r, cf_err *err) {
     if (UCS_PTR_IS_ERR(r)) {
-        free(op);
+        op_give(n, op);
         pr->failed = true;
         return cf_fail(err, "handoff: send to %.80s: %s", pr->name, ucs_status_string(UCS_PTR_STATUS(r)));
     }
