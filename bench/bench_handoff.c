@@ -5,7 +5,9 @@
  * in flight), and the sender reports GB/s from its first send to the flush
  * that confirms everything reached the receiver. bench/handoff.sh runs it
  * next to `ucx_perftest -t ucp_am_bw` on the same path (same UCX_TLS, same
- * namespaces, same sizes).
+ * namespaces, same sizes). The sender's buffer is allocated as a prefill
+ * worker's export buffer is (kern_alloc_stream: 2 MiB aligned, transparent
+ * huge pages asked for; a CMA pull walks the sender's pages).
  *
  * The receiver either places each message's data straight into a staging
  * buffer of STAGING bytes (round robin; as a decode worker receives RECORDS
@@ -26,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tensor/kernels.h"
 #include "xfer/xfer_pool.h"
 #include "xfer/xfer_ucx.h"
 
@@ -205,7 +208,7 @@ static int run_send(const char *peer, size_t size, int count, int window) {
     xfer_node *n;
     cf_err err = {0};
     xfer_config c = {.on_message = on_msg, .ctx = &s};
-    uint8_t *buf = malloc(size);
+    uint8_t *buf = kern_alloc_stream(size, NULL); /* as a prefill worker's export buffer (cinfer_kv_export_new) */
     uint8_t frame[XFER_FRAME_BYTES];
     if (!buf || xfer_open(&c, &n, &err)) {
         fprintf(stderr, "bench_handoff: %s\n", buf ? err.msg : "out of memory");

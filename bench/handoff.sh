@@ -53,18 +53,17 @@ bh=$build/bench_handoff
 [ -x "$bh" ] || { echo "no $bh (build the bench_handoff target)"; exit 1; }
 command -v ucx_perftest >/dev/null || { echo "no ucx_perftest (apt-get install ucx-utils)"; exit 1; }
 case $repeat in '' | *[!0-9]* | 0) echo "handoff.sh: REPEAT must be a positive integer" >&2; exit 2 ;; esac
-port_base=$((20000 + $$ % 10000)) # per run, so two runs at once do not collide
-next_port() { port_base=$((port_base + 1)); echo "$port_base"; }
+port=$((20000 + $$ % 10000)) # a fresh port per server (row advances it), so two runs at once do not collide
 
-# ours RUN_RECV RUN_SEND HOST TLS [SCHEME [STAGING | pool:SIZE:POOL:MSGS]] -> GB/s; SCHEME "shm" (one host: what a prefill worker
-# uses when D's /handoff/info names its own host) or "ucx" (peer-failure detection: no shared memory)
+# ours RUN_RECV RUN_SEND HOST:PORT TLS SCHEME STAGING|pool:SIZE:POOL:MSGS -> GB/s; SCHEME "shm" (one host: what a prefill
+# worker uses when D's /handoff/info names its own host) or "ucx" (peer-failure detection: no shared memory)
 ours() {
-    local rr=$1 rs=$2 host=$3 tls=$4 scheme=${5:-ucx} staging=${6:-$((size * count))}
-    local out i
+    local rr=$1 rs=$2 addr=$3 tls=$4 scheme=$5 staging=$6
+    local out
     out=$(mktemp)
-    UCX_TLS=$tls $rr "$bh" recv "$host:$(next_port)" "$staging" >"$out" 2>/dev/null &
+    UCX_TLS=$tls $rr "$bh" recv "$addr" "$staging" >"$out" 2>/dev/null &
     local rp=$!
-    for i in $(seq 150); do grep -q '^worker ucx:' "$out" && break; sleep 0.2; done # a loaded machine starts slowly
+    for _ in $(seq 150); do grep -q '^worker ucx:' "$out" && break; sleep 0.2; done # a loaded machine starts slowly
     # as a prefill worker does: D's worker address from /handoff/info ("ucx_address")
     UCX_TLS=$tls $rs "$bh" send "$(sed -n "s/^worker ucx:/$scheme:/p" "$out")" "$size" "$count" "$window" 2>/dev/null |
         sed -n 's/.* = \([0-9.]*\) GB\/s.*/\1/p'
@@ -72,37 +71,39 @@ ours() {
     wait "$rp" 2>/dev/null
     rm -f "$out"
 }
-# perf RUN_SERVER RUN_CLIENT HOST TLS ARGS -> GB/s (perftest's overall MB/s is 2^20 bytes/s)
+# perf RUN_SERVER RUN_CLIENT HOST PORT TLS ARGS -> GB/s (perftest's overall MB/s is 2^20 bytes/s)
 perf() {
-    local rr=$1 rs=$2 host=$3 tls=$4 args=$5 port i
-    port=$(next_port)
+    local rr=$1 rs=$2 host=$3 port=$4 tls=$5 args=$6
     UCX_TLS=$tls $rr ucx_perftest -p "$port" >/dev/null 2>&1 &
     local rp=$!
-    for i in $(seq 150); do $rr ss -ltnH "sport = :$port" 2>/dev/null | grep -q . && break; sleep 0.2; done
+    for _ in $(seq 150); do $rr ss -ltnH "sport = :$port" 2>/dev/null | grep -q . && break; sleep 0.2; done
     # shellcheck disable=SC2086  # args: separate perftest options
     UCX_TLS=$tls $rs ucx_perftest "$host" -p "$port" -t ucp_am_bw -s "$size" -n "$count" -w 10 -O "$window" $args 2>/dev/null |
         awk '/^Final:/ {printf "%.3f\n", $7 * 1048576 / 1e9}'
     kill "$rp" 2>/dev/null
     wait "$rp" 2>/dev/null
 }
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "0"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+or_fail() { echo "${1:-fail}"; } # a round that printed no result shows as "fail" and is left out of the median
+median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "0"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
 # row ID NAME RUN_RECV RUN_SEND HOST TLS SCHEME STAGING PERFTEST_ARGS [REF_ARGS]: REPEAT rounds of ours, perftest
 # -E poll, perftest -E sleep (and, with REF_ARGS, a reference perftest -E sleep), then one line
 row() {
     local id=$1 name=$2 rr=$3 rs=$4 host=$5 tls=$6 scheme=$7 staging=$8 pargs=$9 ref=${10:-}
     case $rows in *" $id "*) ;; *) return ;; esac
-    local a="" b="" c="" d="" r
-    for r in $(seq "$repeat"); do
-        a="$a $(ours "$rr" "$rs" "$host" "$tls" "$scheme" "$staging")"
-        b="$b $(perf "$rr" "$rs" "$host" "$tls" "$pargs -E poll")"
-        c="$c $(perf "$rr" "$rs" "$host" "$tls" "$pargs -E sleep")"
-        [ -n "$ref" ] && d="$d $(perf "$rr" "$rs" "$host" "$tls" "$ref -E sleep")"
+    local a="" b="" c="" d=""
+    for _ in $(seq "$repeat"); do
+        port=$((port + 4))
+        a="$a $(or_fail "$(ours "$rr" "$rs" "$host:$port" "$tls" "$scheme" "$staging")")"
+        b="$b $(or_fail "$(perf "$rr" "$rs" "$host" $((port + 1)) "$tls" "$pargs -E poll")")"
+        c="$c $(or_fail "$(perf "$rr" "$rs" "$host" $((port + 2)) "$tls" "$pargs -E sleep")")"
+        [ -n "$ref" ] && d="$d $(or_fail "$(perf "$rr" "$rs" "$host" $((port + 3)) "$tls" "$ref -E sleep")")"
     done
     local ma mb mc best
     ma=$(echo "$a" | median) mb=$(echo "$b" | median) mc=$(echo "$c" | median)
     best=$(awk -v b="$mb" -v c="$mc" 'BEGIN {print (b > c ? b : c)}')
-    local line="($id) $name: bench_handoff$a = $ma GB/s, ucx_perftest ucp_am_bw${pargs:+ $pargs} -E poll$b = $mb, -E sleep$c = $mc GB/s (medians), ratio $(ratio "$ma" "$best")"
+    local line
+    line="($id) $name: bench_handoff$a = $ma GB/s, ucx_perftest ucp_am_bw${pargs:+ $pargs} -E poll$b = $mb, -E sleep$c = $mc GB/s (medians), ratio $(ratio "$ma" "$best")"
     if [ -n "$ref" ]; then
         local md
         md=$(echo "$d" | median)
