@@ -50,6 +50,11 @@ typedef struct xfer_peer {
     xfer_op *flush_wait; /* flushes waiting for sends == 0 (ucp's flush does not cover active messages) */
 } xfer_peer;
 
+typedef struct xfer_spares { /* a free list of records (spare_take / spare_give) */
+    void *head;
+    int n;
+} xfer_spares;
+
 typedef struct xfer_rx { /* a received message waiting for its data or for delivery */
     struct xfer_rx *next; /* on the delivery queue, or on the in-flight list while its data comes */
     xfer_node *n;
@@ -85,49 +90,39 @@ struct xfer_node {
     xfer_op *done_head, *done_tail; /* completed operations, callbacks to run */
     bool stalled; /* the head of the delivery queue waits on XFER_PLACE_LATER */
     xfer_rx_stats rx_stats;
-    xfer_op *spare_ops; /* finished records for reuse (op_take / rx_take): a steady stream of messages */
-    xfer_rx *spare_rx; /* allocates nothing once as many are in flight as ever were */
-    int n_spare_ops, n_spare_rx;
+    xfer_spares spare_ops, spare_rx; /* finished xfer_op / xfer_rx records for reuse: a steady stream of
+                                      * messages allocates nothing once as many are in flight as ever were */
 };
 
 /* Operation and receive records come from the node's spare lists (malloc only when empty) and go back
- * there (free only above XFER_SPARE_MAX): no allocation per message in steady state. */
-static xfer_op *op_take(xfer_node *n) {
-    xfer_op *op = n->spare_ops;
-    if (!op) return malloc(sizeof *op);
-    n->spare_ops = op->next;
-    n->n_spare_ops--;
-    return op;
+ * there (free only above XFER_SPARE_MAX). A spare record's first bytes hold the link to the next one. */
+static void *spare_take(xfer_spares *s, size_t size) {
+    void *e = s->head;
+    if (!e) return malloc(size);
+    memcpy(&s->head, e, sizeof s->head);
+    s->n--;
+    return e;
 }
 
-static void op_give(xfer_node *n, xfer_op *op) {
-    if (n->n_spare_ops >= XFER_SPARE_MAX) {
-        free(op);
+static void spare_give(xfer_spares *s, void *e) {
+    if (!e) return;
+    if (s->n >= XFER_SPARE_MAX) {
+        free(e);
         return;
     }
-    op->next = n->spare_ops;
-    n->spare_ops = op;
-    n->n_spare_ops++;
+    memcpy(e, &s->head, sizeof s->head);
+    s->head = e;
+    s->n++;
+}
+
+static void spare_free(xfer_spares *s) {
+    while (s->head) free(spare_take(s, 0));
 }
 
 static xfer_rx *rx_take(xfer_node *n) {
-    xfer_rx *rx = n->spare_rx;
-    if (!rx) return calloc(1, sizeof *rx);
-    n->spare_rx = rx->next;
-    n->n_spare_rx--;
-    *rx = (xfer_rx){0};
+    xfer_rx *rx = spare_take(&n->spare_rx, sizeof *rx);
+    if (rx) *rx = (xfer_rx){0};
     return rx;
-}
-
-static void rx_give(xfer_node *n, xfer_rx *rx) {
-    if (!rx) return;
-    if (n->n_spare_rx >= XFER_SPARE_MAX) {
-        free(rx);
-        return;
-    }
-    rx->next = n->spare_rx;
-    n->spare_rx = rx;
-    n->n_spare_rx++;
 }
 
 int xfer_parse_hostport(const char *s, char *host, size_t host_cap, uint16_t *port, cf_err *err) {
@@ -203,7 +198,7 @@ static void rx_pull(xfer_node *n, xfer_rx *rx) {
     if (!rx->placed && !(rx->data = malloc(len))) {
         LOG_WARN("handoff: message dropped: out of memory");
         ucp_am_data_release(n->w, desc); /* the sender's request completes without the data */
-        rx_give(n, rx);
+        spare_give(&n->spare_rx, rx);
         return;
     }
     if (rx->placed) n->rx_stats.pulled_bytes += len;
@@ -263,7 +258,7 @@ static ucs_status_t on_am(void *arg, const void *hdr, size_t hlen, void *data, s
          cf_fail(&err, "a %zu-byte message (limit %llu)", len, (unsigned long long)n->max_message)) ||
         !(rx = rx_take(n)) || (!rndv && len && !(rx->data = malloc(len)))) {
         LOG_WARN("handoff: message dropped: %s", err.msg[0] ? err.msg : "out of memory");
-        rx_give(n, rx);
+        spare_give(&n->spare_rx, rx);
         return UCS_OK; /* not received: UCX drops it (a rendezvous sender's request completes) */
     }
     rx->n = n;
@@ -381,7 +376,7 @@ static void deliver(xfer_node *n) {
         n->pending--;
         if (op->send_ep) send_settled(n, op->send_ep);
         op->cb(op->ctx, op->status);
-        op_give(n, op);
+        spare_give(&n->spare_ops, op);
     }
     while (n->rx_head) {
         xfer_rx *rx = n->rx_head;
@@ -391,7 +386,7 @@ static void deliver(xfer_node *n) {
         if (!n->rx_head) n->rx_tail = NULL;
         if (rx->desc) {
             if (n->w) rx_pull(n, rx); /* queued again when done at once; else rx_done queues it */
-            else rx_give(n, rx); /* closed before it was pulled: never received, nothing placed */
+            else spare_give(&n->spare_rx, rx); /* closed before it was pulled: never received, nothing placed */
             continue;
         }
         if (rx->placed) n->on_placed(n->mctx, &rx->f, rx->token, rx->failed ? -1 : 0);
@@ -400,7 +395,7 @@ static void deliver(xfer_node *n) {
             if (!rx->rndv) n->rx_stats.unplaced_bytes += rx->f.data_len; /* rendezvous: counted at the pull */
             n->on_message(n->mctx, &rx->f, rx->data);
         }
-        rx_give(n, rx);
+        spare_give(&n->spare_rx, rx);
     }
     n->stalled = false;
 }
@@ -501,16 +496,8 @@ void xfer_close(xfer_node *n) {
     }
     deliver(n);
     ucp_cleanup(n->ctx);
-    while (n->spare_ops) {
-        xfer_op *op = n->spare_ops;
-        n->spare_ops = op->next;
-        free(op);
-    }
-    while (n->spare_rx) {
-        xfer_rx *rx = n->spare_rx;
-        n->spare_rx = rx->next;
-        free(rx);
-    }
+    spare_free(&n->spare_ops);
+    spare_free(&n->spare_rx);
     free(n->addr_hex);
     free(n->accepted);
     free(n);
@@ -599,7 +586,7 @@ const char *xfer_worker_address(xfer_node *n) {
 }
 
 static xfer_op *op_new(xfer_node *n, xfer_done_fn cb, void *ctx, cf_err *err) {
-    xfer_op *op = op_take(n);
+    xfer_op *op = spare_take(&n->spare_ops, sizeof *op);
     if (!op) return cf_fail(err, "handoff: out of memory"), NULL;
     *op = (xfer_op){.n = n, .cb = cb, .ctx = ctx};
     return op;
@@ -607,7 +594,7 @@ static xfer_op *op_new(xfer_node *n, xfer_done_fn cb, void *ctx, cf_err *err) {
 
 static int op_issued(xfer_node *n, xfer_peer *pr, xfer_op *op, ucs_status_ptr_t r, cf_err *err) {
     if (UCS_PTR_IS_ERR(r)) {
-        op_give(n, op);
+        spare_give(&n->spare_ops, op);
         pr->failed = true;
         return cf_fail(err, "handoff: send to %.80s: %s", pr->name, ucs_status_string(UCS_PTR_STATUS(r)));
     }
