@@ -8,7 +8,8 @@
  * buffer starts from deliver, in order, outside UCX), and handed to on_message after
  * ucp_worker_progress returns, so the owner never runs inside UCX. Delivery
  * is strictly in arrival order: a placement answering "later" stops it at
- * that message (back-pressure) until a later progress call. Failed
+ * that message (back-pressure) until a later progress call; finished pulls
+ * of messages placed before it are reported from their own list meanwhile. Failed
  * endpoints (UCX's error callback) are marked and force-closed by the next
  * xfer_progress; their pending operations then complete with an error.
  * A flush waits for its peer's sends in flight (xfer_peer.sends) before
@@ -87,6 +88,8 @@ struct xfer_node {
     int pending;
     xfer_rx *rx_head, *rx_tail; /* complete, to deliver */
     xfer_rx *rx_inflight; /* rendezvous receives not complete yet (failed at close) */
+    xfer_rx *pulled_head, *pulled_tail; /* rendezvous receives complete (or failed), to report: never
+                                         * behind a stalled arrival (its room may wait on these) */
     xfer_op *done_head, *done_tail; /* completed operations, callbacks to run */
     bool stalled; /* the head of the delivery queue waits on XFER_PLACE_LATER */
     xfer_rx_stats rx_stats;
@@ -175,6 +178,13 @@ static void rx_push(xfer_node *n, xfer_rx *rx) {
     n->rx_tail = rx;
 }
 
+static void pulled_push(xfer_node *n, xfer_rx *rx) {
+    rx->next = NULL;
+    if (n->pulled_tail) n->pulled_tail->next = rx;
+    else n->pulled_head = rx;
+    n->pulled_tail = rx;
+}
+
 static void rx_done(void *req, ucs_status_t st, size_t len, void *user) {
     xfer_rx *rx = user;
     (void)len;
@@ -185,7 +195,7 @@ static void rx_done(void *req, ucs_status_t st, size_t len, void *user) {
         }
     rx->n->pending--; /* counted at the receive (deliver does not count messages) */
     rx->failed = st != UCS_OK;
-    rx_push(rx->n, rx);
+    pulled_push(rx->n, rx);
     ucp_request_free(req);
 }
 
@@ -211,9 +221,9 @@ static void rx_pull(xfer_node *n, xfer_rx *rx) {
     if (UCS_PTR_IS_ERR(r)) {
         LOG_WARN("handoff: receive failed: %s", ucs_status_string(UCS_PTR_STATUS(r)));
         rx->failed = true; /* delivered as a failure (a placement hears of it) */
-        rx_push(n, rx);
+        pulled_push(n, rx);
     } else if (r == NULL) {
-        rx_push(n, rx);
+        pulled_push(n, rx);
     } else {
         n->pending++;
         rx->next = n->rx_inflight;
@@ -367,6 +377,29 @@ static void send_settled(xfer_node *n, ucp_ep_h ep) {
     }
 }
 
+/* Hands one received message over: on_placed for a placement, on_message for malloc'd data. */
+static void rx_finish(xfer_node *n, xfer_rx *rx) {
+    if (rx->placed) n->on_placed(n->mctx, &rx->f, rx->token, rx->failed ? -1 : 0);
+    else if (rx->failed) free(rx->data);
+    else {
+        if (!rx->rndv) n->rx_stats.unplaced_bytes += rx->f.data_len; /* rendezvous: counted at the pull */
+        n->on_message(n->mctx, &rx->f, rx->data);
+    }
+    spare_give(&n->spare_rx, rx);
+}
+
+/* Reports finished rendezvous receives. They are apart from the arrival queue: a placement answering
+ * "later" may be waiting for exactly these (their buffer goes back when its handoff is complete), so
+ * they must not queue behind it. */
+static void deliver_pulled(xfer_node *n) {
+    while (n->pulled_head) {
+        xfer_rx *rx = n->pulled_head;
+        n->pulled_head = rx->next;
+        if (!n->pulled_head) n->pulled_tail = NULL;
+        rx_finish(n, rx);
+    }
+}
+
 /* Runs completed operations' callbacks and hands received messages over (outside UCX). */
 static void deliver(xfer_node *n) {
     while (n->done_head) {
@@ -378,26 +411,22 @@ static void deliver(xfer_node *n) {
         op->cb(op->ctx, op->status);
         spare_give(&n->spare_ops, op);
     }
+    deliver_pulled(n);
     while (n->rx_head) {
         xfer_rx *rx = n->rx_head;
-        if (!rx_decide(n, rx)) return; /* back-pressure: asked again on the next progress call */
+        if (!rx_decide(n, rx)) break; /* back-pressure: asked again on the next progress call */
         n->stalled = false;
         n->rx_head = rx->next;
         if (!n->rx_head) n->rx_tail = NULL;
         if (rx->desc) {
-            if (n->w) rx_pull(n, rx); /* queued again when done at once; else rx_done queues it */
+            if (n->w) rx_pull(n, rx); /* on the pulled list when done at once; else rx_done puts it there */
             else spare_give(&n->spare_rx, rx); /* closed before it was pulled: never received, nothing placed */
             continue;
         }
-        if (rx->placed) n->on_placed(n->mctx, &rx->f, rx->token, rx->failed ? -1 : 0);
-        else if (rx->failed) free(rx->data);
-        else {
-            if (!rx->rndv) n->rx_stats.unplaced_bytes += rx->f.data_len; /* rendezvous: counted at the pull */
-            n->on_message(n->mctx, &rx->f, rx->data);
-        }
-        spare_give(&n->spare_rx, rx);
+        rx_finish(n, rx);
     }
-    n->stalled = false;
+    if (!n->rx_head) n->stalled = false;
+    deliver_pulled(n); /* pulls that completed at once above */
 }
 
 void xfer_poll(xfer_node *n) {
@@ -492,7 +521,7 @@ void xfer_close(xfer_node *n) {
         xfer_rx *rx = n->rx_inflight;
         n->rx_inflight = rx->next;
         rx->failed = true;
-        rx_push(n, rx);
+        pulled_push(n, rx);
     }
     deliver(n);
     ucp_cleanup(n->ctx);
