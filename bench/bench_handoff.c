@@ -5,7 +5,9 @@
  * in flight), and the sender reports GB/s from its first send to the flush
  * that confirms everything reached the receiver. bench/handoff.sh runs it
  * next to `ucx_perftest -t ucp_am_bw` on the same path (same UCX_TLS, same
- * namespaces, same sizes).
+ * namespaces, same sizes). The sender's buffer is allocated as a prefill
+ * worker's export buffer is (kern_alloc_stream: 2 MiB aligned, transparent
+ * huge pages asked for; a CMA pull walks the sender's pages).
  *
  * The receiver either places each message's data straight into a staging
  * buffer of STAGING bytes (round robin; as a decode worker receives RECORDS
@@ -26,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tensor/kernels.h"
 #include "xfer/xfer_pool.h"
 #include "xfer/xfer_ucx.h"
 
@@ -41,6 +44,7 @@ typedef struct bh_state {
     uint64_t bytes, msgs;
     int ended, failed, inflight, flushed;
     uint64_t events; /* callbacks run so far (bh_wait sleeps only when a progress call ran none) */
+    uint64_t sleeps, timeouts; /* bh_wait: waits on the fd, and those that ended by the 1 ms timeout */
     uint8_t *staging; /* receiver: where data is placed (NULL: malloc per message) */
     size_t staging_bytes, staging_at;
     xfer_pool *pool; /* pool mode: one run of pool_msgs messages per handoff */
@@ -130,12 +134,13 @@ static void on_flush(void *ctx, int status) {
  * sleep on the fd (at most the worker's 1 ms tick). A callback returns at once: the caller acts on it (a
  * freed window slot is refilled before sleeping). Neither side spins: on a shared machine a spinning peer
  * takes the CPU the copy needs. */
-static void bh_wait(xfer_node *n, const bh_state *s) {
+static void bh_wait(xfer_node *n, bh_state *s) {
     uint64_t seen = s->events;
     xfer_progress(n);
     if (s->events != seen) return;
     struct pollfd p = {.fd = xfer_fd(n), .events = POLLIN};
-    (void)poll(&p, 1, 1);
+    s->sleeps++;
+    if (poll(&p, 1, 1) == 0) s->timeouts++;
 }
 
 /* "pool:SIZE:POOL:MSGS" -> a pre-faulted pool in s (0), or -1. */
@@ -181,9 +186,16 @@ static int run_recv(const char *listen, const char *mode) {
     printf("listening %s\nworker ucx:%s\n", xfer_listen_addr(n), xfer_worker_address(n));
     fflush(stdout);
     while (!s.ended) bh_wait(n, &s);
+    uint64_t sleeps = s.sleeps, timeouts = s.timeouts; /* until the END (the tail below waits on purpose) */
     for (double t = now_s(); now_s() - t < 1.0;) bh_wait(n, &s); /* the sender's flush completes, it leaves */
-    printf("received %llu bytes in %llu messages%s\n", (unsigned long long)s.bytes, (unsigned long long)s.msgs,
-           s.failed ? " (some receives failed)" : "");
+    xfer_rx_stats rs;
+    xfer_get_rx_stats(n, &rs);
+    printf("received %llu bytes in %llu messages%s: pulled %llu, copied %llu, unplaced %llu bytes, %llu stalls; "
+           "%llu waits, %llu timed out\n",
+           (unsigned long long)s.bytes, (unsigned long long)s.msgs, s.failed ? " (some receives failed)" : "",
+           (unsigned long long)rs.pulled_bytes, (unsigned long long)rs.copied_bytes,
+           (unsigned long long)rs.unplaced_bytes, (unsigned long long)rs.stalls, (unsigned long long)sleeps,
+           (unsigned long long)timeouts);
     xfer_close(n);
     free(s.staging);
     for (int i = 0; i < 64; i++) xfer_pool_put(s.pool, s.runs_out[i]); /* a partial last handoff */
@@ -196,7 +208,7 @@ static int run_send(const char *peer, size_t size, int count, int window) {
     xfer_node *n;
     cf_err err = {0};
     xfer_config c = {.on_message = on_msg, .ctx = &s};
-    uint8_t *buf = malloc(size);
+    uint8_t *buf = kern_alloc_stream(size, NULL); /* as a prefill worker's export buffer (cinfer_kv_export_new) */
     uint8_t frame[XFER_FRAME_BYTES];
     if (!buf || xfer_open(&c, &n, &err)) {
         fprintf(stderr, "bench_handoff: %s\n", buf ? err.msg : "out of memory");
@@ -229,8 +241,8 @@ static int run_send(const char *peer, size_t size, int count, int window) {
     double dt = now_s() - t0;
     if (s.failed || s.flushed < 0) goto fail;
     double bytes = (double)size * count;
-    printf("size %zu count %d window %d: %.0f bytes in %.4f s = %.3f GB/s\n", size, count, window, bytes, dt,
-           bytes / dt / 1e9);
+    printf("size %zu count %d window %d: %.0f bytes in %.4f s = %.3f GB/s (%llu waits, %llu timed out)\n", size,
+           count, window, bytes, dt, bytes / dt / 1e9, (unsigned long long)s.sleeps, (unsigned long long)s.timeouts);
     xfer_close(n);
     free(buf);
     return 0;

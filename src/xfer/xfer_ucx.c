@@ -1,12 +1,15 @@
 /* xfer_ucx.c - see xfer_ucx.h. One ucp worker in single-thread mode, used
- * only from the owner's loop thread. Operations carry a heap xfer_op (freed
- * by their completion callback); received messages are checked in the active
- * message callback (before any allocation), queued (rendezvous messages
+ * only from the owner's loop thread. Operations carry an xfer_op (given back
+ * to the node's spare list after their completion callback, as receive
+ * records are after delivery: no allocation per message once warm); received
+ * messages are checked in the active message callback (before any
+ * allocation), queued (rendezvous messages
  * with their descriptor: the pull into the owner's placement or a malloc'd
  * buffer starts from deliver, in order, outside UCX), and handed to on_message after
  * ucp_worker_progress returns, so the owner never runs inside UCX. Delivery
  * is strictly in arrival order: a placement answering "later" stops it at
- * that message (back-pressure) until a later progress call. Failed
+ * that message (back-pressure) until a later progress call; finished pulls
+ * of messages placed before it are reported from their own list meanwhile. Failed
  * endpoints (UCX's error callback) are marked and force-closed by the next
  * xfer_progress; their pending operations then complete with an error.
  * A flush waits for its peer's sends in flight (xfer_peer.sends) before
@@ -29,6 +32,7 @@
 #define XFER_MAX_PEERS 64
 #define XFER_PEER_NAME 96
 #define XFER_WORKER_ADDR_MAX 4096 /* bytes of a worker address we accept (hex: twice that) */
+#define XFER_SPARE_MAX 256 /* finished operation / receive records kept for reuse, of each kind */
 
 typedef struct xfer_op {
     struct xfer_op *next; /* on the done list, or on a peer's flush_wait list */
@@ -46,6 +50,11 @@ typedef struct xfer_peer {
     int sends; /* send operations not completed yet */
     xfer_op *flush_wait; /* flushes waiting for sends == 0 (ucp's flush does not cover active messages) */
 } xfer_peer;
+
+typedef struct xfer_spares { /* a free list of records (spare_take / spare_give) */
+    void *head;
+    int n;
+} xfer_spares;
 
 typedef struct xfer_rx { /* a received message waiting for its data or for delivery */
     struct xfer_rx *next; /* on the delivery queue, or on the in-flight list while its data comes */
@@ -79,10 +88,45 @@ struct xfer_node {
     int pending;
     xfer_rx *rx_head, *rx_tail; /* complete, to deliver */
     xfer_rx *rx_inflight; /* rendezvous receives not complete yet (failed at close) */
+    xfer_rx *pulled_head, *pulled_tail; /* rendezvous receives complete (or failed), to report: never
+                                         * behind a stalled arrival (its room may wait on these) */
     xfer_op *done_head, *done_tail; /* completed operations, callbacks to run */
     bool stalled; /* the head of the delivery queue waits on XFER_PLACE_LATER */
     xfer_rx_stats rx_stats;
+    xfer_spares spare_ops, spare_rx; /* finished xfer_op / xfer_rx records for reuse: a steady stream of
+                                      * messages allocates nothing once as many are in flight as ever were */
 };
+
+/* Operation and receive records come from the node's spare lists (malloc only when empty) and go back
+ * there (free only above XFER_SPARE_MAX). A spare record's first bytes hold the link to the next one. */
+static void *spare_take(xfer_spares *s, size_t size) {
+    void *e = s->head;
+    if (!e) return malloc(size);
+    memcpy(&s->head, e, sizeof s->head);
+    s->n--;
+    return e;
+}
+
+static void spare_give(xfer_spares *s, void *e) {
+    if (!e) return;
+    if (s->n >= XFER_SPARE_MAX) {
+        free(e);
+        return;
+    }
+    memcpy(e, &s->head, sizeof s->head);
+    s->head = e;
+    s->n++;
+}
+
+static void spare_free(xfer_spares *s) {
+    while (s->head) free(spare_take(s, 0));
+}
+
+static xfer_rx *rx_take(xfer_node *n) {
+    xfer_rx *rx = spare_take(&n->spare_rx, sizeof *rx);
+    if (rx) *rx = (xfer_rx){0};
+    return rx;
+}
 
 int xfer_parse_hostport(const char *s, char *host, size_t host_cap, uint16_t *port, cf_err *err) {
     const char *colon = s ? strrchr(s, ':') : NULL;
@@ -134,6 +178,13 @@ static void rx_push(xfer_node *n, xfer_rx *rx) {
     n->rx_tail = rx;
 }
 
+static void pulled_push(xfer_node *n, xfer_rx *rx) {
+    rx->next = NULL;
+    if (n->pulled_tail) n->pulled_tail->next = rx;
+    else n->pulled_head = rx;
+    n->pulled_tail = rx;
+}
+
 static void rx_done(void *req, ucs_status_t st, size_t len, void *user) {
     xfer_rx *rx = user;
     (void)len;
@@ -144,7 +195,7 @@ static void rx_done(void *req, ucs_status_t st, size_t len, void *user) {
         }
     rx->n->pending--; /* counted at the receive (deliver does not count messages) */
     rx->failed = st != UCS_OK;
-    rx_push(rx->n, rx);
+    pulled_push(rx->n, rx);
     ucp_request_free(req);
 }
 
@@ -157,7 +208,7 @@ static void rx_pull(xfer_node *n, xfer_rx *rx) {
     if (!rx->placed && !(rx->data = malloc(len))) {
         LOG_WARN("handoff: message dropped: out of memory");
         ucp_am_data_release(n->w, desc); /* the sender's request completes without the data */
-        free(rx);
+        spare_give(&n->spare_rx, rx);
         return;
     }
     if (rx->placed) n->rx_stats.pulled_bytes += len;
@@ -170,9 +221,9 @@ static void rx_pull(xfer_node *n, xfer_rx *rx) {
     if (UCS_PTR_IS_ERR(r)) {
         LOG_WARN("handoff: receive failed: %s", ucs_status_string(UCS_PTR_STATUS(r)));
         rx->failed = true; /* delivered as a failure (a placement hears of it) */
-        rx_push(n, rx);
+        pulled_push(n, rx);
     } else if (r == NULL) {
-        rx_push(n, rx);
+        pulled_push(n, rx);
     } else {
         n->pending++;
         rx->next = n->rx_inflight;
@@ -215,9 +266,9 @@ static ucs_status_t on_am(void *arg, const void *hdr, size_t hlen, void *data, s
     if (xfer_frame_decode(hdr, hlen, len, &f, &err) ||
         (len > n->max_message &&
          cf_fail(&err, "a %zu-byte message (limit %llu)", len, (unsigned long long)n->max_message)) ||
-        !(rx = calloc(1, sizeof *rx)) || (!rndv && len && !(rx->data = malloc(len)))) {
+        !(rx = rx_take(n)) || (!rndv && len && !(rx->data = malloc(len)))) {
         LOG_WARN("handoff: message dropped: %s", err.msg[0] ? err.msg : "out of memory");
-        free(rx);
+        spare_give(&n->spare_rx, rx);
         return UCS_OK; /* not received: UCX drops it (a rendezvous sender's request completes) */
     }
     rx->n = n;
@@ -326,6 +377,29 @@ static void send_settled(xfer_node *n, ucp_ep_h ep) {
     }
 }
 
+/* Hands one received message over: on_placed for a placement, on_message for malloc'd data. */
+static void rx_finish(xfer_node *n, xfer_rx *rx) {
+    if (rx->placed) n->on_placed(n->mctx, &rx->f, rx->token, rx->failed ? -1 : 0);
+    else if (rx->failed) free(rx->data);
+    else {
+        if (!rx->rndv) n->rx_stats.unplaced_bytes += rx->f.data_len; /* rendezvous: counted at the pull */
+        n->on_message(n->mctx, &rx->f, rx->data);
+    }
+    spare_give(&n->spare_rx, rx);
+}
+
+/* Reports finished rendezvous receives. They are apart from the arrival queue: a placement answering
+ * "later" may be waiting for exactly these (their buffer goes back when its handoff is complete), so
+ * they must not queue behind it. */
+static void deliver_pulled(xfer_node *n) {
+    while (n->pulled_head) {
+        xfer_rx *rx = n->pulled_head;
+        n->pulled_head = rx->next;
+        if (!n->pulled_head) n->pulled_tail = NULL;
+        rx_finish(n, rx);
+    }
+}
+
 /* Runs completed operations' callbacks and hands received messages over (outside UCX). */
 static void deliver(xfer_node *n) {
     while (n->done_head) {
@@ -335,28 +409,24 @@ static void deliver(xfer_node *n) {
         n->pending--;
         if (op->send_ep) send_settled(n, op->send_ep);
         op->cb(op->ctx, op->status);
-        free(op);
+        spare_give(&n->spare_ops, op);
     }
+    deliver_pulled(n);
     while (n->rx_head) {
         xfer_rx *rx = n->rx_head;
-        if (!rx_decide(n, rx)) return; /* back-pressure: asked again on the next progress call */
+        if (!rx_decide(n, rx)) break; /* back-pressure: asked again on the next progress call */
         n->stalled = false;
         n->rx_head = rx->next;
         if (!n->rx_head) n->rx_tail = NULL;
         if (rx->desc) {
-            if (n->w) rx_pull(n, rx); /* queued again when done at once; else rx_done queues it */
-            else free(rx); /* closed before it was pulled: never received, nothing placed */
+            if (n->w) rx_pull(n, rx); /* on the pulled list when done at once; else rx_done puts it there */
+            else spare_give(&n->spare_rx, rx); /* closed before it was pulled: never received, nothing placed */
             continue;
         }
-        if (rx->placed) n->on_placed(n->mctx, &rx->f, rx->token, rx->failed ? -1 : 0);
-        else if (rx->failed) free(rx->data);
-        else {
-            if (!rx->rndv) n->rx_stats.unplaced_bytes += rx->f.data_len; /* rendezvous: counted at the pull */
-            n->on_message(n->mctx, &rx->f, rx->data);
-        }
-        free(rx);
+        rx_finish(n, rx);
     }
-    n->stalled = false;
+    if (!n->rx_head) n->stalled = false;
+    deliver_pulled(n); /* pulls that completed at once above */
 }
 
 void xfer_poll(xfer_node *n) {
@@ -451,10 +521,12 @@ void xfer_close(xfer_node *n) {
         xfer_rx *rx = n->rx_inflight;
         n->rx_inflight = rx->next;
         rx->failed = true;
-        rx_push(n, rx);
+        pulled_push(n, rx);
     }
     deliver(n);
     ucp_cleanup(n->ctx);
+    spare_free(&n->spare_ops);
+    spare_free(&n->spare_rx);
     free(n->addr_hex);
     free(n->accepted);
     free(n);
@@ -543,7 +615,7 @@ const char *xfer_worker_address(xfer_node *n) {
 }
 
 static xfer_op *op_new(xfer_node *n, xfer_done_fn cb, void *ctx, cf_err *err) {
-    xfer_op *op = malloc(sizeof *op);
+    xfer_op *op = spare_take(&n->spare_ops, sizeof *op);
     if (!op) return cf_fail(err, "handoff: out of memory"), NULL;
     *op = (xfer_op){.n = n, .cb = cb, .ctx = ctx};
     return op;
@@ -551,7 +623,7 @@ static xfer_op *op_new(xfer_node *n, xfer_done_fn cb, void *ctx, cf_err *err) {
 
 static int op_issued(xfer_node *n, xfer_peer *pr, xfer_op *op, ucs_status_ptr_t r, cf_err *err) {
     if (UCS_PTR_IS_ERR(r)) {
-        free(op);
+        spare_give(&n->spare_ops, op);
         pr->failed = true;
         return cf_fail(err, "handoff: send to %.80s: %s", pr->name, ucs_status_string(UCS_PTR_STATUS(r)));
     }

@@ -59,7 +59,8 @@ typedef void (*xfer_done_fn)(void *ctx, int status);
  *    until then;
  *  XFER_PLACE_LATER: back-pressure (no room yet): delivery stops at this message, which stays unreceived
  *    (a rendezvous sender's operation stays pending, so its sends stop at its window), and place is asked
- *    again on the next progress call. xfer_stalled is true meanwhile. */
+ *    again on the next progress call. xfer_stalled is true meanwhile. Messages placed before it still
+ *    report on_placed when their data is in (the room asked for may come back only then). */
 typedef enum xfer_place_result { XFER_PLACE_NONE = 0, XFER_PLACE_HERE, XFER_PLACE_LATER } xfer_place_result;
 typedef xfer_place_result (*xfer_place_fn)(void *ctx, const xfer_frame *f, uint8_t **dst, void **token);
 /* A placed message: status 0, its data is in place; -1, the receive failed (the bytes there are undefined). */

@@ -307,6 +307,70 @@ static void test_place_later(xfer_node *s) {
     free(pl.dest);
 }
 
+/* A receiver with room for one 1 MiB RECORDS at a time (a receive-buffer pool that holds one handoff):
+ * the next one waits ("later") until the one before is reported placed. That report must not queue
+ * behind the waiting message: it did, and a full pool then deadlocked (found with bench_handoff's
+ * one-handoff pool). Four messages in flight at once, all four must arrive intact. */
+typedef struct one_slot {
+    uint8_t *dest;
+    bool busy;
+    int placed_ok, placed_bad, asked_later;
+} one_slot;
+
+static xfer_place_result place_one(void *ctx, const xfer_frame *f, uint8_t **dst, void **token) {
+    one_slot *o = ctx;
+    *token = o;
+    if (f->kind != XFER_MSG_RECORDS || f->data_len != BIG) return XFER_PLACE_NONE;
+    if (o->busy) {
+        o->asked_later++;
+        return XFER_PLACE_LATER;
+    }
+    o->busy = true;
+    *dst = o->dest;
+    return XFER_PLACE_HERE;
+}
+
+static void placed_one(void *ctx, const xfer_frame *f, void *token, int status) {
+    one_slot *o = ctx;
+    if (token == o && status == 0 && f->data_len == BIG && !memcmp(o->dest, g_big, BIG)) o->placed_ok++;
+    else o->placed_bad++;
+    memset(o->dest, 0, BIG); /* the next message must bring its own bytes */
+    o->busy = false;
+}
+
+static void msg_one(void *ctx, const xfer_frame *f, uint8_t *data) {
+    (void)f;
+    ((one_slot *)ctx)->placed_bad++; /* every message here is placed */
+    free(data);
+}
+
+static void test_place_one_slot(xfer_node *s) {
+    one_slot o = {.dest = calloc(1, BIG)};
+    xfer_node *p = NULL;
+    cf_err err = {0};
+    xfer_config pc = {
+        .max_message = 2 * BIG, .on_message = msg_one, .place = place_one, .on_placed = placed_one, .ctx = &o};
+    CHECK(o.dest && xfer_open(&pc, &p, &err) == 0);
+    if (!p || !o.dest) {
+        xfer_close(p);
+        free(o.dest);
+        return;
+    }
+    char shm[2 * 4096 + 8];
+    snprintf(shm, sizeof shm, "shm:%s", xfer_worker_address(p));
+    uint8_t fb[XFER_FRAME_BYTES];
+    xfer_frame_encode(&(xfer_frame){.kind = XFER_MSG_RECORDS, .count = 1, .data_len = BIG}, fb);
+    int d[4] = {0}, fl = 0;
+    for (int i = 0; i < 4; i++) CHECK(xfer_send(s, shm, fb, g_big, BIG, on_done, &d[i], &err) == 0);
+    CHECK(xfer_flush(s, shm, on_done, &fl, &err) == 0);
+    time_t t0 = time(NULL);
+    while ((fl != 1 || o.placed_ok < 4) && o.placed_bad == 0 && time(NULL) - t0 < 20) pump(s, p, NULL, 0);
+    CHECK(fl == 1 && d[0] == 1 && d[1] == 1 && d[2] == 1 && d[3] == 1);
+    CHECK(o.placed_ok == 4 && o.placed_bad == 0 && !xfer_stalled(p));
+    xfer_close(p);
+    free(o.dest);
+}
+
 static void test_host(void) {
     char a[XFER_HOST_ID_MAX], b[XFER_HOST_ID_MAX];
     CHECK(xfer_host_id(a, sizeof a) == 0);
@@ -366,6 +430,7 @@ int main(void) {
     flush_idle(s, d, shm);
     test_place(s);
     test_place_later(s);
+    test_place_one_slot(s);
     /* over the receiver's limit: dropped, never delivered */
     uint8_t *huge = calloc(1, 3 * BIG);
     uint8_t fh[XFER_FRAME_BYTES];
