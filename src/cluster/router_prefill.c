@@ -55,7 +55,7 @@ static void on_side_error(enum evhttp_request_error e, void *arg) {
 static void on_side_done(struct evhttp_request *up, void *arg) {
     prefill_side *s = arg;
     router *r = s->r;
-    if (up && s->status == 0 && !s->failed) router_free_conn_later(r, s->conn); /* connect failed */
+    router_free_conn_later(r, s->conn); /* ours (not auto-freed), whatever the outcome */
     bool failed = s->failed || up == NULL || s->status == 0;
     if (failed) {
         r->m.upstream_errors++;
@@ -83,8 +83,7 @@ prefill_side *prefill_side_start(router *r, int32_t worker, const prefill_side_a
         free(s);
         return NULL;
     }
-    evhttp_connection_set_timeout(s->conn, (int)(r->cfg->upstream_timeout_s + 0.5));
-    evhttp_connection_free_on_completion(s->conn);
+    evhttp_connection_set_timeout(s->conn, (int)(r->cfg->upstream_timeout_s + 0.5)); /* freed after the callback */
     evhttp_request_set_header_cb(s->req, on_side_header);
     evhttp_request_set_error_cb(s->req, on_side_error);
     struct evkeyvalq *out = evhttp_request_get_output_headers(s->req);
@@ -113,7 +112,8 @@ prefill_side *prefill_side_start(router *r, int32_t worker, const prefill_side_a
 void prefill_side_cancel(prefill_side *s) {
     if (!s) return;
     evhttp_request_set_error_cb(s->req, NULL);
-    evhttp_cancel_request(s->req); /* frees it; the auto-free connection goes with it */
+    evhttp_cancel_request(s->req); /* frees it, no callback */
+    router_free_conn_later(s->r, s->conn);
     side_unaccount(s);
     free(s);
 }
