@@ -578,7 +578,7 @@ static void add_request_headers(proxy_req *p, struct evhttp_request *up, const r
     char host[256];
     snprintf(host, sizeof host, "%s:%d", w->host, w->port);
     evhttp_add_header(out, "Host", host);
-    evhttp_add_header(out, "Connection", "close"); /* one connection per request: auto-freed when it ends */
+    evhttp_add_header(out, "Connection", "close"); /* one connection per request, freed when it ends */
     if (p->handoff_id[0] && (p->phase == PHASE_PREFILL || w == &p->r->w[p->decode_worker]))
         evhttp_add_header(out, "X-Cinfer-Handoff-Id", p->handoff_id);
     if (p->cmd == EVHTTP_REQ_POST && p->phase != PHASE_PREFILL && is_generation(p->path))

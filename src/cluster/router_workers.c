@@ -290,7 +290,7 @@ char *router_workers_json(const router *r) {
                                 json_integer((json_int_t)w->decisions[k]));
         json_t *o = json_pack(
             "{s:s, s:s, s:b, s:b, s:i, s:f, s:I, s:i, s:i, s:I, s:I, s:i, s:b, s:f, s:I, s:I, s:I, "
-            "s:I, s:I, s:o*}",
+            "s:I, s:I, s:i, s:f, s:o*}",
             "url", w->url, "role", role_names[w->role], "healthy", w->view.healthy, "accepting", w->view.accepting,
             "inflight", w->inflight, "queued_cost", w->inflight_cost, "inflight_kv_tokens", (json_int_t)w->inflight_kv,
             "running", w->rep_running, "waiting", w->rep_waiting, "kv_tokens", (json_int_t)w->rep_kv_tokens,
@@ -298,7 +298,8 @@ char *router_workers_json(const router *r) {
             w->rep_draining, "seconds_since_ok", w->last_ok > 0 ? time_now() - w->last_ok : -1.0, "requests",
             (json_int_t)w->n_requests, "errors", (json_int_t)w->n_errors, "full", (json_int_t)w->n_full,
             "retried_elsewhere", (json_int_t)w->n_retries_from, "probes_abandoned", (json_int_t)w->n_probes_abandoned,
-            "decisions", dec);
+            "consecutive_fails", w->consecutive_fails, "probe_in_flight_s",
+            w->probing ? time_now() - w->probe_started : -1.0, "decisions", dec);
         if (!o || json_array_append_new(arr, o)) {
             json_decref(arr);
             arr = NULL;

@@ -481,10 +481,9 @@ class TestLateWorkers(unittest.TestCase):
             r = Router(urls, "--health-interval", "0.05", wait_healthy=False)
             servers = []
             try:
-                # probes are refused until the workers listen: wait for several refused rounds
-                r.wait_workers(lambda ws: all(not w["healthy"] and w["seconds_since_ok"] < 0 for w in ws))
-                time.sleep(0.5)
-                self.assertTrue(all(not w["healthy"] for w in r.workers()))
+                # probes are refused until the workers listen: each refused probe is followed by another
+                r.wait_workers(lambda ws: all(w["consecutive_fails"] >= 5 for w in ws))
+                self.assertTrue(all(not w["healthy"] and w["seconds_since_ok"] < 0 for w in r.workers()))
                 for p in ports:
                     srv = ThreadingHTTPServer(("127.0.0.1", p), _LoadHandler)
                     threading.Thread(target=srv.serve_forever, daemon=True).start()
