@@ -3,14 +3,16 @@
  *
  * Probe: every health_interval_s, GET <worker>/load on each worker that has
  * no probe in flight. The probe's connection is the router's, never
- * libevent's (no free-on-completion): libevent 2.1 frees an auto-free
- * connection on some failure paths and not on others (a refused connect
- * runs the callback with code 0 and keeps it, depending on errno), so a
- * router that guessed which would leak or double-free it. The next poll
- * round frees it (never inside its own callback). A probe whose callback
- * has not come within its timeout + PROBE_MARGIN_S is abandoned (its
- * connection freed, which drops the request silently), counted, and a new
- * one is started: a lost callback can never freeze a worker's health. A 200 with the load JSON (running, waiting, kv_tokens,
+ * libevent's (no free-on-completion): libevent 2.1.12 frees an auto-free
+ * connection on some failure paths and keeps it on others (a connect failure
+ * with errno ECONNREFUSED, or a connect timeout, calls back with the request
+ * and code 0 and keeps it; other errors call the error callback, free it,
+ * and call back with NULL), so guessing which would leak or double-free it.
+ * The next poll round frees it (never inside its own callback). A probe whose
+ * callback has not come within its timeout + PROBE_MARGIN_S is abandoned (its
+ * connection freed, which drops the request without a callback), counted,
+ * and a new one is started: a lost callback cannot freeze a worker's health.
+ * A 200 with the load JSON (running, waiting, kv_tokens,
  * kv_capacity_tokens, max_seqs, draining) marks it healthy and updates the
  * report; any other HTTP answer marks it healthy but not accepting (a 503
  * while it drains); no answer (refused, reset, timeout) marks it unhealthy.
