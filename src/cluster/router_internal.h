@@ -36,9 +36,12 @@ typedef struct router_worker {
     bool rep_draining;
     double last_ok; /* time of the last successful health check */
     int32_t consecutive_fails;
-    bool probing; /* a health / load probe is in flight */
-    bool probe_failed; /* its error callback ran (libevent then frees the connection itself) */
-    struct evhttp_connection *probe_conn; /* auto-freed when the probe completes */
+    bool probing; /* a health / load probe is in flight (its callback has not run) */
+    double probe_started; /* when the probe in flight (or the last one) was started */
+    uint64_t n_probes_abandoned; /* probes whose callback never came within the limit */
+    /* The probe's connection: owned by the router (never auto-freed by libevent), freed by the
+     * next poll round once the callback ran or the probe was abandoned, or at teardown. */
+    struct evhttp_connection *probe_conn;
     struct router *owner; /* for the probe callback */
     int32_t index;
     uint64_t n_requests, n_errors, n_retries_from, n_full;
@@ -157,9 +160,10 @@ void prefill_side_cancel(prefill_side *s);
 void router_handoff_abort(router *r, int32_t decode_worker, const char *handoff_id, const char *auth);
 
 /* ---- router.c ---- */
-/* Frees an outgoing connection on the next loop turn. For a connection whose connect failed:
- * libevent 2.1 runs the request's callback (code 0, no error callback) but does not auto-free
- * it, and it must not be freed inside that callback. */
+/* Frees an outgoing connection on the next loop turn. The router's upstream connections are
+ * never auto-freed (libevent 2.1 frees an auto-free connection on some failure paths and keeps
+ * it on others, e.g. a refused connect, depending on errno), so the router owns each one and
+ * frees it exactly once, after its request's callback (or a cancel), never inside the callback. */
 void router_free_conn_later(router *r, struct evhttp_connection *c);
 /* A request finished (or was dropped): recount and maybe exit the drain. */
 void router_request_done(router *r);

@@ -55,7 +55,7 @@ static void on_side_error(enum evhttp_request_error e, void *arg) {
 static void on_side_done(struct evhttp_request *up, void *arg) {
     prefill_side *s = arg;
     router *r = s->r;
-    if (up && s->status == 0 && !s->failed) router_free_conn_later(r, s->conn); /* connect failed */
+    router_free_conn_later(r, s->conn); /* ours (not auto-freed), whatever the outcome */
     bool failed = s->failed || up == NULL || s->status == 0;
     if (failed) {
         r->m.upstream_errors++;
@@ -83,8 +83,7 @@ prefill_side *prefill_side_start(router *r, int32_t worker, const prefill_side_a
         free(s);
         return NULL;
     }
-    evhttp_connection_set_timeout(s->conn, (int)(r->cfg->upstream_timeout_s + 0.5));
-    evhttp_connection_free_on_completion(s->conn);
+    evhttp_connection_set_timeout(s->conn, (int)(r->cfg->upstream_timeout_s + 0.5)); /* freed after the callback */
     evhttp_request_set_header_cb(s->req, on_side_header);
     evhttp_request_set_error_cb(s->req, on_side_error);
     struct evkeyvalq *out = evhttp_request_get_output_headers(s->req);
@@ -113,26 +112,38 @@ prefill_side *prefill_side_start(router *r, int32_t worker, const prefill_side_a
 void prefill_side_cancel(prefill_side *s) {
     if (!s) return;
     evhttp_request_set_error_cb(s->req, NULL);
-    evhttp_cancel_request(s->req); /* frees it; the auto-free connection goes with it */
+    evhttp_cancel_request(s->req); /* frees it, no callback */
+    router_free_conn_later(s->r, s->conn);
     side_unaccount(s);
     free(s);
 }
 
+/* A sent abort notice: its connection is the router's, freed after the callback. */
+typedef struct abort_notice {
+    router *r;
+    struct evhttp_connection *conn;
+} abort_notice;
+
 static void on_abort_sent(struct evhttp_request *req, void *arg) {
     (void)req;
-    (void)arg;
+    abort_notice *a = arg;
+    router_free_conn_later(a->r, a->conn);
+    free(a);
 }
 
 void router_handoff_abort(router *r, int32_t decode_worker, const char *handoff_id, const char *auth) {
     router_worker *w = &r->w[decode_worker];
-    struct evhttp_connection *c = evhttp_connection_base_new(r->base, NULL, w->host, (unsigned short)w->port);
-    struct evhttp_request *req = c ? evhttp_request_new(on_abort_sent, NULL) : NULL;
+    abort_notice *a = malloc(sizeof *a);
+    struct evhttp_connection *c =
+        a ? evhttp_connection_base_new(r->base, NULL, w->host, (unsigned short)w->port) : NULL;
+    struct evhttp_request *req = c ? evhttp_request_new(on_abort_sent, a) : NULL;
     if (!req) {
         if (c) evhttp_connection_free(c);
+        free(a);
         return;
     }
+    *a = (abort_notice){.r = r, .conn = c};
     evhttp_connection_set_timeout(c, (int)(r->cfg->upstream_timeout_s + 0.5));
-    evhttp_connection_free_on_completion(c);
     struct evkeyvalq *out = evhttp_request_get_output_headers(req);
     char host[256];
     snprintf(host, sizeof host, "%s:%d", w->host, w->port);
@@ -141,8 +152,9 @@ void router_handoff_abort(router *r, int32_t decode_worker, const char *handoff_
     evhttp_add_header(out, "Content-Length", "0");
     evhttp_add_header(out, "X-Cinfer-Handoff-Id", handoff_id);
     if (auth) evhttp_add_header(out, "Authorization", auth);
-    if (evhttp_make_request(c, req, EVHTTP_REQ_POST, "/handoff/abort")) {
+    if (evhttp_make_request(c, req, EVHTTP_REQ_POST, "/handoff/abort")) { /* nothing was called back */
         evhttp_connection_free(c);
+        free(a);
         LOG_DEBUG("router: handoff %s: abort notice not sent", handoff_id);
     }
 }

@@ -255,8 +255,9 @@ static void proxy_done(proxy_req *p, int status) {
 static void proxy_drop_upstream(proxy_req *p, bool cancel) {
     if (p->up_req && cancel) {
         evhttp_request_set_error_cb(p->up_req, NULL);
-        evhttp_cancel_request(p->up_req); /* frees it; the auto-free connection goes with it */
+        evhttp_cancel_request(p->up_req); /* frees it, no callback */
     }
+    if (p->up_conn) router_free_conn_later(p->r, p->up_conn); /* ours (not auto-freed): freed once, later */
     p->up_req = NULL;
     p->up_conn = NULL;
     p->up_headers = NULL;
@@ -456,10 +457,6 @@ static void on_up_done(struct evhttp_request *up, void *arg) {
     proxy_req *p = arg;
     router *r = p->r;
     int32_t wi = p->worker;
-    if (up && p->up_status == 0 && !p->up_failed) { /* connect failed: libevent keeps the connection */
-        router_free_conn_later(r, p->up_conn);
-        p->up_conn = NULL;
-    }
     bool failed = p->up_failed || up == NULL || p->up_status == 0;
     int status = p->up_status;
     const char *reason = up ? evhttp_request_get_response_code_line(up) : NULL;
@@ -581,7 +578,7 @@ static void add_request_headers(proxy_req *p, struct evhttp_request *up, const r
     char host[256];
     snprintf(host, sizeof host, "%s:%d", w->host, w->port);
     evhttp_add_header(out, "Host", host);
-    evhttp_add_header(out, "Connection", "close"); /* one connection per request: auto-freed when it ends */
+    evhttp_add_header(out, "Connection", "close"); /* one connection per request, freed when it ends */
     if (p->handoff_id[0] && (p->phase == PHASE_PREFILL || w == &p->r->w[p->decode_worker]))
         evhttp_add_header(out, "X-Cinfer-Handoff-Id", p->handoff_id);
     if (p->cmd == EVHTTP_REQ_POST && p->phase != PHASE_PREFILL && is_generation(p->path))
@@ -614,8 +611,7 @@ static void proxy_send(proxy_req *p, int32_t i, route_policy_kind used) {
         proxy_done(p, 502);
         return;
     }
-    evhttp_connection_set_timeout(p->up_conn, (int)(r->cfg->upstream_timeout_s + 0.5));
-    evhttp_connection_free_on_completion(p->up_conn);
+    evhttp_connection_set_timeout(p->up_conn, (int)(r->cfg->upstream_timeout_s + 0.5)); /* freed by drop_upstream */
     evhttp_request_set_header_cb(p->up_req, on_up_header);
     evhttp_request_set_chunked_cb(p->up_req, on_up_chunk);
     evhttp_request_set_error_cb(p->up_req, on_up_error);

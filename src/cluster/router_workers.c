@@ -2,7 +2,17 @@
  * and --workers-file), the health / load probe, the policy view, /workers.
  *
  * Probe: every health_interval_s, GET <worker>/load on each worker that has
- * no probe in flight. A 200 with the load JSON (running, waiting, kv_tokens,
+ * no probe in flight. The probe's connection is the router's, never
+ * libevent's (no free-on-completion): libevent 2.1.12 frees an auto-free
+ * connection on some failure paths and keeps it on others (a connect failure
+ * with errno ECONNREFUSED, or a connect timeout, calls back with the request
+ * and code 0 and keeps it; other errors call the error callback, free it,
+ * and call back with NULL), so guessing which would leak or double-free it.
+ * The next poll round frees it (never inside its own callback). A probe whose
+ * callback has not come within its timeout + PROBE_MARGIN_S is abandoned (its
+ * connection freed, which drops the request without a callback), counted,
+ * and a new one is started: a lost callback cannot freeze a worker's health.
+ * A 200 with the load JSON (running, waiting, kv_tokens,
  * kv_capacity_tokens, max_seqs, draining) marks it healthy and updates the
  * report; any other HTTP answer marks it healthy but not accepting (a 503
  * while it drains); no answer (refused, reset, timeout) marks it unhealthy.
@@ -166,10 +176,8 @@ static void on_probe_done(struct evhttp_request *req, void *arg) {
     router *r = w->owner;
     int32_t idx = w->index;
     int status = req ? evhttp_request_get_response_code(req) : 0;
-    if (req && status == 0 && !w->probe_failed) router_free_conn_later(r, w->probe_conn); /* connect failed */
-    w->probing = false;
-    w->probe_conn = NULL; /* freed on completion, or just above */
-    if (status == 0) {
+    w->probing = false; /* w->probe_conn stays: the next poll round frees it */
+    if (status == 0) { /* refused, reset, timed out */
         worker_set_health(r, idx, false);
         return;
     }
@@ -196,15 +204,31 @@ static void on_probe_done(struct evhttp_request *req, void *arg) {
     json_decref(root);
 }
 
-static void on_probe_error(enum evhttp_request_error e, void *arg) {
-    (void)e;
-    ((router_worker *)arg)->probe_failed = true;
+/* The probe's connection timeout (whole seconds, as libevent takes it). */
+static int probe_timeout_s(const router *r) {
+    double t = r->cfg->health_interval_s * 2;
+    return t < 2 ? 2 : (int)t;
 }
 
+#define PROBE_MARGIN_S 2.0
+
 void router_workers_poll(router *r) {
+    double now = time_now();
+    double limit = probe_timeout_s(r) + PROBE_MARGIN_S;
     for (int32_t i = 0; i < r->n_w; i++) {
         router_worker *w = &r->w[i];
-        if (w->probing) continue;
+        if (w->probing) {
+            if (now - w->probe_started < limit) continue;
+            LOG_WARN("router: the probe of %s got no answer or error in %.1f s (timeout %d s); abandoning it",
+                     w->url, now - w->probe_started, probe_timeout_s(r));
+            w->n_probes_abandoned++;
+            w->probing = false;
+            worker_set_health(r, i, false);
+        }
+        if (w->probe_conn) { /* its callback ran, or it was abandoned just above: ours to free */
+            evhttp_connection_free(w->probe_conn);
+            w->probe_conn = NULL;
+        }
         struct evhttp_connection *c = evhttp_connection_base_new(r->base, NULL, w->host, (unsigned short)w->port);
         struct evhttp_request *req = c ? evhttp_request_new(on_probe_done, w) : NULL;
         if (!req) {
@@ -212,20 +236,18 @@ void router_workers_poll(router *r) {
             LOG_WARN("router: out of memory starting a probe of %s", w->url);
             continue;
         }
-        evhttp_connection_set_timeout(c, r->cfg->health_interval_s * 2 < 2 ? 2 : (int)(r->cfg->health_interval_s * 2));
-        evhttp_connection_free_on_completion(c);
+        evhttp_connection_set_timeout(c, probe_timeout_s(r));
         char host[256];
         snprintf(host, sizeof host, "%s:%d", w->host, w->port);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Host", host);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close"); /* auto-freed at the end */
-        evhttp_request_set_error_cb(req, on_probe_error);
-        w->probing = true;
-        w->probe_failed = false;
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        w->probing = true; /* before the request: a connect that fails at once calls back inside it */
+        w->probe_started = now;
         w->probe_conn = c;
-        if (evhttp_make_request(c, req, EVHTTP_REQ_GET, "/load")) { /* frees req */
-            evhttp_connection_free(c);
+        if (evhttp_make_request(c, req, EVHTTP_REQ_GET, "/load")) { /* nothing was called back */
+            LOG_WARN("router: cannot start a probe of %s", w->url);
             w->probing = false;
-            w->probe_conn = NULL;
+            worker_set_health(r, i, false);
         }
     }
 }
@@ -270,14 +292,16 @@ char *router_workers_json(const router *r) {
                                 json_integer((json_int_t)w->decisions[k]));
         json_t *o = json_pack(
             "{s:s, s:s, s:b, s:b, s:i, s:f, s:I, s:i, s:i, s:I, s:I, s:i, s:b, s:f, s:I, s:I, s:I, "
-            "s:I, s:o*}",
+            "s:I, s:I, s:i, s:f, s:o*}",
             "url", w->url, "role", role_names[w->role], "healthy", w->view.healthy, "accepting", w->view.accepting,
             "inflight", w->inflight, "queued_cost", w->inflight_cost, "inflight_kv_tokens", (json_int_t)w->inflight_kv,
             "running", w->rep_running, "waiting", w->rep_waiting, "kv_tokens", (json_int_t)w->rep_kv_tokens,
             "kv_capacity_tokens", (json_int_t)w->view.kv_capacity, "max_seqs", w->view.max_seqs, "draining",
             w->rep_draining, "seconds_since_ok", w->last_ok > 0 ? time_now() - w->last_ok : -1.0, "requests",
             (json_int_t)w->n_requests, "errors", (json_int_t)w->n_errors, "full", (json_int_t)w->n_full,
-            "retried_elsewhere", (json_int_t)w->n_retries_from, "decisions", dec);
+            "retried_elsewhere", (json_int_t)w->n_retries_from, "probes_abandoned", (json_int_t)w->n_probes_abandoned,
+            "consecutive_fails", w->consecutive_fails, "probe_in_flight_s",
+            w->probing ? time_now() - w->probe_started : -1.0, "decisions", dec);
         if (!o || json_array_append_new(arr, o)) {
             json_decref(arr);
             arr = NULL;

@@ -13,15 +13,20 @@ official openai and anthropic SDKs (tests/integration/router.sh runs it).
   greedy text as an uninterrupted run, for all four stream kinds; a full worker (429)
   means waiting, not an error; SIGTERM drains an open stream; a SIGKILLed router restarts on
   the same port and serves with the workers untouched.
+- Late workers: workers that start listening only after the router's first probes were refused
+  (the router started first, as in a cluster start) become healthy within a few probe intervals,
+  over several router starts, with no probe abandoned (issue 19's router bug).
 """
 import json
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
 import time
 import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anthropic
 import openai
@@ -444,6 +449,56 @@ class TestFaults(unittest.TestCase):
         self.assertEqual(json.loads(before)["choices"], json.loads(after)["choices"])
         self.assertTrue(all(w["healthy"] for w in r2.workers()))
         self.assertEqual(r2.stop(), 0)
+
+
+class _LoadHandler(BaseHTTPRequestHandler):
+    """A worker's GET /load as `cinfer serve` answers it (what the router's probe reads)."""
+    def do_GET(self):
+        body = json.dumps({"running": 0, "waiting": 0, "inflight": 0, "max_inflight": 8, "max_seqs": 4,
+                           "kv_tokens": 0, "kv_capacity_tokens": 4096, "kv_block_tokens": 16,
+                           "draining": False}).encode()
+        self.send_response(200 if self.path == "/load" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class TestLateWorkers(unittest.TestCase):
+    def test_workers_listening_after_refused_probes_become_healthy(self):
+        for run in range(4):
+            ports = [_free_port() for _ in range(3)]
+            urls = ["http://127.0.0.1:%d" % p for p in ports]
+            r = Router(urls, "--health-interval", "0.05", wait_healthy=False)
+            servers = []
+            try:
+                # probes are refused until the workers listen: each refused probe is followed by another
+                r.wait_workers(lambda ws: all(w["consecutive_fails"] >= 5 for w in ws))
+                self.assertTrue(all(not w["healthy"] and w["seconds_since_ok"] < 0 for w in r.workers()))
+                for p in ports:
+                    srv = ThreadingHTTPServer(("127.0.0.1", p), _LoadHandler)
+                    threading.Thread(target=srv.serve_forever, daemon=True).start()
+                    servers.append(srv)
+                    time.sleep(0.1 * run)
+                r.wait_workers(lambda ws: all(w["healthy"] and w["seconds_since_ok"] >= 0 for w in ws), timeout=30)
+                ws = r.workers()
+                self.assertEqual([w["probes_abandoned"] for w in ws], [0, 0, 0])
+                self.assertEqual([w["kv_capacity_tokens"] for w in ws], [4096] * 3)
+            finally:
+                rc = r.stop()
+                for srv in servers:
+                    srv.shutdown()
+                    srv.server_close()
+            self.assertEqual(rc, 0, r.log_text()[-3000:])
 
 
 if __name__ == "__main__":
