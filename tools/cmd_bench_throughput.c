@@ -62,7 +62,7 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
          CLI_SET(&o->long_context, true)},
         {"attn-precision", 0, "f32|bf16",
          "attention dot products: f32 or bf16 (AMX tiles or AVX-512\n"
-         "BF16; default: bf16 where the CPU has them, else f32; docs/kernels.md)",
+         "BF16; default: bf16 where the CPU has them, else f32; docs/runtime.md)",
          CLI_STR(&o->attn_precision)},
     };
     cli_cmd c = {.name = "bench throughput",

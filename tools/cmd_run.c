@@ -69,7 +69,7 @@ static int parse_run(int argc, char **argv, run_opts *o) {
          CLI_STR(&o->kv_dtype_name)},
         {"attn-precision", 0, "f32|bf16",
          "attention dot products: f32 or bf16 (AMX tiles or AVX-512\n"
-         "BF16; default: bf16 where the CPU has them, else f32; docs/kernels.md)",
+         "BF16; default: bf16 where the CPU has them, else f32; docs/runtime.md)",
          CLI_STR(&o->attn_precision)},
     };
     cli_cmd c = {.name = "run",

@@ -207,7 +207,7 @@ static size_t serve_rows_model(serve_opts *o, cli_opt *t, size_t cap) {
         {"attn-precision", 0, "f32|bf16",
          "attention dot products: f32 or bf16 (AMX tiles or AVX-512 BF16;\n"
          "default: bf16 where the CPU has them, else f32; part of the KV cache\n"
-         "fingerprint, so stores and handoffs never mix the two; docs/kernels.md)",
+         "fingerprint, so stores and handoffs never mix the two; docs/runtime.md)",
          CLI_STR(&o->attn_precision)},
     };
     size_t n = sizeof rows / sizeof rows[0];

@@ -225,7 +225,12 @@ static __attribute__((noinline)) void attn_segment_bf16(const attn_args *a, int 
             float *srow = sc + (int64_t)r * ATTN_SROW, *s = srow + (lo - s0);
             if (a->softcap > 0.0f)
                 for (int j = 0; j < hi - lo; j++) s[j] = a->softcap * tanhf(s[j] / a->softcap);
-            l[r] = attn_bf16_softmax_fast(srow, s0, lo, hi, lo & ~1, (hi + 1) & ~1, pb + (int64_t)r * ATTN_SEG, &m[r]);
+            m[r] = attn_bf16_row_max(srow, s0, lo, hi);
+        }
+        for (int h = 0; lo < hi && h < nq; h++) { /* after every max of the token: the reductions overlap */
+            int r = t * nq + h;
+            l[r] = attn_bf16_row_exp(sc + (int64_t)r * ATTN_SROW, s0, lo, hi, lo & ~1, (hi + 1) & ~1, m[r],
+                                     pb + (int64_t)r * ATTN_SEG);
         }
         if (lo < hi) attn_bf16_pv(a, t, s0, lo & ~1, (hi + 1) & ~1, pb, vb, hd16, acc);
     }

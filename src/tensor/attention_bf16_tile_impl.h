@@ -87,32 +87,57 @@ static inline __m512 attn_exp2_fast(__m512 t) {
     return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
 }
 
-/* The softmax weights of one row in bf16, as attn_bf16_softmax: scores srow
- * (key j at j - s0), visible keys [lo, hi) (lo < hi); *mx = their max; w
- * (key j at j - s0) gets exp(s - max) rounded to bf16 over [plo, phi) (plo
- * <= lo, phi >= hi), zero outside [lo, hi); returns the sum of the rounded
- * weights (16 lane sums, then a fixed tree). Visibility by vector compares
- * of key indices, no per-vector branches. */
-static float attn_bf16_softmax_fast(const float *srow, int s0, int lo, int hi, int plo, int phi, uint16_t *w,
-                                    float *mx) {
-    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
+/* The max of a row's scores srow (key j at j - s0) over its visible keys
+ * [lo, hi) (lo < hi). */
+static inline float attn_bf16_row_max(const float *srow, int s0, int lo, int hi) {
     __m512 vmax = _mm512_set1_ps(-INFINITY);
     for (int j = lo; j < hi; j += 16)
         vmax = _mm512_mask_max_ps(vmax, attn_lanes(hi - j), vmax, _mm512_loadu_ps(srow + (j - s0)));
-    float m = _mm512_reduce_max_ps(vmax);
-    const __m512 ml = _mm512_set1_ps(m * 1.44269504088896341f), l2e = _mm512_set1_ps(1.44269504088896341f);
+    return _mm512_reduce_max_ps(vmax);
+}
+
+/* exp(s - m) of 16 scores at srow + (j - s0), zero outside [lo, hi) (idx:
+ * the 16 key indices j..j+15). */
+static inline __m512 attn_bf16_exp16(const float *srow, int s0, int j, __m512i idx, __m512i vlo, __m512i vhi,
+                                     __m512 ml) {
+    __mmask16 vis = _mm512_cmpge_epi32_mask(idx, vlo) & _mm512_cmplt_epi32_mask(idx, vhi);
+    __m512 x = _mm512_maskz_loadu_ps(vis, srow + (j - s0));
+    return _mm512_maskz_mov_ps(vis, attn_exp2_fast(_mm512_fmsub_ps(x, _mm512_set1_ps(1.44269504088896341f), ml)));
+}
+
+/* The softmax weights of one row in bf16 given its max m (attn_bf16_row_max):
+ * w (key j at j - s0) gets exp(s - m) rounded to bf16 over [plo, phi) (plo
+ * <= lo, phi >= hi), zero outside [lo, hi); returns the sum of the rounded
+ * weights. 32 keys per step: one vcvtne2ps2bf16 rounds them and one
+ * vdpbf16ps against ones adds them in pairs to 16 f32 lane sums (exact
+ * products), reduced by a fixed tree at the end. Visibility by vector
+ * compares of key indices, no per-vector branches. */
+static inline float attn_bf16_row_exp(const float *srow, int s0, int lo, int hi, int plo, int phi, float m,
+                                      uint16_t *w) {
+    const __m512i sixteen = _mm512_set1_epi32(16), vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
+    const __m512 ml = _mm512_set1_ps(m * 1.44269504088896341f);
+    const __m512bh ones = (__m512bh)_mm512_set1_epi16(0x3f80); /* bf16 1.0 */
+    __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(plo),
+                                   _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
     __m512 sum = _mm512_setzero_ps();
-    for (int j = plo; j < phi; j += 16) {
-        __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(j), iota);
-        __mmask16 vis = _mm512_cmpge_epi32_mask(idx, vlo) & _mm512_cmplt_epi32_mask(idx, vhi);
-        __m512 x = _mm512_maskz_loadu_ps(vis, srow + (j - s0));
-        __m512 e = _mm512_maskz_mov_ps(vis, attn_exp2_fast(_mm512_fmsub_ps(x, l2e, ml)));
-        __m256bh b = _mm512_cvtneps_pbh(e);
-        if (phi - j >= 16) _mm256_storeu_si256((__m256i *)(void *)(w + (j - s0)), (__m256i)b);
-        else _mm256_mask_storeu_epi16(w + (j - s0), (__mmask16)attn_lanes(phi - j), (__m256i)b);
-        sum = _mm512_add_ps(sum, _mm512_cvtpbh_ps(b));
+    for (int j = plo; j < phi; j += 32) {
+        __m512 e0 = attn_bf16_exp16(srow, s0, j, idx, vlo, vhi, ml);
+        idx = _mm512_add_epi32(idx, sixteen);
+        __m512 e1 = attn_bf16_exp16(srow, s0, j + 16, idx, vlo, vhi, ml);
+        idx = _mm512_add_epi32(idx, sixteen);
+        __m512bh b = _mm512_cvtne2ps_pbh(e1, e0); /* keys j..j+31 in order */
+        if (phi - j >= 32) _mm512_storeu_si512(w + (j - s0), (__m512i)b);
+        else _mm512_mask_storeu_epi16(w + (j - s0), (__mmask32)((1u << (phi - j)) - 1), (__m512i)b);
+        sum = _mm512_dpbf16_ps(sum, b, ones);
     }
-    *mx = m;
     return _mm512_reduce_add_ps(sum);
+}
+
+/* Both steps for one row: *mx = the max, returns the sum (the segment loop
+ * runs the steps row group by row group instead, so the max reductions of
+ * a token's rows overlap; same arithmetic, same bits). */
+static float attn_bf16_softmax_fast(const float *srow, int s0, int lo, int hi, int plo, int phi, uint16_t *w,
+                                    float *mx) {
+    *mx = attn_bf16_row_max(srow, s0, lo, hi);
+    return attn_bf16_row_exp(srow, s0, lo, hi, plo, phi, *mx, w);
 }
