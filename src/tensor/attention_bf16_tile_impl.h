@@ -43,8 +43,8 @@ static inline __attribute__((always_inline)) void attn_bf16_qk_block(const attn_
  * key j at j - s0), from the bf16 Q rows (qb, hd2 elements each; rows up to
  * the next multiple of ATTN_BF16_QK_R readable) and K tiles (kb, tile i at
  * kb + i * 16 * hd2, pair p of key c at element (p * 16 + c) * 2). */
-static void attn_bf16_scores_tiled(const attn_args *a, const uint16_t *qb, int hd2, const uint16_t *kb, int s0,
-                                   int k0, int s1, float *sc) {
+static void attn_bf16_scores_tiled(const attn_args *a, const uint16_t *qb, int hd2, const uint16_t *kb, int s0, int k0,
+                                   int s1, float *sc) {
     const int n_rows = a->n_tok * a->n_q, np = hd2 / 2, n_tiles = (s1 - k0 + 15) / 16;
     const attn_u32 *q32 = (const attn_u32 *)qb;
     const int64_t tile = (int64_t)16 * hd2;
