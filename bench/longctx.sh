@@ -17,7 +17,7 @@ set -euo pipefail
 usage="usage: bench/longctx.sh MODEL.gguf [OUT.txt]
 env: CASES (default '128 4096'), DEPTHS (default ''), GEN (16), REPS (1), LLAMA_REPS (REPS), THREADS (2), BATCH (512),
      LLAMA_DECODE (1; 0 skips llama-bench's decode at depth P in CASES: a prefill-only comparison),
-     PRECISIONS (cinfer --attn-precision values, default 'f32 bf16'), LLAMA_BENCH (default /work/llama/build/bin/llama-bench; empty: cinfer only), CINFER_BIN"
+     PRECISIONS (cinfer --attn-precision values, 'default' = no flag (what a user gets); default 'f32 bf16'), LLAMA_BENCH (default /work/llama/build/bin/llama-bench; empty: cinfer only), CINFER_BIN"
 case ${1:-} in
   -h|--help) printf '%s\n' "$usage"; exit 0 ;;
   "") echo "longctx.sh: a model is required (--help for usage)" >&2; exit 2 ;;
@@ -36,16 +36,17 @@ t=${THREADS:-2} reps=${REPS:-1} lreps=${LLAMA_REPS:-${REPS:-1}} gen=${GEN:-16} b
 run() { echo "\$ $* ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"; "$@" 2>&1 | grep -E '^(model|machine|prefill|decode|cpu|\|)' || true; echo; }
 # --repack 0: this VM reports AMX but faults on its tile instructions (ldtilecfg, SIGSEGV in
 # ggml_backend_amx_mul_mat), and repacking is what selects ggml's AMX buffers for Q8_0.
+prec() { [ "$1" = default ] || echo "--attn-precision $1"; }
 lb() { [ -z "$llama" ] || run "$llama" -m "$model" -t "$t" -r "$lreps" -fa 1 --repack 0 -b "$batch" "$@"; }
 {
   echo "# bench/longctx.sh $model ($(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
   for p in ${CASES-128 4096}; do
-    for a in $precs; do run "$bin" bench latency -m "$model" -t "$t" -r "$reps" -b "$batch" -p "$p" -n "$gen" --attn-precision "$a"; done
+    for a in $precs; do run "$bin" bench latency -m "$model" -t "$t" -r "$reps" -b "$batch" -p "$p" -n "$gen" $(prec "$a"); done
     lb -p "$p" -n 0
     [ "${LLAMA_DECODE:-1}" = 0 ] || lb -p 0 -n "$gen" -d "$p"
   done
   for d in ${DEPTHS-}; do
-    for a in $precs; do run "$bin" bench latency -m "$model" -t "$t" -r "$reps" -b "$batch" -d "$d" -p 0 -n "$gen" --attn-precision "$a"; done
+    for a in $precs; do run "$bin" bench latency -m "$model" -t "$t" -r "$reps" -b "$batch" -d "$d" -p 0 -n "$gen" $(prec "$a"); done
     lb -p 0 -n "$gen" -d "$d"
   done
 } | tee "$out"

@@ -64,8 +64,8 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
         {"kv-dtype", 0, "TYPE", "KV cache element type: f32, bf16, f16 or q8_0 (default: as `cinfer serve`)",
          CLI_STR(&o->kv_dtype_name)},
         {"attn-precision", 0, "f32|bf16",
-         "attention dot products: f32 (default) or bf16 (AMX tiles\n"
-         "or AVX-512 BF16 where the CPU has them; docs/kernels.md)",
+         "attention dot products: f32 or bf16 (AMX tiles or AVX-512\n"
+         "BF16; default: bf16 where the CPU has them, else f32; docs/runtime.md)",
          CLI_STR(&o->attn_precision)},
     };
     cli_cmd c = {.name = "bench latency",
@@ -79,6 +79,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
     if (!o->model) return cli_usage_error(&c, "-m MODEL.gguf is required");
     if (kv_dtype_parse(o->kv_dtype_name ? o->kv_dtype_name : cinfer_kv_dtype_name(CINFER_KV_DTYPE_DEFAULT), &o->kv_dt))
         return cli_usage_error(&c, "--kv-dtype '%s': expected f32, bf16, f16 or q8_0", o->kv_dtype_name);
+    o->prec = attn_prec_default();
     if (o->attn_precision && attn_prec_parse(o->attn_precision, &o->prec))
         return cli_usage_error(&c, "--attn-precision: '%s' (f32 or bf16)", o->attn_precision);
     return CLI_OK;

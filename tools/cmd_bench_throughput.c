@@ -61,8 +61,8 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
          "first 4064 shared) + 64 generated; replaces those four options",
          CLI_SET(&o->long_context, true)},
         {"attn-precision", 0, "f32|bf16",
-         "attention dot products: f32 (default) or bf16 (AMX tiles\n"
-         "or AVX-512 BF16 where the CPU has them; docs/kernels.md)",
+         "attention dot products: f32 or bf16 (AMX tiles or AVX-512\n"
+         "BF16; default: bf16 where the CPU has them, else f32; docs/runtime.md)",
          CLI_STR(&o->attn_precision)},
     };
     cli_cmd c = {.name = "bench throughput",
@@ -83,6 +83,7 @@ static int parse_tput(int argc, char **argv, tput_opts *o) {
     if (o->prefix_len > o->input_len) return cli_usage_error(&c, "--prefix-len exceeds --input-len");
     if (o->kv_dtype_name && (o->kv_dtype = cinfer_kv_dtype_parse(o->kv_dtype_name)) < 0)
         return cli_usage_error(&c, "--kv-dtype '%s': expected f32, bf16, f16 or q8_0", o->kv_dtype_name);
+    o->prec = attn_prec_default();
     if (o->attn_precision && attn_prec_parse(o->attn_precision, &o->prec))
         return cli_usage_error(&c, "--attn-precision: '%s' (f32 or bf16)", o->attn_precision);
     return CLI_OK;

@@ -19,8 +19,9 @@
 #include "text/tokenizer.h"
 
 typedef struct run_opts {
-    const char *model, *prompt, *prompt_file, *weights_cache, *kv_dtype_name;
+    const char *model, *prompt, *prompt_file, *weights_cache, *kv_dtype_name, *attn_precision;
     kv_dtype kv_dt;
+    attn_prec prec; /* parsed --attn-precision */
     long long n_predict, ctx, batch, threads;
     sampler_params sp;
     unsigned long seed;
@@ -66,6 +67,10 @@ static int parse_run(int argc, char **argv, run_opts *o) {
          CLI_STR(&o->weights_cache)},
         {"kv-dtype", 0, "TYPE", "KV cache element type: f32, bf16, f16 or q8_0 (default: as `cinfer serve`)",
          CLI_STR(&o->kv_dtype_name)},
+        {"attn-precision", 0, "f32|bf16",
+         "attention dot products: f32 or bf16 (AMX tiles or AVX-512\n"
+         "BF16; default: bf16 where the CPU has them, else f32; docs/runtime.md)",
+         CLI_STR(&o->attn_precision)},
     };
     cli_cmd c = {.name = "run",
                  .usage = "cinfer run -m MODEL.gguf [options]",
@@ -80,6 +85,9 @@ static int parse_run(int argc, char **argv, run_opts *o) {
     if (o->prompt && o->prompt_file) return cli_usage_error(&c, "give -p or -f, not both");
     if (kv_dtype_parse(o->kv_dtype_name ? o->kv_dtype_name : cinfer_kv_dtype_name(CINFER_KV_DTYPE_DEFAULT), &o->kv_dt))
         return cli_usage_error(&c, "--kv-dtype '%s': expected f32, bf16, f16 or q8_0", o->kv_dtype_name);
+    o->prec = attn_prec_default();
+    if (o->attn_precision && attn_prec_parse(o->attn_precision, &o->prec))
+        return cli_usage_error(&c, "--attn-precision: '%s' (f32 or bf16)", o->attn_precision);
     return CLI_OK;
 }
 
@@ -146,6 +154,7 @@ static int generate(const run_opts *o, model *m, const tokenizer *tok, thread_po
         free(ids);
         return cli_fail("run: %s", smp ? err.msg : "out of memory");
     }
+    fwd_ctx_set_attn_prec(g.fc, o->prec);
     char kv_words[160];
     model_kv_describe(m, kv_words, sizeof kv_words);
     if (o->kv_dt == KV_DTYPE_F32)

@@ -206,9 +206,9 @@ static size_t serve_rows_model(serve_opts *o, cli_opt *t, size_t cap) {
          "(no repacking; processes on the host share one copy)",
          CLI_STR(&o->weights_cache)},
         {"attn-precision", 0, "f32|bf16",
-         "attention dot products: f32 (default) or bf16 (AMX tiles or\n"
-         "AVX-512 BF16 where the CPU has them; part of the KV cache\n"
-         "fingerprint, so stores and handoffs never mix the two; docs/kernels.md)",
+         "attention dot products: f32 or bf16 (AMX tiles or AVX-512 BF16;\n"
+         "default: bf16 where the CPU has them, else f32; part of the KV cache\n"
+         "fingerprint, so stores and handoffs never mix the two; docs/runtime.md)",
          CLI_STR(&o->attn_precision)},
     };
     size_t n = sizeof rows / sizeof rows[0];
@@ -445,7 +445,7 @@ static int serve_setup(const serve_opts *o, serve_parts *sp, cf_err *err) {
     bool swa_on = o->swa_replay && !strcmp(o->swa_replay, "on");
     if (!swa_auto && !swa_on && strcmp(o->swa_replay, "off"))
         return cli_fail("serve: --swa-replay: '%s' (on, off or auto)", o->swa_replay);
-    attn_prec prec = ATTN_PREC_F32;
+    attn_prec prec = attn_prec_default();
     if (o->attn_precision && attn_prec_parse(o->attn_precision, &prec))
         return cli_fail("serve: --attn-precision: '%s' (f32 or bf16)", o->attn_precision);
     /* the window-state tier (swa_bytes) is not counted: it exists only for models with window layers, and

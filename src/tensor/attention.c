@@ -24,6 +24,8 @@ bool attn_prec_native(attn_prec prec) {
     return prec == ATTN_PREC_F32 || (cpu_isa_active() == CPU_ISA_AVX512 && cpu_has_avx512_bf16());
 }
 
+attn_prec attn_prec_default(void) { return attn_prec_native(ATTN_PREC_BF16) ? ATTN_PREC_BF16 : ATTN_PREC_F32; }
+
 const char *attn_prec_name(attn_prec prec) { return prec == ATTN_PREC_BF16 ? "bf16" : "f32"; }
 
 const char *attn_prec_describe(attn_prec prec) {

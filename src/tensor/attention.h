@@ -105,6 +105,11 @@ typedef struct attn_args {
 /* Whether `prec` runs as itself on this CPU with the active kernels
  * (ATTN_PREC_BF16 needs AVX-512 kernels and avx512_bf16); else it runs as F32. */
 bool attn_prec_native(attn_prec prec);
+/* The precision a user gets without asking (`--attn-precision` absent on
+ * serve / bench): ATTN_PREC_BF16 where it runs natively (AMX or AVX-512
+ * BF16: about twice the f32 FMA rate, so long prefills keep pace with short
+ * ones), else ATTN_PREC_F32. The engine option's zero value stays F32. */
+attn_prec attn_prec_default(void);
 /* "f32" / "bf16"; attn_prec_parse returns -1 for anything else. */
 const char *attn_prec_name(attn_prec prec);
 int attn_prec_parse(const char *s, attn_prec *out);

@@ -164,7 +164,7 @@ static __attribute__((noinline)) void attn_segment_amx(const attn_args *a, int s
             float *srow = sc + (int64_t)r * ATTN_SROW, *s = srow + (lo - s0);
             if (a->softcap > 0.0f)
                 for (int j = 0; j < hi - lo; j++) s[j] = a->softcap * tanhf(s[j] / a->softcap);
-            l[r] = attn_bf16_softmax(srow, s0, lo, hi, s0 + blk0, s0 + blk1, w, &m[r]);
+            l[r] = attn_bf16_softmax_fast(srow, s0, lo, hi, s0 + blk0, s0 + blk1, w, &m[r]);
         }
     }
     for (int r0 = 0; r0 < n_rows; r0 += 16) {

@@ -12,7 +12,7 @@
  *      16 with zeros, keys outside [lo of the first row rounded down to even,
  *      s1) zero.
  * Q.K: vdpbf16ps sums dims in pairs into f32 scores; the softmax runs in
- * f32 (its own exp: attn_exp2_le0); the weights P are rounded to bf16 with zeros
+ * f32 (its own exp: attn_exp2_fast); the weights P are rounded to bf16 with zeros
  * outside [lo, hi) of their row, and l sums the rounded weights; P.V:
  * vdpbf16ps over key pairs aligned to even absolute positions. A row's
  * result depends only on its own lo, hi, query and keys, never on the
@@ -142,49 +142,7 @@ static void attn_bf16_scores(const attn_args *a, const uint16_t *qb, int hd2, co
     }
 }
 
-/* 2^t for t <= 0 (t >= -150 after clamping): n = round(t), 2^(t - n) by a
- * degree-5 polynomial on [-0.5, 0.5] (relative error ~3e-6, far below the
- * bf16 rounding of the weights it feeds), scaled by 2^n with vscalefps. */
-static inline __m512 attn_exp2_le0(__m512 t) {
-    t = _mm512_max_ps(t, _mm512_set1_ps(-150.0f));
-    __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(t, n);
-    __m512 p = _mm512_set1_ps(1.3333558146e-3f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108665e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650696e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718056e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
-
-/* The softmax weights of one row in bf16: scores srow (key j at j - s0),
- * visible keys [lo, hi) (lo < hi). *mx = their max; w (key j at element
- * j - s0) gets exp(s - max) rounded to bf16 over [plo, phi) (even, covering
- * [lo, hi)), zero outside [lo, hi); returns the sum of the rounded weights. */
-static float attn_bf16_softmax(const float *srow, int s0, int lo, int hi, int plo, int phi, uint16_t *w, float *mx) {
-    __m512 vmax = _mm512_set1_ps(-INFINITY);
-    for (int j = lo; j < hi; j += 16)
-        vmax = _mm512_mask_max_ps(vmax, attn_lanes(hi - j), vmax, _mm512_loadu_ps(srow + (j - s0)));
-    float m = _mm512_reduce_max_ps(vmax);
-    const __m512 ml = _mm512_set1_ps(m * 1.44269504088896341f), l2e = _mm512_set1_ps(1.44269504088896341f);
-    __m512 sum = _mm512_setzero_ps();
-    for (int j = plo; j < phi; j += 16) {
-        int first = lo - j > 0 ? lo - j : 0, n = hi - j < 16 ? hi - j : 16;
-        __mmask16 vis = (__mmask16)(attn_lanes(n) & ~attn_lanes(first));
-        __m512 x = _mm512_maskz_loadu_ps(vis, srow + (j - s0));
-        __m512 e = _mm512_maskz_mov_ps(vis, attn_exp2_le0(_mm512_fmsub_ps(x, l2e, ml)));
-        __m256bh b = _mm512_cvtneps_pbh(e);
-        int nw = phi - j < 16 ? phi - j : 16;
-        _mm256_mask_storeu_epi16(w + (j - s0), (__mmask16)attn_lanes(nw), (__m256i)b);
-        sum = _mm512_add_ps(sum, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)b), 16)));
-    }
-    *mx = m;
-    float t = 0.0f, lanes[16];
-    _mm512_storeu_ps(lanes, sum);
-    for (int c = 0; c < 16; c++) t += lanes[c];
-    return t;
-}
+#include "tensor/attention_bf16_tile_impl.h" /* attn_bf16_scores_tiled, attn_bf16_softmax_fast */
 
 /* acc[k][0..nv) += sum over key pairs i < np of w[k][i] . V pair i, for 4
  * heads (ATTN_PV_HEADS) and nv (a constant after inlining) vectors of
@@ -246,9 +204,12 @@ static __attribute__((noinline)) void attn_segment_bf16(const attn_args *a, int 
     uint16_t *kb = (uint16_t *)((float *)qb + (int64_t)rows16 * (hd + 16));
     uint16_t *vb = kb + (int64_t)ATTN_SEG * ((hd + 31) / 32 * 32), *pb = vb + (int64_t)ATTN_SEG * hd16;
     attn_bf16_pack_q(a, qb, hd2);
+    /* rows up to the score block's multiple read as zeros (never stored) */
+    memset(qb + (int64_t)n_rows * hd2, 0, sizeof(uint16_t) * (size_t)((-n_rows & (ATTN_BF16_QK_R - 1)) * hd2));
     attn_bf16_pack_k(a, k0, s1, kb, hd2 / 2);
     attn_bf16_pack_v(a, s0, lo0 & ~1, (s1 + 1) & ~1, lo0, s1, vb, hd16);
-    attn_bf16_scores(a, qb, hd2, kb, s0, k0, s1, sc);
+    if (n_rows > 8) attn_bf16_scores_tiled(a, qb, hd2, kb, s0, k0, s1, sc);
+    else attn_bf16_scores(a, qb, hd2, kb, s0, k0, s1, sc);
     for (int t = 0; t < nt; t++) {
         int lo = attn_lo(a, t), hi = a->pos[t] + 1;
         if (lo < s0) lo = s0;
@@ -264,7 +225,12 @@ static __attribute__((noinline)) void attn_segment_bf16(const attn_args *a, int 
             float *srow = sc + (int64_t)r * ATTN_SROW, *s = srow + (lo - s0);
             if (a->softcap > 0.0f)
                 for (int j = 0; j < hi - lo; j++) s[j] = a->softcap * tanhf(s[j] / a->softcap);
-            l[r] = attn_bf16_softmax(srow, s0, lo, hi, lo & ~1, (hi + 1) & ~1, pb + (int64_t)r * ATTN_SEG, &m[r]);
+            m[r] = attn_bf16_row_max(srow, s0, lo, hi);
+        }
+        for (int h = 0; lo < hi && h < nq; h++) { /* after every max of the token: the reductions overlap */
+            int r = t * nq + h;
+            l[r] = attn_bf16_row_exp(sc + (int64_t)r * ATTN_SROW, s0, lo, hi, lo & ~1, (hi + 1) & ~1, m[r],
+                                     pb + (int64_t)r * ATTN_SEG);
         }
         if (lo < hi) attn_bf16_pv(a, t, s0, lo & ~1, (hi + 1) & ~1, pb, vb, hd16, acc);
     }

@@ -64,6 +64,8 @@ static inline void tl_prompt(int32_t *p, int32_t n) {
 /* Engines made by tl_engine plan, compute and publish one after another when
  * set (cinfer_engine_options.sync_scheduling); default: asynchronous. */
 static bool tl_sync_scheduling = false;
+/* cinfer_engine_options.attn_precision of engines made by tl_engine (default: F32, the option's zero value). */
+static int32_t tl_attn_precision = CINFER_ATTN_F32;
 
 static inline cinfer_engine *tl_engine(const model *m, thread_pool *tp, int64_t kv_bytes, int32_t max_batch,
                                        int32_t max_seqs, int32_t max_ctx) {
@@ -73,6 +75,7 @@ static inline cinfer_engine *tl_engine(const model *m, thread_pool *tp, int64_t 
                                .max_seqs = max_seqs,
                                .max_ctx = max_ctx,
                                .sync_scheduling = tl_sync_scheduling,
+                               .attn_precision = tl_attn_precision,
                                .kv_dtype = tu_kv_dtype() ? cinfer_kv_dtype_parse(tu_kv_dtype()) : 0};
     cinfer_engine *e = NULL;
     char err[256];

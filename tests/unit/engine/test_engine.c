@@ -2,7 +2,9 @@
  *  - batch invariance: 32 requests of different prompt lengths and
  *    max_tokens submitted at once (greedy) give exactly the tokens each gives
  *    alone; again with a KV budget small enough to force preemption, and with
- *    max_batch_tokens 16 (chunked prefill);
+ *    max_batch_tokens 16 (chunked prefill); all of it with BF16 attention
+ *    where the CPU runs it natively (the default of serve / bench / run
+ *    there), then with F32 attention;
  *  - prefix caching: a request sharing a 1000-token prefix with a finished one
  *    reports >= 992 cached tokens, computes only the rest (engine stats) and
  *    matches a cold run; a different cache salt gets 0;
@@ -72,12 +74,7 @@ static void run_batch(const char *name, int64_t kv_bytes, int32_t max_batch, boo
     cinfer_engine_destroy(e);
 }
 
-static void test_invariance(void) {
-    for (int i = 0; i < NREQ; i++) {
-        specs[i].n_prompt = 5 + (int32_t)(tl_rand() % 120);
-        specs[i].max_tokens = 4 + (int32_t)(tl_rand() % 60);
-        tl_prompt(specs[i].prompt, specs[i].n_prompt);
-    }
+static void test_invariance_as(void) {
     tl_sync_scheduling = true;
     cinfer_engine *e = tl_engine(g_m, g_tp, 64 << 20, 2048, 64, CTX);
     tl_sync_scheduling = false;
@@ -93,6 +90,24 @@ static void test_invariance(void) {
     /* ~24 blocks of 16 tokens (20 KiB each): far less than 32 requests need */
     run_batch("preempting", 24 * 20 * 1024 + 4096, 2048, true);
     run_batch("chunked", 64 << 20, 16, false);
+}
+
+static void test_invariance(void) {
+    for (int i = 0; i < NREQ; i++) {
+        specs[i].n_prompt = 5 + (int32_t)(tl_rand() % 120);
+        specs[i].max_tokens = 4 + (int32_t)(tl_rand() % 60);
+        tl_prompt(specs[i].prompt, specs[i].n_prompt);
+    }
+    if (attn_prec_native(ATTN_PREC_BF16)) {
+        fprintf(stderr, "with BF16 attention:\n");
+        tl_attn_precision = CINFER_ATTN_BF16;
+        test_invariance_as();
+        tl_attn_precision = CINFER_ATTN_F32;
+    } else {
+        fprintf(stderr, "BF16 attention: not native here, not run\n");
+    }
+    fprintf(stderr, "with F32 attention:\n");
+    test_invariance_as(); /* last: the threads test compares against these F32 solo runs */
 }
 
 static void test_prefix(void) {
