@@ -17,7 +17,10 @@ set -euo pipefail
 usage="usage: bench/longctx.sh MODEL.gguf [OUT.txt]
 env: CASES (default '128 4096'), DEPTHS (default ''), GEN (16), REPS (1), LLAMA_REPS (REPS), THREADS (2), BATCH (512),
      LLAMA_DECODE (1; 0 skips llama-bench's decode at depth P in CASES: a prefill-only comparison),
-     PRECISIONS (cinfer --attn-precision values, default 'f32 bf16'), LLAMA_BENCH (default /work/llama/build/bin/llama-bench; empty: cinfer only), CINFER_BIN"
+     PRECISIONS (cinfer --attn-precision values, default 'f32 bf16'), KV_DTYPES (cinfer --kv-dtype values for the
+     DEPTHS rows, default: the server default), DEPTH_PRECISION (cinfer --depth-attn-precision of the untimed fill
+     in the DEPTHS rows, default: as timed), CINFER_BINS (several cinfer builds, alternated row by row; default
+     CINFER_BIN), LLAMA_BENCH (default /work/llama/build/bin/llama-bench; empty: cinfer only), CINFER_BIN"
 case ${1:-} in
   -h|--help) printf '%s\n' "$usage"; exit 0 ;;
   "") echo "longctx.sh: a model is required (--help for usage)" >&2; exit 2 ;;
@@ -27,6 +30,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 model=$1
 out=${2:-/dev/null}
 bin=${CINFER_BIN:-$root/build/cinfer}
+bins=${CINFER_BINS:-$bin}
 llama=${LLAMA_BENCH-/work/llama/build/bin/llama-bench}
 # BATCH: cinfer's tokens per forward call (-b) and llama-bench's -b. 512 = llama-bench's default
 # ubatch (its physical batch): cinfer prefills in forward calls of that size too, which is also
@@ -45,7 +49,16 @@ lb() { [ -z "$llama" ] || run "$llama" -m "$model" -t "$t" -r "$lreps" -fa 1 --r
     [ "${LLAMA_DECODE:-1}" = 0 ] || lb -p 0 -n "$gen" -d "$p"
   done
   for d in ${DEPTHS-}; do
-    for a in $precs; do run "$bin" bench latency -m "$model" -t "$t" -r "$reps" -b "$batch" -d "$d" -p 0 -n "$gen" --attn-precision "$a"; done
+    for a in $precs; do
+      for kv in ${KV_DTYPES:-default}; do
+        for b in $bins; do
+          extra=()
+          [ "$kv" = default ] || extra+=(--kv-dtype "$kv")
+          [ -z "${DEPTH_PRECISION:-}" ] || extra+=(--depth-attn-precision "$DEPTH_PRECISION")
+          run "$b" bench latency -m "$model" -t "$t" -r "$reps" -b "$batch" -d "$d" -p 0 -n "$gen" --attn-precision "$a" "${extra[@]}"
+        done
+      done
+    done
     lb -p 0 -n "$gen" -d "$d"
   done
 } | tee "$out"
