@@ -5,7 +5,8 @@
 #   cinfer bench latency -p P -n GEN        prefill P tokens, then decode GEN at depth P
 #                                           (once per attention precision in PRECISIONS)
 #   llama-bench -fa 1 -p P -n 0             prefill P tokens  (all with --repack 0, see lb)
-#   llama-bench -fa 1 -p 0 -n GEN -d P      decode GEN at depth P
+#   llama-bench -fa 1 -p 0 -n GEN -d P      decode GEN at depth P (one repetition; its decode also in
+#                                           process CPU time: bench/lib/cpu_tail.py)
 # and for each D in DEPTHS (decode only, the depth filled untimed):
 #   cinfer bench latency -d D -p 0 -n GEN  |  llama-bench -fa 1 -p 0 -n GEN -d D
 # cinfer prints its limits next to each figure: prefill as % of the int8 peak in matmuls, decode
@@ -41,12 +42,14 @@ run() { echo "\$ $* ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"
 # --repack 0: this VM reports AMX but faults on its tile instructions (ldtilecfg, SIGSEGV in
 # ggml_backend_amx_mul_mat), and repacking is what selects ggml's AMX buffers for Q8_0.
 lb() { [ -z "$llama" ] || run "$llama" -m "$model" -t "$t" -r "$lreps" -fa 1 --repack 0 -b "$batch" "$@"; }
+# llama-bench decode rows: one repetition, with its decode also in process CPU time (bench/lib/cpu_tail.py)
+lbd() { [ -z "$llama" ] || run python3 "$root/bench/lib/cpu_tail.py" "$t" -- "$llama" -m "$model" -t "$t" -r 1 -fa 1 --repack 0 -b "$batch" "$@"; }
 {
   echo "# bench/longctx.sh $model ($(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
   for p in ${CASES-128 4096}; do
     for a in $precs; do run "$bin" bench latency -m "$model" -t "$t" -r "$reps" -b "$batch" -p "$p" -n "$gen" --attn-precision "$a"; done
     lb -p "$p" -n 0
-    [ "${LLAMA_DECODE:-1}" = 0 ] || lb -p 0 -n "$gen" -d "$p"
+    [ "${LLAMA_DECODE:-1}" = 0 ] || lbd -p 0 -n "$gen" -d "$p"
   done
   for d in ${DEPTHS-}; do
     for a in $precs; do
@@ -59,6 +62,6 @@ lb() { [ -z "$llama" ] || run "$llama" -m "$model" -t "$t" -r "$lreps" -fa 1 --r
         done
       done
     done
-    lb -p 0 -n "$gen" -d "$d"
+    lbd -p 0 -n "$gen" -d "$d"
   done
 } | tee "$out"

@@ -224,7 +224,9 @@ static inline __attribute__((always_inline)) void attn_qk_tile2(const float *g, 
  * lines of [j0, j1) into L2 for the P.V pass after the segment's scores.
  * Keys at or past pf_end (the first key no row sees) are not touched. */
 #define ATTN_PF_K_AHEAD 64
-static inline void attn_prefetch_f32(const attn_args *a, int j0, int j1, int pf_end) {
+/* always_inline: as a function of its own, GCC finds it free of side effects (prefetches are
+ * "no memory operands" builtins) and deletes the calls */
+static inline __attribute__((always_inline)) void attn_prefetch_f32(const attn_args *a, int j0, int j1, int pf_end) {
     const int hd = a->head_dim, bt = a->block_tokens;
     for (int j = j0 + ATTN_PF_K_AHEAD; j < j1 + ATTN_PF_K_AHEAD && j < pf_end; j += 16) {
         const char *k = (const char *)(a->blocks[j / bt] + a->k_off + j % bt);
