@@ -217,36 +217,11 @@ static inline __attribute__((always_inline)) void attn_qk_tile2(const float *g, 
     }
 }
 
-/* Software prefetch of the f32 cache read in place (dimension-major K,
- * token-major V) for keys [j0, j1): the K lines of keys j0 + ATTN_PF_K_AHEAD
- * on into L1 (each block is its own allocation, so the hardware streamer
- * restarts at every block and a KV segment spans eight of them), the V
- * lines of [j0, j1) into L2 for the P.V pass after the segment's scores.
- * Keys at or past pf_end (the first key no row sees) are not touched. */
-#define ATTN_PF_K_AHEAD 64
-/* always_inline: as a function of its own, GCC finds it free of side effects (prefetches are
- * "no memory operands" builtins) and deletes the calls */
-static inline __attribute__((always_inline)) void attn_prefetch_f32(const attn_args *a, int j0, int j1, int pf_end) {
-    const int hd = a->head_dim, bt = a->block_tokens;
-    for (int j = j0 + ATTN_PF_K_AHEAD; j < j1 + ATTN_PF_K_AHEAD && j < pf_end; j += 16) {
-        const char *k = (const char *)(a->blocks[j / bt] + a->k_off + j % bt);
-        for (int d = 0; d < hd; d++) __builtin_prefetch(k + (int64_t)d * bt * 4, 0, 3);
-    }
-    const int vb = attn_vd(a) * 4;
-    for (int j = j0; j < j1 && j < pf_end; j++) {
-        const char *v = (const char *)attn_row(a, a->v_off, j);
-        for (int o = 0; o < vb; o += 64) __builtin_prefetch(v + o, 0, 2);
-    }
-}
-
-/* pf_end > 0: prefetch (attn_prefetch_f32) keys below pf_end; 0: none (a
- * decoded tile in the scratch). */
-static void attn_scores(const attn_args *a, const float *qt, int s0, int k0, int s1, float *sc, int pf_end) {
+static void attn_scores(const attn_args *a, const float *qt, int s0, int k0, int s1, float *sc) {
     const int hd = a->head_dim;
     const int n_rows = a->n_tok * a->n_q;
     float kt[2][hd * 16]; /* gathered K tiles (tiles that cross a block) */
     for (int j0 = k0; j0 < s1; j0 += 32) {
-        if (pf_end > 0) attn_prefetch_f32(a, j0, j0 + 32, pf_end);
         int nk = s1 - j0 < 16 ? s1 - j0 : 16, nk2 = s1 - j0 - 16 < 16 ? s1 - j0 - 16 : 16;
         int64_t sa, sb = 0;
         const float *ta = attn_k_tile(a, j0, nk, kt[0], &sa),
@@ -364,9 +339,9 @@ static void attn_pv(const attn_args *a, int t, int s0, int lo, int hi, const flo
 #endif
 
 /* Segment seg's partial state of every row into part: acc (rows x hd), then
- * m (rows), then l (rows); pf_end as attn_scores. sc: scratch of rows x ATTN_SROW score floats,
+ * m (rows), then l (rows). sc: scratch of rows x ATTN_SROW score floats,
  * then 2 x rows (the merge's, untouched), then the packed Q. */
-static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, float *part, float *sc, int pf_end) {
+static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, float *part, float *sc) {
     const int hd = attn_vd(a), nq = a->n_q, nt = a->n_tok, n_rows = nt * nq;
     float *acc = part, *m = part + (int64_t)n_rows * hd, *l = m + n_rows;
     const int s0 = seg * ATTN_SEG, j_end = a->pos[nt - 1] + 1;
@@ -387,7 +362,7 @@ static __attribute__((noinline)) void attn_segment(const attn_args *a, int seg, 
     if (k0 < s0) k0 = s0;
     float *qt = sc + (int64_t)n_rows * (ATTN_SROW + 2); /* past the merge's M and L */
     attn_pack_q(a, qt);
-    attn_scores(a, qt, s0, k0, s1, sc, pf_end);
+    attn_scores(a, qt, s0, k0, s1, sc);
     for (int t = 0; t < nt; t++) {
         int lo = attn_lo(a, t), hi = a->pos[t] + 1;
         if (lo < s0) lo = s0;

@@ -76,7 +76,7 @@ static void attn_load_segment(const attn_args *a, int s0, int k0, int s1, float 
     const int pf_end = a->pos[a->n_tok - 1] + 1;
     const int64_t hbytes = kv_dtype_bytes((kv_dtype)a->kv_dtype, hd);
     for (int j0 = k0; j0 < s1; j0 += 16) { /* k0 - s0 is a multiple of 16 */
-        /* the encoded K and V head rows 32 keys on (the next segment's too: see attn_prefetch_f32) */
+        /* the encoded K and V head rows 32 keys on (into the next segment too) */
         for (int j = j0 + 32; j < j0 + 48 && j < pf_end; j++) {
             const float *blk = a->blocks[j / bt];
             int64_t r = (int64_t)(j % bt) * a->row_stride;
@@ -106,7 +106,7 @@ static void attn_load_segment(const attn_args *a, int s0, int k0, int s1, float 
  * (the masks and score order are unchanged by the shift). */
 static void attn_segment_kv(const attn_args *a, int seg, float *part, float *sc) {
     if (a->kv_dtype == KV_DTYPE_F32) {
-        attn_segment(a, seg, part, sc, a->v_dim > 0 ? 0 : a->pos[a->n_tok - 1] + 1);
+        attn_segment(a, seg, part, sc);
         return;
     }
     const int hd = a->head_dim, nt = a->n_tok, s0 = seg * ATTN_SEG, j_end = a->pos[nt - 1] + 1;
@@ -128,5 +128,5 @@ static void attn_segment_kv(const attn_args *a, int seg, float *part, float *sc)
     b.kv_dtype = KV_DTYPE_F32;
     b.head_bytes = 0;
     b.floor = a->floor > s0 ? a->floor - s0 : 0;
-    attn_segment(&b, 0, part, sc, 0);
+    attn_segment(&b, 0, part, sc);
 }

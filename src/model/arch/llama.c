@@ -394,7 +394,7 @@ static void attn_task(void *ctx, int ith, int nth) {
     float *scratch = c->scratch + (int64_t)ith * c->scratch_per_thread;
     /* interleaved so that long (late) and short (early) items spread evenly; a split step's items (KV
      * head-major, segments ascending) in contiguous runs instead, so that a thread's next item is
-     * the next segment, which the kernel has begun to prefetch */
+     * the next segment, whose first encoded rows the non-f32 load step has begun to prefetch */
     int32_t it0 = ith, it1 = c->n_items, step = nth;
     if (c->n_merges > 0) {
         it0 = (int32_t)((int64_t)c->n_items * ith / nth);
