@@ -13,8 +13,9 @@
  * CPU seconds, which on a shared machine do not count other processes' turns.
  * -d DEPTH (like llama-bench -d) first fills DEPTH positions, untimed and
  * once (with --depth-attn-precision's attention arithmetic, by default
- * --attn-precision's: the timed runs always use --attn-precision); every repetition then prefills the prompt and decodes after them,
- * and is rolled back to DEPTH (gen_truncate) before the next.
+ * --attn-precision's; the timed runs always use --attn-precision); every
+ * repetition then prefills the prompt and decodes after them, and is
+ * rolled back to DEPTH (gen_truncate) before the next.
  * The prompt is pseudo-random token ids (deterministic), so no tokenizer
  * cost is included. `bench serve`, `bench report` and `bench trace-stats` live in
  * cmd_bench_serve.c and cmd_bench_report.c, `bench replay` in cmd_bench_replay.c. */
@@ -71,7 +72,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
          CLI_STR(&o->attn_precision)},
         {"depth-attn-precision", 0, "f32|bf16",
          "attention dot products of the untimed -d fill only (default:\n"
-         "--attn-precision; bf16 fills a deep context several times faster)",
+         "--attn-precision; bf16 fills faster where it runs natively)",
          CLI_STR(&o->depth_precision)},
     };
     cli_cmd c = {.name = "bench latency",

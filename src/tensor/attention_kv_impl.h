@@ -4,8 +4,10 @@
  * the call's scratch, laid out as one f32 block of ATTN_SEG tokens, and the
  * f32 segment (attn_segment) runs on it. Included by attention_impl.h after
  * attn_segment and attn_lo (per ISA: the decoders use F16C / AVX-512 where
- * the file is compiled for them). Nothing is allocated; nothing beyond one
- * segment is converted. Not a public header. */
+ * the file is compiled for them). K rows are decoded and transposed 16 keys
+ * at a time (attention_ktile_impl.h); the encoded K and V rows 32 keys
+ * ahead are prefetched. Nothing is allocated; nothing beyond one segment is
+ * converted. Not a public header. */
 #include <stdint.h>
 #include <string.h>
 
@@ -80,7 +82,8 @@ static void attn_load_segment(const attn_args *a, int s0, int k0, int s1, float 
         for (int j = j0 + 32; j < j0 + 48 && j < pf_end; j++) {
             const float *blk = a->blocks[j / bt];
             int64_t r = (int64_t)(j % bt) * a->row_stride;
-            const char *k = (const char *)(blk + a->k_off + r) + a->head_bytes, *v = (const char *)(blk + a->v_off + r) + a->head_bytes;
+            const char *k = (const char *)(blk + a->k_off + r) + a->head_bytes,
+                       *v = (const char *)(blk + a->v_off + r) + a->head_bytes;
             for (int64_t o = 0; o < hbytes + 63; o += 64) { /* rows need not start on a line */
                 __builtin_prefetch(k + o, 0, 3);
                 __builtin_prefetch(v + o, 0, 3);
