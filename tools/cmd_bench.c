@@ -12,8 +12,10 @@
  * every thread on its own core, and decode against the same probe timed in
  * CPU seconds, which on a shared machine do not count other processes' turns.
  * -d DEPTH (like llama-bench -d) first fills DEPTH positions, untimed and
- * once; every repetition then prefills the prompt and decodes after them,
- * and is rolled back to DEPTH (gen_truncate) before the next.
+ * once (with --depth-attn-precision's attention arithmetic, by default
+ * --attn-precision's; the timed runs always use --attn-precision); every
+ * repetition then prefills the prompt and decodes after them, and is
+ * rolled back to DEPTH (gen_truncate) before the next.
  * The prompt is pseudo-random token ids (deterministic), so no tokenizer
  * cost is included. `bench serve`, `bench report` and `bench trace-stats` live in
  * cmd_bench_serve.c and cmd_bench_report.c, `bench replay` in cmd_bench_replay.c. */
@@ -40,10 +42,11 @@ static const char bench_usage[] = "cinfer bench latency -m MODEL.gguf [options]\
                                   "cinfer bench replay -m MODEL.gguf [options]      (see bench replay --help)";
 
 typedef struct bench_opts {
-    const char *model, *weights_cache, *kv_dtype_name, *attn_precision;
+    const char *model, *weights_cache, *kv_dtype_name, *attn_precision, *depth_precision;
     long long prompt, gen, threads, reps, bw_mib, depth, batch;
     kv_dtype kv_dt;
     attn_prec prec; /* parsed --attn-precision */
+    attn_prec depth_prec; /* parsed --depth-attn-precision (default: prec) */
 } bench_opts;
 
 /* argv[0] is "latency". CLI_OK, CLI_HELP or CLI_USAGE. */
@@ -67,6 +70,10 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
          "attention dot products: f32 or bf16 (AMX tiles or AVX-512\n"
          "BF16; default: bf16 where the CPU has them, else f32; docs/runtime.md)",
          CLI_STR(&o->attn_precision)},
+        {"depth-attn-precision", 0, "f32|bf16",
+         "attention dot products of the untimed -d fill only (default:\n"
+         "--attn-precision; bf16 fills faster where it runs natively)",
+         CLI_STR(&o->depth_precision)},
     };
     cli_cmd c = {.name = "bench latency",
                  .usage = bench_usage,
@@ -82,6 +89,9 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
     o->prec = attn_prec_default();
     if (o->attn_precision && attn_prec_parse(o->attn_precision, &o->prec))
         return cli_usage_error(&c, "--attn-precision: '%s' (f32 or bf16)", o->attn_precision);
+    o->depth_prec = o->prec;
+    if (o->depth_precision && attn_prec_parse(o->depth_precision, &o->depth_prec))
+        return cli_usage_error(&c, "--depth-attn-precision: '%s' (f32 or bf16)", o->depth_precision);
     return CLI_OK;
 }
 
@@ -194,8 +204,9 @@ static int bench_latency(const bench_opts *o) {
     else if (gen_init_as(&g, m, o->kv_dt, pool, (int32_t)ctx, (int32_t)(batch > 0 ? batch : 1), &err))
         rc = cli_fail("bench: %s", err.msg);
     else {
-        fwd_ctx_set_attn_prec(g.fc, o->prec);
+        fwd_ctx_set_attn_prec(g.fc, o->depth_prec);
         if (o->depth > 0 && gen_feed(&g, tokens, (int32_t)o->depth, NULL, &err)) rc = cli_fail("bench: %s", err.msg);
+        fwd_ctx_set_attn_prec(g.fc, o->prec);
         if (!rc) rc = timed_reps(o, &g, tokens, &pp_s, &tg_s, &pp_cpu, &tg_cpu);
         gen_release(&g);
     }

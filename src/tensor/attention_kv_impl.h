@@ -4,8 +4,10 @@
  * the call's scratch, laid out as one f32 block of ATTN_SEG tokens, and the
  * f32 segment (attn_segment) runs on it. Included by attention_impl.h after
  * attn_segment and attn_lo (per ISA: the decoders use F16C / AVX-512 where
- * the file is compiled for them). Nothing is allocated; nothing beyond one
- * segment is converted. Not a public header. */
+ * the file is compiled for them). K rows are decoded and transposed 16 keys
+ * at a time (attention_ktile_impl.h); the encoded K and V rows 32 keys
+ * ahead are prefetched. Nothing is allocated; nothing beyond one segment is
+ * converted. Not a public header. */
 #include <stdint.h>
 #include <string.h>
 
@@ -64,18 +66,34 @@ static inline void attn_decode_row(int dt, const uint8_t *src, float *dst, int n
     }
 }
 
+#include "tensor/attention_ktile_impl.h" /* attn_load_ktile16: K rows decoded and transposed 16 keys at a time */
+
 /* Keys [k0, s1) of the segment at s0 decoded into tile: K [hd][ATTN_SEG]
  * (dimension-major, as an f32 block), then V [ATTN_SEG][hd]. K lanes from
  * s1 to the next multiple of 32 are zeroed: the score loop reads whole
  * 16-key tiles (their scores are never used). */
 static void attn_load_segment(const attn_args *a, int s0, int k0, int s1, float *tile) {
     const int hd = a->head_dim, bt = a->block_tokens;
-    float *kt = tile, *vt = tile + (int64_t)hd * ATTN_SEG, row[hd];
+    float *kt = tile, *vt = tile + (int64_t)hd * ATTN_SEG;
+    const int pf_end = a->pos[a->n_tok - 1] + 1;
+    const int64_t hbytes = kv_dtype_bytes((kv_dtype)a->kv_dtype, hd);
+    for (int j0 = k0; j0 < s1; j0 += 16) { /* k0 - s0 is a multiple of 16 */
+        /* the encoded K and V head rows 32 keys on (into the next segment too) */
+        for (int j = j0 + 32; j < j0 + 48 && j < pf_end; j++) {
+            const float *blk = a->blocks[j / bt];
+            int64_t r = (int64_t)(j % bt) * a->row_stride;
+            const char *k = (const char *)(blk + a->k_off + r) + a->head_bytes,
+                       *v = (const char *)(blk + a->v_off + r) + a->head_bytes;
+            for (int64_t o = 0; o < hbytes + 63; o += 64) { /* rows need not start on a line */
+                __builtin_prefetch(k + o, 0, 3);
+                __builtin_prefetch(v + o, 0, 3);
+            }
+        }
+        attn_load_ktile16(a, j0, s1 - j0 < 16 ? s1 - j0 : 16, kt + (j0 - s0), ATTN_SEG);
+    }
     for (int j = k0; j < s1; j++) {
         const float *blk = a->blocks[j / bt];
         int64_t r = (int64_t)(j % bt) * a->row_stride;
-        attn_decode_row(a->kv_dtype, (const uint8_t *)(blk + a->k_off + r) + a->head_bytes, row, hd);
-        for (int d = 0; d < hd; d++) kt[(int64_t)d * ATTN_SEG + (j - s0)] = row[d];
         attn_decode_row(a->kv_dtype, (const uint8_t *)(blk + a->v_off + r) + a->head_bytes, vt + (int64_t)(j - s0) * hd,
                         hd);
     }

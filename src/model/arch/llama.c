@@ -392,8 +392,16 @@ static void attn_task(void *ctx, int ith, int nth) {
     attn_job *j = ctx;
     llama_fwd *c = j->c;
     float *scratch = c->scratch + (int64_t)ith * c->scratch_per_thread;
-    /* interleaved so that long (late) and short (early) items spread evenly */
-    for (int32_t it = ith; it < c->n_items; it += nth) {
+    /* interleaved so that long (late) and short (early) items spread evenly; a split step's items (KV
+     * head-major, segments ascending) in contiguous runs instead, so that a thread's next item is
+     * the next segment, whose first encoded rows the non-f32 load step has begun to prefetch */
+    int32_t it0 = ith, it1 = c->n_items, step = nth;
+    if (c->n_merges > 0) {
+        it0 = (int32_t)((int64_t)c->n_items * ith / nth);
+        it1 = (int32_t)((int64_t)c->n_items * (ith + 1) / nth);
+        step = 1;
+    }
+    for (int32_t it = it0; it < it1; it += step) {
         const attn_item *w = &c->items[it];
         attn_args a = chunk_args(c, j->b, j->layer, w->chunk, w->kv_head, scratch);
         if (w->seg < 0) kern_attention(&a);
