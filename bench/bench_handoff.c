@@ -241,8 +241,8 @@ static int run_send(const char *peer, size_t size, int count, int window) {
     double dt = now_s() - t0;
     if (s.failed || s.flushed < 0) goto fail;
     double bytes = (double)size * count;
-    printf("size %zu count %d window %d: %.0f bytes in %.4f s = %.3f GB/s (%llu waits, %llu timed out)\n", size,
-           count, window, bytes, dt, bytes / dt / 1e9, (unsigned long long)s.sleeps, (unsigned long long)s.timeouts);
+    printf("size %zu count %d window %d: %.0f bytes in %.4f s = %.3f GB/s (%llu waits, %llu timed out)\n", size, count,
+           window, bytes, dt, bytes / dt / 1e9, (unsigned long long)s.sleeps, (unsigned long long)s.timeouts);
     xfer_close(n);
     free(buf);
     return 0;

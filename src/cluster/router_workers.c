@@ -219,8 +219,8 @@ void router_workers_poll(router *r) {
         router_worker *w = &r->w[i];
         if (w->probing) {
             if (now - w->probe_started < limit) continue;
-            LOG_WARN("router: the probe of %s got no answer or error in %.1f s (timeout %d s); abandoning it",
-                     w->url, now - w->probe_started, probe_timeout_s(r));
+            LOG_WARN("router: the probe of %s got no answer or error in %.1f s (timeout %d s); abandoning it", w->url,
+                     now - w->probe_started, probe_timeout_s(r));
             w->n_probes_abandoned++;
             w->probing = false;
             worker_set_health(r, i, false);

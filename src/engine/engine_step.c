@@ -146,8 +146,8 @@ static void eng_admit_window(cinfer_engine *e, eng_req *r, prefix_match *m) {
  * plan never replace the approximate rows the snapshot was taken over. */
 static bool eng_match_lineage(cinfer_engine *e, eng_req *r, int32_t exact_end, int32_t end, prefix_match *m,
                               cf_err *err) {
-    if (prefix_cache_match(e->pc, r->seq, exact_end < end ? exact_end : end, eng_salt(r), r->blocks, r->max_blocks,
-                           m, err))
+    if (prefix_cache_match(e->pc, r->seq, exact_end < end ? exact_end : end, eng_salt(r), r->blocks, r->max_blocks, m,
+                           err))
         return false;
     if (m->n_tokens < end) { /* the rest along the approximate lineage */
         prefix_match a;

@@ -520,8 +520,7 @@ static gr_dfa *try_counted(lexer_build *x, int32_t nt) {
         return NULL;
     int was = use_pool(x, LX_POOL_STRING);
     gr_dfa *elem = NULL, *d = NULL;
-    if (x->work < x->budget)
-        elem = rep->sym >= 0 ? try_nt(x, rep->sym) : gr_dfa_byte_class(&g->classes[-rep->sym - 1]);
+    if (x->work < x->budget) elem = rep->sym >= 0 ? try_nt(x, rep->sym) : gr_dfa_byte_class(&g->classes[-rep->sym - 1]);
     if (!elem && rep->sym < 0 && x->work < x->budget) x->oom = 1;
     uint64_t room = LX_COUNTED_TOTAL - x->counted_total; /* the string pool bounds time, this memory */
     if (elem && room)
@@ -543,7 +542,7 @@ static gr_dfa *try_nt_within(lexer_build *x, int32_t nt);
  * the general pool while it lasts, then to the small pool. */
 static gr_dfa *try_nt(lexer_build *x, int32_t nt) {
     if (x->g->nullable[nt]) return NULL;
-    int p = x->pool == LX_POOL_STRING || is_delimited(x->g, nt) ? LX_POOL_STRING
+    int p = x->pool == LX_POOL_STRING || is_delimited(x->g, nt)                                  ? LX_POOL_STRING
             : (x->pool == LX_POOL_GENERAL ? x->work : x->pool_work[LX_POOL_GENERAL]) < LX_BUDGET ? LX_POOL_GENERAL
                                                                                                  : LX_POOL_SMALL;
     int was = use_pool(x, p);

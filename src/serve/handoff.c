@@ -98,7 +98,9 @@ static uint64_t hd_units(const handoff_mgr *m, const xfer_begin *b) {
 }
 
 /* Where a begun entry's WINDOW snapshot lands: right after its records. */
-static uint8_t *hd_window_at(const hd_entry *e) { return e->records + (uint64_t)e->begin.n_records * e->begin.record_bytes; }
+static uint8_t *hd_window_at(const hd_entry *e) {
+    return e->records + (uint64_t)e->begin.n_records * e->begin.record_bytes;
+}
 
 /* A parked job stops waiting (the handoff settled or timed out). */
 static void hd_wake(hd_entry *e) {
@@ -449,8 +451,8 @@ void handoff_claim(handoff_mgr *m, const uint8_t id[XFER_ID_BYTES], gen_job *g) 
     if (e->begun && !e->aborted && k > 0 && e->begin.prompt_tokens == (uint32_t)g->n_prompt &&
         !memcmp(e->begin.salt_digest, salt, XFER_DIGEST_BYTES) && !g->kv_import) {
         /* the window snapshot sits at the end of all the records: only with every record */
-        size_t recs = (size_t)k * e->begin.record_bytes, win = e->win_have && k == e->begin.n_records ?
-                                                                  e->begin.window_bytes : 0;
+        size_t recs = (size_t)k * e->begin.record_bytes,
+               win = e->win_have && k == e->begin.n_records ? e->begin.window_bytes : 0;
         if (e->placing == 0) { /* moved: the engine verifies each record, then gives the buffer back */
             g->kv_import = e->records;
             g->kv_import_release = xfer_pool_release;

@@ -91,8 +91,7 @@ int xfer_begin_decode(const uint8_t *buf, size_t len, xfer_begin *b, cf_err *err
     if (b->n_records > (b->prompt_tokens - 1) / b->block_tokens)
         return cf_fail(err, "handoff BEGIN: %u records for a prompt of %u tokens", b->n_records, b->prompt_tokens);
     if (b->window_bytes > XFER_MAX_WINDOW_BYTES || (b->window_bytes && !b->n_records))
-        return cf_fail(err, "handoff BEGIN: a window state of %u bytes with %u records", b->window_bytes,
-                       b->n_records);
+        return cf_fail(err, "handoff BEGIN: a window state of %u bytes with %u records", b->window_bytes, b->n_records);
     return 0;
 }
 

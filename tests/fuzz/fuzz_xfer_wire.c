@@ -26,7 +26,8 @@
  * bytes (its header is canonical; the checksum covers the floats). */
 static void window_snapshot(const uint8_t *d, size_t len, uint32_t boundary) {
     if (len < SWA_SNAP_HDR_BYTES) return;
-    swa_snap_geom g = {.n_blocks = le_get32(d + 12), .block_tokens = le_get32(d + 16), .block_floats = le_get64(d + 24)};
+    swa_snap_geom g = {
+        .n_blocks = le_get32(d + 12), .block_tokens = le_get32(d + 16), .block_floats = le_get64(d + 24)};
     if (g.n_blocks > 64 || g.block_floats > ((uint64_t)1 << 24)) return; /* beyond what len can hold */
     if (swa_snap_check(&g, boundary, d, len, NULL)) return;
     if ((uint64_t)swa_snap_floats(&g) * sizeof(float) != len) abort();

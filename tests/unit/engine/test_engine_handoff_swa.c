@@ -160,8 +160,9 @@ static void run_case(const tcase *t) {
         run_result res;
         import_run(e, t, buf, n, rec, win, true, &res);
         cinfer_engine_stats st = cinfer_engine_get_stats(e);
-        CHECKF(res.usage.cached_tokens == n * bt && res.usage.replayed_tokens == 0, "%s: cached %d (want %d), replayed %d",
-               t->name, res.usage.cached_tokens, n * bt, res.usage.replayed_tokens);
+        CHECKF(res.usage.cached_tokens == n * bt && res.usage.replayed_tokens == 0,
+               "%s: cached %d (want %d), replayed %d", t->name, res.usage.cached_tokens, n * bt,
+               res.usage.replayed_tokens);
         CHECKF(res.n_tokens == N_GEN && !memcmp(res.tokens, ref.tokens, sizeof(int32_t) * N_GEN),
                "%s%s: handed-off tokens differ from the monolithic run", t->name, chunked ? " chunked" : "");
         CHECKF(st.handoff_imported_blocks == (uint64_t)n && st.handoff_window_imported_bytes == win &&

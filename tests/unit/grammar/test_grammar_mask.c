@@ -123,8 +123,10 @@ static void no_dead_end_at_max(const cinfer_grammar_vocab *v) {
     const char *const cases[][2] = {{full, "\\"}, {full, "\xc3"}, {part, "\\n\""}, {part, "\xc3\xa9\""}};
     for (int i = 0; i < 4; i++) {
         cinfer_grammar_matcher *m = cinfer_grammar_matcher_new(g, v, NULL);
-        CHECK(m && cinfer_grammar_matcher_accept_bytes(m, (const uint8_t *)cases[i][0], strlen(cases[i][0]), NULL) == 0);
-        int rc = m ? cinfer_grammar_matcher_accept_bytes(m, (const uint8_t *)cases[i][1], strlen(cases[i][1]), NULL) : -1;
+        CHECK(m &&
+              cinfer_grammar_matcher_accept_bytes(m, (const uint8_t *)cases[i][0], strlen(cases[i][0]), NULL) == 0);
+        int rc =
+            m ? cinfer_grammar_matcher_accept_bytes(m, (const uint8_t *)cases[i][1], strlen(cases[i][1]), NULL) : -1;
         CHECKF((rc == 0) == (i >= 2), "maxLength 300, %zu characters read: bytes %s %s", strlen(cases[i][0]) - 1,
                cases[i][1], rc == 0 ? "accepted" : "refused");
         cinfer_grammar_matcher_free(m);
