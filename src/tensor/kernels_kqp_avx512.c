@@ -26,8 +26,12 @@
 #include "tensor/kernels_impl.h"
 
 #define AI static inline __attribute__((always_inline))
-#define MA_K 4 /* activation rows per tile (RV = 2: 3 x 8 accumulators) */
+#ifndef MA_K
+#define MA_K 6 /* activation rows per tile */
+#endif
+#ifndef PF_DIST
 #define PF_DIST 4096
+#endif
 enum { TY_Q4K, TY_Q5K, TY_Q6K, TY_IQ4XS };
 
 static const int8_t iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -69,20 +73,20 @@ AI void tile_kq(const int TY, const int RV, const int MA, const uint8_t *wp0, co
     for (int e = 0; e < 16; e++) tb[e] = (uint8_t)(iq4_levels[e] + 128);
     const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tb));
     __m512 acc[2][MA_K];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < MA; t++) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
     for (int64_t B = 0; B < nb; B++) {
         const uint8_t *wb[2] = {wp[0] + B * sbb, wp[1] + B * sbb};
         const int8_t *xq[MA_K];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < MA; t++) xq[t] = qa->q + (i + t) * k + B * 256;
         __m512i isum[2][MA_K];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < MA; t++) isum[0][t] = isum[1][t] = _mm512_setzero_si512();
 #pragma GCC unroll 2
         for (int s = 0; s < NSUB; s++) {
             __m512i sub[2][MA_K], hv[2];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int t = 0; t < MA; t++) sub[0][t] = sub[1][t] = _mm512_setzero_si512();
 #pragma GCC unroll 2
             for (int r = 0; r < RV; r++)
@@ -109,7 +113,7 @@ AI void tile_kq(const int TY, const int RV, const int MA, const uint8_t *wp0, co
                         hi[r] = _mm512_shuffle_epi8(table, hi[r]);
                     }
                 }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int t = 0; t < MA; t++) {
                     __m512i xl = bc32(xq[t] + S * s + 4 * g), xh = bc32(xq[t] + S * s + S / 2 + 4 * g);
 #pragma GCC unroll 2
@@ -122,7 +126,7 @@ AI void tile_kq(const int TY, const int RV, const int MA, const uint8_t *wp0, co
 #pragma GCC unroll 2
             for (int r = 0; r < RV; r++) {
                 __m512i sc = pair_half(pair_vec(!Q45, wb[r] + 64 + (s / 2) * 32), s % 2);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int t = 0; t < MA; t++) isum[r][t] = _mm512_add_epi32(isum[r][t], _mm512_mullo_epi32(sub[r][t], sc));
             }
         }
@@ -134,7 +138,7 @@ AI void tile_kq(const int TY, const int RV, const int MA, const uint8_t *wp0, co
             __m512i pv[8];
 #pragma GCC unroll 8
             for (int u = 0; u < NSUB / 2; u++) pv[u] = pair_vec(!Q45, wb[r] + (Q45 ? 192 : 64) + u * 32);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int t = 0; t < MA; t++) {
                 const int16_t *sums = TY == TY_Q6K ? qa->s16 + (i + t) * (k / 16) + B * 16 : qa->s32 + (i + t) * nb32 + B * 8;
                 __m512i imin = _mm512_setzero_si512();
@@ -153,21 +157,27 @@ AI void tile_kq(const int TY, const int RV, const int MA, const uint8_t *wp0, co
     }
     __mmask16 m0 = n - o >= 16 ? 0xffff : (__mmask16)((1u << (n - o)) - 1);
     __mmask16 m1 = n - o - 16 >= 16 ? 0xffff : n - o <= 16 ? 0 : (__mmask16)((1u << (n - o - 16)) - 1);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < MA; t++) {
         _mm512_mask_storeu_ps(y + t * n + o, m0, acc[0][t]);
         if (RV == 2) _mm512_mask_storeu_ps(y + t * n + o + 16, m1, acc[1][t]);
     }
 }
 
-#define KQ_SWITCH_MA(TY, RV, ma, ...)                   \
-    switch (ma) {                                       \
-    case 1: tile_kq(TY, RV, 1, __VA_ARGS__); break;     \
-    case 2: tile_kq(TY, RV, 2, __VA_ARGS__); break;     \
-    case 3: tile_kq(TY, RV, 3, __VA_ARGS__); break;     \
-    default: tile_kq(TY, RV, MA_K, __VA_ARGS__); break; \
+/* ma (1..MA_K) as a compile-time tile height */
+#define KQ_MA(c) ((c) < MA_K ? (c) : MA_K)
+#define KQ_SWITCH_MA(TY, RV, ma, ...)                         \
+    switch (ma) {                                             \
+    case 1: tile_kq(TY, RV, 1, __VA_ARGS__); break;           \
+    case 2: tile_kq(TY, RV, KQ_MA(2), __VA_ARGS__); break;    \
+    case 3: tile_kq(TY, RV, KQ_MA(3), __VA_ARGS__); break;    \
+    case 4: tile_kq(TY, RV, KQ_MA(4), __VA_ARGS__); break;    \
+    case 5: tile_kq(TY, RV, KQ_MA(5), __VA_ARGS__); break;    \
+    case 6: tile_kq(TY, RV, KQ_MA(6), __VA_ARGS__); break;    \
+    case 7: tile_kq(TY, RV, KQ_MA(7), __VA_ARGS__); break;    \
+    default: tile_kq(TY, RV, MA_K, __VA_ARGS__); break;       \
     }
-_Static_assert(MA_K == 4, "KQ_SWITCH_MA lists 1..MA_K");
+_Static_assert(MA_K >= 1 && MA_K <= 8, "KQ_SWITCH_MA lists 1..8");
 
 AI void tiles(const int TY, const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
     size_t pb = kp16_panel_bytes(a->w->type, a->k);
