@@ -64,8 +64,9 @@ static inline size_t kqp_qs_off(dtype t) { return t == DT_IQ4_XS ? 192 : 320; }
 static inline size_t kqp_sb_bytes(dtype t) {
     return kqp_qs_off(t) + 2048 + (t == DT_Q5_K ? 512 : t == DT_Q6_K ? 1024 : 0);
 }
-/* True for the types packed into K-quant panels under AVX-512. */
-static inline int kqp_type(dtype t) { return t == DT_Q4_K || t == DT_Q5_K || t == DT_Q6_K || t == DT_IQ4_XS; }
+/* True for the types packed into K-quant panels under AVX-512. Not Q6_K: it stays
+ * on the GGUF rows (kernels_q6k_avx512.c), whose decode is about twice as fast. */
+static inline int kqp_type(dtype t) { return t == DT_Q4_K || t == DT_Q5_K || t == DT_IQ4_XS; }
 
 /* Bytes of one KL_P16 panel (16 rows x k) and offset of the quants in it. */
 static inline size_t kp16_scale_bytes(int64_t k) { return ((size_t)(k / 32) * 32 + 63) / 64 * 64; }
@@ -175,6 +176,9 @@ void kern_q8k_sums16(const int8_t *q, int64_t k, int16_t *s16, int16_t *s32);
 /* kernels_kqp_avx512.c: K-quant KL_P16 panels x the Q8_K-style activations in a->qa
  * (with s16 / s32), register-tiled VNNI, every m. */
 void kern_mm_kqp_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+/* kernels_q6k_avx512.c: Q6_K GGUF rows (KL_ROWS) x the Q8_K-style activations in a->qa
+ * (AVX-512 VNNI, every m). */
+void kern_mm_q6k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 /* kernels_amx.c: Q8_0 / Q4_0 KL_P16 panels x the Q8_0 activations in a->qa with AMX-INT8 tiles
  * (cpu_amx_active(); bitwise the results of the AVX-512 VNNI tiles). */
 void kern_mm_q_amx(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);

@@ -1,12 +1,14 @@
 /* test_kernels_kq.c - bit-level checks of the K-quant integer matmul paths
  * (Q4_K, Q5_K, Q6_K, IQ4_XS), beside test_kernels.c's float64 bounds:
  *
- * 1. AVX-512: kern_matmul on the K-quant panels (kernels_kqp_avx512.c) equals,
+ * 1. AVX-512: kern_matmul on the K-quant panels (kernels_kqp_avx512.c; Q4_K,
+ *    Q5_K, IQ4_XS) equals,
  *    bit for bit, a scalar model of the arithmetic its header states, written
  *    here from the GGUF block formats: per super-block the exact integer
  *    isum = sum_s sc_s dot_s and imin (mins, or the q - 32 / table offsets
  *    folded in), then Q4_K/Q5_K acc = fma(isum, d dx, acc), acc = fma(-imin,
- *    dmin dx, acc); Q6_K/IQ4_XS acc = fma(isum', d dx, acc).
+ *    dmin dx, acc); IQ4_XS acc = fma(isum', d dx, acc). Q6_K is not packed
+ *    (it stays on the GGUF rows, kernels_q6k_avx512.c): checked to keep KL_ROWS.
  * 2. Every ISA: batch invariance. A product of m rows equals the same rows
  *    multiplied one at a time (decode) and in other splits, bit for bit, for
  *    odd n (panel padding), k of 1 and 3 super-blocks, m across the tile
@@ -108,16 +110,37 @@ static float model_dot(dtype t, const uint8_t *row, const int8_t *q, const float
 }
 
 static const dtype types[] = {DT_Q4_K, DT_Q5_K, DT_Q6_K, DT_IQ4_XS};
+/* The panel types (test_model_bits), a subset of types. */
+static const dtype panel_types[] = {DT_Q4_K, DT_Q5_K, DT_IQ4_XS};
+
+/* AVX-512 Q6_K stays on the GGUF row layout (the row kernel, every m). */
+static void test_q6k_rows(void) {
+    if (!cpu_isa_supported(CPU_ISA_AVX512)) return;
+    cpu_isa_force(CPU_ISA_AVX512);
+    const int64_t n = 17, k = 512;
+    size_t rb = dtype_row_bytes(DT_Q6_K, k);
+    uint8_t *w = malloc(rb * (size_t)n);
+    CHECK(w != NULL);
+    if (!w) return;
+    random_blocks(DT_Q6_K, w, n * k / 256);
+    CHECK(kern_weight_packed_size(DT_Q6_K, n, k) == 0);
+    kern_weight kw;
+    cf_err err;
+    CHECKF(kern_weight_prepare(&kw, DT_Q6_K, w, n, k, &err) == 0, "prepare: %s", err.msg);
+    CHECKF(kw.layout == KL_ROWS, "Q6_K packed (layout %d), want the GGUF rows", kw.layout);
+    kern_weight_release(&kw);
+    free(w);
+}
 
 static void test_model_bits(kern_ctx *ctx, const char *what_pool) {
     if (!cpu_isa_supported(CPU_ISA_AVX512)) return;
     cpu_isa_force(CPU_ISA_AVX512);
     static const int64_t ns[] = {1, 17, 48}, ks[] = {256, 768}, ms[] = {1, 5, 9};
-    for (size_t ti = 0; ti < 4; ti++)
+    for (size_t ti = 0; ti < sizeof panel_types / sizeof panel_types[0]; ti++)
         for (size_t a = 0; a < 3; a++)
             for (size_t b = 0; b < 2; b++)
                 for (size_t c = 0; c < 3; c++) {
-                    dtype t = types[ti];
+                    dtype t = panel_types[ti];
                     int64_t n = ns[a], k = ks[b], m = ms[c];
                     size_t rb = dtype_row_bytes((uint32_t)t, k);
                     uint8_t *w = malloc(rb * (size_t)n);
@@ -192,6 +215,7 @@ int main(void) {
         if (!ctx) continue;
         const char *what = th ? "2 threads" : "1 thread";
         test_model_bits(ctx, what);
+        if (th == 0) test_q6k_rows();
         test_batch_invariance(ctx, what);
         cpu_isa_force(best);
         kern_ctx_destroy(ctx);
