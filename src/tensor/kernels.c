@@ -187,7 +187,6 @@ static void pack_p16(const kern_weight *w, void *dst) {
     case DT_Q4_0: pack_q4(w->data, dst, w->n, w->k); break;
     case DT_Q4_K:
     case DT_Q5_K:
-    case DT_Q6_K:
     case DT_IQ4_XS: kern_pack_kq(w->type, w->data, dst, w->n, w->k); break;
     default: break;
     }

@@ -16,19 +16,18 @@
  *     Q4_0 : panel = fp16 d[nb][16] (padded to 64 bytes), then per k-block b
  *            4 x 64 bytes: byte (j*64 + r*4 + t) = original qs[r][4j+t], i.e. the
  *            low nibble is element 4j+t, the high nibble element 16+4j+t (0..15)
- *     K-quants (Q4_K, Q5_K, Q6_K, IQ4_XS; kernels_kqpack.c, kernels_kqp_avx512.c):
+ *     K-quants (Q4_K, Q5_K, IQ4_XS; not Q6_K; kernels_kqpack.c, kernels_kqp_avx512.c):
  *            panel = per 256-element super-block B, KQP_SB(t) bytes:
  *            [0,32) fp16 d[16 rows]; Q4_K/Q5_K: [32,64) fp16 dmin[16] (else 0)
  *            [64,..) sub-block scales as pairs u8/int8 [s/2][16 rows][s%2]
- *                    (Q4_K/Q5_K sc 0..63; IQ4_XS ls-32; Q6_K its int8 scales:
- *                    4 pairs, Q6_K 8); Q4_K/Q5_K then the mins, same shape
- *            KQP_QS: quant nibbles per sub-block s of S elements (S = 32, Q6_K 16),
+ *                    (Q4_K/Q5_K sc 0..63; IQ4_XS ls-32: 4 pairs); Q4_K/Q5_K
+ *                    then the mins, same shape
+ *            KQP_QS: quant nibbles per sub-block s of S = 32 elements,
  *                    S/8 vectors of 64 bytes [16 rows][4]: vector g byte (r,t) =
  *                    low 4 bits of element S*s+4g+t | those of S*s+S/2+4g+t << 4
  *                    (IQ4_XS: table indexes)
  *            Q5_K: then per sub-block 64 bytes [16 rows][4]: bit 2g+h = bit 4 of the
- *                    element in vector g, nibble h; Q6_K: per sub-block 64 bytes,
- *                    bits 4g+2h..+1 = bits 4-5 of the element in vector g, nibble h
+ *                    element in vector g, nibble h
  *   Every panel starts 64-byte aligned (packed is aligned, panel sizes are
  *   multiples of 64, except F16: multiple of 32, loaded as 32-byte halves).
  *
@@ -47,6 +46,7 @@
  *   s16, s32      (AVX-512 only, KL_P16 K-quant panels) the same sums as int16 per
  *                 16 and per 32 elements: s16[i*(k/16)+b], s32[i*(k/32)+b]
  *                 (kern_q8k_sums16), so pairs of them are one vpdpwssd operand
+ *                 (the panel kernel reads s32; s16 is the step to it)
  */
 #ifndef CINFER_TENSOR_KERNELS_IMPL_H
 #define CINFER_TENSOR_KERNELS_IMPL_H
@@ -59,10 +59,10 @@
 enum { KL_ROWS = 0, KL_P16 = 1 };
 
 /* K-quant KL_P16 panels: bytes per super-block, offset of the nibbles in it,
- * and of Q5_K's / Q6_K's high bits (right after the nibbles). */
+ * and of Q5_K's high bits (right after the nibbles). */
 static inline size_t kqp_qs_off(dtype t) { return t == DT_IQ4_XS ? 192 : 320; }
 static inline size_t kqp_sb_bytes(dtype t) {
-    return kqp_qs_off(t) + 2048 + (t == DT_Q5_K ? 512 : t == DT_Q6_K ? 1024 : 0);
+    return kqp_qs_off(t) + 2048 + (t == DT_Q5_K ? 512 : 0);
 }
 /* True for the types packed into K-quant panels under AVX-512. Not Q6_K: it stays
  * on the GGUF rows (kernels_q6k_avx512.c), whose decode is about twice as fast. */
@@ -80,7 +80,6 @@ static inline size_t kp16_panel_bytes(dtype t, int64_t k) {
     case DT_Q4_0: return kp16_scale_bytes(k) + kk / 32 * 256;
     case DT_Q4_K:
     case DT_Q5_K:
-    case DT_Q6_K:
     case DT_IQ4_XS: return kk / 256 * kqp_sb_bytes(t);
     default: return 0; /* dequantized types are never packed */
     }

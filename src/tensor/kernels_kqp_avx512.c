@@ -1,25 +1,25 @@
-/* kernels_kqp_avx512.c - AVX-512 VNNI Q4_K, Q5_K, Q6_K and IQ4_XS matmul on
+/* kernels_kqp_avx512.c - AVX-512 VNNI Q4_K, Q5_K and IQ4_XS matmul on
  * the K-quant KL_P16 panels (kernels_impl.h; packed by kernels_kqpack.c)
  * against the Q8_K-style activations (kern_quantize_row_q8k: int8, one f32
- * scale dx per 256, int16 sums per 16 / 32 in s16 / s32).
+ * scale dx per 256, int16 sums per 32 in s32). Q6_K is not packed: it runs on
+ * its GGUF rows (kernels_q6k_avx512.c), whose decode is about twice as fast.
  *
  * A register tile is RV panels (16 or 32 output rows, one per int32 lane) x
- * MA activation rows. Per sub-block (32 elements, Q6_K 16) each 64-byte
+ * MA activation rows. Per sub-block (32 elements) each 64-byte
  * vector of unpacked unsigned weights (4 consecutive quants of 16 rows) meets
  * a broadcast dword of 4 activation quants in vpdpbusd, so the weights are
  * unpacked once per tile, not once per activation row. Per output row o and
  * activation row i, all integer and exact:
  *   isum = sum_s sc_s * dot_s            (vpmulld of the sub-block sum)
- *   imin = sum_s mn_s * sum32_s (Q4_K, Q5_K), sum_s sc_s * sum32_s (IQ4_XS),
- *          sum_s sc_s * sum16_s (Q6_K)   (vpdpwssd on int16 pairs)
+ *   imin = sum_s mn_s * sum32_s (Q4_K, Q5_K), sum_s sc_s * sum32_s (IQ4_XS)
+ *          (vpdpwssd on int16 pairs)
  * then per super-block, in f32, in this order:
  *   Q4_K/Q5_K: acc = fma(float(isum), d*dx, acc); acc = fnmadd(float(imin), dmin*dx, acc)
- *   Q6_K:      acc = fma(float(isum - 32 imin), d*dx, acc)    (quants q - 32)
  *   IQ4_XS:    acc = fma(float(isum - 128 imin), d*dx, acc)   (table + 128)
  * Bit-exactness invariant: these operations per (o, i) do not depend on RV, MA,
  * the tile a row lands in, the thread, or m, so a row's result is the same
  * alone (decode), in any batch and in any split (batch invariance).
- * Bounds: |isum|, |imin| < 2^29 (Q6_K: 16 x 128 x 16 x 63 x 127 < 2^28). */
+ * Bounds: |isum|, |imin| < 2^28 (IQ4_XS: 8 x 32 x 241 x 32 x 127). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -32,7 +32,7 @@
 #ifndef PF_DIST
 #define PF_DIST 4096
 #endif
-enum { TY_Q4K, TY_Q5K, TY_Q6K, TY_IQ4XS };
+enum { TY_Q4K, TY_Q5K, TY_IQ4XS };
 
 static const int8_t iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
@@ -63,12 +63,12 @@ AI __m512i pair_vec(const int SIGNED, const uint8_t *p) {
 
 AI void tile_kq(const int TY, const int RV, const int MA, const uint8_t *wp0, const uint8_t *wp1, const kern_qact *qa,
                 int64_t i, int64_t k, float *y, int64_t n, int64_t o) {
-    const dtype dt = TY == TY_Q4K ? DT_Q4_K : TY == TY_Q5K ? DT_Q5_K : TY == TY_Q6K ? DT_Q6_K : DT_IQ4_XS;
-    const int S = TY == TY_Q6K ? 16 : 32, NSUB = 256 / S, NV = S / 8, Q45 = TY == TY_Q4K || TY == TY_Q5K;
+    const dtype dt = TY == TY_Q4K ? DT_Q4_K : TY == TY_Q5K ? DT_Q5_K : DT_IQ4_XS;
+    const int S = 32, NSUB = 256 / S, NV = S / 8, Q45 = TY == TY_Q4K || TY == TY_Q5K;
     const int64_t nb = k / 256, nb32 = k / 32;
     const size_t sbb = kqp_sb_bytes(dt), qoff = kqp_qs_off(dt);
     const uint8_t *wp[2] = {wp0, wp1};
-    const __m512i nib = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10), b45 = _mm512_set1_epi8(0x30);
+    const __m512i nib = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
     uint8_t tb[16];
     for (int e = 0; e < 16; e++) tb[e] = (uint8_t)(iq4_levels[e] + 128);
     const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tb));
@@ -90,8 +90,7 @@ AI void tile_kq(const int TY, const int RV, const int MA, const uint8_t *wp0, co
             for (int t = 0; t < MA; t++) sub[0][t] = sub[1][t] = _mm512_setzero_si512();
 #pragma GCC unroll 2
             for (int r = 0; r < RV; r++)
-                hv[r] = TY == TY_Q5K || TY == TY_Q6K ? _mm512_load_si512(wb[r] + qoff + 2048 + s * 64)
-                                                     : _mm512_setzero_si512();
+                hv[r] = TY == TY_Q5K ? _mm512_load_si512(wb[r] + qoff + 2048 + s * 64) : _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int g = 0; g < NV; g++) {
                 __m512i lo[2], hi[2];
@@ -105,9 +104,6 @@ AI void tile_kq(const int TY, const int RV, const int MA, const uint8_t *wp0, co
                     if (TY == TY_Q5K) {
                         lo[r] = or_and(lo[r], move_bits(hv[r], 2 * g, 4), b4);
                         hi[r] = or_and(hi[r], move_bits(hv[r], 2 * g + 1, 4), b4);
-                    } else if (TY == TY_Q6K) {
-                        lo[r] = or_and(lo[r], move_bits(hv[r], 4 * g, 4), b45);
-                        hi[r] = or_and(hi[r], move_bits(hv[r], 4 * g + 2, 4), b45);
                     } else if (TY == TY_IQ4XS) {
                         lo[r] = _mm512_shuffle_epi8(table, lo[r]);
                         hi[r] = _mm512_shuffle_epi8(table, hi[r]);
@@ -140,7 +136,7 @@ AI void tile_kq(const int TY, const int RV, const int MA, const uint8_t *wp0, co
             for (int u = 0; u < NSUB / 2; u++) pv[u] = pair_vec(!Q45, wb[r] + (Q45 ? 192 : 64) + u * 32);
 #pragma GCC unroll 8
             for (int t = 0; t < MA; t++) {
-                const int16_t *sums = TY == TY_Q6K ? qa->s16 + (i + t) * (k / 16) + B * 16 : qa->s32 + (i + t) * nb32 + B * 8;
+                const int16_t *sums = qa->s32 + (i + t) * nb32 + B * 8;
                 __m512i imin = _mm512_setzero_si512();
 #pragma GCC unroll 8
                 for (int u = 0; u < NSUB / 2; u++) imin = _mm512_dpwssd_epi32(imin, pv[u], bc32((const int8_t *)(sums + 2 * u)));
@@ -149,7 +145,7 @@ AI void tile_kq(const int TY, const int RV, const int MA, const uint8_t *wp0, co
                     acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_mul_ps(dv, vdx), acc[r][t]);
                     acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmv, vdx), acc[r][t]);
                 } else {
-                    __m512i tot = _mm512_sub_epi32(isum[r][t], _mm512_slli_epi32(imin, TY == TY_Q6K ? 5 : 7));
+                    __m512i tot = _mm512_sub_epi32(isum[r][t], _mm512_slli_epi32(imin, 7));
                     acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_mul_ps(dv, vdx), acc[r][t]);
                 }
             }
@@ -200,7 +196,6 @@ void kern_mm_kqp_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i
     switch (a->w->type) {
     case DT_Q4_K: tiles(TY_Q4K, a, o0, o1, i0, i1); break;
     case DT_Q5_K: tiles(TY_Q5K, a, o0, o1, i0, i1); break;
-    case DT_Q6_K: tiles(TY_Q6K, a, o0, o1, i0, i1); break;
     default: tiles(TY_IQ4XS, a, o0, o1, i0, i1); break;
     }
 }

@@ -1,10 +1,9 @@
-/* kernels_kqpack.c - repacking of Q4_K, Q5_K, Q6_K and IQ4_XS rows (GGUF
+/* kernels_kqpack.c - repacking of Q4_K, Q5_K and IQ4_XS rows (GGUF
  * block layouts, kquant.c) into the K-quant KL_P16 panels of kernels_impl.h,
  * and the int16 activation sums the panel kernel (kernels_kqp_avx512.c) reads.
  *
  * Invariants: the packed panel holds exactly the GGUF block's integers (fp16
- * scales copied bit for bit, 6-bit scales / mins / IQ4_XS ls - 32 / Q6_K int8
- * scales as bytes, every quant's bits), so the kernel's integer dot products
+ * scales copied bit for bit, 6-bit scales / mins / IQ4_XS ls - 32 as bytes, every quant's bits), so the kernel's integer dot products
  * are those of the original weights; rows past n (the last panel's padding)
  * are all zero bytes (d = 0). Portable C: runs once per weight at load. */
 #include <string.h>
@@ -12,11 +11,11 @@
 #include "tensor/dtype.h"
 #include "tensor/kernels_impl.h"
 
-/* One super-block of one row, unpacked: quants (unsigned, Q6_K 0..63, IQ4_XS
- * table indexes), sub-block scales and mins, and the fp16 scales. */
+/* One super-block of one row, unpacked: quants (unsigned; IQ4_XS table
+ * indexes), sub-block scales and mins, and the fp16 scales. */
 typedef struct {
     uint8_t q[256];
-    int sc[16], mn[8];
+    int sc[8], mn[8];
     uint16_t d, dmin;
 } kq_block;
 
@@ -38,15 +37,6 @@ static void unpack_block(dtype t, const uint8_t *b, kq_block *u) {
                 u->q[32 * s + l] = (uint8_t)q;
             }
         }
-    } else if (t == DT_Q6_K) {
-        const uint8_t *ql = b, *qh = b + 128;
-        u->d = rd16(b + 208);
-        for (int s = 0; s < 16; s++) u->sc[s] = (int8_t)b[192 + s];
-        for (int e = 0; e < 256; e++) {
-            int h = e / 128, r = e % 128;
-            int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0xf, hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
-            u->q[e] = (uint8_t)(lo | hi << 4);
-        }
     } else { /* IQ4_XS */
         uint16_t sh = rd16(b + 2);
         u->d = rd16(b);
@@ -62,7 +52,7 @@ static void unpack_block(dtype t, const uint8_t *b, kq_block *u) {
 
 /* Writes row r's part of one packed super-block (kernels_impl.h). */
 static void put_block(dtype t, const kq_block *u, int r, uint8_t *sb) {
-    int S = t == DT_Q6_K ? 16 : 32, nsub = 256 / S, nv = S / 8;
+    const int S = 32, nsub = 256 / S, nv = S / 8;
     memcpy(sb + 2 * r, &u->d, 2);
     if (t == DT_Q4_K || t == DT_Q5_K) memcpy(sb + 32 + 2 * r, &u->dmin, 2);
     for (int s = 0; s < nsub; s++) {
@@ -77,8 +67,6 @@ static void put_block(dtype t, const kq_block *u, int r, uint8_t *sb) {
                 qs[(s * nv + g) * 64 + at] = (uint8_t)((u->q[e0] & 0xf) | (u->q[e1] & 0xf) << 4);
                 if (t == DT_Q5_K)
                     hb[s * 64 + at] |= (uint8_t)(((u->q[e0] >> 4) & 1) << (2 * g) | ((u->q[e1] >> 4) & 1) << (2 * g + 1));
-                else if (t == DT_Q6_K)
-                    hb[s * 64 + at] |= (uint8_t)((u->q[e0] >> 4) << (4 * g) | (u->q[e1] >> 4) << (4 * g + 2));
             }
 }
 

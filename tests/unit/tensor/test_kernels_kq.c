@@ -64,15 +64,7 @@ static void block_ints(dtype t, const uint8_t *b, blk_int *u) {
             u->v[e] = q;
         }
         for (int s = 0; s < 8; s++) u->sc[s] = sc[s], u->mn[s] = mn[s];
-    } else if (t == DT_Q6_K) {
-        u->ssz = 16, u->d = fp16_to_f32((uint16_t)(b[208] | b[209] << 8));
-        for (int e = 0; e < 256; e++) {
-            int h = e / 128, r = e % 128;
-            int q = ((b[64 * h + r % 64] >> (4 * (r / 64))) & 15) | ((b[128 + 32 * h + r % 32] >> (2 * (r / 32))) & 3) << 4;
-            u->v[e] = q - 32;
-        }
-        for (int s = 0; s < 16; s++) u->sc[s] = (int8_t)b[192 + s];
-    } else {
+    } else { /* IQ4_XS */
         u->ssz = 32, u->d = fp16_to_f32((uint16_t)(b[0] | b[1] << 8));
         int sh = b[2] | b[3] << 8;
         for (int s = 0; s < 8; s++) {
