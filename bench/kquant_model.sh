@@ -9,13 +9,14 @@ set -euo pipefail
 usage="usage: bench/kquant_model.sh [OUT.txt]
 Runs, per type (TYPES, default 'q4_k q5_k q6_k iq4_xs'), on \$MODELS/tl-TYPE.gguf:
   cinfer bench latency -m M -p PROMPT -n GEN -t THREADS -r REPS
-  llama-bench -m M -p PROMPT -n GEN -t THREADS -r REPS --repack 0
+  llama-bench -m M -p PROMPT -n GEN -t THREADS -r REPS --repack R   (each R in LLAMA_REPACK)
 then the FP8 directory \$MODELS/fp8-tinyllama-shape (bench/fp8_model.py) and the Q8_0 source
 (cinfer only). Missing models are made first. Output goes to stdout and OUT.txt.
 Environment: SRC (Q8_0 source, default /work/bench-models/tl-q8_0.gguf), MODELS (default
 build/bench-models), PYTHON (with numpy; default /work/venvs/hf/bin/python), PROMPT (512), GEN (64), THREADS (2), REPS (2), FP8 (1: include FP8),
 FP8_PROMPT (16: the FP8 criterion is decode; its prefill is the slow per-row bf16 path), Q8 (1: the Q8_0 rows),
-LLAMA_BENCH (default /work/llama/build/bin/llama-bench; empty: cinfer only), CINFER_BIN.
+LLAMA_BENCH (default /work/llama/build/bin/llama-bench; empty: cinfer only), LLAMA_REPACK (default 0:
+llama.cpp's plain kernels; '0 1' adds its default, weights repacked at load), CINFER_BIN.
   -h, --help   this text"
 case ${1:-} in
   -h|--help) printf '%s\n' "$usage"; exit 0 ;;
@@ -47,7 +48,9 @@ run() {
     m="$models/tl-$ty.gguf"
     echo "## $ty"
     run "$bin" bench latency -m "$m" -p "$p" -n "$g" -t "$t" -r "$r"
-    [ -z "$llama" ] || run "$llama" -m "$m" -p "$p" -n "$g" -t "$t" -r "$r" --repack 0
+    for rp in ${LLAMA_REPACK:-0}; do
+      [ -z "$llama" ] || run "$llama" -m "$m" -p "$p" -n "$g" -t "$t" -r "$r" --repack "$rp"
+    done
   done
   if [ "${FP8:-1}" = 1 ]; then
     echo "## fp8 (e4m3, 128x128 block scales; no llama.cpp row: it has no FP8 weight type)"

@@ -78,7 +78,8 @@ kern_ctx *kern_ctx_create(thread_pool *pool, int64_t max_rows, int64_t max_k) {
     c->max_rows = max_rows;
     c->max_k = max_k;
     size_t rows = (size_t)max_rows, k32 = round_up((size_t)max_k, 32), nb = k32 / 32;
-    size_t qbytes = round_up(rows * k32, 64) + 2 * round_up(rows * nb * 4, 64);
+    /* q, d, corr, then s16 (k/16 int16 = nb * 4 bytes) and s32 (nb * 2 bytes) per row */
+    size_t qbytes = round_up(rows * k32, 64) + 3 * round_up(rows * nb * 4, 64) + round_up(rows * nb * 2, 64);
     size_t bbytes = round_up((rows + 15) * (size_t)max_k * 4, 64); /* packed f32 activations, groups <= 16 */
     c->scratch_bytes = qbytes > bbytes ? qbytes : bbytes;
     c->scratch = aligned_alloc(64, c->scratch_bytes);
@@ -99,7 +100,8 @@ void kern_ctx_destroy(kern_ctx *c) {
 static kern_qact qact_layout(kern_ctx *c, int64_t m, int64_t k) {
     char *base = c->scratch;
     size_t qb = round_up((size_t)(m * k), 64), sb = round_up((size_t)(m * (k / 32)) * 4, 64);
-    kern_qact qa = {(int8_t *)base, (float *)(base + qb), (int32_t *)(base + qb + sb)};
+    kern_qact qa = {(int8_t *)base, (float *)(base + qb), (int32_t *)(base + qb + sb), (int16_t *)(base + qb + 2 * sb),
+                    (int16_t *)(base + qb + 3 * sb)};
     return qa;
 }
 
@@ -183,6 +185,9 @@ static void pack_p16(const kern_weight *w, void *dst) {
     case DT_BF16: pack_bf16(w->data, dst, w->n, w->k); break;
     case DT_Q8_0: pack_q8(w->data, dst, w->n, w->k); break;
     case DT_Q4_0: pack_q4(w->data, dst, w->n, w->k); break;
+    case DT_Q4_K:
+    case DT_Q5_K:
+    case DT_IQ4_XS: kern_pack_kq(w->type, w->data, dst, w->n, w->k); break;
     default: break;
     }
 }
@@ -213,7 +218,9 @@ static int check_weight(dtype type, const void *data, int64_t n, int64_t k, cf_e
 }
 
 size_t kern_weight_packed_size(dtype type, int64_t n, int64_t k) {
-    if (cpu_isa_active() != CPU_ISA_AVX512 || kq_is_dequant_type((uint32_t)type) || n <= 0 || k <= 0) return 0;
+    if (cpu_isa_active() != CPU_ISA_AVX512 || (kq_is_dequant_type((uint32_t)type) && !kqp_type(type)) || n <= 0 ||
+        k <= 0)
+        return 0;
     return packed_bytes(type, n, k);
 }
 
@@ -346,7 +353,10 @@ static void prep_range(const mm_job *j, int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; u++) {
         if (a->xp) pack_x_group(j, u);
         else if (a->xb) j->ops->fp8_prep_x(a->x + u * k, k, (uint16_t *)(uintptr_t)a->xb + u * a->xb_stride);
-        else if (j->q8k) kern_quantize_row_q8k(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb);
+        else if (j->q8k) {
+            kern_quantize_row_q8k(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb);
+            if (a->w->layout == KL_P16) kern_q8k_sums16(a->qa.q + u * k, k, a->qa.s16 + u * (k / 16), a->qa.s32 + u * nb);
+        }
         else j->ops->quantize_row(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb, j->off);
     }
 }

@@ -8,17 +8,21 @@
  * Quantized weights (Q8_0, Q4_0) are multiplied as llama.cpp does: the
  * activations are first quantized to Q8_0 blocks (once per call, into the
  * context's scratch) and integer dot products (VNNI where present) are
- * scaled per block. Q4_K and Q6_K under AVX-512 / AVX2 likewise, with activations quantized
- * per 256 elements (llama.cpp's Q8_K); the other K-quants and legacy types
- * (Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4) are dequantized exactly
- * to f32 (in registers or per row chunk) and multiplied with f32 FMA. F32/F16 weights use f32 FMA (F16 converted on the fly),
+ * scaled per block. Q4_K, Q5_K and Q6_K under AVX-512 / AVX2 likewise, with activations
+ * quantized per 256 elements (llama.cpp's Q8_K); under AVX-512 Q4_K, Q5_K and IQ4_XS are
+ * repacked into 16-row K-quant panels and multiplied by one tiled VNNI kernel for every m
+ * (kernels_kqpack.c, kernels_kqp_avx512.c), while Q6_K stays on its GGUF rows with one VNNI
+ * row kernel for every m (kernels_q6k_avx512.c: its decode streams about twice as fast
+ * as on the panels); the other K-quants and legacy types
+ * (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, and off AVX-512 IQ4_NL, IQ4_XS, MXFP4) are dequantized
+ * exactly to f32 per row chunk and multiplied with f32 FMA. F32/F16 weights use f32 FMA (F16 converted on the fly),
  * BF16 weights use f32 FMA after exact widening (vdpbf16ps, which would round
  * the activations to bf16, measured slower on the target CPU and is not used).
  * FP8 e4m3 (DT_F8_B128) decode is the exception: on AVX-512 CPUs with VBMI and
  * BF16 its codes become bf16 by table lookup and vdpbf16ps multiplies them with
  * the activations rounded to bf16 (kernels_fp8_avx512.c), for every m (so a
  * row's result does not depend on its batch); other CPUs stay in f32
- * (kernels_fp8.c). IQ4_NL / IQ4_XS / MXFP4 under AVX-512 multiply Q8_0
+ * (kernels_fp8.c). IQ4_NL / MXFP4 under AVX-512 multiply Q8_0
  * activations with VNNI for every m (kernels_iq4_avx512.c).
  *
  * A weight is always multiplied by the kernels of the ISA it was prepared for
@@ -29,6 +33,7 @@
  * products under ~256K multiply-adds run on the calling thread. Nothing here
  * allocates after kern_ctx_create. Implementation map: kernels.c (dispatch,
  * packing, threading), kernels_{scalar,avx2,avx512}.c, kernels_fp8*.c, kernels_iq4_avx512.c,
+ * kernels_kq_avx2.c, kernels_kqpack.c + kernels_kqp_avx512.c (K-quant panels), kernels_q6k_avx512.c,
  * kernels_rows_avx512.c (the row-pointer primitives), kernels_impl.h. */
 #ifndef CINFER_TENSOR_KERNELS_H
 #define CINFER_TENSOR_KERNELS_H

@@ -391,16 +391,12 @@ static void mm(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_
         kern_mm_fp8(a, o0, o1, i0, i1, &kern_ops_avx512);
         return;
     }
-    if (w->type == DT_Q4_K || w->type == DT_Q5_K) {
-        kern_mm_q45k_int_avx512(a, o0, o1, i0, i1);
+    if (kqp_type(w->type)) { /* K-quant panels x Q8_K-style activations (kern_matmul), every m */
+        kern_mm_kqp_avx512(a, o0, o1, i0, i1);
         return;
     }
-    if (w->type == DT_Q6_K) {
+    if (w->type == DT_Q6_K) { /* GGUF rows x Q8_K-style activations (kern_matmul), every m */
         kern_mm_q6k_int_avx512(a, o0, o1, i0, i1);
-        return;
-    }
-    if (w->type == DT_IQ4_XS) { /* Q8_K-style activations (kern_matmul) */
-        kern_mm_iq4xs_q8k_avx512(a, o0, o1, i0, i1);
         return;
     }
     if (a->qa.q && kern_iq4_int_type(w->type)) { /* decode: Q8_0 activations (kern_matmul) */

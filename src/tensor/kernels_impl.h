@@ -16,6 +16,18 @@
  *     Q4_0 : panel = fp16 d[nb][16] (padded to 64 bytes), then per k-block b
  *            4 x 64 bytes: byte (j*64 + r*4 + t) = original qs[r][4j+t], i.e. the
  *            low nibble is element 4j+t, the high nibble element 16+4j+t (0..15)
+ *     K-quants (Q4_K, Q5_K, IQ4_XS; not Q6_K; kernels_kqpack.c, kernels_kqp_avx512.c):
+ *            panel = per 256-element super-block B, KQP_SB(t) bytes:
+ *            [0,32) fp16 d[16 rows]; Q4_K/Q5_K: [32,64) fp16 dmin[16] (else 0)
+ *            [64,..) sub-block scales as pairs u8/int8 [s/2][16 rows][s%2]
+ *                    (Q4_K/Q5_K sc 0..63; IQ4_XS ls-32: 4 pairs); Q4_K/Q5_K
+ *                    then the mins, same shape
+ *            KQP_QS: quant nibbles per sub-block s of S = 32 elements,
+ *                    S/8 vectors of 64 bytes [16 rows][4]: vector g byte (r,t) =
+ *                    low 4 bits of element S*s+4g+t | those of S*s+S/2+4g+t << 4
+ *                    (IQ4_XS: table indexes)
+ *            Q5_K: then per sub-block 64 bytes [16 rows][4]: bit 2g+h = bit 4 of the
+ *                    element in vector g, nibble h
  *   Every panel starts 64-byte aligned (packed is aligned, panel sizes are
  *   multiples of 64, except F16: multiple of 32, loaded as 32-byte halves).
  *
@@ -31,6 +43,10 @@
  *   q[i*k + j]    int8, one scale per 256 (amax/127, f32, not fp16-rounded)
  *   d[i*nb + B]   that scale of super-block B (only the first k/256 entries)
  *   corr[i*nb+b]  +sum_j q of 32-block b (no offset)
+ *   s16, s32      (AVX-512 only, KL_P16 K-quant panels) the same sums as int16 per
+ *                 16 and per 32 elements: s16[i*(k/16)+b], s32[i*(k/32)+b]
+ *                 (kern_q8k_sums16), so pairs of them are one vpdpwssd operand
+ *                 (the panel kernel reads s32; s16 is the step to it)
  */
 #ifndef CINFER_TENSOR_KERNELS_IMPL_H
 #define CINFER_TENSOR_KERNELS_IMPL_H
@@ -42,6 +58,16 @@
 
 enum { KL_ROWS = 0, KL_P16 = 1 };
 
+/* K-quant KL_P16 panels: bytes per super-block, offset of the nibbles in it,
+ * and of Q5_K's high bits (right after the nibbles). */
+static inline size_t kqp_qs_off(dtype t) { return t == DT_IQ4_XS ? 192 : 320; }
+static inline size_t kqp_sb_bytes(dtype t) {
+    return kqp_qs_off(t) + 2048 + (t == DT_Q5_K ? 512 : 0);
+}
+/* True for the types packed into K-quant panels under AVX-512. Not Q6_K: it stays
+ * on the GGUF rows (kernels_q6k_avx512.c), whose decode is about twice as fast. */
+static inline int kqp_type(dtype t) { return t == DT_Q4_K || t == DT_Q5_K || t == DT_IQ4_XS; }
+
 /* Bytes of one KL_P16 panel (16 rows x k) and offset of the quants in it. */
 static inline size_t kp16_scale_bytes(int64_t k) { return ((size_t)(k / 32) * 32 + 63) / 64 * 64; }
 static inline size_t kp16_panel_bytes(dtype t, int64_t k) {
@@ -52,6 +78,9 @@ static inline size_t kp16_panel_bytes(dtype t, int64_t k) {
     case DT_BF16: return (kk + 1) / 2 * 64;
     case DT_Q8_0: return kp16_scale_bytes(k) + kk / 32 * 512;
     case DT_Q4_0: return kp16_scale_bytes(k) + kk / 32 * 256;
+    case DT_Q4_K:
+    case DT_Q5_K:
+    case DT_IQ4_XS: return kk / 256 * kqp_sb_bytes(t);
     default: return 0; /* dequantized types are never packed */
     }
     return 0;
@@ -61,6 +90,7 @@ typedef struct kern_qact {
     int8_t *q;
     float *d;
     int32_t *corr;
+    int16_t *s16, *s32;
 } kern_qact;
 
 /* Everything one matmul call needs; built by kern_matmul, read-only in kernels. */
@@ -136,12 +166,17 @@ void kern_fp8_rows_dot_avx512(const uint8_t *w, const uint16_t *xb, int64_t xbs,
  * its batch (other ISAs dequantize per chunk). */
 static inline int kern_iq4_int_type(dtype t) { return t == DT_IQ4_NL || t == DT_MXFP4; }
 void kern_mm_iq4_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
-/* IQ4_XS x the Q8_K-style activations in a->qa (AVX-512 VNNI, every m). */
-void kern_mm_iq4xs_q8k_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 /* kernels_dequant.c: the Q8_K-style activation quantizer (see above). */
 void kern_quantize_row_q8k(const float *x, int64_t k, int8_t *q, float *d, int32_t *sums);
-/* Q4_K, Q5_K / Q6_K x the Q8_K-style activations in a->qa (AVX-512 VNNI). */
-void kern_mm_q45k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+/* kernels_kqpack.c: repacks n GGUF rows of a kqp_type into K-quant KL_P16 panels;
+ * the int16 activation sums of one Q8_K-style row (s16, s32 above). */
+void kern_pack_kq(dtype t, const uint8_t *src, uint8_t *dst, int64_t n, int64_t k);
+void kern_q8k_sums16(const int8_t *q, int64_t k, int16_t *s16, int16_t *s32);
+/* kernels_kqp_avx512.c: K-quant KL_P16 panels x the Q8_K-style activations in a->qa
+ * (with s16 / s32), register-tiled VNNI, every m. */
+void kern_mm_kqp_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
+/* kernels_q6k_avx512.c: Q6_K GGUF rows (KL_ROWS) x the Q8_K-style activations in a->qa
+ * (AVX-512 VNNI, every m). */
 void kern_mm_q6k_int_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1);
 /* kernels_amx.c: Q8_0 / Q4_0 KL_P16 panels x the Q8_0 activations in a->qa with AMX-INT8 tiles
  * (cpu_amx_active(); bitwise the results of the AVX-512 VNNI tiles). */

@@ -1,10 +1,9 @@
-/* kernels_iq4_avx512.c - IQ4_NL, IQ4_XS and MXFP4 matmul with AVX-512 VNNI,
+/* kernels_iq4_avx512.c - IQ4_NL and MXFP4 matmul with AVX-512 VNNI,
  * weights in the GGUF row layout (KL_ROWS).
  *
- * All three types are 32-element sub-blocks of 4-bit indexes into a 16-entry
+ * Both types are 32-element sub-blocks of 4-bit indexes into a 16-entry
  * table of small integers (IQ4's non-linear levels; MXFP4's e2m1 values times
- * two) with one scale per sub-block: IQ4_NL fp16 d; IQ4_XS d * (ls - 32) from
- * its super-block's 6-bit sub-scales; MXFP4 2^(e - 128) (the table holds twice
+ * two) with one scale per sub-block: IQ4_NL fp16 d; MXFP4 2^(e - 128) (the table holds twice
  * the value). Sub-block j's low nibbles are elements 0..15, its high nibbles
  * 16..31. The activations are Q8_0 (kern_qact with off = 128): the nibbles of
  * two sub-blocks are looked up with vpshufb in the table plus 128 (so the
@@ -14,14 +13,8 @@
  * activation's block scale in a vector FMA. Integer products are exact, so the
  * result is the dot product of the exact weights with Q8_0(x), as for Q8_0 /
  * Q4_0 weights (and llama.cpp's IQ4_NL / MXFP4 vec_dot). Weights are
- * software-prefetched 1 KiB ahead. That path serves IQ4_NL and MXFP4.
- *
- * IQ4_XS instead takes the Q8_K-style activations of kern_quantize_row_q8k
- * (one scale per 256 = one IQ4_XS super-block, sums per 32; as llama.cpp's
- * iq4_xs x q8_K): a super-block's weights are looked up once per IQ4XS_MR
- * activation rows, its eight 6-bit sub-scales are decoded with vector ops, the
- * sub-block sums are scaled in f32 lanes and d * dx is applied once per block;
- * the +128 offset comes back out as 128 * sum_s (ls_s - 32) * sums_s. */
+ * software-prefetched 1 KiB ahead. IQ4_XS runs on the K-quant panels
+ * (kernels_kqp_avx512.c). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -100,91 +93,5 @@ void kern_mm_iq4_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i
         const uint8_t *row = (const uint8_t *)w->data + (size_t)o * rb;
         for (int64_t i = i0; i < i1; i++)
             a->y[i * n + o] = row_dot(t, row, a->qa.q + i * k, a->qa.d + i * nb, a->qa.corr + i * nb, nb, table);
-    }
-}
-
-/* ---- IQ4_XS x Q8_K-style activations ---- */
-#define IQ4XS_MR 8
-#define AI static inline __attribute__((always_inline))
-
-/* The eight sub-scales ls - 32 of an IQ4_XS block as f32 lanes:
- * ls_s = nibble s%2 of scales_l[s/2] | bits 2s..2s+1 of scales_h << 4. */
-AI __m256 iq4xs_scales(const uint8_t *b) {
-    uint32_t sl;
-    memcpy(&sl, b + 4, 4);
-    __m256i lo = _mm256_permutevar8x32_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi32_si128((int)sl)),
-                                             _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
-    lo = _mm256_and_si256(_mm256_srlv_epi32(lo, _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4)), _mm256_set1_epi32(0xf));
-    __m256i hi = _mm256_srlv_epi32(_mm256_set1_epi32(b[2] | b[3] << 8), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
-    hi = _mm256_slli_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(3)), 4);
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_or_si256(lo, hi), _mm256_set1_epi32(32)));
-}
-
-AI void iq4xs_row(const int MR, const uint8_t *row, int64_t nb, const kern_qact *qa, int64_t i, int64_t k, float *y,
-                  int64_t n, __m512i table) {
-    const int64_t nb32 = k / 32;
-    __m512 acc[IQ4XS_MR];
-    __m256 cacc[IQ4XS_MR]; /* 128 * d * dx * (ls_s - 32) * sums_s, lane s */
-#pragma GCC unroll 8
-    for (int t = 0; t < MR; t++) acc[t] = _mm512_setzero_ps(), cacc[t] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    for (int64_t B = 0; B < nb; B++) {
-        const uint8_t *b = row + B * 136;
-        _mm_prefetch((const char *)b + IQ4_PREFETCH, _MM_HINT_T0);
-        float d = _cvtsh_ss((uint16_t)(b[0] | b[1] << 8));
-        __m256 sc = iq4xs_scales(b);
-        __m512 sc512 = _mm512_castps256_ps512(sc), scv[4];
-        __m512i wv[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            /* lanes 0-7 = scale of sub-block 2j, 8-15 = 2j+1 (indexes < 8: the upper half is never read) */
-            scv[j] = _mm512_permutexvar_ps(
-                _mm512_inserti64x4(_mm512_set1_epi32(2 * j), _mm256_set1_epi32(2 * j + 1), 1), sc512);
-            __m256i raw = _mm256_loadu_si256((const __m256i *)(b + 8 + 32 * j));
-            __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); /* [2j lo, 2j+1 lo, 2j hi, 2j+1 hi] */
-            wv[j] = _mm512_shuffle_epi8(table, _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)));
-        }
-#pragma GCC unroll 8
-        for (int t = 0; t < MR; t++) {
-            const int8_t *q = qa->q + (i + t) * k + B * 256;
-            const int32_t *sums = qa->corr + (i + t) * nb32 + B * 8;
-            float ddx = d * qa->d[(i + t) * nb32 + B];
-            __m512 f = _mm512_setzero_ps();
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[j], _mm512_loadu_si512(q + 64 * j));
-                f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scv[j], f);
-            }
-            acc[t] = _mm512_fmadd_ps(f, _mm512_set1_ps(ddx), acc[t]);
-            __m256 cs = _mm256_mul_ps(sc, _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)sums)));
-            cacc[t] = _mm256_fmadd_ps(cs, _mm256_set1_ps(128.0f * ddx), cacc[t]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < MR; t++)
-        y[t * n] = _mm512_reduce_add_ps(acc[t]) - _mm512_reduce_add_ps(_mm512_zextps256_ps512(cacc[t]));
-}
-
-void kern_mm_iq4xs_q8k_avx512(const kern_mm_args *a, int64_t o0, int64_t o1, int64_t i0, int64_t i1) {
-    int64_t k = a->k, n = a->n, nb = k / 256;
-    size_t rb = dtype_row_bytes(DT_IQ4_XS, k);
-    __m512i table = table_u8(DT_IQ4_XS);
-    for (int64_t i = i0; i < i1; i += IQ4XS_MR) {
-        int mr = i1 - i < IQ4XS_MR ? (int)(i1 - i) : IQ4XS_MR;
-        for (int64_t o = o0; o < o1; o++) {
-            const uint8_t *row = (const uint8_t *)a->w->data + (size_t)o * rb;
-            float *y = a->y + i * n + o;
-            switch (mr) {
-            case 1: iq4xs_row(1, row, nb, &a->qa, i, k, y, n, table); break;
-            case 2: iq4xs_row(2, row, nb, &a->qa, i, k, y, n, table); break;
-            case 3: iq4xs_row(3, row, nb, &a->qa, i, k, y, n, table); break;
-            case 4: iq4xs_row(4, row, nb, &a->qa, i, k, y, n, table); break;
-            case 5: iq4xs_row(5, row, nb, &a->qa, i, k, y, n, table); break;
-            case 6: iq4xs_row(6, row, nb, &a->qa, i, k, y, n, table); break;
-            case 7: iq4xs_row(7, row, nb, &a->qa, i, k, y, n, table); break;
-            default: iq4xs_row(8, row, nb, &a->qa, i, k, y, n, table); break;
-            }
-        }
     }
 }

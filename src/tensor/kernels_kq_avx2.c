@@ -1,6 +1,6 @@
 /* kernels_kq_avx2.c - AVX2 Q4_K, Q5_K and Q6_K matmul on the GGUF row layout
  * (KL_ROWS) against the Q8_K-style activations of kern_quantize_row_q8k, the
- * 8-lane twin of kernels_kq_avx512.c's integer paths (vpmaddubsw + vpmaddwd):
+ * integer paths (vpmaddubsw + vpmaddwd; AVX-512 runs K-quant panels instead, kernels_kqp_avx512.c):
  * the weight bytes of a super-block are unpacked once per KQ_MR (4)
  * activation rows; every m takes this path (batch-invariant results). */
 #include <immintrin.h>
