@@ -66,7 +66,8 @@ static void put_block(dtype t, const kq_block *u, int r, uint8_t *sb) {
                 int e0 = S * s + 4 * g + tt, e1 = e0 + S / 2, at = r * 4 + tt;
                 qs[(s * nv + g) * 64 + at] = (uint8_t)((u->q[e0] & 0xf) | (u->q[e1] & 0xf) << 4);
                 if (t == DT_Q5_K)
-                    hb[s * 64 + at] |= (uint8_t)(((u->q[e0] >> 4) & 1) << (2 * g) | ((u->q[e1] >> 4) & 1) << (2 * g + 1));
+                    hb[s * 64 + at] |=
+                        (uint8_t)(((u->q[e0] >> 4) & 1) << (2 * g) | ((u->q[e1] >> 4) & 1) << (2 * g + 1));
             }
 }
 

@@ -56,7 +56,8 @@ static void block_ints(dtype t, const uint8_t *b, blk_int *u) {
     if (t == DT_Q4_K || t == DT_Q5_K) {
         uint8_t sc[8], mn[8];
         kq_scale_min_k4(b + 4, sc, mn);
-        u->ssz = 32, u->d = fp16_to_f32((uint16_t)(b[0] | b[1] << 8)), u->dmin = fp16_to_f32((uint16_t)(b[2] | b[3] << 8));
+        u->ssz = 32, u->d = fp16_to_f32((uint16_t)(b[0] | b[1] << 8)),
+        u->dmin = fp16_to_f32((uint16_t)(b[2] | b[3] << 8));
         const uint8_t *qs = b + (t == DT_Q5_K ? 48 : 16), *qh = b + 16;
         for (int e = 0; e < 256; e++) {
             int s = e / 32, l = e % 32, q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
@@ -86,7 +87,8 @@ static float model_dot(dtype t, const uint8_t *row, const int8_t *q, const float
         int64_t isum = 0, imin = 0;
         for (int s = 0; s < 256 / u.ssz; s++) {
             int64_t dot = 0, xs = 0;
-            for (int e = s * u.ssz; e < (s + 1) * u.ssz; e++) dot += (int64_t)u.v[e] * q[B * 256 + e], xs += q[B * 256 + e];
+            for (int e = s * u.ssz; e < (s + 1) * u.ssz; e++)
+                dot += (int64_t)u.v[e] * q[B * 256 + e], xs += q[B * 256 + e];
             isum += u.sc[s] * dot;
             imin += u.mn[s] * xs;
         }
@@ -187,10 +189,13 @@ static void test_batch_invariance(kern_ctx *ctx, const char *what_pool) {
                     CHECKF(kern_weight_prepare(&kw, t, w, n, k, &err) == 0, "prepare: %s", err.msg);
                     kern_matmul(ctx, &kw, x, m, y);
                     for (int64_t i = 0; i < m; i++) kern_matmul(ctx, &kw, x + i * k, 1, y1 + i * n);
-                    for (int64_t i = 0; i < m; i += 3) kern_matmul(ctx, &kw, x + i * k, m - i < 3 ? m - i : 3, y3 + i * n);
-                    CHECKF(!memcmp(y, y1, ny) && !memcmp(y, y3, ny), "%s %s n=%lld k=%lld %s: a batch of %lld rows "
-                           "is not bitwise the rows alone / in threes", cpu_isa_name((cpu_isa)isa),
-                           dtype_name((uint32_t)t), (long long)n, (long long)k, what_pool, (long long)m);
+                    for (int64_t i = 0; i < m; i += 3)
+                        kern_matmul(ctx, &kw, x + i * k, m - i < 3 ? m - i : 3, y3 + i * n);
+                    CHECKF(!memcmp(y, y1, ny) && !memcmp(y, y3, ny),
+                           "%s %s n=%lld k=%lld %s: a batch of %lld rows "
+                           "is not bitwise the rows alone / in threes",
+                           cpu_isa_name((cpu_isa)isa), dtype_name((uint32_t)t), (long long)n, (long long)k, what_pool,
+                           (long long)m);
                     kern_weight_release(&kw);
                     free(w), free(x), free(y), free(y1), free(y3);
                 }
