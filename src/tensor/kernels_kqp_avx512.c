@@ -123,7 +123,8 @@ AI void tile_kq(const int TY, const int RV, const int MA, const uint8_t *wp0, co
             for (int r = 0; r < RV; r++) {
                 __m512i sc = pair_half(pair_vec(!Q45, wb[r] + 64 + (s / 2) * 32), s % 2);
 #pragma GCC unroll 8
-                for (int t = 0; t < MA; t++) isum[r][t] = _mm512_add_epi32(isum[r][t], _mm512_mullo_epi32(sub[r][t], sc));
+                for (int t = 0; t < MA; t++)
+                    isum[r][t] = _mm512_add_epi32(isum[r][t], _mm512_mullo_epi32(sub[r][t], sc));
             }
         }
         /* the super-block's epilogue: imin, then the f32 steps of the header comment */
@@ -139,7 +140,8 @@ AI void tile_kq(const int TY, const int RV, const int MA, const uint8_t *wp0, co
                 const int16_t *sums = qa->s32 + (i + t) * nb32 + B * 8;
                 __m512i imin = _mm512_setzero_si512();
 #pragma GCC unroll 8
-                for (int u = 0; u < NSUB / 2; u++) imin = _mm512_dpwssd_epi32(imin, pv[u], bc32((const int8_t *)(sums + 2 * u)));
+                for (int u = 0; u < NSUB / 2; u++)
+                    imin = _mm512_dpwssd_epi32(imin, pv[u], bc32((const int8_t *)(sums + 2 * u)));
                 __m512 vdx = _mm512_set1_ps(qa->d[(i + t) * nb32 + B]);
                 if (Q45) {
                     acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_mul_ps(dv, vdx), acc[r][t]);
@@ -162,16 +164,16 @@ AI void tile_kq(const int TY, const int RV, const int MA, const uint8_t *wp0, co
 
 /* ma (1..MA_K) as a compile-time tile height */
 #define KQ_MA(c) ((c) < MA_K ? (c) : MA_K)
-#define KQ_SWITCH_MA(TY, RV, ma, ...)                         \
-    switch (ma) {                                             \
-    case 1: tile_kq(TY, RV, 1, __VA_ARGS__); break;           \
-    case 2: tile_kq(TY, RV, KQ_MA(2), __VA_ARGS__); break;    \
-    case 3: tile_kq(TY, RV, KQ_MA(3), __VA_ARGS__); break;    \
-    case 4: tile_kq(TY, RV, KQ_MA(4), __VA_ARGS__); break;    \
-    case 5: tile_kq(TY, RV, KQ_MA(5), __VA_ARGS__); break;    \
-    case 6: tile_kq(TY, RV, KQ_MA(6), __VA_ARGS__); break;    \
-    case 7: tile_kq(TY, RV, KQ_MA(7), __VA_ARGS__); break;    \
-    default: tile_kq(TY, RV, MA_K, __VA_ARGS__); break;       \
+#define KQ_SWITCH_MA(TY, RV, ma, ...)                      \
+    switch (ma) {                                          \
+    case 1: tile_kq(TY, RV, 1, __VA_ARGS__); break;        \
+    case 2: tile_kq(TY, RV, KQ_MA(2), __VA_ARGS__); break; \
+    case 3: tile_kq(TY, RV, KQ_MA(3), __VA_ARGS__); break; \
+    case 4: tile_kq(TY, RV, KQ_MA(4), __VA_ARGS__); break; \
+    case 5: tile_kq(TY, RV, KQ_MA(5), __VA_ARGS__); break; \
+    case 6: tile_kq(TY, RV, KQ_MA(6), __VA_ARGS__); break; \
+    case 7: tile_kq(TY, RV, KQ_MA(7), __VA_ARGS__); break; \
+    default: tile_kq(TY, RV, MA_K, __VA_ARGS__); break;    \
     }
 _Static_assert(MA_K >= 1 && MA_K <= 8, "KQ_SWITCH_MA lists 1..8");
 
