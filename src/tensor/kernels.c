@@ -355,9 +355,9 @@ static void prep_range(const mm_job *j, int64_t u0, int64_t u1) {
         else if (a->xb) j->ops->fp8_prep_x(a->x + u * k, k, (uint16_t *)(uintptr_t)a->xb + u * a->xb_stride);
         else if (j->q8k) {
             kern_quantize_row_q8k(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb);
-            if (a->w->layout == KL_P16) kern_q8k_sums16(a->qa.q + u * k, k, a->qa.s16 + u * (k / 16), a->qa.s32 + u * nb);
-        }
-        else j->ops->quantize_row(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb, j->off);
+            if (a->w->layout == KL_P16)
+                kern_q8k_sums16(a->qa.q + u * k, k, a->qa.s16 + u * (k / 16), a->qa.s32 + u * nb);
+        } else j->ops->quantize_row(a->x + u * k, k, a->qa.q + u * k, a->qa.d + u * nb, a->qa.corr + u * nb, j->off);
     }
 }
 

@@ -61,9 +61,7 @@ enum { KL_ROWS = 0, KL_P16 = 1 };
 /* K-quant KL_P16 panels: bytes per super-block, offset of the nibbles in it,
  * and of Q5_K's high bits (right after the nibbles). */
 static inline size_t kqp_qs_off(dtype t) { return t == DT_IQ4_XS ? 192 : 320; }
-static inline size_t kqp_sb_bytes(dtype t) {
-    return kqp_qs_off(t) + 2048 + (t == DT_Q5_K ? 512 : 0);
-}
+static inline size_t kqp_sb_bytes(dtype t) { return kqp_qs_off(t) + 2048 + (t == DT_Q5_K ? 512 : 0); }
 /* True for the types packed into K-quant panels under AVX-512. Not Q6_K: it stays
  * on the GGUF rows (kernels_q6k_avx512.c), whose decode is about twice as fast. */
 static inline int kqp_type(dtype t) { return t == DT_Q4_K || t == DT_Q5_K || t == DT_IQ4_XS; }
