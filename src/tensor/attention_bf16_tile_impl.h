@@ -136,8 +136,8 @@ static inline float attn_bf16_row_exp(const float *srow, int s0, int lo, int hi,
 /* Both steps for one row: *mx = the max, returns the sum (the segment loop
  * runs the steps row group by row group instead, so the max reductions of
  * a token's rows overlap; same arithmetic, same bits). */
-static float attn_bf16_softmax_fast(const float *srow, int s0, int lo, int hi, int plo, int phi, uint16_t *w,
-                                    float *mx) {
+static inline float attn_bf16_softmax_fast(const float *srow, int s0, int lo, int hi, int plo, int phi, uint16_t *w,
+                                           float *mx) {
     *mx = attn_bf16_row_max(srow, s0, lo, hi);
     return attn_bf16_row_exp(srow, s0, lo, hi, plo, phi, *mx, w);
 }

@@ -10,38 +10,39 @@
  * computes exactly what it computed before); nothing is allocated (one
  * 16-row stack buffer); rows c >= nk of the 16 are written as zeros.
  * Included by attention_kv_impl.h after attn_decode_row; the shuffles are
- * GCC vector builtins (vpermt2ps under AVX-512). Not a public header. */
+ * __builtin_shufflevector (GCC >= 12, clang; vpermt2ps under AVX-512). Not a
+ * public header. */
 #include <stdint.h>
 #include <string.h>
 
-typedef int32_t attn_i32x16 __attribute__((vector_size(64)));
+/* Index lists of the four butterfly stages (__builtin_shufflevector takes
+ * constants: GCC >= 12 and clang both have it). */
+#define ATTN_TR_LO1 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
+#define ATTN_TR_HI1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+#define ATTN_TR_LO2 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
+#define ATTN_TR_HI2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define ATTN_TR_LO4 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27
+#define ATTN_TR_HI4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+#define ATTN_TR_LO8 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
+#define ATTN_TR_HI8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
 
-/* One butterfly stage of the transpose: rows i and i + b (bit b of i clear)
- * exchange their columns with bit b set / clear (element (i, c) moves to
- * the row and column with bit b of the two indices swapped). */
-static inline void attn_tr_stage(attn_v16 *r, int b, attn_i32x16 lo, attn_i32x16 hi) {
-    for (int i = 0; i < 16; i++) {
-        if (i & b) continue;
-        attn_v16 x = r[i], y = r[i + b];
-        r[i] = __builtin_shuffle(x, y, lo);
-        r[i + b] = __builtin_shuffle(x, y, hi);
+/* One butterfly stage of the transpose: rows i and i + B (bit B of i clear)
+ * exchange their columns with bit B set / clear (element (i, c) moves to
+ * the row and column with bit B of the two indices swapped). */
+#define ATTN_TR_STAGE(r, B, LO, HI)                          \
+    for (int i_ = 0; i_ < 16; i_++) {                        \
+        if (i_ & (B)) continue;                              \
+        attn_v16 x_ = (r)[i_], y_ = (r)[i_ + (B)];           \
+        (r)[i_] = __builtin_shufflevector(x_, y_, LO);       \
+        (r)[i_ + (B)] = __builtin_shufflevector(x_, y_, HI); \
     }
-}
 
 /* r[i][c] -> r[c][i] */
 static inline void attn_transpose16(attn_v16 *r) {
-    const attn_i32x16 lo1 = {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
-                      hi1 = {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31},
-                      lo2 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
-                      hi2 = {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
-                      lo4 = {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
-                      hi4 = {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31},
-                      lo8 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
-                      hi8 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
-    attn_tr_stage(r, 1, lo1, hi1);
-    attn_tr_stage(r, 2, lo2, hi2);
-    attn_tr_stage(r, 4, lo4, hi4);
-    attn_tr_stage(r, 8, lo8, hi8);
+    ATTN_TR_STAGE(r, 1, ATTN_TR_LO1, ATTN_TR_HI1)
+    ATTN_TR_STAGE(r, 2, ATTN_TR_LO2, ATTN_TR_HI2)
+    ATTN_TR_STAGE(r, 4, ATTN_TR_LO4, ATTN_TR_HI4)
+    ATTN_TR_STAGE(r, 8, ATTN_TR_LO8, ATTN_TR_HI8)
 }
 
 /* The K rows of keys j0 .. j0 + nk - 1 (nk <= 16) of the cache in `a`
